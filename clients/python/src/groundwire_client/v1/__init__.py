@@ -1,0 +1,1 @@
+"""Generated stubs of groundwire.v1 (do not edit)."""

@@ -1,0 +1,3 @@
+from groundwire.app.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""gRPC servicers (proto <-> domain translation only), interceptors, health, reflection."""

@@ -1,0 +1,124 @@
+"""Proto <-> domain conversions shared by the servicers."""
+
+from __future__ import annotations
+
+from google.protobuf import duration_pb2
+from groundwire_client.v1 import common_pb2, retriever_pb2
+
+from groundwire.domain.retrieval import (
+    Leg,
+    RankedResult,
+    RetrievalDiagnostics,
+    RetrievalMode,
+    RetrievalOutcome,
+)
+from groundwire.domain.scores import Score, ScoreMetric
+from groundwire.retrieval.requests import FilterCondition
+
+_METRICS: dict[ScoreMetric, int] = {
+    ScoreMetric.COSINE_SIMILARITY: common_pb2.SCORE_METRIC_COSINE_SIMILARITY,
+    ScoreMetric.COSINE_DISTANCE: common_pb2.SCORE_METRIC_COSINE_DISTANCE,
+    ScoreMetric.EUCLIDEAN_DISTANCE: common_pb2.SCORE_METRIC_EUCLIDEAN_DISTANCE,
+    ScoreMetric.DOT_PRODUCT: common_pb2.SCORE_METRIC_DOT_PRODUCT,
+    ScoreMetric.BM25: common_pb2.SCORE_METRIC_BM25,
+    ScoreMetric.TEXT_RANK: common_pb2.SCORE_METRIC_TEXT_RANK,
+    ScoreMetric.RECIPROCAL_RANK_FUSION: common_pb2.SCORE_METRIC_RECIPROCAL_RANK_FUSION,
+    ScoreMetric.RERANK_RELEVANCE: common_pb2.SCORE_METRIC_RERANK_RELEVANCE,
+}
+_LEGS = {Leg.SEMANTIC: common_pb2.RETRIEVAL_LEG_SEMANTIC, Leg.LEXICAL: common_pb2.RETRIEVAL_LEG_LEXICAL}
+_MODES_IN: dict[int, RetrievalMode] = {
+    retriever_pb2.RETRIEVAL_MODE_UNSPECIFIED: RetrievalMode.SEMANTIC,
+    retriever_pb2.RETRIEVAL_MODE_SEMANTIC: RetrievalMode.SEMANTIC,
+    retriever_pb2.RETRIEVAL_MODE_LEXICAL: RetrievalMode.LEXICAL,
+    retriever_pb2.RETRIEVAL_MODE_HYBRID: RetrievalMode.HYBRID,
+}
+_MODES_OUT = {
+    RetrievalMode.SEMANTIC: retriever_pb2.RETRIEVAL_MODE_SEMANTIC,
+    RetrievalMode.LEXICAL: retriever_pb2.RETRIEVAL_MODE_LEXICAL,
+    RetrievalMode.HYBRID: retriever_pb2.RETRIEVAL_MODE_HYBRID,
+}
+
+
+def mode_from_proto(value: int) -> RetrievalMode | None:
+    """None for enum values this server does not know."""
+    return _MODES_IN.get(value)
+
+
+def mode_to_proto(mode: RetrievalMode) -> retriever_pb2.RetrievalMode.ValueType:
+    return _MODES_OUT[mode]
+
+
+def score_to_proto(score: Score) -> common_pb2.Score:
+    msg = common_pb2.Score(
+        raw_score=score.raw, metric=_METRICS[score.metric], higher_is_better=score.higher_is_better
+    )
+    if score.relevance is not None:
+        msg.relevance = score.relevance
+    return msg
+
+
+def filter_from_proto(flt: common_pb2.MetadataFilter) -> list[FilterCondition]:
+    out = []
+    for cond in flt.conditions:
+        which = cond.WhichOneof("match")
+        if which == "equals":
+            values: list[str] | None = [cond.equals]
+        elif which == "any_of":
+            values = list(cond.any_of.values)
+        else:
+            values = None
+        out.append(FilterCondition(cond.key, values))
+    return out
+
+
+def duration(seconds: float) -> duration_pb2.Duration:
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(max(0, int(seconds * 1e9)))
+    return d
+
+
+def result_to_proto(result: RankedResult) -> retriever_pb2.RetrievalResult:
+    hit = result.hit
+    return retriever_pb2.RetrievalResult(
+        document_id=hit.document_id,
+        chunk_id=hit.chunk_id,
+        rank=result.rank,
+        score=score_to_proto(result.score),
+        provenance=[
+            common_pb2.LegProvenance(leg=_LEGS[p.leg], rank=p.rank, score=score_to_proto(p.score))
+            for p in result.provenance
+        ],
+        content=hit.content,
+        span=common_pb2.CharSpan(start=hit.start, end=hit.end),
+        title=hit.title,
+        section=hit.section,
+        metadata=dict(hit.metadata),
+    )
+
+
+def diagnostics_to_proto(d: RetrievalDiagnostics) -> retriever_pb2.RetrievalDiagnostics:
+    msg = retriever_pb2.RetrievalDiagnostics(
+        applied_mode=mode_to_proto(d.mode),
+        applied_top_k=d.top_k,
+        semantic_hits=d.semantic_hits,
+        lexical_hits=d.lexical_hits,
+        embedding_duration=duration(d.embedding_seconds),
+        semantic_duration=duration(d.semantic_seconds),
+        lexical_duration=duration(d.lexical_seconds),
+        total_duration=duration(d.total_seconds),
+        index_version=d.index_version,
+        phrase_count=d.phrase_count,
+        applied_leg_depth=d.leg_depth,
+    )
+    if d.fusion is not None:
+        msg.applied_rrf_k = d.fusion.k
+        msg.applied_semantic_weight = d.fusion.semantic_weight
+        msg.applied_lexical_weight = d.fusion.lexical_weight
+    return msg
+
+
+def outcome_to_proto(outcome: RetrievalOutcome) -> retriever_pb2.RetrieveResponse:
+    return retriever_pb2.RetrieveResponse(
+        results=[result_to_proto(r) for r in outcome.results],
+        diagnostics=diagnostics_to_proto(outcome.diagnostics),
+    )

@@ -1,0 +1,184 @@
+"""One interceptor for every RPC: request id, safe request decoding, error
+mapping and a content-free access log.
+
+- The request id comes from the caller's `x-request-id` metadata (bounded,
+  printable) or is generated, is bound in a contextvar for logs, and is returned
+  in the `x-request-id` trailing metadata.
+- A request that protobuf cannot decode (for example invalid UTF-8 in a string
+  field) becomes INVALID_ARGUMENT / MALFORMED_REQUEST instead of grpcio's
+  generic INTERNAL.
+- GroundwireError becomes its rich status; any other exception becomes INTERNAL
+  with reason INTERNAL and no exception text (only its type and frames are
+  logged, keyed by the request id).
+- The access log line carries method, status code, duration and request id:
+  never request or response content.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import re
+import time
+import traceback
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from groundwire.api.errors import STATUS_CODES, to_rpc_status
+from groundwire.domain.errors import ErrorKind, GroundwireError
+
+log = logging.getLogger("groundwire.access")
+error_log = logging.getLogger("groundwire.errors")
+
+request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+
+class _Malformed:
+    """Sentinel request for bytes protobuf could not decode."""
+
+
+_MALFORMED = _Malformed()
+
+MALFORMED = GroundwireError(
+    ErrorKind.INVALID_ARGUMENT, "MALFORMED_REQUEST", "the request message could not be decoded"
+)
+INTERNAL = GroundwireError(ErrorKind.INTERNAL, "INTERNAL", "internal error; see server logs")
+
+
+def _safe_deserializer(inner: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if inner is None:
+        return None
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return inner(data)
+        except (DecodeError, ValueError, UnicodeDecodeError):
+            return _MALFORMED
+
+    return deserialize
+
+
+def _request_id(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str:
+    for key, value in metadata or ():
+        if key == "x-request-id" and isinstance(value, str) and _REQUEST_ID.match(value):
+            return value
+    return uuid.uuid4().hex
+
+
+def _log_unexpected(exc: BaseException, method: str) -> None:
+    frames = "".join(traceback.format_tb(exc.__traceback__))
+    error_log.error(
+        "unhandled exception",
+        extra={"method": method, "exception_type": type(exc).__name__, "frames": frames},
+    )
+
+
+class ServiceInterceptor(grpc.aio.ServerInterceptor):
+    """See module docstring."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        metadata = handler_call_details.invocation_metadata
+        deserializer = _safe_deserializer(handler.request_deserializer)
+        if handler.unary_unary is not None:
+            inner_uu = handler.unary_unary
+
+            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                rid = _request_id(metadata)  # type: ignore[arg-type]
+                token = request_id_var.set(rid)
+                started = time.perf_counter()
+                code = grpc.StatusCode.OK
+                try:
+                    context.set_trailing_metadata((("x-request-id", rid),))
+                    if request is _MALFORMED:
+                        raise MALFORMED
+                    return await inner_uu(request, context)
+                except GroundwireError as err:
+                    code = STATUS_CODES[err.kind]
+                    await _abort(context, err, rid)
+                except Exception as exc:
+                    if _is_abort(exc):
+                        code = context.code() or grpc.StatusCode.UNKNOWN  # type: ignore[assignment]
+                        raise
+                    code = grpc.StatusCode.INTERNAL
+                    _log_unexpected(exc, method)
+                    await _abort(context, INTERNAL, rid)
+                finally:
+                    _access(method, code, started, rid)
+                    request_id_var.reset(token)
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary_unary,
+                request_deserializer=deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            inner_us = handler.unary_stream
+
+            async def unary_stream(
+                request: Any, context: grpc.aio.ServicerContext
+            ) -> AsyncIterator[Any]:
+                rid = _request_id(metadata)  # type: ignore[arg-type]
+                token = request_id_var.set(rid)
+                started = time.perf_counter()
+                code = grpc.StatusCode.OK
+                try:
+                    context.set_trailing_metadata((("x-request-id", rid),))
+                    if request is _MALFORMED:
+                        raise MALFORMED
+                    async for item in inner_us(request, context):
+                        yield item
+                except GroundwireError as err:
+                    code = STATUS_CODES[err.kind]
+                    await _abort(context, err, rid)
+                except Exception as exc:
+                    if _is_abort(exc):
+                        raise
+                    code = grpc.StatusCode.INTERNAL
+                    _log_unexpected(exc, method)
+                    await _abort(context, INTERNAL, rid)
+                finally:
+                    _access(method, code, started, rid)
+                    request_id_var.reset(token)
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_stream,
+                request_deserializer=deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+
+def _is_abort(exc: BaseException) -> bool:
+    # grpc.aio signals context.abort() by raising AbortError; let it through.
+    return type(exc).__name__ == "AbortError"
+
+
+async def _abort(context: grpc.aio.ServicerContext, err: GroundwireError, rid: str) -> None:
+    status = to_rpc_status(err)
+    trailing = (*status.trailing_metadata, ("x-request-id", rid))
+    await context.abort(status.code, status.details, trailing)
+
+
+def _access(method: str, code: grpc.StatusCode, started: float, rid: str) -> None:
+    log.info(
+        "rpc",
+        extra={
+            "method": method,
+            "code": code.name,
+            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+            "request_id": rid,
+        },
+    )

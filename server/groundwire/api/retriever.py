@@ -1,0 +1,39 @@
+"""RetrieverService: proto <-> domain, nothing else."""
+
+from __future__ import annotations
+
+import grpc
+from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
+
+from groundwire.api.convert import filter_from_proto, mode_from_proto, outcome_to_proto
+from groundwire.domain.retrieval import FusionSettings
+from groundwire.retrieval.engine import Retriever
+from groundwire.retrieval.requests import build_retrieval_request
+
+
+class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
+    def __init__(self, retriever: Retriever, fusion_defaults: FusionSettings) -> None:
+        self._retriever = retriever
+        self._fusion = fusion_defaults
+
+    async def Retrieve(  # noqa: N802 - gRPC method name
+        self, request: retriever_pb2.RetrieveRequest, context: grpc.aio.ServicerContext
+    ) -> retriever_pb2.RetrieveResponse:
+        q = request.query
+        fusion = q.fusion
+        domain_request = build_retrieval_request(
+            index_name=q.index_name,
+            text=q.text,
+            mode=mode_from_proto(q.mode),
+            top_k=q.top_k if q.HasField("top_k") else None,
+            conditions=filter_from_proto(q.filter),
+            tenant=q.tenant,
+            rrf_k=fusion.rrf_k if fusion.HasField("rrf_k") else None,
+            semantic_weight=fusion.semantic_weight if fusion.HasField("semantic_weight") else None,
+            lexical_weight=fusion.lexical_weight if fusion.HasField("lexical_weight") else None,
+            leg_depth=fusion.leg_depth if fusion.HasField("leg_depth") else None,
+            limits=self._retriever.limits,
+            fusion_defaults=self._fusion,
+        )
+        outcome = await self._retriever.retrieve(domain_request)
+        return outcome_to_proto(outcome)

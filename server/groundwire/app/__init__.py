@@ -1,0 +1,1 @@
+"""Configuration, wiring, the CLI and the server's lifecycle."""

@@ -1,0 +1,53 @@
+"""`groundwire serve [--config FILE] [--address HOST:PORT]`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from groundwire.app.config import ConfigError, GroundwireConfig, load_config
+from groundwire.app.defaults import default_config
+from groundwire.app.logs import configure_logging
+
+log = logging.getLogger("groundwire.app")
+
+
+async def _serve(cfg: GroundwireConfig, address: str | None) -> int:
+    from groundwire.app.wiring import start_app
+
+    app = await start_app(cfg, address)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down", extra={"grace_seconds": cfg.server.grace_period_seconds})
+    await app.stop()
+    log.info("stopped")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="groundwire", description="groundwire RAG service")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the gRPC API")
+    serve.add_argument("--config", type=Path, help="TOML configuration (default: embedded demo)")
+    serve.add_argument("--address", help="listen address HOST:PORT (overrides the config)")
+    check = sub.add_parser("check-config", help="validate a configuration file and exit")
+    check.add_argument("config", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "check-config":
+            load_config(args.config)
+            print("configuration is valid")
+            return 0
+        cfg = load_config(args.config) if args.config else default_config()
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    configure_logging(cfg.logging.level, cfg.logging.format)
+    return asyncio.run(_serve(cfg, args.address))

@@ -1,0 +1,272 @@
+"""The declarative configuration file (TOML), validated with pydantic.
+
+Unknown keys are errors, every error names the offending key, and secrets are
+only ever references (an environment variable or a file), never inline values.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,127}$")
+_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message names every offending key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SecretRef(_Strict):
+    """A secret by reference: exactly one of an environment variable or a file."""
+
+    env: str | None = None
+    file: Path | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> SecretRef:
+        if (self.env is None) == (self.file is None):
+            raise ValueError("a secret reference needs exactly one of 'env' or 'file'")
+        return self
+
+    def resolve(self) -> str | None:
+        """The secret's value, or None when the variable/file is absent. Values are
+        never logged; callers treat None as "not configured"."""
+        if self.env is not None:
+            value = os.environ.get(self.env)
+            return value.strip() if value else None
+        assert self.file is not None
+        try:
+            return self.file.read_text().strip() or None
+        except OSError:
+            return None
+
+
+class ServerConfig(_Strict):
+    address: str = "127.0.0.1:50051"
+    reflection: bool = True
+    grace_period_seconds: float = Field(10.0, ge=0, le=300)
+    max_message_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024, le=64 * 1024 * 1024)
+    max_concurrent_rpcs: int | None = Field(None, ge=1)
+
+
+class RetrievalConfig(_Strict):
+    default_top_k: int = Field(10, ge=1)
+    max_top_k: int = Field(100, ge=1, le=10_000)
+    max_query_chars: int = Field(4096, ge=16, le=1_000_000)
+    rrf_k: int = Field(60, ge=1, le=1000)
+    semantic_weight: float = Field(1.0, ge=0, le=10)
+    lexical_weight: float = Field(1.0, ge=0, le=10)
+    leg_depth: int = Field(50, ge=1, le=10_000)
+    max_leg_depth: int = Field(1000, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> RetrievalConfig:
+        if self.default_top_k > self.max_top_k:
+            raise ValueError("default_top_k must not exceed max_top_k")
+        if self.leg_depth > self.max_leg_depth:
+            raise ValueError("leg_depth must not exceed max_leg_depth")
+        return self
+
+
+class StoreConfig(_Strict):
+    """Where indexes live. `postgres` with no DSN starts the embedded PostgreSQL."""
+
+    kind: Literal["memory", "postgres"] = "memory"
+    dsn: SecretRef | None = None
+    data_dir: Path = Path("var/pgdata")
+    pool_min_size: int = Field(1, ge=0, le=100)
+    pool_max_size: int = Field(8, ge=1, le=200)
+    statement_timeout_ms: int = Field(30_000, ge=100)
+    hnsw_m: int = Field(16, ge=2, le=100)
+    hnsw_ef_construction: int = Field(64, ge=4, le=1000)
+    hnsw_ef_search: int = Field(100, ge=1, le=1000)
+
+
+class LocalOnnxEmbedderConfig(_Strict):
+    kind: Literal["local-onnx"]
+    model_dir: Path | None = None
+    model_name: str = "all-MiniLM-L6-v2"
+    max_seq_length: int = Field(256, ge=8, le=8192)
+    batch_size: int = Field(32, ge=1, le=1024)
+    threads: int | None = Field(None, ge=1, le=256)
+    query_prefix: str = ""
+    document_prefix: str = ""
+
+
+class OpenAICompatibleEmbedderConfig(_Strict):
+    kind: Literal["openai-compatible"]
+    base_url: str
+    model: str = Field(min_length=1)
+    dimensions: int = Field(ge=1, le=65_536)
+    api_key: SecretRef | None = None
+    send_dimensions: bool = False
+    normalize: bool = False
+    timeout_seconds: float = Field(30.0, gt=0, le=600)
+    batch_size: int = Field(64, ge=1, le=2048)
+    query_prefix: str = ""
+    document_prefix: str = ""
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://", v):
+            raise ValueError("base_url must start with http:// or https://")
+        return v.rstrip("/")
+
+
+class HashingEmbedderConfig(_Strict):
+    kind: Literal["hashing"]
+    dimensions: int = Field(256, ge=8, le=4096)
+
+
+EmbedderConfig = Annotated[
+    LocalOnnxEmbedderConfig | OpenAICompatibleEmbedderConfig | HashingEmbedderConfig,
+    Field(discriminator="kind"),
+]
+
+
+class DirectorySource(_Strict):
+    kind: Literal["directory"]
+    path: Path
+    glob: str = "**/*"
+    recursive: bool = True
+
+
+class FilesSource(_Strict):
+    kind: Literal["files"]
+    paths: list[Path] = Field(min_length=1)
+
+
+class InlineSource(_Strict):
+    kind: Literal["inline"]
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,255}$")
+    text: str = Field(min_length=1)
+    title: str = ""
+    format: Literal["text", "markdown"] = "text"
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+SourceConfig = Annotated[
+    DirectorySource | FilesSource | InlineSource, Field(discriminator="kind")
+]
+
+
+class ChunkingConfig(_Strict):
+    size: int = Field(800, ge=16, le=100_000)
+    overlap: int = Field(100, ge=0)
+    markdown_sections: bool = True
+
+    @model_validator(mode="after")
+    def _overlap(self) -> ChunkingConfig:
+        if self.overlap > self.size // 2:
+            raise ValueError("overlap must be at most half of size")
+        return self
+
+
+class IngestionConfig(_Strict):
+    strategy: Literal["manual", "on_startup", "background_on_startup", "scheduled"] = "manual"
+    schedule: str | None = None
+    max_file_bytes: int = Field(10 * 1024 * 1024, ge=1, le=1024 * 1024 * 1024)
+    embed_batch_size: int = Field(64, ge=1, le=4096)
+    extensions: list[str] = Field(default_factory=lambda: [".md", ".markdown", ".txt", ".text"])
+
+    @model_validator(mode="after")
+    def _schedule(self) -> IngestionConfig:
+        if (self.strategy == "scheduled") != (self.schedule is not None):
+            raise ValueError("'schedule' is required with strategy 'scheduled' and only then")
+        if self.schedule is not None and len(self.schedule.split()) != 5:
+            raise ValueError("schedule must be a five-field cron expression")
+        return self
+
+
+class IndexConfig(_Strict):
+    description: str = ""
+    embedder: str | None = None
+    metric: Literal["cosine", "euclidean", "dot"] = "cosine"
+    tenant: str = ""
+    metadata: dict[str, str] = Field(default_factory=dict)
+    chunking: ChunkingConfig = ChunkingConfig()
+    sources: list[SourceConfig] = Field(default_factory=list)
+    ingestion: IngestionConfig = IngestionConfig()
+
+
+class LoggingConfig(_Strict):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["json", "text"] = "json"
+
+
+class GroundwireConfig(_Strict):
+    server: ServerConfig = ServerConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
+    store: StoreConfig = StoreConfig()
+    logging: LoggingConfig = LoggingConfig()
+    embedders: dict[Annotated[str, Field(pattern=_NAME_PATTERN)], EmbedderConfig] = Field(
+        default_factory=dict
+    )
+    indexes: dict[str, IndexConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _references(self) -> GroundwireConfig:
+        for name, index in self.indexes.items():
+            if not INDEX_NAME.match(name):
+                raise ValueError(f"indexes.{name}: index names are 1-128 chars of [a-z0-9_-]")
+            if index.embedder is not None and index.embedder not in self.embedders:
+                raise ValueError(f"indexes.{name}.embedder: no embedder named {index.embedder!r}")
+        return self
+
+
+def _format_errors(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith(("function-after", "tagged-union")))
+        lines.append(f"  {loc or '<root>'}: {e['msg']}")
+    return "invalid configuration:\n" + "\n".join(lines)
+
+
+def parse_config(data: dict[str, object], base_dir: Path | None = None) -> GroundwireConfig:
+    """Validate a parsed TOML document; relative paths resolve against `base_dir`."""
+    try:
+        cfg = GroundwireConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_errors(err)) from None
+    return _resolve_paths(cfg, base_dir) if base_dir is not None else cfg
+
+
+def _resolve_paths(cfg: GroundwireConfig, base: Path) -> GroundwireConfig:
+    def fix(p: Path) -> Path:
+        return p if p.is_absolute() else (base / p)
+
+    indexes = {}
+    for name, index in cfg.indexes.items():
+        sources: list[SourceConfig] = []
+        for s in index.sources:
+            if isinstance(s, DirectorySource):
+                sources.append(s.model_copy(update={"path": fix(s.path)}))
+            elif isinstance(s, FilesSource):
+                sources.append(s.model_copy(update={"paths": [fix(p) for p in s.paths]}))
+            else:
+                sources.append(s)
+        indexes[name] = index.model_copy(update={"sources": sources})
+    store = cfg.store.model_copy(update={"data_dir": fix(cfg.store.data_dir)})
+    return cfg.model_copy(update={"indexes": indexes, "store": store})
+
+
+def load_config(path: Path) -> GroundwireConfig:
+    """Read and validate a TOML configuration file."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read configuration file: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"configuration is not valid TOML: {exc}") from None
+    return parse_config(data, path.parent.resolve())

@@ -1,0 +1,1 @@
+"""Pure value types and rules: no I/O, no protobuf, no gRPC."""

@@ -1,0 +1,70 @@
+"""Query text rules: bounds, exact phrases and the lexical query."""
+
+from __future__ import annotations
+
+from groundwire.domain.errors import invalid
+from groundwire.domain.retrieval import LexicalQuery
+from groundwire.domain.text import index_tokens, phrase_words
+
+
+def validate_query_text(text: str, max_chars: int, field_path: str = "query.text") -> str:
+    """Reject empty, whitespace-only and over-long query text; return it stripped."""
+    if len(text) > max_chars:
+        raise invalid(
+            "FIELD_TOO_LONG", field_path, f"query text exceeds {max_chars} characters"
+        )
+    stripped = text.strip()
+    if not stripped:
+        raise invalid("EMPTY_QUERY", field_path, "query text is empty or whitespace only")
+    return stripped
+
+
+def split_phrases(text: str, field_path: str = "query.text") -> tuple[str, list[str]]:
+    """Split query text into loose text and exact phrases.
+
+    Double quotes delimit phrases (seed 000: surrounding quotes express exact phrase
+    intent); phrases may be mixed with loose terms. An odd number of quotes is an
+    unterminated phrase. Empty phrases are ignored."""
+    if text.count('"') % 2:
+        raise invalid(
+            "UNTERMINATED_PHRASE", field_path, "query has an opening double quote with no closing one"
+        )
+    pieces = text.split('"')
+    loose = " ".join(pieces[0::2])
+    phrases = [p.strip() for p in pieces[1::2] if p.strip()]
+    return loose, phrases
+
+
+def semantic_text(text: str) -> str:
+    """The text embedded for the semantic leg: quotes removed, whitespace folded."""
+    return " ".join(text.replace('"', " ").split())
+
+
+def parse_lexical(text: str, field_path: str = "query.text") -> LexicalQuery:
+    """Parse query text into loose terms and exact phrases.
+
+    Phrase words also count as terms for ranking; a phrase of one word is just a
+    required term."""
+    loose, phrases = split_phrases(text, field_path)
+    terms = index_tokens(loose)
+    phrase_tokens: list[tuple[str, ...]] = []
+    for phrase in phrases:
+        terms.extend(index_tokens(phrase))
+        words = tuple(phrase_words(phrase))
+        if words:
+            phrase_tokens.append(words)
+    return LexicalQuery(
+        text=text, terms=tuple(terms), phrases=tuple(phrase_tokens), raw_phrases=tuple(phrases)
+    )
+
+
+def contains_phrase(words: list[str], phrase: tuple[str, ...]) -> bool:
+    """True when `phrase` occurs as a contiguous run of `words`."""
+    n = len(phrase)
+    if n == 0:
+        return True
+    first = phrase[0]
+    for i in range(len(words) - n + 1):
+        if words[i] == first and tuple(words[i : i + n]) == phrase:
+            return True
+    return False

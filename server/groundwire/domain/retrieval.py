@@ -1,0 +1,149 @@
+"""Retrieval value types: queries, filters, hits and results."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from groundwire.domain.scores import Score
+
+
+class RetrievalMode(enum.Enum):
+    """How candidates are retrieved."""
+
+    SEMANTIC = "SEMANTIC"
+    LEXICAL = "LEXICAL"
+    HYBRID = "HYBRID"
+
+
+class Leg(enum.Enum):
+    """A retrieval leg."""
+
+    SEMANTIC = "SEMANTIC"
+    LEXICAL = "LEXICAL"
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataFilter:
+    """Conjunction of exact-match conditions: key -> accepted values (any of)."""
+
+    conditions: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def matches(self, metadata: Mapping[str, str]) -> bool:
+        """True when every condition's key is present with an accepted value."""
+        for key, accepted in self.conditions.items():
+            value = metadata.get(key)
+            if value is None or value not in accepted:
+                return False
+        return True
+
+    @property
+    def empty(self) -> bool:
+        return not self.conditions
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What a search may see: one tenant ("" = untenanted) and metadata conditions.
+
+    Applied inside the store, before ranking, on every path."""
+
+    tenant: str = ""
+    filter: MetadataFilter = field(default_factory=MetadataFilter)
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalQuery:
+    """A parsed lexical query: loose terms plus exact phrases (each a token list)."""
+
+    text: str
+    terms: tuple[str, ...]
+    phrases: tuple[tuple[str, ...], ...]
+    raw_phrases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkHit:
+    """One chunk as a store returns it from one leg: its identity, text and leg score."""
+
+    document_id: str
+    chunk_id: str
+    content: str
+    start: int
+    end: int
+    title: str
+    section: str
+    metadata: Mapping[str, str]
+    score: Score
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.document_id, self.chunk_id)
+
+
+@dataclass(frozen=True, slots=True)
+class LegRank:
+    """A leg's rank (one-based) and score for one fused result."""
+
+    leg: Leg
+    rank: int
+    score: Score
+
+
+@dataclass(frozen=True, slots=True)
+class RankedResult:
+    """A final retrieval result: the hit, the score it is ranked by and its provenance."""
+
+    hit: ChunkHit
+    rank: int
+    score: Score
+    provenance: tuple[LegRank, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FusionSettings:
+    """Weighted RRF settings."""
+
+    k: int = 60
+    semantic_weight: float = 1.0
+    lexical_weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalRequest:
+    """A validated retrieval request."""
+
+    index_name: str
+    text: str
+    mode: RetrievalMode
+    top_k: int
+    scope: Scope
+    fusion: FusionSettings
+    leg_depth: int
+
+
+@dataclass(slots=True)
+class RetrievalDiagnostics:
+    """Content-free timings and counts of one retrieval."""
+
+    mode: RetrievalMode
+    top_k: int
+    semantic_hits: int = 0
+    lexical_hits: int = 0
+    embedding_seconds: float = 0.0
+    semantic_seconds: float = 0.0
+    lexical_seconds: float = 0.0
+    total_seconds: float = 0.0
+    index_version: int = 0
+    phrase_count: int = 0
+    fusion: FusionSettings | None = None
+    leg_depth: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalOutcome:
+    """Results in rank order plus diagnostics."""
+
+    results: tuple[RankedResult, ...]
+    diagnostics: RetrievalDiagnostics

@@ -1,0 +1,1 @@
+"""Loaders, chunking, the ingestion pipeline and the index catalog."""

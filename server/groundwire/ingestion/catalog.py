@@ -1,0 +1,54 @@
+"""The index catalog: every configured index bound to its store, embedder and
+policies. Registration is inert: it never scans files or starts work."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from groundwire.domain.chunking import ChunkPolicy
+from groundwire.domain.errors import not_found
+from groundwire.ingestion.sources import SourceConfig
+from groundwire.providers.embeddings.base import EmbeddingProvider
+from groundwire.stores.base import IndexSpec, Store
+
+
+@dataclass(slots=True)
+class IndexHandle:
+    """One named index and everything needed to ingest and search it."""
+
+    name: str
+    spec: IndexSpec
+    store: Store
+    embedder: EmbeddingProvider | None
+    chunk_policy: ChunkPolicy
+    sources: Sequence[SourceConfig] = ()
+    description: str = ""
+    tenant: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    max_file_bytes: int = 10 * 1024 * 1024
+    embed_batch_size: int = 64
+    extensions: Sequence[str] = (".md", ".markdown", ".txt", ".text")
+    strategy: str = "manual"
+    schedule: str | None = None
+    # False only while an ON_STARTUP index is being ingested for the first time.
+    ready: bool = True
+
+
+class IndexCatalog:
+    """Name -> IndexHandle."""
+
+    def __init__(self, handles: Iterable[IndexHandle]) -> None:
+        self._handles = {h.name: h for h in handles}
+
+    def get(self, name: str) -> IndexHandle:
+        handle = self._handles.get(name)
+        if handle is None:
+            raise not_found("INDEX_NOT_FOUND", "no index with the requested name")
+        return handle
+
+    def names(self) -> list[str]:
+        return sorted(self._handles)
+
+    def handles(self) -> list[IndexHandle]:
+        return [self._handles[n] for n in self.names()]

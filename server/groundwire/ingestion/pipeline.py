@@ -1,0 +1,231 @@
+"""The ingestion pipeline (seed 004, "Production ingestion sequence"):
+
+discover -> load with a byte bound -> normalize -> chunk deterministically ->
+skip unchanged documents by content hash -> embed in bounded batches (document
+task mode) -> reject count/dimension mismatches -> stage text, attribution,
+tenant, metadata and vectors under a new version -> stage deletions of documents
+that left the source -> publish the version only when everything succeeded.
+
+Any failure or cancellation discards the staged version, so the previously
+published version keeps serving. A change of embedding model or chunking policy
+re-ingests every document into the new version (never a mix).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from groundwire.domain.chunking import Chunk, chunk_text
+from groundwire.ingestion.catalog import IndexHandle
+from groundwire.ingestion.loaders import (
+    DocumentFormat,
+    FailureReason,
+    LoadedDocument,
+    LoadFailure,
+    load_bytes,
+    load_file,
+)
+from groundwire.ingestion.sources import (
+    CONFIG_SOURCE_PREFIX,
+    FileItem,
+    InlineItem,
+    discover,
+    source_id_for,
+)
+from groundwire.providers.embeddings.base import EmbeddingTask, embed_all
+from groundwire.stores.base import ChunkRecord, DocumentRecord, IndexState, StagedDocument
+
+
+class Phase(enum.Enum):
+    DISCOVERING = "DISCOVERING"
+    INGESTING = "INGESTING"
+    DELETING = "DELETING"
+    PUBLISHING = "PUBLISHING"
+    DONE = "DONE"
+
+
+@dataclass(slots=True)
+class IngestionReport:
+    """Counts and per-document failures of one run (content-free)."""
+
+    version: int = 0
+    phase: Phase = Phase.DISCOVERING
+    discovered: int = 0
+    ingested: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    deleted: int = 0
+    chunks_written: int = 0
+    rebuilt: bool = False
+    published: bool = False
+    failures: list[LoadFailure] = field(default_factory=list)
+
+
+class IngestionCancelled(Exception):
+    """Raised inside the pipeline when the caller asked to stop."""
+
+
+ProgressCallback = Callable[[IngestionReport], Awaitable[None]]
+CancelCheck = Callable[[], bool]
+
+
+def content_hash(doc: LoadedDocument, tenant: str, metadata: Mapping[str, str]) -> str:
+    """Hash of everything that is stored for a document, so a change of text, title,
+    tenant or metadata re-ingests it and nothing else does."""
+    payload = json.dumps(
+        [doc.text, doc.title, tenant, sorted(metadata.items())], ensure_ascii=False
+    ).encode()
+    return hashlib.sha256(payload).hexdigest()
+
+
+def needs_rebuild(state: IndexState, handle: IndexHandle) -> bool:
+    """A published index built with another embedding model or chunking policy."""
+    if state.published_version == 0:
+        return False
+    spec = handle.spec
+    return (
+        state.embedding != spec.embedding
+        or state.dimensions != spec.dimensions
+        or state.chunking != spec.chunking
+    )
+
+
+def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | LoadFailure:
+    if isinstance(item, FileItem):
+        return load_file(
+            item.path,
+            item.document_id,
+            source_id_for(item.document_id),
+            max_bytes=handle.max_file_bytes,
+            metadata=handle.metadata,
+        )
+    meta = {**handle.metadata, **item.metadata}
+    return load_bytes(
+        item.document_id,
+        source_id_for(item.document_id),
+        item.text.encode(),
+        item.format,
+        max_bytes=handle.max_file_bytes,
+        metadata=meta,
+        fallback_title=item.title,
+    )
+
+
+def chunk_document(doc: LoadedDocument, handle: IndexHandle) -> list[Chunk]:
+    return chunk_text(doc.text, handle.chunk_policy, markdown=doc.format is DocumentFormat.MARKDOWN)
+
+
+async def stage_batch(
+    handle: IndexHandle,
+    version: int,
+    batch: Sequence[tuple[DocumentRecord, Sequence[Chunk]]],
+) -> int:
+    """Embed (when the index has an embedder) and stage a batch; returns chunks staged."""
+    texts = [c.text for _, chunks in batch for c in chunks]
+    vectors = None
+    if handle.embedder is not None:
+        vectors = await embed_all(handle.embedder, texts, EmbeddingTask.DOCUMENT)
+    staged: list[StagedDocument] = []
+    offset = 0
+    for record, chunks in batch:
+        rows = [ChunkRecord(c.chunk_id, c.ordinal, c.start, c.end, c.text, c.section) for c in chunks]
+        emb = None if vectors is None else vectors[offset : offset + len(chunks)]
+        offset += len(chunks)
+        staged.append(StagedDocument(record, rows, emb))
+    await handle.store.stage_documents(handle.name, version, staged)
+    return len(texts)
+
+
+async def run_ingestion(
+    handle: IndexHandle,
+    *,
+    progress: ProgressCallback | None = None,
+    cancelled: CancelCheck | None = None,
+) -> IngestionReport:
+    """Ingest the index's configured sources into a new version and publish it."""
+    store = handle.store
+    report = IngestionReport()
+
+    async def tick() -> None:
+        if cancelled is not None and cancelled():
+            raise IngestionCancelled
+        if progress is not None:
+            await progress(report)
+
+    state = await store.ensure_index(handle.spec)
+    report.rebuilt = needs_rebuild(state, handle)
+    live = await store.live_documents(handle.name)
+    version = await store.begin_version(handle.name)
+    report.version = version
+    try:
+        items = discover(handle.sources, handle.extensions)
+        report.discovered = len(items)
+        report.phase = Phase.INGESTING
+        await tick()
+        seen: set[str] = set()
+        batch: list[tuple[DocumentRecord, Sequence[Chunk]]] = []
+        batch_chunks = 0
+        for item in items:
+            if item.document_id in seen:
+                report.failed += 1
+                report.failures.append(LoadFailure(item.document_id, FailureReason.DUPLICATE_ID))
+                continue
+            seen.add(item.document_id)
+            loaded = _load(item, handle)
+            if isinstance(loaded, LoadFailure):
+                report.failed += 1
+                report.failures.append(loaded)
+                continue
+            digest = content_hash(loaded, handle.tenant, loaded.metadata)
+            current = live.get(loaded.document_id)
+            if not report.rebuilt and current is not None and current.content_hash == digest:
+                report.unchanged += 1
+                continue
+            chunks = chunk_document(loaded, handle)
+            if not chunks:
+                report.failed += 1
+                report.failures.append(LoadFailure(loaded.document_id, FailureReason.EMPTY))
+                continue
+            record = DocumentRecord(
+                loaded.document_id,
+                loaded.source_id,
+                digest,
+                loaded.title,
+                handle.tenant,
+                loaded.metadata,
+            )
+            batch.append((record, chunks))
+            batch_chunks += len(chunks)
+            if batch_chunks >= handle.embed_batch_size:
+                report.chunks_written += await stage_batch(handle, version, batch)
+                report.ingested += len(batch)
+                batch, batch_chunks = [], 0
+                await tick()
+        if batch:
+            report.chunks_written += await stage_batch(handle, version, batch)
+            report.ingested += len(batch)
+        report.phase = Phase.DELETING
+        await tick()
+        gone = [
+            doc_id
+            for doc_id, doc in live.items()
+            if doc_id not in seen
+            and (report.rebuilt or doc.source_id.startswith(CONFIG_SOURCE_PREFIX))
+        ]
+        if gone:
+            report.deleted = await store.stage_deletions(handle.name, version, gone)
+        report.phase = Phase.PUBLISHING
+        await tick()
+        await store.publish_version(handle.name, version, handle.spec)
+        report.published = True
+        report.phase = Phase.DONE
+        if progress is not None:
+            await progress(report)
+        return report
+    except BaseException:
+        await store.discard_version(handle.name, version)
+        raise

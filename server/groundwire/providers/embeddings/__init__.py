@@ -1,0 +1,1 @@
+"""Embedding providers behind one protocol (see base.py)."""

@@ -1,0 +1,1 @@
+"""The retrieval engine: semantic, lexical and hybrid search over a named index."""

@@ -1,0 +1,130 @@
+"""Direct retrieval (seeds 000 and 002): one query, one index, ranked candidates
+with full score semantics. No agent acceptance, grounding or reranking here;
+top_k is a candidate limit only.
+
+- SEMANTIC embeds the query (query task mode) and runs vector search only.
+- LEXICAL runs indexed full-text search only and never touches the embedder.
+- HYBRID runs both legs concurrently and fuses them with weighted RRF; if either
+  leg fails, the call fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from groundwire.domain.errors import failed_precondition, unavailable
+from groundwire.domain.fusion import fuse, single_leg
+from groundwire.domain.query import parse_lexical, semantic_text
+from groundwire.domain.retrieval import (
+    ChunkHit,
+    Leg,
+    RankedResult,
+    RetrievalDiagnostics,
+    RetrievalMode,
+    RetrievalOutcome,
+    RetrievalRequest,
+)
+from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
+from groundwire.providers.embeddings.base import EmbeddingTask, validate_vectors
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalLimits:
+    """Server-side bounds and defaults for queries."""
+
+    default_top_k: int = 10
+    max_top_k: int = 100
+    max_query_chars: int = 4096
+    leg_depth: int = 50
+    max_leg_depth: int = 1000
+
+
+class Retriever:
+    """Runs retrieval requests against the catalog's indexes."""
+
+    def __init__(self, catalog: IndexCatalog, limits: RetrievalLimits) -> None:
+        self._catalog = catalog
+        self.limits = limits
+
+    async def retrieve(self, request: RetrievalRequest) -> RetrievalOutcome:
+        started = time.perf_counter()
+        handle = self._catalog.get(request.index_name)
+        if not handle.ready:
+            raise unavailable("INDEX_NOT_READY", "the index is still being ingested")
+        lexical_query = parse_lexical(request.text)
+        diag = RetrievalDiagnostics(
+            mode=request.mode, top_k=request.top_k, phrase_count=len(lexical_query.phrases)
+        )
+        if request.mode is not RetrievalMode.LEXICAL and handle.embedder is None:
+            raise failed_precondition(
+                "EMBEDDING_NOT_CONFIGURED",
+                "the index has no embedding model; use lexical mode",
+            )
+        state = await handle.store.index_state(handle.name)
+        diag.index_version = state.published_version
+        results: list[RankedResult]
+        if request.mode is RetrievalMode.SEMANTIC:
+            hits = await self._semantic(handle, request, request.top_k, diag)
+            results = single_leg(Leg.SEMANTIC, hits, request.top_k)
+        elif request.mode is RetrievalMode.LEXICAL:
+            hits = await self._lexical(handle, request, request.top_k, diag)
+            results = single_leg(Leg.LEXICAL, hits, request.top_k)
+        else:
+            depth = max(request.leg_depth, request.top_k)
+            diag.leg_depth = depth
+            diag.fusion = request.fusion
+            semantic, lexical = await _both(
+                self._semantic(handle, request, depth, diag),
+                self._lexical(handle, request, depth, diag),
+            )
+            results = fuse(
+                [(Leg.SEMANTIC, semantic), (Leg.LEXICAL, lexical)], request.fusion, request.top_k
+            )
+        diag.total_seconds = time.perf_counter() - started
+        return RetrievalOutcome(tuple(results), diag)
+
+    async def _semantic(
+        self, handle: IndexHandle, request: RetrievalRequest, k: int, diag: RetrievalDiagnostics
+    ) -> list[ChunkHit]:
+        assert handle.embedder is not None
+        t0 = time.perf_counter()
+        text = semantic_text(request.text)
+        vectors = await handle.embedder.embed([text], EmbeddingTask.QUERY)
+        vector = validate_vectors(vectors, 1, handle.embedder.info)[0]
+        t1 = time.perf_counter()
+        diag.embedding_seconds = t1 - t0
+        hits = await handle.store.search_vector(handle.name, vector, k, request.scope)
+        diag.semantic_seconds = time.perf_counter() - t1
+        diag.semantic_hits = len(hits)
+        return hits
+
+    async def _lexical(
+        self, handle: IndexHandle, request: RetrievalRequest, k: int, diag: RetrievalDiagnostics
+    ) -> list[ChunkHit]:
+        t0 = time.perf_counter()
+        hits = await handle.store.search_lexical(
+            handle.name, parse_lexical(request.text), k, request.scope
+        )
+        diag.lexical_seconds = time.perf_counter() - t0
+        diag.lexical_hits = len(hits)
+        return hits
+
+
+async def _both(
+    a: Coroutine[Any, Any, list[ChunkHit]], b: Coroutine[Any, Any, list[ChunkHit]]
+) -> tuple[list[ChunkHit], list[ChunkHit]]:
+    """Run both legs; if one fails, cancel the other and raise the failure."""
+    tasks = [asyncio.ensure_future(a), asyncio.ensure_future(b)]
+    try:
+        done = await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    return done[0], done[1]
+

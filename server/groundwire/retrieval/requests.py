@@ -1,0 +1,118 @@
+"""Validation of retrieval requests against the server's bounds. Transport-neutral:
+the api layer passes plain values and gets a RetrievalRequest or a
+GroundwireError whose field violations name the request field."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from groundwire.domain.errors import invalid
+from groundwire.domain.query import split_phrases, validate_query_text
+from groundwire.domain.retrieval import (
+    FusionSettings,
+    MetadataFilter,
+    RetrievalMode,
+    RetrievalRequest,
+    Scope,
+)
+from groundwire.retrieval.engine import RetrievalLimits
+
+_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+MAX_CONDITIONS = 32
+MAX_VALUES = 100
+MAX_VALUE_BYTES = 256
+
+
+@dataclass(frozen=True, slots=True)
+class FilterCondition:
+    """One condition as the caller sent it; `values` is None when no match was set."""
+
+    key: str
+    values: Sequence[str] | None
+
+
+def build_filter(conditions: Sequence[FilterCondition], path: str) -> MetadataFilter:
+    """Validate metadata conditions (unique keys, bounded values) into a filter."""
+    if len(conditions) > MAX_CONDITIONS:
+        raise invalid("INVALID_FILTER", path, f"at most {MAX_CONDITIONS} conditions are allowed")
+    out: dict[str, frozenset[str]] = {}
+    for i, cond in enumerate(conditions):
+        where = f"{path}.conditions[{i}]"
+        if not _KEY.match(cond.key):
+            raise invalid("INVALID_FILTER", f"{where}.key", "key must be 1-128 chars of [A-Za-z0-9_.:-]")
+        if cond.key in out:
+            raise invalid("INVALID_FILTER", f"{where}.key", "keys must be unique within a filter")
+        if cond.values is None:
+            raise invalid("INVALID_FILTER", where, "a condition needs 'equals' or 'any_of'")
+        if not 1 <= len(cond.values) <= MAX_VALUES:
+            raise invalid("INVALID_FILTER", where, f"a condition needs 1 to {MAX_VALUES} values")
+        for v in cond.values:
+            if not v or len(v.encode()) > MAX_VALUE_BYTES:
+                raise invalid("INVALID_FILTER", where, f"values must be 1 to {MAX_VALUE_BYTES} bytes")
+        out[cond.key] = frozenset(cond.values)
+    return MetadataFilter(out)
+
+
+def build_retrieval_request(
+    *,
+    index_name: str,
+    text: str,
+    mode: RetrievalMode | None,
+    top_k: int | None,
+    conditions: Sequence[FilterCondition],
+    tenant: str,
+    rrf_k: int | None,
+    semantic_weight: float | None,
+    lexical_weight: float | None,
+    leg_depth: int | None,
+    limits: RetrievalLimits,
+    fusion_defaults: FusionSettings,
+    prefix: str = "query",
+) -> RetrievalRequest:
+    """Validate every field; the first violation raises INVALID_ARGUMENT."""
+    if not index_name:
+        raise invalid("FIELD_REQUIRED", f"{prefix}.index_name", "index_name is required")
+    if len(index_name) > 128:
+        raise invalid("FIELD_TOO_LONG", f"{prefix}.index_name", "index_name exceeds 128 characters")
+    clean = validate_query_text(text, limits.max_query_chars, f"{prefix}.text")
+    split_phrases(clean, f"{prefix}.text")
+    if mode is None:
+        raise invalid("UNKNOWN_ENUM_VALUE", f"{prefix}.mode", "unknown retrieval mode")
+    k = limits.default_top_k if top_k is None else top_k
+    if not 1 <= k <= limits.max_top_k:
+        raise invalid(
+            "FIELD_OUT_OF_RANGE", f"{prefix}.top_k", f"top_k must be in [1, {limits.max_top_k}]"
+        )
+    if len(tenant) > 128:
+        raise invalid("FIELD_TOO_LONG", f"{prefix}.tenant", "tenant exceeds 128 characters")
+    fusion = fusion_defaults
+    if rrf_k is not None:
+        if not 1 <= rrf_k <= 1000:
+            raise invalid("FIELD_OUT_OF_RANGE", f"{prefix}.fusion.rrf_k", "rrf_k must be in [1, 1000]")
+        fusion = FusionSettings(rrf_k, fusion.semantic_weight, fusion.lexical_weight)
+    for name, value in (("semantic_weight", semantic_weight), ("lexical_weight", lexical_weight)):
+        if value is None:
+            continue
+        if not math.isfinite(value) or not 0.0 <= value <= 10.0:
+            raise invalid(
+                "FIELD_OUT_OF_RANGE", f"{prefix}.fusion.{name}", f"{name} must be finite, in [0, 10]"
+            )
+    fusion = FusionSettings(
+        fusion.k,
+        fusion.semantic_weight if semantic_weight is None else semantic_weight,
+        fusion.lexical_weight if lexical_weight is None else lexical_weight,
+    )
+    if fusion.semantic_weight == 0 and fusion.lexical_weight == 0:
+        raise invalid("FIELD_OUT_OF_RANGE", f"{prefix}.fusion", "at least one leg weight must be > 0")
+    depth = limits.leg_depth if leg_depth is None else leg_depth
+    if leg_depth is not None and not k <= leg_depth <= limits.max_leg_depth:
+        raise invalid(
+            "FIELD_OUT_OF_RANGE",
+            f"{prefix}.fusion.leg_depth",
+            f"leg_depth must be in [top_k, {limits.max_leg_depth}]",
+        )
+    scope = Scope(tenant, build_filter(conditions, f"{prefix}.filter"))
+    return RetrievalRequest(index_name, clean, mode, k, scope, fusion, depth)

@@ -1,0 +1,1 @@
+"""Vector/lexical stores behind one protocol (see base.py)."""

@@ -1,0 +1,206 @@
+"""The store protocol: durable or in-memory indexes of documents, chunks,
+embeddings and metadata, with vector and lexical search and versioned publishing.
+
+Visibility model (shared by every store, verified by the contract suite):
+writers stage changes under a new index version (`begin_version`), then
+`publish_version` makes all of them visible at once — new chunks appear and the
+chunks they supersede disappear in one atomic step — or `discard_version` drops
+them and the previously published state keeps serving. Readers therefore see the
+old or the new version of a document, never a gap and never a mix.
+
+Scope (tenant + metadata filter) is applied inside the store before ranking, so a
+filtered search still returns k results when k matching chunks exist.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from groundwire.domain.errors import ErrorKind, GroundwireError
+from groundwire.domain.retrieval import ChunkHit, LexicalQuery, Scope
+
+
+class DistanceMetric(enum.Enum):
+    """How an index compares vectors."""
+
+    COSINE = "cosine"
+    EUCLIDEAN = "euclidean"
+    DOT = "dot"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSpec:
+    """What an index is built with. `embedding` is None for lexical-only indexes.
+
+    `embedding` and `chunking` are descriptors (strings) recorded with every
+    published version; a change forces a full rebuild, never a mix."""
+
+    name: str
+    embedding: str | None
+    dimensions: int | None
+    metric: DistanceMetric = DistanceMetric.COSINE
+    chunking: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexState:
+    """Published state of an index."""
+
+    name: str
+    published_version: int
+    embedding: str | None
+    dimensions: int | None
+    chunking: str
+    document_count: int
+    chunk_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRecord:
+    """A document as stored: stable identity, attribution and hash for change detection."""
+
+    document_id: str
+    source_id: str
+    content_hash: str
+    title: str = ""
+    tenant: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    """A chunk as stored. `metadata` is the document's metadata plus chunk-level keys."""
+
+    chunk_id: str
+    ordinal: int
+    start: int
+    end: int
+    text: str
+    section: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StagedDocument:
+    """One document and all its chunks, with one embedding row per chunk (or None
+    for lexical-only indexes)."""
+
+    document: DocumentRecord
+    chunks: Sequence[ChunkRecord]
+    embeddings: npt.NDArray[np.float32] | None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveDocument:
+    """What change detection needs to know about a published document."""
+
+    document_id: str
+    source_id: str
+    content_hash: str
+    tenant: str
+
+
+def store_unavailable(message: str) -> GroundwireError:
+    """The store cannot be reached or failed; retryable."""
+    return GroundwireError(ErrorKind.UNAVAILABLE, "STORE_UNAVAILABLE", message)
+
+
+def embedding_mismatch(message: str) -> GroundwireError:
+    """Vectors do not fit the index's embedding space."""
+    return GroundwireError(ErrorKind.FAILED_PRECONDITION, "EMBEDDING_MISMATCH", message)
+
+
+def index_missing(name_len: int) -> GroundwireError:
+    """The store has no such index (a wiring error: indexes are declared in config)."""
+    return GroundwireError(
+        ErrorKind.NOT_FOUND, "INDEX_NOT_FOUND", f"index not found in store (name of {name_len} chars)"
+    )
+
+
+def check_staged(spec: IndexSpec, staged: Sequence[StagedDocument]) -> None:
+    """Reject a batch before anything is written: one embedding row per chunk, the
+    index's dimension, finite values; none at all for lexical-only indexes."""
+    for item in staged:
+        emb = item.embeddings
+        if spec.dimensions is None:
+            if emb is not None:
+                raise embedding_mismatch("lexical-only index received embeddings")
+            continue
+        if emb is None:
+            raise embedding_mismatch("semantic index received a document without embeddings")
+        if emb.ndim != 2 or emb.shape[0] != len(item.chunks):
+            raise embedding_mismatch("embedding count does not match chunk count")
+        if emb.shape[1] != spec.dimensions:
+            raise embedding_mismatch(
+                f"embedding dimension {emb.shape[1]} does not match index dimension {spec.dimensions}"
+            )
+        if not np.isfinite(emb).all():
+            raise embedding_mismatch("embeddings contain non-finite values")
+
+
+class Store(Protocol):
+    """A vector + lexical store. Every method is safe to call concurrently."""
+
+    @property
+    def kind(self) -> str:
+        """"memory" or "postgres"."""
+        ...
+
+    async def ensure_index(self, spec: IndexSpec) -> IndexState:
+        """Create the index if missing and return its published state. Never deletes
+        data; a spec that differs from the published one is reported by the state
+        (the ingestion pipeline decides to rebuild)."""
+        ...
+
+    async def index_state(self, name: str) -> IndexState:
+        """Published state of an index (raises INDEX_NOT_FOUND)."""
+        ...
+
+    async def begin_version(self, name: str) -> int:
+        """Allocate a new staging version (> every earlier version)."""
+        ...
+
+    async def stage_documents(
+        self, name: str, version: int, documents: Sequence[StagedDocument]
+    ) -> None:
+        """Stage documents under `version`, replacing any published chunks of the same
+        document ids when the version is published. Validates before writing
+        (`check_staged`); on failure nothing of this call is stored."""
+        ...
+
+    async def stage_deletions(self, name: str, version: int, document_ids: Sequence[str]) -> int:
+        """Stage the removal of documents; returns how many are currently published."""
+        ...
+
+    async def publish_version(self, name: str, version: int, spec: IndexSpec) -> IndexState:
+        """Atomically make every change staged under `version` visible and record
+        `spec` as the published embedding/chunking descriptors."""
+        ...
+
+    async def discard_version(self, name: str, version: int) -> None:
+        """Drop everything staged under `version`; the published state is untouched."""
+        ...
+
+    async def live_documents(self, name: str) -> Mapping[str, LiveDocument]:
+        """Published documents by id (for change detection)."""
+        ...
+
+    async def search_vector(
+        self, name: str, vector: npt.NDArray[np.float32], k: int, scope: Scope
+    ) -> list[ChunkHit]:
+        """At most k published chunks in `scope`, best first by the index metric."""
+        ...
+
+    async def search_lexical(
+        self, name: str, query: LexicalQuery, k: int, scope: Scope
+    ) -> list[ChunkHit]:
+        """At most k published chunks in `scope` matching `query` (every phrase must
+        occur), best first by the store's text score."""
+        ...
+
+    async def close(self) -> None: ...

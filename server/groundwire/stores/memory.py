@@ -1,0 +1,428 @@
+"""The in-memory store: exact vector search over a numpy matrix and a BM25 lexical
+index, for development, tests and small corpora. Nothing survives a restart.
+
+Rows are append-only; a row's visibility is one entry of a boolean `live` array
+that is replaced wholesale (copy, modify, swap) when a version is published, so a
+concurrent reader always holds either the old or the new array. Dead rows are
+compacted away once they outnumber live ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from groundwire.domain.ordering import rank_hits
+from groundwire.domain.query import contains_phrase
+from groundwire.domain.retrieval import ChunkHit, LexicalQuery, MetadataFilter, Scope
+from groundwire.domain.scores import Score, ScoreMetric
+from groundwire.domain.text import index_tokens, phrase_words
+from groundwire.stores.base import (
+    DistanceMetric,
+    DocumentRecord,
+    IndexSpec,
+    IndexState,
+    LiveDocument,
+    StagedDocument,
+    check_staged,
+    index_missing,
+)
+
+# BM25 parameters: k1=0.9, b=0.4 are Anserini's defaults, tuned on TREC collections.
+BM25_K1 = 0.9
+BM25_B = 0.4
+# Vector searches over more rows than this run in a worker thread (numpy releases
+# the GIL) so a large matrix product does not stall the event loop.
+_THREAD_THRESHOLD = 20_000
+
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float32]
+
+
+@dataclass(slots=True)
+class _Row:
+    document_id: str
+    chunk_id: str
+    text: str
+    start: int
+    end: int
+    section: str
+    title: str
+    metadata: Mapping[str, str]
+    words: list[str]
+    terms: Counter[str]
+
+
+@dataclass(slots=True)
+class _Staging:
+    documents: dict[str, DocumentRecord | None] = field(default_factory=dict)
+    rows: dict[str, list[int]] = field(default_factory=dict)
+
+
+class _Index:
+    def __init__(self, spec: IndexSpec) -> None:
+        self.spec = spec
+        self.published_spec = spec
+        self.dims = spec.dimensions or 0
+        self.capacity = 0
+        self.n = 0
+        self.matrix: FloatArray = np.zeros((0, self.dims), dtype=np.float32)
+        self.sq_norms: FloatArray = np.zeros(0, dtype=np.float32)
+        self.live: BoolArray = np.zeros(0, dtype=bool)
+        self.tenant_codes: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
+        self.doc_len: FloatArray = np.zeros(0, dtype=np.float32)
+        self.tenants: dict[str, int] = {}
+        self.rows: list[_Row] = []
+        self.doc_rows: dict[str, list[int]] = {}
+        self.documents: dict[str, DocumentRecord] = {}
+        self.staging: dict[int, _Staging] = {}
+        self.postings: dict[str, tuple[list[int], list[int]]] = {}
+        self.posting_cache: dict[str, tuple[IntArray, FloatArray]] = {}
+        self.meta_postings: dict[tuple[str, str], list[int]] = {}
+        self.next_version = 1
+        self.published_version = 0
+
+    # -- storage ---------------------------------------------------------------
+
+    def _grow(self, extra: int) -> None:
+        need = self.n + extra
+        if need <= self.capacity:
+            return
+        cap = max(need, self.capacity * 2, 1024)
+
+        def grow1(a: npt.NDArray[np.generic], fill: object = 0) -> npt.NDArray[np.generic]:
+            out = np.full((cap, *a.shape[1:]), fill, dtype=a.dtype)
+            out[: self.n] = a[: self.n]
+            return out
+
+        self.matrix = grow1(self.matrix).astype(np.float32, copy=False)  # type: ignore[assignment]
+        self.sq_norms = grow1(self.sq_norms).astype(np.float32, copy=False)  # type: ignore[assignment]
+        self.live = grow1(self.live, False).astype(bool, copy=False)  # type: ignore[assignment]
+        self.tenant_codes = grow1(self.tenant_codes, -1).astype(np.int32, copy=False)  # type: ignore[assignment]
+        self.doc_len = grow1(self.doc_len).astype(np.float32, copy=False)  # type: ignore[assignment]
+        self.capacity = cap
+
+    def append(self, doc: DocumentRecord, staged: StagedDocument) -> list[int]:
+        count = len(staged.chunks)
+        self._grow(count)
+        code = self.tenants.setdefault(doc.tenant, len(self.tenants))
+        rows: list[int] = []
+        for i, chunk in enumerate(staged.chunks):
+            row = self.n
+            terms = Counter(index_tokens(chunk.text))
+            self.rows.append(
+                _Row(
+                    doc.document_id,
+                    chunk.chunk_id,
+                    chunk.text,
+                    chunk.start,
+                    chunk.end,
+                    chunk.section,
+                    doc.title,
+                    dict(doc.metadata),
+                    phrase_words(chunk.text),
+                    terms,
+                )
+            )
+            if self.dims and staged.embeddings is not None:
+                vec = staged.embeddings[i]
+                self.matrix[row] = vec
+                self.sq_norms[row] = float(np.dot(vec, vec))
+            self.tenant_codes[row] = code
+            self.doc_len[row] = float(sum(terms.values()))
+            self._post(row, terms, doc.metadata)
+            self.n += 1
+            rows.append(row)
+        return rows
+
+    def _post(self, row: int, terms: Counter[str], metadata: Mapping[str, str]) -> None:
+        for term, tf in terms.items():
+            entry = self.postings.get(term)
+            if entry is None:
+                entry = self.postings[term] = ([], [])
+            entry[0].append(row)
+            entry[1].append(tf)
+            self.posting_cache.pop(term, None)
+        for key, value in metadata.items():
+            self.meta_postings.setdefault((key, value), []).append(row)
+
+    def posting(self, term: str) -> tuple[IntArray, FloatArray] | None:
+        cached = self.posting_cache.get(term)
+        if cached is not None:
+            return cached
+        entry = self.postings.get(term)
+        if entry is None:
+            return None
+        arrays = (np.asarray(entry[0], dtype=np.int64), np.asarray(entry[1], dtype=np.float32))
+        self.posting_cache[term] = arrays
+        return arrays
+
+    def compact(self) -> None:
+        """Drop dead rows, renumbering the live ones (staged rows are kept)."""
+        keep = np.flatnonzero(self.live[: self.n])
+        staged_rows = sorted(r for st in self.staging.values() for rs in st.rows.values() for r in rs)
+        keep = np.union1d(keep, np.asarray(staged_rows, dtype=np.int64)).astype(np.int64)
+        remap = {int(old): new for new, old in enumerate(keep)}
+        old_rows = self.rows
+        self.matrix = np.ascontiguousarray(self.matrix[keep])
+        self.sq_norms = self.sq_norms[keep]
+        self.live = self.live[keep]
+        self.tenant_codes = self.tenant_codes[keep]
+        self.doc_len = self.doc_len[keep]
+        self.n = self.capacity = len(keep)
+        self.rows = [old_rows[int(i)] for i in keep]
+        self.doc_rows = {d: [remap[r] for r in rs] for d, rs in self.doc_rows.items()}
+        for st in self.staging.values():
+            st.rows = {d: [remap[r] for r in rs] for d, rs in st.rows.items()}
+        self.postings = {}
+        self.posting_cache = {}
+        self.meta_postings = {}
+        for row, r in enumerate(self.rows):
+            self._post(row, r.terms, r.metadata)
+
+    # -- scope -----------------------------------------------------------------
+
+    def scope_mask(self, live: BoolArray, n: int, scope: Scope) -> BoolArray | None:
+        code = self.tenants.get(scope.tenant)
+        if code is None:
+            return None
+        mask = live[:n] & (self.tenant_codes[:n] == code)
+        if not scope.filter.empty:
+            mask &= self._filter_mask(scope.filter, n)
+        return mask
+
+    def _filter_mask(self, flt: MetadataFilter, n: int) -> BoolArray:
+        total = np.ones(n, dtype=bool)
+        for key, accepted in flt.conditions.items():
+            key_mask = np.zeros(n, dtype=bool)
+            for value in accepted:
+                rows = self.meta_postings.get((key, value))
+                if rows:
+                    idx = np.asarray(rows, dtype=np.int64)
+                    key_mask[idx[idx < n]] = True
+            total &= key_mask
+        return total
+
+    def hit(self, row: int, score: Score) -> ChunkHit:
+        r = self.rows[row]
+        return ChunkHit(
+            r.document_id, r.chunk_id, r.text, r.start, r.end, r.title, r.section, r.metadata, score
+        )
+
+
+def _top(scores: npt.NDArray[np.floating], candidates: IntArray, k: int) -> IntArray:
+    """Rows of the k best candidates (largest scores), including every row tied
+    with the k-th so the caller's deterministic tie-break sees all of them."""
+    if len(candidates) <= k:
+        return candidates
+    values = scores[candidates]
+    kth = np.partition(values, len(values) - k)[len(values) - k]
+    return candidates[values >= kth]
+
+
+class MemoryStore:
+    """Exact in-process store (see module docstring)."""
+
+    def __init__(self) -> None:
+        self._indexes: dict[str, _Index] = {}
+        self._lock = asyncio.Lock()
+
+    @property
+    def kind(self) -> str:
+        return "memory"
+
+    def _get(self, name: str) -> _Index:
+        idx = self._indexes.get(name)
+        if idx is None:
+            raise index_missing(len(name))
+        return idx
+
+    def _state(self, idx: _Index) -> IndexState:
+        live_rows = int(idx.live[: idx.n].sum())
+        spec = idx.published_spec
+        return IndexState(
+            spec.name,
+            idx.published_version,
+            spec.embedding,
+            spec.dimensions,
+            spec.chunking,
+            len(idx.documents),
+            live_rows,
+        )
+
+    async def ensure_index(self, spec: IndexSpec) -> IndexState:
+        idx = self._indexes.get(spec.name)
+        if idx is None:
+            idx = self._indexes[spec.name] = _Index(spec)
+        elif idx.published_version == 0 and idx.n == 0:
+            idx.spec = idx.published_spec = spec
+            idx.dims = spec.dimensions or 0
+            idx.matrix = np.zeros((0, idx.dims), dtype=np.float32)
+        idx.spec = spec
+        return self._state(idx)
+
+    async def index_state(self, name: str) -> IndexState:
+        return self._state(self._get(name))
+
+    async def begin_version(self, name: str) -> int:
+        idx = self._get(name)
+        version = idx.next_version
+        idx.next_version += 1
+        idx.staging[version] = _Staging()
+        return version
+
+    async def stage_documents(
+        self, name: str, version: int, documents: Sequence[StagedDocument]
+    ) -> None:
+        idx = self._get(name)
+        check_staged(idx.spec, documents)
+        if idx.dims != (idx.spec.dimensions or 0):
+            if idx.n:
+                raise_rebuild_needed()
+            idx.dims = idx.spec.dimensions or 0
+            idx.matrix = np.zeros((idx.capacity, idx.dims), dtype=np.float32)
+        st = idx.staging[version]
+        for item in documents:
+            doc_id = item.document.document_id
+            st.documents[doc_id] = item.document
+            # Staging the same document twice in one version keeps the last copy.
+            st.rows[doc_id] = idx.append(item.document, item)
+
+    async def stage_deletions(self, name: str, version: int, document_ids: Sequence[str]) -> int:
+        idx = self._get(name)
+        st = idx.staging[version]
+        present = 0
+        for doc_id in document_ids:
+            if doc_id in idx.documents:
+                present += 1
+            st.documents[doc_id] = None
+            st.rows.pop(doc_id, None)
+        return present
+
+    async def publish_version(self, name: str, version: int, spec: IndexSpec) -> IndexState:
+        idx = self._get(name)
+        st = idx.staging.pop(version)
+        live = idx.live.copy()
+        for doc_id, record in st.documents.items():
+            for row in idx.doc_rows.pop(doc_id, []):
+                live[row] = False
+            if record is None:
+                idx.documents.pop(doc_id, None)
+                continue
+            rows = st.rows.get(doc_id, [])
+            live[rows] = True
+            idx.doc_rows[doc_id] = rows
+            idx.documents[doc_id] = record
+        idx.live = live  # the atomic switch readers observe
+        idx.published_version = version
+        idx.published_spec = spec
+        dead = idx.n - int(live[: idx.n].sum())
+        if dead > max(1024, idx.n // 2):
+            idx.compact()
+        return self._state(idx)
+
+    async def discard_version(self, name: str, version: int) -> None:
+        idx = self._get(name)
+        idx.staging.pop(version, None)
+
+    async def live_documents(self, name: str) -> Mapping[str, LiveDocument]:
+        idx = self._get(name)
+        return {
+            d.document_id: LiveDocument(d.document_id, d.source_id, d.content_hash, d.tenant)
+            for d in idx.documents.values()
+        }
+
+    async def search_vector(
+        self, name: str, vector: npt.NDArray[np.float32], k: int, scope: Scope
+    ) -> list[ChunkHit]:
+        idx = self._get(name)
+        if not idx.dims:
+            return []
+        if idx.n > _THREAD_THRESHOLD:
+            return await asyncio.to_thread(self._search_vector_sync, idx, vector, k, scope)
+        return self._search_vector_sync(idx, vector, k, scope)
+
+    def _search_vector_sync(
+        self, idx: _Index, vector: npt.NDArray[np.float32], k: int, scope: Scope
+    ) -> list[ChunkHit]:
+        n, live, matrix = idx.n, idx.live, idx.matrix  # one consistent snapshot
+        mask = idx.scope_mask(live, n, scope)
+        if mask is None or n == 0:
+            return []
+        q = np.asarray(vector, dtype=np.float32)
+        metric = idx.spec.metric
+        dots = matrix[:n] @ q
+        if metric is DistanceMetric.EUCLIDEAN:
+            sq = idx.sq_norms[:n] - 2.0 * dots + float(np.dot(q, q))
+            ranking = -np.sqrt(np.maximum(sq, 0.0))  # larger is better
+            score_metric = ScoreMetric.EUCLIDEAN_DISTANCE
+        elif metric is DistanceMetric.DOT:
+            ranking = dots
+            score_metric = ScoreMetric.DOT_PRODUCT
+        else:
+            qn = float(np.linalg.norm(q)) or 1.0
+            norms = np.sqrt(np.maximum(idx.sq_norms[:n], 1e-30))
+            ranking = dots / (norms * qn)
+            score_metric = ScoreMetric.COSINE_SIMILARITY
+        candidates = np.flatnonzero(mask)
+        rows = _top(ranking, candidates, k)
+        hits = []
+        for row in rows:
+            value = float(ranking[row])
+            raw = -value if score_metric is ScoreMetric.EUCLIDEAN_DISTANCE else value
+            hits.append(idx.hit(int(row), Score.of(score_metric, raw)))
+        return rank_hits(hits)[:k]
+
+    async def search_lexical(
+        self, name: str, query: LexicalQuery, k: int, scope: Scope
+    ) -> list[ChunkHit]:
+        idx = self._get(name)
+        n, live = idx.n, idx.live
+        mask = idx.scope_mask(live, n, scope)
+        if mask is None or n == 0 or not query.terms:
+            return []
+        live_n = live[:n]
+        total = int(live_n.sum())
+        if total == 0:
+            return []
+        avgdl = float(idx.doc_len[:n][live_n].mean()) or 1.0
+        scores = np.zeros(n, dtype=np.float64)
+        matched = np.zeros(n, dtype=bool)
+        for term, qtf in Counter(query.terms).items():
+            posting = idx.posting(term)
+            if posting is None:
+                continue
+            rows, tfs = posting
+            in_range = rows < n
+            rows, tfs = rows[in_range], tfs[in_range]
+            df = int(live_n[rows].sum())
+            if df == 0:
+                continue
+            idf = math.log(1.0 + (total - df + 0.5) / (df + 0.5))
+            dl = idx.doc_len[rows]
+            contrib = idf * tfs * (BM25_K1 + 1.0) / (tfs + BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avgdl))
+            scores[rows] += qtf * contrib
+            matched[rows] = True
+        candidates = np.flatnonzero(matched & mask)
+        if query.phrases and len(candidates):
+            keep = [r for r in candidates if all(contains_phrase(idx.rows[r].words, p) for p in query.phrases)]
+            candidates = np.asarray(keep, dtype=np.int64)
+        rows_top = _top(scores, candidates, k)
+        hits = [idx.hit(int(r), Score.of(ScoreMetric.BM25, float(scores[r]))) for r in rows_top]
+        return rank_hits(hits)[:k]
+
+    async def close(self) -> None:
+        self._indexes.clear()
+
+
+def raise_rebuild_needed() -> None:
+    from groundwire.stores.base import embedding_mismatch
+
+    raise embedding_mismatch("index holds vectors of another dimension; rebuild it")

@@ -1,0 +1,291 @@
+"""The store contract: the same inputs give the same visible results, ranking
+rules and errors on every store. A store that passes this suite can back any index."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from groundwire.domain.errors import GroundwireError
+from groundwire.domain.query import parse_lexical
+from groundwire.domain.retrieval import MetadataFilter, Scope
+from groundwire.domain.scores import ScoreMetric
+from groundwire.stores.base import (
+    ChunkRecord,
+    DistanceMetric,
+    DocumentRecord,
+    IndexSpec,
+    StagedDocument,
+    Store,
+)
+
+DIM = 4
+
+
+def spec(name: str, metric: DistanceMetric = DistanceMetric.COSINE, dims: int | None = DIM) -> IndexSpec:
+    return IndexSpec(name, "test/model:4:l2" if dims else None, dims, metric, "chars:size=800")
+
+
+def vec(*values: float) -> np.ndarray:
+    return np.asarray(values, dtype=np.float32)
+
+
+def doc(
+    doc_id: str,
+    texts: list[str],
+    vectors: list[np.ndarray] | None,
+    *,
+    tenant: str = "",
+    metadata: dict[str, str] | None = None,
+    content_hash: str = "h",
+) -> StagedDocument:
+    chunks = []
+    pos = 0
+    for i, t in enumerate(texts):
+        chunks.append(ChunkRecord(f"c{i:05d}", i, pos, pos + len(t), t, "Section"))
+        pos += len(t) + 1
+    record = DocumentRecord(doc_id, f"config:{doc_id}", content_hash, f"Title {doc_id}", tenant, metadata or {})
+    emb = None if vectors is None else np.stack(vectors).astype(np.float32)
+    return StagedDocument(record, chunks, emb)
+
+
+async def publish(store: Store, name: str, docs: list[StagedDocument], s: IndexSpec | None = None) -> int:
+    sp = s or spec(name)
+    await store.ensure_index(sp)
+    v = await store.begin_version(name)
+    await store.stage_documents(name, v, docs)
+    await store.publish_version(name, v, sp)
+    return v
+
+
+async def test_empty_index_searches_return_nothing(store: Store, index_name: str) -> None:
+    state = await store.ensure_index(spec(index_name))
+    assert state.published_version == 0
+    assert await store.search_vector(index_name, vec(1, 0, 0, 0), 5, Scope()) == []
+    assert await store.search_lexical(index_name, parse_lexical("anything"), 5, Scope()) == []
+
+
+async def test_cosine_scores_and_order(store: Store, index_name: str) -> None:
+    await publish(
+        store,
+        index_name,
+        [
+            doc("a", ["alpha text"], [vec(1, 0, 0, 0)]),
+            doc("b", ["beta text"], [vec(0.8, 0.6, 0, 0)]),
+            doc("c", ["gamma text"], [vec(0, 0, 1, 0)]),
+        ],
+    )
+    hits = await store.search_vector(index_name, vec(1, 0, 0, 0), 3, Scope())
+    assert [h.document_id for h in hits] == ["a", "b", "c"]
+    first = hits[0].score
+    # Each store reports its own cosine metric; relevance agrees across stores.
+    assert first.metric in (ScoreMetric.COSINE_SIMILARITY, ScoreMetric.COSINE_DISTANCE)
+    assert first.relevance == pytest.approx(1.0, abs=1e-5)
+    assert hits[1].score.relevance == pytest.approx((0.8 + 1) / 2, abs=1e-5)
+    assert hits[2].score.relevance == pytest.approx(0.5, abs=1e-5)
+    if first.metric is ScoreMetric.COSINE_SIMILARITY:
+        assert first.higher_is_better and first.raw == pytest.approx(1.0, abs=1e-5)
+    else:
+        assert not first.higher_is_better and first.raw == pytest.approx(0.0, abs=1e-5)
+
+
+async def test_euclidean_and_dot_semantics(store: Store, index_name: str) -> None:
+    e_name, d_name = index_name + "e", index_name + "d"
+    docs = [doc("a", ["x"], [vec(1, 0, 0, 0)]), doc("b", ["y"], [vec(3, 0, 0, 0)])]
+    await publish(store, e_name, docs, spec(e_name, DistanceMetric.EUCLIDEAN))
+    hits = await store.search_vector(e_name, vec(1, 0, 0, 0), 2, Scope())
+    assert [h.document_id for h in hits] == ["a", "b"]
+    assert hits[1].score.metric is ScoreMetric.EUCLIDEAN_DISTANCE
+    assert not hits[1].score.higher_is_better
+    assert hits[1].score.raw == pytest.approx(2.0, abs=1e-4)
+    assert hits[1].score.relevance == pytest.approx(1 / 3, abs=1e-4)
+    await publish(store, d_name, docs, spec(d_name, DistanceMetric.DOT))
+    hits = await store.search_vector(d_name, vec(1, 0, 0, 0), 2, Scope())
+    assert [h.document_id for h in hits] == ["b", "a"]
+    assert hits[0].score.metric is ScoreMetric.DOT_PRODUCT
+    assert hits[0].score.raw == pytest.approx(3.0, abs=1e-4)
+    assert hits[0].score.relevance is None
+
+
+async def test_equal_scores_tie_break_by_document_then_chunk(store: Store, index_name: str) -> None:
+    same = vec(0, 1, 0, 0)
+    await publish(
+        store,
+        index_name,
+        [doc("b", ["t1", "t2"], [same, same]), doc("a", ["t3"], [same])],
+    )
+    hits = await store.search_vector(index_name, same, 3, Scope())
+    assert [(h.document_id, h.chunk_id) for h in hits] == [("a", "c00000"), ("b", "c00000"), ("b", "c00001")]
+
+
+async def test_lexical_identifiers_are_findable(store: Store, index_name: str) -> None:
+    texts = {
+        "hr": "Parental leave is governed by POL-HR-014 which supersedes an older policy.",
+        "cs": "Error CS1503 means an argument cannot be converted in RetrieverFactory.cs.",
+        "di": "Implement IRagRetriever and register it with dependency injection.",
+        "noise": "The cafeteria serves lunch from noon; policy questions go to HR.",
+    }
+    await publish(store, index_name, [doc(k, [v], None) for k, v in texts.items()], spec(index_name, dims=None))
+    for query, expected in [
+        ("POL-HR-014", "hr"),
+        ("CS1503", "cs"),
+        ("RetrieverFactory.cs", "cs"),
+        ("IRagRetriever", "di"),
+        ("iragretriever", "di"),
+    ]:
+        hits = await store.search_lexical(index_name, parse_lexical(query), 4, Scope())
+        assert hits, query
+        assert hits[0].document_id == expected, query
+        assert hits[0].score.higher_is_better
+        assert hits[0].score.relevance is None
+        assert hits[0].score.metric in (ScoreMetric.BM25, ScoreMetric.TEXT_RANK)
+
+
+async def test_exact_phrase_requires_contiguous_words(store: Store, index_name: str) -> None:
+    await publish(
+        store,
+        index_name,
+        [
+            doc("yes", ["Start account recovery from the portal."], None),
+            doc("no", ["Recovery of an account takes two days."], None),
+        ],
+        spec(index_name, dims=None),
+    )
+    hits = await store.search_lexical(index_name, parse_lexical('"account recovery"'), 5, Scope())
+    assert [h.document_id for h in hits] == ["yes"]
+    loose = await store.search_lexical(index_name, parse_lexical("account recovery"), 5, Scope())
+    assert {h.document_id for h in loose} == {"yes", "no"}
+
+
+async def test_tenant_isolation_before_ranking(store: Store, index_name: str) -> None:
+    await publish(
+        store,
+        index_name,
+        [
+            doc("mine", ["shared words here"], [vec(0, 0, 0, 1)], tenant="acme"),
+            doc("theirs", ["shared words here"], [vec(1, 0, 0, 0)], tenant="globex"),
+            doc("public", ["shared words here"], [vec(1, 0, 0, 0)]),
+        ],
+    )
+    q = vec(1, 0, 0, 0)
+    assert [h.document_id for h in await store.search_vector(index_name, q, 5, Scope("acme"))] == ["mine"]
+    assert [h.document_id for h in await store.search_vector(index_name, q, 5, Scope())] == ["public"]
+    assert await store.search_vector(index_name, q, 5, Scope("nobody")) == []
+    lex = await store.search_lexical(index_name, parse_lexical("shared"), 5, Scope("globex"))
+    assert [h.document_id for h in lex] == ["theirs"]
+
+
+async def test_filter_applied_before_ranking_returns_k(store: Store, index_name: str) -> None:
+    rng = np.random.default_rng(7)
+    docs = []
+    for i in range(200):
+        v = rng.normal(size=DIM).astype(np.float32)
+        docs.append(doc(f"d{i:03d}", [f"common text {i}"], [v], metadata={"dept": "hr" if i % 10 == 0 else "eng"}))
+    await publish(store, index_name, docs)
+    flt = Scope(filter=MetadataFilter({"dept": frozenset({"hr"})}))
+    hits = await store.search_vector(index_name, vec(1, 1, 1, 1), 10, flt)
+    assert len(hits) == 10
+    assert all(h.metadata["dept"] == "hr" for h in hits)
+    lex = await store.search_lexical(index_name, parse_lexical("common"), 10, flt)
+    assert len(lex) == 10 and all(h.metadata["dept"] == "hr" for h in lex)
+    multi = Scope(filter=MetadataFilter({"dept": frozenset({"hr", "eng"})}))
+    assert len(await store.search_vector(index_name, vec(1, 1, 1, 1), 50, multi)) == 50
+
+
+async def test_staged_changes_invisible_until_publish(store: Store, index_name: str) -> None:
+    await publish(store, index_name, [doc("a", ["old text"], [vec(1, 0, 0, 0)], content_hash="1")])
+    v = await store.begin_version(index_name)
+    await store.stage_documents(index_name, v, [doc("a", ["new text", "more new"], [vec(1, 0, 0, 0), vec(0, 1, 0, 0)], content_hash="2")])
+    hits = await store.search_lexical(index_name, parse_lexical("text"), 5, Scope())
+    assert [h.content for h in hits] == ["old text"]
+    await store.publish_version(index_name, v, spec(index_name))
+    hits = await store.search_lexical(index_name, parse_lexical("text new"), 5, Scope())
+    assert sorted(h.content for h in hits) == ["more new", "new text"]
+    live = await store.live_documents(index_name)
+    assert live["a"].content_hash == "2"
+    state = await store.index_state(index_name)
+    assert state.published_version == v and state.chunk_count == 2 and state.document_count == 1
+
+
+async def test_discard_keeps_previous_version(store: Store, index_name: str) -> None:
+    v1 = await publish(store, index_name, [doc("a", ["keep me"], [vec(1, 0, 0, 0)])])
+    v2 = await store.begin_version(index_name)
+    await store.stage_documents(index_name, v2, [doc("a", ["replacement"], [vec(1, 0, 0, 0)])])
+    await store.stage_deletions(index_name, v2, ["a"])
+    await store.discard_version(index_name, v2)
+    hits = await store.search_vector(index_name, vec(1, 0, 0, 0), 5, Scope())
+    assert [h.content for h in hits] == ["keep me"]
+    assert (await store.index_state(index_name)).published_version == v1
+
+
+async def test_deletions_publish_atomically(store: Store, index_name: str) -> None:
+    await publish(store, index_name, [doc("a", ["first"], [vec(1, 0, 0, 0)]), doc("b", ["second"], [vec(0, 1, 0, 0)])])
+    v = await store.begin_version(index_name)
+    assert await store.stage_deletions(index_name, v, ["a", "missing"]) == 1
+    assert len(await store.search_vector(index_name, vec(1, 0, 0, 0), 5, Scope())) == 2
+    await store.publish_version(index_name, v, spec(index_name))
+    hits = await store.search_vector(index_name, vec(1, 0, 0, 0), 5, Scope())
+    assert [h.document_id for h in hits] == ["b"]
+    assert set(await store.live_documents(index_name)) == {"b"}
+
+
+async def test_dimension_mismatch_rejected_before_writing(store: Store, index_name: str) -> None:
+    await publish(store, index_name, [doc("a", ["safe"], [vec(1, 0, 0, 0)])])
+    v = await store.begin_version(index_name)
+    bad = StagedDocument(
+        DocumentRecord("b", "config:b", "h"), [ChunkRecord("c00000", 0, 0, 3, "bad")], np.ones((1, DIM + 1), np.float32)
+    )
+    good = doc("c", ["fine"], [vec(0, 1, 0, 0)])
+    with pytest.raises(GroundwireError) as err:
+        await store.stage_documents(index_name, v, [good, bad])
+    assert err.value.reason == "EMBEDDING_MISMATCH"
+    await store.publish_version(index_name, v, spec(index_name))
+    # Nothing of the rejected batch was written, not even its valid document.
+    assert set(await store.live_documents(index_name)) == {"a"}
+    nan = doc("d", ["nan"], [vec(float("nan"), 0, 0, 0)])
+    v2 = await store.begin_version(index_name)
+    with pytest.raises(GroundwireError):
+        await store.stage_documents(index_name, v2, [nan])
+    await store.discard_version(index_name, v2)
+
+
+async def test_readers_never_see_a_gap(store: Store, index_name: str) -> None:
+    await publish(store, index_name, [doc("a", ["version zero"], [vec(1, 0, 0, 0)])])
+    stop = asyncio.Event()
+    seen_empty = 0
+
+    async def reader() -> None:
+        nonlocal seen_empty
+        while not stop.is_set():
+            hits = await store.search_lexical(index_name, parse_lexical("version"), 5, Scope())
+            if len(hits) != 1:
+                seen_empty += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(reader())
+    for i in range(1, 15):
+        v = await store.begin_version(index_name)
+        await store.stage_documents(index_name, v, [doc("a", [f"version {i}"], [vec(1, 0, 0, 0)], content_hash=str(i))])
+        await store.publish_version(index_name, v, spec(index_name))
+    stop.set()
+    await task
+    assert seen_empty == 0
+
+
+async def test_unknown_index_is_not_found(store: Store) -> None:
+    with pytest.raises(GroundwireError) as err:
+        await store.index_state("does-not-exist")
+    assert err.value.reason == "INDEX_NOT_FOUND"
+
+
+async def test_hit_carries_attribution(store: Store, index_name: str) -> None:
+    await publish(store, index_name, [doc("folder/file.md", ["hello world"], [vec(1, 0, 0, 0)], metadata={"k": "v"})])
+    (hit,) = await store.search_vector(index_name, vec(1, 0, 0, 0), 1, Scope())
+    assert hit.document_id == "folder/file.md"
+    assert hit.chunk_id == "c00000"
+    assert (hit.start, hit.end) == (0, 11)
+    assert hit.title == "Title folder/file.md"
+    assert hit.section == "Section"
+    assert dict(hit.metadata) == {"k": "v"}

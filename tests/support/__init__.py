@@ -1,0 +1,1 @@
+"""Test helpers shared across the unit, integration and e2e suites."""
