@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from google.protobuf import duration_pb2
-from groundwire_client.v1 import common_pb2, retriever_pb2
 
 from groundwire.domain.retrieval import (
     Leg,
@@ -14,8 +13,9 @@ from groundwire.domain.retrieval import (
 )
 from groundwire.domain.scores import Score, ScoreMetric
 from groundwire.retrieval.requests import FilterCondition
+from groundwire_client.v1 import common_pb2, retriever_pb2
 
-_METRICS: dict[ScoreMetric, int] = {
+_METRICS: dict[ScoreMetric, common_pb2.ScoreMetric.ValueType] = {
     ScoreMetric.COSINE_SIMILARITY: common_pb2.SCORE_METRIC_COSINE_SIMILARITY,
     ScoreMetric.COSINE_DISTANCE: common_pb2.SCORE_METRIC_COSINE_DISTANCE,
     ScoreMetric.EUCLIDEAN_DISTANCE: common_pb2.SCORE_METRIC_EUCLIDEAN_DISTANCE,
@@ -25,7 +25,10 @@ _METRICS: dict[ScoreMetric, int] = {
     ScoreMetric.RECIPROCAL_RANK_FUSION: common_pb2.SCORE_METRIC_RECIPROCAL_RANK_FUSION,
     ScoreMetric.RERANK_RELEVANCE: common_pb2.SCORE_METRIC_RERANK_RELEVANCE,
 }
-_LEGS = {Leg.SEMANTIC: common_pb2.RETRIEVAL_LEG_SEMANTIC, Leg.LEXICAL: common_pb2.RETRIEVAL_LEG_LEXICAL}
+_LEGS: dict[Leg, common_pb2.RetrievalLeg.ValueType] = {
+    Leg.SEMANTIC: common_pb2.RETRIEVAL_LEG_SEMANTIC,
+    Leg.LEXICAL: common_pb2.RETRIEVAL_LEG_LEXICAL,
+}
 _MODES_IN: dict[int, RetrievalMode] = {
     retriever_pb2.RETRIEVAL_MODE_UNSPECIFIED: RetrievalMode.SEMANTIC,
     retriever_pb2.RETRIEVAL_MODE_SEMANTIC: RetrievalMode.SEMANTIC,

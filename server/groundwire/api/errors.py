@@ -45,7 +45,9 @@ def to_rpc_status(error: GroundwireError) -> grpc.Status:
     if error.violations:
         bad = error_details_pb2.BadRequest(
             field_violations=[
-                error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
+                error_details_pb2.BadRequest.FieldViolation(
+                    field=v.field, description=v.description
+                )
                 for v in error.violations
             ]
         )

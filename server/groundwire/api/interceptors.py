@@ -83,9 +83,11 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
@@ -93,10 +95,10 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         metadata = handler_call_details.invocation_metadata
         deserializer = _safe_deserializer(handler.request_deserializer)
         if handler.unary_unary is not None:
-            inner_uu = handler.unary_unary
+            inner_uu: Any = handler.unary_unary
 
-            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                rid = _request_id(metadata)  # type: ignore[arg-type]
+            async def unary_unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+                rid = _request_id(metadata)
                 token = request_id_var.set(rid)
                 started = time.perf_counter()
                 code = grpc.StatusCode.OK
@@ -110,7 +112,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                     await _abort(context, err, rid)
                 except Exception as exc:
                     if _is_abort(exc):
-                        code = context.code() or grpc.StatusCode.UNKNOWN  # type: ignore[assignment]
+                        code = grpc.StatusCode.UNKNOWN
                         raise
                     code = grpc.StatusCode.INTERNAL
                     _log_unexpected(exc, method)
@@ -125,12 +127,12 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
-            inner_us = handler.unary_stream
+            inner_us: Any = handler.unary_stream
 
             async def unary_stream(
-                request: Any, context: grpc.aio.ServicerContext
+                request: Any, context: grpc.aio.ServicerContext[Any, Any]
             ) -> AsyncIterator[Any]:
-                rid = _request_id(metadata)  # type: ignore[arg-type]
+                rid = _request_id(metadata)
                 token = request_id_var.set(rid)
                 started = time.perf_counter()
                 code = grpc.StatusCode.OK
@@ -166,7 +168,9 @@ def _is_abort(exc: BaseException) -> bool:
     return type(exc).__name__ == "AbortError"
 
 
-async def _abort(context: grpc.aio.ServicerContext, err: GroundwireError, rid: str) -> None:
+async def _abort(
+    context: grpc.aio.ServicerContext[Any, Any], err: GroundwireError, rid: str
+) -> None:
     status = to_rpc_status(err)
     trailing = (*status.trailing_metadata, ("x-request-id", rid))
     await context.abort(status.code, status.details, trailing)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
-from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
 
 from groundwire.api.convert import filter_from_proto, mode_from_proto, outcome_to_proto
 from groundwire.domain.retrieval import FusionSettings
 from groundwire.retrieval.engine import Retriever
 from groundwire.retrieval.requests import build_retrieval_request
+from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
 
 
 class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
@@ -16,8 +18,8 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         self._retriever = retriever
         self._fusion = fusion_defaults
 
-    async def Retrieve(  # noqa: N802 - gRPC method name
-        self, request: retriever_pb2.RetrieveRequest, context: grpc.aio.ServicerContext
+    async def Retrieve(
+        self, request: retriever_pb2.RetrieveRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> retriever_pb2.RetrieveResponse:
         q = request.query
         fusion = q.fusion

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
 
 from groundwire.api.interceptors import ServiceInterceptor
 from groundwire.api.retriever import RetrieverServicer
 from groundwire.domain.retrieval import FusionSettings
 from groundwire.retrieval.engine import Retriever
+from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
 
 RETRIEVER_SERVICE = retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name
 
@@ -64,9 +64,13 @@ async def build_server(
     return ServerHandle(server, health_servicer, port, services)
 
 
-async def set_serving(handle: ServerHandle, serving: bool, names: Sequence[str] | None = None) -> None:
+async def set_serving(
+    handle: ServerHandle, serving: bool, names: Sequence[str] | None = None
+) -> None:
     status = (
-        health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else health_pb2.HealthCheckResponse.NOT_SERVING
     )
     for name in names if names is not None else ("", *handle.service_names):
         await handle.health.set(name, status)

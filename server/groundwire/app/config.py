@@ -156,9 +156,7 @@ class InlineSource(_Strict):
     metadata: dict[str, str] = Field(default_factory=dict)
 
 
-SourceConfig = Annotated[
-    DirectorySource | FilesSource | InlineSource, Field(discriminator="kind")
-]
+SourceConfig = Annotated[DirectorySource | FilesSource | InlineSource, Field(discriminator="kind")]
 
 
 class ChunkingConfig(_Strict):
@@ -228,7 +226,9 @@ class GroundwireConfig(_Strict):
 def _format_errors(err: ValidationError) -> str:
     lines = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith(("function-after", "tagged-union")))
+        loc = ".".join(
+            str(p) for p in e["loc"] if not str(p).startswith(("function-after", "tagged-union"))
+        )
         lines.append(f"  {loc or '<root>'}: {e['msg']}")
     return "invalid configuration:\n" + "\n".join(lines)
 

@@ -115,7 +115,9 @@ async def build_components(cfg: GroundwireConfig) -> Components:
     handles = []
     for name, index in cfg.indexes.items():
         embedder = embedders[index.embedder] if index.embedder else None
-        policy = ChunkPolicy(index.chunking.size, index.chunking.overlap, index.chunking.markdown_sections)
+        policy = ChunkPolicy(
+            index.chunking.size, index.chunking.overlap, index.chunking.markdown_sections
+        )
         spec = IndexSpec(
             name=name,
             embedding=embedder.info.descriptor() if embedder else None,
@@ -145,7 +147,9 @@ async def build_components(cfg: GroundwireConfig) -> Components:
         )
     catalog = IndexCatalog(handles)
     r = cfg.retrieval
-    limits = RetrievalLimits(r.default_top_k, r.max_top_k, r.max_query_chars, r.leg_depth, r.max_leg_depth)
+    limits = RetrievalLimits(
+        r.default_top_k, r.max_top_k, r.max_query_chars, r.leg_depth, r.max_leg_depth
+    )
     fusion = FusionSettings(r.rrf_k, r.semantic_weight, r.lexical_weight)
     return Components(cfg, store, embedders, catalog, Retriever(catalog, limits), fusion)
 
@@ -198,7 +202,9 @@ async def _ingest_logged(handle: IndexHandle) -> None:
             },
         )
     except Exception as exc:
-        log.error("ingestion failed", extra={"index": handle.name, "error_type": type(exc).__name__})
+        log.error(
+            "ingestion failed", extra={"index": handle.name, "error_type": type(exc).__name__}
+        )
 
 
 async def start_app(cfg: GroundwireConfig, address: str | None = None) -> RunningApp:

@@ -54,9 +54,9 @@ def fuse(
             else:
                 entry.score += contribution
                 entry.legs.append(LegRank(leg, position, hit.score))
-    ordered = sorted(
-        fused.values(), key=lambda f: (-f.score, f.hit.document_id, f.hit.chunk_id)
-    )[:top_k]
+    ordered = sorted(fused.values(), key=lambda f: (-f.score, f.hit.document_id, f.hit.chunk_id))[
+        :top_k
+    ]
     return [
         RankedResult(
             hit=f.hit,

@@ -10,9 +10,7 @@ from groundwire.domain.text import index_tokens, phrase_words
 def validate_query_text(text: str, max_chars: int, field_path: str = "query.text") -> str:
     """Reject empty, whitespace-only and over-long query text; return it stripped."""
     if len(text) > max_chars:
-        raise invalid(
-            "FIELD_TOO_LONG", field_path, f"query text exceeds {max_chars} characters"
-        )
+        raise invalid("FIELD_TOO_LONG", field_path, f"query text exceeds {max_chars} characters")
     stripped = text.strip()
     if not stripped:
         raise invalid("EMPTY_QUERY", field_path, "query text is empty or whitespace only")
@@ -27,7 +25,9 @@ def split_phrases(text: str, field_path: str = "query.text") -> tuple[str, list[
     unterminated phrase. Empty phrases are ignored."""
     if text.count('"') % 2:
         raise invalid(
-            "UNTERMINATED_PHRASE", field_path, "query has an opening double quote with no closing one"
+            "UNTERMINATED_PHRASE",
+            field_path,
+            "query has an opening double quote with no closing one",
         )
     pieces = text.split('"')
     loose = " ".join(pieces[0::2])

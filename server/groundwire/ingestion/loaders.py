@@ -77,12 +77,12 @@ def _decode_text(data: bytes) -> str | FailureReason:
 
 
 def _html_text(data: bytes) -> tuple[str, str] | FailureReason:
-    from selectolax.parser import HTMLParser
+    from selectolax.lexbor import LexborHTMLParser
 
     decoded = _decode_text(data)
     if isinstance(decoded, FailureReason):
         return decoded
-    tree = HTMLParser(decoded)
+    tree = LexborHTMLParser(decoded)
     for tag in ("script", "style", "noscript", "template"):
         for node in tree.css(tag):
             node.decompose()

@@ -132,7 +132,9 @@ async def stage_batch(
     staged: list[StagedDocument] = []
     offset = 0
     for record, chunks in batch:
-        rows = [ChunkRecord(c.chunk_id, c.ordinal, c.start, c.end, c.text, c.section) for c in chunks]
+        rows = [
+            ChunkRecord(c.chunk_id, c.ordinal, c.start, c.end, c.text, c.section) for c in chunks
+        ]
         emb = None if vectors is None else vectors[offset : offset + len(chunks)]
         offset += len(chunks)
         staged.append(StagedDocument(record, rows, emb))

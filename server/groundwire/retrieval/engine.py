@@ -127,4 +127,3 @@ async def _both(
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
     return done[0], done[1]
-

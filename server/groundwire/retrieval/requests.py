@@ -42,7 +42,9 @@ def build_filter(conditions: Sequence[FilterCondition], path: str) -> MetadataFi
     for i, cond in enumerate(conditions):
         where = f"{path}.conditions[{i}]"
         if not _KEY.match(cond.key):
-            raise invalid("INVALID_FILTER", f"{where}.key", "key must be 1-128 chars of [A-Za-z0-9_.:-]")
+            raise invalid(
+                "INVALID_FILTER", f"{where}.key", "key must be 1-128 chars of [A-Za-z0-9_.:-]"
+            )
         if cond.key in out:
             raise invalid("INVALID_FILTER", f"{where}.key", "keys must be unique within a filter")
         if cond.values is None:
@@ -51,7 +53,9 @@ def build_filter(conditions: Sequence[FilterCondition], path: str) -> MetadataFi
             raise invalid("INVALID_FILTER", where, f"a condition needs 1 to {MAX_VALUES} values")
         for v in cond.values:
             if not v or len(v.encode()) > MAX_VALUE_BYTES:
-                raise invalid("INVALID_FILTER", where, f"values must be 1 to {MAX_VALUE_BYTES} bytes")
+                raise invalid(
+                    "INVALID_FILTER", where, f"values must be 1 to {MAX_VALUE_BYTES} bytes"
+                )
         out[cond.key] = frozenset(cond.values)
     return MetadataFilter(out)
 
@@ -91,14 +95,18 @@ def build_retrieval_request(
     fusion = fusion_defaults
     if rrf_k is not None:
         if not 1 <= rrf_k <= 1000:
-            raise invalid("FIELD_OUT_OF_RANGE", f"{prefix}.fusion.rrf_k", "rrf_k must be in [1, 1000]")
+            raise invalid(
+                "FIELD_OUT_OF_RANGE", f"{prefix}.fusion.rrf_k", "rrf_k must be in [1, 1000]"
+            )
         fusion = FusionSettings(rrf_k, fusion.semantic_weight, fusion.lexical_weight)
     for name, value in (("semantic_weight", semantic_weight), ("lexical_weight", lexical_weight)):
         if value is None:
             continue
         if not math.isfinite(value) or not 0.0 <= value <= 10.0:
             raise invalid(
-                "FIELD_OUT_OF_RANGE", f"{prefix}.fusion.{name}", f"{name} must be finite, in [0, 10]"
+                "FIELD_OUT_OF_RANGE",
+                f"{prefix}.fusion.{name}",
+                f"{name} must be finite, in [0, 10]",
             )
     fusion = FusionSettings(
         fusion.k,
@@ -106,7 +114,9 @@ def build_retrieval_request(
         fusion.lexical_weight if lexical_weight is None else lexical_weight,
     )
     if fusion.semantic_weight == 0 and fusion.lexical_weight == 0:
-        raise invalid("FIELD_OUT_OF_RANGE", f"{prefix}.fusion", "at least one leg weight must be > 0")
+        raise invalid(
+            "FIELD_OUT_OF_RANGE", f"{prefix}.fusion", "at least one leg weight must be > 0"
+        )
     depth = limits.leg_depth if leg_depth is None else leg_depth
     if leg_depth is not None and not k <= leg_depth <= limits.max_leg_depth:
         raise invalid(

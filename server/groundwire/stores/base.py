@@ -118,7 +118,9 @@ def embedding_mismatch(message: str) -> GroundwireError:
 def index_missing(name_len: int) -> GroundwireError:
     """The store has no such index (a wiring error: indexes are declared in config)."""
     return GroundwireError(
-        ErrorKind.NOT_FOUND, "INDEX_NOT_FOUND", f"index not found in store (name of {name_len} chars)"
+        ErrorKind.NOT_FOUND,
+        "INDEX_NOT_FOUND",
+        f"index not found in store (name of {name_len} chars)",
     )
 
 
@@ -137,7 +139,8 @@ def check_staged(spec: IndexSpec, staged: Sequence[StagedDocument]) -> None:
             raise embedding_mismatch("embedding count does not match chunk count")
         if emb.shape[1] != spec.dimensions:
             raise embedding_mismatch(
-                f"embedding dimension {emb.shape[1]} does not match index dimension {spec.dimensions}"
+                f"embedding dimension {emb.shape[1]} does not match "
+                f"index dimension {spec.dimensions}"
             )
         if not np.isfinite(emb).all():
             raise embedding_mismatch("embeddings contain non-finite values")
@@ -148,7 +151,7 @@ class Store(Protocol):
 
     @property
     def kind(self) -> str:
-        """"memory" or "postgres"."""
+        """ "memory" or "postgres"."""
         ...
 
     async def ensure_index(self, spec: IndexSpec) -> IndexState:

@@ -102,11 +102,11 @@ class _Index:
             out[: self.n] = a[: self.n]
             return out
 
-        self.matrix = grow1(self.matrix).astype(np.float32, copy=False)  # type: ignore[assignment]
-        self.sq_norms = grow1(self.sq_norms).astype(np.float32, copy=False)  # type: ignore[assignment]
-        self.live = grow1(self.live, False).astype(bool, copy=False)  # type: ignore[assignment]
-        self.tenant_codes = grow1(self.tenant_codes, -1).astype(np.int32, copy=False)  # type: ignore[assignment]
-        self.doc_len = grow1(self.doc_len).astype(np.float32, copy=False)  # type: ignore[assignment]
+        self.matrix = grow1(self.matrix).astype(np.float32, copy=False)
+        self.sq_norms = grow1(self.sq_norms).astype(np.float32, copy=False)
+        self.live = grow1(self.live, False).astype(bool, copy=False)
+        self.tenant_codes = grow1(self.tenant_codes, -1).astype(np.int32, copy=False)
+        self.doc_len = grow1(self.doc_len).astype(np.float32, copy=False)
         self.capacity = cap
 
     def append(self, doc: DocumentRecord, staged: StagedDocument) -> list[int]:
@@ -167,7 +167,9 @@ class _Index:
     def compact(self) -> None:
         """Drop dead rows, renumbering the live ones (staged rows are kept)."""
         keep = np.flatnonzero(self.live[: self.n])
-        staged_rows = sorted(r for st in self.staging.values() for rs in st.rows.values() for r in rs)
+        staged_rows = sorted(
+            r for st in self.staging.values() for rs in st.rows.values() for r in rs
+        )
         keep = np.union1d(keep, np.asarray(staged_rows, dtype=np.int64)).astype(np.int64)
         remap = {int(old): new for new, old in enumerate(keep)}
         old_rows = self.rows
@@ -193,7 +195,7 @@ class _Index:
         code = self.tenants.get(scope.tenant)
         if code is None:
             return None
-        mask = live[:n] & (self.tenant_codes[:n] == code)
+        mask: BoolArray = live[:n] & (self.tenant_codes[:n] == code)
         if not scope.filter.empty:
             mask &= self._filter_mask(scope.filter, n)
         return mask
@@ -224,7 +226,8 @@ def _top(scores: npt.NDArray[np.floating], candidates: IntArray, k: int) -> IntA
         return candidates
     values = scores[candidates]
     kth = np.partition(values, len(values) - k)[len(values) - k]
-    return candidates[values >= kth]
+    top: IntArray = candidates[values >= kth]
+    return top
 
 
 class MemoryStore:
@@ -407,12 +410,18 @@ class MemoryStore:
                 continue
             idf = math.log(1.0 + (total - df + 0.5) / (df + 0.5))
             dl = idx.doc_len[rows]
-            contrib = idf * tfs * (BM25_K1 + 1.0) / (tfs + BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avgdl))
+            contrib = (
+                idf * tfs * (BM25_K1 + 1.0) / (tfs + BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avgdl))
+            )
             scores[rows] += qtf * contrib
             matched[rows] = True
         candidates = np.flatnonzero(matched & mask)
         if query.phrases and len(candidates):
-            keep = [r for r in candidates if all(contains_phrase(idx.rows[r].words, p) for p in query.phrases)]
+            keep = [
+                r
+                for r in candidates
+                if all(contains_phrase(idx.rows[r].words, p) for p in query.phrases)
+            ]
             candidates = np.asarray(keep, dtype=np.int64)
         rows_top = _top(scores, candidates, k)
         hits = [idx.hit(int(r), Score.of(ScoreMetric.BM25, float(scores[r]))) for r in rows_top]

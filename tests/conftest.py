@@ -1,0 +1,63 @@
+"""Shared fixtures: a real groundwire server on 127.0.0.1:0 serving the demo
+handbook from the in-memory store, and stubs of the generated Python client."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+from groundwire_client.v1 import retriever_pb2_grpc
+
+from groundwire.app.config import GroundwireConfig, parse_config
+from groundwire.app.defaults import HANDBOOK_DIR
+from groundwire.app.wiring import RunningApp, start_app
+
+
+def handbook_config(**overrides: object) -> GroundwireConfig:
+    """The demo index with the fast hashing embedder (tests of the local MiniLM
+    model live with the provider)."""
+    data: dict[str, object] = {
+        "store": {"kind": "memory"},
+        "embedders": {"hash": {"kind": "hashing", "dimensions": 256}},
+        "indexes": {
+            "demo": {
+                "embedder": "hash",
+                "sources": [{"kind": "directory", "path": str(HANDBOOK_DIR), "glob": "**/*.md"}],
+                "ingestion": {"strategy": "on_startup"},
+            },
+            "lexical-only": {
+                "sources": [
+                    {
+                        "kind": "inline",
+                        "id": "note-1",
+                        "text": "Lexical only index: POL-HR-014 governs parental leave.",
+                    }
+                ],
+                "ingestion": {"strategy": "on_startup"},
+            },
+        },
+    }
+    data.update(overrides)
+    return parse_config(data)
+
+
+@pytest.fixture(scope="session")
+async def app() -> AsyncIterator[RunningApp]:
+    logging.getLogger("groundwire").setLevel(logging.WARNING)
+    running = await start_app(handbook_config(), "127.0.0.1:0")
+    await running.wait_ready()
+    yield running
+    await running.stop(0)
+
+
+@pytest.fixture(scope="session")
+async def channel(app: RunningApp) -> AsyncIterator[grpc.aio.Channel]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
+        yield ch
+
+
+@pytest.fixture(scope="session")
+def retriever(channel: grpc.aio.Channel) -> retriever_pb2_grpc.RetrieverServiceStub:
+    return retriever_pb2_grpc.RetrieverServiceStub(channel)

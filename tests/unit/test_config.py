@@ -1,0 +1,80 @@
+"""Configuration validation: unknown keys, named offending keys, secret references."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from groundwire.app.config import ConfigError, SecretRef, load_config, parse_config
+from groundwire.app.defaults import default_config
+
+
+def test_default_config_is_valid() -> None:
+    cfg = default_config()
+    assert "demo" in cfg.indexes
+    assert cfg.indexes["demo"].ingestion.strategy == "on_startup"
+
+
+def test_unknown_key_is_named() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config({"server": {"adress": "x"}})
+    assert "server.adress" in str(err.value)
+
+
+def test_unknown_embedder_reference() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config({"indexes": {"docs": {"embedder": "nope"}}})
+    assert "indexes.docs.embedder" in str(err.value)
+
+
+def test_inline_secret_rejected() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(
+            {"embedders": {"e": {"kind": "openai-compatible", "base_url": "http://127.0.0.1:1/v1", "model": "m", "dimensions": 3, "api_key": "sk-secret"}}}
+        )
+    assert "sk-secret" not in str(err.value)
+    assert "embedders.e" in str(err.value)
+
+
+def test_secret_ref_env_and_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GW_TEST_KEY", " abc ")
+    assert SecretRef(env="GW_TEST_KEY").resolve() == "abc"
+    f = tmp_path / "key"
+    f.write_text("xyz\n")
+    assert SecretRef(file=f).resolve() == "xyz"
+    assert SecretRef(env="GW_TEST_MISSING_VAR").resolve() is None
+    with pytest.raises(ValueError):
+        SecretRef(env="A", file=f)
+
+
+def test_bad_index_name_and_chunking() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config({"indexes": {"Bad Name": {}}})
+    assert "Bad Name" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        parse_config({"indexes": {"ok": {"chunking": {"size": 100, "overlap": 80}}}})
+    assert "indexes.ok.chunking" in str(err.value)
+
+
+def test_schedule_requires_cron() -> None:
+    with pytest.raises(ConfigError):
+        parse_config({"indexes": {"x": {"ingestion": {"strategy": "scheduled"}}}})
+    with pytest.raises(ConfigError):
+        parse_config({"indexes": {"x": {"ingestion": {"strategy": "scheduled", "schedule": "* * *"}}}})
+    parse_config({"indexes": {"x": {"ingestion": {"strategy": "scheduled", "schedule": "0 3 * * *"}}}})
+
+
+def test_relative_paths_resolve_against_config_file(tmp_path: Path) -> None:
+    (tmp_path / "gw.toml").write_text(
+        '[indexes.docs]\nsources = [{ kind = "directory", path = "docs" }]\n'
+    )
+    cfg = load_config(tmp_path / "gw.toml")
+    src = cfg.indexes["docs"].sources[0]
+    assert getattr(src, "path") == tmp_path / "docs"
+
+
+def test_invalid_toml(tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text("[server\n")
+    with pytest.raises(ConfigError):
+        load_config(tmp_path / "bad.toml")
