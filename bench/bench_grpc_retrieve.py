@@ -1,0 +1,141 @@
+"""Retrieve over gRPC against a live `groundwire serve` (separate process):
+lexical mode over ~10k chunks, 16 concurrent callers, compared with Health/Check
+QPS measured in the same run against the same server (issue target: Retrieve
+QPS >= 30% of Health QPS). Prints QPS and p50/p99 for both.
+
+    python bench/bench_grpc_retrieve.py [--chunks 10000] [--seconds 10] [--concurrency 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
+
+sys.path.insert(0, str(Path(__file__).parent))
+from synthetic import passages, queries  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def load(
+    call: Callable[[int], Awaitable[object]], seconds: float, concurrency: int
+) -> tuple[float, list[float]]:
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds
+
+    async def worker(wid: int) -> None:
+        i = wid
+        while time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            await call(i)
+            latencies.append(time.perf_counter() - t0)
+            i += concurrency
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(concurrency)))
+    return len(latencies) / (time.perf_counter() - started), latencies
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p * len(xs)))] * 1e3
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--chunks", type=int, default=10_000)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--concurrency", type=int, default=16)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="gw-bench-"))
+    docs = tmp / "docs"
+    docs.mkdir()
+    texts = passages(args.chunks, words=110)
+    per_file = 20
+    for f in range(0, len(texts), per_file):
+        (docs / f"doc{f // per_file:05d}.txt").write_text("\n\n".join(texts[f : f + per_file]))
+    cfg = tmp / "bench.toml"
+    cfg.write_text(
+        f"""
+[logging]
+level = "WARNING"
+
+[indexes.bench]
+chunking = {{ size = 800, overlap = 0, markdown_sections = false }}
+sources = [{{ kind = "directory", path = "{docs}", glob = "**/*.txt" }}]
+ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
+"""
+    )
+    port = free_port()
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "groundwire"), "serve", "--config", str(cfg), "--address", f"127.0.0.1:{port}"],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+            health = health_pb2_grpc.HealthStub(ch)
+            stub = retriever_pb2_grpc.RetrieverServiceStub(ch)
+            t0 = time.perf_counter()
+            while True:
+                try:
+                    r = await health.Check(health_pb2.HealthCheckRequest(), timeout=2)
+                    if r.status == health_pb2.HealthCheckResponse.SERVING:
+                        break
+                except grpc.aio.AioRpcError:
+                    pass
+                await asyncio.sleep(0.2)
+            ingest_s = time.perf_counter() - t0
+            qs = queries(1000)
+            reqs = [
+                retriever_pb2.RetrieveRequest(
+                    query=retriever_pb2.RagQuery(
+                        index_name="bench", text=q, mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL, top_k=10
+                    )
+                )
+                for q in qs
+            ]
+            hits = 0
+            for r in reqs[:50]:
+                hits += len((await stub.Retrieve(r)).results)
+
+            async def retrieve(i: int) -> object:
+                return await stub.Retrieve(reqs[i % len(reqs)], timeout=10)
+
+            async def check(i: int) -> object:
+                return await health.Check(health_pb2.HealthCheckRequest(), timeout=10)
+
+            await load(check, 1.0, args.concurrency)  # warm-up
+            h_qps, h_lat = await load(check, args.seconds, args.concurrency)
+            r_qps, r_lat = await load(retrieve, args.seconds, args.concurrency)
+    finally:
+        server.terminate()
+        server.wait(20)
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"machine: {os.cpu_count()} cores (client and server share them); chunks={args.chunks}, "
+          f"concurrency={args.concurrency}, {args.seconds:.0f} s per phase; startup+ingest {ingest_s:.1f} s")
+    print(f"mean results per warm-up query: {hits / 50:.1f}")
+    print(f"Health/Check: {h_qps:8.0f} QPS  p50 {statistics.median(h_lat) * 1e3:.2f} ms  p99 {pct(h_lat, 0.99):.2f} ms")
+    print(f"Retrieve lex: {r_qps:8.0f} QPS  p50 {statistics.median(r_lat) * 1e3:.2f} ms  p99 {pct(r_lat, 0.99):.2f} ms")
+    print(f"Retrieve/Health QPS: {r_qps / h_qps:.2%}  (target >= 30%)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

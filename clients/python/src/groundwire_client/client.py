@@ -1,0 +1,151 @@
+"""A thin, typed asyncio client over the generated stubs.
+
+It adds nothing the contract does not have: friendly arguments, a default
+deadline, API-key metadata, and `GroundwireError`, which exposes the server's
+stable `reason` and field violations from the google.rpc.Status details.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Literal
+
+import grpc
+from google.rpc import error_details_pb2, status_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from groundwire_client.v1 import common_pb2, retriever_pb2, retriever_pb2_grpc
+
+Mode = Literal["semantic", "lexical", "hybrid"]
+_MODES: dict[str, retriever_pb2.RetrievalMode.ValueType] = {
+    "semantic": retriever_pb2.RETRIEVAL_MODE_SEMANTIC,
+    "lexical": retriever_pb2.RETRIEVAL_MODE_LEXICAL,
+    "hybrid": retriever_pb2.RETRIEVAL_MODE_HYBRID,
+}
+
+
+@dataclass
+class GroundwireError(Exception):
+    """A failed call: gRPC code, stable reason (ErrorInfo) and offending fields."""
+
+    code: grpc.StatusCode
+    message: str
+    reason: str = ""
+    fields: dict[str, str] = field(default_factory=dict)
+    request_id: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.code.name} {self.reason}: {self.message}"
+
+
+def error_from_rpc(err: grpc.aio.AioRpcError) -> GroundwireError:
+    """Decode groundwire's google.rpc.Status details from a failed call."""
+    trailing = dict(err.trailing_metadata() or ())
+    out = GroundwireError(err.code(), err.details() or "", request_id=str(trailing.get("x-request-id", "")))
+    raw = trailing.get("grpc-status-details-bin")
+    if isinstance(raw, bytes):
+        status = status_pb2.Status.FromString(raw)
+        for detail in status.details:
+            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+                info = error_details_pb2.ErrorInfo()
+                detail.Unpack(info)
+                out.reason = info.reason
+            elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+                bad = error_details_pb2.BadRequest()
+                detail.Unpack(bad)
+                out.fields.update({v.field: v.description for v in bad.field_violations})
+    return out
+
+
+def _filter(conditions: Mapping[str, str | Sequence[str]] | None) -> common_pb2.MetadataFilter | None:
+    if not conditions:
+        return None
+    out = common_pb2.MetadataFilter()
+    for key, value in conditions.items():
+        if isinstance(value, str):
+            out.conditions.add(key=key, equals=value)
+        else:
+            out.conditions.add(key=key, any_of=common_pb2.StringList(values=list(value)))
+    return out
+
+
+class GroundwireClient:
+    """`async with GroundwireClient("127.0.0.1:50051") as gw: await gw.retrieve(...)`."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        api_key: str | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        if credentials is not None:
+            self._channel = grpc.aio.secure_channel(target, credentials)
+        else:
+            self._channel = grpc.aio.insecure_channel(target)
+        self._metadata: tuple[tuple[str, str], ...] = (
+            (("authorization", f"Bearer {api_key}"),) if api_key else ()
+        )
+        self._timeout = timeout
+        self.retriever = retriever_pb2_grpc.RetrieverServiceStub(self._channel)
+        self._health = health_pb2_grpc.HealthStub(self._channel)
+
+    async def __aenter__(self) -> GroundwireClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def retrieve(
+        self,
+        index: str,
+        text: str,
+        *,
+        mode: Mode = "semantic",
+        top_k: int | None = None,
+        filter: Mapping[str, str | Sequence[str]] | None = None,
+        tenant: str = "",
+        rrf_k: int | None = None,
+        semantic_weight: float | None = None,
+        lexical_weight: float | None = None,
+        timeout: float | None = None,
+    ) -> retriever_pb2.RetrieveResponse:
+        """Retrieve candidates; raises GroundwireError on failure."""
+        query = retriever_pb2.RagQuery(index_name=index, text=text, mode=_MODES[mode], tenant=tenant)
+        if top_k is not None:
+            query.top_k = top_k
+        flt = _filter(filter)
+        if flt is not None:
+            query.filter.CopyFrom(flt)
+        if rrf_k is not None:
+            query.fusion.rrf_k = rrf_k
+        if semantic_weight is not None:
+            query.fusion.semantic_weight = semantic_weight
+        if lexical_weight is not None:
+            query.fusion.lexical_weight = lexical_weight
+        try:
+            return await self.retriever.Retrieve(
+                retriever_pb2.RetrieveRequest(query=query),
+                timeout=timeout or self._timeout,
+                metadata=self._metadata,
+            )
+        except grpc.aio.AioRpcError as err:
+            raise error_from_rpc(err) from None
+
+    async def health(self, service: str = "") -> str:
+        """"SERVING", "NOT_SERVING", ... for the server ("") or one service."""
+        try:
+            resp = await self._health.Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=self._timeout
+            )
+        except grpc.aio.AioRpcError as err:
+            raise error_from_rpc(err) from None
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
