@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -10,12 +10,14 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from groundwire.api.interceptors import ServiceInterceptor
-from groundwire.api.retriever import RetrieverServicer
-from groundwire.domain.retrieval import FusionSettings
-from groundwire.retrieval.engine import Retriever
-from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
 
-RETRIEVER_SERVICE = retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name
+
+@dataclass(frozen=True, slots=True)
+class ServiceRegistration:
+    """One servicer: its full service name and the generated add_*_to_server call."""
+
+    name: str
+    register: Callable[[grpc.aio.Server], None]
 
 
 @dataclass(slots=True)
@@ -26,17 +28,22 @@ class ServerHandle:
     service_names: Sequence[str]
 
 
+def index_health_name(index_name: str) -> str:
+    """Health service name of one index (NOT_SERVING while ON_STARTUP ingests)."""
+    return f"groundwire.index.{index_name}"
+
+
 async def build_server(
     *,
     address: str,
-    retriever: Retriever,
-    fusion_defaults: FusionSettings,
+    services: Sequence[ServiceRegistration],
     reflection_enabled: bool = True,
     max_message_bytes: int = 4 * 1024 * 1024,
     max_concurrent_rpcs: int | None = None,
+    extra_health_names: Sequence[str] = (),
 ) -> ServerHandle:
     """Create and bind (but do not start) the server. Health starts NOT_SERVING;
-    the app flips each service to SERVING when it is ready."""
+    the app flips services to SERVING when they are ready."""
     server = grpc.aio.server(
         interceptors=[ServiceInterceptor()],
         options=[
@@ -46,22 +53,21 @@ async def build_server(
         ],
         maximum_concurrent_rpcs=max_concurrent_rpcs,
     )
-    retriever_pb2_grpc.add_RetrieverServiceServicer_to_server(
-        RetrieverServicer(retriever, fusion_defaults), server
-    )
+    for service in services:
+        service.register(server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    services = [RETRIEVER_SERVICE]
-    for name in ("", *services):
+    names = [s.name for s in services]
+    for name in ("", *names, *extra_health_names):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     if reflection_enabled:
         reflection.enable_server_reflection(
-            (*services, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+            (*names, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
     port = server.add_insecure_port(address)
     if port == 0:
         raise OSError("could not bind the server address")
-    return ServerHandle(server, health_servicer, port, services)
+    return ServerHandle(server, health_servicer, port, names)
 
 
 async def set_serving(

@@ -176,7 +176,9 @@ class IngestionConfig(_Strict):
     schedule: str | None = None
     max_file_bytes: int = Field(10 * 1024 * 1024, ge=1, le=1024 * 1024 * 1024)
     embed_batch_size: int = Field(64, ge=1, le=4096)
-    extensions: list[str] = Field(default_factory=lambda: [".md", ".markdown", ".txt", ".text"])
+    extensions: list[str] = Field(
+        default_factory=lambda: [".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"]
+    )
 
     @model_validator(mode="after")
     def _schedule(self) -> IngestionConfig:

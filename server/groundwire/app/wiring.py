@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import cast
 
-from groundwire.api.server import ServerHandle, build_server, set_serving
+from groundwire.api.ingestion import IngestionServicer
+from groundwire.api.retriever import RetrieverServicer
+from groundwire.api.server import (
+    ServerHandle,
+    ServiceRegistration,
+    build_server,
+    index_health_name,
+    set_serving,
+)
 from groundwire.app.config import (
     DirectorySource as DirectoryConfig,
 )
@@ -25,17 +34,28 @@ from groundwire.app.config import (
     InlineSource as InlineConfig,
 )
 from groundwire.domain.chunking import ChunkPolicy
+from groundwire.domain.errors import GroundwireError
+from groundwire.domain.operations import Operation, OperationTrigger
 from groundwire.domain.retrieval import FusionSettings
 from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
-from groundwire.ingestion.pipeline import run_ingestion
+from groundwire.ingestion.manager import IngestionManager
 from groundwire.ingestion.sources import DirectorySource, FilesSource, InlineSource, SourceConfig
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.providers.embeddings.hashing import HashingEmbedder
 from groundwire.retrieval.engine import RetrievalLimits, Retriever
-from groundwire.stores.base import DistanceMetric, IndexSpec, Store
-from groundwire.stores.memory import MemoryStore
+from groundwire.stores.base import DistanceMetric, IndexSpec, OperationLog, Store
+from groundwire.stores.memory import MemoryOperationLog, MemoryStore
+from groundwire_client.v1 import (
+    ingestion_pb2,
+    ingestion_pb2_grpc,
+    retriever_pb2,
+    retriever_pb2_grpc,
+)
 
 log = logging.getLogger("groundwire.app")
+
+RETRIEVER_SERVICE = retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name
+INGESTION_SERVICE = ingestion_pb2.DESCRIPTOR.services_by_name["IngestionManagerService"].full_name
 
 
 def build_embedder(cfg: EmbedderConfig) -> EmbeddingProvider:
@@ -103,6 +123,7 @@ async def build_store(cfg: GroundwireConfig) -> Store:
 class Components:
     config: GroundwireConfig
     store: Store
+    operation_log: OperationLog
     embedders: dict[str, EmbeddingProvider]
     catalog: IndexCatalog
     retriever: Retriever
@@ -112,6 +133,7 @@ class Components:
 async def build_components(cfg: GroundwireConfig) -> Components:
     embedders = {name: build_embedder(e) for name, e in cfg.embedders.items()}
     store = await build_store(cfg)
+    operation_log = operation_log_for(store)
     handles = []
     for name, index in cfg.indexes.items():
         embedder = embedders[index.embedder] if index.embedder else None
@@ -151,7 +173,17 @@ async def build_components(cfg: GroundwireConfig) -> Components:
         r.default_top_k, r.max_top_k, r.max_query_chars, r.leg_depth, r.max_leg_depth
     )
     fusion = FusionSettings(r.rrf_k, r.semantic_weight, r.lexical_weight)
-    return Components(cfg, store, embedders, catalog, Retriever(catalog, limits), fusion)
+    return Components(
+        cfg, store, operation_log, embedders, catalog, Retriever(catalog, limits), fusion
+    )
+
+
+def operation_log_for(store: Store) -> OperationLog:
+    """PostgreSQL keeps operation history durably; memory keeps it per process."""
+    log_store = getattr(store, "operation_log", None)
+    if log_store is not None:
+        return cast(OperationLog, log_store)
+    return MemoryOperationLog()
 
 
 @dataclass(slots=True)
@@ -160,8 +192,8 @@ class RunningApp:
 
     components: Components
     server: ServerHandle
+    manager: IngestionManager
     startup_task: asyncio.Task[None] | None = None
-    background: list[asyncio.Task[None]] = field(default_factory=list)
 
     @property
     def port(self) -> int:
@@ -176,62 +208,95 @@ class RunningApp:
         if grace is None:
             grace = self.components.config.server.grace_period_seconds
         await self.server.server.stop(grace)
-        for task in [*self.background, *([self.startup_task] if self.startup_task else [])]:
-            task.cancel()
-        await asyncio.gather(*self.background, return_exceptions=True)
         if self.startup_task is not None:
+            self.startup_task.cancel()
             await asyncio.gather(self.startup_task, return_exceptions=True)
+        await self.manager.close()
         await self.components.store.close()
         for embedder in self.components.embedders.values():
             await embedder.aclose()
 
 
-async def _ingest_logged(handle: IndexHandle) -> None:
-    try:
-        report = await run_ingestion(handle)
-        log.info(
-            "ingestion finished",
-            extra={
-                "index": handle.name,
-                "version": report.version,
-                "ingested": report.ingested,
-                "unchanged": report.unchanged,
-                "failed": report.failed,
-                "deleted": report.deleted,
-                "chunks": report.chunks_written,
-            },
-        )
-    except Exception as exc:
-        log.error(
-            "ingestion failed", extra={"index": handle.name, "error_type": type(exc).__name__}
-        )
+def service_registrations(
+    components: Components, manager: IngestionManager
+) -> list[ServiceRegistration]:
+    retriever_servicer = RetrieverServicer(components.retriever, components.fusion)
+    ingestion_servicer = IngestionServicer(components.catalog, manager)
+    return [
+        ServiceRegistration(
+            RETRIEVER_SERVICE,
+            lambda server: retriever_pb2_grpc.add_RetrieverServiceServicer_to_server(
+                retriever_servicer, server
+            ),
+        ),
+        ServiceRegistration(
+            INGESTION_SERVICE,
+            lambda server: ingestion_pb2_grpc.add_IngestionManagerServiceServicer_to_server(
+                ingestion_servicer, server
+            ),
+        ),
+    ]
 
 
 async def start_app(cfg: GroundwireConfig, address: str | None = None) -> RunningApp:
-    """Build everything, start serving, and kick off startup ingestion. Health is
-    NOT_SERVING until every ON_STARTUP index has been ingested once."""
+    """Build everything, start serving, and kick off startup ingestion.
+
+    Health: every service and "" are SERVING once the server starts, except that
+    "" (and the index's own `groundwire.index.NAME`) stay NOT_SERVING until every
+    ON_STARTUP index has finished its first ingestion; the other indexes serve
+    their last published version meanwhile."""
     components = await build_components(cfg)
-    handle = await build_server(
+    handle_ref: list[ServerHandle] = []
+
+    async def on_ready(index: IndexHandle) -> None:
+        if handle_ref and index.ready:
+            await set_serving(handle_ref[0], True, [index_health_name(index.name)])
+
+    manager = IngestionManager(components.catalog, components.operation_log, on_ready=on_ready)
+    handles = components.catalog.handles()
+    server = await build_server(
         address=address or cfg.server.address,
-        retriever=components.retriever,
-        fusion_defaults=components.fusion,
+        services=service_registrations(components, manager),
         reflection_enabled=cfg.server.reflection,
         max_message_bytes=cfg.server.max_message_bytes,
         max_concurrent_rpcs=cfg.server.max_concurrent_rpcs,
+        extra_health_names=[index_health_name(h.name) for h in handles],
     )
-    await handle.server.start()
-    app = RunningApp(components, handle)
-    blocking = [h for h in components.catalog.handles() if h.strategy == "on_startup"]
-    for h in components.catalog.handles():
+    handle_ref.append(server)
+    await manager.recover_interrupted()
+    await server.server.start()
+    await set_serving(
+        server,
+        True,
+        [*server.service_names, *(index_health_name(h.name) for h in handles if h.ready)],
+    )
+    app = RunningApp(components, server, manager)
+    blocking = [h for h in handles if h.strategy == "on_startup"]
+    for h in handles:
         if h.strategy == "background_on_startup":
-            app.background.append(asyncio.create_task(_ingest_logged(h)))
+            await _start_logged(manager, h)
+    manager.start_schedulers()
 
     async def startup() -> None:
+        ops = [op for h in blocking if (op := await _start_logged(manager, h)) is not None]
+        for op in ops:
+            await manager.wait(op.id)
         for h in blocking:
-            await _ingest_logged(h)
+            # A failed first run leaves the index serving whatever was published before.
             h.ready = True
-        await set_serving(handle, True)
+            await set_serving(server, True, [index_health_name(h.name)])
+        await set_serving(server, True, [""])
 
     app.startup_task = asyncio.create_task(startup())
-    log.info("serving", extra={"port": handle.port, "indexes": len(components.catalog.names())})
+    log.info("serving", extra={"port": server.port, "indexes": len(handles)})
     return app
+
+
+async def _start_logged(manager: IngestionManager, handle: IndexHandle) -> Operation | None:
+    try:
+        return await manager.start(handle.name, OperationTrigger.STARTUP)
+    except GroundwireError as err:
+        log.warning(
+            "startup ingestion not started", extra={"index": handle.name, "reason": err.reason}
+        )
+        return None

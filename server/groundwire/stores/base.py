@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundwire.domain.errors import ErrorKind, GroundwireError
+from groundwire.domain.operations import Operation
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, Scope
 
 
@@ -207,3 +208,35 @@ class Store(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class IngestionLock(Protocol):
+    """Exclusive right to ingest one index, across every replica sharing the store."""
+
+    async def acquire(self) -> bool:
+        """Try to take the lock without waiting; True when taken."""
+        ...
+
+    async def release(self) -> None: ...
+
+
+class OperationLog(Protocol):
+    """Durable (PostgreSQL) or process-local (memory) record of ingestion operations."""
+
+    async def save_operation(self, operation: Operation) -> None:
+        """Insert or replace the operation with this id."""
+        ...
+
+    async def get_operation(self, operation_id: str) -> Operation | None: ...
+
+    async def list_operations(
+        self, index_name: str | None, limit: int, before: tuple[float, str] | None
+    ) -> list[Operation]:
+        """Newest first (create_time, id descending), strictly before `before`."""
+        ...
+
+    async def unfinished_operations(self) -> list[Operation]:
+        """Operations recorded as QUEUED or RUNNING (after a crash: interrupted)."""
+        ...
+
+    def ingestion_lock(self, index_name: str) -> IngestionLock: ...

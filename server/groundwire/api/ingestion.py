@@ -1,0 +1,290 @@
+"""IngestionManagerService: proto <-> domain translation for index management."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from google.protobuf import timestamp_pb2
+
+from groundwire.api.convert import duration
+from groundwire.domain.errors import invalid
+from groundwire.domain.operations import Operation, OperationState, OperationTrigger
+from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
+from groundwire.ingestion.loaders import DocumentFormat
+from groundwire.ingestion.manager import IngestionManager
+from groundwire.ingestion.pipeline import needs_rebuild
+from groundwire.ingestion.push import PushDocument, delete_documents, upsert_documents
+from groundwire.ingestion.sources import DirectorySource, FilesSource
+from groundwire_client.v1 import ingestion_pb2, ingestion_pb2_grpc
+
+_STATES = {
+    OperationState.QUEUED: ingestion_pb2.OPERATION_STATE_QUEUED,
+    OperationState.RUNNING: ingestion_pb2.OPERATION_STATE_RUNNING,
+    OperationState.SUCCEEDED: ingestion_pb2.OPERATION_STATE_SUCCEEDED,
+    OperationState.FAILED: ingestion_pb2.OPERATION_STATE_FAILED,
+    OperationState.CANCELLED: ingestion_pb2.OPERATION_STATE_CANCELLED,
+}
+_TRIGGERS = {
+    OperationTrigger.MANUAL: ingestion_pb2.OPERATION_TRIGGER_MANUAL,
+    OperationTrigger.STARTUP: ingestion_pb2.OPERATION_TRIGGER_STARTUP,
+    OperationTrigger.SCHEDULE: ingestion_pb2.OPERATION_TRIGGER_SCHEDULE,
+}
+_STRATEGIES = {
+    "manual": ingestion_pb2.INGESTION_STRATEGY_MANUAL,
+    "on_startup": ingestion_pb2.INGESTION_STRATEGY_ON_STARTUP,
+    "background_on_startup": ingestion_pb2.INGESTION_STRATEGY_BACKGROUND_ON_STARTUP,
+    "scheduled": ingestion_pb2.INGESTION_STRATEGY_SCHEDULED,
+}
+_FORMATS = {
+    ingestion_pb2.DOCUMENT_FORMAT_UNSPECIFIED: DocumentFormat.TEXT,
+    ingestion_pb2.DOCUMENT_FORMAT_TEXT: DocumentFormat.TEXT,
+    ingestion_pb2.DOCUMENT_FORMAT_MARKDOWN: DocumentFormat.MARKDOWN,
+    ingestion_pb2.DOCUMENT_FORMAT_HTML: DocumentFormat.HTML,
+}
+
+
+def _ts(seconds: float) -> timestamp_pb2.Timestamp:
+    ts = timestamp_pb2.Timestamp()
+    ts.FromNanoseconds(int(seconds * 1e9))
+    return ts
+
+
+def operation_to_proto(op: Operation, now: float | None = None) -> ingestion_pb2.Operation:
+    import time
+
+    c = op.counts
+    msg = ingestion_pb2.Operation(
+        id=op.id,
+        index_name=op.index_name,
+        state=_STATES[op.state],
+        trigger=_TRIGGERS[op.trigger],
+        phase=ingestion_pb2.OperationPhase.Value(f"OPERATION_PHASE_{op.phase or 'UNSPECIFIED'}"),
+        counts=ingestion_pb2.OperationCounts(
+            discovered=c.discovered,
+            ingested=c.ingested,
+            unchanged=c.unchanged,
+            failed=c.failed,
+            deleted=c.deleted,
+            chunks_written=c.chunks_written,
+        ),
+        create_time=_ts(op.create_time),
+        version=op.version,
+        rebuild=op.rebuild,
+        error_code=op.error_code,
+        failures=[
+            ingestion_pb2.DocumentFailure(document_id=f.document_id, reason=f.reason)
+            for f in op.failures
+        ],
+        failures_omitted=op.failures_omitted,
+    )
+    if op.start_time is not None:
+        msg.start_time.CopyFrom(_ts(op.start_time))
+        end = op.end_time if op.end_time is not None else (now or time.time())
+        msg.elapsed.CopyFrom(duration(end - op.start_time))
+    if op.end_time is not None:
+        msg.end_time.CopyFrom(_ts(op.end_time))
+    return msg
+
+
+def describe_index(handle: IndexHandle) -> ingestion_pb2.IndexDescription:
+    msg = ingestion_pb2.IndexDescription(
+        name=handle.name,
+        description=handle.description,
+        chunking=ingestion_pb2.ChunkingDescription(
+            size=handle.chunk_policy.size,
+            overlap=handle.chunk_policy.overlap,
+            markdown_sections=handle.chunk_policy.markdown_sections,
+        ),
+        store=handle.store.kind,
+        strategy=_STRATEGIES[handle.strategy],
+        schedule=handle.schedule or "",
+        source_count=len(handle.sources),
+        source_kinds=[
+            "directory"
+            if isinstance(s, DirectorySource)
+            else "files"
+            if isinstance(s, FilesSource)
+            else "inline"
+            for s in handle.sources
+        ],
+    )
+    if handle.embedder is not None:
+        info = handle.embedder.info
+        msg.embedding.CopyFrom(
+            ingestion_pb2.EmbeddingDescription(
+                provider=info.provider,
+                model=info.model,
+                dimensions=info.dimensions,
+                normalized=info.normalized,
+            )
+        )
+        msg.metric = handle.spec.metric.value
+    return msg
+
+
+def _page_size(value: int, default: int, path: str) -> int:
+    if value == 0:
+        return default
+    if not 1 <= value <= 100:
+        raise invalid("FIELD_OUT_OF_RANGE", path, "page_size must be in [0, 100]")
+    return value
+
+
+def _encode(payload: dict[str, object]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode()
+
+
+def _decode(token: str, path: str) -> dict[str, Any]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        if not isinstance(data, dict):
+            raise ValueError
+        return data
+    except (ValueError, UnicodeDecodeError):
+        raise invalid("INVALID_PAGE_TOKEN", path, "page_token is malformed") from None
+
+
+class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
+    def __init__(self, catalog: IndexCatalog, manager: IngestionManager) -> None:
+        self._catalog = catalog
+        self._manager = manager
+
+    async def ListIndexes(
+        self, request: ingestion_pb2.ListIndexesRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> ingestion_pb2.ListIndexesResponse:
+        size = _page_size(request.page_size, 50, "page_size")
+        after = (
+            _decode(request.page_token, "page_token").get("after", "") if request.page_token else ""
+        )
+        if not isinstance(after, str):
+            raise invalid("INVALID_PAGE_TOKEN", "page_token", "page_token is malformed")
+        names = [n for n in self._catalog.names() if n > after]
+        page = names[:size]
+        token = _encode({"after": page[-1]}) if len(names) > size else ""
+        return ingestion_pb2.ListIndexesResponse(
+            indexes=[describe_index(self._catalog.get(n)) for n in page], next_page_token=token
+        )
+
+    async def GetIndex(
+        self, request: ingestion_pb2.GetIndexRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> ingestion_pb2.GetIndexResponse:
+        return ingestion_pb2.GetIndexResponse(
+            index=describe_index(self._catalog.get(request.index_name))
+        )
+
+    async def GetIndexStatus(
+        self,
+        request: ingestion_pb2.GetIndexStatusRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> ingestion_pb2.GetIndexStatusResponse:
+        handle = self._catalog.get(request.index_name)
+        state = await handle.store.ensure_index(handle.spec)
+        status = ingestion_pb2.IndexStatus(
+            name=handle.name,
+            ready=handle.ready,
+            published_version=state.published_version,
+            document_count=state.document_count,
+            chunk_count=state.chunk_count,
+            rebuild_pending=needs_rebuild(state, handle),
+        )
+        running = self._manager.running(handle.name)
+        if running is not None:
+            status.running_operation.CopyFrom(operation_to_proto(running))
+        last = await self._manager.last_finished(handle.name)
+        if last is not None:
+            status.last_operation.CopyFrom(operation_to_proto(last))
+        nxt = self._manager.next_run_time(handle)
+        if nxt is not None:
+            status.next_run_time.CopyFrom(_ts(nxt))
+        return ingestion_pb2.GetIndexStatusResponse(status=status)
+
+    async def StartIngestion(
+        self,
+        request: ingestion_pb2.StartIngestionRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> ingestion_pb2.StartIngestionResponse:
+        op = await self._manager.start(request.index_name)
+        return ingestion_pb2.StartIngestionResponse(operation=operation_to_proto(op))
+
+    async def CancelIngestion(
+        self,
+        request: ingestion_pb2.CancelIngestionRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> ingestion_pb2.CancelIngestionResponse:
+        op = await self._manager.cancel(request.index_name)
+        return ingestion_pb2.CancelIngestionResponse(operation=operation_to_proto(op))
+
+    async def WatchIngestion(
+        self,
+        request: ingestion_pb2.WatchIngestionRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[ingestion_pb2.WatchIngestionResponse]:
+        if not request.operation_id:
+            raise invalid("FIELD_REQUIRED", "operation_id", "operation_id is required")
+        async for op in self._manager.watch(request.operation_id):
+            yield ingestion_pb2.WatchIngestionResponse(operation=operation_to_proto(op))
+
+    async def ListOperations(
+        self,
+        request: ingestion_pb2.ListOperationsRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> ingestion_pb2.ListOperationsResponse:
+        size = _page_size(request.page_size, 20, "page_size")
+        before = None
+        if request.page_token:
+            data = _decode(request.page_token, "page_token")
+            if data.get("index", "") != request.index_name or not isinstance(
+                data.get("t"), (int, float)
+            ):
+                raise invalid(
+                    "INVALID_PAGE_TOKEN", "page_token", "page_token belongs to another query"
+                )
+            before = (float(data["t"]), str(data.get("id", "")))
+        ops = await self._manager.list(request.index_name or None, size + 1, before)
+        page = ops[:size]
+        token = ""
+        if len(ops) > size:
+            last = page[-1]
+            token = _encode({"index": request.index_name, "t": last.create_time, "id": last.id})
+        return ingestion_pb2.ListOperationsResponse(
+            operations=[operation_to_proto(o) for o in page], next_page_token=token
+        )
+
+    async def UpsertDocuments(
+        self,
+        request: ingestion_pb2.UpsertDocumentsRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> ingestion_pb2.UpsertDocumentsResponse:
+        handle = self._catalog.get(request.index_name)
+        docs = []
+        for i, d in enumerate(request.documents):
+            fmt = _FORMATS.get(d.format)
+            if fmt is None:
+                raise invalid(
+                    "UNKNOWN_ENUM_VALUE", f"documents[{i}].format", "unknown document format"
+                )
+            docs.append(PushDocument(d.document_id, d.text, d.title, fmt, dict(d.metadata)))
+        result = await upsert_documents(handle, docs, request.tenant)
+        return ingestion_pb2.UpsertDocumentsResponse(
+            published_version=result.published_version,
+            upserted=result.upserted,
+            unchanged=result.unchanged,
+            chunks_written=result.chunks_written,
+            failures=[
+                ingestion_pb2.DocumentFailure(document_id=f.document_id, reason=f.reason.value)
+                for f in result.failures
+            ],
+        )
+
+    async def DeleteDocuments(
+        self,
+        request: ingestion_pb2.DeleteDocumentsRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> ingestion_pb2.DeleteDocumentsResponse:
+        handle = self._catalog.get(request.index_name)
+        version, deleted = await delete_documents(handle, list(request.document_ids))
+        return ingestion_pb2.DeleteDocumentsResponse(published_version=version, deleted=deleted)

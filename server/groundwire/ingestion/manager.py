@@ -1,0 +1,334 @@
+"""The ingestion manager: starts, inspects, streams and cancels index operations.
+
+- One operation per index at a time, also across replicas: the store's ingestion
+  lock (a PostgreSQL advisory lock when the store is PostgreSQL) is taken before
+  an operation is created, and held until it ends.
+- Cancellation cancels the running task; the pipeline discards its staged
+  version, so the last published version keeps serving. It is prompt because the
+  task is interrupted at its current await (embedding or a database call), not
+  after the current batch.
+- Operations are recorded in the operation log on every state change (and on
+  throttled progress), so history survives a restart with PostgreSQL; at start,
+  operations left QUEUED/RUNNING by a dead process are marked FAILED/INTERRUPTED
+  (only when no live replica holds their index's lock).
+- Progress reaches watchers as snapshots, throttled to at most one per
+  `progress_interval` seconds plus every phase change and the terminal state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from groundwire.domain.errors import ErrorKind, GroundwireError, not_found
+from groundwire.domain.operations import (
+    DocumentFailureInfo,
+    Operation,
+    OperationCounts,
+    OperationState,
+    OperationTrigger,
+)
+from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
+from groundwire.ingestion.pipeline import IngestionReport, run_ingestion
+from groundwire.stores.base import IngestionLock, OperationLog
+
+log = logging.getLogger("groundwire.ingestion")
+
+ReadyCallback = Callable[[IndexHandle], Awaitable[None]]
+
+
+def already_running(operation_id: str) -> GroundwireError:
+    return GroundwireError(
+        ErrorKind.FAILED_PRECONDITION,
+        "INGESTION_ALREADY_RUNNING",
+        "an ingestion operation is already running for this index",
+        metadata={"operation_id": operation_id},
+    )
+
+
+def locked_elsewhere() -> GroundwireError:
+    return GroundwireError(
+        ErrorKind.FAILED_PRECONDITION,
+        "INGESTION_LOCKED",
+        "another replica is ingesting this index",
+    )
+
+
+@dataclass(slots=True)
+class _Run:
+    operation: Operation
+    lock: IngestionLock
+    task: asyncio.Task[None] | None = None
+    seq: int = 0
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    last_saved: float = 0.0
+
+
+class IngestionManager:
+    """See module docstring."""
+
+    def __init__(
+        self,
+        catalog: IndexCatalog,
+        log_store: OperationLog,
+        *,
+        progress_interval: float = 0.25,
+        on_ready: ReadyCallback | None = None,
+    ) -> None:
+        self._catalog = catalog
+        self._log = log_store
+        self._interval = progress_interval
+        self._on_ready = on_ready
+        self._runs: dict[str, _Run] = {}
+        self._by_id: dict[str, _Run] = {}
+        self._schedulers: list[asyncio.Task[None]] = []
+        self._closing = False
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def recover_interrupted(self) -> int:
+        """Mark operations a dead process left unfinished as FAILED/INTERRUPTED."""
+        fixed = 0
+        for op in await self._log.unfinished_operations():
+            lock = self._log.ingestion_lock(op.index_name)
+            if not await lock.acquire():
+                continue  # a live replica is running it
+            try:
+                await self._log.save_operation(
+                    replace(
+                        op,
+                        state=OperationState.FAILED,
+                        error_code="INTERRUPTED",
+                        end_time=op.end_time or time.time(),
+                    )
+                )
+                fixed += 1
+            finally:
+                await lock.release()
+        return fixed
+
+    def start_schedulers(self) -> None:
+        for handle in self._catalog.handles():
+            if handle.strategy == "scheduled" and handle.schedule:
+                self._schedulers.append(asyncio.create_task(self._schedule_loop(handle)))
+
+    async def close(self) -> None:
+        """Cancel schedulers and running operations (recorded as CANCELLED)."""
+        self._closing = True
+        for task in self._schedulers:
+            task.cancel()
+        await asyncio.gather(*self._schedulers, return_exceptions=True)
+        runs = [r for r in self._runs.values() if r.task is not None]
+        for run in runs:
+            assert run.task is not None
+            run.task.cancel()
+        await asyncio.gather(*(r.task for r in runs if r.task), return_exceptions=True)
+
+    # -- commands ---------------------------------------------------------------
+
+    async def start(
+        self, index_name: str, trigger: OperationTrigger = OperationTrigger.MANUAL
+    ) -> Operation:
+        """Start ingesting an index; returns the operation as created (RUNNING)."""
+        handle = self._catalog.get(index_name)
+        current = self._runs.get(index_name)
+        if current is not None:
+            raise already_running(current.operation.id)
+        lock = self._log.ingestion_lock(index_name)
+        if not await lock.acquire():
+            raise locked_elsewhere()
+        now = time.time()
+        op = replace(
+            Operation.new(index_name, trigger, now), state=OperationState.RUNNING, start_time=now
+        )
+        run = _Run(op, lock)
+        self._runs[index_name] = run
+        self._by_id[op.id] = run
+        try:
+            await self._log.save_operation(op)
+        except BaseException:
+            self._runs.pop(index_name, None)
+            self._by_id.pop(op.id, None)
+            await lock.release()
+            raise
+        run.task = asyncio.create_task(self._execute(handle, run))
+        return op
+
+    async def cancel(self, index_name: str) -> Operation:
+        """Cancel the running operation and wait (bounded) for it to end."""
+        self._catalog.get(index_name)
+        run = self._runs.get(index_name)
+        if run is None or run.task is None:
+            raise GroundwireError(
+                ErrorKind.FAILED_PRECONDITION,
+                "NO_RUNNING_INGESTION",
+                "no ingestion operation is running for this index",
+            )
+        run.task.cancel()
+        await asyncio.wait([run.task], timeout=30)
+        return run.operation
+
+    async def wait(self, operation_id: str) -> Operation:
+        """Wait until an operation ends; returns its final snapshot."""
+        last = None
+        async for snapshot in self.watch(operation_id):
+            last = snapshot
+        assert last is not None
+        return last
+
+    async def get(self, operation_id: str) -> Operation:
+        run = self._by_id.get(operation_id)
+        if run is not None:
+            return run.operation
+        op = await self._log.get_operation(operation_id)
+        if op is None:
+            raise not_found("OPERATION_NOT_FOUND", "no ingestion operation with the requested id")
+        return op
+
+    async def watch(self, operation_id: str) -> AsyncIterator[Operation]:
+        """Snapshots of an operation until it ends (a finished one yields once)."""
+        run = self._by_id.get(operation_id)
+        if run is None:
+            yield await self.get(operation_id)
+            return
+        seen = -1
+        while True:
+            async with run.changed:
+                await run.changed.wait_for(functools.partial(_changed_since, run, seen))
+                seen = run.seq
+                snapshot = run.operation
+            yield snapshot
+            if snapshot.state.terminal:
+                return
+
+    def running(self, index_name: str) -> Operation | None:
+        run = self._runs.get(index_name)
+        return run.operation if run is not None else None
+
+    async def last_finished(self, index_name: str) -> Operation | None:
+        for op in await self._log.list_operations(index_name, 20, None):
+            if op.state.terminal:
+                return op
+        return None
+
+    async def list(
+        self, index_name: str | None, limit: int, before: tuple[float, str] | None
+    ) -> list[Operation]:
+        if index_name:
+            self._catalog.get(index_name)
+        return await self._log.list_operations(index_name or None, limit, before)
+
+    # -- execution ----------------------------------------------------------------
+
+    async def _publish(self, run: _Run, op: Operation, *, force: bool = False) -> None:
+        phase_changed = op.phase != run.operation.phase or op.state != run.operation.state
+        run.operation = op
+        async with run.changed:
+            run.seq += 1
+            run.changed.notify_all()
+        now = time.monotonic()
+        if force or phase_changed or now - run.last_saved >= 2.0:
+            run.last_saved = now
+            await self._log.save_operation(op)
+
+    async def _execute(self, handle: IndexHandle, run: _Run) -> None:
+        last_emit = 0.0
+
+        async def progress(report: IngestionReport) -> None:
+            nonlocal last_emit
+            snapshot = _apply(run.operation, report)
+            now = time.monotonic()
+            if snapshot.phase != run.operation.phase or now - last_emit >= self._interval:
+                last_emit = now
+                await self._publish(run, snapshot)
+            else:
+                run.operation = snapshot
+
+        report = IngestionReport()
+        final: Operation
+        try:
+            report = await run_ingestion(handle, progress=progress)
+            final = replace(_apply(run.operation, report), state=OperationState.SUCCEEDED)
+        except asyncio.CancelledError:
+            final = replace(_apply(run.operation, report), state=OperationState.CANCELLED)
+        except GroundwireError as err:
+            final = replace(run.operation, state=OperationState.FAILED, error_code=err.reason)
+        except Exception as exc:  # recorded, never propagated: the operation owns the failure
+            log.error(
+                "ingestion failed", extra={"index": handle.name, "error_type": type(exc).__name__}
+            )
+            final = replace(run.operation, state=OperationState.FAILED, error_code="INTERNAL")
+        final = replace(final, end_time=time.time())
+        try:
+            await asyncio.shield(self._publish(run, final, force=True))
+        except Exception as exc:
+            log.error("could not record operation", extra={"error_type": type(exc).__name__})
+        finally:
+            self._runs.pop(handle.name, None)
+            self._by_id.pop(final.id, None)  # later readers get it from the log
+            await run.lock.release()
+            if final.state is OperationState.SUCCEEDED and not handle.ready:
+                handle.ready = True
+            if self._on_ready is not None:
+                await self._on_ready(handle)
+        log.info(
+            "ingestion ended",
+            extra={
+                "index": handle.name,
+                "operation_id": final.id,
+                "state": final.state.value,
+                "error_code": final.error_code,
+                "ingested": final.counts.ingested,
+                "unchanged": final.counts.unchanged,
+                "failed": final.counts.failed,
+                "deleted": final.counts.deleted,
+                "chunks": final.counts.chunks_written,
+            },
+        )
+
+    async def _schedule_loop(self, handle: IndexHandle) -> None:
+        from croniter import croniter
+
+        assert handle.schedule is not None
+        while not self._closing:
+            nxt = croniter(handle.schedule, datetime.now().astimezone()).get_next(float)
+            await asyncio.sleep(max(0.0, nxt - time.time()))
+            try:
+                await self.start(handle.name, OperationTrigger.SCHEDULE)
+            except GroundwireError as err:
+                # Another run (here or on another replica) already covers this tick.
+                log.info(
+                    "scheduled ingestion skipped",
+                    extra={"index": handle.name, "reason": err.reason},
+                )
+
+    def next_run_time(self, handle: IndexHandle) -> float | None:
+        if handle.strategy != "scheduled" or not handle.schedule:
+            return None
+        from croniter import croniter
+
+        return float(croniter(handle.schedule, datetime.now().astimezone()).get_next(float))
+
+
+def _changed_since(run: _Run, seen: int) -> bool:
+    return run.seq != seen
+
+
+def _apply(op: Operation, report: IngestionReport) -> Operation:
+    counts = OperationCounts(
+        discovered=report.discovered,
+        ingested=report.ingested,
+        unchanged=report.unchanged,
+        failed=report.failed,
+        deleted=report.deleted,
+        chunks_written=report.chunks_written,
+    )
+    failures = [DocumentFailureInfo(f.document_id, f.reason.value) for f in report.failures]
+    return replace(
+        op, phase=report.phase.value, counts=counts, version=report.version, rebuild=report.rebuilt
+    ).with_failures(failures)

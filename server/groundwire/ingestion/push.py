@@ -1,0 +1,149 @@
+"""Push-style documents: an application sends document text directly; each call
+is embedded, staged and published as one new index version (seed 004's write
+sequence, without a source scan). Validation is per document: a bad document is
+reported and skipped, the rest of the batch is written."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from groundwire.domain.chunking import Chunk
+from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
+from groundwire.ingestion.catalog import IndexHandle
+from groundwire.ingestion.loaders import DocumentFormat, LoadFailure, load_bytes
+from groundwire.ingestion.pipeline import chunk_document, content_hash, needs_rebuild, stage_batch
+from groundwire.stores.base import DocumentRecord
+
+PUSH_SOURCE_PREFIX = "push:"
+MAX_DOCUMENTS = 256
+MAX_DELETE_IDS = 1000
+_DOC_ID = re.compile(r"^[^\x00-\x1f\x7f]{1,512}$")
+_META_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+@dataclass(frozen=True, slots=True)
+class PushDocument:
+    document_id: str
+    text: str
+    title: str = ""
+    format: DocumentFormat = DocumentFormat.TEXT
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PushResult:
+    published_version: int
+    upserted: int
+    unchanged: int
+    chunks_written: int
+    failures: tuple[LoadFailure, ...]
+
+
+def _validate(docs: Sequence[PushDocument], tenant: str) -> None:
+    if not 1 <= len(docs) <= MAX_DOCUMENTS:
+        raise invalid("FIELD_OUT_OF_RANGE", "documents", f"send 1 to {MAX_DOCUMENTS} documents")
+    if len(tenant) > 128:
+        raise invalid("FIELD_TOO_LONG", "tenant", "tenant exceeds 128 characters")
+    seen: set[str] = set()
+    for i, d in enumerate(docs):
+        if not _DOC_ID.match(d.document_id):
+            raise invalid(
+                "FIELD_OUT_OF_RANGE",
+                f"documents[{i}].document_id",
+                "document_id must be 1-512 characters without control characters",
+            )
+        if d.document_id in seen:
+            raise invalid(
+                "FIELD_OUT_OF_RANGE", f"documents[{i}].document_id", "document ids must be unique"
+            )
+        seen.add(d.document_id)
+        if len(d.metadata) > 32:
+            raise invalid(
+                "FIELD_OUT_OF_RANGE", f"documents[{i}].metadata", "at most 32 metadata entries"
+            )
+        for key, value in d.metadata.items():
+            if not _META_KEY.match(key) or len(value.encode()) > 256:
+                raise invalid(
+                    "FIELD_OUT_OF_RANGE",
+                    f"documents[{i}].metadata",
+                    "metadata keys are 1-128 chars of [A-Za-z0-9_.:-], values at most 256 bytes",
+                )
+
+
+def _rebuild_required() -> GroundwireError:
+    return GroundwireError(
+        ErrorKind.FAILED_PRECONDITION,
+        "INDEX_REBUILD_REQUIRED",
+        "the index was built with another embedding model or chunking policy; ingest it first",
+    )
+
+
+async def upsert_documents(
+    handle: IndexHandle, docs: Sequence[PushDocument], tenant: str
+) -> PushResult:
+    _validate(docs, tenant)
+    store = handle.store
+    state = await store.ensure_index(handle.spec)
+    if needs_rebuild(state, handle):
+        raise _rebuild_required()
+    live = await store.live_documents(handle.name)
+    failures: list[LoadFailure] = []
+    batch: list[tuple[DocumentRecord, Sequence[Chunk]]] = []
+    unchanged = 0
+    for d in docs:
+        loaded = load_bytes(
+            d.document_id,
+            PUSH_SOURCE_PREFIX + d.document_id,
+            d.text.encode(),
+            d.format,
+            max_bytes=handle.max_file_bytes,
+            metadata={**handle.metadata, **d.metadata},
+            fallback_title=d.title,
+        )
+        if isinstance(loaded, LoadFailure):
+            failures.append(loaded)
+            continue
+        digest = content_hash(loaded, tenant, loaded.metadata)
+        current = live.get(d.document_id)
+        if current is not None and current.content_hash == digest:
+            unchanged += 1
+            continue
+        chunks = chunk_document(loaded, handle)
+        title = d.title or loaded.title
+        record = DocumentRecord(
+            loaded.document_id, loaded.source_id, digest, title, tenant, loaded.metadata
+        )
+        batch.append((record, chunks))
+    if not batch:
+        return PushResult(state.published_version, 0, unchanged, 0, tuple(failures))
+    version = await store.begin_version(handle.name)
+    try:
+        written = await stage_batch(handle, version, batch)
+        published = await store.publish_version(handle.name, version, handle.spec)
+    except BaseException:
+        await store.discard_version(handle.name, version)
+        raise
+    return PushResult(published.published_version, len(batch), unchanged, written, tuple(failures))
+
+
+async def delete_documents(handle: IndexHandle, document_ids: Sequence[str]) -> tuple[int, int]:
+    """Delete documents by id as one version; returns (published_version, deleted)."""
+    if not 1 <= len(document_ids) <= MAX_DELETE_IDS:
+        raise invalid("FIELD_OUT_OF_RANGE", "document_ids", f"send 1 to {MAX_DELETE_IDS} ids")
+    for i, doc_id in enumerate(document_ids):
+        if not _DOC_ID.match(doc_id):
+            raise invalid("FIELD_OUT_OF_RANGE", f"document_ids[{i}]", "invalid document id")
+    store = handle.store
+    await store.ensure_index(handle.spec)
+    version = await store.begin_version(handle.name)
+    try:
+        deleted = await store.stage_deletions(
+            handle.name, version, list(dict.fromkeys(document_ids))
+        )
+        state = await store.publish_version(handle.name, version, handle.spec)
+    except BaseException:
+        await store.discard_version(handle.name, version)
+        raise
+    return state.published_version, deleted
