@@ -76,6 +76,41 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """
     ERROR_REASON_CANCELLED: _ErrorReason.ValueType  # 18
     """CANCELLED: the caller cancelled the call."""
+    ERROR_REASON_DUPLICATE_CANDIDATE: _ErrorReason.ValueType  # 19
+    """INVALID_ARGUMENT: two reranking candidates have the same
+    (document_id, chunk_id).
+    """
+    ERROR_REASON_RERANKER_NOT_FOUND: _ErrorReason.ValueType  # 20
+    """NOT_FOUND: no reranker has the requested name."""
+    ERROR_REASON_RERANKER_NOT_CONFIGURED: _ErrorReason.ValueType  # 21
+    """FAILED_PRECONDITION: the request names no reranker and the server has no
+    default reranker configured.
+    """
+    ERROR_REASON_RERANKER_FAILED: _ErrorReason.ValueType  # 22
+    """UNAVAILABLE: the reranker failed (unreachable, rate limited, rejected the
+    request or answered invalidly) under the FAIL policy. ErrorInfo metadata
+    "failure_code" holds the stable code (see RerankingMetadata.failure_code).
+    """
+    ERROR_REASON_RERANKER_TIMEOUT: _ErrorReason.ValueType  # 23
+    """DEADLINE_EXCEEDED: the reranker did not answer within the timeout under
+    the FAIL policy (ErrorInfo metadata "failure_code" is "RerankerTimeout").
+    """
+    ERROR_REASON_INGESTION_ALREADY_RUNNING: _ErrorReason.ValueType  # 100
+    """FAILED_PRECONDITION: an ingestion operation is already running for the
+    index; ErrorInfo metadata "operation_id" names it.
+    """
+    ERROR_REASON_NO_RUNNING_INGESTION: _ErrorReason.ValueType  # 101
+    """FAILED_PRECONDITION: no ingestion operation is running for the index."""
+    ERROR_REASON_OPERATION_NOT_FOUND: _ErrorReason.ValueType  # 102
+    """NOT_FOUND: no ingestion operation has the requested id."""
+    ERROR_REASON_INVALID_PAGE_TOKEN: _ErrorReason.ValueType  # 103
+    """INVALID_ARGUMENT: the page token is malformed or belongs to another query."""
+    ERROR_REASON_INDEX_REBUILD_REQUIRED: _ErrorReason.ValueType  # 104
+    """FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
+    embedding model or chunking policy; pushed documents cannot be mixed in.
+    """
+    ERROR_REASON_INGESTION_LOCKED: _ErrorReason.ValueType  # 105
+    """FAILED_PRECONDITION: another replica holds the index's ingestion lock."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The values of google.rpc.ErrorInfo.reason, without the ERROR_REASON_ prefix
@@ -130,4 +165,39 @@ index's store (for example a weight that is not finite).
 """
 ERROR_REASON_CANCELLED: ErrorReason.ValueType  # 18
 """CANCELLED: the caller cancelled the call."""
+ERROR_REASON_DUPLICATE_CANDIDATE: ErrorReason.ValueType  # 19
+"""INVALID_ARGUMENT: two reranking candidates have the same
+(document_id, chunk_id).
+"""
+ERROR_REASON_RERANKER_NOT_FOUND: ErrorReason.ValueType  # 20
+"""NOT_FOUND: no reranker has the requested name."""
+ERROR_REASON_RERANKER_NOT_CONFIGURED: ErrorReason.ValueType  # 21
+"""FAILED_PRECONDITION: the request names no reranker and the server has no
+default reranker configured.
+"""
+ERROR_REASON_RERANKER_FAILED: ErrorReason.ValueType  # 22
+"""UNAVAILABLE: the reranker failed (unreachable, rate limited, rejected the
+request or answered invalidly) under the FAIL policy. ErrorInfo metadata
+"failure_code" holds the stable code (see RerankingMetadata.failure_code).
+"""
+ERROR_REASON_RERANKER_TIMEOUT: ErrorReason.ValueType  # 23
+"""DEADLINE_EXCEEDED: the reranker did not answer within the timeout under
+the FAIL policy (ErrorInfo metadata "failure_code" is "RerankerTimeout").
+"""
+ERROR_REASON_INGESTION_ALREADY_RUNNING: ErrorReason.ValueType  # 100
+"""FAILED_PRECONDITION: an ingestion operation is already running for the
+index; ErrorInfo metadata "operation_id" names it.
+"""
+ERROR_REASON_NO_RUNNING_INGESTION: ErrorReason.ValueType  # 101
+"""FAILED_PRECONDITION: no ingestion operation is running for the index."""
+ERROR_REASON_OPERATION_NOT_FOUND: ErrorReason.ValueType  # 102
+"""NOT_FOUND: no ingestion operation has the requested id."""
+ERROR_REASON_INVALID_PAGE_TOKEN: ErrorReason.ValueType  # 103
+"""INVALID_ARGUMENT: the page token is malformed or belongs to another query."""
+ERROR_REASON_INDEX_REBUILD_REQUIRED: ErrorReason.ValueType  # 104
+"""FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
+embedding model or chunking policy; pushed documents cannot be mixed in.
+"""
+ERROR_REASON_INGESTION_LOCKED: ErrorReason.ValueType  # 105
+"""FAILED_PRECONDITION: another replica holds the index's ingestion lock."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
