@@ -125,6 +125,29 @@ def test_error_status_from_grpcurl(server: tuple[int, subprocess.Popen[str]]) ->
     assert "NotFound" in res.stderr
 
 
+def test_ingest_cli_uses_the_service(server: tuple[int, subprocess.Popen[str]]) -> None:
+    port, proc = server
+    assert proc.poll() is None
+    res = subprocess.run(
+        [str(BIN / "groundwire"), "ingest", "demo", "--address", f"127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("SUCCEEDED")
+    assert "12 unchanged" in res.stdout  # the startup run already ingested the handbook
+    bad = subprocess.run(
+        [str(BIN / "groundwire"), "ingest", "nope", "--address", f"127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode == 2 and "INDEX_NOT_FOUND" in bad.stderr
+
+
 def test_sigterm_drains_and_exits_cleanly(server: tuple[int, subprocess.Popen[str]]) -> None:
     port, proc = server
     proc.send_signal(signal.SIGTERM)

@@ -39,7 +39,18 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--address", help="listen address HOST:PORT (overrides the config)")
     check = sub.add_parser("check-config", help="validate a configuration file and exit")
     check.add_argument("config", type=Path)
+    ingest = sub.add_parser("ingest", help="ingest an index through a running server")
+    ingest.add_argument("index")
+    ingest.add_argument("--address", default="127.0.0.1:50051")
+    ingest.add_argument("--api-key-env", help="environment variable holding an API key")
     args = parser.parse_args(argv)
+    if args.command == "ingest":
+        import os
+
+        from groundwire.app.ingest_cli import run
+
+        key = os.environ.get(args.api_key_env) if args.api_key_env else None
+        return run(args.address, args.index, key)
     try:
         if args.command == "check-config":
             load_config(args.config)
