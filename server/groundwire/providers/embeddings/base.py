@@ -111,7 +111,8 @@ def l2_normalize(arr: Vectors) -> Vectors:
     """Row-wise L2 normalization; zero rows stay zero."""
     norms = np.linalg.norm(arr, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (arr / norms).astype(np.float32, copy=False)
+    out: Vectors = (arr / norms).astype(np.float32, copy=False)
+    return out
 
 
 async def embed_all(

