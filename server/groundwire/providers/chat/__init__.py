@@ -1,0 +1,1 @@
+"""Chat model providers behind one protocol (see base.py)."""
