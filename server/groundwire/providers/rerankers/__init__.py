@@ -1,0 +1,1 @@
+"""Rerankers behind one provider-neutral protocol (`base.Reranker`), one module each."""

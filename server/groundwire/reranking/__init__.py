@@ -1,0 +1,1 @@
+"""The reranking engine: the stage shared by RerankerService and the agent runtime."""
