@@ -78,6 +78,9 @@ async def main() -> None:
 [logging]
 level = "WARNING"
 
+[auth]
+mode = "disabled"
+
 [indexes.bench]
 chunking = {{ size = 800, overlap = 0, markdown_sections = false }}
 sources = [{{ kind = "directory", path = "{docs}", glob = "**/*.txt" }}]

@@ -20,6 +20,7 @@ def handbook_config(**overrides: object) -> GroundwireConfig:
     model live with the provider)."""
     data: dict[str, object] = {
         "store": {"kind": "memory"},
+        "auth": {"mode": "disabled"},
         "embedders": {"hash": {"kind": "hashing", "dimensions": 256}},
         "indexes": {
             "demo": {

@@ -47,6 +47,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, subp
 [server]
 grace_period_seconds = 2
 
+[auth]
+mode = "disabled"
+
 [embedders.hash]
 kind = "hashing"
 

@@ -72,6 +72,7 @@ async def h(tmp_path: Path) -> AsyncIterator[Harness]:
     write_corpus(docs)
     cfg = parse_config(
         {
+            "auth": {"mode": "disabled"},
             "embedders": {"hash": {"kind": "hashing"}},
             "indexes": {
                 "docs": {

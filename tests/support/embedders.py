@@ -17,7 +17,9 @@ from groundwire.providers.embeddings.hashing import HashingEmbedder
 class ControlledEmbedder:
     """Hashing vectors; sleeps `delay` per batch; fails from batch `fail_at` on."""
 
-    def __init__(self, dimensions: int = 256, *, delay: float = 0.0, fail_at: int | None = None) -> None:
+    def __init__(
+        self, dimensions: int = 256, *, delay: float = 0.0, fail_at: int | None = None
+    ) -> None:
         self._inner = HashingEmbedder(dimensions, max_batch_size=8)
         self.delay = delay
         self.fail_at = fail_at

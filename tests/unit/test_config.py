@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from groundwire.app.config import ConfigError, SecretRef, load_config, parse_config
+from groundwire.app.config import ConfigError, SecretRef, load_config
+from groundwire.app.config import parse_config as _parse
+
+NO_AUTH = {"auth": {"mode": "disabled"}}
+
+
+def parse_config(data: dict[str, object]):  # type: ignore[no-untyped-def]
+    return _parse({**NO_AUTH, **data})
 from groundwire.app.defaults import default_config
 
 
@@ -67,7 +74,7 @@ def test_schedule_requires_cron() -> None:
 
 def test_relative_paths_resolve_against_config_file(tmp_path: Path) -> None:
     (tmp_path / "gw.toml").write_text(
-        '[indexes.docs]\nsources = [{ kind = "directory", path = "docs" }]\n'
+        '[auth]\nmode = "disabled"\n[indexes.docs]\nsources = [{ kind = "directory", path = "docs" }]\n'
     )
     cfg = load_config(tmp_path / "gw.toml")
     src = cfg.indexes["docs"].sources[0]
@@ -78,3 +85,24 @@ def test_invalid_toml(tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text("[server\n")
     with pytest.raises(ConfigError):
         load_config(tmp_path / "bad.toml")
+
+
+def test_auth_must_be_configured_or_disabled_explicitly() -> None:
+    with pytest.raises(ConfigError) as err:
+        _parse({})
+    assert "auth" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        _parse({"auth": {"mode": "api_keys"}})
+    assert "at least one key" in str(err.value)
+    cfg = _parse(
+        {
+            "auth": {
+                "keys": [
+                    {"id": "acme-app", "hash": "sha256:" + "a" * 64, "tenant": "acme", "permissions": ["retrieve"]}
+                ]
+            }
+        }
+    )
+    assert cfg.auth.keys[0].tenant == "acme"
+    with pytest.raises(ConfigError):
+        _parse({"auth": {"keys": [{"id": "k", "hash": "plain-secret", "permissions": ["retrieve"]}]}})

@@ -52,6 +52,10 @@ def to_rpc_status(error: GroundwireError) -> grpc.Status:
             ]
         )
         details.append(_pack(bad))
+    if error.retry_after_seconds is not None:
+        retry = error_details_pb2.RetryInfo()
+        retry.retry_delay.FromNanoseconds(int(error.retry_after_seconds * 1e9))
+        details.append(_pack(retry))
     proto = status_pb2.Status(
         code=getattr(code_pb2, code.name), message=error.message, details=details
     )

@@ -10,6 +10,7 @@ from typing import Any
 import grpc
 from google.protobuf import timestamp_pb2
 
+from groundwire.api.auth import effective_tenant, tenant_restriction
 from groundwire.api.convert import duration
 from groundwire.domain.errors import invalid
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
@@ -268,7 +269,8 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
                     "UNKNOWN_ENUM_VALUE", f"documents[{i}].format", "unknown document format"
                 )
             docs.append(PushDocument(d.document_id, d.text, d.title, fmt, dict(d.metadata)))
-        result = await upsert_documents(handle, docs, request.tenant)
+        tenant = effective_tenant(request.tenant, "tenant")
+        result = await upsert_documents(handle, docs, tenant)
         return ingestion_pb2.UpsertDocumentsResponse(
             published_version=result.published_version,
             upserted=result.upserted,
@@ -286,5 +288,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.DeleteDocumentsResponse:
         handle = self._catalog.get(request.index_name)
-        version, deleted = await delete_documents(handle, list(request.document_ids))
+        version, deleted = await delete_documents(
+            handle, list(request.document_ids), tenant_restriction()
+        )
         return ingestion_pb2.DeleteDocumentsResponse(published_version=version, deleted=deleted)

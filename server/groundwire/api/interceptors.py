@@ -16,6 +16,8 @@ mapping and a content-free access log.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import logging
 import re
@@ -28,6 +30,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
+from groundwire.api.auth import AuthPolicy, principal_var
 from groundwire.api.errors import STATUS_CODES, to_rpc_status
 from groundwire.domain.errors import ErrorKind, GroundwireError
 
@@ -81,6 +84,9 @@ def _log_unexpected(exc: BaseException, method: str) -> None:
 class ServiceInterceptor(grpc.aio.ServerInterceptor):
     """See module docstring."""
 
+    def __init__(self, auth: AuthPolicy | None = None) -> None:
+        self._auth = auth or AuthPolicy(keys=None)
+
     async def intercept_service(
         self,
         continuation: Callable[
@@ -104,9 +110,11 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 code = grpc.StatusCode.OK
                 try:
                     context.set_trailing_metadata((("x-request-id", rid),))
+                    principal_var.set(self._auth.authorize(method, _authorization(metadata)))
                     if request is _MALFORMED:
                         raise MALFORMED
-                    return await inner_uu(request, context)
+                    async with _deadline(context):
+                        return await inner_uu(request, context)
                 except GroundwireError as err:
                     code = STATUS_CODES[err.kind]
                     await _abort(context, err, rid)
@@ -138,10 +146,12 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 code = grpc.StatusCode.OK
                 try:
                     context.set_trailing_metadata((("x-request-id", rid),))
+                    principal_var.set(self._auth.authorize(method, _authorization(metadata)))
                     if request is _MALFORMED:
                         raise MALFORMED
-                    async for item in inner_us(request, context):
-                        yield item
+                    async with _deadline(context):
+                        async for item in inner_us(request, context):
+                            yield item
                 except GroundwireError as err:
                     code = STATUS_CODES[err.kind]
                     await _abort(context, err, rid)
@@ -161,6 +171,30 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 response_serializer=handler.response_serializer,
             )
         return handler
+
+
+def _authorization(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str | None:
+    for key, value in metadata or ():
+        if key == "authorization" and isinstance(value, str):
+            return value
+    return None
+
+
+@contextlib.asynccontextmanager
+async def _deadline(context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[None]:
+    """Propagate the caller's deadline into the handler: every await below (the
+    database, embedding, reranking and model calls) is cancelled when it passes."""
+    remaining = context.time_remaining()
+    if remaining is None:
+        yield
+        return
+    try:
+        async with asyncio.timeout(max(0.0, remaining)):
+            yield
+    except TimeoutError:
+        raise GroundwireError(
+            ErrorKind.DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED", "the call's deadline passed"
+        ) from None
 
 
 def _is_abort(exc: BaseException) -> bool:

@@ -6,6 +6,7 @@ from typing import Any
 
 import grpc
 
+from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import filter_from_proto, mode_from_proto, outcome_to_proto
 from groundwire.domain.retrieval import FusionSettings
 from groundwire.retrieval.engine import Retriever
@@ -29,7 +30,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             mode=mode_from_proto(q.mode),
             top_k=q.top_k if q.HasField("top_k") else None,
             conditions=filter_from_proto(q.filter),
-            tenant=q.tenant,
+            tenant=effective_tenant(q.tenant, "query.tenant"),
             rrf_k=fusion.rrf_k if fusion.HasField("rrf_k") else None,
             semantic_weight=fusion.semantic_weight if fusion.HasField("semantic_weight") else None,
             lexical_weight=fusion.lexical_weight if fusion.HasField("lexical_weight") else None,

@@ -9,6 +9,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from groundwire.api.auth import AuthPolicy
 from groundwire.api.interceptors import ServiceInterceptor
 
 
@@ -41,11 +42,13 @@ async def build_server(
     max_message_bytes: int = 4 * 1024 * 1024,
     max_concurrent_rpcs: int | None = None,
     extra_health_names: Sequence[str] = (),
+    auth: AuthPolicy | None = None,
+    credentials: grpc.ServerCredentials | None = None,
 ) -> ServerHandle:
     """Create and bind (but do not start) the server. Health starts NOT_SERVING;
     the app flips services to SERVING when they are ready."""
     server = grpc.aio.server(
-        interceptors=[ServiceInterceptor()],
+        interceptors=[ServiceInterceptor(auth)],
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
@@ -64,7 +67,10 @@ async def build_server(
         reflection.enable_server_reflection(
             (*names, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
-    port = server.add_insecure_port(address)
+    if credentials is not None:
+        port = server.add_secure_port(address, credentials)
+    else:
+        port = server.add_insecure_port(address)
     if port == 0:
         raise OSError("could not bind the server address")
     return ServerHandle(server, health_servicer, port, names)

@@ -6,53 +6,84 @@ only ever references (an environment variable or a file), never inline values.
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from groundwire.app.agent_config import (
+    AgentConfig,
+    AgentLimitsConfig,
+    ModelProviderConfig,
+    ToolConfig,
+    check_agent_references,
+)
+from groundwire.app.reranker_config import (
+    RerankerConfig,
+    RerankingConfig,
+    check_reranker_references,
+    resolve_reranker_paths,
+)
+from groundwire.app.secrets import ConfigError, SecretRef, _Strict
+
+__all__ = ["ConfigError", "GroundwireConfig", "SecretRef", "load_config", "parse_config"]
 
 INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,127}$")
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
-class ConfigError(Exception):
-    """The configuration is invalid; the message names every offending key."""
+class TlsConfig(_Strict):
+    """Server TLS; with `client_ca_file`, mutual TLS (clients must present a
+    certificate signed by that CA)."""
+
+    cert_file: Path
+    key_file: Path
+    client_ca_file: Path | None = None
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class ApiKeyConfig(_Strict):
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    tenant: str = Field("", max_length=128)
+    permissions: list[Literal["retrieve", "rerank", "execute", "ingest", "manage"]] = Field(
+        min_length=1
+    )
 
 
-class SecretRef(_Strict):
-    """A secret by reference: exactly one of an environment variable or a file."""
+class AuthConfig(_Strict):
+    """API keys (stored as SHA-256 hashes; `groundwire keys create` makes one).
+    `mode = "disabled"` must be written explicitly (the embedded default does it
+    for its loopback-only demo)."""
 
-    env: str | None = None
-    file: Path | None = None
+    mode: Literal["api_keys", "disabled"] = "api_keys"
+    keys: list[ApiKeyConfig] = Field(default_factory=list)
+    public_health: bool = True
+    public_reflection: bool = True
 
     @model_validator(mode="after")
-    def _one_of(self) -> SecretRef:
-        if (self.env is None) == (self.file is None):
-            raise ValueError("a secret reference needs exactly one of 'env' or 'file'")
+    def _keys(self) -> AuthConfig:
+        if self.mode == "api_keys" and not self.keys:
+            raise ValueError(
+                "auth needs at least one key in [[auth.keys]], or mode = \"disabled\" explicitly"
+            )
+        ids = [k.id for k in self.keys]
+        if len(ids) != len(set(ids)):
+            raise ValueError("auth.keys ids must be unique")
         return self
 
-    def resolve(self) -> str | None:
-        """The secret's value, or None when the variable/file is absent. Values are
-        never logged; callers treat None as "not configured"."""
-        if self.env is not None:
-            value = os.environ.get(self.env)
-            return value.strip() if value else None
-        assert self.file is not None
-        try:
-            return self.file.read_text().strip() or None
-        except OSError:
-            return None
+
+class MetricsConfig(_Strict):
+    """Prometheus exposition of the OpenTelemetry metrics on a separate port."""
+
+    enabled: bool = False
+    address: str = "127.0.0.1:9464"
 
 
 class ServerConfig(_Strict):
     address: str = "127.0.0.1:50051"
+    tls: TlsConfig | None = None
     reflection: bool = True
     grace_period_seconds: float = Field(10.0, ge=0, le=300)
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024, le=64 * 1024 * 1024)
@@ -210,10 +241,22 @@ class GroundwireConfig(_Strict):
     retrieval: RetrievalConfig = RetrievalConfig()
     store: StoreConfig = StoreConfig()
     logging: LoggingConfig = LoggingConfig()
+    auth: AuthConfig
+    metrics: MetricsConfig = MetricsConfig()
     embedders: dict[Annotated[str, Field(pattern=_NAME_PATTERN)], EmbedderConfig] = Field(
         default_factory=dict
     )
     indexes: dict[str, IndexConfig] = Field(default_factory=dict)
+    reranking: RerankingConfig = RerankingConfig()
+    rerankers: dict[str, RerankerConfig] = Field(default_factory=dict)
+    models: dict[Annotated[str, Field(pattern=_NAME_PATTERN)], ModelProviderConfig] = Field(
+        default_factory=dict
+    )
+    tools: dict[Annotated[str, Field(pattern=_NAME_PATTERN)], ToolConfig] = Field(
+        default_factory=dict
+    )
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    agent_limits: AgentLimitsConfig = AgentLimitsConfig()
 
     @model_validator(mode="after")
     def _references(self) -> GroundwireConfig:
@@ -222,6 +265,15 @@ class GroundwireConfig(_Strict):
                 raise ValueError(f"indexes.{name}: index names are 1-128 chars of [a-z0-9_-]")
             if index.embedder is not None and index.embedder not in self.embedders:
                 raise ValueError(f"indexes.{name}.embedder: no embedder named {index.embedder!r}")
+        check_reranker_references(self.reranking, self.rerankers, set(self.embedders))
+        check_agent_references(
+            self.agents,
+            self.models,
+            self.tools,
+            set(self.indexes),
+            set(self.rerankers),
+            self.reranking.default_reranker,
+        )
         return self
 
 
@@ -260,7 +312,22 @@ def _resolve_paths(cfg: GroundwireConfig, base: Path) -> GroundwireConfig:
                 sources.append(s)
         indexes[name] = index.model_copy(update={"sources": sources})
     store = cfg.store.model_copy(update={"data_dir": fix(cfg.store.data_dir)})
-    return cfg.model_copy(update={"indexes": indexes, "store": store})
+    server = cfg.server
+    if server.tls is not None:
+        tls = server.tls.model_copy(
+            update={
+                "cert_file": fix(server.tls.cert_file),
+                "key_file": fix(server.tls.key_file),
+                "client_ca_file": fix(server.tls.client_ca_file)
+                if server.tls.client_ca_file
+                else None,
+            }
+        )
+        server = server.model_copy(update={"tls": tls})
+    rerankers = resolve_reranker_paths(cfg.rerankers, base)
+    return cfg.model_copy(
+        update={"indexes": indexes, "store": store, "rerankers": rerankers, "server": server}
+    )
 
 
 def load_config(path: Path) -> GroundwireConfig:

@@ -8,10 +8,11 @@ import asyncio
 import sys
 
 import grpc
+from tqdm import tqdm
+
 from groundwire_client import error_from_rpc
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import ingestion_pb2_grpc
-from tqdm import tqdm
 
 _TERMINAL = {
     ing.OPERATION_STATE_SUCCEEDED,

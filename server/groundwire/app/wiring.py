@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+
+import grpc
 from dataclasses import dataclass
 from typing import cast
 
+from groundwire.agents.limits import ExecutionLimiter
+from groundwire.agents.registry import AgentLimits, AgentRegistry
+from groundwire.agents.runtime import AgentRuntime
+from groundwire.api.agent import AgentServicer
+from groundwire.api.auth import AuthPolicy
 from groundwire.api.ingestion import IngestionServicer
 from groundwire.api.retriever import RetrieverServicer
 from groundwire.api.server import (
@@ -16,6 +23,7 @@ from groundwire.api.server import (
     index_health_name,
     set_serving,
 )
+from groundwire.app.agent_config import build_agents, build_chat_models, build_tools
 from groundwire.app.config import (
     DirectorySource as DirectoryConfig,
 )
@@ -33,6 +41,13 @@ from groundwire.app.config import (
 from groundwire.app.config import (
     InlineSource as InlineConfig,
 )
+from groundwire.app.reranker_config import (
+    RERANKER_SERVICE,
+    build_reranking_service,
+    register_reranker_service,
+)
+from groundwire.app.secrets import ConfigError
+from groundwire.domain.auth import KeyRing, Permission, StoredKey
 from groundwire.domain.chunking import ChunkPolicy
 from groundwire.domain.errors import GroundwireError
 from groundwire.domain.operations import Operation, OperationTrigger
@@ -42,10 +57,14 @@ from groundwire.ingestion.manager import IngestionManager
 from groundwire.ingestion.sources import DirectorySource, FilesSource, InlineSource, SourceConfig
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.providers.embeddings.hashing import HashingEmbedder
+from groundwire.reranking.service import RerankingService
+from groundwire.reranking.stage import RerankingMetrics, RerankingStage
 from groundwire.retrieval.engine import RetrievalLimits, Retriever
 from groundwire.stores.base import DistanceMetric, IndexSpec, OperationLog, Store
 from groundwire.stores.memory import MemoryOperationLog, MemoryStore
 from groundwire_client.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
     ingestion_pb2,
     ingestion_pb2_grpc,
     retriever_pb2,
@@ -56,6 +75,7 @@ log = logging.getLogger("groundwire.app")
 
 RETRIEVER_SERVICE = retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name
 INGESTION_SERVICE = ingestion_pb2.DESCRIPTOR.services_by_name["IngestionManagerService"].full_name
+AGENT_SERVICE = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 
 
 def build_embedder(cfg: EmbedderConfig) -> EmbeddingProvider:
@@ -114,9 +134,24 @@ def _sources(index: IndexConfig) -> list[SourceConfig]:
 async def build_store(cfg: GroundwireConfig) -> Store:
     if cfg.store.kind == "memory":
         return MemoryStore()
-    from groundwire.stores.postgres import open_postgres_store
+    from groundwire.stores.postgres import PostgresSettings, open_postgres_store
 
-    return await open_postgres_store(cfg.store)
+    s = cfg.store
+    dsn = s.dsn.resolve() if s.dsn is not None else None
+    if s.dsn is not None and dsn is None:
+        raise ConfigError("store.dsn: the referenced secret is unset or empty")
+    return await open_postgres_store(
+        PostgresSettings(
+            dsn=dsn,
+            data_dir=s.data_dir,
+            pool_min_size=s.pool_min_size,
+            pool_max_size=s.pool_max_size,
+            statement_timeout_ms=s.statement_timeout_ms,
+            hnsw_m=s.hnsw_m,
+            hnsw_ef_construction=s.hnsw_ef_construction,
+            hnsw_ef_search=s.hnsw_ef_search,
+        )
+    )
 
 
 @dataclass(slots=True)
@@ -128,10 +163,28 @@ class Components:
     catalog: IndexCatalog
     retriever: Retriever
     fusion: FusionSettings
+    reranking: RerankingService
+    agents: AgentRegistry
+    runtime: AgentRuntime
+
+    async def aclose(self) -> None:
+        await self.store.close()
+        for embedder in self.embedders.values():
+            await embedder.aclose()
+        for name in self.reranking.names:
+            await self.reranking.get(name).aclose()
+        for agent_id in self.agents.ids():
+            await self.agents.get(agent_id).model.aclose()
 
 
 async def build_components(cfg: GroundwireConfig) -> Components:
     embedders = {name: build_embedder(e) for name, e in cfg.embedders.items()}
+    stage = RerankingStage(metrics=RerankingMetrics(), environment=cfg.reranking.environment)
+    try:
+        reranking = build_reranking_service(cfg.reranking, cfg.rerankers, embedders, stage=stage)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    rerankers = {name: reranking.get(name) for name in reranking.names}
     store = await build_store(cfg)
     operation_log = operation_log_for(store)
     handles = []
@@ -173,8 +226,20 @@ async def build_components(cfg: GroundwireConfig) -> Components:
         r.default_top_k, r.max_top_k, r.max_query_chars, r.leg_depth, r.max_leg_depth
     )
     fusion = FusionSettings(r.rrf_k, r.semantic_weight, r.lexical_weight)
+    retriever = Retriever(catalog, limits, fusion)
+    agents = AgentRegistry(
+        build_agents(
+            cfg.agents,
+            build_chat_models(cfg.models),
+            build_tools(cfg.tools),
+            rerankers,
+            cfg.reranking.default_reranker,
+        ),
+        AgentLimits(cfg.agent_limits.max_message_chars, cfg.agent_limits.max_history_turns),
+    )
+    runtime = AgentRuntime(retriever, stage)
     return Components(
-        cfg, store, operation_log, embedders, catalog, Retriever(catalog, limits), fusion
+        cfg, store, operation_log, embedders, catalog, retriever, fusion, reranking, agents, runtime
     )
 
 
@@ -212,9 +277,7 @@ class RunningApp:
             self.startup_task.cancel()
             await asyncio.gather(self.startup_task, return_exceptions=True)
         await self.manager.close()
-        await self.components.store.close()
-        for embedder in self.components.embedders.values():
-            await embedder.aclose()
+        await self.components.aclose()
 
 
 def service_registrations(
@@ -222,7 +285,22 @@ def service_registrations(
 ) -> list[ServiceRegistration]:
     retriever_servicer = RetrieverServicer(components.retriever, components.fusion)
     ingestion_servicer = IngestionServicer(components.catalog, manager)
+    agent_servicer = AgentServicer(
+        components.agents,
+        components.runtime,
+        ExecutionLimiter(components.config.agent_limits.max_concurrent_executions),
+    )
     return [
+        ServiceRegistration(
+            RERANKER_SERVICE,
+            lambda server: _register(register_reranker_service(server, components.reranking)),
+        ),
+        ServiceRegistration(
+            AGENT_SERVICE,
+            lambda server: agent_pb2_grpc.add_AgentServiceServicer_to_server(
+                agent_servicer, server
+            ),
+        ),
         ServiceRegistration(
             RETRIEVER_SERVICE,
             lambda server: retriever_pb2_grpc.add_RetrieverServiceServicer_to_server(
@@ -236,6 +314,35 @@ def service_registrations(
             ),
         ),
     ]
+
+
+def auth_policy(cfg: GroundwireConfig) -> AuthPolicy:
+    a = cfg.auth
+    if a.mode == "disabled":
+        return AuthPolicy(None, a.public_health, a.public_reflection)
+    ring = KeyRing(
+        StoredKey(k.id, k.hash, k.tenant, frozenset(Permission(p) for p in k.permissions))
+        for k in a.keys
+    )
+    return AuthPolicy(ring, a.public_health, a.public_reflection)
+
+
+def server_credentials(cfg: GroundwireConfig) -> grpc.ServerCredentials | None:
+    tls = cfg.server.tls
+    if tls is None:
+        return None
+    try:
+        cert, key = tls.cert_file.read_bytes(), tls.key_file.read_bytes()
+        ca = tls.client_ca_file.read_bytes() if tls.client_ca_file else None
+    except OSError:
+        raise ConfigError("server.tls: cannot read the certificate, key or CA file") from None
+    return grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
+    )
+
+
+def _register(_name: str) -> None:
+    """Adapt helpers that return their service name to ServiceRegistration."""
 
 
 async def start_app(cfg: GroundwireConfig, address: str | None = None) -> RunningApp:
@@ -261,6 +368,8 @@ async def start_app(cfg: GroundwireConfig, address: str | None = None) -> Runnin
         max_message_bytes=cfg.server.max_message_bytes,
         max_concurrent_rpcs=cfg.server.max_concurrent_rpcs,
         extra_health_names=[index_health_name(h.name) for h in handles],
+        auth=auth_policy(cfg),
+        credentials=server_credentials(cfg),
     )
     handle_ref.append(server)
     await manager.recover_interrupted()

@@ -46,6 +46,8 @@ class GroundwireError(Exception):
     message: str
     violations: tuple[FieldViolation, ...] = field(default=())
     metadata: dict[str, str] = field(default_factory=dict)
+    # When set, clients should wait this long before retrying (google.rpc.RetryInfo).
+    retry_after_seconds: float | None = None
 
     def __post_init__(self) -> None:
         super().__init__(self.message)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from groundwire.domain.chunking import Chunk
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.ingestion.catalog import IndexHandle
-from groundwire.ingestion.loaders import DocumentFormat, LoadFailure, load_bytes
+from groundwire.ingestion.loaders import DocumentFormat, FailureReason, LoadFailure, load_bytes
 from groundwire.ingestion.pipeline import chunk_document, content_hash, needs_rebuild, stage_batch
 from groundwire.stores.base import DocumentRecord
 
@@ -107,6 +107,10 @@ async def upsert_documents(
             continue
         digest = content_hash(loaded, tenant, loaded.metadata)
         current = live.get(d.document_id)
+        if current is not None and current.tenant != tenant:
+            # Another tenant's document: never overwritten (nor revealed beyond this code).
+            failures.append(LoadFailure(d.document_id, FailureReason.TENANT_CONFLICT))
+            continue
         if current is not None and current.content_hash == digest:
             unchanged += 1
             continue
@@ -128,8 +132,12 @@ async def upsert_documents(
     return PushResult(published.published_version, len(batch), unchanged, written, tuple(failures))
 
 
-async def delete_documents(handle: IndexHandle, document_ids: Sequence[str]) -> tuple[int, int]:
-    """Delete documents by id as one version; returns (published_version, deleted)."""
+async def delete_documents(
+    handle: IndexHandle, document_ids: Sequence[str], tenant: str | None = None
+) -> tuple[int, int]:
+    """Delete documents by id as one version; returns (published_version, deleted).
+    With `tenant` set, only that tenant's documents are deleted (others count as
+    absent)."""
     if not 1 <= len(document_ids) <= MAX_DELETE_IDS:
         raise invalid("FIELD_OUT_OF_RANGE", "document_ids", f"send 1 to {MAX_DELETE_IDS} ids")
     for i, doc_id in enumerate(document_ids):

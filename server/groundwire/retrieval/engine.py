@@ -21,6 +21,7 @@ from groundwire.domain.fusion import fuse, single_leg
 from groundwire.domain.query import parse_lexical, semantic_text
 from groundwire.domain.retrieval import (
     ChunkHit,
+    FusionSettings,
     Leg,
     RankedResult,
     RetrievalDiagnostics,
@@ -46,9 +47,15 @@ class RetrievalLimits:
 class Retriever:
     """Runs retrieval requests against the catalog's indexes."""
 
-    def __init__(self, catalog: IndexCatalog, limits: RetrievalLimits) -> None:
+    def __init__(
+        self,
+        catalog: IndexCatalog,
+        limits: RetrievalLimits,
+        fusion_defaults: FusionSettings | None = None,
+    ) -> None:
         self._catalog = catalog
         self.limits = limits
+        self.fusion_defaults = fusion_defaults or FusionSettings()
 
     async def retrieve(self, request: RetrievalRequest) -> RetrievalOutcome:
         started = time.perf_counter()

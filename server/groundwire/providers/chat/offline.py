@@ -247,9 +247,28 @@ def _terms(text: str) -> set[str]:
     return {_fold(w) for w in phrase_words(text) if w not in _STOPWORDS}
 
 
+def _logical_lines(text: str) -> list[str]:
+    """Re-join hard-wrapped paragraph lines (Markdown wraps prose at ~100
+    characters) so a sentence is not cut at a line break; headings, list items,
+    table rows and blank lines start new lines."""
+    out: list[str] = []
+    joinable = False
+    for raw in text.split("\n"):
+        line = raw.strip()
+        starts_block = (
+            not line or bool(_HEADING.match(line)) or bool(_BULLET.match(line)) or line[0] in "|>`"
+        )
+        if joinable and not starts_block:
+            out[-1] = f"{out[-1]} {line}"
+        else:
+            out.append(line)
+        joinable = bool(line) and not _HEADING.match(line) and line[0] not in "|`"
+    return out
+
+
 def _sentences(text: str) -> list[str]:
     out: list[str] = []
-    for line in text.split("\n"):
+    for line in _logical_lines(text):
         if _HEADING.match(line):
             continue
         line = _MARKER.sub("", _BULLET.sub("", line)).strip()

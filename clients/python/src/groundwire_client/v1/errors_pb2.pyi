@@ -111,6 +111,40 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """
     ERROR_REASON_INGESTION_LOCKED: _ErrorReason.ValueType  # 105
     """FAILED_PRECONDITION: another replica holds the index's ingestion lock."""
+    ERROR_REASON_AGENT_NOT_FOUND: _ErrorReason.ValueType  # 200
+    """NOT_FOUND: no agent has the requested id."""
+    ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED: _ErrorReason.ValueType  # 201
+    """FAILED_PRECONDITION: instructions, history, query and the response
+    reserve alone exceed the agent's context budget.
+    """
+    ERROR_REASON_INVALID_RAG_POLICY: _ErrorReason.ValueType  # 202
+    """FAILED_PRECONDITION: the agent's RAG policy is invalid (for example
+    REQUIRED with ANSWER_NORMALLY).
+    """
+    ERROR_REASON_NO_ACCEPTED_CONTEXT: _ErrorReason.ValueType  # 203
+    """FAILED_PRECONDITION: no accepted context and the agent's no-context
+    behavior is FAIL.
+    """
+    ERROR_REASON_RAG_RETRIEVAL_FAILED: _ErrorReason.ValueType  # 204
+    """UNAVAILABLE: retrieval failed during an agent execution; retrieval
+    failures are never turned into a no-context answer.
+    """
+    ERROR_REASON_MODEL_UNAVAILABLE: _ErrorReason.ValueType  # 205
+    """UNAVAILABLE: the model provider is unreachable or failed (5xx)."""
+    ERROR_REASON_MODEL_RATE_LIMITED: _ErrorReason.ValueType  # 206
+    """UNAVAILABLE: the model provider rate-limited the call (429)."""
+    ERROR_REASON_MODEL_TIMEOUT: _ErrorReason.ValueType  # 207
+    """DEADLINE_EXCEEDED: the model did not answer in time."""
+    ERROR_REASON_MODEL_REJECTED: _ErrorReason.ValueType  # 208
+    """FAILED_PRECONDITION: the provider refused the request (authentication,
+    unknown model, bad request).
+    """
+    ERROR_REASON_MODEL_INVALID_RESPONSE: _ErrorReason.ValueType  # 209
+    """UNAVAILABLE: the model's output was malformed."""
+    ERROR_REASON_TOOL_STEPS_EXHAUSTED: _ErrorReason.ValueType  # 210
+    """FAILED_PRECONDITION: the agent used all its tool steps without answering."""
+    ERROR_REASON_TOO_MANY_EXECUTIONS: _ErrorReason.ValueType  # 211
+    """RESOURCE_EXHAUSTED: too many concurrent executions; retry later."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The values of google.rpc.ErrorInfo.reason, without the ERROR_REASON_ prefix
@@ -200,4 +234,38 @@ embedding model or chunking policy; pushed documents cannot be mixed in.
 """
 ERROR_REASON_INGESTION_LOCKED: ErrorReason.ValueType  # 105
 """FAILED_PRECONDITION: another replica holds the index's ingestion lock."""
+ERROR_REASON_AGENT_NOT_FOUND: ErrorReason.ValueType  # 200
+"""NOT_FOUND: no agent has the requested id."""
+ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED: ErrorReason.ValueType  # 201
+"""FAILED_PRECONDITION: instructions, history, query and the response
+reserve alone exceed the agent's context budget.
+"""
+ERROR_REASON_INVALID_RAG_POLICY: ErrorReason.ValueType  # 202
+"""FAILED_PRECONDITION: the agent's RAG policy is invalid (for example
+REQUIRED with ANSWER_NORMALLY).
+"""
+ERROR_REASON_NO_ACCEPTED_CONTEXT: ErrorReason.ValueType  # 203
+"""FAILED_PRECONDITION: no accepted context and the agent's no-context
+behavior is FAIL.
+"""
+ERROR_REASON_RAG_RETRIEVAL_FAILED: ErrorReason.ValueType  # 204
+"""UNAVAILABLE: retrieval failed during an agent execution; retrieval
+failures are never turned into a no-context answer.
+"""
+ERROR_REASON_MODEL_UNAVAILABLE: ErrorReason.ValueType  # 205
+"""UNAVAILABLE: the model provider is unreachable or failed (5xx)."""
+ERROR_REASON_MODEL_RATE_LIMITED: ErrorReason.ValueType  # 206
+"""UNAVAILABLE: the model provider rate-limited the call (429)."""
+ERROR_REASON_MODEL_TIMEOUT: ErrorReason.ValueType  # 207
+"""DEADLINE_EXCEEDED: the model did not answer in time."""
+ERROR_REASON_MODEL_REJECTED: ErrorReason.ValueType  # 208
+"""FAILED_PRECONDITION: the provider refused the request (authentication,
+unknown model, bad request).
+"""
+ERROR_REASON_MODEL_INVALID_RESPONSE: ErrorReason.ValueType  # 209
+"""UNAVAILABLE: the model's output was malformed."""
+ERROR_REASON_TOOL_STEPS_EXHAUSTED: ErrorReason.ValueType  # 210
+"""FAILED_PRECONDITION: the agent used all its tool steps without answering."""
+ERROR_REASON_TOO_MANY_EXECUTIONS: ErrorReason.ValueType  # 211
+"""RESOURCE_EXHAUSTED: too many concurrent executions; retry later."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -1,0 +1,1 @@
+"""The agent runtime: RAG policy pipeline, prompt assembly, model and tool loop."""

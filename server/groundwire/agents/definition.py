@@ -1,0 +1,56 @@
+"""Agent definitions as the runtime sees them (built from configuration)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from groundwire.agents.tools import Tool
+from groundwire.domain.rag_policy import (
+    AcceptancePolicy,
+    ContextBudgetPolicy,
+    ExecutionMode,
+    NoContextBehavior,
+)
+from groundwire.domain.retrieval import MetadataFilter, RetrievalMode
+from groundwire.providers.chat.base import ChatModel, ChatOptions
+from groundwire.providers.rerankers.base import Reranker
+from groundwire.reranking.stage import StageSettings
+
+
+@dataclass(frozen=True, slots=True)
+class RerankingPolicy:
+    enabled: bool = False
+    reranker: Reranker | None = None
+    settings: StageSettings = field(default_factory=StageSettings)
+
+
+@dataclass(frozen=True, slots=True)
+class RagPolicy:
+    """An agent's RAG policy (seed 001 UseRag)."""
+
+    index_name: str
+    retrieval_mode: RetrievalMode = RetrievalMode.SEMANTIC
+    mode: ExecutionMode = ExecutionMode.OPEN
+    no_context_behavior: NoContextBehavior = NoContextBehavior.ANSWER_NORMALLY
+    acceptance: AcceptancePolicy = field(default_factory=AcceptancePolicy)
+    reranking: RerankingPolicy = field(default_factory=RerankingPolicy)
+    context_budget: ContextBudgetPolicy = field(default_factory=ContextBudgetPolicy)
+    filter: MetadataFilter = field(default_factory=MetadataFilter)
+    agentic: bool = False
+    query_rewriting: str = "none"  # none | history | model
+    question_template: str | None = None  # may use {question} and {source_count}
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDefinition:
+    id: str
+    name: str
+    instructions: str
+    model_ref: str  # "provider/model" as configured
+    model: ChatModel
+    description: str = ""
+    instructions_visible: bool = False
+    tools: tuple[Tool, ...] = ()
+    rag: RagPolicy | None = None
+    max_tool_steps: int = 4
+    options: ChatOptions = field(default_factory=ChatOptions)

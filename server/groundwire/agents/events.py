@@ -1,0 +1,128 @@
+"""Execution events and the execution result (transport-neutral)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from groundwire.domain.errors import ErrorKind
+from groundwire.domain.rag_policy import (
+    Acceptance,
+    BudgetFigures,
+    ExecutionMode,
+    Judged,
+    NoContextBehavior,
+    NoContextReason,
+)
+from groundwire.domain.reranking import RerankingMetadata, RerankOutcome
+from groundwire.domain.retrieval import RankedResult, RetrievalMode
+from groundwire.providers.chat.base import Usage
+
+
+class EventType(enum.Enum):
+    EXECUTION_STARTED = "EXECUTION_STARTED"
+    RAG_SEARCH_STARTED = "RAG_SEARCH_STARTED"
+    RAG_SEARCH_COMPLETED = "RAG_SEARCH_COMPLETED"
+    RAG_SEARCH_FAILED = "RAG_SEARCH_FAILED"
+    TOOL_CALL_STARTED = "TOOL_CALL_STARTED"
+    TOOL_CALL_COMPLETED = "TOOL_CALL_COMPLETED"
+    TEXT_DELTA = "TEXT_DELTA"
+    EXECUTION_COMPLETED = "EXECUTION_COMPLETED"
+    EXECUTION_FAILED = "EXECUTION_FAILED"
+
+
+@dataclass(frozen=True, slots=True)
+class RagSearchInfo:
+    index_name: str
+    retrieval_mode: RetrievalMode
+    candidate_budget: int
+    candidate_count: int = 0
+    accepted_count: int = 0
+    reranking_outcome: RerankOutcome | None = None
+    seconds: float = 0.0
+    agentic: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallInfo:
+    step: int
+    call_id: str
+    tool_name: str
+    succeeded: bool = False
+    error_code: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SearchTrace:
+    step: int
+    call_id: str
+    candidate_count: int
+    accepted_count: int
+    succeeded: bool
+    error_code: str
+    seconds: float
+
+
+@dataclass(slots=True)
+class RagMetadata:
+    """Seed 001's AgentExecutionResult.Rag."""
+
+    enabled: bool = False
+    index_name: str = ""
+    index_version: int = 0
+    retrieval_mode: RetrievalMode = RetrievalMode.SEMANTIC
+    mode: ExecutionMode = ExecutionMode.OPEN
+    behavior: NoContextBehavior = NoContextBehavior.ANSWER_NORMALLY
+    context_accepted: bool = False
+    no_context_reason: NoContextReason | None = None
+    model_skipped: bool = False
+    answer_constrained: bool = False
+    candidates: list[RankedResult] = field(default_factory=list)
+    accepted: list[RankedResult] = field(default_factory=list)
+    rejected: list[Judged] = field(default_factory=list)
+    context_excluded: list[Judged] = field(default_factory=list)
+    context: list[RankedResult] = field(default_factory=list)
+    reranking: RerankingMetadata | None = None
+    budget: BudgetFigures | None = None
+    rewritten_query: str | None = None
+    searches: list[SearchTrace] = field(default_factory=list)
+
+    def add_acceptance(self, acceptance: Acceptance) -> None:
+        self.candidates.extend(acceptance.candidates)
+        self.accepted.extend(acceptance.accepted)
+        self.rejected.extend(acceptance.rejected)
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    source_number: int
+    document_id: str
+    chunk_id: str
+
+
+@dataclass(slots=True)
+class ExecutionResult:
+    execution_id: str
+    agent_id: str
+    answer: str = ""
+    model_provider: str = ""
+    model: str = ""
+    usage: Usage = field(default_factory=Usage)
+    rag: RagMetadata = field(default_factory=RagMetadata)
+    citations: list[Citation] = field(default_factory=list)
+    tool_calls: list[ToolCallInfo] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionEvent:
+    type: EventType
+    execution_id: str
+    rag_search: RagSearchInfo | None = None
+    tool_call: ToolCallInfo | None = None
+    text: str = ""
+    result: ExecutionResult | None = None
+    error_code: str = ""
+    error_message: str = ""
+    error_kind: ErrorKind | None = None

@@ -1,0 +1,79 @@
+"""Agent lookup and request validation (transport-neutral)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from groundwire.agents.definition import AgentDefinition
+from groundwire.agents.runtime import ExecutionInput, Turn
+from groundwire.domain.errors import invalid, not_found
+from groundwire.retrieval.requests import FilterCondition, build_filter
+
+
+@dataclass(frozen=True, slots=True)
+class AgentLimits:
+    max_message_chars: int = 16_384
+    max_history_turns: int = 50
+
+
+class AgentRegistry:
+    def __init__(self, agents: Iterable[AgentDefinition], limits: AgentLimits) -> None:
+        self._agents = {a.id: a for a in agents}
+        self.limits = limits
+
+    def get(self, agent_id: str) -> AgentDefinition:
+        agent = self._agents.get(agent_id)
+        if agent is None:
+            raise not_found("AGENT_NOT_FOUND", "no agent with the requested id")
+        return agent
+
+    def register(self, agent: AgentDefinition) -> None:
+        """Add or replace an agent (configuration reloads and tests)."""
+        self._agents[agent.id] = agent
+
+    def ids(self) -> list[str]:
+        return sorted(self._agents)
+
+    def validate(
+        self,
+        *,
+        agent_id: str,
+        message: str,
+        history: Sequence[tuple[str | None, str]],
+        tenant: str,
+        conditions: Sequence[FilterCondition],
+    ) -> tuple[AgentDefinition, ExecutionInput]:
+        """Check every field; roles are "user"/"assistant" or None (unknown)."""
+        if not agent_id:
+            raise invalid("FIELD_REQUIRED", "input.agent_id", "agent_id is required")
+        agent = self.get(agent_id)
+        if len(message) > self.limits.max_message_chars:
+            raise invalid(
+                "FIELD_TOO_LONG",
+                "input.message",
+                f"message exceeds {self.limits.max_message_chars} characters",
+            )
+        if not message.strip():
+            raise invalid("EMPTY_QUERY", "input.message", "message is empty or whitespace only")
+        if len(history) > self.limits.max_history_turns:
+            raise invalid(
+                "FIELD_OUT_OF_RANGE",
+                "input.history",
+                f"at most {self.limits.max_history_turns} history turns",
+            )
+        turns = []
+        for i, (role, content) in enumerate(history):
+            if role is None:
+                raise invalid("UNKNOWN_ENUM_VALUE", f"input.history[{i}].role", "unknown turn role")
+            if not content.strip():
+                raise invalid(
+                    "FIELD_REQUIRED", f"input.history[{i}].content", "turn content is empty"
+                )
+            if len(content) > self.limits.max_message_chars:
+                raise invalid("FIELD_TOO_LONG", f"input.history[{i}].content", "turn is too long")
+            turns.append(Turn(role, content))
+        if len(tenant) > 128:
+            raise invalid("FIELD_TOO_LONG", "input.tenant", "tenant exceeds 128 characters")
+        flt = build_filter(conditions, "input.filter")
+        return agent, ExecutionInput(message.strip(), tuple(turns), tenant, flt)

@@ -1,0 +1,305 @@
+"""AgentService: proto <-> domain translation; the pipeline lives in agents/."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import grpc
+
+from groundwire.agents.definition import AgentDefinition
+from groundwire.agents.limits import ExecutionLimiter
+from groundwire.agents.events import EventType, ExecutionEvent, ExecutionResult, RagMetadata
+from groundwire.agents.registry import AgentRegistry
+from groundwire.agents.runtime import AgentRuntime, ExecutionInput
+from groundwire.api.auth import effective_tenant
+from groundwire.api.convert import duration, filter_from_proto, mode_to_proto, score_to_proto
+from groundwire.api.ingestion import _decode, _encode, _page_size
+from groundwire.api.reranker import reranking_metadata_to_proto
+from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
+from groundwire.domain.rag_policy import (
+    ExecutionMode,
+    ItemReason,
+    Judged,
+    NoContextBehavior,
+    NoContextReason,
+)
+from groundwire.domain.reranking import RerankOutcome
+from groundwire.domain.retrieval import RankedResult
+from groundwire_client.v1 import agent_pb2, agent_pb2_grpc, common_pb2, reranker_pb2
+
+_MODES = {
+    ExecutionMode.OPEN: agent_pb2.EXECUTION_MODE_OPEN,
+    ExecutionMode.GROUNDED: agent_pb2.EXECUTION_MODE_GROUNDED,
+    ExecutionMode.REQUIRED: agent_pb2.EXECUTION_MODE_REQUIRED,
+}
+_BEHAVIORS = {
+    NoContextBehavior.ANSWER_NORMALLY: agent_pb2.NO_CONTEXT_BEHAVIOR_ANSWER_NORMALLY,
+    NoContextBehavior.RETURN_NOT_FOUND: agent_pb2.NO_CONTEXT_BEHAVIOR_RETURN_NOT_FOUND,
+    NoContextBehavior.FAIL: agent_pb2.NO_CONTEXT_BEHAVIOR_FAIL,
+}
+_REASONS = {
+    r: agent_pb2.NoContextReason.Value(f"NO_CONTEXT_REASON_{r.value}") for r in NoContextReason
+}
+_ITEM_REASONS = {r: agent_pb2.RagItemReason.Value(f"RAG_ITEM_REASON_{r.value}") for r in ItemReason}
+_EVENTS = {
+    e: agent_pb2.ExecutionEventType.Value(f"EXECUTION_EVENT_TYPE_{e.value}") for e in EventType
+}
+_OUTCOMES = {
+    o: reranker_pb2.RerankOutcome.Value(f"RERANK_OUTCOME_{o.value}") for o in RerankOutcome
+}
+_ROLES: dict[int, str | None] = {
+    agent_pb2.TURN_ROLE_USER: "user",
+    agent_pb2.TURN_ROLE_ASSISTANT: "assistant",
+}
+
+
+def _item(result: RankedResult, reason: ItemReason | None = None) -> agent_pb2.RagItem:
+    hit = result.hit
+    return agent_pb2.RagItem(
+        document_id=hit.document_id,
+        chunk_id=hit.chunk_id,
+        retrieval_rank=result.rank,
+        score=score_to_proto(result.score),
+        reason=_ITEM_REASONS[reason]
+        if reason is not None
+        else agent_pb2.RAG_ITEM_REASON_UNSPECIFIED,
+        span=common_pb2.CharSpan(start=hit.start, end=hit.end),
+    )
+
+
+def _judged(items: Sequence[Judged]) -> list[agent_pb2.RagItem]:
+    return [_item(j.result, j.reason) for j in items]
+
+
+def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
+    msg = agent_pb2.RagExecutionMetadata(
+        enabled=meta.enabled,
+        index_name=meta.index_name,
+        index_version=meta.index_version,
+        context_accepted=meta.context_accepted,
+        model_skipped=meta.model_skipped,
+        answer_constrained=meta.answer_constrained,
+        candidates=[_item(r) for r in meta.candidates],
+        accepted=[_item(r) for r in meta.accepted],
+        rejected=_judged(meta.rejected),
+        context_excluded=_judged(meta.context_excluded),
+        context=[_item(r) for r in meta.context],
+        candidate_count=len(meta.candidates),
+        accepted_count=len(meta.accepted),
+        rejected_count=len(meta.rejected),
+        context_excluded_count=len(meta.context_excluded),
+        searches=[
+            agent_pb2.AgenticSearchTrace(
+                step=s.step,
+                call_id=s.call_id,
+                candidate_count=s.candidate_count,
+                accepted_count=s.accepted_count,
+                succeeded=s.succeeded,
+                error_code=s.error_code,
+                duration=duration(s.seconds),
+            )
+            for s in meta.searches
+        ],
+    )
+    if meta.enabled:
+        msg.retrieval_mode = mode_to_proto(meta.retrieval_mode)
+        msg.applied_mode = _MODES[meta.mode]
+        msg.applied_no_context_behavior = _BEHAVIORS[meta.behavior]
+    if meta.no_context_reason is not None and meta.enabled:
+        msg.no_context_reason = _REASONS[meta.no_context_reason]
+    if meta.reranking is not None:
+        msg.reranking.CopyFrom(reranking_metadata_to_proto(meta.reranking))
+    if meta.budget is not None:
+        b = meta.budget
+        msg.context_budget.CopyFrom(
+            agent_pb2.ContextBudget(
+                maximum_context_tokens=b.maximum_context_tokens,
+                response_token_reserve=b.response_token_reserve,
+                instruction_tokens=b.instruction_tokens,
+                history_tokens=b.history_tokens,
+                query_tokens=b.query_tokens,
+                other_tokens=b.other_tokens,
+                available_tokens=b.available_tokens,
+                used_tokens=b.used_tokens,
+            )
+        )
+    if meta.rewritten_query is not None:
+        msg.rewritten_query = meta.rewritten_query
+    return msg
+
+
+def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
+    u = result.usage
+    return agent_pb2.AgentResult(
+        execution_id=result.execution_id,
+        agent_id=result.agent_id,
+        answer=result.answer,
+        model_provider=result.model_provider,
+        model=result.model,
+        usage=agent_pb2.TokenUsage(
+            prompt_tokens=u.prompt_tokens,
+            completion_tokens=u.completion_tokens,
+            total_tokens=u.total_tokens,
+        ),
+        rag=rag_to_proto(result.rag),
+        citations=[
+            agent_pb2.Citation(
+                source_number=c.source_number, document_id=c.document_id, chunk_id=c.chunk_id
+            )
+            for c in result.citations
+        ],
+        tool_calls=[
+            agent_pb2.ToolCallTrace(
+                step=t.step,
+                call_id=t.call_id,
+                tool_name=t.tool_name,
+                succeeded=t.succeeded,
+                error_code=t.error_code,
+                duration=duration(t.seconds),
+            )
+            for t in result.tool_calls
+        ],
+        duration=duration(result.seconds),
+    )
+
+
+def event_to_proto(event: ExecutionEvent, sequence: int) -> agent_pb2.ExecuteStreamResponse:
+    msg = agent_pb2.ExecuteStreamResponse(
+        type=_EVENTS[event.type],
+        sequence=sequence,
+        execution_id=event.execution_id,
+        text_delta=event.text,
+        error_code=event.error_code,
+        error_message=event.error_message,
+    )
+    if event.rag_search is not None:
+        s = event.rag_search
+        msg.rag_search.CopyFrom(
+            agent_pb2.RagSearchEvent(
+                index_name=s.index_name,
+                retrieval_mode=mode_to_proto(s.retrieval_mode),
+                candidate_budget=s.candidate_budget,
+                candidate_count=s.candidate_count,
+                accepted_count=s.accepted_count,
+                reranking_outcome=(
+                    _OUTCOMES[s.reranking_outcome]
+                    if s.reranking_outcome
+                    else reranker_pb2.RERANK_OUTCOME_UNSPECIFIED
+                ),
+                duration=duration(s.seconds),
+                agentic=s.agentic,
+            )
+        )
+    if event.tool_call is not None:
+        t = event.tool_call
+        msg.tool_call.CopyFrom(
+            agent_pb2.ToolCallEvent(
+                step=t.step,
+                call_id=t.call_id,
+                tool_name=t.tool_name,
+                succeeded=t.succeeded,
+                error_code=t.error_code,
+                duration=duration(t.seconds),
+            )
+        )
+    if event.result is not None:
+        msg.result.CopyFrom(result_to_proto(event.result))
+    return msg
+
+
+def describe_agent(agent: AgentDefinition) -> agent_pb2.AgentDescription:
+    msg = agent_pb2.AgentDescription(
+        id=agent.id,
+        name=agent.name,
+        description=agent.description,
+        model=agent.model_ref,
+        tools=[t.name for t in agent.tools]
+        + (["search_documents"] if agent.rag and agent.rag.agentic else []),
+    )
+    if agent.rag is not None:
+        r = agent.rag
+        msg.rag.CopyFrom(
+            agent_pb2.AgentRagDescription(
+                index_name=r.index_name,
+                retrieval_mode=mode_to_proto(r.retrieval_mode),
+                mode=_MODES[r.mode],
+                no_context_behavior=_BEHAVIORS[r.no_context_behavior],
+                reranking_enabled=r.reranking.enabled,
+                agentic=r.agentic,
+            )
+        )
+    if agent.instructions_visible:
+        msg.instructions = agent.instructions
+    return msg
+
+
+class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
+    def __init__(
+        self, registry: AgentRegistry, runtime: AgentRuntime, limiter: ExecutionLimiter
+    ) -> None:
+        self._registry = registry
+        self._runtime = runtime
+        self._limiter = limiter
+
+    def _validate(self, inp: agent_pb2.ExecutionInput) -> tuple[AgentDefinition, ExecutionInput]:
+        return self._registry.validate(
+            agent_id=inp.agent_id,
+            message=inp.message,
+            history=[(_ROLES.get(t.role), t.content) for t in inp.history],
+            tenant=effective_tenant(inp.tenant, "input.tenant"),
+            conditions=filter_from_proto(inp.filter),
+        )
+
+    async def ListAgents(
+        self, request: agent_pb2.ListAgentsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> agent_pb2.ListAgentsResponse:
+        size = _page_size(request.page_size, 50, "page_size")
+        after = (
+            _decode(request.page_token, "page_token").get("after", "") if request.page_token else ""
+        )
+        if not isinstance(after, str):
+            raise invalid("INVALID_PAGE_TOKEN", "page_token", "page_token is malformed")
+        ids = [i for i in self._registry.ids() if i > after]
+        page = ids[:size]
+        token = _encode({"after": page[-1]}) if len(ids) > size else ""
+        return agent_pb2.ListAgentsResponse(
+            agents=[describe_agent(self._registry.get(i)) for i in page], next_page_token=token
+        )
+
+    async def GetAgent(
+        self, request: agent_pb2.GetAgentRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> agent_pb2.GetAgentResponse:
+        return agent_pb2.GetAgentResponse(
+            agent=describe_agent(self._registry.get(request.agent_id))
+        )
+
+    async def Execute(
+        self, request: agent_pb2.ExecuteRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> agent_pb2.ExecuteResponse:
+        agent, inp = self._validate(request.input)
+        with self._limiter.admit(inp.tenant):
+            async for event in self._runtime.execute(agent, inp):
+                if event.type is EventType.EXECUTION_COMPLETED:
+                    assert event.result is not None
+                    return agent_pb2.ExecuteResponse(result=result_to_proto(event.result))
+                if event.type is EventType.EXECUTION_FAILED:
+                    raise failure_from_event(event)
+        raise GroundwireError(ErrorKind.INTERNAL, "INTERNAL", "execution ended without a result")
+
+    async def ExecuteStream(
+        self, request: agent_pb2.ExecuteStreamRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[agent_pb2.ExecuteStreamResponse]:
+        agent, inp = self._validate(request.input)
+        with self._limiter.admit(inp.tenant):
+            sequence = 0
+            async for event in self._runtime.execute(agent, inp):
+                yield event_to_proto(event, sequence)
+                sequence += 1
+
+
+def failure_from_event(event: ExecutionEvent) -> GroundwireError:
+    """The unary error for a failed execution (same code the stream reports)."""
+    return GroundwireError(
+        event.error_kind or ErrorKind.UNAVAILABLE, event.error_code, event.error_message
+    )

@@ -1,0 +1,79 @@
+"""Authentication in the interceptor and tenant resolution in the servicers.
+
+The interceptor authenticates every non-public call with the API key in the
+`authorization` metadata, checks the method's permission and binds the
+principal in a contextvar; servicers ask `effective_tenant()` which tenant a
+request runs as, so no request field can widen a key's tenant."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from groundwire.domain.auth import KeyRing, Permission, Principal
+
+principal_var: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
+    "principal", default=None
+)
+
+# Method -> permission; None means "any authenticated key".
+_SERVICE_PERMISSIONS: Mapping[str, Permission | None] = {
+    "groundwire.v1.RetrieverService": Permission.RETRIEVE,
+    "groundwire.v1.RerankerService": Permission.RERANK,
+    "groundwire.v1.AgentService": Permission.EXECUTE,
+    "groundwire.v1.IngestionManagerService": Permission.MANAGE,
+}
+_METHOD_PERMISSIONS: Mapping[str, Permission | None] = {
+    "/groundwire.v1.IngestionManagerService/UpsertDocuments": Permission.INGEST,
+    "/groundwire.v1.IngestionManagerService/DeleteDocuments": Permission.INGEST,
+    "/groundwire.v1.IngestionManagerService/ListIndexes": None,
+    "/groundwire.v1.IngestionManagerService/GetIndex": None,
+}
+HEALTH_PREFIX = "/grpc.health.v1.Health/"
+REFLECTION_PREFIXES = ("/grpc.reflection.v1alpha.", "/grpc.reflection.v1.")
+
+
+@dataclass(frozen=True, slots=True)
+class AuthPolicy:
+    """None `keys` disables authentication (only ever set explicitly)."""
+
+    keys: KeyRing | None
+    public_health: bool = True
+    public_reflection: bool = True
+
+    def is_public(self, method: str) -> bool:
+        if method.startswith(HEALTH_PREFIX):
+            return self.public_health
+        if method.startswith(REFLECTION_PREFIXES):
+            return self.public_reflection
+        return False
+
+    def authorize(self, method: str, authorization: str | None) -> Principal | None:
+        """The caller's principal (None when auth is disabled or the method is
+        public); raises UNAUTHENTICATED / PERMISSION_DENIED."""
+        if self.keys is None or self.is_public(method):
+            return None
+        principal = self.keys.authenticate(authorization)
+        permission = _METHOD_PERMISSIONS.get(method, _SERVICE_PERMISSIONS.get(_service(method)))
+        if permission is not None:
+            principal.require(permission)
+        return principal
+
+
+def _service(method: str) -> str:
+    return method.lstrip("/").split("/", 1)[0]
+
+
+def effective_tenant(requested: str, field_path: str) -> str:
+    """The tenant a request runs as (the key's, when keys are enabled)."""
+    principal = principal_var.get()
+    if principal is None:
+        return requested
+    return principal.tenant_for(requested, field_path)
+
+
+def tenant_restriction() -> str | None:
+    """The tenant a caller is confined to, or None when unrestricted (auth off)."""
+    principal = principal_var.get()
+    return None if principal is None else principal.tenant

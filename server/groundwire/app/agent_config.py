@@ -1,0 +1,341 @@
+"""Agent configuration: chat model providers, tools and agents with their RAG
+policy (seed 001 UseRag), and the builders that turn them into runtime objects.
+
+    [models.openai]
+    kind = "openai-compatible"          # OpenAI, vLLM, Ollama, LM Studio
+    base_url = "https://api.openai.com/v1"
+    api_key = { env = "OPENAI_API_KEY" }
+
+    [models.offline]
+    kind = "offline"                    # deterministic extractive model, no network
+
+    [tools.order_status]
+    import_path = "myapp.tools:order_status"
+    timeout_seconds = 5
+
+    [agents.policy-assistant]
+    name = "Policy Assistant"
+    model = "openai/gpt-4o-mini"        # "<models key>/<model name>"
+    instructions = "Answer employee policy questions."
+    tools = ["order_status"]
+
+    [agents.policy-assistant.rag]
+    index = "handbook"
+    mode = "required"                   # open | grounded | required
+    no_context_behavior = "return_not_found"
+    acceptance = { minimum_relevance = 0.75, candidate_count = 20, maximum_accepted_results = 5 }
+    reranking = { enabled = true, reranker = "cohere", maximum_candidates = 5, timeout_seconds = 5 }
+    context_budget = { maximum_context_tokens = 32768, response_token_reserve = 4096 }
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Callable, Mapping
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPolicy
+from groundwire.agents.tools import PythonTool, Tool, load_callable
+from groundwire.app.secrets import ConfigError, SecretRef, _Strict
+from groundwire.domain.rag_policy import (
+    AcceptancePolicy,
+    ContextBudgetPolicy,
+    ExecutionMode,
+    NoContextBehavior,
+    ProviderRule,
+)
+from groundwire.domain.reranking import FailurePolicy
+from groundwire.domain.retrieval import MetadataFilter, RetrievalMode
+from groundwire.domain.scores import ScoreMetric
+from groundwire.providers.chat.base import ChatModel, ChatOptions
+from groundwire.providers.rerankers.base import Reranker
+from groundwire.reranking.stage import StageSettings
+
+ChatModelFactory = Callable[[str], ChatModel]
+
+AGENT_ID = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+MODEL_REF = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,63})/(.{1,256})$")
+BUILTIN_TOOLS = frozenset({"search_documents"})
+
+
+class OfflineModelConfig(_Strict):
+    kind: Literal["offline"]
+
+
+class OpenAIModelConfig(_Strict):
+    kind: Literal["openai-compatible"]
+    base_url: str
+    api_key: SecretRef | None = None
+    timeout_seconds: float = Field(60.0, gt=0, le=600)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://", v):
+            raise ValueError("base_url must start with http:// or https://")
+        return v.rstrip("/")
+
+
+ModelProviderConfig = Annotated[OfflineModelConfig | OpenAIModelConfig, Field(discriminator="kind")]
+
+
+class ToolConfig(_Strict):
+    import_path: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+    description: str | None = None
+    timeout_seconds: float = Field(10.0, gt=0, le=300)
+
+
+class ProviderRuleConfig(_Strict):
+    metric: Literal[
+        "dot_product",
+        "bm25",
+        "text_rank",
+        "reciprocal_rank_fusion",
+        "euclidean_distance",
+        "cosine_distance",
+        "cosine_similarity",
+    ]
+    minimum_raw: float | None = None
+    maximum_raw: float | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> ProviderRuleConfig:
+        if self.minimum_raw is None and self.maximum_raw is None:
+            raise ValueError("a provider rule needs minimum_raw or maximum_raw")
+        return self
+
+
+class AcceptanceConfig(_Strict):
+    candidate_count: int = Field(20, ge=1, le=1000)
+    minimum_relevance: float | None = Field(None, ge=0.0, le=1.0)
+    maximum_accepted_results: int = Field(5, ge=1, le=1000)
+    provider_rules: list[ProviderRuleConfig] = Field(default_factory=list)
+
+
+class AgentRerankingConfig(_Strict):
+    enabled: bool = False
+    reranker: str | None = None
+    maximum_candidates: int = Field(5, ge=1, le=1000)
+    timeout_seconds: float = Field(5.0, gt=0, le=300)
+    failure_policy: Literal["fail", "use_original_order"] = "use_original_order"
+
+
+class ContextBudgetConfig(_Strict):
+    maximum_context_tokens: int = Field(32_768, ge=1, le=10_000_000)
+    response_token_reserve: int = Field(4_096, ge=0, le=10_000_000)
+    maximum_chunks_per_source: int | None = Field(None, ge=1)
+    prefer_source_diversity: bool = False
+
+
+class AgentRagConfig(_Strict):
+    index: str
+    retrieval_mode: Literal["semantic", "lexical", "hybrid"] = "semantic"
+    mode: Literal["open", "grounded", "required"] = "open"
+    no_context_behavior: Literal["answer_normally", "return_not_found", "fail"] = "answer_normally"
+    acceptance: AcceptanceConfig = AcceptanceConfig()
+    reranking: AgentRerankingConfig = AgentRerankingConfig()
+    context_budget: ContextBudgetConfig = ContextBudgetConfig()
+    filter: dict[str, str | list[str]] = Field(default_factory=dict)
+    agentic: bool = False
+    query_rewriting: Literal["none", "history", "model"] = "none"
+    question_template: str | None = None
+
+    @model_validator(mode="after")
+    def _rules(self) -> AgentRagConfig:
+        if self.mode == "required" and self.no_context_behavior == "answer_normally":
+            raise ValueError(
+                "mode 'required' cannot be combined with no_context_behavior 'answer_normally'"
+            )
+        if self.question_template is not None:
+            fields = {f for _, f, _, _ in string.Formatter().parse(self.question_template) if f}
+            if "question" not in fields:
+                raise ValueError("question_template must contain {question}")
+            if fields - {"question", "source_count"}:
+                # {context} is refused on purpose: evidence must stay in its own
+                # untrusted message, never inside the user's question.
+                raise ValueError("question_template may only use {question} and {source_count}")
+        return self
+
+
+class AgentConfig(_Strict):
+    name: str = Field(min_length=1, max_length=128)
+    description: str = ""
+    instructions: str = ""
+    instructions_visible: bool = False
+    model: str
+    tools: list[str] = Field(default_factory=list)
+    max_tool_steps: int = Field(4, ge=0, le=32)
+    max_tokens: int | None = Field(None, ge=1, le=1_000_000)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    timeout_seconds: float = Field(60.0, gt=0, le=600)
+    rag: AgentRagConfig | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        if not MODEL_REF.match(v):
+            raise ValueError("model must look like 'provider/model'")
+        return v
+
+
+class AgentLimitsConfig(_Strict):
+    max_message_chars: int = Field(16_384, ge=1, le=1_000_000)
+    max_history_turns: int = Field(50, ge=0, le=1000)
+    max_concurrent_executions: int = Field(64, ge=1, le=100_000)
+
+
+# -- builders ---------------------------------------------------------------------
+
+
+def build_chat_models(
+    models: dict[str, ModelProviderConfig],
+) -> dict[str, ChatModelFactory]:
+    """One factory per provider: model name -> ChatModel (lazily importing SDKs)."""
+    out: dict[str, ChatModelFactory] = {}
+    for name, cfg in models.items():
+        out[name] = _factory(name, cfg)
+    return out
+
+
+def _factory(name: str, cfg: ModelProviderConfig) -> ChatModelFactory:
+    def make(model: str) -> ChatModel:
+        if isinstance(cfg, OfflineModelConfig):
+            from groundwire.providers.chat.offline import OfflineExtractiveModel
+
+            return OfflineExtractiveModel()
+        from groundwire.providers.chat.openai_chat import OpenAIChatModel
+
+        key = cfg.api_key.resolve() if cfg.api_key is not None else None
+        return OpenAIChatModel(
+            base_url=cfg.base_url, model=model, api_key=key, timeout=cfg.timeout_seconds
+        )
+
+    return make
+
+
+def build_tools(tools: dict[str, ToolConfig]) -> dict[str, Tool]:
+    out: dict[str, Tool] = {}
+    for name, cfg in tools.items():
+        try:
+            func = load_callable(cfg.import_path)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ConfigError(
+                f"tools.{name}.import_path: cannot load ({type(exc).__name__})"
+            ) from None
+        out[name] = PythonTool(
+            name, func, description=cfg.description, timeout_seconds=cfg.timeout_seconds
+        )
+    return out
+
+
+_METRICS = {m.name.lower(): m for m in ScoreMetric}
+
+
+def build_agents(
+    agents: dict[str, AgentConfig],
+    models: dict[str, ChatModelFactory],
+    tools: dict[str, Tool],
+    rerankers: Mapping[str, Reranker],
+    default_reranker: str | None,
+) -> list[AgentDefinition]:
+    out = []
+    for agent_id, cfg in agents.items():
+        match = MODEL_REF.match(cfg.model)
+        assert match is not None
+        provider, model_name = match.group(1), match.group(2)
+        rag = None
+        if cfg.rag is not None:
+            r = cfg.rag
+            reranker = None
+            if r.reranking.enabled:
+                name = r.reranking.reranker or default_reranker
+                reranker = rerankers.get(name) if name else None
+            rag = RagPolicy(
+                index_name=r.index,
+                retrieval_mode=RetrievalMode(r.retrieval_mode.upper()),
+                mode=ExecutionMode(r.mode.upper()),
+                no_context_behavior=NoContextBehavior(r.no_context_behavior.upper()),
+                acceptance=AcceptancePolicy(
+                    r.acceptance.candidate_count,
+                    r.acceptance.minimum_relevance,
+                    r.acceptance.maximum_accepted_results,
+                    tuple(
+                        ProviderRule(_METRICS[p.metric], p.minimum_raw, p.maximum_raw)
+                        for p in r.acceptance.provider_rules
+                    ),
+                ),
+                reranking=RerankingPolicy(
+                    r.reranking.enabled,
+                    reranker,
+                    StageSettings(
+                        r.reranking.maximum_candidates,
+                        r.reranking.timeout_seconds,
+                        FailurePolicy(r.reranking.failure_policy.upper()),
+                    ),
+                ),
+                context_budget=ContextBudgetPolicy(
+                    r.context_budget.maximum_context_tokens,
+                    r.context_budget.response_token_reserve,
+                    r.context_budget.maximum_chunks_per_source,
+                    r.context_budget.prefer_source_diversity,
+                ),
+                filter=MetadataFilter(
+                    {k: frozenset([v] if isinstance(v, str) else v) for k, v in r.filter.items()}
+                ),
+                agentic=r.agentic,
+                query_rewriting=r.query_rewriting,
+                question_template=r.question_template,
+            )
+        out.append(
+            AgentDefinition(
+                id=agent_id,
+                name=cfg.name,
+                instructions=cfg.instructions,
+                model_ref=cfg.model,
+                model=models[provider](model_name),
+                description=cfg.description,
+                instructions_visible=cfg.instructions_visible,
+                tools=tuple(tools[t] for t in cfg.tools if t not in BUILTIN_TOOLS),
+                rag=rag,
+                max_tool_steps=cfg.max_tool_steps,
+                options=ChatOptions(cfg.max_tokens, cfg.temperature, cfg.timeout_seconds),
+            )
+        )
+    return out
+
+
+def check_agent_references(
+    agents: dict[str, AgentConfig],
+    models: dict[str, ModelProviderConfig],
+    tools: dict[str, ToolConfig],
+    indexes: set[str],
+    rerankers: set[str],
+    default_reranker: str | None,
+) -> None:
+    """Raise ValueError naming the key of the first dangling reference."""
+    for agent_id, cfg in agents.items():
+        where = f"agents.{agent_id}"
+        if not re.match(AGENT_ID, agent_id):
+            raise ValueError(f"{where}: agent ids are 1-64 chars of [a-z0-9_-]")
+        match = MODEL_REF.match(cfg.model)
+        if match is None or match.group(1) not in models:
+            raise ValueError(f"{where}.model: no model provider named in {cfg.model!r}")
+        for tool in cfg.tools:
+            if tool in BUILTIN_TOOLS:
+                if cfg.rag is None:
+                    raise ValueError(f"{where}.tools: search_documents needs a rag section")
+            elif tool not in tools:
+                raise ValueError(f"{where}.tools: no tool named {tool!r}")
+        if cfg.rag is not None:
+            if cfg.rag.index not in indexes:
+                raise ValueError(f"{where}.rag.index: no index named {cfg.rag.index!r}")
+            rr = cfg.rag.reranking
+            if rr.enabled:
+                name = rr.reranker or default_reranker
+                if name is None:
+                    raise ValueError(f"{where}.rag.reranking.reranker: no reranker and no default")
+                if name not in rerankers:
+                    raise ValueError(f"{where}.rag.reranking.reranker: no reranker named {name!r}")

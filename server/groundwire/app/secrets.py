@@ -1,0 +1,42 @@
+"""Configuration building blocks shared by every config section: strict models
+and secret references (never inline secret values)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message names every offending key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SecretRef(_Strict):
+    """A secret by reference: exactly one of an environment variable or a file."""
+
+    env: str | None = None
+    file: Path | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> SecretRef:
+        if (self.env is None) == (self.file is None):
+            raise ValueError("a secret reference needs exactly one of 'env' or 'file'")
+        return self
+
+    def resolve(self) -> str | None:
+        """The secret's value, or None when the variable/file is absent. Values are
+        never logged; callers treat None as "not configured"."""
+        if self.env is not None:
+            value = os.environ.get(self.env)
+            return value.strip() if value else None
+        assert self.file is not None
+        try:
+            return self.file.read_text().strip() or None
+        except OSError:
+            return None

@@ -1,0 +1,73 @@
+"""The embedded default as `make run` serves it: the handbook embedded with the
+real local MiniLM model, and the demo-assistant agent (GROUNDED, threshold,
+local reranker, offline extractive model) answering with citations."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+from groundwire_client.v1 import agent_pb2 as ag
+from groundwire_client.v1 import agent_pb2_grpc, retriever_pb2, retriever_pb2_grpc
+
+from groundwire.app.defaults import default_config
+from groundwire.app.wiring import RunningApp, start_app
+from groundwire.domain.rag_policy import NOT_FOUND_ANSWER
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+async def demo(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningApp]:
+    cfg = default_config(data_dir=Path(tmp_path_factory.mktemp("pgdata")))
+    app = await start_app(cfg, "127.0.0.1:0")
+    await app.wait_ready()
+    yield app
+    await app.stop(0)
+
+
+@pytest.fixture(scope="module")
+async def channel(demo: RunningApp) -> AsyncIterator[grpc.aio.Channel]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{demo.port}") as ch:
+        yield ch
+
+
+async def ask(channel: grpc.aio.Channel, question: str) -> ag.AgentResult:
+    stub = agent_pb2_grpc.AgentServiceStub(channel)
+    resp = await stub.Execute(ag.ExecuteRequest(input=ag.ExecutionInput(agent_id="demo-assistant", message=question)), timeout=60)
+    return resp.result
+
+
+@pytest.mark.parametrize(
+    ("question", "document", "words"),
+    [
+        ("How many weeks of parental leave do I get?", "policies/parental-leave.md", ["20 weeks"]),
+        ("How do I recover access to my account?", "policies/account-security.md", ["self-service reset"]),
+        ("How do I fix VPN-E42?", "support/vpn-troubleshooting.md", ["VPN-E42"]),
+    ],
+)
+async def test_demo_assistant_answers_from_the_handbook(channel: grpc.aio.Channel, question: str, document: str, words: list[str]) -> None:
+    r = await ask(channel, question)
+    assert r.rag.context_accepted and not r.rag.model_skipped
+    assert r.citations and r.citations[0].document_id == document
+    for w in words:
+        assert w in r.answer
+    assert r.rag.reranking.ran and r.rag.reranking.answerability == 1  # ANSWERABLE
+    assert all(i.score.relevance >= 0.65 for i in r.rag.accepted)
+
+
+@pytest.mark.parametrize("question", ["What is the capital of France?", "Who won the football world cup in 2010?"])
+async def test_demo_assistant_refuses_off_topic(channel: grpc.aio.Channel, question: str) -> None:
+    r = await ask(channel, question)
+    assert r.answer == NOT_FOUND_ANSWER and r.rag.model_skipped
+    assert r.rag.no_context_reason == ag.NO_CONTEXT_REASON_BELOW_RELEVANCE_THRESHOLD
+
+
+@pytest.mark.parametrize("mode", [1, 2, 3])
+async def test_demo_retrieval_all_modes_with_minilm(channel: grpc.aio.Channel, mode: int) -> None:
+    stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
+    q = retriever_pb2.RagQuery(index_name="demo", text="weeks of parental leave for the primary caregiver", mode=mode, top_k=3)
+    resp = await stub.Retrieve(retriever_pb2.RetrieveRequest(query=q), timeout=30)
+    assert resp.results[0].document_id == "policies/parental-leave.md"
