@@ -10,7 +10,7 @@ ADDRESS ?= 127.0.0.1:50051
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup run test test-fast gen gen-check lint fmt bench clean breaking
+.PHONY: setup run test test-fast gen gen-check lint fmt bench clean breaking smoke-clients
 
 setup: $(STAMP)
 
@@ -25,6 +25,7 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 
 gen: setup
 	$(PY) scripts/gen_python.py
+	scripts/gen_clients.sh
 	$(BIN)/buf lint
 
 # CI: regenerating must reproduce the committed stubs exactly.
@@ -60,5 +61,9 @@ test-fast: setup
 bench: setup
 	$(PY) bench/run_all.py
 
+smoke-clients: setup
+	scripts/smoke_clients.sh
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .tools \
+	  clients/typescript/node_modules clients/typescript/dist clients/java/target
