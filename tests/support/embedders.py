@@ -24,6 +24,7 @@ class ControlledEmbedder:
         self.delay = delay
         self.fail_at = fail_at
         self.batches = 0
+        self.cancelled = 0
 
     @property
     def info(self) -> EmbeddingInfo:
@@ -36,7 +37,11 @@ class ControlledEmbedder:
     async def embed(self, texts: Sequence[str], task: EmbeddingTask) -> Vectors:
         self.batches += 1
         if self.delay:
-            await asyncio.sleep(self.delay)
+            try:
+                await asyncio.sleep(self.delay)
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
         if self.fail_at is not None and self.batches >= self.fail_at:
             raise provider_failed("stand-in embedding provider failure")
         return self._inner.embed_sync(texts)

@@ -65,6 +65,7 @@ from groundwire.domain.retrieval import (
     Scope,
 )
 from groundwire.domain.text import estimate_tokens
+from groundwire.instruments import EXECUTIONS
 from groundwire.providers.chat.base import (
     ChatMessage,
     ChatResponse,
@@ -140,6 +141,7 @@ class AgentRuntime:
             async for event in self._run(agent, inp, result):
                 yield event
         except GroundwireError as err:
+            EXECUTIONS.add(1, {"agent": agent.id, "outcome": err.reason})
             yield ExecutionEvent(
                 EventType.EXECUTION_FAILED,
                 eid,
@@ -149,6 +151,16 @@ class AgentRuntime:
             )
             return
         result.seconds = time.perf_counter() - started
+        reason = result.rag.no_context_reason
+        EXECUTIONS.add(
+            1,
+            {
+                "agent": agent.id,
+                "outcome": "COMPLETED",
+                "no_context_reason": reason.value if reason else "NONE",
+                "model_skipped": result.rag.model_skipped,
+            },
+        )
         yield ExecutionEvent(EventType.EXECUTION_COMPLETED, eid, result=result)
 
     # -- pipeline -----------------------------------------------------------------

@@ -8,8 +8,8 @@ from typing import Any
 import grpc
 
 from groundwire.agents.definition import AgentDefinition
-from groundwire.agents.limits import ExecutionLimiter
 from groundwire.agents.events import EventType, ExecutionEvent, ExecutionResult, RagMetadata
+from groundwire.agents.limits import ExecutionLimiter
 from groundwire.agents.registry import AgentRegistry
 from groundwire.agents.runtime import AgentRuntime, ExecutionInput
 from groundwire.api.auth import effective_tenant

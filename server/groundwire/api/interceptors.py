@@ -33,6 +33,7 @@ from google.protobuf.message import DecodeError
 from groundwire.api.auth import AuthPolicy, principal_var
 from groundwire.api.errors import STATUS_CODES, to_rpc_status
 from groundwire.domain.errors import ErrorKind, GroundwireError
+from groundwire.instruments import record_rpc
 
 log = logging.getLogger("groundwire.access")
 error_log = logging.getLogger("groundwire.errors")
@@ -211,6 +212,7 @@ async def _abort(
 
 
 def _access(method: str, code: grpc.StatusCode, started: float, rid: str) -> None:
+    record_rpc(method, code, time.perf_counter() - started)
     log.info(
         "rpc",
         extra={

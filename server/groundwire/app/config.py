@@ -66,7 +66,7 @@ class AuthConfig(_Strict):
     def _keys(self) -> AuthConfig:
         if self.mode == "api_keys" and not self.keys:
             raise ValueError(
-                "auth needs at least one key in [[auth.keys]], or mode = \"disabled\" explicitly"
+                'auth needs at least one key in [[auth.keys]], or mode = "disabled" explicitly'
             )
         ids = [k.id for k in self.keys]
         if len(ids) != len(set(ids)):

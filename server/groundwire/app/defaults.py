@@ -41,7 +41,7 @@ def default_config(data_dir: Path | None = None) -> GroundwireConfig:
             "agents": {
                 "demo-assistant": {
                     "name": "Demo Assistant",
-                    "description": "Answers Northwind Labs handbook questions, citing the handbook.",
+                    "description": "Answers handbook questions, citing the handbook.",
                     "instructions": (
                         "You answer questions about the Northwind Labs employee handbook "
                         "for its employees. Be concise and cite your sources."

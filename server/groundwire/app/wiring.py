@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-
-import grpc
 from dataclasses import dataclass
 from typing import cast
+
+import grpc
 
 from groundwire.agents.limits import ExecutionLimiter
 from groundwire.agents.registry import AgentLimits, AgentRegistry
@@ -47,6 +47,7 @@ from groundwire.app.reranker_config import (
     register_reranker_service,
 )
 from groundwire.app.secrets import ConfigError
+from groundwire.app.telemetry import install_metrics
 from groundwire.domain.auth import KeyRing, Permission, StoredKey
 from groundwire.domain.chunking import ChunkPolicy
 from groundwire.domain.errors import GroundwireError
@@ -352,6 +353,8 @@ async def start_app(cfg: GroundwireConfig, address: str | None = None) -> Runnin
     "" (and the index's own `groundwire.index.NAME`) stay NOT_SERVING until every
     ON_STARTUP index has finished its first ingestion; the other indexes serve
     their last published version meanwhile."""
+    if cfg.metrics.enabled:
+        install_metrics(cfg.metrics.address)
     components = await build_components(cfg)
     handle_ref: list[ServerHandle] = []
 

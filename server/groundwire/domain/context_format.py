@@ -22,7 +22,8 @@ PREAMBLE = (
     "Cite sources by their number, like [1]."
 )
 _SOURCE = re.compile(
-    r'<source n="(\d+)" document_id="([^"]*)" chunk_id="([^"]*)" title="([^"]*)">\n(.*?)\n</source>',
+    r'<source n="(\d+)" document_id="([^"]*)" chunk_id="([^"]*)" '
+    r'title="([^"]*)">\n(.*?)\n</source>',
     re.DOTALL,
 )
 

@@ -35,6 +35,7 @@ from groundwire.domain.operations import (
 )
 from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.pipeline import IngestionReport, run_ingestion
+from groundwire.instruments import INGESTIONS
 from groundwire.stores.base import IngestionLock, OperationLog
 
 log = logging.getLogger("groundwire.ingestion")
@@ -276,6 +277,9 @@ class IngestionManager:
                 handle.ready = True
             if self._on_ready is not None:
                 await self._on_ready(handle)
+        INGESTIONS.add(
+            1, {"index": handle.name, "trigger": final.trigger.value, "state": final.state.value}
+        )
         log.info(
             "ingestion ended",
             extra={

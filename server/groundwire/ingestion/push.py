@@ -145,11 +145,13 @@ async def delete_documents(
             raise invalid("FIELD_OUT_OF_RANGE", f"document_ids[{i}]", "invalid document id")
     store = handle.store
     await store.ensure_index(handle.spec)
+    ids = list(dict.fromkeys(document_ids))
+    if tenant is not None:
+        live = await store.live_documents(handle.name)
+        ids = [i for i in ids if i not in live or live[i].tenant == tenant]
     version = await store.begin_version(handle.name)
     try:
-        deleted = await store.stage_deletions(
-            handle.name, version, list(dict.fromkeys(document_ids))
-        )
+        deleted = await store.stage_deletions(handle.name, version, ids)
         state = await store.publish_version(handle.name, version, handle.spec)
     except BaseException:
         await store.discard_version(handle.name, version)

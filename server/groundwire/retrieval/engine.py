@@ -16,7 +16,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from groundwire.domain.errors import failed_precondition, unavailable
+from groundwire.domain.errors import GroundwireError, failed_precondition, unavailable
 from groundwire.domain.fusion import fuse, single_leg
 from groundwire.domain.query import parse_lexical, semantic_text
 from groundwire.domain.retrieval import (
@@ -30,6 +30,7 @@ from groundwire.domain.retrieval import (
     RetrievalRequest,
 )
 from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
+from groundwire.instruments import RETRIEVALS
 from groundwire.providers.embeddings.base import EmbeddingTask, validate_vectors
 
 
@@ -58,6 +59,15 @@ class Retriever:
         self.fusion_defaults = fusion_defaults or FusionSettings()
 
     async def retrieve(self, request: RetrievalRequest) -> RetrievalOutcome:
+        try:
+            outcome = await self._retrieve(request)
+        except GroundwireError as err:
+            RETRIEVALS.add(1, {"mode": request.mode.value, "outcome": err.reason})
+            raise
+        RETRIEVALS.add(1, {"mode": request.mode.value, "outcome": "OK"})
+        return outcome
+
+    async def _retrieve(self, request: RetrievalRequest) -> RetrievalOutcome:
         started = time.perf_counter()
         handle = self._catalog.get(request.index_name)
         if not handle.ready:

@@ -1,0 +1,262 @@
+"""Authentication, tenancy, TLS/mTLS, limits, deadlines and metrics over real gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import urllib.request
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2, status_pb2
+from groundwire_client.v1 import agent_pb2 as ag
+from groundwire_client.v1 import agent_pb2_grpc
+from groundwire_client.v1 import ingestion_pb2 as ing
+from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from groundwire.app.config import parse_config
+from groundwire.app.defaults import HANDBOOK_DIR
+from groundwire.app.wiring import RunningApp, start_app
+from groundwire.domain.auth import hash_key
+from groundwire.providers.chat.base import ChatResponse
+from tests.support.chat import ScriptedModel
+from tests.support.embedders import ControlledEmbedder
+from tests.support.errors import rich_error
+from tests.support.tls import make_pki
+
+pytestmark = pytest.mark.timeout(60)
+
+KEYS = {
+    "acme": "gw_acme-key-0000000000000000000000000000000000000",
+    "globex": "gw_globex-key-000000000000000000000000000000000000",
+    "reader": "gw_reader-key-000000000000000000000000000000000000",
+    "ops": "gw_ops-key-000000000000000000000000000000000000000",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+METRICS_PORT = free_port()
+
+
+def config(**extra: object) -> dict[str, object]:
+    return {
+        "auth": {
+            "keys": [
+                {"id": "acme-app", "hash": hash_key(KEYS["acme"]), "tenant": "acme", "permissions": ["retrieve", "execute", "ingest"]},
+                {"id": "globex-app", "hash": hash_key(KEYS["globex"]), "tenant": "globex", "permissions": ["retrieve", "execute", "ingest"]},
+                {"id": "reader", "hash": hash_key(KEYS["reader"]), "tenant": "acme", "permissions": ["retrieve"]},
+                {"id": "ops", "hash": hash_key(KEYS["ops"]), "permissions": ["manage"]},
+            ]
+        },
+        "metrics": {"enabled": True, "address": f"127.0.0.1:{METRICS_PORT}"},
+        "embedders": {"hash": {"kind": "hashing"}},
+        "models": {"offline": {"kind": "offline"}},
+        "agent_limits": {"max_concurrent_executions": 1},
+        "indexes": {
+            "shared": {
+                "embedder": "hash",
+                "sources": [{"kind": "directory", "path": str(HANDBOOK_DIR), "glob": "**/*.md"}],
+                "ingestion": {"strategy": "on_startup"},
+            }
+        },
+        "agents": {
+            "assistant": {
+                "name": "A",
+                "model": "offline/extractive-v1",
+                "rag": {"index": "shared", "retrieval_mode": "lexical", "mode": "grounded", "no_context_behavior": "return_not_found"},
+            }
+        },
+        **extra,
+    }
+
+
+def md(name: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {KEYS[name]}"),)
+
+
+@pytest.fixture(scope="module")
+async def app() -> AsyncIterator[RunningApp]:
+    running = await start_app(parse_config(config()), "127.0.0.1:0")
+    await running.wait_ready()
+    yield running
+    await running.stop(0)
+
+
+@pytest.fixture(scope="module")
+async def channel(app: RunningApp) -> AsyncIterator[grpc.aio.Channel]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
+        yield ch
+
+
+def rq(text: str, tenant: str = "", index: str = "shared") -> retriever_pb2.RetrieveRequest:
+    return retriever_pb2.RetrieveRequest(
+        query=retriever_pb2.RagQuery(index_name=index, text=text, mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL, tenant=tenant)
+    )
+
+
+async def expect(call: object, code: grpc.StatusCode, reason: str) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await call  # type: ignore[misc]
+    err = rich_error(info.value)
+    assert (err.code, err.reason) == (code, reason)
+    for key in KEYS.values():
+        assert key not in (info.value.details() or "")
+
+
+async def test_missing_malformed_and_unknown_keys_are_unauthenticated(channel) -> None:
+    stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
+    await expect(stub.Retrieve(rq("x")), grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED")
+    await expect(stub.Retrieve(rq("x"), metadata=(("authorization", "Basic abc"),)), grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED")
+    await expect(stub.Retrieve(rq("x"), metadata=(("authorization", "Bearer gw_wrong"),)), grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED")
+
+
+async def test_permissions_are_enforced_per_service(channel) -> None:
+    agents = agent_pb2_grpc.AgentServiceStub(channel)
+    ingestion = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
+    req = ag.ExecuteRequest(input=ag.ExecutionInput(agent_id="assistant", message="hi"))
+    await expect(agents.Execute(req, metadata=md("reader")), grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED")
+    await expect(
+        ingestion.StartIngestion(ing.StartIngestionRequest(index_name="shared"), metadata=md("acme")),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+    )
+    status = await ingestion.GetIndexStatus(ing.GetIndexStatusRequest(index_name="shared"), metadata=md("ops"))
+    assert status.status.published_version >= 1
+    listed = await ingestion.ListIndexes(ing.ListIndexesRequest(), metadata=md("reader"))
+    assert [i.name for i in listed.indexes] == ["shared"]
+
+
+async def test_health_and_reflection_are_public(channel) -> None:
+    health = health_pb2_grpc.HealthStub(channel)
+    assert (await health.Check(health_pb2.HealthCheckRequest())).status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_tenant_cannot_be_widened_and_data_is_isolated(channel) -> None:
+    ret = retriever_pb2_grpc.RetrieverServiceStub(channel)
+    ingestion = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
+    agents = agent_pb2_grpc.AgentServiceStub(channel)
+    await expect(ret.Retrieve(rq("x", tenant="globex"), metadata=md("acme")), grpc.StatusCode.PERMISSION_DENIED, "TENANT_MISMATCH")
+    # Untenanted handbook chunks are invisible to tenant keys.
+    assert list((await ret.Retrieve(rq("POL-HR-014"), metadata=md("acme"))).results) == []
+    up = await ingestion.UpsertDocuments(
+        ing.UpsertDocumentsRequest(index_name="shared", documents=[ing.PushedDocument(document_id="acme/plan", text="ACMESECRET launch plan")]),
+        metadata=md("acme"),
+    )
+    assert up.upserted == 1
+    assert [r.document_id for r in (await ret.Retrieve(rq("ACMESECRET"), metadata=md("acme"))).results] == ["acme/plan"]
+    assert list((await ret.Retrieve(rq("ACMESECRET"), metadata=md("globex"))).results) == []
+    # Another tenant can neither overwrite nor delete it.
+    hijack = await ingestion.UpsertDocuments(
+        ing.UpsertDocumentsRequest(index_name="shared", documents=[ing.PushedDocument(document_id="acme/plan", text="globex text")]),
+        metadata=md("globex"),
+    )
+    assert hijack.upserted == 0 and [f.reason for f in hijack.failures] == ["TENANT_CONFLICT"]
+    deleted = await ingestion.DeleteDocuments(ing.DeleteDocumentsRequest(index_name="shared", document_ids=["acme/plan"]), metadata=md("globex"))
+    assert deleted.deleted == 0
+    assert len((await ret.Retrieve(rq("ACMESECRET"), metadata=md("acme"))).results) == 1
+    # The agent runs as the key's tenant.
+    r = (await agents.Execute(ag.ExecuteRequest(input=ag.ExecutionInput(agent_id="assistant", message="ACMESECRET plan")), metadata=md("globex"))).result
+    assert r.rag.candidate_count == 0 and "ACMESECRET" not in r.answer
+    r = (await agents.Execute(ag.ExecuteRequest(input=ag.ExecutionInput(agent_id="assistant", message="ACMESECRET plan")), metadata=md("acme"))).result
+    assert r.rag.context[0].document_id == "acme/plan"
+
+
+async def test_concurrent_executions_per_tenant_are_limited_with_retry_hint(app: RunningApp, channel) -> None:
+    registry = app.components.agents
+    original = registry.get("assistant")
+    registry.register(replace(original, model=ScriptedModel([ChatResponse("slow " * 20)] * 3, delay=0.05)))
+    agents = agent_pb2_grpc.AgentServiceStub(channel)
+    req = ag.ExecuteRequest(input=ag.ExecutionInput(agent_id="assistant", message="plan"))
+    try:
+        first = asyncio.ensure_future(agents.Execute(req, metadata=md("acme")))
+        await asyncio.sleep(0.2)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await agents.Execute(req, metadata=md("acme"))
+        err = rich_error(info.value)
+        assert (err.code, err.reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_EXECUTIONS")
+        raw = dict(info.value.trailing_metadata())["grpc-status-details-bin"]
+        status = status_pb2.Status.FromString(raw)
+        assert any(d.Is(error_details_pb2.RetryInfo.DESCRIPTOR) for d in status.details)
+        # Another tenant is not blocked by acme's load.
+        other = await agents.Execute(req, metadata=md("globex"))
+        assert other.result.execution_id
+        assert (await first).result.answer
+    finally:
+        registry.register(original)
+
+
+async def test_deadline_propagates_into_the_engine(app: RunningApp, channel) -> None:
+    handle = app.components.catalog.get("shared")
+    original = handle.embedder
+    slow = ControlledEmbedder(delay=5.0)
+    handle.embedder = slow
+    try:
+        stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
+        req = retriever_pb2.RetrieveRequest(query=retriever_pb2.RagQuery(index_name="shared", text="leave"))
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stub.Retrieve(req, metadata=md("acme"), timeout=0.3)
+        assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        for _ in range(40):
+            if slow.cancelled:
+                break
+            await asyncio.sleep(0.05)
+        assert slow.cancelled == 1  # the server stopped waiting for the provider
+    finally:
+        handle.embedder = original
+
+
+async def test_prometheus_metrics_are_low_cardinality_and_content_free(channel) -> None:
+    stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
+    await stub.Retrieve(rq("METRICSCANARY words"), metadata=md("acme"))
+    body = await asyncio.to_thread(
+        lambda: urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5).read().decode()
+    )
+    assert "rpc_server_call_duration_seconds_bucket" in body
+    assert 'rpc_method="Retrieve"' in body and 'rpc_service="groundwire.v1.RetrieverService"' in body
+    assert "groundwire_retrieval_requests" in body
+    assert "METRICSCANARY" not in body and "acme" not in body
+
+
+async def test_tls_and_mutual_tls(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path)
+    plain = config(
+        auth={"mode": "disabled"},
+        metrics={"enabled": False},
+        server={"tls": {"cert_file": str(pki.server_cert), "key_file": str(pki.server_key)}},
+    )
+    mutual = config(
+        auth={"mode": "disabled"},
+        metrics={"enabled": False},
+        server={"tls": {"cert_file": str(pki.server_cert), "key_file": str(pki.server_key), "client_ca_file": str(pki.ca_cert)}},
+    )
+    ca = pki.ca_cert.read_bytes()
+    for cfg, needs_client in ((plain, False), (mutual, True)):
+        app = await start_app(parse_config(cfg), "127.0.0.1:0")
+        try:
+            target = f"localhost:{app.port}"
+            creds = grpc.ssl_channel_credentials(root_certificates=ca)
+            async with grpc.aio.secure_channel(target, creds) as ch:
+                call = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
+                if needs_client:
+                    with pytest.raises(grpc.aio.AioRpcError):
+                        await call
+                else:
+                    await call
+            if needs_client:
+                client = grpc.ssl_channel_credentials(ca, pki.client_key.read_bytes(), pki.client_cert.read_bytes())
+                async with grpc.aio.secure_channel(target, client) as ch:
+                    await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=2)
+        finally:
+            await app.stop(0)
