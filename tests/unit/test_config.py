@@ -106,3 +106,19 @@ def test_auth_must_be_configured_or_disabled_explicitly() -> None:
     assert cfg.auth.keys[0].tenant == "acme"
     with pytest.raises(ConfigError):
         _parse({"auth": {"keys": [{"id": "k", "hash": "plain-secret", "permissions": ["retrieve"]}]}})
+
+
+def test_keys_create_prints_a_loadable_entry(capsys: pytest.CaptureFixture[str]) -> None:
+    import tomllib
+
+    from groundwire.app.cli import main
+    from groundwire.domain.auth import KeyRing, StoredKey, hash_key
+
+    assert main(["keys", "create", "--id", "k1", "--tenant", "acme", "--permissions", "retrieve,ingest"]) == 0
+    out = capsys.readouterr()
+    key = out.err.rsplit(" ", 1)[-1].strip()
+    entry = tomllib.loads(out.out)["auth"]["keys"][0]
+    assert entry["hash"] == hash_key(key) and key not in out.out
+    cfg = _parse({"auth": {"keys": [entry]}})
+    ring = KeyRing([StoredKey("k1", cfg.auth.keys[0].hash, "acme", frozenset())])
+    assert ring.authenticate(f"Bearer {key}").tenant == "acme"

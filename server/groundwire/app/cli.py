@@ -43,7 +43,31 @@ def main(argv: list[str] | None = None) -> int:
     ingest.add_argument("index")
     ingest.add_argument("--address", default="127.0.0.1:50051")
     ingest.add_argument("--api-key-env", help="environment variable holding an API key")
+    keys = sub.add_parser("keys", help="API key utilities")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="print a new API key and its config entry")
+    create.add_argument("--id", required=True, help="display id of the key")
+    create.add_argument("--tenant", default="", help="tenant the key is bound to")
+    create.add_argument(
+        "--permissions",
+        default="retrieve,execute",
+        help="comma-separated: retrieve,rerank,execute,ingest,manage",
+    )
     args = parser.parse_args(argv)
+    if args.command == "keys":
+        from groundwire.domain.auth import Permission, generate_key, hash_key
+
+        perms = [p.strip() for p in args.permissions.split(",") if p.strip()]
+        for p in perms:
+            Permission(p)  # raises ValueError for an unknown permission
+        key = generate_key()
+        print(f"API key (shown once, give it to the client): {key}", file=sys.stderr)
+        print("[[auth.keys]]")
+        print(f'id = "{args.id}"')
+        print(f'hash = "{hash_key(key)}"')
+        print(f'tenant = "{args.tenant}"')
+        print("permissions = [" + ", ".join(f'"{p}"' for p in perms) + "]")
+        return 0
     if args.command == "ingest":
         import os
 
