@@ -23,10 +23,11 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
 
 sys.path.insert(0, str(Path(__file__).parent))
-from synthetic import passages, queries  # noqa: E402
+from synthetic import passages, queries
 
 
 def free_port() -> int:
@@ -88,8 +89,16 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
 """
     )
     port = free_port()
-    server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "groundwire"), "serve", "--config", str(cfg), "--address", f"127.0.0.1:{port}"],
+    # Started once before any load is generated, so the blocking call is harmless.
+    server = subprocess.Popen(  # noqa: ASYNC220
+        [
+            str(Path(sys.executable).parent / "groundwire"),
+            "serve",
+            "--config",
+            str(cfg),
+            "--address",
+            f"127.0.0.1:{port}",
+        ],
         stderr=subprocess.DEVNULL,
     )
     try:
@@ -110,7 +119,10 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
             reqs = [
                 retriever_pb2.RetrieveRequest(
                     query=retriever_pb2.RagQuery(
-                        index_name="bench", text=q, mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL, top_k=10
+                        index_name="bench",
+                        text=q,
+                        mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL,
+                        top_k=10,
                     )
                 )
                 for q in qs
@@ -132,11 +144,17 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
         server.terminate()
         server.wait(20)
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"machine: {os.cpu_count()} cores (client and server share them); chunks={args.chunks}, "
-          f"concurrency={args.concurrency}, {args.seconds:.0f} s per phase; startup+ingest {ingest_s:.1f} s")
+    print(
+        f"machine: {os.cpu_count()} cores (client and server share them); chunks={args.chunks}, "
+        f"concurrency={args.concurrency}, {args.seconds:.0f} s per phase; startup+ingest {ingest_s:.1f} s"
+    )
     print(f"mean results per warm-up query: {hits / 50:.1f}")
-    print(f"Health/Check: {h_qps:8.0f} QPS  p50 {statistics.median(h_lat) * 1e3:.2f} ms  p99 {pct(h_lat, 0.99):.2f} ms")
-    print(f"Retrieve lex: {r_qps:8.0f} QPS  p50 {statistics.median(r_lat) * 1e3:.2f} ms  p99 {pct(r_lat, 0.99):.2f} ms")
+    print(
+        f"Health/Check: {h_qps:8.0f} QPS  p50 {statistics.median(h_lat) * 1e3:.2f} ms  p99 {pct(h_lat, 0.99):.2f} ms"
+    )
+    print(
+        f"Retrieve lex: {r_qps:8.0f} QPS  p50 {statistics.median(r_lat) * 1e3:.2f} ms  p99 {pct(r_lat, 0.99):.2f} ms"
+    )
     print(f"Retrieve/Health QPS: {r_qps / h_qps:.2%}  (target >= 30%)")
 
 

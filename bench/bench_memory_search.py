@@ -16,7 +16,13 @@ import time
 import numpy as np
 
 from groundwire.domain.retrieval import Scope
-from groundwire.stores.base import ChunkRecord, DistanceMetric, DocumentRecord, IndexSpec, StagedDocument
+from groundwire.stores.base import (
+    ChunkRecord,
+    DistanceMetric,
+    DocumentRecord,
+    IndexSpec,
+    StagedDocument,
+)
 from groundwire.stores.memory import MemoryStore
 
 DIM = 384
@@ -76,11 +82,15 @@ async def main() -> None:
     def ms(xs: list[float]) -> str:
         return f"p50 {statistics.median(xs) * 1e3:.2f} ms, mean {statistics.fmean(xs) * 1e3:.2f} ms"
 
-    print(f"machine: {os.cpu_count()} cores, numpy {np.__version__}; rows={args.rows} dim={DIM} k={args.k}")
+    print(
+        f"machine: {os.cpu_count()} cores, numpy {np.__version__}; rows={args.rows} dim={DIM} k={args.k}"
+    )
     print(f"load (stage+publish): {load:.2f} s")
     print(f"bare numpy matvec+argpartition: {ms(bare_t)}")
     print(f"MemoryStore.search_vector:      {ms(store_t)}")
-    print(f"ratio store/bare (p50): {statistics.median(store_t) / statistics.median(bare_t):.2f}x  (target <= 1.3x)")
+    print(
+        f"ratio store/bare (p50): {statistics.median(store_t) / statistics.median(bare_t):.2f}x  (target <= 1.3x)"
+    )
     print(f"top-{args.k} agreement with bare: {agree / (len(queries) * args.k):.4f}")
 
 

@@ -8,7 +8,24 @@ from __future__ import annotations
 
 import random
 
-SYLLABLES = ["ka", "lo", "mi", "ne", "ro", "ta", "vi", "su", "pe", "da", "go", "ri", "ze", "bo", "fa", "hu"]
+SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "ne",
+    "ro",
+    "ta",
+    "vi",
+    "su",
+    "pe",
+    "da",
+    "go",
+    "ri",
+    "ze",
+    "bo",
+    "fa",
+    "hu",
+]
 
 
 def vocabulary(size: int = 20_000, seed: int = 1) -> list[str]:

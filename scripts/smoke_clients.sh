@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Start ONE groundwire server and run the Python, TypeScript, Go and Java smoke
-# tests against it; print one pass/fail line per language and a final
+# tests against it (Health/Check, a lexical Retrieve, a rich NOT_FOUND error and
+# one AgentService.ExecuteStream consumed to its terminal event, with the
+# offline extractive model); print one pass/fail line per language and a final
 # "N passed, M failed" line; stop the server; exit non-zero on any failure.
 #
 #   scripts/smoke_clients.sh                  all four languages
@@ -54,7 +56,9 @@ PORT="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); pr
 ADDR="127.0.0.1:$PORT"
 if [[ "${SMOKE_CONFIG:-}" == "default" ]]; then
   CONFIG_ARGS=()
+  AGENT=demo-assistant
 else
+  AGENT=smoke-assistant
   HANDBOOK="$("$PY" -c 'from groundwire.app.defaults import HANDBOOK_DIR; print(HANDBOOK_DIR)')"
   cat >"$WORK/groundwire.toml" <<TOML
 [server]
@@ -71,6 +75,23 @@ kind = "hashing"
 embedder = "hash"
 sources = [{ kind = "directory", path = "$HANDBOOK", glob = "**/*.md" }]
 ingestion = { strategy = "on_startup" }
+
+# The offline extractive model: answers (with [n] citations) from the evidence,
+# no network. The agent retrieves lexically: the hashing embedder is fast but
+# carries no meaning, so semantic relevance would not reflect the question.
+[models.offline]
+kind = "offline"
+
+[agents.smoke-assistant]
+name = "Smoke Assistant"
+description = "Answers handbook questions for the client smoke tests."
+model = "offline/extractive-v1"
+
+[agents.smoke-assistant.rag]
+index = "demo"
+retrieval_mode = "lexical"
+mode = "grounded"
+no_context_behavior = "return_not_found"
 TOML
   CONFIG_ARGS=(--config "$WORK/groundwire.toml")
 fi
@@ -102,6 +123,8 @@ sys.exit("timed out")
 PYEOF
 echo "smoke: server SERVING at $ADDR (pid $SERVER_PID)"
 export GROUNDWIRE_ADDR="$ADDR"
+# The agent every language's ExecuteStream smoke asks (one configured above).
+export GROUNDWIRE_AGENT="$AGENT"
 
 # ---- languages -----------------------------------------------------------------
 need() { command -v "$1" >/dev/null 2>&1 || { echo "$1 is not installed"; return 1; }; }

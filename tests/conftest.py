@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
-from groundwire_client.v1 import retriever_pb2_grpc
 
 from groundwire.app.config import GroundwireConfig, parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
 from groundwire.app.wiring import RunningApp, start_app
+from groundwire_client.v1 import retriever_pb2_grpc
 
 
 def handbook_config(**overrides: object) -> GroundwireConfig:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from groundwire_client.v1 import agent_pb2 as ag
-from groundwire_client.v1 import agent_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 
 from groundwire.app.defaults import default_config
 from groundwire.app.wiring import RunningApp, start_app
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER
+from groundwire_client.v1 import agent_pb2 as ag
+from groundwire_client.v1 import agent_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
@@ -36,7 +36,10 @@ async def channel(demo: RunningApp) -> AsyncIterator[grpc.aio.Channel]:
 
 async def ask(channel: grpc.aio.Channel, question: str) -> ag.AgentResult:
     stub = agent_pb2_grpc.AgentServiceStub(channel)
-    resp = await stub.Execute(ag.ExecuteRequest(input=ag.ExecutionInput(agent_id="demo-assistant", message=question)), timeout=60)
+    resp = await stub.Execute(
+        ag.ExecuteRequest(input=ag.ExecutionInput(agent_id="demo-assistant", message=question)),
+        timeout=60,
+    )
     return resp.result
 
 
@@ -44,11 +47,17 @@ async def ask(channel: grpc.aio.Channel, question: str) -> ag.AgentResult:
     ("question", "document", "words"),
     [
         ("How many weeks of parental leave do I get?", "policies/parental-leave.md", ["20 weeks"]),
-        ("How do I recover access to my account?", "policies/account-security.md", ["self-service reset"]),
+        (
+            "How do I recover access to my account?",
+            "policies/account-security.md",
+            ["self-service reset"],
+        ),
         ("How do I fix VPN-E42?", "support/vpn-troubleshooting.md", ["VPN-E42"]),
     ],
 )
-async def test_demo_assistant_answers_from_the_handbook(channel: grpc.aio.Channel, question: str, document: str, words: list[str]) -> None:
+async def test_demo_assistant_answers_from_the_handbook(
+    channel: grpc.aio.Channel, question: str, document: str, words: list[str]
+) -> None:
     r = await ask(channel, question)
     assert r.rag.context_accepted and not r.rag.model_skipped
     assert r.citations and r.citations[0].document_id == document
@@ -58,7 +67,9 @@ async def test_demo_assistant_answers_from_the_handbook(channel: grpc.aio.Channe
     assert all(i.score.relevance >= 0.65 for i in r.rag.accepted)
 
 
-@pytest.mark.parametrize("question", ["What is the capital of France?", "Who won the football world cup in 2010?"])
+@pytest.mark.parametrize(
+    "question", ["What is the capital of France?", "Who won the football world cup in 2010?"]
+)
 async def test_demo_assistant_refuses_off_topic(channel: grpc.aio.Channel, question: str) -> None:
     r = await ask(channel, question)
     assert r.answer == NOT_FOUND_ANSWER and r.rag.model_skipped
@@ -68,6 +79,11 @@ async def test_demo_assistant_refuses_off_topic(channel: grpc.aio.Channel, quest
 @pytest.mark.parametrize("mode", [1, 2, 3])
 async def test_demo_retrieval_all_modes_with_minilm(channel: grpc.aio.Channel, mode: int) -> None:
     stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
-    q = retriever_pb2.RagQuery(index_name="demo", text="weeks of parental leave for the primary caregiver", mode=mode, top_k=3)
+    q = retriever_pb2.RagQuery(
+        index_name="demo",
+        text="weeks of parental leave for the primary caregiver",
+        mode=mode,
+        top_k=3,
+    )
     resp = await stub.Retrieve(retriever_pb2.RetrieveRequest(query=q), timeout=30)
     assert resp.results[0].document_id == "policies/parental-leave.md"

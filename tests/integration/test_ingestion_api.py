@@ -11,12 +11,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from groundwire_client.v1 import ingestion_pb2 as ing
-from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from groundwire.app.config import parse_config
 from groundwire.app.wiring import RunningApp, start_app
+from groundwire_client.v1 import ingestion_pb2 as ing
+from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 from tests.support.embedders import ControlledEmbedder
 from tests.support.errors import rich_error
 
@@ -26,7 +26,9 @@ pytestmark = pytest.mark.timeout(60)
 def write_corpus(root: Path, count: int = 30) -> None:
     root.mkdir(parents=True, exist_ok=True)
     for i in range(count):
-        (root / f"doc{i:03d}.md").write_text(f"# Doc {i}\n\nUnique token DOCTOKEN{i:03d} and shared words.\n")
+        (root / f"doc{i:03d}.md").write_text(
+            f"# Doc {i}\n\nUnique token DOCTOKEN{i:03d} and shared words.\n"
+        )
 
 
 class Harness:
@@ -42,11 +44,15 @@ class Harness:
         handle.embedder = self.embedder
 
     async def start(self, index: str = "docs") -> ing.Operation:
-        return (await self.ing.StartIngestion(ing.StartIngestionRequest(index_name=index))).operation
+        return (
+            await self.ing.StartIngestion(ing.StartIngestionRequest(index_name=index))
+        ).operation
 
     async def watch(self, op_id: str) -> list[ing.Operation]:
         out = []
-        async for msg in self.ing.WatchIngestion(ing.WatchIngestionRequest(operation_id=op_id), timeout=30):
+        async for msg in self.ing.WatchIngestion(
+            ing.WatchIngestionRequest(operation_id=op_id), timeout=30
+        ):
             out.append(msg.operation)
         return out
 
@@ -57,7 +63,12 @@ class Harness:
     async def lexical(self, text: str) -> list[str]:
         resp = await self.ret.Retrieve(
             retriever_pb2.RetrieveRequest(
-                query=retriever_pb2.RagQuery(index_name="docs", text=text, mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL, top_k=50)
+                query=retriever_pb2.RagQuery(
+                    index_name="docs",
+                    text=text,
+                    mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL,
+                    top_k=50,
+                )
             )
         )
         return [r.document_id for r in resp.results]
@@ -97,7 +108,9 @@ async def test_list_and_describe_indexes_without_paths(h: Harness) -> None:
     resp = await h.ing.ListIndexes(ing.ListIndexesRequest(page_size=1))
     assert [i.name for i in resp.indexes] == ["docs"]
     assert resp.next_page_token
-    page2 = await h.ing.ListIndexes(ing.ListIndexesRequest(page_size=1, page_token=resp.next_page_token))
+    page2 = await h.ing.ListIndexes(
+        ing.ListIndexesRequest(page_size=1, page_token=resp.next_page_token)
+    )
     assert [i.name for i in page2.indexes] == ["other"] and not page2.next_page_token
     desc = (await h.ing.GetIndex(ing.GetIndexRequest(index_name="docs"))).index
     assert desc.embedding.provider == "hashing" and desc.embedding.dimensions == 256
@@ -118,16 +131,24 @@ async def test_start_watch_and_incremental_reingest(h: Harness) -> None:
     final = seen[-1]
     assert final.state == ing.OPERATION_STATE_SUCCEEDED
     assert [s.state for s in seen[:-1]] == [ing.OPERATION_STATE_RUNNING] * (len(seen) - 1)
-    assert final.counts.discovered == 30 and final.counts.ingested == 30 and final.counts.chunks_written == 30
+    assert (
+        final.counts.discovered == 30
+        and final.counts.ingested == 30
+        and final.counts.chunks_written == 30
+    )
     assert final.phase == ing.OPERATION_PHASE_DONE and final.HasField("end_time")
     status = await h.status()
     assert status.published_version == final.version and status.document_count == 30
     assert status.last_operation.id == op.id and not status.HasField("running_operation")
-    assert await h.lexical('\"DOCTOKEN007\"') == ["doc007.md"]
+    assert await h.lexical('"DOCTOKEN007"') == ["doc007.md"]
     # Unchanged corpus: nothing re-embedded.
     batches = h.embedder.batches
     again = await h.run()
-    assert again.counts.unchanged == 30 and again.counts.ingested == 0 and h.embedder.batches == batches
+    assert (
+        again.counts.unchanged == 30
+        and again.counts.ingested == 0
+        and h.embedder.batches == batches
+    )
     # One changed, one removed, one added.
     (h.docs / "doc001.md").write_text("# Doc 1\n\nRewritten with NEWTOKEN.\n")
     (h.docs / "doc002.md").unlink()
@@ -136,7 +157,7 @@ async def test_start_watch_and_incremental_reingest(h: Harness) -> None:
     c = third.counts
     assert (c.ingested, c.unchanged, c.deleted) == (2, 28, 1)
     assert await h.lexical("NEWTOKEN") == ["doc001.md"]
-    assert await h.lexical('\"DOCTOKEN002\"') == []
+    assert await h.lexical('"DOCTOKEN002"') == []
 
 
 async def test_second_start_conflicts_and_cancel_keeps_published_version(h: Harness) -> None:
@@ -149,20 +170,25 @@ async def test_second_start_conflicts_and_cancel_keeps_published_version(h: Harn
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await h.start()
     err = rich_error(info.value)
-    assert err.code == grpc.StatusCode.FAILED_PRECONDITION and err.reason == "INGESTION_ALREADY_RUNNING"
+    assert (
+        err.code == grpc.StatusCode.FAILED_PRECONDITION
+        and err.reason == "INGESTION_ALREADY_RUNNING"
+    )
     md = dict(info.value.trailing_metadata() or ())
     assert op.id.encode() in md["grpc-status-details-bin"]
     status = await h.status()
     assert status.running_operation.id == op.id
     await asyncio.sleep(0.4)
     t0 = time.monotonic()
-    cancelled = (await h.ing.CancelIngestion(ing.CancelIngestionRequest(index_name="docs"))).operation
+    cancelled = (
+        await h.ing.CancelIngestion(ing.CancelIngestionRequest(index_name="docs"))
+    ).operation
     assert time.monotonic() - t0 < 1.0
     assert cancelled.state == ing.OPERATION_STATE_CANCELLED
     status = await h.status()
     assert status.published_version == first.version
     assert await h.lexical("CANCELTOKEN") == []
-    assert await h.lexical('\"DOCTOKEN005\"') == ["doc005.md"]
+    assert await h.lexical('"DOCTOKEN005"') == ["doc005.md"]
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await h.ing.CancelIngestion(ing.CancelIngestionRequest(index_name="docs"))
     assert rich_error(info.value).reason == "NO_RUNNING_INGESTION"
@@ -173,11 +199,18 @@ async def test_document_problems_are_recorded_and_run_continues(h: Harness) -> N
     (h.docs / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     (h.docs / "big.txt").write_text("x" * 5000)
     (h.docs / "empty.md").write_text("   \n")
-    (h.docs / "page.html").write_text("<html><title>T</title><body><p>HTMLTOKEN here</p><script>x=1</script></body></html>")
+    (h.docs / "page.html").write_text(
+        "<html><title>T</title><body><p>HTMLTOKEN here</p><script>x=1</script></body></html>"
+    )
     final = await h.run()
     assert final.state == ing.OPERATION_STATE_SUCCEEDED
     reasons = {f.document_id: f.reason for f in final.failures}
-    assert reasons == {"binary.txt": "BINARY", "latin1.txt": "NOT_UTF8", "big.txt": "TOO_LARGE", "empty.md": "EMPTY"}
+    assert reasons == {
+        "binary.txt": "BINARY",
+        "latin1.txt": "NOT_UTF8",
+        "big.txt": "TOO_LARGE",
+        "empty.md": "EMPTY",
+    }
     assert final.counts.failed == 4 and final.counts.ingested == 31
     assert await h.lexical("HTMLTOKEN") == ["page.html"]
 
@@ -192,7 +225,7 @@ async def test_provider_failure_fails_cleanly_and_previous_version_serves(h: Har
     assert final.error_code == "EMBEDDING_PROVIDER_FAILED"
     assert (await h.status()).published_version == first.version
     assert await h.lexical("FAILTOKEN") == []
-    assert len(await h.lexical('\"DOCTOKEN010\"')) == 1
+    assert len(await h.lexical('"DOCTOKEN010"')) == 1
 
 
 async def test_list_operations_paginates_newest_first(h: Harness) -> None:
@@ -204,37 +237,59 @@ async def test_list_operations_paginates_newest_first(h: Harness) -> None:
     )
     assert [o.id for o in page2.operations] == [ids[0]] and not page2.next_page_token
     with pytest.raises(grpc.aio.AioRpcError) as info:
-        await h.ing.ListOperations(ing.ListOperationsRequest(index_name="other", page_token=page1.next_page_token))
+        await h.ing.ListOperations(
+            ing.ListOperationsRequest(index_name="other", page_token=page1.next_page_token)
+        )
     assert rich_error(info.value).reason == "INVALID_PAGE_TOKEN"
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await h.ing.ListOperations(ing.ListOperationsRequest(page_token="%%%"))
     assert rich_error(info.value).reason == "INVALID_PAGE_TOKEN"
-    finished = (await h.ing.WatchIngestion(ing.WatchIngestionRequest(operation_id=ids[0])).read()).operation
+    finished = (
+        await h.ing.WatchIngestion(ing.WatchIngestionRequest(operation_id=ids[0])).read()
+    ).operation
     assert finished.state == ing.OPERATION_STATE_SUCCEEDED
 
 
 async def test_push_upsert_and_delete(h: Harness) -> None:
     await h.run()
     docs = [
-        ing.PushedDocument(document_id="crm/ticket-1", text="Customer PUSHTOKEN asks about refunds.", metadata={"source": "crm"}),
-        ing.PushedDocument(document_id="crm/ticket-2", text="# Title\n\nMarkdown PUSHTOKEN.", format=ing.DOCUMENT_FORMAT_MARKDOWN),
+        ing.PushedDocument(
+            document_id="crm/ticket-1",
+            text="Customer PUSHTOKEN asks about refunds.",
+            metadata={"source": "crm"},
+        ),
+        ing.PushedDocument(
+            document_id="crm/ticket-2",
+            text="# Title\n\nMarkdown PUSHTOKEN.",
+            format=ing.DOCUMENT_FORMAT_MARKDOWN,
+        ),
         ing.PushedDocument(document_id="crm/bad", text="   "),
     ]
-    resp = await h.ing.UpsertDocuments(ing.UpsertDocumentsRequest(index_name="docs", documents=docs))
+    resp = await h.ing.UpsertDocuments(
+        ing.UpsertDocumentsRequest(index_name="docs", documents=docs)
+    )
     assert (resp.upserted, resp.unchanged) == (2, 0)
     assert [(f.document_id, f.reason) for f in resp.failures] == [("crm/bad", "EMPTY")]
     assert sorted(await h.lexical("PUSHTOKEN")) == ["crm/ticket-1", "crm/ticket-2"]
-    again = await h.ing.UpsertDocuments(ing.UpsertDocumentsRequest(index_name="docs", documents=docs[:2]))
+    again = await h.ing.UpsertDocuments(
+        ing.UpsertDocumentsRequest(index_name="docs", documents=docs[:2])
+    )
     assert (again.upserted, again.unchanged) == (0, 2)
     # A source re-scan never deletes pushed documents.
     rescan = await h.run()
     assert rescan.counts.deleted == 0
     assert len(await h.lexical("PUSHTOKEN")) == 2
-    deleted = await h.ing.DeleteDocuments(ing.DeleteDocumentsRequest(index_name="docs", document_ids=["crm/ticket-1", "nope"]))
+    deleted = await h.ing.DeleteDocuments(
+        ing.DeleteDocumentsRequest(index_name="docs", document_ids=["crm/ticket-1", "nope"])
+    )
     assert deleted.deleted == 1
     assert await h.lexical("PUSHTOKEN") == ["crm/ticket-2"]
     tenant = await h.ing.UpsertDocuments(
-        ing.UpsertDocumentsRequest(index_name="docs", tenant="acme", documents=[ing.PushedDocument(document_id="t1", text="TENANTTOKEN")])
+        ing.UpsertDocumentsRequest(
+            index_name="docs",
+            tenant="acme",
+            documents=[ing.PushedDocument(document_id="t1", text="TENANTTOKEN")],
+        )
     )
     assert tenant.upserted == 1
     assert await h.lexical("TENANTTOKEN") == []
@@ -245,29 +300,44 @@ async def test_push_upsert_and_delete(h: Harness) -> None:
     [
         (ing.UpsertDocumentsRequest(index_name="docs"), "FIELD_OUT_OF_RANGE", "documents"),
         (
-            ing.UpsertDocumentsRequest(index_name="docs", documents=[ing.PushedDocument(document_id="", text="x")]),
+            ing.UpsertDocumentsRequest(
+                index_name="docs", documents=[ing.PushedDocument(document_id="", text="x")]
+            ),
             "FIELD_OUT_OF_RANGE",
             "documents[0].document_id",
         ),
         (
             ing.UpsertDocumentsRequest(
-                index_name="docs", documents=[ing.PushedDocument(document_id="a", text="x"), ing.PushedDocument(document_id="a", text="y")]
+                index_name="docs",
+                documents=[
+                    ing.PushedDocument(document_id="a", text="x"),
+                    ing.PushedDocument(document_id="a", text="y"),
+                ],
             ),
             "FIELD_OUT_OF_RANGE",
             "documents[1].document_id",
         ),
         (
-            ing.UpsertDocumentsRequest(index_name="docs", documents=[ing.PushedDocument(document_id="a", text="x", format=9)]),
+            ing.UpsertDocumentsRequest(
+                index_name="docs",
+                documents=[ing.PushedDocument(document_id="a", text="x", format=9)],
+            ),
             "UNKNOWN_ENUM_VALUE",
             "documents[0].format",
         ),
     ],
 )
-async def test_push_bad_input(h: Harness, request_: ing.UpsertDocumentsRequest, reason: str, field: str) -> None:
+async def test_push_bad_input(
+    h: Harness, request_: ing.UpsertDocumentsRequest, reason: str, field: str
+) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await h.ing.UpsertDocuments(request_)
     err = rich_error(info.value)
-    assert err.code == grpc.StatusCode.INVALID_ARGUMENT and err.reason == reason and err.fields == [field]
+    assert (
+        err.code == grpc.StatusCode.INVALID_ARGUMENT
+        and err.reason == reason
+        and err.fields == [field]
+    )
 
 
 async def test_unknown_index_and_operation(h: Harness) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from groundwire_client import GroundwireClient, GroundwireError
 
 from groundwire.app.wiring import RunningApp
+from groundwire_client import GroundwireClient, GroundwireError
 
 
 async def test_client_retrieve_and_health(app: RunningApp) -> None:

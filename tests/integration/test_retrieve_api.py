@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from groundwire_client.v1 import common_pb2, retriever_pb2, retriever_pb2_grpc
 
+from groundwire_client.v1 import common_pb2, retriever_pb2, retriever_pb2_grpc
 from tests.support.errors import rich_error
 
 Q = retriever_pb2.RagQuery
@@ -15,7 +15,9 @@ LEXICAL = retriever_pb2.RETRIEVAL_MODE_LEXICAL
 HYBRID = retriever_pb2.RETRIEVAL_MODE_HYBRID
 
 
-async def call(stub: retriever_pb2_grpc.RetrieverServiceStub, **fields: object) -> retriever_pb2.RetrieveResponse:
+async def call(
+    stub: retriever_pb2_grpc.RetrieverServiceStub, **fields: object
+) -> retriever_pb2.RetrieveResponse:
     fields.setdefault("index_name", "demo")
     return await stub.Retrieve(retriever_pb2.RetrieveRequest(query=Q(**fields)), timeout=10)
 
@@ -74,10 +76,17 @@ async def test_hybrid_rrf_with_leg_provenance(retriever) -> None:
 
 
 async def test_hybrid_weights_and_k_per_query(retriever) -> None:
-    fusion = retriever_pb2.FusionOptions(rrf_k=10, semantic_weight=0.0, lexical_weight=2.0, leg_depth=20)
+    fusion = retriever_pb2.FusionOptions(
+        rrf_k=10, semantic_weight=0.0, lexical_weight=2.0, leg_depth=20
+    )
     resp = await call(retriever, text="POL-HR-014", mode=HYBRID, top_k=5, fusion=fusion)
     d = resp.diagnostics
-    assert (d.applied_rrf_k, d.applied_semantic_weight, d.applied_lexical_weight, d.applied_leg_depth) == (10, 0.0, 2.0, 20)
+    assert (
+        d.applied_rrf_k,
+        d.applied_semantic_weight,
+        d.applied_lexical_weight,
+        d.applied_leg_depth,
+    ) == (10, 0.0, 2.0, 20)
     lexical = await call(retriever, text="POL-HR-014", mode=LEXICAL, top_k=5)
     # With the semantic weight at 0, hybrid order is the lexical order.
     assert [r.chunk_id for r in resp.results][:3] == [r.chunk_id for r in lexical.results][:3]
@@ -103,7 +112,9 @@ async def test_tenant_scope_hides_untenanted_documents(retriever) -> None:
 
 
 async def test_metadata_filter_applies(retriever) -> None:
-    flt = common_pb2.MetadataFilter(conditions=[common_pb2.MetadataCondition(key="missing", equals="x")])
+    flt = common_pb2.MetadataFilter(
+        conditions=[common_pb2.MetadataCondition(key="missing", equals="x")]
+    )
     resp = await call(retriever, text="POL-HR-014", mode=LEXICAL, filter=flt)
     assert list(resp.results) == []
 
@@ -114,19 +125,52 @@ BAD_INPUT = [
     ({"text": "x" * 5000}, grpc.StatusCode.INVALID_ARGUMENT, "FIELD_TOO_LONG", "query.text"),
     ({"text": 'a "phrase'}, grpc.StatusCode.INVALID_ARGUMENT, "UNTERMINATED_PHRASE", "query.text"),
     ({"text": "q", "index_name": "nope"}, grpc.StatusCode.NOT_FOUND, "INDEX_NOT_FOUND", None),
-    ({"text": "q", "index_name": ""}, grpc.StatusCode.INVALID_ARGUMENT, "FIELD_REQUIRED", "query.index_name"),
-    ({"text": "q", "top_k": 0}, grpc.StatusCode.INVALID_ARGUMENT, "FIELD_OUT_OF_RANGE", "query.top_k"),
-    ({"text": "q", "top_k": -3}, grpc.StatusCode.INVALID_ARGUMENT, "FIELD_OUT_OF_RANGE", "query.top_k"),
-    ({"text": "q", "top_k": 101}, grpc.StatusCode.INVALID_ARGUMENT, "FIELD_OUT_OF_RANGE", "query.top_k"),
-    ({"text": "q", "mode": 42}, grpc.StatusCode.INVALID_ARGUMENT, "UNKNOWN_ENUM_VALUE", "query.mode"),
     (
-        {"text": "q", "filter": common_pb2.MetadataFilter(conditions=[common_pb2.MetadataCondition(key="k")])},
+        {"text": "q", "index_name": ""},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "FIELD_REQUIRED",
+        "query.index_name",
+    ),
+    (
+        {"text": "q", "top_k": 0},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "FIELD_OUT_OF_RANGE",
+        "query.top_k",
+    ),
+    (
+        {"text": "q", "top_k": -3},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "FIELD_OUT_OF_RANGE",
+        "query.top_k",
+    ),
+    (
+        {"text": "q", "top_k": 101},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "FIELD_OUT_OF_RANGE",
+        "query.top_k",
+    ),
+    (
+        {"text": "q", "mode": 42},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "UNKNOWN_ENUM_VALUE",
+        "query.mode",
+    ),
+    (
+        {
+            "text": "q",
+            "filter": common_pb2.MetadataFilter(conditions=[common_pb2.MetadataCondition(key="k")]),
+        },
         grpc.StatusCode.INVALID_ARGUMENT,
         "INVALID_FILTER",
         "query.filter.conditions[0]",
     ),
     (
-        {"text": "q", "filter": common_pb2.MetadataFilter(conditions=[common_pb2.MetadataCondition(key="bad key!", equals="v")])},
+        {
+            "text": "q",
+            "filter": common_pb2.MetadataFilter(
+                conditions=[common_pb2.MetadataCondition(key="bad key!", equals="v")]
+            ),
+        },
         grpc.StatusCode.INVALID_ARGUMENT,
         "INVALID_FILTER",
         "query.filter.conditions[0].key",
@@ -146,7 +190,11 @@ BAD_INPUT = [
         "query.filter.conditions[1].key",
     ),
     (
-        {"text": "q", "mode": HYBRID, "fusion": retriever_pb2.FusionOptions(semantic_weight=float("nan"))},
+        {
+            "text": "q",
+            "mode": HYBRID,
+            "fusion": retriever_pb2.FusionOptions(semantic_weight=float("nan")),
+        },
         grpc.StatusCode.INVALID_ARGUMENT,
         "FIELD_OUT_OF_RANGE",
         "query.fusion.semantic_weight",
@@ -172,8 +220,14 @@ BAD_INPUT = [
 ]
 
 
-@pytest.mark.parametrize(("fields", "code", "reason", "field"), BAD_INPUT, ids=[b[2] + str(i) for i, b in enumerate(BAD_INPUT)])
-async def test_bad_input(retriever, fields: dict[str, object], code: grpc.StatusCode, reason: str, field: str | None) -> None:
+@pytest.mark.parametrize(
+    ("fields", "code", "reason", "field"),
+    BAD_INPUT,
+    ids=[b[2] + str(i) for i, b in enumerate(BAD_INPUT)],
+)
+async def test_bad_input(
+    retriever, fields: dict[str, object], code: grpc.StatusCode, reason: str, field: str | None
+) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await call(retriever, **fields)
     err = rich_error(info.value)

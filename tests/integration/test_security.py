@@ -12,10 +12,6 @@ from pathlib import Path
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
-from groundwire_client.v1 import agent_pb2 as ag
-from groundwire_client.v1 import agent_pb2_grpc
-from groundwire_client.v1 import ingestion_pb2 as ing
-from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from groundwire.app.config import parse_config
@@ -23,6 +19,14 @@ from groundwire.app.defaults import HANDBOOK_DIR
 from groundwire.app.wiring import RunningApp, start_app
 from groundwire.domain.auth import hash_key
 from groundwire.providers.chat.base import ChatResponse
+from groundwire_client.v1 import agent_pb2 as ag
+from groundwire_client.v1 import (
+    agent_pb2_grpc,
+    ingestion_pb2_grpc,
+    retriever_pb2,
+    retriever_pb2_grpc,
+)
+from groundwire_client.v1 import ingestion_pb2 as ing
 from tests.support.chat import ScriptedModel
 from tests.support.embedders import ControlledEmbedder
 from tests.support.errors import rich_error
@@ -51,9 +55,24 @@ def config(**extra: object) -> dict[str, object]:
     return {
         "auth": {
             "keys": [
-                {"id": "acme-app", "hash": hash_key(KEYS["acme"]), "tenant": "acme", "permissions": ["retrieve", "execute", "ingest"]},
-                {"id": "globex-app", "hash": hash_key(KEYS["globex"]), "tenant": "globex", "permissions": ["retrieve", "execute", "ingest"]},
-                {"id": "reader", "hash": hash_key(KEYS["reader"]), "tenant": "acme", "permissions": ["retrieve"]},
+                {
+                    "id": "acme-app",
+                    "hash": hash_key(KEYS["acme"]),
+                    "tenant": "acme",
+                    "permissions": ["retrieve", "execute", "ingest"],
+                },
+                {
+                    "id": "globex-app",
+                    "hash": hash_key(KEYS["globex"]),
+                    "tenant": "globex",
+                    "permissions": ["retrieve", "execute", "ingest"],
+                },
+                {
+                    "id": "reader",
+                    "hash": hash_key(KEYS["reader"]),
+                    "tenant": "acme",
+                    "permissions": ["retrieve"],
+                },
                 {"id": "ops", "hash": hash_key(KEYS["ops"]), "permissions": ["manage"]},
             ]
         },
@@ -72,7 +91,12 @@ def config(**extra: object) -> dict[str, object]:
             "assistant": {
                 "name": "A",
                 "model": "offline/extractive-v1",
-                "rag": {"index": "shared", "retrieval_mode": "lexical", "mode": "grounded", "no_context_behavior": "return_not_found"},
+                "rag": {
+                    "index": "shared",
+                    "retrieval_mode": "lexical",
+                    "mode": "grounded",
+                    "no_context_behavior": "return_not_found",
+                },
             }
         },
         **extra,
@@ -99,7 +123,9 @@ async def channel(app: RunningApp) -> AsyncIterator[grpc.aio.Channel]:
 
 def rq(text: str, tenant: str = "", index: str = "shared") -> retriever_pb2.RetrieveRequest:
     return retriever_pb2.RetrieveRequest(
-        query=retriever_pb2.RagQuery(index_name=index, text=text, mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL, tenant=tenant)
+        query=retriever_pb2.RagQuery(
+            index_name=index, text=text, mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL, tenant=tenant
+        )
     )
 
 
@@ -115,21 +141,37 @@ async def expect(call: object, code: grpc.StatusCode, reason: str) -> None:
 async def test_missing_malformed_and_unknown_keys_are_unauthenticated(channel) -> None:
     stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
     await expect(stub.Retrieve(rq("x")), grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED")
-    await expect(stub.Retrieve(rq("x"), metadata=(("authorization", "Basic abc"),)), grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED")
-    await expect(stub.Retrieve(rq("x"), metadata=(("authorization", "Bearer gw_wrong"),)), grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED")
+    await expect(
+        stub.Retrieve(rq("x"), metadata=(("authorization", "Basic abc"),)),
+        grpc.StatusCode.UNAUTHENTICATED,
+        "UNAUTHENTICATED",
+    )
+    await expect(
+        stub.Retrieve(rq("x"), metadata=(("authorization", "Bearer gw_wrong"),)),
+        grpc.StatusCode.UNAUTHENTICATED,
+        "UNAUTHENTICATED",
+    )
 
 
 async def test_permissions_are_enforced_per_service(channel) -> None:
     agents = agent_pb2_grpc.AgentServiceStub(channel)
     ingestion = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
     req = ag.ExecuteRequest(input=ag.ExecutionInput(agent_id="assistant", message="hi"))
-    await expect(agents.Execute(req, metadata=md("reader")), grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED")
     await expect(
-        ingestion.StartIngestion(ing.StartIngestionRequest(index_name="shared"), metadata=md("acme")),
+        agents.Execute(req, metadata=md("reader")),
         grpc.StatusCode.PERMISSION_DENIED,
         "PERMISSION_DENIED",
     )
-    status = await ingestion.GetIndexStatus(ing.GetIndexStatusRequest(index_name="shared"), metadata=md("ops"))
+    await expect(
+        ingestion.StartIngestion(
+            ing.StartIngestionRequest(index_name="shared"), metadata=md("acme")
+        ),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+    )
+    status = await ingestion.GetIndexStatus(
+        ing.GetIndexStatusRequest(index_name="shared"), metadata=md("ops")
+    )
     assert status.status.published_version >= 1
     listed = await ingestion.ListIndexes(ing.ListIndexesRequest(), metadata=md("reader"))
     assert [i.name for i in listed.indexes] == ["shared"]
@@ -137,43 +179,78 @@ async def test_permissions_are_enforced_per_service(channel) -> None:
 
 async def test_health_and_reflection_are_public(channel) -> None:
     health = health_pb2_grpc.HealthStub(channel)
-    assert (await health.Check(health_pb2.HealthCheckRequest())).status == health_pb2.HealthCheckResponse.SERVING
+    assert (
+        await health.Check(health_pb2.HealthCheckRequest())
+    ).status == health_pb2.HealthCheckResponse.SERVING
 
 
 async def test_tenant_cannot_be_widened_and_data_is_isolated(channel) -> None:
     ret = retriever_pb2_grpc.RetrieverServiceStub(channel)
     ingestion = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
     agents = agent_pb2_grpc.AgentServiceStub(channel)
-    await expect(ret.Retrieve(rq("x", tenant="globex"), metadata=md("acme")), grpc.StatusCode.PERMISSION_DENIED, "TENANT_MISMATCH")
+    await expect(
+        ret.Retrieve(rq("x", tenant="globex"), metadata=md("acme")),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "TENANT_MISMATCH",
+    )
     # Untenanted handbook chunks are invisible to tenant keys.
     assert list((await ret.Retrieve(rq("POL-HR-014"), metadata=md("acme"))).results) == []
     up = await ingestion.UpsertDocuments(
-        ing.UpsertDocumentsRequest(index_name="shared", documents=[ing.PushedDocument(document_id="acme/plan", text="ACMESECRET launch plan")]),
+        ing.UpsertDocumentsRequest(
+            index_name="shared",
+            documents=[ing.PushedDocument(document_id="acme/plan", text="ACMESECRET launch plan")],
+        ),
         metadata=md("acme"),
     )
     assert up.upserted == 1
-    assert [r.document_id for r in (await ret.Retrieve(rq("ACMESECRET"), metadata=md("acme"))).results] == ["acme/plan"]
+    assert [
+        r.document_id for r in (await ret.Retrieve(rq("ACMESECRET"), metadata=md("acme"))).results
+    ] == ["acme/plan"]
     assert list((await ret.Retrieve(rq("ACMESECRET"), metadata=md("globex"))).results) == []
     # Another tenant can neither overwrite nor delete it.
     hijack = await ingestion.UpsertDocuments(
-        ing.UpsertDocumentsRequest(index_name="shared", documents=[ing.PushedDocument(document_id="acme/plan", text="globex text")]),
+        ing.UpsertDocumentsRequest(
+            index_name="shared",
+            documents=[ing.PushedDocument(document_id="acme/plan", text="globex text")],
+        ),
         metadata=md("globex"),
     )
     assert hijack.upserted == 0 and [f.reason for f in hijack.failures] == ["TENANT_CONFLICT"]
-    deleted = await ingestion.DeleteDocuments(ing.DeleteDocumentsRequest(index_name="shared", document_ids=["acme/plan"]), metadata=md("globex"))
+    deleted = await ingestion.DeleteDocuments(
+        ing.DeleteDocumentsRequest(index_name="shared", document_ids=["acme/plan"]),
+        metadata=md("globex"),
+    )
     assert deleted.deleted == 0
     assert len((await ret.Retrieve(rq("ACMESECRET"), metadata=md("acme"))).results) == 1
     # The agent runs as the key's tenant.
-    r = (await agents.Execute(ag.ExecuteRequest(input=ag.ExecutionInput(agent_id="assistant", message="ACMESECRET plan")), metadata=md("globex"))).result
+    r = (
+        await agents.Execute(
+            ag.ExecuteRequest(
+                input=ag.ExecutionInput(agent_id="assistant", message="ACMESECRET plan")
+            ),
+            metadata=md("globex"),
+        )
+    ).result
     assert r.rag.candidate_count == 0 and "ACMESECRET" not in r.answer
-    r = (await agents.Execute(ag.ExecuteRequest(input=ag.ExecutionInput(agent_id="assistant", message="ACMESECRET plan")), metadata=md("acme"))).result
+    r = (
+        await agents.Execute(
+            ag.ExecuteRequest(
+                input=ag.ExecutionInput(agent_id="assistant", message="ACMESECRET plan")
+            ),
+            metadata=md("acme"),
+        )
+    ).result
     assert r.rag.context[0].document_id == "acme/plan"
 
 
-async def test_concurrent_executions_per_tenant_are_limited_with_retry_hint(app: RunningApp, channel) -> None:
+async def test_concurrent_executions_per_tenant_are_limited_with_retry_hint(
+    app: RunningApp, channel
+) -> None:
     registry = app.components.agents
     original = registry.get("assistant")
-    registry.register(replace(original, model=ScriptedModel([ChatResponse("slow " * 20)] * 3, delay=0.05)))
+    registry.register(
+        replace(original, model=ScriptedModel([ChatResponse("slow " * 20)] * 3, delay=0.05))
+    )
     agents = agent_pb2_grpc.AgentServiceStub(channel)
     req = ag.ExecuteRequest(input=ag.ExecutionInput(agent_id="assistant", message="plan"))
     try:
@@ -201,7 +278,9 @@ async def test_deadline_propagates_into_the_engine(app: RunningApp, channel) -> 
     handle.embedder = slow
     try:
         stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
-        req = retriever_pb2.RetrieveRequest(query=retriever_pb2.RagQuery(index_name="shared", text="leave"))
+        req = retriever_pb2.RetrieveRequest(
+            query=retriever_pb2.RagQuery(index_name="shared", text="leave")
+        )
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await stub.Retrieve(req, metadata=md("acme"), timeout=0.3)
         assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
@@ -218,10 +297,16 @@ async def test_prometheus_metrics_are_low_cardinality_and_content_free(channel) 
     stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
     await stub.Retrieve(rq("METRICSCANARY words"), metadata=md("acme"))
     body = await asyncio.to_thread(
-        lambda: urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5).read().decode()
+        lambda: (
+            urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5)
+            .read()
+            .decode()
+        )
     )
     assert "rpc_server_call_duration_seconds_bucket" in body
-    assert 'rpc_method="Retrieve"' in body and 'rpc_service="groundwire.v1.RetrieverService"' in body
+    assert (
+        'rpc_method="Retrieve"' in body and 'rpc_service="groundwire.v1.RetrieverService"' in body
+    )
     assert "groundwire_retrieval_requests" in body
     assert "METRICSCANARY" not in body and "acme" not in body
 
@@ -236,7 +321,13 @@ async def test_tls_and_mutual_tls(tmp_path: Path) -> None:
     mutual = config(
         auth={"mode": "disabled"},
         metrics={"enabled": False},
-        server={"tls": {"cert_file": str(pki.server_cert), "key_file": str(pki.server_key), "client_ca_file": str(pki.ca_cert)}},
+        server={
+            "tls": {
+                "cert_file": str(pki.server_cert),
+                "key_file": str(pki.server_key),
+                "client_ca_file": str(pki.ca_cert),
+            }
+        },
     )
     ca = pki.ca_cert.read_bytes()
     for cfg, needs_client in ((plain, False), (mutual, True)):
@@ -245,18 +336,26 @@ async def test_tls_and_mutual_tls(tmp_path: Path) -> None:
             target = f"localhost:{app.port}"
             creds = grpc.ssl_channel_credentials(root_certificates=ca)
             async with grpc.aio.secure_channel(target, creds) as ch:
-                call = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
+                call = health_pb2_grpc.HealthStub(ch).Check(
+                    health_pb2.HealthCheckRequest(), timeout=5
+                )
                 if needs_client:
                     with pytest.raises(grpc.aio.AioRpcError):
                         await call
                 else:
                     await call
             if needs_client:
-                client = grpc.ssl_channel_credentials(ca, pki.client_key.read_bytes(), pki.client_cert.read_bytes())
+                client = grpc.ssl_channel_credentials(
+                    ca, pki.client_key.read_bytes(), pki.client_cert.read_bytes()
+                )
                 async with grpc.aio.secure_channel(target, client) as ch:
-                    await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
+                    await health_pb2_grpc.HealthStub(ch).Check(
+                        health_pb2.HealthCheckRequest(), timeout=5
+                    )
             async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
                 with pytest.raises(grpc.aio.AioRpcError):
-                    await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=2)
+                    await health_pb2_grpc.HealthStub(ch).Check(
+                        health_pb2.HealthCheckRequest(), timeout=2
+                    )
         finally:
             await app.stop(0)

@@ -28,7 +28,11 @@ class ScriptedModel:
     calls: list[list[ChatMessage]] = field(default_factory=list)
     tools_seen: list[list[str]] = field(default_factory=list)
     closed_early: int = 0
-    default: ChatResponse = field(default_factory=lambda: ChatResponse("scripted answer [1]", usage=Usage(10, 3), model="scripted-1"))
+    default: ChatResponse = field(
+        default_factory=lambda: ChatResponse(
+            "scripted answer [1]", usage=Usage(10, 3), model="scripted-1"
+        )
+    )
 
     @property
     def provider(self) -> str:
@@ -47,11 +51,15 @@ class ScriptedModel:
             return step(messages)
         return step
 
-    async def complete(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], options: ChatOptions) -> ChatResponse:
+    async def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], options: ChatOptions
+    ) -> ChatResponse:
         self.tools_seen.append([t.name for t in tools])
         return self._next(messages)
 
-    async def stream(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], options: ChatOptions) -> AsyncIterator[StreamEvent]:
+    async def stream(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], options: ChatOptions
+    ) -> AsyncIterator[StreamEvent]:
         self.tools_seen.append([t.name for t in tools])
         response = self._next(messages)
         finished = False

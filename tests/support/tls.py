@@ -29,7 +29,11 @@ def _name(cn: str) -> x509.Name:
 
 def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
     path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
     )
 
 
@@ -48,7 +52,9 @@ def make_pki(root: Path) -> Pki:
         .sign(ca_key, hashes.SHA256())
     )
 
-    def leaf(cn: str, usage: x509.ObjectIdentifier, san: bool) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    def leaf(
+        cn: str, usage: x509.ObjectIdentifier, san: bool
+    ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
         key = ec.generate_private_key(ec.SECP256R1())
         builder = (
             x509.CertificateBuilder()
@@ -71,7 +77,13 @@ def make_pki(root: Path) -> Pki:
 
     server, server_key = leaf("localhost", ExtendedKeyUsageOID.SERVER_AUTH, True)
     client, client_key = leaf("client", ExtendedKeyUsageOID.CLIENT_AUTH, False)
-    pki = Pki(root / "ca.pem", root / "server.pem", root / "server.key", root / "client.pem", root / "client.key")
+    pki = Pki(
+        root / "ca.pem",
+        root / "server.pem",
+        root / "server.key",
+        root / "client.pem",
+        root / "client.key",
+    )
     pki.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     pki.server_cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
     pki.client_cert.write_bytes(client.public_bytes(serialization.Encoding.PEM))

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
-from groundwire.domain.chunking import ChunkPolicy, chunk_text, markdown_sections, markdown_title, split_range
+from groundwire.domain.chunking import (
+    ChunkPolicy,
+    chunk_text,
+    markdown_sections,
+    markdown_title,
+    split_range,
+)
 
 MD = """# Handbook
 
@@ -44,8 +52,10 @@ def test_offsets_are_exact_and_ids_stable() -> None:
 
 def test_overlap_between_neighbours() -> None:
     text = " ".join(f"w{i}" for i in range(300))
-    chunks = chunk_text(text, ChunkPolicy(size=120, overlap=30, markdown_sections=False), markdown=False)
-    for prev, nxt in zip(chunks, chunks[1:], strict=False):
+    chunks = chunk_text(
+        text, ChunkPolicy(size=120, overlap=30, markdown_sections=False), markdown=False
+    )
+    for prev, nxt in itertools.pairwise(chunks):
         assert nxt.start < prev.end  # they share characters
         assert prev.end - nxt.start <= 30
 
@@ -60,7 +70,12 @@ def test_ids_change_with_content() -> None:
 def test_markdown_sections_and_paths() -> None:
     chunks = chunk_text(MD, ChunkPolicy(size=400, overlap=0), markdown=True)
     sections = [c.section for c in chunks]
-    assert sections == ["Handbook", "Handbook > Leave", "Handbook > Leave > Sick leave", "Handbook > Travel"]
+    assert sections == [
+        "Handbook",
+        "Handbook > Leave",
+        "Handbook > Leave > Sick leave",
+        "Handbook > Travel",
+    ]
     for c in chunks:
         assert MD[c.start : c.end] == c.text
     # The code-fence comment is not a heading.

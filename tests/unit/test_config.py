@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from groundwire.app.config import ConfigError, SecretRef, load_config
+from groundwire.app.config import ConfigError, GroundwireConfig, SecretRef, load_config
 from groundwire.app.config import parse_config as _parse
+from groundwire.app.defaults import default_config
 
 NO_AUTH = {"auth": {"mode": "disabled"}}
 
 
-def parse_config(data: dict[str, object]):  # type: ignore[no-untyped-def]
+def parse_config(data: dict[str, object]) -> GroundwireConfig:
     return _parse({**NO_AUTH, **data})
-from groundwire.app.defaults import default_config
 
 
 def test_default_config_is_valid() -> None:
@@ -38,7 +38,17 @@ def test_unknown_embedder_reference() -> None:
 def test_inline_secret_rejected() -> None:
     with pytest.raises(ConfigError) as err:
         parse_config(
-            {"embedders": {"e": {"kind": "openai-compatible", "base_url": "http://127.0.0.1:1/v1", "model": "m", "dimensions": 3, "api_key": "sk-secret"}}}
+            {
+                "embedders": {
+                    "e": {
+                        "kind": "openai-compatible",
+                        "base_url": "http://127.0.0.1:1/v1",
+                        "model": "m",
+                        "dimensions": 3,
+                        "api_key": "sk-secret",
+                    }
+                }
+            }
         )
     assert "sk-secret" not in str(err.value)
     assert "embedders.e" in str(err.value)
@@ -68,8 +78,12 @@ def test_schedule_requires_cron() -> None:
     with pytest.raises(ConfigError):
         parse_config({"indexes": {"x": {"ingestion": {"strategy": "scheduled"}}}})
     with pytest.raises(ConfigError):
-        parse_config({"indexes": {"x": {"ingestion": {"strategy": "scheduled", "schedule": "* * *"}}}})
-    parse_config({"indexes": {"x": {"ingestion": {"strategy": "scheduled", "schedule": "0 3 * * *"}}}})
+        parse_config(
+            {"indexes": {"x": {"ingestion": {"strategy": "scheduled", "schedule": "* * *"}}}}
+        )
+    parse_config(
+        {"indexes": {"x": {"ingestion": {"strategy": "scheduled", "schedule": "0 3 * * *"}}}}
+    )
 
 
 def test_relative_paths_resolve_against_config_file(tmp_path: Path) -> None:
@@ -78,7 +92,7 @@ def test_relative_paths_resolve_against_config_file(tmp_path: Path) -> None:
     )
     cfg = load_config(tmp_path / "gw.toml")
     src = cfg.indexes["docs"].sources[0]
-    assert getattr(src, "path") == tmp_path / "docs"
+    assert src.path == tmp_path / "docs"
 
 
 def test_invalid_toml(tmp_path: Path) -> None:
@@ -98,14 +112,21 @@ def test_auth_must_be_configured_or_disabled_explicitly() -> None:
         {
             "auth": {
                 "keys": [
-                    {"id": "acme-app", "hash": "sha256:" + "a" * 64, "tenant": "acme", "permissions": ["retrieve"]}
+                    {
+                        "id": "acme-app",
+                        "hash": "sha256:" + "a" * 64,
+                        "tenant": "acme",
+                        "permissions": ["retrieve"],
+                    }
                 ]
             }
         }
     )
     assert cfg.auth.keys[0].tenant == "acme"
     with pytest.raises(ConfigError):
-        _parse({"auth": {"keys": [{"id": "k", "hash": "plain-secret", "permissions": ["retrieve"]}]}})
+        _parse(
+            {"auth": {"keys": [{"id": "k", "hash": "plain-secret", "permissions": ["retrieve"]}]}}
+        )
 
 
 def test_keys_create_prints_a_loadable_entry(capsys: pytest.CaptureFixture[str]) -> None:
@@ -114,7 +135,12 @@ def test_keys_create_prints_a_loadable_entry(capsys: pytest.CaptureFixture[str])
     from groundwire.app.cli import main
     from groundwire.domain.auth import KeyRing, StoredKey, hash_key
 
-    assert main(["keys", "create", "--id", "k1", "--tenant", "acme", "--permissions", "retrieve,ingest"]) == 0
+    assert (
+        main(
+            ["keys", "create", "--id", "k1", "--tenant", "acme", "--permissions", "retrieve,ingest"]
+        )
+        == 0
+    )
     out = capsys.readouterr()
     key = out.err.rsplit(" ", 1)[-1].strip()
     entry = tomllib.loads(out.out)["auth"]["keys"][0]

@@ -3,7 +3,13 @@ element or forge a source (seed 001's untrusted-context boundary)."""
 
 from __future__ import annotations
 
-from groundwire.domain.context_format import CLOSE, OPEN, ContextSource, parse_context, render_context
+from groundwire.domain.context_format import (
+    CLOSE,
+    OPEN,
+    ContextSource,
+    parse_context,
+    render_context,
+)
 from groundwire.domain.grounding import UNTRUSTED_RULE, framework_rules
 from groundwire.domain.rag_policy import ExecutionMode
 
@@ -31,6 +37,8 @@ def test_round_trip_many_sources() -> None:
 def test_framework_rules_per_mode() -> None:
     assert UNTRUSTED_RULE in framework_rules(ExecutionMode.GROUNDED, True)
     assert "Never invent company policies" in framework_rules(ExecutionMode.GROUNDED, True)
-    assert "only from the accepted document context" in framework_rules(ExecutionMode.REQUIRED, True)
+    assert "only from the accepted document context" in framework_rules(
+        ExecutionMode.REQUIRED, True
+    )
     assert "general knowledge" in framework_rules(ExecutionMode.OPEN, False)
     assert "No accepted document context" in framework_rules(ExecutionMode.GROUNDED, False)

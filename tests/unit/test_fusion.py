@@ -23,7 +23,10 @@ def test_contribution_is_one_over_k_plus_one_based_rank() -> None:
 
 
 def test_merge_by_document_and_chunk_and_keep_leg_scores() -> None:
-    sem = [hit("a", "c1", ScoreMetric.COSINE_SIMILARITY, 0.9), hit("b", "c1", ScoreMetric.COSINE_SIMILARITY, 0.8)]
+    sem = [
+        hit("a", "c1", ScoreMetric.COSINE_SIMILARITY, 0.9),
+        hit("b", "c1", ScoreMetric.COSINE_SIMILARITY, 0.8),
+    ]
     lex = [hit("b", "c1", ScoreMetric.BM25, 12.0), hit("a", "c2", ScoreMetric.BM25, 7.0)]
     out = fuse([(Leg.SEMANTIC, sem), (Leg.LEXICAL, lex)], FusionSettings(), 10)
     by_key = {(r.hit.document_id, r.hit.chunk_id): r for r in out}
@@ -50,7 +53,11 @@ def test_ties_break_by_document_then_chunk() -> None:
 def test_weights_and_k() -> None:
     sem = [hit("a", "c", ScoreMetric.COSINE_SIMILARITY, 0.9)]
     lex = [hit("b", "c", ScoreMetric.BM25, 3.0)]
-    out = fuse([(Leg.SEMANTIC, sem), (Leg.LEXICAL, lex)], FusionSettings(k=1, semantic_weight=1.0, lexical_weight=3.0), 10)
+    out = fuse(
+        [(Leg.SEMANTIC, sem), (Leg.LEXICAL, lex)],
+        FusionSettings(k=1, semantic_weight=1.0, lexical_weight=3.0),
+        10,
+    )
     assert out[0].hit.document_id == "b"
     assert out[0].score.raw == pytest.approx(3 / 2)
     assert out[1].score.raw == pytest.approx(1 / 2)

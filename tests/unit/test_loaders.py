@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from groundwire.ingestion.loaders import DocumentFormat, FailureReason, LoadedDocument, LoadFailure, load_bytes, load_file
+from groundwire.ingestion.loaders import (
+    DocumentFormat,
+    FailureReason,
+    LoadedDocument,
+    LoadFailure,
+    load_bytes,
+    load_file,
+)
 
 
 def minimal_pdf(text: str) -> bytes:
@@ -26,19 +33,30 @@ def minimal_pdf(text: str) -> bytes:
     out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
     for off in offsets:
         out += f"{off:010d} 00000 n \n".encode()
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    out += (
+        f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    )
     return bytes(out)
 
 
 def test_pdf_text_is_extracted() -> None:
-    doc = load_bytes("a.pdf", "s", minimal_pdf("Expense policy POL-FIN-007"), DocumentFormat.PDF, max_bytes=100_000)
+    doc = load_bytes(
+        "a.pdf",
+        "s",
+        minimal_pdf("Expense policy POL-FIN-007"),
+        DocumentFormat.PDF,
+        max_bytes=100_000,
+    )
     assert isinstance(doc, LoadedDocument)
     assert "POL-FIN-007" in doc.text
 
 
 def test_corrupt_pdf_is_parse_failed() -> None:
     res = load_bytes("a.pdf", "s", b"%PDF-1.4 garbage", DocumentFormat.PDF, max_bytes=1000)
-    assert isinstance(res, LoadFailure) and res.reason in (FailureReason.PARSE_FAILED, FailureReason.EMPTY)
+    assert isinstance(res, LoadFailure) and res.reason in (
+        FailureReason.PARSE_FAILED,
+        FailureReason.EMPTY,
+    )
 
 
 def test_html_drops_scripts_and_keeps_title() -> None:
@@ -49,16 +67,30 @@ def test_html_drops_scripts_and_keeps_title() -> None:
 
 
 def test_markdown_title_and_normalization() -> None:
-    doc = load_bytes("m.md", "s", b"\xef\xbb\xbf# Hello\r\n\r\nBody", DocumentFormat.MARKDOWN, max_bytes=100)
+    doc = load_bytes(
+        "m.md", "s", b"\xef\xbb\xbf# Hello\r\n\r\nBody", DocumentFormat.MARKDOWN, max_bytes=100
+    )
     assert isinstance(doc, LoadedDocument)
     assert doc.title == "Hello" and doc.text == "# Hello\n\nBody"
 
 
 def test_failures() -> None:
-    assert load_bytes("a", "s", b"x" * 11, DocumentFormat.TEXT, max_bytes=10).reason is FailureReason.TOO_LARGE  # type: ignore[union-attr]
-    assert load_bytes("a", "s", b"\xff\xfe", DocumentFormat.TEXT, max_bytes=10).reason is FailureReason.NOT_UTF8  # type: ignore[union-attr]
-    assert load_bytes("a", "s", b"a\x00b", DocumentFormat.TEXT, max_bytes=10).reason is FailureReason.BINARY  # type: ignore[union-attr]
-    assert load_bytes("a", "s", b" \n ", DocumentFormat.TEXT, max_bytes=10).reason is FailureReason.EMPTY  # type: ignore[union-attr]
+    assert (
+        load_bytes("a", "s", b"x" * 11, DocumentFormat.TEXT, max_bytes=10).reason
+        is FailureReason.TOO_LARGE
+    )  # type: ignore[union-attr]
+    assert (
+        load_bytes("a", "s", b"\xff\xfe", DocumentFormat.TEXT, max_bytes=10).reason
+        is FailureReason.NOT_UTF8
+    )  # type: ignore[union-attr]
+    assert (
+        load_bytes("a", "s", b"a\x00b", DocumentFormat.TEXT, max_bytes=10).reason
+        is FailureReason.BINARY
+    )  # type: ignore[union-attr]
+    assert (
+        load_bytes("a", "s", b" \n ", DocumentFormat.TEXT, max_bytes=10).reason
+        is FailureReason.EMPTY
+    )  # type: ignore[union-attr]
 
 
 def test_file_read_is_bounded_and_unknown_extension(tmp_path: Path) -> None:
@@ -68,5 +100,11 @@ def test_file_read_is_bounded_and_unknown_extension(tmp_path: Path) -> None:
     assert isinstance(res, LoadFailure) and res.reason is FailureReason.TOO_LARGE
     odd = tmp_path / "x.docx"
     odd.write_bytes(b"PK")
-    assert load_file(odd, "x.docx", "s", max_bytes=100, metadata={}).reason is FailureReason.UNSUPPORTED_FORMAT  # type: ignore[union-attr]
-    assert load_file(tmp_path / "missing.txt", "m", "s", max_bytes=100, metadata={}).reason is FailureReason.UNREADABLE  # type: ignore[union-attr]
+    assert (
+        load_file(odd, "x.docx", "s", max_bytes=100, metadata={}).reason
+        is FailureReason.UNSUPPORTED_FORMAT
+    )  # type: ignore[union-attr]
+    assert (
+        load_file(tmp_path / "missing.txt", "m", "s", max_bytes=100, metadata={}).reason
+        is FailureReason.UNREADABLE
+    )  # type: ignore[union-attr]

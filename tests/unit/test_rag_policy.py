@@ -48,9 +48,28 @@ def result(
     higher: bool | None = None,
 ) -> RankedResult:
     if raw is None:
-        raw = relevance * 2 - 1 if relevance is not None and metric is ScoreMetric.COSINE_SIMILARITY else 1.0
-    score = Score(raw, metric, metric is not ScoreMetric.COSINE_DISTANCE if higher is None else higher, relevance)
-    hit = ChunkHit(doc, chunk, text if text is not None else f"text of {doc} {chunk}", span[0], span[1], "T", "", {}, score)
+        raw = (
+            relevance * 2 - 1
+            if relevance is not None and metric is ScoreMetric.COSINE_SIMILARITY
+            else 1.0
+        )
+    score = Score(
+        raw,
+        metric,
+        metric is not ScoreMetric.COSINE_DISTANCE if higher is None else higher,
+        relevance,
+    )
+    hit = ChunkHit(
+        doc,
+        chunk,
+        text if text is not None else f"text of {doc} {chunk}",
+        span[0],
+        span[1],
+        "T",
+        "",
+        {},
+        score,
+    )
     return RankedResult(hit, rank, score, (LegRank(Leg.SEMANTIC, rank, score),))
 
 
@@ -122,13 +141,24 @@ def test_result_limit_exceeded_keeps_overflow_visible() -> None:
 
 
 def test_equal_relevance_uses_ordinal_document_then_chunk_order() -> None:
-    rs = [result("b", "c1", relevance=0.8), result("a", "c2", relevance=0.8, rank=2), result("a", "c1", relevance=0.8, rank=3)]
+    rs = [
+        result("b", "c1", relevance=0.8),
+        result("a", "c2", relevance=0.8, rank=2),
+        result("a", "c1", relevance=0.8, rank=3),
+    ]
     out = accept(rs, AcceptancePolicy())
-    assert [(r.hit.document_id, r.hit.chunk_id) for r in out.accepted] == [("a", "c1"), ("a", "c2"), ("b", "c1")]
+    assert [(r.hit.document_id, r.hit.chunk_id) for r in out.accepted] == [
+        ("a", "c1"),
+        ("a", "c2"),
+        ("b", "c1"),
+    ]
 
 
 def test_results_without_relevance_keep_retrieval_order() -> None:
-    rs = [result(d, relevance=None, metric=ScoreMetric.RECIPROCAL_RANK_FUSION, raw=0.03, rank=i) for i, d in enumerate("zya", 1)]
+    rs = [
+        result(d, relevance=None, metric=ScoreMetric.RECIPROCAL_RANK_FUSION, raw=0.03, rank=i)
+        for i, d in enumerate("zya", 1)
+    ]
     assert [r.hit.document_id for r in accept(rs, AcceptancePolicy()).accepted] == ["z", "y", "a"]
 
 
@@ -151,7 +181,10 @@ def test_all_threshold_rejections_report_below_relevance_threshold() -> None:
 
 
 def test_mixed_rejections_report_candidates_rejected() -> None:
-    out = accept([result("a", relevance=0.1), result("b", raw=math.nan, rank=2)], AcceptancePolicy(minimum_relevance=0.5))
+    out = accept(
+        [result("a", relevance=0.1), result("b", raw=math.nan, rank=2)],
+        AcceptancePolicy(minimum_relevance=0.5),
+    )
     assert no_context_reason_for(out) is NoContextReason.CANDIDATES_REJECTED
 
 
@@ -160,7 +193,9 @@ def test_mixed_rejections_report_candidates_rejected() -> None:
 
 @pytest.mark.parametrize("mode", [GROUNDED, REQUIRED])
 @pytest.mark.parametrize("aggregate", [Answerability.UNKNOWN, Answerability.NOT_ANSWERABLE])
-def test_rule1_unknown_and_not_answerable_fail_closed_in_grounded_and_required(mode: ExecutionMode, aggregate: Answerability) -> None:
+def test_rule1_unknown_and_not_answerable_fail_closed_in_grounded_and_required(
+    mode: ExecutionMode, aggregate: Answerability
+) -> None:
     rs = [result("a"), result("b", rank=2)]
     gate = gate_answerability(mode, rs, RerankOutcome.SUCCEEDED, aggregate)
     assert gate.usable == ()
@@ -179,11 +214,15 @@ def test_rule2_and_3_candidate_answerability_never_overrides_aggregate() -> None
     # The gate has no candidate input at all: only the aggregate decides. With
     # aggregate ANSWERABLE nothing is removed, even a candidate judged otherwise.
     rs = [result("a"), result("b", rank=2)]
-    assert gate_answerability(GROUNDED, rs, RerankOutcome.SUCCEEDED, Answerability.ANSWERABLE).usable == tuple(rs)
+    assert gate_answerability(
+        GROUNDED, rs, RerankOutcome.SUCCEEDED, Answerability.ANSWERABLE
+    ).usable == tuple(rs)
 
 
 @pytest.mark.parametrize("aggregate", list(Answerability))
-def test_rule4_open_ignores_answerability_and_keeps_reranked_order(aggregate: Answerability) -> None:
+def test_rule4_open_ignores_answerability_and_keeps_reranked_order(
+    aggregate: Answerability,
+) -> None:
     reranked = [result("b", rank=2), result("a")]
     gate = gate_answerability(OPEN, reranked, RerankOutcome.SUCCEEDED, aggregate)
     assert gate.usable == tuple(reranked) and gate.reason is None
@@ -201,7 +240,11 @@ def test_rule5_gating_applies_only_when_reranking_succeeded(outcome: RerankOutco
 
 def test_default_budget_is_32768_with_4096_reserve_and_unbounded_sources() -> None:
     p = ContextBudgetPolicy()
-    assert (p.maximum_context_tokens, p.response_token_reserve, p.maximum_chunks_per_source) == (32_768, 4_096, None)
+    assert (p.maximum_context_tokens, p.response_token_reserve, p.maximum_chunks_per_source) == (
+        32_768,
+        4_096,
+        None,
+    )
 
 
 def test_mandatory_content_plus_reserve_over_maximum_fails_before_model() -> None:
@@ -231,7 +274,11 @@ def test_context_budget_exhausted_when_accepted_exist_but_none_fit() -> None:
 
 
 def test_maximum_chunks_per_source() -> None:
-    rs = [result("a", "c1", span=(0, 10)), result("a", "c2", span=(20, 30), rank=2), result("b", rank=3)]
+    rs = [
+        result("a", "c1", span=(0, 10)),
+        result("a", "c2", span=(20, 30), rank=2),
+        result("b", rank=3),
+    ]
     sel = select_context(rs, ContextBudgetPolicy(maximum_chunks_per_source=1), ZERO)
     assert [r.hit.key for r in sel.selected] == [("a", "c1"), ("b", "c1")]
     assert sel.excluded[0].reason is ItemReason.SOURCE_LIMIT_EXCEEDED
@@ -246,23 +293,38 @@ def test_prefer_source_diversity_uses_stable_source_rounds() -> None:
         result("c", "c1", rank=5),
     ]
     sel = select_context(rs, ContextBudgetPolicy(prefer_source_diversity=True), ZERO)
-    assert [r.hit.key for r in sel.selected] == [("a", "c1"), ("b", "c1"), ("c", "c1"), ("a", "c2"), ("a", "c3")]
+    assert [r.hit.key for r in sel.selected] == [
+        ("a", "c1"),
+        ("b", "c1"),
+        ("c", "c1"),
+        ("a", "c2"),
+        ("a", "c3"),
+    ]
 
 
 def test_overlap_reduction_keeps_earlier_result_when_half_of_shorter_span_overlaps() -> None:
     first = result("a", "c1", span=(0, 100))
     half = result("a", "c2", span=(50, 150), rank=2)  # 50 of 100 overlap: excluded
-    little = result("a", "c3", span=(90, 190), rank=3)  # 10 of 100 with c1, 60 with c2 (excluded): kept
+    little = result(
+        "a", "c3", span=(90, 190), rank=3
+    )  # 10 of 100 with c1, 60 with c2 (excluded): kept
     other_doc = result("b", "c1", span=(0, 100), rank=4)
     sel = select_context([first, half, little, other_doc], ContextBudgetPolicy(), ZERO)
     assert [r.hit.key for r in sel.selected] == [("a", "c1"), ("a", "c3"), ("b", "c1")]
-    assert [(j.result.hit.key, j.reason) for j in sel.excluded] == [(("a", "c2"), ItemReason.OVERLAPPING_CONTENT)]
+    assert [(j.result.hit.key, j.reason) for j in sel.excluded] == [
+        (("a", "c2"), ItemReason.OVERLAPPING_CONTENT)
+    ]
 
 
 def test_budget_figures_are_counts_only() -> None:
     sel = select_context([result("a")], ContextBudgetPolicy(), PromptCosts(10, 20, 5, 0))
     b = sel.budget
-    assert b.used_tokens > 0 and b.instruction_tokens == 10 and b.history_tokens == 20 and b.query_tokens == 5
+    assert (
+        b.used_tokens > 0
+        and b.instruction_tokens == 10
+        and b.history_tokens == 20
+        and b.query_tokens == 5
+    )
     assert all(isinstance(v, int) for v in (b.available_tokens, b.used_tokens))
 
 
@@ -294,7 +356,11 @@ def test_required_with_answer_normally_is_rejected() -> None:
     ],
 )
 def test_no_context_behavior_is_selected_independently_for_every_valid_combination(
-    mode: ExecutionMode, behavior: NoContextBehavior, has_context: bool, action: Action, constrained: bool
+    mode: ExecutionMode,
+    behavior: NoContextBehavior,
+    has_context: bool,
+    action: Action,
+    constrained: bool,
 ) -> None:
     d = decide(mode, behavior, has_context)
     assert d.action is action

@@ -30,7 +30,12 @@ def test_documented_normalizations(metric: ScoreMetric, raw: float, expected: fl
 
 @pytest.mark.parametrize(
     "metric",
-    [ScoreMetric.DOT_PRODUCT, ScoreMetric.BM25, ScoreMetric.TEXT_RANK, ScoreMetric.RECIPROCAL_RANK_FUSION],
+    [
+        ScoreMetric.DOT_PRODUCT,
+        ScoreMetric.BM25,
+        ScoreMetric.TEXT_RANK,
+        ScoreMetric.RECIPROCAL_RANK_FUSION,
+    ],
 )
 def test_unbounded_metrics_never_get_relevance(metric: ScoreMetric) -> None:
     assert relevance_for(metric, 3.7) is None
@@ -57,7 +62,10 @@ def test_directions() -> None:
 
 
 def test_sort_key_puts_best_first_for_both_directions() -> None:
-    near, far = Score.of(ScoreMetric.COSINE_DISTANCE, 0.1), Score.of(ScoreMetric.COSINE_DISTANCE, 0.9)
+    near, far = (
+        Score.of(ScoreMetric.COSINE_DISTANCE, 0.1),
+        Score.of(ScoreMetric.COSINE_DISTANCE, 0.9),
+    )
     assert near.sort_key() < far.sort_key()
     hi, lo = Score.of(ScoreMetric.BM25, 9.0), Score.of(ScoreMetric.BM25, 1.0)
     assert hi.sort_key() < lo.sort_key()

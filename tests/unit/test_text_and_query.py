@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from groundwire.domain.errors import GroundwireError
-from groundwire.domain.query import contains_phrase, parse_lexical, semantic_text, split_phrases, validate_query_text
+from groundwire.domain.query import (
+    contains_phrase,
+    parse_lexical,
+    semantic_text,
+    split_phrases,
+    validate_query_text,
+)
 from groundwire.domain.text import estimate_tokens, index_tokens, normalize_text, phrase_words
 
 

@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
 
         from groundwire.app.ingest_cli import run
 
-        key = os.environ.get(args.api_key_env) if args.api_key_env else None
-        return run(args.address, args.index, key)
+        api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+        return run(args.address, args.index, api_key)
     try:
         if args.command == "check-config":
             load_config(args.config)
