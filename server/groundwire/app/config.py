@@ -118,6 +118,7 @@ class StoreConfig(_Strict):
     pool_min_size: int = Field(1, ge=0, le=100)
     pool_max_size: int = Field(8, ge=1, le=200)
     statement_timeout_ms: int = Field(30_000, ge=100)
+    connect_timeout_ms: int = Field(5_000, ge=100)
     hnsw_m: int = Field(16, ge=2, le=100)
     hnsw_ef_construction: int = Field(64, ge=4, le=1000)
     hnsw_ef_search: int = Field(100, ge=1, le=1000)

@@ -18,7 +18,7 @@ def default_config(data_dir: Path | None = None) -> GroundwireConfig:
     directory) is where the embedded PostgreSQL keeps its data."""
     return parse_config(
         {
-            "store": {"kind": "memory", "data_dir": str(data_dir or Path("var/pgdata"))},
+            "store": {"kind": "postgres", "data_dir": str(data_dir or Path("var/pgdata"))},
             # The demo listens on loopback only; real deployments configure API keys.
             "auth": {"mode": "disabled"},
             "embedders": {"minilm": {"kind": "local-onnx"}},

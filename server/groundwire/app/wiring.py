@@ -148,6 +148,7 @@ async def build_store(cfg: GroundwireConfig) -> Store:
             pool_min_size=s.pool_min_size,
             pool_max_size=s.pool_max_size,
             statement_timeout_ms=s.statement_timeout_ms,
+            connect_timeout_ms=s.connect_timeout_ms,
             hnsw_m=s.hnsw_m,
             hnsw_ef_construction=s.hnsw_ef_construction,
             hnsw_ef_search=s.hnsw_ef_search,

@@ -227,15 +227,20 @@ class IngestionManager:
     # -- execution ----------------------------------------------------------------
 
     async def _publish(self, run: _Run, op: Operation, *, force: bool = False) -> None:
+        """Record (throttled, always on phase/state changes) and then notify
+        watchers, so whoever sees a snapshot can also read it back from the log."""
         phase_changed = op.phase != run.operation.phase or op.state != run.operation.state
         run.operation = op
-        async with run.changed:
-            run.seq += 1
-            run.changed.notify_all()
         now = time.monotonic()
-        if force or phase_changed or now - run.last_saved >= 2.0:
-            run.last_saved = now
-            await self._log.save_operation(op)
+        try:
+            if force or phase_changed or now - run.last_saved >= 2.0:
+                run.last_saved = now
+                await self._log.save_operation(op)
+        finally:
+            # Watchers always learn of the change, even if recording it failed.
+            async with run.changed:
+                run.seq += 1
+                run.changed.notify_all()
 
     async def _execute(self, handle: IndexHandle, run: _Run) -> None:
         last_emit = 0.0
@@ -265,18 +270,24 @@ class IngestionManager:
             )
             final = replace(run.operation, state=OperationState.FAILED, error_code="INTERNAL")
         final = replace(final, end_time=time.time())
+        # Free the index before telling anyone the run ended, so a watcher that
+        # starts the next run on seeing the terminal state is never refused.
+        self._runs.pop(handle.name, None)
+        self._by_id.pop(final.id, None)  # later readers get it from the log
+        try:
+            await run.lock.release()
+        except Exception as exc:
+            log.error(
+                "could not release the ingestion lock", extra={"error_type": type(exc).__name__}
+            )
+        if final.state is OperationState.SUCCEEDED and not handle.ready:
+            handle.ready = True
         try:
             await asyncio.shield(self._publish(run, final, force=True))
         except Exception as exc:
             log.error("could not record operation", extra={"error_type": type(exc).__name__})
-        finally:
-            self._runs.pop(handle.name, None)
-            self._by_id.pop(final.id, None)  # later readers get it from the log
-            await run.lock.release()
-            if final.state is OperationState.SUCCEEDED and not handle.ready:
-                handle.ready = True
-            if self._on_ready is not None:
-                await self._on_ready(handle)
+        if self._on_ready is not None:
+            await self._on_ready(handle)
         INGESTIONS.add(
             1, {"index": handle.name, "trigger": final.trigger.value, "state": final.state.value}
         )

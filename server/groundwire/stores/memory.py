@@ -405,12 +405,13 @@ class MemoryStore:
                 continue
             rows, tfs = posting
             in_range = rows < n
-            rows, tfs = rows[in_range], tfs[in_range]
+            # float64 throughout, as PostgreSQL computes it, so both stores rank alike.
+            rows, tfs = rows[in_range], tfs[in_range].astype(np.float64)
             df = int(live_n[rows].sum())
             if df == 0:
                 continue
             idf = math.log(1.0 + (total - df + 0.5) / (df + 0.5))
-            dl = idx.doc_len[rows]
+            dl = idx.doc_len[rows].astype(np.float64)
             contrib = (
                 idf * tfs * (BM25_K1 + 1.0) / (tfs + BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avgdl))
             )

@@ -1,0 +1,410 @@
+"""The PostgreSQL schema groundwire owns: versioned migrations and the per-index
+HNSW DDL.
+
+Migrations are applied at start-up under a session-level `pg_advisory_lock`, so two
+replicas starting against one database at the same moment apply each migration
+exactly once (the second waits, then finds nothing left to do). Each migration runs
+in its own transaction together with the row that records it, so a crash leaves
+either all or none of a migration.
+
+Minimum server versions for an external DSN: PostgreSQL 13 (pgvector 0.8's own
+floor; groundwire's SQL needs nothing newer, and is tested on the embedded 18),
+pgvector 0.8.0 (`hnsw.iterative_scan`, used so filtered vector searches are not
+starved) and pg_trgm. Older versions are refused at start-up with a clear
+FAILED_PRECONDITION error. Creating the extensions needs a role allowed to do so
+(pgvector is not a trusted extension); a clear FAILED_PRECONDITION error names the
+missing one otherwise.
+
+Every SQL identifier here is a constant or is composed from validated integers and
+a fixed enum mapping (the HNSW index DDL); request data never reaches DDL.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from groundwire.domain.errors import ErrorKind, GroundwireError
+from groundwire.stores.base import DistanceMetric
+
+log = logging.getLogger("groundwire.stores.postgres")
+
+# Arbitrary constant (b"gwmigr" as an integer) so groundwire's migration lock never
+# collides with an advisory lock some other application takes in the same database.
+MIGRATION_LOCK_KEY = 0x67776D69677200
+# Two-key advisory locks (this class, index id) serialize HNSW index builds per
+# logical index across replicas.
+VECTOR_INDEX_LOCK_CLASS = 0x67777678
+
+MIN_PGVECTOR = (0, 8, 0)
+MIN_SERVER_VERSION_NUM = 130000
+# pgvector's limits: HNSW indexes `vector` columns of at most 2,000 dimensions; a
+# vector column holds at most 16,000.
+MAX_HNSW_DIMENSIONS = 2000
+MAX_DIMENSIONS = 16000
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema step; `statements` run in order inside one transaction."""
+
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "indexes, versions, documents, chunks",
+        (
+            """
+            CREATE TABLE gw_indexes (
+                id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                name text COLLATE "C" NOT NULL UNIQUE,
+                -- the spec of the last ensure_index: what staging validates against
+                embedding text,
+                dimensions integer CHECK (dimensions BETWEEN 1 AND 16000),
+                metric text NOT NULL CHECK (metric IN ('cosine', 'euclidean', 'dot')),
+                chunking text NOT NULL,
+                -- what the published version was built with
+                published_version bigint NOT NULL DEFAULT 0,
+                published_embedding text,
+                published_dimensions integer,
+                published_metric text NOT NULL,
+                published_chunking text NOT NULL,
+                next_version bigint NOT NULL DEFAULT 1,
+                -- published totals, maintained at publish (BM25 needs N and avgdl)
+                document_count bigint NOT NULL DEFAULT 0,
+                chunk_count bigint NOT NULL DEFAULT 0,
+                token_count bigint NOT NULL DEFAULT 0,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                updated_at timestamptz NOT NULL DEFAULT now()
+            )
+            """,
+            """
+            CREATE TABLE gw_index_versions (
+                index_id integer NOT NULL REFERENCES gw_indexes (id) ON DELETE CASCADE,
+                version bigint NOT NULL,
+                state text NOT NULL CHECK (state IN ('staging', 'published', 'discarded')),
+                embedding text,
+                dimensions integer,
+                metric text,
+                chunking text,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                finished_at timestamptz,
+                PRIMARY KEY (index_id, version)
+            )
+            """,
+            """
+            CREATE INDEX gw_index_versions_staging
+                ON gw_index_versions (index_id) WHERE state = 'staging'
+            """,
+            """
+            CREATE TABLE gw_documents (
+                index_id integer NOT NULL REFERENCES gw_indexes (id) ON DELETE CASCADE,
+                version bigint NOT NULL,
+                document_id text COLLATE "C" NOT NULL,
+                source_id text COLLATE "C" NOT NULL,
+                content_hash text NOT NULL,
+                title text NOT NULL,
+                tenant text COLLATE "C" NOT NULL,
+                metadata jsonb NOT NULL,
+                chunk_count integer NOT NULL,
+                staged_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (index_id, document_id, version)
+            )
+            """,
+            "CREATE INDEX gw_documents_version ON gw_documents (index_id, version)",
+            "CREATE INDEX gw_documents_source ON gw_documents (index_id, source_id)",
+            """
+            CREATE TABLE gw_staged_deletions (
+                index_id integer NOT NULL,
+                version bigint NOT NULL,
+                document_id text COLLATE "C" NOT NULL,
+                PRIMARY KEY (index_id, version, document_id),
+                FOREIGN KEY (index_id, version)
+                    REFERENCES gw_index_versions (index_id, version) ON DELETE CASCADE
+            )
+            """,
+            # Chunk rows are immutable once staged: visibility comes from their
+            # version's state, so publishing never rewrites (and never re-inserts
+            # into HNSW) the rows it makes visible.
+            """
+            CREATE TABLE gw_chunks (
+                id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                index_id integer NOT NULL REFERENCES gw_indexes (id) ON DELETE CASCADE,
+                version bigint NOT NULL,
+                document_id text COLLATE "C" NOT NULL,
+                chunk_id text COLLATE "C" NOT NULL,
+                ordinal integer NOT NULL,
+                start_offset integer NOT NULL,
+                end_offset integer NOT NULL,
+                content text NOT NULL,
+                section text NOT NULL,
+                title text NOT NULL,
+                tenant text COLLATE "C" NOT NULL,
+                metadata jsonb NOT NULL,
+                embedding_model text,
+                dims integer,
+                embedding vector,
+                lex tsvector NOT NULL,
+                term_freqs jsonb NOT NULL,
+                token_count integer NOT NULL,
+                phrase_exact boolean NOT NULL,
+                CHECK ((embedding IS NULL) = (dims IS NULL))
+            )
+            """,
+            # Lexical scoring reads every matching row's term frequencies, so they
+            # stay inline and uncompressed (MAIN, with room up to half a page before
+            # PostgreSQL compresses): decompressing them per lookup cost more than the
+            # wider heap. Vectors are read from the HNSW graph while searching and
+            # from the heap only for the k results, so they go out of line first.
+            "ALTER TABLE gw_chunks SET (toast_tuple_target = 4080)",
+            "ALTER TABLE gw_chunks ALTER COLUMN term_freqs SET STORAGE MAIN",
+            "ALTER TABLE gw_chunks ALTER COLUMN embedding SET STORAGE EXTERNAL",
+            "CREATE INDEX gw_chunks_document ON gw_chunks (index_id, document_id)",
+            "CREATE INDEX gw_chunks_version ON gw_chunks (index_id, version)",
+            "CREATE INDEX gw_chunks_tenant ON gw_chunks (index_id, tenant)",
+            "CREATE INDEX gw_chunks_lex ON gw_chunks USING gin (lex)",
+            "CREATE INDEX gw_chunks_metadata ON gw_chunks USING gin (metadata jsonb_path_ops)",
+            # Document frequency of every term over an index's published chunks, kept
+            # in the publish transaction: BM25's idf without counting at query time.
+            """
+            CREATE TABLE gw_term_stats (
+                index_id integer NOT NULL REFERENCES gw_indexes (id) ON DELETE CASCADE,
+                term text COLLATE "C" NOT NULL,
+                df bigint NOT NULL,
+                PRIMARY KEY (index_id, term)
+            )
+            """,
+            """
+            CREATE TABLE gw_vector_indexes (
+                index_id integer NOT NULL REFERENCES gw_indexes (id) ON DELETE CASCADE,
+                dims integer NOT NULL,
+                metric text NOT NULL,
+                relname text NOT NULL UNIQUE,
+                m integer NOT NULL,
+                ef_construction integer NOT NULL,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (index_id, dims, metric)
+            )
+            """,
+        ),
+    ),
+    Migration(
+        2,
+        "ingestion operations",
+        (
+            # The ingestion manager (a later issue) records operations here so their
+            # history survives a restart; it may extend the table in later migrations.
+            """
+            CREATE TABLE gw_operations (
+                id text COLLATE "C" PRIMARY KEY,
+                index_id integer NOT NULL REFERENCES gw_indexes (id) ON DELETE CASCADE,
+                version bigint,
+                state text NOT NULL,
+                trigger text NOT NULL DEFAULT '',
+                counts jsonb NOT NULL DEFAULT '{}'::jsonb,
+                error_code text,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                started_at timestamptz,
+                finished_at timestamptz,
+                updated_at timestamptz NOT NULL DEFAULT now()
+            )
+            """,
+            "CREATE INDEX gw_operations_index ON gw_operations (index_id, created_at DESC)",
+        ),
+    ),
+    Migration(
+        3,
+        "operation records",
+        (
+            # The whole operation snapshot (counts, phase, failures) as the manager
+            # reports it, and the index name listings filter on without a join.
+            """
+            ALTER TABLE gw_operations
+                ADD COLUMN index_name text COLLATE "C" NOT NULL DEFAULT '',
+                ADD COLUMN record jsonb
+            """,
+            """
+            CREATE INDEX gw_operations_listing
+                ON gw_operations (index_name, created_at DESC, id DESC)
+            """,
+            "CREATE INDEX gw_operations_unfinished ON gw_operations (state) "
+            "WHERE state IN ('QUEUED', 'RUNNING')",
+        ),
+    ),
+)
+
+LATEST_VERSION = MIGRATIONS[-1].version
+
+
+def extension_missing(extension: str, requirement: str) -> GroundwireError:
+    """A required PostgreSQL extension is absent, too old or may not be created."""
+    return GroundwireError(
+        ErrorKind.FAILED_PRECONDITION,
+        "STORE_EXTENSION_MISSING",
+        f"PostgreSQL extension '{extension}' ({requirement}) is not available in the "
+        f"database: install it on the server, or have a privileged role run "
+        f"CREATE EXTENSION {extension}",
+    )
+
+
+def server_too_old(version_num: int) -> GroundwireError:
+    """The PostgreSQL server predates the supported minimum."""
+    return GroundwireError(
+        ErrorKind.FAILED_PRECONDITION,
+        "STORE_VERSION_UNSUPPORTED",
+        f"PostgreSQL server version {version_num // 10000} is older than the supported "
+        f"minimum {MIN_SERVER_VERSION_NUM // 10000}",
+    )
+
+
+def schema_too_new(found: int) -> GroundwireError:
+    """The database was migrated by a newer groundwire than this one."""
+    return GroundwireError(
+        ErrorKind.FAILED_PRECONDITION,
+        "STORE_SCHEMA_TOO_NEW",
+        f"database schema version {found} is newer than this server's {LATEST_VERSION}",
+    )
+
+
+# What CREATE EXTENSION raises when the extension is not installed on the server, may
+# not be created by this role, or cannot be loaded; connection failures are not here
+# (they are the store being unavailable, not an extension problem).
+_EXTENSION_FAILURES = (
+    psycopg.errors.InsufficientPrivilege,
+    psycopg.errors.UndefinedFile,
+    psycopg.errors.UndefinedObject,
+    psycopg.errors.FeatureNotSupported,
+    psycopg.errors.ObjectNotInPrerequisiteState,
+)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    parts: list[int] = []
+    for piece in text.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+async def _ensure_extension(conn: psycopg.AsyncConnection[tuple[object, ...]], name: str) -> str:
+    requirement = (
+        f"pgvector >= {'.'.join(map(str, MIN_PGVECTOR))}" if name == "vector" else "pg_trgm"
+    )
+    try:
+        await conn.execute(
+            sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(name))
+        )
+    except _EXTENSION_FAILURES as exc:
+        raise extension_missing(name, requirement) from exc
+    cur = await conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s", [name])
+    row = await cur.fetchone()
+    if row is None:
+        raise extension_missing(name, requirement)
+    version = str(row[0])
+    if name == "vector" and _version_tuple(version) < MIN_PGVECTOR:
+        raise extension_missing(name, requirement)
+    return version
+
+
+async def apply_migrations(conn: psycopg.AsyncConnection[tuple[object, ...]]) -> list[int]:
+    """Create the extensions and apply pending migrations; returns the versions applied
+    by this call (empty when the schema was already current).
+
+    `conn` must be in autocommit mode; the advisory lock is held for the whole call."""
+    cur = await conn.execute("SELECT current_setting('server_version_num')::int")
+    row = await cur.fetchone()
+    if row is None or int(str(row[0])) < MIN_SERVER_VERSION_NUM:
+        raise server_too_old(int(str(row[0])) if row else 0)
+    await conn.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK_KEY])
+    try:
+        await _ensure_extension(conn, "vector")
+        await _ensure_extension(conn, "pg_trgm")
+        await conn.execute(
+            """
+            CREATE TABLE IF NOT EXISTS gw_schema_migrations (
+                version integer PRIMARY KEY,
+                name text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """
+        )
+        cur = await conn.execute("SELECT version FROM gw_schema_migrations")
+        done = {int(str(r[0])) for r in await cur.fetchall()}
+        if done and max(done) > LATEST_VERSION:
+            raise schema_too_new(max(done))
+        applied: list[int] = []
+        for migration in MIGRATIONS:
+            if migration.version in done:
+                continue
+            async with conn.transaction():
+                for statement in migration.statements:
+                    await conn.execute(statement.encode())
+                await conn.execute(
+                    "INSERT INTO gw_schema_migrations (version, name) VALUES (%s, %s)",
+                    [migration.version, migration.name],
+                )
+            applied.append(migration.version)
+            log.info("applied store migration %d", migration.version)
+        return applied
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s)", [MIGRATION_LOCK_KEY])
+
+
+_OPCLASS: dict[DistanceMetric, tuple[str, str]] = {
+    DistanceMetric.COSINE: ("vector_cosine_ops", "c"),
+    DistanceMetric.EUCLIDEAN: ("vector_l2_ops", "l"),
+    DistanceMetric.DOT: ("vector_ip_ops", "i"),
+}
+
+
+def _checked_int(value: int, low: int, high: int) -> int:
+    # bool is an int subclass; a True dimension would render as "True" in DDL.
+    if type(value) is not int or not low <= value <= high:
+        raise ValueError("integer outside the allowed range for index DDL")
+    return value
+
+
+def hnsw_index_name(index_id: int, dims: int, metric: DistanceMetric) -> str:
+    """The HNSW index name for (logical index, dimension, metric): digits and a fixed
+    metric code only."""
+    _checked_int(index_id, 1, 2**31 - 1)
+    _checked_int(dims, 1, MAX_HNSW_DIMENSIONS)
+    return f"gw_chunks_hnsw_{index_id}_{dims}_{_OPCLASS[metric][1]}"
+
+
+def hnsw_index_ddl(
+    index_id: int,
+    dims: int,
+    metric: DistanceMetric,
+    m: int,
+    ef_construction: int,
+    *,
+    concurrently: bool = False,
+) -> sql.Composed:
+    """CREATE INDEX for one logical index's vectors: a partial expression index, since
+    one `vector` column holds every index's vectors and HNSW needs a fixed dimension.
+
+    Searches must repeat the expression `embedding::vector(dims)` and the predicate
+    `index_id = <id> AND dims = <dims>` literally for the planner to use it."""
+    name = hnsw_index_name(index_id, dims, metric)
+    return sql.SQL(
+        "CREATE INDEX {concurrently} IF NOT EXISTS {name} ON gw_chunks USING hnsw "
+        "((embedding::vector({dims})) {opclass}) "
+        "WITH (m = {m}, ef_construction = {efc}) "
+        "WHERE index_id = {index_id} AND dims = {dims}"
+    ).format(
+        concurrently=sql.SQL("CONCURRENTLY" if concurrently else ""),
+        name=sql.Identifier(name),
+        dims=sql.Literal(_checked_int(dims, 1, MAX_HNSW_DIMENSIONS)),
+        opclass=sql.SQL(_OPCLASS[metric][0]),
+        m=sql.Literal(_checked_int(m, 2, 100)),
+        efc=sql.Literal(_checked_int(ef_construction, 4, 1000)),
+        index_id=sql.Literal(_checked_int(index_id, 1, 2**31 - 1)),
+    )
