@@ -24,12 +24,15 @@ from groundwire.reranking.service import RerankingService
 from groundwire_client.v1 import reranker_pb2, reranker_pb2_grpc
 
 __all__ = [
+    "RERANKER_SERVICE",
     "RerankerServicer",
     "answerability_to_proto",
     "failure_policy_from_proto",
     "reranked_candidate_to_proto",
     "reranking_metadata_to_proto",
 ]
+
+RERANKER_SERVICE: str = reranker_pb2.DESCRIPTOR.services_by_name["RerankerService"].full_name
 
 _OUTCOMES = {
     RerankOutcome.SUCCEEDED: reranker_pb2.RERANK_OUTCOME_SUCCEEDED,

@@ -32,12 +32,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-import grpc
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from groundwire.api.reranker import RerankerServicer
 from groundwire.app.secrets import SecretRef
 from groundwire.domain.reranking import FailurePolicy
 from groundwire.providers.embeddings.base import EmbeddingProvider
@@ -46,7 +44,10 @@ from groundwire.providers.rerankers.offline import Behaviour
 from groundwire.reranking.requests import RerankDefaults, RerankLimits
 from groundwire.reranking.service import RerankingService
 from groundwire.reranking.stage import RerankingMetrics, RerankingStage, StageSettings
-from groundwire_client.v1 import reranker_pb2, reranker_pb2_grpc
+from groundwire_client.v1 import reranker_pb2
+
+if TYPE_CHECKING:
+    import grpc
 
 __all__ = [
     "RERANKER_SERVICE",
@@ -66,6 +67,7 @@ __all__ = [
 ]
 
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+# The full service name, for health and reflection (protobuf only: no gRPC import).
 RERANKER_SERVICE: str = reranker_pb2.DESCRIPTOR.services_by_name["RerankerService"].full_name
 
 
@@ -126,7 +128,7 @@ class LocalEmbeddingRerankerConfig(_Strict):
     kind: Literal["local-embedding"]
     embedder: str = Field(pattern=_NAME_PATTERN)
     window_sentences: int = Field(2, ge=1, le=50)
-    max_windows: int = Field(16, ge=1, le=1024)
+    max_windows: int = Field(8, ge=1, le=1024)
     include_whole: bool = True
     minimum_answerable_relevance: _Threshold = 0.75
 
@@ -339,6 +341,12 @@ def build_reranking_service(
 
 def register_reranker_service(server: grpc.aio.Server, service: RerankingService) -> str:
     """Add RerankerService to a grpc.aio server; returns its full service name
-    (`RERANKER_SERVICE`, for health and reflection)."""
+    ("groundwire.v1.RerankerService", for health and reflection).
+
+    The api layer is imported here, not at module level, so loading the
+    configuration never pulls in gRPC."""
+    from groundwire.api.reranker import RerankerServicer
+    from groundwire_client.v1 import reranker_pb2_grpc
+
     reranker_pb2_grpc.add_RerankerServiceServicer_to_server(RerankerServicer(service), server)
     return RERANKER_SERVICE
