@@ -59,7 +59,11 @@ def default_config(data_dir: Path | None = None) -> GroundwireConfig:
                             "maximum_accepted_results": 5,
                         },
                         # The local reranker runs on the CPU next to the server: give it room.
-                        "reranking": {"enabled": True, "maximum_candidates": 5, "timeout_seconds": 15},
+                        "reranking": {
+                            "enabled": True,
+                            "maximum_candidates": 5,
+                            "timeout_seconds": 15,
+                        },
                         "context_budget": {
                             "maximum_chunks_per_source": 2,
                             "prefer_source_diversity": True,
