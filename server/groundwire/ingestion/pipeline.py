@@ -212,6 +212,9 @@ async def run_ingestion(
             report.ingested += len(batch)
         report.phase = Phase.DELETING
         await tick()
+        # Documents that left the sources go. On a rebuild every document not
+        # re-ingested goes too, pushed ones included: their vectors belong to the old
+        # embedding model and must never be mixed with the new ones (push them again).
         gone = [
             doc_id
             for doc_id, doc in live.items()

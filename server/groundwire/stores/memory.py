@@ -32,6 +32,7 @@ from groundwire.stores.base import (
     LiveDocument,
     StagedDocument,
     check_staged,
+    embedding_mismatch,
     index_missing,
 )
 
@@ -289,7 +290,8 @@ class MemoryStore:
         check_staged(idx.spec, documents)
         if idx.dims != (idx.spec.dimensions or 0):
             if idx.n:
-                raise_rebuild_needed()
+                # Vectors of another dimension are stored: never mix them.
+                raise embedding_mismatch("index holds vectors of another dimension; rebuild it")
             idx.dims = idx.spec.dimensions or 0
             idx.matrix = np.zeros((idx.capacity, idx.dims), dtype=np.float32)
         st = idx.staging[version]
@@ -431,12 +433,6 @@ class MemoryStore:
 
     async def close(self) -> None:
         self._indexes.clear()
-
-
-def raise_rebuild_needed() -> None:
-    from groundwire.stores.base import embedding_mismatch
-
-    raise embedding_mismatch("index holds vectors of another dimension; rebuild it")
 
 
 class _MemoryLock:
