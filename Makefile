@@ -10,7 +10,7 @@ ADDRESS ?= 127.0.0.1:50051
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup run test test-fast gen gen-check lint fmt bench clean breaking smoke-clients
+.PHONY: setup run test test-fast gen gen-check lint fmt bench clean breaking smoke-clients load ops-tools
 
 setup: $(STAMP)
 
@@ -63,6 +63,13 @@ bench: setup
 
 smoke-clients: setup
 	scripts/smoke_clients.sh
+
+ops-tools:
+	scripts/install_ops_tools.sh
+
+# Bounded load on loopback (ghz): QPS and latency percentiles per scenario.
+load: setup
+	scripts/load.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .tools \

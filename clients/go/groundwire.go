@@ -4,6 +4,10 @@
 //
 //	conn, err := groundwire.Dial("127.0.0.1:50051")
 //	retriever := groundwirev1.NewRetrieverServiceClient(conn)
+//	gw := groundwire.NewClients(conn)
+//	for ev, err := range gw.ExecuteStream(ctx, groundwire.Input("demo-assistant", "How many weeks of parental leave do I get?")) {
+//		...
+//	}
 //
 // Errors carry a google.rpc.Status with one google.rpc.ErrorInfo (domain
 // "groundwire.dev", a stable UPPER_SNAKE reason) and, for bad requests, a
@@ -12,6 +16,9 @@ package groundwire
 
 import (
 	"context"
+	"errors"
+	"io"
+	"iter"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -108,4 +115,61 @@ func Reason(err error) string {
 		return e.Reason
 	}
 	return ""
+}
+
+// Input returns the ExecutionInput of one agent turn; set History, Tenant or
+// Filter on it for more.
+func Input(agentID, message string) *groundwirev1.ExecutionInput {
+	return &groundwirev1.ExecutionInput{AgentId: agentID, Message: message}
+}
+
+// IsTerminal reports whether ev ends an execution stream (EXECUTION_COMPLETED
+// or EXECUTION_FAILED).
+func IsTerminal(ev *groundwirev1.ExecuteStreamResponse) bool {
+	switch ev.GetType() {
+	case groundwirev1.ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED,
+		groundwirev1.ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_FAILED:
+		return true
+	}
+	return false
+}
+
+// Execute runs one agent turn (AgentService.Execute) and returns its result.
+func (c Clients) Execute(ctx context.Context, in *groundwirev1.ExecutionInput, opts ...grpc.CallOption) (*groundwirev1.AgentResult, error) {
+	res, err := c.Agents.Execute(ctx, &groundwirev1.ExecuteRequest{Input: in}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return res.GetResult(), nil
+}
+
+// ExecuteStream runs one agent turn (AgentService.ExecuteStream) and yields its
+// events: EXECUTION_STARTED first, then RAG search, tool call and text delta
+// events, and exactly one terminal event last (EXECUTION_COMPLETED with
+// Result, or EXECUTION_FAILED with ErrorCode). A failed call (a refused
+// request, a broken stream) is yielded once as (nil, err) and ends the
+// sequence; breaking out of the loop cancels the call.
+func (c Clients) ExecuteStream(ctx context.Context, in *groundwirev1.ExecutionInput, opts ...grpc.CallOption) iter.Seq2[*groundwirev1.ExecuteStreamResponse, error] {
+	return func(yield func(*groundwirev1.ExecuteStreamResponse, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := c.Agents.ExecuteStream(ctx, &groundwirev1.ExecuteStreamRequest{Input: in}, opts...)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for {
+			ev, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
 }

@@ -7,7 +7,11 @@ package groundwire_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,15 +101,101 @@ func TestUnknownIndexIsNotFoundWithReason(t *testing.T) {
 	}
 }
 
+const question = "How many weeks of parental leave do I get?"
+
+// agentID is the agent the smoke asks: GROUNDWIRE_AGENT (scripts/smoke_clients.sh
+// configures one with the offline extractive model), else the embedded
+// default's "demo-assistant".
+func agentID() string {
+	if id := os.Getenv("GROUNDWIRE_AGENT"); id != "" {
+		return id
+	}
+	return "demo-assistant"
+}
+
+func checkCitesParentalLeave(t *testing.T, result *groundwirev1.AgentResult) {
+	t.Helper()
+	if result == nil {
+		t.Fatal("no result")
+	}
+	if strings.TrimSpace(result.GetAnswer()) == "" {
+		t.Fatal("empty answer")
+	}
+	var cited []string
+	for _, c := range result.GetCitations() {
+		cited = append(cited, c.GetDocumentId())
+	}
+	if !slices.Contains(cited, "policies/parental-leave.md") {
+		t.Fatalf("citations %v do not include policies/parental-leave.md", cited)
+	}
+}
+
 // TestExecuteStream: AgentService.ExecuteStream, a server stream ending in
-// exactly one terminal event. Skipped until the block below is written.
+// exactly one terminal event, here EXECUTION_COMPLETED with the result.
 func TestExecuteStream(t *testing.T) {
+	conn := connect(t)
+	stream, err := groundwirev1.NewAgentServiceClient(conn).ExecuteStream(callContext(t), &groundwirev1.ExecuteStreamRequest{
+		Input: &groundwirev1.ExecutionInput{AgentId: agentID(), Message: question},
+	})
+	if err != nil {
+		t.Fatalf("ExecuteStream: %v", err)
+	}
+	var events []*groundwirev1.ExecuteStreamResponse
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("ExecuteStream after %d events: %v", len(events), err)
+		}
+		events = append(events, ev)
+	}
+	if len(events) == 0 {
+		t.Fatal("no events")
+	}
+	if got := events[0].GetType(); got != groundwirev1.ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_STARTED {
+		t.Fatalf("first event = %v, want EXECUTION_STARTED", got)
+	}
+	terminal := 0
+	for i, ev := range events {
+		if groundwire.IsTerminal(ev) {
+			terminal++
+		}
+		if ev.GetSequence() != uint32(i) {
+			t.Fatalf("event %d has sequence %d", i, ev.GetSequence())
+		}
+		if ev.GetExecutionId() != events[0].GetExecutionId() {
+			t.Fatalf("event %d has execution id %q, want %q", i, ev.GetExecutionId(), events[0].GetExecutionId())
+		}
+	}
+	if terminal != 1 {
+		t.Fatalf("%d terminal events, want exactly 1", terminal)
+	}
+	last := events[len(events)-1]
+	if last.GetType() != groundwirev1.ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED {
+		t.Fatalf("last event = %v (%s), want EXECUTION_COMPLETED", last.GetType(), last.GetErrorCode())
+	}
+	checkCitesParentalLeave(t, last.GetResult())
+}
+
+// TestExecuteHelpers: Clients.ExecuteStream (an iterator) and Clients.Execute.
+func TestExecuteHelpers(t *testing.T) {
 	gw := groundwire.NewClients(connect(t))
-	_ = gw.Agents
-	// ---- TODO(agents): ExecuteStream smoke --------------------------------
-	//   stream, err := gw.Agents.ExecuteStream(callContext(t), &groundwirev1.ExecuteStreamRequest{...})
-	//   consume stream.Recv() until io.EOF; assert exactly one terminal event,
-	//   and that it is the last one.
-	// ------------------------------------------------------------------------
-	t.Skip("TODO(agents): the ExecuteStream smoke is not written yet")
+	ctx := callContext(t)
+	var events []*groundwirev1.ExecuteStreamResponse
+	for ev, err := range gw.ExecuteStream(ctx, groundwire.Input(agentID(), question)) {
+		if err != nil {
+			t.Fatalf("ExecuteStream: %v", err)
+		}
+		events = append(events, ev)
+	}
+	if len(events) == 0 || !groundwire.IsTerminal(events[len(events)-1]) {
+		t.Fatalf("the stream of %d events does not end with a terminal event", len(events))
+	}
+	result, err := gw.Execute(ctx, groundwire.Input(agentID(), question))
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	checkCitesParentalLeave(t, result)
 }

@@ -1,15 +1,18 @@
 """Smoke test of the generated Python stubs against a live groundwire server.
 
 Connects to GROUNDWIRE_ADDR ("host:port") and checks Health/Check, a lexical
-Retrieve and the rich NOT_FOUND error of an unknown index, using only the
-generated stubs (groundwire_client.v1) and the standard gRPC packages. Prints
+Retrieve, the rich NOT_FOUND error of an unknown index and one
+AgentService.ExecuteStream of the agent GROUNDWIRE_AGENT (default
+"demo-assistant", the embedded default's agent), using only the generated
+stubs (groundwire_client.v1) and the standard gRPC packages; then the same
+agent through GroundwireClient's execute/execute_stream helpers. Prints
 one line per check and exits non-zero on any failure. scripts/smoke_clients.sh
 runs it:  GROUNDWIRE_ADDR=127.0.0.1:50051 .venv/bin/python clients/python/smoke.py
 """
 
 from __future__ import annotations
 
-import importlib.util
+import asyncio
 import os
 import sys
 from collections.abc import Callable
@@ -19,7 +22,9 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
-from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
+from groundwire_client import GroundwireClient
+from groundwire_client.client import TERMINAL_EVENTS
+from groundwire_client.v1 import agent_pb2, agent_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 
 TIMEOUT = 20.0
 
@@ -65,17 +70,59 @@ def check_unknown_index(channel: grpc.Channel) -> None:
         raise AssertionError("Retrieve on an unknown index succeeded")
 
 
-# ---- TODO(agents): ExecuteStream smoke ---------------------------------------
-# When groundwire.v1.AgentService exists (groundwire_client.v1.agent_pb2_grpc),
-# add check_execute_stream: consume AgentServiceStub(channel).ExecuteStream(...)
-# and assert exactly one terminal event, the last one. Until then main() reports
-# it as skipped.
-# -------------------------------------------------------------------------------
+AGENT = os.environ.get("GROUNDWIRE_AGENT", "demo-assistant")
+QUESTION = "How many weeks of parental leave do I get?"
+TERMINAL = (
+    agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED,
+    agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_FAILED,
+)
+
+
+def check_execute_stream(channel: grpc.Channel) -> None:
+    request = agent_pb2.ExecuteStreamRequest(
+        input=agent_pb2.ExecutionInput(agent_id=AGENT, message=QUESTION)
+    )
+    events = list(agent_pb2_grpc.AgentServiceStub(channel).ExecuteStream(request, timeout=TIMEOUT))
+    assert events, "no events"
+    types = [agent_pb2.ExecutionEventType.Name(e.type) for e in events]
+    assert events[0].type == agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_STARTED, types[0]
+    terminal = [e for e in events if e.type in TERMINAL]
+    assert len(terminal) == 1, f"{len(terminal)} terminal events: {types}"
+    last = events[-1]
+    assert last.type == agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED, (
+        f"last event {types[-1]} {last.error_code}"
+    )
+    assert [e.sequence for e in events] == list(range(len(events))), "sequence is not 0..n-1"
+    assert len({e.execution_id for e in events}) == 1, "execution_id differs between events"
+    result = last.result
+    assert result.answer.strip(), "empty answer"
+    cited = [c.document_id for c in result.citations]
+    assert "policies/parental-leave.md" in cited, cited
+
+
+def check_client_helpers(channel: grpc.Channel) -> None:
+    """GroundwireClient.execute / execute_stream (the asyncio helper)."""
+    addr = os.environ["GROUNDWIRE_ADDR"]
+
+    async def run() -> None:
+        async with GroundwireClient(addr, timeout=TIMEOUT) as gw:
+            events = [e async for e in gw.execute_stream(AGENT, QUESTION)]
+            assert events[-1].type in TERMINAL_EVENTS, events[-1].type
+            assert sum(e.type in TERMINAL_EVENTS for e in events) == 1
+            result = await gw.execute(AGENT, QUESTION)
+            assert result.answer.strip(), "empty answer"
+            cited = [c.document_id for c in result.citations]
+            assert "policies/parental-leave.md" in cited, cited
+
+    asyncio.run(run())
+
 
 CHECKS: list[tuple[str, Callable[[grpc.Channel], None]]] = [
     ("Health/Check SERVING", check_health),
     ("Retrieve lexical POL-HR-014", check_retrieve),
     ("unknown index NOT_FOUND/INDEX_NOT_FOUND", check_unknown_index),
+    ("AgentService.ExecuteStream to one terminal event", check_execute_stream),
+    ("GroundwireClient.execute/execute_stream", check_client_helpers),
 ]
 
 
@@ -94,10 +141,6 @@ def main() -> int:
                 print(f"FAIL {name}: {type(exc).__name__}: {exc}")
             else:
                 print(f"ok   {name}")
-    if importlib.util.find_spec("groundwire_client.v1.agent_pb2_grpc") is None:
-        print("skip AgentService.ExecuteStream: not in the generated contract yet")
-    else:
-        print("skip AgentService.ExecuteStream: TODO(agents) smoke not written yet")
     print(f"{len(CHECKS) - failed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -193,6 +193,7 @@ async def test_second_start_conflicts_and_cancel_keeps_published_version(h: Harn
     ).operation
     assert time.monotonic() - t0 < 1.0
     assert cancelled.state == ing.OPERATION_STATE_CANCELLED
+    assert cancelled.phase == ing.OPERATION_PHASE_DONE and cancelled.counts.discovered == 60
     status = await h.status()
     assert status.published_version == first.version
     assert await h.lexical("CANCELTOKEN") == []

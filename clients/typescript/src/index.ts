@@ -5,16 +5,31 @@
  *
  *   const gw = createGroundwireClient("http://127.0.0.1:50051");
  *   const res = await gw.retriever.retrieve({ query: { indexName: "demo", text: "POL-HR-014" } });
+ *   const result = await execute(gw.agents, "demo-assistant", "How many weeks of parental leave do I get?");
+ *   for await (const ev of executeStream(gw.agents, "demo-assistant", "...")) console.log(ev.type);
  */
-import type { DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import type { DescService, MessageInitShape } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  type CallOptions,
+  type Client,
+  type Interceptor,
+  type Transport,
+} from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { BadRequestSchema, ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import {
   AgentService,
+  ExecutionEventType,
   IngestionManagerService,
   RerankerService,
   RetrieverService,
+  type AgentResult,
+  type ExecuteStreamResponse,
+  type ConversationTurnSchema,
+  type MetadataFilterSchema,
 } from "./gen/groundwire/v1/index.js";
 import { Health } from "./gen/grpc/health/v1/health_pb.js";
 
@@ -111,4 +126,53 @@ export function decodeError(err: unknown): GroundwireErrorDetails {
 /** The stable ErrorInfo reason of a thrown error ("" when it has none). */
 export function errorReason(err: unknown): string {
   return decodeError(err).reason;
+}
+
+/** The optional parts of an execution input (ExecutionInput in agent.proto). */
+export interface ExecuteInit {
+  /** Prior turns, oldest first, e.g. { role: TurnRole.USER, content: "..." }. */
+  history?: MessageInitShape<typeof ConversationTurnSchema>[];
+  /** Tenant whose documents the agent may see; an API key's tenant wins. */
+  tenant?: string;
+  /** Metadata conditions added to the agent's configured filter. */
+  filter?: MessageInitShape<typeof MetadataFilterSchema>;
+}
+
+/** True for the terminal events of an execution stream: EXECUTION_COMPLETED and EXECUTION_FAILED. */
+export function isTerminalEvent(event: ExecuteStreamResponse): boolean {
+  return (
+    event.type === ExecutionEventType.EXECUTION_COMPLETED || event.type === ExecutionEventType.EXECUTION_FAILED
+  );
+}
+
+/**
+ * Runs one agent turn with AgentService.ExecuteStream and yields its events:
+ * EXECUTION_STARTED first, then RAG search, tool call and text delta events, and
+ * exactly one terminal event last (EXECUTION_COMPLETED with `result`, or
+ * EXECUTION_FAILED with `errorCode`). `options.timeoutMs` bounds the whole stream.
+ * A request the server refuses before any event throws (see decodeError).
+ */
+export function executeStream(
+  agents: Client<typeof AgentService>,
+  agentId: string,
+  message: string,
+  input: ExecuteInit = {},
+  options: CallOptions = {},
+): AsyncIterable<ExecuteStreamResponse> {
+  return agents.executeStream({ input: { ...input, agentId, message } }, options);
+}
+
+/** Runs one agent turn with AgentService.Execute and returns its AgentResult. */
+export async function execute(
+  agents: Client<typeof AgentService>,
+  agentId: string,
+  message: string,
+  input: ExecuteInit = {},
+  options: CallOptions = {},
+): Promise<AgentResult> {
+  const res = await agents.execute({ input: { ...input, agentId, message } }, options);
+  if (res.result === undefined) {
+    throw new ConnectError("Execute returned no result", Code.Internal);
+  }
+  return res.result;
 }

@@ -7,8 +7,14 @@ import { Code } from "@connectrpc/connect";
 import {
   createGroundwireClient,
   decodeError,
+  execute,
+  executeStream,
+  ExecutionEventType,
   HealthCheckResponse_ServingStatus,
+  isTerminalEvent,
   RetrievalMode,
+  type AgentResult,
+  type ExecuteStreamResponse,
 } from "../src/index.js";
 
 const addr = process.env.GROUNDWIRE_ADDR;
@@ -46,13 +52,44 @@ test("unknown index is NotFound with reason INDEX_NOT_FOUND", { skip }, async ()
 });
 
 // AgentService.ExecuteStream: a server stream ending in exactly one terminal
-// event. Skipped until the block below is written.
-test("AgentService.ExecuteStream streams to one terminal event", { skip }, async (t) => {
-  assert.ok(gw!.agents.executeStream, "the generated AgentService has no ExecuteStream");
-  // ---- TODO(agents): ExecuteStream smoke ---------------------------------
-  // const events = [];
-  // for await (const ev of gw!.agents.executeStream({ ... }, { timeoutMs })) events.push(ev);
-  // assert exactly one terminal event, and that it is the last one.
-  // ------------------------------------------------------------------------
-  t.skip("TODO(agents): the ExecuteStream smoke is not written yet");
+// event, here EXECUTION_COMPLETED with the result. The agent is GROUNDWIRE_AGENT
+// (scripts/smoke_clients.sh configures one with the offline extractive model);
+// "demo-assistant" is the embedded default's.
+const agentId = process.env.GROUNDWIRE_AGENT || "demo-assistant";
+const question = "How many weeks of parental leave do I get?";
+
+function assertCitesParentalLeave(result: AgentResult | undefined): void {
+  assert.ok(result, "no result");
+  assert.ok(result.answer.trim().length > 0, "empty answer");
+  const cited = result.citations.map((c) => c.documentId);
+  assert.ok(cited.includes("policies/parental-leave.md"), `citations: ${cited.join(", ")}`);
+}
+
+test("AgentService.ExecuteStream streams to one terminal event", { skip }, async () => {
+  const events: ExecuteStreamResponse[] = [];
+  for await (const ev of gw!.agents.executeStream({ input: { agentId, message: question } }, { timeoutMs })) {
+    events.push(ev);
+  }
+  assert.ok(events.length > 0, "no events");
+  const types = events.map((e) => ExecutionEventType[e.type]);
+  assert.equal(events[0].type, ExecutionEventType.EXECUTION_STARTED, `first event ${types[0]}`);
+  const terminal = events.filter(isTerminalEvent);
+  assert.equal(terminal.length, 1, `terminal events in ${types.join(", ")}`);
+  const last = events[events.length - 1];
+  assert.equal(last.type, ExecutionEventType.EXECUTION_COMPLETED, `last event ${types.at(-1)} ${last.errorCode}`);
+  assert.deepEqual(
+    events.map((e) => e.sequence),
+    events.map((_, i) => i),
+    "sequence numbers are not 0..n-1",
+  );
+  assert.equal(new Set(events.map((e) => e.executionId)).size, 1, "execution id differs between events");
+  assertCitesParentalLeave(last.result);
+});
+
+test("execute/executeStream helpers", { skip }, async () => {
+  const events: ExecuteStreamResponse[] = [];
+  for await (const ev of executeStream(gw!.agents, agentId, question, {}, { timeoutMs })) events.push(ev);
+  assert.equal(events.filter(isTerminalEvent).length, 1);
+  assert.ok(isTerminalEvent(events[events.length - 1]), "the terminal event is not last");
+  assertCitesParentalLeave(await execute(gw!.agents, agentId, question, {}, { timeoutMs }));
 });

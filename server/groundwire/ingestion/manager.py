@@ -261,7 +261,8 @@ class IngestionManager:
             report = await run_ingestion(handle, progress=progress)
             final = replace(_apply(run.operation, report), state=OperationState.SUCCEEDED)
         except asyncio.CancelledError:
-            final = replace(_apply(run.operation, report), state=OperationState.CANCELLED)
+            # Counts as of the last progress snapshot (the run never returned a report).
+            final = replace(run.operation, state=OperationState.CANCELLED)
         except GroundwireError as err:
             final = replace(run.operation, state=OperationState.FAILED, error_code=err.reason)
         except Exception as exc:  # recorded, never propagated: the operation owns the failure
@@ -269,7 +270,7 @@ class IngestionManager:
                 "ingestion failed", extra={"index": handle.name, "error_type": type(exc).__name__}
             )
             final = replace(run.operation, state=OperationState.FAILED, error_code="INTERNAL")
-        final = replace(final, end_time=time.time())
+        final = replace(final, end_time=time.time(), phase="DONE")
         # Free the index before telling anyone the run ended, so a watcher that
         # starts the next run on seeing the terminal state is never refused.
         self._runs.pop(handle.name, None)

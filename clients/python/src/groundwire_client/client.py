@@ -7,7 +7,7 @@ stable `reason` and field violations from the google.rpc.Status details.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal
@@ -16,7 +16,13 @@ import grpc
 from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from groundwire_client.v1 import common_pb2, retriever_pb2, retriever_pb2_grpc
+from groundwire_client.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    common_pb2,
+    retriever_pb2,
+    retriever_pb2_grpc,
+)
 
 Mode = Literal["semantic", "lexical", "hybrid"]
 _MODES: dict[str, retriever_pb2.RetrievalMode.ValueType] = {
@@ -24,6 +30,17 @@ _MODES: dict[str, retriever_pb2.RetrievalMode.ValueType] = {
     "lexical": retriever_pb2.RETRIEVAL_MODE_LEXICAL,
     "hybrid": retriever_pb2.RETRIEVAL_MODE_HYBRID,
 }
+Role = Literal["user", "assistant"]
+_ROLES: dict[str, agent_pb2.TurnRole.ValueType] = {
+    "user": agent_pb2.TURN_ROLE_USER,
+    "assistant": agent_pb2.TURN_ROLE_ASSISTANT,
+}
+TERMINAL_EVENTS = frozenset(
+    {
+        agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED,
+        agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_FAILED,
+    }
+)
 
 
 @dataclass
@@ -43,7 +60,9 @@ class GroundwireError(Exception):
 def error_from_rpc(err: grpc.aio.AioRpcError) -> GroundwireError:
     """Decode groundwire's google.rpc.Status details from a failed call."""
     trailing = dict(err.trailing_metadata() or ())
-    out = GroundwireError(err.code(), err.details() or "", request_id=str(trailing.get("x-request-id", "")))
+    out = GroundwireError(
+        err.code(), err.details() or "", request_id=str(trailing.get("x-request-id", ""))
+    )
     raw = trailing.get("grpc-status-details-bin")
     if isinstance(raw, bytes):
         status = status_pb2.Status.FromString(raw)
@@ -59,7 +78,9 @@ def error_from_rpc(err: grpc.aio.AioRpcError) -> GroundwireError:
     return out
 
 
-def _filter(conditions: Mapping[str, str | Sequence[str]] | None) -> common_pb2.MetadataFilter | None:
+def _filter(
+    conditions: Mapping[str, str | Sequence[str]] | None,
+) -> common_pb2.MetadataFilter | None:
     if not conditions:
         return None
     out = common_pb2.MetadataFilter()
@@ -71,8 +92,27 @@ def _filter(conditions: Mapping[str, str | Sequence[str]] | None) -> common_pb2.
     return out
 
 
+def _execution_input(
+    agent_id: str,
+    message: str,
+    history: Sequence[tuple[Role, str]],
+    tenant: str,
+    filter: Mapping[str, str | Sequence[str]] | None,
+) -> agent_pb2.ExecutionInput:
+    out = agent_pb2.ExecutionInput(agent_id=agent_id, message=message, tenant=tenant)
+    for role, content in history:
+        out.history.add(role=_ROLES[role], content=content)
+    flt = _filter(filter)
+    if flt is not None:
+        out.filter.CopyFrom(flt)
+    return out
+
+
 class GroundwireClient:
-    """`async with GroundwireClient("127.0.0.1:50051") as gw: await gw.retrieve(...)`."""
+    """`async with GroundwireClient("127.0.0.1:50051") as gw: await gw.retrieve(...)`.
+
+    Agents: `await gw.execute("demo-assistant", "question")` returns the
+    AgentResult; `async for event in gw.execute_stream(...)` streams its events."""
 
     def __init__(
         self,
@@ -91,13 +131,17 @@ class GroundwireClient:
         )
         self._timeout = timeout
         self.retriever = retriever_pb2_grpc.RetrieverServiceStub(self._channel)
+        self.agents = agent_pb2_grpc.AgentServiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
     async def __aenter__(self) -> GroundwireClient:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.close()
 
@@ -116,10 +160,12 @@ class GroundwireClient:
         rrf_k: int | None = None,
         semantic_weight: float | None = None,
         lexical_weight: float | None = None,
-        timeout: float | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
     ) -> retriever_pb2.RetrieveResponse:
         """Retrieve candidates; raises GroundwireError on failure."""
-        query = retriever_pb2.RagQuery(index_name=index, text=text, mode=_MODES[mode], tenant=tenant)
+        query = retriever_pb2.RagQuery(
+            index_name=index, text=text, mode=_MODES[mode], tenant=tenant
+        )
         if top_k is not None:
             query.top_k = top_k
         flt = _filter(filter)
@@ -140,8 +186,63 @@ class GroundwireClient:
         except grpc.aio.AioRpcError as err:
             raise error_from_rpc(err) from None
 
+    async def execute(
+        self,
+        agent_id: str,
+        message: str,
+        *,
+        history: Sequence[tuple[Role, str]] = (),
+        tenant: str = "",
+        filter: Mapping[str, str | Sequence[str]] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> agent_pb2.AgentResult:
+        """Run one agent turn (AgentService.Execute) and return its result:
+        `answer`, `citations` and the full `rag` metadata. `history` is prior
+        turns, oldest first, as ("user" | "assistant", text). Raises
+        GroundwireError on failure."""
+        request = agent_pb2.ExecuteRequest(
+            input=_execution_input(agent_id, message, history, tenant, filter)
+        )
+        try:
+            response = await self.agents.Execute(
+                request, timeout=timeout or self._timeout, metadata=self._metadata
+            )
+        except grpc.aio.AioRpcError as err:
+            raise error_from_rpc(err) from None
+        return response.result
+
+    async def execute_stream(
+        self,
+        agent_id: str,
+        message: str,
+        *,
+        history: Sequence[tuple[Role, str]] = (),
+        tenant: str = "",
+        filter: Mapping[str, str | Sequence[str]] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> AsyncIterator[agent_pb2.ExecuteStreamResponse]:
+        """Run one agent turn (AgentService.ExecuteStream), yielding its events:
+        EXECUTION_STARTED first, then RAG search, tool call and text delta
+        events, and exactly one terminal event last (EXECUTION_COMPLETED with
+        `result`, or EXECUTION_FAILED with `error_code`; see TERMINAL_EVENTS).
+        `timeout` bounds the whole stream. A request the server refuses before
+        any event raises GroundwireError."""
+        request = agent_pb2.ExecuteStreamRequest(
+            input=_execution_input(agent_id, message, history, tenant, filter)
+        )
+        call = self.agents.ExecuteStream(
+            request, timeout=timeout or self._timeout, metadata=self._metadata
+        )
+        try:
+            async for event in call:
+                yield event
+        except grpc.aio.AioRpcError as err:
+            raise error_from_rpc(err) from None
+        finally:
+            call.cancel()  # no-op once the stream has ended; stops it if the caller breaks out
+
     async def health(self, service: str = "") -> str:
-        """"SERVING", "NOT_SERVING", ... for the server ("") or one service."""
+        """The status ("SERVING", "NOT_SERVING", ...) of the server ("") or one service."""
         try:
             resp = await self._health.Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=self._timeout

