@@ -32,8 +32,17 @@ async def _serve(cfg: GroundwireConfig, address: str | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in[:1] == ["eval"]:
+        # Routed before argparse: the evaluation CLI has its own subcommands and help.
+        from groundwire.evaluation.cli import main as eval_main
+
+        return eval_main(args_in[1:])
     parser = argparse.ArgumentParser(prog="groundwire", description="groundwire RAG service")
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser(
+        "eval", help="evaluate a running server on BEIR collections (groundwire eval --help)"
+    )
     serve = sub.add_parser("serve", help="serve the gRPC API")
     serve.add_argument("--config", type=Path, help="TOML configuration (default: embedded demo)")
     serve.add_argument("--address", help="listen address HOST:PORT (overrides the config)")
@@ -53,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         default="retrieve,execute",
         help="comma-separated: retrieve,rerank,execute,ingest,manage",
     )
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_in)
     if args.command == "keys":
         from groundwire.domain.auth import Permission, generate_key, hash_key
 
