@@ -58,12 +58,13 @@ async def test_semantic_is_default_and_has_relevance(retriever) -> None:
 async def test_hybrid_rrf_with_leg_provenance(retriever) -> None:
     resp = await call(retriever, text="POL-HR-014 parental leave", mode=HYBRID, top_k=5)
     assert resp.diagnostics.applied_mode == HYBRID
-    assert resp.diagnostics.applied_rrf_k == 60
+    k = resp.diagnostics.applied_rrf_k
+    assert k == 20  # the configured default
     assert resp.results
     for r in resp.results:
         assert r.score.metric == common_pb2.SCORE_METRIC_RECIPROCAL_RANK_FUSION
         assert not r.score.HasField("relevance")
-        expected = sum(1.0 / (60 + p.rank) for p in r.provenance)
+        expected = sum(1.0 / (k + p.rank) for p in r.provenance)
         assert r.score.raw_score == pytest.approx(expected, rel=1e-9)
         legs = [p.leg for p in r.provenance]
         assert len(set(legs)) == len(legs)

@@ -28,7 +28,7 @@ def test_merge_by_document_and_chunk_and_keep_leg_scores() -> None:
         hit("b", "c1", ScoreMetric.COSINE_SIMILARITY, 0.8),
     ]
     lex = [hit("b", "c1", ScoreMetric.BM25, 12.0), hit("a", "c2", ScoreMetric.BM25, 7.0)]
-    out = fuse([(Leg.SEMANTIC, sem), (Leg.LEXICAL, lex)], FusionSettings(), 10)
+    out = fuse([(Leg.SEMANTIC, sem), (Leg.LEXICAL, lex)], FusionSettings(k=60), 10)
     by_key = {(r.hit.document_id, r.hit.chunk_id): r for r in out}
     b = by_key[("b", "c1")]
     assert b.score.raw == pytest.approx(1 / 62 + 1 / 61)
@@ -46,7 +46,7 @@ def test_merge_by_document_and_chunk_and_keep_leg_scores() -> None:
 def test_ties_break_by_document_then_chunk() -> None:
     sem = [hit("z", "c1", ScoreMetric.COSINE_SIMILARITY, 0.9)]
     lex = [hit("a", "c9", ScoreMetric.BM25, 3.0)]
-    out = fuse([(Leg.SEMANTIC, sem), (Leg.LEXICAL, lex)], FusionSettings(), 10)
+    out = fuse([(Leg.SEMANTIC, sem), (Leg.LEXICAL, lex)], FusionSettings(k=60), 10)
     assert [r.hit.document_id for r in out] == ["a", "z"]
 
 
@@ -65,7 +65,7 @@ def test_weights_and_k() -> None:
 
 def test_top_k_truncates_after_fusion() -> None:
     sem = [hit(f"d{i}", "c", ScoreMetric.COSINE_SIMILARITY, 1 - i / 10) for i in range(5)]
-    assert len(fuse([(Leg.SEMANTIC, sem)], FusionSettings(), 2)) == 2
+    assert len(fuse([(Leg.SEMANTIC, sem)], FusionSettings(k=60), 2)) == 2
 
 
 def test_single_leg_keeps_leg_score() -> None:

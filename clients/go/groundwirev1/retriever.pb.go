@@ -89,7 +89,7 @@ func (RetrievalMode) EnumDescriptor() ([]byte, []int) {
 type FusionOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Optional. The RRF constant k in score = sum(weight / (k + rank)); an
-	// integer in [1, 1000]. Default: the server's configured value (60).
+	// integer in [1, 1000]. Default: the server's configured value (20).
 	RrfK *uint32 `protobuf:"varint,1,opt,name=rrf_k,json=rrfK,proto3,oneof" json:"rrf_k,omitempty"`
 	// Optional. Weight of the semantic leg, a finite number in [0, 10].
 	// Default: the server's configured value (1.0).

@@ -105,7 +105,7 @@ class RankedResult:
 class FusionSettings:
     """Weighted RRF settings."""
 
-    k: int = 60
+    k: int = 20
     semantic_weight: float = 1.0
     lexical_weight: float = 1.0
 

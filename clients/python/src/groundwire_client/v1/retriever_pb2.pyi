@@ -70,7 +70,7 @@ class FusionOptions(_message.Message):
     LEG_DEPTH_FIELD_NUMBER: _builtins.int
     rrf_k: _builtins.int
     """Optional. The RRF constant k in score = sum(weight / (k + rank)); an
-    integer in [1, 1000]. Default: the server's configured value (60).
+    integer in [1, 1000]. Default: the server's configured value (20).
     """
     semantic_weight: _builtins.float
     """Optional. Weight of the semantic leg, a finite number in [0, 10].

@@ -29,7 +29,7 @@ export const file_groundwire_v1_retriever: GenFile = /*@__PURE__*/
 export type FusionOptions = Message<"groundwire.v1.FusionOptions"> & {
   /**
    * Optional. The RRF constant k in score = sum(weight / (k + rank)); an
-   * integer in [1, 1000]. Default: the server's configured value (60).
+   * integer in [1, 1000]. Default: the server's configured value (20).
    *
    * @generated from field: optional uint32 rrf_k = 1;
    */

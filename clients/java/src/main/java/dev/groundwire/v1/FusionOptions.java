@@ -59,7 +59,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Optional. The RRF constant k in score = sum(weight / (k + rank)); an
-   * integer in [1, 1000]. Default: the server's configured value (60).
+   * integer in [1, 1000]. Default: the server's configured value (20).
    * </pre>
    *
    * <code>optional uint32 rrf_k = 1 [json_name = "rrfK"];</code>
@@ -72,7 +72,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Optional. The RRF constant k in score = sum(weight / (k + rank)); an
-   * integer in [1, 1000]. Default: the server's configured value (60).
+   * integer in [1, 1000]. Default: the server's configured value (20).
    * </pre>
    *
    * <code>optional uint32 rrf_k = 1 [json_name = "rrfK"];</code>
@@ -573,7 +573,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. The RRF constant k in score = sum(weight / (k + rank)); an
-     * integer in [1, 1000]. Default: the server's configured value (60).
+     * integer in [1, 1000]. Default: the server's configured value (20).
      * </pre>
      *
      * <code>optional uint32 rrf_k = 1 [json_name = "rrfK"];</code>
@@ -586,7 +586,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. The RRF constant k in score = sum(weight / (k + rank)); an
-     * integer in [1, 1000]. Default: the server's configured value (60).
+     * integer in [1, 1000]. Default: the server's configured value (20).
      * </pre>
      *
      * <code>optional uint32 rrf_k = 1 [json_name = "rrfK"];</code>
@@ -599,7 +599,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. The RRF constant k in score = sum(weight / (k + rank)); an
-     * integer in [1, 1000]. Default: the server's configured value (60).
+     * integer in [1, 1000]. Default: the server's configured value (20).
      * </pre>
      *
      * <code>optional uint32 rrf_k = 1 [json_name = "rrfK"];</code>
@@ -616,7 +616,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. The RRF constant k in score = sum(weight / (k + rank)); an
-     * integer in [1, 1000]. Default: the server's configured value (60).
+     * integer in [1, 1000]. Default: the server's configured value (20).
      * </pre>
      *
      * <code>optional uint32 rrf_k = 1 [json_name = "rrfK"];</code>

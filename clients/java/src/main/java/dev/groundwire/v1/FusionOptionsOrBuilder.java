@@ -13,7 +13,7 @@ public interface FusionOptionsOrBuilder extends
   /**
    * <pre>
    * Optional. The RRF constant k in score = sum(weight / (k + rank)); an
-   * integer in [1, 1000]. Default: the server's configured value (60).
+   * integer in [1, 1000]. Default: the server's configured value (20).
    * </pre>
    *
    * <code>optional uint32 rrf_k = 1 [json_name = "rrfK"];</code>
@@ -23,7 +23,7 @@ public interface FusionOptionsOrBuilder extends
   /**
    * <pre>
    * Optional. The RRF constant k in score = sum(weight / (k + rank)); an
-   * integer in [1, 1000]. Default: the server's configured value (60).
+   * integer in [1, 1000]. Default: the server's configured value (20).
    * </pre>
    *
    * <code>optional uint32 rrf_k = 1 [json_name = "rrfK"];</code>
