@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -139,13 +140,20 @@ def _encode(payload: dict[str, object]) -> str:
     return base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode()
 
 
+MAX_PAGE_TOKEN_CHARS = 1024  # tokens this server issues are far shorter
+
+
 def _decode(token: str, path: str) -> dict[str, Any]:
+    # A page token is caller input: bound it before decoding, and treat JSON
+    # nested deeply enough to exhaust the recursive parser as malformed too.
     try:
+        if len(token) > MAX_PAGE_TOKEN_CHARS:
+            raise ValueError
         data = json.loads(base64.urlsafe_b64decode(token.encode()))
         if not isinstance(data, dict):
             raise ValueError
         return data
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise invalid("INVALID_PAGE_TOKEN", path, "page_token is malformed") from None
 
 
@@ -238,13 +246,17 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         before = None
         if request.page_token:
             data = _decode(request.page_token, "page_token")
-            if data.get("index", "") != request.index_name or not isinstance(
-                data.get("t"), (int, float)
-            ):
+            t = data.get("t")
+            try:
+                # float() of a huge JSON integer overflows; NaN/inf never come from us.
+                created = float(t) if isinstance(t, (int, float)) else math.nan
+            except OverflowError:
+                created = math.nan
+            if data.get("index", "") != request.index_name or not math.isfinite(created):
                 raise invalid(
                     "INVALID_PAGE_TOKEN", "page_token", "page_token belongs to another query"
                 )
-            before = (float(data["t"]), str(data.get("id", "")))
+            before = (created, str(data.get("id", "")))
         ops = await self._manager.list(request.index_name or None, size + 1, before)
         page = ops[:size]
         token = ""
