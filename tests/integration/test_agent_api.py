@@ -398,7 +398,7 @@ async def test_tools_errors_go_back_to_the_model(app: RunningApp, stub) -> None:
         ("weather", True, ""),
         ("explode", False, "TOOL_FAILED"),
         ("hang", False, "TOOL_TIMEOUT"),
-        ("nope", False, "TOOL_UNKNOWN"),
+        ("", False, "TOOL_UNKNOWN"),  # an invented name is never echoed
         ("weather", False, "TOOL_INVALID_ARGUMENTS"),
     ]
     tool_messages = [m for m in model.calls[2] if m.role == "tool"]

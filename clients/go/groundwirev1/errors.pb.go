@@ -134,6 +134,24 @@ const (
 	ErrorReason_ERROR_REASON_TOOL_STEPS_EXHAUSTED ErrorReason = 210
 	// RESOURCE_EXHAUSTED: too many concurrent executions; retry later.
 	ErrorReason_ERROR_REASON_TOO_MANY_EXECUTIONS ErrorReason = 211
+	// UNAUTHENTICATED: no, a malformed or an unknown API key.
+	ErrorReason_ERROR_REASON_UNAUTHENTICATED ErrorReason = 212
+	// PERMISSION_DENIED: the API key lacks the permission the method needs.
+	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 213
+	// PERMISSION_DENIED: a request field names a tenant other than the key's.
+	ErrorReason_ERROR_REASON_TENANT_MISMATCH ErrorReason = 214
+	// FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old.
+	ErrorReason_ERROR_REASON_STORE_EXTENSION_MISSING ErrorReason = 300
+	// FAILED_PRECONDITION: the database schema is newer than this server.
+	ErrorReason_ERROR_REASON_STORE_SCHEMA_TOO_NEW ErrorReason = 301
+	// FAILED_PRECONDITION: the PostgreSQL server is older than supported.
+	ErrorReason_ERROR_REASON_STORE_VERSION_UNSUPPORTED ErrorReason = 302
+	// FAILED_PRECONDITION: an index version is no longer staging.
+	ErrorReason_ERROR_REASON_VERSION_NOT_STAGING ErrorReason = 303
+	// INVALID_ARGUMENT: the database rejected the data (for example NUL bytes).
+	ErrorReason_ERROR_REASON_STORE_DATA_REJECTED ErrorReason = 304
+	// INTERNAL: an unexpected database error.
+	ErrorReason_ERROR_REASON_STORE_ERROR ErrorReason = 305
 )
 
 // Enum value maps for ErrorReason.
@@ -181,6 +199,15 @@ var (
 		209: "ERROR_REASON_MODEL_INVALID_RESPONSE",
 		210: "ERROR_REASON_TOOL_STEPS_EXHAUSTED",
 		211: "ERROR_REASON_TOO_MANY_EXECUTIONS",
+		212: "ERROR_REASON_UNAUTHENTICATED",
+		213: "ERROR_REASON_PERMISSION_DENIED",
+		214: "ERROR_REASON_TENANT_MISMATCH",
+		300: "ERROR_REASON_STORE_EXTENSION_MISSING",
+		301: "ERROR_REASON_STORE_SCHEMA_TOO_NEW",
+		302: "ERROR_REASON_STORE_VERSION_UNSUPPORTED",
+		303: "ERROR_REASON_VERSION_NOT_STAGING",
+		304: "ERROR_REASON_STORE_DATA_REJECTED",
+		305: "ERROR_REASON_STORE_ERROR",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                 0,
@@ -225,6 +252,15 @@ var (
 		"ERROR_REASON_MODEL_INVALID_RESPONSE":      209,
 		"ERROR_REASON_TOOL_STEPS_EXHAUSTED":        210,
 		"ERROR_REASON_TOO_MANY_EXECUTIONS":         211,
+		"ERROR_REASON_UNAUTHENTICATED":             212,
+		"ERROR_REASON_PERMISSION_DENIED":           213,
+		"ERROR_REASON_TENANT_MISMATCH":             214,
+		"ERROR_REASON_STORE_EXTENSION_MISSING":     300,
+		"ERROR_REASON_STORE_SCHEMA_TOO_NEW":        301,
+		"ERROR_REASON_STORE_VERSION_UNSUPPORTED":   302,
+		"ERROR_REASON_VERSION_NOT_STAGING":         303,
+		"ERROR_REASON_STORE_DATA_REJECTED":         304,
+		"ERROR_REASON_STORE_ERROR":                 305,
 	}
 )
 
@@ -259,7 +295,7 @@ var File_groundwire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\x92\f\n" +
+	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xea\x0e\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\x1f\n" +
@@ -303,7 +339,16 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\x1bERROR_REASON_MODEL_REJECTED\x10\xd0\x01\x12(\n" +
 	"#ERROR_REASON_MODEL_INVALID_RESPONSE\x10\xd1\x01\x12&\n" +
 	"!ERROR_REASON_TOOL_STEPS_EXHAUSTED\x10\xd2\x01\x12%\n" +
-	" ERROR_REASON_TOO_MANY_EXECUTIONS\x10\xd3\x01B\xaf\x01\n" +
+	" ERROR_REASON_TOO_MANY_EXECUTIONS\x10\xd3\x01\x12!\n" +
+	"\x1cERROR_REASON_UNAUTHENTICATED\x10\xd4\x01\x12#\n" +
+	"\x1eERROR_REASON_PERMISSION_DENIED\x10\xd5\x01\x12!\n" +
+	"\x1cERROR_REASON_TENANT_MISMATCH\x10\xd6\x01\x12)\n" +
+	"$ERROR_REASON_STORE_EXTENSION_MISSING\x10\xac\x02\x12&\n" +
+	"!ERROR_REASON_STORE_SCHEMA_TOO_NEW\x10\xad\x02\x12+\n" +
+	"&ERROR_REASON_STORE_VERSION_UNSUPPORTED\x10\xae\x02\x12%\n" +
+	" ERROR_REASON_VERSION_NOT_STAGING\x10\xaf\x02\x12%\n" +
+	" ERROR_REASON_STORE_DATA_REJECTED\x10\xb0\x02\x12\x1d\n" +
+	"\x18ERROR_REASON_STORE_ERROR\x10\xb1\x02B\xaf\x01\n" +
 	"\x11dev.groundwire.v1B\vErrorsProtoP\x01Z8github.com/groundwire/groundwire/clients/go/groundwirev1\xa2\x02\x03GXX\xaa\x02\rGroundwire.V1\xca\x02\rGroundwire\\V1\xe2\x02\x19Groundwire\\V1\\GPBMetadata\xea\x02\x0eGroundwire::V1b\x06proto3"
 
 var (

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -78,6 +79,7 @@ from groundwire.reranking.stage import RerankingStage, failure_error
 from groundwire.retrieval.engine import Retriever
 
 log = logging.getLogger("groundwire.agents")
+_CALL_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,11 +393,14 @@ class AgentRuntime:
                 )
             step += 1
             messages.append(ChatMessage("assistant", response.content, tuple(response.tool_calls)))
-            for call in response.tool_calls:
-                info = ToolCallInfo(step, call.id, call.name)
+            for index, call in enumerate(response.tool_calls):
+                tool = by_name.get(call.name)
+                # Names and ids come from the model and may quote content: events show
+                # only configured tool names and well-formed ids.
+                shown_id = call.id if _CALL_ID.match(call.id) else f"call_{step}_{index}"
+                info = ToolCallInfo(step, shown_id, call.name if tool is not None else "")
                 yield ExecutionEvent(EventType.TOOL_CALL_STARTED, eid, tool_call=info)
                 t0 = time.perf_counter()
-                tool = by_name.get(call.name)
                 ctx = ToolContext(eid, step, call.id)
                 outcome: ToolOutcome = (
                     tool_error("TOOL_UNKNOWN")

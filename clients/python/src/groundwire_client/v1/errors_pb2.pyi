@@ -145,6 +145,24 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """FAILED_PRECONDITION: the agent used all its tool steps without answering."""
     ERROR_REASON_TOO_MANY_EXECUTIONS: _ErrorReason.ValueType  # 211
     """RESOURCE_EXHAUSTED: too many concurrent executions; retry later."""
+    ERROR_REASON_UNAUTHENTICATED: _ErrorReason.ValueType  # 212
+    """UNAUTHENTICATED: no, a malformed or an unknown API key."""
+    ERROR_REASON_PERMISSION_DENIED: _ErrorReason.ValueType  # 213
+    """PERMISSION_DENIED: the API key lacks the permission the method needs."""
+    ERROR_REASON_TENANT_MISMATCH: _ErrorReason.ValueType  # 214
+    """PERMISSION_DENIED: a request field names a tenant other than the key's."""
+    ERROR_REASON_STORE_EXTENSION_MISSING: _ErrorReason.ValueType  # 300
+    """FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old."""
+    ERROR_REASON_STORE_SCHEMA_TOO_NEW: _ErrorReason.ValueType  # 301
+    """FAILED_PRECONDITION: the database schema is newer than this server."""
+    ERROR_REASON_STORE_VERSION_UNSUPPORTED: _ErrorReason.ValueType  # 302
+    """FAILED_PRECONDITION: the PostgreSQL server is older than supported."""
+    ERROR_REASON_VERSION_NOT_STAGING: _ErrorReason.ValueType  # 303
+    """FAILED_PRECONDITION: an index version is no longer staging."""
+    ERROR_REASON_STORE_DATA_REJECTED: _ErrorReason.ValueType  # 304
+    """INVALID_ARGUMENT: the database rejected the data (for example NUL bytes)."""
+    ERROR_REASON_STORE_ERROR: _ErrorReason.ValueType  # 305
+    """INTERNAL: an unexpected database error."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The values of google.rpc.ErrorInfo.reason, without the ERROR_REASON_ prefix
@@ -268,4 +286,22 @@ ERROR_REASON_TOOL_STEPS_EXHAUSTED: ErrorReason.ValueType  # 210
 """FAILED_PRECONDITION: the agent used all its tool steps without answering."""
 ERROR_REASON_TOO_MANY_EXECUTIONS: ErrorReason.ValueType  # 211
 """RESOURCE_EXHAUSTED: too many concurrent executions; retry later."""
+ERROR_REASON_UNAUTHENTICATED: ErrorReason.ValueType  # 212
+"""UNAUTHENTICATED: no, a malformed or an unknown API key."""
+ERROR_REASON_PERMISSION_DENIED: ErrorReason.ValueType  # 213
+"""PERMISSION_DENIED: the API key lacks the permission the method needs."""
+ERROR_REASON_TENANT_MISMATCH: ErrorReason.ValueType  # 214
+"""PERMISSION_DENIED: a request field names a tenant other than the key's."""
+ERROR_REASON_STORE_EXTENSION_MISSING: ErrorReason.ValueType  # 300
+"""FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old."""
+ERROR_REASON_STORE_SCHEMA_TOO_NEW: ErrorReason.ValueType  # 301
+"""FAILED_PRECONDITION: the database schema is newer than this server."""
+ERROR_REASON_STORE_VERSION_UNSUPPORTED: ErrorReason.ValueType  # 302
+"""FAILED_PRECONDITION: the PostgreSQL server is older than supported."""
+ERROR_REASON_VERSION_NOT_STAGING: ErrorReason.ValueType  # 303
+"""FAILED_PRECONDITION: an index version is no longer staging."""
+ERROR_REASON_STORE_DATA_REJECTED: ErrorReason.ValueType  # 304
+"""INVALID_ARGUMENT: the database rejected the data (for example NUL bytes)."""
+ERROR_REASON_STORE_ERROR: ErrorReason.ValueType  # 305
+"""INTERNAL: an unexpected database error."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -369,6 +369,78 @@ public enum ErrorReason
    * <code>ERROR_REASON_TOO_MANY_EXECUTIONS = 211;</code>
    */
   ERROR_REASON_TOO_MANY_EXECUTIONS(211),
+  /**
+   * <pre>
+   * UNAUTHENTICATED: no, a malformed or an unknown API key.
+   * </pre>
+   *
+   * <code>ERROR_REASON_UNAUTHENTICATED = 212;</code>
+   */
+  ERROR_REASON_UNAUTHENTICATED(212),
+  /**
+   * <pre>
+   * PERMISSION_DENIED: the API key lacks the permission the method needs.
+   * </pre>
+   *
+   * <code>ERROR_REASON_PERMISSION_DENIED = 213;</code>
+   */
+  ERROR_REASON_PERMISSION_DENIED(213),
+  /**
+   * <pre>
+   * PERMISSION_DENIED: a request field names a tenant other than the key's.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TENANT_MISMATCH = 214;</code>
+   */
+  ERROR_REASON_TENANT_MISMATCH(214),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old.
+   * </pre>
+   *
+   * <code>ERROR_REASON_STORE_EXTENSION_MISSING = 300;</code>
+   */
+  ERROR_REASON_STORE_EXTENSION_MISSING(300),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the database schema is newer than this server.
+   * </pre>
+   *
+   * <code>ERROR_REASON_STORE_SCHEMA_TOO_NEW = 301;</code>
+   */
+  ERROR_REASON_STORE_SCHEMA_TOO_NEW(301),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the PostgreSQL server is older than supported.
+   * </pre>
+   *
+   * <code>ERROR_REASON_STORE_VERSION_UNSUPPORTED = 302;</code>
+   */
+  ERROR_REASON_STORE_VERSION_UNSUPPORTED(302),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: an index version is no longer staging.
+   * </pre>
+   *
+   * <code>ERROR_REASON_VERSION_NOT_STAGING = 303;</code>
+   */
+  ERROR_REASON_VERSION_NOT_STAGING(303),
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: the database rejected the data (for example NUL bytes).
+   * </pre>
+   *
+   * <code>ERROR_REASON_STORE_DATA_REJECTED = 304;</code>
+   */
+  ERROR_REASON_STORE_DATA_REJECTED(304),
+  /**
+   * <pre>
+   * INTERNAL: an unexpected database error.
+   * </pre>
+   *
+   * <code>ERROR_REASON_STORE_ERROR = 305;</code>
+   */
+  ERROR_REASON_STORE_ERROR(305),
   UNRECOGNIZED(-1),
   ;
 
@@ -734,6 +806,78 @@ public enum ErrorReason
    * <code>ERROR_REASON_TOO_MANY_EXECUTIONS = 211;</code>
    */
   public static final int ERROR_REASON_TOO_MANY_EXECUTIONS_VALUE = 211;
+  /**
+   * <pre>
+   * UNAUTHENTICATED: no, a malformed or an unknown API key.
+   * </pre>
+   *
+   * <code>ERROR_REASON_UNAUTHENTICATED = 212;</code>
+   */
+  public static final int ERROR_REASON_UNAUTHENTICATED_VALUE = 212;
+  /**
+   * <pre>
+   * PERMISSION_DENIED: the API key lacks the permission the method needs.
+   * </pre>
+   *
+   * <code>ERROR_REASON_PERMISSION_DENIED = 213;</code>
+   */
+  public static final int ERROR_REASON_PERMISSION_DENIED_VALUE = 213;
+  /**
+   * <pre>
+   * PERMISSION_DENIED: a request field names a tenant other than the key's.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TENANT_MISMATCH = 214;</code>
+   */
+  public static final int ERROR_REASON_TENANT_MISMATCH_VALUE = 214;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old.
+   * </pre>
+   *
+   * <code>ERROR_REASON_STORE_EXTENSION_MISSING = 300;</code>
+   */
+  public static final int ERROR_REASON_STORE_EXTENSION_MISSING_VALUE = 300;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the database schema is newer than this server.
+   * </pre>
+   *
+   * <code>ERROR_REASON_STORE_SCHEMA_TOO_NEW = 301;</code>
+   */
+  public static final int ERROR_REASON_STORE_SCHEMA_TOO_NEW_VALUE = 301;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the PostgreSQL server is older than supported.
+   * </pre>
+   *
+   * <code>ERROR_REASON_STORE_VERSION_UNSUPPORTED = 302;</code>
+   */
+  public static final int ERROR_REASON_STORE_VERSION_UNSUPPORTED_VALUE = 302;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: an index version is no longer staging.
+   * </pre>
+   *
+   * <code>ERROR_REASON_VERSION_NOT_STAGING = 303;</code>
+   */
+  public static final int ERROR_REASON_VERSION_NOT_STAGING_VALUE = 303;
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: the database rejected the data (for example NUL bytes).
+   * </pre>
+   *
+   * <code>ERROR_REASON_STORE_DATA_REJECTED = 304;</code>
+   */
+  public static final int ERROR_REASON_STORE_DATA_REJECTED_VALUE = 304;
+  /**
+   * <pre>
+   * INTERNAL: an unexpected database error.
+   * </pre>
+   *
+   * <code>ERROR_REASON_STORE_ERROR = 305;</code>
+   */
+  public static final int ERROR_REASON_STORE_ERROR_VALUE = 305;
 
 
   public final int getNumber() {
@@ -802,6 +946,15 @@ public enum ErrorReason
       case 209: return ERROR_REASON_MODEL_INVALID_RESPONSE;
       case 210: return ERROR_REASON_TOOL_STEPS_EXHAUSTED;
       case 211: return ERROR_REASON_TOO_MANY_EXECUTIONS;
+      case 212: return ERROR_REASON_UNAUTHENTICATED;
+      case 213: return ERROR_REASON_PERMISSION_DENIED;
+      case 214: return ERROR_REASON_TENANT_MISMATCH;
+      case 300: return ERROR_REASON_STORE_EXTENSION_MISSING;
+      case 301: return ERROR_REASON_STORE_SCHEMA_TOO_NEW;
+      case 302: return ERROR_REASON_STORE_VERSION_UNSUPPORTED;
+      case 303: return ERROR_REASON_VERSION_NOT_STAGING;
+      case 304: return ERROR_REASON_STORE_DATA_REJECTED;
+      case 305: return ERROR_REASON_STORE_ERROR;
       default: return null;
     }
   }

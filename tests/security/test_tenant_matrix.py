@@ -1,0 +1,829 @@
+"""Cross-tenant matrix: every RPC and path, every caller against every other owner.
+
+Three owners hold documents in the same indexes, each with unique marker words
+in text and titles, owner metadata, and shared "common" words so that ranking
+alone would mix them: tenant `acme`, tenant `globex` (both through push with
+their own keys) and untenanted documents (from the index's configured sources
+and pushed by an untenanted key). A fourth index is stamped with tenant `acme`
+by configuration. The whole matrix runs against the in-memory store and against
+PostgreSQL (each implements scoping itself, in numpy masks and in SQL).
+
+For every (caller, target owner) pair the matrix runs, over real gRPC with the
+caller's API key:
+
+- direct retrieval in all three modes, with the target's marker, the common
+  words and the target's document ids as query, and with every request field
+  that could widen scope: no scope, a metadata filter naming the target owner, a
+  filter on a `tenant` key, the target's tenant in the `tenant` field, the
+  largest top_k and leg depth;
+- agent RAG through Execute and ExecuteStream (lexical and hybrid agents, and an
+  agent with a configured filter), with the same queries and scope fields;
+- the agentic `search_documents` tool: the offline model searching by itself,
+  and a scripted model whose tool arguments try `tenant`, `filter`, `index` and
+  the target's marker (what the tool returns to the model is checked too);
+- ingestion push: upserting over the target's document ids, claiming the
+  target's tenant, deleting the target's document ids;
+- rerank (stateless: answers only about the candidates the caller sent);
+- index listings; operation listings and status need MANAGE (see below).
+
+Zero leaks means: no result, citation, candidate, context item, count, error
+detail or event seen by the caller ever contains the target's document ids or
+markers; the scope fields are refused (TENANT_MISMATCH) or can only narrow; and
+the target's documents are unchanged afterwards. Positive controls prove every
+probe would have found the target's documents had the caller been the target.
+
+MANAGE is an operator permission and is not scoped to tenants: index status
+(document and chunk counts, running/last operation) and the operation history
+cover every tenant's documents, whatever the key's tenant. Tenant keys without
+MANAGE are refused on those RPCs; pushed documents never appear in operations.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import text_format
+from google.protobuf.message import Message
+
+from groundwire.app.config import parse_config
+from groundwire.app.wiring import RunningApp, start_app
+from groundwire.domain.auth import hash_key
+from groundwire.providers.chat.base import ChatResponse, ToolCall
+from groundwire_client.v1 import agent_pb2 as ag
+from groundwire_client.v1 import (
+    agent_pb2_grpc,
+    common_pb2,
+    ingestion_pb2_grpc,
+    reranker_pb2_grpc,
+    retriever_pb2_grpc,
+)
+from groundwire_client.v1 import ingestion_pb2 as ing
+from groundwire_client.v1 import reranker_pb2 as rr
+from groundwire_client.v1 import retriever_pb2 as rt
+from tests.security.harness import decode_error, report
+from tests.support.chat import ScriptedModel
+
+pytestmark = pytest.mark.timeout(120)
+
+RUN = uuid.uuid4().hex[:8]
+OWNERS = ("acme", "globex", "")  # "" = untenanted
+CALLERS = OWNERS
+
+
+def label(owner: str) -> str:
+    return owner or "untenanted"
+
+
+KEYS = {owner: f"gw_matrix-{label(owner)}-{RUN}-0000000000000000000000" for owner in OWNERS}
+OPS_KEY = f"gw_matrix-ops-{RUN}-00000000000000000000000000000"
+ACME_OPS_KEY = f"gw_matrix-acme-ops-{RUN}-000000000000000000000000"
+MARK = {owner: f"zq{label(owner)}mark{RUN}" for owner in OWNERS}
+TITLE_MARK = {owner: f"zq{label(owner)}title{RUN}" for owner in OWNERS}
+SOURCE_MARK = f"zquntenantedsource{RUN}"
+ACMEKB_MARK = f"zqacmekbsource{RUN}"
+COMMON = "quarterly roadmap budget"
+
+
+def doc_ids(owner: str) -> list[str]:
+    return [f"{label(owner)}-plan", f"{label(owner)}-memo"]
+
+
+# Documents each owner can see in index "kb" (the untenanted one includes the
+# configured source's document).
+VISIBLE = {owner: set(doc_ids(owner)) for owner in OWNERS}
+VISIBLE[""] |= {"source-1"}
+ALL_MARKS = {owner: [MARK[owner], TITLE_MARK[owner], *doc_ids(owner)] for owner in OWNERS}
+ALL_MARKS[""] += [SOURCE_MARK, "source-1"]
+ACMEKB_MARKS = [ACMEKB_MARK, "acmekb-1"]
+
+MODES = {
+    "semantic": rt.RETRIEVAL_MODE_SEMANTIC,
+    "lexical": rt.RETRIEVAL_MODE_LEXICAL,
+    "hybrid": rt.RETRIEVAL_MODE_HYBRID,
+}
+QUERIES = ("marker", "common", "doc-ids")
+SCOPES = ("none", "filter-owner", "filter-tenant-key", "tenant-field", "max-depth")
+CHECKED: dict[str, int] = {}
+
+
+def count(path: str) -> None:
+    CHECKED[path] = CHECKED.get(path, 0) + 1
+
+
+def config() -> dict[str, object]:
+    perms = ["retrieve", "rerank", "execute", "ingest"]
+    keys = [
+        {"id": f"{label(o)}-app", "hash": hash_key(KEYS[o]), "tenant": o, "permissions": perms}
+        for o in OWNERS
+    ]
+    keys += [
+        {"id": "ops", "hash": hash_key(OPS_KEY), "permissions": ["manage"]},
+        {
+            "id": "acme-ops",
+            "hash": hash_key(ACME_OPS_KEY),
+            "tenant": "acme",
+            "permissions": ["manage"],
+        },
+    ]
+    lexical = {"index": "kb", "retrieval_mode": "lexical", "mode": "open"}
+    return {
+        "auth": {"keys": keys},
+        "embedders": {"hash": {"kind": "hashing", "dimensions": 128}},
+        "indexes": {
+            "kb": {
+                "embedder": "hash",
+                "sources": [
+                    {
+                        "kind": "inline",
+                        "id": "source-1",
+                        "title": "Source",
+                        "text": f"Quarterly roadmap budget for everyone. {SOURCE_MARK} {MARK['']}.",
+                        "metadata": {"owner": "untenanted", "team": "finance"},
+                    }
+                ],
+                "ingestion": {"strategy": "on_startup"},
+            },
+            "acme-kb": {
+                "embedder": "hash",
+                "tenant": "acme",
+                "sources": [
+                    {
+                        "kind": "inline",
+                        "id": "acmekb-1",
+                        "text": f"Quarterly roadmap budget {ACMEKB_MARK}.",
+                    }
+                ],
+                "ingestion": {"strategy": "on_startup"},
+            },
+            "bm25probe": {},
+        },
+        "rerankers": {"overlap": {"kind": "offline"}},
+        "models": {"offline": {"kind": "offline"}},
+        "agents": {
+            "rag-lexical": {"name": "Lexical", "model": "offline/extractive-v1", "rag": lexical},
+            "rag-hybrid": {
+                "name": "Hybrid",
+                "model": "offline/extractive-v1",
+                "rag": {
+                    "index": "kb",
+                    "retrieval_mode": "hybrid",
+                    "reranking": {"enabled": True, "reranker": "overlap"},
+                },
+            },
+            "rag-filtered": {
+                "name": "Filtered",
+                "model": "offline/extractive-v1",
+                "rag": {**lexical, "filter": {"team": "finance"}},
+            },
+            "agentic": {
+                "name": "Agentic",
+                "model": "offline/extractive-v1",
+                "tools": ["search_documents"],
+                "rag": {"index": "kb", "retrieval_mode": "lexical", "agentic": True},
+            },
+            "agentic-scripted": {
+                "name": "Agentic scripted",
+                "model": "offline/extractive-v1",
+                "tools": ["search_documents"],
+                "max_tool_steps": 8,
+                "rag": {"index": "kb", "retrieval_mode": "hybrid", "agentic": True},
+            },
+        },
+    }
+
+
+def md(owner: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {KEYS[owner]}"),)
+
+
+def dump(msg: Message) -> str:
+    return text_format.MessageToString(msg, as_utf8=True)
+
+
+def foreign_marks(caller: str) -> list[str]:
+    """Everything that identifies documents the caller must not see."""
+    out = [m for o in OWNERS if o != caller for m in ALL_MARKS[o]]
+    if caller != "acme":
+        out += ACMEKB_MARKS
+    return out
+
+
+def assert_clean(caller: str, *texts: str) -> None:
+    for text in texts:
+        low = text.lower()
+        for mark in foreign_marks(caller):
+            assert mark.lower() not in low, f"{label(caller)} saw {mark!r} in ...{text[:400]!r}"
+
+
+@dataclass
+class Stubs:
+    retriever: retriever_pb2_grpc.RetrieverServiceStub
+    agents: agent_pb2_grpc.AgentServiceStub
+    ingestion: ingestion_pb2_grpc.IngestionManagerServiceStub
+    reranker: reranker_pb2_grpc.RerankerServiceStub
+
+
+def _postgres_available() -> bool:
+    try:
+        import pgserver  # noqa: F401
+
+        from groundwire.stores import postgres  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+STORES = [
+    "memory",
+    pytest.param(
+        "postgres",
+        marks=pytest.mark.skipif(not _postgres_available(), reason="PostgreSQL store unavailable"),
+    ),
+]
+
+
+@pytest.fixture(scope="module", params=STORES)
+async def app(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[RunningApp]:
+    """The whole matrix runs once per store implementation."""
+    data = config()
+    if request.param == "postgres":
+        data["store"] = {
+            "kind": "postgres",
+            "data_dir": str(tmp_path_factory.mktemp("matrix-pg") / "pgdata"),
+        }
+    running = await start_app(parse_config(data), "127.0.0.1:0")
+    await running.wait_ready()
+    yield running
+    await running.stop(0)
+
+
+@pytest.fixture(scope="module")
+async def stubs(app: RunningApp) -> AsyncIterator[Stubs]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
+        stubs = Stubs(
+            retriever_pb2_grpc.RetrieverServiceStub(ch),
+            agent_pb2_grpc.AgentServiceStub(ch),
+            ingestion_pb2_grpc.IngestionManagerServiceStub(ch),
+            reranker_pb2_grpc.RerankerServiceStub(ch),
+        )
+        for owner in OWNERS:
+            docs = [
+                ing.PushedDocument(
+                    document_id=doc_id,
+                    title=f"{'Plan' if i == 0 else 'Memo'} {TITLE_MARK[owner]}",
+                    text=f"{COMMON.capitalize()} review. Secret marker {MARK[owner]} for {label(owner)}. "
+                    f"The {COMMON} launch is confidential.",
+                    metadata={"owner": label(owner), "team": "finance"},
+                )
+                for i, doc_id in enumerate(doc_ids(owner))
+            ]
+            up = await stubs.ingestion.UpsertDocuments(
+                ing.UpsertDocumentsRequest(index_name="kb", documents=docs), metadata=md(owner)
+            )
+            assert up.upserted == len(docs) or up.unchanged == len(docs), up
+        yield stubs
+
+
+# -- requests ---------------------------------------------------------------------
+
+
+def query_text(kind: str, target: str) -> str:
+    if kind == "marker":
+        return f"{MARK[target]} {TITLE_MARK[target]}"
+    if kind == "common":
+        return COMMON
+    return " ".join(ALL_MARKS[target][2:])  # the target's document ids as terms
+
+
+def scoped(scope: str, target: str) -> dict[str, Any]:
+    if scope == "filter-owner":
+        return {
+            "filter": common_pb2.MetadataFilter(
+                conditions=[common_pb2.MetadataCondition(key="owner", equals=label(target))]
+            )
+        }
+    if scope == "filter-tenant-key":
+        return {
+            "filter": common_pb2.MetadataFilter(
+                conditions=[
+                    common_pb2.MetadataCondition(
+                        key="tenant",
+                        any_of=common_pb2.StringList(values=[target or "x", label(target)]),
+                    )
+                ]
+            )
+        }
+    if scope == "tenant-field":
+        return {"tenant": target}
+    return {}
+
+
+def expect_mismatch(caller: str, target: str, scope: str) -> bool:
+    """Claiming another tenant in the `tenant` field is refused (an explicit ""
+    is the same as leaving it unset, so it is no claim for a tenant key)."""
+    return scope == "tenant-field" and target != "" and target != caller
+
+
+def check_error(caller: str, err: grpc.aio.AioRpcError, reason: str) -> None:
+    d = decode_error(err.code(), err.details(), err.trailing_metadata())
+    assert d.code == grpc.StatusCode.PERMISSION_DENIED and [i.reason for i in d.infos] == [
+        reason
+    ], d
+    assert_clean(caller, *d.texts())
+
+
+PAIRS = [(c, t) for c in CALLERS for t in OWNERS if c != t]
+
+
+def pair_id(pair: tuple[str, str]) -> str:
+    return f"{label(pair[0])}->{label(pair[1])}"
+
+
+# -- controls ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("owner", OWNERS, ids=label)
+async def test_control_owners_find_their_own_documents(stubs: Stubs, owner: str, mode: str) -> None:
+    """Every probe below would find the target's documents if the caller were the target."""
+    for kind in QUERIES:
+        resp = await stubs.retriever.Retrieve(
+            rt.RetrieveRequest(
+                query=rt.RagQuery(
+                    index_name="kb", text=query_text(kind, owner), mode=MODES[mode], top_k=50
+                )
+            ),
+            metadata=md(owner),
+        )
+        found = {r.document_id for r in resp.results}
+        assert found <= VISIBLE[owner], found
+        if kind != "doc-ids" or mode != "semantic":
+            assert found & set(doc_ids(owner)), (owner, mode, kind)
+    count("controls")
+
+
+# -- direct retrieval -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+@pytest.mark.parametrize("kind", QUERIES)
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
+async def test_retrieve(
+    stubs: Stubs, pair: tuple[str, str], mode: str, kind: str, scope: str
+) -> None:
+    caller, target = pair
+    extra = scoped(scope, target)
+    top_k = 100 if scope == "max-depth" else 20
+    fusion = rt.FusionOptions(leg_depth=1000) if scope == "max-depth" and mode == "hybrid" else None
+    req = rt.RetrieveRequest(
+        query=rt.RagQuery(
+            index_name="kb",
+            text=query_text(kind, target),
+            mode=MODES[mode],
+            top_k=top_k,
+            fusion=fusion,
+            **extra,
+        )
+    )
+    count(f"Retrieve {mode}")
+    try:
+        resp = await stubs.retriever.Retrieve(req, metadata=md(caller))
+    except grpc.aio.AioRpcError as err:
+        assert expect_mismatch(caller, target, scope), err
+        check_error(caller, err, "TENANT_MISMATCH")
+        return
+    assert not expect_mismatch(caller, target, scope)
+    assert {r.document_id for r in resp.results} <= VISIBLE[caller]
+    assert_clean(caller, dump(resp))
+    visible_chunks = len(VISIBLE[caller]) * 4
+    assert (
+        resp.diagnostics.semantic_hits <= visible_chunks
+        and resp.diagnostics.lexical_hits <= visible_chunks
+    )
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("caller", ["globex", ""], ids=label)
+async def test_retrieve_index_stamped_with_another_tenant(
+    stubs: Stubs, caller: str, mode: str
+) -> None:
+    resp = await stubs.retriever.Retrieve(
+        rt.RetrieveRequest(
+            query=rt.RagQuery(
+                index_name="acme-kb", text=f"{ACMEKB_MARK} {COMMON}", mode=MODES[mode], top_k=100
+            )
+        ),
+        metadata=md(caller),
+    )
+    assert list(resp.results) == []
+    assert_clean(caller, dump(resp))
+    own = await stubs.retriever.Retrieve(
+        rt.RetrieveRequest(
+            query=rt.RagQuery(
+                index_name="acme-kb", text=f"{ACMEKB_MARK} {COMMON}", mode=MODES[mode]
+            )
+        ),
+        metadata=md("acme"),
+    )
+    assert [r.document_id for r in own.results] == ["acmekb-1"]  # control
+    count("Retrieve config-stamped index")
+
+
+# -- agent RAG --------------------------------------------------------------------
+
+
+def agent_ids(result: ag.AgentResult) -> set[str]:
+    rag = result.rag
+    ids = {
+        i.document_id
+        for i in [
+            *rag.candidates,
+            *rag.accepted,
+            *rag.rejected,
+            *rag.context_excluded,
+            *rag.context,
+        ]
+    }
+    ids |= {c.document_id for c in result.citations}
+    ids |= {c.document_id for c in rag.reranking.candidates}
+    return ids
+
+
+def check_result(caller: str, result: ag.AgentResult) -> None:
+    assert agent_ids(result) <= VISIBLE[caller], agent_ids(result)
+    assert result.rag.candidate_count <= len(VISIBLE[caller]) * 4
+    assert_clean(caller, dump(result), result.answer)
+
+
+AGENT_SCOPES = ("none", "filter-owner", "filter-tenant-key", "tenant-field")
+
+
+@pytest.mark.parametrize("scope", AGENT_SCOPES)
+@pytest.mark.parametrize("kind", QUERIES)
+@pytest.mark.parametrize("agent", ["rag-lexical", "rag-hybrid", "rag-filtered", "agentic"])
+@pytest.mark.parametrize("api", ["Execute", "ExecuteStream"])
+@pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
+async def test_agent(
+    stubs: Stubs, pair: tuple[str, str], api: str, agent: str, kind: str, scope: str
+) -> None:
+    caller, target = pair
+    inp = ag.ExecutionInput(
+        agent_id=agent, message=query_text(kind, target), **scoped(scope, target)
+    )
+    count(f"{api} {agent}")
+    try:
+        if api == "Execute":
+            resp = await stubs.agents.Execute(ag.ExecuteRequest(input=inp), metadata=md(caller))
+            check_result(caller, resp.result)
+            return
+        events = [
+            e
+            async for e in stubs.agents.ExecuteStream(
+                ag.ExecuteStreamRequest(input=inp), metadata=md(caller)
+            )
+        ]
+    except grpc.aio.AioRpcError as err:
+        assert expect_mismatch(caller, target, scope), err
+        check_error(caller, err, "TENANT_MISMATCH")
+        return
+    assert not expect_mismatch(caller, target, scope)
+    assert events[-1].type == ag.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED, events[-1]
+    for event in events:
+        assert_clean(caller, dump(event))  # text deltas included: they must not quote the target
+        if event.HasField("rag_search"):
+            assert event.rag_search.candidate_count <= len(VISIBLE[caller]) * 4
+    check_result(caller, events[-1].result)
+
+
+def tool_attacks(target: str) -> list[str]:
+    marker = MARK[target]
+    return [
+        f'{{"query": "{marker}"}}',
+        f'{{"query": "{COMMON}", "top_k": 20}}',
+        f'{{"query": "{marker}", "tenant": "{target}"}}',
+        f'{{"query": "{marker}", "filter": {{"owner": "{label(target)}"}}}}',
+        f'{{"query": "{marker}", "index": "acme-kb"}}',
+        f'{{"query": "{marker}", "index_name": "acme-kb", "top_k": 20}}',
+        f'{{"query": "{" ".join(doc_ids(target))}", "top_k": 20}}',
+    ]
+
+
+@pytest.mark.parametrize("api", ["Execute", "ExecuteStream"])
+@pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
+async def test_agentic_tool_arguments_cannot_widen_scope(
+    app: RunningApp, stubs: Stubs, pair: tuple[str, str], api: str
+) -> None:
+    """A model steered into calling search_documents with the target's marker, tenant,
+    filter or another index: invalid arguments are refused, valid ones search only
+    the caller's scope, and nothing of the target reaches the model."""
+    caller, target = pair
+    attacks = tool_attacks(target)
+    calls = tuple(ToolCall(f"call-{i}", "search_documents", args) for i, args in enumerate(attacks))
+    model = ScriptedModel([ChatResponse("", calls), ChatResponse("done")])
+    registry = app.components.agents
+    original = registry.get("agentic-scripted")
+    registry.register(replace(original, model=model))
+    try:
+        inp = ag.ExecutionInput(agent_id="agentic-scripted", message=query_text("marker", target))
+        if api == "Execute":
+            result = (
+                await stubs.agents.Execute(ag.ExecuteRequest(input=inp), metadata=md(caller))
+            ).result
+        else:
+            events = [
+                e
+                async for e in stubs.agents.ExecuteStream(
+                    ag.ExecuteStreamRequest(input=inp), metadata=md(caller)
+                )
+            ]
+            for event in events:
+                assert_clean(caller, dump(event))
+            result = events[-1].result
+    finally:
+        registry.register(original)
+    check_result(caller, result)
+    codes = [t.error_code for t in result.tool_calls]
+    assert codes[2:6] == ["TOOL_INVALID_ARGUMENTS"] * 4, codes  # tenant, filter, index, index_name
+    # What the tool gave the model: only the caller's documents.
+    tool_messages = [m.content for m in model.calls[-1] if m.role == "tool"]
+    assert len(tool_messages) == len(attacks)
+    assert_clean(caller, *tool_messages)
+    for _ in attacks:
+        count(f"search_documents tool args ({api})")
+
+
+# -- ingestion push ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
+async def test_push_cannot_overwrite_claim_or_delete_another_owner(
+    stubs: Stubs, pair: tuple[str, str]
+) -> None:
+    caller, target = pair
+    victim = doc_ids(target)[0]
+    hijack = ing.PushedDocument(document_id=victim, text=f"hijacked by {label(caller)} {COMMON}")
+    resp = await stubs.ingestion.UpsertDocuments(
+        ing.UpsertDocumentsRequest(index_name="kb", documents=[hijack]), metadata=md(caller)
+    )
+    assert resp.upserted == 0 and [f.reason for f in resp.failures] == ["TENANT_CONFLICT"], resp
+    count("UpsertDocuments over another owner's id")
+    if target:
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stubs.ingestion.UpsertDocuments(
+                ing.UpsertDocumentsRequest(
+                    index_name="kb",
+                    tenant=target,
+                    documents=[ing.PushedDocument(document_id=f"claim-{RUN}", text="x")],
+                ),
+                metadata=md(caller),
+            )
+        check_error(caller, info.value, "TENANT_MISMATCH")
+        count("UpsertDocuments claiming another tenant")
+    deleted = await stubs.ingestion.DeleteDocuments(
+        ing.DeleteDocumentsRequest(index_name="kb", document_ids=doc_ids(target)),
+        metadata=md(caller),
+    )
+    assert deleted.deleted == 0
+    count("DeleteDocuments of another owner's ids")
+    # The target's documents are intact.
+    own = await stubs.retriever.Retrieve(
+        rt.RetrieveRequest(
+            query=rt.RagQuery(
+                index_name="kb", text=MARK[target], mode=rt.RETRIEVAL_MODE_LEXICAL, top_k=10
+            )
+        ),
+        metadata=md(target),
+    )
+    assert set(doc_ids(target)) <= {r.document_id for r in own.results}
+    assert all("hijacked" not in r.content for r in own.results)
+
+
+# -- rerank, listings, operations --------------------------------------------------
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
+async def test_rerank_is_stateless(stubs: Stubs, pair: tuple[str, str]) -> None:
+    """Naming another owner's document ids returns only what the caller sent."""
+    caller, target = pair
+    sent = [
+        rr.RerankCandidate(document_id=d, chunk_id="0", content=f"caller text {COMMON}")
+        for d in doc_ids(target)
+    ]
+    resp = await stubs.reranker.Rerank(
+        rr.RerankRequest(query=MARK[target], candidates=sent, reranker="overlap"),
+        metadata=md(caller),
+    )
+    assert sorted(c.document_id for c in resp.results) == sorted(doc_ids(target))
+    text = dump(resp)
+    for mark in (MARK[target], TITLE_MARK[target]):
+        assert mark not in text
+    count("Rerank")
+
+
+@pytest.mark.parametrize("caller", CALLERS, ids=label)
+async def test_index_listings_describe_configuration_only(stubs: Stubs, caller: str) -> None:
+    listed = await stubs.ingestion.ListIndexes(ing.ListIndexesRequest(), metadata=md(caller))
+    texts = [dump(listed)]
+    for name in ("kb", "acme-kb"):
+        texts.append(
+            dump(
+                await stubs.ingestion.GetIndex(
+                    ing.GetIndexRequest(index_name=name), metadata=md(caller)
+                )
+            )
+        )
+    assert_clean(caller, *texts)
+    for owner in OWNERS:
+        for mark in (MARK[owner], TITLE_MARK[owner]):
+            assert all(mark not in t for t in texts)
+    count("ListIndexes/GetIndex")
+
+
+MANAGE_RPCS = (
+    "GetIndexStatus",
+    "StartIngestion",
+    "CancelIngestion",
+    "WatchIngestion",
+    "ListOperations",
+)
+
+
+async def call_manage(stubs: Stubs, rpc: str, metadata: Any) -> Any:
+    s = stubs.ingestion
+    if rpc == "GetIndexStatus":
+        return await s.GetIndexStatus(ing.GetIndexStatusRequest(index_name="kb"), metadata=metadata)
+    if rpc == "StartIngestion":
+        return await s.StartIngestion(ing.StartIngestionRequest(index_name="kb"), metadata=metadata)
+    if rpc == "CancelIngestion":
+        return await s.CancelIngestion(
+            ing.CancelIngestionRequest(index_name="kb"), metadata=metadata
+        )
+    if rpc == "WatchIngestion":
+        return [
+            e
+            async for e in s.WatchIngestion(
+                ing.WatchIngestionRequest(operation_id="x"), metadata=metadata
+            )
+        ]
+    return await s.ListOperations(ing.ListOperationsRequest(), metadata=metadata)
+
+
+@pytest.mark.parametrize("rpc", MANAGE_RPCS)
+@pytest.mark.parametrize("caller", CALLERS, ids=label)
+async def test_operations_need_manage(stubs: Stubs, caller: str, rpc: str) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await call_manage(stubs, rpc, md(caller))
+    check_error(caller, info.value, "PERMISSION_DENIED")
+    count("operations without MANAGE")
+
+
+@pytest.mark.parametrize("key", [OPS_KEY, ACME_OPS_KEY], ids=["ops", "acme-ops"])
+async def test_manage_is_an_operator_permission_not_scoped_to_tenants(
+    stubs: Stubs, key: str
+) -> None:
+    """Documented semantics: a MANAGE key, whatever its tenant, sees index-wide
+    counts and every operation; pushed documents never appear in operations."""
+    metadata = (("authorization", f"Bearer {key}"),)
+    status = (
+        await stubs.ingestion.GetIndexStatus(
+            ing.GetIndexStatusRequest(index_name="kb"), metadata=metadata
+        )
+    ).status
+    assert (
+        status.document_count >= sum(len(doc_ids(o)) for o in OWNERS) + 1
+    )  # every owner's documents
+    ops = await stubs.ingestion.ListOperations(ing.ListOperationsRequest(), metadata=metadata)
+    assert {o.index_name for o in ops.operations} >= {"kb", "acme-kb"}
+    text = dump(ops)
+    for owner in OWNERS:
+        for mark in (MARK[owner], TITLE_MARK[owner], *doc_ids(owner)):
+            assert mark not in text
+    count("operations with MANAGE")
+
+
+# -- findings (strict xfail: the fix makes them pass, then drop the marker) ----------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding: BM25 statistics (document frequency, collection size, average length) "
+    "are computed over every tenant's rows (stores/memory.py search_lexical; stores/postgres.py "
+    "gw_term_stats), so a tenant's raw BM25 scores reveal whether other tenants' documents "
+    "contain a term",
+)
+async def test_bm25_scores_do_not_depend_on_other_tenants_documents(stubs: Stubs) -> None:
+    probe = f"zqprobe{RUN}"
+
+    async def acme_score() -> float:
+        resp = await stubs.retriever.Retrieve(
+            rt.RetrieveRequest(
+                query=rt.RagQuery(
+                    index_name="bm25probe", text=probe, mode=rt.RETRIEVAL_MODE_LEXICAL
+                )
+            ),
+            metadata=md("acme"),
+        )
+        assert [r.document_id for r in resp.results] == ["acme-probe"]
+        return resp.results[0].score.raw_score
+
+    await stubs.ingestion.UpsertDocuments(
+        ing.UpsertDocumentsRequest(
+            index_name="bm25probe",
+            documents=[
+                ing.PushedDocument(document_id="acme-probe", text=f"alpha {probe} beta gamma")
+            ],
+        ),
+        metadata=md("acme"),
+    )
+    before = await acme_score()
+    globex_docs = [
+        ing.PushedDocument(document_id=f"globex-probe-{i}", text=f"delta {probe} epsilon")
+        for i in range(20)
+    ]
+    await stubs.ingestion.UpsertDocuments(
+        ing.UpsertDocumentsRequest(index_name="bm25probe", documents=globex_docs),
+        metadata=md("globex"),
+    )
+    after = await acme_score()
+    count("BM25 side channel")
+    assert after == pytest.approx(before), (
+        f"acme's score moved from {before} to {after} because of globex's documents"
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding: document ids share one namespace per index across tenants, so "
+    "UpsertDocuments answers TENANT_CONFLICT for an id another tenant uses (an existence "
+    "oracle for other tenants' document ids)",
+)
+async def test_upsert_does_not_reveal_that_another_tenant_uses_an_id(stubs: Stubs) -> None:
+    probe = ing.PushedDocument(document_id=doc_ids("globex")[1], text=f"acme text {COMMON}")
+    absent = ing.PushedDocument(document_id=f"never-used-{RUN}", text=f"acme text {COMMON}")
+    taken = await stubs.ingestion.UpsertDocuments(
+        ing.UpsertDocumentsRequest(index_name="kb", documents=[probe]), metadata=md("acme")
+    )
+    free = await stubs.ingestion.UpsertDocuments(
+        ing.UpsertDocumentsRequest(index_name="kb", documents=[absent]), metadata=md("acme")
+    )
+    await stubs.ingestion.DeleteDocuments(
+        ing.DeleteDocumentsRequest(index_name="kb", document_ids=[absent.document_id]),
+        metadata=md("acme"),
+    )
+    count("document id existence oracle")
+    # Indistinguishable answers would mean no oracle.
+    assert (taken.upserted, [f.reason for f in taken.failures]) == (
+        free.upserted,
+        [f.reason for f in free.failures],
+    )
+
+
+async def test_auth_error_reasons_are_declared_in_the_contract(stubs: Stubs) -> None:
+    from groundwire_client.v1 import errors_pb2
+
+    declared = {
+        v.name.removeprefix("ERROR_REASON_") for v in errors_pb2.ErrorReason.DESCRIPTOR.values
+    }
+    seen = set()
+    for metadata, req in (
+        ((("authorization", "Bearer gw_unknown"),), q_lexical("x")),
+        (md("acme"), q_lexical("x", tenant="globex")),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stubs.retriever.Retrieve(req, metadata=metadata)
+        d = decode_error(info.value.code(), info.value.details(), info.value.trailing_metadata())
+        seen |= {i.reason for i in d.infos}
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stubs.ingestion.ListOperations(ing.ListOperationsRequest(), metadata=md("acme"))
+    d = decode_error(info.value.code(), info.value.details(), info.value.trailing_metadata())
+    seen |= {i.reason for i in d.infos}
+    assert seen == {"UNAUTHENTICATED", "TENANT_MISMATCH", "PERMISSION_DENIED"}
+    assert seen <= declared, sorted(seen - declared)
+
+
+def q_lexical(text: str, **kw: Any) -> rt.RetrieveRequest:
+    return rt.RetrieveRequest(
+        query=rt.RagQuery(index_name="kb", text=text, mode=rt.RETRIEVAL_MODE_LEXICAL, **kw)
+    )
+
+
+def test_matrix_size() -> None:
+    """Runs last: prints the number of checked combinations per path."""
+    total = sum(CHECKED.values())
+    combos = len(PAIRS) * len(MODES) * len(QUERIES) * len(SCOPES)
+    report(
+        "tenant-matrix",
+        f"{total} cross-tenant combinations checked over the memory and PostgreSQL stores "
+        f"({len(PAIRS)} caller->owner pairs; Retrieve {combos} per store): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(CHECKED.items())),
+    )
+    if total == 0:
+        pytest.skip("no matrix test ran in this session")
