@@ -450,12 +450,6 @@ async def test_postgres_restart_during_ingestion(env: Env) -> None:
 OUTAGE_OPERATION: dict[str, str] = {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: ingestion/manager.py cannot record the final state of a run that failed "
-    "because the database went away; once it is back the operation history (ListOperations, "
-    "WatchIngestion of that id) says RUNNING until the process restarts",
-)
 async def test_operation_history_is_truthful_after_a_store_outage(env: Env) -> None:
     assert OUTAGE_OPERATION, "runs after test_postgres_restart_during_ingestion"
     stored = await stored_op(env.ingestion, "kb", OUTAGE_OPERATION["id"])

@@ -89,6 +89,10 @@ class IngestionManager:
         self._by_id: dict[str, _Run] = {}
         self._schedulers: list[asyncio.Task[None]] = []
         self._closing = False
+        # Final snapshots the log could not record (database down): served from here
+        # and saved again in the background until the log takes them.
+        self._unrecorded: dict[str, Operation] = {}
+        self._retrier: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -121,6 +125,8 @@ class IngestionManager:
     async def close(self) -> None:
         """Cancel schedulers and running operations (recorded as CANCELLED)."""
         self._closing = True
+        if self._retrier is not None:
+            self._retrier.cancel()
         for task in self._schedulers:
             task.cancel()
         await asyncio.gather(*self._schedulers, return_exceptions=True)
@@ -182,7 +188,24 @@ class IngestionManager:
         assert last is not None
         return last
 
+    def _remember_unrecorded(self, op: Operation) -> None:
+        self._unrecorded[op.id] = op
+        if self._retrier is None or self._retrier.done():
+            self._retrier = asyncio.create_task(self._retry_unrecorded())
+
+    async def _retry_unrecorded(self) -> None:
+        while self._unrecorded and not self._closing:
+            await asyncio.sleep(1.0)
+            for op in list(self._unrecorded.values()):
+                try:
+                    await self._log.save_operation(op)
+                except Exception:
+                    break  # still down: try again later
+                self._unrecorded.pop(op.id, None)
+
     async def get(self, operation_id: str) -> Operation:
+        if operation_id in self._unrecorded:
+            return self._unrecorded[operation_id]
         run = self._by_id.get(operation_id)
         if run is not None:
             return run.operation
@@ -222,7 +245,9 @@ class IngestionManager:
     ) -> list[Operation]:
         if index_name:
             self._catalog.get(index_name)
-        return await self._log.list_operations(index_name or None, limit, before)
+        ops = await self._log.list_operations(index_name or None, limit, before)
+        # The log may still hold an older snapshot of a run whose end it missed.
+        return [self._unrecorded.get(op.id, op) for op in ops]
 
     # -- execution ----------------------------------------------------------------
 
@@ -287,6 +312,7 @@ class IngestionManager:
             await asyncio.shield(self._publish(run, final, force=True))
         except Exception as exc:
             log.error("could not record operation", extra={"error_type": type(exc).__name__})
+            self._remember_unrecorded(final)
         if self._on_ready is not None:
             await self._on_ready(handle)
         INGESTIONS.add(
