@@ -14,9 +14,9 @@ from groundwire.agents.registry import AgentRegistry
 from groundwire.agents.runtime import AgentRuntime, ExecutionInput
 from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import duration, filter_from_proto, mode_to_proto, score_to_proto
-from groundwire.api.ingestion import _decode, _encode, _page_size
+from groundwire.api.pagination import page_of_names
 from groundwire.api.reranker import reranking_metadata_to_proto
-from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
+from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.rag_policy import (
     ExecutionMode,
     ItemReason,
@@ -254,15 +254,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     async def ListAgents(
         self, request: agent_pb2.ListAgentsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> agent_pb2.ListAgentsResponse:
-        size = _page_size(request.page_size, 50, "page_size")
-        after = (
-            _decode(request.page_token, "page_token").get("after", "") if request.page_token else ""
-        )
-        if not isinstance(after, str):
-            raise invalid("INVALID_PAGE_TOKEN", "page_token", "page_token is malformed")
-        ids = [i for i in self._registry.ids() if i > after]
-        page = ids[:size]
-        token = _encode({"after": page[-1]}) if len(ids) > size else ""
+        page, token = page_of_names(self._registry.ids(), request.page_size, request.page_token)
         return agent_pb2.ListAgentsResponse(
             agents=[describe_agent(self._registry.get(i)) for i in page], next_page_token=token
         )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import math
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,6 +11,7 @@ from google.protobuf import timestamp_pb2
 
 from groundwire.api.auth import effective_tenant, tenant_restriction
 from groundwire.api.convert import duration
+from groundwire.api.pagination import decode_token, encode_token, page_of_names, page_size
 from groundwire.domain.errors import invalid
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
@@ -128,35 +127,6 @@ def describe_index(handle: IndexHandle) -> ingestion_pb2.IndexDescription:
     return msg
 
 
-def _page_size(value: int, default: int, path: str) -> int:
-    if value == 0:
-        return default
-    if not 1 <= value <= 100:
-        raise invalid("FIELD_OUT_OF_RANGE", path, "page_size must be in [0, 100]")
-    return value
-
-
-def _encode(payload: dict[str, object]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode()
-
-
-MAX_PAGE_TOKEN_CHARS = 1024  # tokens this server issues are far shorter
-
-
-def _decode(token: str, path: str) -> dict[str, Any]:
-    # A page token is caller input: bound it before decoding, and treat JSON
-    # nested deeply enough to exhaust the recursive parser as malformed too.
-    try:
-        if len(token) > MAX_PAGE_TOKEN_CHARS:
-            raise ValueError
-        data = json.loads(base64.urlsafe_b64decode(token.encode()))
-        if not isinstance(data, dict):
-            raise ValueError
-        return data
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        raise invalid("INVALID_PAGE_TOKEN", path, "page_token is malformed") from None
-
-
 class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
     def __init__(self, catalog: IndexCatalog, manager: IngestionManager) -> None:
         self._catalog = catalog
@@ -165,15 +135,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
     async def ListIndexes(
         self, request: ingestion_pb2.ListIndexesRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> ingestion_pb2.ListIndexesResponse:
-        size = _page_size(request.page_size, 50, "page_size")
-        after = (
-            _decode(request.page_token, "page_token").get("after", "") if request.page_token else ""
-        )
-        if not isinstance(after, str):
-            raise invalid("INVALID_PAGE_TOKEN", "page_token", "page_token is malformed")
-        names = [n for n in self._catalog.names() if n > after]
-        page = names[:size]
-        token = _encode({"after": page[-1]}) if len(names) > size else ""
+        page, token = page_of_names(self._catalog.names(), request.page_size, request.page_token)
         return ingestion_pb2.ListIndexesResponse(
             indexes=[describe_index(self._catalog.get(n)) for n in page], next_page_token=token
         )
@@ -242,10 +204,10 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         request: ingestion_pb2.ListOperationsRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.ListOperationsResponse:
-        size = _page_size(request.page_size, 20, "page_size")
+        size = page_size(request.page_size, 20, "page_size")
         before = None
         if request.page_token:
-            data = _decode(request.page_token, "page_token")
+            data = decode_token(request.page_token, "page_token")
             t = data.get("t")
             try:
                 # float() of a huge JSON integer overflows; NaN/inf never come from us.
@@ -262,7 +224,9 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         token = ""
         if len(ops) > size:
             last = page[-1]
-            token = _encode({"index": request.index_name, "t": last.create_time, "id": last.id})
+            token = encode_token(
+                {"index": request.index_name, "t": last.create_time, "id": last.id}
+            )
         return ingestion_pb2.ListOperationsResponse(
             operations=[operation_to_proto(o) for o in page], next_page_token=token
         )
