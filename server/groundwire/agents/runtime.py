@@ -258,8 +258,6 @@ class AgentRuntime:
             action = decision.action
             rules = framework_rules(rag.mode, bool(selected))
             yield _search_completed(eid, rag, acceptance, rerank_outcome, time.perf_counter() - t0)
-        elif rag is not None:
-            meta.answer_constrained = False
 
         if action is Action.RETURN_NOT_FOUND:
             result.answer = NOT_FOUND_ANSWER
@@ -278,7 +276,7 @@ class AgentRuntime:
         if selected:
             result.citations = _citations(result.answer, selected)
         elif rag is not None and rag.agentic:
-            result.citations = _agentic_citations(result.answer, meta.context)
+            result.citations = _citations(result.answer, meta.context)
             meta.context_accepted = bool(meta.context)
 
     async def _retrieval_query(
@@ -516,7 +514,3 @@ def _citations(answer: str, selected: Sequence[RankedResult]) -> list[Citation]:
         hit = selected[n - 1].hit
         out.append(Citation(n, hit.document_id, hit.chunk_id))
     return out
-
-
-def _agentic_citations(answer: str, context: Sequence[RankedResult]) -> list[Citation]:
-    return _citations(answer, context)

@@ -18,7 +18,7 @@ class ServiceRegistration:
     """One servicer: its full service name and the generated add_*_to_server call."""
 
     name: str
-    register: Callable[[grpc.aio.Server], None]
+    register: Callable[[grpc.aio.Server], object]
 
 
 @dataclass(slots=True)

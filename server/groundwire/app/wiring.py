@@ -295,7 +295,7 @@ def service_registrations(
     return [
         ServiceRegistration(
             RERANKER_SERVICE,
-            lambda server: _register(register_reranker_service(server, components.reranking)),
+            lambda server: register_reranker_service(server, components.reranking),
         ),
         ServiceRegistration(
             AGENT_SERVICE,
@@ -341,10 +341,6 @@ def server_credentials(cfg: GroundwireConfig) -> grpc.ServerCredentials | None:
     return grpc.ssl_server_credentials(
         [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
     )
-
-
-def _register(_name: str) -> None:
-    """Adapt helpers that return their service name to ServiceRegistration."""
 
 
 async def start_app(cfg: GroundwireConfig, address: str | None = None) -> RunningApp:

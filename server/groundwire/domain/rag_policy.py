@@ -15,7 +15,7 @@ import enum
 import hashlib
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from groundwire.domain.context_format import CLOSE, OPEN, PREAMBLE, ContextSource, render_source
 from groundwire.domain.errors import ErrorKind, GroundwireError
@@ -452,15 +452,3 @@ def decide(mode: ExecutionMode, behavior: NoContextBehavior, has_context: bool) 
 NOT_FOUND_ANSWER = (
     "I could not find this in the available documents, so I cannot answer it from them."
 )
-
-
-@dataclass(slots=True)
-class RagTrace:
-    """Everything the result metadata reports about one RAG evaluation."""
-
-    acceptance: Acceptance | None = None
-    reranked: tuple[RankedResult, ...] = ()
-    gate: Gate | None = None
-    selection: Selection | None = None
-    reason: NoContextReason | None = None
-    excluded: list[Judged] = field(default_factory=list)

@@ -23,6 +23,7 @@ from groundwire.domain.retrieval import (
     ChunkHit,
     FusionSettings,
     Leg,
+    LexicalQuery,
     RankedResult,
     RetrievalDiagnostics,
     RetrievalMode,
@@ -88,7 +89,7 @@ class Retriever:
             hits = await self._semantic(handle, request, request.top_k, diag)
             results = single_leg(Leg.SEMANTIC, hits, request.top_k)
         elif request.mode is RetrievalMode.LEXICAL:
-            hits = await self._lexical(handle, request, request.top_k, diag)
+            hits = await self._lexical(handle, lexical_query, request, request.top_k, diag)
             results = single_leg(Leg.LEXICAL, hits, request.top_k)
         else:
             depth = max(request.leg_depth, request.top_k)
@@ -96,7 +97,7 @@ class Retriever:
             diag.fusion = request.fusion
             semantic, lexical = await _both(
                 self._semantic(handle, request, depth, diag),
-                self._lexical(handle, request, depth, diag),
+                self._lexical(handle, lexical_query, request, depth, diag),
             )
             results = fuse(
                 [(Leg.SEMANTIC, semantic), (Leg.LEXICAL, lexical)], request.fusion, request.top_k
@@ -120,12 +121,15 @@ class Retriever:
         return hits
 
     async def _lexical(
-        self, handle: IndexHandle, request: RetrievalRequest, k: int, diag: RetrievalDiagnostics
+        self,
+        handle: IndexHandle,
+        query: LexicalQuery,
+        request: RetrievalRequest,
+        k: int,
+        diag: RetrievalDiagnostics,
     ) -> list[ChunkHit]:
         t0 = time.perf_counter()
-        hits = await handle.store.search_lexical(
-            handle.name, parse_lexical(request.text), k, request.scope
-        )
+        hits = await handle.store.search_lexical(handle.name, query, k, request.scope)
         diag.lexical_seconds = time.perf_counter() - t0
         diag.lexical_hits = len(hits)
         return hits
