@@ -105,30 +105,8 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             inner_uu: Any = handler.unary_unary
 
             async def unary_unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-                rid = _request_id(metadata)
-                token = request_id_var.set(rid)
-                started = time.perf_counter()
-                code = grpc.StatusCode.OK
-                try:
-                    context.set_trailing_metadata((("x-request-id", rid),))
-                    principal_var.set(self._auth.authorize(method, _authorization(metadata)))
-                    if request is _MALFORMED:
-                        raise MALFORMED
-                    async with _deadline(context):
-                        return await inner_uu(request, context)
-                except GroundwireError as err:
-                    code = STATUS_CODES[err.kind]
-                    await _abort(context, err, rid)
-                except Exception as exc:
-                    if _is_abort(exc):
-                        code = grpc.StatusCode.UNKNOWN
-                        raise
-                    code = grpc.StatusCode.INTERNAL
-                    _log_unexpected(exc, method)
-                    await _abort(context, INTERNAL, rid)
-                finally:
-                    _access(method, code, started, rid)
-                    request_id_var.reset(token)
+                async with self._scope(method, metadata, request, context):
+                    return await inner_uu(request, context)
 
             return grpc.unary_unary_rpc_method_handler(
                 unary_unary,
@@ -141,30 +119,9 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             async def unary_stream(
                 request: Any, context: grpc.aio.ServicerContext[Any, Any]
             ) -> AsyncIterator[Any]:
-                rid = _request_id(metadata)
-                token = request_id_var.set(rid)
-                started = time.perf_counter()
-                code = grpc.StatusCode.OK
-                try:
-                    context.set_trailing_metadata((("x-request-id", rid),))
-                    principal_var.set(self._auth.authorize(method, _authorization(metadata)))
-                    if request is _MALFORMED:
-                        raise MALFORMED
-                    async with _deadline(context):
-                        async for item in inner_us(request, context):
-                            yield item
-                except GroundwireError as err:
-                    code = STATUS_CODES[err.kind]
-                    await _abort(context, err, rid)
-                except Exception as exc:
-                    if _is_abort(exc):
-                        raise
-                    code = grpc.StatusCode.INTERNAL
-                    _log_unexpected(exc, method)
-                    await _abort(context, INTERNAL, rid)
-                finally:
-                    _access(method, code, started, rid)
-                    request_id_var.reset(token)
+                async with self._scope(method, metadata, request, context):
+                    async for item in inner_us(request, context):
+                        yield item
 
             return grpc.unary_stream_rpc_method_handler(
                 unary_stream,
@@ -172,6 +129,41 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 response_serializer=handler.response_serializer,
             )
         return handler
+
+    @contextlib.asynccontextmanager
+    async def _scope(
+        self,
+        method: str,
+        metadata: tuple[tuple[str, str | bytes], ...] | None,
+        request: Any,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[None]:
+        """Everything an RPC of either shape gets: request id, authentication,
+        decoding check, deadline, error mapping and the access log."""
+        rid = _request_id(metadata)
+        token = request_id_var.set(rid)
+        started = time.perf_counter()
+        code = grpc.StatusCode.OK
+        try:
+            context.set_trailing_metadata((("x-request-id", rid),))
+            principal_var.set(self._auth.authorize(method, _authorization(metadata)))
+            if request is _MALFORMED:
+                raise MALFORMED
+            async with _deadline(context):
+                yield
+        except GroundwireError as err:
+            code = STATUS_CODES[err.kind]
+            await _abort(context, err, rid)
+        except Exception as exc:
+            if _is_abort(exc):
+                code = grpc.StatusCode.UNKNOWN
+                raise
+            code = grpc.StatusCode.INTERNAL
+            _log_unexpected(exc, method)
+            await _abort(context, INTERNAL, rid)
+        finally:
+            _access(method, code, started, rid)
+            request_id_var.reset(token)
 
 
 def _authorization(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str | None:
