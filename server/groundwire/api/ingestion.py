@@ -17,7 +17,6 @@ from groundwire.domain.operations import Operation, OperationState, OperationTri
 from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.loaders import DocumentFormat
 from groundwire.ingestion.manager import IngestionManager
-from groundwire.ingestion.pipeline import needs_rebuild
 from groundwire.ingestion.push import PushDocument, delete_documents, upsert_documents
 from groundwire.ingestion.sources import DirectorySource, FilesSource
 from groundwire_client.v1 import ingestion_pb2, ingestion_pb2_grpc
@@ -152,25 +151,21 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         request: ingestion_pb2.GetIndexStatusRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.GetIndexStatusResponse:
-        handle = self._catalog.get(request.index_name)
-        state = await handle.store.ensure_index(handle.spec)
+        info = await self._manager.status(request.index_name)
         status = ingestion_pb2.IndexStatus(
-            name=handle.name,
-            ready=handle.ready,
-            published_version=state.published_version,
-            document_count=state.document_count,
-            chunk_count=state.chunk_count,
-            rebuild_pending=needs_rebuild(state, handle),
+            name=info.name,
+            ready=info.ready,
+            published_version=info.published_version,
+            document_count=info.document_count,
+            chunk_count=info.chunk_count,
+            rebuild_pending=info.rebuild_pending,
         )
-        running = self._manager.running(handle.name)
-        if running is not None:
-            status.running_operation.CopyFrom(operation_to_proto(running))
-        last = await self._manager.last_finished(handle.name)
-        if last is not None:
-            status.last_operation.CopyFrom(operation_to_proto(last))
-        nxt = self._manager.next_run_time(handle)
-        if nxt is not None:
-            status.next_run_time.CopyFrom(_ts(nxt))
+        if info.running is not None:
+            status.running_operation.CopyFrom(operation_to_proto(info.running))
+        if info.last is not None:
+            status.last_operation.CopyFrom(operation_to_proto(info.last))
+        if info.next_run_time is not None:
+            status.next_run_time.CopyFrom(_ts(info.next_run_time))
         return ingestion_pb2.GetIndexStatusResponse(status=status)
 
     async def StartIngestion(

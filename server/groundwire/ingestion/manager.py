@@ -34,7 +34,7 @@ from groundwire.domain.operations import (
     OperationTrigger,
 )
 from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
-from groundwire.ingestion.pipeline import IngestionReport, run_ingestion
+from groundwire.ingestion.pipeline import IngestionReport, needs_rebuild, run_ingestion
 from groundwire.instruments import INGESTIONS
 from groundwire.stores.base import IngestionLock, OperationLog
 
@@ -58,6 +58,19 @@ def locked_elsewhere() -> GroundwireError:
         "INGESTION_LOCKED",
         "another replica is ingesting this index",
     )
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStatus:
+    name: str
+    ready: bool
+    published_version: int
+    document_count: int
+    chunk_count: int
+    rebuild_pending: bool
+    running: Operation | None
+    last: Operation | None
+    next_run_time: float | None
 
 
 @dataclass(slots=True)
@@ -229,6 +242,22 @@ class IngestionManager:
             yield snapshot
             if snapshot.state.terminal:
                 return
+
+    async def status(self, index_name: str) -> IndexStatus:
+        """Published state, readiness, rebuild need and operations of one index."""
+        handle = self._catalog.get(index_name)
+        state = await handle.store.index_state(handle.name)
+        return IndexStatus(
+            name=handle.name,
+            ready=handle.ready,
+            published_version=state.published_version,
+            document_count=state.document_count,
+            chunk_count=state.chunk_count,
+            rebuild_pending=needs_rebuild(state, handle),
+            running=self.running(handle.name),
+            last=await self.last_finished(handle.name),
+            next_run_time=self.next_run_time(handle),
+        )
 
     def running(self, index_name: str) -> Operation | None:
         run = self._runs.get(index_name)
