@@ -304,6 +304,57 @@ async def test_push_upsert_and_delete(h: Harness) -> None:
     assert await h.lexical("TENANTTOKEN") == []
 
 
+async def test_tenants_have_separate_document_ids(h: Harness) -> None:
+    """A source document and another tenant's pushed document with the same id are two
+    documents: re-ingesting or removing the source one never touches the pushed one,
+    and a delete addresses only the named tenant's document."""
+    await h.run()
+    source_id = (await h.lexical("DOCTOKEN001"))[0]  # the exact token ranks first
+    assert source_id.startswith("doc001")
+
+    async def acme(text: str) -> list[str]:
+        resp = await h.ret.Retrieve(
+            retriever_pb2.RetrieveRequest(
+                query=retriever_pb2.RagQuery(
+                    index_name="docs",
+                    text=text,
+                    tenant="acme",
+                    mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL,
+                )
+            )
+        )
+        return [r.content for r in resp.results]
+
+    pushed = await h.ing.UpsertDocuments(
+        ing.UpsertDocumentsRequest(
+            index_name="docs",
+            tenant="acme",
+            documents=[ing.PushedDocument(document_id=source_id, text="ACMETOKEN pushed")],
+        )
+    )
+    assert (pushed.upserted, list(pushed.failures)) == (1, [])
+    assert source_id in await h.lexical("DOCTOKEN001")
+    (h.docs / "doc001.md").write_text("# Doc 1\n\nChanged DOCTOKEN001 text.\n")
+    changed = await h.run()
+    assert (changed.counts.ingested, changed.counts.deleted) == (1, 0)
+    assert await acme("ACMETOKEN") == ["ACMETOKEN pushed"]
+    (h.docs / "doc001.md").unlink()
+    removed = await h.run()
+    assert removed.counts.deleted == 1
+    assert source_id not in await h.lexical("DOCTOKEN001")
+    assert await acme("ACMETOKEN") == ["ACMETOKEN pushed"]
+    # An untenanted delete of the id finds nothing (the source document is gone);
+    # acme's delete removes acme's.
+    none = await h.ing.DeleteDocuments(
+        ing.DeleteDocumentsRequest(index_name="docs", document_ids=[source_id])
+    )
+    assert none.deleted == 0 and await acme("ACMETOKEN") == ["ACMETOKEN pushed"]
+    gone = await h.ing.DeleteDocuments(
+        ing.DeleteDocumentsRequest(index_name="docs", tenant="acme", document_ids=[source_id])
+    )
+    assert gone.deleted == 1 and await acme("ACMETOKEN") == []
+
+
 @pytest.mark.parametrize(
     ("request_", "reason", "field"),
     [

@@ -28,6 +28,7 @@ from groundwire.domain.retrieval import MetadataFilter, Scope
 from groundwire.stores.base import (
     ChunkRecord,
     DistanceMetric,
+    DocumentKey,
     DocumentRecord,
     IndexSpec,
     StagedDocument,
@@ -133,6 +134,109 @@ async def test_migrations_are_idempotent_and_safe_for_concurrent_starts(dsn: str
     again = await open_postgres_store(settings(dsn))
     await again.close()
     assert scalar(dsn, "SELECT count(*) FROM gw_schema_migrations") == LATEST_VERSION
+
+
+# The schema as migration 3 left it, reconstructed from the current one: index-wide
+# BM25 statistics and document ids unique per index.
+_DOWNGRADE_TO_3 = (
+    "DROP TABLE gw_tenant_stats",
+    "DELETE FROM gw_term_stats",
+    "ALTER TABLE gw_term_stats DROP CONSTRAINT gw_term_stats_pkey, DROP COLUMN tenant, "
+    "ADD PRIMARY KEY (index_id, term)",
+    """
+    INSERT INTO gw_term_stats (index_id, term, df)
+    SELECT c.index_id, t.term, count(*)
+    FROM gw_chunks c CROSS JOIN LATERAL unnest(tsvector_to_array(c.lex)) AS t(term)
+    WHERE NOT EXISTS (SELECT 1 FROM gw_index_versions v WHERE v.index_id = c.index_id
+                      AND v.version = c.version AND v.state = 'staging')
+    GROUP BY 1, 2
+    """,
+    "DROP INDEX gw_chunks_document",
+    "CREATE INDEX gw_chunks_document ON gw_chunks (index_id, document_id)",
+    "CREATE INDEX gw_chunks_tenant ON gw_chunks (index_id, tenant)",
+    "ALTER TABLE gw_staged_deletions DROP CONSTRAINT gw_staged_deletions_pkey, "
+    "DROP COLUMN tenant, ADD PRIMARY KEY (index_id, version, document_id)",
+    "ALTER TABLE gw_documents DROP CONSTRAINT gw_documents_pkey, "
+    "ADD PRIMARY KEY (index_id, document_id, version)",
+    "DELETE FROM gw_schema_migrations WHERE version = 4",
+)
+
+
+def schema_shape(dsn: str) -> list[tuple[object, ...]]:
+    """Columns, constraints and (non-HNSW) indexes of groundwire's tables."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        columns = conn.execute(
+            "SELECT table_name, column_name, data_type, is_nullable, collation_name "
+            "FROM information_schema.columns WHERE table_name LIKE 'gw\\_%' ORDER BY 1, 2"
+        ).fetchall()
+        indexes = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename LIKE 'gw\\_%' "
+            "AND indexname NOT LIKE 'gw\\_chunks\\_hnsw%' ORDER BY 1"
+        ).fetchall()
+    return [*columns, *indexes]
+
+
+async def test_migration_4_keys_documents_by_tenant_and_splits_statistics(
+    server: EmbeddedPostgres,
+) -> None:
+    """A database written before migration 4 (index-wide statistics) upgrades in place:
+    every tenant then ranks over its own statistics, exactly as a fresh database does,
+    and rows of a version left staging stay out of them."""
+    old, fresh = fresh_database(server), fresh_database(server)
+    s = spec("upgrade", dims=None)
+    docs = [
+        doc("a1", ["probe alpha POL-HR-014", "beta gamma"], None, tenant="acme"),
+        doc("a2", ["probe probe delta"], None, tenant="acme"),
+        doc("g1", ["probe epsilon zeta eta"], None, tenant="globex"),
+        *(doc(f"u{i}", [f"probe filler {'w ' * i}"], None) for i in range(6)),
+    ]
+    queries = [parse_lexical(q) for q in ("probe", "probe alpha", "pol-hr-014", '"probe alpha"')]
+    scopes = [Scope("acme"), Scope("globex"), Scope()]
+    store = await open_postgres_store(settings(old))
+    try:
+        await publish(store, s, docs)
+        # A version left staging by a crash: neither visible nor counted.
+        v = await store.begin_version("upgrade")
+        await store.stage_documents(
+            "upgrade", v, [doc("a9", ["probe staged"], None, tenant="acme")]
+        )
+        await store.stage_deletions("upgrade", v, [DocumentKey("acme", "a1")])
+    finally:
+        await store.close()
+    with psycopg.connect(old, autocommit=True) as conn, conn.transaction():
+        for statement in _DOWNGRADE_TO_3:
+            conn.execute(statement.encode())
+    assert scalar(old, "SELECT max(version) FROM gw_schema_migrations") == 3
+
+    upgraded = await open_postgres_store(settings(old))
+    reference = await open_postgres_store(settings(fresh))
+    memory = MemoryStore()
+    try:
+        await publish(reference, s, docs)
+        await publish(memory, s, docs)
+        for scope in scopes:
+            for q in queries:
+                got = await upgraded.search_lexical("upgrade", q, 10, scope)
+                want = await reference.search_lexical("upgrade", q, 10, scope)
+                mem = await memory.search_lexical("upgrade", q, 10, scope)
+                assert [(h.key, h.score.raw) for h in got] == [
+                    (h.key, h.score.raw) for h in want
+                ], (scope.tenant, q.text)
+                assert [h.key for h in got] == [h.key for h in mem]
+        assert await upgraded.index_state("upgrade") == await reference.index_state("upgrade")
+        # The upgraded database keeps working: the same id in another tenant is a new
+        # document, and publishing moves only that tenant's statistics.
+        await publish(upgraded, s, [doc("a1", ["probe other tenant"], None, tenant="globex")])
+        keys = set(await upgraded.live_documents("upgrade"))
+        assert {DocumentKey("acme", "a1"), DocumentKey("globex", "a1")} <= keys
+        hits = await upgraded.search_lexical("upgrade", parse_lexical("probe"), 10, Scope("acme"))
+        want = await reference.search_lexical("upgrade", parse_lexical("probe"), 10, Scope("acme"))
+        assert [(h.key, h.score.raw) for h in hits] == [(h.key, h.score.raw) for h in want]
+    finally:
+        await upgraded.close()
+        await reference.close()
+        await memory.close()
+    assert schema_shape(old) == schema_shape(fresh)
 
 
 async def test_missing_extension_is_a_clear_failed_precondition(server: EmbeddedPostgres) -> None:
@@ -255,7 +359,7 @@ async def test_failed_bulk_write_leaves_previous_data_intact(dsn: str, where: st
         # The version is still usable: the failed call left nothing behind in it.
         await store.stage_documents("bulk", v, [doc("c", ["a later good batch"])])
         await store.publish_version("bulk", v, s)
-        assert set(await store.live_documents("bulk")) == {"a", "b", "c"}
+        assert {k.document_id for k in await store.live_documents("bulk")} == {"a", "b", "c"}
         assert (await store.index_state("bulk")).chunk_count == 3
     finally:
         await store.close()
@@ -277,7 +381,7 @@ async def test_dimension_mismatch_is_rejected_before_anything_is_written(dsn: st
         assert scalar(dsn, seq) == before
         assert scalar(dsn, "SELECT count(*) FROM gw_documents WHERE version = %s", v) == 0
         await store.publish_version("dims", v, spec("dims"))
-        assert set(await store.live_documents("dims")) == {"a"}
+        assert {k.document_id for k in await store.live_documents("dims")} == {"a"}
     finally:
         await store.close()
 
@@ -292,7 +396,7 @@ async def test_embedded_data_survives_close_and_restart(tmp_path: Path) -> None:
     try:
         v1 = await publish(store, s, [doc("a", ["durable words"]), doc("b", ["more words"])])
         v2 = await store.begin_version("durable")
-        await store.stage_deletions("durable", v2, ["b"])
+        await store.stage_deletions("durable", v2, [DocumentKey("", "b")])
         await store.stage_documents("durable", v2, [doc("c", ["fresh words"], seed=3)])
         await store.publish_version("durable", v2, s)
         before_vec = await store.search_vector("durable", np.ones(DIM, np.float32), 5, Scope())
@@ -305,7 +409,7 @@ async def test_embedded_data_survives_close_and_restart(tmp_path: Path) -> None:
     try:
         assert await reopened.index_state("durable") == before_state
         assert before_state.published_version == v2 > v1
-        assert set(await reopened.live_documents("durable")) == {"a", "c"}
+        assert {k.document_id for k in await reopened.live_documents("durable")} == {"a", "c"}
         after = await reopened.search_vector("durable", np.ones(DIM, np.float32), 5, Scope())
         assert [(h.key, h.score) for h in after] == [(h.key, h.score) for h in before_vec]
         assert (await reopened.begin_version("durable")) > v2
@@ -387,20 +491,25 @@ async def test_lexical_ranking_matches_the_memory_store(dsn: str) -> None:
         texts = [text() for _ in range(rng.randint(1, 4))]
         md = {"dept": rng.choice(["a", "b", "c"]), "lang": rng.choice(["en", "de"])}
         docs.append(doc(f"d{d:04d}", texts, None, metadata=md, tenant=rng.choice(["", "", "acme"])))
+    # Ids are per tenant: globex reuses ids the other tenants hold.
+    for d in range(0, 200, 3):
+        docs.append(doc(f"d{d:04d}", [text()], None, tenant="globex"))
     s = spec("parity", dims=None)
     pg = await open_postgres_store(settings(dsn))
     mem = MemoryStore()
     try:
         for store in (pg, mem):
-            await publish(store, s, docs[:200])
+            await publish(store, s, docs[:200] + docs[250:])
             v = await store.begin_version("parity")
-            await store.stage_documents("parity", v, docs[180:])
-            await store.stage_deletions("parity", v, [f"d{i:04d}" for i in range(0, 60, 7)])
+            await store.stage_documents("parity", v, docs[180:250] + docs[-5:])
+            gone = [d.document.key for d in docs[0:60:7] + docs[250:270:4]]
+            await store.stage_deletions("parity", v, gone)
             await store.publish_version("parity", v, s)
         assert await pg.index_state("parity") == await mem.index_state("parity")
         scopes = [
             Scope(),
             Scope("acme"),
+            Scope("globex"),
             Scope(
                 filter=MetadataFilter({"dept": frozenset({"a", "b"}), "lang": frozenset({"en"})})
             ),
@@ -410,7 +519,7 @@ async def test_lexical_ranking_matches_the_memory_store(dsn: str) -> None:
             if i % 3 == 0:
                 words[0] = '"' + " ".join(text().split()[:2]) + '"'
             q = parse_lexical(" ".join(words))
-            scope = scopes[i % 3]
+            scope = scopes[i % len(scopes)]
             a = await pg.search_lexical("parity", q, 10, scope)
             b = await mem.search_lexical("parity", q, 10, scope)
             assert [h.key for h in a] == [h.key for h in b], q.text

@@ -569,11 +569,13 @@ async def test_push_cannot_overwrite_claim_or_delete_another_owner(
 ) -> None:
     caller, target = pair
     victim = doc_ids(target)[0]
+    # Ids are per tenant: pushing the target's id creates the caller's own document
+    # (an answer indistinguishable from an unused id) and leaves the target's alone.
     hijack = ing.PushedDocument(document_id=victim, text=f"hijacked by {label(caller)} {COMMON}")
     resp = await stubs.ingestion.UpsertDocuments(
         ing.UpsertDocumentsRequest(index_name="kb", documents=[hijack]), metadata=md(caller)
     )
-    assert resp.upserted == 0 and [f.reason for f in resp.failures] == ["TENANT_CONFLICT"], resp
+    assert (resp.upserted, list(resp.failures)) == (1, []), resp
     count("UpsertDocuments over another owner's id")
     if target:
         with pytest.raises(grpc.aio.AioRpcError) as info:
@@ -587,11 +589,21 @@ async def test_push_cannot_overwrite_claim_or_delete_another_owner(
             )
         check_error(caller, info.value, "TENANT_MISMATCH")
         count("UpsertDocuments claiming another tenant")
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stubs.ingestion.DeleteDocuments(
+                ing.DeleteDocumentsRequest(
+                    index_name="kb", tenant=target, document_ids=doc_ids(target)
+                ),
+                metadata=md(caller),
+            )
+        check_error(caller, info.value, "TENANT_MISMATCH")
+        count("DeleteDocuments naming another tenant")
+    # Deleting the target's ids deletes only the caller's own document of that id.
     deleted = await stubs.ingestion.DeleteDocuments(
         ing.DeleteDocumentsRequest(index_name="kb", document_ids=doc_ids(target)),
         metadata=md(caller),
     )
-    assert deleted.deleted == 0
+    assert deleted.deleted == 1
     count("DeleteDocuments of another owner's ids")
     # The target's documents are intact.
     own = await stubs.retriever.Retrieve(
@@ -604,6 +616,15 @@ async def test_push_cannot_overwrite_claim_or_delete_another_owner(
     )
     assert set(doc_ids(target)) <= {r.document_id for r in own.results}
     assert all("hijacked" not in r.content for r in own.results)
+    mine = await stubs.retriever.Retrieve(
+        rt.RetrieveRequest(
+            query=rt.RagQuery(
+                index_name="kb", text="hijacked", mode=rt.RETRIEVAL_MODE_LEXICAL, top_k=10
+            )
+        ),
+        metadata=md(target),
+    )
+    assert list(mine.results) == []
 
 
 # -- rerank, listings, operations --------------------------------------------------
@@ -709,16 +730,9 @@ async def test_manage_is_an_operator_permission_not_scoped_to_tenants(
     count("operations with MANAGE")
 
 
-# -- findings (strict xfail: the fix makes them pass, then drop the marker) ----------
+# -- regressions of fixed findings ------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: BM25 statistics (document frequency, collection size, average length) "
-    "are computed over every tenant's rows (stores/memory.py search_lexical; stores/postgres.py "
-    "gw_term_stats), so a tenant's raw BM25 scores reveal whether other tenants' documents "
-    "contain a term",
-)
 async def test_bm25_scores_do_not_depend_on_other_tenants_documents(stubs: Stubs) -> None:
     probe = f"zqprobe{RUN}"
 
@@ -759,12 +773,6 @@ async def test_bm25_scores_do_not_depend_on_other_tenants_documents(stubs: Stubs
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: document ids share one namespace per index across tenants, so "
-    "UpsertDocuments answers TENANT_CONFLICT for an id another tenant uses (an existence "
-    "oracle for other tenants' document ids)",
-)
 async def test_upsert_does_not_reveal_that_another_tenant_uses_an_id(stubs: Stubs) -> None:
     probe = ing.PushedDocument(document_id=doc_ids("globex")[1], text=f"acme text {COMMON}")
     absent = ing.PushedDocument(document_id=f"never-used-{RUN}", text=f"acme text {COMMON}")

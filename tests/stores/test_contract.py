@@ -4,6 +4,7 @@ rules and errors on every store. A store that passes this suite can back any ind
 from __future__ import annotations
 
 import asyncio
+import math
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from groundwire.domain.scores import ScoreMetric
 from groundwire.stores.base import (
     ChunkRecord,
     DistanceMetric,
+    DocumentKey,
     DocumentRecord,
     IndexSpec,
     StagedDocument,
@@ -53,6 +55,10 @@ def doc(
     )
     emb = None if vectors is None else np.stack(vectors).astype(np.float32)
     return StagedDocument(record, chunks, emb)
+
+
+def K(doc_id: str, tenant: str = "") -> DocumentKey:
+    return DocumentKey(tenant, doc_id)
 
 
 async def publish(
@@ -234,7 +240,7 @@ async def test_staged_changes_invisible_until_publish(store: Store, index_name: 
     hits = await store.search_lexical(index_name, parse_lexical("text new"), 5, Scope())
     assert sorted(h.content for h in hits) == ["more new", "new text"]
     live = await store.live_documents(index_name)
-    assert live["a"].content_hash == "2"
+    assert live[K("a")].content_hash == "2"
     state = await store.index_state(index_name)
     assert state.published_version == v and state.chunk_count == 2 and state.document_count == 1
 
@@ -243,7 +249,7 @@ async def test_discard_keeps_previous_version(store: Store, index_name: str) -> 
     v1 = await publish(store, index_name, [doc("a", ["keep me"], [vec(1, 0, 0, 0)])])
     v2 = await store.begin_version(index_name)
     await store.stage_documents(index_name, v2, [doc("a", ["replacement"], [vec(1, 0, 0, 0)])])
-    await store.stage_deletions(index_name, v2, ["a"])
+    await store.stage_deletions(index_name, v2, [K("a")])
     await store.discard_version(index_name, v2)
     hits = await store.search_vector(index_name, vec(1, 0, 0, 0), 5, Scope())
     assert [h.content for h in hits] == ["keep me"]
@@ -257,12 +263,12 @@ async def test_deletions_publish_atomically(store: Store, index_name: str) -> No
         [doc("a", ["first"], [vec(1, 0, 0, 0)]), doc("b", ["second"], [vec(0, 1, 0, 0)])],
     )
     v = await store.begin_version(index_name)
-    assert await store.stage_deletions(index_name, v, ["a", "missing"]) == 1
+    assert await store.stage_deletions(index_name, v, [K("a"), K("missing")]) == 1
     assert len(await store.search_vector(index_name, vec(1, 0, 0, 0), 5, Scope())) == 2
     await store.publish_version(index_name, v, spec(index_name))
     hits = await store.search_vector(index_name, vec(1, 0, 0, 0), 5, Scope())
     assert [h.document_id for h in hits] == ["b"]
-    assert set(await store.live_documents(index_name)) == {"b"}
+    assert set(await store.live_documents(index_name)) == {K("b")}
 
 
 async def test_dimension_mismatch_rejected_before_writing(store: Store, index_name: str) -> None:
@@ -279,7 +285,7 @@ async def test_dimension_mismatch_rejected_before_writing(store: Store, index_na
     assert err.value.reason == "EMBEDDING_MISMATCH"
     await store.publish_version(index_name, v, spec(index_name))
     # Nothing of the rejected batch was written, not even its valid document.
-    assert set(await store.live_documents(index_name)) == {"a"}
+    assert set(await store.live_documents(index_name)) == {K("a")}
     nan = doc("d", ["nan"], [vec(float("nan"), 0, 0, 0)])
     v2 = await store.begin_version(index_name)
     with pytest.raises(GroundwireError):
@@ -419,16 +425,106 @@ async def test_restaging_keeps_the_last_copy_and_cancels_a_staged_deletion(
     await store.stage_documents(
         index_name, v, [doc("a", ["third copy"], [vec(1, 0, 0, 0)], content_hash="3")]
     )
-    await store.stage_deletions(index_name, v, ["a"])
+    await store.stage_deletions(index_name, v, [K("a")])
     await store.stage_documents(
         index_name, v, [doc("a", ["fourth copy"], [vec(1, 0, 0, 0)], content_hash="4")]
     )
     await store.publish_version(index_name, v, spec(index_name))
     hits = await store.search_lexical(index_name, parse_lexical("copy"), 5, Scope())
     assert [h.content for h in hits] == ["fourth copy"]
-    assert (await store.live_documents(index_name))["a"].content_hash == "4"
+    assert (await store.live_documents(index_name))[K("a")].content_hash == "4"
     state = await store.index_state(index_name)
     assert (state.document_count, state.chunk_count) == (1, 1)
+
+
+async def test_document_ids_are_unique_per_tenant(store: Store, index_name: str) -> None:
+    """One id used by two tenants names two documents: neither overwrites, deletes or
+    reveals the other."""
+    await publish(
+        store,
+        index_name,
+        [
+            doc("same", ["acme original"], [vec(1, 0, 0, 0)], tenant="acme"),
+            doc("same", ["globex original"], [vec(0, 1, 0, 0)], tenant="globex"),
+            doc("same", ["untenanted original"], [vec(0, 0, 1, 0)]),
+        ],
+    )
+    state = await store.index_state(index_name)
+    assert (state.document_count, state.chunk_count) == (3, 3)
+    assert set(await store.live_documents(index_name)) == {
+        K("same", "acme"),
+        K("same", "globex"),
+        K("same"),
+    }
+
+    async def contents(tenant: str) -> list[str]:
+        hits = await store.search_lexical(index_name, parse_lexical("original"), 5, Scope(tenant))
+        return [h.content for h in hits]
+
+    v = await store.begin_version(index_name)
+    await store.stage_documents(
+        index_name, v, [doc("same", ["acme replaced"], [vec(1, 0, 0, 0)], tenant="acme")]
+    )
+    await store.publish_version(index_name, v, spec(index_name))
+    assert await contents("acme") == []
+    assert await contents("globex") == ["globex original"]
+    assert await contents("") == ["untenanted original"]
+    v = await store.begin_version(index_name)
+    assert await store.stage_deletions(index_name, v, [K("same", "globex")]) == 1
+    await store.publish_version(index_name, v, spec(index_name))
+    assert await contents("globex") == []
+    assert await contents("") == ["untenanted original"]
+    live = await store.live_documents(
+        index_name, [K("same", "acme"), K("same", "globex"), K("absent", "acme")]
+    )
+    assert list(live) == [K("same", "acme")] and live[K("same", "acme")].tenant == "acme"
+    state = await store.index_state(index_name)
+    assert (state.document_count, state.chunk_count) == (2, 2)
+
+
+async def test_lexical_statistics_are_per_tenant(store: Store, index_name: str) -> None:
+    """BM25's N, document frequencies and average length are the scope tenant's: another
+    tenant's documents never move a tenant's scores (a side channel otherwise); the
+    metadata filter selects rows without changing the statistics."""
+    sp = spec(index_name, dims=None)
+    acme = [
+        doc("a1", ["probe alpha beta"], None, tenant="acme", metadata={"dept": "hr"}),
+        doc("a2", ["gamma delta"], None, tenant="acme", metadata={"dept": "it"}),
+        doc("a3", ["probe epsilon zeta eta theta"], None, tenant="acme", metadata={"dept": "it"}),
+    ]
+    await publish(store, index_name, acme, sp)
+
+    async def scores(flt: MetadataFilter | None = None) -> dict[str, float]:
+        scope = Scope("acme", flt or MetadataFilter())
+        hits = await store.search_lexical(index_name, parse_lexical("probe"), 5, scope)
+        return {h.document_id: h.score.raw for h in hits}
+
+    before = await scores()
+    # Expected over acme's three chunks only: N = 3, df(probe) = 2, avgdl = 10 / 3.
+    idf = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))
+    k1, b, avgdl = 0.9, 0.4, 10 / 3
+
+    def bm25(dl: int) -> float:
+        return idf * (k1 + 1) / (1 + k1 * (1 - b + b * dl / avgdl))
+
+    assert before == pytest.approx({"a1": bm25(3), "a3": bm25(5)}, rel=1e-6)
+    assert await scores(MetadataFilter({"dept": frozenset({"hr"})})) == {"a1": before["a1"]}
+    others = [
+        doc(f"g{i}", [f"probe {'filler ' * i}"], None, tenant="globex") for i in range(20)
+    ] + [doc("u", ["probe probe probe"], None)]
+    v = await store.begin_version(index_name)
+    await store.stage_documents(index_name, v, others)
+    await store.publish_version(index_name, v, sp)
+    assert await scores() == before
+    v = await store.begin_version(index_name)
+    await store.stage_deletions(index_name, v, [K("g3", "globex"), K("u")])
+    await store.publish_version(index_name, v, sp)
+    assert await scores() == before
+    # And acme's own changes do move them.
+    v = await store.begin_version(index_name)
+    await store.stage_deletions(index_name, v, [K("a2", "acme")])
+    await store.publish_version(index_name, v, sp)
+    assert (await scores())["a1"] != before["a1"]
 
 
 async def test_lexical_ranking_is_bm25(store: Store, index_name: str) -> None:

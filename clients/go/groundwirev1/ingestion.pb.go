@@ -1737,8 +1737,9 @@ func (x *ListOperationsResponse) GetNextPageToken() string {
 // A document pushed by the caller.
 type PushedDocument struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required. Stable id within the index: 1 to 512 characters, no control
-	// characters. Reusing an id replaces that document.
+	// Required. Stable id within the index and tenant: 1 to 512 characters, no
+	// control characters. Reusing an id replaces that tenant's document; other
+	// tenants' documents with the same id are separate documents.
 	DocumentId string `protobuf:"bytes,1,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
 	// Required. The document text (at most the index's max_file_bytes in UTF-8).
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
@@ -1973,7 +1974,11 @@ type DeleteDocumentsRequest struct {
 	// Required. The index name.
 	IndexName string `protobuf:"bytes,1,opt,name=index_name,json=indexName,proto3" json:"index_name,omitempty"`
 	// Required. 1 to 1,000 document ids.
-	DocumentIds   []string `protobuf:"bytes,2,rep,name=document_ids,json=documentIds,proto3" json:"document_ids,omitempty"`
+	DocumentIds []string `protobuf:"bytes,2,rep,name=document_ids,json=documentIds,proto3" json:"document_ids,omitempty"`
+	// Optional. Tenant whose documents are deleted ("" = untenanted). Document
+	// ids are unique per tenant, so another tenant's document with the same id
+	// is never touched. When API keys are enabled, the key's tenant wins.
+	Tenant        string `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2020,6 +2025,13 @@ func (x *DeleteDocumentsRequest) GetDocumentIds() []string {
 		return x.DocumentIds
 	}
 	return nil
+}
+
+func (x *DeleteDocumentsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 // Response for DeleteDocuments.
@@ -2214,11 +2226,12 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\bupserted\x18\x02 \x01(\rR\bupserted\x12\x1c\n" +
 	"\tunchanged\x18\x03 \x01(\rR\tunchanged\x12%\n" +
 	"\x0echunks_written\x18\x04 \x01(\rR\rchunksWritten\x12:\n" +
-	"\bfailures\x18\x05 \x03(\v2\x1e.groundwire.v1.DocumentFailureR\bfailures\"Z\n" +
+	"\bfailures\x18\x05 \x03(\v2\x1e.groundwire.v1.DocumentFailureR\bfailures\"r\n" +
 	"\x16DeleteDocumentsRequest\x12\x1d\n" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12!\n" +
-	"\fdocument_ids\x18\x02 \x03(\tR\vdocumentIds\"`\n" +
+	"\fdocument_ids\x18\x02 \x03(\tR\vdocumentIds\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"`\n" +
 	"\x17DeleteDocumentsResponse\x12+\n" +
 	"\x11published_version\x18\x01 \x01(\x04R\x10publishedVersion\x12\x18\n" +
 	"\adeleted\x18\x02 \x01(\rR\adeleted*\xc9\x01\n" +

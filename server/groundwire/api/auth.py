@@ -71,9 +71,3 @@ def effective_tenant(requested: str, field_path: str) -> str:
     if principal is None:
         return requested
     return principal.tenant_for(requested, field_path)
-
-
-def tenant_restriction() -> str | None:
-    """The tenant a caller is confined to, or None when unrestricted (auth off)."""
-    principal = principal_var.get()
-    return None if principal is None else principal.tenant

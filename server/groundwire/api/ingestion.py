@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 from google.protobuf import timestamp_pb2
 
-from groundwire.api.auth import effective_tenant, tenant_restriction
+from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import duration
 from groundwire.api.pagination import decode_token, encode_token, page_of_names, page_size
 from groundwire.domain.errors import invalid
@@ -259,7 +259,6 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.DeleteDocumentsResponse:
         handle = self._catalog.get(request.index_name)
-        version, deleted = await delete_documents(
-            handle, list(request.document_ids), tenant_restriction()
-        )
+        tenant = effective_tenant(request.tenant, "tenant")
+        version, deleted = await delete_documents(handle, list(request.document_ids), tenant)
         return ingestion_pb2.DeleteDocumentsResponse(published_version=version, deleted=deleted)

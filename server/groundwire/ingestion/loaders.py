@@ -47,7 +47,6 @@ class FailureReason(enum.Enum):
     UNSUPPORTED_FORMAT = "UNSUPPORTED_FORMAT"
     PARSE_FAILED = "PARSE_FAILED"
     DUPLICATE_ID = "DUPLICATE_ID"
-    TENANT_CONFLICT = "TENANT_CONFLICT"
 
 
 @dataclass(frozen=True, slots=True)

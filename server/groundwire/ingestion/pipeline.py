@@ -37,7 +37,13 @@ from groundwire.ingestion.sources import (
     source_id_for,
 )
 from groundwire.providers.embeddings.base import EmbeddingTask, embed_all
-from groundwire.stores.base import ChunkRecord, DocumentRecord, IndexState, StagedDocument
+from groundwire.stores.base import (
+    ChunkRecord,
+    DocumentKey,
+    DocumentRecord,
+    IndexState,
+    StagedDocument,
+)
 
 
 class Phase(enum.Enum):
@@ -183,7 +189,7 @@ async def run_ingestion(
                 report.failures.append(loaded)
                 continue
             digest = content_hash(loaded, handle.tenant, loaded.metadata)
-            current = live.get(loaded.document_id)
+            current = live.get(DocumentKey(handle.tenant, loaded.document_id))
             if not report.rebuilt and current is not None and current.content_hash == digest:
                 report.unchanged += 1
                 continue
@@ -212,13 +218,15 @@ async def run_ingestion(
             report.ingested += len(batch)
         report.phase = Phase.DELETING
         await tick()
-        # Documents that left the sources go. On a rebuild every document not
-        # re-ingested goes too, pushed ones included: their vectors belong to the old
+        # Documents that left the sources go (also those ingested under a tenant the
+        # index no longer has). On a rebuild every document not re-ingested goes too,
+        # pushed ones and other tenants' included: their vectors belong to the old
         # embedding model and must never be mixed with the new ones (push them again).
+        kept = {DocumentKey(handle.tenant, doc_id) for doc_id in seen}
         gone = [
-            doc_id
-            for doc_id, doc in live.items()
-            if doc_id not in seen
+            key
+            for key, doc in live.items()
+            if key not in kept
             and (report.rebuilt or doc.source_id.startswith(CONFIG_SOURCE_PREFIX))
         ]
         if gone:

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from groundwire.domain.chunking import Chunk
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.ingestion.catalog import IndexHandle
-from groundwire.ingestion.loaders import DocumentFormat, FailureReason, LoadFailure, load_bytes
+from groundwire.ingestion.loaders import DocumentFormat, LoadFailure, load_bytes
 from groundwire.ingestion.pipeline import chunk_document, content_hash, needs_rebuild, stage_batch
-from groundwire.stores.base import DocumentRecord
+from groundwire.stores.base import DocumentKey, DocumentRecord
 
 PUSH_SOURCE_PREFIX = "push:"
 MAX_DOCUMENTS = 256
@@ -88,7 +88,11 @@ async def upsert_documents(
     state = await store.ensure_index(handle.spec)
     if needs_rebuild(state, handle):
         raise _rebuild_required()
-    live = await store.live_documents(handle.name)
+    # Ids are per tenant: a caller addresses only its own tenant's documents, so
+    # another tenant's use of an id is neither overwritten nor observable.
+    live = await store.live_documents(
+        handle.name, [DocumentKey(tenant, d.document_id) for d in docs]
+    )
     failures: list[LoadFailure] = []
     batch: list[tuple[DocumentRecord, Sequence[Chunk]]] = []
     unchanged = 0
@@ -106,11 +110,7 @@ async def upsert_documents(
             failures.append(loaded)
             continue
         digest = content_hash(loaded, tenant, loaded.metadata)
-        current = live.get(d.document_id)
-        if current is not None and current.tenant != tenant:
-            # Another tenant's document: never overwritten (nor revealed beyond this code).
-            failures.append(LoadFailure(d.document_id, FailureReason.TENANT_CONFLICT))
-            continue
+        current = live.get(DocumentKey(tenant, d.document_id))
         if current is not None and current.content_hash == digest:
             unchanged += 1
             continue
@@ -133,11 +133,11 @@ async def upsert_documents(
 
 
 async def delete_documents(
-    handle: IndexHandle, document_ids: Sequence[str], tenant: str | None = None
+    handle: IndexHandle, document_ids: Sequence[str], tenant: str
 ) -> tuple[int, int]:
-    """Delete documents by id as one version; returns (published_version, deleted).
-    With `tenant` set, only that tenant's documents are deleted (others count as
-    absent)."""
+    """Delete `tenant`'s documents by id as one version; returns (published_version,
+    deleted). Another tenant's document with the same id is a different document:
+    untouched, and not counted."""
     if not 1 <= len(document_ids) <= MAX_DELETE_IDS:
         raise invalid("FIELD_OUT_OF_RANGE", "document_ids", f"send 1 to {MAX_DELETE_IDS} ids")
     for i, doc_id in enumerate(document_ids):
@@ -145,13 +145,10 @@ async def delete_documents(
             raise invalid("FIELD_OUT_OF_RANGE", f"document_ids[{i}]", "invalid document id")
     store = handle.store
     await store.ensure_index(handle.spec)
-    ids = list(dict.fromkeys(document_ids))
-    if tenant is not None:
-        live = await store.live_documents(handle.name)
-        ids = [i for i in ids if i not in live or live[i].tenant == tenant]
+    keys = [DocumentKey(tenant, i) for i in dict.fromkeys(document_ids)]
     version = await store.begin_version(handle.name)
     try:
-        deleted = await store.stage_deletions(handle.name, version, ids)
+        deleted = await store.stage_deletions(handle.name, version, keys)
         state = await store.publish_version(handle.name, version, handle.spec)
     except BaseException:
         await store.discard_version(handle.name, version)

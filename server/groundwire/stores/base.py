@@ -8,16 +8,21 @@ chunks they supersede disappear in one atomic step — or `discard_version` drop
 them and the previously published state keeps serving. Readers therefore see the
 old or the new version of a document, never a gap and never a mix.
 
-Scope (tenant + metadata filter) is applied inside the store before ranking, so a
-filtered search still returns k results when k matching chunks exist.
+Tenancy: a document is identified by (tenant, document_id), so tenants of one index
+have separate id namespaces and never overwrite, delete or detect each other's
+documents. Scope (tenant + metadata filter) is applied inside the store before
+ranking, so a filtered search still returns k results when k matching chunks exist,
+and lexical collection statistics (BM25's N, document frequencies and average
+length) are the scope tenant's own, so one tenant's documents never move another
+tenant's scores.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -62,6 +67,13 @@ class IndexState:
     chunk_count: int
 
 
+class DocumentKey(NamedTuple):
+    """A document's identity within an index: ids are unique per tenant."""
+
+    tenant: str
+    document_id: str
+
+
 @dataclass(frozen=True, slots=True)
 class DocumentRecord:
     """A document as stored: stable identity, attribution and hash for change detection."""
@@ -72,6 +84,10 @@ class DocumentRecord:
     title: str = ""
     tenant: str = ""
     metadata: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> DocumentKey:
+        return DocumentKey(self.tenant, self.document_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +120,10 @@ class LiveDocument:
     source_id: str
     content_hash: str
     tenant: str
+
+    @property
+    def key(self) -> DocumentKey:
+        return DocumentKey(self.tenant, self.document_id)
 
 
 def store_unavailable(message: str) -> GroundwireError:
@@ -173,11 +193,11 @@ class Store(Protocol):
         self, name: str, version: int, documents: Sequence[StagedDocument]
     ) -> None:
         """Stage documents under `version`, replacing any published chunks of the same
-        document ids when the version is published. Validates before writing
+        document keys (tenant, id) when the version is published. Validates before writing
         (`check_staged`); on failure nothing of this call is stored."""
         ...
 
-    async def stage_deletions(self, name: str, version: int, document_ids: Sequence[str]) -> int:
+    async def stage_deletions(self, name: str, version: int, keys: Sequence[DocumentKey]) -> int:
         """Stage the removal of documents; returns how many are currently published."""
         ...
 
@@ -190,8 +210,11 @@ class Store(Protocol):
         """Drop everything staged under `version`; the published state is untouched."""
         ...
 
-    async def live_documents(self, name: str) -> Mapping[str, LiveDocument]:
-        """Published documents by id (for change detection)."""
+    async def live_documents(
+        self, name: str, keys: Collection[DocumentKey] | None = None
+    ) -> Mapping[DocumentKey, LiveDocument]:
+        """Published documents by key (for change detection): all of them, or those
+        among `keys`."""
         ...
 
     async def search_vector(
@@ -204,7 +227,8 @@ class Store(Protocol):
         self, name: str, query: LexicalQuery, k: int, scope: Scope
     ) -> list[ChunkHit]:
         """At most k published chunks in `scope` matching `query` (every phrase must
-        occur), best first by the store's text score."""
+        occur), best first by BM25 over the scope tenant's published chunks (the
+        metadata filter selects rows; it does not change the statistics)."""
         ...
 
     async def close(self) -> None: ...

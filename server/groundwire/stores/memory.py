@@ -1,10 +1,11 @@
 """The in-memory store: exact vector search over a numpy matrix and a BM25 lexical
 index, for development, tests and small corpora. Nothing survives a restart.
 
-Rows are append-only; a row's visibility is one entry of a boolean `live` array
-that is replaced wholesale (copy, modify, swap) when a version is published, so a
-concurrent reader always holds either the old or the new array. Dead rows are
-compacted away once they outnumber live ones.
+Documents are keyed by (tenant, document_id). Rows are append-only; a row's
+visibility is one entry of a boolean `live` array that is replaced wholesale (copy,
+modify, swap) when a version is published, so a concurrent reader always holds
+either the old or the new array. Dead rows are compacted away once they outnumber
+live ones.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +27,7 @@ from groundwire.domain.scores import Score, ScoreMetric
 from groundwire.domain.text import index_tokens, phrase_words
 from groundwire.stores.base import (
     DistanceMetric,
+    DocumentKey,
     DocumentRecord,
     IndexSpec,
     IndexState,
@@ -64,8 +66,8 @@ class _Row:
 
 @dataclass(slots=True)
 class _Staging:
-    documents: dict[str, DocumentRecord | None] = field(default_factory=dict)
-    rows: dict[str, list[int]] = field(default_factory=dict)
+    documents: dict[DocumentKey, DocumentRecord | None] = field(default_factory=dict)
+    rows: dict[DocumentKey, list[int]] = field(default_factory=dict)
 
 
 class _Index:
@@ -82,8 +84,8 @@ class _Index:
         self.doc_len: FloatArray = np.zeros(0, dtype=np.float32)
         self.tenants: dict[str, int] = {}
         self.rows: list[_Row] = []
-        self.doc_rows: dict[str, list[int]] = {}
-        self.documents: dict[str, DocumentRecord] = {}
+        self.doc_rows: dict[DocumentKey, list[int]] = {}
+        self.documents: dict[DocumentKey, DocumentRecord] = {}
         self.staging: dict[int, _Staging] = {}
         self.postings: dict[str, tuple[list[int], list[int]]] = {}
         self.posting_cache: dict[str, tuple[IntArray, FloatArray]] = {}
@@ -193,11 +195,19 @@ class _Index:
 
     # -- scope -----------------------------------------------------------------
 
-    def scope_mask(self, live: BoolArray, n: int, scope: Scope) -> BoolArray | None:
-        code = self.tenants.get(scope.tenant)
+    def tenant_live(self, live: BoolArray, n: int, tenant: str) -> BoolArray | None:
+        """Published rows of one tenant (None when the tenant has never had any)."""
+        code = self.tenants.get(tenant)
         if code is None:
             return None
         mask: BoolArray = live[:n] & (self.tenant_codes[:n] == code)
+        return mask
+
+    def scope_mask(self, live: BoolArray, n: int, scope: Scope) -> BoolArray | None:
+        tenant_rows = self.tenant_live(live, n, scope.tenant)
+        if tenant_rows is None:
+            return None
+        mask = tenant_rows
         if not scope.filter.empty:
             mask &= self._filter_mask(scope.filter, n)
         return mask
@@ -296,36 +306,36 @@ class MemoryStore:
             idx.matrix = np.zeros((idx.capacity, idx.dims), dtype=np.float32)
         st = idx.staging[version]
         for item in documents:
-            doc_id = item.document.document_id
-            st.documents[doc_id] = item.document
+            key = item.document.key
+            st.documents[key] = item.document
             # Staging the same document twice in one version keeps the last copy.
-            st.rows[doc_id] = idx.append(item.document, item)
+            st.rows[key] = idx.append(item.document, item)
 
-    async def stage_deletions(self, name: str, version: int, document_ids: Sequence[str]) -> int:
+    async def stage_deletions(self, name: str, version: int, keys: Sequence[DocumentKey]) -> int:
         idx = self._get(name)
         st = idx.staging[version]
         present = 0
-        for doc_id in document_ids:
-            if doc_id in idx.documents:
+        for key in dict.fromkeys(keys):
+            if key in idx.documents:
                 present += 1
-            st.documents[doc_id] = None
-            st.rows.pop(doc_id, None)
+            st.documents[key] = None
+            st.rows.pop(key, None)
         return present
 
     async def publish_version(self, name: str, version: int, spec: IndexSpec) -> IndexState:
         idx = self._get(name)
         st = idx.staging.pop(version)
         live = idx.live.copy()
-        for doc_id, record in st.documents.items():
-            for row in idx.doc_rows.pop(doc_id, []):
+        for key, record in st.documents.items():
+            for row in idx.doc_rows.pop(key, []):
                 live[row] = False
             if record is None:
-                idx.documents.pop(doc_id, None)
+                idx.documents.pop(key, None)
                 continue
-            rows = st.rows.get(doc_id, [])
+            rows = st.rows.get(key, [])
             live[rows] = True
-            idx.doc_rows[doc_id] = rows
-            idx.documents[doc_id] = record
+            idx.doc_rows[key] = rows
+            idx.documents[key] = record
         idx.live = live  # the atomic switch readers observe
         idx.published_version = version
         idx.published_spec = spec
@@ -338,11 +348,16 @@ class MemoryStore:
         idx = self._get(name)
         idx.staging.pop(version, None)
 
-    async def live_documents(self, name: str) -> Mapping[str, LiveDocument]:
+    async def live_documents(
+        self, name: str, keys: Collection[DocumentKey] | None = None
+    ) -> Mapping[DocumentKey, LiveDocument]:
         idx = self._get(name)
+        if keys is None:
+            docs = list(idx.documents.values())
+        else:
+            docs = [d for d in map(idx.documents.get, keys) if d is not None]
         return {
-            d.document_id: LiveDocument(d.document_id, d.source_id, d.content_hash, d.tenant)
-            for d in idx.documents.values()
+            d.key: LiveDocument(d.document_id, d.source_id, d.content_hash, d.tenant) for d in docs
         }
 
     async def search_vector(
@@ -394,7 +409,10 @@ class MemoryStore:
         mask = idx.scope_mask(live, n, scope)
         if mask is None or n == 0 or not query.terms:
             return []
-        live_n = live[:n]
+        # Collection statistics over the scope tenant's published rows only: another
+        # tenant's documents must not move this tenant's scores (a side channel).
+        live_n = idx.tenant_live(live, n, scope.tenant)
+        assert live_n is not None  # scope_mask found the tenant
         total = int(live_n.sum())
         if total == 0:
             return []

@@ -56,6 +56,14 @@ class Migration:
     statements: tuple[str, ...]
 
 
+# Rows of a version that is not staging are published (discarded versions have no
+# rows left): the same visibility rule readers apply.
+_PUBLISHED_ROW = """
+    NOT EXISTS (SELECT 1 FROM gw_index_versions v
+                WHERE v.index_id = c.index_id AND v.version = c.version
+                  AND v.state = 'staging')
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -236,6 +244,77 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
             "CREATE INDEX gw_operations_unfinished ON gw_operations (state) "
             "WHERE state IN ('QUEUED', 'RUNNING')",
+        ),
+    ),
+    Migration(
+        4,
+        "documents keyed by tenant; per-tenant BM25 statistics",
+        (
+            # Document ids are unique per (index, tenant): tenants of one index never
+            # overwrite, delete or detect each other's documents.
+            """
+            ALTER TABLE gw_documents DROP CONSTRAINT gw_documents_pkey,
+                ADD PRIMARY KEY (index_id, tenant, document_id, version)
+            """,
+            # Deletions staged by an older server (versions left staging by a crash,
+            # which nothing publishes any more) get the untenanted key.
+            """
+            ALTER TABLE gw_staged_deletions
+                ADD COLUMN tenant text COLLATE "C" NOT NULL DEFAULT ''
+            """,
+            """
+            ALTER TABLE gw_staged_deletions ALTER COLUMN tenant DROP DEFAULT,
+                DROP CONSTRAINT gw_staged_deletions_pkey,
+                ADD PRIMARY KEY (index_id, version, tenant, document_id)
+            """,
+            "DROP INDEX gw_chunks_document",
+            "DROP INDEX gw_chunks_tenant",
+            "CREATE INDEX gw_chunks_document ON gw_chunks (index_id, tenant, document_id)",
+            # BM25 statistics per tenant, recomputed from the published chunks: one
+            # tenant's documents must not move another tenant's scores.
+            "DELETE FROM gw_term_stats",
+            """
+            ALTER TABLE gw_term_stats ADD COLUMN tenant text COLLATE "C" NOT NULL,
+                DROP CONSTRAINT gw_term_stats_pkey,
+                ADD PRIMARY KEY (index_id, tenant, term)
+            """,
+            """
+            INSERT INTO gw_term_stats (index_id, tenant, term, df)
+            SELECT c.index_id, c.tenant, t.term, count(*)
+            FROM gw_chunks c CROSS JOIN LATERAL unnest(tsvector_to_array(c.lex)) AS t(term)
+            WHERE """
+            + _PUBLISHED_ROW
+            + """
+            GROUP BY 1, 2, 3
+            """,
+            """
+            CREATE TABLE gw_tenant_stats (
+                index_id integer NOT NULL REFERENCES gw_indexes (id) ON DELETE CASCADE,
+                tenant text COLLATE "C" NOT NULL,
+                document_count bigint NOT NULL,
+                chunk_count bigint NOT NULL,
+                token_count bigint NOT NULL,
+                PRIMARY KEY (index_id, tenant)
+            )
+            """,
+            """
+            INSERT INTO gw_tenant_stats (index_id, tenant, document_count, chunk_count, token_count)
+            SELECT index_id, tenant, sum(documents), sum(chunks), sum(tokens) FROM (
+                SELECT c.index_id, c.tenant, 0 AS documents, count(*) AS chunks,
+                       sum(c.token_count) AS tokens
+                FROM gw_chunks c WHERE """
+            + _PUBLISHED_ROW
+            + """
+                GROUP BY 1, 2
+                UNION ALL
+                SELECT c.index_id, c.tenant, count(*), 0, 0
+                FROM gw_documents c WHERE """
+            + _PUBLISHED_ROW
+            + """
+                GROUP BY 1, 2
+            ) x
+            GROUP BY 1, 2
+            """,
         ),
     ),
 )

@@ -39,9 +39,11 @@ phrase is the tsquery `'account':A <-> 'recovery':A` and matches exactly the
 contiguous runs the in-memory store matches; tokens that are not phrase words carry
 a weight-D placeholder so a one-word phrase cannot match a camel-case sub-part.
 Ranking is BM25 (k1 = 0.9, b = 0.4, idf = ln(1 + (N - df + 0.5) / (df + 0.5))), the
-in-memory store's formula over the same statistics: document frequencies live in
-`gw_term_stats` and N / total length on the index row, all moved in the publish
-transaction, so a query reads them from its own snapshot. Scoring is exact but does
+in-memory store's formula over the same statistics, which are the scope tenant's own
+(another tenant's documents never move a tenant's scores): document frequencies per
+(index, tenant, term) live in `gw_term_stats` and N / total length per (index,
+tenant) in `gw_tenant_stats`, all moved in the publish transaction, so a query reads
+them from its own snapshot. Scoring is exact but does
 not touch every row that holds a common query word: rows are scored in SQL only if
 they hold an "essential" term, where the non-essential terms are the longest run of
 lowest-impact terms whose summed score bounds (idf * (k1 + 1) each) cannot reach the
@@ -72,7 +74,7 @@ import logging
 import math
 import struct
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +100,7 @@ from groundwire.domain.scores import Score, ScoreMetric
 from groundwire.domain.text import index_tokens, phrase_words
 from groundwire.stores.base import (
     DistanceMetric,
+    DocumentKey,
     IndexSpec,
     IndexState,
     LiveDocument,
@@ -294,8 +297,6 @@ class _IndexRow:
     id: int
     spec: IndexSpec
     staging: list[int]
-    chunk_count: int
-    token_count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,9 +307,10 @@ class _TermWeights:
     idf: dict[str, float]  # query order; terms absent from the index are dropped
     by_bound: list[str]  # ascending upper bound of a term's contribution to a score
     bound: dict[str, float]
+    avgdl: float
 
     @classmethod
-    def of(cls, qtf: Counter[str], df: Mapping[str, int], total: int) -> _TermWeights:
+    def of(cls, qtf: Counter[str], df: Mapping[str, int], total: int, tokens: int) -> _TermWeights:
         idf: dict[str, float] = {}
         for term in qtf:
             n = df.get(term, 0)
@@ -317,7 +319,8 @@ class _TermWeights:
                 idf[term] = math.log(1.0 + (total - n + 0.5) / (n + 0.5))
         # tf * (k1 + 1) / (tf + k1 * norm) < k1 + 1 for every finite tf: a strict bound.
         bound = {t: qtf[t] * w * (BM25_K1 + 1.0) for t, w in idf.items()}
-        return cls(qtf, idf, sorted(bound, key=lambda t: (bound[t], t)), bound)
+        avgdl = (tokens / total if total else 0.0) or 1.0
+        return cls(qtf, idf, sorted(bound, key=lambda t: (bound[t], t)), bound, avgdl)
 
     def essential(self, threshold: float) -> list[str]:
         """Terms a row must hold to possibly score above `threshold`: all but the
@@ -355,74 +358,125 @@ _HIT_COLUMNS = sql.SQL(
 )
 
 _INDEX_ROW_SQL = """
-    SELECT i.id, i.embedding, i.dimensions, i.metric, i.chunking, i.chunk_count, i.token_count,
+    SELECT i.id, i.embedding, i.dimensions, i.metric, i.chunking,
            ARRAY(SELECT v.version FROM gw_index_versions v
                  WHERE v.index_id = i.id AND v.state = 'staging' ORDER BY v.version)
     FROM gw_indexes i WHERE i.name = %s
 """
 
-# Publishing, chunks: delete the published rows of every document this version
-# replaces or deletes, and move the term statistics (document frequencies, which
-# BM25 needs) from the removed rows to the added ones, in the publish transaction.
-_PUBLISH_CHUNKS_SQL = """
-    WITH touched AS (
-        SELECT document_id FROM gw_documents
+# Documents a version replaces or deletes, by (tenant, document_id).
+_TOUCHED_CTE = """
+    touched AS (
+        SELECT tenant, document_id FROM gw_documents
         WHERE index_id = %(index_id)s AND version = %(version)s
         UNION
-        SELECT document_id FROM gw_staged_deletions
+        SELECT tenant, document_id FROM gw_staged_deletions
         WHERE index_id = %(index_id)s AND version = %(version)s
     ),
     published AS (
         SELECT version FROM gw_index_versions
         WHERE index_id = %(index_id)s AND state = 'published'
-    ),
+    )
+"""
+
+# Publishing, chunks: delete the published rows of every document this version
+# replaces or deletes, and move the per-tenant BM25 statistics (document frequencies,
+# chunk and token counts) from the removed rows to the added ones, in the publish
+# transaction.
+_PUBLISH_CHUNKS_SQL = (
+    "WITH"
+    + _TOUCHED_CTE
+    + """,
     gone AS (
         DELETE FROM gw_chunks c USING touched t
-        WHERE c.index_id = %(index_id)s AND c.document_id = t.document_id
+        WHERE c.index_id = %(index_id)s AND c.tenant = t.tenant
+          AND c.document_id = t.document_id
           AND c.version IN (SELECT version FROM published)
-        RETURNING c.token_count, c.lex
+        RETURNING c.tenant, c.token_count, c.lex
     ),
     added AS (
-        SELECT token_count, lex FROM gw_chunks
+        SELECT tenant, token_count, lex FROM gw_chunks
         WHERE index_id = %(index_id)s AND version = %(version)s
     ),
     deltas AS (
-        SELECT term, sum(delta) AS delta FROM (
-            SELECT unnest(tsvector_to_array(lex)) AS term, -1 AS delta FROM gone
+        SELECT tenant, term, sum(delta) AS delta FROM (
+            SELECT tenant, unnest(tsvector_to_array(lex)) AS term, -1 AS delta FROM gone
             UNION ALL
-            SELECT unnest(tsvector_to_array(lex)) AS term, 1 AS delta FROM added
+            SELECT tenant, unnest(tsvector_to_array(lex)) AS term, 1 AS delta FROM added
         ) x
-        GROUP BY term HAVING sum(delta) <> 0
+        GROUP BY tenant, term HAVING sum(delta) <> 0
     ),
     stats AS (
-        INSERT INTO gw_term_stats (index_id, term, df)
-        SELECT %(index_id)s, term, delta FROM deltas
-        ON CONFLICT (index_id, term) DO UPDATE SET df = gw_term_stats.df + EXCLUDED.df
+        INSERT INTO gw_term_stats (index_id, tenant, term, df)
+        SELECT %(index_id)s, tenant, term, delta FROM deltas
+        ON CONFLICT (index_id, tenant, term) DO UPDATE SET df = gw_term_stats.df + EXCLUDED.df
+        RETURNING 1
+    ),
+    sizes AS (
+        SELECT tenant, sum(n) AS n, sum(tokens) AS tokens FROM (
+            SELECT tenant, -1 AS n, -token_count AS tokens FROM gone
+            UNION ALL
+            SELECT tenant, 1, token_count FROM added
+        ) y
+        GROUP BY tenant
+    ),
+    tenant_sizes AS (
+        INSERT INTO gw_tenant_stats (index_id, tenant, document_count, chunk_count, token_count)
+        SELECT %(index_id)s, tenant, 0, n, tokens FROM sizes
+        ON CONFLICT (index_id, tenant) DO UPDATE SET
+            chunk_count = gw_tenant_stats.chunk_count + EXCLUDED.chunk_count,
+            token_count = gw_tenant_stats.token_count + EXCLUDED.token_count
         RETURNING 1
     )
     SELECT (SELECT count(*) FROM gone), (SELECT coalesce(sum(token_count), 0) FROM gone),
            (SELECT count(*) FROM added), (SELECT coalesce(sum(token_count), 0) FROM added),
-           (SELECT count(*) FROM stats)
+           (SELECT count(*) FROM stats), (SELECT count(*) FROM tenant_sizes)
 """
+)
 
-_PUBLISH_DOCUMENTS_SQL = """
-    WITH touched AS (
-        SELECT document_id FROM gw_documents
-        WHERE index_id = %(index_id)s AND version = %(version)s
-        UNION
-        SELECT document_id FROM gw_staged_deletions
-        WHERE index_id = %(index_id)s AND version = %(version)s
-    ),
+# Publishing, documents: the same replacement for document rows, with the per-tenant
+# document counts.
+_PUBLISH_DOCUMENTS_SQL = (
+    "WITH"
+    + _TOUCHED_CTE
+    + """,
     gone AS (
         DELETE FROM gw_documents d USING touched t
-        WHERE d.index_id = %(index_id)s AND d.document_id = t.document_id
-          AND d.version IN (SELECT version FROM gw_index_versions
-                            WHERE index_id = %(index_id)s AND state = 'published')
+        WHERE d.index_id = %(index_id)s AND d.tenant = t.tenant
+          AND d.document_id = t.document_id
+          AND d.version IN (SELECT version FROM published)
+        RETURNING d.tenant
+    ),
+    added AS (
+        SELECT tenant FROM gw_documents
+        WHERE index_id = %(index_id)s AND version = %(version)s
+    ),
+    tenant_docs AS (
+        INSERT INTO gw_tenant_stats (index_id, tenant, document_count, chunk_count, token_count)
+        SELECT %(index_id)s, tenant, sum(n), 0, 0 FROM (
+            SELECT tenant, -1 AS n FROM gone
+            UNION ALL
+            SELECT tenant, 1 FROM added
+        ) x
+        GROUP BY tenant
+        ON CONFLICT (index_id, tenant) DO UPDATE SET
+            document_count = gw_tenant_stats.document_count + EXCLUDED.document_count
         RETURNING 1
     )
-    SELECT (SELECT count(*) FROM gone),
-           (SELECT count(*) FROM gw_documents
-            WHERE index_id = %(index_id)s AND version = %(version)s)
+    SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM added),
+           (SELECT count(*) FROM tenant_docs)
+"""
+)
+
+# What lexical search reads before ranking, from its own snapshot: the scope
+# tenant's chunk and token counts (first row, term NULL) and the document
+# frequencies of the query terms in that tenant's published chunks.
+_LEXICAL_STATS_SQL = """
+    SELECT NULL::text, chunk_count, token_count FROM gw_tenant_stats
+    WHERE index_id = %(index_id)s AND tenant = %(tenant)s
+    UNION ALL
+    SELECT term, df, 0 FROM gw_term_stats
+    WHERE index_id = %(index_id)s AND tenant = %(tenant)s AND term = ANY(%(terms)s)
 """
 
 _STATE_SQL = """
@@ -500,7 +554,7 @@ class PostgresStore:
         if row is None:
             raise index_missing(len(name))
         spec = IndexSpec(name, row[1], row[2], _metric(row[3]), row[4])
-        return _IndexRow(int(row[0]), spec, [int(v) for v in row[7]], int(row[5]), int(row[6]))
+        return _IndexRow(int(row[0]), spec, [int(v) for v in row[5]])
 
     # -- index lifecycle ---------------------------------------------------------
 
@@ -710,22 +764,22 @@ class PostgresStore:
         self, name: str, version: int, documents: Sequence[StagedDocument]
     ) -> None:
         # Staging one document twice in a call keeps the last copy (as in memory).
-        latest: dict[str, StagedDocument] = {}
+        latest: dict[DocumentKey, StagedDocument] = {}
         for item in documents:
-            latest.pop(item.document.document_id, None)
-            latest[item.document.document_id] = item
+            latest.pop(item.document.key, None)
+            latest[item.document.key] = item
         batch = list(latest.values())
         async with self._conn(self._write_limit_s) as conn, conn.transaction():
             idx = await self._lock_staging(conn, name, version)
             check_staged(idx.spec, documents)  # before anything of this call is written
             if not batch:
                 return
-            ids = [d.document.document_id for d in batch]
+            keys = [d.document.key for d in batch]
             encoded = _Encoder(batch)
             try:
                 # Re-staging a document under the same version replaces the earlier
                 # copy, and staging it after a staged deletion cancels the deletion.
-                await _delete_staged(conn, _STAGED_TABLES, idx.id, version, ids)
+                await _delete_staged(conn, _STAGED_TABLES, idx.id, version, keys)
                 await self._copy_rows(conn, idx, version, batch, encoded)
             finally:
                 encoded.close()
@@ -806,32 +860,42 @@ class PostgresStore:
                         )
                     )
 
-    async def stage_deletions(self, name: str, version: int, document_ids: Sequence[str]) -> int:
-        ids = list(document_ids)
+    async def stage_deletions(self, name: str, version: int, keys: Sequence[DocumentKey]) -> int:
+        unique = list(dict.fromkeys(keys))
         async with self._conn(self._write_limit_s) as conn, conn.transaction():
             idx = await self._lock_staging(conn, name, version)
-            if not ids:
+            if not unique:
                 return 0
+            p = {
+                "index_id": idx.id,
+                "version": version,
+                "tenants": [k.tenant for k in unique],
+                "ids": [k.document_id for k in unique],
+            }
             cur = await conn.execute(
                 """
-                SELECT count(*) FROM unnest(%(ids)s::text[]) AS u(document_id)
+                SELECT count(*) FROM unnest(%(tenants)s::text[], %(ids)s::text[])
+                    AS u(tenant, document_id)
                 WHERE EXISTS (
                     SELECT 1 FROM gw_documents d
-                    WHERE d.index_id = %(index_id)s AND d.document_id = u.document_id
+                    WHERE d.index_id = %(index_id)s AND d.tenant = u.tenant
+                      AND d.document_id = u.document_id
                       AND d.version IN (SELECT v.version FROM gw_index_versions v
                                         WHERE v.index_id = %(index_id)s AND v.state = 'published'))
                 """,
-                {"ids": ids, "index_id": idx.id},
+                p,
             )
             row = await cur.fetchone()
             present = int(row[0]) if row else 0
-            await _delete_staged(conn, _STAGED_TABLES[:2], idx.id, version, ids)
+            await _delete_staged(conn, _STAGED_TABLES[:2], idx.id, version, unique)
             await conn.execute(
                 """
-                INSERT INTO gw_staged_deletions (index_id, version, document_id)
-                SELECT %s, %s, unnest(%s::text[]) ON CONFLICT DO NOTHING
+                INSERT INTO gw_staged_deletions (index_id, version, tenant, document_id)
+                SELECT %(index_id)s, %(version)s, u.tenant, u.document_id
+                FROM unnest(%(tenants)s::text[], %(ids)s::text[]) AS u(tenant, document_id)
+                ON CONFLICT DO NOTHING
                 """,
-                [idx.id, version, ids],
+                p,
             )
             return present
 
@@ -892,6 +956,13 @@ class PostgresStore:
             assert chunks is not None and docs is not None
             await conn.execute(
                 "DELETE FROM gw_term_stats WHERE index_id = %(index_id)s AND df <= 0", p
+            )
+            await conn.execute(
+                """
+                DELETE FROM gw_tenant_stats
+                WHERE index_id = %(index_id)s AND document_count <= 0 AND chunk_count <= 0
+                """,
+                p,
             )
             await conn.execute(
                 """
@@ -979,20 +1050,33 @@ class PostgresStore:
 
     # -- reads -------------------------------------------------------------------
 
-    async def live_documents(self, name: str) -> Mapping[str, LiveDocument]:
+    async def live_documents(
+        self, name: str, keys: Collection[DocumentKey] | None = None
+    ) -> Mapping[DocumentKey, LiveDocument]:
         async with self._snapshot() as conn:
             idx = await self._index_row(conn, name)
+            p: dict[str, Any] = {"index_id": idx.id, "staging": idx.staging}
+            only: sql.Composable = sql.SQL("")
+            if keys is not None:
+                unique = list(dict.fromkeys(keys))
+                p["tenants"] = [k.tenant for k in unique]
+                p["ids"] = [k.document_id for k in unique]
+                only = sql.SQL(
+                    " AND (tenant, document_id) IN (SELECT * FROM "
+                    "unnest(%(tenants)s::text[], %(ids)s::text[]))"
+                )
             cur = await conn.execute(
-                """
-                SELECT document_id, source_id, content_hash, tenant FROM gw_documents
-                WHERE index_id = %s AND version <> ALL(%s::bigint[])
-                """,
-                [idx.id, idx.staging],
+                sql.SQL(
+                    "SELECT document_id, source_id, content_hash, tenant FROM gw_documents "
+                    "WHERE index_id = %(index_id)s AND version <> ALL(%(staging)s::bigint[]){}"
+                ).format(only),
+                p,
             )
-            return {
-                str(r[0]): LiveDocument(str(r[0]), str(r[1]), str(r[2]), str(r[3]))
+            docs = [
+                LiveDocument(str(r[0]), str(r[1]), str(r[2]), str(r[3]))
                 for r in await cur.fetchall()
-            }
+            ]
+            return {d.key: d for d in docs}
 
     def _scope_sql(self, scope: Scope, params: dict[str, Any]) -> sql.Composable:
         params["tenant"] = scope.tenant
@@ -1121,16 +1205,23 @@ class PostgresStore:
         phrases = list(query.phrases)
         async with self._snapshot() as conn:
             idx = await self._index_row(conn, name)  # an unknown index is an error first
-            if not qtf or idx.chunk_count == 0:
+            if not qtf:
                 return []
             if any(not _fits(w) for p in phrases for w in p):
                 return []  # a word PostgreSQL cannot index cannot be matched
             cur = await conn.execute(
-                "SELECT term, df FROM gw_term_stats WHERE index_id = %s AND term = ANY(%s)",
-                [idx.id, list(qtf)],
+                _LEXICAL_STATS_SQL,
+                {"index_id": idx.id, "tenant": scope.tenant, "terms": list(qtf)},
             )
-            df = {str(r[0]): int(r[1]) for r in await cur.fetchall()}
-            terms = _TermWeights.of(qtf, df, idx.chunk_count)
+            total, tokens, df = 0, 0, {}
+            for term, count, length in await cur.fetchall():
+                if term is None:
+                    total, tokens = int(count), int(length)
+                else:
+                    df[str(term)] = int(count)
+            if total <= 0:
+                return []
+            terms = _TermWeights.of(qtf, df, total, tokens)
             if not terms.idf:
                 return []
             # MaxScore-style pruning, exact: a row whose terms are all in a set of
@@ -1201,7 +1292,7 @@ class PostgresStore:
             index_id=idx.id,
             staging=idx.staging,
             any=" | ".join(_ts_quote(t) for t in essential),
-            avgdl=(idx.token_count / idx.chunk_count) or 1.0,
+            avgdl=terms.avgdl,
             k1=BM25_K1,
             k1p1=BM25_K1 + 1.0,
             b=BM25_B,
@@ -1281,14 +1372,26 @@ _STAGED_TABLES = (
 
 
 async def _delete_staged(
-    conn: Conn, tables: Sequence[sql.Identifier], index_id: int, version: int, ids: list[str]
+    conn: Conn,
+    tables: Sequence[sql.Identifier],
+    index_id: int,
+    version: int,
+    keys: Sequence[DocumentKey],
 ) -> None:
+    p = {
+        "index_id": index_id,
+        "version": version,
+        "tenants": [k.tenant for k in keys],
+        "ids": [k.document_id for k in keys],
+    }
     for table in tables:
         await conn.execute(
             sql.SQL(
-                "DELETE FROM {} WHERE index_id = %s AND version = %s AND document_id = ANY(%s)"
+                "DELETE FROM {} WHERE index_id = %(index_id)s AND version = %(version)s "
+                "AND (tenant, document_id) IN "
+                "(SELECT * FROM unnest(%(tenants)s::text[], %(ids)s::text[]))"
             ).format(table),
-            [index_id, version, ids],
+            p,
         )
 
 

@@ -931,8 +931,9 @@ class PushedDocument(_message.Message):
     FORMAT_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
     document_id: _builtins.str
-    """Required. Stable id within the index: 1 to 512 characters, no control
-    characters. Reusing an id replaces that document.
+    """Required. Stable id within the index and tenant: 1 to 512 characters, no
+    control characters. Reusing an id replaces that tenant's document; other
+    tenants' documents with the same id are separate documents.
     """
     text: _builtins.str
     """Required. The document text (at most the index's max_file_bytes in UTF-8)."""
@@ -1048,8 +1049,14 @@ class DeleteDocumentsRequest(_message.Message):
 
     INDEX_NAME_FIELD_NUMBER: _builtins.int
     DOCUMENT_IDS_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
     index_name: _builtins.str
     """Required. The index name."""
+    tenant: _builtins.str
+    """Optional. Tenant whose documents are deleted ("" = untenanted). Document
+    ids are unique per tenant, so another tenant's document with the same id
+    is never touched. When API keys are enabled, the key's tenant wins.
+    """
     @_builtins.property
     def document_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Required. 1 to 1,000 document ids."""
@@ -1059,10 +1066,11 @@ class DeleteDocumentsRequest(_message.Message):
         *,
         index_name: _builtins.str = ...,
         document_ids: _abc.Iterable[_builtins.str] | None = ...,
+        tenant: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_ids", b"document_ids", "index_name", b"index_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_ids", b"document_ids", "index_name", b"index_name", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

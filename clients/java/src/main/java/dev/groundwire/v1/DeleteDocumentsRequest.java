@@ -35,6 +35,7 @@ private static final long serialVersionUID = 0L;
     indexName_ = "";
     documentIds_ =
         com.google.protobuf.LazyStringArrayList.emptyList();
+    tenant_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -155,6 +156,57 @@ private static final long serialVersionUID = 0L;
     return documentIds_.getByteString(index);
   }
 
+  public static final int TENANT_FIELD_NUMBER = 3;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object tenant_ = "";
+  /**
+   * <pre>
+   * Optional. Tenant whose documents are deleted ("" = untenanted). Document
+   * ids are unique per tenant, so another tenant's document with the same id
+   * is never touched. When API keys are enabled, the key's tenant wins.
+   * </pre>
+   *
+   * <code>string tenant = 3 [json_name = "tenant"];</code>
+   * @return The tenant.
+   */
+  @java.lang.Override
+  public java.lang.String getTenant() {
+    java.lang.Object ref = tenant_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      tenant_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Optional. Tenant whose documents are deleted ("" = untenanted). Document
+   * ids are unique per tenant, so another tenant's document with the same id
+   * is never touched. When API keys are enabled, the key's tenant wins.
+   * </pre>
+   *
+   * <code>string tenant = 3 [json_name = "tenant"];</code>
+   * @return The bytes for tenant.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getTenantBytes() {
+    java.lang.Object ref = tenant_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      tenant_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -175,6 +227,9 @@ private static final long serialVersionUID = 0L;
     for (int i = 0; i < documentIds_.size(); i++) {
       com.google.protobuf.GeneratedMessage.writeString(output, 2, documentIds_.getRaw(i));
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(tenant_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 3, tenant_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -189,6 +244,9 @@ private static final long serialVersionUID = 0L;
       }
       size += dataSize;
       size += 1 * getDocumentIdsList().size();
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(tenant_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(3, tenant_);
     }
     return size;
   }
@@ -218,6 +276,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getIndexName())) return false;
     if (!getDocumentIdsList()
         .equals(other.getDocumentIdsList())) return false;
+    if (!getTenant()
+        .equals(other.getTenant())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -235,6 +295,8 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + DOCUMENT_IDS_FIELD_NUMBER;
       hash = (53 * hash) + getDocumentIdsList().hashCode();
     }
+    hash = (37 * hash) + TENANT_FIELD_NUMBER;
+    hash = (53 * hash) + getTenant().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -373,6 +435,7 @@ private static final long serialVersionUID = 0L;
       indexName_ = "";
       documentIds_ =
           com.google.protobuf.LazyStringArrayList.emptyList();
+      tenant_ = "";
       return this;
     }
 
@@ -413,6 +476,9 @@ private static final long serialVersionUID = 0L;
         documentIds_.makeImmutable();
         result.documentIds_ = documentIds_;
       }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.tenant_ = tenant_;
+      }
     }
 
     @java.lang.Override
@@ -440,6 +506,11 @@ private static final long serialVersionUID = 0L;
           ensureDocumentIdsIsMutable();
           documentIds_.addAll(other.documentIds_);
         }
+        onChanged();
+      }
+      if (!other.getTenant().isEmpty()) {
+        tenant_ = other.tenant_;
+        bitField0_ |= 0x00000004;
         onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
@@ -476,6 +547,11 @@ private static final long serialVersionUID = 0L;
               documentIds_.add(input.readStringRequireUtf8());
               break;
             } // case 18
+            case 26: {
+              tenant_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 26
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -728,6 +804,108 @@ private static final long serialVersionUID = 0L;
       ensureDocumentIdsIsMutable();
       documentIds_.add(value);
       bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object tenant_ = "";
+    /**
+     * <pre>
+     * Optional. Tenant whose documents are deleted ("" = untenanted). Document
+     * ids are unique per tenant, so another tenant's document with the same id
+     * is never touched. When API keys are enabled, the key's tenant wins.
+     * </pre>
+     *
+     * <code>string tenant = 3 [json_name = "tenant"];</code>
+     * @return The tenant.
+     */
+    public java.lang.String getTenant() {
+      java.lang.Object ref = tenant_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        tenant_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Optional. Tenant whose documents are deleted ("" = untenanted). Document
+     * ids are unique per tenant, so another tenant's document with the same id
+     * is never touched. When API keys are enabled, the key's tenant wins.
+     * </pre>
+     *
+     * <code>string tenant = 3 [json_name = "tenant"];</code>
+     * @return The bytes for tenant.
+     */
+    public com.google.protobuf.ByteString
+        getTenantBytes() {
+      java.lang.Object ref = tenant_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        tenant_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Optional. Tenant whose documents are deleted ("" = untenanted). Document
+     * ids are unique per tenant, so another tenant's document with the same id
+     * is never touched. When API keys are enabled, the key's tenant wins.
+     * </pre>
+     *
+     * <code>string tenant = 3 [json_name = "tenant"];</code>
+     * @param value The tenant to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTenant(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      tenant_ = value;
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Tenant whose documents are deleted ("" = untenanted). Document
+     * ids are unique per tenant, so another tenant's document with the same id
+     * is never touched. When API keys are enabled, the key's tenant wins.
+     * </pre>
+     *
+     * <code>string tenant = 3 [json_name = "tenant"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTenant() {
+      tenant_ = getDefaultInstance().getTenant();
+      bitField0_ = (bitField0_ & ~0x00000004);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Tenant whose documents are deleted ("" = untenanted). Document
+     * ids are unique per tenant, so another tenant's document with the same id
+     * is never touched. When API keys are enabled, the key's tenant wins.
+     * </pre>
+     *
+     * <code>string tenant = 3 [json_name = "tenant"];</code>
+     * @param value The bytes for tenant to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTenantBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      tenant_ = value;
+      bitField0_ |= 0x00000004;
       onChanged();
       return this;
     }

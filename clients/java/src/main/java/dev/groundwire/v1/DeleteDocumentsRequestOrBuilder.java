@@ -70,4 +70,28 @@ public interface DeleteDocumentsRequestOrBuilder extends
    */
   com.google.protobuf.ByteString
       getDocumentIdsBytes(int index);
+
+  /**
+   * <pre>
+   * Optional. Tenant whose documents are deleted ("" = untenanted). Document
+   * ids are unique per tenant, so another tenant's document with the same id
+   * is never touched. When API keys are enabled, the key's tenant wins.
+   * </pre>
+   *
+   * <code>string tenant = 3 [json_name = "tenant"];</code>
+   * @return The tenant.
+   */
+  java.lang.String getTenant();
+  /**
+   * <pre>
+   * Optional. Tenant whose documents are deleted ("" = untenanted). Document
+   * ids are unique per tenant, so another tenant's document with the same id
+   * is never touched. When API keys are enabled, the key's tenant wins.
+   * </pre>
+   *
+   * <code>string tenant = 3 [json_name = "tenant"];</code>
+   * @return The bytes for tenant.
+   */
+  com.google.protobuf.ByteString
+      getTenantBytes();
 }

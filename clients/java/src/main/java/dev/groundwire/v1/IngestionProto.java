@@ -268,60 +268,61 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
       "\001(\rR\010upserted\022\034\n\tunchanged\030\003 \001(\rR\tunchan" +
       "ged\022%\n\016chunks_written\030\004 \001(\rR\rchunksWritt" +
       "en\022:\n\010failures\030\005 \003(\0132\036.groundwire.v1.Doc" +
-      "umentFailureR\010failures\"Z\n\026DeleteDocument" +
+      "umentFailureR\010failures\"r\n\026DeleteDocument" +
       "sRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022" +
-      "!\n\014document_ids\030\002 \003(\tR\013documentIds\"`\n\027De" +
-      "leteDocumentsResponse\022+\n\021published_versi" +
-      "on\030\001 \001(\004R\020publishedVersion\022\030\n\007deleted\030\002 " +
-      "\001(\rR\007deleted*\311\001\n\021IngestionStrategy\022\"\n\036IN" +
-      "GESTION_STRATEGY_UNSPECIFIED\020\000\022\035\n\031INGEST" +
-      "ION_STRATEGY_MANUAL\020\001\022!\n\035INGESTION_STRAT" +
-      "EGY_ON_STARTUP\020\002\022,\n(INGESTION_STRATEGY_B" +
-      "ACKGROUND_ON_STARTUP\020\003\022 \n\034INGESTION_STRA" +
-      "TEGY_SCHEDULED\020\004*\304\001\n\016OperationState\022\037\n\033O" +
-      "PERATION_STATE_UNSPECIFIED\020\000\022\032\n\026OPERATIO" +
-      "N_STATE_QUEUED\020\001\022\033\n\027OPERATION_STATE_RUNN" +
-      "ING\020\002\022\035\n\031OPERATION_STATE_SUCCEEDED\020\003\022\032\n\026" +
-      "OPERATION_STATE_FAILED\020\004\022\035\n\031OPERATION_ST" +
-      "ATE_CANCELLED\020\005*\222\001\n\020OperationTrigger\022!\n\035" +
-      "OPERATION_TRIGGER_UNSPECIFIED\020\000\022\034\n\030OPERA" +
-      "TION_TRIGGER_MANUAL\020\001\022\035\n\031OPERATION_TRIGG" +
-      "ER_STARTUP\020\002\022\036\n\032OPERATION_TRIGGER_SCHEDU" +
-      "LE\020\003*\311\001\n\016OperationPhase\022\037\n\033OPERATION_PHA" +
-      "SE_UNSPECIFIED\020\000\022\037\n\033OPERATION_PHASE_DISC" +
-      "OVERING\020\001\022\035\n\031OPERATION_PHASE_INGESTING\020\002" +
-      "\022\034\n\030OPERATION_PHASE_DELETING\020\003\022\036\n\032OPERAT" +
-      "ION_PHASE_PUBLISHING\020\004\022\030\n\024OPERATION_PHAS" +
-      "E_DONE\020\005*\203\001\n\016DocumentFormat\022\037\n\033DOCUMENT_" +
-      "FORMAT_UNSPECIFIED\020\000\022\030\n\024DOCUMENT_FORMAT_" +
-      "TEXT\020\001\022\034\n\030DOCUMENT_FORMAT_MARKDOWN\020\002\022\030\n\024" +
-      "DOCUMENT_FORMAT_HTML\020\0032\340\006\n\027IngestionMana" +
-      "gerService\022T\n\013ListIndexes\022!.groundwire.v" +
-      "1.ListIndexesRequest\032\".groundwire.v1.Lis" +
-      "tIndexesResponse\022K\n\010GetIndex\022\036.groundwir" +
-      "e.v1.GetIndexRequest\032\037.groundwire.v1.Get" +
-      "IndexResponse\022]\n\016GetIndexStatus\022$.ground" +
-      "wire.v1.GetIndexStatusRequest\032%.groundwi" +
-      "re.v1.GetIndexStatusResponse\022]\n\016StartIng" +
-      "estion\022$.groundwire.v1.StartIngestionReq" +
-      "uest\032%.groundwire.v1.StartIngestionRespo" +
-      "nse\022`\n\017CancelIngestion\022%.groundwire.v1.C" +
-      "ancelIngestionRequest\032&.groundwire.v1.Ca" +
-      "ncelIngestionResponse\022_\n\016WatchIngestion\022" +
-      "$.groundwire.v1.WatchIngestionRequest\032%." +
-      "groundwire.v1.WatchIngestionResponse0\001\022]" +
-      "\n\016ListOperations\022$.groundwire.v1.ListOpe" +
-      "rationsRequest\032%.groundwire.v1.ListOpera" +
-      "tionsResponse\022`\n\017UpsertDocuments\022%.groun" +
-      "dwire.v1.UpsertDocumentsRequest\032&.ground" +
-      "wire.v1.UpsertDocumentsResponse\022`\n\017Delet" +
-      "eDocuments\022%.groundwire.v1.DeleteDocumen" +
-      "tsRequest\032&.groundwire.v1.DeleteDocument" +
-      "sResponseB\262\001\n\021dev.groundwire.v1B\016Ingesti" +
-      "onProtoP\001Z8github.com/groundwire/groundw" +
-      "ire/clients/go/groundwirev1\242\002\003GXX\252\002\rGrou" +
-      "ndwire.V1\312\002\rGroundwire\\V1\342\002\031Groundwire\\V" +
-      "1\\GPBMetadata\352\002\016Groundwire::V1b\006proto3"
+      "!\n\014document_ids\030\002 \003(\tR\013documentIds\022\026\n\006te" +
+      "nant\030\003 \001(\tR\006tenant\"`\n\027DeleteDocumentsRes" +
+      "ponse\022+\n\021published_version\030\001 \001(\004R\020publis" +
+      "hedVersion\022\030\n\007deleted\030\002 \001(\rR\007deleted*\311\001\n" +
+      "\021IngestionStrategy\022\"\n\036INGESTION_STRATEGY" +
+      "_UNSPECIFIED\020\000\022\035\n\031INGESTION_STRATEGY_MAN" +
+      "UAL\020\001\022!\n\035INGESTION_STRATEGY_ON_STARTUP\020\002" +
+      "\022,\n(INGESTION_STRATEGY_BACKGROUND_ON_STA" +
+      "RTUP\020\003\022 \n\034INGESTION_STRATEGY_SCHEDULED\020\004" +
+      "*\304\001\n\016OperationState\022\037\n\033OPERATION_STATE_U" +
+      "NSPECIFIED\020\000\022\032\n\026OPERATION_STATE_QUEUED\020\001" +
+      "\022\033\n\027OPERATION_STATE_RUNNING\020\002\022\035\n\031OPERATI" +
+      "ON_STATE_SUCCEEDED\020\003\022\032\n\026OPERATION_STATE_" +
+      "FAILED\020\004\022\035\n\031OPERATION_STATE_CANCELLED\020\005*" +
+      "\222\001\n\020OperationTrigger\022!\n\035OPERATION_TRIGGE" +
+      "R_UNSPECIFIED\020\000\022\034\n\030OPERATION_TRIGGER_MAN" +
+      "UAL\020\001\022\035\n\031OPERATION_TRIGGER_STARTUP\020\002\022\036\n\032" +
+      "OPERATION_TRIGGER_SCHEDULE\020\003*\311\001\n\016Operati" +
+      "onPhase\022\037\n\033OPERATION_PHASE_UNSPECIFIED\020\000" +
+      "\022\037\n\033OPERATION_PHASE_DISCOVERING\020\001\022\035\n\031OPE" +
+      "RATION_PHASE_INGESTING\020\002\022\034\n\030OPERATION_PH" +
+      "ASE_DELETING\020\003\022\036\n\032OPERATION_PHASE_PUBLIS" +
+      "HING\020\004\022\030\n\024OPERATION_PHASE_DONE\020\005*\203\001\n\016Doc" +
+      "umentFormat\022\037\n\033DOCUMENT_FORMAT_UNSPECIFI" +
+      "ED\020\000\022\030\n\024DOCUMENT_FORMAT_TEXT\020\001\022\034\n\030DOCUME" +
+      "NT_FORMAT_MARKDOWN\020\002\022\030\n\024DOCUMENT_FORMAT_" +
+      "HTML\020\0032\340\006\n\027IngestionManagerService\022T\n\013Li" +
+      "stIndexes\022!.groundwire.v1.ListIndexesReq" +
+      "uest\032\".groundwire.v1.ListIndexesResponse" +
+      "\022K\n\010GetIndex\022\036.groundwire.v1.GetIndexReq" +
+      "uest\032\037.groundwire.v1.GetIndexResponse\022]\n" +
+      "\016GetIndexStatus\022$.groundwire.v1.GetIndex" +
+      "StatusRequest\032%.groundwire.v1.GetIndexSt" +
+      "atusResponse\022]\n\016StartIngestion\022$.groundw" +
+      "ire.v1.StartIngestionRequest\032%.groundwir" +
+      "e.v1.StartIngestionResponse\022`\n\017CancelIng" +
+      "estion\022%.groundwire.v1.CancelIngestionRe" +
+      "quest\032&.groundwire.v1.CancelIngestionRes" +
+      "ponse\022_\n\016WatchIngestion\022$.groundwire.v1." +
+      "WatchIngestionRequest\032%.groundwire.v1.Wa" +
+      "tchIngestionResponse0\001\022]\n\016ListOperations" +
+      "\022$.groundwire.v1.ListOperationsRequest\032%" +
+      ".groundwire.v1.ListOperationsResponse\022`\n" +
+      "\017UpsertDocuments\022%.groundwire.v1.UpsertD" +
+      "ocumentsRequest\032&.groundwire.v1.UpsertDo" +
+      "cumentsResponse\022`\n\017DeleteDocuments\022%.gro" +
+      "undwire.v1.DeleteDocumentsRequest\032&.grou" +
+      "ndwire.v1.DeleteDocumentsResponseB\262\001\n\021de" +
+      "v.groundwire.v1B\016IngestionProtoP\001Z8githu" +
+      "b.com/groundwire/groundwire/clients/go/g" +
+      "roundwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGrou" +
+      "ndwire\\V1\342\002\031Groundwire\\V1\\GPBMetadata\352\002\016" +
+      "Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -484,7 +485,7 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_DeleteDocumentsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_DeleteDocumentsRequest_descriptor,
-        new java.lang.String[] { "IndexName", "DocumentIds", });
+        new java.lang.String[] { "IndexName", "DocumentIds", "Tenant", });
     internal_static_groundwire_v1_DeleteDocumentsResponse_descriptor =
       getDescriptor().getMessageType(25);
     internal_static_groundwire_v1_DeleteDocumentsResponse_fieldAccessorTable = new

@@ -73,8 +73,9 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object documentId_ = "";
   /**
    * <pre>
-   * Required. Stable id within the index: 1 to 512 characters, no control
-   * characters. Reusing an id replaces that document.
+   * Required. Stable id within the index and tenant: 1 to 512 characters, no
+   * control characters. Reusing an id replaces that tenant's document; other
+   * tenants' documents with the same id are separate documents.
    * </pre>
    *
    * <code>string document_id = 1 [json_name = "documentId"];</code>
@@ -95,8 +96,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Required. Stable id within the index: 1 to 512 characters, no control
-   * characters. Reusing an id replaces that document.
+   * Required. Stable id within the index and tenant: 1 to 512 characters, no
+   * control characters. Reusing an id replaces that tenant's document; other
+   * tenants' documents with the same id are separate documents.
    * </pre>
    *
    * <code>string document_id = 1 [json_name = "documentId"];</code>
@@ -774,8 +776,9 @@ java.lang.String defaultValue) {
     private java.lang.Object documentId_ = "";
     /**
      * <pre>
-     * Required. Stable id within the index: 1 to 512 characters, no control
-     * characters. Reusing an id replaces that document.
+     * Required. Stable id within the index and tenant: 1 to 512 characters, no
+     * control characters. Reusing an id replaces that tenant's document; other
+     * tenants' documents with the same id are separate documents.
      * </pre>
      *
      * <code>string document_id = 1 [json_name = "documentId"];</code>
@@ -795,8 +798,9 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Required. Stable id within the index: 1 to 512 characters, no control
-     * characters. Reusing an id replaces that document.
+     * Required. Stable id within the index and tenant: 1 to 512 characters, no
+     * control characters. Reusing an id replaces that tenant's document; other
+     * tenants' documents with the same id are separate documents.
      * </pre>
      *
      * <code>string document_id = 1 [json_name = "documentId"];</code>
@@ -817,8 +821,9 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Required. Stable id within the index: 1 to 512 characters, no control
-     * characters. Reusing an id replaces that document.
+     * Required. Stable id within the index and tenant: 1 to 512 characters, no
+     * control characters. Reusing an id replaces that tenant's document; other
+     * tenants' documents with the same id are separate documents.
      * </pre>
      *
      * <code>string document_id = 1 [json_name = "documentId"];</code>
@@ -835,8 +840,9 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Required. Stable id within the index: 1 to 512 characters, no control
-     * characters. Reusing an id replaces that document.
+     * Required. Stable id within the index and tenant: 1 to 512 characters, no
+     * control characters. Reusing an id replaces that tenant's document; other
+     * tenants' documents with the same id are separate documents.
      * </pre>
      *
      * <code>string document_id = 1 [json_name = "documentId"];</code>
@@ -850,8 +856,9 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Required. Stable id within the index: 1 to 512 characters, no control
-     * characters. Reusing an id replaces that document.
+     * Required. Stable id within the index and tenant: 1 to 512 characters, no
+     * control characters. Reusing an id replaces that tenant's document; other
+     * tenants' documents with the same id are separate documents.
      * </pre>
      *
      * <code>string document_id = 1 [json_name = "documentId"];</code>

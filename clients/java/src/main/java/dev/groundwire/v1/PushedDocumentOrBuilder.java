@@ -12,8 +12,9 @@ public interface PushedDocumentOrBuilder extends
 
   /**
    * <pre>
-   * Required. Stable id within the index: 1 to 512 characters, no control
-   * characters. Reusing an id replaces that document.
+   * Required. Stable id within the index and tenant: 1 to 512 characters, no
+   * control characters. Reusing an id replaces that tenant's document; other
+   * tenants' documents with the same id are separate documents.
    * </pre>
    *
    * <code>string document_id = 1 [json_name = "documentId"];</code>
@@ -22,8 +23,9 @@ public interface PushedDocumentOrBuilder extends
   java.lang.String getDocumentId();
   /**
    * <pre>
-   * Required. Stable id within the index: 1 to 512 characters, no control
-   * characters. Reusing an id replaces that document.
+   * Required. Stable id within the index and tenant: 1 to 512 characters, no
+   * control characters. Reusing an id replaces that tenant's document; other
+   * tenants' documents with the same id are separate documents.
    * </pre>
    *
    * <code>string document_id = 1 [json_name = "documentId"];</code>
