@@ -124,6 +124,26 @@ async def test_embed_does_not_block_the_event_loop(embedder: LocalOnnxEmbedder) 
     assert ticks >= 2
 
 
+async def test_a_query_does_not_wait_behind_a_document_batch() -> None:
+    """One document run of 96 full-length passages (about three seconds on two cores):
+    a query embedded meanwhile returns while that run is still going."""
+    embedder = LocalOnnxEmbedder(max_batch_size=96)
+    texts = [FILLER * 12 + str(i) for i in range(96)]
+    batch = asyncio.create_task(embedder.embed(texts, EmbeddingTask.DOCUMENT))
+    try:
+        await asyncio.sleep(0.2)  # the document run has the model
+        assert not batch.done()
+        started = time.monotonic()
+        query = await embedder.embed([QUERY], EmbeddingTask.QUERY)
+        waited = time.monotonic() - started
+        assert query.shape == (1, 384)
+        assert not batch.done(), f"the query returned only after the batch ({waited:.2f} s)"
+        assert (await batch).shape == (96, 384)
+    finally:
+        await batch
+        await embedder.aclose()
+
+
 async def test_embed_sync_matches_embed_and_chunks(embedder: LocalOnnxEmbedder) -> None:
     texts = [f"sentence number {i} about topic {i % 3}" for i in range(19)]
 

@@ -165,9 +165,12 @@ class LocalOnnxEmbedder:
     """Sentence embeddings computed in-process with onnxruntime on CPU.
 
     One onnxruntime session per instance; inference runs in a worker thread
-    (onnxruntime releases the GIL) so `embed` never blocks the event loop, and
-    runs of one instance are serialized so concurrent callers do not
-    oversubscribe the intra-op thread pool.
+    (onnxruntime releases the GIL) so `embed` never blocks the event loop. Runs of
+    one task are serialized so concurrent callers do not oversubscribe the intra-op
+    thread pool, but query runs never wait behind document runs (a session may run
+    concurrently): a one-text query would otherwise queue behind an ingestion
+    batch of max_batch_size passages, about a second on two cores
+    (bench/bench_embedding_contention.py).
     """
 
     def __init__(
@@ -205,8 +208,8 @@ class LocalOnnxEmbedder:
             sess_options=make_session_options(threads),
             providers=["CPUExecutionProvider"],
         )
-        self._lock = threading.Lock()
-        self._truncated = 0
+        self._locks = {task: threading.Lock() for task in EmbeddingTask}
+        self._truncated = {task: 0 for task in EmbeddingTask}
         self._input_names, self._output_name, declared_dim = self._inspect_graph(self._session)
         dimensions = self._probe(declared_dim)
         self._info = EmbeddingInfo(PROVIDER, name, dimensions, normalized=True)
@@ -231,7 +234,7 @@ class LocalOnnxEmbedder:
     @property
     def truncated_texts(self) -> int:
         """How many texts have been truncated to `max_seq_length` since construction."""
-        return self._truncated
+        return sum(self._truncated.values())
 
     @staticmethod
     def _inspect_graph(session: ort.InferenceSession) -> tuple[tuple[str, ...], str, int | None]:
@@ -260,7 +263,9 @@ class LocalOnnxEmbedder:
         # One short text and one that fills the whole window: proves the model
         # accepts max_seq_length positions before the first real request does.
         try:
-            probe = self._run(["probe", "probe " * (2 * self._max_seq_length)])
+            probe = self._run(
+                ["probe", "probe " * (2 * self._max_seq_length)], EmbeddingTask.DOCUMENT
+            )
         except EmbeddingError as exc:
             raise ValueError(
                 "ONNX model failed on a full-length probe; is max_seq_length within "
@@ -272,7 +277,7 @@ class LocalOnnxEmbedder:
         if dimensions < 1 or not np.isfinite(probe).all():
             raise ValueError("ONNX model produced unusable vectors on the load probe")
         # The probe is not a caller's text.
-        self._truncated = 0
+        self._truncated[EmbeddingTask.DOCUMENT] = 0
         return dimensions
 
     def _encode(self, texts: Sequence[str]) -> tuple[dict[str, npt.NDArray[np.int64]], int]:
@@ -295,22 +300,24 @@ class LocalOnnxEmbedder:
         except Exception:
             return None
 
-    def _infer(self, feeds: dict[str, npt.NDArray[np.int64]], truncated: int) -> Vectors:
+    def _infer(
+        self, feeds: dict[str, npt.NDArray[np.int64]], truncated: int, task: EmbeddingTask
+    ) -> Vectors:
         session = self._session
         if session is None:
             raise provider_failed("local embedding model is closed")
         try:
-            with self._lock:
-                self._truncated += truncated
+            with self._locks[task]:
+                self._truncated[task] += truncated
                 (hidden,) = session.run([self._output_name], feeds)
         except Exception as exc:
             # onnxruntime messages name nodes and shapes, never input content.
             raise provider_failed("local embedding model failed to run") from exc
         return mean_pool(np.asarray(hidden, dtype=np.float32), feeds["attention_mask"])
 
-    def _run(self, texts: Sequence[str]) -> Vectors:
+    def _run(self, texts: Sequence[str], task: EmbeddingTask) -> Vectors:
         feeds, truncated = self._encode(texts)
-        vectors = self._infer(feeds, truncated)
+        vectors = self._infer(feeds, truncated, task)
         if truncated:
             log.debug(
                 "truncated %d of %d texts to %d tokens", truncated, len(texts), self._max_seq_length
@@ -328,7 +335,7 @@ class LocalOnnxEmbedder:
         prefix = self._prefixes[task]
         prepared = [prefix + t for t in texts] if prefix else list(texts)
         chunks = [
-            self._run(prepared[i : i + self._max_batch])
+            self._run(prepared[i : i + self._max_batch], task)
             for i in range(0, len(prepared), self._max_batch)
         ]
         vectors = chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=0)
