@@ -65,8 +65,11 @@ type IngestionManagerServiceClient interface {
 	ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error)
 	// Adds or replaces documents pushed by the caller and publishes them as one
 	// new index version. Unchanged documents (same content hash) are skipped.
+	// Documents are identified by (tenant, document_id): a caller only ever
+	// addresses its own tenant's documents.
 	UpsertDocuments(ctx context.Context, in *UpsertDocumentsRequest, opts ...grpc.CallOption) (*UpsertDocumentsResponse, error)
-	// Deletes pushed or ingested documents by id as one new index version.
+	// Deletes one tenant's pushed or ingested documents by id as one new index
+	// version.
 	DeleteDocuments(ctx context.Context, in *DeleteDocumentsRequest, opts ...grpc.CallOption) (*DeleteDocumentsResponse, error)
 }
 
@@ -205,8 +208,11 @@ type IngestionManagerServiceServer interface {
 	ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error)
 	// Adds or replaces documents pushed by the caller and publishes them as one
 	// new index version. Unchanged documents (same content hash) are skipped.
+	// Documents are identified by (tenant, document_id): a caller only ever
+	// addresses its own tenant's documents.
 	UpsertDocuments(context.Context, *UpsertDocumentsRequest) (*UpsertDocumentsResponse, error)
-	// Deletes pushed or ingested documents by id as one new index version.
+	// Deletes one tenant's pushed or ingested documents by id as one new index
+	// version.
 	DeleteDocuments(context.Context, *DeleteDocumentsRequest) (*DeleteDocumentsResponse, error)
 	mustEmbedUnimplementedIngestionManagerServiceServer()
 }

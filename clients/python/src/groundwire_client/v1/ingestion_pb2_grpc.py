@@ -144,13 +144,16 @@ class IngestionManagerServiceServicer:
     def UpsertDocuments(self, request, context):
         """Adds or replaces documents pushed by the caller and publishes them as one
         new index version. Unchanged documents (same content hash) are skipped.
+        Documents are identified by (tenant, document_id): a caller only ever
+        addresses its own tenant's documents.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DeleteDocuments(self, request, context):
-        """Deletes pushed or ingested documents by id as one new index version.
+        """Deletes one tenant's pushed or ingested documents by id as one new index
+        version.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -65,9 +65,13 @@ class IngestionManagerServiceStub:
     UpsertDocuments: _grpc.UnaryUnaryMultiCallable[_ingestion_pb2.UpsertDocumentsRequest, _ingestion_pb2.UpsertDocumentsResponse]
     """Adds or replaces documents pushed by the caller and publishes them as one
     new index version. Unchanged documents (same content hash) are skipped.
+    Documents are identified by (tenant, document_id): a caller only ever
+    addresses its own tenant's documents.
     """
     DeleteDocuments: _grpc.UnaryUnaryMultiCallable[_ingestion_pb2.DeleteDocumentsRequest, _ingestion_pb2.DeleteDocumentsResponse]
-    """Deletes pushed or ingested documents by id as one new index version."""
+    """Deletes one tenant's pushed or ingested documents by id as one new index
+    version.
+    """
 
 @_typing.type_check_only
 class IngestionManagerServiceAsyncStub(IngestionManagerServiceStub):
@@ -100,9 +104,13 @@ class IngestionManagerServiceAsyncStub(IngestionManagerServiceStub):
     UpsertDocuments: _aio.UnaryUnaryMultiCallable[_ingestion_pb2.UpsertDocumentsRequest, _ingestion_pb2.UpsertDocumentsResponse]  # type: ignore[assignment]
     """Adds or replaces documents pushed by the caller and publishes them as one
     new index version. Unchanged documents (same content hash) are skipped.
+    Documents are identified by (tenant, document_id): a caller only ever
+    addresses its own tenant's documents.
     """
     DeleteDocuments: _aio.UnaryUnaryMultiCallable[_ingestion_pb2.DeleteDocumentsRequest, _ingestion_pb2.DeleteDocumentsResponse]  # type: ignore[assignment]
-    """Deletes pushed or ingested documents by id as one new index version."""
+    """Deletes one tenant's pushed or ingested documents by id as one new index
+    version.
+    """
 
 class IngestionManagerServiceServicer(metaclass=_abc_1.ABCMeta):
     """Index management and ingestion operations."""
@@ -180,6 +188,8 @@ class IngestionManagerServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_ingestion_pb2.UpsertDocumentsResponse, _abc.Awaitable[_ingestion_pb2.UpsertDocumentsResponse]]:
         """Adds or replaces documents pushed by the caller and publishes them as one
         new index version. Unchanged documents (same content hash) are skipped.
+        Documents are identified by (tenant, document_id): a caller only ever
+        addresses its own tenant's documents.
         """
 
     @_abc_1.abstractmethod
@@ -188,6 +198,8 @@ class IngestionManagerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ingestion_pb2.DeleteDocumentsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ingestion_pb2.DeleteDocumentsResponse, _abc.Awaitable[_ingestion_pb2.DeleteDocumentsResponse]]:
-        """Deletes pushed or ingested documents by id as one new index version."""
+        """Deletes one tenant's pushed or ingested documents by id as one new index
+        version.
+        """
 
 def add_IngestionManagerServiceServicer_to_server(servicer: IngestionManagerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

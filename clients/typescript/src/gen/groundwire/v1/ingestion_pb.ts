@@ -1330,6 +1330,8 @@ export const IngestionManagerService: GenService<{
   /**
    * Adds or replaces documents pushed by the caller and publishes them as one
    * new index version. Unchanged documents (same content hash) are skipped.
+   * Documents are identified by (tenant, document_id): a caller only ever
+   * addresses its own tenant's documents.
    *
    * @generated from rpc groundwire.v1.IngestionManagerService.UpsertDocuments
    */
@@ -1339,7 +1341,8 @@ export const IngestionManagerService: GenService<{
     output: typeof UpsertDocumentsResponseSchema;
   },
   /**
-   * Deletes pushed or ingested documents by id as one new index version.
+   * Deletes one tenant's pushed or ingested documents by id as one new index
+   * version.
    *
    * @generated from rpc groundwire.v1.IngestionManagerService.DeleteDocuments
    */

@@ -440,6 +440,8 @@ public final class IngestionManagerServiceGrpc {
      * <pre>
      * Adds or replaces documents pushed by the caller and publishes them as one
      * new index version. Unchanged documents (same content hash) are skipped.
+     * Documents are identified by (tenant, document_id): a caller only ever
+     * addresses its own tenant's documents.
      * </pre>
      */
     default void upsertDocuments(dev.groundwire.v1.UpsertDocumentsRequest request,
@@ -449,7 +451,8 @@ public final class IngestionManagerServiceGrpc {
 
     /**
      * <pre>
-     * Deletes pushed or ingested documents by id as one new index version.
+     * Deletes one tenant's pushed or ingested documents by id as one new index
+     * version.
      * </pre>
      */
     default void deleteDocuments(dev.groundwire.v1.DeleteDocumentsRequest request,
@@ -578,6 +581,8 @@ public final class IngestionManagerServiceGrpc {
      * <pre>
      * Adds or replaces documents pushed by the caller and publishes them as one
      * new index version. Unchanged documents (same content hash) are skipped.
+     * Documents are identified by (tenant, document_id): a caller only ever
+     * addresses its own tenant's documents.
      * </pre>
      */
     public void upsertDocuments(dev.groundwire.v1.UpsertDocumentsRequest request,
@@ -588,7 +593,8 @@ public final class IngestionManagerServiceGrpc {
 
     /**
      * <pre>
-     * Deletes pushed or ingested documents by id as one new index version.
+     * Deletes one tenant's pushed or ingested documents by id as one new index
+     * version.
      * </pre>
      */
     public void deleteDocuments(dev.groundwire.v1.DeleteDocumentsRequest request,
@@ -699,6 +705,8 @@ public final class IngestionManagerServiceGrpc {
      * <pre>
      * Adds or replaces documents pushed by the caller and publishes them as one
      * new index version. Unchanged documents (same content hash) are skipped.
+     * Documents are identified by (tenant, document_id): a caller only ever
+     * addresses its own tenant's documents.
      * </pre>
      */
     public dev.groundwire.v1.UpsertDocumentsResponse upsertDocuments(dev.groundwire.v1.UpsertDocumentsRequest request) throws io.grpc.StatusException {
@@ -708,7 +716,8 @@ public final class IngestionManagerServiceGrpc {
 
     /**
      * <pre>
-     * Deletes pushed or ingested documents by id as one new index version.
+     * Deletes one tenant's pushed or ingested documents by id as one new index
+     * version.
      * </pre>
      */
     public dev.groundwire.v1.DeleteDocumentsResponse deleteDocuments(dev.groundwire.v1.DeleteDocumentsRequest request) throws io.grpc.StatusException {
@@ -817,6 +826,8 @@ public final class IngestionManagerServiceGrpc {
      * <pre>
      * Adds or replaces documents pushed by the caller and publishes them as one
      * new index version. Unchanged documents (same content hash) are skipped.
+     * Documents are identified by (tenant, document_id): a caller only ever
+     * addresses its own tenant's documents.
      * </pre>
      */
     public dev.groundwire.v1.UpsertDocumentsResponse upsertDocuments(dev.groundwire.v1.UpsertDocumentsRequest request) {
@@ -826,7 +837,8 @@ public final class IngestionManagerServiceGrpc {
 
     /**
      * <pre>
-     * Deletes pushed or ingested documents by id as one new index version.
+     * Deletes one tenant's pushed or ingested documents by id as one new index
+     * version.
      * </pre>
      */
     public dev.groundwire.v1.DeleteDocumentsResponse deleteDocuments(dev.groundwire.v1.DeleteDocumentsRequest request) {
@@ -928,6 +940,8 @@ public final class IngestionManagerServiceGrpc {
      * <pre>
      * Adds or replaces documents pushed by the caller and publishes them as one
      * new index version. Unchanged documents (same content hash) are skipped.
+     * Documents are identified by (tenant, document_id): a caller only ever
+     * addresses its own tenant's documents.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.groundwire.v1.UpsertDocumentsResponse> upsertDocuments(
@@ -938,7 +952,8 @@ public final class IngestionManagerServiceGrpc {
 
     /**
      * <pre>
-     * Deletes pushed or ingested documents by id as one new index version.
+     * Deletes one tenant's pushed or ingested documents by id as one new index
+     * version.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.groundwire.v1.DeleteDocumentsResponse> deleteDocuments(
