@@ -10,11 +10,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
+import numpy as np
+import psycopg
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from groundwire.app.config import parse_config
 from groundwire.app.wiring import RunningApp, start_app
+from groundwire.stores.base import ChunkRecord, DocumentRecord, StagedDocument
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 from tests.support.embedders import ControlledEmbedder
@@ -448,10 +451,15 @@ async def test_postgres_history_survives_restart_and_interrupted_runs_are_failed
 
     from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 
+    # It had staged a version with a document in it.
+    handle = first.components.catalog.get("docs")
+    staged = await handle.store.begin_version("docs")
+    await handle.store.stage_documents("docs", staged, [ghost_document(handle.spec.dimensions)])
     ghost = replace(
         Operation.new("docs", OperationTrigger.MANUAL, time.time()),
         state=OperationState.RUNNING,
         start_time=time.time(),
+        version=staged,
     )
     await first.components.operation_log.save_operation(ghost)
     await h1.channel.close()
@@ -470,9 +478,29 @@ async def test_postgres_history_survives_restart_and_interrupted_runs_are_failed
         assert status.published_version == done.version and status.document_count == 5
         assert status.last_operation.id in (done.id, ghost.id)
         assert await h2.lexical('"DOCTOKEN003"') == ["doc003.md"]
+        # The ghost's staged version is discarded and its rows are gone.
+        with psycopg.connect(fresh_database) as conn:
+            state = conn.execute(
+                "SELECT v.state FROM gw_index_versions v JOIN gw_indexes i ON i.id = v.index_id "
+                "WHERE i.name = 'docs' AND v.version = %s",
+                [staged],
+            ).fetchone()
+            rows = conn.execute(
+                "SELECT count(*) FROM gw_chunks c JOIN gw_indexes i ON i.id = c.index_id "
+                "WHERE i.name = 'docs' AND c.version = %s",
+                [staged],
+            ).fetchone()
+        assert state == ("discarded",) and rows == (0,)
     finally:
         await h2.channel.close()
         await second.stop(0)
+
+
+def ghost_document(dims: int | None) -> StagedDocument:
+    record = DocumentRecord("ghost.md", "config:ghost.md", "h", "Ghost")
+    chunk = ChunkRecord("c0", 0, 0, 10, "GHOSTTOKEN")
+    assert dims is not None
+    return StagedDocument(record, [chunk], np.full((1, dims), dims**-0.5, dtype=np.float32))
 
 
 async def test_postgres_ingestion_lock_excludes_a_second_replica(

@@ -10,7 +10,8 @@
 - Operations are recorded in the operation log on every state change (and on
   throttled progress), so history survives a restart with PostgreSQL; at start,
   operations left QUEUED/RUNNING by a dead process are marked FAILED/INTERRUPTED
-  (only when no live replica holds their index's lock).
+  (only when no live replica holds their index's lock) and the version they had
+  staged is discarded, so its rows do not stay in the store for good.
 - Progress reaches watchers as snapshots, throttled to at most one per
   `progress_interval` seconds plus every phase change and the terminal state.
 """
@@ -110,13 +111,15 @@ class IngestionManager:
     # -- lifecycle -------------------------------------------------------------
 
     async def recover_interrupted(self) -> int:
-        """Mark operations a dead process left unfinished as FAILED/INTERRUPTED."""
+        """Mark operations a dead process left unfinished as FAILED/INTERRUPTED and
+        discard the versions they had staged."""
         fixed = 0
         for op in await self._log.unfinished_operations():
             lock = self._log.ingestion_lock(op.index_name)
             if not await lock.acquire():
                 continue  # a live replica is running it
             try:
+                await self._discard_staged(op)
                 await self._log.save_operation(
                     replace(
                         op,
@@ -129,6 +132,19 @@ class IngestionManager:
             finally:
                 await lock.release()
         return fixed
+
+    async def _discard_staged(self, op: Operation) -> None:
+        # Only the version this operation recorded: other staging versions of the
+        # index may belong to pushes in flight on a live replica.
+        if not op.version or op.index_name not in self._catalog.names():
+            return
+        handle = self._catalog.get(op.index_name)
+        try:
+            await handle.store.discard_version(handle.name, op.version)
+        except GroundwireError as exc:
+            log.warning(
+                "could not discard the version staged by an interrupted operation: %s", exc.reason
+            )
 
     def start_schedulers(self) -> None:
         for handle in self._catalog.handles():
