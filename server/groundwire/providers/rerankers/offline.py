@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Literal
+from typing import Literal, get_args
 
 from groundwire.domain.reranking import (
     Answerability,
@@ -54,20 +54,7 @@ Behaviour = Literal[
     "non_finite",
     "out_of_range",
 ]
-BEHAVIOURS: tuple[Behaviour, ...] = (
-    "normal",
-    "unavailable",
-    "rate_limited",
-    "rejected",
-    "error",
-    "hang",
-    "slow",
-    "duplicate",
-    "missing",
-    "unknown",
-    "non_finite",
-    "out_of_range",
-)
+BEHAVIOURS: tuple[Behaviour, ...] = get_args(Behaviour)
 _FAILURES: dict[str, RerankFailureCode] = {
     "unavailable": RerankFailureCode.UNAVAILABLE,
     "rate_limited": RerankFailureCode.RATE_LIMITED,
