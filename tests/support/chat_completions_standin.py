@@ -22,9 +22,10 @@ import enum
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.support.http_standin import LoopbackStandIn, RecordedRequest
 
 __all__ = [
     "Behaviour",
@@ -81,16 +82,6 @@ class Reply:
         return "tool_calls" if self.tool_calls else "stop"
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    """One request as the stand-in received it."""
-
-    method: str
-    path: str
-    headers: dict[str, str]  # lower-cased names
-    body: Any
-
-
 @dataclass
 class StreamRecord:
     """How one streamed response went from the server's side."""
@@ -101,36 +92,25 @@ class StreamRecord:
     done: threading.Event = field(default_factory=threading.Event)
 
 
-class ChatCompletionsStandIn:
+class ChatCompletionsStandIn(LoopbackStandIn):
     """A threaded HTTP server on 127.0.0.1; use as a context manager.
 
     `base_url` is the value to give a client (it ends in `/v1`). `delay` is the
     SLOW / STALL wait; `chunk_delay` the pause between streamed events.
     """
 
+    url_prefix = "/v1"
+
     def __init__(self, *, delay: float = 1.5, chunk_delay: float = 0.0) -> None:
+        super().__init__()
         self.delay = delay
         self.chunk_delay = chunk_delay
         self.behaviour = Behaviour.NORMAL
         self.reply = Reply()
-        self._requests: list[RecordedRequest] = []
         self._streams: list[StreamRecord] = []
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    @property
-    def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("stand-in not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        with self._lock:
-            return list(self._requests)
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        return _make_handler(self)
 
     @property
     def streams(self) -> list[StreamRecord]:
@@ -145,40 +125,6 @@ class ChatCompletionsStandIn:
         self.behaviour = Behaviour.NORMAL
         self.reply = Reply()
         self.chunk_delay = 0.0
-
-    def start(self) -> ChatCompletionsStandIn:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        server.daemon_threads = True
-        server.block_on_close = False
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> ChatCompletionsStandIn:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def _record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self._requests.append(request)
 
     def _new_stream(self, planned: int) -> StreamRecord:
         record = StreamRecord(planned)

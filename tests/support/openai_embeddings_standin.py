@@ -14,11 +14,10 @@ import enum
 import hashlib
 import json
 import struct
-import threading
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.support.http_standin import LoopbackStandIn, RecordedRequest
 
 __all__ = ["Behaviour", "OpenAIEmbeddingsStandIn", "RecordedRequest", "standin_vector"]
 
@@ -52,85 +51,29 @@ def standin_vector(text: str, dimensions: int) -> list[float]:
     return out[:dimensions]
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    """One request as the stand-in received it."""
-
-    method: str
-    path: str
-    headers: dict[str, str]  # lower-cased names
-    body: Any
-
-
-class OpenAIEmbeddingsStandIn:
+class OpenAIEmbeddingsStandIn(LoopbackStandIn):
     """A threaded HTTP server on 127.0.0.1; use as a context manager.
 
     `base_url` is the value to give a client (it ends in `/v1`). `dimensions` is
     the default vector size, overridden by a request's `dimensions` field.
     """
 
+    url_prefix = "/v1"
+
     def __init__(self, *, dimensions: int = 8, delay: float = 1.0) -> None:
+        super().__init__()
         self.dimensions = dimensions
         self.delay = delay
         self.behaviour = Behaviour.NORMAL
-        self._requests: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    @property
-    def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("stand-in not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        with self._lock:
-            return list(self._requests)
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        return _make_handler(self)
 
     def reset(self) -> None:
         """Back to normal behaviour with an empty request log."""
         with self._lock:
             self._requests.clear()
         self.behaviour = Behaviour.NORMAL
-
-    def start(self) -> OpenAIEmbeddingsStandIn:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        server.daemon_threads = True
-        # A slow handler must not hold up stop(); it wakes on `_stopping` anyway.
-        server.block_on_close = False
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> OpenAIEmbeddingsStandIn:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def _record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self._requests.append(request)
 
     def _answer(self, body: Any, headers: dict[str, str]) -> tuple[int, bytes]:
         """Status and body for one parsed request under the current behaviour."""

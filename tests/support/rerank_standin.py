@@ -21,11 +21,10 @@ from __future__ import annotations
 import enum
 import json
 import re
-import threading
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Any, Self
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from tests.support.http_standin import LoopbackStandIn, RecordedRequest
 
 __all__ = [
     "Behaviour",
@@ -68,81 +67,24 @@ def standin_relevance(query: str, document: str) -> float:
     return round(len(wanted & have) / len(wanted), 6)
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    """One request as a stand-in received it."""
-
-    method: str
-    path: str
-    headers: dict[str, str]  # lower-cased names
-    body: Any
-
-
-class JsonStandIn:
+class JsonStandIn(LoopbackStandIn):
     """A threaded JSON-over-HTTP server on 127.0.0.1; use as a context manager.
 
     Subclasses implement `route(path, body, headers) -> (status, payload)`."""
 
     def __init__(self, *, delay: float = 1.5) -> None:
+        super().__init__()
         self.delay = delay
         self.behaviour = Behaviour.NORMAL
-        self._requests: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    @property
-    def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("stand-in not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        with self._lock:
-            return list(self._requests)
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        return _make_handler(self)
 
     def reset(self) -> None:
         """Back to normal behaviour with an empty request log."""
         with self._lock:
             self._requests.clear()
         self.behaviour = Behaviour.NORMAL
-
-    def start(self) -> Self:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        server.daemon_threads = True
-        server.block_on_close = False
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def _record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self._requests.append(request)
 
     def wait_slow(self) -> bool:
         """Sleep `delay` seconds; True when the stand-in is stopping instead."""
