@@ -8,16 +8,14 @@ import grpc
 
 from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import filter_from_proto, mode_from_proto, outcome_to_proto
-from groundwire.domain.retrieval import FusionSettings
 from groundwire.retrieval.engine import Retriever
 from groundwire.retrieval.requests import build_retrieval_request
 from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
 
 
 class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
-    def __init__(self, retriever: Retriever, fusion_defaults: FusionSettings) -> None:
+    def __init__(self, retriever: Retriever) -> None:
         self._retriever = retriever
-        self._fusion = fusion_defaults
 
     async def Retrieve(
         self, request: retriever_pb2.RetrieveRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -36,7 +34,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             lexical_weight=fusion.lexical_weight if fusion.HasField("lexical_weight") else None,
             leg_depth=fusion.leg_depth if fusion.HasField("leg_depth") else None,
             limits=self._retriever.limits,
-            fusion_defaults=self._fusion,
+            fusion_defaults=self._retriever.fusion_defaults,
         )
         outcome = await self._retriever.retrieve(domain_request)
         return outcome_to_proto(outcome)

@@ -164,7 +164,6 @@ class Components:
     embedders: dict[str, EmbeddingProvider]
     catalog: IndexCatalog
     retriever: Retriever
-    fusion: FusionSettings
     reranking: RerankingService
     agents: AgentRegistry
     runtime: AgentRuntime
@@ -173,8 +172,7 @@ class Components:
         await self.store.close()
         for embedder in self.embedders.values():
             await embedder.aclose()
-        for name in self.reranking.names:
-            await self.reranking.get(name).aclose()
+        await self.reranking.aclose()
         for agent_id in self.agents.ids():
             await self.agents.get(agent_id).model.aclose()
 
@@ -241,7 +239,7 @@ async def build_components(cfg: GroundwireConfig) -> Components:
     )
     runtime = AgentRuntime(retriever, stage)
     return Components(
-        cfg, store, operation_log, embedders, catalog, retriever, fusion, reranking, agents, runtime
+        cfg, store, operation_log, embedders, catalog, retriever, reranking, agents, runtime
     )
 
 
@@ -285,7 +283,7 @@ class RunningApp:
 def service_registrations(
     components: Components, manager: IngestionManager
 ) -> list[ServiceRegistration]:
-    retriever_servicer = RetrieverServicer(components.retriever, components.fusion)
+    retriever_servicer = RetrieverServicer(components.retriever)
     ingestion_servicer = IngestionServicer(components.catalog, manager)
     agent_servicer = AgentServicer(
         components.agents,
