@@ -225,10 +225,13 @@ class _Index:
         return total
 
     def hit(self, row: int, score: Score) -> ChunkHit:
-        r = self.rows[row]
-        return ChunkHit(
-            r.document_id, r.chunk_id, r.text, r.start, r.end, r.title, r.section, r.metadata, score
-        )
+        return _hit(self.rows[row], score)
+
+
+def _hit(r: _Row, score: Score) -> ChunkHit:
+    return ChunkHit(
+        r.document_id, r.chunk_id, r.text, r.start, r.end, r.title, r.section, r.metadata, score
+    )
 
 
 def _top(scores: npt.NDArray[np.floating], candidates: IntArray, k: int) -> IntArray:
@@ -242,12 +245,46 @@ def _top(scores: npt.NDArray[np.floating], candidates: IntArray, k: int) -> IntA
     return top
 
 
+@dataclass(frozen=True, slots=True)
+class _VectorSnapshot:
+    """One consistent view of an index for an exact vector search."""
+
+    n: int
+    mask: BoolArray
+    matrix: FloatArray
+    sq_norms: FloatArray
+    rows: list[_Row]
+    metric: DistanceMetric
+
+    def search(self, vector: npt.NDArray[np.float32], k: int) -> list[ChunkHit]:
+        n = self.n
+        q = np.asarray(vector, dtype=np.float32)
+        dots = self.matrix[:n] @ q
+        if self.metric is DistanceMetric.EUCLIDEAN:
+            sq = self.sq_norms[:n] - 2.0 * dots + float(np.dot(q, q))
+            ranking = -np.sqrt(np.maximum(sq, 0.0))  # larger is better
+            score_metric = ScoreMetric.EUCLIDEAN_DISTANCE
+        elif self.metric is DistanceMetric.DOT:
+            ranking = dots
+            score_metric = ScoreMetric.DOT_PRODUCT
+        else:
+            qn = float(np.linalg.norm(q)) or 1.0
+            norms = np.sqrt(np.maximum(self.sq_norms[:n], 1e-30))
+            ranking = dots / (norms * qn)
+            score_metric = ScoreMetric.COSINE_SIMILARITY
+        hits = []
+        for row in _top(ranking, np.flatnonzero(self.mask), k):
+            value = float(ranking[row])
+            raw = -value if score_metric is ScoreMetric.EUCLIDEAN_DISTANCE else value
+            hits.append(_hit(self.rows[int(row)], Score.of(score_metric, raw)))
+        return rank_hits(hits)[:k]
+
+
 class MemoryStore:
     """Exact in-process store (see module docstring)."""
 
     def __init__(self) -> None:
         self._indexes: dict[str, _Index] = {}
-        self._lock = asyncio.Lock()
 
     @property
     def kind(self) -> str:
@@ -366,40 +403,17 @@ class MemoryStore:
         idx = self._get(name)
         if not idx.dims:
             return []
-        if idx.n > _THREAD_THRESHOLD:
-            return await asyncio.to_thread(self._search_vector_sync, idx, vector, k, scope)
-        return self._search_vector_sync(idx, vector, k, scope)
-
-    def _search_vector_sync(
-        self, idx: _Index, vector: npt.NDArray[np.float32], k: int, scope: Scope
-    ) -> list[ChunkHit]:
-        n, live, matrix = idx.n, idx.live, idx.matrix  # one consistent snapshot
+        # Everything the search reads is taken here, on the event loop: publishing
+        # and compaction only rebind these attributes (appends write past n), so the
+        # references stay consistent while a worker thread computes.
+        n, live = idx.n, idx.live
         mask = idx.scope_mask(live, n, scope)
         if mask is None or n == 0:
             return []
-        q = np.asarray(vector, dtype=np.float32)
-        metric = idx.spec.metric
-        dots = matrix[:n] @ q
-        if metric is DistanceMetric.EUCLIDEAN:
-            sq = idx.sq_norms[:n] - 2.0 * dots + float(np.dot(q, q))
-            ranking = -np.sqrt(np.maximum(sq, 0.0))  # larger is better
-            score_metric = ScoreMetric.EUCLIDEAN_DISTANCE
-        elif metric is DistanceMetric.DOT:
-            ranking = dots
-            score_metric = ScoreMetric.DOT_PRODUCT
-        else:
-            qn = float(np.linalg.norm(q)) or 1.0
-            norms = np.sqrt(np.maximum(idx.sq_norms[:n], 1e-30))
-            ranking = dots / (norms * qn)
-            score_metric = ScoreMetric.COSINE_SIMILARITY
-        candidates = np.flatnonzero(mask)
-        rows = _top(ranking, candidates, k)
-        hits = []
-        for row in rows:
-            value = float(ranking[row])
-            raw = -value if score_metric is ScoreMetric.EUCLIDEAN_DISTANCE else value
-            hits.append(idx.hit(int(row), Score.of(score_metric, raw)))
-        return rank_hits(hits)[:k]
+        snapshot = _VectorSnapshot(n, mask, idx.matrix, idx.sq_norms, idx.rows, idx.spec.metric)
+        if n > _THREAD_THRESHOLD:
+            return await asyncio.to_thread(snapshot.search, vector, k)
+        return snapshot.search(vector, k)
 
     async def search_lexical(
         self, name: str, query: LexicalQuery, k: int, scope: Scope

@@ -1345,6 +1345,7 @@ class PostgresStore:
                 ORDER BY score DESC, c.document_id, c.chunk_id
                 LIMIT %(k)s
             ) top JOIN gw_chunks c ON c.id = top.id
+            ORDER BY top.score DESC, c.document_id, c.chunk_id
             """
         ).format(
             scope=self._scope_sql(scope, params),
