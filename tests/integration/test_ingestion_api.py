@@ -1,4 +1,4 @@
-"""IngestionManagerService over real gRPC with the in-memory store: listing,
+"""IngestionManagerService over real gRPC, on the memory and PostgreSQL stores: listing,
 status, start/watch/cancel, conflicts, incremental re-ingestion, per-document
 failures, provider failure, push upserts/deletes, pagination and bad input."""
 
@@ -13,7 +13,7 @@ import grpc
 import numpy as np
 import psycopg
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2_grpc
 
 from groundwire.app.config import parse_config
 from groundwire.app.wiring import RunningApp, start_app
@@ -287,6 +287,26 @@ async def test_push_upsert_and_delete(h: Harness) -> None:
         ing.UpsertDocumentsRequest(index_name="docs", documents=docs[:2])
     )
     assert (again.upserted, again.unchanged) == (0, 2)
+    # A new caller title over the same Markdown (whose heading is the extracted
+    # title) is a change: re-written, and served with the caller's title.
+    retitled = ing.PushedDocument(
+        document_id="crm/ticket-2",
+        text="# Title\n\nMarkdown PUSHTOKEN.",
+        format=ing.DOCUMENT_FORMAT_MARKDOWN,
+        title="Caller title",
+    )
+    renamed = await h.ing.UpsertDocuments(
+        ing.UpsertDocumentsRequest(index_name="docs", documents=[retitled])
+    )
+    assert (renamed.upserted, renamed.unchanged) == (1, 0)
+    titles = await h.ret.Retrieve(
+        retriever_pb2.RetrieveRequest(
+            query=retriever_pb2.RagQuery(
+                index_name="docs", text="Markdown", mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL
+            )
+        )
+    )
+    assert [r.title for r in titles.results] == ["Caller title"]
     # A source re-scan never deletes pushed documents.
     rescan = await h.run()
     assert rescan.counts.deleted == 0
@@ -428,11 +448,32 @@ async def test_chunking_change_forces_rebuild(h: Harness) -> None:
     handle.chunk_policy = ChunkPolicy(size=64, overlap=0, markdown_sections=False)
     handle.spec = replace(handle.spec, chunking=handle.chunk_policy.descriptor())
     assert (await h.status()).rebuild_pending
+    # Neither push nor delete may publish over vectors of the old policy: that would
+    # record the new policy and clear the pending rebuild.
+    for call, request in (
+        (
+            h.ing.UpsertDocuments,
+            ing.UpsertDocumentsRequest(
+                index_name="docs", documents=[ing.PushedDocument(document_id="p", text="x")]
+            ),
+        ),
+        (
+            h.ing.DeleteDocuments,
+            ing.DeleteDocumentsRequest(index_name="docs", document_ids=["doc001.md"]),
+        ),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await call(request)
+        err = rich_error(info.value)
+        assert (err.code, err.reason) == (
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "INDEX_REBUILD_REQUIRED",
+        )
+    assert (await h.status()).rebuild_pending
     final = await h.run()
     assert final.rebuild and final.counts.ingested == 30 and final.counts.unchanged == 0
     assert not (await h.status()).rebuild_pending
-    check = await h.health.Check(health_pb2.HealthCheckRequest(service="groundwire.index.docs"))
-    assert check.status == health_pb2.HealthCheckResponse.SERVING
+    assert await h.lexical('"DOCTOKEN007"') == ["doc007.md"]
 
 
 async def test_postgres_history_survives_restart_and_interrupted_runs_are_failed(

@@ -143,7 +143,8 @@ class IngestionManager:
             await handle.store.discard_version(handle.name, op.version)
         except GroundwireError as exc:
             log.warning(
-                "could not discard the version staged by an interrupted operation: %s", exc.reason
+                "could not discard the version staged by an interrupted operation",
+                extra={"index": op.index_name, "version": op.version, "reason": exc.reason},
             )
 
     def start_schedulers(self) -> None:
@@ -280,7 +281,7 @@ class IngestionManager:
         return run.operation if run is not None else None
 
     async def last_finished(self, index_name: str) -> Operation | None:
-        for op in await self._log.list_operations(index_name, 20, None):
+        for op in await self.list(index_name, 20, None):
             if op.state.terminal:
                 return op
         return None
@@ -325,7 +326,6 @@ class IngestionManager:
             else:
                 run.operation = snapshot
 
-        report = IngestionReport()
         final: Operation
         try:
             report = await run_ingestion(handle, progress=progress)

@@ -67,16 +67,10 @@ class IngestionReport:
     deleted: int = 0
     chunks_written: int = 0
     rebuilt: bool = False
-    published: bool = False
     failures: list[LoadFailure] = field(default_factory=list)
 
 
-class IngestionCancelled(Exception):
-    """Raised inside the pipeline when the caller asked to stop."""
-
-
 ProgressCallback = Callable[[IngestionReport], Awaitable[None]]
-CancelCheck = Callable[[], bool]
 
 
 def content_hash(doc: LoadedDocument, tenant: str, metadata: Mapping[str, str]) -> str:
@@ -152,15 +146,12 @@ async def run_ingestion(
     handle: IndexHandle,
     *,
     progress: ProgressCallback | None = None,
-    cancelled: CancelCheck | None = None,
 ) -> IngestionReport:
     """Ingest the index's configured sources into a new version and publish it."""
     store = handle.store
     report = IngestionReport()
 
     async def tick() -> None:
-        if cancelled is not None and cancelled():
-            raise IngestionCancelled
         if progress is not None:
             await progress(report)
 
@@ -234,7 +225,6 @@ async def run_ingestion(
         report.phase = Phase.PUBLISHING
         await tick()
         await store.publish_version(handle.name, version, handle.spec)
-        report.published = True
         report.phase = Phase.DONE
         if progress is not None:
             await progress(report)

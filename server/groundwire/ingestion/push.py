@@ -1,13 +1,14 @@
 """Push-style documents: an application sends document text directly; each call
 is embedded, staged and published as one new index version (seed 004's write
-sequence, without a source scan). Validation is per document: a bad document is
-reported and skipped, the rest of the batch is written."""
+sequence, without a source scan). A malformed request (ids, metadata, counts,
+tenant) is refused as a whole; a document whose content cannot be loaded is
+reported and skipped, and the rest of the batch is written."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from groundwire.domain.chunking import Chunk
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
@@ -109,15 +110,16 @@ async def upsert_documents(
         if isinstance(loaded, LoadFailure):
             failures.append(loaded)
             continue
+        # The caller's title wins over the extracted one, and is what gets hashed.
+        loaded = replace(loaded, title=d.title or loaded.title)
         digest = content_hash(loaded, tenant, loaded.metadata)
         current = live.get(DocumentKey(tenant, d.document_id))
         if current is not None and current.content_hash == digest:
             unchanged += 1
             continue
         chunks = chunk_document(loaded, handle)
-        title = d.title or loaded.title
         record = DocumentRecord(
-            loaded.document_id, loaded.source_id, digest, title, tenant, loaded.metadata
+            loaded.document_id, loaded.source_id, digest, loaded.title, tenant, loaded.metadata
         )
         batch.append((record, chunks))
     if not batch:
@@ -144,7 +146,10 @@ async def delete_documents(
         if not _DOC_ID.match(doc_id):
             raise invalid("FIELD_OUT_OF_RANGE", f"document_ids[{i}]", "invalid document id")
     store = handle.store
-    await store.ensure_index(handle.spec)
+    state = await store.ensure_index(handle.spec)
+    if needs_rebuild(state, handle):
+        # Publishing would record the new model and chunking over old vectors.
+        raise _rebuild_required()
     keys = [DocumentKey(tenant, i) for i in dict.fromkeys(document_ids)]
     version = await store.begin_version(handle.name)
     try:
