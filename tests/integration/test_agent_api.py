@@ -466,6 +466,11 @@ async def test_query_rewriting_is_reported(app: RunningApp, stub) -> None:
     assert r.rag.HasField("rewritten_query") and "VPN-E42" in r.rag.rewritten_query
     assert r.rag.context[0].document_id == "support/vpn-troubleshooting.md"
     assert r.rag.context_budget.history_tokens > 0
+    # A history that leaves a quote open in the joined query still searches.
+    quoted = [ag.ConversationTurn(role=ag.TURN_ROLE_USER, content='what is "VPN-E42')]
+    r = await execute(stub, "scripted", "and how do I fix it", history=quoted)
+    assert r.rag.rewritten_query == "what is VPN-E42 and how do I fix it"
+    assert r.rag.context[0].document_id == "support/vpn-troubleshooting.md"
 
 
 async def test_no_rag_agent_answers_without_rag_metadata(stub) -> None:
@@ -512,6 +517,20 @@ async def test_list_and_get_agents_are_safe(stub) -> None:
             {"agent_id": "grounded", "message": "x" * 20000},
             grpc.StatusCode.INVALID_ARGUMENT,
             "FIELD_TOO_LONG",
+            "input.message",
+        ),
+        # A RAG agent searches with the message: what retrieval refuses is refused
+        # as bad input before any event, not reported as a retryable failed search.
+        (
+            {"agent_id": "grounded", "message": "x" * 5000},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "FIELD_TOO_LONG",
+            "input.message",
+        ),
+        (
+            {"agent_id": "grounded", "message": 'what is "VPN-E42'},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "UNTERMINATED_PHRASE",
             "input.message",
         ),
         (

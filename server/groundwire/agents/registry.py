@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from groundwire.agents.definition import AgentDefinition
 from groundwire.agents.runtime import ExecutionInput, Turn
 from groundwire.domain.errors import invalid, not_found
+from groundwire.domain.query import split_phrases, validate_query_text
 from groundwire.retrieval.requests import FilterCondition, build_filter
 
 
@@ -15,6 +16,8 @@ from groundwire.retrieval.requests import FilterCondition, build_filter
 class AgentLimits:
     max_message_chars: int = 16_384
     max_history_turns: int = 50
+    # The retrieval engine's bound: a RAG agent searches with the message.
+    max_query_chars: int = 4096
 
 
 class AgentRegistry:
@@ -48,14 +51,12 @@ class AgentRegistry:
         if not agent_id:
             raise invalid("FIELD_REQUIRED", "input.agent_id", "agent_id is required")
         agent = self.get(agent_id)
-        if len(message) > self.limits.max_message_chars:
-            raise invalid(
-                "FIELD_TOO_LONG",
-                "input.message",
-                f"message exceeds {self.limits.max_message_chars} characters",
-            )
-        if not message.strip():
-            raise invalid("EMPTY_QUERY", "input.message", "message is empty or whitespace only")
+        text = validate_query_text(message, self.limits.max_message_chars, "input.message")
+        if agent.rag is not None and not agent.rag.agentic:
+            # The message is the search query: refuse what retrieval would refuse
+            # now, before any event, rather than as a failed search mid-execution.
+            validate_query_text(text, self.limits.max_query_chars, "input.message")
+            split_phrases(text, "input.message")
         if len(history) > self.limits.max_history_turns:
             raise invalid(
                 "FIELD_OUT_OF_RANGE",
@@ -76,4 +77,4 @@ class AgentRegistry:
         if len(tenant) > 128:
             raise invalid("FIELD_TOO_LONG", "input.tenant", "tenant exceeds 128 characters")
         flt = build_filter(conditions, "input.filter")
-        return agent, ExecutionInput(message.strip(), tuple(turns), tenant, flt)
+        return agent, ExecutionInput(text, tuple(turns), tenant, flt)

@@ -108,7 +108,7 @@ def merge_filters(configured: MetadataFilter, requested: MetadataFilter) -> Meta
 
 
 def retrieval_failed(err: GroundwireError) -> GroundwireError:
-    kind = ErrorKind.DEADLINE_EXCEEDED if err.kind is ErrorKind.DEADLINE_EXCEEDED else err.kind
+    kind = err.kind
     if kind not in (
         ErrorKind.DEADLINE_EXCEEDED,
         ErrorKind.NOT_FOUND,
@@ -196,10 +196,11 @@ class AgentRuntime:
         action = Action.INVOKE_WITHOUT_CONTEXT
         if rag is not None and not rag.agentic:
             query = await self._retrieval_query(agent, rag, inp, meta)
+            request = self._request(rag, query, scope)
             yield _rag_event(EventType.RAG_SEARCH_STARTED, eid, rag, False)
             t0 = time.perf_counter()
             try:
-                outcome = await self._retriever.retrieve(self._request(rag, query, scope))
+                outcome = await self._retriever.retrieve(request)
             except GroundwireError as err:
                 yield replace(
                     _rag_event(
@@ -286,8 +287,9 @@ class AgentRuntime:
         users = [t.content for t in inp.history if t.role == "user"]
         if rag.query_rewriting == "none" or not inp.history:
             return inp.message
+        cap = min(2000, self._retriever.limits.max_query_chars)
         if rag.query_rewriting == "history":
-            rewritten = " ".join([*users[-2:], inp.message])[-2000:]
+            rewritten = " ".join([*users[-2:], inp.message])[-cap:]
         else:
             convo = "\n".join(f"{t.role}: {t.content}" for t in inp.history[-6:])
             response = await agent.model.complete(
@@ -302,7 +304,11 @@ class AgentRuntime:
                 [],
                 agent.options,
             )
-            rewritten = " ".join(response.content.split())[:2000] or inp.message
+            rewritten = " ".join(response.content.split())[:cap] or inp.message
+        if rewritten.count('"') % 2:
+            # A rewrite (the model's, or a window cut through a phrase) can leave a
+            # quote open: search its words rather than fail the user's request.
+            rewritten = " ".join(rewritten.replace('"', " ").split())
         meta.rewritten_query = rewritten
         return rewritten
 

@@ -235,7 +235,11 @@ async def build_components(cfg: GroundwireConfig) -> Components:
             rerankers,
             cfg.reranking.default_reranker,
         ),
-        AgentLimits(cfg.agent_limits.max_message_chars, cfg.agent_limits.max_history_turns),
+        AgentLimits(
+            cfg.agent_limits.max_message_chars,
+            cfg.agent_limits.max_history_turns,
+            limits.max_query_chars,
+        ),
     )
     runtime = AgentRuntime(retriever, stage)
     return Components(
