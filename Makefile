@@ -1,5 +1,7 @@
-# groundwire — every target sets itself up from nothing (a fresh machine has only
-# python3 >= 3.11). `make run` serves the embedded default; `make test` runs the suite.
+# groundwire — every target sets itself up from nothing but the machine's toolchains:
+# python3 >= 3.11 (and Go for the ops-tool tests; Node.js and Maven for `gen`/`gen-check`
+# and the client smoke tests). `make run` serves the embedded default; `make test` runs
+# the suite.
 
 PYTHON ?= python3
 VENV   := .venv

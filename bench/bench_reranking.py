@@ -13,7 +13,7 @@ offline local-embedding reranker on the BEIR collections.
 3. Quality. First stage: hybrid retrieval exactly as RetrieverService runs it —
    MemoryStore (BM25 lexical leg + exact cosine over all-MiniLM-L6-v2 vectors,
    one chunk per document, max 256 tokens) fused by `groundwire.domain.fusion`
-   (RRF k=60, leg depth 50). Second stage: the `local-embedding-max-sim`
+   (RRF at the default k, leg depth 50). Second stage: the `local-embedding-max-sim`
    reranker through `RerankingStage` over the top `--depth` hybrid results,
    which are then ordered by rerank relevance. Metrics: nDCG@10 (linear gains,
    as trec_eval/BEIR), nDCG@5 and MRR@5 (seed 001's primary/secondary), per
@@ -323,7 +323,7 @@ async def bench_quality(args: argparse.Namespace) -> None:
     settings = StageSettings(maximum_candidates=args.depth, timeout_seconds=600)
     fusion = FusionSettings()
     print(
-        f"quality: hybrid (RRF k=60, leg depth 50) top {args.depth} -> {reranker.name} "
+        f"quality: hybrid (RRF k={fusion.k}, leg depth 50) top {args.depth} -> {reranker.name} "
         f"({reranker.model}, max {args.max_windows} windows)"
     )
     print(f"  embedding model    {embedder.info.descriptor()}, max {MAX_SEQ} tokens")

@@ -23,7 +23,7 @@ present in the corpus; semantic queries are fresh points drawn like the data.
 Recall@10 compares the PostgreSQL HNSW top 10 with the exact top 10 (the in-memory
 store's exact search). Latencies are store calls only (no embedding, no gRPC), one
 at a time, after one warm-up pass over the same queries; hybrid runs both legs
-concurrently and fuses with RRF (k = 60). Bulk upsert is begin + stage in batches of
+concurrently and fuses with RRF (the default k). Bulk upsert is begin + stage in batches of
 200 documents + publish; for PostgreSQL publish includes building the HNSW graph.
 """
 

@@ -108,7 +108,12 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("baseline", help="RUN.json[:variant] (the control, e.g. reranking off)")
     cmp_.add_argument("candidate", help="RUN.json[:variant] (the change, e.g. reranking on)")
     cmp_.add_argument("--out", type=Path, required=True)
-    cmp_.add_argument("--gate", type=Path, help="gate TOML (default: eval/gate.toml values)")
+    cmp_.add_argument(
+        "--gate",
+        type=Path,
+        help="gate TOML, e.g. eval/gate.toml (default: seed 001's thresholds and reliability "
+        "targets, no latency targets)",
+    )
     cmp_.add_argument("--primary", help="primary metric (default: the gate's)")
     cmp_.add_argument("--slice-field", action="append", default=[], help="slice field(s)")
     cmp_.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples")
