@@ -14,7 +14,6 @@ answer). Cancellation (a disconnected client) propagates into the model call.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import time
 import uuid
@@ -78,7 +77,6 @@ from groundwire.providers.chat.base import (
 from groundwire.reranking.stage import RerankingStage, failure_error
 from groundwire.retrieval.engine import Retriever
 
-log = logging.getLogger("groundwire.agents")
 _CALL_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
 

@@ -15,7 +15,7 @@ from groundwire.agents.runtime import AgentRuntime, ExecutionInput
 from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import duration, filter_from_proto, mode_to_proto, score_to_proto
 from groundwire.api.pagination import page_of_names
-from groundwire.api.reranker import reranking_metadata_to_proto
+from groundwire.api.reranker import outcome_to_proto, reranking_metadata_to_proto
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.rag_policy import (
     ExecutionMode,
@@ -24,7 +24,6 @@ from groundwire.domain.rag_policy import (
     NoContextBehavior,
     NoContextReason,
 )
-from groundwire.domain.reranking import RerankOutcome
 from groundwire.domain.retrieval import RankedResult
 from groundwire_client.v1 import agent_pb2, agent_pb2_grpc, common_pb2, reranker_pb2
 
@@ -44,9 +43,6 @@ _REASONS = {
 _ITEM_REASONS = {r: agent_pb2.RagItemReason.Value(f"RAG_ITEM_REASON_{r.value}") for r in ItemReason}
 _EVENTS = {
     e: agent_pb2.ExecutionEventType.Value(f"EXECUTION_EVENT_TYPE_{e.value}") for e in EventType
-}
-_OUTCOMES = {
-    o: reranker_pb2.RerankOutcome.Value(f"RERANK_OUTCOME_{o.value}") for o in RerankOutcome
 }
 _ROLES: dict[int, str | None] = {
     agent_pb2.TURN_ROLE_USER: "user",
@@ -183,7 +179,7 @@ def event_to_proto(event: ExecutionEvent, sequence: int) -> agent_pb2.ExecuteStr
                 candidate_count=s.candidate_count,
                 accepted_count=s.accepted_count,
                 reranking_outcome=(
-                    _OUTCOMES[s.reranking_outcome]
+                    outcome_to_proto(s.reranking_outcome)
                     if s.reranking_outcome
                     else reranker_pb2.RERANK_OUTCOME_UNSPECIFIED
                 ),

@@ -24,15 +24,13 @@ from groundwire.reranking.service import RerankingService
 from groundwire_client.v1 import reranker_pb2, reranker_pb2_grpc
 
 __all__ = [
-    "RERANKER_SERVICE",
     "RerankerServicer",
     "answerability_to_proto",
     "failure_policy_from_proto",
+    "outcome_to_proto",
     "reranked_candidate_to_proto",
     "reranking_metadata_to_proto",
 ]
-
-RERANKER_SERVICE: str = reranker_pb2.DESCRIPTOR.services_by_name["RerankerService"].full_name
 
 _OUTCOMES = {
     RerankOutcome.SUCCEEDED: reranker_pb2.RERANK_OUTCOME_SUCCEEDED,
@@ -67,13 +65,17 @@ def answerability_to_proto(value: Answerability) -> reranker_pb2.Answerability.V
     return _ANSWERABILITY[value]
 
 
+def outcome_to_proto(value: RerankOutcome) -> reranker_pb2.RerankOutcome.ValueType:
+    return _OUTCOMES[value]
+
+
 def reranked_candidate_to_proto(c: RerankedCandidate) -> reranker_pb2.RerankedCandidate:
     msg = reranker_pb2.RerankedCandidate(
         document_id=c.document_id,
         chunk_id=c.chunk_id,
         original_rank=c.original_rank,
         rerank_rank=c.rerank_rank,
-        answerability=_ANSWERABILITY[c.answerability],
+        answerability=answerability_to_proto(c.answerability),
     )
     if c.rerank_relevance is not None:
         msg.rerank_relevance = c.rerank_relevance
@@ -86,9 +88,9 @@ def reranking_metadata_to_proto(m: RerankingMetadata) -> reranker_pb2.RerankingM
         ran=m.ran,
         candidate_count=m.candidate_count,
         duration=duration(m.duration_seconds),
-        outcome=_OUTCOMES[m.outcome],
+        outcome=outcome_to_proto(m.outcome),
         failure_policy=_POLICIES_OUT[m.failure_policy],
-        answerability=_ANSWERABILITY[m.answerability],
+        answerability=answerability_to_proto(m.answerability),
         timed_out=m.timed_out,
         failure_code=m.failure_code.value if m.failure_code is not None else "",
         candidates=[reranked_candidate_to_proto(c) for c in m.candidates],

@@ -39,7 +39,7 @@ from pydantic import Field, field_validator, model_validator
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPolicy
 from groundwire.agents.tools import PythonTool, Tool, load_callable
-from groundwire.app.secrets import ConfigError, SecretRef, _Strict
+from groundwire.app.secrets import ConfigError, SecretRef, _Strict, http_base_url
 from groundwire.domain.rag_policy import (
     AcceptancePolicy,
     ContextBudgetPolicy,
@@ -74,9 +74,7 @@ class OpenAIModelConfig(_Strict):
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str) -> str:
-        if not re.match(r"^https?://", v):
-            raise ValueError("base_url must start with http:// or https://")
-        return v.rstrip("/")
+        return http_base_url(v)
 
 
 ModelProviderConfig = Annotated[OfflineModelConfig | OpenAIModelConfig, Field(discriminator="kind")]

@@ -26,7 +26,7 @@ from groundwire.app.reranker_config import (
     check_reranker_references,
     resolve_reranker_paths,
 )
-from groundwire.app.secrets import ConfigError, SecretRef, _Strict
+from groundwire.app.secrets import ConfigError, SecretRef, _Strict, http_base_url
 
 __all__ = ["ConfigError", "GroundwireConfig", "SecretRef", "load_config", "parse_config"]
 
@@ -153,9 +153,7 @@ class OpenAICompatibleEmbedderConfig(_Strict):
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str) -> str:
-        if not re.match(r"^https?://", v):
-            raise ValueError("base_url must start with http:// or https://")
-        return v.rstrip("/")
+        return http_base_url(v)
 
 
 class HashingEmbedderConfig(_Strict):

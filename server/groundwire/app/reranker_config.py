@@ -34,9 +34,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from groundwire.app.secrets import SecretRef
+from groundwire.app.secrets import SecretRef, _Strict
 from groundwire.domain.reranking import FailurePolicy
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.providers.rerankers.base import Reranker
@@ -69,11 +69,6 @@ __all__ = [
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 # The full service name, for health and reflection (protobuf only: no gRPC import).
 RERANKER_SERVICE: str = reranker_pb2.DESCRIPTOR.services_by_name["RerankerService"].full_name
-
-
-class _Strict(BaseModel):
-    # The same strictness as app/config.py: unknown keys are errors.
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 _Threshold = Annotated[float, Field(ge=0.0, le=1.0)]

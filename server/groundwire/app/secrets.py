@@ -1,9 +1,10 @@
-"""Configuration building blocks shared by every config section: strict models
-and secret references (never inline secret values)."""
+"""Configuration building blocks shared by every config section: strict models,
+secret references (never inline secret values) and the base-URL rule."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -15,6 +16,13 @@ class ConfigError(Exception):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def http_base_url(value: str) -> str:
+    """A provider base URL: http(s) only, without a trailing slash."""
+    if not re.match(r"^https?://", value):
+        raise ValueError("base_url must start with http:// or https://")
+    return value.rstrip("/")
 
 
 class SecretRef(_Strict):

@@ -53,9 +53,7 @@ def parse_lexical(text: str, field_path: str = "query.text") -> LexicalQuery:
         words = tuple(phrase_words(phrase))
         if words:
             phrase_tokens.append(words)
-    return LexicalQuery(
-        text=text, terms=tuple(terms), phrases=tuple(phrase_tokens), raw_phrases=tuple(phrases)
-    )
+    return LexicalQuery(text=text, terms=tuple(terms), phrases=tuple(phrase_tokens))
 
 
 def contains_phrase(words: list[str], phrase: tuple[str, ...]) -> bool:

@@ -30,14 +30,6 @@ class MetadataFilter:
 
     conditions: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
-    def matches(self, metadata: Mapping[str, str]) -> bool:
-        """True when every condition's key is present with an accepted value."""
-        for key, accepted in self.conditions.items():
-            value = metadata.get(key)
-            if value is None or value not in accepted:
-                return False
-        return True
-
     @property
     def empty(self) -> bool:
         return not self.conditions
@@ -60,7 +52,6 @@ class LexicalQuery:
     text: str
     terms: tuple[str, ...]
     phrases: tuple[tuple[str, ...], ...]
-    raw_phrases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -57,12 +56,6 @@ def phrase_words(text: str) -> list[str]:
     """The word sequence used for exact-phrase matching: alphanumeric runs,
     lower-cased (so "account recovery" matches "Account-Recovery")."""
     return [p.lower() for p in _PART.findall(text)]
-
-
-def iter_words(text: str) -> Iterator[str]:
-    """Alphanumeric runs, lower-cased, lazily."""
-    for m in _PART.finditer(text):
-        yield m.group(0).lower()
 
 
 def estimate_tokens(text: str) -> int:

@@ -8,12 +8,11 @@ carry bounds and positions only, never the offending text.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from groundwire.domain.errors import ErrorKind, GroundwireError, failed_precondition, invalid
+from groundwire.domain.errors import failed_precondition, invalid, not_found
 from groundwire.domain.query import validate_query_text
 from groundwire.domain.reranking import FailurePolicy, RerankCandidate
 from groundwire.reranking.stage import StageSettings
@@ -27,7 +26,6 @@ __all__ = [
     "build_rerank_call",
 ]
 
-RERANKER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # An enum value this server does not know (proto3 enums are open).
 UNRECOGNIZED: Literal["UNRECOGNIZED"] = "UNRECOGNIZED"
 
@@ -183,12 +181,9 @@ def build_rerank_call(
             "RERANKER_NOT_CONFIGURED",
             "no reranker was named and the server has no default reranker",
         )
-    if not RERANKER_NAME.match(name) or name not in known_rerankers:
-        raise GroundwireError(
-            ErrorKind.NOT_FOUND,
-            "RERANKER_NOT_FOUND",
-            f"no reranker with that name (name of {len(name)} chars)",
-            (),
+    if name not in known_rerankers:  # configured names are checked at load
+        raise not_found(
+            "RERANKER_NOT_FOUND", f"no reranker with that name (name of {len(name)} chars)"
         )
     assert isinstance(policy, FailurePolicy)
     return RerankCall(name, clean_query, clean, StageSettings(bound, timeout, policy))
