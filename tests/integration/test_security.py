@@ -13,6 +13,7 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from groundwire.app.config import parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
@@ -182,6 +183,11 @@ async def test_health_and_reflection_are_public(channel) -> None:
     assert (
         await health.Check(health_pb2.HealthCheckRequest())
     ).status == health_pb2.HealthCheckResponse.SERVING
+    reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
+    request = reflection_pb2.ServerReflectionRequest(list_services="")
+    replies = [r async for r in reflection.ServerReflectionInfo(iter([request]))]
+    names = {s.name for r in replies for s in r.list_services_response.service}
+    assert "groundwire.v1.RetrieverService" in names, replies
 
 
 async def test_tenant_cannot_be_widened_and_data_is_isolated(channel) -> None:

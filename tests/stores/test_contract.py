@@ -161,7 +161,7 @@ async def test_lexical_identifiers_are_findable(store: Store, index_name: str) -
         assert hits[0].document_id == expected, query
         assert hits[0].score.higher_is_better
         assert hits[0].score.relevance is None
-        assert hits[0].score.metric in (ScoreMetric.BM25, ScoreMetric.TEXT_RANK)
+        assert hits[0].score.metric is ScoreMetric.BM25
 
 
 async def test_exact_phrase_requires_contiguous_words(store: Store, index_name: str) -> None:
@@ -544,7 +544,5 @@ async def test_lexical_ranking_is_bm25(store: Store, index_name: str) -> None:
     assert order[0] == "short"
     assert order.index("short") < order.index("long")
     assert order.index("rare") < min(order.index(f"common{i}") for i in (1, 2, 3))
-    assert all(h.score.metric is ScoreMetric.BM25 for h in hits) or all(
-        h.score.metric is ScoreMetric.TEXT_RANK for h in hits
-    )
+    assert all(h.score.metric is ScoreMetric.BM25 for h in hits)
     assert [h.score.raw for h in hits] == sorted((h.score.raw for h in hits), reverse=True)

@@ -146,5 +146,7 @@ def test_keys_create_prints_a_loadable_entry(capsys: pytest.CaptureFixture[str])
     entry = tomllib.loads(out.out)["auth"]["keys"][0]
     assert entry["hash"] == hash_key(key) and key not in out.out
     cfg = _parse({"auth": {"keys": [entry]}})
-    ring = KeyRing([StoredKey("k1", cfg.auth.keys[0].hash, "acme", frozenset())])
+    k = cfg.auth.keys[0]
+    assert (k.id, k.tenant, k.permissions) == ("k1", "acme", ["retrieve", "ingest"])
+    ring = KeyRing([StoredKey(k.id, k.hash, k.tenant, frozenset())])
     assert ring.authenticate(f"Bearer {key}").tenant == "acme"

@@ -137,6 +137,22 @@ async def test_success_orders_by_rerank_relevance_with_full_metadata(
     assert 0 <= md.duration_seconds < 1
 
 
+class DisagreeingAggregate(Scripted):
+    """Every candidate judged answerable, the aggregate NOT_ANSWERABLE."""
+
+    async def rerank(self, query: str, candidates: Sequence[RerankCandidate]) -> RerankerOutput:
+        out = await super().rerank(query, candidates)
+        return RerankerOutput(out.judgements, Answerability.NOT_ANSWERABLE)
+
+
+async def test_the_provider_aggregate_is_authoritative(stage: RerankingStage) -> None:
+    # Seed 001 rule 3: the stage reports the provider's aggregate, not one derived
+    # from the candidate judgements.
+    result = await stage.run(DisagreeingAggregate([0.9, 0.8]), QUERY, cands(2), StageSettings())
+    assert all(c.answerability is Answerability.ANSWERABLE for c in result.order)
+    assert result.metadata.answerability is Answerability.NOT_ANSWERABLE
+
+
 async def test_default_settings_are_the_seed_defaults() -> None:
     s = StageSettings()
     assert (s.maximum_candidates, s.timeout_seconds, s.failure_policy) == (5, 5.0, KEEP)

@@ -1,5 +1,6 @@
-"""One interceptor for every RPC: request id, safe request decoding, error
-mapping and a content-free access log.
+"""One interceptor for every RPC: request id, authentication and permissions,
+deadline propagation, safe request decoding, error mapping and a content-free
+access log.
 
 - The request id comes from the caller's `x-request-id` metadata (bounded,
   printable) or is generated, is bound in a contextvar for logs, and is returned

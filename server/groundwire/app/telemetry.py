@@ -25,7 +25,7 @@ _installed: list[str] = []
 
 def install_metrics(address: str) -> bool:
     """Install the global MeterProvider and serve /metrics on `address` (once per
-    process; later calls with the same address are no-ops). Returns True when
+    process; later calls are no-ops, whatever their address). Returns True when
     this call started the exporter."""
     if _installed:
         return False

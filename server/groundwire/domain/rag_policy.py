@@ -3,7 +3,7 @@ Policies", "Answerability acceptance criteria", "Context selection"), as pure
 functions over retrieval results. The agent runtime calls them in order:
 
     accept() -> [reranking stage] -> gate_answerability() -> select_context()
-    -> decide_no_context()
+    -> no_context_reason_for() / decide()
 
 Nothing here performs I/O, and nothing modifies a retrieval score: every stage
 returns the same result objects, re-ordered or annotated with reasons.

@@ -92,7 +92,7 @@ class DocumentRecord:
 
 @dataclass(frozen=True, slots=True)
 class ChunkRecord:
-    """A chunk as stored. `metadata` is the document's metadata plus chunk-level keys."""
+    """A chunk as stored; its hits carry the document's metadata."""
 
     chunk_id: str
     ordinal: int

@@ -27,8 +27,8 @@ Answering, in order:
 
 1. If a tool named `search_documents` is offered, there is no evidence, and no
    tool result has arrived since the question, the answer is one call of that
-   tool with arguments `{"query": <the question>}` (id `call_<k>`, k counting the
-   tool calls already in the conversation), finish reason "tool_calls".
+   tool with arguments `{"query": <the question>}` (id `call_<k>`, k one more than
+   the tool calls already in the conversation), finish reason "tool_calls".
 2. With evidence: the extractive answer. Sources are split into sentences (line
    by line, then at `.`, `!`, `?`; markdown headings are not candidates). A
    sentence scores the number of distinct question words it contains, words being

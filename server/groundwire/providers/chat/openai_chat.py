@@ -18,7 +18,8 @@ What the adapter checks and what it leaves to the caller:
 - A response needs a `choices` list with a first choice carrying a message
   (unary) or deltas (stream); content must be a string or null; every tool call
   needs a function name and string arguments. Anything else is
-  MODEL_INVALID_RESPONSE. A tool call without an id gets `call_<index>`.
+  MODEL_INVALID_RESPONSE. A tool call without an id gets `call_<position>` (its
+  position among the response's tool calls).
 - Tool-call arguments are passed through as raw text (empty becomes `{}`): a
   model that writes invalid JSON arguments is answered with a tool error by the
   agent runtime, which is more useful than failing the whole execution.
