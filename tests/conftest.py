@@ -7,20 +7,17 @@ import logging
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import grpc
-import psycopg
 import pytest
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from groundwire.app.config import GroundwireConfig, parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
 from groundwire.app.wiring import RunningApp, start_app
 from groundwire_client.v1 import retriever_pb2_grpc
+from tests.support.databases import create_database, drop_database
 
 
 def handbook_config(**overrides: object) -> GroundwireConfig:
@@ -76,16 +73,11 @@ def postgres_dsn() -> Iterator[str]:
 def fresh_database(postgres_dsn: str) -> Iterator[str]:
     """A new, empty database on the test server (dropped afterwards): tests that
     start whole servers on PostgreSQL never see each other's indexes."""
-    name = f"gw_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    dsn = create_database(postgres_dsn)
     try:
-        yield make_conninfo(postgres_dsn, dbname=name)
+        yield dsn
     finally:
-        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+        drop_database(postgres_dsn, dsn)
 
 
 @pytest.fixture(scope="session")

@@ -38,6 +38,7 @@ from groundwire.stores.memory import MemoryStore
 from groundwire.stores.pg_embedded import EmbeddedPostgres, start_embedded_sync
 from groundwire.stores.pg_schema import LATEST_VERSION, apply_migrations
 from groundwire.stores.postgres import PostgresSettings, PostgresStore, open_postgres_store
+from tests.support.databases import create_database
 
 DIM = 8
 
@@ -53,17 +54,9 @@ def server() -> Iterator[EmbeddedPostgres]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def fresh_database(server: EmbeddedPostgres) -> str:
-    """A new, empty database on the test server; returns its DSN."""
-    name = f"gw_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server.dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return make_conninfo(server.dsn, dbname=name)
-
-
 @pytest.fixture
 def dsn(server: EmbeddedPostgres) -> str:
-    return fresh_database(server)
+    return create_database(server.dsn)
 
 
 def settings(dsn: str, **overrides: int) -> PostgresSettings:
@@ -137,8 +130,11 @@ async def test_migrations_are_idempotent_and_safe_for_concurrent_starts(dsn: str
 
 
 # The schema as migration 3 left it, reconstructed from the current one: index-wide
-# BM25 statistics and document ids unique per index.
+# BM25 statistics and document ids unique per index (the index-wide token total
+# comes back at 0: only the migrations under test read the published data).
 _DOWNGRADE_TO_3 = (
+    "ALTER TABLE gw_indexes ADD COLUMN token_count bigint NOT NULL DEFAULT 0",
+    "DELETE FROM gw_schema_migrations WHERE version = 5",
     "DROP TABLE gw_tenant_stats",
     "DELETE FROM gw_term_stats",
     "ALTER TABLE gw_term_stats DROP CONSTRAINT gw_term_stats_pkey, DROP COLUMN tenant, "
@@ -182,7 +178,7 @@ async def test_migration_4_keys_documents_by_tenant_and_splits_statistics(
     """A database written before migration 4 (index-wide statistics) upgrades in place:
     every tenant then ranks over its own statistics, exactly as a fresh database does,
     and rows of a version left staging stay out of them."""
-    old, fresh = fresh_database(server), fresh_database(server)
+    old, fresh = create_database(server.dsn), create_database(server.dsn)
     s = spec("upgrade", dims=None)
     docs = [
         doc("a1", ["probe alpha POL-HR-014", "beta gamma"], None, tenant="acme"),
@@ -242,7 +238,7 @@ async def test_migration_4_keys_documents_by_tenant_and_splits_statistics(
 async def test_missing_extension_is_a_clear_failed_precondition(server: EmbeddedPostgres) -> None:
     # pgvector is not a trusted extension: a role without superuser cannot create
     # it, which is exactly what a DSN pointing at a server without it looks like.
-    dsn = fresh_database(server)
+    dsn = create_database(server.dsn)
     role = f"gw_plain_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'CREATE ROLE "{role}" LOGIN')

@@ -85,7 +85,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                 published_metric text NOT NULL,
                 published_chunking text NOT NULL,
                 next_version bigint NOT NULL DEFAULT 1,
-                -- published totals, maintained at publish (BM25 needs N and avgdl)
+                -- published totals, maintained at publish (token_count: dropped by 5)
                 document_count bigint NOT NULL DEFAULT 0,
                 chunk_count bigint NOT NULL DEFAULT 0,
                 token_count bigint NOT NULL DEFAULT 0,
@@ -316,6 +316,13 @@ MIGRATIONS: tuple[Migration, ...] = (
             GROUP BY 1, 2
             """,
         ),
+    ),
+    Migration(
+        5,
+        "drop the index-wide token count",
+        # BM25's average length is per tenant (gw_tenant_stats) since migration 4;
+        # nothing reads the index-wide total any more.
+        ("ALTER TABLE gw_indexes DROP COLUMN token_count",),
     ),
 )
 

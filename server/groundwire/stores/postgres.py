@@ -166,6 +166,11 @@ class PostgresSettings:
     hnsw_ef_search: int = 100
     connect_timeout_ms: int = 5_000
 
+    @property
+    def acquire_s(self) -> float:
+        """How long to wait for a pooled connection (or to establish one)."""
+        return min(self.connect_timeout_ms, self.statement_timeout_ms) / 1000
+
     def validate(self) -> None:
         """Reject settings PostgreSQL or pgvector would refuse later."""
         if not 0 <= self.pool_min_size <= self.pool_max_size or self.pool_max_size < 1:
@@ -410,7 +415,6 @@ _PUBLISH_CHUNKS_SQL = (
         INSERT INTO gw_term_stats (index_id, tenant, term, df)
         SELECT %(index_id)s, tenant, term, delta FROM deltas
         ON CONFLICT (index_id, tenant, term) DO UPDATE SET df = gw_term_stats.df + EXCLUDED.df
-        RETURNING 1
     ),
     sizes AS (
         SELECT tenant, sum(n) AS n, sum(tokens) AS tokens FROM (
@@ -426,11 +430,8 @@ _PUBLISH_CHUNKS_SQL = (
         ON CONFLICT (index_id, tenant) DO UPDATE SET
             chunk_count = gw_tenant_stats.chunk_count + EXCLUDED.chunk_count,
             token_count = gw_tenant_stats.token_count + EXCLUDED.token_count
-        RETURNING 1
     )
-    SELECT (SELECT count(*) FROM gone), (SELECT coalesce(sum(token_count), 0) FROM gone),
-           (SELECT count(*) FROM added), (SELECT coalesce(sum(token_count), 0) FROM added),
-           (SELECT count(*) FROM stats), (SELECT count(*) FROM tenant_sizes)
+    SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM added)
 """
 )
 
@@ -461,10 +462,8 @@ _PUBLISH_DOCUMENTS_SQL = (
         GROUP BY tenant
         ON CONFLICT (index_id, tenant) DO UPDATE SET
             document_count = gw_tenant_stats.document_count + EXCLUDED.document_count
-        RETURNING 1
     )
-    SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM added),
-           (SELECT count(*) FROM tenant_docs)
+    SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM added)
 """
 )
 
@@ -499,7 +498,7 @@ class PostgresStore:
         self._pool = pool
         self._settings = settings
         self._embedded = embedded
-        self._acquire_s = min(settings.connect_timeout_ms, settings.statement_timeout_ms) / 1000
+        self._acquire_s = settings.acquire_s
         # A bound on every operation even when the server stops answering entirely
         # (statement_timeout is enforced by the server, so it cannot cover that).
         statement_s = settings.statement_timeout_ms / 1000
@@ -996,7 +995,6 @@ class PostgresStore:
                     published_chunking = %(chunking)s,
                     document_count = document_count - %(docs_out)s + %(docs_in)s,
                     chunk_count = chunk_count - %(chunks_out)s + %(chunks_in)s,
-                    token_count = token_count - %(tokens_out)s + %(tokens_in)s,
                     updated_at = now()
                 WHERE id = %(index_id)s
                 """,
@@ -1009,12 +1007,10 @@ class PostgresStore:
                     "docs_out": int(docs[0]),
                     "docs_in": int(docs[1]),
                     "chunks_out": int(chunks[0]),
-                    "chunks_in": int(chunks[2]),
-                    "tokens_out": int(chunks[1]),
-                    "tokens_in": int(chunks[3]),
+                    "chunks_in": int(chunks[1]),
                 },
             )
-            return index_id, int(chunks[2]), await self._state(conn, name)
+            return index_id, int(chunks[1]), await self._state(conn, name)
 
     async def discard_version(self, name: str, version: int) -> None:
         async with self._conn(self._write_limit_s) as conn, conn.transaction():
@@ -1540,7 +1536,7 @@ async def open_postgres_store(settings: PostgresSettings) -> PostgresStore:
         async def configure(conn: Conn) -> None:
             await _configure(conn, settings)
 
-        acquire_s = min(settings.connect_timeout_ms, settings.statement_timeout_ms) / 1000
+        acquire_s = settings.acquire_s
         pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             dsn,
             min_size=settings.pool_min_size,
