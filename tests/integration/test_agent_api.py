@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2, status_pb2
 
 from groundwire.app.config import parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
@@ -280,6 +281,13 @@ async def test_rerank_fail_policy_blocks_model(stub) -> None:
         await execute(stub, "rerank-fail", "parental leave")
     err = rich_error(info.value)
     assert err.code == grpc.StatusCode.UNAVAILABLE and err.reason == "RERANKER_FAILED"
+    # The unary error is the runtime's, whole: the failure code travels with it as
+    # it does from RerankerService.
+    raw = dict(info.value.trailing_metadata())["grpc-status-details-bin"]
+    details = status_pb2.Status.FromString(raw).details
+    error_info = error_details_pb2.ErrorInfo()
+    assert any(d.Unpack(error_info) for d in details if d.Is(error_info.DESCRIPTOR))
+    assert error_info.metadata["failure_code"] == "RerankerUnavailable"
     events = await stream(stub, "rerank-fail", "parental leave")
     assert events[-1].type == E.Value("EXECUTION_EVENT_TYPE_EXECUTION_FAILED")
     assert events[-1].error_code == "RERANKER_FAILED"

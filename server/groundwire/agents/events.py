@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from groundwire.domain.errors import ErrorKind
+from groundwire.domain.errors import GroundwireError
 from groundwire.domain.rag_policy import (
     Acceptance,
     BudgetFigures,
@@ -125,4 +125,5 @@ class ExecutionEvent:
     result: ExecutionResult | None = None
     error_code: str = ""
     error_message: str = ""
-    error_kind: ErrorKind | None = None
+    # The whole error (kind, metadata, retry hint) for the unary call to raise.
+    error: GroundwireError | None = None

@@ -147,7 +147,7 @@ class AgentRuntime:
                 eid,
                 error_code=err.reason,
                 error_message=err.message,
-                error_kind=err.kind,
+                error=err,
             )
             return
         result.seconds = time.perf_counter() - started

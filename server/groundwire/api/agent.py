@@ -287,7 +287,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
 
 def failure_from_event(event: ExecutionEvent) -> GroundwireError:
-    """The unary error for a failed execution (same code the stream reports)."""
-    return GroundwireError(
-        event.error_kind or ErrorKind.UNAVAILABLE, event.error_code, event.error_message
-    )
+    """The unary error for a failed execution: the runtime's error itself (the
+    stream reports its code and message)."""
+    if event.error is not None:
+        return event.error
+    return GroundwireError(ErrorKind.UNAVAILABLE, event.error_code, event.error_message)
