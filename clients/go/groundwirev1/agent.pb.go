@@ -1621,7 +1621,9 @@ type RagSearchEvent struct {
 	RerankingOutcome RerankOutcome `protobuf:"varint,6,opt,name=reranking_outcome,json=rerankingOutcome,proto3,enum=groundwire.v1.RerankOutcome" json:"reranking_outcome,omitempty"`
 	// Output only. Search duration (completed/failed).
 	Duration *durationpb.Duration `protobuf:"bytes,7,opt,name=duration,proto3" json:"duration,omitempty"`
-	// Output only. Whether this search came from the search_documents tool.
+	// Output only. Always false: searches of the search_documents tool are
+	// reported as TOOL_CALL events and in the result's RAG metadata (searches),
+	// not as RAG_SEARCH events.
 	Agentic       bool `protobuf:"varint,8,opt,name=agentic,proto3" json:"agentic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from groundwire.agents.tools import Tool
+from groundwire.agents.tools import SearchDocumentsTool, Tool
 from groundwire.domain.rag_policy import (
     AcceptancePolicy,
     ContextBudgetPolicy,
@@ -54,3 +54,12 @@ class AgentDefinition:
     rag: RagPolicy | None = None
     max_tool_steps: int = 4
     options: ChatOptions = field(default_factory=ChatOptions)
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Every tool the model is offered: the configured ones, plus the built-in
+        search tool when RAG is agentic."""
+        names = [t.name for t in self.tools]
+        if self.rag is not None and self.rag.agentic:
+            names.append(SearchDocumentsTool.name)
+        return names

@@ -40,7 +40,6 @@ class RagSearchInfo:
     accepted_count: int = 0
     reranking_outcome: RerankOutcome | None = None
     seconds: float = 0.0
-    agentic: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -195,15 +195,13 @@ class AgentRuntime:
         if rag is not None and not rag.agentic:
             query = await self._retrieval_query(agent, rag, inp, meta)
             request = self._request(rag, query, scope)
-            yield _rag_event(EventType.RAG_SEARCH_STARTED, eid, rag, False)
+            yield _rag_event(EventType.RAG_SEARCH_STARTED, eid, rag)
             t0 = time.perf_counter()
             try:
                 outcome = await self._retriever.retrieve(request)
             except GroundwireError as err:
                 yield replace(
-                    _rag_event(
-                        EventType.RAG_SEARCH_FAILED, eid, rag, False, time.perf_counter() - t0
-                    ),
+                    _rag_event(EventType.RAG_SEARCH_FAILED, eid, rag, time.perf_counter() - t0),
                     error_code=err.reason,
                 )
                 raise retrieval_failed(err) from None
@@ -235,7 +233,7 @@ class AgentRuntime:
             gate = gate_answerability(rag.mode, ordered, rerank_outcome, aggregate)
             meta.context_excluded.extend(gate.excluded)
             costs = PromptCosts(
-                instructions=estimate_tokens(framework_rules(rag.mode, True) + agent.instructions),
+                instructions=estimate_tokens(rules + agent.instructions),  # rules with context
                 history=sum(estimate_tokens(t.content) for t in inp.history),
                 query=estimate_tokens(_question_text(rag, question, 0)),
                 other=sum(estimate_tokens(json.dumps(_spec(t).parameters)) for t in tools),
@@ -489,15 +487,9 @@ def _search_completed(
     return ExecutionEvent(EventType.RAG_SEARCH_COMPLETED, eid, rag_search=info)
 
 
-def _rag_event(
-    kind: EventType, eid: str, rag: RagPolicy, agentic: bool, seconds: float = 0.0
-) -> ExecutionEvent:
+def _rag_event(kind: EventType, eid: str, rag: RagPolicy, seconds: float = 0.0) -> ExecutionEvent:
     info = RagSearchInfo(
-        rag.index_name,
-        rag.retrieval_mode,
-        rag.acceptance.candidate_count,
-        seconds=seconds,
-        agentic=agentic,
+        rag.index_name, rag.retrieval_mode, rag.acceptance.candidate_count, seconds=seconds
     )
     return ExecutionEvent(kind, eid, rag_search=info)
 

@@ -184,7 +184,6 @@ def event_to_proto(event: ExecutionEvent, sequence: int) -> agent_pb2.ExecuteStr
                     else reranker_pb2.RERANK_OUTCOME_UNSPECIFIED
                 ),
                 duration=duration(s.seconds),
-                agentic=s.agentic,
             )
         )
     if event.tool_call is not None:
@@ -210,8 +209,7 @@ def describe_agent(agent: AgentDefinition) -> agent_pb2.AgentDescription:
         name=agent.name,
         description=agent.description,
         model=agent.model_ref,
-        tools=[t.name for t in agent.tools]
-        + (["search_documents"] if agent.rag and agent.rag.agentic else []),
+        tools=agent.tool_names,
     )
     if agent.rag is not None:
         r = agent.rag

@@ -38,7 +38,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPolicy
-from groundwire.agents.tools import PythonTool, Tool, load_callable
+from groundwire.agents.tools import PythonTool, SearchDocumentsTool, Tool, load_callable
 from groundwire.app.secrets import ConfigError, SecretRef, _Strict, http_base_url
 from groundwire.domain.rag_policy import (
     AcceptancePolicy,
@@ -58,7 +58,7 @@ ChatModelFactory = Callable[[str], ChatModel]
 
 AGENT_ID = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 MODEL_REF = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,63})/(.{1,256})$")
-BUILTIN_TOOLS = frozenset({"search_documents"})
+BUILTIN_TOOLS = frozenset({SearchDocumentsTool.name})
 
 
 class OfflineModelConfig(_Strict):

@@ -900,7 +900,10 @@ class RagSearchEvent(_message.Message):
     reranking_outcome: _reranker_pb2.RerankOutcome.ValueType
     """Output only. Reranking outcome (completed only)."""
     agentic: _builtins.bool
-    """Output only. Whether this search came from the search_documents tool."""
+    """Output only. Always false: searches of the search_documents tool are
+    reported as TOOL_CALL events and in the result's RAG metadata (searches),
+    not as RAG_SEARCH events.
+    """
     @_builtins.property
     def duration(self) -> _duration_pb2.Duration:
         """Output only. Search duration (completed/failed)."""

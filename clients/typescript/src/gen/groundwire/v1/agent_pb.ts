@@ -812,7 +812,9 @@ export type RagSearchEvent = Message<"groundwire.v1.RagSearchEvent"> & {
   duration?: Duration | undefined;
 
   /**
-   * Output only. Whether this search came from the search_documents tool.
+   * Output only. Always false: searches of the search_documents tool are
+   * reported as TOOL_CALL events and in the result's RAG metadata (searches),
+   * not as RAG_SEARCH events.
    *
    * @generated from field: bool agentic = 8;
    */

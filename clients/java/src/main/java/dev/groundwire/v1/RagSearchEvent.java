@@ -242,7 +242,9 @@ private static final long serialVersionUID = 0L;
   private boolean agentic_ = false;
   /**
    * <pre>
-   * Output only. Whether this search came from the search_documents tool.
+   * Output only. Always false: searches of the search_documents tool are
+   * reported as TOOL_CALL events and in the result's RAG metadata (searches),
+   * not as RAG_SEARCH events.
    * </pre>
    *
    * <code>bool agentic = 8 [json_name = "agentic"];</code>
@@ -1261,7 +1263,9 @@ private static final long serialVersionUID = 0L;
     private boolean agentic_ ;
     /**
      * <pre>
-     * Output only. Whether this search came from the search_documents tool.
+     * Output only. Always false: searches of the search_documents tool are
+     * reported as TOOL_CALL events and in the result's RAG metadata (searches),
+     * not as RAG_SEARCH events.
      * </pre>
      *
      * <code>bool agentic = 8 [json_name = "agentic"];</code>
@@ -1273,7 +1277,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Whether this search came from the search_documents tool.
+     * Output only. Always false: searches of the search_documents tool are
+     * reported as TOOL_CALL events and in the result's RAG metadata (searches),
+     * not as RAG_SEARCH events.
      * </pre>
      *
      * <code>bool agentic = 8 [json_name = "agentic"];</code>
@@ -1289,7 +1295,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Whether this search came from the search_documents tool.
+     * Output only. Always false: searches of the search_documents tool are
+     * reported as TOOL_CALL events and in the result's RAG metadata (searches),
+     * not as RAG_SEARCH events.
      * </pre>
      *
      * <code>bool agentic = 8 [json_name = "agentic"];</code>

@@ -127,7 +127,9 @@ public interface RagSearchEventOrBuilder extends
 
   /**
    * <pre>
-   * Output only. Whether this search came from the search_documents tool.
+   * Output only. Always false: searches of the search_documents tool are
+   * reported as TOOL_CALL events and in the result's RAG metadata (searches),
+   * not as RAG_SEARCH events.
    * </pre>
    *
    * <code>bool agentic = 8 [json_name = "agentic"];</code>
