@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,7 +10,12 @@ from google.protobuf import timestamp_pb2
 
 from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import duration
-from groundwire.api.pagination import decode_token, encode_token, page_of_names, page_size
+from groundwire.api.pagination import (
+    operations_cursor,
+    operations_token,
+    page_of_names,
+    page_size,
+)
 from groundwire.domain.errors import invalid
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
@@ -200,28 +204,13 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.ListOperationsResponse:
         size = page_size(request.page_size, 20, "page_size")
-        before = None
-        if request.page_token:
-            data = decode_token(request.page_token, "page_token")
-            t = data.get("t")
-            try:
-                # float() of a huge JSON integer overflows; NaN/inf never come from us.
-                created = float(t) if isinstance(t, (int, float)) else math.nan
-            except OverflowError:
-                created = math.nan
-            if data.get("index", "") != request.index_name or not math.isfinite(created):
-                raise invalid(
-                    "INVALID_PAGE_TOKEN", "page_token", "page_token belongs to another query"
-                )
-            before = (created, str(data.get("id", "")))
+        before = operations_cursor(request.page_token, request.index_name)
         ops = await self._manager.list(request.index_name or None, size + 1, before)
         page = ops[:size]
         token = ""
         if len(ops) > size:
             last = page[-1]
-            token = encode_token(
-                {"index": request.index_name, "t": last.create_time, "id": last.id}
-            )
+            token = operations_token(request.index_name, last.create_time, last.id)
         return ingestion_pb2.ListOperationsResponse(
             operations=[operation_to_proto(o) for o in page], next_page_token=token
         )

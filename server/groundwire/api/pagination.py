@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,3 +55,25 @@ def page_of_names(
     rest = [n for n in names if n > after]
     page = rest[:size]
     return page, encode_token({"after": page[-1]}) if len(rest) > size else ""
+
+
+def operations_token(index_name: str, create_time: float, operation_id: str) -> str:
+    """The token for operation listings: the last listed (create_time, id), bound to
+    the index filter it was issued for."""
+    return encode_token({"index": index_name, "t": create_time, "id": operation_id})
+
+
+def operations_cursor(token: str, index_name: str) -> tuple[float, str] | None:
+    """The (create_time, id) to list strictly before, or None for the first page."""
+    if not token:
+        return None
+    data = decode_token(token, "page_token")
+    t = data.get("t")
+    try:
+        # float() of a huge JSON integer overflows; NaN/inf never come from us.
+        created = float(t) if isinstance(t, (int, float)) else math.nan
+    except OverflowError:
+        created = math.nan
+    if data.get("index", "") != index_name or not math.isfinite(created):
+        raise invalid("INVALID_PAGE_TOKEN", "page_token", "page_token belongs to another query")
+    return created, str(data.get("id", ""))
