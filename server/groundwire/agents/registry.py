@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from groundwire.agents.definition import AgentDefinition
 from groundwire.agents.runtime import ExecutionInput, Turn
+from groundwire.domain.auth import check_tenant
 from groundwire.domain.errors import invalid, not_found
 from groundwire.domain.query import split_phrases, validate_query_text
 from groundwire.retrieval.requests import FilterCondition, build_filter
@@ -74,7 +75,6 @@ class AgentRegistry:
             if len(content) > self.limits.max_message_chars:
                 raise invalid("FIELD_TOO_LONG", f"input.history[{i}].content", "turn is too long")
             turns.append(Turn(role, content))
-        if len(tenant) > 128:
-            raise invalid("FIELD_TOO_LONG", "input.tenant", "tenant exceeds 128 characters")
+        check_tenant(tenant, "input.tenant")
         flt = build_filter(conditions, "input.filter")
         return agent, ExecutionInput(text, tuple(turns), tenant, flt)

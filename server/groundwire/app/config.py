@@ -27,6 +27,7 @@ from groundwire.app.reranker_config import (
     resolve_reranker_paths,
 )
 from groundwire.app.secrets import ConfigError, SecretRef, _Strict, http_base_url
+from groundwire.domain.auth import MAX_TENANT_CHARS
 
 __all__ = ["ConfigError", "GroundwireConfig", "SecretRef", "load_config", "parse_config"]
 
@@ -46,7 +47,7 @@ class TlsConfig(_Strict):
 class ApiKeyConfig(_Strict):
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
-    tenant: str = Field("", max_length=128)
+    tenant: str = Field("", max_length=MAX_TENANT_CHARS)
     permissions: list[Literal["retrieve", "rerank", "execute", "ingest", "manage"]] = Field(
         min_length=1
     )
@@ -225,7 +226,7 @@ class IndexConfig(_Strict):
     description: str = ""
     embedder: str | None = None
     metric: Literal["cosine", "euclidean", "dot"] = "cosine"
-    tenant: str = ""
+    tenant: str = Field("", max_length=MAX_TENANT_CHARS)
     metadata: dict[str, str] = Field(default_factory=dict)
     chunking: ChunkingConfig = ChunkingConfig()
     sources: list[SourceConfig] = Field(default_factory=list)

@@ -18,9 +18,16 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from groundwire.domain.errors import ErrorKind, GroundwireError
+from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 
 KEY_PREFIX = "gw_"
+MAX_TENANT_CHARS = 128
+
+
+def check_tenant(tenant: str, field_path: str) -> None:
+    """Tenants are at most MAX_TENANT_CHARS characters wherever they are named."""
+    if len(tenant) > MAX_TENANT_CHARS:
+        raise invalid("FIELD_TOO_LONG", field_path, f"tenant exceeds {MAX_TENANT_CHARS} characters")
 
 
 class Permission(enum.Enum):

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from groundwire.domain.auth import check_tenant
 from groundwire.domain.chunking import Chunk
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.ingestion.catalog import IndexHandle
@@ -45,8 +46,7 @@ class PushResult:
 def _validate(docs: Sequence[PushDocument], tenant: str) -> None:
     if not 1 <= len(docs) <= MAX_DOCUMENTS:
         raise invalid("FIELD_OUT_OF_RANGE", "documents", f"send 1 to {MAX_DOCUMENTS} documents")
-    if len(tenant) > 128:
-        raise invalid("FIELD_TOO_LONG", "tenant", "tenant exceeds 128 characters")
+    check_tenant(tenant, "tenant")
     seen: set[str] = set()
     for i, d in enumerate(docs):
         if not _DOC_ID.match(d.document_id):
@@ -145,6 +145,7 @@ async def delete_documents(
     for i, doc_id in enumerate(document_ids):
         if not _DOC_ID.match(doc_id):
             raise invalid("FIELD_OUT_OF_RANGE", f"document_ids[{i}]", "invalid document id")
+    check_tenant(tenant, "tenant")
     store = handle.store
     state = await store.ensure_index(handle.spec)
     if needs_rebuild(state, handle):

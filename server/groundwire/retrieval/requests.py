@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from groundwire.domain.auth import check_tenant
 from groundwire.domain.errors import invalid
 from groundwire.domain.query import split_phrases, validate_query_text
 from groundwire.domain.retrieval import (
@@ -90,8 +91,7 @@ def build_retrieval_request(
         raise invalid(
             "FIELD_OUT_OF_RANGE", f"{prefix}.top_k", f"top_k must be in [1, {limits.max_top_k}]"
         )
-    if len(tenant) > 128:
-        raise invalid("FIELD_TOO_LONG", f"{prefix}.tenant", "tenant exceeds 128 characters")
+    check_tenant(tenant, f"{prefix}.tenant")
     fusion = fusion_defaults
     if rrf_k is not None:
         if not 1 <= rrf_k <= 1000:
