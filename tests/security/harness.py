@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+from google.protobuf import text_format
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -205,3 +207,19 @@ def contains_any(haystacks: Sequence[str], needles: Sequence[str]) -> list[tuple
             if at >= 0:
                 found.append((needle, text[max(0, at - 80) : at + len(needle) + 80]))
     return found
+
+
+def dump(msg: Message) -> str:
+    """A message as text, for searching it for content that must not be there."""
+    return text_format.MessageToString(msg, as_utf8=True)
+
+
+def postgres_available() -> bool:
+    """The PostgreSQL store and its embedded server are installed."""
+    try:
+        import pgserver  # noqa: F401
+
+        from groundwire.stores import postgres  # noqa: F401
+    except ImportError:
+        return False
+    return True

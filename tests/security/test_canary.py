@@ -51,9 +51,7 @@ from typing import Any, cast
 
 import grpc
 import pytest
-from google.protobuf import text_format
 from google.protobuf.duration_pb2 import Duration
-from google.protobuf.message import Message
 
 from groundwire.app import telemetry
 from groundwire.app.config import parse_config
@@ -72,7 +70,14 @@ from groundwire_client.v1 import (
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import reranker_pb2 as rr
 from groundwire_client.v1 import retriever_pb2 as rt
-from tests.security.harness import contains_any, decode_error, free_port, report
+from tests.security.harness import (
+    contains_any,
+    decode_error,
+    dump,
+    free_port,
+    postgres_available,
+    report,
+)
 from tests.support.chat import ScriptedModel
 from tests.support.chat_completions_standin import Behaviour as ChatBehaviour
 from tests.support.chat_completions_standin import ChatCompletionsStandIn
@@ -156,10 +161,6 @@ class Collected:
 
 
 COLLECTED = Collected()
-
-
-def dump(msg: Message) -> str:
-    return text_format.MessageToString(msg, as_utf8=True)
 
 
 def write_sources(root: Path) -> tuple[Path, Path]:
@@ -399,23 +400,13 @@ def log_stream() -> Iterator[io.StringIO]:
         logging.getLogger(name).setLevel(level)
 
 
-def _postgres_available() -> bool:
-    try:
-        import pgserver  # noqa: F401
-
-        from groundwire.stores import postgres  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @pytest.fixture(
     scope="module",
     params=[
         "memory",
         pytest.param(
             "postgres",
-            marks=pytest.mark.skipif(not _postgres_available(), reason="no PostgreSQL store"),
+            marks=pytest.mark.skipif(not postgres_available(), reason="no PostgreSQL store"),
         ),
     ],
 )

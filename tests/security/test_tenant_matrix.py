@@ -47,8 +47,6 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import text_format
-from google.protobuf.message import Message
 
 from groundwire.app.config import parse_config
 from groundwire.app.wiring import RunningApp, start_app
@@ -65,7 +63,7 @@ from groundwire_client.v1 import (
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import reranker_pb2 as rr
 from groundwire_client.v1 import retriever_pb2 as rt
-from tests.security.harness import decode_error, report
+from tests.security.harness import decode_error, dump, postgres_available, report
 from tests.support.chat import ScriptedModel
 
 pytestmark = pytest.mark.timeout(120)
@@ -201,10 +199,6 @@ def md(owner: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {KEYS[owner]}"),)
 
 
-def dump(msg: Message) -> str:
-    return text_format.MessageToString(msg, as_utf8=True)
-
-
 def foreign_marks(caller: str) -> list[str]:
     """Everything that identifies documents the caller must not see."""
     out = [m for o in OWNERS if o != caller for m in ALL_MARKS[o]]
@@ -228,21 +222,11 @@ class Stubs:
     reranker: reranker_pb2_grpc.RerankerServiceStub
 
 
-def _postgres_available() -> bool:
-    try:
-        import pgserver  # noqa: F401
-
-        from groundwire.stores import postgres  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 STORES = [
     "memory",
     pytest.param(
         "postgres",
-        marks=pytest.mark.skipif(not _postgres_available(), reason="PostgreSQL store unavailable"),
+        marks=pytest.mark.skipif(not postgres_available(), reason="PostgreSQL store unavailable"),
     ),
 ]
 
