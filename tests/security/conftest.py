@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.security.harness import FIGURES
+from tests.security.harness import FIGURES, SUMMARIES
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for module, build in SUMMARIES:
+        line = build()
+        if line is not None:
+            FIGURES.append((module, line))
     if not FIGURES:
         return
     terminalreporter.section("groundwire security figures")

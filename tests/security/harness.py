@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,10 +26,22 @@ REPO = Path(__file__).resolve().parents[2]
 
 # Figures printed in the terminal summary: (module, line).
 FIGURES: list[tuple[str, str]] = []
+# Totals computed once every test has run: (module, line builder, None to skip).
+SUMMARIES: list[tuple[str, Callable[[], str | None]]] = []
 
 
 def report(module: str, line: str) -> None:
     FIGURES.append((module, line))
+
+
+def summary(module: str) -> Callable[[Callable[[], str | None]], Callable[[], str | None]]:
+    """Register a totals line for the end of the run (not a test: it checks nothing)."""
+
+    def register(build: Callable[[], str | None]) -> Callable[[], str | None]:
+        SUMMARIES.append((module, build))
+        return build
+
+    return register
 
 
 def free_port() -> int:

@@ -63,7 +63,7 @@ from groundwire_client.v1 import (
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import reranker_pb2 as rr
 from groundwire_client.v1 import retriever_pb2 as rt
-from tests.security.harness import decode_error, dump, postgres_available, report
+from tests.security.harness import decode_error, dump, postgres_available, summary
 from tests.support.chat import ScriptedModel
 
 pytestmark = pytest.mark.timeout(120)
@@ -807,15 +807,15 @@ def q_lexical(text: str, **kw: Any) -> rt.RetrieveRequest:
     )
 
 
-def test_matrix_size() -> None:
-    """Runs last: prints the number of checked combinations per path."""
+@summary("tenant-matrix")
+def matrix_size() -> str | None:
+    """The number of checked combinations per path."""
     total = sum(CHECKED.values())
+    if total == 0:
+        return None
     combos = len(PAIRS) * len(MODES) * len(QUERIES) * len(SCOPES)
-    report(
-        "tenant-matrix",
+    return (
         f"{total} cross-tenant combinations checked over the memory and PostgreSQL stores "
         f"({len(PAIRS)} caller->owner pairs; Retrieve {combos} per store): "
-        + ", ".join(f"{k} {v}" for k, v in sorted(CHECKED.items())),
+        + ", ".join(f"{k} {v}" for k, v in sorted(CHECKED.items()))
     )
-    if total == 0:
-        pytest.skip("no matrix test ran in this session")
