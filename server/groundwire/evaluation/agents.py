@@ -50,7 +50,7 @@ from groundwire.evaluation.common import (
 )
 from groundwire.evaluation.dataset import Dataset, Query
 from groundwire.evaluation.metrics import MetricSpec
-from groundwire.evaluation.runner import QueryOutcome, query_slices, variant_block
+from groundwire.evaluation.runner import QueryOutcome, index_block, query_slices, variant_block
 from groundwire_client.v1 import (
     agent_pb2,
     agent_pb2_grpc,
@@ -427,10 +427,4 @@ async def _index_block(
         ).status
     except grpc.aio.AioRpcError:
         return {"name": index}
-    return {
-        "name": index,
-        "published_version": status.published_version,
-        "document_count": status.document_count,
-        "chunk_count": status.chunk_count,
-        "description": MessageToDict(desc, preserving_proto_field_name=True),
-    }
+    return index_block(index, desc, status)

@@ -581,7 +581,6 @@ class RunSettings:
     warmup: int = 5
     batch_size: int = 128
     api_key: str | None = None
-    timeout: float = 120.0
     ingest_timeout: float = 900.0
     force_ingest: bool = False
     skip_ingest: bool = False
@@ -656,6 +655,19 @@ def query_slices(
         if s:
             out[q.id] = s
     return out
+
+
+def index_block(
+    name: str, description: ingestion_pb2.IndexDescription, status: ingestion_pb2.IndexStatus
+) -> dict[str, Any]:
+    """What a run records about the index it searched."""
+    return {
+        "name": name,
+        "published_version": status.published_version,
+        "document_count": status.document_count,
+        "chunk_count": status.chunk_count,
+        "description": MessageToDict(description, preserving_proto_field_name=True),
+    }
 
 
 def variant_block(
@@ -740,13 +752,7 @@ async def run_evaluation(settings: RunSettings, progress: Progress = _stderr) ->
             status = await stubs.status(settings.index)
         except grpc.aio.AioRpcError as err:
             raise EvalError(f"server call failed: {decode_rpc_error(err).label}") from None
-        index_block = {
-            "name": settings.index,
-            "published_version": status.published_version,
-            "document_count": status.document_count,
-            "chunk_count": status.chunk_count,
-            "description": MessageToDict(description, preserving_proto_field_name=True),
-        }
+        index_info = index_block(settings.index, description, status)
         blocks: list[dict[str, Any]] = []
         for variant in settings.variants:
             t0 = time.perf_counter()
@@ -806,7 +812,7 @@ async def run_evaluation(settings: RunSettings, progress: Progress = _stderr) ->
         "machine": machine_info(),
         "server": {"address": settings.address},
         "dataset": ds.describe(),
-        "index": index_block,
+        "index": index_info,
         "ingestion": ingest,
         "settings": {
             "metrics": [m.name for m in settings.metrics],
