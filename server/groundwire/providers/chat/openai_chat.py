@@ -56,7 +56,6 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import openai
 
@@ -73,6 +72,7 @@ from groundwire.providers.chat.base import (
     Usage,
     model_error,
 )
+from groundwire.providers.http import check_base_url
 
 __all__ = ["PROVIDER", "OpenAIChatModel"]
 
@@ -111,9 +111,7 @@ class OpenAIChatModel:
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError("model must be a non-blank string")
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError("base_url must be an absolute http(s) URL")
+        check_base_url(base_url)
         if not timeout > 0:
             raise ValueError("timeout must be positive")
         if api_key is not None and not api_key.strip():

@@ -15,10 +15,8 @@ may echo the input), the texts, or the API key.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
@@ -34,6 +32,7 @@ from groundwire.providers.embeddings.base import (
     validate_model_name,
     validate_vectors,
 )
+from groundwire.providers.http import INVALID_JSON, check_base_url, json_client, parse_json
 
 __all__ = ["OpenAICompatibleEmbedder"]
 
@@ -64,9 +63,7 @@ class OpenAICompatibleEmbedder:
         document_prefix: str = "",
     ) -> None:
         name = validate_model_name(model)
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError("base_url must be an absolute http(s) URL")
+        check_base_url(base_url)
         if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:
             raise ValueError("dimensions must be a positive integer")
         if not timeout > 0:
@@ -87,14 +84,7 @@ class OpenAICompatibleEmbedder:
             EmbeddingTask.DOCUMENT: document_prefix,
         }
         self._info = EmbeddingInfo(PROVIDER, name, dimensions, normalized=normalize)
-        headers = {"Accept": "application/json"}
-        if api_key is not None:
-            headers["Authorization"] = f"Bearer {api_key.strip()}"
-        self._client = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(timeout),
-            follow_redirects=False,
-        )
+        self._client = json_client(api_key, timeout)
         self._closed = False
 
     @property
@@ -132,8 +122,8 @@ class OpenAICompatibleEmbedder:
         if isinstance(outcome, EmbeddingError):
             raise outcome
         _check_status(outcome.status_code)
-        payload = _json_or_invalid(outcome.content)
-        if payload is _INVALID_JSON:
+        payload = parse_json(outcome.content)
+        if payload is INVALID_JSON:
             raise invalid_output("embedding provider returned a non-JSON body")
         vectors = self._parse(payload, len(texts))
         return l2_normalize(vectors) if self._normalize else vectors
@@ -175,16 +165,6 @@ class OpenAICompatibleEmbedder:
     async def aclose(self) -> None:
         self._closed = True
         await self._client.aclose()
-
-
-_INVALID_JSON = object()
-
-
-def _json_or_invalid(content: bytes) -> object:
-    try:
-        return json.loads(content)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return _INVALID_JSON
 
 
 def _check_status(status: int) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 from cohere import AsyncClientV2
@@ -36,6 +35,7 @@ from groundwire.domain.reranking import (
     invalid_response,
     reranker_failure,
 )
+from groundwire.providers.http import check_base_url
 from groundwire.providers.rerankers.base import (
     failure_for_status,
     output_from_indexed,
@@ -67,9 +67,7 @@ class CohereReranker:
         if not model or not model.strip():
             raise ValueError("the Cohere rerank model must not be blank")
         if base_url is not None:
-            parts = urlsplit(base_url)
-            if parts.scheme not in ("http", "https") or not parts.netloc:
-                raise ValueError("base_url must be an absolute http(s) URL")
+            check_base_url(base_url)
         if max_tokens_per_doc is not None and max_tokens_per_doc < 1:
             raise ValueError("max_tokens_per_doc must be at least 1")
         if not http_timeout_seconds > 0:

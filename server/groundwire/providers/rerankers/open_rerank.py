@@ -24,11 +24,9 @@ Errors carry stable failure codes and content-free messages: never the body
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -42,6 +40,7 @@ from groundwire.domain.reranking import (
     is_real_number,
     reranker_failure,
 )
+from groundwire.providers.http import INVALID_JSON, check_base_url, json_client, parse_json
 from groundwire.providers.rerankers.base import (
     failure_for_status,
     output_from_indexed,
@@ -82,9 +81,7 @@ class OpenRerankReranker:
         minimum_answerable_relevance: float = 0.5,
         http_timeout_seconds: float = 60.0,
     ) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError("base_url must be an absolute http(s) URL")
+        check_base_url(base_url)
         if flavour not in _FIELDS:
             raise ValueError("flavour must be 'tei' or 'jina'")
         if not path.startswith("/"):
@@ -101,12 +98,7 @@ class OpenRerankReranker:
         self._apply_sigmoid = apply_sigmoid
         self._truncate = truncate
         self._threshold = validate_threshold(minimum_answerable_relevance)
-        headers = {"Accept": "application/json"}
-        if api_key is not None:
-            headers["Authorization"] = f"Bearer {api_key.strip()}"
-        self._client = httpx.AsyncClient(
-            headers=headers, timeout=httpx.Timeout(http_timeout_seconds), follow_redirects=False
-        )
+        self._client = json_client(api_key, http_timeout_seconds)
 
     @property
     def name(self) -> str:
@@ -151,8 +143,8 @@ class OpenRerankReranker:
             raise response
         if not 200 <= response.status_code < 300:
             raise failure_for_status(response.status_code, "rerank server")
-        payload = _parse_json(response.content)
-        if payload is _INVALID:
+        payload = parse_json(response.content)
+        if payload is INVALID_JSON:
             raise invalid_response("rerank server returned a non-JSON body")
         return output_from_indexed(candidates, self._items(payload), self._threshold)
 
@@ -184,16 +176,6 @@ class OpenRerankReranker:
 
     async def aclose(self) -> None:
         await self._client.aclose()
-
-
-_INVALID = object()
-
-
-def _parse_json(content: bytes) -> object:
-    try:
-        return json.loads(content)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return _INVALID
 
 
 def _results(payload: object) -> object:
