@@ -134,6 +134,29 @@ def _padding_token(tokenizer: Tokenizer) -> tuple[int, str, int]:
     raise ValueError("tokenizer defines no padding token")
 
 
+def find_model_file(directory: Path) -> Path | None:
+    """`model.onnx` in `directory`, or in its `onnx/` folder (the layout of Hugging
+    Face repositories exported with optimum)."""
+    for candidate in (directory / "model.onnx", directory / "onnx" / "model.onnx"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def model_inputs(session: ort.InferenceSession, what: str) -> tuple[str, ...]:
+    """The transformer inputs `session` takes, in feed order; ValueError unless it
+    takes input_ids and attention_mask and optionally token_type_ids, nothing else."""
+    inputs = {i.name for i in session.get_inputs()}
+    missing = [n for n in _REQUIRED_INPUTS if n not in inputs]
+    unknown = inputs - set(_REQUIRED_INPUTS) - set(_OPTIONAL_INPUTS)
+    if missing or unknown:
+        raise ValueError(
+            f"{what} must take input_ids and attention_mask (and optionally "
+            f"token_type_ids); missing {sorted(missing)}, unsupported {sorted(unknown)}"
+        )
+    return tuple(n for n in (*_REQUIRED_INPUTS, *_OPTIONAL_INPUTS) if n in inputs)
+
+
 def _resolve_paths(
     model_path: str | Path | None, tokenizer_path: str | Path | None
 ) -> tuple[Path, Path]:
@@ -143,10 +166,7 @@ def _resolve_paths(
     else:
         given = Path(model_path)
         if given.is_dir():
-            model_file = given / "model.onnx"
-            if not model_file.is_file() and (given / "onnx" / "model.onnx").is_file():
-                # The layout of Hugging Face repositories exported with optimum.
-                model_file = given / "onnx" / "model.onnx"
+            model_file = find_model_file(given) or given / "model.onnx"
             model_dir = given
         else:
             model_file = given
@@ -238,15 +258,7 @@ class LocalOnnxEmbedder:
 
     @staticmethod
     def _inspect_graph(session: ort.InferenceSession) -> tuple[tuple[str, ...], str, int | None]:
-        inputs = {i.name for i in session.get_inputs()}
-        missing = [n for n in _REQUIRED_INPUTS if n not in inputs]
-        unknown = inputs - set(_REQUIRED_INPUTS) - set(_OPTIONAL_INPUTS)
-        if missing or unknown:
-            raise ValueError(
-                "ONNX model must take input_ids and attention_mask (and optionally "
-                f"token_type_ids); missing {sorted(missing)}, unsupported {sorted(unknown)}"
-            )
-        input_names = tuple(n for n in (*_REQUIRED_INPUTS, *_OPTIONAL_INPUTS) if n in inputs)
+        input_names = model_inputs(session, "ONNX model")
         outputs = {o.name: o for o in session.get_outputs()}
         name = next((n for n in _HIDDEN_STATE_OUTPUTS if n in outputs), None)
         if name is None:

@@ -37,14 +37,17 @@ from groundwire.domain.reranking import (
     RerankFailureCode,
     reranker_failure,
 )
-from groundwire.providers.embeddings.onnx_local import load_tokenizer, make_session_options
+from groundwire.providers.embeddings.onnx_local import (
+    find_model_file,
+    load_tokenizer,
+    make_session_options,
+    model_inputs,
+)
 from groundwire.providers.rerankers.base import output_from_scores, validate_threshold
 
 __all__ = ["OnnxCrossEncoderReranker", "logits_to_relevance"]
 
 PROVIDER = "onnx-cross-encoder"
-_REQUIRED_INPUTS = ("input_ids", "attention_mask")
-_OPTIONAL_INPUTS = ("token_type_ids",)
 
 
 def logits_to_relevance(logits: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
@@ -66,11 +69,11 @@ def logits_to_relevance(logits: npt.NDArray[np.floating]) -> npt.NDArray[np.floa
 
 
 def _model_file(model_dir: Path) -> Path:
-    for candidate in (model_dir / "model.onnx", model_dir / "onnx" / "model.onnx"):
-        if candidate.is_file():
-            return candidate
-    # No path in the message: configuration errors are logged.
-    raise FileNotFoundError("the cross-encoder directory has no model.onnx")
+    found = find_model_file(model_dir)
+    if found is None:
+        # No path in the message: configuration errors are logged.
+        raise FileNotFoundError("the cross-encoder directory has no model.onnx")
+    return found
 
 
 class OnnxCrossEncoderReranker:
@@ -115,15 +118,7 @@ class OnnxCrossEncoderReranker:
 
     @staticmethod
     def _inspect(session: ort.InferenceSession) -> tuple[str, ...]:
-        inputs = {i.name for i in session.get_inputs()}
-        missing = [n for n in _REQUIRED_INPUTS if n not in inputs]
-        unknown = inputs - set(_REQUIRED_INPUTS) - set(_OPTIONAL_INPUTS)
-        if missing or unknown:
-            raise ValueError(
-                "the cross-encoder must take input_ids and attention_mask (and optionally "
-                f"token_type_ids); missing {sorted(missing)}, unsupported {sorted(unknown)}"
-            )
-        return tuple(n for n in (*_REQUIRED_INPUTS, *_OPTIONAL_INPUTS) if n in inputs)
+        return model_inputs(session, "the cross-encoder")
 
     @property
     def name(self) -> str:
