@@ -16,7 +16,9 @@ Given a reranker, a query and candidates in their original (accepted) order:
    finite relevance in [0, 1]. Anything else invalidates all of it.
 5. On any failure — no reranker (RerankerUnavailable), timeout, a provider
    error (its own code), invalid output (RerankerInvalidResponse), any other
-   exception (RerankerFailed) — the failure policy decides: USE_ORIGINAL_ORDER
+   exception (RerankerFailed; RerankerTimeout when it is a groundwire error of
+   kind DEADLINE_EXCEEDED, e.g. from an embedder a local reranker calls) — the
+   failure policy decides: USE_ORIGINAL_ORDER
    returns exactly the original order (outcome FALLBACK); FAIL returns outcome
    FAILED (callers decide what failing means: RerankerService returns an error
    status, the agent runtime blocks model execution).
