@@ -497,7 +497,8 @@ type ExecutionInput struct {
 	// context budget.
 	History []*ConversationTurn `protobuf:"bytes,3,rep,name=history,proto3" json:"history,omitempty"`
 	// Optional. Tenant whose documents the agent may see ("" = untenanted).
-	// When API keys are enabled, the key's tenant wins.
+	// When API keys are enabled, the key's tenant applies: leave this
+	// empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
 	Tenant string `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// Optional. Metadata conditions added to the agent's configured filter
 	// (both apply); enforced below the agent's search tool too.

@@ -1828,7 +1828,8 @@ type UpsertDocumentsRequest struct {
 	// Required. 1 to 256 documents, unique ids.
 	Documents []*PushedDocument `protobuf:"bytes,2,rep,name=documents,proto3" json:"documents,omitempty"`
 	// Optional. Tenant stamped on these documents ("" = untenanted). When API
-	// keys are enabled, the key's tenant wins.
+	// keys are enabled, the key's tenant applies: leave this
+	// empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
 	Tenant        string `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1977,7 +1978,8 @@ type DeleteDocumentsRequest struct {
 	DocumentIds []string `protobuf:"bytes,2,rep,name=document_ids,json=documentIds,proto3" json:"document_ids,omitempty"`
 	// Optional. Tenant whose documents are deleted ("" = untenanted). Document
 	// ids are unique per tenant, so another tenant's document with the same id
-	// is never touched. When API keys are enabled, the key's tenant wins.
+	// is never touched. When API keys are enabled, the key's tenant applies: leave this
+	// empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
 	Tenant        string `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -181,7 +181,8 @@ type RagQuery struct {
 	Filter *MetadataFilter `protobuf:"bytes,5,opt,name=filter,proto3" json:"filter,omitempty"`
 	// Optional. The tenant whose documents are searched. Only chunks stored for
 	// exactly this tenant are visible; empty means chunks stored without a
-	// tenant. When API keys are enabled, the key's tenant wins.
+	// tenant. When API keys are enabled, the key's tenant applies: leave this
+	// empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
 	Tenant string `protobuf:"bytes,6,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// Optional. Fusion settings for hybrid mode.
 	Fusion        *FusionOptions `protobuf:"bytes,7,opt,name=fusion,proto3" json:"fusion,omitempty"`

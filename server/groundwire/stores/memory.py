@@ -314,7 +314,7 @@ class MemoryStore:
         if idx is None:
             idx = self._indexes[spec.name] = _Index(spec)
         elif idx.published_version == 0 and idx.n == 0:
-            idx.spec = idx.published_spec = spec
+            idx.published_spec = spec
             idx.dims = spec.dimensions or 0
             idx.matrix = np.zeros((0, idx.dims), dtype=np.float32)
         idx.spec = spec

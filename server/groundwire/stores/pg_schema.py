@@ -207,7 +207,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         2,
         "ingestion operations",
         (
-            # The ingestion manager (a later issue) records operations here so their
+            # The ingestion manager records operations here so their
             # history survives a restart; it may extend the table in later migrations.
             """
             CREATE TABLE gw_operations (

@@ -316,7 +316,8 @@ class ExecutionInput(_message.Message):
     """
     tenant: _builtins.str
     """Optional. Tenant whose documents the agent may see ("" = untenanted).
-    When API keys are enabled, the key's tenant wins.
+    When API keys are enabled, the key's tenant applies: leave this
+    empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
     """
     @_builtins.property
     def history(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationTurn]:

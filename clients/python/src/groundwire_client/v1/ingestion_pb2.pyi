@@ -978,7 +978,8 @@ class UpsertDocumentsRequest(_message.Message):
     """Required. The index name."""
     tenant: _builtins.str
     """Optional. Tenant stamped on these documents ("" = untenanted). When API
-    keys are enabled, the key's tenant wins.
+    keys are enabled, the key's tenant applies: leave this
+    empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
     """
     @_builtins.property
     def documents(self) -> _containers.RepeatedCompositeFieldContainer[Global___PushedDocument]:
@@ -1055,7 +1056,8 @@ class DeleteDocumentsRequest(_message.Message):
     tenant: _builtins.str
     """Optional. Tenant whose documents are deleted ("" = untenanted). Document
     ids are unique per tenant, so another tenant's document with the same id
-    is never touched. When API keys are enabled, the key's tenant wins.
+    is never touched. When API keys are enabled, the key's tenant applies: leave this
+    empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
     """
     @_builtins.property
     def document_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:

@@ -145,7 +145,8 @@ class RagQuery(_message.Message):
     tenant: _builtins.str
     """Optional. The tenant whose documents are searched. Only chunks stored for
     exactly this tenant are visible; empty means chunks stored without a
-    tenant. When API keys are enabled, the key's tenant wins.
+    tenant. When API keys are enabled, the key's tenant applies: leave this
+    empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
     """
     @_builtins.property
     def filter(self) -> _common_pb2.MetadataFilter:

@@ -92,7 +92,8 @@ export type ExecutionInput = Message<"groundwire.v1.ExecutionInput"> & {
 
   /**
    * Optional. Tenant whose documents the agent may see ("" = untenanted).
-   * When API keys are enabled, the key's tenant wins.
+   * When API keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    *
    * @generated from field: string tenant = 4;
    */

@@ -874,7 +874,8 @@ export type UpsertDocumentsRequest = Message<"groundwire.v1.UpsertDocumentsReque
 
   /**
    * Optional. Tenant stamped on these documents ("" = untenanted). When API
-   * keys are enabled, the key's tenant wins.
+   * keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    *
    * @generated from field: string tenant = 3;
    */
@@ -961,7 +962,8 @@ export type DeleteDocumentsRequest = Message<"groundwire.v1.DeleteDocumentsReque
   /**
    * Optional. Tenant whose documents are deleted ("" = untenanted). Document
    * ids are unique per tenant, so another tenant's document with the same id
-   * is never touched. When API keys are enabled, the key's tenant wins.
+   * is never touched. When API keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    *
    * @generated from field: string tenant = 3;
    */

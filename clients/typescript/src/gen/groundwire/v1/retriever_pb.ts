@@ -115,7 +115,8 @@ export type RagQuery = Message<"groundwire.v1.RagQuery"> & {
   /**
    * Optional. The tenant whose documents are searched. Only chunks stored for
    * exactly this tenant are visible; empty means chunks stored without a
-   * tenant. When API keys are enabled, the key's tenant wins.
+   * tenant. When API keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    *
    * @generated from field: string tenant = 6;
    */

@@ -163,7 +163,8 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * Optional. Tenant whose documents are deleted ("" = untenanted). Document
    * ids are unique per tenant, so another tenant's document with the same id
-   * is never touched. When API keys are enabled, the key's tenant wins.
+   * is never touched. When API keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 3 [json_name = "tenant"];</code>
@@ -186,7 +187,8 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * Optional. Tenant whose documents are deleted ("" = untenanted). Document
    * ids are unique per tenant, so another tenant's document with the same id
-   * is never touched. When API keys are enabled, the key's tenant wins.
+   * is never touched. When API keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 3 [json_name = "tenant"];</code>
@@ -813,7 +815,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Optional. Tenant whose documents are deleted ("" = untenanted). Document
      * ids are unique per tenant, so another tenant's document with the same id
-     * is never touched. When API keys are enabled, the key's tenant wins.
+     * is never touched. When API keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 3 [json_name = "tenant"];</code>
@@ -835,7 +838,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Optional. Tenant whose documents are deleted ("" = untenanted). Document
      * ids are unique per tenant, so another tenant's document with the same id
-     * is never touched. When API keys are enabled, the key's tenant wins.
+     * is never touched. When API keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 3 [json_name = "tenant"];</code>
@@ -858,7 +862,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Optional. Tenant whose documents are deleted ("" = untenanted). Document
      * ids are unique per tenant, so another tenant's document with the same id
-     * is never touched. When API keys are enabled, the key's tenant wins.
+     * is never touched. When API keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 3 [json_name = "tenant"];</code>
@@ -877,7 +882,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Optional. Tenant whose documents are deleted ("" = untenanted). Document
      * ids are unique per tenant, so another tenant's document with the same id
-     * is never touched. When API keys are enabled, the key's tenant wins.
+     * is never touched. When API keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 3 [json_name = "tenant"];</code>
@@ -893,7 +899,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Optional. Tenant whose documents are deleted ("" = untenanted). Document
      * ids are unique per tenant, so another tenant's document with the same id
-     * is never touched. When API keys are enabled, the key's tenant wins.
+     * is never touched. When API keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 3 [json_name = "tenant"];</code>

@@ -75,7 +75,8 @@ public interface DeleteDocumentsRequestOrBuilder extends
    * <pre>
    * Optional. Tenant whose documents are deleted ("" = untenanted). Document
    * ids are unique per tenant, so another tenant's document with the same id
-   * is never touched. When API keys are enabled, the key's tenant wins.
+   * is never touched. When API keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 3 [json_name = "tenant"];</code>
@@ -86,7 +87,8 @@ public interface DeleteDocumentsRequestOrBuilder extends
    * <pre>
    * Optional. Tenant whose documents are deleted ("" = untenanted). Document
    * ids are unique per tenant, so another tenant's document with the same id
-   * is never touched. When API keys are enabled, the key's tenant wins.
+   * is never touched. When API keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 3 [json_name = "tenant"];</code>

@@ -225,7 +225,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Optional. Tenant whose documents the agent may see ("" = untenanted).
-   * When API keys are enabled, the key's tenant wins.
+   * When API keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 4 [json_name = "tenant"];</code>
@@ -247,7 +248,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Optional. Tenant whose documents the agent may see ("" = untenanted).
-   * When API keys are enabled, the key's tenant wins.
+   * When API keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 4 [json_name = "tenant"];</code>
@@ -1297,7 +1299,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. Tenant whose documents the agent may see ("" = untenanted).
-     * When API keys are enabled, the key's tenant wins.
+     * When API keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 4 [json_name = "tenant"];</code>
@@ -1318,7 +1321,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. Tenant whose documents the agent may see ("" = untenanted).
-     * When API keys are enabled, the key's tenant wins.
+     * When API keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 4 [json_name = "tenant"];</code>
@@ -1340,7 +1344,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. Tenant whose documents the agent may see ("" = untenanted).
-     * When API keys are enabled, the key's tenant wins.
+     * When API keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 4 [json_name = "tenant"];</code>
@@ -1358,7 +1363,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. Tenant whose documents the agent may see ("" = untenanted).
-     * When API keys are enabled, the key's tenant wins.
+     * When API keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 4 [json_name = "tenant"];</code>
@@ -1373,7 +1379,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. Tenant whose documents the agent may see ("" = untenanted).
-     * When API keys are enabled, the key's tenant wins.
+     * When API keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 4 [json_name = "tenant"];</code>

@@ -104,7 +104,8 @@ public interface ExecutionInputOrBuilder extends
   /**
    * <pre>
    * Optional. Tenant whose documents the agent may see ("" = untenanted).
-   * When API keys are enabled, the key's tenant wins.
+   * When API keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 4 [json_name = "tenant"];</code>
@@ -114,7 +115,8 @@ public interface ExecutionInputOrBuilder extends
   /**
    * <pre>
    * Optional. Tenant whose documents the agent may see ("" = untenanted).
-   * When API keys are enabled, the key's tenant wins.
+   * When API keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 4 [json_name = "tenant"];</code>

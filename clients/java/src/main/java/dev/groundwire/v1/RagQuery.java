@@ -257,7 +257,8 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * Optional. The tenant whose documents are searched. Only chunks stored for
    * exactly this tenant are visible; empty means chunks stored without a
-   * tenant. When API keys are enabled, the key's tenant wins.
+   * tenant. When API keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 6 [json_name = "tenant"];</code>
@@ -280,7 +281,8 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * Optional. The tenant whose documents are searched. Only chunks stored for
    * exactly this tenant are visible; empty means chunks stored without a
-   * tenant. When API keys are enabled, the key's tenant wins.
+   * tenant. When API keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 6 [json_name = "tenant"];</code>
@@ -1312,7 +1314,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Optional. The tenant whose documents are searched. Only chunks stored for
      * exactly this tenant are visible; empty means chunks stored without a
-     * tenant. When API keys are enabled, the key's tenant wins.
+     * tenant. When API keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 6 [json_name = "tenant"];</code>
@@ -1334,7 +1337,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Optional. The tenant whose documents are searched. Only chunks stored for
      * exactly this tenant are visible; empty means chunks stored without a
-     * tenant. When API keys are enabled, the key's tenant wins.
+     * tenant. When API keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 6 [json_name = "tenant"];</code>
@@ -1357,7 +1361,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Optional. The tenant whose documents are searched. Only chunks stored for
      * exactly this tenant are visible; empty means chunks stored without a
-     * tenant. When API keys are enabled, the key's tenant wins.
+     * tenant. When API keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 6 [json_name = "tenant"];</code>
@@ -1376,7 +1381,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Optional. The tenant whose documents are searched. Only chunks stored for
      * exactly this tenant are visible; empty means chunks stored without a
-     * tenant. When API keys are enabled, the key's tenant wins.
+     * tenant. When API keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 6 [json_name = "tenant"];</code>
@@ -1392,7 +1398,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Optional. The tenant whose documents are searched. Only chunks stored for
      * exactly this tenant are visible; empty means chunks stored without a
-     * tenant. When API keys are enabled, the key's tenant wins.
+     * tenant. When API keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 6 [json_name = "tenant"];</code>

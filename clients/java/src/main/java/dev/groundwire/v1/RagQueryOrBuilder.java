@@ -127,7 +127,8 @@ public interface RagQueryOrBuilder extends
    * <pre>
    * Optional. The tenant whose documents are searched. Only chunks stored for
    * exactly this tenant are visible; empty means chunks stored without a
-   * tenant. When API keys are enabled, the key's tenant wins.
+   * tenant. When API keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 6 [json_name = "tenant"];</code>
@@ -138,7 +139,8 @@ public interface RagQueryOrBuilder extends
    * <pre>
    * Optional. The tenant whose documents are searched. Only chunks stored for
    * exactly this tenant are visible; empty means chunks stored without a
-   * tenant. When API keys are enabled, the key's tenant wins.
+   * tenant. When API keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 6 [json_name = "tenant"];</code>

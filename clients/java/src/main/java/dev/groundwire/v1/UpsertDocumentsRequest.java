@@ -169,7 +169,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Optional. Tenant stamped on these documents ("" = untenanted). When API
-   * keys are enabled, the key's tenant wins.
+   * keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 3 [json_name = "tenant"];</code>
@@ -191,7 +192,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Optional. Tenant stamped on these documents ("" = untenanted). When API
-   * keys are enabled, the key's tenant wins.
+   * keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 3 [json_name = "tenant"];</code>
@@ -1015,7 +1017,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. Tenant stamped on these documents ("" = untenanted). When API
-     * keys are enabled, the key's tenant wins.
+     * keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 3 [json_name = "tenant"];</code>
@@ -1036,7 +1039,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. Tenant stamped on these documents ("" = untenanted). When API
-     * keys are enabled, the key's tenant wins.
+     * keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 3 [json_name = "tenant"];</code>
@@ -1058,7 +1062,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. Tenant stamped on these documents ("" = untenanted). When API
-     * keys are enabled, the key's tenant wins.
+     * keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 3 [json_name = "tenant"];</code>
@@ -1076,7 +1081,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. Tenant stamped on these documents ("" = untenanted). When API
-     * keys are enabled, the key's tenant wins.
+     * keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 3 [json_name = "tenant"];</code>
@@ -1091,7 +1097,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. Tenant stamped on these documents ("" = untenanted). When API
-     * keys are enabled, the key's tenant wins.
+     * keys are enabled, the key's tenant applies: leave this
+     * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
      * </pre>
      *
      * <code>string tenant = 3 [json_name = "tenant"];</code>

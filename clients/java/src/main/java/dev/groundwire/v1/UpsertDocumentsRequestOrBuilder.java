@@ -77,7 +77,8 @@ public interface UpsertDocumentsRequestOrBuilder extends
   /**
    * <pre>
    * Optional. Tenant stamped on these documents ("" = untenanted). When API
-   * keys are enabled, the key's tenant wins.
+   * keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 3 [json_name = "tenant"];</code>
@@ -87,7 +88,8 @@ public interface UpsertDocumentsRequestOrBuilder extends
   /**
    * <pre>
    * Optional. Tenant stamped on these documents ("" = untenanted). When API
-   * keys are enabled, the key's tenant wins.
+   * keys are enabled, the key's tenant applies: leave this
+   * empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
    * </pre>
    *
    * <code>string tenant = 3 [json_name = "tenant"];</code>
