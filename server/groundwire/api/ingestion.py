@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -57,9 +58,7 @@ def _ts(seconds: float) -> timestamp_pb2.Timestamp:
     return ts
 
 
-def operation_to_proto(op: Operation, now: float | None = None) -> ingestion_pb2.Operation:
-    import time
-
+def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
     c = op.counts
     msg = ingestion_pb2.Operation(
         id=op.id,
@@ -87,7 +86,7 @@ def operation_to_proto(op: Operation, now: float | None = None) -> ingestion_pb2
     )
     if op.start_time is not None:
         msg.start_time.CopyFrom(_ts(op.start_time))
-        end = op.end_time if op.end_time is not None else (now or time.time())
+        end = op.end_time if op.end_time is not None else time.time()
         msg.elapsed.CopyFrom(duration(end - op.start_time))
     if op.end_time is not None:
         msg.end_time.CopyFrom(_ts(op.end_time))

@@ -379,11 +379,9 @@ class IngestionManager:
         )
 
     async def _schedule_loop(self, handle: IndexHandle) -> None:
-        from croniter import croniter
-
-        assert handle.schedule is not None
         while not self._closing:
-            nxt = croniter(handle.schedule, datetime.now().astimezone()).get_next(float)
+            nxt = self.next_run_time(handle)
+            assert nxt is not None  # only scheduled indexes get a loop
             await asyncio.sleep(max(0.0, nxt - time.time()))
             try:
                 await self.start(handle.name, OperationTrigger.SCHEDULE)
