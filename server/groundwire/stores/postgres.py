@@ -1233,7 +1233,8 @@ class PostgresStore:
                         break
                     essential = terms.by_bound[-len(essential) - 1 :]
                     continue
-                needed = terms.essential(float(rows[k - 1][8]))
+                # The k-th best score (the join may return the k rows in any order).
+                needed = terms.essential(min(float(r[8]) for r in rows))
                 if len(needed) <= len(essential):  # both are suffixes of by_bound
                     break
                 essential = needed
@@ -1341,7 +1342,6 @@ class PostgresStore:
                 ORDER BY score DESC, c.document_id, c.chunk_id
                 LIMIT %(k)s
             ) top JOIN gw_chunks c ON c.id = top.id
-            ORDER BY top.score DESC, c.document_id, c.chunk_id
             """
         ).format(
             scope=self._scope_sql(scope, params),
