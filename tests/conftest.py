@@ -58,7 +58,7 @@ def postgres_dsn() -> Iterator[str]:
     if external:
         yield external
         return
-    from groundwire.stores.pg_embedded import start_embedded_sync
+    from groundwire.stores.postgres.embedded import start_embedded_sync
 
     root = Path(tempfile.mkdtemp(prefix="gw-pg-"))
     server = start_embedded_sync(root / "pgdata", durable=False)

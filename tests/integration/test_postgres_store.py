@@ -35,9 +35,9 @@ from groundwire.stores.base import (
     Store,
 )
 from groundwire.stores.memory import MemoryStore
-from groundwire.stores.pg_embedded import EmbeddedPostgres, start_embedded_sync
-from groundwire.stores.pg_schema import LATEST_VERSION, apply_migrations
 from groundwire.stores.postgres import PostgresSettings, PostgresStore, open_postgres_store
+from groundwire.stores.postgres.embedded import EmbeddedPostgres, start_embedded_sync
+from groundwire.stores.postgres.schema import LATEST_VERSION, apply_migrations
 from tests.support.databases import create_database
 
 DIM = 8

@@ -11,7 +11,6 @@ live ones.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from groundwire.domain import bm25
 from groundwire.domain.operations import Operation
 from groundwire.domain.ordering import rank_hits
 from groundwire.domain.query import contains_phrase
@@ -38,9 +38,6 @@ from groundwire.stores.base import (
     index_missing,
 )
 
-# BM25 parameters: k1=0.9, b=0.4 are Anserini's defaults, tuned on TREC collections.
-BM25_K1 = 0.9
-BM25_B = 0.4
 # Vector searches over more rows than this run in a worker thread (numpy releases
 # the GIL) so a large matrix product does not stall the event loop.
 _THREAD_THRESHOLD = 20_000
@@ -444,12 +441,8 @@ class MemoryStore:
             df = int(live_n[rows].sum())
             if df == 0:
                 continue
-            idf = math.log(1.0 + (total - df + 0.5) / (df + 0.5))
             dl = idx.doc_len[rows].astype(np.float64)
-            contrib = (
-                idf * tfs * (BM25_K1 + 1.0) / (tfs + BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avgdl))
-            )
-            scores[rows] += qtf * contrib
+            scores[rows] += qtf * bm25.term_score(bm25.idf(total, df), tfs, dl, avgdl)
             matched[rows] = True
         candidates = np.flatnonzero(matched & mask)
         if query.phrases and len(candidates):

@@ -1,0 +1,13 @@
+"""The PostgreSQL store (see `store` for the map of this package's rooms)."""
+
+from groundwire.stores.postgres.connection import PostgresSettings
+from groundwire.stores.postgres.lexical import LexicalRow, encode_lexical
+from groundwire.stores.postgres.store import PostgresStore, open_postgres_store
+
+__all__ = [
+    "LexicalRow",
+    "PostgresSettings",
+    "PostgresStore",
+    "encode_lexical",
+    "open_postgres_store",
+]

@@ -1,0 +1,85 @@
+"""What every PostgreSQL read shares: the index row with its staging set (rows of a
+staging version are invisible), the scope predicate (the tenant and the metadata
+filter, applied inside the scan) and the columns a hit is built from."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from groundwire.domain.retrieval import ChunkHit, MetadataFilter, Scope
+from groundwire.domain.scores import Score
+from groundwire.stores.base import DistanceMetric, IndexSpec, index_missing
+from groundwire.stores.postgres.connection import Conn
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """An index's id, its current spec and the versions still staging."""
+
+    id: int
+    spec: IndexSpec
+    staging: list[int]
+
+
+_INDEX_ROW_SQL = """
+    SELECT i.id, i.embedding, i.dimensions, i.metric, i.chunking,
+           ARRAY(SELECT v.version FROM gw_index_versions v
+                 WHERE v.index_id = i.id AND v.state = 'staging' ORDER BY v.version)
+    FROM gw_indexes i WHERE i.name = %s
+"""
+
+
+async def index_row(conn: Conn, name: str) -> IndexRow:
+    """The index's row, or INDEX_NOT_FOUND."""
+    cur = await conn.execute(_INDEX_ROW_SQL, [name])
+    row = await cur.fetchone()
+    if row is None:
+        raise index_missing(len(name))
+    spec = IndexSpec(name, row[1], row[2], DistanceMetric(row[3]), row[4])
+    return IndexRow(int(row[0]), spec, [int(v) for v in row[5]])
+
+
+HIT_COLUMNS = sql.SQL(
+    "c.document_id, c.chunk_id, c.content, c.start_offset, c.end_offset, "
+    "c.title, c.section, c.metadata"
+)
+
+
+def hit(row: Sequence[Any], score: Score) -> ChunkHit:
+    """A hit from a row whose first columns are HIT_COLUMNS."""
+    metadata = row[7]
+    return ChunkHit(
+        str(row[0]),
+        str(row[1]),
+        str(row[2]),
+        int(row[3]),
+        int(row[4]),
+        str(row[5]),
+        str(row[6]),
+        {str(k): str(v) for k, v in metadata.items()},
+        score,
+    )
+
+
+def scope_sql(scope: Scope, params: dict[str, Any]) -> sql.Composable:
+    """The tenant and metadata filter as a predicate on `c` (gw_chunks)."""
+    params["tenant"] = scope.tenant
+    parts: list[sql.Composable] = [sql.SQL("c.tenant = %(tenant)s")]
+    parts.extend(_filter_sql(scope.filter, params))
+    return sql.SQL(" AND ").join(parts)
+
+
+def _filter_sql(flt: MetadataFilter, params: dict[str, Any]) -> list[sql.Composable]:
+    """One `@>` ANY condition per key (AND over keys, any of the accepted values), in
+    a form the GIN (jsonb_path_ops) index on metadata can answer."""
+    parts: list[sql.Composable] = []
+    for i, key in enumerate(sorted(flt.conditions)):
+        placeholder = f"filter{i}"
+        params[placeholder] = [Jsonb({key: value}) for value in sorted(flt.conditions[key])]
+        parts.append(sql.SQL("c.metadata @> ANY({}::jsonb[])").format(sql.Placeholder(placeholder)))
+    return parts

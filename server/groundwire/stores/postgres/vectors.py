@@ -1,0 +1,281 @@
+"""Vector search on pgvector and the HNSW indexes behind it.
+
+One `vector` column (no fixed dimension) holds every index's embeddings, and each
+(index, dimension, metric) gets a partial expression HNSW index built from integers
+only: `USING hnsw ((embedding::vector(384)) vector_cosine_ops) WHERE index_id = 7 AND
+dims = 384`. Searches repeat the expression and the predicate with the same literal
+integers, so the planner uses it. Filters and the tenant are applied inside the index
+scan with pgvector 0.8's `hnsw.iterative_scan = relaxed_order`, the outer query
+re-sorts exactly, and when the approximate scan still returns fewer than k rows (a
+very selective scope) an exact scan over the scope answers instead, so a scoped
+search returns k results whenever k exist. Scores: cosine `<=>` is COSINE_DISTANCE
+(relevance 1 - d/2), L2 `<->` is EUCLIDEAN_DISTANCE, and `<#>` (negative inner
+product) is reported as DOT_PRODUCT with the real inner product and no relevance.
+
+The HNSW graph of an index is built after its first publish, in one pass (CREATE
+INDEX CONCURRENTLY, several times faster than inserting row by row) and from then on
+maintained row by row.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+from psycopg import sql
+
+from groundwire.domain.ordering import rank_hits
+from groundwire.domain.retrieval import ChunkHit, Scope
+from groundwire.domain.scores import Score, ScoreMetric
+from groundwire.stores.base import DistanceMetric, embedding_mismatch
+from groundwire.stores.postgres.connection import Conn, Database
+from groundwire.stores.postgres.schema import (
+    MAX_HNSW_DIMENSIONS,
+    VECTOR_INDEX_LOCK_CLASS,
+    hnsw_index_ddl,
+    hnsw_index_name,
+)
+from groundwire.stores.postgres.scope import HIT_COLUMNS, IndexRow, hit, scope_sql
+
+log = logging.getLogger("groundwire.stores.postgres")
+
+_DISTANCE_OP: dict[DistanceMetric, str] = {
+    DistanceMetric.COSINE: "<=>",
+    DistanceMetric.EUCLIDEAN: "<->",
+    DistanceMetric.DOT: "<#>",
+}
+
+
+# -- search -----------------------------------------------------------------------
+
+
+async def search(
+    conn: Conn,
+    idx: IndexRow,
+    vector: npt.NDArray[np.float32],
+    k: int,
+    scope: Scope,
+    ef_search: int,
+) -> list[ChunkHit]:
+    """The k nearest chunks in scope, exactly ranked (inside `conn`'s snapshot)."""
+    dims = idx.spec.dimensions
+    if not dims:
+        return []
+    q = query_vector(vector, dims)
+    rows = await _rows(conn, idx, q, k, scope, ef_search, exact=dims > MAX_HNSW_DIMENSIONS)
+    if len(rows) < k and dims <= MAX_HNSW_DIMENSIONS:
+        # The approximate scan gave up before finding k rows in scope (a very
+        # selective tenant or filter): the exact scan over the scope decides.
+        rows = await _rows(conn, idx, q, k, scope, ef_search, exact=True)
+    metric = idx.spec.metric
+    hits = []
+    for row in rows:
+        distance = float(row[8])
+        if metric is DistanceMetric.EUCLIDEAN:
+            score = Score.of(ScoreMetric.EUCLIDEAN_DISTANCE, distance)
+        elif metric is DistanceMetric.DOT:
+            score = Score.of(ScoreMetric.DOT_PRODUCT, -distance)
+        else:
+            # pgvector's cosine distance to a zero vector is NaN; the in-memory
+            # store treats a zero vector as similarity 0, i.e. distance 1.
+            score = Score.of(ScoreMetric.COSINE_DISTANCE, 1.0 if math.isnan(distance) else distance)
+        hits.append(hit(row, score))
+    return rank_hits(hits)[:k]
+
+
+async def explain(
+    conn: Conn, idx: IndexRow, vector: npt.NDArray[np.float32], k: int, scope: Scope, ef: int
+) -> str:
+    """The PostgreSQL plan of the approximate (HNSW) vector query, for diagnosing
+    whether the index is used. Content-free: it shows no parameter values."""
+    dims = idx.spec.dimensions
+    if not dims:
+        return ""
+    params: dict[str, Any] = {"q": query_vector(vector, dims)}
+    query = _vector_sql(idx, k, scope, False, params)
+    await _hnsw_settings(conn, k, ef)
+    cur = await conn.execute(sql.SQL("EXPLAIN ") + query, params)
+    return "\n".join(str(r[0]) for r in await cur.fetchall())
+
+
+def _vector_sql(
+    idx: IndexRow, k: int, scope: Scope, exact: bool, params: dict[str, Any]
+) -> sql.Composed:
+    dims = idx.spec.dimensions
+    assert dims is not None
+    op = sql.SQL(_DISTANCE_OP[idx.spec.metric])
+    # Literal integers: the planner can match the partial HNSW index only when
+    # the predicate and the typmod are constants in the query text.
+    where = sql.SQL(
+        "c.index_id = {index_id} AND c.dims = {dims} "
+        "AND c.version <> ALL(%(staging)s::bigint[]) AND {scope}"
+    ).format(
+        index_id=sql.Literal(idx.id),
+        dims=sql.Literal(dims),
+        scope=scope_sql(scope, params),
+    )
+    params["staging"] = idx.staging
+    params["k"] = k
+    if exact:
+        # No typmod cast: this expression matches no HNSW index, so the planner
+        # scans the scope exactly.
+        distance = sql.SQL("c.embedding {op} %(q)s::vector").format(op=op)
+        return sql.SQL(
+            "SELECT {cols}, {distance} AS distance FROM gw_chunks c WHERE {where} "
+            "ORDER BY distance, c.document_id, c.chunk_id LIMIT %(k)s"
+        ).format(cols=HIT_COLUMNS, distance=distance, where=where)
+    distance = sql.SQL("c.embedding::vector({dims}) {op} %(q)s::vector({dims})").format(
+        dims=sql.Literal(dims), op=op
+    )
+    return sql.SQL(
+        "WITH hits AS MATERIALIZED ("
+        " SELECT c.id, {distance} AS distance FROM gw_chunks c WHERE {where}"
+        " ORDER BY {distance} LIMIT %(k)s) "
+        "SELECT {cols}, hits.distance FROM hits JOIN gw_chunks c ON c.id = hits.id "
+        "ORDER BY hits.distance, c.document_id, c.chunk_id"
+    ).format(cols=HIT_COLUMNS, distance=distance, where=where)
+
+
+async def _rows(
+    conn: Conn,
+    idx: IndexRow,
+    q: npt.NDArray[np.float32],
+    k: int,
+    scope: Scope,
+    ef_search: int,
+    exact: bool,
+) -> list[tuple[Any, ...]]:
+    params: dict[str, Any] = {"q": q}
+    query = _vector_sql(idx, k, scope, exact, params)
+    if not exact:
+        await _hnsw_settings(conn, k, ef_search)
+    cur = await conn.execute(query, params)
+    return await cur.fetchall()
+
+
+async def _hnsw_settings(conn: Conn, k: int, ef_search: int) -> None:
+    # Transaction-local: ef_search of at least k (pgvector returns at most
+    # ef_search rows per scan round), and iterative scans so rows filtered out by
+    # the scope make the scan continue instead of returning fewer than k.
+    await conn.execute(
+        "SELECT set_config('hnsw.ef_search', %s, true), "
+        "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+        [str(min(1000, max(ef_search, k)))],
+    )
+
+
+def query_vector(vector: npt.NDArray[np.float32], dims: int) -> npt.NDArray[np.float32]:
+    """The query as a contiguous float32 vector of the index's dimension."""
+    q = np.asarray(vector, dtype=np.float32)
+    if q.ndim != 1 or q.shape[0] != dims:
+        raise embedding_mismatch(
+            f"query vector dimension {q.shape[-1] if q.ndim else 0} does not match "
+            f"index dimension {dims}"
+        )
+    if not np.isfinite(q).all():
+        raise embedding_mismatch("query vector contains non-finite values")
+    return np.ascontiguousarray(q)
+
+
+# -- HNSW maintenance ---------------------------------------------------------------
+
+
+async def ensure_vector_index(
+    db: Database, index_id: int, dims: int, metric: DistanceMetric
+) -> None:
+    """Build the HNSW index for (index, dims, metric) if it is missing or invalid,
+    and drop this index's HNSW indexes for other dimensions or metrics.
+
+    Runs after a publish commits, so a first bulk load is inserted without a graph
+    and the graph is then built in one pass (several times faster than inserting
+    row by row), and CONCURRENTLY, so writers of other indexes are not blocked.
+    Until it exists, searches of this index scan exactly."""
+    name = hnsw_index_name(index_id, dims, metric)
+    async with db.conn(limit_s=None) as conn:
+        # One builder per logical index across replicas; a replica that finds
+        # another one building leaves the work to it.
+        cur = await conn.execute(
+            "SELECT pg_try_advisory_lock(%s, %s)", [VECTOR_INDEX_LOCK_CLASS, index_id]
+        )
+        locked = await cur.fetchone()
+        if locked is None or not locked[0]:
+            return
+        try:
+            cur = await conn.execute(
+                "SELECT x.indisvalid FROM pg_index x WHERE x.indexrelid = to_regclass(%s)",
+                [name],
+            )
+            row = await cur.fetchone()
+            if row is None or not row[0]:
+                if row is not None:  # left invalid by an interrupted build
+                    await _drop_index(conn, name)
+                await _build(conn, db, index_id, dims, metric, name)
+            await _drop_obsolete_vector_indexes(conn, index_id)
+        finally:
+            await conn.execute(
+                "SELECT pg_advisory_unlock(%s, %s)", [VECTOR_INDEX_LOCK_CLASS, index_id]
+            )
+
+
+async def _build(
+    conn: Conn, db: Database, index_id: int, dims: int, metric: DistanceMetric, name: str
+) -> None:
+    s = db.settings
+    await conn.execute(
+        "SELECT set_config('statement_timeout', '0', false), "
+        "set_config('maintenance_work_mem', '512MB', false)"
+    )
+    ddl = hnsw_index_ddl(
+        index_id, dims, metric, s.hnsw_m, s.hnsw_ef_construction, concurrently=True
+    )
+    try:
+        try:
+            await conn.execute(ddl)
+        except (psycopg.errors.DiskFull, psycopg.errors.OutOfMemory):
+            # A parallel build needs maintenance_work_mem of shared memory (/dev/shm
+            # is small in some containers): build serially in less memory instead.
+            log.warning("parallel HNSW build failed; building serially")
+            await _drop_index(conn, name)
+            await conn.execute(
+                "SELECT set_config('max_parallel_maintenance_workers', '0', false), "
+                "set_config('maintenance_work_mem', '64MB', false)"
+            )
+            await conn.execute(ddl)
+    finally:
+        await conn.execute(
+            "SELECT set_config('statement_timeout', %s, false)", [str(s.statement_timeout_ms)]
+        )
+        await conn.execute("RESET maintenance_work_mem")
+        await conn.execute("RESET max_parallel_maintenance_workers")
+    await conn.execute(
+        """
+        INSERT INTO gw_vector_indexes (index_id, dims, metric, relname, m, ef_construction)
+        VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING
+        """,
+        [index_id, dims, metric.value, name, s.hnsw_m, s.hnsw_ef_construction],
+    )
+
+
+async def _drop_index(conn: Conn, name: str) -> None:
+    await conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name)))
+
+
+async def _drop_obsolete_vector_indexes(conn: Conn, index_id: int) -> None:
+    # An HNSW index is obsolete once neither the published nor the current spec
+    # uses its (dims, metric): after a rebuild it would only cost inserts.
+    cur = await conn.execute(
+        """
+        SELECT v.relname FROM gw_vector_indexes v JOIN gw_indexes i ON i.id = v.index_id
+        WHERE v.index_id = %s
+          AND (v.dims, v.metric) IS DISTINCT FROM (i.dimensions, i.metric)
+          AND (v.dims, v.metric) IS DISTINCT FROM (i.published_dimensions, i.published_metric)
+        """,
+        [index_id],
+    )
+    for (relname,) in await cur.fetchall():
+        await _drop_index(conn, str(relname))
+        await conn.execute("DELETE FROM gw_vector_indexes WHERE relname = %s", [relname])
