@@ -382,9 +382,9 @@ async def bench_quality(args: argparse.Namespace) -> None:
             qvec = (await memo.embed([text], EmbeddingTask.QUERY))[0]
             depth = max(50, args.depth)
             semantic = await store.search_vector(name, qvec, depth, Scope())
-            lexical = await store.search_lexical(
-                name, parse_lexical(lexical_text(text)), depth, Scope()
-            )
+            lexical = (
+                await store.search_lexical(name, parse_lexical(lexical_text(text)), depth, Scope())
+            ).hits
             hybrid = fuse([(Leg.SEMANTIC, semantic), (Leg.LEXICAL, lexical)], fusion, args.depth)
             hyb_ids = [r.hit.document_id for r in hybrid]
             candidates = [

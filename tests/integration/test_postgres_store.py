@@ -119,7 +119,7 @@ async def test_migrations_are_idempotent_and_safe_for_concurrent_starts(dsn: str
             assert await apply_migrations(aconn) == []
         # All replicas see one schema: an index published through one is served by another.
         await publish(stores[0], spec("shared"), [doc("a", ["replicas share one schema"])])
-        hits = await stores[3].search_lexical("shared", parse_lexical("schema"), 5, Scope())
+        hits = (await stores[3].search_lexical("shared", parse_lexical("schema"), 5, Scope())).hits
         assert [h.document_id for h in hits] == ["a"]
     finally:
         for s in stores:
@@ -133,6 +133,9 @@ async def test_migrations_are_idempotent_and_safe_for_concurrent_starts(dsn: str
 # BM25 statistics and document ids unique per index (the index-wide token total
 # comes back at 0: only the migrations under test read the published data).
 _DOWNGRADE_TO_3 = (
+    "DROP TABLE gw_postings",
+    "CREATE INDEX gw_chunks_lex ON gw_chunks USING gin (lex)",
+    "DELETE FROM gw_schema_migrations WHERE version = 6",
     "ALTER TABLE gw_indexes ADD COLUMN token_count bigint NOT NULL DEFAULT 0",
     "DELETE FROM gw_schema_migrations WHERE version = 5",
     "DROP TABLE gw_tenant_stats",
@@ -212,9 +215,9 @@ async def test_migration_4_keys_documents_by_tenant_and_splits_statistics(
         await publish(memory, s, docs)
         for scope in scopes:
             for q in queries:
-                got = await upgraded.search_lexical("upgrade", q, 10, scope)
-                want = await reference.search_lexical("upgrade", q, 10, scope)
-                mem = await memory.search_lexical("upgrade", q, 10, scope)
+                got = (await upgraded.search_lexical("upgrade", q, 10, scope)).hits
+                want = (await reference.search_lexical("upgrade", q, 10, scope)).hits
+                mem = (await memory.search_lexical("upgrade", q, 10, scope)).hits
                 assert [(h.key, h.score.raw) for h in got] == [
                     (h.key, h.score.raw) for h in want
                 ], (scope.tenant, q.text)
@@ -225,8 +228,12 @@ async def test_migration_4_keys_documents_by_tenant_and_splits_statistics(
         await publish(upgraded, s, [doc("a1", ["probe other tenant"], None, tenant="globex")])
         keys = set(await upgraded.live_documents("upgrade"))
         assert {DocumentKey("acme", "a1"), DocumentKey("globex", "a1")} <= keys
-        hits = await upgraded.search_lexical("upgrade", parse_lexical("probe"), 10, Scope("acme"))
-        want = await reference.search_lexical("upgrade", parse_lexical("probe"), 10, Scope("acme"))
+        hits = (
+            await upgraded.search_lexical("upgrade", parse_lexical("probe"), 10, Scope("acme"))
+        ).hits
+        want = (
+            await reference.search_lexical("upgrade", parse_lexical("probe"), 10, Scope("acme"))
+        ).hits
         assert [(h.key, h.score.raw) for h in hits] == [(h.key, h.score.raw) for h in want]
     finally:
         await upgraded.close()
@@ -298,7 +305,7 @@ async def test_database_stop_gives_unavailable_quickly_and_the_store_recovers(
                 assert time.monotonic() < deadline, "store did not recover"
                 await asyncio.sleep(0.2)
         assert [h.key for h in after] == [h.key for h in before]
-        lex = await store.search_lexical("f", parse_lexical("fault"), 5, Scope())
+        lex = (await store.search_lexical("f", parse_lexical("fault"), 5, Scope())).hits
         assert [h.document_id for h in lex] == ["a"]
     finally:
         await store.close()
@@ -321,7 +328,7 @@ async def test_statement_timeout_is_deadline_exceeded(dsn: str) -> None:
         assert err.value.reason == "DEADLINE_EXCEEDED"
         assert elapsed < 2.0
         # The connection that timed out is usable again.
-        hits = await store.search_lexical("slow", parse_lexical("locked"), 5, Scope())
+        hits = (await store.search_lexical("slow", parse_lexical("locked"), 5, Scope())).hits
         assert [h.document_id for h in hits] == ["a"]
     finally:
         await store.close()
@@ -350,7 +357,9 @@ async def test_failed_bulk_write_leaves_previous_data_intact(dsn: str, where: st
         for table in ("gw_chunks", "gw_documents"):
             n = scalar(dsn, f"SELECT count(*) FROM {table} WHERE version = %s", v)
             assert n == 0, table
-        hits = await store.search_lexical("bulk", parse_lexical("original alpha"), 5, Scope())
+        hits = (
+            await store.search_lexical("bulk", parse_lexical("original alpha"), 5, Scope())
+        ).hits
         assert sorted(h.content for h in hits) == ["original alpha", "original beta"]
         # The version is still usable: the failed call left nothing behind in it.
         await store.stage_documents("bulk", v, [doc("c", ["a later good batch"])])
@@ -516,8 +525,8 @@ async def test_lexical_ranking_matches_the_memory_store(dsn: str) -> None:
                 words[0] = '"' + " ".join(text().split()[:2]) + '"'
             q = parse_lexical(" ".join(words))
             scope = scopes[i % len(scopes)]
-            a = await pg.search_lexical("parity", q, 10, scope)
-            b = await mem.search_lexical("parity", q, 10, scope)
+            a = (await pg.search_lexical("parity", q, 10, scope)).hits
+            b = (await mem.search_lexical("parity", q, 10, scope)).hits
             assert [h.key for h in a] == [h.key for h in b], q.text
             for x, y in zip(a, b, strict=True):
                 assert x.score.raw == pytest.approx(y.score.raw, rel=1e-5)
@@ -544,10 +553,10 @@ async def test_phrases_in_chunks_beyond_tsvector_position_limits(dsn: str) -> No
             await publish(store, s, docs)
         for text in ('"alpha gamma"', '"gamma alpha"', '"beta beta alpha"', 'alpha "beta gamma"'):
             q = parse_lexical(text)
-            a = await pg.search_lexical("long", q, 5, Scope())
-            b = await mem.search_lexical("long", q, 5, Scope())
+            a = (await pg.search_lexical("long", q, 5, Scope())).hits
+            b = (await mem.search_lexical("long", q, 5, Scope())).hits
             assert [h.key for h in a] == [h.key for h in b], text
-        hits = await pg.search_lexical("long", parse_lexical('"alpha gamma"'), 5, Scope())
+        hits = (await pg.search_lexical("long", parse_lexical('"alpha gamma"'), 5, Scope())).hits
         assert {h.document_id for h in hits} == {"hit", "short"}
     finally:
         await pg.close()

@@ -76,7 +76,9 @@ async def test_empty_index_searches_return_nothing(store: Store, index_name: str
     state = await store.ensure_index(spec(index_name))
     assert state.published_version == 0
     assert await store.search_vector(index_name, vec(1, 0, 0, 0), 5, Scope()) == []
-    assert await store.search_lexical(index_name, parse_lexical("anything"), 5, Scope()) == []
+    assert (
+        await store.search_lexical(index_name, parse_lexical("anything"), 5, Scope())
+    ).hits == []
 
 
 async def test_cosine_scores_and_order(store: Store, index_name: str) -> None:
@@ -156,7 +158,7 @@ async def test_lexical_identifiers_are_findable(store: Store, index_name: str) -
         ("IRagRetriever", "di"),
         ("iragretriever", "di"),
     ]:
-        hits = await store.search_lexical(index_name, parse_lexical(query), 4, Scope())
+        hits = (await store.search_lexical(index_name, parse_lexical(query), 4, Scope())).hits
         assert hits, query
         assert hits[0].document_id == expected, query
         assert hits[0].score.higher_is_better
@@ -174,9 +176,13 @@ async def test_exact_phrase_requires_contiguous_words(store: Store, index_name: 
         ],
         spec(index_name, dims=None),
     )
-    hits = await store.search_lexical(index_name, parse_lexical('"account recovery"'), 5, Scope())
+    hits = (
+        await store.search_lexical(index_name, parse_lexical('"account recovery"'), 5, Scope())
+    ).hits
     assert [h.document_id for h in hits] == ["yes"]
-    loose = await store.search_lexical(index_name, parse_lexical("account recovery"), 5, Scope())
+    loose = (
+        await store.search_lexical(index_name, parse_lexical("account recovery"), 5, Scope())
+    ).hits
     assert {h.document_id for h in loose} == {"yes", "no"}
 
 
@@ -198,7 +204,7 @@ async def test_tenant_isolation_before_ranking(store: Store, index_name: str) ->
         "public"
     ]
     assert await store.search_vector(index_name, q, 5, Scope("nobody")) == []
-    lex = await store.search_lexical(index_name, parse_lexical("shared"), 5, Scope("globex"))
+    lex = (await store.search_lexical(index_name, parse_lexical("shared"), 5, Scope("globex"))).hits
     assert [h.document_id for h in lex] == ["theirs"]
 
 
@@ -220,7 +226,7 @@ async def test_filter_applied_before_ranking_returns_k(store: Store, index_name:
     hits = await store.search_vector(index_name, vec(1, 1, 1, 1), 10, flt)
     assert len(hits) == 10
     assert all(h.metadata["dept"] == "hr" for h in hits)
-    lex = await store.search_lexical(index_name, parse_lexical("common"), 10, flt)
+    lex = (await store.search_lexical(index_name, parse_lexical("common"), 10, flt)).hits
     assert len(lex) == 10 and all(h.metadata["dept"] == "hr" for h in lex)
     multi = Scope(filter=MetadataFilter({"dept": frozenset({"hr", "eng"})}))
     assert len(await store.search_vector(index_name, vec(1, 1, 1, 1), 50, multi)) == 50
@@ -234,10 +240,10 @@ async def test_staged_changes_invisible_until_publish(store: Store, index_name: 
         v,
         [doc("a", ["new text", "more new"], [vec(1, 0, 0, 0), vec(0, 1, 0, 0)], content_hash="2")],
     )
-    hits = await store.search_lexical(index_name, parse_lexical("text"), 5, Scope())
+    hits = (await store.search_lexical(index_name, parse_lexical("text"), 5, Scope())).hits
     assert [h.content for h in hits] == ["old text"]
     await store.publish_version(index_name, v, spec(index_name))
-    hits = await store.search_lexical(index_name, parse_lexical("text new"), 5, Scope())
+    hits = (await store.search_lexical(index_name, parse_lexical("text new"), 5, Scope())).hits
     assert sorted(h.content for h in hits) == ["more new", "new text"]
     live = await store.live_documents(index_name)
     assert live[K("a")].content_hash == "2"
@@ -301,7 +307,9 @@ async def test_readers_never_see_a_gap(store: Store, index_name: str) -> None:
     async def reader() -> None:
         nonlocal seen_empty
         while not stop.is_set():
-            hits = await store.search_lexical(index_name, parse_lexical("version"), 5, Scope())
+            hits = (
+                await store.search_lexical(index_name, parse_lexical("version"), 5, Scope())
+            ).hits
             if len(hits) != 1:
                 seen_empty += 1
             await asyncio.sleep(0)
@@ -353,14 +361,14 @@ async def test_filter_is_and_over_keys_and_any_of_values(store: Store, index_nam
     assert {
         h.document_id for h in await store.search_vector(index_name, vec(1, 0, 0, 0), 10, flt)
     } == expected
-    lex = await store.search_lexical(index_name, parse_lexical("policy"), 10, flt)
+    lex = (await store.search_lexical(index_name, parse_lexical("policy"), 10, flt)).hits
     assert {h.document_id for h in lex} == expected
     none = Scope(filter=MetadataFilter({"dept": frozenset()}))
     assert await store.search_vector(index_name, vec(1, 0, 0, 0), 10, none) == []
     tenant_and_filter = Scope("acme", MetadataFilter({"dept": frozenset({"hr"})}))
     assert (
-        await store.search_lexical(index_name, parse_lexical("policy"), 10, tenant_and_filter) == []
-    )
+        await store.search_lexical(index_name, parse_lexical("policy"), 10, tenant_and_filter)
+    ).hits == []
 
 
 async def test_phrases_match_whole_words_only(store: Store, index_name: str) -> None:
@@ -375,17 +383,19 @@ async def test_phrases_match_whole_words_only(store: Store, index_name: str) -> 
         spec(index_name, dims=None),
     )
     # Identifier parts are searchable terms ...
-    loose = await store.search_lexical(index_name, parse_lexical("rag"), 5, Scope())
+    loose = (await store.search_lexical(index_name, parse_lexical("rag"), 5, Scope())).hits
     assert {h.document_id for h in loose} == {"camel", "words", "both"}
     # ... but a phrase is a run of whole words: a camel-case part is not a word.
-    one = await store.search_lexical(index_name, parse_lexical('"rag"'), 5, Scope())
+    one = (await store.search_lexical(index_name, parse_lexical('"rag"'), 5, Scope())).hits
     assert {h.document_id for h in one} == {"words", "both"}
-    two = await store.search_lexical(index_name, parse_lexical('"rag retriever"'), 5, Scope())
+    two = (
+        await store.search_lexical(index_name, parse_lexical('"rag retriever"'), 5, Scope())
+    ).hits
     assert [h.document_id for h in two] == ["words"]
     # Every phrase must occur; loose terms only rank.
-    both = await store.search_lexical(
-        index_name, parse_lexical('"rag" "far apart" text'), 5, Scope()
-    )
+    both = (
+        await store.search_lexical(index_name, parse_lexical('"rag" "far apart" text'), 5, Scope())
+    ).hits
     assert [h.document_id for h in both] == ["both"]
 
 
@@ -410,7 +420,7 @@ async def test_connector_identifiers_are_findable(store: Store, index_name: str)
         ("mode:strict", "kv"),
         ("server.toml", "path"),
     ]:
-        hits = await store.search_lexical(index_name, parse_lexical(query), 5, Scope())
+        hits = (await store.search_lexical(index_name, parse_lexical(query), 5, Scope())).hits
         assert hits and hits[0].document_id == expected, query
 
 
@@ -430,7 +440,7 @@ async def test_restaging_keeps_the_last_copy_and_cancels_a_staged_deletion(
         index_name, v, [doc("a", ["fourth copy"], [vec(1, 0, 0, 0)], content_hash="4")]
     )
     await store.publish_version(index_name, v, spec(index_name))
-    hits = await store.search_lexical(index_name, parse_lexical("copy"), 5, Scope())
+    hits = (await store.search_lexical(index_name, parse_lexical("copy"), 5, Scope())).hits
     assert [h.content for h in hits] == ["fourth copy"]
     assert (await store.live_documents(index_name))[K("a")].content_hash == "4"
     state = await store.index_state(index_name)
@@ -458,7 +468,9 @@ async def test_document_ids_are_unique_per_tenant(store: Store, index_name: str)
     }
 
     async def contents(tenant: str) -> list[str]:
-        hits = await store.search_lexical(index_name, parse_lexical("original"), 5, Scope(tenant))
+        hits = (
+            await store.search_lexical(index_name, parse_lexical("original"), 5, Scope(tenant))
+        ).hits
         return [h.content for h in hits]
 
     v = await store.begin_version(index_name)
@@ -496,7 +508,7 @@ async def test_lexical_statistics_are_per_tenant(store: Store, index_name: str) 
 
     async def scores(flt: MetadataFilter | None = None) -> dict[str, float]:
         scope = Scope("acme", flt or MetadataFilter())
-        hits = await store.search_lexical(index_name, parse_lexical("probe"), 5, scope)
+        hits = (await store.search_lexical(index_name, parse_lexical("probe"), 5, scope)).hits
         return {h.document_id: h.score.raw for h in hits}
 
     before = await scores()
@@ -539,10 +551,44 @@ async def test_lexical_ranking_is_bm25(store: Store, index_name: str) -> None:
         doc("long", ["apple zebra with many other words around it"], None),
     ]
     await publish(store, index_name, docs, spec(index_name, dims=None))
-    hits = await store.search_lexical(index_name, parse_lexical("apple zebra"), 6, Scope())
+    hits = (await store.search_lexical(index_name, parse_lexical("apple zebra"), 6, Scope())).hits
     order = [h.document_id for h in hits]
     assert order[0] == "short"
     assert order.index("short") < order.index("long")
     assert order.index("rare") < min(order.index(f"common{i}") for i in (1, 2, 3))
     assert all(h.score.metric is ScoreMetric.BM25 for h in hits)
     assert [h.score.raw for h in hits] == sorted((h.score.raw for h in hits), reverse=True)
+
+
+async def test_long_queries_score_only_their_rarest_terms(store: Store, index_name: str) -> None:
+    # 400 distinct words, every one held by the index with its own document
+    # frequency (word i is in 400 - i of the 400 chunks): a pasted page of prose.
+    words = ["x" + "".join(chr(97 + i // 26**p % 26) for p in (2, 1, 0)) for i in range(400)]
+    docs = [
+        doc(f"d{c:03d}", [" ".join(words[: 400 - c] if c % 2 else words[c:])], None)
+        for c in range(400)
+    ]
+    await publish(store, index_name, docs, spec(index_name, dims=None))
+    text = " ".join(reversed(words))
+    full = parse_lexical(text)
+    t0 = asyncio.get_running_loop().time()
+    found = await store.search_lexical(index_name, full, 10, Scope())
+    elapsed = asyncio.get_running_loop().time() - t0
+    assert (found.terms_scored, found.terms_pruned) == (32, 368)
+    # The same hits as a query of only the 32 rarest words: those were scored.
+    from groundwire.domain.bm25 import select_terms
+
+    held = [set(d.chunks[0].text.split()) for d in docs]
+    df = {w: sum(w in h for h in held) for w in words}
+    kept, pruned = select_terms(full.terms, df, 32)
+    assert pruned == 368
+    rare = await store.search_lexical(index_name, parse_lexical(" ".join(kept)), 10, Scope())
+    assert [(h.key, h.score.raw) for h in found.hits] == [(h.key, h.score.raw) for h in rare.hits]
+    assert len(found.hits) == 10
+    # Bounded cost whatever the query's length (generous for a loaded CI machine).
+    assert elapsed < 2.0
+    # Without a limit every term is scored.
+    unlimited = await store.search_lexical(
+        index_name, parse_lexical(text).__class__(text, full.terms, (), 1000), 10, Scope()
+    )
+    assert (unlimited.terms_scored, unlimited.terms_pruned) == (400, 0)

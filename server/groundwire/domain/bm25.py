@@ -11,6 +11,7 @@ never move a tenant's scores. Both stores evaluate this exact arithmetic in floa
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any, overload
 
 import numpy as np
@@ -47,3 +48,23 @@ def upper_bound(weight: float) -> float:
     """A strict bound on `term_score(weight, ...)`: tf * (k1 + 1) / (tf + k1 * norm)
     < k1 + 1 for every finite tf, whatever the length."""
     return weight * (K1 + 1.0)
+
+
+# At most this many distinct query terms are scored by default, the rarest first
+# (Lucene's MoreLikeThis keeps 25): a pasted page of prose costs what its 32 most
+# telling words cost, and its common words, which barely move BM25, cost nothing.
+DEFAULT_MAX_TERMS = 32
+
+
+def select_terms(terms: Sequence[str], df: Mapping[str, int], limit: int) -> tuple[list[str], int]:
+    """The distinct query terms to score, in query order, and how many were pruned.
+
+    Terms the scope does not hold (df 0) match nothing and cost nothing, so they are
+    neither scored nor counted as pruned. Of the rest, at most `limit` are kept: the
+    lowest document frequencies (highest idf), ties going to the earlier term."""
+    present = [t for t in dict.fromkeys(terms) if df.get(t, 0) > 0]
+    if len(present) <= limit:
+        return present, 0
+    order = {t: i for i, t in enumerate(present)}
+    kept = set(sorted(present, key=lambda t: (df[t], order[t]))[:limit])
+    return [t for t in present if t in kept], len(present) - limit

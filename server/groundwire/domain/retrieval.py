@@ -6,6 +6,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.scores import Score
 
 
@@ -52,6 +53,8 @@ class LexicalQuery:
     text: str
     terms: tuple[str, ...]
     phrases: tuple[tuple[str, ...], ...]
+    # At most this many distinct terms are scored, the rarest first (bm25.select_terms).
+    max_terms: int = DEFAULT_MAX_TERMS
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,16 @@ class ChunkHit:
     @property
     def key(self) -> tuple[str, str]:
         return (self.document_id, self.chunk_id)
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalResult:
+    """What a store's lexical search returns: the hits in rank order and how many
+    distinct query terms were scored and pruned by the term limit."""
+
+    hits: list[ChunkHit]
+    terms_scored: int = 0
+    terms_pruned: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +141,8 @@ class RetrievalDiagnostics:
     total_seconds: float = 0.0
     index_version: int = 0
     phrase_count: int = 0
+    lexical_terms_scored: int = 0
+    lexical_terms_pruned: int = 0
     fusion: FusionSettings | None = None
     leg_depth: int = 0
 

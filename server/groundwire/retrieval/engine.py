@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.errors import GroundwireError, failed_precondition, unavailable
 from groundwire.domain.fusion import fuse, single_leg
 from groundwire.domain.query import parse_lexical, semantic_text
@@ -44,6 +45,8 @@ class RetrievalLimits:
     max_query_chars: int = 4096
     leg_depth: int = 50
     max_leg_depth: int = 1000
+    # Distinct lexical terms scored per query, the rarest first (bm25.select_terms).
+    max_lexical_terms: int = DEFAULT_MAX_TERMS
 
 
 class Retriever:
@@ -73,7 +76,9 @@ class Retriever:
         handle = self._catalog.get(request.index_name)
         if not handle.ready:
             raise unavailable("INDEX_NOT_READY", "the index is still being ingested")
-        lexical_query = parse_lexical(request.text)
+        lexical_query = replace(
+            parse_lexical(request.text), max_terms=self.limits.max_lexical_terms
+        )
         diag = RetrievalDiagnostics(
             mode=request.mode, top_k=request.top_k, phrase_count=len(lexical_query.phrases)
         )
@@ -129,10 +134,12 @@ class Retriever:
         diag: RetrievalDiagnostics,
     ) -> list[ChunkHit]:
         t0 = time.perf_counter()
-        hits = await handle.store.search_lexical(handle.name, query, k, request.scope)
+        found = await handle.store.search_lexical(handle.name, query, k, request.scope)
         diag.lexical_seconds = time.perf_counter() - t0
-        diag.lexical_hits = len(hits)
-        return hits
+        diag.lexical_hits = len(found.hits)
+        diag.lexical_terms_scored = found.terms_scored
+        diag.lexical_terms_pruned = found.terms_pruned
+        return found.hits
 
 
 async def _both(

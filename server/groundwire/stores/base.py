@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.operations import Operation
-from groundwire.domain.retrieval import ChunkHit, LexicalQuery, Scope
+from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, Scope
 
 
 class DistanceMetric(enum.Enum):
@@ -225,10 +225,12 @@ class Store(Protocol):
 
     async def search_lexical(
         self, name: str, query: LexicalQuery, k: int, scope: Scope
-    ) -> list[ChunkHit]:
+    ) -> LexicalResult:
         """At most k published chunks in `scope` matching `query` (every phrase must
         occur), best first by BM25 over the scope tenant's published chunks (the
-        metadata filter selects rows; it does not change the statistics)."""
+        metadata filter selects rows; it does not change the statistics). At most
+        `query.max_terms` distinct terms are scored (`bm25.select_terms`). The cost
+        depends on the scope tenant's own postings only, never on other tenants'."""
         ...
 
     async def close(self) -> None: ...

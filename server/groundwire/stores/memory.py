@@ -22,7 +22,13 @@ from groundwire.domain import bm25
 from groundwire.domain.operations import Operation
 from groundwire.domain.ordering import rank_hits
 from groundwire.domain.query import contains_phrase
-from groundwire.domain.retrieval import ChunkHit, LexicalQuery, MetadataFilter, Scope
+from groundwire.domain.retrieval import (
+    ChunkHit,
+    LexicalQuery,
+    LexicalResult,
+    MetadataFilter,
+    Scope,
+)
 from groundwire.domain.scores import Score, ScoreMetric
 from groundwire.domain.text import index_tokens, phrase_words
 from groundwire.stores.base import (
@@ -414,35 +420,40 @@ class MemoryStore:
 
     async def search_lexical(
         self, name: str, query: LexicalQuery, k: int, scope: Scope
-    ) -> list[ChunkHit]:
+    ) -> LexicalResult:
         idx = self._get(name)
         n, live = idx.n, idx.live
         mask = idx.scope_mask(live, n, scope)
         if mask is None or n == 0 or not query.terms:
-            return []
+            return LexicalResult([])
         # Collection statistics over the scope tenant's published rows only: another
         # tenant's documents must not move this tenant's scores (a side channel).
         live_n = idx.tenant_live(live, n, scope.tenant)
         assert live_n is not None  # scope_mask found the tenant
         total = int(live_n.sum())
         if total == 0:
-            return []
+            return LexicalResult([])
         avgdl = float(idx.doc_len[:n][live_n].mean()) or 1.0
-        scores = np.zeros(n, dtype=np.float64)
-        matched = np.zeros(n, dtype=bool)
-        for term, qtf in Counter(query.terms).items():
+        postings: dict[str, tuple[IntArray, npt.NDArray[np.float64]]] = {}
+        df: dict[str, int] = {}
+        for term in dict.fromkeys(query.terms):
             posting = idx.posting(term)
             if posting is None:
                 continue
             rows, tfs = posting
             in_range = rows < n
             # float64 throughout, as PostgreSQL computes it, so both stores rank alike.
-            rows, tfs = rows[in_range], tfs[in_range].astype(np.float64)
-            df = int(live_n[rows].sum())
-            if df == 0:
-                continue
+            rows, tf64 = rows[in_range], tfs[in_range].astype(np.float64)
+            df[term] = int(live_n[rows].sum())
+            postings[term] = (rows, tf64)
+        qtf = Counter(query.terms)
+        terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
+        scores = np.zeros(n, dtype=np.float64)
+        matched = np.zeros(n, dtype=bool)
+        for term in terms:
+            rows, tf64 = postings[term]
             dl = idx.doc_len[rows].astype(np.float64)
-            scores[rows] += qtf * bm25.term_score(bm25.idf(total, df), tfs, dl, avgdl)
+            scores[rows] += qtf[term] * bm25.term_score(bm25.idf(total, df[term]), tf64, dl, avgdl)
             matched[rows] = True
         candidates = np.flatnonzero(matched & mask)
         if query.phrases and len(candidates):
@@ -454,7 +465,7 @@ class MemoryStore:
             candidates = np.asarray(keep, dtype=np.int64)
         rows_top = _top(scores, candidates, k)
         hits = [idx.hit(int(r), Score.of(ScoreMetric.BM25, float(scores[r]))) for r in rows_top]
-        return rank_hits(hits)[:k]
+        return LexicalResult(rank_hits(hits)[:k], len(terms), pruned)
 
     async def close(self) -> None:
         self._indexes.clear()

@@ -15,7 +15,11 @@ Ranking. BM25 (`domain.bm25`) over the scope tenant's own statistics (another
 tenant's documents never move a tenant's scores): document frequencies per (index,
 tenant, term) live in `gw_term_stats` and N / total length per (index, tenant) in
 `gw_tenant_stats`, all moved in the publish transaction, so a query reads them from
-its own snapshot.
+its own snapshot. Candidates come from `gw_postings`, one row per (published chunk,
+term) keyed by (index, tenant, term): a term's postings are an index-only range scan
+of the tenant's own rows. A query is two statements whatever its length (statistics,
+then one ranking statement with MaxScore pruning), and scores at most
+`query.max_terms` distinct terms, the rarest first.
 
 pg_trgm is required (the schema creates the extension) but no trigram index is built
 over chunk text: every identifier the in-memory store can find is an exact token here
@@ -45,7 +49,7 @@ from psycopg.pq import Format
 from groundwire.domain import bm25
 from groundwire.domain.ordering import rank_hits
 from groundwire.domain.query import contains_phrase
-from groundwire.domain.retrieval import ChunkHit, LexicalQuery, Scope
+from groundwire.domain.retrieval import LexicalQuery, LexicalResult, Scope
 from groundwire.domain.scores import Score, ScoreMetric
 from groundwire.domain.text import index_tokens, phrase_words
 from groundwire.stores.postgres.connection import Conn
@@ -140,33 +144,43 @@ def _fits(term: str) -> bool:
 
 # -- ranking ------------------------------------------------------------------------
 
+# The threshold seed reads at most this many postings in all (spread over the query's
+# terms, at least _SEED_MIN_PER_TERM each) and scores their chunks fully.
+_SEED_POSTINGS = 512
+_SEED_MIN_PER_TERM = 16
+# The seed's k-th score is lowered by this relative margin before it prunes, so
+# floating-point noise can never make it exceed the true k-th score.
+_THETA_MARGIN = 1.0 - 1e-9
+
 
 @dataclass(frozen=True, slots=True)
 class _TermWeights:
-    """BM25 term weights of one query against one published snapshot."""
+    """BM25 weights of the scored query terms against one published snapshot."""
 
     qtf: Counter[str]
-    idf: dict[str, float]  # query order; terms absent from the index are dropped
-    by_bound: list[str]  # ascending upper bound of a term's contribution to a score
-    bound: dict[str, float]
+    idf: dict[str, float]  # the scored terms, in query order
     avgdl: float
+    pruned: int
 
     @classmethod
-    def of(cls, qtf: Counter[str], df: Mapping[str, int], total: int, tokens: int) -> _TermWeights:
-        idf = {t: bm25.idf(total, df[t]) for t in qtf if df.get(t, 0) > 0}
-        bound = {t: qtf[t] * bm25.upper_bound(w) for t, w in idf.items()}
-        avgdl = bm25.average_length(tokens, total)
-        return cls(qtf, idf, sorted(bound, key=lambda t: (bound[t], t)), bound, avgdl)
+    def of(
+        cls, query: LexicalQuery, df: Mapping[str, int], total: int, tokens: int
+    ) -> _TermWeights:
+        terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
+        qtf = Counter(query.terms)
+        idf = {t: bm25.idf(total, df[t]) for t in terms}
+        return cls(qtf, idf, bm25.average_length(tokens, total), pruned)
 
-    def essential(self, threshold: float) -> list[str]:
-        """Terms a row must hold to possibly score above `threshold`: all but the
-        longest run of low-bound terms whose bounds sum to at most it."""
-        total = 0.0
-        for i, term in enumerate(self.by_bound):
-            total += self.bound[term]
-            if total > threshold:
-                return self.by_bound[i:]
-        return []
+    def by_bound(self) -> tuple[list[str], list[float], list[float]]:
+        """Terms in ascending order of their score bound, each with its weight
+        (qtf * idf) and the running sum of bounds up to and including it."""
+        weight = {t: self.qtf[t] * w for t, w in self.idf.items()}
+        order = sorted(weight, key=lambda t: (weight[t], t))
+        cumulative, total = [], 0.0
+        for t in order:
+            total += bm25.upper_bound(weight[t])
+            cumulative.append(total)
+        return order, [weight[t] for t in order], cumulative
 
 
 # What lexical search reads before ranking, from its own snapshot: the scope
@@ -183,19 +197,16 @@ _LEXICAL_STATS_SQL = """
 
 async def search(
     conn: Conn, idx: IndexRow, query: LexicalQuery, k: int, scope: Scope
-) -> list[ChunkHit]:
-    """The exact BM25 top k in scope (inside `conn`'s snapshot).
-
-    Scoring does not touch every row that holds a common query word: rows are scored
-    only if they hold an "essential" term, where the non-essential terms are the
-    longest run of lowest-impact terms whose summed score bounds cannot reach the
-    k-th best score already found (MaxScore, Turtle and Flood 1995)."""
-    qtf = Counter(t for t in query.terms if _fits(t))
+) -> LexicalResult:
+    """The exact BM25 top k in scope (inside `conn`'s snapshot), in two statements
+    whatever the query's length: the statistics, then the ranking."""
+    fitting = tuple(t for t in query.terms if _fits(t))
     phrases = list(query.phrases)
-    if not qtf or any(not _fits(w) for p in phrases for w in p):
-        return []  # a word PostgreSQL cannot index cannot be matched
+    if not fitting or any(not _fits(w) for p in phrases for w in p):
+        return LexicalResult([])  # a word PostgreSQL cannot index cannot be matched
     cur = await conn.execute(
-        _LEXICAL_STATS_SQL, {"index_id": idx.id, "tenant": scope.tenant, "terms": list(qtf)}
+        _LEXICAL_STATS_SQL,
+        {"index_id": idx.id, "tenant": scope.tenant, "terms": list(dict.fromkeys(fitting))},
     )
     total, tokens, df = 0, 0, {}
     for term, count, length in await cur.fetchall():
@@ -204,44 +215,32 @@ async def search(
         else:
             df[str(term)] = int(count)
     if total <= 0:
-        return []
-    terms = _TermWeights.of(qtf, df, total, tokens)
-    if not terms.idf:
-        return []
-    # Start from the rarest term alone and widen one term at a time until k rows
-    # give a threshold.
-    essential = terms.by_bound[-1:]
-    while True:
-        rows = await _top(conn, idx, terms, essential, phrases, k, scope)
-        if len(rows) < k:
-            if len(essential) == len(terms.by_bound):
-                break
-            essential = terms.by_bound[-len(essential) - 1 :]
-            continue
-        # The k-th best score (the join may return the k rows in any order).
-        needed = terms.essential(min(float(r[8]) for r in rows))
-        if len(needed) <= len(essential):  # both are suffixes of by_bound
-            break
-        essential = needed
+        return LexicalResult([])
+    weights = _TermWeights.of(
+        LexicalQuery(query.text, fitting, query.phrases, query.max_terms), df, total, tokens
+    )
+    if not weights.idf:
+        return LexicalResult([], 0, weights.pruned)
+    rows = await _top(conn, idx, weights, phrases, k, scope)
     hits = [hit(r, Score.of(ScoreMetric.BM25, float(r[8]))) for r in rows]
-    return rank_hits(hits)[:k]
+    return LexicalResult(rank_hits(hits)[:k], len(weights.idf), weights.pruned)
 
 
 async def _top(
     conn: Conn,
     idx: IndexRow,
-    terms: _TermWeights,
-    essential: Sequence[str],
+    weights: _TermWeights,
     phrases: Sequence[tuple[str, ...]],
     k: int,
     scope: Scope,
 ) -> list[tuple[Any, ...]]:
-    """The exact top k (by full BM25 over every query term) among rows in scope
-    that hold an essential term and contain every phrase."""
+    """The exact top k (by full BM25 over every scored term) among rows in scope
+    that contain every phrase."""
     rejected: list[int] = []
+    rows: list[tuple[Any, ...]] = []
     for _ in range(_MAX_PHRASE_RETRIES):
         params: dict[str, Any] = {}
-        statement = _lexical_sql(idx, terms, essential, phrases, k, scope, rejected, params)
+        statement = _lexical_sql(idx, weights, phrases, k, scope, rejected, params)
         cur = await conn.execute(statement, params)
         rows = await cur.fetchall()
         # Rows past the tsvector position limits matched on "all phrase words
@@ -259,19 +258,40 @@ async def _top(
 
 def _lexical_sql(
     idx: IndexRow,
-    terms: _TermWeights,
-    essential: Sequence[str],
+    weights: _TermWeights,
     phrases: Sequence[tuple[str, ...]],
     k: int,
     scope: Scope,
     rejected: Sequence[int],
     params: dict[str, Any],
 ) -> sql.Composed:
+    """One statement: exact top-k BM25 with MaxScore pruning (Turtle and Flood 1995).
+
+    1. seed: a few postings of every term (the rarest terms' lists are the short
+       ones), their chunks scored fully; the k-th best of them is a score some k rows
+       in scope really reach, so the final k-th best score (theta) is at least it.
+    2. The terms whose score bounds, summed from the lowest, stay at or below theta
+       are non-essential: a row holding only them scores below theta (the bounds are
+       strict), so only the postings of the other, essential (rarer), terms are
+       read, and a row whose essential partial score plus every non-essential bound
+       cannot pass theta is dropped before its chunk is read.
+    3. The survivors are scored fully (every term, in query order, with the in-memory
+       store's arithmetic) and the top k returned.
+
+    Every posting read is the scope tenant's own (an index-only range scan of the
+    primary key), so another tenant's data changes neither the result nor the cost."""
+    order, w, cumulative = weights.by_bound()
+    per_term = max(_SEED_MIN_PER_TERM, _SEED_POSTINGS // len(order))
     params.update(
         index_id=idx.id,
+        tenant=scope.tenant,
         staging=idx.staging,
-        any=" | ".join(_ts_quote(t) for t in essential),
-        avgdl=terms.avgdl,
+        terms=order,
+        weights=w,
+        cumulative=cumulative,
+        per_term=per_term,
+        margin=_THETA_MARGIN,
+        avgdl=weights.avgdl,
         k1=bm25.K1,
         k1p1=bm25.K1 + 1.0,
         b=bm25.B,
@@ -281,10 +301,10 @@ def _lexical_sql(
     )
     freq_cols: list[sql.Composable] = []
     contribs: list[sql.Composable] = []
-    for i, term in enumerate(terms.idf):
+    for i, term in enumerate(weights.idf):
         params[f"t{i}"] = term
-        params[f"w{i}"] = terms.idf[term]
-        params[f"q{i}"] = float(terms.qtf[term])
+        params[f"w{i}"] = weights.idf[term]
+        params[f"q{i}"] = float(weights.qtf[term])
         f = sql.Identifier(f"f{i}")
         freq_cols.append(
             sql.SQL("coalesce((c.term_freqs ->> {t})::float8, 0) AS {f}").format(
@@ -313,14 +333,48 @@ def _lexical_sql(
     # row once rather than once per reference in the score expression.
     return sql.SQL(
         """
+        WITH q AS MATERIALIZED (
+            SELECT * FROM unnest(%(terms)s::text[], %(weights)s::float8[],
+                                 %(cumulative)s::float8[]) AS q(term, w, cum)
+        ),
+        seed AS MATERIALIZED (
+            SELECT DISTINCT s.chunk FROM q CROSS JOIN LATERAL (
+                SELECT p.chunk FROM gw_postings p
+                WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = q.term
+                LIMIT %(per_term)s
+            ) s
+        ),
+        seed_top AS MATERIALIZED (
+            SELECT 0.0 + {score} AS score
+            FROM seed JOIN gw_chunks c ON c.id = seed.chunk
+            CROSS JOIN LATERAL (SELECT {freq_cols} OFFSET 0) f
+            WHERE {scope} AND {phrase_ok} AND c.id <> ALL(%(rejected)s::bigint[])
+            ORDER BY score DESC LIMIT %(k)s
+        ),
+        theta AS MATERIALIZED (
+            SELECT CASE WHEN count(*) < %(k)s THEN -1.0
+                        ELSE min(score) * %(margin)s END AS v
+            FROM seed_top
+        ),
+        bounds AS MATERIALIZED (
+            SELECT coalesce(max(q.cum) FILTER (WHERE q.cum <= t.v), 0.0) AS rest, t.v
+            FROM q, theta t GROUP BY t.v
+        ),
+        cand AS MATERIALIZED (
+            SELECT p.chunk FROM q JOIN gw_postings p
+                ON p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = q.term
+            WHERE q.cum > (SELECT v FROM bounds)
+            GROUP BY p.chunk
+            HAVING sum(q.w * p.tf * %(k1p1)s
+                       / (p.tf + %(k1)s * (%(one_minus_b)s + %(b)s * p.dl / %(avgdl)s)))
+                   + (SELECT rest FROM bounds) > (SELECT v FROM bounds)
+        )
         SELECT {cols}, top.score, top.phrase_exact, top.id
         FROM (
             SELECT c.id, c.phrase_exact, c.document_id, c.chunk_id, 0.0 + {score} AS score
-            FROM gw_chunks c
+            FROM cand JOIN gw_chunks c ON c.id = cand.chunk
             CROSS JOIN LATERAL (SELECT {freq_cols} OFFSET 0) f
-            WHERE c.index_id = %(index_id)s AND c.lex @@ %(any)s::tsquery
-              AND c.version <> ALL(%(staging)s::bigint[])
-              AND {scope} AND {phrase_ok} AND c.id <> ALL(%(rejected)s::bigint[])
+            WHERE {scope} AND {phrase_ok} AND c.id <> ALL(%(rejected)s::bigint[])
             ORDER BY score DESC, c.document_id, c.chunk_id
             LIMIT %(k)s
         ) top JOIN gw_chunks c ON c.id = top.id

@@ -324,6 +324,39 @@ MIGRATIONS: tuple[Migration, ...] = (
         # nothing reads the index-wide total any more.
         ("ALTER TABLE gw_indexes DROP COLUMN token_count",),
     ),
+    Migration(
+        6,
+        "per-tenant postings for lexical search",
+        (
+            # One row per (published chunk, term): what BM25 needs of a posting (tf,
+            # and the chunk's length) is in the primary key's leaf, so a term's
+            # postings are an index-only range scan of the scope tenant's own rows,
+            # whatever other tenants hold. Rows exist for published chunks only
+            # (written and deleted in the publish transaction), so reads need no
+            # staging filter.
+            """
+            CREATE TABLE gw_postings (
+                index_id integer NOT NULL,
+                tenant text COLLATE "C" NOT NULL,
+                term text COLLATE "C" NOT NULL,
+                chunk bigint NOT NULL,
+                tf integer NOT NULL,
+                dl integer NOT NULL,
+                PRIMARY KEY (index_id, tenant, term, chunk) INCLUDE (tf, dl)
+            )
+            """,
+            """
+            INSERT INTO gw_postings (index_id, tenant, term, chunk, tf, dl)
+            SELECT c.index_id, c.tenant, j.key, c.id, j.value::integer, c.token_count
+            FROM gw_chunks c CROSS JOIN LATERAL jsonb_each_text(c.term_freqs) j
+            WHERE """
+            + _PUBLISHED_ROW,
+            # Candidates now come from the postings; the tsvector is only matched
+            # against a candidate's own row (phrases), never searched through.
+            "DROP INDEX IF EXISTS gw_chunks_lex",
+            "ANALYZE gw_postings",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

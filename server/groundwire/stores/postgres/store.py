@@ -27,7 +27,7 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from groundwire.domain.errors import ErrorKind, GroundwireError
-from groundwire.domain.retrieval import ChunkHit, LexicalQuery, Scope
+from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, Scope
 from groundwire.stores.base import (
     DistanceMetric,
     DocumentKey,
@@ -214,9 +214,9 @@ class PostgresStore:
 
     async def search_lexical(
         self, name: str, query: LexicalQuery, k: int, scope: Scope
-    ) -> list[ChunkHit]:
+    ) -> LexicalResult:
         if k <= 0:
-            return []
+            return LexicalResult([])
         async with self._db.snapshot() as conn:
             idx = await index_row(conn, name)  # an unknown index is an error first
             return await lexical.search(conn, idx, query, k, scope)

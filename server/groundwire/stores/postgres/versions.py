@@ -66,9 +66,9 @@ _TOUCHED_CTE = """
 """
 
 # Publishing, chunks: delete the published rows of every document this version
-# replaces or deletes, and move the per-tenant BM25 statistics (document frequencies,
-# chunk and token counts) from the removed rows to the added ones, in the publish
-# transaction.
+# replaces or deletes, swap their postings for the added rows' postings, and move the
+# per-tenant BM25 statistics (document frequencies, chunk and token counts) from the
+# removed rows to the added ones, in the publish transaction.
 _PUBLISH_CHUNKS_SQL = (
     "WITH"
     + _TOUCHED_CTE
@@ -78,11 +78,23 @@ _PUBLISH_CHUNKS_SQL = (
         WHERE c.index_id = %(index_id)s AND c.tenant = t.tenant
           AND c.document_id = t.document_id
           AND c.version IN (SELECT version FROM published)
-        RETURNING c.tenant, c.token_count, c.lex
+        RETURNING c.id, c.tenant, c.token_count, c.lex, c.term_freqs
     ),
     added AS (
-        SELECT tenant, token_count, lex FROM gw_chunks
+        SELECT id, tenant, token_count, lex, term_freqs FROM gw_chunks
         WHERE index_id = %(index_id)s AND version = %(version)s
+    ),
+    gone_postings AS (
+        DELETE FROM gw_postings p
+        USING (SELECT g.tenant, k.term, g.id FROM gone g
+               CROSS JOIN LATERAL jsonb_object_keys(g.term_freqs) k(term)) x
+        WHERE p.index_id = %(index_id)s AND p.tenant = x.tenant AND p.term = x.term
+          AND p.chunk = x.id
+    ),
+    new_postings AS (
+        INSERT INTO gw_postings (index_id, tenant, term, chunk, tf, dl)
+        SELECT %(index_id)s, a.tenant, j.key, a.id, j.value::integer, a.token_count
+        FROM added a CROSS JOIN LATERAL jsonb_each_text(a.term_freqs) j
     ),
     deltas AS (
         SELECT tenant, term, sum(delta) AS delta FROM (
@@ -447,7 +459,7 @@ async def refresh_statistics(conn: Conn, added_chunks: int) -> None:
     row = await cur.fetchone()
     known = float(row[0]) if row else 0.0
     if added_chunks > 0.1 * max(known, 0.0):
-        await conn.execute("ANALYZE gw_chunks, gw_documents, gw_term_stats")
+        await conn.execute("ANALYZE gw_chunks, gw_documents, gw_term_stats, gw_postings")
 
 
 async def discard(conn: Conn, name: str, version: int) -> None:
