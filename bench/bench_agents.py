@@ -23,7 +23,8 @@ import time
 import grpc
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy
-from groundwire.agents.runtime import AgentRuntime, ExecutionInput
+from groundwire.agents.prompt import assemble_messages
+from groundwire.agents.runtime import ExecutionInput
 from groundwire.app.config import parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
 from groundwire.app.wiring import start_app
@@ -68,7 +69,6 @@ def policy_overhead(iterations: int) -> list[float]:
             maximum_chunks_per_source=2, prefer_source_diversity=True
         ),
     )
-    runtime = AgentRuntime.__new__(AgentRuntime)
     agent = AgentDefinition(
         "a",
         "A",
@@ -91,9 +91,7 @@ def policy_overhead(iterations: int) -> list[float]:
         )
         selection = select_context(gate.usable, rag.context_budget, costs)
         render_context([source_for(r, i) for i, r in enumerate(selection.selected, 1)])
-        runtime._assemble(
-            agent, rag, framework_rules(rag.mode, True), inp, inp.message, selection.selected
-        )
+        assemble_messages(agent, rag, framework_rules(rag.mode, True), inp, selection.selected)
         times.append(time.perf_counter() - t0)
     return times
 

@@ -26,7 +26,9 @@ class RerankingPolicy:
 
 @dataclass(frozen=True, slots=True)
 class RagPolicy:
-    """An agent's RAG policy (seed 001 UseRag)."""
+    """An agent's RAG policy: the index it retrieves from, how strongly the answer
+    is tied to accepted context, what happens without any, and the acceptance,
+    reranking and context-budget rules in between."""
 
     index_name: str
     retrieval_mode: RetrievalMode = RetrievalMode.SEMANTIC

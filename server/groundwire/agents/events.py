@@ -65,7 +65,9 @@ class SearchTrace:
 
 @dataclass(slots=True)
 class RagMetadata:
-    """Seed 001's AgentExecutionResult.Rag."""
+    """What the RAG policy did in one execution: the applied mode and no-context
+    behaviour and reason, whether the model was skipped or constrained, and every
+    candidate, accepted, rejected and excluded result with its reason."""
 
     enabled: bool = False
     index_name: str = ""

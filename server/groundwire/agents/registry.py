@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from groundwire.agents.definition import AgentDefinition
-from groundwire.agents.runtime import ExecutionInput, Turn
+from groundwire.agents.execution_input import ExecutionInput, Turn
 from groundwire.domain.auth import check_tenant
 from groundwire.domain.errors import invalid, not_found
 from groundwire.domain.query import split_phrases, validate_query_text
