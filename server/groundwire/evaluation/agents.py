@@ -39,18 +39,12 @@ from typing import Any
 import grpc
 from google.protobuf.json_format import MessageToDict
 
-from groundwire.evaluation.common import (
-    RUN_SCHEMA,
-    decode_rpc_error,
-    duration_ms,
-    groundwire_version,
-    machine_info,
-    open_channel,
-    utc_now,
-)
+from groundwire.evaluation.client import decode_rpc_error, duration_ms, open_channel
+from groundwire.evaluation.common import RUN_SCHEMA, groundwire_version, machine_info, utc_now
 from groundwire.evaluation.dataset import Dataset, Query
 from groundwire.evaluation.metrics import MetricSpec
-from groundwire.evaluation.runner import QueryOutcome, index_block, query_slices, variant_block
+from groundwire.evaluation.query_runs import QueryOutcome
+from groundwire.evaluation.summaries import index_block, query_slices, variant_block
 from groundwire_client.v1 import (
     agent_pb2,
     agent_pb2_grpc,

@@ -160,12 +160,8 @@ def _run(args: argparse.Namespace) -> int:
     from groundwire.evaluation.dataset import load_beir
     from groundwire.evaluation.metrics import parse_metric, parse_metrics
     from groundwire.evaluation.report import write_run_report
-    from groundwire.evaluation.runner import (
-        RunSettings,
-        Variant,
-        load_variants,
-        run_evaluation,
-    )
+    from groundwire.evaluation.runner import RunSettings, run_evaluation
+    from groundwire.evaluation.variants import Variant, load_variants
 
     metrics = parse_metrics(args.metrics)
     primary = parse_metric(args.primary)
@@ -283,8 +279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(list(argv) if argv is not None else None)
     import grpc
 
+    from groundwire.evaluation.common import EvalError
     from groundwire.evaluation.dataset import DatasetError
-    from groundwire.evaluation.runner import EvalError
 
     handlers = {"run": _run, "report": _report, "compare": _compare, "agent": _agent}
     try:
@@ -305,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"groundwire eval: {exc}", file=sys.stderr)
         return 3
     except grpc.aio.AioRpcError as exc:
-        from groundwire.evaluation.common import decode_rpc_error
+        from groundwire.evaluation.client import decode_rpc_error
 
         print(
             f"groundwire eval: server call failed: {decode_rpc_error(exc).label}", file=sys.stderr
