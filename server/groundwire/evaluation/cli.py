@@ -159,7 +159,7 @@ def _run(args: argparse.Namespace) -> int:
     from groundwire.evaluation.common import write_json
     from groundwire.evaluation.dataset import load_beir
     from groundwire.evaluation.metrics import parse_metric, parse_metrics
-    from groundwire.evaluation.report import write_run_report
+    from groundwire.evaluation.run_report import write_run_report
     from groundwire.evaluation.runner import RunSettings, run_evaluation
     from groundwire.evaluation.variants import Variant, load_variants
 
@@ -203,7 +203,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from groundwire.evaluation.common import read_json
-    from groundwire.evaluation.report import write_run_report
+    from groundwire.evaluation.run_report import write_run_report
 
     write_run_report(read_json(args.run_json), args.out, plots=not args.no_plots)
     print(f"wrote {args.out / 'report.md'}")
@@ -212,13 +212,9 @@ def _report(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from groundwire.evaluation.common import write_json
-    from groundwire.evaluation.compare import (
-        GateConfig,
-        compare_runs,
-        load_gate,
-        load_variant,
-        write_compare_report,
-    )
+    from groundwire.evaluation.compare import compare_runs, load_variant
+    from groundwire.evaluation.compare_report import write_compare_report
+    from groundwire.evaluation.gate import GateConfig, load_gate
 
     gate = load_gate(args.gate) if args.gate else GateConfig()
     if args.primary:
@@ -245,7 +241,7 @@ def _agent(args: argparse.Namespace) -> int:
     from groundwire.evaluation.common import write_json
     from groundwire.evaluation.dataset import load_beir
     from groundwire.evaluation.metrics import parse_metrics
-    from groundwire.evaluation.report import write_run_report
+    from groundwire.evaluation.run_report import write_run_report
 
     dataset = load_beir(args.dataset, args.split, args.name)
     settings = AgentSettings(
