@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from groundwire.evaluation.agents import Execution, Prices, agent_summary
+from groundwire.evaluation.agent_outcomes import Execution, Prices, agent_summary
 from groundwire.evaluation.baseline import bm25_rankings, word_tokens
 from groundwire.evaluation.common import EvalError, percentiles
 from groundwire.evaluation.compare import LoadedVariant, compare_runs, load_variant

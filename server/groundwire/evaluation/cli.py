@@ -237,7 +237,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _agent(args: argparse.Namespace) -> int:
-    from groundwire.evaluation.agents import AgentSettings, Prices, run_agent_evaluation
+    from groundwire.evaluation.agent_outcomes import Prices
+    from groundwire.evaluation.agents import AgentSettings, run_agent_evaluation
     from groundwire.evaluation.common import write_json
     from groundwire.evaluation.dataset import load_beir
     from groundwire.evaluation.metrics import parse_metrics
