@@ -10,16 +10,10 @@ from typing import Any
 
 import pytest
 
-from groundwire.evaluation.agents import Execution, Prices, agent_summary
+from groundwire.evaluation.agent_outcomes import Execution, Prices, agent_summary
 from groundwire.evaluation.baseline import bm25_rankings, word_tokens
-from groundwire.evaluation.common import percentiles
-from groundwire.evaluation.compare import (
-    GateConfig,
-    LatencyTarget,
-    LoadedVariant,
-    compare_runs,
-    load_variant,
-)
+from groundwire.evaluation.common import EvalError, percentiles
+from groundwire.evaluation.compare import LoadedVariant, compare_runs, load_variant
 from groundwire.evaluation.dataset import (
     Document,
     Query,
@@ -28,15 +22,16 @@ from groundwire.evaluation.dataset import (
     load_slice_file,
     slice_value,
 )
+from groundwire.evaluation.gate import GateConfig, LatencyTarget
 from groundwire.evaluation.metrics import evaluate, mean, parse_metric, parse_metrics
-from groundwire.evaluation.report import run_markdown
-from groundwire.evaluation.runner import EvalError, Variant, load_variants
+from groundwire.evaluation.run_report import run_markdown
 from groundwire.evaluation.stats import (
     bootstrap_mean_ci,
     paired_stats,
     randomization_test,
     wilcoxon_test,
 )
+from groundwire.evaluation.variants import Variant, load_variants
 
 LOG2_3 = math.log2(3)
 

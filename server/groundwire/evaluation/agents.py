@@ -1,24 +1,10 @@
-"""Agent-level evaluation (seed 001's list) through `AgentService.Execute`.
-
-For every judged query of a collection and every agent:
-
-- no-context rate, split by `NoContextReason`, and for NOT_ANSWERABLE by the
-  reranking metadata's aggregate answerability (UNKNOWN vs NOT_ANSWERABLE: the
-  execution outcome is the same, the cause is not);
-- reranking outcome ratios over eligible attempts (requested and candidate_count
-  > 0): success (SUCCEEDED), fallback (FALLBACK), blocked failure (FAILED: with
-  FAIL policy the call fails with RERANKER_FAILED / RERANKER_TIMEOUT and is
-  counted here), timeout (timed_out or failure code RerankerTimeout);
-- provider usage (prompt / completion tokens) and rerank search units (one per
-  reranker call of at most 100 documents, ceil(candidates / 100) in general),
-  and the estimated cost per 1,000 executions at configurable prices;
-- end-to-end latency percentiles (client wall time), the server's execution
-  duration and the reranking stage duration (`rerank`);
-- ranking quality of the agent's accepted candidates in final (post-rerank) order
-  (nDCG@5 and MRR@5 by default, seed 001's primary and secondary metrics), and
-  two grounding proxies from the judgments: the share of executions whose model
-  context holds a relevant document, and the share of citations that point to a
-  relevant document.
+"""Agent-level evaluation through `AgentService.Execute`: every judged query of a
+collection through every agent, recording the content-free facts of each
+execution (`agent_outcomes`) and scoring the ranking of the agent's accepted
+candidates in final (post-rerank) order (nDCG@5 and MRR@5 by default: the
+reranking gate's primary and secondary metrics), with end-to-end latency
+percentiles (client wall time), the server's execution duration and the
+reranking stage duration (`rerank`).
 
 The result has the run schema (kind "agent", one variant per agent), so
 `groundwire eval compare` pairs two agents (e.g. reranking off vs on) and applies
@@ -28,10 +14,7 @@ the release gate to them.
 from __future__ import annotations
 
 import asyncio
-import math
-import sys
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,39 +22,29 @@ from typing import Any
 import grpc
 from google.protobuf.json_format import MessageToDict
 
-from groundwire.evaluation.common import (
-    RUN_SCHEMA,
+from groundwire.evaluation.agent_outcomes import Execution, Prices, agent_summary
+from groundwire.evaluation.client import (
+    ApiStubs,
     decode_rpc_error,
     duration_ms,
+    open_channel,
+)
+from groundwire.evaluation.common import (
+    RUN_SCHEMA,
     groundwire_version,
     machine_info,
-    open_channel,
+    stderr_progress,
     utc_now,
 )
 from groundwire.evaluation.dataset import Dataset, Query
 from groundwire.evaluation.metrics import MetricSpec
-from groundwire.evaluation.runner import QueryOutcome, index_block, query_slices, variant_block
-from groundwire_client.v1 import (
-    agent_pb2,
-    agent_pb2_grpc,
-    ingestion_pb2,
-    ingestion_pb2_grpc,
-    reranker_pb2,
-)
+from groundwire.evaluation.query_runs import QueryOutcome
+from groundwire.evaluation.summaries import index_block, query_slices, variant_block
+from groundwire_client.v1 import agent_pb2, agent_pb2_grpc, reranker_pb2
 
-__all__ = ["AgentSettings", "Execution", "Prices", "agent_summary", "run_agent_evaluation"]
+__all__ = ["AgentSettings", "execution_from_result", "run_agent_evaluation"]
 
 _BLOCKED_REASONS = {"RERANKER_FAILED", "RERANKER_TIMEOUT"}
-
-
-@dataclass(frozen=True, slots=True)
-class Prices:
-    """Prices for the cost estimate (in `currency`)."""
-
-    prompt_per_1k: float = 0.0
-    completion_per_1k: float = 0.0
-    search_unit: float = 0.0
-    currency: str = "USD"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +53,7 @@ class AgentSettings:
     dataset: Dataset
     agents: Sequence[str]
     metrics: Sequence[MetricSpec]
-    prices: Prices = Prices()
+    prices: Prices = field(default_factory=Prices)
     concurrency: int = 2
     warmup: int = 2
     api_key: str | None = None
@@ -89,37 +62,6 @@ class AgentSettings:
     slice_fields: Sequence[str] = ()
     external_slices: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     keep_rankings: int = 20
-
-
-@dataclass(slots=True)
-class Execution:
-    """The content-free facts of one execution."""
-
-    query_id: str
-    error: str | None = None
-    context_accepted: bool = False
-    no_context_reason: str | None = None
-    aggregate_answerability: str | None = None
-    rerank_requested: bool = False
-    rerank_ran: bool = False
-    rerank_candidates: int = 0
-    rerank_outcome: str | None = None
-    rerank_timed_out: bool = False
-    rerank_failure_code: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    accepted_docs: list[str] = field(default_factory=list)
-    context_docs: list[str] = field(default_factory=list)
-    cited_docs: list[str] = field(default_factory=list)
-    model_skipped: bool = False
-    latency_ms: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def search_units(self) -> int:
-        """Rerank search units billed: one per call of up to 100 documents."""
-        if not self.rerank_ran and self.rerank_outcome != "FAILED":
-            return 0
-        return max(1, math.ceil(self.rerank_candidates / 100))
 
 
 def _enum(enum_type: Any, value: int, prefix: str) -> str:
@@ -208,105 +150,6 @@ async def _execute_all(
     return list(await asyncio.gather(*(one(q) for q in queries)))
 
 
-def _ratio(n: float, d: int) -> float:
-    return n / d if d else 0.0
-
-
-def agent_summary(
-    executions: Sequence[Execution], qrels: Mapping[str, Mapping[str, int]], prices: Prices
-) -> dict[str, Any]:
-    """Seed 001's agent figures over a list of executions."""
-    n = len(executions)
-    ok = [e for e in executions if e.error is None]
-    no_ctx = [e for e in ok if not e.context_accepted]
-    reasons = Counter(e.no_context_reason or "UNSPECIFIED" for e in no_ctx)
-    not_ans = [e for e in no_ctx if e.no_context_reason == "NOT_ANSWERABLE"]
-    eligible = [e for e in executions if e.rerank_requested and e.rerank_candidates > 0]
-    m = len(eligible)
-    prompt = sum(e.prompt_tokens for e in executions)
-    completion = sum(e.completion_tokens for e in executions)
-    units = sum(e.search_units for e in executions)
-    cost = (
-        prompt / 1000.0 * prices.prompt_per_1k
-        + completion / 1000.0 * prices.completion_per_1k
-        + units * prices.search_unit
-    )
-
-    def relevant(q: str, d: str) -> bool:
-        return qrels.get(q, {}).get(d, 0) > 0
-
-    judged = [e for e in ok if e.query_id in qrels]
-    with_ctx = [e for e in judged if e.context_docs]
-    cites = [(e.query_id, d) for e in judged for d in e.cited_docs]
-    return {
-        "executions": n,
-        "succeeded": len(ok),
-        "errors": n - len(ok),
-        "no_context": {
-            "count": len(no_ctx),
-            "rate": _ratio(len(no_ctx), len(ok)),
-            "by_reason": dict(sorted(reasons.items())),
-            "not_answerable_unknown": sum(
-                1 for e in not_ans if e.aggregate_answerability == "UNKNOWN"
-            ),
-            "not_answerable_not_answerable": sum(
-                1 for e in not_ans if e.aggregate_answerability == "NOT_ANSWERABLE"
-            ),
-            "model_skipped": sum(1 for e in ok if e.model_skipped),
-        },
-        "reranking": {
-            "eligible": m,
-            "success_rate": _ratio(sum(e.rerank_outcome == "SUCCEEDED" for e in eligible), m),
-            "fallback_rate": _ratio(sum(e.rerank_outcome == "FALLBACK" for e in eligible), m),
-            "blocked_failure_rate": _ratio(sum(e.rerank_outcome == "FAILED" for e in eligible), m),
-            "timeout_rate": _ratio(
-                sum(
-                    e.rerank_timed_out or e.rerank_failure_code == "RerankerTimeout"
-                    for e in eligible
-                ),
-                m,
-            ),
-            "answerability": dict(
-                Counter(e.aggregate_answerability for e in eligible if e.aggregate_answerability)
-            ),
-        },
-        "usage": {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens_per_execution": _ratio(prompt + completion, n),
-            "search_units": units,
-            "search_units_per_execution": _ratio(units, n),
-        },
-        "cost": {
-            "currency": prices.currency,
-            "prices": {
-                "prompt_per_1k_tokens": prices.prompt_per_1k,
-                "completion_per_1k_tokens": prices.completion_per_1k,
-                "per_search_unit": prices.search_unit,
-            },
-            "total": cost,
-            "per_1000_executions": _ratio(cost, n) * 1000.0,
-        },
-        "grounding": {
-            "context_hit_rate": _ratio(
-                sum(any(relevant(e.query_id, d) for d in e.context_docs) for e in judged),
-                len(judged),
-            )
-            if judged
-            else None,
-            "context_hit_rate_when_context": _ratio(
-                sum(any(relevant(e.query_id, d) for d in e.context_docs) for e in with_ctx),
-                len(with_ctx),
-            )
-            if with_ctx
-            else None,
-            "citation_relevant_rate": _ratio(sum(relevant(q, d) for q, d in cites), len(cites))
-            if cites
-            else None,
-        },
-    }
-
-
 def _as_outcome(e: Execution) -> QueryOutcome:
     out = QueryOutcome(e.query_id, ranking=list(e.accepted_docs), latency_ms=dict(e.latency_ms))
     out.error = e.error
@@ -326,57 +169,24 @@ async def run_agent_evaluation(settings: AgentSettings) -> dict[str, Any]:
         queries = queries[: settings.limit]
     started = utc_now()
     slices = query_slices(ds, queries, settings.slice_fields, settings.external_slices)
-    metadata = (("authorization", f"Bearer {settings.api_key}"),) if settings.api_key else ()
     channel = open_channel(settings.address)
     blocks: list[dict[str, Any]] = []
-    index_block: dict[str, Any] = {}
+    index_info: dict[str, Any] = {}
     try:
         stub = agent_pb2_grpc.AgentServiceStub(channel)
-        ing = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
+        stubs = ApiStubs(channel, settings.api_key, settings.rpc_timeout)
         for agent_id in settings.agents:
             desc = (
                 await stub.GetAgent(
                     agent_pb2.GetAgentRequest(agent_id=agent_id),
                     timeout=settings.rpc_timeout,
-                    metadata=metadata,
+                    metadata=stubs.metadata,
                 )
             ).agent
-            if desc.HasField("rag") and not index_block:
-                index_block = await _index_block(
-                    ing, desc.rag.index_name, metadata, settings.rpc_timeout
-                )
-            for q in queries[: settings.warmup]:
-                await _execute(stub, agent_id, q, metadata, settings.rpc_timeout)
-            t0 = time.perf_counter()
-            executions = await _execute_all(
-                stub, agent_id, queries, metadata, settings.rpc_timeout, settings.concurrency
-            )
-            descriptor = {
-                "kind": "agent",
-                "agent_id": agent_id,
-                "model": desc.model,
-                "rag": MessageToDict(desc.rag, preserving_proto_field_name=True)
-                if desc.HasField("rag")
-                else None,
-            }
-            block = variant_block(
-                agent_id,
-                descriptor,
-                [_as_outcome(e) for e in executions],
-                ds,
-                settings.metrics,
-                slices,
-                settings.keep_rankings,
-                reranked=any(e.rerank_requested for e in executions),
-            )
-            block["agent"] = agent_summary(executions, ds.qrels, settings.prices)
-            block["wall_seconds"] = round(time.perf_counter() - t0, 3)
-            blocks.append(block)
-            print(
-                f"agent {agent_id}: {len(executions)} executions, no-context rate "
-                f"{block['agent']['no_context']['rate']:.3f}",
-                file=sys.stderr,
-                flush=True,
+            if desc.HasField("rag") and not index_info:
+                index_info = await _index_info(stubs, desc.rag.index_name)
+            blocks.append(
+                await _agent_block(stub, stubs, settings, agent_id, desc, queries, slices)
             )
     finally:
         await channel.close()
@@ -389,7 +199,7 @@ async def run_agent_evaluation(settings: AgentSettings) -> dict[str, Any]:
         "machine": machine_info(),
         "server": {"address": settings.address},
         "dataset": ds.describe(),
-        "index": index_block,
+        "index": index_info,
         "settings": {
             "metrics": [m.name for m in settings.metrics],
             "primary": settings.metrics[0].name if settings.metrics else None,
@@ -404,27 +214,54 @@ async def run_agent_evaluation(settings: AgentSettings) -> dict[str, Any]:
     }
 
 
-async def _index_block(
-    ing: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub,
-    index: str,
-    metadata: tuple[tuple[str, str], ...],
-    rpc_timeout: float,
+async def _agent_block(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+    stubs: ApiStubs,
+    settings: AgentSettings,
+    agent_id: str,
+    desc: agent_pb2.AgentDescription,
+    queries: Sequence[Query],
+    slices: Mapping[str, Mapping[str, str]],
 ) -> dict[str, Any]:
+    """Warm up, run every query through one agent, and summarize it as a variant."""
+    for q in queries[: settings.warmup]:
+        await _execute(stub, agent_id, q, stubs.metadata, settings.rpc_timeout)
+    t0 = time.perf_counter()
+    executions = await _execute_all(
+        stub, agent_id, queries, stubs.metadata, settings.rpc_timeout, settings.concurrency
+    )
+    descriptor = {
+        "kind": "agent",
+        "agent_id": agent_id,
+        "model": desc.model,
+        "rag": MessageToDict(desc.rag, preserving_proto_field_name=True)
+        if desc.HasField("rag")
+        else None,
+    }
+    block = variant_block(
+        agent_id,
+        descriptor,
+        [_as_outcome(e) for e in executions],
+        settings.dataset,
+        settings.metrics,
+        slices,
+        settings.keep_rankings,
+        reranked=any(e.rerank_requested for e in executions),
+    )
+    block["agent"] = agent_summary(executions, settings.dataset.qrels, settings.prices)
+    block["wall_seconds"] = round(time.perf_counter() - t0, 3)
+    stderr_progress(
+        f"agent {agent_id}: {len(executions)} executions, no-context rate "
+        f"{block['agent']['no_context']['rate']:.3f}"
+    )
+    return block
+
+
+async def _index_info(stubs: ApiStubs, index: str) -> dict[str, Any]:
+    """The index block of the agent's index; only its name if it cannot be read."""
     try:
-        desc = (
-            await ing.GetIndex(
-                ingestion_pb2.GetIndexRequest(index_name=index),
-                timeout=rpc_timeout,
-                metadata=metadata,
-            )
-        ).index
-        status = (
-            await ing.GetIndexStatus(
-                ingestion_pb2.GetIndexStatusRequest(index_name=index),
-                timeout=rpc_timeout,
-                metadata=metadata,
-            )
-        ).status
+        desc = await stubs.describe(index)
+        status = await stubs.status(index)
     except grpc.aio.AioRpcError:
         return {"name": index}
     return index_block(index, desc, status)

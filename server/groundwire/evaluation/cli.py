@@ -37,44 +37,51 @@ def _api_key(env: str | None) -> str | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from groundwire.evaluation.metrics import DEFAULT_METRICS
-
     p = argparse.ArgumentParser(
         prog="groundwire eval",
         description="Evaluate a running groundwire on BEIR collections (a gRPC client).",
     )
     sub = p.add_subparsers(dest="command", required=True)
+    _run_parser(sub)
+    _report_parser(sub)
+    _compare_parser(sub)
+    _agent_parser(sub)
+    return p
 
-    def connection(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--address", default="127.0.0.1:50051", help="server HOST:PORT")
-        sp.add_argument("--api-key-env", help="environment variable holding an API key")
-        sp.add_argument(
-            "--timeout", type=float, default=60.0, help="per-call deadline in seconds (60)"
-        )
 
-    def data(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--dataset", type=Path, required=True, help="BEIR collection folder")
-        sp.add_argument("--split", default="test", help="qrels split (default: test)")
-        sp.add_argument("--name", help="dataset name (default: the folder name)")
-        sp.add_argument("--limit", type=int, help="only the first N judged queries")
-        sp.add_argument(
-            "--slice-field",
-            action="append",
-            default=[],
-            help="query metadata field (dotted) or derived field (qrels.relevant, "
-            "query.length) to slice by; repeatable",
-        )
-        sp.add_argument(
-            "--slice-file",
-            action="append",
-            default=[],
-            metavar="NAME=TSV",
-            help="external slices: a TSV of query-id<TAB>slice, named NAME; repeatable",
-        )
+def _connection_args(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--address", default="127.0.0.1:50051", help="server HOST:PORT")
+    sp.add_argument("--api-key-env", help="environment variable holding an API key")
+    sp.add_argument("--timeout", type=float, default=60.0, help="per-call deadline in seconds (60)")
+
+
+def _data_args(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--dataset", type=Path, required=True, help="BEIR collection folder")
+    sp.add_argument("--split", default="test", help="qrels split (default: test)")
+    sp.add_argument("--name", help="dataset name (default: the folder name)")
+    sp.add_argument("--limit", type=int, help="only the first N judged queries")
+    sp.add_argument(
+        "--slice-field",
+        action="append",
+        default=[],
+        help="query metadata field (dotted) or derived field (qrels.relevant, "
+        "query.length) to slice by; repeatable",
+    )
+    sp.add_argument(
+        "--slice-file",
+        action="append",
+        default=[],
+        metavar="NAME=TSV",
+        help="external slices: a TSV of query-id<TAB>slice, named NAME; repeatable",
+    )
+
+
+def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from groundwire.evaluation.metrics import DEFAULT_METRICS
 
     run = sub.add_parser("run", help="ingest a collection and evaluate retrieval variants")
-    connection(run)
-    data(run)
+    _connection_args(run)
+    _data_args(run)
     run.add_argument("--index", required=True, help="push-only index to ingest into and query")
     group = run.add_mutually_exclusive_group(required=True)
     group.add_argument("--variants", type=Path, help="TOML file of [[variant]] tables")
@@ -97,11 +104,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, required=True, help="output folder")
     run.add_argument("--no-plots", action="store_true", help="JSON and Markdown only")
 
+
+def _report_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rep = sub.add_parser("report", help="Markdown and plots for a run result")
     rep.add_argument("run_json", type=Path)
     rep.add_argument("--out", type=Path, required=True)
     rep.add_argument("--no-plots", action="store_true")
 
+
+def _compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cmp_ = sub.add_parser(
         "compare", help="paired comparison of two variants and the release gate verdict"
     )
@@ -111,8 +122,8 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument(
         "--gate",
         type=Path,
-        help="gate TOML, e.g. eval/gate.toml (default: seed 001's thresholds and reliability "
-        "targets, no latency targets)",
+        help="gate TOML, e.g. eval/gate.toml (default: a 3%% primary-metric gain, at most "
+        "1 pp regression per slice, the default reliability targets, no latency targets)",
     )
     cmp_.add_argument("--primary", help="primary metric (default: the gate's)")
     cmp_.add_argument("--slice-field", action="append", default=[], help="slice field(s)")
@@ -123,9 +134,11 @@ def _parser() -> argparse.ArgumentParser:
         "--fail-on-gate", action="store_true", help="exit 1 when the gate verdict is FAIL"
     )
 
+
+def _agent_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ag = sub.add_parser("agent", help="agent-level evaluation through AgentService.Execute")
-    connection(ag)
-    data(ag)
+    _connection_args(ag)
+    _data_args(ag)
     ag.add_argument("--agent", action="append", required=True, help="agent id; repeatable")
     ag.add_argument("--concurrency", type=int, default=2, help="executions in flight (2)")
     ag.add_argument("--warmup", type=int, default=2, help="unrecorded warm-up executions (2)")
@@ -140,7 +153,6 @@ def _parser() -> argparse.ArgumentParser:
     ag.add_argument("--currency", default="USD")
     ag.add_argument("--out", type=Path, required=True)
     ag.add_argument("--no-plots", action="store_true")
-    return p
 
 
 def _slices(args: argparse.Namespace) -> dict[str, dict[str, str]]:
@@ -159,13 +171,9 @@ def _run(args: argparse.Namespace) -> int:
     from groundwire.evaluation.common import write_json
     from groundwire.evaluation.dataset import load_beir
     from groundwire.evaluation.metrics import parse_metric, parse_metrics
-    from groundwire.evaluation.report import write_run_report
-    from groundwire.evaluation.runner import (
-        RunSettings,
-        Variant,
-        load_variants,
-        run_evaluation,
-    )
+    from groundwire.evaluation.run_report import write_run_report
+    from groundwire.evaluation.runner import RunSettings, run_evaluation
+    from groundwire.evaluation.variants import Variant, load_variants
 
     metrics = parse_metrics(args.metrics)
     primary = parse_metric(args.primary)
@@ -207,7 +215,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from groundwire.evaluation.common import read_json
-    from groundwire.evaluation.report import write_run_report
+    from groundwire.evaluation.run_report import write_run_report
 
     write_run_report(read_json(args.run_json), args.out, plots=not args.no_plots)
     print(f"wrote {args.out / 'report.md'}")
@@ -216,13 +224,9 @@ def _report(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from groundwire.evaluation.common import write_json
-    from groundwire.evaluation.compare import (
-        GateConfig,
-        compare_runs,
-        load_gate,
-        load_variant,
-        write_compare_report,
-    )
+    from groundwire.evaluation.compare import compare_runs, load_variant
+    from groundwire.evaluation.compare_report import write_compare_report
+    from groundwire.evaluation.gate import GateConfig, load_gate
 
     gate = load_gate(args.gate) if args.gate else GateConfig()
     if args.primary:
@@ -245,11 +249,12 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _agent(args: argparse.Namespace) -> int:
-    from groundwire.evaluation.agents import AgentSettings, Prices, run_agent_evaluation
+    from groundwire.evaluation.agent_outcomes import Prices
+    from groundwire.evaluation.agents import AgentSettings, run_agent_evaluation
     from groundwire.evaluation.common import write_json
     from groundwire.evaluation.dataset import load_beir
     from groundwire.evaluation.metrics import parse_metrics
-    from groundwire.evaluation.report import write_run_report
+    from groundwire.evaluation.run_report import write_run_report
 
     dataset = load_beir(args.dataset, args.split, args.name)
     settings = AgentSettings(
@@ -283,8 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(list(argv) if argv is not None else None)
     import grpc
 
+    from groundwire.evaluation.common import EvalError
     from groundwire.evaluation.dataset import DatasetError
-    from groundwire.evaluation.runner import EvalError
 
     handlers = {"run": _run, "report": _report, "compare": _compare, "agent": _agent}
     try:
@@ -305,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"groundwire eval: {exc}", file=sys.stderr)
         return 3
     except grpc.aio.AioRpcError as exc:
-        from groundwire.evaluation.common import decode_rpc_error
+        from groundwire.evaluation.client import decode_rpc_error
 
         print(
             f"groundwire eval: server call failed: {decode_rpc_error(exc).label}", file=sys.stderr

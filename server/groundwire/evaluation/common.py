@@ -1,5 +1,6 @@
-"""Helpers shared by the evaluation modules: gRPC channel and error decoding,
-durations, percentiles, run metadata and JSON output."""
+"""What every result document shares: schema names, the error that stops an
+evaluation, latency percentiles, run metadata (version, machine, time) and JSON
+input and output. The gRPC side lives in `client`."""
 
 from __future__ import annotations
 
@@ -9,82 +10,39 @@ import math
 import os
 import platform
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import grpc
-from google.protobuf import duration_pb2
-from google.rpc import error_details_pb2, status_pb2
-
 __all__ = [
-    "RPC_OPTIONS",
-    "RpcFailure",
-    "decode_rpc_error",
-    "duration_ms",
+    "COMPARE_SCHEMA",
+    "RUN_SCHEMA",
+    "EvalError",
+    "Progress",
     "groundwire_version",
     "machine_info",
-    "open_channel",
     "percentiles",
     "read_json",
+    "stderr_progress",
     "utc_now",
     "write_json",
 ]
 
 RUN_SCHEMA = "groundwire.eval.run/1"
 COMPARE_SCHEMA = "groundwire.eval.compare/1"
-# Large responses (top_k 1000 with long chunks) must not trip the 4 MiB default.
-RPC_OPTIONS = [
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
-]
 
 
-def open_channel(address: str) -> grpc.aio.Channel:
-    """An insecure channel to `address` with generous message limits."""
-    return grpc.aio.insecure_channel(address, options=RPC_OPTIONS)
+# Receives one human-readable progress line at a time.
+Progress = Callable[[str], None]
 
 
-def auth_metadata(api_key: str | None) -> tuple[tuple[str, str], ...]:
-    """Call metadata carrying an API key, if any."""
-    return (("authorization", f"Bearer {api_key}"),) if api_key else ()
+class EvalError(RuntimeError):
+    """The evaluation cannot proceed (bad index state, unreachable server...)."""
 
 
-@dataclass(frozen=True, slots=True)
-class RpcFailure:
-    """A failed call: status code name, ErrorInfo reason and metadata."""
-
-    code: str
-    reason: str = ""
-    metadata: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        """`CODE/REASON`, the key errors are counted by."""
-        return f"{self.code}/{self.reason}" if self.reason else self.code
-
-
-def decode_rpc_error(err: grpc.aio.AioRpcError) -> RpcFailure:
-    """Decode groundwire's google.rpc.Status details (reason and metadata only;
-    messages are not kept)."""
-    reason = ""
-    meta: dict[str, str] = {}
-    for key, value in err.trailing_metadata() or ():
-        if key == "grpc-status-details-bin" and isinstance(value, bytes):
-            status = status_pb2.Status.FromString(value)
-            for detail in status.details:
-                if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-                    info = error_details_pb2.ErrorInfo()
-                    detail.Unpack(info)
-                    reason = info.reason
-                    meta.update(dict(info.metadata))
-    return RpcFailure(err.code().name, reason, meta)
-
-
-def duration_ms(d: duration_pb2.Duration) -> float:
-    """A protobuf Duration in milliseconds."""
-    return d.seconds * 1000.0 + d.nanos / 1e6
+def stderr_progress(msg: str) -> None:
+    """The default `Progress`: one line on stderr, flushed."""
+    print(msg, file=sys.stderr, flush=True)
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float | int | None]:

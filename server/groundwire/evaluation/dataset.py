@@ -2,8 +2,8 @@
 
 The dataset version is a content hash (sha256) over the bytes of exactly the three
 files an evaluation reads, so a result can say which judgments it was computed
-against, and an index built from another version is detected (seed 004: version
-the data together with the index and the retrieval settings).
+against, and an index built from another version is detected (the data is versioned
+together with the index and the retrieval settings).
 
 Query metadata (BEIR's optional `metadata` object) can define slices: a field
 whose value is a string, number or boolean (or a list of them) names the slice of

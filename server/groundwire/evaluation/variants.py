@@ -1,0 +1,106 @@
+"""Retrieval variants: the configurations a run evaluates, read from TOML
+(`[[variant]]` tables, optionally a `[defaults]` table merged under each one)."""
+
+from __future__ import annotations
+
+import tomllib
+from collections import Counter
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from groundwire.evaluation.common import EvalError
+
+__all__ = ["RerankSpec", "Variant", "load_variants"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RerankSpec(_Strict):
+    """Second stage over the first-stage chunk candidates."""
+
+    reranker: str = ""  # configured reranker name; "" = the server's default
+    candidates: int = Field(20, ge=1, le=1000)  # first-stage chunks sent
+    timeout_seconds: float | None = Field(None, gt=0, le=300)
+    failure_policy: Literal["fail", "use_original_order"] | None = None
+    # Keep only reranked candidates with rerank relevance >= this (a threshold
+    # variant); the rest, and candidates beyond `candidates`, are dropped.
+    minimum_relevance: float | None = Field(None, ge=0, le=1)
+
+    def descriptor(self) -> dict[str, Any]:
+        return {
+            "reranker": self.reranker or "(server default)",
+            "candidates": self.candidates,
+            "timeout_seconds": self.timeout_seconds,
+            "failure_policy": self.failure_policy or "(server default)",
+            "minimum_relevance": self.minimum_relevance,
+        }
+
+
+class Variant(_Strict):
+    """One retrieval configuration to evaluate."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+=-]{0,63}$")
+    mode: Literal["semantic", "lexical", "hybrid"]
+    top_k: int = Field(100, ge=1, le=10_000)  # chunks asked for
+    rrf_k: int | None = Field(None, ge=1, le=1000)
+    semantic_weight: float | None = Field(None, ge=0, le=10)
+    lexical_weight: float | None = Field(None, ge=0, le=10)
+    leg_depth: int | None = Field(None, ge=1, le=10_000)
+    # Drop chunk results whose normalized relevance is absent or below this (as
+    # an agent's acceptance threshold does); None keeps everything.
+    minimum_relevance: float | None = Field(None, ge=0, le=1)
+    rerank: RerankSpec | None = None
+    # BEIR query text is natural language: its double quotes are not phrase
+    # operators, so they are replaced by spaces unless "keep" is set.
+    query_quotes: Literal["strip", "keep"] = "strip"
+
+    @model_validator(mode="after")
+    def _hybrid_only(self) -> Variant:
+        fusion = (self.rrf_k, self.semantic_weight, self.lexical_weight, self.leg_depth)
+        if self.mode != "hybrid" and any(v is not None for v in fusion):
+            raise ValueError("fusion settings (rrf_k, weights, leg_depth) need mode 'hybrid'")
+        return self
+
+    def descriptor(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mode": self.mode, "top_k": self.top_k}
+        if self.mode == "hybrid":
+            out["fusion_requested"] = {
+                "rrf_k": self.rrf_k,
+                "semantic_weight": self.semantic_weight,
+                "lexical_weight": self.lexical_weight,
+                "leg_depth": self.leg_depth,
+            }
+        out["minimum_relevance"] = self.minimum_relevance
+        out["reranker"] = self.rerank.descriptor() if self.rerank else None
+        out["query_quotes"] = self.query_quotes
+        return out
+
+    def query_text(self, text: str) -> str:
+        if self.query_quotes == "strip":
+            return " ".join(text.replace('"', " ").split())
+        return text
+
+
+class VariantFile(_Strict):
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    variant: list[dict[str, Any]] = Field(min_length=1)
+
+
+def load_variants(path: Path) -> list[Variant]:
+    """Variants from TOML: `[[variant]]` tables, optionally a `[defaults]` table
+    merged under each one. Names must be unique."""
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        doc = VariantFile.model_validate(raw)
+        variants = [Variant.model_validate({**doc.defaults, **v}) for v in doc.variant]
+    except (OSError, tomllib.TOMLDecodeError, ValidationError) as exc:
+        raise EvalError(f"invalid variants file {path}: {exc}") from None
+    names = [v.name for v in variants]
+    dup = [n for n, c in Counter(names).items() if c > 1]
+    if dup:
+        raise EvalError(f"variant names must be unique: {', '.join(dup)}")
+    return variants
