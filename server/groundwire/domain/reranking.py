@@ -30,6 +30,7 @@ import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TypeVar
 
 from groundwire.domain.errors import ErrorKind, GroundwireError
@@ -63,8 +64,9 @@ class FailurePolicy(enum.Enum):
     USE_ORIGINAL_ORDER = "USE_ORIGINAL_ORDER"
 
 
-class RerankFailureCode(enum.Enum):
-    """Stable, content-free failure codes (see the module docstring)."""
+class RerankFailureCode(StrEnum):
+    """Stable, content-free failure codes (see the module docstring); each member
+    is the string RerankingMetadata.failure_code and ErrorInfo metadata carry."""
 
     TIMEOUT = "RerankerTimeout"
     UNAVAILABLE = "RerankerUnavailable"
