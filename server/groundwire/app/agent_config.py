@@ -1,5 +1,5 @@
 """Agent configuration: chat model providers, tools and agents with their RAG
-policy (seed 001 UseRag), and the builders that turn them into runtime objects.
+policy, and the builders that turn them into runtime objects.
 
     [models.openai]
     kind = "openai-compatible"          # OpenAI, vLLM, Ollama, LM Studio

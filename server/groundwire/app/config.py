@@ -96,7 +96,7 @@ class RetrievalConfig(_Strict):
     default_top_k: int = Field(10, ge=1)
     max_top_k: int = Field(100, ge=1, le=10_000)
     max_query_chars: int = Field(4096, ge=16, le=1_000_000)
-    # k = 20, not the Runiq seed's 60: measured on SciFact train (nDCG@10 0.7142 vs
+    # k = 20, not the customary 60: measured on SciFact train (nDCG@10 0.7142 vs
     # 0.7041 with k = 60; Cranfield and CISI also higher), see README "Evaluation".
     rrf_k: int = Field(20, ge=1, le=1000)
     semantic_weight: float = Field(1.0, ge=0, le=10)

@@ -34,7 +34,7 @@ def validate_query_text(text: str, max_chars: int, field_path: str = "query.text
 def split_phrases(text: str, field_path: str = "query.text") -> tuple[str, list[str]]:
     """Split query text into loose text and exact phrases.
 
-    Double quotes delimit phrases (seed 000: surrounding quotes express exact phrase
+    Double quotes delimit phrases (surrounding quotes express exact-phrase
     intent); phrases may be mixed with loose terms. An odd number of quotes is an
     unterminated phrase. Empty phrases are ignored."""
     if text.count('"') % 2:

@@ -1,4 +1,4 @@
-"""The ingestion pipeline (seed 004, "Production ingestion sequence"):
+"""The ingestion pipeline, in the order it runs:
 
 discover -> load with a byte bound -> normalize -> chunk deterministically ->
 skip unchanged documents by content hash -> embed in bounded batches (document

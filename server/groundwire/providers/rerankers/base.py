@@ -3,7 +3,7 @@
 A reranker scores one query against a bounded, ordered candidate set and
 returns a `RerankerOutput`: a judgement (relevance in [0, 1], answerability) per
 candidate plus the aggregate answerability. Adapters only translate: the
-reranking stage validates every output against the seed 001 rules
+reranking stage validates every output against the reranking rules
 (`groundwire.domain.reranking.validate_output`), owns the timeout (it cancels
 `rerank` when it passes) and applies the failure policy. So adapters never
 retry, never wait on their own clock longer than a safety net, and never put a

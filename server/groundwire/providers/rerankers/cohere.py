@@ -1,5 +1,4 @@
-"""Cohere Rerank v2 through the official `cohere` SDK (seed 001, "Cohere
-production reranker").
+"""Cohere Rerank v2 through the official `cohere` SDK, the production reranker.
 
 One `POST {base_url}/v2/rerank` per call with the complete bounded candidate set
 and `top_n` equal to the candidate count. Cohere returns relevance but no

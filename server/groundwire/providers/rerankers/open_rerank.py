@@ -13,9 +13,10 @@ Two flavours, chosen by configuration:
 
 Scores must already be relevances in [0, 1] (TEI applies the model's sigmoid
 unless asked for raw scores); a server that returns logits needs
-`apply_sigmoid`, otherwise out-of-range scores invalidate the response, as the
-seed's rule says. Candidates at or above `minimum_answerable_relevance` are
-ANSWERABLE; the aggregate is ANSWERABLE when any candidate is.
+`apply_sigmoid`, otherwise out-of-range scores invalidate the response (a
+relevance outside [0, 1] invalidates any reranker's response). Candidates at
+or above `minimum_answerable_relevance` are ANSWERABLE; the aggregate is
+ANSWERABLE when any candidate is.
 
 No retries; the stage owns the timeout (the HTTP timeout is a safety net).
 Errors carry stable failure codes and content-free messages: never the body
