@@ -8,6 +8,7 @@ import socket
 import time
 import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from groundwire.domain.reranking import (
 from groundwire.providers.rerankers.cohere import DEFAULT_MODEL, CohereReranker
 from groundwire.reranking.stage import RerankingMetrics, RerankingStage, StageSettings
 from tests.support.cohere_standin import Behaviour, CohereStandIn
+from tests.support.http_standin import LoopbackStandIn, RecordedRequest
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -247,6 +249,46 @@ async def test_unreachable_server_is_unavailable(make: Factory, stage: Reranking
     )
     assert result.metadata.outcome is RerankOutcome.FALLBACK
     assert result.metadata.failure_code is RerankFailureCode.UNAVAILABLE
+
+
+class _Redirector(LoopbackStandIn):
+    """Answers every request with a 307 to `target` (which keeps method and body)."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__()
+        self.target = target
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                outer._record(RecordedRequest("POST", self.path, {}, None))
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(307)
+                self.send_header("Location", outer.target + self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        return Handler
+
+
+async def test_redirects_are_not_followed(
+    make: Factory, standin: CohereStandIn, stage: RerankingStage
+) -> None:
+    # Like every remote provider, the adapter never follows a redirect, which
+    # could carry the key and the texts elsewhere (the SDK's own client did).
+    with _Redirector(standin.base_url) as redirector:
+        result = await stage.run(
+            make(base_url=redirector.base_url), QUERY, cands(2), StageSettings()
+        )
+        assert len(redirector.requests) == 1
+    assert result.metadata.outcome is RerankOutcome.FALLBACK
+    assert result.metadata.failure_code is RerankFailureCode.REJECTED
+    assert standin.requests == []
 
 
 def test_construction_rejects_bad_settings() -> None:

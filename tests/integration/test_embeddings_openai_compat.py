@@ -261,7 +261,7 @@ async def test_connection_refused_is_unavailable(make: Factory) -> None:
         await embedder.embed(SECRET_TEXTS, EmbeddingTask.DOCUMENT)
 
     assert caught.value.kind is ErrorKind.UNAVAILABLE
-    assert "request failed (ConnectError)" in caught.value.message
+    assert "connection failed (ConnectError)" in caught.value.message
     assert_content_free(caught.value)
 
 

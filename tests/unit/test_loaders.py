@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from groundwire.domain.operations import DocumentFailureReason
 from groundwire.ingestion.loaders import (
     DocumentFormat,
-    FailureReason,
     LoadedDocument,
     LoadFailure,
     load_bytes,
@@ -54,8 +54,8 @@ def test_pdf_text_is_extracted() -> None:
 def test_corrupt_pdf_is_parse_failed() -> None:
     res = load_bytes("a.pdf", "s", b"%PDF-1.4 garbage", DocumentFormat.PDF, max_bytes=1000)
     assert isinstance(res, LoadFailure) and res.reason in (
-        FailureReason.PARSE_FAILED,
-        FailureReason.EMPTY,
+        DocumentFailureReason.PARSE_FAILED,
+        DocumentFailureReason.EMPTY,
     )
 
 
@@ -77,19 +77,19 @@ def test_markdown_title_and_normalization() -> None:
 def test_failures() -> None:
     assert (
         load_bytes("a", "s", b"x" * 11, DocumentFormat.TEXT, max_bytes=10).reason
-        is FailureReason.TOO_LARGE
+        is DocumentFailureReason.TOO_LARGE
     )  # type: ignore[union-attr]
     assert (
         load_bytes("a", "s", b"\xff\xfe", DocumentFormat.TEXT, max_bytes=10).reason
-        is FailureReason.NOT_UTF8
+        is DocumentFailureReason.NOT_UTF8
     )  # type: ignore[union-attr]
     assert (
         load_bytes("a", "s", b"a\x00b", DocumentFormat.TEXT, max_bytes=10).reason
-        is FailureReason.BINARY
+        is DocumentFailureReason.BINARY
     )  # type: ignore[union-attr]
     assert (
         load_bytes("a", "s", b" \n ", DocumentFormat.TEXT, max_bytes=10).reason
-        is FailureReason.EMPTY
+        is DocumentFailureReason.EMPTY
     )  # type: ignore[union-attr]
 
 
@@ -97,14 +97,14 @@ def test_file_read_is_bounded_and_unknown_extension(tmp_path: Path) -> None:
     big = tmp_path / "big.txt"
     big.write_bytes(b"y" * 1_000_000)
     res = load_file(big, "big.txt", "s", max_bytes=100, metadata={})
-    assert isinstance(res, LoadFailure) and res.reason is FailureReason.TOO_LARGE
+    assert isinstance(res, LoadFailure) and res.reason is DocumentFailureReason.TOO_LARGE
     odd = tmp_path / "x.docx"
     odd.write_bytes(b"PK")
     assert (
         load_file(odd, "x.docx", "s", max_bytes=100, metadata={}).reason
-        is FailureReason.UNSUPPORTED_FORMAT
+        is DocumentFailureReason.UNSUPPORTED_FORMAT
     )  # type: ignore[union-attr]
     assert (
         load_file(tmp_path / "missing.txt", "m", "s", max_bytes=100, metadata={}).reason
-        is FailureReason.UNREADABLE
+        is DocumentFailureReason.UNREADABLE
     )  # type: ignore[union-attr]

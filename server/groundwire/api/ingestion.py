@@ -18,6 +18,7 @@ from groundwire.api.pagination import (
     page_size,
 )
 from groundwire.domain.errors import invalid
+from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.loaders import DocumentFormat
@@ -39,10 +40,10 @@ _TRIGGERS = {
     OperationTrigger.SCHEDULE: ingestion_pb2.OPERATION_TRIGGER_SCHEDULE,
 }
 _STRATEGIES = {
-    "manual": ingestion_pb2.INGESTION_STRATEGY_MANUAL,
-    "on_startup": ingestion_pb2.INGESTION_STRATEGY_ON_STARTUP,
-    "background_on_startup": ingestion_pb2.INGESTION_STRATEGY_BACKGROUND_ON_STARTUP,
-    "scheduled": ingestion_pb2.INGESTION_STRATEGY_SCHEDULED,
+    IngestionStrategy.MANUAL: ingestion_pb2.INGESTION_STRATEGY_MANUAL,
+    IngestionStrategy.ON_STARTUP: ingestion_pb2.INGESTION_STRATEGY_ON_STARTUP,
+    IngestionStrategy.BACKGROUND_ON_STARTUP: ingestion_pb2.INGESTION_STRATEGY_BACKGROUND_ON_STARTUP,
+    IngestionStrategy.SCHEDULED: ingestion_pb2.INGESTION_STRATEGY_SCHEDULED,
 }
 _FORMATS = {
     ingestion_pb2.DOCUMENT_FORMAT_UNSPECIFIED: DocumentFormat.TEXT,
@@ -77,7 +78,7 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
         create_time=_ts(op.create_time),
         version=op.version,
         rebuild=op.rebuild,
-        error_code=op.error_code,
+        error_code=op.error_code or "",
         failures=[
             ingestion_pb2.DocumentFailure(document_id=f.document_id, reason=f.reason)
             for f in op.failures
@@ -103,7 +104,7 @@ def describe_index(handle: IndexHandle) -> ingestion_pb2.IndexDescription:
             markdown_sections=handle.chunk_policy.markdown_sections,
         ),
         store=handle.store.kind,
-        strategy=_STRATEGIES[handle.strategy],
+        strategy=_STRATEGIES[IngestionStrategy(handle.strategy)],
         schedule=handle.schedule or "",
         source_count=len(handle.sources),
         source_kinds=[

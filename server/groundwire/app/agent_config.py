@@ -1,5 +1,5 @@
 """Agent configuration: chat model providers, tools and agents with their RAG
-policy (seed 001 UseRag), and the builders that turn them into runtime objects.
+policy, and the builders that turn them into runtime objects.
 
     [models.openai]
     kind = "openai-compatible"          # OpenAI, vLLM, Ollama, LM Studio
@@ -40,6 +40,7 @@ from pydantic import Field, field_validator, model_validator
 from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPolicy
 from groundwire.agents.tools import PythonTool, SearchDocumentsTool, Tool, load_callable
 from groundwire.app.secrets import ConfigError, SecretRef, _Strict, http_base_url
+from groundwire.domain.query import QueryRewriting
 from groundwire.domain.rag_policy import (
     AcceptancePolicy,
     ContextBudgetPolicy,
@@ -138,7 +139,7 @@ class AgentRagConfig(_Strict):
     context_budget: ContextBudgetConfig = ContextBudgetConfig()
     filter: dict[str, str | list[str]] = Field(default_factory=dict)
     agentic: bool = False
-    query_rewriting: Literal["none", "history", "model"] = "none"
+    query_rewriting: QueryRewriting = QueryRewriting.NONE
     question_template: str | None = None
 
     @model_validator(mode="after")

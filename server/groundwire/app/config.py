@@ -28,6 +28,7 @@ from groundwire.app.reranker_config import (
 )
 from groundwire.app.secrets import ConfigError, SecretRef, _Strict, http_base_url
 from groundwire.domain.auth import MAX_TENANT_CHARS
+from groundwire.domain.indexes import DistanceMetric, IngestionStrategy, StoreKind
 
 __all__ = ["ConfigError", "GroundwireConfig", "SecretRef", "load_config", "parse_config"]
 
@@ -95,7 +96,7 @@ class RetrievalConfig(_Strict):
     default_top_k: int = Field(10, ge=1)
     max_top_k: int = Field(100, ge=1, le=10_000)
     max_query_chars: int = Field(4096, ge=16, le=1_000_000)
-    # k = 20, not the Runiq seed's 60: measured on SciFact train (nDCG@10 0.7142 vs
+    # k = 20, not the customary 60: measured on SciFact train (nDCG@10 0.7142 vs
     # 0.7041 with k = 60; Cranfield and CISI also higher), see README "Evaluation".
     rrf_k: int = Field(20, ge=1, le=1000)
     semantic_weight: float = Field(1.0, ge=0, le=10)
@@ -115,7 +116,7 @@ class RetrievalConfig(_Strict):
 class StoreConfig(_Strict):
     """Where indexes live. `postgres` with no DSN starts the embedded PostgreSQL."""
 
-    kind: Literal["memory", "postgres"] = "memory"
+    kind: StoreKind = StoreKind.MEMORY
     dsn: SecretRef | None = None
     data_dir: Path = Path("var/pgdata")
     pool_min_size: int = Field(1, ge=0, le=100)
@@ -205,7 +206,7 @@ class ChunkingConfig(_Strict):
 
 
 class IngestionConfig(_Strict):
-    strategy: Literal["manual", "on_startup", "background_on_startup", "scheduled"] = "manual"
+    strategy: IngestionStrategy = IngestionStrategy.MANUAL
     schedule: str | None = None
     max_file_bytes: int = Field(10 * 1024 * 1024, ge=1, le=1024 * 1024 * 1024)
     embed_batch_size: int = Field(64, ge=1, le=4096)
@@ -225,7 +226,7 @@ class IngestionConfig(_Strict):
 class IndexConfig(_Strict):
     description: str = ""
     embedder: str | None = None
-    metric: Literal["cosine", "euclidean", "dot"] = "cosine"
+    metric: DistanceMetric = DistanceMetric.COSINE
     tenant: str = Field("", max_length=MAX_TENANT_CHARS)
     metadata: dict[str, str] = Field(default_factory=dict)
     chunking: ChunkingConfig = ChunkingConfig()

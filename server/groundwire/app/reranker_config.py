@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from groundwire.app.secrets import SecretRef, _Strict
+from groundwire.app.secrets import SecretRef, _Strict, http_base_url
 from groundwire.domain.reranking import FailurePolicy
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.providers.rerankers.base import Reranker
@@ -74,12 +74,6 @@ RERANKER_SERVICE: str = reranker_pb2.DESCRIPTOR.services_by_name["RerankerServic
 _Threshold = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
-def _http_url(value: str) -> str:
-    if not re.match(r"^https?://[^/\s]+", value):
-        raise ValueError("base_url must start with http:// or https:// and name a host")
-    return value.rstrip("/")
-
-
 class CohereRerankerConfig(_Strict):
     """Cohere Rerank v2 through the official SDK."""
 
@@ -94,7 +88,7 @@ class CohereRerankerConfig(_Strict):
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        return _http_url(v) if v is not None else None
+        return http_base_url(v) if v is not None else None
 
 
 class OpenRerankConfig(_Strict):
@@ -114,7 +108,7 @@ class OpenRerankConfig(_Strict):
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str) -> str:
-        return _http_url(v)
+        return http_base_url(v)
 
 
 class LocalEmbeddingRerankerConfig(_Strict):

@@ -4,10 +4,11 @@ secret references (never inline secret values) and the base-URL rule."""
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, model_validator
+
+from groundwire.providers.http import normalize_base_url
 
 
 class ConfigError(Exception):
@@ -19,10 +20,8 @@ class _Strict(BaseModel):
 
 
 def http_base_url(value: str) -> str:
-    """A provider base URL: http(s) only, without a trailing slash."""
-    if not re.match(r"^https?://", value):
-        raise ValueError("base_url must start with http:// or https://")
-    return value.rstrip("/")
+    """A provider base URL, by the rule the adapters apply (one rule, one place)."""
+    return normalize_base_url(value)
 
 
 class SecretRef(_Strict):

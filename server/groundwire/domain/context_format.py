@@ -2,8 +2,8 @@
 `<untrusted-external-context>` user message, with source attribution.
 
 Document text is data, never markup: `&`, `<` and `>` are escaped so a document
-cannot close the context element or forge a source (seed 001: document text can
-never reach system/developer instructions). `parse_context` is the exact inverse,
+cannot close the context element or forge a source (document text must never
+reach system or developer instructions). `parse_context` is the exact inverse,
 used by the offline extractive model to read its evidence.
 """
 

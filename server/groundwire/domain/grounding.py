@@ -1,5 +1,5 @@
 """Framework grounding rules: the authoritative instructions the runtime emits for
-each execution mode (seed 001). They are instructions; evidence never is."""
+each execution mode. They are instructions; evidence never is."""
 
 from __future__ import annotations
 

@@ -1,11 +1,13 @@
-"""Ingestion operations as values: lifecycle states, triggers, counts and
-per-document failures (content-free). Persisted by the store, streamed by the api."""
+"""Ingestion operations as values: lifecycle states, triggers, counts,
+per-document failures and the error that stopped a run (content-free).
+Persisted by the store, streamed by the api."""
 
 from __future__ import annotations
 
 import enum
 import uuid
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
 MAX_LISTED_FAILURES = 100
 
@@ -28,12 +30,53 @@ class OperationTrigger(enum.Enum):
     SCHEDULE = "SCHEDULE"
 
 
+class DocumentFailureReason(StrEnum):
+    """Why a document was not ingested (stable codes, no content;
+    DocumentFailure.reason in the contract)."""
+
+    UNREADABLE = "UNREADABLE"
+    TOO_LARGE = "TOO_LARGE"
+    NOT_UTF8 = "NOT_UTF8"
+    BINARY = "BINARY"
+    EMPTY = "EMPTY"
+    UNSUPPORTED_FORMAT = "UNSUPPORTED_FORMAT"
+    PARSE_FAILED = "PARSE_FAILED"
+    DUPLICATE_ID = "DUPLICATE_ID"
+
+
+class OperationErrorCode(StrEnum):
+    """Why an operation FAILED (Operation.error_code in the contract): the reason
+    of the error that stopped the run, from this closed set."""
+
+    EMBEDDING_PROVIDER_FAILED = "EMBEDDING_PROVIDER_FAILED"
+    EMBEDDING_MISMATCH = "EMBEDDING_MISMATCH"
+    INDEX_NOT_FOUND = "INDEX_NOT_FOUND"
+    STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
+    STORE_ERROR = "STORE_ERROR"
+    STORE_DATA_REJECTED = "STORE_DATA_REJECTED"
+    DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"  # a store statement timed out
+    VERSION_NOT_STAGING = "VERSION_NOT_STAGING"
+    # A process ended while the operation ran (found at the next start-up).
+    INTERRUPTED = "INTERRUPTED"
+    # Anything else: an unexpected exception, or an error reason outside this set.
+    INTERNAL = "INTERNAL"
+
+    @classmethod
+    def for_reason(cls, reason: str) -> OperationErrorCode:
+        """The code for an error reason; INTERNAL for a reason outside the set,
+        so the recorded code stays within what the contract documents."""
+        try:
+            return cls(reason)
+        except ValueError:
+            return cls.INTERNAL
+
+
 @dataclass(frozen=True, slots=True)
 class DocumentFailureInfo:
     """A document that was not ingested and the stable reason code."""
 
     document_id: str
-    reason: str
+    reason: DocumentFailureReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +104,8 @@ class Operation:
     end_time: float | None = None
     version: int = 0
     rebuild: bool = False
-    error_code: str = ""
+    # Set only when the state is FAILED.
+    error_code: OperationErrorCode | None = None
     failures: tuple[DocumentFailureInfo, ...] = ()
     failures_omitted: int = 0
 
@@ -94,7 +138,7 @@ class Operation:
             "end_time": self.end_time,
             "version": self.version,
             "rebuild": self.rebuild,
-            "error_code": self.error_code,
+            "error_code": self.error_code or "",
             "failures": [[f.document_id, f.reason] for f in self.failures],
             "failures_omitted": self.failures_omitted,
         }
@@ -121,7 +165,13 @@ class Operation:
             end_time=num(data.get("end_time")),
             version=int(data.get("version", 0)),  # type: ignore[call-overload]
             rebuild=bool(data.get("rebuild", False)),
-            error_code=str(data.get("error_code", "")),
-            failures=tuple(DocumentFailureInfo(str(d), str(r)) for d, r in failures),
+            error_code=_error_code(data.get("error_code")),
+            failures=tuple(
+                DocumentFailureInfo(str(d), DocumentFailureReason(str(r))) for d, r in failures
+            ),
             failures_omitted=int(data.get("failures_omitted", 0)),  # type: ignore[call-overload]
         )
+
+
+def _error_code(value: object) -> OperationErrorCode | None:
+    return OperationErrorCode.for_reason(str(value)) if value else None

@@ -1,10 +1,24 @@
-"""Query text rules: bounds, exact phrases and the lexical query."""
+"""Query text rules: bounds, exact phrases, the lexical query, and how a
+follow-up is rewritten into a retrieval query."""
 
 from __future__ import annotations
+
+from enum import StrEnum
 
 from groundwire.domain.errors import invalid
 from groundwire.domain.retrieval import LexicalQuery
 from groundwire.domain.text import index_tokens, phrase_words
+
+
+class QueryRewriting(StrEnum):
+    """How a follow-up message becomes the retrieval query (an agent's RAG policy)."""
+
+    # The message as written.
+    NONE = "none"
+    # The last two user turns and the message, joined (no model call).
+    HISTORY = "history"
+    # A self-contained query written by the agent's model from the conversation.
+    MODEL = "model"
 
 
 def validate_query_text(text: str, max_chars: int, field_path: str = "query.text") -> str:
@@ -20,7 +34,7 @@ def validate_query_text(text: str, max_chars: int, field_path: str = "query.text
 def split_phrases(text: str, field_path: str = "query.text") -> tuple[str, list[str]]:
     """Split query text into loose text and exact phrases.
 
-    Double quotes delimit phrases (seed 000: surrounding quotes express exact phrase
+    Double quotes delimit phrases (surrounding quotes express exact-phrase
     intent); phrases may be mixed with loose terms. An odd number of quotes is an
     unterminated phrase. Empty phrases are ignored."""
     if text.count('"') % 2:

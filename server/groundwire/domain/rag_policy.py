@@ -1,6 +1,6 @@
-"""The agent RAG execution policy (seed 001, "RAG Execution and Grounding
-Policies", "Answerability acceptance criteria", "Context selection"), as pure
-functions over retrieval results. The agent runtime calls them in order:
+"""The agent RAG execution policy (acceptance, answerability gating, context
+selection and the no-context decision), as pure functions over retrieval
+results. The agent runtime calls them in order:
 
     accept() -> [reranking stage] -> gate_answerability() -> select_context()
     -> no_context_reason_for() / decide()
@@ -70,7 +70,7 @@ _THRESHOLD_REASONS = {ItemReason.BELOW_MINIMUM_RELEVANCE}
 @dataclass(frozen=True, slots=True)
 class ProviderRule:
     """Declarative provider-specific acceptance for a metric without relevance
-    (seed 001's ProviderSpecificAcceptance): accept a result of `metric` when its
+    (a provider-specific acceptance rule): accept a result of `metric` when its
     raw score is at least `minimum_raw` (higher-is-better metrics) or at most
     `maximum_raw` (distances)."""
 
@@ -106,7 +106,7 @@ class AcceptancePolicy:
 class ContextBudgetPolicy:
     maximum_context_tokens: int = 32_768
     response_token_reserve: int = 4_096
-    maximum_chunks_per_source: int | None = None  # None = unbounded (seed: int.MaxValue)
+    maximum_chunks_per_source: int | None = None  # None = unbounded
     prefer_source_diversity: bool = False
 
     def validate(self, path: str = "context_budget") -> None:
@@ -126,7 +126,7 @@ def policy_error(field_path: str, problem: str) -> GroundwireError:
 
 def validate_mode(mode: ExecutionMode, behavior: NoContextBehavior) -> None:
     """REQUIRED constrains answers to accepted context, so it cannot answer
-    normally without it (seed 001): rejected at configuration and at run time."""
+    normally without it: rejected at configuration and at run time."""
     if mode is ExecutionMode.REQUIRED and behavior is NoContextBehavior.ANSWER_NORMALLY:
         raise policy_error("mode", "REQUIRED cannot be combined with ANSWER_NORMALLY")
 
@@ -150,7 +150,7 @@ class Acceptance:
 
 
 def score_is_valid(result: RankedResult) -> bool:
-    """Seed 001's InvalidScore rules: a known metric, the metric's direction,
+    """A score is valid with a known metric, the metric's direction,
     a finite raw score, and relevance (when present) finite and in [0, 1]."""
     s = result.score
     if not isinstance(s.metric, ScoreMetric):
@@ -249,7 +249,7 @@ def gate_answerability(
     outcome: RerankOutcome | None,
     aggregate: Answerability | None,
 ) -> Gate:
-    """Seed 001 answerability rules 1-5.
+    """The answerability rules 1-5.
 
     1. Only a SUCCEEDED rerank with aggregate ANSWERABLE establishes
        answerability for GROUNDED and REQUIRED; UNKNOWN and NOT_ANSWERABLE fail

@@ -1,5 +1,5 @@
-"""Second-stage reranking rules (seed 000 "Optional reranking contract", seed 001
-"Reranking" and "Performance and operational acceptance criteria").
+"""Second-stage reranking rules: what a reranker must return, how its output is
+validated and applied, and the stable codes of its failures.
 
 A reranker receives a query and a bounded, ordered set of candidates and must
 return, for every requested (document_id, chunk_id) exactly once, a finite
@@ -30,6 +30,7 @@ import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TypeVar
 
 from groundwire.domain.errors import ErrorKind, GroundwireError
@@ -63,8 +64,9 @@ class FailurePolicy(enum.Enum):
     USE_ORIGINAL_ORDER = "USE_ORIGINAL_ORDER"
 
 
-class RerankFailureCode(enum.Enum):
-    """Stable, content-free failure codes (see the module docstring)."""
+class RerankFailureCode(StrEnum):
+    """Stable, content-free failure codes (see the module docstring); each member
+    is the string RerankingMetadata.failure_code and ErrorInfo metadata carry."""
 
     TIMEOUT = "RerankerTimeout"
     UNAVAILABLE = "RerankerUnavailable"
@@ -151,7 +153,8 @@ class RerankerOutput:
 
 @dataclass(frozen=True, slots=True)
 class RerankedCandidate:
-    """Per-candidate metadata: exactly the seed 001 allowlist.
+    """Per-candidate metadata, an allowlist: identity, ranks, relevance and
+    answerability, never content.
 
     `rerank_relevance` is None whenever the stage did not succeed or the
     candidate was not sent to the reranker."""
@@ -170,7 +173,8 @@ class RerankedCandidate:
 
 @dataclass(frozen=True, slots=True)
 class RerankingMetadata:
-    """Content-free stage metadata: exactly the seed 001 allowlist.
+    """Content-free stage metadata, an allowlist: counts, outcome, policy,
+    answerability, timing and the failure code, never content.
 
     `candidates` lists the candidates sent to the reranker (`candidate_count`
     of them) in final order; `failure_code` is set only for FALLBACK and FAILED."""
@@ -289,8 +293,8 @@ def keep_order(
 
 
 def threshold_answerability(relevance: float, minimum_answerable_relevance: float) -> Answerability:
-    """ANSWERABLE at or above the threshold, NOT_ANSWERABLE below it (seed 001,
-    Cohere: "candidates at or above MinimumAnswerableRelevance")."""
+    """ANSWERABLE at or above the threshold, NOT_ANSWERABLE below it, for
+    rerankers such as Cohere that return relevance without answerability."""
     if relevance >= minimum_answerable_relevance:
         return Answerability.ANSWERABLE
     return Answerability.NOT_ANSWERABLE

@@ -1,5 +1,5 @@
 """Score semantics: raw scores keep their metric; relevance is normalized only when
-a documented, bounded transformation exists (seed 000, "Retrieval Score Semantics")."""
+a documented, bounded transformation exists; otherwise relevance is absent."""
 
 from __future__ import annotations
 

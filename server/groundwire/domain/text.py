@@ -59,6 +59,6 @@ def phrase_words(text: str) -> list[str]:
 
 
 def estimate_tokens(text: str) -> int:
-    """Deterministic token estimate (seed 001): contiguous Unicode letter/digit runs
+    """Deterministic token estimate: contiguous Unicode letter/digit runs
     plus individual punctuation marks. An estimate, not a provider token count."""
     return len(_ESTIMATE.findall(text))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from groundwire.domain.chunking import markdown_title
+from groundwire.domain.operations import DocumentFailureReason
 from groundwire.domain.text import normalize_text
 
 
@@ -36,19 +37,6 @@ FORMATS_BY_EXTENSION: Mapping[str, DocumentFormat] = {
 }
 
 
-class FailureReason(enum.Enum):
-    """Why a document was not ingested (stable codes, no content)."""
-
-    UNREADABLE = "UNREADABLE"
-    TOO_LARGE = "TOO_LARGE"
-    NOT_UTF8 = "NOT_UTF8"
-    BINARY = "BINARY"
-    EMPTY = "EMPTY"
-    UNSUPPORTED_FORMAT = "UNSUPPORTED_FORMAT"
-    PARSE_FAILED = "PARSE_FAILED"
-    DUPLICATE_ID = "DUPLICATE_ID"
-
-
 @dataclass(frozen=True, slots=True)
 class LoadedDocument:
     """Normalized text of one document with its identity and attribution."""
@@ -64,23 +52,23 @@ class LoadedDocument:
 @dataclass(frozen=True, slots=True)
 class LoadFailure:
     document_id: str
-    reason: FailureReason
+    reason: DocumentFailureReason
 
 
-def _decode_text(data: bytes) -> str | FailureReason:
+def _decode_text(data: bytes) -> str | DocumentFailureReason:
     if b"\x00" in data[:8192]:
-        return FailureReason.BINARY
+        return DocumentFailureReason.BINARY
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        return FailureReason.NOT_UTF8
+        return DocumentFailureReason.NOT_UTF8
 
 
-def _html_text(data: bytes) -> tuple[str, str] | FailureReason:
+def _html_text(data: bytes) -> tuple[str, str] | DocumentFailureReason:
     from selectolax.lexbor import LexborHTMLParser
 
     decoded = _decode_text(data)
-    if isinstance(decoded, FailureReason):
+    if isinstance(decoded, DocumentFailureReason):
         return decoded
     tree = LexborHTMLParser(decoded)
     for tag in ("script", "style", "noscript", "template"):
@@ -93,7 +81,7 @@ def _html_text(data: bytes) -> tuple[str, str] | FailureReason:
     return text, title
 
 
-def _pdf_text(data: bytes) -> tuple[str, str] | FailureReason:
+def _pdf_text(data: bytes) -> tuple[str, str] | DocumentFailureReason:
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
@@ -103,7 +91,7 @@ def _pdf_text(data: bytes) -> tuple[str, str] | FailureReason:
         meta = reader.metadata
         title = str(meta.title) if meta is not None and meta.title else ""
     except (PyPdfError, ValueError, KeyError, TypeError, OSError):
-        return FailureReason.PARSE_FAILED
+        return DocumentFailureReason.PARSE_FAILED
     return "\n\n".join(p.strip() for p in pages if p.strip()), title
 
 
@@ -119,26 +107,26 @@ def load_bytes(
 ) -> LoadedDocument | LoadFailure:
     """Decode, extract and normalize one document."""
     if len(data) > max_bytes:
-        return LoadFailure(document_id, FailureReason.TOO_LARGE)
+        return LoadFailure(document_id, DocumentFailureReason.TOO_LARGE)
     title = ""
     if fmt is DocumentFormat.HTML:
         result = _html_text(data)
-        if isinstance(result, FailureReason):
+        if isinstance(result, DocumentFailureReason):
             return LoadFailure(document_id, result)
         raw, title = result
     elif fmt is DocumentFormat.PDF:
         result = _pdf_text(data)
-        if isinstance(result, FailureReason):
+        if isinstance(result, DocumentFailureReason):
             return LoadFailure(document_id, result)
         raw, title = result
     else:
         decoded = _decode_text(data)
-        if isinstance(decoded, FailureReason):
+        if isinstance(decoded, DocumentFailureReason):
             return LoadFailure(document_id, decoded)
         raw = decoded
     text = normalize_text(raw)
     if not text.strip():
-        return LoadFailure(document_id, FailureReason.EMPTY)
+        return LoadFailure(document_id, DocumentFailureReason.EMPTY)
     if fmt is DocumentFormat.MARKDOWN:
         title = markdown_title(text)
     return LoadedDocument(
@@ -157,12 +145,12 @@ def load_file(
     """Read a file with a byte bound (never more than max_bytes + 1 bytes are read)."""
     fmt = FORMATS_BY_EXTENSION.get(path.suffix.lower())
     if fmt is None:
-        return LoadFailure(document_id, FailureReason.UNSUPPORTED_FORMAT)
+        return LoadFailure(document_id, DocumentFailureReason.UNSUPPORTED_FORMAT)
     try:
         with path.open("rb") as fh:
             data = fh.read(max_bytes + 1)
     except OSError:
-        return LoadFailure(document_id, FailureReason.UNREADABLE)
+        return LoadFailure(document_id, DocumentFailureReason.UNREADABLE)
     return load_bytes(
         document_id,
         source_id,

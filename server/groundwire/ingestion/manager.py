@@ -27,10 +27,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from groundwire.domain.errors import ErrorKind, GroundwireError, not_found
+from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import (
     DocumentFailureInfo,
     Operation,
     OperationCounts,
+    OperationErrorCode,
     OperationState,
     OperationTrigger,
 )
@@ -124,7 +126,7 @@ class IngestionManager:
                     replace(
                         op,
                         state=OperationState.FAILED,
-                        error_code="INTERRUPTED",
+                        error_code=OperationErrorCode.INTERRUPTED,
                         end_time=op.end_time or time.time(),
                     )
                 )
@@ -149,7 +151,7 @@ class IngestionManager:
 
     def start_schedulers(self) -> None:
         for handle in self._catalog.handles():
-            if handle.strategy == "scheduled" and handle.schedule:
+            if handle.strategy == IngestionStrategy.SCHEDULED and handle.schedule:
                 self._schedulers.append(asyncio.create_task(self._schedule_loop(handle)))
 
     async def close(self) -> None:
@@ -334,12 +336,18 @@ class IngestionManager:
             # Counts as of the last progress snapshot (the run never returned a report).
             final = replace(run.operation, state=OperationState.CANCELLED)
         except GroundwireError as err:
-            final = replace(run.operation, state=OperationState.FAILED, error_code=err.reason)
+            final = replace(
+                run.operation,
+                state=OperationState.FAILED,
+                error_code=OperationErrorCode.for_reason(err.reason),
+            )
         except Exception as exc:  # recorded, never propagated: the operation owns the failure
             log.error(
                 "ingestion failed", extra={"index": handle.name, "error_type": type(exc).__name__}
             )
-            final = replace(run.operation, state=OperationState.FAILED, error_code="INTERNAL")
+            final = replace(
+                run.operation, state=OperationState.FAILED, error_code=OperationErrorCode.INTERNAL
+            )
         final = replace(final, end_time=time.time(), phase="DONE")
         # Free the index before telling anyone the run ended, so a watcher that
         # starts the next run on seeing the terminal state is never refused.
@@ -369,7 +377,7 @@ class IngestionManager:
                 "index": handle.name,
                 "operation_id": final.id,
                 "state": final.state.value,
-                "error_code": final.error_code,
+                "error_code": final.error_code or "",
                 "ingested": final.counts.ingested,
                 "unchanged": final.counts.unchanged,
                 "failed": final.counts.failed,
@@ -393,7 +401,7 @@ class IngestionManager:
                 )
 
     def next_run_time(self, handle: IndexHandle) -> float | None:
-        if handle.strategy != "scheduled" or not handle.schedule:
+        if handle.strategy != IngestionStrategy.SCHEDULED or not handle.schedule:
             return None
         from croniter import croniter
 
@@ -413,7 +421,7 @@ def _apply(op: Operation, report: IngestionReport) -> Operation:
         deleted=report.deleted,
         chunks_written=report.chunks_written,
     )
-    failures = [DocumentFailureInfo(f.document_id, f.reason.value) for f in report.failures]
+    failures = [DocumentFailureInfo(f.document_id, f.reason) for f in report.failures]
     return replace(
         op, phase=report.phase.value, counts=counts, version=report.version, rebuild=report.rebuilt
     ).with_failures(failures)

@@ -1,4 +1,4 @@
-"""The ingestion pipeline (seed 004, "Production ingestion sequence"):
+"""The ingestion pipeline, in the order it runs:
 
 discover -> load with a byte bound -> normalize -> chunk deterministically ->
 skip unchanged documents by content hash -> embed in bounded batches (document
@@ -20,10 +20,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from groundwire.domain.chunking import Chunk, chunk_text
+from groundwire.domain.operations import DocumentFailureReason
 from groundwire.ingestion.catalog import IndexHandle
 from groundwire.ingestion.loaders import (
     DocumentFormat,
-    FailureReason,
     LoadedDocument,
     LoadFailure,
     load_bytes,
@@ -171,7 +171,9 @@ async def run_ingestion(
         for item in items:
             if item.document_id in seen:
                 report.failed += 1
-                report.failures.append(LoadFailure(item.document_id, FailureReason.DUPLICATE_ID))
+                report.failures.append(
+                    LoadFailure(item.document_id, DocumentFailureReason.DUPLICATE_ID)
+                )
                 continue
             seen.add(item.document_id)
             loaded = _load(item, handle)
@@ -187,7 +189,7 @@ async def run_ingestion(
             chunks = chunk_document(loaded, handle)
             if not chunks:
                 report.failed += 1
-                report.failures.append(LoadFailure(loaded.document_id, FailureReason.EMPTY))
+                report.failures.append(LoadFailure(loaded.document_id, DocumentFailureReason.EMPTY))
                 continue
             record = DocumentRecord(
                 loaded.document_id,

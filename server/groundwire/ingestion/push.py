@@ -1,6 +1,6 @@
 """Push-style documents: an application sends document text directly; each call
-is embedded, staged and published as one new index version (seed 004's write
-sequence, without a source scan). A malformed request (ids, metadata, counts,
+is embedded, staged and published as one new index version (the pipeline's
+write sequence, without a source scan). A malformed request (ids, metadata, counts,
 tenant) is refused as a whole; a document whose content cannot be loaded is
 reported and skipped, and the rest of the batch is written."""
 

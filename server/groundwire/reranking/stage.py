@@ -1,5 +1,4 @@
-"""The reranking stage (seed 001, "Reranking"): used by RerankerService and by
-the agent runtime.
+"""The reranking stage: used by RerankerService and by the agent runtime.
 
 Given a reranker, a query and candidates in their original (accepted) order:
 
@@ -81,7 +80,7 @@ _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 
 @dataclass(frozen=True, slots=True)
 class StageSettings:
-    """Per-call stage settings (seed 001 defaults: 5 candidates, 5 s, original order)."""
+    """Per-call stage settings (defaults: 5 candidates, 5 s, original order)."""
 
     maximum_candidates: int = 5
     timeout_seconds: float = 5.0
@@ -95,7 +94,8 @@ class StageSettings:
 
 
 class RerankingMetrics:
-    """The two seed 001 instruments on one meter (inject a meter to isolate tests)."""
+    """The reranking duration histogram and attempts counter on one meter (inject a
+    meter to isolate tests)."""
 
     def __init__(self, meter: metrics.Meter | None = None) -> None:
         meter = meter if meter is not None else metrics.get_meter("groundwire")
@@ -151,7 +151,7 @@ class _Failure:
 
 
 class RerankingStage:
-    """Runs rerankers under the seed 001 rules (see module docstring). Stateless
+    """Runs rerankers under the rules in the module docstring. Stateless
     apart from its metrics, so one instance serves every caller."""
 
     def __init__(

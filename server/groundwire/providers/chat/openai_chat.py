@@ -72,7 +72,14 @@ from groundwire.providers.chat.base import (
     Usage,
     model_error,
 )
-from groundwire.providers.http import check_base_url
+from groundwire.providers.http import (
+    TRANSPORT_ERRORS,
+    RemoteFailure,
+    RemoteFailureKind,
+    failure_for_status,
+    failure_for_transport_error,
+    normalize_base_url,
+)
 
 __all__ = ["PROVIDER", "OpenAIChatModel"]
 
@@ -111,7 +118,7 @@ class OpenAIChatModel:
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError("model must be a non-blank string")
-        check_base_url(base_url)
+        base = normalize_base_url(base_url)
         if not timeout > 0:
             raise ValueError("timeout must be positive")
         if api_key is not None and not api_key.strip():
@@ -142,7 +149,7 @@ class OpenAIChatModel:
         headers["Authorization"] = f"Bearer {key}" if key is not None else openai.omit
         self._headers = headers
         self._client = openai.AsyncOpenAI(
-            base_url=base_url,
+            base_url=base,
             api_key=key if key is not None else _NO_KEY,
             organization=None,
             project=None,
@@ -448,22 +455,21 @@ async def _close_quietly(stream: Any) -> None:
 # -- helpers -----------------------------------------------------------------------
 
 
+_REASONS: dict[RemoteFailureKind, str] = {
+    RemoteFailureKind.TIMEOUT: "MODEL_TIMEOUT",
+    RemoteFailureKind.CONNECTION: "MODEL_UNAVAILABLE",
+    RemoteFailureKind.RATE_LIMITED: "MODEL_RATE_LIMITED",
+    RemoteFailureKind.SERVER_ERROR: "MODEL_UNAVAILABLE",
+    RemoteFailureKind.REJECTED: "MODEL_REJECTED",
+    RemoteFailureKind.UNEXPECTED_STATUS: "MODEL_REJECTED",
+}
+
+
 def _classify(exc: BaseException) -> ChatModelError:
     """A content-free error for an SDK or transport failure, by type only."""
-    if isinstance(exc, TimeoutError | openai.APITimeoutError):
-        return model_error("MODEL_TIMEOUT", "chat model request timed out")
-    if isinstance(exc, openai.RateLimitError):
-        return model_error("MODEL_RATE_LIMITED", "chat model rate limited the request (HTTP 429)")
-    if isinstance(exc, openai.InternalServerError):
-        return model_error("MODEL_UNAVAILABLE", f"chat model failed (HTTP {exc.status_code})")
-    if isinstance(exc, openai.APIStatusError):
-        return model_error(
-            "MODEL_REJECTED",
-            f"chat model rejected the request (HTTP {exc.status_code}); "
-            "check the model name, API key and request limits",
-        )
-    if isinstance(exc, openai.APIConnectionError):
-        return model_error("MODEL_UNAVAILABLE", "chat model connection failed")
+    failure = _remote_failure(exc)
+    if failure is not None:
+        return model_error(_REASONS[failure.kind], failure.message("chat model"))
     if isinstance(exc, openai.APIResponseValidationError):
         return model_error("MODEL_INVALID_RESPONSE", "chat model response failed validation")
     if isinstance(exc, openai.APIError):
@@ -473,6 +479,20 @@ def _classify(exc: BaseException) -> ChatModelError:
         # Undecodable JSON bodies and chunks, and shapes the SDK cannot read.
         return model_error("MODEL_INVALID_RESPONSE", "chat model returned malformed output")
     return model_error("MODEL_UNAVAILABLE", f"chat model call failed ({type(exc).__name__})")
+
+
+def _remote_failure(exc: BaseException) -> RemoteFailure | None:
+    """The SDK's status and connection exceptions in the classification every
+    remote provider shares; None for anything else."""
+    if isinstance(exc, openai.APIStatusError):
+        return failure_for_status(exc.status_code)
+    if isinstance(exc, openai.APITimeoutError):
+        exc = TimeoutError()
+    elif isinstance(exc, openai.APIConnectionError) and isinstance(exc.__cause__, TRANSPORT_ERRORS):
+        exc = exc.__cause__  # the SDK wraps the httpx exception; its type says more
+    if isinstance(exc, (*TRANSPORT_ERRORS, openai.APIConnectionError)):
+        return failure_for_transport_error(exc)
+    return None
 
 
 def _get(obj: object, name: str) -> object:

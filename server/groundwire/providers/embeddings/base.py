@@ -1,6 +1,6 @@
 """The embedding provider protocol and the validation every provider shares.
 
-Seed 004: requests preserve ordered batches and distinguish document from query
+Requests preserve ordered batches and distinguish document from query
 tasks; adapters reject blank model names, invalid vectors (wrong count, wrong
 dimension, non-finite values) and silent truncation. Provider, model,
 dimensions and normalization are recorded with every index.

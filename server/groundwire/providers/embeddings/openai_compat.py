@@ -32,7 +32,17 @@ from groundwire.providers.embeddings.base import (
     validate_model_name,
     validate_vectors,
 )
-from groundwire.providers.http import INVALID_JSON, check_base_url, json_client, parse_json
+from groundwire.providers.http import (
+    INVALID_JSON,
+    TRANSPORT_ERRORS,
+    RemoteFailure,
+    RemoteFailureKind,
+    failure_for_status,
+    failure_for_transport_error,
+    json_client,
+    normalize_base_url,
+    parse_json,
+)
 
 __all__ = ["OpenAICompatibleEmbedder"]
 
@@ -63,7 +73,7 @@ class OpenAICompatibleEmbedder:
         document_prefix: str = "",
     ) -> None:
         name = validate_model_name(model)
-        check_base_url(base_url)
+        base = normalize_base_url(base_url)
         if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:
             raise ValueError("dimensions must be a positive integer")
         if not timeout > 0:
@@ -73,7 +83,7 @@ class OpenAICompatibleEmbedder:
         if api_key is not None and not api_key.strip():
             raise ValueError("api_key must not be blank (pass None for no authentication)")
 
-        self._url = base_url.rstrip("/") + "/embeddings"
+        self._url = base + "/embeddings"
         self._model = name
         self._timeout = timeout
         self._max_batch = max_batch_size
@@ -134,10 +144,8 @@ class OpenAICompatibleEmbedder:
             # bounds the request as a whole, so a trickling server cannot hold it.
             async with asyncio.timeout(self._timeout):
                 return await self._client.post(self._url, json=body)
-        except (TimeoutError, httpx.TimeoutException):
-            return provider_failed("embedding provider timed out", timed_out=True)
-        except httpx.HTTPError as exc:
-            return provider_failed(f"embedding provider request failed ({type(exc).__name__})")
+        except TRANSPORT_ERRORS as exc:
+            return _error(failure_for_transport_error(exc))
 
     def _parse(self, payload: object, expected: int) -> Vectors:
         dims = self._info.dimensions
@@ -168,18 +176,17 @@ class OpenAICompatibleEmbedder:
 
 
 def _check_status(status: int) -> None:
-    if 200 <= status < 300:
-        return
-    if status == 429:
-        raise provider_failed("embedding provider rate limited the request (HTTP 429)")
-    if status >= 500:
-        raise provider_failed(f"embedding provider failed (HTTP {status})")
-    if 400 <= status < 500:
-        raise provider_failed(
-            f"embedding provider rejected the request (HTTP {status}); "
-            "check the model name, API key and input limits"
-        )
-    raise provider_failed(f"embedding provider answered with unexpected HTTP {status}")
+    failure = failure_for_status(status)
+    if failure is not None:
+        raise _error(failure)
+
+
+def _error(failure: RemoteFailure) -> EmbeddingError:
+    # Every remote failure is retryable for an embedder; only a timeout says so.
+    return provider_failed(
+        failure.message("embedding provider"),
+        timed_out=failure.kind is RemoteFailureKind.TIMEOUT,
+    )
 
 
 def _vector(embedding: object, dims: int) -> Vectors:

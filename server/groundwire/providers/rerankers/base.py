@@ -3,7 +3,7 @@
 A reranker scores one query against a bounded, ordered candidate set and
 returns a `RerankerOutput`: a judgement (relevance in [0, 1], answerability) per
 candidate plus the aggregate answerability. Adapters only translate: the
-reranking stage validates every output against the seed 001 rules
+reranking stage validates every output against the reranking rules
 (`groundwire.domain.reranking.validate_output`), owns the timeout (it cancels
 `rerank` when it passes) and applies the failure policy. So adapters never
 retry, never wait on their own clock longer than a safety net, and never put a
@@ -29,12 +29,15 @@ from groundwire.domain.reranking import (
     reranker_failure,
     threshold_answerability,
 )
+from groundwire.providers.http import RemoteFailure, RemoteFailureKind
+from groundwire.providers.http import failure_for_status as http_failure_for_status
 
 __all__ = [
     "Reranker",
     "failure_for_status",
     "output_from_indexed",
     "output_from_scores",
+    "remote_failure",
     "validate_threshold",
 ]
 
@@ -118,20 +121,27 @@ def output_from_scores(
     return output_from_indexed(candidates, enumerate(scores), minimum_answerable_relevance)
 
 
+_CODES: dict[RemoteFailureKind, RerankFailureCode] = {
+    RemoteFailureKind.TIMEOUT: RerankFailureCode.TIMEOUT,
+    RemoteFailureKind.CONNECTION: RerankFailureCode.UNAVAILABLE,
+    RemoteFailureKind.RATE_LIMITED: RerankFailureCode.RATE_LIMITED,
+    RemoteFailureKind.SERVER_ERROR: RerankFailureCode.UNAVAILABLE,
+    RemoteFailureKind.REJECTED: RerankFailureCode.REJECTED,
+    RemoteFailureKind.UNEXPECTED_STATUS: RerankFailureCode.REJECTED,
+}
+
+
+def remote_failure(failure: RemoteFailure, what: str = "reranker") -> RerankerError:
+    """The reranker error for a classified transport or HTTP failure."""
+    return reranker_failure(_CODES[failure.kind], failure.message(what))
+
+
 def failure_for_status(status: int | None, what: str = "reranker") -> RerankerError:
     """A content-free error for an HTTP status: 429 rate limited, 5xx
     unavailable, other 4xx rejected, a 2xx that could not be parsed invalid."""
     if status is None:
         return reranker_failure(RerankFailureCode.FAILED, f"{what} failed")
-    if 200 <= status < 300:
+    failure = http_failure_for_status(status)
+    if failure is None:
         return invalid_response(f"{what} returned a malformed response (HTTP {status})")
-    if status == 429:
-        return reranker_failure(
-            RerankFailureCode.RATE_LIMITED, f"{what} rate limited the request (HTTP 429)"
-        )
-    if status >= 500:
-        return reranker_failure(RerankFailureCode.UNAVAILABLE, f"{what} failed (HTTP {status})")
-    return reranker_failure(
-        RerankFailureCode.REJECTED,
-        f"{what} rejected the request (HTTP {status}); check the model, key and input limits",
-    )
+    return remote_failure(failure, what)

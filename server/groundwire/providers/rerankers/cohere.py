@@ -1,5 +1,4 @@
-"""Cohere Rerank v2 through the official `cohere` SDK (seed 001, "Cohere
-production reranker").
+"""Cohere Rerank v2 through the official `cohere` SDK, the production reranker.
 
 One `POST {base_url}/v2/rerank` per call with the complete bounded candidate set
 and `top_n` equal to the candidate count. Cohere returns relevance but no
@@ -20,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
 from cohere import AsyncClientV2
 from cohere.core.api_error import ApiError
 from cohere.core.parse_error import ParsingError
@@ -31,14 +29,18 @@ from groundwire.domain.reranking import (
     RerankCandidate,
     RerankerError,
     RerankerOutput,
-    RerankFailureCode,
     invalid_response,
-    reranker_failure,
 )
-from groundwire.providers.http import check_base_url
+from groundwire.providers.http import (
+    TRANSPORT_ERRORS,
+    failure_for_transport_error,
+    http_client,
+    normalize_base_url,
+)
 from groundwire.providers.rerankers.base import (
     failure_for_status,
     output_from_indexed,
+    remote_failure,
     validate_threshold,
 )
 
@@ -66,8 +68,7 @@ class CohereReranker:
             raise ValueError("the Cohere API key must not be blank")
         if not model or not model.strip():
             raise ValueError("the Cohere rerank model must not be blank")
-        if base_url is not None:
-            check_base_url(base_url)
+        base = normalize_base_url(base_url) if base_url is not None else None
         if max_tokens_per_doc is not None and max_tokens_per_doc < 1:
             raise ValueError("max_tokens_per_doc must be at least 1")
         if not http_timeout_seconds > 0:
@@ -75,14 +76,18 @@ class CohereReranker:
         self._model = model.strip()
         self._threshold = validate_threshold(minimum_answerable_relevance)
         self._max_tokens = max_tokens_per_doc
+        # The adapter owns its HTTP client (the one every remote provider uses:
+        # no redirects), so closing it needs no reach into the SDK.
+        self._http = http_client(http_timeout_seconds)
         self._client = AsyncClientV2(
             api_key=api_key.strip(),
             # Passed explicitly so the CO_API_URL environment variable cannot
             # redirect a configured adapter.
-            base_url=base_url.rstrip("/") if base_url else None,
+            base_url=base,
             client_name="groundwire",
             timeout=http_timeout_seconds,
             max_retries=0,
+            httpx_client=self._http,
             log_warning_experimental_features=False,
         )
 
@@ -135,12 +140,8 @@ class CohereReranker:
             # The SDK builds its response model without validation; a body of the
             # wrong shape (a list, a number) surfaces as one of these.
             return invalid_response("Cohere rerank response has an unexpected shape")
-        except httpx.TimeoutException:
-            return reranker_failure(RerankFailureCode.TIMEOUT, "Cohere rerank request timed out")
-        except httpx.HTTPError as exc:
-            return reranker_failure(
-                RerankFailureCode.UNAVAILABLE, f"Cohere rerank unreachable ({type(exc).__name__})"
-            )
+        except TRANSPORT_ERRORS as exc:
+            return remote_failure(failure_for_transport_error(exc), "Cohere rerank")
 
     async def aclose(self) -> None:
-        await self._client._client_wrapper.httpx_client.httpx_client.aclose()
+        await self._http.aclose()

@@ -15,7 +15,7 @@ text never attend to each other.
 Measured (`bench/bench_reranking.py`, top 20 of hybrid retrieval reranked, 50
 queries per collection, nDCG@10 hybrid -> hybrid + this reranker): SciFact
 0.700 -> 0.669, Cranfield 0.399 -> 0.391, CISI 0.434 -> 0.463; no difference is
-significant at 95% and the seed 001 release gate is not met. It scores about as
+significant at 95% and the reranking release gate (README) is not met. It scores about as
 well as the first stage's semantic leg alone and drops the lexical signal, so
 it does not improve hybrid retrieval: use it for an offline pipeline and its
 answerability signal, not for ranking quality. It is also slow on small CPUs

@@ -13,7 +13,7 @@ of the stage can be exercised (and demonstrated over grpcurl):
 - "error": an unexpected exception (classified RerankerFailed by the stage);
 - "hang": never answers (until cancelled); "slow": answers after `delay_seconds`;
 - "duplicate" / "missing" / "unknown" / "non_finite" / "out_of_range": a
-  response that breaks one seed 001 validation rule.
+  response that breaks one output validation rule (`validate_output`).
 
 It records the identities (never the texts) it was asked about, and how often a
 call was cancelled, for tests.

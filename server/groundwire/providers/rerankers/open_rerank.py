@@ -13,9 +13,10 @@ Two flavours, chosen by configuration:
 
 Scores must already be relevances in [0, 1] (TEI applies the model's sigmoid
 unless asked for raw scores); a server that returns logits needs
-`apply_sigmoid`, otherwise out-of-range scores invalidate the response, as the
-seed's rule says. Candidates at or above `minimum_answerable_relevance` are
-ANSWERABLE; the aggregate is ANSWERABLE when any candidate is.
+`apply_sigmoid`, otherwise out-of-range scores invalidate the response (a
+relevance outside [0, 1] invalidates any reranker's response). Candidates at
+or above `minimum_answerable_relevance` are ANSWERABLE; the aggregate is
+ANSWERABLE when any candidate is.
 
 No retries; the stage owns the timeout (the HTTP timeout is a safety net).
 Errors carry stable failure codes and content-free messages: never the body
@@ -35,15 +36,21 @@ from groundwire.domain.reranking import (
     RerankCandidate,
     RerankerError,
     RerankerOutput,
-    RerankFailureCode,
     invalid_response,
     is_real_number,
-    reranker_failure,
 )
-from groundwire.providers.http import INVALID_JSON, check_base_url, json_client, parse_json
+from groundwire.providers.http import (
+    INVALID_JSON,
+    TRANSPORT_ERRORS,
+    failure_for_transport_error,
+    json_client,
+    normalize_base_url,
+    parse_json,
+)
 from groundwire.providers.rerankers.base import (
     failure_for_status,
     output_from_indexed,
+    remote_failure,
     validate_threshold,
 )
 
@@ -81,7 +88,7 @@ class OpenRerankReranker:
         minimum_answerable_relevance: float = 0.5,
         http_timeout_seconds: float = 60.0,
     ) -> None:
-        check_base_url(base_url)
+        base = normalize_base_url(base_url)
         if flavour not in _FIELDS:
             raise ValueError("flavour must be 'tei' or 'jina'")
         if not path.startswith("/"):
@@ -92,7 +99,7 @@ class OpenRerankReranker:
             raise ValueError("api_key must not be blank (pass None for no authentication)")
         if not http_timeout_seconds > 0:
             raise ValueError("http_timeout_seconds must be positive")
-        self._url = base_url.rstrip("/") + path
+        self._url = base + path
         self._flavour: Flavour = flavour
         self._model = model.strip() if model else None
         self._apply_sigmoid = apply_sigmoid
@@ -167,12 +174,8 @@ class OpenRerankReranker:
     async def _post(self, body: dict[str, Any]) -> httpx.Response | RerankerError:
         try:
             return await self._client.post(self._url, json=body)
-        except httpx.TimeoutException:
-            return reranker_failure(RerankFailureCode.TIMEOUT, "rerank server request timed out")
-        except httpx.HTTPError as exc:
-            return reranker_failure(
-                RerankFailureCode.UNAVAILABLE, f"rerank server unreachable ({type(exc).__name__})"
-            )
+        except TRANSPORT_ERRORS as exc:
+            return remote_failure(failure_for_transport_error(exc), "rerank server")
 
     async def aclose(self) -> None:
         await self._client.aclose()
