@@ -53,9 +53,9 @@ from groundwire.domain.chunking import ChunkPolicy
 from groundwire.domain.errors import GroundwireError
 from groundwire.domain.operations import Operation, OperationTrigger
 from groundwire.domain.retrieval import FusionSettings
-from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
+from groundwire.indexes.catalog import IndexCatalog, IndexHandle
+from groundwire.indexes.sources import DirectorySource, FilesSource, InlineSource, SourceConfig
 from groundwire.ingestion.manager import IngestionManager
-from groundwire.ingestion.sources import DirectorySource, FilesSource, InlineSource, SourceConfig
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.providers.embeddings.hashing import HashingEmbedder
 from groundwire.reranking.service import RerankingService

@@ -34,7 +34,7 @@ from groundwire.domain.operations import (
     OperationState,
     OperationTrigger,
 )
-from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
+from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.pipeline import IngestionReport, needs_rebuild, run_ingestion
 from groundwire.instruments import INGESTIONS
 from groundwire.stores.base import IngestionLock, OperationLog

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from groundwire.domain.chunking import Chunk, chunk_text
-from groundwire.ingestion.catalog import IndexHandle
+from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import (
     DocumentFormat,
     FailureReason,

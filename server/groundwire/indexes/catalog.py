@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from groundwire.domain.chunking import ChunkPolicy
 from groundwire.domain.errors import not_found
-from groundwire.ingestion.sources import SourceConfig
+from groundwire.indexes.sources import SourceConfig
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.stores.base import IndexSpec, Store
 
