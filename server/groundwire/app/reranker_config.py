@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from groundwire.app.secrets import SecretRef, _Strict
+from groundwire.app.config_base import SecretRef, StrictModel
 from groundwire.domain.reranking import FailurePolicy
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.providers.rerankers.base import Reranker
@@ -80,7 +80,7 @@ def _http_url(value: str) -> str:
     return value.rstrip("/")
 
 
-class CohereRerankerConfig(_Strict):
+class CohereRerankerConfig(StrictModel):
     """Cohere Rerank v2 through the official SDK."""
 
     kind: Literal["cohere"]
@@ -97,7 +97,7 @@ class CohereRerankerConfig(_Strict):
         return _http_url(v) if v is not None else None
 
 
-class OpenRerankConfig(_Strict):
+class OpenRerankConfig(StrictModel):
     """A TEI / vLLM / Infinity / Jina-compatible `/rerank` server."""
 
     kind: Literal["open-rerank"]
@@ -117,7 +117,7 @@ class OpenRerankConfig(_Strict):
         return _http_url(v)
 
 
-class LocalEmbeddingRerankerConfig(_Strict):
+class LocalEmbeddingRerankerConfig(StrictModel):
     """Max-sim over sentence windows with a configured embedder (offline)."""
 
     kind: Literal["local-embedding"]
@@ -128,7 +128,7 @@ class LocalEmbeddingRerankerConfig(_Strict):
     minimum_answerable_relevance: _Threshold = 0.75
 
 
-class OnnxCrossEncoderRerankerConfig(_Strict):
+class OnnxCrossEncoderRerankerConfig(StrictModel):
     """A user-supplied ONNX cross-encoder directory (model.onnx + tokenizer.json)."""
 
     kind: Literal["onnx-cross-encoder"]
@@ -140,7 +140,7 @@ class OnnxCrossEncoderRerankerConfig(_Strict):
     minimum_answerable_relevance: _Threshold = 0.5
 
 
-class OfflineRerankerConfig(_Strict):
+class OfflineRerankerConfig(StrictModel):
     """The deterministic term-overlap reranker (tests, demos, failure drills)."""
 
     kind: Literal["offline"]
@@ -159,7 +159,7 @@ RerankerConfig = Annotated[
 ]
 
 
-class RerankingConfig(_Strict):
+class RerankingConfig(StrictModel):
     """Defaults and bounds of the reranking stage and of RerankerService requests."""
 
     default_reranker: str | None = Field(None, pattern=_NAME_PATTERN)

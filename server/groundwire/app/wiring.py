@@ -41,12 +41,12 @@ from groundwire.app.config import (
 from groundwire.app.config import (
     InlineSource as InlineConfig,
 )
+from groundwire.app.config_base import ConfigError
 from groundwire.app.reranker_config import (
     RERANKER_SERVICE,
     build_reranking_service,
     register_reranker_service,
 )
-from groundwire.app.secrets import ConfigError
 from groundwire.app.telemetry import install_metrics
 from groundwire.domain.auth import KeyRing, Permission, StoredKey
 from groundwire.domain.chunking import ChunkPolicy
