@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -44,13 +44,8 @@ from groundwire.providers.rerankers.offline import Behaviour
 from groundwire.reranking.requests import RerankDefaults, RerankLimits
 from groundwire.reranking.service import RerankingService
 from groundwire.reranking.stage import RerankingMetrics, RerankingStage, StageSettings
-from groundwire_client.v1 import reranker_pb2
-
-if TYPE_CHECKING:
-    import grpc
 
 __all__ = [
-    "RERANKER_SERVICE",
     "CohereRerankerConfig",
     "LocalEmbeddingRerankerConfig",
     "OfflineRerankerConfig",
@@ -62,13 +57,10 @@ __all__ = [
     "build_rerankers",
     "build_reranking_service",
     "check_reranker_references",
-    "register_reranker_service",
     "resolve_reranker_paths",
 ]
 
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-# The full service name, for health and reflection (protobuf only: no gRPC import).
-RERANKER_SERVICE: str = reranker_pb2.DESCRIPTOR.services_by_name["RerankerService"].full_name
 
 
 _Threshold = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -332,16 +324,3 @@ def build_reranking_service(
         defaults=RerankDefaults(reranking.default_reranker, reranking.stage_settings()),
         limits=reranking.limits(),
     )
-
-
-def register_reranker_service(server: grpc.aio.Server, service: RerankingService) -> str:
-    """Add RerankerService to a grpc.aio server; returns its full service name
-    ("groundwire.v1.RerankerService", for health and reflection).
-
-    The api layer is imported here, not at module level, so loading the
-    configuration never pulls in gRPC."""
-    from groundwire.api.reranker import RerankerServicer
-    from groundwire_client.v1 import reranker_pb2_grpc
-
-    reranker_pb2_grpc.add_RerankerServiceServicer_to_server(RerankerServicer(service), server)
-    return RERANKER_SERVICE
