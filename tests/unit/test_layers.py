@@ -94,3 +94,16 @@ def test_only_the_transport_layers_know_grpc_and_protobuf() -> None:
         if target.strip("<>") in TRANSPORT and package not in TRANSPORT_PACKAGES
     ]
     assert wrong == []
+
+
+def test_the_configuration_modules_know_no_transport() -> None:
+    # Loading or checking a configuration file never pulls in gRPC or protobuf.
+    config_modules = [ROOT / "app" / "config.py", ROOT / "app" / "config_base.py"]
+    config_modules += sorted((ROOT / "app").glob("*_config.py"))
+    wrong = [
+        (path.name, module)
+        for path in config_modules
+        for module in _imports(path)
+        if module.split(".")[0] in TRANSPORT
+    ]
+    assert wrong == []
