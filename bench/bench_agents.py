@@ -27,7 +27,7 @@ from groundwire.agents.prompt import assemble_messages
 from groundwire.agents.runtime import ExecutionInput
 from groundwire.app.config import parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
-from groundwire.app.wiring import start_app
+from groundwire.app.lifecycle import start_app
 from groundwire.domain.context_format import render_context
 from groundwire.domain.grounding import framework_rules
 from groundwire.domain.rag_policy import (

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from synthetic import passages
 
 from groundwire.app.config import parse_config
-from groundwire.app.wiring import build_components
+from groundwire.app.factories import build_components
 from groundwire.domain.operations import OperationState
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.providers.embeddings.base import EmbeddingTask

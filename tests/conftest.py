@@ -15,7 +15,7 @@ import pytest
 
 from groundwire.app.config import GroundwireConfig, parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
-from groundwire.app.wiring import RunningApp, start_app
+from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire_client.v1 import retriever_pb2_grpc
 from tests.support.databases import create_database, drop_database
 

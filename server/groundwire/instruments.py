@@ -1,10 +1,10 @@
 """Metric instruments shared by every layer (OpenTelemetry API only: no-ops until
 app/telemetry.py installs a provider). Cross-cutting like logging, so engines and
-the api layer may both import it."""
+the api layer may both import it; transport-free (the api layer records the gRPC
+attributes of RPC_DURATION itself)."""
 
 from __future__ import annotations
 
-import grpc
 from opentelemetry import metrics
 
 _meter = metrics.get_meter("groundwire")
@@ -29,16 +29,3 @@ INGESTIONS = _meter.create_counter(
     unit="{operation}",
     description="Finished ingestion operations by index, trigger and state",
 )
-
-
-def record_rpc(method: str, code: grpc.StatusCode, seconds: float) -> None:
-    service, _, name = method.lstrip("/").partition("/")
-    RPC_DURATION.record(
-        seconds,
-        {
-            "rpc.system": "grpc",
-            "rpc.service": service,
-            "rpc.method": name,
-            "rpc.grpc.status_code": code.value[0],
-        },
-    )

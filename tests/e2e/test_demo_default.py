@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from groundwire.app.defaults import default_config
-from groundwire.app.wiring import RunningApp, start_app
+from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER
 from groundwire_client.v1 import agent_pb2 as ag
 from groundwire_client.v1 import agent_pb2_grpc, retriever_pb2, retriever_pb2_grpc

@@ -14,7 +14,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 from groundwire.app.config import parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
-from groundwire.app.wiring import RunningApp, start_app
+from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire.domain.context_format import CLOSE, OPEN
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER
 from groundwire.providers.chat.base import ChatResponse, ToolCall, Usage, model_error

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from groundwire.app.config import parse_config
-from groundwire.app.wiring import RunningApp, start_app
+from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire.evaluation.cli import main as eval_main
 
 pytestmark = pytest.mark.timeout(90)

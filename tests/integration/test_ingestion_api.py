@@ -16,7 +16,7 @@ import pytest
 from grpc_health.v1 import health_pb2_grpc
 
 from groundwire.app.config import parse_config
-from groundwire.app.wiring import RunningApp, start_app
+from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire.stores.base import ChunkRecord, DocumentRecord, StagedDocument
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc

@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from groundwire.app.wiring import RunningApp
+from groundwire.app.lifecycle import RunningApp
 from groundwire_client import GroundwireClient, GroundwireError
 
 

@@ -22,7 +22,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from groundwire.api.interceptors import ServiceInterceptor
-from groundwire.app.reranker_config import RERANKER_SERVICE, register_reranker_service
+from groundwire.api.services import RERANKER_SERVICE, register_reranker_service
 from groundwire.domain.reranking import FailurePolicy
 from groundwire.providers.rerankers.base import Reranker
 from groundwire.providers.rerankers.offline import OfflineReranker

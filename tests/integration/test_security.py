@@ -17,7 +17,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from groundwire.app.config import parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
-from groundwire.app.wiring import RunningApp, start_app
+from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire.domain.auth import hash_key
 from groundwire.providers.chat.base import ChatResponse
 from groundwire_client.v1 import agent_pb2 as ag

@@ -55,8 +55,8 @@ from google.protobuf.duration_pb2 import Duration
 
 from groundwire.app import telemetry
 from groundwire.app.config import parse_config
+from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire.app.logs import JsonFormatter, configure_logging
-from groundwire.app.wiring import RunningApp, start_app
 from groundwire.domain.auth import hash_key
 from groundwire.providers.chat.base import ChatResponse, ToolCall, Usage, model_error
 from groundwire_client.v1 import agent_pb2 as ag

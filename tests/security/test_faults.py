@@ -42,7 +42,7 @@ import grpc
 import pytest
 
 from groundwire.app.config import parse_config
-from groundwire.app.wiring import RunningApp, start_app
+from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire_client.v1 import agent_pb2 as ag
 from groundwire_client.v1 import agent_pb2_grpc, ingestion_pb2_grpc, retriever_pb2_grpc
 from groundwire_client.v1 import ingestion_pb2 as ing

@@ -49,7 +49,7 @@ import grpc
 import pytest
 
 from groundwire.app.config import parse_config
-from groundwire.app.wiring import RunningApp, start_app
+from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire.domain.auth import hash_key
 from groundwire.providers.chat.base import ChatResponse, ToolCall
 from groundwire_client.v1 import agent_pb2 as ag

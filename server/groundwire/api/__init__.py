@@ -1,1 +1,2 @@
-"""gRPC servicers (proto <-> domain translation only), interceptors, health, reflection."""
+"""gRPC servicers (proto <-> domain translation only), the one list of services, interceptors,
+health, reflection."""

@@ -20,11 +20,11 @@ from groundwire.api.pagination import (
 from groundwire.domain.errors import invalid
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
-from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
+from groundwire.indexes.catalog import IndexCatalog, IndexHandle
+from groundwire.indexes.sources import DirectorySource, FilesSource
 from groundwire.ingestion.loaders import DocumentFormat
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.ingestion.push import PushDocument, delete_documents, upsert_documents
-from groundwire.ingestion.sources import DirectorySource, FilesSource
 from groundwire_client.v1 import ingestion_pb2, ingestion_pb2_grpc
 
 _STATES = {

@@ -34,7 +34,7 @@ from google.protobuf.message import DecodeError
 from groundwire.api.auth import AuthPolicy, principal_var
 from groundwire.api.errors import STATUS_CODES, to_rpc_status
 from groundwire.domain.errors import ErrorKind, GroundwireError
-from groundwire.instruments import record_rpc
+from groundwire.instruments import RPC_DURATION
 
 log = logging.getLogger("groundwire.access")
 error_log = logging.getLogger("groundwire.errors")
@@ -204,8 +204,21 @@ async def _abort(
     await context.abort(status.code, status.details, trailing)
 
 
+def _record_rpc(method: str, code: grpc.StatusCode, seconds: float) -> None:
+    service, _, name = method.lstrip("/").partition("/")
+    RPC_DURATION.record(
+        seconds,
+        {
+            "rpc.system": "grpc",
+            "rpc.service": service,
+            "rpc.method": name,
+            "rpc.grpc.status_code": code.value[0],
+        },
+    )
+
+
 def _access(method: str, code: grpc.StatusCode, started: float, rid: str) -> None:
-    record_rpc(method, code, time.perf_counter() - started)
+    _record_rpc(method, code, time.perf_counter() - started)
     log.info(
         "rpc",
         extra={

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -21,10 +21,30 @@ class ServiceRegistration:
     register: Callable[[grpc.aio.Server], object]
 
 
+class Health:
+    """The grpc.health.v1 status of each service name. Made before the server (which
+    `build_server` adds it to), so whatever reports readiness can be built first."""
+
+    def __init__(self) -> None:
+        self.servicer = health.aio.HealthServicer()
+
+    async def set_serving(self, names: Iterable[str], serving: bool = True) -> None:
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for name in names:
+            await self.servicer.set(name, status)
+
+    async def enter_graceful_shutdown(self) -> None:
+        await self.servicer.enter_graceful_shutdown()
+
+
 @dataclass(slots=True)
 class ServerHandle:
     server: grpc.aio.Server
-    health: health.aio.HealthServicer
+    health: Health
     port: int
     service_names: Sequence[str]
 
@@ -44,6 +64,7 @@ async def build_server(
     extra_health_names: Sequence[str] = (),
     auth: AuthPolicy | None = None,
     credentials: grpc.ServerCredentials | None = None,
+    health_status: Health | None = None,
 ) -> ServerHandle:
     """Create and bind (but do not start) the server. Health starts NOT_SERVING;
     the app flips services to SERVING when they are ready."""
@@ -58,11 +79,10 @@ async def build_server(
     )
     for service in services:
         service.register(server)
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    health_status = health_status if health_status is not None else Health()
+    health_pb2_grpc.add_HealthServicer_to_server(health_status.servicer, server)
     names = [s.name for s in services]
-    for name in ("", *names, *extra_health_names):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    await health_status.set_serving(("", *names, *extra_health_names), False)
     if reflection_enabled:
         reflection.enable_server_reflection(
             (*names, health.SERVICE_NAME, reflection.SERVICE_NAME), server
@@ -73,16 +93,4 @@ async def build_server(
         port = server.add_insecure_port(address)
     if port == 0:
         raise OSError("could not bind the server address")
-    return ServerHandle(server, health_servicer, port, names)
-
-
-async def set_serving(
-    handle: ServerHandle, serving: bool, names: Sequence[str] | None = None
-) -> None:
-    status = (
-        health_pb2.HealthCheckResponse.SERVING
-        if serving
-        else health_pb2.HealthCheckResponse.NOT_SERVING
-    )
-    for name in names if names is not None else ("", *handle.service_names):
-        await handle.health.set(name, status)
+    return ServerHandle(server, health_status, port, names)

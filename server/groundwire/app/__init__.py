@@ -1,1 +1,1 @@
-"""Configuration, wiring, the CLI and the server's lifecycle."""
+"""Configuration, factories, the CLI, logging, telemetry and the running app's lifecycle."""

@@ -39,7 +39,7 @@ from pydantic import Field, field_validator, model_validator
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPolicy
 from groundwire.agents.tools import PythonTool, SearchDocumentsTool, Tool, load_callable
-from groundwire.app.secrets import ConfigError, SecretRef, _Strict, http_base_url
+from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
 from groundwire.domain.query import QueryRewriting
 from groundwire.domain.rag_policy import (
     AcceptancePolicy,
@@ -62,11 +62,11 @@ MODEL_REF = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,63})/(.{1,256})$")
 BUILTIN_TOOLS = frozenset({SearchDocumentsTool.name})
 
 
-class OfflineModelConfig(_Strict):
+class OfflineModelConfig(StrictModel):
     kind: Literal["offline"]
 
 
-class OpenAIModelConfig(_Strict):
+class OpenAIModelConfig(StrictModel):
     kind: Literal["openai-compatible"]
     base_url: str
     api_key: SecretRef | None = None
@@ -81,13 +81,13 @@ class OpenAIModelConfig(_Strict):
 ModelProviderConfig = Annotated[OfflineModelConfig | OpenAIModelConfig, Field(discriminator="kind")]
 
 
-class ToolConfig(_Strict):
+class ToolConfig(StrictModel):
     import_path: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
     description: str | None = None
     timeout_seconds: float = Field(10.0, gt=0, le=300)
 
 
-class ProviderRuleConfig(_Strict):
+class ProviderRuleConfig(StrictModel):
     metric: Literal[
         "dot_product",
         "bm25",
@@ -107,14 +107,14 @@ class ProviderRuleConfig(_Strict):
         return self
 
 
-class AcceptanceConfig(_Strict):
+class AcceptanceConfig(StrictModel):
     candidate_count: int = Field(20, ge=1, le=1000)
     minimum_relevance: float | None = Field(None, ge=0.0, le=1.0)
     maximum_accepted_results: int = Field(5, ge=1, le=1000)
     provider_rules: list[ProviderRuleConfig] = Field(default_factory=list)
 
 
-class AgentRerankingConfig(_Strict):
+class AgentRerankingConfig(StrictModel):
     enabled: bool = False
     reranker: str | None = None
     maximum_candidates: int = Field(5, ge=1, le=1000)
@@ -122,14 +122,14 @@ class AgentRerankingConfig(_Strict):
     failure_policy: Literal["fail", "use_original_order"] = "use_original_order"
 
 
-class ContextBudgetConfig(_Strict):
+class ContextBudgetConfig(StrictModel):
     maximum_context_tokens: int = Field(32_768, ge=1, le=10_000_000)
     response_token_reserve: int = Field(4_096, ge=0, le=10_000_000)
     maximum_chunks_per_source: int | None = Field(None, ge=1)
     prefer_source_diversity: bool = False
 
 
-class AgentRagConfig(_Strict):
+class AgentRagConfig(StrictModel):
     index: str
     retrieval_mode: Literal["semantic", "lexical", "hybrid"] = "semantic"
     mode: Literal["open", "grounded", "required"] = "open"
@@ -159,7 +159,7 @@ class AgentRagConfig(_Strict):
         return self
 
 
-class AgentConfig(_Strict):
+class AgentConfig(StrictModel):
     name: str = Field(min_length=1, max_length=128)
     description: str = ""
     instructions: str = ""
@@ -180,7 +180,7 @@ class AgentConfig(_Strict):
         return v
 
 
-class AgentLimitsConfig(_Strict):
+class AgentLimitsConfig(StrictModel):
     max_message_chars: int = Field(16_384, ge=1, le=1_000_000)
     max_history_turns: int = Field(50, ge=0, le=1000)
     max_concurrent_executions: int = Field(64, ge=1, le=100_000)

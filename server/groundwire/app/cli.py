@@ -17,7 +17,7 @@ log = logging.getLogger("groundwire.app")
 
 
 async def _serve(cfg: GroundwireConfig, address: str | None) -> int:
-    from groundwire.app.wiring import start_app
+    from groundwire.app.lifecycle import start_app
 
     app = await start_app(cfg, address)
     stop = asyncio.Event()

@@ -20,13 +20,13 @@ from groundwire.app.agent_config import (
     ToolConfig,
     check_agent_references,
 )
+from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
 from groundwire.app.reranker_config import (
     RerankerConfig,
     RerankingConfig,
     check_reranker_references,
     resolve_reranker_paths,
 )
-from groundwire.app.secrets import ConfigError, SecretRef, _Strict, http_base_url
 from groundwire.domain.auth import MAX_TENANT_CHARS
 from groundwire.domain.indexes import DistanceMetric, IngestionStrategy, StoreKind
 
@@ -36,7 +36,7 @@ INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,127}$")
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
-class TlsConfig(_Strict):
+class TlsConfig(StrictModel):
     """Server TLS; with `client_ca_file`, mutual TLS (clients must present a
     certificate signed by that CA)."""
 
@@ -45,7 +45,7 @@ class TlsConfig(_Strict):
     client_ca_file: Path | None = None
 
 
-class ApiKeyConfig(_Strict):
+class ApiKeyConfig(StrictModel):
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     tenant: str = Field("", max_length=MAX_TENANT_CHARS)
@@ -54,7 +54,7 @@ class ApiKeyConfig(_Strict):
     )
 
 
-class AuthConfig(_Strict):
+class AuthConfig(StrictModel):
     """API keys (stored as SHA-256 hashes; `groundwire keys create` makes one).
     `mode = "disabled"` must be written explicitly (the embedded default does it
     for its loopback-only demo)."""
@@ -76,14 +76,14 @@ class AuthConfig(_Strict):
         return self
 
 
-class MetricsConfig(_Strict):
+class MetricsConfig(StrictModel):
     """Prometheus exposition of the OpenTelemetry metrics on a separate port."""
 
     enabled: bool = False
     address: str = "127.0.0.1:9464"
 
 
-class ServerConfig(_Strict):
+class ServerConfig(StrictModel):
     address: str = "127.0.0.1:50051"
     tls: TlsConfig | None = None
     reflection: bool = True
@@ -92,7 +92,7 @@ class ServerConfig(_Strict):
     max_concurrent_rpcs: int | None = Field(None, ge=1)
 
 
-class RetrievalConfig(_Strict):
+class RetrievalConfig(StrictModel):
     default_top_k: int = Field(10, ge=1)
     max_top_k: int = Field(100, ge=1, le=10_000)
     max_query_chars: int = Field(4096, ge=16, le=1_000_000)
@@ -113,7 +113,7 @@ class RetrievalConfig(_Strict):
         return self
 
 
-class StoreConfig(_Strict):
+class StoreConfig(StrictModel):
     """Where indexes live. `postgres` with no DSN starts the embedded PostgreSQL."""
 
     kind: StoreKind = StoreKind.MEMORY
@@ -128,7 +128,7 @@ class StoreConfig(_Strict):
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
 
 
-class LocalOnnxEmbedderConfig(_Strict):
+class LocalOnnxEmbedderConfig(StrictModel):
     kind: Literal["local-onnx"]
     model_dir: Path | None = None
     model_name: str = "all-MiniLM-L6-v2"
@@ -139,7 +139,7 @@ class LocalOnnxEmbedderConfig(_Strict):
     document_prefix: str = ""
 
 
-class OpenAICompatibleEmbedderConfig(_Strict):
+class OpenAICompatibleEmbedderConfig(StrictModel):
     kind: Literal["openai-compatible"]
     base_url: str
     model: str = Field(min_length=1)
@@ -158,7 +158,7 @@ class OpenAICompatibleEmbedderConfig(_Strict):
         return http_base_url(v)
 
 
-class HashingEmbedderConfig(_Strict):
+class HashingEmbedderConfig(StrictModel):
     kind: Literal["hashing"]
     dimensions: int = Field(256, ge=8, le=4096)
 
@@ -169,19 +169,19 @@ EmbedderConfig = Annotated[
 ]
 
 
-class DirectorySource(_Strict):
+class DirectorySource(StrictModel):
     kind: Literal["directory"]
     path: Path
     glob: str = "**/*"
     recursive: bool = True
 
 
-class FilesSource(_Strict):
+class FilesSource(StrictModel):
     kind: Literal["files"]
     paths: list[Path] = Field(min_length=1)
 
 
-class InlineSource(_Strict):
+class InlineSource(StrictModel):
     kind: Literal["inline"]
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,255}$")
     text: str = Field(min_length=1)
@@ -193,7 +193,7 @@ class InlineSource(_Strict):
 SourceConfig = Annotated[DirectorySource | FilesSource | InlineSource, Field(discriminator="kind")]
 
 
-class ChunkingConfig(_Strict):
+class ChunkingConfig(StrictModel):
     size: int = Field(800, ge=16, le=100_000)
     overlap: int = Field(100, ge=0)
     markdown_sections: bool = True
@@ -205,7 +205,7 @@ class ChunkingConfig(_Strict):
         return self
 
 
-class IngestionConfig(_Strict):
+class IngestionConfig(StrictModel):
     strategy: IngestionStrategy = IngestionStrategy.MANUAL
     schedule: str | None = None
     max_file_bytes: int = Field(10 * 1024 * 1024, ge=1, le=1024 * 1024 * 1024)
@@ -223,7 +223,7 @@ class IngestionConfig(_Strict):
         return self
 
 
-class IndexConfig(_Strict):
+class IndexConfig(StrictModel):
     description: str = ""
     embedder: str | None = None
     metric: DistanceMetric = DistanceMetric.COSINE
@@ -234,12 +234,12 @@ class IndexConfig(_Strict):
     ingestion: IngestionConfig = IngestionConfig()
 
 
-class LoggingConfig(_Strict):
+class LoggingConfig(StrictModel):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["json", "text"] = "json"
 
 
-class GroundwireConfig(_Strict):
+class GroundwireConfig(StrictModel):
     server: ServerConfig = ServerConfig()
     retrieval: RetrievalConfig = RetrievalConfig()
     store: StoreConfig = StoreConfig()

@@ -32,11 +32,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from groundwire.app.secrets import SecretRef, _Strict, http_base_url
+from groundwire.app.config_base import SecretRef, StrictModel, http_base_url
 from groundwire.domain.reranking import FailurePolicy
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.providers.rerankers.base import Reranker
@@ -44,13 +44,8 @@ from groundwire.providers.rerankers.offline import Behaviour
 from groundwire.reranking.requests import RerankDefaults, RerankLimits
 from groundwire.reranking.service import RerankingService
 from groundwire.reranking.stage import RerankingMetrics, RerankingStage, StageSettings
-from groundwire_client.v1 import reranker_pb2
-
-if TYPE_CHECKING:
-    import grpc
 
 __all__ = [
-    "RERANKER_SERVICE",
     "CohereRerankerConfig",
     "LocalEmbeddingRerankerConfig",
     "OfflineRerankerConfig",
@@ -62,19 +57,16 @@ __all__ = [
     "build_rerankers",
     "build_reranking_service",
     "check_reranker_references",
-    "register_reranker_service",
     "resolve_reranker_paths",
 ]
 
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-# The full service name, for health and reflection (protobuf only: no gRPC import).
-RERANKER_SERVICE: str = reranker_pb2.DESCRIPTOR.services_by_name["RerankerService"].full_name
 
 
 _Threshold = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
-class CohereRerankerConfig(_Strict):
+class CohereRerankerConfig(StrictModel):
     """Cohere Rerank v2 through the official SDK."""
 
     kind: Literal["cohere"]
@@ -91,7 +83,7 @@ class CohereRerankerConfig(_Strict):
         return http_base_url(v) if v is not None else None
 
 
-class OpenRerankConfig(_Strict):
+class OpenRerankConfig(StrictModel):
     """A TEI / vLLM / Infinity / Jina-compatible `/rerank` server."""
 
     kind: Literal["open-rerank"]
@@ -111,7 +103,7 @@ class OpenRerankConfig(_Strict):
         return http_base_url(v)
 
 
-class LocalEmbeddingRerankerConfig(_Strict):
+class LocalEmbeddingRerankerConfig(StrictModel):
     """Max-sim over sentence windows with a configured embedder (offline)."""
 
     kind: Literal["local-embedding"]
@@ -122,7 +114,7 @@ class LocalEmbeddingRerankerConfig(_Strict):
     minimum_answerable_relevance: _Threshold = 0.75
 
 
-class OnnxCrossEncoderRerankerConfig(_Strict):
+class OnnxCrossEncoderRerankerConfig(StrictModel):
     """A user-supplied ONNX cross-encoder directory (model.onnx + tokenizer.json)."""
 
     kind: Literal["onnx-cross-encoder"]
@@ -134,7 +126,7 @@ class OnnxCrossEncoderRerankerConfig(_Strict):
     minimum_answerable_relevance: _Threshold = 0.5
 
 
-class OfflineRerankerConfig(_Strict):
+class OfflineRerankerConfig(StrictModel):
     """The deterministic term-overlap reranker (tests, demos, failure drills)."""
 
     kind: Literal["offline"]
@@ -153,7 +145,7 @@ RerankerConfig = Annotated[
 ]
 
 
-class RerankingConfig(_Strict):
+class RerankingConfig(StrictModel):
     """Defaults and bounds of the reranking stage and of RerankerService requests."""
 
     default_reranker: str | None = Field(None, pattern=_NAME_PATTERN)
@@ -326,16 +318,3 @@ def build_reranking_service(
         defaults=RerankDefaults(reranking.default_reranker, reranking.stage_settings()),
         limits=reranking.limits(),
     )
-
-
-def register_reranker_service(server: grpc.aio.Server, service: RerankingService) -> str:
-    """Add RerankerService to a grpc.aio server; returns its full service name
-    ("groundwire.v1.RerankerService", for health and reflection).
-
-    The api layer is imported here, not at module level, so loading the
-    configuration never pulls in gRPC."""
-    from groundwire.api.reranker import RerankerServicer
-    from groundwire_client.v1 import reranker_pb2_grpc
-
-    reranker_pb2_grpc.add_RerankerServiceServicer_to_server(RerankerServicer(service), server)
-    return RERANKER_SERVICE

@@ -1,1 +1,1 @@
-"""Loaders, chunking, the ingestion pipeline and the index catalog."""
+"""Loaders, source discovery, the ingestion pipeline and the ingestion manager."""

@@ -36,7 +36,7 @@ from groundwire.domain.operations import (
     OperationState,
     OperationTrigger,
 )
-from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
+from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.pipeline import IngestionReport, needs_rebuild, run_ingestion
 from groundwire.instruments import INGESTIONS
 from groundwire.stores.base import IngestionLock, OperationLog
@@ -148,6 +148,36 @@ class IngestionManager:
                 "could not discard the version staged by an interrupted operation",
                 extra={"index": op.index_name, "version": op.version, "reason": exc.reason},
             )
+
+    async def start_background(self) -> None:
+        """Start the first run of each BACKGROUND_ON_STARTUP index (it serves its last
+        published version meanwhile), then the schedules."""
+        for handle in self._catalog.handles():
+            if handle.strategy == "background_on_startup":
+                await self._start_first_run(handle)
+        self.start_schedulers()
+
+    async def run_startup(self) -> None:
+        """Run the first ingestion of every ON_STARTUP index and wait for them all.
+        Each becomes ready when its run ends, even a failed one or one that could not
+        start: it then serves whatever was published before."""
+        blocking = [h for h in self._catalog.handles() if h.strategy == "on_startup"]
+        ops = [op for h in blocking if (op := await self._start_first_run(h)) is not None]
+        for op in ops:
+            await self.wait(op.id)
+        for handle in blocking:
+            handle.ready = True
+            if self._on_ready is not None:
+                await self._on_ready(handle)
+
+    async def _start_first_run(self, handle: IndexHandle) -> Operation | None:
+        try:
+            return await self.start(handle.name, OperationTrigger.STARTUP)
+        except GroundwireError as err:
+            log.warning(
+                "startup ingestion not started", extra={"index": handle.name, "reason": err.reason}
+            )
+            return None
 
     def start_schedulers(self) -> None:
         for handle in self._catalog.handles():

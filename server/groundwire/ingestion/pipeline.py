@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from groundwire.domain.chunking import Chunk, chunk_text
 from groundwire.domain.operations import DocumentFailureReason
-from groundwire.ingestion.catalog import IndexHandle
+from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import (
     DocumentFormat,
     LoadedDocument,

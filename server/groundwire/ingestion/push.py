@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from groundwire.domain.auth import check_tenant
 from groundwire.domain.chunking import Chunk
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
-from groundwire.ingestion.catalog import IndexHandle
+from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import DocumentFormat, LoadFailure, load_bytes
 from groundwire.ingestion.pipeline import chunk_document, content_hash, needs_rebuild, stage_batch
 from groundwire.stores.base import DocumentKey, DocumentRecord

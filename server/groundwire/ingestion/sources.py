@@ -1,4 +1,4 @@
-"""Source discovery: which documents a configured index contains, with stable ids.
+"""Source discovery: which documents a configured index's sources contain, with stable ids.
 
 File documents are identified by their path relative to the source root ("/"
 separators), which is stable across machines and never exposes the absolute path.
@@ -10,37 +10,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from groundwire.indexes.sources import DirectorySource, FilesSource, InlineSource, SourceConfig
 from groundwire.ingestion.loaders import DocumentFormat
-
-
-@dataclass(frozen=True, slots=True)
-class DirectorySource:
-    """Files under a directory matching a glob."""
-
-    path: Path
-    glob: str = "**/*"
-    recursive: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class FilesSource:
-    """An explicit list of files (document id = file name)."""
-
-    paths: tuple[Path, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class InlineSource:
-    """Text given in the configuration itself."""
-
-    id: str
-    text: str
-    title: str = ""
-    markdown: bool = False
-    metadata: tuple[tuple[str, str], ...] = ()
-
-
-SourceConfig = DirectorySource | FilesSource | InlineSource
 
 
 @dataclass(frozen=True, slots=True)

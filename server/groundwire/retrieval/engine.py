@@ -31,7 +31,7 @@ from groundwire.domain.retrieval import (
     RetrievalOutcome,
     RetrievalRequest,
 )
-from groundwire.ingestion.catalog import IndexCatalog, IndexHandle
+from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.instruments import RETRIEVALS
 from groundwire.providers.embeddings.base import EmbeddingTask, validate_vectors
 

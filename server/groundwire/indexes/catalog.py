@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from groundwire.domain.chunking import ChunkPolicy
 from groundwire.domain.errors import not_found
-from groundwire.ingestion.sources import SourceConfig
+from groundwire.indexes.sources import SourceConfig
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.stores.base import IndexSpec, Store
 
@@ -31,8 +31,12 @@ class IndexHandle:
     extensions: Sequence[str] = (".md", ".markdown", ".txt", ".text")
     strategy: str = "manual"
     schedule: str | None = None
-    # False only while an ON_STARTUP index is being ingested for the first time.
-    ready: bool = True
+    # False only while an ON_STARTUP index awaits the end of its first ingestion run;
+    # the ingestion manager, which runs it, is the one that flips it.
+    ready: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ready = self.strategy != "on_startup"
 
 
 class IndexCatalog:

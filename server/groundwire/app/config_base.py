@@ -15,7 +15,9 @@ class ConfigError(Exception):
     """The configuration is invalid; the message names every offending key."""
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """Every configuration section: unknown keys are errors, values are immutable."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -24,7 +26,7 @@ def http_base_url(value: str) -> str:
     return normalize_base_url(value)
 
 
-class SecretRef(_Strict):
+class SecretRef(StrictModel):
     """A secret by reference: exactly one of an environment variable or a file."""
 
     env: str | None = None

@@ -1,0 +1,79 @@
+"""Every public gRPC service in one place: its full name (for health and
+reflection) and the servicer that translates it onto its engine."""
+
+from __future__ import annotations
+
+import grpc
+
+from groundwire.agents.limits import ExecutionLimiter
+from groundwire.agents.registry import AgentRegistry
+from groundwire.agents.runtime import AgentRuntime
+from groundwire.api.agent import AgentServicer
+from groundwire.api.ingestion import IngestionServicer
+from groundwire.api.reranker import RerankerServicer
+from groundwire.api.retriever import RetrieverServicer
+from groundwire.api.server import ServiceRegistration
+from groundwire.indexes.catalog import IndexCatalog
+from groundwire.ingestion.manager import IngestionManager
+from groundwire.reranking.service import RerankingService
+from groundwire.retrieval.engine import Retriever
+from groundwire_client.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    ingestion_pb2,
+    ingestion_pb2_grpc,
+    reranker_pb2,
+    reranker_pb2_grpc,
+    retriever_pb2,
+    retriever_pb2_grpc,
+)
+
+RETRIEVER_SERVICE = retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name
+INGESTION_SERVICE = ingestion_pb2.DESCRIPTOR.services_by_name["IngestionManagerService"].full_name
+AGENT_SERVICE = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
+RERANKER_SERVICE = reranker_pb2.DESCRIPTOR.services_by_name["RerankerService"].full_name
+
+
+def register_reranker_service(server: grpc.aio.Server, service: RerankingService) -> str:
+    """Add RerankerService to a server; returns its full service name."""
+    reranker_pb2_grpc.add_RerankerServiceServicer_to_server(RerankerServicer(service), server)
+    return RERANKER_SERVICE
+
+
+def service_registrations(
+    *,
+    retriever: Retriever,
+    catalog: IndexCatalog,
+    manager: IngestionManager,
+    agents: AgentRegistry,
+    runtime: AgentRuntime,
+    executions: ExecutionLimiter,
+    reranking: RerankingService,
+) -> list[ServiceRegistration]:
+    """The four public services, each bound to its engine."""
+    retriever_servicer = RetrieverServicer(retriever)
+    ingestion_servicer = IngestionServicer(catalog, manager)
+    agent_servicer = AgentServicer(agents, runtime, executions)
+    return [
+        ServiceRegistration(
+            RERANKER_SERVICE, lambda server: register_reranker_service(server, reranking)
+        ),
+        ServiceRegistration(
+            AGENT_SERVICE,
+            lambda server: agent_pb2_grpc.add_AgentServiceServicer_to_server(
+                agent_servicer, server
+            ),
+        ),
+        ServiceRegistration(
+            RETRIEVER_SERVICE,
+            lambda server: retriever_pb2_grpc.add_RetrieverServiceServicer_to_server(
+                retriever_servicer, server
+            ),
+        ),
+        ServiceRegistration(
+            INGESTION_SERVICE,
+            lambda server: ingestion_pb2_grpc.add_IngestionManagerServiceServicer_to_server(
+                ingestion_servicer, server
+            ),
+        ),
+    ]

@@ -1,0 +1,109 @@
+"""The architecture as a check: each package imports only the layers below it, the
+engines do not import each other (except agents, which composes retrieval and
+reranking), and only the transport layers know gRPC or protobuf."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import groundwire
+
+ROOT = Path(groundwire.__file__).parent
+
+# Lowest first. `instruments` (OpenTelemetry only) is cross-cutting like logging.
+LAYERS: dict[str, int] = {
+    "instruments": 0,
+    "domain": 0,
+    "providers": 1,
+    "stores": 2,
+    "indexes": 3,
+    "ingestion": 4,
+    "retrieval": 4,
+    "reranking": 4,
+    "agents": 4,
+    "api": 5,
+    "evaluation": 5,
+    "app": 6,
+    "__main__": 7,
+}
+CROSS_CUTTING = {"instruments"}
+SIDEWAYS_ALLOWED = {("agents", "retrieval"), ("agents", "reranking")}
+TRANSPORT = {"grpc", "grpc_health", "grpc_reflection", "grpc_status", "groundwire_client"}
+TRANSPORT_PACKAGES = {"api", "app", "evaluation"}
+# A gRPC client of the public API: it imports no server package.
+CLIENT_ONLY = {"evaluation"}
+
+
+def _imports(path: Path) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+    return out
+
+
+def _edges() -> list[tuple[str, str, str]]:
+    """(importing package, imported top-level name, file) for every import."""
+    edges = []
+    for path in sorted(ROOT.rglob("*.py")):
+        package = path.relative_to(ROOT).parts[0].removesuffix(".py")
+        if package == "__init__":
+            continue
+        for module in _imports(path):
+            if module == "groundwire":
+                continue  # the package root: only its version
+            parts = module.split(".")
+            target = parts[1] if parts[0] == "groundwire" and len(parts) > 1 else parts[0]
+            if parts[0] == "groundwire" and target == package:
+                continue
+            edges.append(
+                (package, target if parts[0] == "groundwire" else f"<{target}>", str(path))
+            )
+    return edges
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {p.name for p in ROOT.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    modules = {p.stem for p in ROOT.glob("*.py") if p.stem != "__init__"}
+    assert (packages | modules) - LAYERS.keys() == set()
+
+
+def test_imports_point_only_downwards() -> None:
+    wrong = []
+    for package, target, path in _edges():
+        if target.startswith("<"):
+            continue
+        if package in CLIENT_ONLY | CROSS_CUTTING:
+            wrong.append((package, target, path))
+        elif target in CROSS_CUTTING:
+            continue
+        elif LAYERS[target] > LAYERS[package] or (
+            LAYERS[target] == LAYERS[package] and (package, target) not in SIDEWAYS_ALLOWED
+        ):
+            wrong.append((package, target, path))
+    assert wrong == []
+
+
+def test_only_the_transport_layers_know_grpc_and_protobuf() -> None:
+    wrong = [
+        (package, target, path)
+        for package, target, path in _edges()
+        if target.strip("<>") in TRANSPORT and package not in TRANSPORT_PACKAGES
+    ]
+    assert wrong == []
+
+
+def test_the_configuration_modules_know_no_transport() -> None:
+    # Loading or checking a configuration file never pulls in gRPC or protobuf.
+    config_modules = [ROOT / "app" / "config.py", ROOT / "app" / "config_base.py"]
+    config_modules += sorted((ROOT / "app").glob("*_config.py"))
+    wrong = [
+        (path.name, module)
+        for path in config_modules
+        for module in _imports(path)
+        if module.split(".")[0] in TRANSPORT
+    ]
+    assert wrong == []
