@@ -19,7 +19,6 @@ tenant's scores.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
@@ -28,16 +27,9 @@ import numpy as np
 import numpy.typing as npt
 
 from groundwire.domain.errors import ErrorKind, GroundwireError
+from groundwire.domain.indexes import DistanceMetric as DistanceMetric  # re-exported
 from groundwire.domain.operations import Operation
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, Scope
-
-
-class DistanceMetric(enum.Enum):
-    """How an index compares vectors."""
-
-    COSINE = "cosine"
-    EUCLIDEAN = "euclidean"
-    DOT = "dot"
 
 
 @dataclass(frozen=True, slots=True)
