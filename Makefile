@@ -12,7 +12,7 @@ ADDRESS ?= 127.0.0.1:50051
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup run test test-fast gen gen-check lint fmt bench clean breaking smoke-clients load ops-tools
+.PHONY: setup run test test-fast gen gen-check lint fmt bench clean breaking release-contract smoke-clients load ops-tools
 
 setup: $(STAMP)
 
@@ -35,11 +35,28 @@ gen-check: gen
 	@git diff --exit-code -- clients/ || (echo "generated code is stale: run make gen" && exit 1)
 	@test -z "$$(git status --porcelain -- clients/)" || (git status --porcelain -- clients/; echo "untracked generated files: run make gen and commit" && exit 1)
 
-# buf breaking against main (skipped when main has no proto/ yet).
+# The contract as last released: a buf image (descriptors only, no source info) and a
+# note of the release it belongs to. `make breaking` compares proto/ with it, so a change
+# that breaks wire, JSON or generated-code compatibility with what clients already have
+# fails CI, however many commits ago the release was.
+CONTRACT_BASELINE := proto/releases/groundwire.v1.binpb
+CONTRACT_NOTE     := proto/releases/groundwire.v1.toml
+
 breaking: setup
-	@if git rev-parse --verify -q main >/dev/null && git cat-file -e main:proto 2>/dev/null; then \
-	  $(BIN)/buf breaking proto --against '.git#branch=main,subdir=proto'; \
-	else echo "buf breaking: no baseline on main yet"; fi
+	@test -f $(CONTRACT_BASELINE) || (echo "no released contract at $(CONTRACT_BASELINE): run make release-contract" && exit 1)
+	$(BIN)/buf breaking proto --against $(CONTRACT_BASELINE)
+
+# Deliberate release step, the only thing that moves the baseline: run it when a version
+# is released (after bumping [project] version in pyproject.toml) and commit both files.
+# It refuses a breaking contract (groundwire.v1 only grows; a break is a new package), and
+# tests/e2e/test_contract_breaking.py fails until the note matches the project version.
+release-contract: setup
+	@test ! -f $(CONTRACT_BASELINE) || $(BIN)/buf breaking proto --against $(CONTRACT_BASELINE)
+	$(BIN)/buf build proto --exclude-source-info -o $(CONTRACT_BASELINE)
+	@printf '# Written by `make release-contract`; do not edit.\nversion = "%s"\nsha256 = "%s"\n' \
+	  "$$($(PY) -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')" \
+	  "$$(sha256sum $(CONTRACT_BASELINE) | cut -d' ' -f1)" > $(CONTRACT_NOTE)
+	@cat $(CONTRACT_NOTE)
 
 lint: setup
 	$(BIN)/buf lint

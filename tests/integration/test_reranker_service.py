@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -31,12 +28,12 @@ from groundwire.reranking.service import RerankingService
 from groundwire.reranking.stage import RerankingMetrics, RerankingStage, StageSettings
 from groundwire_client.v1 import reranker_pb2, reranker_pb2_grpc
 from tests.support.errors import rich_error
+from tests.support.toolchains import require
 
 pytestmark = pytest.mark.timeout(30)
 
 QUERY = "parental leave for new parents"
 SECRET = "confidential salary band 7"
-GRPCURL = shutil.which("grpcurl", path=str(Path(sys.executable).parent)) or shutil.which("grpcurl")
 
 C = reranker_pb2.RerankCandidate
 
@@ -411,10 +408,9 @@ async def test_server_default_policy_applies_when_unspecified() -> None:
         await s.server.stop(None)
 
 
-@pytest.mark.skipif(GRPCURL is None, reason="grpcurl is installed by make setup")
 async def test_grpcurl_can_describe_and_call_rerank(srv: Server) -> None:
-    assert GRPCURL is not None
-    base = [GRPCURL, "-plaintext", "-max-time", "10"]
+    grpcurl = require("grpcurl", purpose="the grpcurl Rerank test")["grpcurl"]
+    base = [str(grpcurl), "-plaintext", "-max-time", "10"]
     target = f"127.0.0.1:{srv.port}"
     listed = await asyncio.to_thread(
         subprocess.run, [*base, target, "list"], capture_output=True, text=True, timeout=20

@@ -1,15 +1,52 @@
-"""Structured, content-free logging. Only fields passed explicitly via `extra`
-are emitted, so a log line cannot pick up request or document content by
-accident; the request id is added from the interceptor's contextvar."""
+"""Structured, content-free logging. A log line is a constant message plus the
+values passed explicitly via `extra`, so it cannot pick up request or document
+content by accident; the request id is added from the interceptor's contextvar.
+
+groundwire's own call sites never pass %-style arguments (a unit test checks
+every logger call in server/). The JSON formatter never interpolates them
+either: a third-party library's arguments may hold URLs, DSNs or paths. Such a
+record's placeholders read `<withheld>` and `args_withheld` counts them, so no
+line passes a bare template off as the whole message."""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 
+# LogRecord's own attributes: never emitted as fields, and `extra` may not set them.
 _STANDARD = set(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
+
+
+# A printf-style conversion specifier, as logging's %-formatting reads them.
+_PLACEHOLDER = re.compile(r"%(\([^)]*\))?[-#0 +]*(\*|\d+)?(\.(\*|\d+))?[hlL]?[diouxXeEfFgGcrsa%]")
+
+
+def message(record: logging.LogRecord) -> str:
+    """The record's constant message; a third-party template's placeholders are
+    replaced, never filled."""
+    if not isinstance(record.msg, str):
+        return type(record.msg).__name__
+    if not record.args:
+        return record.msg
+    return _PLACEHOLDER.sub(lambda m: "%" if m.group() == "%%" else "<withheld>", record.msg)
+
+
+def explicit_fields(record: logging.LogRecord) -> dict[str, object]:
+    """The values a call site passed via `extra`, plus the exception's type name
+    (never its text) when the record carries one."""
+    out = {
+        key: value
+        for key, value in vars(record).items()
+        if key not in _STANDARD and not key.startswith("_")
+    }
+    if record.exc_info and record.exc_info[0] is not None:
+        out.setdefault("exception_type", record.exc_info[0].__name__)
+    if record.args:
+        out["args_withheld"] = len(record.args)
+    return out
 
 
 class JsonFormatter(logging.Formatter):
@@ -21,23 +58,35 @@ class JsonFormatter(logging.Formatter):
             + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
-            "msg": record.msg if isinstance(record.msg, str) else type(record.msg).__name__,
+            "msg": message(record),
         }
         rid = request_id_var.get()
         if rid != "-":
             out["request_id"] = rid
-        for key, value in vars(record).items():
-            if key not in _STANDARD and not key.startswith("_"):
-                out[key] = value
+        out.update(explicit_fields(record))
         return json.dumps(out, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """For a terminal: the usual line, then the explicit fields as key=value."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = explicit_fields(record)
+        fields.pop("args_withheld", None)  # the text line renders them
+        if not fields:
+            return line
+        head, newline, rest = line.partition("\n")  # a traceback stays below the fields
+        pairs = " ".join(f"{key}={json.dumps(value, default=str)}" for key, value in fields.items())
+        return f"{head} {pairs}{newline}{rest}"
 
 
 def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

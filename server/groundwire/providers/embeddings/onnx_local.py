@@ -332,7 +332,12 @@ class LocalOnnxEmbedder:
         vectors = self._infer(feeds, truncated, task)
         if truncated:
             log.debug(
-                "truncated %d of %d texts to %d tokens", truncated, len(texts), self._max_seq_length
+                "truncated texts to the model's maximum sequence length",
+                extra={
+                    "truncated": truncated,
+                    "texts": len(texts),
+                    "max_seq_length": self._max_seq_length,
+                },
             )
         return vectors
 

@@ -470,7 +470,7 @@ async def apply_migrations(conn: psycopg.AsyncConnection[tuple[object, ...]]) ->
                     [migration.version, migration.name],
                 )
             applied.append(migration.version)
-            log.info("applied store migration %d", migration.version)
+            log.info("applied store migration", extra={"migration_version": migration.version})
         return applied
     finally:
         await conn.execute("SELECT pg_advisory_unlock(%s)", [MIGRATION_LOCK_KEY])
