@@ -144,10 +144,11 @@ def _fits(term: str) -> bool:
 
 # -- ranking ------------------------------------------------------------------------
 
-# The threshold seed reads at most this many postings in all (spread over the query's
-# terms, at least _SEED_MIN_PER_TERM each) and scores their chunks fully.
-_SEED_POSTINGS = 512
-_SEED_MIN_PER_TERM = 16
+# The threshold seed: the postings of the rarest terms (highest bounds first, while
+# fewer than _SEED_POSTINGS have been taken; the rarest term always), ranked by their
+# partial score; the best _SEED_ROWS (at least k) chunks are scored fully.
+_SEED_POSTINGS = 4096
+_SEED_ROWS = 64
 # The seed's k-th score is lowered by this relative margin before it prunes, so
 # floating-point noise can never make it exceed the true k-th score.
 _THETA_MARGIN = 1.0 - 1e-9
@@ -161,6 +162,7 @@ class _TermWeights:
     idf: dict[str, float]  # the scored terms, in query order
     avgdl: float
     pruned: int
+    df: dict[str, int]
 
     @classmethod
     def of(
@@ -169,7 +171,7 @@ class _TermWeights:
         terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
         qtf = Counter(query.terms)
         idf = {t: bm25.idf(total, df[t]) for t in terms}
-        return cls(qtf, idf, bm25.average_length(tokens, total), pruned)
+        return cls(qtf, idf, bm25.average_length(tokens, total), pruned, {t: df[t] for t in idf})
 
     def by_bound(self) -> tuple[list[str], list[float], list[float]]:
         """Terms in ascending order of their score bound, each with its weight
@@ -221,7 +223,14 @@ async def search(
     )
     if not weights.idf:
         return LexicalResult([], 0, weights.pruned)
-    rows = await _top(conn, idx, weights, phrases, k, scope)
+    anchor = None
+    if phrases:
+        # A row matching every phrase holds every phrase word, so the postings of the
+        # rarest one are all the candidates there are (none if one is absent).
+        anchor = min((w for p in phrases for w in p), key=lambda w: (df.get(w, 0), w))
+        if df.get(anchor, 0) == 0:
+            return LexicalResult([], len(weights.idf), weights.pruned)
+    rows = await _top(conn, idx, weights, phrases, anchor, k, scope)
     hits = [hit(r, Score.of(ScoreMetric.BM25, float(r[8]))) for r in rows]
     return LexicalResult(rank_hits(hits)[:k], len(weights.idf), weights.pruned)
 
@@ -231,6 +240,7 @@ async def _top(
     idx: IndexRow,
     weights: _TermWeights,
     phrases: Sequence[tuple[str, ...]],
+    anchor: str | None,
     k: int,
     scope: Scope,
 ) -> list[tuple[Any, ...]]:
@@ -240,7 +250,7 @@ async def _top(
     rows: list[tuple[Any, ...]] = []
     for _ in range(_MAX_PHRASE_RETRIES):
         params: dict[str, Any] = {}
-        statement = _lexical_sql(idx, weights, phrases, k, scope, rejected, params)
+        statement = _lexical_sql(idx, weights, phrases, anchor, k, scope, rejected, params)
         cur = await conn.execute(statement, params)
         rows = await cur.fetchall()
         # Rows past the tsvector position limits matched on "all phrase words
@@ -256,10 +266,69 @@ async def _top(
     return [r for r in rows if r[9] or int(r[10]) not in set(rejected)]
 
 
+# MaxScore's pruning, as common table expressions ahead of `cand` (see _lexical_sql):
+# q holds the scored terms in ascending order of their bound, with the running sum
+# of bounds (cum).
+_PRUNING_CTES = """
+    q AS MATERIALIZED (
+        SELECT * FROM unnest(%(terms)s::text[], %(weights)s::float8[],
+                             %(cumulative)s::float8[], %(dfs)s::bigint[]) AS q(term, w, cum, df)
+    ),
+    seed_terms AS MATERIALIZED (
+        SELECT term, w FROM (
+            SELECT term, w, sum(df) OVER (ORDER BY cum DESC) - df AS before FROM q
+        ) x WHERE before < %(seed_postings)s
+    ),
+    seed AS MATERIALIZED (
+        SELECT p.chunk FROM seed_terms t JOIN gw_postings p
+            ON p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = t.term
+        GROUP BY p.chunk
+        ORDER BY sum(t.w * p.tf * %(k1p1)s
+                      / (p.tf + %(k1)s * (%(one_minus_b)s + %(b)s * p.dl / %(avgdl)s))) DESC,
+                 p.chunk
+        LIMIT %(seed_rows)s
+    ),
+    seed_top AS MATERIALIZED (
+        SELECT 0.0 + {score} AS score
+        FROM seed JOIN gw_chunks c ON c.id = seed.chunk
+        CROSS JOIN LATERAL (SELECT {freq_cols} OFFSET 0) f
+        WHERE {scope} AND c.id <> ALL(%(rejected)s::bigint[])
+        ORDER BY score DESC LIMIT %(k)s
+    ),
+    theta AS MATERIALIZED (
+        SELECT CASE WHEN count(*) < %(k)s THEN -1.0 ELSE min(score) * %(margin)s END AS v
+        FROM seed_top
+    ),
+    bounds AS MATERIALIZED (
+        SELECT coalesce(max(q.cum) FILTER (WHERE q.cum <= t.v), 0.0) AS rest, t.v
+        FROM q, theta t GROUP BY t.v
+    ),
+"""
+
+# Candidates without phrases: rows holding an essential term whose partial score
+# (from the postings alone) plus every non-essential bound can still pass theta.
+_ESSENTIAL_CANDIDATES = """
+    SELECT p.chunk FROM q JOIN gw_postings p
+        ON p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = q.term
+    WHERE q.cum > (SELECT v FROM bounds)
+    GROUP BY p.chunk
+    HAVING sum(q.w * p.tf * %(k1p1)s
+               / (p.tf + %(k1)s * (%(one_minus_b)s + %(b)s * p.dl / %(avgdl)s)))
+           + (SELECT rest FROM bounds) > (SELECT v FROM bounds)
+"""
+
+# Candidates with phrases: every row that can match holds the rarest phrase word.
+_ANCHOR_CANDIDATES = """
+    SELECT p.chunk FROM gw_postings p
+    WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = %(anchor)s
+"""
+
+
 def _lexical_sql(
     idx: IndexRow,
     weights: _TermWeights,
     phrases: Sequence[tuple[str, ...]],
+    anchor: str | None,
     k: int,
     scope: Scope,
     rejected: Sequence[int],
@@ -267,9 +336,10 @@ def _lexical_sql(
 ) -> sql.Composed:
     """One statement: exact top-k BM25 with MaxScore pruning (Turtle and Flood 1995).
 
-    1. seed: a few postings of every term (the rarest terms' lists are the short
-       ones), their chunks scored fully; the k-th best of them is a score some k rows
-       in scope really reach, so the final k-th best score (theta) is at least it.
+    1. seed: the postings of the rarest terms (short lists, read from the index
+       alone), the chunks with the best partial scores among them scored fully; the
+       k-th best of those is a score some k rows in scope really reach, so the final
+       k-th best score (theta) is at least it.
     2. The terms whose score bounds, summed from the lowest, stay at or below theta
        are non-essential: a row holding only them scores below theta (the bounds are
        strict), so only the postings of the other, essential (rarer), terms are
@@ -278,19 +348,14 @@ def _lexical_sql(
     3. The survivors are scored fully (every term, in query order, with the in-memory
        store's arithmetic) and the top k returned.
 
-    Every posting read is the scope tenant's own (an index-only range scan of the
-    primary key), so another tenant's data changes neither the result nor the cost."""
+    With phrases, the candidates are the postings of the rarest phrase word (`anchor`)
+    instead: every row that can match holds it. Every posting read is the scope
+    tenant's own (an index-only range scan of the primary key), so another tenant's
+    data changes neither the result nor the cost."""
     order, w, cumulative = weights.by_bound()
-    per_term = max(_SEED_MIN_PER_TERM, _SEED_POSTINGS // len(order))
     params.update(
         index_id=idx.id,
         tenant=scope.tenant,
-        staging=idx.staging,
-        terms=order,
-        weights=w,
-        cumulative=cumulative,
-        per_term=per_term,
-        margin=_THETA_MARGIN,
         avgdl=weights.avgdl,
         k1=bm25.K1,
         k1p1=bm25.K1 + 1.0,
@@ -319,8 +384,12 @@ def _lexical_sql(
                 " ELSE 0 END)"
             ).format(f=f, q=sql.Placeholder(f"q{i}"), w=sql.Placeholder(f"w{i}"))
         )
+    score = sql.SQL(" + ").join(contribs)
+    columns = sql.SQL(", ").join(freq_cols)
     phrase_ok: sql.Composable = sql.SQL("true")
-    if phrases:
+    pruning: sql.Composable = sql.SQL("")
+    if anchor is not None:
+        params["anchor"] = anchor
         params["phrase"] = " & ".join(
             "(" + " <-> ".join(_ts_quote(w) + ":A" for w in p) + ")" for p in phrases
         )
@@ -329,46 +398,27 @@ def _lexical_sql(
             "CASE WHEN c.phrase_exact THEN c.lex @@ %(phrase)s::tsquery "
             "ELSE c.lex @@ %(words)s::tsquery END"
         )
+        candidates = sql.SQL(_ANCHOR_CANDIDATES)
+    else:
+        params.update(
+            terms=order,
+            weights=w,
+            cumulative=cumulative,
+            dfs=[weights.df[t] for t in order],
+            seed_postings=_SEED_POSTINGS,
+            seed_rows=max(_SEED_ROWS, k),
+            margin=_THETA_MARGIN,
+        )
+        pruning = sql.SQL(_PRUNING_CTES).format(
+            score=score, freq_cols=columns, scope=scope_sql(scope, params)
+        )
+        candidates = sql.SQL(_ESSENTIAL_CANDIDATES)
     # OFFSET 0 keeps the frequencies a separate subquery, so each is read from the
     # row once rather than once per reference in the score expression.
     return sql.SQL(
         """
-        WITH q AS MATERIALIZED (
-            SELECT * FROM unnest(%(terms)s::text[], %(weights)s::float8[],
-                                 %(cumulative)s::float8[]) AS q(term, w, cum)
-        ),
-        seed AS MATERIALIZED (
-            SELECT DISTINCT s.chunk FROM q CROSS JOIN LATERAL (
-                SELECT p.chunk FROM gw_postings p
-                WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = q.term
-                LIMIT %(per_term)s
-            ) s
-        ),
-        seed_top AS MATERIALIZED (
-            SELECT 0.0 + {score} AS score
-            FROM seed JOIN gw_chunks c ON c.id = seed.chunk
-            CROSS JOIN LATERAL (SELECT {freq_cols} OFFSET 0) f
-            WHERE {scope} AND {phrase_ok} AND c.id <> ALL(%(rejected)s::bigint[])
-            ORDER BY score DESC LIMIT %(k)s
-        ),
-        theta AS MATERIALIZED (
-            SELECT CASE WHEN count(*) < %(k)s THEN -1.0
-                        ELSE min(score) * %(margin)s END AS v
-            FROM seed_top
-        ),
-        bounds AS MATERIALIZED (
-            SELECT coalesce(max(q.cum) FILTER (WHERE q.cum <= t.v), 0.0) AS rest, t.v
-            FROM q, theta t GROUP BY t.v
-        ),
-        cand AS MATERIALIZED (
-            SELECT p.chunk FROM q JOIN gw_postings p
-                ON p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = q.term
-            WHERE q.cum > (SELECT v FROM bounds)
-            GROUP BY p.chunk
-            HAVING sum(q.w * p.tf * %(k1p1)s
-                       / (p.tf + %(k1)s * (%(one_minus_b)s + %(b)s * p.dl / %(avgdl)s)))
-                   + (SELECT rest FROM bounds) > (SELECT v FROM bounds)
-        )
+        WITH {pruning}
+        cand AS MATERIALIZED ({candidates})
         SELECT {cols}, top.score, top.phrase_exact, top.id
         FROM (
             SELECT c.id, c.phrase_exact, c.document_id, c.chunk_id, 0.0 + {score} AS score
@@ -380,9 +430,11 @@ def _lexical_sql(
         ) top JOIN gw_chunks c ON c.id = top.id
         """
     ).format(
+        pruning=pruning,
+        candidates=candidates,
         scope=scope_sql(scope, params),
         phrase_ok=phrase_ok,
-        freq_cols=sql.SQL(", ").join(freq_cols),
-        score=sql.SQL(" + ").join(contribs),
+        freq_cols=columns,
+        score=score,
         cols=HIT_COLUMNS,
     )

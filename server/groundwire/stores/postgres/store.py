@@ -150,8 +150,8 @@ class PostgresStore:
         async with self._db.write() as conn:
             index_id, added, state = await versions.publish(conn, name, version, spec)
         try:
-            async with self._db.conn(self._db.write_limit_s) as conn:
-                await versions.refresh_statistics(conn, added)
+            async with self._db.conn(limit_s=None) as conn:
+                await versions.refresh_statistics(conn, added, self._settings.statement_timeout_ms)
             dims = spec.dimensions
             if dims is not None and dims <= MAX_HNSW_DIMENSIONS:
                 await vectors.ensure_vector_index(self._db, index_id, dims, spec.metric)

@@ -449,17 +449,28 @@ async def publish(
     return index_id, int(chunks[1]), await state(conn, name)
 
 
-async def refresh_statistics(conn: Conn, added_chunks: int) -> None:
-    """ANALYZE after a bulk load: it leaves the planner's statistics describing the
-    table before it (autovacuum catches up only a minute or more later), and the
-    HNSW build that follows plans better with them; ANALYZE samples, so it is cheap."""
+async def refresh_statistics(conn: Conn, added_chunks: int, statement_timeout_ms: int) -> None:
+    """After a bulk load (outside any transaction): ANALYZE, because the load leaves
+    the planner's statistics describing the table before it (autovacuum catches up
+    only a minute or more later) and the HNSW build that follows plans better with
+    them; and VACUUM the postings, so the visibility map lets lexical search read
+    them with index-only scans instead of a heap fetch per posting."""
     if added_chunks < 10_000:
         return
     cur = await conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'gw_chunks'::regclass")
     row = await cur.fetchone()
     known = float(row[0]) if row else 0.0
-    if added_chunks > 0.1 * max(known, 0.0):
-        await conn.execute("ANALYZE gw_chunks, gw_documents, gw_term_stats, gw_postings")
+    if added_chunks <= 0.1 * max(known, 0.0):
+        return
+    await conn.execute("ANALYZE gw_chunks, gw_documents, gw_term_stats")
+    # Proportional to the load it follows, like the HNSW build: no statement timeout.
+    await conn.execute("SELECT set_config('statement_timeout', '0', false)")
+    try:
+        await conn.execute("VACUUM (ANALYZE) gw_postings")
+    finally:
+        await conn.execute(
+            "SELECT set_config('statement_timeout', %s, false)", [str(statement_timeout_ms)]
+        )
 
 
 async def discard(conn: Conn, name: str, version: int) -> None:
