@@ -1,5 +1,5 @@
 // Agents: answers grounded in retrieved evidence under explicit, auditable
-// policies (seed 001). Execute and ExecuteStream run the same pipeline and end
+// policies. Execute and ExecuteStream run the same pipeline and end
 // with the same AgentResult:
 //
 //   retrieve -> acceptance -> optional reranking -> answerability gating ->
@@ -1010,7 +1010,8 @@ func (x *AgenticSearchTrace) GetDuration() *durationpb.Duration {
 	return nil
 }
 
-// The RAG metadata of an execution (seed 001).
+// The RAG metadata of an execution: what each stage of the pipeline above
+// kept, rejected or excluded, and why (content-free).
 type RagExecutionMetadata struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Output only. Whether the agent uses RAG at all.

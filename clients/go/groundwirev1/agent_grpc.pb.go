@@ -1,5 +1,5 @@
 // Agents: answers grounded in retrieved evidence under explicit, auditable
-// policies (seed 001). Execute and ExecuteStream run the same pipeline and end
+// policies. Execute and ExecuteStream run the same pipeline and end
 // with the same AgentResult:
 //
 //   retrieve -> acceptance -> optional reranking -> answerability gating ->

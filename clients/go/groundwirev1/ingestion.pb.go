@@ -483,12 +483,12 @@ type IndexDescription struct {
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// Output only. The embedding space; absent for lexical-only indexes.
 	Embedding *EmbeddingDescription `protobuf:"bytes,3,opt,name=embedding,proto3" json:"embedding,omitempty"`
-	// Output only. Vector metric: "cosine", "euclidean" or "dot" (empty for
-	// lexical-only indexes).
+	// Output only. Vector metric, one of "cosine", "euclidean" or "dot" (empty
+	// for lexical-only indexes).
 	Metric string `protobuf:"bytes,4,opt,name=metric,proto3" json:"metric,omitempty"`
 	// Output only. The chunking policy.
 	Chunking *ChunkingDescription `protobuf:"bytes,5,opt,name=chunking,proto3" json:"chunking,omitempty"`
-	// Output only. "memory" or "postgres".
+	// Output only. Where the index lives, one of "memory" or "postgres".
 	Store string `protobuf:"bytes,6,opt,name=store,proto3" json:"store,omitempty"`
 	// Output only. The automatic ingestion strategy.
 	Strategy IngestionStrategy `protobuf:"varint,7,opt,name=strategy,proto3,enum=groundwire.v1.IngestionStrategy" json:"strategy,omitempty"`
@@ -608,8 +608,8 @@ type DocumentFailure struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Output only. The document's id.
 	DocumentId string `protobuf:"bytes,1,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
-	// Output only. Stable reason: UNREADABLE, TOO_LARGE, NOT_UTF8, BINARY,
-	// EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+	// Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
+	// BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -776,8 +776,14 @@ type Operation struct {
 	// Output only. Whether it rebuilt the whole index (embedding model or
 	// chunking policy changed).
 	Rebuild bool `protobuf:"varint,11,opt,name=rebuild,proto3" json:"rebuild,omitempty"`
-	// Output only. For FAILED: a stable code (for example
-	// EMBEDDING_PROVIDER_FAILED, STORE_UNAVAILABLE, INTERRUPTED, INTERNAL).
+	// Output only. For FAILED, a stable code from this closed set; empty
+	// otherwise. EMBEDDING_PROVIDER_FAILED (the embedding model failed or
+	// returned unusable vectors), EMBEDDING_MISMATCH (vectors of the wrong
+	// count or dimension), INDEX_NOT_FOUND, STORE_UNAVAILABLE, STORE_ERROR,
+	// STORE_DATA_REJECTED (the store refused the data), DEADLINE_EXCEEDED (a
+	// store statement timed out), VERSION_NOT_STAGING (the staged version was
+	// discarded meanwhile), INTERRUPTED (the server stopped while it ran),
+	// INTERNAL (anything else).
 	ErrorCode string `protobuf:"bytes,12,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// Output only. Per-document failures, at most 100 (see failures_omitted).
 	Failures []*DocumentFailure `protobuf:"bytes,13,rep,name=failures,proto3" json:"failures,omitempty"`

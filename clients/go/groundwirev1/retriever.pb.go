@@ -84,8 +84,8 @@ func (RetrievalMode) EnumDescriptor() ([]byte, []int) {
 	return file_groundwire_v1_retriever_proto_rawDescGZIP(), []int{0}
 }
 
-// Per-query fusion settings for RETRIEVAL_MODE_HYBRID (an extension beyond the
-// Runiq contract; the defaults reproduce it). Ignored by other modes.
+// Optional per-query fusion settings for RETRIEVAL_MODE_HYBRID; without them the
+// server's configured k and leg weights apply. Ignored by other modes.
 type FusionOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Optional. The RRF constant k in score = sum(weight / (k + rank)); an
@@ -479,8 +479,16 @@ type RetrievalDiagnostics struct {
 	AppliedLexicalWeight float64 `protobuf:"fixed64,13,opt,name=applied_lexical_weight,json=appliedLexicalWeight,proto3" json:"applied_lexical_weight,omitempty"`
 	// Output only. Candidates each leg was asked for.
 	AppliedLegDepth uint32 `protobuf:"varint,14,opt,name=applied_leg_depth,json=appliedLegDepth,proto3" json:"applied_leg_depth,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Output only. Distinct query terms the lexical leg scored: those the index holds
+	// for the caller's tenant, at most the server's term limit (`[retrieval]
+	// max_lexical_terms`, 32 by default). 0 when no lexical leg ran.
+	LexicalTermsScored uint32 `protobuf:"varint,15,opt,name=lexical_terms_scored,json=lexicalTermsScored,proto3" json:"lexical_terms_scored,omitempty"`
+	// Output only. Distinct query terms the index holds that the term limit left out:
+	// the most common ones (lowest idf), which barely move BM25. Terms the index does
+	// not hold match nothing and are counted in neither field.
+	LexicalTermsPruned uint32 `protobuf:"varint,16,opt,name=lexical_terms_pruned,json=lexicalTermsPruned,proto3" json:"lexical_terms_pruned,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RetrievalDiagnostics) Reset() {
@@ -611,6 +619,20 @@ func (x *RetrievalDiagnostics) GetAppliedLegDepth() uint32 {
 	return 0
 }
 
+func (x *RetrievalDiagnostics) GetLexicalTermsScored() uint32 {
+	if x != nil {
+		return x.LexicalTermsScored
+	}
+	return 0
+}
+
+func (x *RetrievalDiagnostics) GetLexicalTermsPruned() uint32 {
+	if x != nil {
+		return x.LexicalTermsPruned
+	}
+	return 0
+}
+
 // Response for RetrieverService.Retrieve.
 type RetrieveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -711,7 +733,7 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	" \x03(\v2,.groundwire.v1.RetrievalResult.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe3\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x06\n" +
 	"\x14RetrievalDiagnostics\x12?\n" +
 	"\fapplied_mode\x18\x01 \x01(\x0e2\x1c.groundwire.v1.RetrievalModeR\vappliedMode\x12\"\n" +
 	"\rapplied_top_k\x18\x02 \x01(\rR\vappliedTopK\x12#\n" +
@@ -727,7 +749,9 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	"\rapplied_rrf_k\x18\v \x01(\rR\vappliedRrfK\x126\n" +
 	"\x17applied_semantic_weight\x18\f \x01(\x01R\x15appliedSemanticWeight\x124\n" +
 	"\x16applied_lexical_weight\x18\r \x01(\x01R\x14appliedLexicalWeight\x12*\n" +
-	"\x11applied_leg_depth\x18\x0e \x01(\rR\x0fappliedLegDepth\"\x93\x01\n" +
+	"\x11applied_leg_depth\x18\x0e \x01(\rR\x0fappliedLegDepth\x120\n" +
+	"\x14lexical_terms_scored\x18\x0f \x01(\rR\x12lexicalTermsScored\x120\n" +
+	"\x14lexical_terms_pruned\x18\x10 \x01(\rR\x12lexicalTermsPruned\"\x93\x01\n" +
 	"\x10RetrieveResponse\x128\n" +
 	"\aresults\x18\x01 \x03(\v2\x1e.groundwire.v1.RetrievalResultR\aresults\x12E\n" +
 	"\vdiagnostics\x18\x02 \x01(\v2#.groundwire.v1.RetrievalDiagnosticsR\vdiagnostics*\x83\x01\n" +

@@ -112,6 +112,8 @@ def diagnostics_to_proto(d: RetrievalDiagnostics) -> retriever_pb2.RetrievalDiag
         index_version=d.index_version,
         phrase_count=d.phrase_count,
         applied_leg_depth=d.leg_depth,
+        lexical_terms_scored=d.lexical_terms_scored,
+        lexical_terms_pruned=d.lexical_terms_pruned,
     )
     if d.fusion is not None:
         msg.applied_rrf_k = d.fusion.k

@@ -28,6 +28,7 @@ from groundwire.app.reranker_config import (
     resolve_reranker_paths,
 )
 from groundwire.domain.auth import MAX_TENANT_CHARS
+from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.indexes import DistanceMetric, IngestionStrategy, StoreKind
 
 __all__ = ["ConfigError", "GroundwireConfig", "SecretRef", "load_config", "parse_config"]
@@ -103,6 +104,9 @@ class RetrievalConfig(StrictModel):
     lexical_weight: float = Field(1.0, ge=0, le=10)
     leg_depth: int = Field(50, ge=1, le=10_000)
     max_leg_depth: int = Field(1000, ge=1, le=10_000)
+    # Distinct lexical query terms scored per query, the rarest first: bounds the
+    # cost of a pasted page of prose (see README "Limits").
+    max_lexical_terms: int = Field(DEFAULT_MAX_TERMS, ge=1, le=1024)
 
     @model_validator(mode="after")
     def _bounds(self) -> RetrievalConfig:

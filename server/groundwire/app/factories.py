@@ -210,7 +210,12 @@ async def build_components(cfg: GroundwireConfig) -> Components:
     catalog = await build_catalog(cfg, store, embedders)
     r = cfg.retrieval
     limits = RetrievalLimits(
-        r.default_top_k, r.max_top_k, r.max_query_chars, r.leg_depth, r.max_leg_depth
+        r.default_top_k,
+        r.max_top_k,
+        r.max_query_chars,
+        r.leg_depth,
+        r.max_leg_depth,
+        r.max_lexical_terms,
     )
     fusion = FusionSettings(r.rrf_k, r.semantic_weight, r.lexical_weight)
     retriever = Retriever(catalog, limits, fusion)

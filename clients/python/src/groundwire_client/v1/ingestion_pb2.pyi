@@ -280,11 +280,11 @@ class IndexDescription(_message.Message):
     description: _builtins.str
     """Output only. Free-text description from the configuration."""
     metric: _builtins.str
-    """Output only. Vector metric: "cosine", "euclidean" or "dot" (empty for
-    lexical-only indexes).
+    """Output only. Vector metric, one of "cosine", "euclidean" or "dot" (empty
+    for lexical-only indexes).
     """
     store: _builtins.str
-    """Output only. "memory" or "postgres"."""
+    """Output only. Where the index lives, one of "memory" or "postgres"."""
     strategy: Global___IngestionStrategy.ValueType
     """Output only. The automatic ingestion strategy."""
     schedule: _builtins.str
@@ -338,8 +338,8 @@ class DocumentFailure(_message.Message):
     document_id: _builtins.str
     """Output only. The document's id."""
     reason: _builtins.str
-    """Output only. Stable reason: UNREADABLE, TOO_LARGE, NOT_UTF8, BINARY,
-    EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+    """Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
+    BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
     """
     def __init__(
         self,
@@ -435,8 +435,14 @@ class Operation(_message.Message):
     chunking policy changed).
     """
     error_code: _builtins.str
-    """Output only. For FAILED: a stable code (for example
-    EMBEDDING_PROVIDER_FAILED, STORE_UNAVAILABLE, INTERRUPTED, INTERNAL).
+    """Output only. For FAILED, a stable code from this closed set; empty
+    otherwise. EMBEDDING_PROVIDER_FAILED (the embedding model failed or
+    returned unusable vectors), EMBEDDING_MISMATCH (vectors of the wrong
+    count or dimension), INDEX_NOT_FOUND, STORE_UNAVAILABLE, STORE_ERROR,
+    STORE_DATA_REJECTED (the store refused the data), DEADLINE_EXCEEDED (a
+    store statement timed out), VERSION_NOT_STAGING (the staged version was
+    discarded meanwhile), INTERRUPTED (the server stopped while it ran),
+    INTERNAL (anything else).
     """
     failures_omitted: _builtins.int
     """Output only. Failures beyond the 100 listed."""

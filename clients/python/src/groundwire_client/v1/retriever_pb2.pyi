@@ -58,8 +58,8 @@ Global___RetrievalMode: _TypeAlias = RetrievalMode  # noqa: Y015
 
 @_typing.final
 class FusionOptions(_message.Message):
-    """Per-query fusion settings for RETRIEVAL_MODE_HYBRID (an extension beyond the
-    Runiq contract; the defaults reproduce it). Ignored by other modes.
+    """Optional per-query fusion settings for RETRIEVAL_MODE_HYBRID; without them the
+    server's configured k and leg weights apply. Ignored by other modes.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -317,6 +317,8 @@ class RetrievalDiagnostics(_message.Message):
     APPLIED_SEMANTIC_WEIGHT_FIELD_NUMBER: _builtins.int
     APPLIED_LEXICAL_WEIGHT_FIELD_NUMBER: _builtins.int
     APPLIED_LEG_DEPTH_FIELD_NUMBER: _builtins.int
+    LEXICAL_TERMS_SCORED_FIELD_NUMBER: _builtins.int
+    LEXICAL_TERMS_PRUNED_FIELD_NUMBER: _builtins.int
     applied_mode: Global___RetrievalMode.ValueType
     """Output only. The mode that ran (never UNSPECIFIED)."""
     applied_top_k: _builtins.int
@@ -339,6 +341,16 @@ class RetrievalDiagnostics(_message.Message):
     """Output only. The lexical leg weight applied (hybrid only, else 0)."""
     applied_leg_depth: _builtins.int
     """Output only. Candidates each leg was asked for."""
+    lexical_terms_scored: _builtins.int
+    """Output only. Distinct query terms the lexical leg scored: those the index holds
+    for the caller's tenant, at most the server's term limit (`[retrieval]
+    max_lexical_terms`, 32 by default). 0 when no lexical leg ran.
+    """
+    lexical_terms_pruned: _builtins.int
+    """Output only. Distinct query terms the index holds that the term limit left out:
+    the most common ones (lowest idf), which barely move BM25. Terms the index does
+    not hold match nothing and are counted in neither field.
+    """
     @_builtins.property
     def embedding_duration(self) -> _duration_pb2.Duration:
         """Output only. Time spent embedding the query."""
@@ -372,10 +384,12 @@ class RetrievalDiagnostics(_message.Message):
         applied_semantic_weight: _builtins.float = ...,
         applied_lexical_weight: _builtins.float = ...,
         applied_leg_depth: _builtins.int = ...,
+        lexical_terms_scored: _builtins.int = ...,
+        lexical_terms_pruned: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["embedding_duration", b"embedding_duration", "lexical_duration", b"lexical_duration", "semantic_duration", b"semantic_duration", "total_duration", b"total_duration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_leg_depth", b"applied_leg_depth", "applied_lexical_weight", b"applied_lexical_weight", "applied_mode", b"applied_mode", "applied_rrf_k", b"applied_rrf_k", "applied_semantic_weight", b"applied_semantic_weight", "applied_top_k", b"applied_top_k", "embedding_duration", b"embedding_duration", "index_version", b"index_version", "lexical_duration", b"lexical_duration", "lexical_hits", b"lexical_hits", "phrase_count", b"phrase_count", "semantic_duration", b"semantic_duration", "semantic_hits", b"semantic_hits", "total_duration", b"total_duration"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_leg_depth", b"applied_leg_depth", "applied_lexical_weight", b"applied_lexical_weight", "applied_mode", b"applied_mode", "applied_rrf_k", b"applied_rrf_k", "applied_semantic_weight", b"applied_semantic_weight", "applied_top_k", b"applied_top_k", "embedding_duration", b"embedding_duration", "index_version", b"index_version", "lexical_duration", b"lexical_duration", "lexical_hits", b"lexical_hits", "lexical_terms_pruned", b"lexical_terms_pruned", "lexical_terms_scored", b"lexical_terms_scored", "phrase_count", b"phrase_count", "semantic_duration", b"semantic_duration", "semantic_hits", b"semantic_hits", "total_duration", b"total_duration"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

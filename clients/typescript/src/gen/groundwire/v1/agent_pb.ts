@@ -1,5 +1,5 @@
 // Agents: answers grounded in retrieved evidence under explicit, auditable
-// policies (seed 001). Execute and ExecuteStream run the same pipeline and end
+// policies. Execute and ExecuteStream run the same pipeline and end
 // with the same AgentResult:
 //
 //   retrieve -> acceptance -> optional reranking -> answerability gating ->
@@ -368,7 +368,8 @@ export const AgenticSearchTraceSchema: GenMessage<AgenticSearchTrace> = /*@__PUR
   messageDesc(file_groundwire_v1_agent, 7);
 
 /**
- * The RAG metadata of an execution (seed 001).
+ * The RAG metadata of an execution: what each stage of the pipeline above
+ * kept, rejected or excluded, and why (content-free).
  *
  * @generated from message groundwire.v1.RagExecutionMetadata
  */

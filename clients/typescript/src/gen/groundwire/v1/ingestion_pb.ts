@@ -126,8 +126,8 @@ export type IndexDescription = Message<"groundwire.v1.IndexDescription"> & {
   embedding?: EmbeddingDescription | undefined;
 
   /**
-   * Output only. Vector metric: "cosine", "euclidean" or "dot" (empty for
-   * lexical-only indexes).
+   * Output only. Vector metric, one of "cosine", "euclidean" or "dot" (empty
+   * for lexical-only indexes).
    *
    * @generated from field: string metric = 4;
    */
@@ -141,7 +141,7 @@ export type IndexDescription = Message<"groundwire.v1.IndexDescription"> & {
   chunking?: ChunkingDescription | undefined;
 
   /**
-   * Output only. "memory" or "postgres".
+   * Output only. Where the index lives, one of "memory" or "postgres".
    *
    * @generated from field: string store = 6;
    */
@@ -198,8 +198,8 @@ export type DocumentFailure = Message<"groundwire.v1.DocumentFailure"> & {
   documentId: string;
 
   /**
-   * Output only. Stable reason: UNREADABLE, TOO_LARGE, NOT_UTF8, BINARY,
-   * EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+   * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
+   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
    *
    * @generated from field: string reason = 2;
    */
@@ -354,8 +354,14 @@ export type Operation = Message<"groundwire.v1.Operation"> & {
   rebuild: boolean;
 
   /**
-   * Output only. For FAILED: a stable code (for example
-   * EMBEDDING_PROVIDER_FAILED, STORE_UNAVAILABLE, INTERRUPTED, INTERNAL).
+   * Output only. For FAILED, a stable code from this closed set; empty
+   * otherwise. EMBEDDING_PROVIDER_FAILED (the embedding model failed or
+   * returned unusable vectors), EMBEDDING_MISMATCH (vectors of the wrong
+   * count or dimension), INDEX_NOT_FOUND, STORE_UNAVAILABLE, STORE_ERROR,
+   * STORE_DATA_REJECTED (the store refused the data), DEADLINE_EXCEEDED (a
+   * store statement timed out), VERSION_NOT_STAGING (the staged version was
+   * discarded meanwhile), INTERRUPTED (the server stopped while it ran),
+   * INTERNAL (anything else).
    *
    * @generated from field: string error_code = 12;
    */

@@ -106,8 +106,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object reason_ = "";
   /**
    * <pre>
-   * Output only. Stable reason: UNREADABLE, TOO_LARGE, NOT_UTF8, BINARY,
-   * EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+   * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
+   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>
@@ -128,8 +128,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Stable reason: UNREADABLE, TOO_LARGE, NOT_UTF8, BINARY,
-   * EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+   * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
+   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>
@@ -569,8 +569,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object reason_ = "";
     /**
      * <pre>
-     * Output only. Stable reason: UNREADABLE, TOO_LARGE, NOT_UTF8, BINARY,
-     * EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+     * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
+     * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -590,8 +590,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Stable reason: UNREADABLE, TOO_LARGE, NOT_UTF8, BINARY,
-     * EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+     * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
+     * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -612,8 +612,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Stable reason: UNREADABLE, TOO_LARGE, NOT_UTF8, BINARY,
-     * EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+     * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
+     * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -630,8 +630,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Stable reason: UNREADABLE, TOO_LARGE, NOT_UTF8, BINARY,
-     * EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+     * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
+     * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -645,8 +645,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Stable reason: UNREADABLE, TOO_LARGE, NOT_UTF8, BINARY,
-     * EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+     * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
+     * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>

@@ -32,8 +32,8 @@ public interface DocumentFailureOrBuilder extends
 
   /**
    * <pre>
-   * Output only. Stable reason: UNREADABLE, TOO_LARGE, NOT_UTF8, BINARY,
-   * EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+   * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
+   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>
@@ -42,8 +42,8 @@ public interface DocumentFailureOrBuilder extends
   java.lang.String getReason();
   /**
    * <pre>
-   * Output only. Stable reason: UNREADABLE, TOO_LARGE, NOT_UTF8, BINARY,
-   * EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+   * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
+   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>

@@ -7,8 +7,8 @@ package dev.groundwire.v1;
 
 /**
  * <pre>
- * Per-query fusion settings for RETRIEVAL_MODE_HYBRID (an extension beyond the
- * Runiq contract; the defaults reproduce it). Ignored by other modes.
+ * Optional per-query fusion settings for RETRIEVAL_MODE_HYBRID; without them the
+ * server's configured k and leg weights apply. Ignored by other modes.
  * </pre>
  *
  * Protobuf type {@code groundwire.v1.FusionOptions}
@@ -390,8 +390,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Per-query fusion settings for RETRIEVAL_MODE_HYBRID (an extension beyond the
-   * Runiq contract; the defaults reproduce it). Ignored by other modes.
+   * Optional per-query fusion settings for RETRIEVAL_MODE_HYBRID; without them the
+   * server's configured k and leg weights apply. Ignored by other modes.
    * </pre>
    *
    * Protobuf type {@code groundwire.v1.FusionOptions}

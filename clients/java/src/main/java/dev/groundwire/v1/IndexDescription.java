@@ -198,8 +198,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object metric_ = "";
   /**
    * <pre>
-   * Output only. Vector metric: "cosine", "euclidean" or "dot" (empty for
-   * lexical-only indexes).
+   * Output only. Vector metric, one of "cosine", "euclidean" or "dot" (empty
+   * for lexical-only indexes).
    * </pre>
    *
    * <code>string metric = 4 [json_name = "metric"];</code>
@@ -220,8 +220,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Vector metric: "cosine", "euclidean" or "dot" (empty for
-   * lexical-only indexes).
+   * Output only. Vector metric, one of "cosine", "euclidean" or "dot" (empty
+   * for lexical-only indexes).
    * </pre>
    *
    * <code>string metric = 4 [json_name = "metric"];</code>
@@ -285,7 +285,7 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object store_ = "";
   /**
    * <pre>
-   * Output only. "memory" or "postgres".
+   * Output only. Where the index lives, one of "memory" or "postgres".
    * </pre>
    *
    * <code>string store = 6 [json_name = "store"];</code>
@@ -306,7 +306,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. "memory" or "postgres".
+   * Output only. Where the index lives, one of "memory" or "postgres".
    * </pre>
    *
    * <code>string store = 6 [json_name = "store"];</code>
@@ -1376,8 +1376,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object metric_ = "";
     /**
      * <pre>
-     * Output only. Vector metric: "cosine", "euclidean" or "dot" (empty for
-     * lexical-only indexes).
+     * Output only. Vector metric, one of "cosine", "euclidean" or "dot" (empty
+     * for lexical-only indexes).
      * </pre>
      *
      * <code>string metric = 4 [json_name = "metric"];</code>
@@ -1397,8 +1397,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Vector metric: "cosine", "euclidean" or "dot" (empty for
-     * lexical-only indexes).
+     * Output only. Vector metric, one of "cosine", "euclidean" or "dot" (empty
+     * for lexical-only indexes).
      * </pre>
      *
      * <code>string metric = 4 [json_name = "metric"];</code>
@@ -1419,8 +1419,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Vector metric: "cosine", "euclidean" or "dot" (empty for
-     * lexical-only indexes).
+     * Output only. Vector metric, one of "cosine", "euclidean" or "dot" (empty
+     * for lexical-only indexes).
      * </pre>
      *
      * <code>string metric = 4 [json_name = "metric"];</code>
@@ -1437,8 +1437,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Vector metric: "cosine", "euclidean" or "dot" (empty for
-     * lexical-only indexes).
+     * Output only. Vector metric, one of "cosine", "euclidean" or "dot" (empty
+     * for lexical-only indexes).
      * </pre>
      *
      * <code>string metric = 4 [json_name = "metric"];</code>
@@ -1452,8 +1452,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Vector metric: "cosine", "euclidean" or "dot" (empty for
-     * lexical-only indexes).
+     * Output only. Vector metric, one of "cosine", "euclidean" or "dot" (empty
+     * for lexical-only indexes).
      * </pre>
      *
      * <code>string metric = 4 [json_name = "metric"];</code>
@@ -1628,7 +1628,7 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object store_ = "";
     /**
      * <pre>
-     * Output only. "memory" or "postgres".
+     * Output only. Where the index lives, one of "memory" or "postgres".
      * </pre>
      *
      * <code>string store = 6 [json_name = "store"];</code>
@@ -1648,7 +1648,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. "memory" or "postgres".
+     * Output only. Where the index lives, one of "memory" or "postgres".
      * </pre>
      *
      * <code>string store = 6 [json_name = "store"];</code>
@@ -1669,7 +1669,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. "memory" or "postgres".
+     * Output only. Where the index lives, one of "memory" or "postgres".
      * </pre>
      *
      * <code>string store = 6 [json_name = "store"];</code>
@@ -1686,7 +1686,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. "memory" or "postgres".
+     * Output only. Where the index lives, one of "memory" or "postgres".
      * </pre>
      *
      * <code>string store = 6 [json_name = "store"];</code>
@@ -1700,7 +1700,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. "memory" or "postgres".
+     * Output only. Where the index lives, one of "memory" or "postgres".
      * </pre>
      *
      * <code>string store = 6 [json_name = "store"];</code>

@@ -79,8 +79,8 @@ public interface IndexDescriptionOrBuilder extends
 
   /**
    * <pre>
-   * Output only. Vector metric: "cosine", "euclidean" or "dot" (empty for
-   * lexical-only indexes).
+   * Output only. Vector metric, one of "cosine", "euclidean" or "dot" (empty
+   * for lexical-only indexes).
    * </pre>
    *
    * <code>string metric = 4 [json_name = "metric"];</code>
@@ -89,8 +89,8 @@ public interface IndexDescriptionOrBuilder extends
   java.lang.String getMetric();
   /**
    * <pre>
-   * Output only. Vector metric: "cosine", "euclidean" or "dot" (empty for
-   * lexical-only indexes).
+   * Output only. Vector metric, one of "cosine", "euclidean" or "dot" (empty
+   * for lexical-only indexes).
    * </pre>
    *
    * <code>string metric = 4 [json_name = "metric"];</code>
@@ -128,7 +128,7 @@ public interface IndexDescriptionOrBuilder extends
 
   /**
    * <pre>
-   * Output only. "memory" or "postgres".
+   * Output only. Where the index lives, one of "memory" or "postgres".
    * </pre>
    *
    * <code>string store = 6 [json_name = "store"];</code>
@@ -137,7 +137,7 @@ public interface IndexDescriptionOrBuilder extends
   java.lang.String getStore();
   /**
    * <pre>
-   * Output only. "memory" or "postgres".
+   * Output only. Where the index lives, one of "memory" or "postgres".
    * </pre>
    *
    * <code>string store = 6 [json_name = "store"];</code>

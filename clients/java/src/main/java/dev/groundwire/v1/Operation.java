@@ -420,8 +420,14 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object errorCode_ = "";
   /**
    * <pre>
-   * Output only. For FAILED: a stable code (for example
-   * EMBEDDING_PROVIDER_FAILED, STORE_UNAVAILABLE, INTERRUPTED, INTERNAL).
+   * Output only. For FAILED, a stable code from this closed set; empty
+   * otherwise. EMBEDDING_PROVIDER_FAILED (the embedding model failed or
+   * returned unusable vectors), EMBEDDING_MISMATCH (vectors of the wrong
+   * count or dimension), INDEX_NOT_FOUND, STORE_UNAVAILABLE, STORE_ERROR,
+   * STORE_DATA_REJECTED (the store refused the data), DEADLINE_EXCEEDED (a
+   * store statement timed out), VERSION_NOT_STAGING (the staged version was
+   * discarded meanwhile), INTERRUPTED (the server stopped while it ran),
+   * INTERNAL (anything else).
    * </pre>
    *
    * <code>string error_code = 12 [json_name = "errorCode"];</code>
@@ -442,8 +448,14 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. For FAILED: a stable code (for example
-   * EMBEDDING_PROVIDER_FAILED, STORE_UNAVAILABLE, INTERRUPTED, INTERNAL).
+   * Output only. For FAILED, a stable code from this closed set; empty
+   * otherwise. EMBEDDING_PROVIDER_FAILED (the embedding model failed or
+   * returned unusable vectors), EMBEDDING_MISMATCH (vectors of the wrong
+   * count or dimension), INDEX_NOT_FOUND, STORE_UNAVAILABLE, STORE_ERROR,
+   * STORE_DATA_REJECTED (the store refused the data), DEADLINE_EXCEEDED (a
+   * store statement timed out), VERSION_NOT_STAGING (the staged version was
+   * discarded meanwhile), INTERRUPTED (the server stopped while it ran),
+   * INTERNAL (anything else).
    * </pre>
    *
    * <code>string error_code = 12 [json_name = "errorCode"];</code>
@@ -2452,8 +2464,14 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object errorCode_ = "";
     /**
      * <pre>
-     * Output only. For FAILED: a stable code (for example
-     * EMBEDDING_PROVIDER_FAILED, STORE_UNAVAILABLE, INTERRUPTED, INTERNAL).
+     * Output only. For FAILED, a stable code from this closed set; empty
+     * otherwise. EMBEDDING_PROVIDER_FAILED (the embedding model failed or
+     * returned unusable vectors), EMBEDDING_MISMATCH (vectors of the wrong
+     * count or dimension), INDEX_NOT_FOUND, STORE_UNAVAILABLE, STORE_ERROR,
+     * STORE_DATA_REJECTED (the store refused the data), DEADLINE_EXCEEDED (a
+     * store statement timed out), VERSION_NOT_STAGING (the staged version was
+     * discarded meanwhile), INTERRUPTED (the server stopped while it ran),
+     * INTERNAL (anything else).
      * </pre>
      *
      * <code>string error_code = 12 [json_name = "errorCode"];</code>
@@ -2473,8 +2491,14 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. For FAILED: a stable code (for example
-     * EMBEDDING_PROVIDER_FAILED, STORE_UNAVAILABLE, INTERRUPTED, INTERNAL).
+     * Output only. For FAILED, a stable code from this closed set; empty
+     * otherwise. EMBEDDING_PROVIDER_FAILED (the embedding model failed or
+     * returned unusable vectors), EMBEDDING_MISMATCH (vectors of the wrong
+     * count or dimension), INDEX_NOT_FOUND, STORE_UNAVAILABLE, STORE_ERROR,
+     * STORE_DATA_REJECTED (the store refused the data), DEADLINE_EXCEEDED (a
+     * store statement timed out), VERSION_NOT_STAGING (the staged version was
+     * discarded meanwhile), INTERRUPTED (the server stopped while it ran),
+     * INTERNAL (anything else).
      * </pre>
      *
      * <code>string error_code = 12 [json_name = "errorCode"];</code>
@@ -2495,8 +2519,14 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. For FAILED: a stable code (for example
-     * EMBEDDING_PROVIDER_FAILED, STORE_UNAVAILABLE, INTERRUPTED, INTERNAL).
+     * Output only. For FAILED, a stable code from this closed set; empty
+     * otherwise. EMBEDDING_PROVIDER_FAILED (the embedding model failed or
+     * returned unusable vectors), EMBEDDING_MISMATCH (vectors of the wrong
+     * count or dimension), INDEX_NOT_FOUND, STORE_UNAVAILABLE, STORE_ERROR,
+     * STORE_DATA_REJECTED (the store refused the data), DEADLINE_EXCEEDED (a
+     * store statement timed out), VERSION_NOT_STAGING (the staged version was
+     * discarded meanwhile), INTERRUPTED (the server stopped while it ran),
+     * INTERNAL (anything else).
      * </pre>
      *
      * <code>string error_code = 12 [json_name = "errorCode"];</code>
@@ -2513,8 +2543,14 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. For FAILED: a stable code (for example
-     * EMBEDDING_PROVIDER_FAILED, STORE_UNAVAILABLE, INTERRUPTED, INTERNAL).
+     * Output only. For FAILED, a stable code from this closed set; empty
+     * otherwise. EMBEDDING_PROVIDER_FAILED (the embedding model failed or
+     * returned unusable vectors), EMBEDDING_MISMATCH (vectors of the wrong
+     * count or dimension), INDEX_NOT_FOUND, STORE_UNAVAILABLE, STORE_ERROR,
+     * STORE_DATA_REJECTED (the store refused the data), DEADLINE_EXCEEDED (a
+     * store statement timed out), VERSION_NOT_STAGING (the staged version was
+     * discarded meanwhile), INTERRUPTED (the server stopped while it ran),
+     * INTERNAL (anything else).
      * </pre>
      *
      * <code>string error_code = 12 [json_name = "errorCode"];</code>
@@ -2528,8 +2564,14 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. For FAILED: a stable code (for example
-     * EMBEDDING_PROVIDER_FAILED, STORE_UNAVAILABLE, INTERRUPTED, INTERNAL).
+     * Output only. For FAILED, a stable code from this closed set; empty
+     * otherwise. EMBEDDING_PROVIDER_FAILED (the embedding model failed or
+     * returned unusable vectors), EMBEDDING_MISMATCH (vectors of the wrong
+     * count or dimension), INDEX_NOT_FOUND, STORE_UNAVAILABLE, STORE_ERROR,
+     * STORE_DATA_REJECTED (the store refused the data), DEADLINE_EXCEEDED (a
+     * store statement timed out), VERSION_NOT_STAGING (the staged version was
+     * discarded meanwhile), INTERRUPTED (the server stopped while it ran),
+     * INTERNAL (anything else).
      * </pre>
      *
      * <code>string error_code = 12 [json_name = "errorCode"];</code>

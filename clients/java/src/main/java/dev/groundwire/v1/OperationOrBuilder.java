@@ -238,8 +238,14 @@ public interface OperationOrBuilder extends
 
   /**
    * <pre>
-   * Output only. For FAILED: a stable code (for example
-   * EMBEDDING_PROVIDER_FAILED, STORE_UNAVAILABLE, INTERRUPTED, INTERNAL).
+   * Output only. For FAILED, a stable code from this closed set; empty
+   * otherwise. EMBEDDING_PROVIDER_FAILED (the embedding model failed or
+   * returned unusable vectors), EMBEDDING_MISMATCH (vectors of the wrong
+   * count or dimension), INDEX_NOT_FOUND, STORE_UNAVAILABLE, STORE_ERROR,
+   * STORE_DATA_REJECTED (the store refused the data), DEADLINE_EXCEEDED (a
+   * store statement timed out), VERSION_NOT_STAGING (the staged version was
+   * discarded meanwhile), INTERRUPTED (the server stopped while it ran),
+   * INTERNAL (anything else).
    * </pre>
    *
    * <code>string error_code = 12 [json_name = "errorCode"];</code>
@@ -248,8 +254,14 @@ public interface OperationOrBuilder extends
   java.lang.String getErrorCode();
   /**
    * <pre>
-   * Output only. For FAILED: a stable code (for example
-   * EMBEDDING_PROVIDER_FAILED, STORE_UNAVAILABLE, INTERRUPTED, INTERNAL).
+   * Output only. For FAILED, a stable code from this closed set; empty
+   * otherwise. EMBEDDING_PROVIDER_FAILED (the embedding model failed or
+   * returned unusable vectors), EMBEDDING_MISMATCH (vectors of the wrong
+   * count or dimension), INDEX_NOT_FOUND, STORE_UNAVAILABLE, STORE_ERROR,
+   * STORE_DATA_REJECTED (the store refused the data), DEADLINE_EXCEEDED (a
+   * store statement timed out), VERSION_NOT_STAGING (the staged version was
+   * discarded meanwhile), INTERRUPTED (the server stopped while it ran),
+   * INTERNAL (anything else).
    * </pre>
    *
    * <code>string error_code = 12 [json_name = "errorCode"];</code>

@@ -7,7 +7,8 @@ package dev.groundwire.v1;
 
 /**
  * <pre>
- * The RAG metadata of an execution (seed 001).
+ * The RAG metadata of an execution: what each stage of the pipeline above
+ * kept, rejected or excluded, and why (content-free).
  * </pre>
  *
  * Protobuf type {@code groundwire.v1.RagExecutionMetadata}
@@ -1334,7 +1335,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The RAG metadata of an execution (seed 001).
+   * The RAG metadata of an execution: what each stage of the pipeline above
+   * kept, rejected or excluded, and why (content-free).
    * </pre>
    *
    * Protobuf type {@code groundwire.v1.RagExecutionMetadata}

@@ -368,6 +368,40 @@ private static final long serialVersionUID = 0L;
     return appliedLegDepth_;
   }
 
+  public static final int LEXICAL_TERMS_SCORED_FIELD_NUMBER = 15;
+  private int lexicalTermsScored_ = 0;
+  /**
+   * <pre>
+   * Output only. Distinct query terms the lexical leg scored: those the index holds
+   * for the caller's tenant, at most the server's term limit (`[retrieval]
+   * max_lexical_terms`, 32 by default). 0 when no lexical leg ran.
+   * </pre>
+   *
+   * <code>uint32 lexical_terms_scored = 15 [json_name = "lexicalTermsScored"];</code>
+   * @return The lexicalTermsScored.
+   */
+  @java.lang.Override
+  public int getLexicalTermsScored() {
+    return lexicalTermsScored_;
+  }
+
+  public static final int LEXICAL_TERMS_PRUNED_FIELD_NUMBER = 16;
+  private int lexicalTermsPruned_ = 0;
+  /**
+   * <pre>
+   * Output only. Distinct query terms the index holds that the term limit left out:
+   * the most common ones (lowest idf), which barely move BM25. Terms the index does
+   * not hold match nothing and are counted in neither field.
+   * </pre>
+   *
+   * <code>uint32 lexical_terms_pruned = 16 [json_name = "lexicalTermsPruned"];</code>
+   * @return The lexicalTermsPruned.
+   */
+  @java.lang.Override
+  public int getLexicalTermsPruned() {
+    return lexicalTermsPruned_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -423,6 +457,12 @@ private static final long serialVersionUID = 0L;
     }
     if (appliedLegDepth_ != 0) {
       output.writeUInt32(14, appliedLegDepth_);
+    }
+    if (lexicalTermsScored_ != 0) {
+      output.writeUInt32(15, lexicalTermsScored_);
+    }
+    if (lexicalTermsPruned_ != 0) {
+      output.writeUInt32(16, lexicalTermsPruned_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -483,6 +523,14 @@ private static final long serialVersionUID = 0L;
     if (appliedLegDepth_ != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeUInt32Size(14, appliedLegDepth_);
+    }
+    if (lexicalTermsScored_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(15, lexicalTermsScored_);
+    }
+    if (lexicalTermsPruned_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(16, lexicalTermsPruned_);
     }
     return size;
   }
@@ -549,6 +597,10 @@ private static final long serialVersionUID = 0L;
             other.getAppliedLexicalWeight())) return false;
     if (getAppliedLegDepth()
         != other.getAppliedLegDepth()) return false;
+    if (getLexicalTermsScored()
+        != other.getLexicalTermsScored()) return false;
+    if (getLexicalTermsPruned()
+        != other.getLexicalTermsPruned()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -599,6 +651,10 @@ private static final long serialVersionUID = 0L;
         java.lang.Double.doubleToLongBits(getAppliedLexicalWeight()));
     hash = (37 * hash) + APPLIED_LEG_DEPTH_FIELD_NUMBER;
     hash = (53 * hash) + getAppliedLegDepth();
+    hash = (37 * hash) + LEXICAL_TERMS_SCORED_FIELD_NUMBER;
+    hash = (53 * hash) + getLexicalTermsScored();
+    hash = (37 * hash) + LEXICAL_TERMS_PRUNED_FIELD_NUMBER;
+    hash = (53 * hash) + getLexicalTermsPruned();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -773,6 +829,8 @@ private static final long serialVersionUID = 0L;
       appliedSemanticWeight_ = 0D;
       appliedLexicalWeight_ = 0D;
       appliedLegDepth_ = 0;
+      lexicalTermsScored_ = 0;
+      lexicalTermsPruned_ = 0;
       return this;
     }
 
@@ -861,6 +919,12 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00002000) != 0)) {
         result.appliedLegDepth_ = appliedLegDepth_;
       }
+      if (((from_bitField0_ & 0x00004000) != 0)) {
+        result.lexicalTermsScored_ = lexicalTermsScored_;
+      }
+      if (((from_bitField0_ & 0x00008000) != 0)) {
+        result.lexicalTermsPruned_ = lexicalTermsPruned_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -917,6 +981,12 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getAppliedLegDepth() != 0) {
         setAppliedLegDepth(other.getAppliedLegDepth());
+      }
+      if (other.getLexicalTermsScored() != 0) {
+        setLexicalTermsScored(other.getLexicalTermsScored());
+      }
+      if (other.getLexicalTermsPruned() != 0) {
+        setLexicalTermsPruned(other.getLexicalTermsPruned());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1020,6 +1090,16 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00002000;
               break;
             } // case 112
+            case 120: {
+              lexicalTermsScored_ = input.readUInt32();
+              bitField0_ |= 0x00004000;
+              break;
+            } // case 120
+            case 128: {
+              lexicalTermsPruned_ = input.readUInt32();
+              bitField0_ |= 0x00008000;
+              break;
+            } // case 128
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2124,6 +2204,106 @@ private static final long serialVersionUID = 0L;
     public Builder clearAppliedLegDepth() {
       bitField0_ = (bitField0_ & ~0x00002000);
       appliedLegDepth_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private int lexicalTermsScored_ ;
+    /**
+     * <pre>
+     * Output only. Distinct query terms the lexical leg scored: those the index holds
+     * for the caller's tenant, at most the server's term limit (`[retrieval]
+     * max_lexical_terms`, 32 by default). 0 when no lexical leg ran.
+     * </pre>
+     *
+     * <code>uint32 lexical_terms_scored = 15 [json_name = "lexicalTermsScored"];</code>
+     * @return The lexicalTermsScored.
+     */
+    @java.lang.Override
+    public int getLexicalTermsScored() {
+      return lexicalTermsScored_;
+    }
+    /**
+     * <pre>
+     * Output only. Distinct query terms the lexical leg scored: those the index holds
+     * for the caller's tenant, at most the server's term limit (`[retrieval]
+     * max_lexical_terms`, 32 by default). 0 when no lexical leg ran.
+     * </pre>
+     *
+     * <code>uint32 lexical_terms_scored = 15 [json_name = "lexicalTermsScored"];</code>
+     * @param value The lexicalTermsScored to set.
+     * @return This builder for chaining.
+     */
+    public Builder setLexicalTermsScored(int value) {
+
+      lexicalTermsScored_ = value;
+      bitField0_ |= 0x00004000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Distinct query terms the lexical leg scored: those the index holds
+     * for the caller's tenant, at most the server's term limit (`[retrieval]
+     * max_lexical_terms`, 32 by default). 0 when no lexical leg ran.
+     * </pre>
+     *
+     * <code>uint32 lexical_terms_scored = 15 [json_name = "lexicalTermsScored"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearLexicalTermsScored() {
+      bitField0_ = (bitField0_ & ~0x00004000);
+      lexicalTermsScored_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private int lexicalTermsPruned_ ;
+    /**
+     * <pre>
+     * Output only. Distinct query terms the index holds that the term limit left out:
+     * the most common ones (lowest idf), which barely move BM25. Terms the index does
+     * not hold match nothing and are counted in neither field.
+     * </pre>
+     *
+     * <code>uint32 lexical_terms_pruned = 16 [json_name = "lexicalTermsPruned"];</code>
+     * @return The lexicalTermsPruned.
+     */
+    @java.lang.Override
+    public int getLexicalTermsPruned() {
+      return lexicalTermsPruned_;
+    }
+    /**
+     * <pre>
+     * Output only. Distinct query terms the index holds that the term limit left out:
+     * the most common ones (lowest idf), which barely move BM25. Terms the index does
+     * not hold match nothing and are counted in neither field.
+     * </pre>
+     *
+     * <code>uint32 lexical_terms_pruned = 16 [json_name = "lexicalTermsPruned"];</code>
+     * @param value The lexicalTermsPruned to set.
+     * @return This builder for chaining.
+     */
+    public Builder setLexicalTermsPruned(int value) {
+
+      lexicalTermsPruned_ = value;
+      bitField0_ |= 0x00008000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Distinct query terms the index holds that the term limit left out:
+     * the most common ones (lowest idf), which barely move BM25. Terms the index does
+     * not hold match nothing and are counted in neither field.
+     * </pre>
+     *
+     * <code>uint32 lexical_terms_pruned = 16 [json_name = "lexicalTermsPruned"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearLexicalTermsPruned() {
+      bitField0_ = (bitField0_ & ~0x00008000);
+      lexicalTermsPruned_ = 0;
       onChanged();
       return this;
     }

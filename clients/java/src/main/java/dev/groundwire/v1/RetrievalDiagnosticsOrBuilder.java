@@ -227,4 +227,28 @@ public interface RetrievalDiagnosticsOrBuilder extends
    * @return The appliedLegDepth.
    */
   int getAppliedLegDepth();
+
+  /**
+   * <pre>
+   * Output only. Distinct query terms the lexical leg scored: those the index holds
+   * for the caller's tenant, at most the server's term limit (`[retrieval]
+   * max_lexical_terms`, 32 by default). 0 when no lexical leg ran.
+   * </pre>
+   *
+   * <code>uint32 lexical_terms_scored = 15 [json_name = "lexicalTermsScored"];</code>
+   * @return The lexicalTermsScored.
+   */
+  int getLexicalTermsScored();
+
+  /**
+   * <pre>
+   * Output only. Distinct query terms the index holds that the term limit left out:
+   * the most common ones (lowest idf), which barely move BM25. Terms the index does
+   * not hold match nothing and are counted in neither field.
+   * </pre>
+   *
+   * <code>uint32 lexical_terms_pruned = 16 [json_name = "lexicalTermsPruned"];</code>
+   * @return The lexicalTermsPruned.
+   */
+  int getLexicalTermsPruned();
 }

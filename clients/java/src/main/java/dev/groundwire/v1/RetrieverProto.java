@@ -98,7 +98,7 @@ public final class RetrieverProto extends com.google.protobuf.GeneratedFile {
       "(\tR\007section\022H\n\010metadata\030\n \003(\0132,.groundwi" +
       "re.v1.RetrievalResult.MetadataEntryR\010met" +
       "adata\032;\n\rMetadataEntry\022\020\n\003key\030\001 \001(\tR\003key" +
-      "\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\343\005\n\024Retrieval" +
+      "\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\307\006\n\024Retrieval" +
       "Diagnostics\022?\n\014applied_mode\030\001 \001(\0162\034.grou" +
       "ndwire.v1.RetrievalModeR\013appliedMode\022\"\n\r" +
       "applied_top_k\030\002 \001(\rR\013appliedTopK\022#\n\rsema" +
@@ -117,21 +117,23 @@ public final class RetrieverProto extends com.google.protobuf.GeneratedFile {
       "t\030\014 \001(\001R\025appliedSemanticWeight\0224\n\026applie" +
       "d_lexical_weight\030\r \001(\001R\024appliedLexicalWe" +
       "ight\022*\n\021applied_leg_depth\030\016 \001(\rR\017applied" +
-      "LegDepth\"\223\001\n\020RetrieveResponse\0228\n\007results" +
-      "\030\001 \003(\0132\036.groundwire.v1.RetrievalResultR\007" +
-      "results\022E\n\013diagnostics\030\002 \001(\0132#.groundwir" +
-      "e.v1.RetrievalDiagnosticsR\013diagnostics*\203" +
-      "\001\n\rRetrievalMode\022\036\n\032RETRIEVAL_MODE_UNSPE" +
-      "CIFIED\020\000\022\033\n\027RETRIEVAL_MODE_SEMANTIC\020\001\022\032\n" +
-      "\026RETRIEVAL_MODE_LEXICAL\020\002\022\031\n\025RETRIEVAL_M" +
-      "ODE_HYBRID\020\0032_\n\020RetrieverService\022K\n\010Retr" +
-      "ieve\022\036.groundwire.v1.RetrieveRequest\032\037.g" +
-      "roundwire.v1.RetrieveResponseB\262\001\n\021dev.gr" +
-      "oundwire.v1B\016RetrieverProtoP\001Z8github.co" +
-      "m/groundwire/groundwire/clients/go/groun" +
-      "dwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGroundwi" +
-      "re\\V1\342\002\031Groundwire\\V1\\GPBMetadata\352\002\016Grou" +
-      "ndwire::V1b\006proto3"
+      "LegDepth\0220\n\024lexical_terms_scored\030\017 \001(\rR\022" +
+      "lexicalTermsScored\0220\n\024lexical_terms_prun" +
+      "ed\030\020 \001(\rR\022lexicalTermsPruned\"\223\001\n\020Retriev" +
+      "eResponse\0228\n\007results\030\001 \003(\0132\036.groundwire." +
+      "v1.RetrievalResultR\007results\022E\n\013diagnosti" +
+      "cs\030\002 \001(\0132#.groundwire.v1.RetrievalDiagno" +
+      "sticsR\013diagnostics*\203\001\n\rRetrievalMode\022\036\n\032" +
+      "RETRIEVAL_MODE_UNSPECIFIED\020\000\022\033\n\027RETRIEVA" +
+      "L_MODE_SEMANTIC\020\001\022\032\n\026RETRIEVAL_MODE_LEXI" +
+      "CAL\020\002\022\031\n\025RETRIEVAL_MODE_HYBRID\020\0032_\n\020Retr" +
+      "ieverService\022K\n\010Retrieve\022\036.groundwire.v1" +
+      ".RetrieveRequest\032\037.groundwire.v1.Retriev" +
+      "eResponseB\262\001\n\021dev.groundwire.v1B\016Retriev" +
+      "erProtoP\001Z8github.com/groundwire/groundw" +
+      "ire/clients/go/groundwirev1\242\002\003GXX\252\002\rGrou" +
+      "ndwire.V1\312\002\rGroundwire\\V1\342\002\031Groundwire\\V" +
+      "1\\GPBMetadata\352\002\016Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -174,7 +176,7 @@ public final class RetrieverProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_RetrievalDiagnostics_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RetrievalDiagnostics_descriptor,
-        new java.lang.String[] { "AppliedMode", "AppliedTopK", "SemanticHits", "LexicalHits", "EmbeddingDuration", "SemanticDuration", "LexicalDuration", "TotalDuration", "IndexVersion", "PhraseCount", "AppliedRrfK", "AppliedSemanticWeight", "AppliedLexicalWeight", "AppliedLegDepth", });
+        new java.lang.String[] { "AppliedMode", "AppliedTopK", "SemanticHits", "LexicalHits", "EmbeddingDuration", "SemanticDuration", "LexicalDuration", "TotalDuration", "IndexVersion", "PhraseCount", "AppliedRrfK", "AppliedSemanticWeight", "AppliedLexicalWeight", "AppliedLegDepth", "LexicalTermsScored", "LexicalTermsPruned", });
     internal_static_groundwire_v1_RetrieveResponse_descriptor =
       getDescriptor().getMessageType(5);
     internal_static_groundwire_v1_RetrieveResponse_fieldAccessorTable = new
