@@ -1,4 +1,4 @@
-"""Direct retrieval (seeds 000 and 002): one query, one index, ranked candidates
+"""Direct retrieval: one query, one index, ranked candidates
 with full score semantics. No agent acceptance, grounding or reranking here;
 top_k is a candidate limit only.
 

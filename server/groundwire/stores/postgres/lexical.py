@@ -149,7 +149,7 @@ def _fits(term: str) -> bool:
 # partial score; the best _SEED_ROWS (at least k) chunks are scored fully.
 _SEED_POSTINGS = 4096
 _SEED_ROWS = 64
-# The seed's k-th score is lowered by this relative margin before it prunes, so
+# The threshold seed's k-th score is lowered by this relative margin before it prunes, so
 # floating-point noise can never make it exceed the true k-th score.
 _THETA_MARGIN = 1.0 - 1e-9
 
