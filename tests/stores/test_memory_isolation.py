@@ -6,12 +6,14 @@ phrase checks) runs off the event loop, so other requests keep their latency."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 
 import pytest
 
-from groundwire.domain.query import parse_lexical
+from groundwire.domain.query import contains_phrase, parse_lexical
 from groundwire.domain.retrieval import LexicalQuery, MetadataFilter, Scope
+from groundwire.domain.text import phrase_words
 from groundwire.stores.base import ChunkRecord, DocumentRecord, IndexSpec, StagedDocument
 from groundwire.stores.memory import MemoryStore
 
@@ -133,3 +135,27 @@ async def test_crafted_phrase_query_does_not_block_the_event_loop() -> None:
     assert found.hits == []
     # Run on the loop, the query would stall the ticker for its whole duration.
     assert lag < duration / 3, (lag, duration)
+
+
+async def test_phrase_matching_agrees_with_the_word_run_rule() -> None:
+    # The store's narrowed substring check selects exactly the chunks in which each
+    # phrase is a contiguous run of words (domain.query.contains_phrase), on a
+    # corpus large enough to take the worker-pool path.
+    rng = random.Random(19)
+    vocab = ["ab", "ab-cd", "cd", "Ef", "efGh", "gh", "x1"]
+    texts = [" ".join(rng.choice(vocab) for _ in range(rng.randint(1, 12))) for _ in range(600)]
+    store = MemoryStore()
+    await _publish(store, [_doc(f"p{d}", texts[d * 60 : d * 60 + 60], "acme") for d in range(10)])
+    for _ in range(40):
+        phrases = [
+            " ".join(rng.choice(vocab) for _ in range(rng.randint(1, 3)))
+            for _ in range(rng.randint(1, 2))
+        ]
+        query = parse_lexical(" ".join(f'"{p}"' for p in phrases))
+        found = await store.search_lexical(NAME, query, 1000, Scope("acme"))
+        want = {
+            (f"p{i // 60}", f"c{i % 60:05d}")
+            for i, t in enumerate(texts)
+            if all(contains_phrase(phrase_words(t), p) for p in query.phrases)
+        }
+        assert {h.key for h in found.hits} == want, phrases
