@@ -6,14 +6,24 @@ visibility is one entry of a boolean `live` array that is replaced wholesale (co
 modify, swap) when a version is published, so a concurrent reader always holds
 either the old or the new array. Dead rows are compacted away once they outnumber
 live ones.
+
+Each tenant's rows, term postings and metadata postings are kept apart (`_TenantPart`),
+so a lexical search reads only its own tenant's entries: what it costs, and the
+lexical duration its diagnostics report, cannot reveal another tenant's vocabulary.
+Searches take their snapshot on the event loop and run heavy work (BM25 over many
+postings, exact-phrase checks, large matrix products) in a worker pool sized to the
+machine, so one tenant's heavy query does not stall other requests.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +31,6 @@ import numpy.typing as npt
 from groundwire.domain import bm25
 from groundwire.domain.operations import Operation
 from groundwire.domain.ordering import rank_hits
-from groundwire.domain.query import contains_phrase
 from groundwire.domain.retrieval import (
     ChunkHit,
     LexicalQuery,
@@ -47,6 +56,14 @@ from groundwire.stores.base import (
 # Vector searches over more rows than this run in a worker thread (numpy releases
 # the GIL) so a large matrix product does not stall the event loop.
 _THREAD_THRESHOLD = 20_000
+# Lexical searches reading more entries than this (the tenant's rows plus the query
+# terms' postings) run in a worker thread: below it the hand-off costs more than the
+# work. Exact-phrase checks are a Python loop over candidates, so a query with
+# phrases moves off the loop much earlier.
+_LEXICAL_THREAD_THRESHOLD = 8_192
+_PHRASE_THREAD_THRESHOLD = 256
+
+_T = TypeVar("_T")
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -55,6 +72,7 @@ FloatArray = npt.NDArray[np.float32]
 
 @dataclass(slots=True)
 class _Row:
+    tenant: str
     document_id: str
     chunk_id: str
     text: str
@@ -63,8 +81,77 @@ class _Row:
     section: str
     title: str
     metadata: Mapping[str, str]
-    words: list[str]
+    # The phrase words joined by single spaces, with a space at each end: a phrase
+    # occurs as a contiguous run of words exactly when " w1 w2 ... " is a substring
+    # (words are non-empty alphanumeric runs), which str.find checks in linear C time.
+    phrase_text: str
     terms: Counter[str]
+
+
+def _phrase_text(words: Sequence[str]) -> str:
+    return " " + " ".join(words) + " "
+
+
+class _TenantPart:
+    """One tenant's share of an index: its rows (ascending) and its postings, so a
+    search reads its own tenant's entries only. Lists are append-only; the numpy
+    views are built on the event loop, cached, and never modified once handed out."""
+
+    __slots__ = ("_arrays", "_meta_arrays", "_rows_array", "meta_postings", "postings", "rows")
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+        self.postings: dict[str, tuple[list[int], list[int]]] = {}
+        self.meta_postings: dict[tuple[str, str], list[int]] = {}
+        self._arrays: dict[str, tuple[IntArray, FloatArray]] = {}
+        self._meta_arrays: dict[tuple[str, str], IntArray] = {}
+        self._rows_array: IntArray | None = None
+
+    def post(self, row: int, terms: Counter[str], metadata: Mapping[str, str]) -> None:
+        self.rows.append(row)
+        self._rows_array = None
+        for term, tf in terms.items():
+            entry = self.postings.get(term)
+            if entry is None:
+                entry = self.postings[term] = ([], [])
+            entry[0].append(row)
+            entry[1].append(tf)
+            self._arrays.pop(term, None)
+        for key, value in metadata.items():
+            self.meta_postings.setdefault((key, value), []).append(row)
+            self._meta_arrays.pop((key, value), None)
+
+    def row_array(self) -> IntArray:
+        if self._rows_array is None:
+            self._rows_array = np.asarray(self.rows, dtype=np.int64)
+        return self._rows_array
+
+    def posting(self, term: str) -> tuple[IntArray, FloatArray] | None:
+        cached = self._arrays.get(term)
+        if cached is not None:
+            return cached
+        entry = self.postings.get(term)
+        if entry is None:
+            return None
+        arrays = (np.asarray(entry[0], dtype=np.int64), np.asarray(entry[1], dtype=np.float32))
+        self._arrays[term] = arrays
+        return arrays
+
+    def filter_rows(self, flt: MetadataFilter) -> list[list[IntArray]]:
+        """Per filter key, the tenant's rows holding each of its accepted values."""
+        out = []
+        for key, accepted in flt.conditions.items():
+            arrays = []
+            for value in sorted(accepted):
+                cached = self._meta_arrays.get((key, value))
+                if cached is None:
+                    rows = self.meta_postings.get((key, value))
+                    if rows is None:
+                        continue
+                    cached = self._meta_arrays[(key, value)] = np.asarray(rows, dtype=np.int64)
+                arrays.append(cached)
+            out.append(arrays)
+        return out
 
 
 @dataclass(slots=True)
@@ -83,16 +170,12 @@ class _Index:
         self.matrix: FloatArray = np.zeros((0, self.dims), dtype=np.float32)
         self.sq_norms: FloatArray = np.zeros(0, dtype=np.float32)
         self.live: BoolArray = np.zeros(0, dtype=bool)
-        self.tenant_codes: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
         self.doc_len: FloatArray = np.zeros(0, dtype=np.float32)
-        self.tenants: dict[str, int] = {}
         self.rows: list[_Row] = []
         self.doc_rows: dict[DocumentKey, list[int]] = {}
         self.documents: dict[DocumentKey, DocumentRecord] = {}
         self.staging: dict[int, _Staging] = {}
-        self.postings: dict[str, tuple[list[int], list[int]]] = {}
-        self.posting_cache: dict[str, tuple[IntArray, FloatArray]] = {}
-        self.meta_postings: dict[tuple[str, str], list[int]] = {}
+        self.parts: dict[str, _TenantPart] = {}
         self.next_version = 1
         self.published_version = 0
 
@@ -112,20 +195,20 @@ class _Index:
         self.matrix = grow1(self.matrix).astype(np.float32, copy=False)
         self.sq_norms = grow1(self.sq_norms).astype(np.float32, copy=False)
         self.live = grow1(self.live, False).astype(bool, copy=False)
-        self.tenant_codes = grow1(self.tenant_codes, -1).astype(np.int32, copy=False)
         self.doc_len = grow1(self.doc_len).astype(np.float32, copy=False)
         self.capacity = cap
 
     def append(self, doc: DocumentRecord, staged: StagedDocument) -> list[int]:
         count = len(staged.chunks)
         self._grow(count)
-        code = self.tenants.setdefault(doc.tenant, len(self.tenants))
+        part = self.parts.setdefault(doc.tenant, _TenantPart())
         rows: list[int] = []
         for i, chunk in enumerate(staged.chunks):
             row = self.n
             terms = Counter(index_tokens(chunk.text))
             self.rows.append(
                 _Row(
+                    doc.tenant,
                     doc.document_id,
                     chunk.chunk_id,
                     chunk.text,
@@ -134,7 +217,7 @@ class _Index:
                     chunk.section,
                     doc.title,
                     dict(doc.metadata),
-                    phrase_words(chunk.text),
+                    _phrase_text(phrase_words(chunk.text)),
                     terms,
                 )
             )
@@ -142,34 +225,11 @@ class _Index:
                 vec = staged.embeddings[i]
                 self.matrix[row] = vec
                 self.sq_norms[row] = float(np.dot(vec, vec))
-            self.tenant_codes[row] = code
             self.doc_len[row] = float(sum(terms.values()))
-            self._post(row, terms, doc.metadata)
+            part.post(row, terms, doc.metadata)
             self.n += 1
             rows.append(row)
         return rows
-
-    def _post(self, row: int, terms: Counter[str], metadata: Mapping[str, str]) -> None:
-        for term, tf in terms.items():
-            entry = self.postings.get(term)
-            if entry is None:
-                entry = self.postings[term] = ([], [])
-            entry[0].append(row)
-            entry[1].append(tf)
-            self.posting_cache.pop(term, None)
-        for key, value in metadata.items():
-            self.meta_postings.setdefault((key, value), []).append(row)
-
-    def posting(self, term: str) -> tuple[IntArray, FloatArray] | None:
-        cached = self.posting_cache.get(term)
-        if cached is not None:
-            return cached
-        entry = self.postings.get(term)
-        if entry is None:
-            return None
-        arrays = (np.asarray(entry[0], dtype=np.int64), np.asarray(entry[1], dtype=np.float32))
-        self.posting_cache[term] = arrays
-        return arrays
 
     def compact(self) -> None:
         """Drop dead rows, renumbering the live ones (staged rows are kept)."""
@@ -183,52 +243,17 @@ class _Index:
         self.matrix = np.ascontiguousarray(self.matrix[keep])
         self.sq_norms = self.sq_norms[keep]
         self.live = self.live[keep]
-        self.tenant_codes = self.tenant_codes[keep]
         self.doc_len = self.doc_len[keep]
         self.n = self.capacity = len(keep)
         self.rows = [old_rows[int(i)] for i in keep]
         self.doc_rows = {d: [remap[r] for r in rs] for d, rs in self.doc_rows.items()}
         for st in self.staging.values():
             st.rows = {d: [remap[r] for r in rs] for d, rs in st.rows.items()}
-        self.postings = {}
-        self.posting_cache = {}
-        self.meta_postings = {}
+        # Fresh parts, built aside and swapped in: a search in flight keeps the old ones.
+        parts: dict[str, _TenantPart] = {}
         for row, r in enumerate(self.rows):
-            self._post(row, r.terms, r.metadata)
-
-    # -- scope -----------------------------------------------------------------
-
-    def tenant_live(self, live: BoolArray, n: int, tenant: str) -> BoolArray | None:
-        """Published rows of one tenant (None when the tenant has never had any)."""
-        code = self.tenants.get(tenant)
-        if code is None:
-            return None
-        mask: BoolArray = live[:n] & (self.tenant_codes[:n] == code)
-        return mask
-
-    def scope_mask(self, live: BoolArray, n: int, scope: Scope) -> BoolArray | None:
-        tenant_rows = self.tenant_live(live, n, scope.tenant)
-        if tenant_rows is None:
-            return None
-        mask = tenant_rows
-        if not scope.filter.empty:
-            mask &= self._filter_mask(scope.filter, n)
-        return mask
-
-    def _filter_mask(self, flt: MetadataFilter, n: int) -> BoolArray:
-        total = np.ones(n, dtype=bool)
-        for key, accepted in flt.conditions.items():
-            key_mask = np.zeros(n, dtype=bool)
-            for value in accepted:
-                rows = self.meta_postings.get((key, value))
-                if rows:
-                    idx = np.asarray(rows, dtype=np.int64)
-                    key_mask[idx[idx < n]] = True
-            total &= key_mask
-        return total
-
-    def hit(self, row: int, score: Score) -> ChunkHit:
-        return _hit(self.rows[row], score)
+            parts.setdefault(r.tenant, _TenantPart()).post(row, r.terms, r.metadata)
+        self.parts = parts
 
 
 def _hit(r: _Row, score: Score) -> ChunkHit:
@@ -248,19 +273,75 @@ def _top(scores: npt.NDArray[np.floating], candidates: IntArray, k: int) -> IntA
     return top
 
 
+_pool_instance: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The worker pool searches share, one thread per core: heavy searches queue for
+    the machine's cores instead of taking the event loop."""
+    global _pool_instance
+    if _pool_instance is None:
+        _pool_instance = ThreadPoolExecutor(os.cpu_count() or 1, "groundwire-search")
+    return _pool_instance
+
+
+async def _off_loop(fn: Callable[[], _T]) -> _T:
+    return await asyncio.get_running_loop().run_in_executor(_pool(), fn)
+
+
+@dataclass(frozen=True, slots=True)
+class _Scoped:
+    """One scope's view of an index at one instant: its tenant's rows below `n` that
+    `live` publishes, narrowed by the metadata filter. Every array it reads is the
+    tenant's own, so its cost does not depend on other tenants' data."""
+
+    n: int
+    live: BoolArray
+    tenant_rows: IntArray  # ascending
+    filters: list[list[IntArray]]  # per filter key, the rows of each accepted value
+
+    @property
+    def size(self) -> int:
+        """Entries this view reads (a deterministic work measure)."""
+        return len(self.tenant_rows) + sum(len(a) for arrays in self.filters for a in arrays)
+
+    def published(self) -> IntArray:
+        """The tenant's published rows, ascending (the BM25 statistics' population)."""
+        rows = self.tenant_rows[: int(np.searchsorted(self.tenant_rows, self.n))]
+        published: IntArray = rows[self.live[rows]]
+        return published
+
+    def admits(self, rows: IntArray) -> BoolArray:
+        """Which of `rows` (the tenant's, below n) are published and pass the filter."""
+        keep: BoolArray = self.live[rows]
+        for arrays in self.filters:
+            if arrays:
+                keep &= np.isin(rows, np.concatenate(arrays))
+            else:
+                keep[:] = False
+        return keep
+
+    def rows(self) -> IntArray:
+        published = self.published()
+        rows: IntArray = published[self.admits(published)]
+        return rows
+
+
 @dataclass(frozen=True, slots=True)
 class _VectorSnapshot:
     """One consistent view of an index for an exact vector search."""
 
-    n: int
-    mask: BoolArray
+    scoped: _Scoped
     matrix: FloatArray
     sq_norms: FloatArray
     rows: list[_Row]
     metric: DistanceMetric
 
     def search(self, vector: npt.NDArray[np.float32], k: int) -> list[ChunkHit]:
-        n = self.n
+        n = self.scoped.n
+        candidates = self.scoped.rows()
+        if not len(candidates):
+            return []
         q = np.asarray(vector, dtype=np.float32)
         dots = self.matrix[:n] @ q
         if self.metric is DistanceMetric.EUCLIDEAN:
@@ -276,11 +357,90 @@ class _VectorSnapshot:
             ranking = dots / (norms * qn)
             score_metric = ScoreMetric.COSINE_SIMILARITY
         hits = []
-        for row in _top(ranking, np.flatnonzero(self.mask), k):
+        for row in _top(ranking, candidates, k):
             value = float(ranking[row])
             raw = -value if score_metric is ScoreMetric.EUCLIDEAN_DISTANCE else value
             hits.append(_hit(self.rows[int(row)], Score.of(score_metric, raw)))
         return rank_hits(hits)[:k]
+
+
+@dataclass(frozen=True, slots=True)
+class _LexicalSnapshot:
+    """One consistent view of an index for a BM25 search in one tenant's scope."""
+
+    scoped: _Scoped
+    doc_len: FloatArray
+    rows: list[_Row]
+    # The query's distinct terms that the tenant holds, with their postings.
+    postings: dict[str, tuple[IntArray, FloatArray]]
+
+    @property
+    def work(self) -> int:
+        """Entries the search reads before any phrase check."""
+        return self.scoped.size + sum(len(rows) for rows, _ in self.postings.values())
+
+    def search(self, query: LexicalQuery, k: int) -> tuple[LexicalResult, int]:
+        """The result and the entries read (rows, postings, phrase candidates)."""
+        work = self.work
+        published = self.scoped.published()
+        total = len(published)
+        if total == 0:
+            return LexicalResult([]), work
+        # Collection statistics over the scope tenant's published rows only: another
+        # tenant's documents must not move this tenant's scores (a side channel).
+        avgdl = float(self.doc_len[published].mean()) or 1.0
+        n, live = self.scoped.n, self.scoped.live
+        postings: dict[str, tuple[IntArray, npt.NDArray[np.float64]]] = {}
+        df: dict[str, int] = {}
+        for term, (rows, tfs) in self.postings.items():
+            in_range = rows < n
+            # float64 throughout, as PostgreSQL computes it, so both stores rank alike.
+            rows, tf64 = rows[in_range], tfs[in_range].astype(np.float64)
+            df[term] = int(live[rows].sum())
+            postings[term] = (rows, tf64)
+        qtf = Counter(query.terms)
+        terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
+        if not terms:
+            return LexicalResult([], 0, pruned), work
+        # Scores are kept for the matched rows only (`matched`, ascending), each
+        # term's contributions added in query order as before, so the sums are equal.
+        matched = np.unique(np.concatenate([postings[t][0] for t in terms]))
+        scores = np.zeros(len(matched), dtype=np.float64)
+        for term in terms:
+            rows, tf64 = postings[term]
+            dl = self.doc_len[rows].astype(np.float64)
+            at = np.searchsorted(matched, rows)
+            scores[at] += qtf[term] * bm25.term_score(bm25.idf(total, df[term]), tf64, dl, avgdl)
+        candidates = np.flatnonzero(self.scoped.admits(matched))
+        if query.phrases and len(candidates):
+            candidates = self._with_phrases(query.phrases, matched, candidates)
+            work += len(candidates)
+        top = _top(scores, candidates, k)
+        hits = [
+            _hit(self.rows[int(matched[i])], Score.of(ScoreMetric.BM25, float(scores[i])))
+            for i in top
+        ]
+        return LexicalResult(rank_hits(hits)[:k], len(terms), pruned), work
+
+    def _with_phrases(
+        self, phrases: Sequence[tuple[str, ...]], matched: IntArray, candidates: IntArray
+    ) -> IntArray:
+        """The candidates (positions in `matched`) whose text holds every phrase.
+
+        Every phrase word is an index term of any chunk holding the phrase, so only
+        rows in every phrase word's posting are checked; the check is a substring
+        search in C (see _Row.phrase_text), linear in the chunk's length."""
+        for word in {w for phrase in phrases for w in phrase}:
+            posting = self.postings.get(word)
+            if posting is None:
+                return candidates[:0]
+            candidates = candidates[np.isin(matched[candidates], posting[0])]
+        texts = [self.rows[r].phrase_text for r in matched[candidates].tolist()]
+        keep = list(range(len(texts)))
+        for needle in dict.fromkeys(_phrase_text(phrase) for phrase in phrases):
+            keep = [j for j in keep if needle in texts[j]]
+        kept: IntArray = candidates[np.asarray(keep, dtype=np.int64)]
+        return kept
 
 
 class MemoryStore:
@@ -288,6 +448,9 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._indexes: dict[str, _Index] = {}
+        # Entries (rows, postings, phrase candidates) lexical searches have read: a
+        # deterministic measure of their cost, for tests and benchmarks.
+        self.lexical_entries_read = 0
 
     @property
     def kind(self) -> str:
@@ -406,66 +569,46 @@ class MemoryStore:
         idx = self._get(name)
         if not idx.dims:
             return []
-        # Everything the search reads is taken here, on the event loop: publishing
-        # and compaction only rebind these attributes (appends write past n), so the
-        # references stay consistent while a worker thread computes.
-        n, live = idx.n, idx.live
-        mask = idx.scope_mask(live, n, scope)
-        if mask is None or n == 0:
+        scoped = self._scoped(idx, scope)
+        if scoped is None:
             return []
-        snapshot = _VectorSnapshot(n, mask, idx.matrix, idx.sq_norms, idx.rows, idx.spec.metric)
-        if n > _THREAD_THRESHOLD:
-            return await asyncio.to_thread(snapshot.search, vector, k)
+        snapshot = _VectorSnapshot(scoped, idx.matrix, idx.sq_norms, idx.rows, idx.spec.metric)
+        if scoped.n > _THREAD_THRESHOLD:
+            return await _off_loop(lambda: snapshot.search(vector, k))
         return snapshot.search(vector, k)
 
     async def search_lexical(
         self, name: str, query: LexicalQuery, k: int, scope: Scope
     ) -> LexicalResult:
         idx = self._get(name)
-        n, live = idx.n, idx.live
-        mask = idx.scope_mask(live, n, scope)
-        if mask is None or n == 0 or not query.terms:
+        scoped = self._scoped(idx, scope)
+        if scoped is None or not query.terms:
             return LexicalResult([])
-        # Collection statistics over the scope tenant's published rows only: another
-        # tenant's documents must not move this tenant's scores (a side channel).
-        live_n = idx.tenant_live(live, n, scope.tenant)
-        assert live_n is not None  # scope_mask found the tenant
-        total = int(live_n.sum())
-        if total == 0:
-            return LexicalResult([])
-        avgdl = float(idx.doc_len[:n][live_n].mean()) or 1.0
-        postings: dict[str, tuple[IntArray, npt.NDArray[np.float64]]] = {}
-        df: dict[str, int] = {}
-        for term in dict.fromkeys(query.terms):
-            posting = idx.posting(term)
-            if posting is None:
-                continue
-            rows, tfs = posting
-            in_range = rows < n
-            # float64 throughout, as PostgreSQL computes it, so both stores rank alike.
-            rows, tf64 = rows[in_range], tfs[in_range].astype(np.float64)
-            df[term] = int(live_n[rows].sum())
-            postings[term] = (rows, tf64)
-        qtf = Counter(query.terms)
-        terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
-        scores = np.zeros(n, dtype=np.float64)
-        matched = np.zeros(n, dtype=bool)
-        for term in terms:
-            rows, tf64 = postings[term]
-            dl = idx.doc_len[rows].astype(np.float64)
-            scores[rows] += qtf[term] * bm25.term_score(bm25.idf(total, df[term]), tf64, dl, avgdl)
-            matched[rows] = True
-        candidates = np.flatnonzero(matched & mask)
-        if query.phrases and len(candidates):
-            keep = [
-                r
-                for r in candidates
-                if all(contains_phrase(idx.rows[r].words, p) for p in query.phrases)
-            ]
-            candidates = np.asarray(keep, dtype=np.int64)
-        rows_top = _top(scores, candidates, k)
-        hits = [idx.hit(int(r), Score.of(ScoreMetric.BM25, float(scores[r]))) for r in rows_top]
-        return LexicalResult(rank_hits(hits)[:k], len(terms), pruned)
+        part = idx.parts[scope.tenant]
+        words = [w for phrase in query.phrases for w in phrase]
+        postings = {}
+        for term in dict.fromkeys([*query.terms, *words]):
+            posting = part.posting(term)
+            if posting is not None:
+                postings[term] = posting
+        snapshot = _LexicalSnapshot(scoped, idx.doc_len, idx.rows, postings)
+        threshold = _PHRASE_THREAD_THRESHOLD if query.phrases else _LEXICAL_THREAD_THRESHOLD
+        if snapshot.work > threshold:
+            result, work = await _off_loop(lambda: snapshot.search(query, k))
+        else:
+            result, work = snapshot.search(query, k)
+        self.lexical_entries_read += work
+        return result
+
+    def _scoped(self, idx: _Index, scope: Scope) -> _Scoped | None:
+        """The scope's view, taken on the event loop: publishing and compaction only
+        rebind the attributes read here (appends write past n, cached arrays are
+        replaced, never modified), so the references stay consistent while a worker
+        thread searches them."""
+        part = idx.parts.get(scope.tenant)
+        if part is None or idx.n == 0:
+            return None
+        return _Scoped(idx.n, idx.live, part.row_array(), part.filter_rows(scope.filter))
 
     async def close(self) -> None:
         self._indexes.clear()
