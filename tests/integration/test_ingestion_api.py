@@ -5,9 +5,13 @@ failures, provider failure, push upserts/deletes, pagination and bad input."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
@@ -18,8 +22,14 @@ from grpc_health.v1 import health_pb2_grpc
 from groundwire.app.config import parse_config
 from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire.stores.base import ChunkRecord, DocumentRecord, StagedDocument
+from groundwire_client.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    ingestion_pb2_grpc,
+    retriever_pb2,
+    retriever_pb2_grpc,
+)
 from groundwire_client.v1 import ingestion_pb2 as ing
-from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 from tests.support.embedders import ControlledEmbedder
 from tests.support.errors import rich_error
 
@@ -568,3 +578,73 @@ async def test_postgres_ingestion_lock_excludes_a_second_replica(
         for harness, app in ((ha, a), (hb, b)):
             await harness.channel.close()
             await app.stop(0)
+
+
+def _unsigned_token(payload: dict[str, object]) -> str:
+    """A token in the old, unauthenticated format: base64 of JSON."""
+    return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode()
+
+
+async def test_forged_and_transplanted_page_tokens_never_reach_the_store(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19: every token this server did not issue for the same listing and
+    filter is INVALID_PAGE_TOKEN on page_token, before any store call (a forged
+    ListOperations time once reached PostgreSQL and came back with a SQLSTATE)."""
+    for _ in range(3):
+        await h.run()
+    log = h.app.components.operation_log
+    list_operations = log.list_operations
+    store_calls = 0
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal store_calls
+        store_calls += 1
+        return await list_operations(*args, **kwargs)
+
+    monkeypatch.setattr(log, "list_operations", counting)
+    ops_token = (
+        await h.ing.ListOperations(ing.ListOperationsRequest(index_name="docs", page_size=1))
+    ).next_page_token
+    indexes_token = (await h.ing.ListIndexes(ing.ListIndexesRequest(page_size=1))).next_page_token
+    assert ops_token and indexes_token and store_calls == 1
+    raw = base64.urlsafe_b64decode(ops_token + "=" * (-len(ops_token) % 4))
+    forged = base64.urlsafe_b64encode(raw[:-1] + bytes([raw[-1] ^ 1])).decode()
+    agents = agent_pb2_grpc.AgentServiceStub(h.channel)
+    attempts = {
+        "ListIndexes token to ListOperations": ("docs", indexes_token),
+        "token of another index filter": ("other", ops_token),
+        "token of the unfiltered listing": ("", ops_token),
+        "flipped MAC bit": ("docs", forged),
+        "truncated": ("docs", ops_token[:-6]),
+        "random bytes": ("docs", base64.urlsafe_b64encode(os.urandom(64)).decode()),
+        "oversized": ("docs", "A" * 5_000),
+        "out-of-range time": ("", _unsigned_token({"index": "", "t": 1e300, "id": "x"})),
+        "NUL in the id": ("", _unsigned_token({"index": "", "t": 1.0, "id": "a\x00b"})),
+    }
+    for name, (index, token) in attempts.items():
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await h.ing.ListOperations(
+                ing.ListOperationsRequest(index_name=index, page_token=token)
+            )
+        err = rich_error(info.value)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, name
+        assert err.reason == "INVALID_PAGE_TOKEN", name
+        assert err.fields == ["page_token"] and "SQLSTATE" not in err.message, name
+    assert store_calls == 1
+    for token in (indexes_token, ops_token):
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await agents.ListAgents(agent_pb2.ListAgentsRequest(page_token=token))
+        assert rich_error(info.value).reason == "INVALID_PAGE_TOKEN"
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await h.ing.ListIndexes(ing.ListIndexesRequest(page_token=ops_token))
+    assert rich_error(info.value).reason == "INVALID_PAGE_TOKEN"
+    # The genuine token still walks the rest of the listing.
+    walked, token = [], ops_token
+    while token:
+        page = await h.ing.ListOperations(
+            ing.ListOperationsRequest(index_name="docs", page_size=1, page_token=token)
+        )
+        walked += [o.id for o in page.operations]
+        token = page.next_page_token
+    assert len(walked) == 2

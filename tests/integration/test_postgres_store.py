@@ -354,6 +354,7 @@ async def test_failed_bulk_write_leaves_previous_data_intact(dsn: str, where: st
             await store.stage_documents("bulk", v, [*good, bad])
         assert err.value.reason == "STORE_DATA_REJECTED"
         assert err.value.kind is ErrorKind.INVALID_ARGUMENT
+        assert err.value.message == "database rejected the data"  # no SQLSTATE (issue 19)
         for table in ("gw_chunks", "gw_documents"):
             n = scalar(dsn, f"SELECT count(*) FROM {table} WHERE version = %s", v)
             assert n == 0, table

@@ -369,3 +369,48 @@ async def test_tls_and_mutual_tls(tmp_path: Path) -> None:
                     )
         finally:
             await app.stop(0)
+
+
+async def test_page_tokens_are_bound_to_tenant_and_shared_only_through_the_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 19: replicas sharing `server.page_token_key` accept each other's page
+    tokens; a server without it (a random key) and a caller of another tenant get
+    INVALID_PAGE_TOKEN."""
+    monkeypatch.setenv("GW_TEST_PAGE_KEY", "p" * 40)
+    indexes = {
+        "shared": {"embedder": "hash"},
+        "second": {"embedder": "hash"},
+    }
+    keyed = config(
+        metrics={"enabled": False},
+        server={"page_token_key": {"env": "GW_TEST_PAGE_KEY"}},
+        indexes=indexes,
+        agents={},
+    )
+    unkeyed = config(metrics={"enabled": False}, indexes=indexes, agents={})
+    apps = [await start_app(parse_config(c), "127.0.0.1:0") for c in (keyed, keyed, unkeyed)]
+    try:
+        channels = [grpc.aio.insecure_channel(f"127.0.0.1:{a.port}") for a in apps]
+        first, replica, other = (
+            ingestion_pb2_grpc.IngestionManagerServiceStub(c) for c in channels
+        )
+        page = await first.ListIndexes(ing.ListIndexesRequest(page_size=1), metadata=md("acme"))
+        token = page.next_page_token
+        assert [i.name for i in page.indexes] == ["second"] and token
+        for stub, caller in ((first, "reader"), (replica, "acme")):
+            rest = await stub.ListIndexes(
+                ing.ListIndexesRequest(page_size=1, page_token=token), metadata=md(caller)
+            )
+            assert [i.name for i in rest.indexes] == ["shared"]
+        for stub, caller in ((first, "globex"), (first, "ops"), (other, "acme")):
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.ListIndexes(
+                    ing.ListIndexesRequest(page_size=1, page_token=token), metadata=md(caller)
+                )
+            assert rich_error(info.value).reason == "INVALID_PAGE_TOKEN", caller
+        for c in channels:
+            await c.close()
+    finally:
+        for a in apps:
+            await a.stop(0)

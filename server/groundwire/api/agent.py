@@ -14,7 +14,7 @@ from groundwire.agents.registry import AgentRegistry
 from groundwire.agents.runtime import AgentRuntime, ExecutionInput
 from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import duration, filter_from_proto, mode_to_proto, score_to_proto
-from groundwire.api.pagination import page_of_names
+from groundwire.api.pagination import LIST_AGENTS, PageTokens, listing
 from groundwire.api.reranker import outcome_to_proto, reranking_metadata_to_proto
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.rag_policy import (
@@ -230,11 +230,16 @@ def describe_agent(agent: AgentDefinition) -> agent_pb2.AgentDescription:
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     def __init__(
-        self, registry: AgentRegistry, runtime: AgentRuntime, limiter: ExecutionLimiter
+        self,
+        registry: AgentRegistry,
+        runtime: AgentRuntime,
+        limiter: ExecutionLimiter,
+        page_tokens: PageTokens,
     ) -> None:
         self._registry = registry
         self._runtime = runtime
         self._limiter = limiter
+        self._tokens = page_tokens
 
     def _validate(self, inp: agent_pb2.ExecutionInput) -> tuple[AgentDefinition, ExecutionInput]:
         return self._registry.validate(
@@ -248,7 +253,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     async def ListAgents(
         self, request: agent_pb2.ListAgentsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> agent_pb2.ListAgentsResponse:
-        page, token = page_of_names(self._registry.ids(), request.page_size, request.page_token)
+        binding = listing(LIST_AGENTS, effective_tenant("", "tenant"))
+        page, token = self._tokens.page_of_names(
+            binding, self._registry.ids(), request.page_size, request.page_token
+        )
         return agent_pb2.ListAgentsResponse(
             agents=[describe_agent(self._registry.get(i)) for i in page], next_page_token=token
         )

@@ -12,9 +12,10 @@ from google.protobuf import timestamp_pb2
 from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import duration
 from groundwire.api.pagination import (
-    operations_cursor,
-    operations_token,
-    page_of_names,
+    LIST_INDEXES,
+    LIST_OPERATIONS,
+    PageTokens,
+    listing,
     page_size,
 )
 from groundwire.domain.errors import invalid
@@ -131,14 +132,20 @@ def describe_index(handle: IndexHandle) -> ingestion_pb2.IndexDescription:
 
 
 class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
-    def __init__(self, catalog: IndexCatalog, manager: IngestionManager) -> None:
+    def __init__(
+        self, catalog: IndexCatalog, manager: IngestionManager, page_tokens: PageTokens
+    ) -> None:
         self._catalog = catalog
         self._manager = manager
+        self._tokens = page_tokens
 
     async def ListIndexes(
         self, request: ingestion_pb2.ListIndexesRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> ingestion_pb2.ListIndexesResponse:
-        page, token = page_of_names(self._catalog.names(), request.page_size, request.page_token)
+        binding = listing(LIST_INDEXES, effective_tenant("", "tenant"))
+        page, token = self._tokens.page_of_names(
+            binding, self._catalog.names(), request.page_size, request.page_token
+        )
         return ingestion_pb2.ListIndexesResponse(
             indexes=[describe_index(self._catalog.get(n)) for n in page], next_page_token=token
         )
@@ -204,13 +211,14 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.ListOperationsResponse:
         size = page_size(request.page_size, 20, "page_size")
-        before = operations_cursor(request.page_token, request.index_name)
+        binding = listing(LIST_OPERATIONS, effective_tenant("", "tenant"), request.index_name)
+        before = self._tokens.operations_cursor(request.page_token, binding)
         ops = await self._manager.list(request.index_name or None, size + 1, before)
         page = ops[:size]
         token = ""
         if len(ops) > size:
             last = page[-1]
-            token = operations_token(request.index_name, last.create_time, last.id)
+            token = self._tokens.operations_token(binding, last.create_time, last.id)
         return ingestion_pb2.ListOperationsResponse(
             operations=[operation_to_proto(o) for o in page], next_page_token=token
         )

@@ -10,6 +10,7 @@ from groundwire.agents.registry import AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
 from groundwire.api.agent import AgentServicer
 from groundwire.api.ingestion import IngestionServicer
+from groundwire.api.pagination import PageTokens
 from groundwire.api.reranker import RerankerServicer
 from groundwire.api.retriever import RetrieverServicer
 from groundwire.api.server import ServiceRegistration
@@ -49,11 +50,13 @@ def service_registrations(
     runtime: AgentRuntime,
     executions: ExecutionLimiter,
     reranking: RerankingService,
+    page_tokens: PageTokens,
 ) -> list[ServiceRegistration]:
-    """The four public services, each bound to its engine."""
+    """The four public services, each bound to its engine (the list RPCs share one
+    page-token key)."""
     retriever_servicer = RetrieverServicer(retriever)
-    ingestion_servicer = IngestionServicer(catalog, manager)
-    agent_servicer = AgentServicer(agents, runtime, executions)
+    ingestion_servicer = IngestionServicer(catalog, manager, page_tokens)
+    agent_servicer = AgentServicer(agents, runtime, executions, page_tokens)
     return [
         ServiceRegistration(
             RERANKER_SERVICE, lambda server: register_reranker_service(server, reranking)

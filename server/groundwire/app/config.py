@@ -91,6 +91,9 @@ class ServerConfig(StrictModel):
     grace_period_seconds: float = Field(10.0, ge=0, le=300)
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024, le=64 * 1024 * 1024)
     max_concurrent_rpcs: int | None = Field(None, ge=1)
+    # Authenticates page tokens; replicas behind one load balancer must share it
+    # (unset: a random key per process, so tokens do not survive a restart).
+    page_token_key: SecretRef | None = None
 
 
 class RetrievalConfig(StrictModel):

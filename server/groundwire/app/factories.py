@@ -4,6 +4,7 @@ nothing is ingested or served here (see app/lifecycle.py)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import cast
 
@@ -13,6 +14,7 @@ from groundwire.agents.limits import ExecutionLimiter
 from groundwire.agents.registry import AgentLimits, AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
 from groundwire.api.auth import AuthPolicy
+from groundwire.api.pagination import MIN_PAGE_TOKEN_KEY_CHARS, PageTokens
 from groundwire.app.agent_config import build_agents, build_chat_models, build_tools
 from groundwire.app.config import (
     DirectorySource as DirectoryConfig,
@@ -45,6 +47,8 @@ from groundwire.reranking.stage import RerankingMetrics, RerankingStage
 from groundwire.retrieval.engine import RetrievalLimits, Retriever
 from groundwire.stores.base import DistanceMetric, IndexSpec, OperationLog, Store
 from groundwire.stores.memory import MemoryOperationLog, MemoryStore
+
+log = logging.getLogger("groundwire.app")
 
 
 def build_embedder(cfg: EmbedderConfig) -> EmbeddingProvider:
@@ -258,6 +262,24 @@ def auth_policy(cfg: GroundwireConfig) -> AuthPolicy:
         for k in a.keys
     )
     return AuthPolicy(ring, a.public_health, a.public_reflection)
+
+
+def page_tokens(cfg: GroundwireConfig) -> PageTokens:
+    """The page-token authenticator: the configured `server.page_token_key`, or a
+    random per-process key (tokens then hold only within this process)."""
+    ref = cfg.server.page_token_key
+    if ref is None:
+        log.info("server.page_token_key unset: page tokens are valid only in this process")
+        return PageTokens(None)
+    secret = ref.resolve()
+    if secret is None:
+        raise ConfigError("server.page_token_key: the referenced secret is unset or empty")
+    if len(secret) < MIN_PAGE_TOKEN_KEY_CHARS:
+        raise ConfigError(
+            f"server.page_token_key: the secret must have at least "
+            f"{MIN_PAGE_TOKEN_KEY_CHARS} characters"
+        )
+    return PageTokens(secret)
 
 
 def server_credentials(cfg: GroundwireConfig) -> grpc.ServerCredentials | None:

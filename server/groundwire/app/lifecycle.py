@@ -14,6 +14,7 @@ from groundwire.app.factories import (
     Components,
     auth_policy,
     build_components,
+    page_tokens,
     server_credentials,
 )
 from groundwire.app.telemetry import install_metrics
@@ -61,6 +62,7 @@ async def start_app(cfg: GroundwireConfig, address: str | None = None) -> Runnin
     their last published version meanwhile."""
     if cfg.metrics.enabled:
         install_metrics(cfg.metrics.address)
+    tokens = page_tokens(cfg)  # before building, so a bad key leaves nothing open
     components = await build_components(cfg)
     # Health exists before the server, so the manager can report readiness to it.
     health = Health()
@@ -81,6 +83,7 @@ async def start_app(cfg: GroundwireConfig, address: str | None = None) -> Runnin
             runtime=components.runtime,
             executions=components.executions,
             reranking=components.reranking,
+            page_tokens=tokens,
         ),
         reflection_enabled=cfg.server.reflection,
         max_message_bytes=cfg.server.max_message_bytes,

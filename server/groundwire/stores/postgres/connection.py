@@ -3,8 +3,8 @@
 migrations.
 
 Errors: connection failures and pool timeouts are UNAVAILABLE / STORE_UNAVAILABLE, a
-statement timeout is DEADLINE_EXCEEDED, and messages carry no SQL, DSN, path or
-content.
+statement timeout is DEADLINE_EXCEEDED, and messages carry no SQL, DSN, path,
+content or SQLSTATE (the SQLSTATE is logged as a field, never sent to a caller).
 """
 
 from __future__ import annotations
@@ -80,22 +80,33 @@ def deadline_exceeded() -> GroundwireError:
 
 def translate(exc: BaseException) -> GroundwireError | None:
     """The transport-free error for a database failure (None: not a database one).
-    Messages name the SQLSTATE only: never SQL, parameters, DSN or server text."""
-    sqlstate = getattr(exc, "sqlstate", None) or "none"
+    Callers get a fixed, content-free message: never SQL, parameters, DSN, server
+    text or the SQLSTATE. The SQLSTATE and error type go to the server log only, as
+    fields."""
+    error = _translated(exc)
+    if error is not None:
+        log.warning(
+            "store operation failed",
+            extra={
+                "error_type": type(exc).__name__,
+                "sqlstate": getattr(exc, "sqlstate", None),
+                "reason": error.reason,
+            },
+        )
+    return error
+
+
+def _translated(exc: BaseException) -> GroundwireError | None:
     if isinstance(exc, psycopg.errors.QueryCanceled):
         return deadline_exceeded()
     if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
-        return store_unavailable(f"database unavailable (SQLSTATE {sqlstate})")
+        return store_unavailable("database unavailable")
     if isinstance(exc, (psycopg.DataError, psycopg.IntegrityError)):
         return GroundwireError(
-            ErrorKind.INVALID_ARGUMENT,
-            "STORE_DATA_REJECTED",
-            f"database rejected the data (SQLSTATE {sqlstate})",
+            ErrorKind.INVALID_ARGUMENT, "STORE_DATA_REJECTED", "database rejected the data"
         )
     if isinstance(exc, psycopg.Error):
-        return GroundwireError(
-            ErrorKind.INTERNAL, "STORE_ERROR", f"store operation failed (SQLSTATE {sqlstate})"
-        )
+        return GroundwireError(ErrorKind.INTERNAL, "STORE_ERROR", "store operation failed")
     if isinstance(exc, (TimeoutError, OSError)):
         return store_unavailable("database did not answer in time")
     return None
@@ -127,16 +138,9 @@ class Database:
         except GroundwireError:
             raise
         except Exception as exc:
-            translated = translate(exc)
+            translated = translate(exc)  # logs the SQLSTATE; callers never see it
             if translated is None:
                 raise
-            log.warning(
-                "store operation failed",
-                extra={
-                    "error_type": type(exc).__name__,
-                    "sqlstate": getattr(exc, "sqlstate", None),
-                },
-            )
             raise translated from None
 
     @asynccontextmanager
