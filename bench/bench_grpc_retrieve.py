@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,13 +26,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from synthetic import passages, queries
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.servers import free_port
 
 
 async def load(

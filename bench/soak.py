@@ -35,7 +35,6 @@ import contextlib
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -53,6 +52,9 @@ from groundwire_client.v1 import agent_pb2 as ag
 from groundwire_client.v1 import agent_pb2_grpc, ingestion_pb2_grpc, retriever_pb2_grpc
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import retriever_pb2 as rt
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.servers import free_port
 
 MODES = {
     "semantic": rt.RETRIEVAL_MODE_SEMANTIC,
@@ -96,12 +98,6 @@ WORDS = [
     "backlog",
     "sprint",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def rss_kib(pid: int) -> int:

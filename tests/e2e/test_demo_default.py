@@ -11,10 +11,10 @@ import grpc
 import pytest
 
 from groundwire.app.defaults import default_config
-from groundwire.app.wiring import RunningApp, start_app
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER
 from groundwire_client.v1 import agent_pb2 as ag
 from groundwire_client.v1 import agent_pb2_grpc, retriever_pb2, retriever_pb2_grpc
+from tests.support.servers import RunningApp, serving
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
@@ -22,10 +22,8 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 @pytest.fixture(scope="module")
 async def demo(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningApp]:
     cfg = default_config(data_dir=Path(tmp_path_factory.mktemp("pgdata")))
-    app = await start_app(cfg, "127.0.0.1:0")
-    await app.wait_ready()
-    yield app
-    await app.stop(0)
+    async with serving(cfg) as app:
+        yield app
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from google.rpc import error_details_pb2, status_pb2
 
 from groundwire.app.config import parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
-from groundwire.app.wiring import RunningApp, start_app
 from groundwire.domain.context_format import CLOSE, OPEN
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER
 from groundwire.providers.chat.base import ChatResponse, ToolCall, Usage, model_error
@@ -22,6 +21,7 @@ from groundwire_client.v1 import agent_pb2 as ag
 from groundwire_client.v1 import agent_pb2_grpc, common_pb2, reranker_pb2
 from tests.support.chat import ScriptedModel
 from tests.support.errors import rich_error
+from tests.support.servers import RunningApp, serving
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -129,10 +129,8 @@ def agents_config() -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 async def app() -> AsyncIterator[RunningApp]:
-    running = await start_app(parse_config(agents_config()), "127.0.0.1:0")
-    await running.wait_ready()
-    yield running
-    await running.stop(0)
+    async with serving(parse_config(agents_config())) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

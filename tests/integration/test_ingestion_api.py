@@ -16,12 +16,12 @@ import pytest
 from grpc_health.v1 import health_pb2_grpc
 
 from groundwire.app.config import parse_config
-from groundwire.app.wiring import RunningApp, start_app
 from groundwire.stores.base import ChunkRecord, DocumentRecord, StagedDocument
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 from tests.support.embedders import ControlledEmbedder
 from tests.support.errors import rich_error
+from tests.support.servers import RunningApp, serving
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -107,12 +107,10 @@ async def h(
     if request.param == "postgres":
         monkeypatch.setenv("GW_TEST_DSN", request.getfixturevalue("fresh_database"))
         store = {"kind": "postgres", "dsn": {"env": "GW_TEST_DSN"}, "pool_max_size": 4}
-    app = await start_app(parse_config(ingestion_config(docs, store)), "127.0.0.1:0")
-    await app.wait_ready()
-    harness = Harness(app, docs)
-    yield harness
-    await harness.channel.close()
-    await app.stop(0)
+    async with serving(parse_config(ingestion_config(docs, store))) as app:
+        harness = Harness(app, docs)
+        yield harness
+        await harness.channel.close()
 
 
 async def test_list_and_describe_indexes_without_paths(h: Harness) -> None:
@@ -483,58 +481,58 @@ async def test_postgres_history_survives_restart_and_interrupted_runs_are_failed
     write_corpus(docs, 5)
     monkeypatch.setenv("GW_TEST_DSN", fresh_database)
     cfg = parse_config(ingestion_config(docs, {"kind": "postgres", "dsn": {"env": "GW_TEST_DSN"}}))
-    first = await start_app(cfg, "127.0.0.1:0")
-    h1 = Harness(first, docs)
-    done = await h1.run()
-    assert done.state == ing.OPERATION_STATE_SUCCEEDED
-    # A run that a dead process left behind: recorded RUNNING, its lock long gone.
-    from dataclasses import replace
+    async with serving(cfg, ready=False) as first:
+        h1 = Harness(first, docs)
+        done = await h1.run()
+        assert done.state == ing.OPERATION_STATE_SUCCEEDED
+        # A run that a dead process left behind: recorded RUNNING, its lock long gone.
+        from dataclasses import replace
 
-    from groundwire.domain.operations import Operation, OperationState, OperationTrigger
+        from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 
-    # It had staged a version with a document in it.
-    handle = first.components.catalog.get("docs")
-    staged = await handle.store.begin_version("docs")
-    await handle.store.stage_documents("docs", staged, [ghost_document(handle.spec.dimensions)])
-    ghost = replace(
-        Operation.new("docs", OperationTrigger.MANUAL, time.time()),
-        state=OperationState.RUNNING,
-        start_time=time.time(),
-        version=staged,
-    )
-    await first.components.operation_log.save_operation(ghost)
-    await h1.channel.close()
-    await first.stop(0)
+        # It had staged a version with a document in it.
+        handle = first.components.catalog.get("docs")
+        staged = await handle.store.begin_version("docs")
+        await handle.store.stage_documents("docs", staged, [ghost_document(handle.spec.dimensions)])
+        ghost = replace(
+            Operation.new("docs", OperationTrigger.MANUAL, time.time()),
+            state=OperationState.RUNNING,
+            start_time=time.time(),
+            version=staged,
+        )
+        await first.components.operation_log.save_operation(ghost)
+        await h1.channel.close()
 
-    second = await start_app(cfg, "127.0.0.1:0")
-    h2 = Harness(second, docs)
-    try:
-        ops = (await h2.ing.ListOperations(ing.ListOperationsRequest(index_name="docs"))).operations
-        by_id = {o.id: o for o in ops}
-        assert by_id[done.id].state == ing.OPERATION_STATE_SUCCEEDED
-        assert by_id[done.id].counts.ingested == 5
-        assert by_id[ghost.id].state == ing.OPERATION_STATE_FAILED
-        assert by_id[ghost.id].error_code == "INTERRUPTED"
-        status = await h2.status()
-        assert status.published_version == done.version and status.document_count == 5
-        assert status.last_operation.id in (done.id, ghost.id)
-        assert await h2.lexical('"DOCTOKEN003"') == ["doc003.md"]
-        # The ghost's staged version is discarded and its rows are gone.
-        with psycopg.connect(fresh_database) as conn:
-            state = conn.execute(
-                "SELECT v.state FROM gw_index_versions v JOIN gw_indexes i ON i.id = v.index_id "
-                "WHERE i.name = 'docs' AND v.version = %s",
-                [staged],
-            ).fetchone()
-            rows = conn.execute(
-                "SELECT count(*) FROM gw_chunks c JOIN gw_indexes i ON i.id = c.index_id "
-                "WHERE i.name = 'docs' AND c.version = %s",
-                [staged],
-            ).fetchone()
-        assert state == ("discarded",) and rows == (0,)
-    finally:
-        await h2.channel.close()
-        await second.stop(0)
+    async with serving(cfg, ready=False) as second:
+        h2 = Harness(second, docs)
+        try:
+            ops = (
+                await h2.ing.ListOperations(ing.ListOperationsRequest(index_name="docs"))
+            ).operations
+            by_id = {o.id: o for o in ops}
+            assert by_id[done.id].state == ing.OPERATION_STATE_SUCCEEDED
+            assert by_id[done.id].counts.ingested == 5
+            assert by_id[ghost.id].state == ing.OPERATION_STATE_FAILED
+            assert by_id[ghost.id].error_code == "INTERRUPTED"
+            status = await h2.status()
+            assert status.published_version == done.version and status.document_count == 5
+            assert status.last_operation.id in (done.id, ghost.id)
+            assert await h2.lexical('"DOCTOKEN003"') == ["doc003.md"]
+            # The ghost's staged version is discarded and its rows are gone.
+            with psycopg.connect(fresh_database) as conn:
+                state = conn.execute(
+                    "SELECT v.state FROM gw_index_versions v JOIN gw_indexes i ON i.id = v.index_id "
+                    "WHERE i.name = 'docs' AND v.version = %s",
+                    [staged],
+                ).fetchone()
+                rows = conn.execute(
+                    "SELECT count(*) FROM gw_chunks c JOIN gw_indexes i ON i.id = c.index_id "
+                    "WHERE i.name = 'docs' AND c.version = %s",
+                    [staged],
+                ).fetchone()
+            assert state == ("discarded",) and rows == (0,)
+        finally:
+            await h2.channel.close()
 
 
 def ghost_document(dims: int | None) -> StagedDocument:
@@ -551,20 +549,19 @@ async def test_postgres_ingestion_lock_excludes_a_second_replica(
     write_corpus(docs, 40)
     monkeypatch.setenv("GW_TEST_DSN", fresh_database)
     cfg = parse_config(ingestion_config(docs, {"kind": "postgres", "dsn": {"env": "GW_TEST_DSN"}}))
-    a, b = await start_app(cfg, "127.0.0.1:0"), await start_app(cfg, "127.0.0.1:0")
-    ha, hb = Harness(a, docs), Harness(b, docs)
-    try:
-        ha.embedder.delay = 0.2
-        op = await ha.start()
-        with pytest.raises(grpc.aio.AioRpcError) as info:
-            await hb.start()
-        assert rich_error(info.value).reason == "INGESTION_LOCKED"
-        final = (await ha.watch(op.id))[-1]
-        assert final.state == ing.OPERATION_STATE_SUCCEEDED
-        # Once the first replica finished, the second may ingest (and finds nothing new).
-        again = await hb.run()
-        assert again.counts.unchanged == 40
-    finally:
-        for harness, app in ((ha, a), (hb, b)):
-            await harness.channel.close()
-            await app.stop(0)
+    async with serving(cfg, ready=False) as a, serving(cfg, ready=False) as b:
+        ha, hb = Harness(a, docs), Harness(b, docs)
+        try:
+            ha.embedder.delay = 0.2
+            op = await ha.start()
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await hb.start()
+            assert rich_error(info.value).reason == "INGESTION_LOCKED"
+            final = (await ha.watch(op.id))[-1]
+            assert final.state == ing.OPERATION_STATE_SUCCEEDED
+            # Once the first replica finished, the second may ingest (and finds nothing new).
+            again = await hb.run()
+            assert again.counts.unchanged == 40
+        finally:
+            for harness in (ha, hb):
+                await harness.channel.close()

@@ -50,13 +50,9 @@ from groundwire_client.v1 import agent_pb2, errors_pb2, ingestion_pb2, reranker_
 from tests.security.harness import (
     ERROR_DOMAIN,
     ErrorDetails,
-    ServerProcess,
     details_of,
-    free_port,
-    health_ok,
     report,
     summary,
-    toml_config,
 )
 from tests.security.proto_strategies import (
     hostile_text,
@@ -64,6 +60,7 @@ from tests.security.proto_strategies import (
     message_strategy,
     mutated_bytes,
 )
+from tests.support.servers import ServerProcess, free_port, health_ok, toml_config
 
 EXAMPLES = int(os.environ.get("GROUNDWIRE_FUZZ_EXAMPLES", "300"))
 DEADLINE = float(os.environ.get("GROUNDWIRE_FUZZ_DEADLINE", "5"))
