@@ -94,5 +94,5 @@ async def channel(app: RunningApp) -> AsyncIterator[grpc.aio.Channel]:
 
 
 @pytest.fixture(scope="session")
-def retriever(channel: grpc.aio.Channel) -> retriever_pb2_grpc.RetrieverServiceStub:
+def retriever(channel: grpc.aio.Channel) -> retriever_pb2_grpc.RetrieverServiceAsyncStub:
     return retriever_pb2_grpc.RetrieverServiceStub(channel)

@@ -74,8 +74,17 @@ async def test_demo_assistant_refuses_off_topic(channel: grpc.aio.Channel, quest
     assert r.rag.no_context_reason == ag.NO_CONTEXT_REASON_BELOW_RELEVANCE_THRESHOLD
 
 
-@pytest.mark.parametrize("mode", [1, 2, 3])
-async def test_demo_retrieval_all_modes_with_minilm(channel: grpc.aio.Channel, mode: int) -> None:
+@pytest.mark.parametrize(
+    "mode",
+    [
+        retriever_pb2.RETRIEVAL_MODE_SEMANTIC,
+        retriever_pb2.RETRIEVAL_MODE_LEXICAL,
+        retriever_pb2.RETRIEVAL_MODE_HYBRID,
+    ],
+)
+async def test_demo_retrieval_all_modes_with_minilm(
+    channel: grpc.aio.Channel, mode: retriever_pb2.RetrievalMode.ValueType
+) -> None:
     stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
     q = retriever_pb2.RagQuery(
         index_name="demo",

@@ -123,4 +123,4 @@ def test_construction_rejects_bad_settings() -> None:
         {"api_key": "k", "max_tokens_per_doc": 0},
     ):
         with pytest.raises(ValueError):
-            CohereReranker(**kwargs)  # type: ignore[arg-type]
+            CohereReranker(**kwargs)

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any, cast
 
 import grpc
 import numpy as np
 import psycopg
 import pytest
-from grpc_health.v1 import health_pb2_grpc
+from google.protobuf.message import Message
 
 from groundwire.app.config import parse_config
 from groundwire.stores.base import ChunkRecord, DocumentRecord, StagedDocument
@@ -21,7 +22,7 @@ from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 from tests.support.embedders import ControlledEmbedder
 from tests.support.errors import rich_error
-from tests.support.servers import RunningApp, serving
+from tests.support.servers import RunningApp, health_stub, serving
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -41,7 +42,7 @@ class Harness:
         self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{app.port}")
         self.ing = ingestion_pb2_grpc.IngestionManagerServiceStub(self.channel)
         self.ret = retriever_pb2_grpc.RetrieverServiceStub(self.channel)
-        self.health = health_pb2_grpc.HealthStub(self.channel)
+        self.health = health_stub(self.channel)
         handle = app.components.catalog.get("docs")
         self.embedder = ControlledEmbedder()
         handle.embedder = self.embedder
@@ -254,9 +255,9 @@ async def test_list_operations_paginates_newest_first(h: Harness) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await h.ing.ListOperations(ing.ListOperationsRequest(page_token="%%%"))
     assert rich_error(info.value).reason == "INVALID_PAGE_TOKEN"
-    finished = (
-        await h.ing.WatchIngestion(ing.WatchIngestionRequest(operation_id=ids[0])).read()
-    ).operation
+    update = await h.ing.WatchIngestion(ing.WatchIngestionRequest(operation_id=ids[0])).read()
+    assert isinstance(update, ing.WatchIngestionResponse)  # not the end-of-stream sentinel
+    finished = update.operation
     assert finished.state == ing.OPERATION_STATE_SUCCEEDED
 
 
@@ -401,7 +402,11 @@ async def test_tenants_have_separate_document_ids(h: Harness) -> None:
         (
             ing.UpsertDocumentsRequest(
                 index_name="docs",
-                documents=[ing.PushedDocument(document_id="a", text="x", format=9)],
+                documents=[
+                    ing.PushedDocument(
+                        document_id="a", text="x", format=cast(ing.DocumentFormat.ValueType, 9)
+                    )
+                ],
             ),
             "UNKNOWN_ENUM_VALUE",
             "documents[0].format",
@@ -448,7 +453,7 @@ async def test_chunking_change_forces_rebuild(h: Harness) -> None:
     assert (await h.status()).rebuild_pending
     # Neither push nor delete may publish over vectors of the old policy: that would
     # record the new policy and clear the pending rebuild.
-    for call, request in (
+    refused: tuple[tuple[Callable[[Any], Awaitable[object]], Message], ...] = (
         (
             h.ing.UpsertDocuments,
             ing.UpsertDocumentsRequest(
@@ -459,7 +464,8 @@ async def test_chunking_change_forces_rebuild(h: Harness) -> None:
             h.ing.DeleteDocuments,
             ing.DeleteDocumentsRequest(index_name="docs", document_ids=["doc001.md"]),
         ),
-    ):
+    )
+    for call, request in refused:
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await call(request)
         err = rich_error(info.value)

@@ -158,4 +158,4 @@ def test_construction_rejects_bad_settings() -> None:
         {"base_url": "http://h", "minimum_answerable_relevance": -0.1},
     ):
         with pytest.raises(ValueError):
-            OpenRerankReranker(**kwargs)  # type: ignore[arg-type]
+            OpenRerankReranker(**kwargs)

@@ -9,11 +9,12 @@ import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from groundwire.app.config import parse_config
@@ -31,7 +32,7 @@ from groundwire_client.v1 import ingestion_pb2 as ing
 from tests.support.chat import ScriptedModel
 from tests.support.embedders import ControlledEmbedder
 from tests.support.errors import rich_error
-from tests.support.servers import RunningApp, free_port, serving
+from tests.support.servers import RunningApp, free_port, health_stub, serving
 from tests.support.tls import make_pki
 
 pytestmark = pytest.mark.timeout(60)
@@ -169,7 +170,9 @@ async def expect(call: object, code: grpc.StatusCode, reason: str) -> None:
         assert key not in (info.value.details() or "")
 
 
-async def test_missing_malformed_and_unknown_keys_are_unauthenticated(channel) -> None:
+async def test_missing_malformed_and_unknown_keys_are_unauthenticated(
+    channel: grpc.aio.Channel,
+) -> None:
     stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
     await expect(stub.Retrieve(rq("x")), grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED")
     await expect(
@@ -184,7 +187,7 @@ async def test_missing_malformed_and_unknown_keys_are_unauthenticated(channel) -
     )
 
 
-async def test_permissions_are_enforced_per_service(channel) -> None:
+async def test_permissions_are_enforced_per_service(channel: grpc.aio.Channel) -> None:
     agents = agent_pb2_grpc.AgentServiceStub(channel)
     ingestion = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
     req = ag.ExecuteRequest(input=ag.ExecutionInput(agent_id="assistant", message="hi"))
@@ -208,19 +211,20 @@ async def test_permissions_are_enforced_per_service(channel) -> None:
     assert [i.name for i in listed.indexes] == ["shared"]
 
 
-async def test_health_and_reflection_are_public(channel) -> None:
-    health = health_pb2_grpc.HealthStub(channel)
+async def test_health_and_reflection_are_public(channel: grpc.aio.Channel) -> None:
+    health = health_stub(channel)
     assert (
         await health.Check(health_pb2.HealthCheckRequest())
     ).status == health_pb2.HealthCheckResponse.SERVING
-    reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
+    # types-grpcio-reflection types this stub for blocking channels, its method untyped.
+    reflection: Any = reflection_pb2_grpc.ServerReflectionStub(cast(grpc.Channel, channel))
     request = reflection_pb2.ServerReflectionRequest(list_services="")
     replies = [r async for r in reflection.ServerReflectionInfo(iter([request]))]
     names = {s.name for r in replies for s in r.list_services_response.service}
     assert "groundwire.v1.RetrieverService" in names, replies
 
 
-async def test_tenant_cannot_be_widened_and_data_is_isolated(channel) -> None:
+async def test_tenant_cannot_be_widened_and_data_is_isolated(channel: grpc.aio.Channel) -> None:
     ret = retriever_pb2_grpc.RetrieverServiceStub(channel)
     ingestion = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
     agents = agent_pb2_grpc.AgentServiceStub(channel)
@@ -284,7 +288,7 @@ async def test_tenant_cannot_be_widened_and_data_is_isolated(channel) -> None:
 
 
 async def test_concurrent_executions_per_tenant_are_limited_with_retry_hint(
-    app: RunningApp, channel
+    app: RunningApp, channel: grpc.aio.Channel
 ) -> None:
     registry = app.components.agents
     original = registry.get("assistant")
@@ -311,7 +315,9 @@ async def test_concurrent_executions_per_tenant_are_limited_with_retry_hint(
         registry.register(original)
 
 
-async def test_deadline_propagates_into_the_engine(app: RunningApp, channel) -> None:
+async def test_deadline_propagates_into_the_engine(
+    app: RunningApp, channel: grpc.aio.Channel
+) -> None:
     handle = app.components.catalog.get("shared")
     original = handle.embedder
     slow = ControlledEmbedder(delay=5.0)
@@ -369,9 +375,7 @@ async def test_tls_and_mutual_tls(tmp_path: Path) -> None:
             target = f"localhost:{app.port}"
             creds = grpc.ssl_channel_credentials(root_certificates=ca)
             async with grpc.aio.secure_channel(target, creds) as ch:
-                call = health_pb2_grpc.HealthStub(ch).Check(
-                    health_pb2.HealthCheckRequest(), timeout=5
-                )
+                call = health_stub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
                 if needs_client:
                     with pytest.raises(grpc.aio.AioRpcError):
                         await call
@@ -382,11 +386,7 @@ async def test_tls_and_mutual_tls(tmp_path: Path) -> None:
                     ca, pki.client_key.read_bytes(), pki.client_cert.read_bytes()
                 )
                 async with grpc.aio.secure_channel(target, client) as ch:
-                    await health_pb2_grpc.HealthStub(ch).Check(
-                        health_pb2.HealthCheckRequest(), timeout=5
-                    )
+                    await health_stub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
             async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
                 with pytest.raises(grpc.aio.AioRpcError):
-                    await health_pb2_grpc.HealthStub(ch).Check(
-                        health_pb2.HealthCheckRequest(), timeout=2
-                    )
+                    await health_stub(ch).Check(health_pb2.HealthCheckRequest(), timeout=2)

@@ -523,7 +523,7 @@ async def stream(label: str, call: Any) -> list[Any]:
 
 
 async def execute(
-    agents: agent_pb2_grpc.AgentServiceStub,
+    agents: agent_pb2_grpc.AgentServiceAsyncStub,
     label: str,
     inp: ag.ExecutionInput,
     metadata: Any = MAIN,

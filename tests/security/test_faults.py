@@ -96,7 +96,7 @@ Checksum = tuple[frozenset[str], tuple[tuple[str, str, str], ...]]
 
 
 async def checksum(
-    stub: retriever_pb2_grpc.RetrieverServiceStub, index: str, markers: dict[str, str]
+    stub: retriever_pb2_grpc.RetrieverServiceAsyncStub, index: str, markers: dict[str, str]
 ) -> Checksum:
     everything = await stub.Retrieve(
         rt.RetrieveRequest(
@@ -141,7 +141,7 @@ def classified(err: grpc.aio.AioRpcError, allowed: set[grpc.StatusCode]) -> str:
 
 
 async def wait_op(
-    stub: ingestion_pb2_grpc.IngestionManagerServiceStub, op_id: str, seconds: float = 60
+    stub: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub, op_id: str, seconds: float = 60
 ) -> ing.Operation:
     last = None
     async for update in stub.WatchIngestion(
@@ -153,7 +153,7 @@ async def wait_op(
 
 
 async def stored_op(
-    stub: ingestion_pb2_grpc.IngestionManagerServiceStub, index: str, op_id: str
+    stub: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub, index: str, op_id: str
 ) -> ing.Operation:
     ops = await stub.ListOperations(
         ing.ListOperationsRequest(index_name=index, page_size=100), timeout=30
@@ -183,9 +183,9 @@ class Env:
     app: RunningApp
     corpus: Path
     markers: dict[str, str]
-    retriever: retriever_pb2_grpc.RetrieverServiceStub
-    ingestion: ingestion_pb2_grpc.IngestionManagerServiceStub
-    agents: agent_pb2_grpc.AgentServiceStub
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub
+    ingestion: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub
+    agents: agent_pb2_grpc.AgentServiceAsyncStub
     emb: OpenAIEmbeddingsStandIn
     chat: ChatCompletionsStandIn
     remote_markers: dict[str, str]

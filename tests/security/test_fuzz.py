@@ -419,7 +419,7 @@ HOSTILE_TOKENS = {
     "NaN time": _token('{"index": "", "t": NaN, "id": "x"}'),
     "over-long token": "A" * 5_000,
 }
-PAGED = {
+PAGED: dict[str, tuple[type[Message], type[Message]]] = {
     "ListIndexes": (ingestion_pb2.ListIndexesRequest, ingestion_pb2.ListIndexesResponse),
     "ListOperations": (ingestion_pb2.ListOperationsRequest, ingestion_pb2.ListOperationsResponse),
     "ListAgents": (agent_pb2.ListAgentsRequest, agent_pb2.ListAgentsResponse),

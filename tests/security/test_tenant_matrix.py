@@ -216,10 +216,10 @@ def assert_clean(caller: str, *texts: str) -> None:
 
 @dataclass
 class Stubs:
-    retriever: retriever_pb2_grpc.RetrieverServiceStub
-    agents: agent_pb2_grpc.AgentServiceStub
-    ingestion: ingestion_pb2_grpc.IngestionManagerServiceStub
-    reranker: reranker_pb2_grpc.RerankerServiceStub
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub
+    agents: agent_pb2_grpc.AgentServiceAsyncStub
+    ingestion: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub
+    reranker: reranker_pb2_grpc.RerankerServiceAsyncStub
 
 
 STORES = [

@@ -22,7 +22,7 @@ import enum
 import json
 import re
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import Any, Literal
 
 from tests.support.http_standin import LoopbackStandIn, RecordedRequest
 
@@ -155,7 +155,7 @@ def echo_error(message: str, body: Any, headers: dict[str, str]) -> bytes:
 class OpenRerankStandIn(JsonStandIn):
     """The open `/rerank` protocol (see module docstring); `flavour` is "tei" or "jina"."""
 
-    def __init__(self, *, flavour: str = "jina", delay: float = 1.5) -> None:
+    def __init__(self, *, flavour: Literal["tei", "jina"] = "jina", delay: float = 1.5) -> None:
         super().__init__(delay=delay)
         self.flavour = flavour
 

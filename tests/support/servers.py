@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, cast, overload
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -28,6 +29,7 @@ __all__ = [
     "free_port",
     "health_ok",
     "health_status",
+    "health_stub",
     "serving",
     "toml_config",
 ]
@@ -62,11 +64,43 @@ async def serving(
         await running.stop(grace)
 
 
+class HealthStub(Protocol):
+    """grpc.health.v1.Health over a blocking channel."""
+
+    Check: grpc.UnaryUnaryMultiCallable[
+        health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
+    ]
+    Watch: grpc.UnaryStreamMultiCallable[
+        health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
+    ]
+
+
+class AsyncHealthStub(Protocol):
+    """grpc.health.v1.Health over a grpc.aio channel."""
+
+    Check: grpc.aio.UnaryUnaryMultiCallable[
+        health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
+    ]
+    Watch: grpc.aio.UnaryStreamMultiCallable[
+        health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
+    ]
+
+
+@overload
+def health_stub(channel: grpc.aio.Channel) -> AsyncHealthStub: ...
+@overload
+def health_stub(channel: grpc.Channel) -> HealthStub: ...
+def health_stub(channel: grpc.Channel | grpc.aio.Channel) -> HealthStub | AsyncHealthStub:
+    """The Health stub, typed: the published stubs of grpcio-health-checking
+    declare HealthStub without its methods."""
+    return cast("HealthStub | AsyncHealthStub", health_pb2_grpc.HealthStub(channel))
+
+
 def health_status(target: str, service: str = "", timeout: float = 2.0) -> int | None:
     """The Health/Check status of `service` at `target`, None when the call fails."""
     with grpc.insecure_channel(target) as ch:
         try:
-            r = health_pb2_grpc.HealthStub(ch).Check(
+            r = health_stub(ch).Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=timeout
             )
         except grpc.RpcError:
