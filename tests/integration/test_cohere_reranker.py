@@ -9,34 +9,18 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from groundwire.domain.reranking import RerankCandidate, RerankOutcome
+from groundwire.domain.reranking import RerankOutcome
 from groundwire.providers.rerankers.cohere import DEFAULT_MODEL, CohereReranker
-from groundwire.reranking.stage import RerankingMetrics, RerankingStage, StageSettings
+from groundwire.reranking.stage import RerankingStage, StageSettings
 from tests.support.cohere_standin import CohereStandIn
+from tests.support.reranking import QUERY, TEXTS, cands, closing_adapters, metered_stage
 
 pytestmark = pytest.mark.timeout(30)
 
 API_KEY = "co-standin-secret-7d1e"
-QUERY = "parental leave weeks for new parents"
-TEXTS = [
-    "Employees accrue vacation monthly; patient 7731 record.",
-    "New parents get sixteen weeks of parental leave.",
-    "The VPN client must be updated before remote work.",
-    "Parental leave requests go to HR four weeks ahead.",
-    "Expense reports are due at the end of each month.",
-    "Leave for new parents can be split into two blocks.",
-    "Account recovery requires two-factor verification.",
-    "Weeks of onboarding cover security training.",
-]
 
 Factory = Callable[..., CohereReranker]
-
-
-def cands(n: int = 5) -> list[RerankCandidate]:
-    return [RerankCandidate(f"doc-{i}", "c0", TEXTS[i - 1], i) for i in range(1, n + 1)]
 
 
 @pytest.fixture(scope="module")
@@ -52,25 +36,17 @@ def _fresh(standin: CohereStandIn) -> None:
 
 @pytest.fixture
 async def make(standin: CohereStandIn) -> AsyncIterator[Factory]:
-    created: list[CohereReranker] = []
-
-    def factory(**overrides: Any) -> CohereReranker:
+    def build(**overrides: Any) -> CohereReranker:
         kwargs: dict[str, Any] = {"api_key": API_KEY, "base_url": standin.base_url}
-        kwargs.update(overrides)
-        reranker = CohereReranker(**kwargs)
-        created.append(reranker)
-        return reranker
+        return CohereReranker(**{**kwargs, **overrides})
 
-    yield factory
-    for reranker in created:
-        await reranker.aclose()
+    async with closing_adapters(build) as factory:
+        yield factory
 
 
 @pytest.fixture
 def stage() -> RerankingStage:
-    reader = InMemoryMetricReader()
-    meter = MeterProvider(metric_readers=[reader]).get_meter("groundwire")
-    return RerankingStage(metrics=RerankingMetrics(meter))
+    return metered_stage()
 
 
 async def test_reranks_with_one_request_of_the_real_protocol(

@@ -10,34 +10,19 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from groundwire.domain.reranking import RerankCandidate, RerankFailureCode, RerankOutcome
+from groundwire.domain.reranking import RerankFailureCode, RerankOutcome
 from groundwire.providers.rerankers.open_rerank import OpenRerankReranker
-from groundwire.reranking.stage import RerankingMetrics, RerankingStage, StageSettings
+from groundwire.reranking.stage import RerankingStage, StageSettings
 from tests.support.rerank_standin import Behaviour, OpenRerankStandIn
+from tests.support.reranking import QUERY, TEXTS, cands, closing_adapters, metered_stage
 
 pytestmark = pytest.mark.timeout(30)
 
 API_KEY = "tei-standin-secret-93af"
-QUERY = "parental leave weeks for new parents"
-TEXTS = [
-    "Employees accrue vacation monthly; patient 7731 record.",
-    "New parents get sixteen weeks of parental leave.",
-    "The VPN client must be updated before remote work.",
-    "Parental leave requests go to HR four weeks ahead.",
-    "Expense reports are due at the end of each month.",
-    "Leave for new parents can be split into two blocks.",
-    "Account recovery requires two-factor verification.",
-]
 FLAVOURS = ["tei", "jina"]
 
 Factory = Callable[..., OpenRerankReranker]
-
-
-def cands(n: int = 5) -> list[RerankCandidate]:
-    return [RerankCandidate(f"doc-{i}", "c0", TEXTS[i - 1], i) for i in range(1, n + 1)]
 
 
 @pytest.fixture(scope="module", params=FLAVOURS)
@@ -53,28 +38,21 @@ def _fresh(standin: OpenRerankStandIn) -> None:
 
 @pytest.fixture
 async def make(standin: OpenRerankStandIn) -> AsyncIterator[Factory]:
-    created: list[OpenRerankReranker] = []
-
-    def factory(**overrides: Any) -> OpenRerankReranker:
+    def build(**overrides: Any) -> OpenRerankReranker:
         kwargs: dict[str, Any] = {
             "base_url": standin.base_url,
             "flavour": standin.flavour,
             "api_key": API_KEY,
         }
-        kwargs.update(overrides)
-        reranker = OpenRerankReranker(**kwargs)
-        created.append(reranker)
-        return reranker
+        return OpenRerankReranker(**{**kwargs, **overrides})
 
-    yield factory
-    for reranker in created:
-        await reranker.aclose()
+    async with closing_adapters(build) as factory:
+        yield factory
 
 
 @pytest.fixture
 def stage() -> RerankingStage:
-    meter = MeterProvider(metric_readers=[InMemoryMetricReader()]).get_meter("groundwire")
-    return RerankingStage(metrics=RerankingMetrics(meter))
+    return metered_stage()
 
 
 async def test_reranks_with_the_flavours_request_shape(

@@ -25,13 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from groundwire.domain.reranking import (
     Answerability,
     FailurePolicy,
-    RerankCandidate,
     RerankerError,
     RerankFailureCode,
     RerankOutcome,
@@ -40,22 +37,15 @@ from groundwire.domain.reranking import (
 from groundwire.providers.rerankers.base import Reranker
 from groundwire.providers.rerankers.cohere import CohereReranker
 from groundwire.providers.rerankers.open_rerank import OpenRerankReranker
-from groundwire.reranking.stage import RerankingMetrics, RerankingStage, StageSettings
+from groundwire.reranking.stage import RerankingStage, StageSettings
 from tests.support.cohere_standin import CohereStandIn
 from tests.support.rerank_standin import Behaviour, JsonStandIn, OpenRerankStandIn
+from tests.support.reranking import QUERY, TEXTS, cands, closing_adapters, metered_stage
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.timeout(30)
 
 API_KEY = "remote-standin-secret-5c2e"
-QUERY = "parental leave weeks for new parents"
-TEXTS = [
-    "Employees accrue vacation monthly; patient 7731 record.",
-    "New parents get sixteen weeks of parental leave.",
-    "The VPN client must be updated before remote work.",
-    "Parental leave requests go to HR four weeks ahead.",
-    "Expense reports are due at the end of each month.",
-]
 
 
 @dataclass(frozen=True)
@@ -124,10 +114,6 @@ FAILURES = [
 Factory = Callable[..., Reranker]
 
 
-def cands(n: int = 5) -> list[RerankCandidate]:
-    return [RerankCandidate(f"doc-{i}", "c0", TEXTS[i - 1], i) for i in range(1, n + 1)]
-
-
 @pytest.fixture(scope="module", params=REMOTES, ids=lambda remote: remote.name)
 def remote(request: pytest.FixtureRequest) -> Remote:
     chosen: Remote = request.param
@@ -148,23 +134,18 @@ def _fresh(standin: JsonStandIn) -> None:
 @pytest.fixture
 async def make(remote: Remote, standin: JsonStandIn) -> AsyncIterator[Factory]:
     """Adapters pointed at the stand-in (`base_url=` overrides it); closed after."""
-    created: list[Reranker] = []
 
-    def factory(**overrides: Any) -> Reranker:
+    def build(**overrides: Any) -> Reranker:
         base_url = overrides.pop("base_url", standin.base_url)
-        reranker = remote.build(base_url, overrides)
-        created.append(reranker)
-        return reranker
+        return remote.build(base_url, overrides)
 
-    yield factory
-    for reranker in created:
-        await reranker.aclose()
+    async with closing_adapters(build) as factory:
+        yield factory
 
 
 @pytest.fixture
 def stage() -> RerankingStage:
-    meter = MeterProvider(metric_readers=[InMemoryMetricReader()]).get_meter("groundwire")
-    return RerankingStage(metrics=RerankingMetrics(meter))
+    return metered_stage()
 
 
 def assert_content_free(text: str) -> None:
