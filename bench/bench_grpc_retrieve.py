@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -22,18 +21,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from synthetic import passages, queries
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.servers import free_port, health_stub
 
 
 async def load(
@@ -103,7 +99,7 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
     )
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
-            health = health_pb2_grpc.HealthStub(ch)
+            health = health_stub(ch)
             stub = retriever_pb2_grpc.RetrieverServiceStub(ch)
             t0 = time.perf_counter()
             while True:
@@ -128,8 +124,8 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
                 for q in qs
             ]
             hits = 0
-            for r in reqs[:50]:
-                hits += len((await stub.Retrieve(r)).results)
+            for req in reqs[:50]:
+                hits += len((await stub.Retrieve(req)).results)
 
             async def retrieve(i: int) -> object:
                 return await stub.Retrieve(reqs[i % len(reqs)], timeout=10)

@@ -34,10 +34,10 @@ import asyncio
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -103,7 +103,7 @@ class Corpus:
             for _ in range(CHUNKS_PER_DOC):
                 n_words = int(rng.integers(60, 141))
                 ranks = np.searchsorted(self.cdf, rng.random(n_words)).clip(0, VOCAB - 1)
-                words = [self.vocab[i] for i in ranks]
+                words = [self.vocab[int(i)] for i in ranks]
                 if rng.random() < 0.2:
                     for _ in range(int(rng.integers(1, 3))):
                         ident = identifier(rng)
@@ -124,7 +124,8 @@ class Corpus:
     def vectors(self, n: int) -> np.ndarray:
         c = self.centroids[self.rng.integers(len(self.centroids), size=n)]
         v = c + self.rng.normal(scale=0.35 / np.sqrt(DIM) * 4, size=(n, DIM)).astype(np.float32)
-        return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+        out: np.ndarray = (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+        return out
 
     def lexical_queries(self, n: int) -> list[LexicalQuery]:
         out = []
@@ -217,7 +218,7 @@ async def run(args: argparse.Namespace) -> None:
         lex: dict[str, list[float]] = {}
         for label, store in (("pg", pg), ("mem", mem)):
             lex[label], _ = await timed(
-                [lambda q=q, s=store: s.search_lexical(name, q, K, scope) for q in lex_q]
+                [partial(store.search_lexical, name, q, K, scope) for q in lex_q]
             )
         rows.append(("lexical p50 (ms)", f"{pct(lex['pg'], 50):.2f}", f"{pct(lex['mem'], 50):.2f}"))
         rows.append(("lexical p99 (ms)", f"{pct(lex['pg'], 99):.2f}", f"{pct(lex['mem'], 99):.2f}"))
@@ -226,7 +227,7 @@ async def run(args: argparse.Namespace) -> None:
         res: dict[str, list[object]] = {}
         for label, store in (("pg", pg), ("mem", mem)):
             sem[label], res[label] = await timed(
-                [lambda v=v, s=store: s.search_vector(name, v, K, scope) for v in vec_q]
+                [partial(store.search_vector, name, v, K, scope) for v in vec_q]
             )
         recalls = []
         for got, exact in zip(res["pg"], res["mem"], strict=True):
@@ -248,11 +249,11 @@ async def run(args: argparse.Namespace) -> None:
                     s.search_vector(name, v, K, scope), s.search_lexical(name, q, K, scope)
                 )
                 return fuse(
-                    [(Leg.SEMANTIC, sem_hits), (Leg.LEXICAL, lex_hits)], FusionSettings(), K
+                    [(Leg.SEMANTIC, sem_hits), (Leg.LEXICAL, lex_hits.hits)], FusionSettings(), K
                 )
 
             hyb[label], _ = await timed(
-                [lambda q=q, v=v: hybrid(q, v) for q, v in zip(lex_q, vec_q, strict=True)]
+                [partial(hybrid, q, v) for q, v in zip(lex_q, vec_q, strict=True)]
             )
         rows.append(("hybrid p50 (ms)", f"{pct(hyb['pg'], 50):.2f}", f"{pct(hyb['mem'], 50):.2f}"))
 
@@ -261,7 +262,7 @@ async def run(args: argparse.Namespace) -> None:
         got_n: dict[str, list[int]] = {}
         for label, store in (("pg", pg), ("mem", mem)):
             filt[label], out = await timed(
-                [lambda v=v, s=store: s.search_vector(name, v, K, flt) for v in vec_q]
+                [partial(store.search_vector, name, v, K, flt) for v in vec_q]
             )
             got_n[label] = [len(o) for o in out]  # type: ignore[arg-type]
         rows.append(
@@ -305,4 +306,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -35,7 +35,6 @@ import contextlib
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,13 +45,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from groundwire.app.defaults import HANDBOOK_DIR
 from groundwire_client.v1 import agent_pb2 as ag
 from groundwire_client.v1 import agent_pb2_grpc, ingestion_pb2_grpc, retriever_pb2_grpc
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import retriever_pb2 as rt
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.servers import free_port, health_stub
 
 MODES = {
     "semantic": rt.RETRIEVAL_MODE_SEMANTIC,
@@ -96,12 +98,6 @@ WORDS = [
     "backlog",
     "sprint",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def rss_kib(pid: int) -> int:
@@ -263,7 +259,7 @@ async def timed(rec: Recorder, rpc: str, call: Callable[[], Awaitable[bool]]) ->
 
 
 async def wait_serving(channel: grpc.aio.Channel, server: asyncio.subprocess.Process) -> float:
-    health = health_pb2_grpc.HealthStub(channel)
+    health = health_stub(channel)
     t0 = time.perf_counter()
     while True:
         if server.returncode is not None:
@@ -466,9 +462,7 @@ async def drive(
         alive = server.returncode is None
         health_ok = False
         with contextlib.suppress(grpc.aio.AioRpcError):
-            r = await health_pb2_grpc.HealthStub(ch).Check(
-                health_pb2.HealthCheckRequest(), timeout=5
-            )
+            r = await health_stub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
             health_ok = r.status == health_pb2.HealthCheckResponse.SERVING
     text = await asyncio.to_thread(server_log.read_text, errors="replace")
     server_lines = text.splitlines()

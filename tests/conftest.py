@@ -15,9 +15,9 @@ import pytest
 
 from groundwire.app.config import GroundwireConfig, parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
-from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire_client.v1 import retriever_pb2_grpc
 from tests.support.databases import create_database, drop_database
+from tests.support.servers import RunningApp, serving
 
 
 def handbook_config(**overrides: object) -> GroundwireConfig:
@@ -83,10 +83,8 @@ def fresh_database(postgres_dsn: str) -> Iterator[str]:
 @pytest.fixture(scope="session")
 async def app() -> AsyncIterator[RunningApp]:
     logging.getLogger("groundwire").setLevel(logging.WARNING)
-    running = await start_app(handbook_config(), "127.0.0.1:0")
-    await running.wait_ready()
-    yield running
-    await running.stop(0)
+    async with serving(handbook_config()) as running:
+        yield running
 
 
 @pytest.fixture(scope="session")
@@ -96,5 +94,5 @@ async def channel(app: RunningApp) -> AsyncIterator[grpc.aio.Channel]:
 
 
 @pytest.fixture(scope="session")
-def retriever(channel: grpc.aio.Channel) -> retriever_pb2_grpc.RetrieverServiceStub:
+def retriever(channel: grpc.aio.Channel) -> retriever_pb2_grpc.RetrieverServiceAsyncStub:
     return retriever_pb2_grpc.RetrieverServiceStub(channel)

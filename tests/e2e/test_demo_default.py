@@ -11,10 +11,10 @@ import grpc
 import pytest
 
 from groundwire.app.defaults import default_config
-from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER
 from groundwire_client.v1 import agent_pb2 as ag
 from groundwire_client.v1 import agent_pb2_grpc, retriever_pb2, retriever_pb2_grpc
+from tests.support.servers import RunningApp, serving
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
@@ -22,10 +22,8 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 @pytest.fixture(scope="module")
 async def demo(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningApp]:
     cfg = default_config(data_dir=Path(tmp_path_factory.mktemp("pgdata")))
-    app = await start_app(cfg, "127.0.0.1:0")
-    await app.wait_ready()
-    yield app
-    await app.stop(0)
+    async with serving(cfg) as app:
+        yield app
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +74,17 @@ async def test_demo_assistant_refuses_off_topic(channel: grpc.aio.Channel, quest
     assert r.rag.no_context_reason == ag.NO_CONTEXT_REASON_BELOW_RELEVANCE_THRESHOLD
 
 
-@pytest.mark.parametrize("mode", [1, 2, 3])
-async def test_demo_retrieval_all_modes_with_minilm(channel: grpc.aio.Channel, mode: int) -> None:
+@pytest.mark.parametrize(
+    "mode",
+    [
+        retriever_pb2.RETRIEVAL_MODE_SEMANTIC,
+        retriever_pb2.RETRIEVAL_MODE_LEXICAL,
+        retriever_pb2.RETRIEVAL_MODE_HYBRID,
+    ],
+)
+async def test_demo_retrieval_all_modes_with_minilm(
+    channel: grpc.aio.Channel, mode: retriever_pb2.RetrievalMode.ValueType
+) -> None:
     stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
     q = retriever_pb2.RagQuery(
         index_name="demo",

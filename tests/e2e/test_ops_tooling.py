@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -35,12 +34,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 import yaml
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from groundwire.app.defaults import HANDBOOK_DIR
+from tests.support.servers import ServerProcess, free_port, toml_config
 from tests.support.toolchains import env_with, require
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -59,12 +57,6 @@ SERVICES = (
 # grpc_health_probe exit codes (its README): 0 SERVING, 2 connection failure,
 # 3 RPC failure, 4 the service answered but is not SERVING.
 PROBE_OK, PROBE_CONNECTION_FAILURE, PROBE_RPC_FAILURE, PROBE_UNHEALTHY = 0, 2, 3, 4
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -97,23 +89,11 @@ def blackhole() -> Iterator[int]:
     sock.close()
 
 
-def health(port: int, service: str) -> int:
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        try:
-            res = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=2
-            )
-        except grpc.RpcError:
-            return -1
-        return int(res.status)
-
-
 @pytest.fixture(scope="module")
-def server(
-    tmp_path_factory: pytest.TempPathFactory, blackhole: int
-) -> Iterator[tuple[int, subprocess.Popen[str]]]:
-    cfg = tmp_path_factory.mktemp("ops") / "groundwire.toml"
-    cfg.write_text(
+def server(tmp_path_factory: pytest.TempPathFactory, blackhole: int) -> Iterator[ServerProcess]:
+    tmp = tmp_path_factory.mktemp("ops")
+    cfg = toml_config(
+        tmp,
         f"""
 [server]
 grace_period_seconds = 1
@@ -163,32 +143,13 @@ index = "demo"
 retrieval_mode = "lexical"
 mode = "grounded"
 no_context_behavior = "return_not_found"
-"""
+""",
     )
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(BIN / "groundwire"), "serve", "--config", str(cfg), "--address", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    deadline = time.monotonic() + 60
-    while health(port, "groundwire.index.demo") != health_pb2.HealthCheckResponse.SERVING:
-        if proc.poll() is not None:
-            pytest.fail(f"server exited: {proc.stderr.read() if proc.stderr else ''}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("the demo index did not become SERVING")
-        time.sleep(0.2)
-    yield port, proc
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+    # The whole server stays NOT_SERVING while `stuck` ingests: wait for `demo`.
+    server = ServerProcess(cfg, free_port(), tmp / "server.log")
+    server.start(timeout=60, service="groundwire.index.demo")
+    yield server
+    server.stop(timeout=15)
 
 
 def probe(tools: dict[str, Path], port: int, service: str) -> subprocess.CompletedProcess[str]:
@@ -208,9 +169,9 @@ def probe(tools: dict[str, Path], port: int, service: str) -> subprocess.Complet
 
 
 def test_probe_while_an_on_startup_index_ingests(
-    tools: dict[str, Path], server: tuple[int, subprocess.Popen[str]]
+    tools: dict[str, Path], server: ServerProcess
 ) -> None:
-    port = server[0]
+    port = server.port
     # The whole server ("") is not ready while an ON_STARTUP index ingests: a
     # readinessProbe keeps the pod out of the Service meanwhile.
     overall = probe(tools, port, "")
@@ -225,12 +186,10 @@ def test_probe_while_an_on_startup_index_ingests(
         assert "status: SERVING" in res.stdout + res.stderr
 
 
-def test_probe_unknown_service_and_no_server(
-    tools: dict[str, Path], server: tuple[int, subprocess.Popen[str]]
-) -> None:
+def test_probe_unknown_service_and_no_server(tools: dict[str, Path], server: ServerProcess) -> None:
     # The gRPC health protocol answers Check for an unregistered service with
     # the status NOT_FOUND (not a NOT_SERVING response): the probe's RPC failure.
-    unknown = probe(tools, server[0], "groundwire.v1.NoSuchService")
+    unknown = probe(tools, server.port, "groundwire.v1.NoSuchService")
     assert unknown.returncode == PROBE_RPC_FAILURE, unknown
     assert "NotFound" in unknown.stdout + unknown.stderr
     nobody = probe(tools, free_port(), "")
@@ -259,8 +218,8 @@ def test_every_rpc_has_a_recipe() -> None:
     assert {"list", "describe", "health", "health-service"} <= set(names)
 
 
-def test_every_grpcurl_recipe_succeeds(server: tuple[int, subprocess.Popen[str]]) -> None:
-    port = server[0]
+def test_every_grpcurl_recipe_succeeds(server: ServerProcess) -> None:
+    port = server.port
     env = {
         **os.environ,
         "GROUNDWIRE_ADDR": f"127.0.0.1:{port}",
@@ -321,18 +280,18 @@ def test_every_grpcurl_recipe_succeeds(server: tuple[int, subprocess.Popen[str]]
 
 
 def test_probe_serving_once_the_startup_run_ended(
-    tools: dict[str, Path], server: tuple[int, subprocess.Popen[str]]
+    tools: dict[str, Path], server: ServerProcess
 ) -> None:
     # The recipes cancelled the stuck startup run: a cancelled first run leaves
     # the index serving what was published before, and the server becomes ready.
-    port = server[0]
+    port = server.port
     deadline = time.monotonic() + 10
     while (res := probe(tools, port, "")).returncode != PROBE_OK:
         assert res.returncode == PROBE_UNHEALTHY, res
         assert time.monotonic() < deadline, res
         time.sleep(0.2)
     assert probe(tools, port, "groundwire.index.stuck").returncode == PROBE_OK
-    assert server[1].poll() is None
+    assert server.alive()
 
 
 def test_load_script_short_run(tools: dict[str, Path]) -> None:

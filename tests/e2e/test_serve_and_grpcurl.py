@@ -4,29 +4,20 @@ with grpcurl (list, describe, health, Retrieve) and stopped with SIGTERM."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from groundwire.app.defaults import HANDBOOK_DIR
+from tests.support.servers import ServerProcess, free_port, toml_config
 from tests.support.toolchains import require
 
 pytestmark = pytest.mark.timeout(120)
 
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def grpcurl(
@@ -41,9 +32,10 @@ def grpcurl(
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, subprocess.Popen[str]]]:
-    cfg = tmp_path_factory.mktemp("cfg") / "groundwire.toml"
-    cfg.write_text(
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    tmp = tmp_path_factory.mktemp("cfg")
+    cfg = toml_config(
+        tmp,
         f"""
 [server]
 grace_period_seconds = 2
@@ -58,49 +50,32 @@ kind = "hashing"
 embedder = "hash"
 sources = [{{ kind = "directory", path = "{HANDBOOK_DIR}", glob = "**/*.md" }}]
 ingestion = {{ strategy = "on_startup" }}
-"""
+""",
     )
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(BIN / "groundwire"), "serve", "--config", str(cfg), "--address", f"127.0.0.1:{port}"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        res = grpcurl(port, "grpc.health.v1.Health/Check")
-        if res.returncode == 0 and "SERVING" in res.stdout and "NOT_SERVING" not in res.stdout:
-            break
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("server did not become healthy")
-    yield port, proc
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait(10)
+    server = ServerProcess(cfg, free_port(), tmp / "server.log").start(timeout=60)
+    yield server
+    server.kill()
 
 
-def test_list_services(server: tuple[int, subprocess.Popen[str]]) -> None:
-    res = grpcurl(server[0], "list")
+def test_list_services(server: ServerProcess) -> None:
+    res = grpcurl(server.port, "list")
     assert res.returncode == 0, res.stderr
     services = res.stdout.split()
     assert "groundwire.v1.RetrieverService" in services
     assert "grpc.health.v1.Health" in services
 
 
-def test_describe_retrieve(server: tuple[int, subprocess.Popen[str]]) -> None:
-    res = grpcurl(server[0], "describe", "groundwire.v1.RagQuery")
+def test_describe_retrieve(server: ServerProcess) -> None:
+    res = grpcurl(server.port, "describe", "groundwire.v1.RagQuery")
     assert res.returncode == 0, res.stderr
     assert "index_name" in res.stdout and "optional int32 top_k" in res.stdout
 
 
-def test_health_per_service(server: tuple[int, subprocess.Popen[str]]) -> None:
+def test_health_per_service(server: ServerProcess) -> None:
     res = grpcurl(
-        server[0], "grpc.health.v1.Health/Check", data={"service": "groundwire.v1.RetrieverService"}
+        server.port,
+        "grpc.health.v1.Health/Check",
+        data={"service": "groundwire.v1.RetrieverService"},
     )
     assert res.returncode == 0 and '"SERVING"' in res.stdout
 
@@ -108,9 +83,9 @@ def test_health_per_service(server: tuple[int, subprocess.Popen[str]]) -> None:
 @pytest.mark.parametrize(
     "mode", ["RETRIEVAL_MODE_LEXICAL", "RETRIEVAL_MODE_SEMANTIC", "RETRIEVAL_MODE_HYBRID"]
 )
-def test_retrieve_each_mode(server: tuple[int, subprocess.Popen[str]], mode: str) -> None:
+def test_retrieve_each_mode(server: ServerProcess, mode: str) -> None:
     res = grpcurl(
-        server[0],
+        server.port,
         "groundwire.v1.RetrieverService/Retrieve",
         data={"query": {"index_name": "demo", "text": "POL-HR-014", "mode": mode, "top_k": 3}},
     )
@@ -123,9 +98,9 @@ def test_retrieve_each_mode(server: tuple[int, subprocess.Popen[str]], mode: str
         assert body["results"][0]["document_id"] == "policies/parental-leave.md"
 
 
-def test_error_status_from_grpcurl(server: tuple[int, subprocess.Popen[str]]) -> None:
+def test_error_status_from_grpcurl(server: ServerProcess) -> None:
     res = grpcurl(
-        server[0],
+        server.port,
         "groundwire.v1.RetrieverService/Retrieve",
         data={"query": {"index_name": "nope", "text": "x"}},
     )
@@ -133,11 +108,10 @@ def test_error_status_from_grpcurl(server: tuple[int, subprocess.Popen[str]]) ->
     assert "NotFound" in res.stderr
 
 
-def test_ingest_cli_uses_the_service(server: tuple[int, subprocess.Popen[str]]) -> None:
-    port, proc = server
-    assert proc.poll() is None
+def test_ingest_cli_uses_the_service(server: ServerProcess) -> None:
+    assert server.alive()
     res = subprocess.run(
-        [str(BIN / "groundwire"), "ingest", "demo", "--address", f"127.0.0.1:{port}"],
+        [str(BIN / "groundwire"), "ingest", "demo", "--address", server.target],
         capture_output=True,
         text=True,
         timeout=60,
@@ -147,7 +121,7 @@ def test_ingest_cli_uses_the_service(server: tuple[int, subprocess.Popen[str]]) 
     assert res.stdout.startswith("SUCCEEDED")
     assert "12 unchanged" in res.stdout  # the startup run already ingested the handbook
     bad = subprocess.run(
-        [str(BIN / "groundwire"), "ingest", "nope", "--address", f"127.0.0.1:{port}"],
+        [str(BIN / "groundwire"), "ingest", "nope", "--address", server.target],
         capture_output=True,
         text=True,
         timeout=60,
@@ -156,11 +130,9 @@ def test_ingest_cli_uses_the_service(server: tuple[int, subprocess.Popen[str]]) 
     assert bad.returncode == 2 and "INDEX_NOT_FOUND" in bad.stderr
 
 
-def test_sigterm_drains_and_exits_cleanly(server: tuple[int, subprocess.Popen[str]]) -> None:
-    _port, proc = server
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(15) == 0
-    _, err = proc.communicate(timeout=5)
+def test_sigterm_drains_and_exits_cleanly(server: ServerProcess) -> None:
+    assert server.stop(timeout=15) == 0  # SIGTERM
+    err = "\n".join(server.log_lines())
     # Logs are JSON and content-free: no query text from the calls above.
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert any(line.get("msg") == "stopped" for line in lines)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -14,7 +15,6 @@ from google.rpc import error_details_pb2, status_pb2
 
 from groundwire.app.config import parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
-from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire.domain.context_format import CLOSE, OPEN
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER
 from groundwire.providers.chat.base import ChatResponse, ToolCall, Usage, model_error
@@ -22,6 +22,7 @@ from groundwire_client.v1 import agent_pb2 as ag
 from groundwire_client.v1 import agent_pb2_grpc, common_pb2, reranker_pb2
 from tests.support.chat import ScriptedModel
 from tests.support.errors import rich_error
+from tests.support.servers import RunningApp, serving
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -129,14 +130,12 @@ def agents_config() -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 async def app() -> AsyncIterator[RunningApp]:
-    running = await start_app(parse_config(agents_config()), "127.0.0.1:0")
-    await running.wait_ready()
-    yield running
-    await running.stop(0)
+    async with serving(parse_config(agents_config())) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
-async def stub(app: RunningApp) -> AsyncIterator[agent_pb2_grpc.AgentServiceStub]:
+async def stub(app: RunningApp) -> AsyncIterator[agent_pb2_grpc.AgentServiceAsyncStub]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
         yield agent_pb2_grpc.AgentServiceStub(ch)
 
@@ -146,12 +145,12 @@ def scripted(app: RunningApp, model: ScriptedModel) -> None:
     registry.register(replace(registry.get("scripted"), model=model))
 
 
-def inp(agent: str, message: str, **kw: object) -> ag.ExecutionInput:
+def inp(agent: str, message: str, **kw: Any) -> ag.ExecutionInput:
     return ag.ExecutionInput(agent_id=agent, message=message, **kw)
 
 
 async def execute(
-    stub: agent_pb2_grpc.AgentServiceStub, agent: str, message: str, **kw: object
+    stub: agent_pb2_grpc.AgentServiceAsyncStub, agent: str, message: str, **kw: object
 ) -> ag.AgentResult:
     return (
         await stub.Execute(ag.ExecuteRequest(input=inp(agent, message, **kw)), timeout=30)
@@ -159,7 +158,7 @@ async def execute(
 
 
 async def stream(
-    stub: agent_pb2_grpc.AgentServiceStub, agent: str, message: str, **kw: object
+    stub: agent_pb2_grpc.AgentServiceAsyncStub, agent: str, message: str, **kw: object
 ) -> list[ag.ExecuteStreamResponse]:
     return [
         e
@@ -182,7 +181,9 @@ def comparable(result: ag.AgentResult) -> ag.AgentResult:
     return r
 
 
-async def test_grounded_answer_with_citations_and_metadata(stub) -> None:
+async def test_grounded_answer_with_citations_and_metadata(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
     r = await execute(stub, "grounded", "How many weeks of parental leave under POL-HR-014?")
     assert r.answer and r.answer != NOT_FOUND_ANSWER
     assert r.model_provider == "offline" and r.model == "extractive-v1"
@@ -210,7 +211,9 @@ async def test_grounded_answer_with_citations_and_metadata(stub) -> None:
     assert rag.reranking.requested is False
 
 
-async def test_execute_and_stream_return_the_same_result(stub) -> None:
+async def test_execute_and_stream_return_the_same_result(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
     question = "What is the refund window for customers?"
     unary = await execute(stub, "grounded", question)
     events = await stream(stub, "grounded", question)
@@ -219,7 +222,7 @@ async def test_execute_and_stream_return_the_same_result(stub) -> None:
     assert comparable(terminal.result) == comparable(unary)
 
 
-async def test_stream_lifecycle_events(stub) -> None:
+async def test_stream_lifecycle_events(stub: agent_pb2_grpc.AgentServiceAsyncStub) -> None:
     events = await stream(stub, "grounded", "What is VPN-E42?")
     kinds = [E.Name(e.type).removeprefix("EXECUTION_EVENT_TYPE_") for e in events]
     assert kinds[:3] == ["EXECUTION_STARTED", "RAG_SEARCH_STARTED", "RAG_SEARCH_COMPLETED"]
@@ -240,7 +243,9 @@ async def test_stream_lifecycle_events(stub) -> None:
             assert "VPN-E42" not in str(e)
 
 
-async def test_required_below_threshold_returns_not_found_and_skips_model(stub) -> None:
+async def test_required_below_threshold_returns_not_found_and_skips_model(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
     r = await execute(stub, "required", "What is the capital of France?")
     assert r.answer == NOT_FOUND_ANSWER
     rag = r.rag
@@ -251,7 +256,9 @@ async def test_required_below_threshold_returns_not_found_and_skips_model(stub) 
     assert r.model == "" and r.usage.total_tokens == 0
 
 
-async def test_reranked_answerable_applies_reranked_order(stub) -> None:
+async def test_reranked_answerable_applies_reranked_order(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
     r = await execute(stub, "reranked", "parental leave weeks")
     meta = r.rag.reranking
     assert meta.requested and meta.ran and meta.outcome == reranker_pb2.RERANK_OUTCOME_SUCCEEDED
@@ -261,7 +268,9 @@ async def test_reranked_answerable_applies_reranked_order(stub) -> None:
     assert [(a.document_id, a.chunk_id) for a in r.rag.accepted] == order
 
 
-async def test_reranked_not_answerable_fails_closed(stub) -> None:
+async def test_reranked_not_answerable_fails_closed(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
     # Lexical retrieval finds chunks sharing one word; the overlap reranker judges
     # none answerable (fewer than half of the question's words), so GROUNDED
     # excludes everything and returns the framework's not-found answer.
@@ -276,7 +285,7 @@ async def test_reranked_not_answerable_fails_closed(stub) -> None:
     assert r.answer == NOT_FOUND_ANSWER and rag.model_skipped
 
 
-async def test_rerank_fail_policy_blocks_model(stub) -> None:
+async def test_rerank_fail_policy_blocks_model(stub: agent_pb2_grpc.AgentServiceAsyncStub) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await execute(stub, "rerank-fail", "parental leave")
     err = rich_error(info.value)
@@ -293,7 +302,9 @@ async def test_rerank_fail_policy_blocks_model(stub) -> None:
     assert events[-1].error_code == "RERANKER_FAILED"
 
 
-async def test_rerank_fallback_keeps_original_order_without_gating(stub) -> None:
+async def test_rerank_fallback_keeps_original_order_without_gating(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
     r = await execute(stub, "rerank-fallback", "parental leave POL-HR-014")
     meta = r.rag.reranking
     assert (
@@ -303,7 +314,9 @@ async def test_rerank_fallback_keeps_original_order_without_gating(stub) -> None
     assert r.rag.context_accepted and not r.rag.model_skipped and r.rag.answer_constrained
 
 
-async def test_context_budget_exceeded_before_model(stub) -> None:
+async def test_context_budget_exceeded_before_model(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
     long_history = [ag.ConversationTurn(role=ag.TURN_ROLE_USER, content="word " * 400)]
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await execute(stub, "tiny-budget", "parental leave", history=long_history)
@@ -314,7 +327,9 @@ async def test_context_budget_exceeded_before_model(stub) -> None:
     )
 
 
-async def test_context_budget_exhausted_reports_reason(stub) -> None:
+async def test_context_budget_exhausted_reports_reason(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
     r = await execute(stub, "tiny-budget", "parental leave")
     assert r.rag.context_excluded
     if not r.rag.context:
@@ -323,7 +338,7 @@ async def test_context_budget_exhausted_reports_reason(stub) -> None:
     assert r.rag.context_budget.used_tokens <= r.rag.context_budget.available_tokens
 
 
-async def test_agentic_search_offline(stub) -> None:
+async def test_agentic_search_offline(stub: agent_pb2_grpc.AgentServiceAsyncStub) -> None:
     events = await stream(stub, "agentic", "What does VPN-E42 mean?")
     kinds = [E.Name(e.type).removeprefix("EXECUTION_EVENT_TYPE_") for e in events]
     assert "TOOL_CALL_STARTED" in kinds and "TOOL_CALL_COMPLETED" in kinds
@@ -334,7 +349,9 @@ async def test_agentic_search_offline(stub) -> None:
     assert r.citations and r.citations[0].document_id == "support/vpn-troubleshooting.md"
 
 
-async def test_agentic_tool_cannot_widen_tenant_or_filters(app: RunningApp, stub) -> None:
+async def test_agentic_tool_cannot_widen_tenant_or_filters(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
     registry = app.components.agents
     original = registry.get("agentic")
     model = ScriptedModel(
@@ -357,7 +374,9 @@ async def test_agentic_tool_cannot_widen_tenant_or_filters(app: RunningApp, stub
     assert '"results": []' in model.calls[2][-1].content
 
 
-async def test_prompt_assembly_keeps_documents_out_of_instructions(app: RunningApp, stub) -> None:
+async def test_prompt_assembly_keeps_documents_out_of_instructions(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
     model = ScriptedModel()
     scripted(app, model)
     r = await execute(stub, "scripted", "customer refund email instructions")
@@ -377,7 +396,9 @@ async def test_prompt_assembly_keeps_documents_out_of_instructions(app: RunningA
     assert evidence[0].content.count(CLOSE) == 1
 
 
-async def test_tools_errors_go_back_to_the_model(app: RunningApp, stub) -> None:
+async def test_tools_errors_go_back_to_the_model(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
     model = ScriptedModel(
         [
             ChatResponse(
@@ -415,7 +436,9 @@ async def test_tools_errors_go_back_to_the_model(app: RunningApp, stub) -> None:
     assert r.usage.total_tokens >= 7
 
 
-async def test_tool_steps_exhausted(app: RunningApp, stub) -> None:
+async def test_tool_steps_exhausted(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
     call = ChatResponse("", (ToolCall("a", "weather", '{"city": "Oslo"}'),))
     scripted(app, ScriptedModel([call] * 5))
     with pytest.raises(grpc.aio.AioRpcError) as info:
@@ -434,7 +457,7 @@ async def test_tool_steps_exhausted(app: RunningApp, stub) -> None:
     ],
 )
 async def test_model_failures_have_stable_codes(
-    app: RunningApp, stub, reason: str, code: grpc.StatusCode
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub, reason: str, code: grpc.StatusCode
 ) -> None:
     scripted(app, ScriptedModel([model_error(reason, "provider failure")]))
     with pytest.raises(grpc.aio.AioRpcError) as info:
@@ -446,7 +469,9 @@ async def test_model_failures_have_stable_codes(
     assert events[-1].error_code == reason
 
 
-async def test_client_disconnect_stops_the_model(app: RunningApp, stub) -> None:
+async def test_client_disconnect_stops_the_model(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
     model = ScriptedModel([ChatResponse(" ".join(["word"] * 200))], delay=0.05)
     scripted(app, model)
     call = stub.ExecuteStream(ag.ExecuteStreamRequest(input=inp("scripted", "long answer please")))
@@ -464,7 +489,9 @@ async def test_client_disconnect_stops_the_model(app: RunningApp, stub) -> None:
     assert r.answer
 
 
-async def test_query_rewriting_is_reported(app: RunningApp, stub) -> None:
+async def test_query_rewriting_is_reported(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
     scripted(app, ScriptedModel())
     history = [
         ag.ConversationTurn(role=ag.TURN_ROLE_USER, content="Tell me about VPN-E42"),
@@ -481,13 +508,15 @@ async def test_query_rewriting_is_reported(app: RunningApp, stub) -> None:
     assert r.rag.context[0].document_id == "support/vpn-troubleshooting.md"
 
 
-async def test_no_rag_agent_answers_without_rag_metadata(stub) -> None:
+async def test_no_rag_agent_answers_without_rag_metadata(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
     r = await execute(stub, "plain", "hello")
     assert not r.rag.enabled and r.rag.candidate_count == 0
     assert r.answer
 
 
-async def test_list_and_get_agents_are_safe(stub) -> None:
+async def test_list_and_get_agents_are_safe(stub: agent_pb2_grpc.AgentServiceAsyncStub) -> None:
     listed = await stub.ListAgents(ag.ListAgentsRequest(page_size=100))
     ids = [a.id for a in listed.agents]
     assert ids == sorted(ids) and "grounded" in ids
@@ -545,7 +574,7 @@ async def test_list_and_get_agents_are_safe(stub) -> None:
             {
                 "agent_id": "grounded",
                 "message": "hi",
-                "history": [ag.ConversationTurn(role=7, content="x")],
+                "history": [ag.ConversationTurn(role=cast(ag.TurnRole.ValueType, 7), content="x")],
             },
             grpc.StatusCode.INVALID_ARGUMENT,
             "UNKNOWN_ENUM_VALUE",
@@ -564,7 +593,11 @@ async def test_list_and_get_agents_are_safe(stub) -> None:
     ],
 )
 async def test_bad_input(
-    stub, fields: dict[str, object], code: grpc.StatusCode, reason: str, field: str | None
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+    fields: dict[str, Any],
+    code: grpc.StatusCode,
+    reason: str,
+    field: str | None,
 ) -> None:
     for call in (
         stub.Execute(ag.ExecuteRequest(input=ag.ExecutionInput(**fields))),

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from groundwire.app.config import parse_config
-from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire.evaluation.cli import main as eval_main
+from tests.support.servers import RunningApp, serving
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -90,10 +90,8 @@ async def server() -> AsyncIterator[RunningApp]:
             },
         }
     )
-    app = await start_app(cfg, "127.0.0.1:0")
-    await app.wait_ready()
-    yield app
-    await app.stop(0)
+    async with serving(cfg) as app:
+        yield app
 
 
 def variants_file(path: Path) -> Path:

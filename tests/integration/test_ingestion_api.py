@@ -9,18 +9,17 @@ import base64
 import json
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import numpy as np
 import psycopg
 import pytest
-from grpc_health.v1 import health_pb2_grpc
+from google.protobuf.message import Message
 
 from groundwire.app.config import parse_config
-from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire.stores.base import ChunkRecord, DocumentRecord, StagedDocument
 from groundwire_client.v1 import (
     agent_pb2,
@@ -32,6 +31,7 @@ from groundwire_client.v1 import (
 from groundwire_client.v1 import ingestion_pb2 as ing
 from tests.support.embedders import ControlledEmbedder
 from tests.support.errors import rich_error
+from tests.support.servers import RunningApp, health_stub, serving
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -51,7 +51,7 @@ class Harness:
         self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{app.port}")
         self.ing = ingestion_pb2_grpc.IngestionManagerServiceStub(self.channel)
         self.ret = retriever_pb2_grpc.RetrieverServiceStub(self.channel)
-        self.health = health_pb2_grpc.HealthStub(self.channel)
+        self.health = health_stub(self.channel)
         handle = app.components.catalog.get("docs")
         self.embedder = ControlledEmbedder()
         handle.embedder = self.embedder
@@ -117,12 +117,10 @@ async def h(
     if request.param == "postgres":
         monkeypatch.setenv("GW_TEST_DSN", request.getfixturevalue("fresh_database"))
         store = {"kind": "postgres", "dsn": {"env": "GW_TEST_DSN"}, "pool_max_size": 4}
-    app = await start_app(parse_config(ingestion_config(docs, store)), "127.0.0.1:0")
-    await app.wait_ready()
-    harness = Harness(app, docs)
-    yield harness
-    await harness.channel.close()
-    await app.stop(0)
+    async with serving(parse_config(ingestion_config(docs, store))) as app:
+        harness = Harness(app, docs)
+        yield harness
+        await harness.channel.close()
 
 
 async def test_list_and_describe_indexes_without_paths(h: Harness) -> None:
@@ -266,9 +264,9 @@ async def test_list_operations_paginates_newest_first(h: Harness) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await h.ing.ListOperations(ing.ListOperationsRequest(page_token="%%%"))
     assert rich_error(info.value).reason == "INVALID_PAGE_TOKEN"
-    finished = (
-        await h.ing.WatchIngestion(ing.WatchIngestionRequest(operation_id=ids[0])).read()
-    ).operation
+    update = await h.ing.WatchIngestion(ing.WatchIngestionRequest(operation_id=ids[0])).read()
+    assert isinstance(update, ing.WatchIngestionResponse)  # not the end-of-stream sentinel
+    finished = update.operation
     assert finished.state == ing.OPERATION_STATE_SUCCEEDED
 
 
@@ -413,7 +411,11 @@ async def test_tenants_have_separate_document_ids(h: Harness) -> None:
         (
             ing.UpsertDocumentsRequest(
                 index_name="docs",
-                documents=[ing.PushedDocument(document_id="a", text="x", format=9)],
+                documents=[
+                    ing.PushedDocument(
+                        document_id="a", text="x", format=cast(ing.DocumentFormat.ValueType, 9)
+                    )
+                ],
             ),
             "UNKNOWN_ENUM_VALUE",
             "documents[0].format",
@@ -460,7 +462,7 @@ async def test_chunking_change_forces_rebuild(h: Harness) -> None:
     assert (await h.status()).rebuild_pending
     # Neither push nor delete may publish over vectors of the old policy: that would
     # record the new policy and clear the pending rebuild.
-    for call, request in (
+    refused: tuple[tuple[Callable[[Any], Awaitable[object]], Message], ...] = (
         (
             h.ing.UpsertDocuments,
             ing.UpsertDocumentsRequest(
@@ -471,7 +473,8 @@ async def test_chunking_change_forces_rebuild(h: Harness) -> None:
             h.ing.DeleteDocuments,
             ing.DeleteDocumentsRequest(index_name="docs", document_ids=["doc001.md"]),
         ),
-    ):
+    )
+    for call, request in refused:
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await call(request)
         err = rich_error(info.value)
@@ -493,58 +496,58 @@ async def test_postgres_history_survives_restart_and_interrupted_runs_are_failed
     write_corpus(docs, 5)
     monkeypatch.setenv("GW_TEST_DSN", fresh_database)
     cfg = parse_config(ingestion_config(docs, {"kind": "postgres", "dsn": {"env": "GW_TEST_DSN"}}))
-    first = await start_app(cfg, "127.0.0.1:0")
-    h1 = Harness(first, docs)
-    done = await h1.run()
-    assert done.state == ing.OPERATION_STATE_SUCCEEDED
-    # A run that a dead process left behind: recorded RUNNING, its lock long gone.
-    from dataclasses import replace
+    async with serving(cfg, ready=False) as first:
+        h1 = Harness(first, docs)
+        done = await h1.run()
+        assert done.state == ing.OPERATION_STATE_SUCCEEDED
+        # A run that a dead process left behind: recorded RUNNING, its lock long gone.
+        from dataclasses import replace
 
-    from groundwire.domain.operations import Operation, OperationState, OperationTrigger
+        from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 
-    # It had staged a version with a document in it.
-    handle = first.components.catalog.get("docs")
-    staged = await handle.store.begin_version("docs")
-    await handle.store.stage_documents("docs", staged, [ghost_document(handle.spec.dimensions)])
-    ghost = replace(
-        Operation.new("docs", OperationTrigger.MANUAL, time.time()),
-        state=OperationState.RUNNING,
-        start_time=time.time(),
-        version=staged,
-    )
-    await first.components.operation_log.save_operation(ghost)
-    await h1.channel.close()
-    await first.stop(0)
+        # It had staged a version with a document in it.
+        handle = first.components.catalog.get("docs")
+        staged = await handle.store.begin_version("docs")
+        await handle.store.stage_documents("docs", staged, [ghost_document(handle.spec.dimensions)])
+        ghost = replace(
+            Operation.new("docs", OperationTrigger.MANUAL, time.time()),
+            state=OperationState.RUNNING,
+            start_time=time.time(),
+            version=staged,
+        )
+        await first.components.operation_log.save_operation(ghost)
+        await h1.channel.close()
 
-    second = await start_app(cfg, "127.0.0.1:0")
-    h2 = Harness(second, docs)
-    try:
-        ops = (await h2.ing.ListOperations(ing.ListOperationsRequest(index_name="docs"))).operations
-        by_id = {o.id: o for o in ops}
-        assert by_id[done.id].state == ing.OPERATION_STATE_SUCCEEDED
-        assert by_id[done.id].counts.ingested == 5
-        assert by_id[ghost.id].state == ing.OPERATION_STATE_FAILED
-        assert by_id[ghost.id].error_code == "INTERRUPTED"
-        status = await h2.status()
-        assert status.published_version == done.version and status.document_count == 5
-        assert status.last_operation.id in (done.id, ghost.id)
-        assert await h2.lexical('"DOCTOKEN003"') == ["doc003.md"]
-        # The ghost's staged version is discarded and its rows are gone.
-        with psycopg.connect(fresh_database) as conn:
-            state = conn.execute(
-                "SELECT v.state FROM gw_index_versions v JOIN gw_indexes i ON i.id = v.index_id "
-                "WHERE i.name = 'docs' AND v.version = %s",
-                [staged],
-            ).fetchone()
-            rows = conn.execute(
-                "SELECT count(*) FROM gw_chunks c JOIN gw_indexes i ON i.id = c.index_id "
-                "WHERE i.name = 'docs' AND c.version = %s",
-                [staged],
-            ).fetchone()
-        assert state == ("discarded",) and rows == (0,)
-    finally:
-        await h2.channel.close()
-        await second.stop(0)
+    async with serving(cfg, ready=False) as second:
+        h2 = Harness(second, docs)
+        try:
+            ops = (
+                await h2.ing.ListOperations(ing.ListOperationsRequest(index_name="docs"))
+            ).operations
+            by_id = {o.id: o for o in ops}
+            assert by_id[done.id].state == ing.OPERATION_STATE_SUCCEEDED
+            assert by_id[done.id].counts.ingested == 5
+            assert by_id[ghost.id].state == ing.OPERATION_STATE_FAILED
+            assert by_id[ghost.id].error_code == "INTERRUPTED"
+            status = await h2.status()
+            assert status.published_version == done.version and status.document_count == 5
+            assert status.last_operation.id in (done.id, ghost.id)
+            assert await h2.lexical('"DOCTOKEN003"') == ["doc003.md"]
+            # The ghost's staged version is discarded and its rows are gone.
+            with psycopg.connect(fresh_database) as conn:
+                state = conn.execute(
+                    "SELECT v.state FROM gw_index_versions v JOIN gw_indexes i ON i.id = v.index_id "
+                    "WHERE i.name = 'docs' AND v.version = %s",
+                    [staged],
+                ).fetchone()
+                rows = conn.execute(
+                    "SELECT count(*) FROM gw_chunks c JOIN gw_indexes i ON i.id = c.index_id "
+                    "WHERE i.name = 'docs' AND c.version = %s",
+                    [staged],
+                ).fetchone()
+            assert state == ("discarded",) and rows == (0,)
+        finally:
+            await h2.channel.close()
 
 
 def ghost_document(dims: int | None) -> StagedDocument:
@@ -561,23 +564,22 @@ async def test_postgres_ingestion_lock_excludes_a_second_replica(
     write_corpus(docs, 40)
     monkeypatch.setenv("GW_TEST_DSN", fresh_database)
     cfg = parse_config(ingestion_config(docs, {"kind": "postgres", "dsn": {"env": "GW_TEST_DSN"}}))
-    a, b = await start_app(cfg, "127.0.0.1:0"), await start_app(cfg, "127.0.0.1:0")
-    ha, hb = Harness(a, docs), Harness(b, docs)
-    try:
-        ha.embedder.delay = 0.2
-        op = await ha.start()
-        with pytest.raises(grpc.aio.AioRpcError) as info:
-            await hb.start()
-        assert rich_error(info.value).reason == "INGESTION_LOCKED"
-        final = (await ha.watch(op.id))[-1]
-        assert final.state == ing.OPERATION_STATE_SUCCEEDED
-        # Once the first replica finished, the second may ingest (and finds nothing new).
-        again = await hb.run()
-        assert again.counts.unchanged == 40
-    finally:
-        for harness, app in ((ha, a), (hb, b)):
-            await harness.channel.close()
-            await app.stop(0)
+    async with serving(cfg, ready=False) as a, serving(cfg, ready=False) as b:
+        ha, hb = Harness(a, docs), Harness(b, docs)
+        try:
+            ha.embedder.delay = 0.2
+            op = await ha.start()
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await hb.start()
+            assert rich_error(info.value).reason == "INGESTION_LOCKED"
+            final = (await ha.watch(op.id))[-1]
+            assert final.state == ing.OPERATION_STATE_SUCCEEDED
+            # Once the first replica finished, the second may ingest (and finds nothing new).
+            again = await hb.run()
+            assert again.counts.unchanged == 40
+        finally:
+            for harness in (ha, hb):
+                await harness.channel.close()
 
 
 def _unsigned_token(payload: dict[str, object]) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from groundwire.app.lifecycle import RunningApp
 from groundwire_client import GroundwireClient, GroundwireError
+from tests.support.servers import RunningApp
 
 
 async def test_client_retrieve_and_health(app: RunningApp) -> None:

@@ -22,7 +22,7 @@ def handbook_words() -> list[str]:
 
 
 async def test_a_pasted_page_scores_only_its_rarest_terms(
-    retriever: retriever_pb2_grpc.RetrieverServiceStub,
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub,
 ) -> None:
     words = handbook_words()
     assert len(words) > 400
@@ -47,7 +47,7 @@ async def test_a_pasted_page_scores_only_its_rarest_terms(
 
 
 async def test_short_queries_are_not_pruned(
-    retriever: retriever_pb2_grpc.RetrieverServiceStub,
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub,
 ) -> None:
     resp = await retriever.Retrieve(
         retriever_pb2.RetrieveRequest(

@@ -3,6 +3,8 @@ every kind of bad input one by one with its status, reason and field."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 import pytest
 
@@ -16,7 +18,7 @@ HYBRID = retriever_pb2.RETRIEVAL_MODE_HYBRID
 
 
 async def call(
-    stub: retriever_pb2_grpc.RetrieverServiceStub, **fields: object
+    stub: retriever_pb2_grpc.RetrieverServiceAsyncStub, **fields: Any
 ) -> retriever_pb2.RetrieveResponse:
     fields.setdefault("index_name", "demo")
     return await stub.Retrieve(retriever_pb2.RetrieveRequest(query=Q(**fields)), timeout=10)
@@ -32,7 +34,9 @@ async def call(
         ('"account recovery"', "policies/account-security.md"),
     ],
 )
-async def test_lexical_finds_identifiers_and_phrases(retriever, text: str, document: str) -> None:
+async def test_lexical_finds_identifiers_and_phrases(
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub, text: str, document: str
+) -> None:
     resp = await call(retriever, text=text, mode=LEXICAL, top_k=5)
     assert resp.results, text
     assert resp.results[0].document_id == document
@@ -44,7 +48,9 @@ async def test_lexical_finds_identifiers_and_phrases(retriever, text: str, docum
     assert resp.diagnostics.semantic_hits == 0
 
 
-async def test_semantic_is_default_and_has_relevance(retriever) -> None:
+async def test_semantic_is_default_and_has_relevance(
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub,
+) -> None:
     resp = await call(retriever, text="how much parental leave do new parents get", top_k=3)
     assert resp.diagnostics.applied_mode == SEMANTIC
     assert resp.diagnostics.lexical_hits == 0 and resp.diagnostics.semantic_hits == 3
@@ -55,7 +61,9 @@ async def test_semantic_is_default_and_has_relevance(retriever) -> None:
     assert [r.rank for r in resp.results] == [1, 2, 3]
 
 
-async def test_hybrid_rrf_with_leg_provenance(retriever) -> None:
+async def test_hybrid_rrf_with_leg_provenance(
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub,
+) -> None:
     resp = await call(retriever, text="POL-HR-014 parental leave", mode=HYBRID, top_k=5)
     assert resp.diagnostics.applied_mode == HYBRID
     k = resp.diagnostics.applied_rrf_k
@@ -76,7 +84,9 @@ async def test_hybrid_rrf_with_leg_provenance(retriever) -> None:
     assert lex.score.metric == common_pb2.SCORE_METRIC_BM25
 
 
-async def test_hybrid_weights_and_k_per_query(retriever) -> None:
+async def test_hybrid_weights_and_k_per_query(
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub,
+) -> None:
     fusion = retriever_pb2.FusionOptions(
         rrf_k=10, semantic_weight=0.0, lexical_weight=2.0, leg_depth=20
     )
@@ -93,7 +103,7 @@ async def test_hybrid_weights_and_k_per_query(retriever) -> None:
     assert [r.chunk_id for r in resp.results][:3] == [r.chunk_id for r in lexical.results][:3]
 
 
-async def test_result_attribution(retriever) -> None:
+async def test_result_attribution(retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub) -> None:
     resp = await call(retriever, text="POL-HR-014", mode=LEXICAL, top_k=1)
     r = resp.results[0]
     assert r.title == "Parental Leave Policy"
@@ -102,17 +112,23 @@ async def test_result_attribution(retriever) -> None:
     assert r.chunk_id.startswith("c")
 
 
-async def test_lexical_works_without_embedding_model(retriever) -> None:
+async def test_lexical_works_without_embedding_model(
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub,
+) -> None:
     resp = await call(retriever, index_name="lexical-only", text="POL-HR-014", mode=LEXICAL)
     assert [r.document_id for r in resp.results] == ["note-1"]
 
 
-async def test_tenant_scope_hides_untenanted_documents(retriever) -> None:
+async def test_tenant_scope_hides_untenanted_documents(
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub,
+) -> None:
     resp = await call(retriever, text="POL-HR-014", mode=LEXICAL, tenant="acme")
     assert list(resp.results) == []
 
 
-async def test_metadata_filter_applies(retriever) -> None:
+async def test_metadata_filter_applies(
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub,
+) -> None:
     flt = common_pb2.MetadataFilter(
         conditions=[common_pb2.MetadataCondition(key="missing", equals="x")]
     )
@@ -227,7 +243,11 @@ BAD_INPUT = [
     ids=[b[2] + str(i) for i, b in enumerate(BAD_INPUT)],
 )
 async def test_bad_input(
-    retriever, fields: dict[str, object], code: grpc.StatusCode, reason: str, field: str | None
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub,
+    fields: dict[str, object],
+    code: grpc.StatusCode,
+    reason: str,
+    field: str | None,
 ) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await call(retriever, **fields)
@@ -242,7 +262,7 @@ async def test_bad_input(
         assert text not in err.message
 
 
-async def test_non_utf8_request_is_invalid_argument(channel) -> None:
+async def test_non_utf8_request_is_invalid_argument(channel: grpc.aio.Channel) -> None:
     inner = b"\x0a\x04demo" + b"\x12\x03\xff\xfe\xfd"
     raw = b"\x0a" + bytes([len(inner)]) + inner
     call_raw = channel.unary_unary(
@@ -257,7 +277,9 @@ async def test_non_utf8_request_is_invalid_argument(channel) -> None:
     assert err.reason == "MALFORMED_REQUEST"
 
 
-async def test_request_id_is_echoed(retriever) -> None:
+async def test_request_id_is_echoed(
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub,
+) -> None:
     c = retriever.Retrieve(
         retriever_pb2.RetrieveRequest(query=Q(index_name="demo", text="leave", mode=LEXICAL)),
         metadata=(("x-request-id", "test-123"),),

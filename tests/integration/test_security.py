@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-import socket
+import contextlib
+import errno
 import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from groundwire.app.config import parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
-from groundwire.app.lifecycle import RunningApp, start_app
+from groundwire.app.lifecycle import start_app
 from groundwire.domain.auth import hash_key
 from groundwire.providers.chat.base import ChatResponse
 from groundwire_client.v1 import agent_pb2 as ag
@@ -31,6 +33,7 @@ from groundwire_client.v1 import ingestion_pb2 as ing
 from tests.support.chat import ScriptedModel
 from tests.support.embedders import ControlledEmbedder
 from tests.support.errors import rich_error
+from tests.support.servers import RunningApp, free_port, health_stub, serving
 from tests.support.tls import make_pki
 
 pytestmark = pytest.mark.timeout(60)
@@ -43,16 +46,7 @@ KEYS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-METRICS_PORT = free_port()
-
-
-def config(**extra: object) -> dict[str, object]:
+def config(metrics_port: int | None = None, **extra: object) -> dict[str, object]:
     return {
         "auth": {
             "keys": [
@@ -77,7 +71,11 @@ def config(**extra: object) -> dict[str, object]:
                 {"id": "ops", "hash": hash_key(KEYS["ops"]), "permissions": ["manage"]},
             ]
         },
-        "metrics": {"enabled": True, "address": f"127.0.0.1:{METRICS_PORT}"},
+        "metrics": (
+            {"enabled": True, "address": f"127.0.0.1:{metrics_port}"}
+            if metrics_port is not None
+            else {"enabled": False}
+        ),
         "embedders": {"hash": {"kind": "hashing"}},
         "models": {"offline": {"kind": "offline"}},
         "agent_limits": {"max_concurrent_executions": 1},
@@ -108,12 +106,46 @@ def md(name: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {KEYS[name]}"),)
 
 
+def metrics_answer(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        body: bytes = response.read()
+    return body.decode()
+
+
 @pytest.fixture(scope="module")
-async def app() -> AsyncIterator[RunningApp]:
-    running = await start_app(parse_config(config()), "127.0.0.1:0")
-    await running.wait_ready()
-    yield running
-    await running.stop(0)
+async def served() -> AsyncIterator[tuple[RunningApp, int]]:
+    """The server and the port of its Prometheus exporter. The port is picked here,
+    not at import: another process may take it before the exporter binds it, so a
+    taken port is retried with a fresh one, and the exporter must answer on it."""
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(5):
+            port = free_port()
+            try:
+                running = await stack.enter_async_context(
+                    serving(parse_config(config(metrics_port=port)))
+                )
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                continue
+            break
+        else:
+            pytest.fail("no free loopback port for the metrics exporter in 5 tries")
+        try:
+            await asyncio.to_thread(metrics_answer, port)
+        except OSError as exc:
+            pytest.fail(f"the metrics exporter does not answer on its port {port}: {exc}")
+        yield running, port
+
+
+@pytest.fixture(scope="module")
+def app(served: tuple[RunningApp, int]) -> RunningApp:
+    return served[0]
+
+
+@pytest.fixture(scope="module")
+def metrics_port(served: tuple[RunningApp, int]) -> int:
+    return served[1]
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +171,9 @@ async def expect(call: object, code: grpc.StatusCode, reason: str) -> None:
         assert key not in (info.value.details() or "")
 
 
-async def test_missing_malformed_and_unknown_keys_are_unauthenticated(channel) -> None:
+async def test_missing_malformed_and_unknown_keys_are_unauthenticated(
+    channel: grpc.aio.Channel,
+) -> None:
     stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
     await expect(stub.Retrieve(rq("x")), grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED")
     await expect(
@@ -154,7 +188,7 @@ async def test_missing_malformed_and_unknown_keys_are_unauthenticated(channel) -
     )
 
 
-async def test_permissions_are_enforced_per_service(channel) -> None:
+async def test_permissions_are_enforced_per_service(channel: grpc.aio.Channel) -> None:
     agents = agent_pb2_grpc.AgentServiceStub(channel)
     ingestion = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
     req = ag.ExecuteRequest(input=ag.ExecutionInput(agent_id="assistant", message="hi"))
@@ -178,19 +212,20 @@ async def test_permissions_are_enforced_per_service(channel) -> None:
     assert [i.name for i in listed.indexes] == ["shared"]
 
 
-async def test_health_and_reflection_are_public(channel) -> None:
-    health = health_pb2_grpc.HealthStub(channel)
+async def test_health_and_reflection_are_public(channel: grpc.aio.Channel) -> None:
+    health = health_stub(channel)
     assert (
         await health.Check(health_pb2.HealthCheckRequest())
     ).status == health_pb2.HealthCheckResponse.SERVING
-    reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
+    # types-grpcio-reflection types this stub for blocking channels, its method untyped.
+    reflection: Any = reflection_pb2_grpc.ServerReflectionStub(cast(grpc.Channel, channel))
     request = reflection_pb2.ServerReflectionRequest(list_services="")
     replies = [r async for r in reflection.ServerReflectionInfo(iter([request]))]
     names = {s.name for r in replies for s in r.list_services_response.service}
     assert "groundwire.v1.RetrieverService" in names, replies
 
 
-async def test_tenant_cannot_be_widened_and_data_is_isolated(channel) -> None:
+async def test_tenant_cannot_be_widened_and_data_is_isolated(channel: grpc.aio.Channel) -> None:
     ret = retriever_pb2_grpc.RetrieverServiceStub(channel)
     ingestion = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
     agents = agent_pb2_grpc.AgentServiceStub(channel)
@@ -254,7 +289,7 @@ async def test_tenant_cannot_be_widened_and_data_is_isolated(channel) -> None:
 
 
 async def test_concurrent_executions_per_tenant_are_limited_with_retry_hint(
-    app: RunningApp, channel
+    app: RunningApp, channel: grpc.aio.Channel
 ) -> None:
     registry = app.components.agents
     original = registry.get("assistant")
@@ -281,7 +316,9 @@ async def test_concurrent_executions_per_tenant_are_limited_with_retry_hint(
         registry.register(original)
 
 
-async def test_deadline_propagates_into_the_engine(app: RunningApp, channel) -> None:
+async def test_deadline_propagates_into_the_engine(
+    app: RunningApp, channel: grpc.aio.Channel
+) -> None:
     handle = app.components.catalog.get("shared")
     original = handle.embedder
     slow = ControlledEmbedder(delay=5.0)
@@ -303,16 +340,12 @@ async def test_deadline_propagates_into_the_engine(app: RunningApp, channel) -> 
         handle.embedder = original
 
 
-async def test_prometheus_metrics_are_low_cardinality_and_content_free(channel) -> None:
+async def test_prometheus_metrics_are_low_cardinality_and_content_free(
+    channel: grpc.aio.Channel, metrics_port: int
+) -> None:
     stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
     await stub.Retrieve(rq("METRICSCANARY words"), metadata=md("acme"))
-    body = await asyncio.to_thread(
-        lambda: (
-            urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5)
-            .read()
-            .decode()
-        )
-    )
+    body = await asyncio.to_thread(metrics_answer, metrics_port)
     assert "rpc_server_call_duration_seconds_bucket" in body
     assert (
         'rpc_method="Retrieve"' in body and 'rpc_service="groundwire.v1.RetrieverService"' in body
@@ -325,12 +358,10 @@ async def test_tls_and_mutual_tls(tmp_path: Path) -> None:
     pki = make_pki(tmp_path)
     plain = config(
         auth={"mode": "disabled"},
-        metrics={"enabled": False},
         server={"tls": {"cert_file": str(pki.server_cert), "key_file": str(pki.server_key)}},
     )
     mutual = config(
         auth={"mode": "disabled"},
-        metrics={"enabled": False},
         server={
             "tls": {
                 "cert_file": str(pki.server_cert),
@@ -341,14 +372,11 @@ async def test_tls_and_mutual_tls(tmp_path: Path) -> None:
     )
     ca = pki.ca_cert.read_bytes()
     for cfg, needs_client in ((plain, False), (mutual, True)):
-        app = await start_app(parse_config(cfg), "127.0.0.1:0")
-        try:
+        async with serving(parse_config(cfg), ready=False) as app:
             target = f"localhost:{app.port}"
             creds = grpc.ssl_channel_credentials(root_certificates=ca)
             async with grpc.aio.secure_channel(target, creds) as ch:
-                call = health_pb2_grpc.HealthStub(ch).Check(
-                    health_pb2.HealthCheckRequest(), timeout=5
-                )
+                call = health_stub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
                 if needs_client:
                     with pytest.raises(grpc.aio.AioRpcError):
                         await call
@@ -359,16 +387,10 @@ async def test_tls_and_mutual_tls(tmp_path: Path) -> None:
                     ca, pki.client_key.read_bytes(), pki.client_cert.read_bytes()
                 )
                 async with grpc.aio.secure_channel(target, client) as ch:
-                    await health_pb2_grpc.HealthStub(ch).Check(
-                        health_pb2.HealthCheckRequest(), timeout=5
-                    )
+                    await health_stub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
             async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
                 with pytest.raises(grpc.aio.AioRpcError):
-                    await health_pb2_grpc.HealthStub(ch).Check(
-                        health_pb2.HealthCheckRequest(), timeout=2
-                    )
-        finally:
-            await app.stop(0)
+                    await health_stub(ch).Check(health_pb2.HealthCheckRequest(), timeout=2)
 
 
 async def test_page_tokens_are_bound_to_tenant_and_shared_only_through_the_key(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from groundwire.api.services import RETRIEVER_SERVICE
 from groundwire.app.config import parse_config
@@ -20,6 +20,7 @@ from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 from tests.support.embedders import ControlledEmbedder
 from tests.support.errors import rich_error
+from tests.support.servers import health_stub
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -77,7 +78,7 @@ async def started(embedder: object) -> RunningApp:
 
 
 async def statuses(channel: grpc.aio.Channel, *names: str) -> list[int]:
-    stub = health_pb2_grpc.HealthStub(channel)
+    stub = health_stub(channel)
     return [(await stub.Check(health_pb2.HealthCheckRequest(service=n))).status for n in names]
 
 

@@ -1,16 +1,9 @@
-"""Shared helpers of the security suite: a `groundwire serve` subprocess on
-loopback, rich-status decoding for any gRPC error, and the figures each module
-reports at the end of the run (printed by tests/security/conftest.py)."""
+"""Shared helpers of the security suite: rich-status decoding for any gRPC error,
+content searches, and the figures each module reports at the end of the run
+(printed by tests/security/conftest.py). Servers come from tests.support.servers."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +12,6 @@ import grpc
 from google.protobuf import text_format
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 ERROR_DOMAIN = "groundwire.dev"
 REPO = Path(__file__).resolve().parents[2]
@@ -42,12 +34,6 @@ def summary(module: str) -> Callable[[Callable[[], str | None]], Callable[[], st
         return build
 
     return register
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -103,111 +89,6 @@ def decode_error(
 def details_of(err: grpc.RpcError) -> ErrorDetails:
     call: grpc.Call = err  # type: ignore[assignment]
     return decode_error(call.code(), call.details(), call.trailing_metadata())
-
-
-@dataclass
-class ServerProcess:
-    """`groundwire serve --config CONFIG --address 127.0.0.1:PORT` as a subprocess."""
-
-    config: Path
-    port: int
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = None
-    env: dict[str, str] | None = None
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def start(self, wait: bool = True, timeout: float = 120.0) -> ServerProcess:
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "groundwire"),
-                "serve",
-                "--config",
-                str(self.config),
-                "--address",
-                self.target,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            cwd=self.config.parent,
-            env={**os.environ, **(self.env or {})},
-        )
-        log.close()
-        if wait:
-            self.wait_serving(timeout)
-        return self
-
-    def wait_serving(self, timeout: float = 120.0, service: str = "") -> None:
-        deadline = time.monotonic() + timeout
-        with grpc.insecure_channel(self.target) as ch:
-            stub = health_pb2_grpc.HealthStub(ch)
-            while True:
-                assert self.process is not None
-                if self.process.poll() is not None:
-                    raise AssertionError(
-                        f"server exited with {self.process.returncode}:\n{self.log_tail()}"
-                    )
-                with contextlib.suppress(grpc.RpcError):
-                    r = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
-                    if r.status == health_pb2.HealthCheckResponse.SERVING:
-                        return
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"server not SERVING in {timeout} s:\n{self.log_tail()}")
-                time.sleep(0.1)
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown code runs."""
-        if self.alive():
-            assert self.process is not None
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(30)
-
-    def stop(self, timeout: float = 30.0) -> None:
-        if self.alive():
-            assert self.process is not None
-            self.process.terminate()
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-
-    def log_lines(self) -> list[str]:
-        try:
-            return self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return []
-
-    def log_tail(self, n: int = 40) -> str:
-        return "\n".join(self.log_lines()[-n:])
-
-
-def toml_config(tmp: Path, text: str, name: str = "groundwire.toml") -> Path:
-    path = tmp / name
-    path.write_text(text)
-    return path
-
-
-def health_ok(target: str, timeout: float = 5.0) -> bool:
-    with grpc.insecure_channel(target) as ch:
-        try:
-            r = health_pb2_grpc.HealthStub(ch).Check(
-                health_pb2.HealthCheckRequest(), timeout=timeout
-            )
-        except grpc.RpcError:
-            return False
-        return r.status == health_pb2.HealthCheckResponse.SERVING
 
 
 def contains_any(haystacks: Sequence[str], needles: Sequence[str]) -> list[tuple[str, str]]:

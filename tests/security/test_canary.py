@@ -55,7 +55,6 @@ from google.protobuf.duration_pb2 import Duration
 
 from groundwire.app import telemetry
 from groundwire.app.config import parse_config
-from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire.app.logs import JsonFormatter, configure_logging
 from groundwire.domain.auth import hash_key
 from groundwire.providers.chat.base import ChatResponse, ToolCall, Usage, model_error
@@ -74,7 +73,6 @@ from tests.security.harness import (
     contains_any,
     decode_error,
     dump,
-    free_port,
     postgres_available,
     report,
 )
@@ -85,6 +83,7 @@ from tests.support.cohere_standin import CohereStandIn
 from tests.support.openai_embeddings_standin import Behaviour as EmbedBehaviour
 from tests.support.openai_embeddings_standin import OpenAIEmbeddingsStandIn
 from tests.support.rerank_standin import Behaviour as RerankBehaviour
+from tests.support.servers import RunningApp, free_port, serving
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -424,10 +423,8 @@ async def app(
     if request.param == "postgres":
         pgdata = tmp_path_factory.mktemp("canary-pg") / "pgdata"
         data["store"] = {"kind": "postgres", "data_dir": str(pgdata)}
-    running = await start_app(parse_config(data), "127.0.0.1:0")
-    await running.wait_ready()
-    yield running
-    await running.stop(0)
+    async with serving(parse_config(data)) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -526,7 +523,7 @@ async def stream(label: str, call: Any) -> list[Any]:
 
 
 async def execute(
-    agents: agent_pb2_grpc.AgentServiceStub,
+    agents: agent_pb2_grpc.AgentServiceAsyncStub,
     label: str,
     inp: ag.ExecutionInput,
     metadata: Any = MAIN,

@@ -42,25 +42,22 @@ import grpc
 import pytest
 
 from groundwire.app.config import parse_config
-from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire_client.v1 import agent_pb2 as ag
 from groundwire_client.v1 import agent_pb2_grpc, ingestion_pb2_grpc, retriever_pb2_grpc
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import retriever_pb2 as rt
 from tests.security.harness import (
     ERROR_DOMAIN,
-    ServerProcess,
     decode_error,
-    free_port,
     report,
     summary,
-    toml_config,
 )
 from tests.support.chat_completions_standin import Behaviour as ChatBehaviour
 from tests.support.chat_completions_standin import ChatCompletionsStandIn
 from tests.support.embedders import ControlledEmbedder
 from tests.support.openai_embeddings_standin import Behaviour as EmbedBehaviour
 from tests.support.openai_embeddings_standin import OpenAIEmbeddingsStandIn
+from tests.support.servers import RunningApp, ServerProcess, free_port, serving, toml_config
 
 pytest.importorskip("pgserver")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -99,7 +96,7 @@ Checksum = tuple[frozenset[str], tuple[tuple[str, str, str], ...]]
 
 
 async def checksum(
-    stub: retriever_pb2_grpc.RetrieverServiceStub, index: str, markers: dict[str, str]
+    stub: retriever_pb2_grpc.RetrieverServiceAsyncStub, index: str, markers: dict[str, str]
 ) -> Checksum:
     everything = await stub.Retrieve(
         rt.RetrieveRequest(
@@ -144,7 +141,7 @@ def classified(err: grpc.aio.AioRpcError, allowed: set[grpc.StatusCode]) -> str:
 
 
 async def wait_op(
-    stub: ingestion_pb2_grpc.IngestionManagerServiceStub, op_id: str, seconds: float = 60
+    stub: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub, op_id: str, seconds: float = 60
 ) -> ing.Operation:
     last = None
     async for update in stub.WatchIngestion(
@@ -156,7 +153,7 @@ async def wait_op(
 
 
 async def stored_op(
-    stub: ingestion_pb2_grpc.IngestionManagerServiceStub, index: str, op_id: str
+    stub: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub, index: str, op_id: str
 ) -> ing.Operation:
     ops = await stub.ListOperations(
         ing.ListOperationsRequest(index_name=index, page_size=100), timeout=30
@@ -186,9 +183,9 @@ class Env:
     app: RunningApp
     corpus: Path
     markers: dict[str, str]
-    retriever: retriever_pb2_grpc.RetrieverServiceStub
-    ingestion: ingestion_pb2_grpc.IngestionManagerServiceStub
-    agents: agent_pb2_grpc.AgentServiceStub
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub
+    ingestion: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub
+    agents: agent_pb2_grpc.AgentServiceAsyncStub
     emb: OpenAIEmbeddingsStandIn
     chat: ChatCompletionsStandIn
     remote_markers: dict[str, str]
@@ -271,10 +268,11 @@ async def env(
             }
         },
     }
-    app = await start_app(parse_config(cfg), "127.0.0.1:0")
-    await app.wait_ready()
     try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
+        async with (
+            serving(parse_config(cfg)) as app,
+            grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch,
+        ):
             yield Env(
                 app,
                 corpus,
@@ -287,7 +285,6 @@ async def env(
                 dict(markers),  # what "remote" holds: its runs below all fail
             )
     finally:
-        await app.stop(0)
         # The server this test restarted itself is not the one pgserver started, so
         # releasing the handle may leave it running: stop it here.
         await stop_postmaster(tmp / "pgdata")

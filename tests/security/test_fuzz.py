@@ -50,13 +50,9 @@ from groundwire_client.v1 import agent_pb2, errors_pb2, ingestion_pb2, reranker_
 from tests.security.harness import (
     ERROR_DOMAIN,
     ErrorDetails,
-    ServerProcess,
     details_of,
-    free_port,
-    health_ok,
     report,
     summary,
-    toml_config,
 )
 from tests.security.proto_strategies import (
     hostile_text,
@@ -64,6 +60,7 @@ from tests.security.proto_strategies import (
     message_strategy,
     mutated_bytes,
 )
+from tests.support.servers import ServerProcess, free_port, health_ok, toml_config
 
 EXAMPLES = int(os.environ.get("GROUNDWIRE_FUZZ_EXAMPLES", "300"))
 DEADLINE = float(os.environ.get("GROUNDWIRE_FUZZ_DEADLINE", "5"))
@@ -422,7 +419,7 @@ HOSTILE_TOKENS = {
     "NaN time": _token('{"index": "", "t": NaN, "id": "x"}'),
     "over-long token": "A" * 5_000,
 }
-PAGED = {
+PAGED: dict[str, tuple[type[Message], type[Message]]] = {
     "ListIndexes": (ingestion_pb2.ListIndexesRequest, ingestion_pb2.ListIndexesResponse),
     "ListOperations": (ingestion_pb2.ListOperationsRequest, ingestion_pb2.ListOperationsResponse),
     "ListAgents": (agent_pb2.ListAgentsRequest, agent_pb2.ListAgentsResponse),

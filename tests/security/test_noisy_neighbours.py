@@ -34,7 +34,8 @@ from groundwire_client.v1 import (
     retriever_pb2,
     retriever_pb2_grpc,
 )
-from tests.security.harness import ServerProcess, free_port, postgres_available, report
+from tests.security.harness import postgres_available, report
+from tests.support.servers import ServerProcess, free_port
 
 MODULE = "noisy neighbours"
 VICTIM_KEY = "gw-victim-" + "v" * 24
@@ -92,12 +93,15 @@ def words(rng: random.Random, n: int) -> list[str]:
     return list(out)
 
 
-def metadata(key: str) -> list[tuple[str, str]]:
-    return [("authorization", f"Bearer {key}")]
+def metadata(key: str) -> tuple[tuple[str, str | bytes], ...]:
+    return (("authorization", f"Bearer {key}"),)
 
 
 async def push(
-    stub: ingestion_pb2_grpc.IngestionManagerServiceStub, key: str, texts: list[str], prefix: str
+    stub: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub,
+    key: str,
+    texts: list[str],
+    prefix: str,
 ) -> None:
     for start in range(0, len(texts), 256):
         docs = [
@@ -112,7 +116,7 @@ async def push(
 
 
 async def victim_latencies(
-    stub: retriever_pb2_grpc.RetrieverServiceStub, queries: list[str]
+    stub: retriever_pb2_grpc.RetrieverServiceAsyncStub, queries: list[str]
 ) -> list[float]:
     out = []
     for q in queries:
@@ -162,8 +166,12 @@ async def test_one_tenant_at_its_limits_does_not_stall_another(
     repeated = [("zo " * 150 + rng.choice(vocab)).strip() for _ in range(2000)]
     wide = [" ".join(rng.sample(vocab, 120)) for _ in range(1000)]
     async with grpc.aio.insecure_channel(proc.target) as channel:
-        ingest = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
-        retrieve = retriever_pb2_grpc.RetrieverServiceStub(channel)
+        ingest: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub = (
+            ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
+        )
+        retrieve: retriever_pb2_grpc.RetrieverServiceAsyncStub = (
+            retriever_pb2_grpc.RetrieverServiceStub(channel)
+        )
         await push(ingest, VICTIM_KEY, victim_texts, "v")
         await push(ingest, ATTACKER_KEY, repeated + wide, "a")
         queries = [" ".join(rng.sample(vocab[:1500], 3)) for _ in range(VICTIM_QUERIES)]

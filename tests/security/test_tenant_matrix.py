@@ -49,7 +49,6 @@ import grpc
 import pytest
 
 from groundwire.app.config import parse_config
-from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire.domain.auth import hash_key
 from groundwire.providers.chat.base import ChatResponse, ToolCall
 from groundwire_client.v1 import agent_pb2 as ag
@@ -65,6 +64,7 @@ from groundwire_client.v1 import reranker_pb2 as rr
 from groundwire_client.v1 import retriever_pb2 as rt
 from tests.security.harness import decode_error, dump, postgres_available, summary
 from tests.support.chat import ScriptedModel
+from tests.support.servers import RunningApp, serving
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -216,10 +216,10 @@ def assert_clean(caller: str, *texts: str) -> None:
 
 @dataclass
 class Stubs:
-    retriever: retriever_pb2_grpc.RetrieverServiceStub
-    agents: agent_pb2_grpc.AgentServiceStub
-    ingestion: ingestion_pb2_grpc.IngestionManagerServiceStub
-    reranker: reranker_pb2_grpc.RerankerServiceStub
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub
+    agents: agent_pb2_grpc.AgentServiceAsyncStub
+    ingestion: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub
+    reranker: reranker_pb2_grpc.RerankerServiceAsyncStub
 
 
 STORES = [
@@ -242,10 +242,8 @@ async def app(
             "kind": "postgres",
             "data_dir": str(tmp_path_factory.mktemp("matrix-pg") / "pgdata"),
         }
-    running = await start_app(parse_config(data), "127.0.0.1:0")
-    await running.wait_ready()
-    yield running
-    await running.stop(0)
+    async with serving(parse_config(data)) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

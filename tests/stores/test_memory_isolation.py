@@ -49,10 +49,12 @@ def _neighbour_docs(chunks: int) -> list[StagedDocument]:
     ]
 
 
-async def _probe(store: MemoryStore, query: LexicalQuery, scope: Scope) -> tuple[list[object], int]:
+async def _probe(
+    store: MemoryStore, query: LexicalQuery, scope: Scope
+) -> tuple[list[tuple[object, float]], int]:
     before = store.lexical_entries_read
     found = await store.search_lexical(NAME, query, 10, scope)
-    hits = [(h.key, h.score.raw) for h in found.hits]
+    hits: list[tuple[object, float]] = [(h.key, h.score.raw) for h in found.hits]
     return hits, store.lexical_entries_read - before
 
 

@@ -22,10 +22,9 @@ import enum
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.support.http_standin import LoopbackStandIn, RecordedRequest
+from tests.support.http_standin import JsonRequestHandler, LoopbackStandIn, RecordedRequest
 
 __all__ = [
     "Behaviour",
@@ -92,6 +91,84 @@ class StreamRecord:
     done: threading.Event = field(default_factory=threading.Event)
 
 
+class _ChatHandler(JsonRequestHandler):
+    """Answers or streams under the stand-in's behaviour."""
+
+    # HTTP/1.1 for chunked streaming; still one request per connection (below).
+    protocol_version = "HTTP/1.1"
+    standin: ChatCompletionsStandIn
+
+    def do_POST(self) -> None:
+        standin = self.standin
+        # One request per connection: nothing idles past a test.
+        self.close_connection = True
+        headers, body = self.read_json()
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self.send_json(404, b'{"error": {"message": "not found"}}')
+            return
+        if not isinstance(body, dict):
+            self.send_json(400, b'{"error": {"message": "body is not a JSON object"}}')
+            return
+        behaviour = standin.behaviour
+        if behaviour is Behaviour.RATE_LIMITED:
+            self.send_json(429, _error_body("Rate limit reached", body, headers))
+        elif behaviour is Behaviour.SERVER_ERROR:
+            self.send_json(500, _error_body("internal server error", body, headers))
+        elif behaviour is Behaviour.UNAUTHORIZED:
+            self.send_json(401, _error_body("Incorrect API key provided", body, headers))
+        elif behaviour is Behaviour.SLOW and standin.wait(standin.delay):
+            self.send_json(503, b"{}")
+        elif body.get("stream"):
+            self._stream(body)
+        elif behaviour is Behaviour.MALFORMED_JSON:
+            self.send_json(200, b'{"id": "chatcmpl-standin", "choices": [{"index": 0, "mess')
+        else:
+            self.send_json(200, json.dumps(standin.completion(body)).encode())
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _stream(self, body: dict[str, Any]) -> None:
+        standin = self.standin
+        behaviour = standin.behaviour
+        events = [b"data: " + json.dumps(c).encode() + b"\n\n" for c in standin.chunks(body)]
+        events.append(b"data: [DONE]\n\n")
+        half = max(1, len(events) // 2)
+        if behaviour is Behaviour.MALFORMED_CHUNK:
+            events.insert(half, b'data: {"id": "chatcmpl-standin", "choices": [{"delta": \n\n')
+        elif behaviour is Behaviour.ERROR_EVENT:
+            events.insert(half, b'data: {"error": {"message": "overloaded"}}\n\n')
+        elif behaviour in (Behaviour.STREAM_CUT, Behaviour.STREAM_TRUNCATED):
+            events = events[:half]
+        record = standin._new_stream(len(events))
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for i, event in enumerate(events):
+                if i and standin.chunk_delay and standin.wait(standin.chunk_delay):
+                    break
+                if behaviour is Behaviour.STALL_MID_STREAM and i == half:
+                    standin.wait(standin.delay)
+                self._write_chunk(event)
+                record.events_sent += 1
+            if behaviour is Behaviour.STREAM_CUT:
+                # Leave the chunked body unterminated: the connection just closes.
+                record.outcome = "cut"
+                return
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            record.outcome = "completed"
+        except (BrokenPipeError, ConnectionResetError):
+            record.outcome = "aborted"
+        finally:
+            record.done.set()
+
+
 class ChatCompletionsStandIn(LoopbackStandIn):
     """A threaded HTTP server on 127.0.0.1; use as a context manager.
 
@@ -100,6 +177,7 @@ class ChatCompletionsStandIn(LoopbackStandIn):
     """
 
     url_prefix = "/v1"
+    handler_class = _ChatHandler
 
     def __init__(self, *, delay: float = 1.5, chunk_delay: float = 0.0) -> None:
         super().__init__()
@@ -109,9 +187,6 @@ class ChatCompletionsStandIn(LoopbackStandIn):
         self.reply = Reply()
         self._streams: list[StreamRecord] = []
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        return _make_handler(self)
-
     @property
     def streams(self) -> list[StreamRecord]:
         with self._lock:
@@ -119,8 +194,8 @@ class ChatCompletionsStandIn(LoopbackStandIn):
 
     def reset(self) -> None:
         """Back to normal behaviour and the default reply, with empty logs."""
+        super().reset()
         with self._lock:
-            self._requests.clear()
             self._streams.clear()
         self.behaviour = Behaviour.NORMAL
         self.reply = Reply()
@@ -131,10 +206,6 @@ class ChatCompletionsStandIn(LoopbackStandIn):
         with self._lock:
             self._streams.append(record)
         return record
-
-    def wait(self, seconds: float) -> bool:
-        """Sleep up to `seconds`; True if the server is stopping."""
-        return self._stopping.wait(seconds)
 
     # -- payloads -------------------------------------------------------------
 
@@ -235,103 +306,3 @@ def _error_body(message: str, body: Any, headers: dict[str, str]) -> bytes:
         }
     }
     return json.dumps(echo).encode()
-
-
-def _make_handler(standin: ChatCompletionsStandIn) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self) -> None:
-            # One request per connection: nothing idles past a test.
-            self.close_connection = True
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            try:
-                body: Any = json.loads(raw)
-            except ValueError:
-                body = None
-            standin._record(RecordedRequest("POST", self.path, headers, body))
-            if self.path.rstrip("/") != "/v1/chat/completions":
-                self._send(404, b'{"error": {"message": "not found"}}')
-                return
-            if not isinstance(body, dict):
-                self._send(400, b'{"error": {"message": "body is not a JSON object"}}')
-                return
-            behaviour = standin.behaviour
-            if behaviour is Behaviour.RATE_LIMITED:
-                self._send(429, _error_body("Rate limit reached", body, headers))
-            elif behaviour is Behaviour.SERVER_ERROR:
-                self._send(500, _error_body("internal server error", body, headers))
-            elif behaviour is Behaviour.UNAUTHORIZED:
-                self._send(401, _error_body("Incorrect API key provided", body, headers))
-            elif behaviour is Behaviour.SLOW and standin.wait(standin.delay):
-                self._send(503, b"{}")
-            elif body.get("stream"):
-                self._stream(body)
-            elif behaviour is Behaviour.MALFORMED_JSON:
-                self._send(200, b'{"id": "chatcmpl-standin", "choices": [{"index": 0, "mess')
-            else:
-                self._send(200, json.dumps(standin.completion(body)).encode())
-
-        def _send(self, status: int, payload: bytes) -> None:
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (timeout tests)
-
-        def _write_chunk(self, data: bytes) -> None:
-            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            self.wfile.flush()
-
-        def _stream(self, body: dict[str, Any]) -> None:
-            behaviour = standin.behaviour
-            events = [b"data: " + json.dumps(c).encode() + b"\n\n" for c in standin.chunks(body)]
-            events.append(b"data: [DONE]\n\n")
-            half = max(1, len(events) // 2)
-            if behaviour is Behaviour.MALFORMED_CHUNK:
-                events.insert(half, b'data: {"id": "chatcmpl-standin", "choices": [{"delta": \n\n')
-            elif behaviour is Behaviour.ERROR_EVENT:
-                events.insert(half, b'data: {"error": {"message": "overloaded"}}\n\n')
-            elif behaviour in (Behaviour.STREAM_CUT, Behaviour.STREAM_TRUNCATED):
-                events = events[:half]
-            record = standin._new_stream(len(events))
-            try:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                for i, event in enumerate(events):
-                    if i and standin.chunk_delay and standin.wait(standin.chunk_delay):
-                        break
-                    if behaviour is Behaviour.STALL_MID_STREAM and i == half:
-                        standin.wait(standin.delay)
-                    self._write_chunk(event)
-                    record.events_sent += 1
-                if behaviour is Behaviour.STREAM_CUT:
-                    # Leave the chunked body unterminated: the connection just closes.
-                    record.outcome = "cut"
-                    return
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
-                record.outcome = "completed"
-            except (BrokenPipeError, ConnectionResetError):
-                record.outcome = "aborted"
-            finally:
-                record.done.set()
-
-        def do_GET(self) -> None:
-            self.close_connection = True
-            self._send(405, b'{"error": {"message": "method not allowed"}}')
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-    return Handler

@@ -21,8 +21,9 @@ def rich_error(err: grpc.aio.AioRpcError) -> RichError:
     """Decode the google.rpc.Status trailer: exactly one ErrorInfo is required."""
     raw = dict(err.trailing_metadata() or ()).get("grpc-status-details-bin")
     assert raw is not None, "error has no google.rpc.Status details"
-    status = status_pb2.Status.FromString(raw)  # type: ignore[arg-type]
-    infos, fields = [], []
+    status = status_pb2.Status.FromString(raw)
+    infos: list[error_details_pb2.ErrorInfo] = []
+    fields: list[str] = []
     for any_msg in status.details:
         if any_msg.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()

@@ -1,17 +1,22 @@
 """The threaded loopback HTTP harness every stand-in server shares: binds
-127.0.0.1 on an ephemeral port, records every request, runs as a context manager,
-and stops promptly even while a handler is sleeping (handlers wait on
-`_stopping`)."""
+127.0.0.1 on an ephemeral port, records every request, answers JSON, runs as a
+context manager, and stops promptly even while a handler is sleeping (handlers
+wait on `_stopping`, through `wait`).
+
+A stand-in answers a POST from `respond(path, body, headers)` (body None when it
+is not JSON); one that streams (chat completions) subclasses `JsonRequestHandler`
+for its own `do_POST` instead."""
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
-__all__ = ["LoopbackStandIn", "RecordedRequest"]
+__all__ = ["JsonRequestHandler", "LoopbackStandIn", "RecordedRequest"]
 
 
 @dataclass(frozen=True)
@@ -24,11 +29,60 @@ class RecordedRequest:
     body: Any
 
 
+class JsonRequestHandler(BaseHTTPRequestHandler):
+    """Reads and records a JSON request, writes a JSON answer, logs nothing.
+
+    HTTP/1.0: one request per connection, so no idle keep-alive thread outlives a
+    test. `standin` is set on the subclass `LoopbackStandIn._handler` makes."""
+
+    protocol_version = "HTTP/1.0"
+    standin: LoopbackStandIn
+
+    def read_json(self) -> tuple[dict[str, str], Any]:
+        """(lower-cased headers, parsed body or None), recorded on the stand-in."""
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = None
+        self.standin._record(RecordedRequest("POST", self.path, headers, body))
+        return headers, body
+
+    def send_json(self, status: int, payload: bytes) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            if self.close_connection and self.protocol_version != "HTTP/1.0":
+                self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            # The client gave up (timeout tests); nothing to deliver.
+            pass
+
+    def do_POST(self) -> None:
+        headers, body = self.read_json()
+        self.send_json(*self.standin.respond(self.path, body, headers))
+
+    def do_GET(self) -> None:
+        self.close_connection = True
+        self.send_json(405, self.standin.method_not_allowed)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
 class LoopbackStandIn:
-    """Subclasses return their request handler class from `_handler`; `url_prefix`
-    is what `base_url` adds after the host and port (e.g. "/v1")."""
+    """Subclasses implement `respond` (or give `handler_class` a `do_POST` of its
+    own); `url_prefix` is what `base_url` adds after the host and port (e.g.
+    "/v1"); `method_not_allowed` is the body of the 405 to any GET."""
 
     url_prefix = ""
+    handler_class: type[JsonRequestHandler] = JsonRequestHandler
+    method_not_allowed = b'{"error": {"message": "method not allowed"}}'
 
     def __init__(self) -> None:
         self._requests: list[RecordedRequest] = []
@@ -37,8 +91,21 @@ class LoopbackStandIn:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
+    def respond(self, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes]:
+        """(status, JSON payload) for one POST; `body` is None when not JSON."""
         raise NotImplementedError
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        return type("Handler", (self.handler_class,), {"standin": self})
+
+    def reset(self) -> None:
+        """An empty request log (subclasses also restore their behaviour)."""
+        with self._lock:
+            self._requests.clear()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`; True when the stand-in is stopping instead."""
+        return self._stopping.wait(seconds)
 
     @property
     def base_url(self) -> str:

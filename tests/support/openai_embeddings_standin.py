@@ -14,7 +14,6 @@ import enum
 import hashlib
 import json
 import struct
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from tests.support.http_standin import LoopbackStandIn, RecordedRequest
@@ -66,14 +65,17 @@ class OpenAIEmbeddingsStandIn(LoopbackStandIn):
         self.delay = delay
         self.behaviour = Behaviour.NORMAL
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        return _make_handler(self)
-
     def reset(self) -> None:
         """Back to normal behaviour with an empty request log."""
-        with self._lock:
-            self._requests.clear()
+        super().reset()
         self.behaviour = Behaviour.NORMAL
+
+    def respond(self, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes]:
+        if path.rstrip("/") != "/v1/embeddings":
+            return 404, b'{"error": {"message": "not found"}}'
+        if body is None:
+            return 400, b'{"error": {"message": "body is not JSON"}}'
+        return self._answer(body, headers)
 
     def _answer(self, body: Any, headers: dict[str, str]) -> tuple[int, bytes]:
         """Status and body for one parsed request under the current behaviour."""
@@ -92,7 +94,7 @@ class OpenAIEmbeddingsStandIn(LoopbackStandIn):
             return 400, _error_body("model not found", body, headers)
         if behaviour is Behaviour.MALFORMED_JSON:
             return 200, b'{"object": "list", "data": [{"index": 0, "embedding": [0.1, '
-        if behaviour is Behaviour.SLOW and self._stopping.wait(self.delay):
+        if behaviour is Behaviour.SLOW and self.wait(self.delay):
             return 503, b"{}"
 
         dims = body.get("dimensions", self.dimensions)
@@ -135,45 +137,3 @@ def _error_body(message: str, body: Any, headers: dict[str, str]) -> bytes:
         }
     }
     return json.dumps(echo).encode()
-
-
-def _make_handler(standin: OpenAIEmbeddingsStandIn) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        # HTTP/1.0: one request per connection, so no idle keep-alive thread
-        # outlives a test.
-        protocol_version = "HTTP/1.0"
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            try:
-                body: Any = json.loads(raw)
-            except ValueError:
-                body = None
-            standin._record(RecordedRequest("POST", self.path, headers, body))
-            if self.path.rstrip("/") != "/v1/embeddings":
-                self._send(404, b'{"error": {"message": "not found"}}')
-            elif body is None:
-                self._send(400, b'{"error": {"message": "body is not JSON"}}')
-            else:
-                self._send(*standin._answer(body, headers))
-
-        def do_GET(self) -> None:
-            self._send(405, b'{"error": {"message": "method not allowed"}}')
-
-        def _send(self, status: int, payload: bytes) -> None:
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                # The client gave up (timeout tests); nothing to deliver.
-                pass
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-    return Handler

@@ -21,8 +21,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import Any, Literal
 
 from tests.support.http_standin import LoopbackStandIn, RecordedRequest
 
@@ -72,25 +71,29 @@ class JsonStandIn(LoopbackStandIn):
 
     Subclasses implement `route(path, body, headers) -> (status, payload)`."""
 
+    method_not_allowed = b'{"message": "method not allowed"}'
+
     def __init__(self, *, delay: float = 1.5) -> None:
         super().__init__()
         self.delay = delay
         self.behaviour = Behaviour.NORMAL
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        return _make_handler(self)
-
     def reset(self) -> None:
         """Back to normal behaviour with an empty request log."""
-        with self._lock:
-            self._requests.clear()
+        super().reset()
         self.behaviour = Behaviour.NORMAL
 
     def wait_slow(self) -> bool:
         """Sleep `delay` seconds; True when the stand-in is stopping instead."""
-        return self._stopping.wait(self.delay)
+        return self.wait(self.delay)
+
+    def respond(self, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes]:
+        if body is None:
+            return 400, b'{"message": "body is not JSON"}'
+        return self.route(path, body, headers)
 
     def route(self, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes]:
+        """The answer to a JSON request."""
         raise NotImplementedError
 
     def failure(self, body: Any, headers: dict[str, str]) -> tuple[int, bytes] | None:
@@ -155,7 +158,7 @@ def echo_error(message: str, body: Any, headers: dict[str, str]) -> bytes:
 class OpenRerankStandIn(JsonStandIn):
     """The open `/rerank` protocol (see module docstring); `flavour` is "tei" or "jina"."""
 
-    def __init__(self, *, flavour: str = "jina", delay: float = 1.5) -> None:
+    def __init__(self, *, flavour: Literal["tei", "jina"] = "jina", delay: float = 1.5) -> None:
         super().__init__(delay=delay)
         self.flavour = flavour
 
@@ -188,43 +191,3 @@ class OpenRerankStandIn(JsonStandIn):
             }
         # allow_nan=True writes the bare `NaN` token lenient servers emit.
         return 200, json.dumps(payload, allow_nan=True).encode()
-
-
-def _make_handler(standin: JsonStandIn) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        # HTTP/1.0: one request per connection, so no idle keep-alive thread
-        # outlives a test.
-        protocol_version = "HTTP/1.0"
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            try:
-                body: Any = json.loads(raw)
-            except ValueError:
-                body = None
-            standin._record(RecordedRequest("POST", self.path, headers, body))
-            if body is None:
-                self._send(400, b'{"message": "body is not JSON"}')
-            else:
-                self._send(*standin.route(self.path, body, headers))
-
-        def do_GET(self) -> None:
-            self._send(405, b'{"message": "method not allowed"}')
-
-        def _send(self, status: int, payload: bytes) -> None:
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                # The client gave up (timeout tests); nothing to deliver.
-                pass
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-    return Handler

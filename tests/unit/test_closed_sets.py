@@ -78,7 +78,7 @@ def test_configuration_reads_the_same_strings_as_enum_members() -> None:
     ingestion = IngestionConfig.model_validate({"strategy": "scheduled", "schedule": "0 3 * * *"})
     store = StoreConfig.model_validate({"kind": "postgres"})
     rag = AgentRagConfig.model_validate({"index": "docs", "query_rewriting": "history"})
-    assert index.metric is DistanceMetric.EUCLIDEAN and index.metric == "euclidean"
+    assert index.metric is DistanceMetric.EUCLIDEAN and index.metric.value == "euclidean"
     assert ingestion.strategy is IngestionStrategy.SCHEDULED
     assert store.kind is StoreKind.POSTGRES
     assert rag.query_rewriting is QueryRewriting.HISTORY

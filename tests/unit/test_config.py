@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from groundwire.app.config import ConfigError, GroundwireConfig, SecretRef, load_config
+from groundwire.app.config import (
+    ConfigError,
+    DirectorySource,
+    GroundwireConfig,
+    SecretRef,
+    load_config,
+)
 from groundwire.app.config import parse_config as _parse
 from groundwire.app.defaults import default_config
 
@@ -92,6 +98,7 @@ def test_relative_paths_resolve_against_config_file(tmp_path: Path) -> None:
     )
     cfg = load_config(tmp_path / "gw.toml")
     src = cfg.indexes["docs"].sources[0]
+    assert isinstance(src, DirectorySource)
     assert src.path == tmp_path / "docs"
 
 

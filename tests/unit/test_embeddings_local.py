@@ -6,9 +6,10 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,6 +28,10 @@ from groundwire.providers.embeddings.onnx_local import (
 )
 
 pytestmark = pytest.mark.timeout(60)
+
+# How long a gated run waits to be released (a bound on failure, never waited
+# out when the code is right).
+GATE_SECONDS = 10.0
 
 QUERY = "How do I reset my password?"
 RELEVANT = "Steps to recover account access"
@@ -101,47 +106,65 @@ async def test_long_text_is_truncated_at_max_seq_length(embedder: LocalOnnxEmbed
     assert embedder.truncated_texts - before == 2
 
 
-async def test_embed_does_not_block_the_event_loop(embedder: LocalOnnxEmbedder) -> None:
-    texts = [FILLER * 12 + str(i) for i in range(16)]
-    ticks = 0
+class GatedSession:
+    """The embedder's real session, except that a run of more than one text (a
+    document batch; the queries below are one text) blocks until `release` is
+    set. Records the threads runs happen on."""
 
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.005)
-            ticks += 1
+    def __init__(self, session: Any) -> None:
+        self._session = session
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.threads: list[int] = []
 
-    task = asyncio.create_task(ticker())
-    started = time.monotonic()
+    def run(self, outputs: list[str], feeds: dict[str, np.ndarray]) -> Any:
+        self.threads.append(threading.get_ident())
+        if len(feeds["input_ids"]) > 1:
+            self.entered.set()
+            # Bounded: were the run on the event loop thread, nothing could set
+            # `release`, and the test must fail rather than hang.
+            if not self.release.wait(GATE_SECONDS):
+                raise TimeoutError("the gated document run was never released")
+        return self._session.run(outputs, feeds)
+
+
+@pytest.fixture
+def gated(embedder: LocalOnnxEmbedder, monkeypatch: pytest.MonkeyPatch) -> Iterator[GatedSession]:
+    gate = GatedSession(embedder._session)
+    monkeypatch.setattr(embedder, "_session", gate)
+    yield gate
+    gate.release.set()
+
+
+async def test_embed_does_not_block_the_event_loop(
+    embedder: LocalOnnxEmbedder, gated: GatedSession
+) -> None:
+    batch = asyncio.create_task(embedder.embed([QUERY, RELEVANT], EmbeddingTask.DOCUMENT))
+    # The loop runs this coroutine while inference is held inside the session:
+    # were inference run on the loop thread, the loop would be stuck in it.
+    assert await asyncio.to_thread(gated.entered.wait, GATE_SECONDS)
+    assert not batch.done()
+    gated.release.set()
+    assert (await batch).shape == (2, 384)
+    assert gated.threads and threading.get_ident() not in gated.threads
+
+
+async def test_a_query_does_not_wait_behind_a_document_batch(
+    embedder: LocalOnnxEmbedder, gated: GatedSession
+) -> None:
+    """A query embedded while a document run holds the model returns before that
+    run may finish (it is held until the query is back)."""
+    batch = asyncio.create_task(embedder.embed([FILLER, IRRELEVANT], EmbeddingTask.DOCUMENT))
     try:
-        await embedder.embed(texts, EmbeddingTask.DOCUMENT)
-    finally:
-        task.cancel()
-    elapsed = time.monotonic() - started
-
-    # Were inference run on the loop thread, the ticker would not run at all.
-    assert elapsed > 0.02
-    assert ticks >= 2
-
-
-async def test_a_query_does_not_wait_behind_a_document_batch() -> None:
-    """One document run of 96 full-length passages (about three seconds on two cores):
-    a query embedded meanwhile returns while that run is still going."""
-    embedder = LocalOnnxEmbedder(max_batch_size=96)
-    texts = [FILLER * 12 + str(i) for i in range(96)]
-    batch = asyncio.create_task(embedder.embed(texts, EmbeddingTask.DOCUMENT))
-    try:
-        await asyncio.sleep(0.2)  # the document run has the model
-        assert not batch.done()
-        started = time.monotonic()
-        query = await embedder.embed([QUERY], EmbeddingTask.QUERY)
-        waited = time.monotonic() - started
+        assert await asyncio.to_thread(gated.entered.wait, GATE_SECONDS)
+        # Were queries serialized with documents, this would wait for a release
+        # that only comes after it: the bound turns that deadlock into a failure.
+        query = await asyncio.wait_for(embedder.embed([QUERY], EmbeddingTask.QUERY), GATE_SECONDS)
         assert query.shape == (1, 384)
-        assert not batch.done(), f"the query returned only after the batch ({waited:.2f} s)"
-        assert (await batch).shape == (96, 384)
+        assert not batch.done()
     finally:
-        await batch
-        await embedder.aclose()
+        gated.release.set()
+    assert (await batch).shape == (2, 384)
 
 
 async def test_embed_sync_matches_embed_and_chunks(embedder: LocalOnnxEmbedder) -> None:

@@ -231,7 +231,7 @@ def test_bootstrap_and_tests_are_seeded_and_sane() -> None:
     assert p is not None and p < 0.001
     st = paired_stats([0.5] * 40, [0.6] * 40, resamples=1000)
     assert st.delta == pytest.approx(0.1) and st.relative == pytest.approx(0.2)
-    assert st.delta_ci == (pytest.approx(0.1), pytest.approx(0.1))
+    assert st.delta_ci == pytest.approx((0.1, 0.1))
     assert (st.wins, st.losses, st.ties) == (40, 0, 0)
 
 

@@ -14,6 +14,11 @@ from groundwire.ingestion.loaders import (
 )
 
 
+def failed(result: LoadedDocument | LoadFailure) -> LoadFailure:
+    assert isinstance(result, LoadFailure), result
+    return result
+
+
 def minimal_pdf(text: str) -> bytes:
     """A one-page PDF with one line of text (hand-assembled, valid xref)."""
     stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
@@ -76,21 +81,21 @@ def test_markdown_title_and_normalization() -> None:
 
 def test_failures() -> None:
     assert (
-        load_bytes("a", "s", b"x" * 11, DocumentFormat.TEXT, max_bytes=10).reason
+        failed(load_bytes("a", "s", b"x" * 11, DocumentFormat.TEXT, max_bytes=10)).reason
         is DocumentFailureReason.TOO_LARGE
-    )  # type: ignore[union-attr]
+    )
     assert (
-        load_bytes("a", "s", b"\xff\xfe", DocumentFormat.TEXT, max_bytes=10).reason
+        failed(load_bytes("a", "s", b"\xff\xfe", DocumentFormat.TEXT, max_bytes=10)).reason
         is DocumentFailureReason.NOT_UTF8
-    )  # type: ignore[union-attr]
+    )
     assert (
-        load_bytes("a", "s", b"a\x00b", DocumentFormat.TEXT, max_bytes=10).reason
+        failed(load_bytes("a", "s", b"a\x00b", DocumentFormat.TEXT, max_bytes=10)).reason
         is DocumentFailureReason.BINARY
-    )  # type: ignore[union-attr]
+    )
     assert (
-        load_bytes("a", "s", b" \n ", DocumentFormat.TEXT, max_bytes=10).reason
+        failed(load_bytes("a", "s", b" \n ", DocumentFormat.TEXT, max_bytes=10)).reason
         is DocumentFailureReason.EMPTY
-    )  # type: ignore[union-attr]
+    )
 
 
 def test_file_read_is_bounded_and_unknown_extension(tmp_path: Path) -> None:
@@ -101,10 +106,10 @@ def test_file_read_is_bounded_and_unknown_extension(tmp_path: Path) -> None:
     odd = tmp_path / "x.docx"
     odd.write_bytes(b"PK")
     assert (
-        load_file(odd, "x.docx", "s", max_bytes=100, metadata={}).reason
+        failed(load_file(odd, "x.docx", "s", max_bytes=100, metadata={})).reason
         is DocumentFailureReason.UNSUPPORTED_FORMAT
-    )  # type: ignore[union-attr]
+    )
     assert (
-        load_file(tmp_path / "missing.txt", "m", "s", max_bytes=100, metadata={}).reason
+        failed(load_file(tmp_path / "missing.txt", "m", "s", max_bytes=100, metadata={})).reason
         is DocumentFailureReason.UNREADABLE
-    )  # type: ignore[union-attr]
+    )

@@ -115,7 +115,13 @@ def test_forged_truncated_and_random_tokens_are_refused() -> None:
 
 def test_authentic_tokens_with_unusable_cursors_are_refused_not_crashes() -> None:
     tokens = PageTokens()
-    for cursor in ({"t": "1", "id": "op"}, {"t": True, "id": "op"}, {"t": 1.0, "id": 5}, {}):
+    cursors: list[dict[str, object]] = [
+        {"t": "1", "id": "op"},
+        {"t": True, "id": "op"},
+        {"t": 1.0, "id": 5},
+        {},
+    ]
+    for cursor in cursors:
         token = tokens.issue(DOCS_OPS, cursor)
         refused(lambda token=token: tokens.operations_cursor(token, DOCS_OPS))
     token = tokens.issue(DOCS_OPS, {"t": 10**400, "id": "op"})
