@@ -29,3 +29,8 @@ INGESTIONS = _meter.create_counter(
     unit="{operation}",
     description="Finished ingestion operations by index, trigger and state",
 )
+ADMISSION_REJECTIONS = _meter.create_counter(
+    "groundwire.admission.rejections",
+    unit="{request}",
+    description="Calls refused by tenant admission, by RPC family and reason (never by tenant)",
+)

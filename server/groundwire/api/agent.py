@@ -9,7 +9,6 @@ import grpc
 
 from groundwire.agents.definition import AgentDefinition
 from groundwire.agents.events import EventType, ExecutionEvent, ExecutionResult, RagMetadata
-from groundwire.agents.limits import ExecutionLimiter
 from groundwire.agents.registry import AgentRegistry
 from groundwire.agents.runtime import AgentRuntime, ExecutionInput
 from groundwire.api.auth import effective_tenant
@@ -230,15 +229,10 @@ def describe_agent(agent: AgentDefinition) -> agent_pb2.AgentDescription:
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     def __init__(
-        self,
-        registry: AgentRegistry,
-        runtime: AgentRuntime,
-        limiter: ExecutionLimiter,
-        page_tokens: PageTokens,
+        self, registry: AgentRegistry, runtime: AgentRuntime, page_tokens: PageTokens
     ) -> None:
         self._registry = registry
         self._runtime = runtime
-        self._limiter = limiter
         self._tokens = page_tokens
 
     def _validate(self, inp: agent_pb2.ExecutionInput) -> tuple[AgentDefinition, ExecutionInput]:
@@ -272,24 +266,22 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self, request: agent_pb2.ExecuteRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> agent_pb2.ExecuteResponse:
         agent, inp = self._validate(request.input)
-        with self._limiter.admit(inp.tenant):
-            async for event in self._runtime.execute(agent, inp):
-                if event.type is EventType.EXECUTION_COMPLETED:
-                    assert event.result is not None
-                    return agent_pb2.ExecuteResponse(result=result_to_proto(event.result))
-                if event.type is EventType.EXECUTION_FAILED:
-                    raise failure_from_event(event)
+        async for event in self._runtime.execute(agent, inp):
+            if event.type is EventType.EXECUTION_COMPLETED:
+                assert event.result is not None
+                return agent_pb2.ExecuteResponse(result=result_to_proto(event.result))
+            if event.type is EventType.EXECUTION_FAILED:
+                raise failure_from_event(event)
         raise GroundwireError(ErrorKind.INTERNAL, "INTERNAL", "execution ended without a result")
 
     async def ExecuteStream(
         self, request: agent_pb2.ExecuteStreamRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[agent_pb2.ExecuteStreamResponse]:
         agent, inp = self._validate(request.input)
-        with self._limiter.admit(inp.tenant):
-            sequence = 0
-            async for event in self._runtime.execute(agent, inp):
-                yield event_to_proto(event, sequence)
-                sequence += 1
+        sequence = 0
+        async for event in self._runtime.execute(agent, inp):
+            yield event_to_proto(event, sequence)
+            sequence += 1
 
 
 def failure_from_event(event: ExecutionEvent) -> GroundwireError:

@@ -1,10 +1,14 @@
 """One interceptor for every RPC: request id, authentication and permissions,
-deadline propagation, safe request decoding, error mapping and a content-free
+tenant admission, deadline propagation, safe request decoding, error mapping and a content-free
 access log.
 
 - The request id comes from the caller's `x-request-id` metadata (bounded,
   printable) or is generated, is bound in a contextvar for logs, and is returned
   in the `x-request-id` trailing metadata.
+- Every call of a limited family (api/admission.py) is admitted against its
+  tenant's concurrency cap and token bucket before the handler runs, and holds
+  its slot until it ends (a stream: until its last message); a refusal is
+  RESOURCE_EXHAUSTED with RetryInfo, counted by family and reason.
 - A request that protobuf cannot decode (for example invalid UTF-8 in a string
   field) becomes INVALID_ARGUMENT / MALFORMED_REQUEST instead of grpcio's
   generic INTERNAL.
@@ -25,16 +29,19 @@ import re
 import time
 import traceback
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
 
+from groundwire.api.admission import admission_tenant, family_of, refused
 from groundwire.api.auth import AuthPolicy, principal_var
 from groundwire.api.errors import STATUS_CODES, to_rpc_status
+from groundwire.domain.admission import Admission
+from groundwire.domain.auth import Principal
 from groundwire.domain.errors import ErrorKind, GroundwireError
-from groundwire.instruments import RPC_DURATION
+from groundwire.instruments import ADMISSION_REJECTIONS, RPC_DURATION
 
 log = logging.getLogger("groundwire.access")
 error_log = logging.getLogger("groundwire.errors")
@@ -86,8 +93,9 @@ def _log_unexpected(exc: BaseException, method: str) -> None:
 class ServiceInterceptor(grpc.aio.ServerInterceptor):
     """See module docstring."""
 
-    def __init__(self, auth: AuthPolicy | None = None) -> None:
+    def __init__(self, auth: AuthPolicy | None = None, admission: Admission | None = None) -> None:
         self._auth = auth or AuthPolicy(keys=None)
+        self._admission = admission
 
     async def intercept_service(
         self,
@@ -140,18 +148,20 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> AsyncIterator[None]:
         """Everything an RPC of either shape gets: request id, authentication,
-        decoding check, deadline, error mapping and the access log."""
+        decoding check, admission, deadline, error mapping and the access log."""
         rid = _request_id(metadata)
         token = request_id_var.set(rid)
         started = time.perf_counter()
         code = grpc.StatusCode.OK
         try:
             context.set_trailing_metadata((("x-request-id", rid),))
-            principal_var.set(self._auth.authorize(method, _authorization(metadata)))
+            principal = self._auth.authorize(method, _authorization(metadata))
+            principal_var.set(principal)
             if request is _MALFORMED:
                 raise MALFORMED
-            async with _deadline(context):
-                yield
+            with self._admit(method, principal, request):
+                async with _deadline(context):
+                    yield
         except GroundwireError as err:
             code = STATUS_CODES[err.kind]
             await _abort(context, err, rid)
@@ -165,6 +175,23 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         finally:
             _access(method, code, started, rid)
             request_id_var.reset(token)
+
+    @contextlib.contextmanager
+    def _admit(self, method: str, principal: Principal | None, request: Any) -> Iterator[None]:
+        """Hold one admission slot of the method's family for the call's lifetime."""
+        family = family_of(method)
+        if self._admission is None or family is None:
+            yield
+            return
+        tenant = admission_tenant(principal, request)
+        rejection = self._admission.try_acquire(family, tenant)
+        if rejection is not None:
+            ADMISSION_REJECTIONS.add(1, {"family": family.value, "reason": rejection.refusal.value})
+            raise refused(rejection)
+        try:
+            yield
+        finally:
+            self._admission.release(family, tenant)
 
 
 def _authorization(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str | None:

@@ -11,6 +11,7 @@ from grpc_reflection.v1alpha import reflection
 
 from groundwire.api.auth import AuthPolicy
 from groundwire.api.interceptors import ServiceInterceptor
+from groundwire.domain.admission import Admission
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +64,14 @@ async def build_server(
     max_concurrent_rpcs: int | None = None,
     extra_health_names: Sequence[str] = (),
     auth: AuthPolicy | None = None,
+    admission: Admission | None = None,
     credentials: grpc.ServerCredentials | None = None,
     health_status: Health | None = None,
 ) -> ServerHandle:
     """Create and bind (but do not start) the server. Health starts NOT_SERVING;
     the app flips services to SERVING when they are ready."""
     server = grpc.aio.server(
-        interceptors=[ServiceInterceptor(auth)],
+        interceptors=[ServiceInterceptor(auth, admission)],
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import grpc
 
-from groundwire.agents.limits import ExecutionLimiter
 from groundwire.agents.registry import AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
 from groundwire.api.agent import AgentServicer
@@ -48,7 +47,6 @@ def service_registrations(
     manager: IngestionManager,
     agents: AgentRegistry,
     runtime: AgentRuntime,
-    executions: ExecutionLimiter,
     reranking: RerankingService,
     page_tokens: PageTokens,
 ) -> list[ServiceRegistration]:
@@ -56,7 +54,7 @@ def service_registrations(
     page-token key)."""
     retriever_servicer = RetrieverServicer(retriever)
     ingestion_servicer = IngestionServicer(catalog, manager, page_tokens)
-    agent_servicer = AgentServicer(agents, runtime, executions, page_tokens)
+    agent_servicer = AgentServicer(agents, runtime, page_tokens)
     return [
         ServiceRegistration(
             RERANKER_SERVICE, lambda server: register_reranker_service(server, reranking)

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from groundwire.app.admission_config import LimitsConfig
 from groundwire.app.agent_config import (
     AgentConfig,
     AgentLimitsConfig,
@@ -267,6 +268,7 @@ class GroundwireConfig(StrictModel):
     )
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     agent_limits: AgentLimitsConfig = AgentLimitsConfig()
+    limits: LimitsConfig = LimitsConfig()
 
     @model_validator(mode="after")
     def _references(self) -> GroundwireConfig:
@@ -275,6 +277,14 @@ class GroundwireConfig(StrictModel):
                 raise ValueError(f"indexes.{name}: index names are 1-128 chars of [a-z0-9_-]")
             if index.embedder is not None and index.embedder not in self.embedders:
                 raise ValueError(f"indexes.{name}.embedder: no embedder named {index.embedder!r}")
+        if (
+            self.limits.execute.max_concurrent_per_tenant is not None
+            and "max_concurrent_executions" in self.agent_limits.model_fields_set
+        ):
+            raise ValueError(
+                "limits.execute.max_concurrent_per_tenant: also set as"
+                " agent_limits.max_concurrent_executions; set only one"
+            )
         check_reranker_references(self.reranking, self.rerankers, set(self.embedders))
         check_agent_references(
             self.agents,

@@ -10,11 +10,11 @@ from typing import cast
 
 import grpc
 
-from groundwire.agents.limits import ExecutionLimiter
 from groundwire.agents.registry import AgentLimits, AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
 from groundwire.api.auth import AuthPolicy
 from groundwire.api.pagination import MIN_PAGE_TOKEN_KEY_CHARS, PageTokens
+from groundwire.app.admission_config import build_admission
 from groundwire.app.agent_config import build_agents, build_chat_models, build_tools
 from groundwire.app.config import (
     DirectorySource as DirectoryConfig,
@@ -35,6 +35,7 @@ from groundwire.app.config import (
 )
 from groundwire.app.config_base import ConfigError
 from groundwire.app.reranker_config import build_reranking_service
+from groundwire.domain.admission import Admission
 from groundwire.domain.auth import KeyRing, Permission, StoredKey
 from groundwire.domain.chunking import ChunkPolicy
 from groundwire.domain.retrieval import FusionSettings
@@ -188,7 +189,7 @@ class Components:
     reranking: RerankingService
     agents: AgentRegistry
     runtime: AgentRuntime
-    executions: ExecutionLimiter
+    admission: Admission
 
     async def aclose(self) -> None:
         await self.store.close()
@@ -238,7 +239,7 @@ async def build_components(cfg: GroundwireConfig) -> Components:
         ),
     )
     runtime = AgentRuntime(retriever, stage)
-    executions = ExecutionLimiter(cfg.agent_limits.max_concurrent_executions)
+    admission = build_admission(cfg.limits, cfg.agent_limits.max_concurrent_executions)
     return Components(
         cfg,
         store,
@@ -249,7 +250,7 @@ async def build_components(cfg: GroundwireConfig) -> Components:
         reranking,
         agents,
         runtime,
-        executions,
+        admission,
     )
 
 

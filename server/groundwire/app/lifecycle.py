@@ -81,7 +81,6 @@ async def start_app(cfg: GroundwireConfig, address: str | None = None) -> Runnin
             manager=manager,
             agents=components.agents,
             runtime=components.runtime,
-            executions=components.executions,
             reranking=components.reranking,
             page_tokens=tokens,
         ),
@@ -90,6 +89,7 @@ async def start_app(cfg: GroundwireConfig, address: str | None = None) -> Runnin
         max_concurrent_rpcs=cfg.server.max_concurrent_rpcs,
         extra_health_names=[index_health_name(h.name) for h in handles],
         auth=auth_policy(cfg),
+        admission=components.admission,
         credentials=server_credentials(cfg),
         health_status=health,
     )

@@ -1,0 +1,74 @@
+"""The interceptor's side of tenant admission: which family each RPC belongs to,
+which tenant a call counts against, and the error a refusal becomes.
+
+The tenant is the API key's. With authentication disabled there is no key, so
+the tenant the request declares is used (the one the servicer will run it as).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf.message import Message
+
+from groundwire.api.auth import HEALTH_PREFIX, REFLECTION_PREFIXES
+from groundwire.domain.admission import Refusal, Rejection, RpcFamily
+from groundwire.domain.auth import Principal
+from groundwire.domain.errors import ErrorKind, GroundwireError
+
+_V1 = "/groundwire.v1."
+_METHOD_FAMILIES: Mapping[str, RpcFamily] = {
+    f"{_V1}RetrieverService/Retrieve": RpcFamily.RETRIEVE,
+    f"{_V1}RerankerService/Rerank": RpcFamily.RERANK,
+    f"{_V1}IngestionManagerService/UpsertDocuments": RpcFamily.INGEST,
+    f"{_V1}IngestionManagerService/DeleteDocuments": RpcFamily.INGEST,
+    f"{_V1}IngestionManagerService/StartIngestion": RpcFamily.INGEST,
+    f"{_V1}AgentService/Execute": RpcFamily.EXECUTE,
+    f"{_V1}AgentService/ExecuteStream": RpcFamily.EXECUTE,
+}
+
+
+def family_of(method: str) -> RpcFamily | None:
+    """The admission family of a full method name; None for health and
+    reflection, which are never limited (probes must keep answering)."""
+    if method.startswith((HEALTH_PREFIX, *REFLECTION_PREFIXES)):
+        return None
+    return _METHOD_FAMILIES.get(method, RpcFamily.MANAGE)
+
+
+def admission_tenant(principal: Principal | None, request: Any) -> str:
+    """The tenant a call is admitted against: the key's, else the declared one."""
+    if principal is not None:
+        return principal.tenant
+    return _declared_tenant(request)
+
+
+def _declared_tenant(request: Any) -> str:
+    # The tenant field sits at the top (pushes) or one message down (query, input).
+    if not isinstance(request, Message):
+        return ""
+    for holder in (request, _submessage(request, "query"), _submessage(request, "input")):
+        if holder is not None and "tenant" in holder.DESCRIPTOR.fields_by_name:
+            return str(getattr(holder, "tenant"))  # noqa: B009 (not every Message has it)
+    return ""
+
+
+def _submessage(request: Message, name: str) -> Message | None:
+    field = request.DESCRIPTOR.fields_by_name.get(name)
+    if field is None or field.message_type is None:
+        return None
+    inner: Message = getattr(request, name)
+    return inner
+
+
+def refused(rejection: Rejection) -> GroundwireError:
+    """The RESOURCE_EXHAUSTED error of a refused call, with the retry delay
+    (google.rpc.RetryInfo); the message never names the tenant."""
+    what = "calls per second" if rejection.refusal is Refusal.RATE else "concurrent calls"
+    return GroundwireError(
+        ErrorKind.RESOURCE_EXHAUSTED,
+        rejection.refusal.value,
+        f"the tenant is at its limit of {what} for {rejection.family.value} requests; retry later",
+        retry_after_seconds=rejection.retry_after_seconds,
+    )
