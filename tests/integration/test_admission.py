@@ -12,6 +12,7 @@ from dataclasses import replace
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
+from grpc_health.v1 import health_pb2
 
 from groundwire.api import interceptors
 from groundwire.app.config import parse_config
@@ -31,6 +32,7 @@ from groundwire_client.v1 import (
 from tests.support.chat import ScriptedModel
 from tests.support.embedders import ControlledEmbedder
 from tests.support.errors import rich_error
+from tests.support.servers import health_stub
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -111,7 +113,7 @@ def rejections(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
 
 def retry_delay(err: grpc.aio.AioRpcError) -> float | None:
     raw = dict(err.trailing_metadata() or ())["grpc-status-details-bin"]
-    for detail in status_pb2.Status.FromString(raw).details:  # type: ignore[arg-type]
+    for detail in status_pb2.Status.FromString(raw).details:
         if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
             info = error_details_pb2.RetryInfo()
             detail.Unpack(info)
@@ -125,6 +127,17 @@ def lexical(text: str) -> retriever_pb2.RetrieveRequest:
             index_name="shared", text=text, mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL
         )
     )
+
+
+async def next_event(
+    stream: grpc.aio.UnaryStreamCall[ag.ExecuteStreamRequest, ag.ExecuteStreamResponse],
+) -> ag.ExecuteStreamResponse | None:
+    """The stream's next event, or None at its end."""
+    event = await stream.read()
+    if event is grpc.aio.EOF:
+        return None
+    assert isinstance(event, ag.ExecuteStreamResponse)
+    return event
 
 
 async def active(app: RunningApp, family: RpcFamily, tenant: str, want: int) -> int:
@@ -148,11 +161,11 @@ async def test_a_tenant_over_its_rate_is_refused_with_retry_info_while_another_i
         except grpc.aio.AioRpcError as err:
             refused.append(err)
     assert refused, "acme never met its retrieve rate"
-    err = rich_error(refused[0])
-    assert (err.code, err.reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "TENANT_RATE_LIMITED")
+    rich = rich_error(refused[0])
+    assert (rich.code, rich.reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "TENANT_RATE_LIMITED")
     delay = retry_delay(refused[0])
     assert delay is not None and 0 < delay <= 1 / RETRIEVE_RATE + 1e-6
-    assert "acme" not in err.message
+    assert "acme" not in rich.message
     # Another tenant's bucket is its own.
     response = await stub.Retrieve(lexical("leave policy"), metadata=md("globex"))
     assert response.diagnostics.index_version  # answered (a tenant sees only its documents)
@@ -219,15 +232,16 @@ async def test_a_stream_holds_its_slot_until_it_ends(
     agents = agent_pb2_grpc.AgentServiceStub(channel)
     inp = ag.ExecutionInput(agent_id="assistant", message="plan")
     stream = agents.ExecuteStream(ag.ExecuteStreamRequest(input=inp), metadata=md("acme"))
-    events = [await stream.read()]
+    events = [await next_event(stream)]
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await agents.Execute(ag.ExecuteRequest(input=inp), metadata=md("acme"))
     err = rich_error(info.value)
     assert (err.code, err.reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_EXECUTIONS")
     assert retry_delay(info.value) is not None
-    while (event := await stream.read()) is not grpc.aio.EOF:
+    while (event := await next_event(stream)) is not None:
         events.append(event)
-    assert events[-1].type == ag.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED
+    last = events[-1]
+    assert last is not None and last.type == ag.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED
     assert await active(app, RpcFamily.EXECUTE, "acme", 0) == 0
     assert (await agents.Execute(ag.ExecuteRequest(input=inp), metadata=md("acme"))).result
 
@@ -239,21 +253,20 @@ async def test_a_cancelled_stream_releases_its_slot(
     agents = agent_pb2_grpc.AgentServiceStub(channel)
     inp = ag.ExecutionInput(agent_id="assistant", message="plan")
     stream = agents.ExecuteStream(ag.ExecuteStreamRequest(input=inp), metadata=md("acme"))
-    await stream.read()
+    await next_event(stream)
     assert await active(app, RpcFamily.EXECUTE, "acme", 1) == 1
     stream.cancel()
     # Released at once, not after the 20 s the stream would take on its own.
     assert await active(app, RpcFamily.EXECUTE, "acme", 0) == 0
     again = agents.ExecuteStream(ag.ExecuteStreamRequest(input=inp), metadata=md("acme"))
-    assert (await again.read()).execution_id  # admitted
+    first = await next_event(again)
+    assert first is not None and first.execution_id  # admitted
     again.cancel()
     assert await active(app, RpcFamily.EXECUTE, "acme", 0) == 0
 
 
 async def test_health_is_never_limited(app: RunningApp, channel: grpc.aio.Channel) -> None:
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    stub = health_pb2_grpc.HealthStub(channel)
+    stub = health_stub(channel)
     for _ in range(20):
         reply = await stub.Check(health_pb2.HealthCheckRequest())
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
