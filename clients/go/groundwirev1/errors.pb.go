@@ -132,7 +132,9 @@ const (
 	ErrorReason_ERROR_REASON_MODEL_INVALID_RESPONSE ErrorReason = 209
 	// FAILED_PRECONDITION: the agent used all its tool steps without answering.
 	ErrorReason_ERROR_REASON_TOOL_STEPS_EXHAUSTED ErrorReason = 210
-	// RESOURCE_EXHAUSTED: too many concurrent executions; retry later.
+	// RESOURCE_EXHAUSTED: the tenant already runs its configured number of
+	// concurrent executions ([limits.execute] max_concurrent_per_tenant, or
+	// agent_limits.max_concurrent_executions); retry later (RetryInfo).
 	ErrorReason_ERROR_REASON_TOO_MANY_EXECUTIONS ErrorReason = 211
 	// UNAUTHENTICATED: no, a malformed or an unknown API key.
 	ErrorReason_ERROR_REASON_UNAUTHENTICATED ErrorReason = 212
@@ -140,6 +142,15 @@ const (
 	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 213
 	// PERMISSION_DENIED: a request field names a tenant other than the key's.
 	ErrorReason_ERROR_REASON_TENANT_MISMATCH ErrorReason = 214
+	// RESOURCE_EXHAUSTED: the tenant made more calls of this RPC family per
+	// second than its configured rate ([limits.<family>] requests_per_second and
+	// burst); google.rpc.RetryInfo says when a call will be admitted again.
+	ErrorReason_ERROR_REASON_TENANT_RATE_LIMITED ErrorReason = 215
+	// RESOURCE_EXHAUSTED: the tenant already runs its configured number of
+	// concurrent calls of this RPC family ([limits.<family>]
+	// max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
+	// Executions report TOO_MANY_EXECUTIONS instead.
+	ErrorReason_ERROR_REASON_TENANT_CONCURRENCY_LIMITED ErrorReason = 216
 	// FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old.
 	ErrorReason_ERROR_REASON_STORE_EXTENSION_MISSING ErrorReason = 300
 	// FAILED_PRECONDITION: the database schema is newer than this server.
@@ -202,6 +213,8 @@ var (
 		212: "ERROR_REASON_UNAUTHENTICATED",
 		213: "ERROR_REASON_PERMISSION_DENIED",
 		214: "ERROR_REASON_TENANT_MISMATCH",
+		215: "ERROR_REASON_TENANT_RATE_LIMITED",
+		216: "ERROR_REASON_TENANT_CONCURRENCY_LIMITED",
 		300: "ERROR_REASON_STORE_EXTENSION_MISSING",
 		301: "ERROR_REASON_STORE_SCHEMA_TOO_NEW",
 		302: "ERROR_REASON_STORE_VERSION_UNSUPPORTED",
@@ -255,6 +268,8 @@ var (
 		"ERROR_REASON_UNAUTHENTICATED":             212,
 		"ERROR_REASON_PERMISSION_DENIED":           213,
 		"ERROR_REASON_TENANT_MISMATCH":             214,
+		"ERROR_REASON_TENANT_RATE_LIMITED":         215,
+		"ERROR_REASON_TENANT_CONCURRENCY_LIMITED":  216,
 		"ERROR_REASON_STORE_EXTENSION_MISSING":     300,
 		"ERROR_REASON_STORE_SCHEMA_TOO_NEW":        301,
 		"ERROR_REASON_STORE_VERSION_UNSUPPORTED":   302,
@@ -295,7 +310,7 @@ var File_groundwire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xea\x0e\n" +
+	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xbf\x0f\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\x1f\n" +
@@ -342,7 +357,9 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	" ERROR_REASON_TOO_MANY_EXECUTIONS\x10\xd3\x01\x12!\n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\xd4\x01\x12#\n" +
 	"\x1eERROR_REASON_PERMISSION_DENIED\x10\xd5\x01\x12!\n" +
-	"\x1cERROR_REASON_TENANT_MISMATCH\x10\xd6\x01\x12)\n" +
+	"\x1cERROR_REASON_TENANT_MISMATCH\x10\xd6\x01\x12%\n" +
+	" ERROR_REASON_TENANT_RATE_LIMITED\x10\xd7\x01\x12,\n" +
+	"'ERROR_REASON_TENANT_CONCURRENCY_LIMITED\x10\xd8\x01\x12)\n" +
 	"$ERROR_REASON_STORE_EXTENSION_MISSING\x10\xac\x02\x12&\n" +
 	"!ERROR_REASON_STORE_SCHEMA_TOO_NEW\x10\xad\x02\x12+\n" +
 	"&ERROR_REASON_STORE_VERSION_UNSUPPORTED\x10\xae\x02\x12%\n" +

@@ -144,13 +144,27 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     ERROR_REASON_TOOL_STEPS_EXHAUSTED: _ErrorReason.ValueType  # 210
     """FAILED_PRECONDITION: the agent used all its tool steps without answering."""
     ERROR_REASON_TOO_MANY_EXECUTIONS: _ErrorReason.ValueType  # 211
-    """RESOURCE_EXHAUSTED: too many concurrent executions; retry later."""
+    """RESOURCE_EXHAUSTED: the tenant already runs its configured number of
+    concurrent executions ([limits.execute] max_concurrent_per_tenant, or
+    agent_limits.max_concurrent_executions); retry later (RetryInfo).
+    """
     ERROR_REASON_UNAUTHENTICATED: _ErrorReason.ValueType  # 212
     """UNAUTHENTICATED: no, a malformed or an unknown API key."""
     ERROR_REASON_PERMISSION_DENIED: _ErrorReason.ValueType  # 213
     """PERMISSION_DENIED: the API key lacks the permission the method needs."""
     ERROR_REASON_TENANT_MISMATCH: _ErrorReason.ValueType  # 214
     """PERMISSION_DENIED: a request field names a tenant other than the key's."""
+    ERROR_REASON_TENANT_RATE_LIMITED: _ErrorReason.ValueType  # 215
+    """RESOURCE_EXHAUSTED: the tenant made more calls of this RPC family per
+    second than its configured rate ([limits.<family>] requests_per_second and
+    burst); google.rpc.RetryInfo says when a call will be admitted again.
+    """
+    ERROR_REASON_TENANT_CONCURRENCY_LIMITED: _ErrorReason.ValueType  # 216
+    """RESOURCE_EXHAUSTED: the tenant already runs its configured number of
+    concurrent calls of this RPC family ([limits.<family>]
+    max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
+    Executions report TOO_MANY_EXECUTIONS instead.
+    """
     ERROR_REASON_STORE_EXTENSION_MISSING: _ErrorReason.ValueType  # 300
     """FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old."""
     ERROR_REASON_STORE_SCHEMA_TOO_NEW: _ErrorReason.ValueType  # 301
@@ -285,13 +299,27 @@ ERROR_REASON_MODEL_INVALID_RESPONSE: ErrorReason.ValueType  # 209
 ERROR_REASON_TOOL_STEPS_EXHAUSTED: ErrorReason.ValueType  # 210
 """FAILED_PRECONDITION: the agent used all its tool steps without answering."""
 ERROR_REASON_TOO_MANY_EXECUTIONS: ErrorReason.ValueType  # 211
-"""RESOURCE_EXHAUSTED: too many concurrent executions; retry later."""
+"""RESOURCE_EXHAUSTED: the tenant already runs its configured number of
+concurrent executions ([limits.execute] max_concurrent_per_tenant, or
+agent_limits.max_concurrent_executions); retry later (RetryInfo).
+"""
 ERROR_REASON_UNAUTHENTICATED: ErrorReason.ValueType  # 212
 """UNAUTHENTICATED: no, a malformed or an unknown API key."""
 ERROR_REASON_PERMISSION_DENIED: ErrorReason.ValueType  # 213
 """PERMISSION_DENIED: the API key lacks the permission the method needs."""
 ERROR_REASON_TENANT_MISMATCH: ErrorReason.ValueType  # 214
 """PERMISSION_DENIED: a request field names a tenant other than the key's."""
+ERROR_REASON_TENANT_RATE_LIMITED: ErrorReason.ValueType  # 215
+"""RESOURCE_EXHAUSTED: the tenant made more calls of this RPC family per
+second than its configured rate ([limits.<family>] requests_per_second and
+burst); google.rpc.RetryInfo says when a call will be admitted again.
+"""
+ERROR_REASON_TENANT_CONCURRENCY_LIMITED: ErrorReason.ValueType  # 216
+"""RESOURCE_EXHAUSTED: the tenant already runs its configured number of
+concurrent calls of this RPC family ([limits.<family>]
+max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
+Executions report TOO_MANY_EXECUTIONS instead.
+"""
 ERROR_REASON_STORE_EXTENSION_MISSING: ErrorReason.ValueType  # 300
 """FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old."""
 ERROR_REASON_STORE_SCHEMA_TOO_NEW: ErrorReason.ValueType  # 301

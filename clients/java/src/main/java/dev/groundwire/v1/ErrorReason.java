@@ -363,7 +363,9 @@ public enum ErrorReason
   ERROR_REASON_TOOL_STEPS_EXHAUSTED(210),
   /**
    * <pre>
-   * RESOURCE_EXHAUSTED: too many concurrent executions; retry later.
+   * RESOURCE_EXHAUSTED: the tenant already runs its configured number of
+   * concurrent executions ([limits.execute] max_concurrent_per_tenant, or
+   * agent_limits.max_concurrent_executions); retry later (RetryInfo).
    * </pre>
    *
    * <code>ERROR_REASON_TOO_MANY_EXECUTIONS = 211;</code>
@@ -393,6 +395,27 @@ public enum ErrorReason
    * <code>ERROR_REASON_TENANT_MISMATCH = 214;</code>
    */
   ERROR_REASON_TENANT_MISMATCH(214),
+  /**
+   * <pre>
+   * RESOURCE_EXHAUSTED: the tenant made more calls of this RPC family per
+   * second than its configured rate ([limits.&lt;family&gt;] requests_per_second and
+   * burst); google.rpc.RetryInfo says when a call will be admitted again.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TENANT_RATE_LIMITED = 215;</code>
+   */
+  ERROR_REASON_TENANT_RATE_LIMITED(215),
+  /**
+   * <pre>
+   * RESOURCE_EXHAUSTED: the tenant already runs its configured number of
+   * concurrent calls of this RPC family ([limits.&lt;family&gt;]
+   * max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
+   * Executions report TOO_MANY_EXECUTIONS instead.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TENANT_CONCURRENCY_LIMITED = 216;</code>
+   */
+  ERROR_REASON_TENANT_CONCURRENCY_LIMITED(216),
   /**
    * <pre>
    * FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old.
@@ -800,7 +823,9 @@ public enum ErrorReason
   public static final int ERROR_REASON_TOOL_STEPS_EXHAUSTED_VALUE = 210;
   /**
    * <pre>
-   * RESOURCE_EXHAUSTED: too many concurrent executions; retry later.
+   * RESOURCE_EXHAUSTED: the tenant already runs its configured number of
+   * concurrent executions ([limits.execute] max_concurrent_per_tenant, or
+   * agent_limits.max_concurrent_executions); retry later (RetryInfo).
    * </pre>
    *
    * <code>ERROR_REASON_TOO_MANY_EXECUTIONS = 211;</code>
@@ -830,6 +855,27 @@ public enum ErrorReason
    * <code>ERROR_REASON_TENANT_MISMATCH = 214;</code>
    */
   public static final int ERROR_REASON_TENANT_MISMATCH_VALUE = 214;
+  /**
+   * <pre>
+   * RESOURCE_EXHAUSTED: the tenant made more calls of this RPC family per
+   * second than its configured rate ([limits.&lt;family&gt;] requests_per_second and
+   * burst); google.rpc.RetryInfo says when a call will be admitted again.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TENANT_RATE_LIMITED = 215;</code>
+   */
+  public static final int ERROR_REASON_TENANT_RATE_LIMITED_VALUE = 215;
+  /**
+   * <pre>
+   * RESOURCE_EXHAUSTED: the tenant already runs its configured number of
+   * concurrent calls of this RPC family ([limits.&lt;family&gt;]
+   * max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
+   * Executions report TOO_MANY_EXECUTIONS instead.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TENANT_CONCURRENCY_LIMITED = 216;</code>
+   */
+  public static final int ERROR_REASON_TENANT_CONCURRENCY_LIMITED_VALUE = 216;
   /**
    * <pre>
    * FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old.
@@ -949,6 +995,8 @@ public enum ErrorReason
       case 212: return ERROR_REASON_UNAUTHENTICATED;
       case 213: return ERROR_REASON_PERMISSION_DENIED;
       case 214: return ERROR_REASON_TENANT_MISMATCH;
+      case 215: return ERROR_REASON_TENANT_RATE_LIMITED;
+      case 216: return ERROR_REASON_TENANT_CONCURRENCY_LIMITED;
       case 300: return ERROR_REASON_STORE_EXTENSION_MISSING;
       case 301: return ERROR_REASON_STORE_SCHEMA_TOO_NEW;
       case 302: return ERROR_REASON_STORE_VERSION_UNSUPPORTED;
