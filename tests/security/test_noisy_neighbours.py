@@ -1,8 +1,9 @@
 """Noisy neighbours: one tenant runs the worst requests the API accepts, at its limits,
 while another tenant's latency is measured, on both stores.
 
-The server is a `groundwire serve` subprocess (its event loop and CPU are its own). The
-attacker shares the victim's index and holds its own documents: thousands of chunks of
+The server is a `groundwire serve` subprocess (its event loop and CPU are its own), and so
+is the attacker (a process of its own, so its client work never delays the victim's
+measurements). The attacker shares the victim's index and holds its own documents: thousands of chunks of
 one repeated word (for crafted phrases) and a wide vocabulary (for pasted pages). Its
 requests: 4,000-character lexical and hybrid queries of ~400 distinct words at the
 maximum top_k and leg depth, crafted phrase queries over its repeated-word chunks, and
@@ -10,14 +11,17 @@ maximum pushes, from more concurrent callers than its limits admit. The victim r
 short lexical queries one at a time, quiet and under attack.
 
 Stated bound, asserted: the victim's p99 under attack stays within 10x its quiet p99 plus
-150 ms (two cores serve both tenants, so some slowdown is physics; before the term
-limit and postings a single pasted query held PostgreSQL for 22.7 s and the victim's p50
-rose from 2.8 ms to 3.7 s).
+250 ms (two cores serve the server, PostgreSQL, the attacker and the victim, so some
+slowdown is physics; before the term limit, the postings and tenant admission a single
+pasted query held PostgreSQL for 22.7 s and four attackers moved the victim's p50 from
+2.8 ms to 3.7 s).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import multiprocessing
 import random
 import statistics
 import time
@@ -43,7 +47,7 @@ ATTACKER_KEY = "gw-attacker-" + "a" * 22
 LEXICAL = retriever_pb2.RETRIEVAL_MODE_LEXICAL
 HYBRID = retriever_pb2.RETRIEVAL_MODE_HYBRID
 ATTACK_SECONDS = 8.0
-VICTIM_QUERIES = 60
+VICTIM_QUERIES = 100
 ATTACKERS = 6
 
 
@@ -133,8 +137,9 @@ async def victim_latencies(
 
 
 def p50_p99(samples: list[float]) -> tuple[float, float]:
+    """Median and 99th percentile (nearest rank: of 100 samples, the second worst)."""
     ordered = sorted(samples)
-    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+    return statistics.median(ordered), ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
 
 
 @pytest.fixture(params=["memory", "postgres"])
@@ -152,6 +157,64 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
         yield store, proc
     finally:
         proc.stop()
+
+
+def attack(target: str, seed: int, seconds: float, results: multiprocessing.Queue[object]) -> None:
+    """The attacker's process: ATTACKERS concurrent callers for `seconds`."""
+    results.put(asyncio.run(_attack(target, seed, seconds)))
+
+
+async def _attack(target: str, seed: int, seconds: float) -> dict[str, int]:
+    rng = random.Random(seed)
+    vocab = words(random.Random(11), 3000)
+    outcomes: dict[str, int] = {}
+    pasted = " ".join(rng.sample(vocab, 700))[:4000]
+    attacks = [
+        retriever_pb2.RagQuery(index_name="shared", text=pasted, mode=LEXICAL, top_k=100),
+        retriever_pb2.RagQuery(
+            index_name="shared",
+            text=pasted,
+            mode=HYBRID,
+            top_k=100,
+            fusion=retriever_pb2.FusionOptions(leg_depth=1000),
+        ),
+        # Every attacker chunk of repeated words nearly matches.
+        retriever_pb2.RagQuery(
+            index_name="shared", text='"' + "zo " * 40 + 'zo"', mode=LEXICAL, top_k=100
+        ),
+    ]
+    stop = time.monotonic() + seconds
+    async with grpc.aio.insecure_channel(target) as channel:
+        ingest: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub = (
+            ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
+        )
+        retrieve: retriever_pb2_grpc.RetrieverServiceAsyncStub = (
+            retriever_pb2_grpc.RetrieverServiceStub(channel)
+        )
+
+        async def caller(n: int) -> None:
+            i = n
+            while time.monotonic() < stop:
+                i += 1
+                try:
+                    if i % 7 == 0:
+                        texts = [" ".join(rng.sample(vocab, 120)) for _ in range(256)]
+                        await push(ingest, ATTACKER_KEY, texts, f"p{n}-{i}")
+                    else:
+                        await retrieve.Retrieve(
+                            retriever_pb2.RetrieveRequest(query=attacks[i % len(attacks)]),
+                            metadata=metadata(ATTACKER_KEY),
+                            timeout=30,
+                        )
+                    outcomes["ok"] = outcomes.get("ok", 0) + 1
+                except grpc.aio.AioRpcError as err:
+                    name = err.code().name
+                    outcomes[name] = outcomes.get(name, 0) + 1
+                    if err.code() is grpc.StatusCode.RESOURCE_EXHAUSTED:
+                        await asyncio.sleep(0.005)
+
+        await asyncio.gather(*(caller(n) for n in range(ATTACKERS)))
+    return outcomes
 
 
 async def test_one_tenant_at_its_limits_does_not_stall_another(
@@ -178,48 +241,19 @@ async def test_one_tenant_at_its_limits_does_not_stall_another(
         await victim_latencies(retrieve, queries[:10])  # warm-up
         quiet = await victim_latencies(retrieve, queries)
 
-        stop = time.monotonic() + ATTACK_SECONDS
-        outcomes: dict[str, int] = {}
-        pasted = " ".join(rng.sample(vocab, 700))[:4000]
-        attacks = [
-            retriever_pb2.RagQuery(index_name="shared", text=pasted, mode=LEXICAL, top_k=100),
-            retriever_pb2.RagQuery(
-                index_name="shared",
-                text=pasted,
-                mode=HYBRID,
-                top_k=100,
-                fusion=retriever_pb2.FusionOptions(leg_depth=1000),
-            ),
-            retriever_pb2.RagQuery(
-                index_name="shared", text='"' + "zo " * 40 + 'zzz"', mode=LEXICAL, top_k=100
-            ),
-        ]
-
-        async def attacker(n: int) -> None:
-            i = n
-            while time.monotonic() < stop:
-                i += 1
-                try:
-                    if i % 7 == 0:
-                        texts = [" ".join(rng.sample(vocab, 120)) for _ in range(256)]
-                        await push(ingest, ATTACKER_KEY, texts, f"p{n}-{i}")
-                    else:
-                        await retrieve.Retrieve(
-                            retriever_pb2.RetrieveRequest(query=attacks[i % len(attacks)]),
-                            metadata=metadata(ATTACKER_KEY),
-                            timeout=30,
-                        )
-                    outcomes["ok"] = outcomes.get("ok", 0) + 1
-                except grpc.aio.AioRpcError as err:
-                    name = err.code().name
-                    outcomes[name] = outcomes.get(name, 0) + 1
-                    if err.code() is grpc.StatusCode.RESOURCE_EXHAUSTED:
-                        await asyncio.sleep(0.005)
-
-        tasks = [asyncio.ensure_future(attacker(n)) for n in range(ATTACKERS)]
-        await asyncio.sleep(0.5)  # the attack is running
-        loud = await victim_latencies(retrieve, queries)
-        await asyncio.gather(*tasks)
+        ctx = multiprocessing.get_context("spawn")
+        results: multiprocessing.Queue[object] = ctx.Queue()
+        attacker = ctx.Process(target=attack, args=(proc.target, 5, ATTACK_SECONDS, results))
+        attacker.start()
+        try:
+            await asyncio.sleep(1.5)  # the attacker's interpreter starts, then attacks
+            loud = await victim_latencies(retrieve, queries)
+            outcomes = await asyncio.to_thread(results.get, True, ATTACK_SECONDS + 60)
+        finally:
+            attacker.join(30)
+            if attacker.is_alive():
+                attacker.kill()
+    assert isinstance(outcomes, dict)
 
     q50, q99 = p50_p99(quiet)
     a50, a99 = p50_p99(loud)
@@ -232,4 +266,4 @@ async def test_one_tenant_at_its_limits_does_not_stall_another(
     assert outcomes.get("ok", 0) > 0
     assert set(outcomes) <= {"ok", "RESOURCE_EXHAUSTED"}, outcomes
     assert outcomes.get("RESOURCE_EXHAUSTED", 0) > 0, outcomes
-    assert a99 <= 10 * q99 + 0.150, (store, q99, a99)
+    assert a99 <= 10 * q99 + 0.250, (store, q99, a99)

@@ -14,11 +14,16 @@ from groundwire.app.defaults import default_config
 from groundwire.app.logs import configure_logging
 
 log = logging.getLogger("groundwire.app")
+_GIL_SWITCH_S = 0.001
 
 
 async def _serve(cfg: GroundwireConfig, address: str | None) -> int:
     from groundwire.app.lifecycle import start_app
 
+    # Searches, tokenizing and hashing run in worker threads; the event loop must get
+    # the GIL back quickly to keep serving other callers meanwhile (the default 5 ms
+    # switch interval let CPU-bound workers add tens of ms to every small request).
+    sys.setswitchinterval(_GIL_SWITCH_S)
     app = await start_app(cfg, address)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -6,6 +6,7 @@ reported and skipped, and the rest of the batch is written."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -16,7 +17,7 @@ from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import DocumentFormat, LoadFailure, load_bytes
 from groundwire.ingestion.pipeline import chunk_document, content_hash, needs_rebuild, stage_batch
-from groundwire.stores.base import DocumentKey, DocumentRecord
+from groundwire.stores.base import DocumentKey, DocumentRecord, LiveDocument
 
 PUSH_SOURCE_PREFIX = "push:"
 MAX_DOCUMENTS = 256
@@ -94,6 +95,29 @@ async def upsert_documents(
     live = await store.live_documents(
         handle.name, [DocumentKey(tenant, d.document_id) for d in docs]
     )
+    # Loading, hashing and chunking a push is CPU work proportional to its size: a
+    # worker thread does it, so the event loop keeps serving other callers meanwhile.
+    failures, batch, unchanged = await asyncio.to_thread(_prepare, handle, docs, tenant, live)
+    if not batch:
+        return PushResult(state.published_version, 0, unchanged, 0, tuple(failures))
+    version = await store.begin_version(handle.name)
+    try:
+        written = await stage_batch(handle, version, batch)
+        published = await store.publish_version(handle.name, version, handle.spec)
+    except BaseException:
+        await store.discard_version(handle.name, version)
+        raise
+    return PushResult(published.published_version, len(batch), unchanged, written, tuple(failures))
+
+
+def _prepare(
+    handle: IndexHandle,
+    docs: Sequence[PushDocument],
+    tenant: str,
+    live: Mapping[DocumentKey, LiveDocument],
+) -> tuple[list[LoadFailure], list[tuple[DocumentRecord, Sequence[Chunk]]], int]:
+    """Load, hash and chunk the pushed documents; returns the failures, the changed
+    documents with their chunks, and how many were unchanged."""
     failures: list[LoadFailure] = []
     batch: list[tuple[DocumentRecord, Sequence[Chunk]]] = []
     unchanged = 0
@@ -122,16 +146,7 @@ async def upsert_documents(
             loaded.document_id, loaded.source_id, digest, loaded.title, tenant, loaded.metadata
         )
         batch.append((record, chunks))
-    if not batch:
-        return PushResult(state.published_version, 0, unchanged, 0, tuple(failures))
-    version = await store.begin_version(handle.name)
-    try:
-        written = await stage_batch(handle, version, batch)
-        published = await store.publish_version(handle.name, version, handle.spec)
-    except BaseException:
-        await store.discard_version(handle.name, version)
-        raise
-    return PushResult(published.published_version, len(batch), unchanged, written, tuple(failures))
+    return failures, batch, unchanged
 
 
 async def delete_documents(

@@ -121,6 +121,26 @@ class _TenantPart:
             self.meta_postings.setdefault((key, value), []).append(row)
             self._meta_arrays.pop((key, value), None)
 
+    def post_rows(self, rows: Sequence[int], metadata: Mapping[str, str]) -> None:
+        """Rows appended by a batch: the rows and their metadata postings; the term
+        postings follow in one `post_terms` call."""
+        self.rows.extend(rows)
+        self._rows_array = None
+        for key, value in metadata.items():
+            self.meta_postings.setdefault((key, value), []).extend(rows)
+            self._meta_arrays.pop((key, value), None)
+
+    def post_terms(self, base: int, grouped: Mapping[str, tuple[list[int], list[int]]]) -> None:
+        """A batch's term postings, grouped by term off the loop (offsets from `base`):
+        one list extension per distinct term instead of one append per posting."""
+        for term, (offsets, tfs) in grouped.items():
+            entry = self.postings.get(term)
+            if entry is None:
+                entry = self.postings[term] = ([], [])
+            entry[0].extend([base + o for o in offsets])
+            entry[1].extend(tfs)
+            self._arrays.pop(term, None)
+
     def row_array(self) -> IntArray:
         if self._rows_array is None:
             self._rows_array = np.asarray(self.rows, dtype=np.int64)
@@ -198,14 +218,17 @@ class _Index:
         self.doc_len = grow1(self.doc_len).astype(np.float32, copy=False)
         self.capacity = cap
 
-    def append(self, doc: DocumentRecord, staged: StagedDocument) -> list[int]:
+    def append(
+        self, doc: DocumentRecord, staged: StagedDocument, analyzed: Sequence[_Analyzed]
+    ) -> list[int]:
         count = len(staged.chunks)
         self._grow(count)
         part = self.parts.setdefault(doc.tenant, _TenantPart())
         rows: list[int] = []
-        for i, chunk in enumerate(staged.chunks):
+        for i, (chunk, (terms, phrase_text)) in enumerate(
+            zip(staged.chunks, analyzed, strict=True)
+        ):
             row = self.n
-            terms = Counter(index_tokens(chunk.text))
             self.rows.append(
                 _Row(
                     doc.tenant,
@@ -217,7 +240,7 @@ class _Index:
                     chunk.section,
                     doc.title,
                     dict(doc.metadata),
-                    _phrase_text(phrase_words(chunk.text)),
+                    phrase_text,
                     terms,
                 )
             )
@@ -226,9 +249,9 @@ class _Index:
                 self.matrix[row] = vec
                 self.sq_norms[row] = float(np.dot(vec, vec))
             self.doc_len[row] = float(sum(terms.values()))
-            part.post(row, terms, doc.metadata)
             self.n += 1
             rows.append(row)
+        part.post_rows(rows, doc.metadata)
         return rows
 
     def compact(self) -> None:
@@ -271,6 +294,38 @@ def _top(scores: npt.NDArray[np.floating], candidates: IntArray, k: int) -> IntA
     kth = np.partition(values, len(values) - k)[len(values) - k]
     top: IntArray = candidates[values >= kth]
     return top
+
+
+# What a chunk's text contributes to the index: its term counts and phrase text.
+_Analyzed = tuple[Counter[str], str]
+# Stage batches with more chunks than this are tokenized in the worker pool.
+_INLINE_ANALYSIS_CHUNKS = 32
+
+
+def _analyze_batch(
+    documents: Sequence[StagedDocument],
+) -> tuple[list[list[_Analyzed]], dict[str, dict[str, tuple[list[int], list[int]]]]]:
+    """Tokenize a stage batch: per chunk its term counts and phrase text, and per
+    tenant the batch's postings grouped by term, as offsets into the batch's chunks
+    in order (the rows they get are consecutive from the index's current end)."""
+    analyzed: list[list[_Analyzed]] = []
+    grouped: dict[str, dict[str, tuple[list[int], list[int]]]] = {}
+    offset = 0
+    for item in documents:
+        terms_of = grouped.setdefault(item.document.tenant, {})
+        parts: list[_Analyzed] = []
+        for c in item.chunks:
+            terms = Counter(index_tokens(c.text))
+            parts.append((terms, _phrase_text(phrase_words(c.text))))
+            for term, tf in terms.items():
+                entry = terms_of.get(term)
+                if entry is None:
+                    entry = terms_of[term] = ([], [])
+                entry[0].append(offset)
+                entry[1].append(tf)
+            offset += 1
+        analyzed.append(parts)
+    return analyzed, grouped
 
 
 _pool_instance: ThreadPoolExecutor | None = None
@@ -508,11 +563,21 @@ class MemoryStore:
             idx.dims = idx.spec.dimensions or 0
             idx.matrix = np.zeros((idx.capacity, idx.dims), dtype=np.float32)
         st = idx.staging[version]
-        for item in documents:
+        # Tokenizing is the costly part of staging: a worker thread does it for all
+        # but small batches; the appends that follow are cheap and stay on the loop.
+        chunks = sum(len(item.chunks) for item in documents)
+        if chunks > _INLINE_ANALYSIS_CHUNKS:
+            analyzed, grouped = await _off_loop(lambda: _analyze_batch(documents))
+        else:
+            analyzed, grouped = _analyze_batch(documents)
+        base = idx.n
+        for item, parts in zip(documents, analyzed, strict=True):
             key = item.document.key
             st.documents[key] = item.document
             # Staging the same document twice in one version keeps the last copy.
-            st.rows[key] = idx.append(item.document, item)
+            st.rows[key] = idx.append(item.document, item, parts)
+        for tenant, terms in grouped.items():
+            idx.parts[tenant].post_terms(base, terms)
 
     async def stage_deletions(self, name: str, version: int, keys: Sequence[DocumentKey]) -> int:
         idx = self._get(name)

@@ -9,6 +9,7 @@ words; use the local MiniLM provider for real semantics.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 from collections.abc import Sequence
@@ -22,6 +23,9 @@ from groundwire.providers.embeddings.base import (
     Vectors,
     l2_normalize,
 )
+
+# Batches of more texts than this are hashed in a worker thread.
+_INLINE_TEXTS = 16
 
 
 class HashingEmbedder:
@@ -56,7 +60,10 @@ class HashingEmbedder:
         return l2_normalize(out)
 
     async def embed(self, texts: Sequence[str], task: EmbeddingTask) -> Vectors:
-        return self.embed_sync(texts)
+        if len(texts) <= _INLINE_TEXTS:
+            return self.embed_sync(texts)
+        # A batch costs time proportional to its text: off the event loop.
+        return await asyncio.to_thread(self.embed_sync, texts)
 
     async def aclose(self) -> None:
         return None
