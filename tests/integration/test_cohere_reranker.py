@@ -15,8 +15,8 @@ from groundwire.domain.reranking import RerankFailureCode, RerankOutcome
 from groundwire.providers.rerankers.cohere import DEFAULT_MODEL, CohereReranker
 from groundwire.reranking.stage import RerankingStage, StageSettings
 from tests.support.cohere_standin import CohereStandIn
-from tests.support.http_standin import LoopbackStandIn, RecordedRequest
-from tests.support.reranking import QUERY, TEXTS, cands, closing_adapters, metered_stage
+from tests.support.http_standin import LoopbackStandIn, RecordedRequest, closing_clients
+from tests.support.reranking import QUERY, TEXTS, cands, metered_stage
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -42,7 +42,7 @@ async def make(standin: CohereStandIn) -> AsyncIterator[Factory]:
         kwargs: dict[str, Any] = {"api_key": API_KEY, "base_url": standin.base_url}
         return CohereReranker(**{**kwargs, **overrides})
 
-    async with closing_adapters(build) as factory:
+    async with closing_clients(build) as factory:
         yield factory
 
 

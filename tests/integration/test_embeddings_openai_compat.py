@@ -18,6 +18,7 @@ from groundwire.providers.embeddings.base import (
     embed_all,
 )
 from groundwire.providers.embeddings.openai_compat import OpenAICompatibleEmbedder
+from tests.support.http_standin import closing_clients
 from tests.support.openai_embeddings_standin import (
     Behaviour,
     OpenAIEmbeddingsStandIn,
@@ -46,23 +47,17 @@ def _fresh_standin(standin: OpenAIEmbeddingsStandIn) -> None:
 
 @pytest.fixture
 async def make(standin: OpenAIEmbeddingsStandIn) -> AsyncIterator[Factory]:
-    created: list[OpenAICompatibleEmbedder] = []
-
-    def factory(**overrides: Any) -> OpenAICompatibleEmbedder:
+    def build(**overrides: Any) -> OpenAICompatibleEmbedder:
         kwargs: dict[str, Any] = {
             "base_url": standin.base_url,
             "model": "standin-embed-v1",
             "dimensions": DIMS,
             "timeout": 5.0,
         }
-        kwargs.update(overrides)
-        embedder = OpenAICompatibleEmbedder(**kwargs)
-        created.append(embedder)
-        return embedder
+        return OpenAICompatibleEmbedder(**{**kwargs, **overrides})
 
-    yield factory
-    for embedder in created:
-        await embedder.aclose()
+    async with closing_clients(build) as factory:
+        yield factory
 
 
 def expected(texts: list[str], dims: int = DIMS) -> np.ndarray[Any, np.dtype[np.float32]]:

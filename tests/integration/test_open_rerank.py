@@ -14,8 +14,9 @@ import pytest
 from groundwire.domain.reranking import RerankFailureCode, RerankOutcome
 from groundwire.providers.rerankers.open_rerank import OpenRerankReranker
 from groundwire.reranking.stage import RerankingStage, StageSettings
+from tests.support.http_standin import closing_clients
 from tests.support.rerank_standin import Behaviour, OpenRerankStandIn
-from tests.support.reranking import QUERY, TEXTS, cands, closing_adapters, metered_stage
+from tests.support.reranking import QUERY, TEXTS, cands, metered_stage
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -46,7 +47,7 @@ async def make(standin: OpenRerankStandIn) -> AsyncIterator[Factory]:
         }
         return OpenRerankReranker(**{**kwargs, **overrides})
 
-    async with closing_adapters(build) as factory:
+    async with closing_clients(build) as factory:
         yield factory
 
 

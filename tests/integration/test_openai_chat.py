@@ -32,6 +32,7 @@ from tests.support.chat_completions_standin import (
     Reply,
     StandInToolCall,
 )
+from tests.support.http_standin import closing_clients
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -62,23 +63,17 @@ def _fresh_standin(standin: ChatCompletionsStandIn) -> None:
 
 @pytest.fixture
 async def make(standin: ChatCompletionsStandIn) -> AsyncIterator[Factory]:
-    created: list[OpenAIChatModel] = []
-
-    def factory(**overrides: Any) -> OpenAIChatModel:
+    def build(**overrides: Any) -> OpenAIChatModel:
         kwargs: dict[str, Any] = {
             "base_url": standin.base_url,
             "model": "standin-chat-v1",
             "api_key": API_KEY,
             "timeout": 5.0,
         }
-        kwargs.update(overrides)
-        model = OpenAIChatModel(**kwargs)
-        created.append(model)
-        return model
+        return OpenAIChatModel(**{**kwargs, **overrides})
 
-    yield factory
-    for model in created:
-        await model.aclose()
+    async with closing_clients(build) as factory:
+        yield factory
 
 
 def question(text: str = "How many vacation days do I get?") -> list[ChatMessage]:

@@ -39,8 +39,9 @@ from groundwire.providers.rerankers.cohere import CohereReranker
 from groundwire.providers.rerankers.open_rerank import OpenRerankReranker
 from groundwire.reranking.stage import RerankingStage, StageSettings
 from tests.support.cohere_standin import CohereStandIn
+from tests.support.http_standin import closing_clients
 from tests.support.rerank_standin import Behaviour, JsonStandIn, OpenRerankStandIn
-from tests.support.reranking import QUERY, TEXTS, cands, closing_adapters, metered_stage
+from tests.support.reranking import QUERY, TEXTS, cands, metered_stage
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.timeout(30)
@@ -139,7 +140,7 @@ async def make(remote: Remote, standin: JsonStandIn) -> AsyncIterator[Factory]:
         base_url = overrides.pop("base_url", standin.base_url)
         return remote.build(base_url, overrides)
 
-    async with closing_adapters(build) as factory:
+    async with closing_clients(build) as factory:
         yield factory
 
 

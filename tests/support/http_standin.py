@@ -9,12 +9,14 @@ for its own `do_POST` instead."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Protocol, Self, TypeVar
 
 __all__ = ["JsonRequestHandler", "LoopbackStandIn", "RecordedRequest"]
 
@@ -154,3 +156,28 @@ class LoopbackStandIn:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class _Closable(Protocol):
+    async def aclose(self) -> None: ...
+
+
+R = TypeVar("R", bound=_Closable)
+
+
+@contextlib.asynccontextmanager
+async def closing_clients(build: Callable[..., R]) -> AsyncIterator[Callable[..., R]]:
+    """A factory over `build(**overrides)` whose clients (adapters, embedders, chat
+    models) are all closed on exit."""
+    created: list[R] = []
+
+    def factory(**overrides: Any) -> R:
+        adapter = build(**overrides)
+        created.append(adapter)
+        return adapter
+
+    try:
+        yield factory
+    finally:
+        for adapter in created:
+            await adapter.aclose()

@@ -1,12 +1,8 @@
 """What the remote reranker suites share: the query and passages the stand-ins
 score (share of query words: doc-2 5/6, doc-4 3/6, doc-1 0), candidates made of
-them, a reranking stage with its own meter, and adapters closed after a test."""
+them, a reranking stage with its own meter."""
 
 from __future__ import annotations
-
-import contextlib
-from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol, TypeVar
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -36,27 +32,3 @@ def metered_stage() -> RerankingStage:
     """A reranking stage whose metrics go to an in-memory reader, not the global one."""
     meter = MeterProvider(metric_readers=[InMemoryMetricReader()]).get_meter("groundwire")
     return RerankingStage(metrics=RerankingMetrics(meter))
-
-
-class _Closable(Protocol):
-    async def aclose(self) -> None: ...
-
-
-R = TypeVar("R", bound=_Closable)
-
-
-@contextlib.asynccontextmanager
-async def closing_adapters(build: Callable[..., R]) -> AsyncIterator[Callable[..., R]]:
-    """A factory over `build(**overrides)` whose adapters are all closed on exit."""
-    created: list[R] = []
-
-    def factory(**overrides: Any) -> R:
-        adapter = build(**overrides)
-        created.append(adapter)
-        return adapter
-
-    try:
-        yield factory
-    finally:
-        for adapter in created:
-            await adapter.aclose()
