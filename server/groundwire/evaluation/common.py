@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 __all__ = [
     "COMPARE_SCHEMA",
     "RUN_SCHEMA",
@@ -30,6 +32,13 @@ __all__ = [
 
 RUN_SCHEMA = "groundwire.eval.run/1"
 COMPARE_SCHEMA = "groundwire.eval.compare/1"
+
+
+class StrictFile(BaseModel):
+    """The base of the evaluation's TOML files (variants, release gate): unknown keys
+    are errors and a loaded file is immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 # Receives one human-readable progress line at a time.

@@ -22,8 +22,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
+from groundwire.evaluation.common import StrictFile
 from groundwire.evaluation.formatting import fmt, pct_ci
 
 __all__ = [
@@ -40,11 +41,7 @@ __all__ = [
 ]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LatencyTarget(_Strict):
+class LatencyTarget(StrictFile):
     """Upper bounds (ms) on one stage's percentiles for the candidate."""
 
     p50: float | None = Field(None, gt=0)
@@ -52,7 +49,7 @@ class LatencyTarget(_Strict):
     p99: float | None = Field(None, gt=0)
 
 
-class ReliabilityTargets(_Strict):
+class ReliabilityTargets(StrictFile):
     """Bounds on the candidate's error and reranking outcome ratios. The reranking
     ratios apply only when the candidate reranks (eligible attempts > 0)."""
 
@@ -63,7 +60,7 @@ class ReliabilityTargets(_Strict):
     max_rerank_timeout_rate: float | None = Field(0.005, ge=0, le=1)
 
 
-class GateConfig(_Strict):
+class GateConfig(StrictFile):
     """The release gate's thresholds and targets (see eval/gate.toml)."""
 
     primary: str = "nDCG@10"

@@ -8,18 +8,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
-from groundwire.evaluation.common import EvalError
+from groundwire.evaluation.common import EvalError, StrictFile
 
 __all__ = ["RerankSpec", "Variant", "load_variants"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class RerankSpec(_Strict):
+class RerankSpec(StrictFile):
     """Second stage over the first-stage chunk candidates."""
 
     reranker: str = ""  # configured reranker name; "" = the server's default
@@ -40,7 +36,7 @@ class RerankSpec(_Strict):
         }
 
 
-class Variant(_Strict):
+class Variant(StrictFile):
     """One retrieval configuration to evaluate."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+=-]{0,63}$")
@@ -85,7 +81,7 @@ class Variant(_Strict):
         return text
 
 
-class VariantFile(_Strict):
+class VariantFile(StrictFile):
     defaults: dict[str, Any] = Field(default_factory=dict)
     variant: list[dict[str, Any]] = Field(min_length=1)
 
