@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 __all__ = [
     "COMPARE_SCHEMA",
     "RUN_SCHEMA",
+    "StrictFile",
     "EvalError",
     "Progress",
     "groundwire_version",
