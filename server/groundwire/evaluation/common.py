@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict
 __all__ = [
     "COMPARE_SCHEMA",
     "RUN_SCHEMA",
-    "StrictFile",
     "EvalError",
     "Progress",
+    "StrictFile",
     "groundwire_version",
     "machine_info",
     "percentiles",
