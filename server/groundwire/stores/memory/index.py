@@ -1,0 +1,272 @@
+"""The in-memory index's data: rows, per-tenant postings, staging, and the
+tokenizing of a stage batch (done off the event loop for large batches)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from groundwire.domain.retrieval import ChunkHit, MetadataFilter
+from groundwire.domain.scores import Score
+from groundwire.domain.text import index_tokens, phrase_words
+from groundwire.stores.base import (
+    DocumentKey,
+    DocumentRecord,
+    IndexSpec,
+    StagedDocument,
+)
+
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float32]
+
+
+@dataclass(slots=True)
+class Row:
+    tenant: str
+    document_id: str
+    chunk_id: str
+    text: str
+    start: int
+    end: int
+    section: str
+    title: str
+    metadata: Mapping[str, str]
+    # The phrase words joined by single spaces, with a space at each end: a phrase
+    # occurs as a contiguous run of words exactly when " w1 w2 ... " is a substring
+    # (words are non-empty alphanumeric runs), which str.find checks in linear C time.
+    phrase_text: str
+    terms: Counter[str]
+
+
+def phrase_text(words: Sequence[str]) -> str:
+    return " " + " ".join(words) + " "
+
+
+class TenantPart:
+    """One tenant's share of an index: its rows (ascending) and its postings, so a
+    search reads its own tenant's entries only. Lists are append-only; the numpy
+    views are built on the event loop, cached, and never modified once handed out."""
+
+    __slots__ = ("_arrays", "_meta_arrays", "_rows_array", "meta_postings", "postings", "rows")
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+        self.postings: dict[str, tuple[list[int], list[int]]] = {}
+        self.meta_postings: dict[tuple[str, str], list[int]] = {}
+        self._arrays: dict[str, tuple[IntArray, FloatArray]] = {}
+        self._meta_arrays: dict[tuple[str, str], IntArray] = {}
+        self._rows_array: IntArray | None = None
+
+    def post(self, row: int, terms: Counter[str], metadata: Mapping[str, str]) -> None:
+        self.rows.append(row)
+        self._rows_array = None
+        for term, tf in terms.items():
+            entry = self.postings.get(term)
+            if entry is None:
+                entry = self.postings[term] = ([], [])
+            entry[0].append(row)
+            entry[1].append(tf)
+            self._arrays.pop(term, None)
+        for key, value in metadata.items():
+            self.meta_postings.setdefault((key, value), []).append(row)
+            self._meta_arrays.pop((key, value), None)
+
+    def post_rows(self, rows: Sequence[int], metadata: Mapping[str, str]) -> None:
+        """Rows appended by a batch: the rows and their metadata postings; the term
+        postings follow in one `post_terms` call."""
+        self.rows.extend(rows)
+        self._rows_array = None
+        for key, value in metadata.items():
+            self.meta_postings.setdefault((key, value), []).extend(rows)
+            self._meta_arrays.pop((key, value), None)
+
+    def post_terms(self, base: int, grouped: Mapping[str, tuple[list[int], list[int]]]) -> None:
+        """A batch's term postings, grouped by term off the loop (offsets from `base`):
+        one list extension per distinct term instead of one append per posting."""
+        for term, (offsets, tfs) in grouped.items():
+            entry = self.postings.get(term)
+            if entry is None:
+                entry = self.postings[term] = ([], [])
+            entry[0].extend([base + o for o in offsets])
+            entry[1].extend(tfs)
+            self._arrays.pop(term, None)
+
+    def row_array(self) -> IntArray:
+        if self._rows_array is None:
+            self._rows_array = np.asarray(self.rows, dtype=np.int64)
+        return self._rows_array
+
+    def posting(self, term: str) -> tuple[IntArray, FloatArray] | None:
+        cached = self._arrays.get(term)
+        if cached is not None:
+            return cached
+        entry = self.postings.get(term)
+        if entry is None:
+            return None
+        arrays = (np.asarray(entry[0], dtype=np.int64), np.asarray(entry[1], dtype=np.float32))
+        self._arrays[term] = arrays
+        return arrays
+
+    def filter_rows(self, flt: MetadataFilter) -> list[list[IntArray]]:
+        """Per filter key, the tenant's rows holding each of its accepted values."""
+        out = []
+        for key, accepted in flt.conditions.items():
+            arrays = []
+            for value in sorted(accepted):
+                cached = self._meta_arrays.get((key, value))
+                if cached is None:
+                    rows = self.meta_postings.get((key, value))
+                    if rows is None:
+                        continue
+                    cached = self._meta_arrays[(key, value)] = np.asarray(rows, dtype=np.int64)
+                arrays.append(cached)
+            out.append(arrays)
+        return out
+
+
+@dataclass(slots=True)
+class Staging:
+    documents: dict[DocumentKey, DocumentRecord | None] = field(default_factory=dict)
+    rows: dict[DocumentKey, list[int]] = field(default_factory=dict)
+
+
+class Index:
+    def __init__(self, spec: IndexSpec) -> None:
+        self.spec = spec
+        self.published_spec = spec
+        self.dims = spec.dimensions or 0
+        self.capacity = 0
+        self.n = 0
+        self.matrix: FloatArray = np.zeros((0, self.dims), dtype=np.float32)
+        self.sq_norms: FloatArray = np.zeros(0, dtype=np.float32)
+        self.live: BoolArray = np.zeros(0, dtype=bool)
+        self.doc_len: FloatArray = np.zeros(0, dtype=np.float32)
+        self.rows: list[Row] = []
+        self.doc_rows: dict[DocumentKey, list[int]] = {}
+        self.documents: dict[DocumentKey, DocumentRecord] = {}
+        self.staging: dict[int, Staging] = {}
+        self.parts: dict[str, TenantPart] = {}
+        self.next_version = 1
+        self.published_version = 0
+
+    # -- storage ---------------------------------------------------------------
+
+    def _grow(self, extra: int) -> None:
+        need = self.n + extra
+        if need <= self.capacity:
+            return
+        cap = max(need, self.capacity * 2, 1024)
+
+        def grow1(a: npt.NDArray[np.generic], fill: object = 0) -> npt.NDArray[np.generic]:
+            out = np.full((cap, *a.shape[1:]), fill, dtype=a.dtype)
+            out[: self.n] = a[: self.n]
+            return out
+
+        self.matrix = grow1(self.matrix).astype(np.float32, copy=False)
+        self.sq_norms = grow1(self.sq_norms).astype(np.float32, copy=False)
+        self.live = grow1(self.live, False).astype(bool, copy=False)
+        self.doc_len = grow1(self.doc_len).astype(np.float32, copy=False)
+        self.capacity = cap
+
+    def append(
+        self, doc: DocumentRecord, staged: StagedDocument, analyzed: Sequence[Analyzed]
+    ) -> list[int]:
+        count = len(staged.chunks)
+        self._grow(count)
+        part = self.parts.setdefault(doc.tenant, TenantPart())
+        rows: list[int] = []
+        for i, (chunk, (terms, phrase_text)) in enumerate(
+            zip(staged.chunks, analyzed, strict=True)
+        ):
+            row = self.n
+            self.rows.append(
+                Row(
+                    doc.tenant,
+                    doc.document_id,
+                    chunk.chunk_id,
+                    chunk.text,
+                    chunk.start,
+                    chunk.end,
+                    chunk.section,
+                    doc.title,
+                    dict(doc.metadata),
+                    phrase_text,
+                    terms,
+                )
+            )
+            if self.dims and staged.embeddings is not None:
+                vec = staged.embeddings[i]
+                self.matrix[row] = vec
+                self.sq_norms[row] = float(np.dot(vec, vec))
+            self.doc_len[row] = float(sum(terms.values()))
+            self.n += 1
+            rows.append(row)
+        part.post_rows(rows, doc.metadata)
+        return rows
+
+    def compact(self) -> None:
+        """Drop dead rows, renumbering the live ones (staged rows are kept)."""
+        keep = np.flatnonzero(self.live[: self.n])
+        staged_rows = sorted(
+            r for st in self.staging.values() for rs in st.rows.values() for r in rs
+        )
+        keep = np.union1d(keep, np.asarray(staged_rows, dtype=np.int64)).astype(np.int64)
+        remap = {int(old): new for new, old in enumerate(keep)}
+        old_rows = self.rows
+        self.matrix = np.ascontiguousarray(self.matrix[keep])
+        self.sq_norms = self.sq_norms[keep]
+        self.live = self.live[keep]
+        self.doc_len = self.doc_len[keep]
+        self.n = self.capacity = len(keep)
+        self.rows = [old_rows[int(i)] for i in keep]
+        self.doc_rows = {d: [remap[r] for r in rs] for d, rs in self.doc_rows.items()}
+        for st in self.staging.values():
+            st.rows = {d: [remap[r] for r in rs] for d, rs in st.rows.items()}
+        # Fresh parts, built aside and swapped in: a search in flight keeps the old ones.
+        parts: dict[str, TenantPart] = {}
+        for row, r in enumerate(self.rows):
+            parts.setdefault(r.tenant, TenantPart()).post(row, r.terms, r.metadata)
+        self.parts = parts
+
+
+def hit(r: Row, score: Score) -> ChunkHit:
+    return ChunkHit(
+        r.document_id, r.chunk_id, r.text, r.start, r.end, r.title, r.section, r.metadata, score
+    )
+
+
+# What a chunk's text contributes to the index: its term counts and phrase text.
+Analyzed = tuple[Counter[str], str]
+# Stage batches with more chunks than this are tokenized in the worker pool.
+INLINE_ANALYSIS_CHUNKS = 32
+
+
+def analyze_batch(
+    documents: Sequence[StagedDocument],
+) -> tuple[list[list[Analyzed]], dict[str, dict[str, tuple[list[int], list[int]]]]]:
+    """Tokenize a stage batch: per chunk its term counts and phrase text, and per
+    tenant the batch's postings grouped by term, as offsets into the batch's chunks
+    in order (the rows they get are consecutive from the index's current end)."""
+    analyzed: list[list[Analyzed]] = []
+    grouped: dict[str, dict[str, tuple[list[int], list[int]]]] = {}
+    offset = 0
+    for item in documents:
+        terms_of = grouped.setdefault(item.document.tenant, {})
+        parts: list[Analyzed] = []
+        for c in item.chunks:
+            terms = Counter(index_tokens(c.text))
+            parts.append((terms, phrase_text(phrase_words(c.text))))
+            for term, tf in terms.items():
+                entry = terms_of.get(term)
+                if entry is None:
+                    entry = terms_of[term] = ([], [])
+                entry[0].append(offset)
+                entry[1].append(tf)
+            offset += 1
+        analyzed.append(parts)
+    return analyzed, grouped

@@ -1,0 +1,223 @@
+"""Searching the in-memory index: a scope's snapshot taken on the event loop, and
+the exact vector and BM25 searches over it, run in a worker pool sized to the
+machine when they are large."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from groundwire.domain import bm25
+from groundwire.domain.ordering import rank_hits
+from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult
+from groundwire.domain.scores import Score, ScoreMetric
+from groundwire.stores.base import DistanceMetric
+from groundwire.stores.memory.index import (
+    BoolArray,
+    FloatArray,
+    IntArray,
+    Row,
+    hit,
+    phrase_text,
+)
+
+# Vector searches over more rows than this run in a worker thread (numpy releases
+# the GIL) so a large matrix product does not stall the event loop.
+VECTOR_THREAD_THRESHOLD = 20_000
+# Lexical searches reading more entries than this (the tenant's rows plus the query
+# terms' postings) run in a worker thread: below it the hand-off costs more than the
+# work. Exact-phrase checks are a Python loop over candidates, so a query with
+# phrases moves off the loop much earlier.
+LEXICAL_THREAD_THRESHOLD = 8_192
+PHRASE_THREAD_THRESHOLD = 256
+
+_T = TypeVar("_T")
+
+
+def top_rows(scores: npt.NDArray[np.floating], candidates: IntArray, k: int) -> IntArray:
+    """Rows of the k best candidates (largest scores), including every row tied
+    with the k-th so the caller's deterministic tie-break sees all of them."""
+    if len(candidates) <= k:
+        return candidates
+    values = scores[candidates]
+    kth = np.partition(values, len(values) - k)[len(values) - k]
+    top: IntArray = candidates[values >= kth]
+    return top
+
+
+_pool_instance: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The worker pool searches share, one thread per core: heavy searches queue for
+    the machine's cores instead of taking the event loop."""
+    global _pool_instance
+    if _pool_instance is None:
+        _pool_instance = ThreadPoolExecutor(os.cpu_count() or 1, "groundwire-search")
+    return _pool_instance
+
+
+async def off_loop(fn: Callable[[], _T]) -> _T:
+    return await asyncio.get_running_loop().run_in_executor(_pool(), fn)
+
+
+@dataclass(frozen=True, slots=True)
+class Scoped:
+    """One scope's view of an index at one instant: its tenant's rows below `n` that
+    `live` publishes, narrowed by the metadata filter. Every array it reads is the
+    tenant's own, so its cost does not depend on other tenants' data."""
+
+    n: int
+    live: BoolArray
+    tenant_rows: IntArray  # ascending
+    filters: list[list[IntArray]]  # per filter key, the rows of each accepted value
+
+    @property
+    def size(self) -> int:
+        """Entries this view reads (a deterministic work measure)."""
+        return len(self.tenant_rows) + sum(len(a) for arrays in self.filters for a in arrays)
+
+    def published(self) -> IntArray:
+        """The tenant's published rows, ascending (the BM25 statistics' population)."""
+        rows = self.tenant_rows[: int(np.searchsorted(self.tenant_rows, self.n))]
+        published: IntArray = rows[self.live[rows]]
+        return published
+
+    def admits(self, rows: IntArray) -> BoolArray:
+        """Which of `rows` (the tenant's, below n) are published and pass the filter."""
+        keep: BoolArray = self.live[rows]
+        for arrays in self.filters:
+            if arrays:
+                keep &= np.isin(rows, np.concatenate(arrays))
+            else:
+                keep[:] = False
+        return keep
+
+    def rows(self) -> IntArray:
+        published = self.published()
+        rows: IntArray = published[self.admits(published)]
+        return rows
+
+
+@dataclass(frozen=True, slots=True)
+class VectorSnapshot:
+    """One consistent view of an index for an exact vector search."""
+
+    scoped: Scoped
+    matrix: FloatArray
+    sq_norms: FloatArray
+    rows: list[Row]
+    metric: DistanceMetric
+
+    def search(self, vector: npt.NDArray[np.float32], k: int) -> list[ChunkHit]:
+        n = self.scoped.n
+        candidates = self.scoped.rows()
+        if not len(candidates):
+            return []
+        q = np.asarray(vector, dtype=np.float32)
+        dots = self.matrix[:n] @ q
+        if self.metric is DistanceMetric.EUCLIDEAN:
+            sq = self.sq_norms[:n] - 2.0 * dots + float(np.dot(q, q))
+            ranking = -np.sqrt(np.maximum(sq, 0.0))  # larger is better
+            score_metric = ScoreMetric.EUCLIDEAN_DISTANCE
+        elif self.metric is DistanceMetric.DOT:
+            ranking = dots
+            score_metric = ScoreMetric.DOT_PRODUCT
+        else:
+            qn = float(np.linalg.norm(q)) or 1.0
+            norms = np.sqrt(np.maximum(self.sq_norms[:n], 1e-30))
+            ranking = dots / (norms * qn)
+            score_metric = ScoreMetric.COSINE_SIMILARITY
+        hits = []
+        for row in top_rows(ranking, candidates, k):
+            value = float(ranking[row])
+            raw = -value if score_metric is ScoreMetric.EUCLIDEAN_DISTANCE else value
+            hits.append(hit(self.rows[int(row)], Score.of(score_metric, raw)))
+        return rank_hits(hits)[:k]
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalSnapshot:
+    """One consistent view of an index for a BM25 search in one tenant's scope."""
+
+    scoped: Scoped
+    doc_len: FloatArray
+    rows: list[Row]
+    # The query's distinct terms that the tenant holds, with their postings.
+    postings: dict[str, tuple[IntArray, FloatArray]]
+
+    @property
+    def work(self) -> int:
+        """Entries the search reads before any phrase check."""
+        return self.scoped.size + sum(len(rows) for rows, _ in self.postings.values())
+
+    def search(self, query: LexicalQuery, k: int) -> tuple[LexicalResult, int]:
+        """The result and the entries read (rows, postings, phrase candidates)."""
+        work = self.work
+        published = self.scoped.published()
+        total = len(published)
+        if total == 0:
+            return LexicalResult([]), work
+        # Collection statistics over the scope tenant's published rows only: another
+        # tenant's documents must not move this tenant's scores (a side channel).
+        avgdl = float(self.doc_len[published].mean()) or 1.0
+        n, live = self.scoped.n, self.scoped.live
+        postings: dict[str, tuple[IntArray, npt.NDArray[np.float64]]] = {}
+        df: dict[str, int] = {}
+        for term, (rows, tfs) in self.postings.items():
+            in_range = rows < n
+            # float64 throughout, as PostgreSQL computes it, so both stores rank alike.
+            rows, tf64 = rows[in_range], tfs[in_range].astype(np.float64)
+            df[term] = int(live[rows].sum())
+            postings[term] = (rows, tf64)
+        qtf = Counter(query.terms)
+        terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
+        if not terms:
+            return LexicalResult([], 0, pruned), work
+        # Scores are kept for the matched rows only (`matched`, ascending), each
+        # term's contributions added in query order as before, so the sums are equal.
+        matched = np.unique(np.concatenate([postings[t][0] for t in terms]))
+        scores = np.zeros(len(matched), dtype=np.float64)
+        for term in terms:
+            rows, tf64 = postings[term]
+            dl = self.doc_len[rows].astype(np.float64)
+            at = np.searchsorted(matched, rows)
+            scores[at] += qtf[term] * bm25.term_score(bm25.idf(total, df[term]), tf64, dl, avgdl)
+        candidates = np.flatnonzero(self.scoped.admits(matched))
+        if query.phrases and len(candidates):
+            candidates = self._with_phrases(query.phrases, matched, candidates)
+            work += len(candidates)
+        top = top_rows(scores, candidates, k)
+        hits = [
+            hit(self.rows[int(matched[i])], Score.of(ScoreMetric.BM25, float(scores[i])))
+            for i in top
+        ]
+        return LexicalResult(rank_hits(hits)[:k], len(terms), pruned), work
+
+    def _with_phrases(
+        self, phrases: Sequence[tuple[str, ...]], matched: IntArray, candidates: IntArray
+    ) -> IntArray:
+        """The candidates (positions in `matched`) whose text holds every phrase.
+
+        Every phrase word is an index term of any chunk holding the phrase, so only
+        rows in every phrase word's posting are checked; the check is a substring
+        search in C (see Row.phrase_text), linear in the chunk's length."""
+        for word in {w for phrase in phrases for w in phrase}:
+            posting = self.postings.get(word)
+            if posting is None:
+                return candidates[:0]
+            candidates = candidates[np.isin(matched[candidates], posting[0])]
+        texts = [self.rows[r].phrase_text for r in matched[candidates].tolist()]
+        keep = list(range(len(texts)))
+        for needle in dict.fromkeys(phrase_text(phrase) for phrase in phrases):
+            keep = [j for j in keep if needle in texts[j]]
+        kept: IntArray = candidates[np.asarray(keep, dtype=np.int64)]
+        return kept
