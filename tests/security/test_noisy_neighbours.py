@@ -26,6 +26,7 @@ import random
 import statistics
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -159,19 +160,31 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
         proc.stop()
 
 
-def attack(target: str, seed: int, seconds: float, results: multiprocessing.Queue[object]) -> None:
-    """The attacker's process: ATTACKERS concurrent callers for `seconds`."""
-    results.put(asyncio.run(_attack(target, seed, seconds)))
+ATTACKS = ("lexical", "hybrid", "phrase", "push")
 
 
-async def _attack(target: str, seed: int, seconds: float) -> dict[str, int]:
+def attack(
+    target: str,
+    seed: int,
+    seconds: float,
+    results: multiprocessing.Queue[object],
+    kinds: tuple[str, ...] = ATTACKS,
+) -> None:
+    """The attacker's process: ATTACKERS concurrent callers for `seconds`, each
+    cycling through the `kinds` of attack."""
+    results.put(asyncio.run(_attack(target, seed, seconds, kinds)))
+
+
+async def _attack(target: str, seed: int, seconds: float, kinds: tuple[str, ...]) -> dict[str, int]:
     rng = random.Random(seed)
     vocab = words(random.Random(11), 3000)
     outcomes: dict[str, int] = {}
     pasted = " ".join(rng.sample(vocab, 700))[:4000]
-    attacks = [
-        retriever_pb2.RagQuery(index_name="shared", text=pasted, mode=LEXICAL, top_k=100),
-        retriever_pb2.RagQuery(
+    queries = {
+        "lexical": retriever_pb2.RagQuery(
+            index_name="shared", text=pasted, mode=LEXICAL, top_k=100
+        ),
+        "hybrid": retriever_pb2.RagQuery(
             index_name="shared",
             text=pasted,
             mode=HYBRID,
@@ -179,10 +192,10 @@ async def _attack(target: str, seed: int, seconds: float) -> dict[str, int]:
             fusion=retriever_pb2.FusionOptions(leg_depth=1000),
         ),
         # Every attacker chunk of repeated words nearly matches.
-        retriever_pb2.RagQuery(
+        "phrase": retriever_pb2.RagQuery(
             index_name="shared", text='"' + "zo " * 40 + 'zo"', mode=LEXICAL, top_k=100
         ),
-    ]
+    }
     stop = time.monotonic() + seconds
     async with grpc.aio.insecure_channel(target) as channel:
         ingest: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub = (
@@ -193,16 +206,19 @@ async def _attack(target: str, seed: int, seconds: float) -> dict[str, int]:
         )
 
         async def caller(n: int) -> None:
+            # Pushes take one turn in seven; the queries share the rest.
+            query_kinds = [k for k in kinds if k != "push"]
             i = n
             while time.monotonic() < stop:
                 i += 1
                 try:
-                    if i % 7 == 0:
+                    if "push" in kinds and (not query_kinds or i % 7 == 0):
                         texts = [" ".join(rng.sample(vocab, 120)) for _ in range(256)]
                         await push(ingest, ATTACKER_KEY, texts, f"p{n}-{i}")
                     else:
+                        kind = query_kinds[i % len(query_kinds)]
                         await retrieve.Retrieve(
-                            retriever_pb2.RetrieveRequest(query=attacks[i % len(attacks)]),
+                            retriever_pb2.RetrieveRequest(query=queries[kind]),
                             metadata=metadata(ATTACKER_KEY),
                             timeout=30,
                         )
@@ -217,10 +233,29 @@ async def _attack(target: str, seed: int, seconds: float) -> dict[str, int]:
     return outcomes
 
 
-async def test_one_tenant_at_its_limits_does_not_stall_another(
-    server: tuple[str, ServerProcess],
-) -> None:
-    store, proc = server
+@dataclass(frozen=True)
+class Measured:
+    """The victim's latencies quiet and under attack, and the attacker's outcomes."""
+
+    quiet: list[float]
+    loud: list[float]
+    outcomes: dict[str, int]
+
+    def line(self, label: str) -> str:
+        q50, q99 = p50_p99(self.quiet)
+        a50, a99 = p50_p99(self.loud)
+        return (
+            f"{label}: victim lexical p50/p99 quiet {1000 * q50:.1f}/{1000 * q99:.1f} ms, "
+            f"under attack {1000 * a50:.1f}/{1000 * a99:.1f} ms; "
+            f"attacker calls {dict(sorted(self.outcomes.items()))}"
+        )
+
+
+async def measure(
+    target: str, kinds: tuple[str, ...] = ATTACKS, seconds: float = ATTACK_SECONDS
+) -> Measured:
+    """Load both tenants' documents through `target`, time the victim quiet, then again
+    while an attacker process runs `kinds` for `seconds`."""
     rng = random.Random(11)
     vocab = words(rng, 3000)
     victim_texts = [" ".join(rng.choices(vocab[:1500], k=80)) for _ in range(300)]
@@ -228,7 +263,7 @@ async def test_one_tenant_at_its_limits_does_not_stall_another(
     # drawn from the whole vocabulary (pasted queries match them).
     repeated = [("zo " * 150 + rng.choice(vocab)).strip() for _ in range(2000)]
     wide = [" ".join(rng.sample(vocab, 120)) for _ in range(1000)]
-    async with grpc.aio.insecure_channel(proc.target) as channel:
+    async with grpc.aio.insecure_channel(target) as channel:
         ingest: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub = (
             ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
         )
@@ -243,27 +278,29 @@ async def test_one_tenant_at_its_limits_does_not_stall_another(
 
         ctx = multiprocessing.get_context("spawn")
         results: multiprocessing.Queue[object] = ctx.Queue()
-        attacker = ctx.Process(target=attack, args=(proc.target, 5, ATTACK_SECONDS, results))
+        attacker = ctx.Process(target=attack, args=(target, 5, seconds, results, kinds))
         attacker.start()
         try:
             await asyncio.sleep(1.5)  # the attacker's interpreter starts, then attacks
             loud = await victim_latencies(retrieve, queries)
-            outcomes = await asyncio.to_thread(results.get, True, ATTACK_SECONDS + 60)
+            outcomes = await asyncio.to_thread(results.get, True, seconds + 60)
         finally:
             attacker.join(30)
             if attacker.is_alive():
                 attacker.kill()
     assert isinstance(outcomes, dict)
+    return Measured(quiet, loud, outcomes)
 
-    q50, q99 = p50_p99(quiet)
-    a50, a99 = p50_p99(loud)
-    report(
-        MODULE,
-        f"{store}: victim lexical p50/p99 quiet {1000 * q50:.1f}/{1000 * q99:.1f} ms, under attack "
-        f"{1000 * a50:.1f}/{1000 * a99:.1f} ms; attacker calls {dict(sorted(outcomes.items()))}",
-    )
+
+async def test_one_tenant_at_its_limits_does_not_stall_another(
+    server: tuple[str, ServerProcess],
+) -> None:
+    store, proc = server
+    m = await measure(proc.target)
+    report(MODULE, m.line(store))
     # The attack ran, at its limits, and nothing failed but admission.
-    assert outcomes.get("ok", 0) > 0
-    assert set(outcomes) <= {"ok", "RESOURCE_EXHAUSTED"}, outcomes
-    assert outcomes.get("RESOURCE_EXHAUSTED", 0) > 0, outcomes
+    assert m.outcomes.get("ok", 0) > 0
+    assert set(m.outcomes) <= {"ok", "RESOURCE_EXHAUSTED"}, m.outcomes
+    assert m.outcomes.get("RESOURCE_EXHAUSTED", 0) > 0, m.outcomes
+    (_, q99), (_, a99) = p50_p99(m.quiet), p50_p99(m.loud)
     assert a99 <= 10 * q99 + 0.250, (store, q99, a99)
