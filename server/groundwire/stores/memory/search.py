@@ -182,15 +182,21 @@ class LexicalSnapshot:
         terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
         if not terms:
             return LexicalResult([], 0, pruned), work
-        # Scores are kept for the matched rows only (`matched`, ascending), each
-        # term's contributions added in query order as before, so the sums are equal.
-        matched = np.unique(np.concatenate([postings[t][0] for t in terms]))
-        scores = np.zeros(len(matched), dtype=np.float64)
+        # Scores live in an array over the tenant's own rows (its size, and so the
+        # cost, does not depend on other tenants), each term's contributions added in
+        # query order; `matched` is then the scored rows, ascending.
+        tenant_rows = self.scoped.tenant_rows
+        dense = np.zeros(len(tenant_rows), dtype=np.float64)
+        held = np.zeros(len(tenant_rows), dtype=bool)
         for term in terms:
             rows, tf64 = postings[term]
             dl = self.doc_len[rows].astype(np.float64)
-            at = np.searchsorted(matched, rows)
-            scores[at] += qtf[term] * bm25.term_score(bm25.idf(total, df[term]), tf64, dl, avgdl)
+            at = np.searchsorted(tenant_rows, rows)
+            dense[at] += qtf[term] * bm25.term_score(bm25.idf(total, df[term]), tf64, dl, avgdl)
+            held[at] = True
+        positions = np.flatnonzero(held)
+        matched: IntArray = tenant_rows[positions]
+        scores = dense[positions]
         candidates = np.flatnonzero(self.scoped.admits(matched))
         if query.phrases and len(candidates):
             candidates = self._with_phrases(query.phrases, matched, candidates)
