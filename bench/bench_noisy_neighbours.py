@@ -46,7 +46,7 @@ async def main() -> None:
                 admin = pg.dsn
             for kind in args.attacks.split(","):
                 kinds = ATTACKS if kind == "all" else (kind,)
-                work = root / f"{store}-{kind}"
+                work = root / f"{store}-{kind}-{len(list(root.iterdir()))}"
                 work.mkdir()
                 text = toml(store, "GW_BENCH_DSN")
                 if args.no_limits:

@@ -11,7 +11,7 @@ maximum pushes, from more concurrent callers than its limits admit. The victim r
 short lexical queries one at a time, quiet and under attack.
 
 Stated bound, asserted: the victim's p99 under attack stays within 10x its quiet p99 plus
-250 ms (two cores serve the server, PostgreSQL, the attacker and the victim, so some
+300 ms (two cores serve the server, PostgreSQL, the attacker and the victim, so some
 slowdown is physics; before the term limit, the postings and tenant admission a single
 pasted query held PostgreSQL for 22.7 s and four attackers moved the victim's p50 from
 2.8 ms to 3.7 s).
@@ -303,4 +303,4 @@ async def test_one_tenant_at_its_limits_does_not_stall_another(
     assert set(m.outcomes) <= {"ok", "RESOURCE_EXHAUSTED"}, m.outcomes
     assert m.outcomes.get("RESOURCE_EXHAUSTED", 0) > 0, m.outcomes
     (_, q99), (_, a99) = p50_p99(m.quiet), p50_p99(m.loud)
-    assert a99 <= 10 * q99 + 0.250, (store, q99, a99)
+    assert a99 <= 10 * q99 + 0.300, (store, q99, a99)

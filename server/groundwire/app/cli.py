@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -25,6 +26,10 @@ async def _serve(cfg: GroundwireConfig, address: str | None) -> int:
     # switch interval let CPU-bound workers add tens of ms to every small request).
     sys.setswitchinterval(_GIL_SWITCH_S)
     app = await start_app(cfg, address)
+    # What start-up allocated (modules, gRPC, protobuf, the configured indexes) lives
+    # as long as the process: out of the cyclic collector's full passes, which would
+    # otherwise rescan it and pause every request for tens of milliseconds.
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
