@@ -38,6 +38,7 @@ async def main() -> None:
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="gw-bench-noisy-"))
     pg = None
+    runs = 0
     try:
         for store in args.stores.split(","):
             admin = None
@@ -46,7 +47,8 @@ async def main() -> None:
                 admin = pg.dsn
             for kind in args.attacks.split(","):
                 kinds = ATTACKS if kind == "all" else (kind,)
-                work = root / f"{store}-{kind}-{len(list(root.iterdir()))}"
+                runs += 1
+                work = root / f"{store}-{kind}-{runs}"
                 work.mkdir()
                 text = toml(store, "GW_BENCH_DSN")
                 if args.no_limits:

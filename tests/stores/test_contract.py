@@ -592,3 +592,16 @@ async def test_long_queries_score_only_their_rarest_terms(store: Store, index_na
         index_name, parse_lexical(text).__class__(text, full.terms, (), 1000), 10, Scope()
     )
     assert (unlimited.terms_scored, unlimited.terms_pruned) == (400, 0)
+
+
+async def test_a_phrase_match_is_found_behind_many_near_misses(
+    store: Store, index_name: str
+) -> None:
+    # 100 chunks repeat "alpha" 300 times (past PostgreSQL's 256 positions per word)
+    # and hold "beta", but never "alpha beta": they score higher on the phrase words
+    # than the one real match, which must still be found, on every store.
+    misses = [doc(f"miss{i:02d}", [("alpha " * 300) + "gamma beta"], None) for i in range(100)]
+    real = doc("real", ["long preamble " * 20 + "alpha beta"], None)
+    await publish(store, index_name, [*misses, real], spec(index_name, dims=None))
+    found = await store.search_lexical(index_name, parse_lexical('"alpha beta"'), 5, Scope())
+    assert [h.document_id for h in found.hits] == ["real"]

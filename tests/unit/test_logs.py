@@ -73,14 +73,22 @@ def test_text_line_shows_the_explicit_fields() -> None:
     assert line.endswith('WARNING groundwire.test serving port=50051 index="demo"')
 
 
-def test_text_line_keeps_the_traceback_below_the_fields() -> None:
+def test_text_line_names_the_exception_type_never_its_text_or_traceback() -> None:
     try:
-        raise ValueError("boom")
+        raise ValueError("document text must not leak")
     except ValueError as exc:
         rec = record("maintenance failed", exc=exc, index="demo")
-    head, _, rest = TextFormatter().format(rec).partition("\n")
-    assert head.endswith('maintenance failed index="demo" exception_type="ValueError"')
-    assert rest.startswith("Traceback")
+    line = TextFormatter().format(rec)
+    assert line.endswith('maintenance failed index="demo" exception_type="ValueError"')
+    assert "leak" not in line and "Traceback" not in line and "\n" not in line
+
+
+def test_text_line_withholds_third_party_arguments() -> None:
+    rec = logging.LogRecord(
+        "httpx", logging.WARNING, __file__, 1, "GET %s failed", ("http://u:pw@h/x",), None
+    )
+    line = TextFormatter().format(rec)
+    assert "GET <withheld> failed" in line and "pw" not in line
 
 
 def logger_calls() -> list[tuple[str, ast.Call]]:

@@ -3,10 +3,11 @@ values passed explicitly via `extra`, so it cannot pick up request or document
 content by accident; the request id is added from the interceptor's contextvar.
 
 groundwire's own call sites never pass %-style arguments (a unit test checks
-every logger call in server/). The JSON formatter never interpolates them
-either: a third-party library's arguments may hold URLs, DSNs or paths. Such a
-record's placeholders read `<withheld>` and `args_withheld` counts them, so no
-line passes a bare template off as the whole message."""
+every logger call in server/). Neither formatter interpolates them: a
+third-party library's arguments may hold URLs, DSNs or paths. Such a record's
+placeholders read `<withheld>` and `args_withheld` counts them, so no line
+passes a bare template off as the whole message; an exception is named by its
+type only, never its text or traceback."""
 
 from __future__ import annotations
 
@@ -68,20 +69,18 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """For a terminal: the usual line, then the explicit fields as key=value."""
-
-    def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+    """For a terminal: time, level, logger and the constant message, then the explicit
+    fields as key=value. Like the JSON lines, it never fills a template's arguments
+    and never prints an exception's text or traceback (only `exception_type`)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
+        line = f"{when},{int(record.msecs):03d} {record.levelname} {record.name} {message(record)}"
         fields = explicit_fields(record)
-        fields.pop("args_withheld", None)  # the text line renders them
         if not fields:
             return line
-        head, newline, rest = line.partition("\n")  # a traceback stays below the fields
         pairs = " ".join(f"{key}={json.dumps(value, default=str)}" for key, value in fields.items())
-        return f"{head} {pairs}{newline}{rest}"
+        return f"{line} {pairs}"
 
 
 def configure_logging(level: str = "INFO", fmt: str = "json") -> None:

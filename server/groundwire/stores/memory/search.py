@@ -168,7 +168,10 @@ class LexicalSnapshot:
             return LexicalResult([]), work
         # Collection statistics over the scope tenant's published rows only: another
         # tenant's documents must not move this tenant's scores (a side channel).
-        avgdl = float(self.doc_len[published].mean()) or 1.0
+        # domain.bm25's rule over float64 sums, as PostgreSQL computes it (a float32
+        # mean would round the average and move scores in the last digits).
+        tokens = int(self.doc_len[published].sum(dtype=np.float64))
+        avgdl = bm25.average_length(tokens, total)
         n, live = self.scoped.n, self.scoped.live
         postings: dict[str, tuple[IntArray, npt.NDArray[np.float64]]] = {}
         df: dict[str, int] = {}

@@ -5,7 +5,8 @@ Encoding. Rows are tokenized at write time in Python with the same identifier-aw
 tokenizer as the in-memory store (`index_tokens`: POL-HR-014 is indexed whole and as
 pol / hr / 014, IRagRetriever as iragretriever / i / rag / retriever), and stored as
 an explicit tsvector (the `simple`-configuration equivalent: no stemming, no stop
-words) with a GIN index, plus per-term frequencies and the token count. Phrase words
+words, matched against a candidate's own row, never searched through), plus per-term
+frequencies and the token count. Phrase words
 (alphanumeric runs) carry their word positions with weight A, so a quoted phrase is
 the tsquery `'account':A <-> 'recovery':A` and matches exactly the contiguous runs the
 in-memory store matches; tokens that are not phrase words carry a weight-D
@@ -18,8 +19,8 @@ tenant, term) live in `gw_term_stats` and N / total length per (index, tenant) i
 its own snapshot. Candidates come from `gw_postings`, one row per (published chunk,
 term) keyed by (index, tenant, term): a term's postings are an index-only range scan
 of the tenant's own rows. A query is two statements whatever its length (statistics,
-then one ranking statement with MaxScore pruning), and scores at most
-`query.max_terms` distinct terms, the rarest first.
+then one ranking statement with MaxScore pruning; three with phrases), and scores at
+most `query.max_terms` distinct terms, the rarest first.
 
 pg_trgm is required (the schema creates the extension) but no trigram index is built
 over chunk text: every identifier the in-memory store can find is an exact token here
@@ -28,12 +29,15 @@ the two stores rank differently.
 
 Limits of the tsvector encoding: a lexeme is at most 2,047 bytes (longer tokens are
 not indexed and cannot be searched for), and positions stop at 16,383 words with at
-most 256 per word; a chunk beyond those is marked and its phrase matches are verified
-in Python, so phrase results stay exact.
+most 256 per word; a chunk beyond those is marked, and a phrase query fetches every
+marked candidate holding the phrase words and verifies it in a worker thread, so
+phrase results stay exact.
 """
 
 from __future__ import annotations
 
+import asyncio
+import enum
 import json
 import struct
 from collections import Counter
@@ -61,7 +65,6 @@ _MAX_POSITION = 16383
 _MAX_POSITIONS_PER_LEXEME = 256
 _WEIGHT_A = 3 << 14
 _TSVECTOR_OID = 3614
-_MAX_PHRASE_RETRIES = 16
 
 
 # -- encoding -----------------------------------------------------------------------
@@ -200,8 +203,9 @@ _LEXICAL_STATS_SQL = """
 async def search(
     conn: Conn, idx: IndexRow, query: LexicalQuery, k: int, scope: Scope
 ) -> LexicalResult:
-    """The exact BM25 top k in scope (inside `conn`'s snapshot), in two statements
-    whatever the query's length: the statistics, then the ranking."""
+    """The exact BM25 top k in scope (inside `conn`'s snapshot), in a constant number
+    of statements whatever the query's length: the statistics, then the ranking (two
+    ranking statements with phrases: exact-position chunks, then marked ones)."""
     fitting = tuple(t for t in query.terms if _fits(t))
     phrases = list(query.phrases)
     if not fitting or any(not _fits(w) for p in phrases for w in p):
@@ -245,25 +249,48 @@ async def _top(
     scope: Scope,
 ) -> list[tuple[Any, ...]]:
     """The exact top k (by full BM25 over every scored term) among rows in scope
-    that contain every phrase."""
-    rejected: list[int] = []
-    rows: list[tuple[Any, ...]] = []
-    for _ in range(_MAX_PHRASE_RETRIES):
-        params: dict[str, Any] = {}
-        statement = _lexical_sql(idx, weights, phrases, anchor, k, scope, rejected, params)
-        cur = await conn.execute(statement, params)
-        rows = await cur.fetchall()
-        # Rows past the tsvector position limits matched on "all phrase words
-        # present"; check their phrases exactly and search again without failures.
-        bad = [
-            int(r[10])
-            for r in rows
-            if not r[9] and not all(contains_phrase(phrase_words(str(r[2])), p) for p in phrases)
-        ]
-        if not bad:
-            return rows
-        rejected.extend(bad)
-    return [r for r in rows if r[9] or int(r[10]) not in set(rejected)]
+    that contain every phrase (not yet in rank order)."""
+    if anchor is None:
+        return await _fetch(conn, idx, weights, phrases, None, _Part.ALL, k, scope)
+    rows = await _fetch(conn, idx, weights, phrases, anchor, _Part.EXACT, k, scope)
+    # Chunks past the tsvector position limits matched on "every phrase word
+    # present": all of them in scope, checked exactly in a worker thread (their cost
+    # is the caller tenant's own data), then ranked with the exact ones.
+    loose = await _fetch(conn, idx, weights, phrases, anchor, _Part.LOOSE, k, scope)
+    if loose:
+        rows += await asyncio.to_thread(_holding_phrases, loose, phrases)
+    return rows
+
+
+def _holding_phrases(
+    rows: Sequence[tuple[Any, ...]], phrases: Sequence[tuple[str, ...]]
+) -> list[tuple[Any, ...]]:
+    return [r for r in rows if all(contains_phrase(phrase_words(str(r[2])), p) for p in phrases)]
+
+
+class _Part(enum.Enum):
+    """Which rows a ranking statement returns."""
+
+    ALL = "all"  # no phrases: the top k
+    EXACT = "exact"  # phrases, chunks whose positions are exact: the top k
+    LOOSE = "loose"  # phrases, chunks past the position limits: every candidate
+
+
+async def _fetch(
+    conn: Conn,
+    idx: IndexRow,
+    weights: _TermWeights,
+    phrases: Sequence[tuple[str, ...]],
+    anchor: str | None,
+    part: _Part,
+    k: int,
+    scope: Scope,
+) -> list[tuple[Any, ...]]:
+    params: dict[str, Any] = {}
+    cur = await conn.execute(
+        _lexical_sql(idx, weights, phrases, anchor, part, k, scope, params), params
+    )
+    return await cur.fetchall()
 
 
 # MaxScore's pruning, as common table expressions ahead of `cand` (see _lexical_sql):
@@ -292,7 +319,7 @@ _PRUNING_CTES = """
         SELECT 0.0 + {score} AS score
         FROM seed JOIN gw_chunks c ON c.id = seed.chunk
         CROSS JOIN LATERAL (SELECT {freq_cols} OFFSET 0) f
-        WHERE {scope} AND c.id <> ALL(%(rejected)s::bigint[])
+        WHERE {scope}
         ORDER BY score DESC LIMIT %(k)s
     ),
     theta AS MATERIALIZED (
@@ -329,9 +356,9 @@ def _lexical_sql(
     weights: _TermWeights,
     phrases: Sequence[tuple[str, ...]],
     anchor: str | None,
+    part: _Part,
     k: int,
     scope: Scope,
-    rejected: Sequence[int],
     params: dict[str, Any],
 ) -> sql.Composed:
     """One statement: exact top-k BM25 with MaxScore pruning (Turtle and Flood 1995).
@@ -362,7 +389,6 @@ def _lexical_sql(
         b=bm25.B,
         one_minus_b=1.0 - bm25.B,
         k=k,
-        rejected=list(rejected),
     )
     freq_cols: list[sql.Composable] = []
     contribs: list[sql.Composable] = []
@@ -388,16 +414,21 @@ def _lexical_sql(
     columns = sql.SQL(", ").join(freq_cols)
     phrase_ok: sql.Composable = sql.SQL("true")
     pruning: sql.Composable = sql.SQL("")
+    limit: sql.Composable = sql.SQL("LIMIT %(k)s")
     if anchor is not None:
         params["anchor"] = anchor
-        params["phrase"] = " & ".join(
-            "(" + " <-> ".join(_ts_quote(w) + ":A" for w in p) + ")" for p in phrases
-        )
-        params["words"] = " & ".join(_ts_quote(w) for p in phrases for w in p)
-        phrase_ok = sql.SQL(
-            "CASE WHEN c.phrase_exact THEN c.lex @@ %(phrase)s::tsquery "
-            "ELSE c.lex @@ %(words)s::tsquery END"
-        )
+        if part is _Part.EXACT:
+            params["phrase"] = " & ".join(
+                "(" + " <-> ".join(_ts_quote(w) + ":A" for w in p) + ")" for p in phrases
+            )
+            phrase_ok = sql.SQL("c.phrase_exact AND c.lex @@ %(phrase)s::tsquery")
+        else:
+            params["words"] = " & ".join(_ts_quote(w) for p in phrases for w in p)
+            phrase_ok = sql.SQL("NOT c.phrase_exact AND c.lex @@ %(words)s::tsquery")
+            limit = sql.SQL("")
+        # A row scores only through the scored terms (like the in-memory store,
+        # which ranks rows holding at least one of them).
+        phrase_ok = sql.SQL("{} AND ({}) > 0").format(phrase_ok, score)
         candidates = sql.SQL(_ANCHOR_CANDIDATES)
     else:
         params.update(
@@ -424,14 +455,15 @@ def _lexical_sql(
             SELECT c.id, c.phrase_exact, c.document_id, c.chunk_id, 0.0 + {score} AS score
             FROM cand JOIN gw_chunks c ON c.id = cand.chunk
             CROSS JOIN LATERAL (SELECT {freq_cols} OFFSET 0) f
-            WHERE {scope} AND {phrase_ok} AND c.id <> ALL(%(rejected)s::bigint[])
+            WHERE {scope} AND {phrase_ok}
             ORDER BY score DESC, c.document_id, c.chunk_id
-            LIMIT %(k)s
+            {limit}
         ) top JOIN gw_chunks c ON c.id = top.id
         """
     ).format(
         pruning=pruning,
         candidates=candidates,
+        limit=limit,
         scope=scope_sql(scope, params),
         phrase_ok=phrase_ok,
         freq_cols=columns,

@@ -4,9 +4,9 @@ Chunk and document rows are immutable once staged and carry the version that sta
 them. A row is visible when its version is not in the index's set of staging
 versions; `publish` deletes the superseded rows and flips the version's state in one
 transaction, so a reader's snapshot holds the old or the new document, never a gap
-and never a mix. Publishing never rewrites the rows it makes visible, so a bulk load
-is inserted into the GIN index once. The per-tenant BM25 statistics move in the same
-transaction.
+and never a mix. Publishing never rewrites the rows it makes visible; it writes their
+postings (`gw_postings`) and deletes the superseded rows' postings, and moves the
+per-tenant BM25 statistics, in the same transaction.
 """
 
 from __future__ import annotations
