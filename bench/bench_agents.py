@@ -23,8 +23,8 @@ import time
 import grpc
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy
+from groundwire.agents.execution_input import ExecutionInput
 from groundwire.agents.prompt import assemble_messages
-from groundwire.agents.runtime import ExecutionInput
 from groundwire.app.config import parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
 from groundwire.app.lifecycle import start_app

@@ -319,7 +319,8 @@ def test_default_limits_are_generous_and_rates_unlimited() -> None:
     assert limits[RpcFamily.EXECUTE] == FamilyLimits(max_concurrent=64)
     for fam, cap in DEFAULT_CONCURRENCY.items():
         assert limits[fam] == FamilyLimits(max_concurrent=cap)
-    assert limits[RpcFamily.MANAGE] == FamilyLimits()
+    # Every family is capped by default, long-lived WatchIngestion streams (manage) too.
+    assert all(limits[fam].max_concurrent > 0 for fam in RpcFamily)
 
 
 def test_configured_limits_fill_the_rest_from_the_defaults() -> None:

@@ -29,7 +29,14 @@ LAYERS: dict[str, int] = {
 }
 CROSS_CUTTING = {"instruments"}
 SIDEWAYS_ALLOWED = {("agents", "retrieval"), ("agents", "reranking")}
-TRANSPORT = {"grpc", "grpc_health", "grpc_reflection", "grpc_status", "groundwire_client"}
+TRANSPORT = {
+    "google",  # google.protobuf and google.rpc
+    "grpc",
+    "grpc_health",
+    "grpc_reflection",
+    "grpc_status",
+    "groundwire_client",
+}
 TRANSPORT_PACKAGES = {"api", "app", "evaluation"}
 # A gRPC client of the public API: it imports no server package.
 CLIENT_ONLY = {"evaluation"}

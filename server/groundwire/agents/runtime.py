@@ -31,7 +31,7 @@ from groundwire.agents.events import (
     RagMetadata,
     RagSearchInfo,
 )
-from groundwire.agents.execution_input import ExecutionInput, Turn
+from groundwire.agents.execution_input import ExecutionInput
 from groundwire.agents.model_loop import run_model_loop
 from groundwire.agents.prompt import assemble_messages, prompt_costs
 from groundwire.agents.rag_pipeline import (
@@ -52,7 +52,7 @@ from groundwire.reranking.stage import RerankingStage
 from groundwire.retrieval.engine import Retriever
 
 # Callers import the execution input from here, next to the runtime that takes it.
-__all__ = ["AgentRuntime", "ExecutionInput", "Turn"]
+__all__ = ["AgentRuntime", "rag_metadata"]
 
 
 class AgentRuntime:

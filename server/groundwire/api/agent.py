@@ -9,8 +9,9 @@ import grpc
 
 from groundwire.agents.definition import AgentDefinition
 from groundwire.agents.events import EventType, ExecutionEvent, ExecutionResult, RagMetadata
+from groundwire.agents.execution_input import ExecutionInput
 from groundwire.agents.registry import AgentRegistry
-from groundwire.agents.runtime import AgentRuntime, ExecutionInput
+from groundwire.agents.runtime import AgentRuntime
 from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import duration, filter_from_proto, mode_to_proto, score_to_proto
 from groundwire.api.pagination import LIST_AGENTS, PageTokens, listing

@@ -21,12 +21,13 @@ from groundwire.app.config_base import StrictModel
 from groundwire.domain.admission import Admission, Clock, FamilyLimits, RpcFamily
 
 # Generous: far above what one tenant's legitimate client runs at once, so
-# only a flood meets them; management calls are cheap and unlimited.
+# only a flood meets them. Management calls are cheap, but WatchIngestion streams
+# are long-lived, so the manage family is capped as well.
 DEFAULT_CONCURRENCY: Mapping[RpcFamily, int] = {
     RpcFamily.RETRIEVE: 64,
     RpcFamily.RERANK: 32,
     RpcFamily.INGEST: 16,
-    RpcFamily.MANAGE: 0,
+    RpcFamily.MANAGE: 64,
 }
 
 
