@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.indexes import DistanceMetric as DistanceMetric  # re-exported
+from groundwire.domain.indexes import StoreKind
 from groundwire.domain.operations import Operation
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, Scope
 
@@ -163,8 +164,8 @@ class Store(Protocol):
     """A vector + lexical store. Every method is safe to call concurrently."""
 
     @property
-    def kind(self) -> str:
-        """ "memory" or "postgres"."""
+    def kind(self) -> StoreKind:
+        """Where the store keeps its indexes."""
         ...
 
     async def ensure_index(self, spec: IndexSpec) -> IndexState:

@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from groundwire.domain.indexes import StoreKind
 from groundwire.domain.retrieval import (
     ChunkHit,
     LexicalQuery,
@@ -45,8 +46,8 @@ class MemoryStore:
         self.lexical_entries_read = 0
 
     @property
-    def kind(self) -> str:
-        return "memory"
+    def kind(self) -> StoreKind:
+        return StoreKind.MEMORY
 
     def _get(self, name: str) -> Index:
         idx = self._indexes.get(name)

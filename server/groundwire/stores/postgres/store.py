@@ -27,6 +27,7 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from groundwire.domain.errors import ErrorKind, GroundwireError
+from groundwire.domain.indexes import StoreKind
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, Scope
 from groundwire.stores.base import (
     DistanceMetric,
@@ -89,8 +90,8 @@ class PostgresStore:
         self._closed = False
 
     @property
-    def kind(self) -> str:
-        return "postgres"
+    def kind(self) -> StoreKind:
+        return StoreKind.POSTGRES
 
     @property
     def operation_log(self) -> PostgresOperationLog:
