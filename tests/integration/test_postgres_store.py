@@ -562,3 +562,26 @@ async def test_phrases_in_chunks_beyond_tsvector_position_limits(dsn: str) -> No
     finally:
         await pg.close()
         await mem.close()
+
+
+async def test_publish_removes_exactly_the_statistics_and_postings_it_emptied(dsn: str) -> None:
+    s = spec("stats", dims=None)
+    store = await open_postgres_store(settings(dsn))
+    try:
+        await publish(
+            store,
+            s,
+            [doc("a", ["alpha shared"], None), doc("b", ["beta shared"], None, tenant="t")],
+        )
+        v = await store.begin_version("stats")
+        await store.stage_deletions("stats", v, [DocumentKey("", "a")])
+        await store.publish_version("stats", v, s)
+        terms = scalar(
+            dsn,
+            "SELECT string_agg(tenant || ':' || term, ',' ORDER BY tenant, term) FROM gw_term_stats",
+        )
+        assert terms == "t:beta,t:shared"
+        assert scalar(dsn, "SELECT count(*) FROM gw_postings WHERE tenant = ''") == 0
+        assert scalar(dsn, "SELECT count(*) FROM gw_postings WHERE tenant = 't'") == 2
+    finally:
+        await store.close()

@@ -108,6 +108,7 @@ _PUBLISH_CHUNKS_SQL = (
         INSERT INTO gw_term_stats (index_id, tenant, term, df)
         SELECT %(index_id)s, tenant, term, delta FROM deltas
         ON CONFLICT (index_id, tenant, term) DO UPDATE SET df = gw_term_stats.df + EXCLUDED.df
+        RETURNING tenant, term, df
     ),
     sizes AS (
         SELECT tenant, sum(n) AS n, sum(tokens) AS tokens FROM (
@@ -124,7 +125,9 @@ _PUBLISH_CHUNKS_SQL = (
             chunk_count = gw_tenant_stats.chunk_count + EXCLUDED.chunk_count,
             token_count = gw_tenant_stats.token_count + EXCLUDED.token_count
     )
-    SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM added)
+    SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM added),
+           ARRAY(SELECT tenant FROM stats WHERE df <= 0),
+           ARRAY(SELECT term FROM stats WHERE df <= 0)
 """
 )
 
@@ -397,7 +400,17 @@ async def publish(
     cur = await conn.execute(_PUBLISH_DOCUMENTS_SQL, p)
     docs = await cur.fetchone()
     assert chunks is not None and docs is not None
-    await conn.execute("DELETE FROM gw_term_stats WHERE index_id = %(index_id)s AND df <= 0", p)
+    # Only the statistics this publish brought to zero: their keys, not a scan of the
+    # index's whole vocabulary (which would make one tenant's push cost every tenant's).
+    await conn.execute(
+        """
+        DELETE FROM gw_term_stats s
+        USING unnest(%(tenants)s::text[], %(terms)s::text[]) AS z(tenant, term)
+        WHERE s.index_id = %(index_id)s AND s.tenant = z.tenant AND s.term = z.term
+          AND s.df <= 0
+        """,
+        {**p, "tenants": list(chunks[2]), "terms": list(chunks[3])},
+    )
     await conn.execute(
         """
         DELETE FROM gw_tenant_stats
