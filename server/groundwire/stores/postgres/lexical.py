@@ -309,6 +309,7 @@ _PRUNING_CTES = """
     seed AS MATERIALIZED (
         SELECT p.chunk FROM seed_terms t JOIN gw_postings p
             ON p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = t.term
+        {seed_filter}
         GROUP BY p.chunk
         ORDER BY sum(t.w * p.tf * %(k1p1)s
                       / (p.tf + %(k1)s * (%(one_minus_b)s + %(b)s * p.dl / %(avgdl)s))) DESC,
@@ -440,8 +441,18 @@ def _lexical_sql(
             seed_rows=max(_SEED_ROWS, k),
             margin=_THETA_MARGIN,
         )
+        # With a metadata filter the seed keeps only rows the filter admits, so a
+        # selective filter still yields a threshold (else every posting is read).
+        seed_filter: sql.Composable = sql.SQL("")
+        if not scope.filter.empty:
+            seed_filter = sql.SQL("JOIN gw_chunks c ON c.id = p.chunk AND {}").format(
+                scope_sql(scope, params)
+            )
         pruning = sql.SQL(_PRUNING_CTES).format(
-            score=score, freq_cols=columns, scope=scope_sql(scope, params)
+            score=score,
+            freq_cols=columns,
+            scope=scope_sql(scope, params),
+            seed_filter=seed_filter,
         )
         candidates = sql.SQL(_ESSENTIAL_CANDIDATES)
     # OFFSET 0 keeps the frequencies a separate subquery, so each is read from the
