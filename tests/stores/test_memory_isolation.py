@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
+import threading
 import time
 
 import pytest
@@ -17,6 +18,7 @@ from groundwire.domain.retrieval import LexicalQuery, MetadataFilter, Scope
 from groundwire.domain.text import phrase_words
 from groundwire.stores.base import ChunkRecord, DocumentRecord, IndexSpec, StagedDocument
 from groundwire.stores.memory import MemoryStore
+from groundwire.stores.memory.index import Compaction, TenantPart
 
 NAME = "isolation"
 SPEC = IndexSpec(NAME, None, None, chunking="chars:size=800")
@@ -171,3 +173,47 @@ async def test_phrase_matching_agrees_with_the_word_run_rule() -> None:
             if all(contains_phrase(phrase_words(t), p) for p in query.phrases)
         }
         assert {h.key for h in found.hits} == want, phrases
+
+
+async def test_compaction_rebuilds_postings_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A tenant re-upserting its own documents leaves dead rows; once they outnumber
+    # the live ones the index is compacted. Results stay exact, and the rebuild of
+    # every tenant's postings (proportional to the whole index) runs in a worker.
+    store = MemoryStore()
+    words = [f"w{i}" for i in range(80)]
+    await _publish(store, [_doc("victim", ["probe " + " ".join(words)], "acme")])
+    docs = [_doc(f"d{d}", [" ".join(words)] * 100, "globex") for d in range(40)]
+    await _publish(store, docs)  # 4,000 chunks
+    await _publish(store, docs)  # replaced: 4,000 dead rows, not yet more than the live
+    idx = store._get(NAME)
+    before = await store.search_lexical(NAME, parse_lexical("probe w7"), 5, Scope("acme"))
+    assert idx.n > 8000
+
+    threads: list[str] = []
+    build = Compaction.build_parts
+
+    def recording(plan: Compaction) -> dict[str, TenantPart]:
+        threads.append(threading.current_thread().name)
+        return build(plan)
+
+    monkeypatch.setattr(Compaction, "build_parts", recording)
+    await _publish(store, docs)  # 8,000 dead rows of 12,001: compaction
+    assert idx.n < 4100  # compacted: the dead rows are gone
+    assert len(threads) == 1 and threads[0] != threading.main_thread().name
+    after = await store.search_lexical(NAME, parse_lexical("probe w7"), 5, Scope("acme"))
+    assert [(h.key, h.score.raw) for h in after.hits] == [(h.key, h.score.raw) for h in before.hits]
+    crowd = await store.search_lexical(NAME, parse_lexical("w7"), 500, Scope("globex"))
+    assert len(crowd.hits) == 500
+
+
+async def test_a_compaction_planned_before_a_write_is_abandoned() -> None:
+    store = MemoryStore()
+    await _publish(store, [_doc("a", ["alpha"], "acme")])
+    idx = store._get(NAME)
+    plan = idx.compaction()
+    await _publish(store, [_doc("b", ["beta"], "acme")])  # the index moved on
+    assert not idx.apply(plan, plan.build_parts())
+    found = await store.search_lexical(NAME, parse_lexical("beta"), 5, Scope("acme"))
+    assert [h.document_id for h in found.hits] == ["b"]

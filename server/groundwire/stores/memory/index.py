@@ -209,29 +209,60 @@ class Index:
         part.post_rows(rows, doc.metadata)
         return rows
 
-    def compact(self) -> None:
-        """Drop dead rows, renumbering the live ones (staged rows are kept)."""
+    def _staged_rows(self) -> tuple[int, ...]:
+        staged = (r for st in self.staging.values() for rs in st.rows.values() for r in rs)
+        return tuple(sorted(staged))
+
+    def compaction(self) -> Compaction:
+        """A plan to drop dead rows and renumber the live (and staged) ones, taken on
+        the event loop; its costly part, `Compaction.build_parts`, runs in a worker."""
         keep = np.flatnonzero(self.live[: self.n])
-        staged_rows = sorted(
-            r for st in self.staging.values() for rs in st.rows.values() for r in rs
-        )
-        keep = np.union1d(keep, np.asarray(staged_rows, dtype=np.int64)).astype(np.int64)
-        remap = {int(old): new for new, old in enumerate(keep)}
+        staged = self._staged_rows()
+        keep = np.union1d(keep, np.asarray(staged, dtype=np.int64)).astype(np.int64)
         old_rows = self.rows
+        return Compaction(self.n, self.live, staged, keep, [old_rows[int(i)] for i in keep])
+
+    def apply(self, plan: Compaction, parts: dict[str, TenantPart]) -> bool:
+        """Apply a compaction on the event loop, unless the index changed since the plan
+        was taken (a write, a publish or a discard meanwhile): then nothing changes and
+        the next publish plans again. Returns whether it was applied."""
+        staged = self._staged_rows()
+        if self.n != plan.n or self.live is not plan.live or staged != plan.staged:
+            return False
+        keep = plan.keep
+        remap = {int(old): new for new, old in enumerate(keep)}
         self.matrix = np.ascontiguousarray(self.matrix[keep])
         self.sq_norms = self.sq_norms[keep]
         self.live = self.live[keep]
         self.doc_len = self.doc_len[keep]
         self.n = self.capacity = len(keep)
-        self.rows = [old_rows[int(i)] for i in keep]
+        self.rows = plan.rows
         self.doc_rows = {d: [remap[r] for r in rs] for d, rs in self.doc_rows.items()}
         for st in self.staging.values():
             st.rows = {d: [remap[r] for r in rs] for d, rs in st.rows.items()}
         # Fresh parts, built aside and swapped in: a search in flight keeps the old ones.
+        self.parts = parts
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """What a compaction keeps: the rows below `n` that `live` publishes or a staged
+    version holds (`keep`, ascending), renumbered from 0 in that order."""
+
+    n: int
+    live: BoolArray
+    staged: tuple[int, ...]
+    keep: IntArray
+    rows: list[Row]
+
+    def build_parts(self) -> dict[str, TenantPart]:
+        """Every tenant's postings over the new numbering (proportional to the index:
+        run it off the event loop)."""
         parts: dict[str, TenantPart] = {}
         for row, r in enumerate(self.rows):
             parts.setdefault(r.tenant, TenantPart()).post(row, r.terms, r.metadata)
-        self.parts = parts
+        return parts
 
 
 def hit(r: Row, score: Score) -> ChunkHit:

@@ -147,7 +147,10 @@ class MemoryStore:
         idx.published_spec = spec
         dead = idx.n - int(live[: idx.n].sum())
         if dead > max(1024, idx.n // 2):
-            idx.compact()
+            # Rebuilding the postings is proportional to the whole index: a worker
+            # does it, and the result is applied only if nothing changed meanwhile.
+            plan = idx.compaction()
+            idx.apply(plan, await off_loop(plan.build_parts))
         return self._state(idx)
 
     async def discard_version(self, name: str, version: int) -> None:
