@@ -289,6 +289,20 @@ def test_without_keys_the_declared_tenant_is_used(request_message: object) -> No
     assert admission_tenant(None, request_message) == "t1"
 
 
+def test_over_long_declared_tenants_share_one_bounded_key() -> None:
+    # Admission runs before validation refuses them: megabyte-long tenants must not
+    # each become (and be kept as) a key of the admission state.
+    keys = {
+        admission_tenant(
+            None, retriever_pb2.RetrieveRequest(query=retriever_pb2.RagQuery(tenant=c * 10**6))
+        )
+        for c in "ab"
+    }
+    assert len(keys) == 1 and len(keys.pop()) < 16
+    edge = "t" * 128
+    assert admission_tenant(None, ingestion_pb2.UpsertDocumentsRequest(tenant=edge)) == edge
+
+
 def test_without_keys_or_a_tenant_field_every_caller_is_one_tenant() -> None:
     assert admission_tenant(None, reranker_pb2.RerankRequest(query="q")) == ""
     assert admission_tenant(None, object()) == ""

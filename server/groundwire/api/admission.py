@@ -14,7 +14,7 @@ from google.protobuf.message import Message
 
 from groundwire.api.auth import HEALTH_PREFIX, REFLECTION_PREFIXES
 from groundwire.domain.admission import Refusal, Rejection, RpcFamily
-from groundwire.domain.auth import Principal
+from groundwire.domain.auth import MAX_TENANT_CHARS, Principal
 from groundwire.domain.errors import ErrorKind, GroundwireError
 
 _V1 = "/groundwire.v1."
@@ -37,6 +37,11 @@ def family_of(method: str) -> RpcFamily | None:
     return _METHOD_FAMILIES.get(method, RpcFamily.MANAGE)
 
 
+# The admission key of every declared tenant longer than a tenant may be (refused by
+# validation right after admission).
+_OVERLONG_TENANT = "\x00overlong"
+
+
 def admission_tenant(principal: Principal | None, request: Any) -> str:
     """The tenant a call is admitted against: the key's, else the declared one."""
     if principal is not None:
@@ -50,7 +55,10 @@ def _declared_tenant(request: Any) -> str:
         return ""
     for holder in (request, _submessage(request, "query"), _submessage(request, "input")):
         if holder is not None and "tenant" in holder.DESCRIPTOR.fields_by_name:
-            return str(getattr(holder, "tenant"))  # noqa: B009 (not every Message has it)
+            tenant = str(getattr(holder, "tenant"))  # noqa: B009 (not every Message has it)
+            # Admission runs before validation refuses an over-long tenant: such calls
+            # share one key, so the admission state stays bounded whatever they send.
+            return tenant if len(tenant) <= MAX_TENANT_CHARS else _OVERLONG_TENANT
     return ""
 
 
