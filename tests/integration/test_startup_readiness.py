@@ -5,7 +5,6 @@ indexes and every service serve meanwhile."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 
 import grpc
 import pytest
@@ -14,8 +13,6 @@ from grpc_health.v1 import health_pb2
 from groundwire.api.services import RETRIEVER_SERVICE
 from groundwire.app.config import parse_config
 from groundwire.app.lifecycle import RunningApp, start_app
-from groundwire.providers.embeddings.base import EmbeddingInfo, EmbeddingTask, Vectors
-from groundwire.providers.embeddings.hashing import HashingEmbedder
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 from tests.support.embedders import ControlledEmbedder
@@ -26,31 +23,6 @@ pytestmark = pytest.mark.timeout(60)
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-
-
-class GatedEmbedder:
-    """Hashing vectors, but every batch waits until `release` is set."""
-
-    def __init__(self) -> None:
-        self._inner = HashingEmbedder(256, max_batch_size=8)
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    @property
-    def info(self) -> EmbeddingInfo:
-        return self._inner.info
-
-    @property
-    def max_batch_size(self) -> int:
-        return 8
-
-    async def embed(self, texts: Sequence[str], task: EmbeddingTask) -> Vectors:
-        self.entered.set()
-        await self.release.wait()
-        return self._inner.embed_sync(texts)
-
-    async def aclose(self) -> None:
-        return None
 
 
 def config() -> dict[str, object]:
@@ -91,7 +63,7 @@ def lexical(index: str) -> retriever_pb2.RetrieveRequest:
 
 
 async def test_an_on_startup_index_serves_only_after_its_first_run() -> None:
-    gate = GatedEmbedder()
+    gate = ControlledEmbedder(gated=True)
     app = await started(gate)
     try:
         await asyncio.wait_for(gate.entered.wait(), 10)

@@ -1,4 +1,5 @@
-"""A controllable embedder for tests: the hashing embedder plus delay and failure."""
+"""A controllable embedder for tests: the hashing embedder plus delay, failure and
+an optional gate."""
 
 from __future__ import annotations
 
@@ -15,16 +16,26 @@ from groundwire.providers.embeddings.hashing import HashingEmbedder
 
 
 class ControlledEmbedder:
-    """Hashing vectors; sleeps `delay` per batch; fails from batch `fail_at` on."""
+    """Hashing vectors; sleeps `delay` per batch; fails from batch `fail_at` on; with
+    `gated`, every batch sets `entered` and waits until `release` is set."""
 
     def __init__(
-        self, dimensions: int = 256, *, delay: float = 0.0, fail_at: int | None = None
+        self,
+        dimensions: int = 256,
+        *,
+        delay: float = 0.0,
+        fail_at: int | None = None,
+        gated: bool = False,
     ) -> None:
         self._inner = HashingEmbedder(dimensions, max_batch_size=8)
         self.delay = delay
         self.fail_at = fail_at
         self.batches = 0
         self.cancelled = 0
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        if not gated:
+            self.release.set()
 
     @property
     def info(self) -> EmbeddingInfo:
@@ -36,6 +47,8 @@ class ControlledEmbedder:
 
     async def embed(self, texts: Sequence[str], task: EmbeddingTask) -> Vectors:
         self.batches += 1
+        self.entered.set()
+        await self.release.wait()
         if self.delay:
             try:
                 await asyncio.sleep(self.delay)
