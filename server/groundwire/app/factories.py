@@ -204,7 +204,10 @@ async def build_components(cfg: GroundwireConfig) -> Components:
     """Providers, the store and catalog, and the engines, in dependency order (one
     reranking stage shared by RerankerService and the agents)."""
     embedders = {name: build_embedder(e) for name, e in cfg.embedders.items()}
-    stage = RerankingStage(metrics=RerankingMetrics(), environment=cfg.reranking.environment)
+    previews = cfg.logging.previews.policy()
+    stage = RerankingStage(
+        metrics=RerankingMetrics(), environment=cfg.reranking.environment, previews=previews
+    )
     try:
         reranking = build_reranking_service(cfg.reranking, cfg.rerankers, embedders, stage=stage)
     except ValueError as exc:
@@ -223,7 +226,7 @@ async def build_components(cfg: GroundwireConfig) -> Components:
         r.max_lexical_terms,
     )
     fusion = FusionSettings(r.rrf_k, r.semantic_weight, r.lexical_weight)
-    retriever = Retriever(catalog, limits, fusion)
+    retriever = Retriever(catalog, limits, fusion, previews)
     agents = AgentRegistry(
         build_agents(
             cfg.agents,
@@ -238,7 +241,7 @@ async def build_components(cfg: GroundwireConfig) -> Components:
             limits.max_query_chars,
         ),
     )
-    runtime = AgentRuntime(retriever, stage)
+    runtime = AgentRuntime(retriever, stage, previews)
     admission = build_admission(cfg.limits, cfg.agent_limits.max_concurrent_executions)
     return Components(
         cfg,
