@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import traceback
 from collections.abc import AsyncIterator, Iterator
@@ -188,6 +189,28 @@ async def test_pointwise_sends_one_source_per_request(
     assert all(len(s.sources) == 1 for s in judge.seen)
     assert all(s.system == [POINTWISE_RULES] for s in judge.seen)
     assert all("response_format" not in b for b in bodies(standin))
+
+
+async def test_pointwise_keeps_to_max_concurrency(
+    make: Any, judge: Judge, standin: ChatCompletionsStandIn
+) -> None:
+    lock = threading.Lock()
+    in_flight = [0]
+    peak = [0]
+
+    def slow_judge(body: dict[str, Any]) -> Reply:
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        time.sleep(0.2)
+        with lock:
+            in_flight[0] -= 1
+        return judge(body)
+
+    standin.responder = slow_judge
+    output = await make(mode="pointwise", max_concurrency=2).rerank(QUERY, cands(6))
+    assert len(output.judgements) == 6 and len(standin.requests) == 6
+    assert peak[0] == 2
 
 
 async def test_long_candidates_are_truncated_before_escaping(
