@@ -13,12 +13,14 @@ and used after the engines that produced it are gone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy
 from groundwire.agents.execution_input import ExecutionInput
+from groundwire.agents.keywords import keyword_rewrite
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.query import validate_query_text
+from groundwire.domain.query_rewrite import KeywordRewrite
 from groundwire.domain.rag_policy import (
     Acceptance,
     BudgetFigures,
@@ -102,6 +104,8 @@ class RagSearch:
     query: str
     request: RetrievalRequest
     rewritten_query: str | None
+    # The lexical leg's keyword query, when the agent derives one.
+    keywords: KeywordRewrite | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +127,7 @@ class RagOutcome:
     selected: tuple[RankedResult, ...]
     no_context_reason: NoContextReason | None
     decision: Decision
+    keywords: KeywordRewrite | None = None
 
     @property
     def rerank_outcome(self) -> RerankOutcome | None:
@@ -168,7 +173,11 @@ class RagPipeline:
         search starts."""
         rewritten = await self._rewrite(agent, rag, inp)
         query = inp.message if rewritten is None else rewritten
-        return RagSearch(query, self.request(rag, query, scope), rewritten)
+        request = self.request(rag, query, scope)
+        keywords = await keyword_rewrite(agent, rag, request.text)
+        if keywords is not None:
+            request = replace(request, lexical_text=keywords.query)
+        return RagSearch(query, request, rewritten, keywords)
 
     async def run(
         self, agent_id: str, rag: RagPolicy, search: RagSearch, costs: PromptCosts
@@ -225,6 +234,7 @@ class RagPipeline:
             selected=selected,
             no_context_reason=reason,
             decision=decide(rag.mode, rag.no_context_behavior, bool(selected)),
+            keywords=search.keywords,
         )
 
     async def _rewrite(
@@ -241,13 +251,18 @@ class RagPipeline:
             rewritten = " ".join([*users[-_HISTORY_USER_TURNS:], inp.message])[-cap:]
         else:
             convo = "\n".join(f"{t.role}: {t.content}" for t in inp.history[-_REWRITE_TURNS:])
-            response = await agent.model.complete(
+            model, options = (
+                (agent.model, agent.options)
+                if rag.rewriter_model is None
+                else (rag.rewriter_model, rag.rewriter_options)
+            )
+            response = await model.complete(
                 [
                     ChatMessage("system", _REWRITE_INSTRUCTION),
                     ChatMessage("user", f"{convo}\nuser: {inp.message}"),
                 ],
                 [],
-                agent.options,
+                options,
             )
             rewritten = " ".join(response.content.split())[:cap] or inp.message
         if rewritten.count('"') % 2:

@@ -23,6 +23,12 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
 from groundwire.agents.agentic_search import agentic_search
+from groundwire.agents.controls import (
+    applied_limits,
+    bypassed_metadata,
+    narrowed_policy,
+    require_bypass_allowed,
+)
 from groundwire.agents.definition import AgentDefinition, RagPolicy
 from groundwire.agents.events import (
     Citation,
@@ -70,6 +76,12 @@ class AgentRuntime:
     ) -> None:
         self._pipeline = RagPipeline(retriever, stage)
         self._previews = previews
+        self.max_top_k = retriever.limits.max_top_k
+
+    @property
+    def pipeline(self) -> RagPipeline:
+        """The RAG sequence (PrepareExecution runs it without the model)."""
+        return self._pipeline
 
     async def execute(
         self, agent: AgentDefinition, inp: ExecutionInput
@@ -110,11 +122,16 @@ class AgentRuntime:
         self, agent: AgentDefinition, inp: ExecutionInput, result: ExecutionResult
     ) -> AsyncIterator[ExecutionEvent]:
         rag = agent.rag
-        if rag is None:
+        if rag is not None and inp.controls.bypass_rag:
+            # Checked again at run time: the agent may have been reloaded.
+            require_bypass_allowed(rag)
+            result.rag = bypassed_metadata(rag)
+        if rag is None or inp.controls.bypass_rag:
             steps = run_model_loop(
                 agent, assemble_messages(agent, None, "", inp, ()), agent.tools, result
             )
         else:
+            rag = narrowed_policy(rag, inp.controls)
             # Validated again at run time: the configuration may be stale, and an
             # invalid policy must fail before anything is retrieved.
             validate_mode(rag.mode, rag.no_context_behavior)
@@ -127,6 +144,8 @@ class AgentRuntime:
                 steps = self._run_grounded(agent, rag, scope, inp, result)
         async for event in steps:
             yield event
+        if rag is not None and not inp.controls.bypass_rag:
+            result.rag.limits = applied_limits(rag, inp, self.max_top_k)
 
     async def _run_agentic(
         self,
@@ -212,6 +231,7 @@ def rag_metadata(rag: RagPolicy, outcome: RagOutcome | None) -> RagMetadata:
     return replace(
         meta,
         rewritten_query=outcome.rewritten_query,
+        keywords=outcome.keywords,
         index_version=outcome.index_version,
         candidates=list(outcome.acceptance.candidates),
         accepted=list(outcome.ordered),

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import grpc
 
+from groundwire.agents.controls import check_controls
 from groundwire.agents.definition import AgentDefinition
 from groundwire.agents.events import EventType, ExecutionEvent, ExecutionResult, RagMetadata
 from groundwire.agents.execution_input import ExecutionInput
+from groundwire.agents.prepare import prepare_turn
 from groundwire.agents.registry import AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
+from groundwire.api.agent_controls import (
+    add_controls_metadata,
+    controls_from_proto,
+    prepared_to_proto,
+)
 from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import duration, filter_from_proto, mode_to_proto, score_to_proto
 from groundwire.api.pagination import LIST_AGENTS, PageTokens, listing
@@ -122,6 +130,7 @@ def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
         )
     if meta.rewritten_query is not None:
         msg.rewritten_query = meta.rewritten_query
+    add_controls_metadata(meta, msg)
     return msg
 
 
@@ -237,13 +246,16 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._tokens = page_tokens
 
     def _validate(self, inp: agent_pb2.ExecutionInput) -> tuple[AgentDefinition, ExecutionInput]:
-        return self._registry.validate(
+        agent, validated = self._registry.validate(
             agent_id=inp.agent_id,
             message=inp.message,
             history=[(_ROLES.get(t.role), t.content) for t in inp.history],
             tenant=effective_tenant(inp.tenant, "input.tenant"),
             conditions=filter_from_proto(inp.filter),
         )
+        controls = controls_from_proto(inp)
+        check_controls(agent, controls)
+        return agent, replace(validated, controls=controls)
 
     async def ListAgents(
         self, request: agent_pb2.ListAgentsRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -283,6 +295,17 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         async for event in self._runtime.execute(agent, inp):
             yield event_to_proto(event, sequence)
             sequence += 1
+
+    async def PrepareExecution(
+        self,
+        request: agent_pb2.PrepareExecutionRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> agent_pb2.PrepareExecutionResponse:
+        agent, inp = self._validate(request.input)
+        turn = await prepare_turn(self._runtime, agent, inp)
+        return agent_pb2.PrepareExecutionResponse(
+            prepared=prepared_to_proto(turn, rag_to_proto(turn.rag))
+        )
 
 
 def failure_from_event(event: ExecutionEvent) -> GroundwireError:

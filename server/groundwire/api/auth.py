@@ -29,6 +29,7 @@ _METHOD_PERMISSIONS: Mapping[str, Permission | None] = {
     "/groundwire.v1.IngestionManagerService/DeleteDocuments": Permission.INGEST,
     "/groundwire.v1.IngestionManagerService/ListIndexes": None,
     "/groundwire.v1.IngestionManagerService/GetIndex": None,
+    "/groundwire.v1.AgentService/PrepareExecution": Permission.PREPARE,
 }
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
 REFLECTION_PREFIXES = ("/grpc.reflection.v1alpha.", "/grpc.reflection.v1.")

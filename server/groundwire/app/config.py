@@ -52,8 +52,8 @@ class ApiKeyConfig(StrictModel):
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     tenant: str = Field("", max_length=MAX_TENANT_CHARS)
-    permissions: list[Literal["retrieve", "rerank", "execute", "ingest", "manage"]] = Field(
-        min_length=1
+    permissions: list[Literal["retrieve", "rerank", "execute", "ingest", "manage", "prepare"]] = (
+        Field(min_length=1)
     )
 
 

@@ -88,7 +88,8 @@ class Retriever:
         if not handle.ready:
             raise unavailable("INDEX_NOT_READY", "the index is still being ingested")
         lexical_query = replace(
-            parse_lexical(request.text), max_terms=self.limits.max_lexical_terms
+            parse_lexical(request.lexical_text or request.text),
+            max_terms=self.limits.max_lexical_terms,
         )
         diag = RetrievalDiagnostics(
             mode=request.mode, top_k=request.top_k, phrase_count=len(lexical_query.phrases)

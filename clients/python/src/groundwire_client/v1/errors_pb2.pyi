@@ -165,6 +165,21 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
     Executions report TOO_MANY_EXECUTIONS instead.
     """
+    ERROR_REASON_RAG_BYPASS_NOT_ALLOWED: _ErrorReason.ValueType  # 240
+    """FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy
+    does not permit an answer without context (REQUIRED, or a no-context
+    behavior other than ANSWER_NORMALLY).
+    """
+    ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY: _ErrorReason.ValueType  # 241
+    """INVALID_ARGUMENT: a per-request override would widen the agent's policy
+    (a lower minimum relevance, a larger final top-k).
+    """
+    ERROR_REASON_RAG_CONTROLS_CONFLICT: _ErrorReason.ValueType  # 242
+    """INVALID_ARGUMENT: per-request RAG controls that cannot be combined
+    (bypass_rag with overrides).
+    """
+    ERROR_REASON_RAG_NOT_CONFIGURED: _ErrorReason.ValueType  # 243
+    """FAILED_PRECONDITION: RAG overrides were sent for an agent without RAG."""
     ERROR_REASON_STORE_EXTENSION_MISSING: _ErrorReason.ValueType  # 300
     """FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old."""
     ERROR_REASON_STORE_SCHEMA_TOO_NEW: _ErrorReason.ValueType  # 301
@@ -320,6 +335,21 @@ concurrent calls of this RPC family ([limits.<family>]
 max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
 Executions report TOO_MANY_EXECUTIONS instead.
 """
+ERROR_REASON_RAG_BYPASS_NOT_ALLOWED: ErrorReason.ValueType  # 240
+"""FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy
+does not permit an answer without context (REQUIRED, or a no-context
+behavior other than ANSWER_NORMALLY).
+"""
+ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY: ErrorReason.ValueType  # 241
+"""INVALID_ARGUMENT: a per-request override would widen the agent's policy
+(a lower minimum relevance, a larger final top-k).
+"""
+ERROR_REASON_RAG_CONTROLS_CONFLICT: ErrorReason.ValueType  # 242
+"""INVALID_ARGUMENT: per-request RAG controls that cannot be combined
+(bypass_rag with overrides).
+"""
+ERROR_REASON_RAG_NOT_CONFIGURED: ErrorReason.ValueType  # 243
+"""FAILED_PRECONDITION: RAG overrides were sent for an agent without RAG."""
 ERROR_REASON_STORE_EXTENSION_MISSING: ErrorReason.ValueType  # 300
 """FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old."""
 ERROR_REASON_STORE_SCHEMA_TOO_NEW: ErrorReason.ValueType  # 301
