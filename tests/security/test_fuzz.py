@@ -188,7 +188,7 @@ def _rpcs() -> list[Rpc]:
 
 
 RPCS = _rpcs()
-assert len(RPCS) == 15, [str(r) for r in RPCS]  # every RPC of the four services
+assert len(RPCS) == 16, [str(r) for r in RPCS]  # every RPC of the four services
 
 
 def _text_hint() -> st.SearchStrategy[str]:
