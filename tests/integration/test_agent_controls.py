@@ -17,8 +17,10 @@ import pytest
 
 from groundwire.agents.definition import AgentDefinition
 from groundwire.app.config import parse_config
+from groundwire.app.config_base import ConfigError
 from groundwire.domain.auth import hash_key
 from groundwire.domain.context_format import OPEN
+from groundwire.domain.query import QueryRewriting
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER
 from groundwire.providers.chat.base import (
     ChatMessage,
@@ -644,23 +646,36 @@ async def test_a_hanging_rewriter_is_bounded_by_its_timeout(
 
 # -- the prepare permission ---------------------------------------------------------------
 
-KEYS = {"exec": "gw_" + "e" * 43, "prep": "gw_" + "p" * 43, "both": "gw_" + "b" * 43}
+KEYS = {
+    "exec": "gw_" + "e" * 43,
+    "prep": "gw_" + "p" * 43,
+    "both": "gw_" + "b" * 43,
+    "acme": "gw_" + "a" * 43,
+}
 
 
 @pytest.fixture(scope="module")
 async def secured() -> AsyncIterator[grpc.aio.Channel]:
-    auth = {
+    auth: dict[str, object] = {
         "mode": "api_keys",
         "keys": [
             {"id": "exec", "hash": hash_key(KEYS["exec"]), "permissions": ["execute"]},
             {"id": "prep", "hash": hash_key(KEYS["prep"]), "permissions": ["prepare"]},
             {"id": "both", "hash": hash_key(KEYS["both"]), "permissions": ["execute", "prepare"]},
+            {
+                "id": "acme",
+                "hash": hash_key(KEYS["acme"]),
+                "tenant": "acme",
+                "permissions": ["execute", "prepare"],
+            },
         ],
     }
     cfg = parse_config(controls_config({"kind": "memory"}, auth))
-    async with serving(cfg) as running:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as ch:
-            yield ch
+    async with (
+        serving(cfg) as running,
+        grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as ch,
+    ):
+        yield ch
 
 
 async def test_prepare_needs_the_prepare_permission(secured: grpc.aio.Channel) -> None:
@@ -680,3 +695,83 @@ async def test_prepare_needs_the_prepare_permission(secured: grpc.aio.Channel) -
     e = await refused(stub.Execute(ag.ExecuteRequest(input=req.input), metadata=md("prep")))
     assert e.code == grpc.StatusCode.PERMISSION_DENIED
     assert (await stub.Execute(ag.ExecuteRequest(input=req.input), metadata=md("both"))).result
+
+
+async def test_prepare_runs_in_the_keys_tenant(secured: grpc.aio.Channel) -> None:
+    """Prepare exposes document text, so it is scoped like Execute: the key's
+    tenant applies and cannot be named away."""
+    stub = agent_pb2_grpc.AgentServiceStub(secured)
+    md = (("authorization", f"Bearer {KEYS['acme']}"),)
+    own = await stub.PrepareExecution(
+        ag.PrepareExecutionRequest(input=inp("open", "parental leave")), metadata=md
+    )
+    # The knowledge base is untenanted: nothing of it is visible to acme.
+    assert own.prepared.rag.candidate_count == 0 and not own.prepared.references
+    e = await refused(
+        stub.PrepareExecution(
+            ag.PrepareExecutionRequest(input=inp("open", "parental leave", tenant="other")),
+            metadata=md,
+        )
+    )
+    assert (e.code, e.reason) == (grpc.StatusCode.PERMISSION_DENIED, "TENANT_MISMATCH")
+
+
+async def test_the_rewriter_model_also_writes_the_follow_up_query(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    agent_model = ScriptedModel()
+    rewriter = ScriptedModel(
+        [ChatResponse("How long is parental leave under POL-HR-014?"), ChatResponse("POL-HR-014")]
+    )
+    rag = app.components.agents.get("model-kw").rag
+    assert rag is not None
+    changed = replace(rag, rewriter_model=rewriter, query_rewriting=QueryRewriting.MODEL)
+    history = [
+        ag.ConversationTurn(role=ag.TURN_ROLE_USER, content="Tell me about POL-HR-014"),
+        ag.ConversationTurn(role=ag.TURN_ROLE_ASSISTANT, content="It is the leave policy."),
+    ]
+    with swapped(app, "model-kw", model=agent_model, rag=changed):
+        r = await execute(stub, inp("model-kw", "How long is it?", history=history))
+    assert r.rag.rewritten_query == "How long is parental leave under POL-HR-014?"
+    assert r.rag.keyword_query == "POL-HR-014"
+    assert r.rag.keyword_query_source == ag.KEYWORD_QUERY_SOURCE_MODEL
+    # The keywords were asked for the rewritten query; the agent's model only answered.
+    assert as_pairs(rewriter.calls[1])[-1] == ("user", r.rag.rewritten_query)
+    assert len(agent_model.calls) == 1
+
+
+def base_agent_rag(**rag: object) -> dict[str, object]:
+    cfg = controls_config({"kind": "memory"}, {"mode": "disabled"})
+    agents = cfg["agents"]
+    assert isinstance(agents, dict)
+    cfg["agents"] = {"a": {"name": "A", "model": "offline/x", "rag": {"index": "kb", **rag}}}
+    return cfg
+
+
+@pytest.mark.parametrize(
+    ("rag", "message"),
+    [
+        ({"keyword_query": "derived"}, "agents.a.rag"),
+        ({"keyword_query": "derived", "retrieval_mode": "lexical", "agentic": True}, "agentic"),
+        ({"keyword_query": "sometimes", "retrieval_mode": "lexical"}, "keyword_query"),
+        ({"rewriter_model": "no-slash"}, "rewriter_model"),
+        ({"rewriter_model": "missing/model"}, "agents.a.rag.rewriter_model"),
+        ({"rewriter_timeout_seconds": 0}, "rewriter_timeout_seconds"),
+    ],
+)
+def test_query_rewriting_configuration_is_validated(rag: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(base_agent_rag(**rag))
+    assert message in str(err.value)
+
+
+def test_query_rewriting_configuration_accepts_a_rewriter_model() -> None:
+    cfg = parse_config(
+        base_agent_rag(
+            retrieval_mode="hybrid", keyword_query="model", rewriter_model="offline/small"
+        )
+    )
+    rag = cfg.agents["a"].rag
+    assert (
+        rag is not None and rag.keyword_query == "model" and rag.rewriter_model == "offline/small"
+    )
