@@ -27,6 +27,7 @@ from groundwire.providers.chat.base import (
     ChatOptions,
     ChatResponse,
     StreamEvent,
+    ToolCall,
     ToolSpec,
     model_error,
 )
@@ -775,3 +776,17 @@ def test_query_rewriting_configuration_accepts_a_rewriter_model() -> None:
     assert (
         rag is not None and rag.keyword_query == "model" and rag.rewriter_model == "offline/small"
     )
+
+
+async def test_overrides_bind_the_agents_own_searches(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    call = ToolCall("c1", "search_documents", '{"query": "parental leave weeks", "top_k": 5}')
+    model = ScriptedModel([ChatResponse("", (call,)), ChatResponse("done")])
+    with swapped(app, "agentic", model=model):
+        r = await execute(
+            stub, inp("agentic", "parental leave", overrides=ag.RagOverrides(final_top_k=1))
+        )
+    assert r.rag.searches[0].candidate_count >= 2
+    assert r.rag.searches[0].accepted_count == 1
+    assert r.rag.applied_limits.final_top_k == 1 and r.rag.applied_limits.final_top_k_overridden

@@ -435,8 +435,10 @@ class ExecutionInput(_message.Message):
 
     @_builtins.property
     def filter(self) -> _common_pb2.MetadataFilter:
-        """Optional. Metadata conditions added to the agent's configured filter
-        (both apply); enforced below the agent's search tool too.
+        """Optional. Metadata conditions ANDed with the agent's configured filter
+        (both apply; a key in both keeps only the values both allow), so a
+        request can narrow the agent's filter, never widen it; enforced below the
+        agent's search tool too. Reported as applied_limits.filter_narrowed.
         """
 
     @_builtins.property
