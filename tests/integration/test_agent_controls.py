@@ -790,3 +790,22 @@ async def test_overrides_bind_the_agents_own_searches(
     assert r.rag.searches[0].candidate_count >= 2
     assert r.rag.searches[0].accepted_count == 1
     assert r.rag.applied_limits.final_top_k == 1 and r.rag.applied_limits.final_top_k_overridden
+
+
+async def test_a_failed_follow_up_rewrite_falls_back_to_the_history_rewrite(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    agent_model = ScriptedModel()
+    rewriter = ScriptedModel(
+        [model_error("MODEL_RATE_LIMITED", "slow down"), ChatResponse("parental leave")]
+    )
+    rag = app.components.agents.get("model-kw").rag
+    assert rag is not None
+    changed = replace(rag, rewriter_model=rewriter, query_rewriting=QueryRewriting.MODEL)
+    history = [ag.ConversationTurn(role=ag.TURN_ROLE_USER, content="Tell me about POL-HR-014")]
+    with swapped(app, "model-kw", model=agent_model, rag=changed):
+        r = await execute(stub, inp("model-kw", "How long is it?", history=history))
+    assert r.rag.query_rewrite_failure_code == "MODEL_RATE_LIMITED"
+    assert r.rag.rewritten_query == "Tell me about POL-HR-014 How long is it?"
+    assert r.rag.keyword_query == "parental leave" and not r.rag.keyword_rewrite_failure_code
+    assert r.answer and len(agent_model.calls) == 1

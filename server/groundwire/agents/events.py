@@ -105,6 +105,7 @@ class RagMetadata:
     bypassed: bool = False
     limits: AppliedLimits | None = None
     keywords: KeywordRewrite | None = None
+    rewrite_failure_code: str = ""
 
     def add_acceptance(self, acceptance: Acceptance) -> None:
         self.candidates.extend(acceptance.candidates)

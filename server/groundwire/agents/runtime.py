@@ -232,6 +232,7 @@ def rag_metadata(rag: RagPolicy, outcome: RagOutcome | None) -> RagMetadata:
         meta,
         rewritten_query=outcome.rewritten_query,
         keywords=outcome.keywords,
+        rewrite_failure_code=outcome.rewrite_failure_code,
         index_version=outcome.index_version,
         candidates=list(outcome.acceptance.candidates),
         accepted=list(outcome.ordered),

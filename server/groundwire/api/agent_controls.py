@@ -46,6 +46,7 @@ def controls_from_proto(inp: agent_pb2.ExecutionInput) -> RagControls:
 def add_controls_metadata(meta: RagMetadata, msg: agent_pb2.RagExecutionMetadata) -> None:
     """The controls' and keyword query's fields of RagExecutionMetadata."""
     msg.rag_bypassed = meta.bypassed
+    msg.query_rewrite_failure_code = meta.rewrite_failure_code
     if meta.limits is not None:
         lim = meta.limits
         msg.applied_limits.CopyFrom(

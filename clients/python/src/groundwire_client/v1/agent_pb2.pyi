@@ -985,6 +985,7 @@ class RagExecutionMetadata(_message.Message):
     KEYWORD_QUERY_FIELD_NUMBER: _builtins.int
     KEYWORD_QUERY_SOURCE_FIELD_NUMBER: _builtins.int
     KEYWORD_REWRITE_FAILURE_CODE_FIELD_NUMBER: _builtins.int
+    QUERY_REWRITE_FAILURE_CODE_FIELD_NUMBER: _builtins.int
     enabled: _builtins.bool
     """Output only. Whether the agent uses RAG at all."""
     index_name: _builtins.str
@@ -1036,6 +1037,12 @@ class RagExecutionMetadata(_message.Message):
     keywords were used instead: a stable code (MODEL_UNAVAILABLE,
     MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_REJECTED,
     MODEL_INVALID_RESPONSE, REWRITE_INVALID_OUTPUT). Empty otherwise.
+    """
+    query_rewrite_failure_code: _builtins.str
+    """Output only. When the model rewrite of a follow-up (query_rewriting
+    "model") failed and the history rewrite was searched instead: a stable
+    code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
+    MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
     """
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
@@ -1108,10 +1115,11 @@ class RagExecutionMetadata(_message.Message):
         keyword_query: _builtins.str | None = ...,
         keyword_query_source: Global___KeywordQuerySource.ValueType = ...,
         keyword_rewrite_failure_code: _builtins.str = ...,
+        query_rewrite_failure_code: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "applied_limits", b"applied_limits", "context_budget", b"context_budget", "keyword_query", b"keyword_query", "reranking", b"reranking", "rewritten_query", b"rewritten_query"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "accepted", b"accepted", "accepted_count", b"accepted_count", "answer_constrained", b"answer_constrained", "applied_limits", b"applied_limits", "applied_mode", b"applied_mode", "applied_no_context_behavior", b"applied_no_context_behavior", "candidate_count", b"candidate_count", "candidates", b"candidates", "context", b"context", "context_accepted", b"context_accepted", "context_budget", b"context_budget", "context_excluded", b"context_excluded", "context_excluded_count", b"context_excluded_count", "enabled", b"enabled", "index_name", b"index_name", "index_version", b"index_version", "keyword_query", b"keyword_query", "keyword_query_source", b"keyword_query_source", "keyword_rewrite_failure_code", b"keyword_rewrite_failure_code", "model_skipped", b"model_skipped", "no_context_reason", b"no_context_reason", "rag_bypassed", b"rag_bypassed", "rejected", b"rejected", "rejected_count", b"rejected_count", "reranking", b"reranking", "retrieval_mode", b"retrieval_mode", "rewritten_query", b"rewritten_query", "searches", b"searches"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "accepted", b"accepted", "accepted_count", b"accepted_count", "answer_constrained", b"answer_constrained", "applied_limits", b"applied_limits", "applied_mode", b"applied_mode", "applied_no_context_behavior", b"applied_no_context_behavior", "candidate_count", b"candidate_count", "candidates", b"candidates", "context", b"context", "context_accepted", b"context_accepted", "context_budget", b"context_budget", "context_excluded", b"context_excluded", "context_excluded_count", b"context_excluded_count", "enabled", b"enabled", "index_name", b"index_name", "index_version", b"index_version", "keyword_query", b"keyword_query", "keyword_query_source", b"keyword_query_source", "keyword_rewrite_failure_code", b"keyword_rewrite_failure_code", "model_skipped", b"model_skipped", "no_context_reason", b"no_context_reason", "query_rewrite_failure_code", b"query_rewrite_failure_code", "rag_bypassed", b"rag_bypassed", "rejected", b"rejected", "rejected_count", b"rejected_count", "reranking", b"reranking", "retrieval_mode", b"retrieval_mode", "rewritten_query", b"rewritten_query", "searches", b"searches"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__keyword_query: _TypeAlias = _typing.Literal["keyword_query"]  # noqa: Y015
     _WhichOneofArgType__keyword_query: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query"]  # noqa: Y015
