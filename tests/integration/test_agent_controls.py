@@ -31,6 +31,7 @@ from groundwire.providers.chat.base import (
     ToolSpec,
     model_error,
 )
+from groundwire_client import GroundwireClient, GroundwireError, RagControls
 from groundwire_client.v1 import agent_pb2 as ag
 from groundwire_client.v1 import agent_pb2_grpc, common_pb2, retriever_pb2, retriever_pb2_grpc
 from tests.support.chat import ScriptedModel
@@ -809,3 +810,23 @@ async def test_a_failed_follow_up_rewrite_falls_back_to_the_history_rewrite(
     assert r.rag.rewritten_query == "Tell me about POL-HR-014 How long is it?"
     assert r.rag.keyword_query == "parental leave" and not r.rag.keyword_rewrite_failure_code
     assert r.answer and len(agent_model.calls) == 1
+
+
+async def test_the_python_client_sends_controls_and_prepares(app: RunningApp) -> None:
+    async with GroundwireClient(f"127.0.0.1:{app.port}") as gw:
+        prepared = await gw.prepare_execution(
+            "raw", "parental leave", controls=RagControls(final_top_k=1)
+        )
+        assert len(prepared.references) == 1 and prepared.rag.applied_limits.final_top_k == 1
+        r = await gw.execute("open", "hello", controls=RagControls(bypass_rag=True))
+        assert r.rag.rag_bypassed
+        events = [
+            e
+            async for e in gw.execute_stream(
+                "semantic", "parental leave", controls=RagControls(minimum_relevance=0.9)
+            )
+        ]
+        assert events[-1].result.rag.applied_limits.minimum_relevance == 0.9
+        with pytest.raises(GroundwireError) as err:
+            await gw.execute("required", "leave", controls=RagControls(bypass_rag=True))
+        assert err.value.reason == "RAG_BYPASS_NOT_ALLOWED"
