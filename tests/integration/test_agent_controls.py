@@ -830,3 +830,18 @@ async def test_the_python_client_sends_controls_and_prepares(app: RunningApp) ->
         with pytest.raises(GroundwireError) as err:
             await gw.execute("required", "leave", controls=RagControls(bypass_rag=True))
         assert err.value.reason == "RAG_BYPASS_NOT_ALLOWED"
+
+
+async def test_get_agent_describes_what_a_request_may_ask(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
+    async def rag_of(agent_id: str) -> ag.AgentRagDescription:
+        return (await stub.GetAgent(ag.GetAgentRequest(agent_id=agent_id))).agent.rag
+
+    open_ = await rag_of("open")
+    assert open_.bypass_allowed and open_.keyword_query and open_.final_top_k == 5
+    assert not open_.HasField("minimum_relevance")
+    semantic = await rag_of("semantic")
+    assert semantic.minimum_relevance == 0.5 and not semantic.keyword_query
+    assert not (await rag_of("required")).bypass_allowed
+    assert not (await rag_of("grounded-nf")).bypass_allowed

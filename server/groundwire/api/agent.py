@@ -16,6 +16,7 @@ from groundwire.agents.prepare import prepare_turn
 from groundwire.agents.registry import AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
 from groundwire.api.agent_controls import (
+    add_controls_description,
     add_controls_metadata,
     controls_from_proto,
     prepared_to_proto,
@@ -232,6 +233,7 @@ def describe_agent(agent: AgentDefinition) -> agent_pb2.AgentDescription:
                 agentic=r.agentic,
             )
         )
+        add_controls_description(r, msg.rag)
     if agent.instructions_visible:
         msg.instructions = agent.instructions
     return msg

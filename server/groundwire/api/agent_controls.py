@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 
+from groundwire.agents.controls import bypass_allowed
+from groundwire.agents.definition import RagPolicy
 from groundwire.agents.events import RagMetadata
 from groundwire.agents.execution_input import RagControls
 from groundwire.agents.prepare import PreparedAction, PreparedTurn
 from groundwire.api.convert import duration, score_to_proto
-from groundwire.domain.query_rewrite import KeywordSource
+from groundwire.domain.query_rewrite import KeywordMode, KeywordSource
 from groundwire_client.v1 import agent_pb2, common_pb2
 
 _KEYWORD_SOURCES = {
@@ -41,6 +43,15 @@ def controls_from_proto(inp: agent_pb2.ExecutionInput) -> RagControls:
         minimum_relevance=o.minimum_relevance if o.HasField("minimum_relevance") else None,
         final_top_k=o.final_top_k if o.HasField("final_top_k") else None,
     )
+
+
+def add_controls_description(rag: RagPolicy, msg: agent_pb2.AgentRagDescription) -> None:
+    """What a request may ask of this agent: bypass, and the bounds of overrides."""
+    msg.bypass_allowed = bypass_allowed(rag)
+    if rag.acceptance.minimum_relevance is not None:
+        msg.minimum_relevance = rag.acceptance.minimum_relevance
+    msg.final_top_k = rag.acceptance.maximum_accepted_results
+    msg.keyword_query = rag.keyword_query is not KeywordMode.NONE
 
 
 def add_controls_metadata(meta: RagMetadata, msg: agent_pb2.RagExecutionMetadata) -> None:

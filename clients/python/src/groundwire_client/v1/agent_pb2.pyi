@@ -1531,6 +1531,10 @@ class AgentRagDescription(_message.Message):
     NO_CONTEXT_BEHAVIOR_FIELD_NUMBER: _builtins.int
     RERANKING_ENABLED_FIELD_NUMBER: _builtins.int
     AGENTIC_FIELD_NUMBER: _builtins.int
+    BYPASS_ALLOWED_FIELD_NUMBER: _builtins.int
+    MINIMUM_RELEVANCE_FIELD_NUMBER: _builtins.int
+    FINAL_TOP_K_FIELD_NUMBER: _builtins.int
+    KEYWORD_QUERY_FIELD_NUMBER: _builtins.int
     index_name: _builtins.str
     """Output only. The index."""
     retrieval_mode: _retriever_pb2.RetrievalMode.ValueType
@@ -1543,6 +1547,22 @@ class AgentRagDescription(_message.Message):
     """Output only. Whether reranking is enabled."""
     agentic: _builtins.bool
     """Output only. Whether the agent searches through the search_documents tool."""
+    bypass_allowed: _builtins.bool
+    """Output only. Whether a request may set ExecutionInput.bypass_rag (mode
+    OPEN or GROUNDED with no-context behavior ANSWER_NORMALLY).
+    """
+    minimum_relevance: _builtins.float
+    """Output only. The agent's minimum relevance; an override may only raise
+    it. Absent when the agent has none.
+    """
+    final_top_k: _builtins.int
+    """Output only. The agent's maximum accepted results (final top-k); an
+    override may only lower it.
+    """
+    keyword_query: _builtins.bool
+    """Output only. Whether the lexical leg searches a keyword query derived
+    from the question (RagExecutionMetadata.keyword_query).
+    """
     def __init__(
         self,
         *,
@@ -1552,12 +1572,18 @@ class AgentRagDescription(_message.Message):
         no_context_behavior: Global___NoContextBehavior.ValueType = ...,
         reranking_enabled: _builtins.bool = ...,
         agentic: _builtins.bool = ...,
+        bypass_allowed: _builtins.bool = ...,
+        minimum_relevance: _builtins.float | None = ...,
+        final_top_k: _builtins.int = ...,
+        keyword_query: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance", "minimum_relevance", b"minimum_relevance"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agentic", b"agentic", "index_name", b"index_name", "mode", b"mode", "no_context_behavior", b"no_context_behavior", "reranking_enabled", b"reranking_enabled", "retrieval_mode", b"retrieval_mode"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance", "agentic", b"agentic", "bypass_allowed", b"bypass_allowed", "final_top_k", b"final_top_k", "index_name", b"index_name", "keyword_query", b"keyword_query", "minimum_relevance", b"minimum_relevance", "mode", b"mode", "no_context_behavior", b"no_context_behavior", "reranking_enabled", b"reranking_enabled", "retrieval_mode", b"retrieval_mode"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__minimum_relevance: _TypeAlias = _typing.Literal["minimum_relevance"]  # noqa: Y015
+    _WhichOneofArgType__minimum_relevance: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__minimum_relevance) -> _WhichOneofReturnType__minimum_relevance | None: ...
 
 Global___AgentRagDescription: _TypeAlias = AgentRagDescription  # noqa: Y015
 
