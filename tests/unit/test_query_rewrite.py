@@ -41,9 +41,8 @@ def text(q: str) -> str | None:
         # Quoted phrases stay whole, quotes included, where they were.
         ('Where is "account recovery" described for the VPN?', '"account recovery" described VPN'),
         ('what about "the and of" then', '"the and of"'),
-        # Case-insensitive deduplication keeps the first spelling (the lexical
-        # index lower-cases terms anyway).
-        ("Leave leave LEAVE policy Policy", "Leave policy"),
+        # Repeats are kept: BM25 weights a term by how often the query names it.
+        ("the leave policy: is leave paid?", "leave policy leave paid"),
         ("Don't you know the isn't rule?", "rule"),
     ],
 )
@@ -77,11 +76,24 @@ def test_counts_and_bounds() -> None:
     k = derive_keywords('parental "account recovery" leave')
     assert k is not None and (k.keyword_count, k.phrase_count) == (2, 1)
     many = " ".join(f"term{i}" for i in range(200))
+    # Derived keywords are a subsequence of the (already bounded) query: all kept.
     k = derive_keywords(many)
+    assert k is not None and k.keyword_count == 200
+    k = derive_keywords(many, MAX_KEYWORDS, MAX_KEYWORD_CHARS)
     assert k is not None and k.keyword_count == MAX_KEYWORDS
+    assert k.text == " ".join(f"term{i}" for i in range(MAX_KEYWORDS))
     long_words = " ".join(f"{'x' * 60}{i}" for i in range(30))
-    k = derive_keywords(long_words)
+    k = derive_keywords(long_words, MAX_KEYWORDS, MAX_KEYWORD_CHARS)
     assert k is not None and len(k.text) <= MAX_KEYWORD_CHARS
+    assert k.text == " ".join(long_words.split()[: k.keyword_count])
+    # Bounds stop at the first term that does not fit: the result is a prefix.
+    k = derive_keywords(f"{'y' * 20} {'z' * 20} a1", max_chars=30)
+    assert k is not None and k.text == "y" * 20
+
+
+def test_model_keywords_are_bounded() -> None:
+    k = validate_model_keywords(" ".join(f"term{i}" for i in range(100)))
+    assert k.keyword_count == MAX_KEYWORDS and len(k.text) <= MAX_KEYWORD_CHARS
 
 
 def test_control_characters_never_reach_the_query() -> None:

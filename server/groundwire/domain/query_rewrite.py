@@ -11,10 +11,19 @@ Rules, in the order they apply:
   domain/text.py: POL-HR-014, filename.cs, IRagRetriever, CS1503, a/b), even
   when a part of them is a stop word;
 - plain words are dropped when they are English stop words or conversational
-  filler (case-insensitive), then deduplicated case-insensitively;
-- the result is bounded (MAX_KEYWORDS terms, MAX_KEYWORD_CHARS characters);
+  filler (case-insensitive);
+- repeated keywords are kept: BM25 weights a term by how often the query
+  names it, and deduplicating cost 3-9% nDCG@10 on long questions (CISI);
+- derived keywords are a subsequence of the query, so they are bounded by the
+  query's own bounds; a rewriter model's reply is bounded here (MAX_KEYWORDS
+  terms, MAX_KEYWORD_CHARS characters);
 - when nothing is left ("what is it?"), there is no keyword query and the
   question is searched as it is.
+
+Measured with eval/experiments/keywords.py (the in-memory BM25, lexical
+nDCG@10, question as written -> keywords; conversational frame -> keywords):
+Cranfield 0.322 -> 0.341, 0.298 -> 0.339; CISI 0.334 -> 0.363, 0.273 -> 0.356;
+SciFact train (claims, not questions) 0.659 -> 0.660, 0.632 -> 0.660.
 
 Only the lexical leg searches the keywords: the semantic leg embeds the
 question and the reranker reads it, because both understand prose.
@@ -84,8 +93,12 @@ def is_identifier(token: str) -> bool:
     return any(c.isupper() for c in token[1:])
 
 
-def derive_keywords(text: str) -> KeywordQuery | None:
-    """The keyword query of `text`, or None when no keyword is left.
+def derive_keywords(
+    text: str, max_terms: int | None = None, max_chars: int | None = None
+) -> KeywordQuery | None:
+    """The keyword query of `text`, or None when no keyword is left; with
+    bounds, at most `max_terms` terms (keywords and phrases) and `max_chars`
+    characters, the first ones kept.
 
     Quoted phrases stay whole; an unmatched quote is treated as a space (the
     keyword query must always parse)."""
@@ -97,10 +110,12 @@ def derive_keywords(text: str) -> KeywordQuery | None:
         pos = match.end()
     pieces.append((text[pos:], False))
     out: list[str] = []
-    seen: set[str] = set()
     keywords = phrases = 0
+    full = False
     size = 0
     for piece, is_phrase in pieces:
+        if full:
+            break
         if is_phrase:
             words = " ".join(_CONTROL.sub(" ", piece).split())
             candidates = [f'"{words}"'] if phrase_words(words) else []
@@ -111,12 +126,11 @@ def derive_keywords(text: str) -> KeywordQuery | None:
                 if is_identifier(m.group(0)) or m.group(0).lower() not in STOP_WORDS
             ]
         for term in candidates:
-            key = term.lower()
-            if key in seen:
-                continue
-            if keywords + phrases >= MAX_KEYWORDS or size + len(term) + 1 > MAX_KEYWORD_CHARS:
+            if (max_terms is not None and keywords + phrases >= max_terms) or (
+                max_chars is not None and size + len(term) > max_chars
+            ):
+                full = True
                 break
-            seen.add(key)
             out.append(term)
             size += len(term) + 1
             if is_phrase:
@@ -185,7 +199,9 @@ def validate_model_keywords(reply: str) -> KeywordQuery:
     if stripped.count('"') % 2:
         raise InvalidRewrite(REWRITE_INVALID_OUTPUT)
     # Models like to separate keywords with commas or list them as "a; b".
-    derived = derive_keywords(re.sub(r"[,;|]+(?=\s|$)", " ", stripped))
+    derived = derive_keywords(
+        re.sub(r"[,;|]+(?=\s|$)", " ", stripped), MAX_KEYWORDS, MAX_KEYWORD_CHARS
+    )
     if derived is None:
         raise InvalidRewrite(REWRITE_INVALID_OUTPUT)
     return derived
