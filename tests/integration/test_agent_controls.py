@@ -116,6 +116,11 @@ def controls_config(store: dict[str, object], auth: dict[str, object]) -> dict[s
                 "model": "offline/extractive-v1",
                 "rag": {**lexical, "mode": "required", "no_context_behavior": "return_not_found"},
             },
+            "fail-nc": {
+                "name": "Fail without context",
+                "model": "offline/extractive-v1",
+                "rag": {**lexical, "no_context_behavior": "fail"},
+            },
             "grounded-nf": {
                 "name": "Grounded",
                 "model": "offline/extractive-v1",
@@ -504,6 +509,18 @@ async def test_prepare_reports_the_framework_answer_instead_of_a_model_call(
     assert not prepared.messages and not prepared.references
     assert prepared.rag.model_skipped
     assert prepared.rag.no_context_reason == ag.NO_CONTEXT_REASON_NO_RESULTS
+
+
+async def test_prepare_reports_a_failing_no_context_behaviour_without_failing(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
+    i = inp("fail-nc", "zzyzx quux frobnicate")
+    prepared = await prepare(stub, i)
+    assert prepared.action == ag.PREPARED_ACTION_FAIL
+    assert not prepared.messages and not prepared.framework_answer
+    assert prepared.rag.no_context_reason == ag.NO_CONTEXT_REASON_NO_RESULTS
+    e = await refused(stub.Execute(ag.ExecuteRequest(input=i)))
+    assert e.reason == "NO_ACCEPTED_CONTEXT"
 
 
 async def test_prepare_of_agentic_plain_and_bypassed_turns(
