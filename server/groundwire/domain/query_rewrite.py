@@ -20,10 +20,11 @@ Rules, in the order they apply:
 - when nothing is left ("what is it?"), there is no keyword query and the
   question is searched as it is.
 
-Measured with eval/experiments/keywords.py (the in-memory BM25, lexical
-nDCG@10, question as written -> keywords; conversational frame -> keywords):
-Cranfield 0.322 -> 0.341, 0.298 -> 0.339; CISI 0.334 -> 0.363, 0.273 -> 0.356;
-SciFact train (claims, not questions) 0.659 -> 0.660, 0.632 -> 0.660.
+Measured through the server with eval/experiments/keywords_server.py (LEXICAL
+retrieval on the in-memory store, nDCG@10; question as written -> its keywords;
+the question in a conversational frame -> its keywords): Cranfield 0.322 ->
+0.341, 0.298 -> 0.339; CISI 0.325 -> 0.341, 0.265 -> 0.340; SciFact train
+(claims, not questions) 0.659 -> 0.660, 0.632 -> 0.660.
 
 Only the lexical leg searches the keywords: the semantic leg embeds the
 question and the reranker reads it, because both understand prose.
