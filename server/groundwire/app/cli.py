@@ -18,14 +18,14 @@ log = logging.getLogger("groundwire.app")
 _GIL_SWITCH_S = 0.001
 
 
-async def _serve(cfg: GroundwireConfig, address: str | None) -> int:
+async def _serve(cfg: GroundwireConfig, address: str | None, config_path: Path | None) -> int:
     from groundwire.app.lifecycle import start_app
 
     # Searches, tokenizing and hashing run in worker threads; the event loop must get
     # the GIL back quickly to keep serving other callers meanwhile (the default 5 ms
     # switch interval let CPU-bound workers add tens of ms to every small request).
     sys.setswitchinterval(_GIL_SWITCH_S)
-    app = await start_app(cfg, address)
+    app = await start_app(cfg, address, config_path)
     # What start-up allocated (modules, gRPC, protobuf, the configured indexes) lives
     # as long as the process: out of the cyclic collector's full passes, which would
     # otherwise rescan it and pause every request for tens of milliseconds.
@@ -34,6 +34,18 @@ async def _serve(cfg: GroundwireConfig, address: str | None) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    reloads: set[asyncio.Task[None]] = set()
+    if app.reloader is not None:
+        reloader = app.reloader
+        reloader.manage_logging = True
+
+        def on_sighup() -> None:
+            # Reloads are serialized inside; keep a reference until each ends.
+            task = asyncio.create_task(reloader.reload_on_signal())
+            reloads.add(task)
+            task.add_done_callback(reloads.discard)
+
+        loop.add_signal_handler(signal.SIGHUP, on_sighup)
     await stop.wait()
     log.info("shutting down", extra={"grace_seconds": cfg.server.grace_period_seconds})
     await app.stop()
@@ -104,4 +116,5 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     configure_logging(cfg.logging.level, cfg.logging.format)
-    return asyncio.run(_serve(cfg, args.address))
+    config_path = args.config.resolve() if args.config else None
+    return asyncio.run(_serve(cfg, args.address, config_path))

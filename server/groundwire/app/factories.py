@@ -5,6 +5,7 @@ nothing is ingested or served here (see app/lifecycle.py)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -138,9 +139,14 @@ def operation_log_for(store: Store) -> OperationLog:
 
 
 async def build_catalog(
-    cfg: GroundwireConfig, store: Store, embedders: dict[str, EmbeddingProvider]
+    cfg: GroundwireConfig,
+    store: Store,
+    embedders: dict[str, EmbeddingProvider],
+    previous: IndexCatalog | None = None,
 ) -> IndexCatalog:
-    """Every configured index, its store tables ensured, bound to its embedder."""
+    """Every configured index, its store tables ensured, bound to its embedder. With
+    a `previous` catalog (a reload), an index whose handle would not change keeps
+    its handle, and a changed one keeps its readiness."""
     handles = []
     for name, index in cfg.indexes.items():
         embedder = embedders[index.embedder] if index.embedder else None
@@ -173,7 +179,17 @@ async def build_catalog(
                 schedule=index.ingestion.schedule,
             )
         )
+    if previous is not None:
+        handles = [_carry_over(h, previous) for h in handles]
     return IndexCatalog(handles)
+
+
+def _carry_over(handle: IndexHandle, previous: IndexCatalog) -> IndexHandle:
+    if handle.name not in previous.names():
+        return handle
+    old = previous.get(handle.name)
+    handle.ready = old.ready
+    return old if handle == old else handle
 
 
 @dataclass(slots=True)
@@ -200,19 +216,31 @@ class Components:
             await self.agents.get(agent_id).model.aclose()
 
 
-async def build_components(cfg: GroundwireConfig) -> Components:
+async def build_components(
+    cfg: GroundwireConfig,
+    *,
+    store: Store | None = None,
+    reuse_embedders: Mapping[str, EmbeddingProvider] | None = None,
+    previous_catalog: IndexCatalog | None = None,
+) -> Components:
     """Providers, the store and catalog, and the engines, in dependency order (one
-    reranking stage shared by RerankerService and the agents)."""
-    embedders = {name: build_embedder(e) for name, e in cfg.embedders.items()}
+    reranking stage shared by RerankerService and the agents). A reload
+    (app/reload.py) passes the open store, the embedders it keeps and the catalog
+    it replaces; everything else is built anew from `cfg`."""
+    reuse = reuse_embedders or {}
+    embedders = {
+        name: reuse[name] if name in reuse else build_embedder(e)
+        for name, e in cfg.embedders.items()
+    }
     stage = RerankingStage(metrics=RerankingMetrics(), environment=cfg.reranking.environment)
     try:
         reranking = build_reranking_service(cfg.reranking, cfg.rerankers, embedders, stage=stage)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     rerankers = {name: reranking.get(name) for name in reranking.names}
-    store = await build_store(cfg)
+    store = store if store is not None else await build_store(cfg)
     operation_log = operation_log_for(store)
-    catalog = await build_catalog(cfg, store, embedders)
+    catalog = await build_catalog(cfg, store, embedders, previous_catalog)
     r = cfg.retrieval
     limits = RetrievalLimits(
         r.default_top_k,

@@ -184,6 +184,17 @@ class IngestionManager:
             if handle.strategy == IngestionStrategy.SCHEDULED and handle.schedule:
                 self._schedulers.append(asyncio.create_task(self._schedule_loop(handle)))
 
+    async def replace_catalog(self, catalog: IndexCatalog) -> None:
+        """Run new operations on a reloaded catalog and restart the schedules from
+        it; a running operation finishes on the index handle it started with."""
+        self._catalog = catalog
+        for task in self._schedulers:
+            task.cancel()
+        await asyncio.gather(*self._schedulers, return_exceptions=True)
+        self._schedulers = []
+        if not self._closing:
+            self.start_schedulers()
+
     async def close(self) -> None:
         """Cancel schedulers and running operations (recorded as CANCELLED)."""
         self._closing = True

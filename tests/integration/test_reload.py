@@ -1,0 +1,444 @@
+"""Live reconfiguration over real gRPC (seed 003's UpdateOptions snapshot rule):
+AdminService.ReloadConfiguration on an in-process server and SIGHUP on a real
+`groundwire serve` process.
+
+The observable of "no mixed configuration": every configuration variant `v`
+changes several keys together (retrieval default_top_k and rrf_k; the probe
+agent's retrieval mode and maximum accepted results), so one response shows
+which variant served it, and a response mixing two variants is detectable."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2
+
+from groundwire.app.config import load_config
+from groundwire.app.lifecycle import RunningApp, start_app
+from groundwire.domain.auth import generate_key, hash_key
+from groundwire_client.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
+    agent_pb2,
+    agent_pb2_grpc,
+    common_pb2,
+    ingestion_pb2,
+    ingestion_pb2_grpc,
+    retriever_pb2,
+    retriever_pb2_grpc,
+)
+from tests.support.errors import rich_error
+from tests.support.servers import ServerProcess, free_port, health_stub
+from tests.support.toml_writer import dumps
+
+pytestmark = pytest.mark.timeout(90)
+
+KEYS = {name: generate_key() for name in ("admin", "client", "temp", "reader")}
+PERMISSIONS = {
+    "admin": ["manage", "retrieve", "execute"],
+    "client": ["retrieve", "execute"],
+    "temp": ["retrieve"],
+    "reader": ["retrieve"],
+}
+DOCS = [
+    {
+        "kind": "inline",
+        "id": f"leave-{i}",
+        "text": f"Leave policy section {i}. The leave policy grants {i + 10} days of leave.",
+    }
+    for i in range(8)
+]
+QUERY = "leave policy days"
+VARIANTS = 4
+
+
+def config(
+    variant: int,
+    *,
+    keys: tuple[str, ...] = ("admin", "client", "temp", "reader"),
+    chunk_size: int = 800,
+    **overrides: object,
+) -> dict[str, object]:
+    """Configuration variant `variant` (0..3), each changing several keys together."""
+    v = variant % VARIANTS
+    cfg: dict[str, object] = {
+        "auth": {
+            "keys": [
+                {"id": k, "hash": hash_key(KEYS[k]), "permissions": PERMISSIONS[k]} for k in keys
+            ]
+        },
+        "embedders": {"hash": {"kind": "hashing"}},
+        "indexes": {
+            "docs": {
+                "embedder": "hash",
+                "sources": DOCS,
+                "chunking": {"size": chunk_size, "overlap": 0},
+                "ingestion": {"strategy": "on_startup"},
+            }
+        },
+        "retrieval": {"default_top_k": 2 + v, "rrf_k": 30 + v},
+        "models": {"offline": {"kind": "offline"}},
+        "agents": {
+            "probe": {
+                "name": f"Probe {v}",
+                "model": "offline/extractive-v1",
+                "instructions": f"Variant {v} instructions.",
+                "rag": {
+                    "index": "docs",
+                    "retrieval_mode": "lexical" if v % 2 == 0 else "hybrid",
+                    "acceptance": {"candidate_count": 8, "maximum_accepted_results": 1 + v},
+                },
+            }
+        },
+    }
+    cfg.update(overrides)
+    return cfg
+
+
+def write(path: Path, cfg: dict[str, object]) -> None:
+    # Atomic like an operator's editor or a config-management tool.
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(dumps(cfg))
+    tmp.replace(path)
+
+
+def auth(key: str) -> tuple[tuple[str, str]]:
+    return (("authorization", f"Bearer {KEYS[key]}"),)
+
+
+def retrieve_request() -> retriever_pb2.RetrieveRequest:
+    return retriever_pb2.RetrieveRequest(
+        query=retriever_pb2.RagQuery(
+            index_name="docs", text=QUERY, mode=retriever_pb2.RETRIEVAL_MODE_HYBRID
+        )
+    )
+
+
+def execute_request() -> agent_pb2.ExecuteRequest:
+    return agent_pb2.ExecuteRequest(input=agent_pb2.ExecutionInput(agent_id="probe", message=QUERY))
+
+
+def retrieve_variant(r: retriever_pb2.RetrieveResponse) -> int | None:
+    """The variant a Retrieve response shows; None if it mixes two."""
+    by_top_k = len(r.results) - 2
+    by_rrf = r.diagnostics.applied_rrf_k - 30
+    ok = by_top_k == by_rrf == r.diagnostics.applied_top_k - 2
+    return by_top_k if ok else None
+
+
+def execute_variant(r: agent_pb2.ExecuteResponse) -> int | None:
+    """The variant an Execute response shows; None if it mixes two."""
+    rag = r.result.rag
+    v = rag.accepted_count - 1
+    hybrid = rag.retrieval_mode == retriever_pb2.RETRIEVAL_MODE_HYBRID
+    return v if hybrid == (v % 2 == 1) else None
+
+
+@dataclass
+class Served:
+    app: RunningApp
+    path: Path
+    channel: grpc.aio.Channel
+    target: str
+
+    @property
+    def admin(self) -> Any:
+        return admin_pb2_grpc.AdminServiceStub(self.channel)
+
+    @property
+    def retriever(self) -> Any:
+        return retriever_pb2_grpc.RetrieverServiceStub(self.channel)
+
+    @property
+    def agents(self) -> Any:
+        return agent_pb2_grpc.AgentServiceStub(self.channel)
+
+    async def reload(self, key: str = "admin", **kw: Any) -> admin_pb2.ReloadConfigurationResponse:
+        r: admin_pb2.ReloadConfigurationResponse = await self.admin.ReloadConfiguration(
+            admin_pb2.ReloadConfigurationRequest(**kw), metadata=auth(key), timeout=30
+        )
+        return r
+
+    async def variant(self) -> int | None:
+        r = await self.retriever.Retrieve(retrieve_request(), metadata=auth("client"), timeout=10)
+        return retrieve_variant(r)
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[Served]:
+    path = tmp_path / "groundwire.toml"
+    write(path, config(1))
+    app = await start_app(load_config(path), "127.0.0.1:0", config_path=path)
+    try:
+        await app.wait_ready()
+        target = f"127.0.0.1:{app.port}"
+        async with grpc.aio.insecure_channel(target) as channel:
+            yield Served(app, path, channel, target)
+    finally:
+        await app.stop(0)
+
+
+async def test_reload_applies_a_new_snapshot_and_reports_what_changed(served: Served) -> None:
+    assert await served.variant() == 1
+    write(served.path, config(2))
+    r = await served.reload()
+    assert r.applied and r.generation == 2
+    assert list(r.changed_sections) == ["agents", "retrieval"]
+    assert list(r.reingest_indexes) == []
+    # The very next call runs on the new snapshot.
+    assert await served.variant() == 2
+    ex = await served.agents.Execute(execute_request(), metadata=auth("client"), timeout=10)
+    assert execute_variant(ex) == 2
+    # An unchanged file still swaps in a generation, reporting no changed section.
+    again = await served.reload()
+    assert again.applied and again.generation == 3 and list(again.changed_sections) == []
+
+
+async def test_validate_only_changes_nothing(served: Served) -> None:
+    write(served.path, config(2))
+    r = await served.reload(validate_only=True)
+    assert not r.applied and r.generation == 1
+    assert list(r.changed_sections) == ["agents", "retrieval"]
+    assert await served.variant() == 1
+
+
+async def test_reload_under_load_fails_nothing_and_never_mixes(served: Served) -> None:
+    stop = threading.Event()
+
+    @dataclass
+    class Tally:
+        calls: int = 0
+        failures: list[str] = field(default_factory=list)
+        mixed: int = 0
+        variants: set[int] = field(default_factory=set)
+
+    tallies = [Tally() for _ in range(4)]
+
+    def client(i: int, tally: Tally) -> None:
+        with grpc.insecure_channel(served.target) as ch:
+            retriever = retriever_pb2_grpc.RetrieverServiceStub(ch)
+            agents = agent_pb2_grpc.AgentServiceStub(ch)
+            while not stop.is_set():
+                try:
+                    if i % 2 == 0:
+                        v = retrieve_variant(
+                            retriever.Retrieve(
+                                retrieve_request(), metadata=auth("client"), timeout=10
+                            )
+                        )
+                    else:
+                        v = execute_variant(
+                            agents.Execute(execute_request(), metadata=auth("client"), timeout=10)
+                        )
+                except grpc.RpcError as err:
+                    tally.failures.append(str(err.code()))
+                    continue
+                tally.calls += 1
+                if v is None:
+                    tally.mixed += 1
+                else:
+                    tally.variants.add(v)
+
+    threads = [threading.Thread(target=client, args=(i, t)) for i, t in enumerate(tallies)]
+    for t in threads:
+        t.start()
+    try:
+        for gen in range(2, 8):
+            await asyncio.sleep(0.25)
+            write(served.path, config(gen))
+            r = await served.reload()
+            assert r.applied and r.generation == gen
+            assert await served.variant() == gen % VARIANTS
+        await asyncio.sleep(0.25)
+    finally:
+        stop.set()
+        for t in threads:
+            await asyncio.to_thread(t.join, 30)
+    calls = sum(t.calls for t in tallies)
+    assert [f for t in tallies for f in t.failures] == []
+    assert sum(t.mixed for t in tallies) == 0
+    assert calls >= 20
+    # The load really spanned reloads: clients saw several variants.
+    assert len(set().union(*(t.variants for t in tallies))) >= 2
+    # Health stayed SERVING (and still is).
+    h = await health_stub(served.channel).Check(health_pb2.HealthCheckRequest(service=""))
+    assert h.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_a_key_revoked_by_reload_is_refused_on_the_next_call(served: Served) -> None:
+    await served.retriever.Retrieve(retrieve_request(), metadata=auth("temp"), timeout=10)
+    write(served.path, config(1, keys=("admin", "client", "reader")))
+    r = await served.reload()
+    assert r.applied and list(r.changed_sections) == ["auth"]
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await served.retriever.Retrieve(retrieve_request(), metadata=auth("temp"), timeout=10)
+    assert exc.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    # A permission removed by reload is refused too.
+    write(served.path, config(1, keys=("admin", "reader")))
+    await served.reload()
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await served.agents.Execute(execute_request(), metadata=auth("client"), timeout=10)
+    assert exc.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_reload_needs_the_manage_permission(served: Served) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await served.reload(key="reader")
+    assert exc.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await served.admin.ReloadConfiguration(admin_pb2.ReloadConfigurationRequest(), timeout=10)
+    assert exc.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def answers(served: Served) -> tuple[object, ...]:
+    """What the server answers, without timings."""
+    r = await served.retriever.Retrieve(retrieve_request(), metadata=auth("client"), timeout=10)
+    e = await served.agents.Execute(execute_request(), metadata=auth("client"), timeout=10)
+    a = await served.agents.GetAgent(
+        agent_pb2.GetAgentRequest(agent_id="probe"), metadata=auth("client")
+    )
+    return (
+        [(x.document_id, x.chunk_id) for x in r.results],
+        (r.diagnostics.applied_top_k, r.diagnostics.applied_rrf_k),
+        (e.result.answer, [x.chunk_id for x in e.result.rag.accepted]),
+        a.SerializeToString(deterministic=True),
+    )
+
+
+async def test_an_invalid_reload_leaves_the_server_exactly_as_it_was(served: Served) -> None:
+    before = await answers(served)
+    bad = config(2)
+    bad["retrieval"] = {"default_top_k": 0, "rrf_k": 31}
+    agents = bad["agents"]
+    assert isinstance(agents, dict)
+    agents["probe"]["rag"]["acceptance"]["maximum_accepted_results"] = -1
+    write(served.path, bad)
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await served.reload()
+    err = rich_error(exc.value)
+    assert err.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert err.reason == "CONFIG_INVALID"
+    assert "retrieval.default_top_k" in err.fields
+    assert "agents.probe.rag.acceptance.maximum_accepted_results" in err.fields
+    assert str(served.path.parent) not in err.message and "tmp" not in err.message.lower()
+    # Not TOML at all, then a missing file: the same refusal, never a path.
+    served.path.write_text("[retrieval\ndefault_top_k = 3\n")
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await served.reload()
+    assert rich_error(exc.value).reason == "CONFIG_INVALID"
+    served.path.unlink()
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await served.reload()
+    err = rich_error(exc.value)
+    assert err.reason == "CONFIG_INVALID" and str(served.path) not in err.message
+    # Exactly as before: generation, answers, and the running configuration equals
+    # the original file (validating it again reports no changed section).
+    after = await answers(served)
+    assert after == before
+    write(served.path, config(1))
+    check = await served.reload(validate_only=True)
+    assert check.generation == 1 and list(check.changed_sections) == []
+
+
+async def test_a_restart_only_change_is_refused_naming_the_key(served: Served) -> None:
+    write(
+        served.path,
+        config(2, server={"max_message_bytes": 1024 * 1024}, store={"kind": "postgres"}),
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await served.reload()
+    err = rich_error(exc.value)
+    assert err.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert err.reason == "CONFIG_RESTART_REQUIRED"
+    assert err.fields == ["server.max_message_bytes", "store"]
+    assert "server.max_message_bytes" in err.message
+    # Nothing of the file was applied, not even its live parts.
+    assert await served.variant() == 1
+    write(served.path, config(1))
+    check = await served.reload(validate_only=True)
+    assert check.generation == 1 and list(check.changed_sections) == []
+
+
+async def test_a_chunking_change_schedules_reingestion_like_a_start_up_change(
+    served: Served,
+) -> None:
+    ingestion = ingestion_pb2_grpc.IngestionManagerServiceStub(served.channel)
+    write(served.path, config(1, chunk_size=120))
+    r = await served.reload()
+    assert list(r.reingest_indexes) == ["docs"] and list(r.changed_sections) == ["indexes"]
+    deadline = time.monotonic() + 20
+    while True:
+        status = (
+            await ingestion.GetIndexStatus(
+                ingestion_pb2.GetIndexStatusRequest(index_name="docs"), metadata=auth("admin")
+            )
+        ).status
+        if not status.rebuild_pending and not status.HasField("running_operation"):
+            break
+        assert time.monotonic() < deadline, "re-ingestion did not finish"
+        await asyncio.sleep(0.05)
+    ops = await ingestion.ListOperations(
+        ingestion_pb2.ListOperationsRequest(index_name="docs"), metadata=auth("admin")
+    )
+    assert [o.trigger for o in ops.operations[:2]] == [
+        ingestion_pb2.OPERATION_TRIGGER_STARTUP,
+        ingestion_pb2.OPERATION_TRIGGER_STARTUP,
+    ]
+    assert ops.operations[0].state == ingestion_pb2.OPERATION_STATE_SUCCEEDED
+    assert await served.variant() == 1  # served throughout, now from the rebuilt version
+
+
+def test_sighup_reloads_a_real_process(tmp_path: Path) -> None:
+    path = tmp_path / "groundwire.toml"
+    write(path, config(1))
+    proc = ServerProcess(path, free_port(), tmp_path / "server.log").start(timeout=60)
+    try:
+        with grpc.insecure_channel(proc.target) as ch:
+            retriever = retriever_pb2_grpc.RetrieverServiceStub(ch)
+
+            def variant(key: str = "client") -> int | None:
+                return retrieve_variant(
+                    retriever.Retrieve(retrieve_request(), metadata=auth(key), timeout=10)
+                )
+
+            assert variant("temp") == 1
+            write(path, config(2, keys=("admin", "client")))
+            sent = time.monotonic()
+            os.kill(proc.pid, signal.SIGHUP)
+            while variant() != 2:
+                assert time.monotonic() - sent < 10, "SIGHUP reload not observed"
+                time.sleep(0.01)
+            with pytest.raises(grpc.RpcError) as exc:
+                variant("temp")
+            assert exc.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert health_stub(ch).Check(health_pb2.HealthCheckRequest()).status == (
+                health_pb2.HealthCheckResponse.SERVING
+            )
+            # A refused SIGHUP reload keeps serving the current generation.
+            path.write_text("not toml [")
+            os.kill(proc.pid, signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while not any("configuration reload refused" in line for line in proc.log_lines()):
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            assert variant() == 2
+        lines = [json.loads(x) for x in proc.log_lines() if x.startswith("{")]
+        reloaded = [x for x in lines if x.get("msg") == "configuration reloaded"]
+        assert reloaded and reloaded[0]["generation"] == 2
+        assert reloaded[0]["changed_sections"] == ["agents", "auth", "retrieval"]
+        refused = [x for x in lines if x.get("msg") == "configuration reload refused"]
+        assert refused[0]["reason"] == "CONFIG_INVALID"
+        assert str(tmp_path) not in json.dumps(refused + reloaded)
+    finally:
+        assert proc.stop() == 0
