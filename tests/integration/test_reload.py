@@ -32,7 +32,6 @@ from groundwire_client.v1 import (
     admin_pb2_grpc,
     agent_pb2,
     agent_pb2_grpc,
-    common_pb2,
     ingestion_pb2,
     ingestion_pb2_grpc,
     retriever_pb2,
@@ -434,7 +433,11 @@ def test_sighup_reloads_a_real_process(tmp_path: Path) -> None:
                 time.sleep(0.02)
             assert variant() == 2
         lines = [json.loads(x) for x in proc.log_lines() if x.startswith("{")]
-        reloaded = [x for x in lines if x.get("msg") == "configuration reloaded"]
+        reloaded = [
+            x
+            for x in lines
+            if x.get("msg") == "configuration reload" and x.get("outcome") == "APPLIED"
+        ]
         assert reloaded and reloaded[0]["generation"] == 2
         assert reloaded[0]["changed_sections"] == ["agents", "auth", "retrieval"]
         refused = [x for x in lines if x.get("msg") == "configuration reload refused"]

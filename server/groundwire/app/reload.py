@@ -261,8 +261,9 @@ class Reloader:
         if report.applied:
             RELOAD_DURATION.record(seconds)
         log.info(
-            "configuration reloaded" if report.applied else "configuration validated",
+            "configuration reload",
             extra={
+                "outcome": outcome,
                 "generation": report.generation,
                 "changed_sections": list(report.changed_sections),
                 "reingest_indexes": list(report.reingest_indexes),
