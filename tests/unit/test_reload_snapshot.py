@@ -85,7 +85,7 @@ async def test_concurrent_calls_each_see_their_own_snapshot() -> None:
     second = asyncio.create_task(call())
     await asyncio.sleep(0)
     gate.set()
-    assert await asyncio.gather(first, second) == ["g1:q", "g2:q"]
+    assert list(await asyncio.gather(first, second)) == ["g1:q", "g2:q"]
 
 
 def test_a_swap_must_move_forward() -> None:
