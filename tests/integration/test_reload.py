@@ -297,7 +297,7 @@ async def test_a_chunking_change_schedules_reingestion_like_a_start_up_change(
         ingestion_pb2.ListOperationsRequest(index_name="docs"), metadata=auth("admin")
     )
     assert [o.trigger for o in ops.operations[:2]] == [
-        ingestion_pb2.OPERATION_TRIGGER_STARTUP,
+        ingestion_pb2.OPERATION_TRIGGER_RELOAD,
         ingestion_pb2.OPERATION_TRIGGER_STARTUP,
     ]
     assert ops.operations[0].state == ingestion_pb2.OPERATION_STATE_SUCCEEDED

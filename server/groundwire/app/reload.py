@@ -405,7 +405,7 @@ class Reloader:
             if handle.strategy not in _STARTUP_STRATEGIES:
                 continue
             try:
-                await self._manager.start(name, OperationTrigger.STARTUP)
+                await self._manager.start(name, OperationTrigger.RELOAD)
             except GroundwireError as err:
                 log.warning(
                     "reload ingestion not started", extra={"index": name, "reason": err.reason}
