@@ -23,7 +23,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2
 
-from groundwire.app.config import load_config
+from groundwire.app.config import load_config, parse_config
 from groundwire.app.lifecycle import RunningApp, start_app
 from groundwire_client.v1 import (
     admin_pb2,
@@ -45,7 +45,7 @@ from tests.support.reload_probe import (
     retrieve_variant,
     write,
 )
-from tests.support.servers import ServerProcess, free_port, health_stub
+from tests.support.servers import ServerProcess, free_port, health_stub, serving
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -351,3 +351,59 @@ def test_sighup_reloads_a_real_process(tmp_path: Path) -> None:
         assert str(tmp_path) not in json.dumps(refused + reloaded)
     finally:
         assert proc.stop() == 0
+
+
+async def test_indexes_added_and_removed_by_reload_follow_in_health_and_lookup(
+    served: Served,
+) -> None:
+    health = health_stub(served.channel)
+    base = config(1)
+    indexes = base["indexes"]
+    assert isinstance(indexes, dict)
+    extra = {"embedder": "hash", "sources": [{"kind": "inline", "id": "x", "text": "leave"}]}
+    write(served.path, {**base, "indexes": {**indexes, "extra": extra}})
+    r = await served.reload()
+    assert list(r.reingest_indexes) == ["extra"]  # its first ingestion (MANUAL: not started)
+    h = await health.Check(health_pb2.HealthCheckRequest(service="groundwire.index.extra"))
+    assert h.status == health_pb2.HealthCheckResponse.SERVING
+    q = retrieve_request()
+    q.query.index_name = "extra"
+    empty = await served.retriever.Retrieve(q, metadata=auth("client"), timeout=10)
+    assert list(empty.results) == []
+    write(served.path, base)
+    await served.reload()
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await served.retriever.Retrieve(q, metadata=auth("client"), timeout=10)
+    assert rich_error(exc.value).reason == "INDEX_NOT_FOUND"
+    h = await health.Check(health_pb2.HealthCheckRequest(service="groundwire.index.extra"))
+    assert h.status == health_pb2.HealthCheckResponse.NOT_SERVING
+    h = await health.Check(health_pb2.HealthCheckRequest(service=""))
+    assert h.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_limits_changed_by_reload_apply_to_the_next_call(served: Served) -> None:
+    for _ in range(3):
+        await served.variant()
+    write(served.path, config(1, limits={"retrieve": {"requests_per_second": 0.001, "burst": 1}}))
+    r = await served.reload()
+    assert list(r.changed_sections) == ["limits"]
+    await served.variant()  # the fresh bucket's one token
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await served.variant()
+    assert rich_error(exc.value).reason == "TENANT_RATE_LIMITED"
+    write(served.path, config(1))
+    await served.reload()
+    assert await served.variant() == 1
+
+
+async def test_a_server_without_a_configuration_file_has_nothing_to_reload() -> None:
+    async with serving(parse_config({"auth": {"mode": "disabled"}})) as app:
+        target = f"127.0.0.1:{app.port}"
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            async with grpc.aio.insecure_channel(target) as channel:
+                await admin_pb2_grpc.AdminServiceStub(channel).ReloadConfiguration(
+                    admin_pb2.ReloadConfigurationRequest(), timeout=10
+                )
+    err = rich_error(exc.value)
+    assert err.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert err.reason == "RELOAD_UNAVAILABLE"

@@ -167,8 +167,15 @@ class IngestionManager:
             await self.wait(op.id)
         for handle in blocking:
             handle.ready = True
+            # A configuration reload may have replaced the handle meanwhile.
+            current = self._current(handle)
+            current.ready = True
             if self._on_ready is not None:
-                await self._on_ready(handle)
+                await self._on_ready(current)
+
+    def _current(self, handle: IndexHandle) -> IndexHandle:
+        names = self._catalog.names()
+        return self._catalog.get(handle.name) if handle.name in names else handle
 
     async def _start_first_run(self, handle: IndexHandle) -> Operation | None:
         try:
