@@ -34,6 +34,7 @@ from groundwire_client.v1 import (
     ingestion_pb2_grpc,
     retriever_pb2_grpc,
 )
+from tests.support.embedders import ControlledEmbedder
 from tests.support.errors import rich_error
 from tests.support.reload_probe import (
     VARIANTS,
@@ -407,3 +408,38 @@ async def test_a_server_without_a_configuration_file_has_nothing_to_reload() -> 
     err = rich_error(exc.value)
     assert err.code == grpc.StatusCode.FAILED_PRECONDITION
     assert err.reason == "RELOAD_UNAVAILABLE"
+
+
+async def test_a_reload_during_start_up_ingestion_keeps_the_index_becoming_ready(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "groundwire.toml"
+    write(path, config(1))
+    app = await start_app(load_config(path), "127.0.0.1:0", config_path=path)
+    gate = ControlledEmbedder(gated=True)
+    # start_app returns before the start-up task first runs, so the swap is in time.
+    app.components.catalog.get("docs").embedder = gate  # type: ignore[assignment]
+    try:
+        await asyncio.wait_for(gate.entered.wait(), 10)
+        base = config(2)
+        indexes = base["indexes"]
+        assert isinstance(indexes, dict)
+        indexes["docs"]["description"] = "now described"
+        write(path, base)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+            served = Served(app, path, channel, f"127.0.0.1:{app.port}")
+            r = await served.reload()
+            assert r.applied and list(r.reingest_indexes) == []
+            with pytest.raises(grpc.aio.AioRpcError) as exc:
+                await served.variant()
+            assert rich_error(exc.value).reason == "INDEX_NOT_READY"
+            gate.release.set()
+            await asyncio.wait_for(app.wait_ready(), 20)
+            assert await served.variant() == 2
+            h = await health_stub(channel).Check(
+                health_pb2.HealthCheckRequest(service="groundwire.index.docs")
+            )
+            assert h.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        gate.release.set()
+        await app.stop(0)
