@@ -50,6 +50,8 @@ from tests.support.servers import ServerProcess, free_port, health_stub, serving
 
 pytestmark = pytest.mark.timeout(90)
 
+DSN_ENV = "GROUNDWIRE_RELOAD_TEST_DSN"
+
 
 @dataclass
 class Served:
@@ -57,6 +59,11 @@ class Served:
     path: Path
     channel: grpc.aio.Channel
     target: str
+    store: dict[str, object] = field(default_factory=dict)
+
+    def cfg(self, variant: int, **kw: Any) -> dict[str, object]:
+        """Configuration variant `variant` on this server's store."""
+        return config(variant, **({"store": self.store} if self.store else {}), **kw)
 
     @property
     def admin(self) -> Any:
@@ -81,23 +88,33 @@ class Served:
         return retrieve_variant(r)
 
 
-@pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[Served]:
+@pytest.fixture(params=["memory"])
+async def served(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Served]:
+    """An in-process server reloading its file; parametrize it indirectly with
+    "postgres" to run on a real PostgreSQL."""
+    store: dict[str, object] = {}
+    if request.param == "postgres":
+        os.environ[DSN_ENV] = request.getfixturevalue("fresh_database")
+        store = {"kind": "postgres", "dsn": {"env": DSN_ENV}}
     path = tmp_path / "groundwire.toml"
-    write(path, config(1))
+    write(path, config(1, **({"store": store} if store else {})))
     app = await start_app(load_config(path), "127.0.0.1:0", config_path=path)
     try:
         await app.wait_ready()
         target = f"127.0.0.1:{app.port}"
         async with grpc.aio.insecure_channel(target) as channel:
-            yield Served(app, path, channel, target)
+            yield Served(app, path, channel, target, store)
     finally:
         await app.stop(0)
+        os.environ.pop(DSN_ENV, None)
+
+
+BOTH_STORES = pytest.mark.parametrize("served", ["memory", "postgres"], indirect=True)
 
 
 async def test_reload_applies_a_new_snapshot_and_reports_what_changed(served: Served) -> None:
     assert await served.variant() == 1
-    write(served.path, config(2))
+    write(served.path, served.cfg(2))
     r = await served.reload()
     assert r.applied and r.generation == 2
     assert list(r.changed_sections) == ["agents", "retrieval"]
@@ -112,13 +129,14 @@ async def test_reload_applies_a_new_snapshot_and_reports_what_changed(served: Se
 
 
 async def test_validate_only_changes_nothing(served: Served) -> None:
-    write(served.path, config(2))
+    write(served.path, served.cfg(2))
     r = await served.reload(validate_only=True)
     assert not r.applied and r.generation == 1
     assert list(r.changed_sections) == ["agents", "retrieval"]
     assert await served.variant() == 1
 
 
+@BOTH_STORES
 async def test_reload_under_load_fails_nothing_and_never_mixes(served: Served) -> None:
     stop = threading.Event()
 
@@ -162,7 +180,7 @@ async def test_reload_under_load_fails_nothing_and_never_mixes(served: Served) -
     try:
         for gen in range(2, 8):
             await asyncio.sleep(0.25)
-            write(served.path, config(gen))
+            write(served.path, served.cfg(gen))
             r = await served.reload()
             assert r.applied and r.generation == gen
             assert await served.variant() == gen % VARIANTS
@@ -184,14 +202,14 @@ async def test_reload_under_load_fails_nothing_and_never_mixes(served: Served) -
 
 async def test_a_key_revoked_by_reload_is_refused_on_the_next_call(served: Served) -> None:
     await served.retriever.Retrieve(retrieve_request(), metadata=auth("temp"), timeout=10)
-    write(served.path, config(1, keys=("admin", "client", "reader")))
+    write(served.path, served.cfg(1, keys=("admin", "client", "reader")))
     r = await served.reload()
     assert r.applied and list(r.changed_sections) == ["auth"]
     with pytest.raises(grpc.aio.AioRpcError) as exc:
         await served.retriever.Retrieve(retrieve_request(), metadata=auth("temp"), timeout=10)
     assert exc.value.code() == grpc.StatusCode.UNAUTHENTICATED
     # A permission removed by reload is refused too.
-    write(served.path, config(1, keys=("admin", "reader")))
+    write(served.path, served.cfg(1, keys=("admin", "reader")))
     await served.reload()
     with pytest.raises(grpc.aio.AioRpcError) as exc:
         await served.agents.Execute(execute_request(), metadata=auth("client"), timeout=10)
@@ -222,9 +240,10 @@ async def answers(served: Served) -> tuple[object, ...]:
     )
 
 
+@BOTH_STORES
 async def test_an_invalid_reload_leaves_the_server_exactly_as_it_was(served: Served) -> None:
     before = await answers(served)
-    bad = config(2)
+    bad = served.cfg(2)
     bad["retrieval"] = {"default_top_k": 0, "rrf_k": 31}
     agents = bad["agents"]
     assert isinstance(agents, dict)
@@ -252,7 +271,7 @@ async def test_an_invalid_reload_leaves_the_server_exactly_as_it_was(served: Ser
     # the original file (validating it again reports no changed section).
     after = await answers(served)
     assert after == before
-    write(served.path, config(1))
+    write(served.path, served.cfg(1))
     check = await served.reload(validate_only=True)
     assert check.generation == 1 and list(check.changed_sections) == []
 
@@ -260,7 +279,9 @@ async def test_an_invalid_reload_leaves_the_server_exactly_as_it_was(served: Ser
 async def test_a_restart_only_change_is_refused_naming_the_key(served: Served) -> None:
     write(
         served.path,
-        config(2, server={"max_message_bytes": 1024 * 1024}, store={"kind": "postgres"}),
+        served.cfg(
+            2, server={"max_message_bytes": 1024 * 1024}, store={"kind": "postgres", "hnsw_m": 8}
+        ),
     )
     with pytest.raises(grpc.aio.AioRpcError) as exc:
         await served.reload()
@@ -271,16 +292,17 @@ async def test_a_restart_only_change_is_refused_naming_the_key(served: Served) -
     assert "server.max_message_bytes" in err.message
     # Nothing of the file was applied, not even its live parts.
     assert await served.variant() == 1
-    write(served.path, config(1))
+    write(served.path, served.cfg(1))
     check = await served.reload(validate_only=True)
     assert check.generation == 1 and list(check.changed_sections) == []
 
 
+@BOTH_STORES
 async def test_a_chunking_change_schedules_reingestion_like_a_start_up_change(
     served: Served,
 ) -> None:
     ingestion = ingestion_pb2_grpc.IngestionManagerServiceStub(served.channel)
-    write(served.path, config(1, chunk_size=120))
+    write(served.path, served.cfg(1, chunk_size=120))
     r = await served.reload()
     assert list(r.reingest_indexes) == ["docs"] and list(r.changed_sections) == ["indexes"]
     deadline = time.monotonic() + 20
@@ -354,11 +376,12 @@ def test_sighup_reloads_a_real_process(tmp_path: Path) -> None:
         assert proc.stop() == 0
 
 
+@BOTH_STORES
 async def test_indexes_added_and_removed_by_reload_follow_in_health_and_lookup(
     served: Served,
 ) -> None:
     health = health_stub(served.channel)
-    base = config(1)
+    base = served.cfg(1)
     indexes = base["indexes"]
     assert isinstance(indexes, dict)
     extra = {"embedder": "hash", "sources": [{"kind": "inline", "id": "x", "text": "leave"}]}
@@ -385,14 +408,16 @@ async def test_indexes_added_and_removed_by_reload_follow_in_health_and_lookup(
 async def test_limits_changed_by_reload_apply_to_the_next_call(served: Served) -> None:
     for _ in range(3):
         await served.variant()
-    write(served.path, config(1, limits={"retrieve": {"requests_per_second": 0.001, "burst": 1}}))
+    write(
+        served.path, served.cfg(1, limits={"retrieve": {"requests_per_second": 0.001, "burst": 1}})
+    )
     r = await served.reload()
     assert list(r.changed_sections) == ["limits"]
     await served.variant()  # the fresh bucket's one token
     with pytest.raises(grpc.aio.AioRpcError) as exc:
         await served.variant()
     assert rich_error(exc.value).reason == "TENANT_RATE_LIMITED"
-    write(served.path, config(1))
+    write(served.path, served.cfg(1))
     await served.reload()
     assert await served.variant() == 1
 
