@@ -63,7 +63,7 @@ class Served:
 
     def cfg(self, variant: int, **kw: Any) -> dict[str, object]:
         """Configuration variant `variant` on this server's store."""
-        return config(variant, **({"store": self.store} if self.store else {}), **kw)
+        return config(variant, **{"store": self.store, **kw})
 
     @property
     def admin(self) -> Any:
@@ -97,7 +97,7 @@ async def served(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         os.environ[DSN_ENV] = request.getfixturevalue("fresh_database")
         store = {"kind": "postgres", "dsn": {"env": DSN_ENV}}
     path = tmp_path / "groundwire.toml"
-    write(path, config(1, **({"store": store} if store else {})))
+    write(path, config(1, store=store))
     app = await start_app(load_config(path), "127.0.0.1:0", config_path=path)
     try:
         await app.wait_ready()
@@ -443,7 +443,7 @@ async def test_a_reload_during_start_up_ingestion_keeps_the_index_becoming_ready
     app = await start_app(load_config(path), "127.0.0.1:0", config_path=path)
     gate = ControlledEmbedder(gated=True)
     # start_app returns before the start-up task first runs, so the swap is in time.
-    app.components.catalog.get("docs").embedder = gate  # type: ignore[assignment]
+    app.components.catalog.get("docs").embedder = gate
     try:
         await asyncio.wait_for(gate.entered.wait(), 10)
         base = config(2)
@@ -468,3 +468,31 @@ async def test_a_reload_during_start_up_ingestion_keeps_the_index_becoming_ready
     finally:
         gate.release.set()
         await app.stop(0)
+
+
+@BOTH_STORES
+async def test_a_build_failure_after_validation_changes_nothing(served: Served) -> None:
+    ingestion = ingestion_pb2_grpc.IngestionManagerServiceStub(served.channel)
+    broken = served.cfg(
+        2, chunk_size=120, tools={"broken": {"import_path": "tests.support.nothing_here:nope"}}
+    )
+    write(served.path, broken)
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await served.reload()
+    err = rich_error(exc.value)
+    assert err.reason == "CONFIG_INVALID" and err.fields == ["tools.broken.import_path"]
+    assert await served.variant() == 1
+    status = (
+        await ingestion.GetIndexStatus(
+            ingestion_pb2.GetIndexStatusRequest(index_name="docs"), metadata=auth("admin")
+        )
+    ).status
+    assert not status.rebuild_pending and not status.HasField("running_operation")
+    ops = await ingestion.ListOperations(
+        ingestion_pb2.ListOperationsRequest(index_name="docs"), metadata=auth("admin")
+    )
+    assert len(ops.operations) == 1  # only the start-up run
+    # The same change without the broken tool applies, as a first change.
+    write(served.path, served.cfg(2, chunk_size=120))
+    r = await served.reload()
+    assert r.generation == 2 and list(r.reingest_indexes) == ["docs"]

@@ -42,6 +42,7 @@ def config(
     keys: tuple[str, ...] = ("admin", "client", "temp", "reader"),
     chunk_size: int = 800,
     docs: int = 8,
+    store: dict[str, object] | None = None,
     **overrides: object,
 ) -> dict[str, object]:
     """Configuration variant `variant` (0..3), each changing several keys together."""
@@ -76,6 +77,8 @@ def config(
             }
         },
     }
+    if store:
+        cfg["store"] = store
     cfg.update(overrides)
     return cfg
 

@@ -200,6 +200,10 @@ def test_refusals_name_keys_and_never_paths(tmp_path: Path) -> None:
         ConfigError("cannot read configuration file: Permission denied"), path
     )
     assert [v.field for v in unreadable] == ["<file>"]
+    keyed = violations_of(ConfigError("store.dsn: the referenced secret is unset or empty"), path)
+    assert [(v.field, v.description) for v in keyed] == [
+        ("store.dsn", "the referenced secret is unset or empty")
+    ]
     refused = config_invalid(violations)
     assert refused.reason == "CONFIG_INVALID" and "retrieval.default_top_k" in refused.message
     restart = restart_required(["store", "server.address"])

@@ -107,6 +107,8 @@ _STARTUP_STRATEGIES = frozenset(
     {IngestionStrategy.ON_STARTUP, IngestionStrategy.BACKGROUND_ON_STARTUP}
 )
 _VIOLATION = re.compile(r"^\s{2}(\S[^:]*): (.*)$")
+# A single-line error of a factory, "section.key: what is wrong".
+_KEYED = re.compile(r"^([A-Za-z_][\w-]*(?:\.[\w-]+)+): (.*)$")
 _PATHLIKE = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*:)?//?[^\s'\"]+(?:/[^\s'\"]*)*")
 _MAX_DESCRIPTION = 240
 
@@ -191,6 +193,8 @@ def violations_of(error: ConfigError, path: Path) -> list[FieldViolation]:
         m = _VIOLATION.match(line)
         if m:
             out.append(FieldViolation(m.group(1), _scrub(m.group(2), path)))
+    if not out and lines and (m := _KEYED.match(lines[0])):
+        out.append(FieldViolation(m.group(1), _scrub(m.group(2), path)))
     if not out:
         out.append(FieldViolation("<file>", _scrub(lines[0] if lines else "invalid", path)))
     return out
