@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import inspect
 import logging
 import re
 import time
@@ -127,6 +128,23 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
 
             return grpc.unary_unary_rpc_method_handler(
                 unary_unary,
+                request_deserializer=deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None and not inspect.isasyncgenfunction(
+            handler.unary_stream
+        ):
+            # A stream written with context.write() (grpc.health.v1 Watch), not yielded.
+            inner_uw: Any = handler.unary_stream
+
+            async def unary_stream_writer(
+                request: Any, context: grpc.aio.ServicerContext[Any, Any]
+            ) -> None:
+                async with self._scope(method, metadata, request, context):
+                    await inner_uw(request, context)
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_stream_writer,
                 request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
