@@ -25,6 +25,7 @@ from grpc_health.v1 import health_pb2
 
 from groundwire.app.config import load_config, parse_config
 from groundwire.app.lifecycle import RunningApp, start_app
+from groundwire.app.reload_cli import reload as reload_command
 from groundwire_client.v1 import (
     admin_pb2,
     admin_pb2_grpc,
@@ -37,6 +38,7 @@ from groundwire_client.v1 import (
 from tests.support.embedders import ControlledEmbedder
 from tests.support.errors import rich_error
 from tests.support.reload_probe import (
+    KEYS,
     VARIANTS,
     auth,
     config,
@@ -515,3 +517,14 @@ async def test_health_watch_streams_through_the_interceptor(served: Served) -> N
     assert isinstance(first, health_pb2.HealthCheckResponse)
     assert first.status == health_pb2.HealthCheckResponse.SERVING
     watch.cancel()
+
+
+async def test_the_reload_command(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    write(served.path, served.cfg(2))
+    assert await reload_command(served.target, api_key=KEYS["admin"]) == 0
+    out = capsys.readouterr().out
+    assert "applied: generation 2" in out and "agents, retrieval" in out
+    write(served.path, served.cfg(2, server={"reflection": False}))
+    assert await reload_command(served.target, api_key=KEYS["admin"], validate_only=True) == 2
+    err = capsys.readouterr().err
+    assert "CONFIG_RESTART_REQUIRED" in err and "server.reflection" in err

@@ -74,6 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     ingest.add_argument("index")
     ingest.add_argument("--address", default="127.0.0.1:50051")
     ingest.add_argument("--api-key-env", help="environment variable holding an API key")
+    reload = sub.add_parser(
+        "reload", help="reload a running server's configuration file (like SIGHUP)"
+    )
+    reload.add_argument("--address", default="127.0.0.1:50051")
+    reload.add_argument("--api-key-env", help="environment variable holding a 'manage' API key")
+    reload.add_argument(
+        "--validate-only", action="store_true", help="check the file, apply nothing"
+    )
     keys = sub.add_parser("keys", help="API key utilities")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="print a new API key and its config entry")
@@ -106,6 +114,13 @@ def main(argv: list[str] | None = None) -> int:
 
         api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
         return run(args.address, args.index, api_key)
+    if args.command == "reload":
+        import os
+
+        from groundwire.app.reload_cli import run as run_reload
+
+        api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+        return run_reload(args.address, api_key, args.validate_only)
     try:
         if args.command == "check-config":
             load_config(args.config)
