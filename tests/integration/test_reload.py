@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -49,6 +50,7 @@ from tests.support.reload_probe import (
     write,
 )
 from tests.support.servers import ServerProcess, free_port, health_stub, serving
+from tests.support.tls import make_pki
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -528,3 +530,65 @@ async def test_the_reload_command(served: Served, capsys: pytest.CaptureFixture[
     assert await reload_command(served.target, api_key=KEYS["admin"], validate_only=True) == 2
     err = capsys.readouterr().err
     assert "CONFIG_RESTART_REQUIRED" in err and "server.reflection" in err
+
+
+async def test_tls_certificates_rotate_on_reload_and_bad_ones_are_refused(
+    tmp_path: Path,
+) -> None:
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+    first, second = make_pki(tmp_path / "first"), make_pki(tmp_path / "second")
+    live = tmp_path / "live"
+    live.mkdir()
+    cert, key = live / "server.pem", live / "server.key"
+    shutil.copy(first.server_cert, cert)
+    shutil.copy(first.server_key, key)
+    tls = {"cert_file": str(cert), "key_file": str(key)}
+    path = tmp_path / "groundwire.toml"
+    write(path, config(1, server={"tls": tls}))
+    app = await start_app(load_config(path), "127.0.0.1:0", config_path=path)
+
+    async def check(pki: Any) -> None:
+        creds = grpc.ssl_channel_credentials(root_certificates=pki.ca_cert.read_bytes())
+        async with grpc.aio.secure_channel(f"localhost:{app.port}", creds) as ch:
+            await health_stub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
+
+    async def reload(ch: grpc.aio.Channel) -> admin_pb2.ReloadConfigurationResponse:
+        r: admin_pb2.ReloadConfigurationResponse = await admin_pb2_grpc.AdminServiceStub(
+            ch
+        ).ReloadConfiguration(
+            admin_pb2.ReloadConfigurationRequest(), metadata=auth("admin"), timeout=30
+        )
+        return r
+
+    try:
+        await app.wait_ready()
+        await check(first)
+        # Renewed files at the same paths (as cert-manager writes them), then reload.
+        shutil.copy(second.server_cert, cert)
+        shutil.copy(second.server_key, key)
+        creds = grpc.ssl_channel_credentials(root_certificates=first.ca_cert.read_bytes())
+        async with grpc.aio.secure_channel(f"localhost:{app.port}", creds) as ch:
+            r = await reload(ch)
+            assert r.applied and list(r.changed_sections) == []
+        await check(second)
+        with pytest.raises(grpc.aio.AioRpcError):
+            await check(first)
+        # A key that does not match the certificate: refused, the old pair serves on.
+        shutil.copy(first.server_key, key)
+        creds = grpc.ssl_channel_credentials(root_certificates=second.ca_cert.read_bytes())
+        async with grpc.aio.secure_channel(f"localhost:{app.port}", creds) as ch:
+            with pytest.raises(grpc.aio.AioRpcError) as exc:
+                await reload(ch)
+            err = rich_error(exc.value)
+            assert err.reason == "CONFIG_INVALID" and err.fields == ["server.tls.cert_file"]
+            assert str(live) not in err.message
+            await check(second)
+            # Turning TLS off needs a restart.
+            write(path, config(1))
+            with pytest.raises(grpc.aio.AioRpcError) as exc:
+                await reload(ch)
+            err = rich_error(exc.value)
+            assert err.reason == "CONFIG_RESTART_REQUIRED" and err.fields == ["server.tls"]
+    finally:
+        await app.stop(0)

@@ -119,6 +119,7 @@ def test_changed_sections_are_the_top_level_keys_that_differ() -> None:
         ({"server": {"page_token_key": {"env": "PTK"}}}, ["server.page_token_key"]),
         ({"store": {"hnsw_m": 8}}, ["store"]),
         ({"metrics": {"enabled": True}}, ["metrics"]),
+        ({"server": {"tls": {"cert_file": "c.pem", "key_file": "k.pem"}}}, ["server.tls"]),
         # Live: not restart keys.
         ({"server": {"grace_period_seconds": 1.0}}, []),
         ({"logging": {"level": "DEBUG"}}, []),
@@ -130,6 +131,19 @@ def test_restart_keys(overrides: dict[str, object], keys: list[str]) -> None:
     b = parse_config(base_config(**overrides))
     assert restart_keys(a, b) == keys
     assert set(keys) <= set(RESTART_ONLY)
+
+
+def test_new_certificate_files_are_live_but_mutual_tls_on_or_off_is_not() -> None:
+    def tls(**extra: str) -> dict[str, object]:
+        return {"tls": {"cert_file": "a.pem", "key_file": "a.key", **extra}}
+
+    a = parse_config(base_config(server=tls()))
+    moved = parse_config(
+        base_config(server={"tls": {"cert_file": "b/a.pem", "key_file": "b/a.key"}})
+    )
+    mutual = parse_config(base_config(server=tls(client_ca_file="ca.pem")))
+    assert restart_keys(a, moved) == []
+    assert restart_keys(a, mutual) == ["server.tls.client_ca_file"]
 
 
 def test_an_overridden_address_is_not_the_files_to_change() -> None:

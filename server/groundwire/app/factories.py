@@ -9,8 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
-import grpc
-
 from groundwire.agents.registry import AgentLimits, AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
 from groundwire.api.auth import AuthPolicy
@@ -309,17 +307,3 @@ def page_tokens(cfg: GroundwireConfig) -> PageTokens:
             f"{MIN_PAGE_TOKEN_KEY_CHARS} characters"
         )
     return PageTokens(secret)
-
-
-def server_credentials(cfg: GroundwireConfig) -> grpc.ServerCredentials | None:
-    tls = cfg.server.tls
-    if tls is None:
-        return None
-    try:
-        cert, key = tls.cert_file.read_bytes(), tls.key_file.read_bytes()
-        ca = tls.client_ca_file.read_bytes() if tls.client_ca_file else None
-    except OSError:
-        raise ConfigError("server.tls: cannot read the certificate, key or CA file") from None
-    return grpc.ssl_server_credentials(
-        [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
-    )

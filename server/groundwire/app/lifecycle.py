@@ -18,10 +18,10 @@ from groundwire.app.factories import (
     auth_policy,
     build_components,
     page_tokens,
-    server_credentials,
 )
 from groundwire.app.reload import Reloader
 from groundwire.app.telemetry import install_metrics
+from groundwire.app.tls import server_tls
 from groundwire.domain.reload import ReloadReport
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.manager import IngestionManager
@@ -76,6 +76,7 @@ async def start_app(
     if cfg.metrics.enabled:
         install_metrics(cfg.metrics.address)
     tokens = page_tokens(cfg)  # before building, so a bad key leaves nothing open
+    tls = server_tls(cfg)  # likewise for unusable certificates
     components = await build_components(cfg)
     # Health exists before the server, so the manager can report readiness to it.
     health = Health()
@@ -118,7 +119,7 @@ async def start_app(
         max_message_bytes=cfg.server.max_message_bytes,
         max_concurrent_rpcs=cfg.server.max_concurrent_rpcs,
         extra_health_names=[index_health_name(h.name) for h in handles],
-        credentials=server_credentials(cfg),
+        credentials=tls.credentials() if tls is not None else None,
         health_status=health,
         snapshots=snapshots,
     )
@@ -136,6 +137,7 @@ async def start_app(
         health=health,
         page_tokens=tokens,
         address_overridden=address is not None,
+        tls=tls,
     )
     app_ref.append(app)
     await manager.start_background()

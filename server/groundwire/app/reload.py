@@ -8,7 +8,7 @@ previous snapshot". Here the whole configuration file is that delegate:
    start-up). Invalid: CONFIG_INVALID naming every offending key; nothing changed.
 2. Keys only a restart can apply (RESTART_ONLY) are compared with the running
    configuration. Changed: CONFIG_RESTART_REQUIRED naming them; nothing changed
-   (never half-applied).
+   (never half-applied). TLS certificate files are re-read and checked (app/tls.py).
 3. Everything the request path reads is built anew by the start-up factories
    (`build_components`), reusing the open store, the embedders whose
    configuration and secrets did not change, and the index handles that did not
@@ -17,7 +17,8 @@ previous snapshot". Here the whole configuration file is that delegate:
    rebuilt. A build failure rolls the store's index specs back and changes
    nothing.
 4. One new immutable `ServingSnapshot` (api/snapshot.py) is swapped in with one
-   assignment; calls already running finish on theirs. The retired snapshot's
+   assignment; calls already running finish on theirs. New TLS handshakes use
+   the re-read certificates. The retired snapshot's
    providers are closed once its last call ended.
 5. An index whose ingestion inputs changed (chunking, embedding model, sources,
    ...) is scheduled as a start-up change is: ON_STARTUP and
@@ -53,6 +54,7 @@ from groundwire.app.config import GroundwireConfig, SecretRef, load_config
 from groundwire.app.config_base import ConfigError
 from groundwire.app.factories import Components, auth_policy, build_components, build_embedder
 from groundwire.app.logs import configure_logging
+from groundwire.app.tls import RotatingTls, load_certificates
 from groundwire.domain.errors import FieldViolation, GroundwireError
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import OperationTrigger
@@ -84,7 +86,10 @@ RELOAD_DURATION = _meter.create_histogram(
 # refused as a whole.
 RESTART_ONLY: dict[str, str] = {
     "server.address": "the listening socket is bound once",
-    "server.tls": "credentials are bound to the listening port",
+    # New certificate, key and CA files (or renewed ones at the same paths) are
+    # live (app/tls.py); turning TLS or mutual TLS on or off rebinds the port.
+    "server.tls": "TLS on or off is how the port was bound",
+    "server.tls.client_ca_file": "mutual TLS on or off is how the port was bound",
     "server.reflection": "reflection is registered before the server starts",
     "server.max_message_bytes": "a channel option of the bound server",
     "server.max_concurrent_rpcs": "a limit of the bound server",
@@ -135,9 +140,18 @@ def restart_keys(
     for key in RESTART_ONLY:
         if key == "server.address" and address_overridden:
             continue
-        if _lookup(old, key) != _lookup(new, key):
+        if _restart_value(old, key) != _restart_value(new, key):
             out.append(key)
     return out
+
+
+def _restart_value(cfg: GroundwireConfig, key: str) -> object:
+    tls = cfg.server.tls
+    if key == "server.tls":
+        return tls is not None
+    if key == "server.tls.client_ca_file":
+        return tls is not None and tls.client_ca_file is not None
+    return _lookup(cfg, key)
 
 
 def _lookup(cfg: BaseModel, dotted: str) -> object:
@@ -220,6 +234,7 @@ class Reloader:
         health: Health,
         page_tokens: PageTokens,
         address_overridden: bool,
+        tls: RotatingTls | None = None,
     ) -> None:
         self._path = path
         self._app = app
@@ -228,6 +243,7 @@ class Reloader:
         self._health = health
         self._page_tokens = page_tokens
         self._address_overridden = address_overridden
+        self._tls = tls
         self._lock = asyncio.Lock()
         self._retiring: list[asyncio.Task[None]] = []
         self._retired: list[ServingSnapshot] = []
@@ -297,6 +313,13 @@ class Reloader:
         restart = restart_keys(old.config, cfg, address_overridden=self._address_overridden)
         if restart:
             raise restart_required(restart)
+        certificates = None
+        if self._tls is not None and cfg.server.tls is not None:
+            # Re-read on every reload: renewed files at the same paths rotate too.
+            try:
+                certificates = await asyncio.to_thread(load_certificates, cfg.server.tls)
+            except ConfigError as exc:
+                raise config_invalid(violations_of(exc, self._path)) from None
         if validate_only:
             return ReloadReport(self.generation, changed, (), applied=False)
         new, digests = await self._build(cfg, old)
@@ -306,6 +329,8 @@ class Reloader:
             if reingest_needed(_handle(old.catalog, h.name), h)
         )
         await self._swap(new, old)
+        if self._tls is not None and certificates is not None:
+            self._tls.stage(certificates)
         self._digests = digests
         await self._schedule(new.catalog, reingest)
         return ReloadReport(self.generation, changed, reingest, applied=True)
