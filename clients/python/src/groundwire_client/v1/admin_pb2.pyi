@@ -54,28 +54,31 @@ class ReloadConfigurationResponse(_message.Message):
     APPLIED_FIELD_NUMBER: _builtins.int
     generation: _builtins.int
     """Output only. The configuration generation now serving: 1 for the one the
-    server started with, incremented by every reload that changed something.
-    Unchanged when nothing changed or validate_only was set.
+    server started with, incremented by every applied reload (also one whose
+    file is unchanged: referenced secrets and TLS certificate files are read
+    again). Unchanged with validate_only.
     """
     applied: _builtins.bool
-    """Output only. Whether the new configuration was swapped in (false when
-    validate_only was set or nothing changed).
+    """Output only. Whether the new configuration was swapped in (false exactly
+    when validate_only was set).
     """
     @_builtins.property
     def changed_sections(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Output only. Top-level configuration sections that differ from the
-        previous generation (for example "agents", "retrieval", "auth"), sorted;
+        running generation (for example "agents", "retrieval", "auth"), sorted;
         empty when the file changed nothing.
         """
 
     @_builtins.property
     def reingest_indexes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Output only. Indexes whose configuration changed in a way that needs
-        their documents ingested again (chunking, embedding model, sources). An
-        index with the ON_STARTUP or BACKGROUND_ON_STARTUP strategy gets an
-        ingestion operation started (it keeps serving its published version
-        meanwhile); the others report rebuild_pending in GetIndexStatus until one
-        is started, as after a restart. Sorted.
+        their documents ingested again (chunking, embedding model, sources,
+        tenant, metadata), and indexes the reload added. An index with the
+        ON_STARTUP or BACKGROUND_ON_STARTUP strategy gets an ingestion operation
+        started (trigger OPERATION_TRIGGER_RELOAD; it keeps serving its published
+        version meanwhile); the others report rebuild_pending in GetIndexStatus
+        until one is started, as after a restart. Not computed with
+        validate_only (empty). Sorted.
         """
 
     def __init__(
