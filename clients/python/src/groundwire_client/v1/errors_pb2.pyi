@@ -184,7 +184,7 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """
     ERROR_REASON_CONFIG_RESTART_REQUIRED: _ErrorReason.ValueType  # 401
     """FAILED_PRECONDITION: a configuration reload changes keys that only a
-    restart can apply (the listen address, TLS files, the store, ...); the
+    restart can apply (the listen address, TLS on or off, the store, ...); the
     violations name them. Nothing changed.
     """
     ERROR_REASON_RELOAD_UNAVAILABLE: _ErrorReason.ValueType  # 402
@@ -353,7 +353,7 @@ changed.
 """
 ERROR_REASON_CONFIG_RESTART_REQUIRED: ErrorReason.ValueType  # 401
 """FAILED_PRECONDITION: a configuration reload changes keys that only a
-restart can apply (the listen address, TLS files, the store, ...); the
+restart can apply (the listen address, TLS on or off, the store, ...); the
 violations name them. Nothing changed.
 """
 ERROR_REASON_RELOAD_UNAVAILABLE: ErrorReason.ValueType  # 402
