@@ -592,3 +592,23 @@ async def test_tls_certificates_rotate_on_reload_and_bad_ones_are_refused(
             assert err.reason == "CONFIG_RESTART_REQUIRED" and err.fields == ["server.tls"]
     finally:
         await app.stop(0)
+
+
+async def test_a_call_in_flight_during_a_reload_finishes_on_its_own_snapshot(
+    served: Served,
+) -> None:
+    # Hold one call inside its query embedding, reload, then let it finish.
+    gate = ControlledEmbedder(gated=True)
+    served.app.components.catalog.get("docs").embedder = gate
+    in_flight = asyncio.ensure_future(
+        served.retriever.Retrieve(retrieve_request(), metadata=auth("client"), timeout=30)
+    )
+    await asyncio.wait_for(gate.entered.wait(), 10)
+    write(served.path, served.cfg(2))
+    r = await served.reload()
+    assert r.applied and r.generation == 2
+    # New calls run on generation 2 (whose index handle is not gated).
+    assert await served.variant() == 2
+    assert not in_flight.done()
+    gate.release.set()
+    assert retrieve_variant(await asyncio.wait_for(in_flight, 10)) == 1
