@@ -612,3 +612,42 @@ async def test_a_call_in_flight_during_a_reload_finishes_on_its_own_snapshot(
     assert not in_flight.done()
     gate.release.set()
     assert retrieve_variant(await asyncio.wait_for(in_flight, 10)) == 1
+
+
+@pytest.mark.parametrize("served", ["postgres"], indirect=True)
+async def test_an_embedder_change_rebuilds_the_index_with_the_new_model(served: Served) -> None:
+    ingestion = ingestion_pb2_grpc.IngestionManagerServiceStub(served.channel)
+    write(served.path, served.cfg(1, embedders={"hash": {"kind": "hashing", "dimensions": 128}}))
+    r = await served.reload()
+    assert list(r.changed_sections) == ["embedders"] and list(r.reingest_indexes) == ["docs"]
+    deadline = time.monotonic() + 20
+    while True:
+        status = (
+            await ingestion.GetIndexStatus(
+                ingestion_pb2.GetIndexStatusRequest(index_name="docs"), metadata=auth("admin")
+            )
+        ).status
+        if not status.rebuild_pending and not status.HasField("running_operation"):
+            break
+        assert time.monotonic() < deadline, "re-ingestion did not finish"
+        await asyncio.sleep(0.05)
+    assert status.last_operation.state == ingestion_pb2.OPERATION_STATE_SUCCEEDED
+    assert status.last_operation.rebuild
+    # Hybrid retrieval embeds the query with the new model against the new vectors.
+    assert await served.variant() == 1
+
+
+async def test_the_memory_store_refuses_new_dimensions_next_to_stored_vectors(
+    served: Served,
+) -> None:
+    write(served.path, served.cfg(2, embedders={"hash": {"kind": "hashing", "dimensions": 128}}))
+    with pytest.raises(grpc.aio.AioRpcError) as exc:
+        await served.reload()
+    err = rich_error(exc.value)
+    assert err.reason == "CONFIG_RESTART_REQUIRED" and err.fields == ["indexes.docs.embedder"]
+    # Nothing applied, and the store serves the old vectors as before.
+    assert await served.variant() == 1
+    write(served.path, served.cfg(2))
+    r = await served.reload()
+    assert r.generation == 2 and list(r.reingest_indexes) == []
+    assert await served.variant() == 2

@@ -56,7 +56,7 @@ from groundwire.app.factories import Components, auth_policy, build_components, 
 from groundwire.app.logs import configure_logging
 from groundwire.app.tls import RotatingTls, load_certificates
 from groundwire.domain.errors import FieldViolation, GroundwireError
-from groundwire.domain.indexes import IngestionStrategy
+from groundwire.domain.indexes import IngestionStrategy, StoreKind
 from groundwire.domain.operations import OperationTrigger
 from groundwire.domain.reload import (
     ReloadReport,
@@ -323,6 +323,11 @@ class Reloader:
         if validate_only:
             return ReloadReport(self.generation, changed, (), applied=False)
         new, digests = await self._build(cfg, old)
+        stuck = await _vectors_kept_in_memory(old, new)
+        if stuck:
+            await self._roll_back(old, ())
+            await _close_unshared(new, old)
+            raise restart_required(stuck)
         reingest = tuple(
             h.name
             for h in new.catalog.handles()
@@ -351,7 +356,8 @@ class Reloader:
                 ):
                     embedders[name] = old.embedders[name]
                 else:
-                    embedders[name] = build_embedder(e)
+                    # A local model loads for a while: off the event loop serving calls.
+                    embedders[name] = await asyncio.to_thread(build_embedder, e)
                     built.append(embedders[name])
             new = await build_components(
                 cfg, store=old.store, reuse_embedders=embedders, previous_catalog=old.catalog
@@ -446,21 +452,42 @@ class Reloader:
         for earlier in [s for s in self._retired if s.generation <= snapshot.generation]:
             await self._snapshots.drained(earlier)
         self._retired = [s for s in self._retired if s.generation > snapshot.generation]
-        keep = {id(e) for e in new.embedders.values()}
-        for embedder in old.embedders.values():
-            if id(embedder) not in keep:
-                await _close_quietly(embedder.aclose())
-        if old.reranking is not new.reranking:
-            await _close_quietly(old.reranking.aclose())
-        models = {id(new.agents.get(a).model) for a in new.agents.ids()}
-        for agent_id in old.agents.ids():
-            model = old.agents.get(agent_id).model
-            if id(model) not in models:
-                await _close_quietly(model.aclose())
+        await _close_unshared(old, new)
 
     async def aclose(self) -> None:
         """Finish retiring old generations (the server has stopped: none has calls)."""
         await asyncio.gather(*self._retiring, return_exceptions=True)
+
+
+async def _vectors_kept_in_memory(old: Components, new: Components) -> list[str]:
+    """The in-memory store keeps one vector matrix per index, so it cannot stage a
+    rebuild with vectors of another dimension next to the published ones: such a
+    change needs a restart there (which starts empty and ingests afresh)."""
+    if new.config.store.kind != StoreKind.MEMORY:
+        return []
+    out = []
+    for handle in new.catalog.handles():
+        before = _handle(old.catalog, handle.name)
+        if before is None or before.spec.dimensions == handle.spec.dimensions:
+            continue
+        if (await new.store.index_state(handle.name)).chunk_count:
+            out.append(f"indexes.{handle.name}.embedder")
+    return out
+
+
+async def _close_unshared(gone: Components, kept: Components) -> None:
+    """Close the providers of `gone` that `kept` does not use (never the store)."""
+    keep = {id(e) for e in kept.embedders.values()}
+    for embedder in gone.embedders.values():
+        if id(embedder) not in keep:
+            await _close_quietly(embedder.aclose())
+    if gone.reranking is not kept.reranking:
+        await _close_quietly(gone.reranking.aclose())
+    models = {id(kept.agents.get(a).model) for a in kept.agents.ids()}
+    for agent_id in gone.agents.ids():
+        model = gone.agents.get(agent_id).model
+        if id(model) not in models:
+            await _close_quietly(model.aclose())
 
 
 def _handle(catalog: IndexCatalog, name: str) -> IndexHandle | None:
