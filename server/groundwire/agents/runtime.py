@@ -16,6 +16,7 @@ answer).
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -46,10 +47,13 @@ from groundwire.domain.citations import extract_citations
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.grounding import framework_rules
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER, Action, validate_mode
+from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
 from groundwire.domain.retrieval import RankedResult, Scope
 from groundwire.instruments import EXECUTIONS
 from groundwire.reranking.stage import RerankingStage
 from groundwire.retrieval.engine import Retriever
+
+_log = logging.getLogger("groundwire.agents")
 
 # Callers import the execution input from here, next to the runtime that takes it.
 __all__ = ["AgentRuntime", "rag_metadata"]
@@ -58,8 +62,14 @@ __all__ = ["AgentRuntime", "rag_metadata"]
 class AgentRuntime:
     """Runs agents against the retrieval engine, the reranking stage and models."""
 
-    def __init__(self, retriever: Retriever, stage: RerankingStage) -> None:
+    def __init__(
+        self,
+        retriever: Retriever,
+        stage: RerankingStage,
+        previews: ContentPreviews = PREVIEWS_OFF,
+    ) -> None:
         self._pipeline = RagPipeline(retriever, stage)
+        self._previews = previews
 
     async def execute(
         self, agent: AgentDefinition, inp: ExecutionInput
@@ -175,6 +185,10 @@ class AgentRuntime:
                 "no accepted context and the agent's no-context behavior is FAIL",
             )
         selected = outcome.selected
+        if self._previews.enabled and _log.isEnabledFor(logging.DEBUG):
+            # The evidence the model gets (opt-in, redacted, bounded: domain/redaction.py).
+            fields = self._previews.fields(inp.message, (r.hit.content for r in selected))
+            _log.debug("agent context preview", extra={"agent": agent.id, **(fields or {})})
         rules = framework_rules(rag.mode, bool(selected))
         messages = assemble_messages(agent, rag, rules, inp, selected)
         async for event in run_model_loop(agent, messages, agent.tools, result):

@@ -230,7 +230,10 @@ async def build_components(
         name: reuse[name] if name in reuse else build_embedder(e)
         for name, e in cfg.embedders.items()
     }
-    stage = RerankingStage(metrics=RerankingMetrics(), environment=cfg.reranking.environment)
+    previews = cfg.logging.previews.policy()
+    stage = RerankingStage(
+        metrics=RerankingMetrics(), environment=cfg.reranking.environment, previews=previews
+    )
     try:
         reranking = build_reranking_service(cfg.reranking, cfg.rerankers, embedders, stage=stage)
     except ValueError as exc:
@@ -249,7 +252,7 @@ async def build_components(
         r.max_lexical_terms,
     )
     fusion = FusionSettings(r.rrf_k, r.semantic_weight, r.lexical_weight)
-    retriever = Retriever(catalog, limits, fusion)
+    retriever = Retriever(catalog, limits, fusion, previews)
     agents = AgentRegistry(
         build_agents(
             cfg.agents,
@@ -264,7 +267,7 @@ async def build_components(
             limits.max_query_chars,
         ),
     )
-    runtime = AgentRuntime(retriever, stage)
+    runtime = AgentRuntime(retriever, stage, previews)
     admission = build_admission(cfg.limits, cfg.agent_limits.max_concurrent_executions)
     return Components(
         cfg,
