@@ -651,3 +651,22 @@ async def test_the_memory_store_refuses_new_dimensions_next_to_stored_vectors(
     r = await served.reload()
     assert r.generation == 2 and list(r.reingest_indexes) == []
     assert await served.variant() == 2
+
+
+async def test_a_caller_giving_up_does_not_stop_a_reload_half_way(served: Served) -> None:
+    reloader = served.app.reloader
+    assert reloader is not None
+    write(served.path, served.cfg(2))
+    caller = asyncio.create_task(reloader.reload())
+    await asyncio.sleep(0)  # inside the reload: reading the file off the loop
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    deadline = time.monotonic() + 10
+    while reloader.generation != 2:
+        assert time.monotonic() < deadline, "the reload stopped with its caller"
+        await asyncio.sleep(0.01)
+    assert await served.variant() == 2
+    # The swap completed entirely: the running configuration is the file's.
+    check = await served.reload(validate_only=True)
+    assert check.generation == 2 and list(check.changed_sections) == []

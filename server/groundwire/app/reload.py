@@ -259,7 +259,11 @@ class Reloader:
 
     async def reload(self, validate_only: bool = False) -> ReloadReport:
         """Validate the file and, unless `validate_only`, swap it in; raises a
-        GroundwireError (and changes nothing) when it cannot."""
+        GroundwireError (and changes nothing) when it cannot. A caller that goes
+        away (cancelled, deadline passed) does not stop a reload half-way."""
+        return await asyncio.shield(self._serialized(validate_only))
+
+    async def _serialized(self, validate_only: bool) -> ReloadReport:
         started = time.perf_counter()
         async with self._lock:
             try:
