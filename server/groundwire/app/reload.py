@@ -459,8 +459,10 @@ class Reloader:
         await _close_unshared(old, new)
 
     async def aclose(self) -> None:
-        """Finish retiring old generations (the server has stopped: none has calls)."""
-        await asyncio.gather(*self._retiring, return_exceptions=True)
+        """Let a reload in progress end, then finish retiring old generations (the
+        server has stopped: none has calls)."""
+        async with self._lock:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
 
 
 async def _vectors_kept_in_memory(old: Components, new: Components) -> list[str]:
