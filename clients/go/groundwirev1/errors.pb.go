@@ -175,6 +175,17 @@ const (
 	ErrorReason_ERROR_REASON_STORE_DATA_REJECTED ErrorReason = 304
 	// INTERNAL: an unexpected database error.
 	ErrorReason_ERROR_REASON_STORE_ERROR ErrorReason = 305
+	// FAILED_PRECONDITION: a configuration reload found the file invalid (or
+	// unreadable); BadRequest field violations name every offending key. Nothing
+	// changed.
+	ErrorReason_ERROR_REASON_CONFIG_INVALID ErrorReason = 400
+	// FAILED_PRECONDITION: a configuration reload changes keys that only a
+	// restart can apply (the listen address, TLS on or off, the store, ...); the
+	// violations name them. Nothing changed.
+	ErrorReason_ERROR_REASON_CONFIG_RESTART_REQUIRED ErrorReason = 401
+	// FAILED_PRECONDITION: the server was not started from a configuration file
+	// (the built-in demo), so there is nothing to reload.
+	ErrorReason_ERROR_REASON_RELOAD_UNAVAILABLE ErrorReason = 402
 )
 
 // Enum value maps for ErrorReason.
@@ -237,6 +248,9 @@ var (
 		303: "ERROR_REASON_VERSION_NOT_STAGING",
 		304: "ERROR_REASON_STORE_DATA_REJECTED",
 		305: "ERROR_REASON_STORE_ERROR",
+		400: "ERROR_REASON_CONFIG_INVALID",
+		401: "ERROR_REASON_CONFIG_RESTART_REQUIRED",
+		402: "ERROR_REASON_RELOAD_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                 0,
@@ -296,6 +310,9 @@ var (
 		"ERROR_REASON_VERSION_NOT_STAGING":         303,
 		"ERROR_REASON_STORE_DATA_REJECTED":         304,
 		"ERROR_REASON_STORE_ERROR":                 305,
+		"ERROR_REASON_CONFIG_INVALID":              400,
+		"ERROR_REASON_CONFIG_RESTART_REQUIRED":     401,
+		"ERROR_REASON_RELOAD_UNAVAILABLE":          402,
 	}
 )
 
@@ -330,7 +347,7 @@ var File_groundwire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xe6\x10\n" +
+	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xd9\x11\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\x1f\n" +
@@ -389,7 +406,10 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"&ERROR_REASON_STORE_VERSION_UNSUPPORTED\x10\xae\x02\x12%\n" +
 	" ERROR_REASON_VERSION_NOT_STAGING\x10\xaf\x02\x12%\n" +
 	" ERROR_REASON_STORE_DATA_REJECTED\x10\xb0\x02\x12\x1d\n" +
-	"\x18ERROR_REASON_STORE_ERROR\x10\xb1\x02B\xaf\x01\n" +
+	"\x18ERROR_REASON_STORE_ERROR\x10\xb1\x02\x12 \n" +
+	"\x1bERROR_REASON_CONFIG_INVALID\x10\x90\x03\x12)\n" +
+	"$ERROR_REASON_CONFIG_RESTART_REQUIRED\x10\x91\x03\x12$\n" +
+	"\x1fERROR_REASON_RELOAD_UNAVAILABLE\x10\x92\x03B\xaf\x01\n" +
 	"\x11dev.groundwire.v1B\vErrorsProtoP\x01Z8github.com/groundwire/groundwire/clients/go/groundwirev1\xa2\x02\x03GXX\xaa\x02\rGroundwire.V1\xca\x02\rGroundwire\\V1\xe2\x02\x19Groundwire\\V1\\GPBMetadata\xea\x02\x0eGroundwire::V1b\x06proto3"
 
 var (

@@ -192,6 +192,20 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """INVALID_ARGUMENT: the database rejected the data (for example NUL bytes)."""
     ERROR_REASON_STORE_ERROR: _ErrorReason.ValueType  # 305
     """INTERNAL: an unexpected database error."""
+    ERROR_REASON_CONFIG_INVALID: _ErrorReason.ValueType  # 400
+    """FAILED_PRECONDITION: a configuration reload found the file invalid (or
+    unreadable); BadRequest field violations name every offending key. Nothing
+    changed.
+    """
+    ERROR_REASON_CONFIG_RESTART_REQUIRED: _ErrorReason.ValueType  # 401
+    """FAILED_PRECONDITION: a configuration reload changes keys that only a
+    restart can apply (the listen address, TLS on or off, the store, ...); the
+    violations name them. Nothing changed.
+    """
+    ERROR_REASON_RELOAD_UNAVAILABLE: _ErrorReason.ValueType  # 402
+    """FAILED_PRECONDITION: the server was not started from a configuration file
+    (the built-in demo), so there is nothing to reload.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The values of google.rpc.ErrorInfo.reason, without the ERROR_REASON_ prefix
@@ -362,4 +376,18 @@ ERROR_REASON_STORE_DATA_REJECTED: ErrorReason.ValueType  # 304
 """INVALID_ARGUMENT: the database rejected the data (for example NUL bytes)."""
 ERROR_REASON_STORE_ERROR: ErrorReason.ValueType  # 305
 """INTERNAL: an unexpected database error."""
+ERROR_REASON_CONFIG_INVALID: ErrorReason.ValueType  # 400
+"""FAILED_PRECONDITION: a configuration reload found the file invalid (or
+unreadable); BadRequest field violations name every offending key. Nothing
+changed.
+"""
+ERROR_REASON_CONFIG_RESTART_REQUIRED: ErrorReason.ValueType  # 401
+"""FAILED_PRECONDITION: a configuration reload changes keys that only a
+restart can apply (the listen address, TLS on or off, the store, ...); the
+violations name them. Nothing changed.
+"""
+ERROR_REASON_RELOAD_UNAVAILABLE: ErrorReason.ValueType  # 402
+"""FAILED_PRECONDITION: the server was not started from a configuration file
+(the built-in demo), so there is nothing to reload.
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

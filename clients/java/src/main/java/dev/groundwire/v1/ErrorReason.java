@@ -500,6 +500,35 @@ public enum ErrorReason
    * <code>ERROR_REASON_STORE_ERROR = 305;</code>
    */
   ERROR_REASON_STORE_ERROR(305),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a configuration reload found the file invalid (or
+   * unreadable); BadRequest field violations name every offending key. Nothing
+   * changed.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CONFIG_INVALID = 400;</code>
+   */
+  ERROR_REASON_CONFIG_INVALID(400),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a configuration reload changes keys that only a
+   * restart can apply (the listen address, TLS on or off, the store, ...); the
+   * violations name them. Nothing changed.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CONFIG_RESTART_REQUIRED = 401;</code>
+   */
+  ERROR_REASON_CONFIG_RESTART_REQUIRED(401),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the server was not started from a configuration file
+   * (the built-in demo), so there is nothing to reload.
+   * </pre>
+   *
+   * <code>ERROR_REASON_RELOAD_UNAVAILABLE = 402;</code>
+   */
+  ERROR_REASON_RELOAD_UNAVAILABLE(402),
   UNRECOGNIZED(-1),
   ;
 
@@ -996,6 +1025,35 @@ public enum ErrorReason
    * <code>ERROR_REASON_STORE_ERROR = 305;</code>
    */
   public static final int ERROR_REASON_STORE_ERROR_VALUE = 305;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a configuration reload found the file invalid (or
+   * unreadable); BadRequest field violations name every offending key. Nothing
+   * changed.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CONFIG_INVALID = 400;</code>
+   */
+  public static final int ERROR_REASON_CONFIG_INVALID_VALUE = 400;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a configuration reload changes keys that only a
+   * restart can apply (the listen address, TLS on or off, the store, ...); the
+   * violations name them. Nothing changed.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CONFIG_RESTART_REQUIRED = 401;</code>
+   */
+  public static final int ERROR_REASON_CONFIG_RESTART_REQUIRED_VALUE = 401;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the server was not started from a configuration file
+   * (the built-in demo), so there is nothing to reload.
+   * </pre>
+   *
+   * <code>ERROR_REASON_RELOAD_UNAVAILABLE = 402;</code>
+   */
+  public static final int ERROR_REASON_RELOAD_UNAVAILABLE_VALUE = 402;
 
 
   public final int getNumber() {
@@ -1079,6 +1137,9 @@ public enum ErrorReason
       case 303: return ERROR_REASON_VERSION_NOT_STAGING;
       case 304: return ERROR_REASON_STORE_DATA_REJECTED;
       case 305: return ERROR_REASON_STORE_ERROR;
+      case 400: return ERROR_REASON_CONFIG_INVALID;
+      case 401: return ERROR_REASON_CONFIG_RESTART_REQUIRED;
+      case 402: return ERROR_REASON_RELOAD_UNAVAILABLE;
       default: return null;
     }
   }
