@@ -18,6 +18,7 @@ from groundwire.api.pagination import (
     listing,
     page_size,
 )
+from groundwire.domain.chunking import ChunkUnit
 from groundwire.domain.errors import invalid
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
@@ -95,15 +96,37 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
     return msg
 
 
+_UNITS = {
+    ChunkUnit.CHARACTERS: ingestion_pb2.CHUNK_UNIT_CHARACTERS,
+    ChunkUnit.TOKENS: ingestion_pb2.CHUNK_UNIT_TOKENS,
+}
+
+
+def describe_chunking(handle: IndexHandle) -> ingestion_pb2.ChunkingDescription:
+    policy = handle.chunk_policy
+    return ingestion_pb2.ChunkingDescription(
+        size=policy.size,
+        overlap=policy.overlap,
+        markdown_sections=policy.markdown_sections,
+        unit=_UNITS[policy.unit],
+        extensions=[
+            ingestion_pb2.ExtensionChunking(
+                extension=ext,
+                size=p.size,
+                overlap=p.overlap,
+                markdown_sections=p.markdown_sections,
+                unit=_UNITS[p.unit],
+            )
+            for ext, p in sorted(handle.chunk_policies.items())
+        ],
+    )
+
+
 def describe_index(handle: IndexHandle) -> ingestion_pb2.IndexDescription:
     msg = ingestion_pb2.IndexDescription(
         name=handle.name,
         description=handle.description,
-        chunking=ingestion_pb2.ChunkingDescription(
-            size=handle.chunk_policy.size,
-            overlap=handle.chunk_policy.overlap,
-            markdown_sections=handle.chunk_policy.markdown_sections,
-        ),
+        chunking=describe_chunking(handle),
         store=handle.store.kind,
         strategy=_STRATEGIES[IngestionStrategy(handle.strategy)],
         schedule=handle.schedule or "",
