@@ -60,7 +60,17 @@ def config(store: dict[str, object]) -> dict[str, Any]:
                 "name": "Analyst",
                 "model": "offline/extractive-v1",
                 "rag": {"index": "reports", "retrieval_mode": "lexical"},
-            }
+            },
+            # A configured range (a TOML table); a request's filter can only narrow it.
+            "recent": {
+                "name": "Recent",
+                "model": "offline/extractive-v1",
+                "rag": {
+                    "index": "reports",
+                    "retrieval_mode": "lexical",
+                    "filter": {"year": {"gte": 2015}},
+                },
+            },
         },
     }
 
@@ -181,14 +191,22 @@ async def test_number_and_timestamp_ranges_in_every_mode(
 
 
 async def test_agent_execution_filter_takes_ranges(client: Client) -> None:
-    def run(cond: Cond) -> ag.ExecuteRequest:
+    def run(cond: Cond, agent: str = "analyst") -> ag.ExecuteRequest:
         return ag.ExecuteRequest(
             input=ag.ExecutionInput(
-                agent_id="analyst",
+                agent_id=agent,
                 message="annual report revenue",
                 filter=common_pb2.MetadataFilter(conditions=[cond]),
             )
         )
+
+    # The agent's configured year >= 2015 and the request's range both hold.
+    narrowed = (
+        await client.agents.Execute(run(published(hi="2024-05-01T00:00:00Z"), "recent"), timeout=30)
+    ).result
+    assert {c.document_id for c in narrowed.rag.context} == {"r2015", "r2020"}
+    widened = (await client.agents.Execute(run(years(hi=2030), "recent"), timeout=30)).result
+    assert {c.document_id for c in widened.rag.context} == {"r2015", "r2020", "r2024"}
 
     result = (await client.agents.Execute(run(years(2019, 2021)), timeout=30)).result
     assert {c.document_id for c in result.rag.context} == {"r2020"}

@@ -9,6 +9,8 @@ from decimal import Decimal
 import pytest
 
 from groundwire.agents.rag_pipeline import merge_filters
+from groundwire.app.config import parse_config
+from groundwire.app.config_base import ConfigError
 from groundwire.domain.metadata_ranges import (
     RangeBound,
     RangeCondition,
@@ -103,3 +105,60 @@ def test_agent_ranges_and_request_ranges_both_apply() -> None:
     )
     assert merged.conditions == {"dept": frozenset({"hr"})}
     assert merged.ranges == {"year": (lo, hi)}
+
+
+def agent_filter(flt: dict[str, object]) -> dict[str, object]:
+    return {
+        "auth": {"mode": "disabled"},
+        "indexes": {"reports": {}},
+        "models": {"offline": {"kind": "offline"}},
+        "agents": {
+            "a": {
+                "name": "A",
+                "model": "offline/extractive-v1",
+                "rag": {"index": "reports", "filter": flt},
+            }
+        },
+    }
+
+
+def test_configured_agent_ranges() -> None:
+    from datetime import UTC, datetime
+
+    cfg = parse_config(
+        agent_filter(
+            {
+                "dept": "hr",
+                "year": {"gte": 2020, "lt": 2025},
+                "at": {"gt": datetime(2024, 1, 1, tzinfo=UTC)},
+                "until": {"lte": "2024-06-30T23:59:59+02:00"},
+            }
+        )
+    )
+    rag = cfg.agents["a"].rag
+    assert rag is not None
+    year = rag.filter["year"]
+    assert not isinstance(year, str | list)
+    cond = year.condition()
+    assert cond.admits("2020") and cond.admits("2024.99") and not cond.admits("2025")
+    at = rag.filter["at"]
+    assert not isinstance(at, str | list)
+    assert at.condition().admits("2024-01-01T00:00:01Z")
+    assert not at.condition().admits("2024-01-01T01:00:00+01:00")
+
+
+@pytest.mark.parametrize(
+    ("flt", "message"),
+    [
+        ({"year": {"gte": 2025, "lt": 2020}}, "agents.a.rag.filter.year.range: Value error, the"),
+        ({"year": {"gt": 1, "gte": 2}}, "at most one of 'gt' and 'gte'"),
+        ({"at": {"lt": "2024-13-01T00:00:00Z"}}, "agents.a.rag.filter.at.range: Value error, lt:"),
+        ({"at": {"gte": 1, "lte": "2024-01-01T00:00:00Z"}}, "both bounds must be numbers"),
+        ({"at": {}}, "a range needs a lower or an upper bound"),
+        ({"at": {"ge": 1}}, "agents.a.rag.filter.at.range.ge"),
+    ],
+)
+def test_configured_agent_range_errors_name_the_key(flt: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(agent_filter(flt))
+    assert message in str(err.value)

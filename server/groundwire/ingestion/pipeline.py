@@ -13,6 +13,7 @@ re-ingests every document into the new version (never a mix).
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import hashlib
 import json
@@ -197,8 +198,13 @@ async def run_ingestion(
             if not report.rebuilt and current is not None and current.content_hash == digest:
                 report.unchanged += 1
                 continue
-            chunks = chunk_document(
-                loaded, handle, item.path.suffix if isinstance(item, FileItem) else None
+            # Token chunking encodes the whole document and every chunk again: CPU
+            # work proportional to its size, done off the event loop.
+            chunks = await asyncio.to_thread(
+                chunk_document,
+                loaded,
+                handle,
+                item.path.suffix if isinstance(item, FileItem) else None,
             )
             if not chunks:
                 report.failed += 1
