@@ -779,3 +779,24 @@ async def test_range_filters_combine_with_equality_tenant_and_each_other(
         assert {h.document_id for h in lex} == expected
         top = (await store.search_lexical(index_name, parse_lexical("common"), k, scope)).hits
         assert len(top) == k and {h.document_id for h in top} <= expected
+
+
+async def test_range_filters_see_documents_added_later(store: Store, index_name: str) -> None:
+    def years(*values: str) -> list[StagedDocument]:
+        return [
+            doc(f"y{v}", ["yearly text"], [vec(1, 0, 0, 0)], metadata={"year": v}) for v in values
+        ]
+
+    scope = Scope(filter=MetadataFilter(ranges={"year": (_range("n", 2001, 2003, True, True),)}))
+
+    async def found() -> set[str]:
+        hits = await store.search_vector(index_name, vec(1, 0, 0, 0), 50, scope)
+        lex = (await store.search_lexical(index_name, parse_lexical("yearly"), 50, scope)).hits
+        assert {h.document_id for h in lex} == {h.document_id for h in hits}
+        return {h.document_id for h in hits}
+
+    await publish(store, index_name, years("2000", "2001", "2003", "2005"))
+    assert await found() == {"y2001", "y2003"}
+    # New values, some inside the range, interleaved with the known ones.
+    await publish(store, index_name, years("1999", "2002.5", "2003.0", "2004", "2e3"))
+    assert await found() == {"y2001", "y2003", "y2002.5", "y2003.0"}

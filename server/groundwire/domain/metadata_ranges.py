@@ -83,6 +83,11 @@ def parse_timestamp(text: str) -> int | None:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+def parse_value(kind: RangeKind, text: str) -> Decimal | int | None:
+    """A metadata value read as `kind` (None if it is not one)."""
+    return parse_number(text) if kind is RangeKind.NUMBER else parse_timestamp(text)
+
+
 def number_bound(value: float) -> Decimal | None:
     """A request's number bound (a double) as the decimal the caller wrote: the
     shortest spelling that round-trips, so a bound of 0.1 equals the value "0.1".
@@ -141,7 +146,7 @@ class RangeCondition:
 
     def parse(self, text: str) -> Decimal | int | None:
         """A metadata value read as this range's kind (None if it is not one)."""
-        return parse_number(text) if self.kind is RangeKind.NUMBER else parse_timestamp(text)
+        return parse_value(self.kind, text)
 
     def admits_value(self, value: Decimal | int) -> bool:
         """Whether an already-parsed value lies within the bounds."""

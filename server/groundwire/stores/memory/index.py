@@ -12,7 +12,7 @@ from decimal import Decimal
 import numpy as np
 import numpy.typing as npt
 
-from groundwire.domain.metadata_ranges import RangeCondition, RangeKind
+from groundwire.domain.metadata_ranges import RangeCondition, RangeKind, parse_value
 from groundwire.domain.retrieval import ChunkHit, MetadataFilter
 from groundwire.domain.scores import Score
 from groundwire.domain.text import index_tokens, phrase_words
@@ -84,8 +84,15 @@ class TenantPart:
         if rows is None:
             rows = self.meta_postings[(key, value)] = []
             self.meta_values.setdefault(key, []).append(value)
+            # Keep the sorted views current by inserting the one new value,
+            # rather than re-reading every value of the key at the next search.
             for kind in RangeKind:
-                self._range_values.pop((key, kind), None)
+                entry = self._range_values.get((key, kind))
+                parsed = None if entry is None else parse_value(kind, value)
+                if entry is not None and parsed is not None:
+                    at = bisect.bisect_right(entry[0], parsed)
+                    entry[0].insert(at, parsed)
+                    entry[1].insert(at, value)
         return rows
 
     def post(self, row: int, terms: Counter[str], metadata: Mapping[str, str]) -> None:
@@ -152,7 +159,7 @@ class TenantPart:
         range's kind never do)."""
         entry = self._range_values.get((key, cond.kind))
         if entry is None:
-            parsed = [(cond.parse(v), v) for v in self.meta_values.get(key, ())]
+            parsed = [(parse_value(cond.kind, v), v) for v in self.meta_values.get(key, ())]
             ordered = sorted(((p, v) for p, v in parsed if p is not None), key=lambda pv: pv[0])
             entry = ([p for p, _ in ordered], [v for _, v in ordered])
             self._range_values[(key, cond.kind)] = entry

@@ -48,8 +48,14 @@ _TIMESTAMP_SQL = (
 )
 
 
-def _value(key_param: str) -> sql.Composable:
-    return sql.SQL("(c.metadata ->> {})").format(sql.Placeholder(key_param))
+def value_sql(
+    kind: RangeKind, value: sql.Composable, name: str, params: dict[str, Any]
+) -> sql.Composable:
+    """`value` (a text expression) read as `kind`: numeric or timestamptz, NULL
+    when it is not of that kind; never an error."""
+    params[f"{name}_pattern"] = NUMBER_PATTERN if kind is RangeKind.NUMBER else TIMESTAMP_PATTERN
+    template = _NUMBER_SQL if kind is RangeKind.NUMBER else _TIMESTAMP_SQL
+    return sql.SQL(template).format(v=value, pattern=sql.Placeholder(f"{name}_pattern"))
 
 
 def _bound_param(kind: RangeKind, bound: RangeBound) -> Any:
@@ -63,14 +69,9 @@ def range_sql(key: str, cond: RangeCondition, name: str, params: dict[str, Any])
     """`cond` on metadata `key` as a predicate on `c` (gw_chunks); parameters are
     added to `params` under names starting with `name`."""
     params[f"{name}_key"] = key
-    v = _value(f"{name}_key")
-    if cond.kind is RangeKind.NUMBER:
-        params[f"{name}_pattern"] = NUMBER_PATTERN
-        template, cast = _NUMBER_SQL, sql.SQL("::numeric")
-    else:
-        params[f"{name}_pattern"] = TIMESTAMP_PATTERN
-        template, cast = _TIMESTAMP_SQL, sql.SQL("::timestamptz")
-    value = sql.SQL(template).format(v=v, pattern=sql.Placeholder(f"{name}_pattern"))
+    v = sql.SQL("(c.metadata ->> {})").format(sql.Placeholder(f"{name}_key"))
+    value = value_sql(cond.kind, v, name, params)
+    cast = sql.SQL("::numeric" if cond.kind is RangeKind.NUMBER else "::timestamptz")
     parts: list[sql.Composable] = []
     for side, bound, strict, loose in (
         ("lo", cond.lower, ">", ">="),
