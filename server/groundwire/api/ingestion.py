@@ -18,7 +18,6 @@ from groundwire.api.pagination import (
     listing,
     page_size,
 )
-from groundwire.domain.chunking import ChunkUnit
 from groundwire.domain.errors import invalid
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
@@ -96,26 +95,21 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
     return msg
 
 
-_UNITS = {
-    ChunkUnit.CHARACTERS: ingestion_pb2.CHUNK_UNIT_CHARACTERS,
-    ChunkUnit.TOKENS: ingestion_pb2.CHUNK_UNIT_TOKENS,
-}
-
-
 def describe_chunking(handle: IndexHandle) -> ingestion_pb2.ChunkingDescription:
     policy = handle.chunk_policy
     return ingestion_pb2.ChunkingDescription(
         size=policy.size,
         overlap=policy.overlap,
         markdown_sections=policy.markdown_sections,
-        unit=_UNITS[policy.unit],
+        # domain ChunkUnit names are the proto value names without the prefix.
+        unit=ingestion_pb2.ChunkUnit.Value(f"CHUNK_UNIT_{policy.unit.name}"),
         extensions=[
             ingestion_pb2.ExtensionChunking(
                 extension=ext,
                 size=p.size,
                 overlap=p.overlap,
                 markdown_sections=p.markdown_sections,
-                unit=_UNITS[p.unit],
+                unit=ingestion_pb2.ChunkUnit.Value(f"CHUNK_UNIT_{p.unit.name}"),
             )
             for ext, p in sorted(handle.chunk_policies.items())
         ],
