@@ -25,7 +25,7 @@ MAX_SEQ = 96
 
 
 def write_corpus(root: Path) -> dict[str, str]:
-    """Eight real abstracts as .txt and four as Markdown; returns name -> text."""
+    """Six real abstracts as .txt and two as Markdown; returns name -> text."""
     if not DATA.is_file():
         pytest.skip("the scifact collection is not available")
     root.mkdir(parents=True, exist_ok=True)
@@ -33,11 +33,11 @@ def write_corpus(root: Path) -> dict[str, str]:
     with DATA.open(encoding="utf-8") as f:
         for line in f:
             rows.append(json.loads(line))
-            if len(rows) == 12:
+            if len(rows) == 8:
                 break
     out = {}
     for i, row in enumerate(rows):
-        if i < 8:
+        if i < 6:
             name, text = f"paper{i:02d}.txt", f"{row['title']}\n\n{row['text']}\n"
         else:
             name = f"paper{i:02d}.md"
@@ -138,8 +138,8 @@ async def test_token_chunked_index_ingests_describes_and_retrieves(
         (".txt", ing.CHUNK_UNIT_TOKENS, 48, 0)
     ]
     done = await c.ingest()
-    assert done.state == ing.OPERATION_STATE_SUCCEEDED and done.counts.ingested == 12
-    assert done.counts.chunks_written > 12 * 2
+    assert done.state == ing.OPERATION_STATE_SUCCEEDED and done.counts.ingested == 8
+    assert done.counts.chunks_written > 8 * 2
     handle = c.app.components.catalog.get("papers")
     counter = handle.tokenizer
     assert counter is not None
@@ -161,6 +161,28 @@ async def test_token_chunked_index_ingests_describes_and_retrieves(
     assert top[0].document_id == name
     hybrid = await c.retrieve(sentence, retriever_pb2.RETRIEVAL_MODE_HYBRID, top_k=3)
     assert hybrid[0].document_id == name
+    # Pushed documents have no file name: plain text takes the .txt policy,
+    # Markdown the .md one (here the default).
+    body = texts["paper00.txt"].split("\n\n", 1)[1]
+    await c.ing.UpsertDocuments(
+        ing.UpsertDocumentsRequest(
+            index_name="papers",
+            documents=[
+                ing.PushedDocument(document_id="pushed-text", text=body),
+                ing.PushedDocument(
+                    document_id="pushed-md",
+                    text=f"# Pushed\n\n{body}",
+                    format=ing.DOCUMENT_FORMAT_MARKDOWN,
+                ),
+            ],
+        )
+    )
+    pushed: dict[str, list[int]] = {"pushed-text": [], "pushed-md": []}
+    for r in await c.retrieve("study results patients cells", top_k=500):
+        if r.document_id in pushed:
+            pushed[r.document_id].append(counter.document_tokens(r.content))
+    assert pushed["pushed-text"] and max(pushed["pushed-text"]) <= 48
+    assert max(pushed["pushed-md"]) > 48 and max(pushed["pushed-md"]) <= MAX_SEQ
     # Nothing was truncated by the embedder.
     assert handle.embedder is not None
     assert getattr(handle.embedder, "truncated_texts", 0) == 0
@@ -178,7 +200,7 @@ async def test_changing_the_policy_schedules_a_rebuild(
         first = await c.ingest()
         assert first.state == ing.OPERATION_STATE_SUCCEEDED and not first.rebuild
         again = await c.ingest()
-        assert again.counts.unchanged == 12 and not (await c.status()).rebuild_pending
+        assert again.counts.unchanged == 8 and not (await c.status()).rebuild_pending
         await c.channel.close()
     # Only the .txt policy changes: the recorded descriptor differs, so the index
     # must be rebuilt, and the rebuild re-chunks every document (never a mix).
@@ -193,7 +215,7 @@ async def test_changing_the_policy_schedules_a_rebuild(
             )
         assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         rebuilt = await c.ingest()
-        assert rebuilt.rebuild and rebuilt.counts.ingested == 12 and rebuilt.counts.unchanged == 0
+        assert rebuilt.rebuild and rebuilt.counts.ingested == 8 and rebuilt.counts.unchanged == 0
         assert not (await c.status()).rebuild_pending
         counter = app.components.catalog.get("papers").tokenizer
         assert counter is not None

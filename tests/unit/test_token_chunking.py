@@ -299,3 +299,30 @@ def test_chunking_config_resolves_extension_policies(local: dict[str, object]) -
         ".txt": ChunkPolicy(64, 16, False, TOKENS),
         ".md": ChunkPolicy(128, 16, True, TOKENS),
     }
+
+
+def test_build_chunker_refuses_what_config_cannot_see() -> None:
+    from groundwire.app.chunking_config import ChunkingConfig
+    from groundwire.app.config import IndexConfig
+    from groundwire.app.factories import build_chunker
+    from groundwire.providers.embeddings.hashing import HashingEmbedder
+
+    tokens = IndexConfig(chunking=ChunkingConfig(unit="tokens", size=64, overlap=8))
+    # An embedder without a tokenizer (a plug-in kind, say) is refused by key.
+    with pytest.raises(ConfigError, match=r"indexes\.docs\.chunking\.unit"):
+        build_chunker("docs", tokens, HashingEmbedder())
+    embedder = LocalOnnxEmbedder(max_seq_length=32, document_prefix="passage: ")
+    # Larger than the model's window (which config cannot know for a model_dir).
+    with pytest.raises(ConfigError, match=r"indexes\.docs\.chunking\.size: 64 tokens exceed"):
+        build_chunker("docs", tokens, embedder)
+    # No room for text after a long task prefix and the special tokens.
+    wordy = LocalOnnxEmbedder(
+        max_seq_length=32, document_prefix="represent this scientific passage for retrieval: "
+    )
+    overhead = token_overhead(wordy.token_counter())
+    assert overhead > 8
+    tiny = IndexConfig(chunking=ChunkingConfig(unit="tokens", size=16, overlap=0))
+    with pytest.raises(ConfigError, match=rf"chunking\.size: .* 8 more than the {overhead} tokens"):
+        build_chunker("docs", tiny, wordy)
+    # Character chunking needs no tokenizer, whatever the embedder.
+    assert build_chunker("docs", IndexConfig(), HashingEmbedder()).tokenizer is None

@@ -157,16 +157,21 @@ def build_chunker(name: str, index: IndexConfig, embedder: EmbeddingProvider | N
         chunker = Chunker(
             index.chunking.default_policy(), index.chunking.extension_policies(), tokenizer
         )
-        if tokenizer is not None:
-            overhead = token_overhead(tokenizer)
-            for policy in chunker.policies():
-                if policy.unit is ChunkUnit.TOKENS and policy.size <= overhead:
-                    raise ValueError(
-                        f"a token size must exceed the {overhead} tokens of the document"
-                        " prefix and special tokens"
-                    )
     except ValueError as exc:
         raise ConfigError(f"indexes.{name}.chunking: {exc}") from None
+    if tokenizer is not None:
+        overhead = token_overhead(tokenizer)
+        keyed = [("size", chunker.default)] + [
+            (f"extensions.{ext}.size", p) for ext, p in sorted(chunker.by_extension.items())
+        ]
+        for key, policy in keyed:
+            # Room for a few tokens of text, so even a single character that
+            # encodes to several tokens always fits.
+            if policy.unit is ChunkUnit.TOKENS and policy.size < overhead + 8:
+                raise ConfigError(
+                    f"indexes.{name}.chunking.{key}: a token size must be at least 8 more"
+                    f" than the {overhead} tokens of the document prefix and special tokens"
+                )
     return chunker
 
 
