@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import math
+from decimal import Decimal
 
 import numpy as np
 import pytest
 
 from groundwire.domain.errors import GroundwireError
+from groundwire.domain.metadata_ranges import (
+    RangeBound,
+    RangeCondition,
+    RangeKind,
+    number_bound,
+    parse_timestamp,
+)
 from groundwire.domain.query import parse_lexical
 from groundwire.domain.retrieval import MetadataFilter, Scope
 from groundwire.domain.scores import ScoreMetric
@@ -605,3 +613,190 @@ async def test_a_phrase_match_is_found_behind_many_near_misses(
     await publish(store, index_name, [*misses, real], spec(index_name, dims=None))
     found = await store.search_lexical(index_name, parse_lexical('"alpha beta"'), 5, Scope())
     assert [h.document_id for h in found.hits] == ["real"]
+
+
+# Range conditions. Metadata values that are, are nearly, or are not numbers and
+# RFC 3339 timestamps; both stores must match exactly the values the domain rules
+# admit (the oracle), which the hand-written expectations pin down in turn.
+RANGE_NUMBERS = [
+    "42", "42.0", "4.2e1", "+42", "-1", ".5", "5.", "0.1", "0.10", "1e999", "-1e-999",
+    "1000", "999.9999999999999999999", " 42", "42 ", "4 2", "0x10", "NaN", "Infinity",
+    "1e1000", "", "abc", "\u0664\u0662", "42\n", "2024-05-01T00:00:00Z",
+]  # fmt: skip
+RANGE_TIMESTAMPS = [
+    "2024-05-01T00:00:00Z", "2024-05-01T02:00:00+02:00", "2024-04-30T20:00:00-04:00",
+    "2024-04-30T23:59:59.999999Z", "2024-04-30T23:59:59.9999999Z", "2024-05-01t00:00:00.000001z",
+    "2024-05-01 00:00:00Z", "2024-02-29T12:00:00Z", "2023-02-29T00:00:00Z",
+    "2024-04-31T00:00:00Z", "2024-05-01T00:00:60Z", "2024-05-01T24:00:00Z",
+    "2024-05-01T00:00:00", "2024-05-01", "0000-01-01T00:00:00Z", "0001-01-01T00:00:00+15:59",
+    "2024-05-01T00:00:00+16:00", "1900-02-29T00:00:00Z", "2000-02-29T00:00:00Z",
+    "2024-05-01T00:30:00.5+00:30", "42", "9999-12-31T23:59:59-15:59",
+]  # fmt: skip
+
+
+def _range(kind: str, lo: object = None, hi: object = None, lo_inc: bool = False,
+           hi_inc: bool = False) -> RangeCondition:  # fmt: skip
+    def bound(value: object, inclusive: bool) -> RangeBound | None:
+        if value is None:
+            return None
+        if kind == "n":
+            parsed: Decimal | int | None = number_bound(float(str(value)))
+        else:
+            parsed = parse_timestamp(str(value))
+        assert parsed is not None
+        return RangeBound(parsed, inclusive)
+
+    return RangeCondition(
+        RangeKind.NUMBER if kind == "n" else RangeKind.TIMESTAMP,
+        bound(lo, lo_inc),
+        bound(hi, hi_inc),
+    )
+
+
+MAY_FIRST = "2024-05-01T00:00:00Z"
+RANGE_CASES: list[tuple[str, RangeCondition, set[str] | None]] = [
+    ("n", _range("n", lo=42, lo_inc=True), {"42", "42.0", "4.2e1", "+42", "1e999", "1000",
+                                           "999.9999999999999999999"}),
+    ("n", _range("n", lo=42), {"1e999", "1000", "999.9999999999999999999"}),
+    ("n", _range("n", hi=42), {"-1", ".5", "5.", "0.1", "0.10", "-1e-999"}),
+    ("n", _range("n", lo=0.1, lo_inc=True, hi=1000), {"42", "42.0", "4.2e1", "+42", ".5", "5.",
+                                                    "0.1", "0.10", "999.9999999999999999999"}),
+    ("n", _range("n", lo=0.1, hi=1000, hi_inc=True), None),
+    ("n", _range("n", lo=-1, hi=0), {"-1e-999"}),
+    ("t", _range("t", lo=MAY_FIRST, lo_inc=True), {
+        "2024-05-01T00:00:00Z", "2024-05-01T02:00:00+02:00", "2024-04-30T20:00:00-04:00",
+        "2024-05-01t00:00:00.000001z", "2024-05-01 00:00:00Z", "9999-12-31T23:59:59-15:59",
+        "2024-05-01T00:30:00.5+00:30",
+    }),
+    ("t", _range("t", lo=MAY_FIRST), {"2024-05-01t00:00:00.000001z",
+                                      "9999-12-31T23:59:59-15:59", "2024-05-01T00:30:00.5+00:30"}),
+    ("t", _range("t", hi=MAY_FIRST), {
+        "2024-04-30T23:59:59.999999Z", "2024-04-30T23:59:59.9999999Z", "2024-02-29T12:00:00Z",
+        "0001-01-01T00:00:00+15:59", "2000-02-29T00:00:00Z",
+    }),
+    ("t", _range("t", lo="2024-04-30T23:59:59.999999Z", lo_inc=True,
+                 hi="2024-05-01T00:00:00.000001+00:00", hi_inc=True), None),
+    ("t", _range("t", lo="1999-12-31T23:00:00-01:00", hi="2024-03-01T00:00:00+14:00"), None),
+]  # fmt: skip
+
+
+async def test_range_filters_match_the_domain_rules_on_every_leg(
+    store: Store, index_name: str
+) -> None:
+    docs = [
+        doc(f"n{i:02d}", ["ranged text"], [vec(1, 0, 0, 0)], metadata={"n": v})
+        for i, v in enumerate(RANGE_NUMBERS)
+    ] + [
+        doc(f"t{i:02d}", ["ranged text"], [vec(1, 0, 0, 0)], metadata={"t": v})
+        for i, v in enumerate(RANGE_TIMESTAMPS)
+    ]
+    await publish(store, index_name, docs)
+    values = {f"n{i:02d}": v for i, v in enumerate(RANGE_NUMBERS)} | {
+        f"t{i:02d}": v for i, v in enumerate(RANGE_TIMESTAMPS)
+    }
+    for key, cond, expected_values in RANGE_CASES:
+        oracle = {d for d, v in values.items() if d[0] == key and cond.admits(v)}
+        if expected_values is not None:
+            assert {values[d] for d in oracle} == expected_values, cond
+        scope = Scope(filter=MetadataFilter(ranges={key: (cond,)}))
+        vector = await store.search_vector(index_name, vec(1, 0, 0, 0), 100, scope)
+        assert {h.document_id for h in vector} == oracle, cond
+        lex = (await store.search_lexical(index_name, parse_lexical("ranged"), 100, scope)).hits
+        assert {h.document_id for h in lex} == oracle, cond
+    # A range on a key no document has, and a number range over timestamps (the
+    # only number among them, "42", is below it).
+    for scope in (
+        Scope(filter=MetadataFilter(ranges={"missing": (_range("n", lo=0),)})),
+        Scope(filter=MetadataFilter(ranges={"t": (_range("n", lo=100),)})),
+    ):
+        assert await store.search_vector(index_name, vec(1, 0, 0, 0), 100, scope) == []
+
+
+async def test_range_filters_combine_with_equality_tenant_and_each_other(
+    store: Store, index_name: str
+) -> None:
+    docs = [
+        doc(
+            f"d{i:03d}",
+            [f"common text {i}"],
+            [vec(1, float(i % 7), 0, 1)],
+            tenant="acme" if i % 2 else "",
+            metadata={
+                "year": str(1990 + i % 40),
+                "dept": "hr" if i % 3 == 0 else "eng",
+                "at": f"2024-01-{1 + i % 28:02d}T12:00:00+01:00",
+            },
+        )
+        for i in range(240)
+    ]
+    await publish(store, index_name, docs)
+    by_id = {d.document.document_id: d.document for d in docs}
+
+    def expect(scope: Scope) -> set[str]:
+        return {
+            d
+            for d, rec in by_id.items()
+            if rec.tenant == scope.tenant
+            and all(rec.metadata.get(k) in v for k, v in scope.filter.conditions.items())
+            and all(
+                k in rec.metadata and c.admits(rec.metadata[k])
+                for k, conds in scope.filter.ranges.items()
+                for c in conds
+            )
+        }
+
+    scopes = [
+        Scope(filter=MetadataFilter(ranges={"year": (_range("n", lo=2015, lo_inc=True),)})),
+        Scope(
+            "acme",
+            MetadataFilter(
+                {"dept": frozenset({"hr"})},
+                {"year": (_range("n", lo=2000, hi=2010, hi_inc=True),)},
+            ),
+        ),
+        # Two ranges on one key (an agent's configured range and a request's) and a
+        # timestamp range on another: all must hold.
+        Scope(
+            filter=MetadataFilter(
+                ranges={
+                    "year": (_range("n", lo=1995), _range("n", hi=2025)),
+                    "at": (_range("t", lo="2024-01-10T11:00:00Z", lo_inc=True),),
+                }
+            )
+        ),
+    ]
+    for scope in scopes:
+        expected = expect(scope)
+        assert expected, scope
+        # Applied before ranking: top k are all admitted, and k are returned when
+        # at least k exist.
+        k = min(10, len(expected))
+        hits = await store.search_vector(index_name, vec(1, 1, 1, 1), k, scope)
+        assert len(hits) == k and {h.document_id for h in hits} <= expected
+        every = await store.search_vector(index_name, vec(1, 1, 1, 1), 240, scope)
+        assert {h.document_id for h in every} == expected
+        lex = (await store.search_lexical(index_name, parse_lexical("common"), 240, scope)).hits
+        assert {h.document_id for h in lex} == expected
+        top = (await store.search_lexical(index_name, parse_lexical("common"), k, scope)).hits
+        assert len(top) == k and {h.document_id for h in top} <= expected
+
+
+async def test_range_filters_see_documents_added_later(store: Store, index_name: str) -> None:
+    def years(*values: str) -> list[StagedDocument]:
+        return [
+            doc(f"y{v}", ["yearly text"], [vec(1, 0, 0, 0)], metadata={"year": v}) for v in values
+        ]
+
+    scope = Scope(filter=MetadataFilter(ranges={"year": (_range("n", 2001, 2003, True, True),)}))
+
+    async def found() -> set[str]:
+        hits = await store.search_vector(index_name, vec(1, 0, 0, 0), 50, scope)
+        lex = (await store.search_lexical(index_name, parse_lexical("yearly"), 50, scope)).hits
+        assert {h.document_id for h in lex} == {h.document_id for h in hits}
+        return {h.document_id for h in hits}
+
+    await publish(store, index_name, years("2000", "2001", "2003", "2005"))
+    assert await found() == {"y2001", "y2003"}
+    # New values, some inside the range, interleaved with the known ones.
+    await publish(store, index_name, years("1999", "2002.5", "2003.0", "2004", "2e3"))
+    assert await found() == {"y2001", "y2003", "y2002.5", "y2003.0"}

@@ -44,6 +44,7 @@ from pydantic import Field, field_validator, model_validator
 from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPolicy
 from groundwire.agents.tools import PythonTool, SearchDocumentsTool, Tool, load_callable
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
+from groundwire.app.filter_config import FilterValue, RangeFilterConfig
 from groundwire.domain.query import QueryRewriting
 from groundwire.domain.query_rewrite import KeywordMode
 from groundwire.domain.rag_policy import (
@@ -142,7 +143,8 @@ class AgentRagConfig(StrictModel):
     acceptance: AcceptanceConfig = AcceptanceConfig()
     reranking: AgentRerankingConfig = AgentRerankingConfig()
     context_budget: ContextBudgetConfig = ContextBudgetConfig()
-    filter: dict[str, str | list[str]] = Field(default_factory=dict)
+    # Exact values, or a range table (app/filter_config.py).
+    filter: dict[str, FilterValue] = Field(default_factory=dict)
     agentic: bool = False
     query_rewriting: QueryRewriting = QueryRewriting.NONE
     question_template: str | None = None
@@ -311,7 +313,16 @@ def build_agents(
                     r.context_budget.prefer_source_diversity,
                 ),
                 filter=MetadataFilter(
-                    {k: frozenset([v] if isinstance(v, str) else v) for k, v in r.filter.items()}
+                    {
+                        k: frozenset([v] if isinstance(v, str) else v)
+                        for k, v in r.filter.items()
+                        if not isinstance(v, RangeFilterConfig)
+                    },
+                    {
+                        k: (v.condition(),)
+                        for k, v in r.filter.items()
+                        if isinstance(v, RangeFilterConfig)
+                    },
                 ),
                 agentic=r.agentic,
                 query_rewriting=r.query_rewriting,

@@ -21,6 +21,7 @@ from groundwire.app.agent_config import (
     ToolConfig,
     check_agent_references,
 )
+from groundwire.app.chunking_config import ChunkingConfig, check_token_chunking
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
 from groundwire.app.logs import ContentPreviewsConfig
 from groundwire.app.reranker_config import (
@@ -202,18 +203,6 @@ class InlineSource(StrictModel):
 SourceConfig = Annotated[DirectorySource | FilesSource | InlineSource, Field(discriminator="kind")]
 
 
-class ChunkingConfig(StrictModel):
-    size: int = Field(800, ge=16, le=100_000)
-    overlap: int = Field(100, ge=0)
-    markdown_sections: bool = True
-
-    @model_validator(mode="after")
-    def _overlap(self) -> ChunkingConfig:
-        if self.overlap > self.size // 2:
-            raise ValueError("overlap must be at most half of size")
-        return self
-
-
 class IngestionConfig(StrictModel):
     strategy: IngestionStrategy = IngestionStrategy.MANUAL
     schedule: str | None = None
@@ -286,6 +275,7 @@ class GroundwireConfig(StrictModel):
                 raise ValueError(f"indexes.{name}: index names are 1-128 chars of [a-z0-9_-]")
             if index.embedder is not None and index.embedder not in self.embedders:
                 raise ValueError(f"indexes.{name}.embedder: no embedder named {index.embedder!r}")
+            check_token_chunking(name, index.chunking, self.embedders.get(index.embedder or ""))
         if (
             self.limits.execute.max_concurrent_per_tenant is not None
             and "max_concurrent_executions" in self.agent_limits.model_fields_set

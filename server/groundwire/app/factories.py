@@ -36,12 +36,14 @@ from groundwire.app.config_base import ConfigError
 from groundwire.app.reranker_config import build_reranking_service
 from groundwire.domain.admission import Admission
 from groundwire.domain.auth import KeyRing, Permission, StoredKey
-from groundwire.domain.chunking import ChunkPolicy
+from groundwire.domain.chunking import Chunker, ChunkUnit
 from groundwire.domain.retrieval import FusionSettings
+from groundwire.domain.token_chunking import token_overhead
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.indexes.sources import DirectorySource, FilesSource, InlineSource, SourceConfig
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.providers.embeddings.hashing import HashingEmbedder
+from groundwire.providers.embeddings.tokens import TokenizingEmbedder
 from groundwire.reranking.service import RerankingService
 from groundwire.reranking.stage import RerankingMetrics, RerankingStage
 from groundwire.retrieval.engine import RetrievalLimits, Retriever
@@ -136,6 +138,42 @@ def operation_log_for(store: Store) -> OperationLog:
     return MemoryOperationLog()
 
 
+def build_chunker(name: str, index: IndexConfig, embedder: EmbeddingProvider | None) -> Chunker:
+    """The index's chunking; token policies borrow the embedder's tokenizer."""
+    tokenizer = None
+    if index.chunking.uses_tokens():
+        key = f"indexes.{name}.chunking.unit"
+        if not isinstance(embedder, TokenizingEmbedder):
+            raise ConfigError(f"{key}: the index's embedder has no tokenizer to count with")
+        tokenizer = embedder.token_counter()
+        largest = index.chunking.largest_token_size()
+        if largest is not None and largest[1] > tokenizer.max_tokens:
+            raise ConfigError(
+                f"indexes.{name}.chunking.{largest[0]}: {largest[1]} tokens exceed the"
+                f" {tokenizer.max_tokens} the embedder encodes without truncation"
+            )
+    try:
+        chunker = Chunker(
+            index.chunking.default_policy(), index.chunking.extension_policies(), tokenizer
+        )
+    except ValueError as exc:
+        raise ConfigError(f"indexes.{name}.chunking: {exc}") from None
+    if tokenizer is not None:
+        overhead = token_overhead(tokenizer)
+        keyed = [("size", chunker.default)] + [
+            (f"extensions.{ext}.size", p) for ext, p in sorted(chunker.by_extension.items())
+        ]
+        for key, policy in keyed:
+            # Room for a few tokens of text, so even a single character that
+            # encodes to several tokens always fits.
+            if policy.unit is ChunkUnit.TOKENS and policy.size < overhead + 8:
+                raise ConfigError(
+                    f"indexes.{name}.chunking.{key}: a token size must be at least 8 more"
+                    f" than the {overhead} tokens of the document prefix and special tokens"
+                )
+    return chunker
+
+
 async def build_catalog(
     cfg: GroundwireConfig,
     store: Store,
@@ -148,15 +186,14 @@ async def build_catalog(
     handles = []
     for name, index in cfg.indexes.items():
         embedder = embedders[index.embedder] if index.embedder else None
-        policy = ChunkPolicy(
-            index.chunking.size, index.chunking.overlap, index.chunking.markdown_sections
-        )
+        chunker = build_chunker(name, index, embedder)
+        policy = chunker.default
         spec = IndexSpec(
             name=name,
             embedding=embedder.info.descriptor() if embedder else None,
             dimensions=embedder.info.dimensions if embedder else None,
             metric=DistanceMetric(index.metric),
-            chunking=policy.descriptor(),
+            chunking=chunker.descriptor(),
         )
         await store.ensure_index(spec)
         handles.append(
@@ -166,6 +203,8 @@ async def build_catalog(
                 store=store,
                 embedder=embedder,
                 chunk_policy=policy,
+                chunk_policies=dict(chunker.by_extension),
+                tokenizer=chunker.tokenizer,
                 sources=_sources(index),
                 description=index.description,
                 tenant=index.tenant,
