@@ -21,6 +21,7 @@ from groundwire.app.agent_config import (
     ToolConfig,
     check_agent_references,
 )
+from groundwire.app.checkpoint_config import CheckpointConfig
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
 from groundwire.app.reranker_config import (
     RerankerConfig,
@@ -269,6 +270,7 @@ class GroundwireConfig(StrictModel):
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     agent_limits: AgentLimitsConfig = AgentLimitsConfig()
     limits: LimitsConfig = LimitsConfig()
+    checkpoints: CheckpointConfig = CheckpointConfig()
 
     @model_validator(mode="after")
     def _references(self) -> GroundwireConfig:

@@ -10,6 +10,7 @@ from typing import cast
 
 import grpc
 
+from groundwire.agents.checkpoints import Checkpointer
 from groundwire.agents.registry import AgentLimits, AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
 from groundwire.api.auth import AuthPolicy
@@ -46,8 +47,15 @@ from groundwire.providers.embeddings.hashing import HashingEmbedder
 from groundwire.reranking.service import RerankingService
 from groundwire.reranking.stage import RerankingMetrics, RerankingStage
 from groundwire.retrieval.engine import RetrievalLimits, Retriever
-from groundwire.stores.base import DistanceMetric, IndexSpec, OperationLog, Store
+from groundwire.stores.base import (
+    CheckpointStore,
+    DistanceMetric,
+    IndexSpec,
+    OperationLog,
+    Store,
+)
 from groundwire.stores.memory import MemoryOperationLog, MemoryStore
+from groundwire.stores.memory.checkpoints import MemoryCheckpointStore
 
 log = logging.getLogger("groundwire.app")
 
@@ -135,6 +143,14 @@ def operation_log_for(store: Store) -> OperationLog:
     if log_store is not None:
         return cast(OperationLog, log_store)
     return MemoryOperationLog()
+
+
+def checkpoint_store_for(store: Store) -> CheckpointStore:
+    """PostgreSQL keeps execution checkpoints durably; memory keeps them per process."""
+    own = getattr(store, "checkpoints", None)
+    if own is not None:
+        return cast(CheckpointStore, own)
+    return MemoryCheckpointStore()
 
 
 async def build_catalog(
@@ -238,7 +254,8 @@ async def build_components(cfg: GroundwireConfig) -> Components:
             limits.max_query_chars,
         ),
     )
-    runtime = AgentRuntime(retriever, stage)
+    checkpoints = Checkpointer(checkpoint_store_for(store), cfg.checkpoints.settings())
+    runtime = AgentRuntime(retriever, stage, checkpoints)
     admission = build_admission(cfg.limits, cfg.agent_limits.max_concurrent_executions)
     return Components(
         cfg,
