@@ -15,15 +15,15 @@ from groundwire.domain.query import parse_lexical
 from groundwire.domain.retrieval import MetadataFilter, Scope
 from groundwire.domain.scores import ScoreMetric
 from groundwire.stores.base import (
+    CheckpointRecord,
+    CheckpointState,
+    CheckpointStore,
     ChunkRecord,
+    ClaimStatus,
     DistanceMetric,
     DocumentKey,
     DocumentRecord,
     IndexSpec,
-    CheckpointRecord,
-    CheckpointState,
-    CheckpointStore,
-    ClaimStatus,
     StagedDocument,
     Store,
 )

@@ -313,6 +313,7 @@ class AgentRuntime:
             try:
                 async for event in steps:
                     yield event
+                result.seconds = time.perf_counter() - started
                 await run.finish()
             except GroundwireError as err:
                 EXECUTIONS.add(1, {"agent": agent.id, "outcome": err.reason})
@@ -326,7 +327,6 @@ class AgentRuntime:
                 return
         finally:
             await run.release()
-        result.seconds = time.perf_counter() - started
         if result.status is ExecutionStatus.REQUIRES_ACTION:
             EXECUTIONS.add(1, {"agent": agent.id, "outcome": "REQUIRES_ACTION"})
             yield ExecutionEvent(EventType.EXECUTION_REQUIRES_ACTION, eid, result=result)
