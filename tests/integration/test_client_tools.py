@@ -236,6 +236,21 @@ async def test_invalid_declarations_are_refused_before_the_execution_starts(
             "input.client_tools[0].description",
         ),
     ]
+    no_kind = struct_pb2.Struct()
+    no_kind.fields["type"].CopyFrom(struct_pb2.Value())  # JSON cannot express it
+    nan = order_tool()
+    nan.parameters.fields["maxProperties"].number_value = float("nan")
+    bad += [
+        (
+            ag.ClientTool(name="a", description="d", parameters=no_kind),
+            "input.client_tools[0].parameters",
+        ),
+        (nan, "input.client_tools[0].parameters"),
+        (
+            order_tool(schema={"type": "object", "properties": {"id": {"pattern": "(a+)+$"}}}),
+            "input.client_tools[0].parameters",
+        ),
+    ]
     for tool, field in bad:
         try:
             await stub.Execute(

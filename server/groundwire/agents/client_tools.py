@@ -54,7 +54,10 @@ class ClientToolSpec:
             return False
         if not isinstance(value, dict):
             return False
-        return bool(Draft202012Validator(self.parameters).is_valid(value))
+        try:
+            return bool(Draft202012Validator(self.parameters).is_valid(value))
+        except Exception:  # an unresolvable $ref, say: the arguments cannot be checked
+            return False
 
 
 def validate_client_tools(
@@ -87,6 +90,14 @@ def validate_client_tools(
             raise invalid(
                 REASON, f"{where}.parameters", f"schema larger than {MAX_SCHEMA_BYTES} bytes"
             )
+        if _uses_regex(parameters):
+            # The caller's regular expressions would run on the server's event loop:
+            # one catastrophic pattern could stall every other execution.
+            raise invalid(
+                REASON,
+                f"{where}.parameters",
+                "pattern and patternProperties are not supported in client tool schemas",
+            )
         if parameters.get("type") != "object":
             raise invalid(REASON, f"{where}.parameters", 'schema must have "type": "object"')
         try:
@@ -95,6 +106,18 @@ def validate_client_tools(
             raise invalid(REASON, f"{where}.parameters", "not a valid JSON Schema") from None
         out.append(ClientToolSpec(name, description, dict(parameters)))
     return tuple(out)
+
+
+def _uses_regex(schema: object) -> bool:
+    if isinstance(schema, dict):
+        if "pattern" in schema and isinstance(schema["pattern"], str):
+            return True
+        if "patternProperties" in schema:
+            return True
+        return any(_uses_regex(v) for v in schema.values())
+    if isinstance(schema, list):
+        return any(_uses_regex(v) for v in schema)
+    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import grpc
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 
 from groundwire.agents.client_tools import (
     SubmittedResult,
@@ -288,16 +288,17 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             return agent, validated
         tools = validate_client_tools(
             [
-                (t.name, t.description, json_format.MessageToDict(t.parameters))
-                for t in inp.client_tools
+                (t.name, t.description, _schema_of(t.parameters, f"input.client_tools[{i}]"))
+                for i, t in enumerate(inp.client_tools)
             ],
             agent.tool_names,
         )
         timeout = None
         if inp.HasField("client_tool_timeout"):
-            timeout = inp.client_tool_timeout.ToTimedelta().total_seconds()
+            d = inp.client_tool_timeout
+            timeout = d.seconds + d.nanos / 1e9
             limit = self._runtime.checkpoint_settings.tool_result_timeout_seconds
-            if not 0 < timeout <= limit:
+            if not 0 < timeout <= limit or not -1e9 < d.nanos < 1e9:
                 raise invalid(
                     "FIELD_OUT_OF_RANGE",
                     "input.client_tool_timeout",
@@ -467,6 +468,17 @@ class _ResultChannel:
         self._answered |= set(got)
         self._timed_out |= wanted - set(got)
         return got
+
+
+def _schema_of(parameters: struct_pb2.Struct, where: str) -> dict[str, Any]:
+    """A declared schema as JSON; a Struct JSON cannot express (a value without a
+    kind, a NaN or infinite number) is refused like any invalid schema."""
+    try:
+        return json_format.MessageToDict(parameters)
+    except (json_format.Error, ValueError, TypeError, RecursionError):
+        raise invalid(
+            "CLIENT_TOOL_INVALID", f"{where}.parameters", "parameters is not a JSON object"
+        ) from None
 
 
 def _execution_ref(execution_id: str, tenant: str) -> tuple[str, str]:

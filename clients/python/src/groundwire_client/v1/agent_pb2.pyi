@@ -1365,7 +1365,8 @@ class ClientTool(_message.Message):
     @_builtins.property
     def parameters(self) -> _struct_pb2.Struct:
         """Required. JSON Schema (draft 2020-12) of the tool's input: an object
-        schema ("type": "object"), at most 8 KiB as JSON. The model's arguments
+        schema ("type": "object"), at most 8 KiB as JSON, without the regular
+        expression keywords pattern and patternProperties. The model's arguments
         are validated against it before the caller is asked; invalid arguments go
         back to the model as TOOL_INVALID_ARGUMENTS.
         """
