@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from typing import Any
 
 import grpc
 import pytest
 
 from groundwire.app.config import parse_config
+from groundwire.domain.auth import hash_key
 from groundwire.providers.chat.base import ChatResponse, Usage, model_error
 from groundwire_client.v1 import agent_pb2 as ag
 from groundwire_client.v1 import agent_pb2_grpc, ingestion_pb2_grpc
@@ -285,3 +287,74 @@ async def test_resume_after_a_server_restart_on_postgresql(
                 ag.ResumeExecutionRequest(execution_id=eid), timeout=30
             )
             assert recorded.result == result
+
+
+KEYS = {
+    "acme": "gw_acme-key-0000000000000000000000000000000000000",
+    "globex": "gw_globex-key-000000000000000000000000000000000000",
+    "reader": "gw_reader-key-000000000000000000000000000000000000",
+}
+
+
+def md(name: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {KEYS[name]}"),)
+
+
+async def test_with_api_keys_only_the_keys_tenant_reaches_its_executions() -> None:
+    keys = [
+        {
+            "id": n,
+            "hash": hash_key(k),
+            "tenant": "acme" if n != "globex" else "globex",
+            "permissions": ["execute"] if n != "reader" else ["retrieve"],
+        }
+        for n, k in KEYS.items()
+    ]
+    data = executions_config()
+    data["auth"] = {"keys": keys}
+    async with (
+        serving(parse_config(data)) as app,
+        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch,
+    ):
+        stub = agent_pb2_grpc.AgentServiceStub(ch)
+        use_model(app, "assistant", ScriptedModel())
+        r = (
+            await stub.Execute(
+                ag.ExecuteRequest(input=inp("assistant", "hello")), metadata=md("acme")
+            )
+        ).result
+
+        def resume(key: str, tenant: str = "") -> Any:
+            return stub.ResumeExecution(
+                ag.ResumeExecutionRequest(execution_id=r.execution_id, tenant=tenant),
+                metadata=md(key),
+                timeout=10,
+            )
+
+        assert await reason_of(resume("globex")) == (
+            grpc.StatusCode.NOT_FOUND,
+            "EXECUTION_NOT_FOUND",
+        )
+        assert await reason_of(resume("globex", "acme")) == (
+            grpc.StatusCode.PERMISSION_DENIED,
+            "TENANT_MISMATCH",
+        )
+        assert await reason_of(resume("reader")) == (
+            grpc.StatusCode.PERMISSION_DENIED,
+            "PERMISSION_DENIED",
+        )
+        submit = stub.SubmitToolResults(
+            ag.SubmitToolResultsRequest(
+                execution_id=r.execution_id, results=[ag.ToolResult(call_id="c1")]
+            ),
+            metadata=md("globex"),
+            timeout=10,
+        )
+        assert await reason_of(submit) == (grpc.StatusCode.NOT_FOUND, "EXECUTION_NOT_FOUND")
+        assert (await resume("acme")).result == r
+        # The bidirectional stream is authenticated like every other call.
+        stream = stub.ExecuteInteractive(timeout=10)
+        await stream.write(ag.ExecuteInteractiveRequest(input=inp("assistant", "hi")))
+        with pytest.raises(grpc.aio.AioRpcError) as unauthenticated:
+            await stream.read()
+        assert unauthenticated.value.code() == grpc.StatusCode.UNAUTHENTICATED
