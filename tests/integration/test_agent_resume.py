@@ -13,6 +13,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2, status_pb2
 
 from groundwire.app.config import parse_config
 from groundwire.domain.auth import hash_key
@@ -222,6 +223,28 @@ async def test_unknown_other_tenant_and_changed_agent_resumes_are_refused(
     use_model(app, "assistant", ScriptedModel())
     result = await resume_when_free(stub, eid, tenant="acme")
     assert result.answer == "scripted answer [1]" and result.execution_id == eid
+
+
+async def test_a_failed_unary_execute_names_its_execution_and_resumes_at_once(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    use_model(app, "grounded", ScriptedModel([model_error("MODEL_UNAVAILABLE", "down")]))
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        await stub.Execute(ag.ExecuteRequest(input=inp("grounded", QUESTION)), timeout=30)
+    raw = dict(failed.value.trailing_metadata() or ())["grpc-status-details-bin"]
+    assert isinstance(raw, bytes)
+    info = error_details_pb2.ErrorInfo()
+    status_pb2.Status.FromString(raw).details[0].Unpack(info)
+    assert info.reason == "MODEL_UNAVAILABLE"
+    eid = info.metadata["execution_id"]
+    use_model(app, "grounded", ScriptedModel())
+    # No retry needed: the failed execution gave its lease up before the error.
+    r = await stub.ResumeExecution(ag.ResumeExecutionRequest(execution_id=eid), timeout=30)
+    assert r.result.execution_id == eid and r.result.answer == "scripted answer [1]"
+    # A failure before the checkpoint (bad input is refused earlier still) names none.
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stub.Execute(ag.ExecuteRequest(input=inp("grounded", "")), timeout=30)
+    assert "execution_id" not in str(refused.value.trailing_metadata())
 
 
 async def test_execute_results_carry_the_execution_id(

@@ -309,6 +309,7 @@ class AgentRuntime:
         up however the execution ends (also when the caller goes away)."""
         agent, result = run.agent, run.result
         eid = result.execution_id
+        failure: GroundwireError | None = None
         try:
             try:
                 async for event in steps:
@@ -316,17 +317,25 @@ class AgentRuntime:
                 result.seconds = time.perf_counter() - started
                 await run.finish()
             except GroundwireError as err:
-                EXECUTIONS.add(1, {"agent": agent.id, "outcome": err.reason})
-                yield ExecutionEvent(
-                    EventType.EXECUTION_FAILED,
-                    eid,
-                    error_code=err.reason,
-                    error_message=err.message,
-                    error=err,
-                )
-                return
+                failure = err
         finally:
+            # Before the terminal event: a caller that stops reading there (the
+            # unary call) must find the execution resumable at once.
             await run.release()
+        if failure is not None:
+            if run.lease is not None:
+                # Checkpointed: the caller can resume it (the unary call learns the
+                # id from the error, the stream from every event).
+                failure = replace(failure, metadata={**failure.metadata, "execution_id": eid})
+            EXECUTIONS.add(1, {"agent": agent.id, "outcome": failure.reason})
+            yield ExecutionEvent(
+                EventType.EXECUTION_FAILED,
+                eid,
+                error_code=failure.reason,
+                error_message=failure.message,
+                error=failure,
+            )
+            return
         if result.status is ExecutionStatus.REQUIRES_ACTION:
             EXECUTIONS.add(1, {"agent": agent.id, "outcome": "REQUIRES_ACTION"})
             yield ExecutionEvent(EventType.EXECUTION_REQUIRES_ACTION, eid, result=result)

@@ -100,7 +100,9 @@ class AgentServiceServicer:
         input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
         (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
         UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-        MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+        MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
+        execution that failed after its checkpoint (from the first model call on)
+        names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

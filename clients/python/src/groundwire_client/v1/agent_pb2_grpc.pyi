@@ -54,7 +54,9 @@ class AgentServiceStub:
     input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
     (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
     UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-    MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+    MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
+    execution that failed after its checkpoint (from the first model call on)
+    names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
     """
     ExecuteStream: _grpc.UnaryStreamMultiCallable[_agent_pb2.ExecuteStreamRequest, _agent_pb2.ExecuteStreamResponse]
     """Runs one agent turn, streaming its execution events. Request validation
@@ -121,7 +123,9 @@ class AgentServiceAsyncStub(AgentServiceStub):
     input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
     (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
     UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-    MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+    MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
+    execution that failed after its checkpoint (from the first model call on)
+    names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
     """
     ExecuteStream: _aio.UnaryStreamMultiCallable[_agent_pb2.ExecuteStreamRequest, _agent_pb2.ExecuteStreamResponse]  # type: ignore[assignment]
     """Runs one agent turn, streaming its execution events. Request validation
@@ -203,7 +207,9 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
         input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
         (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
         UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-        MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+        MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
+        execution that failed after its checkpoint (from the first model call on)
+        names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
         """
 
     @_abc_1.abstractmethod
