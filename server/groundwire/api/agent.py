@@ -70,6 +70,7 @@ _STATUSES = {
 # Bounds of the resume and tool-result requests (the execution id is a 32-hex uuid).
 _MAX_EXECUTION_ID_CHARS = 128
 _MAX_TOOL_RESULTS = 64
+_MAX_QUEUED_MESSAGES = 16
 _ROLES: dict[int, str | None] = {
     agent_pb2.TURN_ROLE_USER: "user",
     agent_pb2.TURN_ROLE_ASSISTANT: "assistant",
@@ -407,7 +408,12 @@ class _ResultChannel:
     def __init__(
         self, requests: AsyncIterator[agent_pb2.ExecuteInteractiveRequest], max_chars: int
     ) -> None:
-        self._queue: asyncio.Queue[agent_pb2.ExecuteInteractiveRequest | None] = asyncio.Queue()
+        # Bounded: a caller sending faster than the execution reads is slowed down
+        # by flow control rather than buffered without limit.
+        self._queue: asyncio.Queue[agent_pb2.ExecuteInteractiveRequest | None] = asyncio.Queue(
+            _MAX_QUEUED_MESSAGES
+        )
+        self._ended = False
         self._max_chars = max_chars
         self._answered: set[str] = set()
         self._timed_out: set[str] = set()
@@ -419,7 +425,9 @@ class _ResultChannel:
             async for request in requests:
                 await self._queue.put(request)
         finally:
-            await self._queue.put(None)
+            self._ended = True
+            with contextlib.suppress(asyncio.QueueFull):
+                self._queue.put_nowait(None)
 
     async def close(self) -> None:
         self._reader.cancel()
@@ -433,6 +441,8 @@ class _ResultChannel:
         got: dict[str, ToolOutcome] = {}
         deadline = time.monotonic() + timeout_s
         while wanted - set(got) and not self._closed:
+            if self._ended and self._queue.empty():
+                break
             try:
                 async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                     request = await self._queue.get()
