@@ -15,7 +15,8 @@ import pytest
 from google.protobuf import duration_pb2, json_format, struct_pb2
 
 from groundwire.app.config import parse_config
-from groundwire.providers.chat.base import ChatMessage, ChatResponse, ToolCall, Usage
+from groundwire.providers.chat.base import ChatMessage, ChatResponse, ToolCall, Usage, model_error
+from groundwire_client.client import TERMINAL_EVENTS, GroundwireClient, GroundwireError, client_tool
 from groundwire_client.v1 import agent_pb2 as ag
 from groundwire_client.v1 import agent_pb2_grpc
 from tests.support.chat import ScriptedModel
@@ -379,3 +380,36 @@ async def test_interactive_stream_timeouts_and_bad_results(
         raise AssertionError("accepted")
     except grpc.aio.AioRpcError as err:
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_the_python_client_drives_client_tools_and_resume(app: RunningApp) -> None:
+    model = ScriptedModel([calls_tools(call("c1", {"order_id": "A-1"})), answer_from_tools])
+    use_model(app, "assistant", model)
+    async with GroundwireClient(f"127.0.0.1:{app.port}") as gw:
+        waiting = (
+            await gw.agents.Execute(
+                ag.ExecuteRequest(
+                    input=inp(
+                        "assistant",
+                        "Where is A-1?",
+                        client_tools=[client_tool("order_status", "Order status.", ORDER_SCHEMA)],
+                    )
+                )
+            )
+        ).result
+        assert waiting.status == ag.EXECUTION_STATUS_REQUIRES_ACTION
+        done = await gw.submit_tool_results(waiting.execution_id, {"c1": "shipped"})
+        assert done.status == ag.EXECUTION_STATUS_COMPLETED and '"shipped"' in done.answer
+        assert await gw.resume(waiting.execution_id) == done
+        events = [e async for e in gw.resume_stream(waiting.execution_id)]
+        assert events[-1].type in TERMINAL_EVENTS and events[-1].result == done
+        with pytest.raises(GroundwireError) as missing:
+            await gw.resume("f" * 32)
+        assert missing.value.reason == "EXECUTION_NOT_FOUND"
+        # A checkpointed execution that failed names itself in the error.
+        use_model(app, "assistant", ScriptedModel([model_error("MODEL_UNAVAILABLE", "down")]))
+        with pytest.raises(GroundwireError) as failed:
+            await gw.execute("assistant", "hello")
+        use_model(app, "assistant", ScriptedModel())
+        resumed = await gw.resume(failed.value.metadata["execution_id"])
+        assert resumed.answer == "scripted answer [1]" and resumed.resumed
