@@ -230,19 +230,22 @@ class Checkpointer:
     async def create(self, state: ExecutionState, kind: CheckpointState) -> Lease:
         """The first checkpoint of an execution, held by this caller."""
         owner = uuid.uuid4().hex
-        record = CheckpointRecord(
-            state.execution_id, state.tenant, state.agent_id, kind, encode_state(state)
-        )
-        await self.store.create_checkpoint(
-            record, owner, self.settings.lease_seconds, self.settings.retention_seconds
-        )
+        await self._insert(state, kind, owner, self.settings.lease_seconds)
         return Lease(self, state.execution_id, owner)
 
     async def record_completed(self, state: ExecutionState) -> None:
         """Record the result of an execution that never needed a checkpoint
-        before (the model was skipped), so a resume returns it."""
-        lease = await self.create(state, CheckpointState.COMPLETED)
-        await lease.release()
+        before (the model was skipped), so a resume returns it (one write, no
+        lease)."""
+        await self._insert(state, CheckpointState.COMPLETED, uuid.uuid4().hex, 0.0)
+
+    async def _insert(
+        self, state: ExecutionState, kind: CheckpointState, owner: str, lease_s: float
+    ) -> None:
+        record = CheckpointRecord(
+            state.execution_id, state.tenant, state.agent_id, kind, encode_state(state)
+        )
+        await self.store.create_checkpoint(record, owner, lease_s, self.settings.retention_seconds)
 
     async def get(self, execution_id: str, tenant: str) -> tuple[CheckpointState, ExecutionState]:
         record = await self.store.get_checkpoint(execution_id, tenant)
