@@ -106,6 +106,7 @@ class _Run:
         self.client_results = client_results
         self.loop = LoopState([])
         self.lease: Lease | None = None
+        self._fingerprint = ""
 
     @classmethod
     def restored(
@@ -126,12 +127,18 @@ class _Run:
         return ExecutionState(
             self.result.execution_id,
             self.agent.id,
-            agent_fingerprint(self.agent),
+            self.fingerprint,
             self.inp.tenant,
             self.inp,
             self.result,
             self.loop,
         )
+
+    @property
+    def fingerprint(self) -> str:
+        if not self._fingerprint:
+            self._fingerprint = agent_fingerprint(self.agent)
+        return self._fingerprint
 
     @property
     def client_timeout_s(self) -> float:
