@@ -1038,7 +1038,9 @@ Global___RagSearchEvent: _TypeAlias = RagSearchEvent  # noqa: Y015
 
 @_typing.final
 class ToolCallEvent(_message.Message):
-    """Tool call details (content-free: no arguments or results)."""
+    """Tool call details (content-free: no arguments or results, except the
+    arguments of a client tool call the caller has to run).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1130,7 +1132,9 @@ class ExecuteStreamResponse(_message.Message):
 
     @_builtins.property
     def result(self) -> Global___AgentResult:
-        """Output only. For EXECUTION_COMPLETED: the result (same as Execute's)."""
+        """Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+        result (same as Execute's).
+        """
 
     def __init__(
         self,

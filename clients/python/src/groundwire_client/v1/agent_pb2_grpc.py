@@ -111,7 +111,8 @@ class AgentServiceServicer:
     def ExecuteStream(self, request, context):
         """Runs one agent turn, streaming its execution events. Request validation
         errors end the call with a status before any event; every later outcome is
-        reported by exactly one terminal event (completed or failed).
+        reported by exactly one terminal event (completed, failed, or requires
+        action when the model called a client tool).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -61,7 +61,8 @@ class AgentServiceStub:
     ExecuteStream: _grpc.UnaryStreamMultiCallable[_agent_pb2.ExecuteStreamRequest, _agent_pb2.ExecuteStreamResponse]
     """Runs one agent turn, streaming its execution events. Request validation
     errors end the call with a status before any event; every later outcome is
-    reported by exactly one terminal event (completed or failed).
+    reported by exactly one terminal event (completed, failed, or requires
+    action when the model called a client tool).
     """
     ResumeExecution: _grpc.UnaryUnaryMultiCallable[_agent_pb2.ResumeExecutionRequest, _agent_pb2.ResumeExecutionResponse]
     """Continues an execution from its checkpoint, by execution id. Every
@@ -130,7 +131,8 @@ class AgentServiceAsyncStub(AgentServiceStub):
     ExecuteStream: _aio.UnaryStreamMultiCallable[_agent_pb2.ExecuteStreamRequest, _agent_pb2.ExecuteStreamResponse]  # type: ignore[assignment]
     """Runs one agent turn, streaming its execution events. Request validation
     errors end the call with a status before any event; every later outcome is
-    reported by exactly one terminal event (completed or failed).
+    reported by exactly one terminal event (completed, failed, or requires
+    action when the model called a client tool).
     """
     ResumeExecution: _aio.UnaryUnaryMultiCallable[_agent_pb2.ResumeExecutionRequest, _agent_pb2.ResumeExecutionResponse]  # type: ignore[assignment]
     """Continues an execution from its checkpoint, by execution id. Every
@@ -220,7 +222,8 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_agent_pb2.ExecuteStreamResponse], _abc.AsyncIterator[_agent_pb2.ExecuteStreamResponse]]:
         """Runs one agent turn, streaming its execution events. Request validation
         errors end the call with a status before any event; every later outcome is
-        reported by exactly one terminal event (completed or failed).
+        reported by exactly one terminal event (completed, failed, or requires
+        action when the model called a client tool).
         """
 
     @_abc_1.abstractmethod
