@@ -222,17 +222,15 @@ class AgentRuntime:
         results reports that again). Lookup errors are raised here, before any
         event: EXECUTION_NOT_FOUND, EXECUTION_IN_PROGRESS, EXECUTION_AGENT_CHANGED,
         TOOL_RESULTS_EXPIRED."""
-        kind, state = await self._checkpoints.get(execution_id, tenant)
-        if kind is not CheckpointState.RUNNING:
-            _check_deadline(state)
-            return _recorded(state)
+        # One claim (a single transaction) decides: run it here, replay what it
+        # recorded, or refuse.
         claim, lease, claimed = await self._checkpoints.claim(execution_id, tenant)
         if claim.status is ClaimStatus.MISSING:
             raise execution_not_found()
         if claim.status is ClaimStatus.BUSY:
             raise execution_in_progress(self._checkpoints.retry_after_s)
         assert claimed is not None
-        if lease is None:  # completed meanwhile
+        if lease is None:  # completed: its recorded result
             return _recorded(claimed)
         try:
             if claimed.result.status is ExecutionStatus.REQUIRES_ACTION:
