@@ -95,6 +95,8 @@ RECIPES=(
   "resume-execution-stream|ResumeExecutionStream of the same execution"
   "submit-tool-results|SubmitToolResults (a finished execution refuses: EXECUTION_NOT_AWAITING_TOOL_RESULTS)"
   "execute-interactive|ExecuteInteractive: the bidirectional stream (input first, tool results later)"
+  "execute-narrowed|Execute with per-request overrides: final top-k 1 (may narrow, never widen)"
+  "prepare-execution|AgentService/PrepareExecution: the exact prompt and references, no model call"
 )
 
 recipe_list() { call "" list; }
@@ -215,6 +217,13 @@ recipe_execute_interactive() {
     groundwire.v1.AgentService/ExecuteInteractive >&3
   [[ -n "$PRINT_ONLY" ]] && return 0
   echo "$data" | "$GRPCURL" "${BASE[@]}" -d @ "$ADDR" groundwire.v1.AgentService/ExecuteInteractive
+}
+recipe_execute_narrowed() {
+  call "{\"input\":{\"agent_id\":\"$AGENT\",\"message\":\"$QUESTION\",\"overrides\":{\"final_top_k\":1}}}" \
+    groundwire.v1.AgentService/Execute
+}
+recipe_prepare_execution() {
+  call "{\"input\":{\"agent_id\":\"$AGENT\",\"message\":\"$QUESTION\"}}" groundwire.v1.AgentService/PrepareExecution
 }
 
 # ---- main ----------------------------------------------------------------------

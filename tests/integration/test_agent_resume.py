@@ -9,17 +9,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
 
-from groundwire.app.config import parse_config
+from groundwire.app.config import load_config, parse_config
+from groundwire.app.lifecycle import start_app
 from groundwire.domain.auth import hash_key
 from groundwire.providers.chat.base import ChatResponse, Usage, model_error
+from groundwire_client.v1 import admin_pb2, admin_pb2_grpc, agent_pb2_grpc, ingestion_pb2_grpc
 from groundwire_client.v1 import agent_pb2 as ag
-from groundwire_client.v1 import agent_pb2_grpc, ingestion_pb2_grpc
 from groundwire_client.v1 import ingestion_pb2 as ing
 from tests.support.chat import ScriptedModel
 from tests.support.executions import (
@@ -29,6 +31,7 @@ from tests.support.executions import (
     resume_when_free,
     use_model,
 )
+from tests.support.reload_probe import write
 from tests.support.servers import RunningApp, serving
 
 pytestmark = pytest.mark.timeout(60)
@@ -385,3 +388,30 @@ async def test_with_api_keys_only_the_keys_tenant_reaches_its_executions() -> No
         with pytest.raises(grpc.aio.AioRpcError) as unauthenticated:
             await stream.read()
         assert unauthenticated.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_a_reload_keeps_the_checkpoints_of_the_memory_store(tmp_path: Path) -> None:
+    path = tmp_path / "groundwire.toml"
+    data = executions_config()
+    write(path, data)
+    app = await start_app(load_config(path), "127.0.0.1:0", config_path=path)
+    try:
+        await app.wait_ready()
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
+            stub = agent_pb2_grpc.AgentServiceStub(ch)
+            eid = await fail_after_checkpoint(app, stub, agent="assistant")
+            # An unrelated change: the agent that ran keeps its definition.
+            data["agents"]["extra"] = {"name": "Extra", "model": "offline/extractive-v1"}  # type: ignore[index]
+            write(path, data)
+            admin = admin_pb2_grpc.AdminServiceStub(ch)
+            reloaded = await admin.ReloadConfiguration(
+                admin_pb2.ReloadConfigurationRequest(), timeout=30
+            )
+            assert reloaded.generation >= 2
+            # The new generation's runtime finds the checkpoint (the configured
+            # offline model answers now).
+            r = await stub.ResumeExecution(ag.ResumeExecutionRequest(execution_id=eid), timeout=30)
+            assert r.result.execution_id == eid and r.result.resumed
+            assert r.result.model == "extractive-v1" and r.result.answer
+    finally:
+        await app.stop(0)

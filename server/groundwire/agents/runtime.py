@@ -23,6 +23,7 @@ again, the evidence and metadata are the checkpoint's.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -40,6 +41,12 @@ from groundwire.agents.checkpoints import (
     lease_lost,
 )
 from groundwire.agents.client_tools import SubmittedResult, client_result_outcome
+from groundwire.agents.controls import (
+    applied_limits,
+    bypassed_metadata,
+    narrowed_policy,
+    require_bypass_allowed,
+)
 from groundwire.agents.definition import AgentDefinition, RagPolicy
 from groundwire.agents.events import (
     Citation,
@@ -72,6 +79,7 @@ from groundwire.domain.citations import extract_citations
 from groundwire.domain.errors import ErrorKind, FieldViolation, GroundwireError
 from groundwire.domain.grounding import framework_rules
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER, Action, validate_mode
+from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
 from groundwire.domain.retrieval import RankedResult, Scope
 from groundwire.instruments import EXECUTIONS
 from groundwire.providers.chat.base import ChatMessage
@@ -79,6 +87,8 @@ from groundwire.reranking.stage import RerankingStage
 from groundwire.retrieval.engine import Retriever
 from groundwire.stores.base import CheckpointState, ClaimStatus
 from groundwire.stores.memory.checkpoints import MemoryCheckpointStore
+
+_log = logging.getLogger("groundwire.agents")
 
 # Callers import the execution input from here, next to the runtime that takes it.
 __all__ = ["AgentRuntime", "rag_metadata"]
@@ -182,12 +192,20 @@ class AgentRuntime:
         self,
         retriever: Retriever,
         stage: RerankingStage,
+        previews: ContentPreviews = PREVIEWS_OFF,
         checkpoints: Checkpointer | None = None,
     ) -> None:
         self._pipeline = RagPipeline(retriever, stage)
+        self._previews = previews
+        self.max_top_k = retriever.limits.max_top_k
         self._checkpoints = checkpoints or Checkpointer(
             MemoryCheckpointStore(), CheckpointSettings()
         )
+
+    @property
+    def pipeline(self) -> RagPipeline:
+        """The RAG sequence (PrepareExecution runs it without the model)."""
+        return self._pipeline
 
     @property
     def checkpoint_settings(self) -> CheckpointSettings:
@@ -361,8 +379,9 @@ class AgentRuntime:
         """The tools the model is offered: the agent's, and the search tool of
         agentic RAG bound to the execution's scope and metadata."""
         agent, rag = run.agent, run.agent.rag
-        if rag is None or not rag.agentic:
+        if rag is None or not rag.agentic or run.inp.controls.bypass_rag:
             return list(agent.tools)
+        rag = narrowed_policy(rag, run.inp.controls)
         scope = Scope(run.inp.tenant, merge_filters(rag.filter, run.inp.filter))
         search_tool = SearchDocumentsTool(
             agentic_search(self._pipeline, rag, scope, run.result.rag)
@@ -378,20 +397,31 @@ class AgentRuntime:
                 run.agent, run.loop, tools, run.result, client, run.step_done
             ):
                 yield event
-        meta, result = run.result.rag, run.result
-        if result.status is not ExecutionStatus.COMPLETED or not meta.enabled:
+        meta, result, rag = run.result.rag, run.result, run.agent.rag
+        if result.status is not ExecutionStatus.COMPLETED or rag is None:
             return
+        if run.inp.controls.bypass_rag:
+            return
+        # Also on a resumed run: the limits are the (narrowed) policy's, recomputed.
+        meta.limits = applied_limits(
+            narrowed_policy(rag, run.inp.controls), run.inp, self.max_top_k
+        )
         result.citations = _citations(result.answer, meta.context)
-        if run.agent.rag is not None and run.agent.rag.agentic:
+        if rag.agentic:
             meta.context_accepted = bool(meta.context)
 
     async def _run(self, run: _Run) -> AsyncIterator[ExecutionEvent]:
         agent, inp, result = run.agent, run.inp, run.result
         rag = agent.rag
-        if rag is None:
+        if rag is not None and inp.controls.bypass_rag:
+            # Checked again at run time: the agent may have been reloaded.
+            require_bypass_allowed(rag)
+            result.rag = bypassed_metadata(rag)
+        if rag is None or inp.controls.bypass_rag:
             await run.prepared(assemble_messages(agent, None, "", inp, ()))
             steps = self._model(run, self._tools(run))
         else:
+            rag = narrowed_policy(rag, inp.controls)
             # Validated again at run time: the configuration may be stale, and an
             # invalid policy must fail before anything is retrieved.
             validate_mode(rag.mode, rag.no_context_behavior)
@@ -408,6 +438,8 @@ class AgentRuntime:
                 steps = self._run_grounded(run, rag, scope)
         async for event in steps:
             yield event
+        if rag is not None and not inp.controls.bypass_rag:
+            result.rag.limits = applied_limits(rag, inp, self.max_top_k)
 
     async def _run_grounded(
         self, run: _Run, rag: RagPolicy, scope: Scope
@@ -444,6 +476,10 @@ class AgentRuntime:
                 "no accepted context and the agent's no-context behavior is FAIL",
             )
         selected = outcome.selected
+        if self._previews.enabled and _log.isEnabledFor(logging.DEBUG):
+            # The evidence the model gets (opt-in, redacted, bounded: domain/redaction.py).
+            fields = self._previews.fields(inp.message, (r.hit.content for r in selected))
+            _log.debug("agent context preview", extra={"agent": agent.id, **(fields or {})})
         rules = framework_rules(rag.mode, bool(selected))
         await run.prepared(assemble_messages(agent, rag, rules, inp, selected))
         async for event in self._model(run, self._tools(run)):
@@ -564,6 +600,8 @@ def rag_metadata(rag: RagPolicy, outcome: RagOutcome | None) -> RagMetadata:
     return replace(
         meta,
         rewritten_query=outcome.rewritten_query,
+        keywords=outcome.keywords,
+        rewrite_failure_code=outcome.rewrite_failure_code,
         index_version=outcome.index_version,
         candidates=list(outcome.acceptance.candidates),
         accepted=list(outcome.ordered),

@@ -30,6 +30,8 @@ _METHOD_FAMILIES: Mapping[str, RpcFamily] = {
     f"{_V1}AgentService/ResumeExecutionStream": RpcFamily.EXECUTE,
     f"{_V1}AgentService/SubmitToolResults": RpcFamily.EXECUTE,
     f"{_V1}AgentService/ExecuteInteractive": RpcFamily.EXECUTE,
+    # Runs the whole RAG sequence of an execution (everything but the model).
+    f"{_V1}AgentService/PrepareExecution": RpcFamily.EXECUTE,
 }
 
 

@@ -17,6 +17,7 @@ from groundwire.agents.client_tools import (
     client_result_outcome,
     validate_client_tools,
 )
+from groundwire.agents.controls import check_controls
 from groundwire.agents.definition import AgentDefinition
 from groundwire.agents.events import (
     EventType,
@@ -27,9 +28,16 @@ from groundwire.agents.events import (
     RequiredToolCall,
 )
 from groundwire.agents.execution_input import ExecutionInput
+from groundwire.agents.prepare import prepare_turn
 from groundwire.agents.registry import AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
 from groundwire.agents.tools import ToolOutcome
+from groundwire.api.agent_controls import (
+    add_controls_description,
+    add_controls_metadata,
+    controls_from_proto,
+    prepared_to_proto,
+)
 from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import duration, filter_from_proto, mode_to_proto, score_to_proto
 from groundwire.api.pagination import LIST_AGENTS, PageTokens, listing
@@ -149,6 +157,7 @@ def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
         )
     if meta.rewritten_query is not None:
         msg.rewritten_query = meta.rewritten_query
+    add_controls_metadata(meta, msg)
     return msg
 
 
@@ -264,6 +273,7 @@ def describe_agent(agent: AgentDefinition) -> agent_pb2.AgentDescription:
                 agentic=r.agentic,
             )
         )
+        add_controls_description(r, msg.rag)
     if agent.instructions_visible:
         msg.instructions = agent.instructions
     return msg
@@ -285,6 +295,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             tenant=effective_tenant(inp.tenant, "input.tenant"),
             conditions=filter_from_proto(inp.filter),
         )
+        controls = controls_from_proto(inp)
+        check_controls(agent, controls)
+        validated = replace(validated, controls=controls)
         if not inp.client_tools and not inp.HasField("client_tool_timeout"):
             return agent, validated
         tools = validate_client_tools(
@@ -341,6 +354,17 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         async for event in self._runtime.execute(agent, inp):
             yield event_to_proto(event, sequence)
             sequence += 1
+
+    async def PrepareExecution(
+        self,
+        request: agent_pb2.PrepareExecutionRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> agent_pb2.PrepareExecutionResponse:
+        agent, inp = self._validate(request.input)
+        turn = await prepare_turn(self._runtime, agent, inp)
+        return agent_pb2.PrepareExecutionResponse(
+            prepared=prepared_to_proto(turn, rag_to_proto(turn.rag))
+        )
 
     async def ResumeExecution(
         self, request: agent_pb2.ResumeExecutionRequest, context: grpc.aio.ServicerContext[Any, Any]
