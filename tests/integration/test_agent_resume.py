@@ -415,3 +415,21 @@ async def test_a_reload_keeps_the_checkpoints_of_the_memory_store(tmp_path: Path
             assert r.result.model == "extractive-v1" and r.result.answer
     finally:
         await app.stop(0)
+
+
+async def test_per_request_controls_are_part_of_the_checkpoint(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    # RAG bypassed for the request stays bypassed on resume: no search tool, no evidence.
+    use_model(app, "open", ScriptedModel([model_error("MODEL_UNAVAILABLE", "down")]))
+    bypass = inp("open", QUESTION, bypass_rag=True)
+    events = [
+        e async for e in stub.ExecuteStream(ag.ExecuteStreamRequest(input=bypass), timeout=30)
+    ]
+    assert events[-1].error_code == "MODEL_UNAVAILABLE"
+    model = ScriptedModel()
+    use_model(app, "open", model)
+    r = await resume_when_free(stub, events[0].execution_id)
+    assert r.rag.rag_bypassed and not r.rag.candidates and r.resumed
+    assert model.tools_seen == [[]]  # the agentic search tool is not offered when bypassed
+    assert not any(m.content.startswith("<untrusted") for m in model.calls[0])

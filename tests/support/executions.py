@@ -52,6 +52,11 @@ def executions_config(
                     "no_context_behavior": "return_not_found",
                 },
             },
+            "open": {
+                "name": "Open",
+                "model": "offline/extractive-v1",
+                "rag": {"index": "notes", "retrieval_mode": "lexical", "agentic": True},
+            },
             "assistant": {
                 "name": "Assistant",
                 "model": "offline/extractive-v1",
