@@ -5,10 +5,12 @@ nothing is ingested or served here (see app/lifecycle.py)."""
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
+from groundwire.agents.checkpoints import Checkpointer
 from groundwire.agents.registry import AgentLimits, AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
 from groundwire.api.auth import AuthPolicy
@@ -47,8 +49,15 @@ from groundwire.providers.embeddings.tokens import TokenizingEmbedder
 from groundwire.reranking.service import RerankingService
 from groundwire.reranking.stage import RerankingMetrics, RerankingStage
 from groundwire.retrieval.engine import RetrievalLimits, Retriever
-from groundwire.stores.base import DistanceMetric, IndexSpec, OperationLog, Store
+from groundwire.stores.base import (
+    CheckpointStore,
+    DistanceMetric,
+    IndexSpec,
+    OperationLog,
+    Store,
+)
 from groundwire.stores.memory import MemoryOperationLog, MemoryStore
+from groundwire.stores.memory.checkpoints import MemoryCheckpointStore
 
 log = logging.getLogger("groundwire.app")
 
@@ -172,6 +181,25 @@ def build_chunker(name: str, index: IndexConfig, embedder: EmbeddingProvider | N
                     f" than the {overhead} tokens of the document prefix and special tokens"
                 )
     return chunker
+
+
+# One in-memory checkpoint table per memory store, so a reload (which reuses the
+# open store) keeps the executions checkpointed before it.
+_MEMORY_CHECKPOINTS: weakref.WeakKeyDictionary[Store, MemoryCheckpointStore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def checkpoint_store_for(store: Store) -> CheckpointStore:
+    """PostgreSQL keeps execution checkpoints durably; memory keeps them per process
+    (per store, across reloads)."""
+    own = getattr(store, "checkpoints", None)
+    if own is not None:
+        return cast(CheckpointStore, own)
+    table = _MEMORY_CHECKPOINTS.get(store)
+    if table is None:
+        table = _MEMORY_CHECKPOINTS[store] = MemoryCheckpointStore()
+    return table
 
 
 async def build_catalog(
@@ -306,7 +334,8 @@ async def build_components(
             limits.max_query_chars,
         ),
     )
-    runtime = AgentRuntime(retriever, stage, previews)
+    checkpoints = Checkpointer(checkpoint_store_for(store), cfg.checkpoints.settings())
+    runtime = AgentRuntime(retriever, stage, previews, checkpoints)
     admission = build_admission(cfg.limits, cfg.agent_limits.max_concurrent_executions)
     return Components(
         cfg,
