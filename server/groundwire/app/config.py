@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from groundwire.app.admission_config import LimitsConfig
 from groundwire.app.agent_config import (
@@ -30,6 +30,13 @@ from groundwire.app.reranker_config import (
     RerankingConfig,
     check_reranker_references,
     resolve_reranker_paths,
+)
+from groundwire.app.url_source_config import (
+    cidr_block,
+    url_allow_list,
+    url_document_id,
+    url_literal_refusal,
+    url_source_url,
 )
 from groundwire.domain.auth import MAX_TENANT_CHARS
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
@@ -201,7 +208,56 @@ class InlineSource(StrictModel):
     metadata: dict[str, str] = Field(default_factory=dict)
 
 
-SourceConfig = Annotated[DirectorySource | FilesSource | InlineSource, Field(discriminator="kind")]
+class UrlEntryConfig(StrictModel):
+    url: str
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_./:-]{0,511}$")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return url_source_url(v)
+
+
+class UrlSource(StrictModel):
+    """Documents fetched with HTTP GET (see README "URL sources" for the policy)."""
+
+    kind: Literal["url"]
+    urls: list[Annotated[str, AfterValidator(url_source_url)] | UrlEntryConfig] = Field(
+        min_length=1, max_length=1000
+    )
+    allow_hosts: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]{1,253}$")]] = Field(
+        default_factory=list
+    )
+    allow_cidrs: list[Annotated[str, AfterValidator(cidr_block)]] = Field(default_factory=list)
+    max_redirects: int = Field(5, ge=0, le=20)
+    connect_timeout_seconds: float = Field(5.0, gt=0, le=120)
+    read_timeout_seconds: float = Field(15.0, gt=0, le=600)
+    total_timeout_seconds: float = Field(60.0, gt=0, le=3600)
+    max_bytes: int | None = Field(None, ge=1, le=1024 * 1024 * 1024)
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _addresses(self) -> UrlSource:
+        allow = url_allow_list(self.allow_hosts, self.allow_cidrs)
+        ids: set[str] = set()
+        for i, entry in enumerate(self.urls):
+            url = entry if isinstance(entry, str) else entry.url
+            problem = url_literal_refusal(url, allow)
+            if problem is not None:
+                raise ValueError(f"urls.{i}: {problem}")
+            doc_id = url_document_id(url) if isinstance(entry, str) else entry.id
+            if doc_id in ids:
+                raise ValueError(
+                    f"urls.{i}: two URLs map to the same document id (URLs differing only"
+                    " in query or fragment need explicit ids: {url = ..., id = ...})"
+                )
+            ids.add(doc_id)
+        return self
+
+
+SourceConfig = Annotated[
+    DirectorySource | FilesSource | InlineSource | UrlSource, Field(discriminator="kind")
+]
 
 
 class IngestionConfig(StrictModel):

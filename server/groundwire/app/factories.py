@@ -34,6 +34,9 @@ from groundwire.app.config import (
 from groundwire.app.config import (
     InlineSource as InlineConfig,
 )
+from groundwire.app.config import (
+    UrlSource as UrlConfig,
+)
 from groundwire.app.config_base import ConfigError
 from groundwire.app.reranker_config import build_reranking_service
 from groundwire.domain.admission import Admission
@@ -42,7 +45,15 @@ from groundwire.domain.chunking import Chunker, ChunkUnit
 from groundwire.domain.retrieval import FusionSettings
 from groundwire.domain.token_chunking import token_overhead
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
-from groundwire.indexes.sources import DirectorySource, FilesSource, InlineSource, SourceConfig
+from groundwire.indexes.sources import (
+    DirectorySource,
+    FilesSource,
+    InlineSource,
+    SourceConfig,
+    UrlEntry,
+    UrlSource,
+)
+from groundwire.ingestion.sources import url_document_id
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.providers.embeddings.hashing import HashingEmbedder
 from groundwire.providers.embeddings.tokens import TokenizingEmbedder
@@ -110,6 +121,25 @@ def _sources(index: IndexConfig) -> list[SourceConfig]:
             out.append(
                 InlineSource(
                     s.id, s.text, s.title, s.format == "markdown", tuple(sorted(s.metadata.items()))
+                )
+            )
+        elif isinstance(s, UrlConfig):
+            out.append(
+                UrlSource(
+                    tuple(
+                        UrlEntry(u, url_document_id(u))
+                        if isinstance(u, str)
+                        else UrlEntry(u.url, u.id)
+                        for u in s.urls
+                    ),
+                    frozenset(s.allow_hosts),
+                    tuple(s.allow_cidrs),
+                    s.max_redirects,
+                    s.connect_timeout_seconds,
+                    s.read_timeout_seconds,
+                    s.total_timeout_seconds,
+                    s.max_bytes,
+                    tuple(sorted(s.metadata.items())),
                 )
             )
     return out
