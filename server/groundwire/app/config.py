@@ -209,22 +209,22 @@ class InlineSource(StrictModel):
 
 
 class UrlEntryConfig(StrictModel):
-    url: str
-    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_./:-]{0,511}$")
+    """One URL; `id` defaults to the URL without query and fragment."""
 
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        return url_source_url(v)
+    url: Annotated[str, AfterValidator(url_source_url)]
+    id: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_./:-]{0,511}$")
+
+    @property
+    def document_id(self) -> str:
+        return self.id if self.id is not None else url_document_id(self.url)
 
 
 class UrlSource(StrictModel):
     """Documents fetched with HTTP GET (see README "URL sources" for the policy)."""
 
     kind: Literal["url"]
-    urls: list[Annotated[str, AfterValidator(url_source_url)] | UrlEntryConfig] = Field(
-        min_length=1, max_length=1000
-    )
+    # Each entry is a URL string or a table {url = "...", id = "..."}.
+    urls: list[UrlEntryConfig] = Field(min_length=1, max_length=1000)
     allow_hosts: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]{1,253}$")]] = Field(
         default_factory=list
     )
@@ -236,22 +236,27 @@ class UrlSource(StrictModel):
     max_bytes: int | None = Field(None, ge=1, le=1024 * 1024 * 1024)
     metadata: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("urls", mode="before")
+    @classmethod
+    def _strings(cls, v: object) -> object:
+        if isinstance(v, list):
+            return [{"url": e} if isinstance(e, str) else e for e in v]
+        return v
+
     @model_validator(mode="after")
     def _addresses(self) -> UrlSource:
         allow = url_allow_list(self.allow_hosts, self.allow_cidrs)
         ids: set[str] = set()
         for i, entry in enumerate(self.urls):
-            url = entry if isinstance(entry, str) else entry.url
-            problem = url_literal_refusal(url, allow)
+            problem = url_literal_refusal(entry.url, allow)
             if problem is not None:
                 raise ValueError(f"urls.{i}: {problem}")
-            doc_id = url_document_id(url) if isinstance(entry, str) else entry.id
-            if doc_id in ids:
+            if entry.document_id in ids:
                 raise ValueError(
                     f"urls.{i}: two URLs map to the same document id (URLs differing only"
                     " in query or fragment need explicit ids: {url = ..., id = ...})"
                 )
-            ids.add(doc_id)
+            ids.add(entry.document_id)
         return self
 
 

@@ -53,7 +53,6 @@ from groundwire.indexes.sources import (
     UrlEntry,
     UrlSource,
 )
-from groundwire.ingestion.sources import url_document_id
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.providers.embeddings.hashing import HashingEmbedder
 from groundwire.providers.embeddings.tokens import TokenizingEmbedder
@@ -126,12 +125,7 @@ def _sources(index: IndexConfig) -> list[SourceConfig]:
         elif isinstance(s, UrlConfig):
             out.append(
                 UrlSource(
-                    tuple(
-                        UrlEntry(u, url_document_id(u))
-                        if isinstance(u, str)
-                        else UrlEntry(u.url, u.id)
-                        for u in s.urls
-                    ),
+                    tuple(UrlEntry(u.url, u.document_id) for u in s.urls),
                     frozenset(s.allow_hosts),
                     tuple(s.allow_cidrs),
                     s.max_redirects,
