@@ -72,7 +72,7 @@ MEDIA_TYPES: Mapping[str, DocumentFormat] = {
 # up to this bound is still read, a zip bomb is not).
 MAX_PACKAGE_ENTRIES = 5_000
 PACKAGE_EXPANSION = 32
-MAX_PACKAGE_BYTES = 256 * 1024 * 1024
+MAX_PACKAGE_BYTES = 128 * 1024 * 1024
 # Extracted text of an office file: at most this many characters per max_bytes
 # byte (the text of a spreadsheet can be longer than its package).
 TEXT_EXPANSION = 4
