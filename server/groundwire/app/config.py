@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
@@ -25,6 +25,14 @@ from groundwire.app.checkpoint_config import CheckpointConfig
 from groundwire.app.chunking_config import ChunkingConfig, check_token_chunking
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
 from groundwire.app.logs import ContentPreviewsConfig
+from groundwire.app.plugins import (
+    EMBEDDERS,
+    LOADERS,
+    STORES,
+    PluginConfig,
+    accept_plugins,
+    plugin_kind,
+)
 from groundwire.app.reranker_config import (
     RerankerConfig,
     RerankingConfig,
@@ -134,7 +142,12 @@ class RetrievalConfig(StrictModel):
 class StoreConfig(StrictModel):
     """Where indexes live. `postgres` with no DSN starts the embedded PostgreSQL."""
 
-    kind: StoreKind = StoreKind.MEMORY
+    # memory, postgres, or a kind a plug-in registers (entry point group
+    # groundwire.stores), which gets the section's other keys as its options.
+    kind: StoreKind | Annotated[str, AfterValidator(plugin_kind(STORES, frozenset(StoreKind)))] = (
+        Field(StoreKind.MEMORY, union_mode="left_to_right")
+    )
+    options: dict[str, Any] = Field(default_factory=dict)
     dsn: SecretRef | None = None
     data_dir: Path = Path("var/pgdata")
     pool_min_size: int = Field(1, ge=0, le=100)
@@ -144,6 +157,22 @@ class StoreConfig(StrictModel):
     hnsw_m: int = Field(16, ge=2, le=100)
     hnsw_ef_construction: int = Field(64, ge=4, le=1000)
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plugin_keys(cls, data: object) -> object:
+        # A plug-in store's other keys are its options, as in every plug-in section.
+        if isinstance(data, dict):
+            kind = data.get("kind")
+            if isinstance(kind, str) and kind not in {k.value for k in StoreKind}:
+                return {"kind": kind, "options": {k: v for k, v in data.items() if k != "kind"}}
+        return data
+
+    @model_validator(mode="after")
+    def _plugin_options(self) -> StoreConfig:
+        if self.options and isinstance(self.kind, StoreKind):
+            raise ValueError(f"options: only a plug-in store takes options, not {self.kind}")
+        return self
 
 
 class LocalOnnxEmbedderConfig(StrictModel):
@@ -181,9 +210,13 @@ class HashingEmbedderConfig(StrictModel):
     dimensions: int = Field(256, ge=8, le=4096)
 
 
+_BuiltinEmbedderConfig = (
+    LocalOnnxEmbedderConfig | OpenAICompatibleEmbedderConfig | HashingEmbedderConfig
+)
 EmbedderConfig = Annotated[
-    LocalOnnxEmbedderConfig | OpenAICompatibleEmbedderConfig | HashingEmbedderConfig,
+    _BuiltinEmbedderConfig | PluginConfig,
     Field(discriminator="kind"),
+    accept_plugins(EMBEDDERS, _BuiltinEmbedderConfig),
 ]
 
 
@@ -273,6 +306,12 @@ class IngestionConfig(StrictModel):
     extensions: list[str] = Field(
         default_factory=lambda: [".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"]
     )
+    # File extension -> a plug-in loader (entry point group groundwire.loaders), as
+    # a table with its kind and options; the extension is then discovered too.
+    loaders: dict[
+        Annotated[str, Field(pattern=r"^\.[a-z0-9]{1,16}$")],
+        Annotated[PluginConfig, accept_plugins(LOADERS, None)],
+    ] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _schedule(self) -> IngestionConfig:

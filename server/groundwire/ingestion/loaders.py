@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from groundwire.domain.chunking import markdown_title
 from groundwire.domain.operations import DocumentFailureReason
 from groundwire.domain.text import normalize_text
+from groundwire.indexes.loaders import Loader as Loader  # re-exported
 
 
 class DocumentFormat(enum.Enum):
@@ -320,18 +321,73 @@ def load_bytes(
     )
 
 
-def load_file(
-    path: Path, document_id: str, source_id: str, *, max_bytes: int, metadata: Mapping[str, str]
+def load_with_plugin(
+    loader: Loader,
+    document_id: str,
+    source_id: str,
+    data: bytes,
+    *,
+    max_bytes: int,
+    metadata: Mapping[str, str],
+    fallback_title: str,
 ) -> LoadedDocument | LoadFailure:
-    """Read a file with a byte bound (never more than max_bytes + 1 bytes are read)."""
-    fmt = FORMATS_BY_EXTENSION.get(path.suffix.lower())
-    if fmt is None:
+    """A plug-in loader's text, normalized and bounded like a built-in one's."""
+    if len(data) > max_bytes:
+        return LoadFailure(document_id, DocumentFailureReason.TOO_LARGE)
+    try:
+        raw, title = loader.load(data)
+    # The plug-in is someone else's code: whatever it raises, this document failed
+    # and the run goes on.
+    except Exception:
+        return LoadFailure(document_id, DocumentFailureReason.PARSE_FAILED)
+    if not isinstance(raw, str) or not isinstance(title, str):
+        return LoadFailure(document_id, DocumentFailureReason.PARSE_FAILED)
+    if len(raw) > TEXT_EXPANSION * max_bytes:
+        return LoadFailure(document_id, DocumentFailureReason.TOO_LARGE)
+    text = normalize_text(raw)
+    if not text.strip():
+        return LoadFailure(document_id, DocumentFailureReason.EMPTY)
+    fmt = DocumentFormat.MARKDOWN if loader.markdown else DocumentFormat.TEXT
+    if not title.strip() and fmt is DocumentFormat.MARKDOWN:
+        title = markdown_title(text)
+    return LoadedDocument(
+        document_id, source_id, text, title.strip() or fallback_title, fmt, dict(metadata)
+    )
+
+
+def load_file(
+    path: Path,
+    document_id: str,
+    source_id: str,
+    *,
+    max_bytes: int,
+    metadata: Mapping[str, str],
+    loaders: Mapping[str, Loader] | None = None,
+) -> LoadedDocument | LoadFailure:
+    """Read a file with a byte bound (never more than max_bytes + 1 bytes are read);
+    `loaders` maps extensions to plug-in loaders, which take precedence."""
+    suffix = path.suffix.lower()
+    plugin = (loaders or {}).get(suffix)
+    fmt = FORMATS_BY_EXTENSION.get(suffix)
+    if fmt is None and plugin is None:
         return LoadFailure(document_id, DocumentFailureReason.UNSUPPORTED_FORMAT)
     try:
         with path.open("rb") as fh:
             data = fh.read(max_bytes + 1)
     except OSError:
         return LoadFailure(document_id, DocumentFailureReason.UNREADABLE)
+    fallback_title = PurePosixPath(document_id).stem.replace("-", " ").replace("_", " ")
+    if plugin is not None:
+        return load_with_plugin(
+            plugin,
+            document_id,
+            source_id,
+            data,
+            max_bytes=max_bytes,
+            metadata=metadata,
+            fallback_title=fallback_title,
+        )
+    assert fmt is not None
     return load_bytes(
         document_id,
         source_id,
@@ -339,5 +395,5 @@ def load_file(
         fmt,
         max_bytes=max_bytes,
         metadata=metadata,
-        fallback_title=PurePosixPath(document_id).stem.replace("-", " ").replace("_", " "),
+        fallback_title=fallback_title,
     )

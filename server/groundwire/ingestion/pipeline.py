@@ -109,6 +109,7 @@ def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | 
             source_id_for(item.document_id),
             max_bytes=handle.max_file_bytes,
             metadata=handle.metadata,
+            loaders=handle.loaders,
         )
     meta = {**handle.metadata, **item.metadata}
     return load_bytes(
