@@ -6,6 +6,7 @@ keep-alive thread outlives a test."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +33,12 @@ class Page:
 
 
 class WebStandIn:
-    def __init__(self) -> None:
+    """With `tls` (a server-side SSLContext) it speaks HTTPS and records the SNI
+    name each client sent in `sni_names`."""
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls
+        self.sni_names: list[str | None] = []
         self.pages: dict[str, Page | Callable[[WebStandIn], Page]] = {}
         self.requests: list[tuple[str, dict[str, str]]] = []
         self._lock = threading.Lock()
@@ -46,7 +52,8 @@ class WebStandIn:
         return int(self._server.server_address[1])
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
-        return f"http://{host}:{self.port}{path}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{host}:{self.port}{path}"
 
     def hits(self, path: str) -> list[dict[str, str]]:
         with self._lock:
@@ -106,6 +113,13 @@ class WebStandIn:
         server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         server.daemon_threads = True
         server.block_on_close = False
+        if self.tls is not None:
+
+            def remember(sock: ssl.SSLObject | ssl.SSLSocket, name: str | None, _: object) -> None:
+                self.sni_names.append(name)
+
+            self.tls.sni_callback = remember
+            server.socket = self.tls.wrap_socket(server.socket, server_side=True)
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True

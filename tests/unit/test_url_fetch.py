@@ -6,6 +6,7 @@ injected resolver so that "a name that resolves to a private address" needs no D
 from __future__ import annotations
 
 import ipaddress
+import ssl
 import time
 from collections.abc import Iterator
 
@@ -28,6 +29,7 @@ from groundwire.ingestion.url_policy import (
     address_refusal,
     check_url,
 )
+from tests.support.tls import Pki, make_pki
 from tests.support.web_standin import Page, WebStandIn
 
 pytestmark = pytest.mark.timeout(30)
@@ -129,6 +131,60 @@ async def test_connects_to_the_checked_address_and_keeps_the_host_name(web: WebS
     )
     assert isinstance(got, Fetched)
     assert web.hits("/named")[-1]["host"] == f"docs.example:{web.port}"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def tls_web(pki: Pki) -> Iterator[WebStandIn]:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(pki.server_cert, pki.server_key)
+    with WebStandIn(tls=ctx) as server:
+        server.pages["/secure"] = Page(b"over tls", "text/plain")
+        yield server
+
+
+def client_tls(pki: Pki) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(pki.ca_cert))
+
+
+async def test_https_verifies_the_certificate_against_the_host_name(
+    tls_web: WebStandIn, pki: Pki
+) -> None:
+    # Connected to the checked address (127.0.0.1), but SNI and the certificate
+    # check use the URL's host name, as if no address had been pinned.
+    got = await fetch_url(
+        tls_web.url("/secure", host="localhost"),
+        settings(AllowList.of(hosts=["localhost"])),
+        ssl_context=client_tls(pki),
+    )
+    assert isinstance(got, Fetched) and got.body == b"over tls"
+    assert tls_web.sni_names[-1] == "localhost"
+
+
+async def test_https_to_a_name_the_certificate_does_not_cover_fails(
+    tls_web: WebStandIn, pki: Pki
+) -> None:
+    # docs.example resolves to 127.0.0.1, which the certificate names; a client
+    # that connected "by IP" would accept it. Verification is against the name.
+    err = await refusal_of(
+        tls_web.url("/secure", host="docs.example"),
+        settings(AllowList.of(hosts=["docs.example"])),
+        resolver=resolver_to({"docs.example": "127.0.0.1"}),
+        ssl_context=client_tls(pki),
+    )
+    assert err.failure is FetchFailure.TLS_FAILED
+    assert tls_web.sni_names[-1] == "docs.example"
+
+
+async def test_https_with_an_untrusted_certificate_fails(tls_web: WebStandIn) -> None:
+    err = await refusal_of(
+        tls_web.url("/secure", host="localhost"), settings(AllowList.of(hosts=["localhost"]))
+    )
+    assert err.failure is FetchFailure.TLS_FAILED
 
 
 # --- the refusal matrix, one by one --------------------------------------------------
