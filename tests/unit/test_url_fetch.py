@@ -187,6 +187,45 @@ async def test_https_with_an_untrusted_certificate_fails(tls_web: WebStandIn) ->
     assert err.failure is FetchFailure.TLS_FAILED
 
 
+async def test_the_connection_uses_the_answer_that_was_checked(web: WebStandIn) -> None:
+    # DNS rebinding: the first answer passes the check, every later one would not.
+    # The fetcher resolves once per connection and connects to what it checked.
+    web.pages["/rebind"] = Page(b"first answer", "text/plain")
+    answers = ["127.0.0.1"]
+    calls: list[str] = []
+
+    async def rebinding(host: str, port: int) -> list[IPAddress]:
+        calls.append(host)
+        return [ipaddress.ip_address(answers[0])]
+
+    original = web.hits("/rebind")
+    got = await fetch_url(web.url("/rebind", host="rebind.example"), settings(), resolver=rebinding)
+    answers[0] = "10.0.0.1"
+    assert isinstance(got, Fetched) and got.body == b"first answer"
+    assert calls == ["rebind.example"] and len(web.hits("/rebind")) == len(original) + 1
+    # The next fetch resolves again and is refused on the new answer.
+    err = await refusal_of(web.url("/rebind", host="rebind.example"), resolver=rebinding)
+    assert err.refusal == "PRIVATE_ADDRESS"
+
+
+async def test_a_redirect_to_another_allowed_origin_opens_a_new_checked_connection(
+    web: WebStandIn,
+) -> None:
+    web.pages["/hop"] = Page(status=308, location=web.url("/landing", host="docs.example"))
+    web.pages["/landing"] = Page(b"other origin", "text/plain")
+    seen: list[str] = []
+
+    async def resolve(host: str, port: int) -> list[IPAddress]:
+        seen.append(host)
+        return [ipaddress.ip_address("127.0.0.1")]
+
+    allow = AllowList.of(hosts=["docs.example"], cidrs=["127.0.0.1/32"])
+    got = await fetch_url(web.url("/hop"), settings(allow), resolver=resolve)
+    assert isinstance(got, Fetched) and got.body == b"other origin" and got.redirects == 1
+    assert seen == ["127.0.0.1", "docs.example"]
+    assert web.hits("/landing")[-1]["host"] == f"docs.example:{web.port}"
+
+
 # --- the refusal matrix, one by one --------------------------------------------------
 
 

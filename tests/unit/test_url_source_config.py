@@ -59,6 +59,10 @@ def error(source: dict[str, Any]) -> str:
             {"urls": ["https://e.com/a?x=secret", "https://e.com/a?y=secret"]},
             "urls.1: two URLs map to the same document id",
         ),
+        (
+            {"urls": ["https://e.com/" + "p" * 600]},
+            "urls.0: the URL makes a document id longer than 512 characters",
+        ),
         ({"urls": ["https://e.com/a"], "max_redirects": 50}, "max_redirects"),
         ({"urls": ["https://e.com/a"], "connect_timeout_seconds": 0}, "connect_timeout_seconds"),
         ({"urls": ["https://e.com/a"], "max_bytes": 0}, "max_bytes"),

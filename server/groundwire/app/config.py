@@ -241,6 +241,9 @@ class InlineSource(StrictModel):
     metadata: dict[str, str] = Field(default_factory=dict)
 
 
+MAX_URL_DOCUMENT_ID_CHARS = 512
+
+
 class UrlEntryConfig(StrictModel):
     """One URL; `id` defaults to the URL without query and fragment."""
 
@@ -284,6 +287,11 @@ class UrlSource(StrictModel):
             problem = url_literal_refusal(entry.url, allow)
             if problem is not None:
                 raise ValueError(f"urls.{i}: {problem}")
+            if len(entry.document_id) > MAX_URL_DOCUMENT_ID_CHARS:
+                raise ValueError(
+                    f"urls.{i}: the URL makes a document id longer than"
+                    f" {MAX_URL_DOCUMENT_ID_CHARS} characters; give it an id"
+                )
             if entry.document_id in ids:
                 raise ValueError(
                     f"urls.{i}: two URLs map to the same document id (URLs differing only"
