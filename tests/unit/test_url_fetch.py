@@ -321,6 +321,15 @@ async def test_refuses_a_redirect_to_another_scheme_or_with_credentials(web: Web
     assert (await refusal_of(web.url("/to-creds"))).refusal == "CREDENTIALS_IN_URL"
 
 
+async def test_a_redirect_without_a_usable_location_fails(web: WebStandIn) -> None:
+    web.pages["/no-location"] = Page(status=302)
+    web.pages["/bad-location"] = Page(status=302, location="http://exa mple.com/?k=secret")
+    web.pages["/odd-location"] = Page(status=302, location="/caf\u00e9 menu")
+    assert (await refusal_of(web.url("/no-location"))).failure is FetchFailure.BAD_REDIRECT
+    assert (await refusal_of(web.url("/bad-location"))).refusal == "MALFORMED_URL"
+    assert (await refusal_of(web.url("/odd-location"))).refusal == "MALFORMED_URL"
+
+
 async def test_refuses_too_many_redirects(web: WebStandIn) -> None:
     web.pages["/loop1"] = Page(status=302, location="/loop2")
     web.pages["/loop2"] = Page(status=302, location="/loop1")

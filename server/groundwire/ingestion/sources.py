@@ -256,6 +256,11 @@ async def load_url_item(
         )
         reason = _FAILURES.get(exc.failure, DocumentFailureReason.FETCH_FAILED)
         return LoadFailure(item.document_id, reason)
+    # Anything else is a fault of the HTTP stack on this one URL: the document
+    # fails, the run goes on (cancellation is not an Exception and propagates).
+    except Exception as exc:
+        log.error("url source fetch faulted", extra={"error_type": type(exc).__name__})
+        return LoadFailure(item.document_id, DocumentFailureReason.FETCH_FAILED)
     if isinstance(fetched, NotModified):
         return UNCHANGED
     fmt = formats[fetched.media_type]

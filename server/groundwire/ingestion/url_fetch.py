@@ -365,5 +365,8 @@ async def fetch_url(
         raise FetchError(failure, backend.origin) from None
     except (httpcore.ProtocolError, httpcore.NetworkError, httpcore.UnsupportedProtocol):
         raise FetchError(FetchFailure.PROTOCOL_ERROR, backend.origin) from None
+    # A server's bytes that no request may carry (a Location httpcore cannot encode).
+    except (ValueError, UnicodeError):
+        raise FetchError(FetchFailure.PROTOCOL_ERROR, backend.origin) from None
     finally:
         await pool.aclose()
