@@ -312,7 +312,10 @@ class IngestionConfig(StrictModel):
     max_file_bytes: int = Field(10 * 1024 * 1024, ge=1, le=1024 * 1024 * 1024)
     embed_batch_size: int = Field(64, ge=1, le=4096)
     extensions: list[str] = Field(
-        default_factory=lambda: [".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"]
+        default_factory=lambda: [
+            *[".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"],
+            *[".docx", ".pptx", ".xlsx"],
+        ]
     )
     # File extension -> a plug-in loader (entry point group groundwire.loaders), as
     # a table with its kind and options; the extension is then discovered too.
