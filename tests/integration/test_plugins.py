@@ -208,7 +208,10 @@ def test_an_unknown_loader_kind_names_the_extension(docs: Path) -> None:
     cfg = plugin_config(docs)
     cfg["indexes"]["docs"]["ingestion"]["loaders"] = {".rtf": {"kind": "rtf-reader"}}
     text = config_error(cfg)
-    assert "indexes.docs.ingestion.loaders..rtf: Value error, kind 'rtf-reader'" in text
+    assert (
+        "indexes.docs.ingestion.loaders..rtf: Value error, kind 'rtf-reader' is not registered"
+        " by an installed plug-in"
+    ) in text
     assert "groundwire.loaders: example-csv" in text
 
 

@@ -93,10 +93,15 @@ def registered_kinds(group: str) -> list[str]:
 
 def _unknown_kind(kind: str, group: str, builtins: frozenset[str]) -> str:
     plugins = registered_kinds(group)
+    installed = f": {', '.join(plugins)})" if plugins else ": none installed)"
+    if not builtins:
+        return (
+            f"kind {kind!r} is not registered by an installed plug-in"
+            f" (entry point group {group}{installed}"
+        )
     return (
         f"kind {kind!r} is neither built in ({', '.join(sorted(builtins))}) nor registered"
-        f" by an installed plug-in (entry point group {group}"
-        + (f": {', '.join(plugins)})" if plugins else ": none installed)")
+        f" by an installed plug-in (entry point group {group}{installed}"
     )
 
 
