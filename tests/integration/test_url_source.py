@@ -215,3 +215,22 @@ async def test_without_the_allow_list_loopback_is_refused(web: WebStandIn) -> No
         op = await c.run()
         assert op.counts.failed == 2 and set(reasons(op).values()) == {"URL_REFUSED"}
     assert len(web.requests) == before
+
+
+async def test_a_url_document_takes_the_chunking_policy_of_its_media_type(
+    web: WebStandIn,
+) -> None:
+    long_text = " ".join(f"word{i}" for i in range(120))
+    web.pages["/long.docx"] = Page(docx_bytes("Long", long_text), DOCX)
+    web.pages["/long-page"] = Page(f"<p>{long_text}</p>".encode(), "text/html")
+    cfg = config(web, {"kind": "memory"})
+    index: Any = cfg["indexes"]["web"]  # type: ignore[index]
+    index["sources"][0]["urls"] = [web.url("/long.docx"), web.url("/long-page")]
+    index["chunking"] = {"size": 2000, "overlap": 0, "extensions": {".docx": {"size": 100}}}
+    async with running(cfg) as c:
+        op = await c.run()
+        assert op.counts.ingested == 2
+        status = (await c.ing.GetIndexStatus(ing.GetIndexStatusRequest(index_name="web"))).status
+        # The HTML page is one chunk under the default policy; the DOCX, known by
+        # its media type, is split by the .docx policy.
+        assert status.chunk_count > 2 + 5

@@ -92,6 +92,9 @@ class LoadedDocument:
     # Stored with the content hash (`sources.stored_hash`): the HTTP validators of
     # a URL document, "" for every other source.
     source_state: str = ""
+    # The file extension whose chunking policy applies ("" for the format's first
+    # one): a file's own, or a URL document's by its media type.
+    extension: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -227,7 +227,7 @@ async def run_ingestion(
                 chunk_document,
                 loaded,
                 handle,
-                item.path.suffix if isinstance(item, FileItem) else None,
+                item.path.suffix if isinstance(item, FileItem) else loaded.extension or None,
             )
             if not chunks:
                 report.failed += 1

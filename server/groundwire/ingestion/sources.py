@@ -191,6 +191,8 @@ def media_types_for(extensions: Sequence[str]) -> dict[str, DocumentFormat]:
     return {m: f for m, f in MEDIA_TYPES.items() if f in enabled}
 
 
+# The chunking policy of a URL document is its media type's first extension's.
+_EXTENSION_OF_FORMAT = {fmt: ext for ext, fmt in reversed(list(FORMATS_BY_EXTENSION.items()))}
 _TEXTUAL = (DocumentFormat.TEXT, DocumentFormat.MARKDOWN, DocumentFormat.HTML)
 _UTF8 = frozenset({"", "utf-8", "utf8", "us-ascii", "ascii"})
 
@@ -283,4 +285,8 @@ async def load_url_item(
     )
     if isinstance(loaded, LoadFailure):
         return loaded
-    return replace(loaded, source_state=source_state(fetched.validators, tenant, meta))
+    return replace(
+        loaded,
+        source_state=source_state(fetched.validators, tenant, meta),
+        extension=_EXTENSION_OF_FORMAT.get(fmt, ""),
+    )
