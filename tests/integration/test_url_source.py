@@ -8,6 +8,7 @@ keep the previously published version serving."""
 from __future__ import annotations
 
 import io
+import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -144,8 +145,9 @@ def reasons(op: ing.Operation) -> dict[str, str]:
 
 
 async def test_url_pages_are_ingested_and_unchanged_ones_are_not_refetched(
-    web: WebStandIn, store: dict[str, object]
+    web: WebStandIn, store: dict[str, object], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="groundwire.ingestion")
     base = f"http://127.0.0.1:{web.port}"
     async with running(config(web, store)) as c:
         desc = (await c.ing.GetIndex(ing.GetIndexRequest(index_name="web"))).index
@@ -162,6 +164,11 @@ async def test_url_pages_are_ingested_and_unchanged_ones_are_not_refetched(
         assert await c.find("DELTATOKEN") == [f"{base}/latin1"]
         assert await c.find("ECHOTOKEN") == [f"{base}/report.docx"]
         assert "secret" not in str(first)
+        # The refusal is logged with the origin it was refused at, never a path.
+        (refused,) = [r for r in caplog.records if r.getMessage() == "url source fetch failed"]
+        assert vars(refused)["url_origin"] == "http://169.254.169.254"
+        assert vars(refused)["refusal"] == "METADATA_ADDRESS"
+        assert "latest" not in caplog.text and "secret" not in caplog.text
 
         second = await c.run()
         # a.html, b.md and the docx answer 304; c.txt and latin1 have no validators,
