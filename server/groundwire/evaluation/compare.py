@@ -24,6 +24,8 @@ from groundwire.evaluation.common import COMPARE_SCHEMA, read_json, utc_now
 from groundwire.evaluation.formatting import ordered_stages
 from groundwire.evaluation.gate import (
     GateConfig,
+    answer_checks,
+    answer_measures,
     comparability_checks,
     gate_verdict,
     latency_checks,
@@ -188,6 +190,23 @@ def _latency(a: LoadedVariant, b: LoadedVariant) -> dict[str, Any]:
     return {s: {"baseline": la.get(s), "candidate": lb.get(s)} for s in ordered_stages({*la, *lb})}
 
 
+def _answers(
+    agent_a: Mapping[str, Any] | None, agent_b: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """Answer measures side by side (None when neither run reports any)."""
+    ma, mb = answer_measures(agent_a), answer_measures(agent_b)
+    rows = {
+        m: {
+            "baseline": ma[m],
+            "candidate": mb[m],
+            "delta": None if ma[m] is None or mb[m] is None else mb[m] - ma[m],
+        }
+        for m in ma
+        if ma[m] is not None or mb[m] is not None
+    }
+    return rows or None
+
+
 def compare_runs(
     a: LoadedVariant,
     b: LoadedVariant,
@@ -213,13 +232,14 @@ def compare_runs(
     slice_rows = _slice_table(
         pa, pb, slices_a, _slice_fields(slice_fields, gate, slices_a), gate, seed
     )
+    agent_a, agent_b = a.variant.get("agent"), b.variant.get("agent")
     checks = [
         *comparability_checks(ds_a, ds_b, len(paired), dropped),
         *quality_checks(gate, stats[gate.primary], slice_rows),
+        *answer_checks(gate, agent_a, agent_b),
         *latency_checks(gate, b.variant.get("latency_ms", {})),
         *reliability_checks(gate, b.variant.get("reliability", {})),
     ]
-    agent_a, agent_b = a.variant.get("agent"), b.variant.get("agent")
     return {
         "schema": COMPARE_SCHEMA,
         "created_at": utc_now(),
@@ -243,6 +263,7 @@ def compare_runs(
         },
         "gate": gate_verdict(checks, comparable=same_dataset(ds_a, ds_b)),
         "agents": {"baseline": agent_a, "candidate": agent_b} if agent_a or agent_b else None,
+        "answers": _answers(agent_a, agent_b),
         "per_query": [
             {"id": q, "baseline": pa[q], "candidate": pb[q], "delta": pb[q] - pa[q]} for q in paired
         ],
