@@ -40,6 +40,13 @@ def test_markers_after_the_full_stop_belong_to_the_sentence_before() -> None:
         "It also thins blood. [2, 3]",
         "Nothing else is known.",
     ]
+    # A cited line without a full stop, then the next sentence (the offline model
+    # cites a document's title line this way); a marker mid-sentence does not split.
+    assert split_sentences("Bravo record [1] The reading is 12 [2] units. See [x] Here.") == [
+        "Bravo record [1]",
+        "The reading is 12 [2] units.",
+        "See [x] Here.",
+    ]
 
 
 def test_splitting_keeps_abbreviations_decimals_and_drops_bullets() -> None:
@@ -165,7 +172,11 @@ def test_answer_summary_counts_refusals_errors_and_judge_failures() -> None:
         _ex("q2", citation=facts, judge_failure="JUDGE_INVALID_VERDICT"),
         _ex("q3", citation=facts, judge_failure="MODEL_TIMEOUT"),
         _ex("q4", framework_not_found=True, model_skipped=True),
-        _ex("q5", error="FAILED_PRECONDITION/NO_ACCEPTED_CONTEXT", error_reason="NO_ACCEPTED_CONTEXT"),
+        _ex(
+            "q5",
+            error="FAILED_PRECONDITION/NO_ACCEPTED_CONTEXT",
+            error_reason="NO_ACCEPTED_CONTEXT",
+        ),
         _ex("q6", error="UNAVAILABLE/MODEL_UNAVAILABLE", error_reason="MODEL_UNAVAILABLE"),
         _ex("q7", citation=facts),  # answered, no evidence to judge
     ]
@@ -215,9 +226,7 @@ def _agent(precision: float, faith: float | None, refusal: float | None, fail: f
             },
         },
         "refusal": {
-            "holdout": None
-            if refusal is None
-            else {"unanswerable": {"refusal_rate": refusal}},
+            "holdout": None if refusal is None else {"unanswerable": {"refusal_rate": refusal}},
             "foreign": {"unanswerable": {"refusal_rate": 0.1}},
         },
     }

@@ -9,7 +9,9 @@ in range; `[0]`, `[7]` with five sources, `[a]` or `[1-2]` are not citations.
 
 Sentence splitting. The answer is split into lines, then each line at `.`, `!`
 or `?` followed by whitespace, except after a few abbreviations (`e.g.`, `i.e.`,
-`et al.`, `Fig.`, `vs.`, a single capital initial). Citation markers that follow
+`et al.`, `Fig.`, `vs.`, a single capital initial), and after a citation marker
+followed by whitespace and a capital letter (`Bravo record [1] The reading ...`:
+the offline model cites a title line that has no full stop). Citation markers that follow
 a sentence's terminal punctuation (`... is 4.5. [2]`, the form the offline model
 and many LLMs write) belong to that sentence, not the next one. Markdown bullet
 and heading prefixes are dropped; a piece with no letter or digit outside its
@@ -33,7 +35,10 @@ from groundwire.domain.citations import extract_citations
 __all__ = ["CitationFacts", "citation_facts", "split_sentences"]
 
 _MARKER_RUN = re.compile(r"^(?:\s*\[[^\[\]\n]{0,64}\])+")
-_BREAK = re.compile(r"(?<=[.!?])\s+(?=\S)")
+# A sentence ends at `.`, `!` or `?` before whitespace, or at a citation marker
+# followed by whitespace and a capital letter (`Heading [1] The next ...`).
+_BREAK = re.compile(r"(?<=[.!?])\s+(?=\S)|(?<=\])\s+(?=[A-Z])")
+_ENDS_WITH_MARKER = re.compile(r"\[\s*[0-9]{1,9}(?:\s*,\s*[0-9]{1,9})*\s*\]$")
 _PREFIX = re.compile(r"^\s*(?:#{1,6}\s+|(?:[-*+>]\s+|\d{1,3}[.)]\s+)+)")
 _ALNUM = re.compile(r"[^\W_]")
 _BRACKETED = re.compile(r"\[[^\[\]\n]{0,64}\]")
@@ -49,6 +54,8 @@ def _pieces(line: str) -> list[str]:
     for m in _BREAK.finditer(line):
         head = line[start : m.start()]
         if _ABBREVIATIONS.search(head):
+            continue
+        if head.endswith("]") and not _ENDS_WITH_MARKER.search(head):
             continue
         out.append(head)
         start = m.end()

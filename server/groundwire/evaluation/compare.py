@@ -195,15 +195,12 @@ def _answers(
 ) -> dict[str, Any] | None:
     """Answer measures side by side (None when neither run reports any)."""
     ma, mb = answer_measures(agent_a), answer_measures(agent_b)
-    rows = {
-        m: {
-            "baseline": ma[m],
-            "candidate": mb[m],
-            "delta": None if ma[m] is None or mb[m] is None else mb[m] - ma[m],
-        }
-        for m in ma
-        if ma[m] is not None or mb[m] is not None
-    }
+    rows: dict[str, Any] = {}
+    for m in ma:
+        x, y = ma[m], mb[m]
+        if x is not None or y is not None:
+            delta = None if x is None or y is None else y - x
+            rows[m] = {"baseline": x, "candidate": y, "delta": delta}
     return rows or None
 
 

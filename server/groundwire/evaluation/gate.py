@@ -39,10 +39,10 @@ __all__ = [
     "ANSWER_MEASURES",
     "AnswerTargets",
     "GateConfig",
-    "answer_checks",
-    "answer_measures",
     "LatencyTarget",
     "ReliabilityTargets",
+    "answer_checks",
+    "answer_measures",
     "comparability_checks",
     "gate_verdict",
     "latency_checks",
@@ -311,12 +311,13 @@ def answer_checks(
                     "quality",
                 )
             )
-        if at.max_drop is not None and value is not None and base[m] is not None:
+        before = base[m]
+        if at.max_drop is not None and value is not None and before is not None:
             checks.append(
                 _check(
                     f"{m} drops by at most {at.max_drop * 100:.1f} pp",
-                    value >= base[m] - at.max_drop,
-                    f"{base[m]:.2%} -> {value:.2%}",
+                    value >= before - at.max_drop,
+                    f"{before:.2%} -> {value:.2%}",
                     "quality",
                 )
             )
