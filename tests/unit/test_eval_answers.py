@@ -16,7 +16,7 @@ from groundwire.evaluation.agent_outcomes import (
     refusal_summary,
 )
 from groundwire.evaluation.answers import citation_facts, split_sentences
-from groundwire.evaluation.compare import _answers
+from groundwire.evaluation.compare import answer_rows
 from groundwire.evaluation.dataset import Document
 from groundwire.evaluation.gate import AnswerTargets, GateConfig, answer_checks, answer_measures
 from groundwire.evaluation.judge import (
@@ -65,6 +65,12 @@ def test_splitting_keeps_abbreviations_decimals_and_drops_bullets() -> None:
         "Outcomes improved! [2] ---",
     ]
     assert split_sentences("") == [] and split_sentences("[1] [2]") == []
+    assert split_sentences("Given by J. Smith. The answer is no. It is vitamin a. Done.") == [
+        "Given by J. Smith.",
+        "The answer is no.",
+        "It is vitamin a.",
+        "Done.",
+    ]
 
 
 def test_citation_facts_count_only_markers_in_range() -> None:
@@ -250,7 +256,7 @@ def test_answer_checks_floors_drops_and_judge_failures() -> None:
     assert [c["name"] for c in failing if not c["passed"]] == ["judge failure rate <= 5.00%"]
     # Runs without answer measures (older agent runs, retrieval runs): nothing.
     assert answer_checks(GateConfig(), None, None) == []
-    rows = _answers(base, _agent(0.7, 0.9, 0.6, 0.0))
+    rows = answer_rows(base, _agent(0.7, 0.9, 0.6, 0.0))
     assert rows is not None
     assert rows["citation_precision"]["delta"] == pytest.approx(-0.1)
-    assert _answers(None, None) is None
+    assert answer_rows(None, None) is None

@@ -276,8 +276,12 @@ async def run_agent_evaluation(settings: AgentSettings) -> dict[str, Any]:
         else (),
     )
     try:
+        descs = {a: await _describe_agent(run, a) for a in settings.agents}
+        for agent_id, holdout_agent in settings.holdout.items():
+            # Checked before any execution: the holdout index loses documents.
+            _holdout_index(descs[agent_id], await _describe_agent(run, holdout_agent))
         for agent_id in settings.agents:
-            desc = await _describe_agent(run, agent_id)
+            desc = descs[agent_id]
             if desc.HasField("rag") and not index_info:
                 index_info = await _index_info(run.stubs, desc.rag.index_name)
             blocks.append(await _agent_block(run, agent_id, desc))
@@ -456,13 +460,7 @@ async def _refusal(
     out: dict[str, Any] = {"mode": mode, "holdout": None, "foreign": None}
     holdout_agent = settings.holdout.get(agent_id)
     if holdout_agent is not None and run.holdout_queries:
-        hdesc = await _describe_agent(run, holdout_agent)
-        index = hdesc.rag.index_name if hdesc.HasField("rag") else ""
-        if not index or (desc.HasField("rag") and index == desc.rag.index_name):
-            raise ValueError(
-                f"holdout agent {holdout_agent!r} must search an index of its own "
-                f"(not {agent_id!r}'s): its documents are removed"
-            )
+        index = _holdout_index(desc, await _describe_agent(run, holdout_agent))
         derived, removed = holdout_dataset(settings.dataset, run.holdout_queries)
         ingest = await _fill_holdout(run, index, derived, removed)
         unanswerable = await _execute_all(
@@ -495,6 +493,17 @@ async def _refusal(
         )
         out["foreign"] = refusal_summary(executions, foreign, {"source": settings.foreign_name})
     return out
+
+
+def _holdout_index(desc: agent_pb2.AgentDescription, hdesc: agent_pb2.AgentDescription) -> str:
+    """The holdout agent's index; it must be a RAG agent on an index of its own."""
+    index = hdesc.rag.index_name if hdesc.HasField("rag") else ""
+    if not index or (desc.HasField("rag") and index == desc.rag.index_name):
+        raise ValueError(
+            f"holdout agent {hdesc.id!r} must search an index of its own "
+            f"(not {desc.id!r}'s): its documents are removed"
+        )
+    return index
 
 
 async def _fill_holdout(run: _Run, index: str, derived: Dataset, removed: Sequence[str]) -> Any:

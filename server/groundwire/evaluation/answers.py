@@ -9,7 +9,7 @@ in range; `[0]`, `[7]` with five sources, `[a]` or `[1-2]` are not citations.
 
 Sentence splitting. The answer is split into lines, then each line at `.`, `!`
 or `?` followed by whitespace, except after a few abbreviations (`e.g.`, `i.e.`,
-`et al.`, `Fig.`, `vs.`, a single capital initial), and after a citation marker
+`et al.`, `Fig.`, `vs.`, `cf.`, `approx.`, a single capital initial), and after a citation marker
 followed by whitespace and a capital letter (`Bravo record [1] The reading ...`:
 the offline model cites a title line that has no full stop). Citation markers that follow
 a sentence's terminal punctuation (`... is 4.5. [2]`, the form the offline model
@@ -42,9 +42,8 @@ _ENDS_WITH_MARKER = re.compile(r"\[\s*[0-9]{1,9}(?:\s*,\s*[0-9]{1,9})*\s*\]$")
 _PREFIX = re.compile(r"^\s*(?:#{1,6}\s+|(?:[-*+>]\s+|\d{1,3}[.)]\s+)+)")
 _ALNUM = re.compile(r"[^\W_]")
 _BRACKETED = re.compile(r"\[[^\[\]\n]{0,64}\]")
-_ABBREVIATIONS = re.compile(
-    r"(?:\b(?:e\.g|i\.e|et al|etc|fig|figs|vs|cf|approx|no)\.|\b[A-Z]\.)$", re.I
-)
+_ABBREVIATIONS = re.compile(r"\b(?:e\.g|i\.e|et al|fig|figs|vs|cf|approx)\.$", re.I)
+_INITIAL = re.compile(r"(?:^|\s)[A-Z]\.$")
 
 
 def _pieces(line: str) -> list[str]:
@@ -53,7 +52,7 @@ def _pieces(line: str) -> list[str]:
     start = 0
     for m in _BREAK.finditer(line):
         head = line[start : m.start()]
-        if _ABBREVIATIONS.search(head):
+        if _ABBREVIATIONS.search(head) or _INITIAL.search(head):
             continue
         if head.endswith("]") and not _ENDS_WITH_MARKER.search(head):
             continue

@@ -35,7 +35,7 @@ from groundwire.evaluation.gate import (
 )
 from groundwire.evaluation.stats import bootstrap_mean_ci, paired_stats
 
-__all__ = ["LoadedVariant", "compare_runs", "load_variant"]
+__all__ = ["LoadedVariant", "answer_rows", "compare_runs", "load_variant"]
 
 
 class LoadedVariant:
@@ -190,7 +190,7 @@ def _latency(a: LoadedVariant, b: LoadedVariant) -> dict[str, Any]:
     return {s: {"baseline": la.get(s), "candidate": lb.get(s)} for s in ordered_stages({*la, *lb})}
 
 
-def _answers(
+def answer_rows(
     agent_a: Mapping[str, Any] | None, agent_b: Mapping[str, Any] | None
 ) -> dict[str, Any] | None:
     """Answer measures side by side (None when neither run reports any)."""
@@ -260,7 +260,7 @@ def compare_runs(
         },
         "gate": gate_verdict(checks, comparable=same_dataset(ds_a, ds_b)),
         "agents": {"baseline": agent_a, "candidate": agent_b} if agent_a or agent_b else None,
-        "answers": _answers(agent_a, agent_b),
+        "answers": answer_rows(agent_a, agent_b),
         "per_query": [
             {"id": q, "baseline": pa[q], "candidate": pb[q], "delta": pb[q] - pa[q]} for q in paired
         ],

@@ -52,6 +52,7 @@ __all__ = [
     "ContextRef",
     "CorpusText",
     "Judge",
+    "JudgeItem",
     "JudgeSettings",
     "Verdict",
     "default_prompt",
