@@ -396,7 +396,13 @@ async def test_eval_agent_refuses_bad_answer_options(
             ],
             "is not set",
         ),
+        (
+            ["--judge-base-url", "http://user:pw@127.0.0.1:9/v1", "--judge-model", "m"],
+            "--judge-base-url",
+        ),
+        (["--judge-base-url", "http://x/v1", "--judge-model", " "], "--judge-model"),
         (["--holdout", "grounded"], "AGENT=HOLDOUT_AGENT"),
+        (["--holdout", "grounded=grounded-holdout", "--holdout-queries", "0"], "at least 1"),
         (["--holdout", "other=grounded-holdout"], "not evaluated"),
         (["--foreign-queries", str(tmp_path / "missing.jsonl")], "no such file"),
         # A holdout agent on the evaluated agent's own index would delete its documents.

@@ -22,6 +22,10 @@
   no document in its index can answer, next to how often it answers questions it
   can answer.
 
+Citation precision is over the executions that cite something; citation recall
+over every execution that did not fail (a refusal cites nothing: recall 0); the
+cited-sentence share over the model's answers only.
+
 A refusal is the framework's: the not-found answer with the model skipped (no
 accepted context, RETURN_NOT_FOUND) or the call failing with
 NO_ACCEPTED_CONTEXT (FAIL). An execution that failed for any other reason is

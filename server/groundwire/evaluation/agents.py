@@ -32,6 +32,7 @@ import asyncio
 import hashlib
 import random
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -256,12 +257,15 @@ async def run_agent_evaluation(settings: AgentSettings) -> dict[str, Any]:
     unknown = sorted(set(settings.holdout) - set(settings.agents))
     if unknown:
         raise ValueError(f"--holdout names agents that are not evaluated: {', '.join(unknown)}")
+    if settings.holdout and settings.holdout_queries < 1:
+        raise ValueError("--holdout-queries must be at least 1")
     started = utc_now()
     slices = query_slices(ds, queries, settings.slice_fields, settings.external_slices)
+    # The judge first: a bad judge setting fails before anything runs.
+    judge = Judge(settings.judge) if settings.judge is not None else None
     channel = open_channel(settings.address)
     blocks: list[dict[str, Any]] = []
     index_info: dict[str, Any] = {}
-    judge = Judge(settings.judge) if settings.judge is not None else None
     run = _Run(
         settings,
         channel,
@@ -287,7 +291,7 @@ async def run_agent_evaluation(settings: AgentSettings) -> dict[str, Any]:
             blocks.append(await _agent_block(run, agent_id, desc))
     finally:
         if judge is not None:
-            await judge.__aexit__()
+            await judge.aclose()
         await channel.close()
     return {
         "schema": RUN_SCHEMA,
@@ -419,6 +423,11 @@ async def _judge(run: _Run, executions: Sequence[Execution]) -> None:
             e.judge_failure = v
         elif v is not None:
             e.verdict = v
+    failures = Counter(v for v in verdicts.values() if isinstance(v, str))
+    stderr_progress(
+        f"judge: {len(items)} answers, {sum(failures.values())} failures "
+        f"{dict(sorted(failures.items())) if failures else ''}".rstrip()
+    )
 
 
 def _answer_entries(block: dict[str, Any], executions: Sequence[Execution]) -> None:

@@ -45,6 +45,7 @@ from groundwire.domain.text import normalize_text
 from groundwire.evaluation.dataset import Document
 from groundwire.providers.chat.base import ChatMessage, ChatModelError, ChatOptions
 from groundwire.providers.chat.openai_chat import OpenAIChatModel
+from groundwire.providers.http import normalize_base_url
 
 __all__ = [
     "INVALID_VERDICT",
@@ -207,6 +208,12 @@ class JudgeSettings:
     json_mode: bool = False
 
     def __post_init__(self) -> None:
+        try:
+            normalize_base_url(self.base_url)
+        except ValueError as exc:
+            raise ValueError(f"--judge-base-url: {exc}") from None
+        if not self.model.strip():
+            raise ValueError("--judge-model must not be blank")
         if self.concurrency < 1:
             raise ValueError("--judge-concurrency must be at least 1")
         if not self.timeout_seconds > 0:
@@ -262,6 +269,10 @@ class Judge:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the judge's HTTP client."""
         await self._model.aclose()
 
     async def judge(self, item: JudgeItem) -> Verdict | str:
