@@ -287,6 +287,7 @@ async def test_answer_level_measures_end_to_end(
     assert hold["removed_documents"] >= 2 and hold["ingestion"]["upserted"] >= 3
     assert hold["unanswerable"]["queries"] == 2 and hold["unanswerable"]["refusal_rate"] == 1.0
     assert hold["answerable"]["queries"] == 2 and hold["answerable"]["answered_rate"] == 1.0
+    assert [q["refused"] for q in hold["queries"]] == [True, True]
     fo = g["refusal"]["foreign"]
     assert fo["source"] == "other" and fo["unanswerable"]["refused"] == 3
     assert fo["answerable"]["answered_rate"] == 1.0
@@ -335,6 +336,13 @@ async def test_answer_level_measures_end_to_end(
     assert names["faithfulness drops by at most 2.0 pp"]["passed"]
     assert names["judge failure rate <= 50.00%"]["passed"]
     assert result["answers"]["refusal_rate"] == {"baseline": 1.0, "candidate": 1.0, "delta": 0.0}
+    # Per-query measures are paired by query: both agents answer alike here.
+    assert result["answers"]["citation_precision"]["paired"] == {
+        "n": 5,
+        "delta": 0.0,
+        "delta_ci95": [0.0, 0.0],
+    }
+    assert result["answers"]["faithfulness"]["paired"]["n"] == 3  # valid verdicts on both
     assert "## Answer-level measures" in (cmp_out / "report.md").read_text()
 
     gate.write_text(

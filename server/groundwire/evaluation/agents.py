@@ -446,6 +446,8 @@ def _answer_entries(block: dict[str, Any], executions: Sequence[Execution]) -> N
                 citation_precision=c.precision,
                 citation_recall=c.recall,
             )
+            if e.answered:
+                a["sentence_citation_share"] = c.sentence_citation_share
         if e.verdict is not None:
             a.update(
                 faithfulness=e.verdict.faithfulness,
@@ -491,6 +493,7 @@ async def _refusal(
                 "ingestion": ingest,
             },
         )
+        out["holdout"]["queries"] = _refusal_entries(unanswerable)
     if settings.foreign_queries:
         foreign = await _execute_all(
             run.stub,
@@ -501,6 +504,20 @@ async def _refusal(
             settings.concurrency,
         )
         out["foreign"] = refusal_summary(executions, foreign, {"source": settings.foreign_name})
+        out["foreign"]["queries"] = _refusal_entries(foreign)
+    return out
+
+
+def _refusal_entries(executions: Sequence[Execution]) -> list[dict[str, Any]]:
+    """Per unanswerable question: refused or not, and the error if it failed."""
+    out = []
+    for e in executions:
+        entry: dict[str, Any] = {"id": e.query_id, "refused": e.refused}
+        if e.infrastructure_error:
+            entry["error"] = e.error
+        elif not e.refused:
+            entry["context_documents"] = len(e.context_docs)
+        out.append(entry)
     return out
 
 

@@ -183,14 +183,23 @@ def _answers_table(answers: Mapping[str, Any]) -> list[str]:
         "",
         "## Answer-level measures",
         "",
-        "| measure | baseline | candidate | delta |",
-        "| --- | --- | --- | --- |",
+        "Paired: the mean per-query difference over queries where both runs have a value, "
+        "with its 95% bootstrap interval.",
+        "",
+        "| measure | baseline | candidate | delta | paired delta [95% CI] (n) |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for m, row in answers.items():
         delta = row.get("delta")
+        p = row.get("paired")
+        paired = (
+            f"{p['delta']:+.4f} [{p['delta_ci95'][0]:+.4f}, {p['delta_ci95'][1]:+.4f}] ({p['n']})"
+            if p
+            else "-"
+        )
         lines.append(
             f"| {m} | {fmt(row.get('baseline'))} | {fmt(row.get('candidate'))} | "
-            f"{'-' if delta is None else f'{delta:+.4f}'} |"
+            f"{'-' if delta is None else f'{delta:+.4f}'} | {paired} |"
         )
     return lines
 
