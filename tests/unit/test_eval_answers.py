@@ -5,6 +5,7 @@ answer and refusal summaries, and the release gate's answer checks."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,12 +23,21 @@ from groundwire.evaluation.gate import AnswerTargets, GateConfig, answer_checks,
 from groundwire.evaluation.judge import (
     ContextRef,
     CorpusText,
+    Judge,
+    JudgeItem,
+    JudgeSettings,
     Verdict,
     default_prompt,
     judge_messages,
     parse_verdict,
 )
 from groundwire.providers.chat.offline import NO_INFORMATION
+from tests.support.chat_completions_standin import (
+    Behaviour,
+    ChatCompletionsStandIn,
+    Reply,
+    StandInToolCall,
+)
 
 # --- sentences and citation markers ----------------------------------------
 
@@ -260,3 +270,57 @@ def test_answer_checks_floors_drops_and_judge_failures() -> None:
     assert rows is not None
     assert rows["citation_precision"]["delta"] == pytest.approx(-0.1)
     assert answer_rows(None, None) is None
+
+
+# --- the judge against the chat stand-in's failure modes -------------------------
+
+
+async def test_judge_maps_every_failure_to_a_code_and_never_to_a_verdict(tmp_path: Path) -> None:
+    prompt = tmp_path / "judge.md"
+    prompt.write_text("Judge strictly. Reply with the JSON verdict only.")
+    sources = CorpusText([Document("d1", "T", "Some text.")]).sources(
+        [ContextRef("d1", "c1", 0, 4)]
+    )
+    assert sources is not None
+    item = JudgeItem("q1", "question?", "Answer. [1]", sources)
+    with ChatCompletionsStandIn() as standin:
+        settings = JudgeSettings(
+            base_url=standin.base_url,
+            model="judge",
+            timeout_seconds=5.0,
+            prompt_file=prompt,
+            json_mode=True,
+        )
+        async with Judge(settings) as judge:
+            standin.reply = Reply(content='{"claims": 2, "supported_claims": 2, "relevance": 1}')
+            assert await judge.judge(item) == Verdict(2, 2, 1)
+            body = standin.requests[-1].body
+            assert body["messages"][0]["content"] == prompt.read_text()
+            assert body["response_format"] == {"type": "json_object"}
+            assert body["temperature"] == 0.0 and body["max_tokens"] == 256
+            outcomes = {}
+            for behaviour in (
+                Behaviour.SERVER_ERROR,
+                Behaviour.UNAUTHORIZED,
+                Behaviour.RATE_LIMITED,
+                Behaviour.MALFORMED_JSON,
+                Behaviour.NO_CHOICES,
+            ):
+                standin.behaviour = behaviour
+                outcomes[behaviour.value] = await judge.judge(item)
+            standin.behaviour = Behaviour.NORMAL
+            standin.reply = Reply(
+                content="", tool_calls=[StandInToolCall("c1", "verdict", '{"claims": 1}')]
+            )
+            outcomes["tool_call"] = await judge.judge(item)
+            standin.reply = Reply(content="", refusal="I cannot judge this.")
+            outcomes["refusal"] = await judge.judge(item)
+    assert outcomes == {
+        "server_error": "MODEL_UNAVAILABLE",
+        "unauthorized": "MODEL_REJECTED",
+        "rate_limited": "MODEL_RATE_LIMITED",
+        "malformed_json": "MODEL_INVALID_RESPONSE",
+        "no_choices": "MODEL_INVALID_RESPONSE",
+        "tool_call": "JUDGE_INVALID_VERDICT",
+        "refusal": "JUDGE_INVALID_VERDICT",
+    }
