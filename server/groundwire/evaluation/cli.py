@@ -7,6 +7,11 @@
     groundwire eval report RUN.json --out report/
     groundwire eval agent --address 127.0.0.1:50061 --agent scifact-plain \\
         --agent scifact-rerank --dataset ../shared/data/scifact --split train --out agents/
+    groundwire eval agent --address 127.0.0.1:50077 --agent scifact-required \\
+        --holdout scifact-required=scifact-required-holdout \\
+        --foreign-queries ../shared/data/cranfield/queries.jsonl \\
+        --judge-base-url http://127.0.0.1:11434/v1 --judge-model qwen2.5:7b-instruct \\
+        --dataset ../shared/data/scifact --split train --out answers/
 
 Exit codes: 0 success (and, for `compare --fail-on-gate`, a passing gate);
 1 the release gate failed under --fail-on-gate; 2 bad arguments or input;
