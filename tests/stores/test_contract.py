@@ -11,6 +11,7 @@ from typing import cast
 import numpy as np
 import pytest
 
+from groundwire.domain.analysis import ENGLISH, PLAIN, Analyzer
 from groundwire.domain.errors import GroundwireError
 from groundwire.domain.metadata_ranges import (
     RangeBound,
@@ -896,3 +897,104 @@ async def test_checkpoints_expire_and_are_deleted(store: Store, index_name: str)
         other, "a", CheckpointState.RUNNING, b"x", 60, release=False
     )
     assert await cps.get_checkpoint(long, "t1") is not None
+
+
+# -- lexical analysis (domain/analysis.py): both stores index the analyzer's terms -----
+
+_ANALYZED_TEXTS = {
+    "plural": "The retention policies of the archive are reviewed every year.",
+    "singular": "A retention policy decides how long a record is kept.",
+    "ident": "POL-HR-014 sets the policy; IRagRetriever reads RetrieverFactory.cs (CS1503).",
+    "running": "Running the indexer runs every night at 2024-01-01 02:00.",
+    "art": "This is the state of the arts in retrieval.",
+    "noart": "A state art museum opened in the capital.",
+}
+
+
+def _reference_bm25(analyzer: Analyzer, texts: dict[str, str], query: str) -> dict[str, float]:
+    """domain.bm25 over the analyzer's terms, in plain Python: what every store must give."""
+    from collections import Counter
+
+    from groundwire.domain import bm25
+
+    terms = {k: Counter(analyzer.terms(t)) for k, t in texts.items()}
+    n = len(texts)
+    avgdl = bm25.average_length(sum(sum(c.values()) for c in terms.values()), n)
+    q = parse_lexical(query, analyzer=analyzer).terms
+    qtf = Counter(q)
+    out: dict[str, float] = {}
+    for key, counts in terms.items():
+        score, held = 0.0, False
+        for t in dict.fromkeys(q):
+            if counts[t]:
+                held = True
+                df = sum(1 for c in terms.values() if c[t])
+                dl = float(sum(counts.values()))
+                score += qtf[t] * bm25.term_score(bm25.idf(n, df), float(counts[t]), dl, avgdl)
+        if held:
+            out[key] = score
+    return out
+
+
+@pytest.mark.parametrize("analyzer", [PLAIN, ENGLISH], ids=["unstemmed", "stemmed"])
+async def test_analyzed_indexes_rank_by_the_analyzers_terms(
+    store: Store, index_name: str, analyzer: Analyzer
+) -> None:
+    s = IndexSpec(index_name, None, None, chunking="chars:size=800", analyzer=analyzer)
+    await publish(store, index_name, [doc(k, [v], None) for k, v in _ANALYZED_TEXTS.items()], s)
+    stemmed = analyzer is ENGLISH
+    for query in ["retention policies", "policy", "runs", "POL-HR-014 policy", "the archive"]:
+        parsed = parse_lexical(query, analyzer=analyzer)
+        found = (await store.search_lexical(index_name, parsed, 10, Scope())).hits
+        expected = _reference_bm25(analyzer, _ANALYZED_TEXTS, query)
+        assert {h.document_id: h.score.raw for h in found} == pytest.approx(expected, rel=1e-9)
+    policy = await store.search_lexical(
+        index_name, parse_lexical("policies", analyzer=analyzer), 10, Scope()
+    )
+    # "policies" finds "policy" only when stemming; identifiers are found either way.
+    assert {h.document_id for h in policy.hits} == (
+        {"plural", "singular", "ident"} if stemmed else {"plural"}
+    )
+    for ident, expected_doc in [
+        ("POL-HR-014", "ident"),
+        ("IRagRetriever", "ident"),
+        ("RetrieverFactory.cs", "ident"),
+        ("CS1503", "ident"),
+        ("2024", "running"),
+    ]:
+        hits = (
+            await store.search_lexical(
+                index_name, parse_lexical(ident, analyzer=analyzer), 3, Scope()
+            )
+        ).hits
+        assert hits and hits[0].document_id == expected_doc, ident
+    # A query of stop words alone matches nothing on a stop-word index.
+    the = await store.search_lexical(
+        index_name, parse_lexical("the of", analyzer=analyzer), 10, Scope()
+    )
+    assert bool(the.hits) is not stemmed
+
+
+@pytest.mark.parametrize("analyzer", [PLAIN, ENGLISH], ids=["unstemmed", "stemmed"])
+async def test_analyzed_phrases_match_the_analyzed_words_in_order(
+    store: Store, index_name: str, analyzer: Analyzer
+) -> None:
+    s = IndexSpec(index_name, None, None, chunking="chars:size=800", analyzer=analyzer)
+    await publish(store, index_name, [doc(k, [v], None) for k, v in _ANALYZED_TEXTS.items()], s)
+    stemmed = analyzer is ENGLISH
+
+    async def phrase(text: str) -> set[str]:
+        q = parse_lexical(text, analyzer=analyzer)
+        return {
+            h.document_id for h in (await store.search_lexical(index_name, q, 10, Scope())).hits
+        }
+
+    # Stop words keep their positions inside a phrase: never "state art".
+    assert await phrase('"state of the arts"') == {"art"}
+    assert await phrase('"state of the art"') == ({"art"} if stemmed else set())
+    assert await phrase('"retention policy"') == (
+        {"plural", "singular"} if stemmed else {"singular"}
+    )
+    assert await phrase('"POL-HR-014 sets"') == {"ident"}
+    # A phrase of stop words alone has no term to look up on a stop-word index.
+    assert await phrase('"of the"') == (set() if stemmed else {"plural", "art"})

@@ -21,6 +21,7 @@ from groundwire.app.agent_config import (
     ToolConfig,
     check_agent_references,
 )
+from groundwire.app.analysis_config import AnalysisConfig
 from groundwire.app.checkpoint_config import CheckpointConfig
 from groundwire.app.chunking_config import ChunkingConfig, check_token_chunking
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
@@ -340,6 +341,7 @@ class IndexConfig(StrictModel):
     tenant: str = Field("", max_length=MAX_TENANT_CHARS)
     metadata: dict[str, str] = Field(default_factory=dict)
     chunking: ChunkingConfig = ChunkingConfig()
+    analysis: AnalysisConfig = AnalysisConfig()
     sources: list[SourceConfig] = Field(default_factory=list)
     ingestion: IngestionConfig = IngestionConfig()
 
@@ -442,7 +444,12 @@ def _resolve_paths(cfg: GroundwireConfig, base: Path) -> GroundwireConfig:
                 sources.append(s.model_copy(update={"paths": [fix(p) for p in s.paths]}))
             else:
                 sources.append(s)
-        indexes[name] = index.model_copy(update={"sources": sources})
+        analysis = index.analysis
+        if analysis.stop_words_file is not None:
+            analysis = analysis.model_copy(
+                update={"stop_words_file": fix(analysis.stop_words_file)}
+            )
+        indexes[name] = index.model_copy(update={"sources": sources, "analysis": analysis})
     store = cfg.store.model_copy(update={"data_dir": fix(cfg.store.data_dir)})
     server = cfg.server
     if server.tls is not None:

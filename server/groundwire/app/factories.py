@@ -17,6 +17,7 @@ from groundwire.api.auth import AuthPolicy
 from groundwire.api.pagination import MIN_PAGE_TOKEN_KEY_CHARS, PageTokens
 from groundwire.app.admission_config import build_admission
 from groundwire.app.agent_config import build_agents, build_chat_models, build_tools
+from groundwire.app.analysis_config import AnalysisConfig, build_analyzer
 from groundwire.app.config import (
     DirectorySource as DirectoryConfig,
 )
@@ -49,6 +50,7 @@ from groundwire.app.plugins import (
 )
 from groundwire.app.reranker_config import build_reranking_service
 from groundwire.domain.admission import Admission
+from groundwire.domain.analysis import Analyzer
 from groundwire.domain.auth import KeyRing, Permission, StoredKey
 from groundwire.domain.chunking import Chunker, ChunkUnit
 from groundwire.domain.indexes import StoreKind
@@ -269,6 +271,22 @@ def build_chunker(name: str, index: IndexConfig, embedder: EmbeddingProvider | N
     return chunker
 
 
+def build_index_analyzer(name: str, config: AnalysisConfig) -> Analyzer:
+    """The index's lexical analyzer (ConfigError naming the key on failure)."""
+    try:
+        return build_analyzer(config)
+    except ValueError as exc:
+        raise ConfigError(f"indexes.{name}.analysis.stop_words_file: {exc}") from None
+
+
+def index_descriptor(chunking: str, analyzer: Analyzer) -> str:
+    """The descriptor recorded with every published version for what decides an
+    index's chunks and terms: the chunking policy and, unless it is the plain
+    analysis of old (so upgrading re-ingests nothing), the analyzer. A change of
+    either rebuilds the index on its next ingestion."""
+    return chunking if analyzer.plain else f"{chunking}|analyzer={analyzer.descriptor()}"
+
+
 # One in-memory checkpoint table per memory store, so a reload (which reuses the
 # open store) keeps the executions checkpointed before it.
 _MEMORY_CHECKPOINTS: weakref.WeakKeyDictionary[Store, MemoryCheckpointStore] = (
@@ -302,12 +320,14 @@ async def build_catalog(
         embedder = embedders[index.embedder] if index.embedder else None
         chunker = build_chunker(name, index, embedder)
         policy = chunker.default
+        analyzer = build_index_analyzer(name, index.analysis)
         spec = IndexSpec(
             name=name,
             embedding=embedder.info.descriptor() if embedder else None,
             dimensions=embedder.info.dimensions if embedder else None,
             metric=DistanceMetric(index.metric),
-            chunking=chunker.descriptor(),
+            chunking=index_descriptor(chunker.descriptor(), analyzer),
+            analyzer=analyzer,
         )
         await store.ensure_index(spec)
         handles.append(

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from groundwire.domain.analysis import PLAIN, Analyzer
 from groundwire.domain.errors import invalid
 from groundwire.domain.retrieval import LexicalQuery
-from groundwire.domain.text import index_tokens, phrase_words
 
 
 class QueryRewriting(StrEnum):
@@ -54,20 +54,25 @@ def semantic_text(text: str) -> str:
     return " ".join(text.replace('"', " ").split())
 
 
-def parse_lexical(text: str, field_path: str = "query.text") -> LexicalQuery:
-    """Parse query text into loose terms and exact phrases.
+def parse_lexical(
+    text: str, field_path: str = "query.text", analyzer: Analyzer = PLAIN
+) -> LexicalQuery:
+    """Parse query text into loose terms and exact phrases, analyzed with the
+    index's `analyzer` (the one its chunks were indexed with).
 
-    Phrase words also count as terms for ranking; a phrase of one word is just a
-    required term."""
+    Phrase words that are terms also count as terms for ranking (stop words do
+    not); a phrase of one word is just a required term."""
     loose, phrases = split_phrases(text, field_path)
-    terms = index_tokens(loose)
+    terms = analyzer.terms(loose)
     phrase_tokens: list[tuple[str, ...]] = []
     for phrase in phrases:
-        terms.extend(index_tokens(phrase))
-        words = tuple(phrase_words(phrase))
-        if words:
-            phrase_tokens.append(words)
-    return LexicalQuery(text=text, terms=tuple(terms), phrases=tuple(phrase_tokens))
+        analyzed = analyzer.analyze(phrase)
+        terms.extend(analyzed.terms)
+        if analyzed.words:
+            phrase_tokens.append(tuple(analyzed.words))
+    return LexicalQuery(
+        text=text, terms=tuple(terms), phrases=tuple(phrase_tokens), analyzer=analyzer
+    )
 
 
 def contains_phrase(words: list[str], phrase: tuple[str, ...]) -> bool:

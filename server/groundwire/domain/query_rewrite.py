@@ -36,6 +36,7 @@ import enum
 import re
 from dataclasses import dataclass
 
+from groundwire.domain.analysis import ENGLISH_STOP_WORDS
 from groundwire.domain.text import COMPOUND_PATTERN, phrase_words
 
 # Bounds of a keyword query: enough for any question, small enough that a
@@ -52,28 +53,20 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CONNECTED = re.compile(r"[._\-/:#+@]")
 _DIGIT = re.compile(r"\d")
 
-# English stop words (function words) and the filler of conversational
-# questions. Content words such as "policy" or "leave" are never here.
-_STOP_WORD_TEXT = """
-    a about above after again against all also am an and any are as at be because
-    been before being below between both but by can cannot could did do does doing
-    done down during each either else even ever every few for from further get gets
-    getting give given go goes going got had has have having he her here hers herself
-    him himself his how however i if in into is it its itself just let me might mine
-    more most much must my myself neither no nor not now of off often on once only or
-    other others otherwise our ours ourselves out over own per quite rather really
-    same shall she should so some such than that the their theirs them themselves
-    then there these they this those though through thus to too under until up upon
-    us very was we well were what whatever when whenever where whether which while who
-    whoever whom whose why will with within without would yet you your yours yourself
-    yourselves
+# The standard English stop words (shared with the lexical analyzer,
+# domain/analysis.py) plus the function words and conversational filler of
+# questions that the standard list leaves out. Content words such as "policy" or
+# "leave" are never here.
+_QUESTION_WORD_TEXT = """
+    also either else even ever every however just might mine much must neither now
+    often others otherwise per quite rather really shall though thus upon us well
+    whatever whenever whether whoever whose will within without yet done get gets
+    getting give given go goes going got
     hi hello hey thanks thank please pls kindly ok okay yes
     tell show explain describe know want need like wondering wonder find help
     something anything thing things someone anyone
-    s t d m ll re ve don doesn didn isn aren wasn weren haven hasn hadn won wouldn
-    shouldn couldn
 """
-STOP_WORDS = frozenset(_STOP_WORD_TEXT.split())
+STOP_WORDS = ENGLISH_STOP_WORDS | frozenset(_QUESTION_WORD_TEXT.split())
 
 
 @dataclass(frozen=True, slots=True)

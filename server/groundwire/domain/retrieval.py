@@ -6,6 +6,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from groundwire.domain.analysis import PLAIN, Analyzer
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.metadata_ranges import RangeCondition
 from groundwire.domain.scores import Score
@@ -59,6 +60,9 @@ class LexicalQuery:
     phrases: tuple[tuple[str, ...], ...]
     # At most this many distinct terms are scored, the rarest first (bm25.select_terms).
     max_terms: int = DEFAULT_MAX_TERMS
+    # The analyzer that produced `terms` and `phrases` (the index's): a store that
+    # verifies a phrase on a chunk's text analyzes the text with it.
+    analyzer: Analyzer = PLAIN
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,8 @@ _COMPOUND = re.compile(r"[^\W_]+(?:[._\-/:#+@][^\W_]+)*")
 # The identifier rule, shared with keyword derivation (domain/query_rewrite.py).
 COMPOUND_PATTERN = _COMPOUND
 _PART = re.compile(r"[^\W_]+")
+# An alphanumeric run (a phrase word; a part of a compound).
+PART_PATTERN = _PART
 # camelCase / PascalCase / acronym / digit boundaries inside one alphanumeric run:
 # IRagRetriever -> I, Rag, Retriever; HTTPServer2 -> HTTP, Server, 2; CS1503 -> CS, 1503.
 _SUBPART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_]+")
@@ -30,7 +32,9 @@ def normalize_text(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
-def _subparts(part: str) -> list[str]:
+def subparts(part: str) -> list[str]:
+    """The camel-case / acronym / digit pieces of one alphanumeric run, or [] when
+    it is a single piece."""
     pieces = _SUBPART.findall(part)
     return pieces if len(pieces) > 1 else []
 
@@ -50,7 +54,7 @@ def index_tokens(text: str) -> list[str]:
         if len(parts) > 1:
             out.extend(p.lower() for p in parts)
         for part in parts:
-            out.extend(s.lower() for s in _subparts(part))
+            out.extend(s.lower() for s in subparts(part))
     return out
 
 

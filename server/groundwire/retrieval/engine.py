@@ -87,8 +87,10 @@ class Retriever:
         handle = self._catalog.get(request.index_name)
         if not handle.ready:
             raise unavailable("INDEX_NOT_READY", "the index is still being ingested")
+        # The query is analyzed with the index's analyzer, the one its terms were
+        # indexed with (a change of analyzer rebuilds the index).
         lexical_query = replace(
-            parse_lexical(request.lexical_text or request.text),
+            parse_lexical(request.lexical_text or request.text, analyzer=handle.spec.analyzer),
             max_terms=self.limits.max_lexical_terms,
         )
         diag = RetrievalDiagnostics(

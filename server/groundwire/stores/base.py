@@ -27,6 +27,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from groundwire.domain.analysis import PLAIN, Analyzer
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.indexes import DistanceMetric as DistanceMetric  # re-exported
 from groundwire.domain.indexes import StoreKind
@@ -39,13 +40,16 @@ class IndexSpec:
     """What an index is built with. `embedding` is None for lexical-only indexes.
 
     `embedding` and `chunking` are descriptors (strings) recorded with every
-    published version; a change forces a full rebuild, never a mix."""
+    published version; a change forces a full rebuild, never a mix. `analyzer` turns
+    staged text into index terms; its descriptor is part of `chunking` (see
+    app/factories.py), so changing it rebuilds the index like a chunking change."""
 
     name: str
     embedding: str | None
     dimensions: int | None
     metric: DistanceMetric = DistanceMetric.COSINE
     chunking: str = ""
+    analyzer: Analyzer = PLAIN
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,10 @@ from decimal import Decimal
 import numpy as np
 import numpy.typing as npt
 
+from groundwire.domain.analysis import Analyzer
 from groundwire.domain.metadata_ranges import RangeCondition, RangeKind, parse_value
 from groundwire.domain.retrieval import ChunkHit, MetadataFilter
 from groundwire.domain.scores import Score
-from groundwire.domain.text import index_tokens, phrase_words
 from groundwire.stores.base import (
     DocumentKey,
     DocumentRecord,
@@ -335,7 +335,7 @@ INLINE_ANALYSIS_CHUNKS = 32
 
 
 def analyze_batch(
-    documents: Sequence[StagedDocument],
+    documents: Sequence[StagedDocument], analyzer: Analyzer
 ) -> tuple[list[list[Analyzed]], dict[str, dict[str, tuple[list[int], list[int]]]]]:
     """Tokenize a stage batch: per chunk its term counts and phrase text, and per
     tenant the batch's postings grouped by term, as offsets into the batch's chunks
@@ -347,8 +347,9 @@ def analyze_batch(
         terms_of = grouped.setdefault(item.document.tenant, {})
         parts: list[Analyzed] = []
         for c in item.chunks:
-            terms = Counter(index_tokens(c.text))
-            parts.append((terms, phrase_text(phrase_words(c.text))))
+            out = analyzer.analyze(c.text)
+            terms = Counter(out.terms)
+            parts.append((terms, phrase_text(out.words)))
             for term, tf in terms.items():
                 entry = terms_of.get(term)
                 if entry is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
@@ -202,7 +202,7 @@ class LexicalSnapshot:
         scores = dense[positions]
         candidates = np.flatnonzero(self.scoped.admits(matched))
         if query.phrases and len(candidates):
-            candidates = self._with_phrases(query.phrases, matched, candidates)
+            candidates = self._with_phrases(query, matched, candidates)
             work += len(candidates)
         top = top_rows(scores, candidates, k)
         hits = [
@@ -212,14 +212,21 @@ class LexicalSnapshot:
         return LexicalResult(rank_hits(hits)[:k], len(terms), pruned), work
 
     def _with_phrases(
-        self, phrases: Sequence[tuple[str, ...]], matched: IntArray, candidates: IntArray
+        self, query: LexicalQuery, matched: IntArray, candidates: IntArray
     ) -> IntArray:
         """The candidates (positions in `matched`) whose text holds every phrase.
 
-        Every phrase word is an index term of any chunk holding the phrase, so only
-        rows in every phrase word's posting are checked; the check is a substring
-        search in C (see Row.phrase_text), linear in the chunk's length."""
-        for word in {w for phrase in phrases for w in phrase}:
+        Every phrase word that is a term (stop words are not) is an index term of
+        any chunk holding the phrase, so only rows in every such word's posting are
+        checked (none when a phrase is stop words alone, as in PostgreSQL); the check
+        is a substring search in C (see Row.phrase_text), linear in the chunk's
+        length."""
+        phrases = query.phrases
+        indexed = set(query.terms)
+        words = {w for phrase in phrases for w in phrase if w in indexed}
+        if not words:
+            return candidates[:0]
+        for word in words:
             posting = self.postings.get(word)
             if posting is None:
                 return candidates[:0]

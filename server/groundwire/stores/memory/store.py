@@ -104,10 +104,11 @@ class MemoryStore:
         # Tokenizing is the costly part of staging: a worker thread does it for all
         # but small batches; the appends that follow are cheap and stay on the loop.
         chunks = sum(len(item.chunks) for item in documents)
+        analyzer = idx.spec.analyzer
         if chunks > INLINE_ANALYSIS_CHUNKS:
-            analyzed, grouped = await off_loop(lambda: analyze_batch(documents))
+            analyzed, grouped = await off_loop(lambda: analyze_batch(documents, analyzer))
         else:
-            analyzed, grouped = analyze_batch(documents)
+            analyzed, grouped = analyze_batch(documents, analyzer)
         base = idx.n
         for item, parts in zip(documents, analyzed, strict=True):
             key = item.document.key

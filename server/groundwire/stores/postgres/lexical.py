@@ -51,11 +51,11 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 from groundwire.domain import bm25
+from groundwire.domain.analysis import PLAIN, Analyzer
 from groundwire.domain.ordering import rank_hits
 from groundwire.domain.query import contains_phrase
 from groundwire.domain.retrieval import LexicalQuery, LexicalResult, Scope
 from groundwire.domain.scores import Score, ScoreMetric
-from groundwire.domain.text import index_tokens, phrase_words
 from groundwire.stores.postgres.connection import Conn
 from groundwire.stores.postgres.scope import HIT_COLUMNS, IndexRow, hit, scope_sql
 
@@ -99,13 +99,15 @@ class LexicalRow:
     phrase_exact: bool
 
 
-def encode_lexical(text: str) -> LexicalRow:
-    """Tokenize `text` like the in-memory store and encode the binary tsvector
-    (tsvectorrecv's format: count, then per sorted lexeme its bytes, NUL, and its
-    positions). Phrase words get their 1-based word positions with weight A; other
-    tokens get one weight-D placeholder position."""
-    counts = Counter(index_tokens(text))
-    words = phrase_words(text)
+def encode_lexical(text: str, analyzer: Analyzer = PLAIN) -> LexicalRow:
+    """Analyze `text` like the in-memory store (the index's analyzer) and encode the
+    binary tsvector (tsvectorrecv's format: count, then per sorted lexeme its bytes,
+    NUL, and its positions). Phrase words (stop words included) get their 1-based
+    word positions with weight A; other terms get one weight-D placeholder position.
+    Only terms count in `term_freqs` (and so in the postings and statistics)."""
+    analyzed = analyzer.analyze(text)
+    counts = Counter(analyzed.terms)
+    words = analyzed.words
     exact = len(words) <= _MAX_POSITION
     positions: dict[str, list[int]] = {}
     for i, word in enumerate(words[:_MAX_POSITION], start=1):
@@ -223,18 +225,26 @@ async def search(
     if total <= 0:
         return LexicalResult([])
     weights = _TermWeights.of(
-        LexicalQuery(query.text, fitting, query.phrases, query.max_terms), df, total, tokens
+        LexicalQuery(query.text, fitting, query.phrases, query.max_terms, query.analyzer),
+        df,
+        total,
+        tokens,
     )
     if not weights.idf:
         return LexicalResult([], 0, weights.pruned)
     anchor = None
     if phrases:
         # A row matching every phrase holds every phrase word, so the postings of the
-        # rarest one are all the candidates there are (none if one is absent).
-        anchor = min((w for p in phrases for w in p), key=lambda w: (df.get(w, 0), w))
+        # rarest one are all the candidates there are (none if one is absent). Stop
+        # words are phrase words but not terms: they have no postings to look up.
+        indexed = set(fitting)
+        words = [w for p in phrases for w in p if w in indexed]
+        if not words:
+            return LexicalResult([], len(weights.idf), weights.pruned)
+        anchor = min(words, key=lambda w: (df.get(w, 0), w))
         if df.get(anchor, 0) == 0:
             return LexicalResult([], len(weights.idf), weights.pruned)
-    rows = await _top(conn, idx, weights, phrases, anchor, k, scope)
+    rows = await _top(conn, idx, weights, phrases, anchor, k, scope, query.analyzer)
     hits = [hit(r, Score.of(ScoreMetric.BM25, float(r[8]))) for r in rows]
     return LexicalResult(rank_hits(hits)[:k], len(weights.idf), weights.pruned)
 
@@ -247,6 +257,7 @@ async def _top(
     anchor: str | None,
     k: int,
     scope: Scope,
+    analyzer: Analyzer = PLAIN,
 ) -> list[tuple[Any, ...]]:
     """The exact top k (by full BM25 over every scored term) among rows in scope
     that contain every phrase (not yet in rank order)."""
@@ -258,14 +269,18 @@ async def _top(
     # is the caller tenant's own data), then ranked with the exact ones.
     loose = await _fetch(conn, idx, weights, phrases, anchor, _Part.LOOSE, k, scope)
     if loose:
-        rows += await asyncio.to_thread(_holding_phrases, loose, phrases)
+        rows += await asyncio.to_thread(_holding_phrases, loose, phrases, analyzer)
     return rows
 
 
 def _holding_phrases(
-    rows: Sequence[tuple[Any, ...]], phrases: Sequence[tuple[str, ...]]
+    rows: Sequence[tuple[Any, ...]], phrases: Sequence[tuple[str, ...]], analyzer: Analyzer
 ) -> list[tuple[Any, ...]]:
-    return [r for r in rows if all(contains_phrase(phrase_words(str(r[2])), p) for p in phrases)]
+    return [
+        r
+        for r in rows
+        if all(contains_phrase(analyzer.phrase_words(str(r[2])), p) for p in phrases)
+    ]
 
 
 class _Part(enum.Enum):

@@ -26,6 +26,7 @@ from pgvector.psycopg import register_vector_async
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
+from groundwire.domain.analysis import PLAIN, Analyzer
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.indexes import StoreKind
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, Scope
@@ -89,6 +90,7 @@ class PostgresStore:
         self._settings = settings
         self._embedded = embedded
         self._closed = False
+        self._analyzers: dict[str, Analyzer] = {}
 
     @property
     def kind(self) -> StoreKind:
@@ -110,6 +112,8 @@ class PostgresStore:
         dims = spec.dimensions
         if dims is not None and (type(dims) is not int or not 1 <= dims <= MAX_DIMENSIONS):
             raise embedding_mismatch(f"index dimension must be in [1, {MAX_DIMENSIONS}]")
+        # The index's analyzer, as configured here, analyzes what this process stages.
+        self._analyzers[spec.name] = spec.analyzer
         async with self._db.write() as conn:
             cur = await conn.execute(
                 _ENSURE_INDEX_SQL,
@@ -147,7 +151,9 @@ class PostgresStore:
         self, name: str, version: int, documents: Sequence[StagedDocument]
     ) -> None:
         async with self._db.write() as conn:
-            await versions.stage_documents(conn, name, version, documents)
+            await versions.stage_documents(
+                conn, name, version, documents, self._analyzers.get(name, PLAIN)
+            )
 
     async def stage_deletions(self, name: str, version: int, keys: Sequence[DocumentKey]) -> int:
         async with self._db.write() as conn:

@@ -19,6 +19,7 @@ import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from groundwire.domain.analysis import PLAIN, Analyzer
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.stores.base import (
     DocumentKey,
@@ -216,9 +217,14 @@ async def _lock_staging(conn: Conn, name: str, version: int) -> IndexRow:
 
 
 async def stage_documents(
-    conn: Conn, name: str, version: int, documents: Sequence[StagedDocument]
+    conn: Conn,
+    name: str,
+    version: int,
+    documents: Sequence[StagedDocument],
+    analyzer: Analyzer = PLAIN,
 ) -> None:
-    """Stage documents under `version` (inside the caller's transaction)."""
+    """Stage documents under `version` (inside the caller's transaction), their
+    text analyzed with the index's `analyzer`."""
     # Staging one document twice in a call keeps the last copy (as in memory).
     latest: dict[DocumentKey, StagedDocument] = {}
     for item in documents:
@@ -230,7 +236,7 @@ async def stage_documents(
     if not batch:
         return
     keys = [d.document.key for d in batch]
-    encoded = _Encoder(batch)
+    encoded = _Encoder(batch, analyzer)
     try:
         # Re-staging a document under the same version replaces the earlier copy,
         # and staging it after a staged deletion cancels the deletion.
@@ -523,8 +529,10 @@ async def discard(conn: Conn, name: str, version: int) -> None:
 # -- encoding a stage batch off the event loop ----------------------------------------
 
 
-def _encode_group(group: Sequence[StagedDocument]) -> list[list[LexicalRow]]:
-    return [[encode_lexical(chunk.text) for chunk in item.chunks] for item in group]
+def _encode_group(
+    group: Sequence[StagedDocument], analyzer: Analyzer = PLAIN
+) -> list[list[LexicalRow]]:
+    return [[encode_lexical(chunk.text, analyzer) for chunk in item.chunks] for item in group]
 
 
 def _as_is(value: Any) -> str:
@@ -536,7 +544,8 @@ class _Encoder:
     the COPY that consumes it, so Python tokenizing overlaps the server's inserts
     and a large batch never stalls the event loop. Small batches encode inline."""
 
-    def __init__(self, batch: Sequence[StagedDocument]) -> None:
+    def __init__(self, batch: Sequence[StagedDocument], analyzer: Analyzer = PLAIN) -> None:
+        self._analyzer = analyzer
         self._groups: list[list[StagedDocument]] = []
         size = 0
         for item in batch:
@@ -548,18 +557,20 @@ class _Encoder:
         self._threaded = sum(len(d.chunks) for d in batch) > _ENCODE_IN_THREAD
         self._next: asyncio.Future[list[list[LexicalRow]]] | None = None
         if self._threaded and self._groups:
-            self._next = asyncio.ensure_future(asyncio.to_thread(_encode_group, self._groups[0]))
+            self._next = asyncio.ensure_future(
+                asyncio.to_thread(_encode_group, self._groups[0], analyzer)
+            )
 
     async def __aiter__(self) -> AsyncIterator[tuple[StagedDocument, list[LexicalRow]]]:
         for i, group in enumerate(self._groups):
             if self._next is None:
-                encoded = _encode_group(group)
+                encoded = _encode_group(group, self._analyzer)
             else:
                 encoded = await self._next
                 self._next = None
                 if i + 1 < len(self._groups):
                     self._next = asyncio.ensure_future(
-                        asyncio.to_thread(_encode_group, self._groups[i + 1])
+                        asyncio.to_thread(_encode_group, self._groups[i + 1], self._analyzer)
                     )
             for item, rows in zip(group, encoded, strict=True):
                 yield item, rows
