@@ -650,3 +650,43 @@ async def test_forged_and_transplanted_page_tokens_never_reach_the_store(
         walked += [o.id for o in page.operations]
         token = page.next_page_token
     assert len(walked) == 2
+
+
+async def test_analysis_is_described_and_its_change_forces_rebuild(h: Harness) -> None:
+    from dataclasses import replace
+
+    from groundwire.app.factories import index_descriptor
+    from groundwire.domain.analysis import ENGLISH_STOP_WORDS, PLAIN
+
+    analysis = (await h.ing.GetIndex(ing.GetIndexRequest(index_name="docs"))).index.analysis
+    assert (analysis.language, analysis.stemming, analysis.stop_words) == (
+        "english",
+        True,
+        "english",
+    )
+    assert analysis.stop_word_count == len(ENGLISH_STOP_WORDS)
+    assert analysis.descriptor == "stem=english;stop=english"
+    await h.run()
+    everything = sorted(f"doc{i:03d}.md" for i in range(30))
+    # The default analysis stems: "word" finds "words"; identifiers stay exact.
+    assert sorted(await h.lexical("word")) == everything
+    assert (await h.lexical("DOCTOKEN007"))[0] == "doc007.md"
+    assert await h.lexical("the and") == []  # stop words alone match nothing
+    handle = h.app.components.catalog.get("docs")
+    handle.spec = replace(
+        handle.spec, analyzer=PLAIN, chunking=index_descriptor(handle.chunker().descriptor(), PLAIN)
+    )
+    assert (await h.status()).rebuild_pending
+    plain = (await h.ing.GetIndex(ing.GetIndexRequest(index_name="docs"))).index.analysis
+    assert (plain.stemming, plain.stop_words, plain.stop_word_count, plain.descriptor) == (
+        False,
+        "none",
+        0,
+        "plain",
+    )
+    final = await h.run()
+    assert final.rebuild and final.counts.ingested == 30 and final.counts.unchanged == 0
+    assert not (await h.status()).rebuild_pending
+    assert await h.lexical("word") == []
+    assert sorted(await h.lexical("words")) == everything
+    assert await h.lexical('"DOCTOKEN007 and"') == ["doc007.md"]

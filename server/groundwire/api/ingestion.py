@@ -117,11 +117,23 @@ def describe_chunking(handle: IndexHandle) -> ingestion_pb2.ChunkingDescription:
     )
 
 
+def describe_analysis(handle: IndexHandle) -> ingestion_pb2.LexicalAnalysis:
+    analyzer = handle.spec.analyzer
+    return ingestion_pb2.LexicalAnalysis(
+        language=analyzer.language,
+        stemming=analyzer.stemming,
+        stop_words=analyzer.stop_source,
+        stop_word_count=len(analyzer.stop_words),
+        descriptor=analyzer.descriptor(),
+    )
+
+
 def describe_index(handle: IndexHandle) -> ingestion_pb2.IndexDescription:
     msg = ingestion_pb2.IndexDescription(
         name=handle.name,
         description=handle.description,
         chunking=describe_chunking(handle),
+        analysis=describe_analysis(handle),
         store=handle.store.kind,
         strategy=_STRATEGIES[IngestionStrategy(handle.strategy)],
         schedule=handle.schedule or "",

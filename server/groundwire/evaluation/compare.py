@@ -85,6 +85,7 @@ class LoadedVariant:
                 "name": idx.get("name"),
                 "published_version": idx.get("published_version"),
                 "chunking": desc.get("chunking"),
+                "analysis": desc.get("analysis"),
                 "embedding": desc.get("embedding"),
                 "store": desc.get("store"),
             }

@@ -52,7 +52,8 @@ def _header(result: Mapping[str, Any]) -> list[str]:
             lines.append(
                 f"- {who} index: `{idx.get('name')}` v{idx.get('published_version')}, chunking "
                 f"{ch.get('size')}/{ch.get('overlap', 0)}, {em.get('provider')}/"
-                f"{em.get('model')}, store {idx.get('store')}"
+                f"{em.get('model')}, store {idx.get('store')}, lexical analysis "
+                f"{(idx.get('analysis') or {}).get('descriptor', 'plain')}"
             )
         lines.append(f"- {who} configuration: `{_compact(ctx.get('descriptor'))}`")
     lines.append(

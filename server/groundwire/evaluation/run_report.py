@@ -89,7 +89,8 @@ def _header(result: Mapping[str, Any]) -> list[str]:
             f"({idx.get('document_count')} documents, {idx.get('chunk_count')} chunks, "
             f"store {desc.get('store')}); chunking size {chunk.get('size')} overlap "
             f"{chunk.get('overlap', 0)}; embedding {emb.get('provider')}/{emb.get('model')} "
-            f"({emb.get('dimensions')} dims, metric {desc.get('metric')})"
+            f"({emb.get('dimensions')} dims, metric {desc.get('metric')}); lexical analysis "
+            f"{desc.get('analysis', {}).get('descriptor', 'plain')}"
         )
     ing = result.get("ingestion")
     if ing:

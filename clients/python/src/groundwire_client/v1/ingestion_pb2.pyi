@@ -365,6 +365,7 @@ class IndexDescription(_message.Message):
     SCHEDULE_FIELD_NUMBER: _builtins.int
     SOURCE_COUNT_FIELD_NUMBER: _builtins.int
     SOURCE_KINDS_FIELD_NUMBER: _builtins.int
+    ANALYSIS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Output only. The index name."""
     description: _builtins.str
@@ -395,6 +396,13 @@ class IndexDescription(_message.Message):
         "inline", "url"), without their paths or URLs.
         """
 
+    @_builtins.property
+    def analysis(self) -> Global___LexicalAnalysis:
+        """Output only. How the lexical leg analyzes the index's text and every
+        lexical query against it. Changing it requires re-ingestion: the next
+        ingestion run rebuilds the index, like a chunking change.
+        """
+
     def __init__(
         self,
         *,
@@ -408,14 +416,66 @@ class IndexDescription(_message.Message):
         schedule: _builtins.str = ...,
         source_count: _builtins.int = ...,
         source_kinds: _abc.Iterable[_builtins.str] | None = ...,
+        analysis: Global___LexicalAnalysis | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["chunking", b"chunking", "embedding", b"embedding"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["analysis", b"analysis", "chunking", b"chunking", "embedding", b"embedding"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunking", b"chunking", "description", b"description", "embedding", b"embedding", "metric", b"metric", "name", b"name", "schedule", b"schedule", "source_count", b"source_count", "source_kinds", b"source_kinds", "store", b"store", "strategy", b"strategy"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["analysis", b"analysis", "chunking", b"chunking", "description", b"description", "embedding", b"embedding", "metric", b"metric", "name", b"name", "schedule", b"schedule", "source_count", b"source_count", "source_kinds", b"source_kinds", "store", b"store", "strategy", b"strategy"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___IndexDescription: _TypeAlias = IndexDescription  # noqa: Y015
+
+@_typing.final
+class LexicalAnalysis(_message.Message):
+    """An index's lexical analysis: how text becomes the terms BM25 ranks.
+    Identifiers (POL-HR-014, IRagRetriever, CS1503) and numbers are always
+    indexed whole and split into their parts, never stemmed and never dropped.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LANGUAGE_FIELD_NUMBER: _builtins.int
+    STEMMING_FIELD_NUMBER: _builtins.int
+    STOP_WORDS_FIELD_NUMBER: _builtins.int
+    STOP_WORD_COUNT_FIELD_NUMBER: _builtins.int
+    DESCRIPTOR_FIELD_NUMBER: _builtins.int
+    language: _builtins.str
+    """Output only. The Snowball language of stemming and of the standard stop
+    word list, lower case (e.g. "english", "german").
+    """
+    stemming: _builtins.bool
+    """Output only. Whether plain words are reduced to their stem
+    ("policies" -> "polici"), in the index and in queries.
+    """
+    stop_words: _builtins.str
+    """Output only. Where the stop words come from: "none", the language name
+    (its standard list) or "file:<first 12 hex digits of the list's sha256>".
+    """
+    stop_word_count: _builtins.int
+    """Output only. How many stop words are dropped from plain words (0 with
+    "none"). Stop words keep their positions inside quoted phrases.
+    """
+    descriptor: _builtins.str
+    """Output only. The analyzer's descriptor as recorded with the published
+    index ("plain" for no stemming and no stop words).
+    """
+    def __init__(
+        self,
+        *,
+        language: _builtins.str = ...,
+        stemming: _builtins.bool = ...,
+        stop_words: _builtins.str = ...,
+        stop_word_count: _builtins.int = ...,
+        descriptor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["descriptor", b"descriptor", "language", b"language", "stemming", b"stemming", "stop_word_count", b"stop_word_count", "stop_words", b"stop_words"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LexicalAnalysis: _TypeAlias = LexicalAnalysis  # noqa: Y015
 
 @_typing.final
 class DocumentFailure(_message.Message):
