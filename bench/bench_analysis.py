@@ -20,13 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_lexical import NAME, claims, load_corpus  # noqa: E402
+from bench_lexical import NAME, claims, load_corpus
 
-from groundwire.domain.analysis import ENGLISH, PLAIN, Analyzer  # noqa: E402
-from groundwire.domain.query import parse_lexical  # noqa: E402
-from groundwire.domain.retrieval import Scope  # noqa: E402
-from groundwire.stores.base import DistanceMetric, IndexSpec, StagedDocument  # noqa: E402
-from groundwire.stores.memory import MemoryStore  # noqa: E402
+from groundwire.domain.analysis import ENGLISH, PLAIN, Analyzer
+from groundwire.domain.query import parse_lexical
+from groundwire.domain.retrieval import Scope
+from groundwire.stores.base import DistanceMetric, IndexSpec, StagedDocument
+from groundwire.stores.memory import MemoryStore
 
 K = 100
 

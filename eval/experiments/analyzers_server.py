@@ -74,7 +74,7 @@ async def run(dataset: Path, split: str, names: list[str]) -> None:
 
                 async def rank(text: str) -> list[str]:
                     text = " ".join(text.replace('"', " ").split())
-                    r = await stub.Retrieve(
+                    r = await stub.Retrieve(  # noqa: B023 (used within the iteration)
                         retriever_pb2.RetrieveRequest(
                             query=retriever_pb2.RagQuery(
                                 index_name="kb",
@@ -85,7 +85,7 @@ async def run(dataset: Path, split: str, names: list[str]) -> None:
                         ),
                         timeout=60,
                     )
-                    lexical_ms.append(r.diagnostics.total_duration.ToNanoseconds() / 1e6)
+                    lexical_ms.append(r.diagnostics.total_duration.ToNanoseconds() / 1e6)  # noqa: B023
                     return list(dict.fromkeys(x.document_id for x in r.results))
 
                 ranks = {q.id: await rank(q.text) for q in queries}
