@@ -95,6 +95,8 @@ async def run(dataset: Path, split: str, names: list[str]) -> None:
                         {
                             "dataset": ds.name,
                             "variant": name,
+                            "k1": bm25_params()[0],
+                            "b": bm25_params()[1],
                             "nDCG@10": round(mean(per["nDCG@10"]), 4),
                             "Recall@100": round(mean(per["Recall@100"]), 4),
                             "ingest_docs_per_s": round(len(ds.corpus) / ingest_s, 1),
@@ -107,12 +109,26 @@ async def run(dataset: Path, split: str, names: list[str]) -> None:
             await app.stop(0)
 
 
+def bm25_params() -> tuple[float, float]:
+    from groundwire.domain import bm25
+
+    return bm25.K1, bm25.B
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--dataset", type=Path, required=True)
     p.add_argument("--split", default="test")
     p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--k1", type=float, default=None, help="override BM25 k1 (experiment)")
+    p.add_argument("--b", type=float, default=None, help="override BM25 b (experiment)")
     args = p.parse_args()
+    from groundwire.domain import bm25
+
+    if args.k1 is not None:
+        bm25.K1 = args.k1
+    if args.b is not None:
+        bm25.B = args.b
     asyncio.run(run(args.dataset, args.split, args.variants.split(",")))
     return 0
 

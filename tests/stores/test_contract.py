@@ -529,7 +529,7 @@ async def test_lexical_statistics_are_per_tenant(store: Store, index_name: str) 
     before = await scores()
     # Expected over acme's three chunks only: N = 3, df(probe) = 2, avgdl = 10 / 3.
     idf = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))
-    k1, b, avgdl = 0.9, 0.4, 10 / 3
+    k1, b, avgdl = 1.2, 0.75, 10 / 3
 
     def bm25(dl: int) -> float:
         return idf * (k1 + 1) / (1 + k1 * (1 - b + b * dl / avgdl))
