@@ -15,6 +15,7 @@ import asyncio
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-async def run(dataset: Path, split: str, names: list[str]) -> None:
+async def run(dataset: Path, split: str, names: list[str], store: str = "memory") -> None:
     ds = load_beir(dataset, split)
     queries = ds.judged_queries()
     metrics = parse_metrics(["nDCG@10", "Recall@100"])
@@ -57,7 +58,9 @@ async def run(dataset: Path, split: str, names: list[str]) -> None:
     for name in names:
         cfg = parse_config(
             {
-                "store": {"kind": "memory"},
+                "store": {"kind": "memory"}
+                if store == "memory"
+                else {"kind": "postgres", "data_dir": tempfile.mkdtemp(prefix="gw-an-")},
                 "auth": {"mode": "disabled"},
                 "indexes": {"kb": {"analysis": VARIANTS[name]}},
             }
@@ -95,6 +98,7 @@ async def run(dataset: Path, split: str, names: list[str]) -> None:
                         {
                             "dataset": ds.name,
                             "variant": name,
+                            "store": store,
                             "k1": bm25_params()[0],
                             "b": bm25_params()[1],
                             "nDCG@10": round(mean(per["nDCG@10"]), 4),
@@ -120,6 +124,7 @@ def main() -> int:
     p.add_argument("--dataset", type=Path, required=True)
     p.add_argument("--split", default="test")
     p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--store", choices=["memory", "postgres"], default="memory")
     p.add_argument("--k1", type=float, default=None, help="override BM25 k1 (experiment)")
     p.add_argument("--b", type=float, default=None, help="override BM25 b (experiment)")
     args = p.parse_args()
@@ -129,7 +134,7 @@ def main() -> int:
         bm25.K1 = args.k1
     if args.b is not None:
         bm25.B = args.b
-    asyncio.run(run(args.dataset, args.split, args.variants.split(",")))
+    asyncio.run(run(args.dataset, args.split, args.variants.split(","), args.store))
     return 0
 
 

@@ -27,7 +27,11 @@ async def test_a_pasted_page_scores_only_its_rarest_terms(
     words = handbook_words()
     assert len(words) > 400
     text = " ".join(words[:400])[:4096]
-    distinct = len(set(text.split()))
+    # The demo index analyzes with the default analyzer (stems, drops stop words).
+    from groundwire.domain.analysis import ENGLISH
+
+    distinct = len(set(ENGLISH.terms(text)))
+    assert distinct > 200
     for mode in (LEXICAL, HYBRID):
         t0 = time.monotonic()
         resp = await retriever.Retrieve(
@@ -39,9 +43,9 @@ async def test_a_pasted_page_scores_only_its_rarest_terms(
         elapsed = time.monotonic() - t0
         d = resp.diagnostics
         assert d.lexical_terms_scored == 32
-        # Every word comes from the handbook, so only the limit leaves terms out (the
-        # tokenizer may add sub-tokens, never fewer distinct terms than words).
-        assert d.lexical_terms_pruned >= distinct - 32
+        # Every term comes from the handbook, so only the limit leaves terms out
+        # (but the last word, which the 4,096-character bound may cut).
+        assert d.lexical_terms_pruned >= distinct - 32 - 1
         assert len(resp.results) == 5
         assert elapsed < 5.0
 
