@@ -85,6 +85,9 @@ def controls_config(store: dict[str, object], auth: dict[str, object]) -> dict[s
                     for doc_id, (text, meta) in DOCS.items()
                 ],
                 "ingestion": {"strategy": "on_startup"},
+                # No stop words in the index: here the keyword derivation is what
+                # keeps a question's stop words from matching "chatter".
+                "analysis": {"stemming": False, "stop_words": "none"},
             }
         },
         "models": {"offline": {"kind": "offline"}},
