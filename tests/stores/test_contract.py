@@ -961,13 +961,17 @@ async def test_analyzed_indexes_rank_by_the_analyzers_terms(
         ("RetrieverFactory.cs", "ident"),
         ("CS1503", "ident"),
         ("2024", "running"),
+        ("factories", "ident" if stemmed else None),
     ]:
         hits = (
             await store.search_lexical(
                 index_name, parse_lexical(ident, analyzer=analyzer), 3, Scope()
             )
         ).hits
-        assert hits and hits[0].document_id == expected_doc, ident
+        if expected_doc is None:
+            assert not hits, ident
+        else:
+            assert hits and hits[0].document_id == expected_doc, ident
     # A query of stop words alone matches nothing on a stop-word index.
     the = await store.search_lexical(
         index_name, parse_lexical("the of", analyzer=analyzer), 10, Scope()

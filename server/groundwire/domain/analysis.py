@@ -9,15 +9,17 @@ Rules that never change, whatever the configuration:
 - an identifier (a compound joining parts with a connector, holding a digit, or
   with an upper-case letter after its first character: POL-HR-014, CS1503,
   IRagRetriever, RetrieverFactory.cs) is indexed whole, lower-cased, and split
-  exactly as `text.index_tokens` splits it; it is never stemmed and never dropped as
-  a stop word, and neither are its parts;
+  exactly as `text.index_tokens` splits it; the identifier and its pieces are never
+  stemmed and never dropped as stop words. With stemming on, the stems of its
+  alphabetic pieces are indexed beside them (IRagRetriever also gives "retriev"), so
+  prose finds identifiers and identifiers find prose as they did without stemming;
 - numbers are identifiers (they hold a digit): kept as written;
 - a plain word (letters only, at most its first one upper-case) is lower-cased,
   dropped when it is a stop word, and otherwise stemmed when stemming is on.
 
 Phrases. A quoted phrase matches the analyzed word sequence in order: a document's
 phrase words are every word of its text (identifiers give their alphanumeric parts,
-plain words their stem), stop words included, so positions count every word and
+alphabetic ones stemmed; plain words their stem), stop words included, so positions count every word and
 "state of the art" matches "State of the Arts" but never "state art". Stop words
 are not index terms, so they cannot select candidates: a phrase is looked up by its
 other words and verified on the whole sequence. A phrase made of stop words alone
@@ -114,15 +116,29 @@ class Analyzer:
         for match in COMPOUND_PATTERN.finditer(text):
             compound = match.group(0)
             if plain or is_identifier(compound):
-                terms.append(compound.lower())
+                whole = compound.lower()
+                terms.append(whole)
                 parts = PART_PATTERN.findall(compound)
                 lowered = [p.lower() for p in parts]
-                if len(parts) > 1:
-                    terms.extend(lowered)
+                pieces = list(lowered) if len(parts) > 1 else []
                 for part in parts:
-                    terms.extend(s.lower() for s in subparts(part))
+                    pieces.extend(s.lower() for s in subparts(part))
+                terms.extend(pieces)
+                if stem is None:
+                    if phrase:
+                        words.extend(lowered)
+                    continue
+                # Identifiers and their pieces are indexed as written; the stems of
+                # their alphabetic pieces are added beside them, so "factories" finds
+                # RetrieverFactory.cs, "acme" finds ACME-PLAN and "policies" finds
+                # POLICIES, while the identifier itself is matched exactly.
+                for piece in ([whole] if len(parts) == 1 else []) + pieces:
+                    if piece.isalpha():
+                        stemmed = stem(piece)
+                        if stemmed != piece:
+                            terms.append(stemmed)
                 if phrase:
-                    words.extend(lowered)
+                    words.extend(stem(w) if w.isalpha() else w for w in lowered)
                 continue
             lower = compound.lower()
             word = stem(lower) if stem is not None else lower
