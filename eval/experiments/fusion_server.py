@@ -70,7 +70,7 @@ async def collect(dataset: Path, split: str) -> dict[str, dict[str, Leg]]:
                         ),
                         timeout=120,
                     )
-                    legs[name] = [(x.document_id, x.chunk_id, x.score.raw) for x in r.results]
+                    legs[name] = [(x.document_id, x.chunk_id, x.score.raw_score) for x in r.results]
                 out[q.id] = legs
     finally:
         await app.stop(0)
