@@ -21,10 +21,10 @@ Phrases. A quoted phrase matches the analyzed word sequence in order: a document
 phrase words are every word of its text (identifiers give their alphanumeric parts,
 alphabetic ones stemmed; plain words their stem), stop words included, so positions
 count every word and "state of the art" matches "State of the Arts" but never
-"state art". Stop words are not index terms, so they cannot select candidates: a phrase is looked up by its
-other words and verified on the whole sequence. A phrase made of stop words alone
-has nothing to look up and matches nothing; index with `stop_words = "none"` to
-search such phrases.
+"state art". Stop words are not index terms, so they cannot select candidates: a
+phrase is looked up by its other words and verified on the whole sequence. A phrase
+made of stop words alone has nothing to look up and matches nothing; index with
+`stop_words = "none"` to search such phrases.
 """
 
 from __future__ import annotations
