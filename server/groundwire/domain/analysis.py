@@ -123,20 +123,21 @@ class Analyzer:
                 pieces = list(lowered) if len(parts) > 1 else []
                 for part in parts:
                     pieces.extend(s.lower() for s in subparts(part))
-                terms.extend(pieces)
                 if stem is None:
+                    terms.extend(pieces)
                     if phrase:
                         words.extend(lowered)
                     continue
-                # Identifiers and their pieces are indexed as written; the stems of
-                # their alphabetic pieces are added beside them, so "factories" finds
-                # RetrieverFactory.cs, "acme" finds ACME-PLAN and "policies" finds
-                # POLICIES, while the identifier itself is matched exactly.
-                for piece in ([whole] if len(parts) == 1 else []) + pieces:
-                    if piece.isalpha():
-                        stemmed = stem(piece)
-                        if stemmed != piece:
-                            terms.append(stemmed)
+                # The identifier itself is indexed as written (matched exactly); its
+                # pieces, split where they always were, are words like any other and
+                # are stemmed, so "factories" finds RetrieverFactory.cs and "acme"
+                # finds ACME-PLAN. A single-run identifier (POLICIES, IRagRetriever)
+                # also gives its stem when that differs.
+                if len(parts) == 1 and whole.isalpha():
+                    stemmed = stem(whole)
+                    if stemmed != whole:
+                        terms.append(stemmed)
+                terms.extend(stem(p) if p.isalpha() else p for p in pieces)
                 if phrase:
                     words.extend(stem(w) if w.isalpha() else w for w in lowered)
                 continue
