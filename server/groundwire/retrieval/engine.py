@@ -34,6 +34,7 @@ from groundwire.domain.retrieval import (
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.instruments import RETRIEVALS
 from groundwire.providers.embeddings.base import EmbeddingTask, validate_vectors
+from groundwire.stores.base import IndexState
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,8 @@ class Retriever:
             )
         state = await handle.store.index_state(handle.name)
         diag.index_version = state.published_version
+        if request.mode is not RetrievalMode.LEXICAL:
+            _check_query_space(handle, state)
         results: list[RankedResult]
         if request.mode is RetrievalMode.SEMANTIC:
             hits = await self._semantic(handle, request, request.top_k, diag)
@@ -140,6 +143,21 @@ class Retriever:
         diag.lexical_terms_scored = found.terms_scored
         diag.lexical_terms_pruned = found.terms_pruned
         return found.hits
+
+
+def _check_query_space(handle: IndexHandle, state: IndexState) -> None:
+    """Refuse the semantic leg when the published vectors were made under another
+    embedding configuration than today's query vectors: comparing them would mix
+    spaces. A change of the document prefix alone keeps serving the old version
+    (its queries are embedded as before) until the rebuild publishes."""
+    assert handle.embedder is not None
+    if state.published_version == 0 or handle.embedder.info.serves_queries_for(state.embedding):
+        return
+    raise failed_precondition(
+        "INDEX_REBUILD_REQUIRED",
+        "the index was built with another embedding configuration; semantic search "
+        "resumes when its rebuild is published (lexical search is unaffected)",
+    )
 
 
 async def _both(

@@ -232,7 +232,15 @@ class LocalOnnxEmbedder:
         self._truncated = {task: 0 for task in EmbeddingTask}
         self._input_names, self._output_name, declared_dim = self._inspect_graph(self._session)
         dimensions = self._probe(declared_dim)
-        self._info = EmbeddingInfo(PROVIDER, name, dimensions, normalized=True)
+        self._info = EmbeddingInfo(
+            PROVIDER,
+            name,
+            dimensions,
+            normalized=True,
+            query_prefix=query_prefix,
+            document_prefix=document_prefix,
+            max_input_tokens=max_seq_length,
+        )
 
     @property
     def info(self) -> EmbeddingInfo:

@@ -93,7 +93,14 @@ class OpenAICompatibleEmbedder:
             EmbeddingTask.QUERY: query_prefix,
             EmbeddingTask.DOCUMENT: document_prefix,
         }
-        self._info = EmbeddingInfo(PROVIDER, name, dimensions, normalized=normalize)
+        self._info = EmbeddingInfo(
+            PROVIDER,
+            name,
+            dimensions,
+            normalized=normalize,
+            query_prefix=query_prefix,
+            document_prefix=document_prefix,
+        )
         self._client = json_client(api_key, timeout)
         self._closed = False
 

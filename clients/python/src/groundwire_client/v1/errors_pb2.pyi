@@ -107,7 +107,11 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """INVALID_ARGUMENT: the page token is malformed or belongs to another query."""
     ERROR_REASON_INDEX_REBUILD_REQUIRED: _ErrorReason.ValueType  # 104
     """FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-    embedding model or chunking policy; pushed documents cannot be mixed in.
+    embedding configuration (model, dimensions, normalization, query or
+    document prefix, token window) or chunking policy; pushed documents cannot
+    be mixed in. Semantic and hybrid retrieval are refused with it too while
+    queries would be embedded differently from the published version (lexical
+    retrieval keeps serving).
     """
     ERROR_REASON_INGESTION_LOCKED: _ErrorReason.ValueType  # 105
     """FAILED_PRECONDITION: another replica holds the index's ingestion lock."""
@@ -262,7 +266,11 @@ ERROR_REASON_INVALID_PAGE_TOKEN: ErrorReason.ValueType  # 103
 """INVALID_ARGUMENT: the page token is malformed or belongs to another query."""
 ERROR_REASON_INDEX_REBUILD_REQUIRED: ErrorReason.ValueType  # 104
 """FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-embedding model or chunking policy; pushed documents cannot be mixed in.
+embedding configuration (model, dimensions, normalization, query or
+document prefix, token window) or chunking policy; pushed documents cannot
+be mixed in. Semantic and hybrid retrieval are refused with it too while
+queries would be embedded differently from the published version (lexical
+retrieval keeps serving).
 """
 ERROR_REASON_INGESTION_LOCKED: ErrorReason.ValueType  # 105
 """FAILED_PRECONDITION: another replica holds the index's ingestion lock."""
