@@ -263,7 +263,7 @@ async def test_descriptors_recorded_before_the_task_mode_still_match(
             [legacy, legacy],
         )
         conn.execute("UPDATE gw_index_versions SET embedding = %s", [legacy])
-        conn.execute("DELETE FROM gw_schema_migrations WHERE version >= 8")
+        conn.execute("DELETE FROM gw_schema_migrations WHERE version = 8")
     async with serving(plain) as app:
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{app.port}")
         stub = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)

@@ -23,6 +23,7 @@ _SERVICE_PERMISSIONS: Mapping[str, Permission | None] = {
     "groundwire.v1.RerankerService": Permission.RERANK,
     "groundwire.v1.AgentService": Permission.EXECUTE,
     "groundwire.v1.IngestionManagerService": Permission.MANAGE,
+    "groundwire.v1.UsageService": Permission.MANAGE,
 }
 _METHOD_PERMISSIONS: Mapping[str, Permission | None] = {
     "/groundwire.v1.IngestionManagerService/UpsertDocuments": Permission.INGEST,

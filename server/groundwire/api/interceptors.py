@@ -17,6 +17,9 @@ access log.
   logged, keyed by the request id).
 - The access log line carries method, status code, duration and request id:
   never request or response content.
+- Embedding usage of the call (queries, pushes, agent searches, embedding
+  rerankers) is metered and added to the caller's tenant totals (the key's
+  tenant, else the declared one), whatever the call's outcome.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ from groundwire.domain.admission import Admission
 from groundwire.domain.auth import Principal
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.instruments import ADMISSION_REJECTIONS, RPC_DURATION
+from groundwire.providers.embeddings.usage import metered
+from groundwire.stores.usage import UsageRecorder
 
 log = logging.getLogger("groundwire.access")
 error_log = logging.getLogger("groundwire.errors")
@@ -93,9 +98,15 @@ def _log_unexpected(exc: BaseException, method: str) -> None:
 class ServiceInterceptor(grpc.aio.ServerInterceptor):
     """See module docstring."""
 
-    def __init__(self, auth: AuthPolicy | None = None, admission: Admission | None = None) -> None:
+    def __init__(
+        self,
+        auth: AuthPolicy | None = None,
+        admission: Admission | None = None,
+        usage: UsageRecorder | None = None,
+    ) -> None:
         self._auth = auth or AuthPolicy(keys=None)
         self._admission = admission
+        self._usage = usage
 
     async def intercept_service(
         self,
@@ -159,7 +170,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             principal_var.set(principal)
             if request is _MALFORMED:
                 raise MALFORMED
-            with self._admit(method, principal, request):
+            with self._admit(method, principal, request), self._metered(principal, request):
                 async with _deadline(context):
                     yield
         except GroundwireError as err:
@@ -175,6 +186,18 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         finally:
             _access(method, code, started, rid)
             request_id_var.reset(token)
+
+    @contextlib.contextmanager
+    def _metered(self, principal: Principal | None, request: Any) -> Iterator[None]:
+        """Meter the call's embedding usage and add it to its tenant's totals."""
+        if self._usage is None:
+            yield
+            return
+        with metered() as meter:
+            try:
+                yield
+            finally:
+                self._usage.record(admission_tenant(principal, request), meter.by_task)
 
     @contextlib.contextmanager
     def _admit(self, method: str, principal: Principal | None, request: Any) -> Iterator[None]:

@@ -13,10 +13,12 @@ from groundwire.api.pagination import PageTokens
 from groundwire.api.reranker import RerankerServicer
 from groundwire.api.retriever import RetrieverServicer
 from groundwire.api.server import ServiceRegistration
+from groundwire.api.usage import UsageServicer
 from groundwire.indexes.catalog import IndexCatalog
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.reranking.service import RerankingService
 from groundwire.retrieval.engine import Retriever
+from groundwire.stores.usage import UsageRecorder
 from groundwire_client.v1 import (
     agent_pb2,
     agent_pb2_grpc,
@@ -26,12 +28,15 @@ from groundwire_client.v1 import (
     reranker_pb2_grpc,
     retriever_pb2,
     retriever_pb2_grpc,
+    usage_pb2,
+    usage_pb2_grpc,
 )
 
 RETRIEVER_SERVICE = retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name
 INGESTION_SERVICE = ingestion_pb2.DESCRIPTOR.services_by_name["IngestionManagerService"].full_name
 AGENT_SERVICE = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 RERANKER_SERVICE = reranker_pb2.DESCRIPTOR.services_by_name["RerankerService"].full_name
+USAGE_SERVICE = usage_pb2.DESCRIPTOR.services_by_name["UsageService"].full_name
 
 
 def register_reranker_service(server: grpc.aio.Server, service: RerankingService) -> str:
@@ -49,13 +54,14 @@ def service_registrations(
     runtime: AgentRuntime,
     reranking: RerankingService,
     page_tokens: PageTokens,
+    usage: UsageRecorder | None = None,
 ) -> list[ServiceRegistration]:
-    """The four public services, each bound to its engine (the list RPCs share one
-    page-token key)."""
+    """The public services, each bound to its engine (the list RPCs share one
+    page-token key); UsageService when usage is recorded."""
     retriever_servicer = RetrieverServicer(retriever)
     ingestion_servicer = IngestionServicer(catalog, manager, page_tokens)
     agent_servicer = AgentServicer(agents, runtime, page_tokens)
-    return [
+    registrations = [
         ServiceRegistration(
             RERANKER_SERVICE, lambda server: register_reranker_service(server, reranking)
         ),
@@ -78,3 +84,14 @@ def service_registrations(
             ),
         ),
     ]
+    if usage is not None:
+        usage_servicer = UsageServicer(usage)
+        registrations.append(
+            ServiceRegistration(
+                USAGE_SERVICE,
+                lambda server: usage_pb2_grpc.add_UsageServiceServicer_to_server(
+                    usage_servicer, server
+                ),
+            )
+        )
+    return registrations

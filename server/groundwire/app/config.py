@@ -221,6 +221,10 @@ class IngestionConfig(StrictModel):
     extensions: list[str] = Field(
         default_factory=lambda: [".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"]
     )
+    # A chunk longer than the embedding model's token window: "truncate" embeds
+    # its beginning (counted in OperationCounts.truncated_chunks), "reject" fails
+    # its document with CHUNK_TOO_LONG. "reject" needs a local-onnx embedder.
+    overlong_chunks: Literal["truncate", "reject"] = "truncate"
 
     @model_validator(mode="after")
     def _schedule(self) -> IngestionConfig:
@@ -277,6 +281,13 @@ class GroundwireConfig(StrictModel):
                 raise ValueError(f"indexes.{name}: index names are 1-128 chars of [a-z0-9_-]")
             if index.embedder is not None and index.embedder not in self.embedders:
                 raise ValueError(f"indexes.{name}.embedder: no embedder named {index.embedder!r}")
+            if index.ingestion.overlong_chunks == "reject" and not isinstance(
+                self.embedders.get(index.embedder or ""), LocalOnnxEmbedderConfig
+            ):
+                raise ValueError(
+                    f"indexes.{name}.ingestion.overlong_chunks: 'reject' needs a local-onnx "
+                    "embedder (the only kind that knows its token window)"
+                )
         if (
             self.limits.execute.max_concurrent_per_tenant is not None
             and "max_concurrent_executions" in self.agent_limits.model_fields_set

@@ -48,6 +48,7 @@ from groundwire.reranking.stage import RerankingMetrics, RerankingStage
 from groundwire.retrieval.engine import RetrievalLimits, Retriever
 from groundwire.stores.base import DistanceMetric, IndexSpec, OperationLog, Store
 from groundwire.stores.memory import MemoryOperationLog, MemoryStore
+from groundwire.stores.usage import MemoryUsageLedger, UsageLedger, UsageRecorder
 
 log = logging.getLogger("groundwire.app")
 
@@ -137,6 +138,14 @@ def operation_log_for(store: Store) -> OperationLog:
     return MemoryOperationLog()
 
 
+def usage_ledger_for(store: Store) -> UsageLedger:
+    """PostgreSQL keeps per-tenant usage totals durably; memory keeps them per process."""
+    ledger = getattr(store, "usage_ledger", None)
+    if ledger is not None:
+        return cast(UsageLedger, ledger)
+    return MemoryUsageLedger()
+
+
 async def build_catalog(
     cfg: GroundwireConfig, store: Store, embedders: dict[str, EmbeddingProvider]
 ) -> IndexCatalog:
@@ -171,6 +180,7 @@ async def build_catalog(
                 extensions=tuple(index.ingestion.extensions),
                 strategy=index.ingestion.strategy,
                 schedule=index.ingestion.schedule,
+                reject_overlong_chunks=index.ingestion.overlong_chunks == "reject",
             )
         )
     return IndexCatalog(handles)
@@ -190,8 +200,10 @@ class Components:
     agents: AgentRegistry
     runtime: AgentRuntime
     admission: Admission
+    usage: UsageRecorder
 
     async def aclose(self) -> None:
+        await self.usage.aclose()  # its last flush needs the store
         await self.store.close()
         for embedder in self.embedders.values():
             await embedder.aclose()
@@ -251,6 +263,7 @@ async def build_components(cfg: GroundwireConfig) -> Components:
         agents,
         runtime,
         admission,
+        UsageRecorder(usage_ledger_for(store)),
     )
 
 

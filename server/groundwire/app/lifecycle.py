@@ -71,7 +71,9 @@ async def start_app(cfg: GroundwireConfig, address: str | None = None) -> Runnin
         if index.ready:
             await health.set_serving([index_health_name(index.name)])
 
-    manager = IngestionManager(components.catalog, components.operation_log, on_ready=on_ready)
+    manager = IngestionManager(
+        components.catalog, components.operation_log, on_ready=on_ready, usage=components.usage
+    )
     handles = components.catalog.handles()
     server = await build_server(
         address=address or cfg.server.address,
@@ -83,6 +85,7 @@ async def start_app(cfg: GroundwireConfig, address: str | None = None) -> Runnin
             runtime=components.runtime,
             reranking=components.reranking,
             page_tokens=tokens,
+            usage=components.usage,
         ),
         reflection_enabled=cfg.server.reflection,
         max_message_bytes=cfg.server.max_message_bytes,
@@ -90,6 +93,7 @@ async def start_app(cfg: GroundwireConfig, address: str | None = None) -> Runnin
         extra_health_names=[index_health_name(h.name) for h in handles],
         auth=auth_policy(cfg),
         admission=components.admission,
+        usage=components.usage,
         credentials=server_credentials(cfg),
         health_status=health,
     )

@@ -31,6 +31,9 @@ class IndexHandle:
     extensions: Sequence[str] = (".md", ".markdown", ".txt", ".text")
     strategy: str = "manual"
     schedule: str | None = None
+    # Fail documents with a chunk over the embedder's token window instead of
+    # embedding a truncated chunk (ingestion.overlong_chunks = "reject").
+    reject_overlong_chunks: bool = False
     # False only while an ON_STARTUP index awaits the end of its first ingestion run;
     # the ingestion manager, which runs it, is the one that flips it.
     ready: bool = field(init=False)

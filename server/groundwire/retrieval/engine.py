@@ -2,7 +2,8 @@
 with full score semantics. No agent acceptance, grounding or reranking here;
 top_k is a candidate limit only.
 
-- SEMANTIC embeds the query (query task mode) and runs vector search only.
+- SEMANTIC embeds the query (query task mode) and runs vector search only; the
+  embedding's usage (and whether the query was truncated) is in the diagnostics.
 - LEXICAL runs indexed full-text search only and never touches the embedder.
 - HYBRID runs both legs concurrently and fuses them with weighted RRF; if either
   leg fails, the call fails.
@@ -34,6 +35,7 @@ from groundwire.domain.retrieval import (
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.instruments import RETRIEVALS
 from groundwire.providers.embeddings.base import EmbeddingTask, validate_vectors
+from groundwire.providers.embeddings.usage import metered
 from groundwire.stores.base import IndexState
 
 
@@ -119,7 +121,9 @@ class Retriever:
         assert handle.embedder is not None
         t0 = time.perf_counter()
         text = semantic_text(request.text)
-        vectors = await handle.embedder.embed([text], EmbeddingTask.QUERY)
+        with metered() as meter:
+            vectors = await handle.embedder.embed([text], EmbeddingTask.QUERY)
+        diag.embedding_usage = meter.total
         vector = validate_vectors(vectors, 1, handle.embedder.info)[0]
         t1 = time.perf_counter()
         diag.embedding_seconds = t1 - t0

@@ -131,6 +131,16 @@ class EmbeddingProvider(Protocol):
     async def aclose(self) -> None: ...
 
 
+@runtime_checkable
+class TokenWindowAware(Protocol):
+    """A provider that knows its token window and can tell, before embedding,
+    which texts it would truncate (the local ONNX embedder)."""
+
+    def exceeding_window(self, texts: Sequence[str], task: EmbeddingTask) -> list[bool]:
+        """Blocking: per text (task prefix included), whether it exceeds the window."""
+        ...
+
+
 def validate_model_name(model: str) -> str:
     """Reject blank model names at construction."""
     if not model or not model.strip():

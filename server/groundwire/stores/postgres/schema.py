@@ -387,6 +387,27 @@ MIGRATIONS: tuple[Migration, ...] = (
             )
         ),
     ),
+    Migration(
+        9,
+        "per-tenant embedding usage",
+        (
+            # Totals per (tenant, embedding task), added to by every replica's
+            # usage flushes (stores/postgres/usage.py).
+            """
+            CREATE TABLE gw_usage (
+                tenant text COLLATE "C" NOT NULL,
+                task text COLLATE "C" NOT NULL,
+                requests bigint NOT NULL DEFAULT 0,
+                input_tokens bigint NOT NULL DEFAULT 0,
+                estimated_input_tokens bigint NOT NULL DEFAULT 0,
+                texts bigint NOT NULL DEFAULT 0,
+                truncated_texts bigint NOT NULL DEFAULT 0,
+                updated_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (tenant, task)
+            )
+            """,
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

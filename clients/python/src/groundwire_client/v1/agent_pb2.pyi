@@ -24,6 +24,7 @@ from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from groundwire_client.v1 import common_pb2 as _common_pb2
 from groundwire_client.v1 import reranker_pb2 as _reranker_pb2
 from groundwire_client.v1 import retriever_pb2 as _retriever_pb2
+from groundwire_client.v1 import usage_pb2 as _usage_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -824,6 +825,7 @@ class AgentResult(_message.Message):
     CITATIONS_FIELD_NUMBER: _builtins.int
     TOOL_CALLS_FIELD_NUMBER: _builtins.int
     DURATION_FIELD_NUMBER: _builtins.int
+    EMBEDDING_USAGE_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """Output only. Unique execution id."""
     agent_id: _builtins.str
@@ -854,6 +856,12 @@ class AgentResult(_message.Message):
     def duration(self) -> _duration_pb2.Duration:
         """Output only. Wall time of the execution."""
 
+    @_builtins.property
+    def embedding_usage(self) -> _usage_pb2.EmbeddingUsage:
+        """Output only. Embedding usage of the execution beside the chat usage in
+        `usage`: its searches' query embeddings and any embedding reranker.
+        """
+
     def __init__(
         self,
         *,
@@ -867,10 +875,11 @@ class AgentResult(_message.Message):
         citations: _abc.Iterable[Global___Citation] | None = ...,
         tool_calls: _abc.Iterable[Global___ToolCallTrace] | None = ...,
         duration: _duration_pb2.Duration | None = ...,
+        embedding_usage: _usage_pb2.EmbeddingUsage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "rag", b"rag", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "embedding_usage", b"embedding_usage", "rag", b"rag", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "answer", b"answer", "citations", b"citations", "duration", b"duration", "execution_id", b"execution_id", "model", b"model", "model_provider", b"model_provider", "rag", b"rag", "tool_calls", b"tool_calls", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "answer", b"answer", "citations", b"citations", "duration", b"duration", "embedding_usage", b"embedding_usage", "execution_id", b"execution_id", "model", b"model", "model_provider", b"model_provider", "rag", b"rag", "tool_calls", b"tool_calls", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
