@@ -16,6 +16,7 @@ from groundwire.domain.rag_policy import (
 )
 from groundwire.domain.reranking import RerankingMetadata, RerankOutcome
 from groundwire.domain.retrieval import RankedResult, RetrievalMode
+from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 from groundwire.providers.chat.base import Usage
 
 
@@ -88,6 +89,8 @@ class RagMetadata:
     budget: BudgetFigures | None = None
     rewritten_query: str | None = None
     searches: list[SearchTrace] = field(default_factory=list)
+    # Embedding calls of the execution's searches (and any embedding reranker).
+    embedding_usage: EmbeddingUsage = NO_USAGE
 
     def add_acceptance(self, acceptance: Acceptance) -> None:
         self.candidates.extend(acceptance.candidates)

@@ -13,7 +13,7 @@ and used after the engines that produced it are gone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy
 from groundwire.agents.execution_input import ExecutionInput
@@ -39,7 +39,9 @@ from groundwire.domain.reranking import (
     apply_order,
 )
 from groundwire.domain.retrieval import MetadataFilter, RankedResult, RetrievalRequest, Scope
+from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 from groundwire.providers.chat.base import ChatMessage
+from groundwire.providers.embeddings.usage import metered
 from groundwire.reranking.stage import RerankingStage, failure_error
 from groundwire.retrieval.engine import Retriever
 
@@ -123,6 +125,8 @@ class RagOutcome:
     selected: tuple[RankedResult, ...]
     no_context_reason: NoContextReason | None
     decision: Decision
+    # Embedding calls of the run: the query embedding and any embedding reranker.
+    embedding_usage: EmbeddingUsage = NO_USAGE
 
     @property
     def rerank_outcome(self) -> RerankOutcome | None:
@@ -177,6 +181,13 @@ class RagPipeline:
         RetrievalFailed when retrieval fails, the stage's error when a rerank
         failure blocks the execution, RAG_CONTEXT_BUDGET_EXCEEDED when the
         mandatory prompt alone exceeds the budget."""
+        with metered() as meter:
+            outcome = await self._sequence(agent_id, rag, search, costs)
+        return replace(outcome, embedding_usage=meter.total)
+
+    async def _sequence(
+        self, agent_id: str, rag: RagPolicy, search: RagSearch, costs: PromptCosts
+    ) -> RagOutcome:
         try:
             index_version, results = await self.retrieve(search.request)
         except GroundwireError as err:

@@ -210,6 +210,7 @@ def rag_metadata(rag: RagPolicy, outcome: RagOutcome | None) -> RagMetadata:
         no_context_reason=outcome.no_context_reason,
         model_skipped=outcome.decision.model_skipped,
         answer_constrained=outcome.decision.answer_constrained,
+        embedding_usage=outcome.embedding_usage,
     )
 
 

@@ -16,6 +16,7 @@ from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import duration, filter_from_proto, mode_to_proto, score_to_proto
 from groundwire.api.pagination import LIST_AGENTS, PageTokens, listing
 from groundwire.api.reranker import outcome_to_proto, reranking_metadata_to_proto
+from groundwire.api.usage import usage_to_proto
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.rag_policy import (
     ExecutionMode,
@@ -139,6 +140,7 @@ def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
             total_tokens=u.total_tokens,
         ),
         rag=rag_to_proto(result.rag),
+        embedding_usage=usage_to_proto(result.rag.embedding_usage),
         citations=[
             agent_pb2.Citation(
                 source_number=c.source_number, document_id=c.document_id, chunk_id=c.chunk_id
