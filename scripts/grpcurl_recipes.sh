@@ -90,6 +90,7 @@ RECIPES=(
   "get-agent|AgentService/GetAgent"
   "execute|AgentService/Execute: one grounded answer with citations"
   "execute-stream|AgentService/ExecuteStream: the same, as a stream of execution events"
+  "get-usage|UsageService/GetUsage: embedding usage totals of the (key's) tenant"
 )
 
 recipe_list() { call "" list; }
@@ -160,6 +161,7 @@ recipe_execute() {
 recipe_execute_stream() {
   call "{\"input\":{\"agent_id\":\"$AGENT\",\"message\":\"$QUESTION\"}}" groundwire.v1.AgentService/ExecuteStream
 }
+recipe_get_usage() { call '{}' groundwire.v1.UsageService/GetUsage; }
 
 # ---- main ----------------------------------------------------------------------
 usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
