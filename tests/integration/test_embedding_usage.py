@@ -203,11 +203,24 @@ async def test_usage_per_operation_query_execution_and_tenant(
     e = result.result.embedding_usage
     assert (e.requests, e.input_tokens) == (1, len(QUERY.split()))
 
+    # A push is the pushing key's tenant's document usage.
+    standin.reset()
+    pushed = await client.ing.UpsertDocuments(
+        ing.UpsertDocumentsRequest(
+            index_name="docs",
+            documents=[ing.PushedDocument(document_id="pushed", text="remote work on Fridays")],
+        ),
+        metadata=md("acme-admin"),
+    )
+    assert pushed.upserted == 1
+    push_requests, push_words = _words(standin)
+    assert push_requests == 1
+
     totals = await client.get_usage("acme-admin")
     assert totals.tenant == "acme"
-    assert (totals.document.requests, totals.document.input_tokens) == (3, words)
+    assert (totals.document.requests, totals.document.input_tokens) == (4, words + push_words)
     assert (totals.query.requests, totals.query.input_tokens) == (2, 2 * len(QUERY.split()))
-    assert totals.total.requests == 5 and totals.total.texts == 7
+    assert totals.total.requests == 6 and totals.total.texts == 8
     # Another tenant's totals are its own; a key never reads another tenant's.
     assert (await client.get_usage("beta-admin")).total.requests == 0
     with pytest.raises(grpc.aio.AioRpcError) as info:
