@@ -246,7 +246,8 @@ async def test_postgres_totals_survive_restart_and_sum_replicas(
         await b.retrieve(retriever_pb2.RETRIEVAL_MODE_SEMANTIC)
         # Each replica sees its own calls at once, the other's once it flushed.
         assert (await a.get_usage("acme-admin")).query.requests == 1
-        await two.components.usage.flush()
+        assert two.usage is not None
+        await two.usage.flush()
         assert (await a.get_usage("acme-admin")).query.requests == 2
         await a.channel.close()
         await b.channel.close()

@@ -144,6 +144,8 @@ _DOWNGRADE_TO_3 = (
         )
     ),
     "DELETE FROM gw_schema_migrations WHERE version = 8",
+    "DROP TABLE gw_checkpoints",
+    "DELETE FROM gw_schema_migrations WHERE version = 7",
     "DROP TABLE gw_postings",
     "CREATE INDEX gw_chunks_lex ON gw_chunks USING gin (lex)",
     "DELETE FROM gw_schema_migrations WHERE version = 6",

@@ -40,6 +40,7 @@ _TRIGGERS = {
     OperationTrigger.MANUAL: ingestion_pb2.OPERATION_TRIGGER_MANUAL,
     OperationTrigger.STARTUP: ingestion_pb2.OPERATION_TRIGGER_STARTUP,
     OperationTrigger.SCHEDULE: ingestion_pb2.OPERATION_TRIGGER_SCHEDULE,
+    OperationTrigger.RELOAD: ingestion_pb2.OPERATION_TRIGGER_RELOAD,
 }
 _STRATEGIES = {
     IngestionStrategy.MANUAL: ingestion_pb2.INGESTION_STRATEGY_MANUAL,
@@ -98,15 +99,32 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
     return msg
 
 
+def describe_chunking(handle: IndexHandle) -> ingestion_pb2.ChunkingDescription:
+    policy = handle.chunk_policy
+    return ingestion_pb2.ChunkingDescription(
+        size=policy.size,
+        overlap=policy.overlap,
+        markdown_sections=policy.markdown_sections,
+        # domain ChunkUnit names are the proto value names without the prefix.
+        unit=ingestion_pb2.ChunkUnit.Value(f"CHUNK_UNIT_{policy.unit.name}"),
+        extensions=[
+            ingestion_pb2.ExtensionChunking(
+                extension=ext,
+                size=p.size,
+                overlap=p.overlap,
+                markdown_sections=p.markdown_sections,
+                unit=ingestion_pb2.ChunkUnit.Value(f"CHUNK_UNIT_{p.unit.name}"),
+            )
+            for ext, p in sorted(handle.chunk_policies.items())
+        ],
+    )
+
+
 def describe_index(handle: IndexHandle) -> ingestion_pb2.IndexDescription:
     msg = ingestion_pb2.IndexDescription(
         name=handle.name,
         description=handle.description,
-        chunking=ingestion_pb2.ChunkingDescription(
-            size=handle.chunk_policy.size,
-            overlap=handle.chunk_policy.overlap,
-            markdown_sections=handle.chunk_policy.markdown_sections,
-        ),
+        chunking=describe_chunking(handle),
         store=handle.store.kind,
         strategy=_STRATEGIES[IngestionStrategy(handle.strategy)],
         schedule=handle.schedule or "",

@@ -21,7 +21,10 @@ from groundwire.app.agent_config import (
     ToolConfig,
     check_agent_references,
 )
+from groundwire.app.checkpoint_config import CheckpointConfig
+from groundwire.app.chunking_config import ChunkingConfig, check_token_chunking
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
+from groundwire.app.logs import ContentPreviewsConfig
 from groundwire.app.reranker_config import (
     RerankerConfig,
     RerankingConfig,
@@ -51,8 +54,8 @@ class ApiKeyConfig(StrictModel):
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     tenant: str = Field("", max_length=MAX_TENANT_CHARS)
-    permissions: list[Literal["retrieve", "rerank", "execute", "ingest", "manage"]] = Field(
-        min_length=1
+    permissions: list[Literal["retrieve", "rerank", "execute", "ingest", "manage", "prepare"]] = (
+        Field(min_length=1)
     )
 
 
@@ -201,18 +204,6 @@ class InlineSource(StrictModel):
 SourceConfig = Annotated[DirectorySource | FilesSource | InlineSource, Field(discriminator="kind")]
 
 
-class ChunkingConfig(StrictModel):
-    size: int = Field(800, ge=16, le=100_000)
-    overlap: int = Field(100, ge=0)
-    markdown_sections: bool = True
-
-    @model_validator(mode="after")
-    def _overlap(self) -> ChunkingConfig:
-        if self.overlap > self.size // 2:
-            raise ValueError("overlap must be at most half of size")
-        return self
-
-
 class IngestionConfig(StrictModel):
     strategy: IngestionStrategy = IngestionStrategy.MANUAL
     schedule: str | None = None
@@ -249,6 +240,14 @@ class IndexConfig(StrictModel):
 class LoggingConfig(StrictModel):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["json", "text"] = "json"
+    previews: ContentPreviewsConfig = ContentPreviewsConfig()
+
+    @model_validator(mode="after")
+    def _previews_need_debug(self) -> LoggingConfig:
+        # Previews are DEBUG fields: enabled at another level they would never show.
+        if self.previews.enabled and self.level != "DEBUG":
+            raise ValueError('previews.enabled: previews are DEBUG log fields; set level = "DEBUG"')
+        return self
 
 
 class GroundwireConfig(StrictModel):
@@ -273,6 +272,7 @@ class GroundwireConfig(StrictModel):
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     agent_limits: AgentLimitsConfig = AgentLimitsConfig()
     limits: LimitsConfig = LimitsConfig()
+    checkpoints: CheckpointConfig = CheckpointConfig()
 
     @model_validator(mode="after")
     def _references(self) -> GroundwireConfig:
@@ -281,6 +281,7 @@ class GroundwireConfig(StrictModel):
                 raise ValueError(f"indexes.{name}: index names are 1-128 chars of [a-z0-9_-]")
             if index.embedder is not None and index.embedder not in self.embedders:
                 raise ValueError(f"indexes.{name}.embedder: no embedder named {index.embedder!r}")
+            check_token_chunking(name, index.chunking, self.embedders.get(index.embedder or ""))
             if index.ingestion.overlong_chunks == "reject" and not isinstance(
                 self.embedders.get(index.embedder or ""), LocalOnnxEmbedderConfig
             ):

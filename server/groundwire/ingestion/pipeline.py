@@ -25,11 +25,12 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from groundwire.domain.chunking import Chunk, chunk_text
+from groundwire.domain.chunking import Chunk
 from groundwire.domain.operations import DocumentFailureReason
 from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import (
+    FORMATS_BY_EXTENSION,
     DocumentFormat,
     LoadedDocument,
     LoadFailure,
@@ -124,8 +125,18 @@ def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | 
     )
 
 
-def chunk_document(doc: LoadedDocument, handle: IndexHandle) -> list[Chunk]:
-    return chunk_text(doc.text, handle.chunk_policy, markdown=doc.format is DocumentFormat.MARKDOWN)
+# Documents without a file name (inline, pushed) are chunked as their format's
+# first extension.
+_FORMAT_EXTENSIONS = {fmt: ext for ext, fmt in reversed(list(FORMATS_BY_EXTENSION.items()))}
+
+
+def chunk_document(
+    doc: LoadedDocument, handle: IndexHandle, extension: str | None = None
+) -> list[Chunk]:
+    """Chunk by the index's policy for the document's file extension (from its
+    file, else from its format)."""
+    ext = extension or _FORMAT_EXTENSIONS.get(doc.format, "")
+    return handle.chunker().chunk(doc.text, ext, markdown=doc.format is DocumentFormat.MARKDOWN)
 
 
 Batch = list[tuple[DocumentRecord, Sequence[Chunk]]]
@@ -238,7 +249,14 @@ async def _ingest(
             if not report.rebuilt and current is not None and current.content_hash == digest:
                 report.unchanged += 1
                 continue
-            chunks = chunk_document(loaded, handle)
+            # Token chunking encodes the whole document and every chunk again: CPU
+            # work proportional to its size, done off the event loop.
+            chunks = await asyncio.to_thread(
+                chunk_document,
+                loaded,
+                handle,
+                item.path.suffix if isinstance(item, FileItem) else None,
+            )
             if not chunks:
                 report.failed += 1
                 report.failures.append(LoadFailure(loaded.document_id, DocumentFailureReason.EMPTY))

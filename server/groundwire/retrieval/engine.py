@@ -12,6 +12,7 @@ top_k is a candidate limit only.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, replace
@@ -21,6 +22,7 @@ from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.errors import GroundwireError, failed_precondition, unavailable
 from groundwire.domain.fusion import fuse, single_leg
 from groundwire.domain.query import parse_lexical, semantic_text
+from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
 from groundwire.domain.retrieval import (
     ChunkHit,
     FusionSettings,
@@ -37,6 +39,8 @@ from groundwire.instruments import RETRIEVALS
 from groundwire.providers.embeddings.base import EmbeddingTask, validate_vectors
 from groundwire.providers.embeddings.usage import metered
 from groundwire.stores.base import IndexState
+
+_log = logging.getLogger("groundwire.retrieval")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +64,12 @@ class Retriever:
         catalog: IndexCatalog,
         limits: RetrievalLimits,
         fusion_defaults: FusionSettings | None = None,
+        previews: ContentPreviews = PREVIEWS_OFF,
     ) -> None:
         self._catalog = catalog
         self.limits = limits
         self.fusion_defaults = fusion_defaults or FusionSettings()
+        self._previews = previews
 
     async def retrieve(self, request: RetrievalRequest) -> RetrievalOutcome:
         try:
@@ -72,6 +78,11 @@ class Retriever:
             RETRIEVALS.add(1, {"mode": request.mode.value, "outcome": err.reason})
             raise
         RETRIEVALS.add(1, {"mode": request.mode.value, "outcome": "OK"})
+        if self._previews.enabled and _log.isEnabledFor(logging.DEBUG):
+            fields = self._previews.fields(request.text, (r.hit.content for r in outcome.results))
+            _log.debug(
+                "retrieval preview", extra={"result_count": len(outcome.results), **(fields or {})}
+            )
         return outcome
 
     async def _retrieve(self, request: RetrievalRequest) -> RetrievalOutcome:
@@ -80,7 +91,8 @@ class Retriever:
         if not handle.ready:
             raise unavailable("INDEX_NOT_READY", "the index is still being ingested")
         lexical_query = replace(
-            parse_lexical(request.text), max_terms=self.limits.max_lexical_terms
+            parse_lexical(request.lexical_text or request.text),
+            max_terms=self.limits.max_lexical_terms,
         )
         diag = RetrievalDiagnostics(
             mode=request.mode, top_k=request.top_k, phrase_count=len(lexical_query.phrases)

@@ -45,6 +45,7 @@ from groundwire.providers.embeddings.base import (
     validate_model_name,
     validate_vectors,
 )
+from groundwire.providers.embeddings.tokens import ModelTokenCounter
 from groundwire.providers.embeddings.usage import TokenCounter, report_usage
 
 __all__ = [
@@ -408,6 +409,15 @@ class LocalOnnxEmbedder:
         if encodings is None:
             raise provider_failed("local embedding tokenization failed")
         return [bool(e.overflowing) for e in encodings]
+
+    def token_counter(self) -> ModelTokenCounter:
+        """This model's tokenizer for the token chunker: counts include the
+        document prefix and special tokens, so a chunk that fits is never truncated."""
+        return ModelTokenCounter(
+            self._tokenizer,
+            document_prefix=self._prefixes[EmbeddingTask.DOCUMENT],
+            max_tokens=self._max_seq_length,
+        )
 
     async def aclose(self) -> None:
         # A run already in a worker thread holds its own reference and finishes.
