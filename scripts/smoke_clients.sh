@@ -179,7 +179,8 @@ export GROUNDWIRE_TOOL_AGENT="$TOOL_AGENT"
 need() { command -v "$1" >/dev/null 2>&1 || { echo "$1 is not installed"; return 1; }; }
 
 smoke_python() {
-  "$PY" clients/python/smoke.py
+  "$PY" clients/python/smoke.py || return 1
+  "$PY" clients/python/smoke_client_tools.py
 }
 smoke_typescript() {
   need node && need npm || return 1

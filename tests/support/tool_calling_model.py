@@ -33,7 +33,7 @@ from typing import Any
 
 from tests.support.chat_completions_standin import ChatCompletionsStandIn, Reply, StandInToolCall
 
-__all__ = ["MODEL", "TOOL_NAME", "order_status_responder", "main"]
+__all__ = ["MODEL", "TOOL_NAME", "main", "order_status_responder"]
 
 TOOL_NAME = "order_status"
 MODEL = "scripted-tools-v1"
