@@ -3,7 +3,8 @@
 # tests against it (Health/Check, a lexical Retrieve, a rich NOT_FOUND error and
 # one AgentService.ExecuteStream consumed to its terminal event, with the
 # offline extractive model); then client-executed tools (declare a tool,
-# REQUIRES_ACTION, SubmitToolResults; ExecuteInteractive where cheap) with the
+# REQUIRES_ACTION, SubmitToolResults; the bidirectional ExecuteInteractive in
+# Go, TypeScript and Java) with the
 # agent "tool-smoke", whose model is a scripted OpenAI-compatible stand-in run
 # as its own process (tests/support/tool_calling_model.py: calls the caller's
 # `order_status` tool, then quotes its result); print one pass/fail line per
@@ -179,8 +180,10 @@ export GROUNDWIRE_TOOL_AGENT="$TOOL_AGENT"
 need() { command -v "$1" >/dev/null 2>&1 || { echo "$1 is not installed"; return 1; }; }
 
 smoke_python() {
-  "$PY" clients/python/smoke.py || return 1
-  "$PY" clients/python/smoke_client_tools.py
+  local rc=0
+  "$PY" clients/python/smoke.py || rc=1
+  "$PY" clients/python/smoke_client_tools.py || rc=1
+  return "$rc"
 }
 smoke_typescript() {
   need node && need npm || return 1
