@@ -4,10 +4,10 @@
 # one AgentService.ExecuteStream consumed to its terminal event, with the
 # offline extractive model); then client-executed tools (declare a tool,
 # REQUIRES_ACTION, SubmitToolResults; the bidirectional ExecuteInteractive in
-# Go, TypeScript and Java) with the
-# agent "tool-smoke", whose model is a scripted OpenAI-compatible stand-in run
-# as its own process (tests/support/tool_calling_model.py: calls the caller's
-# `order_status` tool, then quotes its result); print one pass/fail line per
+# Go, TypeScript and Java) with the agent "tool-smoke", whose model is a
+# scripted OpenAI-compatible stand-in run as its own process
+# (tests/support/tool_calling_model.py: calls the caller's `order_status`
+# tool, then quotes its result); print one pass/fail line per
 # language and a final "N passed, M failed" line; stop the server and the
 # stand-in; exit non-zero on any failure.
 #
