@@ -97,6 +97,7 @@ RECIPES=(
   "execute-interactive|ExecuteInteractive: the bidirectional stream (input first, tool results later)"
   "execute-narrowed|Execute with per-request overrides: final top-k 1 (may narrow, never widen)"
   "prepare-execution|AgentService/PrepareExecution: the exact prompt and references, no model call"
+  "reload-config|AdminService/ReloadConfiguration, validate_only: re-read and validate the file, change nothing"
   "get-usage|UsageService/GetUsage: embedding usage totals of the (key's) tenant"
 )
 
@@ -225,6 +226,9 @@ recipe_execute_narrowed() {
 }
 recipe_prepare_execution() {
   call "{\"input\":{\"agent_id\":\"$AGENT\",\"message\":\"$QUESTION\"}}" groundwire.v1.AgentService/PrepareExecution
+}
+recipe_reload_config() {
+  call '{"validate_only":true}' groundwire.v1.AdminService/ReloadConfiguration
 }
 recipe_get_usage() { call '{}' groundwire.v1.UsageService/GetUsage; }
 
