@@ -2466,9 +2466,12 @@ type AgentResult struct {
 	// Output only. Whether this result continued from a checkpoint (resume or
 	// submitted tool results) rather than running from the start. duration
 	// then covers the continued part only.
-	Resumed       bool `protobuf:"varint,53,opt,name=resumed,proto3" json:"resumed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Resumed bool `protobuf:"varint,53,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	// Output only. Embedding usage of the execution beside the chat usage in
+	// `usage`: its searches' query embeddings and any embedding reranker.
+	EmbeddingUsage *EmbeddingUsage `protobuf:"bytes,80,opt,name=embedding_usage,json=embeddingUsage,proto3" json:"embedding_usage,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AgentResult) Reset() {
@@ -2597,6 +2600,13 @@ func (x *AgentResult) GetResumed() bool {
 		return x.Resumed
 	}
 	return false
+}
+
+func (x *AgentResult) GetEmbeddingUsage() *EmbeddingUsage {
+	if x != nil {
+		return x.EmbeddingUsage
+	}
+	return nil
 }
 
 // RAG search lifecycle details (content-free).
@@ -4074,7 +4084,7 @@ var File_groundwire_v1_agent_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x19groundwire/v1/agent.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1agroundwire/v1/common.proto\x1a\x1cgroundwire/v1/reranker.proto\x1a\x1dgroundwire/v1/retriever.proto\"Y\n" +
+	"\x19groundwire/v1/agent.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1agroundwire/v1/common.proto\x1a\x1cgroundwire/v1/reranker.proto\x1a\x1dgroundwire/v1/retriever.proto\x1a\x19groundwire/v1/usage.proto\"Y\n" +
 	"\x10ConversationTurn\x12+\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x17.groundwire.v1.TurnRoleR\x04role\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\"\xb2\x03\n" +
@@ -4220,7 +4230,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x05 \x01(\tR\terrorCode\x125\n" +
 	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12'\n" +
-	"\x0fclient_executed\x182 \x01(\bR\x0eclientExecuted\"\x9b\x05\n" +
+	"\x0fclient_executed\x182 \x01(\bR\x0eclientExecuted\"\xe3\x05\n" +
 	"\vAgentResult\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
@@ -4237,7 +4247,8 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x06status\x182 \x01(\x0e2\x1e.groundwire.v1.ExecutionStatusR\x06status\x12O\n" +
 	"\x13required_tool_calls\x183 \x03(\v2\x1f.groundwire.v1.RequiredToolCallR\x11requiredToolCalls\x12C\n" +
 	"\x0faction_deadline\x184 \x01(\v2\x1a.google.protobuf.TimestampR\x0eactionDeadline\x12\x18\n" +
-	"\aresumed\x185 \x01(\bR\aresumed\"\x8b\x03\n" +
+	"\aresumed\x185 \x01(\bR\aresumed\x12F\n" +
+	"\x0fembedding_usage\x18P \x01(\v2\x1d.groundwire.v1.EmbeddingUsageR\x0eembeddingUsage\"\x8b\x03\n" +
 	"\x0eRagSearchEvent\x12\x1d\n" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12C\n" +
@@ -4497,8 +4508,9 @@ var file_groundwire_v1_agent_proto_goTypes = []any{
 	(RetrievalMode)(0),                    // 56: groundwire.v1.RetrievalMode
 	(*RerankingMetadata)(nil),             // 57: groundwire.v1.RerankingMetadata
 	(*timestamppb.Timestamp)(nil),         // 58: google.protobuf.Timestamp
-	(RerankOutcome)(0),                    // 59: groundwire.v1.RerankOutcome
-	(*structpb.Struct)(nil),               // 60: google.protobuf.Struct
+	(*EmbeddingUsage)(nil),                // 59: groundwire.v1.EmbeddingUsage
+	(RerankOutcome)(0),                    // 60: groundwire.v1.RerankOutcome
+	(*structpb.Struct)(nil),               // 61: google.protobuf.Struct
 }
 var file_groundwire_v1_agent_proto_depIdxs = []int32{
 	4,  // 0: groundwire.v1.ConversationTurn.role:type_name -> groundwire.v1.TurnRole
@@ -4548,52 +4560,53 @@ var file_groundwire_v1_agent_proto_depIdxs = []int32{
 	9,  // 44: groundwire.v1.AgentResult.status:type_name -> groundwire.v1.ExecutionStatus
 	41, // 45: groundwire.v1.AgentResult.required_tool_calls:type_name -> groundwire.v1.RequiredToolCall
 	58, // 46: groundwire.v1.AgentResult.action_deadline:type_name -> google.protobuf.Timestamp
-	56, // 47: groundwire.v1.RagSearchEvent.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	59, // 48: groundwire.v1.RagSearchEvent.reranking_outcome:type_name -> groundwire.v1.RerankOutcome
-	53, // 49: groundwire.v1.RagSearchEvent.duration:type_name -> google.protobuf.Duration
-	53, // 50: groundwire.v1.ToolCallEvent.duration:type_name -> google.protobuf.Duration
-	5,  // 51: groundwire.v1.ExecuteStreamResponse.type:type_name -> groundwire.v1.ExecutionEventType
-	31, // 52: groundwire.v1.ExecuteStreamResponse.rag_search:type_name -> groundwire.v1.RagSearchEvent
-	32, // 53: groundwire.v1.ExecuteStreamResponse.tool_call:type_name -> groundwire.v1.ToolCallEvent
-	30, // 54: groundwire.v1.ExecuteStreamResponse.result:type_name -> groundwire.v1.AgentResult
-	56, // 55: groundwire.v1.AgentRagDescription.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	0,  // 56: groundwire.v1.AgentRagDescription.mode:type_name -> groundwire.v1.ExecutionMode
-	1,  // 57: groundwire.v1.AgentRagDescription.no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
-	34, // 58: groundwire.v1.AgentDescription.rag:type_name -> groundwire.v1.AgentRagDescription
-	35, // 59: groundwire.v1.ListAgentsResponse.agents:type_name -> groundwire.v1.AgentDescription
-	35, // 60: groundwire.v1.GetAgentResponse.agent:type_name -> groundwire.v1.AgentDescription
-	60, // 61: groundwire.v1.ClientTool.parameters:type_name -> google.protobuf.Struct
-	30, // 62: groundwire.v1.ResumeExecutionResponse.result:type_name -> groundwire.v1.AgentResult
-	33, // 63: groundwire.v1.ResumeExecutionStreamResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
-	42, // 64: groundwire.v1.SubmitToolResultsRequest.results:type_name -> groundwire.v1.ToolResult
-	30, // 65: groundwire.v1.SubmitToolResultsResponse.result:type_name -> groundwire.v1.AgentResult
-	42, // 66: groundwire.v1.ClientToolResults.results:type_name -> groundwire.v1.ToolResult
-	11, // 67: groundwire.v1.ExecuteInteractiveRequest.input:type_name -> groundwire.v1.ExecutionInput
-	49, // 68: groundwire.v1.ExecuteInteractiveRequest.tool_results:type_name -> groundwire.v1.ClientToolResults
-	33, // 69: groundwire.v1.ExecuteInteractiveResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
-	36, // 70: groundwire.v1.AgentService.ListAgents:input_type -> groundwire.v1.ListAgentsRequest
-	38, // 71: groundwire.v1.AgentService.GetAgent:input_type -> groundwire.v1.GetAgentRequest
-	19, // 72: groundwire.v1.AgentService.Execute:input_type -> groundwire.v1.ExecuteRequest
-	20, // 73: groundwire.v1.AgentService.ExecuteStream:input_type -> groundwire.v1.ExecuteStreamRequest
-	43, // 74: groundwire.v1.AgentService.ResumeExecution:input_type -> groundwire.v1.ResumeExecutionRequest
-	45, // 75: groundwire.v1.AgentService.ResumeExecutionStream:input_type -> groundwire.v1.ResumeExecutionStreamRequest
-	47, // 76: groundwire.v1.AgentService.SubmitToolResults:input_type -> groundwire.v1.SubmitToolResultsRequest
-	50, // 77: groundwire.v1.AgentService.ExecuteInteractive:input_type -> groundwire.v1.ExecuteInteractiveRequest
-	13, // 78: groundwire.v1.AgentService.PrepareExecution:input_type -> groundwire.v1.PrepareExecutionRequest
-	37, // 79: groundwire.v1.AgentService.ListAgents:output_type -> groundwire.v1.ListAgentsResponse
-	39, // 80: groundwire.v1.AgentService.GetAgent:output_type -> groundwire.v1.GetAgentResponse
-	21, // 81: groundwire.v1.AgentService.Execute:output_type -> groundwire.v1.ExecuteResponse
-	33, // 82: groundwire.v1.AgentService.ExecuteStream:output_type -> groundwire.v1.ExecuteStreamResponse
-	44, // 83: groundwire.v1.AgentService.ResumeExecution:output_type -> groundwire.v1.ResumeExecutionResponse
-	46, // 84: groundwire.v1.AgentService.ResumeExecutionStream:output_type -> groundwire.v1.ResumeExecutionStreamResponse
-	48, // 85: groundwire.v1.AgentService.SubmitToolResults:output_type -> groundwire.v1.SubmitToolResultsResponse
-	51, // 86: groundwire.v1.AgentService.ExecuteInteractive:output_type -> groundwire.v1.ExecuteInteractiveResponse
-	14, // 87: groundwire.v1.AgentService.PrepareExecution:output_type -> groundwire.v1.PrepareExecutionResponse
-	79, // [79:88] is the sub-list for method output_type
-	70, // [70:79] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	59, // 47: groundwire.v1.AgentResult.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
+	56, // 48: groundwire.v1.RagSearchEvent.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	60, // 49: groundwire.v1.RagSearchEvent.reranking_outcome:type_name -> groundwire.v1.RerankOutcome
+	53, // 50: groundwire.v1.RagSearchEvent.duration:type_name -> google.protobuf.Duration
+	53, // 51: groundwire.v1.ToolCallEvent.duration:type_name -> google.protobuf.Duration
+	5,  // 52: groundwire.v1.ExecuteStreamResponse.type:type_name -> groundwire.v1.ExecutionEventType
+	31, // 53: groundwire.v1.ExecuteStreamResponse.rag_search:type_name -> groundwire.v1.RagSearchEvent
+	32, // 54: groundwire.v1.ExecuteStreamResponse.tool_call:type_name -> groundwire.v1.ToolCallEvent
+	30, // 55: groundwire.v1.ExecuteStreamResponse.result:type_name -> groundwire.v1.AgentResult
+	56, // 56: groundwire.v1.AgentRagDescription.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	0,  // 57: groundwire.v1.AgentRagDescription.mode:type_name -> groundwire.v1.ExecutionMode
+	1,  // 58: groundwire.v1.AgentRagDescription.no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
+	34, // 59: groundwire.v1.AgentDescription.rag:type_name -> groundwire.v1.AgentRagDescription
+	35, // 60: groundwire.v1.ListAgentsResponse.agents:type_name -> groundwire.v1.AgentDescription
+	35, // 61: groundwire.v1.GetAgentResponse.agent:type_name -> groundwire.v1.AgentDescription
+	61, // 62: groundwire.v1.ClientTool.parameters:type_name -> google.protobuf.Struct
+	30, // 63: groundwire.v1.ResumeExecutionResponse.result:type_name -> groundwire.v1.AgentResult
+	33, // 64: groundwire.v1.ResumeExecutionStreamResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
+	42, // 65: groundwire.v1.SubmitToolResultsRequest.results:type_name -> groundwire.v1.ToolResult
+	30, // 66: groundwire.v1.SubmitToolResultsResponse.result:type_name -> groundwire.v1.AgentResult
+	42, // 67: groundwire.v1.ClientToolResults.results:type_name -> groundwire.v1.ToolResult
+	11, // 68: groundwire.v1.ExecuteInteractiveRequest.input:type_name -> groundwire.v1.ExecutionInput
+	49, // 69: groundwire.v1.ExecuteInteractiveRequest.tool_results:type_name -> groundwire.v1.ClientToolResults
+	33, // 70: groundwire.v1.ExecuteInteractiveResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
+	36, // 71: groundwire.v1.AgentService.ListAgents:input_type -> groundwire.v1.ListAgentsRequest
+	38, // 72: groundwire.v1.AgentService.GetAgent:input_type -> groundwire.v1.GetAgentRequest
+	19, // 73: groundwire.v1.AgentService.Execute:input_type -> groundwire.v1.ExecuteRequest
+	20, // 74: groundwire.v1.AgentService.ExecuteStream:input_type -> groundwire.v1.ExecuteStreamRequest
+	43, // 75: groundwire.v1.AgentService.ResumeExecution:input_type -> groundwire.v1.ResumeExecutionRequest
+	45, // 76: groundwire.v1.AgentService.ResumeExecutionStream:input_type -> groundwire.v1.ResumeExecutionStreamRequest
+	47, // 77: groundwire.v1.AgentService.SubmitToolResults:input_type -> groundwire.v1.SubmitToolResultsRequest
+	50, // 78: groundwire.v1.AgentService.ExecuteInteractive:input_type -> groundwire.v1.ExecuteInteractiveRequest
+	13, // 79: groundwire.v1.AgentService.PrepareExecution:input_type -> groundwire.v1.PrepareExecutionRequest
+	37, // 80: groundwire.v1.AgentService.ListAgents:output_type -> groundwire.v1.ListAgentsResponse
+	39, // 81: groundwire.v1.AgentService.GetAgent:output_type -> groundwire.v1.GetAgentResponse
+	21, // 82: groundwire.v1.AgentService.Execute:output_type -> groundwire.v1.ExecuteResponse
+	33, // 83: groundwire.v1.AgentService.ExecuteStream:output_type -> groundwire.v1.ExecuteStreamResponse
+	44, // 84: groundwire.v1.AgentService.ResumeExecution:output_type -> groundwire.v1.ResumeExecutionResponse
+	46, // 85: groundwire.v1.AgentService.ResumeExecutionStream:output_type -> groundwire.v1.ResumeExecutionStreamResponse
+	48, // 86: groundwire.v1.AgentService.SubmitToolResults:output_type -> groundwire.v1.SubmitToolResultsResponse
+	51, // 87: groundwire.v1.AgentService.ExecuteInteractive:output_type -> groundwire.v1.ExecuteInteractiveResponse
+	14, // 88: groundwire.v1.AgentService.PrepareExecution:output_type -> groundwire.v1.PrepareExecutionResponse
+	80, // [80:89] is the sub-list for method output_type
+	71, // [71:80] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_agent_proto_init() }
@@ -4604,6 +4617,7 @@ func file_groundwire_v1_agent_proto_init() {
 	file_groundwire_v1_common_proto_init()
 	file_groundwire_v1_reranker_proto_init()
 	file_groundwire_v1_retriever_proto_init()
+	file_groundwire_v1_usage_proto_init()
 	file_groundwire_v1_agent_proto_msgTypes[2].OneofWrappers = []any{}
 	file_groundwire_v1_agent_proto_msgTypes[15].OneofWrappers = []any{}
 	file_groundwire_v1_agent_proto_msgTypes[16].OneofWrappers = []any{}

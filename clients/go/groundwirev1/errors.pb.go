@@ -101,7 +101,11 @@ const (
 	// INVALID_ARGUMENT: the page token is malformed or belongs to another query.
 	ErrorReason_ERROR_REASON_INVALID_PAGE_TOKEN ErrorReason = 103
 	// FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-	// embedding model or chunking policy; pushed documents cannot be mixed in.
+	// embedding configuration (model, dimensions, normalization, query or
+	// document prefix, token window) or chunking policy; pushed documents cannot
+	// be mixed in. Semantic and hybrid retrieval are refused with it too while
+	// queries would be embedded differently from the published version (lexical
+	// retrieval keeps serving).
 	ErrorReason_ERROR_REASON_INDEX_REBUILD_REQUIRED ErrorReason = 104
 	// FAILED_PRECONDITION: another replica holds the index's ingestion lock.
 	ErrorReason_ERROR_REASON_INGESTION_LOCKED ErrorReason = 105

@@ -234,7 +234,11 @@ export enum ErrorReason {
 
   /**
    * FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-   * embedding model or chunking policy; pushed documents cannot be mixed in.
+   * embedding configuration (model, dimensions, normalization, query or
+   * document prefix, token window) or chunking policy; pushed documents cannot
+   * be mixed in. Semantic and hybrid retrieval are refused with it too while
+   * queries would be embedded differently from the published version (lexical
+   * retrieval keeps serving).
    *
    * @generated from enum value: ERROR_REASON_INDEX_REBUILD_REQUIRED = 104;
    */

@@ -250,322 +250,325 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
       "le/protobuf/struct.proto\032\037google/protobu" +
       "f/timestamp.proto\032\032groundwire/v1/common." +
       "proto\032\034groundwire/v1/reranker.proto\032\035gro" +
-      "undwire/v1/retriever.proto\"Y\n\020Conversati" +
-      "onTurn\022+\n\004role\030\001 \001(\0162\027.groundwire.v1.Tur" +
-      "nRoleR\004role\022\030\n\007content\030\002 \001(\tR\007content\"\262\003" +
-      "\n\016ExecutionInput\022\031\n\010agent_id\030\001 \001(\tR\007agen" +
-      "tId\022\030\n\007message\030\002 \001(\tR\007message\0229\n\007history" +
-      "\030\003 \003(\0132\037.groundwire.v1.ConversationTurnR" +
-      "\007history\022\026\n\006tenant\030\004 \001(\tR\006tenant\0225\n\006filt" +
-      "er\030\005 \001(\0132\035.groundwire.v1.MetadataFilterR" +
-      "\006filter\022<\n\014client_tools\0302 \003(\0132\031.groundwi" +
-      "re.v1.ClientToolR\013clientTools\022I\n\023client_" +
-      "tool_timeout\0303 \001(\0132\031.google.protobuf.Dur" +
-      "ationR\021clientToolTimeout\022\035\n\nbypass_rag\030F" +
-      " \001(\010R\tbypassRag\0229\n\toverrides\030G \001(\0132\033.gro" +
-      "undwire.v1.RagOverridesR\toverrides\"\213\001\n\014R" +
-      "agOverrides\0220\n\021minimum_relevance\030\001 \001(\001H\000" +
-      "R\020minimumRelevance\210\001\001\022#\n\013final_top_k\030\002 \001" +
-      "(\rH\001R\tfinalTopK\210\001\001B\024\n\022_minimum_relevance" +
-      "B\016\n\014_final_top_k\"N\n\027PrepareExecutionRequ" +
-      "est\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Execu" +
-      "tionInputR\005input\"X\n\030PrepareExecutionResp" +
-      "onse\022<\n\010prepared\030\001 \001(\0132 .groundwire.v1.P" +
-      "reparedExecutionR\010prepared\"Z\n\017PreparedMe" +
-      "ssage\022-\n\004role\030\001 \001(\0162\031.groundwire.v1.Prom" +
-      "ptRoleR\004role\022\030\n\007content\030\002 \001(\tR\007content\"m" +
-      "\n\014PreparedTool\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013de" +
-      "scription\030\002 \001(\tR\013description\022\'\n\017paramete" +
-      "rs_json\030\003 \001(\tR\016parametersJson\"\375\001\n\021Prepar" +
-      "edReference\022#\n\rsource_number\030\001 \001(\rR\014sour" +
-      "ceNumber\022\037\n\013document_id\030\002 \001(\tR\ndocumentI" +
-      "d\022\031\n\010chunk_id\030\003 \001(\tR\007chunkId\022*\n\005score\030\004 " +
-      "\001(\0132\024.groundwire.v1.ScoreR\005score\022+\n\004span" +
-      "\030\005 \001(\0132\027.groundwire.v1.CharSpanR\004span\022\024\n" +
-      "\005title\030\006 \001(\tR\005title\022\030\n\007section\030\007 \001(\tR\007se" +
-      "ction\"\257\003\n\021PreparedExecution\022\031\n\010agent_id\030" +
-      "\001 \001(\tR\007agentId\0225\n\006action\030\002 \001(\0162\035.groundw" +
-      "ire.v1.PreparedActionR\006action\022:\n\010message" +
-      "s\030\003 \003(\0132\036.groundwire.v1.PreparedMessageR" +
-      "\010messages\0221\n\005tools\030\004 \003(\0132\033.groundwire.v1" +
-      ".PreparedToolR\005tools\022@\n\nreferences\030\005 \003(\013" +
-      "2 .groundwire.v1.PreparedReferenceR\nrefe" +
-      "rences\022)\n\020framework_answer\030\006 \001(\tR\017framew" +
-      "orkAnswer\0225\n\003rag\030\007 \001(\0132#.groundwire.v1.R" +
-      "agExecutionMetadataR\003rag\0225\n\010duration\030\010 \001" +
-      "(\0132\031.google.protobuf.DurationR\010duration\"" +
-      "E\n\016ExecuteRequest\0223\n\005input\030\001 \001(\0132\035.groun" +
-      "dwire.v1.ExecutionInputR\005input\"K\n\024Execut" +
-      "eStreamRequest\0223\n\005input\030\001 \001(\0132\035.groundwi" +
-      "re.v1.ExecutionInputR\005input\"E\n\017ExecuteRe" +
-      "sponse\0222\n\006result\030\001 \001(\0132\032.groundwire.v1.A" +
-      "gentResultR\006result\"\373\001\n\007RagItem\022\037\n\013docume" +
-      "nt_id\030\001 \001(\tR\ndocumentId\022\031\n\010chunk_id\030\002 \001(" +
-      "\tR\007chunkId\022%\n\016retrieval_rank\030\003 \001(\rR\rretr" +
-      "ievalRank\022*\n\005score\030\004 \001(\0132\024.groundwire.v1" +
-      ".ScoreR\005score\0224\n\006reason\030\005 \001(\0162\034.groundwi" +
-      "re.v1.RagItemReasonR\006reason\022+\n\004span\030\006 \001(" +
-      "\0132\027.groundwire.v1.CharSpanR\004span\"\343\002\n\rCon" +
-      "textBudget\0224\n\026maximum_context_tokens\030\001 \001" +
-      "(\rR\024maximumContextTokens\0224\n\026response_tok" +
-      "en_reserve\030\002 \001(\rR\024responseTokenReserve\022-" +
-      "\n\022instruction_tokens\030\003 \001(\rR\021instructionT" +
-      "okens\022%\n\016history_tokens\030\004 \001(\rR\rhistoryTo" +
-      "kens\022!\n\014query_tokens\030\005 \001(\rR\013queryTokens\022" +
-      "!\n\014other_tokens\030\006 \001(\rR\013otherTokens\022)\n\020av" +
-      "ailable_tokens\030\007 \001(\005R\017availableTokens\022\037\n" +
-      "\013used_tokens\030\010 \001(\rR\nusedTokens\"\205\002\n\022Agent" +
-      "icSearchTrace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007cal" +
-      "l_id\030\002 \001(\tR\006callId\022\'\n\017candidate_count\030\003 " +
-      "\001(\rR\016candidateCount\022%\n\016accepted_count\030\004 " +
-      "\001(\rR\racceptedCount\022\034\n\tsucceeded\030\005 \001(\010R\ts" +
-      "ucceeded\022\035\n\nerror_code\030\006 \001(\tR\terrorCode\022" +
+      "undwire/v1/retriever.proto\032\031groundwire/v" +
+      "1/usage.proto\"Y\n\020ConversationTurn\022+\n\004rol" +
+      "e\030\001 \001(\0162\027.groundwire.v1.TurnRoleR\004role\022\030" +
+      "\n\007content\030\002 \001(\tR\007content\"\262\003\n\016ExecutionIn" +
+      "put\022\031\n\010agent_id\030\001 \001(\tR\007agentId\022\030\n\007messag" +
+      "e\030\002 \001(\tR\007message\0229\n\007history\030\003 \003(\0132\037.grou" +
+      "ndwire.v1.ConversationTurnR\007history\022\026\n\006t" +
+      "enant\030\004 \001(\tR\006tenant\0225\n\006filter\030\005 \001(\0132\035.gr" +
+      "oundwire.v1.MetadataFilterR\006filter\022<\n\014cl" +
+      "ient_tools\0302 \003(\0132\031.groundwire.v1.ClientT" +
+      "oolR\013clientTools\022I\n\023client_tool_timeout\030" +
+      "3 \001(\0132\031.google.protobuf.DurationR\021client" +
+      "ToolTimeout\022\035\n\nbypass_rag\030F \001(\010R\tbypassR" +
+      "ag\0229\n\toverrides\030G \001(\0132\033.groundwire.v1.Ra" +
+      "gOverridesR\toverrides\"\213\001\n\014RagOverrides\0220" +
+      "\n\021minimum_relevance\030\001 \001(\001H\000R\020minimumRele" +
+      "vance\210\001\001\022#\n\013final_top_k\030\002 \001(\rH\001R\tfinalTo" +
+      "pK\210\001\001B\024\n\022_minimum_relevanceB\016\n\014_final_to" +
+      "p_k\"N\n\027PrepareExecutionRequest\0223\n\005input\030" +
+      "\001 \001(\0132\035.groundwire.v1.ExecutionInputR\005in" +
+      "put\"X\n\030PrepareExecutionResponse\022<\n\010prepa" +
+      "red\030\001 \001(\0132 .groundwire.v1.PreparedExecut" +
+      "ionR\010prepared\"Z\n\017PreparedMessage\022-\n\004role" +
+      "\030\001 \001(\0162\031.groundwire.v1.PromptRoleR\004role\022" +
+      "\030\n\007content\030\002 \001(\tR\007content\"m\n\014PreparedToo" +
+      "l\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013description\030\002 \001" +
+      "(\tR\013description\022\'\n\017parameters_json\030\003 \001(\t" +
+      "R\016parametersJson\"\375\001\n\021PreparedReference\022#" +
+      "\n\rsource_number\030\001 \001(\rR\014sourceNumber\022\037\n\013d" +
+      "ocument_id\030\002 \001(\tR\ndocumentId\022\031\n\010chunk_id" +
+      "\030\003 \001(\tR\007chunkId\022*\n\005score\030\004 \001(\0132\024.groundw" +
+      "ire.v1.ScoreR\005score\022+\n\004span\030\005 \001(\0132\027.grou" +
+      "ndwire.v1.CharSpanR\004span\022\024\n\005title\030\006 \001(\tR" +
+      "\005title\022\030\n\007section\030\007 \001(\tR\007section\"\257\003\n\021Pre" +
+      "paredExecution\022\031\n\010agent_id\030\001 \001(\tR\007agentI" +
+      "d\0225\n\006action\030\002 \001(\0162\035.groundwire.v1.Prepar" +
+      "edActionR\006action\022:\n\010messages\030\003 \003(\0132\036.gro" +
+      "undwire.v1.PreparedMessageR\010messages\0221\n\005" +
+      "tools\030\004 \003(\0132\033.groundwire.v1.PreparedTool" +
+      "R\005tools\022@\n\nreferences\030\005 \003(\0132 .groundwire" +
+      ".v1.PreparedReferenceR\nreferences\022)\n\020fra" +
+      "mework_answer\030\006 \001(\tR\017frameworkAnswer\0225\n\003" +
+      "rag\030\007 \001(\0132#.groundwire.v1.RagExecutionMe" +
+      "tadataR\003rag\0225\n\010duration\030\010 \001(\0132\031.google.p" +
+      "rotobuf.DurationR\010duration\"E\n\016ExecuteReq" +
+      "uest\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Exec" +
+      "utionInputR\005input\"K\n\024ExecuteStreamReques" +
+      "t\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Executi" +
+      "onInputR\005input\"E\n\017ExecuteResponse\0222\n\006res" +
+      "ult\030\001 \001(\0132\032.groundwire.v1.AgentResultR\006r" +
+      "esult\"\373\001\n\007RagItem\022\037\n\013document_id\030\001 \001(\tR\n" +
+      "documentId\022\031\n\010chunk_id\030\002 \001(\tR\007chunkId\022%\n" +
+      "\016retrieval_rank\030\003 \001(\rR\rretrievalRank\022*\n\005" +
+      "score\030\004 \001(\0132\024.groundwire.v1.ScoreR\005score" +
+      "\0224\n\006reason\030\005 \001(\0162\034.groundwire.v1.RagItem" +
+      "ReasonR\006reason\022+\n\004span\030\006 \001(\0132\027.groundwir" +
+      "e.v1.CharSpanR\004span\"\343\002\n\rContextBudget\0224\n" +
+      "\026maximum_context_tokens\030\001 \001(\rR\024maximumCo" +
+      "ntextTokens\0224\n\026response_token_reserve\030\002 " +
+      "\001(\rR\024responseTokenReserve\022-\n\022instruction" +
+      "_tokens\030\003 \001(\rR\021instructionTokens\022%\n\016hist" +
+      "ory_tokens\030\004 \001(\rR\rhistoryTokens\022!\n\014query" +
+      "_tokens\030\005 \001(\rR\013queryTokens\022!\n\014other_toke" +
+      "ns\030\006 \001(\rR\013otherTokens\022)\n\020available_token" +
+      "s\030\007 \001(\005R\017availableTokens\022\037\n\013used_tokens\030" +
+      "\010 \001(\rR\nusedTokens\"\205\002\n\022AgenticSearchTrace" +
+      "\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR\006c" +
+      "allId\022\'\n\017candidate_count\030\003 \001(\rR\016candidat" +
+      "eCount\022%\n\016accepted_count\030\004 \001(\rR\raccepted" +
+      "Count\022\034\n\tsucceeded\030\005 \001(\010R\tsucceeded\022\035\n\ne" +
+      "rror_code\030\006 \001(\tR\terrorCode\0225\n\010duration\030\007" +
+      " \001(\0132\031.google.protobuf.DurationR\010duratio" +
+      "n\"\350\014\n\024RagExecutionMetadata\022\030\n\007enabled\030\001 " +
+      "\001(\010R\007enabled\022\035\n\nindex_name\030\002 \001(\tR\tindexN" +
+      "ame\022#\n\rindex_version\030\003 \001(\004R\014indexVersion" +
+      "\022C\n\016retrieval_mode\030\004 \001(\0162\034.groundwire.v1" +
+      ".RetrievalModeR\rretrievalMode\022?\n\014applied" +
+      "_mode\030\005 \001(\0162\034.groundwire.v1.ExecutionMod" +
+      "eR\013appliedMode\022_\n\033applied_no_context_beh" +
+      "avior\030\006 \001(\0162 .groundwire.v1.NoContextBeh" +
+      "aviorR\030appliedNoContextBehavior\022)\n\020conte" +
+      "xt_accepted\030\007 \001(\010R\017contextAccepted\022J\n\021no" +
+      "_context_reason\030\010 \001(\0162\036.groundwire.v1.No" +
+      "ContextReasonR\017noContextReason\022#\n\rmodel_" +
+      "skipped\030\t \001(\010R\014modelSkipped\022-\n\022answer_co" +
+      "nstrained\030\n \001(\010R\021answerConstrained\0226\n\nca" +
+      "ndidates\030\013 \003(\0132\026.groundwire.v1.RagItemR\n" +
+      "candidates\0222\n\010accepted\030\014 \003(\0132\026.groundwir" +
+      "e.v1.RagItemR\010accepted\0222\n\010rejected\030\r \003(\013" +
+      "2\026.groundwire.v1.RagItemR\010rejected\022A\n\020co" +
+      "ntext_excluded\030\016 \003(\0132\026.groundwire.v1.Rag" +
+      "ItemR\017contextExcluded\0220\n\007context\030\017 \003(\0132\026" +
+      ".groundwire.v1.RagItemR\007context\022\'\n\017candi" +
+      "date_count\030\020 \001(\rR\016candidateCount\022%\n\016acce" +
+      "pted_count\030\021 \001(\rR\racceptedCount\022%\n\016rejec" +
+      "ted_count\030\022 \001(\rR\rrejectedCount\0224\n\026contex" +
+      "t_excluded_count\030\023 \001(\rR\024contextExcludedC" +
+      "ount\022>\n\treranking\030\024 \001(\0132 .groundwire.v1." +
+      "RerankingMetadataR\treranking\022C\n\016context_" +
+      "budget\030\025 \001(\0132\034.groundwire.v1.ContextBudg" +
+      "etR\rcontextBudget\022,\n\017rewritten_query\030\026 \001" +
+      "(\tH\000R\016rewrittenQuery\210\001\001\022=\n\010searches\030\027 \003(" +
+      "\0132!.groundwire.v1.AgenticSearchTraceR\010se" +
+      "arches\022!\n\014rag_bypassed\030F \001(\010R\013ragBypasse" +
+      "d\022F\n\016applied_limits\030G \001(\0132\037.groundwire.v" +
+      "1.RagAppliedLimitsR\rappliedLimits\022(\n\rkey" +
+      "word_query\030H \001(\tH\001R\014keywordQuery\210\001\001\022S\n\024k" +
+      "eyword_query_source\030I \001(\0162!.groundwire.v" +
+      "1.KeywordQuerySourceR\022keywordQuerySource" +
+      "\022?\n\034keyword_rewrite_failure_code\030J \001(\tR\031" +
+      "keywordRewriteFailureCode\022;\n\032query_rewri" +
+      "te_failure_code\030K \001(\tR\027queryRewriteFailu" +
+      "reCodeB\022\n\020_rewritten_queryB\020\n\016_keyword_q" +
+      "uery\"\303\002\n\020RagAppliedLimits\022\'\n\017candidate_c" +
+      "ount\030\001 \001(\rR\016candidateCount\0220\n\021minimum_re" +
+      "levance\030\002 \001(\001H\000R\020minimumRelevance\210\001\001\022\036\n\013" +
+      "final_top_k\030\003 \001(\rR\tfinalTopK\022@\n\034minimum_" +
+      "relevance_overridden\030\004 \001(\010R\032minimumRelev" +
+      "anceOverridden\0223\n\026final_top_k_overridden" +
+      "\030\005 \001(\010R\023finalTopKOverridden\022\'\n\017filter_na" +
+      "rrowed\030\006 \001(\010R\016filterNarrowedB\024\n\022_minimum" +
+      "_relevance\"\201\001\n\nTokenUsage\022#\n\rprompt_toke" +
+      "ns\030\001 \001(\rR\014promptTokens\022+\n\021completion_tok" +
+      "ens\030\002 \001(\rR\020completionTokens\022!\n\014total_tok" +
+      "ens\030\003 \001(\rR\013totalTokens\"k\n\010Citation\022#\n\rso" +
+      "urce_number\030\001 \001(\rR\014sourceNumber\022\037\n\013docum" +
+      "ent_id\030\002 \001(\tR\ndocumentId\022\031\n\010chunk_id\030\003 \001" +
+      "(\tR\007chunkId\"\366\001\n\rToolCallTrace\022\022\n\004step\030\001 " +
+      "\001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR\006callId\022\033\n\tto" +
+      "ol_name\030\003 \001(\tR\010toolName\022\034\n\tsucceeded\030\004 \001" +
+      "(\010R\tsucceeded\022\035\n\nerror_code\030\005 \001(\tR\terror" +
+      "Code\0225\n\010duration\030\006 \001(\0132\031.google.protobuf" +
+      ".DurationR\010duration\022\'\n\017client_executed\0302" +
+      " \001(\010R\016clientExecuted\"\343\005\n\013AgentResult\022!\n\014" +
+      "execution_id\030\001 \001(\tR\013executionId\022\031\n\010agent" +
+      "_id\030\002 \001(\tR\007agentId\022\026\n\006answer\030\003 \001(\tR\006answ" +
+      "er\022%\n\016model_provider\030\004 \001(\tR\rmodelProvide" +
+      "r\022\024\n\005model\030\005 \001(\tR\005model\022/\n\005usage\030\006 \001(\0132\031" +
+      ".groundwire.v1.TokenUsageR\005usage\0225\n\003rag\030" +
+      "\007 \001(\0132#.groundwire.v1.RagExecutionMetada" +
+      "taR\003rag\0225\n\tcitations\030\010 \003(\0132\027.groundwire." +
+      "v1.CitationR\tcitations\022;\n\ntool_calls\030\t \003" +
+      "(\0132\034.groundwire.v1.ToolCallTraceR\ttoolCa" +
+      "lls\0225\n\010duration\030\n \001(\0132\031.google.protobuf." +
+      "DurationR\010duration\0226\n\006status\0302 \001(\0162\036.gro" +
+      "undwire.v1.ExecutionStatusR\006status\022O\n\023re" +
+      "quired_tool_calls\0303 \003(\0132\037.groundwire.v1." +
+      "RequiredToolCallR\021requiredToolCalls\022C\n\017a" +
+      "ction_deadline\0304 \001(\0132\032.google.protobuf.T" +
+      "imestampR\016actionDeadline\022\030\n\007resumed\0305 \001(" +
+      "\010R\007resumed\022F\n\017embedding_usage\030P \001(\0132\035.gr" +
+      "oundwire.v1.EmbeddingUsageR\016embeddingUsa" +
+      "ge\"\213\003\n\016RagSearchEvent\022\035\n\nindex_name\030\001 \001(" +
+      "\tR\tindexName\022C\n\016retrieval_mode\030\002 \001(\0162\034.g" +
+      "roundwire.v1.RetrievalModeR\rretrievalMod" +
+      "e\022)\n\020candidate_budget\030\003 \001(\rR\017candidateBu" +
+      "dget\022\'\n\017candidate_count\030\004 \001(\rR\016candidate" +
+      "Count\022%\n\016accepted_count\030\005 \001(\rR\racceptedC" +
+      "ount\022I\n\021reranking_outcome\030\006 \001(\0162\034.ground" +
+      "wire.v1.RerankOutcomeR\020rerankingOutcome\022" +
       "5\n\010duration\030\007 \001(\0132\031.google.protobuf.Dura" +
-      "tionR\010duration\"\350\014\n\024RagExecutionMetadata\022" +
-      "\030\n\007enabled\030\001 \001(\010R\007enabled\022\035\n\nindex_name\030" +
-      "\002 \001(\tR\tindexName\022#\n\rindex_version\030\003 \001(\004R" +
-      "\014indexVersion\022C\n\016retrieval_mode\030\004 \001(\0162\034." +
-      "groundwire.v1.RetrievalModeR\rretrievalMo" +
-      "de\022?\n\014applied_mode\030\005 \001(\0162\034.groundwire.v1" +
-      ".ExecutionModeR\013appliedMode\022_\n\033applied_n" +
-      "o_context_behavior\030\006 \001(\0162 .groundwire.v1" +
-      ".NoContextBehaviorR\030appliedNoContextBeha" +
-      "vior\022)\n\020context_accepted\030\007 \001(\010R\017contextA" +
-      "ccepted\022J\n\021no_context_reason\030\010 \001(\0162\036.gro" +
-      "undwire.v1.NoContextReasonR\017noContextRea" +
-      "son\022#\n\rmodel_skipped\030\t \001(\010R\014modelSkipped" +
-      "\022-\n\022answer_constrained\030\n \001(\010R\021answerCons" +
-      "trained\0226\n\ncandidates\030\013 \003(\0132\026.groundwire" +
-      ".v1.RagItemR\ncandidates\0222\n\010accepted\030\014 \003(" +
-      "\0132\026.groundwire.v1.RagItemR\010accepted\0222\n\010r" +
-      "ejected\030\r \003(\0132\026.groundwire.v1.RagItemR\010r" +
-      "ejected\022A\n\020context_excluded\030\016 \003(\0132\026.grou" +
-      "ndwire.v1.RagItemR\017contextExcluded\0220\n\007co" +
-      "ntext\030\017 \003(\0132\026.groundwire.v1.RagItemR\007con" +
-      "text\022\'\n\017candidate_count\030\020 \001(\rR\016candidate" +
-      "Count\022%\n\016accepted_count\030\021 \001(\rR\racceptedC" +
-      "ount\022%\n\016rejected_count\030\022 \001(\rR\rrejectedCo" +
-      "unt\0224\n\026context_excluded_count\030\023 \001(\rR\024con" +
-      "textExcludedCount\022>\n\treranking\030\024 \001(\0132 .g" +
-      "roundwire.v1.RerankingMetadataR\trerankin" +
-      "g\022C\n\016context_budget\030\025 \001(\0132\034.groundwire.v" +
-      "1.ContextBudgetR\rcontextBudget\022,\n\017rewrit" +
-      "ten_query\030\026 \001(\tH\000R\016rewrittenQuery\210\001\001\022=\n\010" +
-      "searches\030\027 \003(\0132!.groundwire.v1.AgenticSe" +
-      "archTraceR\010searches\022!\n\014rag_bypassed\030F \001(" +
-      "\010R\013ragBypassed\022F\n\016applied_limits\030G \001(\0132\037" +
-      ".groundwire.v1.RagAppliedLimitsR\rapplied" +
-      "Limits\022(\n\rkeyword_query\030H \001(\tH\001R\014keyword" +
-      "Query\210\001\001\022S\n\024keyword_query_source\030I \001(\0162!" +
-      ".groundwire.v1.KeywordQuerySourceR\022keywo" +
-      "rdQuerySource\022?\n\034keyword_rewrite_failure" +
-      "_code\030J \001(\tR\031keywordRewriteFailureCode\022;" +
-      "\n\032query_rewrite_failure_code\030K \001(\tR\027quer" +
-      "yRewriteFailureCodeB\022\n\020_rewritten_queryB" +
-      "\020\n\016_keyword_query\"\303\002\n\020RagAppliedLimits\022\'" +
-      "\n\017candidate_count\030\001 \001(\rR\016candidateCount\022" +
-      "0\n\021minimum_relevance\030\002 \001(\001H\000R\020minimumRel" +
-      "evance\210\001\001\022\036\n\013final_top_k\030\003 \001(\rR\tfinalTop" +
-      "K\022@\n\034minimum_relevance_overridden\030\004 \001(\010R" +
-      "\032minimumRelevanceOverridden\0223\n\026final_top" +
-      "_k_overridden\030\005 \001(\010R\023finalTopKOverridden" +
-      "\022\'\n\017filter_narrowed\030\006 \001(\010R\016filterNarrowe" +
-      "dB\024\n\022_minimum_relevance\"\201\001\n\nTokenUsage\022#" +
-      "\n\rprompt_tokens\030\001 \001(\rR\014promptTokens\022+\n\021c" +
-      "ompletion_tokens\030\002 \001(\rR\020completionTokens" +
-      "\022!\n\014total_tokens\030\003 \001(\rR\013totalTokens\"k\n\010C" +
-      "itation\022#\n\rsource_number\030\001 \001(\rR\014sourceNu" +
-      "mber\022\037\n\013document_id\030\002 \001(\tR\ndocumentId\022\031\n" +
-      "\010chunk_id\030\003 \001(\tR\007chunkId\"\366\001\n\rToolCallTra" +
-      "ce\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR" +
-      "\006callId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022\034\n\t" +
-      "succeeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_code" +
-      "\030\005 \001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031.go" +
-      "ogle.protobuf.DurationR\010duration\022\'\n\017clie" +
-      "nt_executed\0302 \001(\010R\016clientExecuted\"\233\005\n\013Ag" +
-      "entResult\022!\n\014execution_id\030\001 \001(\tR\013executi" +
-      "onId\022\031\n\010agent_id\030\002 \001(\tR\007agentId\022\026\n\006answe" +
-      "r\030\003 \001(\tR\006answer\022%\n\016model_provider\030\004 \001(\tR" +
-      "\rmodelProvider\022\024\n\005model\030\005 \001(\tR\005model\022/\n\005" +
-      "usage\030\006 \001(\0132\031.groundwire.v1.TokenUsageR\005" +
-      "usage\0225\n\003rag\030\007 \001(\0132#.groundwire.v1.RagEx" +
-      "ecutionMetadataR\003rag\0225\n\tcitations\030\010 \003(\0132" +
-      "\027.groundwire.v1.CitationR\tcitations\022;\n\nt" +
-      "ool_calls\030\t \003(\0132\034.groundwire.v1.ToolCall" +
-      "TraceR\ttoolCalls\0225\n\010duration\030\n \001(\0132\031.goo" +
-      "gle.protobuf.DurationR\010duration\0226\n\006statu" +
-      "s\0302 \001(\0162\036.groundwire.v1.ExecutionStatusR" +
-      "\006status\022O\n\023required_tool_calls\0303 \003(\0132\037.g" +
-      "roundwire.v1.RequiredToolCallR\021requiredT" +
-      "oolCalls\022C\n\017action_deadline\0304 \001(\0132\032.goog" +
-      "le.protobuf.TimestampR\016actionDeadline\022\030\n" +
-      "\007resumed\0305 \001(\010R\007resumed\"\213\003\n\016RagSearchEve" +
-      "nt\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022C\n\016ret" +
-      "rieval_mode\030\002 \001(\0162\034.groundwire.v1.Retrie" +
-      "valModeR\rretrievalMode\022)\n\020candidate_budg" +
-      "et\030\003 \001(\rR\017candidateBudget\022\'\n\017candidate_c" +
-      "ount\030\004 \001(\rR\016candidateCount\022%\n\016accepted_c" +
-      "ount\030\005 \001(\rR\racceptedCount\022I\n\021reranking_o" +
-      "utcome\030\006 \001(\0162\034.groundwire.v1.RerankOutco" +
-      "meR\020rerankingOutcome\0225\n\010duration\030\007 \001(\0132\031" +
-      ".google.protobuf.DurationR\010duration\022\030\n\007a" +
-      "gentic\030\010 \001(\010R\007agentic\"\224\002\n\rToolCallEvent\022" +
-      "\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR\006ca" +
-      "llId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022\034\n\tsuc" +
-      "ceeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_code\030\005 " +
-      "\001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031.googl" +
-      "e.protobuf.DurationR\010duration\022\034\n\targumen" +
-      "ts\0302 \001(\tR\targuments\022\'\n\017client_executed\0303" +
-      " \001(\010R\016clientExecuted\"\235\003\n\025ExecuteStreamRe" +
-      "sponse\0225\n\004type\030\001 \001(\0162!.groundwire.v1.Exe" +
-      "cutionEventTypeR\004type\022\032\n\010sequence\030\002 \001(\rR" +
-      "\010sequence\022!\n\014execution_id\030\003 \001(\tR\013executi" +
-      "onId\022<\n\nrag_search\030\004 \001(\0132\035.groundwire.v1" +
-      ".RagSearchEventR\tragSearch\0229\n\ttool_call\030" +
-      "\005 \001(\0132\034.groundwire.v1.ToolCallEventR\010too" +
-      "lCall\022\035\n\ntext_delta\030\006 \001(\tR\ttextDelta\0222\n\006" +
-      "result\030\007 \001(\0132\032.groundwire.v1.AgentResult" +
-      "R\006result\022\035\n\nerror_code\030\010 \001(\tR\terrorCode\022" +
-      "#\n\rerror_message\030\t \001(\tR\014errorMessage\"\370\003\n" +
-      "\023AgentRagDescription\022\035\n\nindex_name\030\001 \001(\t" +
-      "R\tindexName\022C\n\016retrieval_mode\030\002 \001(\0162\034.gr" +
-      "oundwire.v1.RetrievalModeR\rretrievalMode" +
-      "\0220\n\004mode\030\003 \001(\0162\034.groundwire.v1.Execution" +
-      "ModeR\004mode\022P\n\023no_context_behavior\030\004 \001(\0162" +
-      " .groundwire.v1.NoContextBehaviorR\021noCon" +
-      "textBehavior\022+\n\021reranking_enabled\030\005 \001(\010R" +
-      "\020rerankingEnabled\022\030\n\007agentic\030\006 \001(\010R\007agen" +
-      "tic\022%\n\016bypass_allowed\030F \001(\010R\rbypassAllow" +
-      "ed\0220\n\021minimum_relevance\030G \001(\001H\000R\020minimum" +
-      "Relevance\210\001\001\022\036\n\013final_top_k\030H \001(\rR\tfinal" +
-      "TopK\022#\n\rkeyword_query\030I \001(\010R\014keywordQuer" +
-      "yB\024\n\022_minimum_relevance\"\364\001\n\020AgentDescrip" +
-      "tion\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004name\030\002 \001(\tR\004name" +
-      "\022 \n\013description\030\003 \001(\tR\013description\022\024\n\005mo" +
-      "del\030\004 \001(\tR\005model\022\024\n\005tools\030\005 \003(\tR\005tools\0224" +
-      "\n\003rag\030\006 \001(\0132\".groundwire.v1.AgentRagDesc" +
-      "riptionR\003rag\022\'\n\014instructions\030\007 \001(\tH\000R\014in" +
-      "structions\210\001\001B\017\n\r_instructions\"O\n\021ListAg" +
-      "entsRequest\022\033\n\tpage_size\030\001 \001(\005R\010pageSize" +
-      "\022\035\n\npage_token\030\002 \001(\tR\tpageToken\"u\n\022ListA" +
-      "gentsResponse\0227\n\006agents\030\001 \003(\0132\037.groundwi" +
-      "re.v1.AgentDescriptionR\006agents\022&\n\017next_p" +
-      "age_token\030\002 \001(\tR\rnextPageToken\",\n\017GetAge" +
-      "ntRequest\022\031\n\010agent_id\030\001 \001(\tR\007agentId\"I\n\020" +
-      "GetAgentResponse\0225\n\005agent\030\001 \001(\0132\037.ground" +
-      "wire.v1.AgentDescriptionR\005agent\"{\n\nClien" +
-      "tTool\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013description" +
-      "\030\002 \001(\tR\013description\0227\n\nparameters\030\003 \001(\0132" +
-      "\027.google.protobuf.StructR\nparameters\"f\n\020" +
-      "RequiredToolCall\022\027\n\007call_id\030\001 \001(\tR\006callI" +
-      "d\022\033\n\ttool_name\030\002 \001(\tR\010toolName\022\034\n\targume" +
-      "nts\030\003 \001(\tR\targuments\"X\n\nToolResult\022\027\n\007ca" +
-      "ll_id\030\001 \001(\tR\006callId\022\026\n\006output\030\002 \001(\tR\006out" +
-      "put\022\031\n\010is_error\030\003 \001(\010R\007isError\"S\n\026Resume" +
-      "ExecutionRequest\022!\n\014execution_id\030\001 \001(\tR\013" +
-      "executionId\022\026\n\006tenant\030\002 \001(\tR\006tenant\"M\n\027R" +
-      "esumeExecutionResponse\0222\n\006result\030\001 \001(\0132\032" +
-      ".groundwire.v1.AgentResultR\006result\"Y\n\034Re" +
-      "sumeExecutionStreamRequest\022!\n\014execution_" +
+      "tionR\010duration\022\030\n\007agentic\030\010 \001(\010R\007agentic" +
+      "\"\224\002\n\rToolCallEvent\022\022\n\004step\030\001 \001(\rR\004step\022\027" +
+      "\n\007call_id\030\002 \001(\tR\006callId\022\033\n\ttool_name\030\003 \001" +
+      "(\tR\010toolName\022\034\n\tsucceeded\030\004 \001(\010R\tsucceed" +
+      "ed\022\035\n\nerror_code\030\005 \001(\tR\terrorCode\0225\n\010dur" +
+      "ation\030\006 \001(\0132\031.google.protobuf.DurationR\010" +
+      "duration\022\034\n\targuments\0302 \001(\tR\targuments\022\'" +
+      "\n\017client_executed\0303 \001(\010R\016clientExecuted\"" +
+      "\235\003\n\025ExecuteStreamResponse\0225\n\004type\030\001 \001(\0162" +
+      "!.groundwire.v1.ExecutionEventTypeR\004type" +
+      "\022\032\n\010sequence\030\002 \001(\rR\010sequence\022!\n\014executio" +
+      "n_id\030\003 \001(\tR\013executionId\022<\n\nrag_search\030\004 " +
+      "\001(\0132\035.groundwire.v1.RagSearchEventR\tragS" +
+      "earch\0229\n\ttool_call\030\005 \001(\0132\034.groundwire.v1" +
+      ".ToolCallEventR\010toolCall\022\035\n\ntext_delta\030\006" +
+      " \001(\tR\ttextDelta\0222\n\006result\030\007 \001(\0132\032.ground" +
+      "wire.v1.AgentResultR\006result\022\035\n\nerror_cod" +
+      "e\030\010 \001(\tR\terrorCode\022#\n\rerror_message\030\t \001(" +
+      "\tR\014errorMessage\"\370\003\n\023AgentRagDescription\022" +
+      "\035\n\nindex_name\030\001 \001(\tR\tindexName\022C\n\016retrie" +
+      "val_mode\030\002 \001(\0162\034.groundwire.v1.Retrieval" +
+      "ModeR\rretrievalMode\0220\n\004mode\030\003 \001(\0162\034.grou" +
+      "ndwire.v1.ExecutionModeR\004mode\022P\n\023no_cont" +
+      "ext_behavior\030\004 \001(\0162 .groundwire.v1.NoCon" +
+      "textBehaviorR\021noContextBehavior\022+\n\021reran" +
+      "king_enabled\030\005 \001(\010R\020rerankingEnabled\022\030\n\007" +
+      "agentic\030\006 \001(\010R\007agentic\022%\n\016bypass_allowed" +
+      "\030F \001(\010R\rbypassAllowed\0220\n\021minimum_relevan" +
+      "ce\030G \001(\001H\000R\020minimumRelevance\210\001\001\022\036\n\013final" +
+      "_top_k\030H \001(\rR\tfinalTopK\022#\n\rkeyword_query" +
+      "\030I \001(\010R\014keywordQueryB\024\n\022_minimum_relevan" +
+      "ce\"\364\001\n\020AgentDescription\022\016\n\002id\030\001 \001(\tR\002id\022" +
+      "\022\n\004name\030\002 \001(\tR\004name\022 \n\013description\030\003 \001(\t" +
+      "R\013description\022\024\n\005model\030\004 \001(\tR\005model\022\024\n\005t" +
+      "ools\030\005 \003(\tR\005tools\0224\n\003rag\030\006 \001(\0132\".groundw" +
+      "ire.v1.AgentRagDescriptionR\003rag\022\'\n\014instr" +
+      "uctions\030\007 \001(\tH\000R\014instructions\210\001\001B\017\n\r_ins" +
+      "tructions\"O\n\021ListAgentsRequest\022\033\n\tpage_s" +
+      "ize\030\001 \001(\005R\010pageSize\022\035\n\npage_token\030\002 \001(\tR" +
+      "\tpageToken\"u\n\022ListAgentsResponse\0227\n\006agen" +
+      "ts\030\001 \003(\0132\037.groundwire.v1.AgentDescriptio" +
+      "nR\006agents\022&\n\017next_page_token\030\002 \001(\tR\rnext" +
+      "PageToken\",\n\017GetAgentRequest\022\031\n\010agent_id" +
+      "\030\001 \001(\tR\007agentId\"I\n\020GetAgentResponse\0225\n\005a" +
+      "gent\030\001 \001(\0132\037.groundwire.v1.AgentDescript" +
+      "ionR\005agent\"{\n\nClientTool\022\022\n\004name\030\001 \001(\tR\004" +
+      "name\022 \n\013description\030\002 \001(\tR\013description\0227" +
+      "\n\nparameters\030\003 \001(\0132\027.google.protobuf.Str" +
+      "uctR\nparameters\"f\n\020RequiredToolCall\022\027\n\007c" +
+      "all_id\030\001 \001(\tR\006callId\022\033\n\ttool_name\030\002 \001(\tR" +
+      "\010toolName\022\034\n\targuments\030\003 \001(\tR\targuments\"" +
+      "X\n\nToolResult\022\027\n\007call_id\030\001 \001(\tR\006callId\022\026" +
+      "\n\006output\030\002 \001(\tR\006output\022\031\n\010is_error\030\003 \001(\010" +
+      "R\007isError\"S\n\026ResumeExecutionRequest\022!\n\014e" +
+      "xecution_id\030\001 \001(\tR\013executionId\022\026\n\006tenant" +
+      "\030\002 \001(\tR\006tenant\"M\n\027ResumeExecutionRespons" +
+      "e\0222\n\006result\030\001 \001(\0132\032.groundwire.v1.AgentR" +
+      "esultR\006result\"Y\n\034ResumeExecutionStreamRe" +
+      "quest\022!\n\014execution_id\030\001 \001(\tR\013executionId" +
+      "\022\026\n\006tenant\030\002 \001(\tR\006tenant\"[\n\035ResumeExecut" +
+      "ionStreamResponse\022:\n\005event\030\001 \001(\0132$.groun" +
+      "dwire.v1.ExecuteStreamResponseR\005event\"\212\001" +
+      "\n\030SubmitToolResultsRequest\022!\n\014execution_" +
       "id\030\001 \001(\tR\013executionId\022\026\n\006tenant\030\002 \001(\tR\006t" +
-      "enant\"[\n\035ResumeExecutionStreamResponse\022:" +
-      "\n\005event\030\001 \001(\0132$.groundwire.v1.ExecuteStr" +
-      "eamResponseR\005event\"\212\001\n\030SubmitToolResults" +
-      "Request\022!\n\014execution_id\030\001 \001(\tR\013execution" +
-      "Id\022\026\n\006tenant\030\002 \001(\tR\006tenant\0223\n\007results\030\003 " +
-      "\003(\0132\031.groundwire.v1.ToolResultR\007results\"" +
-      "O\n\031SubmitToolResultsResponse\0222\n\006result\030\001" +
-      " \001(\0132\032.groundwire.v1.AgentResultR\006result" +
-      "\"H\n\021ClientToolResults\0223\n\007results\030\001 \003(\0132\031" +
-      ".groundwire.v1.ToolResultR\007results\"\241\001\n\031E" +
-      "xecuteInteractiveRequest\0225\n\005input\030\001 \001(\0132" +
-      "\035.groundwire.v1.ExecutionInputH\000R\005input\022" +
-      "E\n\014tool_results\030\002 \001(\0132 .groundwire.v1.Cl" +
-      "ientToolResultsH\000R\013toolResultsB\006\n\004kind\"X" +
-      "\n\032ExecuteInteractiveResponse\022:\n\005event\030\001 " +
-      "\001(\0132$.groundwire.v1.ExecuteStreamRespons" +
-      "eR\005event*\202\001\n\rExecutionMode\022\036\n\032EXECUTION_" +
-      "MODE_UNSPECIFIED\020\000\022\027\n\023EXECUTION_MODE_OPE" +
-      "N\020\001\022\033\n\027EXECUTION_MODE_GROUNDED\020\002\022\033\n\027EXEC" +
-      "UTION_MODE_REQUIRED\020\003*\251\001\n\021NoContextBehav" +
-      "ior\022#\n\037NO_CONTEXT_BEHAVIOR_UNSPECIFIED\020\000" +
-      "\022\'\n#NO_CONTEXT_BEHAVIOR_ANSWER_NORMALLY\020" +
-      "\001\022(\n$NO_CONTEXT_BEHAVIOR_RETURN_NOT_FOUN" +
-      "D\020\002\022\034\n\030NO_CONTEXT_BEHAVIOR_FAIL\020\003*\210\002\n\017No" +
-      "ContextReason\022!\n\035NO_CONTEXT_REASON_UNSPE" +
-      "CIFIED\020\000\022 \n\034NO_CONTEXT_REASON_NO_RESULTS" +
-      "\020\001\022/\n+NO_CONTEXT_REASON_BELOW_RELEVANCE_" +
-      "THRESHOLD\020\002\022)\n%NO_CONTEXT_REASON_CANDIDA" +
-      "TES_REJECTED\020\003\022$\n NO_CONTEXT_REASON_NOT_" +
-      "ANSWERABLE\020\004\022.\n*NO_CONTEXT_REASON_CONTEX" +
-      "T_BUDGET_EXHAUSTED\020\005*\365\002\n\rRagItemReason\022\037" +
-      "\n\033RAG_ITEM_REASON_UNSPECIFIED\020\000\022!\n\035RAG_I" +
-      "TEM_REASON_INVALID_SCORE\020\001\022%\n!RAG_ITEM_R" +
-      "EASON_DUPLICATE_CONTENT\020\002\022+\n\'RAG_ITEM_RE" +
-      "ASON_BELOW_MINIMUM_RELEVANCE\020\003\022)\n%RAG_IT" +
-      "EM_REASON_RESULT_LIMIT_EXCEEDED\020\004\022)\n%RAG" +
-      "_ITEM_REASON_TOKEN_BUDGET_EXCEEDED\020\005\022\'\n#" +
-      "RAG_ITEM_REASON_OVERLAPPING_CONTENT\020\006\022)\n" +
-      "%RAG_ITEM_REASON_SOURCE_LIMIT_EXCEEDED\020\007" +
-      "\022\"\n\036RAG_ITEM_REASON_NOT_ANSWERABLE\020\010*R\n\010" +
-      "TurnRole\022\031\n\025TURN_ROLE_UNSPECIFIED\020\000\022\022\n\016T" +
-      "URN_ROLE_USER\020\001\022\027\n\023TURN_ROLE_ASSISTANT\020\002" +
-      "*\324\004\n\022ExecutionEventType\022$\n EXECUTION_EVE" +
-      "NT_TYPE_UNSPECIFIED\020\000\022*\n&EXECUTION_EVENT" +
-      "_TYPE_EXECUTION_STARTED\020\001\022+\n\'EXECUTION_E" +
-      "VENT_TYPE_RAG_SEARCH_STARTED\020\002\022-\n)EXECUT" +
-      "ION_EVENT_TYPE_RAG_SEARCH_COMPLETED\020\003\022*\n" +
-      "&EXECUTION_EVENT_TYPE_RAG_SEARCH_FAILED\020" +
-      "\004\022*\n&EXECUTION_EVENT_TYPE_TOOL_CALL_STAR" +
-      "TED\020\005\022,\n(EXECUTION_EVENT_TYPE_TOOL_CALL_" +
-      "COMPLETED\020\006\022#\n\037EXECUTION_EVENT_TYPE_TEXT" +
-      "_DELTA\020\007\022,\n(EXECUTION_EVENT_TYPE_EXECUTI" +
-      "ON_COMPLETED\020\010\022)\n%EXECUTION_EVENT_TYPE_E" +
-      "XECUTION_FAILED\020\t\022*\n&EXECUTION_EVENT_TYP" +
-      "E_EXECUTION_RESUMED\0202\022,\n(EXECUTION_EVENT" +
-      "_TYPE_TOOL_CALL_REQUESTED\0203\0222\n.EXECUTION" +
-      "_EVENT_TYPE_EXECUTION_REQUIRES_ACTION\0204*" +
-      "r\n\nPromptRole\022\033\n\027PROMPT_ROLE_UNSPECIFIED" +
-      "\020\000\022\026\n\022PROMPT_ROLE_SYSTEM\020\001\022\024\n\020PROMPT_ROL" +
-      "E_USER\020\002\022\031\n\025PROMPT_ROLE_ASSISTANT\020\003*\221\001\n\016" +
-      "PreparedAction\022\037\n\033PREPARED_ACTION_UNSPEC" +
-      "IFIED\020\000\022\036\n\032PREPARED_ACTION_CALL_MODEL\020\001\022" +
-      "$\n PREPARED_ACTION_RETURN_NOT_FOUND\020\002\022\030\n" +
-      "\024PREPARED_ACTION_FAIL\020\003*\262\001\n\022KeywordQuery" +
-      "Source\022$\n KEYWORD_QUERY_SOURCE_UNSPECIFI" +
-      "ED\020\000\022 \n\034KEYWORD_QUERY_SOURCE_DERIVED\020\001\022\036" +
-      "\n\032KEYWORD_QUERY_SOURCE_MODEL\020\002\0224\n0KEYWOR" +
-      "D_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILU" +
-      "RE\020\003*y\n\017ExecutionStatus\022 \n\034EXECUTION_STA" +
-      "TUS_UNSPECIFIED\020\000\022\036\n\032EXECUTION_STATUS_CO" +
-      "MPLETED\020\001\022$\n EXECUTION_STATUS_REQUIRES_A" +
-      "CTION\020\0022\352\006\n\014AgentService\022Q\n\nListAgents\022 " +
-      ".groundwire.v1.ListAgentsRequest\032!.groun" +
-      "dwire.v1.ListAgentsResponse\022K\n\010GetAgent\022" +
-      "\036.groundwire.v1.GetAgentRequest\032\037.ground" +
-      "wire.v1.GetAgentResponse\022H\n\007Execute\022\035.gr" +
-      "oundwire.v1.ExecuteRequest\032\036.groundwire." +
-      "v1.ExecuteResponse\022\\\n\rExecuteStream\022#.gr" +
-      "oundwire.v1.ExecuteStreamRequest\032$.groun" +
-      "dwire.v1.ExecuteStreamResponse0\001\022`\n\017Resu" +
-      "meExecution\022%.groundwire.v1.ResumeExecut" +
-      "ionRequest\032&.groundwire.v1.ResumeExecuti" +
-      "onResponse\022t\n\025ResumeExecutionStream\022+.gr" +
-      "oundwire.v1.ResumeExecutionStreamRequest" +
-      "\032,.groundwire.v1.ResumeExecutionStreamRe" +
-      "sponse0\001\022f\n\021SubmitToolResults\022\'.groundwi" +
-      "re.v1.SubmitToolResultsRequest\032(.groundw" +
-      "ire.v1.SubmitToolResultsResponse\022m\n\022Exec" +
-      "uteInteractive\022(.groundwire.v1.ExecuteIn" +
-      "teractiveRequest\032).groundwire.v1.Execute" +
-      "InteractiveResponse(\0010\001\022c\n\020PrepareExecut" +
-      "ion\022&.groundwire.v1.PrepareExecutionRequ" +
-      "est\032\'.groundwire.v1.PrepareExecutionResp" +
-      "onseB\256\001\n\021dev.groundwire.v1B\nAgentProtoP\001" +
-      "Z8github.com/groundwire/groundwire/clien" +
-      "ts/go/groundwirev1\242\002\003GXX\252\002\rGroundwire.V1" +
-      "\312\002\rGroundwire\\V1\342\002\031Groundwire\\V1\\GPBMeta" +
-      "data\352\002\016Groundwire::V1b\006proto3"
+      "enant\0223\n\007results\030\003 \003(\0132\031.groundwire.v1.T" +
+      "oolResultR\007results\"O\n\031SubmitToolResultsR" +
+      "esponse\0222\n\006result\030\001 \001(\0132\032.groundwire.v1." +
+      "AgentResultR\006result\"H\n\021ClientToolResults" +
+      "\0223\n\007results\030\001 \003(\0132\031.groundwire.v1.ToolRe" +
+      "sultR\007results\"\241\001\n\031ExecuteInteractiveRequ" +
+      "est\0225\n\005input\030\001 \001(\0132\035.groundwire.v1.Execu" +
+      "tionInputH\000R\005input\022E\n\014tool_results\030\002 \001(\013" +
+      "2 .groundwire.v1.ClientToolResultsH\000R\013to" +
+      "olResultsB\006\n\004kind\"X\n\032ExecuteInteractiveR" +
+      "esponse\022:\n\005event\030\001 \001(\0132$.groundwire.v1.E" +
+      "xecuteStreamResponseR\005event*\202\001\n\rExecutio" +
+      "nMode\022\036\n\032EXECUTION_MODE_UNSPECIFIED\020\000\022\027\n" +
+      "\023EXECUTION_MODE_OPEN\020\001\022\033\n\027EXECUTION_MODE" +
+      "_GROUNDED\020\002\022\033\n\027EXECUTION_MODE_REQUIRED\020\003" +
+      "*\251\001\n\021NoContextBehavior\022#\n\037NO_CONTEXT_BEH" +
+      "AVIOR_UNSPECIFIED\020\000\022\'\n#NO_CONTEXT_BEHAVI" +
+      "OR_ANSWER_NORMALLY\020\001\022(\n$NO_CONTEXT_BEHAV" +
+      "IOR_RETURN_NOT_FOUND\020\002\022\034\n\030NO_CONTEXT_BEH" +
+      "AVIOR_FAIL\020\003*\210\002\n\017NoContextReason\022!\n\035NO_C" +
+      "ONTEXT_REASON_UNSPECIFIED\020\000\022 \n\034NO_CONTEX" +
+      "T_REASON_NO_RESULTS\020\001\022/\n+NO_CONTEXT_REAS" +
+      "ON_BELOW_RELEVANCE_THRESHOLD\020\002\022)\n%NO_CON" +
+      "TEXT_REASON_CANDIDATES_REJECTED\020\003\022$\n NO_" +
+      "CONTEXT_REASON_NOT_ANSWERABLE\020\004\022.\n*NO_CO" +
+      "NTEXT_REASON_CONTEXT_BUDGET_EXHAUSTED\020\005*" +
+      "\365\002\n\rRagItemReason\022\037\n\033RAG_ITEM_REASON_UNS" +
+      "PECIFIED\020\000\022!\n\035RAG_ITEM_REASON_INVALID_SC" +
+      "ORE\020\001\022%\n!RAG_ITEM_REASON_DUPLICATE_CONTE" +
+      "NT\020\002\022+\n\'RAG_ITEM_REASON_BELOW_MINIMUM_RE" +
+      "LEVANCE\020\003\022)\n%RAG_ITEM_REASON_RESULT_LIMI" +
+      "T_EXCEEDED\020\004\022)\n%RAG_ITEM_REASON_TOKEN_BU" +
+      "DGET_EXCEEDED\020\005\022\'\n#RAG_ITEM_REASON_OVERL" +
+      "APPING_CONTENT\020\006\022)\n%RAG_ITEM_REASON_SOUR" +
+      "CE_LIMIT_EXCEEDED\020\007\022\"\n\036RAG_ITEM_REASON_N" +
+      "OT_ANSWERABLE\020\010*R\n\010TurnRole\022\031\n\025TURN_ROLE" +
+      "_UNSPECIFIED\020\000\022\022\n\016TURN_ROLE_USER\020\001\022\027\n\023TU" +
+      "RN_ROLE_ASSISTANT\020\002*\324\004\n\022ExecutionEventTy" +
+      "pe\022$\n EXECUTION_EVENT_TYPE_UNSPECIFIED\020\000" +
+      "\022*\n&EXECUTION_EVENT_TYPE_EXECUTION_START" +
+      "ED\020\001\022+\n\'EXECUTION_EVENT_TYPE_RAG_SEARCH_" +
+      "STARTED\020\002\022-\n)EXECUTION_EVENT_TYPE_RAG_SE" +
+      "ARCH_COMPLETED\020\003\022*\n&EXECUTION_EVENT_TYPE" +
+      "_RAG_SEARCH_FAILED\020\004\022*\n&EXECUTION_EVENT_" +
+      "TYPE_TOOL_CALL_STARTED\020\005\022,\n(EXECUTION_EV" +
+      "ENT_TYPE_TOOL_CALL_COMPLETED\020\006\022#\n\037EXECUT" +
+      "ION_EVENT_TYPE_TEXT_DELTA\020\007\022,\n(EXECUTION" +
+      "_EVENT_TYPE_EXECUTION_COMPLETED\020\010\022)\n%EXE" +
+      "CUTION_EVENT_TYPE_EXECUTION_FAILED\020\t\022*\n&" +
+      "EXECUTION_EVENT_TYPE_EXECUTION_RESUMED\0202" +
+      "\022,\n(EXECUTION_EVENT_TYPE_TOOL_CALL_REQUE" +
+      "STED\0203\0222\n.EXECUTION_EVENT_TYPE_EXECUTION" +
+      "_REQUIRES_ACTION\0204*r\n\nPromptRole\022\033\n\027PROM" +
+      "PT_ROLE_UNSPECIFIED\020\000\022\026\n\022PROMPT_ROLE_SYS" +
+      "TEM\020\001\022\024\n\020PROMPT_ROLE_USER\020\002\022\031\n\025PROMPT_RO" +
+      "LE_ASSISTANT\020\003*\221\001\n\016PreparedAction\022\037\n\033PRE" +
+      "PARED_ACTION_UNSPECIFIED\020\000\022\036\n\032PREPARED_A" +
+      "CTION_CALL_MODEL\020\001\022$\n PREPARED_ACTION_RE" +
+      "TURN_NOT_FOUND\020\002\022\030\n\024PREPARED_ACTION_FAIL" +
+      "\020\003*\262\001\n\022KeywordQuerySource\022$\n KEYWORD_QUE" +
+      "RY_SOURCE_UNSPECIFIED\020\000\022 \n\034KEYWORD_QUERY" +
+      "_SOURCE_DERIVED\020\001\022\036\n\032KEYWORD_QUERY_SOURC" +
+      "E_MODEL\020\002\0224\n0KEYWORD_QUERY_SOURCE_DERIVE" +
+      "D_AFTER_MODEL_FAILURE\020\003*y\n\017ExecutionStat" +
+      "us\022 \n\034EXECUTION_STATUS_UNSPECIFIED\020\000\022\036\n\032" +
+      "EXECUTION_STATUS_COMPLETED\020\001\022$\n EXECUTIO" +
+      "N_STATUS_REQUIRES_ACTION\020\0022\352\006\n\014AgentServ" +
+      "ice\022Q\n\nListAgents\022 .groundwire.v1.ListAg" +
+      "entsRequest\032!.groundwire.v1.ListAgentsRe" +
+      "sponse\022K\n\010GetAgent\022\036.groundwire.v1.GetAg" +
+      "entRequest\032\037.groundwire.v1.GetAgentRespo" +
+      "nse\022H\n\007Execute\022\035.groundwire.v1.ExecuteRe" +
+      "quest\032\036.groundwire.v1.ExecuteResponse\022\\\n" +
+      "\rExecuteStream\022#.groundwire.v1.ExecuteSt" +
+      "reamRequest\032$.groundwire.v1.ExecuteStrea" +
+      "mResponse0\001\022`\n\017ResumeExecution\022%.groundw" +
+      "ire.v1.ResumeExecutionRequest\032&.groundwi" +
+      "re.v1.ResumeExecutionResponse\022t\n\025ResumeE" +
+      "xecutionStream\022+.groundwire.v1.ResumeExe" +
+      "cutionStreamRequest\032,.groundwire.v1.Resu" +
+      "meExecutionStreamResponse0\001\022f\n\021SubmitToo" +
+      "lResults\022\'.groundwire.v1.SubmitToolResul" +
+      "tsRequest\032(.groundwire.v1.SubmitToolResu" +
+      "ltsResponse\022m\n\022ExecuteInteractive\022(.grou" +
+      "ndwire.v1.ExecuteInteractiveRequest\032).gr" +
+      "oundwire.v1.ExecuteInteractiveResponse(\001" +
+      "0\001\022c\n\020PrepareExecution\022&.groundwire.v1.P" +
+      "repareExecutionRequest\032\'.groundwire.v1.P" +
+      "repareExecutionResponseB\256\001\n\021dev.groundwi" +
+      "re.v1B\nAgentProtoP\001Z8github.com/groundwi" +
+      "re/groundwire/clients/go/groundwirev1\242\002\003" +
+      "GXX\252\002\rGroundwire.V1\312\002\rGroundwire\\V1\342\002\031Gr" +
+      "oundwire\\V1\\GPBMetadata\352\002\016Groundwire::V1" +
+      "b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -576,6 +579,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
           dev.groundwire.v1.CommonProto.getDescriptor(),
           dev.groundwire.v1.RerankerProto.getDescriptor(),
           dev.groundwire.v1.RetrieverProto.getDescriptor(),
+          dev.groundwire.v1.UsageProto.getDescriptor(),
         });
     internal_static_groundwire_v1_ConversationTurn_descriptor =
       getDescriptor().getMessageType(0);
@@ -702,7 +706,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_AgentResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgentResult_descriptor,
-        new java.lang.String[] { "ExecutionId", "AgentId", "Answer", "ModelProvider", "Model", "Usage", "Rag", "Citations", "ToolCalls", "Duration", "Status", "RequiredToolCalls", "ActionDeadline", "Resumed", });
+        new java.lang.String[] { "ExecutionId", "AgentId", "Answer", "ModelProvider", "Model", "Usage", "Rag", "Citations", "ToolCalls", "Duration", "Status", "RequiredToolCalls", "ActionDeadline", "Resumed", "EmbeddingUsage", });
     internal_static_groundwire_v1_RagSearchEvent_descriptor =
       getDescriptor().getMessageType(21);
     internal_static_groundwire_v1_RagSearchEvent_fieldAccessorTable = new
@@ -836,6 +840,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     dev.groundwire.v1.CommonProto.getDescriptor();
     dev.groundwire.v1.RerankerProto.getDescriptor();
     dev.groundwire.v1.RetrieverProto.getDescriptor();
+    dev.groundwire.v1.UsageProto.getDescriptor();
   }
 
   // @@protoc_insertion_point(outer_class_scope)

@@ -254,7 +254,11 @@ public enum ErrorReason
   /**
    * <pre>
    * FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-   * embedding model or chunking policy; pushed documents cannot be mixed in.
+   * embedding configuration (model, dimensions, normalization, query or
+   * document prefix, token window) or chunking policy; pushed documents cannot
+   * be mixed in. Semantic and hybrid retrieval are refused with it too while
+   * queries would be embedded differently from the published version (lexical
+   * retrieval keeps serving).
    * </pre>
    *
    * <code>ERROR_REASON_INDEX_REBUILD_REQUIRED = 104;</code>
@@ -868,7 +872,11 @@ public enum ErrorReason
   /**
    * <pre>
    * FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-   * embedding model or chunking policy; pushed documents cannot be mixed in.
+   * embedding configuration (model, dimensions, normalization, query or
+   * document prefix, token window) or chunking policy; pushed documents cannot
+   * be mixed in. Semantic and hybrid retrieval are refused with it too while
+   * queries would be embedded differently from the published version (lexical
+   * retrieval keeps serving).
    * </pre>
    *
    * <code>ERROR_REASON_INDEX_REBUILD_REQUIRED = 104;</code>
