@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from groundwire.agents.tools import SearchDocumentsTool, Tool
+from groundwire.domain.blend import FinalSelectionPolicy
 from groundwire.domain.rag_policy import (
     AcceptancePolicy,
     ContextBudgetPolicy,
@@ -22,6 +23,8 @@ class RerankingPolicy:
     enabled: bool = False
     reranker: Reranker | None = None
     settings: StageSettings = field(default_factory=StageSettings)
+    # The pool (final top-k x multiplier) and how its final top-k is chosen.
+    selection: FinalSelectionPolicy = field(default_factory=FinalSelectionPolicy)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from groundwire.domain.blend import SelectionReport
 from groundwire.domain.errors import GroundwireError
 from groundwire.domain.rag_policy import (
     Acceptance,
@@ -88,6 +89,8 @@ class RagMetadata:
     budget: BudgetFigures | None = None
     rewritten_query: str | None = None
     searches: list[SearchTrace] = field(default_factory=list)
+    # The reranking pool's final selection (None when reranking is disabled).
+    final_selection: SelectionReport | None = None
 
     def add_acceptance(self, acceptance: Acceptance) -> None:
         self.candidates.extend(acceptance.candidates)
@@ -128,3 +131,6 @@ class ExecutionEvent:
     error_message: str = ""
     # The whole error (kind, metadata, retry hint) for the unary call to raise.
     error: GroundwireError | None = None
+    # EXECUTION_FAILED of a RAG agent: the RAG metadata as far as the execution
+    # got (a blocked rerank's outcome FAILED, the budget figures...).
+    rag: RagMetadata | None = None

@@ -37,9 +37,8 @@ from groundwire.agents.prompt import assemble_messages, prompt_costs
 from groundwire.agents.rag_pipeline import (
     RagOutcome,
     RagPipeline,
-    RetrievalFailed,
+    SearchFailed,
     merge_filters,
-    retrieval_failed,
 )
 from groundwire.agents.tools import SearchDocumentsTool, Tool
 from groundwire.domain.citations import extract_citations
@@ -81,6 +80,8 @@ class AgentRuntime:
                 error_code=err.reason,
                 error_message=err.message,
                 error=err,
+                # What the RAG stages decided before the failure (partial).
+                rag=result.rag if result.rag.enabled else None,
             )
             return
         result.seconds = time.perf_counter() - started
@@ -110,6 +111,7 @@ class AgentRuntime:
             validate_mode(rag.mode, rag.no_context_behavior)
             rag.acceptance.validate("rag.acceptance")
             rag.context_budget.validate("rag.context_budget")
+            rag.reranking.selection.validate("rag.reranking")
             scope = Scope(inp.tenant, merge_filters(rag.filter, inp.filter))
             if rag.agentic:
                 steps = self._run_agentic(agent, rag, scope, inp, result)
@@ -151,15 +153,19 @@ class AgentRuntime:
         t0 = time.perf_counter()
         # The budget reserves room for the rules as they read with context.
         costs = prompt_costs(agent, rag, framework_rules(rag.mode, True), inp, agent.tools)
+        # Every started search ends in completed or failed, on every path.
         try:
             outcome = await self._pipeline.run(agent.id, rag, search, costs)
-        except RetrievalFailed as failed:
-            seconds = time.perf_counter() - t0
+        except SearchFailed as failed:
+            result.rag = rag_metadata(rag, failed.partial)
+            yield _search_failed(eid, rag, failed, time.perf_counter() - t0)
+            raise failed.error from None
+        except Exception:
             yield replace(
-                _search_event(EventType.RAG_SEARCH_FAILED, eid, rag, seconds),
-                error_code=failed.cause.reason,
+                _search_event(EventType.RAG_SEARCH_FAILED, eid, rag, time.perf_counter() - t0),
+                error_code="INTERNAL",
             )
-            raise retrieval_failed(failed.cause) from None
+            raise
         result.rag = rag_metadata(rag, outcome)
         yield _search_completed(eid, rag, outcome, time.perf_counter() - t0)
 
@@ -210,6 +216,7 @@ def rag_metadata(rag: RagPolicy, outcome: RagOutcome | None) -> RagMetadata:
         no_context_reason=outcome.no_context_reason,
         model_skipped=outcome.decision.model_skipped,
         answer_constrained=outcome.decision.answer_constrained,
+        final_selection=outcome.final_selection,
     )
 
 
@@ -226,6 +233,22 @@ def _search_completed(
         seconds,
     )
     return ExecutionEvent(EventType.RAG_SEARCH_COMPLETED, eid, rag_search=info)
+
+
+def _search_failed(
+    eid: str, rag: RagPolicy, failed: SearchFailed, seconds: float
+) -> ExecutionEvent:
+    partial = failed.partial
+    info = RagSearchInfo(
+        rag.index_name,
+        rag.retrieval_mode,
+        rag.acceptance.candidate_count,
+        len(partial.acceptance.candidates) if partial else 0,
+        len(partial.acceptance.accepted) if partial else 0,
+        partial.rerank_outcome if partial else None,
+        seconds,
+    )
+    return ExecutionEvent(EventType.RAG_SEARCH_FAILED, eid, rag_search=info, error_code=failed.code)
 
 
 def _search_event(

@@ -25,6 +25,12 @@ policy, and the builders that turn them into runtime objects.
     no_context_behavior = "return_not_found"
     acceptance = { minimum_relevance = 0.75, candidate_count = 20, maximum_accepted_results = 5 }
     reranking = { enabled = true, reranker = "cohere", maximum_candidates = 5, timeout_seconds = 5 }
+    # Reranking pool and final selection: acceptance keeps maximum_accepted_results x
+    # candidate_multiplier (default 3) for the reranker (maximum_candidates defaults to
+    # that pool), final selection keeps the best maximum_accepted_results.
+    #   reranking = { enabled = true, candidate_multiplier = 3,
+    #                 final_selection = "weighted_blend", retrieval_weight = 0.3,
+    #                 normalization = "rank" }  # rank | min_max, for BM25/RRF/dot product
     context_budget = { maximum_context_tokens = 32768, response_token_reserve = 4096 }
 """
 
@@ -40,6 +46,13 @@ from pydantic import Field, field_validator, model_validator
 from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPolicy
 from groundwire.agents.tools import PythonTool, SearchDocumentsTool, Tool, load_callable
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
+from groundwire.domain.blend import (
+    DEFAULT_CANDIDATE_MULTIPLIER,
+    MAX_CANDIDATE_MULTIPLIER,
+    FinalSelectionMode,
+    FinalSelectionPolicy,
+    RetrievalNormalization,
+)
 from groundwire.domain.query import QueryRewriting
 from groundwire.domain.rag_policy import (
     AcceptancePolicy,
@@ -117,9 +130,36 @@ class AcceptanceConfig(StrictModel):
 class AgentRerankingConfig(StrictModel):
     enabled: bool = False
     reranker: str | None = None
-    maximum_candidates: int = Field(5, ge=1, le=1000)
+    # None: the whole pool (maximum_accepted_results x candidate_multiplier).
+    maximum_candidates: int | None = Field(None, ge=1, le=1000)
     timeout_seconds: float = Field(5.0, gt=0, le=300)
     failure_policy: Literal["fail", "use_original_order"] = "use_original_order"
+    candidate_multiplier: int = Field(
+        DEFAULT_CANDIDATE_MULTIPLIER, ge=1, le=MAX_CANDIDATE_MULTIPLIER
+    )
+    final_selection: Literal["reranker_only", "weighted_blend"] = "reranker_only"
+    retrieval_weight: float | None = Field(None, ge=0.0, le=1.0)
+    normalization: Literal["rank", "min_max"] | None = None
+
+    @model_validator(mode="after")
+    def _selection(self) -> AgentRerankingConfig:
+        if self.final_selection == "weighted_blend":
+            if self.retrieval_weight is None:
+                raise ValueError("retrieval_weight is required by final_selection 'weighted_blend'")
+        else:
+            for key in ("retrieval_weight", "normalization"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"{key} applies only to final_selection 'weighted_blend'")
+        return self
+
+    def selection(self) -> FinalSelectionPolicy:
+        """The domain policy of these keys."""
+        return FinalSelectionPolicy(
+            FinalSelectionMode(self.final_selection.upper()),
+            0.5 if self.retrieval_weight is None else self.retrieval_weight,
+            RetrievalNormalization((self.normalization or "rank").upper()),
+            self.candidate_multiplier,
+        )
 
 
 class ContextBudgetConfig(StrictModel):
@@ -249,6 +289,8 @@ def build_agents(
         if cfg.rag is not None:
             r = cfg.rag
             reranker = None
+            selection = r.reranking.selection()
+            pool = selection.pool_size(r.acceptance.maximum_accepted_results)
             if r.reranking.enabled:
                 name = r.reranking.reranker or default_reranker
                 reranker = rerankers.get(name) if name else None
@@ -270,10 +312,11 @@ def build_agents(
                     r.reranking.enabled,
                     reranker,
                     StageSettings(
-                        r.reranking.maximum_candidates,
+                        r.reranking.maximum_candidates or pool,
                         r.reranking.timeout_seconds,
                         FailurePolicy(r.reranking.failure_policy.upper()),
                     ),
+                    selection,
                 ),
                 context_budget=ContextBudgetPolicy(
                     r.context_budget.maximum_context_tokens,

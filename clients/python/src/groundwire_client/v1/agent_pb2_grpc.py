@@ -80,7 +80,9 @@ class AgentServiceServicer:
         input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
         (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
         UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-        MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+        MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. A failed
+        execution of a RAG agent carries its partial RagExecutionMetadata as an
+        additional google.rpc.Status detail.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

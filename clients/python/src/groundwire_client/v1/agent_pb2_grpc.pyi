@@ -54,7 +54,9 @@ class AgentServiceStub:
     input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
     (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
     UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-    MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+    MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. A failed
+    execution of a RAG agent carries its partial RagExecutionMetadata as an
+    additional google.rpc.Status detail.
     """
     ExecuteStream: _grpc.UnaryStreamMultiCallable[_agent_pb2.ExecuteStreamRequest, _agent_pb2.ExecuteStreamResponse]
     """Runs one agent turn, streaming its execution events. Request validation
@@ -76,7 +78,9 @@ class AgentServiceAsyncStub(AgentServiceStub):
     input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
     (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
     UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-    MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+    MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. A failed
+    execution of a RAG agent carries its partial RagExecutionMetadata as an
+    additional google.rpc.Status detail.
     """
     ExecuteStream: _aio.UnaryStreamMultiCallable[_agent_pb2.ExecuteStreamRequest, _agent_pb2.ExecuteStreamResponse]  # type: ignore[assignment]
     """Runs one agent turn, streaming its execution events. Request validation
@@ -113,7 +117,9 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
         input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
         (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
         UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-        MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+        MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. A failed
+        execution of a RAG agent carries its partial RagExecutionMetadata as an
+        additional google.rpc.Status detail.
         """
 
     @_abc_1.abstractmethod

@@ -1,0 +1,250 @@
+"""AgentService over real gRPC: every started RAG search ends in completed or
+failed on every path, failed executions carry their partial RAG metadata (stream
+event and unary status details), the reranking pool with its final selection
+(RERANKER_ONLY, WEIGHTED_BLEND), and agentic searches under the full policy."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import grpc
+import pytest
+from google.rpc import status_pb2
+
+from groundwire.app.config import parse_config
+from groundwire.app.defaults import HANDBOOK_DIR
+from groundwire_client.v1 import agent_pb2 as ag
+from groundwire_client.v1 import agent_pb2_grpc, reranker_pb2
+from tests.support.errors import rich_error
+from tests.support.servers import RunningApp, serving
+
+pytestmark = pytest.mark.timeout(60)
+
+E = ag.ExecutionEventType
+LEXICAL = {"index": "demo", "retrieval_mode": "lexical"}
+
+
+def _agent(rag: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    return {"name": "Agent", "model": "offline/extractive-v1", "rag": {**LEXICAL, **rag}, **kw}
+
+
+def config() -> dict[str, object]:
+    fail = {"enabled": True, "failure_policy": "fail"}
+    return {
+        "auth": {"mode": "disabled"},
+        "embedders": {"hash": {"kind": "hashing"}},
+        "indexes": {
+            "demo": {
+                "embedder": "hash",
+                "sources": [{"kind": "directory", "path": str(HANDBOOK_DIR), "glob": "**/*.md"}],
+                "ingestion": {"strategy": "on_startup"},
+            }
+        },
+        "rerankers": {
+            "overlap": {"kind": "offline", "minimum_answerable_relevance": 0.5},
+            "broken": {"kind": "offline", "behaviour": "unavailable"},
+            "slow": {"kind": "offline", "behaviour": "slow", "delay_seconds": 5},
+        },
+        "models": {"offline": {"kind": "offline"}},
+        "agents": {
+            "rerank-fail": _agent({"reranking": {**fail, "reranker": "broken"}}),
+            "rerank-timeout": _agent(
+                {"reranking": {**fail, "reranker": "slow", "timeout_seconds": 0.2}}
+            ),
+            "tiny-budget": _agent(
+                {"context_budget": {"maximum_context_tokens": 400, "response_token_reserve": 100}}
+            ),
+            "missing-index": _agent({"index": "demo"}),
+            "pool": _agent(
+                {
+                    "acceptance": {"candidate_count": 20, "maximum_accepted_results": 3},
+                    "reranking": {"enabled": True, "reranker": "overlap"},
+                }
+            ),
+            "pool-one": _agent(
+                {
+                    "acceptance": {"candidate_count": 20, "maximum_accepted_results": 3},
+                    "reranking": {
+                        "enabled": True,
+                        "reranker": "overlap",
+                        "candidate_multiplier": 1,
+                    },
+                }
+            ),
+            "blend": _agent(
+                {
+                    "acceptance": {"candidate_count": 20, "maximum_accepted_results": 3},
+                    "reranking": {
+                        "enabled": True,
+                        "reranker": "overlap",
+                        "final_selection": "weighted_blend",
+                        "retrieval_weight": 0.5,
+                    },
+                }
+            ),
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+async def app() -> AsyncIterator[RunningApp]:
+    async with serving(parse_config(config())) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+async def stub(app: RunningApp) -> AsyncIterator[agent_pb2_grpc.AgentServiceAsyncStub]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
+        yield agent_pb2_grpc.AgentServiceStub(ch)
+
+
+def _input(agent: str, message: str, **kw: Any) -> ag.ExecutionInput:
+    return ag.ExecutionInput(agent_id=agent, message=message, **kw)
+
+
+async def execute(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub, agent: str, message: str, **kw: Any
+) -> ag.AgentResult:
+    request = ag.ExecuteRequest(input=_input(agent, message, **kw))
+    return (await stub.Execute(request, timeout=30)).result
+
+
+async def stream(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub, agent: str, message: str, **kw: Any
+) -> list[ag.ExecuteStreamResponse]:
+    request = ag.ExecuteStreamRequest(input=_input(agent, message, **kw))
+    return [e async for e in stub.ExecuteStream(request, timeout=30)]
+
+
+def kinds(events: list[ag.ExecuteStreamResponse]) -> list[str]:
+    return [E.Name(e.type).removeprefix("EXECUTION_EVENT_TYPE_") for e in events]
+
+
+def assert_searches_closed(events: list[ag.ExecuteStreamResponse]) -> None:
+    """Every RAG_SEARCH_STARTED is followed by exactly one completed or failed
+    before the next search starts or the execution ends."""
+    open_searches = 0
+    for kind in kinds(events):
+        if kind == "RAG_SEARCH_STARTED":
+            assert open_searches == 0
+            open_searches += 1
+        elif kind in ("RAG_SEARCH_COMPLETED", "RAG_SEARCH_FAILED"):
+            assert open_searches == 1
+            open_searches -= 1
+        elif kind in ("EXECUTION_COMPLETED", "EXECUTION_FAILED"):
+            assert open_searches == 0, "a started search never ended"
+
+
+def status_rag(err: grpc.aio.AioRpcError) -> ag.RagExecutionMetadata | None:
+    """The RagExecutionMetadata detail of a failed unary call, if any."""
+    raw = dict(err.trailing_metadata() or ()).get("grpc-status-details-bin")
+    assert raw is not None
+    for detail in status_pb2.Status.FromString(raw).details:
+        if detail.Is(ag.RagExecutionMetadata.DESCRIPTOR):
+            meta = ag.RagExecutionMetadata()
+            detail.Unpack(meta)
+            return meta
+    return None
+
+
+# -- part 7: started searches always end; failures carry partial metadata ----------
+
+
+@pytest.mark.parametrize(
+    ("agent", "code", "failure_code", "timed_out"),
+    [
+        ("rerank-fail", "RERANKER_FAILED", "RerankerUnavailable", False),
+        ("rerank-timeout", "RERANKER_TIMEOUT", "RerankerTimeout", True),
+    ],
+)
+async def test_a_blocked_rerank_ends_its_search_and_reports_outcome_failed(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+    agent: str,
+    code: str,
+    failure_code: str,
+    timed_out: bool,
+) -> None:
+    events = await stream(stub, agent, "parental leave")
+    assert kinds(events) == [
+        "EXECUTION_STARTED",
+        "RAG_SEARCH_STARTED",
+        "RAG_SEARCH_FAILED",
+        "EXECUTION_FAILED",
+    ]
+    assert_searches_closed(events)
+    failed_search = events[2]
+    assert failed_search.error_code == code
+    assert failed_search.rag_search.reranking_outcome == reranker_pb2.RERANK_OUTCOME_FAILED
+    assert failed_search.rag_search.candidate_count > 0
+    assert failed_search.rag_search.accepted_count > 0
+    terminal = events[-1]
+    assert terminal.error_code == code
+    rag = terminal.rag
+    assert rag.enabled and rag.accepted_count > 0
+    assert rag.candidate_count == failed_search.rag_search.candidate_count
+    assert rag.reranking.outcome == reranker_pb2.RERANK_OUTCOME_FAILED
+    assert rag.reranking.failure_code == failure_code
+    assert rag.reranking.timed_out is timed_out
+    assert rag.model_skipped and not rag.context_accepted and not rag.context
+    # The unary call fails with the same error and the same partial metadata.
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await execute(stub, agent, "parental leave")
+    assert rich_error(info.value).reason == code
+    detail = status_rag(info.value)
+    assert detail is not None
+    assert detail.reranking.outcome == reranker_pb2.RERANK_OUTCOME_FAILED
+    assert detail.reranking.failure_code == failure_code
+    assert [(i.document_id, i.chunk_id) for i in detail.candidates] == [
+        (i.document_id, i.chunk_id) for i in rag.candidates
+    ]
+
+
+async def test_a_budget_that_cannot_fit_the_prompt_ends_its_search(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
+    history = [ag.ConversationTurn(role=ag.TURN_ROLE_USER, content="word " * 400)]
+    events = await stream(stub, "tiny-budget", "parental leave", history=history)
+    assert kinds(events)[-2:] == ["RAG_SEARCH_FAILED", "EXECUTION_FAILED"]
+    assert_searches_closed(events)
+    assert events[-2].error_code == events[-1].error_code == "RAG_CONTEXT_BUDGET_EXCEEDED"
+    budget = events[-1].rag.context_budget
+    assert budget.maximum_context_tokens == 400 and budget.available_tokens < 0
+    assert budget.history_tokens >= 400
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await execute(stub, "tiny-budget", "parental leave", history=history)
+    detail = status_rag(info.value)
+    assert detail is not None and detail.context_budget.available_tokens < 0
+
+
+async def test_a_failed_retrieval_ends_its_search_and_reports_the_policy(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    registry = app.components.agents
+    original = registry.get("missing-index")
+    assert original.rag is not None
+    registry.register(replace(original, rag=replace(original.rag, index_name="nowhere")))
+    try:
+        events = await stream(stub, "missing-index", "parental leave")
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await execute(stub, "missing-index", "parental leave")
+    finally:
+        registry.register(original)
+    assert kinds(events)[-2:] == ["RAG_SEARCH_FAILED", "EXECUTION_FAILED"]
+    assert_searches_closed(events)
+    assert events[-1].error_code == "RAG_RETRIEVAL_FAILED"
+    assert events[-1].rag.enabled and events[-1].rag.index_name == "nowhere"
+    assert events[-1].rag.candidate_count == 0
+    assert rich_error(info.value).reason == "RAG_RETRIEVAL_FAILED"
+    detail = status_rag(info.value)
+    assert detail is not None and detail.index_name == "nowhere"
+
+
+async def test_completed_executions_close_their_search_and_carry_no_failure_metadata(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
+    events = await stream(stub, "pool", "parental leave weeks")
+    assert kinds(events)[-1] == "EXECUTION_COMPLETED"
+    assert_searches_closed(events)
+    assert not events[-1].HasField("rag")
