@@ -248,3 +248,106 @@ async def test_completed_executions_close_their_search_and_carry_no_failure_meta
     assert kinds(events)[-1] == "EXECUTION_COMPLETED"
     assert_searches_closed(events)
     assert not events[-1].HasField("rag")
+
+
+# -- part 4: the reranking pool and final selection ---------------------------------
+
+
+def keys(items: Any) -> list[tuple[str, str]]:
+    return [(i.document_id, i.chunk_id) for i in items]
+
+
+async def test_reranking_retrieves_a_pool_and_keeps_the_best_final_top_k(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
+    r = await execute(stub, "pool", "parental leave weeks")
+    rag = r.rag
+    rr = rag.reranking
+    assert rr.outcome == reranker_pb2.RERANK_OUTCOME_SUCCEEDED and rr.candidate_count == 9
+    assert keys(rag.accepted) == keys(rr.candidates)[:3] and rag.accepted_count == 3
+    not_selected = [i for i in rag.rejected if i.reason == ag.RAG_ITEM_REASON_NOT_SELECTED]
+    assert keys(not_selected) == keys(rr.candidates)[3:]
+    fs = rag.final_selection
+    assert fs.policy == ag.FINAL_SELECTION_POLICY_RERANKER_ONLY
+    assert (fs.candidate_multiplier, fs.pool_size, fs.final_top_k) == (3, 9, 3)
+    assert not fs.HasField("retrieval_weight")
+    assert fs.applied_normalization == ag.RETRIEVAL_NORMALIZATION_UNSPECIFIED
+    # The rerank relevance is reported next to the untouched retrieval score.
+    by_key = {(c.document_id, c.chunk_id): c.rerank_relevance for c in rr.candidates}
+    for item in rag.accepted:
+        assert item.rerank_relevance == by_key[(item.document_id, item.chunk_id)]
+        assert item.score.raw_score > 0 and not item.score.HasField("relevance")
+        assert not item.HasField("blend")
+    one = (await execute(stub, "pool-one", "parental leave weeks")).rag
+    assert one.reranking.candidate_count == 3 and one.final_selection.pool_size == 3
+
+
+async def test_weighted_blend_is_its_own_score_with_formula_and_inputs(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
+    question = "parental leave weeks"
+    r = await execute(stub, "blend", question)
+    rag = r.rag
+    fs = rag.final_selection
+    assert fs.policy == ag.FINAL_SELECTION_POLICY_WEIGHTED_BLEND and fs.retrieval_weight == 0.5
+    assert fs.normalization == ag.RETRIEVAL_NORMALIZATION_RANK
+    # BM25 has no relevance: the pool is normalized by rank.
+    assert fs.applied_normalization == ag.RETRIEVAL_NORMALIZATION_RANK
+    pool = [
+        *rag.accepted,
+        *(i for i in rag.rejected if i.reason == ag.RAG_ITEM_REASON_NOT_SELECTED),
+    ]
+    assert len(pool) == 9 and all(i.HasField("blend") for i in pool)
+    for item in pool:
+        b = item.blend
+        assert b.formula.startswith("retrieval_weight * retrieval_input")
+        assert b.rerank_relevance == item.rerank_relevance
+        assert b.value == pytest.approx(0.5 * b.retrieval_input + 0.5 * b.rerank_relevance)
+        assert item.score.metric and not item.score.HasField("relevance")
+    values = [i.blend.value for i in pool]
+    assert values[:3] == sorted(values[:3], reverse=True) and min(values[:3]) >= max(values[3:])
+    assert sorted(i.blend.retrieval_input for i in pool) == pytest.approx([k / 8 for k in range(9)])
+    # Execute and the stream agree.
+    events = await stream(stub, "blend", question)
+    streamed = events[-1].result.rag
+    assert keys(streamed.accepted) == keys(rag.accepted)
+    assert [i.blend for i in streamed.accepted] == [i.blend for i in rag.accepted]
+
+
+async def test_agent_descriptions_show_the_final_selection(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
+    blend = (await stub.GetAgent(ag.GetAgentRequest(agent_id="blend"))).agent.rag
+    assert blend.final_selection_policy == ag.FINAL_SELECTION_POLICY_WEIGHTED_BLEND
+    assert blend.candidate_multiplier == 3 and blend.retrieval_weight == 0.5
+    plain = (await stub.GetAgent(ag.GetAgentRequest(agent_id="tiny-budget"))).agent.rag
+    assert plain.final_selection_policy == ag.FINAL_SELECTION_POLICY_UNSPECIFIED
+    assert plain.candidate_multiplier == 0 and not plain.HasField("retrieval_weight")
+
+
+@pytest.mark.parametrize(
+    ("reranking", "key"),
+    [
+        ({"final_selection": "weighted_blend"}, "retrieval_weight"),
+        ({"retrieval_weight": 0.3}, "retrieval_weight"),
+        ({"normalization": "rank"}, "normalization"),
+        ({"candidate_multiplier": 0}, "candidate_multiplier"),
+        ({"candidate_multiplier": 21}, "candidate_multiplier"),
+        ({"final_selection": "blend"}, "final_selection"),
+        (
+            {"final_selection": "weighted_blend", "retrieval_weight": 1.5},
+            "retrieval_weight",
+        ),
+    ],
+)
+def test_final_selection_config_is_validated_with_the_key_named(
+    reranking: dict[str, Any], key: str
+) -> None:
+    cfg = config()
+    agents = cfg["agents"]
+    assert isinstance(agents, dict)
+    agents["pool"]["rag"]["reranking"] = {"enabled": True, "reranker": "overlap", **reranking}
+    with pytest.raises(Exception) as caught:
+        parse_config(cfg)
+    text = str(caught.value)
+    assert "agents.pool.rag.reranking" in text and key in text
