@@ -13,10 +13,15 @@ import grpc
 import pytest
 from google.rpc import status_pb2
 
+from groundwire.agents.prompt import tool_spec
+from groundwire.agents.tools import SearchDocumentsTool, ToolContext, ToolOutcome
 from groundwire.app.config import parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
+from groundwire.domain.rag_policy import NOT_FOUND_ANSWER
+from groundwire.providers.chat.base import ChatResponse, ToolCall
 from groundwire_client.v1 import agent_pb2 as ag
 from groundwire_client.v1 import agent_pb2_grpc, reranker_pb2
+from tests.support.chat import ScriptedModel
 from tests.support.errors import rich_error
 from tests.support.servers import RunningApp, serving
 
@@ -70,6 +75,45 @@ def config() -> dict[str, object]:
                         "enabled": True,
                         "reranker": "overlap",
                         "candidate_multiplier": 1,
+                    },
+                }
+            ),
+            "agentic-reranked": _agent(
+                {
+                    "agentic": True,
+                    "acceptance": {"maximum_accepted_results": 3},
+                    "reranking": {"enabled": True, "reranker": "overlap"},
+                }
+            ),
+            "agentic-required": _agent(
+                {"agentic": True, "mode": "required", "no_context_behavior": "return_not_found"}
+            ),
+            "agentic-fail": _agent(
+                {"agentic": True, "mode": "grounded", "no_context_behavior": "fail"}
+            ),
+            "agentic-open": _agent({"agentic": True, "mode": "grounded"}),
+            "agentic-gated": _agent(
+                {
+                    "agentic": True,
+                    "mode": "grounded",
+                    "no_context_behavior": "return_not_found",
+                    "reranking": {"enabled": True, "reranker": "overlap"},
+                }
+            ),
+            "agentic-blocked": _agent(
+                {
+                    "agentic": True,
+                    "mode": "required",
+                    "no_context_behavior": "return_not_found",
+                    "reranking": {**fail, "reranker": "broken"},
+                }
+            ),
+            "agentic-named": _agent(
+                {
+                    "agentic": True,
+                    "search_tool": {
+                        "name": "search_handbook",
+                        "description": "Search the employee handbook.",
                     },
                 }
             ),
@@ -351,3 +395,224 @@ def test_final_selection_config_is_validated_with_the_key_named(
         parse_config(cfg)
     text = str(caught.value)
     assert "agents.pool.rag.reranking" in text and key in text
+
+
+# -- part 5: agentic searches under the full policy -----------------------------------
+
+
+def searching(
+    *queries: str, answer: str = "unsupported model text", tool: str = "search_documents"
+) -> ScriptedModel:
+    """A model that searches with each query in turn, then answers."""
+    calls = [
+        ChatResponse("", (ToolCall(f"c{i}", tool, f'{{"query": "{q}", "top_k": 2}}'),))
+        for i, q in enumerate(queries)
+    ]
+    return ScriptedModel([*calls, ChatResponse(answer)])
+
+
+async def run_agentic(
+    app: RunningApp,
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+    agent: str,
+    model: ScriptedModel,
+    twice: ScriptedModel | None = None,
+    **kw: Any,
+) -> tuple[ag.AgentResult, list[ag.ExecuteStreamResponse]]:
+    """Execute and ExecuteStream with the same scripted conversation."""
+    registry = app.components.agents
+    original = registry.get(agent)
+    second = twice or ScriptedModel(list(model.script))
+    try:
+        registry.register(replace(original, model=model))
+        result = await execute(stub, agent, "question", **kw)
+        registry.register(replace(original, model=second))
+        events = await stream(stub, agent, "question", **kw)
+    finally:
+        registry.register(original)
+    return result, events
+
+
+def text_of(events: list[ag.ExecuteStreamResponse]) -> str:
+    return "".join(
+        e.text_delta for e in events if e.type == E.Value("EXECUTION_EVENT_TYPE_TEXT_DELTA")
+    )
+
+
+async def test_an_agentic_search_is_reranked_and_traced_like_an_up_front_search(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    script = lambda: searching("parental leave weeks", answer="It is 16 weeks [1].")  # noqa: E731
+    r, events = await run_agentic(app, stub, "agentic-reranked", script(), script(), tenant="")
+    trace = r.rag.searches[0]
+    assert trace.succeeded and trace.query == "parental leave weeks"
+    assert trace.options.candidate_budget == 20 and trace.options.top_k == 2
+    assert trace.options.retrieval_mode and trace.options.tenant == ""
+    assert trace.index_version > 0 and trace.candidate_count == len(trace.candidates) > 0
+    rr = trace.reranking
+    assert rr.outcome == reranker_pb2.RERANK_OUTCOME_SUCCEEDED and rr.candidate_count == 9
+    # The model got the best two of the reranked final top 3, in reranked order.
+    assert keys(trace.accepted) == keys(rr.candidates)[:2] == keys(r.rag.context)
+    assert all(i.HasField("rerank_relevance") for i in trace.accepted)
+    reasons = {i.reason for i in trace.rejected}
+    assert ag.RAG_ITEM_REASON_NOT_SELECTED in reasons
+    assert [i.reason for i in trace.context_excluded] == [ag.RAG_ITEM_REASON_RESULT_LIMIT_EXCEEDED]
+    assert r.answer == "It is 16 weeks [1]." and r.citations
+    assert comparable_trace(events[-1].result.rag.searches[0]) == comparable_trace(trace)
+
+
+def comparable_trace(t: ag.AgenticSearchTrace) -> ag.AgenticSearchTrace:
+    out = ag.AgenticSearchTrace()
+    out.CopyFrom(t)
+    out.ClearField("duration")
+    out.reranking.ClearField("duration")
+    return out
+
+
+async def test_a_constrained_agent_without_accepted_context_answers_not_found(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    r, events = await run_agentic(app, stub, "agentic-required", searching("zzzyx qqqwv"))
+    assert r.answer == NOT_FOUND_ANSWER and not r.citations
+    rag = r.rag
+    assert not rag.context_accepted and rag.answer_constrained
+    assert rag.no_context_reason == ag.NO_CONTEXT_REASON_NO_RESULTS
+    assert rag.searches[0].succeeded and rag.searches[0].no_context_reason == (
+        ag.NO_CONTEXT_REASON_NO_RESULTS
+    )
+    # The stream never shows the model's unsupported text: it shows the answer.
+    assert "unsupported" not in text_of(events)
+    assert text_of(events).strip() == NOT_FOUND_ANSWER
+    assert events[-1].result.answer == NOT_FOUND_ANSWER
+
+
+async def test_a_constrained_agent_with_accepted_context_keeps_the_model_answer(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    model = searching("zzzyx qqqwv", "VPN-E42", answer="Restart the client [1].")
+    r, events = await run_agentic(app, stub, "agentic-required", model)
+    assert r.answer == "Restart the client [1]." and r.rag.context_accepted
+    assert [s.accepted_count > 0 for s in r.rag.searches] == [False, True]
+    assert text_of(events).strip() == "Restart the client [1]."
+
+
+async def test_answer_normally_keeps_the_model_answer_and_fail_fails(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    r, _ = await run_agentic(app, stub, "agentic-open", searching("zzzyx qqqwv"))
+    assert r.answer == "unsupported model text"
+    assert r.rag.no_context_reason == ag.NO_CONTEXT_REASON_NO_RESULTS
+    registry = app.components.agents
+    original = registry.get("agentic-fail")
+    registry.register(replace(original, model=searching("zzzyx qqqwv")))
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await execute(stub, "agentic-fail", "question")
+    finally:
+        registry.register(original)
+    assert rich_error(info.value).reason == "NO_ACCEPTED_CONTEXT"
+
+
+async def test_agentic_answerability_gating_withholds_unanswerable_results(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    r, events = await run_agentic(
+        app, stub, "agentic-gated", searching("parental zeppelin quasar nebula")
+    )
+    trace = r.rag.searches[0]
+    assert trace.reranking.answerability == reranker_pb2.ANSWERABILITY_NOT_ANSWERABLE
+    assert trace.accepted_count == 0 and not trace.accepted
+    assert trace.context_excluded and all(
+        i.reason == ag.RAG_ITEM_REASON_NOT_ANSWERABLE for i in trace.context_excluded
+    )
+    assert trace.no_context_reason == ag.NO_CONTEXT_REASON_NOT_ANSWERABLE
+    assert r.rag.no_context_reason == ag.NO_CONTEXT_REASON_NOT_ANSWERABLE
+    assert r.answer == NOT_FOUND_ANSWER and text_of(events).strip() == NOT_FOUND_ANSWER
+
+
+async def test_a_blocked_agentic_rerank_is_a_tool_error_then_a_failed_execution(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    registry = app.components.agents
+    original = registry.get("agentic-blocked")
+    model = searching("parental leave")
+    registry.register(replace(original, model=model))
+    try:
+        events = await stream(stub, "agentic-blocked", "question")
+    finally:
+        registry.register(original)
+    # No unreranked excerpt reached the model.
+    tool_message = model.calls[1][-1].content
+    assert "SEARCH_FAILED" in tool_message and "parental" not in tool_message.lower()
+    terminal = events[-1]
+    assert terminal.error_code == "RERANKER_FAILED"
+    trace = terminal.rag.searches[0]
+    assert not trace.succeeded and trace.error_code == "RERANKER_FAILED"
+    assert trace.reranking.outcome == reranker_pb2.RERANK_OUTCOME_FAILED
+    assert "unsupported" not in text_of(events)
+
+
+async def test_the_search_tool_name_and_description_are_configurable(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    desc = (await stub.GetAgent(ag.GetAgentRequest(agent_id="agentic-named"))).agent
+    assert "search_handbook" in desc.tools and "search_documents" not in desc.tools
+    assert desc.rag.search_tool_name == "search_handbook"
+    model = ScriptedModel(
+        [
+            ChatResponse("", (ToolCall("a", "search_documents", '{"query": "VPN-E42"}'),)),
+            ChatResponse("", (ToolCall("b", "search_handbook", '{"query": "VPN-E42"}'),)),
+            ChatResponse("done [1]"),
+        ]
+    )
+    r, _ = await run_agentic(app, stub, "agentic-named", model, ScriptedModel())
+    assert model.tools_seen[0] == ["search_handbook"]
+    assert [(t.tool_name, t.error_code) for t in r.tool_calls] == [
+        ("", "TOOL_UNKNOWN"),
+        ("search_handbook", ""),
+    ]
+    assert r.rag.searches[0].query == "VPN-E42" and r.rag.context
+    agent = app.components.agents.get("agentic-named")
+    assert agent.rag is not None
+
+    async def nothing(query: str, top_k: int, ctx: ToolContext) -> ToolOutcome:
+        raise AssertionError
+
+    spec = tool_spec(
+        SearchDocumentsTool(
+            nothing, name=agent.rag.search_tool_name, description=agent.rag.search_tool_description
+        )
+    )
+    assert (spec.name, spec.description) == ("search_handbook", "Search the employee handbook.")
+
+
+@pytest.mark.parametrize(
+    ("agent", "rag", "key"),
+    [
+        ("agentic-named", {"search_tool": {"name": "bad name"}}, "search_tool.name"),
+        ("agentic-named", {"search_tool": {"description": ""}}, "search_tool.description"),
+        ("pool", {"search_tool": {"name": "x"}}, "search_tool"),
+    ],
+)
+def test_search_tool_config_is_validated_with_the_key_named(
+    agent: str, rag: dict[str, Any], key: str
+) -> None:
+    cfg = config()
+    agents = cfg["agents"]
+    assert isinstance(agents, dict)
+    agents[agent]["rag"].update(rag)
+    with pytest.raises(Exception) as caught:
+        parse_config(cfg)
+    assert f"agents.{agent}.rag" in str(caught.value) and key in str(caught.value)
+
+
+def test_a_search_tool_may_not_take_a_configured_tool_name() -> None:
+    cfg = config()
+    cfg["tools"] = {"weather": {"import_path": "tests.support.agent_tools:get_weather"}}
+    agents = cfg["agents"]
+    assert isinstance(agents, dict)
+    agents["agentic-named"]["tools"] = ["weather"]
+    agents["agentic-named"]["rag"]["search_tool"] = {"name": "weather"}
+    with pytest.raises(Exception) as caught:
+        parse_config(cfg)
+    assert "agents.agentic-named.rag.search_tool.name" in str(caught.value)

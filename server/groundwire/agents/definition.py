@@ -44,6 +44,9 @@ class RagPolicy:
     agentic: bool = False
     query_rewriting: str = "none"  # none | history | model
     question_template: str | None = None  # may use {question} and {source_count}
+    # The agentic search tool as the model sees it (default: search_documents).
+    search_tool_name: str = SearchDocumentsTool.name
+    search_tool_description: str = SearchDocumentsTool.description
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,5 +69,5 @@ class AgentDefinition:
         search tool when RAG is agentic."""
         names = [t.name for t in self.tools]
         if self.rag is not None and self.rag.agentic:
-            names.append(SearchDocumentsTool.name)
+            names.append(self.rag.search_tool_name)
         return names

@@ -16,7 +16,7 @@ from groundwire.domain.rag_policy import (
     NoContextReason,
 )
 from groundwire.domain.reranking import RerankingMetadata, RerankOutcome
-from groundwire.domain.retrieval import RankedResult, RetrievalMode
+from groundwire.domain.retrieval import MetadataFilter, RankedResult, RetrievalMode
 from groundwire.providers.chat.base import Usage
 
 
@@ -54,7 +54,22 @@ class ToolCallInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class SearchOptions:
+    """The scope and options one agentic search applied: the execution's tenant
+    and filter, the agent's mode and candidate budget, the model's top_k."""
+
+    tenant: str
+    filter: MetadataFilter
+    retrieval_mode: RetrievalMode
+    candidate_budget: int
+    top_k: int
+
+
+@dataclass(frozen=True, slots=True)
 class SearchTrace:
+    """One agentic search, traced like an up-front search (query, options,
+    candidates, accepted and rejected with reasons, reranking metadata)."""
+
     step: int
     call_id: str
     candidate_count: int
@@ -62,6 +77,18 @@ class SearchTrace:
     succeeded: bool
     error_code: str
     seconds: float
+    query: str = ""
+    options: SearchOptions | None = None
+    index_version: int = 0
+    candidates: tuple[RankedResult, ...] = ()
+    # Returned to the model, in final order.
+    accepted: tuple[RankedResult, ...] = ()
+    rejected: tuple[Judged, ...] = ()
+    # Accepted but withheld: answerability gate, or beyond the model's top_k.
+    context_excluded: tuple[Judged, ...] = ()
+    reranking: RerankingMetadata | None = None
+    final_selection: SelectionReport | None = None
+    no_context_reason: NoContextReason | None = None
 
 
 @dataclass(slots=True)

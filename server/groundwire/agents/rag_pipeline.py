@@ -13,6 +13,7 @@ and used after the engines that produced it are gone.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy
@@ -31,6 +32,7 @@ from groundwire.domain.rag_policy import (
     BudgetFigures,
     Decision,
     ExecutionMode,
+    Gate,
     ItemReason,
     Judged,
     NoContextReason,
@@ -216,6 +218,20 @@ class RagOutcome:
         return self.reranking.outcome if self.reranking is not None else None
 
 
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The shared stages' verdict on one retrieval: acceptance after final
+    selection, the reranking metadata and final selection (when enabled), the
+    accepted results in final order, and the answerability gate (None when a
+    rerank failure under the FAIL policy blocked the search)."""
+
+    acceptance: Acceptance
+    reranking: RerankingMetadata | None
+    final_selection: SelectionReport | None
+    ordered: tuple[RankedResult, ...]
+    gate: Gate | None
+
+
 class RagPipeline:
     """Runs the sequence against the retrieval engine and the reranking stage."""
 
@@ -270,38 +286,15 @@ class RagPipeline:
             index_version, results = await self.retrieve(search.request)
         except GroundwireError as err:
             raise RetrievalFailed(err) from None
-        pool = pool_size(rag)
-        acceptance = accept(results, replace(rag.acceptance, maximum_accepted_results=pool))
-        ordered = list(acceptance.accepted)
-        reranking = None
-        report = None
-        if rag.reranking.enabled:
-            rr = await self._stage.run(
-                rag.reranking.reranker,
-                search.query,
-                [
-                    RerankCandidate(r.hit.document_id, r.hit.chunk_id, r.hit.content, i)
-                    for i, r in enumerate(ordered, start=1)
-                ],
-                rag.reranking.settings,
-                agent=agent_id,
-            )
-            reranking = rr.metadata
-            if reranking.outcome is RerankOutcome.FAILED:
-                error = failure_error(reranking)
-                partial = _partial(rag, search, index_version, acceptance, reranking, ordered)
-                raise SearchFailed(error.reason, error, partial)
-            if reranking.outcome is RerankOutcome.SUCCEEDED:
-                ordered = apply_order(ordered, lambda r: r.hit.key, rr)
-            ordered, report = final_selection(rag, ordered, rr)
-            acceptance = keep_final(acceptance, ordered, rag.acceptance.maximum_accepted_results)
-            ordered = ordered[: rag.acceptance.maximum_accepted_results]
-        gate = gate_answerability(
-            rag.mode,
-            ordered,
-            reranking.outcome if reranking is not None else None,
-            reranking.answerability if reranking is not None else None,
-        )
+        judged = await self.judge(agent_id, rag, search.query, results)
+        acceptance, reranking, ordered = judged.acceptance, judged.reranking, judged.ordered
+        if judged.gate is None:
+            assert reranking is not None
+            error = failure_error(reranking)
+            partial = _partial(rag, search, index_version, acceptance, reranking, list(ordered))
+            raise SearchFailed(error.reason, error, partial)
+        gate = judged.gate
+        report = judged.final_selection
         try:
             selection = select_context(gate.usable, rag.context_budget, costs)
         except GroundwireError as err:
@@ -311,7 +304,7 @@ class RagPipeline:
                 index_version,
                 acceptance,
                 reranking,
-                ordered,
+                list(ordered),
                 budget_figures(rag.context_budget, costs),
             )
             raise SearchFailed(err.reason, err, partial) from None
@@ -335,6 +328,48 @@ class RagPipeline:
             decision=decide(rag.mode, rag.no_context_behavior, bool(selected)),
             final_selection=report,
         )
+
+    async def judge(
+        self,
+        agent_id: str,
+        rag: RagPolicy,
+        query: str,
+        results: Sequence[RankedResult],
+    ) -> Verdict:
+        """Accept (the pool) -> rerank -> final selection -> gate answerability:
+        the stages up-front RAG and agentic searches share. A rerank that failed
+        under the FAIL policy stops before the gate (`gate` is None)."""
+        pool = pool_size(rag)
+        acceptance = accept(results, replace(rag.acceptance, maximum_accepted_results=pool))
+        ordered = list(acceptance.accepted)
+        reranking = None
+        report = None
+        if rag.reranking.enabled:
+            rr = await self._stage.run(
+                rag.reranking.reranker,
+                query,
+                [
+                    RerankCandidate(r.hit.document_id, r.hit.chunk_id, r.hit.content, i)
+                    for i, r in enumerate(ordered, start=1)
+                ],
+                rag.reranking.settings,
+                agent=agent_id,
+            )
+            reranking = rr.metadata
+            if reranking.outcome is RerankOutcome.FAILED:
+                return Verdict(acceptance, reranking, None, tuple(ordered), None)
+            if reranking.outcome is RerankOutcome.SUCCEEDED:
+                ordered = apply_order(ordered, lambda r: r.hit.key, rr)
+            ordered, report = final_selection(rag, ordered, rr)
+            acceptance = keep_final(acceptance, ordered, rag.acceptance.maximum_accepted_results)
+            ordered = ordered[: rag.acceptance.maximum_accepted_results]
+        gate = gate_answerability(
+            rag.mode,
+            ordered,
+            reranking.outcome if reranking is not None else None,
+            reranking.answerability if reranking is not None else None,
+        )
+        return Verdict(acceptance, reranking, report, tuple(ordered), gate)
 
     async def _rewrite(
         self, agent: AgentDefinition, rag: RagPolicy, inp: ExecutionInput

@@ -21,7 +21,11 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
-from groundwire.agents.agentic_search import agentic_search
+from groundwire.agents.agentic_search import (
+    agentic_search,
+    finish_agentic,
+    hold_unsupported_text,
+)
 from groundwire.agents.definition import AgentDefinition, RagPolicy
 from groundwire.agents.events import (
     Citation,
@@ -130,13 +134,21 @@ class AgentRuntime:
     ) -> AsyncIterator[ExecutionEvent]:
         """The model searches through the built-in tool; what it found is its context."""
         meta = result.rag = rag_metadata(rag, None)
-        search_tool = SearchDocumentsTool(agentic_search(self._pipeline, rag, scope, meta))
+        search_tool = SearchDocumentsTool(
+            agentic_search(self._pipeline, rag, scope, meta, agent.id),
+            name=rag.search_tool_name,
+            description=rag.search_tool_description,
+        )
         tools: list[Tool] = [search_tool, *[t for t in agent.tools if t.name != search_tool.name]]
         messages = assemble_messages(agent, rag, framework_rules(rag.mode, True), inp, ())
-        async for event in run_model_loop(agent, messages, tools, result):
+        loop = run_model_loop(agent, messages, tools, result)
+        async for event in hold_unsupported_text(loop, rag, meta):
             yield event
         result.citations = _citations(result.answer, meta.context)
-        meta.context_accepted = bool(meta.context)
+        # The no-context behaviour, as for up-front RAG.
+        not_found = finish_agentic(rag, meta, result)
+        if not_found is not None:
+            yield not_found
 
     async def _run_grounded(
         self,

@@ -9,7 +9,13 @@ from typing import Any
 import grpc
 
 from groundwire.agents.definition import AgentDefinition
-from groundwire.agents.events import EventType, ExecutionEvent, ExecutionResult, RagMetadata
+from groundwire.agents.events import (
+    EventType,
+    ExecutionEvent,
+    ExecutionResult,
+    RagMetadata,
+    SearchTrace,
+)
 from groundwire.agents.execution_input import ExecutionInput
 from groundwire.agents.registry import AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
@@ -34,7 +40,7 @@ from groundwire.domain.rag_policy import (
     NoContextReason,
 )
 from groundwire.domain.reranking import RerankingMetadata
-from groundwire.domain.retrieval import RankedResult
+from groundwire.domain.retrieval import MetadataFilter, RankedResult
 from groundwire_client.v1 import agent_pb2, agent_pb2_grpc, common_pb2, reranker_pb2
 
 _MODES = {
@@ -165,18 +171,7 @@ def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
         accepted_count=len(meta.accepted),
         rejected_count=len(meta.rejected),
         context_excluded_count=len(meta.context_excluded),
-        searches=[
-            agent_pb2.AgenticSearchTrace(
-                step=s.step,
-                call_id=s.call_id,
-                candidate_count=s.candidate_count,
-                accepted_count=s.accepted_count,
-                succeeded=s.succeeded,
-                error_code=s.error_code,
-                duration=duration(s.seconds),
-            )
-            for s in meta.searches
-        ],
+        searches=[_trace_to_proto(s) for s in meta.searches],
     )
     if meta.enabled:
         msg.retrieval_mode = mode_to_proto(meta.retrieval_mode)
@@ -204,6 +199,54 @@ def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
         msg.rewritten_query = meta.rewritten_query
     if meta.final_selection is not None:
         msg.final_selection.CopyFrom(_selection_to_proto(meta.final_selection))
+    return msg
+
+
+def _filter_to_proto(flt: MetadataFilter) -> common_pb2.MetadataFilter:
+    """The applied filter, keys and values sorted (one value: `equals`)."""
+    msg = common_pb2.MetadataFilter()
+    for key in sorted(flt.conditions):
+        values = sorted(flt.conditions[key])
+        cond = msg.conditions.add(key=key)
+        if len(values) == 1:
+            cond.equals = values[0]
+        else:
+            cond.any_of.values.extend(values)
+    return msg
+
+
+def _trace_to_proto(s: SearchTrace) -> agent_pb2.AgenticSearchTrace:
+    scores = _Scores.of(s.reranking, s.final_selection)
+    msg = agent_pb2.AgenticSearchTrace(
+        step=s.step,
+        call_id=s.call_id,
+        candidate_count=s.candidate_count,
+        accepted_count=s.accepted_count,
+        succeeded=s.succeeded,
+        error_code=s.error_code,
+        duration=duration(s.seconds),
+        query=s.query,
+        index_version=s.index_version,
+        candidates=[_item(r, None, scores) for r in s.candidates],
+        accepted=[_item(r, None, scores) for r in s.accepted],
+        rejected=_judged(s.rejected, scores),
+        context_excluded=_judged(s.context_excluded, scores),
+    )
+    if s.options is not None:
+        o = s.options
+        msg.options.CopyFrom(
+            agent_pb2.RagSearchOptions(
+                tenant=o.tenant,
+                filter=_filter_to_proto(o.filter),
+                retrieval_mode=mode_to_proto(o.retrieval_mode),
+                candidate_budget=o.candidate_budget,
+                top_k=o.top_k,
+            )
+        )
+    if s.reranking is not None:
+        msg.reranking.CopyFrom(reranking_metadata_to_proto(s.reranking))
+    if s.no_context_reason is not None:
+        msg.no_context_reason = _REASONS[s.no_context_reason]
     return msg
 
 
@@ -305,6 +348,7 @@ def describe_agent(agent: AgentDefinition) -> agent_pb2.AgentDescription:
                 no_context_behavior=_BEHAVIORS[r.no_context_behavior],
                 reranking_enabled=r.reranking.enabled,
                 agentic=r.agentic,
+                search_tool_name=r.search_tool_name if r.agentic else "",
             )
         )
         if r.reranking.enabled:

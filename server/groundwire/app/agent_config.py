@@ -32,6 +32,8 @@ policy, and the builders that turn them into runtime objects.
     #                 final_selection = "weighted_blend", retrieval_weight = 0.3,
     #                 normalization = "rank" }  # rank | min_max, for BM25/RRF/dot product
     context_budget = { maximum_context_tokens = 32768, response_token_reserve = 4096 }
+    # Agentic RAG (agentic = true): the search tool's name and description.
+    #   search_tool = { name = "search_hr_policies", description = "Search HR policies." }
 """
 
 from __future__ import annotations
@@ -169,6 +171,14 @@ class ContextBudgetConfig(StrictModel):
     prefer_source_diversity: bool = False
 
 
+class SearchToolConfig(StrictModel):
+    """The agentic search tool as the model sees it: its name and description
+    control when the model decides to search (seed 003 "Custom Tool Description")."""
+
+    name: str = Field(SearchDocumentsTool.name, pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+    description: str = Field(SearchDocumentsTool.description, min_length=1, max_length=1024)
+
+
 class AgentRagConfig(StrictModel):
     index: str
     retrieval_mode: Literal["semantic", "lexical", "hybrid"] = "semantic"
@@ -181,9 +191,12 @@ class AgentRagConfig(StrictModel):
     agentic: bool = False
     query_rewriting: QueryRewriting = QueryRewriting.NONE
     question_template: str | None = None
+    search_tool: SearchToolConfig | None = None
 
     @model_validator(mode="after")
     def _rules(self) -> AgentRagConfig:
+        if self.search_tool is not None and not self.agentic:
+            raise ValueError("search_tool applies only to agentic = true")
         if self.mode == "required" and self.no_context_behavior == "answer_normally":
             raise ValueError(
                 "mode 'required' cannot be combined with no_context_behavior 'answer_normally'"
@@ -330,6 +343,14 @@ def build_agents(
                 agentic=r.agentic,
                 query_rewriting=r.query_rewriting,
                 question_template=r.question_template,
+                **(
+                    {
+                        "search_tool_name": r.search_tool.name,
+                        "search_tool_description": r.search_tool.description,
+                    }
+                    if r.search_tool is not None
+                    else {}
+                ),
             )
         out.append(
             AgentDefinition(
@@ -374,6 +395,16 @@ def check_agent_references(
         if cfg.rag is not None:
             if cfg.rag.index not in indexes:
                 raise ValueError(f"{where}.rag.index: no index named {cfg.rag.index!r}")
+            search_tool = cfg.rag.search_tool
+            if (
+                search_tool is not None
+                and (search_tool.name in cfg.tools or search_tool.name in tools)
+                and search_tool.name not in BUILTIN_TOOLS
+            ):
+                raise ValueError(
+                    f"{where}.rag.search_tool.name: {search_tool.name!r} "
+                    "is the name of a configured tool"
+                )
             rr = cfg.rag.reranking
             if rr.enabled:
                 name = rr.reranker or default_reranker
