@@ -166,9 +166,9 @@ def policy_overhead(iterations: int, selection: FinalSelectionPolicy | None = No
             estimate_tokens(inp.message),
             0,
         )
-        selection = select_context(gate.usable, rag.context_budget, costs)
-        render_context([source_for(r, i) for i, r in enumerate(selection.selected, 1)])
-        assemble_messages(agent, rag, framework_rules(rag.mode, True), inp, selection.selected)
+        chosen = select_context(gate.usable, rag.context_budget, costs)
+        render_context([source_for(r, i) for i, r in enumerate(chosen.selected, 1)])
+        assemble_messages(agent, rag, framework_rules(rag.mode, True), inp, chosen.selected)
         times.append(time.perf_counter() - t0)
     return times
 

@@ -442,8 +442,10 @@ def text_of(events: list[ag.ExecuteStreamResponse]) -> str:
 async def test_an_agentic_search_is_reranked_and_traced_like_an_up_front_search(
     app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
 ) -> None:
-    script = lambda: searching("parental leave weeks", answer="It is 16 weeks [1].")  # noqa: E731
-    r, events = await run_agentic(app, stub, "agentic-reranked", script(), script(), tenant="")
+    first, second = (
+        searching("parental leave weeks", answer="It is 16 weeks [1].") for _ in range(2)
+    )
+    r, events = await run_agentic(app, stub, "agentic-reranked", first, second, tenant="")
     trace = r.rag.searches[0]
     assert trace.succeeded and trace.query == "parental leave weeks"
     assert trace.options.candidate_budget == 20 and trace.options.top_k == 2

@@ -5,13 +5,14 @@ with and without a relevance, ties, and that no input score ever changes."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPolicy
 from groundwire.agents.execution_input import ExecutionInput
-from groundwire.agents.rag_pipeline import RagPipeline
+from groundwire.agents.rag_pipeline import RagOutcome, RagPipeline
 from groundwire.agents.runtime import rag_metadata
 from groundwire.domain.blend import (
     BLEND_FORMULA,
@@ -181,7 +182,7 @@ class Reranker:
     def __init__(self) -> None:
         self.sent: list[int] = []
 
-    async def rerank(self, query: str, candidates: list[RerankCandidate]) -> RerankerOutput:
+    async def rerank(self, query: str, candidates: Sequence[RerankCandidate]) -> RerankerOutput:
         self.sent.append(len(candidates))
         judgements = tuple(
             CandidateJudgement(
@@ -209,7 +210,7 @@ def rag(selection: FinalSelectionPolicy, maximum_candidates: int = 100) -> RagPo
     )
 
 
-async def run(policy: RagPolicy, retriever: Retriever | None = None):  # type: ignore[no-untyped-def]
+async def run(policy: RagPolicy, retriever: Retriever | None = None) -> RagOutcome:
     pipeline = RagPipeline(
         retriever or Retriever(30),  # type: ignore[arg-type]
         RerankingStage(metrics=RerankingMetrics()),
