@@ -5,6 +5,7 @@ event and unary status details), the reranking pool with its final selection
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
@@ -22,6 +23,7 @@ from groundwire.providers.chat.base import ChatResponse, ToolCall
 from groundwire_client.v1 import agent_pb2 as ag
 from groundwire_client.v1 import agent_pb2_grpc, reranker_pb2
 from tests.support.chat import ScriptedModel
+from tests.support.databases import create_database, drop_database
 from tests.support.errors import rich_error
 from tests.support.servers import RunningApp, serving
 
@@ -29,6 +31,7 @@ pytestmark = pytest.mark.timeout(60)
 
 E = ag.ExecutionEventType
 LEXICAL = {"index": "demo", "retrieval_mode": "lexical"}
+_DSN_ENV = "GW_SELECTION_TEST_DSN"
 
 
 def _agent(rag: dict[str, Any], **kw: Any) -> dict[str, Any]:
@@ -132,10 +135,24 @@ def config() -> dict[str, object]:
     }
 
 
-@pytest.fixture(scope="module")
-async def app() -> AsyncIterator[RunningApp]:
-    async with serving(parse_config(config())) as running:
-        yield running
+@pytest.fixture(scope="module", params=["memory", "postgres"])
+async def app(request: pytest.FixtureRequest) -> AsyncIterator[RunningApp]:
+    """The same agents on both stores (PostgreSQL: a fresh database on the
+    session's embedded server)."""
+    cfg = config()
+    admin = dsn = None
+    if request.param == "postgres":
+        admin = request.getfixturevalue("postgres_dsn")
+        dsn = create_database(admin)
+        os.environ[_DSN_ENV] = dsn
+        cfg["store"] = {"kind": "postgres", "dsn": {"env": _DSN_ENV}, "pool_max_size": 4}
+    try:
+        async with serving(parse_config(cfg)) as running:
+            yield running
+    finally:
+        if admin is not None and dsn is not None:
+            os.environ.pop(_DSN_ENV, None)
+            drop_database(admin, dsn)
 
 
 @pytest.fixture(scope="module")
