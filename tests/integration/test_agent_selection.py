@@ -20,6 +20,7 @@ from groundwire.app.config import parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER
 from groundwire.providers.chat.base import ChatResponse, ToolCall
+from groundwire_client.client import error_from_rpc
 from groundwire_client.v1 import agent_pb2 as ag
 from groundwire_client.v1 import agent_pb2_grpc, reranker_pb2
 from tests.support.chat import ScriptedModel
@@ -253,6 +254,10 @@ async def test_a_blocked_rerank_ends_its_search_and_reports_outcome_failed(
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await execute(stub, agent, "parental leave")
     assert rich_error(info.value).reason == code
+    # The Python client decodes the detail.
+    decoded = error_from_rpc(info.value)
+    assert decoded.reason == code and decoded.rag is not None
+    assert decoded.rag.reranking.outcome == reranker_pb2.RERANK_OUTCOME_FAILED
     detail = status_rag(info.value)
     assert detail is not None
     assert detail.reranking.outcome == reranker_pb2.RERANK_OUTCOME_FAILED
