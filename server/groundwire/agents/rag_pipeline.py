@@ -1,14 +1,21 @@
 """The framework-owned RAG sequence of a non-agentic execution, as one value:
 
     prepare: rewrite the query (optional) -> the retrieval request
-    run:     retrieve (CandidateCount) -> accept -> rerank (optional) -> gate
-             answerability -> select context within the budget -> decide
+    run:     retrieve (CandidateCount, or the pool when wider) -> judge ->
+             select context within the budget -> decide
+    judge:   accept (MaximumAcceptedResults, or with reranking the pool of
+             MaximumAcceptedResults x candidate_multiplier) -> rerank (optional)
+             -> final selection of the best MaximumAcceptedResults (reranker
+             order, or the weighted blend) -> gate answerability
 
-`run` returns one immutable `RagOutcome` holding everything the execution
-metadata, the search events and prompt assembly need. It emits no events and
-writes no metadata: the runtime does both, from the outcome, in one place. The
-outcome holds values only (no retriever, reranker or model), so it can be kept
-and used after the engines that produced it are gone.
+`judge` is shared with agentic searches (agentic_search.py). `run` returns one
+immutable `RagOutcome` holding everything the execution metadata, the search
+events and prompt assembly need. It emits no events and writes no metadata: the
+runtime does both, from the outcome, in one place. A failure after the search
+started raises `SearchFailed` with the partial outcome, so the failed execution
+still reports what the stages decided. The outcome holds values only (no
+retriever, reranker or model), so it can be kept and used after the engines
+that produced it are gone.
 """
 
 from __future__ import annotations

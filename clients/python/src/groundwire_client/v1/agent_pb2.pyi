@@ -944,11 +944,16 @@ class RagExecutionMetadata(_message.Message):
 
     @_builtins.property
     def accepted(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
-        """Output only. Accepted candidates, in final (post-rerank) order."""
+        """Output only. Accepted candidates (at most maximum_accepted_results: with
+        reranking, the final top-k of the pool), in final (post-rerank or blend)
+        order.
+        """
 
     @_builtins.property
     def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
-        """Output only. Rejected candidates with their reasons."""
+        """Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+        reranking pool but outside the final top-k).
+        """
 
     @_builtins.property
     def context_excluded(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
