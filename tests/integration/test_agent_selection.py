@@ -640,3 +640,23 @@ def test_a_search_tool_may_not_take_a_configured_tool_name() -> None:
     with pytest.raises(Exception) as caught:
         parse_config(cfg)
     assert "agents.agentic-named.rag.search_tool.name" in str(caught.value)
+
+
+async def test_a_constrained_agent_whose_every_search_failed_fails_as_retrieval(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    registry = app.components.agents
+    original = registry.get("agentic-required")
+    assert original.rag is not None
+    broken = replace(original.rag, index_name="nowhere")
+    registry.register(replace(original, rag=broken, model=searching("parental leave")))
+    try:
+        events = await stream(stub, "agentic-required", "question")
+    finally:
+        registry.register(original)
+    # A retrieval failure is never turned into the not-found answer.
+    terminal = events[-1]
+    assert terminal.error_code == "RAG_RETRIEVAL_FAILED"
+    assert NOT_FOUND_ANSWER not in text_of(events) and "unsupported" not in text_of(events)
+    trace = terminal.rag.searches[0]
+    assert not trace.succeeded and trace.error_code and trace.query == "parental leave"
