@@ -22,7 +22,7 @@ from groundwire.domain.rag_policy import NOT_FOUND_ANSWER
 from groundwire.providers.chat.base import ChatResponse, ToolCall
 from groundwire_client.client import error_from_rpc
 from groundwire_client.v1 import agent_pb2 as ag
-from groundwire_client.v1 import agent_pb2_grpc, reranker_pb2
+from groundwire_client.v1 import agent_pb2_grpc, common_pb2, reranker_pb2
 from tests.support.chat import ScriptedModel
 from tests.support.databases import create_database, drop_database
 from tests.support.errors import rich_error
@@ -471,7 +471,8 @@ async def test_an_agentic_search_is_reranked_and_traced_like_an_up_front_search(
     trace = r.rag.searches[0]
     assert trace.succeeded and trace.query == "parental leave weeks"
     assert trace.options.candidate_budget == 20 and trace.options.top_k == 2
-    assert trace.options.retrieval_mode and trace.options.tenant == ""
+    assert trace.options.retrieval_mode and not trace.options.tenant_scoped
+    assert not trace.options.filter
     assert trace.index_version > 0 and trace.candidate_count == len(trace.candidates) > 0
     rr = trace.reranking
     assert rr.outcome == reranker_pb2.RERANK_OUTCOME_SUCCEEDED and rr.candidate_count == 9
@@ -660,3 +661,24 @@ async def test_a_constrained_agent_whose_every_search_failed_fails_as_retrieval(
     assert NOT_FOUND_ANSWER not in text_of(events) and "unsupported" not in text_of(events)
     trace = terminal.rag.searches[0]
     assert not trace.succeeded and trace.error_code and trace.query == "parental leave"
+
+
+async def test_the_trace_reports_scope_and_filter_without_their_values(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    flt = common_pb2.MetadataFilter(
+        conditions=[
+            common_pb2.MetadataCondition(key="team", equals="secret-team"),
+            common_pb2.MetadataCondition(
+                key="area", any_of=common_pb2.StringList(values=["north", "south"])
+            ),
+        ]
+    )
+    r, _ = await run_agentic(
+        app, stub, "agentic-open", searching("VPN-E42"), tenant="acme", filter=flt
+    )
+    options = r.rag.searches[0].options
+    assert options.tenant_scoped and options.top_k == 2
+    assert [(c.key, c.value_count) for c in options.filter] == [("area", 2), ("team", 1)]
+    shown = str(r.rag.searches[0])
+    assert "acme" not in shown and "secret-team" not in shown and "north" not in shown

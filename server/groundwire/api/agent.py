@@ -202,17 +202,13 @@ def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
     return msg
 
 
-def _filter_to_proto(flt: MetadataFilter) -> common_pb2.MetadataFilter:
-    """The applied filter, keys and values sorted (one value: `equals`)."""
-    msg = common_pb2.MetadataFilter()
-    for key in sorted(flt.conditions):
-        values = sorted(flt.conditions[key])
-        cond = msg.conditions.add(key=key)
-        if len(values) == 1:
-            cond.equals = values[0]
-        else:
-            cond.any_of.values.extend(values)
-    return msg
+def _filter_to_proto(flt: MetadataFilter) -> list[agent_pb2.AppliedFilterCondition]:
+    """The applied filter's keys, sorted, with their value counts (values are
+    not echoed: they may come from the agent's configuration)."""
+    return [
+        agent_pb2.AppliedFilterCondition(key=key, value_count=len(flt.conditions[key]))
+        for key in sorted(flt.conditions)
+    ]
 
 
 def _trace_to_proto(s: SearchTrace) -> agent_pb2.AgenticSearchTrace:
@@ -236,7 +232,7 @@ def _trace_to_proto(s: SearchTrace) -> agent_pb2.AgenticSearchTrace:
         o = s.options
         msg.options.CopyFrom(
             agent_pb2.RagSearchOptions(
-                tenant=o.tenant,
+                tenant_scoped=bool(o.tenant),
                 filter=_filter_to_proto(o.filter),
                 retrieval_mode=mode_to_proto(o.retrieval_mode),
                 candidate_budget=o.candidate_budget,

@@ -673,20 +673,49 @@ class FinalSelection(_message.Message):
 Global___FinalSelection: _TypeAlias = FinalSelection  # noqa: Y015
 
 @_typing.final
+class AppliedFilterCondition(_message.Message):
+    """One applied metadata filter condition, content-free."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUE_COUNT_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """Output only. The metadata key."""
+    value_count: _builtins.int
+    """Output only. How many values the key may take (1 = an equality)."""
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        value_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value_count", b"value_count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AppliedFilterCondition: _TypeAlias = AppliedFilterCondition  # noqa: Y015
+
+@_typing.final
 class RagSearchOptions(_message.Message):
     """The scope and options one agentic search ran with (the model chooses only
     the query and top_k; the rest is the execution's).
+    Content-free: neither the tenant nor filter values are echoed.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    TENANT_FIELD_NUMBER: _builtins.int
+    TENANT_SCOPED_FIELD_NUMBER: _builtins.int
     FILTER_FIELD_NUMBER: _builtins.int
     RETRIEVAL_MODE_FIELD_NUMBER: _builtins.int
     CANDIDATE_BUDGET_FIELD_NUMBER: _builtins.int
     TOP_K_FIELD_NUMBER: _builtins.int
-    tenant: _builtins.str
-    """Output only. The tenant searched ("" = untenanted)."""
+    tenant_scoped: _builtins.bool
+    """Output only. Whether the search was limited to one tenant's documents
+    (the tenant itself is not echoed).
+    """
     retrieval_mode: _retriever_pb2.RetrievalMode.ValueType
     """Output only. The retrieval mode."""
     candidate_budget: _builtins.int
@@ -694,23 +723,23 @@ class RagSearchOptions(_message.Message):
     top_k: _builtins.int
     """Output only. Results the model asked for (top_k argument, 1 to 20)."""
     @_builtins.property
-    def filter(self) -> _common_pb2.MetadataFilter:
-        """Output only. The applied metadata filter: the agent's configured filter
-        narrowed by the request's.
+    def filter(self) -> _containers.RepeatedCompositeFieldContainer[Global___AppliedFilterCondition]:
+        """Output only. The applied metadata filter, one condition per key in key
+        order: the agent's configured filter narrowed by the request's.
         """
 
     def __init__(
         self,
         *,
-        tenant: _builtins.str = ...,
-        filter: _common_pb2.MetadataFilter | None = ...,
+        tenant_scoped: _builtins.bool = ...,
+        filter: _abc.Iterable[Global___AppliedFilterCondition] | None = ...,
         retrieval_mode: _retriever_pb2.RetrievalMode.ValueType = ...,
         candidate_budget: _builtins.int = ...,
         top_k: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate_budget", b"candidate_budget", "filter", b"filter", "retrieval_mode", b"retrieval_mode", "tenant", b"tenant", "top_k", b"top_k"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate_budget", b"candidate_budget", "filter", b"filter", "retrieval_mode", b"retrieval_mode", "tenant_scoped", b"tenant_scoped", "top_k", b"top_k"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -801,7 +830,9 @@ class AgenticSearchTrace(_message.Message):
     error_code: _builtins.str
     """Output only. Stable error code when it failed."""
     query: _builtins.str
-    """Output only. The query the model searched with."""
+    """Output only. The query the model searched with (like rewritten_query,
+    the only query text in the metadata; it is never logged).
+    """
     no_context_reason: Global___NoContextReason.ValueType
     """Output only. Why this search returned nothing (UNSPECIFIED when it
     returned results or failed).
