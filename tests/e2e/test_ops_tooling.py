@@ -64,7 +64,7 @@ def tools() -> dict[str, Path]:
     """grpc_health_probe and ghz at their pinned versions (built once, cached)."""
     env = env_with(require("go", purpose="building the ops tools"))
     res = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "install_ops_tools.sh")],
+        ["bash", str(ROOT / "scripts" / "install_ops_tools.sh"), "grpc_health_probe", "ghz"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -221,7 +221,22 @@ async def test_refusal_is_the_answer_text(make: Factory, standin: ChatCompletion
     deltas, streamed = await collect(model, question())
 
     assert response.content == "I can't help with that."
+    assert response.refusal == "I can't help with that."  # also on its own
     assert streamed == response and "".join(deltas) == response.content
+
+
+async def test_extra_body_fields_are_sent_as_given(
+    make: Factory, standin: ChatCompletionsStandIn
+) -> None:
+    extra = {"response_format": {"type": "json_object"}, "options": {"seed": 7}}
+    model = make(extra_body=extra)
+    await model.complete(question(), [], OPTIONS)
+    await collect(model, question())
+    assert all(
+        r.body["response_format"] == {"type": "json_object"} and r.body["options"] == {"seed": 7}
+        for r in standin.requests
+    )
+    assert len(standin.requests) == 2
 
 
 async def test_no_api_key_sends_no_credentials_even_with_sdk_environment(

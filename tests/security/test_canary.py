@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
 import logging
 import os
 import urllib.request
@@ -256,6 +257,13 @@ def config(
                 "kind": "cohere",
                 "api_key": {"env": PROVIDER_ENV},
                 "base_url": cohere.base_url,
+                "http_timeout_seconds": 5,
+            },
+            "llm": {
+                "kind": "llm",
+                "base_url": chat.base_url,
+                "model": "standin-judge",
+                "api_key": {"env": PROVIDER_ENV},
                 "http_timeout_seconds": 5,
             },
         },
@@ -896,6 +904,23 @@ async def test_rerank_rpcs(app: RunningApp, channel: grpc.aio.Channel, standins:
         cohere.behaviour = behaviour
         await unary(f"Rerank cohere {behaviour.value}", stub.Rerank(req("cohere"), metadata=MAIN))
     cohere.behaviour = RerankBehaviour.NORMAL
+    # The LLM reranker: the chat stand-in echoes the prompt (the query and the
+    # candidates) and the key in its error bodies; its answers here are prose.
+    chat, _, _ = standins
+    for chat_behaviour in (
+        ChatBehaviour.NORMAL,
+        ChatBehaviour.SERVER_ERROR,
+        ChatBehaviour.UNAUTHORIZED,
+        ChatBehaviour.RATE_LIMITED,
+        ChatBehaviour.MALFORMED_JSON,
+    ):
+        chat.behaviour = chat_behaviour
+        await unary(f"Rerank llm {chat_behaviour.value}", stub.Rerank(req("llm"), metadata=MAIN))
+    chat.behaviour = ChatBehaviour.NORMAL
+    assert any(
+        CONTENT["rerankcontent"] in str(r.body) and SECRETS["providerkey"] in str(r.headers)
+        for r in chat.requests
+    ), "control: the LLM reranker sent the candidates and the key"
     dup = req("overlap")
     dup.candidates.append(dup.candidates[0])
     await unary("Rerank duplicate", stub.Rerank(dup, metadata=MAIN))
@@ -1134,6 +1159,13 @@ async def test_no_canary_in_logs_metrics_or_output(
     out, err = capfd.readouterr()
     COLLECTED.add("process stdout", out)
     COLLECTED.add("process stderr", err)
+    # Content previews are opt-in ([logging.previews]): with the default
+    # configuration and DEBUG logging, no preview record or field exists at all.
+    assert not app.components.config.logging.previews.enabled
+    for line in lines:
+        assert "preview" not in json.loads(line).get("msg", ""), line
+        assert '"query_preview"' not in line and '"text_previews"' not in line, line
+    assert not [ch for ch, _ in COLLECTED.texts if "preview" in ch]
     leaks = COLLECTED.leaks()
     channels = len(COLLECTED.texts)
     report(

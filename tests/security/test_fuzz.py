@@ -46,7 +46,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groundwire.app.defaults import HANDBOOK_DIR
-from groundwire_client.v1 import agent_pb2, errors_pb2, ingestion_pb2, reranker_pb2, retriever_pb2
+from groundwire_client.v1 import (
+    admin_pb2,
+    agent_pb2,
+    errors_pb2,
+    ingestion_pb2,
+    reranker_pb2,
+    retriever_pb2,
+)
 from tests.security.harness import (
     ERROR_DOMAIN,
     ErrorDetails,
@@ -171,7 +178,7 @@ class Rpc:
 
 def _rpcs() -> list[Rpc]:
     out = []
-    for module in (retriever_pb2, reranker_pb2, ingestion_pb2, agent_pb2):
+    for module in (retriever_pb2, reranker_pb2, ingestion_pb2, agent_pb2, admin_pb2):
         for service in module.DESCRIPTOR.services_by_name.values():
             method: MethodDescriptor
             for method in service.methods:
@@ -188,7 +195,7 @@ def _rpcs() -> list[Rpc]:
 
 
 RPCS = _rpcs()
-assert len(RPCS) == 15, [str(r) for r in RPCS]  # every RPC of the four services
+assert len(RPCS) == 17, [str(r) for r in RPCS]  # every RPC of the five services
 
 
 def _text_hint() -> st.SearchStrategy[str]:

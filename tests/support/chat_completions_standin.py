@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,6 +186,9 @@ class ChatCompletionsStandIn(LoopbackStandIn):
         self.chunk_delay = chunk_delay
         self.behaviour = Behaviour.NORMAL
         self.reply = Reply()
+        # When set, plays the model: computes each answer from the request body
+        # (e.g. a judge that reads the prompt) instead of the fixed `reply`.
+        self.responder: Callable[[dict[str, Any]], Reply] | None = None
         self._streams: list[StreamRecord] = []
 
     @property
@@ -199,6 +203,7 @@ class ChatCompletionsStandIn(LoopbackStandIn):
             self._streams.clear()
         self.behaviour = Behaviour.NORMAL
         self.reply = Reply()
+        self.responder = None
         self.chunk_delay = 0.0
 
     def _new_stream(self, planned: int) -> StreamRecord:
@@ -209,8 +214,11 @@ class ChatCompletionsStandIn(LoopbackStandIn):
 
     # -- payloads -------------------------------------------------------------
 
+    def _reply(self, body: dict[str, Any]) -> Reply:
+        return self.responder(body) if self.responder is not None else self.reply
+
     def completion(self, body: dict[str, Any]) -> dict[str, Any]:
-        reply = self.reply
+        reply = self._reply(body)
         message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
         if reply.refusal is not None:
             message["refusal"] = reply.refusal
@@ -243,7 +251,7 @@ class ChatCompletionsStandIn(LoopbackStandIn):
 
     def chunks(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         """The stream's chunk objects, in order (without [DONE])."""
-        reply = self.reply
+        reply = self._reply(body)
         base = {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": 1}
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:

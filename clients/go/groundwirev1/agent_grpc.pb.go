@@ -32,10 +32,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentService_ListAgents_FullMethodName    = "/groundwire.v1.AgentService/ListAgents"
-	AgentService_GetAgent_FullMethodName      = "/groundwire.v1.AgentService/GetAgent"
-	AgentService_Execute_FullMethodName       = "/groundwire.v1.AgentService/Execute"
-	AgentService_ExecuteStream_FullMethodName = "/groundwire.v1.AgentService/ExecuteStream"
+	AgentService_ListAgents_FullMethodName       = "/groundwire.v1.AgentService/ListAgents"
+	AgentService_GetAgent_FullMethodName         = "/groundwire.v1.AgentService/GetAgent"
+	AgentService_Execute_FullMethodName          = "/groundwire.v1.AgentService/Execute"
+	AgentService_ExecuteStream_FullMethodName    = "/groundwire.v1.AgentService/ExecuteStream"
+	AgentService_PrepareExecution_FullMethodName = "/groundwire.v1.AgentService/PrepareExecution"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -58,6 +59,15 @@ type AgentServiceClient interface {
 	// errors end the call with a status before any event; every later outcome is
 	// reported by exactly one terminal event (completed or failed).
 	ExecuteStream(ctx context.Context, in *ExecuteStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteStreamResponse], error)
+	// Runs every RAG stage of one agent turn exactly as Execute would (query
+	// rewriting, retrieval, acceptance, reranking, answerability, context
+	// budget, prompt assembly) and returns the exact messages and tools the
+	// model would receive, with the references and the applied limits, without
+	// calling the model ("retrieve without LLM call"). The response exposes
+	// the assembled prompt, including the agent's instructions, so it needs the
+	// `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+	// plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
+	PrepareExecution(ctx context.Context, in *PrepareExecutionRequest, opts ...grpc.CallOption) (*PrepareExecutionResponse, error)
 }
 
 type agentServiceClient struct {
@@ -117,6 +127,16 @@ func (c *agentServiceClient) ExecuteStream(ctx context.Context, in *ExecuteStrea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_ExecuteStreamClient = grpc.ServerStreamingClient[ExecuteStreamResponse]
 
+func (c *agentServiceClient) PrepareExecution(ctx context.Context, in *PrepareExecutionRequest, opts ...grpc.CallOption) (*PrepareExecutionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PrepareExecutionResponse)
+	err := c.cc.Invoke(ctx, AgentService_PrepareExecution_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -137,6 +157,15 @@ type AgentServiceServer interface {
 	// errors end the call with a status before any event; every later outcome is
 	// reported by exactly one terminal event (completed or failed).
 	ExecuteStream(*ExecuteStreamRequest, grpc.ServerStreamingServer[ExecuteStreamResponse]) error
+	// Runs every RAG stage of one agent turn exactly as Execute would (query
+	// rewriting, retrieval, acceptance, reranking, answerability, context
+	// budget, prompt assembly) and returns the exact messages and tools the
+	// model would receive, with the references and the applied limits, without
+	// calling the model ("retrieve without LLM call"). The response exposes
+	// the assembled prompt, including the agent's instructions, so it needs the
+	// `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+	// plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
+	PrepareExecution(context.Context, *PrepareExecutionRequest) (*PrepareExecutionResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -158,6 +187,9 @@ func (UnimplementedAgentServiceServer) Execute(context.Context, *ExecuteRequest)
 }
 func (UnimplementedAgentServiceServer) ExecuteStream(*ExecuteStreamRequest, grpc.ServerStreamingServer[ExecuteStreamResponse]) error {
 	return status.Error(codes.Unimplemented, "method ExecuteStream not implemented")
+}
+func (UnimplementedAgentServiceServer) PrepareExecution(context.Context, *PrepareExecutionRequest) (*PrepareExecutionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PrepareExecution not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -245,6 +277,24 @@ func _AgentService_ExecuteStream_Handler(srv interface{}, stream grpc.ServerStre
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_ExecuteStreamServer = grpc.ServerStreamingServer[ExecuteStreamResponse]
 
+func _AgentService_PrepareExecution_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PrepareExecutionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).PrepareExecution(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_PrepareExecution_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).PrepareExecution(ctx, req.(*PrepareExecutionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -263,6 +313,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Execute",
 			Handler:    _AgentService_Execute_Handler,
+		},
+		{
+			MethodName: "PrepareExecution",
+			Handler:    _AgentService_PrepareExecution_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

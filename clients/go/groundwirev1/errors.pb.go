@@ -151,6 +151,18 @@ const (
 	// max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
 	// Executions report TOO_MANY_EXECUTIONS instead.
 	ErrorReason_ERROR_REASON_TENANT_CONCURRENCY_LIMITED ErrorReason = 216
+	// FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy
+	// does not permit an answer without context (REQUIRED, or a no-context
+	// behavior other than ANSWER_NORMALLY).
+	ErrorReason_ERROR_REASON_RAG_BYPASS_NOT_ALLOWED ErrorReason = 240
+	// INVALID_ARGUMENT: a per-request override would widen the agent's policy
+	// (a lower minimum relevance, a larger final top-k).
+	ErrorReason_ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY ErrorReason = 241
+	// INVALID_ARGUMENT: per-request RAG controls that cannot be combined
+	// (bypass_rag with overrides).
+	ErrorReason_ERROR_REASON_RAG_CONTROLS_CONFLICT ErrorReason = 242
+	// FAILED_PRECONDITION: RAG overrides were sent for an agent without RAG.
+	ErrorReason_ERROR_REASON_RAG_NOT_CONFIGURED ErrorReason = 243
 	// FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old.
 	ErrorReason_ERROR_REASON_STORE_EXTENSION_MISSING ErrorReason = 300
 	// FAILED_PRECONDITION: the database schema is newer than this server.
@@ -163,6 +175,17 @@ const (
 	ErrorReason_ERROR_REASON_STORE_DATA_REJECTED ErrorReason = 304
 	// INTERNAL: an unexpected database error.
 	ErrorReason_ERROR_REASON_STORE_ERROR ErrorReason = 305
+	// FAILED_PRECONDITION: a configuration reload found the file invalid (or
+	// unreadable); BadRequest field violations name every offending key. Nothing
+	// changed.
+	ErrorReason_ERROR_REASON_CONFIG_INVALID ErrorReason = 400
+	// FAILED_PRECONDITION: a configuration reload changes keys that only a
+	// restart can apply (the listen address, TLS on or off, the store, ...); the
+	// violations name them. Nothing changed.
+	ErrorReason_ERROR_REASON_CONFIG_RESTART_REQUIRED ErrorReason = 401
+	// FAILED_PRECONDITION: the server was not started from a configuration file
+	// (the built-in demo), so there is nothing to reload.
+	ErrorReason_ERROR_REASON_RELOAD_UNAVAILABLE ErrorReason = 402
 )
 
 // Enum value maps for ErrorReason.
@@ -215,12 +238,19 @@ var (
 		214: "ERROR_REASON_TENANT_MISMATCH",
 		215: "ERROR_REASON_TENANT_RATE_LIMITED",
 		216: "ERROR_REASON_TENANT_CONCURRENCY_LIMITED",
+		240: "ERROR_REASON_RAG_BYPASS_NOT_ALLOWED",
+		241: "ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY",
+		242: "ERROR_REASON_RAG_CONTROLS_CONFLICT",
+		243: "ERROR_REASON_RAG_NOT_CONFIGURED",
 		300: "ERROR_REASON_STORE_EXTENSION_MISSING",
 		301: "ERROR_REASON_STORE_SCHEMA_TOO_NEW",
 		302: "ERROR_REASON_STORE_VERSION_UNSUPPORTED",
 		303: "ERROR_REASON_VERSION_NOT_STAGING",
 		304: "ERROR_REASON_STORE_DATA_REJECTED",
 		305: "ERROR_REASON_STORE_ERROR",
+		400: "ERROR_REASON_CONFIG_INVALID",
+		401: "ERROR_REASON_CONFIG_RESTART_REQUIRED",
+		402: "ERROR_REASON_RELOAD_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                 0,
@@ -270,12 +300,19 @@ var (
 		"ERROR_REASON_TENANT_MISMATCH":             214,
 		"ERROR_REASON_TENANT_RATE_LIMITED":         215,
 		"ERROR_REASON_TENANT_CONCURRENCY_LIMITED":  216,
+		"ERROR_REASON_RAG_BYPASS_NOT_ALLOWED":      240,
+		"ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY":  241,
+		"ERROR_REASON_RAG_CONTROLS_CONFLICT":       242,
+		"ERROR_REASON_RAG_NOT_CONFIGURED":          243,
 		"ERROR_REASON_STORE_EXTENSION_MISSING":     300,
 		"ERROR_REASON_STORE_SCHEMA_TOO_NEW":        301,
 		"ERROR_REASON_STORE_VERSION_UNSUPPORTED":   302,
 		"ERROR_REASON_VERSION_NOT_STAGING":         303,
 		"ERROR_REASON_STORE_DATA_REJECTED":         304,
 		"ERROR_REASON_STORE_ERROR":                 305,
+		"ERROR_REASON_CONFIG_INVALID":              400,
+		"ERROR_REASON_CONFIG_RESTART_REQUIRED":     401,
+		"ERROR_REASON_RELOAD_UNAVAILABLE":          402,
 	}
 )
 
@@ -310,7 +347,7 @@ var File_groundwire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xbf\x0f\n" +
+	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xd9\x11\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\x1f\n" +
@@ -359,13 +396,20 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\x1eERROR_REASON_PERMISSION_DENIED\x10\xd5\x01\x12!\n" +
 	"\x1cERROR_REASON_TENANT_MISMATCH\x10\xd6\x01\x12%\n" +
 	" ERROR_REASON_TENANT_RATE_LIMITED\x10\xd7\x01\x12,\n" +
-	"'ERROR_REASON_TENANT_CONCURRENCY_LIMITED\x10\xd8\x01\x12)\n" +
+	"'ERROR_REASON_TENANT_CONCURRENCY_LIMITED\x10\xd8\x01\x12(\n" +
+	"#ERROR_REASON_RAG_BYPASS_NOT_ALLOWED\x10\xf0\x01\x12,\n" +
+	"'ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY\x10\xf1\x01\x12'\n" +
+	"\"ERROR_REASON_RAG_CONTROLS_CONFLICT\x10\xf2\x01\x12$\n" +
+	"\x1fERROR_REASON_RAG_NOT_CONFIGURED\x10\xf3\x01\x12)\n" +
 	"$ERROR_REASON_STORE_EXTENSION_MISSING\x10\xac\x02\x12&\n" +
 	"!ERROR_REASON_STORE_SCHEMA_TOO_NEW\x10\xad\x02\x12+\n" +
 	"&ERROR_REASON_STORE_VERSION_UNSUPPORTED\x10\xae\x02\x12%\n" +
 	" ERROR_REASON_VERSION_NOT_STAGING\x10\xaf\x02\x12%\n" +
 	" ERROR_REASON_STORE_DATA_REJECTED\x10\xb0\x02\x12\x1d\n" +
-	"\x18ERROR_REASON_STORE_ERROR\x10\xb1\x02B\xaf\x01\n" +
+	"\x18ERROR_REASON_STORE_ERROR\x10\xb1\x02\x12 \n" +
+	"\x1bERROR_REASON_CONFIG_INVALID\x10\x90\x03\x12)\n" +
+	"$ERROR_REASON_CONFIG_RESTART_REQUIRED\x10\x91\x03\x12$\n" +
+	"\x1fERROR_REASON_RELOAD_UNAVAILABLE\x10\x92\x03B\xaf\x01\n" +
 	"\x11dev.groundwire.v1B\vErrorsProtoP\x01Z8github.com/groundwire/groundwire/clients/go/groundwirev1\xa2\x02\x03GXX\xaa\x02\rGroundwire.V1\xca\x02\rGroundwire\\V1\xe2\x02\x19Groundwire\\V1\\GPBMetadata\xea\x02\x0eGroundwire::V1b\x06proto3"
 
 var (

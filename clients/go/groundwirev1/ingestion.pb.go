@@ -170,21 +170,27 @@ const (
 	OperationTrigger_OPERATION_TRIGGER_STARTUP OperationTrigger = 2
 	// The SCHEDULED strategy.
 	OperationTrigger_OPERATION_TRIGGER_SCHEDULE OperationTrigger = 3
+	// A configuration reload (SIGHUP or AdminService.ReloadConfiguration) that
+	// changed what an ON_STARTUP or BACKGROUND_ON_STARTUP index ingests (its
+	// chunking, embedding model or sources), as a restart would have.
+	OperationTrigger_OPERATION_TRIGGER_RELOAD OperationTrigger = 100
 )
 
 // Enum value maps for OperationTrigger.
 var (
 	OperationTrigger_name = map[int32]string{
-		0: "OPERATION_TRIGGER_UNSPECIFIED",
-		1: "OPERATION_TRIGGER_MANUAL",
-		2: "OPERATION_TRIGGER_STARTUP",
-		3: "OPERATION_TRIGGER_SCHEDULE",
+		0:   "OPERATION_TRIGGER_UNSPECIFIED",
+		1:   "OPERATION_TRIGGER_MANUAL",
+		2:   "OPERATION_TRIGGER_STARTUP",
+		3:   "OPERATION_TRIGGER_SCHEDULE",
+		100: "OPERATION_TRIGGER_RELOAD",
 	}
 	OperationTrigger_value = map[string]int32{
 		"OPERATION_TRIGGER_UNSPECIFIED": 0,
 		"OPERATION_TRIGGER_MANUAL":      1,
 		"OPERATION_TRIGGER_STARTUP":     2,
 		"OPERATION_TRIGGER_SCHEDULE":    3,
+		"OPERATION_TRIGGER_RELOAD":      100,
 	}
 )
 
@@ -2255,12 +2261,13 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x17OPERATION_STATE_RUNNING\x10\x02\x12\x1d\n" +
 	"\x19OPERATION_STATE_SUCCEEDED\x10\x03\x12\x1a\n" +
 	"\x16OPERATION_STATE_FAILED\x10\x04\x12\x1d\n" +
-	"\x19OPERATION_STATE_CANCELLED\x10\x05*\x92\x01\n" +
+	"\x19OPERATION_STATE_CANCELLED\x10\x05*\xb0\x01\n" +
 	"\x10OperationTrigger\x12!\n" +
 	"\x1dOPERATION_TRIGGER_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18OPERATION_TRIGGER_MANUAL\x10\x01\x12\x1d\n" +
 	"\x19OPERATION_TRIGGER_STARTUP\x10\x02\x12\x1e\n" +
-	"\x1aOPERATION_TRIGGER_SCHEDULE\x10\x03*\xc9\x01\n" +
+	"\x1aOPERATION_TRIGGER_SCHEDULE\x10\x03\x12\x1c\n" +
+	"\x18OPERATION_TRIGGER_RELOAD\x10d*\xc9\x01\n" +
 	"\x0eOperationPhase\x12\x1f\n" +
 	"\x1bOPERATION_PHASE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bOPERATION_PHASE_DISCOVERING\x10\x01\x12\x1d\n" +

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from groundwire.agents.tools import SearchDocumentsTool, Tool
 from groundwire.domain.blend import FinalSelectionPolicy
+from groundwire.domain.query_rewrite import KeywordMode
 from groundwire.domain.rag_policy import (
     AcceptancePolicy,
     ContextBudgetPolicy,
@@ -47,6 +48,13 @@ class RagPolicy:
     # The agentic search tool as the model sees it (default: search_documents).
     search_tool_name: str = SearchDocumentsTool.name
     search_tool_description: str = SearchDocumentsTool.description
+    # Keyword query of the lexical leg (agents/keywords.py), and the model that
+    # rewrites queries and keywords (None: the agent's own) with its options.
+    keyword_query: KeywordMode = KeywordMode.NONE
+    rewriter_model: ChatModel | None = None
+    rewriter_options: ChatOptions = field(
+        default_factory=lambda: ChatOptions(max_tokens=256, temperature=0.0, timeout_seconds=10.0)
+    )
 
 
 @dataclass(frozen=True, slots=True)

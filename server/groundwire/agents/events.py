@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from groundwire.domain.blend import SelectionReport
 from groundwire.domain.errors import GroundwireError
+from groundwire.domain.query_rewrite import KeywordRewrite
 from groundwire.domain.rag_policy import (
     Acceptance,
     BudgetFigures,
@@ -91,6 +92,18 @@ class SearchTrace:
     no_context_reason: NoContextReason | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class AppliedLimits:
+    """The RAG limits one execution ran with: the agent's, narrowed by the request."""
+
+    candidate_count: int
+    minimum_relevance: float | None
+    final_top_k: int
+    minimum_relevance_overridden: bool = False
+    final_top_k_overridden: bool = False
+    filter_narrowed: bool = False
+
+
 @dataclass(slots=True)
 class RagMetadata:
     """What the RAG policy did in one execution: the applied mode and no-context
@@ -118,6 +131,11 @@ class RagMetadata:
     searches: list[SearchTrace] = field(default_factory=list)
     # The reranking pool's final selection (None when reranking is disabled).
     final_selection: SelectionReport | None = None
+    # Per-request controls (agents/controls.py) and the lexical keyword query.
+    bypassed: bool = False
+    limits: AppliedLimits | None = None
+    keywords: KeywordRewrite | None = None
+    rewrite_failure_code: str = ""
 
     def add_acceptance(self, acceptance: Acceptance) -> None:
         self.candidates.extend(acceptance.candidates)

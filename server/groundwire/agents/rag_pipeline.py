@@ -20,11 +20,13 @@ that produced it are gone.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy
 from groundwire.agents.execution_input import ExecutionInput
+from groundwire.agents.keywords import keyword_rewrite
 from groundwire.domain.blend import (
     FinalSelectionMode,
     SelectionReport,
@@ -33,6 +35,7 @@ from groundwire.domain.blend import (
 )
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.query import validate_query_text
+from groundwire.domain.query_rewrite import KeywordRewrite
 from groundwire.domain.rag_policy import (
     Acceptance,
     Action,
@@ -195,6 +198,10 @@ class RagSearch:
     query: str
     request: RetrievalRequest
     rewritten_query: str | None
+    # The lexical leg's keyword query, when the agent derives one.
+    keywords: KeywordRewrite | None = None
+    # The model rewrite's stable failure code when it fell back to "history".
+    rewrite_failure_code: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +226,8 @@ class RagOutcome:
     decision: Decision
     # The pool's final selection when reranking is enabled (blends included).
     final_selection: SelectionReport | None = None
+    keywords: KeywordRewrite | None = None
+    rewrite_failure_code: str = ""
 
     @property
     def rerank_outcome(self) -> RerankOutcome | None:
@@ -277,9 +286,13 @@ class RagPipeline:
     ) -> RagSearch:
         """The search for this message; invalid query text fails here, before any
         search starts."""
-        rewritten = await self._rewrite(agent, rag, inp)
+        rewritten, failure = await self._rewrite(agent, rag, inp)
         query = inp.message if rewritten is None else rewritten
-        return RagSearch(query, self.request(rag, query, scope), rewritten)
+        request = self.request(rag, query, scope)
+        keywords = await keyword_rewrite(agent, rag, request.text)
+        if keywords is not None:
+            request = replace(request, lexical_text=keywords.query)
+        return RagSearch(query, request, rewritten, keywords, failure)
 
     async def run(
         self, agent_id: str, rag: RagPolicy, search: RagSearch, costs: PromptCosts
@@ -334,6 +347,8 @@ class RagPipeline:
             no_context_reason=reason,
             decision=decide(rag.mode, rag.no_context_behavior, bool(selected)),
             final_selection=report,
+            keywords=search.keywords,
+            rewrite_failure_code=search.rewrite_failure_code,
         )
 
     async def judge(
@@ -380,32 +395,54 @@ class RagPipeline:
 
     async def _rewrite(
         self, agent: AgentDefinition, rag: RagPolicy, inp: ExecutionInput
-    ) -> str | None:
+    ) -> tuple[str | None, str]:
         """A follow-up rewritten into a self-contained query (off by default), or
         None when the message is searched as it is: "history" prepends the user's
-        last turns, "model" asks the agent's model."""
+        last turns, "model" asks the rewriter model (the agent's own unless one is
+        configured). A failed or timed-out model rewrite falls back to "history";
+        its stable code comes back with the rewrite ("" when none)."""
         if rag.query_rewriting == "none" or not inp.history:
-            return None
+            return None, ""
         cap = min(_REWRITE_MAX_CHARS, self._retriever.limits.max_query_chars)
-        if rag.query_rewriting == "history":
+        failure = ""
+        rewritten = ""
+        if rag.query_rewriting == "model":
+            try:
+                rewritten = await self._model_rewrite(agent, rag, inp, cap)
+            except TimeoutError:
+                failure = "MODEL_TIMEOUT"
+            except GroundwireError as err:
+                failure = err.reason
+        if rag.query_rewriting == "history" or failure:
             users = [t.content for t in inp.history if t.role == "user"]
             rewritten = " ".join([*users[-_HISTORY_USER_TURNS:], inp.message])[-cap:]
-        else:
-            convo = "\n".join(f"{t.role}: {t.content}" for t in inp.history[-_REWRITE_TURNS:])
-            response = await agent.model.complete(
+        if rewritten.count('"') % 2:
+            # A rewrite (the model's, or a window cut through a phrase) can leave a
+            # quote open: search its words rather than fail the user's request.
+            rewritten = " ".join(rewritten.replace('"', " ").split())
+        return rewritten, failure
+
+    async def _model_rewrite(
+        self, agent: AgentDefinition, rag: RagPolicy, inp: ExecutionInput, cap: int
+    ) -> str:
+        convo = "\n".join(f"{t.role}: {t.content}" for t in inp.history[-_REWRITE_TURNS:])
+        model, options = (
+            (agent.model, agent.options)
+            if rag.rewriter_model is None
+            else (rag.rewriter_model, rag.rewriter_options)
+        )
+        response = await asyncio.wait_for(
+            model.complete(
                 [
                     ChatMessage("system", _REWRITE_INSTRUCTION),
                     ChatMessage("user", f"{convo}\nuser: {inp.message}"),
                 ],
                 [],
-                agent.options,
-            )
-            rewritten = " ".join(response.content.split())[:cap] or inp.message
-        if rewritten.count('"') % 2:
-            # A rewrite (the model's, or a window cut through a phrase) can leave a
-            # quote open: search its words rather than fail the user's request.
-            rewritten = " ".join(rewritten.replace('"', " ").split())
-        return rewritten
+                options,
+            ),
+            timeout=options.timeout_seconds,
+        )
+        return " ".join(response.content.split())[:cap] or inp.message
 
 
 def _partial(
@@ -431,4 +468,6 @@ def _partial(
         selected=(),
         no_context_reason=None,
         decision=Decision(Action.FAIL, rag.mode is ExecutionMode.REQUIRED),
+        keywords=search.keywords,
+        rewrite_failure_code=search.rewrite_failure_code,
     )

@@ -16,6 +16,7 @@ answer).
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -25,6 +26,12 @@ from groundwire.agents.agentic_search import (
     agentic_search,
     finish_agentic,
     hold_unsupported_text,
+)
+from groundwire.agents.controls import (
+    applied_limits,
+    bypassed_metadata,
+    narrowed_policy,
+    require_bypass_allowed,
 )
 from groundwire.agents.definition import AgentDefinition, RagPolicy
 from groundwire.agents.events import (
@@ -49,10 +56,13 @@ from groundwire.domain.citations import extract_citations
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.grounding import framework_rules
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER, Action, validate_mode
+from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
 from groundwire.domain.retrieval import RankedResult, Scope
 from groundwire.instruments import EXECUTIONS
 from groundwire.reranking.stage import RerankingStage
 from groundwire.retrieval.engine import Retriever
+
+_log = logging.getLogger("groundwire.agents")
 
 # Callers import the execution input from here, next to the runtime that takes it.
 __all__ = ["AgentRuntime", "rag_metadata"]
@@ -61,8 +71,20 @@ __all__ = ["AgentRuntime", "rag_metadata"]
 class AgentRuntime:
     """Runs agents against the retrieval engine, the reranking stage and models."""
 
-    def __init__(self, retriever: Retriever, stage: RerankingStage) -> None:
+    def __init__(
+        self,
+        retriever: Retriever,
+        stage: RerankingStage,
+        previews: ContentPreviews = PREVIEWS_OFF,
+    ) -> None:
         self._pipeline = RagPipeline(retriever, stage)
+        self._previews = previews
+        self.max_top_k = retriever.limits.max_top_k
+
+    @property
+    def pipeline(self) -> RagPipeline:
+        """The RAG sequence (PrepareExecution runs it without the model)."""
+        return self._pipeline
 
     async def execute(
         self, agent: AgentDefinition, inp: ExecutionInput
@@ -105,11 +127,16 @@ class AgentRuntime:
         self, agent: AgentDefinition, inp: ExecutionInput, result: ExecutionResult
     ) -> AsyncIterator[ExecutionEvent]:
         rag = agent.rag
-        if rag is None:
+        if rag is not None and inp.controls.bypass_rag:
+            # Checked again at run time: the agent may have been reloaded.
+            require_bypass_allowed(rag)
+            result.rag = bypassed_metadata(rag)
+        if rag is None or inp.controls.bypass_rag:
             steps = run_model_loop(
                 agent, assemble_messages(agent, None, "", inp, ()), agent.tools, result
             )
         else:
+            rag = narrowed_policy(rag, inp.controls)
             # Validated again at run time: the configuration may be stale, and an
             # invalid policy must fail before anything is retrieved.
             validate_mode(rag.mode, rag.no_context_behavior)
@@ -123,6 +150,8 @@ class AgentRuntime:
                 steps = self._run_grounded(agent, rag, scope, inp, result)
         async for event in steps:
             yield event
+        if rag is not None and not inp.controls.bypass_rag:
+            result.rag.limits = applied_limits(rag, inp, self.max_top_k)
 
     async def _run_agentic(
         self,
@@ -193,6 +222,10 @@ class AgentRuntime:
                 "no accepted context and the agent's no-context behavior is FAIL",
             )
         selected = outcome.selected
+        if self._previews.enabled and _log.isEnabledFor(logging.DEBUG):
+            # The evidence the model gets (opt-in, redacted, bounded: domain/redaction.py).
+            fields = self._previews.fields(inp.message, (r.hit.content for r in selected))
+            _log.debug("agent context preview", extra={"agent": agent.id, **(fields or {})})
         rules = framework_rules(rag.mode, bool(selected))
         messages = assemble_messages(agent, rag, rules, inp, selected)
         async for event in run_model_loop(agent, messages, agent.tools, result):
@@ -216,6 +249,8 @@ def rag_metadata(rag: RagPolicy, outcome: RagOutcome | None) -> RagMetadata:
     return replace(
         meta,
         rewritten_query=outcome.rewritten_query,
+        keywords=outcome.keywords,
+        rewrite_failure_code=outcome.rewrite_failure_code,
         index_version=outcome.index_version,
         candidates=list(outcome.acceptance.candidates),
         accepted=list(outcome.ordered),

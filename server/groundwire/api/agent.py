@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import grpc
 
+from groundwire.agents.controls import check_controls
 from groundwire.agents.definition import AgentDefinition
 from groundwire.agents.events import (
     EventType,
@@ -17,8 +18,15 @@ from groundwire.agents.events import (
     SearchTrace,
 )
 from groundwire.agents.execution_input import ExecutionInput
+from groundwire.agents.prepare import prepare_turn
 from groundwire.agents.registry import AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
+from groundwire.api.agent_controls import (
+    add_controls_description,
+    add_controls_metadata,
+    controls_from_proto,
+    prepared_to_proto,
+)
 from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import duration, filter_from_proto, mode_to_proto, score_to_proto
 from groundwire.api.errors import ErrorWithDetails
@@ -199,6 +207,7 @@ def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
         msg.rewritten_query = meta.rewritten_query
     if meta.final_selection is not None:
         msg.final_selection.CopyFrom(_selection_to_proto(meta.final_selection))
+    add_controls_metadata(meta, msg)
     return msg
 
 
@@ -353,6 +362,7 @@ def describe_agent(agent: AgentDefinition) -> agent_pb2.AgentDescription:
             msg.rag.candidate_multiplier = selection.candidate_multiplier
             if selection.mode is FinalSelectionMode.WEIGHTED_BLEND:
                 msg.rag.retrieval_weight = selection.retrieval_weight
+        add_controls_description(r, msg.rag)
     if agent.instructions_visible:
         msg.instructions = agent.instructions
     return msg
@@ -367,13 +377,16 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._tokens = page_tokens
 
     def _validate(self, inp: agent_pb2.ExecutionInput) -> tuple[AgentDefinition, ExecutionInput]:
-        return self._registry.validate(
+        agent, validated = self._registry.validate(
             agent_id=inp.agent_id,
             message=inp.message,
             history=[(_ROLES.get(t.role), t.content) for t in inp.history],
             tenant=effective_tenant(inp.tenant, "input.tenant"),
             conditions=filter_from_proto(inp.filter),
         )
+        controls = controls_from_proto(inp)
+        check_controls(agent, controls)
+        return agent, replace(validated, controls=controls)
 
     async def ListAgents(
         self, request: agent_pb2.ListAgentsRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -413,6 +426,17 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         async for event in self._runtime.execute(agent, inp):
             yield event_to_proto(event, sequence)
             sequence += 1
+
+    async def PrepareExecution(
+        self,
+        request: agent_pb2.PrepareExecutionRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> agent_pb2.PrepareExecutionResponse:
+        agent, inp = self._validate(request.input)
+        turn = await prepare_turn(self._runtime, agent, inp)
+        return agent_pb2.PrepareExecutionResponse(
+            prepared=prepared_to_proto(turn, rag_to_proto(turn.rag))
+        )
 
 
 def failure_from_event(event: ExecutionEvent) -> GroundwireError:

@@ -39,6 +39,7 @@ _TRIGGERS = {
     OperationTrigger.MANUAL: ingestion_pb2.OPERATION_TRIGGER_MANUAL,
     OperationTrigger.STARTUP: ingestion_pb2.OPERATION_TRIGGER_STARTUP,
     OperationTrigger.SCHEDULE: ingestion_pb2.OPERATION_TRIGGER_SCHEDULE,
+    OperationTrigger.RELOAD: ingestion_pb2.OPERATION_TRIGGER_RELOAD,
 }
 _STRATEGIES = {
     IngestionStrategy.MANUAL: ingestion_pb2.INGESTION_STRATEGY_MANUAL,

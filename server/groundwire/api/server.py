@@ -11,6 +11,7 @@ from grpc_reflection.v1alpha import reflection
 
 from groundwire.api.auth import AuthPolicy
 from groundwire.api.interceptors import ServiceInterceptor
+from groundwire.api.snapshot import SnapshotHolder
 from groundwire.domain.admission import Admission
 
 
@@ -67,11 +68,12 @@ async def build_server(
     admission: Admission | None = None,
     credentials: grpc.ServerCredentials | None = None,
     health_status: Health | None = None,
+    snapshots: SnapshotHolder | None = None,
 ) -> ServerHandle:
     """Create and bind (but do not start) the server. Health starts NOT_SERVING;
     the app flips services to SERVING when they are ready."""
     server = grpc.aio.server(
-        interceptors=[ServiceInterceptor(auth, admission)],
+        interceptors=[ServiceInterceptor(auth, admission, snapshots)],
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),

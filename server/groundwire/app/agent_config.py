@@ -34,6 +34,10 @@ policy, and the builders that turn them into runtime objects.
     context_budget = { maximum_context_tokens = 32768, response_token_reserve = 4096 }
     # Agentic RAG (agentic = true): the search tool's name and description.
     #   search_tool = { name = "search_hr_policies", description = "Search HR policies." }
+    # Query rewriting for the lexical leg (lexical and hybrid retrieval only):
+    keyword_query = "derived"           # none | derived | model
+    rewriter_model = "openai/gpt-4o-mini"   # rewrites instead of the agent's model
+    rewriter_timeout_seconds = 5
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable, Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -56,6 +60,7 @@ from groundwire.domain.blend import (
     RetrievalNormalization,
 )
 from groundwire.domain.query import QueryRewriting
+from groundwire.domain.query_rewrite import KeywordMode
 from groundwire.domain.rag_policy import (
     AcceptancePolicy,
     ContextBudgetPolicy,
@@ -192,6 +197,30 @@ class AgentRagConfig(StrictModel):
     query_rewriting: QueryRewriting = QueryRewriting.NONE
     question_template: str | None = None
     search_tool: SearchToolConfig | None = None
+    # Query rewriting for the lexical leg and the rewriter model (issue 14 part 6).
+    keyword_query: KeywordMode = KeywordMode.NONE
+    rewriter_model: str | None = None
+    rewriter_timeout_seconds: float = Field(10.0, gt=0, le=120)
+
+    @field_validator("rewriter_model")
+    @classmethod
+    def _rewriter_model(cls, v: str | None) -> str | None:
+        if v is not None and not MODEL_REF.match(v):
+            raise ValueError("rewriter_model must look like 'provider/model'")
+        return v
+
+    @model_validator(mode="after")
+    def _keywords(self) -> AgentRagConfig:
+        if self.keyword_query is not KeywordMode.NONE and self.retrieval_mode == "semantic":
+            raise ValueError(
+                "keyword_query needs retrieval_mode 'lexical' or 'hybrid' "
+                "(semantic retrieval has no keyword leg)"
+            )
+        if self.keyword_query is not KeywordMode.NONE and self.agentic:
+            raise ValueError(
+                "keyword_query does not apply to agentic RAG (the agent writes its own queries)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _rules(self) -> AgentRagConfig:
@@ -343,14 +372,9 @@ def build_agents(
                 agentic=r.agentic,
                 query_rewriting=r.query_rewriting,
                 question_template=r.question_template,
-                **(
-                    {
-                        "search_tool_name": r.search_tool.name,
-                        "search_tool_description": r.search_tool.description,
-                    }
-                    if r.search_tool is not None
-                    else {}
-                ),
+                search_tool_name=(r.search_tool or SearchToolConfig()).name,
+                search_tool_description=(r.search_tool or SearchToolConfig()).description,
+                **_rewriter(r, models),
             )
         out.append(
             AgentDefinition(
@@ -367,6 +391,20 @@ def build_agents(
                 options=ChatOptions(cfg.max_tokens, cfg.temperature, cfg.timeout_seconds),
             )
         )
+    return out
+
+
+def _rewriter(r: AgentRagConfig, models: dict[str, ChatModelFactory]) -> dict[str, Any]:
+    """The RagPolicy fields of query rewriting: the keyword mode and, when one is
+    configured, the rewriter model with its bounded options."""
+    out: dict[str, Any] = {"keyword_query": r.keyword_query}
+    if r.rewriter_model is not None:
+        match = MODEL_REF.match(r.rewriter_model)
+        assert match is not None
+        out["rewriter_model"] = models[match.group(1)](match.group(2))
+    out["rewriter_options"] = ChatOptions(
+        max_tokens=256, temperature=0.0, timeout_seconds=r.rewriter_timeout_seconds
+    )
     return out
 
 
@@ -392,6 +430,13 @@ def check_agent_references(
                     raise ValueError(f"{where}.tools: search_documents needs a rag section")
             elif tool not in tools:
                 raise ValueError(f"{where}.tools: no tool named {tool!r}")
+        if cfg.rag is not None and cfg.rag.rewriter_model is not None:
+            rw = MODEL_REF.match(cfg.rag.rewriter_model)
+            if rw is None or rw.group(1) not in models:
+                raise ValueError(
+                    f"{where}.rag.rewriter_model: no model provider named in "
+                    f"{cfg.rag.rewriter_model!r}"
+                )
         if cfg.rag is not None:
             if cfg.rag.index not in indexes:
                 raise ValueError(f"{where}.rag.index: no index named {cfg.rag.index!r}")

@@ -22,6 +22,7 @@ from groundwire.app.agent_config import (
     check_agent_references,
 )
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
+from groundwire.app.logs import ContentPreviewsConfig
 from groundwire.app.reranker_config import (
     RerankerConfig,
     RerankingConfig,
@@ -51,8 +52,8 @@ class ApiKeyConfig(StrictModel):
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     tenant: str = Field("", max_length=MAX_TENANT_CHARS)
-    permissions: list[Literal["retrieve", "rerank", "execute", "ingest", "manage"]] = Field(
-        min_length=1
+    permissions: list[Literal["retrieve", "rerank", "execute", "ingest", "manage", "prepare"]] = (
+        Field(min_length=1)
     )
 
 
@@ -245,6 +246,14 @@ class IndexConfig(StrictModel):
 class LoggingConfig(StrictModel):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["json", "text"] = "json"
+    previews: ContentPreviewsConfig = ContentPreviewsConfig()
+
+    @model_validator(mode="after")
+    def _previews_need_debug(self) -> LoggingConfig:
+        # Previews are DEBUG fields: enabled at another level they would never show.
+        if self.previews.enabled and self.level != "DEBUG":
+            raise ValueError('previews.enabled: previews are DEBUG log fields; set level = "DEBUG"')
+        return self
 
 
 class GroundwireConfig(StrictModel):

@@ -5,10 +5,9 @@ nothing is ingested or served here (see app/lifecycle.py)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
-
-import grpc
 
 from groundwire.agents.registry import AgentLimits, AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
@@ -138,9 +137,14 @@ def operation_log_for(store: Store) -> OperationLog:
 
 
 async def build_catalog(
-    cfg: GroundwireConfig, store: Store, embedders: dict[str, EmbeddingProvider]
+    cfg: GroundwireConfig,
+    store: Store,
+    embedders: dict[str, EmbeddingProvider],
+    previous: IndexCatalog | None = None,
 ) -> IndexCatalog:
-    """Every configured index, its store tables ensured, bound to its embedder."""
+    """Every configured index, its store tables ensured, bound to its embedder. With
+    a `previous` catalog (a reload), an index whose handle would not change keeps
+    its handle, and a changed one keeps its readiness."""
     handles = []
     for name, index in cfg.indexes.items():
         embedder = embedders[index.embedder] if index.embedder else None
@@ -173,7 +177,17 @@ async def build_catalog(
                 schedule=index.ingestion.schedule,
             )
         )
+    if previous is not None:
+        handles = [_carry_over(h, previous) for h in handles]
     return IndexCatalog(handles)
+
+
+def _carry_over(handle: IndexHandle, previous: IndexCatalog) -> IndexHandle:
+    if handle.name not in previous.names():
+        return handle
+    old = previous.get(handle.name)
+    handle.ready = old.ready
+    return old if handle == old else handle
 
 
 @dataclass(slots=True)
@@ -200,19 +214,34 @@ class Components:
             await self.agents.get(agent_id).model.aclose()
 
 
-async def build_components(cfg: GroundwireConfig) -> Components:
+async def build_components(
+    cfg: GroundwireConfig,
+    *,
+    store: Store | None = None,
+    reuse_embedders: Mapping[str, EmbeddingProvider] | None = None,
+    previous_catalog: IndexCatalog | None = None,
+) -> Components:
     """Providers, the store and catalog, and the engines, in dependency order (one
-    reranking stage shared by RerankerService and the agents)."""
-    embedders = {name: build_embedder(e) for name, e in cfg.embedders.items()}
-    stage = RerankingStage(metrics=RerankingMetrics(), environment=cfg.reranking.environment)
+    reranking stage shared by RerankerService and the agents). A reload
+    (app/reload.py) passes the open store, the embedders it keeps and the catalog
+    it replaces; everything else is built anew from `cfg`."""
+    reuse = reuse_embedders or {}
+    embedders = {
+        name: reuse[name] if name in reuse else build_embedder(e)
+        for name, e in cfg.embedders.items()
+    }
+    previews = cfg.logging.previews.policy()
+    stage = RerankingStage(
+        metrics=RerankingMetrics(), environment=cfg.reranking.environment, previews=previews
+    )
     try:
         reranking = build_reranking_service(cfg.reranking, cfg.rerankers, embedders, stage=stage)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     rerankers = {name: reranking.get(name) for name in reranking.names}
-    store = await build_store(cfg)
+    store = store if store is not None else await build_store(cfg)
     operation_log = operation_log_for(store)
-    catalog = await build_catalog(cfg, store, embedders)
+    catalog = await build_catalog(cfg, store, embedders, previous_catalog)
     r = cfg.retrieval
     limits = RetrievalLimits(
         r.default_top_k,
@@ -223,7 +252,7 @@ async def build_components(cfg: GroundwireConfig) -> Components:
         r.max_lexical_terms,
     )
     fusion = FusionSettings(r.rrf_k, r.semantic_weight, r.lexical_weight)
-    retriever = Retriever(catalog, limits, fusion)
+    retriever = Retriever(catalog, limits, fusion, previews)
     agents = AgentRegistry(
         build_agents(
             cfg.agents,
@@ -238,7 +267,7 @@ async def build_components(cfg: GroundwireConfig) -> Components:
             limits.max_query_chars,
         ),
     )
-    runtime = AgentRuntime(retriever, stage)
+    runtime = AgentRuntime(retriever, stage, previews)
     admission = build_admission(cfg.limits, cfg.agent_limits.max_concurrent_executions)
     return Components(
         cfg,
@@ -281,17 +310,3 @@ def page_tokens(cfg: GroundwireConfig) -> PageTokens:
             f"{MIN_PAGE_TOKEN_KEY_CHARS} characters"
         )
     return PageTokens(secret)
-
-
-def server_credentials(cfg: GroundwireConfig) -> grpc.ServerCredentials | None:
-    tls = cfg.server.tls
-    if tls is None:
-        return None
-    try:
-        cert, key = tls.cert_file.read_bytes(), tls.key_file.read_bytes()
-        ca = tls.client_ca_file.read_bytes() if tls.client_ca_file else None
-    except OSError:
-        raise ConfigError("server.tls: cannot read the certificate, key or CA file") from None
-    return grpc.ssl_server_credentials(
-        [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
-    )

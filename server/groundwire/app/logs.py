@@ -17,6 +17,11 @@ import re
 import sys
 import time
 
+from pydantic import Field
+
+from groundwire.app.config_base import StrictModel
+from groundwire.domain.redaction import MAX_PREVIEW_CHARS, ContentPreviews
+
 # LogRecord's own attributes: never emitted as fields, and `extra` may not set them.
 _STANDARD = set(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
 
@@ -92,3 +97,18 @@ def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
     # Third-party libraries may log request URLs or bodies at INFO/DEBUG.
     for noisy in ("httpx", "httpcore", "psycopg", "pgserver", "cohere", "openai"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+class ContentPreviewsConfig(StrictModel):
+    """`[logging.previews]`: opt-in, bounded, redacted previews of queries and
+    texts as DEBUG log fields of retrieval, reranking and agent executions (seed
+    000). Off by default; for local debugging, never for production logs."""
+
+    enabled: bool = False
+    max_chars: int = Field(160, ge=16, le=MAX_PREVIEW_CHARS)
+    max_items: int = Field(5, ge=0, le=50)
+    include_query: bool = True
+
+    def policy(self) -> ContentPreviews:
+        """The domain policy the engines apply."""
+        return ContentPreviews(self.enabled, self.max_chars, self.max_items, self.include_query)

@@ -22,6 +22,12 @@ TOML shape (sections of the main configuration file):
     kind = "local-embedding"
     embedder = "minilm"                 # a name from [embedders]
 
+    [rerankers.judge]
+    kind = "llm"                        # a chat model judges relevance
+    base_url = "http://127.0.0.1:11434/v1"   # OpenAI, vLLM, Ollama, LM Studio
+    model = "qwen2.5:7b-instruct"
+    mode = "listwise"                   # or "pointwise" (one request per candidate)
+
 Secrets are only ever `SecretRef`s. Cross-section references (the default
 reranker, a local-embedding reranker's embedder) are checked by
 `check_reranker_references`, which the top-level config validator calls.
@@ -47,6 +53,7 @@ from groundwire.reranking.stage import RerankingMetrics, RerankingStage, StageSe
 
 __all__ = [
     "CohereRerankerConfig",
+    "LlmRerankerConfig",
     "LocalEmbeddingRerankerConfig",
     "OfflineRerankerConfig",
     "OnnxCrossEncoderRerankerConfig",
@@ -135,12 +142,46 @@ class OfflineRerankerConfig(StrictModel):
     minimum_answerable_relevance: _Threshold = 0.5
 
 
+class LlmRerankerConfig(StrictModel):
+    """A chat model behind an OpenAI-compatible `/chat/completions` endpoint that
+    scores candidates (providers/rerankers/llm_chat.py)."""
+
+    kind: Literal["llm"]
+    base_url: str
+    model: str = Field(min_length=1, max_length=256)
+    api_key: SecretRef | None = None
+    mode: Literal["listwise", "pointwise"] = "listwise"
+    # Ask for a JSON object (`response_format`); switch off for servers that
+    # reject the field. The answer is parsed strictly either way.
+    json_mode: bool = True
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int | None = Field(None, ge=1, le=65_536)
+    max_tokens_parameter: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    max_candidate_chars: int = Field(4000, ge=16, le=1_000_000)
+    max_concurrency: int = Field(4, ge=1, le=64)
+    minimum_answerable_relevance: _Threshold = 0.5
+    http_timeout_seconds: float = Field(60.0, gt=0, le=600)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return http_base_url(v)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("model must not be blank")
+        return v
+
+
 RerankerConfig = Annotated[
     CohereRerankerConfig
     | OpenRerankConfig
     | LocalEmbeddingRerankerConfig
     | OnnxCrossEncoderRerankerConfig
-    | OfflineRerankerConfig,
+    | OfflineRerankerConfig
+    | LlmRerankerConfig,
     Field(discriminator="kind"),
 ]
 
@@ -284,6 +325,32 @@ def build_reranker(
             batch_size=cfg.batch_size,
             intra_op_threads=cfg.threads,
             minimum_answerable_relevance=cfg.minimum_answerable_relevance,
+        )
+    if isinstance(cfg, LlmRerankerConfig):
+        from groundwire.providers.chat.openai_chat import OpenAIChatModel
+        from groundwire.providers.rerankers.llm_chat import LlmChatReranker
+
+        chat = OpenAIChatModel(
+            base_url=cfg.base_url,
+            model=cfg.model,
+            api_key=(
+                _secret(cfg.api_key, f"rerankers.{name}.api_key")
+                if cfg.api_key is not None
+                else None
+            ),
+            timeout=cfg.http_timeout_seconds,
+            max_tokens_parameter=cfg.max_tokens_parameter,
+            extra_body={"response_format": {"type": "json_object"}} if cfg.json_mode else None,
+        )
+        return LlmChatReranker(
+            chat,
+            mode=cfg.mode,
+            minimum_answerable_relevance=cfg.minimum_answerable_relevance,
+            max_candidate_chars=cfg.max_candidate_chars,
+            max_concurrency=cfg.max_concurrency,
+            max_tokens=cfg.max_tokens,
+            temperature=cfg.temperature,
+            request_timeout_seconds=cfg.http_timeout_seconds,
         )
     from groundwire.providers.rerankers.offline import OfflineReranker
 

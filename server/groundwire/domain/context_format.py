@@ -51,10 +51,12 @@ def render_source(source: ContextSource) -> str:
     )
 
 
-def render_context(sources: Sequence[ContextSource]) -> str:
-    """The complete evidence message text."""
+def render_context(sources: Sequence[ContextSource], preamble: str = PREAMBLE) -> str:
+    """The complete evidence message text. `preamble` is framework text (never
+    document text): callers other than the agent prompt say what the sources are
+    for in their own words."""
     body = "\n".join(render_source(s) for s in sources)
-    return f"{OPEN}\n{PREAMBLE}\n{body}\n{CLOSE}"
+    return f"{OPEN}\n{preamble}\n{body}\n{CLOSE}"
 
 
 def parse_context(message: str) -> list[ContextSource]:

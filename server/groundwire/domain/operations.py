@@ -28,6 +28,7 @@ class OperationTrigger(enum.Enum):
     MANUAL = "MANUAL"
     STARTUP = "STARTUP"
     SCHEDULE = "SCHEDULE"
+    RELOAD = "RELOAD"  # a configuration reload changed what the index ingests
 
 
 class DocumentFailureReason(StrEnum):

@@ -125,6 +125,8 @@ class RetrievalRequest:
     scope: Scope
     fusion: FusionSettings
     leg_depth: int
+    # What the lexical leg parses instead of `text` (a keyword query), if set.
+    lexical_text: str | None = None
 
 
 @dataclass(slots=True)

@@ -167,8 +167,15 @@ class IngestionManager:
             await self.wait(op.id)
         for handle in blocking:
             handle.ready = True
+            # A configuration reload may have replaced the handle meanwhile.
+            current = self._current(handle)
+            current.ready = True
             if self._on_ready is not None:
-                await self._on_ready(handle)
+                await self._on_ready(current)
+
+    def _current(self, handle: IndexHandle) -> IndexHandle:
+        names = self._catalog.names()
+        return self._catalog.get(handle.name) if handle.name in names else handle
 
     async def _start_first_run(self, handle: IndexHandle) -> Operation | None:
         try:
@@ -183,6 +190,17 @@ class IngestionManager:
         for handle in self._catalog.handles():
             if handle.strategy == IngestionStrategy.SCHEDULED and handle.schedule:
                 self._schedulers.append(asyncio.create_task(self._schedule_loop(handle)))
+
+    async def replace_catalog(self, catalog: IndexCatalog) -> None:
+        """Run new operations on a reloaded catalog and restart the schedules from
+        it; a running operation finishes on the index handle it started with."""
+        self._catalog = catalog
+        for task in self._schedulers:
+            task.cancel()
+        await asyncio.gather(*self._schedulers, return_exceptions=True)
+        self._schedulers = []
+        if not self._closing:
+            self.start_schedulers()
 
     async def close(self) -> None:
         """Cancel schedulers and running operations (recorded as CANCELLED)."""

@@ -43,6 +43,7 @@ from opentelemetry import metrics
 from opentelemetry.util.types import Attributes
 
 from groundwire.domain.errors import ErrorKind
+from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
 from groundwire.domain.reranking import (
     Answerability,
     FailurePolicy,
@@ -155,10 +156,15 @@ class RerankingStage:
     apart from its metrics, so one instance serves every caller."""
 
     def __init__(
-        self, *, metrics: RerankingMetrics | None = None, environment: str | None = None
+        self,
+        *,
+        metrics: RerankingMetrics | None = None,
+        environment: str | None = None,
+        previews: ContentPreviews = PREVIEWS_OFF,
     ) -> None:
         self._metrics = metrics if metrics is not None else RerankingMetrics()
         self._environment = environment
+        self._previews = previews
 
     async def run(
         self,
@@ -226,6 +232,14 @@ class RerankingStage:
         self._metrics.record(
             result.metadata, model=model, agent=agent, environment=self._environment
         )
+        if self._previews.enabled and log.isEnabledFor(logging.DEBUG):
+            # Candidates in final order (opt-in, redacted, bounded: domain/redaction.py).
+            content = {c.key: c.content for c in candidates}
+            fields = self._previews.fields(query, (content[c.key] for c in result.order))
+            log.debug(
+                "reranking preview",
+                extra={"outcome": result.metadata.outcome.value, **(fields or {})},
+            )
         return result
 
     async def _attempt(

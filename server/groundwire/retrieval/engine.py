@@ -11,6 +11,7 @@ top_k is a candidate limit only.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, replace
@@ -20,6 +21,7 @@ from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.errors import GroundwireError, failed_precondition, unavailable
 from groundwire.domain.fusion import fuse, single_leg
 from groundwire.domain.query import parse_lexical, semantic_text
+from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
 from groundwire.domain.retrieval import (
     ChunkHit,
     FusionSettings,
@@ -34,6 +36,8 @@ from groundwire.domain.retrieval import (
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.instruments import RETRIEVALS
 from groundwire.providers.embeddings.base import EmbeddingTask, validate_vectors
+
+_log = logging.getLogger("groundwire.retrieval")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +61,12 @@ class Retriever:
         catalog: IndexCatalog,
         limits: RetrievalLimits,
         fusion_defaults: FusionSettings | None = None,
+        previews: ContentPreviews = PREVIEWS_OFF,
     ) -> None:
         self._catalog = catalog
         self.limits = limits
         self.fusion_defaults = fusion_defaults or FusionSettings()
+        self._previews = previews
 
     async def retrieve(self, request: RetrievalRequest) -> RetrievalOutcome:
         try:
@@ -69,6 +75,11 @@ class Retriever:
             RETRIEVALS.add(1, {"mode": request.mode.value, "outcome": err.reason})
             raise
         RETRIEVALS.add(1, {"mode": request.mode.value, "outcome": "OK"})
+        if self._previews.enabled and _log.isEnabledFor(logging.DEBUG):
+            fields = self._previews.fields(request.text, (r.hit.content for r in outcome.results))
+            _log.debug(
+                "retrieval preview", extra={"result_count": len(outcome.results), **(fields or {})}
+            )
         return outcome
 
     async def _retrieve(self, request: RetrievalRequest) -> RetrievalOutcome:
@@ -77,7 +88,8 @@ class Retriever:
         if not handle.ready:
             raise unavailable("INDEX_NOT_READY", "the index is still being ingested")
         lexical_query = replace(
-            parse_lexical(request.text), max_terms=self.limits.max_lexical_terms
+            parse_lexical(request.lexical_text or request.text),
+            max_terms=self.limits.max_lexical_terms,
         )
         diag = RetrievalDiagnostics(
             mode=request.mode, top_k=request.top_k, phrase_count=len(lexical_query.phrases)

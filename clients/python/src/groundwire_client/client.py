@@ -105,6 +105,7 @@ def _execution_input(
     history: Sequence[tuple[Role, str]],
     tenant: str,
     filter: Mapping[str, str | Sequence[str]] | None,
+    controls: RagControls | None = None,
 ) -> agent_pb2.ExecutionInput:
     out = agent_pb2.ExecutionInput(agent_id=agent_id, message=message, tenant=tenant)
     for role, content in history:
@@ -112,7 +113,23 @@ def _execution_input(
     flt = _filter(filter)
     if flt is not None:
         out.filter.CopyFrom(flt)
+    if controls is not None:
+        out.bypass_rag = controls.bypass_rag
+        if controls.minimum_relevance is not None:
+            out.overrides.minimum_relevance = controls.minimum_relevance
+        if controls.final_top_k is not None:
+            out.overrides.final_top_k = controls.final_top_k
     return out
+
+
+@dataclass(frozen=True)
+class RagControls:
+    """Per-request RAG controls (ExecutionInput.bypass_rag and .overrides): skip
+    RAG for this request, or narrow the agent's limits (never widen them)."""
+
+    bypass_rag: bool = False
+    minimum_relevance: float | None = None
+    final_top_k: int | None = None
 
 
 class GroundwireClient:
@@ -201,6 +218,7 @@ class GroundwireClient:
         history: Sequence[tuple[Role, str]] = (),
         tenant: str = "",
         filter: Mapping[str, str | Sequence[str]] | None = None,
+        controls: RagControls | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
     ) -> agent_pb2.AgentResult:
         """Run one agent turn (AgentService.Execute) and return its result:
@@ -208,7 +226,7 @@ class GroundwireClient:
         turns, oldest first, as ("user" | "assistant", text). Raises
         GroundwireError on failure."""
         request = agent_pb2.ExecuteRequest(
-            input=_execution_input(agent_id, message, history, tenant, filter)
+            input=_execution_input(agent_id, message, history, tenant, filter, controls)
         )
         try:
             response = await self.agents.Execute(
@@ -226,6 +244,7 @@ class GroundwireClient:
         history: Sequence[tuple[Role, str]] = (),
         tenant: str = "",
         filter: Mapping[str, str | Sequence[str]] | None = None,
+        controls: RagControls | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
     ) -> AsyncIterator[agent_pb2.ExecuteStreamResponse]:
         """Run one agent turn (AgentService.ExecuteStream), yielding its events:
@@ -235,7 +254,7 @@ class GroundwireClient:
         `timeout` bounds the whole stream. A request the server refuses before
         any event raises GroundwireError."""
         request = agent_pb2.ExecuteStreamRequest(
-            input=_execution_input(agent_id, message, history, tenant, filter)
+            input=_execution_input(agent_id, message, history, tenant, filter, controls)
         )
         call = self.agents.ExecuteStream(
             request, timeout=timeout or self._timeout, metadata=self._metadata
@@ -247,6 +266,33 @@ class GroundwireClient:
             raise error_from_rpc(err) from None
         finally:
             call.cancel()  # no-op once the stream has ended; stops it if the caller breaks out
+
+    async def prepare_execution(
+        self,
+        agent_id: str,
+        message: str,
+        *,
+        history: Sequence[tuple[Role, str]] = (),
+        tenant: str = "",
+        filter: Mapping[str, str | Sequence[str]] | None = None,
+        controls: RagControls | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> agent_pb2.PreparedExecution:
+        """Run every RAG stage of one agent turn without calling the model
+        (AgentService.PrepareExecution) and return the exact `messages` and
+        `tools` the model would receive, the `references` and the `rag`
+        metadata with its applied limits. Needs an API key with the `prepare`
+        permission. Raises GroundwireError on failure."""
+        request = agent_pb2.PrepareExecutionRequest(
+            input=_execution_input(agent_id, message, history, tenant, filter, controls)
+        )
+        try:
+            response = await self.agents.PrepareExecution(
+                request, timeout=timeout or self._timeout, metadata=self._metadata
+            )
+        except grpc.aio.AioRpcError as err:
+            raise error_from_rpc(err) from None
+        return response.prepared
 
     async def health(self, service: str = "") -> str:
         """The status ("SERVING", "NOT_SERVING", ...) of the server ("") or one service."""

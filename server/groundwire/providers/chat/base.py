@@ -65,6 +65,9 @@ class ChatResponse:
     usage: Usage = field(default_factory=Usage)
     model: str = ""
     finish_reason: str = "stop"
+    # The model's refusal text when it declined (OpenAI `message.refusal`); it
+    # is also part of `content`, so callers that show answers need not look here.
+    refusal: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,6 +115,7 @@ class OpenAIChatModel:
         extra_headers: Mapping[str, str] | None = None,
         max_tokens_parameter: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
         developer_as_system: bool = False,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError("model must be a non-blank string")
@@ -137,6 +138,9 @@ class OpenAIChatModel:
         self._temperature = temperature
         self._max_tokens_parameter = max_tokens_parameter
         self._developer_as_system = developer_as_system
+        # Extra request fields the server understands (e.g. `response_format`,
+        # vLLM's `guided_json`, Ollama's `options`), sent as given.
+        self._extra_body = dict(extra_body) if extra_body else None
         key = api_key.strip() if api_key is not None else None
         # Per-request headers win over everything the SDK adds from its
         # environment: organization and project are omitted unless configured
@@ -231,6 +235,8 @@ class OpenAIChatModel:
         temperature = options.temperature if options.temperature is not None else self._temperature
         if temperature is not None:
             request["temperature"] = temperature
+        if self._extra_body is not None:
+            request["extra_body"] = self._extra_body
         if stream:
             request["stream"] = True
             request["stream_options"] = {"include_usage": True}
@@ -285,9 +291,8 @@ class OpenAIChatModel:
         message = _get(choices[0], "message")
         if message is None:
             raise model_error("MODEL_INVALID_RESPONSE", "chat completion choice has no message")
-        text = _text(_get(message, "content"), "content") + _text(
-            _get(message, "refusal"), "refusal"
-        )
+        refusal = _text(_get(message, "refusal"), "refusal")
+        text = _text(_get(message, "content"), "content") + refusal
         raw_calls = _get(message, "tool_calls")
         if raw_calls is None:
             raw_calls = []
@@ -308,6 +313,7 @@ class OpenAIChatModel:
             usage=_usage(_get(completion, "usage")),
             model=_model_name(_get(completion, "model"), self._model),
             finish_reason=finish or ("tool_calls" if calls else "stop"),
+            refusal=refusal,
         )
 
 
@@ -329,6 +335,7 @@ class _StreamState:
     """Accumulates one streamed answer (choice 0)."""
 
     text: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
     calls: dict[int, _PartialCall] = field(default_factory=dict)
     finish_reason: str | None = None
     model: str | None = None
@@ -355,7 +362,9 @@ class _StreamState:
             delta = _get(choice, "delta")
             if delta is not None:
                 text += _text(_get(delta, "content"), "content")
-                text += _text(_get(delta, "refusal"), "refusal")
+                refusal = _text(_get(delta, "refusal"), "refusal")
+                self.refusal.append(refusal)
+                text += refusal
                 self._feed_calls(_get(delta, "tool_calls"))
             finish = _get(choice, "finish_reason")
             if finish is not None:
@@ -432,6 +441,7 @@ class _StreamState:
             usage=self.usage,
             model=_model_name(self.model, requested_model),
             finish_reason=self.finish_reason,
+            refusal="".join(self.refusal),
         )
 
 

@@ -353,6 +353,102 @@ EXECUTION_EVENT_TYPE_EXECUTION_FAILED: ExecutionEventType.ValueType  # 9
 """Terminal: the execution failed (`error_code`)."""
 Global___ExecutionEventType: _TypeAlias = ExecutionEventType  # noqa: Y015
 
+class _PromptRole:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PromptRoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PromptRole.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PROMPT_ROLE_UNSPECIFIED: _PromptRole.ValueType  # 0
+    """Not set (never reported)."""
+    PROMPT_ROLE_SYSTEM: _PromptRole.ValueType  # 1
+    """Framework grounding rules and the agent's instructions."""
+    PROMPT_ROLE_USER: _PromptRole.ValueType  # 2
+    """The user: history turns, the evidence message and the question."""
+    PROMPT_ROLE_ASSISTANT: _PromptRole.ValueType  # 3
+    """Earlier assistant turns of the conversation."""
+
+class PromptRole(_PromptRole, metaclass=_PromptRoleEnumTypeWrapper):
+    """Author of a prepared prompt message."""
+
+PROMPT_ROLE_UNSPECIFIED: PromptRole.ValueType  # 0
+"""Not set (never reported)."""
+PROMPT_ROLE_SYSTEM: PromptRole.ValueType  # 1
+"""Framework grounding rules and the agent's instructions."""
+PROMPT_ROLE_USER: PromptRole.ValueType  # 2
+"""The user: history turns, the evidence message and the question."""
+PROMPT_ROLE_ASSISTANT: PromptRole.ValueType  # 3
+"""Earlier assistant turns of the conversation."""
+Global___PromptRole: _TypeAlias = PromptRole  # noqa: Y015
+
+class _PreparedAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PreparedActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PreparedAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PREPARED_ACTION_UNSPECIFIED: _PreparedAction.ValueType  # 0
+    """Not set (never reported)."""
+    PREPARED_ACTION_CALL_MODEL: _PreparedAction.ValueType  # 1
+    """Call the model with `messages` and `tools`."""
+    PREPARED_ACTION_RETURN_NOT_FOUND: _PreparedAction.ValueType  # 2
+    """Skip the model and return the framework-owned not-found answer
+    (`messages` is empty).
+    """
+    PREPARED_ACTION_FAIL: _PreparedAction.ValueType  # 3
+    """Fail with NO_ACCEPTED_CONTEXT (no-context behavior FAIL; `messages` is
+    empty).
+    """
+
+class PreparedAction(_PreparedAction, metaclass=_PreparedActionEnumTypeWrapper):
+    """What the execution would do after the RAG stages."""
+
+PREPARED_ACTION_UNSPECIFIED: PreparedAction.ValueType  # 0
+"""Not set (never reported)."""
+PREPARED_ACTION_CALL_MODEL: PreparedAction.ValueType  # 1
+"""Call the model with `messages` and `tools`."""
+PREPARED_ACTION_RETURN_NOT_FOUND: PreparedAction.ValueType  # 2
+"""Skip the model and return the framework-owned not-found answer
+(`messages` is empty).
+"""
+PREPARED_ACTION_FAIL: PreparedAction.ValueType  # 3
+"""Fail with NO_ACCEPTED_CONTEXT (no-context behavior FAIL; `messages` is
+empty).
+"""
+Global___PreparedAction: _TypeAlias = PreparedAction  # noqa: Y015
+
+class _KeywordQuerySource:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _KeywordQuerySourceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_KeywordQuerySource.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    KEYWORD_QUERY_SOURCE_UNSPECIFIED: _KeywordQuerySource.ValueType  # 0
+    """No keyword query (the lexical leg searched the message)."""
+    KEYWORD_QUERY_SOURCE_DERIVED: _KeywordQuerySource.ValueType  # 1
+    """Derived deterministically from the query (stop words removed)."""
+    KEYWORD_QUERY_SOURCE_MODEL: _KeywordQuerySource.ValueType  # 2
+    """Written by the rewriter model, validated and bounded."""
+    KEYWORD_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILURE: _KeywordQuerySource.ValueType  # 3
+    """The rewriter model failed (keyword_rewrite_failure_code); derived
+    deterministically instead.
+    """
+
+class KeywordQuerySource(_KeywordQuerySource, metaclass=_KeywordQuerySourceEnumTypeWrapper):
+    """Where the lexical keyword query came from."""
+
+KEYWORD_QUERY_SOURCE_UNSPECIFIED: KeywordQuerySource.ValueType  # 0
+"""No keyword query (the lexical leg searched the message)."""
+KEYWORD_QUERY_SOURCE_DERIVED: KeywordQuerySource.ValueType  # 1
+"""Derived deterministically from the query (stop words removed)."""
+KEYWORD_QUERY_SOURCE_MODEL: KeywordQuerySource.ValueType  # 2
+"""Written by the rewriter model, validated and bounded."""
+KEYWORD_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILURE: KeywordQuerySource.ValueType  # 3
+"""The rewriter model failed (keyword_rewrite_failure_code); derived
+deterministically instead.
+"""
+Global___KeywordQuerySource: _TypeAlias = KeywordQuerySource  # noqa: Y015
+
 @_typing.final
 class ConversationTurn(_message.Message):
     """A prior turn of the conversation."""
@@ -390,6 +486,8 @@ class ExecutionInput(_message.Message):
     HISTORY_FIELD_NUMBER: _builtins.int
     TENANT_FIELD_NUMBER: _builtins.int
     FILTER_FIELD_NUMBER: _builtins.int
+    BYPASS_RAG_FIELD_NUMBER: _builtins.int
+    OVERRIDES_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """Required. The agent id."""
     message: _builtins.str
@@ -401,6 +499,16 @@ class ExecutionInput(_message.Message):
     When API keys are enabled, the key's tenant applies: leave this
     empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
     """
+    bypass_rag: _builtins.bool
+    """Optional. Skip RAG for this request only: no retrieval, no evidence, no
+    framework grounding rules and no search tool; the model answers from the
+    agent's instructions and the conversation. Allowed only for agents whose
+    policy already permits an answer without context (mode OPEN or GROUNDED
+    with no-context behavior ANSWER_NORMALLY); otherwise FAILED_PRECONDITION
+    (RAG_BYPASS_NOT_ALLOWED). Cannot be combined with `overrides`
+    (INVALID_ARGUMENT / RAG_CONTROLS_CONFLICT). Ignored for agents without
+    RAG. Reported as RagExecutionMetadata.rag_bypassed.
+    """
     @_builtins.property
     def history(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationTurn]:
         """Optional. Prior turns, oldest first (at most 50). They count against the
@@ -409,8 +517,19 @@ class ExecutionInput(_message.Message):
 
     @_builtins.property
     def filter(self) -> _common_pb2.MetadataFilter:
-        """Optional. Metadata conditions added to the agent's configured filter
-        (both apply); enforced below the agent's search tool too.
+        """Optional. Metadata conditions ANDed with the agent's configured filter
+        (both apply; a key in both keeps only the values both allow), so a
+        request can narrow the agent's filter, never widen it; enforced below the
+        agent's search tool too. Reported as applied_limits.filter_narrowed.
+        """
+
+    @_builtins.property
+    def overrides(self) -> Global___RagOverrides:
+        """Optional. Per-request narrowing of the agent's RAG limits. A request may
+        only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+        RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+        (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+        are reported in RagExecutionMetadata.applied_limits.
         """
 
     def __init__(
@@ -421,14 +540,280 @@ class ExecutionInput(_message.Message):
         history: _abc.Iterable[Global___ConversationTurn] | None = ...,
         tenant: _builtins.str = ...,
         filter: _common_pb2.MetadataFilter | None = ...,
+        bypass_rag: _builtins.bool = ...,
+        overrides: Global___RagOverrides | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter", "overrides", b"overrides"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "filter", b"filter", "history", b"history", "message", b"message", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "bypass_rag", b"bypass_rag", "filter", b"filter", "history", b"history", "message", b"message", "overrides", b"overrides", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ExecutionInput: _TypeAlias = ExecutionInput  # noqa: Y015
+
+@_typing.final
+class RagOverrides(_message.Message):
+    """Per-request narrowing of an agent's RAG limits (see ExecutionInput.overrides).
+    Metadata filters are narrowed with ExecutionInput.filter (ANDed with the
+    agent's configured filter).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MINIMUM_RELEVANCE_FIELD_NUMBER: _builtins.int
+    FINAL_TOP_K_FIELD_NUMBER: _builtins.int
+    minimum_relevance: _builtins.float
+    """Optional. Minimum relevance in [0, 1] a candidate needs to be accepted.
+    Must be at least the agent's configured minimum_relevance (any value when
+    the agent has none). Candidates whose metric has no relevance (BM25, RRF,
+    dot product) are then rejected, as with a configured threshold.
+    """
+    final_top_k: _builtins.int
+    """Optional. The most accepted results that may reach the context (the final
+    top-k), in [1, the agent's maximum_accepted_results].
+    """
+    def __init__(
+        self,
+        *,
+        minimum_relevance: _builtins.float | None = ...,
+        final_top_k: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_final_top_k", b"_final_top_k", "_minimum_relevance", b"_minimum_relevance", "final_top_k", b"final_top_k", "minimum_relevance", b"minimum_relevance"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_final_top_k", b"_final_top_k", "_minimum_relevance", b"_minimum_relevance", "final_top_k", b"final_top_k", "minimum_relevance", b"minimum_relevance"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__final_top_k: _TypeAlias = _typing.Literal["final_top_k"]  # noqa: Y015
+    _WhichOneofArgType__final_top_k: _TypeAlias = _typing.Literal["_final_top_k", b"_final_top_k"]  # noqa: Y015
+    _WhichOneofReturnType__minimum_relevance: _TypeAlias = _typing.Literal["minimum_relevance"]  # noqa: Y015
+    _WhichOneofArgType__minimum_relevance: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__final_top_k) -> _WhichOneofReturnType__final_top_k | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__minimum_relevance) -> _WhichOneofReturnType__minimum_relevance | None: ...
+
+Global___RagOverrides: _TypeAlias = RagOverrides  # noqa: Y015
+
+@_typing.final
+class PrepareExecutionRequest(_message.Message):
+    """Request for PrepareExecution."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INPUT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def input(self) -> Global___ExecutionInput:
+        """Required. The execution input, validated exactly as for Execute
+        (including bypass_rag and overrides).
+        """
+
+    def __init__(
+        self,
+        *,
+        input: Global___ExecutionInput | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["input", b"input"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input", b"input"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrepareExecutionRequest: _TypeAlias = PrepareExecutionRequest  # noqa: Y015
+
+@_typing.final
+class PrepareExecutionResponse(_message.Message):
+    """Response for PrepareExecution."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PREPARED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def prepared(self) -> Global___PreparedExecution:
+        """Output only. What the model would receive."""
+
+    def __init__(
+        self,
+        *,
+        prepared: Global___PreparedExecution | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["prepared", b"prepared"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["prepared", b"prepared"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrepareExecutionResponse: _TypeAlias = PrepareExecutionResponse  # noqa: Y015
+
+@_typing.final
+class PreparedMessage(_message.Message):
+    """One message of the prepared prompt, exactly as the model would receive it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROLE_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    role: Global___PromptRole.ValueType
+    """Output only. Who the message is from."""
+    content: _builtins.str
+    """Output only. The message text (evidence included, inside the
+    <untrusted-external-context> envelope).
+    """
+    def __init__(
+        self,
+        *,
+        role: Global___PromptRole.ValueType = ...,
+        content: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "role", b"role"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreparedMessage: _TypeAlias = PreparedMessage  # noqa: Y015
+
+@_typing.final
+class PreparedTool(_message.Message):
+    """A tool the model would be offered."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    PARAMETERS_JSON_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Output only. Tool name."""
+    description: _builtins.str
+    """Output only. Description shown to the model."""
+    parameters_json: _builtins.str
+    """Output only. JSON schema of the parameters, as a JSON object text."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        parameters_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "name", b"name", "parameters_json", b"parameters_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreparedTool: _TypeAlias = PreparedTool  # noqa: Y015
+
+@_typing.final
+class PreparedReference(_message.Message):
+    """One evidence source of the prepared prompt ([n] in the evidence message)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_NUMBER_FIELD_NUMBER: _builtins.int
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    CHUNK_ID_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    SPAN_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SECTION_FIELD_NUMBER: _builtins.int
+    source_number: _builtins.int
+    """Output only. The source number in the evidence message (1-based)."""
+    document_id: _builtins.str
+    """Output only. Document id."""
+    chunk_id: _builtins.str
+    """Output only. Chunk id."""
+    title: _builtins.str
+    """Output only. Document title ("" when unknown)."""
+    section: _builtins.str
+    """Output only. Section heading ("" when unknown)."""
+    @_builtins.property
+    def score(self) -> _common_pb2.Score:
+        """Output only. The retrieval score (raw, metric, direction, relevance)."""
+
+    @_builtins.property
+    def span(self) -> _common_pb2.CharSpan:
+        """Output only. Character span in the document."""
+
+    def __init__(
+        self,
+        *,
+        source_number: _builtins.int = ...,
+        document_id: _builtins.str = ...,
+        chunk_id: _builtins.str = ...,
+        score: _common_pb2.Score | None = ...,
+        span: _common_pb2.CharSpan | None = ...,
+        title: _builtins.str = ...,
+        section: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["score", b"score", "span", b"span"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "document_id", b"document_id", "score", b"score", "section", b"section", "source_number", b"source_number", "span", b"span", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreparedReference: _TypeAlias = PreparedReference  # noqa: Y015
+
+@_typing.final
+class PreparedExecution(_message.Message):
+    """The prepared, not executed, turn of one agent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
+    REFERENCES_FIELD_NUMBER: _builtins.int
+    FRAMEWORK_ANSWER_FIELD_NUMBER: _builtins.int
+    RAG_FIELD_NUMBER: _builtins.int
+    DURATION_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """Output only. The agent."""
+    action: Global___PreparedAction.ValueType
+    """Output only. What the execution would do next."""
+    framework_answer: _builtins.str
+    """Output only. The framework answer when action is RETURN_NOT_FOUND."""
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___PreparedMessage]:
+        """Output only. The messages the model would receive, in order (empty
+        unless action is CALL_MODEL).
+        """
+
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___PreparedTool]:
+        """Output only. The tools the model would be offered, in order."""
+
+    @_builtins.property
+    def references(self) -> _containers.RepeatedCompositeFieldContainer[Global___PreparedReference]:
+        """Output only. The evidence sources, in evidence order."""
+
+    @_builtins.property
+    def rag(self) -> Global___RagExecutionMetadata:
+        """Output only. The RAG metadata Execute would report (including
+        applied_limits, rewritten_query and keyword_query).
+        """
+
+    @_builtins.property
+    def duration(self) -> _duration_pb2.Duration:
+        """Output only. Wall time of the preparation."""
+
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        action: Global___PreparedAction.ValueType = ...,
+        messages: _abc.Iterable[Global___PreparedMessage] | None = ...,
+        tools: _abc.Iterable[Global___PreparedTool] | None = ...,
+        references: _abc.Iterable[Global___PreparedReference] | None = ...,
+        framework_answer: _builtins.str = ...,
+        rag: Global___RagExecutionMetadata | None = ...,
+        duration: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "rag", b"rag"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "agent_id", b"agent_id", "duration", b"duration", "framework_answer", b"framework_answer", "messages", b"messages", "rag", b"rag", "references", b"references", "tools", b"tools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreparedExecution: _TypeAlias = PreparedExecution  # noqa: Y015
 
 @_typing.final
 class ExecuteRequest(_message.Message):
@@ -935,6 +1320,12 @@ class RagExecutionMetadata(_message.Message):
     REWRITTEN_QUERY_FIELD_NUMBER: _builtins.int
     SEARCHES_FIELD_NUMBER: _builtins.int
     FINAL_SELECTION_FIELD_NUMBER: _builtins.int
+    RAG_BYPASSED_FIELD_NUMBER: _builtins.int
+    APPLIED_LIMITS_FIELD_NUMBER: _builtins.int
+    KEYWORD_QUERY_FIELD_NUMBER: _builtins.int
+    KEYWORD_QUERY_SOURCE_FIELD_NUMBER: _builtins.int
+    KEYWORD_REWRITE_FAILURE_CODE_FIELD_NUMBER: _builtins.int
+    QUERY_REWRITE_FAILURE_CODE_FIELD_NUMBER: _builtins.int
     enabled: _builtins.bool
     """Output only. Whether the agent uses RAG at all."""
     index_name: _builtins.str
@@ -968,6 +1359,30 @@ class RagExecutionMetadata(_message.Message):
     rewritten_query: _builtins.str
     """Output only. Present when the query was rewritten for retrieval
     (multi-turn query rewriting).
+    """
+    rag_bypassed: _builtins.bool
+    """Output only. Whether RAG was bypassed for this request
+    (ExecutionInput.bypass_rag): no search ran and no evidence was sent.
+    """
+    keyword_query: _builtins.str
+    """Output only. The keyword query the lexical leg searched (lexical and
+    hybrid retrieval with keyword rewriting enabled): stop words removed,
+    identifiers and quoted phrases kept. Absent when the lexical leg searched
+    the (possibly rewritten) message itself.
+    """
+    keyword_query_source: Global___KeywordQuerySource.ValueType
+    """Output only. Where keyword_query came from (UNSPECIFIED when absent)."""
+    keyword_rewrite_failure_code: _builtins.str
+    """Output only. When the rewriter model failed and the deterministic
+    keywords were used instead: a stable code (MODEL_UNAVAILABLE,
+    MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_REJECTED,
+    MODEL_INVALID_RESPONSE, REWRITE_INVALID_OUTPUT). Empty otherwise.
+    """
+    query_rewrite_failure_code: _builtins.str
+    """Output only. When the model rewrite of a follow-up (query_rewriting
+    "model") failed and the history rewrite was searched instead: a stable
+    code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
+    MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
     """
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
@@ -1014,6 +1429,12 @@ class RagExecutionMetadata(_message.Message):
         when reranking is disabled.
         """
 
+    @_builtins.property
+    def applied_limits(self) -> Global___RagAppliedLimits:
+        """Output only. The limits applied to this execution: the agent's, narrowed
+        by the request's overrides. Absent when RAG is disabled or bypassed.
+        """
+
     def __init__(
         self,
         *,
@@ -1041,16 +1462,77 @@ class RagExecutionMetadata(_message.Message):
         rewritten_query: _builtins.str | None = ...,
         searches: _abc.Iterable[Global___AgenticSearchTrace] | None = ...,
         final_selection: Global___FinalSelection | None = ...,
+        rag_bypassed: _builtins.bool = ...,
+        applied_limits: Global___RagAppliedLimits | None = ...,
+        keyword_query: _builtins.str | None = ...,
+        keyword_query_source: Global___KeywordQuerySource.ValueType = ...,
+        keyword_rewrite_failure_code: _builtins.str = ...,
+        query_rewrite_failure_code: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_rewritten_query", b"_rewritten_query", "context_budget", b"context_budget", "final_selection", b"final_selection", "reranking", b"reranking", "rewritten_query", b"rewritten_query"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "applied_limits", b"applied_limits", "context_budget", b"context_budget", "final_selection", b"final_selection", "keyword_query", b"keyword_query", "reranking", b"reranking", "rewritten_query", b"rewritten_query"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_rewritten_query", b"_rewritten_query", "accepted", b"accepted", "accepted_count", b"accepted_count", "answer_constrained", b"answer_constrained", "applied_mode", b"applied_mode", "applied_no_context_behavior", b"applied_no_context_behavior", "candidate_count", b"candidate_count", "candidates", b"candidates", "context", b"context", "context_accepted", b"context_accepted", "context_budget", b"context_budget", "context_excluded", b"context_excluded", "context_excluded_count", b"context_excluded_count", "enabled", b"enabled", "final_selection", b"final_selection", "index_name", b"index_name", "index_version", b"index_version", "model_skipped", b"model_skipped", "no_context_reason", b"no_context_reason", "rejected", b"rejected", "rejected_count", b"rejected_count", "reranking", b"reranking", "retrieval_mode", b"retrieval_mode", "rewritten_query", b"rewritten_query", "searches", b"searches"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "accepted", b"accepted", "accepted_count", b"accepted_count", "answer_constrained", b"answer_constrained", "applied_limits", b"applied_limits", "applied_mode", b"applied_mode", "applied_no_context_behavior", b"applied_no_context_behavior", "candidate_count", b"candidate_count", "candidates", b"candidates", "context", b"context", "context_accepted", b"context_accepted", "context_budget", b"context_budget", "context_excluded", b"context_excluded", "context_excluded_count", b"context_excluded_count", "enabled", b"enabled", "final_selection", b"final_selection", "index_name", b"index_name", "index_version", b"index_version", "keyword_query", b"keyword_query", "keyword_query_source", b"keyword_query_source", "keyword_rewrite_failure_code", b"keyword_rewrite_failure_code", "model_skipped", b"model_skipped", "no_context_reason", b"no_context_reason", "query_rewrite_failure_code", b"query_rewrite_failure_code", "rag_bypassed", b"rag_bypassed", "rejected", b"rejected", "rejected_count", b"rejected_count", "reranking", b"reranking", "retrieval_mode", b"retrieval_mode", "rewritten_query", b"rewritten_query", "searches", b"searches"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__keyword_query: _TypeAlias = _typing.Literal["keyword_query"]  # noqa: Y015
+    _WhichOneofArgType__keyword_query: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query"]  # noqa: Y015
     _WhichOneofReturnType__rewritten_query: _TypeAlias = _typing.Literal["rewritten_query"]  # noqa: Y015
     _WhichOneofArgType__rewritten_query: _TypeAlias = _typing.Literal["_rewritten_query", b"_rewritten_query"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keyword_query) -> _WhichOneofReturnType__keyword_query | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__rewritten_query) -> _WhichOneofReturnType__rewritten_query | None: ...
 
 Global___RagExecutionMetadata: _TypeAlias = RagExecutionMetadata  # noqa: Y015
+
+@_typing.final
+class RagAppliedLimits(_message.Message):
+    """The RAG limits applied to one execution (the agent's policy narrowed by
+    the request's overrides).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CANDIDATE_COUNT_FIELD_NUMBER: _builtins.int
+    MINIMUM_RELEVANCE_FIELD_NUMBER: _builtins.int
+    FINAL_TOP_K_FIELD_NUMBER: _builtins.int
+    MINIMUM_RELEVANCE_OVERRIDDEN_FIELD_NUMBER: _builtins.int
+    FINAL_TOP_K_OVERRIDDEN_FIELD_NUMBER: _builtins.int
+    FILTER_NARROWED_FIELD_NUMBER: _builtins.int
+    candidate_count: _builtins.int
+    """Output only. Candidates requested from retrieval (CandidateCount, within
+    the server's top-k limit).
+    """
+    minimum_relevance: _builtins.float
+    """Output only. Minimum relevance applied by acceptance; absent when none."""
+    final_top_k: _builtins.int
+    """Output only. The most accepted results (final top-k)."""
+    minimum_relevance_overridden: _builtins.bool
+    """Output only. Whether the request narrowed minimum_relevance."""
+    final_top_k_overridden: _builtins.bool
+    """Output only. Whether the request narrowed final_top_k."""
+    filter_narrowed: _builtins.bool
+    """Output only. Whether the request added metadata filter conditions
+    (ExecutionInput.filter, ANDed with the agent's filter).
+    """
+    def __init__(
+        self,
+        *,
+        candidate_count: _builtins.int = ...,
+        minimum_relevance: _builtins.float | None = ...,
+        final_top_k: _builtins.int = ...,
+        minimum_relevance_overridden: _builtins.bool = ...,
+        final_top_k_overridden: _builtins.bool = ...,
+        filter_narrowed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance", "minimum_relevance", b"minimum_relevance"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance", "candidate_count", b"candidate_count", "filter_narrowed", b"filter_narrowed", "final_top_k", b"final_top_k", "final_top_k_overridden", b"final_top_k_overridden", "minimum_relevance", b"minimum_relevance", "minimum_relevance_overridden", b"minimum_relevance_overridden"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__minimum_relevance: _TypeAlias = _typing.Literal["minimum_relevance"]  # noqa: Y015
+    _WhichOneofArgType__minimum_relevance: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__minimum_relevance) -> _WhichOneofReturnType__minimum_relevance | None: ...
+
+Global___RagAppliedLimits: _TypeAlias = RagAppliedLimits  # noqa: Y015
 
 @_typing.final
 class TokenUsage(_message.Message):
@@ -1418,6 +1900,10 @@ class AgentRagDescription(_message.Message):
     CANDIDATE_MULTIPLIER_FIELD_NUMBER: _builtins.int
     RETRIEVAL_WEIGHT_FIELD_NUMBER: _builtins.int
     SEARCH_TOOL_NAME_FIELD_NUMBER: _builtins.int
+    BYPASS_ALLOWED_FIELD_NUMBER: _builtins.int
+    MINIMUM_RELEVANCE_FIELD_NUMBER: _builtins.int
+    FINAL_TOP_K_FIELD_NUMBER: _builtins.int
+    KEYWORD_QUERY_FIELD_NUMBER: _builtins.int
     index_name: _builtins.str
     """Output only. The index."""
     retrieval_mode: _retriever_pb2.RetrievalMode.ValueType
@@ -1440,6 +1926,22 @@ class AgentRagDescription(_message.Message):
     """Output only. The retrieval weight (WEIGHTED_BLEND only)."""
     search_tool_name: _builtins.str
     """Output only. The name of the agentic search tool ("" when not agentic)."""
+    bypass_allowed: _builtins.bool
+    """Output only. Whether a request may set ExecutionInput.bypass_rag (mode
+    OPEN or GROUNDED with no-context behavior ANSWER_NORMALLY).
+    """
+    minimum_relevance: _builtins.float
+    """Output only. The agent's minimum relevance; an override may only raise
+    it. Absent when the agent has none.
+    """
+    final_top_k: _builtins.int
+    """Output only. The agent's maximum accepted results (final top-k); an
+    override may only lower it.
+    """
+    keyword_query: _builtins.bool
+    """Output only. Whether the lexical leg searches a keyword query derived
+    from the question (RagExecutionMetadata.keyword_query).
+    """
     def __init__(
         self,
         *,
@@ -1453,13 +1955,22 @@ class AgentRagDescription(_message.Message):
         candidate_multiplier: _builtins.int = ...,
         retrieval_weight: _builtins.float | None = ...,
         search_tool_name: _builtins.str = ...,
+        bypass_allowed: _builtins.bool = ...,
+        minimum_relevance: _builtins.float | None = ...,
+        final_top_k: _builtins.int = ...,
+        keyword_query: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_retrieval_weight", b"_retrieval_weight", "retrieval_weight", b"retrieval_weight"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance", "_retrieval_weight", b"_retrieval_weight", "minimum_relevance", b"minimum_relevance", "retrieval_weight", b"retrieval_weight"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_retrieval_weight", b"_retrieval_weight", "agentic", b"agentic", "candidate_multiplier", b"candidate_multiplier", "final_selection_policy", b"final_selection_policy", "index_name", b"index_name", "mode", b"mode", "no_context_behavior", b"no_context_behavior", "reranking_enabled", b"reranking_enabled", "retrieval_mode", b"retrieval_mode", "retrieval_weight", b"retrieval_weight", "search_tool_name", b"search_tool_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance", "_retrieval_weight", b"_retrieval_weight", "agentic", b"agentic", "bypass_allowed", b"bypass_allowed", "candidate_multiplier", b"candidate_multiplier", "final_selection_policy", b"final_selection_policy", "final_top_k", b"final_top_k", "index_name", b"index_name", "keyword_query", b"keyword_query", "minimum_relevance", b"minimum_relevance", "mode", b"mode", "no_context_behavior", b"no_context_behavior", "reranking_enabled", b"reranking_enabled", "retrieval_mode", b"retrieval_mode", "retrieval_weight", b"retrieval_weight", "search_tool_name", b"search_tool_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__minimum_relevance: _TypeAlias = _typing.Literal["minimum_relevance"]  # noqa: Y015
+    _WhichOneofArgType__minimum_relevance: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance"]  # noqa: Y015
     _WhichOneofReturnType__retrieval_weight: _TypeAlias = _typing.Literal["retrieval_weight"]  # noqa: Y015
     _WhichOneofArgType__retrieval_weight: _TypeAlias = _typing.Literal["_retrieval_weight", b"_retrieval_weight"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__minimum_relevance) -> _WhichOneofReturnType__minimum_relevance | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__retrieval_weight) -> _WhichOneofReturnType__retrieval_weight | None: ...
 
 Global___AgentRagDescription: _TypeAlias = AgentRagDescription  # noqa: Y015

@@ -55,6 +55,11 @@ class AgentServiceStub:
                 request_serializer=groundwire_dot_v1_dot_agent__pb2.ExecuteStreamRequest.SerializeToString,
                 response_deserializer=groundwire_dot_v1_dot_agent__pb2.ExecuteStreamResponse.FromString,
                 _registered_method=True)
+        self.PrepareExecution = channel.unary_unary(
+                '/groundwire.v1.AgentService/PrepareExecution',
+                request_serializer=groundwire_dot_v1_dot_agent__pb2.PrepareExecutionRequest.SerializeToString,
+                response_deserializer=groundwire_dot_v1_dot_agent__pb2.PrepareExecutionResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer:
@@ -97,6 +102,20 @@ class AgentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PrepareExecution(self, request, context):
+        """Runs every RAG stage of one agent turn exactly as Execute would (query
+        rewriting, retrieval, acceptance, reranking, answerability, context
+        budget, prompt assembly) and returns the exact messages and tools the
+        model would receive, with the references and the applied limits, without
+        calling the model ("retrieve without LLM call"). The response exposes
+        the assembled prompt, including the agent's instructions, so it needs the
+        `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+        plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -119,6 +138,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ExecuteStream,
                     request_deserializer=groundwire_dot_v1_dot_agent__pb2.ExecuteStreamRequest.FromString,
                     response_serializer=groundwire_dot_v1_dot_agent__pb2.ExecuteStreamResponse.SerializeToString,
+            ),
+            'PrepareExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.PrepareExecution,
+                    request_deserializer=groundwire_dot_v1_dot_agent__pb2.PrepareExecutionRequest.FromString,
+                    response_serializer=groundwire_dot_v1_dot_agent__pb2.PrepareExecutionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -230,6 +254,33 @@ class AgentService:
             '/groundwire.v1.AgentService/ExecuteStream',
             groundwire_dot_v1_dot_agent__pb2.ExecuteStreamRequest.SerializeToString,
             groundwire_dot_v1_dot_agent__pb2.ExecuteStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrepareExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groundwire.v1.AgentService/PrepareExecution',
+            groundwire_dot_v1_dot_agent__pb2.PrepareExecutionRequest.SerializeToString,
+            groundwire_dot_v1_dot_agent__pb2.PrepareExecutionResponse.FromString,
             options,
             channel_credentials,
             insecure,

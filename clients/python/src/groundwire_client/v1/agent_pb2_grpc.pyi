@@ -63,6 +63,16 @@ class AgentServiceStub:
     errors end the call with a status before any event; every later outcome is
     reported by exactly one terminal event (completed or failed).
     """
+    PrepareExecution: _grpc.UnaryUnaryMultiCallable[_agent_pb2.PrepareExecutionRequest, _agent_pb2.PrepareExecutionResponse]
+    """Runs every RAG stage of one agent turn exactly as Execute would (query
+    rewriting, retrieval, acceptance, reranking, answerability, context
+    budget, prompt assembly) and returns the exact messages and tools the
+    model would receive, with the references and the applied limits, without
+    calling the model ("retrieve without LLM call"). The response exposes
+    the assembled prompt, including the agent's instructions, so it needs the
+    `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+    plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
+    """
 
 @_typing.type_check_only
 class AgentServiceAsyncStub(AgentServiceStub):
@@ -86,6 +96,16 @@ class AgentServiceAsyncStub(AgentServiceStub):
     """Runs one agent turn, streaming its execution events. Request validation
     errors end the call with a status before any event; every later outcome is
     reported by exactly one terminal event (completed or failed).
+    """
+    PrepareExecution: _aio.UnaryUnaryMultiCallable[_agent_pb2.PrepareExecutionRequest, _agent_pb2.PrepareExecutionResponse]  # type: ignore[assignment]
+    """Runs every RAG stage of one agent turn exactly as Execute would (query
+    rewriting, retrieval, acceptance, reranking, answerability, context
+    budget, prompt assembly) and returns the exact messages and tools the
+    model would receive, with the references and the applied limits, without
+    calling the model ("retrieve without LLM call"). The response exposes
+    the assembled prompt, including the agent's instructions, so it needs the
+    `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+    plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
     """
 
 class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -131,6 +151,22 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
         """Runs one agent turn, streaming its execution events. Request validation
         errors end the call with a status before any event; every later outcome is
         reported by exactly one terminal event (completed or failed).
+        """
+
+    @_abc_1.abstractmethod
+    def PrepareExecution(
+        self,
+        request: _agent_pb2.PrepareExecutionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_agent_pb2.PrepareExecutionResponse, _abc.Awaitable[_agent_pb2.PrepareExecutionResponse]]:
+        """Runs every RAG stage of one agent turn exactly as Execute would (query
+        rewriting, retrieval, acceptance, reranking, answerability, context
+        budget, prompt assembly) and returns the exact messages and tools the
+        model would receive, with the references and the applied limits, without
+        calling the model ("retrieve without LLM call"). The response exposes
+        the assembled prompt, including the agent's instructions, so it needs the
+        `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+        plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
         """
 
 def add_AgentServiceServicer_to_server(servicer: AgentServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

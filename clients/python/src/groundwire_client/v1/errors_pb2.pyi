@@ -165,6 +165,21 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
     Executions report TOO_MANY_EXECUTIONS instead.
     """
+    ERROR_REASON_RAG_BYPASS_NOT_ALLOWED: _ErrorReason.ValueType  # 240
+    """FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy
+    does not permit an answer without context (REQUIRED, or a no-context
+    behavior other than ANSWER_NORMALLY).
+    """
+    ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY: _ErrorReason.ValueType  # 241
+    """INVALID_ARGUMENT: a per-request override would widen the agent's policy
+    (a lower minimum relevance, a larger final top-k).
+    """
+    ERROR_REASON_RAG_CONTROLS_CONFLICT: _ErrorReason.ValueType  # 242
+    """INVALID_ARGUMENT: per-request RAG controls that cannot be combined
+    (bypass_rag with overrides).
+    """
+    ERROR_REASON_RAG_NOT_CONFIGURED: _ErrorReason.ValueType  # 243
+    """FAILED_PRECONDITION: RAG overrides were sent for an agent without RAG."""
     ERROR_REASON_STORE_EXTENSION_MISSING: _ErrorReason.ValueType  # 300
     """FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old."""
     ERROR_REASON_STORE_SCHEMA_TOO_NEW: _ErrorReason.ValueType  # 301
@@ -177,6 +192,20 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """INVALID_ARGUMENT: the database rejected the data (for example NUL bytes)."""
     ERROR_REASON_STORE_ERROR: _ErrorReason.ValueType  # 305
     """INTERNAL: an unexpected database error."""
+    ERROR_REASON_CONFIG_INVALID: _ErrorReason.ValueType  # 400
+    """FAILED_PRECONDITION: a configuration reload found the file invalid (or
+    unreadable); BadRequest field violations name every offending key. Nothing
+    changed.
+    """
+    ERROR_REASON_CONFIG_RESTART_REQUIRED: _ErrorReason.ValueType  # 401
+    """FAILED_PRECONDITION: a configuration reload changes keys that only a
+    restart can apply (the listen address, TLS on or off, the store, ...); the
+    violations name them. Nothing changed.
+    """
+    ERROR_REASON_RELOAD_UNAVAILABLE: _ErrorReason.ValueType  # 402
+    """FAILED_PRECONDITION: the server was not started from a configuration file
+    (the built-in demo), so there is nothing to reload.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The values of google.rpc.ErrorInfo.reason, without the ERROR_REASON_ prefix
@@ -320,6 +349,21 @@ concurrent calls of this RPC family ([limits.<family>]
 max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
 Executions report TOO_MANY_EXECUTIONS instead.
 """
+ERROR_REASON_RAG_BYPASS_NOT_ALLOWED: ErrorReason.ValueType  # 240
+"""FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy
+does not permit an answer without context (REQUIRED, or a no-context
+behavior other than ANSWER_NORMALLY).
+"""
+ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY: ErrorReason.ValueType  # 241
+"""INVALID_ARGUMENT: a per-request override would widen the agent's policy
+(a lower minimum relevance, a larger final top-k).
+"""
+ERROR_REASON_RAG_CONTROLS_CONFLICT: ErrorReason.ValueType  # 242
+"""INVALID_ARGUMENT: per-request RAG controls that cannot be combined
+(bypass_rag with overrides).
+"""
+ERROR_REASON_RAG_NOT_CONFIGURED: ErrorReason.ValueType  # 243
+"""FAILED_PRECONDITION: RAG overrides were sent for an agent without RAG."""
 ERROR_REASON_STORE_EXTENSION_MISSING: ErrorReason.ValueType  # 300
 """FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old."""
 ERROR_REASON_STORE_SCHEMA_TOO_NEW: ErrorReason.ValueType  # 301
@@ -332,4 +376,18 @@ ERROR_REASON_STORE_DATA_REJECTED: ErrorReason.ValueType  # 304
 """INVALID_ARGUMENT: the database rejected the data (for example NUL bytes)."""
 ERROR_REASON_STORE_ERROR: ErrorReason.ValueType  # 305
 """INTERNAL: an unexpected database error."""
+ERROR_REASON_CONFIG_INVALID: ErrorReason.ValueType  # 400
+"""FAILED_PRECONDITION: a configuration reload found the file invalid (or
+unreadable); BadRequest field violations name every offending key. Nothing
+changed.
+"""
+ERROR_REASON_CONFIG_RESTART_REQUIRED: ErrorReason.ValueType  # 401
+"""FAILED_PRECONDITION: a configuration reload changes keys that only a
+restart can apply (the listen address, TLS on or off, the store, ...); the
+violations name them. Nothing changed.
+"""
+ERROR_REASON_RELOAD_UNAVAILABLE: ErrorReason.ValueType  # 402
+"""FAILED_PRECONDITION: the server was not started from a configuration file
+(the built-in demo), so there is nothing to reload.
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -117,6 +117,11 @@ class _OperationTriggerEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Oper
     """The ON_STARTUP or BACKGROUND_ON_STARTUP strategy."""
     OPERATION_TRIGGER_SCHEDULE: _OperationTrigger.ValueType  # 3
     """The SCHEDULED strategy."""
+    OPERATION_TRIGGER_RELOAD: _OperationTrigger.ValueType  # 100
+    """A configuration reload (SIGHUP or AdminService.ReloadConfiguration) that
+    changed what an ON_STARTUP or BACKGROUND_ON_STARTUP index ingests (its
+    chunking, embedding model or sources), as a restart would have.
+    """
 
 class OperationTrigger(_OperationTrigger, metaclass=_OperationTriggerEnumTypeWrapper):
     """What started an operation."""
@@ -129,6 +134,11 @@ OPERATION_TRIGGER_STARTUP: OperationTrigger.ValueType  # 2
 """The ON_STARTUP or BACKGROUND_ON_STARTUP strategy."""
 OPERATION_TRIGGER_SCHEDULE: OperationTrigger.ValueType  # 3
 """The SCHEDULED strategy."""
+OPERATION_TRIGGER_RELOAD: OperationTrigger.ValueType  # 100
+"""A configuration reload (SIGHUP or AdminService.ReloadConfiguration) that
+changed what an ON_STARTUP or BACKGROUND_ON_STARTUP index ingests (its
+chunking, embedding model or sources), as a restart would have.
+"""
 Global___OperationTrigger: _TypeAlias = OperationTrigger  # noqa: Y015
 
 class _OperationPhase:

@@ -139,6 +139,37 @@ public final class AgentServiceGrpc {
     return getExecuteStreamMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<dev.groundwire.v1.PrepareExecutionRequest,
+      dev.groundwire.v1.PrepareExecutionResponse> getPrepareExecutionMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "PrepareExecution",
+      requestType = dev.groundwire.v1.PrepareExecutionRequest.class,
+      responseType = dev.groundwire.v1.PrepareExecutionResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.groundwire.v1.PrepareExecutionRequest,
+      dev.groundwire.v1.PrepareExecutionResponse> getPrepareExecutionMethod() {
+    io.grpc.MethodDescriptor<dev.groundwire.v1.PrepareExecutionRequest, dev.groundwire.v1.PrepareExecutionResponse> getPrepareExecutionMethod;
+    if ((getPrepareExecutionMethod = AgentServiceGrpc.getPrepareExecutionMethod) == null) {
+      synchronized (AgentServiceGrpc.class) {
+        if ((getPrepareExecutionMethod = AgentServiceGrpc.getPrepareExecutionMethod) == null) {
+          AgentServiceGrpc.getPrepareExecutionMethod = getPrepareExecutionMethod =
+              io.grpc.MethodDescriptor.<dev.groundwire.v1.PrepareExecutionRequest, dev.groundwire.v1.PrepareExecutionResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "PrepareExecution"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.groundwire.v1.PrepareExecutionRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.groundwire.v1.PrepareExecutionResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new AgentServiceMethodDescriptorSupplier("PrepareExecution"))
+              .build();
+        }
+      }
+    }
+    return getPrepareExecutionMethod;
+  }
+
   /**
    * Creates a new async stub that supports all call types for the service
    */
@@ -250,6 +281,23 @@ public final class AgentServiceGrpc {
         io.grpc.stub.StreamObserver<dev.groundwire.v1.ExecuteStreamResponse> responseObserver) {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getExecuteStreamMethod(), responseObserver);
     }
+
+    /**
+     * <pre>
+     * Runs every RAG stage of one agent turn exactly as Execute would (query
+     * rewriting, retrieval, acceptance, reranking, answerability, context
+     * budget, prompt assembly) and returns the exact messages and tools the
+     * model would receive, with the references and the applied limits, without
+     * calling the model ("retrieve without LLM call"). The response exposes
+     * the assembled prompt, including the agent's instructions, so it needs the
+     * `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+     * plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
+     * </pre>
+     */
+    default void prepareExecution(dev.groundwire.v1.PrepareExecutionRequest request,
+        io.grpc.stub.StreamObserver<dev.groundwire.v1.PrepareExecutionResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getPrepareExecutionMethod(), responseObserver);
+    }
   }
 
   /**
@@ -334,6 +382,24 @@ public final class AgentServiceGrpc {
       io.grpc.stub.ClientCalls.asyncServerStreamingCall(
           getChannel().newCall(getExecuteStreamMethod(), getCallOptions()), request, responseObserver);
     }
+
+    /**
+     * <pre>
+     * Runs every RAG stage of one agent turn exactly as Execute would (query
+     * rewriting, retrieval, acceptance, reranking, answerability, context
+     * budget, prompt assembly) and returns the exact messages and tools the
+     * model would receive, with the references and the applied limits, without
+     * calling the model ("retrieve without LLM call"). The response exposes
+     * the assembled prompt, including the agent's instructions, so it needs the
+     * `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+     * plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
+     * </pre>
+     */
+    public void prepareExecution(dev.groundwire.v1.PrepareExecutionRequest request,
+        io.grpc.stub.StreamObserver<dev.groundwire.v1.PrepareExecutionResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getPrepareExecutionMethod(), getCallOptions()), request, responseObserver);
+    }
   }
 
   /**
@@ -402,6 +468,23 @@ public final class AgentServiceGrpc {
       return io.grpc.stub.ClientCalls.blockingV2ServerStreamingCall(
           getChannel(), getExecuteStreamMethod(), getCallOptions(), request);
     }
+
+    /**
+     * <pre>
+     * Runs every RAG stage of one agent turn exactly as Execute would (query
+     * rewriting, retrieval, acceptance, reranking, answerability, context
+     * budget, prompt assembly) and returns the exact messages and tools the
+     * model would receive, with the references and the applied limits, without
+     * calling the model ("retrieve without LLM call"). The response exposes
+     * the assembled prompt, including the agent's instructions, so it needs the
+     * `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+     * plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
+     * </pre>
+     */
+    public dev.groundwire.v1.PrepareExecutionResponse prepareExecution(dev.groundwire.v1.PrepareExecutionRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getPrepareExecutionMethod(), getCallOptions(), request);
+    }
   }
 
   /**
@@ -469,6 +552,23 @@ public final class AgentServiceGrpc {
       return io.grpc.stub.ClientCalls.blockingServerStreamingCall(
           getChannel(), getExecuteStreamMethod(), getCallOptions(), request);
     }
+
+    /**
+     * <pre>
+     * Runs every RAG stage of one agent turn exactly as Execute would (query
+     * rewriting, retrieval, acceptance, reranking, answerability, context
+     * budget, prompt assembly) and returns the exact messages and tools the
+     * model would receive, with the references and the applied limits, without
+     * calling the model ("retrieve without LLM call"). The response exposes
+     * the assembled prompt, including the agent's instructions, so it needs the
+     * `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+     * plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
+     * </pre>
+     */
+    public dev.groundwire.v1.PrepareExecutionResponse prepareExecution(dev.groundwire.v1.PrepareExecutionRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getPrepareExecutionMethod(), getCallOptions(), request);
+    }
   }
 
   /**
@@ -526,12 +626,31 @@ public final class AgentServiceGrpc {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getExecuteMethod(), getCallOptions()), request);
     }
+
+    /**
+     * <pre>
+     * Runs every RAG stage of one agent turn exactly as Execute would (query
+     * rewriting, retrieval, acceptance, reranking, answerability, context
+     * budget, prompt assembly) and returns the exact messages and tools the
+     * model would receive, with the references and the applied limits, without
+     * calling the model ("retrieve without LLM call"). The response exposes
+     * the assembled prompt, including the agent's instructions, so it needs the
+     * `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+     * plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.groundwire.v1.PrepareExecutionResponse> prepareExecution(
+        dev.groundwire.v1.PrepareExecutionRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getPrepareExecutionMethod(), getCallOptions()), request);
+    }
   }
 
   private static final int METHODID_LIST_AGENTS = 0;
   private static final int METHODID_GET_AGENT = 1;
   private static final int METHODID_EXECUTE = 2;
   private static final int METHODID_EXECUTE_STREAM = 3;
+  private static final int METHODID_PREPARE_EXECUTION = 4;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -565,6 +684,10 @@ public final class AgentServiceGrpc {
         case METHODID_EXECUTE_STREAM:
           serviceImpl.executeStream((dev.groundwire.v1.ExecuteStreamRequest) request,
               (io.grpc.stub.StreamObserver<dev.groundwire.v1.ExecuteStreamResponse>) responseObserver);
+          break;
+        case METHODID_PREPARE_EXECUTION:
+          serviceImpl.prepareExecution((dev.groundwire.v1.PrepareExecutionRequest) request,
+              (io.grpc.stub.StreamObserver<dev.groundwire.v1.PrepareExecutionResponse>) responseObserver);
           break;
         default:
           throw new AssertionError();
@@ -612,6 +735,13 @@ public final class AgentServiceGrpc {
               dev.groundwire.v1.ExecuteStreamRequest,
               dev.groundwire.v1.ExecuteStreamResponse>(
                 service, METHODID_EXECUTE_STREAM)))
+        .addMethod(
+          getPrepareExecutionMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.groundwire.v1.PrepareExecutionRequest,
+              dev.groundwire.v1.PrepareExecutionResponse>(
+                service, METHODID_PREPARE_EXECUTION)))
         .build();
   }
 
@@ -664,6 +794,7 @@ public final class AgentServiceGrpc {
               .addMethod(getGetAgentMethod())
               .addMethod(getExecuteMethod())
               .addMethod(getExecuteStreamMethod())
+              .addMethod(getPrepareExecutionMethod())
               .build();
         }
       }

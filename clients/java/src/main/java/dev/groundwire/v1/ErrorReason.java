@@ -418,6 +418,42 @@ public enum ErrorReason
   ERROR_REASON_TENANT_CONCURRENCY_LIMITED(216),
   /**
    * <pre>
+   * FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy
+   * does not permit an answer without context (REQUIRED, or a no-context
+   * behavior other than ANSWER_NORMALLY).
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_BYPASS_NOT_ALLOWED = 240;</code>
+   */
+  ERROR_REASON_RAG_BYPASS_NOT_ALLOWED(240),
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: a per-request override would widen the agent's policy
+   * (a lower minimum relevance, a larger final top-k).
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY = 241;</code>
+   */
+  ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY(241),
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: per-request RAG controls that cannot be combined
+   * (bypass_rag with overrides).
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_CONTROLS_CONFLICT = 242;</code>
+   */
+  ERROR_REASON_RAG_CONTROLS_CONFLICT(242),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: RAG overrides were sent for an agent without RAG.
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_NOT_CONFIGURED = 243;</code>
+   */
+  ERROR_REASON_RAG_NOT_CONFIGURED(243),
+  /**
+   * <pre>
    * FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old.
    * </pre>
    *
@@ -464,6 +500,35 @@ public enum ErrorReason
    * <code>ERROR_REASON_STORE_ERROR = 305;</code>
    */
   ERROR_REASON_STORE_ERROR(305),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a configuration reload found the file invalid (or
+   * unreadable); BadRequest field violations name every offending key. Nothing
+   * changed.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CONFIG_INVALID = 400;</code>
+   */
+  ERROR_REASON_CONFIG_INVALID(400),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a configuration reload changes keys that only a
+   * restart can apply (the listen address, TLS on or off, the store, ...); the
+   * violations name them. Nothing changed.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CONFIG_RESTART_REQUIRED = 401;</code>
+   */
+  ERROR_REASON_CONFIG_RESTART_REQUIRED(401),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the server was not started from a configuration file
+   * (the built-in demo), so there is nothing to reload.
+   * </pre>
+   *
+   * <code>ERROR_REASON_RELOAD_UNAVAILABLE = 402;</code>
+   */
+  ERROR_REASON_RELOAD_UNAVAILABLE(402),
   UNRECOGNIZED(-1),
   ;
 
@@ -878,6 +943,42 @@ public enum ErrorReason
   public static final int ERROR_REASON_TENANT_CONCURRENCY_LIMITED_VALUE = 216;
   /**
    * <pre>
+   * FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy
+   * does not permit an answer without context (REQUIRED, or a no-context
+   * behavior other than ANSWER_NORMALLY).
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_BYPASS_NOT_ALLOWED = 240;</code>
+   */
+  public static final int ERROR_REASON_RAG_BYPASS_NOT_ALLOWED_VALUE = 240;
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: a per-request override would widen the agent's policy
+   * (a lower minimum relevance, a larger final top-k).
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY = 241;</code>
+   */
+  public static final int ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY_VALUE = 241;
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: per-request RAG controls that cannot be combined
+   * (bypass_rag with overrides).
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_CONTROLS_CONFLICT = 242;</code>
+   */
+  public static final int ERROR_REASON_RAG_CONTROLS_CONFLICT_VALUE = 242;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: RAG overrides were sent for an agent without RAG.
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_NOT_CONFIGURED = 243;</code>
+   */
+  public static final int ERROR_REASON_RAG_NOT_CONFIGURED_VALUE = 243;
+  /**
+   * <pre>
    * FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old.
    * </pre>
    *
@@ -924,6 +1025,35 @@ public enum ErrorReason
    * <code>ERROR_REASON_STORE_ERROR = 305;</code>
    */
   public static final int ERROR_REASON_STORE_ERROR_VALUE = 305;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a configuration reload found the file invalid (or
+   * unreadable); BadRequest field violations name every offending key. Nothing
+   * changed.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CONFIG_INVALID = 400;</code>
+   */
+  public static final int ERROR_REASON_CONFIG_INVALID_VALUE = 400;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a configuration reload changes keys that only a
+   * restart can apply (the listen address, TLS on or off, the store, ...); the
+   * violations name them. Nothing changed.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CONFIG_RESTART_REQUIRED = 401;</code>
+   */
+  public static final int ERROR_REASON_CONFIG_RESTART_REQUIRED_VALUE = 401;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the server was not started from a configuration file
+   * (the built-in demo), so there is nothing to reload.
+   * </pre>
+   *
+   * <code>ERROR_REASON_RELOAD_UNAVAILABLE = 402;</code>
+   */
+  public static final int ERROR_REASON_RELOAD_UNAVAILABLE_VALUE = 402;
 
 
   public final int getNumber() {
@@ -997,12 +1127,19 @@ public enum ErrorReason
       case 214: return ERROR_REASON_TENANT_MISMATCH;
       case 215: return ERROR_REASON_TENANT_RATE_LIMITED;
       case 216: return ERROR_REASON_TENANT_CONCURRENCY_LIMITED;
+      case 240: return ERROR_REASON_RAG_BYPASS_NOT_ALLOWED;
+      case 241: return ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY;
+      case 242: return ERROR_REASON_RAG_CONTROLS_CONFLICT;
+      case 243: return ERROR_REASON_RAG_NOT_CONFIGURED;
       case 300: return ERROR_REASON_STORE_EXTENSION_MISSING;
       case 301: return ERROR_REASON_STORE_SCHEMA_TOO_NEW;
       case 302: return ERROR_REASON_STORE_VERSION_UNSUPPORTED;
       case 303: return ERROR_REASON_VERSION_NOT_STAGING;
       case 304: return ERROR_REASON_STORE_DATA_REJECTED;
       case 305: return ERROR_REASON_STORE_ERROR;
+      case 400: return ERROR_REASON_CONFIG_INVALID;
+      case 401: return ERROR_REASON_CONFIG_RESTART_REQUIRED;
+      case 402: return ERROR_REASON_RELOAD_UNAVAILABLE;
       default: return null;
     }
   }

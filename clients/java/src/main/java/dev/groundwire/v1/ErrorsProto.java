@@ -36,7 +36,7 @@ public final class ErrorsProto extends com.google.protobuf.GeneratedFile {
   static {
     java.lang.String[] descriptorData = {
       "\n\032groundwire/v1/errors.proto\022\rgroundwire" +
-      ".v1*\277\017\n\013ErrorReason\022\034\n\030ERROR_REASON_UNSP" +
+      ".v1*\331\021\n\013ErrorReason\022\034\n\030ERROR_REASON_UNSP" +
       "ECIFIED\020\000\022\"\n\036ERROR_REASON_MALFORMED_REQU" +
       "EST\020\001\022\037\n\033ERROR_REASON_FIELD_REQUIRED\020\002\022#" +
       "\n\037ERROR_REASON_FIELD_OUT_OF_RANGE\020\003\022\037\n\033E" +
@@ -79,18 +79,25 @@ public final class ErrorsProto extends com.google.protobuf.GeneratedFile {
       "RROR_REASON_PERMISSION_DENIED\020\325\001\022!\n\034ERRO" +
       "R_REASON_TENANT_MISMATCH\020\326\001\022%\n ERROR_REA" +
       "SON_TENANT_RATE_LIMITED\020\327\001\022,\n\'ERROR_REAS" +
-      "ON_TENANT_CONCURRENCY_LIMITED\020\330\001\022)\n$ERRO" +
-      "R_REASON_STORE_EXTENSION_MISSING\020\254\002\022&\n!E" +
-      "RROR_REASON_STORE_SCHEMA_TOO_NEW\020\255\002\022+\n&E" +
-      "RROR_REASON_STORE_VERSION_UNSUPPORTED\020\256\002" +
-      "\022%\n ERROR_REASON_VERSION_NOT_STAGING\020\257\002\022" +
-      "%\n ERROR_REASON_STORE_DATA_REJECTED\020\260\002\022\035" +
-      "\n\030ERROR_REASON_STORE_ERROR\020\261\002B\257\001\n\021dev.gr" +
-      "oundwire.v1B\013ErrorsProtoP\001Z8github.com/g" +
-      "roundwire/groundwire/clients/go/groundwi" +
-      "rev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGroundwire\\" +
-      "V1\342\002\031Groundwire\\V1\\GPBMetadata\352\002\016Groundw" +
-      "ire::V1b\006proto3"
+      "ON_TENANT_CONCURRENCY_LIMITED\020\330\001\022(\n#ERRO" +
+      "R_REASON_RAG_BYPASS_NOT_ALLOWED\020\360\001\022,\n\'ER" +
+      "ROR_REASON_RAG_OVERRIDE_WIDENS_POLICY\020\361\001" +
+      "\022\'\n\"ERROR_REASON_RAG_CONTROLS_CONFLICT\020\362" +
+      "\001\022$\n\037ERROR_REASON_RAG_NOT_CONFIGURED\020\363\001\022" +
+      ")\n$ERROR_REASON_STORE_EXTENSION_MISSING\020" +
+      "\254\002\022&\n!ERROR_REASON_STORE_SCHEMA_TOO_NEW\020" +
+      "\255\002\022+\n&ERROR_REASON_STORE_VERSION_UNSUPPO" +
+      "RTED\020\256\002\022%\n ERROR_REASON_VERSION_NOT_STAG" +
+      "ING\020\257\002\022%\n ERROR_REASON_STORE_DATA_REJECT" +
+      "ED\020\260\002\022\035\n\030ERROR_REASON_STORE_ERROR\020\261\002\022 \n\033" +
+      "ERROR_REASON_CONFIG_INVALID\020\220\003\022)\n$ERROR_" +
+      "REASON_CONFIG_RESTART_REQUIRED\020\221\003\022$\n\037ERR" +
+      "OR_REASON_RELOAD_UNAVAILABLE\020\222\003B\257\001\n\021dev." +
+      "groundwire.v1B\013ErrorsProtoP\001Z8github.com" +
+      "/groundwire/groundwire/clients/go/ground" +
+      "wirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGroundwir" +
+      "e\\V1\342\002\031Groundwire\\V1\\GPBMetadata\352\002\016Groun" +
+      "dwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,

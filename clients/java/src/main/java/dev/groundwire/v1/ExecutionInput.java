@@ -274,8 +274,10 @@ private static final long serialVersionUID = 0L;
   private dev.groundwire.v1.MetadataFilter filter_;
   /**
    * <pre>
-   * Optional. Metadata conditions added to the agent's configured filter
-   * (both apply); enforced below the agent's search tool too.
+   * Optional. Metadata conditions ANDed with the agent's configured filter
+   * (both apply; a key in both keeps only the values both allow), so a
+   * request can narrow the agent's filter, never widen it; enforced below the
+   * agent's search tool too. Reported as applied_limits.filter_narrowed.
    * </pre>
    *
    * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -287,8 +289,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Optional. Metadata conditions added to the agent's configured filter
-   * (both apply); enforced below the agent's search tool too.
+   * Optional. Metadata conditions ANDed with the agent's configured filter
+   * (both apply; a key in both keeps only the values both allow), so a
+   * request can narrow the agent's filter, never widen it; enforced below the
+   * agent's search tool too. Reported as applied_limits.filter_narrowed.
    * </pre>
    *
    * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -300,8 +304,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Optional. Metadata conditions added to the agent's configured filter
-   * (both apply); enforced below the agent's search tool too.
+   * Optional. Metadata conditions ANDed with the agent's configured filter
+   * (both apply; a key in both keeps only the values both allow), so a
+   * request can narrow the agent's filter, never widen it; enforced below the
+   * agent's search tool too. Reported as applied_limits.filter_narrowed.
    * </pre>
    *
    * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -309,6 +315,78 @@ private static final long serialVersionUID = 0L;
   @java.lang.Override
   public dev.groundwire.v1.MetadataFilterOrBuilder getFilterOrBuilder() {
     return filter_ == null ? dev.groundwire.v1.MetadataFilter.getDefaultInstance() : filter_;
+  }
+
+  public static final int BYPASS_RAG_FIELD_NUMBER = 70;
+  private boolean bypassRag_ = false;
+  /**
+   * <pre>
+   * Optional. Skip RAG for this request only: no retrieval, no evidence, no
+   * framework grounding rules and no search tool; the model answers from the
+   * agent's instructions and the conversation. Allowed only for agents whose
+   * policy already permits an answer without context (mode OPEN or GROUNDED
+   * with no-context behavior ANSWER_NORMALLY); otherwise FAILED_PRECONDITION
+   * (RAG_BYPASS_NOT_ALLOWED). Cannot be combined with `overrides`
+   * (INVALID_ARGUMENT / RAG_CONTROLS_CONFLICT). Ignored for agents without
+   * RAG. Reported as RagExecutionMetadata.rag_bypassed.
+   * </pre>
+   *
+   * <code>bool bypass_rag = 70 [json_name = "bypassRag"];</code>
+   * @return The bypassRag.
+   */
+  @java.lang.Override
+  public boolean getBypassRag() {
+    return bypassRag_;
+  }
+
+  public static final int OVERRIDES_FIELD_NUMBER = 71;
+  private dev.groundwire.v1.RagOverrides overrides_;
+  /**
+   * <pre>
+   * Optional. Per-request narrowing of the agent's RAG limits. A request may
+   * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+   * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+   * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+   * are reported in RagExecutionMetadata.applied_limits.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+   * @return Whether the overrides field is set.
+   */
+  @java.lang.Override
+  public boolean hasOverrides() {
+    return ((bitField0_ & 0x00000002) != 0);
+  }
+  /**
+   * <pre>
+   * Optional. Per-request narrowing of the agent's RAG limits. A request may
+   * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+   * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+   * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+   * are reported in RagExecutionMetadata.applied_limits.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+   * @return The overrides.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagOverrides getOverrides() {
+    return overrides_ == null ? dev.groundwire.v1.RagOverrides.getDefaultInstance() : overrides_;
+  }
+  /**
+   * <pre>
+   * Optional. Per-request narrowing of the agent's RAG limits. A request may
+   * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+   * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+   * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+   * are reported in RagExecutionMetadata.applied_limits.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagOverridesOrBuilder getOverridesOrBuilder() {
+    return overrides_ == null ? dev.groundwire.v1.RagOverrides.getDefaultInstance() : overrides_;
   }
 
   private byte memoizedIsInitialized = -1;
@@ -340,6 +418,12 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       output.writeMessage(5, getFilter());
     }
+    if (bypassRag_ != false) {
+      output.writeBool(70, bypassRag_);
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      output.writeMessage(71, getOverrides());
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -365,6 +449,14 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(5, getFilter());
+    }
+    if (bypassRag_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(70, bypassRag_);
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(71, getOverrides());
     }
     return size;
   }
@@ -403,6 +495,13 @@ private static final long serialVersionUID = 0L;
       if (!getFilter()
           .equals(other.getFilter())) return false;
     }
+    if (getBypassRag()
+        != other.getBypassRag()) return false;
+    if (hasOverrides() != other.hasOverrides()) return false;
+    if (hasOverrides()) {
+      if (!getOverrides()
+          .equals(other.getOverrides())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -427,6 +526,13 @@ private static final long serialVersionUID = 0L;
     if (hasFilter()) {
       hash = (37 * hash) + FILTER_FIELD_NUMBER;
       hash = (53 * hash) + getFilter().hashCode();
+    }
+    hash = (37 * hash) + BYPASS_RAG_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getBypassRag());
+    if (hasOverrides()) {
+      hash = (37 * hash) + OVERRIDES_FIELD_NUMBER;
+      hash = (53 * hash) + getOverrides().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -564,6 +670,7 @@ private static final long serialVersionUID = 0L;
               .alwaysUseFieldBuilders) {
         internalGetHistoryFieldBuilder();
         internalGetFilterFieldBuilder();
+        internalGetOverridesFieldBuilder();
       }
     }
     @java.lang.Override
@@ -584,6 +691,12 @@ private static final long serialVersionUID = 0L;
       if (filterBuilder_ != null) {
         filterBuilder_.dispose();
         filterBuilder_ = null;
+      }
+      bypassRag_ = false;
+      overrides_ = null;
+      if (overridesBuilder_ != null) {
+        overridesBuilder_.dispose();
+        overridesBuilder_ = null;
       }
       return this;
     }
@@ -647,6 +760,15 @@ private static final long serialVersionUID = 0L;
             : filterBuilder_.build();
         to_bitField0_ |= 0x00000001;
       }
+      if (((from_bitField0_ & 0x00000020) != 0)) {
+        result.bypassRag_ = bypassRag_;
+      }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.overrides_ = overridesBuilder_ == null
+            ? overrides_
+            : overridesBuilder_.build();
+        to_bitField0_ |= 0x00000002;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -705,6 +827,12 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasFilter()) {
         mergeFilter(other.getFilter());
+      }
+      if (other.getBypassRag() != false) {
+        setBypassRag(other.getBypassRag());
+      }
+      if (other.hasOverrides()) {
+        mergeOverrides(other.getOverrides());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -765,6 +893,18 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000010;
               break;
             } // case 42
+            case 560: {
+              bypassRag_ = input.readBool();
+              bitField0_ |= 0x00000020;
+              break;
+            } // case 560
+            case 570: {
+              input.readMessage(
+                  internalGetOverridesFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 570
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1402,8 +1542,10 @@ private static final long serialVersionUID = 0L;
         dev.groundwire.v1.MetadataFilter, dev.groundwire.v1.MetadataFilter.Builder, dev.groundwire.v1.MetadataFilterOrBuilder> filterBuilder_;
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1414,8 +1556,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1430,8 +1574,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1449,8 +1595,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1468,8 +1616,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1494,8 +1644,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1512,8 +1664,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1525,8 +1679,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1541,8 +1697,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1559,6 +1717,262 @@ private static final long serialVersionUID = 0L;
         filter_ = null;
       }
       return filterBuilder_;
+    }
+
+    private boolean bypassRag_ ;
+    /**
+     * <pre>
+     * Optional. Skip RAG for this request only: no retrieval, no evidence, no
+     * framework grounding rules and no search tool; the model answers from the
+     * agent's instructions and the conversation. Allowed only for agents whose
+     * policy already permits an answer without context (mode OPEN or GROUNDED
+     * with no-context behavior ANSWER_NORMALLY); otherwise FAILED_PRECONDITION
+     * (RAG_BYPASS_NOT_ALLOWED). Cannot be combined with `overrides`
+     * (INVALID_ARGUMENT / RAG_CONTROLS_CONFLICT). Ignored for agents without
+     * RAG. Reported as RagExecutionMetadata.rag_bypassed.
+     * </pre>
+     *
+     * <code>bool bypass_rag = 70 [json_name = "bypassRag"];</code>
+     * @return The bypassRag.
+     */
+    @java.lang.Override
+    public boolean getBypassRag() {
+      return bypassRag_;
+    }
+    /**
+     * <pre>
+     * Optional. Skip RAG for this request only: no retrieval, no evidence, no
+     * framework grounding rules and no search tool; the model answers from the
+     * agent's instructions and the conversation. Allowed only for agents whose
+     * policy already permits an answer without context (mode OPEN or GROUNDED
+     * with no-context behavior ANSWER_NORMALLY); otherwise FAILED_PRECONDITION
+     * (RAG_BYPASS_NOT_ALLOWED). Cannot be combined with `overrides`
+     * (INVALID_ARGUMENT / RAG_CONTROLS_CONFLICT). Ignored for agents without
+     * RAG. Reported as RagExecutionMetadata.rag_bypassed.
+     * </pre>
+     *
+     * <code>bool bypass_rag = 70 [json_name = "bypassRag"];</code>
+     * @param value The bypassRag to set.
+     * @return This builder for chaining.
+     */
+    public Builder setBypassRag(boolean value) {
+
+      bypassRag_ = value;
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Skip RAG for this request only: no retrieval, no evidence, no
+     * framework grounding rules and no search tool; the model answers from the
+     * agent's instructions and the conversation. Allowed only for agents whose
+     * policy already permits an answer without context (mode OPEN or GROUNDED
+     * with no-context behavior ANSWER_NORMALLY); otherwise FAILED_PRECONDITION
+     * (RAG_BYPASS_NOT_ALLOWED). Cannot be combined with `overrides`
+     * (INVALID_ARGUMENT / RAG_CONTROLS_CONFLICT). Ignored for agents without
+     * RAG. Reported as RagExecutionMetadata.rag_bypassed.
+     * </pre>
+     *
+     * <code>bool bypass_rag = 70 [json_name = "bypassRag"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearBypassRag() {
+      bitField0_ = (bitField0_ & ~0x00000020);
+      bypassRag_ = false;
+      onChanged();
+      return this;
+    }
+
+    private dev.groundwire.v1.RagOverrides overrides_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RagOverrides, dev.groundwire.v1.RagOverrides.Builder, dev.groundwire.v1.RagOverridesOrBuilder> overridesBuilder_;
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     * @return Whether the overrides field is set.
+     */
+    public boolean hasOverrides() {
+      return ((bitField0_ & 0x00000040) != 0);
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     * @return The overrides.
+     */
+    public dev.groundwire.v1.RagOverrides getOverrides() {
+      if (overridesBuilder_ == null) {
+        return overrides_ == null ? dev.groundwire.v1.RagOverrides.getDefaultInstance() : overrides_;
+      } else {
+        return overridesBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     */
+    public Builder setOverrides(dev.groundwire.v1.RagOverrides value) {
+      if (overridesBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        overrides_ = value;
+      } else {
+        overridesBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     */
+    public Builder setOverrides(
+        dev.groundwire.v1.RagOverrides.Builder builderForValue) {
+      if (overridesBuilder_ == null) {
+        overrides_ = builderForValue.build();
+      } else {
+        overridesBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     */
+    public Builder mergeOverrides(dev.groundwire.v1.RagOverrides value) {
+      if (overridesBuilder_ == null) {
+        if (((bitField0_ & 0x00000040) != 0) &&
+          overrides_ != null &&
+          overrides_ != dev.groundwire.v1.RagOverrides.getDefaultInstance()) {
+          getOverridesBuilder().mergeFrom(value);
+        } else {
+          overrides_ = value;
+        }
+      } else {
+        overridesBuilder_.mergeFrom(value);
+      }
+      if (overrides_ != null) {
+        bitField0_ |= 0x00000040;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     */
+    public Builder clearOverrides() {
+      bitField0_ = (bitField0_ & ~0x00000040);
+      overrides_ = null;
+      if (overridesBuilder_ != null) {
+        overridesBuilder_.dispose();
+        overridesBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     */
+    public dev.groundwire.v1.RagOverrides.Builder getOverridesBuilder() {
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return internalGetOverridesFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     */
+    public dev.groundwire.v1.RagOverridesOrBuilder getOverridesOrBuilder() {
+      if (overridesBuilder_ != null) {
+        return overridesBuilder_.getMessageOrBuilder();
+      } else {
+        return overrides_ == null ?
+            dev.groundwire.v1.RagOverrides.getDefaultInstance() : overrides_;
+      }
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RagOverrides, dev.groundwire.v1.RagOverrides.Builder, dev.groundwire.v1.RagOverridesOrBuilder> 
+        internalGetOverridesFieldBuilder() {
+      if (overridesBuilder_ == null) {
+        overridesBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.RagOverrides, dev.groundwire.v1.RagOverrides.Builder, dev.groundwire.v1.RagOverridesOrBuilder>(
+                getOverrides(),
+                getParentForChildren(),
+                isClean());
+        overrides_ = null;
+      }
+      return overridesBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.ExecutionInput)

@@ -284,45 +284,46 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
       "\022\033\n\027OPERATION_STATE_RUNNING\020\002\022\035\n\031OPERATI" +
       "ON_STATE_SUCCEEDED\020\003\022\032\n\026OPERATION_STATE_" +
       "FAILED\020\004\022\035\n\031OPERATION_STATE_CANCELLED\020\005*" +
-      "\222\001\n\020OperationTrigger\022!\n\035OPERATION_TRIGGE" +
+      "\260\001\n\020OperationTrigger\022!\n\035OPERATION_TRIGGE" +
       "R_UNSPECIFIED\020\000\022\034\n\030OPERATION_TRIGGER_MAN" +
       "UAL\020\001\022\035\n\031OPERATION_TRIGGER_STARTUP\020\002\022\036\n\032" +
-      "OPERATION_TRIGGER_SCHEDULE\020\003*\311\001\n\016Operati" +
-      "onPhase\022\037\n\033OPERATION_PHASE_UNSPECIFIED\020\000" +
-      "\022\037\n\033OPERATION_PHASE_DISCOVERING\020\001\022\035\n\031OPE" +
-      "RATION_PHASE_INGESTING\020\002\022\034\n\030OPERATION_PH" +
-      "ASE_DELETING\020\003\022\036\n\032OPERATION_PHASE_PUBLIS" +
-      "HING\020\004\022\030\n\024OPERATION_PHASE_DONE\020\005*\203\001\n\016Doc" +
-      "umentFormat\022\037\n\033DOCUMENT_FORMAT_UNSPECIFI" +
-      "ED\020\000\022\030\n\024DOCUMENT_FORMAT_TEXT\020\001\022\034\n\030DOCUME" +
-      "NT_FORMAT_MARKDOWN\020\002\022\030\n\024DOCUMENT_FORMAT_" +
-      "HTML\020\0032\340\006\n\027IngestionManagerService\022T\n\013Li" +
-      "stIndexes\022!.groundwire.v1.ListIndexesReq" +
-      "uest\032\".groundwire.v1.ListIndexesResponse" +
-      "\022K\n\010GetIndex\022\036.groundwire.v1.GetIndexReq" +
-      "uest\032\037.groundwire.v1.GetIndexResponse\022]\n" +
-      "\016GetIndexStatus\022$.groundwire.v1.GetIndex" +
-      "StatusRequest\032%.groundwire.v1.GetIndexSt" +
-      "atusResponse\022]\n\016StartIngestion\022$.groundw" +
-      "ire.v1.StartIngestionRequest\032%.groundwir" +
-      "e.v1.StartIngestionResponse\022`\n\017CancelIng" +
-      "estion\022%.groundwire.v1.CancelIngestionRe" +
-      "quest\032&.groundwire.v1.CancelIngestionRes" +
-      "ponse\022_\n\016WatchIngestion\022$.groundwire.v1." +
-      "WatchIngestionRequest\032%.groundwire.v1.Wa" +
-      "tchIngestionResponse0\001\022]\n\016ListOperations" +
-      "\022$.groundwire.v1.ListOperationsRequest\032%" +
-      ".groundwire.v1.ListOperationsResponse\022`\n" +
-      "\017UpsertDocuments\022%.groundwire.v1.UpsertD" +
-      "ocumentsRequest\032&.groundwire.v1.UpsertDo" +
-      "cumentsResponse\022`\n\017DeleteDocuments\022%.gro" +
-      "undwire.v1.DeleteDocumentsRequest\032&.grou" +
-      "ndwire.v1.DeleteDocumentsResponseB\262\001\n\021de" +
-      "v.groundwire.v1B\016IngestionProtoP\001Z8githu" +
-      "b.com/groundwire/groundwire/clients/go/g" +
-      "roundwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGrou" +
-      "ndwire\\V1\342\002\031Groundwire\\V1\\GPBMetadata\352\002\016" +
-      "Groundwire::V1b\006proto3"
+      "OPERATION_TRIGGER_SCHEDULE\020\003\022\034\n\030OPERATIO" +
+      "N_TRIGGER_RELOAD\020d*\311\001\n\016OperationPhase\022\037\n" +
+      "\033OPERATION_PHASE_UNSPECIFIED\020\000\022\037\n\033OPERAT" +
+      "ION_PHASE_DISCOVERING\020\001\022\035\n\031OPERATION_PHA" +
+      "SE_INGESTING\020\002\022\034\n\030OPERATION_PHASE_DELETI" +
+      "NG\020\003\022\036\n\032OPERATION_PHASE_PUBLISHING\020\004\022\030\n\024" +
+      "OPERATION_PHASE_DONE\020\005*\203\001\n\016DocumentForma" +
+      "t\022\037\n\033DOCUMENT_FORMAT_UNSPECIFIED\020\000\022\030\n\024DO" +
+      "CUMENT_FORMAT_TEXT\020\001\022\034\n\030DOCUMENT_FORMAT_" +
+      "MARKDOWN\020\002\022\030\n\024DOCUMENT_FORMAT_HTML\020\0032\340\006\n" +
+      "\027IngestionManagerService\022T\n\013ListIndexes\022" +
+      "!.groundwire.v1.ListIndexesRequest\032\".gro" +
+      "undwire.v1.ListIndexesResponse\022K\n\010GetInd" +
+      "ex\022\036.groundwire.v1.GetIndexRequest\032\037.gro" +
+      "undwire.v1.GetIndexResponse\022]\n\016GetIndexS" +
+      "tatus\022$.groundwire.v1.GetIndexStatusRequ" +
+      "est\032%.groundwire.v1.GetIndexStatusRespon" +
+      "se\022]\n\016StartIngestion\022$.groundwire.v1.Sta" +
+      "rtIngestionRequest\032%.groundwire.v1.Start" +
+      "IngestionResponse\022`\n\017CancelIngestion\022%.g" +
+      "roundwire.v1.CancelIngestionRequest\032&.gr" +
+      "oundwire.v1.CancelIngestionResponse\022_\n\016W" +
+      "atchIngestion\022$.groundwire.v1.WatchInges" +
+      "tionRequest\032%.groundwire.v1.WatchIngesti" +
+      "onResponse0\001\022]\n\016ListOperations\022$.groundw" +
+      "ire.v1.ListOperationsRequest\032%.groundwir" +
+      "e.v1.ListOperationsResponse\022`\n\017UpsertDoc" +
+      "uments\022%.groundwire.v1.UpsertDocumentsRe" +
+      "quest\032&.groundwire.v1.UpsertDocumentsRes" +
+      "ponse\022`\n\017DeleteDocuments\022%.groundwire.v1" +
+      ".DeleteDocumentsRequest\032&.groundwire.v1." +
+      "DeleteDocumentsResponseB\262\001\n\021dev.groundwi" +
+      "re.v1B\016IngestionProtoP\001Z8github.com/grou" +
+      "ndwire/groundwire/clients/go/groundwirev" +
+      "1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGroundwire\\V1\342" +
+      "\002\031Groundwire\\V1\\GPBMetadata\352\002\016Groundwire" +
+      "::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
