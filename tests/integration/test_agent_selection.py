@@ -682,3 +682,13 @@ async def test_the_trace_reports_scope_and_filter_without_their_values(
     assert [(c.key, c.value_count) for c in options.filter] == [("area", 2), ("team", 1)]
     shown = str(r.rag.searches[0])
     assert "acme" not in shown and "secret-team" not in shown and "north" not in shown
+
+
+async def test_a_narrowed_final_top_k_narrows_the_pool(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
+    overrides = ag.RagOverrides(final_top_k=2)
+    r = await execute(stub, "pool", "parental leave weeks", overrides=overrides)
+    fs = r.rag.final_selection
+    assert (fs.pool_size, fs.final_top_k) == (6, 2)
+    assert r.rag.reranking.candidate_count == 6 and r.rag.accepted_count == 2
