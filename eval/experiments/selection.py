@@ -187,7 +187,10 @@ async def verify(args: argparse.Namespace) -> None:
     """The server's WEIGHTED_BLEND order equals the offline one on the same pools."""
     ds = load_beir(args.dataset, args.split)
     rags = _load(Path(args.pool))
-    queries = [q for q in ds.judged_queries() if q.id in rags][: args.limit]
+    judged = {
+        q for q, r in rags.items() if r.reranking.outcome == reranker_pb2.RERANK_OUTCOME_SUCCEEDED
+    }
+    queries = [q for q in ds.judged_queries() if q.id in judged][: args.limit]
     async with grpc.aio.insecure_channel(args.address) as channel:
         stub = agent_pb2_grpc.AgentServiceStub(channel)
         desc = (await stub.GetAgent(agent_pb2.GetAgentRequest(agent_id=args.agent))).agent.rag
@@ -203,6 +206,9 @@ async def verify(args: argparse.Namespace) -> None:
                 ),
                 timeout=600,
             )
+            if resp.result.rag.reranking.outcome != reranker_pb2.RERANK_OUTCOME_SUCCEEDED:
+                print(f"{q.id}: the live rerank did not succeed; skipped", file=sys.stderr)
+                continue
             live = [(i.document_id, i.chunk_id) for i in resp.result.rag.accepted]
             offline = [(i.document_id, i.chunk_id) for i in policies(rags[q.id])[name][:FINAL_K]]
             agree += live == offline

@@ -129,6 +129,7 @@ def config() -> dict[str, object]:
                         "reranker": "overlap",
                         "final_selection": "weighted_blend",
                         "retrieval_weight": 0.5,
+                        "normalization": "rank",
                     },
                 }
             ),

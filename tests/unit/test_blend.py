@@ -145,6 +145,12 @@ def test_policy_validation_names_the_key(change: dict[str, object], key: str) ->
     assert caught.value.reason == "INVALID_RAG_POLICY" and caught.value.message.startswith(key)
 
 
+def test_defaults_are_reranker_only_with_min_max_for_a_blend() -> None:
+    policy = FinalSelectionPolicy()
+    assert policy.mode is FinalSelectionMode.RERANKER_ONLY
+    assert policy.normalization is MIN_MAX and policy.candidate_multiplier == 3
+
+
 def test_pool_size_is_final_top_k_times_the_multiplier() -> None:
     assert FinalSelectionPolicy().pool_size(5) == 15
     assert FinalSelectionPolicy(candidate_multiplier=1).pool_size(5) == 5

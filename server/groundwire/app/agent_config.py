@@ -30,7 +30,7 @@ policy, and the builders that turn them into runtime objects.
     # that pool), final selection keeps the best maximum_accepted_results.
     #   reranking = { enabled = true, candidate_multiplier = 3,
     #                 final_selection = "weighted_blend", retrieval_weight = 0.3,
-    #                 normalization = "rank" }  # rank | min_max, for BM25/RRF/dot product
+    #                 normalization = "min_max" }  # min_max (default) | rank: BM25/RRF/dot
     context_budget = { maximum_context_tokens = 32768, response_token_reserve = 4096 }
     # Agentic RAG (agentic = true): the search tool's name and description.
     #   search_tool = { name = "search_hr_policies", description = "Search HR policies." }
@@ -164,7 +164,7 @@ class AgentRerankingConfig(StrictModel):
         return FinalSelectionPolicy(
             FinalSelectionMode(self.final_selection.upper()),
             0.5 if self.retrieval_weight is None else self.retrieval_weight,
-            RetrievalNormalization((self.normalization or "rank").upper()),
+            RetrievalNormalization((self.normalization or "min_max").upper()),
             self.candidate_multiplier,
         )
 
