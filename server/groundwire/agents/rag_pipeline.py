@@ -84,7 +84,11 @@ def merge_filters(configured: MetadataFilter, requested: MetadataFilter) -> Meta
     out = dict(configured.conditions)
     for key, values in requested.conditions.items():
         out[key] = out[key] & values if key in out else values
-    return MetadataFilter(out)
+    # Range conditions are conjunctions already: a key in both keeps both ranges.
+    ranges = dict(configured.ranges)
+    for key, conds in requested.ranges.items():
+        ranges[key] = ranges.get(key, ()) + conds
+    return MetadataFilter(out, ranges)
 
 
 def retrieval_failed(err: GroundwireError) -> GroundwireError:

@@ -22,7 +22,7 @@ from groundwire.domain.errors import invalid
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
-from groundwire.indexes.sources import DirectorySource, FilesSource
+from groundwire.indexes.sources import source_kind
 from groundwire.ingestion.loaders import DocumentFormat
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.ingestion.push import PushDocument, delete_documents, upsert_documents
@@ -96,27 +96,37 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
     return msg
 
 
+def describe_chunking(handle: IndexHandle) -> ingestion_pb2.ChunkingDescription:
+    policy = handle.chunk_policy
+    return ingestion_pb2.ChunkingDescription(
+        size=policy.size,
+        overlap=policy.overlap,
+        markdown_sections=policy.markdown_sections,
+        # domain ChunkUnit names are the proto value names without the prefix.
+        unit=ingestion_pb2.ChunkUnit.Value(f"CHUNK_UNIT_{policy.unit.name}"),
+        extensions=[
+            ingestion_pb2.ExtensionChunking(
+                extension=ext,
+                size=p.size,
+                overlap=p.overlap,
+                markdown_sections=p.markdown_sections,
+                unit=ingestion_pb2.ChunkUnit.Value(f"CHUNK_UNIT_{p.unit.name}"),
+            )
+            for ext, p in sorted(handle.chunk_policies.items())
+        ],
+    )
+
+
 def describe_index(handle: IndexHandle) -> ingestion_pb2.IndexDescription:
     msg = ingestion_pb2.IndexDescription(
         name=handle.name,
         description=handle.description,
-        chunking=ingestion_pb2.ChunkingDescription(
-            size=handle.chunk_policy.size,
-            overlap=handle.chunk_policy.overlap,
-            markdown_sections=handle.chunk_policy.markdown_sections,
-        ),
+        chunking=describe_chunking(handle),
         store=handle.store.kind,
         strategy=_STRATEGIES[IngestionStrategy(handle.strategy)],
         schedule=handle.schedule or "",
         source_count=len(handle.sources),
-        source_kinds=[
-            "directory"
-            if isinstance(s, DirectorySource)
-            else "files"
-            if isinstance(s, FilesSource)
-            else "inline"
-            for s in handle.sources
-        ],
+        source_kinds=[source_kind(s) for s in handle.sources],
     )
     if handle.embedder is not None:
         info = handle.embedder.info

@@ -52,6 +52,14 @@ from pydantic import Field, field_validator, model_validator
 from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPolicy
 from groundwire.agents.tools import PythonTool, SearchDocumentsTool, Tool, load_callable
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
+from groundwire.app.filter_config import FilterValue, RangeFilterConfig
+from groundwire.app.plugins import (
+    CHAT_MODELS,
+    PluginConfig,
+    accept_plugins,
+    build_plugin,
+    has_members,
+)
 from groundwire.domain.blend import (
     DEFAULT_CANDIDATE_MULTIPLIER,
     MAX_CANDIDATE_MULTIPLIER,
@@ -98,7 +106,11 @@ class OpenAIModelConfig(StrictModel):
         return http_base_url(v)
 
 
-ModelProviderConfig = Annotated[OfflineModelConfig | OpenAIModelConfig, Field(discriminator="kind")]
+ModelProviderConfig = Annotated[
+    OfflineModelConfig | OpenAIModelConfig | PluginConfig,
+    Field(discriminator="kind"),
+    accept_plugins(CHAT_MODELS, OfflineModelConfig | OpenAIModelConfig),
+]
 
 
 class ToolConfig(StrictModel):
@@ -192,7 +204,8 @@ class AgentRagConfig(StrictModel):
     acceptance: AcceptanceConfig = AcceptanceConfig()
     reranking: AgentRerankingConfig = AgentRerankingConfig()
     context_budget: ContextBudgetConfig = ContextBudgetConfig()
-    filter: dict[str, str | list[str]] = Field(default_factory=dict)
+    # Exact values, or a range table (app/filter_config.py).
+    filter: dict[str, FilterValue] = Field(default_factory=dict)
     agentic: bool = False
     query_rewriting: QueryRewriting = QueryRewriting.NONE
     question_template: str | None = None
@@ -283,6 +296,17 @@ def build_chat_models(
 
 def _factory(name: str, cfg: ModelProviderConfig) -> ChatModelFactory:
     def make(model: str) -> ChatModel:
+        if isinstance(cfg, PluginConfig):
+            chat: ChatModel = build_plugin(
+                f"models.{name}",
+                CHAT_MODELS,
+                cfg.plugin,
+                cfg.options,
+                has_members("provider", "model", "complete", "stream", "aclose"),
+                "ChatModel (groundwire.providers.chat.base)",
+                model,
+            )
+            return chat
         if isinstance(cfg, OfflineModelConfig):
             from groundwire.providers.chat.offline import OfflineExtractiveModel
 
@@ -367,7 +391,16 @@ def build_agents(
                     r.context_budget.prefer_source_diversity,
                 ),
                 filter=MetadataFilter(
-                    {k: frozenset([v] if isinstance(v, str) else v) for k, v in r.filter.items()}
+                    {
+                        k: frozenset([v] if isinstance(v, str) else v)
+                        for k, v in r.filter.items()
+                        if not isinstance(v, RangeFilterConfig)
+                    },
+                    {
+                        k: (v.condition(),)
+                        for k, v in r.filter.items()
+                        if isinstance(v, RangeFilterConfig)
+                    },
                 ),
                 agentic=r.agentic,
                 query_rewriting=r.query_rewriting,

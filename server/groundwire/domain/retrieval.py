@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
+from groundwire.domain.metadata_ranges import RangeCondition
 from groundwire.domain.scores import Score
 
 
@@ -27,13 +28,16 @@ class Leg(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class MetadataFilter:
-    """Conjunction of exact-match conditions: key -> accepted values (any of)."""
+    """Conjunction of exact-match conditions (key -> accepted values, any of) and
+    range conditions (key -> ranges the value must lie in, all of them;
+    domain.metadata_ranges says how values are read)."""
 
     conditions: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    ranges: Mapping[str, tuple[RangeCondition, ...]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
-        return not self.conditions
+        return not self.conditions and not self.ranges
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,16 +13,18 @@ re-ingests every document into the new version (never a mix).
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from groundwire.domain.chunking import Chunk, chunk_text
+from groundwire.domain.chunking import Chunk
 from groundwire.domain.operations import DocumentFailureReason
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import (
+    FORMATS_BY_EXTENSION,
     DocumentFormat,
     LoadedDocument,
     LoadFailure,
@@ -33,8 +35,13 @@ from groundwire.ingestion.sources import (
     CONFIG_SOURCE_PREFIX,
     FileItem,
     InlineItem,
+    Unchanged,
+    UrlItem,
     discover,
+    load_url_item,
     source_id_for,
+    stored_digest,
+    stored_hash,
 )
 from groundwire.providers.embeddings.base import EmbeddingTask, embed_all
 from groundwire.stores.base import (
@@ -102,6 +109,7 @@ def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | 
             source_id_for(item.document_id),
             max_bytes=handle.max_file_bytes,
             metadata=handle.metadata,
+            loaders=handle.loaders,
         )
     meta = {**handle.metadata, **item.metadata}
     return load_bytes(
@@ -115,8 +123,18 @@ def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | 
     )
 
 
-def chunk_document(doc: LoadedDocument, handle: IndexHandle) -> list[Chunk]:
-    return chunk_text(doc.text, handle.chunk_policy, markdown=doc.format is DocumentFormat.MARKDOWN)
+# Documents without a file name (inline, pushed) are chunked as their format's
+# first extension.
+_FORMAT_EXTENSIONS = {fmt: ext for ext, fmt in reversed(list(FORMATS_BY_EXTENSION.items()))}
+
+
+def chunk_document(
+    doc: LoadedDocument, handle: IndexHandle, extension: str | None = None
+) -> list[Chunk]:
+    """Chunk by the index's policy for the document's file extension (from its
+    file, else from its format)."""
+    ext = extension or _FORMAT_EXTENSIONS.get(doc.format, "")
+    return handle.chunker().chunk(doc.text, ext, markdown=doc.format is DocumentFormat.MARKDOWN)
 
 
 async def stage_batch(
@@ -176,17 +194,41 @@ async def run_ingestion(
                 )
                 continue
             seen.add(item.document_id)
-            loaded = _load(item, handle)
+            current = live.get(DocumentKey(handle.tenant, item.document_id))
+            if isinstance(item, UrlItem):
+                loaded = await load_url_item(
+                    item,
+                    tenant=handle.tenant,
+                    metadata=handle.metadata,
+                    max_file_bytes=handle.max_file_bytes,
+                    extensions=handle.extensions,
+                    previous=None if report.rebuilt or current is None else current.content_hash,
+                )
+            else:
+                loaded = _load(item, handle)
+            if isinstance(loaded, Unchanged):
+                report.unchanged += 1
+                continue
             if isinstance(loaded, LoadFailure):
                 report.failed += 1
                 report.failures.append(loaded)
                 continue
             digest = content_hash(loaded, handle.tenant, loaded.metadata)
-            current = live.get(DocumentKey(handle.tenant, loaded.document_id))
-            if not report.rebuilt and current is not None and current.content_hash == digest:
+            if (
+                not report.rebuilt
+                and current is not None
+                and stored_digest(current.content_hash) == digest
+            ):
                 report.unchanged += 1
                 continue
-            chunks = chunk_document(loaded, handle)
+            # Token chunking encodes the whole document and every chunk again: CPU
+            # work proportional to its size, done off the event loop.
+            chunks = await asyncio.to_thread(
+                chunk_document,
+                loaded,
+                handle,
+                item.path.suffix if isinstance(item, FileItem) else loaded.extension or None,
+            )
             if not chunks:
                 report.failed += 1
                 report.failures.append(LoadFailure(loaded.document_id, DocumentFailureReason.EMPTY))
@@ -194,7 +236,7 @@ async def run_ingestion(
             record = DocumentRecord(
                 loaded.document_id,
                 loaded.source_id,
-                digest,
+                stored_hash(digest, loaded.source_state),
                 loaded.title,
                 handle.tenant,
                 loaded.metadata,

@@ -41,6 +41,7 @@ from groundwire.providers.embeddings.base import (
     validate_model_name,
     validate_vectors,
 )
+from groundwire.providers.embeddings.tokens import ModelTokenCounter
 
 __all__ = [
     "LocalOnnxEmbedder",
@@ -363,6 +364,15 @@ class LocalOnnxEmbedder:
         if not texts:
             return np.zeros((0, self._info.dimensions), dtype=np.float32)
         return await asyncio.to_thread(self.embed_sync, list(texts), task)
+
+    def token_counter(self) -> ModelTokenCounter:
+        """This model's tokenizer for the token chunker: counts include the
+        document prefix and special tokens, so a chunk that fits is never truncated."""
+        return ModelTokenCounter(
+            self._tokenizer,
+            document_prefix=self._prefixes[EmbeddingTask.DOCUMENT],
+            max_tokens=self._max_seq_length,
+        )
 
     async def aclose(self) -> None:
         # A run already in a worker thread holds its own reference and finishes.
