@@ -57,6 +57,9 @@ class _Malformed:
 
 
 _MALFORMED = _Malformed()
+# What another transport (api/http/) hands the interceptor for a body it could not
+# decode: the same refusal, after the same authentication, as undecodable gRPC bytes.
+UNDECODABLE: Any = _MALFORMED
 
 MALFORMED = GroundwireError(
     ErrorKind.INVALID_ARGUMENT, "MALFORMED_REQUEST", "the request message could not be decoded"

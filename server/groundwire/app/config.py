@@ -23,6 +23,7 @@ from groundwire.app.agent_config import (
 )
 from groundwire.app.chunking_config import ChunkingConfig, check_token_chunking
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
+from groundwire.app.http_config import HttpConfig
 from groundwire.app.logs import ContentPreviewsConfig
 from groundwire.app.reranker_config import (
     RerankerConfig,
@@ -267,6 +268,7 @@ class GroundwireConfig(StrictModel):
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     agent_limits: AgentLimitsConfig = AgentLimitsConfig()
     limits: LimitsConfig = LimitsConfig()
+    http: HttpConfig = HttpConfig()
 
     @model_validator(mode="after")
     def _references(self) -> GroundwireConfig:
