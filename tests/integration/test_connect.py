@@ -144,7 +144,7 @@ def normalized(message: Message) -> dict[str, Any]:
 RETRIEVE = retriever_pb2.RetrieveRequest(
     query=retriever_pb2.RagQuery(index_name="demo", text="parental leave", top_k=3)
 )
-EXECUTE_INPUT = agent_pb2.ExecutionInput(agent_id="assistant", message="How long is parental leave?")
+EXECUTE_INPUT = agent_pb2.ExecutionInput(agent_id="assistant", message="How many weeks of parental leave under POL-HR-014?")
 
 # (method, request, response type, gRPC stub class) for every read-only unary RPC.
 READS: list[tuple[str, Message, type[Message], Any]] = [
