@@ -26,8 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 import grpc
@@ -102,7 +101,7 @@ class RawHttp:
 
 
 async def phases(
-    calls: dict[str, Callable[[int], Awaitable[object]]], seconds: float, concurrency: int
+    calls: Mapping[str, Callable[[int], Awaitable[object]]], seconds: float, concurrency: int
 ) -> dict[str, tuple[float, list[float]]]:
     """Each surface twice, alternated; QPS averaged, latencies pooled."""
     out: dict[str, tuple[float, list[float]]] = {}
@@ -169,10 +168,14 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
     url = "/groundwire.v1.RetrieverService/Retrieve"
     headers = {"content-type": "application/json", "connect-protocol-version": "1"}
     try:
-        limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
+        limits = httpx.Limits(
+            max_connections=args.concurrency, max_keepalive_connections=args.concurrency
+        )
         async with (
             grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch,
-            httpx.AsyncClient(base_url=f"http://127.0.0.1:{http_port}", limits=limits, timeout=10) as http,
+            httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{http_port}", limits=limits, timeout=10
+            ) as http,
         ):
             await wait_serving(ch)
             stub = retriever_pb2_grpc.RetrieverServiceStub(ch)

@@ -119,7 +119,15 @@ def md(key: str | None) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {KEYS[key]}"),) if key else ()
 
 
-VOLATILE = {"execution_id", "operation_id", "id", "duration", "timings", "started_at", "finished_at"}
+VOLATILE = {
+    "execution_id",
+    "operation_id",
+    "id",
+    "duration",
+    "timings",
+    "started_at",
+    "finished_at",
+}
 
 
 def normalized(message: Message) -> dict[str, Any]:
@@ -132,7 +140,8 @@ def normalized(message: Message) -> dict[str, Any]:
             return {
                 k: strip(v)
                 for k, v in value.items()
-                if k not in VOLATILE and not k.endswith(("_at", "duration", "_ms", "_id", "_seconds"))
+                if k not in VOLATILE
+                and not k.endswith(("_at", "duration", "_ms", "_id", "_seconds"))
             }
         if isinstance(value, list):
             return [strip(v) for v in value]
@@ -144,43 +153,113 @@ def normalized(message: Message) -> dict[str, Any]:
 RETRIEVE = retriever_pb2.RetrieveRequest(
     query=retriever_pb2.RagQuery(index_name="demo", text="parental leave", top_k=3)
 )
-EXECUTE_INPUT = agent_pb2.ExecutionInput(agent_id="assistant", message="How many weeks of parental leave under POL-HR-014?")
+EXECUTE_INPUT = agent_pb2.ExecutionInput(
+    agent_id="assistant", message="How many weeks of parental leave under POL-HR-014?"
+)
 
 # (method, request, response type, gRPC stub class) for every read-only unary RPC.
 READS: list[tuple[str, Message, type[Message], Any]] = [
-    ("groundwire.v1.RetrieverService/Retrieve", RETRIEVE, retriever_pb2.RetrieveResponse, retriever_pb2_grpc.RetrieverServiceStub),
+    (
+        "groundwire.v1.RetrieverService/Retrieve",
+        RETRIEVE,
+        retriever_pb2.RetrieveResponse,
+        retriever_pb2_grpc.RetrieverServiceStub,
+    ),
     (
         "groundwire.v1.RerankerService/Rerank",
         reranker_pb2.RerankRequest(
             query="parental leave",
             candidates=[
-                reranker_pb2.RerankCandidate(document_id="a", chunk_id="1", content="parental leave is 16 weeks", original_rank=1),
-                reranker_pb2.RerankCandidate(document_id="b", chunk_id="1", content="the cafeteria opens at 8", original_rank=2),
+                reranker_pb2.RerankCandidate(
+                    document_id="a",
+                    chunk_id="1",
+                    content="parental leave is 16 weeks",
+                    original_rank=1,
+                ),
+                reranker_pb2.RerankCandidate(
+                    document_id="b",
+                    chunk_id="1",
+                    content="the cafeteria opens at 8",
+                    original_rank=2,
+                ),
             ],
         ),
         reranker_pb2.RerankResponse,
         reranker_pb2_grpc.RerankerServiceStub,
     ),
-    ("groundwire.v1.IngestionManagerService/ListIndexes", ingestion_pb2.ListIndexesRequest(), ingestion_pb2.ListIndexesResponse, ingestion_pb2_grpc.IngestionManagerServiceStub),
-    ("groundwire.v1.IngestionManagerService/GetIndex", ingestion_pb2.GetIndexRequest(index_name="demo"), ingestion_pb2.GetIndexResponse, ingestion_pb2_grpc.IngestionManagerServiceStub),
-    ("groundwire.v1.IngestionManagerService/GetIndexStatus", ingestion_pb2.GetIndexStatusRequest(index_name="demo"), ingestion_pb2.GetIndexStatusResponse, ingestion_pb2_grpc.IngestionManagerServiceStub),
-    ("groundwire.v1.IngestionManagerService/ListOperations", ingestion_pb2.ListOperationsRequest(index_name="demo"), ingestion_pb2.ListOperationsResponse, ingestion_pb2_grpc.IngestionManagerServiceStub),
-    ("groundwire.v1.AgentService/ListAgents", agent_pb2.ListAgentsRequest(), agent_pb2.ListAgentsResponse, agent_pb2_grpc.AgentServiceStub),
-    ("groundwire.v1.AgentService/GetAgent", agent_pb2.GetAgentRequest(agent_id="assistant"), agent_pb2.GetAgentResponse, agent_pb2_grpc.AgentServiceStub),
-    ("groundwire.v1.AgentService/Execute", agent_pb2.ExecuteRequest(input=EXECUTE_INPUT), agent_pb2.ExecuteResponse, agent_pb2_grpc.AgentServiceStub),
-    ("groundwire.v1.AgentService/PrepareExecution", agent_pb2.PrepareExecutionRequest(input=EXECUTE_INPUT), agent_pb2.PrepareExecutionResponse, agent_pb2_grpc.AgentServiceStub),
+    (
+        "groundwire.v1.IngestionManagerService/ListIndexes",
+        ingestion_pb2.ListIndexesRequest(),
+        ingestion_pb2.ListIndexesResponse,
+        ingestion_pb2_grpc.IngestionManagerServiceStub,
+    ),
+    (
+        "groundwire.v1.IngestionManagerService/GetIndex",
+        ingestion_pb2.GetIndexRequest(index_name="demo"),
+        ingestion_pb2.GetIndexResponse,
+        ingestion_pb2_grpc.IngestionManagerServiceStub,
+    ),
+    (
+        "groundwire.v1.IngestionManagerService/GetIndexStatus",
+        ingestion_pb2.GetIndexStatusRequest(index_name="demo"),
+        ingestion_pb2.GetIndexStatusResponse,
+        ingestion_pb2_grpc.IngestionManagerServiceStub,
+    ),
+    (
+        "groundwire.v1.IngestionManagerService/ListOperations",
+        ingestion_pb2.ListOperationsRequest(index_name="demo"),
+        ingestion_pb2.ListOperationsResponse,
+        ingestion_pb2_grpc.IngestionManagerServiceStub,
+    ),
+    (
+        "groundwire.v1.AgentService/ListAgents",
+        agent_pb2.ListAgentsRequest(),
+        agent_pb2.ListAgentsResponse,
+        agent_pb2_grpc.AgentServiceStub,
+    ),
+    (
+        "groundwire.v1.AgentService/GetAgent",
+        agent_pb2.GetAgentRequest(agent_id="assistant"),
+        agent_pb2.GetAgentResponse,
+        agent_pb2_grpc.AgentServiceStub,
+    ),
+    (
+        "groundwire.v1.AgentService/Execute",
+        agent_pb2.ExecuteRequest(input=EXECUTE_INPUT),
+        agent_pb2.ExecuteResponse,
+        agent_pb2_grpc.AgentServiceStub,
+    ),
+    (
+        "groundwire.v1.AgentService/PrepareExecution",
+        agent_pb2.PrepareExecutionRequest(input=EXECUTE_INPUT),
+        agent_pb2.PrepareExecutionResponse,
+        agent_pb2_grpc.AgentServiceStub,
+    ),
 ]
 
 
-async def grpc_call(channel: grpc.aio.Channel, stub_type: Any, method: str, request: Message, key: str | None) -> Message:
+async def grpc_call(
+    channel: grpc.aio.Channel, stub_type: Any, method: str, request: Message, key: str | None
+) -> Message:
     stub = stub_type(channel)
-    response: Message = await getattr(stub, method.rpartition("/")[2])(request, metadata=md(key), timeout=30)
+    response: Message = await getattr(stub, method.rpartition("/")[2])(
+        request, metadata=md(key), timeout=30
+    )
     return response
 
 
-@pytest.mark.parametrize(("method", "request_", "response_type", "stub"), READS, ids=[r[0].rpartition("/")[2] for r in READS])
+@pytest.mark.parametrize(
+    ("method", "request_", "response_type", "stub"),
+    READS,
+    ids=[r[0].rpartition("/")[2] for r in READS],
+)
 async def test_every_unary_read_answers_as_over_grpc(
-    http: httpx.AsyncClient, channel: grpc.aio.Channel, method: str, request_: Message, response_type: type[Message], stub: Any
+    http: httpx.AsyncClient,
+    channel: grpc.aio.Channel,
+    method: str,
+    request_: Message,
+    response_type: type[Message],
+    stub: Any,
 ) -> None:
     expected = await grpc_call(channel, stub, method, request_, "admin")
     over_json = await unary_json(http, method, request_, response_type, KEYS["admin"])
@@ -191,57 +270,102 @@ async def test_every_unary_read_answers_as_over_grpc(
     assert normalized(over_proto) == normalized(expected)
 
 
-async def test_writes_answer_as_over_grpc(http: httpx.AsyncClient, channel: grpc.aio.Channel) -> None:
+async def test_writes_answer_as_over_grpc(
+    http: httpx.AsyncClient, channel: grpc.aio.Channel
+) -> None:
     ing = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
     upsert = "groundwire.v1.IngestionManagerService/UpsertDocuments"
 
     def push(doc_id: str) -> ingestion_pb2.UpsertDocumentsRequest:
         return ingestion_pb2.UpsertDocumentsRequest(
             index_name="pushed",
-            documents=[ingestion_pb2.PushedDocument(document_id=doc_id, text="Badges are renewed every year.", title="Badges")],
+            documents=[
+                ingestion_pb2.PushedDocument(
+                    document_id=doc_id, text="Badges are renewed every year.", title="Badges"
+                )
+            ],
         )
 
     via_grpc = await ing.UpsertDocuments(push("grpc-doc"), metadata=md("admin"))
-    via_connect = await unary_json(http, upsert, push("connect-doc"), ingestion_pb2.UpsertDocumentsResponse, KEYS["admin"])
+    via_connect = await unary_json(
+        http, upsert, push("connect-doc"), ingestion_pb2.UpsertDocumentsResponse, KEYS["admin"]
+    )
     assert not isinstance(via_connect, ConnectError), via_connect
     assert normalized(via_connect).keys() == normalized(via_grpc).keys()
     # The document pushed over Connect is found over gRPC: one process, one store.
     found = await retriever_pb2_grpc.RetrieverServiceStub(channel).Retrieve(
-        retriever_pb2.RetrieveRequest(query=retriever_pb2.RagQuery(index_name="pushed", text="badges renewed", mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL)),
+        retriever_pb2.RetrieveRequest(
+            query=retriever_pb2.RagQuery(
+                index_name="pushed",
+                text="badges renewed",
+                mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL,
+            )
+        ),
         metadata=md("admin"),
     )
     assert {r.document_id for r in found.results} >= {"grpc-doc", "connect-doc"}
     delete = "groundwire.v1.IngestionManagerService/DeleteDocuments"
     deleted = await unary_json(
-        http, delete, ingestion_pb2.DeleteDocumentsRequest(index_name="pushed", document_ids=["connect-doc"]), ingestion_pb2.DeleteDocumentsResponse, KEYS["admin"]
+        http,
+        delete,
+        ingestion_pb2.DeleteDocumentsRequest(index_name="pushed", document_ids=["connect-doc"]),
+        ingestion_pb2.DeleteDocumentsResponse,
+        KEYS["admin"],
     )
     assert not isinstance(deleted, ConnectError), deleted
-    expected = await ing.DeleteDocuments(ingestion_pb2.DeleteDocumentsRequest(index_name="pushed", document_ids=["grpc-doc"]), metadata=md("admin"))
+    expected = await ing.DeleteDocuments(
+        ingestion_pb2.DeleteDocumentsRequest(index_name="pushed", document_ids=["grpc-doc"]),
+        metadata=md("admin"),
+    )
     # Each write publishes the next version; otherwise the answers agree.
     assert int(expected.published_version) == int(deleted.published_version) + 1  # type: ignore[attr-defined]
-    assert {**normalized(deleted), "published_version": 0} == {**normalized(expected), "published_version": 0}
+    assert {**normalized(deleted), "published_version": 0} == {
+        **normalized(expected),
+        "published_version": 0,
+    }
 
 
-async def test_ingestion_start_watch_and_cancel(http: httpx.AsyncClient, channel: grpc.aio.Channel) -> None:
+async def test_ingestion_start_watch_and_cancel(
+    http: httpx.AsyncClient, channel: grpc.aio.Channel
+) -> None:
     start = await unary_json(
-        http, "groundwire.v1.IngestionManagerService/StartIngestion", ingestion_pb2.StartIngestionRequest(index_name="demo"), ingestion_pb2.StartIngestionResponse, KEYS["admin"]
+        http,
+        "groundwire.v1.IngestionManagerService/StartIngestion",
+        ingestion_pb2.StartIngestionRequest(index_name="demo"),
+        ingestion_pb2.StartIngestionResponse,
+        KEYS["admin"],
     )
     assert not isinstance(start, ConnectError), start
     op_id = start.operation.id  # type: ignore[attr-defined]
     watched = await server_stream(
-        http, "groundwire.v1.IngestionManagerService/WatchIngestion", ingestion_pb2.WatchIngestionRequest(operation_id=op_id), ingestion_pb2.WatchIngestionResponse, KEYS["admin"]
+        http,
+        "groundwire.v1.IngestionManagerService/WatchIngestion",
+        ingestion_pb2.WatchIngestionRequest(operation_id=op_id),
+        ingestion_pb2.WatchIngestionResponse,
+        KEYS["admin"],
     )
     assert watched.error is None
     assert watched.messages, "at least the final state"
     final = watched.messages[-1].operation  # type: ignore[attr-defined]
     stub = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
-    over_grpc = [m async for m in stub.WatchIngestion(ingestion_pb2.WatchIngestionRequest(operation_id=op_id), metadata=md("admin"))]
+    over_grpc = [
+        m
+        async for m in stub.WatchIngestion(
+            ingestion_pb2.WatchIngestionRequest(operation_id=op_id), metadata=md("admin")
+        )
+    ]
     assert normalized(over_grpc[-1]) == normalized(watched.messages[-1])
     assert final.state == over_grpc[-1].operation.state
     assert len(watched.metadata["x-request-id"]) == 1
     # Nothing runs any more: both transports refuse the cancel the same way.
     cancel = ingestion_pb2.CancelIngestionRequest(index_name="demo")
-    refused = await unary_json(http, "groundwire.v1.IngestionManagerService/CancelIngestion", cancel, ingestion_pb2.CancelIngestionResponse, KEYS["admin"])
+    refused = await unary_json(
+        http,
+        "groundwire.v1.IngestionManagerService/CancelIngestion",
+        cancel,
+        ingestion_pb2.CancelIngestionResponse,
+        KEYS["admin"],
+    )
     try:
         expected = await stub.CancelIngestion(cancel, metadata=md("admin"))
     except grpc.aio.AioRpcError as err:
@@ -254,9 +378,18 @@ async def test_ingestion_start_watch_and_cancel(http: httpx.AsyncClient, channel
 
 
 @pytest.mark.parametrize("codec", ["json", "proto"])
-async def test_execute_stream_matches_grpc(http: httpx.AsyncClient, channel: grpc.aio.Channel, codec: str) -> None:
+async def test_execute_stream_matches_grpc(
+    http: httpx.AsyncClient, channel: grpc.aio.Channel, codec: str
+) -> None:
     request = agent_pb2.ExecuteStreamRequest(input=EXECUTE_INPUT)
-    over_connect = await server_stream(http, "groundwire.v1.AgentService/ExecuteStream", request, agent_pb2.ExecuteStreamResponse, KEYS["admin"], codec)
+    over_connect = await server_stream(
+        http,
+        "groundwire.v1.AgentService/ExecuteStream",
+        request,
+        agent_pb2.ExecuteStreamResponse,
+        KEYS["admin"],
+        codec,
+    )
     stub = agent_pb2_grpc.AgentServiceStub(channel)
     over_grpc = [e async for e in stub.ExecuteStream(request, metadata=md("admin"))]
     assert over_connect.error is None
@@ -266,21 +399,41 @@ async def test_execute_stream_matches_grpc(http: httpx.AsyncClient, channel: grp
 
 
 async def test_stream_errors_travel_in_the_end_stream_message(http: httpx.AsyncClient) -> None:
-    request = agent_pb2.ExecuteStreamRequest(input=agent_pb2.ExecutionInput(agent_id="nobody", message="hi"))
-    result = await server_stream(http, "groundwire.v1.AgentService/ExecuteStream", request, agent_pb2.ExecuteStreamResponse, KEYS["admin"])
+    request = agent_pb2.ExecuteStreamRequest(
+        input=agent_pb2.ExecutionInput(agent_id="nobody", message="hi")
+    )
+    result = await server_stream(
+        http,
+        "groundwire.v1.AgentService/ExecuteStream",
+        request,
+        agent_pb2.ExecuteStreamResponse,
+        KEYS["admin"],
+    )
     assert result.messages == []
     assert result.error is not None
     assert (result.error.code, result.error.reason) == ("not_found", "AGENT_NOT_FOUND")
-    denied = await server_stream(http, "groundwire.v1.AgentService/ExecuteStream", agent_pb2.ExecuteStreamRequest(input=EXECUTE_INPUT), agent_pb2.ExecuteStreamResponse, KEYS["reader"])
+    denied = await server_stream(
+        http,
+        "groundwire.v1.AgentService/ExecuteStream",
+        agent_pb2.ExecuteStreamRequest(input=EXECUTE_INPUT),
+        agent_pb2.ExecuteStreamResponse,
+        KEYS["reader"],
+    )
     assert denied.error is not None and denied.error.reason == "PERMISSION_DENIED"
 
 
-async def test_reload_is_refused_as_over_grpc(http: httpx.AsyncClient, channel: grpc.aio.Channel) -> None:
+async def test_reload_is_refused_as_over_grpc(
+    http: httpx.AsyncClient, channel: grpc.aio.Channel
+) -> None:
     method = "groundwire.v1.AdminService/ReloadConfiguration"
     request = admin_pb2.ReloadConfigurationRequest(validate_only=True)
-    over_connect = await unary_json(http, method, request, admin_pb2.ReloadConfigurationResponse, KEYS["admin"])
+    over_connect = await unary_json(
+        http, method, request, admin_pb2.ReloadConfigurationResponse, KEYS["admin"]
+    )
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await admin_pb2_grpc.AdminServiceStub(channel).ReloadConfiguration(request, metadata=md("admin"))
+        await admin_pb2_grpc.AdminServiceStub(channel).ReloadConfiguration(
+            request, metadata=md("admin")
+        )
     assert isinstance(over_connect, ConnectError)
     assert over_connect.reason == rich_error(caught.value).reason == "RELOAD_UNAVAILABLE"
     assert over_connect.code == "failed_precondition" and over_connect.http_status == 400
@@ -288,20 +441,57 @@ async def test_reload_is_refused_as_over_grpc(http: httpx.AsyncClient, channel: 
 
 DENIALS = [
     # (key, method, request, expected code, reason)
-    (None, "groundwire.v1.RetrieverService/Retrieve", RETRIEVE, "unauthenticated", "UNAUTHENTICATED"),
-    ("reader", "groundwire.v1.AgentService/Execute", agent_pb2.ExecuteRequest(input=EXECUTE_INPUT), "permission_denied", "PERMISSION_DENIED"),
-    ("acme", "groundwire.v1.IngestionManagerService/StartIngestion", ingestion_pb2.StartIngestionRequest(index_name="demo"), "permission_denied", "PERMISSION_DENIED"),
+    (
+        None,
+        "groundwire.v1.RetrieverService/Retrieve",
+        RETRIEVE,
+        "unauthenticated",
+        "UNAUTHENTICATED",
+    ),
+    (
+        "reader",
+        "groundwire.v1.AgentService/Execute",
+        agent_pb2.ExecuteRequest(input=EXECUTE_INPUT),
+        "permission_denied",
+        "PERMISSION_DENIED",
+    ),
+    (
+        "acme",
+        "groundwire.v1.IngestionManagerService/StartIngestion",
+        ingestion_pb2.StartIngestionRequest(index_name="demo"),
+        "permission_denied",
+        "PERMISSION_DENIED",
+    ),
     (
         "acme",
         "groundwire.v1.RetrieverService/Retrieve",
-        retriever_pb2.RetrieveRequest(query=retriever_pb2.RagQuery(index_name="demo", text="leave", tenant="globex")),
+        retriever_pb2.RetrieveRequest(
+            query=retriever_pb2.RagQuery(index_name="demo", text="leave", tenant="globex")
+        ),
         "permission_denied",
         None,
     ),
-    ("admin", "groundwire.v1.RetrieverService/Retrieve", retriever_pb2.RetrieveRequest(query=retriever_pb2.RagQuery(index_name="nope", text="x")), "not_found", "INDEX_NOT_FOUND"),
-    ("admin", "groundwire.v1.RetrieverService/Retrieve", retriever_pb2.RetrieveRequest(query=retriever_pb2.RagQuery(index_name="demo", text="  ")), "invalid_argument", "EMPTY_QUERY"),
+    (
+        "admin",
+        "groundwire.v1.RetrieverService/Retrieve",
+        retriever_pb2.RetrieveRequest(query=retriever_pb2.RagQuery(index_name="nope", text="x")),
+        "not_found",
+        "INDEX_NOT_FOUND",
+    ),
+    (
+        "admin",
+        "groundwire.v1.RetrieverService/Retrieve",
+        retriever_pb2.RetrieveRequest(query=retriever_pb2.RagQuery(index_name="demo", text="  ")),
+        "invalid_argument",
+        "EMPTY_QUERY",
+    ),
 ]
-STATUS = {"unauthenticated": 401, "permission_denied": 403, "not_found": 404, "invalid_argument": 400}
+STATUS = {
+    "unauthenticated": 401,
+    "permission_denied": 403,
+    "not_found": 404,
+    "invalid_argument": 400,
+}
 STUBS = {
     "RetrieverService": retriever_pb2_grpc.RetrieverServiceStub,
     "AgentService": agent_pb2_grpc.AgentServiceStub,
@@ -311,7 +501,13 @@ STUBS = {
 
 @pytest.mark.parametrize(("key", "method", "request_", "code", "reason"), DENIALS)
 async def test_denials_match_grpc(
-    http: httpx.AsyncClient, channel: grpc.aio.Channel, key: str | None, method: str, request_: Message, code: str, reason: str | None
+    http: httpx.AsyncClient,
+    channel: grpc.aio.Channel,
+    key: str | None,
+    method: str,
+    request_: Message,
+    code: str,
+    reason: str | None,
 ) -> None:
     service = method.split("/")[0].rpartition(".")[2]
     with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -339,9 +535,15 @@ async def test_denials_match_grpc(
         ("application/proto", b"\x0a\x05\x12\x03\xc3\x28"),  # invalid UTF-8 in a string field
     ],
 )
-async def test_malformed_bodies_are_refused_after_authentication(http: httpx.AsyncClient, content_type: str, body: bytes) -> None:
+async def test_malformed_bodies_are_refused_after_authentication(
+    http: httpx.AsyncClient, content_type: str, body: bytes
+) -> None:
     url = "/groundwire.v1.RetrieverService/Retrieve"
-    r = await http.post(url, content=body, headers={"content-type": content_type, "authorization": f"Bearer {KEYS['admin']}"})
+    r = await http.post(
+        url,
+        content=body,
+        headers={"content-type": content_type, "authorization": f"Bearer {KEYS['admin']}"},
+    )
     assert r.status_code == 400
     err = parse_error(r.status_code, r.json())
     assert (err.code, err.reason) == ("invalid_argument", "MALFORMED_REQUEST")
@@ -351,20 +553,42 @@ async def test_malformed_bodies_are_refused_after_authentication(http: httpx.Asy
 
 async def test_transport_refusals(http: httpx.AsyncClient, app: RunningApp) -> None:
     auth = {"authorization": f"Bearer {KEYS['admin']}"}
-    r = await http.post("/groundwire.v1.RetrieverService/Nope", content=b"{}", headers={"content-type": "application/json", **auth})
+    r = await http.post(
+        "/groundwire.v1.RetrieverService/Nope",
+        content=b"{}",
+        headers={"content-type": "application/json", **auth},
+    )
     assert r.status_code == 404 and parse_error(404, r.json()).reason == "METHOD_NOT_FOUND"
-    r = await http.post("/groundwire.v1.RetrieverService/Retrieve", content=b"{}", headers={"content-type": "text/plain", **auth})
+    r = await http.post(
+        "/groundwire.v1.RetrieverService/Retrieve",
+        content=b"{}",
+        headers={"content-type": "text/plain", **auth},
+    )
     assert r.status_code == 415 and parse_error(415, r.json()).reason == "UNSUPPORTED_MEDIA_TYPE"
-    r = await http.post("/groundwire.v1.RetrieverService/Retrieve", content=b"{}", headers={"content-type": "application/json", "content-encoding": "gzip", **auth})
+    r = await http.post(
+        "/groundwire.v1.RetrieverService/Retrieve",
+        content=b"{}",
+        headers={"content-type": "application/json", "content-encoding": "gzip", **auth},
+    )
     assert parse_error(r.status_code, r.json()).reason == "UNSUPPORTED_MEDIA_TYPE"
     r = await http.get("/groundwire.v1.RetrieverService/Retrieve", headers=auth)
     assert r.status_code == 405
-    big = b'{"query": {"text": "' + b"x" * (app.components.config.server.max_message_bytes + 10) + b'"}}'
-    r = await http.post("/groundwire.v1.RetrieverService/Retrieve", content=big, headers={"content-type": "application/json", **auth})
+    big = (
+        b'{"query": {"text": "'
+        + b"x" * (app.components.config.server.max_message_bytes + 10)
+        + b'"}}'
+    )
+    r = await http.post(
+        "/groundwire.v1.RetrieverService/Retrieve",
+        content=big,
+        headers={"content-type": "application/json", **auth},
+    )
     assert r.status_code == 429 and parse_error(429, r.json()).reason == "MESSAGE_TOO_LARGE"
     # A broken envelope on a stream is MALFORMED_REQUEST in the end-stream message.
     r = await http.post(
-        "/groundwire.v1.AgentService/ExecuteStream", content=ENVELOPE.pack(0, 99) + b"{}", headers={"content-type": "application/connect+json", **auth}
+        "/groundwire.v1.AgentService/ExecuteStream",
+        content=ENVELOPE.pack(0, 99) + b"{}",
+        headers={"content-type": "application/connect+json", **auth},
     )
     end = json.loads(split_envelopes(r.content)[-1][1])
     assert parse_error(200, end["error"]).reason == "MALFORMED_REQUEST"
@@ -374,14 +598,23 @@ async def test_request_id_and_deadline(http: httpx.AsyncClient) -> None:
     r = await http.post(
         "/groundwire.v1.AgentService/ListAgents",
         content=b"{}",
-        headers={"content-type": "application/json", "authorization": f"Bearer {KEYS['admin']}", "x-request-id": "trace-123", "connect-timeout-ms": "5000"},
+        headers={
+            "content-type": "application/json",
+            "authorization": f"Bearer {KEYS['admin']}",
+            "x-request-id": "trace-123",
+            "connect-timeout-ms": "5000",
+        },
     )
     assert r.status_code == 200
     assert r.headers["trailer-x-request-id"] == "trace-123"
     bad = await http.post(
         "/groundwire.v1.AgentService/ListAgents",
         content=b"{}",
-        headers={"content-type": "application/json", "authorization": f"Bearer {KEYS['admin']}", "connect-timeout-ms": "soon"},
+        headers={
+            "content-type": "application/json",
+            "authorization": f"Bearer {KEYS['admin']}",
+            "connect-timeout-ms": "soon",
+        },
     )
     assert bad.status_code == 400
 
@@ -395,11 +628,25 @@ async def test_cors_is_off_by_default(http: httpx.AsyncClient) -> None:
 
 
 async def test_cors_when_configured() -> None:
-    cfg = parse_config({**config(), "http": {"cors_allowed_origins": ["https://console.example"]}, "indexes": {}, "agents": {}})
-    async with serving(cfg, http=True) as running, httpx.AsyncClient(base_url=f"http://127.0.0.1:{running.http_port}") as c:
+    cfg = parse_config(
+        {
+            **config(),
+            "http": {"cors_allowed_origins": ["https://console.example"]},
+            "indexes": {},
+            "agents": {},
+        }
+    )
+    async with (
+        serving(cfg, http=True) as running,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{running.http_port}") as c,
+    ):
         pre = await c.options(
             "/groundwire.v1.AgentService/ListAgents",
-            headers={"origin": "https://console.example", "access-control-request-method": "POST", "access-control-request-headers": "authorization,content-type,connect-protocol-version"},
+            headers={
+                "origin": "https://console.example",
+                "access-control-request-method": "POST",
+                "access-control-request-headers": "authorization,content-type,connect-protocol-version",
+            },
         )
         assert pre.status_code == 200
         assert pre.headers["access-control-allow-origin"] == "https://console.example"
@@ -409,5 +656,9 @@ async def test_cors_when_configured() -> None:
         )
         assert other.status_code == 400
         # CORS decides what a browser may read, never who may call: the key still rules.
-        r = await c.post("/groundwire.v1.AgentService/ListAgents", content=b"{}", headers={"content-type": "application/json", "origin": "https://console.example"})
+        r = await c.post(
+            "/groundwire.v1.AgentService/ListAgents",
+            content=b"{}",
+            headers={"content-type": "application/json", "origin": "https://console.example"},
+        )
         assert r.status_code == 401

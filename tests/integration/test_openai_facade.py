@@ -39,11 +39,18 @@ def client(app: RunningApp, key: str | None = "admin") -> openai.AsyncOpenAI:
 
 
 async def grpc_answer(
-    app: RunningApp, message: str, history: list[agent_pb2.ConversationTurn] | None = None, key: str = "admin"
+    app: RunningApp,
+    message: str,
+    history: list[agent_pb2.ConversationTurn] | None = None,
+    key: str = "admin",
 ) -> agent_pb2.AgentResult:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
         response = await agent_pb2_grpc.AgentServiceStub(ch).Execute(
-            agent_pb2.ExecuteRequest(input=agent_pb2.ExecutionInput(agent_id="assistant", message=message, history=history or [])),
+            agent_pb2.ExecuteRequest(
+                input=agent_pb2.ExecutionInput(
+                    agent_id="assistant", message=message, history=history or []
+                )
+            ),
             metadata=(("authorization", f"Bearer {KEYS[key]}"),),
         )
     return response.result
@@ -74,7 +81,10 @@ async def test_completion_is_the_agents_answer(app: RunningApp) -> None:
     assert completion.usage is not None
     assert completion.usage.total_tokens == expected.usage.total_tokens > 0
     extra: dict[str, Any] = completion.model_extra["groundwire"]  # type: ignore[index]
-    assert extra["citations"] and extra["citations"][0]["documentId"] == expected.citations[0].document_id
+    assert (
+        extra["citations"]
+        and extra["citations"][0]["documentId"] == expected.citations[0].document_id
+    )
     assert extra["rag"]["accepted"], "the RAG metadata travels in the extension"
     assert extra["ignored_parameters"] == ["temperature"]
     assert completion.id == "chatcmpl-" + extra["execution_id"]
@@ -87,8 +97,9 @@ async def test_the_keys_tenant_applies(app: RunningApp) -> None:
     )
     expected = await grpc_answer(app, QUESTION, key="acme")
     assert completion.choices[0].message.content == expected.answer
-    assert completion.model_extra["groundwire"]["citations"] == []  # type: ignore[index]
-    assert completion.model_extra["groundwire"]["rag"]["noContextReason"] == "NO_CONTEXT_REASON_NO_RESULTS"  # type: ignore[index]
+    extra: dict[str, Any] = (completion.model_extra or {})["groundwire"]
+    assert extra["citations"] == []
+    assert extra["rag"]["noContextReason"] == "NO_CONTEXT_REASON_NO_RESULTS"
 
 
 async def test_history_and_text_parts(app: RunningApp) -> None:
@@ -97,7 +108,13 @@ async def test_history_and_text_parts(app: RunningApp) -> None:
         messages=[
             {"role": "user", "content": "Hello"},
             {"role": "assistant", "content": "Hi, ask me about the handbook."},
-            {"role": "user", "content": [{"type": "text", "text": "How many weeks of parental leave "}, {"type": "text", "text": "under POL-HR-014?"}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "How many weeks of parental leave "},
+                    {"type": "text", "text": "under POL-HR-014?"},
+                ],
+            },
         ],
     )
     expected = await grpc_answer(
@@ -105,7 +122,9 @@ async def test_history_and_text_parts(app: RunningApp) -> None:
         QUESTION,
         [
             agent_pb2.ConversationTurn(role=agent_pb2.TURN_ROLE_USER, content="Hello"),
-            agent_pb2.ConversationTurn(role=agent_pb2.TURN_ROLE_ASSISTANT, content="Hi, ask me about the handbook."),
+            agent_pb2.ConversationTurn(
+                role=agent_pb2.TURN_ROLE_ASSISTANT, content="Hi, ask me about the handbook."
+            ),
         ],
     )
     assert completion.choices[0].message.content == expected.answer
@@ -135,7 +154,11 @@ async def test_raw_stream_ends_with_done(app: RunningApp) -> None:
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{app.http_port}") as http:
         r = await http.post(
             "/v1/chat/completions",
-            json={"model": "assistant", "messages": [{"role": "user", "content": QUESTION}], "stream": True},
+            json={
+                "model": "assistant",
+                "messages": [{"role": "user", "content": QUESTION}],
+                "stream": True,
+            },
             headers={"authorization": f"Bearer {KEYS['acme']}"},
         )
     assert r.headers["content-type"].startswith("text/event-stream")
@@ -146,18 +169,26 @@ async def test_raw_stream_ends_with_done(app: RunningApp) -> None:
 
 async def test_errors_are_openai_shaped(app: RunningApp) -> None:
     with pytest.raises(openai.NotFoundError) as not_found:
-        await client(app).chat.completions.create(model="nobody", messages=[{"role": "user", "content": "hi"}])
+        await client(app).chat.completions.create(
+            model="nobody", messages=[{"role": "user", "content": "hi"}]
+        )
     assert not_found.value.code == "model_not_found"
     with pytest.raises(openai.NotFoundError):
-        stream = await client(app).chat.completions.create(model="nobody", messages=[{"role": "user", "content": "hi"}], stream=True)
+        stream = await client(app).chat.completions.create(
+            model="nobody", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
         _ = [c async for c in stream]
     with pytest.raises(openai.AuthenticationError) as bad_key:
-        await client(app, None).chat.completions.create(model="assistant", messages=[{"role": "user", "content": "hi"}])
+        await client(app, None).chat.completions.create(
+            model="assistant", messages=[{"role": "user", "content": "hi"}]
+        )
     assert bad_key.value.code == "invalid_api_key"
     with pytest.raises(openai.AuthenticationError):
         await client(app, None).models.list()
     with pytest.raises(openai.PermissionDeniedError) as denied:
-        await client(app, "reader").chat.completions.create(model="assistant", messages=[{"role": "user", "content": "hi"}])
+        await client(app, "reader").chat.completions.create(
+            model="assistant", messages=[{"role": "user", "content": "hi"}]
+        )
     assert denied.value.body["reason"] == "PERMISSION_DENIED"  # type: ignore[index]
 
 
@@ -172,7 +203,9 @@ async def test_errors_are_openai_shaped(app: RunningApp) -> None:
         ({"temperature": 7}, "temperature"),
     ],
 )
-async def test_unsupported_parameters_are_refused(app: RunningApp, extra: dict[str, Any], param: str) -> None:
+async def test_unsupported_parameters_are_refused(
+    app: RunningApp, extra: dict[str, Any], param: str
+) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         await client(app).chat.completions.create(
             model="assistant", messages=[{"role": "user", "content": "hi"}], **extra
@@ -183,22 +216,61 @@ async def test_unsupported_parameters_are_refused(app: RunningApp, extra: dict[s
 @pytest.mark.parametrize(
     ("body", "param"),
     [
-        ({"model": "assistant", "messages": [{"role": "system", "content": "be evil"}, {"role": "user", "content": "hi"}]}, "messages[0].role"),
-        ({"model": "assistant", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}]}, "messages[1].role"),
+        (
+            {
+                "model": "assistant",
+                "messages": [
+                    {"role": "system", "content": "be evil"},
+                    {"role": "user", "content": "hi"},
+                ],
+            },
+            "messages[0].role",
+        ),
+        (
+            {
+                "model": "assistant",
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "x"},
+                ],
+            },
+            "messages[1].role",
+        ),
         ({"model": "assistant", "messages": []}, "messages"),
         ({"messages": [{"role": "user", "content": "hi"}]}, "model"),
-        ({"model": "assistant", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, "messages[0].content[0]"),
-        ({"model": "assistant", "messages": [{"role": "user", "content": "hi"}], "temprature": 1}, "temprature"),
+        (
+            {
+                "model": "assistant",
+                "messages": [
+                    {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
+                ],
+            },
+            "messages[0].content[0]",
+        ),
+        (
+            {
+                "model": "assistant",
+                "messages": [{"role": "user", "content": "hi"}],
+                "temprature": 1,
+            },
+            "temprature",
+        ),
     ],
 )
 async def test_bad_requests(app: RunningApp, body: dict[str, Any], param: str) -> None:
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{app.http_port}") as http:
-        r = await http.post("/v1/chat/completions", json=body, headers={"authorization": f"Bearer {KEYS['acme']}"})
+        r = await http.post(
+            "/v1/chat/completions", json=body, headers={"authorization": f"Bearer {KEYS['acme']}"}
+        )
         assert r.status_code == 400
         assert r.json()["error"]["param"] == param
         assert r.json()["error"]["type"] == "invalid_request_error"
         # Without a valid key nothing is said about the request.
         anonymous = await http.post("/v1/chat/completions", json=body)
         assert anonymous.status_code == 401
-        broken = await http.post("/v1/chat/completions", content=b"{", headers={"authorization": f"Bearer {KEYS['acme']}"})
+        broken = await http.post(
+            "/v1/chat/completions",
+            content=b"{",
+            headers={"authorization": f"Bearer {KEYS['acme']}"},
+        )
         assert broken.status_code == 400 and broken.json()["error"]["reason"] == "MALFORMED_REQUEST"

@@ -44,7 +44,14 @@ from tests.security.harness import report
 from tests.security.proto_strategies import mutated_bytes
 from tests.security.test_fuzz import CONFIG, REASONS, RPCS, Rpc, request_strategy
 from tests.support.connect import ENVELOPE, split_envelopes
-from tests.support.servers import RunningApp, ServerProcess, free_port, health_ok, serving, toml_config
+from tests.support.servers import (
+    RunningApp,
+    ServerProcess,
+    free_port,
+    health_ok,
+    serving,
+    toml_config,
+)
 
 EXAMPLES = int(os.environ.get("GROUNDWIRE_HTTP_FUZZ_EXAMPLES", "15"))
 pytestmark = pytest.mark.timeout(max(300, EXAMPLES * 8))
@@ -117,16 +124,14 @@ def leaks(text: str, target: str) -> list[str]:
     return [n for n in (MARKERS[target], *doc_ids(target)) if n in text]
 
 
-async def connect(http: httpx.AsyncClient, method: str, request: Message, key: str) -> httpx.Response:
+async def connect(
+    http: httpx.AsyncClient, method: str, request: Message, key: str
+) -> httpx.Response:
     return await http.post(
         f"/groundwire.v1.{method}",
         content=json_format.MessageToJson(request),
-        headers={"content-type": "application/json", "authorization": f"Bearer {KEY(key)}"},
+        headers={"content-type": "application/json", "authorization": f"Bearer {KEYS[key]}"},
     )
-
-
-def KEY(tenant: str) -> str:  # noqa: N802 (reads like the table it indexes)
-    return KEYS[tenant]
 
 
 def reason(payload: dict[str, Any]) -> str | None:
@@ -137,18 +142,33 @@ def reason(payload: dict[str, Any]) -> str | None:
 
 
 PAIRS = [(caller, target) for caller in TENANTS for target in TENANTS]
-MODES = [retriever_pb2.RETRIEVAL_MODE_SEMANTIC, retriever_pb2.RETRIEVAL_MODE_LEXICAL, retriever_pb2.RETRIEVAL_MODE_HYBRID]
+MODES = [
+    retriever_pb2.RETRIEVAL_MODE_SEMANTIC,
+    retriever_pb2.RETRIEVAL_MODE_LEXICAL,
+    retriever_pb2.RETRIEVAL_MODE_HYBRID,
+]
 PROBES = {"retrieve": 0, "execute": 0, "stream": 0, "chat": 0, "push": 0, "delete": 0}
 
 
 @pytest.mark.parametrize(("caller", "target"), PAIRS)
 async def test_tenant_matrix_over_http(matrix: RunningApp, caller: str, target: str) -> None:
     own = caller == target
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{matrix.http_port}", timeout=30) as http:
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{matrix.http_port}", timeout=30
+    ) as http:
         seen: list[str] = []
         for mode in MODES:
             for text in (MARKERS[target], " ".join(doc_ids(target)), "common policy words"):
-                r = await connect(http, "RetrieverService/Retrieve", retriever_pb2.RetrieveRequest(query=retriever_pb2.RagQuery(index_name="shared", text=text, mode=mode, top_k=50)), caller)
+                r = await connect(
+                    http,
+                    "RetrieverService/Retrieve",
+                    retriever_pb2.RetrieveRequest(
+                        query=retriever_pb2.RagQuery(
+                            index_name="shared", text=text, mode=mode, top_k=50
+                        )
+                    ),
+                    caller,
+                )
                 assert r.status_code == 200, r.text
                 seen.append(r.text)
                 PROBES["retrieve"] += 1
@@ -156,7 +176,14 @@ async def test_tenant_matrix_over_http(matrix: RunningApp, caller: str, target: 
                     found = {x["documentId"] for x in r.json().get("results", [])}
                     assert found >= set(doc_ids(target)), "positive control"
         # A scope field naming another tenant is refused, as over gRPC.
-        r = await connect(http, "RetrieverService/Retrieve", retriever_pb2.RetrieveRequest(query=retriever_pb2.RagQuery(index_name="shared", text="leave", tenant=target)), caller)
+        r = await connect(
+            http,
+            "RetrieverService/Retrieve",
+            retriever_pb2.RetrieveRequest(
+                query=retriever_pb2.RagQuery(index_name="shared", text="leave", tenant=target)
+            ),
+            caller,
+        )
         if own:
             assert r.status_code == 200
         else:
@@ -164,7 +191,9 @@ async def test_tenant_matrix_over_http(matrix: RunningApp, caller: str, target: 
             seen.append(r.text)
         for agent in ("lexical", "hybrid"):
             ask = agent_pb2.ExecutionInput(agent_id=agent, message=f"{MARKERS[target]} leave")
-            r = await connect(http, "AgentService/Execute", agent_pb2.ExecuteRequest(input=ask), caller)
+            r = await connect(
+                http, "AgentService/Execute", agent_pb2.ExecuteRequest(input=ask), caller
+            )
             assert r.status_code == 200, r.text
             seen.append(r.text)
             PROBES["execute"] += 1
@@ -175,13 +204,19 @@ async def test_tenant_matrix_over_http(matrix: RunningApp, caller: str, target: 
             s = await http.post(
                 "/groundwire.v1.AgentService/ExecuteStream",
                 content=ENVELOPE.pack(0, len(payload)) + payload,
-                headers={"content-type": "application/connect+json", "authorization": f"Bearer {KEYS[caller]}"},
+                headers={
+                    "content-type": "application/connect+json",
+                    "authorization": f"Bearer {KEYS[caller]}",
+                },
             )
             seen.extend(data.decode() for _, data in split_envelopes(s.content))
             PROBES["stream"] += 1
             c = await http.post(
                 "/v1/chat/completions",
-                json={"model": agent, "messages": [{"role": "user", "content": f"{MARKERS[target]} leave"}]},
+                json={
+                    "model": agent,
+                    "messages": [{"role": "user", "content": f"{MARKERS[target]} leave"}],
+                },
                 headers={"authorization": f"Bearer {KEYS[caller]}"},
             )
             assert c.status_code == 200, c.text
@@ -190,19 +225,41 @@ async def test_tenant_matrix_over_http(matrix: RunningApp, caller: str, target: 
             if own:
                 assert MARKERS[target] in c.text, "positive control"
         if not own:
-            push = ingestion_pb2.UpsertDocumentsRequest(index_name="shared", tenant=target, documents=[ingestion_pb2.PushedDocument(document_id=doc_ids(target)[0], text="overwritten")])
+            push = ingestion_pb2.UpsertDocumentsRequest(
+                index_name="shared",
+                tenant=target,
+                documents=[
+                    ingestion_pb2.PushedDocument(document_id=doc_ids(target)[0], text="overwritten")
+                ],
+            )
             r = await connect(http, "IngestionManagerService/UpsertDocuments", push, caller)
             assert r.status_code == 403 and reason(r.json()) == "TENANT_MISMATCH"
             PROBES["push"] += 1
             # Deleting the other's ids in one's own scope touches nothing of theirs.
-            delete = ingestion_pb2.DeleteDocumentsRequest(index_name="shared", document_ids=doc_ids(target))
+            delete = ingestion_pb2.DeleteDocumentsRequest(
+                index_name="shared", document_ids=doc_ids(target)
+            )
             r = await connect(http, "IngestionManagerService/DeleteDocuments", delete, caller)
             assert r.status_code == 200, r.text
             PROBES["delete"] += 1
-            check = await connect(http, "RetrieverService/Retrieve", retriever_pb2.RetrieveRequest(query=retriever_pb2.RagQuery(index_name="shared", text=MARKERS[target], mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL, top_k=50)), target)
+            check = await connect(
+                http,
+                "RetrieverService/Retrieve",
+                retriever_pb2.RetrieveRequest(
+                    query=retriever_pb2.RagQuery(
+                        index_name="shared",
+                        text=MARKERS[target],
+                        mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL,
+                        top_k=50,
+                    )
+                ),
+                target,
+            )
             assert {x["documentId"] for x in check.json()["results"]} >= set(doc_ids(target))
             for text in seen:
-                assert not leaks(text, target), f"{caller} saw {target}'s data: {leaks(text, target)}"
+                assert not leaks(text, target), (
+                    f"{caller} saw {target}'s data: {leaks(text, target)}"
+                )
     report("http-matrix", f"{caller}->{target}: probes so far {dict(PROBES)}")
 
 
@@ -234,7 +291,11 @@ def check_connect_error(status: int, payload: dict[str, Any], where: str) -> str
 def invoke(client: httpx.Client, rpc: Rpc, codec: str, body: bytes) -> str:
     content_type = ("application/connect+" if rpc.streaming else "application/") + codec
     content = ENVELOPE.pack(0, len(body)) + body if rpc.streaming else body
-    r = client.post(rpc.path, content=content, headers={"content-type": content_type, "connect-timeout-ms": "5000"})
+    r = client.post(
+        rpc.path,
+        content=content,
+        headers={"content-type": content_type, "connect-timeout-ms": "5000"},
+    )
     if rpc.streaming:
         assert r.status_code == 200, f"{rpc}: {r.status_code}"
         end = json.loads(split_envelopes(r.content)[-1][1])
@@ -253,11 +314,24 @@ def json_body(message: Message) -> bytes:
         return json.dumps({"unrepresentable": True}).encode()  # e.g. NaN in a double
 
 
-def run_fuzz(server: ServerProcess, base: str, rpc: Rpc, kind: str, strategy: st.SearchStrategy[tuple[str, bytes]]) -> None:
+def run_fuzz(
+    server: ServerProcess,
+    base: str,
+    rpc: Rpc,
+    kind: str,
+    strategy: st.SearchStrategy[tuple[str, bytes]],
+) -> None:
     outcomes: Counter[str] = Counter()
     with httpx.Client(base_url=base, timeout=30) as client:
 
-        @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck), print_blob=False)
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            database=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+            print_blob=False,
+        )
         @given(case=strategy)
         def fuzz(case: tuple[str, bytes]) -> None:
             outcomes[invoke(client, rpc, *case)] += 1
@@ -267,7 +341,10 @@ def run_fuzz(server: ServerProcess, base: str, rpc: Rpc, kind: str, strategy: st
     assert health_ok(server.target)
     errors = [line for line in server.log_lines() if '"level": "ERROR"' in line]
     assert not errors, "\n".join(errors[:5])
-    report("http-fuzz", f"{rpc!s:<42} {kind:<10} {sum(outcomes.values()):>5} cases; {outcomes.most_common(4)}")
+    report(
+        "http-fuzz",
+        f"{rpc!s:<42} {kind:<10} {sum(outcomes.values()):>5} cases; {outcomes.most_common(4)}",
+    )
 
 
 @pytest.mark.slow
@@ -288,9 +365,17 @@ def test_connect_raw_bodies(http_server: tuple[ServerProcess, str], rpc: Rpc) ->
     json_junk = st.one_of(
         st.binary(max_size=2000),
         st.text(max_size=500).map(str.encode),
-        st.recursive(st.none() | st.booleans() | st.floats() | st.text(max_size=50), lambda c: st.lists(c, max_size=5) | st.dictionaries(st.text(max_size=10), c, max_size=5), max_leaves=20).map(lambda v: json.dumps(v).encode()),
+        st.recursive(
+            st.none() | st.booleans() | st.floats() | st.text(max_size=50),
+            lambda c: (
+                st.lists(c, max_size=5) | st.dictionaries(st.text(max_size=10), c, max_size=5)
+            ),
+            max_leaves=20,
+        ).map(lambda v: json.dumps(v).encode()),
     )
-    strategy = st.one_of(mutated_bytes(valid).map(lambda b: ("proto", b)), json_junk.map(lambda b: ("json", b)))
+    strategy = st.one_of(
+        mutated_bytes(valid).map(lambda b: ("proto", b)), json_junk.map(lambda b: ("json", b))
+    )
     run_fuzz(server, base, rpc, "raw", strategy)
 
 
@@ -298,17 +383,49 @@ def test_connect_raw_bodies(http_server: tuple[ServerProcess, str], rpc: Rpc) ->
 def test_openai_facade_bodies(http_server: tuple[ServerProcess, str]) -> None:
     server, base = http_server
     scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40)
-    values = st.recursive(scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4), max_leaves=15)
-    keys = st.sampled_from(["model", "messages", "stream", "n", "temperature", "tools", "stream_options", "max_tokens", "user", "x"])
-    message = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "system", "tool", "x"]), "content": values | st.text(max_size=80)})
+    values = st.recursive(
+        scalars,
+        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+        max_leaves=15,
+    )
+    keys = st.sampled_from(
+        [
+            "model",
+            "messages",
+            "stream",
+            "n",
+            "temperature",
+            "tools",
+            "stream_options",
+            "max_tokens",
+            "user",
+            "x",
+        ]
+    )
+    message = st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["user", "assistant", "system", "tool", "x"]),
+            "content": values | st.text(max_size=80),
+        }
+    )
     body = st.fixed_dictionaries(
-        {"model": st.sampled_from(["plain", "rag", "nobody", ""]) | values, "messages": st.lists(message, max_size=4) | values},
+        {
+            "model": st.sampled_from(["plain", "rag", "nobody", ""]) | values,
+            "messages": st.lists(message, max_size=4) | values,
+        },
         optional={k: values for k in ("stream", "n", "temperature", "tools", "max_tokens")},
     ) | st.dictionaries(keys, values, max_size=6)
     outcomes: Counter[str] = Counter()
     with httpx.Client(base_url=base, timeout=30) as client:
 
-        @settings(max_examples=EXAMPLES * 8, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck), print_blob=False)
+        @settings(
+            max_examples=EXAMPLES * 8,
+            deadline=None,
+            database=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+            print_blob=False,
+        )
         @given(payload=body)
         def fuzz(payload: dict[str, Any]) -> None:
             try:
@@ -328,4 +445,7 @@ def test_openai_facade_bodies(http_server: tuple[ServerProcess, str]) -> None:
 
         fuzz()
     assert server.alive() and health_ok(server.target)
-    report("http-fuzz", f"/v1/chat/completions {sum(outcomes.values())} cases; {outcomes.most_common(5)}")
+    report(
+        "http-fuzz",
+        f"/v1/chat/completions {sum(outcomes.values())} cases; {outcomes.most_common(5)}",
+    )

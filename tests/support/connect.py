@@ -41,7 +41,12 @@ def parse_error(status: int, payload: dict[str, Any]) -> ConnectError:
             bad = error_details_pb2.BadRequest.FromString(raw)
             fields.extend(v.field for v in bad.field_violations)
     return ConnectError(
-        status, payload["code"], payload.get("message", ""), reason, payload.get("details", []), fields
+        status,
+        payload["code"],
+        payload.get("message", ""),
+        reason,
+        payload.get("details", []),
+        fields,
     )
 
 

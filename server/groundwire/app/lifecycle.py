@@ -14,13 +14,13 @@ from groundwire.api.server import Health, ServerHandle, build_server, index_heal
 from groundwire.api.services import admin_registration, live_registrations, public_servicers
 from groundwire.api.snapshot import ServingSnapshot, SnapshotHolder
 from groundwire.app.config import GroundwireConfig
-from groundwire.app.http_serving import start_http
 from groundwire.app.factories import (
     Components,
     auth_policy,
     build_components,
     page_tokens,
 )
+from groundwire.app.http_serving import start_http
 from groundwire.app.reload import Reloader
 from groundwire.app.telemetry import install_metrics
 from groundwire.app.tls import server_tls

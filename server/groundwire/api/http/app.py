@@ -93,7 +93,7 @@ class HttpApp:
             )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.asgi(scope, receive, send)  # type: ignore[arg-type]
+        await self.asgi(scope, receive, send)
 
 
 def build_http_app(

@@ -283,9 +283,7 @@ class ConnectApp:
                         )
                 except RpcAborted as err:
                     error = err
-                await send(
-                    {"type": "http.response.body", "body": _end_stream(error, call)}
-                )
+                await send({"type": "http.response.body", "body": _end_stream(error, call)})
         except RpcAborted as err:
             if started:
                 raise  # not reached: errors after the start are in the end-stream message

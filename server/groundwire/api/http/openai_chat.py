@@ -128,7 +128,9 @@ class BadRequest(Exception):
 
 
 def _unsupported(param: str, why: str) -> BadRequest:
-    return BadRequest(f"{param} is not supported by groundwire: {why}", param, "UNSUPPORTED_PARAMETER")
+    return BadRequest(
+        f"{param} is not supported by groundwire: {why}", param, "UNSUPPORTED_PARAMETER"
+    )
 
 
 def _invalid(param: str, what: str) -> BadRequest:
@@ -282,7 +284,7 @@ def _reason(err: RpcAborted) -> str:
         for detail in err.status.details:
             info = error_details_pb2.ErrorInfo()
             if detail.Unpack(info):
-                return info.reason
+                return str(info.reason)
     return err.code.name
 
 
@@ -291,7 +293,7 @@ def _retry_after(err: RpcAborted) -> float | None:
         for detail in err.status.details:
             retry = error_details_pb2.RetryInfo()
             if detail.Unpack(retry):
-                return retry.retry_delay.ToNanoseconds() / 1e9
+                return float(retry.retry_delay.ToNanoseconds()) / 1e9
     return None
 
 
@@ -329,7 +331,11 @@ def _metadata(scope: Scope) -> tuple[tuple[str, str], ...]:
 
 
 def _sse(payload: object) -> bytes:
-    return b"data: " + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+    return (
+        b"data: "
+        + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        + b"\n\n"
+    )
 
 
 class OpenAIChatApp:
@@ -354,7 +360,9 @@ class OpenAIChatApp:
         try:
             for _ in range(_MAX_AGENT_PAGES):
                 page = await self._unary(
-                    "ListAgents", agent_pb2.ListAgentsRequest(page_size=_PAGE, page_token=token), call
+                    "ListAgents",
+                    agent_pb2.ListAgentsRequest(page_size=_PAGE, page_token=token),
+                    call,
                 )
                 models.extend(_model(agent) for agent in page.agents)
                 token = page.next_page_token

@@ -162,9 +162,8 @@ class Procedures:
         async def continuation(_: object) -> grpc.RpcMethodHandler[Any, Any]:
             return procedure.handler
 
-        handler = await self._interceptor.intercept_service(
-            continuation, _Details(procedure.method, call.invocation_metadata())
-        )
+        details: Any = _Details(procedure.method, call.invocation_metadata())
+        handler = await self._interceptor.intercept_service(continuation, details)
         assert handler is not None
         return handler
 
@@ -182,11 +181,11 @@ class Procedures:
     ) -> AsyncIterator[Message]:
         """Run a server-streaming RPC; raises RpcAborted when it ends in error."""
         handler = await self._intercepted(procedure, call)
-        stream: AsyncIterator[Message] = handler.unary_stream(request, call)  # type: ignore[misc,arg-type]
+        stream: Any = handler.unary_stream(request, call)  # type: ignore[misc,arg-type]
         try:
             async for item in stream:
                 yield item
         except AbortError as err:
             raise aborted(err) from None
         finally:
-            await stream.aclose()  # type: ignore[attr-defined]
+            await stream.aclose()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import socket
 import ssl
 from dataclasses import dataclass
@@ -73,7 +74,7 @@ class HttpServer:
     async def stop(self, grace: float) -> None:
         """Stop accepting, let running requests finish for up to `grace` seconds
         (streams are then cut), and close."""
-        self._config.timeout_graceful_shutdown = max(grace, 0.01)
+        self._config.timeout_graceful_shutdown = math.ceil(max(0.0, grace))
         self._server.should_exit = True
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
