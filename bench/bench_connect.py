@@ -9,8 +9,9 @@ measures, each phase alternated gRPC/Connect twice to cancel drift:
 Two Connect clients: httpx (keep-alive, one connection per caller; pure Python,
 so on a shared 2-core box its own CPU competes with the server's) and a
 minimal HTTP/1.1 keep-alive client on asyncio streams (pre-built requests),
-closer to grpc.aio's C-core client in cost. Both parse the answer with
-json.loads. The gRPC client is grpc.aio on one channel.
+closer to grpc.aio's C-core client in cost, with JSON ("Connect raw") and with
+binary protobuf bodies ("Connect proto"). Answers are parsed (json.loads or
+FromString). The gRPC client is grpc.aio on one channel.
 
     python bench/bench_connect.py [--chunks 2000] [--seconds 5] [--concurrency 16]
 """
@@ -59,11 +60,12 @@ async def wait_serving(ch: grpc.aio.Channel) -> None:
 class RawHttp:
     """One kept-alive HTTP/1.1 connection per caller, requests pre-built."""
 
-    def __init__(self, port: int, path: str, bodies: list[bytes]) -> None:
+    def __init__(self, port: int, path: str, bodies: list[bytes], codec: str = "json") -> None:
         self._port = port
+        self._codec = codec
         self._requests = [
             (
-                f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+                f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/{codec}\r\n"
                 f"connect-protocol-version: 1\r\ncontent-length: {len(b)}\r\n\r\n"
             ).encode()
             + b
@@ -93,7 +95,9 @@ class RawHttp:
         )
         body = await reader.readexactly(length)
         self._idle.append((reader, writer))
-        return json.loads(body)
+        if self._codec == "json":
+            return json.loads(body)
+        return retriever_pb2.RetrieveResponse.FromString(body)
 
     def close(self) -> None:
         for _, writer in self._idle:
@@ -194,11 +198,18 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
                 c = await via_connect(i)
                 assert [x.chunk_id for x in g.results] == [x["chunkId"] for x in c["results"]]  # type: ignore[attr-defined,index]
             raw = RawHttp(http_port, url, bodies)
-            calls = {"gRPC": via_grpc, "Connect JSON": via_connect, "Connect raw": raw.call}
+            raw_proto = RawHttp(http_port, url, [r.SerializeToString() for r in reqs], "proto")
+            calls = {
+                "gRPC": via_grpc,
+                "Connect JSON": via_connect,
+                "Connect raw": raw.call,
+                "Connect proto": raw_proto.call,
+            }
             await phases(calls, 2.0, args.concurrency)
             single = await phases(calls, args.seconds, 1)
             loaded = await phases(calls, args.seconds, args.concurrency)
             raw.close()
+            raw_proto.close()
     finally:
         server.terminate()
         server.wait(20)
@@ -207,14 +218,14 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
         f"machine: {os.cpu_count()} cores (client and server share them); chunks={args.chunks}, "
         f"lexical top_k=10, {args.seconds:.0f} s per measure per surface"
     )
-    for name in ("gRPC", "Connect JSON", "Connect raw"):
+    for name in ("gRPC", "Connect JSON", "Connect raw", "Connect proto"):
         _, lat = single[name]
         qps, _ = loaded[name]
         print(
             f"{name:<13} 1 caller: p50 {statistics.median(lat) * 1e3:6.2f} ms  p99 {pct(lat, 0.99):6.2f} ms"
             f" | {args.concurrency} callers: {qps:7.0f} QPS"
         )
-    for name in ("Connect JSON", "Connect raw"):
+    for name in ("Connect JSON", "Connect raw", "Connect proto"):
         p50 = statistics.median(single[name][1]) / statistics.median(single["gRPC"][1])
         qps_ratio = loaded[name][0] / loaded["gRPC"][0]
         print(

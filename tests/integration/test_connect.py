@@ -662,3 +662,32 @@ async def test_cors_when_configured() -> None:
             headers={"content-type": "application/json", "origin": "https://console.example"},
         )
         assert r.status_code == 401
+
+
+async def test_access_log_names_the_transport_and_no_content(
+    http: httpx.AsyncClient, channel: grpc.aio.Channel, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="groundwire.access")
+    await unary_json(
+        http,
+        "groundwire.v1.RetrieverService/Retrieve",
+        RETRIEVE,
+        retriever_pb2.RetrieveResponse,
+        KEYS["admin"],
+    )
+    await grpc_call(
+        channel,
+        retriever_pb2_grpc.RetrieverServiceStub,
+        "groundwire.v1.RetrieverService/Retrieve",
+        RETRIEVE,
+        "admin",
+    )
+    lines = [
+        r
+        for r in caplog.records
+        if r.name == "groundwire.access" and getattr(r, "method", "").endswith("/Retrieve")
+    ]
+    assert sorted(getattr(r, "transport", None) for r in lines[-2:]) == ["connect_rpc", "grpc"]
+    for record in lines:
+        assert "parental" not in record.getMessage() and "parental" not in str(record.__dict__)
+        assert KEYS["admin"] not in str(record.__dict__)

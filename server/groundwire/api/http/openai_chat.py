@@ -52,6 +52,7 @@ from groundwire.api.http.rpc import Procedures, RpcAborted, RpcCall
 from groundwire_client.v1 import agent_pb2
 
 _AGENT = "/groundwire.v1.AgentService/"
+_TRANSPORT = "openai_http"
 _PAGE = 100
 _MAX_AGENT_PAGES = 100
 
@@ -354,7 +355,7 @@ class OpenAIChatApp:
         if scope["method"] != "GET":
             await respond_json(send, 405, openai_error("use GET", 405, "METHOD_NOT_FOUND", None))
             return
-        call = RpcCall(_metadata(scope), None)
+        call = RpcCall(_metadata(scope), None, _TRANSPORT)
         models: list[dict[str, Any]] = []
         token = ""
         try:
@@ -379,7 +380,7 @@ class OpenAIChatApp:
             err = transport_error(grpc.StatusCode.UNIMPLEMENTED, "METHOD_NOT_FOUND", "no route")
             await _send_error(send, err)
             return
-        call = RpcCall(_metadata(scope), None)
+        call = RpcCall(_metadata(scope), None, _TRANSPORT)
         try:
             response = await self._unary(
                 "GetAgent", agent_pb2.GetAgentRequest(agent_id=agent_id), call
@@ -404,7 +405,7 @@ class OpenAIChatApp:
             return
         except ClientGone:
             return
-        call = RpcCall(_metadata(scope), None)
+        call = RpcCall(_metadata(scope), None, _TRANSPORT)
         try:
             body = _parse(raw)
             execution, ignored = execution_input(body)

@@ -24,7 +24,7 @@ from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import Message
 from google.rpc import status_pb2
 
-from groundwire.api.interceptors import ServiceInterceptor
+from groundwire.api.interceptors import ServiceInterceptor, transport_var
 from groundwire.api.server import ServiceRegistration
 
 
@@ -54,8 +54,15 @@ class RpcCall:
     """The grpc.aio.ServicerContext of one HTTP call: only what the interceptor
     and the servicers use (trailing metadata, the deadline, abort)."""
 
-    def __init__(self, metadata: tuple[tuple[str, str], ...], timeout_s: float | None) -> None:
+    def __init__(
+        self,
+        metadata: tuple[tuple[str, str], ...],
+        timeout_s: float | None,
+        transport: str = "connect_rpc",
+    ) -> None:
         self._metadata = metadata
+        # The metrics' rpc.system and the access log's transport for this call.
+        self.transport = transport
         self._deadline = None if timeout_s is None else time.monotonic() + timeout_s
         self.trailing: tuple[tuple[str, Any], ...] = ()
 
@@ -162,6 +169,8 @@ class Procedures:
         async def continuation(_: object) -> grpc.RpcMethodHandler[Any, Any]:
             return procedure.handler
 
+        # Each ASGI request runs in a task of its own: the value ends with it.
+        transport_var.set(call.transport)
         details: Any = _Details(procedure.method, call.invocation_metadata())
         handler = await self._interceptor.intercept_service(continuation, details)
         assert handler is not None

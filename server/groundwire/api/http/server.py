@@ -74,7 +74,9 @@ class HttpServer:
     async def stop(self, grace: float) -> None:
         """Stop accepting, let running requests finish for up to `grace` seconds
         (streams are then cut), and close."""
-        self._config.timeout_graceful_shutdown = math.ceil(max(0.0, grace))
+        # At least a second: uvicorn's wait with no time at all reports (at ERROR)
+        # a cut even when nothing runs; idle connections close at once anyway.
+        self._config.timeout_graceful_shutdown = max(1, math.ceil(grace))
         self._server.should_exit = True
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
