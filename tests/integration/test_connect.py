@@ -687,7 +687,7 @@ async def test_access_log_names_the_transport_and_no_content(
         for r in caplog.records
         if r.name == "groundwire.access" and getattr(r, "method", "").endswith("/Retrieve")
     ]
-    assert sorted(getattr(r, "transport", None) for r in lines[-2:]) == ["connect_rpc", "grpc"]
+    assert sorted(str(getattr(r, "transport", "")) for r in lines[-2:]) == ["connect_rpc", "grpc"]
     for record in lines:
         assert "parental" not in record.getMessage() and "parental" not in str(record.__dict__)
         assert KEYS["admin"] not in str(record.__dict__)
