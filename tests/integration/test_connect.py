@@ -691,3 +691,23 @@ async def test_access_log_names_the_transport_and_no_content(
     for record in lines:
         assert "parental" not in record.getMessage() and "parental" not in str(record.__dict__)
         assert KEYS["admin"] not in str(record.__dict__)
+
+
+async def test_health_check_over_connect(http: httpx.AsyncClient) -> None:
+    # Public, like on the gRPC port: no key needed.
+    r = await http.post(
+        "/grpc.health.v1.Health/Check", content=b"{}", headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 200 and r.json() == {"status": "SERVING"}
+    r = await http.post(
+        "/grpc.health.v1.Health/Check",
+        content=b'{"service": "nope"}',
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 404 and r.json()["code"] == "not_found"
+    r = await http.post(
+        "/grpc.health.v1.Health/Watch",
+        content=b"{}",
+        headers={"content-type": "application/connect+json"},
+    )
+    assert r.status_code == 404

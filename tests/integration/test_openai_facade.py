@@ -25,7 +25,14 @@ QUESTION = "How many weeks of parental leave under POL-HR-014?"
 
 @pytest.fixture(scope="module")
 async def app() -> AsyncIterator[RunningApp]:
-    async with serving(parse_config(config()), http=True) as running:
+    cfg: dict[str, Any] = config()
+    # A model whose server is not there (nothing listens on port 9 here).
+    cfg["models"] = {
+        **cfg["models"],
+        "down": {"kind": "openai-compatible", "base_url": "http://127.0.0.1:9/v1"},
+    }
+    cfg["agents"] = {**cfg["agents"], "broken": {"name": "Broken", "model": "down/some-model"}}
+    async with serving(parse_config(cfg), http=True) as running:
         yield running
 
 
@@ -58,7 +65,7 @@ async def grpc_answer(
 
 async def test_models_are_the_agents(app: RunningApp) -> None:
     models = await client(app).models.list()
-    assert [m.id for m in models.data] == ["assistant"]
+    assert sorted(m.id for m in models.data) == ["assistant", "broken"]
     one = await client(app).models.retrieve("assistant")
     assert one.id == "assistant" and one.owned_by == "groundwire"
     with pytest.raises(openai.NotFoundError) as caught:
@@ -274,3 +281,20 @@ async def test_bad_requests(app: RunningApp, body: dict[str, Any], param: str) -
             headers={"authorization": f"Bearer {KEYS['acme']}"},
         )
         assert broken.status_code == 400 and broken.json()["error"]["reason"] == "MALFORMED_REQUEST"
+
+
+async def test_model_failures_are_errors_not_answers(app: RunningApp) -> None:
+    with pytest.raises(openai.APIStatusError) as caught:
+        await client(app).chat.completions.create(
+            model="broken", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert caught.value.status_code == 503
+    body: Any = caught.value.body
+    assert body["type"] == "server_error" and body["reason"]
+    # Streaming: the failure arrives as an error event, which the SDK raises.
+    stream = await client(app).chat.completions.create(
+        model="broken", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    with pytest.raises(openai.APIError) as streamed:
+        _ = [c async for c in stream]
+    assert "model" in str(streamed.value).lower() or streamed.value.body

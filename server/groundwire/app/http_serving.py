@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from grpc_health.v1 import health_pb2_grpc
+from grpc_health.v1.health import SERVICE_NAME as HEALTH_SERVICE
+
 from groundwire.api.http.app import build_http_app
 from groundwire.api.http.rpc import Procedures
 from groundwire.api.http.server import HttpServer, HttpTls
 from groundwire.api.interceptors import ServiceInterceptor
-from groundwire.api.server import ServiceRegistration
+from groundwire.api.server import Health, ServiceRegistration
 from groundwire.api.snapshot import SnapshotHolder
 from groundwire.app.config import GroundwireConfig
 
@@ -19,12 +22,24 @@ async def start_http(
     registrations: Sequence[ServiceRegistration],
     snapshots: SnapshotHolder,
     address: str | None = None,
+    health: Health | None = None,
 ) -> HttpServer | None:
-    """Start the HTTP port (`address` overrides `[http] address`); None when off."""
+    """Start the HTTP port (`address` overrides `[http] address`); None when off.
+    With `health`, grpc.health.v1.Health/Check is served too (the gRPC port's
+    statuses, public unless `auth.public_health = false`)."""
     target = cfg.http.host_port() if address is None else _split(address)
     if target is None:
         return None
     # Keys and limits come from each call's snapshot, as on the gRPC port.
+    if health is not None:
+        servicer = health.servicer
+        registrations = [
+            *registrations,
+            ServiceRegistration(
+                HEALTH_SERVICE,
+                lambda server: health_pb2_grpc.add_HealthServicer_to_server(servicer, server),
+            ),
+        ]
     procedures = Procedures(registrations, ServiceInterceptor(None, None, snapshots))
     app = build_http_app(
         procedures,

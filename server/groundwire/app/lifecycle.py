@@ -139,7 +139,7 @@ async def start_app(
     await manager.recover_interrupted()
     await server.server.start()
     try:
-        http = await start_http(cfg, registrations, snapshots, http_address)
+        http = await start_http(cfg, registrations, snapshots, http_address, health)
     except BaseException:
         await server.server.stop(0)
         raise

@@ -99,6 +99,12 @@ def aborted(err: AbortError) -> RpcAborted:
     return RpcAborted(err.code, err.details, status)
 
 
+# The contract has no client streams (Connect over HTTP/1.1 could not carry them);
+# health Watch writes with context.write(), which a request/response exchange has
+# no use for (Check answers the same question).
+_NOT_ON_HTTP = frozenset({"/grpc.health.v1.Health/Watch"})
+
+
 class _Details(NamedTuple):
     method: str
     invocation_metadata: tuple[tuple[str, str], ...]
@@ -147,8 +153,8 @@ class Procedures:
         for method, handler in capture.handlers.items():
             service, _, name = method.lstrip("/").partition("/")
             desc = pool.FindServiceByName(service).methods_by_name[name]
-            if desc.client_streaming:
-                continue  # the contract has none; Connect over HTTP/1.1 could not carry them
+            if desc.client_streaming or method in _NOT_ON_HTTP:
+                continue
             self._procedures[method] = Procedure(
                 method=method,
                 input_type=message_factory.GetMessageClass(desc.input_type),
