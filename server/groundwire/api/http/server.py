@@ -22,6 +22,7 @@ import uvicorn
 from groundwire.api.http.app import HttpApp
 
 log = logging.getLogger("groundwire.http")
+KEEP_ALIVE_SECONDS = 65
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,9 @@ class HttpServer:
             access_log=False,
             lifespan="off",
             server_header=False,
+            # Longer than clients' and load balancers' idle timeouts (httpx 5 s, AWS
+            # ALB 60 s), so a pooled connection is never closed under a request.
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
             ssl_certfile=str(tls.cert_file) if tls else None,
             ssl_keyfile=str(tls.key_file) if tls else None,
             ssl_ca_certs=str(tls.client_ca_file) if tls and tls.client_ca_file else None,
