@@ -5,7 +5,9 @@ with the end-stream message; broken bodies are MALFORMED_REQUEST."""
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -711,3 +713,111 @@ async def test_health_check_over_connect(http: httpx.AsyncClient) -> None:
         headers={"content-type": "application/connect+json"},
     )
     assert r.status_code == 404
+
+
+# ---- gRPC-Web on the same paths --------------------------------------------
+
+
+def grpc_web_frames(data: bytes) -> tuple[list[bytes], dict[str, str]]:
+    """Data frames and the parsed trailer frame of a gRPC-Web answer."""
+    messages: list[bytes] = []
+    trailers: dict[str, str] = {}
+    for flags, payload in split_envelopes(data):
+        if flags & 0x80:
+            for line in payload.decode().split("\r\n"):
+                if line:
+                    key, _, value = line.partition(":")
+                    trailers[key.strip()] = value.strip()
+        else:
+            messages.append(payload)
+    return messages, trailers
+
+
+async def grpc_web(
+    http: httpx.AsyncClient, method: str, request: Message, key: str | None, text: bool = False
+) -> tuple[list[bytes], dict[str, str]]:
+    body = request.SerializeToString()
+    framed = ENVELOPE.pack(0, len(body)) + body
+    content_type = "application/grpc-web-text" if text else "application/grpc-web+proto"
+    headers = {"content-type": content_type, "x-grpc-web": "1"}
+    if key:
+        headers["authorization"] = f"Bearer {KEYS[key]}"
+    r = await http.post(
+        f"/{method}", content=base64.b64encode(framed) if text else framed, headers=headers
+    )
+    assert r.status_code == 200
+    content = r.content
+    if text:
+        # Each frame is base64 on its own (padded), so decode frame by frame.
+        raw = b""
+        for chunk in re.findall(rb"[A-Za-z0-9+/]+=*", content):
+            raw += base64.b64decode(chunk)
+        content = raw
+    return grpc_web_frames(content)
+
+
+@pytest.mark.parametrize("text", [False, True], ids=["binary", "text"])
+async def test_grpc_web_unary_and_stream(
+    http: httpx.AsyncClient, channel: grpc.aio.Channel, text: bool
+) -> None:
+    messages, trailers = await grpc_web(
+        http, "groundwire.v1.RetrieverService/Retrieve", RETRIEVE, "admin", text
+    )
+    expected = await grpc_call(
+        channel,
+        retriever_pb2_grpc.RetrieverServiceStub,
+        "groundwire.v1.RetrieverService/Retrieve",
+        RETRIEVE,
+        "admin",
+    )
+    assert trailers["grpc-status"] == "0" and trailers["x-request-id"]
+    assert normalized(retriever_pb2.RetrieveResponse.FromString(messages[0])) == normalized(
+        expected
+    )
+    events, trailers = await grpc_web(
+        http,
+        "groundwire.v1.AgentService/ExecuteStream",
+        agent_pb2.ExecuteStreamRequest(input=EXECUTE_INPUT),
+        "admin",
+        text,
+    )
+    assert trailers["grpc-status"] == "0"
+    assert (
+        agent_pb2.ExecuteStreamResponse.FromString(events[-1]).type
+        == agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED
+    )
+
+
+async def test_grpc_web_errors_carry_the_rich_status(http: httpx.AsyncClient) -> None:
+    from google.rpc import error_details_pb2, status_pb2
+
+    for key, request, code, reason in [
+        (None, RETRIEVE, grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED"),
+        (
+            "admin",
+            retriever_pb2.RetrieveRequest(
+                query=retriever_pb2.RagQuery(index_name="nope", text="x")
+            ),
+            grpc.StatusCode.NOT_FOUND,
+            "INDEX_NOT_FOUND",
+        ),
+    ]:
+        messages, trailers = await grpc_web(
+            http, "groundwire.v1.RetrieverService/Retrieve", request, key
+        )
+        assert messages == []
+        assert trailers["grpc-status"] == str(code.value[0])
+        raw = trailers["grpc-status-details-bin"]
+        status = status_pb2.Status.FromString(base64.b64decode(raw + "=" * (-len(raw) % 4)))
+        info = error_details_pb2.ErrorInfo()
+        assert status.details[0].Unpack(info) and info.reason == reason
+    r = await http.post(
+        "/groundwire.v1.RetrieverService/Retrieve",
+        content=b"\x00\x00\x00\x00\x09garbage!!",
+        headers={
+            "content-type": "application/grpc-web+proto",
+            "authorization": f"Bearer {KEYS['admin']}",
+        },
+    )
+    _, trailers = grpc_web_frames(r.content)
+    assert trailers["grpc-status"] == str(grpc.StatusCode.INVALID_ARGUMENT.value[0])

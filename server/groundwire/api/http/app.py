@@ -15,9 +15,9 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp
 
 from groundwire.api.http.asgi import Receive, Scope, Send, respond
-from groundwire.api.http.connect import ConnectApp, error_json, not_found
+from groundwire.api.http.connect import ConnectApp, error_json
 from groundwire.api.http.openai_chat import OpenAIChatApp
-from groundwire.api.http.rpc import Procedures
+from groundwire.api.http.rpc import Procedures, not_found
 
 # What a browser may send and read (Connect's and ours; the key is a header,
 # never a cookie, so credentials mode stays off).
@@ -28,8 +28,10 @@ CORS_ALLOW_HEADERS = (
     "connect-timeout-ms",
     "x-request-id",
     "x-user-agent",
+    "x-grpc-web",
+    "grpc-timeout",
 )
-CORS_EXPOSE_HEADERS = ("trailer-x-request-id", "x-request-id")
+CORS_EXPOSE_HEADERS = ("trailer-x-request-id", "x-request-id", "grpc-status", "grpc-message")
 
 
 class HttpRoutes:

@@ -33,9 +33,8 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
-from google.rpc import code_pb2, error_details_pb2, status_pb2
+from google.rpc import status_pb2
 
-from groundwire.api.errors import ERROR_DOMAIN
 from groundwire.api.http.asgi import (
     BodyTooLarge,
     CancelOnDisconnect,
@@ -48,7 +47,17 @@ from groundwire.api.http.asgi import (
     read_body,
     respond,
 )
-from groundwire.api.http.rpc import Procedure, Procedures, RpcAborted, RpcCall
+from groundwire.api.http.grpc_web import CONTENT_TYPES as GRPC_WEB_TYPES
+from groundwire.api.http.grpc_web import GrpcWeb
+from groundwire.api.http.rpc import (
+    Procedure,
+    Procedures,
+    RpcAborted,
+    RpcCall,
+    metadata_of,
+    not_found,
+    transport_error,
+)
 from groundwire.api.interceptors import UNDECODABLE
 
 # Connect code -> HTTP status (the protocol's table).
@@ -109,31 +118,6 @@ def error_json(code: grpc.StatusCode, message: str, status: status_pb2.Status | 
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def transport_error(code: grpc.StatusCode, reason: str, message: str) -> RpcAborted:
-    """An error of the HTTP surface itself (before any RPC runs), with the same
-    ErrorInfo shape as the contract's errors."""
-    info = error_details_pb2.ErrorInfo(reason=reason, domain=ERROR_DOMAIN)
-    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=message)
-    status.details.add().Pack(info)
-    return RpcAborted(code, message, status)
-
-
-def not_found() -> RpcAborted:
-    return transport_error(
-        grpc.StatusCode.UNIMPLEMENTED, "METHOD_NOT_FOUND", "no RPC has that path"
-    )
-
-
-def _metadata(scope: Scope) -> tuple[tuple[str, str], ...]:
-    out = []
-    for key, value in scope["headers"]:
-        name = bytes(key).decode("latin-1").lower()
-        if name.startswith(("connect-", "content-")) or name in ("host", "accept-encoding"):
-            continue
-        out.append((name, bytes(value).decode("latin-1")))
-    return tuple(out)
-
-
 def _timeout(scope: Scope) -> float | None:
     raw = header(scope, b"connect-timeout-ms")
     if raw is None:
@@ -185,6 +169,7 @@ class ConnectApp:
     def __init__(self, procedures: Procedures, max_message_bytes: int) -> None:
         self._procedures = procedures
         self._limit = max_message_bytes
+        self._grpc_web = GrpcWeb(procedures, max_message_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         procedure = self._procedures.get(scope["path"])
@@ -194,6 +179,9 @@ class ConnectApp:
             return
         if scope["method"] != "POST":
             await respond(send, 405, [(b"allow", b"POST")], b"")
+            return
+        if content_type in GRPC_WEB_TYPES:
+            await self._grpc_web(procedure, content_type, scope, receive, send)
             return
         if procedure.server_streaming:
             await self._stream(procedure, content_type, scope, receive, send)
@@ -223,7 +211,7 @@ class ConnectApp:
                 raise refusal
             timeout = _timeout(scope)
             body = await _body(receive, self._limit)
-            call = RpcCall(_metadata(scope), timeout)
+            call = RpcCall(metadata_of(scope), timeout)
             request = _decode(procedure, codec, body)
             async with CancelOnDisconnect(receive):
                 response = await self._procedures.unary(procedure, request, call)
@@ -260,7 +248,7 @@ class ConnectApp:
                 raise refusal
             timeout = _timeout(scope)
             body = await _body(receive, self._limit + _ENVELOPE.size)
-            call = RpcCall(_metadata(scope), timeout)
+            call = RpcCall(metadata_of(scope), timeout)
             request = _decode(procedure, codec, _unenvelope(body))
             async with CancelOnDisconnect(receive):
                 await send(

@@ -47,8 +47,8 @@ from groundwire.api.http.asgi import (
     read_body,
     respond_json,
 )
-from groundwire.api.http.connect import HTTP_STATUS, transport_error
-from groundwire.api.http.rpc import Procedures, RpcAborted, RpcCall
+from groundwire.api.http.connect import HTTP_STATUS
+from groundwire.api.http.rpc import Procedures, RpcAborted, RpcCall, transport_error
 from groundwire_client.v1 import agent_pb2
 
 _AGENT = "/groundwire.v1.AgentService/"

@@ -15,15 +15,16 @@ google.rpc.Status details).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import grpc
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import Message
-from google.rpc import status_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
 
+from groundwire.api.errors import ERROR_DOMAIN
 from groundwire.api.interceptors import ServiceInterceptor, transport_var
 from groundwire.api.server import ServiceRegistration
 
@@ -204,3 +205,33 @@ class Procedures:
             raise aborted(err) from None
         finally:
             await stream.aclose()
+
+
+def transport_error(code: grpc.StatusCode, reason: str, message: str) -> RpcAborted:
+    """An error of the HTTP surface itself (before any RPC runs), with the same
+    ErrorInfo shape as the contract's errors."""
+    info = error_details_pb2.ErrorInfo(reason=reason, domain=ERROR_DOMAIN)
+    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=message)
+    status.details.add().Pack(info)
+    return RpcAborted(code, message, status)
+
+
+def not_found() -> RpcAborted:
+    return transport_error(
+        grpc.StatusCode.UNIMPLEMENTED, "METHOD_NOT_FOUND", "no RPC has that path"
+    )
+
+
+def metadata_of(scope: MutableMapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The gRPC metadata of an HTTP request: its headers, less the transport's own
+    (content, Connect and gRPC-Web framing headers, host)."""
+    out = []
+    for key, value in scope["headers"]:
+        name = bytes(key).decode("latin-1").lower()
+        if name.startswith(("connect-", "content-", "grpc-")) or name in (
+            "host",
+            "accept-encoding",
+        ):
+            continue
+        out.append((name, bytes(value).decode("latin-1")))
+    return tuple(out)
