@@ -12,7 +12,7 @@ unchanged. Positive controls prove each probe finds the owner's documents.
 Fuzzing (a `groundwire serve` subprocess with the HTTP port): for every RPC,
 generated requests (tests/security/proto_strategies.py, as in test_fuzz.py)
 sent as Connect JSON and binary bodies, and mutated or random bytes in both
-codecs; random JSON bodies to /v1/chat/completions. Properties: never a 5xx
+codecs and as gRPC-Web; random JSON bodies to /v1/chat/completions. Properties: never a 5xx
 (no crash, no hang), every error is a Connect error (or an OpenAI error) with
 one ErrorInfo whose reason is a groundwire.v1.ErrorReason, and afterwards the
 server is alive, SERVING, and logged no ERROR line.
@@ -33,7 +33,7 @@ import httpx
 import pytest
 from google.protobuf import json_format
 from google.protobuf.message import Message
-from google.rpc import error_details_pb2
+from google.rpc import error_details_pb2, status_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -288,7 +288,32 @@ def check_connect_error(status: int, payload: dict[str, Any], where: str) -> str
     return f"{payload['code']}:{info.reason}"
 
 
+def invoke_grpc_web(client: httpx.Client, rpc: Rpc, body: bytes) -> str:
+    r = client.post(
+        rpc.path,
+        content=ENVELOPE.pack(0, len(body)) + body,
+        headers={"content-type": "application/grpc-web+proto", "grpc-timeout": "5S"},
+    )
+    assert r.status_code == 200, f"{rpc}: {r.status_code}"
+    flags, trailer = split_envelopes(r.content)[-1]
+    assert flags == 0x80, f"{rpc}: no trailer frame"
+    fields = dict(line.split(": ", 1) for line in trailer.decode().split("\r\n") if line)
+    code = grpc.StatusCode(
+        next(c for c in grpc.StatusCode if str(c.value[0]) == fields["grpc-status"])
+    )
+    if code is grpc.StatusCode.OK:
+        return "OK"
+    assert code not in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN), f"{rpc}: {fields}"
+    raw = fields["grpc-status-details-bin"]
+    status = status_pb2.Status.FromString(base64.b64decode(raw + "=" * (-len(raw) % 4)))
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[0].Unpack(info) and info.reason in REASONS, f"{rpc}: {fields}"
+    return f"grpc-web:{code.name}:{info.reason}"
+
+
 def invoke(client: httpx.Client, rpc: Rpc, codec: str, body: bytes) -> str:
+    if codec == "grpc-web":
+        return invoke_grpc_web(client, rpc, body)
     content_type = ("application/connect+" if rpc.streaming else "application/") + codec
     content = ENVELOPE.pack(0, len(body)) + body if rpc.streaming else body
     r = client.post(
@@ -374,7 +399,9 @@ def test_connect_raw_bodies(http_server: tuple[ServerProcess, str], rpc: Rpc) ->
         ).map(lambda v: json.dumps(v).encode()),
     )
     strategy = st.one_of(
-        mutated_bytes(valid).map(lambda b: ("proto", b)), json_junk.map(lambda b: ("json", b))
+        mutated_bytes(valid).map(lambda b: ("proto", b)),
+        json_junk.map(lambda b: ("json", b)),
+        mutated_bytes(valid).map(lambda b: ("grpc-web", b)),
     )
     run_fuzz(server, base, rpc, "raw", strategy)
 
