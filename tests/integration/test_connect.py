@@ -9,6 +9,7 @@ import base64
 import json
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -821,3 +822,59 @@ async def test_grpc_web_errors_carry_the_rich_status(http: httpx.AsyncClient) ->
     )
     _, trailers = grpc_web_frames(r.content)
     assert trailers["grpc-status"] == str(grpc.StatusCode.INVALID_ARGUMENT.value[0])
+
+
+async def test_http_calls_bind_to_the_reloaded_snapshot(tmp_path: Path) -> None:
+    """Keys, agents and limits of a reloaded file apply to the HTTP port at the
+    same instant as to the gRPC port (one snapshot holder, one interceptor)."""
+    from groundwire.app.config import load_config
+    from groundwire.app.lifecycle import start_app
+    from tests.support.toml_writer import dumps
+
+    first = config()
+    path = tmp_path / "groundwire.toml"
+    path.write_text(dumps(first))
+    app = await start_app(
+        load_config(path), "127.0.0.1:0", config_path=path, http_address="127.0.0.1:0"
+    )
+    try:
+        await app.wait_ready()
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{app.http_port}") as http:
+            method = "groundwire.v1.AgentService/ListAgents"
+            late = "gw_late-key-000000000000000000000000000000000000000"
+            before = await unary_json(
+                http, method, agent_pb2.ListAgentsRequest(), agent_pb2.ListAgentsResponse, late
+            )
+            assert isinstance(before, ConnectError) and before.reason == "UNAUTHENTICATED"
+            second = config()
+            second["auth"]["keys"].append(
+                {"id": "late", "hash": hash_key(late), "permissions": ["execute"]}
+            )  # type: ignore[index]
+            second["agents"]["second"] = {"name": "Second", "model": "offline/extractive-v1"}  # type: ignore[index]
+            path.write_text(dumps(second))
+            reload = await unary_json(
+                http,
+                "groundwire.v1.AdminService/ReloadConfiguration",
+                admin_pb2.ReloadConfigurationRequest(),
+                admin_pb2.ReloadConfigurationResponse,
+                KEYS["admin"],
+            )
+            assert not isinstance(reload, ConnectError), reload
+            after = await unary_json(
+                http, method, agent_pb2.ListAgentsRequest(), agent_pb2.ListAgentsResponse, late
+            )
+            assert not isinstance(after, ConnectError), after
+            assert sorted(a.id for a in after.agents) == ["assistant", "second"]  # type: ignore[attr-defined]
+            # A changed [http] section needs a restart, like the gRPC address.
+            path.write_text(dumps({**second, "http": {"cors_allowed_origins": ["*"]}}))
+            refused = await unary_json(
+                http,
+                "groundwire.v1.AdminService/ReloadConfiguration",
+                admin_pb2.ReloadConfigurationRequest(),
+                admin_pb2.ReloadConfigurationResponse,
+                KEYS["admin"],
+            )
+            assert isinstance(refused, ConnectError) and refused.reason == "CONFIG_RESTART_REQUIRED"
+            assert "http" in refused.fields
+    finally:
+        await app.stop(0)
