@@ -9,8 +9,8 @@ measures, each phase alternated gRPC/Connect twice to cancel drift:
 Two Connect clients: httpx (keep-alive, one connection per caller; pure Python,
 so on a shared 2-core box its own CPU competes with the server's) and a
 minimal HTTP/1.1 keep-alive client on asyncio streams (pre-built requests),
-closer to grpc.aio's C-core client in cost, with JSON ("Connect raw") and with
-binary protobuf bodies ("Connect proto"). Answers are parsed (json.loads or
+closer to grpc.aio's C-core client in cost, with JSON ("JSON (lean)") and with
+binary protobuf bodies ("proto (lean)"). Answers are parsed (json.loads or
 FromString). The gRPC client is grpc.aio on one channel.
 
     python bench/bench_connect.py [--chunks 2000] [--seconds 5] [--concurrency 16]
@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -178,7 +179,13 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
         async with (
             grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch,
             httpx.AsyncClient(
-                base_url=f"http://127.0.0.1:{http_port}", limits=limits, timeout=10
+                base_url=f"http://127.0.0.1:{http_port}",
+                timeout=10,
+                # httpx writes a request's headers and body separately: without
+                # TCP_NODELAY the body waits for the server's delayed ACK.
+                transport=httpx.AsyncHTTPTransport(
+                    limits=limits, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+                ),
             ) as http,
         ):
             await wait_serving(ch)
@@ -201,9 +208,9 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
             raw_proto = RawHttp(http_port, url, [r.SerializeToString() for r in reqs], "proto")
             calls = {
                 "gRPC": via_grpc,
-                "Connect JSON": via_connect,
-                "Connect raw": raw.call,
-                "Connect proto": raw_proto.call,
+                "JSON (httpx)": via_connect,
+                "JSON (lean)": raw.call,
+                "proto (lean)": raw_proto.call,
             }
             await phases(calls, 2.0, args.concurrency)
             single = await phases(calls, args.seconds, 1)
@@ -218,18 +225,18 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
         f"machine: {os.cpu_count()} cores (client and server share them); chunks={args.chunks}, "
         f"lexical top_k=10, {args.seconds:.0f} s per measure per surface"
     )
-    for name in ("gRPC", "Connect JSON", "Connect raw", "Connect proto"):
+    for name in ("gRPC", "JSON (httpx)", "JSON (lean)", "proto (lean)"):
         _, lat = single[name]
         qps, _ = loaded[name]
         print(
-            f"{name:<13} 1 caller: p50 {statistics.median(lat) * 1e3:6.2f} ms  p99 {pct(lat, 0.99):6.2f} ms"
+            f"{name:<14} 1 caller: p50 {statistics.median(lat) * 1e3:6.2f} ms  p99 {pct(lat, 0.99):6.2f} ms"
             f" | {args.concurrency} callers: {qps:7.0f} QPS"
         )
-    for name in ("Connect JSON", "Connect raw", "Connect proto"):
+    for name in ("JSON (httpx)", "JSON (lean)", "proto (lean)"):
         p50 = statistics.median(single[name][1]) / statistics.median(single["gRPC"][1])
         qps_ratio = loaded[name][0] / loaded["gRPC"][0]
         print(
-            f"{name}/gRPC: latency ratio (p50, 1 caller) {p50:.2f};"
+            f"Connect {name}/gRPC: latency ratio (p50, 1 caller) {p50:.2f};"
             f" QPS ratio ({args.concurrency} callers) {qps_ratio:.2f}"
         )
 

@@ -846,11 +846,11 @@ async def test_http_calls_bind_to_the_reloaded_snapshot(tmp_path: Path) -> None:
                 http, method, agent_pb2.ListAgentsRequest(), agent_pb2.ListAgentsResponse, late
             )
             assert isinstance(before, ConnectError) and before.reason == "UNAUTHENTICATED"
-            second = config()
+            second: dict[str, Any] = config()
             second["auth"]["keys"].append(
                 {"id": "late", "hash": hash_key(late), "permissions": ["execute"]}
-            )  # type: ignore[index]
-            second["agents"]["second"] = {"name": "Second", "model": "offline/extractive-v1"}  # type: ignore[index]
+            )
+            second["agents"]["second"] = {"name": "Second", "model": "offline/extractive-v1"}
             path.write_text(dumps(second))
             reload = await unary_json(
                 http,
