@@ -54,6 +54,9 @@ log = logging.getLogger("groundwire.access")
 error_log = logging.getLogger("groundwire.errors")
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+# The surface a call came in on ("grpc"; api/http/ sets "connect_rpc" or "openai_http"):
+# the metrics' rpc.system and the access log's transport.
+transport_var: contextvars.ContextVar[str] = contextvars.ContextVar("rpc_transport", default="grpc")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 
@@ -62,6 +65,9 @@ class _Malformed:
 
 
 _MALFORMED = _Malformed()
+# What another transport (api/http/) hands the interceptor for a body it could not
+# decode: the same refusal, after the same authentication, as undecodable gRPC bytes.
+UNDECODABLE: Any = _MALFORMED
 
 MALFORMED = GroundwireError(
     ErrorKind.INVALID_ARGUMENT, "MALFORMED_REQUEST", "the request message could not be decoded"
@@ -321,7 +327,7 @@ def _record_rpc(method: str, code: grpc.StatusCode, seconds: float) -> None:
     RPC_DURATION.record(
         seconds,
         {
-            "rpc.system": "grpc",
+            "rpc.system": transport_var.get(),
             "rpc.service": service,
             "rpc.method": name,
             "rpc.grpc.status_code": code.value[0],
@@ -338,5 +344,6 @@ def _access(method: str, code: grpc.StatusCode, started: float, rid: str) -> Non
             "code": code.name,
             "duration_ms": round((time.perf_counter() - started) * 1000, 3),
             "request_id": rid,
+            "transport": transport_var.get(),
         },
     )

@@ -24,6 +24,7 @@ from groundwire.app.agent_config import (
 from groundwire.app.checkpoint_config import CheckpointConfig
 from groundwire.app.chunking_config import ChunkingConfig, check_token_chunking
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
+from groundwire.app.http_config import HttpConfig
 from groundwire.app.logs import ContentPreviewsConfig
 from groundwire.app.plugins import (
     EMBEDDERS,
@@ -384,6 +385,7 @@ class GroundwireConfig(StrictModel):
     agent_limits: AgentLimitsConfig = AgentLimitsConfig()
     limits: LimitsConfig = LimitsConfig()
     checkpoints: CheckpointConfig = CheckpointConfig()
+    http: HttpConfig = HttpConfig()
 
     @model_validator(mode="after")
     def _references(self) -> GroundwireConfig:
