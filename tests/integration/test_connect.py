@@ -562,6 +562,13 @@ async def test_transport_refusals(http: httpx.AsyncClient, app: RunningApp) -> N
         headers={"content-type": "application/json", **auth},
     )
     assert r.status_code == 404 and parse_error(404, r.json()).reason == "METHOD_NOT_FOUND"
+    # A bidirectional stream has no Connect form over HTTP/1.1: refused by name.
+    r = await http.post(
+        "/groundwire.v1.AgentService/ExecuteInteractive",
+        content=b"{}",
+        headers={"content-type": "application/connect+json", **auth},
+    )
+    assert r.status_code == 404 and parse_error(404, r.json()).reason == "METHOD_NOT_FOUND"
     r = await http.post(
         "/groundwire.v1.RetrieverService/Retrieve",
         content=b"{}",
