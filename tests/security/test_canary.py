@@ -506,8 +506,12 @@ def event_without_content(event: ag.ExecuteStreamResponse) -> ag.ExecuteStreamRe
 
 
 def strip_result(result: ag.AgentResult) -> None:
+    """The caller's own content: the answer, the rewritten query, and the title,
+    section and snippet of the evidence it was given and cites."""
     result.answer = ""
     result.rag.ClearField("rewritten_query")
+    for item in [*result.citations, *result.rag.context]:
+        item.title = item.section = item.snippet = ""
 
 
 async def stream(label: str, call: Any) -> list[Any]:

@@ -25,6 +25,7 @@ from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import duration, filter_from_proto, mode_to_proto, score_to_proto
 from groundwire.api.pagination import LIST_AGENTS, PageTokens, listing
 from groundwire.api.reranker import outcome_to_proto, reranking_metadata_to_proto
+from groundwire.domain.citations import DEFAULT_SNIPPET_CHARS, snippet
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.rag_policy import (
     ExecutionMode,
@@ -73,11 +74,51 @@ def _item(result: RankedResult, reason: ItemReason | None = None) -> agent_pb2.R
     )
 
 
+def _context_item(result: RankedResult, snippet_chars: int) -> agent_pb2.RagItem:
+    """A context item: the evidence the model got, with its title, section and a
+    bounded snippet (the caller may read it as it may read Retrieve results)."""
+    msg = _item(result)
+    hit = result.hit
+    cut = snippet(hit.content, snippet_chars)
+    msg.title, msg.section = hit.title, hit.section
+    msg.snippet, msg.snippet_truncated = cut.text, cut.truncated
+    return msg
+
+
+def citations_to_proto(
+    result: ExecutionResult, snippet_chars: int = DEFAULT_SNIPPET_CHARS
+) -> list[agent_pb2.Citation]:
+    """The citations in order of first appearance, numbered 1..k (display_number),
+    each with its chunk's title, section, span and bounded snippet. Source n is
+    the model's evidence item n (RagMetadata.context[n - 1]); the answer text is
+    left as the model wrote it (it was streamed as such)."""
+    context = result.rag.context
+    out = []
+    for number, c in enumerate(result.citations, start=1):
+        msg = agent_pb2.Citation(
+            source_number=c.source_number,
+            document_id=c.document_id,
+            chunk_id=c.chunk_id,
+            display_number=number,
+        )
+        if 1 <= c.source_number <= len(context):
+            hit = context[c.source_number - 1].hit
+            if hit.key == (c.document_id, c.chunk_id):
+                cut = snippet(hit.content, snippet_chars)
+                msg.title, msg.section = hit.title, hit.section
+                msg.span.CopyFrom(common_pb2.CharSpan(start=hit.start, end=hit.end))
+                msg.snippet, msg.snippet_truncated = cut.text, cut.truncated
+        out.append(msg)
+    return out
+
+
 def _judged(items: Sequence[Judged]) -> list[agent_pb2.RagItem]:
     return [_item(j.result, j.reason) for j in items]
 
 
-def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
+def rag_to_proto(
+    meta: RagMetadata, snippet_chars: int = DEFAULT_SNIPPET_CHARS
+) -> agent_pb2.RagExecutionMetadata:
     msg = agent_pb2.RagExecutionMetadata(
         enabled=meta.enabled,
         index_name=meta.index_name,
@@ -89,7 +130,7 @@ def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
         accepted=[_item(r) for r in meta.accepted],
         rejected=_judged(meta.rejected),
         context_excluded=_judged(meta.context_excluded),
-        context=[_item(r) for r in meta.context],
+        context=[_context_item(r, snippet_chars) for r in meta.context],
         candidate_count=len(meta.candidates),
         accepted_count=len(meta.accepted),
         rejected_count=len(meta.rejected),
@@ -135,7 +176,9 @@ def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
     return msg
 
 
-def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
+def result_to_proto(
+    result: ExecutionResult, snippet_chars: int = DEFAULT_SNIPPET_CHARS
+) -> agent_pb2.AgentResult:
     u = result.usage
     return agent_pb2.AgentResult(
         execution_id=result.execution_id,
@@ -148,13 +191,8 @@ def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
             completion_tokens=u.completion_tokens,
             total_tokens=u.total_tokens,
         ),
-        rag=rag_to_proto(result.rag),
-        citations=[
-            agent_pb2.Citation(
-                source_number=c.source_number, document_id=c.document_id, chunk_id=c.chunk_id
-            )
-            for c in result.citations
-        ],
+        rag=rag_to_proto(result.rag, snippet_chars),
+        citations=citations_to_proto(result, snippet_chars),
         tool_calls=[
             agent_pb2.ToolCallTrace(
                 step=t.step,
@@ -170,7 +208,9 @@ def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
     )
 
 
-def event_to_proto(event: ExecutionEvent, sequence: int) -> agent_pb2.ExecuteStreamResponse:
+def event_to_proto(
+    event: ExecutionEvent, sequence: int, snippet_chars: int = DEFAULT_SNIPPET_CHARS
+) -> agent_pb2.ExecuteStreamResponse:
     msg = agent_pb2.ExecuteStreamResponse(
         type=_EVENTS[event.type],
         sequence=sequence,
@@ -209,7 +249,7 @@ def event_to_proto(event: ExecutionEvent, sequence: int) -> agent_pb2.ExecuteStr
             )
         )
     if event.result is not None:
-        msg.result.CopyFrom(result_to_proto(event.result))
+        msg.result.CopyFrom(result_to_proto(event.result, snippet_chars))
     return msg
 
 
@@ -241,8 +281,13 @@ def describe_agent(agent: AgentDefinition) -> agent_pb2.AgentDescription:
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     def __init__(
-        self, registry: AgentRegistry, runtime: AgentRuntime, page_tokens: PageTokens
+        self,
+        registry: AgentRegistry,
+        runtime: AgentRuntime,
+        page_tokens: PageTokens,
+        snippet_chars: int = DEFAULT_SNIPPET_CHARS,
     ) -> None:
+        self._snippet_chars = snippet_chars
         self._registry = registry
         self._runtime = runtime
         self._tokens = page_tokens
@@ -284,7 +329,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         async for event in self._runtime.execute(agent, inp):
             if event.type is EventType.EXECUTION_COMPLETED:
                 assert event.result is not None
-                return agent_pb2.ExecuteResponse(result=result_to_proto(event.result))
+                return agent_pb2.ExecuteResponse(
+                    result=result_to_proto(event.result, self._snippet_chars)
+                )
             if event.type is EventType.EXECUTION_FAILED:
                 raise failure_from_event(event)
         raise GroundwireError(ErrorKind.INTERNAL, "INTERNAL", "execution ended without a result")
@@ -295,7 +342,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         agent, inp = self._validate(request.input)
         sequence = 0
         async for event in self._runtime.execute(agent, inp):
-            yield event_to_proto(event, sequence)
+            yield event_to_proto(event, sequence, self._snippet_chars)
             sequence += 1
 
     async def PrepareExecution(
@@ -306,7 +353,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         agent, inp = self._validate(request.input)
         turn = await prepare_turn(self._runtime, agent, inp)
         return agent_pb2.PrepareExecutionResponse(
-            prepared=prepared_to_proto(turn, rag_to_proto(turn.rag))
+            prepared=prepared_to_proto(turn, rag_to_proto(turn.rag, self._snippet_chars))
         )
 
 

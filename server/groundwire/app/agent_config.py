@@ -45,6 +45,7 @@ from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPo
 from groundwire.agents.tools import PythonTool, SearchDocumentsTool, Tool, load_callable
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
 from groundwire.app.filter_config import FilterValue, RangeFilterConfig
+from groundwire.domain.citations import DEFAULT_SNIPPET_CHARS, MAX_SNIPPET_CHARS
 from groundwire.domain.query import QueryRewriting
 from groundwire.domain.query_rewrite import KeywordMode
 from groundwire.domain.rag_policy import (
@@ -215,6 +216,9 @@ class AgentLimitsConfig(StrictModel):
     max_message_chars: int = Field(16_384, ge=1, le=1_000_000)
     max_history_turns: int = Field(50, ge=0, le=1000)
     max_concurrent_executions: int = Field(64, ge=1, le=100_000)
+    # Characters of cited text in each citation's and context item's snippet
+    # (cut at a word boundary; 0 = no snippets).
+    citation_snippet_chars: int = Field(DEFAULT_SNIPPET_CHARS, ge=0, le=MAX_SNIPPET_CHARS)
 
 
 # -- builders ---------------------------------------------------------------------
