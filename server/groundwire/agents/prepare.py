@@ -101,6 +101,7 @@ async def _prepare(
         except RetrievalFailed as failed:
             raise retrieval_failed(failed.cause) from None
         turn.rag = rag_metadata(rag, outcome)
+        await runtime.explain_scope(turn.rag, scope.tenant)
         action = outcome.decision.action
         if action is Action.RETURN_NOT_FOUND:
             turn.action = PreparedAction.RETURN_NOT_FOUND

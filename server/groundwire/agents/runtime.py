@@ -75,8 +75,19 @@ class AgentRuntime:
         previews: ContentPreviews = PREVIEWS_OFF,
     ) -> None:
         self._pipeline = RagPipeline(retriever, stage)
+        self._retriever = retriever
         self._previews = previews
         self.max_top_k = retriever.limits.max_top_k
+
+    async def explain_scope(self, meta: RagMetadata, tenant: str) -> None:
+        """Record whose documents were searched and, when retrieval found no
+        candidate, whether that tenant holds no document in the index at all (a
+        key of another tenant than the index's sources sees none of them)."""
+        meta.tenant = tenant
+        if not meta.candidates:
+            meta.tenant_scope_empty = await self._retriever.tenant_scope_empty(
+                meta.index_name, tenant
+            )
 
     @property
     def pipeline(self) -> RagPipeline:
@@ -164,6 +175,7 @@ class AgentRuntime:
             yield event
         result.citations = _citations(result.answer, meta.context)
         meta.context_accepted = bool(meta.context)
+        await self.explain_scope(meta, scope.tenant)
 
     async def _run_grounded(
         self,
@@ -190,6 +202,7 @@ class AgentRuntime:
             )
             raise retrieval_failed(failed.cause) from None
         result.rag = rag_metadata(rag, outcome)
+        await self.explain_scope(result.rag, scope.tenant)
         yield _search_completed(eid, rag, outcome, time.perf_counter() - t0)
 
         action = outcome.decision.action
