@@ -510,7 +510,9 @@ def strip_result(result: ag.AgentResult) -> None:
     section and snippet of the evidence it was given and cites."""
     result.answer = ""
     result.rag.ClearField("rewritten_query")
-    for item in [*result.citations, *result.rag.context]:
+    for citation in result.citations:
+        citation.title = citation.section = citation.snippet = ""
+    for item in result.rag.context:
         item.title = item.section = item.snippet = ""
 
 
