@@ -90,9 +90,8 @@ class RagMetadata:
     behavior: NoContextBehavior = NoContextBehavior.ANSWER_NORMALLY
     context_accepted: bool = False
     no_context_reason: NoContextReason | None = None
-    # The tenant searched, and whether it holds no published document at all
-    # (checked only when retrieval found no candidate): AgentRuntime.explain_scope.
-    tenant: str = ""
+    # Whether the tenant searched holds no published document at all (checked
+    # only when retrieval found no candidate): AgentRuntime.explain_scope.
     tenant_scope_empty: bool = False
     model_skipped: bool = False
     answer_constrained: bool = False

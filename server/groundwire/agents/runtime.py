@@ -80,10 +80,9 @@ class AgentRuntime:
         self.max_top_k = retriever.limits.max_top_k
 
     async def explain_scope(self, meta: RagMetadata, tenant: str) -> None:
-        """Record whose documents were searched and, when retrieval found no
-        candidate, whether that tenant holds no document in the index at all (a
-        key of another tenant than the index's sources sees none of them)."""
-        meta.tenant = tenant
+        """When retrieval found no candidate, record whether the searched tenant
+        holds no document in the index at all (a key of another tenant than the
+        index's sources sees none of them)."""
         if not meta.candidates:
             meta.tenant_scope_empty = await self._retriever.tenant_scope_empty(
                 meta.index_name, tenant

@@ -127,7 +127,6 @@ def rag_to_proto(
         model_skipped=meta.model_skipped,
         answer_constrained=meta.answer_constrained,
         tenant_scope_empty=meta.tenant_scope_empty,
-        effective_tenant=meta.tenant,
         candidates=[_item(r) for r in meta.candidates],
         accepted=[_item(r) for r in meta.accepted],
         rejected=_judged(meta.rejected),

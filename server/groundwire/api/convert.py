@@ -130,7 +130,6 @@ def diagnostics_to_proto(d: RetrievalDiagnostics) -> retriever_pb2.RetrievalDiag
         lexical_terms_scored=d.lexical_terms_scored,
         lexical_terms_pruned=d.lexical_terms_pruned,
         tenant_scope_empty=d.tenant_scope_empty,
-        effective_tenant=d.tenant,
     )
     if d.fusion is not None:
         msg.applied_rrf_k = d.fusion.k

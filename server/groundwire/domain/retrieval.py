@@ -151,9 +151,8 @@ class RetrievalDiagnostics:
     lexical_terms_pruned: int = 0
     fusion: FusionSettings | None = None
     leg_depth: int = 0
-    # The tenant searched, and whether it holds no published document at all
-    # (checked only when nothing was found).
-    tenant: str = ""
+    # Whether the tenant searched holds no published document at all (checked
+    # only when nothing was found).
     tenant_scope_empty: bool = False
 
 

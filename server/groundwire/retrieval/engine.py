@@ -119,7 +119,6 @@ class Retriever:
             results = fuse(
                 [(Leg.SEMANTIC, semantic), (Leg.LEXICAL, lexical)], request.fusion, request.top_k
             )
-        diag.tenant = request.scope.tenant
         if not results:
             diag.tenant_scope_empty = await self.tenant_scope_empty(
                 request.index_name, request.scope.tenant

@@ -1019,7 +1019,6 @@ class RagExecutionMetadata(_message.Message):
     KEYWORD_REWRITE_FAILURE_CODE_FIELD_NUMBER: _builtins.int
     QUERY_REWRITE_FAILURE_CODE_FIELD_NUMBER: _builtins.int
     TENANT_SCOPE_EMPTY_FIELD_NUMBER: _builtins.int
-    EFFECTIVE_TENANT_FIELD_NUMBER: _builtins.int
     enabled: _builtins.bool
     """Output only. Whether the agent uses RAG at all."""
     index_name: _builtins.str
@@ -1085,11 +1084,6 @@ class RagExecutionMetadata(_message.Message):
     index's configured tenant (empty by default): a key bound to another
     tenant sees none of them. Checked only when retrieval found no
     candidate; false otherwise.
-    """
-    effective_tenant: _builtins.str
-    """Output only. The tenant the execution searched as (the API key's tenant
-    when keys are enabled; ExecutionInput.tenant otherwise; empty = the
-    default tenant).
     """
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
@@ -1164,11 +1158,10 @@ class RagExecutionMetadata(_message.Message):
         keyword_rewrite_failure_code: _builtins.str = ...,
         query_rewrite_failure_code: _builtins.str = ...,
         tenant_scope_empty: _builtins.bool = ...,
-        effective_tenant: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "applied_limits", b"applied_limits", "context_budget", b"context_budget", "keyword_query", b"keyword_query", "reranking", b"reranking", "rewritten_query", b"rewritten_query"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "accepted", b"accepted", "accepted_count", b"accepted_count", "answer_constrained", b"answer_constrained", "applied_limits", b"applied_limits", "applied_mode", b"applied_mode", "applied_no_context_behavior", b"applied_no_context_behavior", "candidate_count", b"candidate_count", "candidates", b"candidates", "context", b"context", "context_accepted", b"context_accepted", "context_budget", b"context_budget", "context_excluded", b"context_excluded", "context_excluded_count", b"context_excluded_count", "effective_tenant", b"effective_tenant", "enabled", b"enabled", "index_name", b"index_name", "index_version", b"index_version", "keyword_query", b"keyword_query", "keyword_query_source", b"keyword_query_source", "keyword_rewrite_failure_code", b"keyword_rewrite_failure_code", "model_skipped", b"model_skipped", "no_context_reason", b"no_context_reason", "query_rewrite_failure_code", b"query_rewrite_failure_code", "rag_bypassed", b"rag_bypassed", "rejected", b"rejected", "rejected_count", b"rejected_count", "reranking", b"reranking", "retrieval_mode", b"retrieval_mode", "rewritten_query", b"rewritten_query", "searches", b"searches", "tenant_scope_empty", b"tenant_scope_empty"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "accepted", b"accepted", "accepted_count", b"accepted_count", "answer_constrained", b"answer_constrained", "applied_limits", b"applied_limits", "applied_mode", b"applied_mode", "applied_no_context_behavior", b"applied_no_context_behavior", "candidate_count", b"candidate_count", "candidates", b"candidates", "context", b"context", "context_accepted", b"context_accepted", "context_budget", b"context_budget", "context_excluded", b"context_excluded", "context_excluded_count", b"context_excluded_count", "enabled", b"enabled", "index_name", b"index_name", "index_version", b"index_version", "keyword_query", b"keyword_query", "keyword_query_source", b"keyword_query_source", "keyword_rewrite_failure_code", b"keyword_rewrite_failure_code", "model_skipped", b"model_skipped", "no_context_reason", b"no_context_reason", "query_rewrite_failure_code", b"query_rewrite_failure_code", "rag_bypassed", b"rag_bypassed", "rejected", b"rejected", "rejected_count", b"rejected_count", "reranking", b"reranking", "retrieval_mode", b"retrieval_mode", "rewritten_query", b"rewritten_query", "searches", b"searches", "tenant_scope_empty", b"tenant_scope_empty"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__keyword_query: _TypeAlias = _typing.Literal["keyword_query"]  # noqa: Y015
     _WhichOneofArgType__keyword_query: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query"]  # noqa: Y015

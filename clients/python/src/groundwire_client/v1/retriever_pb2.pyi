@@ -320,7 +320,6 @@ class RetrievalDiagnostics(_message.Message):
     LEXICAL_TERMS_SCORED_FIELD_NUMBER: _builtins.int
     LEXICAL_TERMS_PRUNED_FIELD_NUMBER: _builtins.int
     TENANT_SCOPE_EMPTY_FIELD_NUMBER: _builtins.int
-    EFFECTIVE_TENANT_FIELD_NUMBER: _builtins.int
     applied_mode: Global___RetrievalMode.ValueType
     """Output only. The mode that ran (never UNSPECIFIED)."""
     applied_top_k: _builtins.int
@@ -361,11 +360,6 @@ class RetrievalDiagnostics(_message.Message):
     sees none of them. Checked only when no result was returned; false
     otherwise. Reports on the caller's own scope only.
     """
-    effective_tenant: _builtins.str
-    """Output only. The tenant the retrieval ran as (the API key's tenant when
-    keys are enabled; the request's tenant otherwise; empty = the default
-    tenant).
-    """
     @_builtins.property
     def embedding_duration(self) -> _duration_pb2.Duration:
         """Output only. Time spent embedding the query."""
@@ -402,11 +396,10 @@ class RetrievalDiagnostics(_message.Message):
         lexical_terms_scored: _builtins.int = ...,
         lexical_terms_pruned: _builtins.int = ...,
         tenant_scope_empty: _builtins.bool = ...,
-        effective_tenant: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["embedding_duration", b"embedding_duration", "lexical_duration", b"lexical_duration", "semantic_duration", b"semantic_duration", "total_duration", b"total_duration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_leg_depth", b"applied_leg_depth", "applied_lexical_weight", b"applied_lexical_weight", "applied_mode", b"applied_mode", "applied_rrf_k", b"applied_rrf_k", "applied_semantic_weight", b"applied_semantic_weight", "applied_top_k", b"applied_top_k", "effective_tenant", b"effective_tenant", "embedding_duration", b"embedding_duration", "index_version", b"index_version", "lexical_duration", b"lexical_duration", "lexical_hits", b"lexical_hits", "lexical_terms_pruned", b"lexical_terms_pruned", "lexical_terms_scored", b"lexical_terms_scored", "phrase_count", b"phrase_count", "semantic_duration", b"semantic_duration", "semantic_hits", b"semantic_hits", "tenant_scope_empty", b"tenant_scope_empty", "total_duration", b"total_duration"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_leg_depth", b"applied_leg_depth", "applied_lexical_weight", b"applied_lexical_weight", "applied_mode", b"applied_mode", "applied_rrf_k", b"applied_rrf_k", "applied_semantic_weight", b"applied_semantic_weight", "applied_top_k", b"applied_top_k", "embedding_duration", b"embedding_duration", "index_version", b"index_version", "lexical_duration", b"lexical_duration", "lexical_hits", b"lexical_hits", "lexical_terms_pruned", b"lexical_terms_pruned", "lexical_terms_scored", b"lexical_terms_scored", "phrase_count", b"phrase_count", "semantic_duration", b"semantic_duration", "semantic_hits", b"semantic_hits", "tenant_scope_empty", b"tenant_scope_empty", "total_duration", b"total_duration"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
