@@ -133,6 +133,8 @@ async def test_migrations_are_idempotent_and_safe_for_concurrent_starts(dsn: str
 # BM25 statistics and document ids unique per index (the index-wide token total
 # comes back at 0: only the migrations under test read the published data).
 _DOWNGRADE_TO_3 = (
+    "DROP TABLE gw_checkpoints",
+    "DELETE FROM gw_schema_migrations WHERE version = 7",
     "DROP TABLE gw_postings",
     "CREATE INDEX gw_chunks_lex ON gw_chunks USING gin (lex)",
     "DELETE FROM gw_schema_migrations WHERE version = 6",

@@ -84,6 +84,13 @@ FORBIDDEN = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.
 TERMINAL_EVENTS = {
     agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED,
     agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_FAILED,
+    agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION,
+}
+# Streams of execution events, with how to reach the event in each response.
+EVENT_STREAMS: dict[str, Callable[[Any], Any]] = {
+    "ExecuteStream": lambda r: r,
+    "ResumeExecutionStream": lambda r: r.event,
+    "ExecuteInteractive": lambda r: r.event,
 }
 
 CONFIG = f"""
@@ -167,6 +174,7 @@ class Rpc:
     request: Descriptor
     response: type[Message]
     streaming: bool
+    client_streaming: bool = False
 
     @property
     def path(self) -> str:
@@ -189,13 +197,14 @@ def _rpcs() -> list[Rpc]:
                         method.input_type,
                         GetMessageClass(method.output_type),
                         method.server_streaming,
+                        method.client_streaming,
                     )
                 )
     return out
 
 
 RPCS = _rpcs()
-assert len(RPCS) == 17, [str(r) for r in RPCS]  # every RPC of the five services
+assert len(RPCS) == 21, [str(r) for r in RPCS]  # every RPC of the five services
 
 
 def _text_hint() -> st.SearchStrategy[str]:
@@ -332,13 +341,22 @@ def _invoke(channel: grpc.Channel, rpc: Rpc, payload: bytes) -> str:
     started = time.perf_counter()
     try:
         if rpc.streaming:
-            call = channel.unary_stream(
-                rpc.path, request_serializer=identity, response_deserializer=identity
-            )
-            events: list[Any] = [
-                rpc.response.FromString(raw) for raw in call(payload, timeout=DEADLINE)
-            ]
-            if rpc.name == "ExecuteStream":
+            if rpc.client_streaming:
+                # One request, then the caller closes its side (a client tool call
+                # is then answered at once with TOOL_TIMEOUT).
+                call_ss = channel.stream_stream(
+                    rpc.path, request_serializer=identity, response_deserializer=identity
+                )
+                raws = list(call_ss(iter([payload]), timeout=DEADLINE))
+            else:
+                call = channel.unary_stream(
+                    rpc.path, request_serializer=identity, response_deserializer=identity
+                )
+                raws = list(call(payload, timeout=DEADLINE))
+            unwrap = EVENT_STREAMS.get(rpc.name)
+            events: list[Any] = [rpc.response.FromString(raw) for raw in raws]
+            if unwrap is not None and events:
+                events = [unwrap(e) for e in events]
                 terminal = [e for e in events if e.type in TERMINAL_EVENTS]
                 assert len(terminal) == 1 and events[-1] is terminal[0], f"{rpc}: terminal events"
                 last = terminal[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 from decimal import Decimal
+from typing import cast
 
 import numpy as np
 import pytest
@@ -22,7 +23,11 @@ from groundwire.domain.query import parse_lexical
 from groundwire.domain.retrieval import MetadataFilter, Scope
 from groundwire.domain.scores import ScoreMetric
 from groundwire.stores.base import (
+    CheckpointRecord,
+    CheckpointState,
+    CheckpointStore,
     ChunkRecord,
+    ClaimStatus,
     DistanceMetric,
     DocumentKey,
     DocumentRecord,
@@ -30,6 +35,7 @@ from groundwire.stores.base import (
     StagedDocument,
     Store,
 )
+from groundwire.stores.memory.checkpoints import MemoryCheckpointStore
 
 DIM = 4
 
@@ -826,3 +832,93 @@ async def test_has_documents_is_per_tenant_and_published_only(
     await store.publish_version(index_name, v, spec(index_name))
     assert not await store.has_documents(index_name, "acme")
     assert await store.has_documents(index_name, "globex")
+
+
+# -- execution checkpoints -------------------------------------------------------
+
+
+def checkpoints_of(store: Store) -> CheckpointStore:
+    """The store's checkpoint table: PostgreSQL's own, or process memory."""
+    own = getattr(store, "checkpoints", None)
+    return cast(CheckpointStore, own) if own is not None else MemoryCheckpointStore()
+
+
+def checkpoint(eid: str, tenant: str = "t1", payload: bytes = b"state-1") -> CheckpointRecord:
+    return CheckpointRecord(eid, tenant, "agent", CheckpointState.RUNNING, payload)
+
+
+async def test_checkpoint_claims_are_exclusive_and_tenant_scoped(
+    store: Store, index_name: str
+) -> None:
+    cps = checkpoints_of(store)
+    eid = f"{index_name}-x"
+    await cps.create_checkpoint(checkpoint(eid), "owner-a", 30, 60)
+    # Another tenant's id and an unknown id look the same: missing.
+    assert await cps.get_checkpoint(eid, "t2") is None
+    assert (await cps.claim_checkpoint(eid, "t2", "owner-b", 30)).status is ClaimStatus.MISSING
+    assert (await cps.claim_checkpoint("nope", "t1", "b", 30)).status is ClaimStatus.MISSING
+    got = await cps.get_checkpoint(eid, "t1")
+    assert got is not None and got.payload == b"state-1" and got.agent_id == "agent"
+    # The creator holds the lease: a claim is refused, and only the holder may write.
+    assert (await cps.claim_checkpoint(eid, "t1", "owner-b", 30)).status is ClaimStatus.BUSY
+    assert not await cps.update_checkpoint(
+        eid, "owner-b", CheckpointState.RUNNING, b"x", 60, release=False
+    )
+    assert not await cps.renew_lease(eid, "owner-b", 30)
+    assert await cps.renew_lease(eid, "owner-a", 30)
+    assert await cps.update_checkpoint(
+        eid, "owner-a", CheckpointState.REQUIRES_ACTION, b"state-2", 60, release=True
+    )
+    # Released: concurrent claims, exactly one wins.
+    claims = await asyncio.gather(
+        *(cps.claim_checkpoint(eid, "t1", f"claimer-{i}", 30) for i in range(6))
+    )
+    won = [c for c in claims if c.status is ClaimStatus.CLAIMED]
+    assert len(won) == 1 and all(
+        c.status is ClaimStatus.BUSY for c in claims if c.status is not ClaimStatus.CLAIMED
+    )
+    assert won[0].record is not None and won[0].record.payload == b"state-2"
+    assert won[0].record.state is CheckpointState.REQUIRES_ACTION
+    # The old owner lost it; the winner completes it; completed rows are never claimed.
+    assert not await cps.update_checkpoint(
+        eid, "owner-a", CheckpointState.RUNNING, b"x", 60, release=False
+    )
+    winner = next(f"claimer-{i}" for i, c in enumerate(claims) if c is won[0])
+    assert await cps.update_checkpoint(
+        eid, winner, CheckpointState.COMPLETED, b"result", 60, release=True
+    )
+    done = await cps.claim_checkpoint(eid, "t1", "late", 30)
+    assert done.status is ClaimStatus.DONE and done.record is not None
+    assert done.record.payload == b"result"
+
+
+async def test_checkpoint_lapsed_lease_and_release_allow_a_claim(
+    store: Store, index_name: str
+) -> None:
+    cps = checkpoints_of(store)
+    eid = f"{index_name}-lease"
+    await cps.create_checkpoint(checkpoint(eid), "crashed", 0.2, 60)
+    assert (await cps.claim_checkpoint(eid, "t1", "b", 30)).status is ClaimStatus.BUSY
+    await asyncio.sleep(0.3)  # the holder died: its lease lapses
+    assert (await cps.claim_checkpoint(eid, "t1", "b", 30)).status is ClaimStatus.CLAIMED
+    await cps.release_checkpoint(eid, "someone-else")  # not the holder: no effect
+    assert (await cps.claim_checkpoint(eid, "t1", "c", 30)).status is ClaimStatus.BUSY
+    await cps.release_checkpoint(eid, "b")
+    assert (await cps.claim_checkpoint(eid, "t1", "c", 30)).status is ClaimStatus.CLAIMED
+
+
+async def test_checkpoints_expire_and_are_deleted(store: Store, index_name: str) -> None:
+    cps = checkpoints_of(store)
+    short, other, long = (f"{index_name}-{n}" for n in ("short", "other", "long"))
+    await cps.create_checkpoint(checkpoint(short), "a", 30, 0.2)
+    await cps.create_checkpoint(checkpoint(other), "a", 30, 0.2)
+    await cps.create_checkpoint(checkpoint(long), "a", 30, 60)
+    await asyncio.sleep(0.3)
+    # Past its retention a row is deleted, and is missing to every call meanwhile.
+    assert await cps.delete_expired_checkpoints() >= 2
+    assert await cps.get_checkpoint(short, "t1") is None
+    assert (await cps.claim_checkpoint(other, "t1", "b", 30)).status is ClaimStatus.MISSING
+    assert not await cps.update_checkpoint(
+        other, "a", CheckpointState.RUNNING, b"x", 60, release=False
+    )
+    assert await cps.get_checkpoint(long, "t1") is not None

@@ -23,6 +23,8 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -373,33 +375,50 @@ const (
 	ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED ExecutionEventType = 8
 	// Terminal: the execution failed (`error_code`).
 	ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_FAILED ExecutionEventType = 9
+	// The execution continues from its checkpoint (after EXECUTION_STARTED on
+	// ResumeExecutionStream and ExecuteInteractive after results): no retrieval
+	// or reranking is repeated.
+	ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_RESUMED ExecutionEventType = 50
+	// The model called a client-executed tool (`tool_call`, with `arguments`):
+	// the caller runs it and sends back its result.
+	ExecutionEventType_EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED ExecutionEventType = 51
+	// Terminal: the execution waits for client tool results (`result` with
+	// status EXECUTION_STATUS_REQUIRES_ACTION); submit them with
+	// SubmitToolResults.
+	ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION ExecutionEventType = 52
 )
 
 // Enum value maps for ExecutionEventType.
 var (
 	ExecutionEventType_name = map[int32]string{
-		0: "EXECUTION_EVENT_TYPE_UNSPECIFIED",
-		1: "EXECUTION_EVENT_TYPE_EXECUTION_STARTED",
-		2: "EXECUTION_EVENT_TYPE_RAG_SEARCH_STARTED",
-		3: "EXECUTION_EVENT_TYPE_RAG_SEARCH_COMPLETED",
-		4: "EXECUTION_EVENT_TYPE_RAG_SEARCH_FAILED",
-		5: "EXECUTION_EVENT_TYPE_TOOL_CALL_STARTED",
-		6: "EXECUTION_EVENT_TYPE_TOOL_CALL_COMPLETED",
-		7: "EXECUTION_EVENT_TYPE_TEXT_DELTA",
-		8: "EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED",
-		9: "EXECUTION_EVENT_TYPE_EXECUTION_FAILED",
+		0:  "EXECUTION_EVENT_TYPE_UNSPECIFIED",
+		1:  "EXECUTION_EVENT_TYPE_EXECUTION_STARTED",
+		2:  "EXECUTION_EVENT_TYPE_RAG_SEARCH_STARTED",
+		3:  "EXECUTION_EVENT_TYPE_RAG_SEARCH_COMPLETED",
+		4:  "EXECUTION_EVENT_TYPE_RAG_SEARCH_FAILED",
+		5:  "EXECUTION_EVENT_TYPE_TOOL_CALL_STARTED",
+		6:  "EXECUTION_EVENT_TYPE_TOOL_CALL_COMPLETED",
+		7:  "EXECUTION_EVENT_TYPE_TEXT_DELTA",
+		8:  "EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED",
+		9:  "EXECUTION_EVENT_TYPE_EXECUTION_FAILED",
+		50: "EXECUTION_EVENT_TYPE_EXECUTION_RESUMED",
+		51: "EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED",
+		52: "EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION",
 	}
 	ExecutionEventType_value = map[string]int32{
-		"EXECUTION_EVENT_TYPE_UNSPECIFIED":          0,
-		"EXECUTION_EVENT_TYPE_EXECUTION_STARTED":    1,
-		"EXECUTION_EVENT_TYPE_RAG_SEARCH_STARTED":   2,
-		"EXECUTION_EVENT_TYPE_RAG_SEARCH_COMPLETED": 3,
-		"EXECUTION_EVENT_TYPE_RAG_SEARCH_FAILED":    4,
-		"EXECUTION_EVENT_TYPE_TOOL_CALL_STARTED":    5,
-		"EXECUTION_EVENT_TYPE_TOOL_CALL_COMPLETED":  6,
-		"EXECUTION_EVENT_TYPE_TEXT_DELTA":           7,
-		"EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED":  8,
-		"EXECUTION_EVENT_TYPE_EXECUTION_FAILED":     9,
+		"EXECUTION_EVENT_TYPE_UNSPECIFIED":               0,
+		"EXECUTION_EVENT_TYPE_EXECUTION_STARTED":         1,
+		"EXECUTION_EVENT_TYPE_RAG_SEARCH_STARTED":        2,
+		"EXECUTION_EVENT_TYPE_RAG_SEARCH_COMPLETED":      3,
+		"EXECUTION_EVENT_TYPE_RAG_SEARCH_FAILED":         4,
+		"EXECUTION_EVENT_TYPE_TOOL_CALL_STARTED":         5,
+		"EXECUTION_EVENT_TYPE_TOOL_CALL_COMPLETED":       6,
+		"EXECUTION_EVENT_TYPE_TEXT_DELTA":                7,
+		"EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED":       8,
+		"EXECUTION_EVENT_TYPE_EXECUTION_FAILED":          9,
+		"EXECUTION_EVENT_TYPE_EXECUTION_RESUMED":         50,
+		"EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED":       51,
+		"EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION": 52,
 	}
 )
 
@@ -604,6 +623,59 @@ func (KeywordQuerySource) EnumDescriptor() ([]byte, []int) {
 	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
+// Whether an execution finished or waits for the caller.
+type ExecutionStatus int32
+
+const (
+	// Not set (results of servers that predate client tools).
+	ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED ExecutionStatus = 0
+	// The execution completed: the answer is final.
+	ExecutionStatus_EXECUTION_STATUS_COMPLETED ExecutionStatus = 1
+	// The execution waits for client tool results (SubmitToolResults).
+	ExecutionStatus_EXECUTION_STATUS_REQUIRES_ACTION ExecutionStatus = 2
+)
+
+// Enum value maps for ExecutionStatus.
+var (
+	ExecutionStatus_name = map[int32]string{
+		0: "EXECUTION_STATUS_UNSPECIFIED",
+		1: "EXECUTION_STATUS_COMPLETED",
+		2: "EXECUTION_STATUS_REQUIRES_ACTION",
+	}
+	ExecutionStatus_value = map[string]int32{
+		"EXECUTION_STATUS_UNSPECIFIED":     0,
+		"EXECUTION_STATUS_COMPLETED":       1,
+		"EXECUTION_STATUS_REQUIRES_ACTION": 2,
+	}
+)
+
+func (x ExecutionStatus) Enum() *ExecutionStatus {
+	p := new(ExecutionStatus)
+	*p = x
+	return p
+}
+
+func (x ExecutionStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ExecutionStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_groundwire_v1_agent_proto_enumTypes[9].Descriptor()
+}
+
+func (ExecutionStatus) Type() protoreflect.EnumType {
+	return &file_groundwire_v1_agent_proto_enumTypes[9]
+}
+
+func (x ExecutionStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ExecutionStatus.Descriptor instead.
+func (ExecutionStatus) EnumDescriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{9}
+}
+
 // A prior turn of the conversation.
 type ConversationTurn struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -679,6 +751,14 @@ type ExecutionInput struct {
 	// request can narrow the agent's filter, never widen it; enforced below the
 	// agent's search tool too. Reported as applied_limits.filter_narrowed.
 	Filter *MetadataFilter `protobuf:"bytes,5,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Optional. Tools the caller executes (at most 16). Offered to the model next
+	// to the agent's own tools, whose names they may not take.
+	ClientTools []*ClientTool `protobuf:"bytes,50,rep,name=client_tools,json=clientTools,proto3" json:"client_tools,omitempty"`
+	// Optional. How long the server waits for the result of one client tool
+	// call, in (0 s, the server's maximum] (300 s by default); unset means the
+	// maximum. Over ExecuteInteractive a late result becomes the tool error
+	// TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+	ClientToolTimeout *durationpb.Duration `protobuf:"bytes,51,opt,name=client_tool_timeout,json=clientToolTimeout,proto3" json:"client_tool_timeout,omitempty"`
 	// Optional. Skip RAG for this request only: no retrieval, no evidence, no
 	// framework grounding rules and no search tool; the model answers from the
 	// agent's instructions and the conversation. Allowed only for agents whose
@@ -759,6 +839,20 @@ func (x *ExecutionInput) GetTenant() string {
 func (x *ExecutionInput) GetFilter() *MetadataFilter {
 	if x != nil {
 		return x.Filter
+	}
+	return nil
+}
+
+func (x *ExecutionInput) GetClientTools() []*ClientTool {
+	if x != nil {
+		return x.ClientTools
+	}
+	return nil
+}
+
+func (x *ExecutionInput) GetClientToolTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.ClientToolTimeout
 	}
 	return nil
 }
@@ -2250,9 +2344,11 @@ type ToolCallTrace struct {
 	// TOOL_FAILED, TOOL_INVALID_ARGUMENTS, TOOL_UNKNOWN).
 	ErrorCode string `protobuf:"bytes,5,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// Output only. Duration.
-	Duration      *durationpb.Duration `protobuf:"bytes,6,opt,name=duration,proto3" json:"duration,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Duration *durationpb.Duration `protobuf:"bytes,6,opt,name=duration,proto3" json:"duration,omitempty"`
+	// Output only. Whether the caller executed it (a client tool).
+	ClientExecuted bool `protobuf:"varint,50,opt,name=client_executed,json=clientExecuted,proto3" json:"client_executed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ToolCallTrace) Reset() {
@@ -2327,6 +2423,13 @@ func (x *ToolCallTrace) GetDuration() *durationpb.Duration {
 	return nil
 }
 
+func (x *ToolCallTrace) GetClientExecuted() bool {
+	if x != nil {
+		return x.ClientExecuted
+	}
+	return false
+}
+
 // The result of one execution, identical for Execute and the terminal stream
 // event.
 type AgentResult struct {
@@ -2350,7 +2453,20 @@ type AgentResult struct {
 	// Output only. Tool calls.
 	ToolCalls []*ToolCallTrace `protobuf:"bytes,9,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	// Output only. Wall time of the execution.
-	Duration      *durationpb.Duration `protobuf:"bytes,10,opt,name=duration,proto3" json:"duration,omitempty"`
+	Duration *durationpb.Duration `protobuf:"bytes,10,opt,name=duration,proto3" json:"duration,omitempty"`
+	// Output only. COMPLETED, or REQUIRES_ACTION while client tool results are
+	// awaited (answer then empty, required_tool_calls set).
+	Status ExecutionStatus `protobuf:"varint,50,opt,name=status,proto3,enum=groundwire.v1.ExecutionStatus" json:"status,omitempty"`
+	// Output only. For REQUIRES_ACTION: the client tool calls to answer with
+	// SubmitToolResults, in the model's order.
+	RequiredToolCalls []*RequiredToolCall `protobuf:"bytes,51,rep,name=required_tool_calls,json=requiredToolCalls,proto3" json:"required_tool_calls,omitempty"`
+	// Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+	// results have not been submitted.
+	ActionDeadline *timestamppb.Timestamp `protobuf:"bytes,52,opt,name=action_deadline,json=actionDeadline,proto3" json:"action_deadline,omitempty"`
+	// Output only. Whether this result continued from a checkpoint (resume or
+	// submitted tool results) rather than running from the start. duration
+	// then covers the continued part only.
+	Resumed       bool `protobuf:"varint,53,opt,name=resumed,proto3" json:"resumed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2453,6 +2569,34 @@ func (x *AgentResult) GetDuration() *durationpb.Duration {
 		return x.Duration
 	}
 	return nil
+}
+
+func (x *AgentResult) GetStatus() ExecutionStatus {
+	if x != nil {
+		return x.Status
+	}
+	return ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED
+}
+
+func (x *AgentResult) GetRequiredToolCalls() []*RequiredToolCall {
+	if x != nil {
+		return x.RequiredToolCalls
+	}
+	return nil
+}
+
+func (x *AgentResult) GetActionDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ActionDeadline
+	}
+	return nil
+}
+
+func (x *AgentResult) GetResumed() bool {
+	if x != nil {
+		return x.Resumed
+	}
+	return false
 }
 
 // RAG search lifecycle details (content-free).
@@ -2566,7 +2710,8 @@ func (x *RagSearchEvent) GetAgentic() bool {
 	return false
 }
 
-// Tool call details (content-free: no arguments or results).
+// Tool call details (content-free: no arguments or results, except the
+// arguments of a client tool call the caller has to run).
 type ToolCallEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Output only. One-based tool step.
@@ -2580,9 +2725,15 @@ type ToolCallEvent struct {
 	// Output only. Completed only: stable error code.
 	ErrorCode string `protobuf:"bytes,5,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// Output only. Completed only: duration.
-	Duration      *durationpb.Duration `protobuf:"bytes,6,opt,name=duration,proto3" json:"duration,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Duration *durationpb.Duration `protobuf:"bytes,6,opt,name=duration,proto3" json:"duration,omitempty"`
+	// Output only. TOOL_CALL_REQUESTED only: the model's arguments for the
+	// caller's tool, a JSON object valid against its declared schema (the only
+	// model output an event carries besides text deltas).
+	Arguments string `protobuf:"bytes,50,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// Output only. Whether the tool is a client tool the caller executes.
+	ClientExecuted bool `protobuf:"varint,51,opt,name=client_executed,json=clientExecuted,proto3" json:"client_executed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ToolCallEvent) Reset() {
@@ -2657,6 +2808,20 @@ func (x *ToolCallEvent) GetDuration() *durationpb.Duration {
 	return nil
 }
 
+func (x *ToolCallEvent) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+func (x *ToolCallEvent) GetClientExecuted() bool {
+	if x != nil {
+		return x.ClientExecuted
+	}
+	return false
+}
+
 // One execution event.
 type ExecuteStreamResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2672,7 +2837,8 @@ type ExecuteStreamResponse struct {
 	ToolCall *ToolCallEvent `protobuf:"bytes,5,opt,name=tool_call,json=toolCall,proto3" json:"tool_call,omitempty"`
 	// Output only. For TEXT_DELTA: the next piece of answer text.
 	TextDelta string `protobuf:"bytes,6,opt,name=text_delta,json=textDelta,proto3" json:"text_delta,omitempty"`
-	// Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+	// Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+	// result (same as Execute's).
 	Result *AgentResult `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
 	// Output only. For EXECUTION_FAILED and RAG_SEARCH_FAILED: a stable error
 	// code (an ErrorReason name, for example MODEL_UNAVAILABLE).
@@ -3209,20 +3375,717 @@ func (x *GetAgentResponse) GetAgent() *AgentDescription {
 	return nil
 }
 
+// A tool the caller declares and executes itself.
+type ClientTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. 1 to 64 characters of [A-Za-z0-9_-]; unique within the request;
+	// not the name of one of the agent's tools (search_documents included).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Required. What the tool does, for the model (1 to 1,024 characters).
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// Required. JSON Schema (draft 2020-12) of the tool's input: an object
+	// schema ("type": "object"), at most 8 KiB as JSON, without the regular
+	// expression keywords pattern and patternProperties. The model's arguments
+	// are validated against it before the caller is asked; invalid arguments go
+	// back to the model as TOOL_INVALID_ARGUMENTS.
+	Parameters    *structpb.Struct `protobuf:"bytes,3,opt,name=parameters,proto3" json:"parameters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientTool) Reset() {
+	*x = ClientTool{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientTool) ProtoMessage() {}
+
+func (x *ClientTool) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientTool.ProtoReflect.Descriptor instead.
+func (*ClientTool) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ClientTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClientTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ClientTool) GetParameters() *structpb.Struct {
+	if x != nil {
+		return x.Parameters
+	}
+	return nil
+}
+
+// A client tool call the execution waits for.
+type RequiredToolCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The call id to answer (unique within the execution).
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// Output only. The client tool's name.
+	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// Output only. The model's arguments, a JSON object valid against the
+	// tool's declared parameters.
+	Arguments     string `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequiredToolCall) Reset() {
+	*x = RequiredToolCall{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequiredToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequiredToolCall) ProtoMessage() {}
+
+func (x *RequiredToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequiredToolCall.ProtoReflect.Descriptor instead.
+func (*RequiredToolCall) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RequiredToolCall) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *RequiredToolCall) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *RequiredToolCall) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+// The caller's result of one client tool call.
+type ToolResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The call id of the TOOL_CALL_REQUESTED event / RequiredToolCall.
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// Optional. The tool's output as text (at most the server's maximum, 16,384
+	// characters by default). Untrusted data: the model receives it escaped like
+	// any tool output, as data, never as instructions; it cannot change the
+	// agent's instructions, tenant or filters.
+	Output string `protobuf:"bytes,2,opt,name=output,proto3" json:"output,omitempty"`
+	// Optional. The tool failed: the model receives the tool error TOOL_FAILED
+	// instead of `output`.
+	IsError       bool `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolResult) Reset() {
+	*x = ToolResult{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolResult) ProtoMessage() {}
+
+func (x *ToolResult) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
+func (*ToolResult) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ToolResult) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ToolResult) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *ToolResult) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+// Request for ResumeExecution.
+type ResumeExecutionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The execution id (AgentResult.execution_id or any event's).
+	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// Optional. The tenant the execution ran as ("" = untenanted). With API keys
+	// enabled the key's tenant applies, like ExecutionInput.tenant.
+	Tenant        string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeExecutionRequest) Reset() {
+	*x = ResumeExecutionRequest{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeExecutionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeExecutionRequest) ProtoMessage() {}
+
+func (x *ResumeExecutionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeExecutionRequest.ProtoReflect.Descriptor instead.
+func (*ResumeExecutionRequest) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ResumeExecutionRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *ResumeExecutionRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// Response for ResumeExecution.
+type ResumeExecutionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The result (recorded, continued, or REQUIRES_ACTION).
+	Result        *AgentResult `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeExecutionResponse) Reset() {
+	*x = ResumeExecutionResponse{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeExecutionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeExecutionResponse) ProtoMessage() {}
+
+func (x *ResumeExecutionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeExecutionResponse.ProtoReflect.Descriptor instead.
+func (*ResumeExecutionResponse) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ResumeExecutionResponse) GetResult() *AgentResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+// Request for ResumeExecutionStream.
+type ResumeExecutionStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The execution id.
+	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// Optional. The tenant, as in ResumeExecutionRequest.
+	Tenant        string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeExecutionStreamRequest) Reset() {
+	*x = ResumeExecutionStreamRequest{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeExecutionStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeExecutionStreamRequest) ProtoMessage() {}
+
+func (x *ResumeExecutionStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeExecutionStreamRequest.ProtoReflect.Descriptor instead.
+func (*ResumeExecutionStreamRequest) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ResumeExecutionStreamRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *ResumeExecutionStreamRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// One event of a resumed execution.
+type ResumeExecutionStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The event (sequence restarts at 0 on every call).
+	Event         *ExecuteStreamResponse `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeExecutionStreamResponse) Reset() {
+	*x = ResumeExecutionStreamResponse{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeExecutionStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeExecutionStreamResponse) ProtoMessage() {}
+
+func (x *ResumeExecutionStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeExecutionStreamResponse.ProtoReflect.Descriptor instead.
+func (*ResumeExecutionStreamResponse) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ResumeExecutionStreamResponse) GetEvent() *ExecuteStreamResponse {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+// Request for SubmitToolResults.
+type SubmitToolResultsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The execution id of a REQUIRES_ACTION result.
+	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// Optional. The tenant, as in ResumeExecutionRequest.
+	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Required. One result per required tool call (at most 64).
+	Results       []*ToolResult `protobuf:"bytes,3,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitToolResultsRequest) Reset() {
+	*x = SubmitToolResultsRequest{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitToolResultsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitToolResultsRequest) ProtoMessage() {}
+
+func (x *SubmitToolResultsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitToolResultsRequest.ProtoReflect.Descriptor instead.
+func (*SubmitToolResultsRequest) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *SubmitToolResultsRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *SubmitToolResultsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SubmitToolResultsRequest) GetResults() []*ToolResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// Response for SubmitToolResults.
+type SubmitToolResultsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The continued execution's result.
+	Result        *AgentResult `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitToolResultsResponse) Reset() {
+	*x = SubmitToolResultsResponse{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitToolResultsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitToolResultsResponse) ProtoMessage() {}
+
+func (x *SubmitToolResultsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitToolResultsResponse.ProtoReflect.Descriptor instead.
+func (*SubmitToolResultsResponse) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *SubmitToolResultsResponse) GetResult() *AgentResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+// Results of client tool calls sent on an ExecuteInteractive stream.
+type ClientToolResults struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. Results of requested calls (at most 64), in any order; each
+	// call is answered once.
+	Results       []*ToolResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientToolResults) Reset() {
+	*x = ClientToolResults{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientToolResults) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientToolResults) ProtoMessage() {}
+
+func (x *ClientToolResults) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientToolResults.ProtoReflect.Descriptor instead.
+func (*ClientToolResults) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ClientToolResults) GetResults() []*ToolResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// Request for ExecuteInteractive: first the input, then tool results.
+type ExecuteInteractiveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. Exactly one of them.
+	//
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*ExecuteInteractiveRequest_Input
+	//	*ExecuteInteractiveRequest_ToolResults
+	Kind          isExecuteInteractiveRequest_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecuteInteractiveRequest) Reset() {
+	*x = ExecuteInteractiveRequest{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecuteInteractiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecuteInteractiveRequest) ProtoMessage() {}
+
+func (x *ExecuteInteractiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecuteInteractiveRequest.ProtoReflect.Descriptor instead.
+func (*ExecuteInteractiveRequest) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ExecuteInteractiveRequest) GetKind() isExecuteInteractiveRequest_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *ExecuteInteractiveRequest) GetInput() *ExecutionInput {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecuteInteractiveRequest_Input); ok {
+			return x.Input
+		}
+	}
+	return nil
+}
+
+func (x *ExecuteInteractiveRequest) GetToolResults() *ClientToolResults {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecuteInteractiveRequest_ToolResults); ok {
+			return x.ToolResults
+		}
+	}
+	return nil
+}
+
+type isExecuteInteractiveRequest_Kind interface {
+	isExecuteInteractiveRequest_Kind()
+}
+
+type ExecuteInteractiveRequest_Input struct {
+	// The execution input (first message only).
+	Input *ExecutionInput `protobuf:"bytes,1,opt,name=input,proto3,oneof"`
+}
+
+type ExecuteInteractiveRequest_ToolResults struct {
+	// Results of requested client tool calls (later messages).
+	ToolResults *ClientToolResults `protobuf:"bytes,2,opt,name=tool_results,json=toolResults,proto3,oneof"`
+}
+
+func (*ExecuteInteractiveRequest_Input) isExecuteInteractiveRequest_Kind() {}
+
+func (*ExecuteInteractiveRequest_ToolResults) isExecuteInteractiveRequest_Kind() {}
+
+// One event of an ExecuteInteractive stream.
+type ExecuteInteractiveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The event.
+	Event         *ExecuteStreamResponse `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecuteInteractiveResponse) Reset() {
+	*x = ExecuteInteractiveResponse{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecuteInteractiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecuteInteractiveResponse) ProtoMessage() {}
+
+func (x *ExecuteInteractiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecuteInteractiveResponse.ProtoReflect.Descriptor instead.
+func (*ExecuteInteractiveResponse) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ExecuteInteractiveResponse) GetEvent() *ExecuteStreamResponse {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
 var File_groundwire_v1_agent_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x19groundwire/v1/agent.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1agroundwire/v1/common.proto\x1a\x1cgroundwire/v1/reranker.proto\x1a\x1dgroundwire/v1/retriever.proto\"Y\n" +
+	"\x19groundwire/v1/agent.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1agroundwire/v1/common.proto\x1a\x1cgroundwire/v1/reranker.proto\x1a\x1dgroundwire/v1/retriever.proto\"Y\n" +
 	"\x10ConversationTurn\x12+\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x17.groundwire.v1.TurnRoleR\x04role\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\xa9\x02\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\xb2\x03\n" +
 	"\x0eExecutionInput\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x129\n" +
 	"\ahistory\x18\x03 \x03(\v2\x1f.groundwire.v1.ConversationTurnR\ahistory\x12\x16\n" +
 	"\x06tenant\x18\x04 \x01(\tR\x06tenant\x125\n" +
-	"\x06filter\x18\x05 \x01(\v2\x1d.groundwire.v1.MetadataFilterR\x06filter\x12\x1d\n" +
+	"\x06filter\x18\x05 \x01(\v2\x1d.groundwire.v1.MetadataFilterR\x06filter\x12<\n" +
+	"\fclient_tools\x182 \x03(\v2\x19.groundwire.v1.ClientToolR\vclientTools\x12I\n" +
+	"\x13client_tool_timeout\x183 \x01(\v2\x19.google.protobuf.DurationR\x11clientToolTimeout\x12\x1d\n" +
 	"\n" +
 	"bypass_rag\x18F \x01(\bR\tbypassRag\x129\n" +
 	"\toverrides\x18G \x01(\v2\x1b.groundwire.v1.RagOverridesR\toverrides\"\x8b\x01\n" +
@@ -3348,7 +4211,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\rsource_number\x18\x01 \x01(\rR\fsourceNumber\x12\x1f\n" +
 	"\vdocument_id\x18\x02 \x01(\tR\n" +
 	"documentId\x12\x19\n" +
-	"\bchunk_id\x18\x03 \x01(\tR\achunkId\"\xcd\x01\n" +
+	"\bchunk_id\x18\x03 \x01(\tR\achunkId\"\xf6\x01\n" +
 	"\rToolCallTrace\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -3356,7 +4219,8 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\tsucceeded\x18\x04 \x01(\bR\tsucceeded\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x05 \x01(\tR\terrorCode\x125\n" +
-	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\"\xb3\x03\n" +
+	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12'\n" +
+	"\x0fclient_executed\x182 \x01(\bR\x0eclientExecuted\"\x9b\x05\n" +
 	"\vAgentResult\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
@@ -3369,7 +4233,11 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"tool_calls\x18\t \x03(\v2\x1c.groundwire.v1.ToolCallTraceR\ttoolCalls\x125\n" +
 	"\bduration\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\bduration\"\x8b\x03\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\bduration\x126\n" +
+	"\x06status\x182 \x01(\x0e2\x1e.groundwire.v1.ExecutionStatusR\x06status\x12O\n" +
+	"\x13required_tool_calls\x183 \x03(\v2\x1f.groundwire.v1.RequiredToolCallR\x11requiredToolCalls\x12C\n" +
+	"\x0faction_deadline\x184 \x01(\v2\x1a.google.protobuf.TimestampR\x0eactionDeadline\x12\x18\n" +
+	"\aresumed\x185 \x01(\bR\aresumed\"\x8b\x03\n" +
 	"\x0eRagSearchEvent\x12\x1d\n" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12C\n" +
@@ -3379,7 +4247,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x0eaccepted_count\x18\x05 \x01(\rR\racceptedCount\x12I\n" +
 	"\x11reranking_outcome\x18\x06 \x01(\x0e2\x1c.groundwire.v1.RerankOutcomeR\x10rerankingOutcome\x125\n" +
 	"\bduration\x18\a \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x18\n" +
-	"\aagentic\x18\b \x01(\bR\aagentic\"\xcd\x01\n" +
+	"\aagentic\x18\b \x01(\bR\aagentic\"\x94\x02\n" +
 	"\rToolCallEvent\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -3387,7 +4255,9 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\tsucceeded\x18\x04 \x01(\bR\tsucceeded\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x05 \x01(\tR\terrorCode\x125\n" +
-	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\"\x9d\x03\n" +
+	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x1c\n" +
+	"\targuments\x182 \x01(\tR\targuments\x12'\n" +
+	"\x0fclient_executed\x183 \x01(\bR\x0eclientExecuted\"\x9d\x03\n" +
 	"\x15ExecuteStreamResponse\x125\n" +
 	"\x04type\x18\x01 \x01(\x0e2!.groundwire.v1.ExecutionEventTypeR\x04type\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\rR\bsequence\x12!\n" +
@@ -3433,7 +4303,47 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x0fGetAgentRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\"I\n" +
 	"\x10GetAgentResponse\x125\n" +
-	"\x05agent\x18\x01 \x01(\v2\x1f.groundwire.v1.AgentDescriptionR\x05agent*\x82\x01\n" +
+	"\x05agent\x18\x01 \x01(\v2\x1f.groundwire.v1.AgentDescriptionR\x05agent\"{\n" +
+	"\n" +
+	"ClientTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x127\n" +
+	"\n" +
+	"parameters\x18\x03 \x01(\v2\x17.google.protobuf.StructR\n" +
+	"parameters\"f\n" +
+	"\x10RequiredToolCall\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\"X\n" +
+	"\n" +
+	"ToolResult\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x16\n" +
+	"\x06output\x18\x02 \x01(\tR\x06output\x12\x19\n" +
+	"\bis_error\x18\x03 \x01(\bR\aisError\"S\n" +
+	"\x16ResumeExecutionRequest\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"M\n" +
+	"\x17ResumeExecutionResponse\x122\n" +
+	"\x06result\x18\x01 \x01(\v2\x1a.groundwire.v1.AgentResultR\x06result\"Y\n" +
+	"\x1cResumeExecutionStreamRequest\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"[\n" +
+	"\x1dResumeExecutionStreamResponse\x12:\n" +
+	"\x05event\x18\x01 \x01(\v2$.groundwire.v1.ExecuteStreamResponseR\x05event\"\x8a\x01\n" +
+	"\x18SubmitToolResultsRequest\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x123\n" +
+	"\aresults\x18\x03 \x03(\v2\x19.groundwire.v1.ToolResultR\aresults\"O\n" +
+	"\x19SubmitToolResultsResponse\x122\n" +
+	"\x06result\x18\x01 \x01(\v2\x1a.groundwire.v1.AgentResultR\x06result\"H\n" +
+	"\x11ClientToolResults\x123\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.groundwire.v1.ToolResultR\aresults\"\xa1\x01\n" +
+	"\x19ExecuteInteractiveRequest\x125\n" +
+	"\x05input\x18\x01 \x01(\v2\x1d.groundwire.v1.ExecutionInputH\x00R\x05input\x12E\n" +
+	"\ftool_results\x18\x02 \x01(\v2 .groundwire.v1.ClientToolResultsH\x00R\vtoolResultsB\x06\n" +
+	"\x04kind\"X\n" +
+	"\x1aExecuteInteractiveResponse\x12:\n" +
+	"\x05event\x18\x01 \x01(\v2$.groundwire.v1.ExecuteStreamResponseR\x05event*\x82\x01\n" +
 	"\rExecutionMode\x12\x1e\n" +
 	"\x1aEXECUTION_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EXECUTION_MODE_OPEN\x10\x01\x12\x1b\n" +
@@ -3464,7 +4374,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\bTurnRole\x12\x19\n" +
 	"\x15TURN_ROLE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eTURN_ROLE_USER\x10\x01\x12\x17\n" +
-	"\x13TURN_ROLE_ASSISTANT\x10\x02*\xc6\x03\n" +
+	"\x13TURN_ROLE_ASSISTANT\x10\x02*\xd4\x04\n" +
 	"\x12ExecutionEventType\x12$\n" +
 	" EXECUTION_EVENT_TYPE_UNSPECIFIED\x10\x00\x12*\n" +
 	"&EXECUTION_EVENT_TYPE_EXECUTION_STARTED\x10\x01\x12+\n" +
@@ -3475,7 +4385,10 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"(EXECUTION_EVENT_TYPE_TOOL_CALL_COMPLETED\x10\x06\x12#\n" +
 	"\x1fEXECUTION_EVENT_TYPE_TEXT_DELTA\x10\a\x12,\n" +
 	"(EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED\x10\b\x12)\n" +
-	"%EXECUTION_EVENT_TYPE_EXECUTION_FAILED\x10\t*r\n" +
+	"%EXECUTION_EVENT_TYPE_EXECUTION_FAILED\x10\t\x12*\n" +
+	"&EXECUTION_EVENT_TYPE_EXECUTION_RESUMED\x102\x12,\n" +
+	"(EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED\x103\x122\n" +
+	".EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION\x104*r\n" +
 	"\n" +
 	"PromptRole\x12\x1b\n" +
 	"\x17PROMPT_ROLE_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -3491,13 +4404,21 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	" KEYWORD_QUERY_SOURCE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cKEYWORD_QUERY_SOURCE_DERIVED\x10\x01\x12\x1e\n" +
 	"\x1aKEYWORD_QUERY_SOURCE_MODEL\x10\x02\x124\n" +
-	"0KEYWORD_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILURE\x10\x032\xbb\x03\n" +
+	"0KEYWORD_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILURE\x10\x03*y\n" +
+	"\x0fExecutionStatus\x12 \n" +
+	"\x1cEXECUTION_STATUS_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aEXECUTION_STATUS_COMPLETED\x10\x01\x12$\n" +
+	" EXECUTION_STATUS_REQUIRES_ACTION\x10\x022\xea\x06\n" +
 	"\fAgentService\x12Q\n" +
 	"\n" +
 	"ListAgents\x12 .groundwire.v1.ListAgentsRequest\x1a!.groundwire.v1.ListAgentsResponse\x12K\n" +
 	"\bGetAgent\x12\x1e.groundwire.v1.GetAgentRequest\x1a\x1f.groundwire.v1.GetAgentResponse\x12H\n" +
 	"\aExecute\x12\x1d.groundwire.v1.ExecuteRequest\x1a\x1e.groundwire.v1.ExecuteResponse\x12\\\n" +
-	"\rExecuteStream\x12#.groundwire.v1.ExecuteStreamRequest\x1a$.groundwire.v1.ExecuteStreamResponse0\x01\x12c\n" +
+	"\rExecuteStream\x12#.groundwire.v1.ExecuteStreamRequest\x1a$.groundwire.v1.ExecuteStreamResponse0\x01\x12`\n" +
+	"\x0fResumeExecution\x12%.groundwire.v1.ResumeExecutionRequest\x1a&.groundwire.v1.ResumeExecutionResponse\x12t\n" +
+	"\x15ResumeExecutionStream\x12+.groundwire.v1.ResumeExecutionStreamRequest\x1a,.groundwire.v1.ResumeExecutionStreamResponse0\x01\x12f\n" +
+	"\x11SubmitToolResults\x12'.groundwire.v1.SubmitToolResultsRequest\x1a(.groundwire.v1.SubmitToolResultsResponse\x12m\n" +
+	"\x12ExecuteInteractive\x12(.groundwire.v1.ExecuteInteractiveRequest\x1a).groundwire.v1.ExecuteInteractiveResponse(\x010\x01\x12c\n" +
 	"\x10PrepareExecution\x12&.groundwire.v1.PrepareExecutionRequest\x1a'.groundwire.v1.PrepareExecutionResponseB\xae\x01\n" +
 	"\x11dev.groundwire.v1B\n" +
 	"AgentProtoP\x01Z8github.com/groundwire/groundwire/clients/go/groundwirev1\xa2\x02\x03GXX\xaa\x02\rGroundwire.V1\xca\x02\rGroundwire\\V1\xe2\x02\x19Groundwire\\V1\\GPBMetadata\xea\x02\x0eGroundwire::V1b\x06proto3"
@@ -3514,128 +4435,165 @@ func file_groundwire_v1_agent_proto_rawDescGZIP() []byte {
 	return file_groundwire_v1_agent_proto_rawDescData
 }
 
-var file_groundwire_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_groundwire_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_groundwire_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_groundwire_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_groundwire_v1_agent_proto_goTypes = []any{
-	(ExecutionMode)(0),               // 0: groundwire.v1.ExecutionMode
-	(NoContextBehavior)(0),           // 1: groundwire.v1.NoContextBehavior
-	(NoContextReason)(0),             // 2: groundwire.v1.NoContextReason
-	(RagItemReason)(0),               // 3: groundwire.v1.RagItemReason
-	(TurnRole)(0),                    // 4: groundwire.v1.TurnRole
-	(ExecutionEventType)(0),          // 5: groundwire.v1.ExecutionEventType
-	(PromptRole)(0),                  // 6: groundwire.v1.PromptRole
-	(PreparedAction)(0),              // 7: groundwire.v1.PreparedAction
-	(KeywordQuerySource)(0),          // 8: groundwire.v1.KeywordQuerySource
-	(*ConversationTurn)(nil),         // 9: groundwire.v1.ConversationTurn
-	(*ExecutionInput)(nil),           // 10: groundwire.v1.ExecutionInput
-	(*RagOverrides)(nil),             // 11: groundwire.v1.RagOverrides
-	(*PrepareExecutionRequest)(nil),  // 12: groundwire.v1.PrepareExecutionRequest
-	(*PrepareExecutionResponse)(nil), // 13: groundwire.v1.PrepareExecutionResponse
-	(*PreparedMessage)(nil),          // 14: groundwire.v1.PreparedMessage
-	(*PreparedTool)(nil),             // 15: groundwire.v1.PreparedTool
-	(*PreparedReference)(nil),        // 16: groundwire.v1.PreparedReference
-	(*PreparedExecution)(nil),        // 17: groundwire.v1.PreparedExecution
-	(*ExecuteRequest)(nil),           // 18: groundwire.v1.ExecuteRequest
-	(*ExecuteStreamRequest)(nil),     // 19: groundwire.v1.ExecuteStreamRequest
-	(*ExecuteResponse)(nil),          // 20: groundwire.v1.ExecuteResponse
-	(*RagItem)(nil),                  // 21: groundwire.v1.RagItem
-	(*ContextBudget)(nil),            // 22: groundwire.v1.ContextBudget
-	(*AgenticSearchTrace)(nil),       // 23: groundwire.v1.AgenticSearchTrace
-	(*RagExecutionMetadata)(nil),     // 24: groundwire.v1.RagExecutionMetadata
-	(*RagAppliedLimits)(nil),         // 25: groundwire.v1.RagAppliedLimits
-	(*TokenUsage)(nil),               // 26: groundwire.v1.TokenUsage
-	(*Citation)(nil),                 // 27: groundwire.v1.Citation
-	(*ToolCallTrace)(nil),            // 28: groundwire.v1.ToolCallTrace
-	(*AgentResult)(nil),              // 29: groundwire.v1.AgentResult
-	(*RagSearchEvent)(nil),           // 30: groundwire.v1.RagSearchEvent
-	(*ToolCallEvent)(nil),            // 31: groundwire.v1.ToolCallEvent
-	(*ExecuteStreamResponse)(nil),    // 32: groundwire.v1.ExecuteStreamResponse
-	(*AgentRagDescription)(nil),      // 33: groundwire.v1.AgentRagDescription
-	(*AgentDescription)(nil),         // 34: groundwire.v1.AgentDescription
-	(*ListAgentsRequest)(nil),        // 35: groundwire.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),       // 36: groundwire.v1.ListAgentsResponse
-	(*GetAgentRequest)(nil),          // 37: groundwire.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),         // 38: groundwire.v1.GetAgentResponse
-	(*MetadataFilter)(nil),           // 39: groundwire.v1.MetadataFilter
-	(*Score)(nil),                    // 40: groundwire.v1.Score
-	(*CharSpan)(nil),                 // 41: groundwire.v1.CharSpan
-	(*durationpb.Duration)(nil),      // 42: google.protobuf.Duration
-	(RetrievalMode)(0),               // 43: groundwire.v1.RetrievalMode
-	(*RerankingMetadata)(nil),        // 44: groundwire.v1.RerankingMetadata
-	(RerankOutcome)(0),               // 45: groundwire.v1.RerankOutcome
+	(ExecutionMode)(0),                    // 0: groundwire.v1.ExecutionMode
+	(NoContextBehavior)(0),                // 1: groundwire.v1.NoContextBehavior
+	(NoContextReason)(0),                  // 2: groundwire.v1.NoContextReason
+	(RagItemReason)(0),                    // 3: groundwire.v1.RagItemReason
+	(TurnRole)(0),                         // 4: groundwire.v1.TurnRole
+	(ExecutionEventType)(0),               // 5: groundwire.v1.ExecutionEventType
+	(PromptRole)(0),                       // 6: groundwire.v1.PromptRole
+	(PreparedAction)(0),                   // 7: groundwire.v1.PreparedAction
+	(KeywordQuerySource)(0),               // 8: groundwire.v1.KeywordQuerySource
+	(ExecutionStatus)(0),                  // 9: groundwire.v1.ExecutionStatus
+	(*ConversationTurn)(nil),              // 10: groundwire.v1.ConversationTurn
+	(*ExecutionInput)(nil),                // 11: groundwire.v1.ExecutionInput
+	(*RagOverrides)(nil),                  // 12: groundwire.v1.RagOverrides
+	(*PrepareExecutionRequest)(nil),       // 13: groundwire.v1.PrepareExecutionRequest
+	(*PrepareExecutionResponse)(nil),      // 14: groundwire.v1.PrepareExecutionResponse
+	(*PreparedMessage)(nil),               // 15: groundwire.v1.PreparedMessage
+	(*PreparedTool)(nil),                  // 16: groundwire.v1.PreparedTool
+	(*PreparedReference)(nil),             // 17: groundwire.v1.PreparedReference
+	(*PreparedExecution)(nil),             // 18: groundwire.v1.PreparedExecution
+	(*ExecuteRequest)(nil),                // 19: groundwire.v1.ExecuteRequest
+	(*ExecuteStreamRequest)(nil),          // 20: groundwire.v1.ExecuteStreamRequest
+	(*ExecuteResponse)(nil),               // 21: groundwire.v1.ExecuteResponse
+	(*RagItem)(nil),                       // 22: groundwire.v1.RagItem
+	(*ContextBudget)(nil),                 // 23: groundwire.v1.ContextBudget
+	(*AgenticSearchTrace)(nil),            // 24: groundwire.v1.AgenticSearchTrace
+	(*RagExecutionMetadata)(nil),          // 25: groundwire.v1.RagExecutionMetadata
+	(*RagAppliedLimits)(nil),              // 26: groundwire.v1.RagAppliedLimits
+	(*TokenUsage)(nil),                    // 27: groundwire.v1.TokenUsage
+	(*Citation)(nil),                      // 28: groundwire.v1.Citation
+	(*ToolCallTrace)(nil),                 // 29: groundwire.v1.ToolCallTrace
+	(*AgentResult)(nil),                   // 30: groundwire.v1.AgentResult
+	(*RagSearchEvent)(nil),                // 31: groundwire.v1.RagSearchEvent
+	(*ToolCallEvent)(nil),                 // 32: groundwire.v1.ToolCallEvent
+	(*ExecuteStreamResponse)(nil),         // 33: groundwire.v1.ExecuteStreamResponse
+	(*AgentRagDescription)(nil),           // 34: groundwire.v1.AgentRagDescription
+	(*AgentDescription)(nil),              // 35: groundwire.v1.AgentDescription
+	(*ListAgentsRequest)(nil),             // 36: groundwire.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),            // 37: groundwire.v1.ListAgentsResponse
+	(*GetAgentRequest)(nil),               // 38: groundwire.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),              // 39: groundwire.v1.GetAgentResponse
+	(*ClientTool)(nil),                    // 40: groundwire.v1.ClientTool
+	(*RequiredToolCall)(nil),              // 41: groundwire.v1.RequiredToolCall
+	(*ToolResult)(nil),                    // 42: groundwire.v1.ToolResult
+	(*ResumeExecutionRequest)(nil),        // 43: groundwire.v1.ResumeExecutionRequest
+	(*ResumeExecutionResponse)(nil),       // 44: groundwire.v1.ResumeExecutionResponse
+	(*ResumeExecutionStreamRequest)(nil),  // 45: groundwire.v1.ResumeExecutionStreamRequest
+	(*ResumeExecutionStreamResponse)(nil), // 46: groundwire.v1.ResumeExecutionStreamResponse
+	(*SubmitToolResultsRequest)(nil),      // 47: groundwire.v1.SubmitToolResultsRequest
+	(*SubmitToolResultsResponse)(nil),     // 48: groundwire.v1.SubmitToolResultsResponse
+	(*ClientToolResults)(nil),             // 49: groundwire.v1.ClientToolResults
+	(*ExecuteInteractiveRequest)(nil),     // 50: groundwire.v1.ExecuteInteractiveRequest
+	(*ExecuteInteractiveResponse)(nil),    // 51: groundwire.v1.ExecuteInteractiveResponse
+	(*MetadataFilter)(nil),                // 52: groundwire.v1.MetadataFilter
+	(*durationpb.Duration)(nil),           // 53: google.protobuf.Duration
+	(*Score)(nil),                         // 54: groundwire.v1.Score
+	(*CharSpan)(nil),                      // 55: groundwire.v1.CharSpan
+	(RetrievalMode)(0),                    // 56: groundwire.v1.RetrievalMode
+	(*RerankingMetadata)(nil),             // 57: groundwire.v1.RerankingMetadata
+	(*timestamppb.Timestamp)(nil),         // 58: google.protobuf.Timestamp
+	(RerankOutcome)(0),                    // 59: groundwire.v1.RerankOutcome
+	(*structpb.Struct)(nil),               // 60: google.protobuf.Struct
 }
 var file_groundwire_v1_agent_proto_depIdxs = []int32{
 	4,  // 0: groundwire.v1.ConversationTurn.role:type_name -> groundwire.v1.TurnRole
-	9,  // 1: groundwire.v1.ExecutionInput.history:type_name -> groundwire.v1.ConversationTurn
-	39, // 2: groundwire.v1.ExecutionInput.filter:type_name -> groundwire.v1.MetadataFilter
-	11, // 3: groundwire.v1.ExecutionInput.overrides:type_name -> groundwire.v1.RagOverrides
-	10, // 4: groundwire.v1.PrepareExecutionRequest.input:type_name -> groundwire.v1.ExecutionInput
-	17, // 5: groundwire.v1.PrepareExecutionResponse.prepared:type_name -> groundwire.v1.PreparedExecution
-	6,  // 6: groundwire.v1.PreparedMessage.role:type_name -> groundwire.v1.PromptRole
-	40, // 7: groundwire.v1.PreparedReference.score:type_name -> groundwire.v1.Score
-	41, // 8: groundwire.v1.PreparedReference.span:type_name -> groundwire.v1.CharSpan
-	7,  // 9: groundwire.v1.PreparedExecution.action:type_name -> groundwire.v1.PreparedAction
-	14, // 10: groundwire.v1.PreparedExecution.messages:type_name -> groundwire.v1.PreparedMessage
-	15, // 11: groundwire.v1.PreparedExecution.tools:type_name -> groundwire.v1.PreparedTool
-	16, // 12: groundwire.v1.PreparedExecution.references:type_name -> groundwire.v1.PreparedReference
-	24, // 13: groundwire.v1.PreparedExecution.rag:type_name -> groundwire.v1.RagExecutionMetadata
-	42, // 14: groundwire.v1.PreparedExecution.duration:type_name -> google.protobuf.Duration
-	10, // 15: groundwire.v1.ExecuteRequest.input:type_name -> groundwire.v1.ExecutionInput
-	10, // 16: groundwire.v1.ExecuteStreamRequest.input:type_name -> groundwire.v1.ExecutionInput
-	29, // 17: groundwire.v1.ExecuteResponse.result:type_name -> groundwire.v1.AgentResult
-	40, // 18: groundwire.v1.RagItem.score:type_name -> groundwire.v1.Score
-	3,  // 19: groundwire.v1.RagItem.reason:type_name -> groundwire.v1.RagItemReason
-	41, // 20: groundwire.v1.RagItem.span:type_name -> groundwire.v1.CharSpan
-	42, // 21: groundwire.v1.AgenticSearchTrace.duration:type_name -> google.protobuf.Duration
-	43, // 22: groundwire.v1.RagExecutionMetadata.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	0,  // 23: groundwire.v1.RagExecutionMetadata.applied_mode:type_name -> groundwire.v1.ExecutionMode
-	1,  // 24: groundwire.v1.RagExecutionMetadata.applied_no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
-	2,  // 25: groundwire.v1.RagExecutionMetadata.no_context_reason:type_name -> groundwire.v1.NoContextReason
-	21, // 26: groundwire.v1.RagExecutionMetadata.candidates:type_name -> groundwire.v1.RagItem
-	21, // 27: groundwire.v1.RagExecutionMetadata.accepted:type_name -> groundwire.v1.RagItem
-	21, // 28: groundwire.v1.RagExecutionMetadata.rejected:type_name -> groundwire.v1.RagItem
-	21, // 29: groundwire.v1.RagExecutionMetadata.context_excluded:type_name -> groundwire.v1.RagItem
-	21, // 30: groundwire.v1.RagExecutionMetadata.context:type_name -> groundwire.v1.RagItem
-	44, // 31: groundwire.v1.RagExecutionMetadata.reranking:type_name -> groundwire.v1.RerankingMetadata
-	22, // 32: groundwire.v1.RagExecutionMetadata.context_budget:type_name -> groundwire.v1.ContextBudget
-	23, // 33: groundwire.v1.RagExecutionMetadata.searches:type_name -> groundwire.v1.AgenticSearchTrace
-	25, // 34: groundwire.v1.RagExecutionMetadata.applied_limits:type_name -> groundwire.v1.RagAppliedLimits
-	8,  // 35: groundwire.v1.RagExecutionMetadata.keyword_query_source:type_name -> groundwire.v1.KeywordQuerySource
-	42, // 36: groundwire.v1.ToolCallTrace.duration:type_name -> google.protobuf.Duration
-	26, // 37: groundwire.v1.AgentResult.usage:type_name -> groundwire.v1.TokenUsage
-	24, // 38: groundwire.v1.AgentResult.rag:type_name -> groundwire.v1.RagExecutionMetadata
-	27, // 39: groundwire.v1.AgentResult.citations:type_name -> groundwire.v1.Citation
-	28, // 40: groundwire.v1.AgentResult.tool_calls:type_name -> groundwire.v1.ToolCallTrace
-	42, // 41: groundwire.v1.AgentResult.duration:type_name -> google.protobuf.Duration
-	43, // 42: groundwire.v1.RagSearchEvent.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	45, // 43: groundwire.v1.RagSearchEvent.reranking_outcome:type_name -> groundwire.v1.RerankOutcome
-	42, // 44: groundwire.v1.RagSearchEvent.duration:type_name -> google.protobuf.Duration
-	42, // 45: groundwire.v1.ToolCallEvent.duration:type_name -> google.protobuf.Duration
-	5,  // 46: groundwire.v1.ExecuteStreamResponse.type:type_name -> groundwire.v1.ExecutionEventType
-	30, // 47: groundwire.v1.ExecuteStreamResponse.rag_search:type_name -> groundwire.v1.RagSearchEvent
-	31, // 48: groundwire.v1.ExecuteStreamResponse.tool_call:type_name -> groundwire.v1.ToolCallEvent
-	29, // 49: groundwire.v1.ExecuteStreamResponse.result:type_name -> groundwire.v1.AgentResult
-	43, // 50: groundwire.v1.AgentRagDescription.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	0,  // 51: groundwire.v1.AgentRagDescription.mode:type_name -> groundwire.v1.ExecutionMode
-	1,  // 52: groundwire.v1.AgentRagDescription.no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
-	33, // 53: groundwire.v1.AgentDescription.rag:type_name -> groundwire.v1.AgentRagDescription
-	34, // 54: groundwire.v1.ListAgentsResponse.agents:type_name -> groundwire.v1.AgentDescription
-	34, // 55: groundwire.v1.GetAgentResponse.agent:type_name -> groundwire.v1.AgentDescription
-	35, // 56: groundwire.v1.AgentService.ListAgents:input_type -> groundwire.v1.ListAgentsRequest
-	37, // 57: groundwire.v1.AgentService.GetAgent:input_type -> groundwire.v1.GetAgentRequest
-	18, // 58: groundwire.v1.AgentService.Execute:input_type -> groundwire.v1.ExecuteRequest
-	19, // 59: groundwire.v1.AgentService.ExecuteStream:input_type -> groundwire.v1.ExecuteStreamRequest
-	12, // 60: groundwire.v1.AgentService.PrepareExecution:input_type -> groundwire.v1.PrepareExecutionRequest
-	36, // 61: groundwire.v1.AgentService.ListAgents:output_type -> groundwire.v1.ListAgentsResponse
-	38, // 62: groundwire.v1.AgentService.GetAgent:output_type -> groundwire.v1.GetAgentResponse
-	20, // 63: groundwire.v1.AgentService.Execute:output_type -> groundwire.v1.ExecuteResponse
-	32, // 64: groundwire.v1.AgentService.ExecuteStream:output_type -> groundwire.v1.ExecuteStreamResponse
-	13, // 65: groundwire.v1.AgentService.PrepareExecution:output_type -> groundwire.v1.PrepareExecutionResponse
-	61, // [61:66] is the sub-list for method output_type
-	56, // [56:61] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	10, // 1: groundwire.v1.ExecutionInput.history:type_name -> groundwire.v1.ConversationTurn
+	52, // 2: groundwire.v1.ExecutionInput.filter:type_name -> groundwire.v1.MetadataFilter
+	40, // 3: groundwire.v1.ExecutionInput.client_tools:type_name -> groundwire.v1.ClientTool
+	53, // 4: groundwire.v1.ExecutionInput.client_tool_timeout:type_name -> google.protobuf.Duration
+	12, // 5: groundwire.v1.ExecutionInput.overrides:type_name -> groundwire.v1.RagOverrides
+	11, // 6: groundwire.v1.PrepareExecutionRequest.input:type_name -> groundwire.v1.ExecutionInput
+	18, // 7: groundwire.v1.PrepareExecutionResponse.prepared:type_name -> groundwire.v1.PreparedExecution
+	6,  // 8: groundwire.v1.PreparedMessage.role:type_name -> groundwire.v1.PromptRole
+	54, // 9: groundwire.v1.PreparedReference.score:type_name -> groundwire.v1.Score
+	55, // 10: groundwire.v1.PreparedReference.span:type_name -> groundwire.v1.CharSpan
+	7,  // 11: groundwire.v1.PreparedExecution.action:type_name -> groundwire.v1.PreparedAction
+	15, // 12: groundwire.v1.PreparedExecution.messages:type_name -> groundwire.v1.PreparedMessage
+	16, // 13: groundwire.v1.PreparedExecution.tools:type_name -> groundwire.v1.PreparedTool
+	17, // 14: groundwire.v1.PreparedExecution.references:type_name -> groundwire.v1.PreparedReference
+	25, // 15: groundwire.v1.PreparedExecution.rag:type_name -> groundwire.v1.RagExecutionMetadata
+	53, // 16: groundwire.v1.PreparedExecution.duration:type_name -> google.protobuf.Duration
+	11, // 17: groundwire.v1.ExecuteRequest.input:type_name -> groundwire.v1.ExecutionInput
+	11, // 18: groundwire.v1.ExecuteStreamRequest.input:type_name -> groundwire.v1.ExecutionInput
+	30, // 19: groundwire.v1.ExecuteResponse.result:type_name -> groundwire.v1.AgentResult
+	54, // 20: groundwire.v1.RagItem.score:type_name -> groundwire.v1.Score
+	3,  // 21: groundwire.v1.RagItem.reason:type_name -> groundwire.v1.RagItemReason
+	55, // 22: groundwire.v1.RagItem.span:type_name -> groundwire.v1.CharSpan
+	53, // 23: groundwire.v1.AgenticSearchTrace.duration:type_name -> google.protobuf.Duration
+	56, // 24: groundwire.v1.RagExecutionMetadata.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	0,  // 25: groundwire.v1.RagExecutionMetadata.applied_mode:type_name -> groundwire.v1.ExecutionMode
+	1,  // 26: groundwire.v1.RagExecutionMetadata.applied_no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
+	2,  // 27: groundwire.v1.RagExecutionMetadata.no_context_reason:type_name -> groundwire.v1.NoContextReason
+	22, // 28: groundwire.v1.RagExecutionMetadata.candidates:type_name -> groundwire.v1.RagItem
+	22, // 29: groundwire.v1.RagExecutionMetadata.accepted:type_name -> groundwire.v1.RagItem
+	22, // 30: groundwire.v1.RagExecutionMetadata.rejected:type_name -> groundwire.v1.RagItem
+	22, // 31: groundwire.v1.RagExecutionMetadata.context_excluded:type_name -> groundwire.v1.RagItem
+	22, // 32: groundwire.v1.RagExecutionMetadata.context:type_name -> groundwire.v1.RagItem
+	57, // 33: groundwire.v1.RagExecutionMetadata.reranking:type_name -> groundwire.v1.RerankingMetadata
+	23, // 34: groundwire.v1.RagExecutionMetadata.context_budget:type_name -> groundwire.v1.ContextBudget
+	24, // 35: groundwire.v1.RagExecutionMetadata.searches:type_name -> groundwire.v1.AgenticSearchTrace
+	26, // 36: groundwire.v1.RagExecutionMetadata.applied_limits:type_name -> groundwire.v1.RagAppliedLimits
+	8,  // 37: groundwire.v1.RagExecutionMetadata.keyword_query_source:type_name -> groundwire.v1.KeywordQuerySource
+	53, // 38: groundwire.v1.ToolCallTrace.duration:type_name -> google.protobuf.Duration
+	27, // 39: groundwire.v1.AgentResult.usage:type_name -> groundwire.v1.TokenUsage
+	25, // 40: groundwire.v1.AgentResult.rag:type_name -> groundwire.v1.RagExecutionMetadata
+	28, // 41: groundwire.v1.AgentResult.citations:type_name -> groundwire.v1.Citation
+	29, // 42: groundwire.v1.AgentResult.tool_calls:type_name -> groundwire.v1.ToolCallTrace
+	53, // 43: groundwire.v1.AgentResult.duration:type_name -> google.protobuf.Duration
+	9,  // 44: groundwire.v1.AgentResult.status:type_name -> groundwire.v1.ExecutionStatus
+	41, // 45: groundwire.v1.AgentResult.required_tool_calls:type_name -> groundwire.v1.RequiredToolCall
+	58, // 46: groundwire.v1.AgentResult.action_deadline:type_name -> google.protobuf.Timestamp
+	56, // 47: groundwire.v1.RagSearchEvent.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	59, // 48: groundwire.v1.RagSearchEvent.reranking_outcome:type_name -> groundwire.v1.RerankOutcome
+	53, // 49: groundwire.v1.RagSearchEvent.duration:type_name -> google.protobuf.Duration
+	53, // 50: groundwire.v1.ToolCallEvent.duration:type_name -> google.protobuf.Duration
+	5,  // 51: groundwire.v1.ExecuteStreamResponse.type:type_name -> groundwire.v1.ExecutionEventType
+	31, // 52: groundwire.v1.ExecuteStreamResponse.rag_search:type_name -> groundwire.v1.RagSearchEvent
+	32, // 53: groundwire.v1.ExecuteStreamResponse.tool_call:type_name -> groundwire.v1.ToolCallEvent
+	30, // 54: groundwire.v1.ExecuteStreamResponse.result:type_name -> groundwire.v1.AgentResult
+	56, // 55: groundwire.v1.AgentRagDescription.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	0,  // 56: groundwire.v1.AgentRagDescription.mode:type_name -> groundwire.v1.ExecutionMode
+	1,  // 57: groundwire.v1.AgentRagDescription.no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
+	34, // 58: groundwire.v1.AgentDescription.rag:type_name -> groundwire.v1.AgentRagDescription
+	35, // 59: groundwire.v1.ListAgentsResponse.agents:type_name -> groundwire.v1.AgentDescription
+	35, // 60: groundwire.v1.GetAgentResponse.agent:type_name -> groundwire.v1.AgentDescription
+	60, // 61: groundwire.v1.ClientTool.parameters:type_name -> google.protobuf.Struct
+	30, // 62: groundwire.v1.ResumeExecutionResponse.result:type_name -> groundwire.v1.AgentResult
+	33, // 63: groundwire.v1.ResumeExecutionStreamResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
+	42, // 64: groundwire.v1.SubmitToolResultsRequest.results:type_name -> groundwire.v1.ToolResult
+	30, // 65: groundwire.v1.SubmitToolResultsResponse.result:type_name -> groundwire.v1.AgentResult
+	42, // 66: groundwire.v1.ClientToolResults.results:type_name -> groundwire.v1.ToolResult
+	11, // 67: groundwire.v1.ExecuteInteractiveRequest.input:type_name -> groundwire.v1.ExecutionInput
+	49, // 68: groundwire.v1.ExecuteInteractiveRequest.tool_results:type_name -> groundwire.v1.ClientToolResults
+	33, // 69: groundwire.v1.ExecuteInteractiveResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
+	36, // 70: groundwire.v1.AgentService.ListAgents:input_type -> groundwire.v1.ListAgentsRequest
+	38, // 71: groundwire.v1.AgentService.GetAgent:input_type -> groundwire.v1.GetAgentRequest
+	19, // 72: groundwire.v1.AgentService.Execute:input_type -> groundwire.v1.ExecuteRequest
+	20, // 73: groundwire.v1.AgentService.ExecuteStream:input_type -> groundwire.v1.ExecuteStreamRequest
+	43, // 74: groundwire.v1.AgentService.ResumeExecution:input_type -> groundwire.v1.ResumeExecutionRequest
+	45, // 75: groundwire.v1.AgentService.ResumeExecutionStream:input_type -> groundwire.v1.ResumeExecutionStreamRequest
+	47, // 76: groundwire.v1.AgentService.SubmitToolResults:input_type -> groundwire.v1.SubmitToolResultsRequest
+	50, // 77: groundwire.v1.AgentService.ExecuteInteractive:input_type -> groundwire.v1.ExecuteInteractiveRequest
+	13, // 78: groundwire.v1.AgentService.PrepareExecution:input_type -> groundwire.v1.PrepareExecutionRequest
+	37, // 79: groundwire.v1.AgentService.ListAgents:output_type -> groundwire.v1.ListAgentsResponse
+	39, // 80: groundwire.v1.AgentService.GetAgent:output_type -> groundwire.v1.GetAgentResponse
+	21, // 81: groundwire.v1.AgentService.Execute:output_type -> groundwire.v1.ExecuteResponse
+	33, // 82: groundwire.v1.AgentService.ExecuteStream:output_type -> groundwire.v1.ExecuteStreamResponse
+	44, // 83: groundwire.v1.AgentService.ResumeExecution:output_type -> groundwire.v1.ResumeExecutionResponse
+	46, // 84: groundwire.v1.AgentService.ResumeExecutionStream:output_type -> groundwire.v1.ResumeExecutionStreamResponse
+	48, // 85: groundwire.v1.AgentService.SubmitToolResults:output_type -> groundwire.v1.SubmitToolResultsResponse
+	51, // 86: groundwire.v1.AgentService.ExecuteInteractive:output_type -> groundwire.v1.ExecuteInteractiveResponse
+	14, // 87: groundwire.v1.AgentService.PrepareExecution:output_type -> groundwire.v1.PrepareExecutionResponse
+	79, // [79:88] is the sub-list for method output_type
+	70, // [70:79] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_agent_proto_init() }
@@ -3651,13 +4609,17 @@ func file_groundwire_v1_agent_proto_init() {
 	file_groundwire_v1_agent_proto_msgTypes[16].OneofWrappers = []any{}
 	file_groundwire_v1_agent_proto_msgTypes[24].OneofWrappers = []any{}
 	file_groundwire_v1_agent_proto_msgTypes[25].OneofWrappers = []any{}
+	file_groundwire_v1_agent_proto_msgTypes[40].OneofWrappers = []any{
+		(*ExecuteInteractiveRequest_Input)(nil),
+		(*ExecuteInteractiveRequest_ToolResults)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groundwire_v1_agent_proto_rawDesc), len(file_groundwire_v1_agent_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   30,
+			NumEnums:      10,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -661,7 +661,7 @@ type IndexDescription struct {
 	// Output only. Number of configured sources.
 	SourceCount uint32 `protobuf:"varint,9,opt,name=source_count,json=sourceCount,proto3" json:"source_count,omitempty"`
 	// Output only. Kinds of the configured sources ("directory", "files",
-	// "inline"), without their paths.
+	// "inline", "url"), without their paths or URLs.
 	SourceKinds   []string `protobuf:"bytes,10,rep,name=source_kinds,json=sourceKinds,proto3" json:"source_kinds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -773,7 +773,12 @@ type DocumentFailure struct {
 	// Output only. The document's id.
 	DocumentId string `protobuf:"bytes,1,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
 	// Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-	// BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+	// BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID, and for
+	// `url` sources URL_REFUSED (the URL policy refused the URL, an address it
+	// resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
+	// an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
+	// (TOO_LARGE: the body exceeded the bound; UNSUPPORTED_FORMAT: a media type
+	// or content encoding no loader reads).
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -30,6 +30,17 @@ class EventType(enum.Enum):
     TEXT_DELTA = "TEXT_DELTA"
     EXECUTION_COMPLETED = "EXECUTION_COMPLETED"
     EXECUTION_FAILED = "EXECUTION_FAILED"
+    # Continuing from a checkpoint: nothing before the model call is repeated.
+    EXECUTION_RESUMED = "EXECUTION_RESUMED"
+    # The model called a client tool; the caller runs it.
+    TOOL_CALL_REQUESTED = "TOOL_CALL_REQUESTED"
+    # Terminal: waiting for client tool results (the result says which).
+    EXECUTION_REQUIRES_ACTION = "EXECUTION_REQUIRES_ACTION"
+
+
+class ExecutionStatus(enum.Enum):
+    COMPLETED = "COMPLETED"
+    REQUIRES_ACTION = "REQUIRES_ACTION"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +62,23 @@ class ToolCallInfo:
     succeeded: bool = False
     error_code: str = ""
     seconds: float = 0.0
+    client_executed: bool = False
+    # TOOL_CALL_REQUESTED only: the model's arguments, for the caller to run the tool.
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RequiredToolCall:
+    """A client tool call the execution waits for. `model_call_id` is the id the
+    model gave it (the tool message answers that one); `call_id` is the id shown
+    to the caller (the same when well-formed)."""
+
+    call_id: str
+    tool_name: str
+    arguments: str
+    step: int
+    model_call_id: str
+    requested_at: float  # epoch seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +163,10 @@ class ExecutionResult:
     citations: list[Citation] = field(default_factory=list)
     tool_calls: list[ToolCallInfo] = field(default_factory=list)
     seconds: float = 0.0
+    status: ExecutionStatus = ExecutionStatus.COMPLETED
+    required_tool_calls: list[RequiredToolCall] = field(default_factory=list)
+    action_deadline: float | None = None  # epoch seconds
+    resumed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from groundwire.agents.client_tools import ClientToolSpec
 from groundwire.domain.retrieval import MetadataFilter
 
 
@@ -39,4 +40,7 @@ class ExecutionInput:
     history: tuple[Turn, ...] = ()
     tenant: str = ""
     filter: MetadataFilter = field(default_factory=MetadataFilter)
+    # Tools the caller executes, and how long to wait for each result (seconds).
+    client_tools: tuple[ClientToolSpec, ...] = ()
+    client_tool_timeout_s: float | None = None
     controls: RagControls = field(default_factory=RagControls)

@@ -23,7 +23,7 @@ from groundwire.domain.errors import invalid
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
-from groundwire.indexes.sources import DirectorySource, FilesSource
+from groundwire.indexes.sources import source_kind
 from groundwire.ingestion.loaders import DocumentFormat
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.ingestion.push import PushDocument, delete_documents, upsert_documents
@@ -127,14 +127,7 @@ def describe_index(handle: IndexHandle) -> ingestion_pb2.IndexDescription:
         strategy=_STRATEGIES[IngestionStrategy(handle.strategy)],
         schedule=handle.schedule or "",
         source_count=len(handle.sources),
-        source_kinds=[
-            "directory"
-            if isinstance(s, DirectorySource)
-            else "files"
-            if isinstance(s, FilesSource)
-            else "inline"
-            for s in handle.sources
-        ],
+        source_kinds=[source_kind(s) for s in handle.sources],
     )
     if handle.embedder is not None:
         info = handle.embedder.info

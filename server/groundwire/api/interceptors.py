@@ -163,6 +163,22 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
+        if handler.stream_stream is not None:
+            inner_ss: Any = handler.stream_stream
+
+            async def stream_stream(
+                requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
+            ) -> AsyncIterator[Any]:
+                # Admission keys on the key's tenant (no request is read yet).
+                async with self._scope(method, metadata, None, context):
+                    async for item in inner_ss(_decoded(requests), context):
+                        yield item
+
+            return grpc.stream_stream_rpc_method_handler(
+                stream_stream,
+                request_deserializer=deserializer,
+                response_serializer=handler.response_serializer,
+            )
         return handler
 
     @contextlib.asynccontextmanager
@@ -231,6 +247,14 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             return
         with self._snapshots.enter() as snapshot:
             yield snapshot.auth, snapshot.admission
+
+
+async def _decoded(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """A request stream whose undecodable messages fail like a unary one's."""
+    async for request in requests:
+        if request is _MALFORMED:
+            raise MALFORMED
+        yield request
 
 
 def _authorization(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str | None:

@@ -45,6 +45,13 @@ from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPo
 from groundwire.agents.tools import PythonTool, SearchDocumentsTool, Tool, load_callable
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
 from groundwire.app.filter_config import FilterValue, RangeFilterConfig
+from groundwire.app.plugins import (
+    CHAT_MODELS,
+    PluginConfig,
+    accept_plugins,
+    build_plugin,
+    has_members,
+)
 from groundwire.domain.citations import DEFAULT_SNIPPET_CHARS, MAX_SNIPPET_CHARS
 from groundwire.domain.query import QueryRewriting
 from groundwire.domain.query_rewrite import KeywordMode
@@ -85,7 +92,11 @@ class OpenAIModelConfig(StrictModel):
         return http_base_url(v)
 
 
-ModelProviderConfig = Annotated[OfflineModelConfig | OpenAIModelConfig, Field(discriminator="kind")]
+ModelProviderConfig = Annotated[
+    OfflineModelConfig | OpenAIModelConfig | PluginConfig,
+    Field(discriminator="kind"),
+    accept_plugins(CHAT_MODELS, OfflineModelConfig | OpenAIModelConfig),
+]
 
 
 class ToolConfig(StrictModel):
@@ -236,6 +247,17 @@ def build_chat_models(
 
 def _factory(name: str, cfg: ModelProviderConfig) -> ChatModelFactory:
     def make(model: str) -> ChatModel:
+        if isinstance(cfg, PluginConfig):
+            chat: ChatModel = build_plugin(
+                f"models.{name}",
+                CHAT_MODELS,
+                cfg.plugin,
+                cfg.options,
+                has_members("provider", "model", "complete", "stream", "aclose"),
+                "ChatModel (groundwire.providers.chat.base)",
+                model,
+            )
+            return chat
         if isinstance(cfg, OfflineModelConfig):
             from groundwire.providers.chat.offline import OfflineExtractiveModel
 

@@ -5,10 +5,12 @@ nothing is ingested or served here (see app/lifecycle.py)."""
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
+from groundwire.agents.checkpoints import Checkpointer
 from groundwire.agents.registry import AgentLimits, AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
 from groundwire.api.auth import AuthPolicy
@@ -32,28 +34,66 @@ from groundwire.app.config import (
 from groundwire.app.config import (
     InlineSource as InlineConfig,
 )
+from groundwire.app.config import (
+    UrlSource as UrlConfig,
+)
 from groundwire.app.config_base import ConfigError
+from groundwire.app.plugins import (
+    EMBEDDERS,
+    LOADERS,
+    STORES,
+    PluginConfig,
+    build_plugin,
+    build_plugin_async,
+    has_members,
+)
 from groundwire.app.reranker_config import build_reranking_service
 from groundwire.domain.admission import Admission
 from groundwire.domain.auth import KeyRing, Permission, StoredKey
 from groundwire.domain.chunking import Chunker, ChunkUnit
+from groundwire.domain.indexes import StoreKind
 from groundwire.domain.retrieval import FusionSettings
 from groundwire.domain.token_chunking import token_overhead
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
-from groundwire.indexes.sources import DirectorySource, FilesSource, InlineSource, SourceConfig
+from groundwire.indexes.loaders import Loader
+from groundwire.indexes.sources import (
+    DirectorySource,
+    FilesSource,
+    InlineSource,
+    SourceConfig,
+    UrlEntry,
+    UrlSource,
+)
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.providers.embeddings.hashing import HashingEmbedder
 from groundwire.providers.embeddings.tokens import TokenizingEmbedder
 from groundwire.reranking.service import RerankingService
 from groundwire.reranking.stage import RerankingMetrics, RerankingStage
 from groundwire.retrieval.engine import RetrievalLimits, Retriever
-from groundwire.stores.base import DistanceMetric, IndexSpec, OperationLog, Store
+from groundwire.stores.base import (
+    CheckpointStore,
+    DistanceMetric,
+    IndexSpec,
+    OperationLog,
+    Store,
+)
 from groundwire.stores.memory import MemoryOperationLog, MemoryStore
+from groundwire.stores.memory.checkpoints import MemoryCheckpointStore
 
 log = logging.getLogger("groundwire.app")
 
 
-def build_embedder(cfg: EmbedderConfig) -> EmbeddingProvider:
+def build_embedder(cfg: EmbedderConfig, name: str = "") -> EmbeddingProvider:
+    if isinstance(cfg, PluginConfig):
+        embedder: EmbeddingProvider = build_plugin(
+            f"embedders.{name}",
+            EMBEDDERS,
+            cfg.plugin,
+            cfg.options,
+            lambda e: isinstance(e, EmbeddingProvider),
+            "EmbeddingProvider (groundwire.providers.embeddings.base)",
+        )
+        return embedder
     if isinstance(cfg, HashingEmbedderConfig):
         return HashingEmbedder(cfg.dimensions)
     if isinstance(cfg, LocalOnnxEmbedderConfig):
@@ -103,12 +143,67 @@ def _sources(index: IndexConfig) -> list[SourceConfig]:
                     s.id, s.text, s.title, s.format == "markdown", tuple(sorted(s.metadata.items()))
                 )
             )
+        elif isinstance(s, UrlConfig):
+            out.append(
+                UrlSource(
+                    tuple(UrlEntry(u.url, u.document_id) for u in s.urls),
+                    frozenset(s.allow_hosts),
+                    tuple(s.allow_cidrs),
+                    s.max_redirects,
+                    s.connect_timeout_seconds,
+                    s.read_timeout_seconds,
+                    s.total_timeout_seconds,
+                    s.max_bytes,
+                    tuple(sorted(s.metadata.items())),
+                )
+            )
     return out
+
+
+def _loaders(index_name: str, index: IndexConfig) -> dict[str, Loader]:
+    return {
+        ext: build_plugin(
+            f"indexes.{index_name}.ingestion.loaders.{ext}",
+            LOADERS,
+            cfg.plugin,
+            cfg.options,
+            lambda x: isinstance(x, Loader),
+            "Loader (groundwire.indexes.loaders)",
+        )
+        for ext, cfg in index.ingestion.loaders.items()
+    }
+
+
+# Every method of the Store protocol (not runtime-checkable: it has properties).
+_STORE_MEMBERS = (
+    "kind",
+    "ensure_index",
+    "index_state",
+    "begin_version",
+    "stage_documents",
+    "stage_deletions",
+    "publish_version",
+    "discard_version",
+    "live_documents",
+    "search_vector",
+    "search_lexical",
+    "close",
+)
 
 
 async def build_store(cfg: GroundwireConfig) -> Store:
     if cfg.store.kind == "memory":
         return MemoryStore()
+    if not isinstance(cfg.store.kind, StoreKind):
+        store: Store = await build_plugin_async(
+            "store.kind",
+            STORES,
+            cfg.store.kind,
+            cfg.store.options,
+            has_members(*_STORE_MEMBERS),
+            "Store (groundwire.stores.base)",
+        )
+        return store
     from groundwire.stores.postgres import PostgresSettings, open_postgres_store
 
     s = cfg.store
@@ -174,6 +269,25 @@ def build_chunker(name: str, index: IndexConfig, embedder: EmbeddingProvider | N
     return chunker
 
 
+# One in-memory checkpoint table per memory store, so a reload (which reuses the
+# open store) keeps the executions checkpointed before it.
+_MEMORY_CHECKPOINTS: weakref.WeakKeyDictionary[Store, MemoryCheckpointStore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def checkpoint_store_for(store: Store) -> CheckpointStore:
+    """PostgreSQL keeps execution checkpoints durably; memory keeps them per process
+    (per store, across reloads)."""
+    own = getattr(store, "checkpoints", None)
+    if own is not None:
+        return cast(CheckpointStore, own)
+    table = _MEMORY_CHECKPOINTS.get(store)
+    if table is None:
+        table = _MEMORY_CHECKPOINTS[store] = MemoryCheckpointStore()
+    return table
+
+
 async def build_catalog(
     cfg: GroundwireConfig,
     store: Store,
@@ -211,7 +325,10 @@ async def build_catalog(
                 metadata=dict(index.metadata),
                 max_file_bytes=index.ingestion.max_file_bytes,
                 embed_batch_size=index.ingestion.embed_batch_size,
-                extensions=tuple(index.ingestion.extensions),
+                extensions=tuple(
+                    dict.fromkeys([*index.ingestion.extensions, *index.ingestion.loaders])
+                ),
+                loaders=_loaders(name, index),
                 strategy=index.ingestion.strategy,
                 schedule=index.ingestion.schedule,
             )
@@ -266,7 +383,7 @@ async def build_components(
     it replaces; everything else is built anew from `cfg`."""
     reuse = reuse_embedders or {}
     embedders = {
-        name: reuse[name] if name in reuse else build_embedder(e)
+        name: reuse[name] if name in reuse else build_embedder(e, name)
         for name, e in cfg.embedders.items()
     }
     previews = cfg.logging.previews.policy()
@@ -306,7 +423,8 @@ async def build_components(
             limits.max_query_chars,
         ),
     )
-    runtime = AgentRuntime(retriever, stage, previews)
+    checkpoints = Checkpointer(checkpoint_store_for(store), cfg.checkpoints.settings())
+    runtime = AgentRuntime(retriever, stage, previews, checkpoints)
     admission = build_admission(cfg.limits, cfg.agent_limits.max_concurrent_executions)
     return Components(
         cfg,

@@ -43,6 +43,13 @@ class DocumentFailureReason(StrEnum):
     UNSUPPORTED_FORMAT = "UNSUPPORTED_FORMAT"
     PARSE_FAILED = "PARSE_FAILED"
     DUPLICATE_ID = "DUPLICATE_ID"
+    # `url` sources: the URL policy refused the URL, an address or a redirect target;
+    # the fetch failed (DNS, connection, TLS, HTTP status); it timed out; it
+    # redirected more often than allowed.
+    URL_REFUSED = "URL_REFUSED"
+    FETCH_FAILED = "FETCH_FAILED"
+    FETCH_TIMEOUT = "FETCH_TIMEOUT"
+    TOO_MANY_REDIRECTS = "TOO_MANY_REDIRECTS"
 
 
 class OperationErrorCode(StrEnum):

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from groundwire.domain.chunking import Chunker, ChunkPolicy
 from groundwire.domain.errors import not_found
 from groundwire.domain.token_chunking import TokenCounter
+from groundwire.indexes.loaders import Loader
 from groundwire.indexes.sources import SourceConfig
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.stores.base import IndexSpec, Store
@@ -36,6 +37,8 @@ class IndexHandle:
     extensions: Sequence[str] = (".md", ".markdown", ".txt", ".text")
     strategy: str = "manual"
     schedule: str | None = None
+    # Extension -> plug-in loader (`ingestion.loaders`), ahead of the built-in ones.
+    loaders: Mapping[str, Loader] = field(default_factory=dict)
     # False only while an ON_STARTUP index awaits the end of its first ingestion run;
     # the ingestion manager, which runs it, is the one that flips it.
     ready: bool = field(init=False)

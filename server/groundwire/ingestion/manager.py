@@ -400,7 +400,6 @@ class IngestionManager:
         # Free the index before telling anyone the run ended, so a watcher that
         # starts the next run on seeing the terminal state is never refused.
         self._runs.pop(handle.name, None)
-        self._by_id.pop(final.id, None)  # later readers get it from the log
         try:
             await run.lock.release()
         except Exception as exc:
@@ -414,6 +413,9 @@ class IngestionManager:
         except Exception as exc:
             log.error("could not record operation", extra={"error_type": type(exc).__name__})
             self._remember_unrecorded(final)
+        # Only now that the log holds the terminal state: a watcher arriving in
+        # between would otherwise read the log's last RUNNING snapshot and stop.
+        self._by_id.pop(final.id, None)
         if self._on_ready is not None:
             await self._on_ready(handle)
         INGESTIONS.add(

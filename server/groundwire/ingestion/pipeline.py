@@ -35,8 +35,13 @@ from groundwire.ingestion.sources import (
     CONFIG_SOURCE_PREFIX,
     FileItem,
     InlineItem,
+    Unchanged,
+    UrlItem,
     discover,
+    load_url_item,
     source_id_for,
+    stored_digest,
+    stored_hash,
 )
 from groundwire.providers.embeddings.base import EmbeddingTask, embed_all
 from groundwire.stores.base import (
@@ -104,6 +109,7 @@ def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | 
             source_id_for(item.document_id),
             max_bytes=handle.max_file_bytes,
             metadata=handle.metadata,
+            loaders=handle.loaders,
         )
     meta = {**handle.metadata, **item.metadata}
     return load_bytes(
@@ -188,14 +194,31 @@ async def run_ingestion(
                 )
                 continue
             seen.add(item.document_id)
-            loaded = _load(item, handle)
+            current = live.get(DocumentKey(handle.tenant, item.document_id))
+            if isinstance(item, UrlItem):
+                loaded = await load_url_item(
+                    item,
+                    tenant=handle.tenant,
+                    metadata=handle.metadata,
+                    max_file_bytes=handle.max_file_bytes,
+                    extensions=handle.extensions,
+                    previous=None if report.rebuilt or current is None else current.content_hash,
+                )
+            else:
+                loaded = _load(item, handle)
+            if isinstance(loaded, Unchanged):
+                report.unchanged += 1
+                continue
             if isinstance(loaded, LoadFailure):
                 report.failed += 1
                 report.failures.append(loaded)
                 continue
             digest = content_hash(loaded, handle.tenant, loaded.metadata)
-            current = live.get(DocumentKey(handle.tenant, loaded.document_id))
-            if not report.rebuilt and current is not None and current.content_hash == digest:
+            if (
+                not report.rebuilt
+                and current is not None
+                and stored_digest(current.content_hash) == digest
+            ):
                 report.unchanged += 1
                 continue
             # Token chunking encodes the whole document and every chunk again: CPU
@@ -204,7 +227,7 @@ async def run_ingestion(
                 chunk_document,
                 loaded,
                 handle,
-                item.path.suffix if isinstance(item, FileItem) else None,
+                item.path.suffix if isinstance(item, FileItem) else loaded.extension or None,
             )
             if not chunks:
                 report.failed += 1
@@ -213,7 +236,7 @@ async def run_ingestion(
             record = DocumentRecord(
                 loaded.document_id,
                 loaded.source_id,
-                digest,
+                stored_hash(digest, loaded.source_state),
                 loaded.title,
                 handle.tenant,
                 loaded.metadata,

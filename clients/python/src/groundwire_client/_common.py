@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 import grpc
+from google.protobuf import json_format, struct_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 from groundwire_client.v1 import agent_pb2, common_pb2, ingestion_pb2, retriever_pb2
@@ -32,6 +33,7 @@ TERMINAL_EVENTS = frozenset(
     {
         agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED,
         agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_FAILED,
+        agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION,
     }
 )
 # The states an ingestion operation ends in.
@@ -59,7 +61,8 @@ class _Call(Protocol):
 @dataclass
 class GroundwireError(Exception):
     """A failed call: gRPC code, stable reason (ErrorInfo), its metadata (for
-    example `permission` on PERMISSION_DENIED), offending fields (BadRequest),
+    example `permission` on PERMISSION_DENIED, `execution_id` of a checkpointed
+    execution that failed), offending fields (BadRequest),
     the server's retry advice (RetryInfo) and the request id."""
 
     code: grpc.StatusCode
@@ -217,8 +220,13 @@ def execution_input(
     tenant: str,
     filter: Filter | None,
     controls: RagControls | None = None,
+    client_tools: Sequence[agent_pb2.ClientTool] = (),
+    client_tool_timeout: float | None = None,
 ) -> agent_pb2.ExecutionInput:
     out = agent_pb2.ExecutionInput(agent_id=agent_id, message=message, tenant=tenant)
+    out.client_tools.extend(client_tools)
+    if client_tool_timeout is not None:
+        out.client_tool_timeout.FromNanoseconds(round(client_tool_timeout * 1e9))
     for role, content in history:
         out.history.add(role=ROLES[role], content=content)
     flt = metadata_filter(filter)
@@ -231,6 +239,14 @@ def execution_input(
         if controls.final_top_k is not None:
             out.overrides.final_top_k = controls.final_top_k
     return out
+
+
+def client_tool(name: str, description: str, parameters: Mapping[str, Any]) -> agent_pb2.ClientTool:
+    """A tool the caller executes, for ExecutionInput.client_tools: its name,
+    description and the JSON Schema (an object schema) of its arguments."""
+    schema = struct_pb2.Struct()
+    json_format.ParseDict(dict(parameters), schema)
+    return agent_pb2.ClientTool(name=name, description=description, parameters=schema)
 
 
 def retrieve_request(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -34,6 +34,7 @@ from groundwire_client._common import (
     RetryPolicy,
     Role,
     check_api_key,
+    client_tool,
     delete_requests,
     document_from_file,
     error_from_rpc,
@@ -55,6 +56,7 @@ __all__ = [
     "GroundwireClient",
     "GroundwireError",
     "RagControls",
+    "client_tool",
     "error_from_rpc",
 ]
 
@@ -171,6 +173,8 @@ class GroundwireClient:
         tenant: str = "",
         filter: Filter | None = None,
         controls: RagControls | None = None,
+        client_tools: Sequence[agent_pb2.ClientTool] = (),
+        client_tool_timeout: float | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
     ) -> agent_pb2.AgentResult:
         """Run one agent turn (AgentService.Execute) and return its result:
@@ -179,7 +183,16 @@ class GroundwireClient:
         prior turns, oldest first, as ("user" | "assistant", text). Never
         retried (a model turn is not idempotent)."""
         request = agent_pb2.ExecuteRequest(
-            input=execution_input(agent_id, message, history, tenant, filter, controls)
+            input=execution_input(
+                agent_id,
+                message,
+                history,
+                tenant,
+                filter,
+                controls,
+                client_tools,
+                client_tool_timeout,
+            )
         )
         response = await self._call(
             "Execute",
@@ -198,6 +211,8 @@ class GroundwireClient:
         tenant: str = "",
         filter: Filter | None = None,
         controls: RagControls | None = None,
+        client_tools: Sequence[agent_pb2.ClientTool] = (),
+        client_tool_timeout: float | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
     ) -> AsyncGenerator[agent_pb2.ExecuteStreamResponse, None]:
         """Run one agent turn (AgentService.ExecuteStream), yielding its events:
@@ -207,7 +222,16 @@ class GroundwireClient:
         `timeout` bounds the whole stream. A request the server refuses before
         any event raises GroundwireError. Never retried."""
         request = agent_pb2.ExecuteStreamRequest(
-            input=execution_input(agent_id, message, history, tenant, filter, controls)
+            input=execution_input(
+                agent_id,
+                message,
+                history,
+                tenant,
+                filter,
+                controls,
+                client_tools,
+                client_tool_timeout,
+            )
         )
         call = self.agents.ExecuteStream(
             request, timeout=self._deadline(timeout), metadata=self._metadata
@@ -219,6 +243,75 @@ class GroundwireClient:
             raise error_from_rpc(err) from None
         finally:
             call.cancel()  # no-op once the stream has ended; stops it if the caller breaks out
+
+    async def resume(
+        self,
+        execution_id: str,
+        *,
+        tenant: str = "",
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> agent_pb2.AgentResult:
+        """Continue an execution from its checkpoint (AgentService.ResumeExecution):
+        a completed one returns its recorded result. Raises GroundwireError, for
+        example reason EXECUTION_IN_PROGRESS (retry later) or EXECUTION_NOT_FOUND.
+        Never retried by the client."""
+        response = await self._call(
+            "ResumeExecution",
+            lambda: self.agents.ResumeExecution(
+                agent_pb2.ResumeExecutionRequest(execution_id=execution_id, tenant=tenant),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            ),
+        )
+        return response.result
+
+    async def resume_stream(
+        self,
+        execution_id: str,
+        *,
+        tenant: str = "",
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> AsyncGenerator[agent_pb2.ExecuteStreamResponse, None]:
+        """ResumeExecutionStream, yielding the continued execution's events
+        (EXECUTION_STARTED, EXECUTION_RESUMED, ..., one terminal event)."""
+        call = self.agents.ResumeExecutionStream(
+            agent_pb2.ResumeExecutionStreamRequest(execution_id=execution_id, tenant=tenant),
+            timeout=self._deadline(timeout),
+            metadata=self._metadata,
+        )
+        try:
+            async for response in call:
+                yield response.event
+        except grpc.aio.AioRpcError as err:
+            raise error_from_rpc(err) from None
+        finally:
+            call.cancel()
+
+    async def submit_tool_results(
+        self,
+        execution_id: str,
+        outputs: Mapping[str, str],
+        *,
+        failed: Sequence[str] = (),
+        tenant: str = "",
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> agent_pb2.AgentResult:
+        """Answer the required client tool calls of a REQUIRES_ACTION result
+        (call id -> output text; `failed` lists call ids whose tool failed) and
+        continue the execution (AgentService.SubmitToolResults). Never retried."""
+        results = [agent_pb2.ToolResult(call_id=c, output=o) for c, o in outputs.items()]
+        results += [agent_pb2.ToolResult(call_id=c, is_error=True) for c in failed]
+        response = await self._call(
+            "SubmitToolResults",
+            lambda: self.agents.SubmitToolResults(
+                agent_pb2.SubmitToolResultsRequest(
+                    execution_id=execution_id, tenant=tenant, results=results
+                ),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            ),
+        )
+        return response.result
 
     async def prepare_execution(
         self,

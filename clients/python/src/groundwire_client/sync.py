@@ -11,7 +11,7 @@ plain `grpc.Channel`, for scripts, notebooks and threaded servers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -150,11 +150,22 @@ class GroundwireSyncClient:
         tenant: str = "",
         filter: Filter | None = None,
         controls: RagControls | None = None,
+        client_tools: Sequence[agent_pb2.ClientTool] = (),
+        client_tool_timeout: float | None = None,
         timeout: float | None = None,
     ) -> agent_pb2.AgentResult:
         """Run one agent turn; see GroundwireClient.execute. Never retried."""
         request = agent_pb2.ExecuteRequest(
-            input=execution_input(agent_id, message, history, tenant, filter, controls)
+            input=execution_input(
+                agent_id,
+                message,
+                history,
+                tenant,
+                filter,
+                controls,
+                client_tools,
+                client_tool_timeout,
+            )
         )
         response = self._call(
             "Execute",
@@ -173,13 +184,24 @@ class GroundwireSyncClient:
         tenant: str = "",
         filter: Filter | None = None,
         controls: RagControls | None = None,
+        client_tools: Sequence[agent_pb2.ClientTool] = (),
+        client_tool_timeout: float | None = None,
         timeout: float | None = None,
     ) -> Generator[agent_pb2.ExecuteStreamResponse, None, None]:
         """The events of one agent turn; see GroundwireClient.execute_stream.
         Closing the iterator early (break, or leaving a `with closing(...)`)
         cancels the call. Never retried."""
         request = agent_pb2.ExecuteStreamRequest(
-            input=execution_input(agent_id, message, history, tenant, filter, controls)
+            input=execution_input(
+                agent_id,
+                message,
+                history,
+                tenant,
+                filter,
+                controls,
+                client_tools,
+                client_tool_timeout,
+            )
         )
         call = self.agents.ExecuteStream(
             request, timeout=self._deadline(timeout), metadata=self._metadata
@@ -190,6 +212,61 @@ class GroundwireSyncClient:
             raise error_from_rpc(err) from None
         finally:
             call.cancel()
+
+    def resume(
+        self, execution_id: str, *, tenant: str = "", timeout: float | None = None
+    ) -> agent_pb2.AgentResult:
+        """Continue an execution from its checkpoint; see GroundwireClient.resume."""
+        response = self._call(
+            "ResumeExecution",
+            lambda: self.agents.ResumeExecution(
+                agent_pb2.ResumeExecutionRequest(execution_id=execution_id, tenant=tenant),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            ),
+        )
+        return response.result
+
+    def resume_stream(
+        self, execution_id: str, *, tenant: str = "", timeout: float | None = None
+    ) -> Generator[agent_pb2.ExecuteStreamResponse, None, None]:
+        """The continued execution's events; see GroundwireClient.resume_stream."""
+        call = self.agents.ResumeExecutionStream(
+            agent_pb2.ResumeExecutionStreamRequest(execution_id=execution_id, tenant=tenant),
+            timeout=self._deadline(timeout),
+            metadata=self._metadata,
+        )
+        try:
+            for response in call:
+                yield response.event
+        except grpc.RpcError as err:
+            raise error_from_rpc(err) from None
+        finally:
+            call.cancel()
+
+    def submit_tool_results(
+        self,
+        execution_id: str,
+        outputs: Mapping[str, str],
+        *,
+        failed: Sequence[str] = (),
+        tenant: str = "",
+        timeout: float | None = None,
+    ) -> agent_pb2.AgentResult:
+        """Answer required client tool calls; see GroundwireClient.submit_tool_results."""
+        results = [agent_pb2.ToolResult(call_id=c, output=o) for c, o in outputs.items()]
+        results += [agent_pb2.ToolResult(call_id=c, is_error=True) for c in failed]
+        response = self._call(
+            "SubmitToolResults",
+            lambda: self.agents.SubmitToolResults(
+                agent_pb2.SubmitToolResultsRequest(
+                    execution_id=execution_id, tenant=tenant, results=results
+                ),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            ),
+        )
+        return response.result
 
     def prepare_execution(
         self,

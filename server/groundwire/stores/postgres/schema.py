@@ -357,6 +357,31 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ANALYZE gw_postings",
         ),
     ),
+    Migration(
+        7,
+        "execution checkpoints",
+        (
+            # One row per checkpointed execution (agents/checkpoints.py): the opaque
+            # serialized state, the lease that makes running it exclusive across
+            # replicas, and the retention after which it is deleted.
+            """
+            CREATE TABLE gw_checkpoints (
+                execution_id text COLLATE "C" PRIMARY KEY,
+                tenant text COLLATE "C" NOT NULL,
+                agent_id text COLLATE "C" NOT NULL,
+                state text NOT NULL
+                    CHECK (state IN ('RUNNING', 'REQUIRES_ACTION', 'COMPLETED')),
+                payload bytea NOT NULL,
+                lease_owner text,
+                lease_expires_at timestamptz,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                updated_at timestamptz NOT NULL DEFAULT now(),
+                expires_at timestamptz NOT NULL
+            )
+            """,
+            "CREATE INDEX gw_checkpoints_expiry ON gw_checkpoints (expires_at)",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -39,6 +39,7 @@ from groundwire.stores.base import (
     embedding_mismatch,
 )
 from groundwire.stores.postgres import lexical, vectors, versions
+from groundwire.stores.postgres.checkpoints import PostgresCheckpointStore
 from groundwire.stores.postgres.connection import (
     Conn,
     Database,
@@ -97,6 +98,11 @@ class PostgresStore:
     def operation_log(self) -> PostgresOperationLog:
         """Durable ingestion history and cross-replica ingestion locks."""
         return PostgresOperationLog(self._db.pool, self._db.conn, self._db.acquire_s)
+
+    @property
+    def checkpoints(self) -> PostgresCheckpointStore:
+        """Durable execution checkpoints with cross-replica leases."""
+        return PostgresCheckpointStore(self._db)
 
     # -- index lifecycle ---------------------------------------------------------
 

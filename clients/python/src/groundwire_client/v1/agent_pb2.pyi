@@ -19,6 +19,8 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from groundwire_client.v1 import common_pb2 as _common_pb2
@@ -245,6 +247,20 @@ class _ExecutionEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Ex
     """Terminal: the execution completed (`result`)."""
     EXECUTION_EVENT_TYPE_EXECUTION_FAILED: _ExecutionEventType.ValueType  # 9
     """Terminal: the execution failed (`error_code`)."""
+    EXECUTION_EVENT_TYPE_EXECUTION_RESUMED: _ExecutionEventType.ValueType  # 50
+    """The execution continues from its checkpoint (after EXECUTION_STARTED on
+    ResumeExecutionStream and ExecuteInteractive after results): no retrieval
+    or reranking is repeated.
+    """
+    EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED: _ExecutionEventType.ValueType  # 51
+    """The model called a client-executed tool (`tool_call`, with `arguments`):
+    the caller runs it and sends back its result.
+    """
+    EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION: _ExecutionEventType.ValueType  # 52
+    """Terminal: the execution waits for client tool results (`result` with
+    status EXECUTION_STATUS_REQUIRES_ACTION); submit them with
+    SubmitToolResults.
+    """
 
 class ExecutionEventType(_ExecutionEventType, metaclass=_ExecutionEventTypeEnumTypeWrapper):
     """Kinds of execution events."""
@@ -269,6 +285,20 @@ EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED: ExecutionEventType.ValueType  # 8
 """Terminal: the execution completed (`result`)."""
 EXECUTION_EVENT_TYPE_EXECUTION_FAILED: ExecutionEventType.ValueType  # 9
 """Terminal: the execution failed (`error_code`)."""
+EXECUTION_EVENT_TYPE_EXECUTION_RESUMED: ExecutionEventType.ValueType  # 50
+"""The execution continues from its checkpoint (after EXECUTION_STARTED on
+ResumeExecutionStream and ExecuteInteractive after results): no retrieval
+or reranking is repeated.
+"""
+EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED: ExecutionEventType.ValueType  # 51
+"""The model called a client-executed tool (`tool_call`, with `arguments`):
+the caller runs it and sends back its result.
+"""
+EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION: ExecutionEventType.ValueType  # 52
+"""Terminal: the execution waits for client tool results (`result` with
+status EXECUTION_STATUS_REQUIRES_ACTION); submit them with
+SubmitToolResults.
+"""
 Global___ExecutionEventType: _TypeAlias = ExecutionEventType  # noqa: Y015
 
 class _PromptRole:
@@ -367,6 +397,30 @@ deterministically instead.
 """
 Global___KeywordQuerySource: _TypeAlias = KeywordQuerySource  # noqa: Y015
 
+class _ExecutionStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ExecutionStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ExecutionStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EXECUTION_STATUS_UNSPECIFIED: _ExecutionStatus.ValueType  # 0
+    """Not set (results of servers that predate client tools)."""
+    EXECUTION_STATUS_COMPLETED: _ExecutionStatus.ValueType  # 1
+    """The execution completed: the answer is final."""
+    EXECUTION_STATUS_REQUIRES_ACTION: _ExecutionStatus.ValueType  # 2
+    """The execution waits for client tool results (SubmitToolResults)."""
+
+class ExecutionStatus(_ExecutionStatus, metaclass=_ExecutionStatusEnumTypeWrapper):
+    """Whether an execution finished or waits for the caller."""
+
+EXECUTION_STATUS_UNSPECIFIED: ExecutionStatus.ValueType  # 0
+"""Not set (results of servers that predate client tools)."""
+EXECUTION_STATUS_COMPLETED: ExecutionStatus.ValueType  # 1
+"""The execution completed: the answer is final."""
+EXECUTION_STATUS_REQUIRES_ACTION: ExecutionStatus.ValueType  # 2
+"""The execution waits for client tool results (SubmitToolResults)."""
+Global___ExecutionStatus: _TypeAlias = ExecutionStatus  # noqa: Y015
+
 @_typing.final
 class ConversationTurn(_message.Message):
     """A prior turn of the conversation."""
@@ -404,6 +458,8 @@ class ExecutionInput(_message.Message):
     HISTORY_FIELD_NUMBER: _builtins.int
     TENANT_FIELD_NUMBER: _builtins.int
     FILTER_FIELD_NUMBER: _builtins.int
+    CLIENT_TOOLS_FIELD_NUMBER: _builtins.int
+    CLIENT_TOOL_TIMEOUT_FIELD_NUMBER: _builtins.int
     BYPASS_RAG_FIELD_NUMBER: _builtins.int
     OVERRIDES_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
@@ -442,6 +498,20 @@ class ExecutionInput(_message.Message):
         """
 
     @_builtins.property
+    def client_tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ClientTool]:
+        """Optional. Tools the caller executes (at most 16). Offered to the model next
+        to the agent's own tools, whose names they may not take.
+        """
+
+    @_builtins.property
+    def client_tool_timeout(self) -> _duration_pb2.Duration:
+        """Optional. How long the server waits for the result of one client tool
+        call, in (0 s, the server's maximum] (300 s by default); unset means the
+        maximum. Over ExecuteInteractive a late result becomes the tool error
+        TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+        """
+
+    @_builtins.property
     def overrides(self) -> Global___RagOverrides:
         """Optional. Per-request narrowing of the agent's RAG limits. A request may
         only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
@@ -458,12 +528,14 @@ class ExecutionInput(_message.Message):
         history: _abc.Iterable[Global___ConversationTurn] | None = ...,
         tenant: _builtins.str = ...,
         filter: _common_pb2.MetadataFilter | None = ...,
+        client_tools: _abc.Iterable[Global___ClientTool] | None = ...,
+        client_tool_timeout: _duration_pb2.Duration | None = ...,
         bypass_rag: _builtins.bool = ...,
         overrides: Global___RagOverrides | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter", "overrides", b"overrides"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["client_tool_timeout", b"client_tool_timeout", "filter", b"filter", "overrides", b"overrides"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "bypass_rag", b"bypass_rag", "filter", b"filter", "history", b"history", "message", b"message", "overrides", b"overrides", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "bypass_rag", b"bypass_rag", "client_tool_timeout", b"client_tool_timeout", "client_tools", b"client_tools", "filter", b"filter", "history", b"history", "message", b"message", "overrides", b"overrides", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1334,6 +1406,7 @@ class ToolCallTrace(_message.Message):
     SUCCEEDED_FIELD_NUMBER: _builtins.int
     ERROR_CODE_FIELD_NUMBER: _builtins.int
     DURATION_FIELD_NUMBER: _builtins.int
+    CLIENT_EXECUTED_FIELD_NUMBER: _builtins.int
     step: _builtins.int
     """Output only. One-based tool step."""
     call_id: _builtins.str
@@ -1346,6 +1419,8 @@ class ToolCallTrace(_message.Message):
     """Output only. Stable error code when it failed (TOOL_TIMEOUT,
     TOOL_FAILED, TOOL_INVALID_ARGUMENTS, TOOL_UNKNOWN).
     """
+    client_executed: _builtins.bool
+    """Output only. Whether the caller executed it (a client tool)."""
     @_builtins.property
     def duration(self) -> _duration_pb2.Duration:
         """Output only. Duration."""
@@ -1359,10 +1434,11 @@ class ToolCallTrace(_message.Message):
         succeeded: _builtins.bool = ...,
         error_code: _builtins.str = ...,
         duration: _duration_pb2.Duration | None = ...,
+        client_executed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "duration", b"duration", "error_code", b"error_code", "step", b"step", "succeeded", b"succeeded", "tool_name", b"tool_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "client_executed", b"client_executed", "duration", b"duration", "error_code", b"error_code", "step", b"step", "succeeded", b"succeeded", "tool_name", b"tool_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1386,6 +1462,10 @@ class AgentResult(_message.Message):
     CITATIONS_FIELD_NUMBER: _builtins.int
     TOOL_CALLS_FIELD_NUMBER: _builtins.int
     DURATION_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    REQUIRED_TOOL_CALLS_FIELD_NUMBER: _builtins.int
+    ACTION_DEADLINE_FIELD_NUMBER: _builtins.int
+    RESUMED_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """Output only. Unique execution id."""
     agent_id: _builtins.str
@@ -1396,6 +1476,15 @@ class AgentResult(_message.Message):
     """Output only. Provider of the model actually used (empty when skipped)."""
     model: _builtins.str
     """Output only. Model actually used, as reported by the provider."""
+    status: Global___ExecutionStatus.ValueType
+    """Output only. COMPLETED, or REQUIRES_ACTION while client tool results are
+    awaited (answer then empty, required_tool_calls set).
+    """
+    resumed: _builtins.bool
+    """Output only. Whether this result continued from a checkpoint (resume or
+    submitted tool results) rather than running from the start. duration
+    then covers the continued part only.
+    """
     @_builtins.property
     def usage(self) -> Global___TokenUsage:
         """Output only. Token usage (zero when skipped)."""
@@ -1419,6 +1508,18 @@ class AgentResult(_message.Message):
     def duration(self) -> _duration_pb2.Duration:
         """Output only. Wall time of the execution."""
 
+    @_builtins.property
+    def required_tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___RequiredToolCall]:
+        """Output only. For REQUIRES_ACTION: the client tool calls to answer with
+        SubmitToolResults, in the model's order.
+        """
+
+    @_builtins.property
+    def action_deadline(self) -> _timestamp_pb2.Timestamp:
+        """Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+        results have not been submitted.
+        """
+
     def __init__(
         self,
         *,
@@ -1432,10 +1533,14 @@ class AgentResult(_message.Message):
         citations: _abc.Iterable[Global___Citation] | None = ...,
         tool_calls: _abc.Iterable[Global___ToolCallTrace] | None = ...,
         duration: _duration_pb2.Duration | None = ...,
+        status: Global___ExecutionStatus.ValueType = ...,
+        required_tool_calls: _abc.Iterable[Global___RequiredToolCall] | None = ...,
+        action_deadline: _timestamp_pb2.Timestamp | None = ...,
+        resumed: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "rag", b"rag", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action_deadline", b"action_deadline", "duration", b"duration", "rag", b"rag", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "answer", b"answer", "citations", b"citations", "duration", b"duration", "execution_id", b"execution_id", "model", b"model", "model_provider", b"model_provider", "rag", b"rag", "tool_calls", b"tool_calls", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_deadline", b"action_deadline", "agent_id", b"agent_id", "answer", b"answer", "citations", b"citations", "duration", b"duration", "execution_id", b"execution_id", "model", b"model", "model_provider", b"model_provider", "rag", b"rag", "required_tool_calls", b"required_tool_calls", "resumed", b"resumed", "status", b"status", "tool_calls", b"tool_calls", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1498,7 +1603,9 @@ Global___RagSearchEvent: _TypeAlias = RagSearchEvent  # noqa: Y015
 
 @_typing.final
 class ToolCallEvent(_message.Message):
-    """Tool call details (content-free: no arguments or results)."""
+    """Tool call details (content-free: no arguments or results, except the
+    arguments of a client tool call the caller has to run).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1508,6 +1615,8 @@ class ToolCallEvent(_message.Message):
     SUCCEEDED_FIELD_NUMBER: _builtins.int
     ERROR_CODE_FIELD_NUMBER: _builtins.int
     DURATION_FIELD_NUMBER: _builtins.int
+    ARGUMENTS_FIELD_NUMBER: _builtins.int
+    CLIENT_EXECUTED_FIELD_NUMBER: _builtins.int
     step: _builtins.int
     """Output only. One-based tool step."""
     call_id: _builtins.str
@@ -1518,6 +1627,13 @@ class ToolCallEvent(_message.Message):
     """Output only. Completed only: whether it succeeded."""
     error_code: _builtins.str
     """Output only. Completed only: stable error code."""
+    arguments: _builtins.str
+    """Output only. TOOL_CALL_REQUESTED only: the model's arguments for the
+    caller's tool, a JSON object valid against its declared schema (the only
+    model output an event carries besides text deltas).
+    """
+    client_executed: _builtins.bool
+    """Output only. Whether the tool is a client tool the caller executes."""
     @_builtins.property
     def duration(self) -> _duration_pb2.Duration:
         """Output only. Completed only: duration."""
@@ -1531,10 +1647,12 @@ class ToolCallEvent(_message.Message):
         succeeded: _builtins.bool = ...,
         error_code: _builtins.str = ...,
         duration: _duration_pb2.Duration | None = ...,
+        arguments: _builtins.str = ...,
+        client_executed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "duration", b"duration", "error_code", b"error_code", "step", b"step", "succeeded", b"succeeded", "tool_name", b"tool_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments", b"arguments", "call_id", b"call_id", "client_executed", b"client_executed", "duration", b"duration", "error_code", b"error_code", "step", b"step", "succeeded", b"succeeded", "tool_name", b"tool_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1579,7 +1697,9 @@ class ExecuteStreamResponse(_message.Message):
 
     @_builtins.property
     def result(self) -> Global___AgentResult:
-        """Output only. For EXECUTION_COMPLETED: the result (same as Execute's)."""
+        """Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+        result (same as Execute's).
+        """
 
     def __init__(
         self,
@@ -1821,3 +1941,350 @@ class GetAgentResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetAgentResponse: _TypeAlias = GetAgentResponse  # noqa: Y015
+
+@_typing.final
+class ClientTool(_message.Message):
+    """A tool the caller declares and executes itself."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    PARAMETERS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Required. 1 to 64 characters of [A-Za-z0-9_-]; unique within the request;
+    not the name of one of the agent's tools (search_documents included).
+    """
+    description: _builtins.str
+    """Required. What the tool does, for the model (1 to 1,024 characters)."""
+    @_builtins.property
+    def parameters(self) -> _struct_pb2.Struct:
+        """Required. JSON Schema (draft 2020-12) of the tool's input: an object
+        schema ("type": "object"), at most 8 KiB as JSON, without the regular
+        expression keywords pattern and patternProperties. The model's arguments
+        are validated against it before the caller is asked; invalid arguments go
+        back to the model as TOOL_INVALID_ARGUMENTS.
+        """
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        parameters: _struct_pb2.Struct | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["parameters", b"parameters"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "name", b"name", "parameters", b"parameters"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClientTool: _TypeAlias = ClientTool  # noqa: Y015
+
+@_typing.final
+class RequiredToolCall(_message.Message):
+    """A client tool call the execution waits for."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    TOOL_NAME_FIELD_NUMBER: _builtins.int
+    ARGUMENTS_FIELD_NUMBER: _builtins.int
+    call_id: _builtins.str
+    """Output only. The call id to answer (unique within the execution)."""
+    tool_name: _builtins.str
+    """Output only. The client tool's name."""
+    arguments: _builtins.str
+    """Output only. The model's arguments, a JSON object valid against the
+    tool's declared parameters.
+    """
+    def __init__(
+        self,
+        *,
+        call_id: _builtins.str = ...,
+        tool_name: _builtins.str = ...,
+        arguments: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments", b"arguments", "call_id", b"call_id", "tool_name", b"tool_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RequiredToolCall: _TypeAlias = RequiredToolCall  # noqa: Y015
+
+@_typing.final
+class ToolResult(_message.Message):
+    """The caller's result of one client tool call."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    OUTPUT_FIELD_NUMBER: _builtins.int
+    IS_ERROR_FIELD_NUMBER: _builtins.int
+    call_id: _builtins.str
+    """Required. The call id of the TOOL_CALL_REQUESTED event / RequiredToolCall."""
+    output: _builtins.str
+    """Optional. The tool's output as text (at most the server's maximum, 16,384
+    characters by default). Untrusted data: the model receives it escaped like
+    any tool output, as data, never as instructions; it cannot change the
+    agent's instructions, tenant or filters.
+    """
+    is_error: _builtins.bool
+    """Optional. The tool failed: the model receives the tool error TOOL_FAILED
+    instead of `output`.
+    """
+    def __init__(
+        self,
+        *,
+        call_id: _builtins.str = ...,
+        output: _builtins.str = ...,
+        is_error: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "is_error", b"is_error", "output", b"output"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolResult: _TypeAlias = ToolResult  # noqa: Y015
+
+@_typing.final
+class ResumeExecutionRequest(_message.Message):
+    """Request for ResumeExecution."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    execution_id: _builtins.str
+    """Required. The execution id (AgentResult.execution_id or any event's)."""
+    tenant: _builtins.str
+    """Optional. The tenant the execution ran as ("" = untenanted). With API keys
+    enabled the key's tenant applies, like ExecutionInput.tenant.
+    """
+    def __init__(
+        self,
+        *,
+        execution_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_id", b"execution_id", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeExecutionRequest: _TypeAlias = ResumeExecutionRequest  # noqa: Y015
+
+@_typing.final
+class ResumeExecutionResponse(_message.Message):
+    """Response for ResumeExecution."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def result(self) -> Global___AgentResult:
+        """Output only. The result (recorded, continued, or REQUIRES_ACTION)."""
+
+    def __init__(
+        self,
+        *,
+        result: Global___AgentResult | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeExecutionResponse: _TypeAlias = ResumeExecutionResponse  # noqa: Y015
+
+@_typing.final
+class ResumeExecutionStreamRequest(_message.Message):
+    """Request for ResumeExecutionStream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    execution_id: _builtins.str
+    """Required. The execution id."""
+    tenant: _builtins.str
+    """Optional. The tenant, as in ResumeExecutionRequest."""
+    def __init__(
+        self,
+        *,
+        execution_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_id", b"execution_id", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeExecutionStreamRequest: _TypeAlias = ResumeExecutionStreamRequest  # noqa: Y015
+
+@_typing.final
+class ResumeExecutionStreamResponse(_message.Message):
+    """One event of a resumed execution."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def event(self) -> Global___ExecuteStreamResponse:
+        """Output only. The event (sequence restarts at 0 on every call)."""
+
+    def __init__(
+        self,
+        *,
+        event: Global___ExecuteStreamResponse | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeExecutionStreamResponse: _TypeAlias = ResumeExecutionStreamResponse  # noqa: Y015
+
+@_typing.final
+class SubmitToolResultsRequest(_message.Message):
+    """Request for SubmitToolResults."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    RESULTS_FIELD_NUMBER: _builtins.int
+    execution_id: _builtins.str
+    """Required. The execution id of a REQUIRES_ACTION result."""
+    tenant: _builtins.str
+    """Optional. The tenant, as in ResumeExecutionRequest."""
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolResult]:
+        """Required. One result per required tool call (at most 64)."""
+
+    def __init__(
+        self,
+        *,
+        execution_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        results: _abc.Iterable[Global___ToolResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_id", b"execution_id", "results", b"results", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SubmitToolResultsRequest: _TypeAlias = SubmitToolResultsRequest  # noqa: Y015
+
+@_typing.final
+class SubmitToolResultsResponse(_message.Message):
+    """Response for SubmitToolResults."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def result(self) -> Global___AgentResult:
+        """Output only. The continued execution's result."""
+
+    def __init__(
+        self,
+        *,
+        result: Global___AgentResult | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SubmitToolResultsResponse: _TypeAlias = SubmitToolResultsResponse  # noqa: Y015
+
+@_typing.final
+class ClientToolResults(_message.Message):
+    """Results of client tool calls sent on an ExecuteInteractive stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolResult]:
+        """Required. Results of requested calls (at most 64), in any order; each
+        call is answered once.
+        """
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___ToolResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClientToolResults: _TypeAlias = ClientToolResults  # noqa: Y015
+
+@_typing.final
+class ExecuteInteractiveRequest(_message.Message):
+    """Request for ExecuteInteractive: first the input, then tool results."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INPUT_FIELD_NUMBER: _builtins.int
+    TOOL_RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def input(self) -> Global___ExecutionInput:
+        """The execution input (first message only)."""
+
+    @_builtins.property
+    def tool_results(self) -> Global___ClientToolResults:
+        """Results of requested client tool calls (later messages)."""
+
+    def __init__(
+        self,
+        *,
+        input: Global___ExecutionInput | None = ...,
+        tool_results: Global___ClientToolResults | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["input", b"input", "kind", b"kind", "tool_results", b"tool_results"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input", b"input", "kind", b"kind", "tool_results", b"tool_results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["input", "tool_results"]  # noqa: Y015
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
+
+Global___ExecuteInteractiveRequest: _TypeAlias = ExecuteInteractiveRequest  # noqa: Y015
+
+@_typing.final
+class ExecuteInteractiveResponse(_message.Message):
+    """One event of an ExecuteInteractive stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def event(self) -> Global___ExecuteStreamResponse:
+        """Output only. The event."""
+
+    def __init__(
+        self,
+        *,
+        event: Global___ExecuteStreamResponse | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExecuteInteractiveResponse: _TypeAlias = ExecuteInteractiveResponse  # noqa: Y015

@@ -165,6 +165,44 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
     Executions report TOO_MANY_EXECUTIONS instead.
     """
+    ERROR_REASON_EXECUTION_NOT_FOUND: _ErrorReason.ValueType  # 220
+    """NOT_FOUND: no checkpointed execution has this id for the caller's tenant
+    (unknown, expired, or another tenant's: indistinguishable by design).
+    """
+    ERROR_REASON_EXECUTION_IN_PROGRESS: _ErrorReason.ValueType  # 221
+    """ABORTED: the execution is running now, here or on another replica (it
+    holds the execution's lease); retry after the RetryInfo delay.
+    """
+    ERROR_REASON_EXECUTION_AGENT_CHANGED: _ErrorReason.ValueType  # 222
+    """FAILED_PRECONDITION: the agent's definition changed since the execution's
+    checkpoint; it cannot be continued under another policy.
+    """
+    ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS: _ErrorReason.ValueType  # 223
+    """FAILED_PRECONDITION: the execution does not wait for client tool results
+    (it completed, or runs).
+    """
+    ERROR_REASON_TOOL_RESULTS_EXPIRED: _ErrorReason.ValueType  # 224
+    """FAILED_PRECONDITION: the client tool results were not submitted before the
+    action deadline; the execution was abandoned.
+    """
+    ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL: _ErrorReason.ValueType  # 225
+    """INVALID_ARGUMENT: a tool result names a call id the execution did not
+    request.
+    """
+    ERROR_REASON_TOOL_RESULT_DUPLICATE: _ErrorReason.ValueType  # 226
+    """INVALID_ARGUMENT (twice in one request) or ALREADY_EXISTS (submitted
+    before): a tool call was answered more than once.
+    """
+    ERROR_REASON_TOOL_RESULTS_INCOMPLETE: _ErrorReason.ValueType  # 227
+    """INVALID_ARGUMENT: some required tool calls have no result."""
+    ERROR_REASON_CLIENT_TOOL_INVALID: _ErrorReason.ValueType  # 228
+    """INVALID_ARGUMENT: a declared client tool is invalid (name, description,
+    schema) or takes the name of one of the agent's tools.
+    """
+    ERROR_REASON_EXECUTION_LEASE_LOST: _ErrorReason.ValueType  # 229
+    """ABORTED: this replica lost the execution's lease (it could not renew it in
+    time) and stopped; resume it.
+    """
     ERROR_REASON_RAG_BYPASS_NOT_ALLOWED: _ErrorReason.ValueType  # 240
     """FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy
     does not permit an answer without context (REQUIRED, or a no-context
@@ -348,6 +386,44 @@ ERROR_REASON_TENANT_CONCURRENCY_LIMITED: ErrorReason.ValueType  # 216
 concurrent calls of this RPC family ([limits.<family>]
 max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
 Executions report TOO_MANY_EXECUTIONS instead.
+"""
+ERROR_REASON_EXECUTION_NOT_FOUND: ErrorReason.ValueType  # 220
+"""NOT_FOUND: no checkpointed execution has this id for the caller's tenant
+(unknown, expired, or another tenant's: indistinguishable by design).
+"""
+ERROR_REASON_EXECUTION_IN_PROGRESS: ErrorReason.ValueType  # 221
+"""ABORTED: the execution is running now, here or on another replica (it
+holds the execution's lease); retry after the RetryInfo delay.
+"""
+ERROR_REASON_EXECUTION_AGENT_CHANGED: ErrorReason.ValueType  # 222
+"""FAILED_PRECONDITION: the agent's definition changed since the execution's
+checkpoint; it cannot be continued under another policy.
+"""
+ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS: ErrorReason.ValueType  # 223
+"""FAILED_PRECONDITION: the execution does not wait for client tool results
+(it completed, or runs).
+"""
+ERROR_REASON_TOOL_RESULTS_EXPIRED: ErrorReason.ValueType  # 224
+"""FAILED_PRECONDITION: the client tool results were not submitted before the
+action deadline; the execution was abandoned.
+"""
+ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL: ErrorReason.ValueType  # 225
+"""INVALID_ARGUMENT: a tool result names a call id the execution did not
+request.
+"""
+ERROR_REASON_TOOL_RESULT_DUPLICATE: ErrorReason.ValueType  # 226
+"""INVALID_ARGUMENT (twice in one request) or ALREADY_EXISTS (submitted
+before): a tool call was answered more than once.
+"""
+ERROR_REASON_TOOL_RESULTS_INCOMPLETE: ErrorReason.ValueType  # 227
+"""INVALID_ARGUMENT: some required tool calls have no result."""
+ERROR_REASON_CLIENT_TOOL_INVALID: ErrorReason.ValueType  # 228
+"""INVALID_ARGUMENT: a declared client tool is invalid (name, description,
+schema) or takes the name of one of the agent's tools.
+"""
+ERROR_REASON_EXECUTION_LEASE_LOST: ErrorReason.ValueType  # 229
+"""ABORTED: this replica lost the execution's lease (it could not renew it in
+time) and stopped; resume it.
 """
 ERROR_REASON_RAG_BYPASS_NOT_ALLOWED: ErrorReason.ValueType  # 240
 """FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy

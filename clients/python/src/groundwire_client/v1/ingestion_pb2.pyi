@@ -392,7 +392,7 @@ class IndexDescription(_message.Message):
     @_builtins.property
     def source_kinds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Output only. Kinds of the configured sources ("directory", "files",
-        "inline"), without their paths.
+        "inline", "url"), without their paths or URLs.
         """
 
     def __init__(
@@ -429,7 +429,12 @@ class DocumentFailure(_message.Message):
     """Output only. The document's id."""
     reason: _builtins.str
     """Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-    BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+    BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID, and for
+    `url` sources URL_REFUSED (the URL policy refused the URL, an address it
+    resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
+    an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
+    (TOO_LARGE: the body exceeded the bound; UNSUPPORTED_FORMAT: a media type
+    or content encoding no loader reads).
     """
     def __init__(
         self,

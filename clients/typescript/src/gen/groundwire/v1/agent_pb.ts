@@ -17,21 +17,21 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Duration } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { CharSpan, MetadataFilter, Score } from "./common_pb.js";
 import { file_groundwire_v1_common } from "./common_pb.js";
 import type { RerankingMetadata, RerankOutcome } from "./reranker_pb.js";
 import { file_groundwire_v1_reranker } from "./reranker_pb.js";
 import type { RetrievalMode } from "./retriever_pb.js";
 import { file_groundwire_v1_retriever } from "./retriever_pb.js";
-import type { Message } from "@bufbuild/protobuf";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file groundwire/v1/agent.proto.
  */
 export const file_groundwire_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("Chlncm91bmR3aXJlL3YxL2FnZW50LnByb3RvEg1ncm91bmR3aXJlLnYxIkoKEENvbnZlcnNhdGlvblR1cm4SJQoEcm9sZRgBIAEoDjIXLmdyb3VuZHdpcmUudjEuVHVyblJvbGUSDwoHY29udGVudBgCIAEoCSLoAQoORXhlY3V0aW9uSW5wdXQSEAoIYWdlbnRfaWQYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIwCgdoaXN0b3J5GAMgAygLMh8uZ3JvdW5kd2lyZS52MS5Db252ZXJzYXRpb25UdXJuEg4KBnRlbmFudBgEIAEoCRItCgZmaWx0ZXIYBSABKAsyHS5ncm91bmR3aXJlLnYxLk1ldGFkYXRhRmlsdGVyEhIKCmJ5cGFzc19yYWcYRiABKAgSLgoJb3ZlcnJpZGVzGEcgASgLMhsuZ3JvdW5kd2lyZS52MS5SYWdPdmVycmlkZXMibgoMUmFnT3ZlcnJpZGVzEh4KEW1pbmltdW1fcmVsZXZhbmNlGAEgASgBSACIAQESGAoLZmluYWxfdG9wX2sYAiABKA1IAYgBAUIUChJfbWluaW11bV9yZWxldmFuY2VCDgoMX2ZpbmFsX3RvcF9rIkcKF1ByZXBhcmVFeGVjdXRpb25SZXF1ZXN0EiwKBWlucHV0GAEgASgLMh0uZ3JvdW5kd2lyZS52MS5FeGVjdXRpb25JbnB1dCJOChhQcmVwYXJlRXhlY3V0aW9uUmVzcG9uc2USMgoIcHJlcGFyZWQYASABKAsyIC5ncm91bmR3aXJlLnYxLlByZXBhcmVkRXhlY3V0aW9uIksKD1ByZXBhcmVkTWVzc2FnZRInCgRyb2xlGAEgASgOMhkuZ3JvdW5kd2lyZS52MS5Qcm9tcHRSb2xlEg8KB2NvbnRlbnQYAiABKAkiSgoMUHJlcGFyZWRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFwoPcGFyYW1ldGVyc19qc29uGAMgASgJIr0BChFQcmVwYXJlZFJlZmVyZW5jZRIVCg1zb3VyY2VfbnVtYmVyGAEgASgNEhMKC2RvY3VtZW50X2lkGAIgASgJEhAKCGNodW5rX2lkGAMgASgJEiMKBXNjb3JlGAQgASgLMhQuZ3JvdW5kd2lyZS52MS5TY29yZRIlCgRzcGFuGAUgASgLMhcuZ3JvdW5kd2lyZS52MS5DaGFyU3BhbhINCgV0aXRsZRgGIAEoCRIPCgdzZWN0aW9uGAcgASgJIuECChFQcmVwYXJlZEV4ZWN1dGlvbhIQCghhZ2VudF9pZBgBIAEoCRItCgZhY3Rpb24YAiABKA4yHS5ncm91bmR3aXJlLnYxLlByZXBhcmVkQWN0aW9uEjAKCG1lc3NhZ2VzGAMgAygLMh4uZ3JvdW5kd2lyZS52MS5QcmVwYXJlZE1lc3NhZ2USKgoFdG9vbHMYBCADKAsyGy5ncm91bmR3aXJlLnYxLlByZXBhcmVkVG9vbBI0CgpyZWZlcmVuY2VzGAUgAygLMiAuZ3JvdW5kd2lyZS52MS5QcmVwYXJlZFJlZmVyZW5jZRIYChBmcmFtZXdvcmtfYW5zd2VyGAYgASgJEjAKA3JhZxgHIAEoCzIjLmdyb3VuZHdpcmUudjEuUmFnRXhlY3V0aW9uTWV0YWRhdGESKwoIZHVyYXRpb24YCCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iPgoORXhlY3V0ZVJlcXVlc3QSLAoFaW5wdXQYASABKAsyHS5ncm91bmR3aXJlLnYxLkV4ZWN1dGlvbklucHV0IkQKFEV4ZWN1dGVTdHJlYW1SZXF1ZXN0EiwKBWlucHV0GAEgASgLMh0uZ3JvdW5kd2lyZS52MS5FeGVjdXRpb25JbnB1dCI9Cg9FeGVjdXRlUmVzcG9uc2USKgoGcmVzdWx0GAEgASgLMhouZ3JvdW5kd2lyZS52MS5BZ2VudFJlc3VsdCLCAQoHUmFnSXRlbRITCgtkb2N1bWVudF9pZBgBIAEoCRIQCghjaHVua19pZBgCIAEoCRIWCg5yZXRyaWV2YWxfcmFuaxgDIAEoDRIjCgVzY29yZRgEIAEoCzIULmdyb3VuZHdpcmUudjEuU2NvcmUSLAoGcmVhc29uGAUgASgOMhwuZ3JvdW5kd2lyZS52MS5SYWdJdGVtUmVhc29uEiUKBHNwYW4YBiABKAsyFy5ncm91bmR3aXJlLnYxLkNoYXJTcGFuIt4BCg1Db250ZXh0QnVkZ2V0Eh4KFm1heGltdW1fY29udGV4dF90b2tlbnMYASABKA0SHgoWcmVzcG9uc2VfdG9rZW5fcmVzZXJ2ZRgCIAEoDRIaChJpbnN0cnVjdGlvbl90b2tlbnMYAyABKA0SFgoOaGlzdG9yeV90b2tlbnMYBCABKA0SFAoMcXVlcnlfdG9rZW5zGAUgASgNEhQKDG90aGVyX3Rva2VucxgGIAEoDRIYChBhdmFpbGFibGVfdG9rZW5zGAcgASgFEhMKC3VzZWRfdG9rZW5zGAggASgNIrgBChJBZ2VudGljU2VhcmNoVHJhY2USDAoEc3RlcBgBIAEoDRIPCgdjYWxsX2lkGAIgASgJEhcKD2NhbmRpZGF0ZV9jb3VudBgDIAEoDRIWCg5hY2NlcHRlZF9jb3VudBgEIAEoDRIRCglzdWNjZWVkZWQYBSABKAgSEgoKZXJyb3JfY29kZRgGIAEoCRIrCghkdXJhdGlvbhgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKpCQoUUmFnRXhlY3V0aW9uTWV0YWRhdGESDwoHZW5hYmxlZBgBIAEoCBISCgppbmRleF9uYW1lGAIgASgJEhUKDWluZGV4X3ZlcnNpb24YAyABKAQSNAoOcmV0cmlldmFsX21vZGUYBCABKA4yHC5ncm91bmR3aXJlLnYxLlJldHJpZXZhbE1vZGUSMgoMYXBwbGllZF9tb2RlGAUgASgOMhwuZ3JvdW5kd2lyZS52MS5FeGVjdXRpb25Nb2RlEkUKG2FwcGxpZWRfbm9fY29udGV4dF9iZWhhdmlvchgGIAEoDjIgLmdyb3VuZHdpcmUudjEuTm9Db250ZXh0QmVoYXZpb3ISGAoQY29udGV4dF9hY2NlcHRlZBgHIAEoCBI5ChFub19jb250ZXh0X3JlYXNvbhgIIAEoDjIeLmdyb3VuZHdpcmUudjEuTm9Db250ZXh0UmVhc29uEhUKDW1vZGVsX3NraXBwZWQYCSABKAgSGgoSYW5zd2VyX2NvbnN0cmFpbmVkGAogASgIEioKCmNhbmRpZGF0ZXMYCyADKAsyFi5ncm91bmR3aXJlLnYxLlJhZ0l0ZW0SKAoIYWNjZXB0ZWQYDCADKAsyFi5ncm91bmR3aXJlLnYxLlJhZ0l0ZW0SKAoIcmVqZWN0ZWQYDSADKAsyFi5ncm91bmR3aXJlLnYxLlJhZ0l0ZW0SMAoQY29udGV4dF9leGNsdWRlZBgOIAMoCzIWLmdyb3VuZHdpcmUudjEuUmFnSXRlbRInCgdjb250ZXh0GA8gAygLMhYuZ3JvdW5kd2lyZS52MS5SYWdJdGVtEhcKD2NhbmRpZGF0ZV9jb3VudBgQIAEoDRIWCg5hY2NlcHRlZF9jb3VudBgRIAEoDRIWCg5yZWplY3RlZF9jb3VudBgSIAEoDRIeChZjb250ZXh0X2V4Y2x1ZGVkX2NvdW50GBMgASgNEjMKCXJlcmFua2luZxgUIAEoCzIgLmdyb3VuZHdpcmUudjEuUmVyYW5raW5nTWV0YWRhdGESNAoOY29udGV4dF9idWRnZXQYFSABKAsyHC5ncm91bmR3aXJlLnYxLkNvbnRleHRCdWRnZXQSHAoPcmV3cml0dGVuX3F1ZXJ5GBYgASgJSACIAQESMwoIc2VhcmNoZXMYFyADKAsyIS5ncm91bmR3aXJlLnYxLkFnZW50aWNTZWFyY2hUcmFjZRIUCgxyYWdfYnlwYXNzZWQYRiABKAgSNwoOYXBwbGllZF9saW1pdHMYRyABKAsyHy5ncm91bmR3aXJlLnYxLlJhZ0FwcGxpZWRMaW1pdHMSGgoNa2V5d29yZF9xdWVyeRhIIAEoCUgBiAEBEj8KFGtleXdvcmRfcXVlcnlfc291cmNlGEkgASgOMiEuZ3JvdW5kd2lyZS52MS5LZXl3b3JkUXVlcnlTb3VyY2USJAoca2V5d29yZF9yZXdyaXRlX2ZhaWx1cmVfY29kZRhKIAEoCRIiChpxdWVyeV9yZXdyaXRlX2ZhaWx1cmVfY29kZRhLIAEoCUISChBfcmV3cml0dGVuX3F1ZXJ5QhAKDl9rZXl3b3JkX3F1ZXJ5ItUBChBSYWdBcHBsaWVkTGltaXRzEhcKD2NhbmRpZGF0ZV9jb3VudBgBIAEoDRIeChFtaW5pbXVtX3JlbGV2YW5jZRgCIAEoAUgAiAEBEhMKC2ZpbmFsX3RvcF9rGAMgASgNEiQKHG1pbmltdW1fcmVsZXZhbmNlX292ZXJyaWRkZW4YBCABKAgSHgoWZmluYWxfdG9wX2tfb3ZlcnJpZGRlbhgFIAEoCBIXCg9maWx0ZXJfbmFycm93ZWQYBiABKAhCFAoSX21pbmltdW1fcmVsZXZhbmNlIlQKClRva2VuVXNhZ2USFQoNcHJvbXB0X3Rva2VucxgBIAEoDRIZChFjb21wbGV0aW9uX3Rva2VucxgCIAEoDRIUCgx0b3RhbF90b2tlbnMYAyABKA0iSAoIQ2l0YXRpb24SFQoNc291cmNlX251bWJlchgBIAEoDRITCgtkb2N1bWVudF9pZBgCIAEoCRIQCghjaHVua19pZBgDIAEoCSKVAQoNVG9vbENhbGxUcmFjZRIMCgRzdGVwGAEgASgNEg8KB2NhbGxfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEhEKCXN1Y2NlZWRlZBgEIAEoCBISCgplcnJvcl9jb2RlGAUgASgJEisKCGR1cmF0aW9uGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uItMCCgtBZ2VudFJlc3VsdBIUCgxleGVjdXRpb25faWQYASABKAkSEAoIYWdlbnRfaWQYAiABKAkSDgoGYW5zd2VyGAMgASgJEhYKDm1vZGVsX3Byb3ZpZGVyGAQgASgJEg0KBW1vZGVsGAUgASgJEigKBXVzYWdlGAYgASgLMhkuZ3JvdW5kd2lyZS52MS5Ub2tlblVzYWdlEjAKA3JhZxgHIAEoCzIjLmdyb3VuZHdpcmUudjEuUmFnRXhlY3V0aW9uTWV0YWRhdGESKgoJY2l0YXRpb25zGAggAygLMhcuZ3JvdW5kd2lyZS52MS5DaXRhdGlvbhIwCgp0b29sX2NhbGxzGAkgAygLMhwuZ3JvdW5kd2lyZS52MS5Ub29sQ2FsbFRyYWNlEisKCGR1cmF0aW9uGAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIpwCCg5SYWdTZWFyY2hFdmVudBISCgppbmRleF9uYW1lGAEgASgJEjQKDnJldHJpZXZhbF9tb2RlGAIgASgOMhwuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxNb2RlEhgKEGNhbmRpZGF0ZV9idWRnZXQYAyABKA0SFwoPY2FuZGlkYXRlX2NvdW50GAQgASgNEhYKDmFjY2VwdGVkX2NvdW50GAUgASgNEjcKEXJlcmFua2luZ19vdXRjb21lGAYgASgOMhwuZ3JvdW5kd2lyZS52MS5SZXJhbmtPdXRjb21lEisKCGR1cmF0aW9uGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg8KB2FnZW50aWMYCCABKAgilQEKDVRvb2xDYWxsRXZlbnQSDAoEc3RlcBgBIAEoDRIPCgdjYWxsX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIRCglzdWNjZWVkZWQYBCABKAgSEgoKZXJyb3JfY29kZRgFIAEoCRIrCghkdXJhdGlvbhgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiK/AgoVRXhlY3V0ZVN0cmVhbVJlc3BvbnNlEi8KBHR5cGUYASABKA4yIS5ncm91bmR3aXJlLnYxLkV4ZWN1dGlvbkV2ZW50VHlwZRIQCghzZXF1ZW5jZRgCIAEoDRIUCgxleGVjdXRpb25faWQYAyABKAkSMQoKcmFnX3NlYXJjaBgEIAEoCzIdLmdyb3VuZHdpcmUudjEuUmFnU2VhcmNoRXZlbnQSLwoJdG9vbF9jYWxsGAUgASgLMhwuZ3JvdW5kd2lyZS52MS5Ub29sQ2FsbEV2ZW50EhIKCnRleHRfZGVsdGEYBiABKAkSKgoGcmVzdWx0GAcgASgLMhouZ3JvdW5kd2lyZS52MS5BZ2VudFJlc3VsdBISCgplcnJvcl9jb2RlGAggASgJEhUKDWVycm9yX21lc3NhZ2UYCSABKAki8AIKE0FnZW50UmFnRGVzY3JpcHRpb24SEgoKaW5kZXhfbmFtZRgBIAEoCRI0Cg5yZXRyaWV2YWxfbW9kZRgCIAEoDjIcLmdyb3VuZHdpcmUudjEuUmV0cmlldmFsTW9kZRIqCgRtb2RlGAMgASgOMhwuZ3JvdW5kd2lyZS52MS5FeGVjdXRpb25Nb2RlEj0KE25vX2NvbnRleHRfYmVoYXZpb3IYBCABKA4yIC5ncm91bmR3aXJlLnYxLk5vQ29udGV4dEJlaGF2aW9yEhkKEXJlcmFua2luZ19lbmFibGVkGAUgASgIEg8KB2FnZW50aWMYBiABKAgSFgoOYnlwYXNzX2FsbG93ZWQYRiABKAgSHgoRbWluaW11bV9yZWxldmFuY2UYRyABKAFIAIgBARITCgtmaW5hbF90b3BfaxhIIAEoDRIVCg1rZXl3b3JkX3F1ZXJ5GEkgASgIQhQKEl9taW5pbXVtX3JlbGV2YW5jZSK8AQoQQWdlbnREZXNjcmlwdGlvbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEg0KBW1vZGVsGAQgASgJEg0KBXRvb2xzGAUgAygJEi8KA3JhZxgGIAEoCzIiLmdyb3VuZHdpcmUudjEuQWdlbnRSYWdEZXNjcmlwdGlvbhIZCgxpbnN0cnVjdGlvbnMYByABKAlIAIgBAUIPCg1faW5zdHJ1Y3Rpb25zIjoKEUxpc3RBZ2VudHNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIl4KEkxpc3RBZ2VudHNSZXNwb25zZRIvCgZhZ2VudHMYASADKAsyHy5ncm91bmR3aXJlLnYxLkFnZW50RGVzY3JpcHRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiMKD0dldEFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSJCChBHZXRBZ2VudFJlc3BvbnNlEi4KBWFnZW50GAEgASgLMh8uZ3JvdW5kd2lyZS52MS5BZ2VudERlc2NyaXB0aW9uKoIBCg1FeGVjdXRpb25Nb2RlEh4KGkVYRUNVVElPTl9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTRVhFQ1VUSU9OX01PREVfT1BFThABEhsKF0VYRUNVVElPTl9NT0RFX0dST1VOREVEEAISGwoXRVhFQ1VUSU9OX01PREVfUkVRVUlSRUQQAyqpAQoRTm9Db250ZXh0QmVoYXZpb3ISIwofTk9fQ09OVEVYVF9CRUhBVklPUl9VTlNQRUNJRklFRBAAEicKI05PX0NPTlRFWFRfQkVIQVZJT1JfQU5TV0VSX05PUk1BTExZEAESKAokTk9fQ09OVEVYVF9CRUhBVklPUl9SRVRVUk5fTk9UX0ZPVU5EEAISHAoYTk9fQ09OVEVYVF9CRUhBVklPUl9GQUlMEAMqiAIKD05vQ29udGV4dFJlYXNvbhIhCh1OT19DT05URVhUX1JFQVNPTl9VTlNQRUNJRklFRBAAEiAKHE5PX0NPTlRFWFRfUkVBU09OX05PX1JFU1VMVFMQARIvCitOT19DT05URVhUX1JFQVNPTl9CRUxPV19SRUxFVkFOQ0VfVEhSRVNIT0xEEAISKQolTk9fQ09OVEVYVF9SRUFTT05fQ0FORElEQVRFU19SRUpFQ1RFRBADEiQKIE5PX0NPTlRFWFRfUkVBU09OX05PVF9BTlNXRVJBQkxFEAQSLgoqTk9fQ09OVEVYVF9SRUFTT05fQ09OVEVYVF9CVURHRVRfRVhIQVVTVEVEEAUq9QIKDVJhZ0l0ZW1SZWFzb24SHwobUkFHX0lURU1fUkVBU09OX1VOU1BFQ0lGSUVEEAASIQodUkFHX0lURU1fUkVBU09OX0lOVkFMSURfU0NPUkUQARIlCiFSQUdfSVRFTV9SRUFTT05fRFVQTElDQVRFX0NPTlRFTlQQAhIrCidSQUdfSVRFTV9SRUFTT05fQkVMT1dfTUlOSU1VTV9SRUxFVkFOQ0UQAxIpCiVSQUdfSVRFTV9SRUFTT05fUkVTVUxUX0xJTUlUX0VYQ0VFREVEEAQSKQolUkFHX0lURU1fUkVBU09OX1RPS0VOX0JVREdFVF9FWENFRURFRBAFEicKI1JBR19JVEVNX1JFQVNPTl9PVkVSTEFQUElOR19DT05URU5UEAYSKQolUkFHX0lURU1fUkVBU09OX1NPVVJDRV9MSU1JVF9FWENFRURFRBAHEiIKHlJBR19JVEVNX1JFQVNPTl9OT1RfQU5TV0VSQUJMRRAIKlIKCFR1cm5Sb2xlEhkKFVRVUk5fUk9MRV9VTlNQRUNJRklFRBAAEhIKDlRVUk5fUk9MRV9VU0VSEAESFwoTVFVSTl9ST0xFX0FTU0lTVEFOVBACKsYDChJFeGVjdXRpb25FdmVudFR5cGUSJAogRVhFQ1VUSU9OX0VWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIqCiZFWEVDVVRJT05fRVZFTlRfVFlQRV9FWEVDVVRJT05fU1RBUlRFRBABEisKJ0VYRUNVVElPTl9FVkVOVF9UWVBFX1JBR19TRUFSQ0hfU1RBUlRFRBACEi0KKUVYRUNVVElPTl9FVkVOVF9UWVBFX1JBR19TRUFSQ0hfQ09NUExFVEVEEAMSKgomRVhFQ1VUSU9OX0VWRU5UX1RZUEVfUkFHX1NFQVJDSF9GQUlMRUQQBBIqCiZFWEVDVVRJT05fRVZFTlRfVFlQRV9UT09MX0NBTExfU1RBUlRFRBAFEiwKKEVYRUNVVElPTl9FVkVOVF9UWVBFX1RPT0xfQ0FMTF9DT01QTEVURUQQBhIjCh9FWEVDVVRJT05fRVZFTlRfVFlQRV9URVhUX0RFTFRBEAcSLAooRVhFQ1VUSU9OX0VWRU5UX1RZUEVfRVhFQ1VUSU9OX0NPTVBMRVRFRBAIEikKJUVYRUNVVElPTl9FVkVOVF9UWVBFX0VYRUNVVElPTl9GQUlMRUQQCSpyCgpQcm9tcHRSb2xlEhsKF1BST01QVF9ST0xFX1VOU1BFQ0lGSUVEEAASFgoSUFJPTVBUX1JPTEVfU1lTVEVNEAESFAoQUFJPTVBUX1JPTEVfVVNFUhACEhkKFVBST01QVF9ST0xFX0FTU0lTVEFOVBADKpEBCg5QcmVwYXJlZEFjdGlvbhIfChtQUkVQQVJFRF9BQ1RJT05fVU5TUEVDSUZJRUQQABIeChpQUkVQQVJFRF9BQ1RJT05fQ0FMTF9NT0RFTBABEiQKIFBSRVBBUkVEX0FDVElPTl9SRVRVUk5fTk9UX0ZPVU5EEAISGAoUUFJFUEFSRURfQUNUSU9OX0ZBSUwQAyqyAQoSS2V5d29yZFF1ZXJ5U291cmNlEiQKIEtFWVdPUkRfUVVFUllfU09VUkNFX1VOU1BFQ0lGSUVEEAASIAocS0VZV09SRF9RVUVSWV9TT1VSQ0VfREVSSVZFRBABEh4KGktFWVdPUkRfUVVFUllfU09VUkNFX01PREVMEAISNAowS0VZV09SRF9RVUVSWV9TT1VSQ0VfREVSSVZFRF9BRlRFUl9NT0RFTF9GQUlMVVJFEAMyuwMKDEFnZW50U2VydmljZRJRCgpMaXN0QWdlbnRzEiAuZ3JvdW5kd2lyZS52MS5MaXN0QWdlbnRzUmVxdWVzdBohLmdyb3VuZHdpcmUudjEuTGlzdEFnZW50c1Jlc3BvbnNlEksKCEdldEFnZW50Eh4uZ3JvdW5kd2lyZS52MS5HZXRBZ2VudFJlcXVlc3QaHy5ncm91bmR3aXJlLnYxLkdldEFnZW50UmVzcG9uc2USSAoHRXhlY3V0ZRIdLmdyb3VuZHdpcmUudjEuRXhlY3V0ZVJlcXVlc3QaHi5ncm91bmR3aXJlLnYxLkV4ZWN1dGVSZXNwb25zZRJcCg1FeGVjdXRlU3RyZWFtEiMuZ3JvdW5kd2lyZS52MS5FeGVjdXRlU3RyZWFtUmVxdWVzdBokLmdyb3VuZHdpcmUudjEuRXhlY3V0ZVN0cmVhbVJlc3BvbnNlMAESYwoQUHJlcGFyZUV4ZWN1dGlvbhImLmdyb3VuZHdpcmUudjEuUHJlcGFyZUV4ZWN1dGlvblJlcXVlc3QaJy5ncm91bmR3aXJlLnYxLlByZXBhcmVFeGVjdXRpb25SZXNwb25zZUKuAQoRZGV2Lmdyb3VuZHdpcmUudjFCCkFnZW50UHJvdG9QAVo4Z2l0aHViLmNvbS9ncm91bmR3aXJlL2dyb3VuZHdpcmUvY2xpZW50cy9nby9ncm91bmR3aXJldjGiAgNHWFiqAg1Hcm91bmR3aXJlLlYxygINR3JvdW5kd2lyZVxWMeICGUdyb3VuZHdpcmVcVjFcR1BCTWV0YWRhdGHqAg5Hcm91bmR3aXJlOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_groundwire_v1_common, file_groundwire_v1_reranker, file_groundwire_v1_retriever]);
+  fileDesc("Chlncm91bmR3aXJlL3YxL2FnZW50LnByb3RvEg1ncm91bmR3aXJlLnYxIkoKEENvbnZlcnNhdGlvblR1cm4SJQoEcm9sZRgBIAEoDjIXLmdyb3VuZHdpcmUudjEuVHVyblJvbGUSDwoHY29udGVudBgCIAEoCSLRAgoORXhlY3V0aW9uSW5wdXQSEAoIYWdlbnRfaWQYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIwCgdoaXN0b3J5GAMgAygLMh8uZ3JvdW5kd2lyZS52MS5Db252ZXJzYXRpb25UdXJuEg4KBnRlbmFudBgEIAEoCRItCgZmaWx0ZXIYBSABKAsyHS5ncm91bmR3aXJlLnYxLk1ldGFkYXRhRmlsdGVyEi8KDGNsaWVudF90b29scxgyIAMoCzIZLmdyb3VuZHdpcmUudjEuQ2xpZW50VG9vbBI2ChNjbGllbnRfdG9vbF90aW1lb3V0GDMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhIKCmJ5cGFzc19yYWcYRiABKAgSLgoJb3ZlcnJpZGVzGEcgASgLMhsuZ3JvdW5kd2lyZS52MS5SYWdPdmVycmlkZXMibgoMUmFnT3ZlcnJpZGVzEh4KEW1pbmltdW1fcmVsZXZhbmNlGAEgASgBSACIAQESGAoLZmluYWxfdG9wX2sYAiABKA1IAYgBAUIUChJfbWluaW11bV9yZWxldmFuY2VCDgoMX2ZpbmFsX3RvcF9rIkcKF1ByZXBhcmVFeGVjdXRpb25SZXF1ZXN0EiwKBWlucHV0GAEgASgLMh0uZ3JvdW5kd2lyZS52MS5FeGVjdXRpb25JbnB1dCJOChhQcmVwYXJlRXhlY3V0aW9uUmVzcG9uc2USMgoIcHJlcGFyZWQYASABKAsyIC5ncm91bmR3aXJlLnYxLlByZXBhcmVkRXhlY3V0aW9uIksKD1ByZXBhcmVkTWVzc2FnZRInCgRyb2xlGAEgASgOMhkuZ3JvdW5kd2lyZS52MS5Qcm9tcHRSb2xlEg8KB2NvbnRlbnQYAiABKAkiSgoMUHJlcGFyZWRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFwoPcGFyYW1ldGVyc19qc29uGAMgASgJIr0BChFQcmVwYXJlZFJlZmVyZW5jZRIVCg1zb3VyY2VfbnVtYmVyGAEgASgNEhMKC2RvY3VtZW50X2lkGAIgASgJEhAKCGNodW5rX2lkGAMgASgJEiMKBXNjb3JlGAQgASgLMhQuZ3JvdW5kd2lyZS52MS5TY29yZRIlCgRzcGFuGAUgASgLMhcuZ3JvdW5kd2lyZS52MS5DaGFyU3BhbhINCgV0aXRsZRgGIAEoCRIPCgdzZWN0aW9uGAcgASgJIuECChFQcmVwYXJlZEV4ZWN1dGlvbhIQCghhZ2VudF9pZBgBIAEoCRItCgZhY3Rpb24YAiABKA4yHS5ncm91bmR3aXJlLnYxLlByZXBhcmVkQWN0aW9uEjAKCG1lc3NhZ2VzGAMgAygLMh4uZ3JvdW5kd2lyZS52MS5QcmVwYXJlZE1lc3NhZ2USKgoFdG9vbHMYBCADKAsyGy5ncm91bmR3aXJlLnYxLlByZXBhcmVkVG9vbBI0CgpyZWZlcmVuY2VzGAUgAygLMiAuZ3JvdW5kd2lyZS52MS5QcmVwYXJlZFJlZmVyZW5jZRIYChBmcmFtZXdvcmtfYW5zd2VyGAYgASgJEjAKA3JhZxgHIAEoCzIjLmdyb3VuZHdpcmUudjEuUmFnRXhlY3V0aW9uTWV0YWRhdGESKwoIZHVyYXRpb24YCCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iPgoORXhlY3V0ZVJlcXVlc3QSLAoFaW5wdXQYASABKAsyHS5ncm91bmR3aXJlLnYxLkV4ZWN1dGlvbklucHV0IkQKFEV4ZWN1dGVTdHJlYW1SZXF1ZXN0EiwKBWlucHV0GAEgASgLMh0uZ3JvdW5kd2lyZS52MS5FeGVjdXRpb25JbnB1dCI9Cg9FeGVjdXRlUmVzcG9uc2USKgoGcmVzdWx0GAEgASgLMhouZ3JvdW5kd2lyZS52MS5BZ2VudFJlc3VsdCLCAQoHUmFnSXRlbRITCgtkb2N1bWVudF9pZBgBIAEoCRIQCghjaHVua19pZBgCIAEoCRIWCg5yZXRyaWV2YWxfcmFuaxgDIAEoDRIjCgVzY29yZRgEIAEoCzIULmdyb3VuZHdpcmUudjEuU2NvcmUSLAoGcmVhc29uGAUgASgOMhwuZ3JvdW5kd2lyZS52MS5SYWdJdGVtUmVhc29uEiUKBHNwYW4YBiABKAsyFy5ncm91bmR3aXJlLnYxLkNoYXJTcGFuIt4BCg1Db250ZXh0QnVkZ2V0Eh4KFm1heGltdW1fY29udGV4dF90b2tlbnMYASABKA0SHgoWcmVzcG9uc2VfdG9rZW5fcmVzZXJ2ZRgCIAEoDRIaChJpbnN0cnVjdGlvbl90b2tlbnMYAyABKA0SFgoOaGlzdG9yeV90b2tlbnMYBCABKA0SFAoMcXVlcnlfdG9rZW5zGAUgASgNEhQKDG90aGVyX3Rva2VucxgGIAEoDRIYChBhdmFpbGFibGVfdG9rZW5zGAcgASgFEhMKC3VzZWRfdG9rZW5zGAggASgNIrgBChJBZ2VudGljU2VhcmNoVHJhY2USDAoEc3RlcBgBIAEoDRIPCgdjYWxsX2lkGAIgASgJEhcKD2NhbmRpZGF0ZV9jb3VudBgDIAEoDRIWCg5hY2NlcHRlZF9jb3VudBgEIAEoDRIRCglzdWNjZWVkZWQYBSABKAgSEgoKZXJyb3JfY29kZRgGIAEoCRIrCghkdXJhdGlvbhgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKpCQoUUmFnRXhlY3V0aW9uTWV0YWRhdGESDwoHZW5hYmxlZBgBIAEoCBISCgppbmRleF9uYW1lGAIgASgJEhUKDWluZGV4X3ZlcnNpb24YAyABKAQSNAoOcmV0cmlldmFsX21vZGUYBCABKA4yHC5ncm91bmR3aXJlLnYxLlJldHJpZXZhbE1vZGUSMgoMYXBwbGllZF9tb2RlGAUgASgOMhwuZ3JvdW5kd2lyZS52MS5FeGVjdXRpb25Nb2RlEkUKG2FwcGxpZWRfbm9fY29udGV4dF9iZWhhdmlvchgGIAEoDjIgLmdyb3VuZHdpcmUudjEuTm9Db250ZXh0QmVoYXZpb3ISGAoQY29udGV4dF9hY2NlcHRlZBgHIAEoCBI5ChFub19jb250ZXh0X3JlYXNvbhgIIAEoDjIeLmdyb3VuZHdpcmUudjEuTm9Db250ZXh0UmVhc29uEhUKDW1vZGVsX3NraXBwZWQYCSABKAgSGgoSYW5zd2VyX2NvbnN0cmFpbmVkGAogASgIEioKCmNhbmRpZGF0ZXMYCyADKAsyFi5ncm91bmR3aXJlLnYxLlJhZ0l0ZW0SKAoIYWNjZXB0ZWQYDCADKAsyFi5ncm91bmR3aXJlLnYxLlJhZ0l0ZW0SKAoIcmVqZWN0ZWQYDSADKAsyFi5ncm91bmR3aXJlLnYxLlJhZ0l0ZW0SMAoQY29udGV4dF9leGNsdWRlZBgOIAMoCzIWLmdyb3VuZHdpcmUudjEuUmFnSXRlbRInCgdjb250ZXh0GA8gAygLMhYuZ3JvdW5kd2lyZS52MS5SYWdJdGVtEhcKD2NhbmRpZGF0ZV9jb3VudBgQIAEoDRIWCg5hY2NlcHRlZF9jb3VudBgRIAEoDRIWCg5yZWplY3RlZF9jb3VudBgSIAEoDRIeChZjb250ZXh0X2V4Y2x1ZGVkX2NvdW50GBMgASgNEjMKCXJlcmFua2luZxgUIAEoCzIgLmdyb3VuZHdpcmUudjEuUmVyYW5raW5nTWV0YWRhdGESNAoOY29udGV4dF9idWRnZXQYFSABKAsyHC5ncm91bmR3aXJlLnYxLkNvbnRleHRCdWRnZXQSHAoPcmV3cml0dGVuX3F1ZXJ5GBYgASgJSACIAQESMwoIc2VhcmNoZXMYFyADKAsyIS5ncm91bmR3aXJlLnYxLkFnZW50aWNTZWFyY2hUcmFjZRIUCgxyYWdfYnlwYXNzZWQYRiABKAgSNwoOYXBwbGllZF9saW1pdHMYRyABKAsyHy5ncm91bmR3aXJlLnYxLlJhZ0FwcGxpZWRMaW1pdHMSGgoNa2V5d29yZF9xdWVyeRhIIAEoCUgBiAEBEj8KFGtleXdvcmRfcXVlcnlfc291cmNlGEkgASgOMiEuZ3JvdW5kd2lyZS52MS5LZXl3b3JkUXVlcnlTb3VyY2USJAoca2V5d29yZF9yZXdyaXRlX2ZhaWx1cmVfY29kZRhKIAEoCRIiChpxdWVyeV9yZXdyaXRlX2ZhaWx1cmVfY29kZRhLIAEoCUISChBfcmV3cml0dGVuX3F1ZXJ5QhAKDl9rZXl3b3JkX3F1ZXJ5ItUBChBSYWdBcHBsaWVkTGltaXRzEhcKD2NhbmRpZGF0ZV9jb3VudBgBIAEoDRIeChFtaW5pbXVtX3JlbGV2YW5jZRgCIAEoAUgAiAEBEhMKC2ZpbmFsX3RvcF9rGAMgASgNEiQKHG1pbmltdW1fcmVsZXZhbmNlX292ZXJyaWRkZW4YBCABKAgSHgoWZmluYWxfdG9wX2tfb3ZlcnJpZGRlbhgFIAEoCBIXCg9maWx0ZXJfbmFycm93ZWQYBiABKAhCFAoSX21pbmltdW1fcmVsZXZhbmNlIlQKClRva2VuVXNhZ2USFQoNcHJvbXB0X3Rva2VucxgBIAEoDRIZChFjb21wbGV0aW9uX3Rva2VucxgCIAEoDRIUCgx0b3RhbF90b2tlbnMYAyABKA0iSAoIQ2l0YXRpb24SFQoNc291cmNlX251bWJlchgBIAEoDRITCgtkb2N1bWVudF9pZBgCIAEoCRIQCghjaHVua19pZBgDIAEoCSKuAQoNVG9vbENhbGxUcmFjZRIMCgRzdGVwGAEgASgNEg8KB2NhbGxfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEhEKCXN1Y2NlZWRlZBgEIAEoCBISCgplcnJvcl9jb2RlGAUgASgJEisKCGR1cmF0aW9uGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhcKD2NsaWVudF9leGVjdXRlZBgyIAEoCCKHBAoLQWdlbnRSZXN1bHQSFAoMZXhlY3V0aW9uX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg4KBmFuc3dlchgDIAEoCRIWCg5tb2RlbF9wcm92aWRlchgEIAEoCRINCgVtb2RlbBgFIAEoCRIoCgV1c2FnZRgGIAEoCzIZLmdyb3VuZHdpcmUudjEuVG9rZW5Vc2FnZRIwCgNyYWcYByABKAsyIy5ncm91bmR3aXJlLnYxLlJhZ0V4ZWN1dGlvbk1ldGFkYXRhEioKCWNpdGF0aW9ucxgIIAMoCzIXLmdyb3VuZHdpcmUudjEuQ2l0YXRpb24SMAoKdG9vbF9jYWxscxgJIAMoCzIcLmdyb3VuZHdpcmUudjEuVG9vbENhbGxUcmFjZRIrCghkdXJhdGlvbhgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgZzdGF0dXMYMiABKA4yHi5ncm91bmR3aXJlLnYxLkV4ZWN1dGlvblN0YXR1cxI8ChNyZXF1aXJlZF90b29sX2NhbGxzGDMgAygLMh8uZ3JvdW5kd2lyZS52MS5SZXF1aXJlZFRvb2xDYWxsEjMKD2FjdGlvbl9kZWFkbGluZRg0IAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHcmVzdW1lZBg1IAEoCCKcAgoOUmFnU2VhcmNoRXZlbnQSEgoKaW5kZXhfbmFtZRgBIAEoCRI0Cg5yZXRyaWV2YWxfbW9kZRgCIAEoDjIcLmdyb3VuZHdpcmUudjEuUmV0cmlldmFsTW9kZRIYChBjYW5kaWRhdGVfYnVkZ2V0GAMgASgNEhcKD2NhbmRpZGF0ZV9jb3VudBgEIAEoDRIWCg5hY2NlcHRlZF9jb3VudBgFIAEoDRI3ChFyZXJhbmtpbmdfb3V0Y29tZRgGIAEoDjIcLmdyb3VuZHdpcmUudjEuUmVyYW5rT3V0Y29tZRIrCghkdXJhdGlvbhgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdhZ2VudGljGAggASgIIsEBCg1Ub29sQ2FsbEV2ZW50EgwKBHN0ZXAYASABKA0SDwoHY2FsbF9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSEQoJc3VjY2VlZGVkGAQgASgIEhIKCmVycm9yX2NvZGUYBSABKAkSKwoIZHVyYXRpb24YBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEQoJYXJndW1lbnRzGDIgASgJEhcKD2NsaWVudF9leGVjdXRlZBgzIAEoCCK/AgoVRXhlY3V0ZVN0cmVhbVJlc3BvbnNlEi8KBHR5cGUYASABKA4yIS5ncm91bmR3aXJlLnYxLkV4ZWN1dGlvbkV2ZW50VHlwZRIQCghzZXF1ZW5jZRgCIAEoDRIUCgxleGVjdXRpb25faWQYAyABKAkSMQoKcmFnX3NlYXJjaBgEIAEoCzIdLmdyb3VuZHdpcmUudjEuUmFnU2VhcmNoRXZlbnQSLwoJdG9vbF9jYWxsGAUgASgLMhwuZ3JvdW5kd2lyZS52MS5Ub29sQ2FsbEV2ZW50EhIKCnRleHRfZGVsdGEYBiABKAkSKgoGcmVzdWx0GAcgASgLMhouZ3JvdW5kd2lyZS52MS5BZ2VudFJlc3VsdBISCgplcnJvcl9jb2RlGAggASgJEhUKDWVycm9yX21lc3NhZ2UYCSABKAki8AIKE0FnZW50UmFnRGVzY3JpcHRpb24SEgoKaW5kZXhfbmFtZRgBIAEoCRI0Cg5yZXRyaWV2YWxfbW9kZRgCIAEoDjIcLmdyb3VuZHdpcmUudjEuUmV0cmlldmFsTW9kZRIqCgRtb2RlGAMgASgOMhwuZ3JvdW5kd2lyZS52MS5FeGVjdXRpb25Nb2RlEj0KE25vX2NvbnRleHRfYmVoYXZpb3IYBCABKA4yIC5ncm91bmR3aXJlLnYxLk5vQ29udGV4dEJlaGF2aW9yEhkKEXJlcmFua2luZ19lbmFibGVkGAUgASgIEg8KB2FnZW50aWMYBiABKAgSFgoOYnlwYXNzX2FsbG93ZWQYRiABKAgSHgoRbWluaW11bV9yZWxldmFuY2UYRyABKAFIAIgBARITCgtmaW5hbF90b3BfaxhIIAEoDRIVCg1rZXl3b3JkX3F1ZXJ5GEkgASgIQhQKEl9taW5pbXVtX3JlbGV2YW5jZSK8AQoQQWdlbnREZXNjcmlwdGlvbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEg0KBW1vZGVsGAQgASgJEg0KBXRvb2xzGAUgAygJEi8KA3JhZxgGIAEoCzIiLmdyb3VuZHdpcmUudjEuQWdlbnRSYWdEZXNjcmlwdGlvbhIZCgxpbnN0cnVjdGlvbnMYByABKAlIAIgBAUIPCg1faW5zdHJ1Y3Rpb25zIjoKEUxpc3RBZ2VudHNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIl4KEkxpc3RBZ2VudHNSZXNwb25zZRIvCgZhZ2VudHMYASADKAsyHy5ncm91bmR3aXJlLnYxLkFnZW50RGVzY3JpcHRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiMKD0dldEFnZW50UmVxdWVzdBIQCghhZ2VudF9pZBgBIAEoCSJCChBHZXRBZ2VudFJlc3BvbnNlEi4KBWFnZW50GAEgASgLMh8uZ3JvdW5kd2lyZS52MS5BZ2VudERlc2NyaXB0aW9uIlwKCkNsaWVudFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCgpwYXJhbWV0ZXJzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJJChBSZXF1aXJlZFRvb2xDYWxsEg8KB2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhEKCWFyZ3VtZW50cxgDIAEoCSI/CgpUb29sUmVzdWx0Eg8KB2NhbGxfaWQYASABKAkSDgoGb3V0cHV0GAIgASgJEhAKCGlzX2Vycm9yGAMgASgIIj4KFlJlc3VtZUV4ZWN1dGlvblJlcXVlc3QSFAoMZXhlY3V0aW9uX2lkGAEgASgJEg4KBnRlbmFudBgCIAEoCSJFChdSZXN1bWVFeGVjdXRpb25SZXNwb25zZRIqCgZyZXN1bHQYASABKAsyGi5ncm91bmR3aXJlLnYxLkFnZW50UmVzdWx0IkQKHFJlc3VtZUV4ZWN1dGlvblN0cmVhbVJlcXVlc3QSFAoMZXhlY3V0aW9uX2lkGAEgASgJEg4KBnRlbmFudBgCIAEoCSJUCh1SZXN1bWVFeGVjdXRpb25TdHJlYW1SZXNwb25zZRIzCgVldmVudBgBIAEoCzIkLmdyb3VuZHdpcmUudjEuRXhlY3V0ZVN0cmVhbVJlc3BvbnNlImwKGFN1Ym1pdFRvb2xSZXN1bHRzUmVxdWVzdBIUCgxleGVjdXRpb25faWQYASABKAkSDgoGdGVuYW50GAIgASgJEioKB3Jlc3VsdHMYAyADKAsyGS5ncm91bmR3aXJlLnYxLlRvb2xSZXN1bHQiRwoZU3VibWl0VG9vbFJlc3VsdHNSZXNwb25zZRIqCgZyZXN1bHQYASABKAsyGi5ncm91bmR3aXJlLnYxLkFnZW50UmVzdWx0Ij8KEUNsaWVudFRvb2xSZXN1bHRzEioKB3Jlc3VsdHMYASADKAsyGS5ncm91bmR3aXJlLnYxLlRvb2xSZXN1bHQijQEKGUV4ZWN1dGVJbnRlcmFjdGl2ZVJlcXVlc3QSLgoFaW5wdXQYASABKAsyHS5ncm91bmR3aXJlLnYxLkV4ZWN1dGlvbklucHV0SAASOAoMdG9vbF9yZXN1bHRzGAIgASgLMiAuZ3JvdW5kd2lyZS52MS5DbGllbnRUb29sUmVzdWx0c0gAQgYKBGtpbmQiUQoaRXhlY3V0ZUludGVyYWN0aXZlUmVzcG9uc2USMwoFZXZlbnQYASABKAsyJC5ncm91bmR3aXJlLnYxLkV4ZWN1dGVTdHJlYW1SZXNwb25zZSqCAQoNRXhlY3V0aW9uTW9kZRIeChpFWEVDVVRJT05fTU9ERV9VTlNQRUNJRklFRBAAEhcKE0VYRUNVVElPTl9NT0RFX09QRU4QARIbChdFWEVDVVRJT05fTU9ERV9HUk9VTkRFRBACEhsKF0VYRUNVVElPTl9NT0RFX1JFUVVJUkVEEAMqqQEKEU5vQ29udGV4dEJlaGF2aW9yEiMKH05PX0NPTlRFWFRfQkVIQVZJT1JfVU5TUEVDSUZJRUQQABInCiNOT19DT05URVhUX0JFSEFWSU9SX0FOU1dFUl9OT1JNQUxMWRABEigKJE5PX0NPTlRFWFRfQkVIQVZJT1JfUkVUVVJOX05PVF9GT1VORBACEhwKGE5PX0NPTlRFWFRfQkVIQVZJT1JfRkFJTBADKogCCg9Ob0NvbnRleHRSZWFzb24SIQodTk9fQ09OVEVYVF9SRUFTT05fVU5TUEVDSUZJRUQQABIgChxOT19DT05URVhUX1JFQVNPTl9OT19SRVNVTFRTEAESLworTk9fQ09OVEVYVF9SRUFTT05fQkVMT1dfUkVMRVZBTkNFX1RIUkVTSE9MRBACEikKJU5PX0NPTlRFWFRfUkVBU09OX0NBTkRJREFURVNfUkVKRUNURUQQAxIkCiBOT19DT05URVhUX1JFQVNPTl9OT1RfQU5TV0VSQUJMRRAEEi4KKk5PX0NPTlRFWFRfUkVBU09OX0NPTlRFWFRfQlVER0VUX0VYSEFVU1RFRBAFKvUCCg1SYWdJdGVtUmVhc29uEh8KG1JBR19JVEVNX1JFQVNPTl9VTlNQRUNJRklFRBAAEiEKHVJBR19JVEVNX1JFQVNPTl9JTlZBTElEX1NDT1JFEAESJQohUkFHX0lURU1fUkVBU09OX0RVUExJQ0FURV9DT05URU5UEAISKwonUkFHX0lURU1fUkVBU09OX0JFTE9XX01JTklNVU1fUkVMRVZBTkNFEAMSKQolUkFHX0lURU1fUkVBU09OX1JFU1VMVF9MSU1JVF9FWENFRURFRBAEEikKJVJBR19JVEVNX1JFQVNPTl9UT0tFTl9CVURHRVRfRVhDRUVERUQQBRInCiNSQUdfSVRFTV9SRUFTT05fT1ZFUkxBUFBJTkdfQ09OVEVOVBAGEikKJVJBR19JVEVNX1JFQVNPTl9TT1VSQ0VfTElNSVRfRVhDRUVERUQQBxIiCh5SQUdfSVRFTV9SRUFTT05fTk9UX0FOU1dFUkFCTEUQCCpSCghUdXJuUm9sZRIZChVUVVJOX1JPTEVfVU5TUEVDSUZJRUQQABISCg5UVVJOX1JPTEVfVVNFUhABEhcKE1RVUk5fUk9MRV9BU1NJU1RBTlQQAirUBAoSRXhlY3V0aW9uRXZlbnRUeXBlEiQKIEVYRUNVVElPTl9FVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASKgomRVhFQ1VUSU9OX0VWRU5UX1RZUEVfRVhFQ1VUSU9OX1NUQVJURUQQARIrCidFWEVDVVRJT05fRVZFTlRfVFlQRV9SQUdfU0VBUkNIX1NUQVJURUQQAhItCilFWEVDVVRJT05fRVZFTlRfVFlQRV9SQUdfU0VBUkNIX0NPTVBMRVRFRBADEioKJkVYRUNVVElPTl9FVkVOVF9UWVBFX1JBR19TRUFSQ0hfRkFJTEVEEAQSKgomRVhFQ1VUSU9OX0VWRU5UX1RZUEVfVE9PTF9DQUxMX1NUQVJURUQQBRIsCihFWEVDVVRJT05fRVZFTlRfVFlQRV9UT09MX0NBTExfQ09NUExFVEVEEAYSIwofRVhFQ1VUSU9OX0VWRU5UX1RZUEVfVEVYVF9ERUxUQRAHEiwKKEVYRUNVVElPTl9FVkVOVF9UWVBFX0VYRUNVVElPTl9DT01QTEVURUQQCBIpCiVFWEVDVVRJT05fRVZFTlRfVFlQRV9FWEVDVVRJT05fRkFJTEVEEAkSKgomRVhFQ1VUSU9OX0VWRU5UX1RZUEVfRVhFQ1VUSU9OX1JFU1VNRUQQMhIsCihFWEVDVVRJT05fRVZFTlRfVFlQRV9UT09MX0NBTExfUkVRVUVTVEVEEDMSMgouRVhFQ1VUSU9OX0VWRU5UX1RZUEVfRVhFQ1VUSU9OX1JFUVVJUkVTX0FDVElPThA0KnIKClByb21wdFJvbGUSGwoXUFJPTVBUX1JPTEVfVU5TUEVDSUZJRUQQABIWChJQUk9NUFRfUk9MRV9TWVNURU0QARIUChBQUk9NUFRfUk9MRV9VU0VSEAISGQoVUFJPTVBUX1JPTEVfQVNTSVNUQU5UEAMqkQEKDlByZXBhcmVkQWN0aW9uEh8KG1BSRVBBUkVEX0FDVElPTl9VTlNQRUNJRklFRBAAEh4KGlBSRVBBUkVEX0FDVElPTl9DQUxMX01PREVMEAESJAogUFJFUEFSRURfQUNUSU9OX1JFVFVSTl9OT1RfRk9VTkQQAhIYChRQUkVQQVJFRF9BQ1RJT05fRkFJTBADKrIBChJLZXl3b3JkUXVlcnlTb3VyY2USJAogS0VZV09SRF9RVUVSWV9TT1VSQ0VfVU5TUEVDSUZJRUQQABIgChxLRVlXT1JEX1FVRVJZX1NPVVJDRV9ERVJJVkVEEAESHgoaS0VZV09SRF9RVUVSWV9TT1VSQ0VfTU9ERUwQAhI0CjBLRVlXT1JEX1FVRVJZX1NPVVJDRV9ERVJJVkVEX0FGVEVSX01PREVMX0ZBSUxVUkUQAyp5Cg9FeGVjdXRpb25TdGF0dXMSIAocRVhFQ1VUSU9OX1NUQVRVU19VTlNQRUNJRklFRBAAEh4KGkVYRUNVVElPTl9TVEFUVVNfQ09NUExFVEVEEAESJAogRVhFQ1VUSU9OX1NUQVRVU19SRVFVSVJFU19BQ1RJT04QAjLqBgoMQWdlbnRTZXJ2aWNlElEKCkxpc3RBZ2VudHMSIC5ncm91bmR3aXJlLnYxLkxpc3RBZ2VudHNSZXF1ZXN0GiEuZ3JvdW5kd2lyZS52MS5MaXN0QWdlbnRzUmVzcG9uc2USSwoIR2V0QWdlbnQSHi5ncm91bmR3aXJlLnYxLkdldEFnZW50UmVxdWVzdBofLmdyb3VuZHdpcmUudjEuR2V0QWdlbnRSZXNwb25zZRJICgdFeGVjdXRlEh0uZ3JvdW5kd2lyZS52MS5FeGVjdXRlUmVxdWVzdBoeLmdyb3VuZHdpcmUudjEuRXhlY3V0ZVJlc3BvbnNlElwKDUV4ZWN1dGVTdHJlYW0SIy5ncm91bmR3aXJlLnYxLkV4ZWN1dGVTdHJlYW1SZXF1ZXN0GiQuZ3JvdW5kd2lyZS52MS5FeGVjdXRlU3RyZWFtUmVzcG9uc2UwARJgCg9SZXN1bWVFeGVjdXRpb24SJS5ncm91bmR3aXJlLnYxLlJlc3VtZUV4ZWN1dGlvblJlcXVlc3QaJi5ncm91bmR3aXJlLnYxLlJlc3VtZUV4ZWN1dGlvblJlc3BvbnNlEnQKFVJlc3VtZUV4ZWN1dGlvblN0cmVhbRIrLmdyb3VuZHdpcmUudjEuUmVzdW1lRXhlY3V0aW9uU3RyZWFtUmVxdWVzdBosLmdyb3VuZHdpcmUudjEuUmVzdW1lRXhlY3V0aW9uU3RyZWFtUmVzcG9uc2UwARJmChFTdWJtaXRUb29sUmVzdWx0cxInLmdyb3VuZHdpcmUudjEuU3VibWl0VG9vbFJlc3VsdHNSZXF1ZXN0GiguZ3JvdW5kd2lyZS52MS5TdWJtaXRUb29sUmVzdWx0c1Jlc3BvbnNlEm0KEkV4ZWN1dGVJbnRlcmFjdGl2ZRIoLmdyb3VuZHdpcmUudjEuRXhlY3V0ZUludGVyYWN0aXZlUmVxdWVzdBopLmdyb3VuZHdpcmUudjEuRXhlY3V0ZUludGVyYWN0aXZlUmVzcG9uc2UoATABEmMKEFByZXBhcmVFeGVjdXRpb24SJi5ncm91bmR3aXJlLnYxLlByZXBhcmVFeGVjdXRpb25SZXF1ZXN0GicuZ3JvdW5kd2lyZS52MS5QcmVwYXJlRXhlY3V0aW9uUmVzcG9uc2VCrgEKEWRldi5ncm91bmR3aXJlLnYxQgpBZ2VudFByb3RvUAFaOGdpdGh1Yi5jb20vZ3JvdW5kd2lyZS9ncm91bmR3aXJlL2NsaWVudHMvZ28vZ3JvdW5kd2lyZXYxogIDR1hYqgINR3JvdW5kd2lyZS5WMcoCDUdyb3VuZHdpcmVcVjHiAhlHcm91bmR3aXJlXFYxXEdQQk1ldGFkYXRh6gIOR3JvdW5kd2lyZTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_groundwire_v1_common, file_groundwire_v1_reranker, file_groundwire_v1_retriever]);
 
 /**
  * A prior turn of the conversation.
@@ -108,6 +108,24 @@ export type ExecutionInput = Message<"groundwire.v1.ExecutionInput"> & {
    * @generated from field: groundwire.v1.MetadataFilter filter = 5;
    */
   filter?: MetadataFilter | undefined;
+
+  /**
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   *
+   * @generated from field: repeated groundwire.v1.ClientTool client_tools = 50;
+   */
+  clientTools: ClientTool[];
+
+  /**
+   * Optional. How long the server waits for the result of one client tool
+   * call, in (0 s, the server's maximum] (300 s by default); unset means the
+   * maximum. Over ExecuteInteractive a late result becomes the tool error
+   * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+   *
+   * @generated from field: google.protobuf.Duration client_tool_timeout = 51;
+   */
+  clientToolTimeout?: Duration | undefined;
 
   /**
    * Optional. Skip RAG for this request only: no retrieval, no evidence, no
@@ -1079,6 +1097,13 @@ export type ToolCallTrace = Message<"groundwire.v1.ToolCallTrace"> & {
    * @generated from field: google.protobuf.Duration duration = 6;
    */
   duration?: Duration | undefined;
+
+  /**
+   * Output only. Whether the caller executed it (a client tool).
+   *
+   * @generated from field: bool client_executed = 50;
+   */
+  clientExecuted: boolean;
 };
 
 /**
@@ -1164,6 +1189,39 @@ export type AgentResult = Message<"groundwire.v1.AgentResult"> & {
    * @generated from field: google.protobuf.Duration duration = 10;
    */
   duration?: Duration | undefined;
+
+  /**
+   * Output only. COMPLETED, or REQUIRES_ACTION while client tool results are
+   * awaited (answer then empty, required_tool_calls set).
+   *
+   * @generated from field: groundwire.v1.ExecutionStatus status = 50;
+   */
+  status: ExecutionStatus;
+
+  /**
+   * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+   * SubmitToolResults, in the model's order.
+   *
+   * @generated from field: repeated groundwire.v1.RequiredToolCall required_tool_calls = 51;
+   */
+  requiredToolCalls: RequiredToolCall[];
+
+  /**
+   * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+   * results have not been submitted.
+   *
+   * @generated from field: google.protobuf.Timestamp action_deadline = 52;
+   */
+  actionDeadline?: Timestamp | undefined;
+
+  /**
+   * Output only. Whether this result continued from a checkpoint (resume or
+   * submitted tool results) rather than running from the start. duration
+   * then covers the continued part only.
+   *
+   * @generated from field: bool resumed = 53;
+   */
+  resumed: boolean;
 };
 
 /**
@@ -1246,7 +1304,8 @@ export const RagSearchEventSchema: GenMessage<RagSearchEvent> = /*@__PURE__*/
   messageDesc(file_groundwire_v1_agent, 21);
 
 /**
- * Tool call details (content-free: no arguments or results).
+ * Tool call details (content-free: no arguments or results, except the
+ * arguments of a client tool call the caller has to run).
  *
  * @generated from message groundwire.v1.ToolCallEvent
  */
@@ -1292,6 +1351,22 @@ export type ToolCallEvent = Message<"groundwire.v1.ToolCallEvent"> & {
    * @generated from field: google.protobuf.Duration duration = 6;
    */
   duration?: Duration | undefined;
+
+  /**
+   * Output only. TOOL_CALL_REQUESTED only: the model's arguments for the
+   * caller's tool, a JSON object valid against its declared schema (the only
+   * model output an event carries besides text deltas).
+   *
+   * @generated from field: string arguments = 50;
+   */
+  arguments: string;
+
+  /**
+   * Output only. Whether the tool is a client tool the caller executes.
+   *
+   * @generated from field: bool client_executed = 51;
+   */
+  clientExecuted: boolean;
 };
 
 /**
@@ -1350,7 +1425,8 @@ export type ExecuteStreamResponse = Message<"groundwire.v1.ExecuteStreamResponse
   textDelta: string;
 
   /**
-   * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+   * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+   * result (same as Execute's).
    *
    * @generated from field: groundwire.v1.AgentResult result = 7;
    */
@@ -1627,6 +1703,356 @@ export type GetAgentResponse = Message<"groundwire.v1.GetAgentResponse"> & {
  */
 export const GetAgentResponseSchema: GenMessage<GetAgentResponse> = /*@__PURE__*/
   messageDesc(file_groundwire_v1_agent, 29);
+
+/**
+ * A tool the caller declares and executes itself.
+ *
+ * @generated from message groundwire.v1.ClientTool
+ */
+export type ClientTool = Message<"groundwire.v1.ClientTool"> & {
+  /**
+   * Required. 1 to 64 characters of [A-Za-z0-9_-]; unique within the request;
+   * not the name of one of the agent's tools (search_documents included).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Required. What the tool does, for the model (1 to 1,024 characters).
+   *
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * Required. JSON Schema (draft 2020-12) of the tool's input: an object
+   * schema ("type": "object"), at most 8 KiB as JSON, without the regular
+   * expression keywords pattern and patternProperties. The model's arguments
+   * are validated against it before the caller is asked; invalid arguments go
+   * back to the model as TOOL_INVALID_ARGUMENTS.
+   *
+   * @generated from field: google.protobuf.Struct parameters = 3;
+   */
+  parameters?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.ClientTool.
+ * Use `create(ClientToolSchema)` to create a new message.
+ */
+export const ClientToolSchema: GenMessage<ClientTool> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 30);
+
+/**
+ * A client tool call the execution waits for.
+ *
+ * @generated from message groundwire.v1.RequiredToolCall
+ */
+export type RequiredToolCall = Message<"groundwire.v1.RequiredToolCall"> & {
+  /**
+   * Output only. The call id to answer (unique within the execution).
+   *
+   * @generated from field: string call_id = 1;
+   */
+  callId: string;
+
+  /**
+   * Output only. The client tool's name.
+   *
+   * @generated from field: string tool_name = 2;
+   */
+  toolName: string;
+
+  /**
+   * Output only. The model's arguments, a JSON object valid against the
+   * tool's declared parameters.
+   *
+   * @generated from field: string arguments = 3;
+   */
+  arguments: string;
+};
+
+/**
+ * Describes the message groundwire.v1.RequiredToolCall.
+ * Use `create(RequiredToolCallSchema)` to create a new message.
+ */
+export const RequiredToolCallSchema: GenMessage<RequiredToolCall> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 31);
+
+/**
+ * The caller's result of one client tool call.
+ *
+ * @generated from message groundwire.v1.ToolResult
+ */
+export type ToolResult = Message<"groundwire.v1.ToolResult"> & {
+  /**
+   * Required. The call id of the TOOL_CALL_REQUESTED event / RequiredToolCall.
+   *
+   * @generated from field: string call_id = 1;
+   */
+  callId: string;
+
+  /**
+   * Optional. The tool's output as text (at most the server's maximum, 16,384
+   * characters by default). Untrusted data: the model receives it escaped like
+   * any tool output, as data, never as instructions; it cannot change the
+   * agent's instructions, tenant or filters.
+   *
+   * @generated from field: string output = 2;
+   */
+  output: string;
+
+  /**
+   * Optional. The tool failed: the model receives the tool error TOOL_FAILED
+   * instead of `output`.
+   *
+   * @generated from field: bool is_error = 3;
+   */
+  isError: boolean;
+};
+
+/**
+ * Describes the message groundwire.v1.ToolResult.
+ * Use `create(ToolResultSchema)` to create a new message.
+ */
+export const ToolResultSchema: GenMessage<ToolResult> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 32);
+
+/**
+ * Request for ResumeExecution.
+ *
+ * @generated from message groundwire.v1.ResumeExecutionRequest
+ */
+export type ResumeExecutionRequest = Message<"groundwire.v1.ResumeExecutionRequest"> & {
+  /**
+   * Required. The execution id (AgentResult.execution_id or any event's).
+   *
+   * @generated from field: string execution_id = 1;
+   */
+  executionId: string;
+
+  /**
+   * Optional. The tenant the execution ran as ("" = untenanted). With API keys
+   * enabled the key's tenant applies, like ExecutionInput.tenant.
+   *
+   * @generated from field: string tenant = 2;
+   */
+  tenant: string;
+};
+
+/**
+ * Describes the message groundwire.v1.ResumeExecutionRequest.
+ * Use `create(ResumeExecutionRequestSchema)` to create a new message.
+ */
+export const ResumeExecutionRequestSchema: GenMessage<ResumeExecutionRequest> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 33);
+
+/**
+ * Response for ResumeExecution.
+ *
+ * @generated from message groundwire.v1.ResumeExecutionResponse
+ */
+export type ResumeExecutionResponse = Message<"groundwire.v1.ResumeExecutionResponse"> & {
+  /**
+   * Output only. The result (recorded, continued, or REQUIRES_ACTION).
+   *
+   * @generated from field: groundwire.v1.AgentResult result = 1;
+   */
+  result?: AgentResult | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.ResumeExecutionResponse.
+ * Use `create(ResumeExecutionResponseSchema)` to create a new message.
+ */
+export const ResumeExecutionResponseSchema: GenMessage<ResumeExecutionResponse> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 34);
+
+/**
+ * Request for ResumeExecutionStream.
+ *
+ * @generated from message groundwire.v1.ResumeExecutionStreamRequest
+ */
+export type ResumeExecutionStreamRequest = Message<"groundwire.v1.ResumeExecutionStreamRequest"> & {
+  /**
+   * Required. The execution id.
+   *
+   * @generated from field: string execution_id = 1;
+   */
+  executionId: string;
+
+  /**
+   * Optional. The tenant, as in ResumeExecutionRequest.
+   *
+   * @generated from field: string tenant = 2;
+   */
+  tenant: string;
+};
+
+/**
+ * Describes the message groundwire.v1.ResumeExecutionStreamRequest.
+ * Use `create(ResumeExecutionStreamRequestSchema)` to create a new message.
+ */
+export const ResumeExecutionStreamRequestSchema: GenMessage<ResumeExecutionStreamRequest> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 35);
+
+/**
+ * One event of a resumed execution.
+ *
+ * @generated from message groundwire.v1.ResumeExecutionStreamResponse
+ */
+export type ResumeExecutionStreamResponse = Message<"groundwire.v1.ResumeExecutionStreamResponse"> & {
+  /**
+   * Output only. The event (sequence restarts at 0 on every call).
+   *
+   * @generated from field: groundwire.v1.ExecuteStreamResponse event = 1;
+   */
+  event?: ExecuteStreamResponse | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.ResumeExecutionStreamResponse.
+ * Use `create(ResumeExecutionStreamResponseSchema)` to create a new message.
+ */
+export const ResumeExecutionStreamResponseSchema: GenMessage<ResumeExecutionStreamResponse> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 36);
+
+/**
+ * Request for SubmitToolResults.
+ *
+ * @generated from message groundwire.v1.SubmitToolResultsRequest
+ */
+export type SubmitToolResultsRequest = Message<"groundwire.v1.SubmitToolResultsRequest"> & {
+  /**
+   * Required. The execution id of a REQUIRES_ACTION result.
+   *
+   * @generated from field: string execution_id = 1;
+   */
+  executionId: string;
+
+  /**
+   * Optional. The tenant, as in ResumeExecutionRequest.
+   *
+   * @generated from field: string tenant = 2;
+   */
+  tenant: string;
+
+  /**
+   * Required. One result per required tool call (at most 64).
+   *
+   * @generated from field: repeated groundwire.v1.ToolResult results = 3;
+   */
+  results: ToolResult[];
+};
+
+/**
+ * Describes the message groundwire.v1.SubmitToolResultsRequest.
+ * Use `create(SubmitToolResultsRequestSchema)` to create a new message.
+ */
+export const SubmitToolResultsRequestSchema: GenMessage<SubmitToolResultsRequest> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 37);
+
+/**
+ * Response for SubmitToolResults.
+ *
+ * @generated from message groundwire.v1.SubmitToolResultsResponse
+ */
+export type SubmitToolResultsResponse = Message<"groundwire.v1.SubmitToolResultsResponse"> & {
+  /**
+   * Output only. The continued execution's result.
+   *
+   * @generated from field: groundwire.v1.AgentResult result = 1;
+   */
+  result?: AgentResult | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.SubmitToolResultsResponse.
+ * Use `create(SubmitToolResultsResponseSchema)` to create a new message.
+ */
+export const SubmitToolResultsResponseSchema: GenMessage<SubmitToolResultsResponse> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 38);
+
+/**
+ * Results of client tool calls sent on an ExecuteInteractive stream.
+ *
+ * @generated from message groundwire.v1.ClientToolResults
+ */
+export type ClientToolResults = Message<"groundwire.v1.ClientToolResults"> & {
+  /**
+   * Required. Results of requested calls (at most 64), in any order; each
+   * call is answered once.
+   *
+   * @generated from field: repeated groundwire.v1.ToolResult results = 1;
+   */
+  results: ToolResult[];
+};
+
+/**
+ * Describes the message groundwire.v1.ClientToolResults.
+ * Use `create(ClientToolResultsSchema)` to create a new message.
+ */
+export const ClientToolResultsSchema: GenMessage<ClientToolResults> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 39);
+
+/**
+ * Request for ExecuteInteractive: first the input, then tool results.
+ *
+ * @generated from message groundwire.v1.ExecuteInteractiveRequest
+ */
+export type ExecuteInteractiveRequest = Message<"groundwire.v1.ExecuteInteractiveRequest"> & {
+  /**
+   * Required. Exactly one of them.
+   *
+   * @generated from oneof groundwire.v1.ExecuteInteractiveRequest.kind
+   */
+  kind: {
+    /**
+     * The execution input (first message only).
+     *
+     * @generated from field: groundwire.v1.ExecutionInput input = 1;
+     */
+    value: ExecutionInput;
+    case: "input";
+  } | {
+    /**
+     * Results of requested client tool calls (later messages).
+     *
+     * @generated from field: groundwire.v1.ClientToolResults tool_results = 2;
+     */
+    value: ClientToolResults;
+    case: "toolResults";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message groundwire.v1.ExecuteInteractiveRequest.
+ * Use `create(ExecuteInteractiveRequestSchema)` to create a new message.
+ */
+export const ExecuteInteractiveRequestSchema: GenMessage<ExecuteInteractiveRequest> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 40);
+
+/**
+ * One event of an ExecuteInteractive stream.
+ *
+ * @generated from message groundwire.v1.ExecuteInteractiveResponse
+ */
+export type ExecuteInteractiveResponse = Message<"groundwire.v1.ExecuteInteractiveResponse"> & {
+  /**
+   * Output only. The event.
+   *
+   * @generated from field: groundwire.v1.ExecuteStreamResponse event = 1;
+   */
+  event?: ExecuteStreamResponse | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.ExecuteInteractiveResponse.
+ * Use `create(ExecuteInteractiveResponseSchema)` to create a new message.
+ */
+export const ExecuteInteractiveResponseSchema: GenMessage<ExecuteInteractiveResponse> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 41);
 
 /**
  * How strongly answers are tied to accepted context.
@@ -1955,6 +2381,32 @@ export enum ExecutionEventType {
    * @generated from enum value: EXECUTION_EVENT_TYPE_EXECUTION_FAILED = 9;
    */
   EXECUTION_FAILED = 9,
+
+  /**
+   * The execution continues from its checkpoint (after EXECUTION_STARTED on
+   * ResumeExecutionStream and ExecuteInteractive after results): no retrieval
+   * or reranking is repeated.
+   *
+   * @generated from enum value: EXECUTION_EVENT_TYPE_EXECUTION_RESUMED = 50;
+   */
+  EXECUTION_RESUMED = 50,
+
+  /**
+   * The model called a client-executed tool (`tool_call`, with `arguments`):
+   * the caller runs it and sends back its result.
+   *
+   * @generated from enum value: EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED = 51;
+   */
+  TOOL_CALL_REQUESTED = 51,
+
+  /**
+   * Terminal: the execution waits for client tool results (`result` with
+   * status EXECUTION_STATUS_REQUIRES_ACTION); submit them with
+   * SubmitToolResults.
+   *
+   * @generated from enum value: EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION = 52;
+   */
+  EXECUTION_REQUIRES_ACTION = 52,
 }
 
 /**
@@ -2090,6 +2542,40 @@ export const KeywordQuerySourceSchema: GenEnum<KeywordQuerySource> = /*@__PURE__
   enumDesc(file_groundwire_v1_agent, 8);
 
 /**
+ * Whether an execution finished or waits for the caller.
+ *
+ * @generated from enum groundwire.v1.ExecutionStatus
+ */
+export enum ExecutionStatus {
+  /**
+   * Not set (results of servers that predate client tools).
+   *
+   * @generated from enum value: EXECUTION_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The execution completed: the answer is final.
+   *
+   * @generated from enum value: EXECUTION_STATUS_COMPLETED = 1;
+   */
+  COMPLETED = 1,
+
+  /**
+   * The execution waits for client tool results (SubmitToolResults).
+   *
+   * @generated from enum value: EXECUTION_STATUS_REQUIRES_ACTION = 2;
+   */
+  REQUIRES_ACTION = 2,
+}
+
+/**
+ * Describes the enum groundwire.v1.ExecutionStatus.
+ */
+export const ExecutionStatusSchema: GenEnum<ExecutionStatus> = /*@__PURE__*/
+  enumDesc(file_groundwire_v1_agent, 9);
+
+/**
  * Configured agents and their execution.
  *
  * @generated from service groundwire.v1.AgentService
@@ -2120,7 +2606,9 @@ export const AgentService: GenService<{
    * input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
    * (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
    * UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-   * MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+   * MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
+   * execution that failed after its checkpoint (from the first model call on)
+   * names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
    *
    * @generated from rpc groundwire.v1.AgentService.Execute
    */
@@ -2132,7 +2620,8 @@ export const AgentService: GenService<{
   /**
    * Runs one agent turn, streaming its execution events. Request validation
    * errors end the call with a status before any event; every later outcome is
-   * reported by exactly one terminal event (completed or failed).
+   * reported by exactly one terminal event (completed, failed, or requires
+   * action when the model called a client tool).
    *
    * @generated from rpc groundwire.v1.AgentService.ExecuteStream
    */
@@ -2140,6 +2629,79 @@ export const AgentService: GenService<{
     methodKind: "server_streaming";
     input: typeof ExecuteStreamRequestSchema;
     output: typeof ExecuteStreamResponseSchema;
+  },
+  /**
+   * Continues an execution from its checkpoint, by execution id. Every
+   * execution that reached its first model call has one (kept for the server's
+   * checkpoint retention, one hour by default): the input, the accepted context
+   * with its scores and full RAG metadata, the index version, the tool calls and
+   * model messages so far. Resuming repeats no retrieval and no reranking: the
+   * result carries the same evidence and metadata (rag.index_version names the
+   * version the evidence came from, even when the index has moved on).
+   * A completed execution returns its recorded result; one waiting for client
+   * tool results returns its REQUIRES_ACTION result again.
+   * Errors: NOT_FOUND (EXECUTION_NOT_FOUND: unknown, expired, or another
+   * tenant's id; indistinguishable), ABORTED (EXECUTION_IN_PROGRESS: it runs
+   * now, here or on another replica; retry after the RetryInfo delay),
+   * FAILED_PRECONDITION (EXECUTION_AGENT_CHANGED, TOOL_RESULTS_EXPIRED), and
+   * the errors of Execute from the model call on.
+   *
+   * @generated from rpc groundwire.v1.AgentService.ResumeExecution
+   */
+  resumeExecution: {
+    methodKind: "unary";
+    input: typeof ResumeExecutionRequestSchema;
+    output: typeof ResumeExecutionResponseSchema;
+  },
+  /**
+   * ResumeExecution, streaming the continued execution's events:
+   * EXECUTION_STARTED, EXECUTION_RESUMED, then the events of the model loop and
+   * exactly one terminal event. Lookup errors end the call with a status before
+   * any event.
+   *
+   * @generated from rpc groundwire.v1.AgentService.ResumeExecutionStream
+   */
+  resumeExecutionStream: {
+    methodKind: "server_streaming";
+    input: typeof ResumeExecutionStreamRequestSchema;
+    output: typeof ResumeExecutionStreamResponseSchema;
+  },
+  /**
+   * Submits the results of client-executed tools of an execution in
+   * REQUIRES_ACTION and continues it, returning its next result (completed, or
+   * REQUIRES_ACTION again when the model calls client tools again). Every
+   * required call must be answered exactly once, before the result's
+   * action_deadline. Errors: NOT_FOUND (EXECUTION_NOT_FOUND), INVALID_ARGUMENT
+   * (TOOL_RESULT_UNKNOWN_CALL, TOOL_RESULTS_INCOMPLETE, TOOL_RESULT_DUPLICATE
+   * within one request, FIELD_TOO_LONG, FIELD_REQUIRED), ALREADY_EXISTS
+   * (TOOL_RESULT_DUPLICATE: already submitted), FAILED_PRECONDITION
+   * (EXECUTION_NOT_AWAITING_TOOL_RESULTS, TOOL_RESULTS_EXPIRED,
+   * EXECUTION_AGENT_CHANGED), ABORTED (EXECUTION_IN_PROGRESS), and the errors
+   * of Execute from the model call on.
+   *
+   * @generated from rpc groundwire.v1.AgentService.SubmitToolResults
+   */
+  submitToolResults: {
+    methodKind: "unary";
+    input: typeof SubmitToolResultsRequestSchema;
+    output: typeof SubmitToolResultsResponseSchema;
+  },
+  /**
+   * Runs one agent turn over one bidirectional stream: the first request
+   * carries the input; whenever the model calls a client tool the server sends
+   * TOOL_CALL_REQUESTED events and waits (bounded by the per-call timeout) for
+   * the caller's results on the same stream, then continues. A result not
+   * sent in time is returned to the model as the tool error TOOL_TIMEOUT.
+   * Results for unknown or already answered calls, or a second input, end the
+   * execution with EXECUTION_FAILED (TOOL_RESULT_UNKNOWN_CALL,
+   * TOOL_RESULT_DUPLICATE, FIELD_REQUIRED).
+   *
+   * @generated from rpc groundwire.v1.AgentService.ExecuteInteractive
+   */
+  executeInteractive: {
+    methodKind: "bidi_streaming";
+    input: typeof ExecuteInteractiveRequestSchema;
+    output: typeof ExecuteInteractiveResponseSchema;
   },
   /**
    * Runs every RAG stage of one agent turn exactly as Execute would (query

@@ -238,7 +238,7 @@ export type IndexDescription = Message<"groundwire.v1.IndexDescription"> & {
 
   /**
    * Output only. Kinds of the configured sources ("directory", "files",
-   * "inline"), without their paths.
+   * "inline", "url"), without their paths or URLs.
    *
    * @generated from field: repeated string source_kinds = 10;
    */
@@ -267,7 +267,12 @@ export type DocumentFailure = Message<"groundwire.v1.DocumentFailure"> & {
 
   /**
    * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID, and for
+   * `url` sources URL_REFUSED (the URL policy refused the URL, an address it
+   * resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
+   * an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
+   * (TOO_LARGE: the body exceeded the bound; UNSUPPORTED_FORMAT: a media type
+   * or content encoding no loader reads).
    *
    * @generated from field: string reason = 2;
    */

@@ -176,6 +176,66 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_groundwire_v1_GetAgentResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ClientTool_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ClientTool_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_RequiredToolCall_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_RequiredToolCall_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ToolResult_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ToolResult_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ResumeExecutionRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ResumeExecutionRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ResumeExecutionResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ResumeExecutionResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ResumeExecutionStreamRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ResumeExecutionStreamRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ResumeExecutionStreamResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ResumeExecutionStreamResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_SubmitToolResultsRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_SubmitToolResultsRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_SubmitToolResultsResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_SubmitToolResultsResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ClientToolResults_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ClientToolResults_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ExecuteInteractiveRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ExecuteInteractiveRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ExecuteInteractiveResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ExecuteInteractiveResponse_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -186,17 +246,22 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
   static {
     java.lang.String[] descriptorData = {
       "\n\031groundwire/v1/agent.proto\022\rgroundwire." +
-      "v1\032\036google/protobuf/duration.proto\032\032grou" +
-      "ndwire/v1/common.proto\032\034groundwire/v1/re" +
-      "ranker.proto\032\035groundwire/v1/retriever.pr" +
-      "oto\"Y\n\020ConversationTurn\022+\n\004role\030\001 \001(\0162\027." +
-      "groundwire.v1.TurnRoleR\004role\022\030\n\007content\030" +
-      "\002 \001(\tR\007content\"\251\002\n\016ExecutionInput\022\031\n\010age" +
-      "nt_id\030\001 \001(\tR\007agentId\022\030\n\007message\030\002 \001(\tR\007m" +
-      "essage\0229\n\007history\030\003 \003(\0132\037.groundwire.v1." +
-      "ConversationTurnR\007history\022\026\n\006tenant\030\004 \001(" +
-      "\tR\006tenant\0225\n\006filter\030\005 \001(\0132\035.groundwire.v" +
-      "1.MetadataFilterR\006filter\022\035\n\nbypass_rag\030F" +
+      "v1\032\036google/protobuf/duration.proto\032\034goog" +
+      "le/protobuf/struct.proto\032\037google/protobu" +
+      "f/timestamp.proto\032\032groundwire/v1/common." +
+      "proto\032\034groundwire/v1/reranker.proto\032\035gro" +
+      "undwire/v1/retriever.proto\"Y\n\020Conversati" +
+      "onTurn\022+\n\004role\030\001 \001(\0162\027.groundwire.v1.Tur" +
+      "nRoleR\004role\022\030\n\007content\030\002 \001(\tR\007content\"\262\003" +
+      "\n\016ExecutionInput\022\031\n\010agent_id\030\001 \001(\tR\007agen" +
+      "tId\022\030\n\007message\030\002 \001(\tR\007message\0229\n\007history" +
+      "\030\003 \003(\0132\037.groundwire.v1.ConversationTurnR" +
+      "\007history\022\026\n\006tenant\030\004 \001(\tR\006tenant\0225\n\006filt" +
+      "er\030\005 \001(\0132\035.groundwire.v1.MetadataFilterR" +
+      "\006filter\022<\n\014client_tools\0302 \003(\0132\031.groundwi" +
+      "re.v1.ClientToolR\013clientTools\022I\n\023client_" +
+      "tool_timeout\0303 \001(\0132\031.google.protobuf.Dur" +
+      "ationR\021clientToolTimeout\022\035\n\nbypass_rag\030F" +
       " \001(\010R\tbypassRag\0229\n\toverrides\030G \001(\0132\033.gro" +
       "undwire.v1.RagOverridesR\toverrides\"\213\001\n\014R" +
       "agOverrides\0220\n\021minimum_relevance\030\001 \001(\001H\000" +
@@ -311,145 +376,203 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
       "\022!\n\014total_tokens\030\003 \001(\rR\013totalTokens\"k\n\010C" +
       "itation\022#\n\rsource_number\030\001 \001(\rR\014sourceNu" +
       "mber\022\037\n\013document_id\030\002 \001(\tR\ndocumentId\022\031\n" +
-      "\010chunk_id\030\003 \001(\tR\007chunkId\"\315\001\n\rToolCallTra" +
+      "\010chunk_id\030\003 \001(\tR\007chunkId\"\366\001\n\rToolCallTra" +
       "ce\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR" +
       "\006callId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022\034\n\t" +
       "succeeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_code" +
       "\030\005 \001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031.go" +
-      "ogle.protobuf.DurationR\010duration\"\263\003\n\013Age" +
-      "ntResult\022!\n\014execution_id\030\001 \001(\tR\013executio" +
-      "nId\022\031\n\010agent_id\030\002 \001(\tR\007agentId\022\026\n\006answer" +
-      "\030\003 \001(\tR\006answer\022%\n\016model_provider\030\004 \001(\tR\r" +
-      "modelProvider\022\024\n\005model\030\005 \001(\tR\005model\022/\n\005u" +
-      "sage\030\006 \001(\0132\031.groundwire.v1.TokenUsageR\005u" +
-      "sage\0225\n\003rag\030\007 \001(\0132#.groundwire.v1.RagExe" +
-      "cutionMetadataR\003rag\0225\n\tcitations\030\010 \003(\0132\027" +
-      ".groundwire.v1.CitationR\tcitations\022;\n\nto" +
-      "ol_calls\030\t \003(\0132\034.groundwire.v1.ToolCallT" +
-      "raceR\ttoolCalls\0225\n\010duration\030\n \001(\0132\031.goog" +
-      "le.protobuf.DurationR\010duration\"\213\003\n\016RagSe" +
-      "archEvent\022\035\n\nindex_name\030\001 \001(\tR\tindexName" +
-      "\022C\n\016retrieval_mode\030\002 \001(\0162\034.groundwire.v1" +
-      ".RetrievalModeR\rretrievalMode\022)\n\020candida" +
-      "te_budget\030\003 \001(\rR\017candidateBudget\022\'\n\017cand" +
-      "idate_count\030\004 \001(\rR\016candidateCount\022%\n\016acc" +
-      "epted_count\030\005 \001(\rR\racceptedCount\022I\n\021rera" +
-      "nking_outcome\030\006 \001(\0162\034.groundwire.v1.Rera" +
-      "nkOutcomeR\020rerankingOutcome\0225\n\010duration\030" +
-      "\007 \001(\0132\031.google.protobuf.DurationR\010durati" +
-      "on\022\030\n\007agentic\030\010 \001(\010R\007agentic\"\315\001\n\rToolCal" +
-      "lEvent\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 " +
-      "\001(\tR\006callId\022\033\n\ttool_name\030\003 \001(\tR\010toolName" +
-      "\022\034\n\tsucceeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_" +
-      "code\030\005 \001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132" +
-      "\031.google.protobuf.DurationR\010duration\"\235\003\n" +
-      "\025ExecuteStreamResponse\0225\n\004type\030\001 \001(\0162!.g" +
-      "roundwire.v1.ExecutionEventTypeR\004type\022\032\n" +
-      "\010sequence\030\002 \001(\rR\010sequence\022!\n\014execution_i" +
-      "d\030\003 \001(\tR\013executionId\022<\n\nrag_search\030\004 \001(\013" +
-      "2\035.groundwire.v1.RagSearchEventR\tragSear" +
-      "ch\0229\n\ttool_call\030\005 \001(\0132\034.groundwire.v1.To" +
-      "olCallEventR\010toolCall\022\035\n\ntext_delta\030\006 \001(" +
-      "\tR\ttextDelta\0222\n\006result\030\007 \001(\0132\032.groundwir" +
-      "e.v1.AgentResultR\006result\022\035\n\nerror_code\030\010" +
-      " \001(\tR\terrorCode\022#\n\rerror_message\030\t \001(\tR\014" +
-      "errorMessage\"\370\003\n\023AgentRagDescription\022\035\n\n" +
-      "index_name\030\001 \001(\tR\tindexName\022C\n\016retrieval" +
-      "_mode\030\002 \001(\0162\034.groundwire.v1.RetrievalMod" +
-      "eR\rretrievalMode\0220\n\004mode\030\003 \001(\0162\034.groundw" +
-      "ire.v1.ExecutionModeR\004mode\022P\n\023no_context" +
-      "_behavior\030\004 \001(\0162 .groundwire.v1.NoContex" +
-      "tBehaviorR\021noContextBehavior\022+\n\021rerankin" +
-      "g_enabled\030\005 \001(\010R\020rerankingEnabled\022\030\n\007age" +
-      "ntic\030\006 \001(\010R\007agentic\022%\n\016bypass_allowed\030F " +
-      "\001(\010R\rbypassAllowed\0220\n\021minimum_relevance\030" +
-      "G \001(\001H\000R\020minimumRelevance\210\001\001\022\036\n\013final_to" +
-      "p_k\030H \001(\rR\tfinalTopK\022#\n\rkeyword_query\030I " +
-      "\001(\010R\014keywordQueryB\024\n\022_minimum_relevance\"" +
-      "\364\001\n\020AgentDescription\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004" +
-      "name\030\002 \001(\tR\004name\022 \n\013description\030\003 \001(\tR\013d" +
-      "escription\022\024\n\005model\030\004 \001(\tR\005model\022\024\n\005tool" +
-      "s\030\005 \003(\tR\005tools\0224\n\003rag\030\006 \001(\0132\".groundwire" +
-      ".v1.AgentRagDescriptionR\003rag\022\'\n\014instruct" +
-      "ions\030\007 \001(\tH\000R\014instructions\210\001\001B\017\n\r_instru" +
-      "ctions\"O\n\021ListAgentsRequest\022\033\n\tpage_size" +
-      "\030\001 \001(\005R\010pageSize\022\035\n\npage_token\030\002 \001(\tR\tpa" +
-      "geToken\"u\n\022ListAgentsResponse\0227\n\006agents\030" +
-      "\001 \003(\0132\037.groundwire.v1.AgentDescriptionR\006" +
-      "agents\022&\n\017next_page_token\030\002 \001(\tR\rnextPag" +
-      "eToken\",\n\017GetAgentRequest\022\031\n\010agent_id\030\001 " +
-      "\001(\tR\007agentId\"I\n\020GetAgentResponse\0225\n\005agen" +
-      "t\030\001 \001(\0132\037.groundwire.v1.AgentDescription" +
-      "R\005agent*\202\001\n\rExecutionMode\022\036\n\032EXECUTION_M" +
-      "ODE_UNSPECIFIED\020\000\022\027\n\023EXECUTION_MODE_OPEN" +
-      "\020\001\022\033\n\027EXECUTION_MODE_GROUNDED\020\002\022\033\n\027EXECU" +
-      "TION_MODE_REQUIRED\020\003*\251\001\n\021NoContextBehavi" +
-      "or\022#\n\037NO_CONTEXT_BEHAVIOR_UNSPECIFIED\020\000\022" +
-      "\'\n#NO_CONTEXT_BEHAVIOR_ANSWER_NORMALLY\020\001" +
-      "\022(\n$NO_CONTEXT_BEHAVIOR_RETURN_NOT_FOUND" +
-      "\020\002\022\034\n\030NO_CONTEXT_BEHAVIOR_FAIL\020\003*\210\002\n\017NoC" +
-      "ontextReason\022!\n\035NO_CONTEXT_REASON_UNSPEC" +
-      "IFIED\020\000\022 \n\034NO_CONTEXT_REASON_NO_RESULTS\020" +
-      "\001\022/\n+NO_CONTEXT_REASON_BELOW_RELEVANCE_T" +
-      "HRESHOLD\020\002\022)\n%NO_CONTEXT_REASON_CANDIDAT" +
-      "ES_REJECTED\020\003\022$\n NO_CONTEXT_REASON_NOT_A" +
-      "NSWERABLE\020\004\022.\n*NO_CONTEXT_REASON_CONTEXT" +
-      "_BUDGET_EXHAUSTED\020\005*\365\002\n\rRagItemReason\022\037\n" +
-      "\033RAG_ITEM_REASON_UNSPECIFIED\020\000\022!\n\035RAG_IT" +
-      "EM_REASON_INVALID_SCORE\020\001\022%\n!RAG_ITEM_RE" +
-      "ASON_DUPLICATE_CONTENT\020\002\022+\n\'RAG_ITEM_REA" +
-      "SON_BELOW_MINIMUM_RELEVANCE\020\003\022)\n%RAG_ITE" +
-      "M_REASON_RESULT_LIMIT_EXCEEDED\020\004\022)\n%RAG_" +
-      "ITEM_REASON_TOKEN_BUDGET_EXCEEDED\020\005\022\'\n#R" +
-      "AG_ITEM_REASON_OVERLAPPING_CONTENT\020\006\022)\n%" +
-      "RAG_ITEM_REASON_SOURCE_LIMIT_EXCEEDED\020\007\022" +
-      "\"\n\036RAG_ITEM_REASON_NOT_ANSWERABLE\020\010*R\n\010T" +
-      "urnRole\022\031\n\025TURN_ROLE_UNSPECIFIED\020\000\022\022\n\016TU" +
-      "RN_ROLE_USER\020\001\022\027\n\023TURN_ROLE_ASSISTANT\020\002*" +
-      "\306\003\n\022ExecutionEventType\022$\n EXECUTION_EVEN" +
-      "T_TYPE_UNSPECIFIED\020\000\022*\n&EXECUTION_EVENT_" +
-      "TYPE_EXECUTION_STARTED\020\001\022+\n\'EXECUTION_EV" +
-      "ENT_TYPE_RAG_SEARCH_STARTED\020\002\022-\n)EXECUTI" +
-      "ON_EVENT_TYPE_RAG_SEARCH_COMPLETED\020\003\022*\n&" +
-      "EXECUTION_EVENT_TYPE_RAG_SEARCH_FAILED\020\004" +
-      "\022*\n&EXECUTION_EVENT_TYPE_TOOL_CALL_START" +
-      "ED\020\005\022,\n(EXECUTION_EVENT_TYPE_TOOL_CALL_C" +
-      "OMPLETED\020\006\022#\n\037EXECUTION_EVENT_TYPE_TEXT_" +
-      "DELTA\020\007\022,\n(EXECUTION_EVENT_TYPE_EXECUTIO" +
-      "N_COMPLETED\020\010\022)\n%EXECUTION_EVENT_TYPE_EX" +
-      "ECUTION_FAILED\020\t*r\n\nPromptRole\022\033\n\027PROMPT" +
-      "_ROLE_UNSPECIFIED\020\000\022\026\n\022PROMPT_ROLE_SYSTE" +
-      "M\020\001\022\024\n\020PROMPT_ROLE_USER\020\002\022\031\n\025PROMPT_ROLE" +
-      "_ASSISTANT\020\003*\221\001\n\016PreparedAction\022\037\n\033PREPA" +
-      "RED_ACTION_UNSPECIFIED\020\000\022\036\n\032PREPARED_ACT" +
-      "ION_CALL_MODEL\020\001\022$\n PREPARED_ACTION_RETU" +
-      "RN_NOT_FOUND\020\002\022\030\n\024PREPARED_ACTION_FAIL\020\003" +
-      "*\262\001\n\022KeywordQuerySource\022$\n KEYWORD_QUERY" +
-      "_SOURCE_UNSPECIFIED\020\000\022 \n\034KEYWORD_QUERY_S" +
-      "OURCE_DERIVED\020\001\022\036\n\032KEYWORD_QUERY_SOURCE_" +
-      "MODEL\020\002\0224\n0KEYWORD_QUERY_SOURCE_DERIVED_" +
-      "AFTER_MODEL_FAILURE\020\0032\273\003\n\014AgentService\022Q" +
-      "\n\nListAgents\022 .groundwire.v1.ListAgentsR" +
-      "equest\032!.groundwire.v1.ListAgentsRespons" +
-      "e\022K\n\010GetAgent\022\036.groundwire.v1.GetAgentRe" +
-      "quest\032\037.groundwire.v1.GetAgentResponse\022H" +
-      "\n\007Execute\022\035.groundwire.v1.ExecuteRequest" +
-      "\032\036.groundwire.v1.ExecuteResponse\022\\\n\rExec" +
-      "uteStream\022#.groundwire.v1.ExecuteStreamR" +
-      "equest\032$.groundwire.v1.ExecuteStreamResp" +
-      "onse0\001\022c\n\020PrepareExecution\022&.groundwire." +
-      "v1.PrepareExecutionRequest\032\'.groundwire." +
-      "v1.PrepareExecutionResponseB\256\001\n\021dev.grou" +
-      "ndwire.v1B\nAgentProtoP\001Z8github.com/grou" +
-      "ndwire/groundwire/clients/go/groundwirev" +
-      "1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGroundwire\\V1\342" +
-      "\002\031Groundwire\\V1\\GPBMetadata\352\002\016Groundwire" +
-      "::V1b\006proto3"
+      "ogle.protobuf.DurationR\010duration\022\'\n\017clie" +
+      "nt_executed\0302 \001(\010R\016clientExecuted\"\233\005\n\013Ag" +
+      "entResult\022!\n\014execution_id\030\001 \001(\tR\013executi" +
+      "onId\022\031\n\010agent_id\030\002 \001(\tR\007agentId\022\026\n\006answe" +
+      "r\030\003 \001(\tR\006answer\022%\n\016model_provider\030\004 \001(\tR" +
+      "\rmodelProvider\022\024\n\005model\030\005 \001(\tR\005model\022/\n\005" +
+      "usage\030\006 \001(\0132\031.groundwire.v1.TokenUsageR\005" +
+      "usage\0225\n\003rag\030\007 \001(\0132#.groundwire.v1.RagEx" +
+      "ecutionMetadataR\003rag\0225\n\tcitations\030\010 \003(\0132" +
+      "\027.groundwire.v1.CitationR\tcitations\022;\n\nt" +
+      "ool_calls\030\t \003(\0132\034.groundwire.v1.ToolCall" +
+      "TraceR\ttoolCalls\0225\n\010duration\030\n \001(\0132\031.goo" +
+      "gle.protobuf.DurationR\010duration\0226\n\006statu" +
+      "s\0302 \001(\0162\036.groundwire.v1.ExecutionStatusR" +
+      "\006status\022O\n\023required_tool_calls\0303 \003(\0132\037.g" +
+      "roundwire.v1.RequiredToolCallR\021requiredT" +
+      "oolCalls\022C\n\017action_deadline\0304 \001(\0132\032.goog" +
+      "le.protobuf.TimestampR\016actionDeadline\022\030\n" +
+      "\007resumed\0305 \001(\010R\007resumed\"\213\003\n\016RagSearchEve" +
+      "nt\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022C\n\016ret" +
+      "rieval_mode\030\002 \001(\0162\034.groundwire.v1.Retrie" +
+      "valModeR\rretrievalMode\022)\n\020candidate_budg" +
+      "et\030\003 \001(\rR\017candidateBudget\022\'\n\017candidate_c" +
+      "ount\030\004 \001(\rR\016candidateCount\022%\n\016accepted_c" +
+      "ount\030\005 \001(\rR\racceptedCount\022I\n\021reranking_o" +
+      "utcome\030\006 \001(\0162\034.groundwire.v1.RerankOutco" +
+      "meR\020rerankingOutcome\0225\n\010duration\030\007 \001(\0132\031" +
+      ".google.protobuf.DurationR\010duration\022\030\n\007a" +
+      "gentic\030\010 \001(\010R\007agentic\"\224\002\n\rToolCallEvent\022" +
+      "\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR\006ca" +
+      "llId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022\034\n\tsuc" +
+      "ceeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_code\030\005 " +
+      "\001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031.googl" +
+      "e.protobuf.DurationR\010duration\022\034\n\targumen" +
+      "ts\0302 \001(\tR\targuments\022\'\n\017client_executed\0303" +
+      " \001(\010R\016clientExecuted\"\235\003\n\025ExecuteStreamRe" +
+      "sponse\0225\n\004type\030\001 \001(\0162!.groundwire.v1.Exe" +
+      "cutionEventTypeR\004type\022\032\n\010sequence\030\002 \001(\rR" +
+      "\010sequence\022!\n\014execution_id\030\003 \001(\tR\013executi" +
+      "onId\022<\n\nrag_search\030\004 \001(\0132\035.groundwire.v1" +
+      ".RagSearchEventR\tragSearch\0229\n\ttool_call\030" +
+      "\005 \001(\0132\034.groundwire.v1.ToolCallEventR\010too" +
+      "lCall\022\035\n\ntext_delta\030\006 \001(\tR\ttextDelta\0222\n\006" +
+      "result\030\007 \001(\0132\032.groundwire.v1.AgentResult" +
+      "R\006result\022\035\n\nerror_code\030\010 \001(\tR\terrorCode\022" +
+      "#\n\rerror_message\030\t \001(\tR\014errorMessage\"\370\003\n" +
+      "\023AgentRagDescription\022\035\n\nindex_name\030\001 \001(\t" +
+      "R\tindexName\022C\n\016retrieval_mode\030\002 \001(\0162\034.gr" +
+      "oundwire.v1.RetrievalModeR\rretrievalMode" +
+      "\0220\n\004mode\030\003 \001(\0162\034.groundwire.v1.Execution" +
+      "ModeR\004mode\022P\n\023no_context_behavior\030\004 \001(\0162" +
+      " .groundwire.v1.NoContextBehaviorR\021noCon" +
+      "textBehavior\022+\n\021reranking_enabled\030\005 \001(\010R" +
+      "\020rerankingEnabled\022\030\n\007agentic\030\006 \001(\010R\007agen" +
+      "tic\022%\n\016bypass_allowed\030F \001(\010R\rbypassAllow" +
+      "ed\0220\n\021minimum_relevance\030G \001(\001H\000R\020minimum" +
+      "Relevance\210\001\001\022\036\n\013final_top_k\030H \001(\rR\tfinal" +
+      "TopK\022#\n\rkeyword_query\030I \001(\010R\014keywordQuer" +
+      "yB\024\n\022_minimum_relevance\"\364\001\n\020AgentDescrip" +
+      "tion\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004name\030\002 \001(\tR\004name" +
+      "\022 \n\013description\030\003 \001(\tR\013description\022\024\n\005mo" +
+      "del\030\004 \001(\tR\005model\022\024\n\005tools\030\005 \003(\tR\005tools\0224" +
+      "\n\003rag\030\006 \001(\0132\".groundwire.v1.AgentRagDesc" +
+      "riptionR\003rag\022\'\n\014instructions\030\007 \001(\tH\000R\014in" +
+      "structions\210\001\001B\017\n\r_instructions\"O\n\021ListAg" +
+      "entsRequest\022\033\n\tpage_size\030\001 \001(\005R\010pageSize" +
+      "\022\035\n\npage_token\030\002 \001(\tR\tpageToken\"u\n\022ListA" +
+      "gentsResponse\0227\n\006agents\030\001 \003(\0132\037.groundwi" +
+      "re.v1.AgentDescriptionR\006agents\022&\n\017next_p" +
+      "age_token\030\002 \001(\tR\rnextPageToken\",\n\017GetAge" +
+      "ntRequest\022\031\n\010agent_id\030\001 \001(\tR\007agentId\"I\n\020" +
+      "GetAgentResponse\0225\n\005agent\030\001 \001(\0132\037.ground" +
+      "wire.v1.AgentDescriptionR\005agent\"{\n\nClien" +
+      "tTool\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013description" +
+      "\030\002 \001(\tR\013description\0227\n\nparameters\030\003 \001(\0132" +
+      "\027.google.protobuf.StructR\nparameters\"f\n\020" +
+      "RequiredToolCall\022\027\n\007call_id\030\001 \001(\tR\006callI" +
+      "d\022\033\n\ttool_name\030\002 \001(\tR\010toolName\022\034\n\targume" +
+      "nts\030\003 \001(\tR\targuments\"X\n\nToolResult\022\027\n\007ca" +
+      "ll_id\030\001 \001(\tR\006callId\022\026\n\006output\030\002 \001(\tR\006out" +
+      "put\022\031\n\010is_error\030\003 \001(\010R\007isError\"S\n\026Resume" +
+      "ExecutionRequest\022!\n\014execution_id\030\001 \001(\tR\013" +
+      "executionId\022\026\n\006tenant\030\002 \001(\tR\006tenant\"M\n\027R" +
+      "esumeExecutionResponse\0222\n\006result\030\001 \001(\0132\032" +
+      ".groundwire.v1.AgentResultR\006result\"Y\n\034Re" +
+      "sumeExecutionStreamRequest\022!\n\014execution_" +
+      "id\030\001 \001(\tR\013executionId\022\026\n\006tenant\030\002 \001(\tR\006t" +
+      "enant\"[\n\035ResumeExecutionStreamResponse\022:" +
+      "\n\005event\030\001 \001(\0132$.groundwire.v1.ExecuteStr" +
+      "eamResponseR\005event\"\212\001\n\030SubmitToolResults" +
+      "Request\022!\n\014execution_id\030\001 \001(\tR\013execution" +
+      "Id\022\026\n\006tenant\030\002 \001(\tR\006tenant\0223\n\007results\030\003 " +
+      "\003(\0132\031.groundwire.v1.ToolResultR\007results\"" +
+      "O\n\031SubmitToolResultsResponse\0222\n\006result\030\001" +
+      " \001(\0132\032.groundwire.v1.AgentResultR\006result" +
+      "\"H\n\021ClientToolResults\0223\n\007results\030\001 \003(\0132\031" +
+      ".groundwire.v1.ToolResultR\007results\"\241\001\n\031E" +
+      "xecuteInteractiveRequest\0225\n\005input\030\001 \001(\0132" +
+      "\035.groundwire.v1.ExecutionInputH\000R\005input\022" +
+      "E\n\014tool_results\030\002 \001(\0132 .groundwire.v1.Cl" +
+      "ientToolResultsH\000R\013toolResultsB\006\n\004kind\"X" +
+      "\n\032ExecuteInteractiveResponse\022:\n\005event\030\001 " +
+      "\001(\0132$.groundwire.v1.ExecuteStreamRespons" +
+      "eR\005event*\202\001\n\rExecutionMode\022\036\n\032EXECUTION_" +
+      "MODE_UNSPECIFIED\020\000\022\027\n\023EXECUTION_MODE_OPE" +
+      "N\020\001\022\033\n\027EXECUTION_MODE_GROUNDED\020\002\022\033\n\027EXEC" +
+      "UTION_MODE_REQUIRED\020\003*\251\001\n\021NoContextBehav" +
+      "ior\022#\n\037NO_CONTEXT_BEHAVIOR_UNSPECIFIED\020\000" +
+      "\022\'\n#NO_CONTEXT_BEHAVIOR_ANSWER_NORMALLY\020" +
+      "\001\022(\n$NO_CONTEXT_BEHAVIOR_RETURN_NOT_FOUN" +
+      "D\020\002\022\034\n\030NO_CONTEXT_BEHAVIOR_FAIL\020\003*\210\002\n\017No" +
+      "ContextReason\022!\n\035NO_CONTEXT_REASON_UNSPE" +
+      "CIFIED\020\000\022 \n\034NO_CONTEXT_REASON_NO_RESULTS" +
+      "\020\001\022/\n+NO_CONTEXT_REASON_BELOW_RELEVANCE_" +
+      "THRESHOLD\020\002\022)\n%NO_CONTEXT_REASON_CANDIDA" +
+      "TES_REJECTED\020\003\022$\n NO_CONTEXT_REASON_NOT_" +
+      "ANSWERABLE\020\004\022.\n*NO_CONTEXT_REASON_CONTEX" +
+      "T_BUDGET_EXHAUSTED\020\005*\365\002\n\rRagItemReason\022\037" +
+      "\n\033RAG_ITEM_REASON_UNSPECIFIED\020\000\022!\n\035RAG_I" +
+      "TEM_REASON_INVALID_SCORE\020\001\022%\n!RAG_ITEM_R" +
+      "EASON_DUPLICATE_CONTENT\020\002\022+\n\'RAG_ITEM_RE" +
+      "ASON_BELOW_MINIMUM_RELEVANCE\020\003\022)\n%RAG_IT" +
+      "EM_REASON_RESULT_LIMIT_EXCEEDED\020\004\022)\n%RAG" +
+      "_ITEM_REASON_TOKEN_BUDGET_EXCEEDED\020\005\022\'\n#" +
+      "RAG_ITEM_REASON_OVERLAPPING_CONTENT\020\006\022)\n" +
+      "%RAG_ITEM_REASON_SOURCE_LIMIT_EXCEEDED\020\007" +
+      "\022\"\n\036RAG_ITEM_REASON_NOT_ANSWERABLE\020\010*R\n\010" +
+      "TurnRole\022\031\n\025TURN_ROLE_UNSPECIFIED\020\000\022\022\n\016T" +
+      "URN_ROLE_USER\020\001\022\027\n\023TURN_ROLE_ASSISTANT\020\002" +
+      "*\324\004\n\022ExecutionEventType\022$\n EXECUTION_EVE" +
+      "NT_TYPE_UNSPECIFIED\020\000\022*\n&EXECUTION_EVENT" +
+      "_TYPE_EXECUTION_STARTED\020\001\022+\n\'EXECUTION_E" +
+      "VENT_TYPE_RAG_SEARCH_STARTED\020\002\022-\n)EXECUT" +
+      "ION_EVENT_TYPE_RAG_SEARCH_COMPLETED\020\003\022*\n" +
+      "&EXECUTION_EVENT_TYPE_RAG_SEARCH_FAILED\020" +
+      "\004\022*\n&EXECUTION_EVENT_TYPE_TOOL_CALL_STAR" +
+      "TED\020\005\022,\n(EXECUTION_EVENT_TYPE_TOOL_CALL_" +
+      "COMPLETED\020\006\022#\n\037EXECUTION_EVENT_TYPE_TEXT" +
+      "_DELTA\020\007\022,\n(EXECUTION_EVENT_TYPE_EXECUTI" +
+      "ON_COMPLETED\020\010\022)\n%EXECUTION_EVENT_TYPE_E" +
+      "XECUTION_FAILED\020\t\022*\n&EXECUTION_EVENT_TYP" +
+      "E_EXECUTION_RESUMED\0202\022,\n(EXECUTION_EVENT" +
+      "_TYPE_TOOL_CALL_REQUESTED\0203\0222\n.EXECUTION" +
+      "_EVENT_TYPE_EXECUTION_REQUIRES_ACTION\0204*" +
+      "r\n\nPromptRole\022\033\n\027PROMPT_ROLE_UNSPECIFIED" +
+      "\020\000\022\026\n\022PROMPT_ROLE_SYSTEM\020\001\022\024\n\020PROMPT_ROL" +
+      "E_USER\020\002\022\031\n\025PROMPT_ROLE_ASSISTANT\020\003*\221\001\n\016" +
+      "PreparedAction\022\037\n\033PREPARED_ACTION_UNSPEC" +
+      "IFIED\020\000\022\036\n\032PREPARED_ACTION_CALL_MODEL\020\001\022" +
+      "$\n PREPARED_ACTION_RETURN_NOT_FOUND\020\002\022\030\n" +
+      "\024PREPARED_ACTION_FAIL\020\003*\262\001\n\022KeywordQuery" +
+      "Source\022$\n KEYWORD_QUERY_SOURCE_UNSPECIFI" +
+      "ED\020\000\022 \n\034KEYWORD_QUERY_SOURCE_DERIVED\020\001\022\036" +
+      "\n\032KEYWORD_QUERY_SOURCE_MODEL\020\002\0224\n0KEYWOR" +
+      "D_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILU" +
+      "RE\020\003*y\n\017ExecutionStatus\022 \n\034EXECUTION_STA" +
+      "TUS_UNSPECIFIED\020\000\022\036\n\032EXECUTION_STATUS_CO" +
+      "MPLETED\020\001\022$\n EXECUTION_STATUS_REQUIRES_A" +
+      "CTION\020\0022\352\006\n\014AgentService\022Q\n\nListAgents\022 " +
+      ".groundwire.v1.ListAgentsRequest\032!.groun" +
+      "dwire.v1.ListAgentsResponse\022K\n\010GetAgent\022" +
+      "\036.groundwire.v1.GetAgentRequest\032\037.ground" +
+      "wire.v1.GetAgentResponse\022H\n\007Execute\022\035.gr" +
+      "oundwire.v1.ExecuteRequest\032\036.groundwire." +
+      "v1.ExecuteResponse\022\\\n\rExecuteStream\022#.gr" +
+      "oundwire.v1.ExecuteStreamRequest\032$.groun" +
+      "dwire.v1.ExecuteStreamResponse0\001\022`\n\017Resu" +
+      "meExecution\022%.groundwire.v1.ResumeExecut" +
+      "ionRequest\032&.groundwire.v1.ResumeExecuti" +
+      "onResponse\022t\n\025ResumeExecutionStream\022+.gr" +
+      "oundwire.v1.ResumeExecutionStreamRequest" +
+      "\032,.groundwire.v1.ResumeExecutionStreamRe" +
+      "sponse0\001\022f\n\021SubmitToolResults\022\'.groundwi" +
+      "re.v1.SubmitToolResultsRequest\032(.groundw" +
+      "ire.v1.SubmitToolResultsResponse\022m\n\022Exec" +
+      "uteInteractive\022(.groundwire.v1.ExecuteIn" +
+      "teractiveRequest\032).groundwire.v1.Execute" +
+      "InteractiveResponse(\0010\001\022c\n\020PrepareExecut" +
+      "ion\022&.groundwire.v1.PrepareExecutionRequ" +
+      "est\032\'.groundwire.v1.PrepareExecutionResp" +
+      "onseB\256\001\n\021dev.groundwire.v1B\nAgentProtoP\001" +
+      "Z8github.com/groundwire/groundwire/clien" +
+      "ts/go/groundwirev1\242\002\003GXX\252\002\rGroundwire.V1" +
+      "\312\002\rGroundwire\\V1\342\002\031Groundwire\\V1\\GPBMeta" +
+      "data\352\002\016Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
           com.google.protobuf.DurationProto.getDescriptor(),
+          com.google.protobuf.StructProto.getDescriptor(),
+          com.google.protobuf.TimestampProto.getDescriptor(),
           dev.groundwire.v1.CommonProto.getDescriptor(),
           dev.groundwire.v1.RerankerProto.getDescriptor(),
           dev.groundwire.v1.RetrieverProto.getDescriptor(),
@@ -465,7 +588,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_ExecutionInput_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ExecutionInput_descriptor,
-        new java.lang.String[] { "AgentId", "Message", "History", "Tenant", "Filter", "BypassRag", "Overrides", });
+        new java.lang.String[] { "AgentId", "Message", "History", "Tenant", "Filter", "ClientTools", "ClientToolTimeout", "BypassRag", "Overrides", });
     internal_static_groundwire_v1_RagOverrides_descriptor =
       getDescriptor().getMessageType(2);
     internal_static_groundwire_v1_RagOverrides_fieldAccessorTable = new
@@ -573,13 +696,13 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_ToolCallTrace_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ToolCallTrace_descriptor,
-        new java.lang.String[] { "Step", "CallId", "ToolName", "Succeeded", "ErrorCode", "Duration", });
+        new java.lang.String[] { "Step", "CallId", "ToolName", "Succeeded", "ErrorCode", "Duration", "ClientExecuted", });
     internal_static_groundwire_v1_AgentResult_descriptor =
       getDescriptor().getMessageType(20);
     internal_static_groundwire_v1_AgentResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgentResult_descriptor,
-        new java.lang.String[] { "ExecutionId", "AgentId", "Answer", "ModelProvider", "Model", "Usage", "Rag", "Citations", "ToolCalls", "Duration", });
+        new java.lang.String[] { "ExecutionId", "AgentId", "Answer", "ModelProvider", "Model", "Usage", "Rag", "Citations", "ToolCalls", "Duration", "Status", "RequiredToolCalls", "ActionDeadline", "Resumed", });
     internal_static_groundwire_v1_RagSearchEvent_descriptor =
       getDescriptor().getMessageType(21);
     internal_static_groundwire_v1_RagSearchEvent_fieldAccessorTable = new
@@ -591,7 +714,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_ToolCallEvent_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ToolCallEvent_descriptor,
-        new java.lang.String[] { "Step", "CallId", "ToolName", "Succeeded", "ErrorCode", "Duration", });
+        new java.lang.String[] { "Step", "CallId", "ToolName", "Succeeded", "ErrorCode", "Duration", "Arguments", "ClientExecuted", });
     internal_static_groundwire_v1_ExecuteStreamResponse_descriptor =
       getDescriptor().getMessageType(23);
     internal_static_groundwire_v1_ExecuteStreamResponse_fieldAccessorTable = new
@@ -634,8 +757,82 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_GetAgentResponse_descriptor,
         new java.lang.String[] { "Agent", });
+    internal_static_groundwire_v1_ClientTool_descriptor =
+      getDescriptor().getMessageType(30);
+    internal_static_groundwire_v1_ClientTool_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ClientTool_descriptor,
+        new java.lang.String[] { "Name", "Description", "Parameters", });
+    internal_static_groundwire_v1_RequiredToolCall_descriptor =
+      getDescriptor().getMessageType(31);
+    internal_static_groundwire_v1_RequiredToolCall_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_RequiredToolCall_descriptor,
+        new java.lang.String[] { "CallId", "ToolName", "Arguments", });
+    internal_static_groundwire_v1_ToolResult_descriptor =
+      getDescriptor().getMessageType(32);
+    internal_static_groundwire_v1_ToolResult_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ToolResult_descriptor,
+        new java.lang.String[] { "CallId", "Output", "IsError", });
+    internal_static_groundwire_v1_ResumeExecutionRequest_descriptor =
+      getDescriptor().getMessageType(33);
+    internal_static_groundwire_v1_ResumeExecutionRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ResumeExecutionRequest_descriptor,
+        new java.lang.String[] { "ExecutionId", "Tenant", });
+    internal_static_groundwire_v1_ResumeExecutionResponse_descriptor =
+      getDescriptor().getMessageType(34);
+    internal_static_groundwire_v1_ResumeExecutionResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ResumeExecutionResponse_descriptor,
+        new java.lang.String[] { "Result", });
+    internal_static_groundwire_v1_ResumeExecutionStreamRequest_descriptor =
+      getDescriptor().getMessageType(35);
+    internal_static_groundwire_v1_ResumeExecutionStreamRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ResumeExecutionStreamRequest_descriptor,
+        new java.lang.String[] { "ExecutionId", "Tenant", });
+    internal_static_groundwire_v1_ResumeExecutionStreamResponse_descriptor =
+      getDescriptor().getMessageType(36);
+    internal_static_groundwire_v1_ResumeExecutionStreamResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ResumeExecutionStreamResponse_descriptor,
+        new java.lang.String[] { "Event", });
+    internal_static_groundwire_v1_SubmitToolResultsRequest_descriptor =
+      getDescriptor().getMessageType(37);
+    internal_static_groundwire_v1_SubmitToolResultsRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_SubmitToolResultsRequest_descriptor,
+        new java.lang.String[] { "ExecutionId", "Tenant", "Results", });
+    internal_static_groundwire_v1_SubmitToolResultsResponse_descriptor =
+      getDescriptor().getMessageType(38);
+    internal_static_groundwire_v1_SubmitToolResultsResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_SubmitToolResultsResponse_descriptor,
+        new java.lang.String[] { "Result", });
+    internal_static_groundwire_v1_ClientToolResults_descriptor =
+      getDescriptor().getMessageType(39);
+    internal_static_groundwire_v1_ClientToolResults_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ClientToolResults_descriptor,
+        new java.lang.String[] { "Results", });
+    internal_static_groundwire_v1_ExecuteInteractiveRequest_descriptor =
+      getDescriptor().getMessageType(40);
+    internal_static_groundwire_v1_ExecuteInteractiveRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ExecuteInteractiveRequest_descriptor,
+        new java.lang.String[] { "Input", "ToolResults", "Kind", });
+    internal_static_groundwire_v1_ExecuteInteractiveResponse_descriptor =
+      getDescriptor().getMessageType(41);
+    internal_static_groundwire_v1_ExecuteInteractiveResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ExecuteInteractiveResponse_descriptor,
+        new java.lang.String[] { "Event", });
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.DurationProto.getDescriptor();
+    com.google.protobuf.StructProto.getDescriptor();
+    com.google.protobuf.TimestampProto.getDescriptor();
     dev.groundwire.v1.CommonProto.getDescriptor();
     dev.groundwire.v1.RerankerProto.getDescriptor();
     dev.groundwire.v1.RetrieverProto.getDescriptor();

@@ -418,6 +418,95 @@ public enum ErrorReason
   ERROR_REASON_TENANT_CONCURRENCY_LIMITED(216),
   /**
    * <pre>
+   * NOT_FOUND: no checkpointed execution has this id for the caller's tenant
+   * (unknown, expired, or another tenant's: indistinguishable by design).
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_NOT_FOUND = 220;</code>
+   */
+  ERROR_REASON_EXECUTION_NOT_FOUND(220),
+  /**
+   * <pre>
+   * ABORTED: the execution is running now, here or on another replica (it
+   * holds the execution's lease); retry after the RetryInfo delay.
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_IN_PROGRESS = 221;</code>
+   */
+  ERROR_REASON_EXECUTION_IN_PROGRESS(221),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the agent's definition changed since the execution's
+   * checkpoint; it cannot be continued under another policy.
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_AGENT_CHANGED = 222;</code>
+   */
+  ERROR_REASON_EXECUTION_AGENT_CHANGED(222),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the execution does not wait for client tool results
+   * (it completed, or runs).
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS = 223;</code>
+   */
+  ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS(223),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the client tool results were not submitted before the
+   * action deadline; the execution was abandoned.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULTS_EXPIRED = 224;</code>
+   */
+  ERROR_REASON_TOOL_RESULTS_EXPIRED(224),
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: a tool result names a call id the execution did not
+   * request.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL = 225;</code>
+   */
+  ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL(225),
+  /**
+   * <pre>
+   * INVALID_ARGUMENT (twice in one request) or ALREADY_EXISTS (submitted
+   * before): a tool call was answered more than once.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULT_DUPLICATE = 226;</code>
+   */
+  ERROR_REASON_TOOL_RESULT_DUPLICATE(226),
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: some required tool calls have no result.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULTS_INCOMPLETE = 227;</code>
+   */
+  ERROR_REASON_TOOL_RESULTS_INCOMPLETE(227),
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: a declared client tool is invalid (name, description,
+   * schema) or takes the name of one of the agent's tools.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CLIENT_TOOL_INVALID = 228;</code>
+   */
+  ERROR_REASON_CLIENT_TOOL_INVALID(228),
+  /**
+   * <pre>
+   * ABORTED: this replica lost the execution's lease (it could not renew it in
+   * time) and stopped; resume it.
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_LEASE_LOST = 229;</code>
+   */
+  ERROR_REASON_EXECUTION_LEASE_LOST(229),
+  /**
+   * <pre>
    * FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy
    * does not permit an answer without context (REQUIRED, or a no-context
    * behavior other than ANSWER_NORMALLY).
@@ -943,6 +1032,95 @@ public enum ErrorReason
   public static final int ERROR_REASON_TENANT_CONCURRENCY_LIMITED_VALUE = 216;
   /**
    * <pre>
+   * NOT_FOUND: no checkpointed execution has this id for the caller's tenant
+   * (unknown, expired, or another tenant's: indistinguishable by design).
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_NOT_FOUND = 220;</code>
+   */
+  public static final int ERROR_REASON_EXECUTION_NOT_FOUND_VALUE = 220;
+  /**
+   * <pre>
+   * ABORTED: the execution is running now, here or on another replica (it
+   * holds the execution's lease); retry after the RetryInfo delay.
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_IN_PROGRESS = 221;</code>
+   */
+  public static final int ERROR_REASON_EXECUTION_IN_PROGRESS_VALUE = 221;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the agent's definition changed since the execution's
+   * checkpoint; it cannot be continued under another policy.
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_AGENT_CHANGED = 222;</code>
+   */
+  public static final int ERROR_REASON_EXECUTION_AGENT_CHANGED_VALUE = 222;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the execution does not wait for client tool results
+   * (it completed, or runs).
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS = 223;</code>
+   */
+  public static final int ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS_VALUE = 223;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the client tool results were not submitted before the
+   * action deadline; the execution was abandoned.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULTS_EXPIRED = 224;</code>
+   */
+  public static final int ERROR_REASON_TOOL_RESULTS_EXPIRED_VALUE = 224;
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: a tool result names a call id the execution did not
+   * request.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL = 225;</code>
+   */
+  public static final int ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL_VALUE = 225;
+  /**
+   * <pre>
+   * INVALID_ARGUMENT (twice in one request) or ALREADY_EXISTS (submitted
+   * before): a tool call was answered more than once.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULT_DUPLICATE = 226;</code>
+   */
+  public static final int ERROR_REASON_TOOL_RESULT_DUPLICATE_VALUE = 226;
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: some required tool calls have no result.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULTS_INCOMPLETE = 227;</code>
+   */
+  public static final int ERROR_REASON_TOOL_RESULTS_INCOMPLETE_VALUE = 227;
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: a declared client tool is invalid (name, description,
+   * schema) or takes the name of one of the agent's tools.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CLIENT_TOOL_INVALID = 228;</code>
+   */
+  public static final int ERROR_REASON_CLIENT_TOOL_INVALID_VALUE = 228;
+  /**
+   * <pre>
+   * ABORTED: this replica lost the execution's lease (it could not renew it in
+   * time) and stopped; resume it.
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_LEASE_LOST = 229;</code>
+   */
+  public static final int ERROR_REASON_EXECUTION_LEASE_LOST_VALUE = 229;
+  /**
+   * <pre>
    * FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy
    * does not permit an answer without context (REQUIRED, or a no-context
    * behavior other than ANSWER_NORMALLY).
@@ -1127,6 +1305,16 @@ public enum ErrorReason
       case 214: return ERROR_REASON_TENANT_MISMATCH;
       case 215: return ERROR_REASON_TENANT_RATE_LIMITED;
       case 216: return ERROR_REASON_TENANT_CONCURRENCY_LIMITED;
+      case 220: return ERROR_REASON_EXECUTION_NOT_FOUND;
+      case 221: return ERROR_REASON_EXECUTION_IN_PROGRESS;
+      case 222: return ERROR_REASON_EXECUTION_AGENT_CHANGED;
+      case 223: return ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS;
+      case 224: return ERROR_REASON_TOOL_RESULTS_EXPIRED;
+      case 225: return ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL;
+      case 226: return ERROR_REASON_TOOL_RESULT_DUPLICATE;
+      case 227: return ERROR_REASON_TOOL_RESULTS_INCOMPLETE;
+      case 228: return ERROR_REASON_CLIENT_TOOL_INVALID;
+      case 229: return ERROR_REASON_EXECUTION_LEASE_LOST;
       case 240: return ERROR_REASON_RAG_BYPASS_NOT_ALLOWED;
       case 241: return ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY;
       case 242: return ERROR_REASON_RAG_CONTROLS_CONFLICT;

@@ -163,6 +163,91 @@ public interface ExecutionInputOrBuilder extends
 
   /**
    * <pre>
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+   */
+  java.util.List<dev.groundwire.v1.ClientTool> 
+      getClientToolsList();
+  /**
+   * <pre>
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+   */
+  dev.groundwire.v1.ClientTool getClientTools(int index);
+  /**
+   * <pre>
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+   */
+  int getClientToolsCount();
+  /**
+   * <pre>
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+   */
+  java.util.List<? extends dev.groundwire.v1.ClientToolOrBuilder> 
+      getClientToolsOrBuilderList();
+  /**
+   * <pre>
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+   */
+  dev.groundwire.v1.ClientToolOrBuilder getClientToolsOrBuilder(
+      int index);
+
+  /**
+   * <pre>
+   * Optional. How long the server waits for the result of one client tool
+   * call, in (0 s, the server's maximum] (300 s by default); unset means the
+   * maximum. Over ExecuteInteractive a late result becomes the tool error
+   * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+   * </pre>
+   *
+   * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+   * @return Whether the clientToolTimeout field is set.
+   */
+  boolean hasClientToolTimeout();
+  /**
+   * <pre>
+   * Optional. How long the server waits for the result of one client tool
+   * call, in (0 s, the server's maximum] (300 s by default); unset means the
+   * maximum. Over ExecuteInteractive a late result becomes the tool error
+   * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+   * </pre>
+   *
+   * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+   * @return The clientToolTimeout.
+   */
+  com.google.protobuf.Duration getClientToolTimeout();
+  /**
+   * <pre>
+   * Optional. How long the server waits for the result of one client tool
+   * call, in (0 s, the server's maximum] (300 s by default); unset means the
+   * maximum. Over ExecuteInteractive a late result becomes the tool error
+   * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+   * </pre>
+   *
+   * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+   */
+  com.google.protobuf.DurationOrBuilder getClientToolTimeoutOrBuilder();
+
+  /**
+   * <pre>
    * Optional. Skip RAG for this request only: no retrieval, no evidence, no
    * framework grounding rules and no search tool; the model answers from the
    * agent's instructions and the conversation. Allowed only for agents whose
