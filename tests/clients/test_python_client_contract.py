@@ -449,12 +449,22 @@ def test_ingest_watches_to_the_terminal_state(server: Scripted, sync: Groundwire
 async def test_async_ingest_attaches_to_a_running_operation(
     server: Scripted, aio: GroundwireClient
 ) -> None:
+    """The error's ErrorInfo metadata names the running operation; without it
+    (an older server) the index status does."""
     server.script["StartIngestion"] = [
-        abort_rich(grpc.StatusCode.FAILED_PRECONDITION, "INGESTION_ALREADY_RUNNING")
+        abort_rich(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "INGESTION_ALREADY_RUNNING",
+            metadata={"operation_id": "op-named"},
+        ),
+        abort_rich(grpc.StatusCode.FAILED_PRECONDITION, "INGESTION_ALREADY_RUNNING"),
     ]
     final = await aio.ingest("docs")
+    assert final.id == "op-named" and final.state == ingestion_pb2.OPERATION_STATE_SUCCEEDED
+    assert not server.calls("GetIndexStatus")
+    final = await aio.ingest("docs")
     assert final.id == "op-running" and final.state == ingestion_pb2.OPERATION_STATE_SUCCEEDED
-    assert len(server.calls("StartIngestion")) == 1
+    assert len(server.calls("StartIngestion")) == 2 and len(server.calls("GetIndexStatus")) == 1
 
 
 # -- retries ----------------------------------------------------------------------

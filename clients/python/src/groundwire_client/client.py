@@ -496,7 +496,13 @@ class GroundwireClient:
         except GroundwireError as err:
             if err.reason != "INGESTION_ALREADY_RUNNING":
                 raise
-            final = (await self.index_status(index)).running_operation
+            # The error names the running operation; older servers do not.
+            running = err.metadata.get("operation_id", "")
+            final = (
+                ingestion_pb2.Operation(id=running, index_name=index)
+                if running
+                else (await self.index_status(index)).running_operation
+            )
             if not final.id:
                 raise
         async with contextlib.aclosing(self.watch_ingestion(final.id, timeout=timeout)) as watch:

@@ -427,7 +427,13 @@ class GroundwireSyncClient:
         except GroundwireError as err:
             if err.reason != "INGESTION_ALREADY_RUNNING":
                 raise
-            final = self.index_status(index).running_operation
+            # The error names the running operation; older servers do not.
+            running = err.metadata.get("operation_id", "")
+            final = (
+                ingestion_pb2.Operation(id=running, index_name=index)
+                if running
+                else (self.index_status(index)).running_operation
+            )
             if not final.id:
                 raise
         watch = self.watch_ingestion(final.id, timeout=timeout)
