@@ -514,6 +514,9 @@ def strip_result(result: ag.AgentResult) -> None:
         citation.title = citation.section = citation.snippet = ""
     for item in result.rag.context:
         item.title = item.section = item.snippet = ""
+    # An agentic search's query is the model's own rewrite (like rewritten_query).
+    for search in result.rag.searches:
+        search.ClearField("query")
 
 
 async def stream(label: str, call: Any) -> list[Any]:

@@ -18,6 +18,7 @@ from groundwire.api.pagination import (
     listing,
     page_size,
 )
+from groundwire.api.usage import usage_to_proto
 from groundwire.domain.auth import Permission, permission_denied
 from groundwire.domain.errors import invalid
 from groundwire.domain.indexes import IngestionStrategy
@@ -77,6 +78,8 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
             failed=c.failed,
             deleted=c.deleted,
             chunks_written=c.chunks_written,
+            embedding_usage=usage_to_proto(c.embedding_usage),
+            truncated_chunks=c.truncated_chunks,
         ),
         create_time=_ts(op.create_time),
         version=op.version,

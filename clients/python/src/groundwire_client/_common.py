@@ -72,6 +72,9 @@ class GroundwireError(Exception):
     request_id: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
     retry_after_seconds: float | None = None
+    # A failed agent execution's partial RAG metadata (for example reranking
+    # outcome FAILED with its failure code), when the server attached it.
+    rag: agent_pb2.RagExecutionMetadata | None = None
 
     def __str__(self) -> str:
         return f"{self.code.name} {self.reason}: {self.message}"
@@ -99,6 +102,10 @@ def error_from_rpc(err: grpc.RpcError | grpc.aio.AioRpcError) -> GroundwireError
                 bad = error_details_pb2.BadRequest()
                 detail.Unpack(bad)
                 out.fields.update({v.field: v.description for v in bad.field_violations})
+            elif detail.Is(agent_pb2.RagExecutionMetadata.DESCRIPTOR):
+                rag = agent_pb2.RagExecutionMetadata()
+                detail.Unpack(rag)
+                out.rag = rag
             elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
                 retry = error_details_pb2.RetryInfo()
                 detail.Unpack(retry)
