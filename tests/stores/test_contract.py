@@ -808,6 +808,32 @@ async def test_range_filters_see_documents_added_later(store: Store, index_name:
     assert await found() == {"y2001", "y2003", "y2002.5", "y2003.0"}
 
 
+async def test_has_documents_is_per_tenant_and_published_only(
+    store: Store, index_name: str
+) -> None:
+    await store.ensure_index(spec(index_name))
+    assert not await store.has_documents(index_name, "")
+    await publish(store, index_name, [doc("a", ["alpha"], [vec(1, 0, 0, 0)], tenant="acme")])
+    assert await store.has_documents(index_name, "acme")
+    assert not await store.has_documents(index_name, "")
+    assert not await store.has_documents(index_name, "globex")
+    # Staged documents do not count until published.
+    v = await store.begin_version(index_name)
+    await store.stage_documents(
+        index_name, v, [doc("b", ["beta"], [vec(0, 1, 0, 0)], tenant="globex")]
+    )
+    assert not await store.has_documents(index_name, "globex")
+    await store.publish_version(index_name, v, spec(index_name))
+    assert await store.has_documents(index_name, "globex")
+    # A tenant whose every document is deleted holds none again.
+    v = await store.begin_version(index_name)
+    await store.stage_deletions(index_name, v, [K("a", "acme")])
+    assert await store.has_documents(index_name, "acme")
+    await store.publish_version(index_name, v, spec(index_name))
+    assert not await store.has_documents(index_name, "acme")
+    assert await store.has_documents(index_name, "globex")
+
+
 # -- execution checkpoints -------------------------------------------------------
 
 

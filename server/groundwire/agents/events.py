@@ -147,6 +147,9 @@ class RagMetadata:
     behavior: NoContextBehavior = NoContextBehavior.ANSWER_NORMALLY
     context_accepted: bool = False
     no_context_reason: NoContextReason | None = None
+    # Whether the tenant searched holds no published document at all (checked
+    # only when retrieval found no candidate): AgentRuntime.explain_scope.
+    tenant_scope_empty: bool = False
     model_skipped: bool = False
     answer_constrained: bool = False
     candidates: list[RankedResult] = field(default_factory=list)

@@ -106,6 +106,7 @@ async def _prepare(
         except SearchFailed as failed:
             raise failed.error from None
         turn.rag = rag_metadata(rag, outcome)
+        await runtime.explain_scope(turn.rag, scope.tenant)
         action = outcome.decision.action
         if action is Action.RETURN_NOT_FOUND:
             turn.action = PreparedAction.RETURN_NOT_FOUND

@@ -199,11 +199,21 @@ class AgentRuntime:
         checkpoints: Checkpointer | None = None,
     ) -> None:
         self._pipeline = RagPipeline(retriever, stage)
+        self._retriever = retriever
         self._previews = previews
         self.max_top_k = retriever.limits.max_top_k
         self._checkpoints = checkpoints or Checkpointer(
             MemoryCheckpointStore(), CheckpointSettings()
         )
+
+    async def explain_scope(self, meta: RagMetadata, tenant: str) -> None:
+        """When retrieval found no candidate, record whether the searched tenant
+        holds no document in the index at all (a key of another tenant than the
+        index's sources sees none of them)."""
+        if not meta.candidates:
+            meta.tenant_scope_empty = await self._retriever.tenant_scope_empty(
+                meta.index_name, tenant
+            )
 
     @property
     def pipeline(self) -> RagPipeline:
@@ -422,6 +432,7 @@ class AgentRuntime:
         )
         result.citations = _citations(result.answer, meta.context)
         if agentic is not None:
+            await self.explain_scope(meta, run.inp.tenant)
             # The no-context behaviour, as for up-front RAG.
             not_found = finish_agentic(agentic, meta, result)
             if not_found is not None:
@@ -484,6 +495,7 @@ class AgentRuntime:
             )
             raise
         result.rag = rag_metadata(rag, outcome)
+        await self.explain_scope(result.rag, scope.tenant)
         yield _search_completed(eid, rag, outcome, time.perf_counter() - t0)
 
         action = outcome.decision.action

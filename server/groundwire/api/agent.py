@@ -53,6 +53,7 @@ from groundwire.domain.blend import (
     RetrievalNormalization,
     SelectionReport,
 )
+from groundwire.domain.citations import DEFAULT_SNIPPET_CHARS, snippet
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.domain.rag_policy import (
     ExecutionMode,
@@ -179,11 +180,55 @@ def _item(
     return msg
 
 
+def _context_item(
+    result: RankedResult, snippet_chars: int, scores: _Scores = _NO_SCORES
+) -> agent_pb2.RagItem:
+    """A context item: the evidence the model got, with its title, section and a
+    bounded snippet (the caller may read it as it may read Retrieve results)."""
+    msg = _item(result, None, scores)
+    hit = result.hit
+    cut = snippet(hit.content, snippet_chars)
+    msg.title, msg.section = hit.title, hit.section
+    msg.snippet, msg.snippet_truncated = cut.text, cut.truncated
+    return msg
+
+
+def citations_to_proto(
+    result: ExecutionResult, snippet_chars: int = DEFAULT_SNIPPET_CHARS
+) -> list[agent_pb2.Citation]:
+    """The citations in order of first appearance, numbered 1..k (display_number),
+    each with its chunk's title, section, span and bounded snippet. Source n is
+    the model's evidence item n (RagMetadata.context[n - 1]); the answer text is
+    left as the model wrote it (it was streamed as such)."""
+    context = result.rag.context
+    out = []
+    for number, c in enumerate(result.citations, start=1):
+        msg = agent_pb2.Citation(
+            source_number=c.source_number,
+            document_id=c.document_id,
+            chunk_id=c.chunk_id,
+            display_number=number,
+        )
+        if 1 <= c.source_number <= len(context):
+            hit = context[c.source_number - 1].hit
+            if hit.key == (c.document_id, c.chunk_id):
+                cut = snippet(hit.content, snippet_chars)
+                msg.title, msg.section = hit.title, hit.section
+                msg.span.CopyFrom(common_pb2.CharSpan(start=hit.start, end=hit.end))
+                msg.snippet, msg.snippet_truncated = cut.text, cut.truncated
+        out.append(msg)
+    return out
+
+
 def _judged(items: Sequence[Judged], scores: _Scores = _NO_SCORES) -> list[agent_pb2.RagItem]:
     return [_item(j.result, j.reason, scores) for j in items]
 
 
-def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
+def rag_to_proto(
+    meta: RagMetadata, snippet_chars: int = DEFAULT_SNIPPET_CHARS, *, evidence: bool = True
+) -> agent_pb2.RagExecutionMetadata:
+    """The RAG metadata; `evidence` adds the title, section and snippet of the
+    context items (results only: a failure's partial metadata stays content-free)."""
     scores = _Scores.of(meta.reranking, meta.final_selection)
     msg = agent_pb2.RagExecutionMetadata(
         enabled=meta.enabled,
@@ -192,11 +237,15 @@ def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
         context_accepted=meta.context_accepted,
         model_skipped=meta.model_skipped,
         answer_constrained=meta.answer_constrained,
+        tenant_scope_empty=meta.tenant_scope_empty,
         candidates=[_item(r, None, scores) for r in meta.candidates],
         accepted=[_item(r, None, scores) for r in meta.accepted],
         rejected=_judged(meta.rejected, scores),
         context_excluded=_judged(meta.context_excluded, scores),
-        context=[_item(r, None, scores) for r in meta.context],
+        context=[
+            _context_item(r, snippet_chars, scores) if evidence else _item(r, None, scores)
+            for r in meta.context
+        ],
         candidate_count=len(meta.candidates),
         accepted_count=len(meta.accepted),
         rejected_count=len(meta.rejected),
@@ -277,7 +326,9 @@ def _trace_to_proto(s: SearchTrace) -> agent_pb2.AgenticSearchTrace:
     return msg
 
 
-def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
+def result_to_proto(
+    result: ExecutionResult, snippet_chars: int = DEFAULT_SNIPPET_CHARS
+) -> agent_pb2.AgentResult:
     u = result.usage
     msg = agent_pb2.AgentResult(
         execution_id=result.execution_id,
@@ -290,14 +341,9 @@ def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
             completion_tokens=u.completion_tokens,
             total_tokens=u.total_tokens,
         ),
-        rag=rag_to_proto(result.rag),
+        rag=rag_to_proto(result.rag, snippet_chars),
         embedding_usage=usage_to_proto(result.rag.embedding_usage),
-        citations=[
-            agent_pb2.Citation(
-                source_number=c.source_number, document_id=c.document_id, chunk_id=c.chunk_id
-            )
-            for c in result.citations
-        ],
+        citations=citations_to_proto(result, snippet_chars),
         tool_calls=[
             agent_pb2.ToolCallTrace(
                 step=t.step,
@@ -325,7 +371,9 @@ def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
     return msg
 
 
-def event_to_proto(event: ExecutionEvent, sequence: int) -> agent_pb2.ExecuteStreamResponse:
+def event_to_proto(
+    event: ExecutionEvent, sequence: int, snippet_chars: int = DEFAULT_SNIPPET_CHARS
+) -> agent_pb2.ExecuteStreamResponse:
     msg = agent_pb2.ExecuteStreamResponse(
         type=_EVENTS[event.type],
         sequence=sequence,
@@ -366,9 +414,9 @@ def event_to_proto(event: ExecutionEvent, sequence: int) -> agent_pb2.ExecuteStr
             )
         )
     if event.result is not None:
-        msg.result.CopyFrom(result_to_proto(event.result))
+        msg.result.CopyFrom(result_to_proto(event.result, snippet_chars))
     if event.rag is not None:
-        msg.rag.CopyFrom(rag_to_proto(event.rag))
+        msg.rag.CopyFrom(rag_to_proto(event.rag, evidence=False))
     return msg
 
 
@@ -407,8 +455,13 @@ def describe_agent(agent: AgentDefinition) -> agent_pb2.AgentDescription:
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     def __init__(
-        self, registry: AgentRegistry, runtime: AgentRuntime, page_tokens: PageTokens
+        self,
+        registry: AgentRegistry,
+        runtime: AgentRuntime,
+        page_tokens: PageTokens,
+        snippet_chars: int = DEFAULT_SNIPPET_CHARS,
     ) -> None:
+        self._snippet_chars = snippet_chars
         self._registry = registry
         self._runtime = runtime
         self._tokens = page_tokens
@@ -469,7 +522,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.ExecuteResponse:
         agent, inp = self._validate(request.input)
         return agent_pb2.ExecuteResponse(
-            result=await _final_result(self._runtime.execute(agent, inp))
+            result=await _final_result(self._runtime.execute(agent, inp), self._snippet_chars)
         )
 
     async def ExecuteStream(
@@ -478,7 +531,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         agent, inp = self._validate(request.input)
         sequence = 0
         async for event in self._runtime.execute(agent, inp):
-            yield event_to_proto(event, sequence)
+            yield event_to_proto(event, sequence, self._snippet_chars)
             sequence += 1
 
     async def PrepareExecution(
@@ -489,7 +542,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         agent, inp = self._validate(request.input)
         turn = await prepare_turn(self._runtime, agent, inp)
         return agent_pb2.PrepareExecutionResponse(
-            prepared=prepared_to_proto(turn, rag_to_proto(turn.rag))
+            prepared=prepared_to_proto(turn, rag_to_proto(turn.rag, self._snippet_chars))
         )
 
     async def ResumeExecution(
@@ -497,7 +550,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.ResumeExecutionResponse:
         eid, tenant = _execution_ref(request.execution_id, request.tenant)
         events = await self._runtime.resume(eid, tenant, self._registry.get)
-        return agent_pb2.ResumeExecutionResponse(result=await _final_result(events))
+        return agent_pb2.ResumeExecutionResponse(
+            result=await _final_result(events, self._snippet_chars)
+        )
 
     async def ResumeExecutionStream(
         self,
@@ -508,7 +563,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         events = await self._runtime.resume(eid, tenant, self._registry.get)
         sequence = 0
         async for event in events:
-            yield agent_pb2.ResumeExecutionStreamResponse(event=event_to_proto(event, sequence))
+            yield agent_pb2.ResumeExecutionStreamResponse(
+                event=event_to_proto(event, sequence, self._snippet_chars)
+            )
             sequence += 1
 
     async def SubmitToolResults(
@@ -519,7 +576,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         eid, tenant = _execution_ref(request.execution_id, request.tenant)
         results = _tool_results(request.results, "results")
         events = await self._runtime.submit_tool_results(eid, tenant, results, self._registry.get)
-        return agent_pb2.SubmitToolResultsResponse(result=await _final_result(events))
+        return agent_pb2.SubmitToolResultsResponse(
+            result=await _final_result(events, self._snippet_chars)
+        )
 
     async def ExecuteInteractive(
         self,
@@ -540,7 +599,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         try:
             sequence = 0
             async for event in self._runtime.execute(agent, inp, channel.wait):
-                yield agent_pb2.ExecuteInteractiveResponse(event=event_to_proto(event, sequence))
+                yield agent_pb2.ExecuteInteractiveResponse(
+                    event=event_to_proto(event, sequence, self._snippet_chars)
+                )
                 sequence += 1
         finally:
             await channel.close()
@@ -663,12 +724,14 @@ def _tool_results(results: Sequence[agent_pb2.ToolResult], where: str) -> list[S
     return out
 
 
-async def _final_result(events: AsyncIterator[ExecutionEvent]) -> agent_pb2.AgentResult:
+async def _final_result(
+    events: AsyncIterator[ExecutionEvent], snippet_chars: int = DEFAULT_SNIPPET_CHARS
+) -> agent_pb2.AgentResult:
     """The unary form of an execution: its terminal result, or its error."""
     async for event in events:
         if event.type in (EventType.EXECUTION_COMPLETED, EventType.EXECUTION_REQUIRES_ACTION):
             assert event.result is not None
-            return result_to_proto(event.result)
+            return result_to_proto(event.result, snippet_chars)
         if event.type is EventType.EXECUTION_FAILED:
             raise failure_from_event(event)
     raise GroundwireError(ErrorKind.INTERNAL, "INTERNAL", "execution ended without a result")
@@ -682,5 +745,5 @@ def failure_from_event(event: ExecutionEvent) -> GroundwireError:
         ErrorKind.UNAVAILABLE, event.error_code, event.error_message
     )
     if event.rag is not None:
-        return ErrorWithDetails(error, [rag_to_proto(event.rag)])
+        return ErrorWithDetails(error, [rag_to_proto(event.rag, evidence=False)])
     return error

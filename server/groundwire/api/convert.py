@@ -130,6 +130,7 @@ def diagnostics_to_proto(d: RetrievalDiagnostics) -> retriever_pb2.RetrievalDiag
         applied_leg_depth=d.leg_depth,
         lexical_terms_scored=d.lexical_terms_scored,
         lexical_terms_pruned=d.lexical_terms_pruned,
+        tenant_scope_empty=d.tenant_scope_empty,
         embedding_usage=usage_to_proto(d.embedding_usage),
         query_truncated=d.embedding_usage.truncated_texts > 0,
     )

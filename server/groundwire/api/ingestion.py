@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 from google.protobuf import timestamp_pb2
 
-from groundwire.api.auth import effective_tenant
+from groundwire.api.auth import effective_tenant, has_permission, ingestion_control
 from groundwire.api.convert import duration
 from groundwire.api.pagination import (
     LIST_INDEXES,
@@ -19,6 +19,7 @@ from groundwire.api.pagination import (
     page_size,
 )
 from groundwire.api.usage import usage_to_proto
+from groundwire.domain.auth import Permission, permission_denied
 from groundwire.domain.errors import invalid
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
@@ -198,6 +199,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         request: ingestion_pb2.StartIngestionRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.StartIngestionResponse:
+        ingestion_control(self._catalog.get(request.index_name).tenant)
         op = await self._manager.start(request.index_name)
         return ingestion_pb2.StartIngestionResponse(operation=operation_to_proto(op))
 
@@ -206,6 +208,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         request: ingestion_pb2.CancelIngestionRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.CancelIngestionResponse:
+        ingestion_control(self._catalog.get(request.index_name).tenant)
         op = await self._manager.cancel(request.index_name)
         return ingestion_pb2.CancelIngestionResponse(operation=operation_to_proto(op))
 
@@ -216,6 +219,15 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
     ) -> AsyncIterator[ingestion_pb2.WatchIngestionResponse]:
         if not request.operation_id:
             raise invalid("FIELD_REQUIRED", "operation_id", "operation_id is required")
+        if not has_permission(Permission.MANAGE):
+            # `ingest` watches its own tenant's indexes only (an index no longer
+            # configured has no tenant to match: `manage` only).
+            index_name = (await self._manager.get(request.operation_id)).index_name
+            if index_name not in self._catalog.names():
+                raise permission_denied(
+                    Permission.MANAGE, "the API key lacks the 'manage' permission"
+                )
+            ingestion_control(self._catalog.get(index_name).tenant)
         async for op in self._manager.watch(request.operation_id):
             yield ingestion_pb2.WatchIngestionResponse(operation=operation_to_proto(op))
 

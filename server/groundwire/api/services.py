@@ -20,6 +20,7 @@ from groundwire.api.retriever import RetrieverServicer
 from groundwire.api.server import ServiceRegistration
 from groundwire.api.snapshot import DispatchingServicer, SnapshotHolder
 from groundwire.api.usage import UsageServicer
+from groundwire.domain.citations import DEFAULT_SNIPPET_CHARS
 from groundwire.indexes.catalog import IndexCatalog
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.reranking.service import RerankingService
@@ -72,12 +73,13 @@ def public_servicers(
     runtime: AgentRuntime,
     reranking: RerankingService,
     page_tokens: PageTokens,
+    citation_snippet_chars: int = DEFAULT_SNIPPET_CHARS,
 ) -> dict[str, object]:
     """The four public servicers, each bound to its engine, by service name (the
     list RPCs share one page-token key)."""
     return {
         RERANKER_SERVICE: RerankerServicer(reranking),
-        AGENT_SERVICE: AgentServicer(agents, runtime, page_tokens),
+        AGENT_SERVICE: AgentServicer(agents, runtime, page_tokens, citation_snippet_chars),
         RETRIEVER_SERVICE: RetrieverServicer(retriever),
         INGESTION_SERVICE: IngestionServicer(catalog, manager, page_tokens),
     }

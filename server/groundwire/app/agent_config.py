@@ -67,6 +67,7 @@ from groundwire.domain.blend import (
     FinalSelectionPolicy,
     RetrievalNormalization,
 )
+from groundwire.domain.citations import DEFAULT_SNIPPET_CHARS, MAX_SNIPPET_CHARS
 from groundwire.domain.query import QueryRewriting
 from groundwire.domain.query_rewrite import KeywordMode
 from groundwire.domain.rag_policy import (
@@ -279,6 +280,9 @@ class AgentLimitsConfig(StrictModel):
     max_message_chars: int = Field(16_384, ge=1, le=1_000_000)
     max_history_turns: int = Field(50, ge=0, le=1000)
     max_concurrent_executions: int = Field(64, ge=1, le=100_000)
+    # Characters of cited text in each citation's and context item's snippet
+    # (cut at a word boundary; 0 = no snippets).
+    citation_snippet_chars: int = Field(DEFAULT_SNIPPET_CHARS, ge=0, le=MAX_SNIPPET_CHARS)
 
 
 # -- builders ---------------------------------------------------------------------

@@ -92,29 +92,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     keys = sub.add_parser("keys", help="API key utilities")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    create = keys_sub.add_parser("create", help="print a new API key and its config entry")
+    create = keys_sub.add_parser(
+        "create", help="print a new API key, its config entry and whose documents it sees"
+    )
     create.add_argument("--id", required=True, help="display id of the key")
     create.add_argument("--tenant", default="", help="tenant the key is bound to")
     create.add_argument(
         "--permissions",
         default="retrieve,execute",
-        help="comma-separated: retrieve,rerank,execute,ingest,manage",
+        help="comma-separated: retrieve,rerank,execute,prepare,ingest,manage",
     )
     args = parser.parse_args(args_in)
     if args.command == "keys":
-        from groundwire.domain.auth import Permission, generate_key, hash_key
+        from groundwire.app.keys_cli import create_key
 
-        perms = [p.strip() for p in args.permissions.split(",") if p.strip()]
-        for p in perms:
-            Permission(p)  # raises ValueError for an unknown permission
-        key = generate_key()
-        print(f"API key (shown once, give it to the client): {key}", file=sys.stderr)
-        print("[[auth.keys]]")
-        print(f'id = "{args.id}"')
-        print(f'hash = "{hash_key(key)}"')
-        print(f'tenant = "{args.tenant}"')
-        print("permissions = [" + ", ".join(f'"{p}"' for p in perms) + "]")
-        return 0
+        return create_key(args.id, args.tenant, args.permissions)
     if args.command == "ingest":
         import os
 

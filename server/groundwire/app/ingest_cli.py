@@ -35,10 +35,20 @@ async def ingest(address: str, index: str, *, api_key: str | None = None) -> int
             if rich.reason != "INGESTION_ALREADY_RUNNING":
                 print(f"error: {rich}", file=sys.stderr)
                 return 2
-            status = await stub.GetIndexStatus(
-                ing.GetIndexStatusRequest(index_name=index), metadata=metadata, timeout=30
-            )
-            op_id = status.status.running_operation.id
+            # The error names the running operation (ErrorInfo metadata), so an
+            # `ingest` key attaches without reading the index status (`manage`).
+            op_id = rich.metadata.get("operation_id", "")
+            if not op_id:
+                try:
+                    status = await stub.GetIndexStatus(
+                        ing.GetIndexStatusRequest(index_name=index), metadata=metadata, timeout=30
+                    )
+                except grpc.aio.AioRpcError as status_err:
+                    print(
+                        f"error: {rich}; attaching: {error_from_rpc(status_err)}", file=sys.stderr
+                    )
+                    return 2
+                op_id = status.status.running_operation.id
             print("attaching to the running operation", file=sys.stderr)
         bar = tqdm(total=0, unit="doc", desc=index, file=sys.stderr)
         final = None

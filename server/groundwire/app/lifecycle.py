@@ -128,6 +128,7 @@ async def start_app(
                 runtime=components.runtime,
                 reranking=components.reranking,
                 page_tokens=tokens,
+                citation_snippet_chars=components.config.agent_limits.citation_snippet_chars,
             ),
         )
     )

@@ -420,6 +420,7 @@ class Reloader:
                 runtime=new.runtime,
                 reranking=new.reranking,
                 page_tokens=self._page_tokens,
+                citation_snippet_chars=new.config.agent_limits.citation_snippet_chars,
             ),
         )
         # One assignment each, with no await between them: a call starting now

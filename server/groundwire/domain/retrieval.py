@@ -152,6 +152,9 @@ class RetrievalDiagnostics:
     lexical_terms_pruned: int = 0
     fusion: FusionSettings | None = None
     leg_depth: int = 0
+    # Whether the tenant searched holds no published document at all (checked
+    # only when nothing was found).
+    tenant_scope_empty: bool = False
     # The query embedding's usage; truncated_texts > 0 means the query was longer
     # than the model's token window.
     embedding_usage: EmbeddingUsage = NO_USAGE

@@ -124,8 +124,21 @@ class Retriever:
             results = fuse(
                 [(Leg.SEMANTIC, semantic), (Leg.LEXICAL, lexical)], request.fusion, request.top_k
             )
+        if not results:
+            diag.tenant_scope_empty = await self.tenant_scope_empty(
+                request.index_name, request.scope.tenant
+            )
         diag.total_seconds = time.perf_counter() - started
         return RetrievalOutcome(tuple(results), diag)
+
+    async def tenant_scope_empty(self, index_name: str, tenant: str) -> bool:
+        """Whether `tenant` holds no published document in the index at all (so no
+        query of that scope can find anything). Reveals nothing of other tenants."""
+        handle = self._catalog.get(index_name)
+        state = await handle.store.index_state(handle.name)
+        if state.published_version == 0:
+            return True
+        return not await handle.store.has_documents(handle.name, tenant)
 
     async def _semantic(
         self, handle: IndexHandle, request: RetrievalRequest, k: int, diag: RetrievalDiagnostics

@@ -211,6 +211,11 @@ class Store(Protocol):
         among `keys`."""
         ...
 
+    async def has_documents(self, name: str, tenant: str) -> bool:
+        """Whether any published document of the index belongs to `tenant` (cheap:
+        an existence check; it reveals nothing of other tenants)."""
+        ...
+
     async def search_vector(
         self, name: str, vector: npt.NDArray[np.float32], k: int, scope: Scope
     ) -> list[ChunkHit]:

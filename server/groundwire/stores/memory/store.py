@@ -169,6 +169,10 @@ class MemoryStore:
             d.key: LiveDocument(d.document_id, d.source_id, d.content_hash, d.tenant) for d in docs
         }
 
+    async def has_documents(self, name: str, tenant: str) -> bool:
+        idx = self._get(name)
+        return any(key.tenant == tenant for key in idx.documents)
+
     async def search_vector(
         self, name: str, vector: npt.NDArray[np.float32], k: int, scope: Scope
     ) -> list[ChunkHit]:

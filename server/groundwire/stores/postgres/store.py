@@ -208,6 +208,17 @@ class PostgresStore:
             ]
             return {d.key: d for d in docs}
 
+    async def has_documents(self, name: str, tenant: str) -> bool:
+        async with self._db.snapshot() as conn:
+            idx = await index_row(conn, name)
+            cur = await conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM gw_documents WHERE index_id = %(index_id)s"
+                " AND tenant = %(tenant)s AND version <> ALL(%(staging)s::bigint[]))",
+                {"index_id": idx.id, "tenant": tenant, "staging": idx.staging},
+            )
+            row = await cur.fetchone()
+            return bool(row and row[0])
+
     async def search_vector(
         self, name: str, vector: npt.NDArray[np.float32], k: int, scope: Scope
     ) -> list[ChunkHit]:

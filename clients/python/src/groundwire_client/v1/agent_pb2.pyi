@@ -964,7 +964,11 @@ Global___ExecuteResponse: _TypeAlias = ExecuteResponse  # noqa: Y015
 
 @_typing.final
 class RagItem(_message.Message):
-    """One retrieval candidate as the policy saw it (no content)."""
+    """One retrieval candidate as the policy saw it (no content, except the
+    title, section and bounded snippet of the items in
+    RagExecutionMetadata.context: the evidence the model was given, which the
+    caller may read as it may read Retrieve results).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -974,6 +978,10 @@ class RagItem(_message.Message):
     SCORE_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     SPAN_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SECTION_FIELD_NUMBER: _builtins.int
+    SNIPPET_FIELD_NUMBER: _builtins.int
+    SNIPPET_TRUNCATED_FIELD_NUMBER: _builtins.int
     RERANK_RELEVANCE_FIELD_NUMBER: _builtins.int
     BLEND_FIELD_NUMBER: _builtins.int
     document_id: _builtins.str
@@ -984,6 +992,26 @@ class RagItem(_message.Message):
     """Output only. One-based retrieval rank."""
     reason: Global___RagItemReason.ValueType
     """Output only. Why it was rejected or excluded (UNSPECIFIED when kept)."""
+    title: _builtins.str
+    """Output only. The document title (empty when the document has none). Set
+    on context items (RagExecutionMetadata.context) only; candidates,
+    accepted, rejected and excluded items stay content-free.
+    """
+    section: _builtins.str
+    """Output only. The section (heading path) the chunk belongs to; empty when
+    the loader found none. Context items only, like title.
+    """
+    snippet: _builtins.str
+    """Output only. A bounded snippet of the chunk text: its beginning (leading
+    whitespace removed), at most agent_limits.citation_snippet_chars
+    characters (default 300; Unicode code points), cut at a word boundary
+    (a single longer word is cut at the bound). Empty when the bound is 0.
+    Context items only, like title.
+    """
+    snippet_truncated: _builtins.bool
+    """Output only. Whether snippet is shorter than the chunk text (the chunk
+    continues after it; an application can append an ellipsis).
+    """
     rerank_relevance: _builtins.float
     """Output only. The reranker's relevance for this candidate, in [0, 1]
     (higher is better); present when the rerank succeeded and the candidate
@@ -1013,12 +1041,16 @@ class RagItem(_message.Message):
         score: _common_pb2.Score | None = ...,
         reason: Global___RagItemReason.ValueType = ...,
         span: _common_pb2.CharSpan | None = ...,
+        title: _builtins.str = ...,
+        section: _builtins.str = ...,
+        snippet: _builtins.str = ...,
+        snippet_truncated: _builtins.bool = ...,
         rerank_relevance: _builtins.float | None = ...,
         blend: Global___BlendScore | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_rerank_relevance", b"_rerank_relevance", "blend", b"blend", "rerank_relevance", b"rerank_relevance", "score", b"score", "span", b"span"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_rerank_relevance", b"_rerank_relevance", "blend", b"blend", "chunk_id", b"chunk_id", "document_id", b"document_id", "reason", b"reason", "rerank_relevance", b"rerank_relevance", "retrieval_rank", b"retrieval_rank", "score", b"score", "span", b"span"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_rerank_relevance", b"_rerank_relevance", "blend", b"blend", "chunk_id", b"chunk_id", "document_id", b"document_id", "reason", b"reason", "rerank_relevance", b"rerank_relevance", "retrieval_rank", b"retrieval_rank", "score", b"score", "section", b"section", "snippet", b"snippet", "snippet_truncated", b"snippet_truncated", "span", b"span", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__rerank_relevance: _TypeAlias = _typing.Literal["rerank_relevance"]  # noqa: Y015
     _WhichOneofArgType__rerank_relevance: _TypeAlias = _typing.Literal["_rerank_relevance", b"_rerank_relevance"]  # noqa: Y015
@@ -1401,6 +1433,7 @@ class RagExecutionMetadata(_message.Message):
     KEYWORD_QUERY_SOURCE_FIELD_NUMBER: _builtins.int
     KEYWORD_REWRITE_FAILURE_CODE_FIELD_NUMBER: _builtins.int
     QUERY_REWRITE_FAILURE_CODE_FIELD_NUMBER: _builtins.int
+    TENANT_SCOPE_EMPTY_FIELD_NUMBER: _builtins.int
     enabled: _builtins.bool
     """Output only. Whether the agent uses RAG at all."""
     index_name: _builtins.str
@@ -1458,6 +1491,14 @@ class RagExecutionMetadata(_message.Message):
     "model") failed and the history rewrite was searched instead: a stable
     code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
     MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
+    """
+    tenant_scope_empty: _builtins.bool
+    """Output only. True when the caller's tenant holds no published document in
+    the agent's index at all (metadata filters aside), so no query of this
+    scope can find context. Documents from configured sources belong to the
+    index's configured tenant (empty by default): a key bound to another
+    tenant sees none of them. Checked only when retrieval found no
+    candidate; false otherwise.
     """
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
@@ -1543,10 +1584,11 @@ class RagExecutionMetadata(_message.Message):
         keyword_query_source: Global___KeywordQuerySource.ValueType = ...,
         keyword_rewrite_failure_code: _builtins.str = ...,
         query_rewrite_failure_code: _builtins.str = ...,
+        tenant_scope_empty: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "applied_limits", b"applied_limits", "context_budget", b"context_budget", "final_selection", b"final_selection", "keyword_query", b"keyword_query", "reranking", b"reranking", "rewritten_query", b"rewritten_query"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "accepted", b"accepted", "accepted_count", b"accepted_count", "answer_constrained", b"answer_constrained", "applied_limits", b"applied_limits", "applied_mode", b"applied_mode", "applied_no_context_behavior", b"applied_no_context_behavior", "candidate_count", b"candidate_count", "candidates", b"candidates", "context", b"context", "context_accepted", b"context_accepted", "context_budget", b"context_budget", "context_excluded", b"context_excluded", "context_excluded_count", b"context_excluded_count", "enabled", b"enabled", "final_selection", b"final_selection", "index_name", b"index_name", "index_version", b"index_version", "keyword_query", b"keyword_query", "keyword_query_source", b"keyword_query_source", "keyword_rewrite_failure_code", b"keyword_rewrite_failure_code", "model_skipped", b"model_skipped", "no_context_reason", b"no_context_reason", "query_rewrite_failure_code", b"query_rewrite_failure_code", "rag_bypassed", b"rag_bypassed", "rejected", b"rejected", "rejected_count", b"rejected_count", "reranking", b"reranking", "retrieval_mode", b"retrieval_mode", "rewritten_query", b"rewritten_query", "searches", b"searches"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "accepted", b"accepted", "accepted_count", b"accepted_count", "answer_constrained", b"answer_constrained", "applied_limits", b"applied_limits", "applied_mode", b"applied_mode", "applied_no_context_behavior", b"applied_no_context_behavior", "candidate_count", b"candidate_count", "candidates", b"candidates", "context", b"context", "context_accepted", b"context_accepted", "context_budget", b"context_budget", "context_excluded", b"context_excluded", "context_excluded_count", b"context_excluded_count", "enabled", b"enabled", "final_selection", b"final_selection", "index_name", b"index_name", "index_version", b"index_version", "keyword_query", b"keyword_query", "keyword_query_source", b"keyword_query_source", "keyword_rewrite_failure_code", b"keyword_rewrite_failure_code", "model_skipped", b"model_skipped", "no_context_reason", b"no_context_reason", "query_rewrite_failure_code", b"query_rewrite_failure_code", "rag_bypassed", b"rag_bypassed", "rejected", b"rejected", "rejected_count", b"rejected_count", "reranking", b"reranking", "retrieval_mode", b"retrieval_mode", "rewritten_query", b"rewritten_query", "searches", b"searches", "tenant_scope_empty", b"tenant_scope_empty"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__keyword_query: _TypeAlias = _typing.Literal["keyword_query"]  # noqa: Y015
     _WhichOneofArgType__keyword_query: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query"]  # noqa: Y015
@@ -1648,22 +1690,60 @@ class Citation(_message.Message):
     SOURCE_NUMBER_FIELD_NUMBER: _builtins.int
     DOCUMENT_ID_FIELD_NUMBER: _builtins.int
     CHUNK_ID_FIELD_NUMBER: _builtins.int
+    DISPLAY_NUMBER_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SECTION_FIELD_NUMBER: _builtins.int
+    SPAN_FIELD_NUMBER: _builtins.int
+    SNIPPET_FIELD_NUMBER: _builtins.int
+    SNIPPET_TRUNCATED_FIELD_NUMBER: _builtins.int
     source_number: _builtins.int
     """Output only. The evidence source number cited ([n] in the answer)."""
     document_id: _builtins.str
     """Output only. Document id."""
     chunk_id: _builtins.str
     """Output only. Chunk id."""
+    display_number: _builtins.int
+    """Output only. The citation's display number: its one-based position in
+    AgentResult.citations, which are ordered by first appearance in the
+    answer. The answer text is returned verbatim (it was streamed as the
+    model wrote it), so its markers keep the evidence numbers: to show
+    sources numbered in reading order, rewrite each marker [source_number]
+    in the answer to [display_number] (every client library has a helper).
+    """
+    title: _builtins.str
+    """Output only. The document title (empty when the document has none)."""
+    section: _builtins.str
+    """Output only. The section (heading path) of the cited chunk; empty when
+    the loader found none.
+    """
+    snippet: _builtins.str
+    """Output only. A bounded snippet of the cited chunk text: its beginning
+    (leading whitespace removed), at most agent_limits.citation_snippet_chars
+    characters (default 300; Unicode code points), cut at a word boundary
+    (a single longer word is cut at the bound). Empty when the bound is 0.
+    """
+    snippet_truncated: _builtins.bool
+    """Output only. Whether snippet is shorter than the cited chunk text."""
+    @_builtins.property
+    def span(self) -> _common_pb2.CharSpan:
+        """Output only. Character span of the cited chunk in the document."""
+
     def __init__(
         self,
         *,
         source_number: _builtins.int = ...,
         document_id: _builtins.str = ...,
         chunk_id: _builtins.str = ...,
+        display_number: _builtins.int = ...,
+        title: _builtins.str = ...,
+        section: _builtins.str = ...,
+        span: _common_pb2.CharSpan | None = ...,
+        snippet: _builtins.str = ...,
+        snippet_truncated: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["span", b"span"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "document_id", b"document_id", "source_number", b"source_number"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "display_number", b"display_number", "document_id", b"document_id", "section", b"section", "snippet", b"snippet", "snippet_truncated", b"snippet_truncated", "source_number", b"source_number", "span", b"span", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1771,7 +1851,10 @@ class AgentResult(_message.Message):
 
     @_builtins.property
     def citations(self) -> _containers.RepeatedCompositeFieldContainer[Global___Citation]:
-        """Output only. Accepted chunks the answer cites, in order of first citation."""
+        """Output only. Accepted chunks the answer cites, in order of first citation
+        (display_number 1, 2, ...), each with its title, section, span and a
+        bounded snippet.
+        """
 
     @_builtins.property
     def tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolCallTrace]:

@@ -155,7 +155,11 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     ERROR_REASON_UNAUTHENTICATED: _ErrorReason.ValueType  # 212
     """UNAUTHENTICATED: no, a malformed or an unknown API key."""
     ERROR_REASON_PERMISSION_DENIED: _ErrorReason.ValueType  # 213
-    """PERMISSION_DENIED: the API key lacks the permission the method needs."""
+    """PERMISSION_DENIED: the API key lacks the permission the method needs;
+    ErrorInfo metadata "permission" names it (for example "manage": the
+    "ingest" permission starts, watches and cancels ingestion only of indexes
+    whose configured tenant is the key's own).
+    """
     ERROR_REASON_TENANT_MISMATCH: _ErrorReason.ValueType  # 214
     """PERMISSION_DENIED: a request field names a tenant other than the key's."""
     ERROR_REASON_TENANT_RATE_LIMITED: _ErrorReason.ValueType  # 215
@@ -396,7 +400,11 @@ agent_limits.max_concurrent_executions); retry later (RetryInfo).
 ERROR_REASON_UNAUTHENTICATED: ErrorReason.ValueType  # 212
 """UNAUTHENTICATED: no, a malformed or an unknown API key."""
 ERROR_REASON_PERMISSION_DENIED: ErrorReason.ValueType  # 213
-"""PERMISSION_DENIED: the API key lacks the permission the method needs."""
+"""PERMISSION_DENIED: the API key lacks the permission the method needs;
+ErrorInfo metadata "permission" names it (for example "manage": the
+"ingest" permission starts, watches and cancels ingestion only of indexes
+whose configured tenant is the key's own).
+"""
 ERROR_REASON_TENANT_MISMATCH: ErrorReason.ValueType  # 214
 """PERMISSION_DENIED: a request field names a tenant other than the key's."""
 ERROR_REASON_TENANT_RATE_LIMITED: ErrorReason.ValueType  # 215

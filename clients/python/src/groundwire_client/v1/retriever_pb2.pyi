@@ -320,6 +320,7 @@ class RetrievalDiagnostics(_message.Message):
     APPLIED_LEG_DEPTH_FIELD_NUMBER: _builtins.int
     LEXICAL_TERMS_SCORED_FIELD_NUMBER: _builtins.int
     LEXICAL_TERMS_PRUNED_FIELD_NUMBER: _builtins.int
+    TENANT_SCOPE_EMPTY_FIELD_NUMBER: _builtins.int
     EMBEDDING_USAGE_FIELD_NUMBER: _builtins.int
     QUERY_TRUNCATED_FIELD_NUMBER: _builtins.int
     applied_mode: Global___RetrievalMode.ValueType
@@ -353,6 +354,14 @@ class RetrievalDiagnostics(_message.Message):
     """Output only. Distinct query terms the index holds that the term limit left out:
     the most common ones (lowest idf), which barely move BM25. Terms the index does
     not hold match nothing and are counted in neither field.
+    """
+    tenant_scope_empty: _builtins.bool
+    """Output only. True when the caller's tenant holds no published document in
+    this index at all (metadata filters aside): every query of this scope
+    finds nothing. Documents from configured sources belong to the index's
+    configured tenant (empty by default), so a key bound to another tenant
+    sees none of them. Checked only when no result was returned; false
+    otherwise. Reports on the caller's own scope only.
     """
     query_truncated: _builtins.bool
     """Output only. Whether the query was longer than the embedding model's token
@@ -399,12 +408,13 @@ class RetrievalDiagnostics(_message.Message):
         applied_leg_depth: _builtins.int = ...,
         lexical_terms_scored: _builtins.int = ...,
         lexical_terms_pruned: _builtins.int = ...,
+        tenant_scope_empty: _builtins.bool = ...,
         embedding_usage: _usage_pb2.EmbeddingUsage | None = ...,
         query_truncated: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["embedding_duration", b"embedding_duration", "embedding_usage", b"embedding_usage", "lexical_duration", b"lexical_duration", "semantic_duration", b"semantic_duration", "total_duration", b"total_duration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_leg_depth", b"applied_leg_depth", "applied_lexical_weight", b"applied_lexical_weight", "applied_mode", b"applied_mode", "applied_rrf_k", b"applied_rrf_k", "applied_semantic_weight", b"applied_semantic_weight", "applied_top_k", b"applied_top_k", "embedding_duration", b"embedding_duration", "embedding_usage", b"embedding_usage", "index_version", b"index_version", "lexical_duration", b"lexical_duration", "lexical_hits", b"lexical_hits", "lexical_terms_pruned", b"lexical_terms_pruned", "lexical_terms_scored", b"lexical_terms_scored", "phrase_count", b"phrase_count", "query_truncated", b"query_truncated", "semantic_duration", b"semantic_duration", "semantic_hits", b"semantic_hits", "total_duration", b"total_duration"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_leg_depth", b"applied_leg_depth", "applied_lexical_weight", b"applied_lexical_weight", "applied_mode", b"applied_mode", "applied_rrf_k", b"applied_rrf_k", "applied_semantic_weight", b"applied_semantic_weight", "applied_top_k", b"applied_top_k", "embedding_duration", b"embedding_duration", "embedding_usage", b"embedding_usage", "index_version", b"index_version", "lexical_duration", b"lexical_duration", "lexical_hits", b"lexical_hits", "lexical_terms_pruned", b"lexical_terms_pruned", "lexical_terms_scored", b"lexical_terms_scored", "phrase_count", b"phrase_count", "query_truncated", b"query_truncated", "semantic_duration", b"semantic_duration", "semantic_hits", b"semantic_hits", "tenant_scope_empty", b"tenant_scope_empty", "total_duration", b"total_duration"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
