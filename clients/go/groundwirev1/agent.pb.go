@@ -1617,7 +1617,10 @@ func (x *ExecuteResponse) GetResult() *AgentResult {
 	return nil
 }
 
-// One retrieval candidate as the policy saw it (no content).
+// One retrieval candidate as the policy saw it (no content, except the
+// title, section and bounded snippet of the items in
+// RagExecutionMetadata.context: the evidence the model was given, which the
+// caller may read as it may read Retrieve results).
 type RagItem struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Output only. Document id.
@@ -1632,6 +1635,22 @@ type RagItem struct {
 	Reason RagItemReason `protobuf:"varint,5,opt,name=reason,proto3,enum=groundwire.v1.RagItemReason" json:"reason,omitempty"`
 	// Output only. Character span in the document.
 	Span *CharSpan `protobuf:"bytes,6,opt,name=span,proto3" json:"span,omitempty"`
+	// Output only. The document title (empty when the document has none). Set
+	// on context items (RagExecutionMetadata.context) only; candidates,
+	// accepted, rejected and excluded items stay content-free.
+	Title string `protobuf:"bytes,160,opt,name=title,proto3" json:"title,omitempty"`
+	// Output only. The section (heading path) the chunk belongs to; empty when
+	// the loader found none. Context items only, like title.
+	Section string `protobuf:"bytes,161,opt,name=section,proto3" json:"section,omitempty"`
+	// Output only. A bounded snippet of the chunk text: its beginning (leading
+	// whitespace removed), at most agent_limits.citation_snippet_chars
+	// characters (default 300; Unicode code points), cut at a word boundary
+	// (a single longer word is cut at the bound). Empty when the bound is 0.
+	// Context items only, like title.
+	Snippet string `protobuf:"bytes,162,opt,name=snippet,proto3" json:"snippet,omitempty"`
+	// Output only. Whether snippet is shorter than the chunk text (the chunk
+	// continues after it; an application can append an ellipsis).
+	SnippetTruncated bool `protobuf:"varint,163,opt,name=snippet_truncated,json=snippetTruncated,proto3" json:"snippet_truncated,omitempty"`
 	// Output only. The reranker's relevance for this candidate, in [0, 1]
 	// (higher is better); present when the rerank succeeded and the candidate
 	// was sent to the reranker. A separate value: `score` is never changed.
@@ -1714,6 +1733,34 @@ func (x *RagItem) GetSpan() *CharSpan {
 		return x.Span
 	}
 	return nil
+}
+
+func (x *RagItem) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *RagItem) GetSection() string {
+	if x != nil {
+		return x.Section
+	}
+	return ""
+}
+
+func (x *RagItem) GetSnippet() string {
+	if x != nil {
+		return x.Snippet
+	}
+	return ""
+}
+
+func (x *RagItem) GetSnippetTruncated() bool {
+	if x != nil {
+		return x.SnippetTruncated
+	}
+	return false
 }
 
 func (x *RagItem) GetRerankRelevance() float64 {
@@ -2449,8 +2496,15 @@ type RagExecutionMetadata struct {
 	// code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
 	// MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
 	QueryRewriteFailureCode string `protobuf:"bytes,75,opt,name=query_rewrite_failure_code,json=queryRewriteFailureCode,proto3" json:"query_rewrite_failure_code,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Output only. True when the caller's tenant holds no published document in
+	// the agent's index at all (metadata filters aside), so no query of this
+	// scope can find context. Documents from configured sources belong to the
+	// index's configured tenant (empty by default): a key bound to another
+	// tenant sees none of them. Checked only when retrieval found no
+	// candidate; false otherwise.
+	TenantScopeEmpty bool `protobuf:"varint,160,opt,name=tenant_scope_empty,json=tenantScopeEmpty,proto3" json:"tenant_scope_empty,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RagExecutionMetadata) Reset() {
@@ -2693,6 +2747,13 @@ func (x *RagExecutionMetadata) GetQueryRewriteFailureCode() string {
 	return ""
 }
 
+func (x *RagExecutionMetadata) GetTenantScopeEmpty() bool {
+	if x != nil {
+		return x.TenantScopeEmpty
+	}
+	return false
+}
+
 // The RAG limits applied to one execution (the agent's policy narrowed by
 // the request's overrides).
 type RagAppliedLimits struct {
@@ -2859,9 +2920,30 @@ type Citation struct {
 	// Output only. Document id.
 	DocumentId string `protobuf:"bytes,2,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
 	// Output only. Chunk id.
-	ChunkId       string `protobuf:"bytes,3,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ChunkId string `protobuf:"bytes,3,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
+	// Output only. The citation's display number: its one-based position in
+	// AgentResult.citations, which are ordered by first appearance in the
+	// answer. The answer text is returned verbatim (it was streamed as the
+	// model wrote it), so its markers keep the evidence numbers: to show
+	// sources numbered in reading order, rewrite each marker [source_number]
+	// in the answer to [display_number] (every client library has a helper).
+	DisplayNumber uint32 `protobuf:"varint,160,opt,name=display_number,json=displayNumber,proto3" json:"display_number,omitempty"`
+	// Output only. The document title (empty when the document has none).
+	Title string `protobuf:"bytes,161,opt,name=title,proto3" json:"title,omitempty"`
+	// Output only. The section (heading path) of the cited chunk; empty when
+	// the loader found none.
+	Section string `protobuf:"bytes,162,opt,name=section,proto3" json:"section,omitempty"`
+	// Output only. Character span of the cited chunk in the document.
+	Span *CharSpan `protobuf:"bytes,163,opt,name=span,proto3" json:"span,omitempty"`
+	// Output only. A bounded snippet of the cited chunk text: its beginning
+	// (leading whitespace removed), at most agent_limits.citation_snippet_chars
+	// characters (default 300; Unicode code points), cut at a word boundary
+	// (a single longer word is cut at the bound). Empty when the bound is 0.
+	Snippet string `protobuf:"bytes,164,opt,name=snippet,proto3" json:"snippet,omitempty"`
+	// Output only. Whether snippet is shorter than the cited chunk text.
+	SnippetTruncated bool `protobuf:"varint,165,opt,name=snippet_truncated,json=snippetTruncated,proto3" json:"snippet_truncated,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Citation) Reset() {
@@ -2913,6 +2995,48 @@ func (x *Citation) GetChunkId() string {
 		return x.ChunkId
 	}
 	return ""
+}
+
+func (x *Citation) GetDisplayNumber() uint32 {
+	if x != nil {
+		return x.DisplayNumber
+	}
+	return 0
+}
+
+func (x *Citation) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *Citation) GetSection() string {
+	if x != nil {
+		return x.Section
+	}
+	return ""
+}
+
+func (x *Citation) GetSpan() *CharSpan {
+	if x != nil {
+		return x.Span
+	}
+	return nil
+}
+
+func (x *Citation) GetSnippet() string {
+	if x != nil {
+		return x.Snippet
+	}
+	return ""
+}
+
+func (x *Citation) GetSnippetTruncated() bool {
+	if x != nil {
+		return x.SnippetTruncated
+	}
+	return false
 }
 
 // A tool call made during the execution (content-free).
@@ -3034,7 +3158,9 @@ type AgentResult struct {
 	Usage *TokenUsage `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
 	// Output only. RAG metadata.
 	Rag *RagExecutionMetadata `protobuf:"bytes,7,opt,name=rag,proto3" json:"rag,omitempty"`
-	// Output only. Accepted chunks the answer cites, in order of first citation.
+	// Output only. Accepted chunks the answer cites, in order of first citation
+	// (display_number 1, 2, ...), each with its title, section, span and a
+	// bounded snippet.
 	Citations []*Citation `protobuf:"bytes,8,rep,name=citations,proto3" json:"citations,omitempty"`
 	// Output only. Tool calls.
 	ToolCalls []*ToolCallTrace `protobuf:"bytes,9,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
@@ -4777,7 +4903,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x14ExecuteStreamRequest\x123\n" +
 	"\x05input\x18\x01 \x01(\v2\x1d.groundwire.v1.ExecutionInputR\x05input\"E\n" +
 	"\x0fExecuteResponse\x122\n" +
-	"\x06result\x18\x01 \x01(\v2\x1a.groundwire.v1.AgentResultR\x06result\"\xf1\x02\n" +
+	"\x06result\x18\x01 \x01(\v2\x1a.groundwire.v1.AgentResultR\x06result\"\xec\x03\n" +
 	"\aRagItem\x12\x1f\n" +
 	"\vdocument_id\x18\x01 \x01(\tR\n" +
 	"documentId\x12\x19\n" +
@@ -4785,7 +4911,11 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x0eretrieval_rank\x18\x03 \x01(\rR\rretrievalRank\x12*\n" +
 	"\x05score\x18\x04 \x01(\v2\x14.groundwire.v1.ScoreR\x05score\x124\n" +
 	"\x06reason\x18\x05 \x01(\x0e2\x1c.groundwire.v1.RagItemReasonR\x06reason\x12+\n" +
-	"\x04span\x18\x06 \x01(\v2\x17.groundwire.v1.CharSpanR\x04span\x12.\n" +
+	"\x04span\x18\x06 \x01(\v2\x17.groundwire.v1.CharSpanR\x04span\x12\x15\n" +
+	"\x05title\x18\xa0\x01 \x01(\tR\x05title\x12\x19\n" +
+	"\asection\x18\xa1\x01 \x01(\tR\asection\x12\x19\n" +
+	"\asnippet\x18\xa2\x01 \x01(\tR\asnippet\x12,\n" +
+	"\x11snippet_truncated\x18\xa3\x01 \x01(\bR\x10snippetTruncated\x12.\n" +
 	"\x10rerank_relevance\x18< \x01(\x01H\x00R\x0frerankRelevance\x88\x01\x01\x12/\n" +
 	"\x05blend\x18= \x01(\v2\x19.groundwire.v1.BlendScoreR\x05blendB\x13\n" +
 	"\x11_rerank_relevance\"\x9b\x02\n" +
@@ -4845,7 +4975,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x10context_excluded\x18A \x03(\v2\x16.groundwire.v1.RagItemR\x0fcontextExcluded\x12>\n" +
 	"\treranking\x18B \x01(\v2 .groundwire.v1.RerankingMetadataR\treranking\x12J\n" +
 	"\x11no_context_reason\x18C \x01(\x0e2\x1e.groundwire.v1.NoContextReasonR\x0fnoContextReason\x12#\n" +
-	"\rindex_version\x18D \x01(\x04R\findexVersion\"\xb0\r\n" +
+	"\rindex_version\x18D \x01(\x04R\findexVersion\"\xdf\r\n" +
 	"\x14RagExecutionMetadata\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x1d\n" +
 	"\n" +
@@ -4880,7 +5010,8 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\rkeyword_query\x18H \x01(\tH\x01R\fkeywordQuery\x88\x01\x01\x12S\n" +
 	"\x14keyword_query_source\x18I \x01(\x0e2!.groundwire.v1.KeywordQuerySourceR\x12keywordQuerySource\x12?\n" +
 	"\x1ckeyword_rewrite_failure_code\x18J \x01(\tR\x19keywordRewriteFailureCode\x12;\n" +
-	"\x1aquery_rewrite_failure_code\x18K \x01(\tR\x17queryRewriteFailureCodeB\x12\n" +
+	"\x1aquery_rewrite_failure_code\x18K \x01(\tR\x17queryRewriteFailureCode\x12-\n" +
+	"\x12tenant_scope_empty\x18\xa0\x01 \x01(\bR\x10tenantScopeEmptyB\x12\n" +
 	"\x10_rewritten_queryB\x10\n" +
 	"\x0e_keyword_query\"\xc3\x02\n" +
 	"\x10RagAppliedLimits\x12'\n" +
@@ -4895,12 +5026,18 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"TokenUsage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12!\n" +
-	"\ftotal_tokens\x18\x03 \x01(\rR\vtotalTokens\"k\n" +
+	"\ftotal_tokens\x18\x03 \x01(\rR\vtotalTokens\"\xbc\x02\n" +
 	"\bCitation\x12#\n" +
 	"\rsource_number\x18\x01 \x01(\rR\fsourceNumber\x12\x1f\n" +
 	"\vdocument_id\x18\x02 \x01(\tR\n" +
 	"documentId\x12\x19\n" +
-	"\bchunk_id\x18\x03 \x01(\tR\achunkId\"\xf6\x01\n" +
+	"\bchunk_id\x18\x03 \x01(\tR\achunkId\x12&\n" +
+	"\x0edisplay_number\x18\xa0\x01 \x01(\rR\rdisplayNumber\x12\x15\n" +
+	"\x05title\x18\xa1\x01 \x01(\tR\x05title\x12\x19\n" +
+	"\asection\x18\xa2\x01 \x01(\tR\asection\x12,\n" +
+	"\x04span\x18\xa3\x01 \x01(\v2\x17.groundwire.v1.CharSpanR\x04span\x12\x19\n" +
+	"\asnippet\x18\xa4\x01 \x01(\tR\asnippet\x12,\n" +
+	"\x11snippet_truncated\x18\xa5\x01 \x01(\bR\x10snippetTruncated\"\xf6\x01\n" +
 	"\rToolCallTrace\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -5267,64 +5404,65 @@ var file_groundwire_v1_agent_proto_depIdxs = []int32{
 	26, // 50: groundwire.v1.RagExecutionMetadata.final_selection:type_name -> groundwire.v1.FinalSelection
 	32, // 51: groundwire.v1.RagExecutionMetadata.applied_limits:type_name -> groundwire.v1.RagAppliedLimits
 	10, // 52: groundwire.v1.RagExecutionMetadata.keyword_query_source:type_name -> groundwire.v1.KeywordQuerySource
-	59, // 53: groundwire.v1.ToolCallTrace.duration:type_name -> google.protobuf.Duration
-	33, // 54: groundwire.v1.AgentResult.usage:type_name -> groundwire.v1.TokenUsage
-	31, // 55: groundwire.v1.AgentResult.rag:type_name -> groundwire.v1.RagExecutionMetadata
-	34, // 56: groundwire.v1.AgentResult.citations:type_name -> groundwire.v1.Citation
-	35, // 57: groundwire.v1.AgentResult.tool_calls:type_name -> groundwire.v1.ToolCallTrace
-	59, // 58: groundwire.v1.AgentResult.duration:type_name -> google.protobuf.Duration
-	11, // 59: groundwire.v1.AgentResult.status:type_name -> groundwire.v1.ExecutionStatus
-	47, // 60: groundwire.v1.AgentResult.required_tool_calls:type_name -> groundwire.v1.RequiredToolCall
-	64, // 61: groundwire.v1.AgentResult.action_deadline:type_name -> google.protobuf.Timestamp
-	65, // 62: groundwire.v1.AgentResult.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
-	62, // 63: groundwire.v1.RagSearchEvent.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	66, // 64: groundwire.v1.RagSearchEvent.reranking_outcome:type_name -> groundwire.v1.RerankOutcome
-	59, // 65: groundwire.v1.RagSearchEvent.duration:type_name -> google.protobuf.Duration
-	59, // 66: groundwire.v1.ToolCallEvent.duration:type_name -> google.protobuf.Duration
-	7,  // 67: groundwire.v1.ExecuteStreamResponse.type:type_name -> groundwire.v1.ExecutionEventType
-	37, // 68: groundwire.v1.ExecuteStreamResponse.rag_search:type_name -> groundwire.v1.RagSearchEvent
-	38, // 69: groundwire.v1.ExecuteStreamResponse.tool_call:type_name -> groundwire.v1.ToolCallEvent
-	36, // 70: groundwire.v1.ExecuteStreamResponse.result:type_name -> groundwire.v1.AgentResult
-	31, // 71: groundwire.v1.ExecuteStreamResponse.rag:type_name -> groundwire.v1.RagExecutionMetadata
-	62, // 72: groundwire.v1.AgentRagDescription.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	0,  // 73: groundwire.v1.AgentRagDescription.mode:type_name -> groundwire.v1.ExecutionMode
-	1,  // 74: groundwire.v1.AgentRagDescription.no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
-	4,  // 75: groundwire.v1.AgentRagDescription.final_selection_policy:type_name -> groundwire.v1.FinalSelectionPolicy
-	40, // 76: groundwire.v1.AgentDescription.rag:type_name -> groundwire.v1.AgentRagDescription
-	41, // 77: groundwire.v1.ListAgentsResponse.agents:type_name -> groundwire.v1.AgentDescription
-	41, // 78: groundwire.v1.GetAgentResponse.agent:type_name -> groundwire.v1.AgentDescription
-	67, // 79: groundwire.v1.ClientTool.parameters:type_name -> google.protobuf.Struct
-	36, // 80: groundwire.v1.ResumeExecutionResponse.result:type_name -> groundwire.v1.AgentResult
-	39, // 81: groundwire.v1.ResumeExecutionStreamResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
-	48, // 82: groundwire.v1.SubmitToolResultsRequest.results:type_name -> groundwire.v1.ToolResult
-	36, // 83: groundwire.v1.SubmitToolResultsResponse.result:type_name -> groundwire.v1.AgentResult
-	48, // 84: groundwire.v1.ClientToolResults.results:type_name -> groundwire.v1.ToolResult
-	13, // 85: groundwire.v1.ExecuteInteractiveRequest.input:type_name -> groundwire.v1.ExecutionInput
-	55, // 86: groundwire.v1.ExecuteInteractiveRequest.tool_results:type_name -> groundwire.v1.ClientToolResults
-	39, // 87: groundwire.v1.ExecuteInteractiveResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
-	42, // 88: groundwire.v1.AgentService.ListAgents:input_type -> groundwire.v1.ListAgentsRequest
-	44, // 89: groundwire.v1.AgentService.GetAgent:input_type -> groundwire.v1.GetAgentRequest
-	21, // 90: groundwire.v1.AgentService.Execute:input_type -> groundwire.v1.ExecuteRequest
-	22, // 91: groundwire.v1.AgentService.ExecuteStream:input_type -> groundwire.v1.ExecuteStreamRequest
-	49, // 92: groundwire.v1.AgentService.ResumeExecution:input_type -> groundwire.v1.ResumeExecutionRequest
-	51, // 93: groundwire.v1.AgentService.ResumeExecutionStream:input_type -> groundwire.v1.ResumeExecutionStreamRequest
-	53, // 94: groundwire.v1.AgentService.SubmitToolResults:input_type -> groundwire.v1.SubmitToolResultsRequest
-	56, // 95: groundwire.v1.AgentService.ExecuteInteractive:input_type -> groundwire.v1.ExecuteInteractiveRequest
-	15, // 96: groundwire.v1.AgentService.PrepareExecution:input_type -> groundwire.v1.PrepareExecutionRequest
-	43, // 97: groundwire.v1.AgentService.ListAgents:output_type -> groundwire.v1.ListAgentsResponse
-	45, // 98: groundwire.v1.AgentService.GetAgent:output_type -> groundwire.v1.GetAgentResponse
-	23, // 99: groundwire.v1.AgentService.Execute:output_type -> groundwire.v1.ExecuteResponse
-	39, // 100: groundwire.v1.AgentService.ExecuteStream:output_type -> groundwire.v1.ExecuteStreamResponse
-	50, // 101: groundwire.v1.AgentService.ResumeExecution:output_type -> groundwire.v1.ResumeExecutionResponse
-	52, // 102: groundwire.v1.AgentService.ResumeExecutionStream:output_type -> groundwire.v1.ResumeExecutionStreamResponse
-	54, // 103: groundwire.v1.AgentService.SubmitToolResults:output_type -> groundwire.v1.SubmitToolResultsResponse
-	57, // 104: groundwire.v1.AgentService.ExecuteInteractive:output_type -> groundwire.v1.ExecuteInteractiveResponse
-	16, // 105: groundwire.v1.AgentService.PrepareExecution:output_type -> groundwire.v1.PrepareExecutionResponse
-	97, // [97:106] is the sub-list for method output_type
-	88, // [88:97] is the sub-list for method input_type
-	88, // [88:88] is the sub-list for extension type_name
-	88, // [88:88] is the sub-list for extension extendee
-	0,  // [0:88] is the sub-list for field type_name
+	61, // 53: groundwire.v1.Citation.span:type_name -> groundwire.v1.CharSpan
+	59, // 54: groundwire.v1.ToolCallTrace.duration:type_name -> google.protobuf.Duration
+	33, // 55: groundwire.v1.AgentResult.usage:type_name -> groundwire.v1.TokenUsage
+	31, // 56: groundwire.v1.AgentResult.rag:type_name -> groundwire.v1.RagExecutionMetadata
+	34, // 57: groundwire.v1.AgentResult.citations:type_name -> groundwire.v1.Citation
+	35, // 58: groundwire.v1.AgentResult.tool_calls:type_name -> groundwire.v1.ToolCallTrace
+	59, // 59: groundwire.v1.AgentResult.duration:type_name -> google.protobuf.Duration
+	11, // 60: groundwire.v1.AgentResult.status:type_name -> groundwire.v1.ExecutionStatus
+	47, // 61: groundwire.v1.AgentResult.required_tool_calls:type_name -> groundwire.v1.RequiredToolCall
+	64, // 62: groundwire.v1.AgentResult.action_deadline:type_name -> google.protobuf.Timestamp
+	65, // 63: groundwire.v1.AgentResult.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
+	62, // 64: groundwire.v1.RagSearchEvent.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	66, // 65: groundwire.v1.RagSearchEvent.reranking_outcome:type_name -> groundwire.v1.RerankOutcome
+	59, // 66: groundwire.v1.RagSearchEvent.duration:type_name -> google.protobuf.Duration
+	59, // 67: groundwire.v1.ToolCallEvent.duration:type_name -> google.protobuf.Duration
+	7,  // 68: groundwire.v1.ExecuteStreamResponse.type:type_name -> groundwire.v1.ExecutionEventType
+	37, // 69: groundwire.v1.ExecuteStreamResponse.rag_search:type_name -> groundwire.v1.RagSearchEvent
+	38, // 70: groundwire.v1.ExecuteStreamResponse.tool_call:type_name -> groundwire.v1.ToolCallEvent
+	36, // 71: groundwire.v1.ExecuteStreamResponse.result:type_name -> groundwire.v1.AgentResult
+	31, // 72: groundwire.v1.ExecuteStreamResponse.rag:type_name -> groundwire.v1.RagExecutionMetadata
+	62, // 73: groundwire.v1.AgentRagDescription.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	0,  // 74: groundwire.v1.AgentRagDescription.mode:type_name -> groundwire.v1.ExecutionMode
+	1,  // 75: groundwire.v1.AgentRagDescription.no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
+	4,  // 76: groundwire.v1.AgentRagDescription.final_selection_policy:type_name -> groundwire.v1.FinalSelectionPolicy
+	40, // 77: groundwire.v1.AgentDescription.rag:type_name -> groundwire.v1.AgentRagDescription
+	41, // 78: groundwire.v1.ListAgentsResponse.agents:type_name -> groundwire.v1.AgentDescription
+	41, // 79: groundwire.v1.GetAgentResponse.agent:type_name -> groundwire.v1.AgentDescription
+	67, // 80: groundwire.v1.ClientTool.parameters:type_name -> google.protobuf.Struct
+	36, // 81: groundwire.v1.ResumeExecutionResponse.result:type_name -> groundwire.v1.AgentResult
+	39, // 82: groundwire.v1.ResumeExecutionStreamResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
+	48, // 83: groundwire.v1.SubmitToolResultsRequest.results:type_name -> groundwire.v1.ToolResult
+	36, // 84: groundwire.v1.SubmitToolResultsResponse.result:type_name -> groundwire.v1.AgentResult
+	48, // 85: groundwire.v1.ClientToolResults.results:type_name -> groundwire.v1.ToolResult
+	13, // 86: groundwire.v1.ExecuteInteractiveRequest.input:type_name -> groundwire.v1.ExecutionInput
+	55, // 87: groundwire.v1.ExecuteInteractiveRequest.tool_results:type_name -> groundwire.v1.ClientToolResults
+	39, // 88: groundwire.v1.ExecuteInteractiveResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
+	42, // 89: groundwire.v1.AgentService.ListAgents:input_type -> groundwire.v1.ListAgentsRequest
+	44, // 90: groundwire.v1.AgentService.GetAgent:input_type -> groundwire.v1.GetAgentRequest
+	21, // 91: groundwire.v1.AgentService.Execute:input_type -> groundwire.v1.ExecuteRequest
+	22, // 92: groundwire.v1.AgentService.ExecuteStream:input_type -> groundwire.v1.ExecuteStreamRequest
+	49, // 93: groundwire.v1.AgentService.ResumeExecution:input_type -> groundwire.v1.ResumeExecutionRequest
+	51, // 94: groundwire.v1.AgentService.ResumeExecutionStream:input_type -> groundwire.v1.ResumeExecutionStreamRequest
+	53, // 95: groundwire.v1.AgentService.SubmitToolResults:input_type -> groundwire.v1.SubmitToolResultsRequest
+	56, // 96: groundwire.v1.AgentService.ExecuteInteractive:input_type -> groundwire.v1.ExecuteInteractiveRequest
+	15, // 97: groundwire.v1.AgentService.PrepareExecution:input_type -> groundwire.v1.PrepareExecutionRequest
+	43, // 98: groundwire.v1.AgentService.ListAgents:output_type -> groundwire.v1.ListAgentsResponse
+	45, // 99: groundwire.v1.AgentService.GetAgent:output_type -> groundwire.v1.GetAgentResponse
+	23, // 100: groundwire.v1.AgentService.Execute:output_type -> groundwire.v1.ExecuteResponse
+	39, // 101: groundwire.v1.AgentService.ExecuteStream:output_type -> groundwire.v1.ExecuteStreamResponse
+	50, // 102: groundwire.v1.AgentService.ResumeExecution:output_type -> groundwire.v1.ResumeExecutionResponse
+	52, // 103: groundwire.v1.AgentService.ResumeExecutionStream:output_type -> groundwire.v1.ResumeExecutionStreamResponse
+	54, // 104: groundwire.v1.AgentService.SubmitToolResults:output_type -> groundwire.v1.SubmitToolResultsResponse
+	57, // 105: groundwire.v1.AgentService.ExecuteInteractive:output_type -> groundwire.v1.ExecuteInteractiveResponse
+	16, // 106: groundwire.v1.AgentService.PrepareExecution:output_type -> groundwire.v1.PrepareExecutionResponse
+	98, // [98:107] is the sub-list for method output_type
+	89, // [89:98] is the sub-list for method input_type
+	89, // [89:89] is the sub-list for extension type_name
+	89, // [89:89] is the sub-list for extension extendee
+	0,  // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_agent_proto_init() }

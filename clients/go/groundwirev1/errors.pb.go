@@ -142,7 +142,10 @@ const (
 	ErrorReason_ERROR_REASON_TOO_MANY_EXECUTIONS ErrorReason = 211
 	// UNAUTHENTICATED: no, a malformed or an unknown API key.
 	ErrorReason_ERROR_REASON_UNAUTHENTICATED ErrorReason = 212
-	// PERMISSION_DENIED: the API key lacks the permission the method needs.
+	// PERMISSION_DENIED: the API key lacks the permission the method needs;
+	// ErrorInfo metadata "permission" names it (for example "manage": the
+	// "ingest" permission starts, watches and cancels ingestion only of indexes
+	// whose configured tenant is the key's own).
 	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 213
 	// PERMISSION_DENIED: a request field names a tenant other than the key's.
 	ErrorReason_ERROR_REASON_TENANT_MISMATCH ErrorReason = 214

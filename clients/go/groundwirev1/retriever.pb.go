@@ -487,6 +487,13 @@ type RetrievalDiagnostics struct {
 	// the most common ones (lowest idf), which barely move BM25. Terms the index does
 	// not hold match nothing and are counted in neither field.
 	LexicalTermsPruned uint32 `protobuf:"varint,16,opt,name=lexical_terms_pruned,json=lexicalTermsPruned,proto3" json:"lexical_terms_pruned,omitempty"`
+	// Output only. True when the caller's tenant holds no published document in
+	// this index at all (metadata filters aside): every query of this scope
+	// finds nothing. Documents from configured sources belong to the index's
+	// configured tenant (empty by default), so a key bound to another tenant
+	// sees none of them. Checked only when no result was returned; false
+	// otherwise. Reports on the caller's own scope only.
+	TenantScopeEmpty bool `protobuf:"varint,160,opt,name=tenant_scope_empty,json=tenantScopeEmpty,proto3" json:"tenant_scope_empty,omitempty"`
 	// Output only. Embedding usage of this query (the query embedding; zero in
 	// lexical mode).
 	EmbeddingUsage *EmbeddingUsage `protobuf:"bytes,80,opt,name=embedding_usage,json=embeddingUsage,proto3" json:"embedding_usage,omitempty"`
@@ -639,6 +646,13 @@ func (x *RetrievalDiagnostics) GetLexicalTermsPruned() uint32 {
 	return 0
 }
 
+func (x *RetrievalDiagnostics) GetTenantScopeEmpty() bool {
+	if x != nil {
+		return x.TenantScopeEmpty
+	}
+	return false
+}
+
 func (x *RetrievalDiagnostics) GetEmbeddingUsage() *EmbeddingUsage {
 	if x != nil {
 		return x.EmbeddingUsage
@@ -753,7 +767,7 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	" \x03(\v2,.groundwire.v1.RetrievalResult.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb8\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe7\a\n" +
 	"\x14RetrievalDiagnostics\x12?\n" +
 	"\fapplied_mode\x18\x01 \x01(\x0e2\x1c.groundwire.v1.RetrievalModeR\vappliedMode\x12\"\n" +
 	"\rapplied_top_k\x18\x02 \x01(\rR\vappliedTopK\x12#\n" +
@@ -771,7 +785,8 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	"\x16applied_lexical_weight\x18\r \x01(\x01R\x14appliedLexicalWeight\x12*\n" +
 	"\x11applied_leg_depth\x18\x0e \x01(\rR\x0fappliedLegDepth\x120\n" +
 	"\x14lexical_terms_scored\x18\x0f \x01(\rR\x12lexicalTermsScored\x120\n" +
-	"\x14lexical_terms_pruned\x18\x10 \x01(\rR\x12lexicalTermsPruned\x12F\n" +
+	"\x14lexical_terms_pruned\x18\x10 \x01(\rR\x12lexicalTermsPruned\x12-\n" +
+	"\x12tenant_scope_empty\x18\xa0\x01 \x01(\bR\x10tenantScopeEmpty\x12F\n" +
 	"\x0fembedding_usage\x18P \x01(\v2\x1d.groundwire.v1.EmbeddingUsageR\x0eembeddingUsage\x12'\n" +
 	"\x0fquery_truncated\x18Q \x01(\bR\x0equeryTruncated\"\x93\x01\n" +
 	"\x10RetrieveResponse\x128\n" +

@@ -350,7 +350,10 @@ export enum ErrorReason {
   UNAUTHENTICATED = 212,
 
   /**
-   * PERMISSION_DENIED: the API key lacks the permission the method needs.
+   * PERMISSION_DENIED: the API key lacks the permission the method needs;
+   * ErrorInfo metadata "permission" names it (for example "manage": the
+   * "ingest" permission starts, watches and cancels ingestion only of indexes
+   * whose configured tenant is the key's own).
    *
    * @generated from enum value: ERROR_REASON_PERMISSION_DENIED = 213;
    */

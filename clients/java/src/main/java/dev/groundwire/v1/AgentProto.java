@@ -320,334 +320,344 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
       "t\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Executi" +
       "onInputR\005input\"E\n\017ExecuteResponse\0222\n\006res" +
       "ult\030\001 \001(\0132\032.groundwire.v1.AgentResultR\006r" +
-      "esult\"\361\002\n\007RagItem\022\037\n\013document_id\030\001 \001(\tR\n" +
+      "esult\"\354\003\n\007RagItem\022\037\n\013document_id\030\001 \001(\tR\n" +
       "documentId\022\031\n\010chunk_id\030\002 \001(\tR\007chunkId\022%\n" +
       "\016retrieval_rank\030\003 \001(\rR\rretrievalRank\022*\n\005" +
       "score\030\004 \001(\0132\024.groundwire.v1.ScoreR\005score" +
       "\0224\n\006reason\030\005 \001(\0162\034.groundwire.v1.RagItem" +
       "ReasonR\006reason\022+\n\004span\030\006 \001(\0132\027.groundwir" +
-      "e.v1.CharSpanR\004span\022.\n\020rerank_relevance\030" +
-      "< \001(\001H\000R\017rerankRelevance\210\001\001\022/\n\005blend\030= \001" +
-      "(\0132\031.groundwire.v1.BlendScoreR\005blendB\023\n\021" +
-      "_rerank_relevance\"\233\002\n\nBlendScore\022\024\n\005valu" +
-      "e\030\001 \001(\001R\005value\022\030\n\007formula\030\002 \001(\tR\007formula" +
-      "\022)\n\020retrieval_weight\030\003 \001(\001R\017retrievalWei" +
-      "ght\022\'\n\017retrieval_input\030\004 \001(\001R\016retrievalI" +
-      "nput\022^\n\027retrieval_normalization\030\005 \001(\0162%." +
-      "groundwire.v1.RetrievalNormalizationR\026re" +
-      "trievalNormalization\022)\n\020rerank_relevance" +
-      "\030\006 \001(\001R\017rerankRelevance\"\253\003\n\016FinalSelecti" +
-      "on\022;\n\006policy\030\001 \001(\0162#.groundwire.v1.Final" +
-      "SelectionPolicyR\006policy\022.\n\020retrieval_wei" +
-      "ght\030\002 \001(\001H\000R\017retrievalWeight\210\001\001\022K\n\rnorma" +
-      "lization\030\003 \001(\0162%.groundwire.v1.Retrieval" +
-      "NormalizationR\rnormalization\022Z\n\025applied_" +
-      "normalization\030\004 \001(\0162%.groundwire.v1.Retr" +
-      "ievalNormalizationR\024appliedNormalization" +
-      "\0221\n\024candidate_multiplier\030\005 \001(\rR\023candidat" +
-      "eMultiplier\022\033\n\tpool_size\030\006 \001(\rR\010poolSize" +
-      "\022\036\n\013final_top_k\030\007 \001(\rR\tfinalTopKB\023\n\021_ret" +
-      "rieval_weight\"K\n\026AppliedFilterCondition\022" +
-      "\020\n\003key\030\001 \001(\tR\003key\022\037\n\013value_count\030\002 \001(\rR\n" +
-      "valueCount\"\373\001\n\020RagSearchOptions\022#\n\rtenan" +
-      "t_scoped\030\001 \001(\010R\014tenantScoped\022=\n\006filter\030\002" +
-      " \003(\0132%.groundwire.v1.AppliedFilterCondit" +
-      "ionR\006filter\022C\n\016retrieval_mode\030\003 \001(\0162\034.gr" +
-      "oundwire.v1.RetrievalModeR\rretrievalMode" +
-      "\022)\n\020candidate_budget\030\004 \001(\rR\017candidateBud" +
-      "get\022\023\n\005top_k\030\005 \001(\rR\004topK\"\343\002\n\rContextBudg" +
-      "et\0224\n\026maximum_context_tokens\030\001 \001(\rR\024maxi" +
-      "mumContextTokens\0224\n\026response_token_reser" +
-      "ve\030\002 \001(\rR\024responseTokenReserve\022-\n\022instru" +
-      "ction_tokens\030\003 \001(\rR\021instructionTokens\022%\n" +
-      "\016history_tokens\030\004 \001(\rR\rhistoryTokens\022!\n\014" +
-      "query_tokens\030\005 \001(\rR\013queryTokens\022!\n\014other" +
-      "_tokens\030\006 \001(\rR\013otherTokens\022)\n\020available_" +
-      "tokens\030\007 \001(\005R\017availableTokens\022\037\n\013used_to" +
-      "kens\030\010 \001(\rR\nusedTokens\"\352\005\n\022AgenticSearch" +
-      "Trace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001" +
-      "(\tR\006callId\022\'\n\017candidate_count\030\003 \001(\rR\016can" +
-      "didateCount\022%\n\016accepted_count\030\004 \001(\rR\racc" +
-      "eptedCount\022\034\n\tsucceeded\030\005 \001(\010R\tsucceeded" +
-      "\022\035\n\nerror_code\030\006 \001(\tR\terrorCode\0225\n\010durat" +
-      "ion\030\007 \001(\0132\031.google.protobuf.DurationR\010du" +
-      "ration\022\024\n\005query\030< \001(\tR\005query\0229\n\007options\030" +
-      "= \001(\0132\037.groundwire.v1.RagSearchOptionsR\007" +
-      "options\0226\n\ncandidates\030> \003(\0132\026.groundwire" +
-      ".v1.RagItemR\ncandidates\0222\n\010accepted\030? \003(" +
-      "\0132\026.groundwire.v1.RagItemR\010accepted\0222\n\010r" +
-      "ejected\030@ \003(\0132\026.groundwire.v1.RagItemR\010r" +
-      "ejected\022A\n\020context_excluded\030A \003(\0132\026.grou" +
-      "ndwire.v1.RagItemR\017contextExcluded\022>\n\tre" +
-      "ranking\030B \001(\0132 .groundwire.v1.RerankingM" +
-      "etadataR\treranking\022J\n\021no_context_reason\030" +
-      "C \001(\0162\036.groundwire.v1.NoContextReasonR\017n" +
-      "oContextReason\022#\n\rindex_version\030D \001(\004R\014i" +
-      "ndexVersion\"\260\r\n\024RagExecutionMetadata\022\030\n\007" +
-      "enabled\030\001 \001(\010R\007enabled\022\035\n\nindex_name\030\002 \001" +
-      "(\tR\tindexName\022#\n\rindex_version\030\003 \001(\004R\014in" +
-      "dexVersion\022C\n\016retrieval_mode\030\004 \001(\0162\034.gro" +
-      "undwire.v1.RetrievalModeR\rretrievalMode\022" +
-      "?\n\014applied_mode\030\005 \001(\0162\034.groundwire.v1.Ex" +
-      "ecutionModeR\013appliedMode\022_\n\033applied_no_c" +
-      "ontext_behavior\030\006 \001(\0162 .groundwire.v1.No" +
-      "ContextBehaviorR\030appliedNoContextBehavio" +
-      "r\022)\n\020context_accepted\030\007 \001(\010R\017contextAcce" +
-      "pted\022J\n\021no_context_reason\030\010 \001(\0162\036.ground" +
-      "wire.v1.NoContextReasonR\017noContextReason" +
-      "\022#\n\rmodel_skipped\030\t \001(\010R\014modelSkipped\022-\n" +
-      "\022answer_constrained\030\n \001(\010R\021answerConstra" +
-      "ined\0226\n\ncandidates\030\013 \003(\0132\026.groundwire.v1" +
-      ".RagItemR\ncandidates\0222\n\010accepted\030\014 \003(\0132\026" +
-      ".groundwire.v1.RagItemR\010accepted\0222\n\010reje" +
-      "cted\030\r \003(\0132\026.groundwire.v1.RagItemR\010reje" +
-      "cted\022A\n\020context_excluded\030\016 \003(\0132\026.groundw" +
-      "ire.v1.RagItemR\017contextExcluded\0220\n\007conte" +
-      "xt\030\017 \003(\0132\026.groundwire.v1.RagItemR\007contex" +
-      "t\022\'\n\017candidate_count\030\020 \001(\rR\016candidateCou" +
-      "nt\022%\n\016accepted_count\030\021 \001(\rR\racceptedCoun" +
-      "t\022%\n\016rejected_count\030\022 \001(\rR\rrejectedCount" +
-      "\0224\n\026context_excluded_count\030\023 \001(\rR\024contex" +
-      "tExcludedCount\022>\n\treranking\030\024 \001(\0132 .grou" +
-      "ndwire.v1.RerankingMetadataR\treranking\022C" +
-      "\n\016context_budget\030\025 \001(\0132\034.groundwire.v1.C" +
-      "ontextBudgetR\rcontextBudget\022,\n\017rewritten" +
-      "_query\030\026 \001(\tH\000R\016rewrittenQuery\210\001\001\022=\n\010sea" +
-      "rches\030\027 \003(\0132!.groundwire.v1.AgenticSearc" +
-      "hTraceR\010searches\022F\n\017final_selection\030< \001(" +
-      "\0132\035.groundwire.v1.FinalSelectionR\016finalS" +
-      "election\022!\n\014rag_bypassed\030F \001(\010R\013ragBypas" +
-      "sed\022F\n\016applied_limits\030G \001(\0132\037.groundwire" +
-      ".v1.RagAppliedLimitsR\rappliedLimits\022(\n\rk" +
-      "eyword_query\030H \001(\tH\001R\014keywordQuery\210\001\001\022S\n" +
-      "\024keyword_query_source\030I \001(\0162!.groundwire" +
-      ".v1.KeywordQuerySourceR\022keywordQuerySour" +
-      "ce\022?\n\034keyword_rewrite_failure_code\030J \001(\t" +
-      "R\031keywordRewriteFailureCode\022;\n\032query_rew" +
-      "rite_failure_code\030K \001(\tR\027queryRewriteFai" +
-      "lureCodeB\022\n\020_rewritten_queryB\020\n\016_keyword" +
-      "_query\"\303\002\n\020RagAppliedLimits\022\'\n\017candidate" +
-      "_count\030\001 \001(\rR\016candidateCount\0220\n\021minimum_" +
-      "relevance\030\002 \001(\001H\000R\020minimumRelevance\210\001\001\022\036" +
-      "\n\013final_top_k\030\003 \001(\rR\tfinalTopK\022@\n\034minimu" +
-      "m_relevance_overridden\030\004 \001(\010R\032minimumRel" +
-      "evanceOverridden\0223\n\026final_top_k_overridd" +
-      "en\030\005 \001(\010R\023finalTopKOverridden\022\'\n\017filter_" +
-      "narrowed\030\006 \001(\010R\016filterNarrowedB\024\n\022_minim" +
-      "um_relevance\"\201\001\n\nTokenUsage\022#\n\rprompt_to" +
-      "kens\030\001 \001(\rR\014promptTokens\022+\n\021completion_t" +
-      "okens\030\002 \001(\rR\020completionTokens\022!\n\014total_t" +
-      "okens\030\003 \001(\rR\013totalTokens\"k\n\010Citation\022#\n\r" +
-      "source_number\030\001 \001(\rR\014sourceNumber\022\037\n\013doc" +
-      "ument_id\030\002 \001(\tR\ndocumentId\022\031\n\010chunk_id\030\003" +
-      " \001(\tR\007chunkId\"\366\001\n\rToolCallTrace\022\022\n\004step\030" +
-      "\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR\006callId\022\033\n\t" +
-      "tool_name\030\003 \001(\tR\010toolName\022\034\n\tsucceeded\030\004" +
-      " \001(\010R\tsucceeded\022\035\n\nerror_code\030\005 \001(\tR\terr" +
-      "orCode\0225\n\010duration\030\006 \001(\0132\031.google.protob" +
-      "uf.DurationR\010duration\022\'\n\017client_executed" +
-      "\0302 \001(\010R\016clientExecuted\"\343\005\n\013AgentResult\022!" +
-      "\n\014execution_id\030\001 \001(\tR\013executionId\022\031\n\010age" +
-      "nt_id\030\002 \001(\tR\007agentId\022\026\n\006answer\030\003 \001(\tR\006an" +
-      "swer\022%\n\016model_provider\030\004 \001(\tR\rmodelProvi" +
-      "der\022\024\n\005model\030\005 \001(\tR\005model\022/\n\005usage\030\006 \001(\013" +
-      "2\031.groundwire.v1.TokenUsageR\005usage\0225\n\003ra" +
-      "g\030\007 \001(\0132#.groundwire.v1.RagExecutionMeta" +
-      "dataR\003rag\0225\n\tcitations\030\010 \003(\0132\027.groundwir" +
-      "e.v1.CitationR\tcitations\022;\n\ntool_calls\030\t" +
-      " \003(\0132\034.groundwire.v1.ToolCallTraceR\ttool" +
-      "Calls\0225\n\010duration\030\n \001(\0132\031.google.protobu" +
-      "f.DurationR\010duration\0226\n\006status\0302 \001(\0162\036.g" +
-      "roundwire.v1.ExecutionStatusR\006status\022O\n\023" +
-      "required_tool_calls\0303 \003(\0132\037.groundwire.v" +
-      "1.RequiredToolCallR\021requiredToolCalls\022C\n" +
-      "\017action_deadline\0304 \001(\0132\032.google.protobuf" +
-      ".TimestampR\016actionDeadline\022\030\n\007resumed\0305 " +
-      "\001(\010R\007resumed\022F\n\017embedding_usage\030P \001(\0132\035." +
-      "groundwire.v1.EmbeddingUsageR\016embeddingU" +
-      "sage\"\213\003\n\016RagSearchEvent\022\035\n\nindex_name\030\001 " +
-      "\001(\tR\tindexName\022C\n\016retrieval_mode\030\002 \001(\0162\034" +
+      "e.v1.CharSpanR\004span\022\025\n\005title\030\240\001 \001(\tR\005tit" +
+      "le\022\031\n\007section\030\241\001 \001(\tR\007section\022\031\n\007snippet" +
+      "\030\242\001 \001(\tR\007snippet\022,\n\021snippet_truncated\030\243\001" +
+      " \001(\010R\020snippetTruncated\022.\n\020rerank_relevan" +
+      "ce\030< \001(\001H\000R\017rerankRelevance\210\001\001\022/\n\005blend\030" +
+      "= \001(\0132\031.groundwire.v1.BlendScoreR\005blendB" +
+      "\023\n\021_rerank_relevance\"\233\002\n\nBlendScore\022\024\n\005v" +
+      "alue\030\001 \001(\001R\005value\022\030\n\007formula\030\002 \001(\tR\007form" +
+      "ula\022)\n\020retrieval_weight\030\003 \001(\001R\017retrieval" +
+      "Weight\022\'\n\017retrieval_input\030\004 \001(\001R\016retriev" +
+      "alInput\022^\n\027retrieval_normalization\030\005 \001(\016" +
+      "2%.groundwire.v1.RetrievalNormalizationR" +
+      "\026retrievalNormalization\022)\n\020rerank_releva" +
+      "nce\030\006 \001(\001R\017rerankRelevance\"\253\003\n\016FinalSele" +
+      "ction\022;\n\006policy\030\001 \001(\0162#.groundwire.v1.Fi" +
+      "nalSelectionPolicyR\006policy\022.\n\020retrieval_" +
+      "weight\030\002 \001(\001H\000R\017retrievalWeight\210\001\001\022K\n\rno" +
+      "rmalization\030\003 \001(\0162%.groundwire.v1.Retrie" +
+      "valNormalizationR\rnormalization\022Z\n\025appli" +
+      "ed_normalization\030\004 \001(\0162%.groundwire.v1.R" +
+      "etrievalNormalizationR\024appliedNormalizat" +
+      "ion\0221\n\024candidate_multiplier\030\005 \001(\rR\023candi" +
+      "dateMultiplier\022\033\n\tpool_size\030\006 \001(\rR\010poolS" +
+      "ize\022\036\n\013final_top_k\030\007 \001(\rR\tfinalTopKB\023\n\021_" +
+      "retrieval_weight\"K\n\026AppliedFilterConditi" +
+      "on\022\020\n\003key\030\001 \001(\tR\003key\022\037\n\013value_count\030\002 \001(" +
+      "\rR\nvalueCount\"\373\001\n\020RagSearchOptions\022#\n\rte" +
+      "nant_scoped\030\001 \001(\010R\014tenantScoped\022=\n\006filte" +
+      "r\030\002 \003(\0132%.groundwire.v1.AppliedFilterCon" +
+      "ditionR\006filter\022C\n\016retrieval_mode\030\003 \001(\0162\034" +
       ".groundwire.v1.RetrievalModeR\rretrievalM" +
-      "ode\022)\n\020candidate_budget\030\003 \001(\rR\017candidate" +
-      "Budget\022\'\n\017candidate_count\030\004 \001(\rR\016candida" +
-      "teCount\022%\n\016accepted_count\030\005 \001(\rR\raccepte" +
-      "dCount\022I\n\021reranking_outcome\030\006 \001(\0162\034.grou" +
-      "ndwire.v1.RerankOutcomeR\020rerankingOutcom" +
-      "e\0225\n\010duration\030\007 \001(\0132\031.google.protobuf.Du" +
-      "rationR\010duration\022\030\n\007agentic\030\010 \001(\010R\007agent" +
-      "ic\"\224\002\n\rToolCallEvent\022\022\n\004step\030\001 \001(\rR\004step" +
-      "\022\027\n\007call_id\030\002 \001(\tR\006callId\022\033\n\ttool_name\030\003" +
-      " \001(\tR\010toolName\022\034\n\tsucceeded\030\004 \001(\010R\tsucce" +
-      "eded\022\035\n\nerror_code\030\005 \001(\tR\terrorCode\0225\n\010d" +
-      "uration\030\006 \001(\0132\031.google.protobuf.Duration" +
-      "R\010duration\022\034\n\targuments\0302 \001(\tR\targuments" +
-      "\022\'\n\017client_executed\0303 \001(\010R\016clientExecute" +
-      "d\"\324\003\n\025ExecuteStreamResponse\0225\n\004type\030\001 \001(" +
-      "\0162!.groundwire.v1.ExecutionEventTypeR\004ty" +
-      "pe\022\032\n\010sequence\030\002 \001(\rR\010sequence\022!\n\014execut" +
-      "ion_id\030\003 \001(\tR\013executionId\022<\n\nrag_search\030" +
-      "\004 \001(\0132\035.groundwire.v1.RagSearchEventR\tra" +
-      "gSearch\0229\n\ttool_call\030\005 \001(\0132\034.groundwire." +
-      "v1.ToolCallEventR\010toolCall\022\035\n\ntext_delta" +
-      "\030\006 \001(\tR\ttextDelta\0222\n\006result\030\007 \001(\0132\032.grou" +
-      "ndwire.v1.AgentResultR\006result\022\035\n\nerror_c" +
-      "ode\030\010 \001(\tR\terrorCode\022#\n\rerror_message\030\t " +
-      "\001(\tR\014errorMessage\0225\n\003rag\030< \001(\0132#.groundw" +
-      "ire.v1.RagExecutionMetadataR\003rag\"\365\005\n\023Age" +
-      "ntRagDescription\022\035\n\nindex_name\030\001 \001(\tR\tin" +
-      "dexName\022C\n\016retrieval_mode\030\002 \001(\0162\034.ground" +
-      "wire.v1.RetrievalModeR\rretrievalMode\0220\n\004" +
-      "mode\030\003 \001(\0162\034.groundwire.v1.ExecutionMode" +
-      "R\004mode\022P\n\023no_context_behavior\030\004 \001(\0162 .gr" +
-      "oundwire.v1.NoContextBehaviorR\021noContext" +
-      "Behavior\022+\n\021reranking_enabled\030\005 \001(\010R\020rer" +
-      "ankingEnabled\022\030\n\007agentic\030\006 \001(\010R\007agentic\022" +
-      "Y\n\026final_selection_policy\030< \001(\0162#.ground" +
-      "wire.v1.FinalSelectionPolicyR\024finalSelec" +
-      "tionPolicy\0221\n\024candidate_multiplier\030= \001(\r" +
-      "R\023candidateMultiplier\022.\n\020retrieval_weigh" +
-      "t\030> \001(\001H\000R\017retrievalWeight\210\001\001\022(\n\020search_" +
-      "tool_name\030? \001(\tR\016searchToolName\022%\n\016bypas" +
-      "s_allowed\030F \001(\010R\rbypassAllowed\0220\n\021minimu" +
-      "m_relevance\030G \001(\001H\001R\020minimumRelevance\210\001\001" +
-      "\022\036\n\013final_top_k\030H \001(\rR\tfinalTopK\022#\n\rkeyw" +
-      "ord_query\030I \001(\010R\014keywordQueryB\023\n\021_retrie" +
-      "val_weightB\024\n\022_minimum_relevance\"\364\001\n\020Age" +
-      "ntDescription\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004name\030\002 " +
-      "\001(\tR\004name\022 \n\013description\030\003 \001(\tR\013descript" +
-      "ion\022\024\n\005model\030\004 \001(\tR\005model\022\024\n\005tools\030\005 \003(\t" +
-      "R\005tools\0224\n\003rag\030\006 \001(\0132\".groundwire.v1.Age" +
-      "ntRagDescriptionR\003rag\022\'\n\014instructions\030\007 " +
-      "\001(\tH\000R\014instructions\210\001\001B\017\n\r_instructions\"" +
-      "O\n\021ListAgentsRequest\022\033\n\tpage_size\030\001 \001(\005R" +
-      "\010pageSize\022\035\n\npage_token\030\002 \001(\tR\tpageToken" +
-      "\"u\n\022ListAgentsResponse\0227\n\006agents\030\001 \003(\0132\037" +
-      ".groundwire.v1.AgentDescriptionR\006agents\022" +
-      "&\n\017next_page_token\030\002 \001(\tR\rnextPageToken\"" +
-      ",\n\017GetAgentRequest\022\031\n\010agent_id\030\001 \001(\tR\007ag" +
-      "entId\"I\n\020GetAgentResponse\0225\n\005agent\030\001 \001(\013" +
-      "2\037.groundwire.v1.AgentDescriptionR\005agent" +
-      "\"{\n\nClientTool\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013de" +
-      "scription\030\002 \001(\tR\013description\0227\n\nparamete" +
-      "rs\030\003 \001(\0132\027.google.protobuf.StructR\nparam" +
-      "eters\"f\n\020RequiredToolCall\022\027\n\007call_id\030\001 \001" +
-      "(\tR\006callId\022\033\n\ttool_name\030\002 \001(\tR\010toolName\022" +
-      "\034\n\targuments\030\003 \001(\tR\targuments\"X\n\nToolRes" +
-      "ult\022\027\n\007call_id\030\001 \001(\tR\006callId\022\026\n\006output\030\002" +
-      " \001(\tR\006output\022\031\n\010is_error\030\003 \001(\010R\007isError\"" +
-      "S\n\026ResumeExecutionRequest\022!\n\014execution_i" +
-      "d\030\001 \001(\tR\013executionId\022\026\n\006tenant\030\002 \001(\tR\006te" +
-      "nant\"M\n\027ResumeExecutionResponse\0222\n\006resul" +
-      "t\030\001 \001(\0132\032.groundwire.v1.AgentResultR\006res" +
-      "ult\"Y\n\034ResumeExecutionStreamRequest\022!\n\014e" +
-      "xecution_id\030\001 \001(\tR\013executionId\022\026\n\006tenant" +
-      "\030\002 \001(\tR\006tenant\"[\n\035ResumeExecutionStreamR" +
-      "esponse\022:\n\005event\030\001 \001(\0132$.groundwire.v1.E" +
-      "xecuteStreamResponseR\005event\"\212\001\n\030SubmitTo" +
-      "olResultsRequest\022!\n\014execution_id\030\001 \001(\tR\013" +
-      "executionId\022\026\n\006tenant\030\002 \001(\tR\006tenant\0223\n\007r" +
-      "esults\030\003 \003(\0132\031.groundwire.v1.ToolResultR" +
-      "\007results\"O\n\031SubmitToolResultsResponse\0222\n" +
-      "\006result\030\001 \001(\0132\032.groundwire.v1.AgentResul" +
-      "tR\006result\"H\n\021ClientToolResults\0223\n\007result" +
-      "s\030\001 \003(\0132\031.groundwire.v1.ToolResultR\007resu" +
-      "lts\"\241\001\n\031ExecuteInteractiveRequest\0225\n\005inp" +
-      "ut\030\001 \001(\0132\035.groundwire.v1.ExecutionInputH" +
-      "\000R\005input\022E\n\014tool_results\030\002 \001(\0132 .groundw" +
-      "ire.v1.ClientToolResultsH\000R\013toolResultsB" +
-      "\006\n\004kind\"X\n\032ExecuteInteractiveResponse\022:\n" +
-      "\005event\030\001 \001(\0132$.groundwire.v1.ExecuteStre" +
-      "amResponseR\005event*\202\001\n\rExecutionMode\022\036\n\032E" +
-      "XECUTION_MODE_UNSPECIFIED\020\000\022\027\n\023EXECUTION" +
-      "_MODE_OPEN\020\001\022\033\n\027EXECUTION_MODE_GROUNDED\020" +
-      "\002\022\033\n\027EXECUTION_MODE_REQUIRED\020\003*\251\001\n\021NoCon" +
-      "textBehavior\022#\n\037NO_CONTEXT_BEHAVIOR_UNSP" +
-      "ECIFIED\020\000\022\'\n#NO_CONTEXT_BEHAVIOR_ANSWER_" +
-      "NORMALLY\020\001\022(\n$NO_CONTEXT_BEHAVIOR_RETURN" +
-      "_NOT_FOUND\020\002\022\034\n\030NO_CONTEXT_BEHAVIOR_FAIL" +
-      "\020\003*\210\002\n\017NoContextReason\022!\n\035NO_CONTEXT_REA" +
-      "SON_UNSPECIFIED\020\000\022 \n\034NO_CONTEXT_REASON_N" +
-      "O_RESULTS\020\001\022/\n+NO_CONTEXT_REASON_BELOW_R" +
-      "ELEVANCE_THRESHOLD\020\002\022)\n%NO_CONTEXT_REASO" +
-      "N_CANDIDATES_REJECTED\020\003\022$\n NO_CONTEXT_RE" +
-      "ASON_NOT_ANSWERABLE\020\004\022.\n*NO_CONTEXT_REAS" +
-      "ON_CONTEXT_BUDGET_EXHAUSTED\020\005*\227\003\n\rRagIte" +
-      "mReason\022\037\n\033RAG_ITEM_REASON_UNSPECIFIED\020\000" +
-      "\022!\n\035RAG_ITEM_REASON_INVALID_SCORE\020\001\022%\n!R" +
-      "AG_ITEM_REASON_DUPLICATE_CONTENT\020\002\022+\n\'RA" +
-      "G_ITEM_REASON_BELOW_MINIMUM_RELEVANCE\020\003\022" +
-      ")\n%RAG_ITEM_REASON_RESULT_LIMIT_EXCEEDED" +
-      "\020\004\022)\n%RAG_ITEM_REASON_TOKEN_BUDGET_EXCEE" +
-      "DED\020\005\022\'\n#RAG_ITEM_REASON_OVERLAPPING_CON" +
-      "TENT\020\006\022)\n%RAG_ITEM_REASON_SOURCE_LIMIT_E" +
-      "XCEEDED\020\007\022\"\n\036RAG_ITEM_REASON_NOT_ANSWERA" +
-      "BLE\020\010\022 \n\034RAG_ITEM_REASON_NOT_SELECTED\020<*" +
-      "\223\001\n\024FinalSelectionPolicy\022&\n\"FINAL_SELECT" +
-      "ION_POLICY_UNSPECIFIED\020\000\022(\n$FINAL_SELECT" +
-      "ION_POLICY_RERANKER_ONLY\020\001\022)\n%FINAL_SELE" +
-      "CTION_POLICY_WEIGHTED_BLEND\020\002*\257\001\n\026Retrie" +
-      "valNormalization\022\'\n#RETRIEVAL_NORMALIZAT" +
-      "ION_UNSPECIFIED\020\000\022%\n!RETRIEVAL_NORMALIZA" +
-      "TION_RELEVANCE\020\001\022 \n\034RETRIEVAL_NORMALIZAT" +
-      "ION_RANK\020\002\022#\n\037RETRIEVAL_NORMALIZATION_MI" +
-      "N_MAX\020\003*R\n\010TurnRole\022\031\n\025TURN_ROLE_UNSPECI" +
-      "FIED\020\000\022\022\n\016TURN_ROLE_USER\020\001\022\027\n\023TURN_ROLE_" +
-      "ASSISTANT\020\002*\324\004\n\022ExecutionEventType\022$\n EX" +
-      "ECUTION_EVENT_TYPE_UNSPECIFIED\020\000\022*\n&EXEC" +
-      "UTION_EVENT_TYPE_EXECUTION_STARTED\020\001\022+\n\'" +
-      "EXECUTION_EVENT_TYPE_RAG_SEARCH_STARTED\020" +
-      "\002\022-\n)EXECUTION_EVENT_TYPE_RAG_SEARCH_COM" +
-      "PLETED\020\003\022*\n&EXECUTION_EVENT_TYPE_RAG_SEA" +
-      "RCH_FAILED\020\004\022*\n&EXECUTION_EVENT_TYPE_TOO" +
-      "L_CALL_STARTED\020\005\022,\n(EXECUTION_EVENT_TYPE" +
-      "_TOOL_CALL_COMPLETED\020\006\022#\n\037EXECUTION_EVEN" +
-      "T_TYPE_TEXT_DELTA\020\007\022,\n(EXECUTION_EVENT_T" +
-      "YPE_EXECUTION_COMPLETED\020\010\022)\n%EXECUTION_E" +
-      "VENT_TYPE_EXECUTION_FAILED\020\t\022*\n&EXECUTIO" +
-      "N_EVENT_TYPE_EXECUTION_RESUMED\0202\022,\n(EXEC" +
-      "UTION_EVENT_TYPE_TOOL_CALL_REQUESTED\0203\0222" +
-      "\n.EXECUTION_EVENT_TYPE_EXECUTION_REQUIRE" +
-      "S_ACTION\0204*r\n\nPromptRole\022\033\n\027PROMPT_ROLE_" +
-      "UNSPECIFIED\020\000\022\026\n\022PROMPT_ROLE_SYSTEM\020\001\022\024\n" +
-      "\020PROMPT_ROLE_USER\020\002\022\031\n\025PROMPT_ROLE_ASSIS" +
-      "TANT\020\003*\221\001\n\016PreparedAction\022\037\n\033PREPARED_AC" +
-      "TION_UNSPECIFIED\020\000\022\036\n\032PREPARED_ACTION_CA" +
-      "LL_MODEL\020\001\022$\n PREPARED_ACTION_RETURN_NOT" +
-      "_FOUND\020\002\022\030\n\024PREPARED_ACTION_FAIL\020\003*\262\001\n\022K" +
-      "eywordQuerySource\022$\n KEYWORD_QUERY_SOURC" +
-      "E_UNSPECIFIED\020\000\022 \n\034KEYWORD_QUERY_SOURCE_" +
-      "DERIVED\020\001\022\036\n\032KEYWORD_QUERY_SOURCE_MODEL\020" +
-      "\002\0224\n0KEYWORD_QUERY_SOURCE_DERIVED_AFTER_" +
-      "MODEL_FAILURE\020\003*y\n\017ExecutionStatus\022 \n\034EX" +
-      "ECUTION_STATUS_UNSPECIFIED\020\000\022\036\n\032EXECUTIO" +
-      "N_STATUS_COMPLETED\020\001\022$\n EXECUTION_STATUS" +
-      "_REQUIRES_ACTION\020\0022\352\006\n\014AgentService\022Q\n\nL" +
-      "istAgents\022 .groundwire.v1.ListAgentsRequ" +
-      "est\032!.groundwire.v1.ListAgentsResponse\022K" +
-      "\n\010GetAgent\022\036.groundwire.v1.GetAgentReque" +
-      "st\032\037.groundwire.v1.GetAgentResponse\022H\n\007E" +
-      "xecute\022\035.groundwire.v1.ExecuteRequest\032\036." +
-      "groundwire.v1.ExecuteResponse\022\\\n\rExecute" +
-      "Stream\022#.groundwire.v1.ExecuteStreamRequ" +
-      "est\032$.groundwire.v1.ExecuteStreamRespons" +
-      "e0\001\022`\n\017ResumeExecution\022%.groundwire.v1.R" +
-      "esumeExecutionRequest\032&.groundwire.v1.Re" +
-      "sumeExecutionResponse\022t\n\025ResumeExecution" +
-      "Stream\022+.groundwire.v1.ResumeExecutionSt" +
-      "reamRequest\032,.groundwire.v1.ResumeExecut" +
-      "ionStreamResponse0\001\022f\n\021SubmitToolResults" +
-      "\022\'.groundwire.v1.SubmitToolResultsReques" +
-      "t\032(.groundwire.v1.SubmitToolResultsRespo" +
-      "nse\022m\n\022ExecuteInteractive\022(.groundwire.v" +
-      "1.ExecuteInteractiveRequest\032).groundwire" +
-      ".v1.ExecuteInteractiveResponse(\0010\001\022c\n\020Pr" +
-      "epareExecution\022&.groundwire.v1.PrepareEx" +
-      "ecutionRequest\032\'.groundwire.v1.PrepareEx" +
-      "ecutionResponseB\256\001\n\021dev.groundwire.v1B\nA" +
-      "gentProtoP\001Z8github.com/groundwire/groun" +
-      "dwire/clients/go/groundwirev1\242\002\003GXX\252\002\rGr" +
-      "oundwire.V1\312\002\rGroundwire\\V1\342\002\031Groundwire" +
-      "\\V1\\GPBMetadata\352\002\016Groundwire::V1b\006proto3"
+      "ode\022)\n\020candidate_budget\030\004 \001(\rR\017candidate" +
+      "Budget\022\023\n\005top_k\030\005 \001(\rR\004topK\"\343\002\n\rContextB" +
+      "udget\0224\n\026maximum_context_tokens\030\001 \001(\rR\024m" +
+      "aximumContextTokens\0224\n\026response_token_re" +
+      "serve\030\002 \001(\rR\024responseTokenReserve\022-\n\022ins" +
+      "truction_tokens\030\003 \001(\rR\021instructionTokens" +
+      "\022%\n\016history_tokens\030\004 \001(\rR\rhistoryTokens\022" +
+      "!\n\014query_tokens\030\005 \001(\rR\013queryTokens\022!\n\014ot" +
+      "her_tokens\030\006 \001(\rR\013otherTokens\022)\n\020availab" +
+      "le_tokens\030\007 \001(\005R\017availableTokens\022\037\n\013used" +
+      "_tokens\030\010 \001(\rR\nusedTokens\"\352\005\n\022AgenticSea" +
+      "rchTrace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030" +
+      "\002 \001(\tR\006callId\022\'\n\017candidate_count\030\003 \001(\rR\016" +
+      "candidateCount\022%\n\016accepted_count\030\004 \001(\rR\r" +
+      "acceptedCount\022\034\n\tsucceeded\030\005 \001(\010R\tsuccee" +
+      "ded\022\035\n\nerror_code\030\006 \001(\tR\terrorCode\0225\n\010du" +
+      "ration\030\007 \001(\0132\031.google.protobuf.DurationR" +
+      "\010duration\022\024\n\005query\030< \001(\tR\005query\0229\n\007optio" +
+      "ns\030= \001(\0132\037.groundwire.v1.RagSearchOption" +
+      "sR\007options\0226\n\ncandidates\030> \003(\0132\026.groundw" +
+      "ire.v1.RagItemR\ncandidates\0222\n\010accepted\030?" +
+      " \003(\0132\026.groundwire.v1.RagItemR\010accepted\0222" +
+      "\n\010rejected\030@ \003(\0132\026.groundwire.v1.RagItem" +
+      "R\010rejected\022A\n\020context_excluded\030A \003(\0132\026.g" +
+      "roundwire.v1.RagItemR\017contextExcluded\022>\n" +
+      "\treranking\030B \001(\0132 .groundwire.v1.Reranki" +
+      "ngMetadataR\treranking\022J\n\021no_context_reas" +
+      "on\030C \001(\0162\036.groundwire.v1.NoContextReason" +
+      "R\017noContextReason\022#\n\rindex_version\030D \001(\004" +
+      "R\014indexVersion\"\337\r\n\024RagExecutionMetadata\022" +
+      "\030\n\007enabled\030\001 \001(\010R\007enabled\022\035\n\nindex_name\030" +
+      "\002 \001(\tR\tindexName\022#\n\rindex_version\030\003 \001(\004R" +
+      "\014indexVersion\022C\n\016retrieval_mode\030\004 \001(\0162\034." +
+      "groundwire.v1.RetrievalModeR\rretrievalMo" +
+      "de\022?\n\014applied_mode\030\005 \001(\0162\034.groundwire.v1" +
+      ".ExecutionModeR\013appliedMode\022_\n\033applied_n" +
+      "o_context_behavior\030\006 \001(\0162 .groundwire.v1" +
+      ".NoContextBehaviorR\030appliedNoContextBeha" +
+      "vior\022)\n\020context_accepted\030\007 \001(\010R\017contextA" +
+      "ccepted\022J\n\021no_context_reason\030\010 \001(\0162\036.gro" +
+      "undwire.v1.NoContextReasonR\017noContextRea" +
+      "son\022#\n\rmodel_skipped\030\t \001(\010R\014modelSkipped" +
+      "\022-\n\022answer_constrained\030\n \001(\010R\021answerCons" +
+      "trained\0226\n\ncandidates\030\013 \003(\0132\026.groundwire" +
+      ".v1.RagItemR\ncandidates\0222\n\010accepted\030\014 \003(" +
+      "\0132\026.groundwire.v1.RagItemR\010accepted\0222\n\010r" +
+      "ejected\030\r \003(\0132\026.groundwire.v1.RagItemR\010r" +
+      "ejected\022A\n\020context_excluded\030\016 \003(\0132\026.grou" +
+      "ndwire.v1.RagItemR\017contextExcluded\0220\n\007co" +
+      "ntext\030\017 \003(\0132\026.groundwire.v1.RagItemR\007con" +
+      "text\022\'\n\017candidate_count\030\020 \001(\rR\016candidate" +
+      "Count\022%\n\016accepted_count\030\021 \001(\rR\racceptedC" +
+      "ount\022%\n\016rejected_count\030\022 \001(\rR\rrejectedCo" +
+      "unt\0224\n\026context_excluded_count\030\023 \001(\rR\024con" +
+      "textExcludedCount\022>\n\treranking\030\024 \001(\0132 .g" +
+      "roundwire.v1.RerankingMetadataR\trerankin" +
+      "g\022C\n\016context_budget\030\025 \001(\0132\034.groundwire.v" +
+      "1.ContextBudgetR\rcontextBudget\022,\n\017rewrit" +
+      "ten_query\030\026 \001(\tH\000R\016rewrittenQuery\210\001\001\022=\n\010" +
+      "searches\030\027 \003(\0132!.groundwire.v1.AgenticSe" +
+      "archTraceR\010searches\022F\n\017final_selection\030<" +
+      " \001(\0132\035.groundwire.v1.FinalSelectionR\016fin" +
+      "alSelection\022!\n\014rag_bypassed\030F \001(\010R\013ragBy" +
+      "passed\022F\n\016applied_limits\030G \001(\0132\037.groundw" +
+      "ire.v1.RagAppliedLimitsR\rappliedLimits\022(" +
+      "\n\rkeyword_query\030H \001(\tH\001R\014keywordQuery\210\001\001" +
+      "\022S\n\024keyword_query_source\030I \001(\0162!.groundw" +
+      "ire.v1.KeywordQuerySourceR\022keywordQueryS" +
+      "ource\022?\n\034keyword_rewrite_failure_code\030J " +
+      "\001(\tR\031keywordRewriteFailureCode\022;\n\032query_" +
+      "rewrite_failure_code\030K \001(\tR\027queryRewrite" +
+      "FailureCode\022-\n\022tenant_scope_empty\030\240\001 \001(\010" +
+      "R\020tenantScopeEmptyB\022\n\020_rewritten_queryB\020" +
+      "\n\016_keyword_query\"\303\002\n\020RagAppliedLimits\022\'\n" +
+      "\017candidate_count\030\001 \001(\rR\016candidateCount\0220" +
+      "\n\021minimum_relevance\030\002 \001(\001H\000R\020minimumRele" +
+      "vance\210\001\001\022\036\n\013final_top_k\030\003 \001(\rR\tfinalTopK" +
+      "\022@\n\034minimum_relevance_overridden\030\004 \001(\010R\032" +
+      "minimumRelevanceOverridden\0223\n\026final_top_" +
+      "k_overridden\030\005 \001(\010R\023finalTopKOverridden\022" +
+      "\'\n\017filter_narrowed\030\006 \001(\010R\016filterNarrowed" +
+      "B\024\n\022_minimum_relevance\"\201\001\n\nTokenUsage\022#\n" +
+      "\rprompt_tokens\030\001 \001(\rR\014promptTokens\022+\n\021co" +
+      "mpletion_tokens\030\002 \001(\rR\020completionTokens\022" +
+      "!\n\014total_tokens\030\003 \001(\rR\013totalTokens\"\274\002\n\010C" +
+      "itation\022#\n\rsource_number\030\001 \001(\rR\014sourceNu" +
+      "mber\022\037\n\013document_id\030\002 \001(\tR\ndocumentId\022\031\n" +
+      "\010chunk_id\030\003 \001(\tR\007chunkId\022&\n\016display_numb" +
+      "er\030\240\001 \001(\rR\rdisplayNumber\022\025\n\005title\030\241\001 \001(\t" +
+      "R\005title\022\031\n\007section\030\242\001 \001(\tR\007section\022,\n\004sp" +
+      "an\030\243\001 \001(\0132\027.groundwire.v1.CharSpanR\004span" +
+      "\022\031\n\007snippet\030\244\001 \001(\tR\007snippet\022,\n\021snippet_t" +
+      "runcated\030\245\001 \001(\010R\020snippetTruncated\"\366\001\n\rTo" +
+      "olCallTrace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_" +
+      "id\030\002 \001(\tR\006callId\022\033\n\ttool_name\030\003 \001(\tR\010too" +
+      "lName\022\034\n\tsucceeded\030\004 \001(\010R\tsucceeded\022\035\n\ne" +
+      "rror_code\030\005 \001(\tR\terrorCode\0225\n\010duration\030\006" +
+      " \001(\0132\031.google.protobuf.DurationR\010duratio" +
+      "n\022\'\n\017client_executed\0302 \001(\010R\016clientExecut" +
+      "ed\"\343\005\n\013AgentResult\022!\n\014execution_id\030\001 \001(\t" +
+      "R\013executionId\022\031\n\010agent_id\030\002 \001(\tR\007agentId" +
+      "\022\026\n\006answer\030\003 \001(\tR\006answer\022%\n\016model_provid" +
+      "er\030\004 \001(\tR\rmodelProvider\022\024\n\005model\030\005 \001(\tR\005" +
+      "model\022/\n\005usage\030\006 \001(\0132\031.groundwire.v1.Tok" +
+      "enUsageR\005usage\0225\n\003rag\030\007 \001(\0132#.groundwire" +
+      ".v1.RagExecutionMetadataR\003rag\0225\n\tcitatio" +
+      "ns\030\010 \003(\0132\027.groundwire.v1.CitationR\tcitat" +
+      "ions\022;\n\ntool_calls\030\t \003(\0132\034.groundwire.v1" +
+      ".ToolCallTraceR\ttoolCalls\0225\n\010duration\030\n " +
+      "\001(\0132\031.google.protobuf.DurationR\010duration" +
+      "\0226\n\006status\0302 \001(\0162\036.groundwire.v1.Executi" +
+      "onStatusR\006status\022O\n\023required_tool_calls\030" +
+      "3 \003(\0132\037.groundwire.v1.RequiredToolCallR\021" +
+      "requiredToolCalls\022C\n\017action_deadline\0304 \001" +
+      "(\0132\032.google.protobuf.TimestampR\016actionDe" +
+      "adline\022\030\n\007resumed\0305 \001(\010R\007resumed\022F\n\017embe" +
+      "dding_usage\030P \001(\0132\035.groundwire.v1.Embedd" +
+      "ingUsageR\016embeddingUsage\"\213\003\n\016RagSearchEv" +
+      "ent\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022C\n\016re" +
+      "trieval_mode\030\002 \001(\0162\034.groundwire.v1.Retri" +
+      "evalModeR\rretrievalMode\022)\n\020candidate_bud" +
+      "get\030\003 \001(\rR\017candidateBudget\022\'\n\017candidate_" +
+      "count\030\004 \001(\rR\016candidateCount\022%\n\016accepted_" +
+      "count\030\005 \001(\rR\racceptedCount\022I\n\021reranking_" +
+      "outcome\030\006 \001(\0162\034.groundwire.v1.RerankOutc" +
+      "omeR\020rerankingOutcome\0225\n\010duration\030\007 \001(\0132" +
+      "\031.google.protobuf.DurationR\010duration\022\030\n\007" +
+      "agentic\030\010 \001(\010R\007agentic\"\224\002\n\rToolCallEvent" +
+      "\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR\006c" +
+      "allId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022\034\n\tsu" +
+      "cceeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_code\030\005" +
+      " \001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031.goog" +
+      "le.protobuf.DurationR\010duration\022\034\n\targume" +
+      "nts\0302 \001(\tR\targuments\022\'\n\017client_executed\030" +
+      "3 \001(\010R\016clientExecuted\"\324\003\n\025ExecuteStreamR" +
+      "esponse\0225\n\004type\030\001 \001(\0162!.groundwire.v1.Ex" +
+      "ecutionEventTypeR\004type\022\032\n\010sequence\030\002 \001(\r" +
+      "R\010sequence\022!\n\014execution_id\030\003 \001(\tR\013execut" +
+      "ionId\022<\n\nrag_search\030\004 \001(\0132\035.groundwire.v" +
+      "1.RagSearchEventR\tragSearch\0229\n\ttool_call" +
+      "\030\005 \001(\0132\034.groundwire.v1.ToolCallEventR\010to" +
+      "olCall\022\035\n\ntext_delta\030\006 \001(\tR\ttextDelta\0222\n" +
+      "\006result\030\007 \001(\0132\032.groundwire.v1.AgentResul" +
+      "tR\006result\022\035\n\nerror_code\030\010 \001(\tR\terrorCode" +
+      "\022#\n\rerror_message\030\t \001(\tR\014errorMessage\0225\n" +
+      "\003rag\030< \001(\0132#.groundwire.v1.RagExecutionM" +
+      "etadataR\003rag\"\365\005\n\023AgentRagDescription\022\035\n\n" +
+      "index_name\030\001 \001(\tR\tindexName\022C\n\016retrieval" +
+      "_mode\030\002 \001(\0162\034.groundwire.v1.RetrievalMod" +
+      "eR\rretrievalMode\0220\n\004mode\030\003 \001(\0162\034.groundw" +
+      "ire.v1.ExecutionModeR\004mode\022P\n\023no_context" +
+      "_behavior\030\004 \001(\0162 .groundwire.v1.NoContex" +
+      "tBehaviorR\021noContextBehavior\022+\n\021rerankin" +
+      "g_enabled\030\005 \001(\010R\020rerankingEnabled\022\030\n\007age" +
+      "ntic\030\006 \001(\010R\007agentic\022Y\n\026final_selection_p" +
+      "olicy\030< \001(\0162#.groundwire.v1.FinalSelecti" +
+      "onPolicyR\024finalSelectionPolicy\0221\n\024candid" +
+      "ate_multiplier\030= \001(\rR\023candidateMultiplie" +
+      "r\022.\n\020retrieval_weight\030> \001(\001H\000R\017retrieval" +
+      "Weight\210\001\001\022(\n\020search_tool_name\030? \001(\tR\016sea" +
+      "rchToolName\022%\n\016bypass_allowed\030F \001(\010R\rbyp" +
+      "assAllowed\0220\n\021minimum_relevance\030G \001(\001H\001R" +
+      "\020minimumRelevance\210\001\001\022\036\n\013final_top_k\030H \001(" +
+      "\rR\tfinalTopK\022#\n\rkeyword_query\030I \001(\010R\014key" +
+      "wordQueryB\023\n\021_retrieval_weightB\024\n\022_minim" +
+      "um_relevance\"\364\001\n\020AgentDescription\022\016\n\002id\030" +
+      "\001 \001(\tR\002id\022\022\n\004name\030\002 \001(\tR\004name\022 \n\013descrip" +
+      "tion\030\003 \001(\tR\013description\022\024\n\005model\030\004 \001(\tR\005" +
+      "model\022\024\n\005tools\030\005 \003(\tR\005tools\0224\n\003rag\030\006 \001(\013" +
+      "2\".groundwire.v1.AgentRagDescriptionR\003ra" +
+      "g\022\'\n\014instructions\030\007 \001(\tH\000R\014instructions\210" +
+      "\001\001B\017\n\r_instructions\"O\n\021ListAgentsRequest" +
+      "\022\033\n\tpage_size\030\001 \001(\005R\010pageSize\022\035\n\npage_to" +
+      "ken\030\002 \001(\tR\tpageToken\"u\n\022ListAgentsRespon" +
+      "se\0227\n\006agents\030\001 \003(\0132\037.groundwire.v1.Agent" +
+      "DescriptionR\006agents\022&\n\017next_page_token\030\002" +
+      " \001(\tR\rnextPageToken\",\n\017GetAgentRequest\022\031" +
+      "\n\010agent_id\030\001 \001(\tR\007agentId\"I\n\020GetAgentRes" +
+      "ponse\0225\n\005agent\030\001 \001(\0132\037.groundwire.v1.Age" +
+      "ntDescriptionR\005agent\"{\n\nClientTool\022\022\n\004na" +
+      "me\030\001 \001(\tR\004name\022 \n\013description\030\002 \001(\tR\013des" +
+      "cription\0227\n\nparameters\030\003 \001(\0132\027.google.pr" +
+      "otobuf.StructR\nparameters\"f\n\020RequiredToo" +
+      "lCall\022\027\n\007call_id\030\001 \001(\tR\006callId\022\033\n\ttool_n" +
+      "ame\030\002 \001(\tR\010toolName\022\034\n\targuments\030\003 \001(\tR\t" +
+      "arguments\"X\n\nToolResult\022\027\n\007call_id\030\001 \001(\t" +
+      "R\006callId\022\026\n\006output\030\002 \001(\tR\006output\022\031\n\010is_e" +
+      "rror\030\003 \001(\010R\007isError\"S\n\026ResumeExecutionRe" +
+      "quest\022!\n\014execution_id\030\001 \001(\tR\013executionId" +
+      "\022\026\n\006tenant\030\002 \001(\tR\006tenant\"M\n\027ResumeExecut" +
+      "ionResponse\0222\n\006result\030\001 \001(\0132\032.groundwire" +
+      ".v1.AgentResultR\006result\"Y\n\034ResumeExecuti" +
+      "onStreamRequest\022!\n\014execution_id\030\001 \001(\tR\013e" +
+      "xecutionId\022\026\n\006tenant\030\002 \001(\tR\006tenant\"[\n\035Re" +
+      "sumeExecutionStreamResponse\022:\n\005event\030\001 \001" +
+      "(\0132$.groundwire.v1.ExecuteStreamResponse" +
+      "R\005event\"\212\001\n\030SubmitToolResultsRequest\022!\n\014" +
+      "execution_id\030\001 \001(\tR\013executionId\022\026\n\006tenan" +
+      "t\030\002 \001(\tR\006tenant\0223\n\007results\030\003 \003(\0132\031.groun" +
+      "dwire.v1.ToolResultR\007results\"O\n\031SubmitTo" +
+      "olResultsResponse\0222\n\006result\030\001 \001(\0132\032.grou" +
+      "ndwire.v1.AgentResultR\006result\"H\n\021ClientT" +
+      "oolResults\0223\n\007results\030\001 \003(\0132\031.groundwire" +
+      ".v1.ToolResultR\007results\"\241\001\n\031ExecuteInter" +
+      "activeRequest\0225\n\005input\030\001 \001(\0132\035.groundwir" +
+      "e.v1.ExecutionInputH\000R\005input\022E\n\014tool_res" +
+      "ults\030\002 \001(\0132 .groundwire.v1.ClientToolRes" +
+      "ultsH\000R\013toolResultsB\006\n\004kind\"X\n\032ExecuteIn" +
+      "teractiveResponse\022:\n\005event\030\001 \001(\0132$.groun" +
+      "dwire.v1.ExecuteStreamResponseR\005event*\202\001" +
+      "\n\rExecutionMode\022\036\n\032EXECUTION_MODE_UNSPEC" +
+      "IFIED\020\000\022\027\n\023EXECUTION_MODE_OPEN\020\001\022\033\n\027EXEC" +
+      "UTION_MODE_GROUNDED\020\002\022\033\n\027EXECUTION_MODE_" +
+      "REQUIRED\020\003*\251\001\n\021NoContextBehavior\022#\n\037NO_C" +
+      "ONTEXT_BEHAVIOR_UNSPECIFIED\020\000\022\'\n#NO_CONT" +
+      "EXT_BEHAVIOR_ANSWER_NORMALLY\020\001\022(\n$NO_CON" +
+      "TEXT_BEHAVIOR_RETURN_NOT_FOUND\020\002\022\034\n\030NO_C" +
+      "ONTEXT_BEHAVIOR_FAIL\020\003*\210\002\n\017NoContextReas" +
+      "on\022!\n\035NO_CONTEXT_REASON_UNSPECIFIED\020\000\022 \n" +
+      "\034NO_CONTEXT_REASON_NO_RESULTS\020\001\022/\n+NO_CO" +
+      "NTEXT_REASON_BELOW_RELEVANCE_THRESHOLD\020\002" +
+      "\022)\n%NO_CONTEXT_REASON_CANDIDATES_REJECTE" +
+      "D\020\003\022$\n NO_CONTEXT_REASON_NOT_ANSWERABLE\020" +
+      "\004\022.\n*NO_CONTEXT_REASON_CONTEXT_BUDGET_EX" +
+      "HAUSTED\020\005*\227\003\n\rRagItemReason\022\037\n\033RAG_ITEM_" +
+      "REASON_UNSPECIFIED\020\000\022!\n\035RAG_ITEM_REASON_" +
+      "INVALID_SCORE\020\001\022%\n!RAG_ITEM_REASON_DUPLI" +
+      "CATE_CONTENT\020\002\022+\n\'RAG_ITEM_REASON_BELOW_" +
+      "MINIMUM_RELEVANCE\020\003\022)\n%RAG_ITEM_REASON_R" +
+      "ESULT_LIMIT_EXCEEDED\020\004\022)\n%RAG_ITEM_REASO" +
+      "N_TOKEN_BUDGET_EXCEEDED\020\005\022\'\n#RAG_ITEM_RE" +
+      "ASON_OVERLAPPING_CONTENT\020\006\022)\n%RAG_ITEM_R" +
+      "EASON_SOURCE_LIMIT_EXCEEDED\020\007\022\"\n\036RAG_ITE" +
+      "M_REASON_NOT_ANSWERABLE\020\010\022 \n\034RAG_ITEM_RE" +
+      "ASON_NOT_SELECTED\020<*\223\001\n\024FinalSelectionPo" +
+      "licy\022&\n\"FINAL_SELECTION_POLICY_UNSPECIFI" +
+      "ED\020\000\022(\n$FINAL_SELECTION_POLICY_RERANKER_" +
+      "ONLY\020\001\022)\n%FINAL_SELECTION_POLICY_WEIGHTE" +
+      "D_BLEND\020\002*\257\001\n\026RetrievalNormalization\022\'\n#" +
+      "RETRIEVAL_NORMALIZATION_UNSPECIFIED\020\000\022%\n" +
+      "!RETRIEVAL_NORMALIZATION_RELEVANCE\020\001\022 \n\034" +
+      "RETRIEVAL_NORMALIZATION_RANK\020\002\022#\n\037RETRIE" +
+      "VAL_NORMALIZATION_MIN_MAX\020\003*R\n\010TurnRole\022" +
+      "\031\n\025TURN_ROLE_UNSPECIFIED\020\000\022\022\n\016TURN_ROLE_" +
+      "USER\020\001\022\027\n\023TURN_ROLE_ASSISTANT\020\002*\324\004\n\022Exec" +
+      "utionEventType\022$\n EXECUTION_EVENT_TYPE_U" +
+      "NSPECIFIED\020\000\022*\n&EXECUTION_EVENT_TYPE_EXE" +
+      "CUTION_STARTED\020\001\022+\n\'EXECUTION_EVENT_TYPE" +
+      "_RAG_SEARCH_STARTED\020\002\022-\n)EXECUTION_EVENT" +
+      "_TYPE_RAG_SEARCH_COMPLETED\020\003\022*\n&EXECUTIO" +
+      "N_EVENT_TYPE_RAG_SEARCH_FAILED\020\004\022*\n&EXEC" +
+      "UTION_EVENT_TYPE_TOOL_CALL_STARTED\020\005\022,\n(" +
+      "EXECUTION_EVENT_TYPE_TOOL_CALL_COMPLETED" +
+      "\020\006\022#\n\037EXECUTION_EVENT_TYPE_TEXT_DELTA\020\007\022" +
+      ",\n(EXECUTION_EVENT_TYPE_EXECUTION_COMPLE" +
+      "TED\020\010\022)\n%EXECUTION_EVENT_TYPE_EXECUTION_" +
+      "FAILED\020\t\022*\n&EXECUTION_EVENT_TYPE_EXECUTI" +
+      "ON_RESUMED\0202\022,\n(EXECUTION_EVENT_TYPE_TOO" +
+      "L_CALL_REQUESTED\0203\0222\n.EXECUTION_EVENT_TY" +
+      "PE_EXECUTION_REQUIRES_ACTION\0204*r\n\nPrompt" +
+      "Role\022\033\n\027PROMPT_ROLE_UNSPECIFIED\020\000\022\026\n\022PRO" +
+      "MPT_ROLE_SYSTEM\020\001\022\024\n\020PROMPT_ROLE_USER\020\002\022" +
+      "\031\n\025PROMPT_ROLE_ASSISTANT\020\003*\221\001\n\016PreparedA" +
+      "ction\022\037\n\033PREPARED_ACTION_UNSPECIFIED\020\000\022\036" +
+      "\n\032PREPARED_ACTION_CALL_MODEL\020\001\022$\n PREPAR" +
+      "ED_ACTION_RETURN_NOT_FOUND\020\002\022\030\n\024PREPARED" +
+      "_ACTION_FAIL\020\003*\262\001\n\022KeywordQuerySource\022$\n" +
+      " KEYWORD_QUERY_SOURCE_UNSPECIFIED\020\000\022 \n\034K" +
+      "EYWORD_QUERY_SOURCE_DERIVED\020\001\022\036\n\032KEYWORD" +
+      "_QUERY_SOURCE_MODEL\020\002\0224\n0KEYWORD_QUERY_S" +
+      "OURCE_DERIVED_AFTER_MODEL_FAILURE\020\003*y\n\017E" +
+      "xecutionStatus\022 \n\034EXECUTION_STATUS_UNSPE" +
+      "CIFIED\020\000\022\036\n\032EXECUTION_STATUS_COMPLETED\020\001" +
+      "\022$\n EXECUTION_STATUS_REQUIRES_ACTION\020\0022\352" +
+      "\006\n\014AgentService\022Q\n\nListAgents\022 .groundwi" +
+      "re.v1.ListAgentsRequest\032!.groundwire.v1." +
+      "ListAgentsResponse\022K\n\010GetAgent\022\036.groundw" +
+      "ire.v1.GetAgentRequest\032\037.groundwire.v1.G" +
+      "etAgentResponse\022H\n\007Execute\022\035.groundwire." +
+      "v1.ExecuteRequest\032\036.groundwire.v1.Execut" +
+      "eResponse\022\\\n\rExecuteStream\022#.groundwire." +
+      "v1.ExecuteStreamRequest\032$.groundwire.v1." +
+      "ExecuteStreamResponse0\001\022`\n\017ResumeExecuti" +
+      "on\022%.groundwire.v1.ResumeExecutionReques" +
+      "t\032&.groundwire.v1.ResumeExecutionRespons" +
+      "e\022t\n\025ResumeExecutionStream\022+.groundwire." +
+      "v1.ResumeExecutionStreamRequest\032,.ground" +
+      "wire.v1.ResumeExecutionStreamResponse0\001\022" +
+      "f\n\021SubmitToolResults\022\'.groundwire.v1.Sub" +
+      "mitToolResultsRequest\032(.groundwire.v1.Su" +
+      "bmitToolResultsResponse\022m\n\022ExecuteIntera" +
+      "ctive\022(.groundwire.v1.ExecuteInteractive" +
+      "Request\032).groundwire.v1.ExecuteInteracti" +
+      "veResponse(\0010\001\022c\n\020PrepareExecution\022&.gro" +
+      "undwire.v1.PrepareExecutionRequest\032\'.gro" +
+      "undwire.v1.PrepareExecutionResponseB\256\001\n\021" +
+      "dev.groundwire.v1B\nAgentProtoP\001Z8github." +
+      "com/groundwire/groundwire/clients/go/gro" +
+      "undwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGround" +
+      "wire\\V1\342\002\031Groundwire\\V1\\GPBMetadata\352\002\016Gr" +
+      "oundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -737,7 +747,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_RagItem_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RagItem_descriptor,
-        new java.lang.String[] { "DocumentId", "ChunkId", "RetrievalRank", "Score", "Reason", "Span", "RerankRelevance", "Blend", });
+        new java.lang.String[] { "DocumentId", "ChunkId", "RetrievalRank", "Score", "Reason", "Span", "Title", "Section", "Snippet", "SnippetTruncated", "RerankRelevance", "Blend", });
     internal_static_groundwire_v1_BlendScore_descriptor =
       getDescriptor().getMessageType(13);
     internal_static_groundwire_v1_BlendScore_fieldAccessorTable = new
@@ -779,7 +789,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_RagExecutionMetadata_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RagExecutionMetadata_descriptor,
-        new java.lang.String[] { "Enabled", "IndexName", "IndexVersion", "RetrievalMode", "AppliedMode", "AppliedNoContextBehavior", "ContextAccepted", "NoContextReason", "ModelSkipped", "AnswerConstrained", "Candidates", "Accepted12", "Rejected13", "ContextExcluded14", "Context", "CandidateCount", "AcceptedCount17", "RejectedCount18", "ContextExcludedCount19", "Reranking", "ContextBudget", "RewrittenQuery", "Searches", "FinalSelection", "RagBypassed", "AppliedLimits", "KeywordQuery", "KeywordQuerySource", "KeywordRewriteFailureCode", "QueryRewriteFailureCode", });
+        new java.lang.String[] { "Enabled", "IndexName", "IndexVersion", "RetrievalMode", "AppliedMode", "AppliedNoContextBehavior", "ContextAccepted", "NoContextReason", "ModelSkipped", "AnswerConstrained", "Candidates", "Accepted12", "Rejected13", "ContextExcluded14", "Context", "CandidateCount", "AcceptedCount17", "RejectedCount18", "ContextExcludedCount19", "Reranking", "ContextBudget", "RewrittenQuery", "Searches", "FinalSelection", "RagBypassed", "AppliedLimits", "KeywordQuery", "KeywordQuerySource", "KeywordRewriteFailureCode", "QueryRewriteFailureCode", "TenantScopeEmpty", });
     internal_static_groundwire_v1_RagAppliedLimits_descriptor =
       getDescriptor().getMessageType(20);
     internal_static_groundwire_v1_RagAppliedLimits_fieldAccessorTable = new
@@ -797,7 +807,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_Citation_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_Citation_descriptor,
-        new java.lang.String[] { "SourceNumber", "DocumentId", "ChunkId", });
+        new java.lang.String[] { "SourceNumber", "DocumentId", "ChunkId", "DisplayNumber", "Title", "Section", "Span", "Snippet", "SnippetTruncated", });
     internal_static_groundwire_v1_ToolCallTrace_descriptor =
       getDescriptor().getMessageType(23);
     internal_static_groundwire_v1_ToolCallTrace_fieldAccessorTable = new

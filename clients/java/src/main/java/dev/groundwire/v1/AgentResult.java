@@ -379,7 +379,9 @@ private static final long serialVersionUID = 0L;
   private java.util.List<dev.groundwire.v1.Citation> citations_;
   /**
    * <pre>
-   * Output only. Accepted chunks the answer cites, in order of first citation.
+   * Output only. Accepted chunks the answer cites, in order of first citation
+   * (display_number 1, 2, ...), each with its title, section, span and a
+   * bounded snippet.
    * </pre>
    *
    * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -390,7 +392,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Accepted chunks the answer cites, in order of first citation.
+   * Output only. Accepted chunks the answer cites, in order of first citation
+   * (display_number 1, 2, ...), each with its title, section, span and a
+   * bounded snippet.
    * </pre>
    *
    * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -402,7 +406,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Accepted chunks the answer cites, in order of first citation.
+   * Output only. Accepted chunks the answer cites, in order of first citation
+   * (display_number 1, 2, ...), each with its title, section, span and a
+   * bounded snippet.
    * </pre>
    *
    * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -413,7 +419,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Accepted chunks the answer cites, in order of first citation.
+   * Output only. Accepted chunks the answer cites, in order of first citation
+   * (display_number 1, 2, ...), each with its title, section, span and a
+   * bounded snippet.
    * </pre>
    *
    * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -424,7 +432,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Accepted chunks the answer cites, in order of first citation.
+   * Output only. Accepted chunks the answer cites, in order of first citation
+   * (display_number 1, 2, ...), each with its title, section, span and a
+   * bounded snippet.
    * </pre>
    *
    * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2377,7 +2387,9 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2391,7 +2403,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2405,7 +2419,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2419,7 +2435,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2438,7 +2456,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2456,7 +2476,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2474,7 +2496,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2493,7 +2517,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2511,7 +2537,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2529,7 +2557,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2548,7 +2578,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2565,7 +2597,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2582,7 +2616,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2593,7 +2629,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2607,7 +2645,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2622,7 +2662,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2633,7 +2675,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2645,7 +2689,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>

@@ -385,7 +385,10 @@ public enum ErrorReason
   ERROR_REASON_UNAUTHENTICATED(212),
   /**
    * <pre>
-   * PERMISSION_DENIED: the API key lacks the permission the method needs.
+   * PERMISSION_DENIED: the API key lacks the permission the method needs;
+   * ErrorInfo metadata "permission" names it (for example "manage": the
+   * "ingest" permission starts, watches and cancels ingestion only of indexes
+   * whose configured tenant is the key's own).
    * </pre>
    *
    * <code>ERROR_REASON_PERMISSION_DENIED = 213;</code>
@@ -1039,7 +1042,10 @@ public enum ErrorReason
   public static final int ERROR_REASON_UNAUTHENTICATED_VALUE = 212;
   /**
    * <pre>
-   * PERMISSION_DENIED: the API key lacks the permission the method needs.
+   * PERMISSION_DENIED: the API key lacks the permission the method needs;
+   * ErrorInfo metadata "permission" names it (for example "manage": the
+   * "ingest" permission starts, watches and cancels ingestion only of indexes
+   * whose configured tenant is the key's own).
    * </pre>
    *
    * <code>ERROR_REASON_PERMISSION_DENIED = 213;</code>

@@ -1191,6 +1191,26 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int TENANT_SCOPE_EMPTY_FIELD_NUMBER = 160;
+  private boolean tenantScopeEmpty_ = false;
+  /**
+   * <pre>
+   * Output only. True when the caller's tenant holds no published document in
+   * the agent's index at all (metadata filters aside), so no query of this
+   * scope can find context. Documents from configured sources belong to the
+   * index's configured tenant (empty by default): a key bound to another
+   * tenant sees none of them. Checked only when retrieval found no
+   * candidate; false otherwise.
+   * </pre>
+   *
+   * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+   * @return The tenantScopeEmpty.
+   */
+  @java.lang.Override
+  public boolean getTenantScopeEmpty() {
+    return tenantScopeEmpty_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -1294,6 +1314,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(queryRewriteFailureCode_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 75, queryRewriteFailureCode_);
+    }
+    if (tenantScopeEmpty_ != false) {
+      output.writeBool(160, tenantScopeEmpty_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -1444,6 +1467,10 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(queryRewriteFailureCode_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(75, queryRewriteFailureCode_);
     }
+    if (tenantScopeEmpty_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(160, tenantScopeEmpty_);
+    }
     return size;
   }
   @java.lang.Override
@@ -1541,6 +1568,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getKeywordRewriteFailureCode())) return false;
     if (!getQueryRewriteFailureCode()
         .equals(other.getQueryRewriteFailureCode())) return false;
+    if (getTenantScopeEmpty()
+        != other.getTenantScopeEmpty()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -1642,6 +1671,9 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getKeywordRewriteFailureCode().hashCode();
     hash = (37 * hash) + QUERY_REWRITE_FAILURE_CODE_FIELD_NUMBER;
     hash = (53 * hash) + getQueryRewriteFailureCode().hashCode();
+    hash = (37 * hash) + TENANT_SCOPE_EMPTY_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getTenantScopeEmpty());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -1875,6 +1907,7 @@ private static final long serialVersionUID = 0L;
       keywordQuerySource_ = 0;
       keywordRewriteFailureCode_ = "";
       queryRewriteFailureCode_ = "";
+      tenantScopeEmpty_ = false;
       return this;
     }
 
@@ -2052,6 +2085,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x20000000) != 0)) {
         result.queryRewriteFailureCode_ = queryRewriteFailureCode_;
+      }
+      if (((from_bitField0_ & 0x40000000) != 0)) {
+        result.tenantScopeEmpty_ = tenantScopeEmpty_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -2306,6 +2342,9 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x20000000;
         onChanged();
       }
+      if (other.getTenantScopeEmpty() != false) {
+        setTenantScopeEmpty(other.getTenantScopeEmpty());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -2536,6 +2575,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x20000000;
               break;
             } // case 602
+            case 1280: {
+              tenantScopeEmpty_ = input.readBool();
+              bitField0_ |= 0x40000000;
+              break;
+            } // case 1280
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -6437,6 +6481,65 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       queryRewriteFailureCode_ = value;
       bitField0_ |= 0x20000000;
+      onChanged();
+      return this;
+    }
+
+    private boolean tenantScopeEmpty_ ;
+    /**
+     * <pre>
+     * Output only. True when the caller's tenant holds no published document in
+     * the agent's index at all (metadata filters aside), so no query of this
+     * scope can find context. Documents from configured sources belong to the
+     * index's configured tenant (empty by default): a key bound to another
+     * tenant sees none of them. Checked only when retrieval found no
+     * candidate; false otherwise.
+     * </pre>
+     *
+     * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+     * @return The tenantScopeEmpty.
+     */
+    @java.lang.Override
+    public boolean getTenantScopeEmpty() {
+      return tenantScopeEmpty_;
+    }
+    /**
+     * <pre>
+     * Output only. True when the caller's tenant holds no published document in
+     * the agent's index at all (metadata filters aside), so no query of this
+     * scope can find context. Documents from configured sources belong to the
+     * index's configured tenant (empty by default): a key bound to another
+     * tenant sees none of them. Checked only when retrieval found no
+     * candidate; false otherwise.
+     * </pre>
+     *
+     * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+     * @param value The tenantScopeEmpty to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTenantScopeEmpty(boolean value) {
+
+      tenantScopeEmpty_ = value;
+      bitField0_ |= 0x40000000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. True when the caller's tenant holds no published document in
+     * the agent's index at all (metadata filters aside), so no query of this
+     * scope can find context. Documents from configured sources belong to the
+     * index's configured tenant (empty by default): a key bound to another
+     * tenant sees none of them. Checked only when retrieval found no
+     * candidate; false otherwise.
+     * </pre>
+     *
+     * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTenantScopeEmpty() {
+      bitField0_ = (bitField0_ & ~0x40000000);
+      tenantScopeEmpty_ = false;
       onChanged();
       return this;
     }

@@ -746,4 +746,19 @@ public interface RagExecutionMetadataOrBuilder extends
    */
   com.google.protobuf.ByteString
       getQueryRewriteFailureCodeBytes();
+
+  /**
+   * <pre>
+   * Output only. True when the caller's tenant holds no published document in
+   * the agent's index at all (metadata filters aside), so no query of this
+   * scope can find context. Documents from configured sources belong to the
+   * index's configured tenant (empty by default): a key bound to another
+   * tenant sees none of them. Checked only when retrieval found no
+   * candidate; false otherwise.
+   * </pre>
+   *
+   * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+   * @return The tenantScopeEmpty.
+   */
+  boolean getTenantScopeEmpty();
 }

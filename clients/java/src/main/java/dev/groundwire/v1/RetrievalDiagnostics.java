@@ -402,6 +402,26 @@ private static final long serialVersionUID = 0L;
     return lexicalTermsPruned_;
   }
 
+  public static final int TENANT_SCOPE_EMPTY_FIELD_NUMBER = 160;
+  private boolean tenantScopeEmpty_ = false;
+  /**
+   * <pre>
+   * Output only. True when the caller's tenant holds no published document in
+   * this index at all (metadata filters aside): every query of this scope
+   * finds nothing. Documents from configured sources belong to the index's
+   * configured tenant (empty by default), so a key bound to another tenant
+   * sees none of them. Checked only when no result was returned; false
+   * otherwise. Reports on the caller's own scope only.
+   * </pre>
+   *
+   * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+   * @return The tenantScopeEmpty.
+   */
+  @java.lang.Override
+  public boolean getTenantScopeEmpty() {
+    return tenantScopeEmpty_;
+  }
+
   public static final int EMBEDDING_USAGE_FIELD_NUMBER = 80;
   private dev.groundwire.v1.EmbeddingUsage embeddingUsage_;
   /**
@@ -527,6 +547,9 @@ private static final long serialVersionUID = 0L;
     if (queryTruncated_ != false) {
       output.writeBool(81, queryTruncated_);
     }
+    if (tenantScopeEmpty_ != false) {
+      output.writeBool(160, tenantScopeEmpty_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -603,6 +626,10 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(81, queryTruncated_);
     }
+    if (tenantScopeEmpty_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(160, tenantScopeEmpty_);
+    }
     return size;
   }
   @java.lang.Override
@@ -672,6 +699,8 @@ private static final long serialVersionUID = 0L;
         != other.getLexicalTermsScored()) return false;
     if (getLexicalTermsPruned()
         != other.getLexicalTermsPruned()) return false;
+    if (getTenantScopeEmpty()
+        != other.getTenantScopeEmpty()) return false;
     if (hasEmbeddingUsage() != other.hasEmbeddingUsage()) return false;
     if (hasEmbeddingUsage()) {
       if (!getEmbeddingUsage()
@@ -733,6 +762,9 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getLexicalTermsScored();
     hash = (37 * hash) + LEXICAL_TERMS_PRUNED_FIELD_NUMBER;
     hash = (53 * hash) + getLexicalTermsPruned();
+    hash = (37 * hash) + TENANT_SCOPE_EMPTY_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getTenantScopeEmpty());
     if (hasEmbeddingUsage()) {
       hash = (37 * hash) + EMBEDDING_USAGE_FIELD_NUMBER;
       hash = (53 * hash) + getEmbeddingUsage().hashCode();
@@ -917,6 +949,7 @@ private static final long serialVersionUID = 0L;
       appliedLegDepth_ = 0;
       lexicalTermsScored_ = 0;
       lexicalTermsPruned_ = 0;
+      tenantScopeEmpty_ = false;
       embeddingUsage_ = null;
       if (embeddingUsageBuilder_ != null) {
         embeddingUsageBuilder_.dispose();
@@ -1018,12 +1051,15 @@ private static final long serialVersionUID = 0L;
         result.lexicalTermsPruned_ = lexicalTermsPruned_;
       }
       if (((from_bitField0_ & 0x00010000) != 0)) {
+        result.tenantScopeEmpty_ = tenantScopeEmpty_;
+      }
+      if (((from_bitField0_ & 0x00020000) != 0)) {
         result.embeddingUsage_ = embeddingUsageBuilder_ == null
             ? embeddingUsage_
             : embeddingUsageBuilder_.build();
         to_bitField0_ |= 0x00000010;
       }
-      if (((from_bitField0_ & 0x00020000) != 0)) {
+      if (((from_bitField0_ & 0x00040000) != 0)) {
         result.queryTruncated_ = queryTruncated_;
       }
       result.bitField0_ |= to_bitField0_;
@@ -1088,6 +1124,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getLexicalTermsPruned() != 0) {
         setLexicalTermsPruned(other.getLexicalTermsPruned());
+      }
+      if (other.getTenantScopeEmpty() != false) {
+        setTenantScopeEmpty(other.getTenantScopeEmpty());
       }
       if (other.hasEmbeddingUsage()) {
         mergeEmbeddingUsage(other.getEmbeddingUsage());
@@ -1211,14 +1250,19 @@ private static final long serialVersionUID = 0L;
               input.readMessage(
                   internalGetEmbeddingUsageFieldBuilder().getBuilder(),
                   extensionRegistry);
-              bitField0_ |= 0x00010000;
+              bitField0_ |= 0x00020000;
               break;
             } // case 642
             case 648: {
               queryTruncated_ = input.readBool();
-              bitField0_ |= 0x00020000;
+              bitField0_ |= 0x00040000;
               break;
             } // case 648
+            case 1280: {
+              tenantScopeEmpty_ = input.readBool();
+              bitField0_ |= 0x00010000;
+              break;
+            } // case 1280
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2427,6 +2471,65 @@ private static final long serialVersionUID = 0L;
       return this;
     }
 
+    private boolean tenantScopeEmpty_ ;
+    /**
+     * <pre>
+     * Output only. True when the caller's tenant holds no published document in
+     * this index at all (metadata filters aside): every query of this scope
+     * finds nothing. Documents from configured sources belong to the index's
+     * configured tenant (empty by default), so a key bound to another tenant
+     * sees none of them. Checked only when no result was returned; false
+     * otherwise. Reports on the caller's own scope only.
+     * </pre>
+     *
+     * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+     * @return The tenantScopeEmpty.
+     */
+    @java.lang.Override
+    public boolean getTenantScopeEmpty() {
+      return tenantScopeEmpty_;
+    }
+    /**
+     * <pre>
+     * Output only. True when the caller's tenant holds no published document in
+     * this index at all (metadata filters aside): every query of this scope
+     * finds nothing. Documents from configured sources belong to the index's
+     * configured tenant (empty by default), so a key bound to another tenant
+     * sees none of them. Checked only when no result was returned; false
+     * otherwise. Reports on the caller's own scope only.
+     * </pre>
+     *
+     * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+     * @param value The tenantScopeEmpty to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTenantScopeEmpty(boolean value) {
+
+      tenantScopeEmpty_ = value;
+      bitField0_ |= 0x00010000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. True when the caller's tenant holds no published document in
+     * this index at all (metadata filters aside): every query of this scope
+     * finds nothing. Documents from configured sources belong to the index's
+     * configured tenant (empty by default), so a key bound to another tenant
+     * sees none of them. Checked only when no result was returned; false
+     * otherwise. Reports on the caller's own scope only.
+     * </pre>
+     *
+     * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTenantScopeEmpty() {
+      bitField0_ = (bitField0_ & ~0x00010000);
+      tenantScopeEmpty_ = false;
+      onChanged();
+      return this;
+    }
+
     private dev.groundwire.v1.EmbeddingUsage embeddingUsage_;
     private com.google.protobuf.SingleFieldBuilder<
         dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder> embeddingUsageBuilder_;
@@ -2440,7 +2543,7 @@ private static final long serialVersionUID = 0L;
      * @return Whether the embeddingUsage field is set.
      */
     public boolean hasEmbeddingUsage() {
-      return ((bitField0_ & 0x00010000) != 0);
+      return ((bitField0_ & 0x00020000) != 0);
     }
     /**
      * <pre>
@@ -2473,7 +2576,7 @@ private static final long serialVersionUID = 0L;
       } else {
         embeddingUsageBuilder_.setMessage(value);
       }
-      bitField0_ |= 0x00010000;
+      bitField0_ |= 0x00020000;
       onChanged();
       return this;
     }
@@ -2492,7 +2595,7 @@ private static final long serialVersionUID = 0L;
       } else {
         embeddingUsageBuilder_.setMessage(builderForValue.build());
       }
-      bitField0_ |= 0x00010000;
+      bitField0_ |= 0x00020000;
       onChanged();
       return this;
     }
@@ -2506,7 +2609,7 @@ private static final long serialVersionUID = 0L;
      */
     public Builder mergeEmbeddingUsage(dev.groundwire.v1.EmbeddingUsage value) {
       if (embeddingUsageBuilder_ == null) {
-        if (((bitField0_ & 0x00010000) != 0) &&
+        if (((bitField0_ & 0x00020000) != 0) &&
           embeddingUsage_ != null &&
           embeddingUsage_ != dev.groundwire.v1.EmbeddingUsage.getDefaultInstance()) {
           getEmbeddingUsageBuilder().mergeFrom(value);
@@ -2517,7 +2620,7 @@ private static final long serialVersionUID = 0L;
         embeddingUsageBuilder_.mergeFrom(value);
       }
       if (embeddingUsage_ != null) {
-        bitField0_ |= 0x00010000;
+        bitField0_ |= 0x00020000;
         onChanged();
       }
       return this;
@@ -2531,7 +2634,7 @@ private static final long serialVersionUID = 0L;
      * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
      */
     public Builder clearEmbeddingUsage() {
-      bitField0_ = (bitField0_ & ~0x00010000);
+      bitField0_ = (bitField0_ & ~0x00020000);
       embeddingUsage_ = null;
       if (embeddingUsageBuilder_ != null) {
         embeddingUsageBuilder_.dispose();
@@ -2549,7 +2652,7 @@ private static final long serialVersionUID = 0L;
      * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
      */
     public dev.groundwire.v1.EmbeddingUsage.Builder getEmbeddingUsageBuilder() {
-      bitField0_ |= 0x00010000;
+      bitField0_ |= 0x00020000;
       onChanged();
       return internalGetEmbeddingUsageFieldBuilder().getBuilder();
     }
@@ -2618,7 +2721,7 @@ private static final long serialVersionUID = 0L;
     public Builder setQueryTruncated(boolean value) {
 
       queryTruncated_ = value;
-      bitField0_ |= 0x00020000;
+      bitField0_ |= 0x00040000;
       onChanged();
       return this;
     }
@@ -2632,7 +2735,7 @@ private static final long serialVersionUID = 0L;
      * @return This builder for chaining.
      */
     public Builder clearQueryTruncated() {
-      bitField0_ = (bitField0_ & ~0x00020000);
+      bitField0_ = (bitField0_ & ~0x00040000);
       queryTruncated_ = false;
       onChanged();
       return this;

@@ -254,6 +254,21 @@ public interface RetrievalDiagnosticsOrBuilder extends
 
   /**
    * <pre>
+   * Output only. True when the caller's tenant holds no published document in
+   * this index at all (metadata filters aside): every query of this scope
+   * finds nothing. Documents from configured sources belong to the index's
+   * configured tenant (empty by default), so a key bound to another tenant
+   * sees none of them. Checked only when no result was returned; false
+   * otherwise. Reports on the caller's own scope only.
+   * </pre>
+   *
+   * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+   * @return The tenantScopeEmpty.
+   */
+  boolean getTenantScopeEmpty();
+
+  /**
+   * <pre>
    * Output only. Embedding usage of this query (the query embedding; zero in
    * lexical mode).
    * </pre>

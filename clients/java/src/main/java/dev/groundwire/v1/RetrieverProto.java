@@ -99,7 +99,7 @@ public final class RetrieverProto extends com.google.protobuf.GeneratedFile {
       "\n\010metadata\030\n \003(\0132,.groundwire.v1.Retriev" +
       "alResult.MetadataEntryR\010metadata\032;\n\rMeta" +
       "dataEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001" +
-      "(\tR\005value:\0028\001\"\270\007\n\024RetrievalDiagnostics\022?" +
+      "(\tR\005value:\0028\001\"\347\007\n\024RetrievalDiagnostics\022?" +
       "\n\014applied_mode\030\001 \001(\0162\034.groundwire.v1.Ret" +
       "rievalModeR\013appliedMode\022\"\n\rapplied_top_k" +
       "\030\002 \001(\rR\013appliedTopK\022#\n\rsemantic_hits\030\003 \001" +
@@ -120,24 +120,25 @@ public final class RetrieverProto extends com.google.protobuf.GeneratedFile {
       "ed_leg_depth\030\016 \001(\rR\017appliedLegDepth\0220\n\024l" +
       "exical_terms_scored\030\017 \001(\rR\022lexicalTermsS" +
       "cored\0220\n\024lexical_terms_pruned\030\020 \001(\rR\022lex" +
-      "icalTermsPruned\022F\n\017embedding_usage\030P \001(\013" +
-      "2\035.groundwire.v1.EmbeddingUsageR\016embeddi" +
-      "ngUsage\022\'\n\017query_truncated\030Q \001(\010R\016queryT" +
-      "runcated\"\223\001\n\020RetrieveResponse\0228\n\007results" +
-      "\030\001 \003(\0132\036.groundwire.v1.RetrievalResultR\007" +
-      "results\022E\n\013diagnostics\030\002 \001(\0132#.groundwir" +
-      "e.v1.RetrievalDiagnosticsR\013diagnostics*\203" +
-      "\001\n\rRetrievalMode\022\036\n\032RETRIEVAL_MODE_UNSPE" +
-      "CIFIED\020\000\022\033\n\027RETRIEVAL_MODE_SEMANTIC\020\001\022\032\n" +
-      "\026RETRIEVAL_MODE_LEXICAL\020\002\022\031\n\025RETRIEVAL_M" +
-      "ODE_HYBRID\020\0032_\n\020RetrieverService\022K\n\010Retr" +
-      "ieve\022\036.groundwire.v1.RetrieveRequest\032\037.g" +
-      "roundwire.v1.RetrieveResponseB\262\001\n\021dev.gr" +
-      "oundwire.v1B\016RetrieverProtoP\001Z8github.co" +
-      "m/groundwire/groundwire/clients/go/groun" +
-      "dwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGroundwi" +
-      "re\\V1\342\002\031Groundwire\\V1\\GPBMetadata\352\002\016Grou" +
-      "ndwire::V1b\006proto3"
+      "icalTermsPruned\022-\n\022tenant_scope_empty\030\240\001" +
+      " \001(\010R\020tenantScopeEmpty\022F\n\017embedding_usag" +
+      "e\030P \001(\0132\035.groundwire.v1.EmbeddingUsageR\016" +
+      "embeddingUsage\022\'\n\017query_truncated\030Q \001(\010R" +
+      "\016queryTruncated\"\223\001\n\020RetrieveResponse\0228\n\007" +
+      "results\030\001 \003(\0132\036.groundwire.v1.RetrievalR" +
+      "esultR\007results\022E\n\013diagnostics\030\002 \001(\0132#.gr" +
+      "oundwire.v1.RetrievalDiagnosticsR\013diagno" +
+      "stics*\203\001\n\rRetrievalMode\022\036\n\032RETRIEVAL_MOD" +
+      "E_UNSPECIFIED\020\000\022\033\n\027RETRIEVAL_MODE_SEMANT" +
+      "IC\020\001\022\032\n\026RETRIEVAL_MODE_LEXICAL\020\002\022\031\n\025RETR" +
+      "IEVAL_MODE_HYBRID\020\0032_\n\020RetrieverService\022" +
+      "K\n\010Retrieve\022\036.groundwire.v1.RetrieveRequ" +
+      "est\032\037.groundwire.v1.RetrieveResponseB\262\001\n" +
+      "\021dev.groundwire.v1B\016RetrieverProtoP\001Z8gi" +
+      "thub.com/groundwire/groundwire/clients/g" +
+      "o/groundwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rG" +
+      "roundwire\\V1\342\002\031Groundwire\\V1\\GPBMetadata" +
+      "\352\002\016Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -181,7 +182,7 @@ public final class RetrieverProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_RetrievalDiagnostics_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RetrievalDiagnostics_descriptor,
-        new java.lang.String[] { "AppliedMode", "AppliedTopK", "SemanticHits", "LexicalHits", "EmbeddingDuration", "SemanticDuration", "LexicalDuration", "TotalDuration", "IndexVersion", "PhraseCount", "AppliedRrfK", "AppliedSemanticWeight", "AppliedLexicalWeight", "AppliedLegDepth", "LexicalTermsScored", "LexicalTermsPruned", "EmbeddingUsage", "QueryTruncated", });
+        new java.lang.String[] { "AppliedMode", "AppliedTopK", "SemanticHits", "LexicalHits", "EmbeddingDuration", "SemanticDuration", "LexicalDuration", "TotalDuration", "IndexVersion", "PhraseCount", "AppliedRrfK", "AppliedSemanticWeight", "AppliedLexicalWeight", "AppliedLegDepth", "LexicalTermsScored", "LexicalTermsPruned", "TenantScopeEmpty", "EmbeddingUsage", "QueryTruncated", });
     internal_static_groundwire_v1_RetrieveResponse_descriptor =
       getDescriptor().getMessageType(5);
     internal_static_groundwire_v1_RetrieveResponse_fieldAccessorTable = new
