@@ -34,3 +34,8 @@ ADMISSION_REJECTIONS = _meter.create_counter(
     unit="{request}",
     description="Calls refused by tenant admission, by RPC family and reason (never by tenant)",
 )
+DOCUMENTS_NOT_INGESTED = _meter.create_counter(
+    "groundwire.ingestion.documents_not_ingested",
+    unit="{document}",
+    description="Documents an ingestion operation failed or skipped, by index and reason",
+)

@@ -23,7 +23,7 @@ from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.indexes.sources import source_kind
-from groundwire.ingestion.loaders import DocumentFormat
+from groundwire.ingestion.loaders import PUSH_MEDIA_TYPES, DocumentFormat
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.ingestion.push import PushDocument, delete_documents, upsert_documents
 from groundwire_client.v1 import ingestion_pb2, ingestion_pb2_grpc
@@ -55,6 +55,33 @@ _FORMATS = {
 }
 
 
+def _pushed_file(i: int, d: ingestion_pb2.PushedDocument) -> PushDocument:
+    """A pushed document given as bytes with a media type (validated: exactly one
+    of text and content, a known media type, no format)."""
+    if d.text:
+        raise invalid(
+            "FIELD_OUT_OF_RANGE", f"documents[{i}].content", "set exactly one of text and content"
+        )
+    if d.format != ingestion_pb2.DOCUMENT_FORMAT_UNSPECIFIED:
+        raise invalid(
+            "FIELD_OUT_OF_RANGE",
+            f"documents[{i}].format",
+            "format applies to text; content is read by its media_type",
+        )
+    if not d.media_type:
+        raise invalid(
+            "FIELD_REQUIRED", f"documents[{i}].media_type", "media_type is required with content"
+        )
+    fmt = PUSH_MEDIA_TYPES.get(d.media_type.split(";", 1)[0].strip().lower())
+    if fmt is None:
+        raise invalid(
+            "FIELD_OUT_OF_RANGE",
+            f"documents[{i}].media_type",
+            "no loader reads this media type (see PushedDocument.media_type)",
+        )
+    return PushDocument(d.document_id, "", d.title, fmt, dict(d.metadata), d.content)
+
+
 def _ts(seconds: float) -> timestamp_pb2.Timestamp:
     ts = timestamp_pb2.Timestamp()
     ts.FromNanoseconds(int(seconds * 1e9))
@@ -76,6 +103,8 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
             failed=c.failed,
             deleted=c.deleted,
             chunks_written=c.chunks_written,
+            skipped=c.skipped,
+            not_ingested_by_reason=dict(c.by_reason),
         ),
         create_time=_ts(op.create_time),
         version=op.version,
@@ -86,6 +115,12 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
             for f in op.failures
         ],
         failures_omitted=op.failures_omitted,
+        skipped=[
+            ingestion_pb2.DocumentFailure(document_id=f.document_id, reason=f.reason)
+            for f in op.skipped
+        ],
+        skipped_omitted=op.skipped_omitted,
+        warnings=list(op.warnings),
     )
     if op.start_time is not None:
         msg.start_time.CopyFrom(_ts(op.start_time))
@@ -242,6 +277,9 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         handle = self._catalog.get(request.index_name)
         docs = []
         for i, d in enumerate(request.documents):
+            if d.media_type or d.content:
+                docs.append(_pushed_file(i, d))
+                continue
             fmt = _FORMATS.get(d.format)
             if fmt is None:
                 raise invalid(

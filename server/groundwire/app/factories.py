@@ -134,9 +134,9 @@ def _sources(index: IndexConfig) -> list[SourceConfig]:
     out: list[SourceConfig] = []
     for s in index.sources:
         if isinstance(s, DirectoryConfig):
-            out.append(DirectorySource(s.path, s.glob, s.recursive))
+            out.append(DirectorySource(s.path, s.glob, s.recursive, s.extension_formats()))
         elif isinstance(s, FilesConfig):
-            out.append(FilesSource(tuple(s.paths)))
+            out.append(FilesSource(tuple(s.paths), s.extension_formats()))
         elif isinstance(s, InlineConfig):
             out.append(
                 InlineSource(

@@ -22,6 +22,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -29,16 +30,18 @@ from datetime import datetime
 from groundwire.domain.errors import ErrorKind, GroundwireError, not_found
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import (
+    SKIP_REASONS,
     DocumentFailureInfo,
     Operation,
     OperationCounts,
     OperationErrorCode,
     OperationState,
     OperationTrigger,
+    OperationWarning,
 )
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.pipeline import IngestionReport, needs_rebuild, run_ingestion
-from groundwire.instruments import INGESTIONS
+from groundwire.instruments import DOCUMENTS_NOT_INGESTED, INGESTIONS
 from groundwire.stores.base import IngestionLock, OperationLog
 
 log = logging.getLogger("groundwire.ingestion")
@@ -421,6 +424,19 @@ class IngestionManager:
         INGESTIONS.add(
             1, {"index": handle.name, "trigger": final.trigger.value, "state": final.state.value}
         )
+        for reason, number in final.counts.by_reason:
+            DOCUMENTS_NOT_INGESTED.add(number, {"index": handle.name, "reason": reason})
+        if OperationWarning.NO_DOCUMENTS in final.warnings:
+            log.warning(
+                "ingestion found no document to ingest in the index's sources",
+                extra={
+                    "index": handle.name,
+                    "operation_id": final.id,
+                    "discovered": final.counts.discovered,
+                    "skipped": final.counts.skipped,
+                    "failed": final.counts.failed,
+                },
+            )
         log.info(
             "ingestion ended",
             extra={
@@ -431,6 +447,7 @@ class IngestionManager:
                 "ingested": final.counts.ingested,
                 "unchanged": final.counts.unchanged,
                 "failed": final.counts.failed,
+                "skipped": final.counts.skipped,
                 "deleted": final.counts.deleted,
                 "chunks": final.counts.chunks_written,
             },
@@ -463,15 +480,26 @@ def _changed_since(run: _Run, seen: int) -> bool:
 
 
 def _apply(op: Operation, report: IngestionReport) -> Operation:
+    by_reason = Counter(f.reason.value for f in report.failures)
+    skipped = sum(n for r, n in by_reason.items() if r in SKIP_REASONS)
     counts = OperationCounts(
         discovered=report.discovered,
         ingested=report.ingested,
         unchanged=report.unchanged,
-        failed=report.failed,
+        failed=report.failed - skipped,
         deleted=report.deleted,
         chunks_written=report.chunks_written,
+        skipped=skipped,
+        by_reason=tuple(sorted(by_reason.items())),
     )
     failures = [DocumentFailureInfo(f.document_id, f.reason) for f in report.failures]
+    # Done with nothing ingested or unchanged: the sources gave no document.
+    empty = report.phase.value == "DONE" and report.ingested + report.unchanged == 0
     return replace(
-        op, phase=report.phase.value, counts=counts, version=report.version, rebuild=report.rebuilt
+        op,
+        phase=report.phase.value,
+        counts=counts,
+        version=report.version,
+        rebuild=report.rebuilt,
+        warnings=(OperationWarning.NO_DOCUMENTS,) if empty else (),
     ).with_failures(failures)

@@ -110,6 +110,7 @@ def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | 
             max_bytes=handle.max_file_bytes,
             metadata=handle.metadata,
             loaders=handle.loaders,
+            formats=item.formats,
         )
     meta = {**handle.metadata, **item.metadata}
     return load_bytes(

@@ -456,12 +456,34 @@ class OperationCounts(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class NotIngestedByReasonEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     DISCOVERED_FIELD_NUMBER: _builtins.int
     INGESTED_FIELD_NUMBER: _builtins.int
     UNCHANGED_FIELD_NUMBER: _builtins.int
     FAILED_FIELD_NUMBER: _builtins.int
     DELETED_FIELD_NUMBER: _builtins.int
     CHUNKS_WRITTEN_FIELD_NUMBER: _builtins.int
+    SKIPPED_FIELD_NUMBER: _builtins.int
+    NOT_INGESTED_BY_REASON_FIELD_NUMBER: _builtins.int
     discovered: _builtins.int
     """Output only. Documents found in the sources."""
     ingested: _builtins.int
@@ -474,6 +496,19 @@ class OperationCounts(_message.Message):
     """Output only. Documents removed because they left the sources."""
     chunks_written: _builtins.int
     """Output only. Chunks written."""
+    skipped: _builtins.int
+    """Output only. Documents found whose type no enabled loader reads (an
+    extension the source does not list, an extensionless file that is not
+    UTF-8 text, a URL's unsupported media type); listed in Operation.skipped,
+    not counted in `failed`.
+    """
+    @_builtins.property
+    def not_ingested_by_reason(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Output only. Documents not ingested (failed or skipped), per reason (the
+        DocumentFailure.reason codes), every one counted, also those beyond the
+        listed 100.
+        """
+
     def __init__(
         self,
         *,
@@ -483,10 +518,12 @@ class OperationCounts(_message.Message):
         failed: _builtins.int = ...,
         deleted: _builtins.int = ...,
         chunks_written: _builtins.int = ...,
+        skipped: _builtins.int = ...,
+        not_ingested_by_reason: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_written", b"chunks_written", "deleted", b"deleted", "discovered", b"discovered", "failed", b"failed", "ingested", b"ingested", "unchanged", b"unchanged"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_written", b"chunks_written", "deleted", b"deleted", "discovered", b"discovered", "failed", b"failed", "ingested", b"ingested", "not_ingested_by_reason", b"not_ingested_by_reason", "skipped", b"skipped", "unchanged", b"unchanged"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -513,6 +550,9 @@ class Operation(_message.Message):
     FAILURES_FIELD_NUMBER: _builtins.int
     FAILURES_OMITTED_FIELD_NUMBER: _builtins.int
     ELAPSED_FIELD_NUMBER: _builtins.int
+    SKIPPED_FIELD_NUMBER: _builtins.int
+    SKIPPED_OMITTED_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Output only. Unique id (opaque string)."""
     index_name: _builtins.str
@@ -541,6 +581,8 @@ class Operation(_message.Message):
     """
     failures_omitted: _builtins.int
     """Output only. Failures beyond the 100 listed."""
+    skipped_omitted: _builtins.int
+    """Output only. Skipped documents beyond the 100 listed."""
     @_builtins.property
     def counts(self) -> Global___OperationCounts:
         """Output only. Progress counts."""
@@ -565,6 +607,19 @@ class Operation(_message.Message):
     def elapsed(self) -> _duration_pb2.Duration:
         """Output only. Wall time since start (or total, when ended)."""
 
+    @_builtins.property
+    def skipped(self) -> _containers.RepeatedCompositeFieldContainer[Global___DocumentFailure]:
+        """Output only. Documents skipped because no enabled loader reads their type
+        (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+        """
+
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Output only. Stable codes of what a user must know about a run that did
+        not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+        found or none readable, so the index holds no configured document).
+        """
+
     def __init__(
         self,
         *,
@@ -583,10 +638,13 @@ class Operation(_message.Message):
         failures: _abc.Iterable[Global___DocumentFailure] | None = ...,
         failures_omitted: _builtins.int = ...,
         elapsed: _duration_pb2.Duration | None = ...,
+        skipped: _abc.Iterable[Global___DocumentFailure] | None = ...,
+        skipped_omitted: _builtins.int = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "create_time", b"create_time", "elapsed", b"elapsed", "end_time", b"end_time", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "create_time", b"create_time", "elapsed", b"elapsed", "end_time", b"end_time", "error_code", b"error_code", "failures", b"failures", "failures_omitted", b"failures_omitted", "id", b"id", "index_name", b"index_name", "phase", b"phase", "rebuild", b"rebuild", "start_time", b"start_time", "state", b"state", "trigger", b"trigger", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "create_time", b"create_time", "elapsed", b"elapsed", "end_time", b"end_time", "error_code", b"error_code", "failures", b"failures", "failures_omitted", b"failures_omitted", "id", b"id", "index_name", b"index_name", "phase", b"phase", "rebuild", b"rebuild", "skipped", b"skipped", "skipped_omitted", b"skipped_omitted", "start_time", b"start_time", "state", b"state", "trigger", b"trigger", "version", b"version", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1031,17 +1089,39 @@ class PushedDocument(_message.Message):
     TITLE_FIELD_NUMBER: _builtins.int
     FORMAT_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    MEDIA_TYPE_FIELD_NUMBER: _builtins.int
     document_id: _builtins.str
     """Required. Stable id within the index and tenant: 1 to 512 characters, no
     control characters. Reusing an id replaces that tenant's document; other
     tenants' documents with the same id are separate documents.
     """
     text: _builtins.str
-    """Required. The document text (at most the index's max_file_bytes in UTF-8)."""
+    """The document text (at most the index's max_file_bytes in UTF-8). Exactly
+    one of `text` and `content` is set (INVALID_ARGUMENT otherwise).
+    """
     title: _builtins.str
     """Optional. Display title."""
     format: Global___DocumentFormat.ValueType
     """Optional. Format of `text`; unspecified means plain text."""
+    content: _builtins.bytes
+    """The document's file bytes, read by the loader of `media_type` like a file
+    of a configured source (at most the index's max_file_bytes; a larger one
+    fails with TOO_LARGE, an unreadable one with PARSE_FAILED, NOT_UTF8,
+    BINARY or EMPTY in the response's failures). Exactly one of `text` and
+    `content` is set. `format` must be unspecified with `content`.
+    """
+    media_type: _builtins.str
+    """Required with `content`, else empty: its media type, parameters such as
+    "; charset=utf-8" ignored (text must be UTF-8). One of application/pdf,
+    application/vnd.openxmlformats-officedocument.wordprocessingml.document
+    (DOCX), ...presentationml.presentation (PPTX), ...spreadsheetml.sheet
+    (XLSX), application/vnd.oasis.opendocument.text (ODT),
+    application/epub+zip, text/html, application/xhtml+xml, text/markdown,
+    text/plain, text/csv, text/tab-separated-values, text/x-rst,
+    application/json, application/x-ndjson, application/xml, text/xml,
+    application/yaml. Any other is INVALID_ARGUMENT.
+    """
     @_builtins.property
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Optional. Metadata (at most 32 entries; keys 1-128 chars of
@@ -1057,10 +1137,12 @@ class PushedDocument(_message.Message):
         title: _builtins.str = ...,
         format: Global___DocumentFormat.ValueType = ...,
         metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        content: _builtins.bytes = ...,
+        media_type: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_id", b"document_id", "format", b"format", "metadata", b"metadata", "text", b"text", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "document_id", b"document_id", "format", b"format", "media_type", b"media_type", "metadata", b"metadata", "text", b"text", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
