@@ -296,3 +296,43 @@ def test_looks_like_text() -> None:
     assert looks_like_text(b"abc\x00def") is DocumentFailureReason.BINARY
     assert looks_like_text("caf\xe9".encode("latin-1")) is DocumentFailureReason.NOT_UTF8
     assert looks_like_text(b"text" + b"\x01\x02\x03" * 10) is DocumentFailureReason.BINARY
+
+
+def test_operation_accounting_survives_the_record_round_trip() -> None:
+    from groundwire.domain.operations import (
+        DocumentFailureInfo,
+        Operation,
+        OperationCounts,
+        OperationTrigger,
+        OperationWarning,
+    )
+
+    op = Operation.new("docs", OperationTrigger.MANUAL, 1.0)
+    failures = [DocumentFailureInfo(f"f{i}", DocumentFailureReason.EMPTY) for i in range(3)] + [
+        DocumentFailureInfo(f"s{i}", DocumentFailureReason.UNSUPPORTED_FORMAT) for i in range(105)
+    ]
+    op = Operation.with_failures(
+        Operation(
+            op.id,
+            "docs",
+            op.state,
+            op.trigger,
+            1.0,
+            counts=OperationCounts(
+                failed=3, skipped=105, by_reason=(("EMPTY", 3), ("UNSUPPORTED_FORMAT", 105))
+            ),
+            warnings=(OperationWarning.NO_DOCUMENTS,),
+        ),
+        failures,
+    )
+    assert len(op.failures) == 3 and op.failures_omitted == 0
+    assert len(op.skipped) == 100 and op.skipped_omitted == 5
+    assert Operation.from_json(op.to_json()) == op
+    # A record written before these fields existed still reads.
+    old = op.to_json()
+    for key in ("skipped", "skipped_omitted", "warnings", "by_reason"):
+        old.pop(key)
+    counts = old["counts"]
+    assert isinstance(counts, dict)
+    counts.pop("skipped")
+    assert Operation.from_json(old).skipped == ()

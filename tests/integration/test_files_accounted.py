@@ -1,0 +1,348 @@
+"""Every file accounted for, over real gRPC: a mixed folder like a new user's (Markdown,
+text, HTML, PDF, reStructuredText, CSV, JSON, a log, ODT, EPUB, a gzip, an image, a
+README without an extension, an empty, a too-large and a non-UTF-8 file) is ingested
+and each file is either searchable or listed with its reason, in WatchIngestion, the
+operation record, the CLI summary and the metric; an index whose sources give no
+document says so; sources name their own extensions; pushed files (PDF, DOCX, HTML)
+run through the same loaders."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import docx
+import grpc
+import pytest
+from fpdf import FPDF
+
+from groundwire.app.config import ConfigError, parse_config
+from groundwire.app.ingest_cli import ingest
+from groundwire_client.v1 import ingestion_pb2 as ing
+from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
+from tests.support.errors import rich_error
+from tests.support.servers import RunningApp, serving
+
+pytestmark = pytest.mark.timeout(60)
+MAX_BYTES = 64 * 1024
+
+
+def pdf_bytes(*lines: str) -> bytes:
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=11)
+    for line in lines:
+        pdf.cell(0, 6, line, new_x="LMARGIN", new_y="NEXT")
+    return bytes(pdf.output())
+
+
+def odt_bytes(text: str) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr(
+            "content.xml",
+            '<?xml version="1.0"?><office:document-content '
+            'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+            'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"><office:body>'
+            f"<office:text><text:p>{text}</text:p></office:text></office:body>"
+            "</office:document-content>",
+        )
+    return buf.getvalue()
+
+
+def docx_bytes(text: str) -> bytes:
+    document = docx.Document()
+    document.add_heading("Pushed handbook", 1)
+    document.add_paragraph(text)
+    buf = io.BytesIO()
+    document.save(buf)
+    return buf.getvalue()
+
+
+# name -> None when it must be ingested (and found by its token), else its reason.
+MIXED: dict[str, tuple[bytes, str | None]] = {
+    "guide.md": (b"# Guide\n\nTOKGUIDE setup steps.\n", None),
+    "notes.txt": (b"TOKNOTES plain notes.\n", None),
+    "page.html": (b"<nav>menu</nav><main><p>TOKHTML <code>x()</code> page</p></main>", None),
+    "paper.pdf": (pdf_bytes("TOKPDF robust data manip-", "ulation."), None),
+    "design.rst": (b"Design\n======\n\nTOKRST text.\n", None),
+    "table.csv": (b"id,token\n1,TOKCSV\n", None),
+    "config.json": (b'{"key": "TOKJSON"}\n', None),
+    "server.log": (b"2026-01-01 INFO TOKLOG started\n", None),
+    "letter.odt": (odt_bytes("TOKODT letter"), None),
+    "README": (b"TOKREADME project readme without an extension\n", None),
+    "sub/deep.md": (b"TOKDEEP nested\n", None),
+    "archive.gz": (b"\x1f\x8b\x08\x00binary", "UNSUPPORTED_FORMAT"),
+    "photo.png": (b"\x89PNG\r\n\x1a\n", "UNSUPPORTED_FORMAT"),
+    "LICENSE-blob": (b"\x00\x01\x02\x03" * 10, "UNSUPPORTED_FORMAT"),
+    "empty.md": (b"  \n", "EMPTY"),
+    "huge.txt": (b"x" * (MAX_BYTES + 1), "TOO_LARGE"),
+    "latin1.txt": ("caf\xe9".encode("latin-1"), "NOT_UTF8"),
+    "broken.pdf": (b"%PDF-1.4 not really", "PARSE_FAILED"),
+}
+SKIPPED = {"UNSUPPORTED_FORMAT"}
+
+
+def write_files(root: Path, files: dict[str, tuple[bytes, str | None]]) -> None:
+    for name, (data, _) in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    hidden = root / ".git"
+    hidden.mkdir(exist_ok=True)
+    (hidden / "config").write_text("not a document")
+
+
+def config(indexes: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "auth": {"mode": "disabled"},
+        "store": {"kind": "memory"},
+        "embedders": {"hash": {"kind": "hashing"}},
+        "indexes": indexes,
+    }
+
+
+class Client:
+    def __init__(self, app: RunningApp) -> None:
+        self.address = f"127.0.0.1:{app.port}"
+        self.channel = grpc.aio.insecure_channel(self.address)
+        self.ing = ingestion_pb2_grpc.IngestionManagerServiceStub(self.channel)
+        self.ret = retriever_pb2_grpc.RetrieverServiceStub(self.channel)
+
+    async def run(self, index: str) -> list[ing.Operation]:
+        op = (await self.ing.StartIngestion(ing.StartIngestionRequest(index_name=index))).operation
+        return [
+            m.operation
+            async for m in self.ing.WatchIngestion(
+                ing.WatchIngestionRequest(operation_id=op.id), timeout=30
+            )
+        ]
+
+    async def found(self, index: str, text: str) -> list[str]:
+        resp = await self.ret.Retrieve(
+            retriever_pb2.RetrieveRequest(
+                query=retriever_pb2.RagQuery(
+                    index_name=index, text=text, mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL, top_k=5
+                )
+            )
+        )
+        return [r.document_id for r in resp.results]
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> AsyncIterator[Client]:
+    mixed = tmp_path / "mixed"
+    write_files(mixed, MIXED)
+    (tmp_path / "unsupported").mkdir()
+    (tmp_path / "unsupported" / "a.gz").write_bytes(b"\x1f\x8b")
+    (tmp_path / "unsupported" / "b.png").write_bytes(b"\x89PNG")
+    own = tmp_path / "own"
+    write_files(
+        own,
+        {
+            "a.rst": (b"TOKOWNRST\n", None),
+            "b.mdx": (b"# MDX\n\nTOKOWNMDX\n", None),
+            "c.txt": (b"TOKOWNTXT\n", None),
+        },
+    )
+    cfg = config(
+        {
+            "mixed": {
+                "embedder": "hash",
+                "sources": [{"kind": "directory", "path": str(mixed)}],
+                "ingestion": {"max_file_bytes": MAX_BYTES},
+            },
+            "nothing": {
+                "embedder": "hash",
+                "sources": [{"kind": "directory", "path": str(tmp_path / "unsupported")}],
+            },
+            "own": {
+                "embedder": "hash",
+                "sources": [
+                    {
+                        "kind": "directory",
+                        "path": str(own),
+                        "extensions": {".rst": "text", ".mdx": "markdown"},
+                    }
+                ],
+            },
+        }
+    )
+    async with serving(parse_config(cfg)) as app:
+        c = Client(app)
+        yield c
+        await c.channel.close()
+
+
+async def test_a_mixed_folder_has_every_file_accounted_for(
+    client: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshots = await client.run("mixed")
+    final = snapshots[-1]
+    assert final.state == ing.OPERATION_STATE_SUCCEEDED and not final.warnings
+    c = final.counts
+    expected_ingested = sorted(n for n, (_, r) in MIXED.items() if r is None)
+    expected_failed = {n: r for n, (_, r) in MIXED.items() if r and r not in SKIPPED}
+    expected_skipped = {n: r for n, (_, r) in MIXED.items() if r in SKIPPED}
+    # Every file found (hidden ones are not documents), each in exactly one bucket.
+    assert c.discovered == len(MIXED)
+    assert c.ingested == len(expected_ingested)
+    assert {f.document_id: f.reason for f in final.failures} == expected_failed
+    assert {f.document_id: f.reason for f in final.skipped} == expected_skipped
+    assert c.failed == len(expected_failed) and c.skipped == len(expected_skipped)
+    assert c.ingested + c.failed + c.skipped == c.discovered
+    assert dict(c.not_ingested_by_reason) == {
+        "UNSUPPORTED_FORMAT": 3,
+        "EMPTY": 1,
+        "TOO_LARGE": 1,
+        "NOT_UTF8": 1,
+        "PARSE_FAILED": 1,
+    }
+    # Each ingested file is searchable by its own token.
+    tokens = {
+        "guide.md": "TOKGUIDE",
+        "notes.txt": "TOKNOTES",
+        "page.html": "TOKHTML",
+        "paper.pdf": "TOKPDF",
+        "design.rst": "TOKRST",
+        "table.csv": "TOKCSV",
+        "config.json": "TOKJSON",
+        "server.log": "TOKLOG",
+        "letter.odt": "TOKODT",
+        "README": "TOKREADME",
+        "sub/deep.md": "TOKDEEP",
+    }
+    assert sorted(tokens) == expected_ingested
+    for name, token in tokens.items():
+        assert (await client.found("mixed", token))[:1] == [name], name
+    assert await client.found("mixed", "manipulation") == ["paper.pdf"]
+    # The record read back (ListOperations) carries the same accounting.
+    listed = await client.ing.ListOperations(ing.ListOperationsRequest(index_name="mixed"))
+    assert listed.operations[0].skipped == final.skipped
+    assert listed.operations[0].counts == final.counts
+
+    # The CLI summary names every file not ingested and why.
+    code = await ingest(client.address, "mixed")
+    out = capsys.readouterr().out
+    assert code == 0
+    assert ", 0 failed" not in out and f"{len(expected_skipped)} skipped" in out
+    assert "3 unsupported type (UNSUPPORTED_FORMAT)" in out
+    for name in [*expected_failed, *expected_skipped]:
+        assert f": {name}\n" in out
+
+
+async def test_an_index_whose_sources_give_no_document_says_so(
+    client: Client, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    final = (await client.run("nothing"))[-1]
+    assert final.state == ing.OPERATION_STATE_SUCCEEDED
+    assert list(final.warnings) == ["NO_DOCUMENTS"]
+    assert final.counts.skipped == 2 and final.counts.ingested == 0
+    assert any("no document to ingest" in r.getMessage() for r in caplog.records)
+    code = await ingest(client.address, "nothing")
+    err = capsys.readouterr().err
+    assert code == 0 and "WARNING: the index's sources yielded no document" in err
+
+
+async def test_a_source_names_its_own_extensions(client: Client) -> None:
+    final = (await client.run("own"))[-1]
+    assert final.counts.ingested == 2
+    assert {f.document_id: f.reason for f in final.skipped} == {"c.txt": "UNSUPPORTED_FORMAT"}
+    assert await client.found("own", "TOKOWNMDX") == ["b.mdx"]
+    assert await client.found("own", "TOKOWNRST") == ["a.rst"]
+
+
+def test_a_source_extension_no_loader_reads_is_refused_with_its_key(tmp_path: Path) -> None:
+    bad = config(
+        {"x": {"sources": [{"kind": "directory", "path": str(tmp_path), "extensions": [".zzz"]}]}}
+    )
+    with pytest.raises(ConfigError, match=r"indexes\.x.*sources\.0\.extensions.*'\.zzz'"):
+        parse_config(bad)
+    unknown_format = config(
+        {
+            "x": {
+                "sources": [
+                    {"kind": "directory", "path": str(tmp_path), "extensions": {".a": "word"}}
+                ]
+            }
+        }
+    )
+    with pytest.raises(ConfigError, match=r"extensions"):
+        parse_config(unknown_format)
+
+
+async def test_pushed_files_run_through_the_loaders(client: Client) -> None:
+    pdf = pdf_bytes("TOKPUSHPDF quarterly manip-", "ulation report")
+    resp = await client.ing.UpsertDocuments(
+        ing.UpsertDocumentsRequest(
+            index_name="mixed",
+            documents=[
+                ing.PushedDocument(document_id="q.pdf", content=pdf, media_type="application/pdf"),
+                ing.PushedDocument(
+                    document_id="h.docx",
+                    content=docx_bytes("TOKPUSHDOCX body"),
+                    media_type=(
+                        "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+                    ),
+                ),
+                ing.PushedDocument(
+                    document_id="p.html",
+                    content=b"<nav>TOKNAV</nav><main><p>TOKPUSHHTML</p></main>",
+                    media_type="text/html; charset=utf-8",
+                ),
+                ing.PushedDocument(
+                    document_id="big.pdf",
+                    content=b"%PDF" + b"0" * MAX_BYTES,
+                    media_type="application/pdf",
+                ),
+                ing.PushedDocument(
+                    document_id="bad.pdf", content=b"not a pdf", media_type="application/pdf"
+                ),
+            ],
+        )
+    )
+    assert resp.upserted == 3
+    assert {f.document_id: f.reason for f in resp.failures} == {
+        "big.pdf": "TOO_LARGE",
+        "bad.pdf": "PARSE_FAILED",
+    }
+    assert await client.found("mixed", "TOKPUSHPDF") == ["q.pdf"]
+    assert await client.found("mixed", "manipulation") == ["q.pdf"]
+    assert await client.found("mixed", "TOKPUSHDOCX") == ["h.docx"]
+    assert await client.found("mixed", "TOKPUSHHTML") == ["p.html"]
+    assert await client.found("mixed", "TOKNAV") == []
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        (
+            ing.PushedDocument(document_id="a", text="x", content=b"y", media_type="text/plain"),
+            "documents[0].content",
+        ),
+        (ing.PushedDocument(document_id="a", content=b"y"), "documents[0].media_type"),
+        (
+            ing.PushedDocument(document_id="a", content=b"y", media_type="image/png"),
+            "documents[0].media_type",
+        ),
+        (
+            ing.PushedDocument(
+                document_id="a",
+                content=b"y",
+                media_type="text/plain",
+                format=ing.DOCUMENT_FORMAT_HTML,
+            ),
+            "documents[0].format",
+        ),
+    ],
+)
+async def test_pushed_file_bad_input(client: Client, doc: ing.PushedDocument, field: str) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await client.ing.UpsertDocuments(
+            ing.UpsertDocumentsRequest(index_name="mixed", documents=[doc])
+        )
+    err = rich_error(info.value)
+    assert err.code == grpc.StatusCode.INVALID_ARGUMENT and err.fields == [field]
