@@ -30,8 +30,8 @@ from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.indexes import StoreKind
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, Scope
 from groundwire.stores.base import (
-    DocumentInfo,
     DistanceMetric,
+    DocumentInfo,
     DocumentKey,
     IndexSpec,
     IndexState,
