@@ -346,3 +346,100 @@ async def test_pushed_file_bad_input(client: Client, doc: ing.PushedDocument, fi
         )
     err = rich_error(info.value)
     assert err.code == grpc.StatusCode.INVALID_ARGUMENT and err.fields == [field]
+
+
+@pytest.fixture(params=["memory", "postgres"])
+async def listed(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Client]:
+    docs = tmp_path / "docs"
+    write_files(
+        docs,
+        {f"d{i:02d}.md": (f"# Doc {i}\n\nbody {i}\n".encode(), None) for i in range(7)},
+    )
+    store: dict[str, object] = {"kind": "memory"}
+    if request.param == "postgres":
+        monkeypatch.setenv("GW_TEST_DSN", request.getfixturevalue("fresh_database"))
+        store = {"kind": "postgres", "dsn": {"env": "GW_TEST_DSN"}, "pool_max_size": 4}
+    cfg = config(
+        {
+            "docs": {
+                "embedder": "hash",
+                "metadata": {"team": "docs"},
+                "sources": [{"kind": "directory", "path": str(docs)}],
+            }
+        }
+    )
+    cfg["store"] = store
+    async with serving(parse_config(cfg)) as app:
+        c = Client(app)
+        yield c
+        await c.channel.close()
+
+
+async def test_list_and_get_documents_per_tenant_paginated_content_free(listed: Client) -> None:
+    final = (await listed.run("docs"))[-1]
+    await listed.ing.UpsertDocuments(
+        ing.UpsertDocumentsRequest(
+            index_name="docs",
+            tenant="acme",
+            documents=[ing.PushedDocument(document_id="acme-only", text="secret body")],
+        )
+    )
+    ids: list[str] = []
+    token = ""
+    pages = 0
+    while True:
+        resp = await listed.ing.ListDocuments(
+            ing.ListDocumentsRequest(index_name="docs", page_size=3, page_token=token)
+        )
+        ids.extend(d.document_id for d in resp.documents)
+        pages += 1
+        token = resp.next_page_token
+        if not token:
+            break
+    assert ids == [f"d{i:02d}.md" for i in range(7)] and pages == 3
+    first = (
+        await listed.ing.GetDocument(
+            ing.GetDocumentRequest(index_name="docs", document_id="d00.md")
+        )
+    ).document
+    assert first.title == "Doc 0" and first.source_id == "config:d00.md"
+    assert first.size_characters == len("# Doc 0\n\nbody 0")
+    assert first.chunk_count == 1 and first.version == final.version
+    assert len(first.content_hash) == 64 and first.ingest_time.seconds > 0
+    assert dict(first.metadata) == {"team": "docs"} and first.tenant == ""
+    # Content-free: no field carries the text.
+    assert "body 0" not in str(first)
+    # Tenant-scoped: another tenant's document is not listed nor found.
+    acme = await listed.ing.ListDocuments(
+        ing.ListDocumentsRequest(index_name="docs", tenant="acme")
+    )
+    assert [d.document_id for d in acme.documents] == ["acme-only"]
+    assert acme.documents[0].source_id == "push:acme-only"
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await listed.ing.GetDocument(
+            ing.GetDocumentRequest(index_name="docs", document_id="acme-only")
+        )
+    assert rich_error(info.value).reason == "DOCUMENT_NOT_FOUND"
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+    # A token is bound to its listing: another tenant's, another index's or a
+    # forged one is refused.
+    page = await listed.ing.ListDocuments(ing.ListDocumentsRequest(index_name="docs", page_size=1))
+    for bad in (
+        ing.ListDocumentsRequest(index_name="docs", tenant="acme", page_token=page.next_page_token),
+        ing.ListDocumentsRequest(index_name="docs", page_token=page.next_page_token + "x"),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await listed.ing.ListDocuments(bad)
+        assert rich_error(info.value).reason == "INVALID_PAGE_TOKEN"
+    for bad_call in (
+        listed.ing.ListDocuments(ing.ListDocumentsRequest(index_name="nope")),
+        listed.ing.GetDocument(ing.GetDocumentRequest(index_name="nope", document_id="x")),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await bad_call
+        assert rich_error(info.value).reason == "INDEX_NOT_FOUND"
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await listed.ing.ListDocuments(ing.ListDocumentsRequest(index_name="docs", page_size=101))
+    assert rich_error(info.value).fields == ["page_size"]

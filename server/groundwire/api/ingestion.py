@@ -18,7 +18,7 @@ from groundwire.api.pagination import (
     listing,
     page_size,
 )
-from groundwire.domain.errors import invalid
+from groundwire.domain.errors import invalid, not_found
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
@@ -26,6 +26,8 @@ from groundwire.indexes.sources import source_kind
 from groundwire.ingestion.loaders import PUSH_MEDIA_TYPES, DocumentFormat
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.ingestion.push import PushDocument, delete_documents, upsert_documents
+from groundwire.ingestion.sources import stored_digest
+from groundwire.stores.base import DocumentInfo
 from groundwire_client.v1 import ingestion_pb2, ingestion_pb2_grpc
 
 _STATES = {
@@ -53,6 +55,10 @@ _FORMATS = {
     ingestion_pb2.DOCUMENT_FORMAT_MARKDOWN: DocumentFormat.MARKDOWN,
     ingestion_pb2.DOCUMENT_FORMAT_HTML: DocumentFormat.HTML,
 }
+
+
+# The ListDocuments listing (its tokens are refused by every other listing).
+LIST_DOCUMENTS = "ListDocuments"
 
 
 def _pushed_file(i: int, d: ingestion_pb2.PushedDocument) -> PushDocument:
@@ -129,6 +135,23 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
     if op.end_time is not None:
         msg.end_time.CopyFrom(_ts(op.end_time))
     return msg
+
+
+def document_to_proto(doc: DocumentInfo) -> ingestion_pb2.DocumentInfo:
+    return ingestion_pb2.DocumentInfo(
+        document_id=doc.document_id,
+        title=doc.title,
+        source_id=doc.source_id,
+        size_characters=doc.characters,
+        # The digest only: a URL document's stored hash also carries its HTTP
+        # validators, which are not the content's.
+        content_hash=stored_digest(doc.content_hash),
+        chunk_count=doc.chunk_count,
+        version=doc.version,
+        ingest_time=_ts(doc.ingested_at),
+        metadata=dict(doc.metadata),
+        tenant=doc.tenant,
+    )
 
 
 def describe_chunking(handle: IndexHandle) -> ingestion_pb2.ChunkingDescription:
@@ -298,6 +321,44 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
                 for f in result.failures
             ],
         )
+
+    async def ListDocuments(
+        self,
+        request: ingestion_pb2.ListDocumentsRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> ingestion_pb2.ListDocumentsResponse:
+        handle = self._catalog.get(request.index_name)
+        size = page_size(request.page_size, 50, "page_size")
+        tenant = effective_tenant(request.tenant, "tenant")
+        binding = listing(LIST_DOCUMENTS, tenant, handle.name)
+        after = self._tokens.open(request.page_token, binding) if request.page_token else {}
+        cursor = after.get("after")
+        if request.page_token and not isinstance(cursor, str):
+            raise invalid("INVALID_PAGE_TOKEN", "page_token", "page_token is invalid")
+        docs = await handle.store.list_documents(
+            handle.name, tenant, size + 1, cursor if isinstance(cursor, str) else None
+        )
+        page = docs[:size]
+        token = (
+            self._tokens.issue(binding, {"after": page[-1].document_id}) if len(docs) > size else ""
+        )
+        return ingestion_pb2.ListDocumentsResponse(
+            documents=[document_to_proto(d) for d in page], next_page_token=token
+        )
+
+    async def GetDocument(
+        self,
+        request: ingestion_pb2.GetDocumentRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> ingestion_pb2.GetDocumentResponse:
+        handle = self._catalog.get(request.index_name)
+        if not request.document_id:
+            raise invalid("FIELD_REQUIRED", "document_id", "document_id is required")
+        tenant = effective_tenant(request.tenant, "tenant")
+        doc = await handle.store.get_document(handle.name, tenant, request.document_id)
+        if doc is None:
+            raise not_found("DOCUMENT_NOT_FOUND", "no published document with the requested id")
+        return ingestion_pb2.GetDocumentResponse(document=document_to_proto(doc))
 
     async def DeleteDocuments(
         self,

@@ -1286,3 +1286,214 @@ class DeleteDocumentsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteDocumentsResponse: _TypeAlias = DeleteDocumentsResponse  # noqa: Y015
+
+@_typing.final
+class DocumentInfo(_message.Message):
+    """A published document, without its content."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class MetadataEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SOURCE_ID_FIELD_NUMBER: _builtins.int
+    SIZE_CHARACTERS_FIELD_NUMBER: _builtins.int
+    CONTENT_HASH_FIELD_NUMBER: _builtins.int
+    CHUNK_COUNT_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    INGEST_TIME_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    document_id: _builtins.str
+    """Output only. The document id (a configured file's path relative to its
+    source root, a URL document's id, or the id it was pushed with).
+    """
+    title: _builtins.str
+    """Output only. Display title."""
+    source_id: _builtins.str
+    """Output only. Where it came from: "config:<document_id>" for a configured
+    source, "push:<document_id>" for a pushed document.
+    """
+    size_characters: _builtins.int
+    """Output only. Size of its normalized text, in Unicode characters (the end
+    offset of its last chunk).
+    """
+    content_hash: _builtins.str
+    """Output only. SHA-256 (hex) of what was stored: text, title, tenant and
+    metadata. Unchanged between versions when the document did not change.
+    """
+    chunk_count: _builtins.int
+    """Output only. Number of chunks."""
+    version: _builtins.int
+    """Output only. The index version that wrote it."""
+    tenant: _builtins.str
+    """Output only. Its tenant ("" = untenanted)."""
+    @_builtins.property
+    def ingest_time(self) -> _timestamp_pb2.Timestamp:
+        """Output only. When that version staged it."""
+
+    @_builtins.property
+    def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Output only. Its metadata (configured and pushed, merged)."""
+
+    def __init__(
+        self,
+        *,
+        document_id: _builtins.str = ...,
+        title: _builtins.str = ...,
+        source_id: _builtins.str = ...,
+        size_characters: _builtins.int = ...,
+        content_hash: _builtins.str = ...,
+        chunk_count: _builtins.int = ...,
+        version: _builtins.int = ...,
+        ingest_time: _timestamp_pb2.Timestamp | None = ...,
+        metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        tenant: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ingest_time", b"ingest_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_count", b"chunk_count", "content_hash", b"content_hash", "document_id", b"document_id", "ingest_time", b"ingest_time", "metadata", b"metadata", "size_characters", b"size_characters", "source_id", b"source_id", "tenant", b"tenant", "title", b"title", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DocumentInfo: _TypeAlias = DocumentInfo  # noqa: Y015
+
+@_typing.final
+class ListDocumentsRequest(_message.Message):
+    """Request for ListDocuments."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_NAME_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    index_name: _builtins.str
+    """Required. The index name."""
+    page_size: _builtins.int
+    """Optional. Maximum documents per page, in [1, 100]; 0 means 50."""
+    page_token: _builtins.str
+    """Optional. next_page_token of a previous response with the same index
+    and tenant.
+    """
+    tenant: _builtins.str
+    """Optional. Tenant whose documents are listed ("" = untenanted). When API
+    keys are enabled, the key's tenant applies: leave this empty or repeat it
+    (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
+    """
+    def __init__(
+        self,
+        *,
+        index_name: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["index_name", b"index_name", "page_size", b"page_size", "page_token", b"page_token", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDocumentsRequest: _TypeAlias = ListDocumentsRequest  # noqa: Y015
+
+@_typing.final
+class ListDocumentsResponse(_message.Message):
+    """Response for ListDocuments."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Output only. Token for the next page; empty on the last page."""
+    @_builtins.property
+    def documents(self) -> _containers.RepeatedCompositeFieldContainer[Global___DocumentInfo]:
+        """Output only. Documents ordered by id."""
+
+    def __init__(
+        self,
+        *,
+        documents: _abc.Iterable[Global___DocumentInfo] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["documents", b"documents", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDocumentsResponse: _TypeAlias = ListDocumentsResponse  # noqa: Y015
+
+@_typing.final
+class GetDocumentRequest(_message.Message):
+    """Request for GetDocument."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_NAME_FIELD_NUMBER: _builtins.int
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    index_name: _builtins.str
+    """Required. The index name."""
+    document_id: _builtins.str
+    """Required. The document id."""
+    tenant: _builtins.str
+    """Optional. Tenant of the document, as in ListDocumentsRequest."""
+    def __init__(
+        self,
+        *,
+        index_name: _builtins.str = ...,
+        document_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_id", b"document_id", "index_name", b"index_name", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetDocumentRequest: _TypeAlias = GetDocumentRequest  # noqa: Y015
+
+@_typing.final
+class GetDocumentResponse(_message.Message):
+    """Response for GetDocument."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def document(self) -> Global___DocumentInfo:
+        """Output only. The document."""
+
+    def __init__(
+        self,
+        *,
+        document: Global___DocumentInfo | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["document", b"document"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document", b"document"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetDocumentResponse: _TypeAlias = GetDocumentResponse  # noqa: Y015
