@@ -42,12 +42,14 @@ _TRIGGERS = {
     OperationTrigger.STARTUP: ingestion_pb2.OPERATION_TRIGGER_STARTUP,
     OperationTrigger.SCHEDULE: ingestion_pb2.OPERATION_TRIGGER_SCHEDULE,
     OperationTrigger.RELOAD: ingestion_pb2.OPERATION_TRIGGER_RELOAD,
+    OperationTrigger.WATCH: ingestion_pb2.OPERATION_TRIGGER_WATCH,
 }
 _STRATEGIES = {
     IngestionStrategy.MANUAL: ingestion_pb2.INGESTION_STRATEGY_MANUAL,
     IngestionStrategy.ON_STARTUP: ingestion_pb2.INGESTION_STRATEGY_ON_STARTUP,
     IngestionStrategy.BACKGROUND_ON_STARTUP: ingestion_pb2.INGESTION_STRATEGY_BACKGROUND_ON_STARTUP,
     IngestionStrategy.SCHEDULED: ingestion_pb2.INGESTION_STRATEGY_SCHEDULED,
+    IngestionStrategy.WATCH: ingestion_pb2.INGESTION_STRATEGY_WATCH,
 }
 _FORMATS = {
     ingestion_pb2.DOCUMENT_FORMAT_UNSPECIFIED: DocumentFormat.TEXT,

@@ -333,6 +333,9 @@ class IngestionConfig(StrictModel):
     schedule: str | None = None
     max_file_bytes: int = Field(10 * 1024 * 1024, ge=1, le=1024 * 1024 * 1024)
     embed_batch_size: int = Field(64, ge=1, le=4096)
+    # strategy "watch": how long the sources must be quiet after a change before
+    # a run starts, in milliseconds.
+    watch_debounce_ms: int = Field(500, ge=50, le=60_000)
     extensions: list[str] = Field(
         default_factory=lambda: [
             *[".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"],

@@ -331,6 +331,7 @@ async def build_catalog(
                 loaders=_loaders(name, index),
                 strategy=index.ingestion.strategy,
                 schedule=index.ingestion.schedule,
+                watch_debounce_ms=index.ingestion.watch_debounce_ms,
             )
         )
     if previous is not None:

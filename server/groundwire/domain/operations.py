@@ -29,6 +29,7 @@ class OperationTrigger(enum.Enum):
     STARTUP = "STARTUP"
     SCHEDULE = "SCHEDULE"
     RELOAD = "RELOAD"  # a configuration reload changed what the index ingests
+    WATCH = "WATCH"  # the WATCH strategy saw files of the sources change
 
 
 class DocumentFailureReason(StrEnum):

@@ -41,6 +41,7 @@ from groundwire.domain.operations import (
 )
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.pipeline import IngestionReport, needs_rebuild, run_ingestion
+from groundwire.ingestion.watch import Watch
 from groundwire.instruments import DOCUMENTS_NOT_INGESTED, INGESTIONS
 from groundwire.stores.base import IngestionLock, OperationLog
 
@@ -156,7 +157,7 @@ class IngestionManager:
         """Start the first run of each BACKGROUND_ON_STARTUP index (it serves its last
         published version meanwhile), then the schedules."""
         for handle in self._catalog.handles():
-            if handle.strategy == "background_on_startup":
+            if handle.strategy in ("background_on_startup", IngestionStrategy.WATCH):
                 await self._start_first_run(handle)
         self.start_schedulers()
 
@@ -193,6 +194,15 @@ class IngestionManager:
         for handle in self._catalog.handles():
             if handle.strategy == IngestionStrategy.SCHEDULED and handle.schedule:
                 self._schedulers.append(asyncio.create_task(self._schedule_loop(handle)))
+            elif handle.strategy == IngestionStrategy.WATCH:
+                watch = Watch(
+                    handle.name,
+                    handle.sources,
+                    start=functools.partial(self.start, handle.name, OperationTrigger.WATCH),
+                    wait=self.wait,
+                    debounce_ms=handle.watch_debounce_ms,
+                )
+                self._schedulers.append(asyncio.create_task(watch.run()))
 
     async def replace_catalog(self, catalog: IndexCatalog) -> None:
         """Run new operations on a reloaded catalog and restart the schedules from

@@ -47,6 +47,13 @@ class _IngestionStrategyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Ing
     """
     INGESTION_STRATEGY_SCHEDULED: _IngestionStrategy.ValueType  # 4
     """On a five-field cron schedule (server time zone)."""
+    INGESTION_STRATEGY_WATCH: _IngestionStrategy.ValueType  # 170
+    """At server start in the background (like BACKGROUND_ON_STARTUP), then
+    whenever files of the index's directory or files sources are created,
+    changed or deleted, once they have been quiet for the configured
+    debounce period (`ingestion.watch_debounce_ms`). Each run is incremental:
+    unchanged documents are skipped by content hash.
+    """
 
 class IngestionStrategy(_IngestionStrategy, metaclass=_IngestionStrategyEnumTypeWrapper):
     """When an index is ingested automatically (a manual start is always allowed)."""
@@ -65,6 +72,13 @@ version meanwhile.
 """
 INGESTION_STRATEGY_SCHEDULED: IngestionStrategy.ValueType  # 4
 """On a five-field cron schedule (server time zone)."""
+INGESTION_STRATEGY_WATCH: IngestionStrategy.ValueType  # 170
+"""At server start in the background (like BACKGROUND_ON_STARTUP), then
+whenever files of the index's directory or files sources are created,
+changed or deleted, once they have been quiet for the configured
+debounce period (`ingestion.watch_debounce_ms`). Each run is incremental:
+unchanged documents are skipped by content hash.
+"""
 Global___IngestionStrategy: _TypeAlias = IngestionStrategy  # noqa: Y015
 
 class _OperationState:
@@ -122,6 +136,8 @@ class _OperationTriggerEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Oper
     changed what an ON_STARTUP or BACKGROUND_ON_STARTUP index ingests (its
     chunking, embedding model or sources), as a restart would have.
     """
+    OPERATION_TRIGGER_WATCH: _OperationTrigger.ValueType  # 170
+    """The WATCH strategy: files of the index's sources changed."""
 
 class OperationTrigger(_OperationTrigger, metaclass=_OperationTriggerEnumTypeWrapper):
     """What started an operation."""
@@ -139,6 +155,8 @@ OPERATION_TRIGGER_RELOAD: OperationTrigger.ValueType  # 100
 changed what an ON_STARTUP or BACKGROUND_ON_STARTUP index ingests (its
 chunking, embedding model or sources), as a restart would have.
 """
+OPERATION_TRIGGER_WATCH: OperationTrigger.ValueType  # 170
+"""The WATCH strategy: files of the index's sources changed."""
 Global___OperationTrigger: _TypeAlias = OperationTrigger  # noqa: Y015
 
 class _OperationPhase:
