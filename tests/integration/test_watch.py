@@ -34,9 +34,9 @@ class Watched:
         )
         return list(reversed(resp.operations))  # oldest first
 
-    async def settled(self, runs: int, timeout: float = 20.0) -> list[ing.Operation]:
+    async def settled(self, runs: int, within: float = 20.0) -> list[ing.Operation]:
         """The operations once `runs` have ended and no other starts for a while."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             ops = await self.operations()
             done = [o for o in ops if o.state == ing.OPERATION_STATE_SUCCEEDED]
