@@ -8,7 +8,11 @@ run through the same loaders."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import io
+import re
+import urllib.request
 import zipfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,7 +28,7 @@ from groundwire.app.ingest_cli import ingest
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 from tests.support.errors import rich_error
-from tests.support.servers import RunningApp, serving
+from tests.support.servers import RunningApp, free_port, serving
 
 pytestmark = pytest.mark.timeout(60)
 MAX_BYTES = 64 * 1024
@@ -443,3 +447,60 @@ async def test_list_and_get_documents_per_tenant_paginated_content_free(listed: 
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await listed.ing.ListDocuments(ing.ListDocumentsRequest(index_name="docs", page_size=101))
     assert rich_error(info.value).fields == ["page_size"]
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        body: bytes = response.read()
+    return body.decode()
+
+
+async def test_documents_not_ingested_are_counted_in_metrics_by_reason(tmp_path: Path) -> None:
+    mixed = tmp_path / "mixed"
+    write_files(mixed, MIXED)
+    for _ in range(5):
+        port = free_port()
+        cfg = config(
+            {
+                "mixed": {
+                    "embedder": "hash",
+                    "sources": [{"kind": "directory", "path": str(mixed)}],
+                    "ingestion": {"max_file_bytes": MAX_BYTES},
+                }
+            }
+        )
+        cfg["metrics"] = {"enabled": True, "address": f"127.0.0.1:{port}"}
+        try:
+            async with serving(parse_config(cfg)) as app:
+                c = Client(app)
+                await c.run("mixed")
+                await c.channel.close()
+                # Counted just after the terminal snapshot is published: poll briefly.
+                for _ in range(50):
+                    body = await asyncio.to_thread(scrape, port)
+                    if "documents_not_ingested_total{" in body:
+                        break
+                    await asyncio.sleep(0.1)
+            break
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+    else:
+        pytest.fail("no free loopback port for the metrics exporter in 5 tries")
+    counts = {
+        reason: value
+        for reason, value in re.findall(
+            r'groundwire_ingestion_documents_not_ingested_total\{index="mixed",[^}]*reason="(\w+)"\}'
+            r" ([0-9.]+)",
+            body,
+        )
+    }
+    assert counts == {
+        "EMPTY": "1.0",
+        "NOT_UTF8": "1.0",
+        "PARSE_FAILED": "1.0",
+        "TOO_LARGE": "1.0",
+        "UNSUPPORTED_FORMAT": "3.0",
+    }
+    # Never a document id as a label.
+    assert "guide.md" not in body and "archive.gz" not in body
