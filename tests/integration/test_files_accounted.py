@@ -504,3 +504,57 @@ async def test_documents_not_ingested_are_counted_in_metrics_by_reason(tmp_path:
     }
     # Never a document id as a label.
     assert "guide.md" not in body and "archive.gz" not in body
+
+
+async def test_document_listing_with_api_keys_is_the_keys_tenant(tmp_path: Path) -> None:
+    from groundwire.domain.auth import hash_key
+
+    keys = {"acme": "gw_acme_manage_key_0123456789", "plain": "gw_plain_manage_key_0123456789"}
+    cfg = config({"docs": {"embedder": "hash"}})
+    cfg["auth"] = {
+        "keys": [
+            {
+                "id": "acme-ops",
+                "hash": hash_key(keys["acme"]),
+                "tenant": "acme",
+                "permissions": ["manage", "ingest"],
+            },
+            {"id": "ops", "hash": hash_key(keys["plain"]), "permissions": ["manage", "ingest"]},
+        ]
+    }
+    async with serving(parse_config(cfg)) as app:
+        c = Client(app)
+
+        def auth(name: str) -> tuple[tuple[str, str]]:
+            return (("authorization", f"Bearer {keys[name]}"),)
+
+        for name, doc_id in (("acme", "acme-doc"), ("plain", "untenanted-doc")):
+            await c.ing.UpsertDocuments(
+                ing.UpsertDocumentsRequest(
+                    index_name="docs", documents=[ing.PushedDocument(document_id=doc_id, text="t")]
+                ),
+                metadata=auth(name),
+            )
+        acme = await c.ing.ListDocuments(
+            ing.ListDocumentsRequest(index_name="docs"), metadata=auth("acme")
+        )
+        assert [(d.document_id, d.tenant) for d in acme.documents] == [("acme-doc", "acme")]
+        plain = await c.ing.ListDocuments(
+            ing.ListDocumentsRequest(index_name="docs"), metadata=auth("plain")
+        )
+        assert [d.document_id for d in plain.documents] == ["untenanted-doc"]
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await c.ing.ListDocuments(
+                ing.ListDocumentsRequest(index_name="docs", tenant="globex"), metadata=auth("acme")
+            )
+        assert rich_error(info.value).reason == "TENANT_MISMATCH"
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await c.ing.GetDocument(
+                ing.GetDocumentRequest(index_name="docs", document_id="untenanted-doc"),
+                metadata=auth("acme"),
+            )
+        assert rich_error(info.value).reason == "DOCUMENT_NOT_FOUND"
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await c.ing.ListDocuments(ing.ListDocumentsRequest(index_name="docs"))
+        assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        await c.channel.close()
