@@ -208,7 +208,11 @@ class _DocumentFormatEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Docume
     DOCUMENT_FORMAT_MARKDOWN: _DocumentFormat.ValueType  # 2
     """CommonMark; chunked per section when the index's policy says so."""
     DOCUMENT_FORMAT_HTML: _DocumentFormat.ValueType  # 3
-    """HTML; text is extracted, scripts and styles dropped."""
+    """HTML; its main content is extracted (the `main` element, else the one
+    `article`, else the body), without page chrome (nav, header, footer,
+    aside, scripts, styles, forms, hidden elements); inline elements stay in
+    their sentence and `pre` blocks keep their line breaks.
+    """
 
 class DocumentFormat(_DocumentFormat, metaclass=_DocumentFormatEnumTypeWrapper):
     """Formats of pushed documents."""
@@ -220,7 +224,11 @@ DOCUMENT_FORMAT_TEXT: DocumentFormat.ValueType  # 1
 DOCUMENT_FORMAT_MARKDOWN: DocumentFormat.ValueType  # 2
 """CommonMark; chunked per section when the index's policy says so."""
 DOCUMENT_FORMAT_HTML: DocumentFormat.ValueType  # 3
-"""HTML; text is extracted, scripts and styles dropped."""
+"""HTML; its main content is extracted (the `main` element, else the one
+`article`, else the body), without page chrome (nav, header, footer,
+aside, scripts, styles, forms, hidden elements); inline elements stay in
+their sentence and `pre` blocks keep their line breaks.
+"""
 Global___DocumentFormat: _TypeAlias = DocumentFormat  # noqa: Y015
 
 class _ChunkUnit:
@@ -503,7 +511,10 @@ class OperationCounts(_message.Message):
     SKIPPED_FIELD_NUMBER: _builtins.int
     NOT_INGESTED_BY_REASON_FIELD_NUMBER: _builtins.int
     discovered: _builtins.int
-    """Output only. Documents found in the sources."""
+    """Output only. Documents found in the sources: every file a directory
+    source's glob matches (hidden files and directories excepted), whatever
+    its type, so discovered = ingested + unchanged + failed + skipped.
+    """
     ingested: _builtins.int
     """Output only. Documents (re)ingested because they are new or changed."""
     unchanged: _builtins.int
