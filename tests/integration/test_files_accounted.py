@@ -115,6 +115,7 @@ class Client:
         self.channel = grpc.aio.insecure_channel(self.address)
         self.ing = ingestion_pb2_grpc.IngestionManagerServiceStub(self.channel)
         self.ret = retriever_pb2_grpc.RetrieverServiceStub(self.channel)
+        self.root: Path | None = None  # where the fixture wrote the sources
 
     async def run(self, index: str) -> list[ing.Operation]:
         op = (await self.ing.StartIngestion(ing.StartIngestionRequest(index_name=index))).operation
@@ -177,6 +178,7 @@ async def client(tmp_path: Path) -> AsyncIterator[Client]:
     )
     async with serving(parse_config(cfg)) as app:
         c = Client(app)
+        c.root = tmp_path
         yield c
         await c.channel.close()
 
@@ -558,3 +560,16 @@ async def test_document_listing_with_api_keys_is_the_keys_tenant(tmp_path: Path)
             await c.ing.ListDocuments(ing.ListDocumentsRequest(index_name="docs"))
         assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
         await c.channel.close()
+
+
+async def test_a_file_that_is_no_longer_a_document_leaves_the_index(client: Client) -> None:
+    first = (await client.run("mixed"))[-1]
+    assert first.counts.deleted == 0
+    assert await client.found("mixed", "TOKREADME") == ["README"]
+    assert client.root is not None
+    readme = client.root / "mixed" / "README"
+    readme.write_bytes(b"\x00\x01binary now")
+    second = (await client.run("mixed"))[-1]
+    assert {f.document_id for f in second.skipped} >= {"README"}
+    assert second.counts.deleted == 1
+    assert await client.found("mixed", "TOKREADME") == []

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from groundwire.domain.chunking import Chunk
-from groundwire.domain.operations import DocumentFailureReason
+from groundwire.domain.operations import SKIP_REASONS, DocumentFailureReason
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import (
     FORMATS_BY_EXTENSION,
@@ -213,6 +213,9 @@ async def run_ingestion(
             if isinstance(loaded, LoadFailure):
                 report.failed += 1
                 report.failures.append(loaded)
+                if loaded.reason in SKIP_REASONS:
+                    # Not a document of the index (any more): a published copy goes.
+                    seen.discard(item.document_id)
                 continue
             digest = content_hash(loaded, handle.tenant, loaded.metadata)
             if (
