@@ -252,11 +252,13 @@ def _epub() -> bytes:
             '<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>The Manual'
             "</dc:title></metadata><manifest>"
             '<item id="c2" href="ch2.xhtml" media-type="application/xhtml+xml"/>'
-            '<item id="c1" href="ch1.xhtml" media-type="application/xhtml+xml"/>'
-            '</manifest><spine><itemref idref="c1"/><itemref idref="c2"/></spine></package>',
+            '<item id="c1" href="text/../ch%201.xhtml" media-type="application/xhtml+xml"/>'
+            '<item id="gone" href="missing.xhtml" media-type="application/xhtml+xml"/>'
+            '</manifest><spine><itemref idref="c1"/><itemref idref="gone"/><itemref idref="c2"/>'
+            "</spine></package>",
         )
         zf.writestr(
-            "OEBPS/ch1.xhtml",
+            "OEBPS/ch 1.xhtml",
             "<html><body><nav>toc</nav><h1>Chapter one</h1><p>The <em>first</em> part.</p>"
             "</body></html>",
         )

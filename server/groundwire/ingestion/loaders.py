@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import io
+import posixpath
 import re
 import xml.etree.ElementTree as ElementTree
 import zipfile
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import unquote
 
 from groundwire.domain.chunking import markdown_title
 from groundwire.domain.operations import DocumentFailureReason
@@ -456,12 +458,16 @@ def _epub_text(data: bytes, out: _Lines) -> str:
         opf_path = str(rootfile.get("full-path"))
         opf = _xml_part(zf, opf_path)
         base = PurePosixPath(opf_path).parent
+        names = set(zf.namelist())
         manifest = {item.get("id"): item.get("href", "") for item in opf.iter(f"{_OPF}item")}
         for ref in opf.iter(f"{_OPF}itemref"):
             href = manifest.get(ref.get("idref"))
             if not href:
                 continue
-            name = str(base / href) if str(base) != "." else href
+            # hrefs are relative URLs: percent-encoded, possibly with "../".
+            name = posixpath.normpath(posixpath.join(str(base), unquote(href.split("#")[0])))
+            if name not in names:
+                continue  # a spine entry the package lacks: the rest is still read
             decoded = _decode_text(zf.read(name))
             if isinstance(decoded, DocumentFailureReason):
                 raise ValueError("a chapter is not UTF-8 text")
