@@ -338,3 +338,22 @@ def test_operation_accounting_survives_the_record_round_trip() -> None:
     assert isinstance(counts, dict)
     counts.pop("skipped")
     assert Operation.from_json(old).skipped == ()
+
+
+def test_html_chrome_marked_by_class_or_id_outside_the_content_is_dropped() -> None:
+    page = """<html><body>
+    <div class="navbar"><a href="/">Home</a> <a href="/api">API</a></div>
+    <div class="breadcrumbs">Docs &raquo; Guide</div>
+    <div class="document"><div class="body">
+      <h1>Install<a class="header-anchor" href="#install">#</a></h1>
+      <p>Run <code>pip install acme</code> first.</p>
+      <div class="toc-note">Keep this note.</div>
+    </div></div>
+    <div class="sphinxsidebar"><h3>Quick search</h3></div>
+    <div id="footer">&copy; Acme</div>
+    </body></html>"""
+    text, _ = html_to_text(page)
+    assert text == "Install\n\nRun pip install acme first.\n\nKeep this note."
+    # Inside an article, the same words are content.
+    inside = '<article><div class="sidebar">A sidebar story.</div></article>'
+    assert html_to_text(inside)[0] == "A sidebar story."

@@ -7,7 +7,9 @@ A principled extraction over selectolax's lexbor tree (no new dependency):
 2. Drop page chrome: `nav`, `header`, `footer`, `aside` and the ARIA landmarks
    `navigation`, `banner`, `contentinfo`, `complementary`, `search`. A `header`
    or `footer` inside an `article` or `main` (an article's byline, a section's
-   heading group) is content and kept.
+   heading group) is content and kept. Sites without landmarks mark their chrome
+   with class or id words (navbar, sidebar, breadcrumb, footer, ...): an element
+   with one of those exact words, outside any main or article, is dropped too.
 3. Take the main content: the `main` element (or `role="main"`), else the one
    `article`, else the body.
 4. Walk it: block elements (p, div, li, h1-h6, tr, ...) become paragraphs, inline
@@ -30,6 +32,17 @@ _CHROME = (
     "nav, aside, [role=navigation], [role=banner], [role=contentinfo], "
     "[role=complementary], [role=search]"
 )
+# Page chrome of sites without landmarks, by an exact class or id word (never a
+# prefix: "header-anchor" is not "header"), outside any main or article.
+_CHROME_NAMES = frozenset(
+    {
+        "navbar", "sidebar", "breadcrumb", "breadcrumbs", "site-header", "site-footer",
+        "skip-link", "cookie-banner", "sphinxsidebar", "related", "footer", "header", "menu",
+        "toc",
+    }
+)  # fmt: skip
+# Permalink anchors generators add to headings ("¶", "#"), dropped anywhere.
+_ANCHOR_NAMES = frozenset({"headerlink", "header-anchor", "anchor-link", "anchorjs-link"})
 _BLOCK = frozenset(
     {
         "address", "article", "blockquote", "body", "caption", "dd", "details", "div",
@@ -80,6 +93,11 @@ def _is_chrome_section(node: LexborNode) -> bool:
     return True
 
 
+def _names(node: LexborNode) -> set[str]:
+    attrs = node.attributes
+    return {*(attrs.get("class") or "").lower().split(), (attrs.get("id") or "").lower()}
+
+
 def _walk(node: LexborNode, out: _Out) -> None:
     child = node.child
     while child is not None:
@@ -113,6 +131,12 @@ def html_to_text(html: str) -> tuple[str, str]:
             node.decompose()
     for node in tree.css("header, footer"):
         if _is_chrome_section(node):
+            node.decompose()
+    for node in tree.css("[class], [id]"):
+        names = _names(node)
+        if _ANCHOR_NAMES.intersection(names) or (
+            _CHROME_NAMES.intersection(names) and _is_chrome_section(node)
+        ):
             node.decompose()
     root = tree.css_first("main") or tree.css_first("[role=main]")
     if root is None:
