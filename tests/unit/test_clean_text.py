@@ -357,3 +357,10 @@ def test_html_chrome_marked_by_class_or_id_outside_the_content_is_dropped() -> N
     # Inside an article, the same words are content.
     inside = '<article><div class="sidebar">A sidebar story.</div></article>'
     assert html_to_text(inside)[0] == "A sidebar story."
+
+
+def test_html_deeply_nested_or_huge_is_walked_without_recursion() -> None:
+    deep = "<div>" * 20_000 + "deep <b>text</b>" + "</div>" * 20_000
+    assert html_to_text(deep)[0] == "deep text"
+    doc = loaded(load_bytes("d.html", "s", deep.encode(), DocumentFormat.HTML, max_bytes=MB))
+    assert doc.text == "deep text"

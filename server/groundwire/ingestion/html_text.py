@@ -98,27 +98,46 @@ def _names(node: LexborNode) -> set[str]:
     return {*(attrs.get("class") or "").lower().split(), (attrs.get("id") or "").lower()}
 
 
-def _walk(node: LexborNode, out: _Out) -> None:
-    child = node.child
-    while child is not None:
-        tag = child.tag
+_END = object()  # marks the end of a block element on the walk's stack
+
+
+def _walk(root: LexborNode, out: _Out) -> None:
+    """Depth-first over the tree with an explicit stack (no recursion: a page of
+    thousands of nested elements is walked like any other)."""
+    stack: list[LexborNode | object] = []
+
+    def push_children(node: LexborNode) -> None:
+        children = []
+        child = node.child
+        while child is not None:
+            children.append(child)
+            child = child.next
+        stack.extend(reversed(children))
+
+    push_children(root)
+    while stack:
+        item = stack.pop()
+        if item is _END:
+            out.end_block()
+            continue
+        assert isinstance(item, LexborNode)
+        tag = item.tag
         if tag == "-text":
-            out.text(child.text_content or "")
+            out.text(item.text_content or "")
         elif tag == "pre":
-            out.raw(child.text(deep=True))
+            out.raw(item.text(deep=True))
         elif tag == "br":
             out.line_break()
         elif tag in _CELL:
             # Cells of a row stay on one line, separated like a table row.
-            out.text(" | " if child.prev is not None and child.prev.tag in _CELL else "")
-            _walk(child, out)
+            out.text(" | " if item.prev is not None and item.prev.tag in _CELL else "")
+            push_children(item)
         elif tag in _BLOCK:
             out.end_block()
-            _walk(child, out)
-            out.end_block()
+            stack.append(_END)
+            push_children(item)
         elif tag not in ("-comment", "head", "title"):
-            _walk(child, out)
-        child = child.next
+            push_children(item)
 
 
 def html_to_text(html: str) -> tuple[str, str]:

@@ -208,7 +208,12 @@ def _pdf_page_text(page: Any) -> str:
         runs.append(_Run(x, x + width, y, text.strip()))
 
     text = page.extract_text(visitor_text=visit) or ""
-    ordered = _two_columns(runs, float(page.mediabox.width))
+    try:
+        ordered = _two_columns(runs, float(page.mediabox.width))
+    # Column detection is an improvement over pypdf's order, never a reason to
+    # lose the page: any surprise in the geometry falls back to pypdf's text.
+    except (ArithmeticError, ValueError, TypeError, IndexError):
+        return text
     return text if ordered is None else ordered
 
 
