@@ -363,6 +363,7 @@ async def listed(
         docs,
         {f"d{i:02d}.md": (f"# Doc {i}\n\nbody {i}\n".encode(), None) for i in range(7)},
     )
+    (docs / "archive.gz").write_bytes(b"\x1f\x8b\x08\x00")
     store: dict[str, object] = {"kind": "memory"}
     if request.param == "postgres":
         monkeypatch.setenv("GW_TEST_DSN", request.getfixturevalue("fresh_database"))
@@ -385,6 +386,16 @@ async def listed(
 
 async def test_list_and_get_documents_per_tenant_paginated_content_free(listed: Client) -> None:
     final = (await listed.run("docs"))[-1]
+    # The operation record, read back from the store's operation log (PostgreSQL
+    # too), keeps the accounting.
+    record = (
+        await listed.ing.ListOperations(ing.ListOperationsRequest(index_name="docs"))
+    ).operations[0]
+    assert [(f.document_id, f.reason) for f in record.skipped] == [
+        ("archive.gz", "UNSUPPORTED_FORMAT")
+    ]
+    assert record.counts.skipped == 1 and record.counts.discovered == 8
+    assert dict(record.counts.not_ingested_by_reason) == {"UNSUPPORTED_FORMAT": 1}
     await listed.ing.UpsertDocuments(
         ing.UpsertDocumentsRequest(
             index_name="docs",
