@@ -128,3 +128,36 @@ def test_watch_debounce_is_validated(tmp_path: Path) -> None:
     }
     with pytest.raises(ConfigError, match="watch_debounce_ms"):
         parse_config(bad)
+
+
+def test_watched_paths_and_relevant_changes(tmp_path: Path) -> None:
+    from watchfiles import Change
+
+    from groundwire.indexes.sources import DirectorySource, FilesSource, InlineSource, SourceConfig
+    from groundwire.ingestion.watch import relevant, watched_paths
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    sources: list[SourceConfig] = [
+        DirectorySource(docs),
+        FilesSource((extra / "faq.txt", extra / "more.md")),
+        DirectorySource(tmp_path / "missing"),
+        InlineSource("i", "text"),
+    ]
+    watched = watched_paths(sources)
+    assert watched == [
+        (docs.absolute(), None),
+        (extra.absolute(), frozenset({extra / "faq.txt", extra / "more.md"})),
+    ]
+
+    def one(path: Path) -> set[tuple[Change, str]]:
+        return {(Change.modified, str(path))}
+
+    assert relevant(watched, one(docs / "sub" / "a.md"))
+    assert relevant(watched, one(extra / "faq.txt"))
+    assert not relevant(watched, one(extra / "unlisted.txt"))
+    assert not relevant(watched, one(docs / ".a.md.swp"))
+    assert not relevant(watched, one(docs / ".git" / "index"))
+    assert not relevant(watched, one(tmp_path / "elsewhere.md"))
