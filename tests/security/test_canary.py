@@ -508,6 +508,9 @@ def event_without_content(event: ag.ExecuteStreamResponse) -> ag.ExecuteStreamRe
 def strip_result(result: ag.AgentResult) -> None:
     result.answer = ""
     result.rag.ClearField("rewritten_query")
+    # An agentic search's query is the model's own rewrite (like rewritten_query).
+    for search in result.rag.searches:
+        search.ClearField("query")
 
 
 async def stream(label: str, call: Any) -> list[Any]:

@@ -773,7 +773,9 @@ type DocumentFailure struct {
 	// Output only. The document's id.
 	DocumentId string `protobuf:"bytes,1,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
 	// Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-	// BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID, and for
+	// BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+	// CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+	// index rejects over-long chunks instead of truncating them), and for
 	// `url` sources URL_REFUSED (the URL policy refused the URL, an address it
 	// resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
 	// an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
@@ -843,8 +845,14 @@ type OperationCounts struct {
 	Deleted uint32 `protobuf:"varint,5,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	// Output only. Chunks written.
 	ChunksWritten uint32 `protobuf:"varint,6,opt,name=chunks_written,json=chunksWritten,proto3" json:"chunks_written,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Output only. Embedding usage of the operation's document embeddings.
+	EmbeddingUsage *EmbeddingUsage `protobuf:"bytes,80,opt,name=embedding_usage,json=embeddingUsage,proto3" json:"embedding_usage,omitempty"`
+	// Output only. Chunks embedded although the model saw them only in part
+	// (longer than its token window; 0 when the index rejects such chunks,
+	// which then fail their document with CHUNK_TOO_LONG).
+	TruncatedChunks uint32 `protobuf:"varint,81,opt,name=truncated_chunks,json=truncatedChunks,proto3" json:"truncated_chunks,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *OperationCounts) Reset() {
@@ -915,6 +923,20 @@ func (x *OperationCounts) GetDeleted() uint32 {
 func (x *OperationCounts) GetChunksWritten() uint32 {
 	if x != nil {
 		return x.ChunksWritten
+	}
+	return 0
+}
+
+func (x *OperationCounts) GetEmbeddingUsage() *EmbeddingUsage {
+	if x != nil {
+		return x.EmbeddingUsage
+	}
+	return nil
+}
+
+func (x *OperationCounts) GetTruncatedChunks() uint32 {
+	if x != nil {
+		return x.TruncatedChunks
 	}
 	return 0
 }
@@ -2270,7 +2292,7 @@ var File_groundwire_v1_ingestion_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgroundwire/v1/ingestion.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\x01\n" +
+	"\x1dgroundwire/v1/ingestion.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19groundwire/v1/usage.proto\"\x88\x01\n" +
 	"\x14EmbeddingDescription\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1e\n" +
@@ -2309,7 +2331,7 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x0fDocumentFailure\x12\x1f\n" +
 	"\vdocument_id\x18\x01 \x01(\tR\n" +
 	"documentId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xc4\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xb7\x02\n" +
 	"\x0fOperationCounts\x12\x1e\n" +
 	"\n" +
 	"discovered\x18\x01 \x01(\rR\n" +
@@ -2318,7 +2340,9 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\tunchanged\x18\x03 \x01(\rR\tunchanged\x12\x16\n" +
 	"\x06failed\x18\x04 \x01(\rR\x06failed\x12\x18\n" +
 	"\adeleted\x18\x05 \x01(\rR\adeleted\x12%\n" +
-	"\x0echunks_written\x18\x06 \x01(\rR\rchunksWritten\"\xb5\x05\n" +
+	"\x0echunks_written\x18\x06 \x01(\rR\rchunksWritten\x12F\n" +
+	"\x0fembedding_usage\x18P \x01(\v2\x1d.groundwire.v1.EmbeddingUsageR\x0eembeddingUsage\x12)\n" +
+	"\x10truncated_chunks\x18Q \x01(\rR\x0ftruncatedChunks\"\xb5\x05\n" +
 	"\tOperation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2518,8 +2542,9 @@ var file_groundwire_v1_ingestion_proto_goTypes = []any{
 	(*DeleteDocumentsRequest)(nil),  // 31: groundwire.v1.DeleteDocumentsRequest
 	(*DeleteDocumentsResponse)(nil), // 32: groundwire.v1.DeleteDocumentsResponse
 	nil,                             // 33: groundwire.v1.PushedDocument.MetadataEntry
-	(*timestamppb.Timestamp)(nil),   // 34: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 35: google.protobuf.Duration
+	(*EmbeddingUsage)(nil),          // 34: groundwire.v1.EmbeddingUsage
+	(*timestamppb.Timestamp)(nil),   // 35: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 36: google.protobuf.Duration
 }
 var file_groundwire_v1_ingestion_proto_depIdxs = []int32{
 	5,  // 0: groundwire.v1.ChunkingDescription.unit:type_name -> groundwire.v1.ChunkUnit
@@ -2528,52 +2553,53 @@ var file_groundwire_v1_ingestion_proto_depIdxs = []int32{
 	6,  // 3: groundwire.v1.IndexDescription.embedding:type_name -> groundwire.v1.EmbeddingDescription
 	7,  // 4: groundwire.v1.IndexDescription.chunking:type_name -> groundwire.v1.ChunkingDescription
 	0,  // 5: groundwire.v1.IndexDescription.strategy:type_name -> groundwire.v1.IngestionStrategy
-	1,  // 6: groundwire.v1.Operation.state:type_name -> groundwire.v1.OperationState
-	2,  // 7: groundwire.v1.Operation.trigger:type_name -> groundwire.v1.OperationTrigger
-	3,  // 8: groundwire.v1.Operation.phase:type_name -> groundwire.v1.OperationPhase
-	11, // 9: groundwire.v1.Operation.counts:type_name -> groundwire.v1.OperationCounts
-	34, // 10: groundwire.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
-	34, // 11: groundwire.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
-	34, // 12: groundwire.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
-	10, // 13: groundwire.v1.Operation.failures:type_name -> groundwire.v1.DocumentFailure
-	35, // 14: groundwire.v1.Operation.elapsed:type_name -> google.protobuf.Duration
-	12, // 15: groundwire.v1.IndexStatus.running_operation:type_name -> groundwire.v1.Operation
-	12, // 16: groundwire.v1.IndexStatus.last_operation:type_name -> groundwire.v1.Operation
-	34, // 17: groundwire.v1.IndexStatus.next_run_time:type_name -> google.protobuf.Timestamp
-	9,  // 18: groundwire.v1.ListIndexesResponse.indexes:type_name -> groundwire.v1.IndexDescription
-	9,  // 19: groundwire.v1.GetIndexResponse.index:type_name -> groundwire.v1.IndexDescription
-	13, // 20: groundwire.v1.GetIndexStatusResponse.status:type_name -> groundwire.v1.IndexStatus
-	12, // 21: groundwire.v1.StartIngestionResponse.operation:type_name -> groundwire.v1.Operation
-	12, // 22: groundwire.v1.CancelIngestionResponse.operation:type_name -> groundwire.v1.Operation
-	12, // 23: groundwire.v1.WatchIngestionResponse.operation:type_name -> groundwire.v1.Operation
-	12, // 24: groundwire.v1.ListOperationsResponse.operations:type_name -> groundwire.v1.Operation
-	4,  // 25: groundwire.v1.PushedDocument.format:type_name -> groundwire.v1.DocumentFormat
-	33, // 26: groundwire.v1.PushedDocument.metadata:type_name -> groundwire.v1.PushedDocument.MetadataEntry
-	28, // 27: groundwire.v1.UpsertDocumentsRequest.documents:type_name -> groundwire.v1.PushedDocument
-	10, // 28: groundwire.v1.UpsertDocumentsResponse.failures:type_name -> groundwire.v1.DocumentFailure
-	14, // 29: groundwire.v1.IngestionManagerService.ListIndexes:input_type -> groundwire.v1.ListIndexesRequest
-	16, // 30: groundwire.v1.IngestionManagerService.GetIndex:input_type -> groundwire.v1.GetIndexRequest
-	18, // 31: groundwire.v1.IngestionManagerService.GetIndexStatus:input_type -> groundwire.v1.GetIndexStatusRequest
-	20, // 32: groundwire.v1.IngestionManagerService.StartIngestion:input_type -> groundwire.v1.StartIngestionRequest
-	22, // 33: groundwire.v1.IngestionManagerService.CancelIngestion:input_type -> groundwire.v1.CancelIngestionRequest
-	24, // 34: groundwire.v1.IngestionManagerService.WatchIngestion:input_type -> groundwire.v1.WatchIngestionRequest
-	26, // 35: groundwire.v1.IngestionManagerService.ListOperations:input_type -> groundwire.v1.ListOperationsRequest
-	29, // 36: groundwire.v1.IngestionManagerService.UpsertDocuments:input_type -> groundwire.v1.UpsertDocumentsRequest
-	31, // 37: groundwire.v1.IngestionManagerService.DeleteDocuments:input_type -> groundwire.v1.DeleteDocumentsRequest
-	15, // 38: groundwire.v1.IngestionManagerService.ListIndexes:output_type -> groundwire.v1.ListIndexesResponse
-	17, // 39: groundwire.v1.IngestionManagerService.GetIndex:output_type -> groundwire.v1.GetIndexResponse
-	19, // 40: groundwire.v1.IngestionManagerService.GetIndexStatus:output_type -> groundwire.v1.GetIndexStatusResponse
-	21, // 41: groundwire.v1.IngestionManagerService.StartIngestion:output_type -> groundwire.v1.StartIngestionResponse
-	23, // 42: groundwire.v1.IngestionManagerService.CancelIngestion:output_type -> groundwire.v1.CancelIngestionResponse
-	25, // 43: groundwire.v1.IngestionManagerService.WatchIngestion:output_type -> groundwire.v1.WatchIngestionResponse
-	27, // 44: groundwire.v1.IngestionManagerService.ListOperations:output_type -> groundwire.v1.ListOperationsResponse
-	30, // 45: groundwire.v1.IngestionManagerService.UpsertDocuments:output_type -> groundwire.v1.UpsertDocumentsResponse
-	32, // 46: groundwire.v1.IngestionManagerService.DeleteDocuments:output_type -> groundwire.v1.DeleteDocumentsResponse
-	38, // [38:47] is the sub-list for method output_type
-	29, // [29:38] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	34, // 6: groundwire.v1.OperationCounts.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
+	1,  // 7: groundwire.v1.Operation.state:type_name -> groundwire.v1.OperationState
+	2,  // 8: groundwire.v1.Operation.trigger:type_name -> groundwire.v1.OperationTrigger
+	3,  // 9: groundwire.v1.Operation.phase:type_name -> groundwire.v1.OperationPhase
+	11, // 10: groundwire.v1.Operation.counts:type_name -> groundwire.v1.OperationCounts
+	35, // 11: groundwire.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
+	35, // 12: groundwire.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
+	35, // 13: groundwire.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
+	10, // 14: groundwire.v1.Operation.failures:type_name -> groundwire.v1.DocumentFailure
+	36, // 15: groundwire.v1.Operation.elapsed:type_name -> google.protobuf.Duration
+	12, // 16: groundwire.v1.IndexStatus.running_operation:type_name -> groundwire.v1.Operation
+	12, // 17: groundwire.v1.IndexStatus.last_operation:type_name -> groundwire.v1.Operation
+	35, // 18: groundwire.v1.IndexStatus.next_run_time:type_name -> google.protobuf.Timestamp
+	9,  // 19: groundwire.v1.ListIndexesResponse.indexes:type_name -> groundwire.v1.IndexDescription
+	9,  // 20: groundwire.v1.GetIndexResponse.index:type_name -> groundwire.v1.IndexDescription
+	13, // 21: groundwire.v1.GetIndexStatusResponse.status:type_name -> groundwire.v1.IndexStatus
+	12, // 22: groundwire.v1.StartIngestionResponse.operation:type_name -> groundwire.v1.Operation
+	12, // 23: groundwire.v1.CancelIngestionResponse.operation:type_name -> groundwire.v1.Operation
+	12, // 24: groundwire.v1.WatchIngestionResponse.operation:type_name -> groundwire.v1.Operation
+	12, // 25: groundwire.v1.ListOperationsResponse.operations:type_name -> groundwire.v1.Operation
+	4,  // 26: groundwire.v1.PushedDocument.format:type_name -> groundwire.v1.DocumentFormat
+	33, // 27: groundwire.v1.PushedDocument.metadata:type_name -> groundwire.v1.PushedDocument.MetadataEntry
+	28, // 28: groundwire.v1.UpsertDocumentsRequest.documents:type_name -> groundwire.v1.PushedDocument
+	10, // 29: groundwire.v1.UpsertDocumentsResponse.failures:type_name -> groundwire.v1.DocumentFailure
+	14, // 30: groundwire.v1.IngestionManagerService.ListIndexes:input_type -> groundwire.v1.ListIndexesRequest
+	16, // 31: groundwire.v1.IngestionManagerService.GetIndex:input_type -> groundwire.v1.GetIndexRequest
+	18, // 32: groundwire.v1.IngestionManagerService.GetIndexStatus:input_type -> groundwire.v1.GetIndexStatusRequest
+	20, // 33: groundwire.v1.IngestionManagerService.StartIngestion:input_type -> groundwire.v1.StartIngestionRequest
+	22, // 34: groundwire.v1.IngestionManagerService.CancelIngestion:input_type -> groundwire.v1.CancelIngestionRequest
+	24, // 35: groundwire.v1.IngestionManagerService.WatchIngestion:input_type -> groundwire.v1.WatchIngestionRequest
+	26, // 36: groundwire.v1.IngestionManagerService.ListOperations:input_type -> groundwire.v1.ListOperationsRequest
+	29, // 37: groundwire.v1.IngestionManagerService.UpsertDocuments:input_type -> groundwire.v1.UpsertDocumentsRequest
+	31, // 38: groundwire.v1.IngestionManagerService.DeleteDocuments:input_type -> groundwire.v1.DeleteDocumentsRequest
+	15, // 39: groundwire.v1.IngestionManagerService.ListIndexes:output_type -> groundwire.v1.ListIndexesResponse
+	17, // 40: groundwire.v1.IngestionManagerService.GetIndex:output_type -> groundwire.v1.GetIndexResponse
+	19, // 41: groundwire.v1.IngestionManagerService.GetIndexStatus:output_type -> groundwire.v1.GetIndexStatusResponse
+	21, // 42: groundwire.v1.IngestionManagerService.StartIngestion:output_type -> groundwire.v1.StartIngestionResponse
+	23, // 43: groundwire.v1.IngestionManagerService.CancelIngestion:output_type -> groundwire.v1.CancelIngestionResponse
+	25, // 44: groundwire.v1.IngestionManagerService.WatchIngestion:output_type -> groundwire.v1.WatchIngestionResponse
+	27, // 45: groundwire.v1.IngestionManagerService.ListOperations:output_type -> groundwire.v1.ListOperationsResponse
+	30, // 46: groundwire.v1.IngestionManagerService.UpsertDocuments:output_type -> groundwire.v1.UpsertDocumentsResponse
+	32, // 47: groundwire.v1.IngestionManagerService.DeleteDocuments:output_type -> groundwire.v1.DeleteDocumentsResponse
+	39, // [39:48] is the sub-list for method output_type
+	30, // [30:39] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_ingestion_proto_init() }
@@ -2581,6 +2607,7 @@ func file_groundwire_v1_ingestion_proto_init() {
 	if File_groundwire_v1_ingestion_proto != nil {
 		return
 	}
+	file_groundwire_v1_usage_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import grpc
@@ -26,6 +26,7 @@ from groundwire.agents.events import (
     ExecutionStatus,
     RagMetadata,
     RequiredToolCall,
+    SearchTrace,
 )
 from groundwire.agents.execution_input import ExecutionInput
 from groundwire.agents.prepare import prepare_turn
@@ -40,9 +41,18 @@ from groundwire.api.agent_controls import (
 )
 from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import duration, filter_from_proto, mode_to_proto, score_to_proto
+from groundwire.api.errors import ErrorWithDetails
 from groundwire.api.pagination import LIST_AGENTS, PageTokens, listing
 from groundwire.api.reranker import outcome_to_proto, reranking_metadata_to_proto
+from groundwire.api.usage import usage_to_proto
 from groundwire.domain.auth import check_tenant
+from groundwire.domain.blend import (
+    BLEND_FORMULA,
+    BlendScore,
+    FinalSelectionMode,
+    RetrievalNormalization,
+    SelectionReport,
+)
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.domain.rag_policy import (
     ExecutionMode,
@@ -51,7 +61,8 @@ from groundwire.domain.rag_policy import (
     NoContextBehavior,
     NoContextReason,
 )
-from groundwire.domain.retrieval import RankedResult
+from groundwire.domain.reranking import RerankingMetadata
+from groundwire.domain.retrieval import MetadataFilter, RankedResult
 from groundwire_client.v1 import agent_pb2, agent_pb2_grpc, common_pb2, reranker_pb2
 
 _MODES = {
@@ -85,9 +96,71 @@ _ROLES: dict[int, str | None] = {
 }
 
 
-def _item(result: RankedResult, reason: ItemReason | None = None) -> agent_pb2.RagItem:
+_FINAL_SELECTION = {
+    FinalSelectionMode.RERANKER_ONLY: agent_pb2.FINAL_SELECTION_POLICY_RERANKER_ONLY,
+    FinalSelectionMode.WEIGHTED_BLEND: agent_pb2.FINAL_SELECTION_POLICY_WEIGHTED_BLEND,
+}
+_NORMALIZATION = {
+    n: agent_pb2.RetrievalNormalization.Value(f"RETRIEVAL_NORMALIZATION_{n.value}")
+    for n in RetrievalNormalization
+}
+
+Key = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Scores:
+    """Per-candidate scores reported next to the retrieval score: the rerank
+    relevance and the final-selection blend, by (document_id, chunk_id)."""
+
+    rerank: Mapping[Key, float]
+    blends: Mapping[Key, BlendScore]
+
+    @classmethod
+    def of(cls, reranking: RerankingMetadata | None, selection: SelectionReport | None) -> _Scores:
+        rerank = {
+            c.key: c.rerank_relevance
+            for c in (reranking.candidates if reranking is not None else ())
+            if c.rerank_relevance is not None
+        }
+        return cls(rerank, dict(selection.blends) if selection is not None else {})
+
+
+_NO_SCORES = _Scores({}, {})
+
+
+def _blend_to_proto(b: BlendScore) -> agent_pb2.BlendScore:
+    return agent_pb2.BlendScore(
+        value=b.value,
+        formula=BLEND_FORMULA,
+        retrieval_weight=b.retrieval_weight,
+        retrieval_input=b.retrieval_input,
+        retrieval_normalization=_NORMALIZATION[b.normalization],
+        rerank_relevance=b.rerank_relevance,
+    )
+
+
+def _selection_to_proto(report: SelectionReport) -> agent_pb2.FinalSelection:
+    policy = report.policy
+    msg = agent_pb2.FinalSelection(
+        policy=_FINAL_SELECTION[policy.mode],
+        candidate_multiplier=policy.candidate_multiplier,
+        pool_size=report.pool_size,
+        final_top_k=report.final_top_k,
+    )
+    if policy.mode is FinalSelectionMode.WEIGHTED_BLEND:
+        msg.retrieval_weight = policy.retrieval_weight
+        msg.normalization = _NORMALIZATION[policy.normalization]
+    if report.applied_normalization is not None:
+        msg.applied_normalization = _NORMALIZATION[report.applied_normalization]
+    return msg
+
+
+def _item(
+    result: RankedResult, reason: ItemReason | None = None, scores: _Scores = _NO_SCORES
+) -> agent_pb2.RagItem:
     hit = result.hit
-    return agent_pb2.RagItem(
+    msg = agent_pb2.RagItem(
         document_id=hit.document_id,
         chunk_id=hit.chunk_id,
         retrieval_rank=result.rank,
@@ -97,13 +170,21 @@ def _item(result: RankedResult, reason: ItemReason | None = None) -> agent_pb2.R
         else agent_pb2.RAG_ITEM_REASON_UNSPECIFIED,
         span=common_pb2.CharSpan(start=hit.start, end=hit.end),
     )
+    relevance = scores.rerank.get(hit.key)
+    if relevance is not None:
+        msg.rerank_relevance = relevance
+    blend = scores.blends.get(hit.key)
+    if blend is not None:
+        msg.blend.CopyFrom(_blend_to_proto(blend))
+    return msg
 
 
-def _judged(items: Sequence[Judged]) -> list[agent_pb2.RagItem]:
-    return [_item(j.result, j.reason) for j in items]
+def _judged(items: Sequence[Judged], scores: _Scores = _NO_SCORES) -> list[agent_pb2.RagItem]:
+    return [_item(j.result, j.reason, scores) for j in items]
 
 
 def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
+    scores = _Scores.of(meta.reranking, meta.final_selection)
     msg = agent_pb2.RagExecutionMetadata(
         enabled=meta.enabled,
         index_name=meta.index_name,
@@ -111,27 +192,16 @@ def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
         context_accepted=meta.context_accepted,
         model_skipped=meta.model_skipped,
         answer_constrained=meta.answer_constrained,
-        candidates=[_item(r) for r in meta.candidates],
-        accepted=[_item(r) for r in meta.accepted],
-        rejected=_judged(meta.rejected),
-        context_excluded=_judged(meta.context_excluded),
-        context=[_item(r) for r in meta.context],
+        candidates=[_item(r, None, scores) for r in meta.candidates],
+        accepted=[_item(r, None, scores) for r in meta.accepted],
+        rejected=_judged(meta.rejected, scores),
+        context_excluded=_judged(meta.context_excluded, scores),
+        context=[_item(r, None, scores) for r in meta.context],
         candidate_count=len(meta.candidates),
         accepted_count=len(meta.accepted),
         rejected_count=len(meta.rejected),
         context_excluded_count=len(meta.context_excluded),
-        searches=[
-            agent_pb2.AgenticSearchTrace(
-                step=s.step,
-                call_id=s.call_id,
-                candidate_count=s.candidate_count,
-                accepted_count=s.accepted_count,
-                succeeded=s.succeeded,
-                error_code=s.error_code,
-                duration=duration(s.seconds),
-            )
-            for s in meta.searches
-        ],
+        searches=[_trace_to_proto(s) for s in meta.searches],
     )
     if meta.enabled:
         msg.retrieval_mode = mode_to_proto(meta.retrieval_mode)
@@ -157,7 +227,53 @@ def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
         )
     if meta.rewritten_query is not None:
         msg.rewritten_query = meta.rewritten_query
+    if meta.final_selection is not None:
+        msg.final_selection.CopyFrom(_selection_to_proto(meta.final_selection))
     add_controls_metadata(meta, msg)
+    return msg
+
+
+def _filter_to_proto(flt: MetadataFilter) -> list[agent_pb2.AppliedFilterCondition]:
+    """The applied filter's keys, sorted, with their value counts (values are
+    not echoed: they may come from the agent's configuration)."""
+    return [
+        agent_pb2.AppliedFilterCondition(key=key, value_count=len(flt.conditions[key]))
+        for key in sorted(flt.conditions)
+    ]
+
+
+def _trace_to_proto(s: SearchTrace) -> agent_pb2.AgenticSearchTrace:
+    scores = _Scores.of(s.reranking, s.final_selection)
+    msg = agent_pb2.AgenticSearchTrace(
+        step=s.step,
+        call_id=s.call_id,
+        candidate_count=s.candidate_count,
+        accepted_count=s.accepted_count,
+        succeeded=s.succeeded,
+        error_code=s.error_code,
+        duration=duration(s.seconds),
+        query=s.query,
+        index_version=s.index_version,
+        candidates=[_item(r, None, scores) for r in s.candidates],
+        accepted=[_item(r, None, scores) for r in s.accepted],
+        rejected=_judged(s.rejected, scores),
+        context_excluded=_judged(s.context_excluded, scores),
+    )
+    if s.options is not None:
+        o = s.options
+        msg.options.CopyFrom(
+            agent_pb2.RagSearchOptions(
+                tenant_scoped=bool(o.tenant),
+                filter=_filter_to_proto(o.filter),
+                retrieval_mode=mode_to_proto(o.retrieval_mode),
+                candidate_budget=o.candidate_budget,
+                top_k=o.top_k,
+            )
+        )
+    if s.reranking is not None:
+        msg.reranking.CopyFrom(reranking_metadata_to_proto(s.reranking))
+    if s.no_context_reason is not None:
+        msg.no_context_reason = _REASONS[s.no_context_reason]
     return msg
 
 
@@ -175,6 +291,7 @@ def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
             total_tokens=u.total_tokens,
         ),
         rag=rag_to_proto(result.rag),
+        embedding_usage=usage_to_proto(result.rag.embedding_usage),
         citations=[
             agent_pb2.Citation(
                 source_number=c.source_number, document_id=c.document_id, chunk_id=c.chunk_id
@@ -250,6 +367,8 @@ def event_to_proto(event: ExecutionEvent, sequence: int) -> agent_pb2.ExecuteStr
         )
     if event.result is not None:
         msg.result.CopyFrom(result_to_proto(event.result))
+    if event.rag is not None:
+        msg.rag.CopyFrom(rag_to_proto(event.rag))
     return msg
 
 
@@ -271,8 +390,15 @@ def describe_agent(agent: AgentDefinition) -> agent_pb2.AgentDescription:
                 no_context_behavior=_BEHAVIORS[r.no_context_behavior],
                 reranking_enabled=r.reranking.enabled,
                 agentic=r.agentic,
+                search_tool_name=r.search_tool_name if r.agentic else "",
             )
         )
+        if r.reranking.enabled:
+            selection = r.reranking.selection
+            msg.rag.final_selection_policy = _FINAL_SELECTION[selection.mode]
+            msg.rag.candidate_multiplier = selection.candidate_multiplier
+            if selection.mode is FinalSelectionMode.WEIGHTED_BLEND:
+                msg.rag.retrieval_weight = selection.retrieval_weight
         add_controls_description(r, msg.rag)
     if agent.instructions_visible:
         msg.instructions = agent.instructions
@@ -550,7 +676,11 @@ async def _final_result(events: AsyncIterator[ExecutionEvent]) -> agent_pb2.Agen
 
 def failure_from_event(event: ExecutionEvent) -> GroundwireError:
     """The unary error for a failed execution: the runtime's error itself (the
-    stream reports its code and message)."""
-    if event.error is not None:
-        return event.error
-    return GroundwireError(ErrorKind.UNAVAILABLE, event.error_code, event.error_message)
+    stream reports its code and message), with the partial RAG metadata of a RAG
+    agent as a further status detail (the failed stream event carries the same)."""
+    error = event.error or GroundwireError(
+        ErrorKind.UNAVAILABLE, event.error_code, event.error_message
+    )
+    if event.rag is not None:
+        return ErrorWithDetails(error, [rag_to_proto(event.rag)])
+    return error

@@ -24,6 +24,7 @@ _SERVICE_PERMISSIONS: Mapping[str, Permission | None] = {
     "groundwire.v1.AgentService": Permission.EXECUTE,
     "groundwire.v1.IngestionManagerService": Permission.MANAGE,
     "groundwire.v1.AdminService": Permission.MANAGE,
+    "groundwire.v1.UsageService": Permission.MANAGE,
 }
 _METHOD_PERMISSIONS: Mapping[str, Permission | None] = {
     "/groundwire.v1.IngestionManagerService/UpsertDocuments": Permission.INGEST,

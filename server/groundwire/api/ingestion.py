@@ -18,6 +18,7 @@ from groundwire.api.pagination import (
     listing,
     page_size,
 )
+from groundwire.api.usage import usage_to_proto
 from groundwire.domain.errors import invalid, not_found
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
@@ -111,6 +112,8 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
             failed=c.failed,
             deleted=c.deleted,
             chunks_written=c.chunks_written,
+            embedding_usage=usage_to_proto(c.embedding_usage),
+            truncated_chunks=c.truncated_chunks,
             skipped=c.skipped,
             not_ingested_by_reason=dict(c.by_reason),
         ),

@@ -18,14 +18,19 @@ log = logging.getLogger("groundwire.app")
 _GIL_SWITCH_S = 0.001
 
 
-async def _serve(cfg: GroundwireConfig, address: str | None, config_path: Path | None) -> int:
+async def _serve(
+    cfg: GroundwireConfig,
+    address: str | None,
+    config_path: Path | None,
+    http_address: str | None = None,
+) -> int:
     from groundwire.app.lifecycle import start_app
 
     # Searches, tokenizing and hashing run in worker threads; the event loop must get
     # the GIL back quickly to keep serving other callers meanwhile (the default 5 ms
     # switch interval let CPU-bound workers add tens of ms to every small request).
     sys.setswitchinterval(_GIL_SWITCH_S)
-    app = await start_app(cfg, address, config_path)
+    app = await start_app(cfg, address, config_path, http_address)
     # What start-up allocated (modules, gRPC, protobuf, the configured indexes) lives
     # as long as the process: out of the cyclic collector's full passes, which would
     # otherwise rescan it and pause every request for tens of milliseconds.
@@ -68,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="serve the gRPC API")
     serve.add_argument("--config", type=Path, help="TOML configuration (default: embedded demo)")
     serve.add_argument("--address", help="listen address HOST:PORT (overrides the config)")
+    serve.add_argument(
+        "--http-address", help="HTTP (Connect, OpenAI facade) address HOST:PORT (overrides [http])"
+    )
     check = sub.add_parser("check-config", help="validate a configuration file and exit")
     check.add_argument("config", type=Path)
     ingest = sub.add_parser("ingest", help="ingest an index through a running server")
@@ -132,4 +140,4 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     configure_logging(cfg.logging.level, cfg.logging.format)
     config_path = args.config.resolve() if args.config else None
-    return asyncio.run(_serve(cfg, args.address, config_path))
+    return asyncio.run(_serve(cfg, args.address, config_path, args.http_address))

@@ -24,6 +24,7 @@ from groundwire.app.agent_config import (
 from groundwire.app.checkpoint_config import CheckpointConfig
 from groundwire.app.chunking_config import ChunkingConfig, check_token_chunking
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
+from groundwire.app.http_config import HttpConfig
 from groundwire.app.logs import ContentPreviewsConfig
 from groundwire.app.plugins import (
     EMBEDDERS,
@@ -351,6 +352,10 @@ class IngestionConfig(StrictModel):
         Annotated[str, Field(pattern=r"^\.[a-z0-9]{1,16}$")],
         Annotated[PluginConfig, accept_plugins(LOADERS, None)],
     ] = Field(default_factory=dict)
+    # A chunk longer than the embedding model's token window: "truncate" embeds
+    # its beginning (counted in OperationCounts.truncated_chunks), "reject" fails
+    # its document with CHUNK_TOO_LONG. "reject" needs a local-onnx embedder.
+    overlong_chunks: Literal["truncate", "reject"] = "truncate"
 
     @model_validator(mode="after")
     def _schedule(self) -> IngestionConfig:
@@ -425,6 +430,7 @@ class GroundwireConfig(StrictModel):
     agent_limits: AgentLimitsConfig = AgentLimitsConfig()
     limits: LimitsConfig = LimitsConfig()
     checkpoints: CheckpointConfig = CheckpointConfig()
+    http: HttpConfig = HttpConfig()
 
     @model_validator(mode="after")
     def _references(self) -> GroundwireConfig:
@@ -434,6 +440,13 @@ class GroundwireConfig(StrictModel):
             if index.embedder is not None and index.embedder not in self.embedders:
                 raise ValueError(f"indexes.{name}.embedder: no embedder named {index.embedder!r}")
             check_token_chunking(name, index.chunking, self.embedders.get(index.embedder or ""))
+            if index.ingestion.overlong_chunks == "reject" and not isinstance(
+                self.embedders.get(index.embedder or ""), LocalOnnxEmbedderConfig
+            ):
+                raise ValueError(
+                    f"indexes.{name}.ingestion.overlong_chunks: 'reject' needs a local-onnx "
+                    "embedder (the only kind that knows its token window)"
+                )
         if (
             self.limits.execute.max_concurrent_per_tenant is not None
             and "max_concurrent_executions" in self.agent_limits.model_fields_set

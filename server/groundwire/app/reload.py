@@ -99,6 +99,8 @@ RESTART_ONLY: dict[str, str] = {
     "store": "the open store holds every index",
     # The exporter owns its own listening port.
     "metrics": "the exporter's port is bound once",
+    # The HTTP port (its address and CORS policy) is bound at start-up.
+    "http": "the HTTP port is bound once",
 }
 
 # Index handle fields that change how an index is served, not what ingestion

@@ -9,6 +9,8 @@ import uuid
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from groundwire.domain.usage import EmbeddingUsage
+
 MAX_LISTED_FAILURES = 100
 
 
@@ -51,6 +53,9 @@ class DocumentFailureReason(StrEnum):
     FETCH_FAILED = "FETCH_FAILED"
     FETCH_TIMEOUT = "FETCH_TIMEOUT"
     TOO_MANY_REDIRECTS = "TOO_MANY_REDIRECTS"
+    # A chunk exceeds the embedding model's token window and the index rejects
+    # over-long chunks instead of truncating them.
+    CHUNK_TOO_LONG = "CHUNK_TOO_LONG"
 
 
 class OperationErrorCode(StrEnum):
@@ -112,6 +117,23 @@ class OperationCounts:
     skipped: int = 0
     # Documents not ingested (failed or skipped) per reason, every one counted.
     by_reason: tuple[tuple[str, int], ...] = ()
+    # Embedding usage of the run (domain.usage.EmbeddingUsage, flattened so the
+    # persisted record stays a flat map; truncated_chunks = its truncated_texts).
+    embedding_requests: int = 0
+    embedding_input_tokens: int = 0
+    embedding_estimated_input_tokens: int = 0
+    embedding_texts: int = 0
+    truncated_chunks: int = 0
+
+    @property
+    def embedding_usage(self) -> EmbeddingUsage:
+        return EmbeddingUsage(
+            self.embedding_requests,
+            self.embedding_input_tokens,
+            self.embedding_estimated_input_tokens,
+            self.embedding_texts,
+            self.truncated_chunks,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +194,11 @@ class Operation:
                 "deleted": self.counts.deleted,
                 "chunks_written": self.counts.chunks_written,
                 "skipped": self.counts.skipped,
+                "embedding_requests": self.counts.embedding_requests,
+                "embedding_input_tokens": self.counts.embedding_input_tokens,
+                "embedding_estimated_input_tokens": self.counts.embedding_estimated_input_tokens,
+                "embedding_texts": self.counts.embedding_texts,
+                "truncated_chunks": self.counts.truncated_chunks,
             },
             "by_reason": [list(pair) for pair in self.counts.by_reason],
             "start_time": self.start_time,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.metadata_ranges import RangeCondition
 from groundwire.domain.scores import Score
+from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 
 
 class RetrievalMode(enum.Enum):
@@ -151,6 +152,9 @@ class RetrievalDiagnostics:
     lexical_terms_pruned: int = 0
     fusion: FusionSettings | None = None
     leg_depth: int = 0
+    # The query embedding's usage; truncated_texts > 0 means the query was longer
+    # than the model's token window.
+    embedding_usage: EmbeddingUsage = NO_USAGE
 
 
 @dataclass(frozen=True, slots=True)

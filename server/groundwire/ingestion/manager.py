@@ -39,11 +39,14 @@ from groundwire.domain.operations import (
     OperationTrigger,
     OperationWarning,
 )
+from groundwire.domain.usage import EmbeddingUsage
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.pipeline import IngestionReport, needs_rebuild, run_ingestion
 from groundwire.ingestion.watch import Watch
 from groundwire.instruments import DOCUMENTS_NOT_INGESTED, INGESTIONS
+from groundwire.providers.embeddings.usage import UsageMeter
 from groundwire.stores.base import IngestionLock, OperationLog
+from groundwire.stores.usage import UsageRecorder
 
 log = logging.getLogger("groundwire.ingestion")
 
@@ -100,7 +103,9 @@ class IngestionManager:
         *,
         progress_interval: float = 0.25,
         on_ready: ReadyCallback | None = None,
+        usage: UsageRecorder | None = None,
     ) -> None:
+        self._usage = usage
         self._catalog = catalog
         self._log = log_store
         self._interval = progress_interval
@@ -390,8 +395,11 @@ class IngestionManager:
                 run.operation = snapshot
 
         final: Operation
+        # The run's own meter: it outlives the RPC that may have started it, and
+        # its usage belongs to the index's tenant, whatever the outcome.
+        meter = UsageMeter()
         try:
-            report = await run_ingestion(handle, progress=progress)
+            report = await run_ingestion(handle, progress=progress, meter=meter)
             final = replace(_apply(run.operation, report), state=OperationState.SUCCEEDED)
         except asyncio.CancelledError:
             # Counts as of the last progress snapshot (the run never returned a report).
@@ -409,7 +417,14 @@ class IngestionManager:
             final = replace(
                 run.operation, state=OperationState.FAILED, error_code=OperationErrorCode.INTERNAL
             )
-        final = replace(final, end_time=time.time(), phase="DONE")
+        final = replace(
+            final,
+            end_time=time.time(),
+            phase="DONE",
+            counts=_with_usage(final.counts, meter.total),
+        )
+        if self._usage is not None:
+            self._usage.record(handle.tenant, meter.by_task)
         # Free the index before telling anyone the run ended, so a watcher that
         # starts the next run on seeing the terminal state is never refused.
         self._runs.pop(handle.name, None)
@@ -489,6 +504,17 @@ def _changed_since(run: _Run, seen: int) -> bool:
     return run.seq != seen
 
 
+def _with_usage(counts: OperationCounts, usage: EmbeddingUsage) -> OperationCounts:
+    return replace(
+        counts,
+        embedding_requests=usage.requests,
+        embedding_input_tokens=usage.input_tokens,
+        embedding_estimated_input_tokens=usage.estimated_input_tokens,
+        embedding_texts=usage.texts,
+        truncated_chunks=usage.truncated_texts,
+    )
+
+
 def _apply(op: Operation, report: IngestionReport) -> Operation:
     by_reason = Counter(f.reason.value for f in report.failures)
     skipped = sum(n for r, n in by_reason.items() if r in SKIP_REASONS)
@@ -502,6 +528,7 @@ def _apply(op: Operation, report: IngestionReport) -> Operation:
         skipped=skipped,
         by_reason=tuple(sorted(by_reason.items())),
     )
+    counts = _with_usage(counts, report.embedding_usage)
     failures = [DocumentFailureInfo(f.document_id, f.reason) for f in report.failures]
     # Done with nothing ingested or unchanged: the sources gave no document.
     empty = report.phase.value == "DONE" and report.ingested + report.unchanged == 0

@@ -56,6 +56,9 @@ class GroundwireError(Exception):
     request_id: str = ""
     # ErrorInfo metadata, e.g. "execution_id" of a checkpointed execution that failed.
     metadata: dict[str, str] = field(default_factory=dict)
+    # A failed agent execution's partial RAG metadata (for example reranking
+    # outcome FAILED with its failure code), when the server attached it.
+    rag: agent_pb2.RagExecutionMetadata | None = None
 
     def __str__(self) -> str:
         return f"{self.code.name} {self.reason}: {self.message}"
@@ -80,6 +83,10 @@ def error_from_rpc(err: grpc.aio.AioRpcError) -> GroundwireError:
                 bad = error_details_pb2.BadRequest()
                 detail.Unpack(bad)
                 out.fields.update({v.field: v.description for v in bad.field_violations})
+            elif detail.Is(agent_pb2.RagExecutionMetadata.DESCRIPTOR):
+                rag = agent_pb2.RagExecutionMetadata()
+                detail.Unpack(rag)
+                out.rag = rag
     return out
 
 
@@ -104,8 +111,13 @@ def _execution_input(
     tenant: str,
     filter: Mapping[str, str | Sequence[str]] | None,
     controls: RagControls | None = None,
+    client_tools: Sequence[agent_pb2.ClientTool] = (),
+    client_tool_timeout: float | None = None,
 ) -> agent_pb2.ExecutionInput:
     out = agent_pb2.ExecutionInput(agent_id=agent_id, message=message, tenant=tenant)
+    out.client_tools.extend(client_tools)
+    if client_tool_timeout is not None:
+        out.client_tool_timeout.FromNanoseconds(round(client_tool_timeout * 1e9))
     for role, content in history:
         out.history.add(role=_ROLES[role], content=content)
     flt = _filter(filter)
@@ -225,14 +237,28 @@ class GroundwireClient:
         tenant: str = "",
         filter: Mapping[str, str | Sequence[str]] | None = None,
         controls: RagControls | None = None,
+        client_tools: Sequence[agent_pb2.ClientTool] = (),
+        client_tool_timeout: float | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
     ) -> agent_pb2.AgentResult:
         """Run one agent turn (AgentService.Execute) and return its result:
         `answer`, `citations` and the full `rag` metadata. `history` is prior
-        turns, oldest first, as ("user" | "assistant", text). Raises
-        GroundwireError on failure."""
+        turns, oldest first, as ("user" | "assistant", text). `client_tools`
+        (see client_tool) are tools the caller runs: when the model calls one
+        the result has status REQUIRES_ACTION and `required_tool_calls`; answer
+        them with submit_tool_results. `client_tool_timeout` is how long the
+        server waits for them, in seconds. Raises GroundwireError on failure."""
         request = agent_pb2.ExecuteRequest(
-            input=_execution_input(agent_id, message, history, tenant, filter, controls)
+            input=_execution_input(
+                agent_id,
+                message,
+                history,
+                tenant,
+                filter,
+                controls,
+                client_tools,
+                client_tool_timeout,
+            )
         )
         try:
             response = await self.agents.Execute(
@@ -251,16 +277,28 @@ class GroundwireClient:
         tenant: str = "",
         filter: Mapping[str, str | Sequence[str]] | None = None,
         controls: RagControls | None = None,
+        client_tools: Sequence[agent_pb2.ClientTool] = (),
+        client_tool_timeout: float | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
     ) -> AsyncIterator[agent_pb2.ExecuteStreamResponse]:
         """Run one agent turn (AgentService.ExecuteStream), yielding its events:
         EXECUTION_STARTED first, then RAG search, tool call and text delta
         events, and exactly one terminal event last (EXECUTION_COMPLETED with
-        `result`, or EXECUTION_FAILED with `error_code`; see TERMINAL_EVENTS).
-        `timeout` bounds the whole stream. A request the server refuses before
-        any event raises GroundwireError."""
+        `result`, EXECUTION_FAILED with `error_code`, or
+        EXECUTION_REQUIRES_ACTION when the model called one of `client_tools`;
+        see TERMINAL_EVENTS and execute). `timeout` bounds the whole stream. A
+        request the server refuses before any event raises GroundwireError."""
         request = agent_pb2.ExecuteStreamRequest(
-            input=_execution_input(agent_id, message, history, tenant, filter, controls)
+            input=_execution_input(
+                agent_id,
+                message,
+                history,
+                tenant,
+                filter,
+                controls,
+                client_tools,
+                client_tool_timeout,
+            )
         )
         call = self.agents.ExecuteStream(
             request, timeout=timeout or self._timeout, metadata=self._metadata

@@ -53,6 +53,7 @@ from groundwire.stores.postgres.embedded import EmbeddedPostgres, start_embedded
 from groundwire.stores.postgres.operations import PostgresOperationLog
 from groundwire.stores.postgres.schema import MAX_DIMENSIONS, MAX_HNSW_DIMENSIONS
 from groundwire.stores.postgres.scope import index_row
+from groundwire.stores.postgres.usage import PostgresUsageLedger
 
 log = logging.getLogger("groundwire.stores.postgres")
 
@@ -120,6 +121,11 @@ class PostgresStore:
     def checkpoints(self) -> PostgresCheckpointStore:
         """Durable execution checkpoints with cross-replica leases."""
         return PostgresCheckpointStore(self._db)
+
+    @property
+    def usage_ledger(self) -> PostgresUsageLedger:
+        """Durable per-tenant embedding usage totals, shared by every replica."""
+        return PostgresUsageLedger(self._db)
 
     # -- index lifecycle ---------------------------------------------------------
 

@@ -16,6 +16,7 @@ from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from groundwire_client.v1 import usage_pb2 as _usage_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -455,7 +456,9 @@ class DocumentFailure(_message.Message):
     """Output only. The document's id."""
     reason: _builtins.str
     """Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-    BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID, and for
+    BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+    CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+    index rejects over-long chunks instead of truncating them), and for
     `url` sources URL_REFUSED (the URL policy refused the URL, an address it
     resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
     an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
@@ -508,6 +511,8 @@ class OperationCounts(_message.Message):
     FAILED_FIELD_NUMBER: _builtins.int
     DELETED_FIELD_NUMBER: _builtins.int
     CHUNKS_WRITTEN_FIELD_NUMBER: _builtins.int
+    EMBEDDING_USAGE_FIELD_NUMBER: _builtins.int
+    TRUNCATED_CHUNKS_FIELD_NUMBER: _builtins.int
     SKIPPED_FIELD_NUMBER: _builtins.int
     NOT_INGESTED_BY_REASON_FIELD_NUMBER: _builtins.int
     discovered: _builtins.int
@@ -525,12 +530,21 @@ class OperationCounts(_message.Message):
     """Output only. Documents removed because they left the sources."""
     chunks_written: _builtins.int
     """Output only. Chunks written."""
+    truncated_chunks: _builtins.int
+    """Output only. Chunks embedded although the model saw them only in part
+    (longer than its token window; 0 when the index rejects such chunks,
+    which then fail their document with CHUNK_TOO_LONG).
+    """
     skipped: _builtins.int
     """Output only. Documents found whose type no enabled loader reads (an
     extension the source does not list, an extensionless file that is not
     UTF-8 text, a URL's unsupported media type); listed in Operation.skipped,
     not counted in `failed`.
     """
+    @_builtins.property
+    def embedding_usage(self) -> _usage_pb2.EmbeddingUsage:
+        """Output only. Embedding usage of the operation's document embeddings."""
+
     @_builtins.property
     def not_ingested_by_reason(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """Output only. Documents not ingested (failed or skipped), per reason (the
@@ -547,12 +561,14 @@ class OperationCounts(_message.Message):
         failed: _builtins.int = ...,
         deleted: _builtins.int = ...,
         chunks_written: _builtins.int = ...,
+        embedding_usage: _usage_pb2.EmbeddingUsage | None = ...,
+        truncated_chunks: _builtins.int = ...,
         skipped: _builtins.int = ...,
         not_ingested_by_reason: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["embedding_usage", b"embedding_usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_written", b"chunks_written", "deleted", b"deleted", "discovered", b"discovered", "failed", b"failed", "ingested", b"ingested", "not_ingested_by_reason", b"not_ingested_by_reason", "skipped", b"skipped", "unchanged", b"unchanged"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_written", b"chunks_written", "deleted", b"deleted", "discovered", b"discovered", "embedding_usage", b"embedding_usage", "failed", b"failed", "ingested", b"ingested", "not_ingested_by_reason", b"not_ingested_by_reason", "skipped", b"skipped", "truncated_chunks", b"truncated_chunks", "unchanged", b"unchanged"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -390,4 +390,34 @@ public interface AgentResultOrBuilder extends
    * @return The resumed.
    */
   boolean getResumed();
+
+  /**
+   * <pre>
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return Whether the embeddingUsage field is set.
+   */
+  boolean hasEmbeddingUsage();
+  /**
+   * <pre>
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return The embeddingUsage.
+   */
+  dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage();
+  /**
+   * <pre>
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   */
+  dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder();
 }

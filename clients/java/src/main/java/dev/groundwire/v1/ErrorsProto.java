@@ -36,7 +36,7 @@ public final class ErrorsProto extends com.google.protobuf.GeneratedFile {
   static {
     java.lang.String[] descriptorData = {
       "\n\032groundwire/v1/errors.proto\022\rgroundwire" +
-      ".v1*\202\025\n\013ErrorReason\022\034\n\030ERROR_REASON_UNSP" +
+      ".v1*\236\026\n\013ErrorReason\022\034\n\030ERROR_REASON_UNSP" +
       "ECIFIED\020\000\022\"\n\036ERROR_REASON_MALFORMED_REQU" +
       "EST\020\001\022\037\n\033ERROR_REASON_FIELD_REQUIRED\020\002\022#" +
       "\n\037ERROR_REASON_FIELD_OUT_OF_RANGE\020\003\022\037\n\033E" +
@@ -103,12 +103,15 @@ public final class ErrorsProto extends com.google.protobuf.GeneratedFile {
       "REASON_STORE_ERROR\020\261\002\022 \n\033ERROR_REASON_CO" +
       "NFIG_INVALID\020\220\003\022)\n$ERROR_REASON_CONFIG_R" +
       "ESTART_REQUIRED\020\221\003\022$\n\037ERROR_REASON_RELOA" +
-      "D_UNAVAILABLE\020\222\003B\257\001\n\021dev.groundwire.v1B\013" +
-      "ErrorsProtoP\001Z8github.com/groundwire/gro" +
-      "undwire/clients/go/groundwirev1\242\002\003GXX\252\002\r" +
-      "Groundwire.V1\312\002\rGroundwire\\V1\342\002\031Groundwi" +
-      "re\\V1\\GPBMetadata\352\002\016Groundwire::V1b\006prot" +
-      "o3"
+      "D_UNAVAILABLE\020\222\003\022\'\n\"ERROR_REASON_UNSUPPO" +
+      "RTED_PARAMETER\020\232\003\022(\n#ERROR_REASON_UNSUPP" +
+      "ORTED_MEDIA_TYPE\020\233\003\022#\n\036ERROR_REASON_MESS" +
+      "AGE_TOO_LARGE\020\234\003\022\"\n\035ERROR_REASON_METHOD_" +
+      "NOT_FOUND\020\235\003B\257\001\n\021dev.groundwire.v1B\013Erro" +
+      "rsProtoP\001Z8github.com/groundwire/groundw" +
+      "ire/clients/go/groundwirev1\242\002\003GXX\252\002\rGrou" +
+      "ndwire.V1\312\002\rGroundwire\\V1\342\002\031Groundwire\\V" +
+      "1\\GPBMetadata\352\002\016Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,

@@ -177,174 +177,178 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
     java.lang.String[] descriptorData = {
       "\n\035groundwire/v1/ingestion.proto\022\rgroundw" +
       "ire.v1\032\036google/protobuf/duration.proto\032\037" +
-      "google/protobuf/timestamp.proto\"\210\001\n\024Embe" +
-      "ddingDescription\022\032\n\010provider\030\001 \001(\tR\010prov" +
-      "ider\022\024\n\005model\030\002 \001(\tR\005model\022\036\n\ndimensions" +
-      "\030\003 \001(\rR\ndimensions\022\036\n\nnormalized\030\004 \001(\010R\n" +
-      "normalized\"\340\001\n\023ChunkingDescription\022\022\n\004si" +
-      "ze\030\001 \001(\rR\004size\022\030\n\007overlap\030\002 \001(\rR\007overlap" +
-      "\022+\n\021markdown_sections\030\003 \001(\010R\020markdownSec" +
-      "tions\022,\n\004unit\030x \001(\0162\030.groundwire.v1.Chun" +
-      "kUnitR\004unit\022@\n\nextensions\030y \003(\0132 .ground" +
-      "wire.v1.ExtensionChunkingR\nextensions\"\272\001" +
-      "\n\021ExtensionChunking\022\034\n\textension\030\001 \001(\tR\t" +
-      "extension\022\022\n\004size\030\002 \001(\rR\004size\022\030\n\007overlap" +
-      "\030\003 \001(\rR\007overlap\022+\n\021markdown_sections\030\004 \001" +
-      "(\010R\020markdownSections\022,\n\004unit\030\005 \001(\0162\030.gro" +
-      "undwire.v1.ChunkUnitR\004unit\"\231\003\n\020IndexDesc" +
-      "ription\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013descripti" +
-      "on\030\002 \001(\tR\013description\022A\n\tembedding\030\003 \001(\013" +
-      "2#.groundwire.v1.EmbeddingDescriptionR\te" +
-      "mbedding\022\026\n\006metric\030\004 \001(\tR\006metric\022>\n\010chun" +
-      "king\030\005 \001(\0132\".groundwire.v1.ChunkingDescr" +
-      "iptionR\010chunking\022\024\n\005store\030\006 \001(\tR\005store\022<" +
-      "\n\010strategy\030\007 \001(\0162 .groundwire.v1.Ingesti" +
-      "onStrategyR\010strategy\022\032\n\010schedule\030\010 \001(\tR\010" +
-      "schedule\022!\n\014source_count\030\t \001(\rR\013sourceCo" +
-      "unt\022!\n\014source_kinds\030\n \003(\tR\013sourceKinds\"J" +
-      "\n\017DocumentFailure\022\037\n\013document_id\030\001 \001(\tR\n" +
-      "documentId\022\026\n\006reason\030\002 \001(\tR\006reason\"\304\001\n\017O" +
-      "perationCounts\022\036\n\ndiscovered\030\001 \001(\rR\ndisc" +
-      "overed\022\032\n\010ingested\030\002 \001(\rR\010ingested\022\034\n\tun" +
-      "changed\030\003 \001(\rR\tunchanged\022\026\n\006failed\030\004 \001(\r" +
-      "R\006failed\022\030\n\007deleted\030\005 \001(\rR\007deleted\022%\n\016ch" +
-      "unks_written\030\006 \001(\rR\rchunksWritten\"\265\005\n\tOp" +
-      "eration\022\016\n\002id\030\001 \001(\tR\002id\022\035\n\nindex_name\030\002 " +
-      "\001(\tR\tindexName\0223\n\005state\030\003 \001(\0162\035.groundwi" +
-      "re.v1.OperationStateR\005state\0229\n\007trigger\030\004" +
-      " \001(\0162\037.groundwire.v1.OperationTriggerR\007t" +
-      "rigger\0223\n\005phase\030\005 \001(\0162\035.groundwire.v1.Op" +
-      "erationPhaseR\005phase\0226\n\006counts\030\006 \001(\0132\036.gr" +
-      "oundwire.v1.OperationCountsR\006counts\022;\n\013c" +
-      "reate_time\030\007 \001(\0132\032.google.protobuf.Times" +
-      "tampR\ncreateTime\0229\n\nstart_time\030\010 \001(\0132\032.g" +
-      "oogle.protobuf.TimestampR\tstartTime\0225\n\010e" +
-      "nd_time\030\t \001(\0132\032.google.protobuf.Timestam" +
-      "pR\007endTime\022\030\n\007version\030\n \001(\004R\007version\022\030\n\007" +
-      "rebuild\030\013 \001(\010R\007rebuild\022\035\n\nerror_code\030\014 \001" +
-      "(\tR\terrorCode\022:\n\010failures\030\r \003(\0132\036.ground" +
-      "wire.v1.DocumentFailureR\010failures\022)\n\020fai" +
-      "lures_omitted\030\016 \001(\rR\017failuresOmitted\0223\n\007" +
-      "elapsed\030\017 \001(\0132\031.google.protobuf.Duration" +
-      "R\007elapsed\"\235\003\n\013IndexStatus\022\022\n\004name\030\001 \001(\tR" +
-      "\004name\022\024\n\005ready\030\002 \001(\010R\005ready\022+\n\021published" +
-      "_version\030\003 \001(\004R\020publishedVersion\022%\n\016docu" +
-      "ment_count\030\004 \001(\004R\rdocumentCount\022\037\n\013chunk" +
-      "_count\030\005 \001(\004R\nchunkCount\022E\n\021running_oper" +
-      "ation\030\006 \001(\0132\030.groundwire.v1.OperationR\020r" +
-      "unningOperation\022?\n\016last_operation\030\007 \001(\0132" +
-      "\030.groundwire.v1.OperationR\rlastOperation" +
-      "\022\'\n\017rebuild_pending\030\010 \001(\010R\016rebuildPendin" +
-      "g\022>\n\rnext_run_time\030\t \001(\0132\032.google.protob" +
-      "uf.TimestampR\013nextRunTime\"P\n\022ListIndexes" +
-      "Request\022\033\n\tpage_size\030\001 \001(\005R\010pageSize\022\035\n\n" +
-      "page_token\030\002 \001(\tR\tpageToken\"x\n\023ListIndex" +
-      "esResponse\0229\n\007indexes\030\001 \003(\0132\037.groundwire" +
-      ".v1.IndexDescriptionR\007indexes\022&\n\017next_pa" +
-      "ge_token\030\002 \001(\tR\rnextPageToken\"0\n\017GetInde" +
-      "xRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexName\"" +
-      "I\n\020GetIndexResponse\0225\n\005index\030\001 \001(\0132\037.gro" +
-      "undwire.v1.IndexDescriptionR\005index\"6\n\025Ge" +
-      "tIndexStatusRequest\022\035\n\nindex_name\030\001 \001(\tR" +
-      "\tindexName\"L\n\026GetIndexStatusResponse\0222\n\006" +
-      "status\030\001 \001(\0132\032.groundwire.v1.IndexStatus" +
-      "R\006status\"6\n\025StartIngestionRequest\022\035\n\nind" +
-      "ex_name\030\001 \001(\tR\tindexName\"P\n\026StartIngesti" +
-      "onResponse\0226\n\toperation\030\001 \001(\0132\030.groundwi" +
-      "re.v1.OperationR\toperation\"7\n\026CancelInge" +
-      "stionRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexN" +
-      "ame\"Q\n\027CancelIngestionResponse\0226\n\toperat" +
-      "ion\030\001 \001(\0132\030.groundwire.v1.OperationR\tope" +
-      "ration\":\n\025WatchIngestionRequest\022!\n\014opera" +
-      "tion_id\030\001 \001(\tR\013operationId\"P\n\026WatchInges" +
+      "google/protobuf/timestamp.proto\032\031groundw" +
+      "ire/v1/usage.proto\"\210\001\n\024EmbeddingDescript" +
+      "ion\022\032\n\010provider\030\001 \001(\tR\010provider\022\024\n\005model" +
+      "\030\002 \001(\tR\005model\022\036\n\ndimensions\030\003 \001(\rR\ndimen" +
+      "sions\022\036\n\nnormalized\030\004 \001(\010R\nnormalized\"\340\001" +
+      "\n\023ChunkingDescription\022\022\n\004size\030\001 \001(\rR\004siz" +
+      "e\022\030\n\007overlap\030\002 \001(\rR\007overlap\022+\n\021markdown_" +
+      "sections\030\003 \001(\010R\020markdownSections\022,\n\004unit" +
+      "\030x \001(\0162\030.groundwire.v1.ChunkUnitR\004unit\022@" +
+      "\n\nextensions\030y \003(\0132 .groundwire.v1.Exten" +
+      "sionChunkingR\nextensions\"\272\001\n\021ExtensionCh" +
+      "unking\022\034\n\textension\030\001 \001(\tR\textension\022\022\n\004" +
+      "size\030\002 \001(\rR\004size\022\030\n\007overlap\030\003 \001(\rR\007overl" +
+      "ap\022+\n\021markdown_sections\030\004 \001(\010R\020markdownS" +
+      "ections\022,\n\004unit\030\005 \001(\0162\030.groundwire.v1.Ch" +
+      "unkUnitR\004unit\"\231\003\n\020IndexDescription\022\022\n\004na" +
+      "me\030\001 \001(\tR\004name\022 \n\013description\030\002 \001(\tR\013des" +
+      "cription\022A\n\tembedding\030\003 \001(\0132#.groundwire" +
+      ".v1.EmbeddingDescriptionR\tembedding\022\026\n\006m" +
+      "etric\030\004 \001(\tR\006metric\022>\n\010chunking\030\005 \001(\0132\"." +
+      "groundwire.v1.ChunkingDescriptionR\010chunk" +
+      "ing\022\024\n\005store\030\006 \001(\tR\005store\022<\n\010strategy\030\007 " +
+      "\001(\0162 .groundwire.v1.IngestionStrategyR\010s" +
+      "trategy\022\032\n\010schedule\030\010 \001(\tR\010schedule\022!\n\014s" +
+      "ource_count\030\t \001(\rR\013sourceCount\022!\n\014source" +
+      "_kinds\030\n \003(\tR\013sourceKinds\"J\n\017DocumentFai" +
+      "lure\022\037\n\013document_id\030\001 \001(\tR\ndocumentId\022\026\n" +
+      "\006reason\030\002 \001(\tR\006reason\"\267\002\n\017OperationCount" +
+      "s\022\036\n\ndiscovered\030\001 \001(\rR\ndiscovered\022\032\n\010ing" +
+      "ested\030\002 \001(\rR\010ingested\022\034\n\tunchanged\030\003 \001(\r" +
+      "R\tunchanged\022\026\n\006failed\030\004 \001(\rR\006failed\022\030\n\007d" +
+      "eleted\030\005 \001(\rR\007deleted\022%\n\016chunks_written\030" +
+      "\006 \001(\rR\rchunksWritten\022F\n\017embedding_usage\030" +
+      "P \001(\0132\035.groundwire.v1.EmbeddingUsageR\016em" +
+      "beddingUsage\022)\n\020truncated_chunks\030Q \001(\rR\017" +
+      "truncatedChunks\"\265\005\n\tOperation\022\016\n\002id\030\001 \001(" +
+      "\tR\002id\022\035\n\nindex_name\030\002 \001(\tR\tindexName\0223\n\005" +
+      "state\030\003 \001(\0162\035.groundwire.v1.OperationSta" +
+      "teR\005state\0229\n\007trigger\030\004 \001(\0162\037.groundwire." +
+      "v1.OperationTriggerR\007trigger\0223\n\005phase\030\005 " +
+      "\001(\0162\035.groundwire.v1.OperationPhaseR\005phas" +
+      "e\0226\n\006counts\030\006 \001(\0132\036.groundwire.v1.Operat" +
+      "ionCountsR\006counts\022;\n\013create_time\030\007 \001(\0132\032" +
+      ".google.protobuf.TimestampR\ncreateTime\0229" +
+      "\n\nstart_time\030\010 \001(\0132\032.google.protobuf.Tim" +
+      "estampR\tstartTime\0225\n\010end_time\030\t \001(\0132\032.go" +
+      "ogle.protobuf.TimestampR\007endTime\022\030\n\007vers" +
+      "ion\030\n \001(\004R\007version\022\030\n\007rebuild\030\013 \001(\010R\007reb" +
+      "uild\022\035\n\nerror_code\030\014 \001(\tR\terrorCode\022:\n\010f" +
+      "ailures\030\r \003(\0132\036.groundwire.v1.DocumentFa" +
+      "ilureR\010failures\022)\n\020failures_omitted\030\016 \001(" +
+      "\rR\017failuresOmitted\0223\n\007elapsed\030\017 \001(\0132\031.go" +
+      "ogle.protobuf.DurationR\007elapsed\"\235\003\n\013Inde" +
+      "xStatus\022\022\n\004name\030\001 \001(\tR\004name\022\024\n\005ready\030\002 \001" +
+      "(\010R\005ready\022+\n\021published_version\030\003 \001(\004R\020pu" +
+      "blishedVersion\022%\n\016document_count\030\004 \001(\004R\r" +
+      "documentCount\022\037\n\013chunk_count\030\005 \001(\004R\nchun" +
+      "kCount\022E\n\021running_operation\030\006 \001(\0132\030.grou" +
+      "ndwire.v1.OperationR\020runningOperation\022?\n" +
+      "\016last_operation\030\007 \001(\0132\030.groundwire.v1.Op" +
+      "erationR\rlastOperation\022\'\n\017rebuild_pendin" +
+      "g\030\010 \001(\010R\016rebuildPending\022>\n\rnext_run_time" +
+      "\030\t \001(\0132\032.google.protobuf.TimestampR\013next" +
+      "RunTime\"P\n\022ListIndexesRequest\022\033\n\tpage_si" +
+      "ze\030\001 \001(\005R\010pageSize\022\035\n\npage_token\030\002 \001(\tR\t" +
+      "pageToken\"x\n\023ListIndexesResponse\0229\n\007inde" +
+      "xes\030\001 \003(\0132\037.groundwire.v1.IndexDescripti" +
+      "onR\007indexes\022&\n\017next_page_token\030\002 \001(\tR\rne" +
+      "xtPageToken\"0\n\017GetIndexRequest\022\035\n\nindex_" +
+      "name\030\001 \001(\tR\tindexName\"I\n\020GetIndexRespons" +
+      "e\0225\n\005index\030\001 \001(\0132\037.groundwire.v1.IndexDe" +
+      "scriptionR\005index\"6\n\025GetIndexStatusReques" +
+      "t\022\035\n\nindex_name\030\001 \001(\tR\tindexName\"L\n\026GetI" +
+      "ndexStatusResponse\0222\n\006status\030\001 \001(\0132\032.gro" +
+      "undwire.v1.IndexStatusR\006status\"6\n\025StartI" +
+      "ngestionRequest\022\035\n\nindex_name\030\001 \001(\tR\tind" +
+      "exName\"P\n\026StartIngestionResponse\0226\n\toper" +
+      "ation\030\001 \001(\0132\030.groundwire.v1.OperationR\to" +
+      "peration\"7\n\026CancelIngestionRequest\022\035\n\nin" +
+      "dex_name\030\001 \001(\tR\tindexName\"Q\n\027CancelInges" +
       "tionResponse\0226\n\toperation\030\001 \001(\0132\030.ground" +
-      "wire.v1.OperationR\toperation\"r\n\025ListOper" +
-      "ationsRequest\022\035\n\nindex_name\030\001 \001(\tR\tindex" +
-      "Name\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\npag" +
-      "e_token\030\003 \001(\tR\tpageToken\"z\n\026ListOperatio" +
-      "nsResponse\0228\n\noperations\030\001 \003(\0132\030.groundw" +
-      "ire.v1.OperationR\noperations\022&\n\017next_pag" +
-      "e_token\030\002 \001(\tR\rnextPageToken\"\230\002\n\016PushedD" +
-      "ocument\022\037\n\013document_id\030\001 \001(\tR\ndocumentId" +
-      "\022\022\n\004text\030\002 \001(\tR\004text\022\024\n\005title\030\003 \001(\tR\005tit" +
-      "le\0225\n\006format\030\004 \001(\0162\035.groundwire.v1.Docum" +
-      "entFormatR\006format\022G\n\010metadata\030\005 \003(\0132+.gr" +
-      "oundwire.v1.PushedDocument.MetadataEntry" +
-      "R\010metadata\032;\n\rMetadataEntry\022\020\n\003key\030\001 \001(\t" +
-      "R\003key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\214\001\n\026Upse" +
-      "rtDocumentsRequest\022\035\n\nindex_name\030\001 \001(\tR\t" +
-      "indexName\022;\n\tdocuments\030\002 \003(\0132\035.groundwir" +
-      "e.v1.PushedDocumentR\tdocuments\022\026\n\006tenant" +
-      "\030\003 \001(\tR\006tenant\"\343\001\n\027UpsertDocumentsRespon" +
-      "se\022+\n\021published_version\030\001 \001(\004R\020published" +
-      "Version\022\032\n\010upserted\030\002 \001(\rR\010upserted\022\034\n\tu" +
-      "nchanged\030\003 \001(\rR\tunchanged\022%\n\016chunks_writ" +
-      "ten\030\004 \001(\rR\rchunksWritten\022:\n\010failures\030\005 \003" +
-      "(\0132\036.groundwire.v1.DocumentFailureR\010fail" +
-      "ures\"r\n\026DeleteDocumentsRequest\022\035\n\nindex_" +
-      "name\030\001 \001(\tR\tindexName\022!\n\014document_ids\030\002 " +
-      "\003(\tR\013documentIds\022\026\n\006tenant\030\003 \001(\tR\006tenant" +
-      "\"`\n\027DeleteDocumentsResponse\022+\n\021published" +
-      "_version\030\001 \001(\004R\020publishedVersion\022\030\n\007dele" +
-      "ted\030\002 \001(\rR\007deleted*\311\001\n\021IngestionStrategy" +
-      "\022\"\n\036INGESTION_STRATEGY_UNSPECIFIED\020\000\022\035\n\031" +
-      "INGESTION_STRATEGY_MANUAL\020\001\022!\n\035INGESTION" +
-      "_STRATEGY_ON_STARTUP\020\002\022,\n(INGESTION_STRA" +
-      "TEGY_BACKGROUND_ON_STARTUP\020\003\022 \n\034INGESTIO" +
-      "N_STRATEGY_SCHEDULED\020\004*\304\001\n\016OperationStat" +
-      "e\022\037\n\033OPERATION_STATE_UNSPECIFIED\020\000\022\032\n\026OP" +
-      "ERATION_STATE_QUEUED\020\001\022\033\n\027OPERATION_STAT" +
-      "E_RUNNING\020\002\022\035\n\031OPERATION_STATE_SUCCEEDED" +
-      "\020\003\022\032\n\026OPERATION_STATE_FAILED\020\004\022\035\n\031OPERAT" +
-      "ION_STATE_CANCELLED\020\005*\260\001\n\020OperationTrigg" +
-      "er\022!\n\035OPERATION_TRIGGER_UNSPECIFIED\020\000\022\034\n" +
-      "\030OPERATION_TRIGGER_MANUAL\020\001\022\035\n\031OPERATION" +
-      "_TRIGGER_STARTUP\020\002\022\036\n\032OPERATION_TRIGGER_" +
-      "SCHEDULE\020\003\022\034\n\030OPERATION_TRIGGER_RELOAD\020d" +
-      "*\311\001\n\016OperationPhase\022\037\n\033OPERATION_PHASE_U" +
-      "NSPECIFIED\020\000\022\037\n\033OPERATION_PHASE_DISCOVER" +
-      "ING\020\001\022\035\n\031OPERATION_PHASE_INGESTING\020\002\022\034\n\030" +
-      "OPERATION_PHASE_DELETING\020\003\022\036\n\032OPERATION_" +
-      "PHASE_PUBLISHING\020\004\022\030\n\024OPERATION_PHASE_DO" +
-      "NE\020\005*\203\001\n\016DocumentFormat\022\037\n\033DOCUMENT_FORM" +
-      "AT_UNSPECIFIED\020\000\022\030\n\024DOCUMENT_FORMAT_TEXT" +
-      "\020\001\022\034\n\030DOCUMENT_FORMAT_MARKDOWN\020\002\022\030\n\024DOCU" +
-      "MENT_FORMAT_HTML\020\003*Y\n\tChunkUnit\022\032\n\026CHUNK" +
-      "_UNIT_UNSPECIFIED\020\000\022\031\n\025CHUNK_UNIT_CHARAC" +
-      "TERS\020\001\022\025\n\021CHUNK_UNIT_TOKENS\020\0022\340\006\n\027Ingest" +
-      "ionManagerService\022T\n\013ListIndexes\022!.groun" +
-      "dwire.v1.ListIndexesRequest\032\".groundwire" +
-      ".v1.ListIndexesResponse\022K\n\010GetIndex\022\036.gr" +
-      "oundwire.v1.GetIndexRequest\032\037.groundwire" +
-      ".v1.GetIndexResponse\022]\n\016GetIndexStatus\022$" +
-      ".groundwire.v1.GetIndexStatusRequest\032%.g" +
-      "roundwire.v1.GetIndexStatusResponse\022]\n\016S" +
-      "tartIngestion\022$.groundwire.v1.StartInges" +
-      "tionRequest\032%.groundwire.v1.StartIngesti" +
-      "onResponse\022`\n\017CancelIngestion\022%.groundwi" +
-      "re.v1.CancelIngestionRequest\032&.groundwir" +
-      "e.v1.CancelIngestionResponse\022_\n\016WatchIng" +
-      "estion\022$.groundwire.v1.WatchIngestionReq" +
-      "uest\032%.groundwire.v1.WatchIngestionRespo" +
-      "nse0\001\022]\n\016ListOperations\022$.groundwire.v1." +
-      "ListOperationsRequest\032%.groundwire.v1.Li" +
-      "stOperationsResponse\022`\n\017UpsertDocuments\022" +
-      "%.groundwire.v1.UpsertDocumentsRequest\032&" +
-      ".groundwire.v1.UpsertDocumentsResponse\022`" +
-      "\n\017DeleteDocuments\022%.groundwire.v1.Delete" +
-      "DocumentsRequest\032&.groundwire.v1.DeleteD" +
-      "ocumentsResponseB\262\001\n\021dev.groundwire.v1B\016" +
-      "IngestionProtoP\001Z8github.com/groundwire/" +
-      "groundwire/clients/go/groundwirev1\242\002\003GXX" +
-      "\252\002\rGroundwire.V1\312\002\rGroundwire\\V1\342\002\031Groun" +
-      "dwire\\V1\\GPBMetadata\352\002\016Groundwire::V1b\006p" +
-      "roto3"
+      "wire.v1.OperationR\toperation\":\n\025WatchIng" +
+      "estionRequest\022!\n\014operation_id\030\001 \001(\tR\013ope" +
+      "rationId\"P\n\026WatchIngestionResponse\0226\n\top" +
+      "eration\030\001 \001(\0132\030.groundwire.v1.OperationR" +
+      "\toperation\"r\n\025ListOperationsRequest\022\035\n\ni" +
+      "ndex_name\030\001 \001(\tR\tindexName\022\033\n\tpage_size\030" +
+      "\002 \001(\005R\010pageSize\022\035\n\npage_token\030\003 \001(\tR\tpag" +
+      "eToken\"z\n\026ListOperationsResponse\0228\n\noper" +
+      "ations\030\001 \003(\0132\030.groundwire.v1.OperationR\n" +
+      "operations\022&\n\017next_page_token\030\002 \001(\tR\rnex" +
+      "tPageToken\"\230\002\n\016PushedDocument\022\037\n\013documen" +
+      "t_id\030\001 \001(\tR\ndocumentId\022\022\n\004text\030\002 \001(\tR\004te" +
+      "xt\022\024\n\005title\030\003 \001(\tR\005title\0225\n\006format\030\004 \001(\016" +
+      "2\035.groundwire.v1.DocumentFormatR\006format\022" +
+      "G\n\010metadata\030\005 \003(\0132+.groundwire.v1.Pushed" +
+      "Document.MetadataEntryR\010metadata\032;\n\rMeta" +
+      "dataEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001" +
+      "(\tR\005value:\0028\001\"\214\001\n\026UpsertDocumentsRequest" +
+      "\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022;\n\tdocum" +
+      "ents\030\002 \003(\0132\035.groundwire.v1.PushedDocumen" +
+      "tR\tdocuments\022\026\n\006tenant\030\003 \001(\tR\006tenant\"\343\001\n" +
+      "\027UpsertDocumentsResponse\022+\n\021published_ve" +
+      "rsion\030\001 \001(\004R\020publishedVersion\022\032\n\010upserte" +
+      "d\030\002 \001(\rR\010upserted\022\034\n\tunchanged\030\003 \001(\rR\tun" +
+      "changed\022%\n\016chunks_written\030\004 \001(\rR\rchunksW" +
+      "ritten\022:\n\010failures\030\005 \003(\0132\036.groundwire.v1" +
+      ".DocumentFailureR\010failures\"r\n\026DeleteDocu" +
+      "mentsRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexN" +
+      "ame\022!\n\014document_ids\030\002 \003(\tR\013documentIds\022\026" +
+      "\n\006tenant\030\003 \001(\tR\006tenant\"`\n\027DeleteDocument" +
+      "sResponse\022+\n\021published_version\030\001 \001(\004R\020pu" +
+      "blishedVersion\022\030\n\007deleted\030\002 \001(\rR\007deleted" +
+      "*\311\001\n\021IngestionStrategy\022\"\n\036INGESTION_STRA" +
+      "TEGY_UNSPECIFIED\020\000\022\035\n\031INGESTION_STRATEGY" +
+      "_MANUAL\020\001\022!\n\035INGESTION_STRATEGY_ON_START" +
+      "UP\020\002\022,\n(INGESTION_STRATEGY_BACKGROUND_ON" +
+      "_STARTUP\020\003\022 \n\034INGESTION_STRATEGY_SCHEDUL" +
+      "ED\020\004*\304\001\n\016OperationState\022\037\n\033OPERATION_STA" +
+      "TE_UNSPECIFIED\020\000\022\032\n\026OPERATION_STATE_QUEU" +
+      "ED\020\001\022\033\n\027OPERATION_STATE_RUNNING\020\002\022\035\n\031OPE" +
+      "RATION_STATE_SUCCEEDED\020\003\022\032\n\026OPERATION_ST" +
+      "ATE_FAILED\020\004\022\035\n\031OPERATION_STATE_CANCELLE" +
+      "D\020\005*\260\001\n\020OperationTrigger\022!\n\035OPERATION_TR" +
+      "IGGER_UNSPECIFIED\020\000\022\034\n\030OPERATION_TRIGGER" +
+      "_MANUAL\020\001\022\035\n\031OPERATION_TRIGGER_STARTUP\020\002" +
+      "\022\036\n\032OPERATION_TRIGGER_SCHEDULE\020\003\022\034\n\030OPER" +
+      "ATION_TRIGGER_RELOAD\020d*\311\001\n\016OperationPhas" +
+      "e\022\037\n\033OPERATION_PHASE_UNSPECIFIED\020\000\022\037\n\033OP" +
+      "ERATION_PHASE_DISCOVERING\020\001\022\035\n\031OPERATION" +
+      "_PHASE_INGESTING\020\002\022\034\n\030OPERATION_PHASE_DE" +
+      "LETING\020\003\022\036\n\032OPERATION_PHASE_PUBLISHING\020\004" +
+      "\022\030\n\024OPERATION_PHASE_DONE\020\005*\203\001\n\016DocumentF" +
+      "ormat\022\037\n\033DOCUMENT_FORMAT_UNSPECIFIED\020\000\022\030" +
+      "\n\024DOCUMENT_FORMAT_TEXT\020\001\022\034\n\030DOCUMENT_FOR" +
+      "MAT_MARKDOWN\020\002\022\030\n\024DOCUMENT_FORMAT_HTML\020\003" +
+      "*Y\n\tChunkUnit\022\032\n\026CHUNK_UNIT_UNSPECIFIED\020" +
+      "\000\022\031\n\025CHUNK_UNIT_CHARACTERS\020\001\022\025\n\021CHUNK_UN" +
+      "IT_TOKENS\020\0022\340\006\n\027IngestionManagerService\022" +
+      "T\n\013ListIndexes\022!.groundwire.v1.ListIndex" +
+      "esRequest\032\".groundwire.v1.ListIndexesRes" +
+      "ponse\022K\n\010GetIndex\022\036.groundwire.v1.GetInd" +
+      "exRequest\032\037.groundwire.v1.GetIndexRespon" +
+      "se\022]\n\016GetIndexStatus\022$.groundwire.v1.Get" +
+      "IndexStatusRequest\032%.groundwire.v1.GetIn" +
+      "dexStatusResponse\022]\n\016StartIngestion\022$.gr" +
+      "oundwire.v1.StartIngestionRequest\032%.grou" +
+      "ndwire.v1.StartIngestionResponse\022`\n\017Canc" +
+      "elIngestion\022%.groundwire.v1.CancelIngest" +
+      "ionRequest\032&.groundwire.v1.CancelIngesti" +
+      "onResponse\022_\n\016WatchIngestion\022$.groundwir" +
+      "e.v1.WatchIngestionRequest\032%.groundwire." +
+      "v1.WatchIngestionResponse0\001\022]\n\016ListOpera" +
+      "tions\022$.groundwire.v1.ListOperationsRequ" +
+      "est\032%.groundwire.v1.ListOperationsRespon" +
+      "se\022`\n\017UpsertDocuments\022%.groundwire.v1.Up" +
+      "sertDocumentsRequest\032&.groundwire.v1.Ups" +
+      "ertDocumentsResponse\022`\n\017DeleteDocuments\022" +
+      "%.groundwire.v1.DeleteDocumentsRequest\032&" +
+      ".groundwire.v1.DeleteDocumentsResponseB\262" +
+      "\001\n\021dev.groundwire.v1B\016IngestionProtoP\001Z8" +
+      "github.com/groundwire/groundwire/clients" +
+      "/go/groundwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002" +
+      "\rGroundwire\\V1\342\002\031Groundwire\\V1\\GPBMetada" +
+      "ta\352\002\016Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
           com.google.protobuf.DurationProto.getDescriptor(),
           com.google.protobuf.TimestampProto.getDescriptor(),
+          dev.groundwire.v1.UsageProto.getDescriptor(),
         });
     internal_static_groundwire_v1_EmbeddingDescription_descriptor =
       getDescriptor().getMessageType(0);
@@ -381,7 +385,7 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_OperationCounts_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_OperationCounts_descriptor,
-        new java.lang.String[] { "Discovered", "Ingested", "Unchanged", "Failed", "Deleted", "ChunksWritten", });
+        new java.lang.String[] { "Discovered", "Ingested", "Unchanged", "Failed", "Deleted", "ChunksWritten", "EmbeddingUsage", "TruncatedChunks", });
     internal_static_groundwire_v1_Operation_descriptor =
       getDescriptor().getMessageType(6);
     internal_static_groundwire_v1_Operation_fieldAccessorTable = new
@@ -517,6 +521,7 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.DurationProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();
+    dev.groundwire.v1.UsageProto.getDescriptor();
   }
 
   // @@protoc_insertion_point(outer_class_scope)

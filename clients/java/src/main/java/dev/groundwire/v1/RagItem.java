@@ -267,6 +267,81 @@ private static final long serialVersionUID = 0L;
     return span_ == null ? dev.groundwire.v1.CharSpan.getDefaultInstance() : span_;
   }
 
+  public static final int RERANK_RELEVANCE_FIELD_NUMBER = 60;
+  private double rerankRelevance_ = 0D;
+  /**
+   * <pre>
+   * Output only. The reranker's relevance for this candidate, in [0, 1]
+   * (higher is better); present when the rerank succeeded and the candidate
+   * was sent to the reranker. A separate value: `score` is never changed.
+   * </pre>
+   *
+   * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+   * @return Whether the rerankRelevance field is set.
+   */
+  @java.lang.Override
+  public boolean hasRerankRelevance() {
+    return ((bitField0_ & 0x00000004) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The reranker's relevance for this candidate, in [0, 1]
+   * (higher is better); present when the rerank succeeded and the candidate
+   * was sent to the reranker. A separate value: `score` is never changed.
+   * </pre>
+   *
+   * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+   * @return The rerankRelevance.
+   */
+  @java.lang.Override
+  public double getRerankRelevance() {
+    return rerankRelevance_;
+  }
+
+  public static final int BLEND_FIELD_NUMBER = 61;
+  private dev.groundwire.v1.BlendScore blend_;
+  /**
+   * <pre>
+   * Output only. The final-selection blend of this candidate; present under
+   * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+   * candidate was sent to the reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+   * @return Whether the blend field is set.
+   */
+  @java.lang.Override
+  public boolean hasBlend() {
+    return ((bitField0_ & 0x00000008) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The final-selection blend of this candidate; present under
+   * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+   * candidate was sent to the reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+   * @return The blend.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.BlendScore getBlend() {
+    return blend_ == null ? dev.groundwire.v1.BlendScore.getDefaultInstance() : blend_;
+  }
+  /**
+   * <pre>
+   * Output only. The final-selection blend of this candidate; present under
+   * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+   * candidate was sent to the reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.BlendScoreOrBuilder getBlendOrBuilder() {
+    return blend_ == null ? dev.groundwire.v1.BlendScore.getDefaultInstance() : blend_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -299,6 +374,12 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000002) != 0)) {
       output.writeMessage(6, getSpan());
     }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      output.writeDouble(60, rerankRelevance_);
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      output.writeMessage(61, getBlend());
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -324,6 +405,14 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000002) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(6, getSpan());
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeDoubleSize(60, rerankRelevance_);
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(61, getBlend());
     }
     return size;
   }
@@ -366,6 +455,17 @@ private static final long serialVersionUID = 0L;
       if (!getSpan()
           .equals(other.getSpan())) return false;
     }
+    if (hasRerankRelevance() != other.hasRerankRelevance()) return false;
+    if (hasRerankRelevance()) {
+      if (java.lang.Double.doubleToLongBits(getRerankRelevance())
+          != java.lang.Double.doubleToLongBits(
+              other.getRerankRelevance())) return false;
+    }
+    if (hasBlend() != other.hasBlend()) return false;
+    if (hasBlend()) {
+      if (!getBlend()
+          .equals(other.getBlend())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -392,6 +492,15 @@ private static final long serialVersionUID = 0L;
     if (hasSpan()) {
       hash = (37 * hash) + SPAN_FIELD_NUMBER;
       hash = (53 * hash) + getSpan().hashCode();
+    }
+    if (hasRerankRelevance()) {
+      hash = (37 * hash) + RERANK_RELEVANCE_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          java.lang.Double.doubleToLongBits(getRerankRelevance()));
+    }
+    if (hasBlend()) {
+      hash = (37 * hash) + BLEND_FIELD_NUMBER;
+      hash = (53 * hash) + getBlend().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -529,6 +638,7 @@ private static final long serialVersionUID = 0L;
               .alwaysUseFieldBuilders) {
         internalGetScoreFieldBuilder();
         internalGetSpanFieldBuilder();
+        internalGetBlendFieldBuilder();
       }
     }
     @java.lang.Override
@@ -548,6 +658,12 @@ private static final long serialVersionUID = 0L;
       if (spanBuilder_ != null) {
         spanBuilder_.dispose();
         spanBuilder_ = null;
+      }
+      rerankRelevance_ = 0D;
+      blend_ = null;
+      if (blendBuilder_ != null) {
+        blendBuilder_.dispose();
+        blendBuilder_ = null;
       }
       return this;
     }
@@ -607,6 +723,16 @@ private static final long serialVersionUID = 0L;
             : spanBuilder_.build();
         to_bitField0_ |= 0x00000002;
       }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.rerankRelevance_ = rerankRelevance_;
+        to_bitField0_ |= 0x00000004;
+      }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.blend_ = blendBuilder_ == null
+            ? blend_
+            : blendBuilder_.build();
+        to_bitField0_ |= 0x00000008;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -643,6 +769,12 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasSpan()) {
         mergeSpan(other.getSpan());
+      }
+      if (other.hasRerankRelevance()) {
+        setRerankRelevance(other.getRerankRelevance());
+      }
+      if (other.hasBlend()) {
+        mergeBlend(other.getBlend());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -702,6 +834,18 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000020;
               break;
             } // case 50
+            case 481: {
+              rerankRelevance_ = input.readDouble();
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 481
+            case 490: {
+              input.readMessage(
+                  internalGetBlendFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 490
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1327,6 +1471,243 @@ private static final long serialVersionUID = 0L;
         span_ = null;
       }
       return spanBuilder_;
+    }
+
+    private double rerankRelevance_ ;
+    /**
+     * <pre>
+     * Output only. The reranker's relevance for this candidate, in [0, 1]
+     * (higher is better); present when the rerank succeeded and the candidate
+     * was sent to the reranker. A separate value: `score` is never changed.
+     * </pre>
+     *
+     * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+     * @return Whether the rerankRelevance field is set.
+     */
+    @java.lang.Override
+    public boolean hasRerankRelevance() {
+      return ((bitField0_ & 0x00000040) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The reranker's relevance for this candidate, in [0, 1]
+     * (higher is better); present when the rerank succeeded and the candidate
+     * was sent to the reranker. A separate value: `score` is never changed.
+     * </pre>
+     *
+     * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+     * @return The rerankRelevance.
+     */
+    @java.lang.Override
+    public double getRerankRelevance() {
+      return rerankRelevance_;
+    }
+    /**
+     * <pre>
+     * Output only. The reranker's relevance for this candidate, in [0, 1]
+     * (higher is better); present when the rerank succeeded and the candidate
+     * was sent to the reranker. A separate value: `score` is never changed.
+     * </pre>
+     *
+     * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+     * @param value The rerankRelevance to set.
+     * @return This builder for chaining.
+     */
+    public Builder setRerankRelevance(double value) {
+
+      rerankRelevance_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The reranker's relevance for this candidate, in [0, 1]
+     * (higher is better); present when the rerank succeeded and the candidate
+     * was sent to the reranker. A separate value: `score` is never changed.
+     * </pre>
+     *
+     * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearRerankRelevance() {
+      bitField0_ = (bitField0_ & ~0x00000040);
+      rerankRelevance_ = 0D;
+      onChanged();
+      return this;
+    }
+
+    private dev.groundwire.v1.BlendScore blend_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.BlendScore, dev.groundwire.v1.BlendScore.Builder, dev.groundwire.v1.BlendScoreOrBuilder> blendBuilder_;
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     * @return Whether the blend field is set.
+     */
+    public boolean hasBlend() {
+      return ((bitField0_ & 0x00000080) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     * @return The blend.
+     */
+    public dev.groundwire.v1.BlendScore getBlend() {
+      if (blendBuilder_ == null) {
+        return blend_ == null ? dev.groundwire.v1.BlendScore.getDefaultInstance() : blend_;
+      } else {
+        return blendBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     */
+    public Builder setBlend(dev.groundwire.v1.BlendScore value) {
+      if (blendBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        blend_ = value;
+      } else {
+        blendBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     */
+    public Builder setBlend(
+        dev.groundwire.v1.BlendScore.Builder builderForValue) {
+      if (blendBuilder_ == null) {
+        blend_ = builderForValue.build();
+      } else {
+        blendBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     */
+    public Builder mergeBlend(dev.groundwire.v1.BlendScore value) {
+      if (blendBuilder_ == null) {
+        if (((bitField0_ & 0x00000080) != 0) &&
+          blend_ != null &&
+          blend_ != dev.groundwire.v1.BlendScore.getDefaultInstance()) {
+          getBlendBuilder().mergeFrom(value);
+        } else {
+          blend_ = value;
+        }
+      } else {
+        blendBuilder_.mergeFrom(value);
+      }
+      if (blend_ != null) {
+        bitField0_ |= 0x00000080;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     */
+    public Builder clearBlend() {
+      bitField0_ = (bitField0_ & ~0x00000080);
+      blend_ = null;
+      if (blendBuilder_ != null) {
+        blendBuilder_.dispose();
+        blendBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     */
+    public dev.groundwire.v1.BlendScore.Builder getBlendBuilder() {
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return internalGetBlendFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     */
+    public dev.groundwire.v1.BlendScoreOrBuilder getBlendOrBuilder() {
+      if (blendBuilder_ != null) {
+        return blendBuilder_.getMessageOrBuilder();
+      } else {
+        return blend_ == null ?
+            dev.groundwire.v1.BlendScore.getDefaultInstance() : blend_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.BlendScore, dev.groundwire.v1.BlendScore.Builder, dev.groundwire.v1.BlendScoreOrBuilder> 
+        internalGetBlendFieldBuilder() {
+      if (blendBuilder_ == null) {
+        blendBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.BlendScore, dev.groundwire.v1.BlendScore.Builder, dev.groundwire.v1.BlendScoreOrBuilder>(
+                getBlend(),
+                getParentForChildren(),
+                isClean());
+        blend_ = null;
+      }
+      return blendBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.RagItem)

@@ -132,4 +132,60 @@ public interface RagItemOrBuilder extends
    * <code>.groundwire.v1.CharSpan span = 6 [json_name = "span"];</code>
    */
   dev.groundwire.v1.CharSpanOrBuilder getSpanOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. The reranker's relevance for this candidate, in [0, 1]
+   * (higher is better); present when the rerank succeeded and the candidate
+   * was sent to the reranker. A separate value: `score` is never changed.
+   * </pre>
+   *
+   * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+   * @return Whether the rerankRelevance field is set.
+   */
+  boolean hasRerankRelevance();
+  /**
+   * <pre>
+   * Output only. The reranker's relevance for this candidate, in [0, 1]
+   * (higher is better); present when the rerank succeeded and the candidate
+   * was sent to the reranker. A separate value: `score` is never changed.
+   * </pre>
+   *
+   * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+   * @return The rerankRelevance.
+   */
+  double getRerankRelevance();
+
+  /**
+   * <pre>
+   * Output only. The final-selection blend of this candidate; present under
+   * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+   * candidate was sent to the reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+   * @return Whether the blend field is set.
+   */
+  boolean hasBlend();
+  /**
+   * <pre>
+   * Output only. The final-selection blend of this candidate; present under
+   * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+   * candidate was sent to the reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+   * @return The blend.
+   */
+  dev.groundwire.v1.BlendScore getBlend();
+  /**
+   * <pre>
+   * Output only. The final-selection blend of this candidate; present under
+   * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+   * candidate was sent to the reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+   */
+  dev.groundwire.v1.BlendScoreOrBuilder getBlendOrBuilder();
 }
