@@ -320,6 +320,13 @@ async def test_pushed_files_run_through_the_loaders(client: Client) -> None:
     assert await client.found("mixed", "TOKPUSHDOCX") == ["h.docx"]
     assert await client.found("mixed", "TOKPUSHHTML") == ["p.html"]
     assert await client.found("mixed", "TOKNAV") == []
+    # What the index holds for a pushed PDF: its extracted, de-hyphenated text.
+    got = await client.ing.GetDocument(
+        ing.GetDocumentRequest(index_name="mixed", document_id="q.pdf", include_chunks=True)
+    )
+    assert [c.text for c in got.chunks] == ["TOKPUSHPDF quarterly manipulation report"]
+    assert got.chunks_omitted == 0 and got.chunks[0].start == 0
+    assert got.document.size_characters == got.chunks[-1].end
 
 
 @pytest.mark.parametrize(
@@ -426,8 +433,12 @@ async def test_list_and_get_documents_per_tenant_paginated_content_free(listed: 
     assert first.chunk_count == 1 and first.version == final.version
     assert len(first.content_hash) == 64 and first.ingest_time.seconds > 0
     assert dict(first.metadata) == {"team": "docs"} and first.tenant == ""
-    # Content-free: no field carries the text.
+    # Content-free by default: no field carries the text; include_chunks asks for it.
     assert "body 0" not in str(first)
+    with_text = await listed.ing.GetDocument(
+        ing.GetDocumentRequest(index_name="docs", document_id="d00.md", include_chunks=True)
+    )
+    assert [(c.ordinal, c.text) for c in with_text.chunks] == [(0, "# Doc 0\n\nbody 0")]
     # Tenant-scoped: another tenant's document is not listed nor found.
     acme = await listed.ing.ListDocuments(
         ing.ListDocumentsRequest(index_name="docs", tenant="acme")

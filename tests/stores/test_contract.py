@@ -953,3 +953,35 @@ async def test_document_listing_is_per_tenant_paged_and_content_free(
     ]
     with pytest.raises(GroundwireError):
         await store.list_documents("missing-index", "", 10, None)
+
+
+async def test_document_chunks_are_the_published_ones_in_order(
+    store: Store, index_name: str
+) -> None:
+    await publish(
+        store,
+        index_name,
+        [
+            doc("d", ["first part", "second part", "third"], [vec(1, 0, 0, 0)] * 3),
+            doc("d", ["acme copy"], [vec(1, 0, 0, 0)], tenant="acme"),
+        ],
+    )
+    chunks = await store.document_chunks(index_name, "", "d", 10)
+    assert [(c.ordinal, c.text, c.start, c.end, c.section) for c in chunks] == [
+        (0, "first part", 0, 10, "Section"),
+        (1, "second part", 11, 22, "Section"),
+        (2, "third", 23, 28, "Section"),
+    ]
+    assert [c.text for c in await store.document_chunks(index_name, "", "d", 2)] == [
+        "first part",
+        "second part",
+    ]
+    assert [c.text for c in await store.document_chunks(index_name, "acme", "d", 10)] == [
+        "acme copy"
+    ]
+    v = await store.begin_version(index_name)
+    await store.stage_documents(index_name, v, [doc("d", ["staged"], [vec(1, 0, 0, 0)])])
+    assert len(await store.document_chunks(index_name, "", "d", 10)) == 3
+    await store.publish_version(index_name, v, spec(index_name))
+    assert [c.text for c in await store.document_chunks(index_name, "", "d", 10)] == ["staged"]
+    assert await store.document_chunks(index_name, "globex", "d", 10) == []

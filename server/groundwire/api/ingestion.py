@@ -62,6 +62,8 @@ _FORMATS = {
 
 # The ListDocuments listing (its tokens are refused by every other listing).
 LIST_DOCUMENTS = "ListDocuments"
+# GetDocument include_chunks: at most this many chunks in one response.
+MAX_DOCUMENT_CHUNKS = 1000
 
 
 def _pushed_file(i: int, d: ingestion_pb2.PushedDocument) -> PushDocument:
@@ -363,7 +365,24 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         doc = await handle.store.get_document(handle.name, tenant, request.document_id)
         if doc is None:
             raise not_found("DOCUMENT_NOT_FOUND", "no published document with the requested id")
-        return ingestion_pb2.GetDocumentResponse(document=document_to_proto(doc))
+        resp = ingestion_pb2.GetDocumentResponse(document=document_to_proto(doc))
+        if request.include_chunks:
+            chunks = await handle.store.document_chunks(
+                handle.name, tenant, request.document_id, MAX_DOCUMENT_CHUNKS
+            )
+            resp.chunks.extend(
+                ingestion_pb2.DocumentChunk(
+                    chunk_id=c.chunk_id,
+                    ordinal=c.ordinal,
+                    start=c.start,
+                    end=c.end,
+                    section=c.section,
+                    text=c.text,
+                )
+                for c in chunks
+            )
+            resp.chunks_omitted = max(0, doc.chunk_count - len(chunks))
+        return resp
 
     async def DeleteDocuments(
         self,

@@ -240,6 +240,13 @@ class Store(Protocol):
         """One of `tenant`'s published documents, or None."""
         ...
 
+    async def document_chunks(
+        self, name: str, tenant: str, document_id: str, limit: int
+    ) -> list[ChunkRecord]:
+        """The first `limit` chunks of one of `tenant`'s published documents, in
+        order ([] when it has none or is not published)."""
+        ...
+
     async def search_vector(
         self, name: str, vector: npt.NDArray[np.float32], k: int, scope: Scope
     ) -> list[ChunkHit]:

@@ -16,6 +16,7 @@ from groundwire.domain.retrieval import (
     Scope,
 )
 from groundwire.stores.base import (
+    ChunkRecord,
     DocumentInfo,
     DocumentKey,
     IndexSpec,
@@ -206,6 +207,17 @@ class MemoryStore:
         idx = self._get(name)
         key = DocumentKey(tenant, document_id)
         return self._info(idx, key) if key in idx.documents else None
+
+    async def document_chunks(
+        self, name: str, tenant: str, document_id: str, limit: int
+    ) -> list[ChunkRecord]:
+        idx = self._get(name)
+        rows = [idx.rows[r] for r in idx.doc_rows.get(DocumentKey(tenant, document_id), [])]
+        rows.sort(key=lambda row: (row.start, row.end))
+        return [
+            ChunkRecord(r.chunk_id, i, r.start, r.end, r.text, r.section)
+            for i, r in enumerate(rows[:limit])
+        ]
 
     async def search_vector(
         self, name: str, vector: npt.NDArray[np.float32], k: int, scope: Scope

@@ -30,6 +30,7 @@ from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.indexes import StoreKind
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, Scope
 from groundwire.stores.base import (
+    ChunkRecord,
     DistanceMetric,
     DocumentInfo,
     DocumentKey,
@@ -93,6 +94,16 @@ _DOCUMENTS_SQL = sql.SQL(
     "AND (%(after)s::text IS NULL OR d.document_id > %(after)s::text) "
     "AND (%(only)s::text IS NULL OR d.document_id = %(only)s::text) "
     "ORDER BY d.document_id LIMIT %(limit)s"
+)
+
+# The chunks of a tenant's published document (its version that is not staging).
+_CHUNKS_SQL = sql.SQL(
+    "SELECT c.chunk_id, c.ordinal, c.start_offset, c.end_offset, c.content, c.section "
+    "FROM gw_documents d JOIN gw_chunks c ON c.index_id = d.index_id "
+    "AND c.document_id = d.document_id AND c.tenant = d.tenant AND c.version = d.version "
+    "WHERE d.index_id = %(index_id)s AND d.tenant = %(tenant)s "
+    "AND d.document_id = %(document_id)s AND d.version <> ALL(%(staging)s::bigint[]) "
+    "ORDER BY c.ordinal LIMIT %(limit)s"
 )
 
 
@@ -233,6 +244,26 @@ class PostgresStore:
     async def get_document(self, name: str, tenant: str, document_id: str) -> DocumentInfo | None:
         found = await self._documents(name, tenant, 1, None, document_id)
         return found[0] if found else None
+
+    async def document_chunks(
+        self, name: str, tenant: str, document_id: str, limit: int
+    ) -> list[ChunkRecord]:
+        async with self._db.snapshot() as conn:
+            idx = await index_row(conn, name)
+            cur = await conn.execute(
+                _CHUNKS_SQL,
+                {
+                    "index_id": idx.id,
+                    "staging": idx.staging,
+                    "tenant": tenant,
+                    "document_id": document_id,
+                    "limit": limit,
+                },
+            )
+            return [
+                ChunkRecord(str(r[0]), int(r[1]), int(r[2]), int(r[3]), str(r[4]), str(r[5]))
+                for r in await cur.fetchall()
+            ]
 
     async def _documents(
         self, name: str, tenant: str, limit: int, after: str | None, only: str | None

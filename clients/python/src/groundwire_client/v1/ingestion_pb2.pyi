@@ -1498,26 +1498,77 @@ class GetDocumentRequest(_message.Message):
     INDEX_NAME_FIELD_NUMBER: _builtins.int
     DOCUMENT_ID_FIELD_NUMBER: _builtins.int
     TENANT_FIELD_NUMBER: _builtins.int
+    INCLUDE_CHUNKS_FIELD_NUMBER: _builtins.int
     index_name: _builtins.str
     """Required. The index name."""
     document_id: _builtins.str
     """Required. The document id."""
     tenant: _builtins.str
     """Optional. Tenant of the document, as in ListDocumentsRequest."""
+    include_chunks: _builtins.bool
+    """Optional. Also return the document's chunks with their text (the text
+    the index searches, as extracted and normalized), at most 1,000; by
+    default the response is content-free.
+    """
     def __init__(
         self,
         *,
         index_name: _builtins.str = ...,
         document_id: _builtins.str = ...,
         tenant: _builtins.str = ...,
+        include_chunks: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_id", b"document_id", "index_name", b"index_name", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_id", b"document_id", "include_chunks", b"include_chunks", "index_name", b"index_name", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetDocumentRequest: _TypeAlias = GetDocumentRequest  # noqa: Y015
+
+@_typing.final
+class DocumentChunk(_message.Message):
+    """One chunk of a document, with its text."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHUNK_ID_FIELD_NUMBER: _builtins.int
+    ORDINAL_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    SECTION_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    chunk_id: _builtins.str
+    """Output only. The chunk id (as in retrieval results)."""
+    ordinal: _builtins.int
+    """Output only. Position in the document, from 0."""
+    start: _builtins.int
+    """Output only. Start offset in the document's normalized text, in Unicode
+    characters.
+    """
+    end: _builtins.int
+    """Output only. End offset (exclusive), in Unicode characters."""
+    section: _builtins.str
+    """Output only. The Markdown section path it belongs to ("" when none)."""
+    text: _builtins.str
+    """Output only. The chunk text."""
+    def __init__(
+        self,
+        *,
+        chunk_id: _builtins.str = ...,
+        ordinal: _builtins.int = ...,
+        start: _builtins.int = ...,
+        end: _builtins.int = ...,
+        section: _builtins.str = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "end", b"end", "ordinal", b"ordinal", "section", b"section", "start", b"start", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DocumentChunk: _TypeAlias = DocumentChunk  # noqa: Y015
 
 @_typing.final
 class GetDocumentResponse(_message.Message):
@@ -1526,18 +1577,30 @@ class GetDocumentResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     DOCUMENT_FIELD_NUMBER: _builtins.int
+    CHUNKS_FIELD_NUMBER: _builtins.int
+    CHUNKS_OMITTED_FIELD_NUMBER: _builtins.int
+    chunks_omitted: _builtins.int
+    """Output only. Chunks beyond the 1,000 returned."""
     @_builtins.property
     def document(self) -> Global___DocumentInfo:
         """Output only. The document."""
+
+    @_builtins.property
+    def chunks(self) -> _containers.RepeatedCompositeFieldContainer[Global___DocumentChunk]:
+        """Output only. Its chunks in order, with include_chunks only (at most
+        1,000; see chunks_omitted).
+        """
 
     def __init__(
         self,
         *,
         document: Global___DocumentInfo | None = ...,
+        chunks: _abc.Iterable[Global___DocumentChunk] | None = ...,
+        chunks_omitted: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["document", b"document"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["document", b"document"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks", b"chunks", "chunks_omitted", b"chunks_omitted", "document", b"document"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
