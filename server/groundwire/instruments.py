@@ -51,3 +51,8 @@ EMBEDDING_TRUNCATED_TEXTS = _meter.create_counter(
     description="Texts the embedding model saw only in part (over its token window), "
     "by provider and task",
 )
+DOCUMENTS_NOT_INGESTED = _meter.create_counter(
+    "groundwire.ingestion.documents_not_ingested",
+    unit="{document}",
+    description="Documents an ingestion operation failed or skipped, by index and reason",
+)

@@ -109,6 +109,9 @@ const (
 	ErrorReason_ERROR_REASON_INDEX_REBUILD_REQUIRED ErrorReason = 104
 	// FAILED_PRECONDITION: another replica holds the index's ingestion lock.
 	ErrorReason_ERROR_REASON_INGESTION_LOCKED ErrorReason = 105
+	// NOT_FOUND: the caller's tenant has no published document with the
+	// requested id in the index (GetDocument).
+	ErrorReason_ERROR_REASON_DOCUMENT_NOT_FOUND ErrorReason = 120
 	// NOT_FOUND: no agent has the requested id.
 	ErrorReason_ERROR_REASON_AGENT_NOT_FOUND ErrorReason = 200
 	// FAILED_PRECONDITION: instructions, history, query and the response
@@ -269,6 +272,7 @@ var (
 		103: "ERROR_REASON_INVALID_PAGE_TOKEN",
 		104: "ERROR_REASON_INDEX_REBUILD_REQUIRED",
 		105: "ERROR_REASON_INGESTION_LOCKED",
+		120: "ERROR_REASON_DOCUMENT_NOT_FOUND",
 		200: "ERROR_REASON_AGENT_NOT_FOUND",
 		201: "ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED",
 		202: "ERROR_REASON_INVALID_RAG_POLICY",
@@ -345,6 +349,7 @@ var (
 		"ERROR_REASON_INVALID_PAGE_TOKEN":                  103,
 		"ERROR_REASON_INDEX_REBUILD_REQUIRED":              104,
 		"ERROR_REASON_INGESTION_LOCKED":                    105,
+		"ERROR_REASON_DOCUMENT_NOT_FOUND":                  120,
 		"ERROR_REASON_AGENT_NOT_FOUND":                     200,
 		"ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED":         201,
 		"ERROR_REASON_INVALID_RAG_POLICY":                  202,
@@ -423,7 +428,7 @@ var File_groundwire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\x9e\x16\n" +
+	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xc3\x16\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\x1f\n" +
@@ -455,7 +460,8 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	" ERROR_REASON_OPERATION_NOT_FOUND\x10f\x12#\n" +
 	"\x1fERROR_REASON_INVALID_PAGE_TOKEN\x10g\x12'\n" +
 	"#ERROR_REASON_INDEX_REBUILD_REQUIRED\x10h\x12!\n" +
-	"\x1dERROR_REASON_INGESTION_LOCKED\x10i\x12!\n" +
+	"\x1dERROR_REASON_INGESTION_LOCKED\x10i\x12#\n" +
+	"\x1fERROR_REASON_DOCUMENT_NOT_FOUND\x10x\x12!\n" +
 	"\x1cERROR_REASON_AGENT_NOT_FOUND\x10\xc8\x01\x12-\n" +
 	"(ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED\x10\xc9\x01\x12$\n" +
 	"\x1fERROR_REASON_INVALID_RAG_POLICY\x10\xca\x01\x12%\n" +

@@ -32,6 +32,10 @@ _METHOD_PERMISSIONS: Mapping[str, Permission | None] = {
     "/groundwire.v1.IngestionManagerService/ListIndexes": None,
     "/groundwire.v1.IngestionManagerService/GetIndex": None,
     "/groundwire.v1.AgentService/PrepareExecution": Permission.PREPARE,
+    # What the caller's own tenant holds in an index: the documents Retrieve
+    # already reads, so `retrieve` is enough (never another tenant's).
+    "/groundwire.v1.IngestionManagerService/ListDocuments": Permission.RETRIEVE,
+    "/groundwire.v1.IngestionManagerService/GetDocument": Permission.RETRIEVE,
 }
 # `manage`, or `ingest` for indexes whose configured tenant is the key's own: the
 # interceptor admits either, the servicer checks the index (ingestion_control).

@@ -135,9 +135,9 @@ def _sources(index: IndexConfig) -> list[SourceConfig]:
     out: list[SourceConfig] = []
     for s in index.sources:
         if isinstance(s, DirectoryConfig):
-            out.append(DirectorySource(s.path, s.glob, s.recursive))
+            out.append(DirectorySource(s.path, s.glob, s.recursive, s.extension_formats()))
         elif isinstance(s, FilesConfig):
-            out.append(FilesSource(tuple(s.paths)))
+            out.append(FilesSource(tuple(s.paths), s.extension_formats()))
         elif isinstance(s, InlineConfig):
             out.append(
                 InlineSource(
@@ -341,6 +341,7 @@ async def build_catalog(
                 strategy=index.ingestion.strategy,
                 schedule=index.ingestion.schedule,
                 reject_overlong_chunks=index.ingestion.overlong_chunks == "reject",
+                watch_debounce_ms=index.ingestion.watch_debounce_ms,
             )
         )
     if previous is not None:

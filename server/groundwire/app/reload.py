@@ -108,10 +108,23 @@ RESTART_ONLY: dict[str, str] = {
 # field added later) counts as an ingestion input. The embedder object is
 # excluded because what it makes is in `spec` (its descriptor).
 _SERVING_ONLY_FIELDS = frozenset(
-    {"store", "embedder", "description", "strategy", "schedule", "ready", "embed_batch_size"}
+    {
+        "store",
+        "embedder",
+        "description",
+        "strategy",
+        "schedule",
+        "ready",
+        "embed_batch_size",
+        "watch_debounce_ms",
+    }
 )
 _STARTUP_STRATEGIES = frozenset(
-    {IngestionStrategy.ON_STARTUP, IngestionStrategy.BACKGROUND_ON_STARTUP}
+    {
+        IngestionStrategy.ON_STARTUP,
+        IngestionStrategy.BACKGROUND_ON_STARTUP,
+        IngestionStrategy.WATCH,
+    }
 )
 _VIOLATION = re.compile(r"^\s{2}(\S[^:]*): (.*)$")
 # A single-line error of a factory, "section.key: what is wrong".

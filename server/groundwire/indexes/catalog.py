@@ -37,6 +37,7 @@ class IndexHandle:
     extensions: Sequence[str] = (".md", ".markdown", ".txt", ".text")
     strategy: str = "manual"
     schedule: str | None = None
+    watch_debounce_ms: int = 500  # strategy "watch"
     # Extension -> plug-in loader (`ingestion.loaders`), ahead of the built-in ones.
     loaders: Mapping[str, Loader] = field(default_factory=dict)
     # Fail documents with a chunk over the embedder's token window instead of

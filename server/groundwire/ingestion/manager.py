@@ -22,6 +22,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -29,17 +30,20 @@ from datetime import datetime
 from groundwire.domain.errors import ErrorKind, GroundwireError, not_found
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import (
+    SKIP_REASONS,
     DocumentFailureInfo,
     Operation,
     OperationCounts,
     OperationErrorCode,
     OperationState,
     OperationTrigger,
+    OperationWarning,
 )
 from groundwire.domain.usage import EmbeddingUsage
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.pipeline import IngestionReport, needs_rebuild, run_ingestion
-from groundwire.instruments import INGESTIONS
+from groundwire.ingestion.watch import Watch
+from groundwire.instruments import DOCUMENTS_NOT_INGESTED, INGESTIONS
 from groundwire.providers.embeddings.usage import UsageMeter
 from groundwire.stores.base import IngestionLock, OperationLog
 from groundwire.stores.usage import UsageRecorder
@@ -158,7 +162,7 @@ class IngestionManager:
         """Start the first run of each BACKGROUND_ON_STARTUP index (it serves its last
         published version meanwhile), then the schedules."""
         for handle in self._catalog.handles():
-            if handle.strategy == "background_on_startup":
+            if handle.strategy in ("background_on_startup", IngestionStrategy.WATCH):
                 await self._start_first_run(handle)
         self.start_schedulers()
 
@@ -195,6 +199,15 @@ class IngestionManager:
         for handle in self._catalog.handles():
             if handle.strategy == IngestionStrategy.SCHEDULED and handle.schedule:
                 self._schedulers.append(asyncio.create_task(self._schedule_loop(handle)))
+            elif handle.strategy == IngestionStrategy.WATCH:
+                watch = Watch(
+                    handle.name,
+                    handle.sources,
+                    start=functools.partial(self.start, handle.name, OperationTrigger.WATCH),
+                    wait=self.wait,
+                    debounce_ms=handle.watch_debounce_ms,
+                )
+                self._schedulers.append(asyncio.create_task(watch.run()))
 
     async def replace_catalog(self, catalog: IndexCatalog) -> None:
         """Run new operations on a reloaded catalog and restart the schedules from
@@ -436,6 +449,19 @@ class IngestionManager:
         INGESTIONS.add(
             1, {"index": handle.name, "trigger": final.trigger.value, "state": final.state.value}
         )
+        for reason, number in final.counts.by_reason:
+            DOCUMENTS_NOT_INGESTED.add(number, {"index": handle.name, "reason": reason})
+        if OperationWarning.NO_DOCUMENTS in final.warnings:
+            log.warning(
+                "ingestion found no document to ingest in the index's sources",
+                extra={
+                    "index": handle.name,
+                    "operation_id": final.id,
+                    "discovered": final.counts.discovered,
+                    "skipped": final.counts.skipped,
+                    "failed": final.counts.failed,
+                },
+            )
         log.info(
             "ingestion ended",
             extra={
@@ -446,6 +472,7 @@ class IngestionManager:
                 "ingested": final.counts.ingested,
                 "unchanged": final.counts.unchanged,
                 "failed": final.counts.failed,
+                "skipped": final.counts.skipped,
                 "deleted": final.counts.deleted,
                 "chunks": final.counts.chunks_written,
             },
@@ -489,16 +516,27 @@ def _with_usage(counts: OperationCounts, usage: EmbeddingUsage) -> OperationCoun
 
 
 def _apply(op: Operation, report: IngestionReport) -> Operation:
+    by_reason = Counter(f.reason.value for f in report.failures)
+    skipped = sum(n for r, n in by_reason.items() if r in SKIP_REASONS)
     counts = OperationCounts(
         discovered=report.discovered,
         ingested=report.ingested,
         unchanged=report.unchanged,
-        failed=report.failed,
+        failed=report.failed - skipped,
         deleted=report.deleted,
         chunks_written=report.chunks_written,
+        skipped=skipped,
+        by_reason=tuple(sorted(by_reason.items())),
     )
     counts = _with_usage(counts, report.embedding_usage)
     failures = [DocumentFailureInfo(f.document_id, f.reason) for f in report.failures]
+    # Done with nothing ingested or unchanged: the sources gave no document.
+    empty = report.phase.value == "DONE" and report.ingested + report.unchanged == 0
     return replace(
-        op, phase=report.phase.value, counts=counts, version=report.version, rebuild=report.rebuilt
+        op,
+        phase=report.phase.value,
+        counts=counts,
+        version=report.version,
+        rebuild=report.rebuilt,
+        warnings=(OperationWarning.NO_DOCUMENTS,) if empty else (),
     ).with_failures(failures)

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from groundwire.domain.chunking import Chunk
-from groundwire.domain.operations import DocumentFailureReason
+from groundwire.domain.operations import SKIP_REASONS, DocumentFailureReason
 from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import (
@@ -118,6 +118,7 @@ def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | 
             max_bytes=handle.max_file_bytes,
             metadata=handle.metadata,
             loaders=handle.loaders,
+            formats=item.formats,
         )
     meta = {**handle.metadata, **item.metadata}
     return load_bytes(
@@ -263,6 +264,9 @@ async def _ingest(
             if isinstance(loaded, LoadFailure):
                 report.failed += 1
                 report.failures.append(loaded)
+                if loaded.reason in SKIP_REASONS:
+                    # Not a document of the index (any more): a published copy goes.
+                    seen.discard(item.document_id)
                 continue
             digest = content_hash(loaded, handle.tenant, loaded.metadata)
             if (

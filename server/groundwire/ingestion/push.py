@@ -1,4 +1,5 @@
-"""Push-style documents: an application sends document text directly; each call
+"""Push-style documents: an application sends document text, or a file's bytes
+with its media type (read by the loaders configured sources use), directly; each call
 is embedded, staged and published as one new index version (the pipeline's
 write sequence, without a source scan). A malformed request (ids, metadata, counts,
 tenant) is refused as a whole; a document whose content cannot be loaded is
@@ -39,6 +40,9 @@ class PushDocument:
     title: str = ""
     format: DocumentFormat = DocumentFormat.TEXT
     metadata: Mapping[str, str] = field(default_factory=dict)
+    # A file's bytes in `format` (then `text` is empty), read by the same loader a
+    # configured source's file of that format is.
+    content: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +137,7 @@ def _prepare(
         loaded = load_bytes(
             d.document_id,
             PUSH_SOURCE_PREFIX + d.document_id,
-            d.text.encode(),
+            d.content if d.content is not None else d.text.encode(),
             d.format,
             max_bytes=handle.max_file_bytes,
             metadata={**handle.metadata, **d.metadata},

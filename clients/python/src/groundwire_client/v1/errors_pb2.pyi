@@ -115,6 +115,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """
     ERROR_REASON_INGESTION_LOCKED: _ErrorReason.ValueType  # 105
     """FAILED_PRECONDITION: another replica holds the index's ingestion lock."""
+    ERROR_REASON_DOCUMENT_NOT_FOUND: _ErrorReason.ValueType  # 120
+    """NOT_FOUND: the caller's tenant has no published document with the
+    requested id in the index (GetDocument).
+    """
     ERROR_REASON_AGENT_NOT_FOUND: _ErrorReason.ValueType  # 200
     """NOT_FOUND: no agent has the requested id."""
     ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED: _ErrorReason.ValueType  # 201
@@ -360,6 +364,10 @@ retrieval keeps serving).
 """
 ERROR_REASON_INGESTION_LOCKED: ErrorReason.ValueType  # 105
 """FAILED_PRECONDITION: another replica holds the index's ingestion lock."""
+ERROR_REASON_DOCUMENT_NOT_FOUND: ErrorReason.ValueType  # 120
+"""NOT_FOUND: the caller's tenant has no published document with the
+requested id in the index (GetDocument).
+"""
 ERROR_REASON_AGENT_NOT_FOUND: ErrorReason.ValueType  # 200
 """NOT_FOUND: no agent has the requested id."""
 ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED: ErrorReason.ValueType  # 201

@@ -274,6 +274,15 @@ public enum ErrorReason
   ERROR_REASON_INGESTION_LOCKED(105),
   /**
    * <pre>
+   * NOT_FOUND: the caller's tenant has no published document with the
+   * requested id in the index (GetDocument).
+   * </pre>
+   *
+   * <code>ERROR_REASON_DOCUMENT_NOT_FOUND = 120;</code>
+   */
+  ERROR_REASON_DOCUMENT_NOT_FOUND(120),
+  /**
+   * <pre>
    * NOT_FOUND: no agent has the requested id.
    * </pre>
    *
@@ -931,6 +940,15 @@ public enum ErrorReason
   public static final int ERROR_REASON_INGESTION_LOCKED_VALUE = 105;
   /**
    * <pre>
+   * NOT_FOUND: the caller's tenant has no published document with the
+   * requested id in the index (GetDocument).
+   * </pre>
+   *
+   * <code>ERROR_REASON_DOCUMENT_NOT_FOUND = 120;</code>
+   */
+  public static final int ERROR_REASON_DOCUMENT_NOT_FOUND_VALUE = 120;
+  /**
+   * <pre>
    * NOT_FOUND: no agent has the requested id.
    * </pre>
    *
@@ -1374,6 +1392,7 @@ public enum ErrorReason
       case 103: return ERROR_REASON_INVALID_PAGE_TOKEN;
       case 104: return ERROR_REASON_INDEX_REBUILD_REQUIRED;
       case 105: return ERROR_REASON_INGESTION_LOCKED;
+      case 120: return ERROR_REASON_DOCUMENT_NOT_FOUND;
       case 200: return ERROR_REASON_AGENT_NOT_FOUND;
       case 201: return ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED;
       case 202: return ERROR_REASON_INVALID_RAG_POLICY;

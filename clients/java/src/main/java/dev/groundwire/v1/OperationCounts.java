@@ -44,6 +44,18 @@ private static final long serialVersionUID = 0L;
     return dev.groundwire.v1.IngestionProto.internal_static_groundwire_v1_OperationCounts_descriptor;
   }
 
+  @SuppressWarnings({"rawtypes"})
+  @java.lang.Override
+  protected com.google.protobuf.MapFieldReflectionAccessor internalGetMapFieldReflection(
+      int number) {
+    switch (number) {
+      case 171:
+        return internalGetNotIngestedByReason();
+      default:
+        throw new RuntimeException(
+            "Invalid map field number: " + number);
+    }
+  }
   @java.lang.Override
   protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internalGetFieldAccessorTable() {
@@ -57,7 +69,9 @@ private static final long serialVersionUID = 0L;
   private int discovered_ = 0;
   /**
    * <pre>
-   * Output only. Documents found in the sources.
+   * Output only. Documents found in the sources: every file a directory
+   * source's glob matches (hidden files and directories excepted), whatever
+   * its type, so discovered = ingested + unchanged + failed + skipped.
    * </pre>
    *
    * <code>uint32 discovered = 1 [json_name = "discovered"];</code>
@@ -198,6 +212,125 @@ private static final long serialVersionUID = 0L;
     return truncatedChunks_;
   }
 
+  public static final int SKIPPED_FIELD_NUMBER = 170;
+  private int skipped_ = 0;
+  /**
+   * <pre>
+   * Output only. Documents found whose type no enabled loader reads (an
+   * extension the source does not list, an extensionless file that is not
+   * UTF-8 text, a URL's unsupported media type); listed in Operation.skipped,
+   * not counted in `failed`.
+   * </pre>
+   *
+   * <code>uint32 skipped = 170 [json_name = "skipped"];</code>
+   * @return The skipped.
+   */
+  @java.lang.Override
+  public int getSkipped() {
+    return skipped_;
+  }
+
+  public static final int NOT_INGESTED_BY_REASON_FIELD_NUMBER = 171;
+  private static final class NotIngestedByReasonDefaultEntryHolder {
+    static final com.google.protobuf.MapEntry<
+        java.lang.String, java.lang.Integer> defaultEntry =
+            com.google.protobuf.MapEntry
+            .<java.lang.String, java.lang.Integer>newDefaultInstance(
+                dev.groundwire.v1.IngestionProto.internal_static_groundwire_v1_OperationCounts_NotIngestedByReasonEntry_descriptor, 
+                com.google.protobuf.WireFormat.FieldType.STRING,
+                "",
+                com.google.protobuf.WireFormat.FieldType.UINT32,
+                0);
+  }
+  @SuppressWarnings("serial")
+  private com.google.protobuf.MapField<
+      java.lang.String, java.lang.Integer> notIngestedByReason_;
+  private com.google.protobuf.MapField<java.lang.String, java.lang.Integer>
+  internalGetNotIngestedByReason() {
+    if (notIngestedByReason_ == null) {
+      return com.google.protobuf.MapField.emptyMapField(
+          NotIngestedByReasonDefaultEntryHolder.defaultEntry);
+    }
+    return notIngestedByReason_;
+  }
+  public int getNotIngestedByReasonCount() {
+    return internalGetNotIngestedByReason().getMap().size();
+  }
+  /**
+   * <pre>
+   * Output only. Documents not ingested (failed or skipped), per reason (the
+   * DocumentFailure.reason codes), every one counted, also those beyond the
+   * listed 100.
+   * </pre>
+   *
+   * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+   */
+  @java.lang.Override
+  public boolean containsNotIngestedByReason(
+      java.lang.String key) {
+    java.util.Objects.requireNonNull(key, "map key");
+    return internalGetNotIngestedByReason().getMap().containsKey(key);
+  }
+  /**
+   * Use {@link #getNotIngestedByReasonMap()} instead.
+   */
+  @java.lang.Override
+  @java.lang.Deprecated
+  public java.util.Map<java.lang.String, java.lang.Integer> getNotIngestedByReason() {
+    return getNotIngestedByReasonMap();
+  }
+  /**
+   * <pre>
+   * Output only. Documents not ingested (failed or skipped), per reason (the
+   * DocumentFailure.reason codes), every one counted, also those beyond the
+   * listed 100.
+   * </pre>
+   *
+   * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+   */
+  @java.lang.Override
+  public java.util.Map<java.lang.String, java.lang.Integer> getNotIngestedByReasonMap() {
+    return internalGetNotIngestedByReason().getMap();
+  }
+  /**
+   * <pre>
+   * Output only. Documents not ingested (failed or skipped), per reason (the
+   * DocumentFailure.reason codes), every one counted, also those beyond the
+   * listed 100.
+   * </pre>
+   *
+   * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+   */
+  @java.lang.Override
+  public int getNotIngestedByReasonOrDefault(
+      java.lang.String key,
+      int defaultValue) {
+    java.util.Objects.requireNonNull(key, "map key");
+    java.util.Map<java.lang.String, java.lang.Integer> map =
+        internalGetNotIngestedByReason().getMap();
+    return map.containsKey(key) ? map.get(key) : defaultValue;
+  }
+  /**
+   * <pre>
+   * Output only. Documents not ingested (failed or skipped), per reason (the
+   * DocumentFailure.reason codes), every one counted, also those beyond the
+   * listed 100.
+   * </pre>
+   *
+   * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+   */
+  @java.lang.Override
+  public int getNotIngestedByReasonOrThrow(
+      java.lang.String key) {
+    java.util.Objects.requireNonNull(key, "map key");
+    java.util.Map<java.lang.String, java.lang.Integer> map =
+        internalGetNotIngestedByReason().getMap();
+    if (!map.containsKey(key)) {
+      throw new java.lang.IllegalArgumentException();
+    }
+    return map.get(key);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -236,6 +369,15 @@ private static final long serialVersionUID = 0L;
     if (truncatedChunks_ != 0) {
       output.writeUInt32(81, truncatedChunks_);
     }
+    if (skipped_ != 0) {
+      output.writeUInt32(170, skipped_);
+    }
+    com.google.protobuf.GeneratedMessage
+      .serializeStringMapTo(
+        output,
+        internalGetNotIngestedByReason(),
+        NotIngestedByReasonDefaultEntryHolder.defaultEntry,
+        171);
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -271,6 +413,20 @@ private static final long serialVersionUID = 0L;
     if (truncatedChunks_ != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeUInt32Size(81, truncatedChunks_);
+    }
+    if (skipped_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(170, skipped_);
+    }
+    for (java.util.Map.Entry<java.lang.String, java.lang.Integer> entry
+         : internalGetNotIngestedByReason().getMap().entrySet()) {
+      com.google.protobuf.MapEntry<java.lang.String, java.lang.Integer>
+      notIngestedByReason__ = NotIngestedByReasonDefaultEntryHolder.defaultEntry.newBuilderForType()
+          .setKey(entry.getKey())
+          .setValue(entry.getValue())
+          .buildPartial();
+      size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(171, notIngestedByReason__);
     }
     return size;
   }
@@ -315,6 +471,10 @@ private static final long serialVersionUID = 0L;
     }
     if (getTruncatedChunks()
         != other.getTruncatedChunks()) return false;
+    if (getSkipped()
+        != other.getSkipped()) return false;
+    if (!internalGetNotIngestedByReason().equals(
+        other.internalGetNotIngestedByReason())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -344,6 +504,12 @@ private static final long serialVersionUID = 0L;
     }
     hash = (37 * hash) + TRUNCATED_CHUNKS_FIELD_NUMBER;
     hash = (53 * hash) + getTruncatedChunks();
+    hash = (37 * hash) + SKIPPED_FIELD_NUMBER;
+    hash = (53 * hash) + getSkipped();
+    if (!internalGetNotIngestedByReason().getMap().isEmpty()) {
+      hash = (37 * hash) + NOT_INGESTED_BY_REASON_FIELD_NUMBER;
+      hash = (53 * hash) + internalGetNotIngestedByReason().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -457,6 +623,28 @@ private static final long serialVersionUID = 0L;
       return dev.groundwire.v1.IngestionProto.internal_static_groundwire_v1_OperationCounts_descriptor;
     }
 
+    @SuppressWarnings({"rawtypes"})
+    protected com.google.protobuf.MapFieldReflectionAccessor internalGetMapFieldReflection(
+        int number) {
+      switch (number) {
+        case 171:
+          return internalGetNotIngestedByReason();
+        default:
+          throw new RuntimeException(
+              "Invalid map field number: " + number);
+      }
+    }
+    @SuppressWarnings({"rawtypes"})
+    protected com.google.protobuf.MapFieldReflectionAccessor internalGetMutableMapFieldReflection(
+        int number) {
+      switch (number) {
+        case 171:
+          return internalGetMutableNotIngestedByReason();
+        default:
+          throw new RuntimeException(
+              "Invalid map field number: " + number);
+      }
+    }
     @java.lang.Override
     protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
         internalGetFieldAccessorTable() {
@@ -497,6 +685,8 @@ private static final long serialVersionUID = 0L;
         embeddingUsageBuilder_ = null;
       }
       truncatedChunks_ = 0;
+      skipped_ = 0;
+      internalGetMutableNotIngestedByReason().clear();
       return this;
     }
 
@@ -558,6 +748,13 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000080) != 0)) {
         result.truncatedChunks_ = truncatedChunks_;
       }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.skipped_ = skipped_;
+      }
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.notIngestedByReason_ = internalGetNotIngestedByReason();
+        result.notIngestedByReason_.makeImmutable();
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -597,6 +794,12 @@ private static final long serialVersionUID = 0L;
       if (other.getTruncatedChunks() != 0) {
         setTruncatedChunks(other.getTruncatedChunks());
       }
+      if (other.getSkipped() != 0) {
+        setSkipped(other.getSkipped());
+      }
+      internalGetMutableNotIngestedByReason().mergeFrom(
+          other.internalGetNotIngestedByReason());
+      bitField0_ |= 0x00000200;
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -663,6 +866,20 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000080;
               break;
             } // case 648
+            case 1360: {
+              skipped_ = input.readUInt32();
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 1360
+            case 1370: {
+              com.google.protobuf.MapEntry<java.lang.String, java.lang.Integer>
+              notIngestedByReason__ = input.readMessage(
+                  NotIngestedByReasonDefaultEntryHolder.defaultEntry.getParserForType(), extensionRegistry);
+              internalGetMutableNotIngestedByReason().getMutableMap().put(
+                  notIngestedByReason__.getKey(), notIngestedByReason__.getValue());
+              bitField0_ |= 0x00000200;
+              break;
+            } // case 1370
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -683,7 +900,9 @@ private static final long serialVersionUID = 0L;
     private int discovered_ ;
     /**
      * <pre>
-     * Output only. Documents found in the sources.
+     * Output only. Documents found in the sources: every file a directory
+     * source's glob matches (hidden files and directories excepted), whatever
+     * its type, so discovered = ingested + unchanged + failed + skipped.
      * </pre>
      *
      * <code>uint32 discovered = 1 [json_name = "discovered"];</code>
@@ -695,7 +914,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Documents found in the sources.
+     * Output only. Documents found in the sources: every file a directory
+     * source's glob matches (hidden files and directories excepted), whatever
+     * its type, so discovered = ingested + unchanged + failed + skipped.
      * </pre>
      *
      * <code>uint32 discovered = 1 [json_name = "discovered"];</code>
@@ -711,7 +932,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Documents found in the sources.
+     * Output only. Documents found in the sources: every file a directory
+     * source's glob matches (hidden files and directories excepted), whatever
+     * its type, so discovered = ingested + unchanged + failed + skipped.
      * </pre>
      *
      * <code>uint32 discovered = 1 [json_name = "discovered"];</code>
@@ -1146,6 +1369,226 @@ private static final long serialVersionUID = 0L;
       bitField0_ = (bitField0_ & ~0x00000080);
       truncatedChunks_ = 0;
       onChanged();
+      return this;
+    }
+
+    private int skipped_ ;
+    /**
+     * <pre>
+     * Output only. Documents found whose type no enabled loader reads (an
+     * extension the source does not list, an extensionless file that is not
+     * UTF-8 text, a URL's unsupported media type); listed in Operation.skipped,
+     * not counted in `failed`.
+     * </pre>
+     *
+     * <code>uint32 skipped = 170 [json_name = "skipped"];</code>
+     * @return The skipped.
+     */
+    @java.lang.Override
+    public int getSkipped() {
+      return skipped_;
+    }
+    /**
+     * <pre>
+     * Output only. Documents found whose type no enabled loader reads (an
+     * extension the source does not list, an extensionless file that is not
+     * UTF-8 text, a URL's unsupported media type); listed in Operation.skipped,
+     * not counted in `failed`.
+     * </pre>
+     *
+     * <code>uint32 skipped = 170 [json_name = "skipped"];</code>
+     * @param value The skipped to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSkipped(int value) {
+
+      skipped_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Documents found whose type no enabled loader reads (an
+     * extension the source does not list, an extensionless file that is not
+     * UTF-8 text, a URL's unsupported media type); listed in Operation.skipped,
+     * not counted in `failed`.
+     * </pre>
+     *
+     * <code>uint32 skipped = 170 [json_name = "skipped"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSkipped() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      skipped_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.MapField<
+        java.lang.String, java.lang.Integer> notIngestedByReason_;
+    private com.google.protobuf.MapField<java.lang.String, java.lang.Integer>
+        internalGetNotIngestedByReason() {
+      if (notIngestedByReason_ == null) {
+        return com.google.protobuf.MapField.emptyMapField(
+            NotIngestedByReasonDefaultEntryHolder.defaultEntry);
+      }
+      return notIngestedByReason_;
+    }
+    private com.google.protobuf.MapField<java.lang.String, java.lang.Integer>
+        internalGetMutableNotIngestedByReason() {
+      if (notIngestedByReason_ == null) {
+        notIngestedByReason_ = com.google.protobuf.MapField.newMapField(
+            NotIngestedByReasonDefaultEntryHolder.defaultEntry);
+      }
+      if (!notIngestedByReason_.isMutable()) {
+        notIngestedByReason_ = notIngestedByReason_.copy();
+      }
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return notIngestedByReason_;
+    }
+    public int getNotIngestedByReasonCount() {
+      return internalGetNotIngestedByReason().getMap().size();
+    }
+    /**
+     * <pre>
+     * Output only. Documents not ingested (failed or skipped), per reason (the
+     * DocumentFailure.reason codes), every one counted, also those beyond the
+     * listed 100.
+     * </pre>
+     *
+     * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+     */
+    @java.lang.Override
+    public boolean containsNotIngestedByReason(
+        java.lang.String key) {
+      java.util.Objects.requireNonNull(key, "map key");
+      return internalGetNotIngestedByReason().getMap().containsKey(key);
+    }
+    /**
+     * Use {@link #getNotIngestedByReasonMap()} instead.
+     */
+    @java.lang.Override
+    @java.lang.Deprecated
+    public java.util.Map<java.lang.String, java.lang.Integer> getNotIngestedByReason() {
+      return getNotIngestedByReasonMap();
+    }
+    /**
+     * <pre>
+     * Output only. Documents not ingested (failed or skipped), per reason (the
+     * DocumentFailure.reason codes), every one counted, also those beyond the
+     * listed 100.
+     * </pre>
+     *
+     * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+     */
+    @java.lang.Override
+    public java.util.Map<java.lang.String, java.lang.Integer> getNotIngestedByReasonMap() {
+      return internalGetNotIngestedByReason().getMap();
+    }
+    /**
+     * <pre>
+     * Output only. Documents not ingested (failed or skipped), per reason (the
+     * DocumentFailure.reason codes), every one counted, also those beyond the
+     * listed 100.
+     * </pre>
+     *
+     * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+     */
+    @java.lang.Override
+    public int getNotIngestedByReasonOrDefault(
+        java.lang.String key,
+        int defaultValue) {
+      java.util.Objects.requireNonNull(key, "map key");
+      java.util.Map<java.lang.String, java.lang.Integer> map =
+          internalGetNotIngestedByReason().getMap();
+      return map.containsKey(key) ? map.get(key) : defaultValue;
+    }
+    /**
+     * <pre>
+     * Output only. Documents not ingested (failed or skipped), per reason (the
+     * DocumentFailure.reason codes), every one counted, also those beyond the
+     * listed 100.
+     * </pre>
+     *
+     * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+     */
+    @java.lang.Override
+    public int getNotIngestedByReasonOrThrow(
+        java.lang.String key) {
+      java.util.Objects.requireNonNull(key, "map key");
+      java.util.Map<java.lang.String, java.lang.Integer> map =
+          internalGetNotIngestedByReason().getMap();
+      if (!map.containsKey(key)) {
+        throw new java.lang.IllegalArgumentException();
+      }
+      return map.get(key);
+    }
+    public Builder clearNotIngestedByReason() {
+      bitField0_ = (bitField0_ & ~0x00000200);
+      internalGetMutableNotIngestedByReason().getMutableMap()
+          .clear();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Documents not ingested (failed or skipped), per reason (the
+     * DocumentFailure.reason codes), every one counted, also those beyond the
+     * listed 100.
+     * </pre>
+     *
+     * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+     */
+    public Builder removeNotIngestedByReason(
+        java.lang.String key) {
+      java.util.Objects.requireNonNull(key, "map key");
+      internalGetMutableNotIngestedByReason().getMutableMap()
+          .remove(key);
+      return this;
+    }
+    /**
+     * Use alternate mutation accessors instead.
+     */
+    @java.lang.Deprecated
+    public java.util.Map<java.lang.String, java.lang.Integer>
+        getMutableNotIngestedByReason() {
+      bitField0_ |= 0x00000200;
+      return internalGetMutableNotIngestedByReason().getMutableMap();
+    }
+    /**
+     * <pre>
+     * Output only. Documents not ingested (failed or skipped), per reason (the
+     * DocumentFailure.reason codes), every one counted, also those beyond the
+     * listed 100.
+     * </pre>
+     *
+     * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+     */
+    public Builder putNotIngestedByReason(
+        java.lang.String key,
+        int value) {
+      java.util.Objects.requireNonNull(key, "map key");
+
+      internalGetMutableNotIngestedByReason().getMutableMap()
+          .put(key, value);
+      bitField0_ |= 0x00000200;
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Documents not ingested (failed or skipped), per reason (the
+     * DocumentFailure.reason codes), every one counted, also those beyond the
+     * listed 100.
+     * </pre>
+     *
+     * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+     */
+    public Builder putAllNotIngestedByReason(
+        java.util.Map<java.lang.String, java.lang.Integer> values) {
+      internalGetMutableNotIngestedByReason().getMutableMap()
+          .putAll(values);
+      bitField0_ |= 0x00000200;
       return this;
     }
 
