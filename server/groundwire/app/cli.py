@@ -102,7 +102,25 @@ def main(argv: list[str] | None = None) -> int:
         default="retrieve,execute",
         help="comma-separated: retrieve,rerank,execute,prepare,ingest,manage",
     )
+    from groundwire.app.client_options import add_connection_args
+
+    mcp = sub.add_parser(
+        "mcp", help="serve the MCP tools over stdio as a client of a running server"
+    )
+    add_connection_args(mcp)
+    mcp.add_argument("--config", type=Path, help="the server's configuration (the tools' limits)")
+    from groundwire.app.people_cli import add_commands
+
+    add_commands(sub)
     args = parser.parse_args(args_in)
+    if args.command == "mcp":
+        from groundwire.app.mcp_cli import run as run_mcp
+
+        return run_mcp(args)
+    if getattr(args, "people_command", None) is not None:
+        from groundwire.app.people_cli import run as run_people
+
+        return run_people(args)
     if args.command == "keys":
         from groundwire.app.keys_cli import create_key
 

@@ -8,13 +8,18 @@ from collections.abc import Sequence
 from grpc_health.v1 import health_pb2_grpc
 from grpc_health.v1.health import SERVICE_NAME as HEALTH_SERVICE
 
+from groundwire import __version__
 from groundwire.api.http.app import build_http_app
 from groundwire.api.http.rpc import Procedures
 from groundwire.api.http.server import HttpServer, HttpTls
 from groundwire.api.interceptors import ServiceInterceptor
+from groundwire.api.mcp.tools import ToolLimits
+from groundwire.api.retriever import RetrieverServicer
 from groundwire.api.server import Health, ServiceRegistration
+from groundwire.api.services import RETRIEVER_SERVICE
 from groundwire.api.snapshot import SnapshotHolder
 from groundwire.app.config import GroundwireConfig
+from groundwire.app.mcp_cli import tool_limits
 from groundwire.stores.usage import UsageRecorder
 
 
@@ -43,11 +48,21 @@ async def start_http(
             ),
         ]
     procedures = Procedures(registrations, ServiceInterceptor(None, None, snapshots, usage))
+
+    def limits() -> ToolLimits:
+        # The current generation's bounds: a reload that changes them changes
+        # the MCP tools' schemas with them.
+        servicer = snapshots.current.servicers.get(RETRIEVER_SERVICE)
+        retrieval = servicer.limits if isinstance(servicer, RetrieverServicer) else None
+        return tool_limits(retrieval)
+
     app = build_http_app(
         procedures,
         max_message_bytes=cfg.server.max_message_bytes,
         cors_origins=cfg.http.cors_allowed_origins,
         cors_max_age=cfg.http.cors_max_age_seconds,
+        mcp_limits=limits,
+        version=__version__,
     )
     tls = cfg.server.tls
     server = HttpServer(

@@ -9,7 +9,7 @@ server starts. CORS, when configured, wraps the whole app.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp
@@ -18,6 +18,7 @@ from groundwire.api.http.asgi import Receive, Scope, Send, respond
 from groundwire.api.http.connect import ConnectApp, error_json
 from groundwire.api.http.openai_chat import OpenAIChatApp
 from groundwire.api.http.rpc import Procedures, not_found
+from groundwire.api.mcp.tools import ToolLimits
 
 # What a browser may send and read (Connect's and ours; the key is a header,
 # never a cookie, so credentials mode stays off).
@@ -82,6 +83,11 @@ class HttpApp:
 
     def __init__(self, routes: HttpRoutes, cors_origins: Sequence[str], cors_max_age: int) -> None:
         self.routes = routes
+        # (start, stop) of what a mounted surface runs beside its requests (the
+        # MCP session manager): started before the port accepts, stopped after.
+        self.lifecycle: list[
+            tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]
+        ] = []
         self.asgi: ASGIApp = routes
         if cors_origins:
             self.asgi = CORSMiddleware(
@@ -104,8 +110,12 @@ def build_http_app(
     max_message_bytes: int,
     cors_origins: Sequence[str] = (),
     cors_max_age: int = 600,
+    mcp_limits: Callable[[], ToolLimits] | None = None,
+    version: str = "",
 ) -> HttpApp:
-    """The HTTP port's app: Connect for every service, the OpenAI facade."""
+    """The HTTP port's app: Connect for every service, the OpenAI facade, and
+    with `mcp_limits` (the current retrieval limits, for the tools' input
+    schemas) MCP over streamable HTTP at /mcp."""
     routes = HttpRoutes()
     connect = ConnectApp(procedures, max_message_bytes)
     for service in sorted({m.lstrip("/").partition("/")[0] for m in procedures.methods()}):
@@ -114,4 +124,17 @@ def build_http_app(
     routes.route("/v1/chat/completions", openai.chat_completions)
     routes.route("/v1/models", openai.list_models)
     routes.mount("/v1/models", openai.get_model)
-    return HttpApp(routes, cors_origins, cors_max_age)
+    app = HttpApp(routes, cors_origins, cors_max_age)
+    if mcp_limits is not None:
+        from groundwire.api.http.mcp import PATH, McpHttpApp
+
+        mcp = McpHttpApp(
+            procedures,
+            mcp_limits,
+            max_message_bytes=max_message_bytes,
+            allowed_origins=cors_origins,
+            version=version,
+        )
+        routes.mount(PATH, mcp)
+        app.lifecycle.append((mcp.start, mcp.stop))
+    return app

@@ -69,6 +69,8 @@ class HttpServer:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        for start, _ in self.app.lifecycle:
+            await start()
         self._config.load()
         self._server.lifespan = self._config.lifespan_class(self._config)
         await self._server.startup(sockets=[self._socket])
@@ -87,3 +89,5 @@ class HttpServer:
             with contextlib.suppress(Exception):
                 await self._server.shutdown(sockets=[self._socket])
         self._socket.close()
+        for _, stop in reversed(self.app.lifecycle):
+            await stop()
