@@ -191,3 +191,19 @@ async def test_foreign_origin_is_refused(app: RunningApp) -> None:
         )
     assert response.status_code == 403
     assert response.json()["details"][0]["debug"]["reason"] == "PERMISSION_DENIED"
+
+
+async def test_mcp_can_be_turned_off() -> None:
+    cfg: dict[str, Any] = config()
+    cfg["indexes"] = {"pushed": {"embedder": "hash"}}
+    cfg["agents"] = {}
+    cfg["http"] = {"mcp": False}
+    async with (
+        serving(parse_config(cfg), http=True) as running,
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        response = await http.post(
+            f"http://127.0.0.1:{running.http_port}/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        )
+    assert response.status_code == 404

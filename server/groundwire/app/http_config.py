@@ -5,6 +5,7 @@ the OpenAI-compatible facade, and whatever later mounts on the same app).
     address = "127.0.0.1:8080"          # unset (the default in a file): no HTTP port
     cors_allowed_origins = []           # e.g. ["https://console.example.com"]; [] = CORS off
     cors_max_age_seconds = 600
+    mcp = true                          # MCP (streamable HTTP) at /mcp
 
 The embedded default (`make run`) serves it on 127.0.0.1:8080. TLS, the API
 keys, tenancy, limits and message size bound are the gRPC port's (`[server]`,
@@ -29,6 +30,8 @@ class HttpConfig(StrictModel):
     # so "*" exposes nothing a key does not already grant.
     cors_allowed_origins: list[str] = Field(default_factory=list, max_length=64)
     cors_max_age_seconds: int = Field(600, ge=0, le=86_400)
+    # The MCP tools over streamable HTTP at /mcp (same keys and permissions).
+    mcp: bool = True
 
     @field_validator("address")
     @classmethod

@@ -61,7 +61,7 @@ async def start_http(
         max_message_bytes=cfg.server.max_message_bytes,
         cors_origins=cfg.http.cors_allowed_origins,
         cors_max_age=cfg.http.cors_max_age_seconds,
-        mcp_limits=limits,
+        mcp_limits=limits if cfg.http.mcp else None,
         version=__version__,
     )
     tls = cfg.server.tls

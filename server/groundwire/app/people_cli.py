@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,6 +31,7 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from groundwire.api.mcp.tools import heading
 from groundwire.app.client_options import Connection, OptionError, add_connection_args, connection
 from groundwire_client import GroundwireClient, GroundwireError, error_from_rpc, renumbered_answer
 from groundwire_client.v1 import agent_pb2, ingestion_pb2
@@ -98,6 +101,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`groundwire search ... | head`): not an error.
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (flushed at exit)
+        return 0
 
 
 async def _run(
@@ -186,11 +194,9 @@ async def search(client: GroundwireClient, args: argparse.Namespace, out: TextIO
         out.write(f"no results{note}\n")
         return 0
     for r in response.results:
-        heading = r.title or r.document_id
-        if r.section:
-            heading += f" > {r.section}"
+        title = heading(r.title, r.section, r.document_id)
         relevance = f", relevance {r.score.relevance:.2f}" if r.score.HasField("relevance") else ""
-        out.write(f"[{r.rank}] {heading}\n")
+        out.write(f"[{r.rank}] {title}\n")
         out.write(f"    {r.document_id}  score {r.score.raw_score:.4f}{relevance}\n")
         snippet = " ".join(r.content.split())
         if len(snippet) > 300:
@@ -205,12 +211,11 @@ async def search(client: GroundwireClient, args: argparse.Namespace, out: TextIO
 def _citations(result: agent_pb2.AgentResult, label: Callable[[agent_pb2.Citation], int]) -> str:
     lines = []
     for c in result.citations:
-        heading = c.title or c.document_id
-        if c.section:
-            heading += f" > {c.section}"
-        lines.append(f"[{label(c)}] {heading} ({c.document_id})")
+        title = heading(c.title, c.section, c.document_id)
+        lines.append(f"[{label(c)}] {title} ({c.document_id})")
         if c.snippet:
-            lines.append(f"    {c.snippet}{' ...' if c.snippet_truncated else ''}")
+            snippet = " ".join(c.snippet.split())
+            lines.append(f"    {snippet}{' ...' if c.snippet_truncated else ''}")
     return "\n".join(lines)
 
 

@@ -254,6 +254,16 @@ def retrieve_request(args: Mapping[str, Any]) -> retriever_pb2.RetrieveRequest:
     return retriever_pb2.RetrieveRequest(query=query)
 
 
+def heading(title: str, section: str, document_id: str) -> str:
+    """ "Title > section" for a result or citation, without repeating the title
+    when the section's heading path already starts with it."""
+    if not section:
+        return title or document_id
+    if not title or section == title or section.startswith(title + " > "):
+        return section
+    return f"{title} > {section}"
+
+
 def _score(result: retriever_pb2.RetrievalResult) -> str:
     return f"{result.score.raw_score:.4f}"
 
@@ -261,11 +271,9 @@ def _score(result: retriever_pb2.RetrievalResult) -> str:
 def search_result(response: retriever_pb2.RetrieveResponse) -> types.CallToolResult:
     lines = []
     for r in response.results:
-        heading = r.title or r.document_id
-        if r.section:
-            heading += f" > {r.section}"
+        label = heading(r.title, r.section, r.document_id)
         lines.append(
-            f"[{r.rank}] {heading} (document {r.document_id}, chunk {r.chunk_id}, "
+            f"[{r.rank}] {label} (document {r.document_id}, chunk {r.chunk_id}, "
             f"score {_score(r)})\n{r.content.strip()}"
         )
     if not lines:
@@ -285,12 +293,11 @@ def ask_result(result: agent_pb2.AgentResult) -> types.CallToolResult:
     if result.citations:
         sources = []
         for c in result.citations:
-            label = c.title or c.document_id
-            if c.section:
-                label += f" > {c.section}"
+            label = heading(c.title, c.section, c.document_id)
             entry = f"[{c.display_number}] {label} (document {c.document_id})"
             if c.snippet:
-                entry += f"\n    {c.snippet}{'...' if c.snippet_truncated else ''}"
+                snippet = " ".join(c.snippet.split())
+                entry += f"\n    {snippet}{' ...' if c.snippet_truncated else ''}"
             sources.append(entry)
         text += "\n\nSources:\n" + "\n".join(sources)
     structured = {
