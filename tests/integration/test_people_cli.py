@@ -19,6 +19,7 @@ from groundwire.app.cli import main
 from groundwire.app.config import parse_config
 from tests.integration.test_connect import KEYS, config
 from tests.support.servers import RunningApp, serving
+from tests.support.tls import make_pki
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -168,3 +169,28 @@ async def test_real_entry_point_unreachable_server() -> None:
     assert proc.returncode == 1 and out == b""
     assert err.decode().startswith("error: UNAVAILABLE: the server is unreachable")
     assert b"Traceback" not in err
+
+
+async def test_mutual_tls(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path)
+    cfg = config()
+    cfg["indexes"] = {"pushed": {"embedder": "hash"}}
+    cfg["agents"] = {}
+    cfg["server"] = {
+        "tls": {
+            "cert_file": str(pki.server_cert),
+            "key_file": str(pki.server_key),
+            "client_ca_file": str(pki.ca_cert),
+        }
+    }
+    async with serving(parse_config(cfg)) as running:
+        tls = ["--ca-file", str(pki.ca_cert)]
+        mutual = [*tls, "--client-cert", str(pki.client_cert), "--client-key", str(pki.client_key)]
+        code, out, err = await gw(running, "indexes", *mutual)
+        assert code == 0, err
+        assert out.splitlines()[1].startswith("pushed")
+        # Without the client certificate the handshake fails; plaintext too.
+        code, _, err = await gw(running, "indexes", *tls, "--timeout", "5")
+        assert code == 1 and err.startswith("error: UNAVAILABLE")
+        code, _, err = await gw(running, "indexes", "--client-cert", str(pki.client_cert))
+        assert code == 2 and "go together" in err
