@@ -207,3 +207,26 @@ async def test_mcp_can_be_turned_off() -> None:
             json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
         )
     assert response.status_code == 404
+
+
+async def test_logs_name_the_transport_and_hold_no_content(
+    app: RunningApp, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG")
+    async with mcp_client(app, "admin") as client:
+        await client.call_tool("search", {"index": "demo", "query": "MCPCANARY parental"})
+        await client.call_tool("ask", {"agent": "assistant", "question": "MCPCANARY leave?"})
+    access = [
+        r
+        for r in caplog.records
+        if r.name == "groundwire.access" and str(getattr(r, "method", "")).endswith("/Retrieve")
+    ]
+    assert access and all(getattr(r, "transport", "") == "mcp_http" for r in access)
+    # The server's records (the test's own client logs what it sends at DEBUG).
+    server_side = [
+        r for r in caplog.records if not r.name.startswith(("mcp.client", "httpx", "httpcore"))
+    ]
+    for record in server_side:
+        flat = record.getMessage() + str(record.__dict__)
+        assert "MCPCANARY" not in flat, record.name
+        assert KEYS["admin"] not in flat, record.name
