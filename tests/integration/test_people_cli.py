@@ -30,8 +30,24 @@ async def app() -> AsyncIterator[RunningApp]:
         yield running
 
 
+class Recorder(io.StringIO):
+    """stdout that remembers what had been written at each flush."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushed: list[str] = []
+
+    def flush(self) -> None:
+        self.flushed.append(self.getvalue())
+        super().flush()
+
+
+LAST_STDOUT: list[Recorder] = []
+
+
 def _main(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
+    out, err = Recorder(), io.StringIO()
+    LAST_STDOUT[:] = [out]
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
@@ -80,6 +96,10 @@ async def test_ask_streams_then_cites(app: RunningApp) -> None:
     assert code == 0, err
     answer, _, sources = out.partition("\nSources:\n")
     assert answer.strip() and sources.startswith("[")
+    # Streamed: the answer was flushed piece by piece, before the citations.
+    flushed = [text for text in LAST_STDOUT[0].flushed if text]
+    assert len(flushed) >= 2 and "Sources:" not in flushed[0]
+    assert answer.startswith(flushed[0]) and len(flushed[0]) < len(answer)
     first = sources.splitlines()[0]
     assert first.split("]")[0].lstrip("[") in answer  # the marker the reader saw
     code, out, _ = await gw(app, "ask", "assistant", "How many weeks of parental leave?", "--json")
