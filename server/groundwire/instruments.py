@@ -34,3 +34,9 @@ ADMISSION_REJECTIONS = _meter.create_counter(
     unit="{request}",
     description="Calls refused by tenant admission, by RPC family and reason (never by tenant)",
 )
+STORE_READS = _meter.create_counter(
+    "groundwire.store.reads",
+    unit="{read}",
+    description="Store reads by target (primary, standby-N; never a DSN) and why a "
+    "standby was passed over",
+)

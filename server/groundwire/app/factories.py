@@ -210,6 +210,12 @@ async def build_store(cfg: GroundwireConfig) -> Store:
     dsn = s.dsn.resolve() if s.dsn is not None else None
     if s.dsn is not None and dsn is None:
         raise ConfigError("store.dsn: the referenced secret is unset or empty")
+    read_dsns: list[str] = []
+    for i, ref in enumerate(s.read_dsns):
+        read_dsn = ref.resolve()
+        if read_dsn is None:
+            raise ConfigError(f"store.read_dsns[{i}]: the referenced secret is unset or empty")
+        read_dsns.append(read_dsn)
     return await open_postgres_store(
         PostgresSettings(
             dsn=dsn,
@@ -221,6 +227,9 @@ async def build_store(cfg: GroundwireConfig) -> Store:
             hnsw_m=s.hnsw_m,
             hnsw_ef_construction=s.hnsw_ef_construction,
             hnsw_ef_search=s.hnsw_ef_search,
+            read_dsns=tuple(read_dsns),
+            change_poll_ms=s.change_poll_ms,
+            standby_probe_ms=s.standby_probe_ms,
         )
     )
 

@@ -18,7 +18,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
-from groundwire.domain.errors import GroundwireError, failed_precondition, unavailable
+from groundwire.domain.errors import (
+    ErrorKind,
+    GroundwireError,
+    failed_precondition,
+    unavailable,
+)
 from groundwire.domain.fusion import fuse, single_leg
 from groundwire.domain.query import parse_lexical, semantic_text
 from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
@@ -36,6 +41,7 @@ from groundwire.domain.retrieval import (
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.instruments import RETRIEVALS
 from groundwire.providers.embeddings.base import EmbeddingTask, validate_vectors
+from groundwire.stores.base import VersionWatch
 
 _log = logging.getLogger("groundwire.retrieval")
 
@@ -51,6 +57,9 @@ class RetrievalLimits:
     max_leg_depth: int = 1000
     # Distinct lexical terms scored per query, the rarest first (bm25.select_terms).
     max_lexical_terms: int = DEFAULT_MAX_TERMS
+    # How long a request whose minimum index version is not visible yet waits for it
+    # before INDEX_VERSION_NOT_YET_VISIBLE.
+    min_version_wait_s: float = 1.0
 
 
 class Retriever:
@@ -99,8 +108,9 @@ class Retriever:
                 "EMBEDDING_NOT_CONFIGURED",
                 "the index has no embedding model; use lexical mode",
             )
-        state = await handle.store.index_state(handle.name)
-        diag.index_version = state.published_version
+        diag.index_version = await visible_version(
+            handle, request.min_version, self.limits.min_version_wait_s
+        )
         results: list[RankedResult]
         if request.mode is RetrievalMode.SEMANTIC:
             hits = await self._semantic(handle, request, request.top_k, diag)
@@ -152,6 +162,31 @@ class Retriever:
         diag.lexical_terms_scored = found.terms_scored
         diag.lexical_terms_pruned = found.terms_pruned
         return found.hits
+
+
+def version_not_visible(visible: int, wanted: int) -> GroundwireError:
+    """The caller asked for a version this replica cannot serve yet (retryable)."""
+    return GroundwireError(
+        ErrorKind.UNAVAILABLE,
+        "INDEX_VERSION_NOT_YET_VISIBLE",
+        "the requested index version is not visible on this server yet; retry",
+        metadata={"index_version": str(visible), "min_index_version": str(wanted)},
+        retry_after_seconds=0.2,
+    )
+
+
+async def visible_version(handle: IndexHandle, min_version: int, wait_s: float) -> int:
+    """The published version a read of the index sees at least (what a response
+    reports): at least `min_version`, waiting up to `wait_s` for it, else
+    INDEX_VERSION_NOT_YET_VISIBLE."""
+    store = handle.store
+    if isinstance(store, VersionWatch):
+        version = await store.await_version(handle.name, min_version, wait_s)
+    else:
+        version = (await store.index_state(handle.name)).published_version
+    if version < min_version:
+        raise version_not_visible(version, min_version)
+    return version
 
 
 async def _both(

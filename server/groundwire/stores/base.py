@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -350,4 +350,15 @@ class CheckpointStore(Protocol):
 
     async def delete_expired_checkpoints(self) -> int:
         """Delete every checkpoint past its retention; returns how many."""
+        ...
+
+
+@runtime_checkable
+class VersionWatch(Protocol):
+    """A store that knows each index's published version without a round trip and
+    can wait for a newer one (PostgreSQL: the change feed shared by replicas)."""
+
+    async def await_version(self, name: str, min_version: int, wait_s: float) -> int:
+        """The published version reads of `name` see at least, once it reaches
+        `min_version` or `wait_s` passed (the caller compares)."""
         ...

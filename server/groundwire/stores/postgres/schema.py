@@ -382,6 +382,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX gw_checkpoints_expiry ON gw_checkpoints (expires_at)",
         ),
     ),
+    Migration(
+        13,
+        "published WAL position",
+        (
+            # The primary's WAL position once the published version was committed
+            # (replication.py): a hot standby that replayed it serves that version.
+            # NULL while unknown (between a publish and its recording): reads go to
+            # the primary.
+            "ALTER TABLE gw_indexes ADD COLUMN published_lsn pg_lsn",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
