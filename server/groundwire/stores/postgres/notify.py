@@ -48,6 +48,8 @@ NOTIFY_SQL = f"""
         'lsn', (published_lsn - '0/0'::pg_lsn)::bigint)::text)
 """
 
+# What pg_stat_activity shows for the listening connection.
+_NAME = {"application_name": "groundwire-changes"}
 _BACKOFF_MIN_S = 0.1
 _BACKOFF_MAX_S = 5.0
 
@@ -136,7 +138,7 @@ class ChangeFeed:
         while True:
             try:
                 conn = await psycopg.AsyncConnection.connect(
-                    self._dsn, autocommit=True, **connect_kwargs(self._settings)
+                    self._dsn, autocommit=True, **{**connect_kwargs(self._settings), **_NAME}
                 )
                 self._conn = conn
                 self.connects += 1
