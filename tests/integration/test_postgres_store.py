@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from typing import Any
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def dsn(server: EmbeddedPostgres) -> str:
     return create_database(server.dsn)
 
 
-def settings(dsn: str, **overrides: int) -> PostgresSettings:
+def settings(dsn: str, **overrides: Any) -> PostgresSettings:
     return PostgresSettings(dsn=dsn, data_dir=Path("unused"), pool_max_size=4, **overrides)
 
 

@@ -39,9 +39,12 @@ _ONE_SQL = """
 """
 
 # Sent in the transaction that records a publish's WAL position (store.py): index
-# name, version and position as JSON, delivered to listeners when it commits.
+# name, version and position as JSON, delivered to listeners when it commits. The
+# insert position, not pg_current_wal_lsn(): with synchronous_commit off the write
+# position may still be short of the publish's commit record; the insert position
+# is past it (it was inserted before this statement ran).
 NOTIFY_SQL = f"""
-    UPDATE gw_indexes SET published_lsn = pg_current_wal_lsn()
+    UPDATE gw_indexes SET published_lsn = pg_current_wal_insert_lsn()
     WHERE id = %(index_id)s AND published_version = %(version)s
     RETURNING (published_lsn - '0/0'::pg_lsn)::bigint, pg_notify('{CHANNEL}', json_build_object(
         'index', name, 'version', published_version,
