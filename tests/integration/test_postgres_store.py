@@ -14,9 +14,9 @@ import shutil
 import tempfile
 import time
 import uuid
-from typing import Any
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
