@@ -109,7 +109,7 @@ def replicated_pair() -> Iterator[tuple[Node, Node]]:
                 f"\nlisten_addresses = '127.0.0.1'\nport = {primary.port}\n"
                 f"unix_socket_directories = '{root}'\n"
                 "wal_level = replica\nmax_wal_senders = 4\nmax_replication_slots = 4\n"
-                "hot_standby = on\nfsync = off\nsynchronous_commit = off\n"
+                "hot_standby = on\nfsync = off\n"
                 "full_page_writes = off\nshared_buffers = 64MB\n"
                 # A standby query is never cancelled by replay here (tests read while
                 # the primary writes); production sets its own policy.
