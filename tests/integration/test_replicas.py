@@ -16,6 +16,7 @@ import numpy as np
 import psycopg
 import pytest
 
+from groundwire.app.config import ConfigError, parse_config
 from groundwire.domain.query import parse_lexical
 from groundwire.domain.retrieval import Scope
 from groundwire.stores.base import ChunkRecord, DocumentRecord, IndexSpec, StagedDocument
@@ -192,3 +193,59 @@ async def test_poll_bounds_a_missed_notification(fresh_database: str) -> None:
     finally:
         await a.close()
         await b.close()
+
+
+# -- the request side, any store ------------------------------------------------------
+
+
+async def test_min_index_version_on_one_process(
+    retriever: retriever_pb2_grpc.RetrieverServiceAsyncStub,
+) -> None:
+    """The demo server (memory store): a minimum it has is served and reported; one
+    beyond it is the retryable error at once (no other process can publish it)."""
+    req = retriever_pb2.RetrieveRequest(
+        query=retriever_pb2.RagQuery(index_name="demo", text="leave", min_index_version=1)
+    )
+    got = await retriever.Retrieve(req)
+    assert got.diagnostics.index_version >= 1
+    req.query.min_index_version = got.diagnostics.index_version + 1
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await retriever.Retrieve(req)
+    err = rich_error(info.value)
+    assert (err.code, err.reason) == (
+        grpc.StatusCode.UNAVAILABLE,
+        "INDEX_VERSION_NOT_YET_VISIBLE",
+    )
+    assert retry_delay_s(info.value) is not None
+
+
+@pytest.mark.parametrize(
+    ("store", "needle"),
+    [
+        ({"kind": "postgres", "read_dsns": [{"env": "X"}]}, "read_dsns"),
+        ({"kind": "memory", "dsn": {"env": "X"}, "read_dsns": [{"env": "Y"}]}, "read_dsns"),
+        ({"kind": "postgres", "dsn": {"env": "X"}, "change_poll_ms": 5}, "change_poll_ms"),
+        ({"kind": "postgres", "dsn": {"env": "X"}, "standby_probe_ms": 0}, "standby_probe_ms"),
+        ({"kind": "postgres", "dsn": {"env": "X"}, "read_dsns": ["host=x"]}, "read_dsns"),
+    ],
+)
+def test_replica_store_keys_are_validated(store: dict[str, object], needle: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"auth": {"mode": "disabled"}, "store": store})
+    assert needle in str(info.value)
+
+
+def test_read_dsns_accepted_beside_a_primary() -> None:
+    cfg = parse_config(
+        {
+            "auth": {"mode": "disabled"},
+            "store": {
+                "kind": "postgres",
+                "dsn": {"env": "PRIMARY"},
+                "read_dsns": [{"env": "STANDBY_A"}, {"file": "/run/secrets/standby-b"}],
+                "change_poll_ms": 500,
+            },
+        }
+    )
+    assert [r.env for r in cfg.store.read_dsns] == ["STANDBY_A", None]
+    assert cfg.store.change_poll_ms == 500 and cfg.store.standby_probe_ms == 100
