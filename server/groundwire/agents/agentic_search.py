@@ -22,7 +22,7 @@ from groundwire.domain.retrieval import Scope
 
 
 def agentic_search(
-    pipeline: RagPipeline, rag: RagPolicy, scope: Scope, meta: RagMetadata
+    pipeline: RagPipeline, rag: RagPolicy, scope: Scope, meta: RagMetadata, min_version: int = 0
 ) -> SearchFunction:
     """A search function bound to the execution; every search adds its
     candidates, acceptance, context and trace to `meta`."""
@@ -32,7 +32,8 @@ def agentic_search(
         try:
             # The scope comes from the execution (tenant + filters), never from
             # the model: the tool cannot widen it.
-            index_version, results = await pipeline.retrieve(pipeline.request(rag, query, scope))
+            request = pipeline.request(rag, query, scope, min_version)
+            index_version, results = await pipeline.retrieve(request)
         except GroundwireError as err:
             meta.searches.append(
                 SearchTrace(

@@ -384,7 +384,7 @@ class AgentRuntime:
         rag = narrowed_policy(rag, run.inp.controls)
         scope = Scope(run.inp.tenant, merge_filters(rag.filter, run.inp.filter))
         search_tool = SearchDocumentsTool(
-            agentic_search(self._pipeline, rag, scope, run.result.rag)
+            agentic_search(self._pipeline, rag, scope, run.result.rag, run.inp.min_index_version)
         )
         return [search_tool, *[t for t in agent.tools if t.name != search_tool.name]]
 
