@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import numpy as np
 import psycopg
 import pytest
@@ -21,6 +22,9 @@ from groundwire.domain.retrieval import Scope
 from groundwire.stores.base import ChunkRecord, DocumentRecord, IndexSpec, StagedDocument
 from groundwire.stores.postgres import PostgresSettings, open_postgres_store
 from groundwire.stores.postgres.store import PostgresStore
+from groundwire_client.v1 import ingestion_pb2 as ing
+from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
+from tests.support.servers import ServerProcess, free_port, toml_config
 from tests.support.standby import Node, replicated_pair
 
 pytestmark = pytest.mark.timeout(150)
@@ -150,3 +154,104 @@ async def test_standby_serves_fenced_reads_and_fails_over(pair: Pair) -> None:
         await asyncio.sleep(0.05)
     counts = store.read_counts
     assert counts.failed_over + counts.down >= 1
+
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+
+
+async def test_serve_with_read_dsns_reads_the_standby(tmp_path: Path) -> None:
+    """`[store] read_dsns` wired end to end: a `groundwire serve` process reads with
+    read-your-writes; with the primary stopped its reads are served by the standby
+    alone; with the standby stopped (primary back), by the primary."""
+    with replicated_pair() as (primary, standby):
+        cfg = toml_config(
+            tmp_path,
+            """
+[logging]
+level = "WARNING"
+
+[auth]
+mode = "disabled"
+
+[store]
+kind = "postgres"
+dsn = { env = "GW_PRIMARY" }
+read_dsns = [{ env = "GW_STANDBY" }]
+connect_timeout_ms = 1000
+standby_probe_ms = 50
+
+[embedders.hash]
+kind = "hashing"
+dimensions = 32
+
+[indexes.kb]
+embedder = "hash"
+ingestion = { strategy = "manual" }
+""",
+        )
+        server = ServerProcess(
+            cfg,
+            free_port(),
+            tmp_path / "serve.log",
+            env={"GW_PRIMARY": primary.dsn, "GW_STANDBY": standby.dsn},
+        )
+        try:
+            server.start(timeout=120)
+            async with grpc.aio.insecure_channel(server.target) as ch:
+                push = ingestion_pb2_grpc.IngestionManagerServiceStub(ch)
+                read = retriever_pb2_grpc.RetrieverServiceStub(ch)
+
+                async def roundtrip(i: int) -> None:
+                    done = await push.UpsertDocuments(
+                        ing.UpsertDocumentsRequest(
+                            index_name="kb",
+                            documents=[ing.PushedDocument(document_id=f"d{i}", text=WORDS[i])],
+                        )
+                    )
+                    got = await read.Retrieve(
+                        retriever_pb2.RetrieveRequest(
+                            query=retriever_pb2.RagQuery(
+                                index_name="kb",
+                                text=WORDS[i],
+                                mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL,
+                                min_index_version=done.published_version,
+                            )
+                        )
+                    )
+                    assert [r.document_id for r in got.results] == [f"d{i}"]
+                    assert got.diagnostics.index_version >= done.published_version
+
+                for i in range(5):
+                    await roundtrip(i)
+                    await asyncio.sleep(0.2)  # the standby replays; reads go there
+                # The primary stops: reads that need nothing newer than what the
+                # server knows are served by the standby alone.
+                primary.stop("fast")
+                for i in range(5):
+                    got = await read.Retrieve(
+                        retriever_pb2.RetrieveRequest(
+                            query=retriever_pb2.RagQuery(
+                                index_name="kb",
+                                text=WORDS[i],
+                                mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL,
+                            )
+                        ),
+                        timeout=10,
+                    )
+                    assert [r.document_id for r in got.results] == [f"d{i}"]
+                primary.start()
+                # The standby stops: everything from the primary (once its pool is back).
+                standby.stop("immediate")
+                deadline = time.monotonic() + 20
+                while True:
+                    try:
+                        await roundtrip(5)
+                        break
+                    except grpc.aio.AioRpcError as err:
+                        assert err.code() is grpc.StatusCode.UNAVAILABLE
+                        assert time.monotonic() < deadline, "the primary never came back"
+                        await asyncio.sleep(0.2)
+                for i in range(6, 8):
+                    await roundtrip(i)
+        finally:
+            server.stop()
