@@ -88,7 +88,9 @@ async def _prepare(
     pipeline = runtime.pipeline
     if rag.agentic:
         meta = rag_metadata(rag, None)
-        search_tool = SearchDocumentsTool(agentic_search(pipeline, rag, scope, meta))
+        search_tool = SearchDocumentsTool(
+            agentic_search(pipeline, rag, scope, meta, inp.min_index_version)
+        )
         tools: list[Tool] = [search_tool, *[t for t in agent.tools if t.name != search_tool.name]]
         turn.messages = assemble_messages(agent, rag, framework_rules(rag.mode, True), inp, ())
         turn.tools = [tool_spec(t) for t in tools]
