@@ -98,6 +98,7 @@ RECIPES=(
   "execute-narrowed|Execute with per-request overrides: final top-k 1 (may narrow, never widen)"
   "prepare-execution|AgentService/PrepareExecution: the exact prompt and references, no model call"
   "reload-config|AdminService/ReloadConfiguration, validate_only: re-read and validate the file, change nothing"
+  "get-usage|UsageService/GetUsage: embedding usage totals of the (key's) tenant"
 )
 
 recipe_list() { call "" list; }
@@ -229,6 +230,7 @@ recipe_prepare_execution() {
 recipe_reload_config() {
   call '{"validate_only":true}' groundwire.v1.AdminService/ReloadConfiguration
 }
+recipe_get_usage() { call '{}' groundwire.v1.UsageService/GetUsage; }
 
 # ---- main ----------------------------------------------------------------------
 usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }

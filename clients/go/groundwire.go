@@ -43,10 +43,26 @@ func Dial(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	return grpc.NewClient(target, all...)
 }
 
+// ErrInvalidAPIKey is returned by WithAPIKey for an empty key or one holding
+// whitespace or control characters (which would make a malformed
+// authorization header: the server would answer UNAUTHENTICATED).
+var ErrInvalidAPIKey = errors.New("groundwire: API key is empty or holds whitespace or control characters")
+
 // WithAPIKey returns a context whose calls carry the API key as
-// "authorization: Bearer <key>" metadata.
-func WithAPIKey(ctx context.Context, key string) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
+// "authorization: Bearer <key>" metadata. It refuses (ErrInvalidAPIKey, and
+// ctx unchanged) an empty key or one holding whitespace or control
+// characters, instead of sending a malformed header; leave the key out
+// altogether when the server runs without authentication.
+func WithAPIKey(ctx context.Context, key string) (context.Context, error) {
+	if key == "" {
+		return ctx, ErrInvalidAPIKey
+	}
+	for _, r := range key {
+		if r <= ' ' || r == 0x7f {
+			return ctx, ErrInvalidAPIKey
+		}
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key), nil
 }
 
 // Clients bundles one stub per groundwire service over one connection.

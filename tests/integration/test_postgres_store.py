@@ -136,6 +136,17 @@ async def test_migrations_are_idempotent_and_safe_for_concurrent_starts(dsn: str
 _DOWNGRADE_TO_3 = (
     "ALTER TABLE gw_indexes DROP COLUMN published_lsn",
     "DELETE FROM gw_schema_migrations WHERE version = 13",
+    "DROP TABLE gw_usage",
+    "DELETE FROM gw_schema_migrations WHERE version = 9",
+    *(
+        f"UPDATE {table} SET {column} = regexp_replace({column}, ';\\{{.*$', '')"
+        for table, column in (
+            ("gw_indexes", "embedding"),
+            ("gw_indexes", "published_embedding"),
+            ("gw_index_versions", "embedding"),
+        )
+    ),
+    "DELETE FROM gw_schema_migrations WHERE version = 8",
     "DROP TABLE gw_checkpoints",
     "DELETE FROM gw_schema_migrations WHERE version = 7",
     "DROP TABLE gw_postings",

@@ -808,6 +808,32 @@ async def test_range_filters_see_documents_added_later(store: Store, index_name:
     assert await found() == {"y2001", "y2003", "y2002.5", "y2003.0"}
 
 
+async def test_has_documents_is_per_tenant_and_published_only(
+    store: Store, index_name: str
+) -> None:
+    await store.ensure_index(spec(index_name))
+    assert not await store.has_documents(index_name, "")
+    await publish(store, index_name, [doc("a", ["alpha"], [vec(1, 0, 0, 0)], tenant="acme")])
+    assert await store.has_documents(index_name, "acme")
+    assert not await store.has_documents(index_name, "")
+    assert not await store.has_documents(index_name, "globex")
+    # Staged documents do not count until published.
+    v = await store.begin_version(index_name)
+    await store.stage_documents(
+        index_name, v, [doc("b", ["beta"], [vec(0, 1, 0, 0)], tenant="globex")]
+    )
+    assert not await store.has_documents(index_name, "globex")
+    await store.publish_version(index_name, v, spec(index_name))
+    assert await store.has_documents(index_name, "globex")
+    # A tenant whose every document is deleted holds none again.
+    v = await store.begin_version(index_name)
+    await store.stage_deletions(index_name, v, [K("a", "acme")])
+    assert await store.has_documents(index_name, "acme")
+    await store.publish_version(index_name, v, spec(index_name))
+    assert not await store.has_documents(index_name, "acme")
+    assert await store.has_documents(index_name, "globex")
+
+
 # -- execution checkpoints -------------------------------------------------------
 
 
@@ -896,3 +922,92 @@ async def test_checkpoints_expire_and_are_deleted(store: Store, index_name: str)
         other, "a", CheckpointState.RUNNING, b"x", 60, release=False
     )
     assert await cps.get_checkpoint(long, "t1") is not None
+
+
+async def test_document_listing_is_per_tenant_paged_and_content_free(
+    store: Store, index_name: str
+) -> None:
+    """Documents are listed per tenant in id order after a cursor, with their size,
+    chunk count, the version that wrote them and when; staged ones are not listed
+    until published, deleted ones no longer are."""
+    import time
+
+    before = time.time() - 5
+    v1 = await publish(
+        store,
+        index_name,
+        [
+            doc(
+                "b", ["alpha beta", "gamma"], [vec(1, 0, 0, 0), vec(0, 1, 0, 0)], content_hash="hb"
+            ),
+            doc("a", ["one"], [vec(1, 0, 0, 0)], metadata={"team": "hr"}),
+            doc("c", ["x"], [vec(1, 0, 0, 0)]),
+            doc("b", ["other tenant"], [vec(1, 0, 0, 0)], tenant="acme"),
+        ],
+    )
+    listed = await store.list_documents(index_name, "", 2, None)
+    assert [d.document_id for d in listed] == ["a", "b"]
+    b = listed[1]
+    assert (b.source_id, b.content_hash, b.title, b.tenant) == ("config:b", "hb", "Title b", "")
+    # "alpha beta" is 0-10, "gamma" 11-16: the size is the end of the last chunk.
+    assert (b.chunk_count, b.characters, b.version) == (2, 16, v1)
+    assert before <= b.ingested_at <= time.time() + 5
+    assert listed[0].metadata == {"team": "hr"}
+    assert [d.document_id for d in await store.list_documents(index_name, "", 2, "b")] == ["c"]
+    assert [d.document_id for d in await store.list_documents(index_name, "acme", 10, None)] == [
+        "b"
+    ]
+    assert await store.list_documents(index_name, "globex", 10, None) == []
+    got = await store.get_document(index_name, "acme", "b")
+    assert got is not None and (got.tenant, got.characters) == ("acme", 12)
+    assert await store.get_document(index_name, "globex", "b") is None
+
+    v2 = await store.begin_version(index_name)
+    await store.stage_documents(
+        index_name, v2, [doc("a", ["replaced text"], [vec(1, 0, 0, 0)], content_hash="new")]
+    )
+    await store.stage_deletions(index_name, v2, [K("c")])
+    staged = await store.get_document(index_name, "", "a")
+    assert staged is not None and staged.version == v1
+    await store.publish_version(index_name, v2, spec(index_name))
+    a = await store.get_document(index_name, "", "a")
+    assert a is not None and (a.version, a.content_hash, a.characters) == (v2, "new", 13)
+    assert await store.get_document(index_name, "", "c") is None
+    assert [d.document_id for d in await store.list_documents(index_name, "", 10, None)] == [
+        "a",
+        "b",
+    ]
+    with pytest.raises(GroundwireError):
+        await store.list_documents("missing-index", "", 10, None)
+
+
+async def test_document_chunks_are_the_published_ones_in_order(
+    store: Store, index_name: str
+) -> None:
+    await publish(
+        store,
+        index_name,
+        [
+            doc("d", ["first part", "second part", "third"], [vec(1, 0, 0, 0)] * 3),
+            doc("d", ["acme copy"], [vec(1, 0, 0, 0)], tenant="acme"),
+        ],
+    )
+    chunks = await store.document_chunks(index_name, "", "d", 10)
+    assert [(c.ordinal, c.text, c.start, c.end, c.section) for c in chunks] == [
+        (0, "first part", 0, 10, "Section"),
+        (1, "second part", 11, 22, "Section"),
+        (2, "third", 23, 28, "Section"),
+    ]
+    assert [c.text for c in await store.document_chunks(index_name, "", "d", 2)] == [
+        "first part",
+        "second part",
+    ]
+    assert [c.text for c in await store.document_chunks(index_name, "acme", "d", 10)] == [
+        "acme copy"
+    ]
+    v = await store.begin_version(index_name)
+    await store.stage_documents(index_name, v, [doc("d", ["staged"], [vec(1, 0, 0, 0)])])
+    assert len(await store.document_chunks(index_name, "", "d", 10)) == 3
+    await store.publish_version(index_name, v, spec(index_name))
+    assert [c.text for c in await store.document_chunks(index_name, "", "d", 10)] == ["staged"]
+    assert await store.document_chunks(index_name, "globex", "d", 10) == []

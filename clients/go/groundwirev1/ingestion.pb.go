@@ -46,16 +46,23 @@ const (
 	IngestionStrategy_INGESTION_STRATEGY_BACKGROUND_ON_STARTUP IngestionStrategy = 3
 	// On a five-field cron schedule (server time zone).
 	IngestionStrategy_INGESTION_STRATEGY_SCHEDULED IngestionStrategy = 4
+	// At server start in the background (like BACKGROUND_ON_STARTUP), then
+	// whenever files of the index's directory or files sources are created,
+	// changed or deleted, once they have been quiet for the configured
+	// debounce period (`ingestion.watch_debounce_ms`). Each run is incremental:
+	// unchanged documents are skipped by content hash.
+	IngestionStrategy_INGESTION_STRATEGY_WATCH IngestionStrategy = 170
 )
 
 // Enum value maps for IngestionStrategy.
 var (
 	IngestionStrategy_name = map[int32]string{
-		0: "INGESTION_STRATEGY_UNSPECIFIED",
-		1: "INGESTION_STRATEGY_MANUAL",
-		2: "INGESTION_STRATEGY_ON_STARTUP",
-		3: "INGESTION_STRATEGY_BACKGROUND_ON_STARTUP",
-		4: "INGESTION_STRATEGY_SCHEDULED",
+		0:   "INGESTION_STRATEGY_UNSPECIFIED",
+		1:   "INGESTION_STRATEGY_MANUAL",
+		2:   "INGESTION_STRATEGY_ON_STARTUP",
+		3:   "INGESTION_STRATEGY_BACKGROUND_ON_STARTUP",
+		4:   "INGESTION_STRATEGY_SCHEDULED",
+		170: "INGESTION_STRATEGY_WATCH",
 	}
 	IngestionStrategy_value = map[string]int32{
 		"INGESTION_STRATEGY_UNSPECIFIED":           0,
@@ -63,6 +70,7 @@ var (
 		"INGESTION_STRATEGY_ON_STARTUP":            2,
 		"INGESTION_STRATEGY_BACKGROUND_ON_STARTUP": 3,
 		"INGESTION_STRATEGY_SCHEDULED":             4,
+		"INGESTION_STRATEGY_WATCH":                 170,
 	}
 )
 
@@ -174,6 +182,8 @@ const (
 	// changed what an ON_STARTUP or BACKGROUND_ON_STARTUP index ingests (its
 	// chunking, embedding model or sources), as a restart would have.
 	OperationTrigger_OPERATION_TRIGGER_RELOAD OperationTrigger = 100
+	// The WATCH strategy: files of the index's sources changed.
+	OperationTrigger_OPERATION_TRIGGER_WATCH OperationTrigger = 170
 )
 
 // Enum value maps for OperationTrigger.
@@ -184,6 +194,7 @@ var (
 		2:   "OPERATION_TRIGGER_STARTUP",
 		3:   "OPERATION_TRIGGER_SCHEDULE",
 		100: "OPERATION_TRIGGER_RELOAD",
+		170: "OPERATION_TRIGGER_WATCH",
 	}
 	OperationTrigger_value = map[string]int32{
 		"OPERATION_TRIGGER_UNSPECIFIED": 0,
@@ -191,6 +202,7 @@ var (
 		"OPERATION_TRIGGER_STARTUP":     2,
 		"OPERATION_TRIGGER_SCHEDULE":    3,
 		"OPERATION_TRIGGER_RELOAD":      100,
+		"OPERATION_TRIGGER_WATCH":       170,
 	}
 )
 
@@ -296,7 +308,10 @@ const (
 	DocumentFormat_DOCUMENT_FORMAT_TEXT DocumentFormat = 1
 	// CommonMark; chunked per section when the index's policy says so.
 	DocumentFormat_DOCUMENT_FORMAT_MARKDOWN DocumentFormat = 2
-	// HTML; text is extracted, scripts and styles dropped.
+	// HTML; its main content is extracted (the `main` element, else the one
+	// `article`, else the body), without page chrome (nav, header, footer,
+	// aside, scripts, styles, forms, hidden elements); inline elements stay in
+	// their sentence and `pre` blocks keep their line breaks.
 	DocumentFormat_DOCUMENT_FORMAT_HTML DocumentFormat = 3
 )
 
@@ -773,7 +788,9 @@ type DocumentFailure struct {
 	// Output only. The document's id.
 	DocumentId string `protobuf:"bytes,1,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
 	// Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-	// BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID, and for
+	// BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+	// CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+	// index rejects over-long chunks instead of truncating them), and for
 	// `url` sources URL_REFUSED (the URL policy refused the URL, an address it
 	// resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
 	// an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
@@ -831,7 +848,9 @@ func (x *DocumentFailure) GetReason() string {
 // Counts of an operation (documents unless stated).
 type OperationCounts struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Output only. Documents found in the sources.
+	// Output only. Documents found in the sources: every file a directory
+	// source's glob matches (hidden files and directories excepted), whatever
+	// its type, so discovered = ingested + unchanged + failed + skipped.
 	Discovered uint32 `protobuf:"varint,1,opt,name=discovered,proto3" json:"discovered,omitempty"`
 	// Output only. Documents (re)ingested because they are new or changed.
 	Ingested uint32 `protobuf:"varint,2,opt,name=ingested,proto3" json:"ingested,omitempty"`
@@ -843,8 +862,23 @@ type OperationCounts struct {
 	Deleted uint32 `protobuf:"varint,5,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	// Output only. Chunks written.
 	ChunksWritten uint32 `protobuf:"varint,6,opt,name=chunks_written,json=chunksWritten,proto3" json:"chunks_written,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Output only. Embedding usage of the operation's document embeddings.
+	EmbeddingUsage *EmbeddingUsage `protobuf:"bytes,80,opt,name=embedding_usage,json=embeddingUsage,proto3" json:"embedding_usage,omitempty"`
+	// Output only. Chunks embedded although the model saw them only in part
+	// (longer than its token window; 0 when the index rejects such chunks,
+	// which then fail their document with CHUNK_TOO_LONG).
+	TruncatedChunks uint32 `protobuf:"varint,81,opt,name=truncated_chunks,json=truncatedChunks,proto3" json:"truncated_chunks,omitempty"`
+	// Output only. Documents found whose type no enabled loader reads (an
+	// extension the source does not list, an extensionless file that is not
+	// UTF-8 text, a URL's unsupported media type); listed in Operation.skipped,
+	// not counted in `failed`.
+	Skipped uint32 `protobuf:"varint,170,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// Output only. Documents not ingested (failed or skipped), per reason (the
+	// DocumentFailure.reason codes), every one counted, also those beyond the
+	// listed 100.
+	NotIngestedByReason map[string]uint32 `protobuf:"bytes,171,rep,name=not_ingested_by_reason,json=notIngestedByReason,proto3" json:"not_ingested_by_reason,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *OperationCounts) Reset() {
@@ -919,6 +953,34 @@ func (x *OperationCounts) GetChunksWritten() uint32 {
 	return 0
 }
 
+func (x *OperationCounts) GetEmbeddingUsage() *EmbeddingUsage {
+	if x != nil {
+		return x.EmbeddingUsage
+	}
+	return nil
+}
+
+func (x *OperationCounts) GetTruncatedChunks() uint32 {
+	if x != nil {
+		return x.TruncatedChunks
+	}
+	return 0
+}
+
+func (x *OperationCounts) GetSkipped() uint32 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *OperationCounts) GetNotIngestedByReason() map[string]uint32 {
+	if x != nil {
+		return x.NotIngestedByReason
+	}
+	return nil
+}
+
 // An ingestion operation.
 type Operation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -959,7 +1021,16 @@ type Operation struct {
 	// Output only. Failures beyond the 100 listed.
 	FailuresOmitted uint32 `protobuf:"varint,14,opt,name=failures_omitted,json=failuresOmitted,proto3" json:"failures_omitted,omitempty"`
 	// Output only. Wall time since start (or total, when ended).
-	Elapsed       *durationpb.Duration `protobuf:"bytes,15,opt,name=elapsed,proto3" json:"elapsed,omitempty"`
+	Elapsed *durationpb.Duration `protobuf:"bytes,15,opt,name=elapsed,proto3" json:"elapsed,omitempty"`
+	// Output only. Documents skipped because no enabled loader reads their type
+	// (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+	Skipped []*DocumentFailure `protobuf:"bytes,170,rep,name=skipped,proto3" json:"skipped,omitempty"`
+	// Output only. Skipped documents beyond the 100 listed.
+	SkippedOmitted uint32 `protobuf:"varint,171,opt,name=skipped_omitted,json=skippedOmitted,proto3" json:"skipped_omitted,omitempty"`
+	// Output only. Stable codes of what a user must know about a run that did
+	// not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+	// found or none readable, so the index holds no configured document).
+	Warnings      []string `protobuf:"bytes,172,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1095,6 +1166,27 @@ func (x *Operation) GetFailuresOmitted() uint32 {
 func (x *Operation) GetElapsed() *durationpb.Duration {
 	if x != nil {
 		return x.Elapsed
+	}
+	return nil
+}
+
+func (x *Operation) GetSkipped() []*DocumentFailure {
+	if x != nil {
+		return x.Skipped
+	}
+	return nil
+}
+
+func (x *Operation) GetSkippedOmitted() uint32 {
+	if x != nil {
+		return x.SkippedOmitted
+	}
+	return 0
+}
+
+func (x *Operation) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -1916,7 +2008,8 @@ type PushedDocument struct {
 	// control characters. Reusing an id replaces that tenant's document; other
 	// tenants' documents with the same id are separate documents.
 	DocumentId string `protobuf:"bytes,1,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
-	// Required. The document text (at most the index's max_file_bytes in UTF-8).
+	// The document text (at most the index's max_file_bytes in UTF-8). Exactly
+	// one of `text` and `content` is set (INVALID_ARGUMENT otherwise).
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
 	// Optional. Display title.
 	Title string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
@@ -1925,7 +2018,23 @@ type PushedDocument struct {
 	// Optional. Metadata (at most 32 entries; keys 1-128 chars of
 	// [A-Za-z0-9_.:-], values at most 256 bytes). Merged over the index's
 	// configured metadata.
-	Metadata      map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The document's file bytes, read by the loader of `media_type` like a file
+	// of a configured source (at most the index's max_file_bytes; a larger one
+	// fails with TOO_LARGE, an unreadable one with PARSE_FAILED, NOT_UTF8,
+	// BINARY or EMPTY in the response's failures). Exactly one of `text` and
+	// `content` is set. `format` must be unspecified with `content`.
+	Content []byte `protobuf:"bytes,170,opt,name=content,proto3" json:"content,omitempty"`
+	// Required with `content`, else empty: its media type, parameters such as
+	// "; charset=utf-8" ignored (text must be UTF-8). One of application/pdf,
+	// application/vnd.openxmlformats-officedocument.wordprocessingml.document
+	// (DOCX), ...presentationml.presentation (PPTX), ...spreadsheetml.sheet
+	// (XLSX), application/vnd.oasis.opendocument.text (ODT),
+	// application/epub+zip, text/html, application/xhtml+xml, text/markdown,
+	// text/plain, text/csv, text/tab-separated-values, text/x-rst,
+	// application/json, application/x-ndjson, application/xml, text/xml,
+	// application/yaml. Any other is INVALID_ARGUMENT.
+	MediaType     string `protobuf:"bytes,171,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1993,6 +2102,20 @@ func (x *PushedDocument) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *PushedDocument) GetContent() []byte {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *PushedDocument) GetMediaType() string {
+	if x != nil {
+		return x.MediaType
+	}
+	return ""
 }
 
 // Request for UpsertDocuments.
@@ -2266,11 +2389,505 @@ func (x *DeleteDocumentsResponse) GetDeleted() uint32 {
 	return 0
 }
 
+// A published document, without its content.
+type DocumentInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The document id (a configured file's path relative to its
+	// source root, a URL document's id, or the id it was pushed with).
+	DocumentId string `protobuf:"bytes,1,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	// Output only. Display title.
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// Output only. Where it came from: "config:<document_id>" for a configured
+	// source, "push:<document_id>" for a pushed document.
+	SourceId string `protobuf:"bytes,3,opt,name=source_id,json=sourceId,proto3" json:"source_id,omitempty"`
+	// Output only. Size of its normalized text, in Unicode characters (the end
+	// offset of its last chunk).
+	SizeCharacters uint64 `protobuf:"varint,4,opt,name=size_characters,json=sizeCharacters,proto3" json:"size_characters,omitempty"`
+	// Output only. SHA-256 (hex) of what was stored: text, title, tenant and
+	// metadata. Unchanged between versions when the document did not change.
+	ContentHash string `protobuf:"bytes,5,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
+	// Output only. Number of chunks.
+	ChunkCount uint32 `protobuf:"varint,6,opt,name=chunk_count,json=chunkCount,proto3" json:"chunk_count,omitempty"`
+	// Output only. The index version that wrote it.
+	Version uint64 `protobuf:"varint,7,opt,name=version,proto3" json:"version,omitempty"`
+	// Output only. When that version staged it.
+	IngestTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=ingest_time,json=ingestTime,proto3" json:"ingest_time,omitempty"`
+	// Output only. Its metadata (configured and pushed, merged).
+	Metadata map[string]string `protobuf:"bytes,9,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Output only. Its tenant ("" = untenanted).
+	Tenant        string `protobuf:"bytes,10,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DocumentInfo) Reset() {
+	*x = DocumentInfo{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DocumentInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DocumentInfo) ProtoMessage() {}
+
+func (x *DocumentInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DocumentInfo.ProtoReflect.Descriptor instead.
+func (*DocumentInfo) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DocumentInfo) GetDocumentId() string {
+	if x != nil {
+		return x.DocumentId
+	}
+	return ""
+}
+
+func (x *DocumentInfo) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *DocumentInfo) GetSourceId() string {
+	if x != nil {
+		return x.SourceId
+	}
+	return ""
+}
+
+func (x *DocumentInfo) GetSizeCharacters() uint64 {
+	if x != nil {
+		return x.SizeCharacters
+	}
+	return 0
+}
+
+func (x *DocumentInfo) GetContentHash() string {
+	if x != nil {
+		return x.ContentHash
+	}
+	return ""
+}
+
+func (x *DocumentInfo) GetChunkCount() uint32 {
+	if x != nil {
+		return x.ChunkCount
+	}
+	return 0
+}
+
+func (x *DocumentInfo) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *DocumentInfo) GetIngestTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.IngestTime
+	}
+	return nil
+}
+
+func (x *DocumentInfo) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *DocumentInfo) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// Request for ListDocuments.
+type ListDocumentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The index name.
+	IndexName string `protobuf:"bytes,1,opt,name=index_name,json=indexName,proto3" json:"index_name,omitempty"`
+	// Optional. Maximum documents per page, in [1, 100]; 0 means 50.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Optional. next_page_token of a previous response with the same index
+	// and tenant.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Optional. Tenant whose documents are listed ("" = untenanted). When API
+	// keys are enabled, the key's tenant applies: leave this empty or repeat it
+	// (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
+	Tenant        string `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDocumentsRequest) Reset() {
+	*x = ListDocumentsRequest{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDocumentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDocumentsRequest) ProtoMessage() {}
+
+func (x *ListDocumentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDocumentsRequest.ProtoReflect.Descriptor instead.
+func (*ListDocumentsRequest) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListDocumentsRequest) GetIndexName() string {
+	if x != nil {
+		return x.IndexName
+	}
+	return ""
+}
+
+func (x *ListDocumentsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDocumentsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListDocumentsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// Response for ListDocuments.
+type ListDocumentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. Documents ordered by id.
+	Documents []*DocumentInfo `protobuf:"bytes,1,rep,name=documents,proto3" json:"documents,omitempty"`
+	// Output only. Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDocumentsResponse) Reset() {
+	*x = ListDocumentsResponse{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDocumentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDocumentsResponse) ProtoMessage() {}
+
+func (x *ListDocumentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDocumentsResponse.ProtoReflect.Descriptor instead.
+func (*ListDocumentsResponse) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListDocumentsResponse) GetDocuments() []*DocumentInfo {
+	if x != nil {
+		return x.Documents
+	}
+	return nil
+}
+
+func (x *ListDocumentsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// Request for GetDocument.
+type GetDocumentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The index name.
+	IndexName string `protobuf:"bytes,1,opt,name=index_name,json=indexName,proto3" json:"index_name,omitempty"`
+	// Required. The document id.
+	DocumentId string `protobuf:"bytes,2,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	// Optional. Tenant of the document, as in ListDocumentsRequest.
+	Tenant string `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Optional. Also return the document's chunks with their text (the text
+	// the index searches, as extracted and normalized), at most 1,000; by
+	// default the response is content-free.
+	IncludeChunks bool `protobuf:"varint,4,opt,name=include_chunks,json=includeChunks,proto3" json:"include_chunks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDocumentRequest) Reset() {
+	*x = GetDocumentRequest{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDocumentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDocumentRequest) ProtoMessage() {}
+
+func (x *GetDocumentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDocumentRequest.ProtoReflect.Descriptor instead.
+func (*GetDocumentRequest) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *GetDocumentRequest) GetIndexName() string {
+	if x != nil {
+		return x.IndexName
+	}
+	return ""
+}
+
+func (x *GetDocumentRequest) GetDocumentId() string {
+	if x != nil {
+		return x.DocumentId
+	}
+	return ""
+}
+
+func (x *GetDocumentRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *GetDocumentRequest) GetIncludeChunks() bool {
+	if x != nil {
+		return x.IncludeChunks
+	}
+	return false
+}
+
+// One chunk of a document, with its text.
+type DocumentChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The chunk id (as in retrieval results).
+	ChunkId string `protobuf:"bytes,1,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
+	// Output only. Position in the document, from 0.
+	Ordinal uint32 `protobuf:"varint,2,opt,name=ordinal,proto3" json:"ordinal,omitempty"`
+	// Output only. Start offset in the document's normalized text, in Unicode
+	// characters.
+	Start uint32 `protobuf:"varint,3,opt,name=start,proto3" json:"start,omitempty"`
+	// Output only. End offset (exclusive), in Unicode characters.
+	End uint32 `protobuf:"varint,4,opt,name=end,proto3" json:"end,omitempty"`
+	// Output only. The Markdown section path it belongs to ("" when none).
+	Section string `protobuf:"bytes,5,opt,name=section,proto3" json:"section,omitempty"`
+	// Output only. The chunk text.
+	Text          string `protobuf:"bytes,6,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DocumentChunk) Reset() {
+	*x = DocumentChunk{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DocumentChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DocumentChunk) ProtoMessage() {}
+
+func (x *DocumentChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DocumentChunk.ProtoReflect.Descriptor instead.
+func (*DocumentChunk) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *DocumentChunk) GetChunkId() string {
+	if x != nil {
+		return x.ChunkId
+	}
+	return ""
+}
+
+func (x *DocumentChunk) GetOrdinal() uint32 {
+	if x != nil {
+		return x.Ordinal
+	}
+	return 0
+}
+
+func (x *DocumentChunk) GetStart() uint32 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *DocumentChunk) GetEnd() uint32 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *DocumentChunk) GetSection() string {
+	if x != nil {
+		return x.Section
+	}
+	return ""
+}
+
+func (x *DocumentChunk) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// Response for GetDocument.
+type GetDocumentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The document.
+	Document *DocumentInfo `protobuf:"bytes,1,opt,name=document,proto3" json:"document,omitempty"`
+	// Output only. Its chunks in order, with include_chunks only (at most
+	// 1,000; see chunks_omitted).
+	Chunks []*DocumentChunk `protobuf:"bytes,2,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	// Output only. Chunks beyond the 1,000 returned.
+	ChunksOmitted uint32 `protobuf:"varint,3,opt,name=chunks_omitted,json=chunksOmitted,proto3" json:"chunks_omitted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDocumentResponse) Reset() {
+	*x = GetDocumentResponse{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDocumentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDocumentResponse) ProtoMessage() {}
+
+func (x *GetDocumentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDocumentResponse.ProtoReflect.Descriptor instead.
+func (*GetDocumentResponse) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GetDocumentResponse) GetDocument() *DocumentInfo {
+	if x != nil {
+		return x.Document
+	}
+	return nil
+}
+
+func (x *GetDocumentResponse) GetChunks() []*DocumentChunk {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
+func (x *GetDocumentResponse) GetChunksOmitted() uint32 {
+	if x != nil {
+		return x.ChunksOmitted
+	}
+	return 0
+}
+
 var File_groundwire_v1_ingestion_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgroundwire/v1/ingestion.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\x01\n" +
+	"\x1dgroundwire/v1/ingestion.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19groundwire/v1/usage.proto\"\x88\x01\n" +
 	"\x14EmbeddingDescription\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1e\n" +
@@ -2309,7 +2926,7 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x0fDocumentFailure\x12\x1f\n" +
 	"\vdocument_id\x18\x01 \x01(\tR\n" +
 	"documentId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xc4\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x89\x04\n" +
 	"\x0fOperationCounts\x12\x1e\n" +
 	"\n" +
 	"discovered\x18\x01 \x01(\rR\n" +
@@ -2318,7 +2935,14 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\tunchanged\x18\x03 \x01(\rR\tunchanged\x12\x16\n" +
 	"\x06failed\x18\x04 \x01(\rR\x06failed\x12\x18\n" +
 	"\adeleted\x18\x05 \x01(\rR\adeleted\x12%\n" +
-	"\x0echunks_written\x18\x06 \x01(\rR\rchunksWritten\"\xb5\x05\n" +
+	"\x0echunks_written\x18\x06 \x01(\rR\rchunksWritten\x12F\n" +
+	"\x0fembedding_usage\x18P \x01(\v2\x1d.groundwire.v1.EmbeddingUsageR\x0eembeddingUsage\x12)\n" +
+	"\x10truncated_chunks\x18Q \x01(\rR\x0ftruncatedChunks\x12\x19\n" +
+	"\askipped\x18\xaa\x01 \x01(\rR\askipped\x12m\n" +
+	"\x16not_ingested_by_reason\x18\xab\x01 \x03(\v27.groundwire.v1.OperationCounts.NotIngestedByReasonEntryR\x13notIngestedByReason\x1aF\n" +
+	"\x18NotIngestedByReasonEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xb7\x06\n" +
 	"\tOperation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2339,7 +2963,10 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"error_code\x18\f \x01(\tR\terrorCode\x12:\n" +
 	"\bfailures\x18\r \x03(\v2\x1e.groundwire.v1.DocumentFailureR\bfailures\x12)\n" +
 	"\x10failures_omitted\x18\x0e \x01(\rR\x0ffailuresOmitted\x123\n" +
-	"\aelapsed\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\aelapsed\"\x9d\x03\n" +
+	"\aelapsed\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\aelapsed\x129\n" +
+	"\askipped\x18\xaa\x01 \x03(\v2\x1e.groundwire.v1.DocumentFailureR\askipped\x12(\n" +
+	"\x0fskipped_omitted\x18\xab\x01 \x01(\rR\x0eskippedOmitted\x12\x1b\n" +
+	"\bwarnings\x18\xac\x01 \x03(\tR\bwarnings\"\x9d\x03\n" +
 	"\vIndexStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\bR\x05ready\x12+\n" +
@@ -2392,14 +3019,17 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\n" +
 	"operations\x18\x01 \x03(\v2\x18.groundwire.v1.OperationR\n" +
 	"operations\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x98\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd3\x02\n" +
 	"\x0ePushedDocument\x12\x1f\n" +
 	"\vdocument_id\x18\x01 \x01(\tR\n" +
 	"documentId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x14\n" +
 	"\x05title\x18\x03 \x01(\tR\x05title\x125\n" +
 	"\x06format\x18\x04 \x01(\x0e2\x1d.groundwire.v1.DocumentFormatR\x06format\x12G\n" +
-	"\bmetadata\x18\x05 \x03(\v2+.groundwire.v1.PushedDocument.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x05 \x03(\v2+.groundwire.v1.PushedDocument.MetadataEntryR\bmetadata\x12\x19\n" +
+	"\acontent\x18\xaa\x01 \x01(\fR\acontent\x12\x1e\n" +
+	"\n" +
+	"media_type\x18\xab\x01 \x01(\tR\tmediaType\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x01\n" +
@@ -2421,26 +3051,74 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"`\n" +
 	"\x17DeleteDocumentsResponse\x12+\n" +
 	"\x11published_version\x18\x01 \x01(\x04R\x10publishedVersion\x12\x18\n" +
-	"\adeleted\x18\x02 \x01(\rR\adeleted*\xc9\x01\n" +
+	"\adeleted\x18\x02 \x01(\rR\adeleted\"\xc2\x03\n" +
+	"\fDocumentInfo\x12\x1f\n" +
+	"\vdocument_id\x18\x01 \x01(\tR\n" +
+	"documentId\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12\x1b\n" +
+	"\tsource_id\x18\x03 \x01(\tR\bsourceId\x12'\n" +
+	"\x0fsize_characters\x18\x04 \x01(\x04R\x0esizeCharacters\x12!\n" +
+	"\fcontent_hash\x18\x05 \x01(\tR\vcontentHash\x12\x1f\n" +
+	"\vchunk_count\x18\x06 \x01(\rR\n" +
+	"chunkCount\x12\x18\n" +
+	"\aversion\x18\a \x01(\x04R\aversion\x12;\n" +
+	"\vingest_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"ingestTime\x12E\n" +
+	"\bmetadata\x18\t \x03(\v2).groundwire.v1.DocumentInfo.MetadataEntryR\bmetadata\x12\x16\n" +
+	"\x06tenant\x18\n" +
+	" \x01(\tR\x06tenant\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x01\n" +
+	"\x14ListDocumentsRequest\x12\x1d\n" +
+	"\n" +
+	"index_name\x18\x01 \x01(\tR\tindexName\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\"z\n" +
+	"\x15ListDocumentsResponse\x129\n" +
+	"\tdocuments\x18\x01 \x03(\v2\x1b.groundwire.v1.DocumentInfoR\tdocuments\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x93\x01\n" +
+	"\x12GetDocumentRequest\x12\x1d\n" +
+	"\n" +
+	"index_name\x18\x01 \x01(\tR\tindexName\x12\x1f\n" +
+	"\vdocument_id\x18\x02 \x01(\tR\n" +
+	"documentId\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12%\n" +
+	"\x0einclude_chunks\x18\x04 \x01(\bR\rincludeChunks\"\x9a\x01\n" +
+	"\rDocumentChunk\x12\x19\n" +
+	"\bchunk_id\x18\x01 \x01(\tR\achunkId\x12\x18\n" +
+	"\aordinal\x18\x02 \x01(\rR\aordinal\x12\x14\n" +
+	"\x05start\x18\x03 \x01(\rR\x05start\x12\x10\n" +
+	"\x03end\x18\x04 \x01(\rR\x03end\x12\x18\n" +
+	"\asection\x18\x05 \x01(\tR\asection\x12\x12\n" +
+	"\x04text\x18\x06 \x01(\tR\x04text\"\xab\x01\n" +
+	"\x13GetDocumentResponse\x127\n" +
+	"\bdocument\x18\x01 \x01(\v2\x1b.groundwire.v1.DocumentInfoR\bdocument\x124\n" +
+	"\x06chunks\x18\x02 \x03(\v2\x1c.groundwire.v1.DocumentChunkR\x06chunks\x12%\n" +
+	"\x0echunks_omitted\x18\x03 \x01(\rR\rchunksOmitted*\xe8\x01\n" +
 	"\x11IngestionStrategy\x12\"\n" +
 	"\x1eINGESTION_STRATEGY_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19INGESTION_STRATEGY_MANUAL\x10\x01\x12!\n" +
 	"\x1dINGESTION_STRATEGY_ON_STARTUP\x10\x02\x12,\n" +
 	"(INGESTION_STRATEGY_BACKGROUND_ON_STARTUP\x10\x03\x12 \n" +
-	"\x1cINGESTION_STRATEGY_SCHEDULED\x10\x04*\xc4\x01\n" +
+	"\x1cINGESTION_STRATEGY_SCHEDULED\x10\x04\x12\x1d\n" +
+	"\x18INGESTION_STRATEGY_WATCH\x10\xaa\x01*\xc4\x01\n" +
 	"\x0eOperationState\x12\x1f\n" +
 	"\x1bOPERATION_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16OPERATION_STATE_QUEUED\x10\x01\x12\x1b\n" +
 	"\x17OPERATION_STATE_RUNNING\x10\x02\x12\x1d\n" +
 	"\x19OPERATION_STATE_SUCCEEDED\x10\x03\x12\x1a\n" +
 	"\x16OPERATION_STATE_FAILED\x10\x04\x12\x1d\n" +
-	"\x19OPERATION_STATE_CANCELLED\x10\x05*\xb0\x01\n" +
+	"\x19OPERATION_STATE_CANCELLED\x10\x05*\xce\x01\n" +
 	"\x10OperationTrigger\x12!\n" +
 	"\x1dOPERATION_TRIGGER_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18OPERATION_TRIGGER_MANUAL\x10\x01\x12\x1d\n" +
 	"\x19OPERATION_TRIGGER_STARTUP\x10\x02\x12\x1e\n" +
 	"\x1aOPERATION_TRIGGER_SCHEDULE\x10\x03\x12\x1c\n" +
-	"\x18OPERATION_TRIGGER_RELOAD\x10d*\xc9\x01\n" +
+	"\x18OPERATION_TRIGGER_RELOAD\x10d\x12\x1c\n" +
+	"\x17OPERATION_TRIGGER_WATCH\x10\xaa\x01*\xc9\x01\n" +
 	"\x0eOperationPhase\x12\x1f\n" +
 	"\x1bOPERATION_PHASE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bOPERATION_PHASE_DISCOVERING\x10\x01\x12\x1d\n" +
@@ -2456,7 +3134,7 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\tChunkUnit\x12\x1a\n" +
 	"\x16CHUNK_UNIT_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CHUNK_UNIT_CHARACTERS\x10\x01\x12\x15\n" +
-	"\x11CHUNK_UNIT_TOKENS\x10\x022\xe0\x06\n" +
+	"\x11CHUNK_UNIT_TOKENS\x10\x022\x92\b\n" +
 	"\x17IngestionManagerService\x12T\n" +
 	"\vListIndexes\x12!.groundwire.v1.ListIndexesRequest\x1a\".groundwire.v1.ListIndexesResponse\x12K\n" +
 	"\bGetIndex\x12\x1e.groundwire.v1.GetIndexRequest\x1a\x1f.groundwire.v1.GetIndexResponse\x12]\n" +
@@ -2466,7 +3144,9 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x0eWatchIngestion\x12$.groundwire.v1.WatchIngestionRequest\x1a%.groundwire.v1.WatchIngestionResponse0\x01\x12]\n" +
 	"\x0eListOperations\x12$.groundwire.v1.ListOperationsRequest\x1a%.groundwire.v1.ListOperationsResponse\x12`\n" +
 	"\x0fUpsertDocuments\x12%.groundwire.v1.UpsertDocumentsRequest\x1a&.groundwire.v1.UpsertDocumentsResponse\x12`\n" +
-	"\x0fDeleteDocuments\x12%.groundwire.v1.DeleteDocumentsRequest\x1a&.groundwire.v1.DeleteDocumentsResponseB\xb2\x01\n" +
+	"\x0fDeleteDocuments\x12%.groundwire.v1.DeleteDocumentsRequest\x1a&.groundwire.v1.DeleteDocumentsResponse\x12Z\n" +
+	"\rListDocuments\x12#.groundwire.v1.ListDocumentsRequest\x1a$.groundwire.v1.ListDocumentsResponse\x12T\n" +
+	"\vGetDocument\x12!.groundwire.v1.GetDocumentRequest\x1a\".groundwire.v1.GetDocumentResponseB\xb2\x01\n" +
 	"\x11dev.groundwire.v1B\x0eIngestionProtoP\x01Z8github.com/groundwire/groundwire/clients/go/groundwirev1\xa2\x02\x03GXX\xaa\x02\rGroundwire.V1\xca\x02\rGroundwire\\V1\xe2\x02\x19Groundwire\\V1\\GPBMetadata\xea\x02\x0eGroundwire::V1b\x06proto3"
 
 var (
@@ -2482,7 +3162,7 @@ func file_groundwire_v1_ingestion_proto_rawDescGZIP() []byte {
 }
 
 var file_groundwire_v1_ingestion_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_groundwire_v1_ingestion_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_groundwire_v1_ingestion_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_groundwire_v1_ingestion_proto_goTypes = []any{
 	(IngestionStrategy)(0),          // 0: groundwire.v1.IngestionStrategy
 	(OperationState)(0),             // 1: groundwire.v1.OperationState
@@ -2517,9 +3197,18 @@ var file_groundwire_v1_ingestion_proto_goTypes = []any{
 	(*UpsertDocumentsResponse)(nil), // 30: groundwire.v1.UpsertDocumentsResponse
 	(*DeleteDocumentsRequest)(nil),  // 31: groundwire.v1.DeleteDocumentsRequest
 	(*DeleteDocumentsResponse)(nil), // 32: groundwire.v1.DeleteDocumentsResponse
-	nil,                             // 33: groundwire.v1.PushedDocument.MetadataEntry
-	(*timestamppb.Timestamp)(nil),   // 34: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 35: google.protobuf.Duration
+	(*DocumentInfo)(nil),            // 33: groundwire.v1.DocumentInfo
+	(*ListDocumentsRequest)(nil),    // 34: groundwire.v1.ListDocumentsRequest
+	(*ListDocumentsResponse)(nil),   // 35: groundwire.v1.ListDocumentsResponse
+	(*GetDocumentRequest)(nil),      // 36: groundwire.v1.GetDocumentRequest
+	(*DocumentChunk)(nil),           // 37: groundwire.v1.DocumentChunk
+	(*GetDocumentResponse)(nil),     // 38: groundwire.v1.GetDocumentResponse
+	nil,                             // 39: groundwire.v1.OperationCounts.NotIngestedByReasonEntry
+	nil,                             // 40: groundwire.v1.PushedDocument.MetadataEntry
+	nil,                             // 41: groundwire.v1.DocumentInfo.MetadataEntry
+	(*EmbeddingUsage)(nil),          // 42: groundwire.v1.EmbeddingUsage
+	(*timestamppb.Timestamp)(nil),   // 43: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 44: google.protobuf.Duration
 }
 var file_groundwire_v1_ingestion_proto_depIdxs = []int32{
 	5,  // 0: groundwire.v1.ChunkingDescription.unit:type_name -> groundwire.v1.ChunkUnit
@@ -2528,52 +3217,64 @@ var file_groundwire_v1_ingestion_proto_depIdxs = []int32{
 	6,  // 3: groundwire.v1.IndexDescription.embedding:type_name -> groundwire.v1.EmbeddingDescription
 	7,  // 4: groundwire.v1.IndexDescription.chunking:type_name -> groundwire.v1.ChunkingDescription
 	0,  // 5: groundwire.v1.IndexDescription.strategy:type_name -> groundwire.v1.IngestionStrategy
-	1,  // 6: groundwire.v1.Operation.state:type_name -> groundwire.v1.OperationState
-	2,  // 7: groundwire.v1.Operation.trigger:type_name -> groundwire.v1.OperationTrigger
-	3,  // 8: groundwire.v1.Operation.phase:type_name -> groundwire.v1.OperationPhase
-	11, // 9: groundwire.v1.Operation.counts:type_name -> groundwire.v1.OperationCounts
-	34, // 10: groundwire.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
-	34, // 11: groundwire.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
-	34, // 12: groundwire.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
-	10, // 13: groundwire.v1.Operation.failures:type_name -> groundwire.v1.DocumentFailure
-	35, // 14: groundwire.v1.Operation.elapsed:type_name -> google.protobuf.Duration
-	12, // 15: groundwire.v1.IndexStatus.running_operation:type_name -> groundwire.v1.Operation
-	12, // 16: groundwire.v1.IndexStatus.last_operation:type_name -> groundwire.v1.Operation
-	34, // 17: groundwire.v1.IndexStatus.next_run_time:type_name -> google.protobuf.Timestamp
-	9,  // 18: groundwire.v1.ListIndexesResponse.indexes:type_name -> groundwire.v1.IndexDescription
-	9,  // 19: groundwire.v1.GetIndexResponse.index:type_name -> groundwire.v1.IndexDescription
-	13, // 20: groundwire.v1.GetIndexStatusResponse.status:type_name -> groundwire.v1.IndexStatus
-	12, // 21: groundwire.v1.StartIngestionResponse.operation:type_name -> groundwire.v1.Operation
-	12, // 22: groundwire.v1.CancelIngestionResponse.operation:type_name -> groundwire.v1.Operation
-	12, // 23: groundwire.v1.WatchIngestionResponse.operation:type_name -> groundwire.v1.Operation
-	12, // 24: groundwire.v1.ListOperationsResponse.operations:type_name -> groundwire.v1.Operation
-	4,  // 25: groundwire.v1.PushedDocument.format:type_name -> groundwire.v1.DocumentFormat
-	33, // 26: groundwire.v1.PushedDocument.metadata:type_name -> groundwire.v1.PushedDocument.MetadataEntry
-	28, // 27: groundwire.v1.UpsertDocumentsRequest.documents:type_name -> groundwire.v1.PushedDocument
-	10, // 28: groundwire.v1.UpsertDocumentsResponse.failures:type_name -> groundwire.v1.DocumentFailure
-	14, // 29: groundwire.v1.IngestionManagerService.ListIndexes:input_type -> groundwire.v1.ListIndexesRequest
-	16, // 30: groundwire.v1.IngestionManagerService.GetIndex:input_type -> groundwire.v1.GetIndexRequest
-	18, // 31: groundwire.v1.IngestionManagerService.GetIndexStatus:input_type -> groundwire.v1.GetIndexStatusRequest
-	20, // 32: groundwire.v1.IngestionManagerService.StartIngestion:input_type -> groundwire.v1.StartIngestionRequest
-	22, // 33: groundwire.v1.IngestionManagerService.CancelIngestion:input_type -> groundwire.v1.CancelIngestionRequest
-	24, // 34: groundwire.v1.IngestionManagerService.WatchIngestion:input_type -> groundwire.v1.WatchIngestionRequest
-	26, // 35: groundwire.v1.IngestionManagerService.ListOperations:input_type -> groundwire.v1.ListOperationsRequest
-	29, // 36: groundwire.v1.IngestionManagerService.UpsertDocuments:input_type -> groundwire.v1.UpsertDocumentsRequest
-	31, // 37: groundwire.v1.IngestionManagerService.DeleteDocuments:input_type -> groundwire.v1.DeleteDocumentsRequest
-	15, // 38: groundwire.v1.IngestionManagerService.ListIndexes:output_type -> groundwire.v1.ListIndexesResponse
-	17, // 39: groundwire.v1.IngestionManagerService.GetIndex:output_type -> groundwire.v1.GetIndexResponse
-	19, // 40: groundwire.v1.IngestionManagerService.GetIndexStatus:output_type -> groundwire.v1.GetIndexStatusResponse
-	21, // 41: groundwire.v1.IngestionManagerService.StartIngestion:output_type -> groundwire.v1.StartIngestionResponse
-	23, // 42: groundwire.v1.IngestionManagerService.CancelIngestion:output_type -> groundwire.v1.CancelIngestionResponse
-	25, // 43: groundwire.v1.IngestionManagerService.WatchIngestion:output_type -> groundwire.v1.WatchIngestionResponse
-	27, // 44: groundwire.v1.IngestionManagerService.ListOperations:output_type -> groundwire.v1.ListOperationsResponse
-	30, // 45: groundwire.v1.IngestionManagerService.UpsertDocuments:output_type -> groundwire.v1.UpsertDocumentsResponse
-	32, // 46: groundwire.v1.IngestionManagerService.DeleteDocuments:output_type -> groundwire.v1.DeleteDocumentsResponse
-	38, // [38:47] is the sub-list for method output_type
-	29, // [29:38] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	42, // 6: groundwire.v1.OperationCounts.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
+	39, // 7: groundwire.v1.OperationCounts.not_ingested_by_reason:type_name -> groundwire.v1.OperationCounts.NotIngestedByReasonEntry
+	1,  // 8: groundwire.v1.Operation.state:type_name -> groundwire.v1.OperationState
+	2,  // 9: groundwire.v1.Operation.trigger:type_name -> groundwire.v1.OperationTrigger
+	3,  // 10: groundwire.v1.Operation.phase:type_name -> groundwire.v1.OperationPhase
+	11, // 11: groundwire.v1.Operation.counts:type_name -> groundwire.v1.OperationCounts
+	43, // 12: groundwire.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
+	43, // 13: groundwire.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
+	43, // 14: groundwire.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
+	10, // 15: groundwire.v1.Operation.failures:type_name -> groundwire.v1.DocumentFailure
+	44, // 16: groundwire.v1.Operation.elapsed:type_name -> google.protobuf.Duration
+	10, // 17: groundwire.v1.Operation.skipped:type_name -> groundwire.v1.DocumentFailure
+	12, // 18: groundwire.v1.IndexStatus.running_operation:type_name -> groundwire.v1.Operation
+	12, // 19: groundwire.v1.IndexStatus.last_operation:type_name -> groundwire.v1.Operation
+	43, // 20: groundwire.v1.IndexStatus.next_run_time:type_name -> google.protobuf.Timestamp
+	9,  // 21: groundwire.v1.ListIndexesResponse.indexes:type_name -> groundwire.v1.IndexDescription
+	9,  // 22: groundwire.v1.GetIndexResponse.index:type_name -> groundwire.v1.IndexDescription
+	13, // 23: groundwire.v1.GetIndexStatusResponse.status:type_name -> groundwire.v1.IndexStatus
+	12, // 24: groundwire.v1.StartIngestionResponse.operation:type_name -> groundwire.v1.Operation
+	12, // 25: groundwire.v1.CancelIngestionResponse.operation:type_name -> groundwire.v1.Operation
+	12, // 26: groundwire.v1.WatchIngestionResponse.operation:type_name -> groundwire.v1.Operation
+	12, // 27: groundwire.v1.ListOperationsResponse.operations:type_name -> groundwire.v1.Operation
+	4,  // 28: groundwire.v1.PushedDocument.format:type_name -> groundwire.v1.DocumentFormat
+	40, // 29: groundwire.v1.PushedDocument.metadata:type_name -> groundwire.v1.PushedDocument.MetadataEntry
+	28, // 30: groundwire.v1.UpsertDocumentsRequest.documents:type_name -> groundwire.v1.PushedDocument
+	10, // 31: groundwire.v1.UpsertDocumentsResponse.failures:type_name -> groundwire.v1.DocumentFailure
+	43, // 32: groundwire.v1.DocumentInfo.ingest_time:type_name -> google.protobuf.Timestamp
+	41, // 33: groundwire.v1.DocumentInfo.metadata:type_name -> groundwire.v1.DocumentInfo.MetadataEntry
+	33, // 34: groundwire.v1.ListDocumentsResponse.documents:type_name -> groundwire.v1.DocumentInfo
+	33, // 35: groundwire.v1.GetDocumentResponse.document:type_name -> groundwire.v1.DocumentInfo
+	37, // 36: groundwire.v1.GetDocumentResponse.chunks:type_name -> groundwire.v1.DocumentChunk
+	14, // 37: groundwire.v1.IngestionManagerService.ListIndexes:input_type -> groundwire.v1.ListIndexesRequest
+	16, // 38: groundwire.v1.IngestionManagerService.GetIndex:input_type -> groundwire.v1.GetIndexRequest
+	18, // 39: groundwire.v1.IngestionManagerService.GetIndexStatus:input_type -> groundwire.v1.GetIndexStatusRequest
+	20, // 40: groundwire.v1.IngestionManagerService.StartIngestion:input_type -> groundwire.v1.StartIngestionRequest
+	22, // 41: groundwire.v1.IngestionManagerService.CancelIngestion:input_type -> groundwire.v1.CancelIngestionRequest
+	24, // 42: groundwire.v1.IngestionManagerService.WatchIngestion:input_type -> groundwire.v1.WatchIngestionRequest
+	26, // 43: groundwire.v1.IngestionManagerService.ListOperations:input_type -> groundwire.v1.ListOperationsRequest
+	29, // 44: groundwire.v1.IngestionManagerService.UpsertDocuments:input_type -> groundwire.v1.UpsertDocumentsRequest
+	31, // 45: groundwire.v1.IngestionManagerService.DeleteDocuments:input_type -> groundwire.v1.DeleteDocumentsRequest
+	34, // 46: groundwire.v1.IngestionManagerService.ListDocuments:input_type -> groundwire.v1.ListDocumentsRequest
+	36, // 47: groundwire.v1.IngestionManagerService.GetDocument:input_type -> groundwire.v1.GetDocumentRequest
+	15, // 48: groundwire.v1.IngestionManagerService.ListIndexes:output_type -> groundwire.v1.ListIndexesResponse
+	17, // 49: groundwire.v1.IngestionManagerService.GetIndex:output_type -> groundwire.v1.GetIndexResponse
+	19, // 50: groundwire.v1.IngestionManagerService.GetIndexStatus:output_type -> groundwire.v1.GetIndexStatusResponse
+	21, // 51: groundwire.v1.IngestionManagerService.StartIngestion:output_type -> groundwire.v1.StartIngestionResponse
+	23, // 52: groundwire.v1.IngestionManagerService.CancelIngestion:output_type -> groundwire.v1.CancelIngestionResponse
+	25, // 53: groundwire.v1.IngestionManagerService.WatchIngestion:output_type -> groundwire.v1.WatchIngestionResponse
+	27, // 54: groundwire.v1.IngestionManagerService.ListOperations:output_type -> groundwire.v1.ListOperationsResponse
+	30, // 55: groundwire.v1.IngestionManagerService.UpsertDocuments:output_type -> groundwire.v1.UpsertDocumentsResponse
+	32, // 56: groundwire.v1.IngestionManagerService.DeleteDocuments:output_type -> groundwire.v1.DeleteDocumentsResponse
+	35, // 57: groundwire.v1.IngestionManagerService.ListDocuments:output_type -> groundwire.v1.ListDocumentsResponse
+	38, // 58: groundwire.v1.IngestionManagerService.GetDocument:output_type -> groundwire.v1.GetDocumentResponse
+	48, // [48:59] is the sub-list for method output_type
+	37, // [37:48] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_ingestion_proto_init() }
@@ -2581,13 +3282,14 @@ func file_groundwire_v1_ingestion_proto_init() {
 	if File_groundwire_v1_ingestion_proto != nil {
 		return
 	}
+	file_groundwire_v1_usage_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groundwire_v1_ingestion_proto_rawDesc), len(file_groundwire_v1_ingestion_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   28,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

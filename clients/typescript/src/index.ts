@@ -47,7 +47,12 @@ export { BadRequestSchema, ErrorInfoSchema } from "./gen/google/rpc/error_detail
 export const ERROR_DOMAIN = "groundwire.dev";
 
 export interface GroundwireClientOptions {
-  /** Sent as "authorization: Bearer <key>" on every call. */
+  /**
+   * Sent as "authorization: Bearer <key>" on every call. Leave it undefined
+   * when the server runs without authentication; an empty key or one holding
+   * whitespace or control characters is refused (createGroundwireTransport
+   * throws a TypeError) instead of sending a malformed header.
+   */
   apiKey?: string;
   /** More Connect interceptors (logging, request ids, ...). */
   interceptors?: Interceptor[];
@@ -57,13 +62,22 @@ export interface GroundwireClientOptions {
 export function createGroundwireTransport(baseUrl: string, options: GroundwireClientOptions = {}): Transport {
   const interceptors: Interceptor[] = [...(options.interceptors ?? [])];
   const apiKey = options.apiKey;
-  if (apiKey) {
+  if (apiKey !== undefined) {
+    checkApiKey(apiKey);
     interceptors.unshift((next) => async (req) => {
       req.header.set("authorization", `Bearer ${apiKey}`);
       return next(req);
     });
   }
   return createGrpcTransport({ baseUrl, interceptors });
+}
+
+/** Throws a TypeError for an empty API key or one holding whitespace or control characters. */
+export function checkApiKey(apiKey: string): void {
+  // eslint-disable-next-line no-control-regex
+  if (apiKey === "" || /[\x00-\x20\x7f]/.test(apiKey)) {
+    throw new TypeError("groundwire: API key is empty or holds whitespace or control characters");
+  }
 }
 
 export interface GroundwireClient {

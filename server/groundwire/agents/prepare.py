@@ -24,7 +24,7 @@ from groundwire.agents.definition import AgentDefinition
 from groundwire.agents.events import RagMetadata
 from groundwire.agents.execution_input import ExecutionInput
 from groundwire.agents.prompt import assemble_messages, prompt_costs, tool_spec
-from groundwire.agents.rag_pipeline import RetrievalFailed, merge_filters, retrieval_failed
+from groundwire.agents.rag_pipeline import SearchFailed, merge_filters
 from groundwire.agents.runtime import AgentRuntime, rag_metadata
 from groundwire.agents.tools import SearchDocumentsTool, Tool
 from groundwire.domain.grounding import framework_rules
@@ -83,13 +83,16 @@ async def _prepare(
     validate_mode(rag.mode, rag.no_context_behavior)
     rag.acceptance.validate("rag.acceptance")
     rag.context_budget.validate("rag.context_budget")
+    rag.reranking.selection.validate("rag.reranking")
     rag = narrowed_policy(rag, inp.controls)
     scope = Scope(inp.tenant, merge_filters(rag.filter, inp.filter))
     pipeline = runtime.pipeline
     if rag.agentic:
         meta = rag_metadata(rag, None)
         search_tool = SearchDocumentsTool(
-            agentic_search(pipeline, rag, scope, meta, inp.min_index_version)
+            agentic_search(pipeline, rag, scope, meta, agent.id, inp.min_index_version),
+            name=rag.search_tool_name,
+            description=rag.search_tool_description,
         )
         tools: list[Tool] = [search_tool, *[t for t in agent.tools if t.name != search_tool.name]]
         turn.messages = assemble_messages(agent, rag, framework_rules(rag.mode, True), inp, ())
@@ -100,9 +103,10 @@ async def _prepare(
         costs = prompt_costs(agent, rag, framework_rules(rag.mode, True), inp, agent.tools)
         try:
             outcome = await pipeline.run(agent.id, rag, search, costs)
-        except RetrievalFailed as failed:
-            raise retrieval_failed(failed.cause) from None
+        except SearchFailed as failed:
+            raise failed.error from None
         turn.rag = rag_metadata(rag, outcome)
+        await runtime.explain_scope(turn.rag, scope.tenant)
         action = outcome.decision.action
         if action is Action.RETURN_NOT_FOUND:
             turn.action = PreparedAction.RETURN_NOT_FOUND

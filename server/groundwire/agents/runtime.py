@@ -29,7 +29,11 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
-from groundwire.agents.agentic_search import agentic_search
+from groundwire.agents.agentic_search import (
+    agentic_search,
+    finish_agentic,
+    hold_unsupported_text,
+)
 from groundwire.agents.checkpoints import (
     Checkpointer,
     CheckpointSettings,
@@ -70,9 +74,8 @@ from groundwire.agents.prompt import assemble_messages, prompt_costs
 from groundwire.agents.rag_pipeline import (
     RagOutcome,
     RagPipeline,
-    RetrievalFailed,
+    SearchFailed,
     merge_filters,
-    retrieval_failed,
 )
 from groundwire.agents.tools import SearchDocumentsTool, Tool
 from groundwire.domain.citations import extract_citations
@@ -196,11 +199,21 @@ class AgentRuntime:
         checkpoints: Checkpointer | None = None,
     ) -> None:
         self._pipeline = RagPipeline(retriever, stage)
+        self._retriever = retriever
         self._previews = previews
         self.max_top_k = retriever.limits.max_top_k
         self._checkpoints = checkpoints or Checkpointer(
             MemoryCheckpointStore(), CheckpointSettings()
         )
+
+    async def explain_scope(self, meta: RagMetadata, tenant: str) -> None:
+        """When retrieval found no candidate, record whether the searched tenant
+        holds no document in the index at all (a key of another tenant than the
+        index's sources sees none of them)."""
+        if not meta.candidates:
+            meta.tenant_scope_empty = await self._retriever.tenant_scope_empty(
+                meta.index_name, tenant
+            )
 
     @property
     def pipeline(self) -> RagPipeline:
@@ -357,6 +370,8 @@ class AgentRuntime:
                 error_code=failure.reason,
                 error_message=failure.message,
                 error=failure,
+                # What the RAG stages decided before the failure (partial).
+                rag=result.rag if result.rag.enabled else None,
             )
             return
         if result.status is ExecutionStatus.REQUIRES_ACTION:
@@ -384,7 +399,11 @@ class AgentRuntime:
         rag = narrowed_policy(rag, run.inp.controls)
         scope = Scope(run.inp.tenant, merge_filters(rag.filter, run.inp.filter))
         search_tool = SearchDocumentsTool(
-            agentic_search(self._pipeline, rag, scope, run.result.rag, run.inp.min_index_version)
+            agentic_search(
+                self._pipeline, rag, scope, run.result.rag, agent.id, run.inp.min_index_version
+            ),
+            name=rag.search_tool_name,
+            description=rag.search_tool_description,
         )
         return [search_tool, *[t for t in agent.tools if t.name != search_tool.name]]
 
@@ -392,10 +411,17 @@ class AgentRuntime:
         """The model loop from the run's state, then the citations."""
         assert run.lease is not None
         client = ClientCalls(run.inp.client_tools, run.client_timeout_s, run.client_results)
+        agentic = run.agent.rag
+        if agentic is not None and (not agentic.agentic or run.inp.controls.bypass_rag):
+            agentic = None
+        if agentic is not None:
+            agentic = narrowed_policy(agentic, run.inp.controls)
         async with run.lease.keep_alive():
-            async for event in run_model_loop(
-                run.agent, run.loop, tools, run.result, client, run.step_done
-            ):
+            loop = run_model_loop(run.agent, run.loop, tools, run.result, client, run.step_done)
+            if agentic is not None:
+                # A constrained agent's text waits for accepted context.
+                loop = hold_unsupported_text(loop, agentic, run.result.rag)
+            async for event in loop:
                 yield event
         meta, result, rag = run.result.rag, run.result, run.agent.rag
         if result.status is not ExecutionStatus.COMPLETED or rag is None:
@@ -407,8 +433,12 @@ class AgentRuntime:
             narrowed_policy(rag, run.inp.controls), run.inp, self.max_top_k
         )
         result.citations = _citations(result.answer, meta.context)
-        if rag.agentic:
-            meta.context_accepted = bool(meta.context)
+        if agentic is not None:
+            await self.explain_scope(meta, run.inp.tenant)
+            # The no-context behaviour, as for up-front RAG.
+            not_found = finish_agentic(agentic, meta, result)
+            if not_found is not None:
+                yield not_found
 
     async def _run(self, run: _Run) -> AsyncIterator[ExecutionEvent]:
         agent, inp, result = run.agent, run.inp, run.result
@@ -427,6 +457,7 @@ class AgentRuntime:
             validate_mode(rag.mode, rag.no_context_behavior)
             rag.acceptance.validate("rag.acceptance")
             rag.context_budget.validate("rag.context_budget")
+            rag.reranking.selection.validate("rag.reranking")
             scope = Scope(inp.tenant, merge_filters(rag.filter, inp.filter))
             if rag.agentic:
                 result.rag = rag_metadata(rag, None)
@@ -452,16 +483,21 @@ class AgentRuntime:
         t0 = time.perf_counter()
         # The budget reserves room for the rules as they read with context.
         costs = prompt_costs(agent, rag, framework_rules(rag.mode, True), inp, agent.tools)
+        # Every started search ends in completed or failed, on every path.
         try:
             outcome = await self._pipeline.run(agent.id, rag, search, costs)
-        except RetrievalFailed as failed:
-            seconds = time.perf_counter() - t0
+        except SearchFailed as failed:
+            result.rag = rag_metadata(rag, failed.partial)
+            yield _search_failed(eid, rag, failed, time.perf_counter() - t0)
+            raise failed.error from None
+        except Exception:
             yield replace(
-                _search_event(EventType.RAG_SEARCH_FAILED, eid, rag, seconds),
-                error_code=failed.cause.reason,
+                _search_event(EventType.RAG_SEARCH_FAILED, eid, rag, time.perf_counter() - t0),
+                error_code="INTERNAL",
             )
-            raise retrieval_failed(failed.cause) from None
+            raise
         result.rag = rag_metadata(rag, outcome)
+        await self.explain_scope(result.rag, scope.tenant)
         yield _search_completed(eid, rag, outcome, time.perf_counter() - t0)
 
         action = outcome.decision.action
@@ -614,6 +650,8 @@ def rag_metadata(rag: RagPolicy, outcome: RagOutcome | None) -> RagMetadata:
         no_context_reason=outcome.no_context_reason,
         model_skipped=outcome.decision.model_skipped,
         answer_constrained=outcome.decision.answer_constrained,
+        embedding_usage=outcome.embedding_usage,
+        final_selection=outcome.final_selection,
     )
 
 
@@ -630,6 +668,22 @@ def _search_completed(
         seconds,
     )
     return ExecutionEvent(EventType.RAG_SEARCH_COMPLETED, eid, rag_search=info)
+
+
+def _search_failed(
+    eid: str, rag: RagPolicy, failed: SearchFailed, seconds: float
+) -> ExecutionEvent:
+    partial = failed.partial
+    info = RagSearchInfo(
+        rag.index_name,
+        rag.retrieval_mode,
+        rag.acceptance.candidate_count,
+        len(partial.acceptance.candidates) if partial else 0,
+        len(partial.acceptance.accepted) if partial else 0,
+        partial.rerank_outcome if partial else None,
+        seconds,
+    )
+    return ExecutionEvent(EventType.RAG_SEARCH_FAILED, eid, rag_search=info, error_code=failed.code)
 
 
 def _search_event(

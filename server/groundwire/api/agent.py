@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import grpc
@@ -26,6 +26,7 @@ from groundwire.agents.events import (
     ExecutionStatus,
     RagMetadata,
     RequiredToolCall,
+    SearchTrace,
 )
 from groundwire.agents.execution_input import ExecutionInput
 from groundwire.agents.prepare import prepare_turn
@@ -40,9 +41,19 @@ from groundwire.api.agent_controls import (
 )
 from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import duration, filter_from_proto, mode_to_proto, score_to_proto
+from groundwire.api.errors import ErrorWithDetails
 from groundwire.api.pagination import LIST_AGENTS, PageTokens, listing
 from groundwire.api.reranker import outcome_to_proto, reranking_metadata_to_proto
+from groundwire.api.usage import usage_to_proto
 from groundwire.domain.auth import check_tenant
+from groundwire.domain.blend import (
+    BLEND_FORMULA,
+    BlendScore,
+    FinalSelectionMode,
+    RetrievalNormalization,
+    SelectionReport,
+)
+from groundwire.domain.citations import DEFAULT_SNIPPET_CHARS, snippet
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.domain.rag_policy import (
     ExecutionMode,
@@ -51,7 +62,8 @@ from groundwire.domain.rag_policy import (
     NoContextBehavior,
     NoContextReason,
 )
-from groundwire.domain.retrieval import RankedResult
+from groundwire.domain.reranking import RerankingMetadata
+from groundwire.domain.retrieval import MetadataFilter, RankedResult
 from groundwire_client.v1 import agent_pb2, agent_pb2_grpc, common_pb2, reranker_pb2
 
 _MODES = {
@@ -85,9 +97,71 @@ _ROLES: dict[int, str | None] = {
 }
 
 
-def _item(result: RankedResult, reason: ItemReason | None = None) -> agent_pb2.RagItem:
+_FINAL_SELECTION = {
+    FinalSelectionMode.RERANKER_ONLY: agent_pb2.FINAL_SELECTION_POLICY_RERANKER_ONLY,
+    FinalSelectionMode.WEIGHTED_BLEND: agent_pb2.FINAL_SELECTION_POLICY_WEIGHTED_BLEND,
+}
+_NORMALIZATION = {
+    n: agent_pb2.RetrievalNormalization.Value(f"RETRIEVAL_NORMALIZATION_{n.value}")
+    for n in RetrievalNormalization
+}
+
+Key = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Scores:
+    """Per-candidate scores reported next to the retrieval score: the rerank
+    relevance and the final-selection blend, by (document_id, chunk_id)."""
+
+    rerank: Mapping[Key, float]
+    blends: Mapping[Key, BlendScore]
+
+    @classmethod
+    def of(cls, reranking: RerankingMetadata | None, selection: SelectionReport | None) -> _Scores:
+        rerank = {
+            c.key: c.rerank_relevance
+            for c in (reranking.candidates if reranking is not None else ())
+            if c.rerank_relevance is not None
+        }
+        return cls(rerank, dict(selection.blends) if selection is not None else {})
+
+
+_NO_SCORES = _Scores({}, {})
+
+
+def _blend_to_proto(b: BlendScore) -> agent_pb2.BlendScore:
+    return agent_pb2.BlendScore(
+        value=b.value,
+        formula=BLEND_FORMULA,
+        retrieval_weight=b.retrieval_weight,
+        retrieval_input=b.retrieval_input,
+        retrieval_normalization=_NORMALIZATION[b.normalization],
+        rerank_relevance=b.rerank_relevance,
+    )
+
+
+def _selection_to_proto(report: SelectionReport) -> agent_pb2.FinalSelection:
+    policy = report.policy
+    msg = agent_pb2.FinalSelection(
+        policy=_FINAL_SELECTION[policy.mode],
+        candidate_multiplier=policy.candidate_multiplier,
+        pool_size=report.pool_size,
+        final_top_k=report.final_top_k,
+    )
+    if policy.mode is FinalSelectionMode.WEIGHTED_BLEND:
+        msg.retrieval_weight = policy.retrieval_weight
+        msg.normalization = _NORMALIZATION[policy.normalization]
+    if report.applied_normalization is not None:
+        msg.applied_normalization = _NORMALIZATION[report.applied_normalization]
+    return msg
+
+
+def _item(
+    result: RankedResult, reason: ItemReason | None = None, scores: _Scores = _NO_SCORES
+) -> agent_pb2.RagItem:
     hit = result.hit
-    return agent_pb2.RagItem(
+    msg = agent_pb2.RagItem(
         document_id=hit.document_id,
         chunk_id=hit.chunk_id,
         retrieval_rank=result.rank,
@@ -97,13 +171,65 @@ def _item(result: RankedResult, reason: ItemReason | None = None) -> agent_pb2.R
         else agent_pb2.RAG_ITEM_REASON_UNSPECIFIED,
         span=common_pb2.CharSpan(start=hit.start, end=hit.end),
     )
+    relevance = scores.rerank.get(hit.key)
+    if relevance is not None:
+        msg.rerank_relevance = relevance
+    blend = scores.blends.get(hit.key)
+    if blend is not None:
+        msg.blend.CopyFrom(_blend_to_proto(blend))
+    return msg
 
 
-def _judged(items: Sequence[Judged]) -> list[agent_pb2.RagItem]:
-    return [_item(j.result, j.reason) for j in items]
+def _context_item(
+    result: RankedResult, snippet_chars: int, scores: _Scores = _NO_SCORES
+) -> agent_pb2.RagItem:
+    """A context item: the evidence the model got, with its title, section and a
+    bounded snippet (the caller may read it as it may read Retrieve results)."""
+    msg = _item(result, None, scores)
+    hit = result.hit
+    cut = snippet(hit.content, snippet_chars)
+    msg.title, msg.section = hit.title, hit.section
+    msg.snippet, msg.snippet_truncated = cut.text, cut.truncated
+    return msg
 
 
-def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
+def citations_to_proto(
+    result: ExecutionResult, snippet_chars: int = DEFAULT_SNIPPET_CHARS
+) -> list[agent_pb2.Citation]:
+    """The citations in order of first appearance, numbered 1..k (display_number),
+    each with its chunk's title, section, span and bounded snippet. Source n is
+    the model's evidence item n (RagMetadata.context[n - 1]); the answer text is
+    left as the model wrote it (it was streamed as such)."""
+    context = result.rag.context
+    out = []
+    for number, c in enumerate(result.citations, start=1):
+        msg = agent_pb2.Citation(
+            source_number=c.source_number,
+            document_id=c.document_id,
+            chunk_id=c.chunk_id,
+            display_number=number,
+        )
+        if 1 <= c.source_number <= len(context):
+            hit = context[c.source_number - 1].hit
+            if hit.key == (c.document_id, c.chunk_id):
+                cut = snippet(hit.content, snippet_chars)
+                msg.title, msg.section = hit.title, hit.section
+                msg.span.CopyFrom(common_pb2.CharSpan(start=hit.start, end=hit.end))
+                msg.snippet, msg.snippet_truncated = cut.text, cut.truncated
+        out.append(msg)
+    return out
+
+
+def _judged(items: Sequence[Judged], scores: _Scores = _NO_SCORES) -> list[agent_pb2.RagItem]:
+    return [_item(j.result, j.reason, scores) for j in items]
+
+
+def rag_to_proto(
+    meta: RagMetadata, snippet_chars: int = DEFAULT_SNIPPET_CHARS, *, evidence: bool = True
+) -> agent_pb2.RagExecutionMetadata:
+    """The RAG metadata; `evidence` adds the title, section and snippet of the
+    context items (results only: a failure's partial metadata stays content-free)."""
+    scores = _Scores.of(meta.reranking, meta.final_selection)
     msg = agent_pb2.RagExecutionMetadata(
         enabled=meta.enabled,
         index_name=meta.index_name,
@@ -111,27 +237,20 @@ def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
         context_accepted=meta.context_accepted,
         model_skipped=meta.model_skipped,
         answer_constrained=meta.answer_constrained,
-        candidates=[_item(r) for r in meta.candidates],
-        accepted=[_item(r) for r in meta.accepted],
-        rejected=_judged(meta.rejected),
-        context_excluded=_judged(meta.context_excluded),
-        context=[_item(r) for r in meta.context],
+        tenant_scope_empty=meta.tenant_scope_empty,
+        candidates=[_item(r, None, scores) for r in meta.candidates],
+        accepted=[_item(r, None, scores) for r in meta.accepted],
+        rejected=_judged(meta.rejected, scores),
+        context_excluded=_judged(meta.context_excluded, scores),
+        context=[
+            _context_item(r, snippet_chars, scores) if evidence else _item(r, None, scores)
+            for r in meta.context
+        ],
         candidate_count=len(meta.candidates),
         accepted_count=len(meta.accepted),
         rejected_count=len(meta.rejected),
         context_excluded_count=len(meta.context_excluded),
-        searches=[
-            agent_pb2.AgenticSearchTrace(
-                step=s.step,
-                call_id=s.call_id,
-                candidate_count=s.candidate_count,
-                accepted_count=s.accepted_count,
-                succeeded=s.succeeded,
-                error_code=s.error_code,
-                duration=duration(s.seconds),
-            )
-            for s in meta.searches
-        ],
+        searches=[_trace_to_proto(s) for s in meta.searches],
     )
     if meta.enabled:
         msg.retrieval_mode = mode_to_proto(meta.retrieval_mode)
@@ -157,11 +276,59 @@ def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
         )
     if meta.rewritten_query is not None:
         msg.rewritten_query = meta.rewritten_query
+    if meta.final_selection is not None:
+        msg.final_selection.CopyFrom(_selection_to_proto(meta.final_selection))
     add_controls_metadata(meta, msg)
     return msg
 
 
-def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
+def _filter_to_proto(flt: MetadataFilter) -> list[agent_pb2.AppliedFilterCondition]:
+    """The applied filter's keys, sorted, with their value counts (values are
+    not echoed: they may come from the agent's configuration)."""
+    return [
+        agent_pb2.AppliedFilterCondition(key=key, value_count=len(flt.conditions[key]))
+        for key in sorted(flt.conditions)
+    ]
+
+
+def _trace_to_proto(s: SearchTrace) -> agent_pb2.AgenticSearchTrace:
+    scores = _Scores.of(s.reranking, s.final_selection)
+    msg = agent_pb2.AgenticSearchTrace(
+        step=s.step,
+        call_id=s.call_id,
+        candidate_count=s.candidate_count,
+        accepted_count=s.accepted_count,
+        succeeded=s.succeeded,
+        error_code=s.error_code,
+        duration=duration(s.seconds),
+        query=s.query,
+        index_version=s.index_version,
+        candidates=[_item(r, None, scores) for r in s.candidates],
+        accepted=[_item(r, None, scores) for r in s.accepted],
+        rejected=_judged(s.rejected, scores),
+        context_excluded=_judged(s.context_excluded, scores),
+    )
+    if s.options is not None:
+        o = s.options
+        msg.options.CopyFrom(
+            agent_pb2.RagSearchOptions(
+                tenant_scoped=bool(o.tenant),
+                filter=_filter_to_proto(o.filter),
+                retrieval_mode=mode_to_proto(o.retrieval_mode),
+                candidate_budget=o.candidate_budget,
+                top_k=o.top_k,
+            )
+        )
+    if s.reranking is not None:
+        msg.reranking.CopyFrom(reranking_metadata_to_proto(s.reranking))
+    if s.no_context_reason is not None:
+        msg.no_context_reason = _REASONS[s.no_context_reason]
+    return msg
+
+
+def result_to_proto(
+    result: ExecutionResult, snippet_chars: int = DEFAULT_SNIPPET_CHARS
+) -> agent_pb2.AgentResult:
     u = result.usage
     msg = agent_pb2.AgentResult(
         execution_id=result.execution_id,
@@ -174,13 +341,9 @@ def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
             completion_tokens=u.completion_tokens,
             total_tokens=u.total_tokens,
         ),
-        rag=rag_to_proto(result.rag),
-        citations=[
-            agent_pb2.Citation(
-                source_number=c.source_number, document_id=c.document_id, chunk_id=c.chunk_id
-            )
-            for c in result.citations
-        ],
+        rag=rag_to_proto(result.rag, snippet_chars),
+        embedding_usage=usage_to_proto(result.rag.embedding_usage),
+        citations=citations_to_proto(result, snippet_chars),
         tool_calls=[
             agent_pb2.ToolCallTrace(
                 step=t.step,
@@ -208,7 +371,9 @@ def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
     return msg
 
 
-def event_to_proto(event: ExecutionEvent, sequence: int) -> agent_pb2.ExecuteStreamResponse:
+def event_to_proto(
+    event: ExecutionEvent, sequence: int, snippet_chars: int = DEFAULT_SNIPPET_CHARS
+) -> agent_pb2.ExecuteStreamResponse:
     msg = agent_pb2.ExecuteStreamResponse(
         type=_EVENTS[event.type],
         sequence=sequence,
@@ -249,7 +414,9 @@ def event_to_proto(event: ExecutionEvent, sequence: int) -> agent_pb2.ExecuteStr
             )
         )
     if event.result is not None:
-        msg.result.CopyFrom(result_to_proto(event.result))
+        msg.result.CopyFrom(result_to_proto(event.result, snippet_chars))
+    if event.rag is not None:
+        msg.rag.CopyFrom(rag_to_proto(event.rag, evidence=False))
     return msg
 
 
@@ -271,8 +438,15 @@ def describe_agent(agent: AgentDefinition) -> agent_pb2.AgentDescription:
                 no_context_behavior=_BEHAVIORS[r.no_context_behavior],
                 reranking_enabled=r.reranking.enabled,
                 agentic=r.agentic,
+                search_tool_name=r.search_tool_name if r.agentic else "",
             )
         )
+        if r.reranking.enabled:
+            selection = r.reranking.selection
+            msg.rag.final_selection_policy = _FINAL_SELECTION[selection.mode]
+            msg.rag.candidate_multiplier = selection.candidate_multiplier
+            if selection.mode is FinalSelectionMode.WEIGHTED_BLEND:
+                msg.rag.retrieval_weight = selection.retrieval_weight
         add_controls_description(r, msg.rag)
     if agent.instructions_visible:
         msg.instructions = agent.instructions
@@ -281,8 +455,13 @@ def describe_agent(agent: AgentDefinition) -> agent_pb2.AgentDescription:
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     def __init__(
-        self, registry: AgentRegistry, runtime: AgentRuntime, page_tokens: PageTokens
+        self,
+        registry: AgentRegistry,
+        runtime: AgentRuntime,
+        page_tokens: PageTokens,
+        snippet_chars: int = DEFAULT_SNIPPET_CHARS,
     ) -> None:
+        self._snippet_chars = snippet_chars
         self._registry = registry
         self._runtime = runtime
         self._tokens = page_tokens
@@ -343,7 +522,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.ExecuteResponse:
         agent, inp = self._validate(request.input)
         return agent_pb2.ExecuteResponse(
-            result=await _final_result(self._runtime.execute(agent, inp))
+            result=await _final_result(self._runtime.execute(agent, inp), self._snippet_chars)
         )
 
     async def ExecuteStream(
@@ -352,7 +531,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         agent, inp = self._validate(request.input)
         sequence = 0
         async for event in self._runtime.execute(agent, inp):
-            yield event_to_proto(event, sequence)
+            yield event_to_proto(event, sequence, self._snippet_chars)
             sequence += 1
 
     async def PrepareExecution(
@@ -363,7 +542,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         agent, inp = self._validate(request.input)
         turn = await prepare_turn(self._runtime, agent, inp)
         return agent_pb2.PrepareExecutionResponse(
-            prepared=prepared_to_proto(turn, rag_to_proto(turn.rag))
+            prepared=prepared_to_proto(turn, rag_to_proto(turn.rag, self._snippet_chars))
         )
 
     async def ResumeExecution(
@@ -371,7 +550,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.ResumeExecutionResponse:
         eid, tenant = _execution_ref(request.execution_id, request.tenant)
         events = await self._runtime.resume(eid, tenant, self._registry.get)
-        return agent_pb2.ResumeExecutionResponse(result=await _final_result(events))
+        return agent_pb2.ResumeExecutionResponse(
+            result=await _final_result(events, self._snippet_chars)
+        )
 
     async def ResumeExecutionStream(
         self,
@@ -382,7 +563,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         events = await self._runtime.resume(eid, tenant, self._registry.get)
         sequence = 0
         async for event in events:
-            yield agent_pb2.ResumeExecutionStreamResponse(event=event_to_proto(event, sequence))
+            yield agent_pb2.ResumeExecutionStreamResponse(
+                event=event_to_proto(event, sequence, self._snippet_chars)
+            )
             sequence += 1
 
     async def SubmitToolResults(
@@ -393,7 +576,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         eid, tenant = _execution_ref(request.execution_id, request.tenant)
         results = _tool_results(request.results, "results")
         events = await self._runtime.submit_tool_results(eid, tenant, results, self._registry.get)
-        return agent_pb2.SubmitToolResultsResponse(result=await _final_result(events))
+        return agent_pb2.SubmitToolResultsResponse(
+            result=await _final_result(events, self._snippet_chars)
+        )
 
     async def ExecuteInteractive(
         self,
@@ -414,7 +599,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         try:
             sequence = 0
             async for event in self._runtime.execute(agent, inp, channel.wait):
-                yield agent_pb2.ExecuteInteractiveResponse(event=event_to_proto(event, sequence))
+                yield agent_pb2.ExecuteInteractiveResponse(
+                    event=event_to_proto(event, sequence, self._snippet_chars)
+                )
                 sequence += 1
         finally:
             await channel.close()
@@ -537,12 +724,14 @@ def _tool_results(results: Sequence[agent_pb2.ToolResult], where: str) -> list[S
     return out
 
 
-async def _final_result(events: AsyncIterator[ExecutionEvent]) -> agent_pb2.AgentResult:
+async def _final_result(
+    events: AsyncIterator[ExecutionEvent], snippet_chars: int = DEFAULT_SNIPPET_CHARS
+) -> agent_pb2.AgentResult:
     """The unary form of an execution: its terminal result, or its error."""
     async for event in events:
         if event.type in (EventType.EXECUTION_COMPLETED, EventType.EXECUTION_REQUIRES_ACTION):
             assert event.result is not None
-            return result_to_proto(event.result)
+            return result_to_proto(event.result, snippet_chars)
         if event.type is EventType.EXECUTION_FAILED:
             raise failure_from_event(event)
     raise GroundwireError(ErrorKind.INTERNAL, "INTERNAL", "execution ended without a result")
@@ -550,7 +739,11 @@ async def _final_result(events: AsyncIterator[ExecutionEvent]) -> agent_pb2.Agen
 
 def failure_from_event(event: ExecutionEvent) -> GroundwireError:
     """The unary error for a failed execution: the runtime's error itself (the
-    stream reports its code and message)."""
-    if event.error is not None:
-        return event.error
-    return GroundwireError(ErrorKind.UNAVAILABLE, event.error_code, event.error_message)
+    stream reports its code and message), with the partial RAG metadata of a RAG
+    agent as a further status detail (the failed stream event carries the same)."""
+    error = event.error or GroundwireError(
+        ErrorKind.UNAVAILABLE, event.error_code, event.error_message
+    )
+    if event.rag is not None:
+        return ErrorWithDetails(error, [rag_to_proto(event.rag, evidence=False)])
+    return error

@@ -24,6 +24,7 @@ from groundwire.app.agent_config import (
 from groundwire.app.checkpoint_config import CheckpointConfig
 from groundwire.app.chunking_config import ChunkingConfig, check_token_chunking
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
+from groundwire.app.http_config import HttpConfig
 from groundwire.app.logs import ContentPreviewsConfig
 from groundwire.app.plugins import (
     EMBEDDERS,
@@ -229,14 +230,36 @@ EmbedderConfig = Annotated[
 ]
 
 
-class DirectorySource(StrictModel):
+_Extension = Annotated[str, Field(pattern=r"^\.[a-z0-9]{1,16}$")]
+# Built-in formats a source's `extensions` table may name for an extension.
+SourceFormat = Literal["text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "odt", "epub"]
+
+
+class _FileSourceBase(StrictModel):
+    # The extensions this source reads, instead of the index's
+    # `ingestion.extensions`: a list of extensions (each read by its own loader,
+    # built-in or an `ingestion.loaders` plug-in), or a table of extension ->
+    # built-in format ("text", "markdown", "html", "pdf", "docx", "pptx", "xlsx",
+    # "odt", "epub"), e.g. {".rst" = "text", ".mdx" = "markdown"}.
+    extensions: list[_Extension] | dict[_Extension, SourceFormat] | None = None
+
+    def extension_formats(self) -> tuple[tuple[str, str], ...] | None:
+        """(extension, format name or "" for its own loader) pairs, or None."""
+        if self.extensions is None:
+            return None
+        if isinstance(self.extensions, dict):
+            return tuple(sorted(self.extensions.items()))
+        return tuple((e, "") for e in dict.fromkeys(self.extensions))
+
+
+class DirectorySource(_FileSourceBase):
     kind: Literal["directory"]
     path: Path
     glob: str = "**/*"
     recursive: bool = True
 
 
-class FilesSource(StrictModel):
+class FilesSource(_FileSourceBase):
     kind: Literal["files"]
     paths: list[Path] = Field(min_length=1)
 
@@ -320,10 +343,16 @@ class IngestionConfig(StrictModel):
     schedule: str | None = None
     max_file_bytes: int = Field(10 * 1024 * 1024, ge=1, le=1024 * 1024 * 1024)
     embed_batch_size: int = Field(64, ge=1, le=4096)
+    # strategy "watch": how long the sources must be quiet after a change before
+    # a run starts, in milliseconds.
+    watch_debounce_ms: int = Field(500, ge=50, le=60_000)
     extensions: list[str] = Field(
         default_factory=lambda: [
             *[".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"],
-            *[".docx", ".pptx", ".xlsx"],
+            *[".docx", ".pptx", ".xlsx", ".odt", ".epub"],
+            # Text-like files, read as plain text.
+            *[".rst", ".csv", ".tsv", ".json", ".jsonl", ".log", ".yaml", ".yml"],
+            *[".toml", ".ini", ".cfg", ".xml", ".tex", ".org", ".adoc"],
         ]
     )
     # File extension -> a plug-in loader (entry point group groundwire.loaders), as
@@ -332,6 +361,10 @@ class IngestionConfig(StrictModel):
         Annotated[str, Field(pattern=r"^\.[a-z0-9]{1,16}$")],
         Annotated[PluginConfig, accept_plugins(LOADERS, None)],
     ] = Field(default_factory=dict)
+    # A chunk longer than the embedding model's token window: "truncate" embeds
+    # its beginning (counted in OperationCounts.truncated_chunks), "reject" fails
+    # its document with CHUNK_TOO_LONG. "reject" needs a local-onnx embedder.
+    overlong_chunks: Literal["truncate", "reject"] = "truncate"
 
     @model_validator(mode="after")
     def _schedule(self) -> IngestionConfig:
@@ -351,6 +384,23 @@ class IndexConfig(StrictModel):
     chunking: ChunkingConfig = ChunkingConfig()
     sources: list[SourceConfig] = Field(default_factory=list)
     ingestion: IngestionConfig = IngestionConfig()
+
+    @model_validator(mode="after")
+    def _source_extensions(self) -> IndexConfig:
+        from groundwire.ingestion.loaders import FORMATS_BY_EXTENSION
+
+        for i, src in enumerate(self.sources):
+            if not isinstance(src, DirectorySource | FilesSource) or not isinstance(
+                src.extensions, list
+            ):
+                continue
+            for ext in src.extensions:
+                if ext not in FORMATS_BY_EXTENSION and ext not in self.ingestion.loaders:
+                    raise ValueError(
+                        f"sources.{i}.extensions: no loader reads {ext!r}; map it to a"
+                        ' format ({".ext" = "text"}) or configure ingestion.loaders'
+                    )
+        return self
 
 
 class LoggingConfig(StrictModel):
@@ -389,6 +439,7 @@ class GroundwireConfig(StrictModel):
     agent_limits: AgentLimitsConfig = AgentLimitsConfig()
     limits: LimitsConfig = LimitsConfig()
     checkpoints: CheckpointConfig = CheckpointConfig()
+    http: HttpConfig = HttpConfig()
 
     @model_validator(mode="after")
     def _references(self) -> GroundwireConfig:
@@ -398,6 +449,13 @@ class GroundwireConfig(StrictModel):
             if index.embedder is not None and index.embedder not in self.embedders:
                 raise ValueError(f"indexes.{name}.embedder: no embedder named {index.embedder!r}")
             check_token_chunking(name, index.chunking, self.embedders.get(index.embedder or ""))
+            if index.ingestion.overlong_chunks == "reject" and not isinstance(
+                self.embedders.get(index.embedder or ""), LocalOnnxEmbedderConfig
+            ):
+                raise ValueError(
+                    f"indexes.{name}.ingestion.overlong_chunks: 'reject' needs a local-onnx "
+                    "embedder (the only kind that knows its token window)"
+                )
         if (
             self.limits.execute.max_concurrent_per_tenant is not None
             and "max_concurrent_executions" in self.agent_limits.model_fields_set

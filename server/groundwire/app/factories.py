@@ -79,6 +79,7 @@ from groundwire.stores.base import (
 )
 from groundwire.stores.memory import MemoryOperationLog, MemoryStore
 from groundwire.stores.memory.checkpoints import MemoryCheckpointStore
+from groundwire.stores.usage import MemoryUsageLedger, UsageLedger
 
 log = logging.getLogger("groundwire.app")
 
@@ -134,9 +135,9 @@ def _sources(index: IndexConfig) -> list[SourceConfig]:
     out: list[SourceConfig] = []
     for s in index.sources:
         if isinstance(s, DirectoryConfig):
-            out.append(DirectorySource(s.path, s.glob, s.recursive))
+            out.append(DirectorySource(s.path, s.glob, s.recursive, s.extension_formats()))
         elif isinstance(s, FilesConfig):
-            out.append(FilesSource(tuple(s.paths)))
+            out.append(FilesSource(tuple(s.paths), s.extension_formats()))
         elif isinstance(s, InlineConfig):
             out.append(
                 InlineSource(
@@ -297,6 +298,14 @@ def checkpoint_store_for(store: Store) -> CheckpointStore:
     return table
 
 
+def usage_ledger_for(store: Store) -> UsageLedger:
+    """PostgreSQL keeps per-tenant usage totals durably; memory keeps them per process."""
+    ledger = getattr(store, "usage_ledger", None)
+    if ledger is not None:
+        return cast(UsageLedger, ledger)
+    return MemoryUsageLedger()
+
+
 async def build_catalog(
     cfg: GroundwireConfig,
     store: Store,
@@ -340,6 +349,8 @@ async def build_catalog(
                 loaders=_loaders(name, index),
                 strategy=index.ingestion.strategy,
                 schedule=index.ingestion.schedule,
+                reject_overlong_chunks=index.ingestion.overlong_chunks == "reject",
+                watch_debounce_ms=index.ingestion.watch_debounce_ms,
             )
         )
     if previous is not None:

@@ -99,6 +99,8 @@ RESTART_ONLY: dict[str, str] = {
     "store": "the open store holds every index",
     # The exporter owns its own listening port.
     "metrics": "the exporter's port is bound once",
+    # The HTTP port (its address and CORS policy) is bound at start-up.
+    "http": "the HTTP port is bound once",
 }
 
 # Index handle fields that change how an index is served, not what ingestion
@@ -106,10 +108,23 @@ RESTART_ONLY: dict[str, str] = {
 # field added later) counts as an ingestion input. The embedder object is
 # excluded because what it makes is in `spec` (its descriptor).
 _SERVING_ONLY_FIELDS = frozenset(
-    {"store", "embedder", "description", "strategy", "schedule", "ready", "embed_batch_size"}
+    {
+        "store",
+        "embedder",
+        "description",
+        "strategy",
+        "schedule",
+        "ready",
+        "embed_batch_size",
+        "watch_debounce_ms",
+    }
 )
 _STARTUP_STRATEGIES = frozenset(
-    {IngestionStrategy.ON_STARTUP, IngestionStrategy.BACKGROUND_ON_STARTUP}
+    {
+        IngestionStrategy.ON_STARTUP,
+        IngestionStrategy.BACKGROUND_ON_STARTUP,
+        IngestionStrategy.WATCH,
+    }
 )
 _VIOLATION = re.compile(r"^\s{2}(\S[^:]*): (.*)$")
 # A single-line error of a factory, "section.key: what is wrong".
@@ -418,6 +433,7 @@ class Reloader:
                 runtime=new.runtime,
                 reranking=new.reranking,
                 page_tokens=self._page_tokens,
+                citation_snippet_chars=new.config.agent_limits.citation_snippet_chars,
             ),
         )
         # One assignment each, with no await between them: a call starting now

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.metadata_ranges import RangeCondition
 from groundwire.domain.scores import Score
+from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 
 
 class RetrievalMode(enum.Enum):
@@ -154,6 +155,12 @@ class RetrievalDiagnostics:
     lexical_terms_pruned: int = 0
     fusion: FusionSettings | None = None
     leg_depth: int = 0
+    # Whether the tenant searched holds no published document at all (checked
+    # only when nothing was found).
+    tenant_scope_empty: bool = False
+    # The query embedding's usage; truncated_texts > 0 means the query was longer
+    # than the model's token window.
+    embedding_usage: EmbeddingUsage = NO_USAGE
 
 
 @dataclass(frozen=True, slots=True)

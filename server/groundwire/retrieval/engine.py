@@ -2,7 +2,8 @@
 with full score semantics. No agent acceptance, grounding or reranking here;
 top_k is a candidate limit only.
 
-- SEMANTIC embeds the query (query task mode) and runs vector search only.
+- SEMANTIC embeds the query (query task mode) and runs vector search only; the
+  embedding's usage (and whether the query was truncated) is in the diagnostics.
 - LEXICAL runs indexed full-text search only and never touches the embedder.
 - HYBRID runs both legs concurrently and fuses them with weighted RRF; if either
   leg fails, the call fails.
@@ -41,7 +42,8 @@ from groundwire.domain.retrieval import (
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.instruments import RETRIEVALS
 from groundwire.providers.embeddings.base import EmbeddingTask, validate_vectors
-from groundwire.stores.base import VersionWatch
+from groundwire.providers.embeddings.usage import metered
+from groundwire.stores.base import IndexState, VersionWatch
 
 _log = logging.getLogger("groundwire.retrieval")
 
@@ -108,9 +110,13 @@ class Retriever:
                 "EMBEDDING_NOT_CONFIGURED",
                 "the index has no embedding model; use lexical mode",
             )
-        diag.index_version = await visible_version(
+        diag.index_version, state = await visible_version(
             handle, request.min_version, self.limits.min_version_wait_s
         )
+        if request.mode is not RetrievalMode.LEXICAL:
+            if state is None:
+                state = await handle.store.index_state(handle.name)
+            _check_query_space(handle, state)
         results: list[RankedResult]
         if request.mode is RetrievalMode.SEMANTIC:
             hits = await self._semantic(handle, request, request.top_k, diag)
@@ -129,8 +135,21 @@ class Retriever:
             results = fuse(
                 [(Leg.SEMANTIC, semantic), (Leg.LEXICAL, lexical)], request.fusion, request.top_k
             )
+        if not results:
+            diag.tenant_scope_empty = await self.tenant_scope_empty(
+                request.index_name, request.scope.tenant
+            )
         diag.total_seconds = time.perf_counter() - started
         return RetrievalOutcome(tuple(results), diag)
+
+    async def tenant_scope_empty(self, index_name: str, tenant: str) -> bool:
+        """Whether `tenant` holds no published document in the index at all (so no
+        query of that scope can find anything). Reveals nothing of other tenants."""
+        handle = self._catalog.get(index_name)
+        state = await handle.store.index_state(handle.name)
+        if state.published_version == 0:
+            return True
+        return not await handle.store.has_documents(handle.name, tenant)
 
     async def _semantic(
         self, handle: IndexHandle, request: RetrievalRequest, k: int, diag: RetrievalDiagnostics
@@ -138,7 +157,9 @@ class Retriever:
         assert handle.embedder is not None
         t0 = time.perf_counter()
         text = semantic_text(request.text)
-        vectors = await handle.embedder.embed([text], EmbeddingTask.QUERY)
+        with metered() as meter:
+            vectors = await handle.embedder.embed([text], EmbeddingTask.QUERY)
+        diag.embedding_usage = meter.total
         vector = validate_vectors(vectors, 1, handle.embedder.info)[0]
         t1 = time.perf_counter()
         diag.embedding_seconds = t1 - t0
@@ -175,18 +196,38 @@ def version_not_visible(visible: int, wanted: int) -> GroundwireError:
     )
 
 
-async def visible_version(handle: IndexHandle, min_version: int, wait_s: float) -> int:
+async def visible_version(
+    handle: IndexHandle, min_version: int, wait_s: float
+) -> tuple[int, IndexState | None]:
     """The published version a read of the index sees at least (what a response
     reports): at least `min_version`, waiting up to `wait_s` for it, else
-    INDEX_VERSION_NOT_YET_VISIBLE."""
+    INDEX_VERSION_NOT_YET_VISIBLE. With it the index state when reading the
+    version took it (None when the store's change feed answered without a read)."""
     store = handle.store
+    state: IndexState | None = None
     if isinstance(store, VersionWatch):
         version = await store.await_version(handle.name, min_version, wait_s)
     else:
-        version = (await store.index_state(handle.name)).published_version
+        state = await store.index_state(handle.name)
+        version = state.published_version
     if version < min_version:
         raise version_not_visible(version, min_version)
-    return version
+    return version, state
+
+
+def _check_query_space(handle: IndexHandle, state: IndexState) -> None:
+    """Refuse the semantic leg when the published vectors were made under another
+    embedding configuration than today's query vectors: comparing them would mix
+    spaces. A change of the document prefix alone keeps serving the old version
+    (its queries are embedded as before) until the rebuild publishes."""
+    assert handle.embedder is not None
+    if state.published_version == 0 or handle.embedder.info.serves_queries_for(state.embedding):
+        return
+    raise failed_precondition(
+        "INDEX_REBUILD_REQUIRED",
+        "the index was built with another embedding configuration; semantic search "
+        "resumes when its rebuild is published (lexical search is unaffected)",
+    )
 
 
 async def _both(

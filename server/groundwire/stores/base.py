@@ -120,6 +120,24 @@ class LiveDocument:
         return DocumentKey(self.tenant, self.document_id)
 
 
+@dataclass(frozen=True, slots=True)
+class DocumentInfo:
+    """A published document as listed (content-free): its identity, attribution,
+    size in characters of its normalized text (the end of its last chunk), chunk
+    count, the version that wrote it and when it was staged (UNIX seconds)."""
+
+    document_id: str
+    source_id: str
+    content_hash: str
+    title: str
+    tenant: str
+    metadata: Mapping[str, str]
+    chunk_count: int
+    characters: int
+    version: int
+    ingested_at: float
+
+
 def store_unavailable(message: str) -> GroundwireError:
     """The store cannot be reached or failed; retryable."""
     return GroundwireError(ErrorKind.UNAVAILABLE, "STORE_UNAVAILABLE", message)
@@ -209,6 +227,28 @@ class Store(Protocol):
     ) -> Mapping[DocumentKey, LiveDocument]:
         """Published documents by key (for change detection): all of them, or those
         among `keys`."""
+        ...
+
+    async def has_documents(self, name: str, tenant: str) -> bool:
+        """Whether any published document of the index belongs to `tenant` (cheap:
+        an existence check; it reveals nothing of other tenants)."""
+
+    async def list_documents(
+        self, name: str, tenant: str, limit: int, after: str | None
+    ) -> list[DocumentInfo]:
+        """At most `limit` of `tenant`'s published documents with an id after
+        `after`, ordered by id (code point order)."""
+        ...
+
+    async def get_document(self, name: str, tenant: str, document_id: str) -> DocumentInfo | None:
+        """One of `tenant`'s published documents, or None."""
+        ...
+
+    async def document_chunks(
+        self, name: str, tenant: str, document_id: str, limit: int
+    ) -> list[ChunkRecord]:
+        """The first `limit` chunks of one of `tenant`'s published documents, in
+        order ([] when it has none or is not published)."""
         ...
 
     async def search_vector(

@@ -30,7 +30,9 @@ from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.indexes import StoreKind
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, Scope
 from groundwire.stores.base import (
+    ChunkRecord,
     DistanceMetric,
+    DocumentInfo,
     DocumentKey,
     IndexSpec,
     IndexState,
@@ -55,6 +57,7 @@ from groundwire.stores.postgres.operations import PostgresOperationLog
 from groundwire.stores.postgres.replication import ReadCounts, ReadRouter, Standby, StandbyStatus
 from groundwire.stores.postgres.schema import MAX_DIMENSIONS, MAX_HNSW_DIMENSIONS
 from groundwire.stores.postgres.scope import index_row
+from groundwire.stores.postgres.usage import PostgresUsageLedger
 
 log = logging.getLogger("groundwire.stores.postgres")
 
@@ -79,6 +82,32 @@ _ENSURE_INDEX_SQL = """
         updated_at = now()
     RETURNING id, published_version, published_dimensions, published_metric
 """
+
+
+# A tenant's published documents (versions not staging), in id order after a
+# cursor; the size is the end of the last chunk of the document's version.
+_DOCUMENTS_SQL = sql.SQL(
+    "SELECT d.document_id, d.source_id, d.content_hash, d.title, d.tenant, d.metadata, "
+    "d.chunk_count, COALESCE((SELECT max(c.end_offset) FROM gw_chunks c "
+    "WHERE c.index_id = d.index_id AND c.document_id = d.document_id "
+    "AND c.tenant = d.tenant AND c.version = d.version), 0), "
+    "d.version, extract(epoch FROM d.staged_at) "
+    "FROM gw_documents d WHERE d.index_id = %(index_id)s AND d.tenant = %(tenant)s "
+    "AND d.version <> ALL(%(staging)s::bigint[]) "
+    "AND (%(after)s::text IS NULL OR d.document_id > %(after)s::text) "
+    "AND (%(only)s::text IS NULL OR d.document_id = %(only)s::text) "
+    "ORDER BY d.document_id LIMIT %(limit)s"
+)
+
+# The chunks of a tenant's published document (its version that is not staging).
+_CHUNKS_SQL = sql.SQL(
+    "SELECT c.chunk_id, c.ordinal, c.start_offset, c.end_offset, c.content, c.section "
+    "FROM gw_documents d JOIN gw_chunks c ON c.index_id = d.index_id "
+    "AND c.document_id = d.document_id AND c.tenant = d.tenant AND c.version = d.version "
+    "WHERE d.index_id = %(index_id)s AND d.tenant = %(tenant)s "
+    "AND d.document_id = %(document_id)s AND d.version <> ALL(%(staging)s::bigint[]) "
+    "ORDER BY c.ordinal LIMIT %(limit)s"
+)
 
 
 class PostgresStore:
@@ -113,6 +142,11 @@ class PostgresStore:
     def checkpoints(self) -> PostgresCheckpointStore:
         """Durable execution checkpoints with cross-replica leases."""
         return PostgresCheckpointStore(self._db)
+
+    @property
+    def usage_ledger(self) -> PostgresUsageLedger:
+        """Durable per-tenant embedding usage totals, shared by every replica."""
+        return PostgresUsageLedger(self._db)
 
     # -- index lifecycle ---------------------------------------------------------
 
@@ -268,6 +302,78 @@ class PostgresStore:
                 for r in await cur.fetchall()
             ]
             return {d.key: d for d in docs}
+
+    async def has_documents(self, name: str, tenant: str) -> bool:
+        async with self._db.snapshot() as conn:
+            idx = await index_row(conn, name)
+            cur = await conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM gw_documents WHERE index_id = %(index_id)s"
+                " AND tenant = %(tenant)s AND version <> ALL(%(staging)s::bigint[]))",
+                {"index_id": idx.id, "tenant": tenant, "staging": idx.staging},
+            )
+            row = await cur.fetchone()
+            return bool(row and row[0])
+
+    async def list_documents(
+        self, name: str, tenant: str, limit: int, after: str | None
+    ) -> list[DocumentInfo]:
+        return await self._documents(name, tenant, limit, after, None)
+
+    async def get_document(self, name: str, tenant: str, document_id: str) -> DocumentInfo | None:
+        found = await self._documents(name, tenant, 1, None, document_id)
+        return found[0] if found else None
+
+    async def document_chunks(
+        self, name: str, tenant: str, document_id: str, limit: int
+    ) -> list[ChunkRecord]:
+        async with self._db.snapshot() as conn:
+            idx = await index_row(conn, name)
+            cur = await conn.execute(
+                _CHUNKS_SQL,
+                {
+                    "index_id": idx.id,
+                    "staging": idx.staging,
+                    "tenant": tenant,
+                    "document_id": document_id,
+                    "limit": limit,
+                },
+            )
+            return [
+                ChunkRecord(str(r[0]), int(r[1]), int(r[2]), int(r[3]), str(r[4]), str(r[5]))
+                for r in await cur.fetchall()
+            ]
+
+    async def _documents(
+        self, name: str, tenant: str, limit: int, after: str | None, only: str | None
+    ) -> list[DocumentInfo]:
+        async with self._db.snapshot() as conn:
+            idx = await index_row(conn, name)
+            cur = await conn.execute(
+                _DOCUMENTS_SQL,
+                {
+                    "index_id": idx.id,
+                    "staging": idx.staging,
+                    "tenant": tenant,
+                    "after": after,
+                    "only": only,
+                    "limit": limit,
+                },
+            )
+            return [
+                DocumentInfo(
+                    str(r[0]),
+                    str(r[1]),
+                    str(r[2]),
+                    str(r[3]),
+                    str(r[4]),
+                    {str(k): str(v) for k, v in (r[5] or {}).items()},
+                    int(r[6]),
+                    int(r[7]),
+                    int(r[8]),
+                    float(r[9]),
+                )
+                for r in await cur.fetchall()
+            ]
 
     async def search_vector(
         self, name: str, vector: npt.NDArray[np.float32], k: int, scope: Scope

@@ -212,8 +212,15 @@ public final class Groundwire {
     return executeStream(agents, input(agentId, message).build());
   }
 
-  /** Call credentials sending {@code authorization: Bearer <key>}; pass to stub.withCallCredentials. */
+  /**
+   * Call credentials sending {@code authorization: Bearer <key>}; pass to stub.withCallCredentials.
+   *
+   * @throws IllegalArgumentException for a null or empty key, or one holding whitespace or control
+   *     characters (it would make a malformed authorization header); leave the credentials out
+   *     when the server runs without authentication
+   */
   public static CallCredentials apiKey(String key) {
+    checkApiKey(key);
     return new CallCredentials() {
       @Override
       public void applyRequestMetadata(RequestInfo info, Executor executor, MetadataApplier applier) {
@@ -222,6 +229,23 @@ public final class Groundwire {
         applier.apply(headers);
       }
     };
+  }
+
+  /**
+   * Refuses a null or empty API key, or one holding whitespace or control characters.
+   *
+   * @throws IllegalArgumentException when {@code key} is not a usable API key
+   */
+  public static void checkApiKey(String key) {
+    boolean bad = key == null || key.isEmpty();
+    for (int i = 0; !bad && i < key.length(); i++) {
+      char c = key.charAt(i);
+      bad = c <= ' ' || c == 0x7f;
+    }
+    if (bad) {
+      throw new IllegalArgumentException(
+          "groundwire: API key is empty or holds whitespace or control characters");
+    }
   }
 
   /** A failed call decoded from its google.rpc.Status details. */

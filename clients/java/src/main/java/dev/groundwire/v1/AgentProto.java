@@ -92,6 +92,26 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_groundwire_v1_RagItem_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_BlendScore_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_BlendScore_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_FinalSelection_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_FinalSelection_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_AppliedFilterCondition_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_AppliedFilterCondition_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_RagSearchOptions_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_RagSearchOptions_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_groundwire_v1_ContextBudget_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -250,78 +270,123 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
       "le/protobuf/struct.proto\032\037google/protobu" +
       "f/timestamp.proto\032\032groundwire/v1/common." +
       "proto\032\034groundwire/v1/reranker.proto\032\035gro" +
-      "undwire/v1/retriever.proto\"Y\n\020Conversati" +
-      "onTurn\022+\n\004role\030\001 \001(\0162\027.groundwire.v1.Tur" +
-      "nRoleR\004role\022\030\n\007content\030\002 \001(\tR\007content\"\262\003" +
-      "\n\016ExecutionInput\022\031\n\010agent_id\030\001 \001(\tR\007agen" +
-      "tId\022\030\n\007message\030\002 \001(\tR\007message\0229\n\007history" +
-      "\030\003 \003(\0132\037.groundwire.v1.ConversationTurnR" +
-      "\007history\022\026\n\006tenant\030\004 \001(\tR\006tenant\0225\n\006filt" +
-      "er\030\005 \001(\0132\035.groundwire.v1.MetadataFilterR" +
-      "\006filter\022<\n\014client_tools\0302 \003(\0132\031.groundwi" +
-      "re.v1.ClientToolR\013clientTools\022I\n\023client_" +
-      "tool_timeout\0303 \001(\0132\031.google.protobuf.Dur" +
-      "ationR\021clientToolTimeout\022\035\n\nbypass_rag\030F" +
-      " \001(\010R\tbypassRag\0229\n\toverrides\030G \001(\0132\033.gro" +
-      "undwire.v1.RagOverridesR\toverrides\"\213\001\n\014R" +
-      "agOverrides\0220\n\021minimum_relevance\030\001 \001(\001H\000" +
-      "R\020minimumRelevance\210\001\001\022#\n\013final_top_k\030\002 \001" +
-      "(\rH\001R\tfinalTopK\210\001\001B\024\n\022_minimum_relevance" +
-      "B\016\n\014_final_top_k\"N\n\027PrepareExecutionRequ" +
-      "est\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Execu" +
-      "tionInputR\005input\"X\n\030PrepareExecutionResp" +
-      "onse\022<\n\010prepared\030\001 \001(\0132 .groundwire.v1.P" +
-      "reparedExecutionR\010prepared\"Z\n\017PreparedMe" +
-      "ssage\022-\n\004role\030\001 \001(\0162\031.groundwire.v1.Prom" +
-      "ptRoleR\004role\022\030\n\007content\030\002 \001(\tR\007content\"m" +
-      "\n\014PreparedTool\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013de" +
-      "scription\030\002 \001(\tR\013description\022\'\n\017paramete" +
-      "rs_json\030\003 \001(\tR\016parametersJson\"\375\001\n\021Prepar" +
-      "edReference\022#\n\rsource_number\030\001 \001(\rR\014sour" +
-      "ceNumber\022\037\n\013document_id\030\002 \001(\tR\ndocumentI" +
-      "d\022\031\n\010chunk_id\030\003 \001(\tR\007chunkId\022*\n\005score\030\004 " +
-      "\001(\0132\024.groundwire.v1.ScoreR\005score\022+\n\004span" +
-      "\030\005 \001(\0132\027.groundwire.v1.CharSpanR\004span\022\024\n" +
-      "\005title\030\006 \001(\tR\005title\022\030\n\007section\030\007 \001(\tR\007se" +
-      "ction\"\257\003\n\021PreparedExecution\022\031\n\010agent_id\030" +
-      "\001 \001(\tR\007agentId\0225\n\006action\030\002 \001(\0162\035.groundw" +
-      "ire.v1.PreparedActionR\006action\022:\n\010message" +
-      "s\030\003 \003(\0132\036.groundwire.v1.PreparedMessageR" +
-      "\010messages\0221\n\005tools\030\004 \003(\0132\033.groundwire.v1" +
-      ".PreparedToolR\005tools\022@\n\nreferences\030\005 \003(\013" +
-      "2 .groundwire.v1.PreparedReferenceR\nrefe" +
-      "rences\022)\n\020framework_answer\030\006 \001(\tR\017framew" +
-      "orkAnswer\0225\n\003rag\030\007 \001(\0132#.groundwire.v1.R" +
-      "agExecutionMetadataR\003rag\0225\n\010duration\030\010 \001" +
-      "(\0132\031.google.protobuf.DurationR\010duration\"" +
-      "E\n\016ExecuteRequest\0223\n\005input\030\001 \001(\0132\035.groun" +
-      "dwire.v1.ExecutionInputR\005input\"K\n\024Execut" +
-      "eStreamRequest\0223\n\005input\030\001 \001(\0132\035.groundwi" +
-      "re.v1.ExecutionInputR\005input\"E\n\017ExecuteRe" +
-      "sponse\0222\n\006result\030\001 \001(\0132\032.groundwire.v1.A" +
-      "gentResultR\006result\"\373\001\n\007RagItem\022\037\n\013docume" +
-      "nt_id\030\001 \001(\tR\ndocumentId\022\031\n\010chunk_id\030\002 \001(" +
-      "\tR\007chunkId\022%\n\016retrieval_rank\030\003 \001(\rR\rretr" +
-      "ievalRank\022*\n\005score\030\004 \001(\0132\024.groundwire.v1" +
-      ".ScoreR\005score\0224\n\006reason\030\005 \001(\0162\034.groundwi" +
-      "re.v1.RagItemReasonR\006reason\022+\n\004span\030\006 \001(" +
-      "\0132\027.groundwire.v1.CharSpanR\004span\"\343\002\n\rCon" +
-      "textBudget\0224\n\026maximum_context_tokens\030\001 \001" +
-      "(\rR\024maximumContextTokens\0224\n\026response_tok" +
-      "en_reserve\030\002 \001(\rR\024responseTokenReserve\022-" +
-      "\n\022instruction_tokens\030\003 \001(\rR\021instructionT" +
-      "okens\022%\n\016history_tokens\030\004 \001(\rR\rhistoryTo" +
-      "kens\022!\n\014query_tokens\030\005 \001(\rR\013queryTokens\022" +
-      "!\n\014other_tokens\030\006 \001(\rR\013otherTokens\022)\n\020av" +
-      "ailable_tokens\030\007 \001(\005R\017availableTokens\022\037\n" +
-      "\013used_tokens\030\010 \001(\rR\nusedTokens\"\205\002\n\022Agent" +
-      "icSearchTrace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007cal" +
-      "l_id\030\002 \001(\tR\006callId\022\'\n\017candidate_count\030\003 " +
-      "\001(\rR\016candidateCount\022%\n\016accepted_count\030\004 " +
-      "\001(\rR\racceptedCount\022\034\n\tsucceeded\030\005 \001(\010R\ts" +
-      "ucceeded\022\035\n\nerror_code\030\006 \001(\tR\terrorCode\022" +
-      "5\n\010duration\030\007 \001(\0132\031.google.protobuf.Dura" +
-      "tionR\010duration\"\350\014\n\024RagExecutionMetadata\022" +
+      "undwire/v1/retriever.proto\032\031groundwire/v" +
+      "1/usage.proto\"Y\n\020ConversationTurn\022+\n\004rol" +
+      "e\030\001 \001(\0162\027.groundwire.v1.TurnRoleR\004role\022\030" +
+      "\n\007content\030\002 \001(\tR\007content\"\262\003\n\016ExecutionIn" +
+      "put\022\031\n\010agent_id\030\001 \001(\tR\007agentId\022\030\n\007messag" +
+      "e\030\002 \001(\tR\007message\0229\n\007history\030\003 \003(\0132\037.grou" +
+      "ndwire.v1.ConversationTurnR\007history\022\026\n\006t" +
+      "enant\030\004 \001(\tR\006tenant\0225\n\006filter\030\005 \001(\0132\035.gr" +
+      "oundwire.v1.MetadataFilterR\006filter\022<\n\014cl" +
+      "ient_tools\0302 \003(\0132\031.groundwire.v1.ClientT" +
+      "oolR\013clientTools\022I\n\023client_tool_timeout\030" +
+      "3 \001(\0132\031.google.protobuf.DurationR\021client" +
+      "ToolTimeout\022\035\n\nbypass_rag\030F \001(\010R\tbypassR" +
+      "ag\0229\n\toverrides\030G \001(\0132\033.groundwire.v1.Ra" +
+      "gOverridesR\toverrides\"\213\001\n\014RagOverrides\0220" +
+      "\n\021minimum_relevance\030\001 \001(\001H\000R\020minimumRele" +
+      "vance\210\001\001\022#\n\013final_top_k\030\002 \001(\rH\001R\tfinalTo" +
+      "pK\210\001\001B\024\n\022_minimum_relevanceB\016\n\014_final_to" +
+      "p_k\"N\n\027PrepareExecutionRequest\0223\n\005input\030" +
+      "\001 \001(\0132\035.groundwire.v1.ExecutionInputR\005in" +
+      "put\"X\n\030PrepareExecutionResponse\022<\n\010prepa" +
+      "red\030\001 \001(\0132 .groundwire.v1.PreparedExecut" +
+      "ionR\010prepared\"Z\n\017PreparedMessage\022-\n\004role" +
+      "\030\001 \001(\0162\031.groundwire.v1.PromptRoleR\004role\022" +
+      "\030\n\007content\030\002 \001(\tR\007content\"m\n\014PreparedToo" +
+      "l\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013description\030\002 \001" +
+      "(\tR\013description\022\'\n\017parameters_json\030\003 \001(\t" +
+      "R\016parametersJson\"\375\001\n\021PreparedReference\022#" +
+      "\n\rsource_number\030\001 \001(\rR\014sourceNumber\022\037\n\013d" +
+      "ocument_id\030\002 \001(\tR\ndocumentId\022\031\n\010chunk_id" +
+      "\030\003 \001(\tR\007chunkId\022*\n\005score\030\004 \001(\0132\024.groundw" +
+      "ire.v1.ScoreR\005score\022+\n\004span\030\005 \001(\0132\027.grou" +
+      "ndwire.v1.CharSpanR\004span\022\024\n\005title\030\006 \001(\tR" +
+      "\005title\022\030\n\007section\030\007 \001(\tR\007section\"\257\003\n\021Pre" +
+      "paredExecution\022\031\n\010agent_id\030\001 \001(\tR\007agentI" +
+      "d\0225\n\006action\030\002 \001(\0162\035.groundwire.v1.Prepar" +
+      "edActionR\006action\022:\n\010messages\030\003 \003(\0132\036.gro" +
+      "undwire.v1.PreparedMessageR\010messages\0221\n\005" +
+      "tools\030\004 \003(\0132\033.groundwire.v1.PreparedTool" +
+      "R\005tools\022@\n\nreferences\030\005 \003(\0132 .groundwire" +
+      ".v1.PreparedReferenceR\nreferences\022)\n\020fra" +
+      "mework_answer\030\006 \001(\tR\017frameworkAnswer\0225\n\003" +
+      "rag\030\007 \001(\0132#.groundwire.v1.RagExecutionMe" +
+      "tadataR\003rag\0225\n\010duration\030\010 \001(\0132\031.google.p" +
+      "rotobuf.DurationR\010duration\"E\n\016ExecuteReq" +
+      "uest\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Exec" +
+      "utionInputR\005input\"K\n\024ExecuteStreamReques" +
+      "t\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Executi" +
+      "onInputR\005input\"E\n\017ExecuteResponse\0222\n\006res" +
+      "ult\030\001 \001(\0132\032.groundwire.v1.AgentResultR\006r" +
+      "esult\"\354\003\n\007RagItem\022\037\n\013document_id\030\001 \001(\tR\n" +
+      "documentId\022\031\n\010chunk_id\030\002 \001(\tR\007chunkId\022%\n" +
+      "\016retrieval_rank\030\003 \001(\rR\rretrievalRank\022*\n\005" +
+      "score\030\004 \001(\0132\024.groundwire.v1.ScoreR\005score" +
+      "\0224\n\006reason\030\005 \001(\0162\034.groundwire.v1.RagItem" +
+      "ReasonR\006reason\022+\n\004span\030\006 \001(\0132\027.groundwir" +
+      "e.v1.CharSpanR\004span\022\025\n\005title\030\240\001 \001(\tR\005tit" +
+      "le\022\031\n\007section\030\241\001 \001(\tR\007section\022\031\n\007snippet" +
+      "\030\242\001 \001(\tR\007snippet\022,\n\021snippet_truncated\030\243\001" +
+      " \001(\010R\020snippetTruncated\022.\n\020rerank_relevan" +
+      "ce\030< \001(\001H\000R\017rerankRelevance\210\001\001\022/\n\005blend\030" +
+      "= \001(\0132\031.groundwire.v1.BlendScoreR\005blendB" +
+      "\023\n\021_rerank_relevance\"\233\002\n\nBlendScore\022\024\n\005v" +
+      "alue\030\001 \001(\001R\005value\022\030\n\007formula\030\002 \001(\tR\007form" +
+      "ula\022)\n\020retrieval_weight\030\003 \001(\001R\017retrieval" +
+      "Weight\022\'\n\017retrieval_input\030\004 \001(\001R\016retriev" +
+      "alInput\022^\n\027retrieval_normalization\030\005 \001(\016" +
+      "2%.groundwire.v1.RetrievalNormalizationR" +
+      "\026retrievalNormalization\022)\n\020rerank_releva" +
+      "nce\030\006 \001(\001R\017rerankRelevance\"\253\003\n\016FinalSele" +
+      "ction\022;\n\006policy\030\001 \001(\0162#.groundwire.v1.Fi" +
+      "nalSelectionPolicyR\006policy\022.\n\020retrieval_" +
+      "weight\030\002 \001(\001H\000R\017retrievalWeight\210\001\001\022K\n\rno" +
+      "rmalization\030\003 \001(\0162%.groundwire.v1.Retrie" +
+      "valNormalizationR\rnormalization\022Z\n\025appli" +
+      "ed_normalization\030\004 \001(\0162%.groundwire.v1.R" +
+      "etrievalNormalizationR\024appliedNormalizat" +
+      "ion\0221\n\024candidate_multiplier\030\005 \001(\rR\023candi" +
+      "dateMultiplier\022\033\n\tpool_size\030\006 \001(\rR\010poolS" +
+      "ize\022\036\n\013final_top_k\030\007 \001(\rR\tfinalTopKB\023\n\021_" +
+      "retrieval_weight\"K\n\026AppliedFilterConditi" +
+      "on\022\020\n\003key\030\001 \001(\tR\003key\022\037\n\013value_count\030\002 \001(" +
+      "\rR\nvalueCount\"\373\001\n\020RagSearchOptions\022#\n\rte" +
+      "nant_scoped\030\001 \001(\010R\014tenantScoped\022=\n\006filte" +
+      "r\030\002 \003(\0132%.groundwire.v1.AppliedFilterCon" +
+      "ditionR\006filter\022C\n\016retrieval_mode\030\003 \001(\0162\034" +
+      ".groundwire.v1.RetrievalModeR\rretrievalM" +
+      "ode\022)\n\020candidate_budget\030\004 \001(\rR\017candidate" +
+      "Budget\022\023\n\005top_k\030\005 \001(\rR\004topK\"\343\002\n\rContextB" +
+      "udget\0224\n\026maximum_context_tokens\030\001 \001(\rR\024m" +
+      "aximumContextTokens\0224\n\026response_token_re" +
+      "serve\030\002 \001(\rR\024responseTokenReserve\022-\n\022ins" +
+      "truction_tokens\030\003 \001(\rR\021instructionTokens" +
+      "\022%\n\016history_tokens\030\004 \001(\rR\rhistoryTokens\022" +
+      "!\n\014query_tokens\030\005 \001(\rR\013queryTokens\022!\n\014ot" +
+      "her_tokens\030\006 \001(\rR\013otherTokens\022)\n\020availab" +
+      "le_tokens\030\007 \001(\005R\017availableTokens\022\037\n\013used" +
+      "_tokens\030\010 \001(\rR\nusedTokens\"\352\005\n\022AgenticSea" +
+      "rchTrace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030" +
+      "\002 \001(\tR\006callId\022\'\n\017candidate_count\030\003 \001(\rR\016" +
+      "candidateCount\022%\n\016accepted_count\030\004 \001(\rR\r" +
+      "acceptedCount\022\034\n\tsucceeded\030\005 \001(\010R\tsuccee" +
+      "ded\022\035\n\nerror_code\030\006 \001(\tR\terrorCode\0225\n\010du" +
+      "ration\030\007 \001(\0132\031.google.protobuf.DurationR" +
+      "\010duration\022\024\n\005query\030< \001(\tR\005query\0229\n\007optio" +
+      "ns\030= \001(\0132\037.groundwire.v1.RagSearchOption" +
+      "sR\007options\0226\n\ncandidates\030> \003(\0132\026.groundw" +
+      "ire.v1.RagItemR\ncandidates\0222\n\010accepted\030?" +
+      " \003(\0132\026.groundwire.v1.RagItemR\010accepted\0222" +
+      "\n\010rejected\030@ \003(\0132\026.groundwire.v1.RagItem" +
+      "R\010rejected\022A\n\020context_excluded\030A \003(\0132\026.g" +
+      "roundwire.v1.RagItemR\017contextExcluded\022>\n" +
+      "\treranking\030B \001(\0132 .groundwire.v1.Reranki" +
+      "ngMetadataR\treranking\022J\n\021no_context_reas" +
+      "on\030C \001(\0162\036.groundwire.v1.NoContextReason" +
+      "R\017noContextReason\022#\n\rindex_version\030D \001(\004" +
+      "R\014indexVersion\"\337\r\n\024RagExecutionMetadata\022" +
       "\030\n\007enabled\030\001 \001(\010R\007enabled\022\035\n\nindex_name\030" +
       "\002 \001(\tR\tindexName\022#\n\rindex_version\030\003 \001(\004R" +
       "\014indexVersion\022C\n\016retrieval_mode\030\004 \001(\0162\034." +
@@ -352,220 +417,247 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
       "1.ContextBudgetR\rcontextBudget\022,\n\017rewrit" +
       "ten_query\030\026 \001(\tH\000R\016rewrittenQuery\210\001\001\022=\n\010" +
       "searches\030\027 \003(\0132!.groundwire.v1.AgenticSe" +
-      "archTraceR\010searches\022!\n\014rag_bypassed\030F \001(" +
-      "\010R\013ragBypassed\022F\n\016applied_limits\030G \001(\0132\037" +
-      ".groundwire.v1.RagAppliedLimitsR\rapplied" +
-      "Limits\022(\n\rkeyword_query\030H \001(\tH\001R\014keyword" +
-      "Query\210\001\001\022S\n\024keyword_query_source\030I \001(\0162!" +
-      ".groundwire.v1.KeywordQuerySourceR\022keywo" +
-      "rdQuerySource\022?\n\034keyword_rewrite_failure" +
-      "_code\030J \001(\tR\031keywordRewriteFailureCode\022;" +
-      "\n\032query_rewrite_failure_code\030K \001(\tR\027quer" +
-      "yRewriteFailureCodeB\022\n\020_rewritten_queryB" +
-      "\020\n\016_keyword_query\"\303\002\n\020RagAppliedLimits\022\'" +
-      "\n\017candidate_count\030\001 \001(\rR\016candidateCount\022" +
-      "0\n\021minimum_relevance\030\002 \001(\001H\000R\020minimumRel" +
-      "evance\210\001\001\022\036\n\013final_top_k\030\003 \001(\rR\tfinalTop" +
-      "K\022@\n\034minimum_relevance_overridden\030\004 \001(\010R" +
-      "\032minimumRelevanceOverridden\0223\n\026final_top" +
-      "_k_overridden\030\005 \001(\010R\023finalTopKOverridden" +
-      "\022\'\n\017filter_narrowed\030\006 \001(\010R\016filterNarrowe" +
-      "dB\024\n\022_minimum_relevance\"\201\001\n\nTokenUsage\022#" +
-      "\n\rprompt_tokens\030\001 \001(\rR\014promptTokens\022+\n\021c" +
-      "ompletion_tokens\030\002 \001(\rR\020completionTokens" +
-      "\022!\n\014total_tokens\030\003 \001(\rR\013totalTokens\"k\n\010C" +
+      "archTraceR\010searches\022F\n\017final_selection\030<" +
+      " \001(\0132\035.groundwire.v1.FinalSelectionR\016fin" +
+      "alSelection\022!\n\014rag_bypassed\030F \001(\010R\013ragBy" +
+      "passed\022F\n\016applied_limits\030G \001(\0132\037.groundw" +
+      "ire.v1.RagAppliedLimitsR\rappliedLimits\022(" +
+      "\n\rkeyword_query\030H \001(\tH\001R\014keywordQuery\210\001\001" +
+      "\022S\n\024keyword_query_source\030I \001(\0162!.groundw" +
+      "ire.v1.KeywordQuerySourceR\022keywordQueryS" +
+      "ource\022?\n\034keyword_rewrite_failure_code\030J " +
+      "\001(\tR\031keywordRewriteFailureCode\022;\n\032query_" +
+      "rewrite_failure_code\030K \001(\tR\027queryRewrite" +
+      "FailureCode\022-\n\022tenant_scope_empty\030\240\001 \001(\010" +
+      "R\020tenantScopeEmptyB\022\n\020_rewritten_queryB\020" +
+      "\n\016_keyword_query\"\303\002\n\020RagAppliedLimits\022\'\n" +
+      "\017candidate_count\030\001 \001(\rR\016candidateCount\0220" +
+      "\n\021minimum_relevance\030\002 \001(\001H\000R\020minimumRele" +
+      "vance\210\001\001\022\036\n\013final_top_k\030\003 \001(\rR\tfinalTopK" +
+      "\022@\n\034minimum_relevance_overridden\030\004 \001(\010R\032" +
+      "minimumRelevanceOverridden\0223\n\026final_top_" +
+      "k_overridden\030\005 \001(\010R\023finalTopKOverridden\022" +
+      "\'\n\017filter_narrowed\030\006 \001(\010R\016filterNarrowed" +
+      "B\024\n\022_minimum_relevance\"\201\001\n\nTokenUsage\022#\n" +
+      "\rprompt_tokens\030\001 \001(\rR\014promptTokens\022+\n\021co" +
+      "mpletion_tokens\030\002 \001(\rR\020completionTokens\022" +
+      "!\n\014total_tokens\030\003 \001(\rR\013totalTokens\"\274\002\n\010C" +
       "itation\022#\n\rsource_number\030\001 \001(\rR\014sourceNu" +
       "mber\022\037\n\013document_id\030\002 \001(\tR\ndocumentId\022\031\n" +
-      "\010chunk_id\030\003 \001(\tR\007chunkId\"\366\001\n\rToolCallTra" +
-      "ce\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR" +
-      "\006callId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022\034\n\t" +
-      "succeeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_code" +
-      "\030\005 \001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031.go" +
-      "ogle.protobuf.DurationR\010duration\022\'\n\017clie" +
-      "nt_executed\0302 \001(\010R\016clientExecuted\"\233\005\n\013Ag" +
-      "entResult\022!\n\014execution_id\030\001 \001(\tR\013executi" +
-      "onId\022\031\n\010agent_id\030\002 \001(\tR\007agentId\022\026\n\006answe" +
-      "r\030\003 \001(\tR\006answer\022%\n\016model_provider\030\004 \001(\tR" +
-      "\rmodelProvider\022\024\n\005model\030\005 \001(\tR\005model\022/\n\005" +
-      "usage\030\006 \001(\0132\031.groundwire.v1.TokenUsageR\005" +
-      "usage\0225\n\003rag\030\007 \001(\0132#.groundwire.v1.RagEx" +
-      "ecutionMetadataR\003rag\0225\n\tcitations\030\010 \003(\0132" +
-      "\027.groundwire.v1.CitationR\tcitations\022;\n\nt" +
-      "ool_calls\030\t \003(\0132\034.groundwire.v1.ToolCall" +
-      "TraceR\ttoolCalls\0225\n\010duration\030\n \001(\0132\031.goo" +
-      "gle.protobuf.DurationR\010duration\0226\n\006statu" +
-      "s\0302 \001(\0162\036.groundwire.v1.ExecutionStatusR" +
-      "\006status\022O\n\023required_tool_calls\0303 \003(\0132\037.g" +
-      "roundwire.v1.RequiredToolCallR\021requiredT" +
-      "oolCalls\022C\n\017action_deadline\0304 \001(\0132\032.goog" +
-      "le.protobuf.TimestampR\016actionDeadline\022\030\n" +
-      "\007resumed\0305 \001(\010R\007resumed\"\213\003\n\016RagSearchEve" +
-      "nt\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022C\n\016ret" +
-      "rieval_mode\030\002 \001(\0162\034.groundwire.v1.Retrie" +
-      "valModeR\rretrievalMode\022)\n\020candidate_budg" +
-      "et\030\003 \001(\rR\017candidateBudget\022\'\n\017candidate_c" +
-      "ount\030\004 \001(\rR\016candidateCount\022%\n\016accepted_c" +
-      "ount\030\005 \001(\rR\racceptedCount\022I\n\021reranking_o" +
-      "utcome\030\006 \001(\0162\034.groundwire.v1.RerankOutco" +
-      "meR\020rerankingOutcome\0225\n\010duration\030\007 \001(\0132\031" +
-      ".google.protobuf.DurationR\010duration\022\030\n\007a" +
-      "gentic\030\010 \001(\010R\007agentic\"\224\002\n\rToolCallEvent\022" +
-      "\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR\006ca" +
-      "llId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022\034\n\tsuc" +
-      "ceeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_code\030\005 " +
-      "\001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031.googl" +
-      "e.protobuf.DurationR\010duration\022\034\n\targumen" +
-      "ts\0302 \001(\tR\targuments\022\'\n\017client_executed\0303" +
-      " \001(\010R\016clientExecuted\"\235\003\n\025ExecuteStreamRe" +
-      "sponse\0225\n\004type\030\001 \001(\0162!.groundwire.v1.Exe" +
-      "cutionEventTypeR\004type\022\032\n\010sequence\030\002 \001(\rR" +
-      "\010sequence\022!\n\014execution_id\030\003 \001(\tR\013executi" +
-      "onId\022<\n\nrag_search\030\004 \001(\0132\035.groundwire.v1" +
-      ".RagSearchEventR\tragSearch\0229\n\ttool_call\030" +
-      "\005 \001(\0132\034.groundwire.v1.ToolCallEventR\010too" +
-      "lCall\022\035\n\ntext_delta\030\006 \001(\tR\ttextDelta\0222\n\006" +
-      "result\030\007 \001(\0132\032.groundwire.v1.AgentResult" +
-      "R\006result\022\035\n\nerror_code\030\010 \001(\tR\terrorCode\022" +
-      "#\n\rerror_message\030\t \001(\tR\014errorMessage\"\370\003\n" +
-      "\023AgentRagDescription\022\035\n\nindex_name\030\001 \001(\t" +
-      "R\tindexName\022C\n\016retrieval_mode\030\002 \001(\0162\034.gr" +
-      "oundwire.v1.RetrievalModeR\rretrievalMode" +
-      "\0220\n\004mode\030\003 \001(\0162\034.groundwire.v1.Execution" +
-      "ModeR\004mode\022P\n\023no_context_behavior\030\004 \001(\0162" +
-      " .groundwire.v1.NoContextBehaviorR\021noCon" +
-      "textBehavior\022+\n\021reranking_enabled\030\005 \001(\010R" +
-      "\020rerankingEnabled\022\030\n\007agentic\030\006 \001(\010R\007agen" +
-      "tic\022%\n\016bypass_allowed\030F \001(\010R\rbypassAllow" +
-      "ed\0220\n\021minimum_relevance\030G \001(\001H\000R\020minimum" +
-      "Relevance\210\001\001\022\036\n\013final_top_k\030H \001(\rR\tfinal" +
-      "TopK\022#\n\rkeyword_query\030I \001(\010R\014keywordQuer" +
-      "yB\024\n\022_minimum_relevance\"\364\001\n\020AgentDescrip" +
-      "tion\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004name\030\002 \001(\tR\004name" +
-      "\022 \n\013description\030\003 \001(\tR\013description\022\024\n\005mo" +
-      "del\030\004 \001(\tR\005model\022\024\n\005tools\030\005 \003(\tR\005tools\0224" +
-      "\n\003rag\030\006 \001(\0132\".groundwire.v1.AgentRagDesc" +
-      "riptionR\003rag\022\'\n\014instructions\030\007 \001(\tH\000R\014in" +
-      "structions\210\001\001B\017\n\r_instructions\"O\n\021ListAg" +
-      "entsRequest\022\033\n\tpage_size\030\001 \001(\005R\010pageSize" +
-      "\022\035\n\npage_token\030\002 \001(\tR\tpageToken\"u\n\022ListA" +
-      "gentsResponse\0227\n\006agents\030\001 \003(\0132\037.groundwi" +
-      "re.v1.AgentDescriptionR\006agents\022&\n\017next_p" +
-      "age_token\030\002 \001(\tR\rnextPageToken\",\n\017GetAge" +
-      "ntRequest\022\031\n\010agent_id\030\001 \001(\tR\007agentId\"I\n\020" +
-      "GetAgentResponse\0225\n\005agent\030\001 \001(\0132\037.ground" +
-      "wire.v1.AgentDescriptionR\005agent\"{\n\nClien" +
-      "tTool\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013description" +
-      "\030\002 \001(\tR\013description\0227\n\nparameters\030\003 \001(\0132" +
-      "\027.google.protobuf.StructR\nparameters\"f\n\020" +
-      "RequiredToolCall\022\027\n\007call_id\030\001 \001(\tR\006callI" +
-      "d\022\033\n\ttool_name\030\002 \001(\tR\010toolName\022\034\n\targume" +
-      "nts\030\003 \001(\tR\targuments\"X\n\nToolResult\022\027\n\007ca" +
-      "ll_id\030\001 \001(\tR\006callId\022\026\n\006output\030\002 \001(\tR\006out" +
-      "put\022\031\n\010is_error\030\003 \001(\010R\007isError\"S\n\026Resume" +
-      "ExecutionRequest\022!\n\014execution_id\030\001 \001(\tR\013" +
-      "executionId\022\026\n\006tenant\030\002 \001(\tR\006tenant\"M\n\027R" +
-      "esumeExecutionResponse\0222\n\006result\030\001 \001(\0132\032" +
-      ".groundwire.v1.AgentResultR\006result\"Y\n\034Re" +
-      "sumeExecutionStreamRequest\022!\n\014execution_" +
-      "id\030\001 \001(\tR\013executionId\022\026\n\006tenant\030\002 \001(\tR\006t" +
-      "enant\"[\n\035ResumeExecutionStreamResponse\022:" +
-      "\n\005event\030\001 \001(\0132$.groundwire.v1.ExecuteStr" +
-      "eamResponseR\005event\"\212\001\n\030SubmitToolResults" +
-      "Request\022!\n\014execution_id\030\001 \001(\tR\013execution" +
-      "Id\022\026\n\006tenant\030\002 \001(\tR\006tenant\0223\n\007results\030\003 " +
-      "\003(\0132\031.groundwire.v1.ToolResultR\007results\"" +
-      "O\n\031SubmitToolResultsResponse\0222\n\006result\030\001" +
-      " \001(\0132\032.groundwire.v1.AgentResultR\006result" +
-      "\"H\n\021ClientToolResults\0223\n\007results\030\001 \003(\0132\031" +
-      ".groundwire.v1.ToolResultR\007results\"\241\001\n\031E" +
-      "xecuteInteractiveRequest\0225\n\005input\030\001 \001(\0132" +
-      "\035.groundwire.v1.ExecutionInputH\000R\005input\022" +
-      "E\n\014tool_results\030\002 \001(\0132 .groundwire.v1.Cl" +
-      "ientToolResultsH\000R\013toolResultsB\006\n\004kind\"X" +
-      "\n\032ExecuteInteractiveResponse\022:\n\005event\030\001 " +
-      "\001(\0132$.groundwire.v1.ExecuteStreamRespons" +
-      "eR\005event*\202\001\n\rExecutionMode\022\036\n\032EXECUTION_" +
-      "MODE_UNSPECIFIED\020\000\022\027\n\023EXECUTION_MODE_OPE" +
-      "N\020\001\022\033\n\027EXECUTION_MODE_GROUNDED\020\002\022\033\n\027EXEC" +
-      "UTION_MODE_REQUIRED\020\003*\251\001\n\021NoContextBehav" +
-      "ior\022#\n\037NO_CONTEXT_BEHAVIOR_UNSPECIFIED\020\000" +
-      "\022\'\n#NO_CONTEXT_BEHAVIOR_ANSWER_NORMALLY\020" +
-      "\001\022(\n$NO_CONTEXT_BEHAVIOR_RETURN_NOT_FOUN" +
-      "D\020\002\022\034\n\030NO_CONTEXT_BEHAVIOR_FAIL\020\003*\210\002\n\017No" +
-      "ContextReason\022!\n\035NO_CONTEXT_REASON_UNSPE" +
-      "CIFIED\020\000\022 \n\034NO_CONTEXT_REASON_NO_RESULTS" +
-      "\020\001\022/\n+NO_CONTEXT_REASON_BELOW_RELEVANCE_" +
-      "THRESHOLD\020\002\022)\n%NO_CONTEXT_REASON_CANDIDA" +
-      "TES_REJECTED\020\003\022$\n NO_CONTEXT_REASON_NOT_" +
-      "ANSWERABLE\020\004\022.\n*NO_CONTEXT_REASON_CONTEX" +
-      "T_BUDGET_EXHAUSTED\020\005*\365\002\n\rRagItemReason\022\037" +
-      "\n\033RAG_ITEM_REASON_UNSPECIFIED\020\000\022!\n\035RAG_I" +
-      "TEM_REASON_INVALID_SCORE\020\001\022%\n!RAG_ITEM_R" +
-      "EASON_DUPLICATE_CONTENT\020\002\022+\n\'RAG_ITEM_RE" +
-      "ASON_BELOW_MINIMUM_RELEVANCE\020\003\022)\n%RAG_IT" +
-      "EM_REASON_RESULT_LIMIT_EXCEEDED\020\004\022)\n%RAG" +
-      "_ITEM_REASON_TOKEN_BUDGET_EXCEEDED\020\005\022\'\n#" +
-      "RAG_ITEM_REASON_OVERLAPPING_CONTENT\020\006\022)\n" +
-      "%RAG_ITEM_REASON_SOURCE_LIMIT_EXCEEDED\020\007" +
-      "\022\"\n\036RAG_ITEM_REASON_NOT_ANSWERABLE\020\010*R\n\010" +
-      "TurnRole\022\031\n\025TURN_ROLE_UNSPECIFIED\020\000\022\022\n\016T" +
-      "URN_ROLE_USER\020\001\022\027\n\023TURN_ROLE_ASSISTANT\020\002" +
-      "*\324\004\n\022ExecutionEventType\022$\n EXECUTION_EVE" +
-      "NT_TYPE_UNSPECIFIED\020\000\022*\n&EXECUTION_EVENT" +
-      "_TYPE_EXECUTION_STARTED\020\001\022+\n\'EXECUTION_E" +
-      "VENT_TYPE_RAG_SEARCH_STARTED\020\002\022-\n)EXECUT" +
-      "ION_EVENT_TYPE_RAG_SEARCH_COMPLETED\020\003\022*\n" +
-      "&EXECUTION_EVENT_TYPE_RAG_SEARCH_FAILED\020" +
-      "\004\022*\n&EXECUTION_EVENT_TYPE_TOOL_CALL_STAR" +
-      "TED\020\005\022,\n(EXECUTION_EVENT_TYPE_TOOL_CALL_" +
-      "COMPLETED\020\006\022#\n\037EXECUTION_EVENT_TYPE_TEXT" +
-      "_DELTA\020\007\022,\n(EXECUTION_EVENT_TYPE_EXECUTI" +
-      "ON_COMPLETED\020\010\022)\n%EXECUTION_EVENT_TYPE_E" +
-      "XECUTION_FAILED\020\t\022*\n&EXECUTION_EVENT_TYP" +
-      "E_EXECUTION_RESUMED\0202\022,\n(EXECUTION_EVENT" +
-      "_TYPE_TOOL_CALL_REQUESTED\0203\0222\n.EXECUTION" +
-      "_EVENT_TYPE_EXECUTION_REQUIRES_ACTION\0204*" +
-      "r\n\nPromptRole\022\033\n\027PROMPT_ROLE_UNSPECIFIED" +
-      "\020\000\022\026\n\022PROMPT_ROLE_SYSTEM\020\001\022\024\n\020PROMPT_ROL" +
-      "E_USER\020\002\022\031\n\025PROMPT_ROLE_ASSISTANT\020\003*\221\001\n\016" +
-      "PreparedAction\022\037\n\033PREPARED_ACTION_UNSPEC" +
-      "IFIED\020\000\022\036\n\032PREPARED_ACTION_CALL_MODEL\020\001\022" +
-      "$\n PREPARED_ACTION_RETURN_NOT_FOUND\020\002\022\030\n" +
-      "\024PREPARED_ACTION_FAIL\020\003*\262\001\n\022KeywordQuery" +
-      "Source\022$\n KEYWORD_QUERY_SOURCE_UNSPECIFI" +
-      "ED\020\000\022 \n\034KEYWORD_QUERY_SOURCE_DERIVED\020\001\022\036" +
-      "\n\032KEYWORD_QUERY_SOURCE_MODEL\020\002\0224\n0KEYWOR" +
-      "D_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILU" +
-      "RE\020\003*y\n\017ExecutionStatus\022 \n\034EXECUTION_STA" +
-      "TUS_UNSPECIFIED\020\000\022\036\n\032EXECUTION_STATUS_CO" +
-      "MPLETED\020\001\022$\n EXECUTION_STATUS_REQUIRES_A" +
-      "CTION\020\0022\352\006\n\014AgentService\022Q\n\nListAgents\022 " +
-      ".groundwire.v1.ListAgentsRequest\032!.groun" +
-      "dwire.v1.ListAgentsResponse\022K\n\010GetAgent\022" +
-      "\036.groundwire.v1.GetAgentRequest\032\037.ground" +
-      "wire.v1.GetAgentResponse\022H\n\007Execute\022\035.gr" +
-      "oundwire.v1.ExecuteRequest\032\036.groundwire." +
-      "v1.ExecuteResponse\022\\\n\rExecuteStream\022#.gr" +
-      "oundwire.v1.ExecuteStreamRequest\032$.groun" +
-      "dwire.v1.ExecuteStreamResponse0\001\022`\n\017Resu" +
-      "meExecution\022%.groundwire.v1.ResumeExecut" +
-      "ionRequest\032&.groundwire.v1.ResumeExecuti" +
-      "onResponse\022t\n\025ResumeExecutionStream\022+.gr" +
-      "oundwire.v1.ResumeExecutionStreamRequest" +
-      "\032,.groundwire.v1.ResumeExecutionStreamRe" +
-      "sponse0\001\022f\n\021SubmitToolResults\022\'.groundwi" +
-      "re.v1.SubmitToolResultsRequest\032(.groundw" +
-      "ire.v1.SubmitToolResultsResponse\022m\n\022Exec" +
-      "uteInteractive\022(.groundwire.v1.ExecuteIn" +
-      "teractiveRequest\032).groundwire.v1.Execute" +
-      "InteractiveResponse(\0010\001\022c\n\020PrepareExecut" +
-      "ion\022&.groundwire.v1.PrepareExecutionRequ" +
-      "est\032\'.groundwire.v1.PrepareExecutionResp" +
-      "onseB\256\001\n\021dev.groundwire.v1B\nAgentProtoP\001" +
-      "Z8github.com/groundwire/groundwire/clien" +
-      "ts/go/groundwirev1\242\002\003GXX\252\002\rGroundwire.V1" +
-      "\312\002\rGroundwire\\V1\342\002\031Groundwire\\V1\\GPBMeta" +
-      "data\352\002\016Groundwire::V1b\006proto3"
+      "\010chunk_id\030\003 \001(\tR\007chunkId\022&\n\016display_numb" +
+      "er\030\240\001 \001(\rR\rdisplayNumber\022\025\n\005title\030\241\001 \001(\t" +
+      "R\005title\022\031\n\007section\030\242\001 \001(\tR\007section\022,\n\004sp" +
+      "an\030\243\001 \001(\0132\027.groundwire.v1.CharSpanR\004span" +
+      "\022\031\n\007snippet\030\244\001 \001(\tR\007snippet\022,\n\021snippet_t" +
+      "runcated\030\245\001 \001(\010R\020snippetTruncated\"\366\001\n\rTo" +
+      "olCallTrace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_" +
+      "id\030\002 \001(\tR\006callId\022\033\n\ttool_name\030\003 \001(\tR\010too" +
+      "lName\022\034\n\tsucceeded\030\004 \001(\010R\tsucceeded\022\035\n\ne" +
+      "rror_code\030\005 \001(\tR\terrorCode\0225\n\010duration\030\006" +
+      " \001(\0132\031.google.protobuf.DurationR\010duratio" +
+      "n\022\'\n\017client_executed\0302 \001(\010R\016clientExecut" +
+      "ed\"\343\005\n\013AgentResult\022!\n\014execution_id\030\001 \001(\t" +
+      "R\013executionId\022\031\n\010agent_id\030\002 \001(\tR\007agentId" +
+      "\022\026\n\006answer\030\003 \001(\tR\006answer\022%\n\016model_provid" +
+      "er\030\004 \001(\tR\rmodelProvider\022\024\n\005model\030\005 \001(\tR\005" +
+      "model\022/\n\005usage\030\006 \001(\0132\031.groundwire.v1.Tok" +
+      "enUsageR\005usage\0225\n\003rag\030\007 \001(\0132#.groundwire" +
+      ".v1.RagExecutionMetadataR\003rag\0225\n\tcitatio" +
+      "ns\030\010 \003(\0132\027.groundwire.v1.CitationR\tcitat" +
+      "ions\022;\n\ntool_calls\030\t \003(\0132\034.groundwire.v1" +
+      ".ToolCallTraceR\ttoolCalls\0225\n\010duration\030\n " +
+      "\001(\0132\031.google.protobuf.DurationR\010duration" +
+      "\0226\n\006status\0302 \001(\0162\036.groundwire.v1.Executi" +
+      "onStatusR\006status\022O\n\023required_tool_calls\030" +
+      "3 \003(\0132\037.groundwire.v1.RequiredToolCallR\021" +
+      "requiredToolCalls\022C\n\017action_deadline\0304 \001" +
+      "(\0132\032.google.protobuf.TimestampR\016actionDe" +
+      "adline\022\030\n\007resumed\0305 \001(\010R\007resumed\022F\n\017embe" +
+      "dding_usage\030P \001(\0132\035.groundwire.v1.Embedd" +
+      "ingUsageR\016embeddingUsage\"\213\003\n\016RagSearchEv" +
+      "ent\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022C\n\016re" +
+      "trieval_mode\030\002 \001(\0162\034.groundwire.v1.Retri" +
+      "evalModeR\rretrievalMode\022)\n\020candidate_bud" +
+      "get\030\003 \001(\rR\017candidateBudget\022\'\n\017candidate_" +
+      "count\030\004 \001(\rR\016candidateCount\022%\n\016accepted_" +
+      "count\030\005 \001(\rR\racceptedCount\022I\n\021reranking_" +
+      "outcome\030\006 \001(\0162\034.groundwire.v1.RerankOutc" +
+      "omeR\020rerankingOutcome\0225\n\010duration\030\007 \001(\0132" +
+      "\031.google.protobuf.DurationR\010duration\022\030\n\007" +
+      "agentic\030\010 \001(\010R\007agentic\"\224\002\n\rToolCallEvent" +
+      "\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR\006c" +
+      "allId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022\034\n\tsu" +
+      "cceeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_code\030\005" +
+      " \001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031.goog" +
+      "le.protobuf.DurationR\010duration\022\034\n\targume" +
+      "nts\0302 \001(\tR\targuments\022\'\n\017client_executed\030" +
+      "3 \001(\010R\016clientExecuted\"\324\003\n\025ExecuteStreamR" +
+      "esponse\0225\n\004type\030\001 \001(\0162!.groundwire.v1.Ex" +
+      "ecutionEventTypeR\004type\022\032\n\010sequence\030\002 \001(\r" +
+      "R\010sequence\022!\n\014execution_id\030\003 \001(\tR\013execut" +
+      "ionId\022<\n\nrag_search\030\004 \001(\0132\035.groundwire.v" +
+      "1.RagSearchEventR\tragSearch\0229\n\ttool_call" +
+      "\030\005 \001(\0132\034.groundwire.v1.ToolCallEventR\010to" +
+      "olCall\022\035\n\ntext_delta\030\006 \001(\tR\ttextDelta\0222\n" +
+      "\006result\030\007 \001(\0132\032.groundwire.v1.AgentResul" +
+      "tR\006result\022\035\n\nerror_code\030\010 \001(\tR\terrorCode" +
+      "\022#\n\rerror_message\030\t \001(\tR\014errorMessage\0225\n" +
+      "\003rag\030< \001(\0132#.groundwire.v1.RagExecutionM" +
+      "etadataR\003rag\"\365\005\n\023AgentRagDescription\022\035\n\n" +
+      "index_name\030\001 \001(\tR\tindexName\022C\n\016retrieval" +
+      "_mode\030\002 \001(\0162\034.groundwire.v1.RetrievalMod" +
+      "eR\rretrievalMode\0220\n\004mode\030\003 \001(\0162\034.groundw" +
+      "ire.v1.ExecutionModeR\004mode\022P\n\023no_context" +
+      "_behavior\030\004 \001(\0162 .groundwire.v1.NoContex" +
+      "tBehaviorR\021noContextBehavior\022+\n\021rerankin" +
+      "g_enabled\030\005 \001(\010R\020rerankingEnabled\022\030\n\007age" +
+      "ntic\030\006 \001(\010R\007agentic\022Y\n\026final_selection_p" +
+      "olicy\030< \001(\0162#.groundwire.v1.FinalSelecti" +
+      "onPolicyR\024finalSelectionPolicy\0221\n\024candid" +
+      "ate_multiplier\030= \001(\rR\023candidateMultiplie" +
+      "r\022.\n\020retrieval_weight\030> \001(\001H\000R\017retrieval" +
+      "Weight\210\001\001\022(\n\020search_tool_name\030? \001(\tR\016sea" +
+      "rchToolName\022%\n\016bypass_allowed\030F \001(\010R\rbyp" +
+      "assAllowed\0220\n\021minimum_relevance\030G \001(\001H\001R" +
+      "\020minimumRelevance\210\001\001\022\036\n\013final_top_k\030H \001(" +
+      "\rR\tfinalTopK\022#\n\rkeyword_query\030I \001(\010R\014key" +
+      "wordQueryB\023\n\021_retrieval_weightB\024\n\022_minim" +
+      "um_relevance\"\364\001\n\020AgentDescription\022\016\n\002id\030" +
+      "\001 \001(\tR\002id\022\022\n\004name\030\002 \001(\tR\004name\022 \n\013descrip" +
+      "tion\030\003 \001(\tR\013description\022\024\n\005model\030\004 \001(\tR\005" +
+      "model\022\024\n\005tools\030\005 \003(\tR\005tools\0224\n\003rag\030\006 \001(\013" +
+      "2\".groundwire.v1.AgentRagDescriptionR\003ra" +
+      "g\022\'\n\014instructions\030\007 \001(\tH\000R\014instructions\210" +
+      "\001\001B\017\n\r_instructions\"O\n\021ListAgentsRequest" +
+      "\022\033\n\tpage_size\030\001 \001(\005R\010pageSize\022\035\n\npage_to" +
+      "ken\030\002 \001(\tR\tpageToken\"u\n\022ListAgentsRespon" +
+      "se\0227\n\006agents\030\001 \003(\0132\037.groundwire.v1.Agent" +
+      "DescriptionR\006agents\022&\n\017next_page_token\030\002" +
+      " \001(\tR\rnextPageToken\",\n\017GetAgentRequest\022\031" +
+      "\n\010agent_id\030\001 \001(\tR\007agentId\"I\n\020GetAgentRes" +
+      "ponse\0225\n\005agent\030\001 \001(\0132\037.groundwire.v1.Age" +
+      "ntDescriptionR\005agent\"{\n\nClientTool\022\022\n\004na" +
+      "me\030\001 \001(\tR\004name\022 \n\013description\030\002 \001(\tR\013des" +
+      "cription\0227\n\nparameters\030\003 \001(\0132\027.google.pr" +
+      "otobuf.StructR\nparameters\"f\n\020RequiredToo" +
+      "lCall\022\027\n\007call_id\030\001 \001(\tR\006callId\022\033\n\ttool_n" +
+      "ame\030\002 \001(\tR\010toolName\022\034\n\targuments\030\003 \001(\tR\t" +
+      "arguments\"X\n\nToolResult\022\027\n\007call_id\030\001 \001(\t" +
+      "R\006callId\022\026\n\006output\030\002 \001(\tR\006output\022\031\n\010is_e" +
+      "rror\030\003 \001(\010R\007isError\"S\n\026ResumeExecutionRe" +
+      "quest\022!\n\014execution_id\030\001 \001(\tR\013executionId" +
+      "\022\026\n\006tenant\030\002 \001(\tR\006tenant\"M\n\027ResumeExecut" +
+      "ionResponse\0222\n\006result\030\001 \001(\0132\032.groundwire" +
+      ".v1.AgentResultR\006result\"Y\n\034ResumeExecuti" +
+      "onStreamRequest\022!\n\014execution_id\030\001 \001(\tR\013e" +
+      "xecutionId\022\026\n\006tenant\030\002 \001(\tR\006tenant\"[\n\035Re" +
+      "sumeExecutionStreamResponse\022:\n\005event\030\001 \001" +
+      "(\0132$.groundwire.v1.ExecuteStreamResponse" +
+      "R\005event\"\212\001\n\030SubmitToolResultsRequest\022!\n\014" +
+      "execution_id\030\001 \001(\tR\013executionId\022\026\n\006tenan" +
+      "t\030\002 \001(\tR\006tenant\0223\n\007results\030\003 \003(\0132\031.groun" +
+      "dwire.v1.ToolResultR\007results\"O\n\031SubmitTo" +
+      "olResultsResponse\0222\n\006result\030\001 \001(\0132\032.grou" +
+      "ndwire.v1.AgentResultR\006result\"H\n\021ClientT" +
+      "oolResults\0223\n\007results\030\001 \003(\0132\031.groundwire" +
+      ".v1.ToolResultR\007results\"\241\001\n\031ExecuteInter" +
+      "activeRequest\0225\n\005input\030\001 \001(\0132\035.groundwir" +
+      "e.v1.ExecutionInputH\000R\005input\022E\n\014tool_res" +
+      "ults\030\002 \001(\0132 .groundwire.v1.ClientToolRes" +
+      "ultsH\000R\013toolResultsB\006\n\004kind\"X\n\032ExecuteIn" +
+      "teractiveResponse\022:\n\005event\030\001 \001(\0132$.groun" +
+      "dwire.v1.ExecuteStreamResponseR\005event*\202\001" +
+      "\n\rExecutionMode\022\036\n\032EXECUTION_MODE_UNSPEC" +
+      "IFIED\020\000\022\027\n\023EXECUTION_MODE_OPEN\020\001\022\033\n\027EXEC" +
+      "UTION_MODE_GROUNDED\020\002\022\033\n\027EXECUTION_MODE_" +
+      "REQUIRED\020\003*\251\001\n\021NoContextBehavior\022#\n\037NO_C" +
+      "ONTEXT_BEHAVIOR_UNSPECIFIED\020\000\022\'\n#NO_CONT" +
+      "EXT_BEHAVIOR_ANSWER_NORMALLY\020\001\022(\n$NO_CON" +
+      "TEXT_BEHAVIOR_RETURN_NOT_FOUND\020\002\022\034\n\030NO_C" +
+      "ONTEXT_BEHAVIOR_FAIL\020\003*\210\002\n\017NoContextReas" +
+      "on\022!\n\035NO_CONTEXT_REASON_UNSPECIFIED\020\000\022 \n" +
+      "\034NO_CONTEXT_REASON_NO_RESULTS\020\001\022/\n+NO_CO" +
+      "NTEXT_REASON_BELOW_RELEVANCE_THRESHOLD\020\002" +
+      "\022)\n%NO_CONTEXT_REASON_CANDIDATES_REJECTE" +
+      "D\020\003\022$\n NO_CONTEXT_REASON_NOT_ANSWERABLE\020" +
+      "\004\022.\n*NO_CONTEXT_REASON_CONTEXT_BUDGET_EX" +
+      "HAUSTED\020\005*\227\003\n\rRagItemReason\022\037\n\033RAG_ITEM_" +
+      "REASON_UNSPECIFIED\020\000\022!\n\035RAG_ITEM_REASON_" +
+      "INVALID_SCORE\020\001\022%\n!RAG_ITEM_REASON_DUPLI" +
+      "CATE_CONTENT\020\002\022+\n\'RAG_ITEM_REASON_BELOW_" +
+      "MINIMUM_RELEVANCE\020\003\022)\n%RAG_ITEM_REASON_R" +
+      "ESULT_LIMIT_EXCEEDED\020\004\022)\n%RAG_ITEM_REASO" +
+      "N_TOKEN_BUDGET_EXCEEDED\020\005\022\'\n#RAG_ITEM_RE" +
+      "ASON_OVERLAPPING_CONTENT\020\006\022)\n%RAG_ITEM_R" +
+      "EASON_SOURCE_LIMIT_EXCEEDED\020\007\022\"\n\036RAG_ITE" +
+      "M_REASON_NOT_ANSWERABLE\020\010\022 \n\034RAG_ITEM_RE" +
+      "ASON_NOT_SELECTED\020<*\223\001\n\024FinalSelectionPo" +
+      "licy\022&\n\"FINAL_SELECTION_POLICY_UNSPECIFI" +
+      "ED\020\000\022(\n$FINAL_SELECTION_POLICY_RERANKER_" +
+      "ONLY\020\001\022)\n%FINAL_SELECTION_POLICY_WEIGHTE" +
+      "D_BLEND\020\002*\257\001\n\026RetrievalNormalization\022\'\n#" +
+      "RETRIEVAL_NORMALIZATION_UNSPECIFIED\020\000\022%\n" +
+      "!RETRIEVAL_NORMALIZATION_RELEVANCE\020\001\022 \n\034" +
+      "RETRIEVAL_NORMALIZATION_RANK\020\002\022#\n\037RETRIE" +
+      "VAL_NORMALIZATION_MIN_MAX\020\003*R\n\010TurnRole\022" +
+      "\031\n\025TURN_ROLE_UNSPECIFIED\020\000\022\022\n\016TURN_ROLE_" +
+      "USER\020\001\022\027\n\023TURN_ROLE_ASSISTANT\020\002*\324\004\n\022Exec" +
+      "utionEventType\022$\n EXECUTION_EVENT_TYPE_U" +
+      "NSPECIFIED\020\000\022*\n&EXECUTION_EVENT_TYPE_EXE" +
+      "CUTION_STARTED\020\001\022+\n\'EXECUTION_EVENT_TYPE" +
+      "_RAG_SEARCH_STARTED\020\002\022-\n)EXECUTION_EVENT" +
+      "_TYPE_RAG_SEARCH_COMPLETED\020\003\022*\n&EXECUTIO" +
+      "N_EVENT_TYPE_RAG_SEARCH_FAILED\020\004\022*\n&EXEC" +
+      "UTION_EVENT_TYPE_TOOL_CALL_STARTED\020\005\022,\n(" +
+      "EXECUTION_EVENT_TYPE_TOOL_CALL_COMPLETED" +
+      "\020\006\022#\n\037EXECUTION_EVENT_TYPE_TEXT_DELTA\020\007\022" +
+      ",\n(EXECUTION_EVENT_TYPE_EXECUTION_COMPLE" +
+      "TED\020\010\022)\n%EXECUTION_EVENT_TYPE_EXECUTION_" +
+      "FAILED\020\t\022*\n&EXECUTION_EVENT_TYPE_EXECUTI" +
+      "ON_RESUMED\0202\022,\n(EXECUTION_EVENT_TYPE_TOO" +
+      "L_CALL_REQUESTED\0203\0222\n.EXECUTION_EVENT_TY" +
+      "PE_EXECUTION_REQUIRES_ACTION\0204*r\n\nPrompt" +
+      "Role\022\033\n\027PROMPT_ROLE_UNSPECIFIED\020\000\022\026\n\022PRO" +
+      "MPT_ROLE_SYSTEM\020\001\022\024\n\020PROMPT_ROLE_USER\020\002\022" +
+      "\031\n\025PROMPT_ROLE_ASSISTANT\020\003*\221\001\n\016PreparedA" +
+      "ction\022\037\n\033PREPARED_ACTION_UNSPECIFIED\020\000\022\036" +
+      "\n\032PREPARED_ACTION_CALL_MODEL\020\001\022$\n PREPAR" +
+      "ED_ACTION_RETURN_NOT_FOUND\020\002\022\030\n\024PREPARED" +
+      "_ACTION_FAIL\020\003*\262\001\n\022KeywordQuerySource\022$\n" +
+      " KEYWORD_QUERY_SOURCE_UNSPECIFIED\020\000\022 \n\034K" +
+      "EYWORD_QUERY_SOURCE_DERIVED\020\001\022\036\n\032KEYWORD" +
+      "_QUERY_SOURCE_MODEL\020\002\0224\n0KEYWORD_QUERY_S" +
+      "OURCE_DERIVED_AFTER_MODEL_FAILURE\020\003*y\n\017E" +
+      "xecutionStatus\022 \n\034EXECUTION_STATUS_UNSPE" +
+      "CIFIED\020\000\022\036\n\032EXECUTION_STATUS_COMPLETED\020\001" +
+      "\022$\n EXECUTION_STATUS_REQUIRES_ACTION\020\0022\352" +
+      "\006\n\014AgentService\022Q\n\nListAgents\022 .groundwi" +
+      "re.v1.ListAgentsRequest\032!.groundwire.v1." +
+      "ListAgentsResponse\022K\n\010GetAgent\022\036.groundw" +
+      "ire.v1.GetAgentRequest\032\037.groundwire.v1.G" +
+      "etAgentResponse\022H\n\007Execute\022\035.groundwire." +
+      "v1.ExecuteRequest\032\036.groundwire.v1.Execut" +
+      "eResponse\022\\\n\rExecuteStream\022#.groundwire." +
+      "v1.ExecuteStreamRequest\032$.groundwire.v1." +
+      "ExecuteStreamResponse0\001\022`\n\017ResumeExecuti" +
+      "on\022%.groundwire.v1.ResumeExecutionReques" +
+      "t\032&.groundwire.v1.ResumeExecutionRespons" +
+      "e\022t\n\025ResumeExecutionStream\022+.groundwire." +
+      "v1.ResumeExecutionStreamRequest\032,.ground" +
+      "wire.v1.ResumeExecutionStreamResponse0\001\022" +
+      "f\n\021SubmitToolResults\022\'.groundwire.v1.Sub" +
+      "mitToolResultsRequest\032(.groundwire.v1.Su" +
+      "bmitToolResultsResponse\022m\n\022ExecuteIntera" +
+      "ctive\022(.groundwire.v1.ExecuteInteractive" +
+      "Request\032).groundwire.v1.ExecuteInteracti" +
+      "veResponse(\0010\001\022c\n\020PrepareExecution\022&.gro" +
+      "undwire.v1.PrepareExecutionRequest\032\'.gro" +
+      "undwire.v1.PrepareExecutionResponseB\256\001\n\021" +
+      "dev.groundwire.v1B\nAgentProtoP\001Z8github." +
+      "com/groundwire/groundwire/clients/go/gro" +
+      "undwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGround" +
+      "wire\\V1\342\002\031Groundwire\\V1\\GPBMetadata\352\002\016Gr" +
+      "oundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -576,6 +668,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
           dev.groundwire.v1.CommonProto.getDescriptor(),
           dev.groundwire.v1.RerankerProto.getDescriptor(),
           dev.groundwire.v1.RetrieverProto.getDescriptor(),
+          dev.groundwire.v1.UsageProto.getDescriptor(),
         });
     internal_static_groundwire_v1_ConversationTurn_descriptor =
       getDescriptor().getMessageType(0);
@@ -654,177 +747,201 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_RagItem_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RagItem_descriptor,
-        new java.lang.String[] { "DocumentId", "ChunkId", "RetrievalRank", "Score", "Reason", "Span", });
-    internal_static_groundwire_v1_ContextBudget_descriptor =
+        new java.lang.String[] { "DocumentId", "ChunkId", "RetrievalRank", "Score", "Reason", "Span", "Title", "Section", "Snippet", "SnippetTruncated", "RerankRelevance", "Blend", });
+    internal_static_groundwire_v1_BlendScore_descriptor =
       getDescriptor().getMessageType(13);
+    internal_static_groundwire_v1_BlendScore_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_BlendScore_descriptor,
+        new java.lang.String[] { "Value", "Formula", "RetrievalWeight", "RetrievalInput", "RetrievalNormalization", "RerankRelevance", });
+    internal_static_groundwire_v1_FinalSelection_descriptor =
+      getDescriptor().getMessageType(14);
+    internal_static_groundwire_v1_FinalSelection_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_FinalSelection_descriptor,
+        new java.lang.String[] { "Policy", "RetrievalWeight", "Normalization", "AppliedNormalization", "CandidateMultiplier", "PoolSize", "FinalTopK", });
+    internal_static_groundwire_v1_AppliedFilterCondition_descriptor =
+      getDescriptor().getMessageType(15);
+    internal_static_groundwire_v1_AppliedFilterCondition_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_AppliedFilterCondition_descriptor,
+        new java.lang.String[] { "Key", "ValueCount", });
+    internal_static_groundwire_v1_RagSearchOptions_descriptor =
+      getDescriptor().getMessageType(16);
+    internal_static_groundwire_v1_RagSearchOptions_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_RagSearchOptions_descriptor,
+        new java.lang.String[] { "TenantScoped", "Filter", "RetrievalMode", "CandidateBudget", "TopK", });
+    internal_static_groundwire_v1_ContextBudget_descriptor =
+      getDescriptor().getMessageType(17);
     internal_static_groundwire_v1_ContextBudget_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ContextBudget_descriptor,
         new java.lang.String[] { "MaximumContextTokens", "ResponseTokenReserve", "InstructionTokens", "HistoryTokens", "QueryTokens", "OtherTokens", "AvailableTokens", "UsedTokens", });
     internal_static_groundwire_v1_AgenticSearchTrace_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(18);
     internal_static_groundwire_v1_AgenticSearchTrace_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgenticSearchTrace_descriptor,
-        new java.lang.String[] { "Step", "CallId", "CandidateCount", "AcceptedCount", "Succeeded", "ErrorCode", "Duration", });
+        new java.lang.String[] { "Step", "CallId", "CandidateCount", "AcceptedCount4", "Succeeded", "ErrorCode", "Duration", "Query", "Options", "Candidates", "Accepted63", "Rejected", "ContextExcluded", "Reranking", "NoContextReason", "IndexVersion", });
     internal_static_groundwire_v1_RagExecutionMetadata_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(19);
     internal_static_groundwire_v1_RagExecutionMetadata_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RagExecutionMetadata_descriptor,
-        new java.lang.String[] { "Enabled", "IndexName", "IndexVersion", "RetrievalMode", "AppliedMode", "AppliedNoContextBehavior", "ContextAccepted", "NoContextReason", "ModelSkipped", "AnswerConstrained", "Candidates", "Accepted12", "Rejected13", "ContextExcluded14", "Context", "CandidateCount", "AcceptedCount17", "RejectedCount18", "ContextExcludedCount19", "Reranking", "ContextBudget", "RewrittenQuery", "Searches", "RagBypassed", "AppliedLimits", "KeywordQuery", "KeywordQuerySource", "KeywordRewriteFailureCode", "QueryRewriteFailureCode", });
+        new java.lang.String[] { "Enabled", "IndexName", "IndexVersion", "RetrievalMode", "AppliedMode", "AppliedNoContextBehavior", "ContextAccepted", "NoContextReason", "ModelSkipped", "AnswerConstrained", "Candidates", "Accepted12", "Rejected13", "ContextExcluded14", "Context", "CandidateCount", "AcceptedCount17", "RejectedCount18", "ContextExcludedCount19", "Reranking", "ContextBudget", "RewrittenQuery", "Searches", "FinalSelection", "RagBypassed", "AppliedLimits", "KeywordQuery", "KeywordQuerySource", "KeywordRewriteFailureCode", "QueryRewriteFailureCode", "TenantScopeEmpty", });
     internal_static_groundwire_v1_RagAppliedLimits_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(20);
     internal_static_groundwire_v1_RagAppliedLimits_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RagAppliedLimits_descriptor,
         new java.lang.String[] { "CandidateCount", "MinimumRelevance", "FinalTopK", "MinimumRelevanceOverridden", "FinalTopKOverridden", "FilterNarrowed", });
     internal_static_groundwire_v1_TokenUsage_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(21);
     internal_static_groundwire_v1_TokenUsage_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_TokenUsage_descriptor,
         new java.lang.String[] { "PromptTokens", "CompletionTokens", "TotalTokens", });
     internal_static_groundwire_v1_Citation_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(22);
     internal_static_groundwire_v1_Citation_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_Citation_descriptor,
-        new java.lang.String[] { "SourceNumber", "DocumentId", "ChunkId", });
+        new java.lang.String[] { "SourceNumber", "DocumentId", "ChunkId", "DisplayNumber", "Title", "Section", "Span", "Snippet", "SnippetTruncated", });
     internal_static_groundwire_v1_ToolCallTrace_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(23);
     internal_static_groundwire_v1_ToolCallTrace_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ToolCallTrace_descriptor,
         new java.lang.String[] { "Step", "CallId", "ToolName", "Succeeded", "ErrorCode", "Duration", "ClientExecuted", });
     internal_static_groundwire_v1_AgentResult_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(24);
     internal_static_groundwire_v1_AgentResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgentResult_descriptor,
-        new java.lang.String[] { "ExecutionId", "AgentId", "Answer", "ModelProvider", "Model", "Usage", "Rag", "Citations", "ToolCalls", "Duration", "Status", "RequiredToolCalls", "ActionDeadline", "Resumed", });
+        new java.lang.String[] { "ExecutionId", "AgentId", "Answer", "ModelProvider", "Model", "Usage", "Rag", "Citations", "ToolCalls", "Duration", "Status", "RequiredToolCalls", "ActionDeadline", "Resumed", "EmbeddingUsage", });
     internal_static_groundwire_v1_RagSearchEvent_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(25);
     internal_static_groundwire_v1_RagSearchEvent_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RagSearchEvent_descriptor,
         new java.lang.String[] { "IndexName", "RetrievalMode", "CandidateBudget", "CandidateCount", "AcceptedCount", "RerankingOutcome", "Duration", "Agentic", });
     internal_static_groundwire_v1_ToolCallEvent_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(26);
     internal_static_groundwire_v1_ToolCallEvent_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ToolCallEvent_descriptor,
         new java.lang.String[] { "Step", "CallId", "ToolName", "Succeeded", "ErrorCode", "Duration", "Arguments", "ClientExecuted", });
     internal_static_groundwire_v1_ExecuteStreamResponse_descriptor =
-      getDescriptor().getMessageType(23);
+      getDescriptor().getMessageType(27);
     internal_static_groundwire_v1_ExecuteStreamResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ExecuteStreamResponse_descriptor,
-        new java.lang.String[] { "Type", "Sequence", "ExecutionId", "RagSearch", "ToolCall", "TextDelta", "Result", "ErrorCode", "ErrorMessage", });
+        new java.lang.String[] { "Type", "Sequence", "ExecutionId", "RagSearch", "ToolCall", "TextDelta", "Result", "ErrorCode", "ErrorMessage", "Rag", });
     internal_static_groundwire_v1_AgentRagDescription_descriptor =
-      getDescriptor().getMessageType(24);
+      getDescriptor().getMessageType(28);
     internal_static_groundwire_v1_AgentRagDescription_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgentRagDescription_descriptor,
-        new java.lang.String[] { "IndexName", "RetrievalMode", "Mode", "NoContextBehavior", "RerankingEnabled", "Agentic", "BypassAllowed", "MinimumRelevance", "FinalTopK", "KeywordQuery", });
+        new java.lang.String[] { "IndexName", "RetrievalMode", "Mode", "NoContextBehavior", "RerankingEnabled", "Agentic", "FinalSelectionPolicy", "CandidateMultiplier", "RetrievalWeight", "SearchToolName", "BypassAllowed", "MinimumRelevance", "FinalTopK", "KeywordQuery", });
     internal_static_groundwire_v1_AgentDescription_descriptor =
-      getDescriptor().getMessageType(25);
+      getDescriptor().getMessageType(29);
     internal_static_groundwire_v1_AgentDescription_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgentDescription_descriptor,
         new java.lang.String[] { "Id", "Name", "Description", "Model", "Tools", "Rag", "Instructions", });
     internal_static_groundwire_v1_ListAgentsRequest_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(30);
     internal_static_groundwire_v1_ListAgentsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ListAgentsRequest_descriptor,
         new java.lang.String[] { "PageSize", "PageToken", });
     internal_static_groundwire_v1_ListAgentsResponse_descriptor =
-      getDescriptor().getMessageType(27);
+      getDescriptor().getMessageType(31);
     internal_static_groundwire_v1_ListAgentsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ListAgentsResponse_descriptor,
         new java.lang.String[] { "Agents", "NextPageToken", });
     internal_static_groundwire_v1_GetAgentRequest_descriptor =
-      getDescriptor().getMessageType(28);
+      getDescriptor().getMessageType(32);
     internal_static_groundwire_v1_GetAgentRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_GetAgentRequest_descriptor,
         new java.lang.String[] { "AgentId", });
     internal_static_groundwire_v1_GetAgentResponse_descriptor =
-      getDescriptor().getMessageType(29);
+      getDescriptor().getMessageType(33);
     internal_static_groundwire_v1_GetAgentResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_GetAgentResponse_descriptor,
         new java.lang.String[] { "Agent", });
     internal_static_groundwire_v1_ClientTool_descriptor =
-      getDescriptor().getMessageType(30);
+      getDescriptor().getMessageType(34);
     internal_static_groundwire_v1_ClientTool_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ClientTool_descriptor,
         new java.lang.String[] { "Name", "Description", "Parameters", });
     internal_static_groundwire_v1_RequiredToolCall_descriptor =
-      getDescriptor().getMessageType(31);
+      getDescriptor().getMessageType(35);
     internal_static_groundwire_v1_RequiredToolCall_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RequiredToolCall_descriptor,
         new java.lang.String[] { "CallId", "ToolName", "Arguments", });
     internal_static_groundwire_v1_ToolResult_descriptor =
-      getDescriptor().getMessageType(32);
+      getDescriptor().getMessageType(36);
     internal_static_groundwire_v1_ToolResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ToolResult_descriptor,
         new java.lang.String[] { "CallId", "Output", "IsError", });
     internal_static_groundwire_v1_ResumeExecutionRequest_descriptor =
-      getDescriptor().getMessageType(33);
+      getDescriptor().getMessageType(37);
     internal_static_groundwire_v1_ResumeExecutionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ResumeExecutionRequest_descriptor,
         new java.lang.String[] { "ExecutionId", "Tenant", });
     internal_static_groundwire_v1_ResumeExecutionResponse_descriptor =
-      getDescriptor().getMessageType(34);
+      getDescriptor().getMessageType(38);
     internal_static_groundwire_v1_ResumeExecutionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ResumeExecutionResponse_descriptor,
         new java.lang.String[] { "Result", });
     internal_static_groundwire_v1_ResumeExecutionStreamRequest_descriptor =
-      getDescriptor().getMessageType(35);
+      getDescriptor().getMessageType(39);
     internal_static_groundwire_v1_ResumeExecutionStreamRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ResumeExecutionStreamRequest_descriptor,
         new java.lang.String[] { "ExecutionId", "Tenant", });
     internal_static_groundwire_v1_ResumeExecutionStreamResponse_descriptor =
-      getDescriptor().getMessageType(36);
+      getDescriptor().getMessageType(40);
     internal_static_groundwire_v1_ResumeExecutionStreamResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ResumeExecutionStreamResponse_descriptor,
         new java.lang.String[] { "Event", });
     internal_static_groundwire_v1_SubmitToolResultsRequest_descriptor =
-      getDescriptor().getMessageType(37);
+      getDescriptor().getMessageType(41);
     internal_static_groundwire_v1_SubmitToolResultsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_SubmitToolResultsRequest_descriptor,
         new java.lang.String[] { "ExecutionId", "Tenant", "Results", });
     internal_static_groundwire_v1_SubmitToolResultsResponse_descriptor =
-      getDescriptor().getMessageType(38);
+      getDescriptor().getMessageType(42);
     internal_static_groundwire_v1_SubmitToolResultsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_SubmitToolResultsResponse_descriptor,
         new java.lang.String[] { "Result", });
     internal_static_groundwire_v1_ClientToolResults_descriptor =
-      getDescriptor().getMessageType(39);
+      getDescriptor().getMessageType(43);
     internal_static_groundwire_v1_ClientToolResults_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ClientToolResults_descriptor,
         new java.lang.String[] { "Results", });
     internal_static_groundwire_v1_ExecuteInteractiveRequest_descriptor =
-      getDescriptor().getMessageType(40);
+      getDescriptor().getMessageType(44);
     internal_static_groundwire_v1_ExecuteInteractiveRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ExecuteInteractiveRequest_descriptor,
         new java.lang.String[] { "Input", "ToolResults", "Kind", });
     internal_static_groundwire_v1_ExecuteInteractiveResponse_descriptor =
-      getDescriptor().getMessageType(41);
+      getDescriptor().getMessageType(45);
     internal_static_groundwire_v1_ExecuteInteractiveResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ExecuteInteractiveResponse_descriptor,
@@ -836,6 +953,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     dev.groundwire.v1.CommonProto.getDescriptor();
     dev.groundwire.v1.RerankerProto.getDescriptor();
     dev.groundwire.v1.RetrieverProto.getDescriptor();
+    dev.groundwire.v1.UsageProto.getDescriptor();
   }
 
   // @@protoc_insertion_point(outer_class_scope)
