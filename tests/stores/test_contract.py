@@ -605,3 +605,91 @@ async def test_a_phrase_match_is_found_behind_many_near_misses(
     await publish(store, index_name, [*misses, real], spec(index_name, dims=None))
     found = await store.search_lexical(index_name, parse_lexical('"alpha beta"'), 5, Scope())
     assert [h.document_id for h in found.hits] == ["real"]
+
+
+async def test_common_word_queries_rank_exactly_by_bm25(
+    store: Store, index_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Queries of common words only, over chunks full of ties (same frequencies, same
+    # lengths): PostgreSQL reads impact-ordered postings in rounds and stops early
+    # (forced here with tiny rounds and candidate budgets, so every query takes
+    # several rounds); the result must be BM25's exact top k with its tie-breaks, on
+    # every store, per tenant.
+    from groundwire.domain import bm25
+    from groundwire.domain.text import index_tokens
+    from groundwire.stores.postgres import lexical as pg_lexical
+
+    monkeypatch.setattr(pg_lexical, "IMPACT_MIN_POSTINGS", 0)
+    monkeypatch.setattr(pg_lexical, "IMPACT_FIRST_DEPTH", 2)
+    monkeypatch.setattr(pg_lexical, "IMPACT_DEPTH_FACTOR", 2)
+    monkeypatch.setattr(pg_lexical, "IMPACT_MAX_CANDIDATES", 3)
+    rounds = 0
+    original = pg_lexical._impact_top
+
+    async def counted(*args: object) -> object:
+        nonlocal rounds
+        rounds += 1
+        return await original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pg_lexical, "_impact_top", counted)
+    rng = np.random.default_rng(3)
+    vocab = ["the", "of", "and", "to", "in", "is", "it", "for", "on", "was", "rare", "zeta"]
+    weights = 1.0 / np.arange(1, len(vocab) + 1)
+    weights /= weights.sum()
+    docs = []
+    for d in range(60):
+        tenant = "acme" if d % 3 == 0 else ""
+        texts = [
+            " ".join(rng.choice(vocab, size=int(rng.integers(1, 40)), p=weights)) for _ in range(3)
+        ]
+        docs.append(doc(f"d{d:02d}", texts, None, tenant=tenant))
+    # Tenant "long": a word twice in long chunks scores below it once in a short
+    # one, so postings read later (a lower tf) can still beat the ones read first.
+    filler = " ".join(["x"] * 100)
+    docs.extend(
+        doc(f"l{d:02d}", [f"alpha alpha {filler}{' y' * d}"], None, tenant="long") for d in range(8)
+    )
+    docs.append(doc("short", ["alpha"], None, tenant="long"))
+    docs.append(doc("others", ["z"] * 30, None, tenant="long"))  # a short average length
+    await publish(store, index_name, docs, spec(index_name, dims=None))
+
+    def expected(query: str, tenant: str, k: int) -> list[tuple[str, str, float]]:
+        chunks = [
+            (d.document.document_id, c.chunk_id, index_tokens(c.text))
+            for d in docs
+            if d.document.tenant == tenant
+            for c in d.chunks
+        ]
+        total = len(chunks)
+        avgdl = bm25.average_length(sum(len(t) for *_, t in chunks), total)
+        terms = list(dict.fromkeys(index_tokens(query)))
+        df = {t: sum(t in toks for *_, toks in chunks) for t in terms}
+        scored = []
+        for doc_id, chunk_id, toks in chunks:
+            score, hit_any = 0.0, False
+            for t in terms:
+                tf = toks.count(t)
+                if tf and df[t]:
+                    hit_any = True
+                    score += bm25.term_score(bm25.idf(total, df[t]), float(tf), len(toks), avgdl)
+            if hit_any:
+                scored.append((doc_id, chunk_id, score))
+        scored.sort(key=lambda x: (-x[2], x[0], x[1]))
+        return scored[:k]
+
+    queries = ["the", "the of", "of and to", "in is it", "and the for", "on was", "to zeta"]
+    for tenant in ("", "acme"):
+        for query in queries:
+            for k in (1, 4, 10):
+                result = await store.search_lexical(
+                    index_name, parse_lexical(query), k, Scope(tenant)
+                )
+                got = [(h.document_id, h.chunk_id, h.score.raw) for h in result.hits]
+                want = expected(query, tenant, k)
+                assert [g[:2] for g in got] == [w[:2] for w in want], (tenant, query, k)
+                assert [g[2] for g in got] == pytest.approx([w[2] for w in want], rel=1e-12)
+    for k in (1, 3):
+        result = await store.search_lexical(index_name, parse_lexical("alpha"), k, Scope("long"))
+        assert [h.document_id for h in result.hits] == ["short", "l00", "l01"][:k]
+    if "Postgres" in type(store).__name__:
+        assert rounds == 2 * len(queries) * 3 + 2

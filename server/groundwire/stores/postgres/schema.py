@@ -357,6 +357,24 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ANALYZE gw_postings",
         ),
     ),
+    Migration(
+        10,
+        "impact-ordered postings",
+        (
+            # Postings ordered best first within a term (tf descending, then the
+            # shorter chunk): a query of common words reads each term's best
+            # postings and stops once the rest cannot reach its top k, instead of
+            # scoring every posting (lexical._impact_top). Still an index-only range
+            # scan of the scope tenant's own rows; a posting is found for deletion by
+            # its whole key (publish knows the tf and length of the rows it removes).
+            "ALTER TABLE gw_postings DROP CONSTRAINT gw_postings_pkey",
+            """
+            CREATE UNIQUE INDEX gw_postings_impact
+                ON gw_postings (index_id, tenant, term, tf DESC, dl, chunk)
+            """,
+            "ANALYZE gw_postings",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
