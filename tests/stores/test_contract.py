@@ -693,3 +693,51 @@ async def test_common_word_queries_rank_exactly_by_bm25(
         assert [h.document_id for h in result.hits] == ["short", "l00", "l01"][:k]
     if "Postgres" in type(store).__name__:
         assert rounds == 2 * len(queries) * 3 + 2
+
+
+async def test_half_precision_vector_index_keeps_float32_scores(
+    store: Store, index_name: str
+) -> None:
+    # A half-precision HNSW graph (pgvector halfvec) finds the neighbours; the ranking
+    # and the scores are the float32 ones, exactly as an exact search gives them.
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(40, DIM)).astype(np.float32)
+    half = IndexSpec(
+        index_name, "test/model:4:l2", DIM, DistanceMetric.COSINE, "chars:size=800", True
+    )
+    docs = [doc(f"d{i:02d}", [f"text {i}"], [vectors[i]]) for i in range(40)]
+    await publish(store, index_name, docs, half)
+    queries = rng.normal(size=(5, DIM)).astype(np.float32)
+
+    async def check() -> None:
+        for q in queries:
+            hits = await store.search_vector(index_name, q, 5, Scope())
+            v64, q64 = vectors.astype(np.float64), q.astype(np.float64)
+            sims = v64 @ q64 / (np.linalg.norm(v64, axis=1) * np.linalg.norm(q64))
+            want = sorted(range(40), key=lambda i: (1.0 - sims[i], i))[:5]
+            assert [h.document_id for h in hits] == [f"d{i:02d}" for i in want]
+            # float32 distances: a half-precision score would be off by about 1e-3.
+            got = [h.score.raw if h.score.higher_is_better else 1 - h.score.raw for h in hits]
+            assert got == pytest.approx([sims[i] for i in want], abs=2e-6)
+
+    await check()
+    if "Postgres" in type(store).__name__:
+        # The search really runs on the half-precision graph (its name ends in h; the
+        # planner is kept off the sequential scan a 40-row table would get), and
+        # turning the option off swaps it for a float32 graph.
+        from groundwire.stores.postgres import vectors as pg_vectors
+        from groundwire.stores.postgres.scope import index_row
+
+        async def plan() -> str:
+            db = store._db  # type: ignore[attr-defined]
+            async with db.conn() as conn, conn.transaction():
+                await conn.execute("SET LOCAL enable_seqscan = off")
+                idx = await index_row(conn, index_name)
+                return await pg_vectors.explain(conn, idx, queries[0], 5, Scope(), 100)
+
+        with_half = await plan()
+        assert "halfvec" in with_half and "_4_ch " in with_half, with_half
+        await store.ensure_index(spec(index_name))
+        without = await plan()
+        assert "_4_c " in without and "_4_ch" not in without, without
+        await check()
