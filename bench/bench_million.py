@@ -433,6 +433,8 @@ async def run(args: argparse.Namespace) -> None:
 
         if not args.no_vectors:
             await vector_figures(store, corpus, args, rows, scope, flt, lex_q)
+            if args.compare_half:
+                await half_figures(store, server.dsn, spec, corpus, args, rows, scope, flt, lex_q)
         for label, size in await sizes(server.dsn):
             per = f"  ({size / n_chunks:,.0f} B/chunk)" if not label.startswith("avg") else ""
             rows.append(
@@ -508,6 +510,45 @@ async def vector_figures(
     rows.append(("hybrid p50 / p99 (ms)", f"{pct(hyb, 50):.1f} / {pct(hyb, 99):.1f}"))
 
 
+async def half_figures(
+    store: Any,
+    dsn: str,
+    spec: IndexSpec,
+    corpus: Corpus,
+    args: argparse.Namespace,
+    rows: list[tuple[str, str]],
+    scope: Scope,
+    flt: Scope,
+    lex_q: list[tuple[str, LexicalQuery]],
+) -> None:
+    """The same index switched to a half-precision HNSW graph (built by ensure_index,
+    which then drops the float32 graph): build time, graph size, recall, latency."""
+    from dataclasses import replace
+
+    before = await hnsw_size(dsn)
+    t = time.perf_counter()
+    await store.ensure_index(replace(spec, half_precision_index=True))
+    rows.append(("halfvec: HNSW graph build (s)", f"{time.perf_counter() - t:.0f}"))
+    after = await hnsw_size(dsn)
+    rows.append(
+        ("halfvec: HNSW graph size float32 -> float16",
+         f"{_fmt_bytes(before)} -> {_fmt_bytes(after)} ({1 - after / max(before, 1):.0%} saved)")
+    )  # fmt: skip
+    extra: list[tuple[str, str]] = []
+    await vector_figures(store, corpus, args, extra, scope, flt, lex_q)
+    rows.extend((f"halfvec: {label}", value) for label, value in extra)
+
+
+async def hnsw_size(dsn: str) -> int:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT coalesce(sum(pg_relation_size(indexrelid)), 0) FROM pg_index x "
+            "JOIN pg_class c ON c.oid = x.indexrelid WHERE c.relname LIKE 'gw_chunks_hnsw_%'"
+        )
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+
 def _with_ef(settings: PostgresSettings, ef: int) -> PostgresSettings:
     from dataclasses import replace
 
@@ -522,6 +563,9 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
     parser.add_argument("--no-vectors", action="store_true", help="text only (lexical curve)")
     parser.add_argument("--ef", type=int, nargs="*", default=[40, 200], help="more ef_search")
+    parser.add_argument(
+        "--compare-half", action="store_true", help="then switch to a halfvec graph and re-measure"
+    )
     parser.add_argument("--results", default=None, help="write lexical results to this file")
     args = parser.parse_args()
     asyncio.run(run(args))
