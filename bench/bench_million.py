@@ -567,7 +567,14 @@ def main() -> None:
         "--compare-half", action="store_true", help="then switch to a halfvec graph and re-measure"
     )
     parser.add_argument("--results", default=None, help="write lexical results to this file")
+    parser.add_argument(
+        "--impact-min", type=int, default=None, help="override lexical.IMPACT_MIN_POSTINGS"
+    )
     args = parser.parse_args()
+    if args.impact_min is not None:
+        from groundwire.stores.postgres import lexical
+
+        lexical.IMPACT_MIN_POSTINGS = args.impact_min  # type: ignore[attr-defined,unused-ignore]
     asyncio.run(run(args))
 
 

@@ -500,9 +500,10 @@ def _full_score(
 # read the postings in impact order instead and stop early (`_impact_top`).
 IMPACT_MIN_POSTINGS = 20_000
 # Postings read per term in the first round; each further round reads this factor
-# more (a round re-reads from the start: at most 1/(factor-1) of the work is redone).
+# more (a round re-reads from the start: the work of all rounds is at most
+# factor/(factor-1) times the last one).
 IMPACT_FIRST_DEPTH = 1024
-IMPACT_DEPTH_FACTOR = 8
+IMPACT_DEPTH_FACTOR = 2
 # A round also ends the search only when at most this many chunks may still reach
 # the top k: each is then scored fully from its row (a heap read), which costs more
 # than reading postings deeper.
