@@ -238,9 +238,14 @@ async def _build(
     half: bool,
 ) -> None:
     s = db.settings
+    # At least 512 MB for the graph (pgvector builds much faster while it fits), or
+    # the server's own setting when an operator raised it for larger indexes (a 384-d
+    # float32 graph of a million chunks needs about 2 GB).
     await conn.execute(
         "SELECT set_config('statement_timeout', '0', false), "
-        "set_config('maintenance_work_mem', '512MB', false)"
+        "set_config('maintenance_work_mem', CASE WHEN "
+        "pg_size_bytes(current_setting('maintenance_work_mem')) >= 512 * 1024 * 1024 "
+        "THEN current_setting('maintenance_work_mem') ELSE '512MB' END, false)"
     )
     ddl = hnsw_index_ddl(
         index_id, dims, metric, s.hnsw_m, s.hnsw_ef_construction, concurrently=True, half=half
