@@ -514,52 +514,50 @@ IMPACT_MAX_CANDIDATES = 512
 _G = "({tf} * %(k1p1)s / ({tf} + %(k1)s * (%(one_minus_b)s + %(b)s * {dl} / %(avgdl)s)))"
 
 # One round of the threshold algorithm over impact-ordered postings (Fagin, Lotem and
-# Naor 2001; "no random access" bounds, then random access for the survivors):
-# heads: each term's first %(depth)s postings in the index order (tf DESC, dl, chunk),
-#   i.e. best first: a posting read later has a lower tf, or the same tf and a dl at
-#   least as long, so it contributes at most
-# front: the term's bound on every posting not read, w * max(g(tf, dl) of the last one
-#   read, g(tf - 1, tf - 1)) (dl >= tf: a chunk holds at least tf tokens); 0 when the
-#   list ended within the depth;
+# Naor 2001; "no random access" bounds, then random access for the survivors), each
+# term's postings read best first in the index order (tf DESC, dl, chunk): a posting
+# read later has a lower tf, or the same tf and a dl at least as long.
+# q: per term, its weight and its bound on every posting past the first %(depth)s,
+#   w * max(g(tf, dl) of the first one not read, g(tf - 1, tf - 1)) (dl >= tf: a
+#   chunk holds at least tf tokens), found by one more index probe; 0 when the list
+#   ends within the depth;
 # partial: per chunk read, its exact contribution from the terms it was read under
 #   (lo, a lower bound of its score) and the bounds of those terms (seen);
 # theta: the k-th best lo, a score k chunks reach at least (margin: float noise);
 # cand: the chunks whose lo plus the bounds of the terms they were not read under can
-#   still pass theta; every other chunk, read or not (at most the sum of the fronts),
+#   still pass theta; every other chunk, read or not (at most the sum of the bounds),
 #   scores below theta, so the top k is among cand;
-# ok: the round decides (every list ended, or the unread bound is below theta and cand
-#   is small); only then are the candidates scored fully and the top k returned,
+# status: the round decides (every list ended, or the unread bound is below theta and
+#   cand is small); only then are the candidates scored fully and the top k returned,
 #   otherwise one row of NULLs asks for a deeper round.
 _IMPACT_SQL = """
     WITH q AS MATERIALIZED (
-        SELECT * FROM unnest(%(terms)s::text[], %(weights)s::float8[])
-            WITH ORDINALITY AS q(term, w, ord)
+        SELECT q.term, q.w, q.ord,
+               CASE WHEN l.tf IS NULL THEN 0.0
+                    ELSE q.w * greatest({g_last}, {g_lower}) END AS bound
+        FROM unnest(%(terms)s::text[], %(weights)s::float8[]) WITH ORDINALITY AS q(term, w, ord)
+        LEFT JOIN LATERAL (
+            SELECT p.tf, p.dl FROM gw_postings p
+            WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = q.term
+            ORDER BY p.tf DESC, p.dl, p.chunk
+            OFFSET %(depth)s LIMIT 1
+        ) l ON true
     ),
-    heads AS MATERIALIZED (
-        SELECT q.ord, q.w, p.chunk, p.tf, p.dl, p.n FROM q CROSS JOIN LATERAL (
-            SELECT p.chunk, p.tf, p.dl,
-                   row_number() OVER (ORDER BY p.tf DESC, p.dl, p.chunk) AS n
-            FROM gw_postings p
+    partial AS MATERIALIZED (
+        SELECT p.chunk, sum(q.w * {g_head}) AS lo, sum(q.bound) AS seen
+        FROM q CROSS JOIN LATERAL (
+            SELECT p.chunk, p.tf, p.dl FROM gw_postings p
             WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = q.term
             ORDER BY p.tf DESC, p.dl, p.chunk
             LIMIT %(depth)s
         ) p
-    ),
-    front AS MATERIALIZED (
-        SELECT q.ord, CASE WHEN h.tf IS NULL THEN 0.0
-                           ELSE q.w * greatest({g_last}, {g_lower}) END AS bound
-        FROM q LEFT JOIN heads h ON h.ord = q.ord AND h.n = %(depth)s
-    ),
-    partial AS MATERIALIZED (
-        SELECT h.chunk, sum(h.w * {g_head}) AS lo, sum(f.bound) AS seen
-        FROM heads h JOIN front f ON f.ord = h.ord
-        GROUP BY h.chunk
+        GROUP BY p.chunk
     ),
     theta AS MATERIALIZED (
         SELECT CASE WHEN count(*) < %(k)s THEN -1.0 ELSE min(lo) * %(margin)s END AS v
         FROM (SELECT lo FROM partial ORDER BY lo DESC LIMIT %(k)s) x
     ),
-    unread AS MATERIALIZED (SELECT sum(bound) AS v FROM front),
+    unread AS MATERIALIZED (SELECT sum(bound) AS v FROM q),
     cand AS MATERIALIZED (
         SELECT p.chunk FROM partial p, theta t, unread u
         WHERE p.lo + (u.v - p.seen) * %(slack)s > t.v
@@ -599,11 +597,11 @@ def _impact_sql(
         slack=2.0 - _THETA_MARGIN,
         max_cand=IMPACT_MAX_CANDIDATES,
     )
-    lower = "(h.tf - 1)"
+    lower = "(l.tf - 1)"
     return sql.SQL(_IMPACT_SQL).format(
-        g_last=sql.SQL(_G.format(tf="h.tf", dl="h.dl")),
+        g_last=sql.SQL(_G.format(tf="l.tf", dl="l.dl")),
         g_lower=sql.SQL(_G.format(tf=lower, dl=lower)),
-        g_head=sql.SQL(_G.format(tf="h.tf", dl="h.dl")),
+        g_head=sql.SQL(_G.format(tf="p.tf", dl="p.dl")),
         cols=HIT_COLUMNS,
         score=score,
         freq_cols=columns,
@@ -624,7 +622,7 @@ async def _impact_top(
     depth = IMPACT_FIRST_DEPTH
     while True:
         # Past the longest list, every list ends within the round: it decides.
-        params["depth"] = min(depth, longest + 1)
+        params["depth"] = min(depth, longest)
         cur = await conn.execute(query, params)
         rows = await cur.fetchall()
         if not rows or rows[0][-1] is not None:
