@@ -90,6 +90,15 @@ RECIPES=(
   "get-agent|AgentService/GetAgent"
   "execute|AgentService/Execute: one grounded answer with citations"
   "execute-stream|AgentService/ExecuteStream: the same, as a stream of execution events"
+  "execute-client-tools|Execute declaring a client tool (REQUIRES_ACTION when the model calls it)"
+  "resume-execution|ResumeExecution of a finished execution: its recorded result"
+  "resume-execution-stream|ResumeExecutionStream of the same execution"
+  "submit-tool-results|SubmitToolResults (a finished execution refuses: EXECUTION_NOT_AWAITING_TOOL_RESULTS)"
+  "execute-interactive|ExecuteInteractive: the bidirectional stream (input first, tool results later)"
+  "execute-narrowed|Execute with per-request overrides: final top-k 1 (may narrow, never widen)"
+  "prepare-execution|AgentService/PrepareExecution: the exact prompt and references, no model call"
+  "reload-config|AdminService/ReloadConfiguration, validate_only: re-read and validate the file, change nothing"
+  "get-usage|UsageService/GetUsage: embedding usage totals of the (key's) tenant"
 )
 
 recipe_list() { call "" list; }
@@ -160,6 +169,68 @@ recipe_execute() {
 recipe_execute_stream() {
   call "{\"input\":{\"agent_id\":\"$AGENT\",\"message\":\"$QUESTION\"}}" groundwire.v1.AgentService/ExecuteStream
 }
+# A tool the caller runs: declared in the request with a JSON Schema. When the
+# model calls it, the result has status EXECUTION_STATUS_REQUIRES_ACTION and its
+# required_tool_calls; answer them with SubmitToolResults.
+CLIENT_TOOL='{"name":"order_status","description":"Status of an order of the user.","parameters":{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}}'
+recipe_execute_client_tools() {
+  call "{\"input\":{\"agent_id\":\"$AGENT\",\"message\":\"$QUESTION\",\"client_tools\":[$CLIENT_TOOL],\"client_tool_timeout\":\"60s\"}}" \
+    groundwire.v1.AgentService/Execute
+}
+# The execution_id of a fresh Execute (printed), for the resume recipes.
+LAST_EXECUTION=""
+execution_id() {
+  if [[ -n "$PRINT_ONLY" ]]; then
+    LAST_EXECUTION="<execution_id from Execute>"
+    return 0
+  fi
+  [[ -n "$LAST_EXECUTION" ]] && return 0
+  local out
+  out="$(call "{\"input\":{\"agent_id\":\"$AGENT\",\"message\":\"$QUESTION\"}}" groundwire.v1.AgentService/Execute)" || { echo "$out"; return 1; }
+  LAST_EXECUTION="$(sed -n 's/^ *"execution_id": "\([^"]*\)".*/\1/p' <<<"$out" | head -n 1)"
+  echo "execution_id: $LAST_EXECUTION"
+  [[ -n "$LAST_EXECUTION" ]]
+}
+recipe_resume_execution() {
+  execution_id || return 1
+  call "{\"execution_id\":\"$LAST_EXECUTION\"}" groundwire.v1.AgentService/ResumeExecution
+}
+recipe_resume_execution_stream() {
+  execution_id || return 1
+  call "{\"execution_id\":\"$LAST_EXECUTION\"}" groundwire.v1.AgentService/ResumeExecutionStream
+}
+recipe_submit_tool_results() {
+  local out rc
+  execution_id || return 1
+  out="$(call "{\"execution_id\":\"$LAST_EXECUTION\",\"results\":[{\"call_id\":\"call_1\",\"output\":\"{\\\"status\\\":\\\"shipped\\\"}\"}]}" \
+    groundwire.v1.AgentService/SubmitToolResults 2>&1)"
+  rc=$?
+  echo "$out"
+  # The demo execution completed (the offline model calls no tools): refused with
+  # a stable reason. An execution in REQUIRES_ACTION continues and returns its result.
+  if [[ $rc -ne 0 && "$out" == *EXECUTION_NOT_AWAITING_TOOL_RESULTS* ]]; then return 0; fi
+  return "$rc"
+}
+recipe_execute_interactive() {
+  # -d @ reads the stream's messages from stdin: the input first; a caller with
+  # client tools then writes {"tool_results":{"results":[...]}} messages.
+  local data="{\"input\":{\"agent_id\":\"$AGENT\",\"message\":\"$QUESTION\",\"client_tools\":[$CLIENT_TOOL]}}"
+  printf '$ echo %s | grpcurl %s -d @ %s %s\n' "'$data'" "$SHOWN_BASE" "$ADDR" \
+    groundwire.v1.AgentService/ExecuteInteractive >&3
+  [[ -n "$PRINT_ONLY" ]] && return 0
+  echo "$data" | "$GRPCURL" "${BASE[@]}" -d @ "$ADDR" groundwire.v1.AgentService/ExecuteInteractive
+}
+recipe_execute_narrowed() {
+  call "{\"input\":{\"agent_id\":\"$AGENT\",\"message\":\"$QUESTION\",\"overrides\":{\"final_top_k\":1}}}" \
+    groundwire.v1.AgentService/Execute
+}
+recipe_prepare_execution() {
+  call "{\"input\":{\"agent_id\":\"$AGENT\",\"message\":\"$QUESTION\"}}" groundwire.v1.AgentService/PrepareExecution
+}
+recipe_reload_config() {
+  call '{"validate_only":true}' groundwire.v1.AdminService/ReloadConfiguration
+}
+recipe_get_usage() { call '{}' groundwire.v1.UsageService/GetUsage; }
 
 # ---- main ----------------------------------------------------------------------
 usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }

@@ -137,6 +137,19 @@ _DOWNGRADE_TO_3 = (
     "ALTER TABLE gw_vector_indexes DROP CONSTRAINT gw_vector_indexes_pkey, DROP COLUMN half, "
     "ADD PRIMARY KEY (index_id, dims, metric)",
     "DELETE FROM gw_schema_migrations WHERE version = 10",
+    "DROP TABLE gw_usage",
+    "DELETE FROM gw_schema_migrations WHERE version = 9",
+    *(
+        f"UPDATE {table} SET {column} = regexp_replace({column}, ';\\{{.*$', '')"
+        for table, column in (
+            ("gw_indexes", "embedding"),
+            ("gw_indexes", "published_embedding"),
+            ("gw_index_versions", "embedding"),
+        )
+    ),
+    "DELETE FROM gw_schema_migrations WHERE version = 8",
+    "DROP TABLE gw_checkpoints",
+    "DELETE FROM gw_schema_migrations WHERE version = 7",
     "DROP TABLE gw_postings",
     "CREATE INDEX gw_chunks_lex ON gw_chunks USING gin (lex)",
     "DELETE FROM gw_schema_migrations WHERE version = 6",

@@ -345,7 +345,20 @@ async def test_prometheus_metrics_are_low_cardinality_and_content_free(
 ) -> None:
     stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
     await stub.Retrieve(rq("METRICSCANARY words"), metadata=md("acme"))
+    semantic = rq("METRICSCANARY words")
+    semantic.query.mode = retriever_pb2.RETRIEVAL_MODE_SEMANTIC
+    await stub.Retrieve(semantic, metadata=md("acme"))
     body = await asyncio.to_thread(metrics_answer, metrics_port)
+    # Embedding usage by provider and task (and who counted the tokens), never tenant.
+    requests = [line for line in body.splitlines() if line.startswith("groundwire_embedding_")]
+    assert any(
+        line.startswith("groundwire_embedding_requests_total{")
+        and 'provider="hashing"' in line
+        and 'task="QUERY"' in line
+        for line in requests
+    ), requests
+    assert any('counted_by="tokenizer"' in line for line in requests)
+    assert all("tenant" not in line for line in requests)
     assert "rpc_server_call_duration_seconds_bucket" in body
     assert (
         'rpc_method="Retrieve"' in body and 'rpc_service="groundwire.v1.RetrieverService"' in body

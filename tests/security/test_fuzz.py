@@ -46,7 +46,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groundwire.app.defaults import HANDBOOK_DIR
-from groundwire_client.v1 import agent_pb2, errors_pb2, ingestion_pb2, reranker_pb2, retriever_pb2
+from groundwire_client.v1 import (
+    admin_pb2,
+    agent_pb2,
+    errors_pb2,
+    ingestion_pb2,
+    reranker_pb2,
+    retriever_pb2,
+)
 from tests.security.harness import (
     ERROR_DOMAIN,
     ErrorDetails,
@@ -77,6 +84,13 @@ FORBIDDEN = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.
 TERMINAL_EVENTS = {
     agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED,
     agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_FAILED,
+    agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION,
+}
+# Streams of execution events, with how to reach the event in each response.
+EVENT_STREAMS: dict[str, Callable[[Any], Any]] = {
+    "ExecuteStream": lambda r: r,
+    "ResumeExecutionStream": lambda r: r.event,
+    "ExecuteInteractive": lambda r: r.event,
 }
 
 CONFIG = f"""
@@ -160,6 +174,7 @@ class Rpc:
     request: Descriptor
     response: type[Message]
     streaming: bool
+    client_streaming: bool = False
 
     @property
     def path(self) -> str:
@@ -171,7 +186,7 @@ class Rpc:
 
 def _rpcs() -> list[Rpc]:
     out = []
-    for module in (retriever_pb2, reranker_pb2, ingestion_pb2, agent_pb2):
+    for module in (retriever_pb2, reranker_pb2, ingestion_pb2, agent_pb2, admin_pb2):
         for service in module.DESCRIPTOR.services_by_name.values():
             method: MethodDescriptor
             for method in service.methods:
@@ -182,13 +197,14 @@ def _rpcs() -> list[Rpc]:
                         method.input_type,
                         GetMessageClass(method.output_type),
                         method.server_streaming,
+                        method.client_streaming,
                     )
                 )
     return out
 
 
 RPCS = _rpcs()
-assert len(RPCS) == 15, [str(r) for r in RPCS]  # every RPC of the four services
+assert len(RPCS) == 21, [str(r) for r in RPCS]  # every RPC of the five services
 
 
 def _text_hint() -> st.SearchStrategy[str]:
@@ -325,13 +341,22 @@ def _invoke(channel: grpc.Channel, rpc: Rpc, payload: bytes) -> str:
     started = time.perf_counter()
     try:
         if rpc.streaming:
-            call = channel.unary_stream(
-                rpc.path, request_serializer=identity, response_deserializer=identity
-            )
-            events: list[Any] = [
-                rpc.response.FromString(raw) for raw in call(payload, timeout=DEADLINE)
-            ]
-            if rpc.name == "ExecuteStream":
+            if rpc.client_streaming:
+                # One request, then the caller closes its side (a client tool call
+                # is then answered at once with TOOL_TIMEOUT).
+                call_ss = channel.stream_stream(
+                    rpc.path, request_serializer=identity, response_deserializer=identity
+                )
+                raws = list(call_ss(iter([payload]), timeout=DEADLINE))
+            else:
+                call = channel.unary_stream(
+                    rpc.path, request_serializer=identity, response_deserializer=identity
+                )
+                raws = list(call(payload, timeout=DEADLINE))
+            unwrap = EVENT_STREAMS.get(rpc.name)
+            events: list[Any] = [rpc.response.FromString(raw) for raw in raws]
+            if unwrap is not None and events:
+                events = [unwrap(e) for e in events]
                 terminal = [e for e in events if e.type in TERMINAL_EVENTS]
                 assert len(terminal) == 1 and events[-1] is terminal[0], f"{rpc}: terminal events"
                 last = terminal[0]

@@ -5,16 +5,29 @@ from __future__ import annotations
 
 import asyncio
 import math
+from decimal import Decimal
+from typing import cast
 
 import numpy as np
 import pytest
 
 from groundwire.domain.errors import GroundwireError
+from groundwire.domain.metadata_ranges import (
+    RangeBound,
+    RangeCondition,
+    RangeKind,
+    number_bound,
+    parse_timestamp,
+)
 from groundwire.domain.query import parse_lexical
 from groundwire.domain.retrieval import MetadataFilter, Scope
 from groundwire.domain.scores import ScoreMetric
 from groundwire.stores.base import (
+    CheckpointRecord,
+    CheckpointState,
+    CheckpointStore,
     ChunkRecord,
+    ClaimStatus,
     DistanceMetric,
     DocumentKey,
     DocumentRecord,
@@ -22,6 +35,7 @@ from groundwire.stores.base import (
     StagedDocument,
     Store,
 )
+from groundwire.stores.memory.checkpoints import MemoryCheckpointStore
 
 DIM = 4
 
@@ -741,3 +755,280 @@ async def test_half_precision_vector_index_keeps_float32_scores(
         without = await plan()
         assert "_4_c " in without and "_4_ch" not in without, without
         await check()
+
+
+# Range conditions. Metadata values that are, are nearly, or are not numbers and
+# RFC 3339 timestamps; both stores must match exactly the values the domain rules
+# admit (the oracle), which the hand-written expectations pin down in turn.
+RANGE_NUMBERS = [
+    "42", "42.0", "4.2e1", "+42", "-1", ".5", "5.", "0.1", "0.10", "1e999", "-1e-999",
+    "1000", "999.9999999999999999999", " 42", "42 ", "4 2", "0x10", "NaN", "Infinity",
+    "1e1000", "", "abc", "\u0664\u0662", "42\n", "2024-05-01T00:00:00Z",
+]  # fmt: skip
+RANGE_TIMESTAMPS = [
+    "2024-05-01T00:00:00Z", "2024-05-01T02:00:00+02:00", "2024-04-30T20:00:00-04:00",
+    "2024-04-30T23:59:59.999999Z", "2024-04-30T23:59:59.9999999Z", "2024-05-01t00:00:00.000001z",
+    "2024-05-01 00:00:00Z", "2024-02-29T12:00:00Z", "2023-02-29T00:00:00Z",
+    "2024-04-31T00:00:00Z", "2024-05-01T00:00:60Z", "2024-05-01T24:00:00Z",
+    "2024-05-01T00:00:00", "2024-05-01", "0000-01-01T00:00:00Z", "0001-01-01T00:00:00+15:59",
+    "2024-05-01T00:00:00+16:00", "1900-02-29T00:00:00Z", "2000-02-29T00:00:00Z",
+    "2024-05-01T00:30:00.5+00:30", "42", "9999-12-31T23:59:59-15:59",
+]  # fmt: skip
+
+
+def _range(kind: str, lo: object = None, hi: object = None, lo_inc: bool = False,
+           hi_inc: bool = False) -> RangeCondition:  # fmt: skip
+    def bound(value: object, inclusive: bool) -> RangeBound | None:
+        if value is None:
+            return None
+        if kind == "n":
+            parsed: Decimal | int | None = number_bound(float(str(value)))
+        else:
+            parsed = parse_timestamp(str(value))
+        assert parsed is not None
+        return RangeBound(parsed, inclusive)
+
+    return RangeCondition(
+        RangeKind.NUMBER if kind == "n" else RangeKind.TIMESTAMP,
+        bound(lo, lo_inc),
+        bound(hi, hi_inc),
+    )
+
+
+MAY_FIRST = "2024-05-01T00:00:00Z"
+RANGE_CASES: list[tuple[str, RangeCondition, set[str] | None]] = [
+    ("n", _range("n", lo=42, lo_inc=True), {"42", "42.0", "4.2e1", "+42", "1e999", "1000",
+                                           "999.9999999999999999999"}),
+    ("n", _range("n", lo=42), {"1e999", "1000", "999.9999999999999999999"}),
+    ("n", _range("n", hi=42), {"-1", ".5", "5.", "0.1", "0.10", "-1e-999"}),
+    ("n", _range("n", lo=0.1, lo_inc=True, hi=1000), {"42", "42.0", "4.2e1", "+42", ".5", "5.",
+                                                    "0.1", "0.10", "999.9999999999999999999"}),
+    ("n", _range("n", lo=0.1, hi=1000, hi_inc=True), None),
+    ("n", _range("n", lo=-1, hi=0), {"-1e-999"}),
+    ("t", _range("t", lo=MAY_FIRST, lo_inc=True), {
+        "2024-05-01T00:00:00Z", "2024-05-01T02:00:00+02:00", "2024-04-30T20:00:00-04:00",
+        "2024-05-01t00:00:00.000001z", "2024-05-01 00:00:00Z", "9999-12-31T23:59:59-15:59",
+        "2024-05-01T00:30:00.5+00:30",
+    }),
+    ("t", _range("t", lo=MAY_FIRST), {"2024-05-01t00:00:00.000001z",
+                                      "9999-12-31T23:59:59-15:59", "2024-05-01T00:30:00.5+00:30"}),
+    ("t", _range("t", hi=MAY_FIRST), {
+        "2024-04-30T23:59:59.999999Z", "2024-04-30T23:59:59.9999999Z", "2024-02-29T12:00:00Z",
+        "0001-01-01T00:00:00+15:59", "2000-02-29T00:00:00Z",
+    }),
+    ("t", _range("t", lo="2024-04-30T23:59:59.999999Z", lo_inc=True,
+                 hi="2024-05-01T00:00:00.000001+00:00", hi_inc=True), None),
+    ("t", _range("t", lo="1999-12-31T23:00:00-01:00", hi="2024-03-01T00:00:00+14:00"), None),
+]  # fmt: skip
+
+
+async def test_range_filters_match_the_domain_rules_on_every_leg(
+    store: Store, index_name: str
+) -> None:
+    docs = [
+        doc(f"n{i:02d}", ["ranged text"], [vec(1, 0, 0, 0)], metadata={"n": v})
+        for i, v in enumerate(RANGE_NUMBERS)
+    ] + [
+        doc(f"t{i:02d}", ["ranged text"], [vec(1, 0, 0, 0)], metadata={"t": v})
+        for i, v in enumerate(RANGE_TIMESTAMPS)
+    ]
+    await publish(store, index_name, docs)
+    values = {f"n{i:02d}": v for i, v in enumerate(RANGE_NUMBERS)} | {
+        f"t{i:02d}": v for i, v in enumerate(RANGE_TIMESTAMPS)
+    }
+    for key, cond, expected_values in RANGE_CASES:
+        oracle = {d for d, v in values.items() if d[0] == key and cond.admits(v)}
+        if expected_values is not None:
+            assert {values[d] for d in oracle} == expected_values, cond
+        scope = Scope(filter=MetadataFilter(ranges={key: (cond,)}))
+        vector = await store.search_vector(index_name, vec(1, 0, 0, 0), 100, scope)
+        assert {h.document_id for h in vector} == oracle, cond
+        lex = (await store.search_lexical(index_name, parse_lexical("ranged"), 100, scope)).hits
+        assert {h.document_id for h in lex} == oracle, cond
+    # A range on a key no document has, and a number range over timestamps (the
+    # only number among them, "42", is below it).
+    for scope in (
+        Scope(filter=MetadataFilter(ranges={"missing": (_range("n", lo=0),)})),
+        Scope(filter=MetadataFilter(ranges={"t": (_range("n", lo=100),)})),
+    ):
+        assert await store.search_vector(index_name, vec(1, 0, 0, 0), 100, scope) == []
+
+
+async def test_range_filters_combine_with_equality_tenant_and_each_other(
+    store: Store, index_name: str
+) -> None:
+    docs = [
+        doc(
+            f"d{i:03d}",
+            [f"common text {i}"],
+            [vec(1, float(i % 7), 0, 1)],
+            tenant="acme" if i % 2 else "",
+            metadata={
+                "year": str(1990 + i % 40),
+                "dept": "hr" if i % 3 == 0 else "eng",
+                "at": f"2024-01-{1 + i % 28:02d}T12:00:00+01:00",
+            },
+        )
+        for i in range(240)
+    ]
+    await publish(store, index_name, docs)
+    by_id = {d.document.document_id: d.document for d in docs}
+
+    def expect(scope: Scope) -> set[str]:
+        return {
+            d
+            for d, rec in by_id.items()
+            if rec.tenant == scope.tenant
+            and all(rec.metadata.get(k) in v for k, v in scope.filter.conditions.items())
+            and all(
+                k in rec.metadata and c.admits(rec.metadata[k])
+                for k, conds in scope.filter.ranges.items()
+                for c in conds
+            )
+        }
+
+    scopes = [
+        Scope(filter=MetadataFilter(ranges={"year": (_range("n", lo=2015, lo_inc=True),)})),
+        Scope(
+            "acme",
+            MetadataFilter(
+                {"dept": frozenset({"hr"})},
+                {"year": (_range("n", lo=2000, hi=2010, hi_inc=True),)},
+            ),
+        ),
+        # Two ranges on one key (an agent's configured range and a request's) and a
+        # timestamp range on another: all must hold.
+        Scope(
+            filter=MetadataFilter(
+                ranges={
+                    "year": (_range("n", lo=1995), _range("n", hi=2025)),
+                    "at": (_range("t", lo="2024-01-10T11:00:00Z", lo_inc=True),),
+                }
+            )
+        ),
+    ]
+    for scope in scopes:
+        expected = expect(scope)
+        assert expected, scope
+        # Applied before ranking: top k are all admitted, and k are returned when
+        # at least k exist.
+        k = min(10, len(expected))
+        hits = await store.search_vector(index_name, vec(1, 1, 1, 1), k, scope)
+        assert len(hits) == k and {h.document_id for h in hits} <= expected
+        every = await store.search_vector(index_name, vec(1, 1, 1, 1), 240, scope)
+        assert {h.document_id for h in every} == expected
+        lex = (await store.search_lexical(index_name, parse_lexical("common"), 240, scope)).hits
+        assert {h.document_id for h in lex} == expected
+        top = (await store.search_lexical(index_name, parse_lexical("common"), k, scope)).hits
+        assert len(top) == k and {h.document_id for h in top} <= expected
+
+
+async def test_range_filters_see_documents_added_later(store: Store, index_name: str) -> None:
+    def years(*values: str) -> list[StagedDocument]:
+        return [
+            doc(f"y{v}", ["yearly text"], [vec(1, 0, 0, 0)], metadata={"year": v}) for v in values
+        ]
+
+    scope = Scope(filter=MetadataFilter(ranges={"year": (_range("n", 2001, 2003, True, True),)}))
+
+    async def found() -> set[str]:
+        hits = await store.search_vector(index_name, vec(1, 0, 0, 0), 50, scope)
+        lex = (await store.search_lexical(index_name, parse_lexical("yearly"), 50, scope)).hits
+        assert {h.document_id for h in lex} == {h.document_id for h in hits}
+        return {h.document_id for h in hits}
+
+    await publish(store, index_name, years("2000", "2001", "2003", "2005"))
+    assert await found() == {"y2001", "y2003"}
+    # New values, some inside the range, interleaved with the known ones.
+    await publish(store, index_name, years("1999", "2002.5", "2003.0", "2004", "2e3"))
+    assert await found() == {"y2001", "y2003", "y2002.5", "y2003.0"}
+
+
+# -- execution checkpoints -------------------------------------------------------
+
+
+def checkpoints_of(store: Store) -> CheckpointStore:
+    """The store's checkpoint table: PostgreSQL's own, or process memory."""
+    own = getattr(store, "checkpoints", None)
+    return cast(CheckpointStore, own) if own is not None else MemoryCheckpointStore()
+
+
+def checkpoint(eid: str, tenant: str = "t1", payload: bytes = b"state-1") -> CheckpointRecord:
+    return CheckpointRecord(eid, tenant, "agent", CheckpointState.RUNNING, payload)
+
+
+async def test_checkpoint_claims_are_exclusive_and_tenant_scoped(
+    store: Store, index_name: str
+) -> None:
+    cps = checkpoints_of(store)
+    eid = f"{index_name}-x"
+    await cps.create_checkpoint(checkpoint(eid), "owner-a", 30, 60)
+    # Another tenant's id and an unknown id look the same: missing.
+    assert await cps.get_checkpoint(eid, "t2") is None
+    assert (await cps.claim_checkpoint(eid, "t2", "owner-b", 30)).status is ClaimStatus.MISSING
+    assert (await cps.claim_checkpoint("nope", "t1", "b", 30)).status is ClaimStatus.MISSING
+    got = await cps.get_checkpoint(eid, "t1")
+    assert got is not None and got.payload == b"state-1" and got.agent_id == "agent"
+    # The creator holds the lease: a claim is refused, and only the holder may write.
+    assert (await cps.claim_checkpoint(eid, "t1", "owner-b", 30)).status is ClaimStatus.BUSY
+    assert not await cps.update_checkpoint(
+        eid, "owner-b", CheckpointState.RUNNING, b"x", 60, release=False
+    )
+    assert not await cps.renew_lease(eid, "owner-b", 30)
+    assert await cps.renew_lease(eid, "owner-a", 30)
+    assert await cps.update_checkpoint(
+        eid, "owner-a", CheckpointState.REQUIRES_ACTION, b"state-2", 60, release=True
+    )
+    # Released: concurrent claims, exactly one wins.
+    claims = await asyncio.gather(
+        *(cps.claim_checkpoint(eid, "t1", f"claimer-{i}", 30) for i in range(6))
+    )
+    won = [c for c in claims if c.status is ClaimStatus.CLAIMED]
+    assert len(won) == 1 and all(
+        c.status is ClaimStatus.BUSY for c in claims if c.status is not ClaimStatus.CLAIMED
+    )
+    assert won[0].record is not None and won[0].record.payload == b"state-2"
+    assert won[0].record.state is CheckpointState.REQUIRES_ACTION
+    # The old owner lost it; the winner completes it; completed rows are never claimed.
+    assert not await cps.update_checkpoint(
+        eid, "owner-a", CheckpointState.RUNNING, b"x", 60, release=False
+    )
+    winner = next(f"claimer-{i}" for i, c in enumerate(claims) if c is won[0])
+    assert await cps.update_checkpoint(
+        eid, winner, CheckpointState.COMPLETED, b"result", 60, release=True
+    )
+    done = await cps.claim_checkpoint(eid, "t1", "late", 30)
+    assert done.status is ClaimStatus.DONE and done.record is not None
+    assert done.record.payload == b"result"
+
+
+async def test_checkpoint_lapsed_lease_and_release_allow_a_claim(
+    store: Store, index_name: str
+) -> None:
+    cps = checkpoints_of(store)
+    eid = f"{index_name}-lease"
+    await cps.create_checkpoint(checkpoint(eid), "crashed", 0.2, 60)
+    assert (await cps.claim_checkpoint(eid, "t1", "b", 30)).status is ClaimStatus.BUSY
+    await asyncio.sleep(0.3)  # the holder died: its lease lapses
+    assert (await cps.claim_checkpoint(eid, "t1", "b", 30)).status is ClaimStatus.CLAIMED
+    await cps.release_checkpoint(eid, "someone-else")  # not the holder: no effect
+    assert (await cps.claim_checkpoint(eid, "t1", "c", 30)).status is ClaimStatus.BUSY
+    await cps.release_checkpoint(eid, "b")
+    assert (await cps.claim_checkpoint(eid, "t1", "c", 30)).status is ClaimStatus.CLAIMED
+
+
+async def test_checkpoints_expire_and_are_deleted(store: Store, index_name: str) -> None:
+    cps = checkpoints_of(store)
+    short, other, long = (f"{index_name}-{n}" for n in ("short", "other", "long"))
+    await cps.create_checkpoint(checkpoint(short), "a", 30, 0.2)
+    await cps.create_checkpoint(checkpoint(other), "a", 30, 0.2)
+    await cps.create_checkpoint(checkpoint(long), "a", 30, 60)
+    await asyncio.sleep(0.3)
+    # Past its retention a row is deleted, and is missing to every call meanwhile.
+    assert await cps.delete_expired_checkpoints() >= 2
+    assert await cps.get_checkpoint(short, "t1") is None
+    assert (await cps.claim_checkpoint(other, "t1", "b", 30)).status is ClaimStatus.MISSING
+    assert not await cps.update_checkpoint(
+        other, "a", CheckpointState.RUNNING, b"x", 60, release=False
+    )
+    assert await cps.get_checkpoint(long, "t1") is not None

@@ -22,7 +22,7 @@ from groundwire.domain.admission import (
 )
 from groundwire.domain.auth import Permission, Principal
 from groundwire.domain.errors import ErrorKind
-from groundwire_client.v1 import agent_pb2, ingestion_pb2, reranker_pb2, retriever_pb2
+from groundwire_client.v1 import admin_pb2, agent_pb2, ingestion_pb2, reranker_pb2, retriever_pb2
 
 
 class FakeClock:
@@ -263,7 +263,7 @@ def test_every_method_has_its_family(method: str, expected: RpcFamily | None) ->
 
 
 def test_every_public_method_is_in_a_family() -> None:
-    for module in (agent_pb2, ingestion_pb2, reranker_pb2, retriever_pb2):
+    for module in (admin_pb2, agent_pb2, ingestion_pb2, reranker_pb2, retriever_pb2):
         for service in module.DESCRIPTOR.services_by_name.values():
             for method in service.methods:
                 assert family_of(f"/{service.full_name}/{method.name}") is not None

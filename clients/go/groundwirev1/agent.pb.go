@@ -23,6 +23,8 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -373,33 +375,50 @@ const (
 	ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED ExecutionEventType = 8
 	// Terminal: the execution failed (`error_code`).
 	ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_FAILED ExecutionEventType = 9
+	// The execution continues from its checkpoint (after EXECUTION_STARTED on
+	// ResumeExecutionStream and ExecuteInteractive after results): no retrieval
+	// or reranking is repeated.
+	ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_RESUMED ExecutionEventType = 50
+	// The model called a client-executed tool (`tool_call`, with `arguments`):
+	// the caller runs it and sends back its result.
+	ExecutionEventType_EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED ExecutionEventType = 51
+	// Terminal: the execution waits for client tool results (`result` with
+	// status EXECUTION_STATUS_REQUIRES_ACTION); submit them with
+	// SubmitToolResults.
+	ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION ExecutionEventType = 52
 )
 
 // Enum value maps for ExecutionEventType.
 var (
 	ExecutionEventType_name = map[int32]string{
-		0: "EXECUTION_EVENT_TYPE_UNSPECIFIED",
-		1: "EXECUTION_EVENT_TYPE_EXECUTION_STARTED",
-		2: "EXECUTION_EVENT_TYPE_RAG_SEARCH_STARTED",
-		3: "EXECUTION_EVENT_TYPE_RAG_SEARCH_COMPLETED",
-		4: "EXECUTION_EVENT_TYPE_RAG_SEARCH_FAILED",
-		5: "EXECUTION_EVENT_TYPE_TOOL_CALL_STARTED",
-		6: "EXECUTION_EVENT_TYPE_TOOL_CALL_COMPLETED",
-		7: "EXECUTION_EVENT_TYPE_TEXT_DELTA",
-		8: "EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED",
-		9: "EXECUTION_EVENT_TYPE_EXECUTION_FAILED",
+		0:  "EXECUTION_EVENT_TYPE_UNSPECIFIED",
+		1:  "EXECUTION_EVENT_TYPE_EXECUTION_STARTED",
+		2:  "EXECUTION_EVENT_TYPE_RAG_SEARCH_STARTED",
+		3:  "EXECUTION_EVENT_TYPE_RAG_SEARCH_COMPLETED",
+		4:  "EXECUTION_EVENT_TYPE_RAG_SEARCH_FAILED",
+		5:  "EXECUTION_EVENT_TYPE_TOOL_CALL_STARTED",
+		6:  "EXECUTION_EVENT_TYPE_TOOL_CALL_COMPLETED",
+		7:  "EXECUTION_EVENT_TYPE_TEXT_DELTA",
+		8:  "EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED",
+		9:  "EXECUTION_EVENT_TYPE_EXECUTION_FAILED",
+		50: "EXECUTION_EVENT_TYPE_EXECUTION_RESUMED",
+		51: "EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED",
+		52: "EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION",
 	}
 	ExecutionEventType_value = map[string]int32{
-		"EXECUTION_EVENT_TYPE_UNSPECIFIED":          0,
-		"EXECUTION_EVENT_TYPE_EXECUTION_STARTED":    1,
-		"EXECUTION_EVENT_TYPE_RAG_SEARCH_STARTED":   2,
-		"EXECUTION_EVENT_TYPE_RAG_SEARCH_COMPLETED": 3,
-		"EXECUTION_EVENT_TYPE_RAG_SEARCH_FAILED":    4,
-		"EXECUTION_EVENT_TYPE_TOOL_CALL_STARTED":    5,
-		"EXECUTION_EVENT_TYPE_TOOL_CALL_COMPLETED":  6,
-		"EXECUTION_EVENT_TYPE_TEXT_DELTA":           7,
-		"EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED":  8,
-		"EXECUTION_EVENT_TYPE_EXECUTION_FAILED":     9,
+		"EXECUTION_EVENT_TYPE_UNSPECIFIED":               0,
+		"EXECUTION_EVENT_TYPE_EXECUTION_STARTED":         1,
+		"EXECUTION_EVENT_TYPE_RAG_SEARCH_STARTED":        2,
+		"EXECUTION_EVENT_TYPE_RAG_SEARCH_COMPLETED":      3,
+		"EXECUTION_EVENT_TYPE_RAG_SEARCH_FAILED":         4,
+		"EXECUTION_EVENT_TYPE_TOOL_CALL_STARTED":         5,
+		"EXECUTION_EVENT_TYPE_TOOL_CALL_COMPLETED":       6,
+		"EXECUTION_EVENT_TYPE_TEXT_DELTA":                7,
+		"EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED":       8,
+		"EXECUTION_EVENT_TYPE_EXECUTION_FAILED":          9,
+		"EXECUTION_EVENT_TYPE_EXECUTION_RESUMED":         50,
+		"EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED":       51,
+		"EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION": 52,
 	}
 )
 
@@ -428,6 +447,233 @@ func (x ExecutionEventType) Number() protoreflect.EnumNumber {
 // Deprecated: Use ExecutionEventType.Descriptor instead.
 func (ExecutionEventType) EnumDescriptor() ([]byte, []int) {
 	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{5}
+}
+
+// Author of a prepared prompt message.
+type PromptRole int32
+
+const (
+	// Not set (never reported).
+	PromptRole_PROMPT_ROLE_UNSPECIFIED PromptRole = 0
+	// Framework grounding rules and the agent's instructions.
+	PromptRole_PROMPT_ROLE_SYSTEM PromptRole = 1
+	// The user: history turns, the evidence message and the question.
+	PromptRole_PROMPT_ROLE_USER PromptRole = 2
+	// Earlier assistant turns of the conversation.
+	PromptRole_PROMPT_ROLE_ASSISTANT PromptRole = 3
+)
+
+// Enum value maps for PromptRole.
+var (
+	PromptRole_name = map[int32]string{
+		0: "PROMPT_ROLE_UNSPECIFIED",
+		1: "PROMPT_ROLE_SYSTEM",
+		2: "PROMPT_ROLE_USER",
+		3: "PROMPT_ROLE_ASSISTANT",
+	}
+	PromptRole_value = map[string]int32{
+		"PROMPT_ROLE_UNSPECIFIED": 0,
+		"PROMPT_ROLE_SYSTEM":      1,
+		"PROMPT_ROLE_USER":        2,
+		"PROMPT_ROLE_ASSISTANT":   3,
+	}
+)
+
+func (x PromptRole) Enum() *PromptRole {
+	p := new(PromptRole)
+	*p = x
+	return p
+}
+
+func (x PromptRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PromptRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_groundwire_v1_agent_proto_enumTypes[6].Descriptor()
+}
+
+func (PromptRole) Type() protoreflect.EnumType {
+	return &file_groundwire_v1_agent_proto_enumTypes[6]
+}
+
+func (x PromptRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PromptRole.Descriptor instead.
+func (PromptRole) EnumDescriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{6}
+}
+
+// What the execution would do after the RAG stages.
+type PreparedAction int32
+
+const (
+	// Not set (never reported).
+	PreparedAction_PREPARED_ACTION_UNSPECIFIED PreparedAction = 0
+	// Call the model with `messages` and `tools`.
+	PreparedAction_PREPARED_ACTION_CALL_MODEL PreparedAction = 1
+	// Skip the model and return the framework-owned not-found answer
+	// (`messages` is empty).
+	PreparedAction_PREPARED_ACTION_RETURN_NOT_FOUND PreparedAction = 2
+	// Fail with NO_ACCEPTED_CONTEXT (no-context behavior FAIL; `messages` is
+	// empty).
+	PreparedAction_PREPARED_ACTION_FAIL PreparedAction = 3
+)
+
+// Enum value maps for PreparedAction.
+var (
+	PreparedAction_name = map[int32]string{
+		0: "PREPARED_ACTION_UNSPECIFIED",
+		1: "PREPARED_ACTION_CALL_MODEL",
+		2: "PREPARED_ACTION_RETURN_NOT_FOUND",
+		3: "PREPARED_ACTION_FAIL",
+	}
+	PreparedAction_value = map[string]int32{
+		"PREPARED_ACTION_UNSPECIFIED":      0,
+		"PREPARED_ACTION_CALL_MODEL":       1,
+		"PREPARED_ACTION_RETURN_NOT_FOUND": 2,
+		"PREPARED_ACTION_FAIL":             3,
+	}
+)
+
+func (x PreparedAction) Enum() *PreparedAction {
+	p := new(PreparedAction)
+	*p = x
+	return p
+}
+
+func (x PreparedAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PreparedAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_groundwire_v1_agent_proto_enumTypes[7].Descriptor()
+}
+
+func (PreparedAction) Type() protoreflect.EnumType {
+	return &file_groundwire_v1_agent_proto_enumTypes[7]
+}
+
+func (x PreparedAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PreparedAction.Descriptor instead.
+func (PreparedAction) EnumDescriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{7}
+}
+
+// Where the lexical keyword query came from.
+type KeywordQuerySource int32
+
+const (
+	// No keyword query (the lexical leg searched the message).
+	KeywordQuerySource_KEYWORD_QUERY_SOURCE_UNSPECIFIED KeywordQuerySource = 0
+	// Derived deterministically from the query (stop words removed).
+	KeywordQuerySource_KEYWORD_QUERY_SOURCE_DERIVED KeywordQuerySource = 1
+	// Written by the rewriter model, validated and bounded.
+	KeywordQuerySource_KEYWORD_QUERY_SOURCE_MODEL KeywordQuerySource = 2
+	// The rewriter model failed (keyword_rewrite_failure_code); derived
+	// deterministically instead.
+	KeywordQuerySource_KEYWORD_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILURE KeywordQuerySource = 3
+)
+
+// Enum value maps for KeywordQuerySource.
+var (
+	KeywordQuerySource_name = map[int32]string{
+		0: "KEYWORD_QUERY_SOURCE_UNSPECIFIED",
+		1: "KEYWORD_QUERY_SOURCE_DERIVED",
+		2: "KEYWORD_QUERY_SOURCE_MODEL",
+		3: "KEYWORD_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILURE",
+	}
+	KeywordQuerySource_value = map[string]int32{
+		"KEYWORD_QUERY_SOURCE_UNSPECIFIED":                 0,
+		"KEYWORD_QUERY_SOURCE_DERIVED":                     1,
+		"KEYWORD_QUERY_SOURCE_MODEL":                       2,
+		"KEYWORD_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILURE": 3,
+	}
+)
+
+func (x KeywordQuerySource) Enum() *KeywordQuerySource {
+	p := new(KeywordQuerySource)
+	*p = x
+	return p
+}
+
+func (x KeywordQuerySource) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (KeywordQuerySource) Descriptor() protoreflect.EnumDescriptor {
+	return file_groundwire_v1_agent_proto_enumTypes[8].Descriptor()
+}
+
+func (KeywordQuerySource) Type() protoreflect.EnumType {
+	return &file_groundwire_v1_agent_proto_enumTypes[8]
+}
+
+func (x KeywordQuerySource) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use KeywordQuerySource.Descriptor instead.
+func (KeywordQuerySource) EnumDescriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{8}
+}
+
+// Whether an execution finished or waits for the caller.
+type ExecutionStatus int32
+
+const (
+	// Not set (results of servers that predate client tools).
+	ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED ExecutionStatus = 0
+	// The execution completed: the answer is final.
+	ExecutionStatus_EXECUTION_STATUS_COMPLETED ExecutionStatus = 1
+	// The execution waits for client tool results (SubmitToolResults).
+	ExecutionStatus_EXECUTION_STATUS_REQUIRES_ACTION ExecutionStatus = 2
+)
+
+// Enum value maps for ExecutionStatus.
+var (
+	ExecutionStatus_name = map[int32]string{
+		0: "EXECUTION_STATUS_UNSPECIFIED",
+		1: "EXECUTION_STATUS_COMPLETED",
+		2: "EXECUTION_STATUS_REQUIRES_ACTION",
+	}
+	ExecutionStatus_value = map[string]int32{
+		"EXECUTION_STATUS_UNSPECIFIED":     0,
+		"EXECUTION_STATUS_COMPLETED":       1,
+		"EXECUTION_STATUS_REQUIRES_ACTION": 2,
+	}
+)
+
+func (x ExecutionStatus) Enum() *ExecutionStatus {
+	p := new(ExecutionStatus)
+	*p = x
+	return p
+}
+
+func (x ExecutionStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ExecutionStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_groundwire_v1_agent_proto_enumTypes[9].Descriptor()
+}
+
+func (ExecutionStatus) Type() protoreflect.EnumType {
+	return &file_groundwire_v1_agent_proto_enumTypes[9]
+}
+
+func (x ExecutionStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ExecutionStatus.Descriptor instead.
+func (ExecutionStatus) EnumDescriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 // A prior turn of the conversation.
@@ -500,9 +746,34 @@ type ExecutionInput struct {
 	// When API keys are enabled, the key's tenant applies: leave this
 	// empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
 	Tenant string `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`
-	// Optional. Metadata conditions added to the agent's configured filter
-	// (both apply); enforced below the agent's search tool too.
-	Filter        *MetadataFilter `protobuf:"bytes,5,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Optional. Metadata conditions ANDed with the agent's configured filter
+	// (both apply; a key in both keeps only the values both allow), so a
+	// request can narrow the agent's filter, never widen it; enforced below the
+	// agent's search tool too. Reported as applied_limits.filter_narrowed.
+	Filter *MetadataFilter `protobuf:"bytes,5,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Optional. Tools the caller executes (at most 16). Offered to the model next
+	// to the agent's own tools, whose names they may not take.
+	ClientTools []*ClientTool `protobuf:"bytes,50,rep,name=client_tools,json=clientTools,proto3" json:"client_tools,omitempty"`
+	// Optional. How long the server waits for the result of one client tool
+	// call, in (0 s, the server's maximum] (300 s by default); unset means the
+	// maximum. Over ExecuteInteractive a late result becomes the tool error
+	// TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+	ClientToolTimeout *durationpb.Duration `protobuf:"bytes,51,opt,name=client_tool_timeout,json=clientToolTimeout,proto3" json:"client_tool_timeout,omitempty"`
+	// Optional. Skip RAG for this request only: no retrieval, no evidence, no
+	// framework grounding rules and no search tool; the model answers from the
+	// agent's instructions and the conversation. Allowed only for agents whose
+	// policy already permits an answer without context (mode OPEN or GROUNDED
+	// with no-context behavior ANSWER_NORMALLY); otherwise FAILED_PRECONDITION
+	// (RAG_BYPASS_NOT_ALLOWED). Cannot be combined with `overrides`
+	// (INVALID_ARGUMENT / RAG_CONTROLS_CONFLICT). Ignored for agents without
+	// RAG. Reported as RagExecutionMetadata.rag_bypassed.
+	BypassRag bool `protobuf:"varint,70,opt,name=bypass_rag,json=bypassRag,proto3" json:"bypass_rag,omitempty"`
+	// Optional. Per-request narrowing of the agent's RAG limits. A request may
+	// only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+	// RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+	// (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+	// are reported in RagExecutionMetadata.applied_limits.
+	Overrides     *RagOverrides `protobuf:"bytes,71,opt,name=overrides,proto3" json:"overrides,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -572,6 +843,519 @@ func (x *ExecutionInput) GetFilter() *MetadataFilter {
 	return nil
 }
 
+func (x *ExecutionInput) GetClientTools() []*ClientTool {
+	if x != nil {
+		return x.ClientTools
+	}
+	return nil
+}
+
+func (x *ExecutionInput) GetClientToolTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.ClientToolTimeout
+	}
+	return nil
+}
+
+func (x *ExecutionInput) GetBypassRag() bool {
+	if x != nil {
+		return x.BypassRag
+	}
+	return false
+}
+
+func (x *ExecutionInput) GetOverrides() *RagOverrides {
+	if x != nil {
+		return x.Overrides
+	}
+	return nil
+}
+
+// Per-request narrowing of an agent's RAG limits (see ExecutionInput.overrides).
+// Metadata filters are narrowed with ExecutionInput.filter (ANDed with the
+// agent's configured filter).
+type RagOverrides struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. Minimum relevance in [0, 1] a candidate needs to be accepted.
+	// Must be at least the agent's configured minimum_relevance (any value when
+	// the agent has none). Candidates whose metric has no relevance (BM25, RRF,
+	// dot product) are then rejected, as with a configured threshold.
+	MinimumRelevance *float64 `protobuf:"fixed64,1,opt,name=minimum_relevance,json=minimumRelevance,proto3,oneof" json:"minimum_relevance,omitempty"`
+	// Optional. The most accepted results that may reach the context (the final
+	// top-k), in [1, the agent's maximum_accepted_results].
+	FinalTopK     *uint32 `protobuf:"varint,2,opt,name=final_top_k,json=finalTopK,proto3,oneof" json:"final_top_k,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RagOverrides) Reset() {
+	*x = RagOverrides{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RagOverrides) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RagOverrides) ProtoMessage() {}
+
+func (x *RagOverrides) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RagOverrides.ProtoReflect.Descriptor instead.
+func (*RagOverrides) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RagOverrides) GetMinimumRelevance() float64 {
+	if x != nil && x.MinimumRelevance != nil {
+		return *x.MinimumRelevance
+	}
+	return 0
+}
+
+func (x *RagOverrides) GetFinalTopK() uint32 {
+	if x != nil && x.FinalTopK != nil {
+		return *x.FinalTopK
+	}
+	return 0
+}
+
+// Request for PrepareExecution.
+type PrepareExecutionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The execution input, validated exactly as for Execute
+	// (including bypass_rag and overrides).
+	Input         *ExecutionInput `protobuf:"bytes,1,opt,name=input,proto3" json:"input,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareExecutionRequest) Reset() {
+	*x = PrepareExecutionRequest{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareExecutionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareExecutionRequest) ProtoMessage() {}
+
+func (x *PrepareExecutionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareExecutionRequest.ProtoReflect.Descriptor instead.
+func (*PrepareExecutionRequest) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PrepareExecutionRequest) GetInput() *ExecutionInput {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+// Response for PrepareExecution.
+type PrepareExecutionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. What the model would receive.
+	Prepared      *PreparedExecution `protobuf:"bytes,1,opt,name=prepared,proto3" json:"prepared,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareExecutionResponse) Reset() {
+	*x = PrepareExecutionResponse{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareExecutionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareExecutionResponse) ProtoMessage() {}
+
+func (x *PrepareExecutionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareExecutionResponse.ProtoReflect.Descriptor instead.
+func (*PrepareExecutionResponse) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PrepareExecutionResponse) GetPrepared() *PreparedExecution {
+	if x != nil {
+		return x.Prepared
+	}
+	return nil
+}
+
+// One message of the prepared prompt, exactly as the model would receive it.
+type PreparedMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. Who the message is from.
+	Role PromptRole `protobuf:"varint,1,opt,name=role,proto3,enum=groundwire.v1.PromptRole" json:"role,omitempty"`
+	// Output only. The message text (evidence included, inside the
+	// <untrusted-external-context> envelope).
+	Content       string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreparedMessage) Reset() {
+	*x = PreparedMessage{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreparedMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreparedMessage) ProtoMessage() {}
+
+func (x *PreparedMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreparedMessage.ProtoReflect.Descriptor instead.
+func (*PreparedMessage) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PreparedMessage) GetRole() PromptRole {
+	if x != nil {
+		return x.Role
+	}
+	return PromptRole_PROMPT_ROLE_UNSPECIFIED
+}
+
+func (x *PreparedMessage) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+// A tool the model would be offered.
+type PreparedTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. Tool name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Output only. Description shown to the model.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// Output only. JSON schema of the parameters, as a JSON object text.
+	ParametersJson string `protobuf:"bytes,3,opt,name=parameters_json,json=parametersJson,proto3" json:"parameters_json,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PreparedTool) Reset() {
+	*x = PreparedTool{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreparedTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreparedTool) ProtoMessage() {}
+
+func (x *PreparedTool) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreparedTool.ProtoReflect.Descriptor instead.
+func (*PreparedTool) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PreparedTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PreparedTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *PreparedTool) GetParametersJson() string {
+	if x != nil {
+		return x.ParametersJson
+	}
+	return ""
+}
+
+// One evidence source of the prepared prompt ([n] in the evidence message).
+type PreparedReference struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The source number in the evidence message (1-based).
+	SourceNumber uint32 `protobuf:"varint,1,opt,name=source_number,json=sourceNumber,proto3" json:"source_number,omitempty"`
+	// Output only. Document id.
+	DocumentId string `protobuf:"bytes,2,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	// Output only. Chunk id.
+	ChunkId string `protobuf:"bytes,3,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
+	// Output only. The retrieval score (raw, metric, direction, relevance).
+	Score *Score `protobuf:"bytes,4,opt,name=score,proto3" json:"score,omitempty"`
+	// Output only. Character span in the document.
+	Span *CharSpan `protobuf:"bytes,5,opt,name=span,proto3" json:"span,omitempty"`
+	// Output only. Document title ("" when unknown).
+	Title string `protobuf:"bytes,6,opt,name=title,proto3" json:"title,omitempty"`
+	// Output only. Section heading ("" when unknown).
+	Section       string `protobuf:"bytes,7,opt,name=section,proto3" json:"section,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreparedReference) Reset() {
+	*x = PreparedReference{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreparedReference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreparedReference) ProtoMessage() {}
+
+func (x *PreparedReference) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreparedReference.ProtoReflect.Descriptor instead.
+func (*PreparedReference) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PreparedReference) GetSourceNumber() uint32 {
+	if x != nil {
+		return x.SourceNumber
+	}
+	return 0
+}
+
+func (x *PreparedReference) GetDocumentId() string {
+	if x != nil {
+		return x.DocumentId
+	}
+	return ""
+}
+
+func (x *PreparedReference) GetChunkId() string {
+	if x != nil {
+		return x.ChunkId
+	}
+	return ""
+}
+
+func (x *PreparedReference) GetScore() *Score {
+	if x != nil {
+		return x.Score
+	}
+	return nil
+}
+
+func (x *PreparedReference) GetSpan() *CharSpan {
+	if x != nil {
+		return x.Span
+	}
+	return nil
+}
+
+func (x *PreparedReference) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *PreparedReference) GetSection() string {
+	if x != nil {
+		return x.Section
+	}
+	return ""
+}
+
+// The prepared, not executed, turn of one agent.
+type PreparedExecution struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The agent.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// Output only. What the execution would do next.
+	Action PreparedAction `protobuf:"varint,2,opt,name=action,proto3,enum=groundwire.v1.PreparedAction" json:"action,omitempty"`
+	// Output only. The messages the model would receive, in order (empty
+	// unless action is CALL_MODEL).
+	Messages []*PreparedMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Output only. The tools the model would be offered, in order.
+	Tools []*PreparedTool `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Output only. The evidence sources, in evidence order.
+	References []*PreparedReference `protobuf:"bytes,5,rep,name=references,proto3" json:"references,omitempty"`
+	// Output only. The framework answer when action is RETURN_NOT_FOUND.
+	FrameworkAnswer string `protobuf:"bytes,6,opt,name=framework_answer,json=frameworkAnswer,proto3" json:"framework_answer,omitempty"`
+	// Output only. The RAG metadata Execute would report (including
+	// applied_limits, rewritten_query and keyword_query).
+	Rag *RagExecutionMetadata `protobuf:"bytes,7,opt,name=rag,proto3" json:"rag,omitempty"`
+	// Output only. Wall time of the preparation.
+	Duration      *durationpb.Duration `protobuf:"bytes,8,opt,name=duration,proto3" json:"duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreparedExecution) Reset() {
+	*x = PreparedExecution{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreparedExecution) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreparedExecution) ProtoMessage() {}
+
+func (x *PreparedExecution) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreparedExecution.ProtoReflect.Descriptor instead.
+func (*PreparedExecution) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PreparedExecution) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *PreparedExecution) GetAction() PreparedAction {
+	if x != nil {
+		return x.Action
+	}
+	return PreparedAction_PREPARED_ACTION_UNSPECIFIED
+}
+
+func (x *PreparedExecution) GetMessages() []*PreparedMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *PreparedExecution) GetTools() []*PreparedTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *PreparedExecution) GetReferences() []*PreparedReference {
+	if x != nil {
+		return x.References
+	}
+	return nil
+}
+
+func (x *PreparedExecution) GetFrameworkAnswer() string {
+	if x != nil {
+		return x.FrameworkAnswer
+	}
+	return ""
+}
+
+func (x *PreparedExecution) GetRag() *RagExecutionMetadata {
+	if x != nil {
+		return x.Rag
+	}
+	return nil
+}
+
+func (x *PreparedExecution) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
 // Request for Execute.
 type ExecuteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -583,7 +1367,7 @@ type ExecuteRequest struct {
 
 func (x *ExecuteRequest) Reset() {
 	*x = ExecuteRequest{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[2]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +1379,7 @@ func (x *ExecuteRequest) String() string {
 func (*ExecuteRequest) ProtoMessage() {}
 
 func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[2]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +1392,7 @@ func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExecuteRequest) GetInput() *ExecutionInput {
@@ -629,7 +1413,7 @@ type ExecuteStreamRequest struct {
 
 func (x *ExecuteStreamRequest) Reset() {
 	*x = ExecuteStreamRequest{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[3]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +1425,7 @@ func (x *ExecuteStreamRequest) String() string {
 func (*ExecuteStreamRequest) ProtoMessage() {}
 
 func (x *ExecuteStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[3]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +1438,7 @@ func (x *ExecuteStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteStreamRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteStreamRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExecuteStreamRequest) GetInput() *ExecutionInput {
@@ -675,7 +1459,7 @@ type ExecuteResponse struct {
 
 func (x *ExecuteResponse) Reset() {
 	*x = ExecuteResponse{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[4]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +1471,7 @@ func (x *ExecuteResponse) String() string {
 func (*ExecuteResponse) ProtoMessage() {}
 
 func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[4]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +1484,7 @@ func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExecuteResponse) GetResult() *AgentResult {
@@ -731,7 +1515,7 @@ type RagItem struct {
 
 func (x *RagItem) Reset() {
 	*x = RagItem{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[5]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -743,7 +1527,7 @@ func (x *RagItem) String() string {
 func (*RagItem) ProtoMessage() {}
 
 func (x *RagItem) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[5]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -756,7 +1540,7 @@ func (x *RagItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RagItem.ProtoReflect.Descriptor instead.
 func (*RagItem) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RagItem) GetDocumentId() string {
@@ -826,7 +1610,7 @@ type ContextBudget struct {
 
 func (x *ContextBudget) Reset() {
 	*x = ContextBudget{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[6]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +1622,7 @@ func (x *ContextBudget) String() string {
 func (*ContextBudget) ProtoMessage() {}
 
 func (x *ContextBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[6]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +1635,7 @@ func (x *ContextBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextBudget.ProtoReflect.Descriptor instead.
 func (*ContextBudget) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ContextBudget) GetMaximumContextTokens() uint32 {
@@ -933,7 +1717,7 @@ type AgenticSearchTrace struct {
 
 func (x *AgenticSearchTrace) Reset() {
 	*x = AgenticSearchTrace{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[7]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1729,7 @@ func (x *AgenticSearchTrace) String() string {
 func (*AgenticSearchTrace) ProtoMessage() {}
 
 func (x *AgenticSearchTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[7]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1742,7 @@ func (x *AgenticSearchTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgenticSearchTrace.ProtoReflect.Descriptor instead.
 func (*AgenticSearchTrace) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AgenticSearchTrace) GetStep() uint32 {
@@ -1062,14 +1846,37 @@ type RagExecutionMetadata struct {
 	// (multi-turn query rewriting).
 	RewrittenQuery *string `protobuf:"bytes,22,opt,name=rewritten_query,json=rewrittenQuery,proto3,oneof" json:"rewritten_query,omitempty"`
 	// Output only. Agentic searches (search_documents tool calls).
-	Searches      []*AgenticSearchTrace `protobuf:"bytes,23,rep,name=searches,proto3" json:"searches,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Searches []*AgenticSearchTrace `protobuf:"bytes,23,rep,name=searches,proto3" json:"searches,omitempty"`
+	// Output only. Whether RAG was bypassed for this request
+	// (ExecutionInput.bypass_rag): no search ran and no evidence was sent.
+	RagBypassed bool `protobuf:"varint,70,opt,name=rag_bypassed,json=ragBypassed,proto3" json:"rag_bypassed,omitempty"`
+	// Output only. The limits applied to this execution: the agent's, narrowed
+	// by the request's overrides. Absent when RAG is disabled or bypassed.
+	AppliedLimits *RagAppliedLimits `protobuf:"bytes,71,opt,name=applied_limits,json=appliedLimits,proto3" json:"applied_limits,omitempty"`
+	// Output only. The keyword query the lexical leg searched (lexical and
+	// hybrid retrieval with keyword rewriting enabled): stop words removed,
+	// identifiers and quoted phrases kept. Absent when the lexical leg searched
+	// the (possibly rewritten) message itself.
+	KeywordQuery *string `protobuf:"bytes,72,opt,name=keyword_query,json=keywordQuery,proto3,oneof" json:"keyword_query,omitempty"`
+	// Output only. Where keyword_query came from (UNSPECIFIED when absent).
+	KeywordQuerySource KeywordQuerySource `protobuf:"varint,73,opt,name=keyword_query_source,json=keywordQuerySource,proto3,enum=groundwire.v1.KeywordQuerySource" json:"keyword_query_source,omitempty"`
+	// Output only. When the rewriter model failed and the deterministic
+	// keywords were used instead: a stable code (MODEL_UNAVAILABLE,
+	// MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_REJECTED,
+	// MODEL_INVALID_RESPONSE, REWRITE_INVALID_OUTPUT). Empty otherwise.
+	KeywordRewriteFailureCode string `protobuf:"bytes,74,opt,name=keyword_rewrite_failure_code,json=keywordRewriteFailureCode,proto3" json:"keyword_rewrite_failure_code,omitempty"`
+	// Output only. When the model rewrite of a follow-up (query_rewriting
+	// "model") failed and the history rewrite was searched instead: a stable
+	// code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
+	// MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
+	QueryRewriteFailureCode string `protobuf:"bytes,75,opt,name=query_rewrite_failure_code,json=queryRewriteFailureCode,proto3" json:"query_rewrite_failure_code,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *RagExecutionMetadata) Reset() {
 	*x = RagExecutionMetadata{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[8]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1888,7 @@ func (x *RagExecutionMetadata) String() string {
 func (*RagExecutionMetadata) ProtoMessage() {}
 
 func (x *RagExecutionMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[8]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1901,7 @@ func (x *RagExecutionMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RagExecutionMetadata.ProtoReflect.Descriptor instead.
 func (*RagExecutionMetadata) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RagExecutionMetadata) GetEnabled() bool {
@@ -1258,6 +2065,142 @@ func (x *RagExecutionMetadata) GetSearches() []*AgenticSearchTrace {
 	return nil
 }
 
+func (x *RagExecutionMetadata) GetRagBypassed() bool {
+	if x != nil {
+		return x.RagBypassed
+	}
+	return false
+}
+
+func (x *RagExecutionMetadata) GetAppliedLimits() *RagAppliedLimits {
+	if x != nil {
+		return x.AppliedLimits
+	}
+	return nil
+}
+
+func (x *RagExecutionMetadata) GetKeywordQuery() string {
+	if x != nil && x.KeywordQuery != nil {
+		return *x.KeywordQuery
+	}
+	return ""
+}
+
+func (x *RagExecutionMetadata) GetKeywordQuerySource() KeywordQuerySource {
+	if x != nil {
+		return x.KeywordQuerySource
+	}
+	return KeywordQuerySource_KEYWORD_QUERY_SOURCE_UNSPECIFIED
+}
+
+func (x *RagExecutionMetadata) GetKeywordRewriteFailureCode() string {
+	if x != nil {
+		return x.KeywordRewriteFailureCode
+	}
+	return ""
+}
+
+func (x *RagExecutionMetadata) GetQueryRewriteFailureCode() string {
+	if x != nil {
+		return x.QueryRewriteFailureCode
+	}
+	return ""
+}
+
+// The RAG limits applied to one execution (the agent's policy narrowed by
+// the request's overrides).
+type RagAppliedLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. Candidates requested from retrieval (CandidateCount, within
+	// the server's top-k limit).
+	CandidateCount uint32 `protobuf:"varint,1,opt,name=candidate_count,json=candidateCount,proto3" json:"candidate_count,omitempty"`
+	// Output only. Minimum relevance applied by acceptance; absent when none.
+	MinimumRelevance *float64 `protobuf:"fixed64,2,opt,name=minimum_relevance,json=minimumRelevance,proto3,oneof" json:"minimum_relevance,omitempty"`
+	// Output only. The most accepted results (final top-k).
+	FinalTopK uint32 `protobuf:"varint,3,opt,name=final_top_k,json=finalTopK,proto3" json:"final_top_k,omitempty"`
+	// Output only. Whether the request narrowed minimum_relevance.
+	MinimumRelevanceOverridden bool `protobuf:"varint,4,opt,name=minimum_relevance_overridden,json=minimumRelevanceOverridden,proto3" json:"minimum_relevance_overridden,omitempty"`
+	// Output only. Whether the request narrowed final_top_k.
+	FinalTopKOverridden bool `protobuf:"varint,5,opt,name=final_top_k_overridden,json=finalTopKOverridden,proto3" json:"final_top_k_overridden,omitempty"`
+	// Output only. Whether the request added metadata filter conditions
+	// (ExecutionInput.filter, ANDed with the agent's filter).
+	FilterNarrowed bool `protobuf:"varint,6,opt,name=filter_narrowed,json=filterNarrowed,proto3" json:"filter_narrowed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RagAppliedLimits) Reset() {
+	*x = RagAppliedLimits{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RagAppliedLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RagAppliedLimits) ProtoMessage() {}
+
+func (x *RagAppliedLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RagAppliedLimits.ProtoReflect.Descriptor instead.
+func (*RagAppliedLimits) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RagAppliedLimits) GetCandidateCount() uint32 {
+	if x != nil {
+		return x.CandidateCount
+	}
+	return 0
+}
+
+func (x *RagAppliedLimits) GetMinimumRelevance() float64 {
+	if x != nil && x.MinimumRelevance != nil {
+		return *x.MinimumRelevance
+	}
+	return 0
+}
+
+func (x *RagAppliedLimits) GetFinalTopK() uint32 {
+	if x != nil {
+		return x.FinalTopK
+	}
+	return 0
+}
+
+func (x *RagAppliedLimits) GetMinimumRelevanceOverridden() bool {
+	if x != nil {
+		return x.MinimumRelevanceOverridden
+	}
+	return false
+}
+
+func (x *RagAppliedLimits) GetFinalTopKOverridden() bool {
+	if x != nil {
+		return x.FinalTopKOverridden
+	}
+	return false
+}
+
+func (x *RagAppliedLimits) GetFilterNarrowed() bool {
+	if x != nil {
+		return x.FilterNarrowed
+	}
+	return false
+}
+
 // Token usage reported by the model provider.
 type TokenUsage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1273,7 +2216,7 @@ type TokenUsage struct {
 
 func (x *TokenUsage) Reset() {
 	*x = TokenUsage{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[9]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +2228,7 @@ func (x *TokenUsage) String() string {
 func (*TokenUsage) ProtoMessage() {}
 
 func (x *TokenUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[9]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +2241,7 @@ func (x *TokenUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenUsage.ProtoReflect.Descriptor instead.
 func (*TokenUsage) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TokenUsage) GetPromptTokens() uint32 {
@@ -1337,7 +2280,7 @@ type Citation struct {
 
 func (x *Citation) Reset() {
 	*x = Citation{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[10]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +2292,7 @@ func (x *Citation) String() string {
 func (*Citation) ProtoMessage() {}
 
 func (x *Citation) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[10]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +2305,7 @@ func (x *Citation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Citation.ProtoReflect.Descriptor instead.
 func (*Citation) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Citation) GetSourceNumber() uint32 {
@@ -1401,14 +2344,16 @@ type ToolCallTrace struct {
 	// TOOL_FAILED, TOOL_INVALID_ARGUMENTS, TOOL_UNKNOWN).
 	ErrorCode string `protobuf:"bytes,5,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// Output only. Duration.
-	Duration      *durationpb.Duration `protobuf:"bytes,6,opt,name=duration,proto3" json:"duration,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Duration *durationpb.Duration `protobuf:"bytes,6,opt,name=duration,proto3" json:"duration,omitempty"`
+	// Output only. Whether the caller executed it (a client tool).
+	ClientExecuted bool `protobuf:"varint,50,opt,name=client_executed,json=clientExecuted,proto3" json:"client_executed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ToolCallTrace) Reset() {
 	*x = ToolCallTrace{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[11]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +2365,7 @@ func (x *ToolCallTrace) String() string {
 func (*ToolCallTrace) ProtoMessage() {}
 
 func (x *ToolCallTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[11]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +2378,7 @@ func (x *ToolCallTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallTrace.ProtoReflect.Descriptor instead.
 func (*ToolCallTrace) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolCallTrace) GetStep() uint32 {
@@ -1478,6 +2423,13 @@ func (x *ToolCallTrace) GetDuration() *durationpb.Duration {
 	return nil
 }
 
+func (x *ToolCallTrace) GetClientExecuted() bool {
+	if x != nil {
+		return x.ClientExecuted
+	}
+	return false
+}
+
 // The result of one execution, identical for Execute and the terminal stream
 // event.
 type AgentResult struct {
@@ -1501,14 +2453,30 @@ type AgentResult struct {
 	// Output only. Tool calls.
 	ToolCalls []*ToolCallTrace `protobuf:"bytes,9,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	// Output only. Wall time of the execution.
-	Duration      *durationpb.Duration `protobuf:"bytes,10,opt,name=duration,proto3" json:"duration,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Duration *durationpb.Duration `protobuf:"bytes,10,opt,name=duration,proto3" json:"duration,omitempty"`
+	// Output only. COMPLETED, or REQUIRES_ACTION while client tool results are
+	// awaited (answer then empty, required_tool_calls set).
+	Status ExecutionStatus `protobuf:"varint,50,opt,name=status,proto3,enum=groundwire.v1.ExecutionStatus" json:"status,omitempty"`
+	// Output only. For REQUIRES_ACTION: the client tool calls to answer with
+	// SubmitToolResults, in the model's order.
+	RequiredToolCalls []*RequiredToolCall `protobuf:"bytes,51,rep,name=required_tool_calls,json=requiredToolCalls,proto3" json:"required_tool_calls,omitempty"`
+	// Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+	// results have not been submitted.
+	ActionDeadline *timestamppb.Timestamp `protobuf:"bytes,52,opt,name=action_deadline,json=actionDeadline,proto3" json:"action_deadline,omitempty"`
+	// Output only. Whether this result continued from a checkpoint (resume or
+	// submitted tool results) rather than running from the start. duration
+	// then covers the continued part only.
+	Resumed bool `protobuf:"varint,53,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	// Output only. Embedding usage of the execution beside the chat usage in
+	// `usage`: its searches' query embeddings and any embedding reranker.
+	EmbeddingUsage *EmbeddingUsage `protobuf:"bytes,80,opt,name=embedding_usage,json=embeddingUsage,proto3" json:"embedding_usage,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AgentResult) Reset() {
 	*x = AgentResult{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[12]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +2488,7 @@ func (x *AgentResult) String() string {
 func (*AgentResult) ProtoMessage() {}
 
 func (x *AgentResult) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[12]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +2501,7 @@ func (x *AgentResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentResult.ProtoReflect.Descriptor instead.
 func (*AgentResult) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AgentResult) GetExecutionId() string {
@@ -1606,6 +2574,41 @@ func (x *AgentResult) GetDuration() *durationpb.Duration {
 	return nil
 }
 
+func (x *AgentResult) GetStatus() ExecutionStatus {
+	if x != nil {
+		return x.Status
+	}
+	return ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED
+}
+
+func (x *AgentResult) GetRequiredToolCalls() []*RequiredToolCall {
+	if x != nil {
+		return x.RequiredToolCalls
+	}
+	return nil
+}
+
+func (x *AgentResult) GetActionDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ActionDeadline
+	}
+	return nil
+}
+
+func (x *AgentResult) GetResumed() bool {
+	if x != nil {
+		return x.Resumed
+	}
+	return false
+}
+
+func (x *AgentResult) GetEmbeddingUsage() *EmbeddingUsage {
+	if x != nil {
+		return x.EmbeddingUsage
+	}
+	return nil
+}
+
 // RAG search lifecycle details (content-free).
 type RagSearchEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1633,7 +2636,7 @@ type RagSearchEvent struct {
 
 func (x *RagSearchEvent) Reset() {
 	*x = RagSearchEvent{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[13]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +2648,7 @@ func (x *RagSearchEvent) String() string {
 func (*RagSearchEvent) ProtoMessage() {}
 
 func (x *RagSearchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[13]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +2661,7 @@ func (x *RagSearchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RagSearchEvent.ProtoReflect.Descriptor instead.
 func (*RagSearchEvent) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RagSearchEvent) GetIndexName() string {
@@ -1717,7 +2720,8 @@ func (x *RagSearchEvent) GetAgentic() bool {
 	return false
 }
 
-// Tool call details (content-free: no arguments or results).
+// Tool call details (content-free: no arguments or results, except the
+// arguments of a client tool call the caller has to run).
 type ToolCallEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Output only. One-based tool step.
@@ -1731,14 +2735,20 @@ type ToolCallEvent struct {
 	// Output only. Completed only: stable error code.
 	ErrorCode string `protobuf:"bytes,5,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// Output only. Completed only: duration.
-	Duration      *durationpb.Duration `protobuf:"bytes,6,opt,name=duration,proto3" json:"duration,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Duration *durationpb.Duration `protobuf:"bytes,6,opt,name=duration,proto3" json:"duration,omitempty"`
+	// Output only. TOOL_CALL_REQUESTED only: the model's arguments for the
+	// caller's tool, a JSON object valid against its declared schema (the only
+	// model output an event carries besides text deltas).
+	Arguments string `protobuf:"bytes,50,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// Output only. Whether the tool is a client tool the caller executes.
+	ClientExecuted bool `protobuf:"varint,51,opt,name=client_executed,json=clientExecuted,proto3" json:"client_executed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ToolCallEvent) Reset() {
 	*x = ToolCallEvent{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[14]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +2760,7 @@ func (x *ToolCallEvent) String() string {
 func (*ToolCallEvent) ProtoMessage() {}
 
 func (x *ToolCallEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[14]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +2773,7 @@ func (x *ToolCallEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallEvent.ProtoReflect.Descriptor instead.
 func (*ToolCallEvent) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolCallEvent) GetStep() uint32 {
@@ -1808,6 +2818,20 @@ func (x *ToolCallEvent) GetDuration() *durationpb.Duration {
 	return nil
 }
 
+func (x *ToolCallEvent) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+func (x *ToolCallEvent) GetClientExecuted() bool {
+	if x != nil {
+		return x.ClientExecuted
+	}
+	return false
+}
+
 // One execution event.
 type ExecuteStreamResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1823,7 +2847,8 @@ type ExecuteStreamResponse struct {
 	ToolCall *ToolCallEvent `protobuf:"bytes,5,opt,name=tool_call,json=toolCall,proto3" json:"tool_call,omitempty"`
 	// Output only. For TEXT_DELTA: the next piece of answer text.
 	TextDelta string `protobuf:"bytes,6,opt,name=text_delta,json=textDelta,proto3" json:"text_delta,omitempty"`
-	// Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+	// Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+	// result (same as Execute's).
 	Result *AgentResult `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
 	// Output only. For EXECUTION_FAILED and RAG_SEARCH_FAILED: a stable error
 	// code (an ErrorReason name, for example MODEL_UNAVAILABLE).
@@ -1836,7 +2861,7 @@ type ExecuteStreamResponse struct {
 
 func (x *ExecuteStreamResponse) Reset() {
 	*x = ExecuteStreamResponse{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[15]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +2873,7 @@ func (x *ExecuteStreamResponse) String() string {
 func (*ExecuteStreamResponse) ProtoMessage() {}
 
 func (x *ExecuteStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[15]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2886,7 @@ func (x *ExecuteStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteStreamResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExecuteStreamResponse) GetType() ExecutionEventType {
@@ -1941,14 +2966,26 @@ type AgentRagDescription struct {
 	// Output only. Whether reranking is enabled.
 	RerankingEnabled bool `protobuf:"varint,5,opt,name=reranking_enabled,json=rerankingEnabled,proto3" json:"reranking_enabled,omitempty"`
 	// Output only. Whether the agent searches through the search_documents tool.
-	Agentic       bool `protobuf:"varint,6,opt,name=agentic,proto3" json:"agentic,omitempty"`
+	Agentic bool `protobuf:"varint,6,opt,name=agentic,proto3" json:"agentic,omitempty"`
+	// Output only. Whether a request may set ExecutionInput.bypass_rag (mode
+	// OPEN or GROUNDED with no-context behavior ANSWER_NORMALLY).
+	BypassAllowed bool `protobuf:"varint,70,opt,name=bypass_allowed,json=bypassAllowed,proto3" json:"bypass_allowed,omitempty"`
+	// Output only. The agent's minimum relevance; an override may only raise
+	// it. Absent when the agent has none.
+	MinimumRelevance *float64 `protobuf:"fixed64,71,opt,name=minimum_relevance,json=minimumRelevance,proto3,oneof" json:"minimum_relevance,omitempty"`
+	// Output only. The agent's maximum accepted results (final top-k); an
+	// override may only lower it.
+	FinalTopK uint32 `protobuf:"varint,72,opt,name=final_top_k,json=finalTopK,proto3" json:"final_top_k,omitempty"`
+	// Output only. Whether the lexical leg searches a keyword query derived
+	// from the question (RagExecutionMetadata.keyword_query).
+	KeywordQuery  bool `protobuf:"varint,73,opt,name=keyword_query,json=keywordQuery,proto3" json:"keyword_query,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentRagDescription) Reset() {
 	*x = AgentRagDescription{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[16]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1960,7 +2997,7 @@ func (x *AgentRagDescription) String() string {
 func (*AgentRagDescription) ProtoMessage() {}
 
 func (x *AgentRagDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[16]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1973,7 +3010,7 @@ func (x *AgentRagDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentRagDescription.ProtoReflect.Descriptor instead.
 func (*AgentRagDescription) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AgentRagDescription) GetIndexName() string {
@@ -2018,6 +3055,34 @@ func (x *AgentRagDescription) GetAgentic() bool {
 	return false
 }
 
+func (x *AgentRagDescription) GetBypassAllowed() bool {
+	if x != nil {
+		return x.BypassAllowed
+	}
+	return false
+}
+
+func (x *AgentRagDescription) GetMinimumRelevance() float64 {
+	if x != nil && x.MinimumRelevance != nil {
+		return *x.MinimumRelevance
+	}
+	return 0
+}
+
+func (x *AgentRagDescription) GetFinalTopK() uint32 {
+	if x != nil {
+		return x.FinalTopK
+	}
+	return 0
+}
+
+func (x *AgentRagDescription) GetKeywordQuery() bool {
+	if x != nil {
+		return x.KeywordQuery
+	}
+	return false
+}
+
 // Safe description of an agent (never credentials).
 type AgentDescription struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2041,7 +3106,7 @@ type AgentDescription struct {
 
 func (x *AgentDescription) Reset() {
 	*x = AgentDescription{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[17]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +3118,7 @@ func (x *AgentDescription) String() string {
 func (*AgentDescription) ProtoMessage() {}
 
 func (x *AgentDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[17]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +3131,7 @@ func (x *AgentDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentDescription.ProtoReflect.Descriptor instead.
 func (*AgentDescription) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AgentDescription) GetId() string {
@@ -2131,7 +3196,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[18]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +3208,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[18]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +3221,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListAgentsRequest) GetPageSize() int32 {
@@ -2186,7 +3251,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[19]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +3263,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[19]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +3276,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*AgentDescription {
@@ -2239,7 +3304,7 @@ type GetAgentRequest struct {
 
 func (x *GetAgentRequest) Reset() {
 	*x = GetAgentRequest{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[20]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +3316,7 @@ func (x *GetAgentRequest) String() string {
 func (*GetAgentRequest) ProtoMessage() {}
 
 func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[20]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +3329,7 @@ func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetAgentRequest) GetAgentId() string {
@@ -2285,7 +3350,7 @@ type GetAgentResponse struct {
 
 func (x *GetAgentResponse) Reset() {
 	*x = GetAgentResponse{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[21]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +3362,7 @@ func (x *GetAgentResponse) String() string {
 func (*GetAgentResponse) ProtoMessage() {}
 
 func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[21]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +3375,7 @@ func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetAgentResponse) GetAgent() *AgentDescription {
@@ -2320,20 +3385,756 @@ func (x *GetAgentResponse) GetAgent() *AgentDescription {
 	return nil
 }
 
+// A tool the caller declares and executes itself.
+type ClientTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. 1 to 64 characters of [A-Za-z0-9_-]; unique within the request;
+	// not the name of one of the agent's tools (search_documents included).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Required. What the tool does, for the model (1 to 1,024 characters).
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// Required. JSON Schema (draft 2020-12) of the tool's input: an object
+	// schema ("type": "object"), at most 8 KiB as JSON, without the regular
+	// expression keywords pattern and patternProperties. The model's arguments
+	// are validated against it before the caller is asked; invalid arguments go
+	// back to the model as TOOL_INVALID_ARGUMENTS.
+	Parameters    *structpb.Struct `protobuf:"bytes,3,opt,name=parameters,proto3" json:"parameters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientTool) Reset() {
+	*x = ClientTool{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientTool) ProtoMessage() {}
+
+func (x *ClientTool) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientTool.ProtoReflect.Descriptor instead.
+func (*ClientTool) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ClientTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClientTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ClientTool) GetParameters() *structpb.Struct {
+	if x != nil {
+		return x.Parameters
+	}
+	return nil
+}
+
+// A client tool call the execution waits for.
+type RequiredToolCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The call id to answer (unique within the execution).
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// Output only. The client tool's name.
+	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// Output only. The model's arguments, a JSON object valid against the
+	// tool's declared parameters.
+	Arguments     string `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequiredToolCall) Reset() {
+	*x = RequiredToolCall{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequiredToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequiredToolCall) ProtoMessage() {}
+
+func (x *RequiredToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequiredToolCall.ProtoReflect.Descriptor instead.
+func (*RequiredToolCall) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RequiredToolCall) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *RequiredToolCall) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *RequiredToolCall) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+// The caller's result of one client tool call.
+type ToolResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The call id of the TOOL_CALL_REQUESTED event / RequiredToolCall.
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// Optional. The tool's output as text (at most the server's maximum, 16,384
+	// characters by default). Untrusted data: the model receives it escaped like
+	// any tool output, as data, never as instructions; it cannot change the
+	// agent's instructions, tenant or filters.
+	Output string `protobuf:"bytes,2,opt,name=output,proto3" json:"output,omitempty"`
+	// Optional. The tool failed: the model receives the tool error TOOL_FAILED
+	// instead of `output`.
+	IsError       bool `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolResult) Reset() {
+	*x = ToolResult{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolResult) ProtoMessage() {}
+
+func (x *ToolResult) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
+func (*ToolResult) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ToolResult) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ToolResult) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *ToolResult) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+// Request for ResumeExecution.
+type ResumeExecutionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The execution id (AgentResult.execution_id or any event's).
+	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// Optional. The tenant the execution ran as ("" = untenanted). With API keys
+	// enabled the key's tenant applies, like ExecutionInput.tenant.
+	Tenant        string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeExecutionRequest) Reset() {
+	*x = ResumeExecutionRequest{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeExecutionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeExecutionRequest) ProtoMessage() {}
+
+func (x *ResumeExecutionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeExecutionRequest.ProtoReflect.Descriptor instead.
+func (*ResumeExecutionRequest) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ResumeExecutionRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *ResumeExecutionRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// Response for ResumeExecution.
+type ResumeExecutionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The result (recorded, continued, or REQUIRES_ACTION).
+	Result        *AgentResult `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeExecutionResponse) Reset() {
+	*x = ResumeExecutionResponse{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeExecutionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeExecutionResponse) ProtoMessage() {}
+
+func (x *ResumeExecutionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeExecutionResponse.ProtoReflect.Descriptor instead.
+func (*ResumeExecutionResponse) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ResumeExecutionResponse) GetResult() *AgentResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+// Request for ResumeExecutionStream.
+type ResumeExecutionStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The execution id.
+	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// Optional. The tenant, as in ResumeExecutionRequest.
+	Tenant        string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeExecutionStreamRequest) Reset() {
+	*x = ResumeExecutionStreamRequest{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeExecutionStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeExecutionStreamRequest) ProtoMessage() {}
+
+func (x *ResumeExecutionStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeExecutionStreamRequest.ProtoReflect.Descriptor instead.
+func (*ResumeExecutionStreamRequest) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ResumeExecutionStreamRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *ResumeExecutionStreamRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// One event of a resumed execution.
+type ResumeExecutionStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The event (sequence restarts at 0 on every call).
+	Event         *ExecuteStreamResponse `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeExecutionStreamResponse) Reset() {
+	*x = ResumeExecutionStreamResponse{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeExecutionStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeExecutionStreamResponse) ProtoMessage() {}
+
+func (x *ResumeExecutionStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeExecutionStreamResponse.ProtoReflect.Descriptor instead.
+func (*ResumeExecutionStreamResponse) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ResumeExecutionStreamResponse) GetEvent() *ExecuteStreamResponse {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+// Request for SubmitToolResults.
+type SubmitToolResultsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The execution id of a REQUIRES_ACTION result.
+	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// Optional. The tenant, as in ResumeExecutionRequest.
+	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Required. One result per required tool call (at most 64).
+	Results       []*ToolResult `protobuf:"bytes,3,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitToolResultsRequest) Reset() {
+	*x = SubmitToolResultsRequest{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitToolResultsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitToolResultsRequest) ProtoMessage() {}
+
+func (x *SubmitToolResultsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitToolResultsRequest.ProtoReflect.Descriptor instead.
+func (*SubmitToolResultsRequest) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *SubmitToolResultsRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *SubmitToolResultsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SubmitToolResultsRequest) GetResults() []*ToolResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// Response for SubmitToolResults.
+type SubmitToolResultsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The continued execution's result.
+	Result        *AgentResult `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitToolResultsResponse) Reset() {
+	*x = SubmitToolResultsResponse{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitToolResultsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitToolResultsResponse) ProtoMessage() {}
+
+func (x *SubmitToolResultsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitToolResultsResponse.ProtoReflect.Descriptor instead.
+func (*SubmitToolResultsResponse) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *SubmitToolResultsResponse) GetResult() *AgentResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+// Results of client tool calls sent on an ExecuteInteractive stream.
+type ClientToolResults struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. Results of requested calls (at most 64), in any order; each
+	// call is answered once.
+	Results       []*ToolResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientToolResults) Reset() {
+	*x = ClientToolResults{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientToolResults) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientToolResults) ProtoMessage() {}
+
+func (x *ClientToolResults) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientToolResults.ProtoReflect.Descriptor instead.
+func (*ClientToolResults) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ClientToolResults) GetResults() []*ToolResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// Request for ExecuteInteractive: first the input, then tool results.
+type ExecuteInteractiveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. Exactly one of them.
+	//
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*ExecuteInteractiveRequest_Input
+	//	*ExecuteInteractiveRequest_ToolResults
+	Kind          isExecuteInteractiveRequest_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecuteInteractiveRequest) Reset() {
+	*x = ExecuteInteractiveRequest{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecuteInteractiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecuteInteractiveRequest) ProtoMessage() {}
+
+func (x *ExecuteInteractiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecuteInteractiveRequest.ProtoReflect.Descriptor instead.
+func (*ExecuteInteractiveRequest) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ExecuteInteractiveRequest) GetKind() isExecuteInteractiveRequest_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *ExecuteInteractiveRequest) GetInput() *ExecutionInput {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecuteInteractiveRequest_Input); ok {
+			return x.Input
+		}
+	}
+	return nil
+}
+
+func (x *ExecuteInteractiveRequest) GetToolResults() *ClientToolResults {
+	if x != nil {
+		if x, ok := x.Kind.(*ExecuteInteractiveRequest_ToolResults); ok {
+			return x.ToolResults
+		}
+	}
+	return nil
+}
+
+type isExecuteInteractiveRequest_Kind interface {
+	isExecuteInteractiveRequest_Kind()
+}
+
+type ExecuteInteractiveRequest_Input struct {
+	// The execution input (first message only).
+	Input *ExecutionInput `protobuf:"bytes,1,opt,name=input,proto3,oneof"`
+}
+
+type ExecuteInteractiveRequest_ToolResults struct {
+	// Results of requested client tool calls (later messages).
+	ToolResults *ClientToolResults `protobuf:"bytes,2,opt,name=tool_results,json=toolResults,proto3,oneof"`
+}
+
+func (*ExecuteInteractiveRequest_Input) isExecuteInteractiveRequest_Kind() {}
+
+func (*ExecuteInteractiveRequest_ToolResults) isExecuteInteractiveRequest_Kind() {}
+
+// One event of an ExecuteInteractive stream.
+type ExecuteInteractiveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The event.
+	Event         *ExecuteStreamResponse `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecuteInteractiveResponse) Reset() {
+	*x = ExecuteInteractiveResponse{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecuteInteractiveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecuteInteractiveResponse) ProtoMessage() {}
+
+func (x *ExecuteInteractiveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecuteInteractiveResponse.ProtoReflect.Descriptor instead.
+func (*ExecuteInteractiveResponse) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ExecuteInteractiveResponse) GetEvent() *ExecuteStreamResponse {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
 var File_groundwire_v1_agent_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x19groundwire/v1/agent.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1agroundwire/v1/common.proto\x1a\x1cgroundwire/v1/reranker.proto\x1a\x1dgroundwire/v1/retriever.proto\"Y\n" +
+	"\x19groundwire/v1/agent.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1agroundwire/v1/common.proto\x1a\x1cgroundwire/v1/reranker.proto\x1a\x1dgroundwire/v1/retriever.proto\x1a\x19groundwire/v1/usage.proto\"Y\n" +
 	"\x10ConversationTurn\x12+\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x17.groundwire.v1.TurnRoleR\x04role\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\xcf\x01\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\xb2\x03\n" +
 	"\x0eExecutionInput\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x129\n" +
 	"\ahistory\x18\x03 \x03(\v2\x1f.groundwire.v1.ConversationTurnR\ahistory\x12\x16\n" +
 	"\x06tenant\x18\x04 \x01(\tR\x06tenant\x125\n" +
-	"\x06filter\x18\x05 \x01(\v2\x1d.groundwire.v1.MetadataFilterR\x06filter\"E\n" +
+	"\x06filter\x18\x05 \x01(\v2\x1d.groundwire.v1.MetadataFilterR\x06filter\x12<\n" +
+	"\fclient_tools\x182 \x03(\v2\x19.groundwire.v1.ClientToolR\vclientTools\x12I\n" +
+	"\x13client_tool_timeout\x183 \x01(\v2\x19.google.protobuf.DurationR\x11clientToolTimeout\x12\x1d\n" +
+	"\n" +
+	"bypass_rag\x18F \x01(\bR\tbypassRag\x129\n" +
+	"\toverrides\x18G \x01(\v2\x1b.groundwire.v1.RagOverridesR\toverrides\"\x8b\x01\n" +
+	"\fRagOverrides\x120\n" +
+	"\x11minimum_relevance\x18\x01 \x01(\x01H\x00R\x10minimumRelevance\x88\x01\x01\x12#\n" +
+	"\vfinal_top_k\x18\x02 \x01(\rH\x01R\tfinalTopK\x88\x01\x01B\x14\n" +
+	"\x12_minimum_relevanceB\x0e\n" +
+	"\f_final_top_k\"N\n" +
+	"\x17PrepareExecutionRequest\x123\n" +
+	"\x05input\x18\x01 \x01(\v2\x1d.groundwire.v1.ExecutionInputR\x05input\"X\n" +
+	"\x18PrepareExecutionResponse\x12<\n" +
+	"\bprepared\x18\x01 \x01(\v2 .groundwire.v1.PreparedExecutionR\bprepared\"Z\n" +
+	"\x0fPreparedMessage\x12-\n" +
+	"\x04role\x18\x01 \x01(\x0e2\x19.groundwire.v1.PromptRoleR\x04role\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"m\n" +
+	"\fPreparedTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
+	"\x0fparameters_json\x18\x03 \x01(\tR\x0eparametersJson\"\xfd\x01\n" +
+	"\x11PreparedReference\x12#\n" +
+	"\rsource_number\x18\x01 \x01(\rR\fsourceNumber\x12\x1f\n" +
+	"\vdocument_id\x18\x02 \x01(\tR\n" +
+	"documentId\x12\x19\n" +
+	"\bchunk_id\x18\x03 \x01(\tR\achunkId\x12*\n" +
+	"\x05score\x18\x04 \x01(\v2\x14.groundwire.v1.ScoreR\x05score\x12+\n" +
+	"\x04span\x18\x05 \x01(\v2\x17.groundwire.v1.CharSpanR\x04span\x12\x14\n" +
+	"\x05title\x18\x06 \x01(\tR\x05title\x12\x18\n" +
+	"\asection\x18\a \x01(\tR\asection\"\xaf\x03\n" +
+	"\x11PreparedExecution\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x125\n" +
+	"\x06action\x18\x02 \x01(\x0e2\x1d.groundwire.v1.PreparedActionR\x06action\x12:\n" +
+	"\bmessages\x18\x03 \x03(\v2\x1e.groundwire.v1.PreparedMessageR\bmessages\x121\n" +
+	"\x05tools\x18\x04 \x03(\v2\x1b.groundwire.v1.PreparedToolR\x05tools\x12@\n" +
+	"\n" +
+	"references\x18\x05 \x03(\v2 .groundwire.v1.PreparedReferenceR\n" +
+	"references\x12)\n" +
+	"\x10framework_answer\x18\x06 \x01(\tR\x0fframeworkAnswer\x125\n" +
+	"\x03rag\x18\a \x01(\v2#.groundwire.v1.RagExecutionMetadataR\x03rag\x125\n" +
+	"\bduration\x18\b \x01(\v2\x19.google.protobuf.DurationR\bduration\"E\n" +
 	"\x0eExecuteRequest\x123\n" +
 	"\x05input\x18\x01 \x01(\v2\x1d.groundwire.v1.ExecutionInputR\x05input\"K\n" +
 	"\x14ExecuteStreamRequest\x123\n" +
@@ -2366,7 +4167,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\tsucceeded\x18\x05 \x01(\bR\tsucceeded\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x06 \x01(\tR\terrorCode\x125\n" +
-	"\bduration\x18\a \x01(\v2\x19.google.protobuf.DurationR\bduration\"\xee\t\n" +
+	"\bduration\x18\a \x01(\v2\x19.google.protobuf.DurationR\bduration\"\xe8\f\n" +
 	"\x14RagExecutionMetadata\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x1d\n" +
 	"\n" +
@@ -2394,8 +4195,23 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\treranking\x18\x14 \x01(\v2 .groundwire.v1.RerankingMetadataR\treranking\x12C\n" +
 	"\x0econtext_budget\x18\x15 \x01(\v2\x1c.groundwire.v1.ContextBudgetR\rcontextBudget\x12,\n" +
 	"\x0frewritten_query\x18\x16 \x01(\tH\x00R\x0erewrittenQuery\x88\x01\x01\x12=\n" +
-	"\bsearches\x18\x17 \x03(\v2!.groundwire.v1.AgenticSearchTraceR\bsearchesB\x12\n" +
-	"\x10_rewritten_query\"\x81\x01\n" +
+	"\bsearches\x18\x17 \x03(\v2!.groundwire.v1.AgenticSearchTraceR\bsearches\x12!\n" +
+	"\frag_bypassed\x18F \x01(\bR\vragBypassed\x12F\n" +
+	"\x0eapplied_limits\x18G \x01(\v2\x1f.groundwire.v1.RagAppliedLimitsR\rappliedLimits\x12(\n" +
+	"\rkeyword_query\x18H \x01(\tH\x01R\fkeywordQuery\x88\x01\x01\x12S\n" +
+	"\x14keyword_query_source\x18I \x01(\x0e2!.groundwire.v1.KeywordQuerySourceR\x12keywordQuerySource\x12?\n" +
+	"\x1ckeyword_rewrite_failure_code\x18J \x01(\tR\x19keywordRewriteFailureCode\x12;\n" +
+	"\x1aquery_rewrite_failure_code\x18K \x01(\tR\x17queryRewriteFailureCodeB\x12\n" +
+	"\x10_rewritten_queryB\x10\n" +
+	"\x0e_keyword_query\"\xc3\x02\n" +
+	"\x10RagAppliedLimits\x12'\n" +
+	"\x0fcandidate_count\x18\x01 \x01(\rR\x0ecandidateCount\x120\n" +
+	"\x11minimum_relevance\x18\x02 \x01(\x01H\x00R\x10minimumRelevance\x88\x01\x01\x12\x1e\n" +
+	"\vfinal_top_k\x18\x03 \x01(\rR\tfinalTopK\x12@\n" +
+	"\x1cminimum_relevance_overridden\x18\x04 \x01(\bR\x1aminimumRelevanceOverridden\x123\n" +
+	"\x16final_top_k_overridden\x18\x05 \x01(\bR\x13finalTopKOverridden\x12'\n" +
+	"\x0ffilter_narrowed\x18\x06 \x01(\bR\x0efilterNarrowedB\x14\n" +
+	"\x12_minimum_relevance\"\x81\x01\n" +
 	"\n" +
 	"TokenUsage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
@@ -2405,7 +4221,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\rsource_number\x18\x01 \x01(\rR\fsourceNumber\x12\x1f\n" +
 	"\vdocument_id\x18\x02 \x01(\tR\n" +
 	"documentId\x12\x19\n" +
-	"\bchunk_id\x18\x03 \x01(\tR\achunkId\"\xcd\x01\n" +
+	"\bchunk_id\x18\x03 \x01(\tR\achunkId\"\xf6\x01\n" +
 	"\rToolCallTrace\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -2413,7 +4229,8 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\tsucceeded\x18\x04 \x01(\bR\tsucceeded\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x05 \x01(\tR\terrorCode\x125\n" +
-	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\"\xb3\x03\n" +
+	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12'\n" +
+	"\x0fclient_executed\x182 \x01(\bR\x0eclientExecuted\"\xe3\x05\n" +
 	"\vAgentResult\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
@@ -2426,7 +4243,12 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"tool_calls\x18\t \x03(\v2\x1c.groundwire.v1.ToolCallTraceR\ttoolCalls\x125\n" +
 	"\bduration\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\bduration\"\x8b\x03\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\bduration\x126\n" +
+	"\x06status\x182 \x01(\x0e2\x1e.groundwire.v1.ExecutionStatusR\x06status\x12O\n" +
+	"\x13required_tool_calls\x183 \x03(\v2\x1f.groundwire.v1.RequiredToolCallR\x11requiredToolCalls\x12C\n" +
+	"\x0faction_deadline\x184 \x01(\v2\x1a.google.protobuf.TimestampR\x0eactionDeadline\x12\x18\n" +
+	"\aresumed\x185 \x01(\bR\aresumed\x12F\n" +
+	"\x0fembedding_usage\x18P \x01(\v2\x1d.groundwire.v1.EmbeddingUsageR\x0eembeddingUsage\"\x8b\x03\n" +
 	"\x0eRagSearchEvent\x12\x1d\n" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12C\n" +
@@ -2436,7 +4258,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x0eaccepted_count\x18\x05 \x01(\rR\racceptedCount\x12I\n" +
 	"\x11reranking_outcome\x18\x06 \x01(\x0e2\x1c.groundwire.v1.RerankOutcomeR\x10rerankingOutcome\x125\n" +
 	"\bduration\x18\a \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x18\n" +
-	"\aagentic\x18\b \x01(\bR\aagentic\"\xcd\x01\n" +
+	"\aagentic\x18\b \x01(\bR\aagentic\"\x94\x02\n" +
 	"\rToolCallEvent\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -2444,7 +4266,9 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\tsucceeded\x18\x04 \x01(\bR\tsucceeded\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x05 \x01(\tR\terrorCode\x125\n" +
-	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\"\x9d\x03\n" +
+	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x1c\n" +
+	"\targuments\x182 \x01(\tR\targuments\x12'\n" +
+	"\x0fclient_executed\x183 \x01(\bR\x0eclientExecuted\"\x9d\x03\n" +
 	"\x15ExecuteStreamResponse\x125\n" +
 	"\x04type\x18\x01 \x01(\x0e2!.groundwire.v1.ExecutionEventTypeR\x04type\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\rR\bsequence\x12!\n" +
@@ -2457,7 +4281,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x06result\x18\a \x01(\v2\x1a.groundwire.v1.AgentResultR\x06result\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\b \x01(\tR\terrorCode\x12#\n" +
-	"\rerror_message\x18\t \x01(\tR\ferrorMessage\"\xc4\x02\n" +
+	"\rerror_message\x18\t \x01(\tR\ferrorMessage\"\xf8\x03\n" +
 	"\x13AgentRagDescription\x12\x1d\n" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12C\n" +
@@ -2465,7 +4289,12 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x04mode\x18\x03 \x01(\x0e2\x1c.groundwire.v1.ExecutionModeR\x04mode\x12P\n" +
 	"\x13no_context_behavior\x18\x04 \x01(\x0e2 .groundwire.v1.NoContextBehaviorR\x11noContextBehavior\x12+\n" +
 	"\x11reranking_enabled\x18\x05 \x01(\bR\x10rerankingEnabled\x12\x18\n" +
-	"\aagentic\x18\x06 \x01(\bR\aagentic\"\xf4\x01\n" +
+	"\aagentic\x18\x06 \x01(\bR\aagentic\x12%\n" +
+	"\x0ebypass_allowed\x18F \x01(\bR\rbypassAllowed\x120\n" +
+	"\x11minimum_relevance\x18G \x01(\x01H\x00R\x10minimumRelevance\x88\x01\x01\x12\x1e\n" +
+	"\vfinal_top_k\x18H \x01(\rR\tfinalTopK\x12#\n" +
+	"\rkeyword_query\x18I \x01(\bR\fkeywordQueryB\x14\n" +
+	"\x12_minimum_relevance\"\xf4\x01\n" +
 	"\x10AgentDescription\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -2485,7 +4314,47 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x0fGetAgentRequest\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\"I\n" +
 	"\x10GetAgentResponse\x125\n" +
-	"\x05agent\x18\x01 \x01(\v2\x1f.groundwire.v1.AgentDescriptionR\x05agent*\x82\x01\n" +
+	"\x05agent\x18\x01 \x01(\v2\x1f.groundwire.v1.AgentDescriptionR\x05agent\"{\n" +
+	"\n" +
+	"ClientTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x127\n" +
+	"\n" +
+	"parameters\x18\x03 \x01(\v2\x17.google.protobuf.StructR\n" +
+	"parameters\"f\n" +
+	"\x10RequiredToolCall\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\"X\n" +
+	"\n" +
+	"ToolResult\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x16\n" +
+	"\x06output\x18\x02 \x01(\tR\x06output\x12\x19\n" +
+	"\bis_error\x18\x03 \x01(\bR\aisError\"S\n" +
+	"\x16ResumeExecutionRequest\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"M\n" +
+	"\x17ResumeExecutionResponse\x122\n" +
+	"\x06result\x18\x01 \x01(\v2\x1a.groundwire.v1.AgentResultR\x06result\"Y\n" +
+	"\x1cResumeExecutionStreamRequest\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"[\n" +
+	"\x1dResumeExecutionStreamResponse\x12:\n" +
+	"\x05event\x18\x01 \x01(\v2$.groundwire.v1.ExecuteStreamResponseR\x05event\"\x8a\x01\n" +
+	"\x18SubmitToolResultsRequest\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x123\n" +
+	"\aresults\x18\x03 \x03(\v2\x19.groundwire.v1.ToolResultR\aresults\"O\n" +
+	"\x19SubmitToolResultsResponse\x122\n" +
+	"\x06result\x18\x01 \x01(\v2\x1a.groundwire.v1.AgentResultR\x06result\"H\n" +
+	"\x11ClientToolResults\x123\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.groundwire.v1.ToolResultR\aresults\"\xa1\x01\n" +
+	"\x19ExecuteInteractiveRequest\x125\n" +
+	"\x05input\x18\x01 \x01(\v2\x1d.groundwire.v1.ExecutionInputH\x00R\x05input\x12E\n" +
+	"\ftool_results\x18\x02 \x01(\v2 .groundwire.v1.ClientToolResultsH\x00R\vtoolResultsB\x06\n" +
+	"\x04kind\"X\n" +
+	"\x1aExecuteInteractiveResponse\x12:\n" +
+	"\x05event\x18\x01 \x01(\v2$.groundwire.v1.ExecuteStreamResponseR\x05event*\x82\x01\n" +
 	"\rExecutionMode\x12\x1e\n" +
 	"\x1aEXECUTION_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EXECUTION_MODE_OPEN\x10\x01\x12\x1b\n" +
@@ -2516,7 +4385,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\bTurnRole\x12\x19\n" +
 	"\x15TURN_ROLE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eTURN_ROLE_USER\x10\x01\x12\x17\n" +
-	"\x13TURN_ROLE_ASSISTANT\x10\x02*\xc6\x03\n" +
+	"\x13TURN_ROLE_ASSISTANT\x10\x02*\xd4\x04\n" +
 	"\x12ExecutionEventType\x12$\n" +
 	" EXECUTION_EVENT_TYPE_UNSPECIFIED\x10\x00\x12*\n" +
 	"&EXECUTION_EVENT_TYPE_EXECUTION_STARTED\x10\x01\x12+\n" +
@@ -2527,13 +4396,41 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"(EXECUTION_EVENT_TYPE_TOOL_CALL_COMPLETED\x10\x06\x12#\n" +
 	"\x1fEXECUTION_EVENT_TYPE_TEXT_DELTA\x10\a\x12,\n" +
 	"(EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED\x10\b\x12)\n" +
-	"%EXECUTION_EVENT_TYPE_EXECUTION_FAILED\x10\t2\xd6\x02\n" +
+	"%EXECUTION_EVENT_TYPE_EXECUTION_FAILED\x10\t\x12*\n" +
+	"&EXECUTION_EVENT_TYPE_EXECUTION_RESUMED\x102\x12,\n" +
+	"(EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED\x103\x122\n" +
+	".EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION\x104*r\n" +
+	"\n" +
+	"PromptRole\x12\x1b\n" +
+	"\x17PROMPT_ROLE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12PROMPT_ROLE_SYSTEM\x10\x01\x12\x14\n" +
+	"\x10PROMPT_ROLE_USER\x10\x02\x12\x19\n" +
+	"\x15PROMPT_ROLE_ASSISTANT\x10\x03*\x91\x01\n" +
+	"\x0ePreparedAction\x12\x1f\n" +
+	"\x1bPREPARED_ACTION_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aPREPARED_ACTION_CALL_MODEL\x10\x01\x12$\n" +
+	" PREPARED_ACTION_RETURN_NOT_FOUND\x10\x02\x12\x18\n" +
+	"\x14PREPARED_ACTION_FAIL\x10\x03*\xb2\x01\n" +
+	"\x12KeywordQuerySource\x12$\n" +
+	" KEYWORD_QUERY_SOURCE_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cKEYWORD_QUERY_SOURCE_DERIVED\x10\x01\x12\x1e\n" +
+	"\x1aKEYWORD_QUERY_SOURCE_MODEL\x10\x02\x124\n" +
+	"0KEYWORD_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILURE\x10\x03*y\n" +
+	"\x0fExecutionStatus\x12 \n" +
+	"\x1cEXECUTION_STATUS_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aEXECUTION_STATUS_COMPLETED\x10\x01\x12$\n" +
+	" EXECUTION_STATUS_REQUIRES_ACTION\x10\x022\xea\x06\n" +
 	"\fAgentService\x12Q\n" +
 	"\n" +
 	"ListAgents\x12 .groundwire.v1.ListAgentsRequest\x1a!.groundwire.v1.ListAgentsResponse\x12K\n" +
 	"\bGetAgent\x12\x1e.groundwire.v1.GetAgentRequest\x1a\x1f.groundwire.v1.GetAgentResponse\x12H\n" +
 	"\aExecute\x12\x1d.groundwire.v1.ExecuteRequest\x1a\x1e.groundwire.v1.ExecuteResponse\x12\\\n" +
-	"\rExecuteStream\x12#.groundwire.v1.ExecuteStreamRequest\x1a$.groundwire.v1.ExecuteStreamResponse0\x01B\xae\x01\n" +
+	"\rExecuteStream\x12#.groundwire.v1.ExecuteStreamRequest\x1a$.groundwire.v1.ExecuteStreamResponse0\x01\x12`\n" +
+	"\x0fResumeExecution\x12%.groundwire.v1.ResumeExecutionRequest\x1a&.groundwire.v1.ResumeExecutionResponse\x12t\n" +
+	"\x15ResumeExecutionStream\x12+.groundwire.v1.ResumeExecutionStreamRequest\x1a,.groundwire.v1.ResumeExecutionStreamResponse0\x01\x12f\n" +
+	"\x11SubmitToolResults\x12'.groundwire.v1.SubmitToolResultsRequest\x1a(.groundwire.v1.SubmitToolResultsResponse\x12m\n" +
+	"\x12ExecuteInteractive\x12(.groundwire.v1.ExecuteInteractiveRequest\x1a).groundwire.v1.ExecuteInteractiveResponse(\x010\x01\x12c\n" +
+	"\x10PrepareExecution\x12&.groundwire.v1.PrepareExecutionRequest\x1a'.groundwire.v1.PrepareExecutionResponseB\xae\x01\n" +
 	"\x11dev.groundwire.v1B\n" +
 	"AgentProtoP\x01Z8github.com/groundwire/groundwire/clients/go/groundwirev1\xa2\x02\x03GXX\xaa\x02\rGroundwire.V1\xca\x02\rGroundwire\\V1\xe2\x02\x19Groundwire\\V1\\GPBMetadata\xea\x02\x0eGroundwire::V1b\x06proto3"
 
@@ -2549,101 +4446,167 @@ func file_groundwire_v1_agent_proto_rawDescGZIP() []byte {
 	return file_groundwire_v1_agent_proto_rawDescData
 }
 
-var file_groundwire_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_groundwire_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_groundwire_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_groundwire_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_groundwire_v1_agent_proto_goTypes = []any{
-	(ExecutionMode)(0),            // 0: groundwire.v1.ExecutionMode
-	(NoContextBehavior)(0),        // 1: groundwire.v1.NoContextBehavior
-	(NoContextReason)(0),          // 2: groundwire.v1.NoContextReason
-	(RagItemReason)(0),            // 3: groundwire.v1.RagItemReason
-	(TurnRole)(0),                 // 4: groundwire.v1.TurnRole
-	(ExecutionEventType)(0),       // 5: groundwire.v1.ExecutionEventType
-	(*ConversationTurn)(nil),      // 6: groundwire.v1.ConversationTurn
-	(*ExecutionInput)(nil),        // 7: groundwire.v1.ExecutionInput
-	(*ExecuteRequest)(nil),        // 8: groundwire.v1.ExecuteRequest
-	(*ExecuteStreamRequest)(nil),  // 9: groundwire.v1.ExecuteStreamRequest
-	(*ExecuteResponse)(nil),       // 10: groundwire.v1.ExecuteResponse
-	(*RagItem)(nil),               // 11: groundwire.v1.RagItem
-	(*ContextBudget)(nil),         // 12: groundwire.v1.ContextBudget
-	(*AgenticSearchTrace)(nil),    // 13: groundwire.v1.AgenticSearchTrace
-	(*RagExecutionMetadata)(nil),  // 14: groundwire.v1.RagExecutionMetadata
-	(*TokenUsage)(nil),            // 15: groundwire.v1.TokenUsage
-	(*Citation)(nil),              // 16: groundwire.v1.Citation
-	(*ToolCallTrace)(nil),         // 17: groundwire.v1.ToolCallTrace
-	(*AgentResult)(nil),           // 18: groundwire.v1.AgentResult
-	(*RagSearchEvent)(nil),        // 19: groundwire.v1.RagSearchEvent
-	(*ToolCallEvent)(nil),         // 20: groundwire.v1.ToolCallEvent
-	(*ExecuteStreamResponse)(nil), // 21: groundwire.v1.ExecuteStreamResponse
-	(*AgentRagDescription)(nil),   // 22: groundwire.v1.AgentRagDescription
-	(*AgentDescription)(nil),      // 23: groundwire.v1.AgentDescription
-	(*ListAgentsRequest)(nil),     // 24: groundwire.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),    // 25: groundwire.v1.ListAgentsResponse
-	(*GetAgentRequest)(nil),       // 26: groundwire.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),      // 27: groundwire.v1.GetAgentResponse
-	(*MetadataFilter)(nil),        // 28: groundwire.v1.MetadataFilter
-	(*Score)(nil),                 // 29: groundwire.v1.Score
-	(*CharSpan)(nil),              // 30: groundwire.v1.CharSpan
-	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
-	(RetrievalMode)(0),            // 32: groundwire.v1.RetrievalMode
-	(*RerankingMetadata)(nil),     // 33: groundwire.v1.RerankingMetadata
-	(RerankOutcome)(0),            // 34: groundwire.v1.RerankOutcome
+	(ExecutionMode)(0),                    // 0: groundwire.v1.ExecutionMode
+	(NoContextBehavior)(0),                // 1: groundwire.v1.NoContextBehavior
+	(NoContextReason)(0),                  // 2: groundwire.v1.NoContextReason
+	(RagItemReason)(0),                    // 3: groundwire.v1.RagItemReason
+	(TurnRole)(0),                         // 4: groundwire.v1.TurnRole
+	(ExecutionEventType)(0),               // 5: groundwire.v1.ExecutionEventType
+	(PromptRole)(0),                       // 6: groundwire.v1.PromptRole
+	(PreparedAction)(0),                   // 7: groundwire.v1.PreparedAction
+	(KeywordQuerySource)(0),               // 8: groundwire.v1.KeywordQuerySource
+	(ExecutionStatus)(0),                  // 9: groundwire.v1.ExecutionStatus
+	(*ConversationTurn)(nil),              // 10: groundwire.v1.ConversationTurn
+	(*ExecutionInput)(nil),                // 11: groundwire.v1.ExecutionInput
+	(*RagOverrides)(nil),                  // 12: groundwire.v1.RagOverrides
+	(*PrepareExecutionRequest)(nil),       // 13: groundwire.v1.PrepareExecutionRequest
+	(*PrepareExecutionResponse)(nil),      // 14: groundwire.v1.PrepareExecutionResponse
+	(*PreparedMessage)(nil),               // 15: groundwire.v1.PreparedMessage
+	(*PreparedTool)(nil),                  // 16: groundwire.v1.PreparedTool
+	(*PreparedReference)(nil),             // 17: groundwire.v1.PreparedReference
+	(*PreparedExecution)(nil),             // 18: groundwire.v1.PreparedExecution
+	(*ExecuteRequest)(nil),                // 19: groundwire.v1.ExecuteRequest
+	(*ExecuteStreamRequest)(nil),          // 20: groundwire.v1.ExecuteStreamRequest
+	(*ExecuteResponse)(nil),               // 21: groundwire.v1.ExecuteResponse
+	(*RagItem)(nil),                       // 22: groundwire.v1.RagItem
+	(*ContextBudget)(nil),                 // 23: groundwire.v1.ContextBudget
+	(*AgenticSearchTrace)(nil),            // 24: groundwire.v1.AgenticSearchTrace
+	(*RagExecutionMetadata)(nil),          // 25: groundwire.v1.RagExecutionMetadata
+	(*RagAppliedLimits)(nil),              // 26: groundwire.v1.RagAppliedLimits
+	(*TokenUsage)(nil),                    // 27: groundwire.v1.TokenUsage
+	(*Citation)(nil),                      // 28: groundwire.v1.Citation
+	(*ToolCallTrace)(nil),                 // 29: groundwire.v1.ToolCallTrace
+	(*AgentResult)(nil),                   // 30: groundwire.v1.AgentResult
+	(*RagSearchEvent)(nil),                // 31: groundwire.v1.RagSearchEvent
+	(*ToolCallEvent)(nil),                 // 32: groundwire.v1.ToolCallEvent
+	(*ExecuteStreamResponse)(nil),         // 33: groundwire.v1.ExecuteStreamResponse
+	(*AgentRagDescription)(nil),           // 34: groundwire.v1.AgentRagDescription
+	(*AgentDescription)(nil),              // 35: groundwire.v1.AgentDescription
+	(*ListAgentsRequest)(nil),             // 36: groundwire.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),            // 37: groundwire.v1.ListAgentsResponse
+	(*GetAgentRequest)(nil),               // 38: groundwire.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),              // 39: groundwire.v1.GetAgentResponse
+	(*ClientTool)(nil),                    // 40: groundwire.v1.ClientTool
+	(*RequiredToolCall)(nil),              // 41: groundwire.v1.RequiredToolCall
+	(*ToolResult)(nil),                    // 42: groundwire.v1.ToolResult
+	(*ResumeExecutionRequest)(nil),        // 43: groundwire.v1.ResumeExecutionRequest
+	(*ResumeExecutionResponse)(nil),       // 44: groundwire.v1.ResumeExecutionResponse
+	(*ResumeExecutionStreamRequest)(nil),  // 45: groundwire.v1.ResumeExecutionStreamRequest
+	(*ResumeExecutionStreamResponse)(nil), // 46: groundwire.v1.ResumeExecutionStreamResponse
+	(*SubmitToolResultsRequest)(nil),      // 47: groundwire.v1.SubmitToolResultsRequest
+	(*SubmitToolResultsResponse)(nil),     // 48: groundwire.v1.SubmitToolResultsResponse
+	(*ClientToolResults)(nil),             // 49: groundwire.v1.ClientToolResults
+	(*ExecuteInteractiveRequest)(nil),     // 50: groundwire.v1.ExecuteInteractiveRequest
+	(*ExecuteInteractiveResponse)(nil),    // 51: groundwire.v1.ExecuteInteractiveResponse
+	(*MetadataFilter)(nil),                // 52: groundwire.v1.MetadataFilter
+	(*durationpb.Duration)(nil),           // 53: google.protobuf.Duration
+	(*Score)(nil),                         // 54: groundwire.v1.Score
+	(*CharSpan)(nil),                      // 55: groundwire.v1.CharSpan
+	(RetrievalMode)(0),                    // 56: groundwire.v1.RetrievalMode
+	(*RerankingMetadata)(nil),             // 57: groundwire.v1.RerankingMetadata
+	(*timestamppb.Timestamp)(nil),         // 58: google.protobuf.Timestamp
+	(*EmbeddingUsage)(nil),                // 59: groundwire.v1.EmbeddingUsage
+	(RerankOutcome)(0),                    // 60: groundwire.v1.RerankOutcome
+	(*structpb.Struct)(nil),               // 61: google.protobuf.Struct
 }
 var file_groundwire_v1_agent_proto_depIdxs = []int32{
 	4,  // 0: groundwire.v1.ConversationTurn.role:type_name -> groundwire.v1.TurnRole
-	6,  // 1: groundwire.v1.ExecutionInput.history:type_name -> groundwire.v1.ConversationTurn
-	28, // 2: groundwire.v1.ExecutionInput.filter:type_name -> groundwire.v1.MetadataFilter
-	7,  // 3: groundwire.v1.ExecuteRequest.input:type_name -> groundwire.v1.ExecutionInput
-	7,  // 4: groundwire.v1.ExecuteStreamRequest.input:type_name -> groundwire.v1.ExecutionInput
-	18, // 5: groundwire.v1.ExecuteResponse.result:type_name -> groundwire.v1.AgentResult
-	29, // 6: groundwire.v1.RagItem.score:type_name -> groundwire.v1.Score
-	3,  // 7: groundwire.v1.RagItem.reason:type_name -> groundwire.v1.RagItemReason
-	30, // 8: groundwire.v1.RagItem.span:type_name -> groundwire.v1.CharSpan
-	31, // 9: groundwire.v1.AgenticSearchTrace.duration:type_name -> google.protobuf.Duration
-	32, // 10: groundwire.v1.RagExecutionMetadata.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	0,  // 11: groundwire.v1.RagExecutionMetadata.applied_mode:type_name -> groundwire.v1.ExecutionMode
-	1,  // 12: groundwire.v1.RagExecutionMetadata.applied_no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
-	2,  // 13: groundwire.v1.RagExecutionMetadata.no_context_reason:type_name -> groundwire.v1.NoContextReason
-	11, // 14: groundwire.v1.RagExecutionMetadata.candidates:type_name -> groundwire.v1.RagItem
-	11, // 15: groundwire.v1.RagExecutionMetadata.accepted:type_name -> groundwire.v1.RagItem
-	11, // 16: groundwire.v1.RagExecutionMetadata.rejected:type_name -> groundwire.v1.RagItem
-	11, // 17: groundwire.v1.RagExecutionMetadata.context_excluded:type_name -> groundwire.v1.RagItem
-	11, // 18: groundwire.v1.RagExecutionMetadata.context:type_name -> groundwire.v1.RagItem
-	33, // 19: groundwire.v1.RagExecutionMetadata.reranking:type_name -> groundwire.v1.RerankingMetadata
-	12, // 20: groundwire.v1.RagExecutionMetadata.context_budget:type_name -> groundwire.v1.ContextBudget
-	13, // 21: groundwire.v1.RagExecutionMetadata.searches:type_name -> groundwire.v1.AgenticSearchTrace
-	31, // 22: groundwire.v1.ToolCallTrace.duration:type_name -> google.protobuf.Duration
-	15, // 23: groundwire.v1.AgentResult.usage:type_name -> groundwire.v1.TokenUsage
-	14, // 24: groundwire.v1.AgentResult.rag:type_name -> groundwire.v1.RagExecutionMetadata
-	16, // 25: groundwire.v1.AgentResult.citations:type_name -> groundwire.v1.Citation
-	17, // 26: groundwire.v1.AgentResult.tool_calls:type_name -> groundwire.v1.ToolCallTrace
-	31, // 27: groundwire.v1.AgentResult.duration:type_name -> google.protobuf.Duration
-	32, // 28: groundwire.v1.RagSearchEvent.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	34, // 29: groundwire.v1.RagSearchEvent.reranking_outcome:type_name -> groundwire.v1.RerankOutcome
-	31, // 30: groundwire.v1.RagSearchEvent.duration:type_name -> google.protobuf.Duration
-	31, // 31: groundwire.v1.ToolCallEvent.duration:type_name -> google.protobuf.Duration
-	5,  // 32: groundwire.v1.ExecuteStreamResponse.type:type_name -> groundwire.v1.ExecutionEventType
-	19, // 33: groundwire.v1.ExecuteStreamResponse.rag_search:type_name -> groundwire.v1.RagSearchEvent
-	20, // 34: groundwire.v1.ExecuteStreamResponse.tool_call:type_name -> groundwire.v1.ToolCallEvent
-	18, // 35: groundwire.v1.ExecuteStreamResponse.result:type_name -> groundwire.v1.AgentResult
-	32, // 36: groundwire.v1.AgentRagDescription.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	0,  // 37: groundwire.v1.AgentRagDescription.mode:type_name -> groundwire.v1.ExecutionMode
-	1,  // 38: groundwire.v1.AgentRagDescription.no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
-	22, // 39: groundwire.v1.AgentDescription.rag:type_name -> groundwire.v1.AgentRagDescription
-	23, // 40: groundwire.v1.ListAgentsResponse.agents:type_name -> groundwire.v1.AgentDescription
-	23, // 41: groundwire.v1.GetAgentResponse.agent:type_name -> groundwire.v1.AgentDescription
-	24, // 42: groundwire.v1.AgentService.ListAgents:input_type -> groundwire.v1.ListAgentsRequest
-	26, // 43: groundwire.v1.AgentService.GetAgent:input_type -> groundwire.v1.GetAgentRequest
-	8,  // 44: groundwire.v1.AgentService.Execute:input_type -> groundwire.v1.ExecuteRequest
-	9,  // 45: groundwire.v1.AgentService.ExecuteStream:input_type -> groundwire.v1.ExecuteStreamRequest
-	25, // 46: groundwire.v1.AgentService.ListAgents:output_type -> groundwire.v1.ListAgentsResponse
-	27, // 47: groundwire.v1.AgentService.GetAgent:output_type -> groundwire.v1.GetAgentResponse
-	10, // 48: groundwire.v1.AgentService.Execute:output_type -> groundwire.v1.ExecuteResponse
-	21, // 49: groundwire.v1.AgentService.ExecuteStream:output_type -> groundwire.v1.ExecuteStreamResponse
-	46, // [46:50] is the sub-list for method output_type
-	42, // [42:46] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	10, // 1: groundwire.v1.ExecutionInput.history:type_name -> groundwire.v1.ConversationTurn
+	52, // 2: groundwire.v1.ExecutionInput.filter:type_name -> groundwire.v1.MetadataFilter
+	40, // 3: groundwire.v1.ExecutionInput.client_tools:type_name -> groundwire.v1.ClientTool
+	53, // 4: groundwire.v1.ExecutionInput.client_tool_timeout:type_name -> google.protobuf.Duration
+	12, // 5: groundwire.v1.ExecutionInput.overrides:type_name -> groundwire.v1.RagOverrides
+	11, // 6: groundwire.v1.PrepareExecutionRequest.input:type_name -> groundwire.v1.ExecutionInput
+	18, // 7: groundwire.v1.PrepareExecutionResponse.prepared:type_name -> groundwire.v1.PreparedExecution
+	6,  // 8: groundwire.v1.PreparedMessage.role:type_name -> groundwire.v1.PromptRole
+	54, // 9: groundwire.v1.PreparedReference.score:type_name -> groundwire.v1.Score
+	55, // 10: groundwire.v1.PreparedReference.span:type_name -> groundwire.v1.CharSpan
+	7,  // 11: groundwire.v1.PreparedExecution.action:type_name -> groundwire.v1.PreparedAction
+	15, // 12: groundwire.v1.PreparedExecution.messages:type_name -> groundwire.v1.PreparedMessage
+	16, // 13: groundwire.v1.PreparedExecution.tools:type_name -> groundwire.v1.PreparedTool
+	17, // 14: groundwire.v1.PreparedExecution.references:type_name -> groundwire.v1.PreparedReference
+	25, // 15: groundwire.v1.PreparedExecution.rag:type_name -> groundwire.v1.RagExecutionMetadata
+	53, // 16: groundwire.v1.PreparedExecution.duration:type_name -> google.protobuf.Duration
+	11, // 17: groundwire.v1.ExecuteRequest.input:type_name -> groundwire.v1.ExecutionInput
+	11, // 18: groundwire.v1.ExecuteStreamRequest.input:type_name -> groundwire.v1.ExecutionInput
+	30, // 19: groundwire.v1.ExecuteResponse.result:type_name -> groundwire.v1.AgentResult
+	54, // 20: groundwire.v1.RagItem.score:type_name -> groundwire.v1.Score
+	3,  // 21: groundwire.v1.RagItem.reason:type_name -> groundwire.v1.RagItemReason
+	55, // 22: groundwire.v1.RagItem.span:type_name -> groundwire.v1.CharSpan
+	53, // 23: groundwire.v1.AgenticSearchTrace.duration:type_name -> google.protobuf.Duration
+	56, // 24: groundwire.v1.RagExecutionMetadata.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	0,  // 25: groundwire.v1.RagExecutionMetadata.applied_mode:type_name -> groundwire.v1.ExecutionMode
+	1,  // 26: groundwire.v1.RagExecutionMetadata.applied_no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
+	2,  // 27: groundwire.v1.RagExecutionMetadata.no_context_reason:type_name -> groundwire.v1.NoContextReason
+	22, // 28: groundwire.v1.RagExecutionMetadata.candidates:type_name -> groundwire.v1.RagItem
+	22, // 29: groundwire.v1.RagExecutionMetadata.accepted:type_name -> groundwire.v1.RagItem
+	22, // 30: groundwire.v1.RagExecutionMetadata.rejected:type_name -> groundwire.v1.RagItem
+	22, // 31: groundwire.v1.RagExecutionMetadata.context_excluded:type_name -> groundwire.v1.RagItem
+	22, // 32: groundwire.v1.RagExecutionMetadata.context:type_name -> groundwire.v1.RagItem
+	57, // 33: groundwire.v1.RagExecutionMetadata.reranking:type_name -> groundwire.v1.RerankingMetadata
+	23, // 34: groundwire.v1.RagExecutionMetadata.context_budget:type_name -> groundwire.v1.ContextBudget
+	24, // 35: groundwire.v1.RagExecutionMetadata.searches:type_name -> groundwire.v1.AgenticSearchTrace
+	26, // 36: groundwire.v1.RagExecutionMetadata.applied_limits:type_name -> groundwire.v1.RagAppliedLimits
+	8,  // 37: groundwire.v1.RagExecutionMetadata.keyword_query_source:type_name -> groundwire.v1.KeywordQuerySource
+	53, // 38: groundwire.v1.ToolCallTrace.duration:type_name -> google.protobuf.Duration
+	27, // 39: groundwire.v1.AgentResult.usage:type_name -> groundwire.v1.TokenUsage
+	25, // 40: groundwire.v1.AgentResult.rag:type_name -> groundwire.v1.RagExecutionMetadata
+	28, // 41: groundwire.v1.AgentResult.citations:type_name -> groundwire.v1.Citation
+	29, // 42: groundwire.v1.AgentResult.tool_calls:type_name -> groundwire.v1.ToolCallTrace
+	53, // 43: groundwire.v1.AgentResult.duration:type_name -> google.protobuf.Duration
+	9,  // 44: groundwire.v1.AgentResult.status:type_name -> groundwire.v1.ExecutionStatus
+	41, // 45: groundwire.v1.AgentResult.required_tool_calls:type_name -> groundwire.v1.RequiredToolCall
+	58, // 46: groundwire.v1.AgentResult.action_deadline:type_name -> google.protobuf.Timestamp
+	59, // 47: groundwire.v1.AgentResult.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
+	56, // 48: groundwire.v1.RagSearchEvent.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	60, // 49: groundwire.v1.RagSearchEvent.reranking_outcome:type_name -> groundwire.v1.RerankOutcome
+	53, // 50: groundwire.v1.RagSearchEvent.duration:type_name -> google.protobuf.Duration
+	53, // 51: groundwire.v1.ToolCallEvent.duration:type_name -> google.protobuf.Duration
+	5,  // 52: groundwire.v1.ExecuteStreamResponse.type:type_name -> groundwire.v1.ExecutionEventType
+	31, // 53: groundwire.v1.ExecuteStreamResponse.rag_search:type_name -> groundwire.v1.RagSearchEvent
+	32, // 54: groundwire.v1.ExecuteStreamResponse.tool_call:type_name -> groundwire.v1.ToolCallEvent
+	30, // 55: groundwire.v1.ExecuteStreamResponse.result:type_name -> groundwire.v1.AgentResult
+	56, // 56: groundwire.v1.AgentRagDescription.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	0,  // 57: groundwire.v1.AgentRagDescription.mode:type_name -> groundwire.v1.ExecutionMode
+	1,  // 58: groundwire.v1.AgentRagDescription.no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
+	34, // 59: groundwire.v1.AgentDescription.rag:type_name -> groundwire.v1.AgentRagDescription
+	35, // 60: groundwire.v1.ListAgentsResponse.agents:type_name -> groundwire.v1.AgentDescription
+	35, // 61: groundwire.v1.GetAgentResponse.agent:type_name -> groundwire.v1.AgentDescription
+	61, // 62: groundwire.v1.ClientTool.parameters:type_name -> google.protobuf.Struct
+	30, // 63: groundwire.v1.ResumeExecutionResponse.result:type_name -> groundwire.v1.AgentResult
+	33, // 64: groundwire.v1.ResumeExecutionStreamResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
+	42, // 65: groundwire.v1.SubmitToolResultsRequest.results:type_name -> groundwire.v1.ToolResult
+	30, // 66: groundwire.v1.SubmitToolResultsResponse.result:type_name -> groundwire.v1.AgentResult
+	42, // 67: groundwire.v1.ClientToolResults.results:type_name -> groundwire.v1.ToolResult
+	11, // 68: groundwire.v1.ExecuteInteractiveRequest.input:type_name -> groundwire.v1.ExecutionInput
+	49, // 69: groundwire.v1.ExecuteInteractiveRequest.tool_results:type_name -> groundwire.v1.ClientToolResults
+	33, // 70: groundwire.v1.ExecuteInteractiveResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
+	36, // 71: groundwire.v1.AgentService.ListAgents:input_type -> groundwire.v1.ListAgentsRequest
+	38, // 72: groundwire.v1.AgentService.GetAgent:input_type -> groundwire.v1.GetAgentRequest
+	19, // 73: groundwire.v1.AgentService.Execute:input_type -> groundwire.v1.ExecuteRequest
+	20, // 74: groundwire.v1.AgentService.ExecuteStream:input_type -> groundwire.v1.ExecuteStreamRequest
+	43, // 75: groundwire.v1.AgentService.ResumeExecution:input_type -> groundwire.v1.ResumeExecutionRequest
+	45, // 76: groundwire.v1.AgentService.ResumeExecutionStream:input_type -> groundwire.v1.ResumeExecutionStreamRequest
+	47, // 77: groundwire.v1.AgentService.SubmitToolResults:input_type -> groundwire.v1.SubmitToolResultsRequest
+	50, // 78: groundwire.v1.AgentService.ExecuteInteractive:input_type -> groundwire.v1.ExecuteInteractiveRequest
+	13, // 79: groundwire.v1.AgentService.PrepareExecution:input_type -> groundwire.v1.PrepareExecutionRequest
+	37, // 80: groundwire.v1.AgentService.ListAgents:output_type -> groundwire.v1.ListAgentsResponse
+	39, // 81: groundwire.v1.AgentService.GetAgent:output_type -> groundwire.v1.GetAgentResponse
+	21, // 82: groundwire.v1.AgentService.Execute:output_type -> groundwire.v1.ExecuteResponse
+	33, // 83: groundwire.v1.AgentService.ExecuteStream:output_type -> groundwire.v1.ExecuteStreamResponse
+	44, // 84: groundwire.v1.AgentService.ResumeExecution:output_type -> groundwire.v1.ResumeExecutionResponse
+	46, // 85: groundwire.v1.AgentService.ResumeExecutionStream:output_type -> groundwire.v1.ResumeExecutionStreamResponse
+	48, // 86: groundwire.v1.AgentService.SubmitToolResults:output_type -> groundwire.v1.SubmitToolResultsResponse
+	51, // 87: groundwire.v1.AgentService.ExecuteInteractive:output_type -> groundwire.v1.ExecuteInteractiveResponse
+	14, // 88: groundwire.v1.AgentService.PrepareExecution:output_type -> groundwire.v1.PrepareExecutionResponse
+	80, // [80:89] is the sub-list for method output_type
+	71, // [71:80] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_agent_proto_init() }
@@ -2654,15 +4617,23 @@ func file_groundwire_v1_agent_proto_init() {
 	file_groundwire_v1_common_proto_init()
 	file_groundwire_v1_reranker_proto_init()
 	file_groundwire_v1_retriever_proto_init()
-	file_groundwire_v1_agent_proto_msgTypes[8].OneofWrappers = []any{}
-	file_groundwire_v1_agent_proto_msgTypes[17].OneofWrappers = []any{}
+	file_groundwire_v1_usage_proto_init()
+	file_groundwire_v1_agent_proto_msgTypes[2].OneofWrappers = []any{}
+	file_groundwire_v1_agent_proto_msgTypes[15].OneofWrappers = []any{}
+	file_groundwire_v1_agent_proto_msgTypes[16].OneofWrappers = []any{}
+	file_groundwire_v1_agent_proto_msgTypes[24].OneofWrappers = []any{}
+	file_groundwire_v1_agent_proto_msgTypes[25].OneofWrappers = []any{}
+	file_groundwire_v1_agent_proto_msgTypes[40].OneofWrappers = []any{
+		(*ExecuteInteractiveRequest_Input)(nil),
+		(*ExecuteInteractiveRequest_ToolResults)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groundwire_v1_agent_proto_rawDesc), len(file_groundwire_v1_agent_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   22,
+			NumEnums:      10,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

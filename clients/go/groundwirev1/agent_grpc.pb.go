@@ -32,10 +32,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentService_ListAgents_FullMethodName    = "/groundwire.v1.AgentService/ListAgents"
-	AgentService_GetAgent_FullMethodName      = "/groundwire.v1.AgentService/GetAgent"
-	AgentService_Execute_FullMethodName       = "/groundwire.v1.AgentService/Execute"
-	AgentService_ExecuteStream_FullMethodName = "/groundwire.v1.AgentService/ExecuteStream"
+	AgentService_ListAgents_FullMethodName            = "/groundwire.v1.AgentService/ListAgents"
+	AgentService_GetAgent_FullMethodName              = "/groundwire.v1.AgentService/GetAgent"
+	AgentService_Execute_FullMethodName               = "/groundwire.v1.AgentService/Execute"
+	AgentService_ExecuteStream_FullMethodName         = "/groundwire.v1.AgentService/ExecuteStream"
+	AgentService_ResumeExecution_FullMethodName       = "/groundwire.v1.AgentService/ResumeExecution"
+	AgentService_ResumeExecutionStream_FullMethodName = "/groundwire.v1.AgentService/ResumeExecutionStream"
+	AgentService_SubmitToolResults_FullMethodName     = "/groundwire.v1.AgentService/SubmitToolResults"
+	AgentService_ExecuteInteractive_FullMethodName    = "/groundwire.v1.AgentService/ExecuteInteractive"
+	AgentService_PrepareExecution_FullMethodName      = "/groundwire.v1.AgentService/PrepareExecution"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -52,12 +57,65 @@ type AgentServiceClient interface {
 	// input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
 	// (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
 	// UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-	// MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+	// MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
+	// execution that failed after its checkpoint (from the first model call on)
+	// names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
 	Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*ExecuteResponse, error)
 	// Runs one agent turn, streaming its execution events. Request validation
 	// errors end the call with a status before any event; every later outcome is
-	// reported by exactly one terminal event (completed or failed).
+	// reported by exactly one terminal event (completed, failed, or requires
+	// action when the model called a client tool).
 	ExecuteStream(ctx context.Context, in *ExecuteStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteStreamResponse], error)
+	// Continues an execution from its checkpoint, by execution id. Every
+	// execution that reached its first model call has one (kept for the server's
+	// checkpoint retention, one hour by default): the input, the accepted context
+	// with its scores and full RAG metadata, the index version, the tool calls and
+	// model messages so far. Resuming repeats no retrieval and no reranking: the
+	// result carries the same evidence and metadata (rag.index_version names the
+	// version the evidence came from, even when the index has moved on).
+	// A completed execution returns its recorded result; one waiting for client
+	// tool results returns its REQUIRES_ACTION result again.
+	// Errors: NOT_FOUND (EXECUTION_NOT_FOUND: unknown, expired, or another
+	// tenant's id; indistinguishable), ABORTED (EXECUTION_IN_PROGRESS: it runs
+	// now, here or on another replica; retry after the RetryInfo delay),
+	// FAILED_PRECONDITION (EXECUTION_AGENT_CHANGED, TOOL_RESULTS_EXPIRED), and
+	// the errors of Execute from the model call on.
+	ResumeExecution(ctx context.Context, in *ResumeExecutionRequest, opts ...grpc.CallOption) (*ResumeExecutionResponse, error)
+	// ResumeExecution, streaming the continued execution's events:
+	// EXECUTION_STARTED, EXECUTION_RESUMED, then the events of the model loop and
+	// exactly one terminal event. Lookup errors end the call with a status before
+	// any event.
+	ResumeExecutionStream(ctx context.Context, in *ResumeExecutionStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ResumeExecutionStreamResponse], error)
+	// Submits the results of client-executed tools of an execution in
+	// REQUIRES_ACTION and continues it, returning its next result (completed, or
+	// REQUIRES_ACTION again when the model calls client tools again). Every
+	// required call must be answered exactly once, before the result's
+	// action_deadline. Errors: NOT_FOUND (EXECUTION_NOT_FOUND), INVALID_ARGUMENT
+	// (TOOL_RESULT_UNKNOWN_CALL, TOOL_RESULTS_INCOMPLETE, TOOL_RESULT_DUPLICATE
+	// within one request, FIELD_TOO_LONG, FIELD_REQUIRED), ALREADY_EXISTS
+	// (TOOL_RESULT_DUPLICATE: already submitted), FAILED_PRECONDITION
+	// (EXECUTION_NOT_AWAITING_TOOL_RESULTS, TOOL_RESULTS_EXPIRED,
+	// EXECUTION_AGENT_CHANGED), ABORTED (EXECUTION_IN_PROGRESS), and the errors
+	// of Execute from the model call on.
+	SubmitToolResults(ctx context.Context, in *SubmitToolResultsRequest, opts ...grpc.CallOption) (*SubmitToolResultsResponse, error)
+	// Runs one agent turn over one bidirectional stream: the first request
+	// carries the input; whenever the model calls a client tool the server sends
+	// TOOL_CALL_REQUESTED events and waits (bounded by the per-call timeout) for
+	// the caller's results on the same stream, then continues. A result not
+	// sent in time is returned to the model as the tool error TOOL_TIMEOUT.
+	// Results for unknown or already answered calls, or a second input, end the
+	// execution with EXECUTION_FAILED (TOOL_RESULT_UNKNOWN_CALL,
+	// TOOL_RESULT_DUPLICATE, FIELD_REQUIRED).
+	ExecuteInteractive(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecuteInteractiveRequest, ExecuteInteractiveResponse], error)
+	// Runs every RAG stage of one agent turn exactly as Execute would (query
+	// rewriting, retrieval, acceptance, reranking, answerability, context
+	// budget, prompt assembly) and returns the exact messages and tools the
+	// model would receive, with the references and the applied limits, without
+	// calling the model ("retrieve without LLM call"). The response exposes
+	// the assembled prompt, including the agent's instructions, so it needs the
+	// `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+	// plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
+	PrepareExecution(ctx context.Context, in *PrepareExecutionRequest, opts ...grpc.CallOption) (*PrepareExecutionResponse, error)
 }
 
 type agentServiceClient struct {
@@ -117,6 +175,68 @@ func (c *agentServiceClient) ExecuteStream(ctx context.Context, in *ExecuteStrea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_ExecuteStreamClient = grpc.ServerStreamingClient[ExecuteStreamResponse]
 
+func (c *agentServiceClient) ResumeExecution(ctx context.Context, in *ResumeExecutionRequest, opts ...grpc.CallOption) (*ResumeExecutionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeExecutionResponse)
+	err := c.cc.Invoke(ctx, AgentService_ResumeExecution_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) ResumeExecutionStream(ctx context.Context, in *ResumeExecutionStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ResumeExecutionStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[1], AgentService_ResumeExecutionStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ResumeExecutionStreamRequest, ResumeExecutionStreamResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_ResumeExecutionStreamClient = grpc.ServerStreamingClient[ResumeExecutionStreamResponse]
+
+func (c *agentServiceClient) SubmitToolResults(ctx context.Context, in *SubmitToolResultsRequest, opts ...grpc.CallOption) (*SubmitToolResultsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubmitToolResultsResponse)
+	err := c.cc.Invoke(ctx, AgentService_SubmitToolResults_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) ExecuteInteractive(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecuteInteractiveRequest, ExecuteInteractiveResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[2], AgentService_ExecuteInteractive_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExecuteInteractiveRequest, ExecuteInteractiveResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_ExecuteInteractiveClient = grpc.BidiStreamingClient[ExecuteInteractiveRequest, ExecuteInteractiveResponse]
+
+func (c *agentServiceClient) PrepareExecution(ctx context.Context, in *PrepareExecutionRequest, opts ...grpc.CallOption) (*PrepareExecutionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PrepareExecutionResponse)
+	err := c.cc.Invoke(ctx, AgentService_PrepareExecution_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -131,12 +251,65 @@ type AgentServiceServer interface {
 	// input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
 	// (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
 	// UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-	// MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+	// MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
+	// execution that failed after its checkpoint (from the first model call on)
+	// names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
 	Execute(context.Context, *ExecuteRequest) (*ExecuteResponse, error)
 	// Runs one agent turn, streaming its execution events. Request validation
 	// errors end the call with a status before any event; every later outcome is
-	// reported by exactly one terminal event (completed or failed).
+	// reported by exactly one terminal event (completed, failed, or requires
+	// action when the model called a client tool).
 	ExecuteStream(*ExecuteStreamRequest, grpc.ServerStreamingServer[ExecuteStreamResponse]) error
+	// Continues an execution from its checkpoint, by execution id. Every
+	// execution that reached its first model call has one (kept for the server's
+	// checkpoint retention, one hour by default): the input, the accepted context
+	// with its scores and full RAG metadata, the index version, the tool calls and
+	// model messages so far. Resuming repeats no retrieval and no reranking: the
+	// result carries the same evidence and metadata (rag.index_version names the
+	// version the evidence came from, even when the index has moved on).
+	// A completed execution returns its recorded result; one waiting for client
+	// tool results returns its REQUIRES_ACTION result again.
+	// Errors: NOT_FOUND (EXECUTION_NOT_FOUND: unknown, expired, or another
+	// tenant's id; indistinguishable), ABORTED (EXECUTION_IN_PROGRESS: it runs
+	// now, here or on another replica; retry after the RetryInfo delay),
+	// FAILED_PRECONDITION (EXECUTION_AGENT_CHANGED, TOOL_RESULTS_EXPIRED), and
+	// the errors of Execute from the model call on.
+	ResumeExecution(context.Context, *ResumeExecutionRequest) (*ResumeExecutionResponse, error)
+	// ResumeExecution, streaming the continued execution's events:
+	// EXECUTION_STARTED, EXECUTION_RESUMED, then the events of the model loop and
+	// exactly one terminal event. Lookup errors end the call with a status before
+	// any event.
+	ResumeExecutionStream(*ResumeExecutionStreamRequest, grpc.ServerStreamingServer[ResumeExecutionStreamResponse]) error
+	// Submits the results of client-executed tools of an execution in
+	// REQUIRES_ACTION and continues it, returning its next result (completed, or
+	// REQUIRES_ACTION again when the model calls client tools again). Every
+	// required call must be answered exactly once, before the result's
+	// action_deadline. Errors: NOT_FOUND (EXECUTION_NOT_FOUND), INVALID_ARGUMENT
+	// (TOOL_RESULT_UNKNOWN_CALL, TOOL_RESULTS_INCOMPLETE, TOOL_RESULT_DUPLICATE
+	// within one request, FIELD_TOO_LONG, FIELD_REQUIRED), ALREADY_EXISTS
+	// (TOOL_RESULT_DUPLICATE: already submitted), FAILED_PRECONDITION
+	// (EXECUTION_NOT_AWAITING_TOOL_RESULTS, TOOL_RESULTS_EXPIRED,
+	// EXECUTION_AGENT_CHANGED), ABORTED (EXECUTION_IN_PROGRESS), and the errors
+	// of Execute from the model call on.
+	SubmitToolResults(context.Context, *SubmitToolResultsRequest) (*SubmitToolResultsResponse, error)
+	// Runs one agent turn over one bidirectional stream: the first request
+	// carries the input; whenever the model calls a client tool the server sends
+	// TOOL_CALL_REQUESTED events and waits (bounded by the per-call timeout) for
+	// the caller's results on the same stream, then continues. A result not
+	// sent in time is returned to the model as the tool error TOOL_TIMEOUT.
+	// Results for unknown or already answered calls, or a second input, end the
+	// execution with EXECUTION_FAILED (TOOL_RESULT_UNKNOWN_CALL,
+	// TOOL_RESULT_DUPLICATE, FIELD_REQUIRED).
+	ExecuteInteractive(grpc.BidiStreamingServer[ExecuteInteractiveRequest, ExecuteInteractiveResponse]) error
+	// Runs every RAG stage of one agent turn exactly as Execute would (query
+	// rewriting, retrieval, acceptance, reranking, answerability, context
+	// budget, prompt assembly) and returns the exact messages and tools the
+	// model would receive, with the references and the applied limits, without
+	// calling the model ("retrieve without LLM call"). The response exposes
+	// the assembled prompt, including the agent's instructions, so it needs the
+	// `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+	// plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
+	PrepareExecution(context.Context, *PrepareExecutionRequest) (*PrepareExecutionResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -158,6 +331,21 @@ func (UnimplementedAgentServiceServer) Execute(context.Context, *ExecuteRequest)
 }
 func (UnimplementedAgentServiceServer) ExecuteStream(*ExecuteStreamRequest, grpc.ServerStreamingServer[ExecuteStreamResponse]) error {
 	return status.Error(codes.Unimplemented, "method ExecuteStream not implemented")
+}
+func (UnimplementedAgentServiceServer) ResumeExecution(context.Context, *ResumeExecutionRequest) (*ResumeExecutionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeExecution not implemented")
+}
+func (UnimplementedAgentServiceServer) ResumeExecutionStream(*ResumeExecutionStreamRequest, grpc.ServerStreamingServer[ResumeExecutionStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method ResumeExecutionStream not implemented")
+}
+func (UnimplementedAgentServiceServer) SubmitToolResults(context.Context, *SubmitToolResultsRequest) (*SubmitToolResultsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SubmitToolResults not implemented")
+}
+func (UnimplementedAgentServiceServer) ExecuteInteractive(grpc.BidiStreamingServer[ExecuteInteractiveRequest, ExecuteInteractiveResponse]) error {
+	return status.Error(codes.Unimplemented, "method ExecuteInteractive not implemented")
+}
+func (UnimplementedAgentServiceServer) PrepareExecution(context.Context, *PrepareExecutionRequest) (*PrepareExecutionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PrepareExecution not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -245,6 +433,78 @@ func _AgentService_ExecuteStream_Handler(srv interface{}, stream grpc.ServerStre
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_ExecuteStreamServer = grpc.ServerStreamingServer[ExecuteStreamResponse]
 
+func _AgentService_ResumeExecution_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeExecutionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ResumeExecution(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ResumeExecution_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ResumeExecution(ctx, req.(*ResumeExecutionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_ResumeExecutionStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ResumeExecutionStreamRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServiceServer).ResumeExecutionStream(m, &grpc.GenericServerStream[ResumeExecutionStreamRequest, ResumeExecutionStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_ResumeExecutionStreamServer = grpc.ServerStreamingServer[ResumeExecutionStreamResponse]
+
+func _AgentService_SubmitToolResults_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubmitToolResultsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).SubmitToolResults(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_SubmitToolResults_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).SubmitToolResults(ctx, req.(*SubmitToolResultsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_ExecuteInteractive_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(AgentServiceServer).ExecuteInteractive(&grpc.GenericServerStream[ExecuteInteractiveRequest, ExecuteInteractiveResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_ExecuteInteractiveServer = grpc.BidiStreamingServer[ExecuteInteractiveRequest, ExecuteInteractiveResponse]
+
+func _AgentService_PrepareExecution_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PrepareExecutionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).PrepareExecution(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_PrepareExecution_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).PrepareExecution(ctx, req.(*PrepareExecutionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -264,12 +524,35 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Execute",
 			Handler:    _AgentService_Execute_Handler,
 		},
+		{
+			MethodName: "ResumeExecution",
+			Handler:    _AgentService_ResumeExecution_Handler,
+		},
+		{
+			MethodName: "SubmitToolResults",
+			Handler:    _AgentService_SubmitToolResults_Handler,
+		},
+		{
+			MethodName: "PrepareExecution",
+			Handler:    _AgentService_PrepareExecution_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "ExecuteStream",
 			Handler:       _AgentService_ExecuteStream_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "ResumeExecutionStream",
+			Handler:       _AgentService_ResumeExecutionStream_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ExecuteInteractive",
+			Handler:       _AgentService_ExecuteInteractive_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "groundwire/v1/agent.proto",

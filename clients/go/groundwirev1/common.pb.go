@@ -416,6 +416,7 @@ type MetadataCondition struct {
 	//
 	//	*MetadataCondition_Equals
 	//	*MetadataCondition_AnyOf
+	//	*MetadataCondition_Range
 	Match         isMetadataCondition_Match `protobuf_oneof:"match"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -483,6 +484,15 @@ func (x *MetadataCondition) GetAnyOf() *StringList {
 	return nil
 }
 
+func (x *MetadataCondition) GetRange() *MetadataRange {
+	if x != nil {
+		if x, ok := x.Match.(*MetadataCondition_Range); ok {
+			return x.Range
+		}
+	}
+	return nil
+}
+
 type isMetadataCondition_Match interface {
 	isMetadataCondition_Match()
 }
@@ -497,9 +507,179 @@ type MetadataCondition_AnyOf struct {
 	AnyOf *StringList `protobuf:"bytes,3,opt,name=any_of,json=anyOf,proto3,oneof"`
 }
 
+type MetadataCondition_Range struct {
+	// The value, read as a number or as an RFC 3339 timestamp (the kind of the
+	// bounds), must lie in this range. A value that is not of that kind does
+	// not match.
+	Range *MetadataRange `protobuf:"bytes,120,opt,name=range,proto3,oneof"`
+}
+
 func (*MetadataCondition_Equals) isMetadataCondition_Match() {}
 
 func (*MetadataCondition_AnyOf) isMetadataCondition_Match() {}
+
+func (*MetadataCondition_Range) isMetadataCondition_Match() {}
+
+// A range of numbers or of instants that a metadata value must lie in.
+// Numbers: metadata values such as "42", "-3.5", "1e3" (decimal digits, an
+// optional fraction and an exponent of at most three digits), compared as
+// exact decimals. Timestamps: RFC 3339 values with an offset, such as
+// "2024-05-01T09:30:00+02:00" (years 0001-9999, offsets up to 15:59, fractions
+// truncated to microseconds, no leap second), compared as instants, so
+// different offsets of the same instant are equal.
+type MetadataRange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. The lower bound; absent means unbounded below. At least one of
+	// `lower` and `upper` is required; both must be of the same kind, and the
+	// range must not be empty.
+	Lower *MetadataRangeBound `protobuf:"bytes,1,opt,name=lower,proto3" json:"lower,omitempty"`
+	// Optional. The upper bound; absent means unbounded above.
+	Upper         *MetadataRangeBound `protobuf:"bytes,2,opt,name=upper,proto3" json:"upper,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataRange) Reset() {
+	*x = MetadataRange{}
+	mi := &file_groundwire_v1_common_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataRange) ProtoMessage() {}
+
+func (x *MetadataRange) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_common_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataRange.ProtoReflect.Descriptor instead.
+func (*MetadataRange) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_common_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MetadataRange) GetLower() *MetadataRangeBound {
+	if x != nil {
+		return x.Lower
+	}
+	return nil
+}
+
+func (x *MetadataRange) GetUpper() *MetadataRangeBound {
+	if x != nil {
+		return x.Upper
+	}
+	return nil
+}
+
+// One end of a MetadataRange.
+type MetadataRangeBound struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The bound itself.
+	//
+	// Types that are valid to be assigned to Value:
+	//
+	//	*MetadataRangeBound_Number
+	//	*MetadataRangeBound_Timestamp
+	Value isMetadataRangeBound_Value `protobuf_oneof:"value"`
+	// Optional. Whether a value equal to the bound matches (>= or <=); false,
+	// the default, excludes it (> or <).
+	Inclusive     bool `protobuf:"varint,3,opt,name=inclusive,proto3" json:"inclusive,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataRangeBound) Reset() {
+	*x = MetadataRangeBound{}
+	mi := &file_groundwire_v1_common_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataRangeBound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataRangeBound) ProtoMessage() {}
+
+func (x *MetadataRangeBound) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_common_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataRangeBound.ProtoReflect.Descriptor instead.
+func (*MetadataRangeBound) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_common_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *MetadataRangeBound) GetValue() isMetadataRangeBound_Value {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *MetadataRangeBound) GetNumber() float64 {
+	if x != nil {
+		if x, ok := x.Value.(*MetadataRangeBound_Number); ok {
+			return x.Number
+		}
+	}
+	return 0
+}
+
+func (x *MetadataRangeBound) GetTimestamp() string {
+	if x != nil {
+		if x, ok := x.Value.(*MetadataRangeBound_Timestamp); ok {
+			return x.Timestamp
+		}
+	}
+	return ""
+}
+
+func (x *MetadataRangeBound) GetInclusive() bool {
+	if x != nil {
+		return x.Inclusive
+	}
+	return false
+}
+
+type isMetadataRangeBound_Value interface {
+	isMetadataRangeBound_Value()
+}
+
+type MetadataRangeBound_Number struct {
+	// A finite number, at most 1e300 in magnitude.
+	Number float64 `protobuf:"fixed64,1,opt,name=number,proto3,oneof"`
+}
+
+type MetadataRangeBound_Timestamp struct {
+	// An RFC 3339 timestamp with an offset (at most 64 characters), an instant
+	// in years 0001-9999 UTC.
+	Timestamp string `protobuf:"bytes,2,opt,name=timestamp,proto3,oneof"`
+}
+
+func (*MetadataRangeBound_Number) isMetadataRangeBound_Value() {}
+
+func (*MetadataRangeBound_Timestamp) isMetadataRangeBound_Value() {}
 
 // A conjunction of metadata conditions, applied before ranking so a filtered
 // query still returns top_k results when enough matching chunks exist.
@@ -514,7 +694,7 @@ type MetadataFilter struct {
 
 func (x *MetadataFilter) Reset() {
 	*x = MetadataFilter{}
-	mi := &file_groundwire_v1_common_proto_msgTypes[5]
+	mi := &file_groundwire_v1_common_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +706,7 @@ func (x *MetadataFilter) String() string {
 func (*MetadataFilter) ProtoMessage() {}
 
 func (x *MetadataFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_common_proto_msgTypes[5]
+	mi := &file_groundwire_v1_common_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +719,7 @@ func (x *MetadataFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataFilter.ProtoReflect.Descriptor instead.
 func (*MetadataFilter) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_common_proto_rawDescGZIP(), []int{5}
+	return file_groundwire_v1_common_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MetadataFilter) GetConditions() []*MetadataCondition {
@@ -570,12 +750,21 @@ const file_groundwire_v1_common_proto_rawDesc = "" +
 	"\x03end\x18\x02 \x01(\rR\x03end\"$\n" +
 	"\n" +
 	"StringList\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\tR\x06values\"|\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values\"\xb2\x01\n" +
 	"\x11MetadataCondition\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\x06equals\x18\x02 \x01(\tH\x00R\x06equals\x122\n" +
-	"\x06any_of\x18\x03 \x01(\v2\x19.groundwire.v1.StringListH\x00R\x05anyOfB\a\n" +
-	"\x05match\"R\n" +
+	"\x06any_of\x18\x03 \x01(\v2\x19.groundwire.v1.StringListH\x00R\x05anyOf\x124\n" +
+	"\x05range\x18x \x01(\v2\x1c.groundwire.v1.MetadataRangeH\x00R\x05rangeB\a\n" +
+	"\x05match\"\x81\x01\n" +
+	"\rMetadataRange\x127\n" +
+	"\x05lower\x18\x01 \x01(\v2!.groundwire.v1.MetadataRangeBoundR\x05lower\x127\n" +
+	"\x05upper\x18\x02 \x01(\v2!.groundwire.v1.MetadataRangeBoundR\x05upper\"u\n" +
+	"\x12MetadataRangeBound\x12\x18\n" +
+	"\x06number\x18\x01 \x01(\x01H\x00R\x06number\x12\x1e\n" +
+	"\ttimestamp\x18\x02 \x01(\tH\x00R\ttimestamp\x12\x1c\n" +
+	"\tinclusive\x18\x03 \x01(\bR\tinclusiveB\a\n" +
+	"\x05value\"R\n" +
 	"\x0eMetadataFilter\x12@\n" +
 	"\n" +
 	"conditions\x18\x01 \x03(\v2 .groundwire.v1.MetadataConditionR\n" +
@@ -609,28 +798,33 @@ func file_groundwire_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_groundwire_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_groundwire_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_groundwire_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_groundwire_v1_common_proto_goTypes = []any{
-	(ScoreMetric)(0),          // 0: groundwire.v1.ScoreMetric
-	(RetrievalLeg)(0),         // 1: groundwire.v1.RetrievalLeg
-	(*Score)(nil),             // 2: groundwire.v1.Score
-	(*LegProvenance)(nil),     // 3: groundwire.v1.LegProvenance
-	(*CharSpan)(nil),          // 4: groundwire.v1.CharSpan
-	(*StringList)(nil),        // 5: groundwire.v1.StringList
-	(*MetadataCondition)(nil), // 6: groundwire.v1.MetadataCondition
-	(*MetadataFilter)(nil),    // 7: groundwire.v1.MetadataFilter
+	(ScoreMetric)(0),           // 0: groundwire.v1.ScoreMetric
+	(RetrievalLeg)(0),          // 1: groundwire.v1.RetrievalLeg
+	(*Score)(nil),              // 2: groundwire.v1.Score
+	(*LegProvenance)(nil),      // 3: groundwire.v1.LegProvenance
+	(*CharSpan)(nil),           // 4: groundwire.v1.CharSpan
+	(*StringList)(nil),         // 5: groundwire.v1.StringList
+	(*MetadataCondition)(nil),  // 6: groundwire.v1.MetadataCondition
+	(*MetadataRange)(nil),      // 7: groundwire.v1.MetadataRange
+	(*MetadataRangeBound)(nil), // 8: groundwire.v1.MetadataRangeBound
+	(*MetadataFilter)(nil),     // 9: groundwire.v1.MetadataFilter
 }
 var file_groundwire_v1_common_proto_depIdxs = []int32{
 	0, // 0: groundwire.v1.Score.metric:type_name -> groundwire.v1.ScoreMetric
 	1, // 1: groundwire.v1.LegProvenance.leg:type_name -> groundwire.v1.RetrievalLeg
 	2, // 2: groundwire.v1.LegProvenance.score:type_name -> groundwire.v1.Score
 	5, // 3: groundwire.v1.MetadataCondition.any_of:type_name -> groundwire.v1.StringList
-	6, // 4: groundwire.v1.MetadataFilter.conditions:type_name -> groundwire.v1.MetadataCondition
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	7, // 4: groundwire.v1.MetadataCondition.range:type_name -> groundwire.v1.MetadataRange
+	8, // 5: groundwire.v1.MetadataRange.lower:type_name -> groundwire.v1.MetadataRangeBound
+	8, // 6: groundwire.v1.MetadataRange.upper:type_name -> groundwire.v1.MetadataRangeBound
+	6, // 7: groundwire.v1.MetadataFilter.conditions:type_name -> groundwire.v1.MetadataCondition
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_common_proto_init() }
@@ -642,6 +836,11 @@ func file_groundwire_v1_common_proto_init() {
 	file_groundwire_v1_common_proto_msgTypes[4].OneofWrappers = []any{
 		(*MetadataCondition_Equals)(nil),
 		(*MetadataCondition_AnyOf)(nil),
+		(*MetadataCondition_Range)(nil),
+	}
+	file_groundwire_v1_common_proto_msgTypes[6].OneofWrappers = []any{
+		(*MetadataRangeBound_Number)(nil),
+		(*MetadataRangeBound_Timestamp)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -649,7 +848,7 @@ func file_groundwire_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groundwire_v1_common_proto_rawDesc), len(file_groundwire_v1_common_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

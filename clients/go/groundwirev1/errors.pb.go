@@ -101,7 +101,11 @@ const (
 	// INVALID_ARGUMENT: the page token is malformed or belongs to another query.
 	ErrorReason_ERROR_REASON_INVALID_PAGE_TOKEN ErrorReason = 103
 	// FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-	// embedding model or chunking policy; pushed documents cannot be mixed in.
+	// embedding configuration (model, dimensions, normalization, query or
+	// document prefix, token window) or chunking policy; pushed documents cannot
+	// be mixed in. Semantic and hybrid retrieval are refused with it too while
+	// queries would be embedded differently from the published version (lexical
+	// retrieval keeps serving).
 	ErrorReason_ERROR_REASON_INDEX_REBUILD_REQUIRED ErrorReason = 104
 	// FAILED_PRECONDITION: another replica holds the index's ingestion lock.
 	ErrorReason_ERROR_REASON_INGESTION_LOCKED ErrorReason = 105
@@ -151,6 +155,47 @@ const (
 	// max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
 	// Executions report TOO_MANY_EXECUTIONS instead.
 	ErrorReason_ERROR_REASON_TENANT_CONCURRENCY_LIMITED ErrorReason = 216
+	// NOT_FOUND: no checkpointed execution has this id for the caller's tenant
+	// (unknown, expired, or another tenant's: indistinguishable by design).
+	ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND ErrorReason = 220
+	// ABORTED: the execution is running now, here or on another replica (it
+	// holds the execution's lease); retry after the RetryInfo delay.
+	ErrorReason_ERROR_REASON_EXECUTION_IN_PROGRESS ErrorReason = 221
+	// FAILED_PRECONDITION: the agent's definition changed since the execution's
+	// checkpoint; it cannot be continued under another policy.
+	ErrorReason_ERROR_REASON_EXECUTION_AGENT_CHANGED ErrorReason = 222
+	// FAILED_PRECONDITION: the execution does not wait for client tool results
+	// (it completed, or runs).
+	ErrorReason_ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS ErrorReason = 223
+	// FAILED_PRECONDITION: the client tool results were not submitted before the
+	// action deadline; the execution was abandoned.
+	ErrorReason_ERROR_REASON_TOOL_RESULTS_EXPIRED ErrorReason = 224
+	// INVALID_ARGUMENT: a tool result names a call id the execution did not
+	// request.
+	ErrorReason_ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL ErrorReason = 225
+	// INVALID_ARGUMENT (twice in one request) or ALREADY_EXISTS (submitted
+	// before): a tool call was answered more than once.
+	ErrorReason_ERROR_REASON_TOOL_RESULT_DUPLICATE ErrorReason = 226
+	// INVALID_ARGUMENT: some required tool calls have no result.
+	ErrorReason_ERROR_REASON_TOOL_RESULTS_INCOMPLETE ErrorReason = 227
+	// INVALID_ARGUMENT: a declared client tool is invalid (name, description,
+	// schema) or takes the name of one of the agent's tools.
+	ErrorReason_ERROR_REASON_CLIENT_TOOL_INVALID ErrorReason = 228
+	// ABORTED: this replica lost the execution's lease (it could not renew it in
+	// time) and stopped; resume it.
+	ErrorReason_ERROR_REASON_EXECUTION_LEASE_LOST ErrorReason = 229
+	// FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy
+	// does not permit an answer without context (REQUIRED, or a no-context
+	// behavior other than ANSWER_NORMALLY).
+	ErrorReason_ERROR_REASON_RAG_BYPASS_NOT_ALLOWED ErrorReason = 240
+	// INVALID_ARGUMENT: a per-request override would widen the agent's policy
+	// (a lower minimum relevance, a larger final top-k).
+	ErrorReason_ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY ErrorReason = 241
+	// INVALID_ARGUMENT: per-request RAG controls that cannot be combined
+	// (bypass_rag with overrides).
+	ErrorReason_ERROR_REASON_RAG_CONTROLS_CONFLICT ErrorReason = 242
+	// FAILED_PRECONDITION: RAG overrides were sent for an agent without RAG.
+	ErrorReason_ERROR_REASON_RAG_NOT_CONFIGURED ErrorReason = 243
 	// FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old.
 	ErrorReason_ERROR_REASON_STORE_EXTENSION_MISSING ErrorReason = 300
 	// FAILED_PRECONDITION: the database schema is newer than this server.
@@ -163,6 +208,17 @@ const (
 	ErrorReason_ERROR_REASON_STORE_DATA_REJECTED ErrorReason = 304
 	// INTERNAL: an unexpected database error.
 	ErrorReason_ERROR_REASON_STORE_ERROR ErrorReason = 305
+	// FAILED_PRECONDITION: a configuration reload found the file invalid (or
+	// unreadable); BadRequest field violations name every offending key. Nothing
+	// changed.
+	ErrorReason_ERROR_REASON_CONFIG_INVALID ErrorReason = 400
+	// FAILED_PRECONDITION: a configuration reload changes keys that only a
+	// restart can apply (the listen address, TLS on or off, the store, ...); the
+	// violations name them. Nothing changed.
+	ErrorReason_ERROR_REASON_CONFIG_RESTART_REQUIRED ErrorReason = 401
+	// FAILED_PRECONDITION: the server was not started from a configuration file
+	// (the built-in demo), so there is nothing to reload.
+	ErrorReason_ERROR_REASON_RELOAD_UNAVAILABLE ErrorReason = 402
 )
 
 // Enum value maps for ErrorReason.
@@ -215,67 +271,101 @@ var (
 		214: "ERROR_REASON_TENANT_MISMATCH",
 		215: "ERROR_REASON_TENANT_RATE_LIMITED",
 		216: "ERROR_REASON_TENANT_CONCURRENCY_LIMITED",
+		220: "ERROR_REASON_EXECUTION_NOT_FOUND",
+		221: "ERROR_REASON_EXECUTION_IN_PROGRESS",
+		222: "ERROR_REASON_EXECUTION_AGENT_CHANGED",
+		223: "ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS",
+		224: "ERROR_REASON_TOOL_RESULTS_EXPIRED",
+		225: "ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL",
+		226: "ERROR_REASON_TOOL_RESULT_DUPLICATE",
+		227: "ERROR_REASON_TOOL_RESULTS_INCOMPLETE",
+		228: "ERROR_REASON_CLIENT_TOOL_INVALID",
+		229: "ERROR_REASON_EXECUTION_LEASE_LOST",
+		240: "ERROR_REASON_RAG_BYPASS_NOT_ALLOWED",
+		241: "ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY",
+		242: "ERROR_REASON_RAG_CONTROLS_CONFLICT",
+		243: "ERROR_REASON_RAG_NOT_CONFIGURED",
 		300: "ERROR_REASON_STORE_EXTENSION_MISSING",
 		301: "ERROR_REASON_STORE_SCHEMA_TOO_NEW",
 		302: "ERROR_REASON_STORE_VERSION_UNSUPPORTED",
 		303: "ERROR_REASON_VERSION_NOT_STAGING",
 		304: "ERROR_REASON_STORE_DATA_REJECTED",
 		305: "ERROR_REASON_STORE_ERROR",
+		400: "ERROR_REASON_CONFIG_INVALID",
+		401: "ERROR_REASON_CONFIG_RESTART_REQUIRED",
+		402: "ERROR_REASON_RELOAD_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":                 0,
-		"ERROR_REASON_MALFORMED_REQUEST":           1,
-		"ERROR_REASON_FIELD_REQUIRED":              2,
-		"ERROR_REASON_FIELD_OUT_OF_RANGE":          3,
-		"ERROR_REASON_FIELD_TOO_LONG":              4,
-		"ERROR_REASON_UNKNOWN_ENUM_VALUE":          5,
-		"ERROR_REASON_EMPTY_QUERY":                 6,
-		"ERROR_REASON_UNTERMINATED_PHRASE":         7,
-		"ERROR_REASON_INVALID_FILTER":              8,
-		"ERROR_REASON_INDEX_NOT_FOUND":             9,
-		"ERROR_REASON_EMBEDDING_NOT_CONFIGURED":    10,
-		"ERROR_REASON_INDEX_NOT_READY":             11,
-		"ERROR_REASON_EMBEDDING_PROVIDER_FAILED":   12,
-		"ERROR_REASON_STORE_UNAVAILABLE":           13,
-		"ERROR_REASON_DEADLINE_EXCEEDED":           14,
-		"ERROR_REASON_INTERNAL":                    15,
-		"ERROR_REASON_EMBEDDING_MISMATCH":          16,
-		"ERROR_REASON_INVALID_FUSION":              17,
-		"ERROR_REASON_CANCELLED":                   18,
-		"ERROR_REASON_DUPLICATE_CANDIDATE":         19,
-		"ERROR_REASON_RERANKER_NOT_FOUND":          20,
-		"ERROR_REASON_RERANKER_NOT_CONFIGURED":     21,
-		"ERROR_REASON_RERANKER_FAILED":             22,
-		"ERROR_REASON_RERANKER_TIMEOUT":            23,
-		"ERROR_REASON_INGESTION_ALREADY_RUNNING":   100,
-		"ERROR_REASON_NO_RUNNING_INGESTION":        101,
-		"ERROR_REASON_OPERATION_NOT_FOUND":         102,
-		"ERROR_REASON_INVALID_PAGE_TOKEN":          103,
-		"ERROR_REASON_INDEX_REBUILD_REQUIRED":      104,
-		"ERROR_REASON_INGESTION_LOCKED":            105,
-		"ERROR_REASON_AGENT_NOT_FOUND":             200,
-		"ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED": 201,
-		"ERROR_REASON_INVALID_RAG_POLICY":          202,
-		"ERROR_REASON_NO_ACCEPTED_CONTEXT":         203,
-		"ERROR_REASON_RAG_RETRIEVAL_FAILED":        204,
-		"ERROR_REASON_MODEL_UNAVAILABLE":           205,
-		"ERROR_REASON_MODEL_RATE_LIMITED":          206,
-		"ERROR_REASON_MODEL_TIMEOUT":               207,
-		"ERROR_REASON_MODEL_REJECTED":              208,
-		"ERROR_REASON_MODEL_INVALID_RESPONSE":      209,
-		"ERROR_REASON_TOOL_STEPS_EXHAUSTED":        210,
-		"ERROR_REASON_TOO_MANY_EXECUTIONS":         211,
-		"ERROR_REASON_UNAUTHENTICATED":             212,
-		"ERROR_REASON_PERMISSION_DENIED":           213,
-		"ERROR_REASON_TENANT_MISMATCH":             214,
-		"ERROR_REASON_TENANT_RATE_LIMITED":         215,
-		"ERROR_REASON_TENANT_CONCURRENCY_LIMITED":  216,
-		"ERROR_REASON_STORE_EXTENSION_MISSING":     300,
-		"ERROR_REASON_STORE_SCHEMA_TOO_NEW":        301,
-		"ERROR_REASON_STORE_VERSION_UNSUPPORTED":   302,
-		"ERROR_REASON_VERSION_NOT_STAGING":         303,
-		"ERROR_REASON_STORE_DATA_REJECTED":         304,
-		"ERROR_REASON_STORE_ERROR":                 305,
+		"ERROR_REASON_UNSPECIFIED":                         0,
+		"ERROR_REASON_MALFORMED_REQUEST":                   1,
+		"ERROR_REASON_FIELD_REQUIRED":                      2,
+		"ERROR_REASON_FIELD_OUT_OF_RANGE":                  3,
+		"ERROR_REASON_FIELD_TOO_LONG":                      4,
+		"ERROR_REASON_UNKNOWN_ENUM_VALUE":                  5,
+		"ERROR_REASON_EMPTY_QUERY":                         6,
+		"ERROR_REASON_UNTERMINATED_PHRASE":                 7,
+		"ERROR_REASON_INVALID_FILTER":                      8,
+		"ERROR_REASON_INDEX_NOT_FOUND":                     9,
+		"ERROR_REASON_EMBEDDING_NOT_CONFIGURED":            10,
+		"ERROR_REASON_INDEX_NOT_READY":                     11,
+		"ERROR_REASON_EMBEDDING_PROVIDER_FAILED":           12,
+		"ERROR_REASON_STORE_UNAVAILABLE":                   13,
+		"ERROR_REASON_DEADLINE_EXCEEDED":                   14,
+		"ERROR_REASON_INTERNAL":                            15,
+		"ERROR_REASON_EMBEDDING_MISMATCH":                  16,
+		"ERROR_REASON_INVALID_FUSION":                      17,
+		"ERROR_REASON_CANCELLED":                           18,
+		"ERROR_REASON_DUPLICATE_CANDIDATE":                 19,
+		"ERROR_REASON_RERANKER_NOT_FOUND":                  20,
+		"ERROR_REASON_RERANKER_NOT_CONFIGURED":             21,
+		"ERROR_REASON_RERANKER_FAILED":                     22,
+		"ERROR_REASON_RERANKER_TIMEOUT":                    23,
+		"ERROR_REASON_INGESTION_ALREADY_RUNNING":           100,
+		"ERROR_REASON_NO_RUNNING_INGESTION":                101,
+		"ERROR_REASON_OPERATION_NOT_FOUND":                 102,
+		"ERROR_REASON_INVALID_PAGE_TOKEN":                  103,
+		"ERROR_REASON_INDEX_REBUILD_REQUIRED":              104,
+		"ERROR_REASON_INGESTION_LOCKED":                    105,
+		"ERROR_REASON_AGENT_NOT_FOUND":                     200,
+		"ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED":         201,
+		"ERROR_REASON_INVALID_RAG_POLICY":                  202,
+		"ERROR_REASON_NO_ACCEPTED_CONTEXT":                 203,
+		"ERROR_REASON_RAG_RETRIEVAL_FAILED":                204,
+		"ERROR_REASON_MODEL_UNAVAILABLE":                   205,
+		"ERROR_REASON_MODEL_RATE_LIMITED":                  206,
+		"ERROR_REASON_MODEL_TIMEOUT":                       207,
+		"ERROR_REASON_MODEL_REJECTED":                      208,
+		"ERROR_REASON_MODEL_INVALID_RESPONSE":              209,
+		"ERROR_REASON_TOOL_STEPS_EXHAUSTED":                210,
+		"ERROR_REASON_TOO_MANY_EXECUTIONS":                 211,
+		"ERROR_REASON_UNAUTHENTICATED":                     212,
+		"ERROR_REASON_PERMISSION_DENIED":                   213,
+		"ERROR_REASON_TENANT_MISMATCH":                     214,
+		"ERROR_REASON_TENANT_RATE_LIMITED":                 215,
+		"ERROR_REASON_TENANT_CONCURRENCY_LIMITED":          216,
+		"ERROR_REASON_EXECUTION_NOT_FOUND":                 220,
+		"ERROR_REASON_EXECUTION_IN_PROGRESS":               221,
+		"ERROR_REASON_EXECUTION_AGENT_CHANGED":             222,
+		"ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS": 223,
+		"ERROR_REASON_TOOL_RESULTS_EXPIRED":                224,
+		"ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL":            225,
+		"ERROR_REASON_TOOL_RESULT_DUPLICATE":               226,
+		"ERROR_REASON_TOOL_RESULTS_INCOMPLETE":             227,
+		"ERROR_REASON_CLIENT_TOOL_INVALID":                 228,
+		"ERROR_REASON_EXECUTION_LEASE_LOST":                229,
+		"ERROR_REASON_RAG_BYPASS_NOT_ALLOWED":              240,
+		"ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY":          241,
+		"ERROR_REASON_RAG_CONTROLS_CONFLICT":               242,
+		"ERROR_REASON_RAG_NOT_CONFIGURED":                  243,
+		"ERROR_REASON_STORE_EXTENSION_MISSING":             300,
+		"ERROR_REASON_STORE_SCHEMA_TOO_NEW":                301,
+		"ERROR_REASON_STORE_VERSION_UNSUPPORTED":           302,
+		"ERROR_REASON_VERSION_NOT_STAGING":                 303,
+		"ERROR_REASON_STORE_DATA_REJECTED":                 304,
+		"ERROR_REASON_STORE_ERROR":                         305,
+		"ERROR_REASON_CONFIG_INVALID":                      400,
+		"ERROR_REASON_CONFIG_RESTART_REQUIRED":             401,
+		"ERROR_REASON_RELOAD_UNAVAILABLE":                  402,
 	}
 )
 
@@ -310,7 +400,7 @@ var File_groundwire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xbf\x0f\n" +
+	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\x82\x15\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\x1f\n" +
@@ -359,13 +449,30 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\x1eERROR_REASON_PERMISSION_DENIED\x10\xd5\x01\x12!\n" +
 	"\x1cERROR_REASON_TENANT_MISMATCH\x10\xd6\x01\x12%\n" +
 	" ERROR_REASON_TENANT_RATE_LIMITED\x10\xd7\x01\x12,\n" +
-	"'ERROR_REASON_TENANT_CONCURRENCY_LIMITED\x10\xd8\x01\x12)\n" +
+	"'ERROR_REASON_TENANT_CONCURRENCY_LIMITED\x10\xd8\x01\x12%\n" +
+	" ERROR_REASON_EXECUTION_NOT_FOUND\x10\xdc\x01\x12'\n" +
+	"\"ERROR_REASON_EXECUTION_IN_PROGRESS\x10\xdd\x01\x12)\n" +
+	"$ERROR_REASON_EXECUTION_AGENT_CHANGED\x10\xde\x01\x125\n" +
+	"0ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS\x10\xdf\x01\x12&\n" +
+	"!ERROR_REASON_TOOL_RESULTS_EXPIRED\x10\xe0\x01\x12*\n" +
+	"%ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL\x10\xe1\x01\x12'\n" +
+	"\"ERROR_REASON_TOOL_RESULT_DUPLICATE\x10\xe2\x01\x12)\n" +
+	"$ERROR_REASON_TOOL_RESULTS_INCOMPLETE\x10\xe3\x01\x12%\n" +
+	" ERROR_REASON_CLIENT_TOOL_INVALID\x10\xe4\x01\x12&\n" +
+	"!ERROR_REASON_EXECUTION_LEASE_LOST\x10\xe5\x01\x12(\n" +
+	"#ERROR_REASON_RAG_BYPASS_NOT_ALLOWED\x10\xf0\x01\x12,\n" +
+	"'ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY\x10\xf1\x01\x12'\n" +
+	"\"ERROR_REASON_RAG_CONTROLS_CONFLICT\x10\xf2\x01\x12$\n" +
+	"\x1fERROR_REASON_RAG_NOT_CONFIGURED\x10\xf3\x01\x12)\n" +
 	"$ERROR_REASON_STORE_EXTENSION_MISSING\x10\xac\x02\x12&\n" +
 	"!ERROR_REASON_STORE_SCHEMA_TOO_NEW\x10\xad\x02\x12+\n" +
 	"&ERROR_REASON_STORE_VERSION_UNSUPPORTED\x10\xae\x02\x12%\n" +
 	" ERROR_REASON_VERSION_NOT_STAGING\x10\xaf\x02\x12%\n" +
 	" ERROR_REASON_STORE_DATA_REJECTED\x10\xb0\x02\x12\x1d\n" +
-	"\x18ERROR_REASON_STORE_ERROR\x10\xb1\x02B\xaf\x01\n" +
+	"\x18ERROR_REASON_STORE_ERROR\x10\xb1\x02\x12 \n" +
+	"\x1bERROR_REASON_CONFIG_INVALID\x10\x90\x03\x12)\n" +
+	"$ERROR_REASON_CONFIG_RESTART_REQUIRED\x10\x91\x03\x12$\n" +
+	"\x1fERROR_REASON_RELOAD_UNAVAILABLE\x10\x92\x03B\xaf\x01\n" +
 	"\x11dev.groundwire.v1B\vErrorsProtoP\x01Z8github.com/groundwire/groundwire/clients/go/groundwirev1\xa2\x02\x03GXX\xaa\x02\rGroundwire.V1\xca\x02\rGroundwire\\V1\xe2\x02\x19Groundwire\\V1\\GPBMetadata\xea\x02\x0eGroundwire::V1b\x06proto3"
 
 var (

@@ -170,21 +170,27 @@ const (
 	OperationTrigger_OPERATION_TRIGGER_STARTUP OperationTrigger = 2
 	// The SCHEDULED strategy.
 	OperationTrigger_OPERATION_TRIGGER_SCHEDULE OperationTrigger = 3
+	// A configuration reload (SIGHUP or AdminService.ReloadConfiguration) that
+	// changed what an ON_STARTUP or BACKGROUND_ON_STARTUP index ingests (its
+	// chunking, embedding model or sources), as a restart would have.
+	OperationTrigger_OPERATION_TRIGGER_RELOAD OperationTrigger = 100
 )
 
 // Enum value maps for OperationTrigger.
 var (
 	OperationTrigger_name = map[int32]string{
-		0: "OPERATION_TRIGGER_UNSPECIFIED",
-		1: "OPERATION_TRIGGER_MANUAL",
-		2: "OPERATION_TRIGGER_STARTUP",
-		3: "OPERATION_TRIGGER_SCHEDULE",
+		0:   "OPERATION_TRIGGER_UNSPECIFIED",
+		1:   "OPERATION_TRIGGER_MANUAL",
+		2:   "OPERATION_TRIGGER_STARTUP",
+		3:   "OPERATION_TRIGGER_SCHEDULE",
+		100: "OPERATION_TRIGGER_RELOAD",
 	}
 	OperationTrigger_value = map[string]int32{
 		"OPERATION_TRIGGER_UNSPECIFIED": 0,
 		"OPERATION_TRIGGER_MANUAL":      1,
 		"OPERATION_TRIGGER_STARTUP":     2,
 		"OPERATION_TRIGGER_SCHEDULE":    3,
+		"OPERATION_TRIGGER_RELOAD":      100,
 	}
 )
 
@@ -337,6 +343,59 @@ func (DocumentFormat) EnumDescriptor() ([]byte, []int) {
 	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{4}
 }
 
+// What a chunking policy's size and overlap count.
+type ChunkUnit int32
+
+const (
+	// Not set; read as CHUNK_UNIT_CHARACTERS.
+	ChunkUnit_CHUNK_UNIT_UNSPECIFIED ChunkUnit = 0
+	// Unicode characters of the normalized document text.
+	ChunkUnit_CHUNK_UNIT_CHARACTERS ChunkUnit = 1
+	// Tokens of the index's embedding model, counted with its own tokenizer.
+	ChunkUnit_CHUNK_UNIT_TOKENS ChunkUnit = 2
+)
+
+// Enum value maps for ChunkUnit.
+var (
+	ChunkUnit_name = map[int32]string{
+		0: "CHUNK_UNIT_UNSPECIFIED",
+		1: "CHUNK_UNIT_CHARACTERS",
+		2: "CHUNK_UNIT_TOKENS",
+	}
+	ChunkUnit_value = map[string]int32{
+		"CHUNK_UNIT_UNSPECIFIED": 0,
+		"CHUNK_UNIT_CHARACTERS":  1,
+		"CHUNK_UNIT_TOKENS":      2,
+	}
+)
+
+func (x ChunkUnit) Enum() *ChunkUnit {
+	p := new(ChunkUnit)
+	*p = x
+	return p
+}
+
+func (x ChunkUnit) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChunkUnit) Descriptor() protoreflect.EnumDescriptor {
+	return file_groundwire_v1_ingestion_proto_enumTypes[5].Descriptor()
+}
+
+func (ChunkUnit) Type() protoreflect.EnumType {
+	return &file_groundwire_v1_ingestion_proto_enumTypes[5]
+}
+
+func (x ChunkUnit) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChunkUnit.Descriptor instead.
+func (ChunkUnit) EnumDescriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{5}
+}
+
 // The embedding space of an index.
 type EmbeddingDescription struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -413,14 +472,21 @@ func (x *EmbeddingDescription) GetNormalized() bool {
 // How an index chunks documents.
 type ChunkingDescription struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Output only. Maximum chunk size in characters.
+	// Output only. Maximum chunk size, in `unit`s (characters unless stated).
 	Size uint32 `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
-	// Output only. Characters shared by neighbouring chunks.
+	// Output only. Units shared by neighbouring chunks, in `unit`s.
 	Overlap uint32 `protobuf:"varint,2,opt,name=overlap,proto3" json:"overlap,omitempty"`
 	// Output only. Whether Markdown documents are split per section first.
 	MarkdownSections bool `protobuf:"varint,3,opt,name=markdown_sections,json=markdownSections,proto3" json:"markdown_sections,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Output only. What `size` and `overlap` count. CHUNK_UNIT_TOKENS sizes
+	// include the embedding model's special tokens and document task prefix.
+	Unit ChunkUnit `protobuf:"varint,120,opt,name=unit,proto3,enum=groundwire.v1.ChunkUnit" json:"unit,omitempty"`
+	// Output only. Policies that replace the fields above for documents with a
+	// given file extension, ordered by extension; empty when every document
+	// uses the policy above.
+	Extensions    []*ExtensionChunking `protobuf:"bytes,121,rep,name=extensions,proto3" json:"extensions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChunkingDescription) Reset() {
@@ -474,6 +540,104 @@ func (x *ChunkingDescription) GetMarkdownSections() bool {
 	return false
 }
 
+func (x *ChunkingDescription) GetUnit() ChunkUnit {
+	if x != nil {
+		return x.Unit
+	}
+	return ChunkUnit_CHUNK_UNIT_UNSPECIFIED
+}
+
+func (x *ChunkingDescription) GetExtensions() []*ExtensionChunking {
+	if x != nil {
+		return x.Extensions
+	}
+	return nil
+}
+
+// The chunking policy of documents with one file extension. Documents without
+// a file name (inline, pushed) use the extension of their format (".txt",
+// ".md", ".html", ".pdf").
+type ExtensionChunking struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The lower-case file extension with its dot, e.g. ".txt".
+	Extension string `protobuf:"bytes,1,opt,name=extension,proto3" json:"extension,omitempty"`
+	// Output only. Maximum chunk size, in `unit`s.
+	Size uint32 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// Output only. Units shared by neighbouring chunks, in `unit`s.
+	Overlap uint32 `protobuf:"varint,3,opt,name=overlap,proto3" json:"overlap,omitempty"`
+	// Output only. Whether Markdown documents are split per section first.
+	MarkdownSections bool `protobuf:"varint,4,opt,name=markdown_sections,json=markdownSections,proto3" json:"markdown_sections,omitempty"`
+	// Output only. What `size` and `overlap` count.
+	Unit          ChunkUnit `protobuf:"varint,5,opt,name=unit,proto3,enum=groundwire.v1.ChunkUnit" json:"unit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtensionChunking) Reset() {
+	*x = ExtensionChunking{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtensionChunking) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtensionChunking) ProtoMessage() {}
+
+func (x *ExtensionChunking) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtensionChunking.ProtoReflect.Descriptor instead.
+func (*ExtensionChunking) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ExtensionChunking) GetExtension() string {
+	if x != nil {
+		return x.Extension
+	}
+	return ""
+}
+
+func (x *ExtensionChunking) GetSize() uint32 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ExtensionChunking) GetOverlap() uint32 {
+	if x != nil {
+		return x.Overlap
+	}
+	return 0
+}
+
+func (x *ExtensionChunking) GetMarkdownSections() bool {
+	if x != nil {
+		return x.MarkdownSections
+	}
+	return false
+}
+
+func (x *ExtensionChunking) GetUnit() ChunkUnit {
+	if x != nil {
+		return x.Unit
+	}
+	return ChunkUnit_CHUNK_UNIT_UNSPECIFIED
+}
+
 // Safe display metadata of a configured index.
 type IndexDescription struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -497,7 +661,7 @@ type IndexDescription struct {
 	// Output only. Number of configured sources.
 	SourceCount uint32 `protobuf:"varint,9,opt,name=source_count,json=sourceCount,proto3" json:"source_count,omitempty"`
 	// Output only. Kinds of the configured sources ("directory", "files",
-	// "inline"), without their paths.
+	// "inline", "url"), without their paths or URLs.
 	SourceKinds   []string `protobuf:"bytes,10,rep,name=source_kinds,json=sourceKinds,proto3" json:"source_kinds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -505,7 +669,7 @@ type IndexDescription struct {
 
 func (x *IndexDescription) Reset() {
 	*x = IndexDescription{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[2]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +681,7 @@ func (x *IndexDescription) String() string {
 func (*IndexDescription) ProtoMessage() {}
 
 func (x *IndexDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[2]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +694,7 @@ func (x *IndexDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexDescription.ProtoReflect.Descriptor instead.
 func (*IndexDescription) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{2}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *IndexDescription) GetName() string {
@@ -609,7 +773,14 @@ type DocumentFailure struct {
 	// Output only. The document's id.
 	DocumentId string `protobuf:"bytes,1,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
 	// Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-	// BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+	// BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+	// CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+	// index rejects over-long chunks instead of truncating them), and for
+	// `url` sources URL_REFUSED (the URL policy refused the URL, an address it
+	// resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
+	// an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
+	// (TOO_LARGE: the body exceeded the bound; UNSUPPORTED_FORMAT: a media type
+	// or content encoding no loader reads).
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -617,7 +788,7 @@ type DocumentFailure struct {
 
 func (x *DocumentFailure) Reset() {
 	*x = DocumentFailure{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[3]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +800,7 @@ func (x *DocumentFailure) String() string {
 func (*DocumentFailure) ProtoMessage() {}
 
 func (x *DocumentFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[3]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +813,7 @@ func (x *DocumentFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentFailure.ProtoReflect.Descriptor instead.
 func (*DocumentFailure) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{3}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DocumentFailure) GetDocumentId() string {
@@ -674,13 +845,19 @@ type OperationCounts struct {
 	Deleted uint32 `protobuf:"varint,5,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	// Output only. Chunks written.
 	ChunksWritten uint32 `protobuf:"varint,6,opt,name=chunks_written,json=chunksWritten,proto3" json:"chunks_written,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Output only. Embedding usage of the operation's document embeddings.
+	EmbeddingUsage *EmbeddingUsage `protobuf:"bytes,80,opt,name=embedding_usage,json=embeddingUsage,proto3" json:"embedding_usage,omitempty"`
+	// Output only. Chunks embedded although the model saw them only in part
+	// (longer than its token window; 0 when the index rejects such chunks,
+	// which then fail their document with CHUNK_TOO_LONG).
+	TruncatedChunks uint32 `protobuf:"varint,81,opt,name=truncated_chunks,json=truncatedChunks,proto3" json:"truncated_chunks,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *OperationCounts) Reset() {
 	*x = OperationCounts{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[4]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +869,7 @@ func (x *OperationCounts) String() string {
 func (*OperationCounts) ProtoMessage() {}
 
 func (x *OperationCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[4]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +882,7 @@ func (x *OperationCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationCounts.ProtoReflect.Descriptor instead.
 func (*OperationCounts) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{4}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *OperationCounts) GetDiscovered() uint32 {
@@ -746,6 +923,20 @@ func (x *OperationCounts) GetDeleted() uint32 {
 func (x *OperationCounts) GetChunksWritten() uint32 {
 	if x != nil {
 		return x.ChunksWritten
+	}
+	return 0
+}
+
+func (x *OperationCounts) GetEmbeddingUsage() *EmbeddingUsage {
+	if x != nil {
+		return x.EmbeddingUsage
+	}
+	return nil
+}
+
+func (x *OperationCounts) GetTruncatedChunks() uint32 {
+	if x != nil {
+		return x.TruncatedChunks
 	}
 	return 0
 }
@@ -797,7 +988,7 @@ type Operation struct {
 
 func (x *Operation) Reset() {
 	*x = Operation{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[5]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +1000,7 @@ func (x *Operation) String() string {
 func (*Operation) ProtoMessage() {}
 
 func (x *Operation) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[5]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +1013,7 @@ func (x *Operation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operation.ProtoReflect.Descriptor instead.
 func (*Operation) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{5}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Operation) GetId() string {
@@ -959,7 +1150,7 @@ type IndexStatus struct {
 
 func (x *IndexStatus) Reset() {
 	*x = IndexStatus{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[6]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1162,7 @@ func (x *IndexStatus) String() string {
 func (*IndexStatus) ProtoMessage() {}
 
 func (x *IndexStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[6]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1175,7 @@ func (x *IndexStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStatus.ProtoReflect.Descriptor instead.
 func (*IndexStatus) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{6}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *IndexStatus) GetName() string {
@@ -1063,7 +1254,7 @@ type ListIndexesRequest struct {
 
 func (x *ListIndexesRequest) Reset() {
 	*x = ListIndexesRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[7]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1266,7 @@ func (x *ListIndexesRequest) String() string {
 func (*ListIndexesRequest) ProtoMessage() {}
 
 func (x *ListIndexesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[7]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1279,7 @@ func (x *ListIndexesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIndexesRequest.ProtoReflect.Descriptor instead.
 func (*ListIndexesRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{7}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListIndexesRequest) GetPageSize() int32 {
@@ -1118,7 +1309,7 @@ type ListIndexesResponse struct {
 
 func (x *ListIndexesResponse) Reset() {
 	*x = ListIndexesResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[8]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1321,7 @@ func (x *ListIndexesResponse) String() string {
 func (*ListIndexesResponse) ProtoMessage() {}
 
 func (x *ListIndexesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[8]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1334,7 @@ func (x *ListIndexesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIndexesResponse.ProtoReflect.Descriptor instead.
 func (*ListIndexesResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{8}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListIndexesResponse) GetIndexes() []*IndexDescription {
@@ -1171,7 +1362,7 @@ type GetIndexRequest struct {
 
 func (x *GetIndexRequest) Reset() {
 	*x = GetIndexRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[9]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1374,7 @@ func (x *GetIndexRequest) String() string {
 func (*GetIndexRequest) ProtoMessage() {}
 
 func (x *GetIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[9]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1387,7 @@ func (x *GetIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexRequest.ProtoReflect.Descriptor instead.
 func (*GetIndexRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{9}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetIndexRequest) GetIndexName() string {
@@ -1217,7 +1408,7 @@ type GetIndexResponse struct {
 
 func (x *GetIndexResponse) Reset() {
 	*x = GetIndexResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[10]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1420,7 @@ func (x *GetIndexResponse) String() string {
 func (*GetIndexResponse) ProtoMessage() {}
 
 func (x *GetIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[10]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1433,7 @@ func (x *GetIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexResponse.ProtoReflect.Descriptor instead.
 func (*GetIndexResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{10}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetIndexResponse) GetIndex() *IndexDescription {
@@ -1263,7 +1454,7 @@ type GetIndexStatusRequest struct {
 
 func (x *GetIndexStatusRequest) Reset() {
 	*x = GetIndexStatusRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[11]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1466,7 @@ func (x *GetIndexStatusRequest) String() string {
 func (*GetIndexStatusRequest) ProtoMessage() {}
 
 func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[11]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1479,7 @@ func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{11}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetIndexStatusRequest) GetIndexName() string {
@@ -1309,7 +1500,7 @@ type GetIndexStatusResponse struct {
 
 func (x *GetIndexStatusResponse) Reset() {
 	*x = GetIndexStatusResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[12]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1512,7 @@ func (x *GetIndexStatusResponse) String() string {
 func (*GetIndexStatusResponse) ProtoMessage() {}
 
 func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[12]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1525,7 @@ func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{12}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetIndexStatusResponse) GetStatus() *IndexStatus {
@@ -1355,7 +1546,7 @@ type StartIngestionRequest struct {
 
 func (x *StartIngestionRequest) Reset() {
 	*x = StartIngestionRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[13]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1367,7 +1558,7 @@ func (x *StartIngestionRequest) String() string {
 func (*StartIngestionRequest) ProtoMessage() {}
 
 func (x *StartIngestionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[13]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1380,7 +1571,7 @@ func (x *StartIngestionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartIngestionRequest.ProtoReflect.Descriptor instead.
 func (*StartIngestionRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{13}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StartIngestionRequest) GetIndexName() string {
@@ -1401,7 +1592,7 @@ type StartIngestionResponse struct {
 
 func (x *StartIngestionResponse) Reset() {
 	*x = StartIngestionResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[14]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1604,7 @@ func (x *StartIngestionResponse) String() string {
 func (*StartIngestionResponse) ProtoMessage() {}
 
 func (x *StartIngestionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[14]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1617,7 @@ func (x *StartIngestionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartIngestionResponse.ProtoReflect.Descriptor instead.
 func (*StartIngestionResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{14}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StartIngestionResponse) GetOperation() *Operation {
@@ -1447,7 +1638,7 @@ type CancelIngestionRequest struct {
 
 func (x *CancelIngestionRequest) Reset() {
 	*x = CancelIngestionRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[15]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1650,7 @@ func (x *CancelIngestionRequest) String() string {
 func (*CancelIngestionRequest) ProtoMessage() {}
 
 func (x *CancelIngestionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[15]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1663,7 @@ func (x *CancelIngestionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelIngestionRequest.ProtoReflect.Descriptor instead.
 func (*CancelIngestionRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{15}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelIngestionRequest) GetIndexName() string {
@@ -1494,7 +1685,7 @@ type CancelIngestionResponse struct {
 
 func (x *CancelIngestionResponse) Reset() {
 	*x = CancelIngestionResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[16]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1697,7 @@ func (x *CancelIngestionResponse) String() string {
 func (*CancelIngestionResponse) ProtoMessage() {}
 
 func (x *CancelIngestionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[16]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1710,7 @@ func (x *CancelIngestionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelIngestionResponse.ProtoReflect.Descriptor instead.
 func (*CancelIngestionResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{16}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelIngestionResponse) GetOperation() *Operation {
@@ -1540,7 +1731,7 @@ type WatchIngestionRequest struct {
 
 func (x *WatchIngestionRequest) Reset() {
 	*x = WatchIngestionRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[17]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1743,7 @@ func (x *WatchIngestionRequest) String() string {
 func (*WatchIngestionRequest) ProtoMessage() {}
 
 func (x *WatchIngestionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[17]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1756,7 @@ func (x *WatchIngestionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchIngestionRequest.ProtoReflect.Descriptor instead.
 func (*WatchIngestionRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{17}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchIngestionRequest) GetOperationId() string {
@@ -1586,7 +1777,7 @@ type WatchIngestionResponse struct {
 
 func (x *WatchIngestionResponse) Reset() {
 	*x = WatchIngestionResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[18]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1789,7 @@ func (x *WatchIngestionResponse) String() string {
 func (*WatchIngestionResponse) ProtoMessage() {}
 
 func (x *WatchIngestionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[18]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1802,7 @@ func (x *WatchIngestionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchIngestionResponse.ProtoReflect.Descriptor instead.
 func (*WatchIngestionResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{18}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchIngestionResponse) GetOperation() *Operation {
@@ -1636,7 +1827,7 @@ type ListOperationsRequest struct {
 
 func (x *ListOperationsRequest) Reset() {
 	*x = ListOperationsRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[19]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1839,7 @@ func (x *ListOperationsRequest) String() string {
 func (*ListOperationsRequest) ProtoMessage() {}
 
 func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[19]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1852,7 @@ func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{19}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListOperationsRequest) GetIndexName() string {
@@ -1698,7 +1889,7 @@ type ListOperationsResponse struct {
 
 func (x *ListOperationsResponse) Reset() {
 	*x = ListOperationsResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[20]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +1901,7 @@ func (x *ListOperationsResponse) String() string {
 func (*ListOperationsResponse) ProtoMessage() {}
 
 func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[20]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +1914,7 @@ func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{20}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListOperationsResponse) GetOperations() []*Operation {
@@ -1763,7 +1954,7 @@ type PushedDocument struct {
 
 func (x *PushedDocument) Reset() {
 	*x = PushedDocument{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[21]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +1966,7 @@ func (x *PushedDocument) String() string {
 func (*PushedDocument) ProtoMessage() {}
 
 func (x *PushedDocument) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[21]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +1979,7 @@ func (x *PushedDocument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushedDocument.ProtoReflect.Descriptor instead.
 func (*PushedDocument) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{21}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PushedDocument) GetDocumentId() string {
@@ -1843,7 +2034,7 @@ type UpsertDocumentsRequest struct {
 
 func (x *UpsertDocumentsRequest) Reset() {
 	*x = UpsertDocumentsRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[22]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1855,7 +2046,7 @@ func (x *UpsertDocumentsRequest) String() string {
 func (*UpsertDocumentsRequest) ProtoMessage() {}
 
 func (x *UpsertDocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[22]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1868,7 +2059,7 @@ func (x *UpsertDocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertDocumentsRequest.ProtoReflect.Descriptor instead.
 func (*UpsertDocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{22}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpsertDocumentsRequest) GetIndexName() string {
@@ -1912,7 +2103,7 @@ type UpsertDocumentsResponse struct {
 
 func (x *UpsertDocumentsResponse) Reset() {
 	*x = UpsertDocumentsResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[23]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2115,7 @@ func (x *UpsertDocumentsResponse) String() string {
 func (*UpsertDocumentsResponse) ProtoMessage() {}
 
 func (x *UpsertDocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[23]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2128,7 @@ func (x *UpsertDocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertDocumentsResponse.ProtoReflect.Descriptor instead.
 func (*UpsertDocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{23}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpsertDocumentsResponse) GetPublishedVersion() uint64 {
@@ -1993,7 +2184,7 @@ type DeleteDocumentsRequest struct {
 
 func (x *DeleteDocumentsRequest) Reset() {
 	*x = DeleteDocumentsRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[24]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2196,7 @@ func (x *DeleteDocumentsRequest) String() string {
 func (*DeleteDocumentsRequest) ProtoMessage() {}
 
 func (x *DeleteDocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[24]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2209,7 @@ func (x *DeleteDocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{24}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteDocumentsRequest) GetIndexName() string {
@@ -2055,7 +2246,7 @@ type DeleteDocumentsResponse struct {
 
 func (x *DeleteDocumentsResponse) Reset() {
 	*x = DeleteDocumentsResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[25]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2258,7 @@ func (x *DeleteDocumentsResponse) String() string {
 func (*DeleteDocumentsResponse) ProtoMessage() {}
 
 func (x *DeleteDocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[25]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2271,7 @@ func (x *DeleteDocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{25}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteDocumentsResponse) GetPublishedVersion() uint64 {
@@ -2101,7 +2292,7 @@ var File_groundwire_v1_ingestion_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgroundwire/v1/ingestion.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\x01\n" +
+	"\x1dgroundwire/v1/ingestion.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19groundwire/v1/usage.proto\"\x88\x01\n" +
 	"\x14EmbeddingDescription\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1e\n" +
@@ -2110,11 +2301,21 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"dimensions\x12\x1e\n" +
 	"\n" +
 	"normalized\x18\x04 \x01(\bR\n" +
-	"normalized\"p\n" +
+	"normalized\"\xe0\x01\n" +
 	"\x13ChunkingDescription\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\rR\x04size\x12\x18\n" +
 	"\aoverlap\x18\x02 \x01(\rR\aoverlap\x12+\n" +
-	"\x11markdown_sections\x18\x03 \x01(\bR\x10markdownSections\"\x99\x03\n" +
+	"\x11markdown_sections\x18\x03 \x01(\bR\x10markdownSections\x12,\n" +
+	"\x04unit\x18x \x01(\x0e2\x18.groundwire.v1.ChunkUnitR\x04unit\x12@\n" +
+	"\n" +
+	"extensions\x18y \x03(\v2 .groundwire.v1.ExtensionChunkingR\n" +
+	"extensions\"\xba\x01\n" +
+	"\x11ExtensionChunking\x12\x1c\n" +
+	"\textension\x18\x01 \x01(\tR\textension\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\rR\x04size\x12\x18\n" +
+	"\aoverlap\x18\x03 \x01(\rR\aoverlap\x12+\n" +
+	"\x11markdown_sections\x18\x04 \x01(\bR\x10markdownSections\x12,\n" +
+	"\x04unit\x18\x05 \x01(\x0e2\x18.groundwire.v1.ChunkUnitR\x04unit\"\x99\x03\n" +
 	"\x10IndexDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12A\n" +
@@ -2130,7 +2331,7 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x0fDocumentFailure\x12\x1f\n" +
 	"\vdocument_id\x18\x01 \x01(\tR\n" +
 	"documentId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xc4\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xb7\x02\n" +
 	"\x0fOperationCounts\x12\x1e\n" +
 	"\n" +
 	"discovered\x18\x01 \x01(\rR\n" +
@@ -2139,7 +2340,9 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\tunchanged\x18\x03 \x01(\rR\tunchanged\x12\x16\n" +
 	"\x06failed\x18\x04 \x01(\rR\x06failed\x12\x18\n" +
 	"\adeleted\x18\x05 \x01(\rR\adeleted\x12%\n" +
-	"\x0echunks_written\x18\x06 \x01(\rR\rchunksWritten\"\xb5\x05\n" +
+	"\x0echunks_written\x18\x06 \x01(\rR\rchunksWritten\x12F\n" +
+	"\x0fembedding_usage\x18P \x01(\v2\x1d.groundwire.v1.EmbeddingUsageR\x0eembeddingUsage\x12)\n" +
+	"\x10truncated_chunks\x18Q \x01(\rR\x0ftruncatedChunks\"\xb5\x05\n" +
 	"\tOperation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2255,12 +2458,13 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x17OPERATION_STATE_RUNNING\x10\x02\x12\x1d\n" +
 	"\x19OPERATION_STATE_SUCCEEDED\x10\x03\x12\x1a\n" +
 	"\x16OPERATION_STATE_FAILED\x10\x04\x12\x1d\n" +
-	"\x19OPERATION_STATE_CANCELLED\x10\x05*\x92\x01\n" +
+	"\x19OPERATION_STATE_CANCELLED\x10\x05*\xb0\x01\n" +
 	"\x10OperationTrigger\x12!\n" +
 	"\x1dOPERATION_TRIGGER_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18OPERATION_TRIGGER_MANUAL\x10\x01\x12\x1d\n" +
 	"\x19OPERATION_TRIGGER_STARTUP\x10\x02\x12\x1e\n" +
-	"\x1aOPERATION_TRIGGER_SCHEDULE\x10\x03*\xc9\x01\n" +
+	"\x1aOPERATION_TRIGGER_SCHEDULE\x10\x03\x12\x1c\n" +
+	"\x18OPERATION_TRIGGER_RELOAD\x10d*\xc9\x01\n" +
 	"\x0eOperationPhase\x12\x1f\n" +
 	"\x1bOPERATION_PHASE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bOPERATION_PHASE_DISCOVERING\x10\x01\x12\x1d\n" +
@@ -2272,7 +2476,11 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x1bDOCUMENT_FORMAT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14DOCUMENT_FORMAT_TEXT\x10\x01\x12\x1c\n" +
 	"\x18DOCUMENT_FORMAT_MARKDOWN\x10\x02\x12\x18\n" +
-	"\x14DOCUMENT_FORMAT_HTML\x10\x032\xe0\x06\n" +
+	"\x14DOCUMENT_FORMAT_HTML\x10\x03*Y\n" +
+	"\tChunkUnit\x12\x1a\n" +
+	"\x16CHUNK_UNIT_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15CHUNK_UNIT_CHARACTERS\x10\x01\x12\x15\n" +
+	"\x11CHUNK_UNIT_TOKENS\x10\x022\xe0\x06\n" +
 	"\x17IngestionManagerService\x12T\n" +
 	"\vListIndexes\x12!.groundwire.v1.ListIndexesRequest\x1a\".groundwire.v1.ListIndexesResponse\x12K\n" +
 	"\bGetIndex\x12\x1e.groundwire.v1.GetIndexRequest\x1a\x1f.groundwire.v1.GetIndexResponse\x12]\n" +
@@ -2297,94 +2505,101 @@ func file_groundwire_v1_ingestion_proto_rawDescGZIP() []byte {
 	return file_groundwire_v1_ingestion_proto_rawDescData
 }
 
-var file_groundwire_v1_ingestion_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_groundwire_v1_ingestion_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_groundwire_v1_ingestion_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_groundwire_v1_ingestion_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_groundwire_v1_ingestion_proto_goTypes = []any{
 	(IngestionStrategy)(0),          // 0: groundwire.v1.IngestionStrategy
 	(OperationState)(0),             // 1: groundwire.v1.OperationState
 	(OperationTrigger)(0),           // 2: groundwire.v1.OperationTrigger
 	(OperationPhase)(0),             // 3: groundwire.v1.OperationPhase
 	(DocumentFormat)(0),             // 4: groundwire.v1.DocumentFormat
-	(*EmbeddingDescription)(nil),    // 5: groundwire.v1.EmbeddingDescription
-	(*ChunkingDescription)(nil),     // 6: groundwire.v1.ChunkingDescription
-	(*IndexDescription)(nil),        // 7: groundwire.v1.IndexDescription
-	(*DocumentFailure)(nil),         // 8: groundwire.v1.DocumentFailure
-	(*OperationCounts)(nil),         // 9: groundwire.v1.OperationCounts
-	(*Operation)(nil),               // 10: groundwire.v1.Operation
-	(*IndexStatus)(nil),             // 11: groundwire.v1.IndexStatus
-	(*ListIndexesRequest)(nil),      // 12: groundwire.v1.ListIndexesRequest
-	(*ListIndexesResponse)(nil),     // 13: groundwire.v1.ListIndexesResponse
-	(*GetIndexRequest)(nil),         // 14: groundwire.v1.GetIndexRequest
-	(*GetIndexResponse)(nil),        // 15: groundwire.v1.GetIndexResponse
-	(*GetIndexStatusRequest)(nil),   // 16: groundwire.v1.GetIndexStatusRequest
-	(*GetIndexStatusResponse)(nil),  // 17: groundwire.v1.GetIndexStatusResponse
-	(*StartIngestionRequest)(nil),   // 18: groundwire.v1.StartIngestionRequest
-	(*StartIngestionResponse)(nil),  // 19: groundwire.v1.StartIngestionResponse
-	(*CancelIngestionRequest)(nil),  // 20: groundwire.v1.CancelIngestionRequest
-	(*CancelIngestionResponse)(nil), // 21: groundwire.v1.CancelIngestionResponse
-	(*WatchIngestionRequest)(nil),   // 22: groundwire.v1.WatchIngestionRequest
-	(*WatchIngestionResponse)(nil),  // 23: groundwire.v1.WatchIngestionResponse
-	(*ListOperationsRequest)(nil),   // 24: groundwire.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil),  // 25: groundwire.v1.ListOperationsResponse
-	(*PushedDocument)(nil),          // 26: groundwire.v1.PushedDocument
-	(*UpsertDocumentsRequest)(nil),  // 27: groundwire.v1.UpsertDocumentsRequest
-	(*UpsertDocumentsResponse)(nil), // 28: groundwire.v1.UpsertDocumentsResponse
-	(*DeleteDocumentsRequest)(nil),  // 29: groundwire.v1.DeleteDocumentsRequest
-	(*DeleteDocumentsResponse)(nil), // 30: groundwire.v1.DeleteDocumentsResponse
-	nil,                             // 31: groundwire.v1.PushedDocument.MetadataEntry
-	(*timestamppb.Timestamp)(nil),   // 32: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 33: google.protobuf.Duration
+	(ChunkUnit)(0),                  // 5: groundwire.v1.ChunkUnit
+	(*EmbeddingDescription)(nil),    // 6: groundwire.v1.EmbeddingDescription
+	(*ChunkingDescription)(nil),     // 7: groundwire.v1.ChunkingDescription
+	(*ExtensionChunking)(nil),       // 8: groundwire.v1.ExtensionChunking
+	(*IndexDescription)(nil),        // 9: groundwire.v1.IndexDescription
+	(*DocumentFailure)(nil),         // 10: groundwire.v1.DocumentFailure
+	(*OperationCounts)(nil),         // 11: groundwire.v1.OperationCounts
+	(*Operation)(nil),               // 12: groundwire.v1.Operation
+	(*IndexStatus)(nil),             // 13: groundwire.v1.IndexStatus
+	(*ListIndexesRequest)(nil),      // 14: groundwire.v1.ListIndexesRequest
+	(*ListIndexesResponse)(nil),     // 15: groundwire.v1.ListIndexesResponse
+	(*GetIndexRequest)(nil),         // 16: groundwire.v1.GetIndexRequest
+	(*GetIndexResponse)(nil),        // 17: groundwire.v1.GetIndexResponse
+	(*GetIndexStatusRequest)(nil),   // 18: groundwire.v1.GetIndexStatusRequest
+	(*GetIndexStatusResponse)(nil),  // 19: groundwire.v1.GetIndexStatusResponse
+	(*StartIngestionRequest)(nil),   // 20: groundwire.v1.StartIngestionRequest
+	(*StartIngestionResponse)(nil),  // 21: groundwire.v1.StartIngestionResponse
+	(*CancelIngestionRequest)(nil),  // 22: groundwire.v1.CancelIngestionRequest
+	(*CancelIngestionResponse)(nil), // 23: groundwire.v1.CancelIngestionResponse
+	(*WatchIngestionRequest)(nil),   // 24: groundwire.v1.WatchIngestionRequest
+	(*WatchIngestionResponse)(nil),  // 25: groundwire.v1.WatchIngestionResponse
+	(*ListOperationsRequest)(nil),   // 26: groundwire.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),  // 27: groundwire.v1.ListOperationsResponse
+	(*PushedDocument)(nil),          // 28: groundwire.v1.PushedDocument
+	(*UpsertDocumentsRequest)(nil),  // 29: groundwire.v1.UpsertDocumentsRequest
+	(*UpsertDocumentsResponse)(nil), // 30: groundwire.v1.UpsertDocumentsResponse
+	(*DeleteDocumentsRequest)(nil),  // 31: groundwire.v1.DeleteDocumentsRequest
+	(*DeleteDocumentsResponse)(nil), // 32: groundwire.v1.DeleteDocumentsResponse
+	nil,                             // 33: groundwire.v1.PushedDocument.MetadataEntry
+	(*EmbeddingUsage)(nil),          // 34: groundwire.v1.EmbeddingUsage
+	(*timestamppb.Timestamp)(nil),   // 35: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 36: google.protobuf.Duration
 }
 var file_groundwire_v1_ingestion_proto_depIdxs = []int32{
-	5,  // 0: groundwire.v1.IndexDescription.embedding:type_name -> groundwire.v1.EmbeddingDescription
-	6,  // 1: groundwire.v1.IndexDescription.chunking:type_name -> groundwire.v1.ChunkingDescription
-	0,  // 2: groundwire.v1.IndexDescription.strategy:type_name -> groundwire.v1.IngestionStrategy
-	1,  // 3: groundwire.v1.Operation.state:type_name -> groundwire.v1.OperationState
-	2,  // 4: groundwire.v1.Operation.trigger:type_name -> groundwire.v1.OperationTrigger
-	3,  // 5: groundwire.v1.Operation.phase:type_name -> groundwire.v1.OperationPhase
-	9,  // 6: groundwire.v1.Operation.counts:type_name -> groundwire.v1.OperationCounts
-	32, // 7: groundwire.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
-	32, // 8: groundwire.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
-	32, // 9: groundwire.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
-	8,  // 10: groundwire.v1.Operation.failures:type_name -> groundwire.v1.DocumentFailure
-	33, // 11: groundwire.v1.Operation.elapsed:type_name -> google.protobuf.Duration
-	10, // 12: groundwire.v1.IndexStatus.running_operation:type_name -> groundwire.v1.Operation
-	10, // 13: groundwire.v1.IndexStatus.last_operation:type_name -> groundwire.v1.Operation
-	32, // 14: groundwire.v1.IndexStatus.next_run_time:type_name -> google.protobuf.Timestamp
-	7,  // 15: groundwire.v1.ListIndexesResponse.indexes:type_name -> groundwire.v1.IndexDescription
-	7,  // 16: groundwire.v1.GetIndexResponse.index:type_name -> groundwire.v1.IndexDescription
-	11, // 17: groundwire.v1.GetIndexStatusResponse.status:type_name -> groundwire.v1.IndexStatus
-	10, // 18: groundwire.v1.StartIngestionResponse.operation:type_name -> groundwire.v1.Operation
-	10, // 19: groundwire.v1.CancelIngestionResponse.operation:type_name -> groundwire.v1.Operation
-	10, // 20: groundwire.v1.WatchIngestionResponse.operation:type_name -> groundwire.v1.Operation
-	10, // 21: groundwire.v1.ListOperationsResponse.operations:type_name -> groundwire.v1.Operation
-	4,  // 22: groundwire.v1.PushedDocument.format:type_name -> groundwire.v1.DocumentFormat
-	31, // 23: groundwire.v1.PushedDocument.metadata:type_name -> groundwire.v1.PushedDocument.MetadataEntry
-	26, // 24: groundwire.v1.UpsertDocumentsRequest.documents:type_name -> groundwire.v1.PushedDocument
-	8,  // 25: groundwire.v1.UpsertDocumentsResponse.failures:type_name -> groundwire.v1.DocumentFailure
-	12, // 26: groundwire.v1.IngestionManagerService.ListIndexes:input_type -> groundwire.v1.ListIndexesRequest
-	14, // 27: groundwire.v1.IngestionManagerService.GetIndex:input_type -> groundwire.v1.GetIndexRequest
-	16, // 28: groundwire.v1.IngestionManagerService.GetIndexStatus:input_type -> groundwire.v1.GetIndexStatusRequest
-	18, // 29: groundwire.v1.IngestionManagerService.StartIngestion:input_type -> groundwire.v1.StartIngestionRequest
-	20, // 30: groundwire.v1.IngestionManagerService.CancelIngestion:input_type -> groundwire.v1.CancelIngestionRequest
-	22, // 31: groundwire.v1.IngestionManagerService.WatchIngestion:input_type -> groundwire.v1.WatchIngestionRequest
-	24, // 32: groundwire.v1.IngestionManagerService.ListOperations:input_type -> groundwire.v1.ListOperationsRequest
-	27, // 33: groundwire.v1.IngestionManagerService.UpsertDocuments:input_type -> groundwire.v1.UpsertDocumentsRequest
-	29, // 34: groundwire.v1.IngestionManagerService.DeleteDocuments:input_type -> groundwire.v1.DeleteDocumentsRequest
-	13, // 35: groundwire.v1.IngestionManagerService.ListIndexes:output_type -> groundwire.v1.ListIndexesResponse
-	15, // 36: groundwire.v1.IngestionManagerService.GetIndex:output_type -> groundwire.v1.GetIndexResponse
-	17, // 37: groundwire.v1.IngestionManagerService.GetIndexStatus:output_type -> groundwire.v1.GetIndexStatusResponse
-	19, // 38: groundwire.v1.IngestionManagerService.StartIngestion:output_type -> groundwire.v1.StartIngestionResponse
-	21, // 39: groundwire.v1.IngestionManagerService.CancelIngestion:output_type -> groundwire.v1.CancelIngestionResponse
-	23, // 40: groundwire.v1.IngestionManagerService.WatchIngestion:output_type -> groundwire.v1.WatchIngestionResponse
-	25, // 41: groundwire.v1.IngestionManagerService.ListOperations:output_type -> groundwire.v1.ListOperationsResponse
-	28, // 42: groundwire.v1.IngestionManagerService.UpsertDocuments:output_type -> groundwire.v1.UpsertDocumentsResponse
-	30, // 43: groundwire.v1.IngestionManagerService.DeleteDocuments:output_type -> groundwire.v1.DeleteDocumentsResponse
-	35, // [35:44] is the sub-list for method output_type
-	26, // [26:35] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	5,  // 0: groundwire.v1.ChunkingDescription.unit:type_name -> groundwire.v1.ChunkUnit
+	8,  // 1: groundwire.v1.ChunkingDescription.extensions:type_name -> groundwire.v1.ExtensionChunking
+	5,  // 2: groundwire.v1.ExtensionChunking.unit:type_name -> groundwire.v1.ChunkUnit
+	6,  // 3: groundwire.v1.IndexDescription.embedding:type_name -> groundwire.v1.EmbeddingDescription
+	7,  // 4: groundwire.v1.IndexDescription.chunking:type_name -> groundwire.v1.ChunkingDescription
+	0,  // 5: groundwire.v1.IndexDescription.strategy:type_name -> groundwire.v1.IngestionStrategy
+	34, // 6: groundwire.v1.OperationCounts.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
+	1,  // 7: groundwire.v1.Operation.state:type_name -> groundwire.v1.OperationState
+	2,  // 8: groundwire.v1.Operation.trigger:type_name -> groundwire.v1.OperationTrigger
+	3,  // 9: groundwire.v1.Operation.phase:type_name -> groundwire.v1.OperationPhase
+	11, // 10: groundwire.v1.Operation.counts:type_name -> groundwire.v1.OperationCounts
+	35, // 11: groundwire.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
+	35, // 12: groundwire.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
+	35, // 13: groundwire.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
+	10, // 14: groundwire.v1.Operation.failures:type_name -> groundwire.v1.DocumentFailure
+	36, // 15: groundwire.v1.Operation.elapsed:type_name -> google.protobuf.Duration
+	12, // 16: groundwire.v1.IndexStatus.running_operation:type_name -> groundwire.v1.Operation
+	12, // 17: groundwire.v1.IndexStatus.last_operation:type_name -> groundwire.v1.Operation
+	35, // 18: groundwire.v1.IndexStatus.next_run_time:type_name -> google.protobuf.Timestamp
+	9,  // 19: groundwire.v1.ListIndexesResponse.indexes:type_name -> groundwire.v1.IndexDescription
+	9,  // 20: groundwire.v1.GetIndexResponse.index:type_name -> groundwire.v1.IndexDescription
+	13, // 21: groundwire.v1.GetIndexStatusResponse.status:type_name -> groundwire.v1.IndexStatus
+	12, // 22: groundwire.v1.StartIngestionResponse.operation:type_name -> groundwire.v1.Operation
+	12, // 23: groundwire.v1.CancelIngestionResponse.operation:type_name -> groundwire.v1.Operation
+	12, // 24: groundwire.v1.WatchIngestionResponse.operation:type_name -> groundwire.v1.Operation
+	12, // 25: groundwire.v1.ListOperationsResponse.operations:type_name -> groundwire.v1.Operation
+	4,  // 26: groundwire.v1.PushedDocument.format:type_name -> groundwire.v1.DocumentFormat
+	33, // 27: groundwire.v1.PushedDocument.metadata:type_name -> groundwire.v1.PushedDocument.MetadataEntry
+	28, // 28: groundwire.v1.UpsertDocumentsRequest.documents:type_name -> groundwire.v1.PushedDocument
+	10, // 29: groundwire.v1.UpsertDocumentsResponse.failures:type_name -> groundwire.v1.DocumentFailure
+	14, // 30: groundwire.v1.IngestionManagerService.ListIndexes:input_type -> groundwire.v1.ListIndexesRequest
+	16, // 31: groundwire.v1.IngestionManagerService.GetIndex:input_type -> groundwire.v1.GetIndexRequest
+	18, // 32: groundwire.v1.IngestionManagerService.GetIndexStatus:input_type -> groundwire.v1.GetIndexStatusRequest
+	20, // 33: groundwire.v1.IngestionManagerService.StartIngestion:input_type -> groundwire.v1.StartIngestionRequest
+	22, // 34: groundwire.v1.IngestionManagerService.CancelIngestion:input_type -> groundwire.v1.CancelIngestionRequest
+	24, // 35: groundwire.v1.IngestionManagerService.WatchIngestion:input_type -> groundwire.v1.WatchIngestionRequest
+	26, // 36: groundwire.v1.IngestionManagerService.ListOperations:input_type -> groundwire.v1.ListOperationsRequest
+	29, // 37: groundwire.v1.IngestionManagerService.UpsertDocuments:input_type -> groundwire.v1.UpsertDocumentsRequest
+	31, // 38: groundwire.v1.IngestionManagerService.DeleteDocuments:input_type -> groundwire.v1.DeleteDocumentsRequest
+	15, // 39: groundwire.v1.IngestionManagerService.ListIndexes:output_type -> groundwire.v1.ListIndexesResponse
+	17, // 40: groundwire.v1.IngestionManagerService.GetIndex:output_type -> groundwire.v1.GetIndexResponse
+	19, // 41: groundwire.v1.IngestionManagerService.GetIndexStatus:output_type -> groundwire.v1.GetIndexStatusResponse
+	21, // 42: groundwire.v1.IngestionManagerService.StartIngestion:output_type -> groundwire.v1.StartIngestionResponse
+	23, // 43: groundwire.v1.IngestionManagerService.CancelIngestion:output_type -> groundwire.v1.CancelIngestionResponse
+	25, // 44: groundwire.v1.IngestionManagerService.WatchIngestion:output_type -> groundwire.v1.WatchIngestionResponse
+	27, // 45: groundwire.v1.IngestionManagerService.ListOperations:output_type -> groundwire.v1.ListOperationsResponse
+	30, // 46: groundwire.v1.IngestionManagerService.UpsertDocuments:output_type -> groundwire.v1.UpsertDocumentsResponse
+	32, // 47: groundwire.v1.IngestionManagerService.DeleteDocuments:output_type -> groundwire.v1.DeleteDocumentsResponse
+	39, // [39:48] is the sub-list for method output_type
+	30, // [30:39] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_ingestion_proto_init() }
@@ -2392,13 +2607,14 @@ func file_groundwire_v1_ingestion_proto_init() {
 	if File_groundwire_v1_ingestion_proto != nil {
 		return
 	}
+	file_groundwire_v1_usage_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groundwire_v1_ingestion_proto_rawDesc), len(file_groundwire_v1_ingestion_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   27,
+			NumEnums:      6,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

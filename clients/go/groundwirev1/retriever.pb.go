@@ -487,8 +487,14 @@ type RetrievalDiagnostics struct {
 	// the most common ones (lowest idf), which barely move BM25. Terms the index does
 	// not hold match nothing and are counted in neither field.
 	LexicalTermsPruned uint32 `protobuf:"varint,16,opt,name=lexical_terms_pruned,json=lexicalTermsPruned,proto3" json:"lexical_terms_pruned,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Output only. Embedding usage of this query (the query embedding; zero in
+	// lexical mode).
+	EmbeddingUsage *EmbeddingUsage `protobuf:"bytes,80,opt,name=embedding_usage,json=embeddingUsage,proto3" json:"embedding_usage,omitempty"`
+	// Output only. Whether the query was longer than the embedding model's token
+	// window, so the model saw only its beginning.
+	QueryTruncated bool `protobuf:"varint,81,opt,name=query_truncated,json=queryTruncated,proto3" json:"query_truncated,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RetrievalDiagnostics) Reset() {
@@ -633,6 +639,20 @@ func (x *RetrievalDiagnostics) GetLexicalTermsPruned() uint32 {
 	return 0
 }
 
+func (x *RetrievalDiagnostics) GetEmbeddingUsage() *EmbeddingUsage {
+	if x != nil {
+		return x.EmbeddingUsage
+	}
+	return nil
+}
+
+func (x *RetrievalDiagnostics) GetQueryTruncated() bool {
+	if x != nil {
+		return x.QueryTruncated
+	}
+	return false
+}
+
 // Response for RetrieverService.Retrieve.
 type RetrieveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -693,7 +713,7 @@ var File_groundwire_v1_retriever_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgroundwire/v1/retriever.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1agroundwire/v1/common.proto\"\xe4\x01\n" +
+	"\x1dgroundwire/v1/retriever.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1agroundwire/v1/common.proto\x1a\x19groundwire/v1/usage.proto\"\xe4\x01\n" +
 	"\rFusionOptions\x12\x18\n" +
 	"\x05rrf_k\x18\x01 \x01(\rH\x00R\x04rrfK\x88\x01\x01\x12,\n" +
 	"\x0fsemantic_weight\x18\x02 \x01(\x01H\x01R\x0esemanticWeight\x88\x01\x01\x12*\n" +
@@ -733,7 +753,7 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	" \x03(\v2,.groundwire.v1.RetrievalResult.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x06\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb8\a\n" +
 	"\x14RetrievalDiagnostics\x12?\n" +
 	"\fapplied_mode\x18\x01 \x01(\x0e2\x1c.groundwire.v1.RetrievalModeR\vappliedMode\x12\"\n" +
 	"\rapplied_top_k\x18\x02 \x01(\rR\vappliedTopK\x12#\n" +
@@ -751,7 +771,9 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	"\x16applied_lexical_weight\x18\r \x01(\x01R\x14appliedLexicalWeight\x12*\n" +
 	"\x11applied_leg_depth\x18\x0e \x01(\rR\x0fappliedLegDepth\x120\n" +
 	"\x14lexical_terms_scored\x18\x0f \x01(\rR\x12lexicalTermsScored\x120\n" +
-	"\x14lexical_terms_pruned\x18\x10 \x01(\rR\x12lexicalTermsPruned\"\x93\x01\n" +
+	"\x14lexical_terms_pruned\x18\x10 \x01(\rR\x12lexicalTermsPruned\x12F\n" +
+	"\x0fembedding_usage\x18P \x01(\v2\x1d.groundwire.v1.EmbeddingUsageR\x0eembeddingUsage\x12'\n" +
+	"\x0fquery_truncated\x18Q \x01(\bR\x0equeryTruncated\"\x93\x01\n" +
 	"\x10RetrieveResponse\x128\n" +
 	"\aresults\x18\x01 \x03(\v2\x1e.groundwire.v1.RetrievalResultR\aresults\x12E\n" +
 	"\vdiagnostics\x18\x02 \x01(\v2#.groundwire.v1.RetrievalDiagnosticsR\vdiagnostics*\x83\x01\n" +
@@ -792,6 +814,7 @@ var file_groundwire_v1_retriever_proto_goTypes = []any{
 	(*LegProvenance)(nil),        // 10: groundwire.v1.LegProvenance
 	(*CharSpan)(nil),             // 11: groundwire.v1.CharSpan
 	(*durationpb.Duration)(nil),  // 12: google.protobuf.Duration
+	(*EmbeddingUsage)(nil),       // 13: groundwire.v1.EmbeddingUsage
 }
 var file_groundwire_v1_retriever_proto_depIdxs = []int32{
 	0,  // 0: groundwire.v1.RagQuery.mode:type_name -> groundwire.v1.RetrievalMode
@@ -807,15 +830,16 @@ var file_groundwire_v1_retriever_proto_depIdxs = []int32{
 	12, // 10: groundwire.v1.RetrievalDiagnostics.semantic_duration:type_name -> google.protobuf.Duration
 	12, // 11: groundwire.v1.RetrievalDiagnostics.lexical_duration:type_name -> google.protobuf.Duration
 	12, // 12: groundwire.v1.RetrievalDiagnostics.total_duration:type_name -> google.protobuf.Duration
-	4,  // 13: groundwire.v1.RetrieveResponse.results:type_name -> groundwire.v1.RetrievalResult
-	5,  // 14: groundwire.v1.RetrieveResponse.diagnostics:type_name -> groundwire.v1.RetrievalDiagnostics
-	3,  // 15: groundwire.v1.RetrieverService.Retrieve:input_type -> groundwire.v1.RetrieveRequest
-	6,  // 16: groundwire.v1.RetrieverService.Retrieve:output_type -> groundwire.v1.RetrieveResponse
-	16, // [16:17] is the sub-list for method output_type
-	15, // [15:16] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	13, // 13: groundwire.v1.RetrievalDiagnostics.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
+	4,  // 14: groundwire.v1.RetrieveResponse.results:type_name -> groundwire.v1.RetrievalResult
+	5,  // 15: groundwire.v1.RetrieveResponse.diagnostics:type_name -> groundwire.v1.RetrievalDiagnostics
+	3,  // 16: groundwire.v1.RetrieverService.Retrieve:input_type -> groundwire.v1.RetrieveRequest
+	6,  // 17: groundwire.v1.RetrieverService.Retrieve:output_type -> groundwire.v1.RetrieveResponse
+	17, // [17:18] is the sub-list for method output_type
+	16, // [16:17] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_retriever_proto_init() }
@@ -824,6 +848,7 @@ func file_groundwire_v1_retriever_proto_init() {
 		return
 	}
 	file_groundwire_v1_common_proto_init()
+	file_groundwire_v1_usage_proto_init()
 	file_groundwire_v1_retriever_proto_msgTypes[0].OneofWrappers = []any{}
 	file_groundwire_v1_retriever_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}

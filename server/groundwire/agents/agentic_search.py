@@ -19,6 +19,7 @@ from groundwire.agents.tools import SearchFunction, ToolContext, ToolOutcome, to
 from groundwire.domain.errors import GroundwireError
 from groundwire.domain.rag_policy import accept
 from groundwire.domain.retrieval import Scope
+from groundwire.providers.embeddings.usage import metered
 
 
 def agentic_search(
@@ -32,7 +33,12 @@ def agentic_search(
         try:
             # The scope comes from the execution (tenant + filters), never from
             # the model: the tool cannot widen it.
-            index_version, results = await pipeline.retrieve(pipeline.request(rag, query, scope))
+            with metered() as meter:
+                try:
+                    found = await pipeline.retrieve(pipeline.request(rag, query, scope))
+                finally:
+                    meta.embedding_usage += meter.total
+            index_version, results = found
         except GroundwireError as err:
             meta.searches.append(
                 SearchTrace(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from groundwire.agents.tools import SearchDocumentsTool, Tool
+from groundwire.domain.query_rewrite import KeywordMode
 from groundwire.domain.rag_policy import (
     AcceptancePolicy,
     ContextBudgetPolicy,
@@ -41,6 +42,13 @@ class RagPolicy:
     agentic: bool = False
     query_rewriting: str = "none"  # none | history | model
     question_template: str | None = None  # may use {question} and {source_count}
+    # Keyword query of the lexical leg (agents/keywords.py), and the model that
+    # rewrites queries and keywords (None: the agent's own) with its options.
+    keyword_query: KeywordMode = KeywordMode.NONE
+    rewriter_model: ChatModel | None = None
+    rewriter_options: ChatOptions = field(
+        default_factory=lambda: ChatOptions(max_tokens=256, temperature=0.0, timeout_seconds=10.0)
+    )
 
 
 @dataclass(frozen=True, slots=True)

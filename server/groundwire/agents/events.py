@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 
 from groundwire.domain.errors import GroundwireError
+from groundwire.domain.query_rewrite import KeywordRewrite
 from groundwire.domain.rag_policy import (
     Acceptance,
     BudgetFigures,
@@ -16,6 +17,7 @@ from groundwire.domain.rag_policy import (
 )
 from groundwire.domain.reranking import RerankingMetadata, RerankOutcome
 from groundwire.domain.retrieval import RankedResult, RetrievalMode
+from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 from groundwire.providers.chat.base import Usage
 
 
@@ -29,6 +31,17 @@ class EventType(enum.Enum):
     TEXT_DELTA = "TEXT_DELTA"
     EXECUTION_COMPLETED = "EXECUTION_COMPLETED"
     EXECUTION_FAILED = "EXECUTION_FAILED"
+    # Continuing from a checkpoint: nothing before the model call is repeated.
+    EXECUTION_RESUMED = "EXECUTION_RESUMED"
+    # The model called a client tool; the caller runs it.
+    TOOL_CALL_REQUESTED = "TOOL_CALL_REQUESTED"
+    # Terminal: waiting for client tool results (the result says which).
+    EXECUTION_REQUIRES_ACTION = "EXECUTION_REQUIRES_ACTION"
+
+
+class ExecutionStatus(enum.Enum):
+    COMPLETED = "COMPLETED"
+    REQUIRES_ACTION = "REQUIRES_ACTION"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +63,23 @@ class ToolCallInfo:
     succeeded: bool = False
     error_code: str = ""
     seconds: float = 0.0
+    client_executed: bool = False
+    # TOOL_CALL_REQUESTED only: the model's arguments, for the caller to run the tool.
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RequiredToolCall:
+    """A client tool call the execution waits for. `model_call_id` is the id the
+    model gave it (the tool message answers that one); `call_id` is the id shown
+    to the caller (the same when well-formed)."""
+
+    call_id: str
+    tool_name: str
+    arguments: str
+    step: int
+    model_call_id: str
+    requested_at: float  # epoch seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +91,18 @@ class SearchTrace:
     succeeded: bool
     error_code: str
     seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedLimits:
+    """The RAG limits one execution ran with: the agent's, narrowed by the request."""
+
+    candidate_count: int
+    minimum_relevance: float | None
+    final_top_k: int
+    minimum_relevance_overridden: bool = False
+    final_top_k_overridden: bool = False
+    filter_narrowed: bool = False
 
 
 @dataclass(slots=True)
@@ -88,6 +130,13 @@ class RagMetadata:
     budget: BudgetFigures | None = None
     rewritten_query: str | None = None
     searches: list[SearchTrace] = field(default_factory=list)
+    # Per-request controls (agents/controls.py) and the lexical keyword query.
+    bypassed: bool = False
+    limits: AppliedLimits | None = None
+    keywords: KeywordRewrite | None = None
+    rewrite_failure_code: str = ""
+    # Embedding calls of the execution's searches (and any embedding reranker).
+    embedding_usage: EmbeddingUsage = NO_USAGE
 
     def add_acceptance(self, acceptance: Acceptance) -> None:
         self.candidates.extend(acceptance.candidates)
@@ -114,6 +163,10 @@ class ExecutionResult:
     citations: list[Citation] = field(default_factory=list)
     tool_calls: list[ToolCallInfo] = field(default_factory=list)
     seconds: float = 0.0
+    status: ExecutionStatus = ExecutionStatus.COMPLETED
+    required_tool_calls: list[RequiredToolCall] = field(default_factory=list)
+    action_deadline: float | None = None  # epoch seconds
+    resumed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

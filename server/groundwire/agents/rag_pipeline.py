@@ -13,12 +13,15 @@ and used after the engines that produced it are gone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, replace
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy
 from groundwire.agents.execution_input import ExecutionInput
+from groundwire.agents.keywords import keyword_rewrite
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.query import validate_query_text
+from groundwire.domain.query_rewrite import KeywordRewrite
 from groundwire.domain.rag_policy import (
     Acceptance,
     BudgetFigures,
@@ -39,7 +42,9 @@ from groundwire.domain.reranking import (
     apply_order,
 )
 from groundwire.domain.retrieval import MetadataFilter, RankedResult, RetrievalRequest, Scope
+from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 from groundwire.providers.chat.base import ChatMessage
+from groundwire.providers.embeddings.usage import metered
 from groundwire.reranking.stage import RerankingStage, failure_error
 from groundwire.retrieval.engine import Retriever
 
@@ -61,7 +66,11 @@ def merge_filters(configured: MetadataFilter, requested: MetadataFilter) -> Meta
     out = dict(configured.conditions)
     for key, values in requested.conditions.items():
         out[key] = out[key] & values if key in out else values
-    return MetadataFilter(out)
+    # Range conditions are conjunctions already: a key in both keeps both ranges.
+    ranges = dict(configured.ranges)
+    for key, conds in requested.ranges.items():
+        ranges[key] = ranges.get(key, ()) + conds
+    return MetadataFilter(out, ranges)
 
 
 def retrieval_failed(err: GroundwireError) -> GroundwireError:
@@ -102,6 +111,10 @@ class RagSearch:
     query: str
     request: RetrievalRequest
     rewritten_query: str | None
+    # The lexical leg's keyword query, when the agent derives one.
+    keywords: KeywordRewrite | None = None
+    # The model rewrite's stable failure code when it fell back to "history".
+    rewrite_failure_code: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +136,10 @@ class RagOutcome:
     selected: tuple[RankedResult, ...]
     no_context_reason: NoContextReason | None
     decision: Decision
+    keywords: KeywordRewrite | None = None
+    rewrite_failure_code: str = ""
+    # Embedding calls of the run: the query embedding and any embedding reranker.
+    embedding_usage: EmbeddingUsage = NO_USAGE
 
     @property
     def rerank_outcome(self) -> RerankOutcome | None:
@@ -166,9 +183,13 @@ class RagPipeline:
     ) -> RagSearch:
         """The search for this message; invalid query text fails here, before any
         search starts."""
-        rewritten = await self._rewrite(agent, rag, inp)
+        rewritten, failure = await self._rewrite(agent, rag, inp)
         query = inp.message if rewritten is None else rewritten
-        return RagSearch(query, self.request(rag, query, scope), rewritten)
+        request = self.request(rag, query, scope)
+        keywords = await keyword_rewrite(agent, rag, request.text)
+        if keywords is not None:
+            request = replace(request, lexical_text=keywords.query)
+        return RagSearch(query, request, rewritten, keywords, failure)
 
     async def run(
         self, agent_id: str, rag: RagPolicy, search: RagSearch, costs: PromptCosts
@@ -177,6 +198,13 @@ class RagPipeline:
         RetrievalFailed when retrieval fails, the stage's error when a rerank
         failure blocks the execution, RAG_CONTEXT_BUDGET_EXCEEDED when the
         mandatory prompt alone exceeds the budget."""
+        with metered() as meter:
+            outcome = await self._sequence(agent_id, rag, search, costs)
+        return replace(outcome, embedding_usage=meter.total)
+
+    async def _sequence(
+        self, agent_id: str, rag: RagPolicy, search: RagSearch, costs: PromptCosts
+    ) -> RagOutcome:
         try:
             index_version, results = await self.retrieve(search.request)
         except GroundwireError as err:
@@ -225,33 +253,57 @@ class RagPipeline:
             selected=selected,
             no_context_reason=reason,
             decision=decide(rag.mode, rag.no_context_behavior, bool(selected)),
+            keywords=search.keywords,
+            rewrite_failure_code=search.rewrite_failure_code,
         )
 
     async def _rewrite(
         self, agent: AgentDefinition, rag: RagPolicy, inp: ExecutionInput
-    ) -> str | None:
+    ) -> tuple[str | None, str]:
         """A follow-up rewritten into a self-contained query (off by default), or
         None when the message is searched as it is: "history" prepends the user's
-        last turns, "model" asks the agent's model."""
+        last turns, "model" asks the rewriter model (the agent's own unless one is
+        configured). A failed or timed-out model rewrite falls back to "history";
+        its stable code comes back with the rewrite ("" when none)."""
         if rag.query_rewriting == "none" or not inp.history:
-            return None
+            return None, ""
         cap = min(_REWRITE_MAX_CHARS, self._retriever.limits.max_query_chars)
-        if rag.query_rewriting == "history":
+        failure = ""
+        rewritten = ""
+        if rag.query_rewriting == "model":
+            try:
+                rewritten = await self._model_rewrite(agent, rag, inp, cap)
+            except TimeoutError:
+                failure = "MODEL_TIMEOUT"
+            except GroundwireError as err:
+                failure = err.reason
+        if rag.query_rewriting == "history" or failure:
             users = [t.content for t in inp.history if t.role == "user"]
             rewritten = " ".join([*users[-_HISTORY_USER_TURNS:], inp.message])[-cap:]
-        else:
-            convo = "\n".join(f"{t.role}: {t.content}" for t in inp.history[-_REWRITE_TURNS:])
-            response = await agent.model.complete(
+        if rewritten.count('"') % 2:
+            # A rewrite (the model's, or a window cut through a phrase) can leave a
+            # quote open: search its words rather than fail the user's request.
+            rewritten = " ".join(rewritten.replace('"', " ").split())
+        return rewritten, failure
+
+    async def _model_rewrite(
+        self, agent: AgentDefinition, rag: RagPolicy, inp: ExecutionInput, cap: int
+    ) -> str:
+        convo = "\n".join(f"{t.role}: {t.content}" for t in inp.history[-_REWRITE_TURNS:])
+        model, options = (
+            (agent.model, agent.options)
+            if rag.rewriter_model is None
+            else (rag.rewriter_model, rag.rewriter_options)
+        )
+        response = await asyncio.wait_for(
+            model.complete(
                 [
                     ChatMessage("system", _REWRITE_INSTRUCTION),
                     ChatMessage("user", f"{convo}\nuser: {inp.message}"),
                 ],
                 [],
-                agent.options,
-            )
-            rewritten = " ".join(response.content.split())[:cap] or inp.message
-        if rewritten.count('"') % 2:
-            # A rewrite (the model's, or a window cut through a phrase) can leave a
-            # quote open: search its words rather than fail the user's request.
-            rewritten = " ".join(rewritten.replace('"', " ").split())
-        return rewritten
+                options,
+            ),
+            timeout=options.timeout_seconds,
+        )
+        return " ".join(response.content.split())[:cap] or inp.message

@@ -12,6 +12,13 @@ owns the events and the result.
 event; the unary API consumes the same generator, so both APIs return the same
 result for the same input. Retrieval failures stay failures (never a no-context
 answer).
+
+Checkpoints (agents/checkpoints.py): once the context is prepared, before the
+first model call, the execution's state is saved and its lease held; it is saved
+again after every tool step and at the end (completed, or waiting for client
+tool results). `resume` and `submit_tool_results` continue an execution from
+its checkpoint with the model loop only: retrieval and reranking never run
+again, the evidence and metadata are the checkpoint's.
 """
 
 from __future__ import annotations
@@ -19,21 +26,46 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
 from groundwire.agents.agentic_search import agentic_search
+from groundwire.agents.checkpoints import (
+    Checkpointer,
+    CheckpointSettings,
+    ExecutionState,
+    Lease,
+    agent_fingerprint,
+    execution_in_progress,
+    execution_not_found,
+    lease_lost,
+)
+from groundwire.agents.client_tools import SubmittedResult, client_result_outcome
+from groundwire.agents.controls import (
+    applied_limits,
+    bypassed_metadata,
+    narrowed_policy,
+    require_bypass_allowed,
+)
 from groundwire.agents.definition import AgentDefinition, RagPolicy
 from groundwire.agents.events import (
     Citation,
     EventType,
     ExecutionEvent,
     ExecutionResult,
+    ExecutionStatus,
     RagMetadata,
     RagSearchInfo,
+    RequiredToolCall,
 )
 from groundwire.agents.execution_input import ExecutionInput
-from groundwire.agents.model_loop import run_model_loop
+from groundwire.agents.model_loop import (
+    ClientCalls,
+    ClientResults,
+    LoopState,
+    answer_client_calls,
+    run_model_loop,
+)
 from groundwire.agents.prompt import assemble_messages, prompt_costs
 from groundwire.agents.rag_pipeline import (
     RagOutcome,
@@ -44,19 +76,113 @@ from groundwire.agents.rag_pipeline import (
 )
 from groundwire.agents.tools import SearchDocumentsTool, Tool
 from groundwire.domain.citations import extract_citations
-from groundwire.domain.errors import ErrorKind, GroundwireError
+from groundwire.domain.errors import ErrorKind, FieldViolation, GroundwireError
 from groundwire.domain.grounding import framework_rules
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER, Action, validate_mode
 from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
 from groundwire.domain.retrieval import RankedResult, Scope
 from groundwire.instruments import EXECUTIONS
+from groundwire.providers.chat.base import ChatMessage
 from groundwire.reranking.stage import RerankingStage
 from groundwire.retrieval.engine import Retriever
+from groundwire.stores.base import CheckpointState, ClaimStatus
+from groundwire.stores.memory.checkpoints import MemoryCheckpointStore
 
 _log = logging.getLogger("groundwire.agents")
 
 # Callers import the execution input from here, next to the runtime that takes it.
 __all__ = ["AgentRuntime", "rag_metadata"]
+
+
+AgentLookup = Callable[[str], AgentDefinition]
+
+
+class _Run:
+    """One execution in progress: the agent, its input and result so far, the
+    model loop's state once prepared, and the lease once checkpointed."""
+
+    def __init__(
+        self,
+        checkpoints: Checkpointer,
+        agent: AgentDefinition,
+        inp: ExecutionInput,
+        result: ExecutionResult,
+        client_results: ClientResults | None,
+    ) -> None:
+        self.checkpoints = checkpoints
+        self.agent = agent
+        self.inp = inp
+        self.result = result
+        self.client_results = client_results
+        self.loop = LoopState([])
+        self.lease: Lease | None = None
+        self._fingerprint = ""
+
+    @classmethod
+    def restored(
+        cls,
+        checkpoints: Checkpointer,
+        agent: AgentDefinition,
+        state: ExecutionState,
+        lease: Lease,
+        client_results: ClientResults | None,
+    ) -> _Run:
+        run = cls(checkpoints, agent, state.input, state.result, client_results)
+        run.loop = state.loop
+        run.lease = lease
+        run.result.resumed = True
+        return run
+
+    def state(self) -> ExecutionState:
+        return ExecutionState(
+            self.result.execution_id,
+            self.agent.id,
+            self.fingerprint,
+            self.inp.tenant,
+            self.inp,
+            self.result,
+            self.loop,
+        )
+
+    @property
+    def fingerprint(self) -> str:
+        if not self._fingerprint:
+            self._fingerprint = agent_fingerprint(self.agent)
+        return self._fingerprint
+
+    @property
+    def client_timeout_s(self) -> float:
+        return self.inp.client_tool_timeout_s or (
+            self.checkpoints.settings.tool_result_timeout_seconds
+        )
+
+    async def prepared(self, messages: list[ChatMessage]) -> None:
+        """The checkpoint before the first model call: the context is final."""
+        self.loop = LoopState(messages)
+        self.lease = await self.checkpoints.create(self.state(), CheckpointState.RUNNING)
+
+    async def step_done(self) -> None:
+        """The checkpoint after a tool step: the tool calls and messages so far."""
+        assert self.lease is not None
+        if self.lease.lost:
+            raise lease_lost()
+        await self.lease.save(self.state(), CheckpointState.RUNNING, release=False)
+
+    async def finish(self) -> None:
+        """The last checkpoint: the recorded result, or the wait for the caller."""
+        if self.result.status is ExecutionStatus.REQUIRES_ACTION:
+            self.result.action_deadline = time.time() + self.client_timeout_s
+            kind = CheckpointState.REQUIRES_ACTION
+        else:
+            kind = CheckpointState.COMPLETED
+        if self.lease is None:
+            await self.checkpoints.record_completed(self.state())
+            return
+        await self.lease.save(self.state(), kind, release=True)
+
+    async def release(self) -> None:
+        if self.lease is not None:
+            await self.lease.release()
 
 
 class AgentRuntime:
@@ -67,33 +193,176 @@ class AgentRuntime:
         retriever: Retriever,
         stage: RerankingStage,
         previews: ContentPreviews = PREVIEWS_OFF,
+        checkpoints: Checkpointer | None = None,
     ) -> None:
         self._pipeline = RagPipeline(retriever, stage)
         self._previews = previews
+        self.max_top_k = retriever.limits.max_top_k
+        self._checkpoints = checkpoints or Checkpointer(
+            MemoryCheckpointStore(), CheckpointSettings()
+        )
+
+    @property
+    def pipeline(self) -> RagPipeline:
+        """The RAG sequence (PrepareExecution runs it without the model)."""
+        return self._pipeline
+
+    @property
+    def checkpoint_settings(self) -> CheckpointSettings:
+        return self._checkpoints.settings
 
     async def execute(
-        self, agent: AgentDefinition, inp: ExecutionInput
+        self,
+        agent: AgentDefinition,
+        inp: ExecutionInput,
+        client_results: ClientResults | None = None,
     ) -> AsyncIterator[ExecutionEvent]:
-        """Events of one execution; the last one is EXECUTION_COMPLETED or
-        EXECUTION_FAILED (never both, never neither)."""
+        """Events of one execution; the last one is EXECUTION_COMPLETED,
+        EXECUTION_REQUIRES_ACTION or EXECUTION_FAILED (exactly one of them).
+        With `client_results` the execution waits for client tool results
+        instead of ending in REQUIRES_ACTION."""
         started = time.perf_counter()
         result = ExecutionResult(uuid.uuid4().hex, agent.id)
-        eid = result.execution_id
-        yield ExecutionEvent(EventType.EXECUTION_STARTED, eid)
+        run = _Run(self._checkpoints, agent, inp, result, client_results)
+        yield ExecutionEvent(EventType.EXECUTION_STARTED, result.execution_id)
+        async for event in self._guarded(run, self._run(run), started):
+            yield event
+
+    async def resume(
+        self,
+        execution_id: str,
+        tenant: str,
+        agents: AgentLookup,
+        client_results: ClientResults | None = None,
+    ) -> AsyncIterator[ExecutionEvent]:
+        """The events of continuing `execution_id` from its checkpoint (a
+        completed one replays its recorded result; one waiting for client tool
+        results reports that again). Lookup errors are raised here, before any
+        event: EXECUTION_NOT_FOUND, EXECUTION_IN_PROGRESS, EXECUTION_AGENT_CHANGED,
+        TOOL_RESULTS_EXPIRED."""
+        # One claim (a single transaction) decides: run it here, replay what it
+        # recorded, or refuse.
+        claim, lease, claimed = await self._checkpoints.claim(execution_id, tenant)
+        if claim.status is ClaimStatus.MISSING:
+            raise execution_not_found()
+        if claim.status is ClaimStatus.BUSY:
+            raise execution_in_progress(self._checkpoints.retry_after_s)
+        assert claimed is not None
+        if lease is None:  # completed: its recorded result
+            return _recorded(claimed)
         try:
-            async for event in self._run(agent, inp, result):
+            if claimed.result.status is ExecutionStatus.REQUIRES_ACTION:
+                _check_deadline(claimed)
+                await lease.release()
+                return _recorded(claimed)
+            agent = _agent_for(claimed, agents)
+        except GroundwireError:
+            await lease.release()
+            raise
+        run = _Run.restored(self._checkpoints, agent, claimed, lease, client_results)
+        return self._continued(run, [])
+
+    async def submit_tool_results(
+        self,
+        execution_id: str,
+        tenant: str,
+        results: Sequence[SubmittedResult],
+        agents: AgentLookup,
+        client_results: ClientResults | None = None,
+    ) -> AsyncIterator[ExecutionEvent]:
+        """The events of continuing an execution in REQUIRES_ACTION with the
+        caller's results of its client tool calls; every error is raised here,
+        before any event, and leaves the execution waiting as it was."""
+        _check_unique(results)
+        claim, lease, state = await self._checkpoints.claim(execution_id, tenant)
+        if claim.status is ClaimStatus.MISSING:
+            raise execution_not_found()
+        if claim.status is ClaimStatus.BUSY:
+            raise execution_in_progress(self._checkpoints.retry_after_s)
+        assert state is not None
+        try:
+            pending = _pending_answered_by(state, results)
+            _check_deadline(state)
+            limit = self._checkpoints.settings.max_tool_result_chars
+            for i, r in enumerate(results):
+                if len(r.output) > limit:
+                    raise invalid_result(
+                        "FIELD_TOO_LONG", f"results[{i}].output", f"at most {limit} characters"
+                    )
+            agent = _agent_for(state, agents)
+        except GroundwireError:
+            if lease is not None:
+                await lease.release()
+            raise
+        assert lease is not None
+        run = _Run.restored(self._checkpoints, agent, state, lease, client_results)
+        outcomes = {r.call_id: client_result_outcome(r.output, r.is_error) for r in results}
+        events = answer_client_calls(run.loop, run.result, pending, outcomes)
+        run.result.action_deadline = None
+        try:
+            # The results are saved before the model sees them: a resume after a
+            # failure from here on continues with them.
+            await lease.save(run.state(), CheckpointState.RUNNING, release=False)
+        except GroundwireError:
+            await lease.release()
+            raise
+        return self._continued(run, events)
+
+    async def _continued(
+        self, run: _Run, before: list[ExecutionEvent]
+    ) -> AsyncIterator[ExecutionEvent]:
+        started = time.perf_counter()
+        eid = run.result.execution_id
+        yield ExecutionEvent(EventType.EXECUTION_STARTED, eid)
+        yield ExecutionEvent(EventType.EXECUTION_RESUMED, eid)
+        for event in before:
+            yield event
+
+        async def steps() -> AsyncIterator[ExecutionEvent]:
+            async for event in self._model(run, self._tools(run)):
                 yield event
-        except GroundwireError as err:
-            EXECUTIONS.add(1, {"agent": agent.id, "outcome": err.reason})
+
+        async for event in self._guarded(run, steps(), started):
+            yield event
+
+    async def _guarded(
+        self, run: _Run, steps: AsyncIterator[ExecutionEvent], started: float
+    ) -> AsyncIterator[ExecutionEvent]:
+        """The steps' events and exactly one terminal event; the lease is given
+        up however the execution ends (also when the caller goes away)."""
+        agent, result = run.agent, run.result
+        eid = result.execution_id
+        failure: GroundwireError | None = None
+        try:
+            try:
+                async for event in steps:
+                    yield event
+                result.seconds = time.perf_counter() - started
+                await run.finish()
+            except GroundwireError as err:
+                failure = err
+        finally:
+            # Before the terminal event: a caller that stops reading there (the
+            # unary call) must find the execution resumable at once.
+            await run.release()
+        if failure is not None:
+            if run.lease is not None:
+                # Checkpointed: the caller can resume it (the unary call learns the
+                # id from the error, the stream from every event).
+                failure = replace(failure, metadata={**failure.metadata, "execution_id": eid})
+            EXECUTIONS.add(1, {"agent": agent.id, "outcome": failure.reason})
             yield ExecutionEvent(
                 EventType.EXECUTION_FAILED,
                 eid,
-                error_code=err.reason,
-                error_message=err.message,
-                error=err,
+                error_code=failure.reason,
+                error_message=failure.message,
+                error=failure,
             )
             return
-        result.seconds = time.perf_counter() - started
+        if result.status is ExecutionStatus.REQUIRES_ACTION:
+            EXECUTIONS.add(1, {"agent": agent.id, "outcome": "REQUIRES_ACTION"})
+            yield ExecutionEvent(EventType.EXECUTION_REQUIRES_ACTION, eid, result=result)
+            return
         reason = result.rag.no_context_reason
         EXECUTIONS.add(
             1,
@@ -106,15 +375,53 @@ class AgentRuntime:
         )
         yield ExecutionEvent(EventType.EXECUTION_COMPLETED, eid, result=result)
 
-    async def _run(
-        self, agent: AgentDefinition, inp: ExecutionInput, result: ExecutionResult
-    ) -> AsyncIterator[ExecutionEvent]:
+    def _tools(self, run: _Run) -> list[Tool]:
+        """The tools the model is offered: the agent's, and the search tool of
+        agentic RAG bound to the execution's scope and metadata."""
+        agent, rag = run.agent, run.agent.rag
+        if rag is None or not rag.agentic or run.inp.controls.bypass_rag:
+            return list(agent.tools)
+        rag = narrowed_policy(rag, run.inp.controls)
+        scope = Scope(run.inp.tenant, merge_filters(rag.filter, run.inp.filter))
+        search_tool = SearchDocumentsTool(
+            agentic_search(self._pipeline, rag, scope, run.result.rag)
+        )
+        return [search_tool, *[t for t in agent.tools if t.name != search_tool.name]]
+
+    async def _model(self, run: _Run, tools: Sequence[Tool]) -> AsyncIterator[ExecutionEvent]:
+        """The model loop from the run's state, then the citations."""
+        assert run.lease is not None
+        client = ClientCalls(run.inp.client_tools, run.client_timeout_s, run.client_results)
+        async with run.lease.keep_alive():
+            async for event in run_model_loop(
+                run.agent, run.loop, tools, run.result, client, run.step_done
+            ):
+                yield event
+        meta, result, rag = run.result.rag, run.result, run.agent.rag
+        if result.status is not ExecutionStatus.COMPLETED or rag is None:
+            return
+        if run.inp.controls.bypass_rag:
+            return
+        # Also on a resumed run: the limits are the (narrowed) policy's, recomputed.
+        meta.limits = applied_limits(
+            narrowed_policy(rag, run.inp.controls), run.inp, self.max_top_k
+        )
+        result.citations = _citations(result.answer, meta.context)
+        if rag.agentic:
+            meta.context_accepted = bool(meta.context)
+
+    async def _run(self, run: _Run) -> AsyncIterator[ExecutionEvent]:
+        agent, inp, result = run.agent, run.inp, run.result
         rag = agent.rag
-        if rag is None:
-            steps = run_model_loop(
-                agent, assemble_messages(agent, None, "", inp, ()), agent.tools, result
-            )
+        if rag is not None and inp.controls.bypass_rag:
+            # Checked again at run time: the agent may have been reloaded.
+            require_bypass_allowed(rag)
+            result.rag = bypassed_metadata(rag)
+        if rag is None or inp.controls.bypass_rag:
+            await run.prepared(assemble_messages(agent, None, "", inp, ()))
+            steps = self._model(run, self._tools(run))
         else:
+            rag = narrowed_policy(rag, inp.controls)
             # Validated again at run time: the configuration may be stale, and an
             # invalid policy must fail before anything is retrieved.
             validate_mode(rag.mode, rag.no_context_behavior)
@@ -122,39 +429,23 @@ class AgentRuntime:
             rag.context_budget.validate("rag.context_budget")
             scope = Scope(inp.tenant, merge_filters(rag.filter, inp.filter))
             if rag.agentic:
-                steps = self._run_agentic(agent, rag, scope, inp, result)
+                result.rag = rag_metadata(rag, None)
+                await run.prepared(
+                    assemble_messages(agent, rag, framework_rules(rag.mode, True), inp, ())
+                )
+                steps = self._model(run, self._tools(run))
             else:
-                steps = self._run_grounded(agent, rag, scope, inp, result)
+                steps = self._run_grounded(run, rag, scope)
         async for event in steps:
             yield event
-
-    async def _run_agentic(
-        self,
-        agent: AgentDefinition,
-        rag: RagPolicy,
-        scope: Scope,
-        inp: ExecutionInput,
-        result: ExecutionResult,
-    ) -> AsyncIterator[ExecutionEvent]:
-        """The model searches through the built-in tool; what it found is its context."""
-        meta = result.rag = rag_metadata(rag, None)
-        search_tool = SearchDocumentsTool(agentic_search(self._pipeline, rag, scope, meta))
-        tools: list[Tool] = [search_tool, *[t for t in agent.tools if t.name != search_tool.name]]
-        messages = assemble_messages(agent, rag, framework_rules(rag.mode, True), inp, ())
-        async for event in run_model_loop(agent, messages, tools, result):
-            yield event
-        result.citations = _citations(result.answer, meta.context)
-        meta.context_accepted = bool(meta.context)
+        if rag is not None and not inp.controls.bypass_rag:
+            result.rag.limits = applied_limits(rag, inp, self.max_top_k)
 
     async def _run_grounded(
-        self,
-        agent: AgentDefinition,
-        rag: RagPolicy,
-        scope: Scope,
-        inp: ExecutionInput,
-        result: ExecutionResult,
+        self, run: _Run, rag: RagPolicy, scope: Scope
     ) -> AsyncIterator[ExecutionEvent]:
         """The framework retrieves and selects the context before the model runs."""
+        agent, inp, result = run.agent, run.inp, run.result
         eid = result.execution_id
         search = await self._pipeline.prepare(agent, rag, inp, scope)
         yield _search_event(EventType.RAG_SEARCH_STARTED, eid, rag)
@@ -190,11 +481,108 @@ class AgentRuntime:
             fields = self._previews.fields(inp.message, (r.hit.content for r in selected))
             _log.debug("agent context preview", extra={"agent": agent.id, **(fields or {})})
         rules = framework_rules(rag.mode, bool(selected))
-        messages = assemble_messages(agent, rag, rules, inp, selected)
-        async for event in run_model_loop(agent, messages, agent.tools, result):
+        await run.prepared(assemble_messages(agent, rag, rules, inp, selected))
+        async for event in self._model(run, self._tools(run)):
             yield event
-        if selected:
-            result.citations = _citations(result.answer, selected)
+
+
+def _recorded(state: ExecutionState) -> AsyncIterator[ExecutionEvent]:
+    """A recorded outcome replayed: the completed result, or the wait for results."""
+
+    async def events() -> AsyncIterator[ExecutionEvent]:
+        eid = state.execution_id
+        kind = (
+            EventType.EXECUTION_REQUIRES_ACTION
+            if state.result.status is ExecutionStatus.REQUIRES_ACTION
+            else EventType.EXECUTION_COMPLETED
+        )
+        yield ExecutionEvent(EventType.EXECUTION_STARTED, eid)
+        yield ExecutionEvent(kind, eid, result=state.result)
+
+    return events()
+
+
+def _agent_for(state: ExecutionState, agents: AgentLookup) -> AgentDefinition:
+    """The agent a checkpoint continues under: the same definition, or refused."""
+    try:
+        agent = agents(state.agent_id)
+    except GroundwireError:
+        agent = None
+    if agent is None or agent_fingerprint(agent) != state.agent_fingerprint:
+        raise GroundwireError(
+            ErrorKind.FAILED_PRECONDITION,
+            "EXECUTION_AGENT_CHANGED",
+            "the agent's definition changed since the execution's checkpoint",
+        )
+    return agent
+
+
+def _check_deadline(state: ExecutionState) -> None:
+    deadline = state.result.action_deadline
+    if (
+        state.result.status is ExecutionStatus.REQUIRES_ACTION
+        and deadline is not None
+        and time.time() > deadline
+    ):
+        raise GroundwireError(
+            ErrorKind.FAILED_PRECONDITION,
+            "TOOL_RESULTS_EXPIRED",
+            "the tool results were not submitted in time; the execution was abandoned",
+        )
+
+
+def invalid_result(reason: str, field_path: str, description: str) -> GroundwireError:
+    return GroundwireError(
+        ErrorKind.INVALID_ARGUMENT,
+        reason,
+        description,
+        (FieldViolation(field_path, description),),
+    )
+
+
+def _check_unique(results: Sequence[SubmittedResult]) -> None:
+    if not results:
+        raise invalid_result("FIELD_REQUIRED", "results", "at least one tool result is required")
+    seen: set[str] = set()
+    for i, r in enumerate(results):
+        if r.call_id in seen:
+            raise invalid_result(
+                "TOOL_RESULT_DUPLICATE", f"results[{i}].call_id", "call answered twice"
+            )
+        seen.add(r.call_id)
+
+
+def _pending_answered_by(
+    state: ExecutionState, results: Sequence[SubmittedResult]
+) -> list[RequiredToolCall]:
+    """The required calls, once `results` is checked to answer each exactly once."""
+    answered = set(state.loop.answered)
+    waiting = state.result.status is ExecutionStatus.REQUIRES_ACTION
+    pending = {c.call_id: c for c in state.result.required_tool_calls} if waiting else {}
+    for i, r in enumerate(results):
+        if r.call_id in pending:
+            continue
+        if r.call_id in answered:
+            raise GroundwireError(
+                ErrorKind.ALREADY_EXISTS,
+                "TOOL_RESULT_DUPLICATE",
+                "a result for this call was already submitted",
+            )
+        if not waiting:
+            raise GroundwireError(
+                ErrorKind.FAILED_PRECONDITION,
+                "EXECUTION_NOT_AWAITING_TOOL_RESULTS",
+                "the execution does not wait for tool results",
+            )
+        raise invalid_result(
+            "TOOL_RESULT_UNKNOWN_CALL", f"results[{i}].call_id", "the execution made no such call"
+        )
+    missing = len(pending) - len(results)
+    if missing:
+        raise invalid_result(
+            "TOOL_RESULTS_INCOMPLETE", "results", f"{missing} required tool calls have no result"
+        )
+    return list(state.result.required_tool_calls)
 
 
 def rag_metadata(rag: RagPolicy, outcome: RagOutcome | None) -> RagMetadata:
@@ -212,6 +600,8 @@ def rag_metadata(rag: RagPolicy, outcome: RagOutcome | None) -> RagMetadata:
     return replace(
         meta,
         rewritten_query=outcome.rewritten_query,
+        keywords=outcome.keywords,
+        rewrite_failure_code=outcome.rewrite_failure_code,
         index_version=outcome.index_version,
         candidates=list(outcome.acceptance.candidates),
         accepted=list(outcome.ordered),
@@ -224,6 +614,7 @@ def rag_metadata(rag: RagPolicy, outcome: RagOutcome | None) -> RagMetadata:
         no_context_reason=outcome.no_context_reason,
         model_skipped=outcome.decision.model_skipped,
         answer_constrained=outcome.decision.answer_constrained,
+        embedding_usage=outcome.embedding_usage,
     )
 
 

@@ -26,6 +26,12 @@ _METHOD_FAMILIES: Mapping[str, RpcFamily] = {
     f"{_V1}IngestionManagerService/StartIngestion": RpcFamily.INGEST,
     f"{_V1}AgentService/Execute": RpcFamily.EXECUTE,
     f"{_V1}AgentService/ExecuteStream": RpcFamily.EXECUTE,
+    f"{_V1}AgentService/ResumeExecution": RpcFamily.EXECUTE,
+    f"{_V1}AgentService/ResumeExecutionStream": RpcFamily.EXECUTE,
+    f"{_V1}AgentService/SubmitToolResults": RpcFamily.EXECUTE,
+    f"{_V1}AgentService/ExecuteInteractive": RpcFamily.EXECUTE,
+    # Runs the whole RAG sequence of an execution (everything but the model).
+    f"{_V1}AgentService/PrepareExecution": RpcFamily.EXECUTE,
 }
 
 

@@ -2,21 +2,49 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import grpc
+from google.protobuf import json_format, struct_pb2
 
+from groundwire.agents.client_tools import (
+    SubmittedResult,
+    client_result_outcome,
+    validate_client_tools,
+)
+from groundwire.agents.controls import check_controls
 from groundwire.agents.definition import AgentDefinition
-from groundwire.agents.events import EventType, ExecutionEvent, ExecutionResult, RagMetadata
+from groundwire.agents.events import (
+    EventType,
+    ExecutionEvent,
+    ExecutionResult,
+    ExecutionStatus,
+    RagMetadata,
+    RequiredToolCall,
+)
 from groundwire.agents.execution_input import ExecutionInput
+from groundwire.agents.prepare import prepare_turn
 from groundwire.agents.registry import AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
+from groundwire.agents.tools import ToolOutcome
+from groundwire.api.agent_controls import (
+    add_controls_description,
+    add_controls_metadata,
+    controls_from_proto,
+    prepared_to_proto,
+)
 from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import duration, filter_from_proto, mode_to_proto, score_to_proto
 from groundwire.api.pagination import LIST_AGENTS, PageTokens, listing
 from groundwire.api.reranker import outcome_to_proto, reranking_metadata_to_proto
-from groundwire.domain.errors import ErrorKind, GroundwireError
+from groundwire.api.usage import usage_to_proto
+from groundwire.domain.auth import check_tenant
+from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.domain.rag_policy import (
     ExecutionMode,
     ItemReason,
@@ -44,6 +72,14 @@ _ITEM_REASONS = {r: agent_pb2.RagItemReason.Value(f"RAG_ITEM_REASON_{r.value}") 
 _EVENTS = {
     e: agent_pb2.ExecutionEventType.Value(f"EXECUTION_EVENT_TYPE_{e.value}") for e in EventType
 }
+_STATUSES = {
+    ExecutionStatus.COMPLETED: agent_pb2.EXECUTION_STATUS_COMPLETED,
+    ExecutionStatus.REQUIRES_ACTION: agent_pb2.EXECUTION_STATUS_REQUIRES_ACTION,
+}
+# Bounds of the resume and tool-result requests (the execution id is a 32-hex uuid).
+_MAX_EXECUTION_ID_CHARS = 128
+_MAX_TOOL_RESULTS = 64
+_MAX_QUEUED_MESSAGES = 16
 _ROLES: dict[int, str | None] = {
     agent_pb2.TURN_ROLE_USER: "user",
     agent_pb2.TURN_ROLE_ASSISTANT: "assistant",
@@ -122,12 +158,13 @@ def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
         )
     if meta.rewritten_query is not None:
         msg.rewritten_query = meta.rewritten_query
+    add_controls_metadata(meta, msg)
     return msg
 
 
 def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
     u = result.usage
-    return agent_pb2.AgentResult(
+    msg = agent_pb2.AgentResult(
         execution_id=result.execution_id,
         agent_id=result.agent_id,
         answer=result.answer,
@@ -139,6 +176,7 @@ def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
             total_tokens=u.total_tokens,
         ),
         rag=rag_to_proto(result.rag),
+        embedding_usage=usage_to_proto(result.rag.embedding_usage),
         citations=[
             agent_pb2.Citation(
                 source_number=c.source_number, document_id=c.document_id, chunk_id=c.chunk_id
@@ -153,11 +191,23 @@ def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
                 succeeded=t.succeeded,
                 error_code=t.error_code,
                 duration=duration(t.seconds),
+                client_executed=t.client_executed,
             )
             for t in result.tool_calls
         ],
         duration=duration(result.seconds),
+        status=_STATUSES[result.status],
+        required_tool_calls=[
+            agent_pb2.RequiredToolCall(
+                call_id=c.call_id, tool_name=c.tool_name, arguments=c.arguments
+            )
+            for c in result.required_tool_calls
+        ],
+        resumed=result.resumed,
     )
+    if result.action_deadline is not None:
+        msg.action_deadline.FromNanoseconds(int(result.action_deadline * 1e9))
+    return msg
 
 
 def event_to_proto(event: ExecutionEvent, sequence: int) -> agent_pb2.ExecuteStreamResponse:
@@ -196,6 +246,8 @@ def event_to_proto(event: ExecutionEvent, sequence: int) -> agent_pb2.ExecuteStr
                 succeeded=t.succeeded,
                 error_code=t.error_code,
                 duration=duration(t.seconds),
+                arguments=t.arguments,
+                client_executed=t.client_executed,
             )
         )
     if event.result is not None:
@@ -223,6 +275,7 @@ def describe_agent(agent: AgentDefinition) -> agent_pb2.AgentDescription:
                 agentic=r.agentic,
             )
         )
+        add_controls_description(r, msg.rag)
     if agent.instructions_visible:
         msg.instructions = agent.instructions
     return msg
@@ -237,13 +290,37 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._tokens = page_tokens
 
     def _validate(self, inp: agent_pb2.ExecutionInput) -> tuple[AgentDefinition, ExecutionInput]:
-        return self._registry.validate(
+        agent, validated = self._registry.validate(
             agent_id=inp.agent_id,
             message=inp.message,
             history=[(_ROLES.get(t.role), t.content) for t in inp.history],
             tenant=effective_tenant(inp.tenant, "input.tenant"),
             conditions=filter_from_proto(inp.filter),
         )
+        controls = controls_from_proto(inp)
+        check_controls(agent, controls)
+        validated = replace(validated, controls=controls)
+        if not inp.client_tools and not inp.HasField("client_tool_timeout"):
+            return agent, validated
+        tools = validate_client_tools(
+            [
+                (t.name, t.description, _schema_of(t.parameters, f"input.client_tools[{i}]"))
+                for i, t in enumerate(inp.client_tools)
+            ],
+            agent.tool_names,
+        )
+        timeout = None
+        if inp.HasField("client_tool_timeout"):
+            d = inp.client_tool_timeout
+            timeout = d.seconds + d.nanos / 1e9
+            limit = self._runtime.checkpoint_settings.tool_result_timeout_seconds
+            if not 0 < timeout <= limit or not -1e9 < d.nanos < 1e9:
+                raise invalid(
+                    "FIELD_OUT_OF_RANGE",
+                    "input.client_tool_timeout",
+                    f"client_tool_timeout must be in (0, {limit:g}] seconds",
+                )
+        return agent, replace(validated, client_tools=tools, client_tool_timeout_s=timeout)
 
     async def ListAgents(
         self, request: agent_pb2.ListAgentsRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -267,13 +344,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self, request: agent_pb2.ExecuteRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> agent_pb2.ExecuteResponse:
         agent, inp = self._validate(request.input)
-        async for event in self._runtime.execute(agent, inp):
-            if event.type is EventType.EXECUTION_COMPLETED:
-                assert event.result is not None
-                return agent_pb2.ExecuteResponse(result=result_to_proto(event.result))
-            if event.type is EventType.EXECUTION_FAILED:
-                raise failure_from_event(event)
-        raise GroundwireError(ErrorKind.INTERNAL, "INTERNAL", "execution ended without a result")
+        return agent_pb2.ExecuteResponse(
+            result=await _final_result(self._runtime.execute(agent, inp))
+        )
 
     async def ExecuteStream(
         self, request: agent_pb2.ExecuteStreamRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -283,6 +356,198 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         async for event in self._runtime.execute(agent, inp):
             yield event_to_proto(event, sequence)
             sequence += 1
+
+    async def PrepareExecution(
+        self,
+        request: agent_pb2.PrepareExecutionRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> agent_pb2.PrepareExecutionResponse:
+        agent, inp = self._validate(request.input)
+        turn = await prepare_turn(self._runtime, agent, inp)
+        return agent_pb2.PrepareExecutionResponse(
+            prepared=prepared_to_proto(turn, rag_to_proto(turn.rag))
+        )
+
+    async def ResumeExecution(
+        self, request: agent_pb2.ResumeExecutionRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> agent_pb2.ResumeExecutionResponse:
+        eid, tenant = _execution_ref(request.execution_id, request.tenant)
+        events = await self._runtime.resume(eid, tenant, self._registry.get)
+        return agent_pb2.ResumeExecutionResponse(result=await _final_result(events))
+
+    async def ResumeExecutionStream(
+        self,
+        request: agent_pb2.ResumeExecutionStreamRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[agent_pb2.ResumeExecutionStreamResponse]:
+        eid, tenant = _execution_ref(request.execution_id, request.tenant)
+        events = await self._runtime.resume(eid, tenant, self._registry.get)
+        sequence = 0
+        async for event in events:
+            yield agent_pb2.ResumeExecutionStreamResponse(event=event_to_proto(event, sequence))
+            sequence += 1
+
+    async def SubmitToolResults(
+        self,
+        request: agent_pb2.SubmitToolResultsRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> agent_pb2.SubmitToolResultsResponse:
+        eid, tenant = _execution_ref(request.execution_id, request.tenant)
+        results = _tool_results(request.results, "results")
+        events = await self._runtime.submit_tool_results(eid, tenant, results, self._registry.get)
+        return agent_pb2.SubmitToolResultsResponse(result=await _final_result(events))
+
+    async def ExecuteInteractive(
+        self,
+        request_iterator: AsyncIterator[agent_pb2.ExecuteInteractiveRequest],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[agent_pb2.ExecuteInteractiveResponse]:
+        requests = aiter(request_iterator)
+        try:
+            first = await anext(requests)
+        except StopAsyncIteration:
+            raise invalid(
+                "FIELD_REQUIRED", "input", "the first message must carry the input"
+            ) from None
+        if first.WhichOneof("kind") != "input":
+            raise invalid("FIELD_REQUIRED", "input", "the first message must carry the input")
+        agent, inp = self._validate(first.input)
+        channel = _ResultChannel(requests, self._runtime.checkpoint_settings.max_tool_result_chars)
+        try:
+            sequence = 0
+            async for event in self._runtime.execute(agent, inp, channel.wait):
+                yield agent_pb2.ExecuteInteractiveResponse(event=event_to_proto(event, sequence))
+                sequence += 1
+        finally:
+            await channel.close()
+
+
+class _ResultChannel:
+    """The caller's tool results arriving on an ExecuteInteractive stream.
+
+    A reader task queues the stream's messages; `wait` takes results until every
+    requested call is answered, the per-call timeout passes, or the caller closes
+    its side. A result for a call that already timed out is dropped (that call's
+    TOOL_CALL_COMPLETED event reported TOOL_TIMEOUT); one for an unknown or an
+    already answered call, or a message without results, fails the execution."""
+
+    def __init__(
+        self, requests: AsyncIterator[agent_pb2.ExecuteInteractiveRequest], max_chars: int
+    ) -> None:
+        # Bounded: a caller sending faster than the execution reads is slowed down
+        # by flow control rather than buffered without limit.
+        self._queue: asyncio.Queue[agent_pb2.ExecuteInteractiveRequest | None] = asyncio.Queue(
+            _MAX_QUEUED_MESSAGES
+        )
+        self._ended = False
+        self._max_chars = max_chars
+        self._answered: set[str] = set()
+        self._timed_out: set[str] = set()
+        self._closed = False
+        self._reader = asyncio.create_task(self._read(requests))
+
+    async def _read(self, requests: AsyncIterator[agent_pb2.ExecuteInteractiveRequest]) -> None:
+        try:
+            async for request in requests:
+                await self._queue.put(request)
+        finally:
+            self._ended = True
+            with contextlib.suppress(asyncio.QueueFull):
+                self._queue.put_nowait(None)
+
+    async def close(self) -> None:
+        self._reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):  # ended either way
+            await self._reader
+
+    async def wait(
+        self, pending: Sequence[RequiredToolCall], timeout_s: float
+    ) -> Mapping[str, ToolOutcome]:
+        wanted = {c.call_id for c in pending}
+        got: dict[str, ToolOutcome] = {}
+        deadline = time.monotonic() + timeout_s
+        while wanted - set(got) and not self._closed:
+            if self._ended and self._queue.empty():
+                break
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    request = await self._queue.get()
+            except TimeoutError:
+                break
+            if request is None:
+                self._closed = True
+                break
+            if request.WhichOneof("kind") != "tool_results":
+                raise invalid(
+                    "FIELD_REQUIRED", "tool_results", "later messages must carry tool results"
+                )
+            for r in _tool_results(request.tool_results.results, "tool_results.results"):
+                if r.call_id in self._timed_out:
+                    continue
+                if r.call_id in got or r.call_id in self._answered:
+                    raise invalid(
+                        "TOOL_RESULT_DUPLICATE", "tool_results.results", "call answered twice"
+                    )
+                if r.call_id not in wanted:
+                    raise invalid(
+                        "TOOL_RESULT_UNKNOWN_CALL",
+                        "tool_results.results",
+                        "the execution made no such call",
+                    )
+                if len(r.output) > self._max_chars:
+                    raise invalid(
+                        "FIELD_TOO_LONG",
+                        "tool_results.results",
+                        f"at most {self._max_chars} characters",
+                    )
+                got[r.call_id] = client_result_outcome(r.output, r.is_error)
+        self._answered |= set(got)
+        self._timed_out |= wanted - set(got)
+        return got
+
+
+def _schema_of(parameters: struct_pb2.Struct, where: str) -> dict[str, Any]:
+    """A declared schema as JSON; a Struct JSON cannot express (a value without a
+    kind, a NaN or infinite number) is refused like any invalid schema."""
+    try:
+        return json_format.MessageToDict(parameters)
+    except (json_format.Error, ValueError, TypeError, RecursionError):
+        raise invalid(
+            "CLIENT_TOOL_INVALID", f"{where}.parameters", "parameters is not a JSON object"
+        ) from None
+
+
+def _execution_ref(execution_id: str, tenant: str) -> tuple[str, str]:
+    """The execution id and the tenant a resume or submit runs as."""
+    if not execution_id:
+        raise invalid("FIELD_REQUIRED", "execution_id", "execution_id is required")
+    if len(execution_id) > _MAX_EXECUTION_ID_CHARS:
+        raise invalid("FIELD_TOO_LONG", "execution_id", "execution_id is too long")
+    effective = effective_tenant(tenant, "tenant")
+    check_tenant(effective, "tenant")
+    return execution_id, effective
+
+
+def _tool_results(results: Sequence[agent_pb2.ToolResult], where: str) -> list[SubmittedResult]:
+    if len(results) > _MAX_TOOL_RESULTS:
+        raise invalid("FIELD_OUT_OF_RANGE", where, f"at most {_MAX_TOOL_RESULTS} results")
+    out = []
+    for i, r in enumerate(results):
+        if not r.call_id:
+            raise invalid("FIELD_REQUIRED", f"{where}[{i}].call_id", "call_id is required")
+        out.append(SubmittedResult(r.call_id, r.output, r.is_error))
+    return out
+
+
+async def _final_result(events: AsyncIterator[ExecutionEvent]) -> agent_pb2.AgentResult:
+    """The unary form of an execution: its terminal result, or its error."""
+    async for event in events:
+        if event.type in (EventType.EXECUTION_COMPLETED, EventType.EXECUTION_REQUIRES_ACTION):
+            assert event.result is not None
+            return result_to_proto(event.result)
+        if event.type is EventType.EXECUTION_FAILED:
+            raise failure_from_event(event)
+    raise GroundwireError(ErrorKind.INTERNAL, "INTERNAL", "execution ended without a result")
 
 
 def failure_from_event(event: ExecutionEvent) -> GroundwireError:

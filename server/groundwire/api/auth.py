@@ -23,12 +23,15 @@ _SERVICE_PERMISSIONS: Mapping[str, Permission | None] = {
     "groundwire.v1.RerankerService": Permission.RERANK,
     "groundwire.v1.AgentService": Permission.EXECUTE,
     "groundwire.v1.IngestionManagerService": Permission.MANAGE,
+    "groundwire.v1.AdminService": Permission.MANAGE,
+    "groundwire.v1.UsageService": Permission.MANAGE,
 }
 _METHOD_PERMISSIONS: Mapping[str, Permission | None] = {
     "/groundwire.v1.IngestionManagerService/UpsertDocuments": Permission.INGEST,
     "/groundwire.v1.IngestionManagerService/DeleteDocuments": Permission.INGEST,
     "/groundwire.v1.IngestionManagerService/ListIndexes": None,
     "/groundwire.v1.IngestionManagerService/GetIndex": None,
+    "/groundwire.v1.AgentService/PrepareExecution": Permission.PREPARE,
 }
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
 REFLECTION_PREFIXES = ("/grpc.reflection.v1alpha.", "/grpc.reflection.v1.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from google.protobuf import duration_pb2
 
+from groundwire.api.usage import usage_to_proto
 from groundwire.domain.retrieval import (
     Leg,
     RankedResult,
@@ -12,7 +13,7 @@ from groundwire.domain.retrieval import (
     RetrievalOutcome,
 )
 from groundwire.domain.scores import Score, ScoreMetric
-from groundwire.retrieval.requests import FilterCondition
+from groundwire.retrieval.requests import BoundInput, FilterCondition, RangeInput
 from groundwire_client.v1 import common_pb2, retriever_pb2
 
 _METRICS: dict[ScoreMetric, common_pb2.ScoreMetric.ValueType] = {
@@ -64,14 +65,29 @@ def filter_from_proto(flt: common_pb2.MetadataFilter) -> list[FilterCondition]:
     out = []
     for cond in flt.conditions:
         which = cond.WhichOneof("match")
+        rng: RangeInput | None = None
+        values: list[str] | None = None
         if which == "equals":
-            values: list[str] | None = [cond.equals]
+            values = [cond.equals]
         elif which == "any_of":
             values = list(cond.any_of.values)
-        else:
-            values = None
-        out.append(FilterCondition(cond.key, values))
+        elif which == "range":
+            r = cond.range
+            rng = RangeInput(
+                _bound_from_proto(r.lower) if r.HasField("lower") else None,
+                _bound_from_proto(r.upper) if r.HasField("upper") else None,
+            )
+        out.append(FilterCondition(cond.key, values, rng))
     return out
+
+
+def _bound_from_proto(bound: common_pb2.MetadataRangeBound) -> BoundInput:
+    kind = bound.WhichOneof("value")
+    return BoundInput(
+        number=bound.number if kind == "number" else None,
+        timestamp=bound.timestamp if kind == "timestamp" else None,
+        inclusive=bound.inclusive,
+    )
 
 
 def duration(seconds: float) -> duration_pb2.Duration:
@@ -114,6 +130,8 @@ def diagnostics_to_proto(d: RetrievalDiagnostics) -> retriever_pb2.RetrievalDiag
         applied_leg_depth=d.leg_depth,
         lexical_terms_scored=d.lexical_terms_scored,
         lexical_terms_pruned=d.lexical_terms_pruned,
+        embedding_usage=usage_to_proto(d.embedding_usage),
+        query_truncated=d.embedding_usage.truncated_texts > 0,
     )
     if d.fusion is not None:
         msg.applied_rrf_k = d.fusion.k

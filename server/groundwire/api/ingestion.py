@@ -18,11 +18,12 @@ from groundwire.api.pagination import (
     listing,
     page_size,
 )
+from groundwire.api.usage import usage_to_proto
 from groundwire.domain.errors import invalid
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
-from groundwire.indexes.sources import DirectorySource, FilesSource
+from groundwire.indexes.sources import source_kind
 from groundwire.ingestion.loaders import DocumentFormat
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.ingestion.push import PushDocument, delete_documents, upsert_documents
@@ -39,6 +40,7 @@ _TRIGGERS = {
     OperationTrigger.MANUAL: ingestion_pb2.OPERATION_TRIGGER_MANUAL,
     OperationTrigger.STARTUP: ingestion_pb2.OPERATION_TRIGGER_STARTUP,
     OperationTrigger.SCHEDULE: ingestion_pb2.OPERATION_TRIGGER_SCHEDULE,
+    OperationTrigger.RELOAD: ingestion_pb2.OPERATION_TRIGGER_RELOAD,
 }
 _STRATEGIES = {
     IngestionStrategy.MANUAL: ingestion_pb2.INGESTION_STRATEGY_MANUAL,
@@ -75,6 +77,8 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
             failed=c.failed,
             deleted=c.deleted,
             chunks_written=c.chunks_written,
+            embedding_usage=usage_to_proto(c.embedding_usage),
+            truncated_chunks=c.truncated_chunks,
         ),
         create_time=_ts(op.create_time),
         version=op.version,
@@ -95,27 +99,37 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
     return msg
 
 
+def describe_chunking(handle: IndexHandle) -> ingestion_pb2.ChunkingDescription:
+    policy = handle.chunk_policy
+    return ingestion_pb2.ChunkingDescription(
+        size=policy.size,
+        overlap=policy.overlap,
+        markdown_sections=policy.markdown_sections,
+        # domain ChunkUnit names are the proto value names without the prefix.
+        unit=ingestion_pb2.ChunkUnit.Value(f"CHUNK_UNIT_{policy.unit.name}"),
+        extensions=[
+            ingestion_pb2.ExtensionChunking(
+                extension=ext,
+                size=p.size,
+                overlap=p.overlap,
+                markdown_sections=p.markdown_sections,
+                unit=ingestion_pb2.ChunkUnit.Value(f"CHUNK_UNIT_{p.unit.name}"),
+            )
+            for ext, p in sorted(handle.chunk_policies.items())
+        ],
+    )
+
+
 def describe_index(handle: IndexHandle) -> ingestion_pb2.IndexDescription:
     msg = ingestion_pb2.IndexDescription(
         name=handle.name,
         description=handle.description,
-        chunking=ingestion_pb2.ChunkingDescription(
-            size=handle.chunk_policy.size,
-            overlap=handle.chunk_policy.overlap,
-            markdown_sections=handle.chunk_policy.markdown_sections,
-        ),
+        chunking=describe_chunking(handle),
         store=handle.store.kind,
         strategy=_STRATEGIES[IngestionStrategy(handle.strategy)],
         schedule=handle.schedule or "",
         source_count=len(handle.sources),
-        source_kinds=[
-            "directory"
-            if isinstance(s, DirectorySource)
-            else "files"
-            if isinstance(s, FilesSource)
-            else "inline"
-            for s in handle.sources
-        ],
+        source_kinds=[source_kind(s) for s in handle.sources],
     )
     if handle.embedder is not None:
         info = handle.embedder.info

@@ -17,6 +17,9 @@ access log.
   logged, keyed by the request id).
 - The access log line carries method, status code, duration and request id:
   never request or response content.
+- Embedding usage of the call (queries, pushes, agent searches, embedding
+  rerankers) is metered and added to the caller's tenant totals (the key's
+  tenant, else the declared one), whatever the call's outcome.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import inspect
 import logging
 import re
 import time
@@ -38,10 +42,13 @@ from google.protobuf.message import DecodeError
 from groundwire.api.admission import admission_tenant, family_of, refused
 from groundwire.api.auth import AuthPolicy, principal_var
 from groundwire.api.errors import STATUS_CODES, to_rpc_status
+from groundwire.api.snapshot import SnapshotHolder
 from groundwire.domain.admission import Admission
 from groundwire.domain.auth import Principal
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.instruments import ADMISSION_REJECTIONS, RPC_DURATION
+from groundwire.providers.embeddings.usage import metered
+from groundwire.stores.usage import UsageRecorder
 
 log = logging.getLogger("groundwire.access")
 error_log = logging.getLogger("groundwire.errors")
@@ -93,9 +100,18 @@ def _log_unexpected(exc: BaseException, method: str) -> None:
 class ServiceInterceptor(grpc.aio.ServerInterceptor):
     """See module docstring."""
 
-    def __init__(self, auth: AuthPolicy | None = None, admission: Admission | None = None) -> None:
+    def __init__(
+        self,
+        auth: AuthPolicy | None = None,
+        admission: Admission | None = None,
+        snapshots: SnapshotHolder | None = None,
+        usage: UsageRecorder | None = None,
+    ) -> None:
         self._auth = auth or AuthPolicy(keys=None)
         self._admission = admission
+        # With live reconfiguration, keys and limits come from the call's snapshot.
+        self._snapshots = snapshots
+        self._usage = usage
 
     async def intercept_service(
         self,
@@ -122,6 +138,23 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
+        if handler.unary_stream is not None and not inspect.isasyncgenfunction(
+            handler.unary_stream
+        ):
+            # A stream written with context.write() (grpc.health.v1 Watch), not yielded.
+            inner_uw: Any = handler.unary_stream
+
+            async def unary_stream_writer(
+                request: Any, context: grpc.aio.ServicerContext[Any, Any]
+            ) -> None:
+                async with self._scope(method, metadata, request, context):
+                    await inner_uw(request, context)
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_stream_writer,
+                request_deserializer=deserializer,
+                response_serializer=handler.response_serializer,
+            )
         if handler.unary_stream is not None:
             inner_us: Any = handler.unary_stream
 
@@ -134,6 +167,22 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
 
             return grpc.unary_stream_rpc_method_handler(
                 unary_stream,
+                request_deserializer=deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_stream is not None:
+            inner_ss: Any = handler.stream_stream
+
+            async def stream_stream(
+                requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
+            ) -> AsyncIterator[Any]:
+                # Admission keys on the key's tenant (no request is read yet).
+                async with self._scope(method, metadata, None, context):
+                    async for item in inner_ss(_decoded(requests), context):
+                        yield item
+
+            return grpc.stream_stream_rpc_method_handler(
+                stream_stream,
                 request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
@@ -154,14 +203,19 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         started = time.perf_counter()
         code = grpc.StatusCode.OK
         try:
-            context.set_trailing_metadata((("x-request-id", rid),))
-            principal = self._auth.authorize(method, _authorization(metadata))
-            principal_var.set(principal)
-            if request is _MALFORMED:
-                raise MALFORMED
-            with self._admit(method, principal, request):
-                async with _deadline(context):
-                    yield
+            # One configuration snapshot for the whole call (api/snapshot.py).
+            with self._live() as (auth, admission):
+                context.set_trailing_metadata((("x-request-id", rid),))
+                principal = auth.authorize(method, _authorization(metadata))
+                principal_var.set(principal)
+                if request is _MALFORMED:
+                    raise MALFORMED
+                with (
+                    self._admit(method, principal, request, admission),
+                    self._metered(principal, request),
+                ):
+                    async with _deadline(context):
+                        yield
         except GroundwireError as err:
             code = STATUS_CODES[err.kind]
             await _abort(context, err, rid)
@@ -177,21 +231,52 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             request_id_var.reset(token)
 
     @contextlib.contextmanager
-    def _admit(self, method: str, principal: Principal | None, request: Any) -> Iterator[None]:
+    def _metered(self, principal: Principal | None, request: Any) -> Iterator[None]:
+        """Meter the call's embedding usage and add it to its tenant's totals."""
+        if self._usage is None:
+            yield
+            return
+        with metered() as meter:
+            try:
+                yield
+            finally:
+                self._usage.record(admission_tenant(principal, request), meter.by_task)
+
+    @contextlib.contextmanager
+    def _admit(
+        self, method: str, principal: Principal | None, request: Any, admission: Admission | None
+    ) -> Iterator[None]:
         """Hold one admission slot of the method's family for the call's lifetime."""
         family = family_of(method)
-        if self._admission is None or family is None:
+        if admission is None or family is None:
             yield
             return
         tenant = admission_tenant(principal, request)
-        rejection = self._admission.try_acquire(family, tenant)
+        rejection = admission.try_acquire(family, tenant)
         if rejection is not None:
             ADMISSION_REJECTIONS.add(1, {"family": family.value, "reason": rejection.refusal.value})
             raise refused(rejection)
         try:
             yield
         finally:
-            self._admission.release(family, tenant)
+            admission.release(family, tenant)
+
+    @contextlib.contextmanager
+    def _live(self) -> Iterator[tuple[AuthPolicy, Admission | None]]:
+        """The keys and limits of this call: its snapshot's, when reloadable."""
+        if self._snapshots is None:
+            yield self._auth, self._admission
+            return
+        with self._snapshots.enter() as snapshot:
+            yield snapshot.auth, snapshot.admission
+
+
+async def _decoded(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """A request stream whose undecodable messages fail like a unary one's."""
+    async for request in requests:
+        if request is _MALFORMED:
+            raise MALFORMED
+        yield request
 
 
 def _authorization(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str | None:

@@ -26,6 +26,10 @@ policy, and the builders that turn them into runtime objects.
     acceptance = { minimum_relevance = 0.75, candidate_count = 20, maximum_accepted_results = 5 }
     reranking = { enabled = true, reranker = "cohere", maximum_candidates = 5, timeout_seconds = 5 }
     context_budget = { maximum_context_tokens = 32768, response_token_reserve = 4096 }
+    # Query rewriting for the lexical leg (lexical and hybrid retrieval only):
+    keyword_query = "derived"           # none | derived | model
+    rewriter_model = "openai/gpt-4o-mini"   # rewrites instead of the agent's model
+    rewriter_timeout_seconds = 5
 """
 
 from __future__ import annotations
@@ -33,14 +37,23 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable, Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPolicy
 from groundwire.agents.tools import PythonTool, SearchDocumentsTool, Tool, load_callable
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
+from groundwire.app.filter_config import FilterValue, RangeFilterConfig
+from groundwire.app.plugins import (
+    CHAT_MODELS,
+    PluginConfig,
+    accept_plugins,
+    build_plugin,
+    has_members,
+)
 from groundwire.domain.query import QueryRewriting
+from groundwire.domain.query_rewrite import KeywordMode
 from groundwire.domain.rag_policy import (
     AcceptancePolicy,
     ContextBudgetPolicy,
@@ -78,7 +91,11 @@ class OpenAIModelConfig(StrictModel):
         return http_base_url(v)
 
 
-ModelProviderConfig = Annotated[OfflineModelConfig | OpenAIModelConfig, Field(discriminator="kind")]
+ModelProviderConfig = Annotated[
+    OfflineModelConfig | OpenAIModelConfig | PluginConfig,
+    Field(discriminator="kind"),
+    accept_plugins(CHAT_MODELS, OfflineModelConfig | OpenAIModelConfig),
+]
 
 
 class ToolConfig(StrictModel):
@@ -137,10 +154,35 @@ class AgentRagConfig(StrictModel):
     acceptance: AcceptanceConfig = AcceptanceConfig()
     reranking: AgentRerankingConfig = AgentRerankingConfig()
     context_budget: ContextBudgetConfig = ContextBudgetConfig()
-    filter: dict[str, str | list[str]] = Field(default_factory=dict)
+    # Exact values, or a range table (app/filter_config.py).
+    filter: dict[str, FilterValue] = Field(default_factory=dict)
     agentic: bool = False
     query_rewriting: QueryRewriting = QueryRewriting.NONE
     question_template: str | None = None
+    # Query rewriting for the lexical leg and the rewriter model (issue 14 part 6).
+    keyword_query: KeywordMode = KeywordMode.NONE
+    rewriter_model: str | None = None
+    rewriter_timeout_seconds: float = Field(10.0, gt=0, le=120)
+
+    @field_validator("rewriter_model")
+    @classmethod
+    def _rewriter_model(cls, v: str | None) -> str | None:
+        if v is not None and not MODEL_REF.match(v):
+            raise ValueError("rewriter_model must look like 'provider/model'")
+        return v
+
+    @model_validator(mode="after")
+    def _keywords(self) -> AgentRagConfig:
+        if self.keyword_query is not KeywordMode.NONE and self.retrieval_mode == "semantic":
+            raise ValueError(
+                "keyword_query needs retrieval_mode 'lexical' or 'hybrid' "
+                "(semantic retrieval has no keyword leg)"
+            )
+        if self.keyword_query is not KeywordMode.NONE and self.agentic:
+            raise ValueError(
+                "keyword_query does not apply to agentic RAG (the agent writes its own queries)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _rules(self) -> AgentRagConfig:
@@ -201,6 +243,17 @@ def build_chat_models(
 
 def _factory(name: str, cfg: ModelProviderConfig) -> ChatModelFactory:
     def make(model: str) -> ChatModel:
+        if isinstance(cfg, PluginConfig):
+            chat: ChatModel = build_plugin(
+                f"models.{name}",
+                CHAT_MODELS,
+                cfg.plugin,
+                cfg.options,
+                has_members("provider", "model", "complete", "stream", "aclose"),
+                "ChatModel (groundwire.providers.chat.base)",
+                model,
+            )
+            return chat
         if isinstance(cfg, OfflineModelConfig):
             from groundwire.providers.chat.offline import OfflineExtractiveModel
 
@@ -282,11 +335,21 @@ def build_agents(
                     r.context_budget.prefer_source_diversity,
                 ),
                 filter=MetadataFilter(
-                    {k: frozenset([v] if isinstance(v, str) else v) for k, v in r.filter.items()}
+                    {
+                        k: frozenset([v] if isinstance(v, str) else v)
+                        for k, v in r.filter.items()
+                        if not isinstance(v, RangeFilterConfig)
+                    },
+                    {
+                        k: (v.condition(),)
+                        for k, v in r.filter.items()
+                        if isinstance(v, RangeFilterConfig)
+                    },
                 ),
                 agentic=r.agentic,
                 query_rewriting=r.query_rewriting,
                 question_template=r.question_template,
+                **_rewriter(r, models),
             )
         out.append(
             AgentDefinition(
@@ -303,6 +366,20 @@ def build_agents(
                 options=ChatOptions(cfg.max_tokens, cfg.temperature, cfg.timeout_seconds),
             )
         )
+    return out
+
+
+def _rewriter(r: AgentRagConfig, models: dict[str, ChatModelFactory]) -> dict[str, Any]:
+    """The RagPolicy fields of query rewriting: the keyword mode and, when one is
+    configured, the rewriter model with its bounded options."""
+    out: dict[str, Any] = {"keyword_query": r.keyword_query}
+    if r.rewriter_model is not None:
+        match = MODEL_REF.match(r.rewriter_model)
+        assert match is not None
+        out["rewriter_model"] = models[match.group(1)](match.group(2))
+    out["rewriter_options"] = ChatOptions(
+        max_tokens=256, temperature=0.0, timeout_seconds=r.rewriter_timeout_seconds
+    )
     return out
 
 
@@ -328,6 +405,13 @@ def check_agent_references(
                     raise ValueError(f"{where}.tools: search_documents needs a rag section")
             elif tool not in tools:
                 raise ValueError(f"{where}.tools: no tool named {tool!r}")
+        if cfg.rag is not None and cfg.rag.rewriter_model is not None:
+            rw = MODEL_REF.match(cfg.rag.rewriter_model)
+            if rw is None or rw.group(1) not in models:
+                raise ValueError(
+                    f"{where}.rag.rewriter_model: no model provider named in "
+                    f"{cfg.rag.rewriter_model!r}"
+                )
         if cfg.rag is not None:
             if cfg.rag.index not in indexes:
                 raise ValueError(f"{where}.rag.index: no index named {cfg.rag.index!r}")

@@ -18,14 +18,14 @@ log = logging.getLogger("groundwire.app")
 _GIL_SWITCH_S = 0.001
 
 
-async def _serve(cfg: GroundwireConfig, address: str | None) -> int:
+async def _serve(cfg: GroundwireConfig, address: str | None, config_path: Path | None) -> int:
     from groundwire.app.lifecycle import start_app
 
     # Searches, tokenizing and hashing run in worker threads; the event loop must get
     # the GIL back quickly to keep serving other callers meanwhile (the default 5 ms
     # switch interval let CPU-bound workers add tens of ms to every small request).
     sys.setswitchinterval(_GIL_SWITCH_S)
-    app = await start_app(cfg, address)
+    app = await start_app(cfg, address, config_path)
     # What start-up allocated (modules, gRPC, protobuf, the configured indexes) lives
     # as long as the process: out of the cyclic collector's full passes, which would
     # otherwise rescan it and pause every request for tens of milliseconds.
@@ -34,6 +34,18 @@ async def _serve(cfg: GroundwireConfig, address: str | None) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    reloads: set[asyncio.Task[None]] = set()
+    if app.reloader is not None:
+        reloader = app.reloader
+        reloader.manage_logging = True
+
+        def on_sighup() -> None:
+            # Reloads are serialized inside; keep a reference until each ends.
+            task = asyncio.create_task(reloader.reload_on_signal())
+            reloads.add(task)
+            task.add_done_callback(reloads.discard)
+
+        loop.add_signal_handler(signal.SIGHUP, on_sighup)
     await stop.wait()
     log.info("shutting down", extra={"grace_seconds": cfg.server.grace_period_seconds})
     await app.stop()
@@ -62,6 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     ingest.add_argument("index")
     ingest.add_argument("--address", default="127.0.0.1:50051")
     ingest.add_argument("--api-key-env", help="environment variable holding an API key")
+    reload = sub.add_parser(
+        "reload", help="reload a running server's configuration file (like SIGHUP)"
+    )
+    reload.add_argument("--address", default="127.0.0.1:50051")
+    reload.add_argument("--api-key-env", help="environment variable holding a 'manage' API key")
+    reload.add_argument(
+        "--validate-only", action="store_true", help="check the file, apply nothing"
+    )
     keys = sub.add_parser("keys", help="API key utilities")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="print a new API key and its config entry")
@@ -94,6 +114,13 @@ def main(argv: list[str] | None = None) -> int:
 
         api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
         return run(args.address, args.index, api_key)
+    if args.command == "reload":
+        import os
+
+        from groundwire.app.reload_cli import run as run_reload
+
+        api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+        return run_reload(args.address, api_key, args.validate_only)
     try:
         if args.command == "check-config":
             load_config(args.config)
@@ -104,4 +131,5 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     configure_logging(cfg.logging.level, cfg.logging.format)
-    return asyncio.run(_serve(cfg, args.address))
+    config_path = args.config.resolve() if args.config else None
+    return asyncio.run(_serve(cfg, args.address, config_path))

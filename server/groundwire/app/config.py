@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from groundwire.app.admission_config import LimitsConfig
 from groundwire.app.agent_config import (
@@ -21,13 +21,30 @@ from groundwire.app.agent_config import (
     ToolConfig,
     check_agent_references,
 )
+from groundwire.app.checkpoint_config import CheckpointConfig
+from groundwire.app.chunking_config import ChunkingConfig, check_token_chunking
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
 from groundwire.app.logs import ContentPreviewsConfig
+from groundwire.app.plugins import (
+    EMBEDDERS,
+    LOADERS,
+    STORES,
+    PluginConfig,
+    accept_plugins,
+    plugin_kind,
+)
 from groundwire.app.reranker_config import (
     RerankerConfig,
     RerankingConfig,
     check_reranker_references,
     resolve_reranker_paths,
+)
+from groundwire.app.url_source_config import (
+    cidr_block,
+    url_allow_list,
+    url_document_id,
+    url_literal_refusal,
+    url_source_url,
 )
 from groundwire.domain.auth import MAX_TENANT_CHARS
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
@@ -52,8 +69,8 @@ class ApiKeyConfig(StrictModel):
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     tenant: str = Field("", max_length=MAX_TENANT_CHARS)
-    permissions: list[Literal["retrieve", "rerank", "execute", "ingest", "manage"]] = Field(
-        min_length=1
+    permissions: list[Literal["retrieve", "rerank", "execute", "ingest", "manage", "prepare"]] = (
+        Field(min_length=1)
     )
 
 
@@ -125,7 +142,12 @@ class RetrievalConfig(StrictModel):
 class StoreConfig(StrictModel):
     """Where indexes live. `postgres` with no DSN starts the embedded PostgreSQL."""
 
-    kind: StoreKind = StoreKind.MEMORY
+    # memory, postgres, or a kind a plug-in registers (entry point group
+    # groundwire.stores), which gets the section's other keys as its options.
+    kind: StoreKind | Annotated[str, AfterValidator(plugin_kind(STORES, frozenset(StoreKind)))] = (
+        Field(StoreKind.MEMORY, union_mode="left_to_right")
+    )
+    options: dict[str, Any] = Field(default_factory=dict)
     dsn: SecretRef | None = None
     data_dir: Path = Path("var/pgdata")
     pool_min_size: int = Field(1, ge=0, le=100)
@@ -135,6 +157,22 @@ class StoreConfig(StrictModel):
     hnsw_m: int = Field(16, ge=2, le=100)
     hnsw_ef_construction: int = Field(64, ge=4, le=1000)
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plugin_keys(cls, data: object) -> object:
+        # A plug-in store's other keys are its options, as in every plug-in section.
+        if isinstance(data, dict):
+            kind = data.get("kind")
+            if isinstance(kind, str) and kind not in {k.value for k in StoreKind}:
+                return {"kind": kind, "options": {k: v for k, v in data.items() if k != "kind"}}
+        return data
+
+    @model_validator(mode="after")
+    def _plugin_options(self) -> StoreConfig:
+        if self.options and isinstance(self.kind, StoreKind):
+            raise ValueError(f"options: only a plug-in store takes options, not {self.kind}")
+        return self
 
 
 class LocalOnnxEmbedderConfig(StrictModel):
@@ -172,9 +210,13 @@ class HashingEmbedderConfig(StrictModel):
     dimensions: int = Field(256, ge=8, le=4096)
 
 
+_BuiltinEmbedderConfig = (
+    LocalOnnxEmbedderConfig | OpenAICompatibleEmbedderConfig | HashingEmbedderConfig
+)
 EmbedderConfig = Annotated[
-    LocalOnnxEmbedderConfig | OpenAICompatibleEmbedderConfig | HashingEmbedderConfig,
+    _BuiltinEmbedderConfig | PluginConfig,
     Field(discriminator="kind"),
+    accept_plugins(EMBEDDERS, _BuiltinEmbedderConfig),
 ]
 
 
@@ -199,19 +241,69 @@ class InlineSource(StrictModel):
     metadata: dict[str, str] = Field(default_factory=dict)
 
 
-SourceConfig = Annotated[DirectorySource | FilesSource | InlineSource, Field(discriminator="kind")]
+MAX_URL_DOCUMENT_ID_CHARS = 512
 
 
-class ChunkingConfig(StrictModel):
-    size: int = Field(800, ge=16, le=100_000)
-    overlap: int = Field(100, ge=0)
-    markdown_sections: bool = True
+class UrlEntryConfig(StrictModel):
+    """One URL; `id` defaults to the URL without query and fragment."""
+
+    url: Annotated[str, AfterValidator(url_source_url)]
+    id: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_./:-]{0,511}$")
+
+    @property
+    def document_id(self) -> str:
+        return self.id if self.id is not None else url_document_id(self.url)
+
+
+class UrlSource(StrictModel):
+    """Documents fetched with HTTP GET (see README "URL sources" for the policy)."""
+
+    kind: Literal["url"]
+    # Each entry is a URL string or a table {url = "...", id = "..."}.
+    urls: list[UrlEntryConfig] = Field(min_length=1, max_length=1000)
+    allow_hosts: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]{1,253}$")]] = Field(
+        default_factory=list
+    )
+    allow_cidrs: list[Annotated[str, AfterValidator(cidr_block)]] = Field(default_factory=list)
+    max_redirects: int = Field(5, ge=0, le=20)
+    connect_timeout_seconds: float = Field(5.0, gt=0, le=120)
+    read_timeout_seconds: float = Field(15.0, gt=0, le=600)
+    total_timeout_seconds: float = Field(60.0, gt=0, le=3600)
+    max_bytes: int | None = Field(None, ge=1, le=1024 * 1024 * 1024)
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("urls", mode="before")
+    @classmethod
+    def _strings(cls, v: object) -> object:
+        if isinstance(v, list):
+            return [{"url": e} if isinstance(e, str) else e for e in v]
+        return v
 
     @model_validator(mode="after")
-    def _overlap(self) -> ChunkingConfig:
-        if self.overlap > self.size // 2:
-            raise ValueError("overlap must be at most half of size")
+    def _addresses(self) -> UrlSource:
+        allow = url_allow_list(self.allow_hosts, self.allow_cidrs)
+        ids: set[str] = set()
+        for i, entry in enumerate(self.urls):
+            problem = url_literal_refusal(entry.url, allow)
+            if problem is not None:
+                raise ValueError(f"urls.{i}: {problem}")
+            if len(entry.document_id) > MAX_URL_DOCUMENT_ID_CHARS:
+                raise ValueError(
+                    f"urls.{i}: the URL makes a document id longer than"
+                    f" {MAX_URL_DOCUMENT_ID_CHARS} characters; give it an id"
+                )
+            if entry.document_id in ids:
+                raise ValueError(
+                    f"urls.{i}: two URLs map to the same document id (URLs differing only"
+                    " in query or fragment need explicit ids: {url = ..., id = ...})"
+                )
+            ids.add(entry.document_id)
         return self
+
+
+SourceConfig = Annotated[
+    DirectorySource | FilesSource | InlineSource | UrlSource, Field(discriminator="kind")
+]
 
 
 class IngestionConfig(StrictModel):
@@ -220,8 +312,21 @@ class IngestionConfig(StrictModel):
     max_file_bytes: int = Field(10 * 1024 * 1024, ge=1, le=1024 * 1024 * 1024)
     embed_batch_size: int = Field(64, ge=1, le=4096)
     extensions: list[str] = Field(
-        default_factory=lambda: [".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"]
+        default_factory=lambda: [
+            *[".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"],
+            *[".docx", ".pptx", ".xlsx"],
+        ]
     )
+    # File extension -> a plug-in loader (entry point group groundwire.loaders), as
+    # a table with its kind and options; the extension is then discovered too.
+    loaders: dict[
+        Annotated[str, Field(pattern=r"^\.[a-z0-9]{1,16}$")],
+        Annotated[PluginConfig, accept_plugins(LOADERS, None)],
+    ] = Field(default_factory=dict)
+    # A chunk longer than the embedding model's token window: "truncate" embeds
+    # its beginning (counted in OperationCounts.truncated_chunks), "reject" fails
+    # its document with CHUNK_TOO_LONG. "reject" needs a local-onnx embedder.
+    overlong_chunks: Literal["truncate", "reject"] = "truncate"
 
     @model_validator(mode="after")
     def _schedule(self) -> IngestionConfig:
@@ -290,6 +395,7 @@ class GroundwireConfig(StrictModel):
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     agent_limits: AgentLimitsConfig = AgentLimitsConfig()
     limits: LimitsConfig = LimitsConfig()
+    checkpoints: CheckpointConfig = CheckpointConfig()
 
     @model_validator(mode="after")
     def _references(self) -> GroundwireConfig:
@@ -298,6 +404,14 @@ class GroundwireConfig(StrictModel):
                 raise ValueError(f"indexes.{name}: index names are 1-128 chars of [a-z0-9_-]")
             if index.embedder is not None and index.embedder not in self.embedders:
                 raise ValueError(f"indexes.{name}.embedder: no embedder named {index.embedder!r}")
+            check_token_chunking(name, index.chunking, self.embedders.get(index.embedder or ""))
+            if index.ingestion.overlong_chunks == "reject" and not isinstance(
+                self.embedders.get(index.embedder or ""), LocalOnnxEmbedderConfig
+            ):
+                raise ValueError(
+                    f"indexes.{name}.ingestion.overlong_chunks: 'reject' needs a local-onnx "
+                    "embedder (the only kind that knows its token window)"
+                )
         if (
             self.limits.execute.max_concurrent_per_tenant is not None
             and "max_concurrent_executions" in self.agent_limits.model_fields_set

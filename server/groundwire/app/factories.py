@@ -5,11 +5,12 @@ nothing is ingested or served here (see app/lifecycle.py)."""
 from __future__ import annotations
 
 import logging
+import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
-import grpc
-
+from groundwire.agents.checkpoints import Checkpointer
 from groundwire.agents.registry import AgentLimits, AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
 from groundwire.api.auth import AuthPolicy
@@ -33,26 +34,67 @@ from groundwire.app.config import (
 from groundwire.app.config import (
     InlineSource as InlineConfig,
 )
+from groundwire.app.config import (
+    UrlSource as UrlConfig,
+)
 from groundwire.app.config_base import ConfigError
+from groundwire.app.plugins import (
+    EMBEDDERS,
+    LOADERS,
+    STORES,
+    PluginConfig,
+    build_plugin,
+    build_plugin_async,
+    has_members,
+)
 from groundwire.app.reranker_config import build_reranking_service
 from groundwire.domain.admission import Admission
 from groundwire.domain.auth import KeyRing, Permission, StoredKey
-from groundwire.domain.chunking import ChunkPolicy
+from groundwire.domain.chunking import Chunker, ChunkUnit
+from groundwire.domain.indexes import StoreKind
 from groundwire.domain.retrieval import FusionSettings
+from groundwire.domain.token_chunking import token_overhead
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
-from groundwire.indexes.sources import DirectorySource, FilesSource, InlineSource, SourceConfig
+from groundwire.indexes.loaders import Loader
+from groundwire.indexes.sources import (
+    DirectorySource,
+    FilesSource,
+    InlineSource,
+    SourceConfig,
+    UrlEntry,
+    UrlSource,
+)
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.providers.embeddings.hashing import HashingEmbedder
+from groundwire.providers.embeddings.tokens import TokenizingEmbedder
 from groundwire.reranking.service import RerankingService
 from groundwire.reranking.stage import RerankingMetrics, RerankingStage
 from groundwire.retrieval.engine import RetrievalLimits, Retriever
-from groundwire.stores.base import DistanceMetric, IndexSpec, OperationLog, Store
+from groundwire.stores.base import (
+    CheckpointStore,
+    DistanceMetric,
+    IndexSpec,
+    OperationLog,
+    Store,
+)
 from groundwire.stores.memory import MemoryOperationLog, MemoryStore
+from groundwire.stores.memory.checkpoints import MemoryCheckpointStore
+from groundwire.stores.usage import MemoryUsageLedger, UsageLedger
 
 log = logging.getLogger("groundwire.app")
 
 
-def build_embedder(cfg: EmbedderConfig) -> EmbeddingProvider:
+def build_embedder(cfg: EmbedderConfig, name: str = "") -> EmbeddingProvider:
+    if isinstance(cfg, PluginConfig):
+        embedder: EmbeddingProvider = build_plugin(
+            f"embedders.{name}",
+            EMBEDDERS,
+            cfg.plugin,
+            cfg.options,
+            lambda e: isinstance(e, EmbeddingProvider),
+            "EmbeddingProvider (groundwire.providers.embeddings.base)",
+        )
+        return embedder
     if isinstance(cfg, HashingEmbedderConfig):
         return HashingEmbedder(cfg.dimensions)
     if isinstance(cfg, LocalOnnxEmbedderConfig):
@@ -102,12 +144,67 @@ def _sources(index: IndexConfig) -> list[SourceConfig]:
                     s.id, s.text, s.title, s.format == "markdown", tuple(sorted(s.metadata.items()))
                 )
             )
+        elif isinstance(s, UrlConfig):
+            out.append(
+                UrlSource(
+                    tuple(UrlEntry(u.url, u.document_id) for u in s.urls),
+                    frozenset(s.allow_hosts),
+                    tuple(s.allow_cidrs),
+                    s.max_redirects,
+                    s.connect_timeout_seconds,
+                    s.read_timeout_seconds,
+                    s.total_timeout_seconds,
+                    s.max_bytes,
+                    tuple(sorted(s.metadata.items())),
+                )
+            )
     return out
+
+
+def _loaders(index_name: str, index: IndexConfig) -> dict[str, Loader]:
+    return {
+        ext: build_plugin(
+            f"indexes.{index_name}.ingestion.loaders.{ext}",
+            LOADERS,
+            cfg.plugin,
+            cfg.options,
+            lambda x: isinstance(x, Loader),
+            "Loader (groundwire.indexes.loaders)",
+        )
+        for ext, cfg in index.ingestion.loaders.items()
+    }
+
+
+# Every method of the Store protocol (not runtime-checkable: it has properties).
+_STORE_MEMBERS = (
+    "kind",
+    "ensure_index",
+    "index_state",
+    "begin_version",
+    "stage_documents",
+    "stage_deletions",
+    "publish_version",
+    "discard_version",
+    "live_documents",
+    "search_vector",
+    "search_lexical",
+    "close",
+)
 
 
 async def build_store(cfg: GroundwireConfig) -> Store:
     if cfg.store.kind == "memory":
         return MemoryStore()
+    if not isinstance(cfg.store.kind, StoreKind):
+        store: Store = await build_plugin_async(
+            "store.kind",
+            STORES,
+            cfg.store.kind,
+            cfg.store.options,
+            has_members(*_STORE_MEMBERS),
+            "Store (groundwire.stores.base)",
+        )
+        return store
     from groundwire.stores.postgres import PostgresSettings, open_postgres_store
 
     s = cfg.store
@@ -137,22 +234,89 @@ def operation_log_for(store: Store) -> OperationLog:
     return MemoryOperationLog()
 
 
+def build_chunker(name: str, index: IndexConfig, embedder: EmbeddingProvider | None) -> Chunker:
+    """The index's chunking; token policies borrow the embedder's tokenizer."""
+    tokenizer = None
+    if index.chunking.uses_tokens():
+        key = f"indexes.{name}.chunking.unit"
+        if not isinstance(embedder, TokenizingEmbedder):
+            raise ConfigError(f"{key}: the index's embedder has no tokenizer to count with")
+        tokenizer = embedder.token_counter()
+        largest = index.chunking.largest_token_size()
+        if largest is not None and largest[1] > tokenizer.max_tokens:
+            raise ConfigError(
+                f"indexes.{name}.chunking.{largest[0]}: {largest[1]} tokens exceed the"
+                f" {tokenizer.max_tokens} the embedder encodes without truncation"
+            )
+    try:
+        chunker = Chunker(
+            index.chunking.default_policy(), index.chunking.extension_policies(), tokenizer
+        )
+    except ValueError as exc:
+        raise ConfigError(f"indexes.{name}.chunking: {exc}") from None
+    if tokenizer is not None:
+        overhead = token_overhead(tokenizer)
+        keyed = [("size", chunker.default)] + [
+            (f"extensions.{ext}.size", p) for ext, p in sorted(chunker.by_extension.items())
+        ]
+        for key, policy in keyed:
+            # Room for a few tokens of text, so even a single character that
+            # encodes to several tokens always fits.
+            if policy.unit is ChunkUnit.TOKENS and policy.size < overhead + 8:
+                raise ConfigError(
+                    f"indexes.{name}.chunking.{key}: a token size must be at least 8 more"
+                    f" than the {overhead} tokens of the document prefix and special tokens"
+                )
+    return chunker
+
+
+# One in-memory checkpoint table per memory store, so a reload (which reuses the
+# open store) keeps the executions checkpointed before it.
+_MEMORY_CHECKPOINTS: weakref.WeakKeyDictionary[Store, MemoryCheckpointStore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def checkpoint_store_for(store: Store) -> CheckpointStore:
+    """PostgreSQL keeps execution checkpoints durably; memory keeps them per process
+    (per store, across reloads)."""
+    own = getattr(store, "checkpoints", None)
+    if own is not None:
+        return cast(CheckpointStore, own)
+    table = _MEMORY_CHECKPOINTS.get(store)
+    if table is None:
+        table = _MEMORY_CHECKPOINTS[store] = MemoryCheckpointStore()
+    return table
+
+
+def usage_ledger_for(store: Store) -> UsageLedger:
+    """PostgreSQL keeps per-tenant usage totals durably; memory keeps them per process."""
+    ledger = getattr(store, "usage_ledger", None)
+    if ledger is not None:
+        return cast(UsageLedger, ledger)
+    return MemoryUsageLedger()
+
+
 async def build_catalog(
-    cfg: GroundwireConfig, store: Store, embedders: dict[str, EmbeddingProvider]
+    cfg: GroundwireConfig,
+    store: Store,
+    embedders: dict[str, EmbeddingProvider],
+    previous: IndexCatalog | None = None,
 ) -> IndexCatalog:
-    """Every configured index, its store tables ensured, bound to its embedder."""
+    """Every configured index, its store tables ensured, bound to its embedder. With
+    a `previous` catalog (a reload), an index whose handle would not change keeps
+    its handle, and a changed one keeps its readiness."""
     handles = []
     for name, index in cfg.indexes.items():
         embedder = embedders[index.embedder] if index.embedder else None
-        policy = ChunkPolicy(
-            index.chunking.size, index.chunking.overlap, index.chunking.markdown_sections
-        )
+        chunker = build_chunker(name, index, embedder)
+        policy = chunker.default
         spec = IndexSpec(
             name=name,
             embedding=embedder.info.descriptor() if embedder else None,
             dimensions=embedder.info.dimensions if embedder else None,
             metric=DistanceMetric(index.metric),
-            chunking=policy.descriptor(),
+            chunking=chunker.descriptor(),
             half_precision_index=index.vector_index_precision == "float16",
         )
         await store.ensure_index(spec)
@@ -163,18 +327,34 @@ async def build_catalog(
                 store=store,
                 embedder=embedder,
                 chunk_policy=policy,
+                chunk_policies=dict(chunker.by_extension),
+                tokenizer=chunker.tokenizer,
                 sources=_sources(index),
                 description=index.description,
                 tenant=index.tenant,
                 metadata=dict(index.metadata),
                 max_file_bytes=index.ingestion.max_file_bytes,
                 embed_batch_size=index.ingestion.embed_batch_size,
-                extensions=tuple(index.ingestion.extensions),
+                extensions=tuple(
+                    dict.fromkeys([*index.ingestion.extensions, *index.ingestion.loaders])
+                ),
+                loaders=_loaders(name, index),
                 strategy=index.ingestion.strategy,
                 schedule=index.ingestion.schedule,
+                reject_overlong_chunks=index.ingestion.overlong_chunks == "reject",
             )
         )
+    if previous is not None:
+        handles = [_carry_over(h, previous) for h in handles]
     return IndexCatalog(handles)
+
+
+def _carry_over(handle: IndexHandle, previous: IndexCatalog) -> IndexHandle:
+    if handle.name not in previous.names():
+        return handle
+    old = previous.get(handle.name)
+    handle.ready = old.ready
+    return old if handle == old else handle
 
 
 @dataclass(slots=True)
@@ -201,10 +381,22 @@ class Components:
             await self.agents.get(agent_id).model.aclose()
 
 
-async def build_components(cfg: GroundwireConfig) -> Components:
+async def build_components(
+    cfg: GroundwireConfig,
+    *,
+    store: Store | None = None,
+    reuse_embedders: Mapping[str, EmbeddingProvider] | None = None,
+    previous_catalog: IndexCatalog | None = None,
+) -> Components:
     """Providers, the store and catalog, and the engines, in dependency order (one
-    reranking stage shared by RerankerService and the agents)."""
-    embedders = {name: build_embedder(e) for name, e in cfg.embedders.items()}
+    reranking stage shared by RerankerService and the agents). A reload
+    (app/reload.py) passes the open store, the embedders it keeps and the catalog
+    it replaces; everything else is built anew from `cfg`."""
+    reuse = reuse_embedders or {}
+    embedders = {
+        name: reuse[name] if name in reuse else build_embedder(e, name)
+        for name, e in cfg.embedders.items()
+    }
     previews = cfg.logging.previews.policy()
     stage = RerankingStage(
         metrics=RerankingMetrics(), environment=cfg.reranking.environment, previews=previews
@@ -214,9 +406,9 @@ async def build_components(cfg: GroundwireConfig) -> Components:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     rerankers = {name: reranking.get(name) for name in reranking.names}
-    store = await build_store(cfg)
+    store = store if store is not None else await build_store(cfg)
     operation_log = operation_log_for(store)
-    catalog = await build_catalog(cfg, store, embedders)
+    catalog = await build_catalog(cfg, store, embedders, previous_catalog)
     r = cfg.retrieval
     limits = RetrievalLimits(
         r.default_top_k,
@@ -242,7 +434,8 @@ async def build_components(cfg: GroundwireConfig) -> Components:
             limits.max_query_chars,
         ),
     )
-    runtime = AgentRuntime(retriever, stage, previews)
+    checkpoints = Checkpointer(checkpoint_store_for(store), cfg.checkpoints.settings())
+    runtime = AgentRuntime(retriever, stage, previews, checkpoints)
     admission = build_admission(cfg.limits, cfg.agent_limits.max_concurrent_executions)
     return Components(
         cfg,
@@ -285,17 +478,3 @@ def page_tokens(cfg: GroundwireConfig) -> PageTokens:
             f"{MIN_PAGE_TOKEN_KEY_CHARS} characters"
         )
     return PageTokens(secret)
-
-
-def server_credentials(cfg: GroundwireConfig) -> grpc.ServerCredentials | None:
-    tls = cfg.server.tls
-    if tls is None:
-        return None
-    try:
-        cert, key = tls.cert_file.read_bytes(), tls.key_file.read_bytes()
-        ca = tls.client_ca_file.read_bytes() if tls.client_ca_file else None
-    except OSError:
-        raise ConfigError("server.tls: cannot read the certificate, key or CA file") from None
-    return grpc.ssl_server_credentials(
-        [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
-    )

@@ -6,32 +6,48 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
+from groundwire.api.admin import AdminServicer
 from groundwire.api.server import Health, ServerHandle, build_server, index_health_name
-from groundwire.api.services import service_registrations
+from groundwire.api.services import (
+    admin_registration,
+    live_registrations,
+    public_servicers,
+    usage_registration,
+)
+from groundwire.api.snapshot import ServingSnapshot, SnapshotHolder
+from groundwire.api.usage import UsageServicer
 from groundwire.app.config import GroundwireConfig
 from groundwire.app.factories import (
     Components,
     auth_policy,
     build_components,
     page_tokens,
-    server_credentials,
+    usage_ledger_for,
 )
+from groundwire.app.reload import Reloader
 from groundwire.app.telemetry import install_metrics
+from groundwire.app.tls import server_tls
+from groundwire.domain.reload import ReloadReport
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.manager import IngestionManager
+from groundwire.stores.usage import UsageRecorder
 
 log = logging.getLogger("groundwire.app")
 
 
 @dataclass(slots=True)
 class RunningApp:
-    """A started server and its components; `stop()` shuts it down gracefully."""
+    """A started server and its components (those of the configuration generation
+    serving now: a reload replaces them); `stop()` shuts it down gracefully."""
 
     components: Components
     server: ServerHandle
     manager: IngestionManager
     startup_task: asyncio.Task[None] | None = None
+    reloader: Reloader | None = None
+    usage: UsageRecorder | None = None
 
     @property
     def port(self) -> int:
@@ -46,15 +62,23 @@ class RunningApp:
         if grace is None:
             grace = self.components.config.server.grace_period_seconds
         await self.server.server.stop(grace)
+        if self.reloader is not None:
+            await self.reloader.aclose()
         if self.startup_task is not None:
             self.startup_task.cancel()
             await asyncio.gather(self.startup_task, return_exceptions=True)
         await self.manager.close()
+        if self.usage is not None:
+            await self.usage.aclose()  # its last flush needs the store
         await self.components.aclose()
 
 
-async def start_app(cfg: GroundwireConfig, address: str | None = None) -> RunningApp:
-    """Build everything, start serving, and kick off startup ingestion.
+async def start_app(
+    cfg: GroundwireConfig, address: str | None = None, config_path: Path | None = None
+) -> RunningApp:
+    """Build everything, start serving, and kick off startup ingestion. With
+    `config_path` (the file `cfg` was loaded from), SIGHUP and
+    AdminService.ReloadConfiguration reload it (app/reload.py).
 
     Health: every service and "" are SERVING once the server starts, except that
     "" (and the index's own `groundwire.index.NAME`) stay NOT_SERVING until every
@@ -63,7 +87,11 @@ async def start_app(cfg: GroundwireConfig, address: str | None = None) -> Runnin
     if cfg.metrics.enabled:
         install_metrics(cfg.metrics.address)
     tokens = page_tokens(cfg)  # before building, so a bad key leaves nothing open
+    tls = server_tls(cfg)  # likewise for unusable certificates
     components = await build_components(cfg)
+    # Per-tenant usage totals belong to the process and its store (a reload keeps
+    # both), not to one configuration generation.
+    usage = UsageRecorder(usage_ledger_for(components.store))
     # Health exists before the server, so the manager can report readiness to it.
     health = Health()
 
@@ -71,34 +99,68 @@ async def start_app(cfg: GroundwireConfig, address: str | None = None) -> Runnin
         if index.ready:
             await health.set_serving([index_health_name(index.name)])
 
-    manager = IngestionManager(components.catalog, components.operation_log, on_ready=on_ready)
+    manager = IngestionManager(
+        components.catalog, components.operation_log, on_ready=on_ready, usage=usage
+    )
     handles = components.catalog.handles()
+    snapshots = SnapshotHolder(
+        ServingSnapshot(
+            generation=1,
+            auth=auth_policy(cfg),
+            admission=components.admission,
+            servicers=public_servicers(
+                retriever=components.retriever,
+                catalog=components.catalog,
+                manager=manager,
+                agents=components.agents,
+                runtime=components.runtime,
+                reranking=components.reranking,
+                page_tokens=tokens,
+            ),
+        )
+    )
+    # The reloader needs the app it swaps components into; the server needs the
+    # reloader (AdminService): the admin servicer reaches it through the app.
+    app_ref: list[RunningApp] = []
+
+    async def reload(validate_only: bool) -> ReloadReport:
+        reloader = app_ref[0].reloader
+        assert reloader is not None
+        return await reloader.reload(validate_only)
+
     server = await build_server(
         address=address or cfg.server.address,
-        services=service_registrations(
-            retriever=components.retriever,
-            catalog=components.catalog,
-            manager=manager,
-            agents=components.agents,
-            runtime=components.runtime,
-            reranking=components.reranking,
-            page_tokens=tokens,
-        ),
+        services=[
+            *live_registrations(snapshots),
+            admin_registration(AdminServicer(reload)),
+            usage_registration(UsageServicer(usage)),
+        ],
         reflection_enabled=cfg.server.reflection,
         max_message_bytes=cfg.server.max_message_bytes,
         max_concurrent_rpcs=cfg.server.max_concurrent_rpcs,
         extra_health_names=[index_health_name(h.name) for h in handles],
-        auth=auth_policy(cfg),
-        admission=components.admission,
-        credentials=server_credentials(cfg),
+        credentials=tls.credentials() if tls is not None else None,
         health_status=health,
+        snapshots=snapshots,
+        usage=usage,
     )
     await manager.recover_interrupted()
     await server.server.start()
     await health.set_serving(
         [*server.service_names, *(index_health_name(h.name) for h in handles if h.ready)]
     )
-    app = RunningApp(components, server, manager)
+    app = RunningApp(components, server, manager, usage=usage)
+    app.reloader = Reloader(
+        path=config_path,
+        app=app,
+        snapshots=snapshots,
+        manager=manager,
+        health=health,
+        page_tokens=tokens,
+        address_overridden=address is not None,
+        tls=tls,
+    )
+    app_ref.append(app)
     await manager.start_background()
 
     async def startup() -> None:

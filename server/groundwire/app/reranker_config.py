@@ -43,6 +43,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from groundwire.app.config_base import SecretRef, StrictModel, http_base_url
+from groundwire.app.plugins import RERANKERS, PluginConfig, accept_plugins, build_plugin
 from groundwire.domain.reranking import FailurePolicy
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.providers.rerankers.base import Reranker
@@ -175,14 +176,18 @@ class LlmRerankerConfig(StrictModel):
         return v
 
 
-RerankerConfig = Annotated[
+_BuiltinRerankerConfig = (
     CohereRerankerConfig
     | OpenRerankConfig
     | LocalEmbeddingRerankerConfig
     | OnnxCrossEncoderRerankerConfig
     | OfflineRerankerConfig
-    | LlmRerankerConfig,
+    | LlmRerankerConfig
+)
+RerankerConfig = Annotated[
+    _BuiltinRerankerConfig | PluginConfig,
     Field(discriminator="kind"),
+    accept_plugins(RERANKERS, _BuiltinRerankerConfig),
 ]
 
 
@@ -274,6 +279,16 @@ def build_reranker(
     name: str, cfg: RerankerConfig, embedders: Mapping[str, EmbeddingProvider]
 ) -> Reranker:
     """One reranker from its configuration (imports each provider lazily)."""
+    if isinstance(cfg, PluginConfig):
+        reranker: Reranker = build_plugin(
+            f"rerankers.{name}",
+            RERANKERS,
+            cfg.plugin,
+            cfg.options,
+            lambda r: isinstance(r, Reranker),
+            "Reranker (groundwire.providers.rerankers.base)",
+        )
+        return reranker
     if isinstance(cfg, CohereRerankerConfig):
         from groundwire.providers.rerankers.cohere import CohereReranker
 

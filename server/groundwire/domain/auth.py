@@ -36,6 +36,8 @@ class Permission(enum.Enum):
     EXECUTE = "execute"  # AgentService
     INGEST = "ingest"  # push upserts/deletes for the key's own tenant
     MANAGE = "manage"  # index status, ingestion operations (start/cancel/watch/list)
+    # AgentService.PrepareExecution: exposes the assembled prompt (instructions included).
+    PREPARE = "prepare"
 
 
 @dataclass(frozen=True, slots=True)

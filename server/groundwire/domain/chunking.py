@@ -1,39 +1,55 @@
 """Deterministic chunking with stable ids and character offsets.
 
-Two policies: a character splitter with overlap that prefers natural boundaries,
-and a Markdown-section-aware splitter that never lets a chunk straddle two
-sections and records each chunk's heading path. Offsets index the normalized
-document text, so `text[start:end] == chunk.text` always holds.
+Two splitters: a character splitter with overlap that prefers natural
+boundaries, and a token splitter (domain.token_chunking) that counts size and
+overlap in the embedding model's tokens; either can run inside a
+Markdown-section-aware pass that never lets a chunk straddle two sections and
+records each chunk's heading path. A `Chunker` picks the policy per file
+extension. Offsets index the normalized document text, so
+`text[start:end] == chunk.text` always holds.
 """
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from markdown_it import MarkdownIt
+
+from groundwire.domain.token_chunking import TokenCounter, split_range_tokens
+
+
+class ChunkUnit(enum.Enum):
+    """What a policy's size and overlap count."""
+
+    CHARACTERS = "characters"
+    TOKENS = "tokens"
 
 
 @dataclass(frozen=True, slots=True)
 class ChunkPolicy:
-    """Chunk size and overlap in characters; `markdown_sections` enables the
-    section-aware splitter for Markdown documents."""
+    """Chunk size and overlap, in characters or in the embedding model's tokens;
+    `markdown_sections` enables the section-aware pass for Markdown documents."""
 
     size: int = 800
     overlap: int = 100
     markdown_sections: bool = True
+    unit: ChunkUnit = ChunkUnit.CHARACTERS
 
     def __post_init__(self) -> None:
         if self.size < 16:
-            raise ValueError("chunk size must be at least 16 characters")
+            raise ValueError(f"chunk size must be at least 16 {self.unit.value}")
         if not 0 <= self.overlap < self.size // 2 + 1:
             raise ValueError("chunk overlap must be in [0, size/2]")
 
     def descriptor(self) -> str:
         """A stable description, stored with the index so a policy change forces a rebuild."""
         md = "md" if self.markdown_sections else "plain"
-        return f"chars:size={self.size},overlap={self.overlap},{md}"
+        unit = "chars" if self.unit is ChunkUnit.CHARACTERS else "tokens"
+        return f"{unit}:size={self.size},overlap={self.overlap},{md}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,10 +171,19 @@ def _chunk_id(ordinal: int, start: int, end: int, text: str) -> str:
 _HEADING_ONLY = re.compile(r"^\s*(#{1,6}[^\n]*|[^\n]+\n[=-]+)\s*$")
 
 
-def chunk_text(text: str, policy: ChunkPolicy, *, markdown: bool) -> list[Chunk]:
+def chunk_text(
+    text: str,
+    policy: ChunkPolicy,
+    *,
+    markdown: bool,
+    tokenizer: TokenCounter | None = None,
+) -> list[Chunk]:
     """Chunk normalized `text`. Markdown documents are split per section first when
     the policy asks for it; a section holding nothing but its heading is skipped (its
-    title still appears in the paths of its subsections)."""
+    title still appears in the paths of its subsections). A token policy needs the
+    embedding model's `tokenizer`."""
+    if policy.unit is ChunkUnit.TOKENS and tokenizer is None:
+        raise ValueError("a token chunking policy needs the embedding model's tokenizer")
     if markdown and policy.markdown_sections:
         sections = markdown_sections(text)
     else:
@@ -167,8 +192,69 @@ def chunk_text(text: str, policy: ChunkPolicy, *, markdown: bool) -> list[Chunk]
     for section in sections:
         if _HEADING_ONLY.match(text[section.start : section.end]):
             continue
-        for a, b in split_range(text, section.start, section.end, policy):
+        if policy.unit is ChunkUnit.TOKENS:
+            assert tokenizer is not None
+            spans = split_range_tokens(
+                text,
+                section.start,
+                section.end,
+                size=policy.size,
+                overlap=policy.overlap,
+                counter=tokenizer,
+            )
+        else:
+            spans = split_range(text, section.start, section.end, policy)
+        for a, b in spans:
             body = text[a:b]
             ordinal = len(chunks)
             chunks.append(Chunk(_chunk_id(ordinal, a, b, body), ordinal, a, b, body, section.path))
     return chunks
+
+
+def normalize_extension(extension: str) -> str:
+    """`.MD`, `md` -> `.md`: how per-extension policies are keyed."""
+    ext = extension.strip().lower()
+    return ext if ext.startswith(".") else f".{ext}"
+
+
+@dataclass(frozen=True, slots=True)
+class Chunker:
+    """An index's chunking: a default policy, optional policies per file
+    extension, and the embedding model's tokenizer when any policy counts tokens."""
+
+    default: ChunkPolicy = field(default_factory=ChunkPolicy)
+    by_extension: Mapping[str, ChunkPolicy] = field(default_factory=dict)
+    tokenizer: TokenCounter | None = None
+
+    def __post_init__(self) -> None:
+        for ext in self.by_extension:
+            if ext != normalize_extension(ext) or len(ext) < 2:
+                raise ValueError(f"extension {ext!r} must be lower case with a leading dot")
+        if self.tokenizer is None and any(p.unit is ChunkUnit.TOKENS for p in self.policies()):
+            raise ValueError("a token chunking policy needs the embedding model's tokenizer")
+
+    def policies(self) -> list[ChunkPolicy]:
+        """The default policy, then the per-extension ones in extension order."""
+        return [self.default, *(self.by_extension[e] for e in sorted(self.by_extension))]
+
+    def policy_for(self, extension: str) -> ChunkPolicy:
+        """The policy of documents with this file extension (the default if none)."""
+        return self.by_extension.get(normalize_extension(extension), self.default)
+
+    def chunk(self, text: str, extension: str, *, markdown: bool) -> list[Chunk]:
+        """Chunk `text` by the policy of its extension."""
+        return chunk_text(
+            text, self.policy_for(extension), markdown=markdown, tokenizer=self.tokenizer
+        )
+
+    def descriptor(self) -> str:
+        """Everything that changes chunks, stored with the index so that any change
+        (a policy, an extension's policy, the tokenizer) forces a rebuild. A
+        character-only chunker without per-extension policies keeps the
+        descriptor it always had, so upgrading re-ingests nothing."""
+        parts = [self.default.descriptor()]
+        for ext in sorted(self.by_extension):
+            parts.append(f"{ext}={self.by_extension[ext].descriptor()}")
+        if self.tokenizer is not None and any(p.unit is ChunkUnit.TOKENS for p in self.policies()):
+            parts.append(f"tokenizer={self.tokenizer.fingerprint}")
+        return ";".join(parts)

@@ -9,6 +9,8 @@ import uuid
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from groundwire.domain.usage import EmbeddingUsage
+
 MAX_LISTED_FAILURES = 100
 
 
@@ -28,6 +30,7 @@ class OperationTrigger(enum.Enum):
     MANUAL = "MANUAL"
     STARTUP = "STARTUP"
     SCHEDULE = "SCHEDULE"
+    RELOAD = "RELOAD"  # a configuration reload changed what the index ingests
 
 
 class DocumentFailureReason(StrEnum):
@@ -42,6 +45,16 @@ class DocumentFailureReason(StrEnum):
     UNSUPPORTED_FORMAT = "UNSUPPORTED_FORMAT"
     PARSE_FAILED = "PARSE_FAILED"
     DUPLICATE_ID = "DUPLICATE_ID"
+    # `url` sources: the URL policy refused the URL, an address or a redirect target;
+    # the fetch failed (DNS, connection, TLS, HTTP status); it timed out; it
+    # redirected more often than allowed.
+    URL_REFUSED = "URL_REFUSED"
+    FETCH_FAILED = "FETCH_FAILED"
+    FETCH_TIMEOUT = "FETCH_TIMEOUT"
+    TOO_MANY_REDIRECTS = "TOO_MANY_REDIRECTS"
+    # A chunk exceeds the embedding model's token window and the index rejects
+    # over-long chunks instead of truncating them.
+    CHUNK_TOO_LONG = "CHUNK_TOO_LONG"
 
 
 class OperationErrorCode(StrEnum):
@@ -87,6 +100,23 @@ class OperationCounts:
     failed: int = 0
     deleted: int = 0
     chunks_written: int = 0
+    # Embedding usage of the run (domain.usage.EmbeddingUsage, flattened so the
+    # persisted record stays a flat map; truncated_chunks = its truncated_texts).
+    embedding_requests: int = 0
+    embedding_input_tokens: int = 0
+    embedding_estimated_input_tokens: int = 0
+    embedding_texts: int = 0
+    truncated_chunks: int = 0
+
+    @property
+    def embedding_usage(self) -> EmbeddingUsage:
+        return EmbeddingUsage(
+            self.embedding_requests,
+            self.embedding_input_tokens,
+            self.embedding_estimated_input_tokens,
+            self.embedding_texts,
+            self.truncated_chunks,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +163,11 @@ class Operation:
                 "failed": self.counts.failed,
                 "deleted": self.counts.deleted,
                 "chunks_written": self.counts.chunks_written,
+                "embedding_requests": self.counts.embedding_requests,
+                "embedding_input_tokens": self.counts.embedding_input_tokens,
+                "embedding_estimated_input_tokens": self.counts.embedding_estimated_input_tokens,
+                "embedding_texts": self.counts.embedding_texts,
+                "truncated_chunks": self.counts.truncated_chunks,
             },
             "start_time": self.start_time,
             "end_time": self.end_time,

@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
+from groundwire.domain.metadata_ranges import RangeCondition
 from groundwire.domain.scores import Score
+from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 
 
 class RetrievalMode(enum.Enum):
@@ -27,13 +29,16 @@ class Leg(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class MetadataFilter:
-    """Conjunction of exact-match conditions: key -> accepted values (any of)."""
+    """Conjunction of exact-match conditions (key -> accepted values, any of) and
+    range conditions (key -> ranges the value must lie in, all of them;
+    domain.metadata_ranges says how values are read)."""
 
     conditions: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    ranges: Mapping[str, tuple[RangeCondition, ...]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
-        return not self.conditions
+        return not self.conditions and not self.ranges
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +130,8 @@ class RetrievalRequest:
     scope: Scope
     fusion: FusionSettings
     leg_depth: int
+    # What the lexical leg parses instead of `text` (a keyword query), if set.
+    lexical_text: str | None = None
 
 
 @dataclass(slots=True)
@@ -145,6 +152,9 @@ class RetrievalDiagnostics:
     lexical_terms_pruned: int = 0
     fusion: FusionSettings | None = None
     leg_depth: int = 0
+    # The query embedding's usage; truncated_texts > 0 means the query was longer
+    # than the model's token window.
+    embedding_usage: EmbeddingUsage = NO_USAGE
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # A compound token: alphanumeric runs joined by connector characters that are part
 # of identifiers (POL-HR-014, filename.cs, a/b, C#, C++ is left to the parts).
 _COMPOUND = re.compile(r"[^\W_]+(?:[._\-/:#+@][^\W_]+)*")
+# The identifier rule, shared with keyword derivation (domain/query_rewrite.py).
+COMPOUND_PATTERN = _COMPOUND
 _PART = re.compile(r"[^\W_]+")
 # camelCase / PascalCase / acronym / digit boundaries inside one alphanumeric run:
 # IRagRetriever -> I, Rag, Retriever; HTTPServer2 -> HTTP, Server, 2; CS1503 -> CS, 1503.

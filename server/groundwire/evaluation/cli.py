@@ -7,6 +7,11 @@
     groundwire eval report RUN.json --out report/
     groundwire eval agent --address 127.0.0.1:50061 --agent scifact-plain \\
         --agent scifact-rerank --dataset ../shared/data/scifact --split train --out agents/
+    groundwire eval agent --address 127.0.0.1:50077 --agent scifact-required \\
+        --holdout scifact-required=scifact-required-holdout \\
+        --foreign-queries ../shared/data/cranfield/queries.jsonl \\
+        --judge-base-url http://127.0.0.1:11434/v1 --judge-model qwen2.5:7b-instruct \\
+        --dataset ../shared/data/scifact --split train --out answers/
 
 Exit codes: 0 success (and, for `compare --fail-on-gate`, a passing gate);
 1 the release gate failed under --fail-on-gate; 2 bad arguments or input;
@@ -21,6 +26,11 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from groundwire.evaluation.dataset import Query
+    from groundwire.evaluation.judge import JudgeSettings
 
 __all__ = ["main"]
 
@@ -153,6 +163,41 @@ def _agent_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     ag.add_argument("--currency", default="USD")
     ag.add_argument("--out", type=Path, required=True)
     ag.add_argument("--no-plots", action="store_true")
+    judge = ag.add_argument_group(
+        "answer judge", "faithfulness and answer relevance judged by an OpenAI-compatible model"
+    )
+    judge.add_argument("--judge-base-url", help="e.g. http://127.0.0.1:11434/v1 (enables it)")
+    judge.add_argument("--judge-model", help="model name sent to the judge endpoint")
+    judge.add_argument("--judge-api-key-env", help="environment variable holding its key")
+    judge.add_argument("--judge-concurrency", type=int, default=4, help="calls in flight (4)")
+    judge.add_argument("--judge-timeout", type=float, default=60.0, help="per call, s (60)")
+    judge.add_argument("--judge-max-tokens", type=int, default=256, help="reply bound (256)")
+    judge.add_argument("--judge-prompt", type=Path, help="prompt file (default: packaged)")
+    judge.add_argument(
+        "--judge-json-mode",
+        action="store_true",
+        help='send response_format {"type": "json_object"} (servers that support it)',
+    )
+    ref = ag.add_argument_group("refusal correctness", "questions the index cannot answer")
+    ref.add_argument(
+        "--holdout",
+        action="append",
+        default=[],
+        metavar="AGENT=HOLDOUT_AGENT",
+        help="HOLDOUT_AGENT is configured like AGENT on a push-only index of its own, "
+        "which is filled with the collection minus the relevant documents of the "
+        "holdout queries; repeatable",
+    )
+    ref.add_argument("--holdout-queries", type=int, default=50, help="holdout sample size (50)")
+    ref.add_argument("--holdout-seed", type=int, default=20_240_601, help="sample seed")
+    ref.add_argument(
+        "--foreign-queries",
+        type=Path,
+        help="queries.jsonl of another collection, asked of each agent on its own index",
+    )
+    ref.add_argument("--foreign-limit", type=int, default=50, help="foreign queries used (50)")
+    ref.add_argument("--batch-size", type=int, default=128, help="documents per upsert (128)")
+    ref.add_argument("--ingest-timeout", type=float, default=900.0, help="per upsert call (s)")
 
 
 def _slices(args: argparse.Namespace) -> dict[str, dict[str, str]]:
@@ -248,15 +293,54 @@ def _compare(args: argparse.Namespace) -> int:
     return 1 if (args.fail_on_gate and verdict != "PASS") else 0
 
 
+def _judge_settings(args: argparse.Namespace) -> JudgeSettings | None:
+    from groundwire.evaluation.judge import JudgeSettings
+
+    if not args.judge_base_url and not args.judge_model:
+        return None
+    if not args.judge_base_url or not args.judge_model:
+        raise ValueError("--judge-base-url and --judge-model go together")
+    key = _api_key(args.judge_api_key_env)
+    if args.judge_api_key_env and not key:
+        raise ValueError(f"--judge-api-key-env: {args.judge_api_key_env} is not set")
+    return JudgeSettings(
+        base_url=args.judge_base_url,
+        model=args.judge_model,
+        api_key=key,
+        concurrency=args.judge_concurrency,
+        timeout_seconds=args.judge_timeout,
+        max_tokens=args.judge_max_tokens,
+        prompt_file=args.judge_prompt,
+        json_mode=args.judge_json_mode,
+    )
+
+
+def _holdout(items: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        agent, sep, holdout = str(item).partition("=")
+        if not sep or not agent.strip() or not holdout.strip():
+            raise ValueError(f"--holdout expects AGENT=HOLDOUT_AGENT, got {item!r}")
+        out[agent.strip()] = holdout.strip()
+    return out
+
+
 def _agent(args: argparse.Namespace) -> int:
     from groundwire.evaluation.agent_outcomes import Prices
     from groundwire.evaluation.agents import AgentSettings, run_agent_evaluation
     from groundwire.evaluation.common import write_json
-    from groundwire.evaluation.dataset import load_beir
+    from groundwire.evaluation.dataset import load_beir, load_queries
     from groundwire.evaluation.metrics import parse_metrics
     from groundwire.evaluation.run_report import write_run_report
 
     dataset = load_beir(args.dataset, args.split, args.name)
+    foreign: list[Query] = []
+    if args.foreign_queries is not None:
+        if not args.foreign_queries.is_file():
+            raise ValueError(f"--foreign-queries: no such file {args.foreign_queries}")
+        foreign = list(load_queries(args.foreign_queries).values())[: max(0, args.foreign_limit)]
+        if not foreign:
+            raise ValueError("--foreign-queries holds no queries")
     settings = AgentSettings(
         address=args.address,
         dataset=dataset,
@@ -275,6 +359,14 @@ def _agent(args: argparse.Namespace) -> int:
         limit=args.limit,
         slice_fields=args.slice_field,
         external_slices=_slices(args),
+        judge=_judge_settings(args),
+        holdout=_holdout(args.holdout),
+        holdout_queries=args.holdout_queries,
+        holdout_seed=args.holdout_seed,
+        foreign_queries=foreign,
+        foreign_name=str(args.foreign_queries.parent.name) if args.foreign_queries else "",
+        batch_size=args.batch_size,
+        ingest_timeout=args.ingest_timeout,
     )
     result = asyncio.run(run_agent_evaluation(settings))
     write_json(args.out / "run.json", result)

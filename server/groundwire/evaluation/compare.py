@@ -24,6 +24,8 @@ from groundwire.evaluation.common import COMPARE_SCHEMA, read_json, utc_now
 from groundwire.evaluation.formatting import ordered_stages
 from groundwire.evaluation.gate import (
     GateConfig,
+    answer_checks,
+    answer_measures,
     comparability_checks,
     gate_verdict,
     latency_checks,
@@ -33,7 +35,7 @@ from groundwire.evaluation.gate import (
 )
 from groundwire.evaluation.stats import bootstrap_mean_ci, paired_stats
 
-__all__ = ["LoadedVariant", "compare_runs", "load_variant"]
+__all__ = ["LoadedVariant", "answer_rows", "compare_runs", "load_variant"]
 
 
 class LoadedVariant:
@@ -188,6 +190,58 @@ def _latency(a: LoadedVariant, b: LoadedVariant) -> dict[str, Any]:
     return {s: {"baseline": la.get(s), "candidate": lb.get(s)} for s in ordered_stages({*la, *lb})}
 
 
+# Answer measures recorded per query (`queries[].answer`), paired by query id.
+PER_QUERY_ANSWER_MEASURES = (
+    "citation_precision",
+    "citation_recall",
+    "sentence_citation_share",
+    "faithfulness",
+    "answer_relevance",
+)
+
+
+def _answer_values(v: LoadedVariant, measure: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for q in v.variant.get("queries", []):
+        value = (q.get("answer") or {}).get(measure)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[str(q["id"])] = float(value)
+    return out
+
+
+def answer_rows(
+    agent_a: Mapping[str, Any] | None,
+    agent_b: Mapping[str, Any] | None,
+    a: LoadedVariant | None = None,
+    b: LoadedVariant | None = None,
+    *,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any] | None:
+    """Answer measures side by side (None when neither run reports any). With the
+    variants, measures recorded per query also get the mean paired difference over
+    the queries where both have a value, with its 95% bootstrap interval."""
+    ma, mb = answer_measures(agent_a), answer_measures(agent_b)
+    rows: dict[str, Any] = {}
+    for m in ma:
+        x, y = ma[m], mb[m]
+        if x is None and y is None:
+            continue
+        delta = None if x is None or y is None else y - x
+        rows[m] = {"baseline": x, "candidate": y, "delta": delta}
+        if a is not None and b is not None and m in PER_QUERY_ANSWER_MEASURES:
+            va, vb = _answer_values(a, m), _answer_values(b, m)
+            diffs = [vb[q] - va[q] for q in va if q in vb]
+            if diffs:
+                lo, hi = bootstrap_mean_ci(diffs, resamples=resamples, seed=seed)
+                rows[m]["paired"] = {
+                    "n": len(diffs),
+                    "delta": sum(diffs) / len(diffs),
+                    "delta_ci95": [lo, hi],
+                }
+    return rows or None
+
+
 def compare_runs(
     a: LoadedVariant,
     b: LoadedVariant,
@@ -213,13 +267,14 @@ def compare_runs(
     slice_rows = _slice_table(
         pa, pb, slices_a, _slice_fields(slice_fields, gate, slices_a), gate, seed
     )
+    agent_a, agent_b = a.variant.get("agent"), b.variant.get("agent")
     checks = [
         *comparability_checks(ds_a, ds_b, len(paired), dropped),
         *quality_checks(gate, stats[gate.primary], slice_rows),
+        *answer_checks(gate, agent_a, agent_b),
         *latency_checks(gate, b.variant.get("latency_ms", {})),
         *reliability_checks(gate, b.variant.get("reliability", {})),
     ]
-    agent_a, agent_b = a.variant.get("agent"), b.variant.get("agent")
     return {
         "schema": COMPARE_SCHEMA,
         "created_at": utc_now(),
@@ -243,6 +298,7 @@ def compare_runs(
         },
         "gate": gate_verdict(checks, comparable=same_dataset(ds_a, ds_b)),
         "agents": {"baseline": agent_a, "candidate": agent_b} if agent_a or agent_b else None,
+        "answers": answer_rows(agent_a, agent_b, a, b, resamples=min(resamples, 2000), seed=seed),
         "per_query": [
             {"id": q, "baseline": pa[q], "candidate": pb[q], "delta": pb[q] - pa[q]} for q in paired
         ],

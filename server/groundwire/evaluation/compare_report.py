@@ -24,6 +24,7 @@ def compare_markdown(result: Mapping[str, Any]) -> str:
     lines += _latency_table(result["latency_ms"])
     lines += _reliability(result["reliability"])
     lines += _agent_outcomes(result.get("agents") or {})
+    lines += _answers_table(result.get("answers") or {})
     if result.get("plots"):
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in result["plots"]]
     return "\n".join(lines) + "\n"
@@ -172,6 +173,34 @@ def _agent_outcomes(agents: Mapping[str, Any]) -> list[str]:
                 f"{fmt(ag['usage']['search_units_per_execution'], 3)}; cost per 1k "
                 f"{fmt(ag['cost']['per_1000_executions'], 4)} {ag['cost']['currency']}"
             )
+    return lines
+
+
+def _answers_table(answers: Mapping[str, Any]) -> list[str]:
+    if not answers:
+        return []
+    lines = [
+        "",
+        "## Answer-level measures",
+        "",
+        "Paired: the mean per-query difference over queries where both runs have a value, "
+        "with its 95% bootstrap interval.",
+        "",
+        "| measure | baseline | candidate | delta | paired delta [95% CI] (n) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for m, row in answers.items():
+        delta = row.get("delta")
+        p = row.get("paired")
+        paired = (
+            f"{p['delta']:+.4f} [{p['delta_ci95'][0]:+.4f}, {p['delta_ci95'][1]:+.4f}] ({p['n']})"
+            if p
+            else "-"
+        )
+        lines.append(
+            f"| {m} | {fmt(row.get('baseline'))} | {fmt(row.get('candidate'))} | "
+            f"{'-' if delta is None else f'{delta:+.4f}'} | {paired} |"
+        )
     return lines
 
 

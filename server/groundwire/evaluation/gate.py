@@ -11,6 +11,14 @@ the change disabled; if only an operational target fails, reduce candidates,
 choose a lower-latency model or add capacity; never hide it with a longer
 timeout.
 
+Agent runs with answer-level measures are also gated on them (`[answers]`,
+`AnswerTargets`): absolute floors for the candidate (citation precision and
+recall, the share of cited sentences, faithfulness, answer relevance, the
+refusal rate on unanswerable questions, the answered rate on answerable ones),
+the largest allowed drop of each from the baseline, and the largest judge
+failure rate. A floor on a measure the candidate did not report (no judge, no
+holdout) fails: a gate that asks for it must not pass without it.
+
 Each check is a dict `{name, kind, passed, detail}` with kind `comparability`,
 `quality` or `operational`; `gate_verdict` turns the list into the verdict.
 """
@@ -28,9 +36,13 @@ from groundwire.evaluation.common import StrictFile
 from groundwire.evaluation.formatting import fmt, pct_ci
 
 __all__ = [
+    "ANSWER_MEASURES",
+    "AnswerTargets",
     "GateConfig",
     "LatencyTarget",
     "ReliabilityTargets",
+    "answer_checks",
+    "answer_measures",
     "comparability_checks",
     "gate_verdict",
     "latency_checks",
@@ -60,6 +72,22 @@ class ReliabilityTargets(StrictFile):
     max_rerank_timeout_rate: float | None = Field(0.005, ge=0, le=1)
 
 
+class AnswerTargets(StrictFile):
+    """Answer-level targets of agent runs (None: not checked). Fractions in [0, 1]."""
+
+    min_citation_precision: float | None = Field(None, ge=0, le=1)
+    min_citation_recall: float | None = Field(None, ge=0, le=1)
+    min_sentence_citation_share: float | None = Field(None, ge=0, le=1)
+    min_faithfulness: float | None = Field(None, ge=0, le=1)
+    min_answer_relevance: float | None = Field(None, ge=0, le=1)
+    min_refusal_rate: float | None = Field(None, ge=0, le=1)
+    min_answered_rate: float | None = Field(None, ge=0, le=1)
+    # No measure both runs report may fall further than this below the baseline.
+    max_drop: float | None = Field(0.02, ge=0, le=1)
+    # Applies when the candidate was judged: more failures make the judged means untrustworthy.
+    max_judge_failure_rate: float | None = Field(0.05, ge=0, le=1)
+
+
 class GateConfig(StrictFile):
     """The release gate's thresholds and targets (see eval/gate.toml)."""
 
@@ -74,6 +102,7 @@ class GateConfig(StrictFile):
     slice_fields: list[str] = Field(default_factory=list)
     latency_ms: dict[str, LatencyTarget] = Field(default_factory=dict)
     reliability: ReliabilityTargets = ReliabilityTargets()
+    answers: AnswerTargets = AnswerTargets()
 
 
 def load_gate(path: Path) -> GateConfig:
@@ -223,6 +252,84 @@ def reliability_checks(gate: GateConfig, reliability: Mapping[str, Any]) -> list
                 value >= limit if lower else value <= limit,
                 f"{value:.2%} of {rr['eligible']} eligible attempts",
                 "operational",
+            )
+        )
+    return checks
+
+
+# Measure name -> its path in a variant's `agent` block (the refusal rate is the
+# holdout's when there is one, else the foreign questions').
+ANSWER_MEASURES: dict[str, tuple[str, ...]] = {
+    "citation_precision": ("answers", "citations", "precision"),
+    "citation_recall": ("answers", "citations", "recall"),
+    "sentence_citation_share": ("answers", "citations", "sentence_citation_share"),
+    "faithfulness": ("answers", "judge", "faithfulness"),
+    "answer_relevance": ("answers", "judge", "answer_relevance"),
+    "refusal_rate": ("refusal", "*", "unanswerable", "refusal_rate"),
+    "answered_rate": ("answers", "answered_rate"),
+}
+
+
+def _dig(block: Any, path: Sequence[str]) -> float | None:
+    for i, key in enumerate(path):
+        if key == "*":
+            if not isinstance(block, Mapping):
+                return None
+            for kind in ("holdout", "foreign"):
+                found = _dig(block.get(kind), path[i + 1 :])
+                if found is not None:
+                    return found
+            return None
+        if not isinstance(block, Mapping):
+            return None
+        block = block.get(key)
+    return float(block) if isinstance(block, int | float) and not isinstance(block, bool) else None
+
+
+def answer_measures(agent: Mapping[str, Any] | None) -> dict[str, float | None]:
+    """The gated answer measures of a variant's `agent` block (None: not reported)."""
+    return {m: _dig(agent or {}, path) for m, path in ANSWER_MEASURES.items()}
+
+
+def answer_checks(
+    gate: GateConfig, baseline: Mapping[str, Any] | None, candidate: Mapping[str, Any] | None
+) -> list[dict[str, Any]]:
+    """Floors, drops and the judge failure rate (see the module docstring);
+    nothing for runs without answer measures and no floors asked for."""
+    at = gate.answers
+    base, cand = answer_measures(baseline), answer_measures(candidate)
+    checks: list[dict[str, Any]] = []
+    for m in ANSWER_MEASURES:
+        floor = getattr(at, f"min_{m}")
+        value = cand[m]
+        if floor is not None:
+            checks.append(
+                _check(
+                    f"{m} >= {floor:.2%}",
+                    value is not None and value >= floor,
+                    "not reported by the candidate" if value is None else f"{value:.2%}",
+                    "quality",
+                )
+            )
+        before = base[m]
+        if at.max_drop is not None and value is not None and before is not None:
+            checks.append(
+                _check(
+                    f"{m} drops by at most {at.max_drop * 100:.1f} pp",
+                    value >= before - at.max_drop,
+                    f"{before:.2%} -> {value:.2%}",
+                    "quality",
+                )
+            )
+    judge = ((candidate or {}).get("answers") or {}).get("judge")
+    if at.max_judge_failure_rate is not None and judge and judge.get("attempted"):
+        rate = float(judge.get("failure_rate", 0.0))
+        checks.append(
+            _check(
+                f"judge failure rate <= {at.max_judge_failure_rate:.2%}",
+                rate <= at.max_judge_failure_rate,
+                f"{rate:.2%} of {judge['attempted']} ({judge.get('failures_by_code') or {}})",
+                "quality",
             )
         )
     return checks

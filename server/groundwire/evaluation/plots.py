@@ -10,7 +10,7 @@ from typing import Any
 
 from groundwire.evaluation.stats import bootstrap_mean_ci
 
-__all__ = ["delta_plot", "latency_plot", "metric_plot", "per_query_values"]
+__all__ = ["answers_plot", "delta_plot", "latency_plot", "metric_plot", "per_query_values"]
 
 
 def per_query_values(variant: Mapping[str, Any], metric: str) -> list[float]:
@@ -147,3 +147,51 @@ def delta_plot(result: Mapping[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def answers_plot(variants: Sequence[Mapping[str, Any]], path: Path, *, title: str) -> bool:
+    """Grouped bars of the answer-level measures per agent (`gate.ANSWER_MEASURES`;
+    a measure an agent did not report is marked n/a). Returns False (and writes
+    nothing) when no variant has answer measures."""
+    from groundwire.evaluation.gate import ANSWER_MEASURES, answer_measures
+
+    agents = [v for v in variants if (v.get("agent") or {}).get("answers")]
+    if not agents:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    measures = list(ANSWER_MEASURES)
+    width = 0.8 / len(agents)
+    x = np.arange(len(measures))
+    fig, ax = plt.subplots(figsize=(max(8.0, 1.2 * len(measures) * max(1, len(agents) / 2)), 4.5))
+    for j, v in enumerate(agents):
+        values = answer_measures(v["agent"])
+        heights = [float(values[m] or 0.0) for m in measures]
+        pos = x - 0.4 + width * (j + 0.5)
+        bars = ax.bar(pos, heights, width, label=str(v["name"]))
+        for b, m in zip(bars, measures, strict=True):
+            val = values[m]
+            ax.annotate(
+                "n/a" if val is None else f"{val:.2f}",
+                (b.get_x() + b.get_width() / 2, b.get_height()),
+                xytext=(0, 4),
+                textcoords="offset points",
+                ha="center",
+                fontsize=7,
+            )
+    ax.set_xticks(x)
+    ax.set_xticklabels([m.replace("_", " ") for m in measures], rotation=20, ha="right")
+    ax.set_ylim(0, 1.1)
+    ax.set_ylabel("rate / mean (0-1)")
+    ax.set_title(f"{title}: answer-level measures")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

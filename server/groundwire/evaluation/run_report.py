@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from groundwire.evaluation.formatting import fmt, ordered_stages, percentile_cell
-from groundwire.evaluation.plots import latency_plot, metric_plot, per_query_values
+from groundwire.evaluation.plots import answers_plot, latency_plot, metric_plot, per_query_values
 from groundwire.evaluation.stats import bootstrap_mean_ci
 
 __all__ = ["run_markdown", "write_run_report"]
@@ -53,6 +53,8 @@ def run_markdown(result: Mapping[str, Any], *, resamples: int = 2000, seed: int 
     agents = [v for v in variants if v.get("agent")]
     if agents:
         lines += _agent_sections(agents)
+        lines += _answer_sections(agents)
+        lines += _refusal_sections(agents)
     errs = [v for v in variants if v.get("reliability", {}).get("errors")]
     if errs:
         lines += ["", "## Errors", ""]
@@ -211,6 +213,78 @@ def _agent_sections(agents: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def _answer_sections(agents: Sequence[Mapping[str, Any]]) -> list[str]:
+    shown = [v for v in agents if v["agent"].get("answers")]
+    if not shown:
+        return []
+    lines = [
+        "",
+        "## Answer-level measures",
+        "",
+        "Citations: `[n]` markers with n in 1..sources; precision and recall over distinct "
+        "cited documents against the judged relevant ones (recall in context: of those the "
+        "model had). Judge: faithfulness = supported / claims, relevance 0-3 scaled to "
+        "[0, 1], means over valid verdicts; failures are never counted as passes.",
+        "",
+        "| agent | answered | refused | cited sentences | uncited answers | citation "
+        "precision | citation recall | recall in context | faithfulness | answer relevance "
+        "| judge failures |",
+        "|" + " --- |" * 11,
+    ]
+    for v in shown:
+        a = v["agent"]["answers"]
+        c = a["citations"]
+        j = a.get("judge") or {}
+        failures = (
+            f"{j['failures']} of {j['attempted']} {j.get('failures_by_code') or ''}".strip()
+            if j
+            else "not judged"
+        )
+        lines.append(
+            f"| {v['name']} | {fmt(a['answered_rate'])} | {fmt(a['refused_rate'])} | "
+            f"{fmt(c['sentence_citation_share'])} | {fmt(c['uncited_answer_rate'])} | "
+            f"{fmt(c['precision'])} | {fmt(c['recall'])} | {fmt(c['recall_in_context'])} | "
+            f"{fmt(j.get('faithfulness'))} | {fmt(j.get('answer_relevance'))} | {failures} |"
+        )
+    return lines
+
+
+def _refusal_sections(agents: Sequence[Mapping[str, Any]]) -> list[str]:
+    rows = []
+    for v in agents:
+        ref = v["agent"].get("refusal") or {}
+        for kind in ("holdout", "foreign"):
+            r = ref.get(kind)
+            if not r:
+                continue
+            how = (
+                f"holdout via {r.get('agent')} ({r.get('removed_documents')} documents removed)"
+                if kind == "holdout"
+                else f"questions of {r.get('source')}"
+            )
+            un, ans = r["unanswerable"], r["answerable"]
+            rows.append(
+                f"| {v['name']} | {ref.get('mode') or '-'} | {how} | {un['queries']} | "
+                f"**{fmt(un['refusal_rate'])}** | {ans['queries']} | {fmt(ans['answered_rate'])} "
+                f"| {un['errors']} / {ans['errors']} |"
+            )
+    if not rows:
+        return []
+    return [
+        "",
+        "## Refusal correctness",
+        "",
+        "Refusal: the framework's not-found answer or NO_ACCEPTED_CONTEXT. Unanswerable: no "
+        "judged relevant document is in the index; answerable: the same agent on questions "
+        "whose documents are there.",
+        "",
+        "| agent | mode | unanswerable questions | n | refusal rate | answerable n | "
+        "answered rate | errors (unanswerable / answerable) |",
+        "|" + " --- |" * 8,
+        *rows,
+    ]
+
+
 def write_run_report(result: dict[str, Any], out: Path, *, plots: bool = True) -> None:
     """Write report.md (and metrics.png, latency.png) for a run result."""
     out.mkdir(parents=True, exist_ok=True)
@@ -227,5 +301,7 @@ def write_run_report(result: dict[str, Any], out: Path, *, plots: bool = True) -
         files = ["metrics.png"]
         if latency_plot(variants, _stages(variants), out / "latency.png", title=title):
             files.append("latency.png")
+        if answers_plot(variants, out / "answers.png", title=title):
+            files.append("answers.png")
         shown["plots"] = files
     (out / "report.md").write_text(run_markdown(shown), encoding="utf-8")

@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from groundwire.domain.chunking import ChunkPolicy
+from groundwire.domain.chunking import Chunker, ChunkPolicy
 from groundwire.domain.errors import not_found
+from groundwire.domain.token_chunking import TokenCounter
+from groundwire.indexes.loaders import Loader
 from groundwire.indexes.sources import SourceConfig
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.stores.base import IndexSpec, Store
@@ -22,6 +24,10 @@ class IndexHandle:
     store: Store
     embedder: EmbeddingProvider | None
     chunk_policy: ChunkPolicy
+    # Policies by normalized file extension (".txt"), over `chunk_policy`; and the
+    # embedder's tokenizer when a policy counts tokens.
+    chunk_policies: Mapping[str, ChunkPolicy] = field(default_factory=dict)
+    tokenizer: TokenCounter | None = None
     sources: Sequence[SourceConfig] = ()
     description: str = ""
     tenant: str = ""
@@ -31,12 +37,22 @@ class IndexHandle:
     extensions: Sequence[str] = (".md", ".markdown", ".txt", ".text")
     strategy: str = "manual"
     schedule: str | None = None
+    # Extension -> plug-in loader (`ingestion.loaders`), ahead of the built-in ones.
+    loaders: Mapping[str, Loader] = field(default_factory=dict)
+    # Fail documents with a chunk over the embedder's token window instead of
+    # embedding a truncated chunk (ingestion.overlong_chunks = "reject").
+    reject_overlong_chunks: bool = False
     # False only while an ON_STARTUP index awaits the end of its first ingestion run;
     # the ingestion manager, which runs it, is the one that flips it.
     ready: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.ready = self.strategy != "on_startup"
+
+    def chunker(self) -> Chunker:
+        """The index's chunking as configured now (built per use: cheap, and a
+        test or reload that swaps a policy is seen at once)."""
+        return Chunker(self.chunk_policy, self.chunk_policies, self.tokenizer)
 
 
 class IndexCatalog:

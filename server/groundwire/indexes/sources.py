@@ -3,7 +3,7 @@ documents they name is ingestion's job (`groundwire.ingestion.sources`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -34,4 +34,39 @@ class InlineSource:
     metadata: tuple[tuple[str, str], ...] = ()
 
 
-SourceConfig = DirectorySource | FilesSource | InlineSource
+@dataclass(frozen=True, slots=True)
+class UrlEntry:
+    """One URL and the document id it is stored under."""
+
+    url: str
+    document_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class UrlSource:
+    """Documents fetched with HTTP GET under the URL policy
+    (`groundwire.ingestion.url_policy`): public addresses only unless allowed here."""
+
+    urls: tuple[UrlEntry, ...]
+    allow_hosts: frozenset[str] = frozenset()
+    allow_cidrs: tuple[str, ...] = ()
+    max_redirects: int = 5
+    connect_timeout_seconds: float = 5.0
+    read_timeout_seconds: float = 15.0
+    total_timeout_seconds: float = 60.0
+    max_bytes: int | None = None  # None: the index's max_file_bytes
+    metadata: tuple[tuple[str, str], ...] = field(default=())
+
+
+SourceConfig = DirectorySource | FilesSource | InlineSource | UrlSource
+
+
+def source_kind(source: SourceConfig) -> str:
+    """The configuration `kind` of a source (shown by GetIndex, never its paths)."""
+    if isinstance(source, DirectorySource):
+        return "directory"
+    if isinstance(source, FilesSource):
+        return "files"
+    if isinstance(source, InlineSource):
+        return "inline"
+    return "url"

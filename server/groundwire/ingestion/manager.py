@@ -36,10 +36,13 @@ from groundwire.domain.operations import (
     OperationState,
     OperationTrigger,
 )
+from groundwire.domain.usage import EmbeddingUsage
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.pipeline import IngestionReport, needs_rebuild, run_ingestion
 from groundwire.instruments import INGESTIONS
+from groundwire.providers.embeddings.usage import UsageMeter
 from groundwire.stores.base import IngestionLock, OperationLog
+from groundwire.stores.usage import UsageRecorder
 
 log = logging.getLogger("groundwire.ingestion")
 
@@ -96,7 +99,9 @@ class IngestionManager:
         *,
         progress_interval: float = 0.25,
         on_ready: ReadyCallback | None = None,
+        usage: UsageRecorder | None = None,
     ) -> None:
+        self._usage = usage
         self._catalog = catalog
         self._log = log_store
         self._interval = progress_interval
@@ -167,8 +172,15 @@ class IngestionManager:
             await self.wait(op.id)
         for handle in blocking:
             handle.ready = True
+            # A configuration reload may have replaced the handle meanwhile.
+            current = self._current(handle)
+            current.ready = True
             if self._on_ready is not None:
-                await self._on_ready(handle)
+                await self._on_ready(current)
+
+    def _current(self, handle: IndexHandle) -> IndexHandle:
+        names = self._catalog.names()
+        return self._catalog.get(handle.name) if handle.name in names else handle
 
     async def _start_first_run(self, handle: IndexHandle) -> Operation | None:
         try:
@@ -183,6 +195,17 @@ class IngestionManager:
         for handle in self._catalog.handles():
             if handle.strategy == IngestionStrategy.SCHEDULED and handle.schedule:
                 self._schedulers.append(asyncio.create_task(self._schedule_loop(handle)))
+
+    async def replace_catalog(self, catalog: IndexCatalog) -> None:
+        """Run new operations on a reloaded catalog and restart the schedules from
+        it; a running operation finishes on the index handle it started with."""
+        self._catalog = catalog
+        for task in self._schedulers:
+            task.cancel()
+        await asyncio.gather(*self._schedulers, return_exceptions=True)
+        self._schedulers = []
+        if not self._closing:
+            self.start_schedulers()
 
     async def close(self) -> None:
         """Cancel schedulers and running operations (recorded as CANCELLED)."""
@@ -359,8 +382,11 @@ class IngestionManager:
                 run.operation = snapshot
 
         final: Operation
+        # The run's own meter: it outlives the RPC that may have started it, and
+        # its usage belongs to the index's tenant, whatever the outcome.
+        meter = UsageMeter()
         try:
-            report = await run_ingestion(handle, progress=progress)
+            report = await run_ingestion(handle, progress=progress, meter=meter)
             final = replace(_apply(run.operation, report), state=OperationState.SUCCEEDED)
         except asyncio.CancelledError:
             # Counts as of the last progress snapshot (the run never returned a report).
@@ -378,11 +404,17 @@ class IngestionManager:
             final = replace(
                 run.operation, state=OperationState.FAILED, error_code=OperationErrorCode.INTERNAL
             )
-        final = replace(final, end_time=time.time(), phase="DONE")
+        final = replace(
+            final,
+            end_time=time.time(),
+            phase="DONE",
+            counts=_with_usage(final.counts, meter.total),
+        )
+        if self._usage is not None:
+            self._usage.record(handle.tenant, meter.by_task)
         # Free the index before telling anyone the run ended, so a watcher that
         # starts the next run on seeing the terminal state is never refused.
         self._runs.pop(handle.name, None)
-        self._by_id.pop(final.id, None)  # later readers get it from the log
         try:
             await run.lock.release()
         except Exception as exc:
@@ -396,6 +428,9 @@ class IngestionManager:
         except Exception as exc:
             log.error("could not record operation", extra={"error_type": type(exc).__name__})
             self._remember_unrecorded(final)
+        # Only now that the log holds the terminal state: a watcher arriving in
+        # between would otherwise read the log's last RUNNING snapshot and stop.
+        self._by_id.pop(final.id, None)
         if self._on_ready is not None:
             await self._on_ready(handle)
         INGESTIONS.add(
@@ -442,6 +477,17 @@ def _changed_since(run: _Run, seen: int) -> bool:
     return run.seq != seen
 
 
+def _with_usage(counts: OperationCounts, usage: EmbeddingUsage) -> OperationCounts:
+    return replace(
+        counts,
+        embedding_requests=usage.requests,
+        embedding_input_tokens=usage.input_tokens,
+        embedding_estimated_input_tokens=usage.estimated_input_tokens,
+        embedding_texts=usage.texts,
+        truncated_chunks=usage.truncated_texts,
+    )
+
+
 def _apply(op: Operation, report: IngestionReport) -> Operation:
     counts = OperationCounts(
         discovered=report.discovered,
@@ -451,6 +497,7 @@ def _apply(op: Operation, report: IngestionReport) -> Operation:
         deleted=report.deleted,
         chunks_written=report.chunks_written,
     )
+    counts = _with_usage(counts, report.embedding_usage)
     failures = [DocumentFailureInfo(f.document_id, f.reason) for f in report.failures]
     return replace(
         op, phase=report.phase.value, counts=counts, version=report.version, rebuild=report.rebuilt

@@ -7,22 +7,30 @@ tenant, metadata and vectors under a new version -> stage deletions of documents
 that left the source -> publish the version only when everything succeeded.
 
 Any failure or cancellation discards the staged version, so the previously
-published version keeps serving. A change of embedding model or chunking policy
-re-ingests every document into the new version (never a mix).
+published version keeps serving. A change of embedding configuration (model,
+prefixes, token window) or chunking policy re-ingests every document into the
+new version (never a mix).
+
+Embedding usage is metered over the whole run (`report.embedding_usage`), over-long
+chunks included: an index that rejects them fails their documents with
+CHUNK_TOO_LONG before anything is embedded; otherwise the truncations are counted.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from groundwire.domain.chunking import Chunk, chunk_text
+from groundwire.domain.chunking import Chunk
 from groundwire.domain.operations import DocumentFailureReason
+from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import (
+    FORMATS_BY_EXTENSION,
     DocumentFormat,
     LoadedDocument,
     LoadFailure,
@@ -33,10 +41,16 @@ from groundwire.ingestion.sources import (
     CONFIG_SOURCE_PREFIX,
     FileItem,
     InlineItem,
+    Unchanged,
+    UrlItem,
     discover,
+    load_url_item,
     source_id_for,
+    stored_digest,
+    stored_hash,
 )
-from groundwire.providers.embeddings.base import EmbeddingTask, embed_all
+from groundwire.providers.embeddings.base import EmbeddingTask, TokenWindowAware, embed_all
+from groundwire.providers.embeddings.usage import UsageMeter, metered
 from groundwire.stores.base import (
     ChunkRecord,
     DocumentKey,
@@ -68,6 +82,7 @@ class IngestionReport:
     chunks_written: int = 0
     rebuilt: bool = False
     failures: list[LoadFailure] = field(default_factory=list)
+    embedding_usage: EmbeddingUsage = NO_USAGE
 
 
 ProgressCallback = Callable[[IngestionReport], Awaitable[None]]
@@ -102,6 +117,7 @@ def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | 
             source_id_for(item.document_id),
             max_bytes=handle.max_file_bytes,
             metadata=handle.metadata,
+            loaders=handle.loaders,
         )
     meta = {**handle.metadata, **item.metadata}
     return load_bytes(
@@ -115,8 +131,43 @@ def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | 
     )
 
 
-def chunk_document(doc: LoadedDocument, handle: IndexHandle) -> list[Chunk]:
-    return chunk_text(doc.text, handle.chunk_policy, markdown=doc.format is DocumentFormat.MARKDOWN)
+# Documents without a file name (inline, pushed) are chunked as their format's
+# first extension.
+_FORMAT_EXTENSIONS = {fmt: ext for ext, fmt in reversed(list(FORMATS_BY_EXTENSION.items()))}
+
+
+def chunk_document(
+    doc: LoadedDocument, handle: IndexHandle, extension: str | None = None
+) -> list[Chunk]:
+    """Chunk by the index's policy for the document's file extension (from its
+    file, else from its format)."""
+    ext = extension or _FORMAT_EXTENSIONS.get(doc.format, "")
+    return handle.chunker().chunk(doc.text, ext, markdown=doc.format is DocumentFormat.MARKDOWN)
+
+
+Batch = list[tuple[DocumentRecord, Sequence[Chunk]]]
+
+
+async def drop_overlong(handle: IndexHandle, batch: Batch) -> tuple[Batch, list[LoadFailure]]:
+    """With `reject_overlong_chunks`, split off the documents with a chunk over the
+    embedder's token window (each a CHUNK_TOO_LONG failure) before anything is
+    embedded; otherwise keep the batch whole (the embedder truncates and counts)."""
+    embedder = handle.embedder
+    if not handle.reject_overlong_chunks or not isinstance(embedder, TokenWindowAware):
+        return batch, []
+    texts = [c.text for _, chunks in batch for c in chunks]
+    # Tokenizing costs time proportional to the text: off the event loop.
+    flags = await asyncio.to_thread(embedder.exceeding_window, texts, EmbeddingTask.DOCUMENT)
+    kept: Batch = []
+    rejected: list[LoadFailure] = []
+    offset = 0
+    for record, chunks in batch:
+        if any(flags[offset : offset + len(chunks)]):
+            rejected.append(LoadFailure(record.document_id, DocumentFailureReason.CHUNK_TOO_LONG))
+        else:
+            kept.append((record, chunks))
+        offset += len(chunks)
+    return kept, rejected
 
 
 async def stage_batch(
@@ -146,14 +197,32 @@ async def run_ingestion(
     handle: IndexHandle,
     *,
     progress: ProgressCallback | None = None,
+    meter: UsageMeter | None = None,
 ) -> IngestionReport:
-    """Ingest the index's configured sources into a new version and publish it."""
+    """Ingest the index's configured sources into a new version and publish it.
+    Embedding usage goes to `meter` (else to a scope of its own) and the report."""
+    with metered(into=meter) as used:
+        return await _ingest(handle, progress, used)
+
+
+async def _ingest(
+    handle: IndexHandle, progress: ProgressCallback | None, meter: UsageMeter
+) -> IngestionReport:
     store = handle.store
     report = IngestionReport()
 
     async def tick() -> None:
         if progress is not None:
             await progress(report)
+
+    async def stage(batch: Batch) -> None:
+        kept, rejected = await drop_overlong(handle, batch)
+        report.failed += len(rejected)
+        report.failures.extend(rejected)
+        if kept:
+            report.chunks_written += await stage_batch(handle, version, kept)
+            report.ingested += len(kept)
+        report.embedding_usage = meter.total
 
     state = await store.ensure_index(handle.spec)
     report.rebuilt = needs_rebuild(state, handle)
@@ -176,17 +245,41 @@ async def run_ingestion(
                 )
                 continue
             seen.add(item.document_id)
-            loaded = _load(item, handle)
+            current = live.get(DocumentKey(handle.tenant, item.document_id))
+            if isinstance(item, UrlItem):
+                loaded = await load_url_item(
+                    item,
+                    tenant=handle.tenant,
+                    metadata=handle.metadata,
+                    max_file_bytes=handle.max_file_bytes,
+                    extensions=handle.extensions,
+                    previous=None if report.rebuilt or current is None else current.content_hash,
+                )
+            else:
+                loaded = _load(item, handle)
+            if isinstance(loaded, Unchanged):
+                report.unchanged += 1
+                continue
             if isinstance(loaded, LoadFailure):
                 report.failed += 1
                 report.failures.append(loaded)
                 continue
             digest = content_hash(loaded, handle.tenant, loaded.metadata)
-            current = live.get(DocumentKey(handle.tenant, loaded.document_id))
-            if not report.rebuilt and current is not None and current.content_hash == digest:
+            if (
+                not report.rebuilt
+                and current is not None
+                and stored_digest(current.content_hash) == digest
+            ):
                 report.unchanged += 1
                 continue
-            chunks = chunk_document(loaded, handle)
+            # Token chunking encodes the whole document and every chunk again: CPU
+            # work proportional to its size, done off the event loop.
+            chunks = await asyncio.to_thread(
+                chunk_document,
+                loaded,
+                handle,
+                item.path.suffix if isinstance(item, FileItem) else loaded.extension or None,
+            )
             if not chunks:
                 report.failed += 1
                 report.failures.append(LoadFailure(loaded.document_id, DocumentFailureReason.EMPTY))
@@ -194,7 +287,7 @@ async def run_ingestion(
             record = DocumentRecord(
                 loaded.document_id,
                 loaded.source_id,
-                digest,
+                stored_hash(digest, loaded.source_state),
                 loaded.title,
                 handle.tenant,
                 loaded.metadata,
@@ -202,13 +295,11 @@ async def run_ingestion(
             batch.append((record, chunks))
             batch_chunks += len(chunks)
             if batch_chunks >= handle.embed_batch_size:
-                report.chunks_written += await stage_batch(handle, version, batch)
-                report.ingested += len(batch)
+                await stage(batch)
                 batch, batch_chunks = [], 0
                 await tick()
         if batch:
-            report.chunks_written += await stage_batch(handle, version, batch)
-            report.ingested += len(batch)
+            await stage(batch)
         report.phase = Phase.DELETING
         await tick()
         # Documents that left the sources go (also those ingested under a tenant the

@@ -16,7 +16,13 @@ from groundwire.domain.chunking import Chunk
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import DocumentFormat, LoadFailure, load_bytes
-from groundwire.ingestion.pipeline import chunk_document, content_hash, needs_rebuild, stage_batch
+from groundwire.ingestion.pipeline import (
+    chunk_document,
+    content_hash,
+    drop_overlong,
+    needs_rebuild,
+    stage_batch,
+)
 from groundwire.stores.base import DocumentKey, DocumentRecord, LiveDocument
 
 PUSH_SOURCE_PREFIX = "push:"
@@ -98,6 +104,8 @@ async def upsert_documents(
     # Loading, hashing and chunking a push is CPU work proportional to its size: a
     # worker thread does it, so the event loop keeps serving other callers meanwhile.
     failures, batch, unchanged = await asyncio.to_thread(_prepare, handle, docs, tenant, live)
+    batch, overlong = await drop_overlong(handle, batch)
+    failures.extend(overlong)
     if not batch:
         return PushResult(state.published_version, 0, unchanged, 0, tuple(failures))
     version = await store.begin_version(handle.name)

@@ -2,7 +2,8 @@
 with full score semantics. No agent acceptance, grounding or reranking here;
 top_k is a candidate limit only.
 
-- SEMANTIC embeds the query (query task mode) and runs vector search only.
+- SEMANTIC embeds the query (query task mode) and runs vector search only; the
+  embedding's usage (and whether the query was truncated) is in the diagnostics.
 - LEXICAL runs indexed full-text search only and never touches the embedder.
 - HYBRID runs both legs concurrently and fuses them with weighted RRF; if either
   leg fails, the call fails.
@@ -36,6 +37,8 @@ from groundwire.domain.retrieval import (
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.instruments import RETRIEVALS
 from groundwire.providers.embeddings.base import EmbeddingTask, validate_vectors
+from groundwire.providers.embeddings.usage import metered
+from groundwire.stores.base import IndexState
 
 _log = logging.getLogger("groundwire.retrieval")
 
@@ -88,7 +91,8 @@ class Retriever:
         if not handle.ready:
             raise unavailable("INDEX_NOT_READY", "the index is still being ingested")
         lexical_query = replace(
-            parse_lexical(request.text), max_terms=self.limits.max_lexical_terms
+            parse_lexical(request.lexical_text or request.text),
+            max_terms=self.limits.max_lexical_terms,
         )
         diag = RetrievalDiagnostics(
             mode=request.mode, top_k=request.top_k, phrase_count=len(lexical_query.phrases)
@@ -100,6 +104,8 @@ class Retriever:
             )
         state = await handle.store.index_state(handle.name)
         diag.index_version = state.published_version
+        if request.mode is not RetrievalMode.LEXICAL:
+            _check_query_space(handle, state)
         results: list[RankedResult]
         if request.mode is RetrievalMode.SEMANTIC:
             hits = await self._semantic(handle, request, request.top_k, diag)
@@ -127,7 +133,9 @@ class Retriever:
         assert handle.embedder is not None
         t0 = time.perf_counter()
         text = semantic_text(request.text)
-        vectors = await handle.embedder.embed([text], EmbeddingTask.QUERY)
+        with metered() as meter:
+            vectors = await handle.embedder.embed([text], EmbeddingTask.QUERY)
+        diag.embedding_usage = meter.total
         vector = validate_vectors(vectors, 1, handle.embedder.info)[0]
         t1 = time.perf_counter()
         diag.embedding_seconds = t1 - t0
@@ -151,6 +159,21 @@ class Retriever:
         diag.lexical_terms_scored = found.terms_scored
         diag.lexical_terms_pruned = found.terms_pruned
         return found.hits
+
+
+def _check_query_space(handle: IndexHandle, state: IndexState) -> None:
+    """Refuse the semantic leg when the published vectors were made under another
+    embedding configuration than today's query vectors: comparing them would mix
+    spaces. A change of the document prefix alone keeps serving the old version
+    (its queries are embedded as before) until the rebuild publishes."""
+    assert handle.embedder is not None
+    if state.published_version == 0 or handle.embedder.info.serves_queries_for(state.embedding):
+        return
+    raise failed_precondition(
+        "INDEX_REBUILD_REQUIRED",
+        "the index was built with another embedding configuration; semantic search "
+        "resumes when its rebuild is published (lexical search is unaffected)",
+    )
 
 
 async def _both(

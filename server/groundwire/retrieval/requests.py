@@ -11,6 +11,13 @@ from dataclasses import dataclass
 
 from groundwire.domain.auth import check_tenant
 from groundwire.domain.errors import invalid
+from groundwire.domain.metadata_ranges import (
+    RangeBound,
+    RangeCondition,
+    RangeKind,
+    number_bound,
+    parse_timestamp,
+)
 from groundwire.domain.query import split_phrases, validate_query_text
 from groundwire.domain.retrieval import (
     FusionSettings,
@@ -25,31 +32,101 @@ _KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 MAX_CONDITIONS = 32
 MAX_VALUES = 100
 MAX_VALUE_BYTES = 256
+MAX_TIMESTAMP_CHARS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class BoundInput:
+    """One end of a range as the caller sent it: a number, a timestamp string, or
+    neither (which is invalid)."""
+
+    number: float | None = None
+    timestamp: str | None = None
+    inclusive: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RangeInput:
+    """A range as the caller sent it; a missing bound is None."""
+
+    lower: BoundInput | None = None
+    upper: BoundInput | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class FilterCondition:
-    """One condition as the caller sent it; `values` is None when no match was set."""
+    """One condition as the caller sent it; `values` is None when no exact match
+    was set, `range` None when no range was."""
 
     key: str
     values: Sequence[str] | None
+    range: RangeInput | None = None
+
+
+def _bound(bound: BoundInput, where: str) -> tuple[RangeKind, RangeBound]:
+    if bound.number is not None:
+        number = number_bound(bound.number)
+        if number is None:
+            raise invalid(
+                "INVALID_FILTER", f"{where}.number", "a number bound must be finite, within 1e300"
+            )
+        return RangeKind.NUMBER, RangeBound(number, bound.inclusive)
+    if bound.timestamp is not None:
+        instant = None
+        if len(bound.timestamp) <= MAX_TIMESTAMP_CHARS:
+            instant = parse_timestamp(bound.timestamp)
+        if instant is None:
+            raise invalid(
+                "INVALID_FILTER",
+                f"{where}.timestamp",
+                "a timestamp bound must be RFC 3339 with an offset, e.g. 2024-05-01T00:00:00Z",
+            )
+        return RangeKind.TIMESTAMP, RangeBound(instant, bound.inclusive)
+    raise invalid("INVALID_FILTER", where, "a bound needs 'number' or 'timestamp'")
+
+
+def build_range(rng: RangeInput, where: str) -> RangeCondition:
+    """Validate a range: at least one bound, both of one kind, not empty."""
+    if rng.lower is None and rng.upper is None:
+        raise invalid("INVALID_FILTER", where, "a range needs a lower or an upper bound")
+    lower = _bound(rng.lower, f"{where}.lower") if rng.lower is not None else None
+    upper = _bound(rng.upper, f"{where}.upper") if rng.upper is not None else None
+    kinds = {b[0] for b in (lower, upper) if b is not None}
+    if len(kinds) > 1:
+        raise invalid("INVALID_FILTER", where, "both bounds must be numbers, or both timestamps")
+    try:
+        return RangeCondition(
+            kinds.pop(),
+            lower[1] if lower is not None else None,
+            upper[1] if upper is not None else None,
+        )
+    except ValueError as exc:
+        # RangeCondition's remaining rule: the range must not be empty.
+        raise invalid("INVALID_FILTER", where, str(exc)) from None
 
 
 def build_filter(conditions: Sequence[FilterCondition], path: str) -> MetadataFilter:
-    """Validate metadata conditions (unique keys, bounded values) into a filter."""
+    """Validate metadata conditions (unique keys, bounded values, well-formed
+    non-empty ranges) into a filter."""
     if len(conditions) > MAX_CONDITIONS:
         raise invalid("INVALID_FILTER", path, f"at most {MAX_CONDITIONS} conditions are allowed")
     out: dict[str, frozenset[str]] = {}
+    ranges: dict[str, tuple[RangeCondition, ...]] = {}
     for i, cond in enumerate(conditions):
         where = f"{path}.conditions[{i}]"
         if not _KEY.match(cond.key):
             raise invalid(
                 "INVALID_FILTER", f"{where}.key", "key must be 1-128 chars of [A-Za-z0-9_.:-]"
             )
-        if cond.key in out:
+        if cond.key in out or cond.key in ranges:
             raise invalid("INVALID_FILTER", f"{where}.key", "keys must be unique within a filter")
+        if cond.range is not None and cond.values is None:
+            ranges[cond.key] = (build_range(cond.range, f"{where}.range"),)
+            continue
         if cond.values is None:
-            raise invalid("INVALID_FILTER", where, "a condition needs 'equals' or 'any_of'")
+            raise invalid(
+                "INVALID_FILTER", where, "a condition needs 'equals', 'any_of' or 'range'"
+            )
         if not 1 <= len(cond.values) <= MAX_VALUES:
             raise invalid("INVALID_FILTER", where, f"a condition needs 1 to {MAX_VALUES} values")
         for v in cond.values:
@@ -58,7 +135,7 @@ def build_filter(conditions: Sequence[FilterCondition], path: str) -> MetadataFi
                     "INVALID_FILTER", where, f"values must be 1 to {MAX_VALUE_BYTES} bytes"
                 )
         out[cond.key] = frozenset(cond.values)
-    return MetadataFilter(out)
+    return MetadataFilter(out, ranges)
 
 
 def build_retrieval_request(

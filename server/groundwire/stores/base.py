@@ -19,6 +19,7 @@ tenant's scores.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
@@ -265,3 +266,94 @@ class OperationLog(Protocol):
         ...
 
     def ingestion_lock(self, index_name: str) -> IngestionLock: ...
+
+
+class CheckpointState(enum.Enum):
+    """Where a checkpointed execution stands."""
+
+    # Prepared (or between tool steps): resumable once no replica holds its lease.
+    RUNNING = "RUNNING"
+    # Waiting for the caller's results of client-executed tools.
+    REQUIRES_ACTION = "REQUIRES_ACTION"
+    # Finished: the payload holds the recorded result.
+    COMPLETED = "COMPLETED"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """One execution's checkpoint as stored: the keys the store filters on and an
+    opaque payload (the runtime's serialized state; never logged)."""
+
+    execution_id: str
+    tenant: str
+    agent_id: str
+    state: CheckpointState
+    payload: bytes
+
+
+class ClaimStatus(enum.Enum):
+    # The caller now holds the execution's lease.
+    CLAIMED = "CLAIMED"
+    # Another claim's lease is live: the execution runs elsewhere.
+    BUSY = "BUSY"
+    # Completed: the record holds the result; no lease was taken.
+    DONE = "DONE"
+    # Unknown, expired or another tenant's (indistinguishable by design).
+    MISSING = "MISSING"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    status: ClaimStatus
+    record: CheckpointRecord | None = None
+
+
+class CheckpointStore(Protocol):
+    """Execution checkpoints: durable (PostgreSQL) or process-local (memory), each
+    row kept for a bounded retention and deleted once expired.
+
+    A lease makes running an execution exclusive across replicas: whoever creates or
+    claims a checkpoint holds it until it releases it or the lease lapses (a crashed
+    replica), and only the holder may update the row. Lookups are by (execution id,
+    tenant): another tenant's id is as missing as an unknown one."""
+
+    async def create_checkpoint(
+        self, record: CheckpointRecord, owner: str, lease_s: float, retention_s: float
+    ) -> None:
+        """Insert a new checkpoint held by `owner` (and drop expired rows)."""
+        ...
+
+    async def get_checkpoint(self, execution_id: str, tenant: str) -> CheckpointRecord | None:
+        """The live (unexpired) checkpoint of `tenant` with this id, without claiming it."""
+        ...
+
+    async def claim_checkpoint(
+        self, execution_id: str, tenant: str, owner: str, lease_s: float
+    ) -> Claim:
+        """Take the lease of a resumable checkpoint atomically (see ClaimStatus)."""
+        ...
+
+    async def update_checkpoint(
+        self,
+        execution_id: str,
+        owner: str,
+        state: CheckpointState,
+        payload: bytes,
+        retention_s: float,
+        release: bool,
+    ) -> bool:
+        """Replace state and payload and restart the retention, only while `owner`
+        holds the lease (False otherwise); `release` gives the lease up."""
+        ...
+
+    async def renew_lease(self, execution_id: str, owner: str, lease_s: float) -> bool:
+        """Extend `owner`'s lease; False when it is no longer the holder."""
+        ...
+
+    async def release_checkpoint(self, execution_id: str, owner: str) -> None:
+        """Give up `owner`'s lease (no-op when not the holder)."""
+        ...
+
+    async def delete_expired_checkpoints(self) -> int:
+        """Delete every checkpoint past its retention; returns how many."""
+        ...

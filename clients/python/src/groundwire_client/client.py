@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal
+from typing import Any, Literal
 
 import grpc
+from google.protobuf import json_format, struct_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -39,6 +40,7 @@ TERMINAL_EVENTS = frozenset(
     {
         agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED,
         agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_FAILED,
+        agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION,
     }
 )
 
@@ -52,6 +54,8 @@ class GroundwireError(Exception):
     reason: str = ""
     fields: dict[str, str] = field(default_factory=dict)
     request_id: str = ""
+    # ErrorInfo metadata, e.g. "execution_id" of a checkpointed execution that failed.
+    metadata: dict[str, str] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return f"{self.code.name} {self.reason}: {self.message}"
@@ -71,6 +75,7 @@ def error_from_rpc(err: grpc.aio.AioRpcError) -> GroundwireError:
                 info = error_details_pb2.ErrorInfo()
                 detail.Unpack(info)
                 out.reason = info.reason
+                out.metadata.update(info.metadata)
             elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
                 bad = error_details_pb2.BadRequest()
                 detail.Unpack(bad)
@@ -98,14 +103,44 @@ def _execution_input(
     history: Sequence[tuple[Role, str]],
     tenant: str,
     filter: Mapping[str, str | Sequence[str]] | None,
+    controls: RagControls | None = None,
+    client_tools: Sequence[agent_pb2.ClientTool] = (),
+    client_tool_timeout: float | None = None,
 ) -> agent_pb2.ExecutionInput:
     out = agent_pb2.ExecutionInput(agent_id=agent_id, message=message, tenant=tenant)
+    out.client_tools.extend(client_tools)
+    if client_tool_timeout is not None:
+        out.client_tool_timeout.FromNanoseconds(round(client_tool_timeout * 1e9))
     for role, content in history:
         out.history.add(role=_ROLES[role], content=content)
     flt = _filter(filter)
     if flt is not None:
         out.filter.CopyFrom(flt)
+    if controls is not None:
+        out.bypass_rag = controls.bypass_rag
+        if controls.minimum_relevance is not None:
+            out.overrides.minimum_relevance = controls.minimum_relevance
+        if controls.final_top_k is not None:
+            out.overrides.final_top_k = controls.final_top_k
     return out
+
+
+def client_tool(name: str, description: str, parameters: Mapping[str, Any]) -> agent_pb2.ClientTool:
+    """A tool the caller executes, for ExecutionInput.client_tools: its name,
+    description and the JSON Schema (an object schema) of its arguments."""
+    schema = struct_pb2.Struct()
+    json_format.ParseDict(dict(parameters), schema)
+    return agent_pb2.ClientTool(name=name, description=description, parameters=schema)
+
+
+@dataclass(frozen=True)
+class RagControls:
+    """Per-request RAG controls (ExecutionInput.bypass_rag and .overrides): skip
+    RAG for this request, or narrow the agent's limits (never widen them)."""
+
+    bypass_rag: bool = False
+    minimum_relevance: float | None = None
+    final_top_k: int | None = None
 
 
 class GroundwireClient:
@@ -194,14 +229,29 @@ class GroundwireClient:
         history: Sequence[tuple[Role, str]] = (),
         tenant: str = "",
         filter: Mapping[str, str | Sequence[str]] | None = None,
+        controls: RagControls | None = None,
+        client_tools: Sequence[agent_pb2.ClientTool] = (),
+        client_tool_timeout: float | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
     ) -> agent_pb2.AgentResult:
         """Run one agent turn (AgentService.Execute) and return its result:
         `answer`, `citations` and the full `rag` metadata. `history` is prior
-        turns, oldest first, as ("user" | "assistant", text). Raises
-        GroundwireError on failure."""
+        turns, oldest first, as ("user" | "assistant", text). `client_tools`
+        (see client_tool) are tools the caller runs: when the model calls one
+        the result has status REQUIRES_ACTION and `required_tool_calls`; answer
+        them with submit_tool_results. `client_tool_timeout` is how long the
+        server waits for them, in seconds. Raises GroundwireError on failure."""
         request = agent_pb2.ExecuteRequest(
-            input=_execution_input(agent_id, message, history, tenant, filter)
+            input=_execution_input(
+                agent_id,
+                message,
+                history,
+                tenant,
+                filter,
+                controls,
+                client_tools,
+                client_tool_timeout,
+            )
         )
         try:
             response = await self.agents.Execute(
@@ -219,16 +269,29 @@ class GroundwireClient:
         history: Sequence[tuple[Role, str]] = (),
         tenant: str = "",
         filter: Mapping[str, str | Sequence[str]] | None = None,
+        controls: RagControls | None = None,
+        client_tools: Sequence[agent_pb2.ClientTool] = (),
+        client_tool_timeout: float | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
     ) -> AsyncIterator[agent_pb2.ExecuteStreamResponse]:
         """Run one agent turn (AgentService.ExecuteStream), yielding its events:
         EXECUTION_STARTED first, then RAG search, tool call and text delta
         events, and exactly one terminal event last (EXECUTION_COMPLETED with
-        `result`, or EXECUTION_FAILED with `error_code`; see TERMINAL_EVENTS).
-        `timeout` bounds the whole stream. A request the server refuses before
-        any event raises GroundwireError."""
+        `result`, EXECUTION_FAILED with `error_code`, or
+        EXECUTION_REQUIRES_ACTION when the model called one of `client_tools`;
+        see TERMINAL_EVENTS and execute). `timeout` bounds the whole stream. A
+        request the server refuses before any event raises GroundwireError."""
         request = agent_pb2.ExecuteStreamRequest(
-            input=_execution_input(agent_id, message, history, tenant, filter)
+            input=_execution_input(
+                agent_id,
+                message,
+                history,
+                tenant,
+                filter,
+                controls,
+                client_tools,
+                client_tool_timeout,
+            )
         )
         call = self.agents.ExecuteStream(
             request, timeout=timeout or self._timeout, metadata=self._metadata
@@ -240,6 +303,101 @@ class GroundwireClient:
             raise error_from_rpc(err) from None
         finally:
             call.cancel()  # no-op once the stream has ended; stops it if the caller breaks out
+
+    async def resume(
+        self,
+        execution_id: str,
+        *,
+        tenant: str = "",
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> agent_pb2.AgentResult:
+        """Continue an execution from its checkpoint (AgentService.ResumeExecution):
+        a completed one returns its recorded result. Raises GroundwireError, for
+        example reason EXECUTION_IN_PROGRESS (retry later) or EXECUTION_NOT_FOUND."""
+        try:
+            response = await self.agents.ResumeExecution(
+                agent_pb2.ResumeExecutionRequest(execution_id=execution_id, tenant=tenant),
+                timeout=timeout or self._timeout,
+                metadata=self._metadata,
+            )
+        except grpc.aio.AioRpcError as err:
+            raise error_from_rpc(err) from None
+        return response.result
+
+    async def resume_stream(
+        self,
+        execution_id: str,
+        *,
+        tenant: str = "",
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> AsyncIterator[agent_pb2.ExecuteStreamResponse]:
+        """ResumeExecutionStream, yielding the continued execution's events
+        (EXECUTION_STARTED, EXECUTION_RESUMED, ..., one terminal event)."""
+        call = self.agents.ResumeExecutionStream(
+            agent_pb2.ResumeExecutionStreamRequest(execution_id=execution_id, tenant=tenant),
+            timeout=timeout or self._timeout,
+            metadata=self._metadata,
+        )
+        try:
+            async for response in call:
+                yield response.event
+        except grpc.aio.AioRpcError as err:
+            raise error_from_rpc(err) from None
+        finally:
+            call.cancel()
+
+    async def submit_tool_results(
+        self,
+        execution_id: str,
+        outputs: Mapping[str, str],
+        *,
+        failed: Sequence[str] = (),
+        tenant: str = "",
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> agent_pb2.AgentResult:
+        """Answer the required client tool calls of a REQUIRES_ACTION result
+        (call id -> output text; `failed` lists call ids whose tool failed) and
+        continue the execution (AgentService.SubmitToolResults)."""
+        results = [agent_pb2.ToolResult(call_id=c, output=o) for c, o in outputs.items()]
+        results += [agent_pb2.ToolResult(call_id=c, is_error=True) for c in failed]
+        try:
+            response = await self.agents.SubmitToolResults(
+                agent_pb2.SubmitToolResultsRequest(
+                    execution_id=execution_id, tenant=tenant, results=results
+                ),
+                timeout=timeout or self._timeout,
+                metadata=self._metadata,
+            )
+        except grpc.aio.AioRpcError as err:
+            raise error_from_rpc(err) from None
+        return response.result
+
+    async def prepare_execution(
+        self,
+        agent_id: str,
+        message: str,
+        *,
+        history: Sequence[tuple[Role, str]] = (),
+        tenant: str = "",
+        filter: Mapping[str, str | Sequence[str]] | None = None,
+        controls: RagControls | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> agent_pb2.PreparedExecution:
+        """Run every RAG stage of one agent turn without calling the model
+        (AgentService.PrepareExecution) and return the exact `messages` and
+        `tools` the model would receive, the `references` and the `rag`
+        metadata with its applied limits. Needs an API key with the `prepare`
+        permission. Raises GroundwireError on failure."""
+        request = agent_pb2.PrepareExecutionRequest(
+            input=_execution_input(agent_id, message, history, tenant, filter, controls)
+        )
+        try:
+            response = await self.agents.PrepareExecution(
+                request, timeout=timeout or self._timeout, metadata=self._metadata
+            )
+        except grpc.aio.AioRpcError as err:
+            raise error_from_rpc(err) from None
+        return response.prepared
 
     async def health(self, service: str = "") -> str:
         """The status ("SERVING", "NOT_SERVING", ...) of the server ("") or one service."""

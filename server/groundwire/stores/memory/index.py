@@ -3,13 +3,16 @@ tokenizing of a stage batch (done off the event loop for large batches)."""
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import numpy as np
 import numpy.typing as npt
 
+from groundwire.domain.metadata_ranges import RangeCondition, RangeKind, parse_value
 from groundwire.domain.retrieval import ChunkHit, MetadataFilter
 from groundwire.domain.scores import Score
 from groundwire.domain.text import index_tokens, phrase_words
@@ -52,15 +55,45 @@ class TenantPart:
     search reads its own tenant's entries only. Lists are append-only; the numpy
     views are built on the event loop, cached, and never modified once handed out."""
 
-    __slots__ = ("_arrays", "_meta_arrays", "_rows_array", "meta_postings", "postings", "rows")
+    __slots__ = (
+        "_arrays",
+        "_meta_arrays",
+        "_range_values",
+        "_rows_array",
+        "meta_postings",
+        "meta_values",
+        "postings",
+        "rows",
+    )
 
     def __init__(self) -> None:
         self.rows: list[int] = []
         self.postings: dict[str, tuple[list[int], list[int]]] = {}
         self.meta_postings: dict[tuple[str, str], list[int]] = {}
+        # Per metadata key, its distinct values in first-seen order.
+        self.meta_values: dict[str, list[str]] = {}
         self._arrays: dict[str, tuple[IntArray, FloatArray]] = {}
         self._meta_arrays: dict[tuple[str, str], IntArray] = {}
+        # Per (key, range kind), the key's values of that kind sorted by what they
+        # read as: a range is two bisections, not a parse of every value.
+        self._range_values: dict[tuple[str, RangeKind], tuple[list[Decimal | int], list[str]]] = {}
         self._rows_array: IntArray | None = None
+
+    def _meta_rows(self, key: str, value: str) -> list[int]:
+        rows = self.meta_postings.get((key, value))
+        if rows is None:
+            rows = self.meta_postings[(key, value)] = []
+            self.meta_values.setdefault(key, []).append(value)
+            # Keep the sorted views current by inserting the one new value,
+            # rather than re-reading every value of the key at the next search.
+            for kind in RangeKind:
+                entry = self._range_values.get((key, kind))
+                parsed = None if entry is None else parse_value(kind, value)
+                if entry is not None and parsed is not None:
+                    at = bisect.bisect_right(entry[0], parsed)
+                    entry[0].insert(at, parsed)
+                    entry[1].insert(at, value)
+        return rows
 
     def post(self, row: int, terms: Counter[str], metadata: Mapping[str, str]) -> None:
         self.rows.append(row)
@@ -73,7 +106,7 @@ class TenantPart:
             entry[1].append(tf)
             self._arrays.pop(term, None)
         for key, value in metadata.items():
-            self.meta_postings.setdefault((key, value), []).append(row)
+            self._meta_rows(key, value).append(row)
             self._meta_arrays.pop((key, value), None)
 
     def post_rows(self, rows: Sequence[int], metadata: Mapping[str, str]) -> None:
@@ -82,7 +115,7 @@ class TenantPart:
         self.rows.extend(rows)
         self._rows_array = None
         for key, value in metadata.items():
-            self.meta_postings.setdefault((key, value), []).extend(rows)
+            self._meta_rows(key, value).extend(rows)
             self._meta_arrays.pop((key, value), None)
 
     def post_terms(self, base: int, grouped: Mapping[str, tuple[list[int], list[int]]]) -> None:
@@ -112,20 +145,44 @@ class TenantPart:
         self._arrays[term] = arrays
         return arrays
 
+    def _meta_array(self, key: str, value: str) -> IntArray | None:
+        cached = self._meta_arrays.get((key, value))
+        if cached is None:
+            rows = self.meta_postings.get((key, value))
+            if rows is None:
+                return None
+            cached = self._meta_arrays[(key, value)] = np.asarray(rows, dtype=np.int64)
+        return cached
+
+    def _range_rows(self, key: str, cond: RangeCondition) -> list[IntArray]:
+        """The rows whose value of `key` lies in the range (values not of the
+        range's kind never do)."""
+        entry = self._range_values.get((key, cond.kind))
+        if entry is None:
+            parsed = [(parse_value(cond.kind, v), v) for v in self.meta_values.get(key, ())]
+            ordered = sorted(((p, v) for p, v in parsed if p is not None), key=lambda pv: pv[0])
+            entry = ([p for p, _ in ordered], [v for _, v in ordered])
+            self._range_values[(key, cond.kind)] = entry
+        values, strings = entry
+        lo, hi = 0, len(values)
+        if cond.lower is not None:
+            find = bisect.bisect_left if cond.lower.inclusive else bisect.bisect_right
+            lo = find(values, cond.lower.value)
+        if cond.upper is not None:
+            find = bisect.bisect_right if cond.upper.inclusive else bisect.bisect_left
+            hi = find(values, cond.upper.value)
+        arrays = (self._meta_array(key, v) for v in strings[lo:hi])
+        return [a for a in arrays if a is not None]
+
     def filter_rows(self, flt: MetadataFilter) -> list[list[IntArray]]:
-        """Per filter key, the tenant's rows holding each of its accepted values."""
+        """Per filter condition, the tenant's rows that satisfy it: those holding
+        any accepted value of an exact condition, or a value in a range."""
         out = []
         for key, accepted in flt.conditions.items():
-            arrays = []
-            for value in sorted(accepted):
-                cached = self._meta_arrays.get((key, value))
-                if cached is None:
-                    rows = self.meta_postings.get((key, value))
-                    if rows is None:
-                        continue
-                    cached = self._meta_arrays[(key, value)] = np.asarray(rows, dtype=np.int64)
-                arrays.append(cached)
-            out.append(arrays)
+            arrays = (self._meta_array(key, value) for value in sorted(accepted))
+            out.append([a for a in arrays if a is not None])
+        for key, ranges in flt.ranges.items():
+            out.extend(self._range_rows(key, cond) for cond in ranges)
         return out
 
 

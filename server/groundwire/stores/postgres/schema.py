@@ -64,6 +64,12 @@ _PUBLISHED_ROW = """
                   AND v.state = 'staging')
 """
 
+# The task-mode suffix migration 8 appends to descriptors recorded before it
+# existed (tests/unit/test_embedding_descriptor.py proves these are what
+# EmbeddingInfo.descriptor() writes for empty prefixes).
+LEGACY_TASK_MODE = ';{"document_prefix":"","query_prefix":""}'
+LEGACY_LOCAL_ONNX_TASK_MODE = ';{"document_prefix":"","max_tokens":256,"query_prefix":""}'
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -355,6 +361,76 @@ MIGRATIONS: tuple[Migration, ...] = (
             # against a candidate's own row (phrases), never searched through.
             "DROP INDEX IF EXISTS gw_chunks_lex",
             "ANALYZE gw_postings",
+        ),
+    ),
+    Migration(
+        7,
+        "execution checkpoints",
+        (
+            # One row per checkpointed execution (agents/checkpoints.py): the opaque
+            # serialized state, the lease that makes running it exclusive across
+            # replicas, and the retention after which it is deleted.
+            """
+            CREATE TABLE gw_checkpoints (
+                execution_id text COLLATE "C" PRIMARY KEY,
+                tenant text COLLATE "C" NOT NULL,
+                agent_id text COLLATE "C" NOT NULL,
+                state text NOT NULL
+                    CHECK (state IN ('RUNNING', 'REQUIRES_ACTION', 'COMPLETED')),
+                payload bytea NOT NULL,
+                lease_owner text,
+                lease_expires_at timestamptz,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                updated_at timestamptz NOT NULL DEFAULT now(),
+                expires_at timestamptz NOT NULL
+            )
+            """,
+            "CREATE INDEX gw_checkpoints_expiry ON gw_checkpoints (expires_at)",
+        ),
+    ),
+    Migration(
+        8,
+        "embedding descriptors record the task mode",
+        # Descriptors gained the task mode (EmbeddingInfo.descriptor: the query and
+        # document prefixes, and the local model's token window) so a change of
+        # either forces a rebuild. Older servers could not record them: what they
+        # published is taken to be built with empty prefixes and local-onnx's
+        # default 256-token window, the only settings they validated against, so an
+        # index built that way keeps serving without a rebuild. Chunk rows'
+        # `embedding_model` is an audit copy nothing compares; it keeps the old form.
+        tuple(
+            f"""
+            UPDATE {table} SET {column} = {column} || CASE
+                WHEN {column} LIKE 'local-onnx/%' THEN '{LEGACY_LOCAL_ONNX_TASK_MODE}'
+                ELSE '{LEGACY_TASK_MODE}' END
+            WHERE {column} IS NOT NULL
+            """
+            for table, column in (
+                ("gw_indexes", "embedding"),
+                ("gw_indexes", "published_embedding"),
+                ("gw_index_versions", "embedding"),
+            )
+        ),
+    ),
+    Migration(
+        9,
+        "per-tenant embedding usage",
+        (
+            # Totals per (tenant, embedding task), added to by every replica's
+            # usage flushes (stores/postgres/usage.py).
+            """
+            CREATE TABLE gw_usage (
+                tenant text COLLATE "C" NOT NULL,
+                task text COLLATE "C" NOT NULL,
+                requests bigint NOT NULL DEFAULT 0,
+                input_tokens bigint NOT NULL DEFAULT 0,
+                estimated_input_tokens bigint NOT NULL DEFAULT 0,
+                texts bigint NOT NULL DEFAULT 0,
+                truncated_texts bigint NOT NULL DEFAULT 0,
+                updated_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (tenant, task)
+            )
+            """,
         ),
     ),
     Migration(

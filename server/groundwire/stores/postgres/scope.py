@@ -15,6 +15,7 @@ from groundwire.domain.retrieval import ChunkHit, MetadataFilter, Scope
 from groundwire.domain.scores import Score
 from groundwire.stores.base import DistanceMetric, IndexSpec, index_missing
 from groundwire.stores.postgres.connection import Conn
+from groundwire.stores.postgres.ranges import range_sql
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,4 +84,7 @@ def _filter_sql(flt: MetadataFilter, params: dict[str, Any]) -> list[sql.Composa
         placeholder = f"filter{i}"
         params[placeholder] = [Jsonb({key: value}) for value in sorted(flt.conditions[key])]
         parts.append(sql.SQL("c.metadata @> ANY({}::jsonb[])").format(sql.Placeholder(placeholder)))
+    for i, key in enumerate(sorted(flt.ranges)):
+        for j, cond in enumerate(flt.ranges[key]):
+            parts.append(range_sql(key, cond, f"range{i}_{j}", params))
     return parts

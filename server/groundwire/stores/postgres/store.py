@@ -39,6 +39,7 @@ from groundwire.stores.base import (
     embedding_mismatch,
 )
 from groundwire.stores.postgres import lexical, vectors, versions
+from groundwire.stores.postgres.checkpoints import PostgresCheckpointStore
 from groundwire.stores.postgres.connection import (
     Conn,
     Database,
@@ -51,6 +52,7 @@ from groundwire.stores.postgres.embedded import EmbeddedPostgres, start_embedded
 from groundwire.stores.postgres.operations import PostgresOperationLog
 from groundwire.stores.postgres.schema import MAX_DIMENSIONS, MAX_HNSW_DIMENSIONS
 from groundwire.stores.postgres.scope import index_row
+from groundwire.stores.postgres.usage import PostgresUsageLedger
 
 log = logging.getLogger("groundwire.stores.postgres")
 
@@ -99,6 +101,16 @@ class PostgresStore:
     def operation_log(self) -> PostgresOperationLog:
         """Durable ingestion history and cross-replica ingestion locks."""
         return PostgresOperationLog(self._db.pool, self._db.conn, self._db.acquire_s)
+
+    @property
+    def checkpoints(self) -> PostgresCheckpointStore:
+        """Durable execution checkpoints with cross-replica leases."""
+        return PostgresCheckpointStore(self._db)
+
+    @property
+    def usage_ledger(self) -> PostgresUsageLedger:
+        """Durable per-tenant embedding usage totals, shared by every replica."""
+        return PostgresUsageLedger(self._db)
 
     # -- index lifecycle ---------------------------------------------------------
 

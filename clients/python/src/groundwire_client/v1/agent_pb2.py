@@ -23,74 +23,125 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from groundwire_client.v1 import common_pb2 as groundwire_dot_v1_dot_common__pb2
 from groundwire_client.v1 import reranker_pb2 as groundwire_dot_v1_dot_reranker__pb2
 from groundwire_client.v1 import retriever_pb2 as groundwire_dot_v1_dot_retriever__pb2
+from groundwire_client.v1 import usage_pb2 as groundwire_dot_v1_dot_usage__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19groundwire/v1/agent.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1agroundwire/v1/common.proto\x1a\x1cgroundwire/v1/reranker.proto\x1a\x1dgroundwire/v1/retriever.proto\"J\n\x10\x43onversationTurn\x12%\n\x04role\x18\x01 \x01(\x0e\x32\x17.groundwire.v1.TurnRole\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\xa4\x01\n\x0e\x45xecutionInput\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x30\n\x07history\x18\x03 \x03(\x0b\x32\x1f.groundwire.v1.ConversationTurn\x12\x0e\n\x06tenant\x18\x04 \x01(\t\x12-\n\x06\x66ilter\x18\x05 \x01(\x0b\x32\x1d.groundwire.v1.MetadataFilter\">\n\x0e\x45xecuteRequest\x12,\n\x05input\x18\x01 \x01(\x0b\x32\x1d.groundwire.v1.ExecutionInput\"D\n\x14\x45xecuteStreamRequest\x12,\n\x05input\x18\x01 \x01(\x0b\x32\x1d.groundwire.v1.ExecutionInput\"=\n\x0f\x45xecuteResponse\x12*\n\x06result\x18\x01 \x01(\x0b\x32\x1a.groundwire.v1.AgentResult\"\xc2\x01\n\x07RagItem\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x16\n\x0eretrieval_rank\x18\x03 \x01(\r\x12#\n\x05score\x18\x04 \x01(\x0b\x32\x14.groundwire.v1.Score\x12,\n\x06reason\x18\x05 \x01(\x0e\x32\x1c.groundwire.v1.RagItemReason\x12%\n\x04span\x18\x06 \x01(\x0b\x32\x17.groundwire.v1.CharSpan\"\xde\x01\n\rContextBudget\x12\x1e\n\x16maximum_context_tokens\x18\x01 \x01(\r\x12\x1e\n\x16response_token_reserve\x18\x02 \x01(\r\x12\x1a\n\x12instruction_tokens\x18\x03 \x01(\r\x12\x16\n\x0ehistory_tokens\x18\x04 \x01(\r\x12\x14\n\x0cquery_tokens\x18\x05 \x01(\r\x12\x14\n\x0cother_tokens\x18\x06 \x01(\r\x12\x18\n\x10\x61vailable_tokens\x18\x07 \x01(\x05\x12\x13\n\x0bused_tokens\x18\x08 \x01(\r\"\xb8\x01\n\x12\x41genticSearchTrace\x12\x0c\n\x04step\x18\x01 \x01(\r\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12\x17\n\x0f\x63\x61ndidate_count\x18\x03 \x01(\r\x12\x16\n\x0e\x61\x63\x63\x65pted_count\x18\x04 \x01(\r\x12\x11\n\tsucceeded\x18\x05 \x01(\x08\x12\x12\n\nerror_code\x18\x06 \x01(\t\x12+\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xa1\x07\n\x14RagExecutionMetadata\x12\x0f\n\x07\x65nabled\x18\x01 \x01(\x08\x12\x12\n\nindex_name\x18\x02 \x01(\t\x12\x15\n\rindex_version\x18\x03 \x01(\x04\x12\x34\n\x0eretrieval_mode\x18\x04 \x01(\x0e\x32\x1c.groundwire.v1.RetrievalMode\x12\x32\n\x0c\x61pplied_mode\x18\x05 \x01(\x0e\x32\x1c.groundwire.v1.ExecutionMode\x12\x45\n\x1b\x61pplied_no_context_behavior\x18\x06 \x01(\x0e\x32 .groundwire.v1.NoContextBehavior\x12\x18\n\x10\x63ontext_accepted\x18\x07 \x01(\x08\x12\x39\n\x11no_context_reason\x18\x08 \x01(\x0e\x32\x1e.groundwire.v1.NoContextReason\x12\x15\n\rmodel_skipped\x18\t \x01(\x08\x12\x1a\n\x12\x61nswer_constrained\x18\n \x01(\x08\x12*\n\ncandidates\x18\x0b \x03(\x0b\x32\x16.groundwire.v1.RagItem\x12(\n\x08\x61\x63\x63\x65pted\x18\x0c \x03(\x0b\x32\x16.groundwire.v1.RagItem\x12(\n\x08rejected\x18\r \x03(\x0b\x32\x16.groundwire.v1.RagItem\x12\x30\n\x10\x63ontext_excluded\x18\x0e \x03(\x0b\x32\x16.groundwire.v1.RagItem\x12\'\n\x07\x63ontext\x18\x0f \x03(\x0b\x32\x16.groundwire.v1.RagItem\x12\x17\n\x0f\x63\x61ndidate_count\x18\x10 \x01(\r\x12\x16\n\x0e\x61\x63\x63\x65pted_count\x18\x11 \x01(\r\x12\x16\n\x0erejected_count\x18\x12 \x01(\r\x12\x1e\n\x16\x63ontext_excluded_count\x18\x13 \x01(\r\x12\x33\n\treranking\x18\x14 \x01(\x0b\x32 .groundwire.v1.RerankingMetadata\x12\x34\n\x0e\x63ontext_budget\x18\x15 \x01(\x0b\x32\x1c.groundwire.v1.ContextBudget\x12\x1c\n\x0frewritten_query\x18\x16 \x01(\tH\x00\x88\x01\x01\x12\x33\n\x08searches\x18\x17 \x03(\x0b\x32!.groundwire.v1.AgenticSearchTraceB\x12\n\x10_rewritten_query\"T\n\nTokenUsage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\r\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\r\x12\x14\n\x0ctotal_tokens\x18\x03 \x01(\r\"H\n\x08\x43itation\x12\x15\n\rsource_number\x18\x01 \x01(\r\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x03 \x01(\t\"\x95\x01\n\rToolCallTrace\x12\x0c\n\x04step\x18\x01 \x01(\r\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12\x11\n\ttool_name\x18\x03 \x01(\t\x12\x11\n\tsucceeded\x18\x04 \x01(\x08\x12\x12\n\nerror_code\x18\x05 \x01(\t\x12+\n\x08\x64uration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xd3\x02\n\x0b\x41gentResult\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x03 \x01(\t\x12\x16\n\x0emodel_provider\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\x12(\n\x05usage\x18\x06 \x01(\x0b\x32\x19.groundwire.v1.TokenUsage\x12\x30\n\x03rag\x18\x07 \x01(\x0b\x32#.groundwire.v1.RagExecutionMetadata\x12*\n\tcitations\x18\x08 \x03(\x0b\x32\x17.groundwire.v1.Citation\x12\x30\n\ntool_calls\x18\t \x03(\x0b\x32\x1c.groundwire.v1.ToolCallTrace\x12+\n\x08\x64uration\x18\n \x01(\x0b\x32\x19.google.protobuf.Duration\"\x9c\x02\n\x0eRagSearchEvent\x12\x12\n\nindex_name\x18\x01 \x01(\t\x12\x34\n\x0eretrieval_mode\x18\x02 \x01(\x0e\x32\x1c.groundwire.v1.RetrievalMode\x12\x18\n\x10\x63\x61ndidate_budget\x18\x03 \x01(\r\x12\x17\n\x0f\x63\x61ndidate_count\x18\x04 \x01(\r\x12\x16\n\x0e\x61\x63\x63\x65pted_count\x18\x05 \x01(\r\x12\x37\n\x11reranking_outcome\x18\x06 \x01(\x0e\x32\x1c.groundwire.v1.RerankOutcome\x12+\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0f\n\x07\x61gentic\x18\x08 \x01(\x08\"\x95\x01\n\rToolCallEvent\x12\x0c\n\x04step\x18\x01 \x01(\r\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12\x11\n\ttool_name\x18\x03 \x01(\t\x12\x11\n\tsucceeded\x18\x04 \x01(\x08\x12\x12\n\nerror_code\x18\x05 \x01(\t\x12+\n\x08\x64uration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xbf\x02\n\x15\x45xecuteStreamResponse\x12/\n\x04type\x18\x01 \x01(\x0e\x32!.groundwire.v1.ExecutionEventType\x12\x10\n\x08sequence\x18\x02 \x01(\r\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x31\n\nrag_search\x18\x04 \x01(\x0b\x32\x1d.groundwire.v1.RagSearchEvent\x12/\n\ttool_call\x18\x05 \x01(\x0b\x32\x1c.groundwire.v1.ToolCallEvent\x12\x12\n\ntext_delta\x18\x06 \x01(\t\x12*\n\x06result\x18\x07 \x01(\x0b\x32\x1a.groundwire.v1.AgentResult\x12\x12\n\nerror_code\x18\x08 \x01(\t\x12\x15\n\rerror_message\x18\t \x01(\t\"\xf6\x01\n\x13\x41gentRagDescription\x12\x12\n\nindex_name\x18\x01 \x01(\t\x12\x34\n\x0eretrieval_mode\x18\x02 \x01(\x0e\x32\x1c.groundwire.v1.RetrievalMode\x12*\n\x04mode\x18\x03 \x01(\x0e\x32\x1c.groundwire.v1.ExecutionMode\x12=\n\x13no_context_behavior\x18\x04 \x01(\x0e\x32 .groundwire.v1.NoContextBehavior\x12\x19\n\x11reranking_enabled\x18\x05 \x01(\x08\x12\x0f\n\x07\x61gentic\x18\x06 \x01(\x08\"\xbc\x01\n\x10\x41gentDescription\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\r\n\x05tools\x18\x05 \x03(\t\x12/\n\x03rag\x18\x06 \x01(\x0b\x32\".groundwire.v1.AgentRagDescription\x12\x19\n\x0cinstructions\x18\x07 \x01(\tH\x00\x88\x01\x01\x42\x0f\n\r_instructions\":\n\x11ListAgentsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"^\n\x12ListAgentsResponse\x12/\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x1f.groundwire.v1.AgentDescription\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"#\n\x0fGetAgentRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"B\n\x10GetAgentResponse\x12.\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1f.groundwire.v1.AgentDescription*\x82\x01\n\rExecutionMode\x12\x1e\n\x1a\x45XECUTION_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x45XECUTION_MODE_OPEN\x10\x01\x12\x1b\n\x17\x45XECUTION_MODE_GROUNDED\x10\x02\x12\x1b\n\x17\x45XECUTION_MODE_REQUIRED\x10\x03*\xa9\x01\n\x11NoContextBehavior\x12#\n\x1fNO_CONTEXT_BEHAVIOR_UNSPECIFIED\x10\x00\x12\'\n#NO_CONTEXT_BEHAVIOR_ANSWER_NORMALLY\x10\x01\x12(\n$NO_CONTEXT_BEHAVIOR_RETURN_NOT_FOUND\x10\x02\x12\x1c\n\x18NO_CONTEXT_BEHAVIOR_FAIL\x10\x03*\x88\x02\n\x0fNoContextReason\x12!\n\x1dNO_CONTEXT_REASON_UNSPECIFIED\x10\x00\x12 \n\x1cNO_CONTEXT_REASON_NO_RESULTS\x10\x01\x12/\n+NO_CONTEXT_REASON_BELOW_RELEVANCE_THRESHOLD\x10\x02\x12)\n%NO_CONTEXT_REASON_CANDIDATES_REJECTED\x10\x03\x12$\n NO_CONTEXT_REASON_NOT_ANSWERABLE\x10\x04\x12.\n*NO_CONTEXT_REASON_CONTEXT_BUDGET_EXHAUSTED\x10\x05*\xf5\x02\n\rRagItemReason\x12\x1f\n\x1bRAG_ITEM_REASON_UNSPECIFIED\x10\x00\x12!\n\x1dRAG_ITEM_REASON_INVALID_SCORE\x10\x01\x12%\n!RAG_ITEM_REASON_DUPLICATE_CONTENT\x10\x02\x12+\n\'RAG_ITEM_REASON_BELOW_MINIMUM_RELEVANCE\x10\x03\x12)\n%RAG_ITEM_REASON_RESULT_LIMIT_EXCEEDED\x10\x04\x12)\n%RAG_ITEM_REASON_TOKEN_BUDGET_EXCEEDED\x10\x05\x12\'\n#RAG_ITEM_REASON_OVERLAPPING_CONTENT\x10\x06\x12)\n%RAG_ITEM_REASON_SOURCE_LIMIT_EXCEEDED\x10\x07\x12\"\n\x1eRAG_ITEM_REASON_NOT_ANSWERABLE\x10\x08*R\n\x08TurnRole\x12\x19\n\x15TURN_ROLE_UNSPECIFIED\x10\x00\x12\x12\n\x0eTURN_ROLE_USER\x10\x01\x12\x17\n\x13TURN_ROLE_ASSISTANT\x10\x02*\xc6\x03\n\x12\x45xecutionEventType\x12$\n EXECUTION_EVENT_TYPE_UNSPECIFIED\x10\x00\x12*\n&EXECUTION_EVENT_TYPE_EXECUTION_STARTED\x10\x01\x12+\n\'EXECUTION_EVENT_TYPE_RAG_SEARCH_STARTED\x10\x02\x12-\n)EXECUTION_EVENT_TYPE_RAG_SEARCH_COMPLETED\x10\x03\x12*\n&EXECUTION_EVENT_TYPE_RAG_SEARCH_FAILED\x10\x04\x12*\n&EXECUTION_EVENT_TYPE_TOOL_CALL_STARTED\x10\x05\x12,\n(EXECUTION_EVENT_TYPE_TOOL_CALL_COMPLETED\x10\x06\x12#\n\x1f\x45XECUTION_EVENT_TYPE_TEXT_DELTA\x10\x07\x12,\n(EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED\x10\x08\x12)\n%EXECUTION_EVENT_TYPE_EXECUTION_FAILED\x10\t2\xd6\x02\n\x0c\x41gentService\x12Q\n\nListAgents\x12 .groundwire.v1.ListAgentsRequest\x1a!.groundwire.v1.ListAgentsResponse\x12K\n\x08GetAgent\x12\x1e.groundwire.v1.GetAgentRequest\x1a\x1f.groundwire.v1.GetAgentResponse\x12H\n\x07\x45xecute\x12\x1d.groundwire.v1.ExecuteRequest\x1a\x1e.groundwire.v1.ExecuteResponse\x12\\\n\rExecuteStream\x12#.groundwire.v1.ExecuteStreamRequest\x1a$.groundwire.v1.ExecuteStreamResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19groundwire/v1/agent.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1agroundwire/v1/common.proto\x1a\x1cgroundwire/v1/reranker.proto\x1a\x1dgroundwire/v1/retriever.proto\x1a\x19groundwire/v1/usage.proto\"J\n\x10\x43onversationTurn\x12%\n\x04role\x18\x01 \x01(\x0e\x32\x17.groundwire.v1.TurnRole\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"\xd1\x02\n\x0e\x45xecutionInput\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x30\n\x07history\x18\x03 \x03(\x0b\x32\x1f.groundwire.v1.ConversationTurn\x12\x0e\n\x06tenant\x18\x04 \x01(\t\x12-\n\x06\x66ilter\x18\x05 \x01(\x0b\x32\x1d.groundwire.v1.MetadataFilter\x12/\n\x0c\x63lient_tools\x18\x32 \x03(\x0b\x32\x19.groundwire.v1.ClientTool\x12\x36\n\x13\x63lient_tool_timeout\x18\x33 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nbypass_rag\x18\x46 \x01(\x08\x12.\n\toverrides\x18G \x01(\x0b\x32\x1b.groundwire.v1.RagOverrides\"n\n\x0cRagOverrides\x12\x1e\n\x11minimum_relevance\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x18\n\x0b\x66inal_top_k\x18\x02 \x01(\rH\x01\x88\x01\x01\x42\x14\n\x12_minimum_relevanceB\x0e\n\x0c_final_top_k\"G\n\x17PrepareExecutionRequest\x12,\n\x05input\x18\x01 \x01(\x0b\x32\x1d.groundwire.v1.ExecutionInput\"N\n\x18PrepareExecutionResponse\x12\x32\n\x08prepared\x18\x01 \x01(\x0b\x32 .groundwire.v1.PreparedExecution\"K\n\x0fPreparedMessage\x12\'\n\x04role\x18\x01 \x01(\x0e\x32\x19.groundwire.v1.PromptRole\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"J\n\x0cPreparedTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x17\n\x0fparameters_json\x18\x03 \x01(\t\"\xbd\x01\n\x11PreparedReference\x12\x15\n\rsource_number\x18\x01 \x01(\r\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x03 \x01(\t\x12#\n\x05score\x18\x04 \x01(\x0b\x32\x14.groundwire.v1.Score\x12%\n\x04span\x18\x05 \x01(\x0b\x32\x17.groundwire.v1.CharSpan\x12\r\n\x05title\x18\x06 \x01(\t\x12\x0f\n\x07section\x18\x07 \x01(\t\"\xe1\x02\n\x11PreparedExecution\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12-\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\x1d.groundwire.v1.PreparedAction\x12\x30\n\x08messages\x18\x03 \x03(\x0b\x32\x1e.groundwire.v1.PreparedMessage\x12*\n\x05tools\x18\x04 \x03(\x0b\x32\x1b.groundwire.v1.PreparedTool\x12\x34\n\nreferences\x18\x05 \x03(\x0b\x32 .groundwire.v1.PreparedReference\x12\x18\n\x10\x66ramework_answer\x18\x06 \x01(\t\x12\x30\n\x03rag\x18\x07 \x01(\x0b\x32#.groundwire.v1.RagExecutionMetadata\x12+\n\x08\x64uration\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\">\n\x0e\x45xecuteRequest\x12,\n\x05input\x18\x01 \x01(\x0b\x32\x1d.groundwire.v1.ExecutionInput\"D\n\x14\x45xecuteStreamRequest\x12,\n\x05input\x18\x01 \x01(\x0b\x32\x1d.groundwire.v1.ExecutionInput\"=\n\x0f\x45xecuteResponse\x12*\n\x06result\x18\x01 \x01(\x0b\x32\x1a.groundwire.v1.AgentResult\"\xc2\x01\n\x07RagItem\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x16\n\x0eretrieval_rank\x18\x03 \x01(\r\x12#\n\x05score\x18\x04 \x01(\x0b\x32\x14.groundwire.v1.Score\x12,\n\x06reason\x18\x05 \x01(\x0e\x32\x1c.groundwire.v1.RagItemReason\x12%\n\x04span\x18\x06 \x01(\x0b\x32\x17.groundwire.v1.CharSpan\"\xde\x01\n\rContextBudget\x12\x1e\n\x16maximum_context_tokens\x18\x01 \x01(\r\x12\x1e\n\x16response_token_reserve\x18\x02 \x01(\r\x12\x1a\n\x12instruction_tokens\x18\x03 \x01(\r\x12\x16\n\x0ehistory_tokens\x18\x04 \x01(\r\x12\x14\n\x0cquery_tokens\x18\x05 \x01(\r\x12\x14\n\x0cother_tokens\x18\x06 \x01(\r\x12\x18\n\x10\x61vailable_tokens\x18\x07 \x01(\x05\x12\x13\n\x0bused_tokens\x18\x08 \x01(\r\"\xb8\x01\n\x12\x41genticSearchTrace\x12\x0c\n\x04step\x18\x01 \x01(\r\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12\x17\n\x0f\x63\x61ndidate_count\x18\x03 \x01(\r\x12\x16\n\x0e\x61\x63\x63\x65pted_count\x18\x04 \x01(\r\x12\x11\n\tsucceeded\x18\x05 \x01(\x08\x12\x12\n\nerror_code\x18\x06 \x01(\t\x12+\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xa9\t\n\x14RagExecutionMetadata\x12\x0f\n\x07\x65nabled\x18\x01 \x01(\x08\x12\x12\n\nindex_name\x18\x02 \x01(\t\x12\x15\n\rindex_version\x18\x03 \x01(\x04\x12\x34\n\x0eretrieval_mode\x18\x04 \x01(\x0e\x32\x1c.groundwire.v1.RetrievalMode\x12\x32\n\x0c\x61pplied_mode\x18\x05 \x01(\x0e\x32\x1c.groundwire.v1.ExecutionMode\x12\x45\n\x1b\x61pplied_no_context_behavior\x18\x06 \x01(\x0e\x32 .groundwire.v1.NoContextBehavior\x12\x18\n\x10\x63ontext_accepted\x18\x07 \x01(\x08\x12\x39\n\x11no_context_reason\x18\x08 \x01(\x0e\x32\x1e.groundwire.v1.NoContextReason\x12\x15\n\rmodel_skipped\x18\t \x01(\x08\x12\x1a\n\x12\x61nswer_constrained\x18\n \x01(\x08\x12*\n\ncandidates\x18\x0b \x03(\x0b\x32\x16.groundwire.v1.RagItem\x12(\n\x08\x61\x63\x63\x65pted\x18\x0c \x03(\x0b\x32\x16.groundwire.v1.RagItem\x12(\n\x08rejected\x18\r \x03(\x0b\x32\x16.groundwire.v1.RagItem\x12\x30\n\x10\x63ontext_excluded\x18\x0e \x03(\x0b\x32\x16.groundwire.v1.RagItem\x12\'\n\x07\x63ontext\x18\x0f \x03(\x0b\x32\x16.groundwire.v1.RagItem\x12\x17\n\x0f\x63\x61ndidate_count\x18\x10 \x01(\r\x12\x16\n\x0e\x61\x63\x63\x65pted_count\x18\x11 \x01(\r\x12\x16\n\x0erejected_count\x18\x12 \x01(\r\x12\x1e\n\x16\x63ontext_excluded_count\x18\x13 \x01(\r\x12\x33\n\treranking\x18\x14 \x01(\x0b\x32 .groundwire.v1.RerankingMetadata\x12\x34\n\x0e\x63ontext_budget\x18\x15 \x01(\x0b\x32\x1c.groundwire.v1.ContextBudget\x12\x1c\n\x0frewritten_query\x18\x16 \x01(\tH\x00\x88\x01\x01\x12\x33\n\x08searches\x18\x17 \x03(\x0b\x32!.groundwire.v1.AgenticSearchTrace\x12\x14\n\x0crag_bypassed\x18\x46 \x01(\x08\x12\x37\n\x0e\x61pplied_limits\x18G \x01(\x0b\x32\x1f.groundwire.v1.RagAppliedLimits\x12\x1a\n\rkeyword_query\x18H \x01(\tH\x01\x88\x01\x01\x12?\n\x14keyword_query_source\x18I \x01(\x0e\x32!.groundwire.v1.KeywordQuerySource\x12$\n\x1ckeyword_rewrite_failure_code\x18J \x01(\t\x12\"\n\x1aquery_rewrite_failure_code\x18K \x01(\tB\x12\n\x10_rewritten_queryB\x10\n\x0e_keyword_query\"\xd5\x01\n\x10RagAppliedLimits\x12\x17\n\x0f\x63\x61ndidate_count\x18\x01 \x01(\r\x12\x1e\n\x11minimum_relevance\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x13\n\x0b\x66inal_top_k\x18\x03 \x01(\r\x12$\n\x1cminimum_relevance_overridden\x18\x04 \x01(\x08\x12\x1e\n\x16\x66inal_top_k_overridden\x18\x05 \x01(\x08\x12\x17\n\x0f\x66ilter_narrowed\x18\x06 \x01(\x08\x42\x14\n\x12_minimum_relevance\"T\n\nTokenUsage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\r\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\r\x12\x14\n\x0ctotal_tokens\x18\x03 \x01(\r\"H\n\x08\x43itation\x12\x15\n\rsource_number\x18\x01 \x01(\r\x12\x13\n\x0b\x64ocument_id\x18\x02 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x03 \x01(\t\"\xae\x01\n\rToolCallTrace\x12\x0c\n\x04step\x18\x01 \x01(\r\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12\x11\n\ttool_name\x18\x03 \x01(\t\x12\x11\n\tsucceeded\x18\x04 \x01(\x08\x12\x12\n\nerror_code\x18\x05 \x01(\t\x12+\n\x08\x64uration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x17\n\x0f\x63lient_executed\x18\x32 \x01(\x08\"\xbf\x04\n\x0b\x41gentResult\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x03 \x01(\t\x12\x16\n\x0emodel_provider\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\x12(\n\x05usage\x18\x06 \x01(\x0b\x32\x19.groundwire.v1.TokenUsage\x12\x30\n\x03rag\x18\x07 \x01(\x0b\x32#.groundwire.v1.RagExecutionMetadata\x12*\n\tcitations\x18\x08 \x03(\x0b\x32\x17.groundwire.v1.Citation\x12\x30\n\ntool_calls\x18\t \x03(\x0b\x32\x1c.groundwire.v1.ToolCallTrace\x12+\n\x08\x64uration\x18\n \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\x06status\x18\x32 \x01(\x0e\x32\x1e.groundwire.v1.ExecutionStatus\x12<\n\x13required_tool_calls\x18\x33 \x03(\x0b\x32\x1f.groundwire.v1.RequiredToolCall\x12\x33\n\x0f\x61\x63tion_deadline\x18\x34 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07resumed\x18\x35 \x01(\x08\x12\x36\n\x0f\x65mbedding_usage\x18P \x01(\x0b\x32\x1d.groundwire.v1.EmbeddingUsage\"\x9c\x02\n\x0eRagSearchEvent\x12\x12\n\nindex_name\x18\x01 \x01(\t\x12\x34\n\x0eretrieval_mode\x18\x02 \x01(\x0e\x32\x1c.groundwire.v1.RetrievalMode\x12\x18\n\x10\x63\x61ndidate_budget\x18\x03 \x01(\r\x12\x17\n\x0f\x63\x61ndidate_count\x18\x04 \x01(\r\x12\x16\n\x0e\x61\x63\x63\x65pted_count\x18\x05 \x01(\r\x12\x37\n\x11reranking_outcome\x18\x06 \x01(\x0e\x32\x1c.groundwire.v1.RerankOutcome\x12+\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0f\n\x07\x61gentic\x18\x08 \x01(\x08\"\xc1\x01\n\rToolCallEvent\x12\x0c\n\x04step\x18\x01 \x01(\r\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12\x11\n\ttool_name\x18\x03 \x01(\t\x12\x11\n\tsucceeded\x18\x04 \x01(\x08\x12\x12\n\nerror_code\x18\x05 \x01(\t\x12+\n\x08\x64uration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\targuments\x18\x32 \x01(\t\x12\x17\n\x0f\x63lient_executed\x18\x33 \x01(\x08\"\xbf\x02\n\x15\x45xecuteStreamResponse\x12/\n\x04type\x18\x01 \x01(\x0e\x32!.groundwire.v1.ExecutionEventType\x12\x10\n\x08sequence\x18\x02 \x01(\r\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x31\n\nrag_search\x18\x04 \x01(\x0b\x32\x1d.groundwire.v1.RagSearchEvent\x12/\n\ttool_call\x18\x05 \x01(\x0b\x32\x1c.groundwire.v1.ToolCallEvent\x12\x12\n\ntext_delta\x18\x06 \x01(\t\x12*\n\x06result\x18\x07 \x01(\x0b\x32\x1a.groundwire.v1.AgentResult\x12\x12\n\nerror_code\x18\x08 \x01(\t\x12\x15\n\rerror_message\x18\t \x01(\t\"\xf0\x02\n\x13\x41gentRagDescription\x12\x12\n\nindex_name\x18\x01 \x01(\t\x12\x34\n\x0eretrieval_mode\x18\x02 \x01(\x0e\x32\x1c.groundwire.v1.RetrievalMode\x12*\n\x04mode\x18\x03 \x01(\x0e\x32\x1c.groundwire.v1.ExecutionMode\x12=\n\x13no_context_behavior\x18\x04 \x01(\x0e\x32 .groundwire.v1.NoContextBehavior\x12\x19\n\x11reranking_enabled\x18\x05 \x01(\x08\x12\x0f\n\x07\x61gentic\x18\x06 \x01(\x08\x12\x16\n\x0e\x62ypass_allowed\x18\x46 \x01(\x08\x12\x1e\n\x11minimum_relevance\x18G \x01(\x01H\x00\x88\x01\x01\x12\x13\n\x0b\x66inal_top_k\x18H \x01(\r\x12\x15\n\rkeyword_query\x18I \x01(\x08\x42\x14\n\x12_minimum_relevance\"\xbc\x01\n\x10\x41gentDescription\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\r\n\x05tools\x18\x05 \x03(\t\x12/\n\x03rag\x18\x06 \x01(\x0b\x32\".groundwire.v1.AgentRagDescription\x12\x19\n\x0cinstructions\x18\x07 \x01(\tH\x00\x88\x01\x01\x42\x0f\n\r_instructions\":\n\x11ListAgentsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"^\n\x12ListAgentsResponse\x12/\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x1f.groundwire.v1.AgentDescription\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"#\n\x0fGetAgentRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\"B\n\x10GetAgentResponse\x12.\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x1f.groundwire.v1.AgentDescription\"\\\n\nClientTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12+\n\nparameters\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"I\n\x10RequiredToolCall\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12\x11\n\targuments\x18\x03 \x01(\t\"?\n\nToolResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0e\n\x06output\x18\x02 \x01(\t\x12\x10\n\x08is_error\x18\x03 \x01(\x08\">\n\x16ResumeExecutionRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\"E\n\x17ResumeExecutionResponse\x12*\n\x06result\x18\x01 \x01(\x0b\x32\x1a.groundwire.v1.AgentResult\"D\n\x1cResumeExecutionStreamRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\"T\n\x1dResumeExecutionStreamResponse\x12\x33\n\x05\x65vent\x18\x01 \x01(\x0b\x32$.groundwire.v1.ExecuteStreamResponse\"l\n\x18SubmitToolResultsRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12*\n\x07results\x18\x03 \x03(\x0b\x32\x19.groundwire.v1.ToolResult\"G\n\x19SubmitToolResultsResponse\x12*\n\x06result\x18\x01 \x01(\x0b\x32\x1a.groundwire.v1.AgentResult\"?\n\x11\x43lientToolResults\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.groundwire.v1.ToolResult\"\x8d\x01\n\x19\x45xecuteInteractiveRequest\x12.\n\x05input\x18\x01 \x01(\x0b\x32\x1d.groundwire.v1.ExecutionInputH\x00\x12\x38\n\x0ctool_results\x18\x02 \x01(\x0b\x32 .groundwire.v1.ClientToolResultsH\x00\x42\x06\n\x04kind\"Q\n\x1a\x45xecuteInteractiveResponse\x12\x33\n\x05\x65vent\x18\x01 \x01(\x0b\x32$.groundwire.v1.ExecuteStreamResponse*\x82\x01\n\rExecutionMode\x12\x1e\n\x1a\x45XECUTION_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x45XECUTION_MODE_OPEN\x10\x01\x12\x1b\n\x17\x45XECUTION_MODE_GROUNDED\x10\x02\x12\x1b\n\x17\x45XECUTION_MODE_REQUIRED\x10\x03*\xa9\x01\n\x11NoContextBehavior\x12#\n\x1fNO_CONTEXT_BEHAVIOR_UNSPECIFIED\x10\x00\x12\'\n#NO_CONTEXT_BEHAVIOR_ANSWER_NORMALLY\x10\x01\x12(\n$NO_CONTEXT_BEHAVIOR_RETURN_NOT_FOUND\x10\x02\x12\x1c\n\x18NO_CONTEXT_BEHAVIOR_FAIL\x10\x03*\x88\x02\n\x0fNoContextReason\x12!\n\x1dNO_CONTEXT_REASON_UNSPECIFIED\x10\x00\x12 \n\x1cNO_CONTEXT_REASON_NO_RESULTS\x10\x01\x12/\n+NO_CONTEXT_REASON_BELOW_RELEVANCE_THRESHOLD\x10\x02\x12)\n%NO_CONTEXT_REASON_CANDIDATES_REJECTED\x10\x03\x12$\n NO_CONTEXT_REASON_NOT_ANSWERABLE\x10\x04\x12.\n*NO_CONTEXT_REASON_CONTEXT_BUDGET_EXHAUSTED\x10\x05*\xf5\x02\n\rRagItemReason\x12\x1f\n\x1bRAG_ITEM_REASON_UNSPECIFIED\x10\x00\x12!\n\x1dRAG_ITEM_REASON_INVALID_SCORE\x10\x01\x12%\n!RAG_ITEM_REASON_DUPLICATE_CONTENT\x10\x02\x12+\n\'RAG_ITEM_REASON_BELOW_MINIMUM_RELEVANCE\x10\x03\x12)\n%RAG_ITEM_REASON_RESULT_LIMIT_EXCEEDED\x10\x04\x12)\n%RAG_ITEM_REASON_TOKEN_BUDGET_EXCEEDED\x10\x05\x12\'\n#RAG_ITEM_REASON_OVERLAPPING_CONTENT\x10\x06\x12)\n%RAG_ITEM_REASON_SOURCE_LIMIT_EXCEEDED\x10\x07\x12\"\n\x1eRAG_ITEM_REASON_NOT_ANSWERABLE\x10\x08*R\n\x08TurnRole\x12\x19\n\x15TURN_ROLE_UNSPECIFIED\x10\x00\x12\x12\n\x0eTURN_ROLE_USER\x10\x01\x12\x17\n\x13TURN_ROLE_ASSISTANT\x10\x02*\xd4\x04\n\x12\x45xecutionEventType\x12$\n EXECUTION_EVENT_TYPE_UNSPECIFIED\x10\x00\x12*\n&EXECUTION_EVENT_TYPE_EXECUTION_STARTED\x10\x01\x12+\n\'EXECUTION_EVENT_TYPE_RAG_SEARCH_STARTED\x10\x02\x12-\n)EXECUTION_EVENT_TYPE_RAG_SEARCH_COMPLETED\x10\x03\x12*\n&EXECUTION_EVENT_TYPE_RAG_SEARCH_FAILED\x10\x04\x12*\n&EXECUTION_EVENT_TYPE_TOOL_CALL_STARTED\x10\x05\x12,\n(EXECUTION_EVENT_TYPE_TOOL_CALL_COMPLETED\x10\x06\x12#\n\x1f\x45XECUTION_EVENT_TYPE_TEXT_DELTA\x10\x07\x12,\n(EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED\x10\x08\x12)\n%EXECUTION_EVENT_TYPE_EXECUTION_FAILED\x10\t\x12*\n&EXECUTION_EVENT_TYPE_EXECUTION_RESUMED\x10\x32\x12,\n(EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED\x10\x33\x12\x32\n.EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION\x10\x34*r\n\nPromptRole\x12\x1b\n\x17PROMPT_ROLE_UNSPECIFIED\x10\x00\x12\x16\n\x12PROMPT_ROLE_SYSTEM\x10\x01\x12\x14\n\x10PROMPT_ROLE_USER\x10\x02\x12\x19\n\x15PROMPT_ROLE_ASSISTANT\x10\x03*\x91\x01\n\x0ePreparedAction\x12\x1f\n\x1bPREPARED_ACTION_UNSPECIFIED\x10\x00\x12\x1e\n\x1aPREPARED_ACTION_CALL_MODEL\x10\x01\x12$\n PREPARED_ACTION_RETURN_NOT_FOUND\x10\x02\x12\x18\n\x14PREPARED_ACTION_FAIL\x10\x03*\xb2\x01\n\x12KeywordQuerySource\x12$\n KEYWORD_QUERY_SOURCE_UNSPECIFIED\x10\x00\x12 \n\x1cKEYWORD_QUERY_SOURCE_DERIVED\x10\x01\x12\x1e\n\x1aKEYWORD_QUERY_SOURCE_MODEL\x10\x02\x12\x34\n0KEYWORD_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILURE\x10\x03*y\n\x0f\x45xecutionStatus\x12 \n\x1c\x45XECUTION_STATUS_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x45XECUTION_STATUS_COMPLETED\x10\x01\x12$\n EXECUTION_STATUS_REQUIRES_ACTION\x10\x02\x32\xea\x06\n\x0c\x41gentService\x12Q\n\nListAgents\x12 .groundwire.v1.ListAgentsRequest\x1a!.groundwire.v1.ListAgentsResponse\x12K\n\x08GetAgent\x12\x1e.groundwire.v1.GetAgentRequest\x1a\x1f.groundwire.v1.GetAgentResponse\x12H\n\x07\x45xecute\x12\x1d.groundwire.v1.ExecuteRequest\x1a\x1e.groundwire.v1.ExecuteResponse\x12\\\n\rExecuteStream\x12#.groundwire.v1.ExecuteStreamRequest\x1a$.groundwire.v1.ExecuteStreamResponse0\x01\x12`\n\x0fResumeExecution\x12%.groundwire.v1.ResumeExecutionRequest\x1a&.groundwire.v1.ResumeExecutionResponse\x12t\n\x15ResumeExecutionStream\x12+.groundwire.v1.ResumeExecutionStreamRequest\x1a,.groundwire.v1.ResumeExecutionStreamResponse0\x01\x12\x66\n\x11SubmitToolResults\x12\'.groundwire.v1.SubmitToolResultsRequest\x1a(.groundwire.v1.SubmitToolResultsResponse\x12m\n\x12\x45xecuteInteractive\x12(.groundwire.v1.ExecuteInteractiveRequest\x1a).groundwire.v1.ExecuteInteractiveResponse(\x01\x30\x01\x12\x63\n\x10PrepareExecution\x12&.groundwire.v1.PrepareExecutionRequest\x1a\'.groundwire.v1.PrepareExecutionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'groundwire.v1.agent_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_EXECUTIONMODE']._serialized_start=4263
-  _globals['_EXECUTIONMODE']._serialized_end=4393
-  _globals['_NOCONTEXTBEHAVIOR']._serialized_start=4396
-  _globals['_NOCONTEXTBEHAVIOR']._serialized_end=4565
-  _globals['_NOCONTEXTREASON']._serialized_start=4568
-  _globals['_NOCONTEXTREASON']._serialized_end=4832
-  _globals['_RAGITEMREASON']._serialized_start=4835
-  _globals['_RAGITEMREASON']._serialized_end=5208
-  _globals['_TURNROLE']._serialized_start=5210
-  _globals['_TURNROLE']._serialized_end=5292
-  _globals['_EXECUTIONEVENTTYPE']._serialized_start=5295
-  _globals['_EXECUTIONEVENTTYPE']._serialized_end=5749
-  _globals['_CONVERSATIONTURN']._serialized_start=165
-  _globals['_CONVERSATIONTURN']._serialized_end=239
-  _globals['_EXECUTIONINPUT']._serialized_start=242
-  _globals['_EXECUTIONINPUT']._serialized_end=406
-  _globals['_EXECUTEREQUEST']._serialized_start=408
-  _globals['_EXECUTEREQUEST']._serialized_end=470
-  _globals['_EXECUTESTREAMREQUEST']._serialized_start=472
-  _globals['_EXECUTESTREAMREQUEST']._serialized_end=540
-  _globals['_EXECUTERESPONSE']._serialized_start=542
-  _globals['_EXECUTERESPONSE']._serialized_end=603
-  _globals['_RAGITEM']._serialized_start=606
-  _globals['_RAGITEM']._serialized_end=800
-  _globals['_CONTEXTBUDGET']._serialized_start=803
-  _globals['_CONTEXTBUDGET']._serialized_end=1025
-  _globals['_AGENTICSEARCHTRACE']._serialized_start=1028
-  _globals['_AGENTICSEARCHTRACE']._serialized_end=1212
-  _globals['_RAGEXECUTIONMETADATA']._serialized_start=1215
-  _globals['_RAGEXECUTIONMETADATA']._serialized_end=2144
-  _globals['_TOKENUSAGE']._serialized_start=2146
-  _globals['_TOKENUSAGE']._serialized_end=2230
-  _globals['_CITATION']._serialized_start=2232
-  _globals['_CITATION']._serialized_end=2304
-  _globals['_TOOLCALLTRACE']._serialized_start=2307
-  _globals['_TOOLCALLTRACE']._serialized_end=2456
-  _globals['_AGENTRESULT']._serialized_start=2459
-  _globals['_AGENTRESULT']._serialized_end=2798
-  _globals['_RAGSEARCHEVENT']._serialized_start=2801
-  _globals['_RAGSEARCHEVENT']._serialized_end=3085
-  _globals['_TOOLCALLEVENT']._serialized_start=3088
-  _globals['_TOOLCALLEVENT']._serialized_end=3237
-  _globals['_EXECUTESTREAMRESPONSE']._serialized_start=3240
-  _globals['_EXECUTESTREAMRESPONSE']._serialized_end=3559
-  _globals['_AGENTRAGDESCRIPTION']._serialized_start=3562
-  _globals['_AGENTRAGDESCRIPTION']._serialized_end=3808
-  _globals['_AGENTDESCRIPTION']._serialized_start=3811
-  _globals['_AGENTDESCRIPTION']._serialized_end=3999
-  _globals['_LISTAGENTSREQUEST']._serialized_start=4001
-  _globals['_LISTAGENTSREQUEST']._serialized_end=4059
-  _globals['_LISTAGENTSRESPONSE']._serialized_start=4061
-  _globals['_LISTAGENTSRESPONSE']._serialized_end=4155
-  _globals['_GETAGENTREQUEST']._serialized_start=4157
-  _globals['_GETAGENTREQUEST']._serialized_end=4192
-  _globals['_GETAGENTRESPONSE']._serialized_start=4194
-  _globals['_GETAGENTRESPONSE']._serialized_end=4260
-  _globals['_AGENTSERVICE']._serialized_start=5752
-  _globals['_AGENTSERVICE']._serialized_end=6094
+  _globals['_EXECUTIONMODE']._serialized_start=7399
+  _globals['_EXECUTIONMODE']._serialized_end=7529
+  _globals['_NOCONTEXTBEHAVIOR']._serialized_start=7532
+  _globals['_NOCONTEXTBEHAVIOR']._serialized_end=7701
+  _globals['_NOCONTEXTREASON']._serialized_start=7704
+  _globals['_NOCONTEXTREASON']._serialized_end=7968
+  _globals['_RAGITEMREASON']._serialized_start=7971
+  _globals['_RAGITEMREASON']._serialized_end=8344
+  _globals['_TURNROLE']._serialized_start=8346
+  _globals['_TURNROLE']._serialized_end=8428
+  _globals['_EXECUTIONEVENTTYPE']._serialized_start=8431
+  _globals['_EXECUTIONEVENTTYPE']._serialized_end=9027
+  _globals['_PROMPTROLE']._serialized_start=9029
+  _globals['_PROMPTROLE']._serialized_end=9143
+  _globals['_PREPAREDACTION']._serialized_start=9146
+  _globals['_PREPAREDACTION']._serialized_end=9291
+  _globals['_KEYWORDQUERYSOURCE']._serialized_start=9294
+  _globals['_KEYWORDQUERYSOURCE']._serialized_end=9472
+  _globals['_EXECUTIONSTATUS']._serialized_start=9474
+  _globals['_EXECUTIONSTATUS']._serialized_end=9595
+  _globals['_CONVERSATIONTURN']._serialized_start=255
+  _globals['_CONVERSATIONTURN']._serialized_end=329
+  _globals['_EXECUTIONINPUT']._serialized_start=332
+  _globals['_EXECUTIONINPUT']._serialized_end=669
+  _globals['_RAGOVERRIDES']._serialized_start=671
+  _globals['_RAGOVERRIDES']._serialized_end=781
+  _globals['_PREPAREEXECUTIONREQUEST']._serialized_start=783
+  _globals['_PREPAREEXECUTIONREQUEST']._serialized_end=854
+  _globals['_PREPAREEXECUTIONRESPONSE']._serialized_start=856
+  _globals['_PREPAREEXECUTIONRESPONSE']._serialized_end=934
+  _globals['_PREPAREDMESSAGE']._serialized_start=936
+  _globals['_PREPAREDMESSAGE']._serialized_end=1011
+  _globals['_PREPAREDTOOL']._serialized_start=1013
+  _globals['_PREPAREDTOOL']._serialized_end=1087
+  _globals['_PREPAREDREFERENCE']._serialized_start=1090
+  _globals['_PREPAREDREFERENCE']._serialized_end=1279
+  _globals['_PREPAREDEXECUTION']._serialized_start=1282
+  _globals['_PREPAREDEXECUTION']._serialized_end=1635
+  _globals['_EXECUTEREQUEST']._serialized_start=1637
+  _globals['_EXECUTEREQUEST']._serialized_end=1699
+  _globals['_EXECUTESTREAMREQUEST']._serialized_start=1701
+  _globals['_EXECUTESTREAMREQUEST']._serialized_end=1769
+  _globals['_EXECUTERESPONSE']._serialized_start=1771
+  _globals['_EXECUTERESPONSE']._serialized_end=1832
+  _globals['_RAGITEM']._serialized_start=1835
+  _globals['_RAGITEM']._serialized_end=2029
+  _globals['_CONTEXTBUDGET']._serialized_start=2032
+  _globals['_CONTEXTBUDGET']._serialized_end=2254
+  _globals['_AGENTICSEARCHTRACE']._serialized_start=2257
+  _globals['_AGENTICSEARCHTRACE']._serialized_end=2441
+  _globals['_RAGEXECUTIONMETADATA']._serialized_start=2444
+  _globals['_RAGEXECUTIONMETADATA']._serialized_end=3637
+  _globals['_RAGAPPLIEDLIMITS']._serialized_start=3640
+  _globals['_RAGAPPLIEDLIMITS']._serialized_end=3853
+  _globals['_TOKENUSAGE']._serialized_start=3855
+  _globals['_TOKENUSAGE']._serialized_end=3939
+  _globals['_CITATION']._serialized_start=3941
+  _globals['_CITATION']._serialized_end=4013
+  _globals['_TOOLCALLTRACE']._serialized_start=4016
+  _globals['_TOOLCALLTRACE']._serialized_end=4190
+  _globals['_AGENTRESULT']._serialized_start=4193
+  _globals['_AGENTRESULT']._serialized_end=4768
+  _globals['_RAGSEARCHEVENT']._serialized_start=4771
+  _globals['_RAGSEARCHEVENT']._serialized_end=5055
+  _globals['_TOOLCALLEVENT']._serialized_start=5058
+  _globals['_TOOLCALLEVENT']._serialized_end=5251
+  _globals['_EXECUTESTREAMRESPONSE']._serialized_start=5254
+  _globals['_EXECUTESTREAMRESPONSE']._serialized_end=5573
+  _globals['_AGENTRAGDESCRIPTION']._serialized_start=5576
+  _globals['_AGENTRAGDESCRIPTION']._serialized_end=5944
+  _globals['_AGENTDESCRIPTION']._serialized_start=5947
+  _globals['_AGENTDESCRIPTION']._serialized_end=6135
+  _globals['_LISTAGENTSREQUEST']._serialized_start=6137
+  _globals['_LISTAGENTSREQUEST']._serialized_end=6195
+  _globals['_LISTAGENTSRESPONSE']._serialized_start=6197
+  _globals['_LISTAGENTSRESPONSE']._serialized_end=6291
+  _globals['_GETAGENTREQUEST']._serialized_start=6293
+  _globals['_GETAGENTREQUEST']._serialized_end=6328
+  _globals['_GETAGENTRESPONSE']._serialized_start=6330
+  _globals['_GETAGENTRESPONSE']._serialized_end=6396
+  _globals['_CLIENTTOOL']._serialized_start=6398
+  _globals['_CLIENTTOOL']._serialized_end=6490
+  _globals['_REQUIREDTOOLCALL']._serialized_start=6492
+  _globals['_REQUIREDTOOLCALL']._serialized_end=6565
+  _globals['_TOOLRESULT']._serialized_start=6567
+  _globals['_TOOLRESULT']._serialized_end=6630
+  _globals['_RESUMEEXECUTIONREQUEST']._serialized_start=6632
+  _globals['_RESUMEEXECUTIONREQUEST']._serialized_end=6694
+  _globals['_RESUMEEXECUTIONRESPONSE']._serialized_start=6696
+  _globals['_RESUMEEXECUTIONRESPONSE']._serialized_end=6765
+  _globals['_RESUMEEXECUTIONSTREAMREQUEST']._serialized_start=6767
+  _globals['_RESUMEEXECUTIONSTREAMREQUEST']._serialized_end=6835
+  _globals['_RESUMEEXECUTIONSTREAMRESPONSE']._serialized_start=6837
+  _globals['_RESUMEEXECUTIONSTREAMRESPONSE']._serialized_end=6921
+  _globals['_SUBMITTOOLRESULTSREQUEST']._serialized_start=6923
+  _globals['_SUBMITTOOLRESULTSREQUEST']._serialized_end=7031
+  _globals['_SUBMITTOOLRESULTSRESPONSE']._serialized_start=7033
+  _globals['_SUBMITTOOLRESULTSRESPONSE']._serialized_end=7104
+  _globals['_CLIENTTOOLRESULTS']._serialized_start=7106
+  _globals['_CLIENTTOOLRESULTS']._serialized_end=7169
+  _globals['_EXECUTEINTERACTIVEREQUEST']._serialized_start=7172
+  _globals['_EXECUTEINTERACTIVEREQUEST']._serialized_end=7313
+  _globals['_EXECUTEINTERACTIVERESPONSE']._serialized_start=7315
+  _globals['_EXECUTEINTERACTIVERESPONSE']._serialized_end=7396
+  _globals['_AGENTSERVICE']._serialized_start=9598
+  _globals['_AGENTSERVICE']._serialized_end=10472
 # @@protoc_insertion_point(module_scope)

@@ -19,11 +19,14 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from groundwire_client.v1 import common_pb2 as _common_pb2
 from groundwire_client.v1 import reranker_pb2 as _reranker_pb2
 from groundwire_client.v1 import retriever_pb2 as _retriever_pb2
+from groundwire_client.v1 import usage_pb2 as _usage_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -245,6 +248,20 @@ class _ExecutionEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Ex
     """Terminal: the execution completed (`result`)."""
     EXECUTION_EVENT_TYPE_EXECUTION_FAILED: _ExecutionEventType.ValueType  # 9
     """Terminal: the execution failed (`error_code`)."""
+    EXECUTION_EVENT_TYPE_EXECUTION_RESUMED: _ExecutionEventType.ValueType  # 50
+    """The execution continues from its checkpoint (after EXECUTION_STARTED on
+    ResumeExecutionStream and ExecuteInteractive after results): no retrieval
+    or reranking is repeated.
+    """
+    EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED: _ExecutionEventType.ValueType  # 51
+    """The model called a client-executed tool (`tool_call`, with `arguments`):
+    the caller runs it and sends back its result.
+    """
+    EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION: _ExecutionEventType.ValueType  # 52
+    """Terminal: the execution waits for client tool results (`result` with
+    status EXECUTION_STATUS_REQUIRES_ACTION); submit them with
+    SubmitToolResults.
+    """
 
 class ExecutionEventType(_ExecutionEventType, metaclass=_ExecutionEventTypeEnumTypeWrapper):
     """Kinds of execution events."""
@@ -269,7 +286,141 @@ EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED: ExecutionEventType.ValueType  # 8
 """Terminal: the execution completed (`result`)."""
 EXECUTION_EVENT_TYPE_EXECUTION_FAILED: ExecutionEventType.ValueType  # 9
 """Terminal: the execution failed (`error_code`)."""
+EXECUTION_EVENT_TYPE_EXECUTION_RESUMED: ExecutionEventType.ValueType  # 50
+"""The execution continues from its checkpoint (after EXECUTION_STARTED on
+ResumeExecutionStream and ExecuteInteractive after results): no retrieval
+or reranking is repeated.
+"""
+EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED: ExecutionEventType.ValueType  # 51
+"""The model called a client-executed tool (`tool_call`, with `arguments`):
+the caller runs it and sends back its result.
+"""
+EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION: ExecutionEventType.ValueType  # 52
+"""Terminal: the execution waits for client tool results (`result` with
+status EXECUTION_STATUS_REQUIRES_ACTION); submit them with
+SubmitToolResults.
+"""
 Global___ExecutionEventType: _TypeAlias = ExecutionEventType  # noqa: Y015
+
+class _PromptRole:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PromptRoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PromptRole.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PROMPT_ROLE_UNSPECIFIED: _PromptRole.ValueType  # 0
+    """Not set (never reported)."""
+    PROMPT_ROLE_SYSTEM: _PromptRole.ValueType  # 1
+    """Framework grounding rules and the agent's instructions."""
+    PROMPT_ROLE_USER: _PromptRole.ValueType  # 2
+    """The user: history turns, the evidence message and the question."""
+    PROMPT_ROLE_ASSISTANT: _PromptRole.ValueType  # 3
+    """Earlier assistant turns of the conversation."""
+
+class PromptRole(_PromptRole, metaclass=_PromptRoleEnumTypeWrapper):
+    """Author of a prepared prompt message."""
+
+PROMPT_ROLE_UNSPECIFIED: PromptRole.ValueType  # 0
+"""Not set (never reported)."""
+PROMPT_ROLE_SYSTEM: PromptRole.ValueType  # 1
+"""Framework grounding rules and the agent's instructions."""
+PROMPT_ROLE_USER: PromptRole.ValueType  # 2
+"""The user: history turns, the evidence message and the question."""
+PROMPT_ROLE_ASSISTANT: PromptRole.ValueType  # 3
+"""Earlier assistant turns of the conversation."""
+Global___PromptRole: _TypeAlias = PromptRole  # noqa: Y015
+
+class _PreparedAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PreparedActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PreparedAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PREPARED_ACTION_UNSPECIFIED: _PreparedAction.ValueType  # 0
+    """Not set (never reported)."""
+    PREPARED_ACTION_CALL_MODEL: _PreparedAction.ValueType  # 1
+    """Call the model with `messages` and `tools`."""
+    PREPARED_ACTION_RETURN_NOT_FOUND: _PreparedAction.ValueType  # 2
+    """Skip the model and return the framework-owned not-found answer
+    (`messages` is empty).
+    """
+    PREPARED_ACTION_FAIL: _PreparedAction.ValueType  # 3
+    """Fail with NO_ACCEPTED_CONTEXT (no-context behavior FAIL; `messages` is
+    empty).
+    """
+
+class PreparedAction(_PreparedAction, metaclass=_PreparedActionEnumTypeWrapper):
+    """What the execution would do after the RAG stages."""
+
+PREPARED_ACTION_UNSPECIFIED: PreparedAction.ValueType  # 0
+"""Not set (never reported)."""
+PREPARED_ACTION_CALL_MODEL: PreparedAction.ValueType  # 1
+"""Call the model with `messages` and `tools`."""
+PREPARED_ACTION_RETURN_NOT_FOUND: PreparedAction.ValueType  # 2
+"""Skip the model and return the framework-owned not-found answer
+(`messages` is empty).
+"""
+PREPARED_ACTION_FAIL: PreparedAction.ValueType  # 3
+"""Fail with NO_ACCEPTED_CONTEXT (no-context behavior FAIL; `messages` is
+empty).
+"""
+Global___PreparedAction: _TypeAlias = PreparedAction  # noqa: Y015
+
+class _KeywordQuerySource:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _KeywordQuerySourceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_KeywordQuerySource.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    KEYWORD_QUERY_SOURCE_UNSPECIFIED: _KeywordQuerySource.ValueType  # 0
+    """No keyword query (the lexical leg searched the message)."""
+    KEYWORD_QUERY_SOURCE_DERIVED: _KeywordQuerySource.ValueType  # 1
+    """Derived deterministically from the query (stop words removed)."""
+    KEYWORD_QUERY_SOURCE_MODEL: _KeywordQuerySource.ValueType  # 2
+    """Written by the rewriter model, validated and bounded."""
+    KEYWORD_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILURE: _KeywordQuerySource.ValueType  # 3
+    """The rewriter model failed (keyword_rewrite_failure_code); derived
+    deterministically instead.
+    """
+
+class KeywordQuerySource(_KeywordQuerySource, metaclass=_KeywordQuerySourceEnumTypeWrapper):
+    """Where the lexical keyword query came from."""
+
+KEYWORD_QUERY_SOURCE_UNSPECIFIED: KeywordQuerySource.ValueType  # 0
+"""No keyword query (the lexical leg searched the message)."""
+KEYWORD_QUERY_SOURCE_DERIVED: KeywordQuerySource.ValueType  # 1
+"""Derived deterministically from the query (stop words removed)."""
+KEYWORD_QUERY_SOURCE_MODEL: KeywordQuerySource.ValueType  # 2
+"""Written by the rewriter model, validated and bounded."""
+KEYWORD_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILURE: KeywordQuerySource.ValueType  # 3
+"""The rewriter model failed (keyword_rewrite_failure_code); derived
+deterministically instead.
+"""
+Global___KeywordQuerySource: _TypeAlias = KeywordQuerySource  # noqa: Y015
+
+class _ExecutionStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ExecutionStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ExecutionStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EXECUTION_STATUS_UNSPECIFIED: _ExecutionStatus.ValueType  # 0
+    """Not set (results of servers that predate client tools)."""
+    EXECUTION_STATUS_COMPLETED: _ExecutionStatus.ValueType  # 1
+    """The execution completed: the answer is final."""
+    EXECUTION_STATUS_REQUIRES_ACTION: _ExecutionStatus.ValueType  # 2
+    """The execution waits for client tool results (SubmitToolResults)."""
+
+class ExecutionStatus(_ExecutionStatus, metaclass=_ExecutionStatusEnumTypeWrapper):
+    """Whether an execution finished or waits for the caller."""
+
+EXECUTION_STATUS_UNSPECIFIED: ExecutionStatus.ValueType  # 0
+"""Not set (results of servers that predate client tools)."""
+EXECUTION_STATUS_COMPLETED: ExecutionStatus.ValueType  # 1
+"""The execution completed: the answer is final."""
+EXECUTION_STATUS_REQUIRES_ACTION: ExecutionStatus.ValueType  # 2
+"""The execution waits for client tool results (SubmitToolResults)."""
+Global___ExecutionStatus: _TypeAlias = ExecutionStatus  # noqa: Y015
 
 @_typing.final
 class ConversationTurn(_message.Message):
@@ -308,6 +459,10 @@ class ExecutionInput(_message.Message):
     HISTORY_FIELD_NUMBER: _builtins.int
     TENANT_FIELD_NUMBER: _builtins.int
     FILTER_FIELD_NUMBER: _builtins.int
+    CLIENT_TOOLS_FIELD_NUMBER: _builtins.int
+    CLIENT_TOOL_TIMEOUT_FIELD_NUMBER: _builtins.int
+    BYPASS_RAG_FIELD_NUMBER: _builtins.int
+    OVERRIDES_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """Required. The agent id."""
     message: _builtins.str
@@ -319,6 +474,16 @@ class ExecutionInput(_message.Message):
     When API keys are enabled, the key's tenant applies: leave this
     empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
     """
+    bypass_rag: _builtins.bool
+    """Optional. Skip RAG for this request only: no retrieval, no evidence, no
+    framework grounding rules and no search tool; the model answers from the
+    agent's instructions and the conversation. Allowed only for agents whose
+    policy already permits an answer without context (mode OPEN or GROUNDED
+    with no-context behavior ANSWER_NORMALLY); otherwise FAILED_PRECONDITION
+    (RAG_BYPASS_NOT_ALLOWED). Cannot be combined with `overrides`
+    (INVALID_ARGUMENT / RAG_CONTROLS_CONFLICT). Ignored for agents without
+    RAG. Reported as RagExecutionMetadata.rag_bypassed.
+    """
     @_builtins.property
     def history(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationTurn]:
         """Optional. Prior turns, oldest first (at most 50). They count against the
@@ -327,8 +492,33 @@ class ExecutionInput(_message.Message):
 
     @_builtins.property
     def filter(self) -> _common_pb2.MetadataFilter:
-        """Optional. Metadata conditions added to the agent's configured filter
-        (both apply); enforced below the agent's search tool too.
+        """Optional. Metadata conditions ANDed with the agent's configured filter
+        (both apply; a key in both keeps only the values both allow), so a
+        request can narrow the agent's filter, never widen it; enforced below the
+        agent's search tool too. Reported as applied_limits.filter_narrowed.
+        """
+
+    @_builtins.property
+    def client_tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___ClientTool]:
+        """Optional. Tools the caller executes (at most 16). Offered to the model next
+        to the agent's own tools, whose names they may not take.
+        """
+
+    @_builtins.property
+    def client_tool_timeout(self) -> _duration_pb2.Duration:
+        """Optional. How long the server waits for the result of one client tool
+        call, in (0 s, the server's maximum] (300 s by default); unset means the
+        maximum. Over ExecuteInteractive a late result becomes the tool error
+        TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+        """
+
+    @_builtins.property
+    def overrides(self) -> Global___RagOverrides:
+        """Optional. Per-request narrowing of the agent's RAG limits. A request may
+        only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+        RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+        (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+        are reported in RagExecutionMetadata.applied_limits.
         """
 
     def __init__(
@@ -339,14 +529,282 @@ class ExecutionInput(_message.Message):
         history: _abc.Iterable[Global___ConversationTurn] | None = ...,
         tenant: _builtins.str = ...,
         filter: _common_pb2.MetadataFilter | None = ...,
+        client_tools: _abc.Iterable[Global___ClientTool] | None = ...,
+        client_tool_timeout: _duration_pb2.Duration | None = ...,
+        bypass_rag: _builtins.bool = ...,
+        overrides: Global___RagOverrides | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["client_tool_timeout", b"client_tool_timeout", "filter", b"filter", "overrides", b"overrides"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "filter", b"filter", "history", b"history", "message", b"message", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "bypass_rag", b"bypass_rag", "client_tool_timeout", b"client_tool_timeout", "client_tools", b"client_tools", "filter", b"filter", "history", b"history", "message", b"message", "overrides", b"overrides", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ExecutionInput: _TypeAlias = ExecutionInput  # noqa: Y015
+
+@_typing.final
+class RagOverrides(_message.Message):
+    """Per-request narrowing of an agent's RAG limits (see ExecutionInput.overrides).
+    Metadata filters are narrowed with ExecutionInput.filter (ANDed with the
+    agent's configured filter).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MINIMUM_RELEVANCE_FIELD_NUMBER: _builtins.int
+    FINAL_TOP_K_FIELD_NUMBER: _builtins.int
+    minimum_relevance: _builtins.float
+    """Optional. Minimum relevance in [0, 1] a candidate needs to be accepted.
+    Must be at least the agent's configured minimum_relevance (any value when
+    the agent has none). Candidates whose metric has no relevance (BM25, RRF,
+    dot product) are then rejected, as with a configured threshold.
+    """
+    final_top_k: _builtins.int
+    """Optional. The most accepted results that may reach the context (the final
+    top-k), in [1, the agent's maximum_accepted_results].
+    """
+    def __init__(
+        self,
+        *,
+        minimum_relevance: _builtins.float | None = ...,
+        final_top_k: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_final_top_k", b"_final_top_k", "_minimum_relevance", b"_minimum_relevance", "final_top_k", b"final_top_k", "minimum_relevance", b"minimum_relevance"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_final_top_k", b"_final_top_k", "_minimum_relevance", b"_minimum_relevance", "final_top_k", b"final_top_k", "minimum_relevance", b"minimum_relevance"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__final_top_k: _TypeAlias = _typing.Literal["final_top_k"]  # noqa: Y015
+    _WhichOneofArgType__final_top_k: _TypeAlias = _typing.Literal["_final_top_k", b"_final_top_k"]  # noqa: Y015
+    _WhichOneofReturnType__minimum_relevance: _TypeAlias = _typing.Literal["minimum_relevance"]  # noqa: Y015
+    _WhichOneofArgType__minimum_relevance: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__final_top_k) -> _WhichOneofReturnType__final_top_k | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__minimum_relevance) -> _WhichOneofReturnType__minimum_relevance | None: ...
+
+Global___RagOverrides: _TypeAlias = RagOverrides  # noqa: Y015
+
+@_typing.final
+class PrepareExecutionRequest(_message.Message):
+    """Request for PrepareExecution."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INPUT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def input(self) -> Global___ExecutionInput:
+        """Required. The execution input, validated exactly as for Execute
+        (including bypass_rag and overrides).
+        """
+
+    def __init__(
+        self,
+        *,
+        input: Global___ExecutionInput | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["input", b"input"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input", b"input"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrepareExecutionRequest: _TypeAlias = PrepareExecutionRequest  # noqa: Y015
+
+@_typing.final
+class PrepareExecutionResponse(_message.Message):
+    """Response for PrepareExecution."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PREPARED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def prepared(self) -> Global___PreparedExecution:
+        """Output only. What the model would receive."""
+
+    def __init__(
+        self,
+        *,
+        prepared: Global___PreparedExecution | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["prepared", b"prepared"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["prepared", b"prepared"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrepareExecutionResponse: _TypeAlias = PrepareExecutionResponse  # noqa: Y015
+
+@_typing.final
+class PreparedMessage(_message.Message):
+    """One message of the prepared prompt, exactly as the model would receive it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROLE_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    role: Global___PromptRole.ValueType
+    """Output only. Who the message is from."""
+    content: _builtins.str
+    """Output only. The message text (evidence included, inside the
+    <untrusted-external-context> envelope).
+    """
+    def __init__(
+        self,
+        *,
+        role: Global___PromptRole.ValueType = ...,
+        content: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "role", b"role"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreparedMessage: _TypeAlias = PreparedMessage  # noqa: Y015
+
+@_typing.final
+class PreparedTool(_message.Message):
+    """A tool the model would be offered."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    PARAMETERS_JSON_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Output only. Tool name."""
+    description: _builtins.str
+    """Output only. Description shown to the model."""
+    parameters_json: _builtins.str
+    """Output only. JSON schema of the parameters, as a JSON object text."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        parameters_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "name", b"name", "parameters_json", b"parameters_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreparedTool: _TypeAlias = PreparedTool  # noqa: Y015
+
+@_typing.final
+class PreparedReference(_message.Message):
+    """One evidence source of the prepared prompt ([n] in the evidence message)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_NUMBER_FIELD_NUMBER: _builtins.int
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    CHUNK_ID_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    SPAN_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SECTION_FIELD_NUMBER: _builtins.int
+    source_number: _builtins.int
+    """Output only. The source number in the evidence message (1-based)."""
+    document_id: _builtins.str
+    """Output only. Document id."""
+    chunk_id: _builtins.str
+    """Output only. Chunk id."""
+    title: _builtins.str
+    """Output only. Document title ("" when unknown)."""
+    section: _builtins.str
+    """Output only. Section heading ("" when unknown)."""
+    @_builtins.property
+    def score(self) -> _common_pb2.Score:
+        """Output only. The retrieval score (raw, metric, direction, relevance)."""
+
+    @_builtins.property
+    def span(self) -> _common_pb2.CharSpan:
+        """Output only. Character span in the document."""
+
+    def __init__(
+        self,
+        *,
+        source_number: _builtins.int = ...,
+        document_id: _builtins.str = ...,
+        chunk_id: _builtins.str = ...,
+        score: _common_pb2.Score | None = ...,
+        span: _common_pb2.CharSpan | None = ...,
+        title: _builtins.str = ...,
+        section: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["score", b"score", "span", b"span"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "document_id", b"document_id", "score", b"score", "section", b"section", "source_number", b"source_number", "span", b"span", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreparedReference: _TypeAlias = PreparedReference  # noqa: Y015
+
+@_typing.final
+class PreparedExecution(_message.Message):
+    """The prepared, not executed, turn of one agent."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
+    REFERENCES_FIELD_NUMBER: _builtins.int
+    FRAMEWORK_ANSWER_FIELD_NUMBER: _builtins.int
+    RAG_FIELD_NUMBER: _builtins.int
+    DURATION_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """Output only. The agent."""
+    action: Global___PreparedAction.ValueType
+    """Output only. What the execution would do next."""
+    framework_answer: _builtins.str
+    """Output only. The framework answer when action is RETURN_NOT_FOUND."""
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___PreparedMessage]:
+        """Output only. The messages the model would receive, in order (empty
+        unless action is CALL_MODEL).
+        """
+
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___PreparedTool]:
+        """Output only. The tools the model would be offered, in order."""
+
+    @_builtins.property
+    def references(self) -> _containers.RepeatedCompositeFieldContainer[Global___PreparedReference]:
+        """Output only. The evidence sources, in evidence order."""
+
+    @_builtins.property
+    def rag(self) -> Global___RagExecutionMetadata:
+        """Output only. The RAG metadata Execute would report (including
+        applied_limits, rewritten_query and keyword_query).
+        """
+
+    @_builtins.property
+    def duration(self) -> _duration_pb2.Duration:
+        """Output only. Wall time of the preparation."""
+
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        action: Global___PreparedAction.ValueType = ...,
+        messages: _abc.Iterable[Global___PreparedMessage] | None = ...,
+        tools: _abc.Iterable[Global___PreparedTool] | None = ...,
+        references: _abc.Iterable[Global___PreparedReference] | None = ...,
+        framework_answer: _builtins.str = ...,
+        rag: Global___RagExecutionMetadata | None = ...,
+        duration: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "rag", b"rag"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "agent_id", b"agent_id", "duration", b"duration", "framework_answer", b"framework_answer", "messages", b"messages", "rag", b"rag", "references", b"references", "tools", b"tools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreparedExecution: _TypeAlias = PreparedExecution  # noqa: Y015
 
 @_typing.final
 class ExecuteRequest(_message.Message):
@@ -595,6 +1053,12 @@ class RagExecutionMetadata(_message.Message):
     CONTEXT_BUDGET_FIELD_NUMBER: _builtins.int
     REWRITTEN_QUERY_FIELD_NUMBER: _builtins.int
     SEARCHES_FIELD_NUMBER: _builtins.int
+    RAG_BYPASSED_FIELD_NUMBER: _builtins.int
+    APPLIED_LIMITS_FIELD_NUMBER: _builtins.int
+    KEYWORD_QUERY_FIELD_NUMBER: _builtins.int
+    KEYWORD_QUERY_SOURCE_FIELD_NUMBER: _builtins.int
+    KEYWORD_REWRITE_FAILURE_CODE_FIELD_NUMBER: _builtins.int
+    QUERY_REWRITE_FAILURE_CODE_FIELD_NUMBER: _builtins.int
     enabled: _builtins.bool
     """Output only. Whether the agent uses RAG at all."""
     index_name: _builtins.str
@@ -628,6 +1092,30 @@ class RagExecutionMetadata(_message.Message):
     rewritten_query: _builtins.str
     """Output only. Present when the query was rewritten for retrieval
     (multi-turn query rewriting).
+    """
+    rag_bypassed: _builtins.bool
+    """Output only. Whether RAG was bypassed for this request
+    (ExecutionInput.bypass_rag): no search ran and no evidence was sent.
+    """
+    keyword_query: _builtins.str
+    """Output only. The keyword query the lexical leg searched (lexical and
+    hybrid retrieval with keyword rewriting enabled): stop words removed,
+    identifiers and quoted phrases kept. Absent when the lexical leg searched
+    the (possibly rewritten) message itself.
+    """
+    keyword_query_source: Global___KeywordQuerySource.ValueType
+    """Output only. Where keyword_query came from (UNSPECIFIED when absent)."""
+    keyword_rewrite_failure_code: _builtins.str
+    """Output only. When the rewriter model failed and the deterministic
+    keywords were used instead: a stable code (MODEL_UNAVAILABLE,
+    MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_REJECTED,
+    MODEL_INVALID_RESPONSE, REWRITE_INVALID_OUTPUT). Empty otherwise.
+    """
+    query_rewrite_failure_code: _builtins.str
+    """Output only. When the model rewrite of a follow-up (query_rewriting
+    "model") failed and the history rewrite was searched instead: a stable
+    code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
+    MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
     """
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
@@ -663,6 +1151,12 @@ class RagExecutionMetadata(_message.Message):
     def searches(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgenticSearchTrace]:
         """Output only. Agentic searches (search_documents tool calls)."""
 
+    @_builtins.property
+    def applied_limits(self) -> Global___RagAppliedLimits:
+        """Output only. The limits applied to this execution: the agent's, narrowed
+        by the request's overrides. Absent when RAG is disabled or bypassed.
+        """
+
     def __init__(
         self,
         *,
@@ -689,16 +1183,77 @@ class RagExecutionMetadata(_message.Message):
         context_budget: Global___ContextBudget | None = ...,
         rewritten_query: _builtins.str | None = ...,
         searches: _abc.Iterable[Global___AgenticSearchTrace] | None = ...,
+        rag_bypassed: _builtins.bool = ...,
+        applied_limits: Global___RagAppliedLimits | None = ...,
+        keyword_query: _builtins.str | None = ...,
+        keyword_query_source: Global___KeywordQuerySource.ValueType = ...,
+        keyword_rewrite_failure_code: _builtins.str = ...,
+        query_rewrite_failure_code: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_rewritten_query", b"_rewritten_query", "context_budget", b"context_budget", "reranking", b"reranking", "rewritten_query", b"rewritten_query"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "applied_limits", b"applied_limits", "context_budget", b"context_budget", "keyword_query", b"keyword_query", "reranking", b"reranking", "rewritten_query", b"rewritten_query"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_rewritten_query", b"_rewritten_query", "accepted", b"accepted", "accepted_count", b"accepted_count", "answer_constrained", b"answer_constrained", "applied_mode", b"applied_mode", "applied_no_context_behavior", b"applied_no_context_behavior", "candidate_count", b"candidate_count", "candidates", b"candidates", "context", b"context", "context_accepted", b"context_accepted", "context_budget", b"context_budget", "context_excluded", b"context_excluded", "context_excluded_count", b"context_excluded_count", "enabled", b"enabled", "index_name", b"index_name", "index_version", b"index_version", "model_skipped", b"model_skipped", "no_context_reason", b"no_context_reason", "rejected", b"rejected", "rejected_count", b"rejected_count", "reranking", b"reranking", "retrieval_mode", b"retrieval_mode", "rewritten_query", b"rewritten_query", "searches", b"searches"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "accepted", b"accepted", "accepted_count", b"accepted_count", "answer_constrained", b"answer_constrained", "applied_limits", b"applied_limits", "applied_mode", b"applied_mode", "applied_no_context_behavior", b"applied_no_context_behavior", "candidate_count", b"candidate_count", "candidates", b"candidates", "context", b"context", "context_accepted", b"context_accepted", "context_budget", b"context_budget", "context_excluded", b"context_excluded", "context_excluded_count", b"context_excluded_count", "enabled", b"enabled", "index_name", b"index_name", "index_version", b"index_version", "keyword_query", b"keyword_query", "keyword_query_source", b"keyword_query_source", "keyword_rewrite_failure_code", b"keyword_rewrite_failure_code", "model_skipped", b"model_skipped", "no_context_reason", b"no_context_reason", "query_rewrite_failure_code", b"query_rewrite_failure_code", "rag_bypassed", b"rag_bypassed", "rejected", b"rejected", "rejected_count", b"rejected_count", "reranking", b"reranking", "retrieval_mode", b"retrieval_mode", "rewritten_query", b"rewritten_query", "searches", b"searches"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__keyword_query: _TypeAlias = _typing.Literal["keyword_query"]  # noqa: Y015
+    _WhichOneofArgType__keyword_query: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query"]  # noqa: Y015
     _WhichOneofReturnType__rewritten_query: _TypeAlias = _typing.Literal["rewritten_query"]  # noqa: Y015
     _WhichOneofArgType__rewritten_query: _TypeAlias = _typing.Literal["_rewritten_query", b"_rewritten_query"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keyword_query) -> _WhichOneofReturnType__keyword_query | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__rewritten_query) -> _WhichOneofReturnType__rewritten_query | None: ...
 
 Global___RagExecutionMetadata: _TypeAlias = RagExecutionMetadata  # noqa: Y015
+
+@_typing.final
+class RagAppliedLimits(_message.Message):
+    """The RAG limits applied to one execution (the agent's policy narrowed by
+    the request's overrides).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CANDIDATE_COUNT_FIELD_NUMBER: _builtins.int
+    MINIMUM_RELEVANCE_FIELD_NUMBER: _builtins.int
+    FINAL_TOP_K_FIELD_NUMBER: _builtins.int
+    MINIMUM_RELEVANCE_OVERRIDDEN_FIELD_NUMBER: _builtins.int
+    FINAL_TOP_K_OVERRIDDEN_FIELD_NUMBER: _builtins.int
+    FILTER_NARROWED_FIELD_NUMBER: _builtins.int
+    candidate_count: _builtins.int
+    """Output only. Candidates requested from retrieval (CandidateCount, within
+    the server's top-k limit).
+    """
+    minimum_relevance: _builtins.float
+    """Output only. Minimum relevance applied by acceptance; absent when none."""
+    final_top_k: _builtins.int
+    """Output only. The most accepted results (final top-k)."""
+    minimum_relevance_overridden: _builtins.bool
+    """Output only. Whether the request narrowed minimum_relevance."""
+    final_top_k_overridden: _builtins.bool
+    """Output only. Whether the request narrowed final_top_k."""
+    filter_narrowed: _builtins.bool
+    """Output only. Whether the request added metadata filter conditions
+    (ExecutionInput.filter, ANDed with the agent's filter).
+    """
+    def __init__(
+        self,
+        *,
+        candidate_count: _builtins.int = ...,
+        minimum_relevance: _builtins.float | None = ...,
+        final_top_k: _builtins.int = ...,
+        minimum_relevance_overridden: _builtins.bool = ...,
+        final_top_k_overridden: _builtins.bool = ...,
+        filter_narrowed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance", "minimum_relevance", b"minimum_relevance"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance", "candidate_count", b"candidate_count", "filter_narrowed", b"filter_narrowed", "final_top_k", b"final_top_k", "final_top_k_overridden", b"final_top_k_overridden", "minimum_relevance", b"minimum_relevance", "minimum_relevance_overridden", b"minimum_relevance_overridden"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__minimum_relevance: _TypeAlias = _typing.Literal["minimum_relevance"]  # noqa: Y015
+    _WhichOneofArgType__minimum_relevance: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__minimum_relevance) -> _WhichOneofReturnType__minimum_relevance | None: ...
+
+Global___RagAppliedLimits: _TypeAlias = RagAppliedLimits  # noqa: Y015
 
 @_typing.final
 class TokenUsage(_message.Message):
@@ -772,6 +1327,7 @@ class ToolCallTrace(_message.Message):
     SUCCEEDED_FIELD_NUMBER: _builtins.int
     ERROR_CODE_FIELD_NUMBER: _builtins.int
     DURATION_FIELD_NUMBER: _builtins.int
+    CLIENT_EXECUTED_FIELD_NUMBER: _builtins.int
     step: _builtins.int
     """Output only. One-based tool step."""
     call_id: _builtins.str
@@ -784,6 +1340,8 @@ class ToolCallTrace(_message.Message):
     """Output only. Stable error code when it failed (TOOL_TIMEOUT,
     TOOL_FAILED, TOOL_INVALID_ARGUMENTS, TOOL_UNKNOWN).
     """
+    client_executed: _builtins.bool
+    """Output only. Whether the caller executed it (a client tool)."""
     @_builtins.property
     def duration(self) -> _duration_pb2.Duration:
         """Output only. Duration."""
@@ -797,10 +1355,11 @@ class ToolCallTrace(_message.Message):
         succeeded: _builtins.bool = ...,
         error_code: _builtins.str = ...,
         duration: _duration_pb2.Duration | None = ...,
+        client_executed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "duration", b"duration", "error_code", b"error_code", "step", b"step", "succeeded", b"succeeded", "tool_name", b"tool_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "client_executed", b"client_executed", "duration", b"duration", "error_code", b"error_code", "step", b"step", "succeeded", b"succeeded", "tool_name", b"tool_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -824,6 +1383,11 @@ class AgentResult(_message.Message):
     CITATIONS_FIELD_NUMBER: _builtins.int
     TOOL_CALLS_FIELD_NUMBER: _builtins.int
     DURATION_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    REQUIRED_TOOL_CALLS_FIELD_NUMBER: _builtins.int
+    ACTION_DEADLINE_FIELD_NUMBER: _builtins.int
+    RESUMED_FIELD_NUMBER: _builtins.int
+    EMBEDDING_USAGE_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """Output only. Unique execution id."""
     agent_id: _builtins.str
@@ -834,6 +1398,15 @@ class AgentResult(_message.Message):
     """Output only. Provider of the model actually used (empty when skipped)."""
     model: _builtins.str
     """Output only. Model actually used, as reported by the provider."""
+    status: Global___ExecutionStatus.ValueType
+    """Output only. COMPLETED, or REQUIRES_ACTION while client tool results are
+    awaited (answer then empty, required_tool_calls set).
+    """
+    resumed: _builtins.bool
+    """Output only. Whether this result continued from a checkpoint (resume or
+    submitted tool results) rather than running from the start. duration
+    then covers the continued part only.
+    """
     @_builtins.property
     def usage(self) -> Global___TokenUsage:
         """Output only. Token usage (zero when skipped)."""
@@ -854,6 +1427,24 @@ class AgentResult(_message.Message):
     def duration(self) -> _duration_pb2.Duration:
         """Output only. Wall time of the execution."""
 
+    @_builtins.property
+    def required_tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___RequiredToolCall]:
+        """Output only. For REQUIRES_ACTION: the client tool calls to answer with
+        SubmitToolResults, in the model's order.
+        """
+
+    @_builtins.property
+    def action_deadline(self) -> _timestamp_pb2.Timestamp:
+        """Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+        results have not been submitted.
+        """
+
+    @_builtins.property
+    def embedding_usage(self) -> _usage_pb2.EmbeddingUsage:
+        """Output only. Embedding usage of the execution beside the chat usage in
+        `usage`: its searches' query embeddings and any embedding reranker.
+        """
+
     def __init__(
         self,
         *,
@@ -867,10 +1458,15 @@ class AgentResult(_message.Message):
         citations: _abc.Iterable[Global___Citation] | None = ...,
         tool_calls: _abc.Iterable[Global___ToolCallTrace] | None = ...,
         duration: _duration_pb2.Duration | None = ...,
+        status: Global___ExecutionStatus.ValueType = ...,
+        required_tool_calls: _abc.Iterable[Global___RequiredToolCall] | None = ...,
+        action_deadline: _timestamp_pb2.Timestamp | None = ...,
+        resumed: _builtins.bool = ...,
+        embedding_usage: _usage_pb2.EmbeddingUsage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "rag", b"rag", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action_deadline", b"action_deadline", "duration", b"duration", "embedding_usage", b"embedding_usage", "rag", b"rag", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "answer", b"answer", "citations", b"citations", "duration", b"duration", "execution_id", b"execution_id", "model", b"model", "model_provider", b"model_provider", "rag", b"rag", "tool_calls", b"tool_calls", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_deadline", b"action_deadline", "agent_id", b"agent_id", "answer", b"answer", "citations", b"citations", "duration", b"duration", "embedding_usage", b"embedding_usage", "execution_id", b"execution_id", "model", b"model", "model_provider", b"model_provider", "rag", b"rag", "required_tool_calls", b"required_tool_calls", "resumed", b"resumed", "status", b"status", "tool_calls", b"tool_calls", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -933,7 +1529,9 @@ Global___RagSearchEvent: _TypeAlias = RagSearchEvent  # noqa: Y015
 
 @_typing.final
 class ToolCallEvent(_message.Message):
-    """Tool call details (content-free: no arguments or results)."""
+    """Tool call details (content-free: no arguments or results, except the
+    arguments of a client tool call the caller has to run).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -943,6 +1541,8 @@ class ToolCallEvent(_message.Message):
     SUCCEEDED_FIELD_NUMBER: _builtins.int
     ERROR_CODE_FIELD_NUMBER: _builtins.int
     DURATION_FIELD_NUMBER: _builtins.int
+    ARGUMENTS_FIELD_NUMBER: _builtins.int
+    CLIENT_EXECUTED_FIELD_NUMBER: _builtins.int
     step: _builtins.int
     """Output only. One-based tool step."""
     call_id: _builtins.str
@@ -953,6 +1553,13 @@ class ToolCallEvent(_message.Message):
     """Output only. Completed only: whether it succeeded."""
     error_code: _builtins.str
     """Output only. Completed only: stable error code."""
+    arguments: _builtins.str
+    """Output only. TOOL_CALL_REQUESTED only: the model's arguments for the
+    caller's tool, a JSON object valid against its declared schema (the only
+    model output an event carries besides text deltas).
+    """
+    client_executed: _builtins.bool
+    """Output only. Whether the tool is a client tool the caller executes."""
     @_builtins.property
     def duration(self) -> _duration_pb2.Duration:
         """Output only. Completed only: duration."""
@@ -966,10 +1573,12 @@ class ToolCallEvent(_message.Message):
         succeeded: _builtins.bool = ...,
         error_code: _builtins.str = ...,
         duration: _duration_pb2.Duration | None = ...,
+        arguments: _builtins.str = ...,
+        client_executed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "duration", b"duration", "error_code", b"error_code", "step", b"step", "succeeded", b"succeeded", "tool_name", b"tool_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments", b"arguments", "call_id", b"call_id", "client_executed", b"client_executed", "duration", b"duration", "error_code", b"error_code", "step", b"step", "succeeded", b"succeeded", "tool_name", b"tool_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1014,7 +1623,9 @@ class ExecuteStreamResponse(_message.Message):
 
     @_builtins.property
     def result(self) -> Global___AgentResult:
-        """Output only. For EXECUTION_COMPLETED: the result (same as Execute's)."""
+        """Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+        result (same as Execute's).
+        """
 
     def __init__(
         self,
@@ -1049,6 +1660,10 @@ class AgentRagDescription(_message.Message):
     NO_CONTEXT_BEHAVIOR_FIELD_NUMBER: _builtins.int
     RERANKING_ENABLED_FIELD_NUMBER: _builtins.int
     AGENTIC_FIELD_NUMBER: _builtins.int
+    BYPASS_ALLOWED_FIELD_NUMBER: _builtins.int
+    MINIMUM_RELEVANCE_FIELD_NUMBER: _builtins.int
+    FINAL_TOP_K_FIELD_NUMBER: _builtins.int
+    KEYWORD_QUERY_FIELD_NUMBER: _builtins.int
     index_name: _builtins.str
     """Output only. The index."""
     retrieval_mode: _retriever_pb2.RetrievalMode.ValueType
@@ -1061,6 +1676,22 @@ class AgentRagDescription(_message.Message):
     """Output only. Whether reranking is enabled."""
     agentic: _builtins.bool
     """Output only. Whether the agent searches through the search_documents tool."""
+    bypass_allowed: _builtins.bool
+    """Output only. Whether a request may set ExecutionInput.bypass_rag (mode
+    OPEN or GROUNDED with no-context behavior ANSWER_NORMALLY).
+    """
+    minimum_relevance: _builtins.float
+    """Output only. The agent's minimum relevance; an override may only raise
+    it. Absent when the agent has none.
+    """
+    final_top_k: _builtins.int
+    """Output only. The agent's maximum accepted results (final top-k); an
+    override may only lower it.
+    """
+    keyword_query: _builtins.bool
+    """Output only. Whether the lexical leg searches a keyword query derived
+    from the question (RagExecutionMetadata.keyword_query).
+    """
     def __init__(
         self,
         *,
@@ -1070,12 +1701,18 @@ class AgentRagDescription(_message.Message):
         no_context_behavior: Global___NoContextBehavior.ValueType = ...,
         reranking_enabled: _builtins.bool = ...,
         agentic: _builtins.bool = ...,
+        bypass_allowed: _builtins.bool = ...,
+        minimum_relevance: _builtins.float | None = ...,
+        final_top_k: _builtins.int = ...,
+        keyword_query: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance", "minimum_relevance", b"minimum_relevance"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agentic", b"agentic", "index_name", b"index_name", "mode", b"mode", "no_context_behavior", b"no_context_behavior", "reranking_enabled", b"reranking_enabled", "retrieval_mode", b"retrieval_mode"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance", "agentic", b"agentic", "bypass_allowed", b"bypass_allowed", "final_top_k", b"final_top_k", "index_name", b"index_name", "keyword_query", b"keyword_query", "minimum_relevance", b"minimum_relevance", "mode", b"mode", "no_context_behavior", b"no_context_behavior", "reranking_enabled", b"reranking_enabled", "retrieval_mode", b"retrieval_mode"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__minimum_relevance: _TypeAlias = _typing.Literal["minimum_relevance"]  # noqa: Y015
+    _WhichOneofArgType__minimum_relevance: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__minimum_relevance) -> _WhichOneofReturnType__minimum_relevance | None: ...
 
 Global___AgentRagDescription: _TypeAlias = AgentRagDescription  # noqa: Y015
 
@@ -1230,3 +1867,350 @@ class GetAgentResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetAgentResponse: _TypeAlias = GetAgentResponse  # noqa: Y015
+
+@_typing.final
+class ClientTool(_message.Message):
+    """A tool the caller declares and executes itself."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    PARAMETERS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Required. 1 to 64 characters of [A-Za-z0-9_-]; unique within the request;
+    not the name of one of the agent's tools (search_documents included).
+    """
+    description: _builtins.str
+    """Required. What the tool does, for the model (1 to 1,024 characters)."""
+    @_builtins.property
+    def parameters(self) -> _struct_pb2.Struct:
+        """Required. JSON Schema (draft 2020-12) of the tool's input: an object
+        schema ("type": "object"), at most 8 KiB as JSON, without the regular
+        expression keywords pattern and patternProperties. The model's arguments
+        are validated against it before the caller is asked; invalid arguments go
+        back to the model as TOOL_INVALID_ARGUMENTS.
+        """
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        parameters: _struct_pb2.Struct | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["parameters", b"parameters"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "name", b"name", "parameters", b"parameters"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClientTool: _TypeAlias = ClientTool  # noqa: Y015
+
+@_typing.final
+class RequiredToolCall(_message.Message):
+    """A client tool call the execution waits for."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    TOOL_NAME_FIELD_NUMBER: _builtins.int
+    ARGUMENTS_FIELD_NUMBER: _builtins.int
+    call_id: _builtins.str
+    """Output only. The call id to answer (unique within the execution)."""
+    tool_name: _builtins.str
+    """Output only. The client tool's name."""
+    arguments: _builtins.str
+    """Output only. The model's arguments, a JSON object valid against the
+    tool's declared parameters.
+    """
+    def __init__(
+        self,
+        *,
+        call_id: _builtins.str = ...,
+        tool_name: _builtins.str = ...,
+        arguments: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments", b"arguments", "call_id", b"call_id", "tool_name", b"tool_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RequiredToolCall: _TypeAlias = RequiredToolCall  # noqa: Y015
+
+@_typing.final
+class ToolResult(_message.Message):
+    """The caller's result of one client tool call."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    OUTPUT_FIELD_NUMBER: _builtins.int
+    IS_ERROR_FIELD_NUMBER: _builtins.int
+    call_id: _builtins.str
+    """Required. The call id of the TOOL_CALL_REQUESTED event / RequiredToolCall."""
+    output: _builtins.str
+    """Optional. The tool's output as text (at most the server's maximum, 16,384
+    characters by default). Untrusted data: the model receives it escaped like
+    any tool output, as data, never as instructions; it cannot change the
+    agent's instructions, tenant or filters.
+    """
+    is_error: _builtins.bool
+    """Optional. The tool failed: the model receives the tool error TOOL_FAILED
+    instead of `output`.
+    """
+    def __init__(
+        self,
+        *,
+        call_id: _builtins.str = ...,
+        output: _builtins.str = ...,
+        is_error: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "is_error", b"is_error", "output", b"output"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolResult: _TypeAlias = ToolResult  # noqa: Y015
+
+@_typing.final
+class ResumeExecutionRequest(_message.Message):
+    """Request for ResumeExecution."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    execution_id: _builtins.str
+    """Required. The execution id (AgentResult.execution_id or any event's)."""
+    tenant: _builtins.str
+    """Optional. The tenant the execution ran as ("" = untenanted). With API keys
+    enabled the key's tenant applies, like ExecutionInput.tenant.
+    """
+    def __init__(
+        self,
+        *,
+        execution_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_id", b"execution_id", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeExecutionRequest: _TypeAlias = ResumeExecutionRequest  # noqa: Y015
+
+@_typing.final
+class ResumeExecutionResponse(_message.Message):
+    """Response for ResumeExecution."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def result(self) -> Global___AgentResult:
+        """Output only. The result (recorded, continued, or REQUIRES_ACTION)."""
+
+    def __init__(
+        self,
+        *,
+        result: Global___AgentResult | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeExecutionResponse: _TypeAlias = ResumeExecutionResponse  # noqa: Y015
+
+@_typing.final
+class ResumeExecutionStreamRequest(_message.Message):
+    """Request for ResumeExecutionStream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    execution_id: _builtins.str
+    """Required. The execution id."""
+    tenant: _builtins.str
+    """Optional. The tenant, as in ResumeExecutionRequest."""
+    def __init__(
+        self,
+        *,
+        execution_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_id", b"execution_id", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeExecutionStreamRequest: _TypeAlias = ResumeExecutionStreamRequest  # noqa: Y015
+
+@_typing.final
+class ResumeExecutionStreamResponse(_message.Message):
+    """One event of a resumed execution."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def event(self) -> Global___ExecuteStreamResponse:
+        """Output only. The event (sequence restarts at 0 on every call)."""
+
+    def __init__(
+        self,
+        *,
+        event: Global___ExecuteStreamResponse | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeExecutionStreamResponse: _TypeAlias = ResumeExecutionStreamResponse  # noqa: Y015
+
+@_typing.final
+class SubmitToolResultsRequest(_message.Message):
+    """Request for SubmitToolResults."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    RESULTS_FIELD_NUMBER: _builtins.int
+    execution_id: _builtins.str
+    """Required. The execution id of a REQUIRES_ACTION result."""
+    tenant: _builtins.str
+    """Optional. The tenant, as in ResumeExecutionRequest."""
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolResult]:
+        """Required. One result per required tool call (at most 64)."""
+
+    def __init__(
+        self,
+        *,
+        execution_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        results: _abc.Iterable[Global___ToolResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_id", b"execution_id", "results", b"results", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SubmitToolResultsRequest: _TypeAlias = SubmitToolResultsRequest  # noqa: Y015
+
+@_typing.final
+class SubmitToolResultsResponse(_message.Message):
+    """Response for SubmitToolResults."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def result(self) -> Global___AgentResult:
+        """Output only. The continued execution's result."""
+
+    def __init__(
+        self,
+        *,
+        result: Global___AgentResult | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SubmitToolResultsResponse: _TypeAlias = SubmitToolResultsResponse  # noqa: Y015
+
+@_typing.final
+class ClientToolResults(_message.Message):
+    """Results of client tool calls sent on an ExecuteInteractive stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolResult]:
+        """Required. Results of requested calls (at most 64), in any order; each
+        call is answered once.
+        """
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___ToolResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClientToolResults: _TypeAlias = ClientToolResults  # noqa: Y015
+
+@_typing.final
+class ExecuteInteractiveRequest(_message.Message):
+    """Request for ExecuteInteractive: first the input, then tool results."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INPUT_FIELD_NUMBER: _builtins.int
+    TOOL_RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def input(self) -> Global___ExecutionInput:
+        """The execution input (first message only)."""
+
+    @_builtins.property
+    def tool_results(self) -> Global___ClientToolResults:
+        """Results of requested client tool calls (later messages)."""
+
+    def __init__(
+        self,
+        *,
+        input: Global___ExecutionInput | None = ...,
+        tool_results: Global___ClientToolResults | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["input", b"input", "kind", b"kind", "tool_results", b"tool_results"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input", b"input", "kind", b"kind", "tool_results", b"tool_results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["input", "tool_results"]  # noqa: Y015
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
+
+Global___ExecuteInteractiveRequest: _TypeAlias = ExecuteInteractiveRequest  # noqa: Y015
+
+@_typing.final
+class ExecuteInteractiveResponse(_message.Message):
+    """One event of an ExecuteInteractive stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def event(self) -> Global___ExecuteStreamResponse:
+        """Output only. The event."""
+
+    def __init__(
+        self,
+        *,
+        event: Global___ExecuteStreamResponse | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExecuteInteractiveResponse: _TypeAlias = ExecuteInteractiveResponse  # noqa: Y015

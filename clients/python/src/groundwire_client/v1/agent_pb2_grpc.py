@@ -55,6 +55,31 @@ class AgentServiceStub:
                 request_serializer=groundwire_dot_v1_dot_agent__pb2.ExecuteStreamRequest.SerializeToString,
                 response_deserializer=groundwire_dot_v1_dot_agent__pb2.ExecuteStreamResponse.FromString,
                 _registered_method=True)
+        self.ResumeExecution = channel.unary_unary(
+                '/groundwire.v1.AgentService/ResumeExecution',
+                request_serializer=groundwire_dot_v1_dot_agent__pb2.ResumeExecutionRequest.SerializeToString,
+                response_deserializer=groundwire_dot_v1_dot_agent__pb2.ResumeExecutionResponse.FromString,
+                _registered_method=True)
+        self.ResumeExecutionStream = channel.unary_stream(
+                '/groundwire.v1.AgentService/ResumeExecutionStream',
+                request_serializer=groundwire_dot_v1_dot_agent__pb2.ResumeExecutionStreamRequest.SerializeToString,
+                response_deserializer=groundwire_dot_v1_dot_agent__pb2.ResumeExecutionStreamResponse.FromString,
+                _registered_method=True)
+        self.SubmitToolResults = channel.unary_unary(
+                '/groundwire.v1.AgentService/SubmitToolResults',
+                request_serializer=groundwire_dot_v1_dot_agent__pb2.SubmitToolResultsRequest.SerializeToString,
+                response_deserializer=groundwire_dot_v1_dot_agent__pb2.SubmitToolResultsResponse.FromString,
+                _registered_method=True)
+        self.ExecuteInteractive = channel.stream_stream(
+                '/groundwire.v1.AgentService/ExecuteInteractive',
+                request_serializer=groundwire_dot_v1_dot_agent__pb2.ExecuteInteractiveRequest.SerializeToString,
+                response_deserializer=groundwire_dot_v1_dot_agent__pb2.ExecuteInteractiveResponse.FromString,
+                _registered_method=True)
+        self.PrepareExecution = channel.unary_unary(
+                '/groundwire.v1.AgentService/PrepareExecution',
+                request_serializer=groundwire_dot_v1_dot_agent__pb2.PrepareExecutionRequest.SerializeToString,
+                response_deserializer=groundwire_dot_v1_dot_agent__pb2.PrepareExecutionResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer:
@@ -80,7 +105,9 @@ class AgentServiceServicer:
         input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
         (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
         UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-        MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+        MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
+        execution that failed after its checkpoint (from the first model call on)
+        names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -89,7 +116,83 @@ class AgentServiceServicer:
     def ExecuteStream(self, request, context):
         """Runs one agent turn, streaming its execution events. Request validation
         errors end the call with a status before any event; every later outcome is
-        reported by exactly one terminal event (completed or failed).
+        reported by exactly one terminal event (completed, failed, or requires
+        action when the model called a client tool).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeExecution(self, request, context):
+        """Continues an execution from its checkpoint, by execution id. Every
+        execution that reached its first model call has one (kept for the server's
+        checkpoint retention, one hour by default): the input, the accepted context
+        with its scores and full RAG metadata, the index version, the tool calls and
+        model messages so far. Resuming repeats no retrieval and no reranking: the
+        result carries the same evidence and metadata (rag.index_version names the
+        version the evidence came from, even when the index has moved on).
+        A completed execution returns its recorded result; one waiting for client
+        tool results returns its REQUIRES_ACTION result again.
+        Errors: NOT_FOUND (EXECUTION_NOT_FOUND: unknown, expired, or another
+        tenant's id; indistinguishable), ABORTED (EXECUTION_IN_PROGRESS: it runs
+        now, here or on another replica; retry after the RetryInfo delay),
+        FAILED_PRECONDITION (EXECUTION_AGENT_CHANGED, TOOL_RESULTS_EXPIRED), and
+        the errors of Execute from the model call on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeExecutionStream(self, request, context):
+        """ResumeExecution, streaming the continued execution's events:
+        EXECUTION_STARTED, EXECUTION_RESUMED, then the events of the model loop and
+        exactly one terminal event. Lookup errors end the call with a status before
+        any event.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitToolResults(self, request, context):
+        """Submits the results of client-executed tools of an execution in
+        REQUIRES_ACTION and continues it, returning its next result (completed, or
+        REQUIRES_ACTION again when the model calls client tools again). Every
+        required call must be answered exactly once, before the result's
+        action_deadline. Errors: NOT_FOUND (EXECUTION_NOT_FOUND), INVALID_ARGUMENT
+        (TOOL_RESULT_UNKNOWN_CALL, TOOL_RESULTS_INCOMPLETE, TOOL_RESULT_DUPLICATE
+        within one request, FIELD_TOO_LONG, FIELD_REQUIRED), ALREADY_EXISTS
+        (TOOL_RESULT_DUPLICATE: already submitted), FAILED_PRECONDITION
+        (EXECUTION_NOT_AWAITING_TOOL_RESULTS, TOOL_RESULTS_EXPIRED,
+        EXECUTION_AGENT_CHANGED), ABORTED (EXECUTION_IN_PROGRESS), and the errors
+        of Execute from the model call on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExecuteInteractive(self, request_iterator, context):
+        """Runs one agent turn over one bidirectional stream: the first request
+        carries the input; whenever the model calls a client tool the server sends
+        TOOL_CALL_REQUESTED events and waits (bounded by the per-call timeout) for
+        the caller's results on the same stream, then continues. A result not
+        sent in time is returned to the model as the tool error TOOL_TIMEOUT.
+        Results for unknown or already answered calls, or a second input, end the
+        execution with EXECUTION_FAILED (TOOL_RESULT_UNKNOWN_CALL,
+        TOOL_RESULT_DUPLICATE, FIELD_REQUIRED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PrepareExecution(self, request, context):
+        """Runs every RAG stage of one agent turn exactly as Execute would (query
+        rewriting, retrieval, acceptance, reranking, answerability, context
+        budget, prompt assembly) and returns the exact messages and tools the
+        model would receive, with the references and the applied limits, without
+        calling the model ("retrieve without LLM call"). The response exposes
+        the assembled prompt, including the agent's instructions, so it needs the
+        `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+        plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -117,6 +220,31 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ExecuteStream,
                     request_deserializer=groundwire_dot_v1_dot_agent__pb2.ExecuteStreamRequest.FromString,
                     response_serializer=groundwire_dot_v1_dot_agent__pb2.ExecuteStreamResponse.SerializeToString,
+            ),
+            'ResumeExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeExecution,
+                    request_deserializer=groundwire_dot_v1_dot_agent__pb2.ResumeExecutionRequest.FromString,
+                    response_serializer=groundwire_dot_v1_dot_agent__pb2.ResumeExecutionResponse.SerializeToString,
+            ),
+            'ResumeExecutionStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.ResumeExecutionStream,
+                    request_deserializer=groundwire_dot_v1_dot_agent__pb2.ResumeExecutionStreamRequest.FromString,
+                    response_serializer=groundwire_dot_v1_dot_agent__pb2.ResumeExecutionStreamResponse.SerializeToString,
+            ),
+            'SubmitToolResults': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitToolResults,
+                    request_deserializer=groundwire_dot_v1_dot_agent__pb2.SubmitToolResultsRequest.FromString,
+                    response_serializer=groundwire_dot_v1_dot_agent__pb2.SubmitToolResultsResponse.SerializeToString,
+            ),
+            'ExecuteInteractive': grpc.stream_stream_rpc_method_handler(
+                    servicer.ExecuteInteractive,
+                    request_deserializer=groundwire_dot_v1_dot_agent__pb2.ExecuteInteractiveRequest.FromString,
+                    response_serializer=groundwire_dot_v1_dot_agent__pb2.ExecuteInteractiveResponse.SerializeToString,
+            ),
+            'PrepareExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.PrepareExecution,
+                    request_deserializer=groundwire_dot_v1_dot_agent__pb2.PrepareExecutionRequest.FromString,
+                    response_serializer=groundwire_dot_v1_dot_agent__pb2.PrepareExecutionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -228,6 +356,141 @@ class AgentService:
             '/groundwire.v1.AgentService/ExecuteStream',
             groundwire_dot_v1_dot_agent__pb2.ExecuteStreamRequest.SerializeToString,
             groundwire_dot_v1_dot_agent__pb2.ExecuteStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groundwire.v1.AgentService/ResumeExecution',
+            groundwire_dot_v1_dot_agent__pb2.ResumeExecutionRequest.SerializeToString,
+            groundwire_dot_v1_dot_agent__pb2.ResumeExecutionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeExecutionStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/groundwire.v1.AgentService/ResumeExecutionStream',
+            groundwire_dot_v1_dot_agent__pb2.ResumeExecutionStreamRequest.SerializeToString,
+            groundwire_dot_v1_dot_agent__pb2.ResumeExecutionStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitToolResults(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groundwire.v1.AgentService/SubmitToolResults',
+            groundwire_dot_v1_dot_agent__pb2.SubmitToolResultsRequest.SerializeToString,
+            groundwire_dot_v1_dot_agent__pb2.SubmitToolResultsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExecuteInteractive(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/groundwire.v1.AgentService/ExecuteInteractive',
+            groundwire_dot_v1_dot_agent__pb2.ExecuteInteractiveRequest.SerializeToString,
+            groundwire_dot_v1_dot_agent__pb2.ExecuteInteractiveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrepareExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groundwire.v1.AgentService/PrepareExecution',
+            groundwire_dot_v1_dot_agent__pb2.PrepareExecutionRequest.SerializeToString,
+            groundwire_dot_v1_dot_agent__pb2.PrepareExecutionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -54,12 +54,70 @@ class AgentServiceStub:
     input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
     (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
     UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-    MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+    MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
+    execution that failed after its checkpoint (from the first model call on)
+    names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
     """
     ExecuteStream: _grpc.UnaryStreamMultiCallable[_agent_pb2.ExecuteStreamRequest, _agent_pb2.ExecuteStreamResponse]
     """Runs one agent turn, streaming its execution events. Request validation
     errors end the call with a status before any event; every later outcome is
-    reported by exactly one terminal event (completed or failed).
+    reported by exactly one terminal event (completed, failed, or requires
+    action when the model called a client tool).
+    """
+    ResumeExecution: _grpc.UnaryUnaryMultiCallable[_agent_pb2.ResumeExecutionRequest, _agent_pb2.ResumeExecutionResponse]
+    """Continues an execution from its checkpoint, by execution id. Every
+    execution that reached its first model call has one (kept for the server's
+    checkpoint retention, one hour by default): the input, the accepted context
+    with its scores and full RAG metadata, the index version, the tool calls and
+    model messages so far. Resuming repeats no retrieval and no reranking: the
+    result carries the same evidence and metadata (rag.index_version names the
+    version the evidence came from, even when the index has moved on).
+    A completed execution returns its recorded result; one waiting for client
+    tool results returns its REQUIRES_ACTION result again.
+    Errors: NOT_FOUND (EXECUTION_NOT_FOUND: unknown, expired, or another
+    tenant's id; indistinguishable), ABORTED (EXECUTION_IN_PROGRESS: it runs
+    now, here or on another replica; retry after the RetryInfo delay),
+    FAILED_PRECONDITION (EXECUTION_AGENT_CHANGED, TOOL_RESULTS_EXPIRED), and
+    the errors of Execute from the model call on.
+    """
+    ResumeExecutionStream: _grpc.UnaryStreamMultiCallable[_agent_pb2.ResumeExecutionStreamRequest, _agent_pb2.ResumeExecutionStreamResponse]
+    """ResumeExecution, streaming the continued execution's events:
+    EXECUTION_STARTED, EXECUTION_RESUMED, then the events of the model loop and
+    exactly one terminal event. Lookup errors end the call with a status before
+    any event.
+    """
+    SubmitToolResults: _grpc.UnaryUnaryMultiCallable[_agent_pb2.SubmitToolResultsRequest, _agent_pb2.SubmitToolResultsResponse]
+    """Submits the results of client-executed tools of an execution in
+    REQUIRES_ACTION and continues it, returning its next result (completed, or
+    REQUIRES_ACTION again when the model calls client tools again). Every
+    required call must be answered exactly once, before the result's
+    action_deadline. Errors: NOT_FOUND (EXECUTION_NOT_FOUND), INVALID_ARGUMENT
+    (TOOL_RESULT_UNKNOWN_CALL, TOOL_RESULTS_INCOMPLETE, TOOL_RESULT_DUPLICATE
+    within one request, FIELD_TOO_LONG, FIELD_REQUIRED), ALREADY_EXISTS
+    (TOOL_RESULT_DUPLICATE: already submitted), FAILED_PRECONDITION
+    (EXECUTION_NOT_AWAITING_TOOL_RESULTS, TOOL_RESULTS_EXPIRED,
+    EXECUTION_AGENT_CHANGED), ABORTED (EXECUTION_IN_PROGRESS), and the errors
+    of Execute from the model call on.
+    """
+    ExecuteInteractive: _grpc.StreamStreamMultiCallable[_agent_pb2.ExecuteInteractiveRequest, _agent_pb2.ExecuteInteractiveResponse]
+    """Runs one agent turn over one bidirectional stream: the first request
+    carries the input; whenever the model calls a client tool the server sends
+    TOOL_CALL_REQUESTED events and waits (bounded by the per-call timeout) for
+    the caller's results on the same stream, then continues. A result not
+    sent in time is returned to the model as the tool error TOOL_TIMEOUT.
+    Results for unknown or already answered calls, or a second input, end the
+    execution with EXECUTION_FAILED (TOOL_RESULT_UNKNOWN_CALL,
+    TOOL_RESULT_DUPLICATE, FIELD_REQUIRED).
+    """
+    PrepareExecution: _grpc.UnaryUnaryMultiCallable[_agent_pb2.PrepareExecutionRequest, _agent_pb2.PrepareExecutionResponse]
+    """Runs every RAG stage of one agent turn exactly as Execute would (query
+    rewriting, retrieval, acceptance, reranking, answerability, context
+    budget, prompt assembly) and returns the exact messages and tools the
+    model would receive, with the references and the applied limits, without
+    calling the model ("retrieve without LLM call"). The response exposes
+    the assembled prompt, including the agent's instructions, so it needs the
+    `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+    plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
     """
 
 @_typing.type_check_only
@@ -76,12 +134,70 @@ class AgentServiceAsyncStub(AgentServiceStub):
     input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
     (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
     UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-    MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+    MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
+    execution that failed after its checkpoint (from the first model call on)
+    names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
     """
     ExecuteStream: _aio.UnaryStreamMultiCallable[_agent_pb2.ExecuteStreamRequest, _agent_pb2.ExecuteStreamResponse]  # type: ignore[assignment]
     """Runs one agent turn, streaming its execution events. Request validation
     errors end the call with a status before any event; every later outcome is
-    reported by exactly one terminal event (completed or failed).
+    reported by exactly one terminal event (completed, failed, or requires
+    action when the model called a client tool).
+    """
+    ResumeExecution: _aio.UnaryUnaryMultiCallable[_agent_pb2.ResumeExecutionRequest, _agent_pb2.ResumeExecutionResponse]  # type: ignore[assignment]
+    """Continues an execution from its checkpoint, by execution id. Every
+    execution that reached its first model call has one (kept for the server's
+    checkpoint retention, one hour by default): the input, the accepted context
+    with its scores and full RAG metadata, the index version, the tool calls and
+    model messages so far. Resuming repeats no retrieval and no reranking: the
+    result carries the same evidence and metadata (rag.index_version names the
+    version the evidence came from, even when the index has moved on).
+    A completed execution returns its recorded result; one waiting for client
+    tool results returns its REQUIRES_ACTION result again.
+    Errors: NOT_FOUND (EXECUTION_NOT_FOUND: unknown, expired, or another
+    tenant's id; indistinguishable), ABORTED (EXECUTION_IN_PROGRESS: it runs
+    now, here or on another replica; retry after the RetryInfo delay),
+    FAILED_PRECONDITION (EXECUTION_AGENT_CHANGED, TOOL_RESULTS_EXPIRED), and
+    the errors of Execute from the model call on.
+    """
+    ResumeExecutionStream: _aio.UnaryStreamMultiCallable[_agent_pb2.ResumeExecutionStreamRequest, _agent_pb2.ResumeExecutionStreamResponse]  # type: ignore[assignment]
+    """ResumeExecution, streaming the continued execution's events:
+    EXECUTION_STARTED, EXECUTION_RESUMED, then the events of the model loop and
+    exactly one terminal event. Lookup errors end the call with a status before
+    any event.
+    """
+    SubmitToolResults: _aio.UnaryUnaryMultiCallable[_agent_pb2.SubmitToolResultsRequest, _agent_pb2.SubmitToolResultsResponse]  # type: ignore[assignment]
+    """Submits the results of client-executed tools of an execution in
+    REQUIRES_ACTION and continues it, returning its next result (completed, or
+    REQUIRES_ACTION again when the model calls client tools again). Every
+    required call must be answered exactly once, before the result's
+    action_deadline. Errors: NOT_FOUND (EXECUTION_NOT_FOUND), INVALID_ARGUMENT
+    (TOOL_RESULT_UNKNOWN_CALL, TOOL_RESULTS_INCOMPLETE, TOOL_RESULT_DUPLICATE
+    within one request, FIELD_TOO_LONG, FIELD_REQUIRED), ALREADY_EXISTS
+    (TOOL_RESULT_DUPLICATE: already submitted), FAILED_PRECONDITION
+    (EXECUTION_NOT_AWAITING_TOOL_RESULTS, TOOL_RESULTS_EXPIRED,
+    EXECUTION_AGENT_CHANGED), ABORTED (EXECUTION_IN_PROGRESS), and the errors
+    of Execute from the model call on.
+    """
+    ExecuteInteractive: _aio.StreamStreamMultiCallable[_agent_pb2.ExecuteInteractiveRequest, _agent_pb2.ExecuteInteractiveResponse]  # type: ignore[assignment]
+    """Runs one agent turn over one bidirectional stream: the first request
+    carries the input; whenever the model calls a client tool the server sends
+    TOOL_CALL_REQUESTED events and waits (bounded by the per-call timeout) for
+    the caller's results on the same stream, then continues. A result not
+    sent in time is returned to the model as the tool error TOOL_TIMEOUT.
+    Results for unknown or already answered calls, or a second input, end the
+    execution with EXECUTION_FAILED (TOOL_RESULT_UNKNOWN_CALL,
+    TOOL_RESULT_DUPLICATE, FIELD_REQUIRED).
+    """
+    PrepareExecution: _aio.UnaryUnaryMultiCallable[_agent_pb2.PrepareExecutionRequest, _agent_pb2.PrepareExecutionResponse]  # type: ignore[assignment]
+    """Runs every RAG stage of one agent turn exactly as Execute would (query
+    rewriting, retrieval, acceptance, reranking, answerability, context
+    budget, prompt assembly) and returns the exact messages and tools the
+    model would receive, with the references and the applied limits, without
+    calling the model ("retrieve without LLM call"). The response exposes
+    the assembled prompt, including the agent's instructions, so it needs the
+    `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+    plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
     """
 
 class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -113,7 +229,9 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
         input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
         (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
         UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-        MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+        MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
+        execution that failed after its checkpoint (from the first model call on)
+        names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
         """
 
     @_abc_1.abstractmethod
@@ -124,7 +242,93 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_agent_pb2.ExecuteStreamResponse], _abc.AsyncIterator[_agent_pb2.ExecuteStreamResponse]]:
         """Runs one agent turn, streaming its execution events. Request validation
         errors end the call with a status before any event; every later outcome is
-        reported by exactly one terminal event (completed or failed).
+        reported by exactly one terminal event (completed, failed, or requires
+        action when the model called a client tool).
+        """
+
+    @_abc_1.abstractmethod
+    def ResumeExecution(
+        self,
+        request: _agent_pb2.ResumeExecutionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_agent_pb2.ResumeExecutionResponse, _abc.Awaitable[_agent_pb2.ResumeExecutionResponse]]:
+        """Continues an execution from its checkpoint, by execution id. Every
+        execution that reached its first model call has one (kept for the server's
+        checkpoint retention, one hour by default): the input, the accepted context
+        with its scores and full RAG metadata, the index version, the tool calls and
+        model messages so far. Resuming repeats no retrieval and no reranking: the
+        result carries the same evidence and metadata (rag.index_version names the
+        version the evidence came from, even when the index has moved on).
+        A completed execution returns its recorded result; one waiting for client
+        tool results returns its REQUIRES_ACTION result again.
+        Errors: NOT_FOUND (EXECUTION_NOT_FOUND: unknown, expired, or another
+        tenant's id; indistinguishable), ABORTED (EXECUTION_IN_PROGRESS: it runs
+        now, here or on another replica; retry after the RetryInfo delay),
+        FAILED_PRECONDITION (EXECUTION_AGENT_CHANGED, TOOL_RESULTS_EXPIRED), and
+        the errors of Execute from the model call on.
+        """
+
+    @_abc_1.abstractmethod
+    def ResumeExecutionStream(
+        self,
+        request: _agent_pb2.ResumeExecutionStreamRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_agent_pb2.ResumeExecutionStreamResponse], _abc.AsyncIterator[_agent_pb2.ResumeExecutionStreamResponse]]:
+        """ResumeExecution, streaming the continued execution's events:
+        EXECUTION_STARTED, EXECUTION_RESUMED, then the events of the model loop and
+        exactly one terminal event. Lookup errors end the call with a status before
+        any event.
+        """
+
+    @_abc_1.abstractmethod
+    def SubmitToolResults(
+        self,
+        request: _agent_pb2.SubmitToolResultsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_agent_pb2.SubmitToolResultsResponse, _abc.Awaitable[_agent_pb2.SubmitToolResultsResponse]]:
+        """Submits the results of client-executed tools of an execution in
+        REQUIRES_ACTION and continues it, returning its next result (completed, or
+        REQUIRES_ACTION again when the model calls client tools again). Every
+        required call must be answered exactly once, before the result's
+        action_deadline. Errors: NOT_FOUND (EXECUTION_NOT_FOUND), INVALID_ARGUMENT
+        (TOOL_RESULT_UNKNOWN_CALL, TOOL_RESULTS_INCOMPLETE, TOOL_RESULT_DUPLICATE
+        within one request, FIELD_TOO_LONG, FIELD_REQUIRED), ALREADY_EXISTS
+        (TOOL_RESULT_DUPLICATE: already submitted), FAILED_PRECONDITION
+        (EXECUTION_NOT_AWAITING_TOOL_RESULTS, TOOL_RESULTS_EXPIRED,
+        EXECUTION_AGENT_CHANGED), ABORTED (EXECUTION_IN_PROGRESS), and the errors
+        of Execute from the model call on.
+        """
+
+    @_abc_1.abstractmethod
+    def ExecuteInteractive(
+        self,
+        request_iterator: _MaybeAsyncIterator[_agent_pb2.ExecuteInteractiveRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_agent_pb2.ExecuteInteractiveResponse], _abc.AsyncIterator[_agent_pb2.ExecuteInteractiveResponse]]:
+        """Runs one agent turn over one bidirectional stream: the first request
+        carries the input; whenever the model calls a client tool the server sends
+        TOOL_CALL_REQUESTED events and waits (bounded by the per-call timeout) for
+        the caller's results on the same stream, then continues. A result not
+        sent in time is returned to the model as the tool error TOOL_TIMEOUT.
+        Results for unknown or already answered calls, or a second input, end the
+        execution with EXECUTION_FAILED (TOOL_RESULT_UNKNOWN_CALL,
+        TOOL_RESULT_DUPLICATE, FIELD_REQUIRED).
+        """
+
+    @_abc_1.abstractmethod
+    def PrepareExecution(
+        self,
+        request: _agent_pb2.PrepareExecutionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_agent_pb2.PrepareExecutionResponse, _abc.Awaitable[_agent_pb2.PrepareExecutionResponse]]:
+        """Runs every RAG stage of one agent turn exactly as Execute would (query
+        rewriting, retrieval, acceptance, reranking, answerability, context
+        budget, prompt assembly) and returns the exact messages and tools the
+        model would receive, with the references and the applied limits, without
+        calling the model ("retrieve without LLM call"). The response exposes
+        the assembled prompt, including the agent's instructions, so it needs the
+        `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+        plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
         """
 
 def add_AgentServiceServicer_to_server(servicer: AgentServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

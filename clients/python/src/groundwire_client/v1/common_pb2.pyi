@@ -248,6 +248,7 @@ class MetadataCondition(_message.Message):
     KEY_FIELD_NUMBER: _builtins.int
     EQUALS_FIELD_NUMBER: _builtins.int
     ANY_OF_FIELD_NUMBER: _builtins.int
+    RANGE_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     """Required. The metadata key, 1 to 128 characters of [A-Za-z0-9_.:-]."""
     equals: _builtins.str
@@ -256,22 +257,106 @@ class MetadataCondition(_message.Message):
     def any_of(self) -> Global___StringList:
         """The value must be one of these strings."""
 
+    @_builtins.property
+    def range(self) -> Global___MetadataRange:
+        """The value, read as a number or as an RFC 3339 timestamp (the kind of the
+        bounds), must lie in this range. A value that is not of that kind does
+        not match.
+        """
+
     def __init__(
         self,
         *,
         key: _builtins.str = ...,
         equals: _builtins.str = ...,
         any_of: Global___StringList | None = ...,
+        range: Global___MetadataRange | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["any_of", b"any_of", "equals", b"equals", "match", b"match"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["any_of", b"any_of", "equals", b"equals", "match", b"match", "range", b"range"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["any_of", b"any_of", "equals", b"equals", "key", b"key", "match", b"match"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["any_of", b"any_of", "equals", b"equals", "key", b"key", "match", b"match", "range", b"range"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_match: _TypeAlias = _typing.Literal["equals", "any_of"]  # noqa: Y015
+    _WhichOneofReturnType_match: _TypeAlias = _typing.Literal["equals", "any_of", "range"]  # noqa: Y015
     _WhichOneofArgType_match: _TypeAlias = _typing.Literal["match", b"match"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_match) -> _WhichOneofReturnType_match | None: ...
 
 Global___MetadataCondition: _TypeAlias = MetadataCondition  # noqa: Y015
+
+@_typing.final
+class MetadataRange(_message.Message):
+    """A range of numbers or of instants that a metadata value must lie in.
+    Numbers: metadata values such as "42", "-3.5", "1e3" (decimal digits, an
+    optional fraction and an exponent of at most three digits), compared as
+    exact decimals. Timestamps: RFC 3339 values with an offset, such as
+    "2024-05-01T09:30:00+02:00" (years 0001-9999, offsets up to 15:59, fractions
+    truncated to microseconds, no leap second), compared as instants, so
+    different offsets of the same instant are equal.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LOWER_FIELD_NUMBER: _builtins.int
+    UPPER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def lower(self) -> Global___MetadataRangeBound:
+        """Optional. The lower bound; absent means unbounded below. At least one of
+        `lower` and `upper` is required; both must be of the same kind, and the
+        range must not be empty.
+        """
+
+    @_builtins.property
+    def upper(self) -> Global___MetadataRangeBound:
+        """Optional. The upper bound; absent means unbounded above."""
+
+    def __init__(
+        self,
+        *,
+        lower: Global___MetadataRangeBound | None = ...,
+        upper: Global___MetadataRangeBound | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["lower", b"lower", "upper", b"upper"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lower", b"lower", "upper", b"upper"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MetadataRange: _TypeAlias = MetadataRange  # noqa: Y015
+
+@_typing.final
+class MetadataRangeBound(_message.Message):
+    """One end of a MetadataRange."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NUMBER_FIELD_NUMBER: _builtins.int
+    TIMESTAMP_FIELD_NUMBER: _builtins.int
+    INCLUSIVE_FIELD_NUMBER: _builtins.int
+    number: _builtins.float
+    """A finite number, at most 1e300 in magnitude."""
+    timestamp: _builtins.str
+    """An RFC 3339 timestamp with an offset (at most 64 characters), an instant
+    in years 0001-9999 UTC.
+    """
+    inclusive: _builtins.bool
+    """Optional. Whether a value equal to the bound matches (>= or <=); false,
+    the default, excludes it (> or <).
+    """
+    def __init__(
+        self,
+        *,
+        number: _builtins.float = ...,
+        timestamp: _builtins.str = ...,
+        inclusive: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["number", b"number", "timestamp", b"timestamp", "value", b"value"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["inclusive", b"inclusive", "number", b"number", "timestamp", b"timestamp", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_value: _TypeAlias = _typing.Literal["number", "timestamp"]  # noqa: Y015
+    _WhichOneofArgType_value: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_value) -> _WhichOneofReturnType_value | None: ...
+
+Global___MetadataRangeBound: _TypeAlias = MetadataRangeBound  # noqa: Y015
 
 @_typing.final
 class MetadataFilter(_message.Message):

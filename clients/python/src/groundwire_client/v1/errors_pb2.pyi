@@ -107,7 +107,11 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """INVALID_ARGUMENT: the page token is malformed or belongs to another query."""
     ERROR_REASON_INDEX_REBUILD_REQUIRED: _ErrorReason.ValueType  # 104
     """FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-    embedding model or chunking policy; pushed documents cannot be mixed in.
+    embedding configuration (model, dimensions, normalization, query or
+    document prefix, token window) or chunking policy; pushed documents cannot
+    be mixed in. Semantic and hybrid retrieval are refused with it too while
+    queries would be embedded differently from the published version (lexical
+    retrieval keeps serving).
     """
     ERROR_REASON_INGESTION_LOCKED: _ErrorReason.ValueType  # 105
     """FAILED_PRECONDITION: another replica holds the index's ingestion lock."""
@@ -165,6 +169,59 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
     Executions report TOO_MANY_EXECUTIONS instead.
     """
+    ERROR_REASON_EXECUTION_NOT_FOUND: _ErrorReason.ValueType  # 220
+    """NOT_FOUND: no checkpointed execution has this id for the caller's tenant
+    (unknown, expired, or another tenant's: indistinguishable by design).
+    """
+    ERROR_REASON_EXECUTION_IN_PROGRESS: _ErrorReason.ValueType  # 221
+    """ABORTED: the execution is running now, here or on another replica (it
+    holds the execution's lease); retry after the RetryInfo delay.
+    """
+    ERROR_REASON_EXECUTION_AGENT_CHANGED: _ErrorReason.ValueType  # 222
+    """FAILED_PRECONDITION: the agent's definition changed since the execution's
+    checkpoint; it cannot be continued under another policy.
+    """
+    ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS: _ErrorReason.ValueType  # 223
+    """FAILED_PRECONDITION: the execution does not wait for client tool results
+    (it completed, or runs).
+    """
+    ERROR_REASON_TOOL_RESULTS_EXPIRED: _ErrorReason.ValueType  # 224
+    """FAILED_PRECONDITION: the client tool results were not submitted before the
+    action deadline; the execution was abandoned.
+    """
+    ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL: _ErrorReason.ValueType  # 225
+    """INVALID_ARGUMENT: a tool result names a call id the execution did not
+    request.
+    """
+    ERROR_REASON_TOOL_RESULT_DUPLICATE: _ErrorReason.ValueType  # 226
+    """INVALID_ARGUMENT (twice in one request) or ALREADY_EXISTS (submitted
+    before): a tool call was answered more than once.
+    """
+    ERROR_REASON_TOOL_RESULTS_INCOMPLETE: _ErrorReason.ValueType  # 227
+    """INVALID_ARGUMENT: some required tool calls have no result."""
+    ERROR_REASON_CLIENT_TOOL_INVALID: _ErrorReason.ValueType  # 228
+    """INVALID_ARGUMENT: a declared client tool is invalid (name, description,
+    schema) or takes the name of one of the agent's tools.
+    """
+    ERROR_REASON_EXECUTION_LEASE_LOST: _ErrorReason.ValueType  # 229
+    """ABORTED: this replica lost the execution's lease (it could not renew it in
+    time) and stopped; resume it.
+    """
+    ERROR_REASON_RAG_BYPASS_NOT_ALLOWED: _ErrorReason.ValueType  # 240
+    """FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy
+    does not permit an answer without context (REQUIRED, or a no-context
+    behavior other than ANSWER_NORMALLY).
+    """
+    ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY: _ErrorReason.ValueType  # 241
+    """INVALID_ARGUMENT: a per-request override would widen the agent's policy
+    (a lower minimum relevance, a larger final top-k).
+    """
+    ERROR_REASON_RAG_CONTROLS_CONFLICT: _ErrorReason.ValueType  # 242
+    """INVALID_ARGUMENT: per-request RAG controls that cannot be combined
+    (bypass_rag with overrides).
+    """
+    ERROR_REASON_RAG_NOT_CONFIGURED: _ErrorReason.ValueType  # 243
+    """FAILED_PRECONDITION: RAG overrides were sent for an agent without RAG."""
     ERROR_REASON_STORE_EXTENSION_MISSING: _ErrorReason.ValueType  # 300
     """FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old."""
     ERROR_REASON_STORE_SCHEMA_TOO_NEW: _ErrorReason.ValueType  # 301
@@ -177,6 +234,20 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """INVALID_ARGUMENT: the database rejected the data (for example NUL bytes)."""
     ERROR_REASON_STORE_ERROR: _ErrorReason.ValueType  # 305
     """INTERNAL: an unexpected database error."""
+    ERROR_REASON_CONFIG_INVALID: _ErrorReason.ValueType  # 400
+    """FAILED_PRECONDITION: a configuration reload found the file invalid (or
+    unreadable); BadRequest field violations name every offending key. Nothing
+    changed.
+    """
+    ERROR_REASON_CONFIG_RESTART_REQUIRED: _ErrorReason.ValueType  # 401
+    """FAILED_PRECONDITION: a configuration reload changes keys that only a
+    restart can apply (the listen address, TLS on or off, the store, ...); the
+    violations name them. Nothing changed.
+    """
+    ERROR_REASON_RELOAD_UNAVAILABLE: _ErrorReason.ValueType  # 402
+    """FAILED_PRECONDITION: the server was not started from a configuration file
+    (the built-in demo), so there is nothing to reload.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The values of google.rpc.ErrorInfo.reason, without the ERROR_REASON_ prefix
@@ -262,7 +333,11 @@ ERROR_REASON_INVALID_PAGE_TOKEN: ErrorReason.ValueType  # 103
 """INVALID_ARGUMENT: the page token is malformed or belongs to another query."""
 ERROR_REASON_INDEX_REBUILD_REQUIRED: ErrorReason.ValueType  # 104
 """FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-embedding model or chunking policy; pushed documents cannot be mixed in.
+embedding configuration (model, dimensions, normalization, query or
+document prefix, token window) or chunking policy; pushed documents cannot
+be mixed in. Semantic and hybrid retrieval are refused with it too while
+queries would be embedded differently from the published version (lexical
+retrieval keeps serving).
 """
 ERROR_REASON_INGESTION_LOCKED: ErrorReason.ValueType  # 105
 """FAILED_PRECONDITION: another replica holds the index's ingestion lock."""
@@ -320,6 +395,59 @@ concurrent calls of this RPC family ([limits.<family>]
 max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
 Executions report TOO_MANY_EXECUTIONS instead.
 """
+ERROR_REASON_EXECUTION_NOT_FOUND: ErrorReason.ValueType  # 220
+"""NOT_FOUND: no checkpointed execution has this id for the caller's tenant
+(unknown, expired, or another tenant's: indistinguishable by design).
+"""
+ERROR_REASON_EXECUTION_IN_PROGRESS: ErrorReason.ValueType  # 221
+"""ABORTED: the execution is running now, here or on another replica (it
+holds the execution's lease); retry after the RetryInfo delay.
+"""
+ERROR_REASON_EXECUTION_AGENT_CHANGED: ErrorReason.ValueType  # 222
+"""FAILED_PRECONDITION: the agent's definition changed since the execution's
+checkpoint; it cannot be continued under another policy.
+"""
+ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS: ErrorReason.ValueType  # 223
+"""FAILED_PRECONDITION: the execution does not wait for client tool results
+(it completed, or runs).
+"""
+ERROR_REASON_TOOL_RESULTS_EXPIRED: ErrorReason.ValueType  # 224
+"""FAILED_PRECONDITION: the client tool results were not submitted before the
+action deadline; the execution was abandoned.
+"""
+ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL: ErrorReason.ValueType  # 225
+"""INVALID_ARGUMENT: a tool result names a call id the execution did not
+request.
+"""
+ERROR_REASON_TOOL_RESULT_DUPLICATE: ErrorReason.ValueType  # 226
+"""INVALID_ARGUMENT (twice in one request) or ALREADY_EXISTS (submitted
+before): a tool call was answered more than once.
+"""
+ERROR_REASON_TOOL_RESULTS_INCOMPLETE: ErrorReason.ValueType  # 227
+"""INVALID_ARGUMENT: some required tool calls have no result."""
+ERROR_REASON_CLIENT_TOOL_INVALID: ErrorReason.ValueType  # 228
+"""INVALID_ARGUMENT: a declared client tool is invalid (name, description,
+schema) or takes the name of one of the agent's tools.
+"""
+ERROR_REASON_EXECUTION_LEASE_LOST: ErrorReason.ValueType  # 229
+"""ABORTED: this replica lost the execution's lease (it could not renew it in
+time) and stopped; resume it.
+"""
+ERROR_REASON_RAG_BYPASS_NOT_ALLOWED: ErrorReason.ValueType  # 240
+"""FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy
+does not permit an answer without context (REQUIRED, or a no-context
+behavior other than ANSWER_NORMALLY).
+"""
+ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY: ErrorReason.ValueType  # 241
+"""INVALID_ARGUMENT: a per-request override would widen the agent's policy
+(a lower minimum relevance, a larger final top-k).
+"""
+ERROR_REASON_RAG_CONTROLS_CONFLICT: ErrorReason.ValueType  # 242
+"""INVALID_ARGUMENT: per-request RAG controls that cannot be combined
+(bypass_rag with overrides).
+"""
+ERROR_REASON_RAG_NOT_CONFIGURED: ErrorReason.ValueType  # 243
+"""FAILED_PRECONDITION: RAG overrides were sent for an agent without RAG."""
 ERROR_REASON_STORE_EXTENSION_MISSING: ErrorReason.ValueType  # 300
 """FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old."""
 ERROR_REASON_STORE_SCHEMA_TOO_NEW: ErrorReason.ValueType  # 301
@@ -332,4 +460,18 @@ ERROR_REASON_STORE_DATA_REJECTED: ErrorReason.ValueType  # 304
 """INVALID_ARGUMENT: the database rejected the data (for example NUL bytes)."""
 ERROR_REASON_STORE_ERROR: ErrorReason.ValueType  # 305
 """INTERNAL: an unexpected database error."""
+ERROR_REASON_CONFIG_INVALID: ErrorReason.ValueType  # 400
+"""FAILED_PRECONDITION: a configuration reload found the file invalid (or
+unreadable); BadRequest field violations name every offending key. Nothing
+changed.
+"""
+ERROR_REASON_CONFIG_RESTART_REQUIRED: ErrorReason.ValueType  # 401
+"""FAILED_PRECONDITION: a configuration reload changes keys that only a
+restart can apply (the listen address, TLS on or off, the store, ...); the
+violations name them. Nothing changed.
+"""
+ERROR_REASON_RELOAD_UNAVAILABLE: ErrorReason.ValueType  # 402
+"""FAILED_PRECONDITION: the server was not started from a configuration file
+(the built-in demo), so there is nothing to reload.
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -16,6 +16,7 @@ from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from groundwire_client.v1 import usage_pb2 as _usage_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -117,6 +118,11 @@ class _OperationTriggerEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Oper
     """The ON_STARTUP or BACKGROUND_ON_STARTUP strategy."""
     OPERATION_TRIGGER_SCHEDULE: _OperationTrigger.ValueType  # 3
     """The SCHEDULED strategy."""
+    OPERATION_TRIGGER_RELOAD: _OperationTrigger.ValueType  # 100
+    """A configuration reload (SIGHUP or AdminService.ReloadConfiguration) that
+    changed what an ON_STARTUP or BACKGROUND_ON_STARTUP index ingests (its
+    chunking, embedding model or sources), as a restart would have.
+    """
 
 class OperationTrigger(_OperationTrigger, metaclass=_OperationTriggerEnumTypeWrapper):
     """What started an operation."""
@@ -129,6 +135,11 @@ OPERATION_TRIGGER_STARTUP: OperationTrigger.ValueType  # 2
 """The ON_STARTUP or BACKGROUND_ON_STARTUP strategy."""
 OPERATION_TRIGGER_SCHEDULE: OperationTrigger.ValueType  # 3
 """The SCHEDULED strategy."""
+OPERATION_TRIGGER_RELOAD: OperationTrigger.ValueType  # 100
+"""A configuration reload (SIGHUP or AdminService.ReloadConfiguration) that
+changed what an ON_STARTUP or BACKGROUND_ON_STARTUP index ingests (its
+chunking, embedding model or sources), as a restart would have.
+"""
 Global___OperationTrigger: _TypeAlias = OperationTrigger  # noqa: Y015
 
 class _OperationPhase:
@@ -195,6 +206,30 @@ DOCUMENT_FORMAT_HTML: DocumentFormat.ValueType  # 3
 """HTML; text is extracted, scripts and styles dropped."""
 Global___DocumentFormat: _TypeAlias = DocumentFormat  # noqa: Y015
 
+class _ChunkUnit:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ChunkUnitEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ChunkUnit.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CHUNK_UNIT_UNSPECIFIED: _ChunkUnit.ValueType  # 0
+    """Not set; read as CHUNK_UNIT_CHARACTERS."""
+    CHUNK_UNIT_CHARACTERS: _ChunkUnit.ValueType  # 1
+    """Unicode characters of the normalized document text."""
+    CHUNK_UNIT_TOKENS: _ChunkUnit.ValueType  # 2
+    """Tokens of the index's embedding model, counted with its own tokenizer."""
+
+class ChunkUnit(_ChunkUnit, metaclass=_ChunkUnitEnumTypeWrapper):
+    """What a chunking policy's size and overlap count."""
+
+CHUNK_UNIT_UNSPECIFIED: ChunkUnit.ValueType  # 0
+"""Not set; read as CHUNK_UNIT_CHARACTERS."""
+CHUNK_UNIT_CHARACTERS: ChunkUnit.ValueType  # 1
+"""Unicode characters of the normalized document text."""
+CHUNK_UNIT_TOKENS: ChunkUnit.ValueType  # 2
+"""Tokens of the index's embedding model, counted with its own tokenizer."""
+Global___ChunkUnit: _TypeAlias = ChunkUnit  # noqa: Y015
+
 @_typing.final
 class EmbeddingDescription(_message.Message):
     """The embedding space of an index."""
@@ -238,26 +273,82 @@ class ChunkingDescription(_message.Message):
     SIZE_FIELD_NUMBER: _builtins.int
     OVERLAP_FIELD_NUMBER: _builtins.int
     MARKDOWN_SECTIONS_FIELD_NUMBER: _builtins.int
+    UNIT_FIELD_NUMBER: _builtins.int
+    EXTENSIONS_FIELD_NUMBER: _builtins.int
     size: _builtins.int
-    """Output only. Maximum chunk size in characters."""
+    """Output only. Maximum chunk size, in `unit`s (characters unless stated)."""
     overlap: _builtins.int
-    """Output only. Characters shared by neighbouring chunks."""
+    """Output only. Units shared by neighbouring chunks, in `unit`s."""
     markdown_sections: _builtins.bool
     """Output only. Whether Markdown documents are split per section first."""
+    unit: Global___ChunkUnit.ValueType
+    """Output only. What `size` and `overlap` count. CHUNK_UNIT_TOKENS sizes
+    include the embedding model's special tokens and document task prefix.
+    """
+    @_builtins.property
+    def extensions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ExtensionChunking]:
+        """Output only. Policies that replace the fields above for documents with a
+        given file extension, ordered by extension; empty when every document
+        uses the policy above.
+        """
+
     def __init__(
         self,
         *,
         size: _builtins.int = ...,
         overlap: _builtins.int = ...,
         markdown_sections: _builtins.bool = ...,
+        unit: Global___ChunkUnit.ValueType = ...,
+        extensions: _abc.Iterable[Global___ExtensionChunking] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["markdown_sections", b"markdown_sections", "overlap", b"overlap", "size", b"size"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["extensions", b"extensions", "markdown_sections", b"markdown_sections", "overlap", b"overlap", "size", b"size", "unit", b"unit"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ChunkingDescription: _TypeAlias = ChunkingDescription  # noqa: Y015
+
+@_typing.final
+class ExtensionChunking(_message.Message):
+    """The chunking policy of documents with one file extension. Documents without
+    a file name (inline, pushed) use the extension of their format (".txt",
+    ".md", ".html", ".pdf").
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXTENSION_FIELD_NUMBER: _builtins.int
+    SIZE_FIELD_NUMBER: _builtins.int
+    OVERLAP_FIELD_NUMBER: _builtins.int
+    MARKDOWN_SECTIONS_FIELD_NUMBER: _builtins.int
+    UNIT_FIELD_NUMBER: _builtins.int
+    extension: _builtins.str
+    """Output only. The lower-case file extension with its dot, e.g. ".txt"."""
+    size: _builtins.int
+    """Output only. Maximum chunk size, in `unit`s."""
+    overlap: _builtins.int
+    """Output only. Units shared by neighbouring chunks, in `unit`s."""
+    markdown_sections: _builtins.bool
+    """Output only. Whether Markdown documents are split per section first."""
+    unit: Global___ChunkUnit.ValueType
+    """Output only. What `size` and `overlap` count."""
+    def __init__(
+        self,
+        *,
+        extension: _builtins.str = ...,
+        size: _builtins.int = ...,
+        overlap: _builtins.int = ...,
+        markdown_sections: _builtins.bool = ...,
+        unit: Global___ChunkUnit.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["extension", b"extension", "markdown_sections", b"markdown_sections", "overlap", b"overlap", "size", b"size", "unit", b"unit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExtensionChunking: _TypeAlias = ExtensionChunking  # noqa: Y015
 
 @_typing.final
 class IndexDescription(_message.Message):
@@ -302,7 +393,7 @@ class IndexDescription(_message.Message):
     @_builtins.property
     def source_kinds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Output only. Kinds of the configured sources ("directory", "files",
-        "inline"), without their paths.
+        "inline", "url"), without their paths or URLs.
         """
 
     def __init__(
@@ -339,7 +430,14 @@ class DocumentFailure(_message.Message):
     """Output only. The document's id."""
     reason: _builtins.str
     """Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-    BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+    BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+    CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+    index rejects over-long chunks instead of truncating them), and for
+    `url` sources URL_REFUSED (the URL policy refused the URL, an address it
+    resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
+    an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
+    (TOO_LARGE: the body exceeded the bound; UNSUPPORTED_FORMAT: a media type
+    or content encoding no loader reads).
     """
     def __init__(
         self,
@@ -367,6 +465,8 @@ class OperationCounts(_message.Message):
     FAILED_FIELD_NUMBER: _builtins.int
     DELETED_FIELD_NUMBER: _builtins.int
     CHUNKS_WRITTEN_FIELD_NUMBER: _builtins.int
+    EMBEDDING_USAGE_FIELD_NUMBER: _builtins.int
+    TRUNCATED_CHUNKS_FIELD_NUMBER: _builtins.int
     discovered: _builtins.int
     """Output only. Documents found in the sources."""
     ingested: _builtins.int
@@ -379,6 +479,15 @@ class OperationCounts(_message.Message):
     """Output only. Documents removed because they left the sources."""
     chunks_written: _builtins.int
     """Output only. Chunks written."""
+    truncated_chunks: _builtins.int
+    """Output only. Chunks embedded although the model saw them only in part
+    (longer than its token window; 0 when the index rejects such chunks,
+    which then fail their document with CHUNK_TOO_LONG).
+    """
+    @_builtins.property
+    def embedding_usage(self) -> _usage_pb2.EmbeddingUsage:
+        """Output only. Embedding usage of the operation's document embeddings."""
+
     def __init__(
         self,
         *,
@@ -388,10 +497,12 @@ class OperationCounts(_message.Message):
         failed: _builtins.int = ...,
         deleted: _builtins.int = ...,
         chunks_written: _builtins.int = ...,
+        embedding_usage: _usage_pb2.EmbeddingUsage | None = ...,
+        truncated_chunks: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["embedding_usage", b"embedding_usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_written", b"chunks_written", "deleted", b"deleted", "discovered", b"discovered", "failed", b"failed", "ingested", b"ingested", "unchanged", b"unchanged"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_written", b"chunks_written", "deleted", b"deleted", "discovered", b"discovered", "embedding_usage", b"embedding_usage", "failed", b"failed", "ingested", b"ingested", "truncated_chunks", b"truncated_chunks", "unchanged", b"unchanged"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -13,6 +13,7 @@ from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from groundwire_client.v1 import common_pb2 as _common_pb2
+from groundwire_client.v1 import usage_pb2 as _usage_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -319,6 +320,8 @@ class RetrievalDiagnostics(_message.Message):
     APPLIED_LEG_DEPTH_FIELD_NUMBER: _builtins.int
     LEXICAL_TERMS_SCORED_FIELD_NUMBER: _builtins.int
     LEXICAL_TERMS_PRUNED_FIELD_NUMBER: _builtins.int
+    EMBEDDING_USAGE_FIELD_NUMBER: _builtins.int
+    QUERY_TRUNCATED_FIELD_NUMBER: _builtins.int
     applied_mode: Global___RetrievalMode.ValueType
     """Output only. The mode that ran (never UNSPECIFIED)."""
     applied_top_k: _builtins.int
@@ -351,6 +354,10 @@ class RetrievalDiagnostics(_message.Message):
     the most common ones (lowest idf), which barely move BM25. Terms the index does
     not hold match nothing and are counted in neither field.
     """
+    query_truncated: _builtins.bool
+    """Output only. Whether the query was longer than the embedding model's token
+    window, so the model saw only its beginning.
+    """
     @_builtins.property
     def embedding_duration(self) -> _duration_pb2.Duration:
         """Output only. Time spent embedding the query."""
@@ -366,6 +373,12 @@ class RetrievalDiagnostics(_message.Message):
     @_builtins.property
     def total_duration(self) -> _duration_pb2.Duration:
         """Output only. Total server time for the retrieval."""
+
+    @_builtins.property
+    def embedding_usage(self) -> _usage_pb2.EmbeddingUsage:
+        """Output only. Embedding usage of this query (the query embedding; zero in
+        lexical mode).
+        """
 
     def __init__(
         self,
@@ -386,10 +399,12 @@ class RetrievalDiagnostics(_message.Message):
         applied_leg_depth: _builtins.int = ...,
         lexical_terms_scored: _builtins.int = ...,
         lexical_terms_pruned: _builtins.int = ...,
+        embedding_usage: _usage_pb2.EmbeddingUsage | None = ...,
+        query_truncated: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["embedding_duration", b"embedding_duration", "lexical_duration", b"lexical_duration", "semantic_duration", b"semantic_duration", "total_duration", b"total_duration"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["embedding_duration", b"embedding_duration", "embedding_usage", b"embedding_usage", "lexical_duration", b"lexical_duration", "semantic_duration", b"semantic_duration", "total_duration", b"total_duration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_leg_depth", b"applied_leg_depth", "applied_lexical_weight", b"applied_lexical_weight", "applied_mode", b"applied_mode", "applied_rrf_k", b"applied_rrf_k", "applied_semantic_weight", b"applied_semantic_weight", "applied_top_k", b"applied_top_k", "embedding_duration", b"embedding_duration", "index_version", b"index_version", "lexical_duration", b"lexical_duration", "lexical_hits", b"lexical_hits", "lexical_terms_pruned", b"lexical_terms_pruned", "lexical_terms_scored", b"lexical_terms_scored", "phrase_count", b"phrase_count", "semantic_duration", b"semantic_duration", "semantic_hits", b"semantic_hits", "total_duration", b"total_duration"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_leg_depth", b"applied_leg_depth", "applied_lexical_weight", b"applied_lexical_weight", "applied_mode", b"applied_mode", "applied_rrf_k", b"applied_rrf_k", "applied_semantic_weight", b"applied_semantic_weight", "applied_top_k", b"applied_top_k", "embedding_duration", b"embedding_duration", "embedding_usage", b"embedding_usage", "index_version", b"index_version", "lexical_duration", b"lexical_duration", "lexical_hits", b"lexical_hits", "lexical_terms_pruned", b"lexical_terms_pruned", "lexical_terms_scored", b"lexical_terms_scored", "phrase_count", b"phrase_count", "query_truncated", b"query_truncated", "semantic_duration", b"semantic_duration", "semantic_hits", b"semantic_hits", "total_duration", b"total_duration"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

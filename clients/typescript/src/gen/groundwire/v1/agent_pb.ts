@@ -17,21 +17,23 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Duration } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { CharSpan, MetadataFilter, Score } from "./common_pb.js";
 import { file_groundwire_v1_common } from "./common_pb.js";
 import type { RerankingMetadata, RerankOutcome } from "./reranker_pb.js";
 import { file_groundwire_v1_reranker } from "./reranker_pb.js";
 import type { RetrievalMode } from "./retriever_pb.js";
 import { file_groundwire_v1_retriever } from "./retriever_pb.js";
-import type { Message } from "@bufbuild/protobuf";
+import type { EmbeddingUsage } from "./usage_pb.js";
+import { file_groundwire_v1_usage } from "./usage_pb.js";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file groundwire/v1/agent.proto.
  */
 export const file_groundwire_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("Chlncm91bmR3aXJlL3YxL2FnZW50LnByb3RvEg1ncm91bmR3aXJlLnYxIkoKEENvbnZlcnNhdGlvblR1cm4SJQoEcm9sZRgBIAEoDjIXLmdyb3VuZHdpcmUudjEuVHVyblJvbGUSDwoHY29udGVudBgCIAEoCSKkAQoORXhlY3V0aW9uSW5wdXQSEAoIYWdlbnRfaWQYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIwCgdoaXN0b3J5GAMgAygLMh8uZ3JvdW5kd2lyZS52MS5Db252ZXJzYXRpb25UdXJuEg4KBnRlbmFudBgEIAEoCRItCgZmaWx0ZXIYBSABKAsyHS5ncm91bmR3aXJlLnYxLk1ldGFkYXRhRmlsdGVyIj4KDkV4ZWN1dGVSZXF1ZXN0EiwKBWlucHV0GAEgASgLMh0uZ3JvdW5kd2lyZS52MS5FeGVjdXRpb25JbnB1dCJEChRFeGVjdXRlU3RyZWFtUmVxdWVzdBIsCgVpbnB1dBgBIAEoCzIdLmdyb3VuZHdpcmUudjEuRXhlY3V0aW9uSW5wdXQiPQoPRXhlY3V0ZVJlc3BvbnNlEioKBnJlc3VsdBgBIAEoCzIaLmdyb3VuZHdpcmUudjEuQWdlbnRSZXN1bHQiwgEKB1JhZ0l0ZW0SEwoLZG9jdW1lbnRfaWQYASABKAkSEAoIY2h1bmtfaWQYAiABKAkSFgoOcmV0cmlldmFsX3JhbmsYAyABKA0SIwoFc2NvcmUYBCABKAsyFC5ncm91bmR3aXJlLnYxLlNjb3JlEiwKBnJlYXNvbhgFIAEoDjIcLmdyb3VuZHdpcmUudjEuUmFnSXRlbVJlYXNvbhIlCgRzcGFuGAYgASgLMhcuZ3JvdW5kd2lyZS52MS5DaGFyU3BhbiLeAQoNQ29udGV4dEJ1ZGdldBIeChZtYXhpbXVtX2NvbnRleHRfdG9rZW5zGAEgASgNEh4KFnJlc3BvbnNlX3Rva2VuX3Jlc2VydmUYAiABKA0SGgoSaW5zdHJ1Y3Rpb25fdG9rZW5zGAMgASgNEhYKDmhpc3RvcnlfdG9rZW5zGAQgASgNEhQKDHF1ZXJ5X3Rva2VucxgFIAEoDRIUCgxvdGhlcl90b2tlbnMYBiABKA0SGAoQYXZhaWxhYmxlX3Rva2VucxgHIAEoBRITCgt1c2VkX3Rva2VucxgIIAEoDSK4AQoSQWdlbnRpY1NlYXJjaFRyYWNlEgwKBHN0ZXAYASABKA0SDwoHY2FsbF9pZBgCIAEoCRIXCg9jYW5kaWRhdGVfY291bnQYAyABKA0SFgoOYWNjZXB0ZWRfY291bnQYBCABKA0SEQoJc3VjY2VlZGVkGAUgASgIEhIKCmVycm9yX2NvZGUYBiABKAkSKwoIZHVyYXRpb24YByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ioQcKFFJhZ0V4ZWN1dGlvbk1ldGFkYXRhEg8KB2VuYWJsZWQYASABKAgSEgoKaW5kZXhfbmFtZRgCIAEoCRIVCg1pbmRleF92ZXJzaW9uGAMgASgEEjQKDnJldHJpZXZhbF9tb2RlGAQgASgOMhwuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxNb2RlEjIKDGFwcGxpZWRfbW9kZRgFIAEoDjIcLmdyb3VuZHdpcmUudjEuRXhlY3V0aW9uTW9kZRJFChthcHBsaWVkX25vX2NvbnRleHRfYmVoYXZpb3IYBiABKA4yIC5ncm91bmR3aXJlLnYxLk5vQ29udGV4dEJlaGF2aW9yEhgKEGNvbnRleHRfYWNjZXB0ZWQYByABKAgSOQoRbm9fY29udGV4dF9yZWFzb24YCCABKA4yHi5ncm91bmR3aXJlLnYxLk5vQ29udGV4dFJlYXNvbhIVCg1tb2RlbF9za2lwcGVkGAkgASgIEhoKEmFuc3dlcl9jb25zdHJhaW5lZBgKIAEoCBIqCgpjYW5kaWRhdGVzGAsgAygLMhYuZ3JvdW5kd2lyZS52MS5SYWdJdGVtEigKCGFjY2VwdGVkGAwgAygLMhYuZ3JvdW5kd2lyZS52MS5SYWdJdGVtEigKCHJlamVjdGVkGA0gAygLMhYuZ3JvdW5kd2lyZS52MS5SYWdJdGVtEjAKEGNvbnRleHRfZXhjbHVkZWQYDiADKAsyFi5ncm91bmR3aXJlLnYxLlJhZ0l0ZW0SJwoHY29udGV4dBgPIAMoCzIWLmdyb3VuZHdpcmUudjEuUmFnSXRlbRIXCg9jYW5kaWRhdGVfY291bnQYECABKA0SFgoOYWNjZXB0ZWRfY291bnQYESABKA0SFgoOcmVqZWN0ZWRfY291bnQYEiABKA0SHgoWY29udGV4dF9leGNsdWRlZF9jb3VudBgTIAEoDRIzCglyZXJhbmtpbmcYFCABKAsyIC5ncm91bmR3aXJlLnYxLlJlcmFua2luZ01ldGFkYXRhEjQKDmNvbnRleHRfYnVkZ2V0GBUgASgLMhwuZ3JvdW5kd2lyZS52MS5Db250ZXh0QnVkZ2V0EhwKD3Jld3JpdHRlbl9xdWVyeRgWIAEoCUgAiAEBEjMKCHNlYXJjaGVzGBcgAygLMiEuZ3JvdW5kd2lyZS52MS5BZ2VudGljU2VhcmNoVHJhY2VCEgoQX3Jld3JpdHRlbl9xdWVyeSJUCgpUb2tlblVzYWdlEhUKDXByb21wdF90b2tlbnMYASABKA0SGQoRY29tcGxldGlvbl90b2tlbnMYAiABKA0SFAoMdG90YWxfdG9rZW5zGAMgASgNIkgKCENpdGF0aW9uEhUKDXNvdXJjZV9udW1iZXIYASABKA0SEwoLZG9jdW1lbnRfaWQYAiABKAkSEAoIY2h1bmtfaWQYAyABKAkilQEKDVRvb2xDYWxsVHJhY2USDAoEc3RlcBgBIAEoDRIPCgdjYWxsX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIRCglzdWNjZWVkZWQYBCABKAgSEgoKZXJyb3JfY29kZRgFIAEoCRIrCghkdXJhdGlvbhgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLTAgoLQWdlbnRSZXN1bHQSFAoMZXhlY3V0aW9uX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg4KBmFuc3dlchgDIAEoCRIWCg5tb2RlbF9wcm92aWRlchgEIAEoCRINCgVtb2RlbBgFIAEoCRIoCgV1c2FnZRgGIAEoCzIZLmdyb3VuZHdpcmUudjEuVG9rZW5Vc2FnZRIwCgNyYWcYByABKAsyIy5ncm91bmR3aXJlLnYxLlJhZ0V4ZWN1dGlvbk1ldGFkYXRhEioKCWNpdGF0aW9ucxgIIAMoCzIXLmdyb3VuZHdpcmUudjEuQ2l0YXRpb24SMAoKdG9vbF9jYWxscxgJIAMoCzIcLmdyb3VuZHdpcmUudjEuVG9vbENhbGxUcmFjZRIrCghkdXJhdGlvbhgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKcAgoOUmFnU2VhcmNoRXZlbnQSEgoKaW5kZXhfbmFtZRgBIAEoCRI0Cg5yZXRyaWV2YWxfbW9kZRgCIAEoDjIcLmdyb3VuZHdpcmUudjEuUmV0cmlldmFsTW9kZRIYChBjYW5kaWRhdGVfYnVkZ2V0GAMgASgNEhcKD2NhbmRpZGF0ZV9jb3VudBgEIAEoDRIWCg5hY2NlcHRlZF9jb3VudBgFIAEoDRI3ChFyZXJhbmtpbmdfb3V0Y29tZRgGIAEoDjIcLmdyb3VuZHdpcmUudjEuUmVyYW5rT3V0Y29tZRIrCghkdXJhdGlvbhgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIPCgdhZ2VudGljGAggASgIIpUBCg1Ub29sQ2FsbEV2ZW50EgwKBHN0ZXAYASABKA0SDwoHY2FsbF9pZBgCIAEoCRIRCgl0b29sX25hbWUYAyABKAkSEQoJc3VjY2VlZGVkGAQgASgIEhIKCmVycm9yX2NvZGUYBSABKAkSKwoIZHVyYXRpb24YBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ivwIKFUV4ZWN1dGVTdHJlYW1SZXNwb25zZRIvCgR0eXBlGAEgASgOMiEuZ3JvdW5kd2lyZS52MS5FeGVjdXRpb25FdmVudFR5cGUSEAoIc2VxdWVuY2UYAiABKA0SFAoMZXhlY3V0aW9uX2lkGAMgASgJEjEKCnJhZ19zZWFyY2gYBCABKAsyHS5ncm91bmR3aXJlLnYxLlJhZ1NlYXJjaEV2ZW50Ei8KCXRvb2xfY2FsbBgFIAEoCzIcLmdyb3VuZHdpcmUudjEuVG9vbENhbGxFdmVudBISCgp0ZXh0X2RlbHRhGAYgASgJEioKBnJlc3VsdBgHIAEoCzIaLmdyb3VuZHdpcmUudjEuQWdlbnRSZXN1bHQSEgoKZXJyb3JfY29kZRgIIAEoCRIVCg1lcnJvcl9tZXNzYWdlGAkgASgJIvYBChNBZ2VudFJhZ0Rlc2NyaXB0aW9uEhIKCmluZGV4X25hbWUYASABKAkSNAoOcmV0cmlldmFsX21vZGUYAiABKA4yHC5ncm91bmR3aXJlLnYxLlJldHJpZXZhbE1vZGUSKgoEbW9kZRgDIAEoDjIcLmdyb3VuZHdpcmUudjEuRXhlY3V0aW9uTW9kZRI9ChNub19jb250ZXh0X2JlaGF2aW9yGAQgASgOMiAuZ3JvdW5kd2lyZS52MS5Ob0NvbnRleHRCZWhhdmlvchIZChFyZXJhbmtpbmdfZW5hYmxlZBgFIAEoCBIPCgdhZ2VudGljGAYgASgIIrwBChBBZ2VudERlc2NyaXB0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSDQoFbW9kZWwYBCABKAkSDQoFdG9vbHMYBSADKAkSLwoDcmFnGAYgASgLMiIuZ3JvdW5kd2lyZS52MS5BZ2VudFJhZ0Rlc2NyaXB0aW9uEhkKDGluc3RydWN0aW9ucxgHIAEoCUgAiAEBQg8KDV9pbnN0cnVjdGlvbnMiOgoRTGlzdEFnZW50c1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiXgoSTGlzdEFnZW50c1Jlc3BvbnNlEi8KBmFnZW50cxgBIAMoCzIfLmdyb3VuZHdpcmUudjEuQWdlbnREZXNjcmlwdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIwoPR2V0QWdlbnRSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJIkIKEEdldEFnZW50UmVzcG9uc2USLgoFYWdlbnQYASABKAsyHy5ncm91bmR3aXJlLnYxLkFnZW50RGVzY3JpcHRpb24qggEKDUV4ZWN1dGlvbk1vZGUSHgoaRVhFQ1VUSU9OX01PREVfVU5TUEVDSUZJRUQQABIXChNFWEVDVVRJT05fTU9ERV9PUEVOEAESGwoXRVhFQ1VUSU9OX01PREVfR1JPVU5ERUQQAhIbChdFWEVDVVRJT05fTU9ERV9SRVFVSVJFRBADKqkBChFOb0NvbnRleHRCZWhhdmlvchIjCh9OT19DT05URVhUX0JFSEFWSU9SX1VOU1BFQ0lGSUVEEAASJwojTk9fQ09OVEVYVF9CRUhBVklPUl9BTlNXRVJfTk9STUFMTFkQARIoCiROT19DT05URVhUX0JFSEFWSU9SX1JFVFVSTl9OT1RfRk9VTkQQAhIcChhOT19DT05URVhUX0JFSEFWSU9SX0ZBSUwQAyqIAgoPTm9Db250ZXh0UmVhc29uEiEKHU5PX0NPTlRFWFRfUkVBU09OX1VOU1BFQ0lGSUVEEAASIAocTk9fQ09OVEVYVF9SRUFTT05fTk9fUkVTVUxUUxABEi8KK05PX0NPTlRFWFRfUkVBU09OX0JFTE9XX1JFTEVWQU5DRV9USFJFU0hPTEQQAhIpCiVOT19DT05URVhUX1JFQVNPTl9DQU5ESURBVEVTX1JFSkVDVEVEEAMSJAogTk9fQ09OVEVYVF9SRUFTT05fTk9UX0FOU1dFUkFCTEUQBBIuCipOT19DT05URVhUX1JFQVNPTl9DT05URVhUX0JVREdFVF9FWEhBVVNURUQQBSr1AgoNUmFnSXRlbVJlYXNvbhIfChtSQUdfSVRFTV9SRUFTT05fVU5TUEVDSUZJRUQQABIhCh1SQUdfSVRFTV9SRUFTT05fSU5WQUxJRF9TQ09SRRABEiUKIVJBR19JVEVNX1JFQVNPTl9EVVBMSUNBVEVfQ09OVEVOVBACEisKJ1JBR19JVEVNX1JFQVNPTl9CRUxPV19NSU5JTVVNX1JFTEVWQU5DRRADEikKJVJBR19JVEVNX1JFQVNPTl9SRVNVTFRfTElNSVRfRVhDRUVERUQQBBIpCiVSQUdfSVRFTV9SRUFTT05fVE9LRU5fQlVER0VUX0VYQ0VFREVEEAUSJwojUkFHX0lURU1fUkVBU09OX09WRVJMQVBQSU5HX0NPTlRFTlQQBhIpCiVSQUdfSVRFTV9SRUFTT05fU09VUkNFX0xJTUlUX0VYQ0VFREVEEAcSIgoeUkFHX0lURU1fUkVBU09OX05PVF9BTlNXRVJBQkxFEAgqUgoIVHVyblJvbGUSGQoVVFVSTl9ST0xFX1VOU1BFQ0lGSUVEEAASEgoOVFVSTl9ST0xFX1VTRVIQARIXChNUVVJOX1JPTEVfQVNTSVNUQU5UEAIqxgMKEkV4ZWN1dGlvbkV2ZW50VHlwZRIkCiBFWEVDVVRJT05fRVZFTlRfVFlQRV9VTlNQRUNJRklFRBAAEioKJkVYRUNVVElPTl9FVkVOVF9UWVBFX0VYRUNVVElPTl9TVEFSVEVEEAESKwonRVhFQ1VUSU9OX0VWRU5UX1RZUEVfUkFHX1NFQVJDSF9TVEFSVEVEEAISLQopRVhFQ1VUSU9OX0VWRU5UX1RZUEVfUkFHX1NFQVJDSF9DT01QTEVURUQQAxIqCiZFWEVDVVRJT05fRVZFTlRfVFlQRV9SQUdfU0VBUkNIX0ZBSUxFRBAEEioKJkVYRUNVVElPTl9FVkVOVF9UWVBFX1RPT0xfQ0FMTF9TVEFSVEVEEAUSLAooRVhFQ1VUSU9OX0VWRU5UX1RZUEVfVE9PTF9DQUxMX0NPTVBMRVRFRBAGEiMKH0VYRUNVVElPTl9FVkVOVF9UWVBFX1RFWFRfREVMVEEQBxIsCihFWEVDVVRJT05fRVZFTlRfVFlQRV9FWEVDVVRJT05fQ09NUExFVEVEEAgSKQolRVhFQ1VUSU9OX0VWRU5UX1RZUEVfRVhFQ1VUSU9OX0ZBSUxFRBAJMtYCCgxBZ2VudFNlcnZpY2USUQoKTGlzdEFnZW50cxIgLmdyb3VuZHdpcmUudjEuTGlzdEFnZW50c1JlcXVlc3QaIS5ncm91bmR3aXJlLnYxLkxpc3RBZ2VudHNSZXNwb25zZRJLCghHZXRBZ2VudBIeLmdyb3VuZHdpcmUudjEuR2V0QWdlbnRSZXF1ZXN0Gh8uZ3JvdW5kd2lyZS52MS5HZXRBZ2VudFJlc3BvbnNlEkgKB0V4ZWN1dGUSHS5ncm91bmR3aXJlLnYxLkV4ZWN1dGVSZXF1ZXN0Gh4uZ3JvdW5kd2lyZS52MS5FeGVjdXRlUmVzcG9uc2USXAoNRXhlY3V0ZVN0cmVhbRIjLmdyb3VuZHdpcmUudjEuRXhlY3V0ZVN0cmVhbVJlcXVlc3QaJC5ncm91bmR3aXJlLnYxLkV4ZWN1dGVTdHJlYW1SZXNwb25zZTABQq4BChFkZXYuZ3JvdW5kd2lyZS52MUIKQWdlbnRQcm90b1ABWjhnaXRodWIuY29tL2dyb3VuZHdpcmUvZ3JvdW5kd2lyZS9jbGllbnRzL2dvL2dyb3VuZHdpcmV2MaICA0dYWKoCDUdyb3VuZHdpcmUuVjHKAg1Hcm91bmR3aXJlXFYx4gIZR3JvdW5kd2lyZVxWMVxHUEJNZXRhZGF0YeoCDkdyb3VuZHdpcmU6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_groundwire_v1_common, file_groundwire_v1_reranker, file_groundwire_v1_retriever]);
+  fileDesc("Chlncm91bmR3aXJlL3YxL2FnZW50LnByb3RvEg1ncm91bmR3aXJlLnYxIkoKEENvbnZlcnNhdGlvblR1cm4SJQoEcm9sZRgBIAEoDjIXLmdyb3VuZHdpcmUudjEuVHVyblJvbGUSDwoHY29udGVudBgCIAEoCSLRAgoORXhlY3V0aW9uSW5wdXQSEAoIYWdlbnRfaWQYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIwCgdoaXN0b3J5GAMgAygLMh8uZ3JvdW5kd2lyZS52MS5Db252ZXJzYXRpb25UdXJuEg4KBnRlbmFudBgEIAEoCRItCgZmaWx0ZXIYBSABKAsyHS5ncm91bmR3aXJlLnYxLk1ldGFkYXRhRmlsdGVyEi8KDGNsaWVudF90b29scxgyIAMoCzIZLmdyb3VuZHdpcmUudjEuQ2xpZW50VG9vbBI2ChNjbGllbnRfdG9vbF90aW1lb3V0GDMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhIKCmJ5cGFzc19yYWcYRiABKAgSLgoJb3ZlcnJpZGVzGEcgASgLMhsuZ3JvdW5kd2lyZS52MS5SYWdPdmVycmlkZXMibgoMUmFnT3ZlcnJpZGVzEh4KEW1pbmltdW1fcmVsZXZhbmNlGAEgASgBSACIAQESGAoLZmluYWxfdG9wX2sYAiABKA1IAYgBAUIUChJfbWluaW11bV9yZWxldmFuY2VCDgoMX2ZpbmFsX3RvcF9rIkcKF1ByZXBhcmVFeGVjdXRpb25SZXF1ZXN0EiwKBWlucHV0GAEgASgLMh0uZ3JvdW5kd2lyZS52MS5FeGVjdXRpb25JbnB1dCJOChhQcmVwYXJlRXhlY3V0aW9uUmVzcG9uc2USMgoIcHJlcGFyZWQYASABKAsyIC5ncm91bmR3aXJlLnYxLlByZXBhcmVkRXhlY3V0aW9uIksKD1ByZXBhcmVkTWVzc2FnZRInCgRyb2xlGAEgASgOMhkuZ3JvdW5kd2lyZS52MS5Qcm9tcHRSb2xlEg8KB2NvbnRlbnQYAiABKAkiSgoMUHJlcGFyZWRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFwoPcGFyYW1ldGVyc19qc29uGAMgASgJIr0BChFQcmVwYXJlZFJlZmVyZW5jZRIVCg1zb3VyY2VfbnVtYmVyGAEgASgNEhMKC2RvY3VtZW50X2lkGAIgASgJEhAKCGNodW5rX2lkGAMgASgJEiMKBXNjb3JlGAQgASgLMhQuZ3JvdW5kd2lyZS52MS5TY29yZRIlCgRzcGFuGAUgASgLMhcuZ3JvdW5kd2lyZS52MS5DaGFyU3BhbhINCgV0aXRsZRgGIAEoCRIPCgdzZWN0aW9uGAcgASgJIuECChFQcmVwYXJlZEV4ZWN1dGlvbhIQCghhZ2VudF9pZBgBIAEoCRItCgZhY3Rpb24YAiABKA4yHS5ncm91bmR3aXJlLnYxLlByZXBhcmVkQWN0aW9uEjAKCG1lc3NhZ2VzGAMgAygLMh4uZ3JvdW5kd2lyZS52MS5QcmVwYXJlZE1lc3NhZ2USKgoFdG9vbHMYBCADKAsyGy5ncm91bmR3aXJlLnYxLlByZXBhcmVkVG9vbBI0CgpyZWZlcmVuY2VzGAUgAygLMiAuZ3JvdW5kd2lyZS52MS5QcmVwYXJlZFJlZmVyZW5jZRIYChBmcmFtZXdvcmtfYW5zd2VyGAYgASgJEjAKA3JhZxgHIAEoCzIjLmdyb3VuZHdpcmUudjEuUmFnRXhlY3V0aW9uTWV0YWRhdGESKwoIZHVyYXRpb24YCCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iPgoORXhlY3V0ZVJlcXVlc3QSLAoFaW5wdXQYASABKAsyHS5ncm91bmR3aXJlLnYxLkV4ZWN1dGlvbklucHV0IkQKFEV4ZWN1dGVTdHJlYW1SZXF1ZXN0EiwKBWlucHV0GAEgASgLMh0uZ3JvdW5kd2lyZS52MS5FeGVjdXRpb25JbnB1dCI9Cg9FeGVjdXRlUmVzcG9uc2USKgoGcmVzdWx0GAEgASgLMhouZ3JvdW5kd2lyZS52MS5BZ2VudFJlc3VsdCLCAQoHUmFnSXRlbRITCgtkb2N1bWVudF9pZBgBIAEoCRIQCghjaHVua19pZBgCIAEoCRIWCg5yZXRyaWV2YWxfcmFuaxgDIAEoDRIjCgVzY29yZRgEIAEoCzIULmdyb3VuZHdpcmUudjEuU2NvcmUSLAoGcmVhc29uGAUgASgOMhwuZ3JvdW5kd2lyZS52MS5SYWdJdGVtUmVhc29uEiUKBHNwYW4YBiABKAsyFy5ncm91bmR3aXJlLnYxLkNoYXJTcGFuIt4BCg1Db250ZXh0QnVkZ2V0Eh4KFm1heGltdW1fY29udGV4dF90b2tlbnMYASABKA0SHgoWcmVzcG9uc2VfdG9rZW5fcmVzZXJ2ZRgCIAEoDRIaChJpbnN0cnVjdGlvbl90b2tlbnMYAyABKA0SFgoOaGlzdG9yeV90b2tlbnMYBCABKA0SFAoMcXVlcnlfdG9rZW5zGAUgASgNEhQKDG90aGVyX3Rva2VucxgGIAEoDRIYChBhdmFpbGFibGVfdG9rZW5zGAcgASgFEhMKC3VzZWRfdG9rZW5zGAggASgNIrgBChJBZ2VudGljU2VhcmNoVHJhY2USDAoEc3RlcBgBIAEoDRIPCgdjYWxsX2lkGAIgASgJEhcKD2NhbmRpZGF0ZV9jb3VudBgDIAEoDRIWCg5hY2NlcHRlZF9jb3VudBgEIAEoDRIRCglzdWNjZWVkZWQYBSABKAgSEgoKZXJyb3JfY29kZRgGIAEoCRIrCghkdXJhdGlvbhgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKpCQoUUmFnRXhlY3V0aW9uTWV0YWRhdGESDwoHZW5hYmxlZBgBIAEoCBISCgppbmRleF9uYW1lGAIgASgJEhUKDWluZGV4X3ZlcnNpb24YAyABKAQSNAoOcmV0cmlldmFsX21vZGUYBCABKA4yHC5ncm91bmR3aXJlLnYxLlJldHJpZXZhbE1vZGUSMgoMYXBwbGllZF9tb2RlGAUgASgOMhwuZ3JvdW5kd2lyZS52MS5FeGVjdXRpb25Nb2RlEkUKG2FwcGxpZWRfbm9fY29udGV4dF9iZWhhdmlvchgGIAEoDjIgLmdyb3VuZHdpcmUudjEuTm9Db250ZXh0QmVoYXZpb3ISGAoQY29udGV4dF9hY2NlcHRlZBgHIAEoCBI5ChFub19jb250ZXh0X3JlYXNvbhgIIAEoDjIeLmdyb3VuZHdpcmUudjEuTm9Db250ZXh0UmVhc29uEhUKDW1vZGVsX3NraXBwZWQYCSABKAgSGgoSYW5zd2VyX2NvbnN0cmFpbmVkGAogASgIEioKCmNhbmRpZGF0ZXMYCyADKAsyFi5ncm91bmR3aXJlLnYxLlJhZ0l0ZW0SKAoIYWNjZXB0ZWQYDCADKAsyFi5ncm91bmR3aXJlLnYxLlJhZ0l0ZW0SKAoIcmVqZWN0ZWQYDSADKAsyFi5ncm91bmR3aXJlLnYxLlJhZ0l0ZW0SMAoQY29udGV4dF9leGNsdWRlZBgOIAMoCzIWLmdyb3VuZHdpcmUudjEuUmFnSXRlbRInCgdjb250ZXh0GA8gAygLMhYuZ3JvdW5kd2lyZS52MS5SYWdJdGVtEhcKD2NhbmRpZGF0ZV9jb3VudBgQIAEoDRIWCg5hY2NlcHRlZF9jb3VudBgRIAEoDRIWCg5yZWplY3RlZF9jb3VudBgSIAEoDRIeChZjb250ZXh0X2V4Y2x1ZGVkX2NvdW50GBMgASgNEjMKCXJlcmFua2luZxgUIAEoCzIgLmdyb3VuZHdpcmUudjEuUmVyYW5raW5nTWV0YWRhdGESNAoOY29udGV4dF9idWRnZXQYFSABKAsyHC5ncm91bmR3aXJlLnYxLkNvbnRleHRCdWRnZXQSHAoPcmV3cml0dGVuX3F1ZXJ5GBYgASgJSACIAQESMwoIc2VhcmNoZXMYFyADKAsyIS5ncm91bmR3aXJlLnYxLkFnZW50aWNTZWFyY2hUcmFjZRIUCgxyYWdfYnlwYXNzZWQYRiABKAgSNwoOYXBwbGllZF9saW1pdHMYRyABKAsyHy5ncm91bmR3aXJlLnYxLlJhZ0FwcGxpZWRMaW1pdHMSGgoNa2V5d29yZF9xdWVyeRhIIAEoCUgBiAEBEj8KFGtleXdvcmRfcXVlcnlfc291cmNlGEkgASgOMiEuZ3JvdW5kd2lyZS52MS5LZXl3b3JkUXVlcnlTb3VyY2USJAoca2V5d29yZF9yZXdyaXRlX2ZhaWx1cmVfY29kZRhKIAEoCRIiChpxdWVyeV9yZXdyaXRlX2ZhaWx1cmVfY29kZRhLIAEoCUISChBfcmV3cml0dGVuX3F1ZXJ5QhAKDl9rZXl3b3JkX3F1ZXJ5ItUBChBSYWdBcHBsaWVkTGltaXRzEhcKD2NhbmRpZGF0ZV9jb3VudBgBIAEoDRIeChFtaW5pbXVtX3JlbGV2YW5jZRgCIAEoAUgAiAEBEhMKC2ZpbmFsX3RvcF9rGAMgASgNEiQKHG1pbmltdW1fcmVsZXZhbmNlX292ZXJyaWRkZW4YBCABKAgSHgoWZmluYWxfdG9wX2tfb3ZlcnJpZGRlbhgFIAEoCBIXCg9maWx0ZXJfbmFycm93ZWQYBiABKAhCFAoSX21pbmltdW1fcmVsZXZhbmNlIlQKClRva2VuVXNhZ2USFQoNcHJvbXB0X3Rva2VucxgBIAEoDRIZChFjb21wbGV0aW9uX3Rva2VucxgCIAEoDRIUCgx0b3RhbF90b2tlbnMYAyABKA0iSAoIQ2l0YXRpb24SFQoNc291cmNlX251bWJlchgBIAEoDRITCgtkb2N1bWVudF9pZBgCIAEoCRIQCghjaHVua19pZBgDIAEoCSKuAQoNVG9vbENhbGxUcmFjZRIMCgRzdGVwGAEgASgNEg8KB2NhbGxfaWQYAiABKAkSEQoJdG9vbF9uYW1lGAMgASgJEhEKCXN1Y2NlZWRlZBgEIAEoCBISCgplcnJvcl9jb2RlGAUgASgJEisKCGR1cmF0aW9uGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhcKD2NsaWVudF9leGVjdXRlZBgyIAEoCCK/BAoLQWdlbnRSZXN1bHQSFAoMZXhlY3V0aW9uX2lkGAEgASgJEhAKCGFnZW50X2lkGAIgASgJEg4KBmFuc3dlchgDIAEoCRIWCg5tb2RlbF9wcm92aWRlchgEIAEoCRINCgVtb2RlbBgFIAEoCRIoCgV1c2FnZRgGIAEoCzIZLmdyb3VuZHdpcmUudjEuVG9rZW5Vc2FnZRIwCgNyYWcYByABKAsyIy5ncm91bmR3aXJlLnYxLlJhZ0V4ZWN1dGlvbk1ldGFkYXRhEioKCWNpdGF0aW9ucxgIIAMoCzIXLmdyb3VuZHdpcmUudjEuQ2l0YXRpb24SMAoKdG9vbF9jYWxscxgJIAMoCzIcLmdyb3VuZHdpcmUudjEuVG9vbENhbGxUcmFjZRIrCghkdXJhdGlvbhgKIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgZzdGF0dXMYMiABKA4yHi5ncm91bmR3aXJlLnYxLkV4ZWN1dGlvblN0YXR1cxI8ChNyZXF1aXJlZF90b29sX2NhbGxzGDMgAygLMh8uZ3JvdW5kd2lyZS52MS5SZXF1aXJlZFRvb2xDYWxsEjMKD2FjdGlvbl9kZWFkbGluZRg0IAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHcmVzdW1lZBg1IAEoCBI2Cg9lbWJlZGRpbmdfdXNhZ2UYUCABKAsyHS5ncm91bmR3aXJlLnYxLkVtYmVkZGluZ1VzYWdlIpwCCg5SYWdTZWFyY2hFdmVudBISCgppbmRleF9uYW1lGAEgASgJEjQKDnJldHJpZXZhbF9tb2RlGAIgASgOMhwuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxNb2RlEhgKEGNhbmRpZGF0ZV9idWRnZXQYAyABKA0SFwoPY2FuZGlkYXRlX2NvdW50GAQgASgNEhYKDmFjY2VwdGVkX2NvdW50GAUgASgNEjcKEXJlcmFua2luZ19vdXRjb21lGAYgASgOMhwuZ3JvdW5kd2lyZS52MS5SZXJhbmtPdXRjb21lEisKCGR1cmF0aW9uGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg8KB2FnZW50aWMYCCABKAgiwQEKDVRvb2xDYWxsRXZlbnQSDAoEc3RlcBgBIAEoDRIPCgdjYWxsX2lkGAIgASgJEhEKCXRvb2xfbmFtZRgDIAEoCRIRCglzdWNjZWVkZWQYBCABKAgSEgoKZXJyb3JfY29kZRgFIAEoCRIrCghkdXJhdGlvbhgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIRCglhcmd1bWVudHMYMiABKAkSFwoPY2xpZW50X2V4ZWN1dGVkGDMgASgIIr8CChVFeGVjdXRlU3RyZWFtUmVzcG9uc2USLwoEdHlwZRgBIAEoDjIhLmdyb3VuZHdpcmUudjEuRXhlY3V0aW9uRXZlbnRUeXBlEhAKCHNlcXVlbmNlGAIgASgNEhQKDGV4ZWN1dGlvbl9pZBgDIAEoCRIxCgpyYWdfc2VhcmNoGAQgASgLMh0uZ3JvdW5kd2lyZS52MS5SYWdTZWFyY2hFdmVudBIvCgl0b29sX2NhbGwYBSABKAsyHC5ncm91bmR3aXJlLnYxLlRvb2xDYWxsRXZlbnQSEgoKdGV4dF9kZWx0YRgGIAEoCRIqCgZyZXN1bHQYByABKAsyGi5ncm91bmR3aXJlLnYxLkFnZW50UmVzdWx0EhIKCmVycm9yX2NvZGUYCCABKAkSFQoNZXJyb3JfbWVzc2FnZRgJIAEoCSLwAgoTQWdlbnRSYWdEZXNjcmlwdGlvbhISCgppbmRleF9uYW1lGAEgASgJEjQKDnJldHJpZXZhbF9tb2RlGAIgASgOMhwuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxNb2RlEioKBG1vZGUYAyABKA4yHC5ncm91bmR3aXJlLnYxLkV4ZWN1dGlvbk1vZGUSPQoTbm9fY29udGV4dF9iZWhhdmlvchgEIAEoDjIgLmdyb3VuZHdpcmUudjEuTm9Db250ZXh0QmVoYXZpb3ISGQoRcmVyYW5raW5nX2VuYWJsZWQYBSABKAgSDwoHYWdlbnRpYxgGIAEoCBIWCg5ieXBhc3NfYWxsb3dlZBhGIAEoCBIeChFtaW5pbXVtX3JlbGV2YW5jZRhHIAEoAUgAiAEBEhMKC2ZpbmFsX3RvcF9rGEggASgNEhUKDWtleXdvcmRfcXVlcnkYSSABKAhCFAoSX21pbmltdW1fcmVsZXZhbmNlIrwBChBBZ2VudERlc2NyaXB0aW9uEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSDQoFbW9kZWwYBCABKAkSDQoFdG9vbHMYBSADKAkSLwoDcmFnGAYgASgLMiIuZ3JvdW5kd2lyZS52MS5BZ2VudFJhZ0Rlc2NyaXB0aW9uEhkKDGluc3RydWN0aW9ucxgHIAEoCUgAiAEBQg8KDV9pbnN0cnVjdGlvbnMiOgoRTGlzdEFnZW50c1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiXgoSTGlzdEFnZW50c1Jlc3BvbnNlEi8KBmFnZW50cxgBIAMoCzIfLmdyb3VuZHdpcmUudjEuQWdlbnREZXNjcmlwdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIwoPR2V0QWdlbnRSZXF1ZXN0EhAKCGFnZW50X2lkGAEgASgJIkIKEEdldEFnZW50UmVzcG9uc2USLgoFYWdlbnQYASABKAsyHy5ncm91bmR3aXJlLnYxLkFnZW50RGVzY3JpcHRpb24iXAoKQ2xpZW50VG9vbBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEisKCnBhcmFtZXRlcnMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IkkKEFJlcXVpcmVkVG9vbENhbGwSDwoHY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSEQoJYXJndW1lbnRzGAMgASgJIj8KClRvb2xSZXN1bHQSDwoHY2FsbF9pZBgBIAEoCRIOCgZvdXRwdXQYAiABKAkSEAoIaXNfZXJyb3IYAyABKAgiPgoWUmVzdW1lRXhlY3V0aW9uUmVxdWVzdBIUCgxleGVjdXRpb25faWQYASABKAkSDgoGdGVuYW50GAIgASgJIkUKF1Jlc3VtZUV4ZWN1dGlvblJlc3BvbnNlEioKBnJlc3VsdBgBIAEoCzIaLmdyb3VuZHdpcmUudjEuQWdlbnRSZXN1bHQiRAocUmVzdW1lRXhlY3V0aW9uU3RyZWFtUmVxdWVzdBIUCgxleGVjdXRpb25faWQYASABKAkSDgoGdGVuYW50GAIgASgJIlQKHVJlc3VtZUV4ZWN1dGlvblN0cmVhbVJlc3BvbnNlEjMKBWV2ZW50GAEgASgLMiQuZ3JvdW5kd2lyZS52MS5FeGVjdXRlU3RyZWFtUmVzcG9uc2UibAoYU3VibWl0VG9vbFJlc3VsdHNSZXF1ZXN0EhQKDGV4ZWN1dGlvbl9pZBgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkSKgoHcmVzdWx0cxgDIAMoCzIZLmdyb3VuZHdpcmUudjEuVG9vbFJlc3VsdCJHChlTdWJtaXRUb29sUmVzdWx0c1Jlc3BvbnNlEioKBnJlc3VsdBgBIAEoCzIaLmdyb3VuZHdpcmUudjEuQWdlbnRSZXN1bHQiPwoRQ2xpZW50VG9vbFJlc3VsdHMSKgoHcmVzdWx0cxgBIAMoCzIZLmdyb3VuZHdpcmUudjEuVG9vbFJlc3VsdCKNAQoZRXhlY3V0ZUludGVyYWN0aXZlUmVxdWVzdBIuCgVpbnB1dBgBIAEoCzIdLmdyb3VuZHdpcmUudjEuRXhlY3V0aW9uSW5wdXRIABI4Cgx0b29sX3Jlc3VsdHMYAiABKAsyIC5ncm91bmR3aXJlLnYxLkNsaWVudFRvb2xSZXN1bHRzSABCBgoEa2luZCJRChpFeGVjdXRlSW50ZXJhY3RpdmVSZXNwb25zZRIzCgVldmVudBgBIAEoCzIkLmdyb3VuZHdpcmUudjEuRXhlY3V0ZVN0cmVhbVJlc3BvbnNlKoIBCg1FeGVjdXRpb25Nb2RlEh4KGkVYRUNVVElPTl9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTRVhFQ1VUSU9OX01PREVfT1BFThABEhsKF0VYRUNVVElPTl9NT0RFX0dST1VOREVEEAISGwoXRVhFQ1VUSU9OX01PREVfUkVRVUlSRUQQAyqpAQoRTm9Db250ZXh0QmVoYXZpb3ISIwofTk9fQ09OVEVYVF9CRUhBVklPUl9VTlNQRUNJRklFRBAAEicKI05PX0NPTlRFWFRfQkVIQVZJT1JfQU5TV0VSX05PUk1BTExZEAESKAokTk9fQ09OVEVYVF9CRUhBVklPUl9SRVRVUk5fTk9UX0ZPVU5EEAISHAoYTk9fQ09OVEVYVF9CRUhBVklPUl9GQUlMEAMqiAIKD05vQ29udGV4dFJlYXNvbhIhCh1OT19DT05URVhUX1JFQVNPTl9VTlNQRUNJRklFRBAAEiAKHE5PX0NPTlRFWFRfUkVBU09OX05PX1JFU1VMVFMQARIvCitOT19DT05URVhUX1JFQVNPTl9CRUxPV19SRUxFVkFOQ0VfVEhSRVNIT0xEEAISKQolTk9fQ09OVEVYVF9SRUFTT05fQ0FORElEQVRFU19SRUpFQ1RFRBADEiQKIE5PX0NPTlRFWFRfUkVBU09OX05PVF9BTlNXRVJBQkxFEAQSLgoqTk9fQ09OVEVYVF9SRUFTT05fQ09OVEVYVF9CVURHRVRfRVhIQVVTVEVEEAUq9QIKDVJhZ0l0ZW1SZWFzb24SHwobUkFHX0lURU1fUkVBU09OX1VOU1BFQ0lGSUVEEAASIQodUkFHX0lURU1fUkVBU09OX0lOVkFMSURfU0NPUkUQARIlCiFSQUdfSVRFTV9SRUFTT05fRFVQTElDQVRFX0NPTlRFTlQQAhIrCidSQUdfSVRFTV9SRUFTT05fQkVMT1dfTUlOSU1VTV9SRUxFVkFOQ0UQAxIpCiVSQUdfSVRFTV9SRUFTT05fUkVTVUxUX0xJTUlUX0VYQ0VFREVEEAQSKQolUkFHX0lURU1fUkVBU09OX1RPS0VOX0JVREdFVF9FWENFRURFRBAFEicKI1JBR19JVEVNX1JFQVNPTl9PVkVSTEFQUElOR19DT05URU5UEAYSKQolUkFHX0lURU1fUkVBU09OX1NPVVJDRV9MSU1JVF9FWENFRURFRBAHEiIKHlJBR19JVEVNX1JFQVNPTl9OT1RfQU5TV0VSQUJMRRAIKlIKCFR1cm5Sb2xlEhkKFVRVUk5fUk9MRV9VTlNQRUNJRklFRBAAEhIKDlRVUk5fUk9MRV9VU0VSEAESFwoTVFVSTl9ST0xFX0FTU0lTVEFOVBACKtQEChJFeGVjdXRpb25FdmVudFR5cGUSJAogRVhFQ1VUSU9OX0VWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIqCiZFWEVDVVRJT05fRVZFTlRfVFlQRV9FWEVDVVRJT05fU1RBUlRFRBABEisKJ0VYRUNVVElPTl9FVkVOVF9UWVBFX1JBR19TRUFSQ0hfU1RBUlRFRBACEi0KKUVYRUNVVElPTl9FVkVOVF9UWVBFX1JBR19TRUFSQ0hfQ09NUExFVEVEEAMSKgomRVhFQ1VUSU9OX0VWRU5UX1RZUEVfUkFHX1NFQVJDSF9GQUlMRUQQBBIqCiZFWEVDVVRJT05fRVZFTlRfVFlQRV9UT09MX0NBTExfU1RBUlRFRBAFEiwKKEVYRUNVVElPTl9FVkVOVF9UWVBFX1RPT0xfQ0FMTF9DT01QTEVURUQQBhIjCh9FWEVDVVRJT05fRVZFTlRfVFlQRV9URVhUX0RFTFRBEAcSLAooRVhFQ1VUSU9OX0VWRU5UX1RZUEVfRVhFQ1VUSU9OX0NPTVBMRVRFRBAIEikKJUVYRUNVVElPTl9FVkVOVF9UWVBFX0VYRUNVVElPTl9GQUlMRUQQCRIqCiZFWEVDVVRJT05fRVZFTlRfVFlQRV9FWEVDVVRJT05fUkVTVU1FRBAyEiwKKEVYRUNVVElPTl9FVkVOVF9UWVBFX1RPT0xfQ0FMTF9SRVFVRVNURUQQMxIyCi5FWEVDVVRJT05fRVZFTlRfVFlQRV9FWEVDVVRJT05fUkVRVUlSRVNfQUNUSU9OEDQqcgoKUHJvbXB0Um9sZRIbChdQUk9NUFRfUk9MRV9VTlNQRUNJRklFRBAAEhYKElBST01QVF9ST0xFX1NZU1RFTRABEhQKEFBST01QVF9ST0xFX1VTRVIQAhIZChVQUk9NUFRfUk9MRV9BU1NJU1RBTlQQAyqRAQoOUHJlcGFyZWRBY3Rpb24SHwobUFJFUEFSRURfQUNUSU9OX1VOU1BFQ0lGSUVEEAASHgoaUFJFUEFSRURfQUNUSU9OX0NBTExfTU9ERUwQARIkCiBQUkVQQVJFRF9BQ1RJT05fUkVUVVJOX05PVF9GT1VORBACEhgKFFBSRVBBUkVEX0FDVElPTl9GQUlMEAMqsgEKEktleXdvcmRRdWVyeVNvdXJjZRIkCiBLRVlXT1JEX1FVRVJZX1NPVVJDRV9VTlNQRUNJRklFRBAAEiAKHEtFWVdPUkRfUVVFUllfU09VUkNFX0RFUklWRUQQARIeChpLRVlXT1JEX1FVRVJZX1NPVVJDRV9NT0RFTBACEjQKMEtFWVdPUkRfUVVFUllfU09VUkNFX0RFUklWRURfQUZURVJfTU9ERUxfRkFJTFVSRRADKnkKD0V4ZWN1dGlvblN0YXR1cxIgChxFWEVDVVRJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASHgoaRVhFQ1VUSU9OX1NUQVRVU19DT01QTEVURUQQARIkCiBFWEVDVVRJT05fU1RBVFVTX1JFUVVJUkVTX0FDVElPThACMuoGCgxBZ2VudFNlcnZpY2USUQoKTGlzdEFnZW50cxIgLmdyb3VuZHdpcmUudjEuTGlzdEFnZW50c1JlcXVlc3QaIS5ncm91bmR3aXJlLnYxLkxpc3RBZ2VudHNSZXNwb25zZRJLCghHZXRBZ2VudBIeLmdyb3VuZHdpcmUudjEuR2V0QWdlbnRSZXF1ZXN0Gh8uZ3JvdW5kd2lyZS52MS5HZXRBZ2VudFJlc3BvbnNlEkgKB0V4ZWN1dGUSHS5ncm91bmR3aXJlLnYxLkV4ZWN1dGVSZXF1ZXN0Gh4uZ3JvdW5kd2lyZS52MS5FeGVjdXRlUmVzcG9uc2USXAoNRXhlY3V0ZVN0cmVhbRIjLmdyb3VuZHdpcmUudjEuRXhlY3V0ZVN0cmVhbVJlcXVlc3QaJC5ncm91bmR3aXJlLnYxLkV4ZWN1dGVTdHJlYW1SZXNwb25zZTABEmAKD1Jlc3VtZUV4ZWN1dGlvbhIlLmdyb3VuZHdpcmUudjEuUmVzdW1lRXhlY3V0aW9uUmVxdWVzdBomLmdyb3VuZHdpcmUudjEuUmVzdW1lRXhlY3V0aW9uUmVzcG9uc2USdAoVUmVzdW1lRXhlY3V0aW9uU3RyZWFtEisuZ3JvdW5kd2lyZS52MS5SZXN1bWVFeGVjdXRpb25TdHJlYW1SZXF1ZXN0GiwuZ3JvdW5kd2lyZS52MS5SZXN1bWVFeGVjdXRpb25TdHJlYW1SZXNwb25zZTABEmYKEVN1Ym1pdFRvb2xSZXN1bHRzEicuZ3JvdW5kd2lyZS52MS5TdWJtaXRUb29sUmVzdWx0c1JlcXVlc3QaKC5ncm91bmR3aXJlLnYxLlN1Ym1pdFRvb2xSZXN1bHRzUmVzcG9uc2USbQoSRXhlY3V0ZUludGVyYWN0aXZlEiguZ3JvdW5kd2lyZS52MS5FeGVjdXRlSW50ZXJhY3RpdmVSZXF1ZXN0GikuZ3JvdW5kd2lyZS52MS5FeGVjdXRlSW50ZXJhY3RpdmVSZXNwb25zZSgBMAESYwoQUHJlcGFyZUV4ZWN1dGlvbhImLmdyb3VuZHdpcmUudjEuUHJlcGFyZUV4ZWN1dGlvblJlcXVlc3QaJy5ncm91bmR3aXJlLnYxLlByZXBhcmVFeGVjdXRpb25SZXNwb25zZUKuAQoRZGV2Lmdyb3VuZHdpcmUudjFCCkFnZW50UHJvdG9QAVo4Z2l0aHViLmNvbS9ncm91bmR3aXJlL2dyb3VuZHdpcmUvY2xpZW50cy9nby9ncm91bmR3aXJldjGiAgNHWFiqAg1Hcm91bmR3aXJlLlYxygINR3JvdW5kd2lyZVxWMeICGUdyb3VuZHdpcmVcVjFcR1BCTWV0YWRhdGHqAg5Hcm91bmR3aXJlOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_groundwire_v1_common, file_groundwire_v1_reranker, file_groundwire_v1_retriever, file_groundwire_v1_usage]);
 
 /**
  * A prior turn of the conversation.
@@ -100,12 +102,57 @@ export type ExecutionInput = Message<"groundwire.v1.ExecutionInput"> & {
   tenant: string;
 
   /**
-   * Optional. Metadata conditions added to the agent's configured filter
-   * (both apply); enforced below the agent's search tool too.
+   * Optional. Metadata conditions ANDed with the agent's configured filter
+   * (both apply; a key in both keeps only the values both allow), so a
+   * request can narrow the agent's filter, never widen it; enforced below the
+   * agent's search tool too. Reported as applied_limits.filter_narrowed.
    *
    * @generated from field: groundwire.v1.MetadataFilter filter = 5;
    */
   filter?: MetadataFilter | undefined;
+
+  /**
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   *
+   * @generated from field: repeated groundwire.v1.ClientTool client_tools = 50;
+   */
+  clientTools: ClientTool[];
+
+  /**
+   * Optional. How long the server waits for the result of one client tool
+   * call, in (0 s, the server's maximum] (300 s by default); unset means the
+   * maximum. Over ExecuteInteractive a late result becomes the tool error
+   * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+   *
+   * @generated from field: google.protobuf.Duration client_tool_timeout = 51;
+   */
+  clientToolTimeout?: Duration | undefined;
+
+  /**
+   * Optional. Skip RAG for this request only: no retrieval, no evidence, no
+   * framework grounding rules and no search tool; the model answers from the
+   * agent's instructions and the conversation. Allowed only for agents whose
+   * policy already permits an answer without context (mode OPEN or GROUNDED
+   * with no-context behavior ANSWER_NORMALLY); otherwise FAILED_PRECONDITION
+   * (RAG_BYPASS_NOT_ALLOWED). Cannot be combined with `overrides`
+   * (INVALID_ARGUMENT / RAG_CONTROLS_CONFLICT). Ignored for agents without
+   * RAG. Reported as RagExecutionMetadata.rag_bypassed.
+   *
+   * @generated from field: bool bypass_rag = 70;
+   */
+  bypassRag: boolean;
+
+  /**
+   * Optional. Per-request narrowing of the agent's RAG limits. A request may
+   * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+   * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+   * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+   * are reported in RagExecutionMetadata.applied_limits.
+   *
+   * @generated from field: groundwire.v1.RagOverrides overrides = 71;
+   */
+  overrides?: RagOverrides | undefined;
 };
 
 /**
@@ -114,6 +161,282 @@ export type ExecutionInput = Message<"groundwire.v1.ExecutionInput"> & {
  */
 export const ExecutionInputSchema: GenMessage<ExecutionInput> = /*@__PURE__*/
   messageDesc(file_groundwire_v1_agent, 1);
+
+/**
+ * Per-request narrowing of an agent's RAG limits (see ExecutionInput.overrides).
+ * Metadata filters are narrowed with ExecutionInput.filter (ANDed with the
+ * agent's configured filter).
+ *
+ * @generated from message groundwire.v1.RagOverrides
+ */
+export type RagOverrides = Message<"groundwire.v1.RagOverrides"> & {
+  /**
+   * Optional. Minimum relevance in [0, 1] a candidate needs to be accepted.
+   * Must be at least the agent's configured minimum_relevance (any value when
+   * the agent has none). Candidates whose metric has no relevance (BM25, RRF,
+   * dot product) are then rejected, as with a configured threshold.
+   *
+   * @generated from field: optional double minimum_relevance = 1;
+   */
+  minimumRelevance?: number | undefined;
+
+  /**
+   * Optional. The most accepted results that may reach the context (the final
+   * top-k), in [1, the agent's maximum_accepted_results].
+   *
+   * @generated from field: optional uint32 final_top_k = 2;
+   */
+  finalTopK?: number | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.RagOverrides.
+ * Use `create(RagOverridesSchema)` to create a new message.
+ */
+export const RagOverridesSchema: GenMessage<RagOverrides> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 2);
+
+/**
+ * Request for PrepareExecution.
+ *
+ * @generated from message groundwire.v1.PrepareExecutionRequest
+ */
+export type PrepareExecutionRequest = Message<"groundwire.v1.PrepareExecutionRequest"> & {
+  /**
+   * Required. The execution input, validated exactly as for Execute
+   * (including bypass_rag and overrides).
+   *
+   * @generated from field: groundwire.v1.ExecutionInput input = 1;
+   */
+  input?: ExecutionInput | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.PrepareExecutionRequest.
+ * Use `create(PrepareExecutionRequestSchema)` to create a new message.
+ */
+export const PrepareExecutionRequestSchema: GenMessage<PrepareExecutionRequest> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 3);
+
+/**
+ * Response for PrepareExecution.
+ *
+ * @generated from message groundwire.v1.PrepareExecutionResponse
+ */
+export type PrepareExecutionResponse = Message<"groundwire.v1.PrepareExecutionResponse"> & {
+  /**
+   * Output only. What the model would receive.
+   *
+   * @generated from field: groundwire.v1.PreparedExecution prepared = 1;
+   */
+  prepared?: PreparedExecution | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.PrepareExecutionResponse.
+ * Use `create(PrepareExecutionResponseSchema)` to create a new message.
+ */
+export const PrepareExecutionResponseSchema: GenMessage<PrepareExecutionResponse> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 4);
+
+/**
+ * One message of the prepared prompt, exactly as the model would receive it.
+ *
+ * @generated from message groundwire.v1.PreparedMessage
+ */
+export type PreparedMessage = Message<"groundwire.v1.PreparedMessage"> & {
+  /**
+   * Output only. Who the message is from.
+   *
+   * @generated from field: groundwire.v1.PromptRole role = 1;
+   */
+  role: PromptRole;
+
+  /**
+   * Output only. The message text (evidence included, inside the
+   * <untrusted-external-context> envelope).
+   *
+   * @generated from field: string content = 2;
+   */
+  content: string;
+};
+
+/**
+ * Describes the message groundwire.v1.PreparedMessage.
+ * Use `create(PreparedMessageSchema)` to create a new message.
+ */
+export const PreparedMessageSchema: GenMessage<PreparedMessage> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 5);
+
+/**
+ * A tool the model would be offered.
+ *
+ * @generated from message groundwire.v1.PreparedTool
+ */
+export type PreparedTool = Message<"groundwire.v1.PreparedTool"> & {
+  /**
+   * Output only. Tool name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Output only. Description shown to the model.
+   *
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * Output only. JSON schema of the parameters, as a JSON object text.
+   *
+   * @generated from field: string parameters_json = 3;
+   */
+  parametersJson: string;
+};
+
+/**
+ * Describes the message groundwire.v1.PreparedTool.
+ * Use `create(PreparedToolSchema)` to create a new message.
+ */
+export const PreparedToolSchema: GenMessage<PreparedTool> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 6);
+
+/**
+ * One evidence source of the prepared prompt ([n] in the evidence message).
+ *
+ * @generated from message groundwire.v1.PreparedReference
+ */
+export type PreparedReference = Message<"groundwire.v1.PreparedReference"> & {
+  /**
+   * Output only. The source number in the evidence message (1-based).
+   *
+   * @generated from field: uint32 source_number = 1;
+   */
+  sourceNumber: number;
+
+  /**
+   * Output only. Document id.
+   *
+   * @generated from field: string document_id = 2;
+   */
+  documentId: string;
+
+  /**
+   * Output only. Chunk id.
+   *
+   * @generated from field: string chunk_id = 3;
+   */
+  chunkId: string;
+
+  /**
+   * Output only. The retrieval score (raw, metric, direction, relevance).
+   *
+   * @generated from field: groundwire.v1.Score score = 4;
+   */
+  score?: Score | undefined;
+
+  /**
+   * Output only. Character span in the document.
+   *
+   * @generated from field: groundwire.v1.CharSpan span = 5;
+   */
+  span?: CharSpan | undefined;
+
+  /**
+   * Output only. Document title ("" when unknown).
+   *
+   * @generated from field: string title = 6;
+   */
+  title: string;
+
+  /**
+   * Output only. Section heading ("" when unknown).
+   *
+   * @generated from field: string section = 7;
+   */
+  section: string;
+};
+
+/**
+ * Describes the message groundwire.v1.PreparedReference.
+ * Use `create(PreparedReferenceSchema)` to create a new message.
+ */
+export const PreparedReferenceSchema: GenMessage<PreparedReference> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 7);
+
+/**
+ * The prepared, not executed, turn of one agent.
+ *
+ * @generated from message groundwire.v1.PreparedExecution
+ */
+export type PreparedExecution = Message<"groundwire.v1.PreparedExecution"> & {
+  /**
+   * Output only. The agent.
+   *
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+
+  /**
+   * Output only. What the execution would do next.
+   *
+   * @generated from field: groundwire.v1.PreparedAction action = 2;
+   */
+  action: PreparedAction;
+
+  /**
+   * Output only. The messages the model would receive, in order (empty
+   * unless action is CALL_MODEL).
+   *
+   * @generated from field: repeated groundwire.v1.PreparedMessage messages = 3;
+   */
+  messages: PreparedMessage[];
+
+  /**
+   * Output only. The tools the model would be offered, in order.
+   *
+   * @generated from field: repeated groundwire.v1.PreparedTool tools = 4;
+   */
+  tools: PreparedTool[];
+
+  /**
+   * Output only. The evidence sources, in evidence order.
+   *
+   * @generated from field: repeated groundwire.v1.PreparedReference references = 5;
+   */
+  references: PreparedReference[];
+
+  /**
+   * Output only. The framework answer when action is RETURN_NOT_FOUND.
+   *
+   * @generated from field: string framework_answer = 6;
+   */
+  frameworkAnswer: string;
+
+  /**
+   * Output only. The RAG metadata Execute would report (including
+   * applied_limits, rewritten_query and keyword_query).
+   *
+   * @generated from field: groundwire.v1.RagExecutionMetadata rag = 7;
+   */
+  rag?: RagExecutionMetadata | undefined;
+
+  /**
+   * Output only. Wall time of the preparation.
+   *
+   * @generated from field: google.protobuf.Duration duration = 8;
+   */
+  duration?: Duration | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.PreparedExecution.
+ * Use `create(PreparedExecutionSchema)` to create a new message.
+ */
+export const PreparedExecutionSchema: GenMessage<PreparedExecution> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 8);
 
 /**
  * Request for Execute.
@@ -134,7 +457,7 @@ export type ExecuteRequest = Message<"groundwire.v1.ExecuteRequest"> & {
  * Use `create(ExecuteRequestSchema)` to create a new message.
  */
 export const ExecuteRequestSchema: GenMessage<ExecuteRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 2);
+  messageDesc(file_groundwire_v1_agent, 9);
 
 /**
  * Request for ExecuteStream.
@@ -155,7 +478,7 @@ export type ExecuteStreamRequest = Message<"groundwire.v1.ExecuteStreamRequest">
  * Use `create(ExecuteStreamRequestSchema)` to create a new message.
  */
 export const ExecuteStreamRequestSchema: GenMessage<ExecuteStreamRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 3);
+  messageDesc(file_groundwire_v1_agent, 10);
 
 /**
  * Response for Execute.
@@ -176,7 +499,7 @@ export type ExecuteResponse = Message<"groundwire.v1.ExecuteResponse"> & {
  * Use `create(ExecuteResponseSchema)` to create a new message.
  */
 export const ExecuteResponseSchema: GenMessage<ExecuteResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 4);
+  messageDesc(file_groundwire_v1_agent, 11);
 
 /**
  * One retrieval candidate as the policy saw it (no content).
@@ -232,7 +555,7 @@ export type RagItem = Message<"groundwire.v1.RagItem"> & {
  * Use `create(RagItemSchema)` to create a new message.
  */
 export const RagItemSchema: GenMessage<RagItem> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 5);
+  messageDesc(file_groundwire_v1_agent, 12);
 
 /**
  * Count-only context budget figures (token estimates).
@@ -302,7 +625,7 @@ export type ContextBudget = Message<"groundwire.v1.ContextBudget"> & {
  * Use `create(ContextBudgetSchema)` to create a new message.
  */
 export const ContextBudgetSchema: GenMessage<ContextBudget> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 6);
+  messageDesc(file_groundwire_v1_agent, 13);
 
 /**
  * One agentic search (the search_documents tool), content-free.
@@ -365,7 +688,7 @@ export type AgenticSearchTrace = Message<"groundwire.v1.AgenticSearchTrace"> & {
  * Use `create(AgenticSearchTraceSchema)` to create a new message.
  */
 export const AgenticSearchTraceSchema: GenMessage<AgenticSearchTrace> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 7);
+  messageDesc(file_groundwire_v1_agent, 14);
 
 /**
  * The RAG metadata of an execution: what each stage of the pipeline above
@@ -537,6 +860,59 @@ export type RagExecutionMetadata = Message<"groundwire.v1.RagExecutionMetadata">
    * @generated from field: repeated groundwire.v1.AgenticSearchTrace searches = 23;
    */
   searches: AgenticSearchTrace[];
+
+  /**
+   * Output only. Whether RAG was bypassed for this request
+   * (ExecutionInput.bypass_rag): no search ran and no evidence was sent.
+   *
+   * @generated from field: bool rag_bypassed = 70;
+   */
+  ragBypassed: boolean;
+
+  /**
+   * Output only. The limits applied to this execution: the agent's, narrowed
+   * by the request's overrides. Absent when RAG is disabled or bypassed.
+   *
+   * @generated from field: groundwire.v1.RagAppliedLimits applied_limits = 71;
+   */
+  appliedLimits?: RagAppliedLimits | undefined;
+
+  /**
+   * Output only. The keyword query the lexical leg searched (lexical and
+   * hybrid retrieval with keyword rewriting enabled): stop words removed,
+   * identifiers and quoted phrases kept. Absent when the lexical leg searched
+   * the (possibly rewritten) message itself.
+   *
+   * @generated from field: optional string keyword_query = 72;
+   */
+  keywordQuery?: string | undefined;
+
+  /**
+   * Output only. Where keyword_query came from (UNSPECIFIED when absent).
+   *
+   * @generated from field: groundwire.v1.KeywordQuerySource keyword_query_source = 73;
+   */
+  keywordQuerySource: KeywordQuerySource;
+
+  /**
+   * Output only. When the rewriter model failed and the deterministic
+   * keywords were used instead: a stable code (MODEL_UNAVAILABLE,
+   * MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_REJECTED,
+   * MODEL_INVALID_RESPONSE, REWRITE_INVALID_OUTPUT). Empty otherwise.
+   *
+   * @generated from field: string keyword_rewrite_failure_code = 74;
+   */
+  keywordRewriteFailureCode: string;
+
+  /**
+   * Output only. When the model rewrite of a follow-up (query_rewriting
+   * "model") failed and the history rewrite was searched instead: a stable
+   * code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
+   * MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
+   *
+   * @generated from field: string query_rewrite_failure_code = 75;
+   */
+  queryRewriteFailureCode: string;
 };
 
 /**
@@ -544,7 +920,66 @@ export type RagExecutionMetadata = Message<"groundwire.v1.RagExecutionMetadata">
  * Use `create(RagExecutionMetadataSchema)` to create a new message.
  */
 export const RagExecutionMetadataSchema: GenMessage<RagExecutionMetadata> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 8);
+  messageDesc(file_groundwire_v1_agent, 15);
+
+/**
+ * The RAG limits applied to one execution (the agent's policy narrowed by
+ * the request's overrides).
+ *
+ * @generated from message groundwire.v1.RagAppliedLimits
+ */
+export type RagAppliedLimits = Message<"groundwire.v1.RagAppliedLimits"> & {
+  /**
+   * Output only. Candidates requested from retrieval (CandidateCount, within
+   * the server's top-k limit).
+   *
+   * @generated from field: uint32 candidate_count = 1;
+   */
+  candidateCount: number;
+
+  /**
+   * Output only. Minimum relevance applied by acceptance; absent when none.
+   *
+   * @generated from field: optional double minimum_relevance = 2;
+   */
+  minimumRelevance?: number | undefined;
+
+  /**
+   * Output only. The most accepted results (final top-k).
+   *
+   * @generated from field: uint32 final_top_k = 3;
+   */
+  finalTopK: number;
+
+  /**
+   * Output only. Whether the request narrowed minimum_relevance.
+   *
+   * @generated from field: bool minimum_relevance_overridden = 4;
+   */
+  minimumRelevanceOverridden: boolean;
+
+  /**
+   * Output only. Whether the request narrowed final_top_k.
+   *
+   * @generated from field: bool final_top_k_overridden = 5;
+   */
+  finalTopKOverridden: boolean;
+
+  /**
+   * Output only. Whether the request added metadata filter conditions
+   * (ExecutionInput.filter, ANDed with the agent's filter).
+   *
+   * @generated from field: bool filter_narrowed = 6;
+   */
+  filterNarrowed: boolean;
+};
+
+/**
+ * Describes the message groundwire.v1.RagAppliedLimits.
+ * Use `create(RagAppliedLimitsSchema)` to create a new message.
+ */
+export const RagAppliedLimitsSchema: GenMessage<RagAppliedLimits> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 16);
 
 /**
  * Token usage reported by the model provider.
@@ -579,7 +1014,7 @@ export type TokenUsage = Message<"groundwire.v1.TokenUsage"> & {
  * Use `create(TokenUsageSchema)` to create a new message.
  */
 export const TokenUsageSchema: GenMessage<TokenUsage> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 9);
+  messageDesc(file_groundwire_v1_agent, 17);
 
 /**
  * A chunk the answer cites.
@@ -614,7 +1049,7 @@ export type Citation = Message<"groundwire.v1.Citation"> & {
  * Use `create(CitationSchema)` to create a new message.
  */
 export const CitationSchema: GenMessage<Citation> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 10);
+  messageDesc(file_groundwire_v1_agent, 18);
 
 /**
  * A tool call made during the execution (content-free).
@@ -664,6 +1099,13 @@ export type ToolCallTrace = Message<"groundwire.v1.ToolCallTrace"> & {
    * @generated from field: google.protobuf.Duration duration = 6;
    */
   duration?: Duration | undefined;
+
+  /**
+   * Output only. Whether the caller executed it (a client tool).
+   *
+   * @generated from field: bool client_executed = 50;
+   */
+  clientExecuted: boolean;
 };
 
 /**
@@ -671,7 +1113,7 @@ export type ToolCallTrace = Message<"groundwire.v1.ToolCallTrace"> & {
  * Use `create(ToolCallTraceSchema)` to create a new message.
  */
 export const ToolCallTraceSchema: GenMessage<ToolCallTrace> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 11);
+  messageDesc(file_groundwire_v1_agent, 19);
 
 /**
  * The result of one execution, identical for Execute and the terminal stream
@@ -749,6 +1191,47 @@ export type AgentResult = Message<"groundwire.v1.AgentResult"> & {
    * @generated from field: google.protobuf.Duration duration = 10;
    */
   duration?: Duration | undefined;
+
+  /**
+   * Output only. COMPLETED, or REQUIRES_ACTION while client tool results are
+   * awaited (answer then empty, required_tool_calls set).
+   *
+   * @generated from field: groundwire.v1.ExecutionStatus status = 50;
+   */
+  status: ExecutionStatus;
+
+  /**
+   * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+   * SubmitToolResults, in the model's order.
+   *
+   * @generated from field: repeated groundwire.v1.RequiredToolCall required_tool_calls = 51;
+   */
+  requiredToolCalls: RequiredToolCall[];
+
+  /**
+   * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+   * results have not been submitted.
+   *
+   * @generated from field: google.protobuf.Timestamp action_deadline = 52;
+   */
+  actionDeadline?: Timestamp | undefined;
+
+  /**
+   * Output only. Whether this result continued from a checkpoint (resume or
+   * submitted tool results) rather than running from the start. duration
+   * then covers the continued part only.
+   *
+   * @generated from field: bool resumed = 53;
+   */
+  resumed: boolean;
+
+  /**
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   *
+   * @generated from field: groundwire.v1.EmbeddingUsage embedding_usage = 80;
+   */
+  embeddingUsage?: EmbeddingUsage | undefined;
 };
 
 /**
@@ -756,7 +1239,7 @@ export type AgentResult = Message<"groundwire.v1.AgentResult"> & {
  * Use `create(AgentResultSchema)` to create a new message.
  */
 export const AgentResultSchema: GenMessage<AgentResult> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 12);
+  messageDesc(file_groundwire_v1_agent, 20);
 
 /**
  * RAG search lifecycle details (content-free).
@@ -828,10 +1311,11 @@ export type RagSearchEvent = Message<"groundwire.v1.RagSearchEvent"> & {
  * Use `create(RagSearchEventSchema)` to create a new message.
  */
 export const RagSearchEventSchema: GenMessage<RagSearchEvent> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 13);
+  messageDesc(file_groundwire_v1_agent, 21);
 
 /**
- * Tool call details (content-free: no arguments or results).
+ * Tool call details (content-free: no arguments or results, except the
+ * arguments of a client tool call the caller has to run).
  *
  * @generated from message groundwire.v1.ToolCallEvent
  */
@@ -877,6 +1361,22 @@ export type ToolCallEvent = Message<"groundwire.v1.ToolCallEvent"> & {
    * @generated from field: google.protobuf.Duration duration = 6;
    */
   duration?: Duration | undefined;
+
+  /**
+   * Output only. TOOL_CALL_REQUESTED only: the model's arguments for the
+   * caller's tool, a JSON object valid against its declared schema (the only
+   * model output an event carries besides text deltas).
+   *
+   * @generated from field: string arguments = 50;
+   */
+  arguments: string;
+
+  /**
+   * Output only. Whether the tool is a client tool the caller executes.
+   *
+   * @generated from field: bool client_executed = 51;
+   */
+  clientExecuted: boolean;
 };
 
 /**
@@ -884,7 +1384,7 @@ export type ToolCallEvent = Message<"groundwire.v1.ToolCallEvent"> & {
  * Use `create(ToolCallEventSchema)` to create a new message.
  */
 export const ToolCallEventSchema: GenMessage<ToolCallEvent> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 14);
+  messageDesc(file_groundwire_v1_agent, 22);
 
 /**
  * One execution event.
@@ -935,7 +1435,8 @@ export type ExecuteStreamResponse = Message<"groundwire.v1.ExecuteStreamResponse
   textDelta: string;
 
   /**
-   * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+   * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+   * result (same as Execute's).
    *
    * @generated from field: groundwire.v1.AgentResult result = 7;
    */
@@ -962,7 +1463,7 @@ export type ExecuteStreamResponse = Message<"groundwire.v1.ExecuteStreamResponse
  * Use `create(ExecuteStreamResponseSchema)` to create a new message.
  */
 export const ExecuteStreamResponseSchema: GenMessage<ExecuteStreamResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 15);
+  messageDesc(file_groundwire_v1_agent, 23);
 
 /**
  * RAG policy summary of an agent.
@@ -1011,6 +1512,38 @@ export type AgentRagDescription = Message<"groundwire.v1.AgentRagDescription"> &
    * @generated from field: bool agentic = 6;
    */
   agentic: boolean;
+
+  /**
+   * Output only. Whether a request may set ExecutionInput.bypass_rag (mode
+   * OPEN or GROUNDED with no-context behavior ANSWER_NORMALLY).
+   *
+   * @generated from field: bool bypass_allowed = 70;
+   */
+  bypassAllowed: boolean;
+
+  /**
+   * Output only. The agent's minimum relevance; an override may only raise
+   * it. Absent when the agent has none.
+   *
+   * @generated from field: optional double minimum_relevance = 71;
+   */
+  minimumRelevance?: number | undefined;
+
+  /**
+   * Output only. The agent's maximum accepted results (final top-k); an
+   * override may only lower it.
+   *
+   * @generated from field: uint32 final_top_k = 72;
+   */
+  finalTopK: number;
+
+  /**
+   * Output only. Whether the lexical leg searches a keyword query derived
+   * from the question (RagExecutionMetadata.keyword_query).
+   *
+   * @generated from field: bool keyword_query = 73;
+   */
+  keywordQuery: boolean;
 };
 
 /**
@@ -1018,7 +1551,7 @@ export type AgentRagDescription = Message<"groundwire.v1.AgentRagDescription"> &
  * Use `create(AgentRagDescriptionSchema)` to create a new message.
  */
 export const AgentRagDescriptionSchema: GenMessage<AgentRagDescription> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 16);
+  messageDesc(file_groundwire_v1_agent, 24);
 
 /**
  * Safe description of an agent (never credentials).
@@ -1081,7 +1614,7 @@ export type AgentDescription = Message<"groundwire.v1.AgentDescription"> & {
  * Use `create(AgentDescriptionSchema)` to create a new message.
  */
 export const AgentDescriptionSchema: GenMessage<AgentDescription> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 17);
+  messageDesc(file_groundwire_v1_agent, 25);
 
 /**
  * Request for ListAgents.
@@ -1109,7 +1642,7 @@ export type ListAgentsRequest = Message<"groundwire.v1.ListAgentsRequest"> & {
  * Use `create(ListAgentsRequestSchema)` to create a new message.
  */
 export const ListAgentsRequestSchema: GenMessage<ListAgentsRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 18);
+  messageDesc(file_groundwire_v1_agent, 26);
 
 /**
  * Response for ListAgents.
@@ -1137,7 +1670,7 @@ export type ListAgentsResponse = Message<"groundwire.v1.ListAgentsResponse"> & {
  * Use `create(ListAgentsResponseSchema)` to create a new message.
  */
 export const ListAgentsResponseSchema: GenMessage<ListAgentsResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 19);
+  messageDesc(file_groundwire_v1_agent, 27);
 
 /**
  * Request for GetAgent.
@@ -1158,7 +1691,7 @@ export type GetAgentRequest = Message<"groundwire.v1.GetAgentRequest"> & {
  * Use `create(GetAgentRequestSchema)` to create a new message.
  */
 export const GetAgentRequestSchema: GenMessage<GetAgentRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 20);
+  messageDesc(file_groundwire_v1_agent, 28);
 
 /**
  * Response for GetAgent.
@@ -1179,7 +1712,357 @@ export type GetAgentResponse = Message<"groundwire.v1.GetAgentResponse"> & {
  * Use `create(GetAgentResponseSchema)` to create a new message.
  */
 export const GetAgentResponseSchema: GenMessage<GetAgentResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_agent, 21);
+  messageDesc(file_groundwire_v1_agent, 29);
+
+/**
+ * A tool the caller declares and executes itself.
+ *
+ * @generated from message groundwire.v1.ClientTool
+ */
+export type ClientTool = Message<"groundwire.v1.ClientTool"> & {
+  /**
+   * Required. 1 to 64 characters of [A-Za-z0-9_-]; unique within the request;
+   * not the name of one of the agent's tools (search_documents included).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Required. What the tool does, for the model (1 to 1,024 characters).
+   *
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * Required. JSON Schema (draft 2020-12) of the tool's input: an object
+   * schema ("type": "object"), at most 8 KiB as JSON, without the regular
+   * expression keywords pattern and patternProperties. The model's arguments
+   * are validated against it before the caller is asked; invalid arguments go
+   * back to the model as TOOL_INVALID_ARGUMENTS.
+   *
+   * @generated from field: google.protobuf.Struct parameters = 3;
+   */
+  parameters?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.ClientTool.
+ * Use `create(ClientToolSchema)` to create a new message.
+ */
+export const ClientToolSchema: GenMessage<ClientTool> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 30);
+
+/**
+ * A client tool call the execution waits for.
+ *
+ * @generated from message groundwire.v1.RequiredToolCall
+ */
+export type RequiredToolCall = Message<"groundwire.v1.RequiredToolCall"> & {
+  /**
+   * Output only. The call id to answer (unique within the execution).
+   *
+   * @generated from field: string call_id = 1;
+   */
+  callId: string;
+
+  /**
+   * Output only. The client tool's name.
+   *
+   * @generated from field: string tool_name = 2;
+   */
+  toolName: string;
+
+  /**
+   * Output only. The model's arguments, a JSON object valid against the
+   * tool's declared parameters.
+   *
+   * @generated from field: string arguments = 3;
+   */
+  arguments: string;
+};
+
+/**
+ * Describes the message groundwire.v1.RequiredToolCall.
+ * Use `create(RequiredToolCallSchema)` to create a new message.
+ */
+export const RequiredToolCallSchema: GenMessage<RequiredToolCall> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 31);
+
+/**
+ * The caller's result of one client tool call.
+ *
+ * @generated from message groundwire.v1.ToolResult
+ */
+export type ToolResult = Message<"groundwire.v1.ToolResult"> & {
+  /**
+   * Required. The call id of the TOOL_CALL_REQUESTED event / RequiredToolCall.
+   *
+   * @generated from field: string call_id = 1;
+   */
+  callId: string;
+
+  /**
+   * Optional. The tool's output as text (at most the server's maximum, 16,384
+   * characters by default). Untrusted data: the model receives it escaped like
+   * any tool output, as data, never as instructions; it cannot change the
+   * agent's instructions, tenant or filters.
+   *
+   * @generated from field: string output = 2;
+   */
+  output: string;
+
+  /**
+   * Optional. The tool failed: the model receives the tool error TOOL_FAILED
+   * instead of `output`.
+   *
+   * @generated from field: bool is_error = 3;
+   */
+  isError: boolean;
+};
+
+/**
+ * Describes the message groundwire.v1.ToolResult.
+ * Use `create(ToolResultSchema)` to create a new message.
+ */
+export const ToolResultSchema: GenMessage<ToolResult> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 32);
+
+/**
+ * Request for ResumeExecution.
+ *
+ * @generated from message groundwire.v1.ResumeExecutionRequest
+ */
+export type ResumeExecutionRequest = Message<"groundwire.v1.ResumeExecutionRequest"> & {
+  /**
+   * Required. The execution id (AgentResult.execution_id or any event's).
+   *
+   * @generated from field: string execution_id = 1;
+   */
+  executionId: string;
+
+  /**
+   * Optional. The tenant the execution ran as ("" = untenanted). With API keys
+   * enabled the key's tenant applies, like ExecutionInput.tenant.
+   *
+   * @generated from field: string tenant = 2;
+   */
+  tenant: string;
+};
+
+/**
+ * Describes the message groundwire.v1.ResumeExecutionRequest.
+ * Use `create(ResumeExecutionRequestSchema)` to create a new message.
+ */
+export const ResumeExecutionRequestSchema: GenMessage<ResumeExecutionRequest> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 33);
+
+/**
+ * Response for ResumeExecution.
+ *
+ * @generated from message groundwire.v1.ResumeExecutionResponse
+ */
+export type ResumeExecutionResponse = Message<"groundwire.v1.ResumeExecutionResponse"> & {
+  /**
+   * Output only. The result (recorded, continued, or REQUIRES_ACTION).
+   *
+   * @generated from field: groundwire.v1.AgentResult result = 1;
+   */
+  result?: AgentResult | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.ResumeExecutionResponse.
+ * Use `create(ResumeExecutionResponseSchema)` to create a new message.
+ */
+export const ResumeExecutionResponseSchema: GenMessage<ResumeExecutionResponse> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 34);
+
+/**
+ * Request for ResumeExecutionStream.
+ *
+ * @generated from message groundwire.v1.ResumeExecutionStreamRequest
+ */
+export type ResumeExecutionStreamRequest = Message<"groundwire.v1.ResumeExecutionStreamRequest"> & {
+  /**
+   * Required. The execution id.
+   *
+   * @generated from field: string execution_id = 1;
+   */
+  executionId: string;
+
+  /**
+   * Optional. The tenant, as in ResumeExecutionRequest.
+   *
+   * @generated from field: string tenant = 2;
+   */
+  tenant: string;
+};
+
+/**
+ * Describes the message groundwire.v1.ResumeExecutionStreamRequest.
+ * Use `create(ResumeExecutionStreamRequestSchema)` to create a new message.
+ */
+export const ResumeExecutionStreamRequestSchema: GenMessage<ResumeExecutionStreamRequest> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 35);
+
+/**
+ * One event of a resumed execution.
+ *
+ * @generated from message groundwire.v1.ResumeExecutionStreamResponse
+ */
+export type ResumeExecutionStreamResponse = Message<"groundwire.v1.ResumeExecutionStreamResponse"> & {
+  /**
+   * Output only. The event (sequence restarts at 0 on every call).
+   *
+   * @generated from field: groundwire.v1.ExecuteStreamResponse event = 1;
+   */
+  event?: ExecuteStreamResponse | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.ResumeExecutionStreamResponse.
+ * Use `create(ResumeExecutionStreamResponseSchema)` to create a new message.
+ */
+export const ResumeExecutionStreamResponseSchema: GenMessage<ResumeExecutionStreamResponse> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 36);
+
+/**
+ * Request for SubmitToolResults.
+ *
+ * @generated from message groundwire.v1.SubmitToolResultsRequest
+ */
+export type SubmitToolResultsRequest = Message<"groundwire.v1.SubmitToolResultsRequest"> & {
+  /**
+   * Required. The execution id of a REQUIRES_ACTION result.
+   *
+   * @generated from field: string execution_id = 1;
+   */
+  executionId: string;
+
+  /**
+   * Optional. The tenant, as in ResumeExecutionRequest.
+   *
+   * @generated from field: string tenant = 2;
+   */
+  tenant: string;
+
+  /**
+   * Required. One result per required tool call (at most 64).
+   *
+   * @generated from field: repeated groundwire.v1.ToolResult results = 3;
+   */
+  results: ToolResult[];
+};
+
+/**
+ * Describes the message groundwire.v1.SubmitToolResultsRequest.
+ * Use `create(SubmitToolResultsRequestSchema)` to create a new message.
+ */
+export const SubmitToolResultsRequestSchema: GenMessage<SubmitToolResultsRequest> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 37);
+
+/**
+ * Response for SubmitToolResults.
+ *
+ * @generated from message groundwire.v1.SubmitToolResultsResponse
+ */
+export type SubmitToolResultsResponse = Message<"groundwire.v1.SubmitToolResultsResponse"> & {
+  /**
+   * Output only. The continued execution's result.
+   *
+   * @generated from field: groundwire.v1.AgentResult result = 1;
+   */
+  result?: AgentResult | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.SubmitToolResultsResponse.
+ * Use `create(SubmitToolResultsResponseSchema)` to create a new message.
+ */
+export const SubmitToolResultsResponseSchema: GenMessage<SubmitToolResultsResponse> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 38);
+
+/**
+ * Results of client tool calls sent on an ExecuteInteractive stream.
+ *
+ * @generated from message groundwire.v1.ClientToolResults
+ */
+export type ClientToolResults = Message<"groundwire.v1.ClientToolResults"> & {
+  /**
+   * Required. Results of requested calls (at most 64), in any order; each
+   * call is answered once.
+   *
+   * @generated from field: repeated groundwire.v1.ToolResult results = 1;
+   */
+  results: ToolResult[];
+};
+
+/**
+ * Describes the message groundwire.v1.ClientToolResults.
+ * Use `create(ClientToolResultsSchema)` to create a new message.
+ */
+export const ClientToolResultsSchema: GenMessage<ClientToolResults> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 39);
+
+/**
+ * Request for ExecuteInteractive: first the input, then tool results.
+ *
+ * @generated from message groundwire.v1.ExecuteInteractiveRequest
+ */
+export type ExecuteInteractiveRequest = Message<"groundwire.v1.ExecuteInteractiveRequest"> & {
+  /**
+   * Required. Exactly one of them.
+   *
+   * @generated from oneof groundwire.v1.ExecuteInteractiveRequest.kind
+   */
+  kind: {
+    /**
+     * The execution input (first message only).
+     *
+     * @generated from field: groundwire.v1.ExecutionInput input = 1;
+     */
+    value: ExecutionInput;
+    case: "input";
+  } | {
+    /**
+     * Results of requested client tool calls (later messages).
+     *
+     * @generated from field: groundwire.v1.ClientToolResults tool_results = 2;
+     */
+    value: ClientToolResults;
+    case: "toolResults";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message groundwire.v1.ExecuteInteractiveRequest.
+ * Use `create(ExecuteInteractiveRequestSchema)` to create a new message.
+ */
+export const ExecuteInteractiveRequestSchema: GenMessage<ExecuteInteractiveRequest> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 40);
+
+/**
+ * One event of an ExecuteInteractive stream.
+ *
+ * @generated from message groundwire.v1.ExecuteInteractiveResponse
+ */
+export type ExecuteInteractiveResponse = Message<"groundwire.v1.ExecuteInteractiveResponse"> & {
+  /**
+   * Output only. The event.
+   *
+   * @generated from field: groundwire.v1.ExecuteStreamResponse event = 1;
+   */
+  event?: ExecuteStreamResponse | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.ExecuteInteractiveResponse.
+ * Use `create(ExecuteInteractiveResponseSchema)` to create a new message.
+ */
+export const ExecuteInteractiveResponseSchema: GenMessage<ExecuteInteractiveResponse> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_agent, 41);
 
 /**
  * How strongly answers are tied to accepted context.
@@ -1508,6 +2391,32 @@ export enum ExecutionEventType {
    * @generated from enum value: EXECUTION_EVENT_TYPE_EXECUTION_FAILED = 9;
    */
   EXECUTION_FAILED = 9,
+
+  /**
+   * The execution continues from its checkpoint (after EXECUTION_STARTED on
+   * ResumeExecutionStream and ExecuteInteractive after results): no retrieval
+   * or reranking is repeated.
+   *
+   * @generated from enum value: EXECUTION_EVENT_TYPE_EXECUTION_RESUMED = 50;
+   */
+  EXECUTION_RESUMED = 50,
+
+  /**
+   * The model called a client-executed tool (`tool_call`, with `arguments`):
+   * the caller runs it and sends back its result.
+   *
+   * @generated from enum value: EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED = 51;
+   */
+  TOOL_CALL_REQUESTED = 51,
+
+  /**
+   * Terminal: the execution waits for client tool results (`result` with
+   * status EXECUTION_STATUS_REQUIRES_ACTION); submit them with
+   * SubmitToolResults.
+   *
+   * @generated from enum value: EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION = 52;
+   */
+  EXECUTION_REQUIRES_ACTION = 52,
 }
 
 /**
@@ -1515,6 +2424,166 @@ export enum ExecutionEventType {
  */
 export const ExecutionEventTypeSchema: GenEnum<ExecutionEventType> = /*@__PURE__*/
   enumDesc(file_groundwire_v1_agent, 5);
+
+/**
+ * Author of a prepared prompt message.
+ *
+ * @generated from enum groundwire.v1.PromptRole
+ */
+export enum PromptRole {
+  /**
+   * Not set (never reported).
+   *
+   * @generated from enum value: PROMPT_ROLE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Framework grounding rules and the agent's instructions.
+   *
+   * @generated from enum value: PROMPT_ROLE_SYSTEM = 1;
+   */
+  SYSTEM = 1,
+
+  /**
+   * The user: history turns, the evidence message and the question.
+   *
+   * @generated from enum value: PROMPT_ROLE_USER = 2;
+   */
+  USER = 2,
+
+  /**
+   * Earlier assistant turns of the conversation.
+   *
+   * @generated from enum value: PROMPT_ROLE_ASSISTANT = 3;
+   */
+  ASSISTANT = 3,
+}
+
+/**
+ * Describes the enum groundwire.v1.PromptRole.
+ */
+export const PromptRoleSchema: GenEnum<PromptRole> = /*@__PURE__*/
+  enumDesc(file_groundwire_v1_agent, 6);
+
+/**
+ * What the execution would do after the RAG stages.
+ *
+ * @generated from enum groundwire.v1.PreparedAction
+ */
+export enum PreparedAction {
+  /**
+   * Not set (never reported).
+   *
+   * @generated from enum value: PREPARED_ACTION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Call the model with `messages` and `tools`.
+   *
+   * @generated from enum value: PREPARED_ACTION_CALL_MODEL = 1;
+   */
+  CALL_MODEL = 1,
+
+  /**
+   * Skip the model and return the framework-owned not-found answer
+   * (`messages` is empty).
+   *
+   * @generated from enum value: PREPARED_ACTION_RETURN_NOT_FOUND = 2;
+   */
+  RETURN_NOT_FOUND = 2,
+
+  /**
+   * Fail with NO_ACCEPTED_CONTEXT (no-context behavior FAIL; `messages` is
+   * empty).
+   *
+   * @generated from enum value: PREPARED_ACTION_FAIL = 3;
+   */
+  FAIL = 3,
+}
+
+/**
+ * Describes the enum groundwire.v1.PreparedAction.
+ */
+export const PreparedActionSchema: GenEnum<PreparedAction> = /*@__PURE__*/
+  enumDesc(file_groundwire_v1_agent, 7);
+
+/**
+ * Where the lexical keyword query came from.
+ *
+ * @generated from enum groundwire.v1.KeywordQuerySource
+ */
+export enum KeywordQuerySource {
+  /**
+   * No keyword query (the lexical leg searched the message).
+   *
+   * @generated from enum value: KEYWORD_QUERY_SOURCE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Derived deterministically from the query (stop words removed).
+   *
+   * @generated from enum value: KEYWORD_QUERY_SOURCE_DERIVED = 1;
+   */
+  DERIVED = 1,
+
+  /**
+   * Written by the rewriter model, validated and bounded.
+   *
+   * @generated from enum value: KEYWORD_QUERY_SOURCE_MODEL = 2;
+   */
+  MODEL = 2,
+
+  /**
+   * The rewriter model failed (keyword_rewrite_failure_code); derived
+   * deterministically instead.
+   *
+   * @generated from enum value: KEYWORD_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILURE = 3;
+   */
+  DERIVED_AFTER_MODEL_FAILURE = 3,
+}
+
+/**
+ * Describes the enum groundwire.v1.KeywordQuerySource.
+ */
+export const KeywordQuerySourceSchema: GenEnum<KeywordQuerySource> = /*@__PURE__*/
+  enumDesc(file_groundwire_v1_agent, 8);
+
+/**
+ * Whether an execution finished or waits for the caller.
+ *
+ * @generated from enum groundwire.v1.ExecutionStatus
+ */
+export enum ExecutionStatus {
+  /**
+   * Not set (results of servers that predate client tools).
+   *
+   * @generated from enum value: EXECUTION_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The execution completed: the answer is final.
+   *
+   * @generated from enum value: EXECUTION_STATUS_COMPLETED = 1;
+   */
+  COMPLETED = 1,
+
+  /**
+   * The execution waits for client tool results (SubmitToolResults).
+   *
+   * @generated from enum value: EXECUTION_STATUS_REQUIRES_ACTION = 2;
+   */
+  REQUIRES_ACTION = 2,
+}
+
+/**
+ * Describes the enum groundwire.v1.ExecutionStatus.
+ */
+export const ExecutionStatusSchema: GenEnum<ExecutionStatus> = /*@__PURE__*/
+  enumDesc(file_groundwire_v1_agent, 9);
 
 /**
  * Configured agents and their execution.
@@ -1547,7 +2616,9 @@ export const AgentService: GenService<{
    * input), NOT_FOUND (AGENT_NOT_FOUND), FAILED_PRECONDITION
    * (RAG_CONTEXT_BUDGET_EXCEEDED, INVALID_RAG_POLICY, NO_ACCEPTED_CONTEXT),
    * UNAVAILABLE (RAG_RETRIEVAL_FAILED, RERANKER_FAILED, MODEL_UNAVAILABLE,
-   * MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED.
+   * MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
+   * execution that failed after its checkpoint (from the first model call on)
+   * names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
    *
    * @generated from rpc groundwire.v1.AgentService.Execute
    */
@@ -1559,7 +2630,8 @@ export const AgentService: GenService<{
   /**
    * Runs one agent turn, streaming its execution events. Request validation
    * errors end the call with a status before any event; every later outcome is
-   * reported by exactly one terminal event (completed or failed).
+   * reported by exactly one terminal event (completed, failed, or requires
+   * action when the model called a client tool).
    *
    * @generated from rpc groundwire.v1.AgentService.ExecuteStream
    */
@@ -1567,6 +2639,96 @@ export const AgentService: GenService<{
     methodKind: "server_streaming";
     input: typeof ExecuteStreamRequestSchema;
     output: typeof ExecuteStreamResponseSchema;
+  },
+  /**
+   * Continues an execution from its checkpoint, by execution id. Every
+   * execution that reached its first model call has one (kept for the server's
+   * checkpoint retention, one hour by default): the input, the accepted context
+   * with its scores and full RAG metadata, the index version, the tool calls and
+   * model messages so far. Resuming repeats no retrieval and no reranking: the
+   * result carries the same evidence and metadata (rag.index_version names the
+   * version the evidence came from, even when the index has moved on).
+   * A completed execution returns its recorded result; one waiting for client
+   * tool results returns its REQUIRES_ACTION result again.
+   * Errors: NOT_FOUND (EXECUTION_NOT_FOUND: unknown, expired, or another
+   * tenant's id; indistinguishable), ABORTED (EXECUTION_IN_PROGRESS: it runs
+   * now, here or on another replica; retry after the RetryInfo delay),
+   * FAILED_PRECONDITION (EXECUTION_AGENT_CHANGED, TOOL_RESULTS_EXPIRED), and
+   * the errors of Execute from the model call on.
+   *
+   * @generated from rpc groundwire.v1.AgentService.ResumeExecution
+   */
+  resumeExecution: {
+    methodKind: "unary";
+    input: typeof ResumeExecutionRequestSchema;
+    output: typeof ResumeExecutionResponseSchema;
+  },
+  /**
+   * ResumeExecution, streaming the continued execution's events:
+   * EXECUTION_STARTED, EXECUTION_RESUMED, then the events of the model loop and
+   * exactly one terminal event. Lookup errors end the call with a status before
+   * any event.
+   *
+   * @generated from rpc groundwire.v1.AgentService.ResumeExecutionStream
+   */
+  resumeExecutionStream: {
+    methodKind: "server_streaming";
+    input: typeof ResumeExecutionStreamRequestSchema;
+    output: typeof ResumeExecutionStreamResponseSchema;
+  },
+  /**
+   * Submits the results of client-executed tools of an execution in
+   * REQUIRES_ACTION and continues it, returning its next result (completed, or
+   * REQUIRES_ACTION again when the model calls client tools again). Every
+   * required call must be answered exactly once, before the result's
+   * action_deadline. Errors: NOT_FOUND (EXECUTION_NOT_FOUND), INVALID_ARGUMENT
+   * (TOOL_RESULT_UNKNOWN_CALL, TOOL_RESULTS_INCOMPLETE, TOOL_RESULT_DUPLICATE
+   * within one request, FIELD_TOO_LONG, FIELD_REQUIRED), ALREADY_EXISTS
+   * (TOOL_RESULT_DUPLICATE: already submitted), FAILED_PRECONDITION
+   * (EXECUTION_NOT_AWAITING_TOOL_RESULTS, TOOL_RESULTS_EXPIRED,
+   * EXECUTION_AGENT_CHANGED), ABORTED (EXECUTION_IN_PROGRESS), and the errors
+   * of Execute from the model call on.
+   *
+   * @generated from rpc groundwire.v1.AgentService.SubmitToolResults
+   */
+  submitToolResults: {
+    methodKind: "unary";
+    input: typeof SubmitToolResultsRequestSchema;
+    output: typeof SubmitToolResultsResponseSchema;
+  },
+  /**
+   * Runs one agent turn over one bidirectional stream: the first request
+   * carries the input; whenever the model calls a client tool the server sends
+   * TOOL_CALL_REQUESTED events and waits (bounded by the per-call timeout) for
+   * the caller's results on the same stream, then continues. A result not
+   * sent in time is returned to the model as the tool error TOOL_TIMEOUT.
+   * Results for unknown or already answered calls, or a second input, end the
+   * execution with EXECUTION_FAILED (TOOL_RESULT_UNKNOWN_CALL,
+   * TOOL_RESULT_DUPLICATE, FIELD_REQUIRED).
+   *
+   * @generated from rpc groundwire.v1.AgentService.ExecuteInteractive
+   */
+  executeInteractive: {
+    methodKind: "bidi_streaming";
+    input: typeof ExecuteInteractiveRequestSchema;
+    output: typeof ExecuteInteractiveResponseSchema;
+  },
+  /**
+   * Runs every RAG stage of one agent turn exactly as Execute would (query
+   * rewriting, retrieval, acceptance, reranking, answerability, context
+   * budget, prompt assembly) and returns the exact messages and tools the
+   * model would receive, with the references and the applied limits, without
+   * calling the model ("retrieve without LLM call"). The response exposes
+   * the assembled prompt, including the agent's instructions, so it needs the
+   * `prepare` permission (EXECUTE alone is not enough). Errors: as Execute,
+   * plus PERMISSION_DENIED (PERMISSION_DENIED) without that permission.
+   *
+   * @generated from rpc groundwire.v1.AgentService.PrepareExecution
+   */
+  prepareExecution: {
+    methodKind: "unary";
+    input: typeof PrepareExecutionRequestSchema;
+    output: typeof PrepareExecutionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_groundwire_v1_agent, 0);

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file groundwire/v1/common.proto.
  */
 export const file_groundwire_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("Chpncm91bmR3aXJlL3YxL2NvbW1vbi5wcm90bxINZ3JvdW5kd2lyZS52MSKGAQoFU2NvcmUSEQoJcmF3X3Njb3JlGAEgASgBEioKBm1ldHJpYxgCIAEoDjIaLmdyb3VuZHdpcmUudjEuU2NvcmVNZXRyaWMSGAoQaGlnaGVyX2lzX2JldHRlchgDIAEoCBIWCglyZWxldmFuY2UYBCABKAFIAIgBAUIMCgpfcmVsZXZhbmNlImwKDUxlZ1Byb3ZlbmFuY2USKAoDbGVnGAEgASgOMhsuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxMZWcSDAoEcmFuaxgCIAEoDRIjCgVzY29yZRgDIAEoCzIULmdyb3VuZHdpcmUudjEuU2NvcmUiJgoIQ2hhclNwYW4SDQoFc3RhcnQYASABKA0SCwoDZW5kGAIgASgNIhwKClN0cmluZ0xpc3QSDgoGdmFsdWVzGAEgAygJImgKEU1ldGFkYXRhQ29uZGl0aW9uEgsKA2tleRgBIAEoCRIQCgZlcXVhbHMYAiABKAlIABIrCgZhbnlfb2YYAyABKAsyGS5ncm91bmR3aXJlLnYxLlN0cmluZ0xpc3RIAEIHCgVtYXRjaCJGCg5NZXRhZGF0YUZpbHRlchI0Cgpjb25kaXRpb25zGAEgAygLMiAuZ3JvdW5kd2lyZS52MS5NZXRhZGF0YUNvbmRpdGlvbiqzAgoLU2NvcmVNZXRyaWMSHAoYU0NPUkVfTUVUUklDX1VOU1BFQ0lGSUVEEAASIgoeU0NPUkVfTUVUUklDX0NPU0lORV9TSU1JTEFSSVRZEAESIAocU0NPUkVfTUVUUklDX0NPU0lORV9ESVNUQU5DRRACEiMKH1NDT1JFX01FVFJJQ19FVUNMSURFQU5fRElTVEFOQ0UQAxIcChhTQ09SRV9NRVRSSUNfRE9UX1BST0RVQ1QQBBIVChFTQ09SRV9NRVRSSUNfQk0yNRAFEhoKFlNDT1JFX01FVFJJQ19URVhUX1JBTksQBhInCiNTQ09SRV9NRVRSSUNfUkVDSVBST0NBTF9SQU5LX0ZVU0lPThAHEiEKHVNDT1JFX01FVFJJQ19SRVJBTktfUkVMRVZBTkNFEAgqZAoMUmV0cmlldmFsTGVnEh0KGVJFVFJJRVZBTF9MRUdfVU5TUEVDSUZJRUQQABIaChZSRVRSSUVWQUxfTEVHX1NFTUFOVElDEAESGQoVUkVUUklFVkFMX0xFR19MRVhJQ0FMEAJCrwEKEWRldi5ncm91bmR3aXJlLnYxQgtDb21tb25Qcm90b1ABWjhnaXRodWIuY29tL2dyb3VuZHdpcmUvZ3JvdW5kd2lyZS9jbGllbnRzL2dvL2dyb3VuZHdpcmV2MaICA0dYWKoCDUdyb3VuZHdpcmUuVjHKAg1Hcm91bmR3aXJlXFYx4gIZR3JvdW5kd2lyZVxWMVxHUEJNZXRhZGF0YeoCDkdyb3VuZHdpcmU6OlYxYgZwcm90bzM");
+  fileDesc("Chpncm91bmR3aXJlL3YxL2NvbW1vbi5wcm90bxINZ3JvdW5kd2lyZS52MSKGAQoFU2NvcmUSEQoJcmF3X3Njb3JlGAEgASgBEioKBm1ldHJpYxgCIAEoDjIaLmdyb3VuZHdpcmUudjEuU2NvcmVNZXRyaWMSGAoQaGlnaGVyX2lzX2JldHRlchgDIAEoCBIWCglyZWxldmFuY2UYBCABKAFIAIgBAUIMCgpfcmVsZXZhbmNlImwKDUxlZ1Byb3ZlbmFuY2USKAoDbGVnGAEgASgOMhsuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxMZWcSDAoEcmFuaxgCIAEoDRIjCgVzY29yZRgDIAEoCzIULmdyb3VuZHdpcmUudjEuU2NvcmUiJgoIQ2hhclNwYW4SDQoFc3RhcnQYASABKA0SCwoDZW5kGAIgASgNIhwKClN0cmluZ0xpc3QSDgoGdmFsdWVzGAEgAygJIpcBChFNZXRhZGF0YUNvbmRpdGlvbhILCgNrZXkYASABKAkSEAoGZXF1YWxzGAIgASgJSAASKwoGYW55X29mGAMgASgLMhkuZ3JvdW5kd2lyZS52MS5TdHJpbmdMaXN0SAASLQoFcmFuZ2UYeCABKAsyHC5ncm91bmR3aXJlLnYxLk1ldGFkYXRhUmFuZ2VIAEIHCgVtYXRjaCJzCg1NZXRhZGF0YVJhbmdlEjAKBWxvd2VyGAEgASgLMiEuZ3JvdW5kd2lyZS52MS5NZXRhZGF0YVJhbmdlQm91bmQSMAoFdXBwZXIYAiABKAsyIS5ncm91bmR3aXJlLnYxLk1ldGFkYXRhUmFuZ2VCb3VuZCJXChJNZXRhZGF0YVJhbmdlQm91bmQSEAoGbnVtYmVyGAEgASgBSAASEwoJdGltZXN0YW1wGAIgASgJSAASEQoJaW5jbHVzaXZlGAMgASgIQgcKBXZhbHVlIkYKDk1ldGFkYXRhRmlsdGVyEjQKCmNvbmRpdGlvbnMYASADKAsyIC5ncm91bmR3aXJlLnYxLk1ldGFkYXRhQ29uZGl0aW9uKrMCCgtTY29yZU1ldHJpYxIcChhTQ09SRV9NRVRSSUNfVU5TUEVDSUZJRUQQABIiCh5TQ09SRV9NRVRSSUNfQ09TSU5FX1NJTUlMQVJJVFkQARIgChxTQ09SRV9NRVRSSUNfQ09TSU5FX0RJU1RBTkNFEAISIwofU0NPUkVfTUVUUklDX0VVQ0xJREVBTl9ESVNUQU5DRRADEhwKGFNDT1JFX01FVFJJQ19ET1RfUFJPRFVDVBAEEhUKEVNDT1JFX01FVFJJQ19CTTI1EAUSGgoWU0NPUkVfTUVUUklDX1RFWFRfUkFOSxAGEicKI1NDT1JFX01FVFJJQ19SRUNJUFJPQ0FMX1JBTktfRlVTSU9OEAcSIQodU0NPUkVfTUVUUklDX1JFUkFOS19SRUxFVkFOQ0UQCCpkCgxSZXRyaWV2YWxMZWcSHQoZUkVUUklFVkFMX0xFR19VTlNQRUNJRklFRBAAEhoKFlJFVFJJRVZBTF9MRUdfU0VNQU5USUMQARIZChVSRVRSSUVWQUxfTEVHX0xFWElDQUwQAkKvAQoRZGV2Lmdyb3VuZHdpcmUudjFCC0NvbW1vblByb3RvUAFaOGdpdGh1Yi5jb20vZ3JvdW5kd2lyZS9ncm91bmR3aXJlL2NsaWVudHMvZ28vZ3JvdW5kd2lyZXYxogIDR1hYqgINR3JvdW5kd2lyZS5WMcoCDUdyb3VuZHdpcmVcVjHiAhlHcm91bmR3aXJlXFYxXEdQQk1ldGFkYXRh6gIOR3JvdW5kd2lyZTo6VjFiBnByb3RvMw");
 
 /**
  * How to read one score. Raw scores keep the provider's own scale; only
@@ -183,6 +183,16 @@ export type MetadataCondition = Message<"groundwire.v1.MetadataCondition"> & {
      */
     value: StringList;
     case: "anyOf";
+  } | {
+    /**
+     * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+     * bounds), must lie in this range. A value that is not of that kind does
+     * not match.
+     *
+     * @generated from field: groundwire.v1.MetadataRange range = 120;
+     */
+    value: MetadataRange;
+    case: "range";
   } | { case: undefined; value?: undefined };
 };
 
@@ -192,6 +202,88 @@ export type MetadataCondition = Message<"groundwire.v1.MetadataCondition"> & {
  */
 export const MetadataConditionSchema: GenMessage<MetadataCondition> = /*@__PURE__*/
   messageDesc(file_groundwire_v1_common, 4);
+
+/**
+ * A range of numbers or of instants that a metadata value must lie in.
+ * Numbers: metadata values such as "42", "-3.5", "1e3" (decimal digits, an
+ * optional fraction and an exponent of at most three digits), compared as
+ * exact decimals. Timestamps: RFC 3339 values with an offset, such as
+ * "2024-05-01T09:30:00+02:00" (years 0001-9999, offsets up to 15:59, fractions
+ * truncated to microseconds, no leap second), compared as instants, so
+ * different offsets of the same instant are equal.
+ *
+ * @generated from message groundwire.v1.MetadataRange
+ */
+export type MetadataRange = Message<"groundwire.v1.MetadataRange"> & {
+  /**
+   * Optional. The lower bound; absent means unbounded below. At least one of
+   * `lower` and `upper` is required; both must be of the same kind, and the
+   * range must not be empty.
+   *
+   * @generated from field: groundwire.v1.MetadataRangeBound lower = 1;
+   */
+  lower?: MetadataRangeBound | undefined;
+
+  /**
+   * Optional. The upper bound; absent means unbounded above.
+   *
+   * @generated from field: groundwire.v1.MetadataRangeBound upper = 2;
+   */
+  upper?: MetadataRangeBound | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.MetadataRange.
+ * Use `create(MetadataRangeSchema)` to create a new message.
+ */
+export const MetadataRangeSchema: GenMessage<MetadataRange> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_common, 5);
+
+/**
+ * One end of a MetadataRange.
+ *
+ * @generated from message groundwire.v1.MetadataRangeBound
+ */
+export type MetadataRangeBound = Message<"groundwire.v1.MetadataRangeBound"> & {
+  /**
+   * Required. The bound itself.
+   *
+   * @generated from oneof groundwire.v1.MetadataRangeBound.value
+   */
+  value: {
+    /**
+     * A finite number, at most 1e300 in magnitude.
+     *
+     * @generated from field: double number = 1;
+     */
+    value: number;
+    case: "number";
+  } | {
+    /**
+     * An RFC 3339 timestamp with an offset (at most 64 characters), an instant
+     * in years 0001-9999 UTC.
+     *
+     * @generated from field: string timestamp = 2;
+     */
+    value: string;
+    case: "timestamp";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * Optional. Whether a value equal to the bound matches (>= or <=); false,
+   * the default, excludes it (> or <).
+   *
+   * @generated from field: bool inclusive = 3;
+   */
+  inclusive: boolean;
+};
+
+/**
+ * Describes the message groundwire.v1.MetadataRangeBound.
+ * Use `create(MetadataRangeBoundSchema)` to create a new message.
+ */
+export const MetadataRangeBoundSchema: GenMessage<MetadataRangeBound> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_common, 6);
 
 /**
  * A conjunction of metadata conditions, applied before ranking so a filtered
@@ -214,7 +306,7 @@ export type MetadataFilter = Message<"groundwire.v1.MetadataFilter"> & {
  * Use `create(MetadataFilterSchema)` to create a new message.
  */
 export const MetadataFilterSchema: GenMessage<MetadataFilter> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_common, 5);
+  messageDesc(file_groundwire_v1_common, 7);
 
 /**
  * The metric that produced a raw score. Together with `higher_is_better` it is

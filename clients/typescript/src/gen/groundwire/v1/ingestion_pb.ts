@@ -13,13 +13,15 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { EmbeddingUsage } from "./usage_pb.js";
+import { file_groundwire_v1_usage } from "./usage_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file groundwire/v1/ingestion.proto.
  */
 export const file_groundwire_v1_ingestion: GenFile = /*@__PURE__*/
-  fileDesc("Ch1ncm91bmR3aXJlL3YxL2luZ2VzdGlvbi5wcm90bxINZ3JvdW5kd2lyZS52MSJfChRFbWJlZGRpbmdEZXNjcmlwdGlvbhIQCghwcm92aWRlchgBIAEoCRINCgVtb2RlbBgCIAEoCRISCgpkaW1lbnNpb25zGAMgASgNEhIKCm5vcm1hbGl6ZWQYBCABKAgiTwoTQ2h1bmtpbmdEZXNjcmlwdGlvbhIMCgRzaXplGAEgASgNEg8KB292ZXJsYXAYAiABKA0SGQoRbWFya2Rvd25fc2VjdGlvbnMYAyABKAgitAIKEEluZGV4RGVzY3JpcHRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRI2CgllbWJlZGRpbmcYAyABKAsyIy5ncm91bmR3aXJlLnYxLkVtYmVkZGluZ0Rlc2NyaXB0aW9uEg4KBm1ldHJpYxgEIAEoCRI0CghjaHVua2luZxgFIAEoCzIiLmdyb3VuZHdpcmUudjEuQ2h1bmtpbmdEZXNjcmlwdGlvbhINCgVzdG9yZRgGIAEoCRIyCghzdHJhdGVneRgHIAEoDjIgLmdyb3VuZHdpcmUudjEuSW5nZXN0aW9uU3RyYXRlZ3kSEAoIc2NoZWR1bGUYCCABKAkSFAoMc291cmNlX2NvdW50GAkgASgNEhQKDHNvdXJjZV9raW5kcxgKIAMoCSI2Cg9Eb2N1bWVudEZhaWx1cmUSEwoLZG9jdW1lbnRfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIoMBCg9PcGVyYXRpb25Db3VudHMSEgoKZGlzY292ZXJlZBgBIAEoDRIQCghpbmdlc3RlZBgCIAEoDRIRCgl1bmNoYW5nZWQYAyABKA0SDgoGZmFpbGVkGAQgASgNEg8KB2RlbGV0ZWQYBSABKA0SFgoOY2h1bmtzX3dyaXR0ZW4YBiABKA0ipgQKCU9wZXJhdGlvbhIKCgJpZBgBIAEoCRISCgppbmRleF9uYW1lGAIgASgJEiwKBXN0YXRlGAMgASgOMh0uZ3JvdW5kd2lyZS52MS5PcGVyYXRpb25TdGF0ZRIwCgd0cmlnZ2VyGAQgASgOMh8uZ3JvdW5kd2lyZS52MS5PcGVyYXRpb25UcmlnZ2VyEiwKBXBoYXNlGAUgASgOMh0uZ3JvdW5kd2lyZS52MS5PcGVyYXRpb25QaGFzZRIuCgZjb3VudHMYBiABKAsyHi5ncm91bmR3aXJlLnYxLk9wZXJhdGlvbkNvdW50cxIvCgtjcmVhdGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YCiABKAQSDwoHcmVidWlsZBgLIAEoCBISCgplcnJvcl9jb2RlGAwgASgJEjAKCGZhaWx1cmVzGA0gAygLMh4uZ3JvdW5kd2lyZS52MS5Eb2N1bWVudEZhaWx1cmUSGAoQZmFpbHVyZXNfb21pdHRlZBgOIAEoDRIqCgdlbGFwc2VkGA8gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIqUCCgtJbmRleFN0YXR1cxIMCgRuYW1lGAEgASgJEg0KBXJlYWR5GAIgASgIEhkKEXB1Ymxpc2hlZF92ZXJzaW9uGAMgASgEEhYKDmRvY3VtZW50X2NvdW50GAQgASgEEhMKC2NodW5rX2NvdW50GAUgASgEEjMKEXJ1bm5pbmdfb3BlcmF0aW9uGAYgASgLMhguZ3JvdW5kd2lyZS52MS5PcGVyYXRpb24SMAoObGFzdF9vcGVyYXRpb24YByABKAsyGC5ncm91bmR3aXJlLnYxLk9wZXJhdGlvbhIXCg9yZWJ1aWxkX3BlbmRpbmcYCCABKAgSMQoNbmV4dF9ydW5fdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOwoSTGlzdEluZGV4ZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJImAKE0xpc3RJbmRleGVzUmVzcG9uc2USMAoHaW5kZXhlcxgBIAMoCzIfLmdyb3VuZHdpcmUudjEuSW5kZXhEZXNjcmlwdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJQoPR2V0SW5kZXhSZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkiQgoQR2V0SW5kZXhSZXNwb25zZRIuCgVpbmRleBgBIAEoCzIfLmdyb3VuZHdpcmUudjEuSW5kZXhEZXNjcmlwdGlvbiIrChVHZXRJbmRleFN0YXR1c1JlcXVlc3QSEgoKaW5kZXhfbmFtZRgBIAEoCSJEChZHZXRJbmRleFN0YXR1c1Jlc3BvbnNlEioKBnN0YXR1cxgBIAEoCzIaLmdyb3VuZHdpcmUudjEuSW5kZXhTdGF0dXMiKwoVU3RhcnRJbmdlc3Rpb25SZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkiRQoWU3RhcnRJbmdlc3Rpb25SZXNwb25zZRIrCglvcGVyYXRpb24YASABKAsyGC5ncm91bmR3aXJlLnYxLk9wZXJhdGlvbiIsChZDYW5jZWxJbmdlc3Rpb25SZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkiRgoXQ2FuY2VsSW5nZXN0aW9uUmVzcG9uc2USKwoJb3BlcmF0aW9uGAEgASgLMhguZ3JvdW5kd2lyZS52MS5PcGVyYXRpb24iLQoVV2F0Y2hJbmdlc3Rpb25SZXF1ZXN0EhQKDG9wZXJhdGlvbl9pZBgBIAEoCSJFChZXYXRjaEluZ2VzdGlvblJlc3BvbnNlEisKCW9wZXJhdGlvbhgBIAEoCzIYLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uIlIKFUxpc3RPcGVyYXRpb25zUmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl8KFkxpc3RPcGVyYXRpb25zUmVzcG9uc2USLAoKb3BlcmF0aW9ucxgBIAMoCzIYLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLhAQoOUHVzaGVkRG9jdW1lbnQSEwoLZG9jdW1lbnRfaWQYASABKAkSDAoEdGV4dBgCIAEoCRINCgV0aXRsZRgDIAEoCRItCgZmb3JtYXQYBCABKA4yHS5ncm91bmR3aXJlLnYxLkRvY3VtZW50Rm9ybWF0Ej0KCG1ldGFkYXRhGAUgAygLMisuZ3JvdW5kd2lyZS52MS5QdXNoZWREb2N1bWVudC5NZXRhZGF0YUVudHJ5Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJuChZVcHNlcnREb2N1bWVudHNSZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkSMAoJZG9jdW1lbnRzGAIgAygLMh0uZ3JvdW5kd2lyZS52MS5QdXNoZWREb2N1bWVudBIOCgZ0ZW5hbnQYAyABKAkiowEKF1Vwc2VydERvY3VtZW50c1Jlc3BvbnNlEhkKEXB1Ymxpc2hlZF92ZXJzaW9uGAEgASgEEhAKCHVwc2VydGVkGAIgASgNEhEKCXVuY2hhbmdlZBgDIAEoDRIWCg5jaHVua3Nfd3JpdHRlbhgEIAEoDRIwCghmYWlsdXJlcxgFIAMoCzIeLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRGYWlsdXJlIlIKFkRlbGV0ZURvY3VtZW50c1JlcXVlc3QSEgoKaW5kZXhfbmFtZRgBIAEoCRIUCgxkb2N1bWVudF9pZHMYAiADKAkSDgoGdGVuYW50GAMgASgJIkUKF0RlbGV0ZURvY3VtZW50c1Jlc3BvbnNlEhkKEXB1Ymxpc2hlZF92ZXJzaW9uGAEgASgEEg8KB2RlbGV0ZWQYAiABKA0qyQEKEUluZ2VzdGlvblN0cmF0ZWd5EiIKHklOR0VTVElPTl9TVFJBVEVHWV9VTlNQRUNJRklFRBAAEh0KGUlOR0VTVElPTl9TVFJBVEVHWV9NQU5VQUwQARIhCh1JTkdFU1RJT05fU1RSQVRFR1lfT05fU1RBUlRVUBACEiwKKElOR0VTVElPTl9TVFJBVEVHWV9CQUNLR1JPVU5EX09OX1NUQVJUVVAQAxIgChxJTkdFU1RJT05fU1RSQVRFR1lfU0NIRURVTEVEEAQqxAEKDk9wZXJhdGlvblN0YXRlEh8KG09QRVJBVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEhoKFk9QRVJBVElPTl9TVEFURV9RVUVVRUQQARIbChdPUEVSQVRJT05fU1RBVEVfUlVOTklORxACEh0KGU9QRVJBVElPTl9TVEFURV9TVUNDRUVERUQQAxIaChZPUEVSQVRJT05fU1RBVEVfRkFJTEVEEAQSHQoZT1BFUkFUSU9OX1NUQVRFX0NBTkNFTExFRBAFKpIBChBPcGVyYXRpb25UcmlnZ2VyEiEKHU9QRVJBVElPTl9UUklHR0VSX1VOU1BFQ0lGSUVEEAASHAoYT1BFUkFUSU9OX1RSSUdHRVJfTUFOVUFMEAESHQoZT1BFUkFUSU9OX1RSSUdHRVJfU1RBUlRVUBACEh4KGk9QRVJBVElPTl9UUklHR0VSX1NDSEVEVUxFEAMqyQEKDk9wZXJhdGlvblBoYXNlEh8KG09QRVJBVElPTl9QSEFTRV9VTlNQRUNJRklFRBAAEh8KG09QRVJBVElPTl9QSEFTRV9ESVNDT1ZFUklORxABEh0KGU9QRVJBVElPTl9QSEFTRV9JTkdFU1RJTkcQAhIcChhPUEVSQVRJT05fUEhBU0VfREVMRVRJTkcQAxIeChpPUEVSQVRJT05fUEhBU0VfUFVCTElTSElORxAEEhgKFE9QRVJBVElPTl9QSEFTRV9ET05FEAUqgwEKDkRvY3VtZW50Rm9ybWF0Eh8KG0RPQ1VNRU5UX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhgKFERPQ1VNRU5UX0ZPUk1BVF9URVhUEAESHAoYRE9DVU1FTlRfRk9STUFUX01BUktET1dOEAISGAoURE9DVU1FTlRfRk9STUFUX0hUTUwQAzLgBgoXSW5nZXN0aW9uTWFuYWdlclNlcnZpY2USVAoLTGlzdEluZGV4ZXMSIS5ncm91bmR3aXJlLnYxLkxpc3RJbmRleGVzUmVxdWVzdBoiLmdyb3VuZHdpcmUudjEuTGlzdEluZGV4ZXNSZXNwb25zZRJLCghHZXRJbmRleBIeLmdyb3VuZHdpcmUudjEuR2V0SW5kZXhSZXF1ZXN0Gh8uZ3JvdW5kd2lyZS52MS5HZXRJbmRleFJlc3BvbnNlEl0KDkdldEluZGV4U3RhdHVzEiQuZ3JvdW5kd2lyZS52MS5HZXRJbmRleFN0YXR1c1JlcXVlc3QaJS5ncm91bmR3aXJlLnYxLkdldEluZGV4U3RhdHVzUmVzcG9uc2USXQoOU3RhcnRJbmdlc3Rpb24SJC5ncm91bmR3aXJlLnYxLlN0YXJ0SW5nZXN0aW9uUmVxdWVzdBolLmdyb3VuZHdpcmUudjEuU3RhcnRJbmdlc3Rpb25SZXNwb25zZRJgCg9DYW5jZWxJbmdlc3Rpb24SJS5ncm91bmR3aXJlLnYxLkNhbmNlbEluZ2VzdGlvblJlcXVlc3QaJi5ncm91bmR3aXJlLnYxLkNhbmNlbEluZ2VzdGlvblJlc3BvbnNlEl8KDldhdGNoSW5nZXN0aW9uEiQuZ3JvdW5kd2lyZS52MS5XYXRjaEluZ2VzdGlvblJlcXVlc3QaJS5ncm91bmR3aXJlLnYxLldhdGNoSW5nZXN0aW9uUmVzcG9uc2UwARJdCg5MaXN0T3BlcmF0aW9ucxIkLmdyb3VuZHdpcmUudjEuTGlzdE9wZXJhdGlvbnNSZXF1ZXN0GiUuZ3JvdW5kd2lyZS52MS5MaXN0T3BlcmF0aW9uc1Jlc3BvbnNlEmAKD1Vwc2VydERvY3VtZW50cxIlLmdyb3VuZHdpcmUudjEuVXBzZXJ0RG9jdW1lbnRzUmVxdWVzdBomLmdyb3VuZHdpcmUudjEuVXBzZXJ0RG9jdW1lbnRzUmVzcG9uc2USYAoPRGVsZXRlRG9jdW1lbnRzEiUuZ3JvdW5kd2lyZS52MS5EZWxldGVEb2N1bWVudHNSZXF1ZXN0GiYuZ3JvdW5kd2lyZS52MS5EZWxldGVEb2N1bWVudHNSZXNwb25zZUKyAQoRZGV2Lmdyb3VuZHdpcmUudjFCDkluZ2VzdGlvblByb3RvUAFaOGdpdGh1Yi5jb20vZ3JvdW5kd2lyZS9ncm91bmR3aXJlL2NsaWVudHMvZ28vZ3JvdW5kd2lyZXYxogIDR1hYqgINR3JvdW5kd2lyZS5WMcoCDUdyb3VuZHdpcmVcVjHiAhlHcm91bmR3aXJlXFYxXEdQQk1ldGFkYXRh6gIOR3JvdW5kd2lyZTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Ch1ncm91bmR3aXJlL3YxL2luZ2VzdGlvbi5wcm90bxINZ3JvdW5kd2lyZS52MSJfChRFbWJlZGRpbmdEZXNjcmlwdGlvbhIQCghwcm92aWRlchgBIAEoCRINCgVtb2RlbBgCIAEoCRISCgpkaW1lbnNpb25zGAMgASgNEhIKCm5vcm1hbGl6ZWQYBCABKAgirQEKE0NodW5raW5nRGVzY3JpcHRpb24SDAoEc2l6ZRgBIAEoDRIPCgdvdmVybGFwGAIgASgNEhkKEW1hcmtkb3duX3NlY3Rpb25zGAMgASgIEiYKBHVuaXQYeCABKA4yGC5ncm91bmR3aXJlLnYxLkNodW5rVW5pdBI0CgpleHRlbnNpb25zGHkgAygLMiAuZ3JvdW5kd2lyZS52MS5FeHRlbnNpb25DaHVua2luZyKIAQoRRXh0ZW5zaW9uQ2h1bmtpbmcSEQoJZXh0ZW5zaW9uGAEgASgJEgwKBHNpemUYAiABKA0SDwoHb3ZlcmxhcBgDIAEoDRIZChFtYXJrZG93bl9zZWN0aW9ucxgEIAEoCBImCgR1bml0GAUgASgOMhguZ3JvdW5kd2lyZS52MS5DaHVua1VuaXQitAIKEEluZGV4RGVzY3JpcHRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRI2CgllbWJlZGRpbmcYAyABKAsyIy5ncm91bmR3aXJlLnYxLkVtYmVkZGluZ0Rlc2NyaXB0aW9uEg4KBm1ldHJpYxgEIAEoCRI0CghjaHVua2luZxgFIAEoCzIiLmdyb3VuZHdpcmUudjEuQ2h1bmtpbmdEZXNjcmlwdGlvbhINCgVzdG9yZRgGIAEoCRIyCghzdHJhdGVneRgHIAEoDjIgLmdyb3VuZHdpcmUudjEuSW5nZXN0aW9uU3RyYXRlZ3kSEAoIc2NoZWR1bGUYCCABKAkSFAoMc291cmNlX2NvdW50GAkgASgNEhQKDHNvdXJjZV9raW5kcxgKIAMoCSI2Cg9Eb2N1bWVudEZhaWx1cmUSEwoLZG9jdW1lbnRfaWQYASABKAkSDgoGcmVhc29uGAIgASgJItUBCg9PcGVyYXRpb25Db3VudHMSEgoKZGlzY292ZXJlZBgBIAEoDRIQCghpbmdlc3RlZBgCIAEoDRIRCgl1bmNoYW5nZWQYAyABKA0SDgoGZmFpbGVkGAQgASgNEg8KB2RlbGV0ZWQYBSABKA0SFgoOY2h1bmtzX3dyaXR0ZW4YBiABKA0SNgoPZW1iZWRkaW5nX3VzYWdlGFAgASgLMh0uZ3JvdW5kd2lyZS52MS5FbWJlZGRpbmdVc2FnZRIYChB0cnVuY2F0ZWRfY2h1bmtzGFEgASgNIqYECglPcGVyYXRpb24SCgoCaWQYASABKAkSEgoKaW5kZXhfbmFtZRgCIAEoCRIsCgVzdGF0ZRgDIAEoDjIdLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uU3RhdGUSMAoHdHJpZ2dlchgEIAEoDjIfLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uVHJpZ2dlchIsCgVwaGFzZRgFIAEoDjIdLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uUGhhc2USLgoGY291bnRzGAYgASgLMh4uZ3JvdW5kd2lyZS52MS5PcGVyYXRpb25Db3VudHMSLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0X3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgd2ZXJzaW9uGAogASgEEg8KB3JlYnVpbGQYCyABKAgSEgoKZXJyb3JfY29kZRgMIAEoCRIwCghmYWlsdXJlcxgNIAMoCzIeLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRGYWlsdXJlEhgKEGZhaWx1cmVzX29taXR0ZWQYDiABKA0SKgoHZWxhcHNlZBgPIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKlAgoLSW5kZXhTdGF0dXMSDAoEbmFtZRgBIAEoCRINCgVyZWFkeRgCIAEoCBIZChFwdWJsaXNoZWRfdmVyc2lvbhgDIAEoBBIWCg5kb2N1bWVudF9jb3VudBgEIAEoBBITCgtjaHVua19jb3VudBgFIAEoBBIzChFydW5uaW5nX29wZXJhdGlvbhgGIAEoCzIYLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uEjAKDmxhc3Rfb3BlcmF0aW9uGAcgASgLMhguZ3JvdW5kd2lyZS52MS5PcGVyYXRpb24SFwoPcmVidWlsZF9wZW5kaW5nGAggASgIEjEKDW5leHRfcnVuX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjsKEkxpc3RJbmRleGVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJgChNMaXN0SW5kZXhlc1Jlc3BvbnNlEjAKB2luZGV4ZXMYASADKAsyHy5ncm91bmR3aXJlLnYxLkluZGV4RGVzY3JpcHRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiUKD0dldEluZGV4UmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJIkIKEEdldEluZGV4UmVzcG9uc2USLgoFaW5kZXgYASABKAsyHy5ncm91bmR3aXJlLnYxLkluZGV4RGVzY3JpcHRpb24iKwoVR2V0SW5kZXhTdGF0dXNSZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkiRAoWR2V0SW5kZXhTdGF0dXNSZXNwb25zZRIqCgZzdGF0dXMYASABKAsyGi5ncm91bmR3aXJlLnYxLkluZGV4U3RhdHVzIisKFVN0YXJ0SW5nZXN0aW9uUmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJIkUKFlN0YXJ0SW5nZXN0aW9uUmVzcG9uc2USKwoJb3BlcmF0aW9uGAEgASgLMhguZ3JvdW5kd2lyZS52MS5PcGVyYXRpb24iLAoWQ2FuY2VsSW5nZXN0aW9uUmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJIkYKF0NhbmNlbEluZ2VzdGlvblJlc3BvbnNlEisKCW9wZXJhdGlvbhgBIAEoCzIYLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uIi0KFVdhdGNoSW5nZXN0aW9uUmVxdWVzdBIUCgxvcGVyYXRpb25faWQYASABKAkiRQoWV2F0Y2hJbmdlc3Rpb25SZXNwb25zZRIrCglvcGVyYXRpb24YASABKAsyGC5ncm91bmR3aXJlLnYxLk9wZXJhdGlvbiJSChVMaXN0T3BlcmF0aW9uc1JlcXVlc3QSEgoKaW5kZXhfbmFtZRgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJfChZMaXN0T3BlcmF0aW9uc1Jlc3BvbnNlEiwKCm9wZXJhdGlvbnMYASADKAsyGC5ncm91bmR3aXJlLnYxLk9wZXJhdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki4QEKDlB1c2hlZERvY3VtZW50EhMKC2RvY3VtZW50X2lkGAEgASgJEgwKBHRleHQYAiABKAkSDQoFdGl0bGUYAyABKAkSLQoGZm9ybWF0GAQgASgOMh0uZ3JvdW5kd2lyZS52MS5Eb2N1bWVudEZvcm1hdBI9CghtZXRhZGF0YRgFIAMoCzIrLmdyb3VuZHdpcmUudjEuUHVzaGVkRG9jdW1lbnQuTWV0YWRhdGFFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEibgoWVXBzZXJ0RG9jdW1lbnRzUmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJEjAKCWRvY3VtZW50cxgCIAMoCzIdLmdyb3VuZHdpcmUudjEuUHVzaGVkRG9jdW1lbnQSDgoGdGVuYW50GAMgASgJIqMBChdVcHNlcnREb2N1bWVudHNSZXNwb25zZRIZChFwdWJsaXNoZWRfdmVyc2lvbhgBIAEoBBIQCgh1cHNlcnRlZBgCIAEoDRIRCgl1bmNoYW5nZWQYAyABKA0SFgoOY2h1bmtzX3dyaXR0ZW4YBCABKA0SMAoIZmFpbHVyZXMYBSADKAsyHi5ncm91bmR3aXJlLnYxLkRvY3VtZW50RmFpbHVyZSJSChZEZWxldGVEb2N1bWVudHNSZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkSFAoMZG9jdW1lbnRfaWRzGAIgAygJEg4KBnRlbmFudBgDIAEoCSJFChdEZWxldGVEb2N1bWVudHNSZXNwb25zZRIZChFwdWJsaXNoZWRfdmVyc2lvbhgBIAEoBBIPCgdkZWxldGVkGAIgASgNKskBChFJbmdlc3Rpb25TdHJhdGVneRIiCh5JTkdFU1RJT05fU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIdChlJTkdFU1RJT05fU1RSQVRFR1lfTUFOVUFMEAESIQodSU5HRVNUSU9OX1NUUkFURUdZX09OX1NUQVJUVVAQAhIsCihJTkdFU1RJT05fU1RSQVRFR1lfQkFDS0dST1VORF9PTl9TVEFSVFVQEAMSIAocSU5HRVNUSU9OX1NUUkFURUdZX1NDSEVEVUxFRBAEKsQBCg5PcGVyYXRpb25TdGF0ZRIfChtPUEVSQVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIaChZPUEVSQVRJT05fU1RBVEVfUVVFVUVEEAESGwoXT1BFUkFUSU9OX1NUQVRFX1JVTk5JTkcQAhIdChlPUEVSQVRJT05fU1RBVEVfU1VDQ0VFREVEEAMSGgoWT1BFUkFUSU9OX1NUQVRFX0ZBSUxFRBAEEh0KGU9QRVJBVElPTl9TVEFURV9DQU5DRUxMRUQQBSqwAQoQT3BlcmF0aW9uVHJpZ2dlchIhCh1PUEVSQVRJT05fVFJJR0dFUl9VTlNQRUNJRklFRBAAEhwKGE9QRVJBVElPTl9UUklHR0VSX01BTlVBTBABEh0KGU9QRVJBVElPTl9UUklHR0VSX1NUQVJUVVAQAhIeChpPUEVSQVRJT05fVFJJR0dFUl9TQ0hFRFVMRRADEhwKGE9QRVJBVElPTl9UUklHR0VSX1JFTE9BRBBkKskBCg5PcGVyYXRpb25QaGFzZRIfChtPUEVSQVRJT05fUEhBU0VfVU5TUEVDSUZJRUQQABIfChtPUEVSQVRJT05fUEhBU0VfRElTQ09WRVJJTkcQARIdChlPUEVSQVRJT05fUEhBU0VfSU5HRVNUSU5HEAISHAoYT1BFUkFUSU9OX1BIQVNFX0RFTEVUSU5HEAMSHgoaT1BFUkFUSU9OX1BIQVNFX1BVQkxJU0hJTkcQBBIYChRPUEVSQVRJT05fUEhBU0VfRE9ORRAFKoMBCg5Eb2N1bWVudEZvcm1hdBIfChtET0NVTUVOVF9GT1JNQVRfVU5TUEVDSUZJRUQQABIYChRET0NVTUVOVF9GT1JNQVRfVEVYVBABEhwKGERPQ1VNRU5UX0ZPUk1BVF9NQVJLRE9XThACEhgKFERPQ1VNRU5UX0ZPUk1BVF9IVE1MEAMqWQoJQ2h1bmtVbml0EhoKFkNIVU5LX1VOSVRfVU5TUEVDSUZJRUQQABIZChVDSFVOS19VTklUX0NIQVJBQ1RFUlMQARIVChFDSFVOS19VTklUX1RPS0VOUxACMuAGChdJbmdlc3Rpb25NYW5hZ2VyU2VydmljZRJUCgtMaXN0SW5kZXhlcxIhLmdyb3VuZHdpcmUudjEuTGlzdEluZGV4ZXNSZXF1ZXN0GiIuZ3JvdW5kd2lyZS52MS5MaXN0SW5kZXhlc1Jlc3BvbnNlEksKCEdldEluZGV4Eh4uZ3JvdW5kd2lyZS52MS5HZXRJbmRleFJlcXVlc3QaHy5ncm91bmR3aXJlLnYxLkdldEluZGV4UmVzcG9uc2USXQoOR2V0SW5kZXhTdGF0dXMSJC5ncm91bmR3aXJlLnYxLkdldEluZGV4U3RhdHVzUmVxdWVzdBolLmdyb3VuZHdpcmUudjEuR2V0SW5kZXhTdGF0dXNSZXNwb25zZRJdCg5TdGFydEluZ2VzdGlvbhIkLmdyb3VuZHdpcmUudjEuU3RhcnRJbmdlc3Rpb25SZXF1ZXN0GiUuZ3JvdW5kd2lyZS52MS5TdGFydEluZ2VzdGlvblJlc3BvbnNlEmAKD0NhbmNlbEluZ2VzdGlvbhIlLmdyb3VuZHdpcmUudjEuQ2FuY2VsSW5nZXN0aW9uUmVxdWVzdBomLmdyb3VuZHdpcmUudjEuQ2FuY2VsSW5nZXN0aW9uUmVzcG9uc2USXwoOV2F0Y2hJbmdlc3Rpb24SJC5ncm91bmR3aXJlLnYxLldhdGNoSW5nZXN0aW9uUmVxdWVzdBolLmdyb3VuZHdpcmUudjEuV2F0Y2hJbmdlc3Rpb25SZXNwb25zZTABEl0KDkxpc3RPcGVyYXRpb25zEiQuZ3JvdW5kd2lyZS52MS5MaXN0T3BlcmF0aW9uc1JlcXVlc3QaJS5ncm91bmR3aXJlLnYxLkxpc3RPcGVyYXRpb25zUmVzcG9uc2USYAoPVXBzZXJ0RG9jdW1lbnRzEiUuZ3JvdW5kd2lyZS52MS5VcHNlcnREb2N1bWVudHNSZXF1ZXN0GiYuZ3JvdW5kd2lyZS52MS5VcHNlcnREb2N1bWVudHNSZXNwb25zZRJgCg9EZWxldGVEb2N1bWVudHMSJS5ncm91bmR3aXJlLnYxLkRlbGV0ZURvY3VtZW50c1JlcXVlc3QaJi5ncm91bmR3aXJlLnYxLkRlbGV0ZURvY3VtZW50c1Jlc3BvbnNlQrIBChFkZXYuZ3JvdW5kd2lyZS52MUIOSW5nZXN0aW9uUHJvdG9QAVo4Z2l0aHViLmNvbS9ncm91bmR3aXJlL2dyb3VuZHdpcmUvY2xpZW50cy9nby9ncm91bmR3aXJldjGiAgNHWFiqAg1Hcm91bmR3aXJlLlYxygINR3JvdW5kd2lyZVxWMeICGUdyb3VuZHdpcmVcVjFcR1BCTWV0YWRhdGHqAg5Hcm91bmR3aXJlOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_groundwire_v1_usage]);
 
 /**
  * The embedding space of an index.
@@ -70,14 +72,14 @@ export const EmbeddingDescriptionSchema: GenMessage<EmbeddingDescription> = /*@_
  */
 export type ChunkingDescription = Message<"groundwire.v1.ChunkingDescription"> & {
   /**
-   * Output only. Maximum chunk size in characters.
+   * Output only. Maximum chunk size, in `unit`s (characters unless stated).
    *
    * @generated from field: uint32 size = 1;
    */
   size: number;
 
   /**
-   * Output only. Characters shared by neighbouring chunks.
+   * Output only. Units shared by neighbouring chunks, in `unit`s.
    *
    * @generated from field: uint32 overlap = 2;
    */
@@ -89,6 +91,23 @@ export type ChunkingDescription = Message<"groundwire.v1.ChunkingDescription"> &
    * @generated from field: bool markdown_sections = 3;
    */
   markdownSections: boolean;
+
+  /**
+   * Output only. What `size` and `overlap` count. CHUNK_UNIT_TOKENS sizes
+   * include the embedding model's special tokens and document task prefix.
+   *
+   * @generated from field: groundwire.v1.ChunkUnit unit = 120;
+   */
+  unit: ChunkUnit;
+
+  /**
+   * Output only. Policies that replace the fields above for documents with a
+   * given file extension, ordered by extension; empty when every document
+   * uses the policy above.
+   *
+   * @generated from field: repeated groundwire.v1.ExtensionChunking extensions = 121;
+   */
+  extensions: ExtensionChunking[];
 };
 
 /**
@@ -97,6 +116,57 @@ export type ChunkingDescription = Message<"groundwire.v1.ChunkingDescription"> &
  */
 export const ChunkingDescriptionSchema: GenMessage<ChunkingDescription> = /*@__PURE__*/
   messageDesc(file_groundwire_v1_ingestion, 1);
+
+/**
+ * The chunking policy of documents with one file extension. Documents without
+ * a file name (inline, pushed) use the extension of their format (".txt",
+ * ".md", ".html", ".pdf").
+ *
+ * @generated from message groundwire.v1.ExtensionChunking
+ */
+export type ExtensionChunking = Message<"groundwire.v1.ExtensionChunking"> & {
+  /**
+   * Output only. The lower-case file extension with its dot, e.g. ".txt".
+   *
+   * @generated from field: string extension = 1;
+   */
+  extension: string;
+
+  /**
+   * Output only. Maximum chunk size, in `unit`s.
+   *
+   * @generated from field: uint32 size = 2;
+   */
+  size: number;
+
+  /**
+   * Output only. Units shared by neighbouring chunks, in `unit`s.
+   *
+   * @generated from field: uint32 overlap = 3;
+   */
+  overlap: number;
+
+  /**
+   * Output only. Whether Markdown documents are split per section first.
+   *
+   * @generated from field: bool markdown_sections = 4;
+   */
+  markdownSections: boolean;
+
+  /**
+   * Output only. What `size` and `overlap` count.
+   *
+   * @generated from field: groundwire.v1.ChunkUnit unit = 5;
+   */
+  unit: ChunkUnit;
+};
+
+/**
+ * Describes the message groundwire.v1.ExtensionChunking.
+ * Use `create(ExtensionChunkingSchema)` to create a new message.
+ */
+export const ExtensionChunkingSchema: GenMessage<ExtensionChunking> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_ingestion, 2);
 
 /**
  * Safe display metadata of a configured index.
@@ -170,7 +240,7 @@ export type IndexDescription = Message<"groundwire.v1.IndexDescription"> & {
 
   /**
    * Output only. Kinds of the configured sources ("directory", "files",
-   * "inline"), without their paths.
+   * "inline", "url"), without their paths or URLs.
    *
    * @generated from field: repeated string source_kinds = 10;
    */
@@ -182,7 +252,7 @@ export type IndexDescription = Message<"groundwire.v1.IndexDescription"> & {
  * Use `create(IndexDescriptionSchema)` to create a new message.
  */
 export const IndexDescriptionSchema: GenMessage<IndexDescription> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 2);
+  messageDesc(file_groundwire_v1_ingestion, 3);
 
 /**
  * One document that could not be ingested.
@@ -199,7 +269,14 @@ export type DocumentFailure = Message<"groundwire.v1.DocumentFailure"> & {
 
   /**
    * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+   * CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+   * index rejects over-long chunks instead of truncating them), and for
+   * `url` sources URL_REFUSED (the URL policy refused the URL, an address it
+   * resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
+   * an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
+   * (TOO_LARGE: the body exceeded the bound; UNSUPPORTED_FORMAT: a media type
+   * or content encoding no loader reads).
    *
    * @generated from field: string reason = 2;
    */
@@ -211,7 +288,7 @@ export type DocumentFailure = Message<"groundwire.v1.DocumentFailure"> & {
  * Use `create(DocumentFailureSchema)` to create a new message.
  */
 export const DocumentFailureSchema: GenMessage<DocumentFailure> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 3);
+  messageDesc(file_groundwire_v1_ingestion, 4);
 
 /**
  * Counts of an operation (documents unless stated).
@@ -260,6 +337,22 @@ export type OperationCounts = Message<"groundwire.v1.OperationCounts"> & {
    * @generated from field: uint32 chunks_written = 6;
    */
   chunksWritten: number;
+
+  /**
+   * Output only. Embedding usage of the operation's document embeddings.
+   *
+   * @generated from field: groundwire.v1.EmbeddingUsage embedding_usage = 80;
+   */
+  embeddingUsage?: EmbeddingUsage | undefined;
+
+  /**
+   * Output only. Chunks embedded although the model saw them only in part
+   * (longer than its token window; 0 when the index rejects such chunks,
+   * which then fail their document with CHUNK_TOO_LONG).
+   *
+   * @generated from field: uint32 truncated_chunks = 81;
+   */
+  truncatedChunks: number;
 };
 
 /**
@@ -267,7 +360,7 @@ export type OperationCounts = Message<"groundwire.v1.OperationCounts"> & {
  * Use `create(OperationCountsSchema)` to create a new message.
  */
 export const OperationCountsSchema: GenMessage<OperationCounts> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 4);
+  messageDesc(file_groundwire_v1_ingestion, 5);
 
 /**
  * An ingestion operation.
@@ -394,7 +487,7 @@ export type Operation = Message<"groundwire.v1.Operation"> & {
  * Use `create(OperationSchema)` to create a new message.
  */
 export const OperationSchema: GenMessage<Operation> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 5);
+  messageDesc(file_groundwire_v1_ingestion, 6);
 
 /**
  * Published state of an index.
@@ -473,7 +566,7 @@ export type IndexStatus = Message<"groundwire.v1.IndexStatus"> & {
  * Use `create(IndexStatusSchema)` to create a new message.
  */
 export const IndexStatusSchema: GenMessage<IndexStatus> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 6);
+  messageDesc(file_groundwire_v1_ingestion, 7);
 
 /**
  * Request for ListIndexes.
@@ -501,7 +594,7 @@ export type ListIndexesRequest = Message<"groundwire.v1.ListIndexesRequest"> & {
  * Use `create(ListIndexesRequestSchema)` to create a new message.
  */
 export const ListIndexesRequestSchema: GenMessage<ListIndexesRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 7);
+  messageDesc(file_groundwire_v1_ingestion, 8);
 
 /**
  * Response for ListIndexes.
@@ -529,7 +622,7 @@ export type ListIndexesResponse = Message<"groundwire.v1.ListIndexesResponse"> &
  * Use `create(ListIndexesResponseSchema)` to create a new message.
  */
 export const ListIndexesResponseSchema: GenMessage<ListIndexesResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 8);
+  messageDesc(file_groundwire_v1_ingestion, 9);
 
 /**
  * Request for GetIndex.
@@ -550,7 +643,7 @@ export type GetIndexRequest = Message<"groundwire.v1.GetIndexRequest"> & {
  * Use `create(GetIndexRequestSchema)` to create a new message.
  */
 export const GetIndexRequestSchema: GenMessage<GetIndexRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 9);
+  messageDesc(file_groundwire_v1_ingestion, 10);
 
 /**
  * Response for GetIndex.
@@ -571,7 +664,7 @@ export type GetIndexResponse = Message<"groundwire.v1.GetIndexResponse"> & {
  * Use `create(GetIndexResponseSchema)` to create a new message.
  */
 export const GetIndexResponseSchema: GenMessage<GetIndexResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 10);
+  messageDesc(file_groundwire_v1_ingestion, 11);
 
 /**
  * Request for GetIndexStatus.
@@ -592,7 +685,7 @@ export type GetIndexStatusRequest = Message<"groundwire.v1.GetIndexStatusRequest
  * Use `create(GetIndexStatusRequestSchema)` to create a new message.
  */
 export const GetIndexStatusRequestSchema: GenMessage<GetIndexStatusRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 11);
+  messageDesc(file_groundwire_v1_ingestion, 12);
 
 /**
  * Response for GetIndexStatus.
@@ -613,7 +706,7 @@ export type GetIndexStatusResponse = Message<"groundwire.v1.GetIndexStatusRespon
  * Use `create(GetIndexStatusResponseSchema)` to create a new message.
  */
 export const GetIndexStatusResponseSchema: GenMessage<GetIndexStatusResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 12);
+  messageDesc(file_groundwire_v1_ingestion, 13);
 
 /**
  * Request for StartIngestion.
@@ -634,7 +727,7 @@ export type StartIngestionRequest = Message<"groundwire.v1.StartIngestionRequest
  * Use `create(StartIngestionRequestSchema)` to create a new message.
  */
 export const StartIngestionRequestSchema: GenMessage<StartIngestionRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 13);
+  messageDesc(file_groundwire_v1_ingestion, 14);
 
 /**
  * Response for StartIngestion.
@@ -655,7 +748,7 @@ export type StartIngestionResponse = Message<"groundwire.v1.StartIngestionRespon
  * Use `create(StartIngestionResponseSchema)` to create a new message.
  */
 export const StartIngestionResponseSchema: GenMessage<StartIngestionResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 14);
+  messageDesc(file_groundwire_v1_ingestion, 15);
 
 /**
  * Request for CancelIngestion.
@@ -676,7 +769,7 @@ export type CancelIngestionRequest = Message<"groundwire.v1.CancelIngestionReque
  * Use `create(CancelIngestionRequestSchema)` to create a new message.
  */
 export const CancelIngestionRequestSchema: GenMessage<CancelIngestionRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 15);
+  messageDesc(file_groundwire_v1_ingestion, 16);
 
 /**
  * Response for CancelIngestion.
@@ -698,7 +791,7 @@ export type CancelIngestionResponse = Message<"groundwire.v1.CancelIngestionResp
  * Use `create(CancelIngestionResponseSchema)` to create a new message.
  */
 export const CancelIngestionResponseSchema: GenMessage<CancelIngestionResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 16);
+  messageDesc(file_groundwire_v1_ingestion, 17);
 
 /**
  * Request for WatchIngestion.
@@ -719,7 +812,7 @@ export type WatchIngestionRequest = Message<"groundwire.v1.WatchIngestionRequest
  * Use `create(WatchIngestionRequestSchema)` to create a new message.
  */
 export const WatchIngestionRequestSchema: GenMessage<WatchIngestionRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 17);
+  messageDesc(file_groundwire_v1_ingestion, 18);
 
 /**
  * One progress snapshot.
@@ -740,7 +833,7 @@ export type WatchIngestionResponse = Message<"groundwire.v1.WatchIngestionRespon
  * Use `create(WatchIngestionResponseSchema)` to create a new message.
  */
 export const WatchIngestionResponseSchema: GenMessage<WatchIngestionResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 18);
+  messageDesc(file_groundwire_v1_ingestion, 19);
 
 /**
  * Request for ListOperations.
@@ -775,7 +868,7 @@ export type ListOperationsRequest = Message<"groundwire.v1.ListOperationsRequest
  * Use `create(ListOperationsRequestSchema)` to create a new message.
  */
 export const ListOperationsRequestSchema: GenMessage<ListOperationsRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 19);
+  messageDesc(file_groundwire_v1_ingestion, 20);
 
 /**
  * Response for ListOperations.
@@ -803,7 +896,7 @@ export type ListOperationsResponse = Message<"groundwire.v1.ListOperationsRespon
  * Use `create(ListOperationsResponseSchema)` to create a new message.
  */
 export const ListOperationsResponseSchema: GenMessage<ListOperationsResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 20);
+  messageDesc(file_groundwire_v1_ingestion, 21);
 
 /**
  * A document pushed by the caller.
@@ -856,7 +949,7 @@ export type PushedDocument = Message<"groundwire.v1.PushedDocument"> & {
  * Use `create(PushedDocumentSchema)` to create a new message.
  */
 export const PushedDocumentSchema: GenMessage<PushedDocument> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 21);
+  messageDesc(file_groundwire_v1_ingestion, 22);
 
 /**
  * Request for UpsertDocuments.
@@ -893,7 +986,7 @@ export type UpsertDocumentsRequest = Message<"groundwire.v1.UpsertDocumentsReque
  * Use `create(UpsertDocumentsRequestSchema)` to create a new message.
  */
 export const UpsertDocumentsRequestSchema: GenMessage<UpsertDocumentsRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 22);
+  messageDesc(file_groundwire_v1_ingestion, 23);
 
 /**
  * Response for UpsertDocuments.
@@ -943,7 +1036,7 @@ export type UpsertDocumentsResponse = Message<"groundwire.v1.UpsertDocumentsResp
  * Use `create(UpsertDocumentsResponseSchema)` to create a new message.
  */
 export const UpsertDocumentsResponseSchema: GenMessage<UpsertDocumentsResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 23);
+  messageDesc(file_groundwire_v1_ingestion, 24);
 
 /**
  * Request for DeleteDocuments.
@@ -981,7 +1074,7 @@ export type DeleteDocumentsRequest = Message<"groundwire.v1.DeleteDocumentsReque
  * Use `create(DeleteDocumentsRequestSchema)` to create a new message.
  */
 export const DeleteDocumentsRequestSchema: GenMessage<DeleteDocumentsRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 24);
+  messageDesc(file_groundwire_v1_ingestion, 25);
 
 /**
  * Response for DeleteDocuments.
@@ -1009,7 +1102,7 @@ export type DeleteDocumentsResponse = Message<"groundwire.v1.DeleteDocumentsResp
  * Use `create(DeleteDocumentsResponseSchema)` to create a new message.
  */
 export const DeleteDocumentsResponseSchema: GenMessage<DeleteDocumentsResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 25);
+  messageDesc(file_groundwire_v1_ingestion, 26);
 
 /**
  * When an index is ingested automatically (a manual start is always allowed).
@@ -1149,6 +1242,15 @@ export enum OperationTrigger {
    * @generated from enum value: OPERATION_TRIGGER_SCHEDULE = 3;
    */
   SCHEDULE = 3,
+
+  /**
+   * A configuration reload (SIGHUP or AdminService.ReloadConfiguration) that
+   * changed what an ON_STARTUP or BACKGROUND_ON_STARTUP index ingests (its
+   * chunking, embedding model or sources), as a restart would have.
+   *
+   * @generated from enum value: OPERATION_TRIGGER_RELOAD = 100;
+   */
+  RELOAD = 100,
 }
 
 /**
@@ -1252,6 +1354,40 @@ export enum DocumentFormat {
  */
 export const DocumentFormatSchema: GenEnum<DocumentFormat> = /*@__PURE__*/
   enumDesc(file_groundwire_v1_ingestion, 4);
+
+/**
+ * What a chunking policy's size and overlap count.
+ *
+ * @generated from enum groundwire.v1.ChunkUnit
+ */
+export enum ChunkUnit {
+  /**
+   * Not set; read as CHUNK_UNIT_CHARACTERS.
+   *
+   * @generated from enum value: CHUNK_UNIT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Unicode characters of the normalized document text.
+   *
+   * @generated from enum value: CHUNK_UNIT_CHARACTERS = 1;
+   */
+  CHARACTERS = 1,
+
+  /**
+   * Tokens of the index's embedding model, counted with its own tokenizer.
+   *
+   * @generated from enum value: CHUNK_UNIT_TOKENS = 2;
+   */
+  TOKENS = 2,
+}
+
+/**
+ * Describes the enum groundwire.v1.ChunkUnit.
+ */
+export const ChunkUnitSchema: GenEnum<ChunkUnit> = /*@__PURE__*/
+  enumDesc(file_groundwire_v1_ingestion, 5);
 
 /**
  * Index management and ingestion operations.

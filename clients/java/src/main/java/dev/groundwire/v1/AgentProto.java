@@ -37,6 +37,41 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_groundwire_v1_ExecutionInput_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_RagOverrides_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_RagOverrides_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_PrepareExecutionRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_PrepareExecutionRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_PrepareExecutionResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_PrepareExecutionResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_PreparedMessage_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_PreparedMessage_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_PreparedTool_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_PreparedTool_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_PreparedReference_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_PreparedReference_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_PreparedExecution_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_PreparedExecution_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_groundwire_v1_ExecuteRequest_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -71,6 +106,11 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_groundwire_v1_RagExecutionMetadata_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_RagAppliedLimits_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_RagAppliedLimits_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
     internal_static_groundwire_v1_TokenUsage_descriptor;
   static final 
@@ -136,6 +176,66 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_groundwire_v1_GetAgentResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ClientTool_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ClientTool_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_RequiredToolCall_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_RequiredToolCall_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ToolResult_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ToolResult_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ResumeExecutionRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ResumeExecutionRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ResumeExecutionResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ResumeExecutionResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ResumeExecutionStreamRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ResumeExecutionStreamRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ResumeExecutionStreamResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ResumeExecutionStreamResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_SubmitToolResultsRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_SubmitToolResultsRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_SubmitToolResultsResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_SubmitToolResultsResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ClientToolResults_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ClientToolResults_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ExecuteInteractiveRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ExecuteInteractiveRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ExecuteInteractiveResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ExecuteInteractiveResponse_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -146,205 +246,340 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
   static {
     java.lang.String[] descriptorData = {
       "\n\031groundwire/v1/agent.proto\022\rgroundwire." +
-      "v1\032\036google/protobuf/duration.proto\032\032grou" +
-      "ndwire/v1/common.proto\032\034groundwire/v1/re" +
-      "ranker.proto\032\035groundwire/v1/retriever.pr" +
-      "oto\"Y\n\020ConversationTurn\022+\n\004role\030\001 \001(\0162\027." +
-      "groundwire.v1.TurnRoleR\004role\022\030\n\007content\030" +
-      "\002 \001(\tR\007content\"\317\001\n\016ExecutionInput\022\031\n\010age" +
-      "nt_id\030\001 \001(\tR\007agentId\022\030\n\007message\030\002 \001(\tR\007m" +
-      "essage\0229\n\007history\030\003 \003(\0132\037.groundwire.v1." +
-      "ConversationTurnR\007history\022\026\n\006tenant\030\004 \001(" +
-      "\tR\006tenant\0225\n\006filter\030\005 \001(\0132\035.groundwire.v" +
-      "1.MetadataFilterR\006filter\"E\n\016ExecuteReque" +
-      "st\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Execut" +
-      "ionInputR\005input\"K\n\024ExecuteStreamRequest\022" +
-      "3\n\005input\030\001 \001(\0132\035.groundwire.v1.Execution" +
-      "InputR\005input\"E\n\017ExecuteResponse\0222\n\006resul" +
-      "t\030\001 \001(\0132\032.groundwire.v1.AgentResultR\006res" +
-      "ult\"\373\001\n\007RagItem\022\037\n\013document_id\030\001 \001(\tR\ndo" +
-      "cumentId\022\031\n\010chunk_id\030\002 \001(\tR\007chunkId\022%\n\016r" +
-      "etrieval_rank\030\003 \001(\rR\rretrievalRank\022*\n\005sc" +
-      "ore\030\004 \001(\0132\024.groundwire.v1.ScoreR\005score\0224" +
-      "\n\006reason\030\005 \001(\0162\034.groundwire.v1.RagItemRe" +
-      "asonR\006reason\022+\n\004span\030\006 \001(\0132\027.groundwire." +
-      "v1.CharSpanR\004span\"\343\002\n\rContextBudget\0224\n\026m" +
-      "aximum_context_tokens\030\001 \001(\rR\024maximumCont" +
-      "extTokens\0224\n\026response_token_reserve\030\002 \001(" +
-      "\rR\024responseTokenReserve\022-\n\022instruction_t" +
-      "okens\030\003 \001(\rR\021instructionTokens\022%\n\016histor" +
-      "y_tokens\030\004 \001(\rR\rhistoryTokens\022!\n\014query_t" +
-      "okens\030\005 \001(\rR\013queryTokens\022!\n\014other_tokens" +
-      "\030\006 \001(\rR\013otherTokens\022)\n\020available_tokens\030" +
-      "\007 \001(\005R\017availableTokens\022\037\n\013used_tokens\030\010 " +
-      "\001(\rR\nusedTokens\"\205\002\n\022AgenticSearchTrace\022\022" +
-      "\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR\006cal" +
-      "lId\022\'\n\017candidate_count\030\003 \001(\rR\016candidateC" +
-      "ount\022%\n\016accepted_count\030\004 \001(\rR\racceptedCo" +
-      "unt\022\034\n\tsucceeded\030\005 \001(\010R\tsucceeded\022\035\n\nerr" +
-      "or_code\030\006 \001(\tR\terrorCode\0225\n\010duration\030\007 \001" +
-      "(\0132\031.google.protobuf.DurationR\010duration\"" +
-      "\356\t\n\024RagExecutionMetadata\022\030\n\007enabled\030\001 \001(" +
-      "\010R\007enabled\022\035\n\nindex_name\030\002 \001(\tR\tindexNam" +
-      "e\022#\n\rindex_version\030\003 \001(\004R\014indexVersion\022C" +
-      "\n\016retrieval_mode\030\004 \001(\0162\034.groundwire.v1.R" +
-      "etrievalModeR\rretrievalMode\022?\n\014applied_m" +
-      "ode\030\005 \001(\0162\034.groundwire.v1.ExecutionModeR" +
-      "\013appliedMode\022_\n\033applied_no_context_behav" +
-      "ior\030\006 \001(\0162 .groundwire.v1.NoContextBehav" +
-      "iorR\030appliedNoContextBehavior\022)\n\020context" +
-      "_accepted\030\007 \001(\010R\017contextAccepted\022J\n\021no_c" +
-      "ontext_reason\030\010 \001(\0162\036.groundwire.v1.NoCo" +
-      "ntextReasonR\017noContextReason\022#\n\rmodel_sk" +
-      "ipped\030\t \001(\010R\014modelSkipped\022-\n\022answer_cons" +
-      "trained\030\n \001(\010R\021answerConstrained\0226\n\ncand" +
-      "idates\030\013 \003(\0132\026.groundwire.v1.RagItemR\nca" +
-      "ndidates\0222\n\010accepted\030\014 \003(\0132\026.groundwire." +
-      "v1.RagItemR\010accepted\0222\n\010rejected\030\r \003(\0132\026" +
-      ".groundwire.v1.RagItemR\010rejected\022A\n\020cont" +
-      "ext_excluded\030\016 \003(\0132\026.groundwire.v1.RagIt" +
-      "emR\017contextExcluded\0220\n\007context\030\017 \003(\0132\026.g" +
-      "roundwire.v1.RagItemR\007context\022\'\n\017candida" +
-      "te_count\030\020 \001(\rR\016candidateCount\022%\n\016accept" +
-      "ed_count\030\021 \001(\rR\racceptedCount\022%\n\016rejecte" +
-      "d_count\030\022 \001(\rR\rrejectedCount\0224\n\026context_" +
-      "excluded_count\030\023 \001(\rR\024contextExcludedCou" +
-      "nt\022>\n\treranking\030\024 \001(\0132 .groundwire.v1.Re" +
-      "rankingMetadataR\treranking\022C\n\016context_bu" +
-      "dget\030\025 \001(\0132\034.groundwire.v1.ContextBudget" +
-      "R\rcontextBudget\022,\n\017rewritten_query\030\026 \001(\t" +
-      "H\000R\016rewrittenQuery\210\001\001\022=\n\010searches\030\027 \003(\0132" +
-      "!.groundwire.v1.AgenticSearchTraceR\010sear" +
-      "chesB\022\n\020_rewritten_query\"\201\001\n\nTokenUsage\022" +
-      "#\n\rprompt_tokens\030\001 \001(\rR\014promptTokens\022+\n\021" +
-      "completion_tokens\030\002 \001(\rR\020completionToken" +
-      "s\022!\n\014total_tokens\030\003 \001(\rR\013totalTokens\"k\n\010" +
-      "Citation\022#\n\rsource_number\030\001 \001(\rR\014sourceN" +
-      "umber\022\037\n\013document_id\030\002 \001(\tR\ndocumentId\022\031" +
-      "\n\010chunk_id\030\003 \001(\tR\007chunkId\"\315\001\n\rToolCallTr" +
-      "ace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\t" +
-      "R\006callId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022\034\n" +
-      "\tsucceeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_cod" +
-      "e\030\005 \001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031.g" +
-      "oogle.protobuf.DurationR\010duration\"\263\003\n\013Ag" +
-      "entResult\022!\n\014execution_id\030\001 \001(\tR\013executi" +
-      "onId\022\031\n\010agent_id\030\002 \001(\tR\007agentId\022\026\n\006answe" +
-      "r\030\003 \001(\tR\006answer\022%\n\016model_provider\030\004 \001(\tR" +
-      "\rmodelProvider\022\024\n\005model\030\005 \001(\tR\005model\022/\n\005" +
-      "usage\030\006 \001(\0132\031.groundwire.v1.TokenUsageR\005" +
-      "usage\0225\n\003rag\030\007 \001(\0132#.groundwire.v1.RagEx" +
-      "ecutionMetadataR\003rag\0225\n\tcitations\030\010 \003(\0132" +
-      "\027.groundwire.v1.CitationR\tcitations\022;\n\nt" +
-      "ool_calls\030\t \003(\0132\034.groundwire.v1.ToolCall" +
-      "TraceR\ttoolCalls\0225\n\010duration\030\n \001(\0132\031.goo" +
-      "gle.protobuf.DurationR\010duration\"\213\003\n\016RagS" +
-      "earchEvent\022\035\n\nindex_name\030\001 \001(\tR\tindexNam" +
-      "e\022C\n\016retrieval_mode\030\002 \001(\0162\034.groundwire.v" +
-      "1.RetrievalModeR\rretrievalMode\022)\n\020candid" +
-      "ate_budget\030\003 \001(\rR\017candidateBudget\022\'\n\017can" +
-      "didate_count\030\004 \001(\rR\016candidateCount\022%\n\016ac" +
-      "cepted_count\030\005 \001(\rR\racceptedCount\022I\n\021rer" +
-      "anking_outcome\030\006 \001(\0162\034.groundwire.v1.Rer" +
-      "ankOutcomeR\020rerankingOutcome\0225\n\010duration" +
-      "\030\007 \001(\0132\031.google.protobuf.DurationR\010durat" +
-      "ion\022\030\n\007agentic\030\010 \001(\010R\007agentic\"\315\001\n\rToolCa" +
-      "llEvent\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002" +
-      " \001(\tR\006callId\022\033\n\ttool_name\030\003 \001(\tR\010toolNam" +
-      "e\022\034\n\tsucceeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror" +
-      "_code\030\005 \001(\tR\terrorCode\0225\n\010duration\030\006 \001(\013" +
-      "2\031.google.protobuf.DurationR\010duration\"\235\003" +
-      "\n\025ExecuteStreamResponse\0225\n\004type\030\001 \001(\0162!." +
-      "groundwire.v1.ExecutionEventTypeR\004type\022\032" +
-      "\n\010sequence\030\002 \001(\rR\010sequence\022!\n\014execution_" +
-      "id\030\003 \001(\tR\013executionId\022<\n\nrag_search\030\004 \001(" +
-      "\0132\035.groundwire.v1.RagSearchEventR\tragSea" +
-      "rch\0229\n\ttool_call\030\005 \001(\0132\034.groundwire.v1.T" +
-      "oolCallEventR\010toolCall\022\035\n\ntext_delta\030\006 \001" +
-      "(\tR\ttextDelta\0222\n\006result\030\007 \001(\0132\032.groundwi" +
-      "re.v1.AgentResultR\006result\022\035\n\nerror_code\030" +
-      "\010 \001(\tR\terrorCode\022#\n\rerror_message\030\t \001(\tR" +
-      "\014errorMessage\"\304\002\n\023AgentRagDescription\022\035\n" +
-      "\nindex_name\030\001 \001(\tR\tindexName\022C\n\016retrieva" +
-      "l_mode\030\002 \001(\0162\034.groundwire.v1.RetrievalMo" +
-      "deR\rretrievalMode\0220\n\004mode\030\003 \001(\0162\034.ground" +
-      "wire.v1.ExecutionModeR\004mode\022P\n\023no_contex" +
-      "t_behavior\030\004 \001(\0162 .groundwire.v1.NoConte" +
-      "xtBehaviorR\021noContextBehavior\022+\n\021reranki" +
-      "ng_enabled\030\005 \001(\010R\020rerankingEnabled\022\030\n\007ag" +
-      "entic\030\006 \001(\010R\007agentic\"\364\001\n\020AgentDescriptio" +
-      "n\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004name\030\002 \001(\tR\004name\022 \n" +
-      "\013description\030\003 \001(\tR\013description\022\024\n\005model" +
-      "\030\004 \001(\tR\005model\022\024\n\005tools\030\005 \003(\tR\005tools\0224\n\003r" +
-      "ag\030\006 \001(\0132\".groundwire.v1.AgentRagDescrip" +
-      "tionR\003rag\022\'\n\014instructions\030\007 \001(\tH\000R\014instr" +
-      "uctions\210\001\001B\017\n\r_instructions\"O\n\021ListAgent" +
-      "sRequest\022\033\n\tpage_size\030\001 \001(\005R\010pageSize\022\035\n" +
-      "\npage_token\030\002 \001(\tR\tpageToken\"u\n\022ListAgen" +
-      "tsResponse\0227\n\006agents\030\001 \003(\0132\037.groundwire." +
-      "v1.AgentDescriptionR\006agents\022&\n\017next_page" +
-      "_token\030\002 \001(\tR\rnextPageToken\",\n\017GetAgentR" +
-      "equest\022\031\n\010agent_id\030\001 \001(\tR\007agentId\"I\n\020Get" +
-      "AgentResponse\0225\n\005agent\030\001 \001(\0132\037.groundwir" +
-      "e.v1.AgentDescriptionR\005agent*\202\001\n\rExecuti" +
-      "onMode\022\036\n\032EXECUTION_MODE_UNSPECIFIED\020\000\022\027" +
-      "\n\023EXECUTION_MODE_OPEN\020\001\022\033\n\027EXECUTION_MOD" +
-      "E_GROUNDED\020\002\022\033\n\027EXECUTION_MODE_REQUIRED\020" +
-      "\003*\251\001\n\021NoContextBehavior\022#\n\037NO_CONTEXT_BE" +
-      "HAVIOR_UNSPECIFIED\020\000\022\'\n#NO_CONTEXT_BEHAV" +
-      "IOR_ANSWER_NORMALLY\020\001\022(\n$NO_CONTEXT_BEHA" +
-      "VIOR_RETURN_NOT_FOUND\020\002\022\034\n\030NO_CONTEXT_BE" +
-      "HAVIOR_FAIL\020\003*\210\002\n\017NoContextReason\022!\n\035NO_" +
-      "CONTEXT_REASON_UNSPECIFIED\020\000\022 \n\034NO_CONTE" +
-      "XT_REASON_NO_RESULTS\020\001\022/\n+NO_CONTEXT_REA" +
-      "SON_BELOW_RELEVANCE_THRESHOLD\020\002\022)\n%NO_CO" +
-      "NTEXT_REASON_CANDIDATES_REJECTED\020\003\022$\n NO" +
-      "_CONTEXT_REASON_NOT_ANSWERABLE\020\004\022.\n*NO_C" +
-      "ONTEXT_REASON_CONTEXT_BUDGET_EXHAUSTED\020\005" +
-      "*\365\002\n\rRagItemReason\022\037\n\033RAG_ITEM_REASON_UN" +
-      "SPECIFIED\020\000\022!\n\035RAG_ITEM_REASON_INVALID_S" +
-      "CORE\020\001\022%\n!RAG_ITEM_REASON_DUPLICATE_CONT" +
-      "ENT\020\002\022+\n\'RAG_ITEM_REASON_BELOW_MINIMUM_R" +
-      "ELEVANCE\020\003\022)\n%RAG_ITEM_REASON_RESULT_LIM" +
-      "IT_EXCEEDED\020\004\022)\n%RAG_ITEM_REASON_TOKEN_B" +
-      "UDGET_EXCEEDED\020\005\022\'\n#RAG_ITEM_REASON_OVER" +
-      "LAPPING_CONTENT\020\006\022)\n%RAG_ITEM_REASON_SOU" +
-      "RCE_LIMIT_EXCEEDED\020\007\022\"\n\036RAG_ITEM_REASON_" +
-      "NOT_ANSWERABLE\020\010*R\n\010TurnRole\022\031\n\025TURN_ROL" +
-      "E_UNSPECIFIED\020\000\022\022\n\016TURN_ROLE_USER\020\001\022\027\n\023T" +
-      "URN_ROLE_ASSISTANT\020\002*\306\003\n\022ExecutionEventT" +
-      "ype\022$\n EXECUTION_EVENT_TYPE_UNSPECIFIED\020" +
-      "\000\022*\n&EXECUTION_EVENT_TYPE_EXECUTION_STAR" +
-      "TED\020\001\022+\n\'EXECUTION_EVENT_TYPE_RAG_SEARCH" +
-      "_STARTED\020\002\022-\n)EXECUTION_EVENT_TYPE_RAG_S" +
-      "EARCH_COMPLETED\020\003\022*\n&EXECUTION_EVENT_TYP" +
-      "E_RAG_SEARCH_FAILED\020\004\022*\n&EXECUTION_EVENT" +
-      "_TYPE_TOOL_CALL_STARTED\020\005\022,\n(EXECUTION_E" +
-      "VENT_TYPE_TOOL_CALL_COMPLETED\020\006\022#\n\037EXECU" +
-      "TION_EVENT_TYPE_TEXT_DELTA\020\007\022,\n(EXECUTIO" +
-      "N_EVENT_TYPE_EXECUTION_COMPLETED\020\010\022)\n%EX" +
-      "ECUTION_EVENT_TYPE_EXECUTION_FAILED\020\t2\326\002" +
-      "\n\014AgentService\022Q\n\nListAgents\022 .groundwir" +
-      "e.v1.ListAgentsRequest\032!.groundwire.v1.L" +
-      "istAgentsResponse\022K\n\010GetAgent\022\036.groundwi" +
-      "re.v1.GetAgentRequest\032\037.groundwire.v1.Ge" +
-      "tAgentResponse\022H\n\007Execute\022\035.groundwire.v" +
-      "1.ExecuteRequest\032\036.groundwire.v1.Execute" +
-      "Response\022\\\n\rExecuteStream\022#.groundwire.v" +
-      "1.ExecuteStreamRequest\032$.groundwire.v1.E" +
-      "xecuteStreamResponse0\001B\256\001\n\021dev.groundwir" +
-      "e.v1B\nAgentProtoP\001Z8github.com/groundwir" +
-      "e/groundwire/clients/go/groundwirev1\242\002\003G" +
-      "XX\252\002\rGroundwire.V1\312\002\rGroundwire\\V1\342\002\031Gro" +
-      "undwire\\V1\\GPBMetadata\352\002\016Groundwire::V1b" +
-      "\006proto3"
+      "v1\032\036google/protobuf/duration.proto\032\034goog" +
+      "le/protobuf/struct.proto\032\037google/protobu" +
+      "f/timestamp.proto\032\032groundwire/v1/common." +
+      "proto\032\034groundwire/v1/reranker.proto\032\035gro" +
+      "undwire/v1/retriever.proto\032\031groundwire/v" +
+      "1/usage.proto\"Y\n\020ConversationTurn\022+\n\004rol" +
+      "e\030\001 \001(\0162\027.groundwire.v1.TurnRoleR\004role\022\030" +
+      "\n\007content\030\002 \001(\tR\007content\"\262\003\n\016ExecutionIn" +
+      "put\022\031\n\010agent_id\030\001 \001(\tR\007agentId\022\030\n\007messag" +
+      "e\030\002 \001(\tR\007message\0229\n\007history\030\003 \003(\0132\037.grou" +
+      "ndwire.v1.ConversationTurnR\007history\022\026\n\006t" +
+      "enant\030\004 \001(\tR\006tenant\0225\n\006filter\030\005 \001(\0132\035.gr" +
+      "oundwire.v1.MetadataFilterR\006filter\022<\n\014cl" +
+      "ient_tools\0302 \003(\0132\031.groundwire.v1.ClientT" +
+      "oolR\013clientTools\022I\n\023client_tool_timeout\030" +
+      "3 \001(\0132\031.google.protobuf.DurationR\021client" +
+      "ToolTimeout\022\035\n\nbypass_rag\030F \001(\010R\tbypassR" +
+      "ag\0229\n\toverrides\030G \001(\0132\033.groundwire.v1.Ra" +
+      "gOverridesR\toverrides\"\213\001\n\014RagOverrides\0220" +
+      "\n\021minimum_relevance\030\001 \001(\001H\000R\020minimumRele" +
+      "vance\210\001\001\022#\n\013final_top_k\030\002 \001(\rH\001R\tfinalTo" +
+      "pK\210\001\001B\024\n\022_minimum_relevanceB\016\n\014_final_to" +
+      "p_k\"N\n\027PrepareExecutionRequest\0223\n\005input\030" +
+      "\001 \001(\0132\035.groundwire.v1.ExecutionInputR\005in" +
+      "put\"X\n\030PrepareExecutionResponse\022<\n\010prepa" +
+      "red\030\001 \001(\0132 .groundwire.v1.PreparedExecut" +
+      "ionR\010prepared\"Z\n\017PreparedMessage\022-\n\004role" +
+      "\030\001 \001(\0162\031.groundwire.v1.PromptRoleR\004role\022" +
+      "\030\n\007content\030\002 \001(\tR\007content\"m\n\014PreparedToo" +
+      "l\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013description\030\002 \001" +
+      "(\tR\013description\022\'\n\017parameters_json\030\003 \001(\t" +
+      "R\016parametersJson\"\375\001\n\021PreparedReference\022#" +
+      "\n\rsource_number\030\001 \001(\rR\014sourceNumber\022\037\n\013d" +
+      "ocument_id\030\002 \001(\tR\ndocumentId\022\031\n\010chunk_id" +
+      "\030\003 \001(\tR\007chunkId\022*\n\005score\030\004 \001(\0132\024.groundw" +
+      "ire.v1.ScoreR\005score\022+\n\004span\030\005 \001(\0132\027.grou" +
+      "ndwire.v1.CharSpanR\004span\022\024\n\005title\030\006 \001(\tR" +
+      "\005title\022\030\n\007section\030\007 \001(\tR\007section\"\257\003\n\021Pre" +
+      "paredExecution\022\031\n\010agent_id\030\001 \001(\tR\007agentI" +
+      "d\0225\n\006action\030\002 \001(\0162\035.groundwire.v1.Prepar" +
+      "edActionR\006action\022:\n\010messages\030\003 \003(\0132\036.gro" +
+      "undwire.v1.PreparedMessageR\010messages\0221\n\005" +
+      "tools\030\004 \003(\0132\033.groundwire.v1.PreparedTool" +
+      "R\005tools\022@\n\nreferences\030\005 \003(\0132 .groundwire" +
+      ".v1.PreparedReferenceR\nreferences\022)\n\020fra" +
+      "mework_answer\030\006 \001(\tR\017frameworkAnswer\0225\n\003" +
+      "rag\030\007 \001(\0132#.groundwire.v1.RagExecutionMe" +
+      "tadataR\003rag\0225\n\010duration\030\010 \001(\0132\031.google.p" +
+      "rotobuf.DurationR\010duration\"E\n\016ExecuteReq" +
+      "uest\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Exec" +
+      "utionInputR\005input\"K\n\024ExecuteStreamReques" +
+      "t\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Executi" +
+      "onInputR\005input\"E\n\017ExecuteResponse\0222\n\006res" +
+      "ult\030\001 \001(\0132\032.groundwire.v1.AgentResultR\006r" +
+      "esult\"\373\001\n\007RagItem\022\037\n\013document_id\030\001 \001(\tR\n" +
+      "documentId\022\031\n\010chunk_id\030\002 \001(\tR\007chunkId\022%\n" +
+      "\016retrieval_rank\030\003 \001(\rR\rretrievalRank\022*\n\005" +
+      "score\030\004 \001(\0132\024.groundwire.v1.ScoreR\005score" +
+      "\0224\n\006reason\030\005 \001(\0162\034.groundwire.v1.RagItem" +
+      "ReasonR\006reason\022+\n\004span\030\006 \001(\0132\027.groundwir" +
+      "e.v1.CharSpanR\004span\"\343\002\n\rContextBudget\0224\n" +
+      "\026maximum_context_tokens\030\001 \001(\rR\024maximumCo" +
+      "ntextTokens\0224\n\026response_token_reserve\030\002 " +
+      "\001(\rR\024responseTokenReserve\022-\n\022instruction" +
+      "_tokens\030\003 \001(\rR\021instructionTokens\022%\n\016hist" +
+      "ory_tokens\030\004 \001(\rR\rhistoryTokens\022!\n\014query" +
+      "_tokens\030\005 \001(\rR\013queryTokens\022!\n\014other_toke" +
+      "ns\030\006 \001(\rR\013otherTokens\022)\n\020available_token" +
+      "s\030\007 \001(\005R\017availableTokens\022\037\n\013used_tokens\030" +
+      "\010 \001(\rR\nusedTokens\"\205\002\n\022AgenticSearchTrace" +
+      "\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR\006c" +
+      "allId\022\'\n\017candidate_count\030\003 \001(\rR\016candidat" +
+      "eCount\022%\n\016accepted_count\030\004 \001(\rR\raccepted" +
+      "Count\022\034\n\tsucceeded\030\005 \001(\010R\tsucceeded\022\035\n\ne" +
+      "rror_code\030\006 \001(\tR\terrorCode\0225\n\010duration\030\007" +
+      " \001(\0132\031.google.protobuf.DurationR\010duratio" +
+      "n\"\350\014\n\024RagExecutionMetadata\022\030\n\007enabled\030\001 " +
+      "\001(\010R\007enabled\022\035\n\nindex_name\030\002 \001(\tR\tindexN" +
+      "ame\022#\n\rindex_version\030\003 \001(\004R\014indexVersion" +
+      "\022C\n\016retrieval_mode\030\004 \001(\0162\034.groundwire.v1" +
+      ".RetrievalModeR\rretrievalMode\022?\n\014applied" +
+      "_mode\030\005 \001(\0162\034.groundwire.v1.ExecutionMod" +
+      "eR\013appliedMode\022_\n\033applied_no_context_beh" +
+      "avior\030\006 \001(\0162 .groundwire.v1.NoContextBeh" +
+      "aviorR\030appliedNoContextBehavior\022)\n\020conte" +
+      "xt_accepted\030\007 \001(\010R\017contextAccepted\022J\n\021no" +
+      "_context_reason\030\010 \001(\0162\036.groundwire.v1.No" +
+      "ContextReasonR\017noContextReason\022#\n\rmodel_" +
+      "skipped\030\t \001(\010R\014modelSkipped\022-\n\022answer_co" +
+      "nstrained\030\n \001(\010R\021answerConstrained\0226\n\nca" +
+      "ndidates\030\013 \003(\0132\026.groundwire.v1.RagItemR\n" +
+      "candidates\0222\n\010accepted\030\014 \003(\0132\026.groundwir" +
+      "e.v1.RagItemR\010accepted\0222\n\010rejected\030\r \003(\013" +
+      "2\026.groundwire.v1.RagItemR\010rejected\022A\n\020co" +
+      "ntext_excluded\030\016 \003(\0132\026.groundwire.v1.Rag" +
+      "ItemR\017contextExcluded\0220\n\007context\030\017 \003(\0132\026" +
+      ".groundwire.v1.RagItemR\007context\022\'\n\017candi" +
+      "date_count\030\020 \001(\rR\016candidateCount\022%\n\016acce" +
+      "pted_count\030\021 \001(\rR\racceptedCount\022%\n\016rejec" +
+      "ted_count\030\022 \001(\rR\rrejectedCount\0224\n\026contex" +
+      "t_excluded_count\030\023 \001(\rR\024contextExcludedC" +
+      "ount\022>\n\treranking\030\024 \001(\0132 .groundwire.v1." +
+      "RerankingMetadataR\treranking\022C\n\016context_" +
+      "budget\030\025 \001(\0132\034.groundwire.v1.ContextBudg" +
+      "etR\rcontextBudget\022,\n\017rewritten_query\030\026 \001" +
+      "(\tH\000R\016rewrittenQuery\210\001\001\022=\n\010searches\030\027 \003(" +
+      "\0132!.groundwire.v1.AgenticSearchTraceR\010se" +
+      "arches\022!\n\014rag_bypassed\030F \001(\010R\013ragBypasse" +
+      "d\022F\n\016applied_limits\030G \001(\0132\037.groundwire.v" +
+      "1.RagAppliedLimitsR\rappliedLimits\022(\n\rkey" +
+      "word_query\030H \001(\tH\001R\014keywordQuery\210\001\001\022S\n\024k" +
+      "eyword_query_source\030I \001(\0162!.groundwire.v" +
+      "1.KeywordQuerySourceR\022keywordQuerySource" +
+      "\022?\n\034keyword_rewrite_failure_code\030J \001(\tR\031" +
+      "keywordRewriteFailureCode\022;\n\032query_rewri" +
+      "te_failure_code\030K \001(\tR\027queryRewriteFailu" +
+      "reCodeB\022\n\020_rewritten_queryB\020\n\016_keyword_q" +
+      "uery\"\303\002\n\020RagAppliedLimits\022\'\n\017candidate_c" +
+      "ount\030\001 \001(\rR\016candidateCount\0220\n\021minimum_re" +
+      "levance\030\002 \001(\001H\000R\020minimumRelevance\210\001\001\022\036\n\013" +
+      "final_top_k\030\003 \001(\rR\tfinalTopK\022@\n\034minimum_" +
+      "relevance_overridden\030\004 \001(\010R\032minimumRelev" +
+      "anceOverridden\0223\n\026final_top_k_overridden" +
+      "\030\005 \001(\010R\023finalTopKOverridden\022\'\n\017filter_na" +
+      "rrowed\030\006 \001(\010R\016filterNarrowedB\024\n\022_minimum" +
+      "_relevance\"\201\001\n\nTokenUsage\022#\n\rprompt_toke" +
+      "ns\030\001 \001(\rR\014promptTokens\022+\n\021completion_tok" +
+      "ens\030\002 \001(\rR\020completionTokens\022!\n\014total_tok" +
+      "ens\030\003 \001(\rR\013totalTokens\"k\n\010Citation\022#\n\rso" +
+      "urce_number\030\001 \001(\rR\014sourceNumber\022\037\n\013docum" +
+      "ent_id\030\002 \001(\tR\ndocumentId\022\031\n\010chunk_id\030\003 \001" +
+      "(\tR\007chunkId\"\366\001\n\rToolCallTrace\022\022\n\004step\030\001 " +
+      "\001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR\006callId\022\033\n\tto" +
+      "ol_name\030\003 \001(\tR\010toolName\022\034\n\tsucceeded\030\004 \001" +
+      "(\010R\tsucceeded\022\035\n\nerror_code\030\005 \001(\tR\terror" +
+      "Code\0225\n\010duration\030\006 \001(\0132\031.google.protobuf" +
+      ".DurationR\010duration\022\'\n\017client_executed\0302" +
+      " \001(\010R\016clientExecuted\"\343\005\n\013AgentResult\022!\n\014" +
+      "execution_id\030\001 \001(\tR\013executionId\022\031\n\010agent" +
+      "_id\030\002 \001(\tR\007agentId\022\026\n\006answer\030\003 \001(\tR\006answ" +
+      "er\022%\n\016model_provider\030\004 \001(\tR\rmodelProvide" +
+      "r\022\024\n\005model\030\005 \001(\tR\005model\022/\n\005usage\030\006 \001(\0132\031" +
+      ".groundwire.v1.TokenUsageR\005usage\0225\n\003rag\030" +
+      "\007 \001(\0132#.groundwire.v1.RagExecutionMetada" +
+      "taR\003rag\0225\n\tcitations\030\010 \003(\0132\027.groundwire." +
+      "v1.CitationR\tcitations\022;\n\ntool_calls\030\t \003" +
+      "(\0132\034.groundwire.v1.ToolCallTraceR\ttoolCa" +
+      "lls\0225\n\010duration\030\n \001(\0132\031.google.protobuf." +
+      "DurationR\010duration\0226\n\006status\0302 \001(\0162\036.gro" +
+      "undwire.v1.ExecutionStatusR\006status\022O\n\023re" +
+      "quired_tool_calls\0303 \003(\0132\037.groundwire.v1." +
+      "RequiredToolCallR\021requiredToolCalls\022C\n\017a" +
+      "ction_deadline\0304 \001(\0132\032.google.protobuf.T" +
+      "imestampR\016actionDeadline\022\030\n\007resumed\0305 \001(" +
+      "\010R\007resumed\022F\n\017embedding_usage\030P \001(\0132\035.gr" +
+      "oundwire.v1.EmbeddingUsageR\016embeddingUsa" +
+      "ge\"\213\003\n\016RagSearchEvent\022\035\n\nindex_name\030\001 \001(" +
+      "\tR\tindexName\022C\n\016retrieval_mode\030\002 \001(\0162\034.g" +
+      "roundwire.v1.RetrievalModeR\rretrievalMod" +
+      "e\022)\n\020candidate_budget\030\003 \001(\rR\017candidateBu" +
+      "dget\022\'\n\017candidate_count\030\004 \001(\rR\016candidate" +
+      "Count\022%\n\016accepted_count\030\005 \001(\rR\racceptedC" +
+      "ount\022I\n\021reranking_outcome\030\006 \001(\0162\034.ground" +
+      "wire.v1.RerankOutcomeR\020rerankingOutcome\022" +
+      "5\n\010duration\030\007 \001(\0132\031.google.protobuf.Dura" +
+      "tionR\010duration\022\030\n\007agentic\030\010 \001(\010R\007agentic" +
+      "\"\224\002\n\rToolCallEvent\022\022\n\004step\030\001 \001(\rR\004step\022\027" +
+      "\n\007call_id\030\002 \001(\tR\006callId\022\033\n\ttool_name\030\003 \001" +
+      "(\tR\010toolName\022\034\n\tsucceeded\030\004 \001(\010R\tsucceed" +
+      "ed\022\035\n\nerror_code\030\005 \001(\tR\terrorCode\0225\n\010dur" +
+      "ation\030\006 \001(\0132\031.google.protobuf.DurationR\010" +
+      "duration\022\034\n\targuments\0302 \001(\tR\targuments\022\'" +
+      "\n\017client_executed\0303 \001(\010R\016clientExecuted\"" +
+      "\235\003\n\025ExecuteStreamResponse\0225\n\004type\030\001 \001(\0162" +
+      "!.groundwire.v1.ExecutionEventTypeR\004type" +
+      "\022\032\n\010sequence\030\002 \001(\rR\010sequence\022!\n\014executio" +
+      "n_id\030\003 \001(\tR\013executionId\022<\n\nrag_search\030\004 " +
+      "\001(\0132\035.groundwire.v1.RagSearchEventR\tragS" +
+      "earch\0229\n\ttool_call\030\005 \001(\0132\034.groundwire.v1" +
+      ".ToolCallEventR\010toolCall\022\035\n\ntext_delta\030\006" +
+      " \001(\tR\ttextDelta\0222\n\006result\030\007 \001(\0132\032.ground" +
+      "wire.v1.AgentResultR\006result\022\035\n\nerror_cod" +
+      "e\030\010 \001(\tR\terrorCode\022#\n\rerror_message\030\t \001(" +
+      "\tR\014errorMessage\"\370\003\n\023AgentRagDescription\022" +
+      "\035\n\nindex_name\030\001 \001(\tR\tindexName\022C\n\016retrie" +
+      "val_mode\030\002 \001(\0162\034.groundwire.v1.Retrieval" +
+      "ModeR\rretrievalMode\0220\n\004mode\030\003 \001(\0162\034.grou" +
+      "ndwire.v1.ExecutionModeR\004mode\022P\n\023no_cont" +
+      "ext_behavior\030\004 \001(\0162 .groundwire.v1.NoCon" +
+      "textBehaviorR\021noContextBehavior\022+\n\021reran" +
+      "king_enabled\030\005 \001(\010R\020rerankingEnabled\022\030\n\007" +
+      "agentic\030\006 \001(\010R\007agentic\022%\n\016bypass_allowed" +
+      "\030F \001(\010R\rbypassAllowed\0220\n\021minimum_relevan" +
+      "ce\030G \001(\001H\000R\020minimumRelevance\210\001\001\022\036\n\013final" +
+      "_top_k\030H \001(\rR\tfinalTopK\022#\n\rkeyword_query" +
+      "\030I \001(\010R\014keywordQueryB\024\n\022_minimum_relevan" +
+      "ce\"\364\001\n\020AgentDescription\022\016\n\002id\030\001 \001(\tR\002id\022" +
+      "\022\n\004name\030\002 \001(\tR\004name\022 \n\013description\030\003 \001(\t" +
+      "R\013description\022\024\n\005model\030\004 \001(\tR\005model\022\024\n\005t" +
+      "ools\030\005 \003(\tR\005tools\0224\n\003rag\030\006 \001(\0132\".groundw" +
+      "ire.v1.AgentRagDescriptionR\003rag\022\'\n\014instr" +
+      "uctions\030\007 \001(\tH\000R\014instructions\210\001\001B\017\n\r_ins" +
+      "tructions\"O\n\021ListAgentsRequest\022\033\n\tpage_s" +
+      "ize\030\001 \001(\005R\010pageSize\022\035\n\npage_token\030\002 \001(\tR" +
+      "\tpageToken\"u\n\022ListAgentsResponse\0227\n\006agen" +
+      "ts\030\001 \003(\0132\037.groundwire.v1.AgentDescriptio" +
+      "nR\006agents\022&\n\017next_page_token\030\002 \001(\tR\rnext" +
+      "PageToken\",\n\017GetAgentRequest\022\031\n\010agent_id" +
+      "\030\001 \001(\tR\007agentId\"I\n\020GetAgentResponse\0225\n\005a" +
+      "gent\030\001 \001(\0132\037.groundwire.v1.AgentDescript" +
+      "ionR\005agent\"{\n\nClientTool\022\022\n\004name\030\001 \001(\tR\004" +
+      "name\022 \n\013description\030\002 \001(\tR\013description\0227" +
+      "\n\nparameters\030\003 \001(\0132\027.google.protobuf.Str" +
+      "uctR\nparameters\"f\n\020RequiredToolCall\022\027\n\007c" +
+      "all_id\030\001 \001(\tR\006callId\022\033\n\ttool_name\030\002 \001(\tR" +
+      "\010toolName\022\034\n\targuments\030\003 \001(\tR\targuments\"" +
+      "X\n\nToolResult\022\027\n\007call_id\030\001 \001(\tR\006callId\022\026" +
+      "\n\006output\030\002 \001(\tR\006output\022\031\n\010is_error\030\003 \001(\010" +
+      "R\007isError\"S\n\026ResumeExecutionRequest\022!\n\014e" +
+      "xecution_id\030\001 \001(\tR\013executionId\022\026\n\006tenant" +
+      "\030\002 \001(\tR\006tenant\"M\n\027ResumeExecutionRespons" +
+      "e\0222\n\006result\030\001 \001(\0132\032.groundwire.v1.AgentR" +
+      "esultR\006result\"Y\n\034ResumeExecutionStreamRe" +
+      "quest\022!\n\014execution_id\030\001 \001(\tR\013executionId" +
+      "\022\026\n\006tenant\030\002 \001(\tR\006tenant\"[\n\035ResumeExecut" +
+      "ionStreamResponse\022:\n\005event\030\001 \001(\0132$.groun" +
+      "dwire.v1.ExecuteStreamResponseR\005event\"\212\001" +
+      "\n\030SubmitToolResultsRequest\022!\n\014execution_" +
+      "id\030\001 \001(\tR\013executionId\022\026\n\006tenant\030\002 \001(\tR\006t" +
+      "enant\0223\n\007results\030\003 \003(\0132\031.groundwire.v1.T" +
+      "oolResultR\007results\"O\n\031SubmitToolResultsR" +
+      "esponse\0222\n\006result\030\001 \001(\0132\032.groundwire.v1." +
+      "AgentResultR\006result\"H\n\021ClientToolResults" +
+      "\0223\n\007results\030\001 \003(\0132\031.groundwire.v1.ToolRe" +
+      "sultR\007results\"\241\001\n\031ExecuteInteractiveRequ" +
+      "est\0225\n\005input\030\001 \001(\0132\035.groundwire.v1.Execu" +
+      "tionInputH\000R\005input\022E\n\014tool_results\030\002 \001(\013" +
+      "2 .groundwire.v1.ClientToolResultsH\000R\013to" +
+      "olResultsB\006\n\004kind\"X\n\032ExecuteInteractiveR" +
+      "esponse\022:\n\005event\030\001 \001(\0132$.groundwire.v1.E" +
+      "xecuteStreamResponseR\005event*\202\001\n\rExecutio" +
+      "nMode\022\036\n\032EXECUTION_MODE_UNSPECIFIED\020\000\022\027\n" +
+      "\023EXECUTION_MODE_OPEN\020\001\022\033\n\027EXECUTION_MODE" +
+      "_GROUNDED\020\002\022\033\n\027EXECUTION_MODE_REQUIRED\020\003" +
+      "*\251\001\n\021NoContextBehavior\022#\n\037NO_CONTEXT_BEH" +
+      "AVIOR_UNSPECIFIED\020\000\022\'\n#NO_CONTEXT_BEHAVI" +
+      "OR_ANSWER_NORMALLY\020\001\022(\n$NO_CONTEXT_BEHAV" +
+      "IOR_RETURN_NOT_FOUND\020\002\022\034\n\030NO_CONTEXT_BEH" +
+      "AVIOR_FAIL\020\003*\210\002\n\017NoContextReason\022!\n\035NO_C" +
+      "ONTEXT_REASON_UNSPECIFIED\020\000\022 \n\034NO_CONTEX" +
+      "T_REASON_NO_RESULTS\020\001\022/\n+NO_CONTEXT_REAS" +
+      "ON_BELOW_RELEVANCE_THRESHOLD\020\002\022)\n%NO_CON" +
+      "TEXT_REASON_CANDIDATES_REJECTED\020\003\022$\n NO_" +
+      "CONTEXT_REASON_NOT_ANSWERABLE\020\004\022.\n*NO_CO" +
+      "NTEXT_REASON_CONTEXT_BUDGET_EXHAUSTED\020\005*" +
+      "\365\002\n\rRagItemReason\022\037\n\033RAG_ITEM_REASON_UNS" +
+      "PECIFIED\020\000\022!\n\035RAG_ITEM_REASON_INVALID_SC" +
+      "ORE\020\001\022%\n!RAG_ITEM_REASON_DUPLICATE_CONTE" +
+      "NT\020\002\022+\n\'RAG_ITEM_REASON_BELOW_MINIMUM_RE" +
+      "LEVANCE\020\003\022)\n%RAG_ITEM_REASON_RESULT_LIMI" +
+      "T_EXCEEDED\020\004\022)\n%RAG_ITEM_REASON_TOKEN_BU" +
+      "DGET_EXCEEDED\020\005\022\'\n#RAG_ITEM_REASON_OVERL" +
+      "APPING_CONTENT\020\006\022)\n%RAG_ITEM_REASON_SOUR" +
+      "CE_LIMIT_EXCEEDED\020\007\022\"\n\036RAG_ITEM_REASON_N" +
+      "OT_ANSWERABLE\020\010*R\n\010TurnRole\022\031\n\025TURN_ROLE" +
+      "_UNSPECIFIED\020\000\022\022\n\016TURN_ROLE_USER\020\001\022\027\n\023TU" +
+      "RN_ROLE_ASSISTANT\020\002*\324\004\n\022ExecutionEventTy" +
+      "pe\022$\n EXECUTION_EVENT_TYPE_UNSPECIFIED\020\000" +
+      "\022*\n&EXECUTION_EVENT_TYPE_EXECUTION_START" +
+      "ED\020\001\022+\n\'EXECUTION_EVENT_TYPE_RAG_SEARCH_" +
+      "STARTED\020\002\022-\n)EXECUTION_EVENT_TYPE_RAG_SE" +
+      "ARCH_COMPLETED\020\003\022*\n&EXECUTION_EVENT_TYPE" +
+      "_RAG_SEARCH_FAILED\020\004\022*\n&EXECUTION_EVENT_" +
+      "TYPE_TOOL_CALL_STARTED\020\005\022,\n(EXECUTION_EV" +
+      "ENT_TYPE_TOOL_CALL_COMPLETED\020\006\022#\n\037EXECUT" +
+      "ION_EVENT_TYPE_TEXT_DELTA\020\007\022,\n(EXECUTION" +
+      "_EVENT_TYPE_EXECUTION_COMPLETED\020\010\022)\n%EXE" +
+      "CUTION_EVENT_TYPE_EXECUTION_FAILED\020\t\022*\n&" +
+      "EXECUTION_EVENT_TYPE_EXECUTION_RESUMED\0202" +
+      "\022,\n(EXECUTION_EVENT_TYPE_TOOL_CALL_REQUE" +
+      "STED\0203\0222\n.EXECUTION_EVENT_TYPE_EXECUTION" +
+      "_REQUIRES_ACTION\0204*r\n\nPromptRole\022\033\n\027PROM" +
+      "PT_ROLE_UNSPECIFIED\020\000\022\026\n\022PROMPT_ROLE_SYS" +
+      "TEM\020\001\022\024\n\020PROMPT_ROLE_USER\020\002\022\031\n\025PROMPT_RO" +
+      "LE_ASSISTANT\020\003*\221\001\n\016PreparedAction\022\037\n\033PRE" +
+      "PARED_ACTION_UNSPECIFIED\020\000\022\036\n\032PREPARED_A" +
+      "CTION_CALL_MODEL\020\001\022$\n PREPARED_ACTION_RE" +
+      "TURN_NOT_FOUND\020\002\022\030\n\024PREPARED_ACTION_FAIL" +
+      "\020\003*\262\001\n\022KeywordQuerySource\022$\n KEYWORD_QUE" +
+      "RY_SOURCE_UNSPECIFIED\020\000\022 \n\034KEYWORD_QUERY" +
+      "_SOURCE_DERIVED\020\001\022\036\n\032KEYWORD_QUERY_SOURC" +
+      "E_MODEL\020\002\0224\n0KEYWORD_QUERY_SOURCE_DERIVE" +
+      "D_AFTER_MODEL_FAILURE\020\003*y\n\017ExecutionStat" +
+      "us\022 \n\034EXECUTION_STATUS_UNSPECIFIED\020\000\022\036\n\032" +
+      "EXECUTION_STATUS_COMPLETED\020\001\022$\n EXECUTIO" +
+      "N_STATUS_REQUIRES_ACTION\020\0022\352\006\n\014AgentServ" +
+      "ice\022Q\n\nListAgents\022 .groundwire.v1.ListAg" +
+      "entsRequest\032!.groundwire.v1.ListAgentsRe" +
+      "sponse\022K\n\010GetAgent\022\036.groundwire.v1.GetAg" +
+      "entRequest\032\037.groundwire.v1.GetAgentRespo" +
+      "nse\022H\n\007Execute\022\035.groundwire.v1.ExecuteRe" +
+      "quest\032\036.groundwire.v1.ExecuteResponse\022\\\n" +
+      "\rExecuteStream\022#.groundwire.v1.ExecuteSt" +
+      "reamRequest\032$.groundwire.v1.ExecuteStrea" +
+      "mResponse0\001\022`\n\017ResumeExecution\022%.groundw" +
+      "ire.v1.ResumeExecutionRequest\032&.groundwi" +
+      "re.v1.ResumeExecutionResponse\022t\n\025ResumeE" +
+      "xecutionStream\022+.groundwire.v1.ResumeExe" +
+      "cutionStreamRequest\032,.groundwire.v1.Resu" +
+      "meExecutionStreamResponse0\001\022f\n\021SubmitToo" +
+      "lResults\022\'.groundwire.v1.SubmitToolResul" +
+      "tsRequest\032(.groundwire.v1.SubmitToolResu" +
+      "ltsResponse\022m\n\022ExecuteInteractive\022(.grou" +
+      "ndwire.v1.ExecuteInteractiveRequest\032).gr" +
+      "oundwire.v1.ExecuteInteractiveResponse(\001" +
+      "0\001\022c\n\020PrepareExecution\022&.groundwire.v1.P" +
+      "repareExecutionRequest\032\'.groundwire.v1.P" +
+      "repareExecutionResponseB\256\001\n\021dev.groundwi" +
+      "re.v1B\nAgentProtoP\001Z8github.com/groundwi" +
+      "re/groundwire/clients/go/groundwirev1\242\002\003" +
+      "GXX\252\002\rGroundwire.V1\312\002\rGroundwire\\V1\342\002\031Gr" +
+      "oundwire\\V1\\GPBMetadata\352\002\016Groundwire::V1" +
+      "b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
           com.google.protobuf.DurationProto.getDescriptor(),
+          com.google.protobuf.StructProto.getDescriptor(),
+          com.google.protobuf.TimestampProto.getDescriptor(),
           dev.groundwire.v1.CommonProto.getDescriptor(),
           dev.groundwire.v1.RerankerProto.getDescriptor(),
           dev.groundwire.v1.RetrieverProto.getDescriptor(),
+          dev.groundwire.v1.UsageProto.getDescriptor(),
         });
     internal_static_groundwire_v1_ConversationTurn_descriptor =
       getDescriptor().getMessageType(0);
@@ -357,132 +592,255 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_ExecutionInput_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ExecutionInput_descriptor,
-        new java.lang.String[] { "AgentId", "Message", "History", "Tenant", "Filter", });
-    internal_static_groundwire_v1_ExecuteRequest_descriptor =
+        new java.lang.String[] { "AgentId", "Message", "History", "Tenant", "Filter", "ClientTools", "ClientToolTimeout", "BypassRag", "Overrides", });
+    internal_static_groundwire_v1_RagOverrides_descriptor =
       getDescriptor().getMessageType(2);
+    internal_static_groundwire_v1_RagOverrides_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_RagOverrides_descriptor,
+        new java.lang.String[] { "MinimumRelevance", "FinalTopK", });
+    internal_static_groundwire_v1_PrepareExecutionRequest_descriptor =
+      getDescriptor().getMessageType(3);
+    internal_static_groundwire_v1_PrepareExecutionRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_PrepareExecutionRequest_descriptor,
+        new java.lang.String[] { "Input", });
+    internal_static_groundwire_v1_PrepareExecutionResponse_descriptor =
+      getDescriptor().getMessageType(4);
+    internal_static_groundwire_v1_PrepareExecutionResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_PrepareExecutionResponse_descriptor,
+        new java.lang.String[] { "Prepared", });
+    internal_static_groundwire_v1_PreparedMessage_descriptor =
+      getDescriptor().getMessageType(5);
+    internal_static_groundwire_v1_PreparedMessage_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_PreparedMessage_descriptor,
+        new java.lang.String[] { "Role", "Content", });
+    internal_static_groundwire_v1_PreparedTool_descriptor =
+      getDescriptor().getMessageType(6);
+    internal_static_groundwire_v1_PreparedTool_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_PreparedTool_descriptor,
+        new java.lang.String[] { "Name", "Description", "ParametersJson", });
+    internal_static_groundwire_v1_PreparedReference_descriptor =
+      getDescriptor().getMessageType(7);
+    internal_static_groundwire_v1_PreparedReference_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_PreparedReference_descriptor,
+        new java.lang.String[] { "SourceNumber", "DocumentId", "ChunkId", "Score", "Span", "Title", "Section", });
+    internal_static_groundwire_v1_PreparedExecution_descriptor =
+      getDescriptor().getMessageType(8);
+    internal_static_groundwire_v1_PreparedExecution_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_PreparedExecution_descriptor,
+        new java.lang.String[] { "AgentId", "Action", "Messages", "Tools", "References", "FrameworkAnswer", "Rag", "Duration", });
+    internal_static_groundwire_v1_ExecuteRequest_descriptor =
+      getDescriptor().getMessageType(9);
     internal_static_groundwire_v1_ExecuteRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ExecuteRequest_descriptor,
         new java.lang.String[] { "Input", });
     internal_static_groundwire_v1_ExecuteStreamRequest_descriptor =
-      getDescriptor().getMessageType(3);
+      getDescriptor().getMessageType(10);
     internal_static_groundwire_v1_ExecuteStreamRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ExecuteStreamRequest_descriptor,
         new java.lang.String[] { "Input", });
     internal_static_groundwire_v1_ExecuteResponse_descriptor =
-      getDescriptor().getMessageType(4);
+      getDescriptor().getMessageType(11);
     internal_static_groundwire_v1_ExecuteResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ExecuteResponse_descriptor,
         new java.lang.String[] { "Result", });
     internal_static_groundwire_v1_RagItem_descriptor =
-      getDescriptor().getMessageType(5);
+      getDescriptor().getMessageType(12);
     internal_static_groundwire_v1_RagItem_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RagItem_descriptor,
         new java.lang.String[] { "DocumentId", "ChunkId", "RetrievalRank", "Score", "Reason", "Span", });
     internal_static_groundwire_v1_ContextBudget_descriptor =
-      getDescriptor().getMessageType(6);
+      getDescriptor().getMessageType(13);
     internal_static_groundwire_v1_ContextBudget_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ContextBudget_descriptor,
         new java.lang.String[] { "MaximumContextTokens", "ResponseTokenReserve", "InstructionTokens", "HistoryTokens", "QueryTokens", "OtherTokens", "AvailableTokens", "UsedTokens", });
     internal_static_groundwire_v1_AgenticSearchTrace_descriptor =
-      getDescriptor().getMessageType(7);
+      getDescriptor().getMessageType(14);
     internal_static_groundwire_v1_AgenticSearchTrace_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgenticSearchTrace_descriptor,
         new java.lang.String[] { "Step", "CallId", "CandidateCount", "AcceptedCount", "Succeeded", "ErrorCode", "Duration", });
     internal_static_groundwire_v1_RagExecutionMetadata_descriptor =
-      getDescriptor().getMessageType(8);
+      getDescriptor().getMessageType(15);
     internal_static_groundwire_v1_RagExecutionMetadata_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RagExecutionMetadata_descriptor,
-        new java.lang.String[] { "Enabled", "IndexName", "IndexVersion", "RetrievalMode", "AppliedMode", "AppliedNoContextBehavior", "ContextAccepted", "NoContextReason", "ModelSkipped", "AnswerConstrained", "Candidates", "Accepted12", "Rejected13", "ContextExcluded14", "Context", "CandidateCount", "AcceptedCount17", "RejectedCount18", "ContextExcludedCount19", "Reranking", "ContextBudget", "RewrittenQuery", "Searches", });
+        new java.lang.String[] { "Enabled", "IndexName", "IndexVersion", "RetrievalMode", "AppliedMode", "AppliedNoContextBehavior", "ContextAccepted", "NoContextReason", "ModelSkipped", "AnswerConstrained", "Candidates", "Accepted12", "Rejected13", "ContextExcluded14", "Context", "CandidateCount", "AcceptedCount17", "RejectedCount18", "ContextExcludedCount19", "Reranking", "ContextBudget", "RewrittenQuery", "Searches", "RagBypassed", "AppliedLimits", "KeywordQuery", "KeywordQuerySource", "KeywordRewriteFailureCode", "QueryRewriteFailureCode", });
+    internal_static_groundwire_v1_RagAppliedLimits_descriptor =
+      getDescriptor().getMessageType(16);
+    internal_static_groundwire_v1_RagAppliedLimits_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_RagAppliedLimits_descriptor,
+        new java.lang.String[] { "CandidateCount", "MinimumRelevance", "FinalTopK", "MinimumRelevanceOverridden", "FinalTopKOverridden", "FilterNarrowed", });
     internal_static_groundwire_v1_TokenUsage_descriptor =
-      getDescriptor().getMessageType(9);
+      getDescriptor().getMessageType(17);
     internal_static_groundwire_v1_TokenUsage_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_TokenUsage_descriptor,
         new java.lang.String[] { "PromptTokens", "CompletionTokens", "TotalTokens", });
     internal_static_groundwire_v1_Citation_descriptor =
-      getDescriptor().getMessageType(10);
+      getDescriptor().getMessageType(18);
     internal_static_groundwire_v1_Citation_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_Citation_descriptor,
         new java.lang.String[] { "SourceNumber", "DocumentId", "ChunkId", });
     internal_static_groundwire_v1_ToolCallTrace_descriptor =
-      getDescriptor().getMessageType(11);
+      getDescriptor().getMessageType(19);
     internal_static_groundwire_v1_ToolCallTrace_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ToolCallTrace_descriptor,
-        new java.lang.String[] { "Step", "CallId", "ToolName", "Succeeded", "ErrorCode", "Duration", });
+        new java.lang.String[] { "Step", "CallId", "ToolName", "Succeeded", "ErrorCode", "Duration", "ClientExecuted", });
     internal_static_groundwire_v1_AgentResult_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(20);
     internal_static_groundwire_v1_AgentResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgentResult_descriptor,
-        new java.lang.String[] { "ExecutionId", "AgentId", "Answer", "ModelProvider", "Model", "Usage", "Rag", "Citations", "ToolCalls", "Duration", });
+        new java.lang.String[] { "ExecutionId", "AgentId", "Answer", "ModelProvider", "Model", "Usage", "Rag", "Citations", "ToolCalls", "Duration", "Status", "RequiredToolCalls", "ActionDeadline", "Resumed", "EmbeddingUsage", });
     internal_static_groundwire_v1_RagSearchEvent_descriptor =
-      getDescriptor().getMessageType(13);
+      getDescriptor().getMessageType(21);
     internal_static_groundwire_v1_RagSearchEvent_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RagSearchEvent_descriptor,
         new java.lang.String[] { "IndexName", "RetrievalMode", "CandidateBudget", "CandidateCount", "AcceptedCount", "RerankingOutcome", "Duration", "Agentic", });
     internal_static_groundwire_v1_ToolCallEvent_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(22);
     internal_static_groundwire_v1_ToolCallEvent_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ToolCallEvent_descriptor,
-        new java.lang.String[] { "Step", "CallId", "ToolName", "Succeeded", "ErrorCode", "Duration", });
+        new java.lang.String[] { "Step", "CallId", "ToolName", "Succeeded", "ErrorCode", "Duration", "Arguments", "ClientExecuted", });
     internal_static_groundwire_v1_ExecuteStreamResponse_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(23);
     internal_static_groundwire_v1_ExecuteStreamResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ExecuteStreamResponse_descriptor,
         new java.lang.String[] { "Type", "Sequence", "ExecutionId", "RagSearch", "ToolCall", "TextDelta", "Result", "ErrorCode", "ErrorMessage", });
     internal_static_groundwire_v1_AgentRagDescription_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(24);
     internal_static_groundwire_v1_AgentRagDescription_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgentRagDescription_descriptor,
-        new java.lang.String[] { "IndexName", "RetrievalMode", "Mode", "NoContextBehavior", "RerankingEnabled", "Agentic", });
+        new java.lang.String[] { "IndexName", "RetrievalMode", "Mode", "NoContextBehavior", "RerankingEnabled", "Agentic", "BypassAllowed", "MinimumRelevance", "FinalTopK", "KeywordQuery", });
     internal_static_groundwire_v1_AgentDescription_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(25);
     internal_static_groundwire_v1_AgentDescription_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgentDescription_descriptor,
         new java.lang.String[] { "Id", "Name", "Description", "Model", "Tools", "Rag", "Instructions", });
     internal_static_groundwire_v1_ListAgentsRequest_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(26);
     internal_static_groundwire_v1_ListAgentsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ListAgentsRequest_descriptor,
         new java.lang.String[] { "PageSize", "PageToken", });
     internal_static_groundwire_v1_ListAgentsResponse_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(27);
     internal_static_groundwire_v1_ListAgentsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ListAgentsResponse_descriptor,
         new java.lang.String[] { "Agents", "NextPageToken", });
     internal_static_groundwire_v1_GetAgentRequest_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(28);
     internal_static_groundwire_v1_GetAgentRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_GetAgentRequest_descriptor,
         new java.lang.String[] { "AgentId", });
     internal_static_groundwire_v1_GetAgentResponse_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(29);
     internal_static_groundwire_v1_GetAgentResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_GetAgentResponse_descriptor,
         new java.lang.String[] { "Agent", });
+    internal_static_groundwire_v1_ClientTool_descriptor =
+      getDescriptor().getMessageType(30);
+    internal_static_groundwire_v1_ClientTool_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ClientTool_descriptor,
+        new java.lang.String[] { "Name", "Description", "Parameters", });
+    internal_static_groundwire_v1_RequiredToolCall_descriptor =
+      getDescriptor().getMessageType(31);
+    internal_static_groundwire_v1_RequiredToolCall_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_RequiredToolCall_descriptor,
+        new java.lang.String[] { "CallId", "ToolName", "Arguments", });
+    internal_static_groundwire_v1_ToolResult_descriptor =
+      getDescriptor().getMessageType(32);
+    internal_static_groundwire_v1_ToolResult_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ToolResult_descriptor,
+        new java.lang.String[] { "CallId", "Output", "IsError", });
+    internal_static_groundwire_v1_ResumeExecutionRequest_descriptor =
+      getDescriptor().getMessageType(33);
+    internal_static_groundwire_v1_ResumeExecutionRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ResumeExecutionRequest_descriptor,
+        new java.lang.String[] { "ExecutionId", "Tenant", });
+    internal_static_groundwire_v1_ResumeExecutionResponse_descriptor =
+      getDescriptor().getMessageType(34);
+    internal_static_groundwire_v1_ResumeExecutionResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ResumeExecutionResponse_descriptor,
+        new java.lang.String[] { "Result", });
+    internal_static_groundwire_v1_ResumeExecutionStreamRequest_descriptor =
+      getDescriptor().getMessageType(35);
+    internal_static_groundwire_v1_ResumeExecutionStreamRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ResumeExecutionStreamRequest_descriptor,
+        new java.lang.String[] { "ExecutionId", "Tenant", });
+    internal_static_groundwire_v1_ResumeExecutionStreamResponse_descriptor =
+      getDescriptor().getMessageType(36);
+    internal_static_groundwire_v1_ResumeExecutionStreamResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ResumeExecutionStreamResponse_descriptor,
+        new java.lang.String[] { "Event", });
+    internal_static_groundwire_v1_SubmitToolResultsRequest_descriptor =
+      getDescriptor().getMessageType(37);
+    internal_static_groundwire_v1_SubmitToolResultsRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_SubmitToolResultsRequest_descriptor,
+        new java.lang.String[] { "ExecutionId", "Tenant", "Results", });
+    internal_static_groundwire_v1_SubmitToolResultsResponse_descriptor =
+      getDescriptor().getMessageType(38);
+    internal_static_groundwire_v1_SubmitToolResultsResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_SubmitToolResultsResponse_descriptor,
+        new java.lang.String[] { "Result", });
+    internal_static_groundwire_v1_ClientToolResults_descriptor =
+      getDescriptor().getMessageType(39);
+    internal_static_groundwire_v1_ClientToolResults_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ClientToolResults_descriptor,
+        new java.lang.String[] { "Results", });
+    internal_static_groundwire_v1_ExecuteInteractiveRequest_descriptor =
+      getDescriptor().getMessageType(40);
+    internal_static_groundwire_v1_ExecuteInteractiveRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ExecuteInteractiveRequest_descriptor,
+        new java.lang.String[] { "Input", "ToolResults", "Kind", });
+    internal_static_groundwire_v1_ExecuteInteractiveResponse_descriptor =
+      getDescriptor().getMessageType(41);
+    internal_static_groundwire_v1_ExecuteInteractiveResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ExecuteInteractiveResponse_descriptor,
+        new java.lang.String[] { "Event", });
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.DurationProto.getDescriptor();
+    com.google.protobuf.StructProto.getDescriptor();
+    com.google.protobuf.TimestampProto.getDescriptor();
     dev.groundwire.v1.CommonProto.getDescriptor();
     dev.groundwire.v1.RerankerProto.getDescriptor();
     dev.groundwire.v1.RetrieverProto.getDescriptor();
+    dev.groundwire.v1.UsageProto.getDescriptor();
   }
 
   // @@protoc_insertion_point(outer_class_scope)

@@ -56,6 +56,7 @@ private static final long serialVersionUID = 0L;
             dev.groundwire.v1.AgentRagDescription.class, dev.groundwire.v1.AgentRagDescription.Builder.class);
   }
 
+  private int bitField0_;
   public static final int INDEX_NAME_FIELD_NUMBER = 1;
   @SuppressWarnings("serial")
   private volatile java.lang.Object indexName_ = "";
@@ -211,6 +212,83 @@ private static final long serialVersionUID = 0L;
     return agentic_;
   }
 
+  public static final int BYPASS_ALLOWED_FIELD_NUMBER = 70;
+  private boolean bypassAllowed_ = false;
+  /**
+   * <pre>
+   * Output only. Whether a request may set ExecutionInput.bypass_rag (mode
+   * OPEN or GROUNDED with no-context behavior ANSWER_NORMALLY).
+   * </pre>
+   *
+   * <code>bool bypass_allowed = 70 [json_name = "bypassAllowed"];</code>
+   * @return The bypassAllowed.
+   */
+  @java.lang.Override
+  public boolean getBypassAllowed() {
+    return bypassAllowed_;
+  }
+
+  public static final int MINIMUM_RELEVANCE_FIELD_NUMBER = 71;
+  private double minimumRelevance_ = 0D;
+  /**
+   * <pre>
+   * Output only. The agent's minimum relevance; an override may only raise
+   * it. Absent when the agent has none.
+   * </pre>
+   *
+   * <code>optional double minimum_relevance = 71 [json_name = "minimumRelevance"];</code>
+   * @return Whether the minimumRelevance field is set.
+   */
+  @java.lang.Override
+  public boolean hasMinimumRelevance() {
+    return ((bitField0_ & 0x00000001) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The agent's minimum relevance; an override may only raise
+   * it. Absent when the agent has none.
+   * </pre>
+   *
+   * <code>optional double minimum_relevance = 71 [json_name = "minimumRelevance"];</code>
+   * @return The minimumRelevance.
+   */
+  @java.lang.Override
+  public double getMinimumRelevance() {
+    return minimumRelevance_;
+  }
+
+  public static final int FINAL_TOP_K_FIELD_NUMBER = 72;
+  private int finalTopK_ = 0;
+  /**
+   * <pre>
+   * Output only. The agent's maximum accepted results (final top-k); an
+   * override may only lower it.
+   * </pre>
+   *
+   * <code>uint32 final_top_k = 72 [json_name = "finalTopK"];</code>
+   * @return The finalTopK.
+   */
+  @java.lang.Override
+  public int getFinalTopK() {
+    return finalTopK_;
+  }
+
+  public static final int KEYWORD_QUERY_FIELD_NUMBER = 73;
+  private boolean keywordQuery_ = false;
+  /**
+   * <pre>
+   * Output only. Whether the lexical leg searches a keyword query derived
+   * from the question (RagExecutionMetadata.keyword_query).
+   * </pre>
+   *
+   * <code>bool keyword_query = 73 [json_name = "keywordQuery"];</code>
+   * @return The keywordQuery.
+   */
+  @java.lang.Override
+  public boolean getKeywordQuery() {
+    return keywordQuery_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -243,6 +321,18 @@ private static final long serialVersionUID = 0L;
     if (agentic_ != false) {
       output.writeBool(6, agentic_);
     }
+    if (bypassAllowed_ != false) {
+      output.writeBool(70, bypassAllowed_);
+    }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      output.writeDouble(71, minimumRelevance_);
+    }
+    if (finalTopK_ != 0) {
+      output.writeUInt32(72, finalTopK_);
+    }
+    if (keywordQuery_ != false) {
+      output.writeBool(73, keywordQuery_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -269,6 +359,22 @@ private static final long serialVersionUID = 0L;
     if (agentic_ != false) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(6, agentic_);
+    }
+    if (bypassAllowed_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(70, bypassAllowed_);
+    }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeDoubleSize(71, minimumRelevance_);
+    }
+    if (finalTopK_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(72, finalTopK_);
+    }
+    if (keywordQuery_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(73, keywordQuery_);
     }
     return size;
   }
@@ -303,6 +409,18 @@ private static final long serialVersionUID = 0L;
         != other.getRerankingEnabled()) return false;
     if (getAgentic()
         != other.getAgentic()) return false;
+    if (getBypassAllowed()
+        != other.getBypassAllowed()) return false;
+    if (hasMinimumRelevance() != other.hasMinimumRelevance()) return false;
+    if (hasMinimumRelevance()) {
+      if (java.lang.Double.doubleToLongBits(getMinimumRelevance())
+          != java.lang.Double.doubleToLongBits(
+              other.getMinimumRelevance())) return false;
+    }
+    if (getFinalTopK()
+        != other.getFinalTopK()) return false;
+    if (getKeywordQuery()
+        != other.getKeywordQuery()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -328,6 +446,19 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + AGENTIC_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getAgentic());
+    hash = (37 * hash) + BYPASS_ALLOWED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getBypassAllowed());
+    if (hasMinimumRelevance()) {
+      hash = (37 * hash) + MINIMUM_RELEVANCE_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          java.lang.Double.doubleToLongBits(getMinimumRelevance()));
+    }
+    hash = (37 * hash) + FINAL_TOP_K_FIELD_NUMBER;
+    hash = (53 * hash) + getFinalTopK();
+    hash = (37 * hash) + KEYWORD_QUERY_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getKeywordQuery());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -469,6 +600,10 @@ private static final long serialVersionUID = 0L;
       noContextBehavior_ = 0;
       rerankingEnabled_ = false;
       agentic_ = false;
+      bypassAllowed_ = false;
+      minimumRelevance_ = 0D;
+      finalTopK_ = 0;
+      keywordQuery_ = false;
       return this;
     }
 
@@ -520,6 +655,21 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000020) != 0)) {
         result.agentic_ = agentic_;
       }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.bypassAllowed_ = bypassAllowed_;
+      }
+      int to_bitField0_ = 0;
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.minimumRelevance_ = minimumRelevance_;
+        to_bitField0_ |= 0x00000001;
+      }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.finalTopK_ = finalTopK_;
+      }
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.keywordQuery_ = keywordQuery_;
+      }
+      result.bitField0_ |= to_bitField0_;
     }
 
     @java.lang.Override
@@ -553,6 +703,18 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getAgentic() != false) {
         setAgentic(other.getAgentic());
+      }
+      if (other.getBypassAllowed() != false) {
+        setBypassAllowed(other.getBypassAllowed());
+      }
+      if (other.hasMinimumRelevance()) {
+        setMinimumRelevance(other.getMinimumRelevance());
+      }
+      if (other.getFinalTopK() != 0) {
+        setFinalTopK(other.getFinalTopK());
+      }
+      if (other.getKeywordQuery() != false) {
+        setKeywordQuery(other.getKeywordQuery());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -608,6 +770,26 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000020;
               break;
             } // case 48
+            case 560: {
+              bypassAllowed_ = input.readBool();
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 560
+            case 569: {
+              minimumRelevance_ = input.readDouble();
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 569
+            case 576: {
+              finalTopK_ = input.readUInt32();
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 576
+            case 584: {
+              keywordQuery_ = input.readBool();
+              bitField0_ |= 0x00000200;
+              break;
+            } // case 584
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1017,6 +1199,207 @@ private static final long serialVersionUID = 0L;
     public Builder clearAgentic() {
       bitField0_ = (bitField0_ & ~0x00000020);
       agentic_ = false;
+      onChanged();
+      return this;
+    }
+
+    private boolean bypassAllowed_ ;
+    /**
+     * <pre>
+     * Output only. Whether a request may set ExecutionInput.bypass_rag (mode
+     * OPEN or GROUNDED with no-context behavior ANSWER_NORMALLY).
+     * </pre>
+     *
+     * <code>bool bypass_allowed = 70 [json_name = "bypassAllowed"];</code>
+     * @return The bypassAllowed.
+     */
+    @java.lang.Override
+    public boolean getBypassAllowed() {
+      return bypassAllowed_;
+    }
+    /**
+     * <pre>
+     * Output only. Whether a request may set ExecutionInput.bypass_rag (mode
+     * OPEN or GROUNDED with no-context behavior ANSWER_NORMALLY).
+     * </pre>
+     *
+     * <code>bool bypass_allowed = 70 [json_name = "bypassAllowed"];</code>
+     * @param value The bypassAllowed to set.
+     * @return This builder for chaining.
+     */
+    public Builder setBypassAllowed(boolean value) {
+
+      bypassAllowed_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Whether a request may set ExecutionInput.bypass_rag (mode
+     * OPEN or GROUNDED with no-context behavior ANSWER_NORMALLY).
+     * </pre>
+     *
+     * <code>bool bypass_allowed = 70 [json_name = "bypassAllowed"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearBypassAllowed() {
+      bitField0_ = (bitField0_ & ~0x00000040);
+      bypassAllowed_ = false;
+      onChanged();
+      return this;
+    }
+
+    private double minimumRelevance_ ;
+    /**
+     * <pre>
+     * Output only. The agent's minimum relevance; an override may only raise
+     * it. Absent when the agent has none.
+     * </pre>
+     *
+     * <code>optional double minimum_relevance = 71 [json_name = "minimumRelevance"];</code>
+     * @return Whether the minimumRelevance field is set.
+     */
+    @java.lang.Override
+    public boolean hasMinimumRelevance() {
+      return ((bitField0_ & 0x00000080) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The agent's minimum relevance; an override may only raise
+     * it. Absent when the agent has none.
+     * </pre>
+     *
+     * <code>optional double minimum_relevance = 71 [json_name = "minimumRelevance"];</code>
+     * @return The minimumRelevance.
+     */
+    @java.lang.Override
+    public double getMinimumRelevance() {
+      return minimumRelevance_;
+    }
+    /**
+     * <pre>
+     * Output only. The agent's minimum relevance; an override may only raise
+     * it. Absent when the agent has none.
+     * </pre>
+     *
+     * <code>optional double minimum_relevance = 71 [json_name = "minimumRelevance"];</code>
+     * @param value The minimumRelevance to set.
+     * @return This builder for chaining.
+     */
+    public Builder setMinimumRelevance(double value) {
+
+      minimumRelevance_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The agent's minimum relevance; an override may only raise
+     * it. Absent when the agent has none.
+     * </pre>
+     *
+     * <code>optional double minimum_relevance = 71 [json_name = "minimumRelevance"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearMinimumRelevance() {
+      bitField0_ = (bitField0_ & ~0x00000080);
+      minimumRelevance_ = 0D;
+      onChanged();
+      return this;
+    }
+
+    private int finalTopK_ ;
+    /**
+     * <pre>
+     * Output only. The agent's maximum accepted results (final top-k); an
+     * override may only lower it.
+     * </pre>
+     *
+     * <code>uint32 final_top_k = 72 [json_name = "finalTopK"];</code>
+     * @return The finalTopK.
+     */
+    @java.lang.Override
+    public int getFinalTopK() {
+      return finalTopK_;
+    }
+    /**
+     * <pre>
+     * Output only. The agent's maximum accepted results (final top-k); an
+     * override may only lower it.
+     * </pre>
+     *
+     * <code>uint32 final_top_k = 72 [json_name = "finalTopK"];</code>
+     * @param value The finalTopK to set.
+     * @return This builder for chaining.
+     */
+    public Builder setFinalTopK(int value) {
+
+      finalTopK_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The agent's maximum accepted results (final top-k); an
+     * override may only lower it.
+     * </pre>
+     *
+     * <code>uint32 final_top_k = 72 [json_name = "finalTopK"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearFinalTopK() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      finalTopK_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private boolean keywordQuery_ ;
+    /**
+     * <pre>
+     * Output only. Whether the lexical leg searches a keyword query derived
+     * from the question (RagExecutionMetadata.keyword_query).
+     * </pre>
+     *
+     * <code>bool keyword_query = 73 [json_name = "keywordQuery"];</code>
+     * @return The keywordQuery.
+     */
+    @java.lang.Override
+    public boolean getKeywordQuery() {
+      return keywordQuery_;
+    }
+    /**
+     * <pre>
+     * Output only. Whether the lexical leg searches a keyword query derived
+     * from the question (RagExecutionMetadata.keyword_query).
+     * </pre>
+     *
+     * <code>bool keyword_query = 73 [json_name = "keywordQuery"];</code>
+     * @param value The keywordQuery to set.
+     * @return This builder for chaining.
+     */
+    public Builder setKeywordQuery(boolean value) {
+
+      keywordQuery_ = value;
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Whether the lexical leg searches a keyword query derived
+     * from the question (RagExecutionMetadata.keyword_query).
+     * </pre>
+     *
+     * <code>bool keyword_query = 73 [json_name = "keywordQuery"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearKeywordQuery() {
+      bitField0_ = (bitField0_ & ~0x00000200);
+      keywordQuery_ = false;
       onChanged();
       return this;
     }

@@ -106,4 +106,58 @@ public interface AgentRagDescriptionOrBuilder extends
    * @return The agentic.
    */
   boolean getAgentic();
+
+  /**
+   * <pre>
+   * Output only. Whether a request may set ExecutionInput.bypass_rag (mode
+   * OPEN or GROUNDED with no-context behavior ANSWER_NORMALLY).
+   * </pre>
+   *
+   * <code>bool bypass_allowed = 70 [json_name = "bypassAllowed"];</code>
+   * @return The bypassAllowed.
+   */
+  boolean getBypassAllowed();
+
+  /**
+   * <pre>
+   * Output only. The agent's minimum relevance; an override may only raise
+   * it. Absent when the agent has none.
+   * </pre>
+   *
+   * <code>optional double minimum_relevance = 71 [json_name = "minimumRelevance"];</code>
+   * @return Whether the minimumRelevance field is set.
+   */
+  boolean hasMinimumRelevance();
+  /**
+   * <pre>
+   * Output only. The agent's minimum relevance; an override may only raise
+   * it. Absent when the agent has none.
+   * </pre>
+   *
+   * <code>optional double minimum_relevance = 71 [json_name = "minimumRelevance"];</code>
+   * @return The minimumRelevance.
+   */
+  double getMinimumRelevance();
+
+  /**
+   * <pre>
+   * Output only. The agent's maximum accepted results (final top-k); an
+   * override may only lower it.
+   * </pre>
+   *
+   * <code>uint32 final_top_k = 72 [json_name = "finalTopK"];</code>
+   * @return The finalTopK.
+   */
+  int getFinalTopK();
+
+  /**
+   * <pre>
+   * Output only. Whether the lexical leg searches a keyword query derived
+   * from the question (RagExecutionMetadata.keyword_query).
+   * </pre>
+   *
+   * <code>bool keyword_query = 73 [json_name = "keywordQuery"];</code>
+   * @return The keywordQuery.
+   */
+  boolean getKeywordQuery();
 }

@@ -40,6 +40,8 @@ private static final long serialVersionUID = 0L;
     model_ = "";
     citations_ = java.util.Collections.emptyList();
     toolCalls_ = java.util.Collections.emptyList();
+    status_ = 0;
+    requiredToolCalls_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -532,6 +534,199 @@ private static final long serialVersionUID = 0L;
     return duration_ == null ? com.google.protobuf.Duration.getDefaultInstance() : duration_;
   }
 
+  public static final int STATUS_FIELD_NUMBER = 50;
+  private int status_ = 0;
+  /**
+   * <pre>
+   * Output only. COMPLETED, or REQUIRES_ACTION while client tool results are
+   * awaited (answer then empty, required_tool_calls set).
+   * </pre>
+   *
+   * <code>.groundwire.v1.ExecutionStatus status = 50 [json_name = "status"];</code>
+   * @return The enum numeric value on the wire for status.
+   */
+  @java.lang.Override public int getStatusValue() {
+    return status_;
+  }
+  /**
+   * <pre>
+   * Output only. COMPLETED, or REQUIRES_ACTION while client tool results are
+   * awaited (answer then empty, required_tool_calls set).
+   * </pre>
+   *
+   * <code>.groundwire.v1.ExecutionStatus status = 50 [json_name = "status"];</code>
+   * @return The status.
+   */
+  @java.lang.Override public dev.groundwire.v1.ExecutionStatus getStatus() {
+    dev.groundwire.v1.ExecutionStatus result = dev.groundwire.v1.ExecutionStatus.forNumber(status_);
+    return result == null ? dev.groundwire.v1.ExecutionStatus.UNRECOGNIZED : result;
+  }
+
+  public static final int REQUIRED_TOOL_CALLS_FIELD_NUMBER = 51;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.groundwire.v1.RequiredToolCall> requiredToolCalls_;
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+   * SubmitToolResults, in the model's order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.groundwire.v1.RequiredToolCall> getRequiredToolCallsList() {
+    return requiredToolCalls_;
+  }
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+   * SubmitToolResults, in the model's order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.groundwire.v1.RequiredToolCallOrBuilder> 
+      getRequiredToolCallsOrBuilderList() {
+    return requiredToolCalls_;
+  }
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+   * SubmitToolResults, in the model's order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+   */
+  @java.lang.Override
+  public int getRequiredToolCallsCount() {
+    return requiredToolCalls_.size();
+  }
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+   * SubmitToolResults, in the model's order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RequiredToolCall getRequiredToolCalls(int index) {
+    return requiredToolCalls_.get(index);
+  }
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+   * SubmitToolResults, in the model's order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RequiredToolCallOrBuilder getRequiredToolCallsOrBuilder(
+      int index) {
+    return requiredToolCalls_.get(index);
+  }
+
+  public static final int ACTION_DEADLINE_FIELD_NUMBER = 52;
+  private com.google.protobuf.Timestamp actionDeadline_;
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+   * results have not been submitted.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp action_deadline = 52 [json_name = "actionDeadline"];</code>
+   * @return Whether the actionDeadline field is set.
+   */
+  @java.lang.Override
+  public boolean hasActionDeadline() {
+    return ((bitField0_ & 0x00000008) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+   * results have not been submitted.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp action_deadline = 52 [json_name = "actionDeadline"];</code>
+   * @return The actionDeadline.
+   */
+  @java.lang.Override
+  public com.google.protobuf.Timestamp getActionDeadline() {
+    return actionDeadline_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : actionDeadline_;
+  }
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+   * results have not been submitted.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp action_deadline = 52 [json_name = "actionDeadline"];</code>
+   */
+  @java.lang.Override
+  public com.google.protobuf.TimestampOrBuilder getActionDeadlineOrBuilder() {
+    return actionDeadline_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : actionDeadline_;
+  }
+
+  public static final int RESUMED_FIELD_NUMBER = 53;
+  private boolean resumed_ = false;
+  /**
+   * <pre>
+   * Output only. Whether this result continued from a checkpoint (resume or
+   * submitted tool results) rather than running from the start. duration
+   * then covers the continued part only.
+   * </pre>
+   *
+   * <code>bool resumed = 53 [json_name = "resumed"];</code>
+   * @return The resumed.
+   */
+  @java.lang.Override
+  public boolean getResumed() {
+    return resumed_;
+  }
+
+  public static final int EMBEDDING_USAGE_FIELD_NUMBER = 80;
+  private dev.groundwire.v1.EmbeddingUsage embeddingUsage_;
+  /**
+   * <pre>
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return Whether the embeddingUsage field is set.
+   */
+  @java.lang.Override
+  public boolean hasEmbeddingUsage() {
+    return ((bitField0_ & 0x00000010) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return The embeddingUsage.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage() {
+    return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+  }
+  /**
+   * <pre>
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder() {
+    return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -575,6 +770,21 @@ private static final long serialVersionUID = 0L;
     }
     if (((bitField0_ & 0x00000004) != 0)) {
       output.writeMessage(10, getDuration());
+    }
+    if (status_ != dev.groundwire.v1.ExecutionStatus.EXECUTION_STATUS_UNSPECIFIED.getNumber()) {
+      output.writeEnum(50, status_);
+    }
+    for (int i = 0; i < requiredToolCalls_.size(); i++) {
+      output.writeMessage(51, requiredToolCalls_.get(i));
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      output.writeMessage(52, getActionDeadline());
+    }
+    if (resumed_ != false) {
+      output.writeBool(53, resumed_);
+    }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      output.writeMessage(80, getEmbeddingUsage());
     }
     getUnknownFields().writeTo(output);
   }
@@ -624,6 +834,31 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000004) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(10, getDuration());
+    }
+    if (status_ != dev.groundwire.v1.ExecutionStatus.EXECUTION_STATUS_UNSPECIFIED.getNumber()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeEnumSize(50, status_);
+    }
+
+        {
+          final int count = requiredToolCalls_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(requiredToolCalls_.get(i));
+          }
+          size += 2 * count;
+        }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(52, getActionDeadline());
+    }
+    if (resumed_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(53, resumed_);
+    }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(80, getEmbeddingUsage());
     }
     return size;
   }
@@ -678,6 +913,21 @@ private static final long serialVersionUID = 0L;
       if (!getDuration()
           .equals(other.getDuration())) return false;
     }
+    if (status_ != other.status_) return false;
+    if (!getRequiredToolCallsList()
+        .equals(other.getRequiredToolCallsList())) return false;
+    if (hasActionDeadline() != other.hasActionDeadline()) return false;
+    if (hasActionDeadline()) {
+      if (!getActionDeadline()
+          .equals(other.getActionDeadline())) return false;
+    }
+    if (getResumed()
+        != other.getResumed()) return false;
+    if (hasEmbeddingUsage() != other.hasEmbeddingUsage()) return false;
+    if (hasEmbeddingUsage()) {
+      if (!getEmbeddingUsage()
+          .equals(other.getEmbeddingUsage())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -718,6 +968,23 @@ private static final long serialVersionUID = 0L;
     if (hasDuration()) {
       hash = (37 * hash) + DURATION_FIELD_NUMBER;
       hash = (53 * hash) + getDuration().hashCode();
+    }
+    hash = (37 * hash) + STATUS_FIELD_NUMBER;
+    hash = (53 * hash) + status_;
+    if (getRequiredToolCallsCount() > 0) {
+      hash = (37 * hash) + REQUIRED_TOOL_CALLS_FIELD_NUMBER;
+      hash = (53 * hash) + getRequiredToolCallsList().hashCode();
+    }
+    if (hasActionDeadline()) {
+      hash = (37 * hash) + ACTION_DEADLINE_FIELD_NUMBER;
+      hash = (53 * hash) + getActionDeadline().hashCode();
+    }
+    hash = (37 * hash) + RESUMED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getResumed());
+    if (hasEmbeddingUsage()) {
+      hash = (37 * hash) + EMBEDDING_USAGE_FIELD_NUMBER;
+      hash = (53 * hash) + getEmbeddingUsage().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -859,6 +1126,9 @@ private static final long serialVersionUID = 0L;
         internalGetCitationsFieldBuilder();
         internalGetToolCallsFieldBuilder();
         internalGetDurationFieldBuilder();
+        internalGetRequiredToolCallsFieldBuilder();
+        internalGetActionDeadlineFieldBuilder();
+        internalGetEmbeddingUsageFieldBuilder();
       }
     }
     @java.lang.Override
@@ -898,6 +1168,25 @@ private static final long serialVersionUID = 0L;
       if (durationBuilder_ != null) {
         durationBuilder_.dispose();
         durationBuilder_ = null;
+      }
+      status_ = 0;
+      if (requiredToolCallsBuilder_ == null) {
+        requiredToolCalls_ = java.util.Collections.emptyList();
+      } else {
+        requiredToolCalls_ = null;
+        requiredToolCallsBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000800);
+      actionDeadline_ = null;
+      if (actionDeadlineBuilder_ != null) {
+        actionDeadlineBuilder_.dispose();
+        actionDeadlineBuilder_ = null;
+      }
+      resumed_ = false;
+      embeddingUsage_ = null;
+      if (embeddingUsageBuilder_ != null) {
+        embeddingUsageBuilder_.dispose();
+        embeddingUsageBuilder_ = null;
       }
       return this;
     }
@@ -950,6 +1239,15 @@ private static final long serialVersionUID = 0L;
       } else {
         result.toolCalls_ = toolCallsBuilder_.build();
       }
+      if (requiredToolCallsBuilder_ == null) {
+        if (((bitField0_ & 0x00000800) != 0)) {
+          requiredToolCalls_ = java.util.Collections.unmodifiableList(requiredToolCalls_);
+          bitField0_ = (bitField0_ & ~0x00000800);
+        }
+        result.requiredToolCalls_ = requiredToolCalls_;
+      } else {
+        result.requiredToolCalls_ = requiredToolCallsBuilder_.build();
+      }
     }
 
     private void buildPartial0(dev.groundwire.v1.AgentResult result) {
@@ -987,6 +1285,24 @@ private static final long serialVersionUID = 0L;
             ? duration_
             : durationBuilder_.build();
         to_bitField0_ |= 0x00000004;
+      }
+      if (((from_bitField0_ & 0x00000400) != 0)) {
+        result.status_ = status_;
+      }
+      if (((from_bitField0_ & 0x00001000) != 0)) {
+        result.actionDeadline_ = actionDeadlineBuilder_ == null
+            ? actionDeadline_
+            : actionDeadlineBuilder_.build();
+        to_bitField0_ |= 0x00000008;
+      }
+      if (((from_bitField0_ & 0x00002000) != 0)) {
+        result.resumed_ = resumed_;
+      }
+      if (((from_bitField0_ & 0x00004000) != 0)) {
+        result.embeddingUsage_ = embeddingUsageBuilder_ == null
+            ? embeddingUsage_
+            : embeddingUsageBuilder_.build();
+        to_bitField0_ |= 0x00000010;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -1089,6 +1405,44 @@ private static final long serialVersionUID = 0L;
       if (other.hasDuration()) {
         mergeDuration(other.getDuration());
       }
+      if (other.status_ != 0) {
+        setStatusValue(other.getStatusValue());
+      }
+      if (requiredToolCallsBuilder_ == null) {
+        if (!other.requiredToolCalls_.isEmpty()) {
+          if (requiredToolCalls_.isEmpty()) {
+            requiredToolCalls_ = other.requiredToolCalls_;
+            bitField0_ = (bitField0_ & ~0x00000800);
+          } else {
+            ensureRequiredToolCallsIsMutable();
+            requiredToolCalls_.addAll(other.requiredToolCalls_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.requiredToolCalls_.isEmpty()) {
+          if (requiredToolCallsBuilder_.isEmpty()) {
+            requiredToolCallsBuilder_.dispose();
+            requiredToolCallsBuilder_ = null;
+            requiredToolCalls_ = other.requiredToolCalls_;
+            bitField0_ = (bitField0_ & ~0x00000800);
+            requiredToolCallsBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetRequiredToolCallsFieldBuilder() : null;
+          } else {
+            requiredToolCallsBuilder_.addAllMessages(other.requiredToolCalls_);
+          }
+        }
+      }
+      if (other.hasActionDeadline()) {
+        mergeActionDeadline(other.getActionDeadline());
+      }
+      if (other.getResumed() != false) {
+        setResumed(other.getResumed());
+      }
+      if (other.hasEmbeddingUsage()) {
+        mergeEmbeddingUsage(other.getEmbeddingUsage());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1185,6 +1539,43 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000200;
               break;
             } // case 82
+            case 400: {
+              status_ = input.readEnum();
+              bitField0_ |= 0x00000400;
+              break;
+            } // case 400
+            case 410: {
+              dev.groundwire.v1.RequiredToolCall m =
+                  input.readMessage(
+                      dev.groundwire.v1.RequiredToolCall.parser(),
+                      extensionRegistry);
+              if (requiredToolCallsBuilder_ == null) {
+                ensureRequiredToolCallsIsMutable();
+                requiredToolCalls_.add(m);
+              } else {
+                requiredToolCallsBuilder_.addMessage(m);
+              }
+              break;
+            } // case 410
+            case 418: {
+              input.readMessage(
+                  internalGetActionDeadlineFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00001000;
+              break;
+            } // case 418
+            case 424: {
+              resumed_ = input.readBool();
+              bitField0_ |= 0x00002000;
+              break;
+            } // case 424
+            case 642: {
+              input.readMessage(
+                  internalGetEmbeddingUsageFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00004000;
+              break;
+            } // case 642
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2737,6 +3128,785 @@ private static final long serialVersionUID = 0L;
         duration_ = null;
       }
       return durationBuilder_;
+    }
+
+    private int status_ = 0;
+    /**
+     * <pre>
+     * Output only. COMPLETED, or REQUIRES_ACTION while client tool results are
+     * awaited (answer then empty, required_tool_calls set).
+     * </pre>
+     *
+     * <code>.groundwire.v1.ExecutionStatus status = 50 [json_name = "status"];</code>
+     * @return The enum numeric value on the wire for status.
+     */
+    @java.lang.Override public int getStatusValue() {
+      return status_;
+    }
+    /**
+     * <pre>
+     * Output only. COMPLETED, or REQUIRES_ACTION while client tool results are
+     * awaited (answer then empty, required_tool_calls set).
+     * </pre>
+     *
+     * <code>.groundwire.v1.ExecutionStatus status = 50 [json_name = "status"];</code>
+     * @param value The enum numeric value on the wire for status to set.
+     * @return This builder for chaining.
+     */
+    public Builder setStatusValue(int value) {
+      status_ = value;
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. COMPLETED, or REQUIRES_ACTION while client tool results are
+     * awaited (answer then empty, required_tool_calls set).
+     * </pre>
+     *
+     * <code>.groundwire.v1.ExecutionStatus status = 50 [json_name = "status"];</code>
+     * @return The status.
+     */
+    @java.lang.Override
+    public dev.groundwire.v1.ExecutionStatus getStatus() {
+      dev.groundwire.v1.ExecutionStatus result = dev.groundwire.v1.ExecutionStatus.forNumber(status_);
+      return result == null ? dev.groundwire.v1.ExecutionStatus.UNRECOGNIZED : result;
+    }
+    /**
+     * <pre>
+     * Output only. COMPLETED, or REQUIRES_ACTION while client tool results are
+     * awaited (answer then empty, required_tool_calls set).
+     * </pre>
+     *
+     * <code>.groundwire.v1.ExecutionStatus status = 50 [json_name = "status"];</code>
+     * @param value The status to set.
+     * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+     * @return This builder for chaining.
+     */
+    public Builder setStatus(dev.groundwire.v1.ExecutionStatus value) {
+      java.util.Objects.requireNonNull(value);
+      bitField0_ |= 0x00000400;
+      status_ = value.getNumber();
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. COMPLETED, or REQUIRES_ACTION while client tool results are
+     * awaited (answer then empty, required_tool_calls set).
+     * </pre>
+     *
+     * <code>.groundwire.v1.ExecutionStatus status = 50 [json_name = "status"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearStatus() {
+      bitField0_ = (bitField0_ & ~0x00000400);
+      status_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private java.util.List<dev.groundwire.v1.RequiredToolCall> requiredToolCalls_ =
+      java.util.Collections.emptyList();
+    private void ensureRequiredToolCallsIsMutable() {
+      if (!((bitField0_ & 0x00000800) != 0)) {
+        requiredToolCalls_ = new java.util.ArrayList<dev.groundwire.v1.RequiredToolCall>(requiredToolCalls_);
+        bitField0_ |= 0x00000800;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.RequiredToolCall, dev.groundwire.v1.RequiredToolCall.Builder, dev.groundwire.v1.RequiredToolCallOrBuilder> requiredToolCallsBuilder_;
+
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.RequiredToolCall> getRequiredToolCallsList() {
+      if (requiredToolCallsBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(requiredToolCalls_);
+      } else {
+        return requiredToolCallsBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public int getRequiredToolCallsCount() {
+      if (requiredToolCallsBuilder_ == null) {
+        return requiredToolCalls_.size();
+      } else {
+        return requiredToolCallsBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public dev.groundwire.v1.RequiredToolCall getRequiredToolCalls(int index) {
+      if (requiredToolCallsBuilder_ == null) {
+        return requiredToolCalls_.get(index);
+      } else {
+        return requiredToolCallsBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public Builder setRequiredToolCalls(
+        int index, dev.groundwire.v1.RequiredToolCall value) {
+      if (requiredToolCallsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureRequiredToolCallsIsMutable();
+        requiredToolCalls_.set(index, value);
+        onChanged();
+      } else {
+        requiredToolCallsBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public Builder setRequiredToolCalls(
+        int index, dev.groundwire.v1.RequiredToolCall.Builder builderForValue) {
+      if (requiredToolCallsBuilder_ == null) {
+        ensureRequiredToolCallsIsMutable();
+        requiredToolCalls_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        requiredToolCallsBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public Builder addRequiredToolCalls(dev.groundwire.v1.RequiredToolCall value) {
+      if (requiredToolCallsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureRequiredToolCallsIsMutable();
+        requiredToolCalls_.add(value);
+        onChanged();
+      } else {
+        requiredToolCallsBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public Builder addRequiredToolCalls(
+        int index, dev.groundwire.v1.RequiredToolCall value) {
+      if (requiredToolCallsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureRequiredToolCallsIsMutable();
+        requiredToolCalls_.add(index, value);
+        onChanged();
+      } else {
+        requiredToolCallsBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public Builder addRequiredToolCalls(
+        dev.groundwire.v1.RequiredToolCall.Builder builderForValue) {
+      if (requiredToolCallsBuilder_ == null) {
+        ensureRequiredToolCallsIsMutable();
+        requiredToolCalls_.add(builderForValue.build());
+        onChanged();
+      } else {
+        requiredToolCallsBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public Builder addRequiredToolCalls(
+        int index, dev.groundwire.v1.RequiredToolCall.Builder builderForValue) {
+      if (requiredToolCallsBuilder_ == null) {
+        ensureRequiredToolCallsIsMutable();
+        requiredToolCalls_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        requiredToolCallsBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public Builder addAllRequiredToolCalls(
+        java.lang.Iterable<? extends dev.groundwire.v1.RequiredToolCall> values) {
+      if (requiredToolCallsBuilder_ == null) {
+        ensureRequiredToolCallsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, requiredToolCalls_);
+        onChanged();
+      } else {
+        requiredToolCallsBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public Builder clearRequiredToolCalls() {
+      if (requiredToolCallsBuilder_ == null) {
+        requiredToolCalls_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000800);
+        onChanged();
+      } else {
+        requiredToolCallsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public Builder removeRequiredToolCalls(int index) {
+      if (requiredToolCallsBuilder_ == null) {
+        ensureRequiredToolCallsIsMutable();
+        requiredToolCalls_.remove(index);
+        onChanged();
+      } else {
+        requiredToolCallsBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public dev.groundwire.v1.RequiredToolCall.Builder getRequiredToolCallsBuilder(
+        int index) {
+      return internalGetRequiredToolCallsFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public dev.groundwire.v1.RequiredToolCallOrBuilder getRequiredToolCallsOrBuilder(
+        int index) {
+      if (requiredToolCallsBuilder_ == null) {
+        return requiredToolCalls_.get(index);  } else {
+        return requiredToolCallsBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public java.util.List<? extends dev.groundwire.v1.RequiredToolCallOrBuilder> 
+         getRequiredToolCallsOrBuilderList() {
+      if (requiredToolCallsBuilder_ != null) {
+        return requiredToolCallsBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(requiredToolCalls_);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public dev.groundwire.v1.RequiredToolCall.Builder addRequiredToolCallsBuilder() {
+      return internalGetRequiredToolCallsFieldBuilder().addBuilder(
+          dev.groundwire.v1.RequiredToolCall.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public dev.groundwire.v1.RequiredToolCall.Builder addRequiredToolCallsBuilder(
+        int index) {
+      return internalGetRequiredToolCallsFieldBuilder().addBuilder(
+          index, dev.groundwire.v1.RequiredToolCall.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+     * SubmitToolResults, in the model's order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.RequiredToolCall.Builder> 
+         getRequiredToolCallsBuilderList() {
+      return internalGetRequiredToolCallsFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.RequiredToolCall, dev.groundwire.v1.RequiredToolCall.Builder, dev.groundwire.v1.RequiredToolCallOrBuilder> 
+        internalGetRequiredToolCallsFieldBuilder() {
+      if (requiredToolCallsBuilder_ == null) {
+        requiredToolCallsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.groundwire.v1.RequiredToolCall, dev.groundwire.v1.RequiredToolCall.Builder, dev.groundwire.v1.RequiredToolCallOrBuilder>(
+                requiredToolCalls_,
+                ((bitField0_ & 0x00000800) != 0),
+                getParentForChildren(),
+                isClean());
+        requiredToolCalls_ = null;
+      }
+      return requiredToolCallsBuilder_;
+    }
+
+    private com.google.protobuf.Timestamp actionDeadline_;
+    private com.google.protobuf.SingleFieldBuilder<
+        com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> actionDeadlineBuilder_;
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+     * results have not been submitted.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp action_deadline = 52 [json_name = "actionDeadline"];</code>
+     * @return Whether the actionDeadline field is set.
+     */
+    public boolean hasActionDeadline() {
+      return ((bitField0_ & 0x00001000) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+     * results have not been submitted.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp action_deadline = 52 [json_name = "actionDeadline"];</code>
+     * @return The actionDeadline.
+     */
+    public com.google.protobuf.Timestamp getActionDeadline() {
+      if (actionDeadlineBuilder_ == null) {
+        return actionDeadline_ == null ? com.google.protobuf.Timestamp.getDefaultInstance() : actionDeadline_;
+      } else {
+        return actionDeadlineBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+     * results have not been submitted.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp action_deadline = 52 [json_name = "actionDeadline"];</code>
+     */
+    public Builder setActionDeadline(com.google.protobuf.Timestamp value) {
+      if (actionDeadlineBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        actionDeadline_ = value;
+      } else {
+        actionDeadlineBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+     * results have not been submitted.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp action_deadline = 52 [json_name = "actionDeadline"];</code>
+     */
+    public Builder setActionDeadline(
+        com.google.protobuf.Timestamp.Builder builderForValue) {
+      if (actionDeadlineBuilder_ == null) {
+        actionDeadline_ = builderForValue.build();
+      } else {
+        actionDeadlineBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+     * results have not been submitted.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp action_deadline = 52 [json_name = "actionDeadline"];</code>
+     */
+    public Builder mergeActionDeadline(com.google.protobuf.Timestamp value) {
+      if (actionDeadlineBuilder_ == null) {
+        if (((bitField0_ & 0x00001000) != 0) &&
+          actionDeadline_ != null &&
+          actionDeadline_ != com.google.protobuf.Timestamp.getDefaultInstance()) {
+          getActionDeadlineBuilder().mergeFrom(value);
+        } else {
+          actionDeadline_ = value;
+        }
+      } else {
+        actionDeadlineBuilder_.mergeFrom(value);
+      }
+      if (actionDeadline_ != null) {
+        bitField0_ |= 0x00001000;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+     * results have not been submitted.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp action_deadline = 52 [json_name = "actionDeadline"];</code>
+     */
+    public Builder clearActionDeadline() {
+      bitField0_ = (bitField0_ & ~0x00001000);
+      actionDeadline_ = null;
+      if (actionDeadlineBuilder_ != null) {
+        actionDeadlineBuilder_.dispose();
+        actionDeadlineBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+     * results have not been submitted.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp action_deadline = 52 [json_name = "actionDeadline"];</code>
+     */
+    public com.google.protobuf.Timestamp.Builder getActionDeadlineBuilder() {
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return internalGetActionDeadlineFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+     * results have not been submitted.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp action_deadline = 52 [json_name = "actionDeadline"];</code>
+     */
+    public com.google.protobuf.TimestampOrBuilder getActionDeadlineOrBuilder() {
+      if (actionDeadlineBuilder_ != null) {
+        return actionDeadlineBuilder_.getMessageOrBuilder();
+      } else {
+        return actionDeadline_ == null ?
+            com.google.protobuf.Timestamp.getDefaultInstance() : actionDeadline_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+     * results have not been submitted.
+     * </pre>
+     *
+     * <code>.google.protobuf.Timestamp action_deadline = 52 [json_name = "actionDeadline"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> 
+        internalGetActionDeadlineFieldBuilder() {
+      if (actionDeadlineBuilder_ == null) {
+        actionDeadlineBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder>(
+                getActionDeadline(),
+                getParentForChildren(),
+                isClean());
+        actionDeadline_ = null;
+      }
+      return actionDeadlineBuilder_;
+    }
+
+    private boolean resumed_ ;
+    /**
+     * <pre>
+     * Output only. Whether this result continued from a checkpoint (resume or
+     * submitted tool results) rather than running from the start. duration
+     * then covers the continued part only.
+     * </pre>
+     *
+     * <code>bool resumed = 53 [json_name = "resumed"];</code>
+     * @return The resumed.
+     */
+    @java.lang.Override
+    public boolean getResumed() {
+      return resumed_;
+    }
+    /**
+     * <pre>
+     * Output only. Whether this result continued from a checkpoint (resume or
+     * submitted tool results) rather than running from the start. duration
+     * then covers the continued part only.
+     * </pre>
+     *
+     * <code>bool resumed = 53 [json_name = "resumed"];</code>
+     * @param value The resumed to set.
+     * @return This builder for chaining.
+     */
+    public Builder setResumed(boolean value) {
+
+      resumed_ = value;
+      bitField0_ |= 0x00002000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Whether this result continued from a checkpoint (resume or
+     * submitted tool results) rather than running from the start. duration
+     * then covers the continued part only.
+     * </pre>
+     *
+     * <code>bool resumed = 53 [json_name = "resumed"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearResumed() {
+      bitField0_ = (bitField0_ & ~0x00002000);
+      resumed_ = false;
+      onChanged();
+      return this;
+    }
+
+    private dev.groundwire.v1.EmbeddingUsage embeddingUsage_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder> embeddingUsageBuilder_;
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     * @return Whether the embeddingUsage field is set.
+     */
+    public boolean hasEmbeddingUsage() {
+      return ((bitField0_ & 0x00004000) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     * @return The embeddingUsage.
+     */
+    public dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage() {
+      if (embeddingUsageBuilder_ == null) {
+        return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+      } else {
+        return embeddingUsageBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder setEmbeddingUsage(dev.groundwire.v1.EmbeddingUsage value) {
+      if (embeddingUsageBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        embeddingUsage_ = value;
+      } else {
+        embeddingUsageBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00004000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder setEmbeddingUsage(
+        dev.groundwire.v1.EmbeddingUsage.Builder builderForValue) {
+      if (embeddingUsageBuilder_ == null) {
+        embeddingUsage_ = builderForValue.build();
+      } else {
+        embeddingUsageBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00004000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder mergeEmbeddingUsage(dev.groundwire.v1.EmbeddingUsage value) {
+      if (embeddingUsageBuilder_ == null) {
+        if (((bitField0_ & 0x00004000) != 0) &&
+          embeddingUsage_ != null &&
+          embeddingUsage_ != dev.groundwire.v1.EmbeddingUsage.getDefaultInstance()) {
+          getEmbeddingUsageBuilder().mergeFrom(value);
+        } else {
+          embeddingUsage_ = value;
+        }
+      } else {
+        embeddingUsageBuilder_.mergeFrom(value);
+      }
+      if (embeddingUsage_ != null) {
+        bitField0_ |= 0x00004000;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder clearEmbeddingUsage() {
+      bitField0_ = (bitField0_ & ~0x00004000);
+      embeddingUsage_ = null;
+      if (embeddingUsageBuilder_ != null) {
+        embeddingUsageBuilder_.dispose();
+        embeddingUsageBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public dev.groundwire.v1.EmbeddingUsage.Builder getEmbeddingUsageBuilder() {
+      bitField0_ |= 0x00004000;
+      onChanged();
+      return internalGetEmbeddingUsageFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder() {
+      if (embeddingUsageBuilder_ != null) {
+        return embeddingUsageBuilder_.getMessageOrBuilder();
+      } else {
+        return embeddingUsage_ == null ?
+            dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder> 
+        internalGetEmbeddingUsageFieldBuilder() {
+      if (embeddingUsageBuilder_ == null) {
+        embeddingUsageBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder>(
+                getEmbeddingUsage(),
+                getParentForChildren(),
+                isClean());
+        embeddingUsage_ = null;
+      }
+      return embeddingUsageBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.AgentResult)

@@ -278,4 +278,146 @@ public interface AgentResultOrBuilder extends
    * <code>.google.protobuf.Duration duration = 10 [json_name = "duration"];</code>
    */
   com.google.protobuf.DurationOrBuilder getDurationOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. COMPLETED, or REQUIRES_ACTION while client tool results are
+   * awaited (answer then empty, required_tool_calls set).
+   * </pre>
+   *
+   * <code>.groundwire.v1.ExecutionStatus status = 50 [json_name = "status"];</code>
+   * @return The enum numeric value on the wire for status.
+   */
+  int getStatusValue();
+  /**
+   * <pre>
+   * Output only. COMPLETED, or REQUIRES_ACTION while client tool results are
+   * awaited (answer then empty, required_tool_calls set).
+   * </pre>
+   *
+   * <code>.groundwire.v1.ExecutionStatus status = 50 [json_name = "status"];</code>
+   * @return The status.
+   */
+  dev.groundwire.v1.ExecutionStatus getStatus();
+
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+   * SubmitToolResults, in the model's order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+   */
+  java.util.List<dev.groundwire.v1.RequiredToolCall> 
+      getRequiredToolCallsList();
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+   * SubmitToolResults, in the model's order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+   */
+  dev.groundwire.v1.RequiredToolCall getRequiredToolCalls(int index);
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+   * SubmitToolResults, in the model's order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+   */
+  int getRequiredToolCallsCount();
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+   * SubmitToolResults, in the model's order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+   */
+  java.util.List<? extends dev.groundwire.v1.RequiredToolCallOrBuilder> 
+      getRequiredToolCallsOrBuilderList();
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: the client tool calls to answer with
+   * SubmitToolResults, in the model's order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RequiredToolCall required_tool_calls = 51 [json_name = "requiredToolCalls"];</code>
+   */
+  dev.groundwire.v1.RequiredToolCallOrBuilder getRequiredToolCallsOrBuilder(
+      int index);
+
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+   * results have not been submitted.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp action_deadline = 52 [json_name = "actionDeadline"];</code>
+   * @return Whether the actionDeadline field is set.
+   */
+  boolean hasActionDeadline();
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+   * results have not been submitted.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp action_deadline = 52 [json_name = "actionDeadline"];</code>
+   * @return The actionDeadline.
+   */
+  com.google.protobuf.Timestamp getActionDeadline();
+  /**
+   * <pre>
+   * Output only. For REQUIRES_ACTION: when the execution is abandoned if its
+   * results have not been submitted.
+   * </pre>
+   *
+   * <code>.google.protobuf.Timestamp action_deadline = 52 [json_name = "actionDeadline"];</code>
+   */
+  com.google.protobuf.TimestampOrBuilder getActionDeadlineOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. Whether this result continued from a checkpoint (resume or
+   * submitted tool results) rather than running from the start. duration
+   * then covers the continued part only.
+   * </pre>
+   *
+   * <code>bool resumed = 53 [json_name = "resumed"];</code>
+   * @return The resumed.
+   */
+  boolean getResumed();
+
+  /**
+   * <pre>
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return Whether the embeddingUsage field is set.
+   */
+  boolean hasEmbeddingUsage();
+  /**
+   * <pre>
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return The embeddingUsage.
+   */
+  dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage();
+  /**
+   * <pre>
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   */
+  dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder();
 }

@@ -32,6 +32,8 @@ private static final long serialVersionUID = 0L;
     super(builder);
   }
   private ChunkingDescription() {
+    unit_ = 0;
+    extensions_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -56,7 +58,7 @@ private static final long serialVersionUID = 0L;
   private int size_ = 0;
   /**
    * <pre>
-   * Output only. Maximum chunk size in characters.
+   * Output only. Maximum chunk size, in `unit`s (characters unless stated).
    * </pre>
    *
    * <code>uint32 size = 1 [json_name = "size"];</code>
@@ -71,7 +73,7 @@ private static final long serialVersionUID = 0L;
   private int overlap_ = 0;
   /**
    * <pre>
-   * Output only. Characters shared by neighbouring chunks.
+   * Output only. Units shared by neighbouring chunks, in `unit`s.
    * </pre>
    *
    * <code>uint32 overlap = 2 [json_name = "overlap"];</code>
@@ -97,6 +99,105 @@ private static final long serialVersionUID = 0L;
     return markdownSections_;
   }
 
+  public static final int UNIT_FIELD_NUMBER = 120;
+  private int unit_ = 0;
+  /**
+   * <pre>
+   * Output only. What `size` and `overlap` count. CHUNK_UNIT_TOKENS sizes
+   * include the embedding model's special tokens and document task prefix.
+   * </pre>
+   *
+   * <code>.groundwire.v1.ChunkUnit unit = 120 [json_name = "unit"];</code>
+   * @return The enum numeric value on the wire for unit.
+   */
+  @java.lang.Override public int getUnitValue() {
+    return unit_;
+  }
+  /**
+   * <pre>
+   * Output only. What `size` and `overlap` count. CHUNK_UNIT_TOKENS sizes
+   * include the embedding model's special tokens and document task prefix.
+   * </pre>
+   *
+   * <code>.groundwire.v1.ChunkUnit unit = 120 [json_name = "unit"];</code>
+   * @return The unit.
+   */
+  @java.lang.Override public dev.groundwire.v1.ChunkUnit getUnit() {
+    dev.groundwire.v1.ChunkUnit result = dev.groundwire.v1.ChunkUnit.forNumber(unit_);
+    return result == null ? dev.groundwire.v1.ChunkUnit.UNRECOGNIZED : result;
+  }
+
+  public static final int EXTENSIONS_FIELD_NUMBER = 121;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.groundwire.v1.ExtensionChunking> extensions_;
+  /**
+   * <pre>
+   * Output only. Policies that replace the fields above for documents with a
+   * given file extension, ordered by extension; empty when every document
+   * uses the policy above.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.groundwire.v1.ExtensionChunking> getExtensionsList() {
+    return extensions_;
+  }
+  /**
+   * <pre>
+   * Output only. Policies that replace the fields above for documents with a
+   * given file extension, ordered by extension; empty when every document
+   * uses the policy above.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.groundwire.v1.ExtensionChunkingOrBuilder> 
+      getExtensionsOrBuilderList() {
+    return extensions_;
+  }
+  /**
+   * <pre>
+   * Output only. Policies that replace the fields above for documents with a
+   * given file extension, ordered by extension; empty when every document
+   * uses the policy above.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+   */
+  @java.lang.Override
+  public int getExtensionsCount() {
+    return extensions_.size();
+  }
+  /**
+   * <pre>
+   * Output only. Policies that replace the fields above for documents with a
+   * given file extension, ordered by extension; empty when every document
+   * uses the policy above.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.ExtensionChunking getExtensions(int index) {
+    return extensions_.get(index);
+  }
+  /**
+   * <pre>
+   * Output only. Policies that replace the fields above for documents with a
+   * given file extension, ordered by extension; empty when every document
+   * uses the policy above.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.ExtensionChunkingOrBuilder getExtensionsOrBuilder(
+      int index) {
+    return extensions_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -120,6 +221,12 @@ private static final long serialVersionUID = 0L;
     if (markdownSections_ != false) {
       output.writeBool(3, markdownSections_);
     }
+    if (unit_ != dev.groundwire.v1.ChunkUnit.CHUNK_UNIT_UNSPECIFIED.getNumber()) {
+      output.writeEnum(120, unit_);
+    }
+    for (int i = 0; i < extensions_.size(); i++) {
+      output.writeMessage(121, extensions_.get(i));
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -136,6 +243,19 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(3, markdownSections_);
     }
+    if (unit_ != dev.groundwire.v1.ChunkUnit.CHUNK_UNIT_UNSPECIFIED.getNumber()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeEnumSize(120, unit_);
+    }
+
+        {
+          final int count = extensions_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(extensions_.get(i));
+          }
+          size += 2 * count;
+        }
     return size;
   }
   @java.lang.Override
@@ -166,6 +286,9 @@ private static final long serialVersionUID = 0L;
         != other.getOverlap()) return false;
     if (getMarkdownSections()
         != other.getMarkdownSections()) return false;
+    if (unit_ != other.unit_) return false;
+    if (!getExtensionsList()
+        .equals(other.getExtensionsList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -184,6 +307,12 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + MARKDOWN_SECTIONS_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getMarkdownSections());
+    hash = (37 * hash) + UNIT_FIELD_NUMBER;
+    hash = (53 * hash) + unit_;
+    if (getExtensionsCount() > 0) {
+      hash = (37 * hash) + EXTENSIONS_FIELD_NUMBER;
+      hash = (53 * hash) + getExtensionsList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -322,6 +451,14 @@ private static final long serialVersionUID = 0L;
       size_ = 0;
       overlap_ = 0;
       markdownSections_ = false;
+      unit_ = 0;
+      if (extensionsBuilder_ == null) {
+        extensions_ = java.util.Collections.emptyList();
+      } else {
+        extensions_ = null;
+        extensionsBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000010);
       return this;
     }
 
@@ -348,9 +485,22 @@ private static final long serialVersionUID = 0L;
     @java.lang.Override
     public dev.groundwire.v1.ChunkingDescription buildPartial() {
       dev.groundwire.v1.ChunkingDescription result = new dev.groundwire.v1.ChunkingDescription(this);
+      buildPartialRepeatedFields(result);
       if (bitField0_ != 0) { buildPartial0(result); }
       onBuilt();
       return result;
+    }
+
+    private void buildPartialRepeatedFields(dev.groundwire.v1.ChunkingDescription result) {
+      if (extensionsBuilder_ == null) {
+        if (((bitField0_ & 0x00000010) != 0)) {
+          extensions_ = java.util.Collections.unmodifiableList(extensions_);
+          bitField0_ = (bitField0_ & ~0x00000010);
+        }
+        result.extensions_ = extensions_;
+      } else {
+        result.extensions_ = extensionsBuilder_.build();
+      }
     }
 
     private void buildPartial0(dev.groundwire.v1.ChunkingDescription result) {
@@ -363,6 +513,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000004) != 0)) {
         result.markdownSections_ = markdownSections_;
+      }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.unit_ = unit_;
       }
     }
 
@@ -386,6 +539,35 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getMarkdownSections() != false) {
         setMarkdownSections(other.getMarkdownSections());
+      }
+      if (other.unit_ != 0) {
+        setUnitValue(other.getUnitValue());
+      }
+      if (extensionsBuilder_ == null) {
+        if (!other.extensions_.isEmpty()) {
+          if (extensions_.isEmpty()) {
+            extensions_ = other.extensions_;
+            bitField0_ = (bitField0_ & ~0x00000010);
+          } else {
+            ensureExtensionsIsMutable();
+            extensions_.addAll(other.extensions_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.extensions_.isEmpty()) {
+          if (extensionsBuilder_.isEmpty()) {
+            extensionsBuilder_.dispose();
+            extensionsBuilder_ = null;
+            extensions_ = other.extensions_;
+            bitField0_ = (bitField0_ & ~0x00000010);
+            extensionsBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetExtensionsFieldBuilder() : null;
+          } else {
+            extensionsBuilder_.addAllMessages(other.extensions_);
+          }
+        }
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -426,6 +608,24 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000004;
               break;
             } // case 24
+            case 960: {
+              unit_ = input.readEnum();
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 960
+            case 970: {
+              dev.groundwire.v1.ExtensionChunking m =
+                  input.readMessage(
+                      dev.groundwire.v1.ExtensionChunking.parser(),
+                      extensionRegistry);
+              if (extensionsBuilder_ == null) {
+                ensureExtensionsIsMutable();
+                extensions_.add(m);
+              } else {
+                extensionsBuilder_.addMessage(m);
+              }
+              break;
+            } // case 970
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -446,7 +646,7 @@ private static final long serialVersionUID = 0L;
     private int size_ ;
     /**
      * <pre>
-     * Output only. Maximum chunk size in characters.
+     * Output only. Maximum chunk size, in `unit`s (characters unless stated).
      * </pre>
      *
      * <code>uint32 size = 1 [json_name = "size"];</code>
@@ -458,7 +658,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Maximum chunk size in characters.
+     * Output only. Maximum chunk size, in `unit`s (characters unless stated).
      * </pre>
      *
      * <code>uint32 size = 1 [json_name = "size"];</code>
@@ -474,7 +674,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Maximum chunk size in characters.
+     * Output only. Maximum chunk size, in `unit`s (characters unless stated).
      * </pre>
      *
      * <code>uint32 size = 1 [json_name = "size"];</code>
@@ -490,7 +690,7 @@ private static final long serialVersionUID = 0L;
     private int overlap_ ;
     /**
      * <pre>
-     * Output only. Characters shared by neighbouring chunks.
+     * Output only. Units shared by neighbouring chunks, in `unit`s.
      * </pre>
      *
      * <code>uint32 overlap = 2 [json_name = "overlap"];</code>
@@ -502,7 +702,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Characters shared by neighbouring chunks.
+     * Output only. Units shared by neighbouring chunks, in `unit`s.
      * </pre>
      *
      * <code>uint32 overlap = 2 [json_name = "overlap"];</code>
@@ -518,7 +718,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Characters shared by neighbouring chunks.
+     * Output only. Units shared by neighbouring chunks, in `unit`s.
      * </pre>
      *
      * <code>uint32 overlap = 2 [json_name = "overlap"];</code>
@@ -573,6 +773,425 @@ private static final long serialVersionUID = 0L;
       markdownSections_ = false;
       onChanged();
       return this;
+    }
+
+    private int unit_ = 0;
+    /**
+     * <pre>
+     * Output only. What `size` and `overlap` count. CHUNK_UNIT_TOKENS sizes
+     * include the embedding model's special tokens and document task prefix.
+     * </pre>
+     *
+     * <code>.groundwire.v1.ChunkUnit unit = 120 [json_name = "unit"];</code>
+     * @return The enum numeric value on the wire for unit.
+     */
+    @java.lang.Override public int getUnitValue() {
+      return unit_;
+    }
+    /**
+     * <pre>
+     * Output only. What `size` and `overlap` count. CHUNK_UNIT_TOKENS sizes
+     * include the embedding model's special tokens and document task prefix.
+     * </pre>
+     *
+     * <code>.groundwire.v1.ChunkUnit unit = 120 [json_name = "unit"];</code>
+     * @param value The enum numeric value on the wire for unit to set.
+     * @return This builder for chaining.
+     */
+    public Builder setUnitValue(int value) {
+      unit_ = value;
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. What `size` and `overlap` count. CHUNK_UNIT_TOKENS sizes
+     * include the embedding model's special tokens and document task prefix.
+     * </pre>
+     *
+     * <code>.groundwire.v1.ChunkUnit unit = 120 [json_name = "unit"];</code>
+     * @return The unit.
+     */
+    @java.lang.Override
+    public dev.groundwire.v1.ChunkUnit getUnit() {
+      dev.groundwire.v1.ChunkUnit result = dev.groundwire.v1.ChunkUnit.forNumber(unit_);
+      return result == null ? dev.groundwire.v1.ChunkUnit.UNRECOGNIZED : result;
+    }
+    /**
+     * <pre>
+     * Output only. What `size` and `overlap` count. CHUNK_UNIT_TOKENS sizes
+     * include the embedding model's special tokens and document task prefix.
+     * </pre>
+     *
+     * <code>.groundwire.v1.ChunkUnit unit = 120 [json_name = "unit"];</code>
+     * @param value The unit to set.
+     * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+     * @return This builder for chaining.
+     */
+    public Builder setUnit(dev.groundwire.v1.ChunkUnit value) {
+      java.util.Objects.requireNonNull(value);
+      bitField0_ |= 0x00000008;
+      unit_ = value.getNumber();
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. What `size` and `overlap` count. CHUNK_UNIT_TOKENS sizes
+     * include the embedding model's special tokens and document task prefix.
+     * </pre>
+     *
+     * <code>.groundwire.v1.ChunkUnit unit = 120 [json_name = "unit"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearUnit() {
+      bitField0_ = (bitField0_ & ~0x00000008);
+      unit_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private java.util.List<dev.groundwire.v1.ExtensionChunking> extensions_ =
+      java.util.Collections.emptyList();
+    private void ensureExtensionsIsMutable() {
+      if (!((bitField0_ & 0x00000010) != 0)) {
+        extensions_ = new java.util.ArrayList<dev.groundwire.v1.ExtensionChunking>(extensions_);
+        bitField0_ |= 0x00000010;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.ExtensionChunking, dev.groundwire.v1.ExtensionChunking.Builder, dev.groundwire.v1.ExtensionChunkingOrBuilder> extensionsBuilder_;
+
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.ExtensionChunking> getExtensionsList() {
+      if (extensionsBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(extensions_);
+      } else {
+        return extensionsBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public int getExtensionsCount() {
+      if (extensionsBuilder_ == null) {
+        return extensions_.size();
+      } else {
+        return extensionsBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public dev.groundwire.v1.ExtensionChunking getExtensions(int index) {
+      if (extensionsBuilder_ == null) {
+        return extensions_.get(index);
+      } else {
+        return extensionsBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public Builder setExtensions(
+        int index, dev.groundwire.v1.ExtensionChunking value) {
+      if (extensionsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureExtensionsIsMutable();
+        extensions_.set(index, value);
+        onChanged();
+      } else {
+        extensionsBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public Builder setExtensions(
+        int index, dev.groundwire.v1.ExtensionChunking.Builder builderForValue) {
+      if (extensionsBuilder_ == null) {
+        ensureExtensionsIsMutable();
+        extensions_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        extensionsBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public Builder addExtensions(dev.groundwire.v1.ExtensionChunking value) {
+      if (extensionsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureExtensionsIsMutable();
+        extensions_.add(value);
+        onChanged();
+      } else {
+        extensionsBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public Builder addExtensions(
+        int index, dev.groundwire.v1.ExtensionChunking value) {
+      if (extensionsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureExtensionsIsMutable();
+        extensions_.add(index, value);
+        onChanged();
+      } else {
+        extensionsBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public Builder addExtensions(
+        dev.groundwire.v1.ExtensionChunking.Builder builderForValue) {
+      if (extensionsBuilder_ == null) {
+        ensureExtensionsIsMutable();
+        extensions_.add(builderForValue.build());
+        onChanged();
+      } else {
+        extensionsBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public Builder addExtensions(
+        int index, dev.groundwire.v1.ExtensionChunking.Builder builderForValue) {
+      if (extensionsBuilder_ == null) {
+        ensureExtensionsIsMutable();
+        extensions_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        extensionsBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public Builder addAllExtensions(
+        java.lang.Iterable<? extends dev.groundwire.v1.ExtensionChunking> values) {
+      if (extensionsBuilder_ == null) {
+        ensureExtensionsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, extensions_);
+        onChanged();
+      } else {
+        extensionsBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public Builder clearExtensions() {
+      if (extensionsBuilder_ == null) {
+        extensions_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000010);
+        onChanged();
+      } else {
+        extensionsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public Builder removeExtensions(int index) {
+      if (extensionsBuilder_ == null) {
+        ensureExtensionsIsMutable();
+        extensions_.remove(index);
+        onChanged();
+      } else {
+        extensionsBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public dev.groundwire.v1.ExtensionChunking.Builder getExtensionsBuilder(
+        int index) {
+      return internalGetExtensionsFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public dev.groundwire.v1.ExtensionChunkingOrBuilder getExtensionsOrBuilder(
+        int index) {
+      if (extensionsBuilder_ == null) {
+        return extensions_.get(index);  } else {
+        return extensionsBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public java.util.List<? extends dev.groundwire.v1.ExtensionChunkingOrBuilder> 
+         getExtensionsOrBuilderList() {
+      if (extensionsBuilder_ != null) {
+        return extensionsBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(extensions_);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public dev.groundwire.v1.ExtensionChunking.Builder addExtensionsBuilder() {
+      return internalGetExtensionsFieldBuilder().addBuilder(
+          dev.groundwire.v1.ExtensionChunking.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public dev.groundwire.v1.ExtensionChunking.Builder addExtensionsBuilder(
+        int index) {
+      return internalGetExtensionsFieldBuilder().addBuilder(
+          index, dev.groundwire.v1.ExtensionChunking.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Output only. Policies that replace the fields above for documents with a
+     * given file extension, ordered by extension; empty when every document
+     * uses the policy above.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.ExtensionChunking.Builder> 
+         getExtensionsBuilderList() {
+      return internalGetExtensionsFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.ExtensionChunking, dev.groundwire.v1.ExtensionChunking.Builder, dev.groundwire.v1.ExtensionChunkingOrBuilder> 
+        internalGetExtensionsFieldBuilder() {
+      if (extensionsBuilder_ == null) {
+        extensionsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.groundwire.v1.ExtensionChunking, dev.groundwire.v1.ExtensionChunking.Builder, dev.groundwire.v1.ExtensionChunkingOrBuilder>(
+                extensions_,
+                ((bitField0_ & 0x00000010) != 0),
+                getParentForChildren(),
+                isClean());
+        extensions_ = null;
+      }
+      return extensionsBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.ChunkingDescription)

@@ -12,7 +12,7 @@ public interface ChunkingDescriptionOrBuilder extends
 
   /**
    * <pre>
-   * Output only. Maximum chunk size in characters.
+   * Output only. Maximum chunk size, in `unit`s (characters unless stated).
    * </pre>
    *
    * <code>uint32 size = 1 [json_name = "size"];</code>
@@ -22,7 +22,7 @@ public interface ChunkingDescriptionOrBuilder extends
 
   /**
    * <pre>
-   * Output only. Characters shared by neighbouring chunks.
+   * Output only. Units shared by neighbouring chunks, in `unit`s.
    * </pre>
    *
    * <code>uint32 overlap = 2 [json_name = "overlap"];</code>
@@ -39,4 +39,79 @@ public interface ChunkingDescriptionOrBuilder extends
    * @return The markdownSections.
    */
   boolean getMarkdownSections();
+
+  /**
+   * <pre>
+   * Output only. What `size` and `overlap` count. CHUNK_UNIT_TOKENS sizes
+   * include the embedding model's special tokens and document task prefix.
+   * </pre>
+   *
+   * <code>.groundwire.v1.ChunkUnit unit = 120 [json_name = "unit"];</code>
+   * @return The enum numeric value on the wire for unit.
+   */
+  int getUnitValue();
+  /**
+   * <pre>
+   * Output only. What `size` and `overlap` count. CHUNK_UNIT_TOKENS sizes
+   * include the embedding model's special tokens and document task prefix.
+   * </pre>
+   *
+   * <code>.groundwire.v1.ChunkUnit unit = 120 [json_name = "unit"];</code>
+   * @return The unit.
+   */
+  dev.groundwire.v1.ChunkUnit getUnit();
+
+  /**
+   * <pre>
+   * Output only. Policies that replace the fields above for documents with a
+   * given file extension, ordered by extension; empty when every document
+   * uses the policy above.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+   */
+  java.util.List<dev.groundwire.v1.ExtensionChunking> 
+      getExtensionsList();
+  /**
+   * <pre>
+   * Output only. Policies that replace the fields above for documents with a
+   * given file extension, ordered by extension; empty when every document
+   * uses the policy above.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+   */
+  dev.groundwire.v1.ExtensionChunking getExtensions(int index);
+  /**
+   * <pre>
+   * Output only. Policies that replace the fields above for documents with a
+   * given file extension, ordered by extension; empty when every document
+   * uses the policy above.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+   */
+  int getExtensionsCount();
+  /**
+   * <pre>
+   * Output only. Policies that replace the fields above for documents with a
+   * given file extension, ordered by extension; empty when every document
+   * uses the policy above.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+   */
+  java.util.List<? extends dev.groundwire.v1.ExtensionChunkingOrBuilder> 
+      getExtensionsOrBuilderList();
+  /**
+   * <pre>
+   * Output only. Policies that replace the fields above for documents with a
+   * given file extension, ordered by extension; empty when every document
+   * uses the policy above.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ExtensionChunking extensions = 121 [json_name = "extensions"];</code>
+   */
+  dev.groundwire.v1.ExtensionChunkingOrBuilder getExtensionsOrBuilder(
+      int index);
 }

@@ -52,6 +52,16 @@ public final class CommonProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_groundwire_v1_MetadataCondition_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_MetadataRange_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_MetadataRange_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_MetadataRangeBound_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_MetadataRangeBound_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_groundwire_v1_MetadataFilter_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -76,27 +86,34 @@ public final class CommonProto extends com.google.protobuf.GeneratedFile {
       " \001(\0132\024.groundwire.v1.ScoreR\005score\"2\n\010Cha" +
       "rSpan\022\024\n\005start\030\001 \001(\rR\005start\022\020\n\003end\030\002 \001(\r" +
       "R\003end\"$\n\nStringList\022\026\n\006values\030\001 \003(\tR\006val" +
-      "ues\"|\n\021MetadataCondition\022\020\n\003key\030\001 \001(\tR\003k" +
-      "ey\022\030\n\006equals\030\002 \001(\tH\000R\006equals\0222\n\006any_of\030\003" +
-      " \001(\0132\031.groundwire.v1.StringListH\000R\005anyOf" +
-      "B\007\n\005match\"R\n\016MetadataFilter\022@\n\ncondition" +
-      "s\030\001 \003(\0132 .groundwire.v1.MetadataConditio" +
-      "nR\nconditions*\263\002\n\013ScoreMetric\022\034\n\030SCORE_M" +
-      "ETRIC_UNSPECIFIED\020\000\022\"\n\036SCORE_METRIC_COSI" +
-      "NE_SIMILARITY\020\001\022 \n\034SCORE_METRIC_COSINE_D" +
-      "ISTANCE\020\002\022#\n\037SCORE_METRIC_EUCLIDEAN_DIST" +
-      "ANCE\020\003\022\034\n\030SCORE_METRIC_DOT_PRODUCT\020\004\022\025\n\021" +
-      "SCORE_METRIC_BM25\020\005\022\032\n\026SCORE_METRIC_TEXT" +
-      "_RANK\020\006\022\'\n#SCORE_METRIC_RECIPROCAL_RANK_" +
-      "FUSION\020\007\022!\n\035SCORE_METRIC_RERANK_RELEVANC" +
-      "E\020\010*d\n\014RetrievalLeg\022\035\n\031RETRIEVAL_LEG_UNS" +
-      "PECIFIED\020\000\022\032\n\026RETRIEVAL_LEG_SEMANTIC\020\001\022\031" +
-      "\n\025RETRIEVAL_LEG_LEXICAL\020\002B\257\001\n\021dev.ground" +
-      "wire.v1B\013CommonProtoP\001Z8github.com/groun" +
-      "dwire/groundwire/clients/go/groundwirev1" +
-      "\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGroundwire\\V1\342\002" +
-      "\031Groundwire\\V1\\GPBMetadata\352\002\016Groundwire:" +
-      ":V1b\006proto3"
+      "ues\"\262\001\n\021MetadataCondition\022\020\n\003key\030\001 \001(\tR\003" +
+      "key\022\030\n\006equals\030\002 \001(\tH\000R\006equals\0222\n\006any_of\030" +
+      "\003 \001(\0132\031.groundwire.v1.StringListH\000R\005anyO" +
+      "f\0224\n\005range\030x \001(\0132\034.groundwire.v1.Metadat" +
+      "aRangeH\000R\005rangeB\007\n\005match\"\201\001\n\rMetadataRan" +
+      "ge\0227\n\005lower\030\001 \001(\0132!.groundwire.v1.Metada" +
+      "taRangeBoundR\005lower\0227\n\005upper\030\002 \001(\0132!.gro" +
+      "undwire.v1.MetadataRangeBoundR\005upper\"u\n\022" +
+      "MetadataRangeBound\022\030\n\006number\030\001 \001(\001H\000R\006nu" +
+      "mber\022\036\n\ttimestamp\030\002 \001(\tH\000R\ttimestamp\022\034\n\t" +
+      "inclusive\030\003 \001(\010R\tinclusiveB\007\n\005value\"R\n\016M" +
+      "etadataFilter\022@\n\nconditions\030\001 \003(\0132 .grou" +
+      "ndwire.v1.MetadataConditionR\nconditions*" +
+      "\263\002\n\013ScoreMetric\022\034\n\030SCORE_METRIC_UNSPECIF" +
+      "IED\020\000\022\"\n\036SCORE_METRIC_COSINE_SIMILARITY\020" +
+      "\001\022 \n\034SCORE_METRIC_COSINE_DISTANCE\020\002\022#\n\037S" +
+      "CORE_METRIC_EUCLIDEAN_DISTANCE\020\003\022\034\n\030SCOR" +
+      "E_METRIC_DOT_PRODUCT\020\004\022\025\n\021SCORE_METRIC_B" +
+      "M25\020\005\022\032\n\026SCORE_METRIC_TEXT_RANK\020\006\022\'\n#SCO" +
+      "RE_METRIC_RECIPROCAL_RANK_FUSION\020\007\022!\n\035SC" +
+      "ORE_METRIC_RERANK_RELEVANCE\020\010*d\n\014Retriev" +
+      "alLeg\022\035\n\031RETRIEVAL_LEG_UNSPECIFIED\020\000\022\032\n\026" +
+      "RETRIEVAL_LEG_SEMANTIC\020\001\022\031\n\025RETRIEVAL_LE" +
+      "G_LEXICAL\020\002B\257\001\n\021dev.groundwire.v1B\013Commo" +
+      "nProtoP\001Z8github.com/groundwire/groundwi" +
+      "re/clients/go/groundwirev1\242\002\003GXX\252\002\rGroun" +
+      "dwire.V1\312\002\rGroundwire\\V1\342\002\031Groundwire\\V1" +
+      "\\GPBMetadata\352\002\016Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -131,9 +148,21 @@ public final class CommonProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_MetadataCondition_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_MetadataCondition_descriptor,
-        new java.lang.String[] { "Key", "Equals", "AnyOf", "Match", });
-    internal_static_groundwire_v1_MetadataFilter_descriptor =
+        new java.lang.String[] { "Key", "Equals", "AnyOf", "Range", "Match", });
+    internal_static_groundwire_v1_MetadataRange_descriptor =
       getDescriptor().getMessageType(5);
+    internal_static_groundwire_v1_MetadataRange_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_MetadataRange_descriptor,
+        new java.lang.String[] { "Lower", "Upper", });
+    internal_static_groundwire_v1_MetadataRangeBound_descriptor =
+      getDescriptor().getMessageType(6);
+    internal_static_groundwire_v1_MetadataRangeBound_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_MetadataRangeBound_descriptor,
+        new java.lang.String[] { "Number", "Timestamp", "Inclusive", "Value", });
+    internal_static_groundwire_v1_MetadataFilter_descriptor =
+      getDescriptor().getMessageType(7);
     internal_static_groundwire_v1_MetadataFilter_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_MetadataFilter_descriptor,

@@ -107,7 +107,14 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+   * CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+   * index rejects over-long chunks instead of truncating them), and for
+   * `url` sources URL_REFUSED (the URL policy refused the URL, an address it
+   * resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
+   * an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
+   * (TOO_LARGE: the body exceeded the bound; UNSUPPORTED_FORMAT: a media type
+   * or content encoding no loader reads).
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>
@@ -129,7 +136,14 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+   * CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+   * index rejects over-long chunks instead of truncating them), and for
+   * `url` sources URL_REFUSED (the URL policy refused the URL, an address it
+   * resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
+   * an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
+   * (TOO_LARGE: the body exceeded the bound; UNSUPPORTED_FORMAT: a media type
+   * or content encoding no loader reads).
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>
@@ -570,7 +584,14 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-     * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+     * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+     * CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+     * index rejects over-long chunks instead of truncating them), and for
+     * `url` sources URL_REFUSED (the URL policy refused the URL, an address it
+     * resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
+     * an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
+     * (TOO_LARGE: the body exceeded the bound; UNSUPPORTED_FORMAT: a media type
+     * or content encoding no loader reads).
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -591,7 +612,14 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-     * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+     * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+     * CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+     * index rejects over-long chunks instead of truncating them), and for
+     * `url` sources URL_REFUSED (the URL policy refused the URL, an address it
+     * resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
+     * an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
+     * (TOO_LARGE: the body exceeded the bound; UNSUPPORTED_FORMAT: a media type
+     * or content encoding no loader reads).
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -613,7 +641,14 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-     * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+     * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+     * CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+     * index rejects over-long chunks instead of truncating them), and for
+     * `url` sources URL_REFUSED (the URL policy refused the URL, an address it
+     * resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
+     * an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
+     * (TOO_LARGE: the body exceeded the bound; UNSUPPORTED_FORMAT: a media type
+     * or content encoding no loader reads).
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -631,7 +666,14 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-     * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+     * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+     * CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+     * index rejects over-long chunks instead of truncating them), and for
+     * `url` sources URL_REFUSED (the URL policy refused the URL, an address it
+     * resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
+     * an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
+     * (TOO_LARGE: the body exceeded the bound; UNSUPPORTED_FORMAT: a media type
+     * or content encoding no loader reads).
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -646,7 +688,14 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-     * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID.
+     * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+     * CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+     * index rejects over-long chunks instead of truncating them), and for
+     * `url` sources URL_REFUSED (the URL policy refused the URL, an address it
+     * resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
+     * an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
+     * (TOO_LARGE: the body exceeded the bound; UNSUPPORTED_FORMAT: a media type
+     * or content encoding no loader reads).
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>

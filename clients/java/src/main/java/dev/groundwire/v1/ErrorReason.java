@@ -254,7 +254,11 @@ public enum ErrorReason
   /**
    * <pre>
    * FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-   * embedding model or chunking policy; pushed documents cannot be mixed in.
+   * embedding configuration (model, dimensions, normalization, query or
+   * document prefix, token window) or chunking policy; pushed documents cannot
+   * be mixed in. Semantic and hybrid retrieval are refused with it too while
+   * queries would be embedded differently from the published version (lexical
+   * retrieval keeps serving).
    * </pre>
    *
    * <code>ERROR_REASON_INDEX_REBUILD_REQUIRED = 104;</code>
@@ -418,6 +422,131 @@ public enum ErrorReason
   ERROR_REASON_TENANT_CONCURRENCY_LIMITED(216),
   /**
    * <pre>
+   * NOT_FOUND: no checkpointed execution has this id for the caller's tenant
+   * (unknown, expired, or another tenant's: indistinguishable by design).
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_NOT_FOUND = 220;</code>
+   */
+  ERROR_REASON_EXECUTION_NOT_FOUND(220),
+  /**
+   * <pre>
+   * ABORTED: the execution is running now, here or on another replica (it
+   * holds the execution's lease); retry after the RetryInfo delay.
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_IN_PROGRESS = 221;</code>
+   */
+  ERROR_REASON_EXECUTION_IN_PROGRESS(221),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the agent's definition changed since the execution's
+   * checkpoint; it cannot be continued under another policy.
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_AGENT_CHANGED = 222;</code>
+   */
+  ERROR_REASON_EXECUTION_AGENT_CHANGED(222),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the execution does not wait for client tool results
+   * (it completed, or runs).
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS = 223;</code>
+   */
+  ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS(223),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the client tool results were not submitted before the
+   * action deadline; the execution was abandoned.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULTS_EXPIRED = 224;</code>
+   */
+  ERROR_REASON_TOOL_RESULTS_EXPIRED(224),
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: a tool result names a call id the execution did not
+   * request.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL = 225;</code>
+   */
+  ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL(225),
+  /**
+   * <pre>
+   * INVALID_ARGUMENT (twice in one request) or ALREADY_EXISTS (submitted
+   * before): a tool call was answered more than once.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULT_DUPLICATE = 226;</code>
+   */
+  ERROR_REASON_TOOL_RESULT_DUPLICATE(226),
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: some required tool calls have no result.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULTS_INCOMPLETE = 227;</code>
+   */
+  ERROR_REASON_TOOL_RESULTS_INCOMPLETE(227),
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: a declared client tool is invalid (name, description,
+   * schema) or takes the name of one of the agent's tools.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CLIENT_TOOL_INVALID = 228;</code>
+   */
+  ERROR_REASON_CLIENT_TOOL_INVALID(228),
+  /**
+   * <pre>
+   * ABORTED: this replica lost the execution's lease (it could not renew it in
+   * time) and stopped; resume it.
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_LEASE_LOST = 229;</code>
+   */
+  ERROR_REASON_EXECUTION_LEASE_LOST(229),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy
+   * does not permit an answer without context (REQUIRED, or a no-context
+   * behavior other than ANSWER_NORMALLY).
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_BYPASS_NOT_ALLOWED = 240;</code>
+   */
+  ERROR_REASON_RAG_BYPASS_NOT_ALLOWED(240),
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: a per-request override would widen the agent's policy
+   * (a lower minimum relevance, a larger final top-k).
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY = 241;</code>
+   */
+  ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY(241),
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: per-request RAG controls that cannot be combined
+   * (bypass_rag with overrides).
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_CONTROLS_CONFLICT = 242;</code>
+   */
+  ERROR_REASON_RAG_CONTROLS_CONFLICT(242),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: RAG overrides were sent for an agent without RAG.
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_NOT_CONFIGURED = 243;</code>
+   */
+  ERROR_REASON_RAG_NOT_CONFIGURED(243),
+  /**
+   * <pre>
    * FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old.
    * </pre>
    *
@@ -464,6 +593,35 @@ public enum ErrorReason
    * <code>ERROR_REASON_STORE_ERROR = 305;</code>
    */
   ERROR_REASON_STORE_ERROR(305),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a configuration reload found the file invalid (or
+   * unreadable); BadRequest field violations name every offending key. Nothing
+   * changed.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CONFIG_INVALID = 400;</code>
+   */
+  ERROR_REASON_CONFIG_INVALID(400),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a configuration reload changes keys that only a
+   * restart can apply (the listen address, TLS on or off, the store, ...); the
+   * violations name them. Nothing changed.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CONFIG_RESTART_REQUIRED = 401;</code>
+   */
+  ERROR_REASON_CONFIG_RESTART_REQUIRED(401),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the server was not started from a configuration file
+   * (the built-in demo), so there is nothing to reload.
+   * </pre>
+   *
+   * <code>ERROR_REASON_RELOAD_UNAVAILABLE = 402;</code>
+   */
+  ERROR_REASON_RELOAD_UNAVAILABLE(402),
   UNRECOGNIZED(-1),
   ;
 
@@ -714,7 +872,11 @@ public enum ErrorReason
   /**
    * <pre>
    * FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-   * embedding model or chunking policy; pushed documents cannot be mixed in.
+   * embedding configuration (model, dimensions, normalization, query or
+   * document prefix, token window) or chunking policy; pushed documents cannot
+   * be mixed in. Semantic and hybrid retrieval are refused with it too while
+   * queries would be embedded differently from the published version (lexical
+   * retrieval keeps serving).
    * </pre>
    *
    * <code>ERROR_REASON_INDEX_REBUILD_REQUIRED = 104;</code>
@@ -878,6 +1040,131 @@ public enum ErrorReason
   public static final int ERROR_REASON_TENANT_CONCURRENCY_LIMITED_VALUE = 216;
   /**
    * <pre>
+   * NOT_FOUND: no checkpointed execution has this id for the caller's tenant
+   * (unknown, expired, or another tenant's: indistinguishable by design).
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_NOT_FOUND = 220;</code>
+   */
+  public static final int ERROR_REASON_EXECUTION_NOT_FOUND_VALUE = 220;
+  /**
+   * <pre>
+   * ABORTED: the execution is running now, here or on another replica (it
+   * holds the execution's lease); retry after the RetryInfo delay.
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_IN_PROGRESS = 221;</code>
+   */
+  public static final int ERROR_REASON_EXECUTION_IN_PROGRESS_VALUE = 221;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the agent's definition changed since the execution's
+   * checkpoint; it cannot be continued under another policy.
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_AGENT_CHANGED = 222;</code>
+   */
+  public static final int ERROR_REASON_EXECUTION_AGENT_CHANGED_VALUE = 222;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the execution does not wait for client tool results
+   * (it completed, or runs).
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS = 223;</code>
+   */
+  public static final int ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS_VALUE = 223;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the client tool results were not submitted before the
+   * action deadline; the execution was abandoned.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULTS_EXPIRED = 224;</code>
+   */
+  public static final int ERROR_REASON_TOOL_RESULTS_EXPIRED_VALUE = 224;
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: a tool result names a call id the execution did not
+   * request.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL = 225;</code>
+   */
+  public static final int ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL_VALUE = 225;
+  /**
+   * <pre>
+   * INVALID_ARGUMENT (twice in one request) or ALREADY_EXISTS (submitted
+   * before): a tool call was answered more than once.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULT_DUPLICATE = 226;</code>
+   */
+  public static final int ERROR_REASON_TOOL_RESULT_DUPLICATE_VALUE = 226;
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: some required tool calls have no result.
+   * </pre>
+   *
+   * <code>ERROR_REASON_TOOL_RESULTS_INCOMPLETE = 227;</code>
+   */
+  public static final int ERROR_REASON_TOOL_RESULTS_INCOMPLETE_VALUE = 227;
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: a declared client tool is invalid (name, description,
+   * schema) or takes the name of one of the agent's tools.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CLIENT_TOOL_INVALID = 228;</code>
+   */
+  public static final int ERROR_REASON_CLIENT_TOOL_INVALID_VALUE = 228;
+  /**
+   * <pre>
+   * ABORTED: this replica lost the execution's lease (it could not renew it in
+   * time) and stopped; resume it.
+   * </pre>
+   *
+   * <code>ERROR_REASON_EXECUTION_LEASE_LOST = 229;</code>
+   */
+  public static final int ERROR_REASON_EXECUTION_LEASE_LOST_VALUE = 229;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: bypass_rag was requested for an agent whose policy
+   * does not permit an answer without context (REQUIRED, or a no-context
+   * behavior other than ANSWER_NORMALLY).
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_BYPASS_NOT_ALLOWED = 240;</code>
+   */
+  public static final int ERROR_REASON_RAG_BYPASS_NOT_ALLOWED_VALUE = 240;
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: a per-request override would widen the agent's policy
+   * (a lower minimum relevance, a larger final top-k).
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY = 241;</code>
+   */
+  public static final int ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY_VALUE = 241;
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: per-request RAG controls that cannot be combined
+   * (bypass_rag with overrides).
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_CONTROLS_CONFLICT = 242;</code>
+   */
+  public static final int ERROR_REASON_RAG_CONTROLS_CONFLICT_VALUE = 242;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: RAG overrides were sent for an agent without RAG.
+   * </pre>
+   *
+   * <code>ERROR_REASON_RAG_NOT_CONFIGURED = 243;</code>
+   */
+  public static final int ERROR_REASON_RAG_NOT_CONFIGURED_VALUE = 243;
+  /**
+   * <pre>
    * FAILED_PRECONDITION: a required PostgreSQL extension is missing or too old.
    * </pre>
    *
@@ -924,6 +1211,35 @@ public enum ErrorReason
    * <code>ERROR_REASON_STORE_ERROR = 305;</code>
    */
   public static final int ERROR_REASON_STORE_ERROR_VALUE = 305;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a configuration reload found the file invalid (or
+   * unreadable); BadRequest field violations name every offending key. Nothing
+   * changed.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CONFIG_INVALID = 400;</code>
+   */
+  public static final int ERROR_REASON_CONFIG_INVALID_VALUE = 400;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: a configuration reload changes keys that only a
+   * restart can apply (the listen address, TLS on or off, the store, ...); the
+   * violations name them. Nothing changed.
+   * </pre>
+   *
+   * <code>ERROR_REASON_CONFIG_RESTART_REQUIRED = 401;</code>
+   */
+  public static final int ERROR_REASON_CONFIG_RESTART_REQUIRED_VALUE = 401;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: the server was not started from a configuration file
+   * (the built-in demo), so there is nothing to reload.
+   * </pre>
+   *
+   * <code>ERROR_REASON_RELOAD_UNAVAILABLE = 402;</code>
+   */
+  public static final int ERROR_REASON_RELOAD_UNAVAILABLE_VALUE = 402;
 
 
   public final int getNumber() {
@@ -997,12 +1313,29 @@ public enum ErrorReason
       case 214: return ERROR_REASON_TENANT_MISMATCH;
       case 215: return ERROR_REASON_TENANT_RATE_LIMITED;
       case 216: return ERROR_REASON_TENANT_CONCURRENCY_LIMITED;
+      case 220: return ERROR_REASON_EXECUTION_NOT_FOUND;
+      case 221: return ERROR_REASON_EXECUTION_IN_PROGRESS;
+      case 222: return ERROR_REASON_EXECUTION_AGENT_CHANGED;
+      case 223: return ERROR_REASON_EXECUTION_NOT_AWAITING_TOOL_RESULTS;
+      case 224: return ERROR_REASON_TOOL_RESULTS_EXPIRED;
+      case 225: return ERROR_REASON_TOOL_RESULT_UNKNOWN_CALL;
+      case 226: return ERROR_REASON_TOOL_RESULT_DUPLICATE;
+      case 227: return ERROR_REASON_TOOL_RESULTS_INCOMPLETE;
+      case 228: return ERROR_REASON_CLIENT_TOOL_INVALID;
+      case 229: return ERROR_REASON_EXECUTION_LEASE_LOST;
+      case 240: return ERROR_REASON_RAG_BYPASS_NOT_ALLOWED;
+      case 241: return ERROR_REASON_RAG_OVERRIDE_WIDENS_POLICY;
+      case 242: return ERROR_REASON_RAG_CONTROLS_CONFLICT;
+      case 243: return ERROR_REASON_RAG_NOT_CONFIGURED;
       case 300: return ERROR_REASON_STORE_EXTENSION_MISSING;
       case 301: return ERROR_REASON_STORE_SCHEMA_TOO_NEW;
       case 302: return ERROR_REASON_STORE_VERSION_UNSUPPORTED;
       case 303: return ERROR_REASON_VERSION_NOT_STAGING;
       case 304: return ERROR_REASON_STORE_DATA_REJECTED;
       case 305: return ERROR_REASON_STORE_ERROR;
+      case 400: return ERROR_REASON_CONFIG_INVALID;
+      case 401: return ERROR_REASON_CONFIG_RESTART_REQUIRED;
+      case 402: return ERROR_REASON_RELOAD_UNAVAILABLE;
       default: return null;
     }
   }

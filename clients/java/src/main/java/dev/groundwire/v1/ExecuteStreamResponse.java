@@ -273,7 +273,8 @@ private static final long serialVersionUID = 0L;
   private dev.groundwire.v1.AgentResult result_;
   /**
    * <pre>
-   * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+   * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+   * result (same as Execute's).
    * </pre>
    *
    * <code>.groundwire.v1.AgentResult result = 7 [json_name = "result"];</code>
@@ -285,7 +286,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+   * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+   * result (same as Execute's).
    * </pre>
    *
    * <code>.groundwire.v1.AgentResult result = 7 [json_name = "result"];</code>
@@ -297,7 +299,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+   * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+   * result (same as Execute's).
    * </pre>
    *
    * <code>.groundwire.v1.AgentResult result = 7 [json_name = "result"];</code>
@@ -1556,7 +1559,8 @@ private static final long serialVersionUID = 0L;
         dev.groundwire.v1.AgentResult, dev.groundwire.v1.AgentResult.Builder, dev.groundwire.v1.AgentResultOrBuilder> resultBuilder_;
     /**
      * <pre>
-     * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+     * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+     * result (same as Execute's).
      * </pre>
      *
      * <code>.groundwire.v1.AgentResult result = 7 [json_name = "result"];</code>
@@ -1567,7 +1571,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+     * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+     * result (same as Execute's).
      * </pre>
      *
      * <code>.groundwire.v1.AgentResult result = 7 [json_name = "result"];</code>
@@ -1582,7 +1587,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+     * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+     * result (same as Execute's).
      * </pre>
      *
      * <code>.groundwire.v1.AgentResult result = 7 [json_name = "result"];</code>
@@ -1600,7 +1606,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+     * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+     * result (same as Execute's).
      * </pre>
      *
      * <code>.groundwire.v1.AgentResult result = 7 [json_name = "result"];</code>
@@ -1618,7 +1625,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+     * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+     * result (same as Execute's).
      * </pre>
      *
      * <code>.groundwire.v1.AgentResult result = 7 [json_name = "result"];</code>
@@ -1643,7 +1651,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+     * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+     * result (same as Execute's).
      * </pre>
      *
      * <code>.groundwire.v1.AgentResult result = 7 [json_name = "result"];</code>
@@ -1660,7 +1669,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+     * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+     * result (same as Execute's).
      * </pre>
      *
      * <code>.groundwire.v1.AgentResult result = 7 [json_name = "result"];</code>
@@ -1672,7 +1682,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+     * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+     * result (same as Execute's).
      * </pre>
      *
      * <code>.groundwire.v1.AgentResult result = 7 [json_name = "result"];</code>
@@ -1687,7 +1698,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+     * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+     * result (same as Execute's).
      * </pre>
      *
      * <code>.groundwire.v1.AgentResult result = 7 [json_name = "result"];</code>

@@ -135,7 +135,8 @@ public interface ExecuteStreamResponseOrBuilder extends
 
   /**
    * <pre>
-   * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+   * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+   * result (same as Execute's).
    * </pre>
    *
    * <code>.groundwire.v1.AgentResult result = 7 [json_name = "result"];</code>
@@ -144,7 +145,8 @@ public interface ExecuteStreamResponseOrBuilder extends
   boolean hasResult();
   /**
    * <pre>
-   * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+   * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+   * result (same as Execute's).
    * </pre>
    *
    * <code>.groundwire.v1.AgentResult result = 7 [json_name = "result"];</code>
@@ -153,7 +155,8 @@ public interface ExecuteStreamResponseOrBuilder extends
   dev.groundwire.v1.AgentResult getResult();
   /**
    * <pre>
-   * Output only. For EXECUTION_COMPLETED: the result (same as Execute's).
+   * Output only. For EXECUTION_COMPLETED and EXECUTION_REQUIRES_ACTION: the
+   * result (same as Execute's).
    * </pre>
    *
    * <code>.groundwire.v1.AgentResult result = 7 [json_name = "result"];</code>

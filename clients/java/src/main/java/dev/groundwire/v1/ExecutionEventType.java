@@ -95,6 +95,35 @@ public enum ExecutionEventType
    * <code>EXECUTION_EVENT_TYPE_EXECUTION_FAILED = 9;</code>
    */
   EXECUTION_EVENT_TYPE_EXECUTION_FAILED(9),
+  /**
+   * <pre>
+   * The execution continues from its checkpoint (after EXECUTION_STARTED on
+   * ResumeExecutionStream and ExecuteInteractive after results): no retrieval
+   * or reranking is repeated.
+   * </pre>
+   *
+   * <code>EXECUTION_EVENT_TYPE_EXECUTION_RESUMED = 50;</code>
+   */
+  EXECUTION_EVENT_TYPE_EXECUTION_RESUMED(50),
+  /**
+   * <pre>
+   * The model called a client-executed tool (`tool_call`, with `arguments`):
+   * the caller runs it and sends back its result.
+   * </pre>
+   *
+   * <code>EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED = 51;</code>
+   */
+  EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED(51),
+  /**
+   * <pre>
+   * Terminal: the execution waits for client tool results (`result` with
+   * status EXECUTION_STATUS_REQUIRES_ACTION); submit them with
+   * SubmitToolResults.
+   * </pre>
+   *
+   * <code>EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION = 52;</code>
+   */
+  EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION(52),
   UNRECOGNIZED(-1),
   ;
 
@@ -187,6 +216,35 @@ public enum ExecutionEventType
    * <code>EXECUTION_EVENT_TYPE_EXECUTION_FAILED = 9;</code>
    */
   public static final int EXECUTION_EVENT_TYPE_EXECUTION_FAILED_VALUE = 9;
+  /**
+   * <pre>
+   * The execution continues from its checkpoint (after EXECUTION_STARTED on
+   * ResumeExecutionStream and ExecuteInteractive after results): no retrieval
+   * or reranking is repeated.
+   * </pre>
+   *
+   * <code>EXECUTION_EVENT_TYPE_EXECUTION_RESUMED = 50;</code>
+   */
+  public static final int EXECUTION_EVENT_TYPE_EXECUTION_RESUMED_VALUE = 50;
+  /**
+   * <pre>
+   * The model called a client-executed tool (`tool_call`, with `arguments`):
+   * the caller runs it and sends back its result.
+   * </pre>
+   *
+   * <code>EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED = 51;</code>
+   */
+  public static final int EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED_VALUE = 51;
+  /**
+   * <pre>
+   * Terminal: the execution waits for client tool results (`result` with
+   * status EXECUTION_STATUS_REQUIRES_ACTION); submit them with
+   * SubmitToolResults.
+   * </pre>
+   *
+   * <code>EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION = 52;</code>
+   */
+  public static final int EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION_VALUE = 52;
 
 
   public final int getNumber() {
@@ -223,6 +281,9 @@ public enum ExecutionEventType
       case 7: return EXECUTION_EVENT_TYPE_TEXT_DELTA;
       case 8: return EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED;
       case 9: return EXECUTION_EVENT_TYPE_EXECUTION_FAILED;
+      case 50: return EXECUTION_EVENT_TYPE_EXECUTION_RESUMED;
+      case 51: return EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED;
+      case 52: return EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION;
       default: return null;
     }
   }

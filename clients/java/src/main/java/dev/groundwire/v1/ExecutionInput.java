@@ -36,6 +36,7 @@ private static final long serialVersionUID = 0L;
     message_ = "";
     history_ = java.util.Collections.emptyList();
     tenant_ = "";
+    clientTools_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -274,8 +275,10 @@ private static final long serialVersionUID = 0L;
   private dev.groundwire.v1.MetadataFilter filter_;
   /**
    * <pre>
-   * Optional. Metadata conditions added to the agent's configured filter
-   * (both apply); enforced below the agent's search tool too.
+   * Optional. Metadata conditions ANDed with the agent's configured filter
+   * (both apply; a key in both keeps only the values both allow), so a
+   * request can narrow the agent's filter, never widen it; enforced below the
+   * agent's search tool too. Reported as applied_limits.filter_narrowed.
    * </pre>
    *
    * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -287,8 +290,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Optional. Metadata conditions added to the agent's configured filter
-   * (both apply); enforced below the agent's search tool too.
+   * Optional. Metadata conditions ANDed with the agent's configured filter
+   * (both apply; a key in both keeps only the values both allow), so a
+   * request can narrow the agent's filter, never widen it; enforced below the
+   * agent's search tool too. Reported as applied_limits.filter_narrowed.
    * </pre>
    *
    * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -300,8 +305,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Optional. Metadata conditions added to the agent's configured filter
-   * (both apply); enforced below the agent's search tool too.
+   * Optional. Metadata conditions ANDed with the agent's configured filter
+   * (both apply; a key in both keeps only the values both allow), so a
+   * request can narrow the agent's filter, never widen it; enforced below the
+   * agent's search tool too. Reported as applied_limits.filter_narrowed.
    * </pre>
    *
    * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -309,6 +316,191 @@ private static final long serialVersionUID = 0L;
   @java.lang.Override
   public dev.groundwire.v1.MetadataFilterOrBuilder getFilterOrBuilder() {
     return filter_ == null ? dev.groundwire.v1.MetadataFilter.getDefaultInstance() : filter_;
+  }
+
+  public static final int CLIENT_TOOLS_FIELD_NUMBER = 50;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.groundwire.v1.ClientTool> clientTools_;
+  /**
+   * <pre>
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.groundwire.v1.ClientTool> getClientToolsList() {
+    return clientTools_;
+  }
+  /**
+   * <pre>
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.groundwire.v1.ClientToolOrBuilder> 
+      getClientToolsOrBuilderList() {
+    return clientTools_;
+  }
+  /**
+   * <pre>
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+   */
+  @java.lang.Override
+  public int getClientToolsCount() {
+    return clientTools_.size();
+  }
+  /**
+   * <pre>
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.ClientTool getClientTools(int index) {
+    return clientTools_.get(index);
+  }
+  /**
+   * <pre>
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.ClientToolOrBuilder getClientToolsOrBuilder(
+      int index) {
+    return clientTools_.get(index);
+  }
+
+  public static final int CLIENT_TOOL_TIMEOUT_FIELD_NUMBER = 51;
+  private com.google.protobuf.Duration clientToolTimeout_;
+  /**
+   * <pre>
+   * Optional. How long the server waits for the result of one client tool
+   * call, in (0 s, the server's maximum] (300 s by default); unset means the
+   * maximum. Over ExecuteInteractive a late result becomes the tool error
+   * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+   * </pre>
+   *
+   * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+   * @return Whether the clientToolTimeout field is set.
+   */
+  @java.lang.Override
+  public boolean hasClientToolTimeout() {
+    return ((bitField0_ & 0x00000002) != 0);
+  }
+  /**
+   * <pre>
+   * Optional. How long the server waits for the result of one client tool
+   * call, in (0 s, the server's maximum] (300 s by default); unset means the
+   * maximum. Over ExecuteInteractive a late result becomes the tool error
+   * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+   * </pre>
+   *
+   * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+   * @return The clientToolTimeout.
+   */
+  @java.lang.Override
+  public com.google.protobuf.Duration getClientToolTimeout() {
+    return clientToolTimeout_ == null ? com.google.protobuf.Duration.getDefaultInstance() : clientToolTimeout_;
+  }
+  /**
+   * <pre>
+   * Optional. How long the server waits for the result of one client tool
+   * call, in (0 s, the server's maximum] (300 s by default); unset means the
+   * maximum. Over ExecuteInteractive a late result becomes the tool error
+   * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+   * </pre>
+   *
+   * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+   */
+  @java.lang.Override
+  public com.google.protobuf.DurationOrBuilder getClientToolTimeoutOrBuilder() {
+    return clientToolTimeout_ == null ? com.google.protobuf.Duration.getDefaultInstance() : clientToolTimeout_;
+  }
+
+  public static final int BYPASS_RAG_FIELD_NUMBER = 70;
+  private boolean bypassRag_ = false;
+  /**
+   * <pre>
+   * Optional. Skip RAG for this request only: no retrieval, no evidence, no
+   * framework grounding rules and no search tool; the model answers from the
+   * agent's instructions and the conversation. Allowed only for agents whose
+   * policy already permits an answer without context (mode OPEN or GROUNDED
+   * with no-context behavior ANSWER_NORMALLY); otherwise FAILED_PRECONDITION
+   * (RAG_BYPASS_NOT_ALLOWED). Cannot be combined with `overrides`
+   * (INVALID_ARGUMENT / RAG_CONTROLS_CONFLICT). Ignored for agents without
+   * RAG. Reported as RagExecutionMetadata.rag_bypassed.
+   * </pre>
+   *
+   * <code>bool bypass_rag = 70 [json_name = "bypassRag"];</code>
+   * @return The bypassRag.
+   */
+  @java.lang.Override
+  public boolean getBypassRag() {
+    return bypassRag_;
+  }
+
+  public static final int OVERRIDES_FIELD_NUMBER = 71;
+  private dev.groundwire.v1.RagOverrides overrides_;
+  /**
+   * <pre>
+   * Optional. Per-request narrowing of the agent's RAG limits. A request may
+   * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+   * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+   * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+   * are reported in RagExecutionMetadata.applied_limits.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+   * @return Whether the overrides field is set.
+   */
+  @java.lang.Override
+  public boolean hasOverrides() {
+    return ((bitField0_ & 0x00000004) != 0);
+  }
+  /**
+   * <pre>
+   * Optional. Per-request narrowing of the agent's RAG limits. A request may
+   * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+   * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+   * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+   * are reported in RagExecutionMetadata.applied_limits.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+   * @return The overrides.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagOverrides getOverrides() {
+    return overrides_ == null ? dev.groundwire.v1.RagOverrides.getDefaultInstance() : overrides_;
+  }
+  /**
+   * <pre>
+   * Optional. Per-request narrowing of the agent's RAG limits. A request may
+   * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+   * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+   * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+   * are reported in RagExecutionMetadata.applied_limits.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagOverridesOrBuilder getOverridesOrBuilder() {
+    return overrides_ == null ? dev.groundwire.v1.RagOverrides.getDefaultInstance() : overrides_;
   }
 
   private byte memoizedIsInitialized = -1;
@@ -340,6 +532,18 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       output.writeMessage(5, getFilter());
     }
+    for (int i = 0; i < clientTools_.size(); i++) {
+      output.writeMessage(50, clientTools_.get(i));
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      output.writeMessage(51, getClientToolTimeout());
+    }
+    if (bypassRag_ != false) {
+      output.writeBool(70, bypassRag_);
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      output.writeMessage(71, getOverrides());
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -365,6 +569,27 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(5, getFilter());
+    }
+
+        {
+          final int count = clientTools_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(clientTools_.get(i));
+          }
+          size += 2 * count;
+        }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(51, getClientToolTimeout());
+    }
+    if (bypassRag_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(70, bypassRag_);
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(71, getOverrides());
     }
     return size;
   }
@@ -403,6 +628,20 @@ private static final long serialVersionUID = 0L;
       if (!getFilter()
           .equals(other.getFilter())) return false;
     }
+    if (!getClientToolsList()
+        .equals(other.getClientToolsList())) return false;
+    if (hasClientToolTimeout() != other.hasClientToolTimeout()) return false;
+    if (hasClientToolTimeout()) {
+      if (!getClientToolTimeout()
+          .equals(other.getClientToolTimeout())) return false;
+    }
+    if (getBypassRag()
+        != other.getBypassRag()) return false;
+    if (hasOverrides() != other.hasOverrides()) return false;
+    if (hasOverrides()) {
+      if (!getOverrides()
+          .equals(other.getOverrides())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -427,6 +666,21 @@ private static final long serialVersionUID = 0L;
     if (hasFilter()) {
       hash = (37 * hash) + FILTER_FIELD_NUMBER;
       hash = (53 * hash) + getFilter().hashCode();
+    }
+    if (getClientToolsCount() > 0) {
+      hash = (37 * hash) + CLIENT_TOOLS_FIELD_NUMBER;
+      hash = (53 * hash) + getClientToolsList().hashCode();
+    }
+    if (hasClientToolTimeout()) {
+      hash = (37 * hash) + CLIENT_TOOL_TIMEOUT_FIELD_NUMBER;
+      hash = (53 * hash) + getClientToolTimeout().hashCode();
+    }
+    hash = (37 * hash) + BYPASS_RAG_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getBypassRag());
+    if (hasOverrides()) {
+      hash = (37 * hash) + OVERRIDES_FIELD_NUMBER;
+      hash = (53 * hash) + getOverrides().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -564,6 +818,9 @@ private static final long serialVersionUID = 0L;
               .alwaysUseFieldBuilders) {
         internalGetHistoryFieldBuilder();
         internalGetFilterFieldBuilder();
+        internalGetClientToolsFieldBuilder();
+        internalGetClientToolTimeoutFieldBuilder();
+        internalGetOverridesFieldBuilder();
       }
     }
     @java.lang.Override
@@ -584,6 +841,24 @@ private static final long serialVersionUID = 0L;
       if (filterBuilder_ != null) {
         filterBuilder_.dispose();
         filterBuilder_ = null;
+      }
+      if (clientToolsBuilder_ == null) {
+        clientTools_ = java.util.Collections.emptyList();
+      } else {
+        clientTools_ = null;
+        clientToolsBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000020);
+      clientToolTimeout_ = null;
+      if (clientToolTimeoutBuilder_ != null) {
+        clientToolTimeoutBuilder_.dispose();
+        clientToolTimeoutBuilder_ = null;
+      }
+      bypassRag_ = false;
+      overrides_ = null;
+      if (overridesBuilder_ != null) {
+        overridesBuilder_.dispose();
+        overridesBuilder_ = null;
       }
       return this;
     }
@@ -627,6 +902,15 @@ private static final long serialVersionUID = 0L;
       } else {
         result.history_ = historyBuilder_.build();
       }
+      if (clientToolsBuilder_ == null) {
+        if (((bitField0_ & 0x00000020) != 0)) {
+          clientTools_ = java.util.Collections.unmodifiableList(clientTools_);
+          bitField0_ = (bitField0_ & ~0x00000020);
+        }
+        result.clientTools_ = clientTools_;
+      } else {
+        result.clientTools_ = clientToolsBuilder_.build();
+      }
     }
 
     private void buildPartial0(dev.groundwire.v1.ExecutionInput result) {
@@ -646,6 +930,21 @@ private static final long serialVersionUID = 0L;
             ? filter_
             : filterBuilder_.build();
         to_bitField0_ |= 0x00000001;
+      }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.clientToolTimeout_ = clientToolTimeoutBuilder_ == null
+            ? clientToolTimeout_
+            : clientToolTimeoutBuilder_.build();
+        to_bitField0_ |= 0x00000002;
+      }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.bypassRag_ = bypassRag_;
+      }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.overrides_ = overridesBuilder_ == null
+            ? overrides_
+            : overridesBuilder_.build();
+        to_bitField0_ |= 0x00000004;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -706,6 +1005,41 @@ private static final long serialVersionUID = 0L;
       if (other.hasFilter()) {
         mergeFilter(other.getFilter());
       }
+      if (clientToolsBuilder_ == null) {
+        if (!other.clientTools_.isEmpty()) {
+          if (clientTools_.isEmpty()) {
+            clientTools_ = other.clientTools_;
+            bitField0_ = (bitField0_ & ~0x00000020);
+          } else {
+            ensureClientToolsIsMutable();
+            clientTools_.addAll(other.clientTools_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.clientTools_.isEmpty()) {
+          if (clientToolsBuilder_.isEmpty()) {
+            clientToolsBuilder_.dispose();
+            clientToolsBuilder_ = null;
+            clientTools_ = other.clientTools_;
+            bitField0_ = (bitField0_ & ~0x00000020);
+            clientToolsBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetClientToolsFieldBuilder() : null;
+          } else {
+            clientToolsBuilder_.addAllMessages(other.clientTools_);
+          }
+        }
+      }
+      if (other.hasClientToolTimeout()) {
+        mergeClientToolTimeout(other.getClientToolTimeout());
+      }
+      if (other.getBypassRag() != false) {
+        setBypassRag(other.getBypassRag());
+      }
+      if (other.hasOverrides()) {
+        mergeOverrides(other.getOverrides());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -765,6 +1099,38 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000010;
               break;
             } // case 42
+            case 402: {
+              dev.groundwire.v1.ClientTool m =
+                  input.readMessage(
+                      dev.groundwire.v1.ClientTool.parser(),
+                      extensionRegistry);
+              if (clientToolsBuilder_ == null) {
+                ensureClientToolsIsMutable();
+                clientTools_.add(m);
+              } else {
+                clientToolsBuilder_.addMessage(m);
+              }
+              break;
+            } // case 402
+            case 410: {
+              input.readMessage(
+                  internalGetClientToolTimeoutFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 410
+            case 560: {
+              bypassRag_ = input.readBool();
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 560
+            case 570: {
+              input.readMessage(
+                  internalGetOverridesFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 570
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1402,8 +1768,10 @@ private static final long serialVersionUID = 0L;
         dev.groundwire.v1.MetadataFilter, dev.groundwire.v1.MetadataFilter.Builder, dev.groundwire.v1.MetadataFilterOrBuilder> filterBuilder_;
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1414,8 +1782,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1430,8 +1800,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1449,8 +1821,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1468,8 +1842,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1494,8 +1870,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1512,8 +1890,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1525,8 +1905,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1541,8 +1923,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional. Metadata conditions added to the agent's configured filter
-     * (both apply); enforced below the agent's search tool too.
+     * Optional. Metadata conditions ANDed with the agent's configured filter
+     * (both apply; a key in both keeps only the values both allow), so a
+     * request can narrow the agent's filter, never widen it; enforced below the
+     * agent's search tool too. Reported as applied_limits.filter_narrowed.
      * </pre>
      *
      * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -1559,6 +1943,768 @@ private static final long serialVersionUID = 0L;
         filter_ = null;
       }
       return filterBuilder_;
+    }
+
+    private java.util.List<dev.groundwire.v1.ClientTool> clientTools_ =
+      java.util.Collections.emptyList();
+    private void ensureClientToolsIsMutable() {
+      if (!((bitField0_ & 0x00000020) != 0)) {
+        clientTools_ = new java.util.ArrayList<dev.groundwire.v1.ClientTool>(clientTools_);
+        bitField0_ |= 0x00000020;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.ClientTool, dev.groundwire.v1.ClientTool.Builder, dev.groundwire.v1.ClientToolOrBuilder> clientToolsBuilder_;
+
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.ClientTool> getClientToolsList() {
+      if (clientToolsBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(clientTools_);
+      } else {
+        return clientToolsBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public int getClientToolsCount() {
+      if (clientToolsBuilder_ == null) {
+        return clientTools_.size();
+      } else {
+        return clientToolsBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public dev.groundwire.v1.ClientTool getClientTools(int index) {
+      if (clientToolsBuilder_ == null) {
+        return clientTools_.get(index);
+      } else {
+        return clientToolsBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public Builder setClientTools(
+        int index, dev.groundwire.v1.ClientTool value) {
+      if (clientToolsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureClientToolsIsMutable();
+        clientTools_.set(index, value);
+        onChanged();
+      } else {
+        clientToolsBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public Builder setClientTools(
+        int index, dev.groundwire.v1.ClientTool.Builder builderForValue) {
+      if (clientToolsBuilder_ == null) {
+        ensureClientToolsIsMutable();
+        clientTools_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        clientToolsBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public Builder addClientTools(dev.groundwire.v1.ClientTool value) {
+      if (clientToolsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureClientToolsIsMutable();
+        clientTools_.add(value);
+        onChanged();
+      } else {
+        clientToolsBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public Builder addClientTools(
+        int index, dev.groundwire.v1.ClientTool value) {
+      if (clientToolsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureClientToolsIsMutable();
+        clientTools_.add(index, value);
+        onChanged();
+      } else {
+        clientToolsBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public Builder addClientTools(
+        dev.groundwire.v1.ClientTool.Builder builderForValue) {
+      if (clientToolsBuilder_ == null) {
+        ensureClientToolsIsMutable();
+        clientTools_.add(builderForValue.build());
+        onChanged();
+      } else {
+        clientToolsBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public Builder addClientTools(
+        int index, dev.groundwire.v1.ClientTool.Builder builderForValue) {
+      if (clientToolsBuilder_ == null) {
+        ensureClientToolsIsMutable();
+        clientTools_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        clientToolsBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public Builder addAllClientTools(
+        java.lang.Iterable<? extends dev.groundwire.v1.ClientTool> values) {
+      if (clientToolsBuilder_ == null) {
+        ensureClientToolsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, clientTools_);
+        onChanged();
+      } else {
+        clientToolsBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public Builder clearClientTools() {
+      if (clientToolsBuilder_ == null) {
+        clientTools_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000020);
+        onChanged();
+      } else {
+        clientToolsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public Builder removeClientTools(int index) {
+      if (clientToolsBuilder_ == null) {
+        ensureClientToolsIsMutable();
+        clientTools_.remove(index);
+        onChanged();
+      } else {
+        clientToolsBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public dev.groundwire.v1.ClientTool.Builder getClientToolsBuilder(
+        int index) {
+      return internalGetClientToolsFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public dev.groundwire.v1.ClientToolOrBuilder getClientToolsOrBuilder(
+        int index) {
+      if (clientToolsBuilder_ == null) {
+        return clientTools_.get(index);  } else {
+        return clientToolsBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public java.util.List<? extends dev.groundwire.v1.ClientToolOrBuilder> 
+         getClientToolsOrBuilderList() {
+      if (clientToolsBuilder_ != null) {
+        return clientToolsBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(clientTools_);
+      }
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public dev.groundwire.v1.ClientTool.Builder addClientToolsBuilder() {
+      return internalGetClientToolsFieldBuilder().addBuilder(
+          dev.groundwire.v1.ClientTool.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public dev.groundwire.v1.ClientTool.Builder addClientToolsBuilder(
+        int index) {
+      return internalGetClientToolsFieldBuilder().addBuilder(
+          index, dev.groundwire.v1.ClientTool.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Optional. Tools the caller executes (at most 16). Offered to the model next
+     * to the agent's own tools, whose names they may not take.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.ClientTool.Builder> 
+         getClientToolsBuilderList() {
+      return internalGetClientToolsFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.ClientTool, dev.groundwire.v1.ClientTool.Builder, dev.groundwire.v1.ClientToolOrBuilder> 
+        internalGetClientToolsFieldBuilder() {
+      if (clientToolsBuilder_ == null) {
+        clientToolsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.groundwire.v1.ClientTool, dev.groundwire.v1.ClientTool.Builder, dev.groundwire.v1.ClientToolOrBuilder>(
+                clientTools_,
+                ((bitField0_ & 0x00000020) != 0),
+                getParentForChildren(),
+                isClean());
+        clientTools_ = null;
+      }
+      return clientToolsBuilder_;
+    }
+
+    private com.google.protobuf.Duration clientToolTimeout_;
+    private com.google.protobuf.SingleFieldBuilder<
+        com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder> clientToolTimeoutBuilder_;
+    /**
+     * <pre>
+     * Optional. How long the server waits for the result of one client tool
+     * call, in (0 s, the server's maximum] (300 s by default); unset means the
+     * maximum. Over ExecuteInteractive a late result becomes the tool error
+     * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+     * @return Whether the clientToolTimeout field is set.
+     */
+    public boolean hasClientToolTimeout() {
+      return ((bitField0_ & 0x00000040) != 0);
+    }
+    /**
+     * <pre>
+     * Optional. How long the server waits for the result of one client tool
+     * call, in (0 s, the server's maximum] (300 s by default); unset means the
+     * maximum. Over ExecuteInteractive a late result becomes the tool error
+     * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+     * @return The clientToolTimeout.
+     */
+    public com.google.protobuf.Duration getClientToolTimeout() {
+      if (clientToolTimeoutBuilder_ == null) {
+        return clientToolTimeout_ == null ? com.google.protobuf.Duration.getDefaultInstance() : clientToolTimeout_;
+      } else {
+        return clientToolTimeoutBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Optional. How long the server waits for the result of one client tool
+     * call, in (0 s, the server's maximum] (300 s by default); unset means the
+     * maximum. Over ExecuteInteractive a late result becomes the tool error
+     * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+     */
+    public Builder setClientToolTimeout(com.google.protobuf.Duration value) {
+      if (clientToolTimeoutBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        clientToolTimeout_ = value;
+      } else {
+        clientToolTimeoutBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. How long the server waits for the result of one client tool
+     * call, in (0 s, the server's maximum] (300 s by default); unset means the
+     * maximum. Over ExecuteInteractive a late result becomes the tool error
+     * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+     */
+    public Builder setClientToolTimeout(
+        com.google.protobuf.Duration.Builder builderForValue) {
+      if (clientToolTimeoutBuilder_ == null) {
+        clientToolTimeout_ = builderForValue.build();
+      } else {
+        clientToolTimeoutBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. How long the server waits for the result of one client tool
+     * call, in (0 s, the server's maximum] (300 s by default); unset means the
+     * maximum. Over ExecuteInteractive a late result becomes the tool error
+     * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+     */
+    public Builder mergeClientToolTimeout(com.google.protobuf.Duration value) {
+      if (clientToolTimeoutBuilder_ == null) {
+        if (((bitField0_ & 0x00000040) != 0) &&
+          clientToolTimeout_ != null &&
+          clientToolTimeout_ != com.google.protobuf.Duration.getDefaultInstance()) {
+          getClientToolTimeoutBuilder().mergeFrom(value);
+        } else {
+          clientToolTimeout_ = value;
+        }
+      } else {
+        clientToolTimeoutBuilder_.mergeFrom(value);
+      }
+      if (clientToolTimeout_ != null) {
+        bitField0_ |= 0x00000040;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. How long the server waits for the result of one client tool
+     * call, in (0 s, the server's maximum] (300 s by default); unset means the
+     * maximum. Over ExecuteInteractive a late result becomes the tool error
+     * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+     */
+    public Builder clearClientToolTimeout() {
+      bitField0_ = (bitField0_ & ~0x00000040);
+      clientToolTimeout_ = null;
+      if (clientToolTimeoutBuilder_ != null) {
+        clientToolTimeoutBuilder_.dispose();
+        clientToolTimeoutBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. How long the server waits for the result of one client tool
+     * call, in (0 s, the server's maximum] (300 s by default); unset means the
+     * maximum. Over ExecuteInteractive a late result becomes the tool error
+     * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+     */
+    public com.google.protobuf.Duration.Builder getClientToolTimeoutBuilder() {
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return internalGetClientToolTimeoutFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Optional. How long the server waits for the result of one client tool
+     * call, in (0 s, the server's maximum] (300 s by default); unset means the
+     * maximum. Over ExecuteInteractive a late result becomes the tool error
+     * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+     */
+    public com.google.protobuf.DurationOrBuilder getClientToolTimeoutOrBuilder() {
+      if (clientToolTimeoutBuilder_ != null) {
+        return clientToolTimeoutBuilder_.getMessageOrBuilder();
+      } else {
+        return clientToolTimeout_ == null ?
+            com.google.protobuf.Duration.getDefaultInstance() : clientToolTimeout_;
+      }
+    }
+    /**
+     * <pre>
+     * Optional. How long the server waits for the result of one client tool
+     * call, in (0 s, the server's maximum] (300 s by default); unset means the
+     * maximum. Over ExecuteInteractive a late result becomes the tool error
+     * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder> 
+        internalGetClientToolTimeoutFieldBuilder() {
+      if (clientToolTimeoutBuilder_ == null) {
+        clientToolTimeoutBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder>(
+                getClientToolTimeout(),
+                getParentForChildren(),
+                isClean());
+        clientToolTimeout_ = null;
+      }
+      return clientToolTimeoutBuilder_;
+    }
+
+    private boolean bypassRag_ ;
+    /**
+     * <pre>
+     * Optional. Skip RAG for this request only: no retrieval, no evidence, no
+     * framework grounding rules and no search tool; the model answers from the
+     * agent's instructions and the conversation. Allowed only for agents whose
+     * policy already permits an answer without context (mode OPEN or GROUNDED
+     * with no-context behavior ANSWER_NORMALLY); otherwise FAILED_PRECONDITION
+     * (RAG_BYPASS_NOT_ALLOWED). Cannot be combined with `overrides`
+     * (INVALID_ARGUMENT / RAG_CONTROLS_CONFLICT). Ignored for agents without
+     * RAG. Reported as RagExecutionMetadata.rag_bypassed.
+     * </pre>
+     *
+     * <code>bool bypass_rag = 70 [json_name = "bypassRag"];</code>
+     * @return The bypassRag.
+     */
+    @java.lang.Override
+    public boolean getBypassRag() {
+      return bypassRag_;
+    }
+    /**
+     * <pre>
+     * Optional. Skip RAG for this request only: no retrieval, no evidence, no
+     * framework grounding rules and no search tool; the model answers from the
+     * agent's instructions and the conversation. Allowed only for agents whose
+     * policy already permits an answer without context (mode OPEN or GROUNDED
+     * with no-context behavior ANSWER_NORMALLY); otherwise FAILED_PRECONDITION
+     * (RAG_BYPASS_NOT_ALLOWED). Cannot be combined with `overrides`
+     * (INVALID_ARGUMENT / RAG_CONTROLS_CONFLICT). Ignored for agents without
+     * RAG. Reported as RagExecutionMetadata.rag_bypassed.
+     * </pre>
+     *
+     * <code>bool bypass_rag = 70 [json_name = "bypassRag"];</code>
+     * @param value The bypassRag to set.
+     * @return This builder for chaining.
+     */
+    public Builder setBypassRag(boolean value) {
+
+      bypassRag_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Skip RAG for this request only: no retrieval, no evidence, no
+     * framework grounding rules and no search tool; the model answers from the
+     * agent's instructions and the conversation. Allowed only for agents whose
+     * policy already permits an answer without context (mode OPEN or GROUNDED
+     * with no-context behavior ANSWER_NORMALLY); otherwise FAILED_PRECONDITION
+     * (RAG_BYPASS_NOT_ALLOWED). Cannot be combined with `overrides`
+     * (INVALID_ARGUMENT / RAG_CONTROLS_CONFLICT). Ignored for agents without
+     * RAG. Reported as RagExecutionMetadata.rag_bypassed.
+     * </pre>
+     *
+     * <code>bool bypass_rag = 70 [json_name = "bypassRag"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearBypassRag() {
+      bitField0_ = (bitField0_ & ~0x00000080);
+      bypassRag_ = false;
+      onChanged();
+      return this;
+    }
+
+    private dev.groundwire.v1.RagOverrides overrides_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RagOverrides, dev.groundwire.v1.RagOverrides.Builder, dev.groundwire.v1.RagOverridesOrBuilder> overridesBuilder_;
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     * @return Whether the overrides field is set.
+     */
+    public boolean hasOverrides() {
+      return ((bitField0_ & 0x00000100) != 0);
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     * @return The overrides.
+     */
+    public dev.groundwire.v1.RagOverrides getOverrides() {
+      if (overridesBuilder_ == null) {
+        return overrides_ == null ? dev.groundwire.v1.RagOverrides.getDefaultInstance() : overrides_;
+      } else {
+        return overridesBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     */
+    public Builder setOverrides(dev.groundwire.v1.RagOverrides value) {
+      if (overridesBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        overrides_ = value;
+      } else {
+        overridesBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     */
+    public Builder setOverrides(
+        dev.groundwire.v1.RagOverrides.Builder builderForValue) {
+      if (overridesBuilder_ == null) {
+        overrides_ = builderForValue.build();
+      } else {
+        overridesBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     */
+    public Builder mergeOverrides(dev.groundwire.v1.RagOverrides value) {
+      if (overridesBuilder_ == null) {
+        if (((bitField0_ & 0x00000100) != 0) &&
+          overrides_ != null &&
+          overrides_ != dev.groundwire.v1.RagOverrides.getDefaultInstance()) {
+          getOverridesBuilder().mergeFrom(value);
+        } else {
+          overrides_ = value;
+        }
+      } else {
+        overridesBuilder_.mergeFrom(value);
+      }
+      if (overrides_ != null) {
+        bitField0_ |= 0x00000100;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     */
+    public Builder clearOverrides() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      overrides_ = null;
+      if (overridesBuilder_ != null) {
+        overridesBuilder_.dispose();
+        overridesBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     */
+    public dev.groundwire.v1.RagOverrides.Builder getOverridesBuilder() {
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return internalGetOverridesFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     */
+    public dev.groundwire.v1.RagOverridesOrBuilder getOverridesOrBuilder() {
+      if (overridesBuilder_ != null) {
+        return overridesBuilder_.getMessageOrBuilder();
+      } else {
+        return overrides_ == null ?
+            dev.groundwire.v1.RagOverrides.getDefaultInstance() : overrides_;
+      }
+    }
+    /**
+     * <pre>
+     * Optional. Per-request narrowing of the agent's RAG limits. A request may
+     * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+     * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+     * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+     * are reported in RagExecutionMetadata.applied_limits.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RagOverrides, dev.groundwire.v1.RagOverrides.Builder, dev.groundwire.v1.RagOverridesOrBuilder> 
+        internalGetOverridesFieldBuilder() {
+      if (overridesBuilder_ == null) {
+        overridesBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.RagOverrides, dev.groundwire.v1.RagOverrides.Builder, dev.groundwire.v1.RagOverridesOrBuilder>(
+                getOverrides(),
+                getParentForChildren(),
+                isClean());
+        overrides_ = null;
+      }
+      return overridesBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.ExecutionInput)

@@ -127,8 +127,10 @@ public interface ExecutionInputOrBuilder extends
 
   /**
    * <pre>
-   * Optional. Metadata conditions added to the agent's configured filter
-   * (both apply); enforced below the agent's search tool too.
+   * Optional. Metadata conditions ANDed with the agent's configured filter
+   * (both apply; a key in both keeps only the values both allow), so a
+   * request can narrow the agent's filter, never widen it; enforced below the
+   * agent's search tool too. Reported as applied_limits.filter_narrowed.
    * </pre>
    *
    * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -137,8 +139,10 @@ public interface ExecutionInputOrBuilder extends
   boolean hasFilter();
   /**
    * <pre>
-   * Optional. Metadata conditions added to the agent's configured filter
-   * (both apply); enforced below the agent's search tool too.
+   * Optional. Metadata conditions ANDed with the agent's configured filter
+   * (both apply; a key in both keeps only the values both allow), so a
+   * request can narrow the agent's filter, never widen it; enforced below the
+   * agent's search tool too. Reported as applied_limits.filter_narrowed.
    * </pre>
    *
    * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
@@ -147,11 +151,154 @@ public interface ExecutionInputOrBuilder extends
   dev.groundwire.v1.MetadataFilter getFilter();
   /**
    * <pre>
-   * Optional. Metadata conditions added to the agent's configured filter
-   * (both apply); enforced below the agent's search tool too.
+   * Optional. Metadata conditions ANDed with the agent's configured filter
+   * (both apply; a key in both keeps only the values both allow), so a
+   * request can narrow the agent's filter, never widen it; enforced below the
+   * agent's search tool too. Reported as applied_limits.filter_narrowed.
    * </pre>
    *
    * <code>.groundwire.v1.MetadataFilter filter = 5 [json_name = "filter"];</code>
    */
   dev.groundwire.v1.MetadataFilterOrBuilder getFilterOrBuilder();
+
+  /**
+   * <pre>
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+   */
+  java.util.List<dev.groundwire.v1.ClientTool> 
+      getClientToolsList();
+  /**
+   * <pre>
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+   */
+  dev.groundwire.v1.ClientTool getClientTools(int index);
+  /**
+   * <pre>
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+   */
+  int getClientToolsCount();
+  /**
+   * <pre>
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+   */
+  java.util.List<? extends dev.groundwire.v1.ClientToolOrBuilder> 
+      getClientToolsOrBuilderList();
+  /**
+   * <pre>
+   * Optional. Tools the caller executes (at most 16). Offered to the model next
+   * to the agent's own tools, whose names they may not take.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.ClientTool client_tools = 50 [json_name = "clientTools"];</code>
+   */
+  dev.groundwire.v1.ClientToolOrBuilder getClientToolsOrBuilder(
+      int index);
+
+  /**
+   * <pre>
+   * Optional. How long the server waits for the result of one client tool
+   * call, in (0 s, the server's maximum] (300 s by default); unset means the
+   * maximum. Over ExecuteInteractive a late result becomes the tool error
+   * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+   * </pre>
+   *
+   * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+   * @return Whether the clientToolTimeout field is set.
+   */
+  boolean hasClientToolTimeout();
+  /**
+   * <pre>
+   * Optional. How long the server waits for the result of one client tool
+   * call, in (0 s, the server's maximum] (300 s by default); unset means the
+   * maximum. Over ExecuteInteractive a late result becomes the tool error
+   * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+   * </pre>
+   *
+   * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+   * @return The clientToolTimeout.
+   */
+  com.google.protobuf.Duration getClientToolTimeout();
+  /**
+   * <pre>
+   * Optional. How long the server waits for the result of one client tool
+   * call, in (0 s, the server's maximum] (300 s by default); unset means the
+   * maximum. Over ExecuteInteractive a late result becomes the tool error
+   * TOOL_TIMEOUT; otherwise the execution is abandoned (TOOL_RESULTS_EXPIRED).
+   * </pre>
+   *
+   * <code>.google.protobuf.Duration client_tool_timeout = 51 [json_name = "clientToolTimeout"];</code>
+   */
+  com.google.protobuf.DurationOrBuilder getClientToolTimeoutOrBuilder();
+
+  /**
+   * <pre>
+   * Optional. Skip RAG for this request only: no retrieval, no evidence, no
+   * framework grounding rules and no search tool; the model answers from the
+   * agent's instructions and the conversation. Allowed only for agents whose
+   * policy already permits an answer without context (mode OPEN or GROUNDED
+   * with no-context behavior ANSWER_NORMALLY); otherwise FAILED_PRECONDITION
+   * (RAG_BYPASS_NOT_ALLOWED). Cannot be combined with `overrides`
+   * (INVALID_ARGUMENT / RAG_CONTROLS_CONFLICT). Ignored for agents without
+   * RAG. Reported as RagExecutionMetadata.rag_bypassed.
+   * </pre>
+   *
+   * <code>bool bypass_rag = 70 [json_name = "bypassRag"];</code>
+   * @return The bypassRag.
+   */
+  boolean getBypassRag();
+
+  /**
+   * <pre>
+   * Optional. Per-request narrowing of the agent's RAG limits. A request may
+   * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+   * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+   * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+   * are reported in RagExecutionMetadata.applied_limits.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+   * @return Whether the overrides field is set.
+   */
+  boolean hasOverrides();
+  /**
+   * <pre>
+   * Optional. Per-request narrowing of the agent's RAG limits. A request may
+   * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+   * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+   * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+   * are reported in RagExecutionMetadata.applied_limits.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+   * @return The overrides.
+   */
+  dev.groundwire.v1.RagOverrides getOverrides();
+  /**
+   * <pre>
+   * Optional. Per-request narrowing of the agent's RAG limits. A request may
+   * only narrow what the agent allows, never widen it (INVALID_ARGUMENT /
+   * RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
+   * (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
+   * are reported in RagExecutionMetadata.applied_limits.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
+   */
+  dev.groundwire.v1.RagOverridesOrBuilder getOverridesOrBuilder();
 }

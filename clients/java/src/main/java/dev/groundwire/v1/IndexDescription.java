@@ -422,7 +422,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Output only. Kinds of the configured sources ("directory", "files",
-   * "inline"), without their paths.
+   * "inline", "url"), without their paths or URLs.
    * </pre>
    *
    * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>
@@ -435,7 +435,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Output only. Kinds of the configured sources ("directory", "files",
-   * "inline"), without their paths.
+   * "inline", "url"), without their paths or URLs.
    * </pre>
    *
    * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>
@@ -447,7 +447,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Output only. Kinds of the configured sources ("directory", "files",
-   * "inline"), without their paths.
+   * "inline", "url"), without their paths or URLs.
    * </pre>
    *
    * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>
@@ -460,7 +460,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Output only. Kinds of the configured sources ("directory", "files",
-   * "inline"), without their paths.
+   * "inline", "url"), without their paths or URLs.
    * </pre>
    *
    * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>
@@ -1936,7 +1936,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. Kinds of the configured sources ("directory", "files",
-     * "inline"), without their paths.
+     * "inline", "url"), without their paths or URLs.
      * </pre>
      *
      * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>
@@ -1950,7 +1950,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. Kinds of the configured sources ("directory", "files",
-     * "inline"), without their paths.
+     * "inline", "url"), without their paths or URLs.
      * </pre>
      *
      * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>
@@ -1962,7 +1962,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. Kinds of the configured sources ("directory", "files",
-     * "inline"), without their paths.
+     * "inline", "url"), without their paths or URLs.
      * </pre>
      *
      * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>
@@ -1975,7 +1975,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. Kinds of the configured sources ("directory", "files",
-     * "inline"), without their paths.
+     * "inline", "url"), without their paths or URLs.
      * </pre>
      *
      * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>
@@ -1989,7 +1989,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. Kinds of the configured sources ("directory", "files",
-     * "inline"), without their paths.
+     * "inline", "url"), without their paths or URLs.
      * </pre>
      *
      * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>
@@ -2009,7 +2009,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. Kinds of the configured sources ("directory", "files",
-     * "inline"), without their paths.
+     * "inline", "url"), without their paths or URLs.
      * </pre>
      *
      * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>
@@ -2028,7 +2028,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. Kinds of the configured sources ("directory", "files",
-     * "inline"), without their paths.
+     * "inline", "url"), without their paths or URLs.
      * </pre>
      *
      * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>
@@ -2047,7 +2047,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. Kinds of the configured sources ("directory", "files",
-     * "inline"), without their paths.
+     * "inline", "url"), without their paths or URLs.
      * </pre>
      *
      * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>
@@ -2063,7 +2063,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. Kinds of the configured sources ("directory", "files",
-     * "inline"), without their paths.
+     * "inline", "url"), without their paths or URLs.
      * </pre>
      *
      * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>

@@ -198,7 +198,7 @@ public interface IndexDescriptionOrBuilder extends
   /**
    * <pre>
    * Output only. Kinds of the configured sources ("directory", "files",
-   * "inline"), without their paths.
+   * "inline", "url"), without their paths or URLs.
    * </pre>
    *
    * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>
@@ -209,7 +209,7 @@ public interface IndexDescriptionOrBuilder extends
   /**
    * <pre>
    * Output only. Kinds of the configured sources ("directory", "files",
-   * "inline"), without their paths.
+   * "inline", "url"), without their paths or URLs.
    * </pre>
    *
    * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>
@@ -219,7 +219,7 @@ public interface IndexDescriptionOrBuilder extends
   /**
    * <pre>
    * Output only. Kinds of the configured sources ("directory", "files",
-   * "inline"), without their paths.
+   * "inline", "url"), without their paths or URLs.
    * </pre>
    *
    * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>
@@ -230,7 +230,7 @@ public interface IndexDescriptionOrBuilder extends
   /**
    * <pre>
    * Output only. Kinds of the configured sources ("directory", "files",
-   * "inline"), without their paths.
+   * "inline", "url"), without their paths or URLs.
    * </pre>
    *
    * <code>repeated string source_kinds = 10 [json_name = "sourceKinds"];</code>

@@ -37,6 +37,11 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_groundwire_v1_ChunkingDescription_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ExtensionChunking_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ExtensionChunking_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_groundwire_v1_IndexDescription_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -172,163 +177,178 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
     java.lang.String[] descriptorData = {
       "\n\035groundwire/v1/ingestion.proto\022\rgroundw" +
       "ire.v1\032\036google/protobuf/duration.proto\032\037" +
-      "google/protobuf/timestamp.proto\"\210\001\n\024Embe" +
-      "ddingDescription\022\032\n\010provider\030\001 \001(\tR\010prov" +
-      "ider\022\024\n\005model\030\002 \001(\tR\005model\022\036\n\ndimensions" +
-      "\030\003 \001(\rR\ndimensions\022\036\n\nnormalized\030\004 \001(\010R\n" +
-      "normalized\"p\n\023ChunkingDescription\022\022\n\004siz" +
-      "e\030\001 \001(\rR\004size\022\030\n\007overlap\030\002 \001(\rR\007overlap\022" +
-      "+\n\021markdown_sections\030\003 \001(\010R\020markdownSect" +
-      "ions\"\231\003\n\020IndexDescription\022\022\n\004name\030\001 \001(\tR" +
-      "\004name\022 \n\013description\030\002 \001(\tR\013description\022" +
-      "A\n\tembedding\030\003 \001(\0132#.groundwire.v1.Embed" +
-      "dingDescriptionR\tembedding\022\026\n\006metric\030\004 \001" +
-      "(\tR\006metric\022>\n\010chunking\030\005 \001(\0132\".groundwir" +
-      "e.v1.ChunkingDescriptionR\010chunking\022\024\n\005st" +
-      "ore\030\006 \001(\tR\005store\022<\n\010strategy\030\007 \001(\0162 .gro" +
-      "undwire.v1.IngestionStrategyR\010strategy\022\032" +
-      "\n\010schedule\030\010 \001(\tR\010schedule\022!\n\014source_cou" +
-      "nt\030\t \001(\rR\013sourceCount\022!\n\014source_kinds\030\n " +
-      "\003(\tR\013sourceKinds\"J\n\017DocumentFailure\022\037\n\013d" +
-      "ocument_id\030\001 \001(\tR\ndocumentId\022\026\n\006reason\030\002" +
-      " \001(\tR\006reason\"\304\001\n\017OperationCounts\022\036\n\ndisc" +
-      "overed\030\001 \001(\rR\ndiscovered\022\032\n\010ingested\030\002 \001" +
-      "(\rR\010ingested\022\034\n\tunchanged\030\003 \001(\rR\tunchang" +
-      "ed\022\026\n\006failed\030\004 \001(\rR\006failed\022\030\n\007deleted\030\005 " +
-      "\001(\rR\007deleted\022%\n\016chunks_written\030\006 \001(\rR\rch" +
-      "unksWritten\"\265\005\n\tOperation\022\016\n\002id\030\001 \001(\tR\002i" +
-      "d\022\035\n\nindex_name\030\002 \001(\tR\tindexName\0223\n\005stat" +
-      "e\030\003 \001(\0162\035.groundwire.v1.OperationStateR\005" +
-      "state\0229\n\007trigger\030\004 \001(\0162\037.groundwire.v1.O" +
-      "perationTriggerR\007trigger\0223\n\005phase\030\005 \001(\0162" +
-      "\035.groundwire.v1.OperationPhaseR\005phase\0226\n" +
-      "\006counts\030\006 \001(\0132\036.groundwire.v1.OperationC" +
-      "ountsR\006counts\022;\n\013create_time\030\007 \001(\0132\032.goo" +
-      "gle.protobuf.TimestampR\ncreateTime\0229\n\nst" +
-      "art_time\030\010 \001(\0132\032.google.protobuf.Timesta" +
-      "mpR\tstartTime\0225\n\010end_time\030\t \001(\0132\032.google" +
-      ".protobuf.TimestampR\007endTime\022\030\n\007version\030" +
-      "\n \001(\004R\007version\022\030\n\007rebuild\030\013 \001(\010R\007rebuild" +
-      "\022\035\n\nerror_code\030\014 \001(\tR\terrorCode\022:\n\010failu" +
-      "res\030\r \003(\0132\036.groundwire.v1.DocumentFailur" +
-      "eR\010failures\022)\n\020failures_omitted\030\016 \001(\rR\017f" +
-      "ailuresOmitted\0223\n\007elapsed\030\017 \001(\0132\031.google" +
-      ".protobuf.DurationR\007elapsed\"\235\003\n\013IndexSta" +
-      "tus\022\022\n\004name\030\001 \001(\tR\004name\022\024\n\005ready\030\002 \001(\010R\005" +
-      "ready\022+\n\021published_version\030\003 \001(\004R\020publis" +
-      "hedVersion\022%\n\016document_count\030\004 \001(\004R\rdocu" +
-      "mentCount\022\037\n\013chunk_count\030\005 \001(\004R\nchunkCou" +
-      "nt\022E\n\021running_operation\030\006 \001(\0132\030.groundwi" +
-      "re.v1.OperationR\020runningOperation\022?\n\016las" +
-      "t_operation\030\007 \001(\0132\030.groundwire.v1.Operat" +
-      "ionR\rlastOperation\022\'\n\017rebuild_pending\030\010 " +
-      "\001(\010R\016rebuildPending\022>\n\rnext_run_time\030\t \001" +
-      "(\0132\032.google.protobuf.TimestampR\013nextRunT" +
-      "ime\"P\n\022ListIndexesRequest\022\033\n\tpage_size\030\001" +
-      " \001(\005R\010pageSize\022\035\n\npage_token\030\002 \001(\tR\tpage" +
-      "Token\"x\n\023ListIndexesResponse\0229\n\007indexes\030" +
-      "\001 \003(\0132\037.groundwire.v1.IndexDescriptionR\007" +
-      "indexes\022&\n\017next_page_token\030\002 \001(\tR\rnextPa" +
-      "geToken\"0\n\017GetIndexRequest\022\035\n\nindex_name" +
-      "\030\001 \001(\tR\tindexName\"I\n\020GetIndexResponse\0225\n" +
-      "\005index\030\001 \001(\0132\037.groundwire.v1.IndexDescri" +
-      "ptionR\005index\"6\n\025GetIndexStatusRequest\022\035\n" +
-      "\nindex_name\030\001 \001(\tR\tindexName\"L\n\026GetIndex" +
-      "StatusResponse\0222\n\006status\030\001 \001(\0132\032.groundw" +
-      "ire.v1.IndexStatusR\006status\"6\n\025StartInges" +
-      "tionRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexNa" +
-      "me\"P\n\026StartIngestionResponse\0226\n\toperatio" +
-      "n\030\001 \001(\0132\030.groundwire.v1.OperationR\topera" +
-      "tion\"7\n\026CancelIngestionRequest\022\035\n\nindex_" +
-      "name\030\001 \001(\tR\tindexName\"Q\n\027CancelIngestion" +
-      "Response\0226\n\toperation\030\001 \001(\0132\030.groundwire" +
-      ".v1.OperationR\toperation\":\n\025WatchIngesti" +
-      "onRequest\022!\n\014operation_id\030\001 \001(\tR\013operati" +
-      "onId\"P\n\026WatchIngestionResponse\0226\n\toperat" +
-      "ion\030\001 \001(\0132\030.groundwire.v1.OperationR\tope" +
-      "ration\"r\n\025ListOperationsRequest\022\035\n\nindex" +
-      "_name\030\001 \001(\tR\tindexName\022\033\n\tpage_size\030\002 \001(" +
-      "\005R\010pageSize\022\035\n\npage_token\030\003 \001(\tR\tpageTok" +
-      "en\"z\n\026ListOperationsResponse\0228\n\noperatio" +
-      "ns\030\001 \003(\0132\030.groundwire.v1.OperationR\noper" +
-      "ations\022&\n\017next_page_token\030\002 \001(\tR\rnextPag" +
-      "eToken\"\230\002\n\016PushedDocument\022\037\n\013document_id" +
-      "\030\001 \001(\tR\ndocumentId\022\022\n\004text\030\002 \001(\tR\004text\022\024" +
-      "\n\005title\030\003 \001(\tR\005title\0225\n\006format\030\004 \001(\0162\035.g" +
-      "roundwire.v1.DocumentFormatR\006format\022G\n\010m" +
-      "etadata\030\005 \003(\0132+.groundwire.v1.PushedDocu" +
-      "ment.MetadataEntryR\010metadata\032;\n\rMetadata" +
-      "Entry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\tR\005" +
-      "value:\0028\001\"\214\001\n\026UpsertDocumentsRequest\022\035\n\n" +
-      "index_name\030\001 \001(\tR\tindexName\022;\n\tdocuments" +
-      "\030\002 \003(\0132\035.groundwire.v1.PushedDocumentR\td" +
-      "ocuments\022\026\n\006tenant\030\003 \001(\tR\006tenant\"\343\001\n\027Ups" +
-      "ertDocumentsResponse\022+\n\021published_versio" +
-      "n\030\001 \001(\004R\020publishedVersion\022\032\n\010upserted\030\002 " +
-      "\001(\rR\010upserted\022\034\n\tunchanged\030\003 \001(\rR\tunchan" +
-      "ged\022%\n\016chunks_written\030\004 \001(\rR\rchunksWritt" +
-      "en\022:\n\010failures\030\005 \003(\0132\036.groundwire.v1.Doc" +
-      "umentFailureR\010failures\"r\n\026DeleteDocument" +
-      "sRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022" +
-      "!\n\014document_ids\030\002 \003(\tR\013documentIds\022\026\n\006te" +
-      "nant\030\003 \001(\tR\006tenant\"`\n\027DeleteDocumentsRes" +
-      "ponse\022+\n\021published_version\030\001 \001(\004R\020publis" +
-      "hedVersion\022\030\n\007deleted\030\002 \001(\rR\007deleted*\311\001\n" +
-      "\021IngestionStrategy\022\"\n\036INGESTION_STRATEGY" +
-      "_UNSPECIFIED\020\000\022\035\n\031INGESTION_STRATEGY_MAN" +
-      "UAL\020\001\022!\n\035INGESTION_STRATEGY_ON_STARTUP\020\002" +
-      "\022,\n(INGESTION_STRATEGY_BACKGROUND_ON_STA" +
-      "RTUP\020\003\022 \n\034INGESTION_STRATEGY_SCHEDULED\020\004" +
-      "*\304\001\n\016OperationState\022\037\n\033OPERATION_STATE_U" +
-      "NSPECIFIED\020\000\022\032\n\026OPERATION_STATE_QUEUED\020\001" +
-      "\022\033\n\027OPERATION_STATE_RUNNING\020\002\022\035\n\031OPERATI" +
-      "ON_STATE_SUCCEEDED\020\003\022\032\n\026OPERATION_STATE_" +
-      "FAILED\020\004\022\035\n\031OPERATION_STATE_CANCELLED\020\005*" +
-      "\222\001\n\020OperationTrigger\022!\n\035OPERATION_TRIGGE" +
-      "R_UNSPECIFIED\020\000\022\034\n\030OPERATION_TRIGGER_MAN" +
-      "UAL\020\001\022\035\n\031OPERATION_TRIGGER_STARTUP\020\002\022\036\n\032" +
-      "OPERATION_TRIGGER_SCHEDULE\020\003*\311\001\n\016Operati" +
-      "onPhase\022\037\n\033OPERATION_PHASE_UNSPECIFIED\020\000" +
-      "\022\037\n\033OPERATION_PHASE_DISCOVERING\020\001\022\035\n\031OPE" +
-      "RATION_PHASE_INGESTING\020\002\022\034\n\030OPERATION_PH" +
-      "ASE_DELETING\020\003\022\036\n\032OPERATION_PHASE_PUBLIS" +
-      "HING\020\004\022\030\n\024OPERATION_PHASE_DONE\020\005*\203\001\n\016Doc" +
-      "umentFormat\022\037\n\033DOCUMENT_FORMAT_UNSPECIFI" +
-      "ED\020\000\022\030\n\024DOCUMENT_FORMAT_TEXT\020\001\022\034\n\030DOCUME" +
-      "NT_FORMAT_MARKDOWN\020\002\022\030\n\024DOCUMENT_FORMAT_" +
-      "HTML\020\0032\340\006\n\027IngestionManagerService\022T\n\013Li" +
-      "stIndexes\022!.groundwire.v1.ListIndexesReq" +
-      "uest\032\".groundwire.v1.ListIndexesResponse" +
-      "\022K\n\010GetIndex\022\036.groundwire.v1.GetIndexReq" +
-      "uest\032\037.groundwire.v1.GetIndexResponse\022]\n" +
-      "\016GetIndexStatus\022$.groundwire.v1.GetIndex" +
-      "StatusRequest\032%.groundwire.v1.GetIndexSt" +
-      "atusResponse\022]\n\016StartIngestion\022$.groundw" +
-      "ire.v1.StartIngestionRequest\032%.groundwir" +
-      "e.v1.StartIngestionResponse\022`\n\017CancelIng" +
-      "estion\022%.groundwire.v1.CancelIngestionRe" +
-      "quest\032&.groundwire.v1.CancelIngestionRes" +
-      "ponse\022_\n\016WatchIngestion\022$.groundwire.v1." +
-      "WatchIngestionRequest\032%.groundwire.v1.Wa" +
-      "tchIngestionResponse0\001\022]\n\016ListOperations" +
-      "\022$.groundwire.v1.ListOperationsRequest\032%" +
-      ".groundwire.v1.ListOperationsResponse\022`\n" +
-      "\017UpsertDocuments\022%.groundwire.v1.UpsertD" +
-      "ocumentsRequest\032&.groundwire.v1.UpsertDo" +
-      "cumentsResponse\022`\n\017DeleteDocuments\022%.gro" +
-      "undwire.v1.DeleteDocumentsRequest\032&.grou" +
-      "ndwire.v1.DeleteDocumentsResponseB\262\001\n\021de" +
-      "v.groundwire.v1B\016IngestionProtoP\001Z8githu" +
-      "b.com/groundwire/groundwire/clients/go/g" +
-      "roundwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGrou" +
-      "ndwire\\V1\342\002\031Groundwire\\V1\\GPBMetadata\352\002\016" +
-      "Groundwire::V1b\006proto3"
+      "google/protobuf/timestamp.proto\032\031groundw" +
+      "ire/v1/usage.proto\"\210\001\n\024EmbeddingDescript" +
+      "ion\022\032\n\010provider\030\001 \001(\tR\010provider\022\024\n\005model" +
+      "\030\002 \001(\tR\005model\022\036\n\ndimensions\030\003 \001(\rR\ndimen" +
+      "sions\022\036\n\nnormalized\030\004 \001(\010R\nnormalized\"\340\001" +
+      "\n\023ChunkingDescription\022\022\n\004size\030\001 \001(\rR\004siz" +
+      "e\022\030\n\007overlap\030\002 \001(\rR\007overlap\022+\n\021markdown_" +
+      "sections\030\003 \001(\010R\020markdownSections\022,\n\004unit" +
+      "\030x \001(\0162\030.groundwire.v1.ChunkUnitR\004unit\022@" +
+      "\n\nextensions\030y \003(\0132 .groundwire.v1.Exten" +
+      "sionChunkingR\nextensions\"\272\001\n\021ExtensionCh" +
+      "unking\022\034\n\textension\030\001 \001(\tR\textension\022\022\n\004" +
+      "size\030\002 \001(\rR\004size\022\030\n\007overlap\030\003 \001(\rR\007overl" +
+      "ap\022+\n\021markdown_sections\030\004 \001(\010R\020markdownS" +
+      "ections\022,\n\004unit\030\005 \001(\0162\030.groundwire.v1.Ch" +
+      "unkUnitR\004unit\"\231\003\n\020IndexDescription\022\022\n\004na" +
+      "me\030\001 \001(\tR\004name\022 \n\013description\030\002 \001(\tR\013des" +
+      "cription\022A\n\tembedding\030\003 \001(\0132#.groundwire" +
+      ".v1.EmbeddingDescriptionR\tembedding\022\026\n\006m" +
+      "etric\030\004 \001(\tR\006metric\022>\n\010chunking\030\005 \001(\0132\"." +
+      "groundwire.v1.ChunkingDescriptionR\010chunk" +
+      "ing\022\024\n\005store\030\006 \001(\tR\005store\022<\n\010strategy\030\007 " +
+      "\001(\0162 .groundwire.v1.IngestionStrategyR\010s" +
+      "trategy\022\032\n\010schedule\030\010 \001(\tR\010schedule\022!\n\014s" +
+      "ource_count\030\t \001(\rR\013sourceCount\022!\n\014source" +
+      "_kinds\030\n \003(\tR\013sourceKinds\"J\n\017DocumentFai" +
+      "lure\022\037\n\013document_id\030\001 \001(\tR\ndocumentId\022\026\n" +
+      "\006reason\030\002 \001(\tR\006reason\"\267\002\n\017OperationCount" +
+      "s\022\036\n\ndiscovered\030\001 \001(\rR\ndiscovered\022\032\n\010ing" +
+      "ested\030\002 \001(\rR\010ingested\022\034\n\tunchanged\030\003 \001(\r" +
+      "R\tunchanged\022\026\n\006failed\030\004 \001(\rR\006failed\022\030\n\007d" +
+      "eleted\030\005 \001(\rR\007deleted\022%\n\016chunks_written\030" +
+      "\006 \001(\rR\rchunksWritten\022F\n\017embedding_usage\030" +
+      "P \001(\0132\035.groundwire.v1.EmbeddingUsageR\016em" +
+      "beddingUsage\022)\n\020truncated_chunks\030Q \001(\rR\017" +
+      "truncatedChunks\"\265\005\n\tOperation\022\016\n\002id\030\001 \001(" +
+      "\tR\002id\022\035\n\nindex_name\030\002 \001(\tR\tindexName\0223\n\005" +
+      "state\030\003 \001(\0162\035.groundwire.v1.OperationSta" +
+      "teR\005state\0229\n\007trigger\030\004 \001(\0162\037.groundwire." +
+      "v1.OperationTriggerR\007trigger\0223\n\005phase\030\005 " +
+      "\001(\0162\035.groundwire.v1.OperationPhaseR\005phas" +
+      "e\0226\n\006counts\030\006 \001(\0132\036.groundwire.v1.Operat" +
+      "ionCountsR\006counts\022;\n\013create_time\030\007 \001(\0132\032" +
+      ".google.protobuf.TimestampR\ncreateTime\0229" +
+      "\n\nstart_time\030\010 \001(\0132\032.google.protobuf.Tim" +
+      "estampR\tstartTime\0225\n\010end_time\030\t \001(\0132\032.go" +
+      "ogle.protobuf.TimestampR\007endTime\022\030\n\007vers" +
+      "ion\030\n \001(\004R\007version\022\030\n\007rebuild\030\013 \001(\010R\007reb" +
+      "uild\022\035\n\nerror_code\030\014 \001(\tR\terrorCode\022:\n\010f" +
+      "ailures\030\r \003(\0132\036.groundwire.v1.DocumentFa" +
+      "ilureR\010failures\022)\n\020failures_omitted\030\016 \001(" +
+      "\rR\017failuresOmitted\0223\n\007elapsed\030\017 \001(\0132\031.go" +
+      "ogle.protobuf.DurationR\007elapsed\"\235\003\n\013Inde" +
+      "xStatus\022\022\n\004name\030\001 \001(\tR\004name\022\024\n\005ready\030\002 \001" +
+      "(\010R\005ready\022+\n\021published_version\030\003 \001(\004R\020pu" +
+      "blishedVersion\022%\n\016document_count\030\004 \001(\004R\r" +
+      "documentCount\022\037\n\013chunk_count\030\005 \001(\004R\nchun" +
+      "kCount\022E\n\021running_operation\030\006 \001(\0132\030.grou" +
+      "ndwire.v1.OperationR\020runningOperation\022?\n" +
+      "\016last_operation\030\007 \001(\0132\030.groundwire.v1.Op" +
+      "erationR\rlastOperation\022\'\n\017rebuild_pendin" +
+      "g\030\010 \001(\010R\016rebuildPending\022>\n\rnext_run_time" +
+      "\030\t \001(\0132\032.google.protobuf.TimestampR\013next" +
+      "RunTime\"P\n\022ListIndexesRequest\022\033\n\tpage_si" +
+      "ze\030\001 \001(\005R\010pageSize\022\035\n\npage_token\030\002 \001(\tR\t" +
+      "pageToken\"x\n\023ListIndexesResponse\0229\n\007inde" +
+      "xes\030\001 \003(\0132\037.groundwire.v1.IndexDescripti" +
+      "onR\007indexes\022&\n\017next_page_token\030\002 \001(\tR\rne" +
+      "xtPageToken\"0\n\017GetIndexRequest\022\035\n\nindex_" +
+      "name\030\001 \001(\tR\tindexName\"I\n\020GetIndexRespons" +
+      "e\0225\n\005index\030\001 \001(\0132\037.groundwire.v1.IndexDe" +
+      "scriptionR\005index\"6\n\025GetIndexStatusReques" +
+      "t\022\035\n\nindex_name\030\001 \001(\tR\tindexName\"L\n\026GetI" +
+      "ndexStatusResponse\0222\n\006status\030\001 \001(\0132\032.gro" +
+      "undwire.v1.IndexStatusR\006status\"6\n\025StartI" +
+      "ngestionRequest\022\035\n\nindex_name\030\001 \001(\tR\tind" +
+      "exName\"P\n\026StartIngestionResponse\0226\n\toper" +
+      "ation\030\001 \001(\0132\030.groundwire.v1.OperationR\to" +
+      "peration\"7\n\026CancelIngestionRequest\022\035\n\nin" +
+      "dex_name\030\001 \001(\tR\tindexName\"Q\n\027CancelInges" +
+      "tionResponse\0226\n\toperation\030\001 \001(\0132\030.ground" +
+      "wire.v1.OperationR\toperation\":\n\025WatchIng" +
+      "estionRequest\022!\n\014operation_id\030\001 \001(\tR\013ope" +
+      "rationId\"P\n\026WatchIngestionResponse\0226\n\top" +
+      "eration\030\001 \001(\0132\030.groundwire.v1.OperationR" +
+      "\toperation\"r\n\025ListOperationsRequest\022\035\n\ni" +
+      "ndex_name\030\001 \001(\tR\tindexName\022\033\n\tpage_size\030" +
+      "\002 \001(\005R\010pageSize\022\035\n\npage_token\030\003 \001(\tR\tpag" +
+      "eToken\"z\n\026ListOperationsResponse\0228\n\noper" +
+      "ations\030\001 \003(\0132\030.groundwire.v1.OperationR\n" +
+      "operations\022&\n\017next_page_token\030\002 \001(\tR\rnex" +
+      "tPageToken\"\230\002\n\016PushedDocument\022\037\n\013documen" +
+      "t_id\030\001 \001(\tR\ndocumentId\022\022\n\004text\030\002 \001(\tR\004te" +
+      "xt\022\024\n\005title\030\003 \001(\tR\005title\0225\n\006format\030\004 \001(\016" +
+      "2\035.groundwire.v1.DocumentFormatR\006format\022" +
+      "G\n\010metadata\030\005 \003(\0132+.groundwire.v1.Pushed" +
+      "Document.MetadataEntryR\010metadata\032;\n\rMeta" +
+      "dataEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001" +
+      "(\tR\005value:\0028\001\"\214\001\n\026UpsertDocumentsRequest" +
+      "\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022;\n\tdocum" +
+      "ents\030\002 \003(\0132\035.groundwire.v1.PushedDocumen" +
+      "tR\tdocuments\022\026\n\006tenant\030\003 \001(\tR\006tenant\"\343\001\n" +
+      "\027UpsertDocumentsResponse\022+\n\021published_ve" +
+      "rsion\030\001 \001(\004R\020publishedVersion\022\032\n\010upserte" +
+      "d\030\002 \001(\rR\010upserted\022\034\n\tunchanged\030\003 \001(\rR\tun" +
+      "changed\022%\n\016chunks_written\030\004 \001(\rR\rchunksW" +
+      "ritten\022:\n\010failures\030\005 \003(\0132\036.groundwire.v1" +
+      ".DocumentFailureR\010failures\"r\n\026DeleteDocu" +
+      "mentsRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexN" +
+      "ame\022!\n\014document_ids\030\002 \003(\tR\013documentIds\022\026" +
+      "\n\006tenant\030\003 \001(\tR\006tenant\"`\n\027DeleteDocument" +
+      "sResponse\022+\n\021published_version\030\001 \001(\004R\020pu" +
+      "blishedVersion\022\030\n\007deleted\030\002 \001(\rR\007deleted" +
+      "*\311\001\n\021IngestionStrategy\022\"\n\036INGESTION_STRA" +
+      "TEGY_UNSPECIFIED\020\000\022\035\n\031INGESTION_STRATEGY" +
+      "_MANUAL\020\001\022!\n\035INGESTION_STRATEGY_ON_START" +
+      "UP\020\002\022,\n(INGESTION_STRATEGY_BACKGROUND_ON" +
+      "_STARTUP\020\003\022 \n\034INGESTION_STRATEGY_SCHEDUL" +
+      "ED\020\004*\304\001\n\016OperationState\022\037\n\033OPERATION_STA" +
+      "TE_UNSPECIFIED\020\000\022\032\n\026OPERATION_STATE_QUEU" +
+      "ED\020\001\022\033\n\027OPERATION_STATE_RUNNING\020\002\022\035\n\031OPE" +
+      "RATION_STATE_SUCCEEDED\020\003\022\032\n\026OPERATION_ST" +
+      "ATE_FAILED\020\004\022\035\n\031OPERATION_STATE_CANCELLE" +
+      "D\020\005*\260\001\n\020OperationTrigger\022!\n\035OPERATION_TR" +
+      "IGGER_UNSPECIFIED\020\000\022\034\n\030OPERATION_TRIGGER" +
+      "_MANUAL\020\001\022\035\n\031OPERATION_TRIGGER_STARTUP\020\002" +
+      "\022\036\n\032OPERATION_TRIGGER_SCHEDULE\020\003\022\034\n\030OPER" +
+      "ATION_TRIGGER_RELOAD\020d*\311\001\n\016OperationPhas" +
+      "e\022\037\n\033OPERATION_PHASE_UNSPECIFIED\020\000\022\037\n\033OP" +
+      "ERATION_PHASE_DISCOVERING\020\001\022\035\n\031OPERATION" +
+      "_PHASE_INGESTING\020\002\022\034\n\030OPERATION_PHASE_DE" +
+      "LETING\020\003\022\036\n\032OPERATION_PHASE_PUBLISHING\020\004" +
+      "\022\030\n\024OPERATION_PHASE_DONE\020\005*\203\001\n\016DocumentF" +
+      "ormat\022\037\n\033DOCUMENT_FORMAT_UNSPECIFIED\020\000\022\030" +
+      "\n\024DOCUMENT_FORMAT_TEXT\020\001\022\034\n\030DOCUMENT_FOR" +
+      "MAT_MARKDOWN\020\002\022\030\n\024DOCUMENT_FORMAT_HTML\020\003" +
+      "*Y\n\tChunkUnit\022\032\n\026CHUNK_UNIT_UNSPECIFIED\020" +
+      "\000\022\031\n\025CHUNK_UNIT_CHARACTERS\020\001\022\025\n\021CHUNK_UN" +
+      "IT_TOKENS\020\0022\340\006\n\027IngestionManagerService\022" +
+      "T\n\013ListIndexes\022!.groundwire.v1.ListIndex" +
+      "esRequest\032\".groundwire.v1.ListIndexesRes" +
+      "ponse\022K\n\010GetIndex\022\036.groundwire.v1.GetInd" +
+      "exRequest\032\037.groundwire.v1.GetIndexRespon" +
+      "se\022]\n\016GetIndexStatus\022$.groundwire.v1.Get" +
+      "IndexStatusRequest\032%.groundwire.v1.GetIn" +
+      "dexStatusResponse\022]\n\016StartIngestion\022$.gr" +
+      "oundwire.v1.StartIngestionRequest\032%.grou" +
+      "ndwire.v1.StartIngestionResponse\022`\n\017Canc" +
+      "elIngestion\022%.groundwire.v1.CancelIngest" +
+      "ionRequest\032&.groundwire.v1.CancelIngesti" +
+      "onResponse\022_\n\016WatchIngestion\022$.groundwir" +
+      "e.v1.WatchIngestionRequest\032%.groundwire." +
+      "v1.WatchIngestionResponse0\001\022]\n\016ListOpera" +
+      "tions\022$.groundwire.v1.ListOperationsRequ" +
+      "est\032%.groundwire.v1.ListOperationsRespon" +
+      "se\022`\n\017UpsertDocuments\022%.groundwire.v1.Up" +
+      "sertDocumentsRequest\032&.groundwire.v1.Ups" +
+      "ertDocumentsResponse\022`\n\017DeleteDocuments\022" +
+      "%.groundwire.v1.DeleteDocumentsRequest\032&" +
+      ".groundwire.v1.DeleteDocumentsResponseB\262" +
+      "\001\n\021dev.groundwire.v1B\016IngestionProtoP\001Z8" +
+      "github.com/groundwire/groundwire/clients" +
+      "/go/groundwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002" +
+      "\rGroundwire\\V1\342\002\031Groundwire\\V1\\GPBMetada" +
+      "ta\352\002\016Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
           com.google.protobuf.DurationProto.getDescriptor(),
           com.google.protobuf.TimestampProto.getDescriptor(),
+          dev.groundwire.v1.UsageProto.getDescriptor(),
         });
     internal_static_groundwire_v1_EmbeddingDescription_descriptor =
       getDescriptor().getMessageType(0);
@@ -341,123 +361,129 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_ChunkingDescription_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ChunkingDescription_descriptor,
-        new java.lang.String[] { "Size", "Overlap", "MarkdownSections", });
-    internal_static_groundwire_v1_IndexDescription_descriptor =
+        new java.lang.String[] { "Size", "Overlap", "MarkdownSections", "Unit", "Extensions", });
+    internal_static_groundwire_v1_ExtensionChunking_descriptor =
       getDescriptor().getMessageType(2);
+    internal_static_groundwire_v1_ExtensionChunking_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ExtensionChunking_descriptor,
+        new java.lang.String[] { "Extension", "Size", "Overlap", "MarkdownSections", "Unit", });
+    internal_static_groundwire_v1_IndexDescription_descriptor =
+      getDescriptor().getMessageType(3);
     internal_static_groundwire_v1_IndexDescription_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_IndexDescription_descriptor,
         new java.lang.String[] { "Name", "Description", "Embedding", "Metric", "Chunking", "Store", "Strategy", "Schedule", "SourceCount", "SourceKinds", });
     internal_static_groundwire_v1_DocumentFailure_descriptor =
-      getDescriptor().getMessageType(3);
+      getDescriptor().getMessageType(4);
     internal_static_groundwire_v1_DocumentFailure_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_DocumentFailure_descriptor,
         new java.lang.String[] { "DocumentId", "Reason", });
     internal_static_groundwire_v1_OperationCounts_descriptor =
-      getDescriptor().getMessageType(4);
+      getDescriptor().getMessageType(5);
     internal_static_groundwire_v1_OperationCounts_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_OperationCounts_descriptor,
-        new java.lang.String[] { "Discovered", "Ingested", "Unchanged", "Failed", "Deleted", "ChunksWritten", });
+        new java.lang.String[] { "Discovered", "Ingested", "Unchanged", "Failed", "Deleted", "ChunksWritten", "EmbeddingUsage", "TruncatedChunks", });
     internal_static_groundwire_v1_Operation_descriptor =
-      getDescriptor().getMessageType(5);
+      getDescriptor().getMessageType(6);
     internal_static_groundwire_v1_Operation_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_Operation_descriptor,
         new java.lang.String[] { "Id", "IndexName", "State", "Trigger", "Phase", "Counts", "CreateTime", "StartTime", "EndTime", "Version", "Rebuild", "ErrorCode", "Failures", "FailuresOmitted", "Elapsed", });
     internal_static_groundwire_v1_IndexStatus_descriptor =
-      getDescriptor().getMessageType(6);
+      getDescriptor().getMessageType(7);
     internal_static_groundwire_v1_IndexStatus_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_IndexStatus_descriptor,
         new java.lang.String[] { "Name", "Ready", "PublishedVersion", "DocumentCount", "ChunkCount", "RunningOperation", "LastOperation", "RebuildPending", "NextRunTime", });
     internal_static_groundwire_v1_ListIndexesRequest_descriptor =
-      getDescriptor().getMessageType(7);
+      getDescriptor().getMessageType(8);
     internal_static_groundwire_v1_ListIndexesRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ListIndexesRequest_descriptor,
         new java.lang.String[] { "PageSize", "PageToken", });
     internal_static_groundwire_v1_ListIndexesResponse_descriptor =
-      getDescriptor().getMessageType(8);
+      getDescriptor().getMessageType(9);
     internal_static_groundwire_v1_ListIndexesResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ListIndexesResponse_descriptor,
         new java.lang.String[] { "Indexes", "NextPageToken", });
     internal_static_groundwire_v1_GetIndexRequest_descriptor =
-      getDescriptor().getMessageType(9);
+      getDescriptor().getMessageType(10);
     internal_static_groundwire_v1_GetIndexRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_GetIndexRequest_descriptor,
         new java.lang.String[] { "IndexName", });
     internal_static_groundwire_v1_GetIndexResponse_descriptor =
-      getDescriptor().getMessageType(10);
+      getDescriptor().getMessageType(11);
     internal_static_groundwire_v1_GetIndexResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_GetIndexResponse_descriptor,
         new java.lang.String[] { "Index", });
     internal_static_groundwire_v1_GetIndexStatusRequest_descriptor =
-      getDescriptor().getMessageType(11);
+      getDescriptor().getMessageType(12);
     internal_static_groundwire_v1_GetIndexStatusRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_GetIndexStatusRequest_descriptor,
         new java.lang.String[] { "IndexName", });
     internal_static_groundwire_v1_GetIndexStatusResponse_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(13);
     internal_static_groundwire_v1_GetIndexStatusResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_GetIndexStatusResponse_descriptor,
         new java.lang.String[] { "Status", });
     internal_static_groundwire_v1_StartIngestionRequest_descriptor =
-      getDescriptor().getMessageType(13);
+      getDescriptor().getMessageType(14);
     internal_static_groundwire_v1_StartIngestionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_StartIngestionRequest_descriptor,
         new java.lang.String[] { "IndexName", });
     internal_static_groundwire_v1_StartIngestionResponse_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(15);
     internal_static_groundwire_v1_StartIngestionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_StartIngestionResponse_descriptor,
         new java.lang.String[] { "Operation", });
     internal_static_groundwire_v1_CancelIngestionRequest_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(16);
     internal_static_groundwire_v1_CancelIngestionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_CancelIngestionRequest_descriptor,
         new java.lang.String[] { "IndexName", });
     internal_static_groundwire_v1_CancelIngestionResponse_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(17);
     internal_static_groundwire_v1_CancelIngestionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_CancelIngestionResponse_descriptor,
         new java.lang.String[] { "Operation", });
     internal_static_groundwire_v1_WatchIngestionRequest_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(18);
     internal_static_groundwire_v1_WatchIngestionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_WatchIngestionRequest_descriptor,
         new java.lang.String[] { "OperationId", });
     internal_static_groundwire_v1_WatchIngestionResponse_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(19);
     internal_static_groundwire_v1_WatchIngestionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_WatchIngestionResponse_descriptor,
         new java.lang.String[] { "Operation", });
     internal_static_groundwire_v1_ListOperationsRequest_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(20);
     internal_static_groundwire_v1_ListOperationsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ListOperationsRequest_descriptor,
         new java.lang.String[] { "IndexName", "PageSize", "PageToken", });
     internal_static_groundwire_v1_ListOperationsResponse_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(21);
     internal_static_groundwire_v1_ListOperationsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ListOperationsResponse_descriptor,
         new java.lang.String[] { "Operations", "NextPageToken", });
     internal_static_groundwire_v1_PushedDocument_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(22);
     internal_static_groundwire_v1_PushedDocument_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_PushedDocument_descriptor,
@@ -469,25 +495,25 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
         internal_static_groundwire_v1_PushedDocument_MetadataEntry_descriptor,
         new java.lang.String[] { "Key", "Value", });
     internal_static_groundwire_v1_UpsertDocumentsRequest_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(23);
     internal_static_groundwire_v1_UpsertDocumentsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_UpsertDocumentsRequest_descriptor,
         new java.lang.String[] { "IndexName", "Documents", "Tenant", });
     internal_static_groundwire_v1_UpsertDocumentsResponse_descriptor =
-      getDescriptor().getMessageType(23);
+      getDescriptor().getMessageType(24);
     internal_static_groundwire_v1_UpsertDocumentsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_UpsertDocumentsResponse_descriptor,
         new java.lang.String[] { "PublishedVersion", "Upserted", "Unchanged", "ChunksWritten", "Failures", });
     internal_static_groundwire_v1_DeleteDocumentsRequest_descriptor =
-      getDescriptor().getMessageType(24);
+      getDescriptor().getMessageType(25);
     internal_static_groundwire_v1_DeleteDocumentsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_DeleteDocumentsRequest_descriptor,
         new java.lang.String[] { "IndexName", "DocumentIds", "Tenant", });
     internal_static_groundwire_v1_DeleteDocumentsResponse_descriptor =
-      getDescriptor().getMessageType(25);
+      getDescriptor().getMessageType(26);
     internal_static_groundwire_v1_DeleteDocumentsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_DeleteDocumentsResponse_descriptor,
@@ -495,6 +521,7 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.DurationProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();
+    dev.groundwire.v1.UsageProto.getDescriptor();
   }
 
   // @@protoc_insertion_point(outer_class_scope)

@@ -61,6 +61,7 @@ private static final long serialVersionUID = 0L;
           com.google.protobuf.AbstractMessage.InternalOneOfEnum {
     EQUALS(2),
     ANY_OF(3),
+    RANGE(120),
     MATCH_NOT_SET(0);
     private final int value;
     private MatchCase(int value) {
@@ -80,6 +81,7 @@ private static final long serialVersionUID = 0L;
       switch (value) {
         case 2: return EQUALS;
         case 3: return ANY_OF;
+        case 120: return RANGE;
         case 0: return MATCH_NOT_SET;
         default: return null;
       }
@@ -245,6 +247,55 @@ private static final long serialVersionUID = 0L;
     return dev.groundwire.v1.StringList.getDefaultInstance();
   }
 
+  public static final int RANGE_FIELD_NUMBER = 120;
+  /**
+   * <pre>
+   * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+   * bounds), must lie in this range. A value that is not of that kind does
+   * not match.
+   * </pre>
+   *
+   * <code>.groundwire.v1.MetadataRange range = 120 [json_name = "range"];</code>
+   * @return Whether the range field is set.
+   */
+  @java.lang.Override
+  public boolean hasRange() {
+    return matchCase_ == 120;
+  }
+  /**
+   * <pre>
+   * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+   * bounds), must lie in this range. A value that is not of that kind does
+   * not match.
+   * </pre>
+   *
+   * <code>.groundwire.v1.MetadataRange range = 120 [json_name = "range"];</code>
+   * @return The range.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.MetadataRange getRange() {
+    if (matchCase_ == 120) {
+       return (dev.groundwire.v1.MetadataRange) match_;
+    }
+    return dev.groundwire.v1.MetadataRange.getDefaultInstance();
+  }
+  /**
+   * <pre>
+   * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+   * bounds), must lie in this range. A value that is not of that kind does
+   * not match.
+   * </pre>
+   *
+   * <code>.groundwire.v1.MetadataRange range = 120 [json_name = "range"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.MetadataRangeOrBuilder getRangeOrBuilder() {
+    if (matchCase_ == 120) {
+       return (dev.groundwire.v1.MetadataRange) match_;
+    }
+    return dev.groundwire.v1.MetadataRange.getDefaultInstance();
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -268,6 +319,9 @@ private static final long serialVersionUID = 0L;
     if (matchCase_ == 3) {
       output.writeMessage(3, (dev.groundwire.v1.StringList) match_);
     }
+    if (matchCase_ == 120) {
+      output.writeMessage(120, (dev.groundwire.v1.MetadataRange) match_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -281,6 +335,10 @@ private static final long serialVersionUID = 0L;
     if (matchCase_ == 3) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(3, (dev.groundwire.v1.StringList) match_);
+    }
+    if (matchCase_ == 120) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(120, (dev.groundwire.v1.MetadataRange) match_);
     }
     return size;
   }
@@ -318,6 +376,10 @@ private static final long serialVersionUID = 0L;
         if (!getAnyOf()
             .equals(other.getAnyOf())) return false;
         break;
+      case 120:
+        if (!getRange()
+            .equals(other.getRange())) return false;
+        break;
       case 0:
       default:
     }
@@ -342,6 +404,10 @@ private static final long serialVersionUID = 0L;
       case 3:
         hash = (37 * hash) + ANY_OF_FIELD_NUMBER;
         hash = (53 * hash) + getAnyOf().hashCode();
+        break;
+      case 120:
+        hash = (37 * hash) + RANGE_FIELD_NUMBER;
+        hash = (53 * hash) + getRange().hashCode();
         break;
       case 0:
       default:
@@ -485,6 +551,9 @@ private static final long serialVersionUID = 0L;
       if (anyOfBuilder_ != null) {
         anyOfBuilder_.clear();
       }
+      if (rangeBuilder_ != null) {
+        rangeBuilder_.clear();
+      }
       matchCase_ = 0;
       match_ = null;
       return this;
@@ -533,6 +602,10 @@ private static final long serialVersionUID = 0L;
           anyOfBuilder_ != null) {
         result.match_ = anyOfBuilder_.build();
       }
+      if (matchCase_ == 120 &&
+          rangeBuilder_ != null) {
+        result.match_ = rangeBuilder_.build();
+      }
     }
 
     @java.lang.Override
@@ -561,6 +634,10 @@ private static final long serialVersionUID = 0L;
         }
         case ANY_OF: {
           mergeAnyOf(other.getAnyOf());
+          break;
+        }
+        case RANGE: {
+          mergeRange(other.getRange());
           break;
         }
         case MATCH_NOT_SET: {
@@ -608,6 +685,13 @@ private static final long serialVersionUID = 0L;
               matchCase_ = 3;
               break;
             } // case 26
+            case 962: {
+              input.readMessage(
+                  internalGetRangeFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              matchCase_ = 120;
+              break;
+            } // case 962
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1019,6 +1103,200 @@ private static final long serialVersionUID = 0L;
       matchCase_ = 3;
       onChanged();
       return anyOfBuilder_;
+    }
+
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.MetadataRange, dev.groundwire.v1.MetadataRange.Builder, dev.groundwire.v1.MetadataRangeOrBuilder> rangeBuilder_;
+    /**
+     * <pre>
+     * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+     * bounds), must lie in this range. A value that is not of that kind does
+     * not match.
+     * </pre>
+     *
+     * <code>.groundwire.v1.MetadataRange range = 120 [json_name = "range"];</code>
+     * @return Whether the range field is set.
+     */
+    @java.lang.Override
+    public boolean hasRange() {
+      return matchCase_ == 120;
+    }
+    /**
+     * <pre>
+     * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+     * bounds), must lie in this range. A value that is not of that kind does
+     * not match.
+     * </pre>
+     *
+     * <code>.groundwire.v1.MetadataRange range = 120 [json_name = "range"];</code>
+     * @return The range.
+     */
+    @java.lang.Override
+    public dev.groundwire.v1.MetadataRange getRange() {
+      if (rangeBuilder_ == null) {
+        if (matchCase_ == 120) {
+          return (dev.groundwire.v1.MetadataRange) match_;
+        }
+        return dev.groundwire.v1.MetadataRange.getDefaultInstance();
+      } else {
+        if (matchCase_ == 120) {
+          return rangeBuilder_.getMessage();
+        }
+        return dev.groundwire.v1.MetadataRange.getDefaultInstance();
+      }
+    }
+    /**
+     * <pre>
+     * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+     * bounds), must lie in this range. A value that is not of that kind does
+     * not match.
+     * </pre>
+     *
+     * <code>.groundwire.v1.MetadataRange range = 120 [json_name = "range"];</code>
+     */
+    public Builder setRange(dev.groundwire.v1.MetadataRange value) {
+      if (rangeBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        match_ = value;
+        onChanged();
+      } else {
+        rangeBuilder_.setMessage(value);
+      }
+      matchCase_ = 120;
+      return this;
+    }
+    /**
+     * <pre>
+     * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+     * bounds), must lie in this range. A value that is not of that kind does
+     * not match.
+     * </pre>
+     *
+     * <code>.groundwire.v1.MetadataRange range = 120 [json_name = "range"];</code>
+     */
+    public Builder setRange(
+        dev.groundwire.v1.MetadataRange.Builder builderForValue) {
+      if (rangeBuilder_ == null) {
+        match_ = builderForValue.build();
+        onChanged();
+      } else {
+        rangeBuilder_.setMessage(builderForValue.build());
+      }
+      matchCase_ = 120;
+      return this;
+    }
+    /**
+     * <pre>
+     * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+     * bounds), must lie in this range. A value that is not of that kind does
+     * not match.
+     * </pre>
+     *
+     * <code>.groundwire.v1.MetadataRange range = 120 [json_name = "range"];</code>
+     */
+    public Builder mergeRange(dev.groundwire.v1.MetadataRange value) {
+      if (rangeBuilder_ == null) {
+        if (matchCase_ == 120 &&
+            match_ != dev.groundwire.v1.MetadataRange.getDefaultInstance()) {
+          match_ = dev.groundwire.v1.MetadataRange.newBuilder((dev.groundwire.v1.MetadataRange) match_)
+              .mergeFrom(value).buildPartial();
+        } else {
+          match_ = value;
+        }
+        onChanged();
+      } else {
+        if (matchCase_ == 120) {
+          rangeBuilder_.mergeFrom(value);
+        } else {
+          rangeBuilder_.setMessage(value);
+        }
+      }
+      matchCase_ = 120;
+      return this;
+    }
+    /**
+     * <pre>
+     * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+     * bounds), must lie in this range. A value that is not of that kind does
+     * not match.
+     * </pre>
+     *
+     * <code>.groundwire.v1.MetadataRange range = 120 [json_name = "range"];</code>
+     */
+    public Builder clearRange() {
+      if (rangeBuilder_ == null) {
+        if (matchCase_ == 120) {
+          matchCase_ = 0;
+          match_ = null;
+          onChanged();
+        }
+      } else {
+        if (matchCase_ == 120) {
+          matchCase_ = 0;
+          match_ = null;
+        }
+        rangeBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+     * bounds), must lie in this range. A value that is not of that kind does
+     * not match.
+     * </pre>
+     *
+     * <code>.groundwire.v1.MetadataRange range = 120 [json_name = "range"];</code>
+     */
+    public dev.groundwire.v1.MetadataRange.Builder getRangeBuilder() {
+      return internalGetRangeFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+     * bounds), must lie in this range. A value that is not of that kind does
+     * not match.
+     * </pre>
+     *
+     * <code>.groundwire.v1.MetadataRange range = 120 [json_name = "range"];</code>
+     */
+    @java.lang.Override
+    public dev.groundwire.v1.MetadataRangeOrBuilder getRangeOrBuilder() {
+      if ((matchCase_ == 120) && (rangeBuilder_ != null)) {
+        return rangeBuilder_.getMessageOrBuilder();
+      } else {
+        if (matchCase_ == 120) {
+          return (dev.groundwire.v1.MetadataRange) match_;
+        }
+        return dev.groundwire.v1.MetadataRange.getDefaultInstance();
+      }
+    }
+    /**
+     * <pre>
+     * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+     * bounds), must lie in this range. A value that is not of that kind does
+     * not match.
+     * </pre>
+     *
+     * <code>.groundwire.v1.MetadataRange range = 120 [json_name = "range"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.MetadataRange, dev.groundwire.v1.MetadataRange.Builder, dev.groundwire.v1.MetadataRangeOrBuilder> 
+        internalGetRangeFieldBuilder() {
+      if (rangeBuilder_ == null) {
+        if (!(matchCase_ == 120)) {
+          match_ = dev.groundwire.v1.MetadataRange.getDefaultInstance();
+        }
+        rangeBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.MetadataRange, dev.groundwire.v1.MetadataRange.Builder, dev.groundwire.v1.MetadataRangeOrBuilder>(
+                (dev.groundwire.v1.MetadataRange) match_,
+                getParentForChildren(),
+                isClean());
+        match_ = null;
+      }
+      matchCase_ = 120;
+      onChanged();
+      return rangeBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.MetadataCondition)

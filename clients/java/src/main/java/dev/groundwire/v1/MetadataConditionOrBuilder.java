@@ -86,5 +86,38 @@ public interface MetadataConditionOrBuilder extends
    */
   dev.groundwire.v1.StringListOrBuilder getAnyOfOrBuilder();
 
+  /**
+   * <pre>
+   * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+   * bounds), must lie in this range. A value that is not of that kind does
+   * not match.
+   * </pre>
+   *
+   * <code>.groundwire.v1.MetadataRange range = 120 [json_name = "range"];</code>
+   * @return Whether the range field is set.
+   */
+  boolean hasRange();
+  /**
+   * <pre>
+   * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+   * bounds), must lie in this range. A value that is not of that kind does
+   * not match.
+   * </pre>
+   *
+   * <code>.groundwire.v1.MetadataRange range = 120 [json_name = "range"];</code>
+   * @return The range.
+   */
+  dev.groundwire.v1.MetadataRange getRange();
+  /**
+   * <pre>
+   * The value, read as a number or as an RFC 3339 timestamp (the kind of the
+   * bounds), must lie in this range. A value that is not of that kind does
+   * not match.
+   * </pre>
+   *
+   * <code>.groundwire.v1.MetadataRange range = 120 [json_name = "range"];</code>
+   */
+  dev.groundwire.v1.MetadataRangeOrBuilder getRangeOrBuilder();
+
   dev.groundwire.v1.MetadataCondition.MatchCase getMatchCase();
 }

@@ -52,6 +52,7 @@ private static final long serialVersionUID = 0L;
             dev.groundwire.v1.OperationCounts.class, dev.groundwire.v1.OperationCounts.Builder.class);
   }
 
+  private int bitField0_;
   public static final int DISCOVERED_FIELD_NUMBER = 1;
   private int discovered_ = 0;
   /**
@@ -142,6 +143,61 @@ private static final long serialVersionUID = 0L;
     return chunksWritten_;
   }
 
+  public static final int EMBEDDING_USAGE_FIELD_NUMBER = 80;
+  private dev.groundwire.v1.EmbeddingUsage embeddingUsage_;
+  /**
+   * <pre>
+   * Output only. Embedding usage of the operation's document embeddings.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return Whether the embeddingUsage field is set.
+   */
+  @java.lang.Override
+  public boolean hasEmbeddingUsage() {
+    return ((bitField0_ & 0x00000001) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. Embedding usage of the operation's document embeddings.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return The embeddingUsage.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage() {
+    return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+  }
+  /**
+   * <pre>
+   * Output only. Embedding usage of the operation's document embeddings.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder() {
+    return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+  }
+
+  public static final int TRUNCATED_CHUNKS_FIELD_NUMBER = 81;
+  private int truncatedChunks_ = 0;
+  /**
+   * <pre>
+   * Output only. Chunks embedded although the model saw them only in part
+   * (longer than its token window; 0 when the index rejects such chunks,
+   * which then fail their document with CHUNK_TOO_LONG).
+   * </pre>
+   *
+   * <code>uint32 truncated_chunks = 81 [json_name = "truncatedChunks"];</code>
+   * @return The truncatedChunks.
+   */
+  @java.lang.Override
+  public int getTruncatedChunks() {
+    return truncatedChunks_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -174,6 +230,12 @@ private static final long serialVersionUID = 0L;
     if (chunksWritten_ != 0) {
       output.writeUInt32(6, chunksWritten_);
     }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      output.writeMessage(80, getEmbeddingUsage());
+    }
+    if (truncatedChunks_ != 0) {
+      output.writeUInt32(81, truncatedChunks_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -201,6 +263,14 @@ private static final long serialVersionUID = 0L;
     if (chunksWritten_ != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeUInt32Size(6, chunksWritten_);
+    }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(80, getEmbeddingUsage());
+    }
+    if (truncatedChunks_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(81, truncatedChunks_);
     }
     return size;
   }
@@ -238,6 +308,13 @@ private static final long serialVersionUID = 0L;
         != other.getDeleted()) return false;
     if (getChunksWritten()
         != other.getChunksWritten()) return false;
+    if (hasEmbeddingUsage() != other.hasEmbeddingUsage()) return false;
+    if (hasEmbeddingUsage()) {
+      if (!getEmbeddingUsage()
+          .equals(other.getEmbeddingUsage())) return false;
+    }
+    if (getTruncatedChunks()
+        != other.getTruncatedChunks()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -261,6 +338,12 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getDeleted();
     hash = (37 * hash) + CHUNKS_WRITTEN_FIELD_NUMBER;
     hash = (53 * hash) + getChunksWritten();
+    if (hasEmbeddingUsage()) {
+      hash = (37 * hash) + EMBEDDING_USAGE_FIELD_NUMBER;
+      hash = (53 * hash) + getEmbeddingUsage().hashCode();
+    }
+    hash = (37 * hash) + TRUNCATED_CHUNKS_FIELD_NUMBER;
+    hash = (53 * hash) + getTruncatedChunks();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -384,13 +467,19 @@ private static final long serialVersionUID = 0L;
 
     // Construct using dev.groundwire.v1.OperationCounts.newBuilder()
     private Builder() {
-
+      maybeForceBuilderInitialization();
     }
 
     private Builder(
         com.google.protobuf.GeneratedMessage.BuilderParent parent) {
       super(parent);
-
+      maybeForceBuilderInitialization();
+    }
+    private void maybeForceBuilderInitialization() {
+      if (com.google.protobuf.GeneratedMessage
+              .alwaysUseFieldBuilders) {
+        internalGetEmbeddingUsageFieldBuilder();
+      }
     }
     @java.lang.Override
     public Builder clear() {
@@ -402,6 +491,12 @@ private static final long serialVersionUID = 0L;
       failed_ = 0;
       deleted_ = 0;
       chunksWritten_ = 0;
+      embeddingUsage_ = null;
+      if (embeddingUsageBuilder_ != null) {
+        embeddingUsageBuilder_.dispose();
+        embeddingUsageBuilder_ = null;
+      }
+      truncatedChunks_ = 0;
       return this;
     }
 
@@ -453,6 +548,17 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000020) != 0)) {
         result.chunksWritten_ = chunksWritten_;
       }
+      int to_bitField0_ = 0;
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.embeddingUsage_ = embeddingUsageBuilder_ == null
+            ? embeddingUsage_
+            : embeddingUsageBuilder_.build();
+        to_bitField0_ |= 0x00000001;
+      }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.truncatedChunks_ = truncatedChunks_;
+      }
+      result.bitField0_ |= to_bitField0_;
     }
 
     @java.lang.Override
@@ -484,6 +590,12 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getChunksWritten() != 0) {
         setChunksWritten(other.getChunksWritten());
+      }
+      if (other.hasEmbeddingUsage()) {
+        mergeEmbeddingUsage(other.getEmbeddingUsage());
+      }
+      if (other.getTruncatedChunks() != 0) {
+        setTruncatedChunks(other.getTruncatedChunks());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -539,6 +651,18 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000020;
               break;
             } // case 48
+            case 642: {
+              input.readMessage(
+                  internalGetEmbeddingUsageFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 642
+            case 648: {
+              truncatedChunks_ = input.readUInt32();
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 648
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -816,6 +940,211 @@ private static final long serialVersionUID = 0L;
     public Builder clearChunksWritten() {
       bitField0_ = (bitField0_ & ~0x00000020);
       chunksWritten_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private dev.groundwire.v1.EmbeddingUsage embeddingUsage_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder> embeddingUsageBuilder_;
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     * @return Whether the embeddingUsage field is set.
+     */
+    public boolean hasEmbeddingUsage() {
+      return ((bitField0_ & 0x00000040) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     * @return The embeddingUsage.
+     */
+    public dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage() {
+      if (embeddingUsageBuilder_ == null) {
+        return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+      } else {
+        return embeddingUsageBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder setEmbeddingUsage(dev.groundwire.v1.EmbeddingUsage value) {
+      if (embeddingUsageBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        embeddingUsage_ = value;
+      } else {
+        embeddingUsageBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder setEmbeddingUsage(
+        dev.groundwire.v1.EmbeddingUsage.Builder builderForValue) {
+      if (embeddingUsageBuilder_ == null) {
+        embeddingUsage_ = builderForValue.build();
+      } else {
+        embeddingUsageBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder mergeEmbeddingUsage(dev.groundwire.v1.EmbeddingUsage value) {
+      if (embeddingUsageBuilder_ == null) {
+        if (((bitField0_ & 0x00000040) != 0) &&
+          embeddingUsage_ != null &&
+          embeddingUsage_ != dev.groundwire.v1.EmbeddingUsage.getDefaultInstance()) {
+          getEmbeddingUsageBuilder().mergeFrom(value);
+        } else {
+          embeddingUsage_ = value;
+        }
+      } else {
+        embeddingUsageBuilder_.mergeFrom(value);
+      }
+      if (embeddingUsage_ != null) {
+        bitField0_ |= 0x00000040;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder clearEmbeddingUsage() {
+      bitField0_ = (bitField0_ & ~0x00000040);
+      embeddingUsage_ = null;
+      if (embeddingUsageBuilder_ != null) {
+        embeddingUsageBuilder_.dispose();
+        embeddingUsageBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public dev.groundwire.v1.EmbeddingUsage.Builder getEmbeddingUsageBuilder() {
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return internalGetEmbeddingUsageFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder() {
+      if (embeddingUsageBuilder_ != null) {
+        return embeddingUsageBuilder_.getMessageOrBuilder();
+      } else {
+        return embeddingUsage_ == null ?
+            dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder> 
+        internalGetEmbeddingUsageFieldBuilder() {
+      if (embeddingUsageBuilder_ == null) {
+        embeddingUsageBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder>(
+                getEmbeddingUsage(),
+                getParentForChildren(),
+                isClean());
+        embeddingUsage_ = null;
+      }
+      return embeddingUsageBuilder_;
+    }
+
+    private int truncatedChunks_ ;
+    /**
+     * <pre>
+     * Output only. Chunks embedded although the model saw them only in part
+     * (longer than its token window; 0 when the index rejects such chunks,
+     * which then fail their document with CHUNK_TOO_LONG).
+     * </pre>
+     *
+     * <code>uint32 truncated_chunks = 81 [json_name = "truncatedChunks"];</code>
+     * @return The truncatedChunks.
+     */
+    @java.lang.Override
+    public int getTruncatedChunks() {
+      return truncatedChunks_;
+    }
+    /**
+     * <pre>
+     * Output only. Chunks embedded although the model saw them only in part
+     * (longer than its token window; 0 when the index rejects such chunks,
+     * which then fail their document with CHUNK_TOO_LONG).
+     * </pre>
+     *
+     * <code>uint32 truncated_chunks = 81 [json_name = "truncatedChunks"];</code>
+     * @param value The truncatedChunks to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTruncatedChunks(int value) {
+
+      truncatedChunks_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Chunks embedded although the model saw them only in part
+     * (longer than its token window; 0 when the index rejects such chunks,
+     * which then fail their document with CHUNK_TOO_LONG).
+     * </pre>
+     *
+     * <code>uint32 truncated_chunks = 81 [json_name = "truncatedChunks"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTruncatedChunks() {
+      bitField0_ = (bitField0_ & ~0x00000080);
+      truncatedChunks_ = 0;
       onChanged();
       return this;
     }

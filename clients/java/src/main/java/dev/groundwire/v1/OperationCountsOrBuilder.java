@@ -69,4 +69,43 @@ public interface OperationCountsOrBuilder extends
    * @return The chunksWritten.
    */
   int getChunksWritten();
+
+  /**
+   * <pre>
+   * Output only. Embedding usage of the operation's document embeddings.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return Whether the embeddingUsage field is set.
+   */
+  boolean hasEmbeddingUsage();
+  /**
+   * <pre>
+   * Output only. Embedding usage of the operation's document embeddings.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return The embeddingUsage.
+   */
+  dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage();
+  /**
+   * <pre>
+   * Output only. Embedding usage of the operation's document embeddings.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   */
+  dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. Chunks embedded although the model saw them only in part
+   * (longer than its token window; 0 when the index rejects such chunks,
+   * which then fail their document with CHUNK_TOO_LONG).
+   * </pre>
+   *
+   * <code>uint32 truncated_chunks = 81 [json_name = "truncatedChunks"];</code>
+   * @return The truncatedChunks.
+   */
+  int getTruncatedChunks();
 }

@@ -47,6 +47,16 @@ public enum OperationTrigger
    * <code>OPERATION_TRIGGER_SCHEDULE = 3;</code>
    */
   OPERATION_TRIGGER_SCHEDULE(3),
+  /**
+   * <pre>
+   * A configuration reload (SIGHUP or AdminService.ReloadConfiguration) that
+   * changed what an ON_STARTUP or BACKGROUND_ON_STARTUP index ingests (its
+   * chunking, embedding model or sources), as a restart would have.
+   * </pre>
+   *
+   * <code>OPERATION_TRIGGER_RELOAD = 100;</code>
+   */
+  OPERATION_TRIGGER_RELOAD(100),
   UNRECOGNIZED(-1),
   ;
 
@@ -91,6 +101,16 @@ public enum OperationTrigger
    * <code>OPERATION_TRIGGER_SCHEDULE = 3;</code>
    */
   public static final int OPERATION_TRIGGER_SCHEDULE_VALUE = 3;
+  /**
+   * <pre>
+   * A configuration reload (SIGHUP or AdminService.ReloadConfiguration) that
+   * changed what an ON_STARTUP or BACKGROUND_ON_STARTUP index ingests (its
+   * chunking, embedding model or sources), as a restart would have.
+   * </pre>
+   *
+   * <code>OPERATION_TRIGGER_RELOAD = 100;</code>
+   */
+  public static final int OPERATION_TRIGGER_RELOAD_VALUE = 100;
 
 
   public final int getNumber() {
@@ -121,6 +141,7 @@ public enum OperationTrigger
       case 1: return OPERATION_TRIGGER_MANUAL;
       case 2: return OPERATION_TRIGGER_STARTUP;
       case 3: return OPERATION_TRIGGER_SCHEDULE;
+      case 100: return OPERATION_TRIGGER_RELOAD;
       default: return null;
     }
   }

@@ -45,6 +45,10 @@ private static final long serialVersionUID = 0L;
     context_ = java.util.Collections.emptyList();
     rewrittenQuery_ = "";
     searches_ = java.util.Collections.emptyList();
+    keywordQuery_ = "";
+    keywordQuerySource_ = 0;
+    keywordRewriteFailureCode_ = "";
+    queryRewriteFailureCode_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -874,6 +878,263 @@ private static final long serialVersionUID = 0L;
     return searches_.get(index);
   }
 
+  public static final int RAG_BYPASSED_FIELD_NUMBER = 70;
+  private boolean ragBypassed_ = false;
+  /**
+   * <pre>
+   * Output only. Whether RAG was bypassed for this request
+   * (ExecutionInput.bypass_rag): no search ran and no evidence was sent.
+   * </pre>
+   *
+   * <code>bool rag_bypassed = 70 [json_name = "ragBypassed"];</code>
+   * @return The ragBypassed.
+   */
+  @java.lang.Override
+  public boolean getRagBypassed() {
+    return ragBypassed_;
+  }
+
+  public static final int APPLIED_LIMITS_FIELD_NUMBER = 71;
+  private dev.groundwire.v1.RagAppliedLimits appliedLimits_;
+  /**
+   * <pre>
+   * Output only. The limits applied to this execution: the agent's, narrowed
+   * by the request's overrides. Absent when RAG is disabled or bypassed.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
+   * @return Whether the appliedLimits field is set.
+   */
+  @java.lang.Override
+  public boolean hasAppliedLimits() {
+    return ((bitField0_ & 0x00000008) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The limits applied to this execution: the agent's, narrowed
+   * by the request's overrides. Absent when RAG is disabled or bypassed.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
+   * @return The appliedLimits.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagAppliedLimits getAppliedLimits() {
+    return appliedLimits_ == null ? dev.groundwire.v1.RagAppliedLimits.getDefaultInstance() : appliedLimits_;
+  }
+  /**
+   * <pre>
+   * Output only. The limits applied to this execution: the agent's, narrowed
+   * by the request's overrides. Absent when RAG is disabled or bypassed.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagAppliedLimitsOrBuilder getAppliedLimitsOrBuilder() {
+    return appliedLimits_ == null ? dev.groundwire.v1.RagAppliedLimits.getDefaultInstance() : appliedLimits_;
+  }
+
+  public static final int KEYWORD_QUERY_FIELD_NUMBER = 72;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object keywordQuery_ = "";
+  /**
+   * <pre>
+   * Output only. The keyword query the lexical leg searched (lexical and
+   * hybrid retrieval with keyword rewriting enabled): stop words removed,
+   * identifiers and quoted phrases kept. Absent when the lexical leg searched
+   * the (possibly rewritten) message itself.
+   * </pre>
+   *
+   * <code>optional string keyword_query = 72 [json_name = "keywordQuery"];</code>
+   * @return Whether the keywordQuery field is set.
+   */
+  @java.lang.Override
+  public boolean hasKeywordQuery() {
+    return ((bitField0_ & 0x00000010) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The keyword query the lexical leg searched (lexical and
+   * hybrid retrieval with keyword rewriting enabled): stop words removed,
+   * identifiers and quoted phrases kept. Absent when the lexical leg searched
+   * the (possibly rewritten) message itself.
+   * </pre>
+   *
+   * <code>optional string keyword_query = 72 [json_name = "keywordQuery"];</code>
+   * @return The keywordQuery.
+   */
+  @java.lang.Override
+  public java.lang.String getKeywordQuery() {
+    java.lang.Object ref = keywordQuery_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      keywordQuery_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Output only. The keyword query the lexical leg searched (lexical and
+   * hybrid retrieval with keyword rewriting enabled): stop words removed,
+   * identifiers and quoted phrases kept. Absent when the lexical leg searched
+   * the (possibly rewritten) message itself.
+   * </pre>
+   *
+   * <code>optional string keyword_query = 72 [json_name = "keywordQuery"];</code>
+   * @return The bytes for keywordQuery.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getKeywordQueryBytes() {
+    java.lang.Object ref = keywordQuery_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      keywordQuery_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int KEYWORD_QUERY_SOURCE_FIELD_NUMBER = 73;
+  private int keywordQuerySource_ = 0;
+  /**
+   * <pre>
+   * Output only. Where keyword_query came from (UNSPECIFIED when absent).
+   * </pre>
+   *
+   * <code>.groundwire.v1.KeywordQuerySource keyword_query_source = 73 [json_name = "keywordQuerySource"];</code>
+   * @return The enum numeric value on the wire for keywordQuerySource.
+   */
+  @java.lang.Override public int getKeywordQuerySourceValue() {
+    return keywordQuerySource_;
+  }
+  /**
+   * <pre>
+   * Output only. Where keyword_query came from (UNSPECIFIED when absent).
+   * </pre>
+   *
+   * <code>.groundwire.v1.KeywordQuerySource keyword_query_source = 73 [json_name = "keywordQuerySource"];</code>
+   * @return The keywordQuerySource.
+   */
+  @java.lang.Override public dev.groundwire.v1.KeywordQuerySource getKeywordQuerySource() {
+    dev.groundwire.v1.KeywordQuerySource result = dev.groundwire.v1.KeywordQuerySource.forNumber(keywordQuerySource_);
+    return result == null ? dev.groundwire.v1.KeywordQuerySource.UNRECOGNIZED : result;
+  }
+
+  public static final int KEYWORD_REWRITE_FAILURE_CODE_FIELD_NUMBER = 74;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object keywordRewriteFailureCode_ = "";
+  /**
+   * <pre>
+   * Output only. When the rewriter model failed and the deterministic
+   * keywords were used instead: a stable code (MODEL_UNAVAILABLE,
+   * MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_REJECTED,
+   * MODEL_INVALID_RESPONSE, REWRITE_INVALID_OUTPUT). Empty otherwise.
+   * </pre>
+   *
+   * <code>string keyword_rewrite_failure_code = 74 [json_name = "keywordRewriteFailureCode"];</code>
+   * @return The keywordRewriteFailureCode.
+   */
+  @java.lang.Override
+  public java.lang.String getKeywordRewriteFailureCode() {
+    java.lang.Object ref = keywordRewriteFailureCode_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      keywordRewriteFailureCode_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Output only. When the rewriter model failed and the deterministic
+   * keywords were used instead: a stable code (MODEL_UNAVAILABLE,
+   * MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_REJECTED,
+   * MODEL_INVALID_RESPONSE, REWRITE_INVALID_OUTPUT). Empty otherwise.
+   * </pre>
+   *
+   * <code>string keyword_rewrite_failure_code = 74 [json_name = "keywordRewriteFailureCode"];</code>
+   * @return The bytes for keywordRewriteFailureCode.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getKeywordRewriteFailureCodeBytes() {
+    java.lang.Object ref = keywordRewriteFailureCode_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      keywordRewriteFailureCode_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int QUERY_REWRITE_FAILURE_CODE_FIELD_NUMBER = 75;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object queryRewriteFailureCode_ = "";
+  /**
+   * <pre>
+   * Output only. When the model rewrite of a follow-up (query_rewriting
+   * "model") failed and the history rewrite was searched instead: a stable
+   * code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
+   * MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
+   * </pre>
+   *
+   * <code>string query_rewrite_failure_code = 75 [json_name = "queryRewriteFailureCode"];</code>
+   * @return The queryRewriteFailureCode.
+   */
+  @java.lang.Override
+  public java.lang.String getQueryRewriteFailureCode() {
+    java.lang.Object ref = queryRewriteFailureCode_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      queryRewriteFailureCode_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Output only. When the model rewrite of a follow-up (query_rewriting
+   * "model") failed and the history rewrite was searched instead: a stable
+   * code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
+   * MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
+   * </pre>
+   *
+   * <code>string query_rewrite_failure_code = 75 [json_name = "queryRewriteFailureCode"];</code>
+   * @return The bytes for queryRewriteFailureCode.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getQueryRewriteFailureCodeBytes() {
+    java.lang.Object ref = queryRewriteFailureCode_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      queryRewriteFailureCode_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -956,6 +1217,24 @@ private static final long serialVersionUID = 0L;
     }
     for (int i = 0; i < searches_.size(); i++) {
       output.writeMessage(23, searches_.get(i));
+    }
+    if (ragBypassed_ != false) {
+      output.writeBool(70, ragBypassed_);
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      output.writeMessage(71, getAppliedLimits());
+    }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 72, keywordQuery_);
+    }
+    if (keywordQuerySource_ != dev.groundwire.v1.KeywordQuerySource.KEYWORD_QUERY_SOURCE_UNSPECIFIED.getNumber()) {
+      output.writeEnum(73, keywordQuerySource_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(keywordRewriteFailureCode_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 74, keywordRewriteFailureCode_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(queryRewriteFailureCode_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 75, queryRewriteFailureCode_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -1081,6 +1360,27 @@ private static final long serialVersionUID = 0L;
           }
           size += 2 * count;
         }
+    if (ragBypassed_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(70, ragBypassed_);
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(71, getAppliedLimits());
+    }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(72, keywordQuery_);
+    }
+    if (keywordQuerySource_ != dev.groundwire.v1.KeywordQuerySource.KEYWORD_QUERY_SOURCE_UNSPECIFIED.getNumber()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeEnumSize(73, keywordQuerySource_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(keywordRewriteFailureCode_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(74, keywordRewriteFailureCode_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(queryRewriteFailureCode_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(75, queryRewriteFailureCode_);
+    }
     return size;
   }
   @java.lang.Override
@@ -1156,6 +1456,23 @@ private static final long serialVersionUID = 0L;
     }
     if (!getSearchesList()
         .equals(other.getSearchesList())) return false;
+    if (getRagBypassed()
+        != other.getRagBypassed()) return false;
+    if (hasAppliedLimits() != other.hasAppliedLimits()) return false;
+    if (hasAppliedLimits()) {
+      if (!getAppliedLimits()
+          .equals(other.getAppliedLimits())) return false;
+    }
+    if (hasKeywordQuery() != other.hasKeywordQuery()) return false;
+    if (hasKeywordQuery()) {
+      if (!getKeywordQuery()
+          .equals(other.getKeywordQuery())) return false;
+    }
+    if (keywordQuerySource_ != other.keywordQuerySource_) return false;
+    if (!getKeywordRewriteFailureCode()
+        .equals(other.getKeywordRewriteFailureCode())) return false;
+    if (!getQueryRewriteFailureCode()
+        .equals(other.getQueryRewriteFailureCode())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -1236,6 +1553,23 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + SEARCHES_FIELD_NUMBER;
       hash = (53 * hash) + getSearchesList().hashCode();
     }
+    hash = (37 * hash) + RAG_BYPASSED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getRagBypassed());
+    if (hasAppliedLimits()) {
+      hash = (37 * hash) + APPLIED_LIMITS_FIELD_NUMBER;
+      hash = (53 * hash) + getAppliedLimits().hashCode();
+    }
+    if (hasKeywordQuery()) {
+      hash = (37 * hash) + KEYWORD_QUERY_FIELD_NUMBER;
+      hash = (53 * hash) + getKeywordQuery().hashCode();
+    }
+    hash = (37 * hash) + KEYWORD_QUERY_SOURCE_FIELD_NUMBER;
+    hash = (53 * hash) + keywordQuerySource_;
+    hash = (37 * hash) + KEYWORD_REWRITE_FAILURE_CODE_FIELD_NUMBER;
+    hash = (53 * hash) + getKeywordRewriteFailureCode().hashCode();
+    hash = (37 * hash) + QUERY_REWRITE_FAILURE_CODE_FIELD_NUMBER;
+    hash = (53 * hash) + getQueryRewriteFailureCode().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -1379,6 +1713,7 @@ private static final long serialVersionUID = 0L;
         internalGetRerankingFieldBuilder();
         internalGetContextBudgetFieldBuilder();
         internalGetSearchesFieldBuilder();
+        internalGetAppliedLimitsFieldBuilder();
       }
     }
     @java.lang.Override
@@ -1452,6 +1787,16 @@ private static final long serialVersionUID = 0L;
         searchesBuilder_.clear();
       }
       bitField0_ = (bitField0_ & ~0x00400000);
+      ragBypassed_ = false;
+      appliedLimits_ = null;
+      if (appliedLimitsBuilder_ != null) {
+        appliedLimitsBuilder_.dispose();
+        appliedLimitsBuilder_ = null;
+      }
+      keywordQuery_ = "";
+      keywordQuerySource_ = 0;
+      keywordRewriteFailureCode_ = "";
+      queryRewriteFailureCode_ = "";
       return this;
     }
 
@@ -1601,6 +1946,28 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00200000) != 0)) {
         result.rewrittenQuery_ = rewrittenQuery_;
         to_bitField0_ |= 0x00000004;
+      }
+      if (((from_bitField0_ & 0x00800000) != 0)) {
+        result.ragBypassed_ = ragBypassed_;
+      }
+      if (((from_bitField0_ & 0x01000000) != 0)) {
+        result.appliedLimits_ = appliedLimitsBuilder_ == null
+            ? appliedLimits_
+            : appliedLimitsBuilder_.build();
+        to_bitField0_ |= 0x00000008;
+      }
+      if (((from_bitField0_ & 0x02000000) != 0)) {
+        result.keywordQuery_ = keywordQuery_;
+        to_bitField0_ |= 0x00000010;
+      }
+      if (((from_bitField0_ & 0x04000000) != 0)) {
+        result.keywordQuerySource_ = keywordQuerySource_;
+      }
+      if (((from_bitField0_ & 0x08000000) != 0)) {
+        result.keywordRewriteFailureCode_ = keywordRewriteFailureCode_;
+      }
+      if (((from_bitField0_ & 0x10000000) != 0)) {
+        result.queryRewriteFailureCode_ = queryRewriteFailureCode_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -1828,6 +2195,30 @@ private static final long serialVersionUID = 0L;
           }
         }
       }
+      if (other.getRagBypassed() != false) {
+        setRagBypassed(other.getRagBypassed());
+      }
+      if (other.hasAppliedLimits()) {
+        mergeAppliedLimits(other.getAppliedLimits());
+      }
+      if (other.hasKeywordQuery()) {
+        keywordQuery_ = other.keywordQuery_;
+        bitField0_ |= 0x02000000;
+        onChanged();
+      }
+      if (other.keywordQuerySource_ != 0) {
+        setKeywordQuerySourceValue(other.getKeywordQuerySourceValue());
+      }
+      if (!other.getKeywordRewriteFailureCode().isEmpty()) {
+        keywordRewriteFailureCode_ = other.keywordRewriteFailureCode_;
+        bitField0_ |= 0x08000000;
+        onChanged();
+      }
+      if (!other.getQueryRewriteFailureCode().isEmpty()) {
+        queryRewriteFailureCode_ = other.queryRewriteFailureCode_;
+        bitField0_ |= 0x10000000;
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -2019,6 +2410,38 @@ private static final long serialVersionUID = 0L;
               }
               break;
             } // case 186
+            case 560: {
+              ragBypassed_ = input.readBool();
+              bitField0_ |= 0x00800000;
+              break;
+            } // case 560
+            case 570: {
+              input.readMessage(
+                  internalGetAppliedLimitsFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x01000000;
+              break;
+            } // case 570
+            case 578: {
+              keywordQuery_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x02000000;
+              break;
+            } // case 578
+            case 584: {
+              keywordQuerySource_ = input.readEnum();
+              bitField0_ |= 0x04000000;
+              break;
+            } // case 584
+            case 594: {
+              keywordRewriteFailureCode_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x08000000;
+              break;
+            } // case 594
+            case 602: {
+              queryRewriteFailureCode_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x10000000;
+              break;
+            } // case 602
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -5086,6 +5509,624 @@ private static final long serialVersionUID = 0L;
         searches_ = null;
       }
       return searchesBuilder_;
+    }
+
+    private boolean ragBypassed_ ;
+    /**
+     * <pre>
+     * Output only. Whether RAG was bypassed for this request
+     * (ExecutionInput.bypass_rag): no search ran and no evidence was sent.
+     * </pre>
+     *
+     * <code>bool rag_bypassed = 70 [json_name = "ragBypassed"];</code>
+     * @return The ragBypassed.
+     */
+    @java.lang.Override
+    public boolean getRagBypassed() {
+      return ragBypassed_;
+    }
+    /**
+     * <pre>
+     * Output only. Whether RAG was bypassed for this request
+     * (ExecutionInput.bypass_rag): no search ran and no evidence was sent.
+     * </pre>
+     *
+     * <code>bool rag_bypassed = 70 [json_name = "ragBypassed"];</code>
+     * @param value The ragBypassed to set.
+     * @return This builder for chaining.
+     */
+    public Builder setRagBypassed(boolean value) {
+
+      ragBypassed_ = value;
+      bitField0_ |= 0x00800000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Whether RAG was bypassed for this request
+     * (ExecutionInput.bypass_rag): no search ran and no evidence was sent.
+     * </pre>
+     *
+     * <code>bool rag_bypassed = 70 [json_name = "ragBypassed"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearRagBypassed() {
+      bitField0_ = (bitField0_ & ~0x00800000);
+      ragBypassed_ = false;
+      onChanged();
+      return this;
+    }
+
+    private dev.groundwire.v1.RagAppliedLimits appliedLimits_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RagAppliedLimits, dev.groundwire.v1.RagAppliedLimits.Builder, dev.groundwire.v1.RagAppliedLimitsOrBuilder> appliedLimitsBuilder_;
+    /**
+     * <pre>
+     * Output only. The limits applied to this execution: the agent's, narrowed
+     * by the request's overrides. Absent when RAG is disabled or bypassed.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
+     * @return Whether the appliedLimits field is set.
+     */
+    public boolean hasAppliedLimits() {
+      return ((bitField0_ & 0x01000000) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The limits applied to this execution: the agent's, narrowed
+     * by the request's overrides. Absent when RAG is disabled or bypassed.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
+     * @return The appliedLimits.
+     */
+    public dev.groundwire.v1.RagAppliedLimits getAppliedLimits() {
+      if (appliedLimitsBuilder_ == null) {
+        return appliedLimits_ == null ? dev.groundwire.v1.RagAppliedLimits.getDefaultInstance() : appliedLimits_;
+      } else {
+        return appliedLimitsBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The limits applied to this execution: the agent's, narrowed
+     * by the request's overrides. Absent when RAG is disabled or bypassed.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
+     */
+    public Builder setAppliedLimits(dev.groundwire.v1.RagAppliedLimits value) {
+      if (appliedLimitsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        appliedLimits_ = value;
+      } else {
+        appliedLimitsBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x01000000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The limits applied to this execution: the agent's, narrowed
+     * by the request's overrides. Absent when RAG is disabled or bypassed.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
+     */
+    public Builder setAppliedLimits(
+        dev.groundwire.v1.RagAppliedLimits.Builder builderForValue) {
+      if (appliedLimitsBuilder_ == null) {
+        appliedLimits_ = builderForValue.build();
+      } else {
+        appliedLimitsBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x01000000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The limits applied to this execution: the agent's, narrowed
+     * by the request's overrides. Absent when RAG is disabled or bypassed.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
+     */
+    public Builder mergeAppliedLimits(dev.groundwire.v1.RagAppliedLimits value) {
+      if (appliedLimitsBuilder_ == null) {
+        if (((bitField0_ & 0x01000000) != 0) &&
+          appliedLimits_ != null &&
+          appliedLimits_ != dev.groundwire.v1.RagAppliedLimits.getDefaultInstance()) {
+          getAppliedLimitsBuilder().mergeFrom(value);
+        } else {
+          appliedLimits_ = value;
+        }
+      } else {
+        appliedLimitsBuilder_.mergeFrom(value);
+      }
+      if (appliedLimits_ != null) {
+        bitField0_ |= 0x01000000;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The limits applied to this execution: the agent's, narrowed
+     * by the request's overrides. Absent when RAG is disabled or bypassed.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
+     */
+    public Builder clearAppliedLimits() {
+      bitField0_ = (bitField0_ & ~0x01000000);
+      appliedLimits_ = null;
+      if (appliedLimitsBuilder_ != null) {
+        appliedLimitsBuilder_.dispose();
+        appliedLimitsBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The limits applied to this execution: the agent's, narrowed
+     * by the request's overrides. Absent when RAG is disabled or bypassed.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
+     */
+    public dev.groundwire.v1.RagAppliedLimits.Builder getAppliedLimitsBuilder() {
+      bitField0_ |= 0x01000000;
+      onChanged();
+      return internalGetAppliedLimitsFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. The limits applied to this execution: the agent's, narrowed
+     * by the request's overrides. Absent when RAG is disabled or bypassed.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
+     */
+    public dev.groundwire.v1.RagAppliedLimitsOrBuilder getAppliedLimitsOrBuilder() {
+      if (appliedLimitsBuilder_ != null) {
+        return appliedLimitsBuilder_.getMessageOrBuilder();
+      } else {
+        return appliedLimits_ == null ?
+            dev.groundwire.v1.RagAppliedLimits.getDefaultInstance() : appliedLimits_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The limits applied to this execution: the agent's, narrowed
+     * by the request's overrides. Absent when RAG is disabled or bypassed.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RagAppliedLimits, dev.groundwire.v1.RagAppliedLimits.Builder, dev.groundwire.v1.RagAppliedLimitsOrBuilder> 
+        internalGetAppliedLimitsFieldBuilder() {
+      if (appliedLimitsBuilder_ == null) {
+        appliedLimitsBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.RagAppliedLimits, dev.groundwire.v1.RagAppliedLimits.Builder, dev.groundwire.v1.RagAppliedLimitsOrBuilder>(
+                getAppliedLimits(),
+                getParentForChildren(),
+                isClean());
+        appliedLimits_ = null;
+      }
+      return appliedLimitsBuilder_;
+    }
+
+    private java.lang.Object keywordQuery_ = "";
+    /**
+     * <pre>
+     * Output only. The keyword query the lexical leg searched (lexical and
+     * hybrid retrieval with keyword rewriting enabled): stop words removed,
+     * identifiers and quoted phrases kept. Absent when the lexical leg searched
+     * the (possibly rewritten) message itself.
+     * </pre>
+     *
+     * <code>optional string keyword_query = 72 [json_name = "keywordQuery"];</code>
+     * @return Whether the keywordQuery field is set.
+     */
+    public boolean hasKeywordQuery() {
+      return ((bitField0_ & 0x02000000) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The keyword query the lexical leg searched (lexical and
+     * hybrid retrieval with keyword rewriting enabled): stop words removed,
+     * identifiers and quoted phrases kept. Absent when the lexical leg searched
+     * the (possibly rewritten) message itself.
+     * </pre>
+     *
+     * <code>optional string keyword_query = 72 [json_name = "keywordQuery"];</code>
+     * @return The keywordQuery.
+     */
+    public java.lang.String getKeywordQuery() {
+      java.lang.Object ref = keywordQuery_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        keywordQuery_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The keyword query the lexical leg searched (lexical and
+     * hybrid retrieval with keyword rewriting enabled): stop words removed,
+     * identifiers and quoted phrases kept. Absent when the lexical leg searched
+     * the (possibly rewritten) message itself.
+     * </pre>
+     *
+     * <code>optional string keyword_query = 72 [json_name = "keywordQuery"];</code>
+     * @return The bytes for keywordQuery.
+     */
+    public com.google.protobuf.ByteString
+        getKeywordQueryBytes() {
+      java.lang.Object ref = keywordQuery_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        keywordQuery_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The keyword query the lexical leg searched (lexical and
+     * hybrid retrieval with keyword rewriting enabled): stop words removed,
+     * identifiers and quoted phrases kept. Absent when the lexical leg searched
+     * the (possibly rewritten) message itself.
+     * </pre>
+     *
+     * <code>optional string keyword_query = 72 [json_name = "keywordQuery"];</code>
+     * @param value The keywordQuery to set.
+     * @return This builder for chaining.
+     */
+    public Builder setKeywordQuery(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      keywordQuery_ = value;
+      bitField0_ |= 0x02000000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The keyword query the lexical leg searched (lexical and
+     * hybrid retrieval with keyword rewriting enabled): stop words removed,
+     * identifiers and quoted phrases kept. Absent when the lexical leg searched
+     * the (possibly rewritten) message itself.
+     * </pre>
+     *
+     * <code>optional string keyword_query = 72 [json_name = "keywordQuery"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearKeywordQuery() {
+      keywordQuery_ = getDefaultInstance().getKeywordQuery();
+      bitField0_ = (bitField0_ & ~0x02000000);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The keyword query the lexical leg searched (lexical and
+     * hybrid retrieval with keyword rewriting enabled): stop words removed,
+     * identifiers and quoted phrases kept. Absent when the lexical leg searched
+     * the (possibly rewritten) message itself.
+     * </pre>
+     *
+     * <code>optional string keyword_query = 72 [json_name = "keywordQuery"];</code>
+     * @param value The bytes for keywordQuery to set.
+     * @return This builder for chaining.
+     */
+    public Builder setKeywordQueryBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      keywordQuery_ = value;
+      bitField0_ |= 0x02000000;
+      onChanged();
+      return this;
+    }
+
+    private int keywordQuerySource_ = 0;
+    /**
+     * <pre>
+     * Output only. Where keyword_query came from (UNSPECIFIED when absent).
+     * </pre>
+     *
+     * <code>.groundwire.v1.KeywordQuerySource keyword_query_source = 73 [json_name = "keywordQuerySource"];</code>
+     * @return The enum numeric value on the wire for keywordQuerySource.
+     */
+    @java.lang.Override public int getKeywordQuerySourceValue() {
+      return keywordQuerySource_;
+    }
+    /**
+     * <pre>
+     * Output only. Where keyword_query came from (UNSPECIFIED when absent).
+     * </pre>
+     *
+     * <code>.groundwire.v1.KeywordQuerySource keyword_query_source = 73 [json_name = "keywordQuerySource"];</code>
+     * @param value The enum numeric value on the wire for keywordQuerySource to set.
+     * @return This builder for chaining.
+     */
+    public Builder setKeywordQuerySourceValue(int value) {
+      keywordQuerySource_ = value;
+      bitField0_ |= 0x04000000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Where keyword_query came from (UNSPECIFIED when absent).
+     * </pre>
+     *
+     * <code>.groundwire.v1.KeywordQuerySource keyword_query_source = 73 [json_name = "keywordQuerySource"];</code>
+     * @return The keywordQuerySource.
+     */
+    @java.lang.Override
+    public dev.groundwire.v1.KeywordQuerySource getKeywordQuerySource() {
+      dev.groundwire.v1.KeywordQuerySource result = dev.groundwire.v1.KeywordQuerySource.forNumber(keywordQuerySource_);
+      return result == null ? dev.groundwire.v1.KeywordQuerySource.UNRECOGNIZED : result;
+    }
+    /**
+     * <pre>
+     * Output only. Where keyword_query came from (UNSPECIFIED when absent).
+     * </pre>
+     *
+     * <code>.groundwire.v1.KeywordQuerySource keyword_query_source = 73 [json_name = "keywordQuerySource"];</code>
+     * @param value The keywordQuerySource to set.
+     * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+     * @return This builder for chaining.
+     */
+    public Builder setKeywordQuerySource(dev.groundwire.v1.KeywordQuerySource value) {
+      java.util.Objects.requireNonNull(value);
+      bitField0_ |= 0x04000000;
+      keywordQuerySource_ = value.getNumber();
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Where keyword_query came from (UNSPECIFIED when absent).
+     * </pre>
+     *
+     * <code>.groundwire.v1.KeywordQuerySource keyword_query_source = 73 [json_name = "keywordQuerySource"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearKeywordQuerySource() {
+      bitField0_ = (bitField0_ & ~0x04000000);
+      keywordQuerySource_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object keywordRewriteFailureCode_ = "";
+    /**
+     * <pre>
+     * Output only. When the rewriter model failed and the deterministic
+     * keywords were used instead: a stable code (MODEL_UNAVAILABLE,
+     * MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_REJECTED,
+     * MODEL_INVALID_RESPONSE, REWRITE_INVALID_OUTPUT). Empty otherwise.
+     * </pre>
+     *
+     * <code>string keyword_rewrite_failure_code = 74 [json_name = "keywordRewriteFailureCode"];</code>
+     * @return The keywordRewriteFailureCode.
+     */
+    public java.lang.String getKeywordRewriteFailureCode() {
+      java.lang.Object ref = keywordRewriteFailureCode_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        keywordRewriteFailureCode_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. When the rewriter model failed and the deterministic
+     * keywords were used instead: a stable code (MODEL_UNAVAILABLE,
+     * MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_REJECTED,
+     * MODEL_INVALID_RESPONSE, REWRITE_INVALID_OUTPUT). Empty otherwise.
+     * </pre>
+     *
+     * <code>string keyword_rewrite_failure_code = 74 [json_name = "keywordRewriteFailureCode"];</code>
+     * @return The bytes for keywordRewriteFailureCode.
+     */
+    public com.google.protobuf.ByteString
+        getKeywordRewriteFailureCodeBytes() {
+      java.lang.Object ref = keywordRewriteFailureCode_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        keywordRewriteFailureCode_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. When the rewriter model failed and the deterministic
+     * keywords were used instead: a stable code (MODEL_UNAVAILABLE,
+     * MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_REJECTED,
+     * MODEL_INVALID_RESPONSE, REWRITE_INVALID_OUTPUT). Empty otherwise.
+     * </pre>
+     *
+     * <code>string keyword_rewrite_failure_code = 74 [json_name = "keywordRewriteFailureCode"];</code>
+     * @param value The keywordRewriteFailureCode to set.
+     * @return This builder for chaining.
+     */
+    public Builder setKeywordRewriteFailureCode(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      keywordRewriteFailureCode_ = value;
+      bitField0_ |= 0x08000000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. When the rewriter model failed and the deterministic
+     * keywords were used instead: a stable code (MODEL_UNAVAILABLE,
+     * MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_REJECTED,
+     * MODEL_INVALID_RESPONSE, REWRITE_INVALID_OUTPUT). Empty otherwise.
+     * </pre>
+     *
+     * <code>string keyword_rewrite_failure_code = 74 [json_name = "keywordRewriteFailureCode"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearKeywordRewriteFailureCode() {
+      keywordRewriteFailureCode_ = getDefaultInstance().getKeywordRewriteFailureCode();
+      bitField0_ = (bitField0_ & ~0x08000000);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. When the rewriter model failed and the deterministic
+     * keywords were used instead: a stable code (MODEL_UNAVAILABLE,
+     * MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_REJECTED,
+     * MODEL_INVALID_RESPONSE, REWRITE_INVALID_OUTPUT). Empty otherwise.
+     * </pre>
+     *
+     * <code>string keyword_rewrite_failure_code = 74 [json_name = "keywordRewriteFailureCode"];</code>
+     * @param value The bytes for keywordRewriteFailureCode to set.
+     * @return This builder for chaining.
+     */
+    public Builder setKeywordRewriteFailureCodeBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      keywordRewriteFailureCode_ = value;
+      bitField0_ |= 0x08000000;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object queryRewriteFailureCode_ = "";
+    /**
+     * <pre>
+     * Output only. When the model rewrite of a follow-up (query_rewriting
+     * "model") failed and the history rewrite was searched instead: a stable
+     * code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
+     * MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
+     * </pre>
+     *
+     * <code>string query_rewrite_failure_code = 75 [json_name = "queryRewriteFailureCode"];</code>
+     * @return The queryRewriteFailureCode.
+     */
+    public java.lang.String getQueryRewriteFailureCode() {
+      java.lang.Object ref = queryRewriteFailureCode_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        queryRewriteFailureCode_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. When the model rewrite of a follow-up (query_rewriting
+     * "model") failed and the history rewrite was searched instead: a stable
+     * code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
+     * MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
+     * </pre>
+     *
+     * <code>string query_rewrite_failure_code = 75 [json_name = "queryRewriteFailureCode"];</code>
+     * @return The bytes for queryRewriteFailureCode.
+     */
+    public com.google.protobuf.ByteString
+        getQueryRewriteFailureCodeBytes() {
+      java.lang.Object ref = queryRewriteFailureCode_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        queryRewriteFailureCode_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. When the model rewrite of a follow-up (query_rewriting
+     * "model") failed and the history rewrite was searched instead: a stable
+     * code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
+     * MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
+     * </pre>
+     *
+     * <code>string query_rewrite_failure_code = 75 [json_name = "queryRewriteFailureCode"];</code>
+     * @param value The queryRewriteFailureCode to set.
+     * @return This builder for chaining.
+     */
+    public Builder setQueryRewriteFailureCode(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      queryRewriteFailureCode_ = value;
+      bitField0_ |= 0x10000000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. When the model rewrite of a follow-up (query_rewriting
+     * "model") failed and the history rewrite was searched instead: a stable
+     * code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
+     * MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
+     * </pre>
+     *
+     * <code>string query_rewrite_failure_code = 75 [json_name = "queryRewriteFailureCode"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearQueryRewriteFailureCode() {
+      queryRewriteFailureCode_ = getDefaultInstance().getQueryRewriteFailureCode();
+      bitField0_ = (bitField0_ & ~0x10000000);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. When the model rewrite of a follow-up (query_rewriting
+     * "model") failed and the history rewrite was searched instead: a stable
+     * code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
+     * MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
+     * </pre>
+     *
+     * <code>string query_rewrite_failure_code = 75 [json_name = "queryRewriteFailureCode"];</code>
+     * @param value The bytes for queryRewriteFailureCode to set.
+     * @return This builder for chaining.
+     */
+    public Builder setQueryRewriteFailureCodeBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      queryRewriteFailureCode_ = value;
+      bitField0_ |= 0x10000000;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.RagExecutionMetadata)

@@ -551,4 +551,154 @@ public interface RagExecutionMetadataOrBuilder extends
    */
   dev.groundwire.v1.AgenticSearchTraceOrBuilder getSearchesOrBuilder(
       int index);
+
+  /**
+   * <pre>
+   * Output only. Whether RAG was bypassed for this request
+   * (ExecutionInput.bypass_rag): no search ran and no evidence was sent.
+   * </pre>
+   *
+   * <code>bool rag_bypassed = 70 [json_name = "ragBypassed"];</code>
+   * @return The ragBypassed.
+   */
+  boolean getRagBypassed();
+
+  /**
+   * <pre>
+   * Output only. The limits applied to this execution: the agent's, narrowed
+   * by the request's overrides. Absent when RAG is disabled or bypassed.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
+   * @return Whether the appliedLimits field is set.
+   */
+  boolean hasAppliedLimits();
+  /**
+   * <pre>
+   * Output only. The limits applied to this execution: the agent's, narrowed
+   * by the request's overrides. Absent when RAG is disabled or bypassed.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
+   * @return The appliedLimits.
+   */
+  dev.groundwire.v1.RagAppliedLimits getAppliedLimits();
+  /**
+   * <pre>
+   * Output only. The limits applied to this execution: the agent's, narrowed
+   * by the request's overrides. Absent when RAG is disabled or bypassed.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
+   */
+  dev.groundwire.v1.RagAppliedLimitsOrBuilder getAppliedLimitsOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. The keyword query the lexical leg searched (lexical and
+   * hybrid retrieval with keyword rewriting enabled): stop words removed,
+   * identifiers and quoted phrases kept. Absent when the lexical leg searched
+   * the (possibly rewritten) message itself.
+   * </pre>
+   *
+   * <code>optional string keyword_query = 72 [json_name = "keywordQuery"];</code>
+   * @return Whether the keywordQuery field is set.
+   */
+  boolean hasKeywordQuery();
+  /**
+   * <pre>
+   * Output only. The keyword query the lexical leg searched (lexical and
+   * hybrid retrieval with keyword rewriting enabled): stop words removed,
+   * identifiers and quoted phrases kept. Absent when the lexical leg searched
+   * the (possibly rewritten) message itself.
+   * </pre>
+   *
+   * <code>optional string keyword_query = 72 [json_name = "keywordQuery"];</code>
+   * @return The keywordQuery.
+   */
+  java.lang.String getKeywordQuery();
+  /**
+   * <pre>
+   * Output only. The keyword query the lexical leg searched (lexical and
+   * hybrid retrieval with keyword rewriting enabled): stop words removed,
+   * identifiers and quoted phrases kept. Absent when the lexical leg searched
+   * the (possibly rewritten) message itself.
+   * </pre>
+   *
+   * <code>optional string keyword_query = 72 [json_name = "keywordQuery"];</code>
+   * @return The bytes for keywordQuery.
+   */
+  com.google.protobuf.ByteString
+      getKeywordQueryBytes();
+
+  /**
+   * <pre>
+   * Output only. Where keyword_query came from (UNSPECIFIED when absent).
+   * </pre>
+   *
+   * <code>.groundwire.v1.KeywordQuerySource keyword_query_source = 73 [json_name = "keywordQuerySource"];</code>
+   * @return The enum numeric value on the wire for keywordQuerySource.
+   */
+  int getKeywordQuerySourceValue();
+  /**
+   * <pre>
+   * Output only. Where keyword_query came from (UNSPECIFIED when absent).
+   * </pre>
+   *
+   * <code>.groundwire.v1.KeywordQuerySource keyword_query_source = 73 [json_name = "keywordQuerySource"];</code>
+   * @return The keywordQuerySource.
+   */
+  dev.groundwire.v1.KeywordQuerySource getKeywordQuerySource();
+
+  /**
+   * <pre>
+   * Output only. When the rewriter model failed and the deterministic
+   * keywords were used instead: a stable code (MODEL_UNAVAILABLE,
+   * MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_REJECTED,
+   * MODEL_INVALID_RESPONSE, REWRITE_INVALID_OUTPUT). Empty otherwise.
+   * </pre>
+   *
+   * <code>string keyword_rewrite_failure_code = 74 [json_name = "keywordRewriteFailureCode"];</code>
+   * @return The keywordRewriteFailureCode.
+   */
+  java.lang.String getKeywordRewriteFailureCode();
+  /**
+   * <pre>
+   * Output only. When the rewriter model failed and the deterministic
+   * keywords were used instead: a stable code (MODEL_UNAVAILABLE,
+   * MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_REJECTED,
+   * MODEL_INVALID_RESPONSE, REWRITE_INVALID_OUTPUT). Empty otherwise.
+   * </pre>
+   *
+   * <code>string keyword_rewrite_failure_code = 74 [json_name = "keywordRewriteFailureCode"];</code>
+   * @return The bytes for keywordRewriteFailureCode.
+   */
+  com.google.protobuf.ByteString
+      getKeywordRewriteFailureCodeBytes();
+
+  /**
+   * <pre>
+   * Output only. When the model rewrite of a follow-up (query_rewriting
+   * "model") failed and the history rewrite was searched instead: a stable
+   * code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
+   * MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
+   * </pre>
+   *
+   * <code>string query_rewrite_failure_code = 75 [json_name = "queryRewriteFailureCode"];</code>
+   * @return The queryRewriteFailureCode.
+   */
+  java.lang.String getQueryRewriteFailureCode();
+  /**
+   * <pre>
+   * Output only. When the model rewrite of a follow-up (query_rewriting
+   * "model") failed and the history rewrite was searched instead: a stable
+   * code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
+   * MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
+   * </pre>
+   *
+   * <code>string query_rewrite_failure_code = 75 [json_name = "queryRewriteFailureCode"];</code>
+   * @return The bytes for queryRewriteFailureCode.
+   */
+  com.google.protobuf.ByteString
+      getQueryRewriteFailureCodeBytes();
 }

@@ -402,6 +402,63 @@ private static final long serialVersionUID = 0L;
     return lexicalTermsPruned_;
   }
 
+  public static final int EMBEDDING_USAGE_FIELD_NUMBER = 80;
+  private dev.groundwire.v1.EmbeddingUsage embeddingUsage_;
+  /**
+   * <pre>
+   * Output only. Embedding usage of this query (the query embedding; zero in
+   * lexical mode).
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return Whether the embeddingUsage field is set.
+   */
+  @java.lang.Override
+  public boolean hasEmbeddingUsage() {
+    return ((bitField0_ & 0x00000010) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. Embedding usage of this query (the query embedding; zero in
+   * lexical mode).
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return The embeddingUsage.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage() {
+    return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+  }
+  /**
+   * <pre>
+   * Output only. Embedding usage of this query (the query embedding; zero in
+   * lexical mode).
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder() {
+    return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+  }
+
+  public static final int QUERY_TRUNCATED_FIELD_NUMBER = 81;
+  private boolean queryTruncated_ = false;
+  /**
+   * <pre>
+   * Output only. Whether the query was longer than the embedding model's token
+   * window, so the model saw only its beginning.
+   * </pre>
+   *
+   * <code>bool query_truncated = 81 [json_name = "queryTruncated"];</code>
+   * @return The queryTruncated.
+   */
+  @java.lang.Override
+  public boolean getQueryTruncated() {
+    return queryTruncated_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -463,6 +520,12 @@ private static final long serialVersionUID = 0L;
     }
     if (lexicalTermsPruned_ != 0) {
       output.writeUInt32(16, lexicalTermsPruned_);
+    }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      output.writeMessage(80, getEmbeddingUsage());
+    }
+    if (queryTruncated_ != false) {
+      output.writeBool(81, queryTruncated_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -531,6 +594,14 @@ private static final long serialVersionUID = 0L;
     if (lexicalTermsPruned_ != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeUInt32Size(16, lexicalTermsPruned_);
+    }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(80, getEmbeddingUsage());
+    }
+    if (queryTruncated_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(81, queryTruncated_);
     }
     return size;
   }
@@ -601,6 +672,13 @@ private static final long serialVersionUID = 0L;
         != other.getLexicalTermsScored()) return false;
     if (getLexicalTermsPruned()
         != other.getLexicalTermsPruned()) return false;
+    if (hasEmbeddingUsage() != other.hasEmbeddingUsage()) return false;
+    if (hasEmbeddingUsage()) {
+      if (!getEmbeddingUsage()
+          .equals(other.getEmbeddingUsage())) return false;
+    }
+    if (getQueryTruncated()
+        != other.getQueryTruncated()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -655,6 +733,13 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getLexicalTermsScored();
     hash = (37 * hash) + LEXICAL_TERMS_PRUNED_FIELD_NUMBER;
     hash = (53 * hash) + getLexicalTermsPruned();
+    if (hasEmbeddingUsage()) {
+      hash = (37 * hash) + EMBEDDING_USAGE_FIELD_NUMBER;
+      hash = (53 * hash) + getEmbeddingUsage().hashCode();
+    }
+    hash = (37 * hash) + QUERY_TRUNCATED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getQueryTruncated());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -793,6 +878,7 @@ private static final long serialVersionUID = 0L;
         internalGetSemanticDurationFieldBuilder();
         internalGetLexicalDurationFieldBuilder();
         internalGetTotalDurationFieldBuilder();
+        internalGetEmbeddingUsageFieldBuilder();
       }
     }
     @java.lang.Override
@@ -831,6 +917,12 @@ private static final long serialVersionUID = 0L;
       appliedLegDepth_ = 0;
       lexicalTermsScored_ = 0;
       lexicalTermsPruned_ = 0;
+      embeddingUsage_ = null;
+      if (embeddingUsageBuilder_ != null) {
+        embeddingUsageBuilder_.dispose();
+        embeddingUsageBuilder_ = null;
+      }
+      queryTruncated_ = false;
       return this;
     }
 
@@ -925,6 +1017,15 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00008000) != 0)) {
         result.lexicalTermsPruned_ = lexicalTermsPruned_;
       }
+      if (((from_bitField0_ & 0x00010000) != 0)) {
+        result.embeddingUsage_ = embeddingUsageBuilder_ == null
+            ? embeddingUsage_
+            : embeddingUsageBuilder_.build();
+        to_bitField0_ |= 0x00000010;
+      }
+      if (((from_bitField0_ & 0x00020000) != 0)) {
+        result.queryTruncated_ = queryTruncated_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -987,6 +1088,12 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getLexicalTermsPruned() != 0) {
         setLexicalTermsPruned(other.getLexicalTermsPruned());
+      }
+      if (other.hasEmbeddingUsage()) {
+        mergeEmbeddingUsage(other.getEmbeddingUsage());
+      }
+      if (other.getQueryTruncated() != false) {
+        setQueryTruncated(other.getQueryTruncated());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1100,6 +1207,18 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00008000;
               break;
             } // case 128
+            case 642: {
+              input.readMessage(
+                  internalGetEmbeddingUsageFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00010000;
+              break;
+            } // case 642
+            case 648: {
+              queryTruncated_ = input.readBool();
+              bitField0_ |= 0x00020000;
+              break;
+            } // case 648
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2304,6 +2423,217 @@ private static final long serialVersionUID = 0L;
     public Builder clearLexicalTermsPruned() {
       bitField0_ = (bitField0_ & ~0x00008000);
       lexicalTermsPruned_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private dev.groundwire.v1.EmbeddingUsage embeddingUsage_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder> embeddingUsageBuilder_;
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     * @return Whether the embeddingUsage field is set.
+     */
+    public boolean hasEmbeddingUsage() {
+      return ((bitField0_ & 0x00010000) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     * @return The embeddingUsage.
+     */
+    public dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage() {
+      if (embeddingUsageBuilder_ == null) {
+        return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+      } else {
+        return embeddingUsageBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder setEmbeddingUsage(dev.groundwire.v1.EmbeddingUsage value) {
+      if (embeddingUsageBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        embeddingUsage_ = value;
+      } else {
+        embeddingUsageBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00010000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder setEmbeddingUsage(
+        dev.groundwire.v1.EmbeddingUsage.Builder builderForValue) {
+      if (embeddingUsageBuilder_ == null) {
+        embeddingUsage_ = builderForValue.build();
+      } else {
+        embeddingUsageBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00010000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder mergeEmbeddingUsage(dev.groundwire.v1.EmbeddingUsage value) {
+      if (embeddingUsageBuilder_ == null) {
+        if (((bitField0_ & 0x00010000) != 0) &&
+          embeddingUsage_ != null &&
+          embeddingUsage_ != dev.groundwire.v1.EmbeddingUsage.getDefaultInstance()) {
+          getEmbeddingUsageBuilder().mergeFrom(value);
+        } else {
+          embeddingUsage_ = value;
+        }
+      } else {
+        embeddingUsageBuilder_.mergeFrom(value);
+      }
+      if (embeddingUsage_ != null) {
+        bitField0_ |= 0x00010000;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder clearEmbeddingUsage() {
+      bitField0_ = (bitField0_ & ~0x00010000);
+      embeddingUsage_ = null;
+      if (embeddingUsageBuilder_ != null) {
+        embeddingUsageBuilder_.dispose();
+        embeddingUsageBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public dev.groundwire.v1.EmbeddingUsage.Builder getEmbeddingUsageBuilder() {
+      bitField0_ |= 0x00010000;
+      onChanged();
+      return internalGetEmbeddingUsageFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder() {
+      if (embeddingUsageBuilder_ != null) {
+        return embeddingUsageBuilder_.getMessageOrBuilder();
+      } else {
+        return embeddingUsage_ == null ?
+            dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder> 
+        internalGetEmbeddingUsageFieldBuilder() {
+      if (embeddingUsageBuilder_ == null) {
+        embeddingUsageBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder>(
+                getEmbeddingUsage(),
+                getParentForChildren(),
+                isClean());
+        embeddingUsage_ = null;
+      }
+      return embeddingUsageBuilder_;
+    }
+
+    private boolean queryTruncated_ ;
+    /**
+     * <pre>
+     * Output only. Whether the query was longer than the embedding model's token
+     * window, so the model saw only its beginning.
+     * </pre>
+     *
+     * <code>bool query_truncated = 81 [json_name = "queryTruncated"];</code>
+     * @return The queryTruncated.
+     */
+    @java.lang.Override
+    public boolean getQueryTruncated() {
+      return queryTruncated_;
+    }
+    /**
+     * <pre>
+     * Output only. Whether the query was longer than the embedding model's token
+     * window, so the model saw only its beginning.
+     * </pre>
+     *
+     * <code>bool query_truncated = 81 [json_name = "queryTruncated"];</code>
+     * @param value The queryTruncated to set.
+     * @return This builder for chaining.
+     */
+    public Builder setQueryTruncated(boolean value) {
+
+      queryTruncated_ = value;
+      bitField0_ |= 0x00020000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Whether the query was longer than the embedding model's token
+     * window, so the model saw only its beginning.
+     * </pre>
+     *
+     * <code>bool query_truncated = 81 [json_name = "queryTruncated"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearQueryTruncated() {
+      bitField0_ = (bitField0_ & ~0x00020000);
+      queryTruncated_ = false;
       onChanged();
       return this;
     }

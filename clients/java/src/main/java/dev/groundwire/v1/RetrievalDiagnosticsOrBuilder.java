@@ -251,4 +251,45 @@ public interface RetrievalDiagnosticsOrBuilder extends
    * @return The lexicalTermsPruned.
    */
   int getLexicalTermsPruned();
+
+  /**
+   * <pre>
+   * Output only. Embedding usage of this query (the query embedding; zero in
+   * lexical mode).
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return Whether the embeddingUsage field is set.
+   */
+  boolean hasEmbeddingUsage();
+  /**
+   * <pre>
+   * Output only. Embedding usage of this query (the query embedding; zero in
+   * lexical mode).
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return The embeddingUsage.
+   */
+  dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage();
+  /**
+   * <pre>
+   * Output only. Embedding usage of this query (the query embedding; zero in
+   * lexical mode).
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   */
+  dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. Whether the query was longer than the embedding model's token
+   * window, so the model saw only its beginning.
+   * </pre>
+   *
+   * <code>bool query_truncated = 81 [json_name = "queryTruncated"];</code>
+   * @return The queryTruncated.
+   */
+  boolean getQueryTruncated();
 }

@@ -7,7 +7,8 @@ package dev.groundwire.v1;
 
 /**
  * <pre>
- * Tool call details (content-free: no arguments or results).
+ * Tool call details (content-free: no arguments or results, except the
+ * arguments of a client tool call the caller has to run).
  * </pre>
  *
  * Protobuf type {@code groundwire.v1.ToolCallEvent}
@@ -35,6 +36,7 @@ private static final long serialVersionUID = 0L;
     callId_ = "";
     toolName_ = "";
     errorCode_ = "";
+    arguments_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -265,6 +267,72 @@ private static final long serialVersionUID = 0L;
     return duration_ == null ? com.google.protobuf.Duration.getDefaultInstance() : duration_;
   }
 
+  public static final int ARGUMENTS_FIELD_NUMBER = 50;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object arguments_ = "";
+  /**
+   * <pre>
+   * Output only. TOOL_CALL_REQUESTED only: the model's arguments for the
+   * caller's tool, a JSON object valid against its declared schema (the only
+   * model output an event carries besides text deltas).
+   * </pre>
+   *
+   * <code>string arguments = 50 [json_name = "arguments"];</code>
+   * @return The arguments.
+   */
+  @java.lang.Override
+  public java.lang.String getArguments() {
+    java.lang.Object ref = arguments_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      arguments_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Output only. TOOL_CALL_REQUESTED only: the model's arguments for the
+   * caller's tool, a JSON object valid against its declared schema (the only
+   * model output an event carries besides text deltas).
+   * </pre>
+   *
+   * <code>string arguments = 50 [json_name = "arguments"];</code>
+   * @return The bytes for arguments.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getArgumentsBytes() {
+    java.lang.Object ref = arguments_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      arguments_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int CLIENT_EXECUTED_FIELD_NUMBER = 51;
+  private boolean clientExecuted_ = false;
+  /**
+   * <pre>
+   * Output only. Whether the tool is a client tool the caller executes.
+   * </pre>
+   *
+   * <code>bool client_executed = 51 [json_name = "clientExecuted"];</code>
+   * @return The clientExecuted.
+   */
+  @java.lang.Override
+  public boolean getClientExecuted() {
+    return clientExecuted_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -297,6 +365,12 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       output.writeMessage(6, getDuration());
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(arguments_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 50, arguments_);
+    }
+    if (clientExecuted_ != false) {
+      output.writeBool(51, clientExecuted_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -321,6 +395,13 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(6, getDuration());
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(arguments_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(50, arguments_);
+    }
+    if (clientExecuted_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(51, clientExecuted_);
     }
     return size;
   }
@@ -361,6 +442,10 @@ private static final long serialVersionUID = 0L;
       if (!getDuration()
           .equals(other.getDuration())) return false;
     }
+    if (!getArguments()
+        .equals(other.getArguments())) return false;
+    if (getClientExecuted()
+        != other.getClientExecuted()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -387,6 +472,11 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + DURATION_FIELD_NUMBER;
       hash = (53 * hash) + getDuration().hashCode();
     }
+    hash = (37 * hash) + ARGUMENTS_FIELD_NUMBER;
+    hash = (53 * hash) + getArguments().hashCode();
+    hash = (37 * hash) + CLIENT_EXECUTED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getClientExecuted());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -486,7 +576,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Tool call details (content-free: no arguments or results).
+   * Tool call details (content-free: no arguments or results, except the
+   * arguments of a client tool call the caller has to run).
    * </pre>
    *
    * Protobuf type {@code groundwire.v1.ToolCallEvent}
@@ -538,6 +629,8 @@ private static final long serialVersionUID = 0L;
         durationBuilder_.dispose();
         durationBuilder_ = null;
       }
+      arguments_ = "";
+      clientExecuted_ = false;
       return this;
     }
 
@@ -593,6 +686,12 @@ private static final long serialVersionUID = 0L;
             : durationBuilder_.build();
         to_bitField0_ |= 0x00000001;
       }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.arguments_ = arguments_;
+      }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.clientExecuted_ = clientExecuted_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -631,6 +730,14 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasDuration()) {
         mergeDuration(other.getDuration());
+      }
+      if (!other.getArguments().isEmpty()) {
+        arguments_ = other.arguments_;
+        bitField0_ |= 0x00000040;
+        onChanged();
+      }
+      if (other.getClientExecuted() != false) {
+        setClientExecuted(other.getClientExecuted());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -688,6 +795,16 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000020;
               break;
             } // case 50
+            case 402: {
+              arguments_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 402
+            case 408: {
+              clientExecuted_ = input.readBool();
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 408
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1222,6 +1339,152 @@ private static final long serialVersionUID = 0L;
         duration_ = null;
       }
       return durationBuilder_;
+    }
+
+    private java.lang.Object arguments_ = "";
+    /**
+     * <pre>
+     * Output only. TOOL_CALL_REQUESTED only: the model's arguments for the
+     * caller's tool, a JSON object valid against its declared schema (the only
+     * model output an event carries besides text deltas).
+     * </pre>
+     *
+     * <code>string arguments = 50 [json_name = "arguments"];</code>
+     * @return The arguments.
+     */
+    public java.lang.String getArguments() {
+      java.lang.Object ref = arguments_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        arguments_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. TOOL_CALL_REQUESTED only: the model's arguments for the
+     * caller's tool, a JSON object valid against its declared schema (the only
+     * model output an event carries besides text deltas).
+     * </pre>
+     *
+     * <code>string arguments = 50 [json_name = "arguments"];</code>
+     * @return The bytes for arguments.
+     */
+    public com.google.protobuf.ByteString
+        getArgumentsBytes() {
+      java.lang.Object ref = arguments_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        arguments_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. TOOL_CALL_REQUESTED only: the model's arguments for the
+     * caller's tool, a JSON object valid against its declared schema (the only
+     * model output an event carries besides text deltas).
+     * </pre>
+     *
+     * <code>string arguments = 50 [json_name = "arguments"];</code>
+     * @param value The arguments to set.
+     * @return This builder for chaining.
+     */
+    public Builder setArguments(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      arguments_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. TOOL_CALL_REQUESTED only: the model's arguments for the
+     * caller's tool, a JSON object valid against its declared schema (the only
+     * model output an event carries besides text deltas).
+     * </pre>
+     *
+     * <code>string arguments = 50 [json_name = "arguments"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearArguments() {
+      arguments_ = getDefaultInstance().getArguments();
+      bitField0_ = (bitField0_ & ~0x00000040);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. TOOL_CALL_REQUESTED only: the model's arguments for the
+     * caller's tool, a JSON object valid against its declared schema (the only
+     * model output an event carries besides text deltas).
+     * </pre>
+     *
+     * <code>string arguments = 50 [json_name = "arguments"];</code>
+     * @param value The bytes for arguments to set.
+     * @return This builder for chaining.
+     */
+    public Builder setArgumentsBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      arguments_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+
+    private boolean clientExecuted_ ;
+    /**
+     * <pre>
+     * Output only. Whether the tool is a client tool the caller executes.
+     * </pre>
+     *
+     * <code>bool client_executed = 51 [json_name = "clientExecuted"];</code>
+     * @return The clientExecuted.
+     */
+    @java.lang.Override
+    public boolean getClientExecuted() {
+      return clientExecuted_;
+    }
+    /**
+     * <pre>
+     * Output only. Whether the tool is a client tool the caller executes.
+     * </pre>
+     *
+     * <code>bool client_executed = 51 [json_name = "clientExecuted"];</code>
+     * @param value The clientExecuted to set.
+     * @return This builder for chaining.
+     */
+    public Builder setClientExecuted(boolean value) {
+
+      clientExecuted_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Whether the tool is a client tool the caller executes.
+     * </pre>
+     *
+     * <code>bool client_executed = 51 [json_name = "clientExecuted"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearClientExecuted() {
+      bitField0_ = (bitField0_ & ~0x00000080);
+      clientExecuted_ = false;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.ToolCallEvent)

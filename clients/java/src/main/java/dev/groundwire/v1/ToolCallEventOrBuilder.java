@@ -116,4 +116,38 @@ public interface ToolCallEventOrBuilder extends
    * <code>.google.protobuf.Duration duration = 6 [json_name = "duration"];</code>
    */
   com.google.protobuf.DurationOrBuilder getDurationOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. TOOL_CALL_REQUESTED only: the model's arguments for the
+   * caller's tool, a JSON object valid against its declared schema (the only
+   * model output an event carries besides text deltas).
+   * </pre>
+   *
+   * <code>string arguments = 50 [json_name = "arguments"];</code>
+   * @return The arguments.
+   */
+  java.lang.String getArguments();
+  /**
+   * <pre>
+   * Output only. TOOL_CALL_REQUESTED only: the model's arguments for the
+   * caller's tool, a JSON object valid against its declared schema (the only
+   * model output an event carries besides text deltas).
+   * </pre>
+   *
+   * <code>string arguments = 50 [json_name = "arguments"];</code>
+   * @return The bytes for arguments.
+   */
+  com.google.protobuf.ByteString
+      getArgumentsBytes();
+
+  /**
+   * <pre>
+   * Output only. Whether the tool is a client tool the caller executes.
+   * </pre>
+   *
+   * <code>bool client_executed = 51 [json_name = "clientExecuted"];</code>
+   * @return The clientExecuted.
+   */
+  boolean getClientExecuted();
 }

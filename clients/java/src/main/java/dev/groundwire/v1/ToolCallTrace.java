@@ -267,6 +267,21 @@ private static final long serialVersionUID = 0L;
     return duration_ == null ? com.google.protobuf.Duration.getDefaultInstance() : duration_;
   }
 
+  public static final int CLIENT_EXECUTED_FIELD_NUMBER = 50;
+  private boolean clientExecuted_ = false;
+  /**
+   * <pre>
+   * Output only. Whether the caller executed it (a client tool).
+   * </pre>
+   *
+   * <code>bool client_executed = 50 [json_name = "clientExecuted"];</code>
+   * @return The clientExecuted.
+   */
+  @java.lang.Override
+  public boolean getClientExecuted() {
+    return clientExecuted_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -299,6 +314,9 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       output.writeMessage(6, getDuration());
     }
+    if (clientExecuted_ != false) {
+      output.writeBool(50, clientExecuted_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -323,6 +341,10 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(6, getDuration());
+    }
+    if (clientExecuted_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(50, clientExecuted_);
     }
     return size;
   }
@@ -363,6 +385,8 @@ private static final long serialVersionUID = 0L;
       if (!getDuration()
           .equals(other.getDuration())) return false;
     }
+    if (getClientExecuted()
+        != other.getClientExecuted()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -389,6 +413,9 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + DURATION_FIELD_NUMBER;
       hash = (53 * hash) + getDuration().hashCode();
     }
+    hash = (37 * hash) + CLIENT_EXECUTED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getClientExecuted());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -540,6 +567,7 @@ private static final long serialVersionUID = 0L;
         durationBuilder_.dispose();
         durationBuilder_ = null;
       }
+      clientExecuted_ = false;
       return this;
     }
 
@@ -595,6 +623,9 @@ private static final long serialVersionUID = 0L;
             : durationBuilder_.build();
         to_bitField0_ |= 0x00000001;
       }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.clientExecuted_ = clientExecuted_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -633,6 +664,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasDuration()) {
         mergeDuration(other.getDuration());
+      }
+      if (other.getClientExecuted() != false) {
+        setClientExecuted(other.getClientExecuted());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -690,6 +724,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000020;
               break;
             } // case 50
+            case 400: {
+              clientExecuted_ = input.readBool();
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 400
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1229,6 +1268,50 @@ private static final long serialVersionUID = 0L;
         duration_ = null;
       }
       return durationBuilder_;
+    }
+
+    private boolean clientExecuted_ ;
+    /**
+     * <pre>
+     * Output only. Whether the caller executed it (a client tool).
+     * </pre>
+     *
+     * <code>bool client_executed = 50 [json_name = "clientExecuted"];</code>
+     * @return The clientExecuted.
+     */
+    @java.lang.Override
+    public boolean getClientExecuted() {
+      return clientExecuted_;
+    }
+    /**
+     * <pre>
+     * Output only. Whether the caller executed it (a client tool).
+     * </pre>
+     *
+     * <code>bool client_executed = 50 [json_name = "clientExecuted"];</code>
+     * @param value The clientExecuted to set.
+     * @return This builder for chaining.
+     */
+    public Builder setClientExecuted(boolean value) {
+
+      clientExecuted_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Whether the caller executed it (a client tool).
+     * </pre>
+     *
+     * <code>bool client_executed = 50 [json_name = "clientExecuted"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearClientExecuted() {
+      bitField0_ = (bitField0_ & ~0x00000040);
+      clientExecuted_ = false;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.ToolCallTrace)

@@ -118,4 +118,14 @@ public interface ToolCallTraceOrBuilder extends
    * <code>.google.protobuf.Duration duration = 6 [json_name = "duration"];</code>
    */
   com.google.protobuf.DurationOrBuilder getDurationOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. Whether the caller executed it (a client tool).
+   * </pre>
+   *
+   * <code>bool client_executed = 50 [json_name = "clientExecuted"];</code>
+   * @return The clientExecuted.
+   */
+  boolean getClientExecuted();
 }
