@@ -20,7 +20,12 @@ its own snapshot. Candidates come from `gw_postings`, one row per (published chu
 term) keyed by (index, tenant, term): a term's postings are an index-only range scan
 of the tenant's own rows. A query is two statements whatever its length (statistics,
 then one ranking statement with MaxScore pruning; three with phrases), and scores at
-most `query.max_terms` distinct terms, the rarest first.
+most `query.max_terms` distinct terms, the rarest first. A query of common words only
+(its terms' postings together past IMPACT_MIN_POSTINGS, no phrase, no filter), where
+MaxScore prunes nothing, reads the postings best first instead (the index is ordered
+tf DESC, dl within a term) in rounds of doubling depth and stops as soon as the rest
+provably cannot reach the top k (`_impact_top`): same exact scores, a fraction of the
+postings read.
 
 pg_trgm is required (the schema creates the extension) but no trigram index is built
 over chunk text: every identifier the in-memory store can find is an exact token here
