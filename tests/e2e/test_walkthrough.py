@@ -141,6 +141,9 @@ def test_walkthrough_runs_as_written(folder: Path) -> None:
                 f"stdout:\n{res.stdout}\nstderr:\n{res.stderr}"
             )
             outputs += [res.stdout, res.stderr]
+            if "groundwire ingest docs" in block.text:
+                # The progress bar the reader is promised, on stderr, to the last file.
+                assert re.search(r"docs: 100%\|.*\| 3/3 ", res.stderr), res.stderr
             if not first_answer and "AgentService/Execute" in block.text:
                 first_answer = time.monotonic()
         assert server is not None, "the walkthrough never starts the server"
@@ -152,7 +155,9 @@ def test_walkthrough_runs_as_written(folder: Path) -> None:
     # Every command block is followed by the output a reader is told to expect,
     # except the file-writing ones (documents, configuration) and serve.
     assert checked >= 6
-    assert "gw_" not in "\n".join(server.log_lines())  # the key never reaches the log
+    key = (folder / "my-app.key").read_text().rsplit(": ", 1)[1].strip()
+    assert key.startswith("gw_")
+    assert key not in "\n".join(server.log_lines())  # the key never reaches the log
 
 
 def test_walkthrough_key_sees_the_folder_documents_only_after_reingest(folder: Path) -> None:
