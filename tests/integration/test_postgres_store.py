@@ -133,6 +133,10 @@ async def test_migrations_are_idempotent_and_safe_for_concurrent_starts(dsn: str
 # BM25 statistics and document ids unique per index (the index-wide token total
 # comes back at 0: only the migrations under test read the published data).
 _DOWNGRADE_TO_3 = (
+    "ALTER TABLE gw_indexes DROP COLUMN half_precision_index",
+    "ALTER TABLE gw_vector_indexes DROP CONSTRAINT gw_vector_indexes_pkey, DROP COLUMN half, "
+    "ADD PRIMARY KEY (index_id, dims, metric)",
+    "DELETE FROM gw_schema_migrations WHERE version = 10",
     "DROP TABLE gw_usage",
     "DELETE FROM gw_schema_migrations WHERE version = 9",
     *(
