@@ -136,6 +136,10 @@ async def test_migrations_are_idempotent_and_safe_for_concurrent_starts(dsn: str
 _DOWNGRADE_TO_3 = (
     "ALTER TABLE gw_indexes DROP COLUMN published_lsn",
     "DELETE FROM gw_schema_migrations WHERE version = 13",
+    "ALTER TABLE gw_indexes DROP COLUMN half_precision_index",
+    "ALTER TABLE gw_vector_indexes DROP CONSTRAINT gw_vector_indexes_pkey, DROP COLUMN half, "
+    "ADD PRIMARY KEY (index_id, dims, metric)",
+    "DELETE FROM gw_schema_migrations WHERE version = 10",
     "DROP TABLE gw_usage",
     "DELETE FROM gw_schema_migrations WHERE version = 9",
     *(

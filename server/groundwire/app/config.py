@@ -379,6 +379,9 @@ class IndexConfig(StrictModel):
     description: str = ""
     embedder: str | None = None
     metric: DistanceMetric = DistanceMetric.COSINE
+    # "float16": the PostgreSQL HNSW graph holds half-precision vectors (pgvector
+    # halfvec); stored vectors, ranking and scores stay float32.
+    vector_index_precision: Literal["float32", "float16"] = "float32"
     tenant: str = Field("", max_length=MAX_TENANT_CHARS)
     metadata: dict[str, str] = Field(default_factory=dict)
     chunking: ChunkingConfig = ChunkingConfig()
@@ -400,6 +403,15 @@ class IndexConfig(StrictModel):
                         f"sources.{i}.extensions: no loader reads {ext!r}; map it to a"
                         ' format ({".ext" = "text"}) or configure ingestion.loaders'
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _half_needs_vectors(self) -> IndexConfig:
+        if self.vector_index_precision == "float16" and self.embedder is None:
+            raise ValueError(
+                "vector_index_precision: 'float16' needs an embedder "
+                "(an index without one has no vectors)"
+            )
         return self
 
 

@@ -326,6 +326,7 @@ async def build_catalog(
             dimensions=embedder.info.dimensions if embedder else None,
             metric=DistanceMetric(index.metric),
             chunking=chunker.descriptor(),
+            half_precision_index=index.vector_index_precision == "float16",
         )
         await store.ensure_index(spec)
         handles.append(

@@ -39,13 +39,19 @@ class IndexSpec:
     """What an index is built with. `embedding` is None for lexical-only indexes.
 
     `embedding` and `chunking` are descriptors (strings) recorded with every
-    published version; a change forces a full rebuild, never a mix."""
+    published version; a change forces a full rebuild, never a mix.
+
+    `half_precision_index`: the approximate vector index (PostgreSQL's HNSW graph)
+    holds half-precision copies of the vectors (pgvector `halfvec`), about half the
+    size; the stored vectors, the final ranking and the scores stay float32, so only
+    recall can move. Stores without an approximate index ignore it."""
 
     name: str
     embedding: str | None
     dimensions: int | None
     metric: DistanceMetric = DistanceMetric.COSINE
     chunking: str = ""
+    half_precision_index: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,10 +63,12 @@ log = logging.getLogger("groundwire.stores.postgres")
 
 _ENSURE_INDEX_SQL = """
     INSERT INTO gw_indexes (name, embedding, dimensions, metric, chunking,
-        published_embedding, published_dimensions, published_metric, published_chunking)
+        published_embedding, published_dimensions, published_metric, published_chunking,
+        half_precision_index)
     VALUES (%(name)s, %(embedding)s, %(dims)s, %(metric)s, %(chunking)s,
-        %(embedding)s, %(dims)s, %(metric)s, %(chunking)s)
+        %(embedding)s, %(dims)s, %(metric)s, %(chunking)s, %(half)s)
     ON CONFLICT (name) DO UPDATE SET
+        half_precision_index = EXCLUDED.half_precision_index,
         embedding = EXCLUDED.embedding,
         dimensions = EXCLUDED.dimensions,
         metric = EXCLUDED.metric,
@@ -163,6 +165,7 @@ class PostgresStore:
                     "dims": dims,
                     "metric": spec.metric.value,
                     "chunking": spec.chunking,
+                    "half": spec.half_precision_index,
                 },
             )
             row = await cur.fetchone()
@@ -173,7 +176,11 @@ class PostgresStore:
         pub_dims = row[2]
         if int(row[1]) > 0 and pub_dims is not None and pub_dims <= MAX_HNSW_DIMENSIONS:
             await vectors.ensure_vector_index(
-                self._db, int(row[0]), int(pub_dims), DistanceMetric(row[3])
+                self._db,
+                int(row[0]),
+                int(pub_dims),
+                DistanceMetric(row[3]),
+                half=spec.half_precision_index,
             )
         return state
 
@@ -210,7 +217,9 @@ class PostgresStore:
                 await versions.refresh_statistics(conn, added, self._settings.statement_timeout_ms)
             dims = spec.dimensions
             if dims is not None and dims <= MAX_HNSW_DIMENSIONS:
-                await vectors.ensure_vector_index(self._db, index_id, dims, spec.metric)
+                await vectors.ensure_vector_index(
+                    self._db, index_id, dims, spec.metric, half=spec.half_precision_index
+                )
         except GroundwireError:
             # The version is published and searchable (exactly, if slower); the next
             # ensure_index or publish builds the index again.
