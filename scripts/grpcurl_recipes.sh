@@ -97,6 +97,8 @@ RECIPES=(
   "execute-interactive|ExecuteInteractive: the bidirectional stream (input first, tool results later)"
   "execute-narrowed|Execute with per-request overrides: final top-k 1 (may narrow, never widen)"
   "prepare-execution|AgentService/PrepareExecution: the exact prompt and references, no model call"
+  "list-documents|IngestionManagerService/ListDocuments: the caller's documents of the index, content-free"
+  "get-document|IngestionManagerService/GetDocument of one handbook document (include_chunks for its text)"
   "reload-config|AdminService/ReloadConfiguration, validate_only: re-read and validate the file, change nothing"
   "get-usage|UsageService/GetUsage: embedding usage totals of the (key's) tenant"
 )
@@ -226,6 +228,10 @@ recipe_execute_narrowed() {
 }
 recipe_prepare_execution() {
   call "{\"input\":{\"agent_id\":\"$AGENT\",\"message\":\"$QUESTION\"}}" groundwire.v1.AgentService/PrepareExecution
+}
+recipe_list_documents() { call "{\"index_name\":\"$INDEX\",\"page_size\":5}" "$IM/ListDocuments"; }
+recipe_get_document() {
+  call "{\"index_name\":\"$INDEX\",\"document_id\":\"policies/parental-leave.md\"}" "$IM/GetDocument"
 }
 recipe_reload_config() {
   call '{"validate_only":true}' groundwire.v1.AdminService/ReloadConfiguration

@@ -56,3 +56,8 @@ DOCUMENTS_NOT_INGESTED = _meter.create_counter(
     unit="{document}",
     description="Documents an ingestion operation failed or skipped, by index and reason",
 )
+STORE_READS = _meter.create_counter(
+    "groundwire.store.reads",
+    unit="{read}",
+    description="Store reads by target (primary, standby-N; never a DSN) and outcome",
+)

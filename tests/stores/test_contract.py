@@ -621,6 +621,142 @@ async def test_a_phrase_match_is_found_behind_many_near_misses(
     assert [h.document_id for h in found.hits] == ["real"]
 
 
+async def test_common_word_queries_rank_exactly_by_bm25(
+    store: Store, index_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Queries of common words only, over chunks full of ties (same frequencies, same
+    # lengths): PostgreSQL reads impact-ordered postings in rounds and stops early
+    # (forced here with tiny rounds and candidate budgets, so every query takes
+    # several rounds); the result must be BM25's exact top k with its tie-breaks, on
+    # every store, per tenant.
+    from groundwire.domain import bm25
+    from groundwire.domain.text import index_tokens
+    from groundwire.stores.postgres import lexical as pg_lexical
+
+    monkeypatch.setattr(pg_lexical, "IMPACT_MIN_POSTINGS", 0)
+    monkeypatch.setattr(pg_lexical, "IMPACT_FIRST_DEPTH", 2)
+    monkeypatch.setattr(pg_lexical, "IMPACT_DEPTH_FACTOR", 2)
+    monkeypatch.setattr(pg_lexical, "IMPACT_MAX_CANDIDATES", 3)
+    rounds = 0
+    original = pg_lexical._impact_top
+
+    async def counted(*args: object) -> object:
+        nonlocal rounds
+        rounds += 1
+        return await original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pg_lexical, "_impact_top", counted)
+    rng = np.random.default_rng(3)
+    vocab = ["the", "of", "and", "to", "in", "is", "it", "for", "on", "was", "rare", "zeta"]
+    weights = 1.0 / np.arange(1, len(vocab) + 1)
+    weights /= weights.sum()
+    docs = []
+    for d in range(60):
+        tenant = "acme" if d % 3 == 0 else ""
+        texts = [
+            " ".join(rng.choice(vocab, size=int(rng.integers(1, 40)), p=weights)) for _ in range(3)
+        ]
+        docs.append(doc(f"d{d:02d}", texts, None, tenant=tenant))
+    # Tenant "long": a word twice in long chunks scores below it once in a short
+    # one, so postings read later (a lower tf) can still beat the ones read first.
+    filler = " ".join(["x"] * 100)
+    docs.extend(
+        doc(f"l{d:02d}", [f"alpha alpha {filler}{' y' * d}"], None, tenant="long") for d in range(8)
+    )
+    docs.append(doc("short", ["alpha"], None, tenant="long"))
+    docs.append(doc("others", ["z"] * 30, None, tenant="long"))  # a short average length
+    await publish(store, index_name, docs, spec(index_name, dims=None))
+
+    def expected(query: str, tenant: str, k: int) -> list[tuple[str, str, float]]:
+        chunks = [
+            (d.document.document_id, c.chunk_id, index_tokens(c.text))
+            for d in docs
+            if d.document.tenant == tenant
+            for c in d.chunks
+        ]
+        total = len(chunks)
+        avgdl = bm25.average_length(sum(len(t) for *_, t in chunks), total)
+        terms = list(dict.fromkeys(index_tokens(query)))
+        df = {t: sum(t in toks for *_, toks in chunks) for t in terms}
+        scored = []
+        for doc_id, chunk_id, toks in chunks:
+            score, hit_any = 0.0, False
+            for t in terms:
+                tf = toks.count(t)
+                if tf and df[t]:
+                    hit_any = True
+                    score += bm25.term_score(bm25.idf(total, df[t]), float(tf), len(toks), avgdl)
+            if hit_any:
+                scored.append((doc_id, chunk_id, score))
+        scored.sort(key=lambda x: (-x[2], x[0], x[1]))
+        return scored[:k]
+
+    queries = ["the", "the of", "of and to", "in is it", "and the for", "on was", "to zeta"]
+    for tenant in ("", "acme"):
+        for query in queries:
+            for k in (1, 4, 10):
+                result = await store.search_lexical(
+                    index_name, parse_lexical(query), k, Scope(tenant)
+                )
+                got = [(h.document_id, h.chunk_id, h.score.raw) for h in result.hits]
+                want = expected(query, tenant, k)
+                assert [g[:2] for g in got] == [w[:2] for w in want], (tenant, query, k)
+                assert [g[2] for g in got] == pytest.approx([w[2] for w in want], rel=1e-12)
+    for k in (1, 3):
+        result = await store.search_lexical(index_name, parse_lexical("alpha"), k, Scope("long"))
+        assert [h.document_id for h in result.hits] == ["short", "l00", "l01"][:k]
+    if "Postgres" in type(store).__name__:
+        assert rounds == 2 * len(queries) * 3 + 2
+
+
+async def test_half_precision_vector_index_keeps_float32_scores(
+    store: Store, index_name: str
+) -> None:
+    # A half-precision HNSW graph (pgvector halfvec) finds the neighbours; the ranking
+    # and the scores are the float32 ones, exactly as an exact search gives them.
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(40, DIM)).astype(np.float32)
+    half = IndexSpec(
+        index_name, "test/model:4:l2", DIM, DistanceMetric.COSINE, "chars:size=800", True
+    )
+    docs = [doc(f"d{i:02d}", [f"text {i}"], [vectors[i]]) for i in range(40)]
+    await publish(store, index_name, docs, half)
+    queries = rng.normal(size=(5, DIM)).astype(np.float32)
+
+    async def check() -> None:
+        for q in queries:
+            hits = await store.search_vector(index_name, q, 5, Scope())
+            v64, q64 = vectors.astype(np.float64), q.astype(np.float64)
+            sims = v64 @ q64 / (np.linalg.norm(v64, axis=1) * np.linalg.norm(q64))
+            want = sorted(range(40), key=lambda i: (1.0 - sims[i], i))[:5]
+            assert [h.document_id for h in hits] == [f"d{i:02d}" for i in want]
+            # float32 distances: a half-precision score would be off by about 1e-3.
+            got = [h.score.raw if h.score.higher_is_better else 1 - h.score.raw for h in hits]
+            assert got == pytest.approx([sims[i] for i in want], abs=2e-6)
+
+    await check()
+    if "Postgres" in type(store).__name__:
+        # The search really runs on the half-precision graph (its name ends in h; the
+        # planner is kept off the sequential scan a 40-row table would get), and
+        # turning the option off swaps it for a float32 graph.
+        from groundwire.stores.postgres import vectors as pg_vectors
+        from groundwire.stores.postgres.scope import index_row
+
+        async def plan() -> str:
+            db = store._db  # type: ignore[attr-defined]
+            async with db.conn() as conn, conn.transaction():
+                await conn.execute("SET LOCAL enable_seqscan = off")
+                idx = await index_row(conn, index_name)
+                return await pg_vectors.explain(conn, idx, queries[0], 5, Scope(), 100)
+
+        with_half = await plan()
+        assert "halfvec" in with_half and "_4_ch " in with_half, with_half
+        await store.ensure_index(spec(index_name))
+        without = await plan()
+        assert "_4_c " in without and "_4_ch" not in without, without
+        await check()
+
+
 # Range conditions. Metadata values that are, are nearly, or are not numbers and
 # RFC 3339 timestamps; both stores must match exactly the values the domain rules
 # admit (the oracle), which the hand-written expectations pin down in turn.

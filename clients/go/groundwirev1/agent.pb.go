@@ -896,9 +896,16 @@ type ExecutionInput struct {
 	// RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
 	// (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
 	// are reported in RagExecutionMetadata.applied_limits.
-	Overrides     *RagOverrides `protobuf:"bytes,71,opt,name=overrides,proto3" json:"overrides,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Overrides *RagOverrides `protobuf:"bytes,71,opt,name=overrides,proto3" json:"overrides,omitempty"`
+	// Optional. The lowest published index version the execution's retrievals
+	// accept (read-your-writes across replicas, as RagQuery.min_index_version):
+	// send the version a push returned. A server that does not see it yet waits
+	// up to 1 s, then the execution fails with UNAVAILABLE / RAG_RETRIEVAL_FAILED
+	// (metadata cause INDEX_VERSION_NOT_YET_VISIBLE) and RetryInfo. 0 (the
+	// default) accepts any version. rag.index_version reports the version read.
+	MinIndexVersion uint64 `protobuf:"varint,190,opt,name=min_index_version,json=minIndexVersion,proto3" json:"min_index_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ExecutionInput) Reset() {
@@ -992,6 +999,13 @@ func (x *ExecutionInput) GetOverrides() *RagOverrides {
 		return x.Overrides
 	}
 	return nil
+}
+
+func (x *ExecutionInput) GetMinIndexVersion() uint64 {
+	if x != nil {
+		return x.MinIndexVersion
+	}
+	return 0
 }
 
 // Per-request narrowing of an agent's RAG limits (see ExecutionInput.overrides).
@@ -4850,7 +4864,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x19groundwire/v1/agent.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1agroundwire/v1/common.proto\x1a\x1cgroundwire/v1/reranker.proto\x1a\x1dgroundwire/v1/retriever.proto\x1a\x19groundwire/v1/usage.proto\"Y\n" +
 	"\x10ConversationTurn\x12+\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x17.groundwire.v1.TurnRoleR\x04role\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\xb2\x03\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\xdf\x03\n" +
 	"\x0eExecutionInput\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x129\n" +
@@ -4861,7 +4875,8 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x13client_tool_timeout\x183 \x01(\v2\x19.google.protobuf.DurationR\x11clientToolTimeout\x12\x1d\n" +
 	"\n" +
 	"bypass_rag\x18F \x01(\bR\tbypassRag\x129\n" +
-	"\toverrides\x18G \x01(\v2\x1b.groundwire.v1.RagOverridesR\toverrides\"\x8b\x01\n" +
+	"\toverrides\x18G \x01(\v2\x1b.groundwire.v1.RagOverridesR\toverrides\x12+\n" +
+	"\x11min_index_version\x18\xbe\x01 \x01(\x04R\x0fminIndexVersion\"\x8b\x01\n" +
 	"\fRagOverrides\x120\n" +
 	"\x11minimum_relevance\x18\x01 \x01(\x01H\x00R\x10minimumRelevance\x88\x01\x01\x12#\n" +
 	"\vfinal_top_k\x18\x02 \x01(\rH\x01R\tfinalTopK\x88\x01\x01B\x14\n" +

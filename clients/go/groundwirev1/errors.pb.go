@@ -214,6 +214,11 @@ const (
 	ErrorReason_ERROR_REASON_STORE_DATA_REJECTED ErrorReason = 304
 	// INTERNAL: an unexpected database error.
 	ErrorReason_ERROR_REASON_STORE_ERROR ErrorReason = 305
+	// UNAVAILABLE: the request's minimum index version (min_index_version) is not
+	// visible on this server yet (a publish through another replica not seen
+	// yet, or a version that does not exist yet). Carries RetryInfo; metadata
+	// index_version (what is visible) and min_index_version (what was asked).
+	ErrorReason_ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE ErrorReason = 310
 	// FAILED_PRECONDITION: a configuration reload found the file invalid (or
 	// unreadable); BadRequest field violations name every offending key. Nothing
 	// changed.
@@ -310,6 +315,7 @@ var (
 		303: "ERROR_REASON_VERSION_NOT_STAGING",
 		304: "ERROR_REASON_STORE_DATA_REJECTED",
 		305: "ERROR_REASON_STORE_ERROR",
+		310: "ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE",
 		400: "ERROR_REASON_CONFIG_INVALID",
 		401: "ERROR_REASON_CONFIG_RESTART_REQUIRED",
 		402: "ERROR_REASON_RELOAD_UNAVAILABLE",
@@ -387,6 +393,7 @@ var (
 		"ERROR_REASON_VERSION_NOT_STAGING":                 303,
 		"ERROR_REASON_STORE_DATA_REJECTED":                 304,
 		"ERROR_REASON_STORE_ERROR":                         305,
+		"ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE":       310,
 		"ERROR_REASON_CONFIG_INVALID":                      400,
 		"ERROR_REASON_CONFIG_RESTART_REQUIRED":             401,
 		"ERROR_REASON_RELOAD_UNAVAILABLE":                  402,
@@ -428,7 +435,7 @@ var File_groundwire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xc3\x16\n" +
+	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xf4\x16\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\x1f\n" +
@@ -498,7 +505,8 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"&ERROR_REASON_STORE_VERSION_UNSUPPORTED\x10\xae\x02\x12%\n" +
 	" ERROR_REASON_VERSION_NOT_STAGING\x10\xaf\x02\x12%\n" +
 	" ERROR_REASON_STORE_DATA_REJECTED\x10\xb0\x02\x12\x1d\n" +
-	"\x18ERROR_REASON_STORE_ERROR\x10\xb1\x02\x12 \n" +
+	"\x18ERROR_REASON_STORE_ERROR\x10\xb1\x02\x12/\n" +
+	"*ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE\x10\xb6\x02\x12 \n" +
 	"\x1bERROR_REASON_CONFIG_INVALID\x10\x90\x03\x12)\n" +
 	"$ERROR_REASON_CONFIG_RESTART_REQUIRED\x10\x91\x03\x12$\n" +
 	"\x1fERROR_REASON_RELOAD_UNAVAILABLE\x10\x92\x03\x12'\n" +

@@ -185,9 +185,17 @@ type RagQuery struct {
 	// empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
 	Tenant string `protobuf:"bytes,6,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// Optional. Fusion settings for hybrid mode.
-	Fusion        *FusionOptions `protobuf:"bytes,7,opt,name=fusion,proto3" json:"fusion,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Fusion *FusionOptions `protobuf:"bytes,7,opt,name=fusion,proto3" json:"fusion,omitempty"`
+	// Optional. The lowest published index version the caller accepts, for
+	// read-your-writes across replicas: send the version a push or ingestion
+	// returned (UpsertDocumentsResponse.published_version, Operation.version) or
+	// a previous response's diagnostics.index_version. A server that does not
+	// see that version yet waits up to 1 s for it, then fails with UNAVAILABLE /
+	// INDEX_VERSION_NOT_YET_VISIBLE and RetryInfo (retry, on this or another
+	// replica). 0 (the default) accepts any version.
+	MinIndexVersion uint64 `protobuf:"varint,190,opt,name=min_index_version,json=minIndexVersion,proto3" json:"min_index_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RagQuery) Reset() {
@@ -267,6 +275,13 @@ func (x *RagQuery) GetFusion() *FusionOptions {
 		return x.Fusion
 	}
 	return nil
+}
+
+func (x *RagQuery) GetMinIndexVersion() uint64 {
+	if x != nil {
+		return x.MinIndexVersion
+	}
+	return 0
 }
 
 // Request for RetrieverService.Retrieve.
@@ -467,7 +482,9 @@ type RetrievalDiagnostics struct {
 	// Output only. Total server time for the retrieval.
 	TotalDuration *durationpb.Duration `protobuf:"bytes,8,opt,name=total_duration,json=totalDuration,proto3" json:"total_duration,omitempty"`
 	// Output only. The published index version that was searched (>= 1; 0 when
-	// the index has never been published).
+	// the index has never been published). The rows read are of this version or
+	// a newer one (never older, also when a hot standby served the read), and it
+	// is at least RagQuery.min_index_version.
 	IndexVersion uint64 `protobuf:"varint,9,opt,name=index_version,json=indexVersion,proto3" json:"index_version,omitempty"`
 	// Output only. Number of exact phrases the query contained.
 	PhraseCount uint32 `protobuf:"varint,10,opt,name=phrase_count,json=phraseCount,proto3" json:"phrase_count,omitempty"`
@@ -737,7 +754,7 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	"\x10_semantic_weightB\x11\n" +
 	"\x0f_lexical_weightB\f\n" +
 	"\n" +
-	"_leg_depth\"\x98\x02\n" +
+	"_leg_depth\"\xc5\x02\n" +
 	"\bRagQuery\x12\x1d\n" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12\x12\n" +
@@ -746,7 +763,8 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	"\x05top_k\x18\x04 \x01(\x05H\x00R\x04topK\x88\x01\x01\x125\n" +
 	"\x06filter\x18\x05 \x01(\v2\x1d.groundwire.v1.MetadataFilterR\x06filter\x12\x16\n" +
 	"\x06tenant\x18\x06 \x01(\tR\x06tenant\x124\n" +
-	"\x06fusion\x18\a \x01(\v2\x1c.groundwire.v1.FusionOptionsR\x06fusionB\b\n" +
+	"\x06fusion\x18\a \x01(\v2\x1c.groundwire.v1.FusionOptionsR\x06fusion\x12+\n" +
+	"\x11min_index_version\x18\xbe\x01 \x01(\x04R\x0fminIndexVersionB\b\n" +
 	"\x06_top_k\"@\n" +
 	"\x0fRetrieveRequest\x12-\n" +
 	"\x05query\x18\x01 \x01(\v2\x17.groundwire.v1.RagQueryR\x05query\"\xc9\x03\n" +

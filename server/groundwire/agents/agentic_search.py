@@ -61,6 +61,7 @@ def agentic_search(
     scope: Scope,
     meta: RagMetadata,
     agent_id: str | None = None,
+    min_version: int = 0,
 ) -> SearchFunction:
     """A search function bound to the execution; every search adds its
     candidates, acceptance, context and trace to `meta`."""
@@ -69,7 +70,7 @@ def agentic_search(
         t0 = time.perf_counter()
         # The scope comes from the execution (tenant + filters), never from the
         # model: the tool cannot widen it.
-        request = pipeline.request(rag, query, scope)
+        request = pipeline.request(rag, query, scope, min_version)
         options = SearchOptions(
             scope.tenant, scope.filter, rag.retrieval_mode, request.top_k, top_k
         )

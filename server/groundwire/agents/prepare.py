@@ -90,7 +90,7 @@ async def _prepare(
     if rag.agentic:
         meta = rag_metadata(rag, None)
         search_tool = SearchDocumentsTool(
-            agentic_search(pipeline, rag, scope, meta, agent.id),
+            agentic_search(pipeline, rag, scope, meta, agent.id, inp.min_index_version),
             name=rag.search_tool_name,
             description=rag.search_tool_description,
         )

@@ -110,6 +110,8 @@ def retrieval_failed(err: GroundwireError) -> GroundwireError:
         "RAG_RETRIEVAL_FAILED",
         "retrieval failed during the execution",
         metadata={"cause": err.reason},
+        # A retryable cause (an index version not visible yet) stays retryable.
+        retry_after_seconds=err.retry_after_seconds,
     )
 
 
@@ -263,7 +265,9 @@ class RagPipeline:
         self._retriever = retriever
         self._stage = stage
 
-    def request(self, rag: RagPolicy, query: str, scope: Scope) -> RetrievalRequest:
+    def request(
+        self, rag: RagPolicy, query: str, scope: Scope, min_version: int = 0
+    ) -> RetrievalRequest:
         """The retrieval request for `query`: CandidateCount results (within the
         server's top-k limit), in the execution's scope."""
         limits = self._retriever.limits
@@ -278,6 +282,7 @@ class RagPipeline:
             scope,
             self._retriever.fusion_defaults,
             max(limits.leg_depth, k),
+            min_version=min_version,
         )
 
     async def retrieve(self, request: RetrievalRequest) -> tuple[int, tuple[RankedResult, ...]]:
@@ -296,7 +301,7 @@ class RagPipeline:
         search starts."""
         rewritten, failure = await self._rewrite(agent, rag, inp)
         query = inp.message if rewritten is None else rewritten
-        request = self.request(rag, query, scope)
+        request = self.request(rag, query, scope, inp.min_index_version)
         keywords = await keyword_rewrite(agent, rag, request.text)
         if keywords is not None:
             request = replace(request, lexical_text=keywords.query)

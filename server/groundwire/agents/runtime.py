@@ -399,7 +399,9 @@ class AgentRuntime:
         rag = narrowed_policy(rag, run.inp.controls)
         scope = Scope(run.inp.tenant, merge_filters(rag.filter, run.inp.filter))
         search_tool = SearchDocumentsTool(
-            agentic_search(self._pipeline, rag, scope, run.result.rag, agent.id),
+            agentic_search(
+                self._pipeline, rag, scope, run.result.rag, agent.id, run.inp.min_index_version
+            ),
             name=rag.search_tool_name,
             description=rag.search_tool_description,
         )

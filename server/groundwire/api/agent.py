@@ -476,7 +476,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         )
         controls = controls_from_proto(inp)
         check_controls(agent, controls)
-        validated = replace(validated, controls=controls)
+        validated = replace(validated, controls=controls, min_index_version=inp.min_index_version)
         if not inp.client_tools and not inp.HasField("client_tool_timeout"):
             return agent, validated
         tools = validate_client_tools(

@@ -40,6 +40,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             leg_depth=fusion.leg_depth if fusion.HasField("leg_depth") else None,
             limits=self._retriever.limits,
             fusion_defaults=self._retriever.fusion_defaults,
+            min_version=q.min_index_version,
         )
         outcome = await self._retriever.retrieve(domain_request)
         return outcome_to_proto(outcome)

@@ -158,6 +158,13 @@ class StoreConfig(StrictModel):
     hnsw_m: int = Field(16, ge=2, le=100)
     hnsw_ef_construction: int = Field(64, ge=4, le=1000)
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
+    # Hot standbys of `dsn` (streaming replication) that serve retrieval reads of
+    # versions they have replayed; writes always go to `dsn`.
+    read_dsns: list[SecretRef] = Field(default_factory=list, max_length=16)
+    # How often each replica re-reads every index's published version (bounds a
+    # missed change notification), and probes each standby's replay position.
+    change_poll_ms: int = Field(1_000, ge=10, le=60_000)
+    standby_probe_ms: int = Field(100, ge=10, le=60_000)
 
     @model_validator(mode="before")
     @classmethod
@@ -173,6 +180,8 @@ class StoreConfig(StrictModel):
     def _plugin_options(self) -> StoreConfig:
         if self.options and isinstance(self.kind, StoreKind):
             raise ValueError(f"options: only a plug-in store takes options, not {self.kind}")
+        if self.read_dsns and (self.kind != StoreKind.POSTGRES or self.dsn is None):
+            raise ValueError("read_dsns: standbys need kind = 'postgres' and a primary dsn")
         return self
 
 
@@ -370,6 +379,9 @@ class IndexConfig(StrictModel):
     description: str = ""
     embedder: str | None = None
     metric: DistanceMetric = DistanceMetric.COSINE
+    # "float16": the PostgreSQL HNSW graph holds half-precision vectors (pgvector
+    # halfvec); stored vectors, ranking and scores stay float32.
+    vector_index_precision: Literal["float32", "float16"] = "float32"
     tenant: str = Field("", max_length=MAX_TENANT_CHARS)
     metadata: dict[str, str] = Field(default_factory=dict)
     chunking: ChunkingConfig = ChunkingConfig()
@@ -391,6 +403,15 @@ class IndexConfig(StrictModel):
                         f"sources.{i}.extensions: no loader reads {ext!r}; map it to a"
                         ' format ({".ext" = "text"}) or configure ingestion.loaders'
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _half_needs_vectors(self) -> IndexConfig:
+        if self.vector_index_precision == "float16" and self.embedder is None:
+            raise ValueError(
+                "vector_index_precision: 'float16' needs an embedder "
+                "(an index without one has no vectors)"
+            )
         return self
 
 

@@ -211,6 +211,12 @@ async def build_store(cfg: GroundwireConfig) -> Store:
     dsn = s.dsn.resolve() if s.dsn is not None else None
     if s.dsn is not None and dsn is None:
         raise ConfigError("store.dsn: the referenced secret is unset or empty")
+    read_dsns: list[str] = []
+    for i, ref in enumerate(s.read_dsns):
+        read_dsn = ref.resolve()
+        if read_dsn is None:
+            raise ConfigError(f"store.read_dsns[{i}]: the referenced secret is unset or empty")
+        read_dsns.append(read_dsn)
     return await open_postgres_store(
         PostgresSettings(
             dsn=dsn,
@@ -222,6 +228,9 @@ async def build_store(cfg: GroundwireConfig) -> Store:
             hnsw_m=s.hnsw_m,
             hnsw_ef_construction=s.hnsw_ef_construction,
             hnsw_ef_search=s.hnsw_ef_search,
+            read_dsns=tuple(read_dsns),
+            change_poll_ms=s.change_poll_ms,
+            standby_probe_ms=s.standby_probe_ms,
         )
     )
 
@@ -317,6 +326,7 @@ async def build_catalog(
             dimensions=embedder.info.dimensions if embedder else None,
             metric=DistanceMetric(index.metric),
             chunking=chunker.descriptor(),
+            half_precision_index=index.vector_index_precision == "float16",
         )
         await store.ensure_index(spec)
         handles.append(

@@ -132,6 +132,9 @@ class RetrievalRequest:
     leg_depth: int
     # What the lexical leg parses instead of `text` (a keyword query), if set.
     lexical_text: str | None = None
+    # The lowest published index version the caller accepts (read-your-writes
+    # across replicas); 0 accepts any.
+    min_version: int = 0
 
 
 @dataclass(slots=True)

@@ -19,7 +19,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
-from groundwire.domain.errors import GroundwireError, failed_precondition, unavailable
+from groundwire.domain.errors import (
+    ErrorKind,
+    GroundwireError,
+    failed_precondition,
+    unavailable,
+)
 from groundwire.domain.fusion import fuse, single_leg
 from groundwire.domain.query import parse_lexical, semantic_text
 from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
@@ -38,7 +43,7 @@ from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.instruments import RETRIEVALS
 from groundwire.providers.embeddings.base import EmbeddingTask, validate_vectors
 from groundwire.providers.embeddings.usage import metered
-from groundwire.stores.base import IndexState
+from groundwire.stores.base import IndexState, VersionWatch
 
 _log = logging.getLogger("groundwire.retrieval")
 
@@ -54,6 +59,9 @@ class RetrievalLimits:
     max_leg_depth: int = 1000
     # Distinct lexical terms scored per query, the rarest first (bm25.select_terms).
     max_lexical_terms: int = DEFAULT_MAX_TERMS
+    # How long a request whose minimum index version is not visible yet waits for it
+    # before INDEX_VERSION_NOT_YET_VISIBLE.
+    min_version_wait_s: float = 1.0
 
 
 class Retriever:
@@ -102,9 +110,12 @@ class Retriever:
                 "EMBEDDING_NOT_CONFIGURED",
                 "the index has no embedding model; use lexical mode",
             )
-        state = await handle.store.index_state(handle.name)
-        diag.index_version = state.published_version
+        diag.index_version, state = await visible_version(
+            handle, request.min_version, self.limits.min_version_wait_s
+        )
         if request.mode is not RetrievalMode.LEXICAL:
+            if state is None:
+                state = await handle.store.index_state(handle.name)
             _check_query_space(handle, state)
         results: list[RankedResult]
         if request.mode is RetrievalMode.SEMANTIC:
@@ -172,6 +183,36 @@ class Retriever:
         diag.lexical_terms_scored = found.terms_scored
         diag.lexical_terms_pruned = found.terms_pruned
         return found.hits
+
+
+def version_not_visible(visible: int, wanted: int) -> GroundwireError:
+    """The caller asked for a version this replica cannot serve yet (retryable)."""
+    return GroundwireError(
+        ErrorKind.UNAVAILABLE,
+        "INDEX_VERSION_NOT_YET_VISIBLE",
+        "the requested index version is not visible on this server yet; retry",
+        metadata={"index_version": str(visible), "min_index_version": str(wanted)},
+        retry_after_seconds=0.2,
+    )
+
+
+async def visible_version(
+    handle: IndexHandle, min_version: int, wait_s: float
+) -> tuple[int, IndexState | None]:
+    """The published version a read of the index sees at least (what a response
+    reports): at least `min_version`, waiting up to `wait_s` for it, else
+    INDEX_VERSION_NOT_YET_VISIBLE. With it the index state when reading the
+    version took it (None when the store's change feed answered without a read)."""
+    store = handle.store
+    state: IndexState | None = None
+    if isinstance(store, VersionWatch):
+        version = await store.await_version(handle.name, min_version, wait_s)
+    else:
+        state = await store.index_state(handle.name)
+        version = state.published_version
+    if version < min_version:
+        raise version_not_visible(version, min_version)
+    return version, state
 
 
 def _check_query_space(handle: IndexHandle, state: IndexState) -> None:

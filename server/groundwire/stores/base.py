@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -39,13 +39,19 @@ class IndexSpec:
     """What an index is built with. `embedding` is None for lexical-only indexes.
 
     `embedding` and `chunking` are descriptors (strings) recorded with every
-    published version; a change forces a full rebuild, never a mix."""
+    published version; a change forces a full rebuild, never a mix.
+
+    `half_precision_index`: the approximate vector index (PostgreSQL's HNSW graph)
+    holds half-precision copies of the vectors (pgvector `halfvec`), about half the
+    size; the stored vectors, the final ranking and the scores stay float32, so only
+    recall can move. Stores without an approximate index ignore it."""
 
     name: str
     embedding: str | None
     dimensions: int | None
     metric: DistanceMetric = DistanceMetric.COSINE
     chunking: str = ""
+    half_precision_index: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,4 +396,15 @@ class CheckpointStore(Protocol):
 
     async def delete_expired_checkpoints(self) -> int:
         """Delete every checkpoint past its retention; returns how many."""
+        ...
+
+
+@runtime_checkable
+class VersionWatch(Protocol):
+    """A store that knows each index's published version without a round trip and
+    can wait for a newer one (PostgreSQL: the change feed shared by replicas)."""
+
+    async def await_version(self, name: str, min_version: int, wait_s: float) -> int:
+        """The published version reads of `name` see at least, once it reaches
+        `min_version` or `wait_s` passed (the caller compares)."""
         ...

@@ -39,6 +39,7 @@ from groundwire.stores.base import (
     LiveDocument,
     StagedDocument,
     embedding_mismatch,
+    index_missing,
 )
 from groundwire.stores.postgres import lexical, vectors, versions
 from groundwire.stores.postgres.checkpoints import PostgresCheckpointStore
@@ -51,7 +52,9 @@ from groundwire.stores.postgres.connection import (
     translate,
 )
 from groundwire.stores.postgres.embedded import EmbeddedPostgres, start_embedded
+from groundwire.stores.postgres.notify import NOTIFY_SQL, ChangeFeed, read_published
 from groundwire.stores.postgres.operations import PostgresOperationLog
+from groundwire.stores.postgres.replication import ReadCounts, ReadRouter, Standby, StandbyStatus
 from groundwire.stores.postgres.schema import MAX_DIMENSIONS, MAX_HNSW_DIMENSIONS
 from groundwire.stores.postgres.scope import index_row
 from groundwire.stores.postgres.usage import PostgresUsageLedger
@@ -60,10 +63,12 @@ log = logging.getLogger("groundwire.stores.postgres")
 
 _ENSURE_INDEX_SQL = """
     INSERT INTO gw_indexes (name, embedding, dimensions, metric, chunking,
-        published_embedding, published_dimensions, published_metric, published_chunking)
+        published_embedding, published_dimensions, published_metric, published_chunking,
+        half_precision_index)
     VALUES (%(name)s, %(embedding)s, %(dims)s, %(metric)s, %(chunking)s,
-        %(embedding)s, %(dims)s, %(metric)s, %(chunking)s)
+        %(embedding)s, %(dims)s, %(metric)s, %(chunking)s, %(half)s)
     ON CONFLICT (name) DO UPDATE SET
+        half_precision_index = EXCLUDED.half_precision_index,
         embedding = EXCLUDED.embedding,
         dimensions = EXCLUDED.dimensions,
         metric = EXCLUDED.metric,
@@ -112,11 +117,18 @@ class PostgresStore:
     is safe to call concurrently; each takes one pooled connection."""
 
     def __init__(
-        self, db: Database, settings: PostgresSettings, embedded: EmbeddedPostgres | None
+        self,
+        db: Database,
+        settings: PostgresSettings,
+        embedded: EmbeddedPostgres | None,
+        feed: ChangeFeed | None = None,
+        router: ReadRouter | None = None,
     ) -> None:
         self._db = db
         self._settings = settings
         self._embedded = embedded
+        self._feed = feed
+        self._router = router or ReadRouter(db, [], settings.standby_probe_ms)
         self._closed = False
 
     @property
@@ -153,6 +165,7 @@ class PostgresStore:
                     "dims": dims,
                     "metric": spec.metric.value,
                     "chunking": spec.chunking,
+                    "half": spec.half_precision_index,
                 },
             )
             row = await cur.fetchone()
@@ -163,7 +176,11 @@ class PostgresStore:
         pub_dims = row[2]
         if int(row[1]) > 0 and pub_dims is not None and pub_dims <= MAX_HNSW_DIMENSIONS:
             await vectors.ensure_vector_index(
-                self._db, int(row[0]), int(pub_dims), DistanceMetric(row[3])
+                self._db,
+                int(row[0]),
+                int(pub_dims),
+                DistanceMetric(row[3]),
+                half=spec.half_precision_index,
             )
         return state
 
@@ -190,17 +207,76 @@ class PostgresStore:
     async def publish_version(self, name: str, version: int, spec: IndexSpec) -> IndexState:
         async with self._db.write() as conn:
             index_id, added, state = await versions.publish(conn, name, version, spec)
+            # Unknown until recorded below: until then, only the primary serves it.
+            await conn.execute(
+                "UPDATE gw_indexes SET published_lsn = NULL WHERE id = %s", [index_id]
+            )
+        await self._record_published(name, index_id, version)
         try:
             async with self._db.conn(limit_s=None) as conn:
                 await versions.refresh_statistics(conn, added, self._settings.statement_timeout_ms)
             dims = spec.dimensions
             if dims is not None and dims <= MAX_HNSW_DIMENSIONS:
-                await vectors.ensure_vector_index(self._db, index_id, dims, spec.metric)
+                await vectors.ensure_vector_index(
+                    self._db, index_id, dims, spec.metric, half=spec.half_precision_index
+                )
         except GroundwireError:
             # The version is published and searchable (exactly, if slower); the next
             # ensure_index or publish builds the index again.
             log.warning("index maintenance after publish failed", exc_info=True)
         return state
+
+    async def _record_published(self, name: str, index_id: int, version: int) -> None:
+        """Record the WAL position that covers the publish commit (taken after it, so
+        a standby that replayed it has the version) and tell every replica."""
+        try:
+            async with self._db.write() as conn:
+                cur = await conn.execute(NOTIFY_SQL, {"index_id": index_id, "version": version})
+                row = await cur.fetchone()
+        except GroundwireError as err:
+            # Published all the same; reads stay on the primary until the next one.
+            log.warning(
+                "could not record the published WAL position",
+                extra={"index": name, "version": version, "reason": err.reason},
+            )
+            return
+        if self._feed is not None and row is not None:
+            await self._feed.observe(name, version, None if row[0] is None else int(row[0]))
+
+    async def await_version(self, name: str, min_version: int, wait_s: float) -> int:
+        """The published version reads of `name` see at least, once it reaches
+        `min_version` or `wait_s` passed (the caller compares). Served from the
+        change feed; a version the feed does not know yet is read from the primary
+        before waiting, so a missed notification never makes a caller wait."""
+        feed = self._feed
+        if feed is None:
+            return (await self.index_state(name)).published_version
+        known = feed.get(name)
+        if known is None or known.version < min_version:
+            async with self._db.conn() as conn:
+                fresh = await read_published(conn, name)
+            if fresh is None:
+                raise index_missing(len(name))
+            await feed.observe(name, fresh.version, fresh.lsn)
+            known = feed.get(name)
+            if known is not None and known.version < min_version:
+                known = await feed.wait_for(name, min_version, wait_s)
+        assert known is not None
+        return known.version
+
+    @property
+    def read_counts(self) -> ReadCounts:
+        """Reads served by the primary and by each standby (diagnostics)."""
+        return self._router.counts
+
+    @property
+    def standbys(self) -> list[StandbyStatus]:
+        """Each standby's health and replay position (diagnostics; no DSN)."""
+        return self._router.standbys
+
+    def _published_lsn(self, name: str) -> int | None:
+        known = self._feed.get(name) if self._feed is not None else None
+        return known.lsn if known is not None else None
 
     async def discard_version(self, name: str, version: int) -> None:
         async with self._db.write() as conn:
@@ -313,9 +389,13 @@ class PostgresStore:
     ) -> list[ChunkHit]:
         if k <= 0:
             return []
-        async with self._db.snapshot() as conn:
+        ef_search = self._settings.hnsw_ef_search
+
+        async def body(conn: Conn) -> list[ChunkHit]:
             idx = await index_row(conn, name)
-            return await vectors.search(conn, idx, vector, k, scope, self._settings.hnsw_ef_search)
+            return await vectors.search(conn, idx, vector, k, scope, ef_search)
+
+        return await self._router.read(self._published_lsn(name), body)
 
     async def explain_search_vector(
         self, name: str, vector: npt.NDArray[np.float32], k: int, scope: Scope
@@ -330,20 +410,47 @@ class PostgresStore:
     ) -> LexicalResult:
         if k <= 0:
             return LexicalResult([])
-        async with self._db.snapshot() as conn:
+
+        async def body(conn: Conn) -> LexicalResult:
             idx = await index_row(conn, name)  # an unknown index is an error first
             return await lexical.search(conn, idx, query, k, scope)
+
+        return await self._router.read(self._published_lsn(name), body)
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._feed is not None:
+            await self._feed.close()
+        await self._router.close()
         await self._db.pool.close()
         if self._embedded is not None:
             await asyncio.to_thread(self._embedded.release)
 
 
 # -- opening ----------------------------------------------------------------------
+
+
+def _read_pool(dsn: str, settings: PostgresSettings, i: int) -> AsyncConnectionPool[Conn]:
+    """A standby's pool: opened without waiting (a standby that is down must not
+    stop the server from starting; reads go to the primary meanwhile)."""
+
+    async def configure(conn: Conn) -> None:
+        await _configure(conn, settings)
+
+    return AsyncConnectionPool(
+        dsn,
+        min_size=settings.pool_min_size,
+        max_size=settings.pool_max_size,
+        kwargs=connect_kwargs(settings),
+        configure=configure,
+        check=AsyncConnectionPool.check_connection,
+        timeout=settings.acquire_s,
+        reconnect_timeout=settings.acquire_s,
+        name=f"groundwire-standby-{i}",
+        open=False,
+    )
 
 
 async def _configure(conn: Conn, settings: PostgresSettings) -> None:
@@ -407,7 +514,19 @@ async def open_postgres_store(settings: PostgresSettings) -> PostgresStore:
             if translated is None:
                 raise
             raise translated from None
-        return PostgresStore(Database(pool, settings), settings, embedded)
+        db = Database(pool, settings)
+        feed = ChangeFeed(dsn, settings)
+        await feed.start(settings.acquire_s)
+        router = ReadRouter(
+            db,
+            [
+                Standby(f"standby-{i}", Database(_read_pool(read_dsn, settings, i), settings))
+                for i, read_dsn in enumerate(settings.read_dsns)
+            ],
+            settings.standby_probe_ms,
+        )
+        await router.start()
+        return PostgresStore(db, settings, embedded, feed, router)
     except BaseException:
         if embedded is not None:
             await asyncio.to_thread(embedded.release)

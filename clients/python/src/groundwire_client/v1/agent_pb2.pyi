@@ -547,6 +547,7 @@ class ExecutionInput(_message.Message):
     CLIENT_TOOL_TIMEOUT_FIELD_NUMBER: _builtins.int
     BYPASS_RAG_FIELD_NUMBER: _builtins.int
     OVERRIDES_FIELD_NUMBER: _builtins.int
+    MIN_INDEX_VERSION_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """Required. The agent id."""
     message: _builtins.str
@@ -567,6 +568,14 @@ class ExecutionInput(_message.Message):
     (RAG_BYPASS_NOT_ALLOWED). Cannot be combined with `overrides`
     (INVALID_ARGUMENT / RAG_CONTROLS_CONFLICT). Ignored for agents without
     RAG. Reported as RagExecutionMetadata.rag_bypassed.
+    """
+    min_index_version: _builtins.int
+    """Optional. The lowest published index version the execution's retrievals
+    accept (read-your-writes across replicas, as RagQuery.min_index_version):
+    send the version a push returned. A server that does not see it yet waits
+    up to 1 s, then the execution fails with UNAVAILABLE / RAG_RETRIEVAL_FAILED
+    (metadata cause INDEX_VERSION_NOT_YET_VISIBLE) and RetryInfo. 0 (the
+    default) accepts any version. rag.index_version reports the version read.
     """
     @_builtins.property
     def history(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationTurn]:
@@ -617,10 +626,11 @@ class ExecutionInput(_message.Message):
         client_tool_timeout: _duration_pb2.Duration | None = ...,
         bypass_rag: _builtins.bool = ...,
         overrides: Global___RagOverrides | None = ...,
+        min_index_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["client_tool_timeout", b"client_tool_timeout", "filter", b"filter", "overrides", b"overrides"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "bypass_rag", b"bypass_rag", "client_tool_timeout", b"client_tool_timeout", "client_tools", b"client_tools", "filter", b"filter", "history", b"history", "message", b"message", "overrides", b"overrides", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "bypass_rag", b"bypass_rag", "client_tool_timeout", b"client_tool_timeout", "client_tools", b"client_tools", "filter", b"filter", "history", b"history", "message", b"message", "min_index_version", b"min_index_version", "overrides", b"overrides", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -242,6 +242,12 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """INVALID_ARGUMENT: the database rejected the data (for example NUL bytes)."""
     ERROR_REASON_STORE_ERROR: _ErrorReason.ValueType  # 305
     """INTERNAL: an unexpected database error."""
+    ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE: _ErrorReason.ValueType  # 310
+    """UNAVAILABLE: the request's minimum index version (min_index_version) is not
+    visible on this server yet (a publish through another replica not seen
+    yet, or a version that does not exist yet). Carries RetryInfo; metadata
+    index_version (what is visible) and min_index_version (what was asked).
+    """
     ERROR_REASON_CONFIG_INVALID: _ErrorReason.ValueType  # 400
     """FAILED_PRECONDITION: a configuration reload found the file invalid (or
     unreadable); BadRequest field violations name every offending key. Nothing
@@ -491,6 +497,12 @@ ERROR_REASON_STORE_DATA_REJECTED: ErrorReason.ValueType  # 304
 """INVALID_ARGUMENT: the database rejected the data (for example NUL bytes)."""
 ERROR_REASON_STORE_ERROR: ErrorReason.ValueType  # 305
 """INTERNAL: an unexpected database error."""
+ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE: ErrorReason.ValueType  # 310
+"""UNAVAILABLE: the request's minimum index version (min_index_version) is not
+visible on this server yet (a publish through another replica not seen
+yet, or a version that does not exist yet). Carries RetryInfo; metadata
+index_version (what is visible) and min_index_version (what was asked).
+"""
 ERROR_REASON_CONFIG_INVALID: ErrorReason.ValueType  # 400
 """FAILED_PRECONDITION: a configuration reload found the file invalid (or
 unreadable); BadRequest field violations name every offending key. Nothing

@@ -129,6 +129,7 @@ class RagQuery(_message.Message):
     FILTER_FIELD_NUMBER: _builtins.int
     TENANT_FIELD_NUMBER: _builtins.int
     FUSION_FIELD_NUMBER: _builtins.int
+    MIN_INDEX_VERSION_FIELD_NUMBER: _builtins.int
     index_name: _builtins.str
     """Required. The index to search: 1 to 128 characters of [a-z0-9_-]."""
     text: _builtins.str
@@ -149,6 +150,15 @@ class RagQuery(_message.Message):
     tenant. When API keys are enabled, the key's tenant applies: leave this
     empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
     """
+    min_index_version: _builtins.int
+    """Optional. The lowest published index version the caller accepts, for
+    read-your-writes across replicas: send the version a push or ingestion
+    returned (UpsertDocumentsResponse.published_version, Operation.version) or
+    a previous response's diagnostics.index_version. A server that does not
+    see that version yet waits up to 1 s for it, then fails with UNAVAILABLE /
+    INDEX_VERSION_NOT_YET_VISIBLE and RetryInfo (retry, on this or another
+    replica). 0 (the default) accepts any version.
+    """
     @_builtins.property
     def filter(self) -> _common_pb2.MetadataFilter:
         """Optional. Metadata conditions applied before ranking."""
@@ -167,10 +177,11 @@ class RagQuery(_message.Message):
         filter: _common_pb2.MetadataFilter | None = ...,
         tenant: _builtins.str = ...,
         fusion: Global___FusionOptions | None = ...,
+        min_index_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_top_k", b"_top_k", "filter", b"filter", "fusion", b"fusion", "top_k", b"top_k"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_top_k", b"_top_k", "filter", b"filter", "fusion", b"fusion", "index_name", b"index_name", "mode", b"mode", "tenant", b"tenant", "text", b"text", "top_k", b"top_k"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_top_k", b"_top_k", "filter", b"filter", "fusion", b"fusion", "index_name", b"index_name", "min_index_version", b"min_index_version", "mode", b"mode", "tenant", b"tenant", "text", b"text", "top_k", b"top_k"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__top_k: _TypeAlias = _typing.Literal["top_k"]  # noqa: Y015
     _WhichOneofArgType__top_k: _TypeAlias = _typing.Literal["_top_k", b"_top_k"]  # noqa: Y015
@@ -333,7 +344,9 @@ class RetrievalDiagnostics(_message.Message):
     """Output only. Candidates returned by the lexical leg (0 if it did not run)."""
     index_version: _builtins.int
     """Output only. The published index version that was searched (>= 1; 0 when
-    the index has never been published).
+    the index has never been published). The rows read are of this version or
+    a newer one (never older, also when a hot standby served the read), and it
+    is at least RagQuery.min_index_version.
     """
     phrase_count: _builtins.int
     """Output only. Number of exact phrases the query contained."""

@@ -273,7 +273,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
       "undwire/v1/retriever.proto\032\031groundwire/v" +
       "1/usage.proto\"Y\n\020ConversationTurn\022+\n\004rol" +
       "e\030\001 \001(\0162\027.groundwire.v1.TurnRoleR\004role\022\030" +
-      "\n\007content\030\002 \001(\tR\007content\"\262\003\n\016ExecutionIn" +
+      "\n\007content\030\002 \001(\tR\007content\"\337\003\n\016ExecutionIn" +
       "put\022\031\n\010agent_id\030\001 \001(\tR\007agentId\022\030\n\007messag" +
       "e\030\002 \001(\tR\007message\0229\n\007history\030\003 \003(\0132\037.grou" +
       "ndwire.v1.ConversationTurnR\007history\022\026\n\006t" +
@@ -284,380 +284,381 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
       "3 \001(\0132\031.google.protobuf.DurationR\021client" +
       "ToolTimeout\022\035\n\nbypass_rag\030F \001(\010R\tbypassR" +
       "ag\0229\n\toverrides\030G \001(\0132\033.groundwire.v1.Ra" +
-      "gOverridesR\toverrides\"\213\001\n\014RagOverrides\0220" +
-      "\n\021minimum_relevance\030\001 \001(\001H\000R\020minimumRele" +
-      "vance\210\001\001\022#\n\013final_top_k\030\002 \001(\rH\001R\tfinalTo" +
-      "pK\210\001\001B\024\n\022_minimum_relevanceB\016\n\014_final_to" +
-      "p_k\"N\n\027PrepareExecutionRequest\0223\n\005input\030" +
-      "\001 \001(\0132\035.groundwire.v1.ExecutionInputR\005in" +
-      "put\"X\n\030PrepareExecutionResponse\022<\n\010prepa" +
-      "red\030\001 \001(\0132 .groundwire.v1.PreparedExecut" +
-      "ionR\010prepared\"Z\n\017PreparedMessage\022-\n\004role" +
-      "\030\001 \001(\0162\031.groundwire.v1.PromptRoleR\004role\022" +
-      "\030\n\007content\030\002 \001(\tR\007content\"m\n\014PreparedToo" +
-      "l\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013description\030\002 \001" +
-      "(\tR\013description\022\'\n\017parameters_json\030\003 \001(\t" +
-      "R\016parametersJson\"\375\001\n\021PreparedReference\022#" +
-      "\n\rsource_number\030\001 \001(\rR\014sourceNumber\022\037\n\013d" +
-      "ocument_id\030\002 \001(\tR\ndocumentId\022\031\n\010chunk_id" +
-      "\030\003 \001(\tR\007chunkId\022*\n\005score\030\004 \001(\0132\024.groundw" +
-      "ire.v1.ScoreR\005score\022+\n\004span\030\005 \001(\0132\027.grou" +
-      "ndwire.v1.CharSpanR\004span\022\024\n\005title\030\006 \001(\tR" +
-      "\005title\022\030\n\007section\030\007 \001(\tR\007section\"\257\003\n\021Pre" +
-      "paredExecution\022\031\n\010agent_id\030\001 \001(\tR\007agentI" +
-      "d\0225\n\006action\030\002 \001(\0162\035.groundwire.v1.Prepar" +
-      "edActionR\006action\022:\n\010messages\030\003 \003(\0132\036.gro" +
-      "undwire.v1.PreparedMessageR\010messages\0221\n\005" +
-      "tools\030\004 \003(\0132\033.groundwire.v1.PreparedTool" +
-      "R\005tools\022@\n\nreferences\030\005 \003(\0132 .groundwire" +
-      ".v1.PreparedReferenceR\nreferences\022)\n\020fra" +
-      "mework_answer\030\006 \001(\tR\017frameworkAnswer\0225\n\003" +
-      "rag\030\007 \001(\0132#.groundwire.v1.RagExecutionMe" +
-      "tadataR\003rag\0225\n\010duration\030\010 \001(\0132\031.google.p" +
-      "rotobuf.DurationR\010duration\"E\n\016ExecuteReq" +
-      "uest\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Exec" +
-      "utionInputR\005input\"K\n\024ExecuteStreamReques" +
-      "t\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Executi" +
-      "onInputR\005input\"E\n\017ExecuteResponse\0222\n\006res" +
-      "ult\030\001 \001(\0132\032.groundwire.v1.AgentResultR\006r" +
-      "esult\"\354\003\n\007RagItem\022\037\n\013document_id\030\001 \001(\tR\n" +
-      "documentId\022\031\n\010chunk_id\030\002 \001(\tR\007chunkId\022%\n" +
-      "\016retrieval_rank\030\003 \001(\rR\rretrievalRank\022*\n\005" +
-      "score\030\004 \001(\0132\024.groundwire.v1.ScoreR\005score" +
-      "\0224\n\006reason\030\005 \001(\0162\034.groundwire.v1.RagItem" +
-      "ReasonR\006reason\022+\n\004span\030\006 \001(\0132\027.groundwir" +
-      "e.v1.CharSpanR\004span\022\025\n\005title\030\240\001 \001(\tR\005tit" +
-      "le\022\031\n\007section\030\241\001 \001(\tR\007section\022\031\n\007snippet" +
-      "\030\242\001 \001(\tR\007snippet\022,\n\021snippet_truncated\030\243\001" +
-      " \001(\010R\020snippetTruncated\022.\n\020rerank_relevan" +
-      "ce\030< \001(\001H\000R\017rerankRelevance\210\001\001\022/\n\005blend\030" +
-      "= \001(\0132\031.groundwire.v1.BlendScoreR\005blendB" +
-      "\023\n\021_rerank_relevance\"\233\002\n\nBlendScore\022\024\n\005v" +
-      "alue\030\001 \001(\001R\005value\022\030\n\007formula\030\002 \001(\tR\007form" +
-      "ula\022)\n\020retrieval_weight\030\003 \001(\001R\017retrieval" +
-      "Weight\022\'\n\017retrieval_input\030\004 \001(\001R\016retriev" +
-      "alInput\022^\n\027retrieval_normalization\030\005 \001(\016" +
-      "2%.groundwire.v1.RetrievalNormalizationR" +
-      "\026retrievalNormalization\022)\n\020rerank_releva" +
-      "nce\030\006 \001(\001R\017rerankRelevance\"\253\003\n\016FinalSele" +
-      "ction\022;\n\006policy\030\001 \001(\0162#.groundwire.v1.Fi" +
-      "nalSelectionPolicyR\006policy\022.\n\020retrieval_" +
-      "weight\030\002 \001(\001H\000R\017retrievalWeight\210\001\001\022K\n\rno" +
-      "rmalization\030\003 \001(\0162%.groundwire.v1.Retrie" +
-      "valNormalizationR\rnormalization\022Z\n\025appli" +
-      "ed_normalization\030\004 \001(\0162%.groundwire.v1.R" +
-      "etrievalNormalizationR\024appliedNormalizat" +
-      "ion\0221\n\024candidate_multiplier\030\005 \001(\rR\023candi" +
-      "dateMultiplier\022\033\n\tpool_size\030\006 \001(\rR\010poolS" +
-      "ize\022\036\n\013final_top_k\030\007 \001(\rR\tfinalTopKB\023\n\021_" +
-      "retrieval_weight\"K\n\026AppliedFilterConditi" +
-      "on\022\020\n\003key\030\001 \001(\tR\003key\022\037\n\013value_count\030\002 \001(" +
-      "\rR\nvalueCount\"\373\001\n\020RagSearchOptions\022#\n\rte" +
-      "nant_scoped\030\001 \001(\010R\014tenantScoped\022=\n\006filte" +
-      "r\030\002 \003(\0132%.groundwire.v1.AppliedFilterCon" +
-      "ditionR\006filter\022C\n\016retrieval_mode\030\003 \001(\0162\034" +
-      ".groundwire.v1.RetrievalModeR\rretrievalM" +
-      "ode\022)\n\020candidate_budget\030\004 \001(\rR\017candidate" +
-      "Budget\022\023\n\005top_k\030\005 \001(\rR\004topK\"\343\002\n\rContextB" +
-      "udget\0224\n\026maximum_context_tokens\030\001 \001(\rR\024m" +
-      "aximumContextTokens\0224\n\026response_token_re" +
-      "serve\030\002 \001(\rR\024responseTokenReserve\022-\n\022ins" +
-      "truction_tokens\030\003 \001(\rR\021instructionTokens" +
-      "\022%\n\016history_tokens\030\004 \001(\rR\rhistoryTokens\022" +
-      "!\n\014query_tokens\030\005 \001(\rR\013queryTokens\022!\n\014ot" +
-      "her_tokens\030\006 \001(\rR\013otherTokens\022)\n\020availab" +
-      "le_tokens\030\007 \001(\005R\017availableTokens\022\037\n\013used" +
-      "_tokens\030\010 \001(\rR\nusedTokens\"\352\005\n\022AgenticSea" +
-      "rchTrace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030" +
-      "\002 \001(\tR\006callId\022\'\n\017candidate_count\030\003 \001(\rR\016" +
-      "candidateCount\022%\n\016accepted_count\030\004 \001(\rR\r" +
-      "acceptedCount\022\034\n\tsucceeded\030\005 \001(\010R\tsuccee" +
-      "ded\022\035\n\nerror_code\030\006 \001(\tR\terrorCode\0225\n\010du" +
-      "ration\030\007 \001(\0132\031.google.protobuf.DurationR" +
-      "\010duration\022\024\n\005query\030< \001(\tR\005query\0229\n\007optio" +
-      "ns\030= \001(\0132\037.groundwire.v1.RagSearchOption" +
-      "sR\007options\0226\n\ncandidates\030> \003(\0132\026.groundw" +
-      "ire.v1.RagItemR\ncandidates\0222\n\010accepted\030?" +
-      " \003(\0132\026.groundwire.v1.RagItemR\010accepted\0222" +
-      "\n\010rejected\030@ \003(\0132\026.groundwire.v1.RagItem" +
-      "R\010rejected\022A\n\020context_excluded\030A \003(\0132\026.g" +
-      "roundwire.v1.RagItemR\017contextExcluded\022>\n" +
-      "\treranking\030B \001(\0132 .groundwire.v1.Reranki" +
-      "ngMetadataR\treranking\022J\n\021no_context_reas" +
-      "on\030C \001(\0162\036.groundwire.v1.NoContextReason" +
-      "R\017noContextReason\022#\n\rindex_version\030D \001(\004" +
-      "R\014indexVersion\"\337\r\n\024RagExecutionMetadata\022" +
-      "\030\n\007enabled\030\001 \001(\010R\007enabled\022\035\n\nindex_name\030" +
-      "\002 \001(\tR\tindexName\022#\n\rindex_version\030\003 \001(\004R" +
-      "\014indexVersion\022C\n\016retrieval_mode\030\004 \001(\0162\034." +
-      "groundwire.v1.RetrievalModeR\rretrievalMo" +
-      "de\022?\n\014applied_mode\030\005 \001(\0162\034.groundwire.v1" +
-      ".ExecutionModeR\013appliedMode\022_\n\033applied_n" +
-      "o_context_behavior\030\006 \001(\0162 .groundwire.v1" +
-      ".NoContextBehaviorR\030appliedNoContextBeha" +
-      "vior\022)\n\020context_accepted\030\007 \001(\010R\017contextA" +
-      "ccepted\022J\n\021no_context_reason\030\010 \001(\0162\036.gro" +
-      "undwire.v1.NoContextReasonR\017noContextRea" +
-      "son\022#\n\rmodel_skipped\030\t \001(\010R\014modelSkipped" +
-      "\022-\n\022answer_constrained\030\n \001(\010R\021answerCons" +
-      "trained\0226\n\ncandidates\030\013 \003(\0132\026.groundwire" +
-      ".v1.RagItemR\ncandidates\0222\n\010accepted\030\014 \003(" +
-      "\0132\026.groundwire.v1.RagItemR\010accepted\0222\n\010r" +
-      "ejected\030\r \003(\0132\026.groundwire.v1.RagItemR\010r" +
-      "ejected\022A\n\020context_excluded\030\016 \003(\0132\026.grou" +
-      "ndwire.v1.RagItemR\017contextExcluded\0220\n\007co" +
-      "ntext\030\017 \003(\0132\026.groundwire.v1.RagItemR\007con" +
-      "text\022\'\n\017candidate_count\030\020 \001(\rR\016candidate" +
-      "Count\022%\n\016accepted_count\030\021 \001(\rR\racceptedC" +
-      "ount\022%\n\016rejected_count\030\022 \001(\rR\rrejectedCo" +
-      "unt\0224\n\026context_excluded_count\030\023 \001(\rR\024con" +
-      "textExcludedCount\022>\n\treranking\030\024 \001(\0132 .g" +
-      "roundwire.v1.RerankingMetadataR\trerankin" +
-      "g\022C\n\016context_budget\030\025 \001(\0132\034.groundwire.v" +
-      "1.ContextBudgetR\rcontextBudget\022,\n\017rewrit" +
-      "ten_query\030\026 \001(\tH\000R\016rewrittenQuery\210\001\001\022=\n\010" +
-      "searches\030\027 \003(\0132!.groundwire.v1.AgenticSe" +
-      "archTraceR\010searches\022F\n\017final_selection\030<" +
-      " \001(\0132\035.groundwire.v1.FinalSelectionR\016fin" +
-      "alSelection\022!\n\014rag_bypassed\030F \001(\010R\013ragBy" +
-      "passed\022F\n\016applied_limits\030G \001(\0132\037.groundw" +
-      "ire.v1.RagAppliedLimitsR\rappliedLimits\022(" +
-      "\n\rkeyword_query\030H \001(\tH\001R\014keywordQuery\210\001\001" +
-      "\022S\n\024keyword_query_source\030I \001(\0162!.groundw" +
-      "ire.v1.KeywordQuerySourceR\022keywordQueryS" +
-      "ource\022?\n\034keyword_rewrite_failure_code\030J " +
-      "\001(\tR\031keywordRewriteFailureCode\022;\n\032query_" +
-      "rewrite_failure_code\030K \001(\tR\027queryRewrite" +
-      "FailureCode\022-\n\022tenant_scope_empty\030\240\001 \001(\010" +
-      "R\020tenantScopeEmptyB\022\n\020_rewritten_queryB\020" +
-      "\n\016_keyword_query\"\303\002\n\020RagAppliedLimits\022\'\n" +
-      "\017candidate_count\030\001 \001(\rR\016candidateCount\0220" +
-      "\n\021minimum_relevance\030\002 \001(\001H\000R\020minimumRele" +
-      "vance\210\001\001\022\036\n\013final_top_k\030\003 \001(\rR\tfinalTopK" +
-      "\022@\n\034minimum_relevance_overridden\030\004 \001(\010R\032" +
-      "minimumRelevanceOverridden\0223\n\026final_top_" +
-      "k_overridden\030\005 \001(\010R\023finalTopKOverridden\022" +
-      "\'\n\017filter_narrowed\030\006 \001(\010R\016filterNarrowed" +
-      "B\024\n\022_minimum_relevance\"\201\001\n\nTokenUsage\022#\n" +
-      "\rprompt_tokens\030\001 \001(\rR\014promptTokens\022+\n\021co" +
-      "mpletion_tokens\030\002 \001(\rR\020completionTokens\022" +
-      "!\n\014total_tokens\030\003 \001(\rR\013totalTokens\"\274\002\n\010C" +
-      "itation\022#\n\rsource_number\030\001 \001(\rR\014sourceNu" +
-      "mber\022\037\n\013document_id\030\002 \001(\tR\ndocumentId\022\031\n" +
-      "\010chunk_id\030\003 \001(\tR\007chunkId\022&\n\016display_numb" +
-      "er\030\240\001 \001(\rR\rdisplayNumber\022\025\n\005title\030\241\001 \001(\t" +
-      "R\005title\022\031\n\007section\030\242\001 \001(\tR\007section\022,\n\004sp" +
-      "an\030\243\001 \001(\0132\027.groundwire.v1.CharSpanR\004span" +
-      "\022\031\n\007snippet\030\244\001 \001(\tR\007snippet\022,\n\021snippet_t" +
-      "runcated\030\245\001 \001(\010R\020snippetTruncated\"\366\001\n\rTo" +
-      "olCallTrace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_" +
-      "id\030\002 \001(\tR\006callId\022\033\n\ttool_name\030\003 \001(\tR\010too" +
-      "lName\022\034\n\tsucceeded\030\004 \001(\010R\tsucceeded\022\035\n\ne" +
-      "rror_code\030\005 \001(\tR\terrorCode\0225\n\010duration\030\006" +
+      "gOverridesR\toverrides\022+\n\021min_index_versi" +
+      "on\030\276\001 \001(\004R\017minIndexVersion\"\213\001\n\014RagOverri" +
+      "des\0220\n\021minimum_relevance\030\001 \001(\001H\000R\020minimu" +
+      "mRelevance\210\001\001\022#\n\013final_top_k\030\002 \001(\rH\001R\tfi" +
+      "nalTopK\210\001\001B\024\n\022_minimum_relevanceB\016\n\014_fin" +
+      "al_top_k\"N\n\027PrepareExecutionRequest\0223\n\005i" +
+      "nput\030\001 \001(\0132\035.groundwire.v1.ExecutionInpu" +
+      "tR\005input\"X\n\030PrepareExecutionResponse\022<\n\010" +
+      "prepared\030\001 \001(\0132 .groundwire.v1.PreparedE" +
+      "xecutionR\010prepared\"Z\n\017PreparedMessage\022-\n" +
+      "\004role\030\001 \001(\0162\031.groundwire.v1.PromptRoleR\004" +
+      "role\022\030\n\007content\030\002 \001(\tR\007content\"m\n\014Prepar" +
+      "edTool\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013descriptio" +
+      "n\030\002 \001(\tR\013description\022\'\n\017parameters_json\030" +
+      "\003 \001(\tR\016parametersJson\"\375\001\n\021PreparedRefere" +
+      "nce\022#\n\rsource_number\030\001 \001(\rR\014sourceNumber" +
+      "\022\037\n\013document_id\030\002 \001(\tR\ndocumentId\022\031\n\010chu" +
+      "nk_id\030\003 \001(\tR\007chunkId\022*\n\005score\030\004 \001(\0132\024.gr" +
+      "oundwire.v1.ScoreR\005score\022+\n\004span\030\005 \001(\0132\027" +
+      ".groundwire.v1.CharSpanR\004span\022\024\n\005title\030\006" +
+      " \001(\tR\005title\022\030\n\007section\030\007 \001(\tR\007section\"\257\003" +
+      "\n\021PreparedExecution\022\031\n\010agent_id\030\001 \001(\tR\007a" +
+      "gentId\0225\n\006action\030\002 \001(\0162\035.groundwire.v1.P" +
+      "reparedActionR\006action\022:\n\010messages\030\003 \003(\0132" +
+      "\036.groundwire.v1.PreparedMessageR\010message" +
+      "s\0221\n\005tools\030\004 \003(\0132\033.groundwire.v1.Prepare" +
+      "dToolR\005tools\022@\n\nreferences\030\005 \003(\0132 .groun" +
+      "dwire.v1.PreparedReferenceR\nreferences\022)" +
+      "\n\020framework_answer\030\006 \001(\tR\017frameworkAnswe" +
+      "r\0225\n\003rag\030\007 \001(\0132#.groundwire.v1.RagExecut" +
+      "ionMetadataR\003rag\0225\n\010duration\030\010 \001(\0132\031.goo" +
+      "gle.protobuf.DurationR\010duration\"E\n\016Execu" +
+      "teRequest\0223\n\005input\030\001 \001(\0132\035.groundwire.v1" +
+      ".ExecutionInputR\005input\"K\n\024ExecuteStreamR" +
+      "equest\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Ex" +
+      "ecutionInputR\005input\"E\n\017ExecuteResponse\0222" +
+      "\n\006result\030\001 \001(\0132\032.groundwire.v1.AgentResu" +
+      "ltR\006result\"\354\003\n\007RagItem\022\037\n\013document_id\030\001 " +
+      "\001(\tR\ndocumentId\022\031\n\010chunk_id\030\002 \001(\tR\007chunk" +
+      "Id\022%\n\016retrieval_rank\030\003 \001(\rR\rretrievalRan" +
+      "k\022*\n\005score\030\004 \001(\0132\024.groundwire.v1.ScoreR\005" +
+      "score\0224\n\006reason\030\005 \001(\0162\034.groundwire.v1.Ra" +
+      "gItemReasonR\006reason\022+\n\004span\030\006 \001(\0132\027.grou" +
+      "ndwire.v1.CharSpanR\004span\022\025\n\005title\030\240\001 \001(\t" +
+      "R\005title\022\031\n\007section\030\241\001 \001(\tR\007section\022\031\n\007sn" +
+      "ippet\030\242\001 \001(\tR\007snippet\022,\n\021snippet_truncat" +
+      "ed\030\243\001 \001(\010R\020snippetTruncated\022.\n\020rerank_re" +
+      "levance\030< \001(\001H\000R\017rerankRelevance\210\001\001\022/\n\005b" +
+      "lend\030= \001(\0132\031.groundwire.v1.BlendScoreR\005b" +
+      "lendB\023\n\021_rerank_relevance\"\233\002\n\nBlendScore" +
+      "\022\024\n\005value\030\001 \001(\001R\005value\022\030\n\007formula\030\002 \001(\tR" +
+      "\007formula\022)\n\020retrieval_weight\030\003 \001(\001R\017retr" +
+      "ievalWeight\022\'\n\017retrieval_input\030\004 \001(\001R\016re" +
+      "trievalInput\022^\n\027retrieval_normalization\030" +
+      "\005 \001(\0162%.groundwire.v1.RetrievalNormaliza" +
+      "tionR\026retrievalNormalization\022)\n\020rerank_r" +
+      "elevance\030\006 \001(\001R\017rerankRelevance\"\253\003\n\016Fina" +
+      "lSelection\022;\n\006policy\030\001 \001(\0162#.groundwire." +
+      "v1.FinalSelectionPolicyR\006policy\022.\n\020retri" +
+      "eval_weight\030\002 \001(\001H\000R\017retrievalWeight\210\001\001\022" +
+      "K\n\rnormalization\030\003 \001(\0162%.groundwire.v1.R" +
+      "etrievalNormalizationR\rnormalization\022Z\n\025" +
+      "applied_normalization\030\004 \001(\0162%.groundwire" +
+      ".v1.RetrievalNormalizationR\024appliedNorma" +
+      "lization\0221\n\024candidate_multiplier\030\005 \001(\rR\023" +
+      "candidateMultiplier\022\033\n\tpool_size\030\006 \001(\rR\010" +
+      "poolSize\022\036\n\013final_top_k\030\007 \001(\rR\tfinalTopK" +
+      "B\023\n\021_retrieval_weight\"K\n\026AppliedFilterCo" +
+      "ndition\022\020\n\003key\030\001 \001(\tR\003key\022\037\n\013value_count" +
+      "\030\002 \001(\rR\nvalueCount\"\373\001\n\020RagSearchOptions\022" +
+      "#\n\rtenant_scoped\030\001 \001(\010R\014tenantScoped\022=\n\006" +
+      "filter\030\002 \003(\0132%.groundwire.v1.AppliedFilt" +
+      "erConditionR\006filter\022C\n\016retrieval_mode\030\003 " +
+      "\001(\0162\034.groundwire.v1.RetrievalModeR\rretri" +
+      "evalMode\022)\n\020candidate_budget\030\004 \001(\rR\017cand" +
+      "idateBudget\022\023\n\005top_k\030\005 \001(\rR\004topK\"\343\002\n\rCon" +
+      "textBudget\0224\n\026maximum_context_tokens\030\001 \001" +
+      "(\rR\024maximumContextTokens\0224\n\026response_tok" +
+      "en_reserve\030\002 \001(\rR\024responseTokenReserve\022-" +
+      "\n\022instruction_tokens\030\003 \001(\rR\021instructionT" +
+      "okens\022%\n\016history_tokens\030\004 \001(\rR\rhistoryTo" +
+      "kens\022!\n\014query_tokens\030\005 \001(\rR\013queryTokens\022" +
+      "!\n\014other_tokens\030\006 \001(\rR\013otherTokens\022)\n\020av" +
+      "ailable_tokens\030\007 \001(\005R\017availableTokens\022\037\n" +
+      "\013used_tokens\030\010 \001(\rR\nusedTokens\"\352\005\n\022Agent" +
+      "icSearchTrace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007cal" +
+      "l_id\030\002 \001(\tR\006callId\022\'\n\017candidate_count\030\003 " +
+      "\001(\rR\016candidateCount\022%\n\016accepted_count\030\004 " +
+      "\001(\rR\racceptedCount\022\034\n\tsucceeded\030\005 \001(\010R\ts" +
+      "ucceeded\022\035\n\nerror_code\030\006 \001(\tR\terrorCode\022" +
+      "5\n\010duration\030\007 \001(\0132\031.google.protobuf.Dura" +
+      "tionR\010duration\022\024\n\005query\030< \001(\tR\005query\0229\n\007" +
+      "options\030= \001(\0132\037.groundwire.v1.RagSearchO" +
+      "ptionsR\007options\0226\n\ncandidates\030> \003(\0132\026.gr" +
+      "oundwire.v1.RagItemR\ncandidates\0222\n\010accep" +
+      "ted\030? \003(\0132\026.groundwire.v1.RagItemR\010accep" +
+      "ted\0222\n\010rejected\030@ \003(\0132\026.groundwire.v1.Ra" +
+      "gItemR\010rejected\022A\n\020context_excluded\030A \003(" +
+      "\0132\026.groundwire.v1.RagItemR\017contextExclud" +
+      "ed\022>\n\treranking\030B \001(\0132 .groundwire.v1.Re" +
+      "rankingMetadataR\treranking\022J\n\021no_context" +
+      "_reason\030C \001(\0162\036.groundwire.v1.NoContextR" +
+      "easonR\017noContextReason\022#\n\rindex_version\030" +
+      "D \001(\004R\014indexVersion\"\337\r\n\024RagExecutionMeta" +
+      "data\022\030\n\007enabled\030\001 \001(\010R\007enabled\022\035\n\nindex_" +
+      "name\030\002 \001(\tR\tindexName\022#\n\rindex_version\030\003" +
+      " \001(\004R\014indexVersion\022C\n\016retrieval_mode\030\004 \001" +
+      "(\0162\034.groundwire.v1.RetrievalModeR\rretrie" +
+      "valMode\022?\n\014applied_mode\030\005 \001(\0162\034.groundwi" +
+      "re.v1.ExecutionModeR\013appliedMode\022_\n\033appl" +
+      "ied_no_context_behavior\030\006 \001(\0162 .groundwi" +
+      "re.v1.NoContextBehaviorR\030appliedNoContex" +
+      "tBehavior\022)\n\020context_accepted\030\007 \001(\010R\017con" +
+      "textAccepted\022J\n\021no_context_reason\030\010 \001(\0162" +
+      "\036.groundwire.v1.NoContextReasonR\017noConte" +
+      "xtReason\022#\n\rmodel_skipped\030\t \001(\010R\014modelSk" +
+      "ipped\022-\n\022answer_constrained\030\n \001(\010R\021answe" +
+      "rConstrained\0226\n\ncandidates\030\013 \003(\0132\026.groun" +
+      "dwire.v1.RagItemR\ncandidates\0222\n\010accepted" +
+      "\030\014 \003(\0132\026.groundwire.v1.RagItemR\010accepted" +
+      "\0222\n\010rejected\030\r \003(\0132\026.groundwire.v1.RagIt" +
+      "emR\010rejected\022A\n\020context_excluded\030\016 \003(\0132\026" +
+      ".groundwire.v1.RagItemR\017contextExcluded\022" +
+      "0\n\007context\030\017 \003(\0132\026.groundwire.v1.RagItem" +
+      "R\007context\022\'\n\017candidate_count\030\020 \001(\rR\016cand" +
+      "idateCount\022%\n\016accepted_count\030\021 \001(\rR\racce" +
+      "ptedCount\022%\n\016rejected_count\030\022 \001(\rR\rrejec" +
+      "tedCount\0224\n\026context_excluded_count\030\023 \001(\r" +
+      "R\024contextExcludedCount\022>\n\treranking\030\024 \001(" +
+      "\0132 .groundwire.v1.RerankingMetadataR\trer" +
+      "anking\022C\n\016context_budget\030\025 \001(\0132\034.groundw" +
+      "ire.v1.ContextBudgetR\rcontextBudget\022,\n\017r" +
+      "ewritten_query\030\026 \001(\tH\000R\016rewrittenQuery\210\001" +
+      "\001\022=\n\010searches\030\027 \003(\0132!.groundwire.v1.Agen" +
+      "ticSearchTraceR\010searches\022F\n\017final_select" +
+      "ion\030< \001(\0132\035.groundwire.v1.FinalSelection" +
+      "R\016finalSelection\022!\n\014rag_bypassed\030F \001(\010R\013" +
+      "ragBypassed\022F\n\016applied_limits\030G \001(\0132\037.gr" +
+      "oundwire.v1.RagAppliedLimitsR\rappliedLim" +
+      "its\022(\n\rkeyword_query\030H \001(\tH\001R\014keywordQue" +
+      "ry\210\001\001\022S\n\024keyword_query_source\030I \001(\0162!.gr" +
+      "oundwire.v1.KeywordQuerySourceR\022keywordQ" +
+      "uerySource\022?\n\034keyword_rewrite_failure_co" +
+      "de\030J \001(\tR\031keywordRewriteFailureCode\022;\n\032q" +
+      "uery_rewrite_failure_code\030K \001(\tR\027queryRe" +
+      "writeFailureCode\022-\n\022tenant_scope_empty\030\240" +
+      "\001 \001(\010R\020tenantScopeEmptyB\022\n\020_rewritten_qu" +
+      "eryB\020\n\016_keyword_query\"\303\002\n\020RagAppliedLimi" +
+      "ts\022\'\n\017candidate_count\030\001 \001(\rR\016candidateCo" +
+      "unt\0220\n\021minimum_relevance\030\002 \001(\001H\000R\020minimu" +
+      "mRelevance\210\001\001\022\036\n\013final_top_k\030\003 \001(\rR\tfina" +
+      "lTopK\022@\n\034minimum_relevance_overridden\030\004 " +
+      "\001(\010R\032minimumRelevanceOverridden\0223\n\026final" +
+      "_top_k_overridden\030\005 \001(\010R\023finalTopKOverri" +
+      "dden\022\'\n\017filter_narrowed\030\006 \001(\010R\016filterNar" +
+      "rowedB\024\n\022_minimum_relevance\"\201\001\n\nTokenUsa" +
+      "ge\022#\n\rprompt_tokens\030\001 \001(\rR\014promptTokens\022" +
+      "+\n\021completion_tokens\030\002 \001(\rR\020completionTo" +
+      "kens\022!\n\014total_tokens\030\003 \001(\rR\013totalTokens\"" +
+      "\274\002\n\010Citation\022#\n\rsource_number\030\001 \001(\rR\014sou" +
+      "rceNumber\022\037\n\013document_id\030\002 \001(\tR\ndocument" +
+      "Id\022\031\n\010chunk_id\030\003 \001(\tR\007chunkId\022&\n\016display" +
+      "_number\030\240\001 \001(\rR\rdisplayNumber\022\025\n\005title\030\241" +
+      "\001 \001(\tR\005title\022\031\n\007section\030\242\001 \001(\tR\007section\022" +
+      ",\n\004span\030\243\001 \001(\0132\027.groundwire.v1.CharSpanR" +
+      "\004span\022\031\n\007snippet\030\244\001 \001(\tR\007snippet\022,\n\021snip" +
+      "pet_truncated\030\245\001 \001(\010R\020snippetTruncated\"\366" +
+      "\001\n\rToolCallTrace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007" +
+      "call_id\030\002 \001(\tR\006callId\022\033\n\ttool_name\030\003 \001(\t" +
+      "R\010toolName\022\034\n\tsucceeded\030\004 \001(\010R\tsucceeded" +
+      "\022\035\n\nerror_code\030\005 \001(\tR\terrorCode\0225\n\010durat" +
+      "ion\030\006 \001(\0132\031.google.protobuf.DurationR\010du" +
+      "ration\022\'\n\017client_executed\0302 \001(\010R\016clientE" +
+      "xecuted\"\343\005\n\013AgentResult\022!\n\014execution_id\030" +
+      "\001 \001(\tR\013executionId\022\031\n\010agent_id\030\002 \001(\tR\007ag" +
+      "entId\022\026\n\006answer\030\003 \001(\tR\006answer\022%\n\016model_p" +
+      "rovider\030\004 \001(\tR\rmodelProvider\022\024\n\005model\030\005 " +
+      "\001(\tR\005model\022/\n\005usage\030\006 \001(\0132\031.groundwire.v" +
+      "1.TokenUsageR\005usage\0225\n\003rag\030\007 \001(\0132#.groun" +
+      "dwire.v1.RagExecutionMetadataR\003rag\0225\n\tci" +
+      "tations\030\010 \003(\0132\027.groundwire.v1.CitationR\t" +
+      "citations\022;\n\ntool_calls\030\t \003(\0132\034.groundwi" +
+      "re.v1.ToolCallTraceR\ttoolCalls\0225\n\010durati" +
+      "on\030\n \001(\0132\031.google.protobuf.DurationR\010dur" +
+      "ation\0226\n\006status\0302 \001(\0162\036.groundwire.v1.Ex" +
+      "ecutionStatusR\006status\022O\n\023required_tool_c" +
+      "alls\0303 \003(\0132\037.groundwire.v1.RequiredToolC" +
+      "allR\021requiredToolCalls\022C\n\017action_deadlin" +
+      "e\0304 \001(\0132\032.google.protobuf.TimestampR\016act" +
+      "ionDeadline\022\030\n\007resumed\0305 \001(\010R\007resumed\022F\n" +
+      "\017embedding_usage\030P \001(\0132\035.groundwire.v1.E" +
+      "mbeddingUsageR\016embeddingUsage\"\213\003\n\016RagSea" +
+      "rchEvent\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022" +
+      "C\n\016retrieval_mode\030\002 \001(\0162\034.groundwire.v1." +
+      "RetrievalModeR\rretrievalMode\022)\n\020candidat" +
+      "e_budget\030\003 \001(\rR\017candidateBudget\022\'\n\017candi" +
+      "date_count\030\004 \001(\rR\016candidateCount\022%\n\016acce" +
+      "pted_count\030\005 \001(\rR\racceptedCount\022I\n\021reran" +
+      "king_outcome\030\006 \001(\0162\034.groundwire.v1.Reran" +
+      "kOutcomeR\020rerankingOutcome\0225\n\010duration\030\007" +
       " \001(\0132\031.google.protobuf.DurationR\010duratio" +
-      "n\022\'\n\017client_executed\0302 \001(\010R\016clientExecut" +
-      "ed\"\343\005\n\013AgentResult\022!\n\014execution_id\030\001 \001(\t" +
-      "R\013executionId\022\031\n\010agent_id\030\002 \001(\tR\007agentId" +
-      "\022\026\n\006answer\030\003 \001(\tR\006answer\022%\n\016model_provid" +
-      "er\030\004 \001(\tR\rmodelProvider\022\024\n\005model\030\005 \001(\tR\005" +
-      "model\022/\n\005usage\030\006 \001(\0132\031.groundwire.v1.Tok" +
-      "enUsageR\005usage\0225\n\003rag\030\007 \001(\0132#.groundwire" +
-      ".v1.RagExecutionMetadataR\003rag\0225\n\tcitatio" +
-      "ns\030\010 \003(\0132\027.groundwire.v1.CitationR\tcitat" +
-      "ions\022;\n\ntool_calls\030\t \003(\0132\034.groundwire.v1" +
-      ".ToolCallTraceR\ttoolCalls\0225\n\010duration\030\n " +
-      "\001(\0132\031.google.protobuf.DurationR\010duration" +
-      "\0226\n\006status\0302 \001(\0162\036.groundwire.v1.Executi" +
-      "onStatusR\006status\022O\n\023required_tool_calls\030" +
-      "3 \003(\0132\037.groundwire.v1.RequiredToolCallR\021" +
-      "requiredToolCalls\022C\n\017action_deadline\0304 \001" +
-      "(\0132\032.google.protobuf.TimestampR\016actionDe" +
-      "adline\022\030\n\007resumed\0305 \001(\010R\007resumed\022F\n\017embe" +
-      "dding_usage\030P \001(\0132\035.groundwire.v1.Embedd" +
-      "ingUsageR\016embeddingUsage\"\213\003\n\016RagSearchEv" +
-      "ent\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022C\n\016re" +
-      "trieval_mode\030\002 \001(\0162\034.groundwire.v1.Retri" +
-      "evalModeR\rretrievalMode\022)\n\020candidate_bud" +
-      "get\030\003 \001(\rR\017candidateBudget\022\'\n\017candidate_" +
-      "count\030\004 \001(\rR\016candidateCount\022%\n\016accepted_" +
-      "count\030\005 \001(\rR\racceptedCount\022I\n\021reranking_" +
-      "outcome\030\006 \001(\0162\034.groundwire.v1.RerankOutc" +
-      "omeR\020rerankingOutcome\0225\n\010duration\030\007 \001(\0132" +
-      "\031.google.protobuf.DurationR\010duration\022\030\n\007" +
-      "agentic\030\010 \001(\010R\007agentic\"\224\002\n\rToolCallEvent" +
-      "\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR\006c" +
-      "allId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022\034\n\tsu" +
-      "cceeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_code\030\005" +
-      " \001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031.goog" +
-      "le.protobuf.DurationR\010duration\022\034\n\targume" +
-      "nts\0302 \001(\tR\targuments\022\'\n\017client_executed\030" +
-      "3 \001(\010R\016clientExecuted\"\324\003\n\025ExecuteStreamR" +
-      "esponse\0225\n\004type\030\001 \001(\0162!.groundwire.v1.Ex" +
-      "ecutionEventTypeR\004type\022\032\n\010sequence\030\002 \001(\r" +
-      "R\010sequence\022!\n\014execution_id\030\003 \001(\tR\013execut" +
-      "ionId\022<\n\nrag_search\030\004 \001(\0132\035.groundwire.v" +
-      "1.RagSearchEventR\tragSearch\0229\n\ttool_call" +
-      "\030\005 \001(\0132\034.groundwire.v1.ToolCallEventR\010to" +
-      "olCall\022\035\n\ntext_delta\030\006 \001(\tR\ttextDelta\0222\n" +
-      "\006result\030\007 \001(\0132\032.groundwire.v1.AgentResul" +
-      "tR\006result\022\035\n\nerror_code\030\010 \001(\tR\terrorCode" +
-      "\022#\n\rerror_message\030\t \001(\tR\014errorMessage\0225\n" +
-      "\003rag\030< \001(\0132#.groundwire.v1.RagExecutionM" +
-      "etadataR\003rag\"\365\005\n\023AgentRagDescription\022\035\n\n" +
-      "index_name\030\001 \001(\tR\tindexName\022C\n\016retrieval" +
-      "_mode\030\002 \001(\0162\034.groundwire.v1.RetrievalMod" +
-      "eR\rretrievalMode\0220\n\004mode\030\003 \001(\0162\034.groundw" +
-      "ire.v1.ExecutionModeR\004mode\022P\n\023no_context" +
-      "_behavior\030\004 \001(\0162 .groundwire.v1.NoContex" +
-      "tBehaviorR\021noContextBehavior\022+\n\021rerankin" +
-      "g_enabled\030\005 \001(\010R\020rerankingEnabled\022\030\n\007age" +
-      "ntic\030\006 \001(\010R\007agentic\022Y\n\026final_selection_p" +
-      "olicy\030< \001(\0162#.groundwire.v1.FinalSelecti" +
-      "onPolicyR\024finalSelectionPolicy\0221\n\024candid" +
-      "ate_multiplier\030= \001(\rR\023candidateMultiplie" +
-      "r\022.\n\020retrieval_weight\030> \001(\001H\000R\017retrieval" +
-      "Weight\210\001\001\022(\n\020search_tool_name\030? \001(\tR\016sea" +
-      "rchToolName\022%\n\016bypass_allowed\030F \001(\010R\rbyp" +
-      "assAllowed\0220\n\021minimum_relevance\030G \001(\001H\001R" +
-      "\020minimumRelevance\210\001\001\022\036\n\013final_top_k\030H \001(" +
-      "\rR\tfinalTopK\022#\n\rkeyword_query\030I \001(\010R\014key" +
-      "wordQueryB\023\n\021_retrieval_weightB\024\n\022_minim" +
-      "um_relevance\"\364\001\n\020AgentDescription\022\016\n\002id\030" +
-      "\001 \001(\tR\002id\022\022\n\004name\030\002 \001(\tR\004name\022 \n\013descrip" +
-      "tion\030\003 \001(\tR\013description\022\024\n\005model\030\004 \001(\tR\005" +
-      "model\022\024\n\005tools\030\005 \003(\tR\005tools\0224\n\003rag\030\006 \001(\013" +
-      "2\".groundwire.v1.AgentRagDescriptionR\003ra" +
-      "g\022\'\n\014instructions\030\007 \001(\tH\000R\014instructions\210" +
-      "\001\001B\017\n\r_instructions\"O\n\021ListAgentsRequest" +
-      "\022\033\n\tpage_size\030\001 \001(\005R\010pageSize\022\035\n\npage_to" +
-      "ken\030\002 \001(\tR\tpageToken\"u\n\022ListAgentsRespon" +
-      "se\0227\n\006agents\030\001 \003(\0132\037.groundwire.v1.Agent" +
-      "DescriptionR\006agents\022&\n\017next_page_token\030\002" +
-      " \001(\tR\rnextPageToken\",\n\017GetAgentRequest\022\031" +
-      "\n\010agent_id\030\001 \001(\tR\007agentId\"I\n\020GetAgentRes" +
-      "ponse\0225\n\005agent\030\001 \001(\0132\037.groundwire.v1.Age" +
-      "ntDescriptionR\005agent\"{\n\nClientTool\022\022\n\004na" +
-      "me\030\001 \001(\tR\004name\022 \n\013description\030\002 \001(\tR\013des" +
-      "cription\0227\n\nparameters\030\003 \001(\0132\027.google.pr" +
-      "otobuf.StructR\nparameters\"f\n\020RequiredToo" +
-      "lCall\022\027\n\007call_id\030\001 \001(\tR\006callId\022\033\n\ttool_n" +
-      "ame\030\002 \001(\tR\010toolName\022\034\n\targuments\030\003 \001(\tR\t" +
-      "arguments\"X\n\nToolResult\022\027\n\007call_id\030\001 \001(\t" +
-      "R\006callId\022\026\n\006output\030\002 \001(\tR\006output\022\031\n\010is_e" +
-      "rror\030\003 \001(\010R\007isError\"S\n\026ResumeExecutionRe" +
-      "quest\022!\n\014execution_id\030\001 \001(\tR\013executionId" +
-      "\022\026\n\006tenant\030\002 \001(\tR\006tenant\"M\n\027ResumeExecut" +
-      "ionResponse\0222\n\006result\030\001 \001(\0132\032.groundwire" +
-      ".v1.AgentResultR\006result\"Y\n\034ResumeExecuti" +
-      "onStreamRequest\022!\n\014execution_id\030\001 \001(\tR\013e" +
-      "xecutionId\022\026\n\006tenant\030\002 \001(\tR\006tenant\"[\n\035Re" +
-      "sumeExecutionStreamResponse\022:\n\005event\030\001 \001" +
-      "(\0132$.groundwire.v1.ExecuteStreamResponse" +
-      "R\005event\"\212\001\n\030SubmitToolResultsRequest\022!\n\014" +
-      "execution_id\030\001 \001(\tR\013executionId\022\026\n\006tenan" +
-      "t\030\002 \001(\tR\006tenant\0223\n\007results\030\003 \003(\0132\031.groun" +
-      "dwire.v1.ToolResultR\007results\"O\n\031SubmitTo" +
-      "olResultsResponse\0222\n\006result\030\001 \001(\0132\032.grou" +
-      "ndwire.v1.AgentResultR\006result\"H\n\021ClientT" +
-      "oolResults\0223\n\007results\030\001 \003(\0132\031.groundwire" +
-      ".v1.ToolResultR\007results\"\241\001\n\031ExecuteInter" +
-      "activeRequest\0225\n\005input\030\001 \001(\0132\035.groundwir" +
-      "e.v1.ExecutionInputH\000R\005input\022E\n\014tool_res" +
-      "ults\030\002 \001(\0132 .groundwire.v1.ClientToolRes" +
-      "ultsH\000R\013toolResultsB\006\n\004kind\"X\n\032ExecuteIn" +
-      "teractiveResponse\022:\n\005event\030\001 \001(\0132$.groun" +
-      "dwire.v1.ExecuteStreamResponseR\005event*\202\001" +
-      "\n\rExecutionMode\022\036\n\032EXECUTION_MODE_UNSPEC" +
-      "IFIED\020\000\022\027\n\023EXECUTION_MODE_OPEN\020\001\022\033\n\027EXEC" +
-      "UTION_MODE_GROUNDED\020\002\022\033\n\027EXECUTION_MODE_" +
-      "REQUIRED\020\003*\251\001\n\021NoContextBehavior\022#\n\037NO_C" +
-      "ONTEXT_BEHAVIOR_UNSPECIFIED\020\000\022\'\n#NO_CONT" +
-      "EXT_BEHAVIOR_ANSWER_NORMALLY\020\001\022(\n$NO_CON" +
-      "TEXT_BEHAVIOR_RETURN_NOT_FOUND\020\002\022\034\n\030NO_C" +
-      "ONTEXT_BEHAVIOR_FAIL\020\003*\210\002\n\017NoContextReas" +
-      "on\022!\n\035NO_CONTEXT_REASON_UNSPECIFIED\020\000\022 \n" +
-      "\034NO_CONTEXT_REASON_NO_RESULTS\020\001\022/\n+NO_CO" +
-      "NTEXT_REASON_BELOW_RELEVANCE_THRESHOLD\020\002" +
-      "\022)\n%NO_CONTEXT_REASON_CANDIDATES_REJECTE" +
-      "D\020\003\022$\n NO_CONTEXT_REASON_NOT_ANSWERABLE\020" +
-      "\004\022.\n*NO_CONTEXT_REASON_CONTEXT_BUDGET_EX" +
-      "HAUSTED\020\005*\227\003\n\rRagItemReason\022\037\n\033RAG_ITEM_" +
-      "REASON_UNSPECIFIED\020\000\022!\n\035RAG_ITEM_REASON_" +
-      "INVALID_SCORE\020\001\022%\n!RAG_ITEM_REASON_DUPLI" +
-      "CATE_CONTENT\020\002\022+\n\'RAG_ITEM_REASON_BELOW_" +
-      "MINIMUM_RELEVANCE\020\003\022)\n%RAG_ITEM_REASON_R" +
-      "ESULT_LIMIT_EXCEEDED\020\004\022)\n%RAG_ITEM_REASO" +
-      "N_TOKEN_BUDGET_EXCEEDED\020\005\022\'\n#RAG_ITEM_RE" +
-      "ASON_OVERLAPPING_CONTENT\020\006\022)\n%RAG_ITEM_R" +
-      "EASON_SOURCE_LIMIT_EXCEEDED\020\007\022\"\n\036RAG_ITE" +
-      "M_REASON_NOT_ANSWERABLE\020\010\022 \n\034RAG_ITEM_RE" +
-      "ASON_NOT_SELECTED\020<*\223\001\n\024FinalSelectionPo" +
-      "licy\022&\n\"FINAL_SELECTION_POLICY_UNSPECIFI" +
-      "ED\020\000\022(\n$FINAL_SELECTION_POLICY_RERANKER_" +
-      "ONLY\020\001\022)\n%FINAL_SELECTION_POLICY_WEIGHTE" +
-      "D_BLEND\020\002*\257\001\n\026RetrievalNormalization\022\'\n#" +
-      "RETRIEVAL_NORMALIZATION_UNSPECIFIED\020\000\022%\n" +
-      "!RETRIEVAL_NORMALIZATION_RELEVANCE\020\001\022 \n\034" +
-      "RETRIEVAL_NORMALIZATION_RANK\020\002\022#\n\037RETRIE" +
-      "VAL_NORMALIZATION_MIN_MAX\020\003*R\n\010TurnRole\022" +
-      "\031\n\025TURN_ROLE_UNSPECIFIED\020\000\022\022\n\016TURN_ROLE_" +
-      "USER\020\001\022\027\n\023TURN_ROLE_ASSISTANT\020\002*\324\004\n\022Exec" +
-      "utionEventType\022$\n EXECUTION_EVENT_TYPE_U" +
-      "NSPECIFIED\020\000\022*\n&EXECUTION_EVENT_TYPE_EXE" +
-      "CUTION_STARTED\020\001\022+\n\'EXECUTION_EVENT_TYPE" +
-      "_RAG_SEARCH_STARTED\020\002\022-\n)EXECUTION_EVENT" +
-      "_TYPE_RAG_SEARCH_COMPLETED\020\003\022*\n&EXECUTIO" +
-      "N_EVENT_TYPE_RAG_SEARCH_FAILED\020\004\022*\n&EXEC" +
-      "UTION_EVENT_TYPE_TOOL_CALL_STARTED\020\005\022,\n(" +
-      "EXECUTION_EVENT_TYPE_TOOL_CALL_COMPLETED" +
-      "\020\006\022#\n\037EXECUTION_EVENT_TYPE_TEXT_DELTA\020\007\022" +
-      ",\n(EXECUTION_EVENT_TYPE_EXECUTION_COMPLE" +
-      "TED\020\010\022)\n%EXECUTION_EVENT_TYPE_EXECUTION_" +
-      "FAILED\020\t\022*\n&EXECUTION_EVENT_TYPE_EXECUTI" +
-      "ON_RESUMED\0202\022,\n(EXECUTION_EVENT_TYPE_TOO" +
-      "L_CALL_REQUESTED\0203\0222\n.EXECUTION_EVENT_TY" +
-      "PE_EXECUTION_REQUIRES_ACTION\0204*r\n\nPrompt" +
-      "Role\022\033\n\027PROMPT_ROLE_UNSPECIFIED\020\000\022\026\n\022PRO" +
-      "MPT_ROLE_SYSTEM\020\001\022\024\n\020PROMPT_ROLE_USER\020\002\022" +
-      "\031\n\025PROMPT_ROLE_ASSISTANT\020\003*\221\001\n\016PreparedA" +
-      "ction\022\037\n\033PREPARED_ACTION_UNSPECIFIED\020\000\022\036" +
-      "\n\032PREPARED_ACTION_CALL_MODEL\020\001\022$\n PREPAR" +
-      "ED_ACTION_RETURN_NOT_FOUND\020\002\022\030\n\024PREPARED" +
-      "_ACTION_FAIL\020\003*\262\001\n\022KeywordQuerySource\022$\n" +
-      " KEYWORD_QUERY_SOURCE_UNSPECIFIED\020\000\022 \n\034K" +
-      "EYWORD_QUERY_SOURCE_DERIVED\020\001\022\036\n\032KEYWORD" +
-      "_QUERY_SOURCE_MODEL\020\002\0224\n0KEYWORD_QUERY_S" +
-      "OURCE_DERIVED_AFTER_MODEL_FAILURE\020\003*y\n\017E" +
-      "xecutionStatus\022 \n\034EXECUTION_STATUS_UNSPE" +
-      "CIFIED\020\000\022\036\n\032EXECUTION_STATUS_COMPLETED\020\001" +
-      "\022$\n EXECUTION_STATUS_REQUIRES_ACTION\020\0022\352" +
-      "\006\n\014AgentService\022Q\n\nListAgents\022 .groundwi" +
-      "re.v1.ListAgentsRequest\032!.groundwire.v1." +
-      "ListAgentsResponse\022K\n\010GetAgent\022\036.groundw" +
-      "ire.v1.GetAgentRequest\032\037.groundwire.v1.G" +
-      "etAgentResponse\022H\n\007Execute\022\035.groundwire." +
-      "v1.ExecuteRequest\032\036.groundwire.v1.Execut" +
-      "eResponse\022\\\n\rExecuteStream\022#.groundwire." +
-      "v1.ExecuteStreamRequest\032$.groundwire.v1." +
-      "ExecuteStreamResponse0\001\022`\n\017ResumeExecuti" +
-      "on\022%.groundwire.v1.ResumeExecutionReques" +
-      "t\032&.groundwire.v1.ResumeExecutionRespons" +
-      "e\022t\n\025ResumeExecutionStream\022+.groundwire." +
-      "v1.ResumeExecutionStreamRequest\032,.ground" +
-      "wire.v1.ResumeExecutionStreamResponse0\001\022" +
-      "f\n\021SubmitToolResults\022\'.groundwire.v1.Sub" +
-      "mitToolResultsRequest\032(.groundwire.v1.Su" +
-      "bmitToolResultsResponse\022m\n\022ExecuteIntera" +
-      "ctive\022(.groundwire.v1.ExecuteInteractive" +
-      "Request\032).groundwire.v1.ExecuteInteracti" +
-      "veResponse(\0010\001\022c\n\020PrepareExecution\022&.gro" +
-      "undwire.v1.PrepareExecutionRequest\032\'.gro" +
-      "undwire.v1.PrepareExecutionResponseB\256\001\n\021" +
-      "dev.groundwire.v1B\nAgentProtoP\001Z8github." +
-      "com/groundwire/groundwire/clients/go/gro" +
-      "undwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGround" +
-      "wire\\V1\342\002\031Groundwire\\V1\\GPBMetadata\352\002\016Gr" +
-      "oundwire::V1b\006proto3"
+      "n\022\030\n\007agentic\030\010 \001(\010R\007agentic\"\224\002\n\rToolCall" +
+      "Event\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001" +
+      "(\tR\006callId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022" +
+      "\034\n\tsucceeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_c" +
+      "ode\030\005 \001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031" +
+      ".google.protobuf.DurationR\010duration\022\034\n\ta" +
+      "rguments\0302 \001(\tR\targuments\022\'\n\017client_exec" +
+      "uted\0303 \001(\010R\016clientExecuted\"\324\003\n\025ExecuteSt" +
+      "reamResponse\0225\n\004type\030\001 \001(\0162!.groundwire." +
+      "v1.ExecutionEventTypeR\004type\022\032\n\010sequence\030" +
+      "\002 \001(\rR\010sequence\022!\n\014execution_id\030\003 \001(\tR\013e" +
+      "xecutionId\022<\n\nrag_search\030\004 \001(\0132\035.groundw" +
+      "ire.v1.RagSearchEventR\tragSearch\0229\n\ttool" +
+      "_call\030\005 \001(\0132\034.groundwire.v1.ToolCallEven" +
+      "tR\010toolCall\022\035\n\ntext_delta\030\006 \001(\tR\ttextDel" +
+      "ta\0222\n\006result\030\007 \001(\0132\032.groundwire.v1.Agent" +
+      "ResultR\006result\022\035\n\nerror_code\030\010 \001(\tR\terro" +
+      "rCode\022#\n\rerror_message\030\t \001(\tR\014errorMessa" +
+      "ge\0225\n\003rag\030< \001(\0132#.groundwire.v1.RagExecu" +
+      "tionMetadataR\003rag\"\365\005\n\023AgentRagDescriptio" +
+      "n\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022C\n\016retr" +
+      "ieval_mode\030\002 \001(\0162\034.groundwire.v1.Retriev" +
+      "alModeR\rretrievalMode\0220\n\004mode\030\003 \001(\0162\034.gr" +
+      "oundwire.v1.ExecutionModeR\004mode\022P\n\023no_co" +
+      "ntext_behavior\030\004 \001(\0162 .groundwire.v1.NoC" +
+      "ontextBehaviorR\021noContextBehavior\022+\n\021rer" +
+      "anking_enabled\030\005 \001(\010R\020rerankingEnabled\022\030" +
+      "\n\007agentic\030\006 \001(\010R\007agentic\022Y\n\026final_select" +
+      "ion_policy\030< \001(\0162#.groundwire.v1.FinalSe" +
+      "lectionPolicyR\024finalSelectionPolicy\0221\n\024c" +
+      "andidate_multiplier\030= \001(\rR\023candidateMult" +
+      "iplier\022.\n\020retrieval_weight\030> \001(\001H\000R\017retr" +
+      "ievalWeight\210\001\001\022(\n\020search_tool_name\030? \001(\t" +
+      "R\016searchToolName\022%\n\016bypass_allowed\030F \001(\010" +
+      "R\rbypassAllowed\0220\n\021minimum_relevance\030G \001" +
+      "(\001H\001R\020minimumRelevance\210\001\001\022\036\n\013final_top_k" +
+      "\030H \001(\rR\tfinalTopK\022#\n\rkeyword_query\030I \001(\010" +
+      "R\014keywordQueryB\023\n\021_retrieval_weightB\024\n\022_" +
+      "minimum_relevance\"\364\001\n\020AgentDescription\022\016" +
+      "\n\002id\030\001 \001(\tR\002id\022\022\n\004name\030\002 \001(\tR\004name\022 \n\013de" +
+      "scription\030\003 \001(\tR\013description\022\024\n\005model\030\004 " +
+      "\001(\tR\005model\022\024\n\005tools\030\005 \003(\tR\005tools\0224\n\003rag\030" +
+      "\006 \001(\0132\".groundwire.v1.AgentRagDescriptio" +
+      "nR\003rag\022\'\n\014instructions\030\007 \001(\tH\000R\014instruct" +
+      "ions\210\001\001B\017\n\r_instructions\"O\n\021ListAgentsRe" +
+      "quest\022\033\n\tpage_size\030\001 \001(\005R\010pageSize\022\035\n\npa" +
+      "ge_token\030\002 \001(\tR\tpageToken\"u\n\022ListAgentsR" +
+      "esponse\0227\n\006agents\030\001 \003(\0132\037.groundwire.v1." +
+      "AgentDescriptionR\006agents\022&\n\017next_page_to" +
+      "ken\030\002 \001(\tR\rnextPageToken\",\n\017GetAgentRequ" +
+      "est\022\031\n\010agent_id\030\001 \001(\tR\007agentId\"I\n\020GetAge" +
+      "ntResponse\0225\n\005agent\030\001 \001(\0132\037.groundwire.v" +
+      "1.AgentDescriptionR\005agent\"{\n\nClientTool\022" +
+      "\022\n\004name\030\001 \001(\tR\004name\022 \n\013description\030\002 \001(\t" +
+      "R\013description\0227\n\nparameters\030\003 \001(\0132\027.goog" +
+      "le.protobuf.StructR\nparameters\"f\n\020Requir" +
+      "edToolCall\022\027\n\007call_id\030\001 \001(\tR\006callId\022\033\n\tt" +
+      "ool_name\030\002 \001(\tR\010toolName\022\034\n\targuments\030\003 " +
+      "\001(\tR\targuments\"X\n\nToolResult\022\027\n\007call_id\030" +
+      "\001 \001(\tR\006callId\022\026\n\006output\030\002 \001(\tR\006output\022\031\n" +
+      "\010is_error\030\003 \001(\010R\007isError\"S\n\026ResumeExecut" +
+      "ionRequest\022!\n\014execution_id\030\001 \001(\tR\013execut" +
+      "ionId\022\026\n\006tenant\030\002 \001(\tR\006tenant\"M\n\027ResumeE" +
+      "xecutionResponse\0222\n\006result\030\001 \001(\0132\032.groun" +
+      "dwire.v1.AgentResultR\006result\"Y\n\034ResumeEx" +
+      "ecutionStreamRequest\022!\n\014execution_id\030\001 \001" +
+      "(\tR\013executionId\022\026\n\006tenant\030\002 \001(\tR\006tenant\"" +
+      "[\n\035ResumeExecutionStreamResponse\022:\n\005even" +
+      "t\030\001 \001(\0132$.groundwire.v1.ExecuteStreamRes" +
+      "ponseR\005event\"\212\001\n\030SubmitToolResultsReques" +
+      "t\022!\n\014execution_id\030\001 \001(\tR\013executionId\022\026\n\006" +
+      "tenant\030\002 \001(\tR\006tenant\0223\n\007results\030\003 \003(\0132\031." +
+      "groundwire.v1.ToolResultR\007results\"O\n\031Sub" +
+      "mitToolResultsResponse\0222\n\006result\030\001 \001(\0132\032" +
+      ".groundwire.v1.AgentResultR\006result\"H\n\021Cl" +
+      "ientToolResults\0223\n\007results\030\001 \003(\0132\031.groun" +
+      "dwire.v1.ToolResultR\007results\"\241\001\n\031Execute" +
+      "InteractiveRequest\0225\n\005input\030\001 \001(\0132\035.grou" +
+      "ndwire.v1.ExecutionInputH\000R\005input\022E\n\014too" +
+      "l_results\030\002 \001(\0132 .groundwire.v1.ClientTo" +
+      "olResultsH\000R\013toolResultsB\006\n\004kind\"X\n\032Exec" +
+      "uteInteractiveResponse\022:\n\005event\030\001 \001(\0132$." +
+      "groundwire.v1.ExecuteStreamResponseR\005eve" +
+      "nt*\202\001\n\rExecutionMode\022\036\n\032EXECUTION_MODE_U" +
+      "NSPECIFIED\020\000\022\027\n\023EXECUTION_MODE_OPEN\020\001\022\033\n" +
+      "\027EXECUTION_MODE_GROUNDED\020\002\022\033\n\027EXECUTION_" +
+      "MODE_REQUIRED\020\003*\251\001\n\021NoContextBehavior\022#\n" +
+      "\037NO_CONTEXT_BEHAVIOR_UNSPECIFIED\020\000\022\'\n#NO" +
+      "_CONTEXT_BEHAVIOR_ANSWER_NORMALLY\020\001\022(\n$N" +
+      "O_CONTEXT_BEHAVIOR_RETURN_NOT_FOUND\020\002\022\034\n" +
+      "\030NO_CONTEXT_BEHAVIOR_FAIL\020\003*\210\002\n\017NoContex" +
+      "tReason\022!\n\035NO_CONTEXT_REASON_UNSPECIFIED" +
+      "\020\000\022 \n\034NO_CONTEXT_REASON_NO_RESULTS\020\001\022/\n+" +
+      "NO_CONTEXT_REASON_BELOW_RELEVANCE_THRESH" +
+      "OLD\020\002\022)\n%NO_CONTEXT_REASON_CANDIDATES_RE" +
+      "JECTED\020\003\022$\n NO_CONTEXT_REASON_NOT_ANSWER" +
+      "ABLE\020\004\022.\n*NO_CONTEXT_REASON_CONTEXT_BUDG" +
+      "ET_EXHAUSTED\020\005*\227\003\n\rRagItemReason\022\037\n\033RAG_" +
+      "ITEM_REASON_UNSPECIFIED\020\000\022!\n\035RAG_ITEM_RE" +
+      "ASON_INVALID_SCORE\020\001\022%\n!RAG_ITEM_REASON_" +
+      "DUPLICATE_CONTENT\020\002\022+\n\'RAG_ITEM_REASON_B" +
+      "ELOW_MINIMUM_RELEVANCE\020\003\022)\n%RAG_ITEM_REA" +
+      "SON_RESULT_LIMIT_EXCEEDED\020\004\022)\n%RAG_ITEM_" +
+      "REASON_TOKEN_BUDGET_EXCEEDED\020\005\022\'\n#RAG_IT" +
+      "EM_REASON_OVERLAPPING_CONTENT\020\006\022)\n%RAG_I" +
+      "TEM_REASON_SOURCE_LIMIT_EXCEEDED\020\007\022\"\n\036RA" +
+      "G_ITEM_REASON_NOT_ANSWERABLE\020\010\022 \n\034RAG_IT" +
+      "EM_REASON_NOT_SELECTED\020<*\223\001\n\024FinalSelect" +
+      "ionPolicy\022&\n\"FINAL_SELECTION_POLICY_UNSP" +
+      "ECIFIED\020\000\022(\n$FINAL_SELECTION_POLICY_RERA" +
+      "NKER_ONLY\020\001\022)\n%FINAL_SELECTION_POLICY_WE" +
+      "IGHTED_BLEND\020\002*\257\001\n\026RetrievalNormalizatio" +
+      "n\022\'\n#RETRIEVAL_NORMALIZATION_UNSPECIFIED" +
+      "\020\000\022%\n!RETRIEVAL_NORMALIZATION_RELEVANCE\020" +
+      "\001\022 \n\034RETRIEVAL_NORMALIZATION_RANK\020\002\022#\n\037R" +
+      "ETRIEVAL_NORMALIZATION_MIN_MAX\020\003*R\n\010Turn" +
+      "Role\022\031\n\025TURN_ROLE_UNSPECIFIED\020\000\022\022\n\016TURN_" +
+      "ROLE_USER\020\001\022\027\n\023TURN_ROLE_ASSISTANT\020\002*\324\004\n" +
+      "\022ExecutionEventType\022$\n EXECUTION_EVENT_T" +
+      "YPE_UNSPECIFIED\020\000\022*\n&EXECUTION_EVENT_TYP" +
+      "E_EXECUTION_STARTED\020\001\022+\n\'EXECUTION_EVENT" +
+      "_TYPE_RAG_SEARCH_STARTED\020\002\022-\n)EXECUTION_" +
+      "EVENT_TYPE_RAG_SEARCH_COMPLETED\020\003\022*\n&EXE" +
+      "CUTION_EVENT_TYPE_RAG_SEARCH_FAILED\020\004\022*\n" +
+      "&EXECUTION_EVENT_TYPE_TOOL_CALL_STARTED\020" +
+      "\005\022,\n(EXECUTION_EVENT_TYPE_TOOL_CALL_COMP" +
+      "LETED\020\006\022#\n\037EXECUTION_EVENT_TYPE_TEXT_DEL" +
+      "TA\020\007\022,\n(EXECUTION_EVENT_TYPE_EXECUTION_C" +
+      "OMPLETED\020\010\022)\n%EXECUTION_EVENT_TYPE_EXECU" +
+      "TION_FAILED\020\t\022*\n&EXECUTION_EVENT_TYPE_EX" +
+      "ECUTION_RESUMED\0202\022,\n(EXECUTION_EVENT_TYP" +
+      "E_TOOL_CALL_REQUESTED\0203\0222\n.EXECUTION_EVE" +
+      "NT_TYPE_EXECUTION_REQUIRES_ACTION\0204*r\n\nP" +
+      "romptRole\022\033\n\027PROMPT_ROLE_UNSPECIFIED\020\000\022\026" +
+      "\n\022PROMPT_ROLE_SYSTEM\020\001\022\024\n\020PROMPT_ROLE_US" +
+      "ER\020\002\022\031\n\025PROMPT_ROLE_ASSISTANT\020\003*\221\001\n\016Prep" +
+      "aredAction\022\037\n\033PREPARED_ACTION_UNSPECIFIE" +
+      "D\020\000\022\036\n\032PREPARED_ACTION_CALL_MODEL\020\001\022$\n P" +
+      "REPARED_ACTION_RETURN_NOT_FOUND\020\002\022\030\n\024PRE" +
+      "PARED_ACTION_FAIL\020\003*\262\001\n\022KeywordQuerySour" +
+      "ce\022$\n KEYWORD_QUERY_SOURCE_UNSPECIFIED\020\000" +
+      "\022 \n\034KEYWORD_QUERY_SOURCE_DERIVED\020\001\022\036\n\032KE" +
+      "YWORD_QUERY_SOURCE_MODEL\020\002\0224\n0KEYWORD_QU" +
+      "ERY_SOURCE_DERIVED_AFTER_MODEL_FAILURE\020\003" +
+      "*y\n\017ExecutionStatus\022 \n\034EXECUTION_STATUS_" +
+      "UNSPECIFIED\020\000\022\036\n\032EXECUTION_STATUS_COMPLE" +
+      "TED\020\001\022$\n EXECUTION_STATUS_REQUIRES_ACTIO" +
+      "N\020\0022\352\006\n\014AgentService\022Q\n\nListAgents\022 .gro" +
+      "undwire.v1.ListAgentsRequest\032!.groundwir" +
+      "e.v1.ListAgentsResponse\022K\n\010GetAgent\022\036.gr" +
+      "oundwire.v1.GetAgentRequest\032\037.groundwire" +
+      ".v1.GetAgentResponse\022H\n\007Execute\022\035.ground" +
+      "wire.v1.ExecuteRequest\032\036.groundwire.v1.E" +
+      "xecuteResponse\022\\\n\rExecuteStream\022#.ground" +
+      "wire.v1.ExecuteStreamRequest\032$.groundwir" +
+      "e.v1.ExecuteStreamResponse0\001\022`\n\017ResumeEx" +
+      "ecution\022%.groundwire.v1.ResumeExecutionR" +
+      "equest\032&.groundwire.v1.ResumeExecutionRe" +
+      "sponse\022t\n\025ResumeExecutionStream\022+.ground" +
+      "wire.v1.ResumeExecutionStreamRequest\032,.g" +
+      "roundwire.v1.ResumeExecutionStreamRespon" +
+      "se0\001\022f\n\021SubmitToolResults\022\'.groundwire.v" +
+      "1.SubmitToolResultsRequest\032(.groundwire." +
+      "v1.SubmitToolResultsResponse\022m\n\022ExecuteI" +
+      "nteractive\022(.groundwire.v1.ExecuteIntera" +
+      "ctiveRequest\032).groundwire.v1.ExecuteInte" +
+      "ractiveResponse(\0010\001\022c\n\020PrepareExecution\022" +
+      "&.groundwire.v1.PrepareExecutionRequest\032" +
+      "\'.groundwire.v1.PrepareExecutionResponse" +
+      "B\256\001\n\021dev.groundwire.v1B\nAgentProtoP\001Z8gi" +
+      "thub.com/groundwire/groundwire/clients/g" +
+      "o/groundwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rG" +
+      "roundwire\\V1\342\002\031Groundwire\\V1\\GPBMetadata" +
+      "\352\002\016Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -681,7 +682,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_ExecutionInput_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ExecutionInput_descriptor,
-        new java.lang.String[] { "AgentId", "Message", "History", "Tenant", "Filter", "ClientTools", "ClientToolTimeout", "BypassRag", "Overrides", });
+        new java.lang.String[] { "AgentId", "Message", "History", "Tenant", "Filter", "ClientTools", "ClientToolTimeout", "BypassRag", "Overrides", "MinIndexVersion", });
     internal_static_groundwire_v1_RagOverrides_descriptor =
       getDescriptor().getMessageType(2);
     internal_static_groundwire_v1_RagOverrides_fieldAccessorTable = new

@@ -607,6 +607,17 @@ public enum ErrorReason
   ERROR_REASON_STORE_ERROR(305),
   /**
    * <pre>
+   * UNAVAILABLE: the request's minimum index version (min_index_version) is not
+   * visible on this server yet (a publish through another replica not seen
+   * yet, or a version that does not exist yet). Carries RetryInfo; metadata
+   * index_version (what is visible) and min_index_version (what was asked).
+   * </pre>
+   *
+   * <code>ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE = 310;</code>
+   */
+  ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE(310),
+  /**
+   * <pre>
    * FAILED_PRECONDITION: a configuration reload found the file invalid (or
    * unreadable); BadRequest field violations name every offending key. Nothing
    * changed.
@@ -1273,6 +1284,17 @@ public enum ErrorReason
   public static final int ERROR_REASON_STORE_ERROR_VALUE = 305;
   /**
    * <pre>
+   * UNAVAILABLE: the request's minimum index version (min_index_version) is not
+   * visible on this server yet (a publish through another replica not seen
+   * yet, or a version that does not exist yet). Carries RetryInfo; metadata
+   * index_version (what is visible) and min_index_version (what was asked).
+   * </pre>
+   *
+   * <code>ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE = 310;</code>
+   */
+  public static final int ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE_VALUE = 310;
+  /**
+   * <pre>
    * FAILED_PRECONDITION: a configuration reload found the file invalid (or
    * unreadable); BadRequest field violations name every offending key. Nothing
    * changed.
@@ -1430,6 +1452,7 @@ public enum ErrorReason
       case 303: return ERROR_REASON_VERSION_NOT_STAGING;
       case 304: return ERROR_REASON_STORE_DATA_REJECTED;
       case 305: return ERROR_REASON_STORE_ERROR;
+      case 310: return ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE;
       case 400: return ERROR_REASON_CONFIG_INVALID;
       case 401: return ERROR_REASON_CONFIG_RESTART_REQUIRED;
       case 402: return ERROR_REASON_RELOAD_UNAVAILABLE;

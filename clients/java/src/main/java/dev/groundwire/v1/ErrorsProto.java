@@ -36,7 +36,7 @@ public final class ErrorsProto extends com.google.protobuf.GeneratedFile {
   static {
     java.lang.String[] descriptorData = {
       "\n\032groundwire/v1/errors.proto\022\rgroundwire" +
-      ".v1*\303\026\n\013ErrorReason\022\034\n\030ERROR_REASON_UNSP" +
+      ".v1*\364\026\n\013ErrorReason\022\034\n\030ERROR_REASON_UNSP" +
       "ECIFIED\020\000\022\"\n\036ERROR_REASON_MALFORMED_REQU" +
       "EST\020\001\022\037\n\033ERROR_REASON_FIELD_REQUIRED\020\002\022#" +
       "\n\037ERROR_REASON_FIELD_OUT_OF_RANGE\020\003\022\037\n\033E" +
@@ -101,18 +101,20 @@ public final class ErrorsProto extends com.google.protobuf.GeneratedFile {
       "_STORE_VERSION_UNSUPPORTED\020\256\002\022%\n ERROR_R" +
       "EASON_VERSION_NOT_STAGING\020\257\002\022%\n ERROR_RE" +
       "ASON_STORE_DATA_REJECTED\020\260\002\022\035\n\030ERROR_REA" +
-      "SON_STORE_ERROR\020\261\002\022 \n\033ERROR_REASON_CONFI" +
-      "G_INVALID\020\220\003\022)\n$ERROR_REASON_CONFIG_REST" +
-      "ART_REQUIRED\020\221\003\022$\n\037ERROR_REASON_RELOAD_U" +
-      "NAVAILABLE\020\222\003\022\'\n\"ERROR_REASON_UNSUPPORTE" +
-      "D_PARAMETER\020\232\003\022(\n#ERROR_REASON_UNSUPPORT" +
-      "ED_MEDIA_TYPE\020\233\003\022#\n\036ERROR_REASON_MESSAGE" +
-      "_TOO_LARGE\020\234\003\022\"\n\035ERROR_REASON_METHOD_NOT" +
-      "_FOUND\020\235\003B\257\001\n\021dev.groundwire.v1B\013ErrorsP" +
-      "rotoP\001Z8github.com/groundwire/groundwire" +
-      "/clients/go/groundwirev1\242\002\003GXX\252\002\rGroundw" +
-      "ire.V1\312\002\rGroundwire\\V1\342\002\031Groundwire\\V1\\G" +
-      "PBMetadata\352\002\016Groundwire::V1b\006proto3"
+      "SON_STORE_ERROR\020\261\002\022/\n*ERROR_REASON_INDEX" +
+      "_VERSION_NOT_YET_VISIBLE\020\266\002\022 \n\033ERROR_REA" +
+      "SON_CONFIG_INVALID\020\220\003\022)\n$ERROR_REASON_CO" +
+      "NFIG_RESTART_REQUIRED\020\221\003\022$\n\037ERROR_REASON" +
+      "_RELOAD_UNAVAILABLE\020\222\003\022\'\n\"ERROR_REASON_U" +
+      "NSUPPORTED_PARAMETER\020\232\003\022(\n#ERROR_REASON_" +
+      "UNSUPPORTED_MEDIA_TYPE\020\233\003\022#\n\036ERROR_REASO" +
+      "N_MESSAGE_TOO_LARGE\020\234\003\022\"\n\035ERROR_REASON_M" +
+      "ETHOD_NOT_FOUND\020\235\003B\257\001\n\021dev.groundwire.v1" +
+      "B\013ErrorsProtoP\001Z8github.com/groundwire/g" +
+      "roundwire/clients/go/groundwirev1\242\002\003GXX\252" +
+      "\002\rGroundwire.V1\312\002\rGroundwire\\V1\342\002\031Ground" +
+      "wire\\V1\\GPBMetadata\352\002\016Groundwire::V1b\006pr" +
+      "oto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,

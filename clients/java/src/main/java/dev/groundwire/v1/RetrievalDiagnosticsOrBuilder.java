@@ -170,7 +170,9 @@ public interface RetrievalDiagnosticsOrBuilder extends
   /**
    * <pre>
    * Output only. The published index version that was searched (&gt;= 1; 0 when
-   * the index has never been published).
+   * the index has never been published). The rows read are of this version or
+   * a newer one (never older, also when a hot standby served the read), and it
+   * is at least RagQuery.min_index_version.
    * </pre>
    *
    * <code>uint64 index_version = 9 [json_name = "indexVersion"];</code>
