@@ -31,7 +31,6 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from groundwire.api.mcp.tools import heading
 from groundwire.app.client_options import Connection, OptionError, add_connection_args, connection
 from groundwire_client import GroundwireClient, GroundwireError, error_from_rpc, renumbered_answer
 from groundwire_client.v1 import agent_pb2, ingestion_pb2
@@ -177,6 +176,9 @@ def _filters(raw: Sequence[str]) -> dict[str, list[str]]:
 
 
 async def search(client: GroundwireClient, args: argparse.Namespace, out: TextIO) -> int:
+    # Imported here: every `groundwire` command parses this module's arguments.
+    from groundwire.api.mcp.tools import heading
+
     filters = _filters(args.filter)
     flt = {k: (v[0] if len(v) == 1 else v) for k, v in filters.items()}
     response = await client.retrieve(
@@ -209,6 +211,8 @@ async def search(client: GroundwireClient, args: argparse.Namespace, out: TextIO
 
 
 def _citations(result: agent_pb2.AgentResult, label: Callable[[agent_pb2.Citation], int]) -> str:
+    from groundwire.api.mcp.tools import heading
+
     lines = []
     for c in result.citations:
         title = heading(c.title, c.section, c.document_id)
