@@ -69,11 +69,19 @@ class HttpServer:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        for start, _ in self.app.lifecycle:
-            await start()
-        self._config.load()
-        self._server.lifespan = self._config.lifespan_class(self._config)
-        await self._server.startup(sockets=[self._socket])
+        started = []
+        try:
+            for start, stop in self.app.lifecycle:
+                await start()
+                started.append(stop)
+            self._config.load()
+            self._server.lifespan = self._config.lifespan_class(self._config)
+            await self._server.startup(sockets=[self._socket])
+        except BaseException:
+            for stop in reversed(started):
+                with contextlib.suppress(Exception):
+                    await stop()
+            raise
         self._task = asyncio.create_task(self._server.main_loop())
         log.info("http serving", extra={"port": self.port, "tls": self._config.is_ssl})
 
