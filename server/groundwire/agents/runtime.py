@@ -211,9 +211,14 @@ class AgentRuntime:
         holds no document in the index at all (a key of another tenant than the
         index's sources sees none of them)."""
         if not meta.candidates:
-            meta.tenant_scope_empty = await self._retriever.tenant_scope_empty(
-                meta.index_name, tenant
-            )
+            try:
+                meta.tenant_scope_empty = await self._retriever.tenant_scope_empty(
+                    meta.index_name, tenant
+                )
+            except GroundwireError:
+                # An explanation only: a search that failed keeps its own error
+                # (a missing index, a store fault) instead of this check's.
+                meta.tenant_scope_empty = False
 
     @property
     def pipeline(self) -> RagPipeline:
