@@ -25,6 +25,7 @@ from fpdf import FPDF
 
 from groundwire.app.config import ConfigError, parse_config
 from groundwire.app.ingest_cli import ingest
+from groundwire.app.telemetry import installed_port
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 from tests.support.errors import rich_error
@@ -496,6 +497,8 @@ async def test_documents_not_ingested_are_counted_in_metrics_by_reason(tmp_path:
         cfg["metrics"] = {"enabled": True, "address": f"127.0.0.1:{port}"}
         try:
             async with serving(parse_config(cfg)) as app:
+                # One exporter per process: an earlier test may have started it.
+                port = installed_port() or port
                 c = Client(app)
                 await c.run("mixed")
                 await c.channel.close()

@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from groundwire.app.config import parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
 from groundwire.app.lifecycle import start_app
+from groundwire.app.telemetry import installed_port
 from groundwire.domain.auth import hash_key
 from groundwire.providers.chat.base import ChatResponse
 from groundwire_client.v1 import agent_pb2 as ag
@@ -131,6 +132,8 @@ async def served() -> AsyncIterator[tuple[RunningApp, int]]:
             break
         else:
             pytest.fail("no free loopback port for the metrics exporter in 5 tries")
+        # One exporter per process: an earlier test may have started it elsewhere.
+        port = installed_port() or port
         try:
             await asyncio.to_thread(metrics_answer, port)
         except OSError as exc:
