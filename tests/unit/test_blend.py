@@ -12,8 +12,8 @@ import pytest
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPolicy
 from groundwire.agents.execution_input import ExecutionInput
+from groundwire.agents.rag_events import rag_metadata
 from groundwire.agents.rag_pipeline import RagOutcome, RagPipeline
-from groundwire.agents.runtime import rag_metadata
 from groundwire.domain.blend import (
     BLEND_FORMULA,
     FinalSelectionMode,

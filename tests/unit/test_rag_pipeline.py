@@ -12,8 +12,8 @@ import pytest
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPolicy
 from groundwire.agents.execution_input import ExecutionInput, Turn
+from groundwire.agents.rag_events import rag_metadata
 from groundwire.agents.rag_pipeline import RagOutcome, RagPipeline, RetrievalFailed, SearchFailed
-from groundwire.agents.runtime import rag_metadata
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.rag_policy import AcceptancePolicy, ExecutionMode, PromptCosts
 from groundwire.domain.reranking import FailurePolicy, RerankOutcome

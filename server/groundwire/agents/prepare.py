@@ -24,8 +24,9 @@ from groundwire.agents.definition import AgentDefinition
 from groundwire.agents.events import RagMetadata
 from groundwire.agents.execution_input import ExecutionInput
 from groundwire.agents.prompt import assemble_messages, prompt_costs, tool_spec
+from groundwire.agents.rag_events import rag_metadata
 from groundwire.agents.rag_pipeline import SearchFailed, merge_filters
-from groundwire.agents.runtime import AgentRuntime, rag_metadata
+from groundwire.agents.runtime import AgentRuntime
 from groundwire.agents.tools import SearchDocumentsTool, Tool
 from groundwire.domain.grounding import framework_rules
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER, Action, validate_mode

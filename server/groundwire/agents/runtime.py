@@ -53,14 +53,11 @@ from groundwire.agents.controls import (
 )
 from groundwire.agents.definition import AgentDefinition, RagPolicy
 from groundwire.agents.events import (
-    Citation,
     EventType,
     ExecutionEvent,
     ExecutionResult,
     ExecutionStatus,
     RagMetadata,
-    RagSearchInfo,
-    RequiredToolCall,
 )
 from groundwire.agents.execution_input import ExecutionInput
 from groundwire.agents.model_loop import (
@@ -71,19 +68,30 @@ from groundwire.agents.model_loop import (
     run_model_loop,
 )
 from groundwire.agents.prompt import assemble_messages, prompt_costs
+from groundwire.agents.rag_events import (
+    citations,
+    rag_metadata,
+    search_completed,
+    search_event,
+    search_failed,
+)
 from groundwire.agents.rag_pipeline import (
-    RagOutcome,
     RagPipeline,
     SearchFailed,
     merge_filters,
 )
+from groundwire.agents.submissions import (
+    check_deadline,
+    check_unique,
+    invalid_result,
+    pending_answered_by,
+)
 from groundwire.agents.tools import SearchDocumentsTool, Tool
-from groundwire.domain.citations import extract_citations
-from groundwire.domain.errors import ErrorKind, FieldViolation, GroundwireError
+from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.grounding import framework_rules
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER, Action, validate_mode
 from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
-from groundwire.domain.retrieval import RankedResult, Scope
+from groundwire.domain.retrieval import Scope
 from groundwire.instruments import EXECUTIONS
 from groundwire.providers.chat.base import ChatMessage
 from groundwire.reranking.stage import RerankingStage
@@ -270,7 +278,7 @@ class AgentRuntime:
             return _recorded(claimed)
         try:
             if claimed.result.status is ExecutionStatus.REQUIRES_ACTION:
-                _check_deadline(claimed)
+                check_deadline(claimed)
                 await lease.release()
                 return _recorded(claimed)
             agent = _agent_for(claimed, agents)
@@ -291,7 +299,7 @@ class AgentRuntime:
         """The events of continuing an execution in REQUIRES_ACTION with the
         caller's results of its client tool calls; every error is raised here,
         before any event, and leaves the execution waiting as it was."""
-        _check_unique(results)
+        check_unique(results)
         claim, lease, state = await self._checkpoints.claim(execution_id, tenant)
         if claim.status is ClaimStatus.MISSING:
             raise execution_not_found()
@@ -299,8 +307,8 @@ class AgentRuntime:
             raise execution_in_progress(self._checkpoints.retry_after_s)
         assert state is not None
         try:
-            pending = _pending_answered_by(state, results)
-            _check_deadline(state)
+            pending = pending_answered_by(state, results)
+            check_deadline(state)
             limit = self._checkpoints.settings.max_tool_result_chars
             for i, r in enumerate(results):
                 if len(r.output) > limit:
@@ -437,7 +445,7 @@ class AgentRuntime:
         meta.limits = applied_limits(
             narrowed_policy(rag, run.inp.controls), run.inp, self.max_top_k
         )
-        result.citations = _citations(result.answer, meta.context)
+        result.citations = citations(result.answer, meta.context)
         if agentic is not None:
             await self.explain_scope(meta, run.inp.tenant)
             # The no-context behaviour, as for up-front RAG.
@@ -484,7 +492,7 @@ class AgentRuntime:
         agent, inp, result = run.agent, run.inp, run.result
         eid = result.execution_id
         search = await self._pipeline.prepare(agent, rag, inp, scope)
-        yield _search_event(EventType.RAG_SEARCH_STARTED, eid, rag)
+        yield search_event(EventType.RAG_SEARCH_STARTED, eid, rag)
         t0 = time.perf_counter()
         # The budget reserves room for the rules as they read with context.
         costs = prompt_costs(agent, rag, framework_rules(rag.mode, True), inp, agent.tools)
@@ -493,17 +501,17 @@ class AgentRuntime:
             outcome = await self._pipeline.run(agent.id, rag, search, costs)
         except SearchFailed as failed:
             result.rag = rag_metadata(rag, failed.partial)
-            yield _search_failed(eid, rag, failed, time.perf_counter() - t0)
+            yield search_failed(eid, rag, failed, time.perf_counter() - t0)
             raise failed.error from None
         except Exception:
             yield replace(
-                _search_event(EventType.RAG_SEARCH_FAILED, eid, rag, time.perf_counter() - t0),
+                search_event(EventType.RAG_SEARCH_FAILED, eid, rag, time.perf_counter() - t0),
                 error_code="INTERNAL",
             )
             raise
         result.rag = rag_metadata(rag, outcome)
         await self.explain_scope(result.rag, scope.tenant)
-        yield _search_completed(eid, rag, outcome, time.perf_counter() - t0)
+        yield search_completed(eid, rag, outcome, time.perf_counter() - t0)
 
         action = outcome.decision.action
         if action is Action.RETURN_NOT_FOUND:
@@ -556,153 +564,3 @@ def _agent_for(state: ExecutionState, agents: AgentLookup) -> AgentDefinition:
             "the agent's definition changed since the execution's checkpoint",
         )
     return agent
-
-
-def _check_deadline(state: ExecutionState) -> None:
-    deadline = state.result.action_deadline
-    if (
-        state.result.status is ExecutionStatus.REQUIRES_ACTION
-        and deadline is not None
-        and time.time() > deadline
-    ):
-        raise GroundwireError(
-            ErrorKind.FAILED_PRECONDITION,
-            "TOOL_RESULTS_EXPIRED",
-            "the tool results were not submitted in time; the execution was abandoned",
-        )
-
-
-def invalid_result(reason: str, field_path: str, description: str) -> GroundwireError:
-    return GroundwireError(
-        ErrorKind.INVALID_ARGUMENT,
-        reason,
-        description,
-        (FieldViolation(field_path, description),),
-    )
-
-
-def _check_unique(results: Sequence[SubmittedResult]) -> None:
-    if not results:
-        raise invalid_result("FIELD_REQUIRED", "results", "at least one tool result is required")
-    seen: set[str] = set()
-    for i, r in enumerate(results):
-        if r.call_id in seen:
-            raise invalid_result(
-                "TOOL_RESULT_DUPLICATE", f"results[{i}].call_id", "call answered twice"
-            )
-        seen.add(r.call_id)
-
-
-def _pending_answered_by(
-    state: ExecutionState, results: Sequence[SubmittedResult]
-) -> list[RequiredToolCall]:
-    """The required calls, once `results` is checked to answer each exactly once."""
-    answered = set(state.loop.answered)
-    waiting = state.result.status is ExecutionStatus.REQUIRES_ACTION
-    pending = {c.call_id: c for c in state.result.required_tool_calls} if waiting else {}
-    for i, r in enumerate(results):
-        if r.call_id in pending:
-            continue
-        if r.call_id in answered:
-            raise GroundwireError(
-                ErrorKind.ALREADY_EXISTS,
-                "TOOL_RESULT_DUPLICATE",
-                "a result for this call was already submitted",
-            )
-        if not waiting:
-            raise GroundwireError(
-                ErrorKind.FAILED_PRECONDITION,
-                "EXECUTION_NOT_AWAITING_TOOL_RESULTS",
-                "the execution does not wait for tool results",
-            )
-        raise invalid_result(
-            "TOOL_RESULT_UNKNOWN_CALL", f"results[{i}].call_id", "the execution made no such call"
-        )
-    missing = len(pending) - len(results)
-    if missing:
-        raise invalid_result(
-            "TOOL_RESULTS_INCOMPLETE", "results", f"{missing} required tool calls have no result"
-        )
-    return list(state.result.required_tool_calls)
-
-
-def rag_metadata(rag: RagPolicy, outcome: RagOutcome | None) -> RagMetadata:
-    """The execution's RAG metadata: the applied policy, and what the pipeline
-    decided when it ran (agentic searches add theirs as they happen)."""
-    meta = RagMetadata(
-        enabled=True,
-        index_name=rag.index_name,
-        retrieval_mode=rag.retrieval_mode,
-        mode=rag.mode,
-        behavior=rag.no_context_behavior,
-    )
-    if outcome is None:
-        return meta
-    return replace(
-        meta,
-        rewritten_query=outcome.rewritten_query,
-        keywords=outcome.keywords,
-        rewrite_failure_code=outcome.rewrite_failure_code,
-        index_version=outcome.index_version,
-        candidates=list(outcome.acceptance.candidates),
-        accepted=list(outcome.ordered),
-        rejected=list(outcome.acceptance.rejected),
-        reranking=outcome.reranking,
-        context_excluded=list(outcome.context_excluded),
-        budget=outcome.budget,
-        context=list(outcome.selected),
-        context_accepted=bool(outcome.selected),
-        no_context_reason=outcome.no_context_reason,
-        model_skipped=outcome.decision.model_skipped,
-        answer_constrained=outcome.decision.answer_constrained,
-        embedding_usage=outcome.embedding_usage,
-        final_selection=outcome.final_selection,
-    )
-
-
-def _search_completed(
-    eid: str, rag: RagPolicy, outcome: RagOutcome, seconds: float
-) -> ExecutionEvent:
-    info = RagSearchInfo(
-        rag.index_name,
-        rag.retrieval_mode,
-        rag.acceptance.candidate_count,
-        len(outcome.acceptance.candidates),
-        len(outcome.acceptance.accepted),
-        outcome.rerank_outcome,
-        seconds,
-    )
-    return ExecutionEvent(EventType.RAG_SEARCH_COMPLETED, eid, rag_search=info)
-
-
-def _search_failed(
-    eid: str, rag: RagPolicy, failed: SearchFailed, seconds: float
-) -> ExecutionEvent:
-    partial = failed.partial
-    info = RagSearchInfo(
-        rag.index_name,
-        rag.retrieval_mode,
-        rag.acceptance.candidate_count,
-        len(partial.acceptance.candidates) if partial else 0,
-        len(partial.acceptance.accepted) if partial else 0,
-        partial.rerank_outcome if partial else None,
-        seconds,
-    )
-    return ExecutionEvent(EventType.RAG_SEARCH_FAILED, eid, rag_search=info, error_code=failed.code)
-
-
-def _search_event(
-    kind: EventType, eid: str, rag: RagPolicy, seconds: float = 0.0
-) -> ExecutionEvent:
-    info = RagSearchInfo(
-        rag.index_name, rag.retrieval_mode, rag.acceptance.candidate_count, seconds=seconds
-    )
-    return ExecutionEvent(kind, eid, rag_search=info)
-
-
-def _citations(answer: str, selected: Sequence[RankedResult]) -> list[Citation]:
-    out = []
-    for n in extract_citations(answer, len(selected)):
-        hit = selected[n - 1].hit
-        out.append(Citation(n, hit.document_id, hit.chunk_id))
-    return out
