@@ -432,13 +432,15 @@ class PostgresStore:
 # -- opening ----------------------------------------------------------------------
 
 
-def _read_pool(dsn: str, settings: PostgresSettings, i: int) -> AsyncConnectionPool[Conn]:
-    """A standby's pool: opened without waiting (a standby that is down must not
-    stop the server from starting; reads go to the primary meanwhile)."""
+def _pool(dsn: str, settings: PostgresSettings, name: str) -> AsyncConnectionPool[Conn]:
+    """An unopened pool of configured connections (the primary's, or a standby's:
+    `ReadRouter.start` opens those without waiting, so a standby that is down does
+    not stop the server from starting; reads go to the primary meanwhile)."""
 
     async def configure(conn: Conn) -> None:
         await _configure(conn, settings)
 
+    acquire_s = settings.acquire_s
     return AsyncConnectionPool(
         dsn,
         min_size=settings.pool_min_size,
@@ -446,9 +448,12 @@ def _read_pool(dsn: str, settings: PostgresSettings, i: int) -> AsyncConnectionP
         kwargs=connect_kwargs(settings),
         configure=configure,
         check=AsyncConnectionPool.check_connection,
-        timeout=settings.acquire_s,
-        reconnect_timeout=settings.acquire_s,
-        name=f"groundwire-standby-{i}",
+        timeout=acquire_s,
+        # Give up a reconnection attempt quickly: the next request starts a new
+        # one at once, so the store recovers as soon as the database is back
+        # instead of after a long exponential backoff.
+        reconnect_timeout=acquire_s,
+        name=name,
         open=False,
     )
 
@@ -486,28 +491,9 @@ async def open_postgres_store(settings: PostgresSettings) -> PostgresStore:
         dsn = embedded.dsn
     try:
         await migrate(dsn, settings)
-
-        async def configure(conn: Conn) -> None:
-            await _configure(conn, settings)
-
-        acquire_s = settings.acquire_s
-        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
-            dsn,
-            min_size=settings.pool_min_size,
-            max_size=settings.pool_max_size,
-            kwargs=connect_kwargs(settings),
-            configure=configure,
-            check=AsyncConnectionPool.check_connection,
-            timeout=acquire_s,
-            # Give up a reconnection attempt quickly: the next request starts a new
-            # one at once, so the store recovers as soon as the database is back
-            # instead of after a long exponential backoff.
-            reconnect_timeout=acquire_s,
-            name="groundwire",
-            open=False,
-        )
+        pool = _pool(dsn, settings, "groundwire")
         try:
-            await pool.open(wait=settings.pool_min_size > 0, timeout=acquire_s)
+            await pool.open(wait=settings.pool_min_size > 0, timeout=settings.acquire_s)
         except Exception as exc:
             await pool.close()
             translated = translate(exc)
@@ -520,7 +506,10 @@ async def open_postgres_store(settings: PostgresSettings) -> PostgresStore:
         router = ReadRouter(
             db,
             [
-                Standby(f"standby-{i}", Database(_read_pool(read_dsn, settings, i), settings))
+                Standby(
+                    f"standby-{i}",
+                    Database(_pool(read_dsn, settings, f"groundwire-standby-{i}"), settings),
+                )
                 for i, read_dsn in enumerate(settings.read_dsns)
             ],
             settings.standby_probe_ms,
