@@ -216,7 +216,7 @@ async def test_min_index_version_on_one_process(
         grpc.StatusCode.UNAVAILABLE,
         "INDEX_VERSION_NOT_YET_VISIBLE",
     )
-    assert retry_delay_s(info.value) is not None
+    assert retry_delay_s(info.value) == pytest.approx(0.2)
 
 
 @pytest.mark.parametrize(
