@@ -274,16 +274,11 @@ class Timers:
 
 
 def start_server(data_dir: Path) -> embedded_pg.EmbeddedPostgres:
-    fresh = not (data_dir / "PG_VERSION").exists()
     server = embedded_pg.start_embedded_sync(data_dir, durable=False)
     with psycopg.connect(server.dsn, autocommit=True) as conn:
-        changed = False
         for key, value in SERVER_SETTINGS.items():
-            row = conn.execute("SELECT current_setting(%s)", [key]).fetchone()
             conn.execute(f"ALTER SYSTEM SET {key} = '{value}'")
-            changed = changed or fresh or row is None
-        if changed:
-            conn.execute("SELECT pg_reload_conf()")
+    # A restart applies them all (shared_buffers takes nothing less).
     server.stop_process()
     server.start_process()
     return server
