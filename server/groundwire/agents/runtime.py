@@ -83,11 +83,10 @@ from groundwire.agents.rag_pipeline import (
 from groundwire.agents.submissions import (
     check_deadline,
     check_unique,
-    invalid_result,
     pending_answered_by,
 )
 from groundwire.agents.tools import SearchDocumentsTool, Tool
-from groundwire.domain.errors import ErrorKind, GroundwireError
+from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.domain.grounding import framework_rules
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER, Action, validate_mode
 from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
@@ -312,7 +311,7 @@ class AgentRuntime:
             limit = self._checkpoints.settings.max_tool_result_chars
             for i, r in enumerate(results):
                 if len(r.output) > limit:
-                    raise invalid_result(
+                    raise invalid(
                         "FIELD_TOO_LONG", f"results[{i}].output", f"at most {limit} characters"
                     )
             agent = _agent_for(state, agents)
