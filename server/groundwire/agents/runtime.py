@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
 from groundwire.agents.agentic_search import (
-    agentic_search,
+    agentic_tools,
     finish_agentic,
     hold_unsupported_text,
 )
@@ -85,7 +85,7 @@ from groundwire.agents.submissions import (
     check_unique,
     pending_answered_by,
 )
-from groundwire.agents.tools import SearchDocumentsTool, Tool
+from groundwire.agents.tools import Tool
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.domain.grounding import framework_rules
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER, Action, validate_mode
@@ -410,14 +410,9 @@ class AgentRuntime:
             return list(agent.tools)
         rag = narrowed_policy(rag, run.inp.controls)
         scope = Scope(run.inp.tenant, merge_filters(rag.filter, run.inp.filter))
-        search_tool = SearchDocumentsTool(
-            agentic_search(
-                self._pipeline, rag, scope, run.result.rag, agent.id, run.inp.min_index_version
-            ),
-            name=rag.search_tool_name,
-            description=rag.search_tool_description,
+        return agentic_tools(
+            self._pipeline, agent, rag, scope, run.result.rag, run.inp.min_index_version
         )
-        return [search_tool, *[t for t in agent.tools if t.name != search_tool.name]]
 
     async def _model(self, run: _Run, tools: Sequence[Tool]) -> AsyncIterator[ExecutionEvent]:
         """The model loop from the run's state, then the citations."""
