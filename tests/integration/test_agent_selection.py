@@ -16,7 +16,7 @@ from google.rpc import status_pb2
 
 from groundwire.agents.prompt import tool_spec
 from groundwire.agents.tools import SearchDocumentsTool, ToolContext, ToolOutcome
-from groundwire.app.config import parse_config
+from groundwire.app.config import ConfigError, parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER
 from groundwire.providers.chat.base import ChatResponse, ToolCall
@@ -414,7 +414,7 @@ def test_final_selection_config_is_validated_with_the_key_named(
     agents = cfg["agents"]
     assert isinstance(agents, dict)
     agents["pool"]["rag"]["reranking"] = {"enabled": True, "reranker": "overlap", **reranking}
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(ConfigError) as caught:
         parse_config(cfg)
     text = str(caught.value)
     assert "agents.pool.rag.reranking" in text and key in text
@@ -627,7 +627,7 @@ def test_search_tool_config_is_validated_with_the_key_named(
     agents = cfg["agents"]
     assert isinstance(agents, dict)
     agents[agent]["rag"].update(rag)
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(ConfigError) as caught:
         parse_config(cfg)
     assert f"agents.{agent}.rag" in str(caught.value) and key in str(caught.value)
 
@@ -639,7 +639,7 @@ def test_a_search_tool_may_not_take_a_configured_tool_name() -> None:
     assert isinstance(agents, dict)
     agents["agentic-named"]["tools"] = ["weather"]
     agents["agentic-named"]["rag"]["search_tool"] = {"name": "weather"}
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(ConfigError) as caught:
         parse_config(cfg)
     assert "agents.agentic-named.rag.search_tool.name" in str(caught.value)
 

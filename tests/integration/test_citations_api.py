@@ -117,6 +117,8 @@ async def test_execute_and_stream_report_identical_citations(
     ]
     streamed = events[-1].result
     assert events[-1].type == ag.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED
+    # Non-empty, so the comparison cannot pass on two empty lists.
+    assert [c.source_number for c in unary.citations] == [3, 1]
     assert list(streamed.citations) == list(unary.citations)
     assert list(streamed.rag.context) == list(unary.rag.context)
     deltas = "".join(e.text_delta for e in events)

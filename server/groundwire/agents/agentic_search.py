@@ -27,7 +27,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 
-from groundwire.agents.definition import RagPolicy
+from groundwire.agents.definition import AgentDefinition, RagPolicy
 from groundwire.agents.events import (
     EventType,
     ExecutionEvent,
@@ -37,7 +37,14 @@ from groundwire.agents.events import (
     SearchTrace,
 )
 from groundwire.agents.rag_pipeline import RagPipeline, retrieval_failed
-from groundwire.agents.tools import SearchFunction, ToolContext, ToolOutcome, tool_error
+from groundwire.agents.tools import (
+    SearchDocumentsTool,
+    SearchFunction,
+    Tool,
+    ToolContext,
+    ToolOutcome,
+    tool_error,
+)
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.rag_policy import (
     NOT_FOUND_ANSWER,
@@ -164,6 +171,25 @@ def agentic_search(
         return ToolOutcome(json.dumps(payload), True)
 
     return search
+
+
+def agentic_tools(
+    pipeline: RagPipeline,
+    agent: AgentDefinition,
+    rag: RagPolicy,
+    scope: Scope,
+    meta: RagMetadata,
+    min_version: int = 0,
+) -> list[Tool]:
+    """The tools the model of an agentic agent is offered: the search tool bound
+    to the execution (named as the agent configures it), then the agent's own
+    tools (one of the same name gives way to the search tool)."""
+    search_tool = SearchDocumentsTool(
+        agentic_search(pipeline, rag, scope, meta, agent.id, min_version),
+        name=rag.search_tool_name,
+        description=rag.search_tool_description,
+    )
+    return [search_tool, *[t for t in agent.tools if t.name != search_tool.name]]
 
 
 def _constrained(rag: RagPolicy) -> bool:

@@ -13,7 +13,7 @@ import enum
 import time
 from dataclasses import dataclass, field
 
-from groundwire.agents.agentic_search import agentic_search
+from groundwire.agents.agentic_search import agentic_tools
 from groundwire.agents.controls import (
     applied_limits,
     bypassed_metadata,
@@ -27,7 +27,6 @@ from groundwire.agents.prompt import assemble_messages, prompt_costs, tool_spec
 from groundwire.agents.rag_events import rag_metadata
 from groundwire.agents.rag_pipeline import SearchFailed, merge_filters
 from groundwire.agents.runtime import AgentRuntime
-from groundwire.agents.tools import SearchDocumentsTool, Tool
 from groundwire.domain.grounding import framework_rules
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER, Action, validate_mode
 from groundwire.domain.retrieval import RankedResult, Scope
@@ -90,12 +89,7 @@ async def _prepare(
     pipeline = runtime.pipeline
     if rag.agentic:
         meta = rag_metadata(rag, None)
-        search_tool = SearchDocumentsTool(
-            agentic_search(pipeline, rag, scope, meta, agent.id, inp.min_index_version),
-            name=rag.search_tool_name,
-            description=rag.search_tool_description,
-        )
-        tools: list[Tool] = [search_tool, *[t for t in agent.tools if t.name != search_tool.name]]
+        tools = agentic_tools(pipeline, agent, rag, scope, meta, inp.min_index_version)
         turn.messages = assemble_messages(agent, rag, framework_rules(rag.mode, True), inp, ())
         turn.tools = [tool_spec(t) for t in tools]
         turn.rag = meta

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
 from groundwire.agents.agentic_search import (
-    agentic_search,
+    agentic_tools,
     finish_agentic,
     hold_unsupported_text,
 )
@@ -83,11 +83,10 @@ from groundwire.agents.rag_pipeline import (
 from groundwire.agents.submissions import (
     check_deadline,
     check_unique,
-    invalid_result,
     pending_answered_by,
 )
-from groundwire.agents.tools import SearchDocumentsTool, Tool
-from groundwire.domain.errors import ErrorKind, GroundwireError
+from groundwire.agents.tools import Tool
+from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.domain.grounding import framework_rules
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER, Action, validate_mode
 from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
@@ -312,7 +311,7 @@ class AgentRuntime:
             limit = self._checkpoints.settings.max_tool_result_chars
             for i, r in enumerate(results):
                 if len(r.output) > limit:
-                    raise invalid_result(
+                    raise invalid(
                         "FIELD_TOO_LONG", f"results[{i}].output", f"at most {limit} characters"
                     )
             agent = _agent_for(state, agents)
@@ -411,14 +410,9 @@ class AgentRuntime:
             return list(agent.tools)
         rag = narrowed_policy(rag, run.inp.controls)
         scope = Scope(run.inp.tenant, merge_filters(rag.filter, run.inp.filter))
-        search_tool = SearchDocumentsTool(
-            agentic_search(
-                self._pipeline, rag, scope, run.result.rag, agent.id, run.inp.min_index_version
-            ),
-            name=rag.search_tool_name,
-            description=rag.search_tool_description,
+        return agentic_tools(
+            self._pipeline, agent, rag, scope, run.result.rag, run.inp.min_index_version
         )
-        return [search_tool, *[t for t in agent.tools if t.name != search_tool.name]]
 
     async def _model(self, run: _Run, tools: Sequence[Tool]) -> AsyncIterator[ExecutionEvent]:
         """The model loop from the run's state, then the citations."""

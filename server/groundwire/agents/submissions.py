@@ -6,15 +6,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from groundwire.agents.checkpoints import (
-    ExecutionState,
-)
+from groundwire.agents.checkpoints import ExecutionState
 from groundwire.agents.client_tools import SubmittedResult
-from groundwire.agents.events import (
-    ExecutionStatus,
-    RequiredToolCall,
-)
-from groundwire.domain.errors import ErrorKind, FieldViolation, GroundwireError
+from groundwire.agents.events import ExecutionStatus, RequiredToolCall
+from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 
 
 def check_deadline(state: ExecutionState) -> None:
@@ -31,24 +26,13 @@ def check_deadline(state: ExecutionState) -> None:
         )
 
 
-def invalid_result(reason: str, field_path: str, description: str) -> GroundwireError:
-    return GroundwireError(
-        ErrorKind.INVALID_ARGUMENT,
-        reason,
-        description,
-        (FieldViolation(field_path, description),),
-    )
-
-
 def check_unique(results: Sequence[SubmittedResult]) -> None:
     if not results:
-        raise invalid_result("FIELD_REQUIRED", "results", "at least one tool result is required")
+        raise invalid("FIELD_REQUIRED", "results", "at least one tool result is required")
     seen: set[str] = set()
     for i, r in enumerate(results):
         if r.call_id in seen:
-            raise invalid_result(
-                "TOOL_RESULT_DUPLICATE", f"results[{i}].call_id", "call answered twice"
-            )
+            raise invalid("TOOL_RESULT_DUPLICATE", f"results[{i}].call_id", "call answered twice")
         seen.add(r.call_id)
 
 
@@ -74,12 +58,12 @@ def pending_answered_by(
                 "EXECUTION_NOT_AWAITING_TOOL_RESULTS",
                 "the execution does not wait for tool results",
             )
-        raise invalid_result(
+        raise invalid(
             "TOOL_RESULT_UNKNOWN_CALL", f"results[{i}].call_id", "the execution made no such call"
         )
     missing = len(pending) - len(results)
     if missing:
-        raise invalid_result(
+        raise invalid(
             "TOOL_RESULTS_INCOMPLETE", "results", f"{missing} required tool calls have no result"
         )
     return list(state.result.required_tool_calls)

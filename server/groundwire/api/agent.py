@@ -1,4 +1,5 @@
-"""AgentService: calls in, domain errors and events out (conversions in api/agent_convert.py; the pipeline lives in agents/)."""
+"""AgentService: calls in, domain errors and events out (conversions in
+api/agent_convert.py; the pipeline lives in agents/)."""
 
 from __future__ import annotations
 
