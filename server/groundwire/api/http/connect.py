@@ -36,7 +36,6 @@ from google.protobuf.message import DecodeError, Message
 from google.rpc import status_pb2
 
 from groundwire.api.http.asgi import (
-    BodyTooLarge,
     CancelOnDisconnect,
     ClientGone,
     Headers,
@@ -44,7 +43,6 @@ from groundwire.api.http.asgi import (
     Scope,
     Send,
     header,
-    read_body,
     respond,
 )
 from groundwire.api.http.grpc_web import CONTENT_TYPES as GRPC_WEB_TYPES
@@ -56,6 +54,7 @@ from groundwire.api.http.rpc import (
     RpcCall,
     metadata_of,
     not_found,
+    request_body,
     transport_error,
 )
 from groundwire.api.interceptors import UNDECODABLE
@@ -210,7 +209,7 @@ class ConnectApp:
             if refusal is not None:
                 raise refusal
             timeout = _timeout(scope)
-            body = await _body(receive, self._limit)
+            body = await request_body(receive, self._limit)
             call = RpcCall(metadata_of(scope), timeout)
             request = _decode(procedure, codec, body)
             async with CancelOnDisconnect(receive):
@@ -247,7 +246,7 @@ class ConnectApp:
             if refusal is not None:
                 raise refusal
             timeout = _timeout(scope)
-            body = await _body(receive, self._limit + _ENVELOPE.size)
+            body = await request_body(receive, self._limit + _ENVELOPE.size)
             call = RpcCall(metadata_of(scope), timeout)
             request = _decode(procedure, codec, _unenvelope(body))
             async with CancelOnDisconnect(receive):
@@ -285,17 +284,6 @@ class ConnectApp:
             await send({"type": "http.response.body", "body": _end_stream(err, call)})
         except ClientGone:
             return
-
-
-async def _body(receive: Receive, limit: int) -> bytes:
-    try:
-        return await read_body(receive, limit)
-    except BodyTooLarge:
-        raise transport_error(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-            "MESSAGE_TOO_LARGE",
-            "the request is larger than the server's message size bound",
-        ) from None
 
 
 def _unenvelope(body: bytes) -> bytes:

@@ -25,6 +25,7 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from groundwire.api.errors import ERROR_DOMAIN
+from groundwire.api.http.asgi import BodyTooLarge, Receive, read_body
 from groundwire.api.interceptors import ServiceInterceptor, transport_var
 from groundwire.api.server import ServiceRegistration
 
@@ -214,6 +215,19 @@ def transport_error(code: grpc.StatusCode, reason: str, message: str) -> RpcAbor
     status = status_pb2.Status(code=getattr(code_pb2, code.name), message=message)
     status.details.add().Pack(info)
     return RpcAborted(code, message, status)
+
+
+async def request_body(receive: Receive, limit: int) -> bytes:
+    """The request body, refused past `limit` bytes as the gRPC port refuses an
+    oversized message (RESOURCE_EXHAUSTED, MESSAGE_TOO_LARGE)."""
+    try:
+        return await read_body(receive, limit)
+    except BodyTooLarge:
+        raise transport_error(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "MESSAGE_TOO_LARGE",
+            "the request is larger than the server's message size bound",
+        ) from None
 
 
 def not_found() -> RpcAborted:
