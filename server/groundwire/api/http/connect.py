@@ -304,7 +304,7 @@ def _envelope(flags: int, data: bytes) -> bytes:
 def _trailers(call: RpcCall | None) -> list[tuple[str, str]]:
     if call is None:
         return []
-    return [(k, v) for k, v in call.trailing if isinstance(v, str) and not k.endswith("-bin")]
+    return call.text_trailers()
 
 
 def _trailer_headers(call: RpcCall | None) -> Headers:

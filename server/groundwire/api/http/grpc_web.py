@@ -85,9 +85,7 @@ def _trailers(error: RpcAborted | None, call: RpcCall | None) -> bytes:
             encoded = base64.b64encode(error.status.SerializeToString()).decode().rstrip("=")
             lines.append(f"grpc-status-details-bin: {encoded}")
     if call is not None:
-        for key, value in call.trailing:
-            if isinstance(value, str) and not key.endswith("-bin"):
-                lines.append(f"{key}: {value}")
+        lines.extend(f"{key}: {value}" for key, value in call.text_trailers())
     return ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
 

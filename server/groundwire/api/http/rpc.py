@@ -51,6 +51,16 @@ class RpcAborted(Exception):
         # The google.rpc.Status of the `grpc-status-details-bin` trailer (ErrorInfo, ...).
         self.status = status
 
+    @property
+    def reason(self) -> str:
+        """The stable ErrorInfo reason of the status, else the code's name."""
+        if self.status is not None:
+            for detail in self.status.details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    return str(info.reason)
+        return self.code.name
+
 
 class RpcCall:
     """The grpc.aio.ServicerContext of one HTTP call: only what the interceptor
@@ -84,6 +94,11 @@ class RpcCall:
     ) -> None:
         self.trailing = (*self.trailing, *trailing_metadata)
         raise AbortError(code, details, trailing_metadata)
+
+    def text_trailers(self) -> list[tuple[str, str]]:
+        """The trailing metadata an HTTP answer carries as text (the request id);
+        `-bin` entries travel in the protocol's own status fields."""
+        return [(k, v) for k, v in self.trailing if isinstance(v, str) and not k.endswith("-bin")]
 
     def request_id(self) -> str | None:
         for key, value in self.trailing:
