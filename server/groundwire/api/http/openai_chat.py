@@ -276,10 +276,6 @@ def extension(result: agent_pb2.AgentResult, ignored: list[str]) -> dict[str, An
     return out
 
 
-def _completion_id(result: agent_pb2.AgentResult | None, execution_id: str) -> str:
-    return "chatcmpl-" + (result.execution_id if result is not None else execution_id)
-
-
 def _retry_after(err: RpcAborted) -> float | None:
     if err.status is not None:
         for detail in err.status.details:
@@ -438,7 +434,7 @@ class OpenAIChatApp:
             send,
             200,
             {
-                "id": _completion_id(result, ""),
+                "id": "chatcmpl-" + result.execution_id,
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": execution.agent_id,
