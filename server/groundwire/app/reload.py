@@ -176,6 +176,28 @@ def _lookup(cfg: BaseModel, dotted: str) -> object:
     return value
 
 
+def serving_snapshot(
+    generation: int, components: Components, manager: IngestionManager, page_tokens: PageTokens
+) -> ServingSnapshot:
+    """What the request path reads of one configuration generation: its keys,
+    limits and the servicers bound to its engines (start-up's and each reload's)."""
+    return ServingSnapshot(
+        generation=generation,
+        auth=auth_policy(components.config),
+        admission=components.admission,
+        servicers=public_servicers(
+            retriever=components.retriever,
+            catalog=components.catalog,
+            manager=manager,
+            agents=components.agents,
+            runtime=components.runtime,
+            reranking=components.reranking,
+            page_tokens=page_tokens,
+            citation_snippet_chars=components.config.agent_limits.citation_snippet_chars,
+        ),
+    )
+
+
 def reingest_needed(old: IndexHandle | None, new: IndexHandle) -> bool:
     """Whether ingestion would write something else for `new` than it did for
     `old` (a new index always needs its first ingestion)."""
@@ -421,21 +443,7 @@ class Reloader:
             await _close_quietly(embedder.aclose())
 
     async def _swap(self, new: Components, old: Components) -> None:
-        snapshot = ServingSnapshot(
-            generation=self.generation + 1,
-            auth=auth_policy(new.config),
-            admission=new.admission,
-            servicers=public_servicers(
-                retriever=new.retriever,
-                catalog=new.catalog,
-                manager=self._manager,
-                agents=new.agents,
-                runtime=new.runtime,
-                reranking=new.reranking,
-                page_tokens=self._page_tokens,
-                citation_snippet_chars=new.config.agent_limits.citation_snippet_chars,
-            ),
-        )
+        snapshot = serving_snapshot(self.generation + 1, new, self._manager, self._page_tokens)
         # One assignment each, with no await between them: a call starting now
         # sees the new snapshot, and an ingestion it starts runs on the new catalog.
         retired = self._snapshots.swap(snapshot)
