@@ -21,8 +21,8 @@ previous snapshot". Here the whole configuration file is that delegate:
    the re-read certificates. The retired snapshot's
    providers are closed once its last call ended.
 5. An index whose ingestion inputs changed (chunking, embedding model, sources,
-   ...) is scheduled as a start-up change is: ON_STARTUP and
-   BACKGROUND_ON_STARTUP indexes get an ingestion run (serving their published
+   ...) is scheduled as a start-up change is: ON_STARTUP,
+   BACKGROUND_ON_STARTUP and WATCH indexes get an ingestion run (serving their published
    version meanwhile: a reload never takes an index offline), the others report
    `rebuild_pending` until someone starts one.
 
