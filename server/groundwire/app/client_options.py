@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import grpc
 
 from groundwire_client import GroundwireClient
+from groundwire_client._common import check_api_key
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 DEFAULT_KEY_ENV = "GROUNDWIRE_API_KEY"
@@ -56,6 +57,12 @@ class Connection:
     credentials: grpc.ChannelCredentials | None
     timeout: float
 
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """The API key as call metadata (none without a key), for calls made on
+        the client's stubs directly."""
+        return check_api_key(self.api_key)
+
     def client(self) -> GroundwireClient:
         return GroundwireClient(
             self.address,
@@ -85,8 +92,10 @@ def connection(args: argparse.Namespace) -> Connection:
             raise OptionError(f"--api-key-env: the environment variable {var} is not set")
     else:
         api_key = os.environ.get(DEFAULT_KEY_ENV) or None
-    if api_key is not None and any(c.isspace() or ord(c) < 32 for c in api_key):
-        raise OptionError("the API key holds whitespace or control characters")
+    try:
+        check_api_key(api_key)  # the client's own check, before it would raise
+    except ValueError:
+        raise OptionError("the API key holds whitespace or control characters") from None
     if (args.client_cert is None) != (args.client_key is None):
         raise OptionError("--client-cert and --client-key go together")
     tls = bool(args.tls or args.ca_file or args.client_cert)

@@ -60,7 +60,10 @@ class HttpConfig(StrictModel):
 
     def host_port(self) -> tuple[str, int] | None:
         """The (host, port) to bind, None when the HTTP port is off."""
-        if self.address is None:
-            return None
-        host, _, port = self.address.rpartition(":")
-        return host.strip("[]"), int(port)
+        return None if self.address is None else split_address(self.address)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """HOST:PORT (or [IPV6]:PORT) as the (host, port) to bind."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)

@@ -19,6 +19,7 @@ from groundwire.api.server import Health, ServiceRegistration
 from groundwire.api.services import RETRIEVER_SERVICE
 from groundwire.api.snapshot import SnapshotHolder
 from groundwire.app.config import GroundwireConfig
+from groundwire.app.http_config import split_address
 from groundwire.app.mcp_cli import tool_limits
 from groundwire.stores.usage import UsageRecorder
 
@@ -34,7 +35,7 @@ async def start_http(
     """Start the HTTP port (`address` overrides `[http] address`); None when off.
     With `health`, grpc.health.v1.Health/Check is served too (the gRPC port's
     statuses, public unless `auth.public_health = false`)."""
-    target = cfg.http.host_port() if address is None else _split(address)
+    target = cfg.http.host_port() if address is None else split_address(address)
     if target is None:
         return None
     # Keys and limits come from each call's snapshot, as on the gRPC port.
@@ -72,8 +73,3 @@ async def start_http(
     )
     await server.start()
     return server
-
-
-def _split(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return host.strip("[]"), int(port)

@@ -14,21 +14,19 @@ from groundwire.api.server import Health, ServerHandle, build_server, index_heal
 from groundwire.api.services import (
     admin_registration,
     live_registrations,
-    public_servicers,
     usage_registration,
 )
-from groundwire.api.snapshot import ServingSnapshot, SnapshotHolder
+from groundwire.api.snapshot import SnapshotHolder
 from groundwire.api.usage import UsageServicer
 from groundwire.app.config import GroundwireConfig
 from groundwire.app.factories import (
     Components,
-    auth_policy,
     build_components,
     page_tokens,
     usage_ledger_for,
 )
 from groundwire.app.http_serving import start_http
-from groundwire.app.reload import Reloader
+from groundwire.app.reload import Reloader, serving_snapshot
 from groundwire.app.telemetry import install_metrics
 from groundwire.app.tls import server_tls
 from groundwire.domain.reload import ReloadReport
@@ -115,23 +113,7 @@ async def start_app(
         components.catalog, components.operation_log, on_ready=on_ready, usage=usage
     )
     handles = components.catalog.handles()
-    snapshots = SnapshotHolder(
-        ServingSnapshot(
-            generation=1,
-            auth=auth_policy(cfg),
-            admission=components.admission,
-            servicers=public_servicers(
-                retriever=components.retriever,
-                catalog=components.catalog,
-                manager=manager,
-                agents=components.agents,
-                runtime=components.runtime,
-                reranking=components.reranking,
-                page_tokens=tokens,
-                citation_snippet_chars=components.config.agent_limits.citation_snippet_chars,
-            ),
-        )
-    )
+    snapshots = SnapshotHolder(serving_snapshot(1, components, manager, tokens))
     # The reloader needs the app it swaps components into; the server needs the
     # reloader (AdminService): the admin servicer reaches it through the app.
     app_ref: list[RunningApp] = []

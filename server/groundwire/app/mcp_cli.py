@@ -68,9 +68,7 @@ class GrpcBackend:
 
     def __init__(self, client: GroundwireClient, conn: Connection) -> None:
         self._conn = conn
-        self._metadata: tuple[tuple[str, str], ...] = (
-            (("authorization", f"Bearer {conn.api_key}"),) if conn.api_key else ()
-        )
+        self._metadata = conn.metadata
         self._stubs: dict[str, Any] = {
             RETRIEVE: client.retriever.Retrieve,
             EXECUTE: client.agents.Execute,

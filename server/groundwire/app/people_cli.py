@@ -77,8 +77,8 @@ def add_commands(sub: Any) -> None:
 
 
 def _metadata(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
-    key: str | None = args.resolved_api_key
-    return (("authorization", f"Bearer {key}"),) if key else ()
+    metadata: tuple[tuple[str, str], ...] = args.call_metadata
+    return metadata
 
 
 class UsageError(Exception):
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     out, err = sys.stdout, sys.stderr
     try:
         conn = connection(args)
-        args.resolved_api_key = conn.api_key
+        args.call_metadata = conn.metadata
         handler = _HANDLERS[args.people_command]
         return asyncio.run(_run(handler, conn, args, out))
     except (OptionError, UsageError) as exc:

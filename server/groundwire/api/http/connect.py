@@ -36,7 +36,6 @@ from google.protobuf.message import DecodeError, Message
 from google.rpc import status_pb2
 
 from groundwire.api.http.asgi import (
-    BodyTooLarge,
     CancelOnDisconnect,
     ClientGone,
     Headers,
@@ -44,7 +43,6 @@ from groundwire.api.http.asgi import (
     Scope,
     Send,
     header,
-    read_body,
     respond,
 )
 from groundwire.api.http.grpc_web import CONTENT_TYPES as GRPC_WEB_TYPES
@@ -56,6 +54,7 @@ from groundwire.api.http.rpc import (
     RpcCall,
     metadata_of,
     not_found,
+    request_body,
     transport_error,
 )
 from groundwire.api.interceptors import UNDECODABLE
@@ -210,7 +209,7 @@ class ConnectApp:
             if refusal is not None:
                 raise refusal
             timeout = _timeout(scope)
-            body = await _body(receive, self._limit)
+            body = await request_body(receive, self._limit)
             call = RpcCall(metadata_of(scope), timeout)
             request = _decode(procedure, codec, body)
             async with CancelOnDisconnect(receive):
@@ -247,7 +246,7 @@ class ConnectApp:
             if refusal is not None:
                 raise refusal
             timeout = _timeout(scope)
-            body = await _body(receive, self._limit + _ENVELOPE.size)
+            body = await request_body(receive, self._limit + _ENVELOPE.size)
             call = RpcCall(metadata_of(scope), timeout)
             request = _decode(procedure, codec, _unenvelope(body))
             async with CancelOnDisconnect(receive):
@@ -287,17 +286,6 @@ class ConnectApp:
             return
 
 
-async def _body(receive: Receive, limit: int) -> bytes:
-    try:
-        return await read_body(receive, limit)
-    except BodyTooLarge:
-        raise transport_error(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-            "MESSAGE_TOO_LARGE",
-            "the request is larger than the server's message size bound",
-        ) from None
-
-
 def _unenvelope(body: bytes) -> bytes:
     """The one message of a streaming request; a broken envelope is refused as
     MALFORMED_REQUEST after authentication (invalid protobuf bytes stand in)."""
@@ -316,7 +304,7 @@ def _envelope(flags: int, data: bytes) -> bytes:
 def _trailers(call: RpcCall | None) -> list[tuple[str, str]]:
     if call is None:
         return []
-    return [(k, v) for k, v in call.trailing if isinstance(v, str) and not k.endswith("-bin")]
+    return call.text_trailers()
 
 
 def _trailer_headers(call: RpcCall | None) -> Headers:

@@ -19,14 +19,12 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from groundwire.api.http.asgi import (
-    BodyTooLarge,
     CancelOnDisconnect,
     ClientGone,
     Receive,
     Scope,
     Send,
     header,
-    read_body,
 )
 from groundwire.api.http.rpc import (
     Procedure,
@@ -34,6 +32,7 @@ from groundwire.api.http.rpc import (
     RpcAborted,
     RpcCall,
     metadata_of,
+    request_body,
     transport_error,
 )
 from groundwire.api.interceptors import UNDECODABLE
@@ -86,9 +85,7 @@ def _trailers(error: RpcAborted | None, call: RpcCall | None) -> bytes:
             encoded = base64.b64encode(error.status.SerializeToString()).decode().rstrip("=")
             lines.append(f"grpc-status-details-bin: {encoded}")
     if call is not None:
-        for key, value in call.trailing:
-            if isinstance(value, str) and not key.endswith("-bin"):
-                lines.append(f"{key}: {value}")
+        lines.extend(f"{key}: {value}" for key, value in call.text_trailers())
     return ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
 
@@ -113,7 +110,7 @@ class GrpcWeb:
         started = False
         try:
             limit = self._limit + _FRAME.size
-            body = await _body(receive, limit * 4 // 3 + 4 if text else limit)
+            body = await request_body(receive, limit * 4 // 3 + 4 if text else limit)
             timeout = _timeout(scope)
             call = RpcCall(metadata_of(scope), timeout, "grpc_web")
             request = _request(procedure, body, text)
@@ -159,14 +156,3 @@ class GrpcWeb:
         else:
             response: Message = await self._procedures.unary(procedure, request, call)
             yield response
-
-
-async def _body(receive: Receive, limit: int) -> bytes:
-    try:
-        return await read_body(receive, limit)
-    except BodyTooLarge:
-        raise transport_error(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-            "MESSAGE_TOO_LARGE",
-            "the request is larger than the server's message size bound",
-        ) from None

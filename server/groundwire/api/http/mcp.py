@@ -43,18 +43,13 @@ _FORWARDED = ("authorization", "x-request-id")
 
 
 def failure_of(err: RpcAborted) -> ToolFailure:
-    reason = err.code.name
     fields: dict[str, str] = {}
     if err.status is not None:
         for detail in err.status.details:
-            info = error_details_pb2.ErrorInfo()
-            if detail.Unpack(info):
-                reason = info.reason
-                continue
             bad = error_details_pb2.BadRequest()
             if detail.Unpack(bad):
                 fields.update({v.field: v.description for v in bad.field_violations})
-    return ToolFailure(reason, err.code.name, err.message, fields)
+    return ToolFailure(err.reason, err.code.name, err.message, fields)
 
 
 class ProceduresBackend:

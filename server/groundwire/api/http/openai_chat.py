@@ -276,19 +276,6 @@ def extension(result: agent_pb2.AgentResult, ignored: list[str]) -> dict[str, An
     return out
 
 
-def _completion_id(result: agent_pb2.AgentResult | None, execution_id: str) -> str:
-    return "chatcmpl-" + (result.execution_id if result is not None else execution_id)
-
-
-def _reason(err: RpcAborted) -> str:
-    if err.status is not None:
-        for detail in err.status.details:
-            info = error_details_pb2.ErrorInfo()
-            if detail.Unpack(info):
-                return str(info.reason)
-    return err.code.name
-
-
 def _retry_after(err: RpcAborted) -> float | None:
     if err.status is not None:
         for detail in err.status.details:
@@ -319,7 +306,7 @@ async def _send_error(send: Send, err: RpcAborted) -> None:
     retry = _retry_after(err)
     if retry is not None:
         headers.append((b"retry-after", str(max(1, math.ceil(retry))).encode()))
-    await respond_json(send, status, openai_error(err.message, status, _reason(err), None), headers)
+    await respond_json(send, status, openai_error(err.message, status, err.reason, None), headers)
 
 
 def _metadata(scope: Scope) -> tuple[tuple[str, str], ...]:
@@ -447,7 +434,7 @@ class OpenAIChatApp:
             send,
             200,
             {
-                "id": _completion_id(result, ""),
+                "id": "chatcmpl-" + result.execution_id,
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": execution.agent_id,
@@ -550,7 +537,7 @@ class OpenAIChatApp:
                     )
         except RpcAborted as err:
             status = HTTP_STATUS.get(err.code, 500)
-            await emit(openai_error(err.message, status, _reason(err), None))
+            await emit(openai_error(err.message, status, err.reason, None))
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 
 

@@ -25,6 +25,7 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from groundwire.api.errors import ERROR_DOMAIN
+from groundwire.api.http.asgi import BodyTooLarge, Receive, read_body
 from groundwire.api.interceptors import ServiceInterceptor, transport_var
 from groundwire.api.server import ServiceRegistration
 
@@ -49,6 +50,16 @@ class RpcAborted(Exception):
         self.message = message
         # The google.rpc.Status of the `grpc-status-details-bin` trailer (ErrorInfo, ...).
         self.status = status
+
+    @property
+    def reason(self) -> str:
+        """The stable ErrorInfo reason of the status, else the code's name."""
+        if self.status is not None:
+            for detail in self.status.details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    return str(info.reason)
+        return self.code.name
 
 
 class RpcCall:
@@ -83,6 +94,11 @@ class RpcCall:
     ) -> None:
         self.trailing = (*self.trailing, *trailing_metadata)
         raise AbortError(code, details, trailing_metadata)
+
+    def text_trailers(self) -> list[tuple[str, str]]:
+        """The trailing metadata an HTTP answer carries as text (the request id);
+        `-bin` entries travel in the protocol's own status fields."""
+        return [(k, v) for k, v in self.trailing if isinstance(v, str) and not k.endswith("-bin")]
 
     def request_id(self) -> str | None:
         for key, value in self.trailing:
@@ -214,6 +230,19 @@ def transport_error(code: grpc.StatusCode, reason: str, message: str) -> RpcAbor
     status = status_pb2.Status(code=getattr(code_pb2, code.name), message=message)
     status.details.add().Pack(info)
     return RpcAborted(code, message, status)
+
+
+async def request_body(receive: Receive, limit: int) -> bytes:
+    """The request body, refused past `limit` bytes as the gRPC port refuses an
+    oversized message (RESOURCE_EXHAUSTED, MESSAGE_TOO_LARGE)."""
+    try:
+        return await read_body(receive, limit)
+    except BodyTooLarge:
+        raise transport_error(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "MESSAGE_TOO_LARGE",
+            "the request is larger than the server's message size bound",
+        ) from None
 
 
 def not_found() -> RpcAborted:
