@@ -71,6 +71,12 @@ FORMATS_BY_EXTENSION: Mapping[str, DocumentFormat] = {
     **dict.fromkeys(TEXT_LIKE_EXTENSIONS, DocumentFormat.TEXT),
 }
 
+# Each format's first extension above: the chunking policy of a document without
+# a file name of its own (inline, pushed, a URL document by its media type).
+FIRST_EXTENSIONS: Mapping[DocumentFormat, str] = {
+    fmt: ext for ext, fmt in reversed(list(FORMATS_BY_EXTENSION.items()))
+}
+
 # Media types (Content-Type of a `url` source) per format.
 MEDIA_TYPES: Mapping[str, DocumentFormat] = {
     "text/plain": DocumentFormat.TEXT,
