@@ -55,11 +55,12 @@ TEXT_LIKE_EXTENSIONS = (
 FORMATS: Mapping[str, DocumentFormat] = {f.value: f for f in DocumentFormat}
 
 
+# In this order, the default of an index's `ingestion.extensions`.
 FORMATS_BY_EXTENSION: Mapping[str, DocumentFormat] = {
-    ".txt": DocumentFormat.TEXT,
-    ".text": DocumentFormat.TEXT,
     ".md": DocumentFormat.MARKDOWN,
     ".markdown": DocumentFormat.MARKDOWN,
+    ".txt": DocumentFormat.TEXT,
+    ".text": DocumentFormat.TEXT,
     ".html": DocumentFormat.HTML,
     ".htm": DocumentFormat.HTML,
     ".pdf": DocumentFormat.PDF,
