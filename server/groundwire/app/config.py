@@ -338,6 +338,12 @@ SourceConfig = Annotated[
 ]
 
 
+def _builtin_extensions() -> list[str]:
+    from groundwire.ingestion.loaders import FORMATS_BY_EXTENSION
+
+    return list(FORMATS_BY_EXTENSION)
+
+
 class IngestionConfig(StrictModel):
     strategy: IngestionStrategy = IngestionStrategy.MANUAL
     schedule: str | None = None
@@ -346,15 +352,8 @@ class IngestionConfig(StrictModel):
     # strategy "watch": how long the sources must be quiet after a change before
     # a run starts, in milliseconds.
     watch_debounce_ms: int = Field(500, ge=50, le=60_000)
-    extensions: list[str] = Field(
-        default_factory=lambda: [
-            *[".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"],
-            *[".docx", ".pptx", ".xlsx", ".odt", ".epub"],
-            # Text-like files, read as plain text.
-            *[".rst", ".csv", ".tsv", ".json", ".jsonl", ".log", ".yaml", ".yml"],
-            *[".toml", ".ini", ".cfg", ".xml", ".tex", ".org", ".adoc"],
-        ]
-    )
+    # Default: every extension a built-in loader reads (text-like ones as plain text).
+    extensions: list[str] = Field(default_factory=_builtin_extensions)
     # File extension -> a plug-in loader (entry point group groundwire.loaders), as
     # a table with its kind and options; the extension is then discovered too.
     loaders: dict[

@@ -55,11 +55,12 @@ TEXT_LIKE_EXTENSIONS = (
 FORMATS: Mapping[str, DocumentFormat] = {f.value: f for f in DocumentFormat}
 
 
+# In this order, the default of an index's `ingestion.extensions`.
 FORMATS_BY_EXTENSION: Mapping[str, DocumentFormat] = {
-    ".txt": DocumentFormat.TEXT,
-    ".text": DocumentFormat.TEXT,
     ".md": DocumentFormat.MARKDOWN,
     ".markdown": DocumentFormat.MARKDOWN,
+    ".txt": DocumentFormat.TEXT,
+    ".text": DocumentFormat.TEXT,
     ".html": DocumentFormat.HTML,
     ".htm": DocumentFormat.HTML,
     ".pdf": DocumentFormat.PDF,
@@ -69,6 +70,12 @@ FORMATS_BY_EXTENSION: Mapping[str, DocumentFormat] = {
     ".odt": DocumentFormat.ODT,
     ".epub": DocumentFormat.EPUB,
     **dict.fromkeys(TEXT_LIKE_EXTENSIONS, DocumentFormat.TEXT),
+}
+
+# Each format's first extension above: the chunking policy of a document without
+# a file name of its own (inline, pushed, a URL document by its media type).
+FIRST_EXTENSIONS: Mapping[DocumentFormat, str] = {
+    fmt: ext for ext, fmt in reversed(list(FORMATS_BY_EXTENSION.items()))
 }
 
 # Media types (Content-Type of a `url` source) per format.

@@ -30,7 +30,7 @@ from groundwire.domain.operations import SKIP_REASONS, DocumentFailureReason
 from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import (
-    FORMATS_BY_EXTENSION,
+    FIRST_EXTENSIONS,
     DocumentFormat,
     LoadedDocument,
     LoadFailure,
@@ -132,17 +132,12 @@ def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | 
     )
 
 
-# Documents without a file name (inline, pushed) are chunked as their format's
-# first extension.
-_FORMAT_EXTENSIONS = {fmt: ext for ext, fmt in reversed(list(FORMATS_BY_EXTENSION.items()))}
-
-
 def chunk_document(
     doc: LoadedDocument, handle: IndexHandle, extension: str | None = None
 ) -> list[Chunk]:
     """Chunk by the index's policy for the document's file extension (from its
     file, else from its format)."""
-    ext = extension or _FORMAT_EXTENSIONS.get(doc.format, "")
+    ext = extension or FIRST_EXTENSIONS.get(doc.format, "")
     return handle.chunker().chunk(doc.text, ext, markdown=doc.format is DocumentFormat.MARKDOWN)
 
 

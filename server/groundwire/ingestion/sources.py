@@ -33,6 +33,7 @@ from groundwire.indexes.sources import (
     UrlSource,
 )
 from groundwire.ingestion.loaders import (
+    FIRST_EXTENSIONS,
     FORMATS,
     FORMATS_BY_EXTENSION,
     MEDIA_TYPES,
@@ -209,8 +210,6 @@ def media_types_for(extensions: Sequence[str]) -> dict[str, DocumentFormat]:
     return {m: f for m, f in MEDIA_TYPES.items() if f in enabled}
 
 
-# The chunking policy of a URL document is its media type's first extension's.
-_EXTENSION_OF_FORMAT = {fmt: ext for ext, fmt in reversed(list(FORMATS_BY_EXTENSION.items()))}
 _TEXTUAL = (DocumentFormat.TEXT, DocumentFormat.MARKDOWN, DocumentFormat.HTML)
 _UTF8 = frozenset({"", "utf-8", "utf8", "us-ascii", "ascii"})
 
@@ -306,5 +305,5 @@ async def load_url_item(
     return replace(
         loaded,
         source_state=source_state(fetched.validators, tenant, meta),
-        extension=_EXTENSION_OF_FORMAT.get(fmt, ""),
+        extension=FIRST_EXTENSIONS.get(fmt, ""),
     )
