@@ -97,7 +97,10 @@ RECIPES=(
   "execute-interactive|ExecuteInteractive: the bidirectional stream (input first, tool results later)"
   "execute-narrowed|Execute with per-request overrides: final top-k 1 (may narrow, never widen)"
   "prepare-execution|AgentService/PrepareExecution: the exact prompt and references, no model call"
+  "list-documents|IngestionManagerService/ListDocuments: the caller's documents of the index, content-free"
+  "get-document|IngestionManagerService/GetDocument of one handbook document (include_chunks for its text)"
   "reload-config|AdminService/ReloadConfiguration, validate_only: re-read and validate the file, change nothing"
+  "get-usage|UsageService/GetUsage: embedding usage totals of the (key's) tenant"
 )
 
 recipe_list() { call "" list; }
@@ -226,9 +229,14 @@ recipe_execute_narrowed() {
 recipe_prepare_execution() {
   call "{\"input\":{\"agent_id\":\"$AGENT\",\"message\":\"$QUESTION\"}}" groundwire.v1.AgentService/PrepareExecution
 }
+recipe_list_documents() { call "{\"index_name\":\"$INDEX\",\"page_size\":5}" "$IM/ListDocuments"; }
+recipe_get_document() {
+  call "{\"index_name\":\"$INDEX\",\"document_id\":\"policies/parental-leave.md\"}" "$IM/GetDocument"
+}
 recipe_reload_config() {
   call '{"validate_only":true}' groundwire.v1.AdminService/ReloadConfiguration
 }
+recipe_get_usage() { call '{}' groundwire.v1.UsageService/GetUsage; }
 
 # ---- main ----------------------------------------------------------------------
 usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }

@@ -2,8 +2,14 @@
 # Start ONE groundwire server and run the Python, TypeScript, Go and Java smoke
 # tests against it (Health/Check, a lexical Retrieve, a rich NOT_FOUND error and
 # one AgentService.ExecuteStream consumed to its terminal event, with the
-# offline extractive model); print one pass/fail line per language and a final
-# "N passed, M failed" line; stop the server; exit non-zero on any failure.
+# offline extractive model); then client-executed tools (declare a tool,
+# REQUIRES_ACTION, SubmitToolResults; the bidirectional ExecuteInteractive in
+# Go, TypeScript and Java) with the agent "tool-smoke", whose model is a
+# scripted OpenAI-compatible stand-in run as its own process
+# (tests/support/tool_calling_model.py: calls the caller's `order_status`
+# tool, then quotes its result); print one pass/fail line per
+# language and a final "N passed, M failed" line; stop the server and the
+# stand-in; exit non-zero on any failure.
 #
 #   scripts/smoke_clients.sh                  all four languages
 #   SMOKE_LANGS="go java" scripts/smoke_clients.sh
@@ -24,7 +30,15 @@ GROUNDWIRE="$ROOT/.venv/bin/groundwire"
 LANGS="${SMOKE_LANGS:-python typescript go java}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/groundwire-smoke.XXXXXX")"
 SERVER_PID=""
+MODEL_PID=""
 
+stop_model() {
+  if [[ -n "$MODEL_PID" ]] && kill -0 "$MODEL_PID" 2>/dev/null; then
+    kill -TERM "$MODEL_PID" 2>/dev/null
+    wait "$MODEL_PID" 2>/dev/null
+  fi
+  MODEL_PID=""
+}
 stop_server() {
   if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
     kill -TERM "$SERVER_PID" 2>/dev/null
@@ -39,6 +53,7 @@ stop_server() {
 }
 cleanup() {
   stop_server
+  stop_model
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -51,14 +66,33 @@ die() {
 
 [[ -x "$PY" && -x "$GROUNDWIRE" ]] || die ".venv is missing: run make setup"
 
+# ---- tool-calling model stand-in ----------------------------------------------
+# A scripted OpenAI-compatible chat model on 127.0.0.1 (ephemeral port) for the
+# client-tool smokes; it exits with this script even if the script is killed.
+start_model() {
+  "$PY" -m tests.support.tool_calling_model --port-file "$WORK/model.port" --parent-pid $$ \
+    >"$WORK/model.log" 2>&1 &
+  MODEL_PID=$!
+  for _ in $(seq 1 100); do
+    [[ -s "$WORK/model.port" ]] && break
+    kill -0 "$MODEL_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  [[ -s "$WORK/model.port" ]] || { cat "$WORK/model.log" >&2; die "the tool-calling model stand-in did not start"; }
+  MODEL_PORT="$(cat "$WORK/model.port")"
+}
+
 # ---- server ------------------------------------------------------------------
 PORT="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 ADDR="127.0.0.1:$PORT"
 if [[ "${SMOKE_CONFIG:-}" == "default" ]]; then
   CONFIG_ARGS=()
   AGENT=demo-assistant
+  TOOL_AGENT=""  # the embedded default has no tool-calling model: those smokes skip
 else
   AGENT=smoke-assistant
+  TOOL_AGENT=tool-smoke
+  start_model
   HANDBOOK="$("$PY" -c 'from groundwire.app.defaults import HANDBOOK_DIR; print(HANDBOOK_DIR)')"
   cat >"$WORK/groundwire.toml" <<TOML
 [server]
@@ -92,6 +126,20 @@ index = "demo"
 retrieval_mode = "lexical"
 mode = "grounded"
 no_context_behavior = "return_not_found"
+
+# A scripted stand-in for an OpenAI-compatible model that calls tools
+# (tests/support/tool_calling_model.py), on loopback: no API key.
+[models.standin]
+kind = "openai-compatible"
+base_url = "http://127.0.0.1:$MODEL_PORT/v1"
+timeout_seconds = 10
+
+# Client-executed tools: the caller declares order_status in each request.
+[agents.tool-smoke]
+name = "Tool Smoke"
+description = "Looks up orders with the caller's order_status tool (client-tool smokes)."
+model = "standin/scripted-tools-v1"
+max_tool_steps = 2
 TOML
   CONFIG_ARGS=(--config "$WORK/groundwire.toml")
 fi
@@ -125,12 +173,17 @@ echo "smoke: server SERVING at $ADDR (pid $SERVER_PID)"
 export GROUNDWIRE_ADDR="$ADDR"
 # The agent every language's ExecuteStream smoke asks (one configured above).
 export GROUNDWIRE_AGENT="$AGENT"
+# The agent every language's client-tool smoke asks (its model calls order_status).
+export GROUNDWIRE_TOOL_AGENT="$TOOL_AGENT"
 
 # ---- languages -----------------------------------------------------------------
 need() { command -v "$1" >/dev/null 2>&1 || { echo "$1 is not installed"; return 1; }; }
 
 smoke_python() {
-  "$PY" clients/python/smoke.py
+  local rc=0
+  "$PY" clients/python/smoke.py || rc=1
+  "$PY" clients/python/smoke_client_tools.py || rc=1
+  return "$rc"
 }
 smoke_typescript() {
   need node && need npm || return 1
@@ -138,7 +191,7 @@ smoke_typescript() {
   cd clients/typescript || return 1
   rm -rf dist
   node_modules/.bin/tsc -p tsconfig.json || return 1
-  node --test dist/test/smoke.test.js
+  node --test dist/test/smoke.test.js dist/test/client_tools.test.js
 }
 smoke_go() {
   need go || return 1
@@ -181,5 +234,6 @@ if ! kill -0 "$SERVER_PID" 2>/dev/null; then
   failed=$((failed + 1))
 fi
 stop_server
+stop_model
 echo "smoke: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

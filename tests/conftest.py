@@ -16,6 +16,7 @@ import pytest
 from groundwire.app.config import GroundwireConfig, parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
 from groundwire_client.v1 import retriever_pb2_grpc
+from tests.support import background_builds
 from tests.support.databases import create_database, drop_database
 from tests.support.servers import RunningApp, serving
 
@@ -96,3 +97,20 @@ async def channel(app: RunningApp) -> AsyncIterator[grpc.aio.Channel]:
 @pytest.fixture(scope="session")
 def retriever(channel: grpc.aio.Channel) -> retriever_pb2_grpc.RetrieverServiceAsyncStub:
     return retriever_pb2_grpc.RetrieverServiceStub(channel)
+
+
+# Tests that need a tool built in the background run last (tests/support/background_builds.py).
+_BUILT_IN_BACKGROUND = {"test_prometheus_rules.py": "promtool"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    needs = [i for i in items if i.path.name in _BUILT_IN_BACKGROUND]
+    if not needs:
+        return
+    items[:] = [i for i in items if i.path.name not in _BUILT_IN_BACKGROUND] + needs
+    for tool in {_BUILT_IN_BACKGROUND[i.path.name] for i in needs}:
+        background_builds.start(tool)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    background_builds.stop_all()

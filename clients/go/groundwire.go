@@ -27,6 +27,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	groundwirev1 "github.com/groundwire/groundwire/clients/go/groundwirev1"
 )
@@ -42,10 +43,26 @@ func Dial(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	return grpc.NewClient(target, all...)
 }
 
+// ErrInvalidAPIKey is returned by WithAPIKey for an empty key or one holding
+// whitespace or control characters (which would make a malformed
+// authorization header: the server would answer UNAUTHENTICATED).
+var ErrInvalidAPIKey = errors.New("groundwire: API key is empty or holds whitespace or control characters")
+
 // WithAPIKey returns a context whose calls carry the API key as
-// "authorization: Bearer <key>" metadata.
-func WithAPIKey(ctx context.Context, key string) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
+// "authorization: Bearer <key>" metadata. It refuses (ErrInvalidAPIKey, and
+// ctx unchanged) an empty key or one holding whitespace or control
+// characters, instead of sending a malformed header; leave the key out
+// altogether when the server runs without authentication.
+func WithAPIKey(ctx context.Context, key string) (context.Context, error) {
+	if key == "" {
+		return ctx, ErrInvalidAPIKey
+	}
+	for _, r := range key {
+		if r <= ' ' || r == 0x7f {
+			return ctx, ErrInvalidAPIKey
+		}
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key), nil
 }
 
 // Clients bundles one stub per groundwire service over one connection.
@@ -123,15 +140,56 @@ func Input(agentID, message string) *groundwirev1.ExecutionInput {
 	return &groundwirev1.ExecutionInput{AgentId: agentID, Message: message}
 }
 
-// IsTerminal reports whether ev ends an execution stream (EXECUTION_COMPLETED
-// or EXECUTION_FAILED).
+// IsTerminal reports whether ev ends an execution stream (EXECUTION_COMPLETED,
+// EXECUTION_FAILED, or EXECUTION_REQUIRES_ACTION when the execution waits for
+// the results of client tools; see SubmitToolResults).
 func IsTerminal(ev *groundwirev1.ExecuteStreamResponse) bool {
 	switch ev.GetType() {
 	case groundwirev1.ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED,
-		groundwirev1.ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_FAILED:
+		groundwirev1.ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_FAILED,
+		groundwirev1.ExecutionEventType_EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION:
 		return true
 	}
 	return false
+}
+
+// ClientTool declares a tool the caller executes (ExecutionInput.ClientTools):
+// its name, what it does for the model, and the JSON Schema of its arguments
+// (an object schema), e.g.
+//
+//	map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string"}}}
+//
+// It fails only for values JSON cannot hold.
+func ClientTool(name, description string, parameters map[string]any) (*groundwirev1.ClientTool, error) {
+	schema, err := structpb.NewStruct(parameters)
+	if err != nil {
+		return nil, err
+	}
+	return &groundwirev1.ClientTool{Name: name, Description: description, Parameters: schema}, nil
+}
+
+// ToolOutput is the result of a client tool call that produced output (text;
+// the model receives it as untrusted data).
+func ToolOutput(callID, output string) *groundwirev1.ToolResult {
+	return &groundwirev1.ToolResult{CallId: callID, Output: output}
+}
+
+// ToolFailed is the result of a client tool call that failed: the model
+// receives the tool error TOOL_FAILED.
+func ToolFailed(callID string) *groundwirev1.ToolResult {
+	return &groundwirev1.ToolResult{CallId: callID, IsError: true}
+}
+
+// SubmitToolResults answers every required tool call of a REQUIRES_ACTION
+// result (AgentService.SubmitToolResults) and returns the continued
+// execution's result: COMPLETED, or REQUIRES_ACTION again when the model calls
+// client tools again.
+func (c Clients) SubmitToolResults(ctx context.Context, executionID string, results []*groundwirev1.ToolResult, opts ...grpc.CallOption) (*groundwirev1.AgentResult, error) {
+	res, err := c.Agents.SubmitToolResults(ctx, &groundwirev1.SubmitToolResultsRequest{ExecutionId: executionID, Results: results}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return res.GetResult(), nil
 }
 
 // Execute runs one agent turn (AgentService.Execute) and returns its result.
@@ -146,7 +204,8 @@ func (c Clients) Execute(ctx context.Context, in *groundwirev1.ExecutionInput, o
 // ExecuteStream runs one agent turn (AgentService.ExecuteStream) and yields its
 // events: EXECUTION_STARTED first, then RAG search, tool call and text delta
 // events, and exactly one terminal event last (EXECUTION_COMPLETED with
-// Result, or EXECUTION_FAILED with ErrorCode). A failed call (a refused
+// Result, EXECUTION_FAILED with ErrorCode, or EXECUTION_REQUIRES_ACTION with
+// the Result that names the client tool calls to answer). A failed call (a refused
 // request, a broken stream) is yielded once as (nil, err) and ends the
 // sequence; breaking out of the loop cancels the call.
 func (c Clients) ExecuteStream(ctx context.Context, in *groundwirev1.ExecutionInput, opts ...grpc.CallOption) iter.Seq2[*groundwirev1.ExecuteStreamResponse, error] {

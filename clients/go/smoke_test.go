@@ -128,6 +128,12 @@ func checkCitesParentalLeave(t *testing.T, result *groundwirev1.AgentResult) {
 	if !slices.Contains(cited, "policies/parental-leave.md") {
 		t.Fatalf("citations %v do not include policies/parental-leave.md", cited)
 	}
+	// Citations an application can render: title, span, snippet, display number.
+	for i, c := range result.GetCitations() {
+		if c.GetDisplayNumber() != uint32(i+1) || c.GetTitle() == "" || strings.TrimSpace(c.GetSnippet()) == "" || c.GetSpan().GetEnd() <= c.GetSpan().GetStart() {
+			t.Fatalf("citation %d is not renderable: %v", i+1, c)
+		}
+	}
 }
 
 // TestExecuteStream: AgentService.ExecuteStream, a server stream ending in

@@ -22,7 +22,7 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
-from groundwire_client import GroundwireClient
+from groundwire_client import GroundwireClient, GroundwireSyncClient
 from groundwire_client.client import TERMINAL_EVENTS
 from groundwire_client.v1 import agent_pb2, agent_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 
@@ -98,6 +98,15 @@ def check_execute_stream(channel: grpc.Channel) -> None:
     assert result.answer.strip(), "empty answer"
     cited = [c.document_id for c in result.citations]
     assert "policies/parental-leave.md" in cited, cited
+    check_citations_renderable(result)
+
+
+def check_citations_renderable(result: agent_pb2.AgentResult) -> None:
+    """Every citation carries its title, span, a snippet and its display number."""
+    for n, c in enumerate(result.citations, start=1):
+        assert c.display_number == n, (c.display_number, n)
+        assert c.title and c.snippet.strip(), f"citation {n} has no title or snippet"
+        assert c.span.end > c.span.start, f"citation {n} has no span"
 
 
 def check_client_helpers(channel: grpc.Channel) -> None:
@@ -113,6 +122,11 @@ def check_client_helpers(channel: grpc.Channel) -> None:
             assert result.answer.strip(), "empty answer"
             cited = [c.document_id for c in result.citations]
             assert "policies/parental-leave.md" in cited, cited
+            check_citations_renderable(result)
+            assert events[-1].result.citations == result.citations
+        with GroundwireSyncClient(addr, timeout=TIMEOUT) as sync:
+            assert sync.health() == "SERVING"
+            check_citations_renderable(sync.execute(AGENT, QUESTION))
 
     asyncio.run(run())
 
@@ -122,7 +136,7 @@ CHECKS: list[tuple[str, Callable[[grpc.Channel], None]]] = [
     ("Retrieve lexical POL-HR-014", check_retrieve),
     ("unknown index NOT_FOUND/INDEX_NOT_FOUND", check_unknown_index),
     ("AgentService.ExecuteStream to one terminal event", check_execute_stream),
-    ("GroundwireClient.execute/execute_stream", check_client_helpers),
+    ("GroundwireClient/GroundwireSyncClient execute, citations", check_client_helpers),
 ]
 
 

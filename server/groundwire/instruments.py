@@ -34,3 +34,30 @@ ADMISSION_REJECTIONS = _meter.create_counter(
     unit="{request}",
     description="Calls refused by tenant admission, by RPC family and reason (never by tenant)",
 )
+EMBEDDING_REQUESTS = _meter.create_counter(
+    "groundwire.embedding.requests",
+    unit="{request}",
+    description="Embedding model calls by provider and task (never by tenant)",
+)
+EMBEDDING_INPUT_TOKENS = _meter.create_counter(
+    "groundwire.embedding.input_tokens",
+    unit="{token}",
+    description="Embedding input tokens by provider, task and who counted them "
+    "(provider, tokenizer or estimate)",
+)
+EMBEDDING_TRUNCATED_TEXTS = _meter.create_counter(
+    "groundwire.embedding.truncated_texts",
+    unit="{text}",
+    description="Texts the embedding model saw only in part (over its token window), "
+    "by provider and task",
+)
+DOCUMENTS_NOT_INGESTED = _meter.create_counter(
+    "groundwire.ingestion.documents_not_ingested",
+    unit="{document}",
+    description="Documents an ingestion operation failed or skipped, by index and reason",
+)
+STORE_READS = _meter.create_counter(
+    "groundwire.store.reads",
+    unit="{read}",
+    description="Store reads by target (primary, standby-N; never a DSN) and outcome",
+)

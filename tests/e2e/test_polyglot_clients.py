@@ -2,7 +2,10 @@
 
 Runs scripts/smoke_clients.sh, which starts `groundwire serve` over the demo
 handbook and runs each language's smoke test (Health/Check, a lexical
-Retrieve, the rich NOT_FOUND error) with that language's own toolchain. The
+Retrieve, the rich NOT_FOUND error, ExecuteStream, and client-executed tools:
+REQUIRES_ACTION then SubmitToolResults, plus the bidirectional
+ExecuteInteractive in Go, TypeScript and Java, against an agent whose model is
+a scripted tool-calling stand-in process) with that language's own toolchain. The
 first run on a fresh machine downloads the pinned npm packages, Go modules and
 Maven artifacts from their registries, hence the long timeout. A missing
 toolchain fails the test under CI=true and skips it elsewhere

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support import background_builds
 from tests.support.toolchains import env_with, require
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,6 +139,9 @@ def test_rules_keep_the_seed_window_and_minimum() -> None:
 def promtool() -> Path:
     """promtool at its pinned version (built once, cached in .tools/bin)."""
     env = env_with(require("go", purpose="building promtool for the alert-rule tests"))
+    # Started after collection when promtool was missing (tests/conftest.py).
+    failed = background_builds.wait_for("promtool", timeout=840)
+    assert not failed, failed
     res = subprocess.run(
         ["bash", str(ROOT / "scripts" / "install_ops_tools.sh"), "promtool"],
         cwd=ROOT,

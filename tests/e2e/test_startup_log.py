@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from groundwire.stores.postgres.schema import MIGRATIONS
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 BIN = Path(sys.executable).parent
@@ -86,7 +88,7 @@ ingestion = { strategy = "on_startup" }
         by_msg.setdefault(str(record["msg"]), []).append(record)
 
     migrations = [r["migration_version"] for r in by_msg["applied store migration"]]
-    assert migrations == list(range(1, len(migrations) + 1)), migrations
+    assert migrations == [m.version for m in MIGRATIONS], migrations
     (serving,) = by_msg["serving"]
     assert isinstance(serving["port"], int) and serving["port"] > 0
     assert serving["indexes"] == 1

@@ -263,9 +263,10 @@ async def test_reranked_answerable_applies_reranked_order(
     meta = r.rag.reranking
     assert meta.requested and meta.ran and meta.outcome == reranker_pb2.RERANK_OUTCOME_SUCCEEDED
     assert meta.answerability == reranker_pb2.ANSWERABILITY_ANSWERABLE
-    assert meta.candidate_count == 5
+    # The pool: maximum_accepted_results 5 x candidate_multiplier 3; the best 5 stay.
+    assert meta.candidate_count == 15
     order = [(c.document_id, c.chunk_id) for c in meta.candidates]
-    assert [(a.document_id, a.chunk_id) for a in r.rag.accepted] == order
+    assert [(a.document_id, a.chunk_id) for a in r.rag.accepted] == order[:5]
 
 
 async def test_reranked_not_answerable_fails_closed(
@@ -609,3 +610,25 @@ async def test_bad_input(
         assert (err.code, err.reason) == (code, reason)
         if field:
             assert err.fields == [field]
+
+
+async def test_min_index_version_reads_your_writes_or_fails_retryably(
+    stub: agent_pb2_grpc.AgentServiceAsyncStub,
+) -> None:
+    """ExecutionInput.min_index_version (issue 17): a version the server has is read
+    (and reported); one beyond it fails the execution retryably, with the cause."""
+    r = await execute(stub, "grounded", "parental leave POL-HR-014", min_index_version=1)
+    seen = r.rag.index_version
+    assert seen >= 1
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await execute(stub, "grounded", "parental leave POL-HR-014", min_index_version=seen + 1)
+    err = rich_error(info.value)
+    assert (err.code, err.reason) == (grpc.StatusCode.UNAVAILABLE, "RAG_RETRIEVAL_FAILED")
+    raw = dict(info.value.trailing_metadata() or ()).get("grpc-status-details-bin")
+    assert raw is not None
+    details = status_pb2.Status.FromString(raw).details
+    infos = [d for d in details if d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR)]
+    error_info = error_details_pb2.ErrorInfo()
+    infos[0].Unpack(error_info)
+    assert error_info.metadata["cause"] == "INDEX_VERSION_NOT_YET_VISIBLE"
+    assert any(d.Is(error_details_pb2.RetryInfo.DESCRIPTOR) for d in details)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Sequence
 
 import grpc
@@ -413,3 +414,26 @@ async def test_the_python_client_drives_client_tools_and_resume(app: RunningApp)
         use_model(app, "assistant", ScriptedModel())
         resumed = await gw.resume(failed.value.metadata["execution_id"])
         assert resumed.answer == "scripted answer [1]" and resumed.resumed
+
+
+async def test_the_python_client_helpers_declare_client_tools_and_their_timeout(
+    app: RunningApp,
+) -> None:
+    use_model(app, "assistant", ScriptedModel([calls_tools(call("c1", {"order_id": "A-1"}))] * 2))
+    tool = client_tool("order_status", "Order status.", ORDER_SCHEMA)
+    async with GroundwireClient(f"127.0.0.1:{app.port}") as gw:
+        before = time.time()
+        waiting = await gw.execute(
+            "assistant", "Where is A-1?", client_tools=[tool], client_tool_timeout=30.0
+        )
+        assert waiting.status == ag.EXECUTION_STATUS_REQUIRES_ACTION
+        assert [c.tool_name for c in waiting.required_tool_calls] == ["order_status"]
+        # The per-call timeout reached the server (its default maximum is 300 s).
+        assert before + 29 <= waiting.action_deadline.ToSeconds() <= time.time() + 31
+        events = [
+            e async for e in gw.execute_stream("assistant", "Where is A-1?", client_tools=[tool])
+        ]
+        assert [e.type for e in events if e.type in TERMINAL_EVENTS] == [
+            E.EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION
+        ]
+        assert any(e.type == E.EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED for e in events)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import re
 import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -20,6 +21,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from groundwire.app.config import parse_config
 from groundwire.app.defaults import HANDBOOK_DIR
 from groundwire.app.lifecycle import start_app
+from groundwire.app.telemetry import installed_port
 from groundwire.domain.auth import hash_key
 from groundwire.providers.chat.base import ChatResponse
 from groundwire_client.v1 import agent_pb2 as ag
@@ -131,6 +133,8 @@ async def served() -> AsyncIterator[tuple[RunningApp, int]]:
             break
         else:
             pytest.fail("no free loopback port for the metrics exporter in 5 tries")
+        # One exporter per process: an earlier test may have started it elsewhere.
+        port = installed_port() or port
         try:
             await asyncio.to_thread(metrics_answer, port)
         except OSError as exc:
@@ -345,13 +349,32 @@ async def test_prometheus_metrics_are_low_cardinality_and_content_free(
 ) -> None:
     stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
     await stub.Retrieve(rq("METRICSCANARY words"), metadata=md("acme"))
+    semantic = rq("METRICSCANARY words")
+    semantic.query.mode = retriever_pb2.RETRIEVAL_MODE_SEMANTIC
+    await stub.Retrieve(semantic, metadata=md("acme"))
     body = await asyncio.to_thread(metrics_answer, metrics_port)
+    # Embedding usage by provider and task (and who counted the tokens), never tenant.
+    requests = [line for line in body.splitlines() if line.startswith("groundwire_embedding_")]
+    assert any(
+        line.startswith("groundwire_embedding_requests_total{")
+        and 'provider="hashing"' in line
+        and 'task="QUERY"' in line
+        for line in requests
+    ), requests
+    assert any('counted_by="tokenizer"' in line for line in requests)
+    assert all("tenant" not in line for line in requests)
     assert "rpc_server_call_duration_seconds_bucket" in body
     assert (
         'rpc_method="Retrieve"' in body and 'rpc_service="groundwire.v1.RetrieverService"' in body
     )
     assert "groundwire_retrieval_requests" in body
-    assert "METRICSCANARY" not in body and "acme" not in body
+    assert "METRICSCANARY" not in body
+    # The exporter is one per process, so earlier tests' series are here too: the
+    # tenant is never a label, nor any label's value, except where an index the
+    # operator named happens to contain it.
+    for name, value in re.findall(r'(\w+)="([^"]*)"', body):
+        assert name != "tenant", name
+        assert name == "index" or "acme" not in value, (name, value)
 
 
 async def test_tls_and_mutual_tls(tmp_path: Path) -> None:

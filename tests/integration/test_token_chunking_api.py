@@ -14,6 +14,7 @@ import grpc
 import pytest
 
 from groundwire.app.config import parse_config
+from groundwire.providers.embeddings.onnx_local import LocalOnnxEmbedder
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 from tests.support.servers import RunningApp, serving
@@ -184,8 +185,8 @@ async def test_token_chunked_index_ingests_describes_and_retrieves(
     assert pushed["pushed-text"] and max(pushed["pushed-text"]) <= 48
     assert max(pushed["pushed-md"]) > 48 and max(pushed["pushed-md"]) <= MAX_SEQ
     # Nothing was truncated by the embedder.
-    assert handle.embedder is not None
-    assert getattr(handle.embedder, "truncated_texts", 0) == 0
+    assert isinstance(handle.embedder, LocalOnnxEmbedder)
+    assert handle.embedder.truncated_texts == 0
 
 
 async def test_changing_the_policy_schedules_a_rebuild(

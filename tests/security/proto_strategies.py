@@ -236,7 +236,13 @@ class _Builder:
 
     def value(self, field: FieldDescriptor, depth: int) -> st.SearchStrategy[Any]:
         if field.name in self.hints and field.type != T.TYPE_MESSAGE:
-            return self.hints[field.name]
+            hint = self.hints[field.name]
+            if field.type == T.TYPE_BYTES:
+                # A text hint on a bytes field (PushedDocument.content): its UTF-8.
+                return hint.map(
+                    lambda v: v.encode("utf-8", "surrogatepass") if isinstance(v, str) else v
+                )
+            return hint
         if field.type == T.TYPE_MESSAGE:
             assert field.message_type is not None
             return self.message(field.message_type, depth + 1)

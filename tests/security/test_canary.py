@@ -506,8 +506,17 @@ def event_without_content(event: ag.ExecuteStreamResponse) -> ag.ExecuteStreamRe
 
 
 def strip_result(result: ag.AgentResult) -> None:
+    """The caller's own content: the answer, the rewritten query, and the title,
+    section and snippet of the evidence it was given and cites."""
     result.answer = ""
     result.rag.ClearField("rewritten_query")
+    for citation in result.citations:
+        citation.title = citation.section = citation.snippet = ""
+    for item in result.rag.context:
+        item.title = item.section = item.snippet = ""
+    # An agentic search's query is the model's own rewrite (like rewritten_query).
+    for search in result.rag.searches:
+        search.ClearField("query")
 
 
 async def stream(label: str, call: Any) -> list[Any]:

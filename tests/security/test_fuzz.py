@@ -53,6 +53,7 @@ from groundwire_client.v1 import (
     ingestion_pb2,
     reranker_pb2,
     retriever_pb2,
+    usage_pb2,
 )
 from tests.security.harness import (
     ERROR_DOMAIN,
@@ -186,7 +187,7 @@ class Rpc:
 
 def _rpcs() -> list[Rpc]:
     out = []
-    for module in (retriever_pb2, reranker_pb2, ingestion_pb2, agent_pb2, admin_pb2):
+    for module in (retriever_pb2, reranker_pb2, ingestion_pb2, agent_pb2, admin_pb2, usage_pb2):
         for service in module.DESCRIPTOR.services_by_name.values():
             method: MethodDescriptor
             for method in service.methods:
@@ -204,7 +205,7 @@ def _rpcs() -> list[Rpc]:
 
 
 RPCS = _rpcs()
-assert len(RPCS) == 21, [str(r) for r in RPCS]  # every RPC of the five services
+assert len(RPCS) == 24, [str(r) for r in RPCS]  # every RPC of the six services
 
 
 def _text_hint() -> st.SearchStrategy[str]:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import pytest
@@ -164,6 +164,11 @@ def config() -> dict[str, object]:
         "models": {"offline": {"kind": "offline"}},
         "agents": {
             "rag-lexical": {"name": "Lexical", "model": "offline/extractive-v1", "rag": lexical},
+            "acme-kb-agent": {
+                "name": "Over acme-kb",
+                "model": "offline/extractive-v1",
+                "rag": {"index": "acme-kb", "retrieval_mode": "lexical"},
+            },
             "rag-hybrid": {
                 "name": "Hybrid",
                 "model": "offline/extractive-v1",
@@ -439,10 +444,25 @@ def agent_ids(result: ag.AgentResult) -> set[str]:
     return ids
 
 
+M = TypeVar("M", ag.AgentResult, ag.ExecuteStreamResponse)
+
+
+def without_query_echo(msg: M) -> M:
+    """A copy without the agentic searches' query text: the model's rewrite of the
+    caller's own message (a caller may type another tenant's marker), not data."""
+    out = type(msg)()
+    out.CopyFrom(msg)
+    result = out if isinstance(out, ag.AgentResult) else getattr(out, "result", None)
+    if result is not None:
+        for search in result.rag.searches:
+            search.ClearField("query")
+    return out
+
+
 def check_result(caller: str, result: ag.AgentResult) -> None:
     assert agent_ids(result) <= VISIBLE[caller], agent_ids(result)
     assert result.rag.candidate_count <= len(VISIBLE[caller]) * 4
-    assert_clean(caller, dump(result), result.answer)
+    assert_clean(caller, dump(without_query_echo(result)), result.answer)
 
 
 AGENT_SCOPES = ("none", "filter-owner", "filter-tenant-key", "tenant-field")
@@ -479,7 +499,9 @@ async def test_agent(
     assert not expect_mismatch(caller, target, scope)
     assert events[-1].type == ag.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED, events[-1]
     for event in events:
-        assert_clean(caller, dump(event))  # text deltas included: they must not quote the target
+        assert_clean(
+            caller, dump(without_query_echo(event))
+        )  # text deltas included: they must not quote the target
         if event.HasField("rag_search"):
             assert event.rag_search.candidate_count <= len(VISIBLE[caller]) * 4
     check_result(caller, events[-1].result)
@@ -527,7 +549,7 @@ async def test_agentic_tool_arguments_cannot_widen_scope(
                 )
             ]
             for event in events:
-                assert_clean(caller, dump(event))
+                assert_clean(caller, dump(without_query_echo(event)))
             result = events[-1].result
     finally:
         registry.register(original)
@@ -650,33 +672,46 @@ async def test_index_listings_describe_configuration_only(stubs: Stubs, caller: 
     count("ListIndexes/GetIndex")
 
 
-MANAGE_RPCS = (
-    "GetIndexStatus",
-    "StartIngestion",
-    "CancelIngestion",
-    "WatchIngestion",
-    "ListOperations",
-)
+MANAGE_RPCS = ("GetIndexStatus", "ListOperations")
+# `ingest` starts, watches and cancels ingestion of its own tenant's indexes.
+CONTROL_RPCS = ("StartIngestion", "CancelIngestion", "WatchIngestion")
+# Index -> its configured tenant (the owner of its source documents).
+INDEX_TENANTS = {"kb": "", "acme-kb": "acme"}
 
 
-async def call_manage(stubs: Stubs, rpc: str, metadata: Any) -> Any:
+async def call_manage(
+    stubs: Stubs, rpc: str, metadata: Any, index: str = "kb", operation_id: str = "x"
+) -> Any:
     s = stubs.ingestion
     if rpc == "GetIndexStatus":
-        return await s.GetIndexStatus(ing.GetIndexStatusRequest(index_name="kb"), metadata=metadata)
+        return await s.GetIndexStatus(
+            ing.GetIndexStatusRequest(index_name=index), metadata=metadata
+        )
     if rpc == "StartIngestion":
-        return await s.StartIngestion(ing.StartIngestionRequest(index_name="kb"), metadata=metadata)
+        return await s.StartIngestion(
+            ing.StartIngestionRequest(index_name=index), metadata=metadata
+        )
     if rpc == "CancelIngestion":
         return await s.CancelIngestion(
-            ing.CancelIngestionRequest(index_name="kb"), metadata=metadata
+            ing.CancelIngestionRequest(index_name=index), metadata=metadata
         )
     if rpc == "WatchIngestion":
         return [
             e
             async for e in s.WatchIngestion(
-                ing.WatchIngestionRequest(operation_id="x"), metadata=metadata
+                ing.WatchIngestionRequest(operation_id=operation_id), metadata=metadata
             )
         ]
     return await s.ListOperations(ing.ListOperationsRequest(), metadata=metadata)
+
+
+def check_missing_manage(caller: str, err: grpc.aio.AioRpcError) -> None:
+    """PERMISSION_DENIED that names the missing permission, in the message and
+    in ErrorInfo metadata."""
+    check_error(caller, err, "PERMISSION_DENIED")
+    d = decode_error(err.code(), err.details(), err.trailing_metadata())
+    assert d.infos[0].metadata["permission"] == "manage", d
+    assert "'manage' permission" in d.message, d
 
 
 @pytest.mark.parametrize("rpc", MANAGE_RPCS)
@@ -684,8 +719,45 @@ async def call_manage(stubs: Stubs, rpc: str, metadata: Any) -> Any:
 async def test_operations_need_manage(stubs: Stubs, caller: str, rpc: str) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await call_manage(stubs, rpc, md(caller))
-    check_error(caller, info.value, "PERMISSION_DENIED")
+    check_missing_manage(caller, info.value)
     count("operations without MANAGE")
+
+
+async def last_operation_id(stubs: Stubs, index: str) -> str:
+    ops = await stubs.ingestion.ListOperations(
+        ing.ListOperationsRequest(index_name=index),
+        metadata=(("authorization", f"Bearer {OPS_KEY}"),),
+    )
+    return ops.operations[0].id
+
+
+@pytest.mark.parametrize("index", sorted(INDEX_TENANTS))
+@pytest.mark.parametrize("rpc", CONTROL_RPCS)
+@pytest.mark.parametrize("caller", CALLERS, ids=label)
+async def test_ingest_controls_ingestion_of_its_own_tenants_indexes_only(
+    stubs: Stubs, caller: str, rpc: str, index: str
+) -> None:
+    operation_id = await last_operation_id(stubs, index)
+    try:
+        got = await call_manage(stubs, rpc, md(caller), index, operation_id)
+    except grpc.aio.AioRpcError as err:
+        if INDEX_TENANTS[index] != caller:
+            check_missing_manage(caller, err)
+            count("ingestion control of another tenant's index")
+            return
+        # Allowed; cancelling or starting may still meet the index's state.
+        assert err.code() != grpc.StatusCode.PERMISSION_DENIED, err
+        assert err.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ABORTED), err
+        count("ingestion control of its own tenant's index")
+        return
+    else:
+        assert INDEX_TENANTS[index] == caller, f"{label(caller)} controlled {index}"
+        if rpc == "StartIngestion":
+            # Let it finish before the next test reads the index.
+            await call_manage(stubs, "WatchIngestion", md(caller), index, got.operation.id)
+    if rpc == "WatchIngestion":
+        assert_clean(caller, *(dump(e) for e in got))
+    count("ingestion control of its own tenant's index")
 
 
 @pytest.mark.parametrize("key", [OPS_KEY, ACME_OPS_KEY], ids=["ops", "acme-ops"])
@@ -710,6 +782,45 @@ async def test_manage_is_an_operator_permission_not_scoped_to_tenants(
         for mark in (MARK[owner], TITLE_MARK[owner], *doc_ids(owner)):
             assert mark not in text
     count("operations with MANAGE")
+
+
+# -- whose documents a key sees ---------------------------------------------------
+
+
+@pytest.mark.parametrize("caller", CALLERS, ids=label)
+async def test_an_empty_tenant_scope_is_reported_to_its_caller(stubs: Stubs, caller: str) -> None:
+    """acme-kb's source documents belong to tenant acme (its configured tenant):
+    every other caller's scope holds nothing there, and Retrieve and Execute
+    say so (a fact about the caller's own scope, never about another's)."""
+    owns = caller == "acme"
+    for mode in MODES.values():
+        resp = await stubs.retriever.Retrieve(
+            rt.RetrieveRequest(query=rt.RagQuery(index_name="acme-kb", text=COMMON, mode=mode)),
+            metadata=md(caller),
+        )
+        assert bool(resp.results) == owns
+        assert resp.diagnostics.tenant_scope_empty == (not owns)
+        assert_clean(caller, dump(resp))
+    # A query that finds nothing in a scope that does hold documents is no empty scope.
+    miss = await stubs.retriever.Retrieve(
+        rt.RetrieveRequest(
+            query=rt.RagQuery(index_name="kb", text="xylophone", mode=rt.RETRIEVAL_MODE_LEXICAL)
+        ),
+        metadata=md(caller),
+    )
+    assert not miss.results and not miss.diagnostics.tenant_scope_empty
+    result = (
+        await stubs.agents.Execute(
+            ag.ExecuteRequest(input=ag.ExecutionInput(agent_id="acme-kb-agent", message=COMMON)),
+            metadata=md(caller),
+        )
+    ).result
+    assert result.rag.tenant_scope_empty == (not owns)
+    assert result.rag.context_accepted == owns
+    if not owns:
+        assert result.rag.no_context_reason == ag.NO_CONTEXT_REASON_NO_RESULTS
+    assert_clean(caller, dump(result))
+    count("empty tenant scope reported")
 
 
 # -- regressions of fixed findings ------------------------------------------------

@@ -622,6 +622,142 @@ async def test_a_phrase_match_is_found_behind_many_near_misses(
     assert [h.document_id for h in found.hits] == ["real"]
 
 
+async def test_common_word_queries_rank_exactly_by_bm25(
+    store: Store, index_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Queries of common words only, over chunks full of ties (same frequencies, same
+    # lengths): PostgreSQL reads impact-ordered postings in rounds and stops early
+    # (forced here with tiny rounds and candidate budgets, so every query takes
+    # several rounds); the result must be BM25's exact top k with its tie-breaks, on
+    # every store, per tenant.
+    from groundwire.domain import bm25
+    from groundwire.domain.text import index_tokens
+    from groundwire.stores.postgres import lexical as pg_lexical
+
+    monkeypatch.setattr(pg_lexical, "IMPACT_MIN_POSTINGS", 0)
+    monkeypatch.setattr(pg_lexical, "IMPACT_FIRST_DEPTH", 2)
+    monkeypatch.setattr(pg_lexical, "IMPACT_DEPTH_FACTOR", 2)
+    monkeypatch.setattr(pg_lexical, "IMPACT_MAX_CANDIDATES", 3)
+    rounds = 0
+    original = pg_lexical._impact_top
+
+    async def counted(*args: object) -> object:
+        nonlocal rounds
+        rounds += 1
+        return await original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pg_lexical, "_impact_top", counted)
+    rng = np.random.default_rng(3)
+    vocab = ["the", "of", "and", "to", "in", "is", "it", "for", "on", "was", "rare", "zeta"]
+    weights = 1.0 / np.arange(1, len(vocab) + 1)
+    weights /= weights.sum()
+    docs = []
+    for d in range(60):
+        tenant = "acme" if d % 3 == 0 else ""
+        texts = [
+            " ".join(rng.choice(vocab, size=int(rng.integers(1, 40)), p=weights)) for _ in range(3)
+        ]
+        docs.append(doc(f"d{d:02d}", texts, None, tenant=tenant))
+    # Tenant "long": a word twice in long chunks scores below it once in a short
+    # one, so postings read later (a lower tf) can still beat the ones read first.
+    filler = " ".join(["x"] * 100)
+    docs.extend(
+        doc(f"l{d:02d}", [f"alpha alpha {filler}{' y' * d}"], None, tenant="long") for d in range(8)
+    )
+    docs.append(doc("short", ["alpha"], None, tenant="long"))
+    docs.append(doc("others", ["z"] * 30, None, tenant="long"))  # a short average length
+    await publish(store, index_name, docs, spec(index_name, dims=None))
+
+    def expected(query: str, tenant: str, k: int) -> list[tuple[str, str, float]]:
+        chunks = [
+            (d.document.document_id, c.chunk_id, index_tokens(c.text))
+            for d in docs
+            if d.document.tenant == tenant
+            for c in d.chunks
+        ]
+        total = len(chunks)
+        avgdl = bm25.average_length(sum(len(t) for *_, t in chunks), total)
+        terms = list(dict.fromkeys(index_tokens(query)))
+        df = {t: sum(t in toks for *_, toks in chunks) for t in terms}
+        scored = []
+        for doc_id, chunk_id, toks in chunks:
+            score, hit_any = 0.0, False
+            for t in terms:
+                tf = toks.count(t)
+                if tf and df[t]:
+                    hit_any = True
+                    score += bm25.term_score(bm25.idf(total, df[t]), float(tf), len(toks), avgdl)
+            if hit_any:
+                scored.append((doc_id, chunk_id, score))
+        scored.sort(key=lambda x: (-x[2], x[0], x[1]))
+        return scored[:k]
+
+    queries = ["the", "the of", "of and to", "in is it", "and the for", "on was", "to zeta"]
+    for tenant in ("", "acme"):
+        for query in queries:
+            for k in (1, 4, 10):
+                result = await store.search_lexical(
+                    index_name, parse_lexical(query), k, Scope(tenant)
+                )
+                got = [(h.document_id, h.chunk_id, h.score.raw) for h in result.hits]
+                want = expected(query, tenant, k)
+                assert [g[:2] for g in got] == [w[:2] for w in want], (tenant, query, k)
+                assert [g[2] for g in got] == pytest.approx([w[2] for w in want], rel=1e-12)
+    for k in (1, 3):
+        result = await store.search_lexical(index_name, parse_lexical("alpha"), k, Scope("long"))
+        assert [h.document_id for h in result.hits] == ["short", "l00", "l01"][:k]
+    if "Postgres" in type(store).__name__:
+        assert rounds == 2 * len(queries) * 3 + 2
+
+
+async def test_half_precision_vector_index_keeps_float32_scores(
+    store: Store, index_name: str
+) -> None:
+    # A half-precision HNSW graph (pgvector halfvec) finds the neighbours; the ranking
+    # and the scores are the float32 ones, exactly as an exact search gives them.
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(40, DIM)).astype(np.float32)
+    half = IndexSpec(
+        index_name, "test/model:4:l2", DIM, DistanceMetric.COSINE, "chars:size=800", True
+    )
+    docs = [doc(f"d{i:02d}", [f"text {i}"], [vectors[i]]) for i in range(40)]
+    await publish(store, index_name, docs, half)
+    queries = rng.normal(size=(5, DIM)).astype(np.float32)
+
+    async def check() -> None:
+        for q in queries:
+            hits = await store.search_vector(index_name, q, 5, Scope())
+            v64, q64 = vectors.astype(np.float64), q.astype(np.float64)
+            sims = v64 @ q64 / (np.linalg.norm(v64, axis=1) * np.linalg.norm(q64))
+            want = sorted(range(40), key=lambda i: (1.0 - sims[i], i))[:5]
+            assert [h.document_id for h in hits] == [f"d{i:02d}" for i in want]
+            # float32 distances: a half-precision score would be off by about 1e-3.
+            got = [h.score.raw if h.score.higher_is_better else 1 - h.score.raw for h in hits]
+            assert got == pytest.approx([sims[i] for i in want], abs=2e-6)
+
+    await check()
+    if "Postgres" in type(store).__name__:
+        # The search really runs on the half-precision graph (its name ends in h; the
+        # planner is kept off the sequential scan a 40-row table would get), and
+        # turning the option off swaps it for a float32 graph.
+        from groundwire.stores.postgres import vectors as pg_vectors
+        from groundwire.stores.postgres.scope import index_row
+
+        async def plan() -> str:
+            db = store._db  # type: ignore[attr-defined]
+            async with db.conn() as conn, conn.transaction():
+                await conn.execute("SET LOCAL enable_seqscan = off")
+                idx = await index_row(conn, index_name)
+                return await pg_vectors.explain(conn, idx, queries[0], 5, Scope(), 100)
+
+        with_half = await plan()
+        assert "halfvec" in with_half and "_4_ch " in with_half, with_half
+        await store.ensure_index(spec(index_name))
+        without = await plan()
+        assert "_4_c " in without and "_4_ch" not in without, without
+        await check()
+
+
 # Range conditions. Metadata values that are, are nearly, or are not numbers and
 # RFC 3339 timestamps; both stores must match exactly the values the domain rules
 # admit (the oracle), which the hand-written expectations pin down in turn.
@@ -807,6 +943,32 @@ async def test_range_filters_see_documents_added_later(store: Store, index_name:
     # New values, some inside the range, interleaved with the known ones.
     await publish(store, index_name, years("1999", "2002.5", "2003.0", "2004", "2e3"))
     assert await found() == {"y2001", "y2003", "y2002.5", "y2003.0"}
+
+
+async def test_has_documents_is_per_tenant_and_published_only(
+    store: Store, index_name: str
+) -> None:
+    await store.ensure_index(spec(index_name))
+    assert not await store.has_documents(index_name, "")
+    await publish(store, index_name, [doc("a", ["alpha"], [vec(1, 0, 0, 0)], tenant="acme")])
+    assert await store.has_documents(index_name, "acme")
+    assert not await store.has_documents(index_name, "")
+    assert not await store.has_documents(index_name, "globex")
+    # Staged documents do not count until published.
+    v = await store.begin_version(index_name)
+    await store.stage_documents(
+        index_name, v, [doc("b", ["beta"], [vec(0, 1, 0, 0)], tenant="globex")]
+    )
+    assert not await store.has_documents(index_name, "globex")
+    await store.publish_version(index_name, v, spec(index_name))
+    assert await store.has_documents(index_name, "globex")
+    # A tenant whose every document is deleted holds none again.
+    v = await store.begin_version(index_name)
+    await store.stage_deletions(index_name, v, [K("a", "acme")])
+    assert await store.has_documents(index_name, "acme")
+    await store.publish_version(index_name, v, spec(index_name))
+    assert not await store.has_documents(index_name, "acme")
+    assert await store.has_documents(index_name, "globex")
 
 
 # -- execution checkpoints -------------------------------------------------------
@@ -1002,3 +1164,92 @@ async def test_analyzed_phrases_match_the_analyzed_words_in_order(
     assert await phrase('"POL-HR-014 sets"') == {"ident"}
     # A phrase of stop words alone has no term to look up on a stop-word index.
     assert await phrase('"of the"') == (set() if stemmed else {"plural", "art"})
+
+
+async def test_document_listing_is_per_tenant_paged_and_content_free(
+    store: Store, index_name: str
+) -> None:
+    """Documents are listed per tenant in id order after a cursor, with their size,
+    chunk count, the version that wrote them and when; staged ones are not listed
+    until published, deleted ones no longer are."""
+    import time
+
+    before = time.time() - 5
+    v1 = await publish(
+        store,
+        index_name,
+        [
+            doc(
+                "b", ["alpha beta", "gamma"], [vec(1, 0, 0, 0), vec(0, 1, 0, 0)], content_hash="hb"
+            ),
+            doc("a", ["one"], [vec(1, 0, 0, 0)], metadata={"team": "hr"}),
+            doc("c", ["x"], [vec(1, 0, 0, 0)]),
+            doc("b", ["other tenant"], [vec(1, 0, 0, 0)], tenant="acme"),
+        ],
+    )
+    listed = await store.list_documents(index_name, "", 2, None)
+    assert [d.document_id for d in listed] == ["a", "b"]
+    b = listed[1]
+    assert (b.source_id, b.content_hash, b.title, b.tenant) == ("config:b", "hb", "Title b", "")
+    # "alpha beta" is 0-10, "gamma" 11-16: the size is the end of the last chunk.
+    assert (b.chunk_count, b.characters, b.version) == (2, 16, v1)
+    assert before <= b.ingested_at <= time.time() + 5
+    assert listed[0].metadata == {"team": "hr"}
+    assert [d.document_id for d in await store.list_documents(index_name, "", 2, "b")] == ["c"]
+    assert [d.document_id for d in await store.list_documents(index_name, "acme", 10, None)] == [
+        "b"
+    ]
+    assert await store.list_documents(index_name, "globex", 10, None) == []
+    got = await store.get_document(index_name, "acme", "b")
+    assert got is not None and (got.tenant, got.characters) == ("acme", 12)
+    assert await store.get_document(index_name, "globex", "b") is None
+
+    v2 = await store.begin_version(index_name)
+    await store.stage_documents(
+        index_name, v2, [doc("a", ["replaced text"], [vec(1, 0, 0, 0)], content_hash="new")]
+    )
+    await store.stage_deletions(index_name, v2, [K("c")])
+    staged = await store.get_document(index_name, "", "a")
+    assert staged is not None and staged.version == v1
+    await store.publish_version(index_name, v2, spec(index_name))
+    a = await store.get_document(index_name, "", "a")
+    assert a is not None and (a.version, a.content_hash, a.characters) == (v2, "new", 13)
+    assert await store.get_document(index_name, "", "c") is None
+    assert [d.document_id for d in await store.list_documents(index_name, "", 10, None)] == [
+        "a",
+        "b",
+    ]
+    with pytest.raises(GroundwireError):
+        await store.list_documents("missing-index", "", 10, None)
+
+
+async def test_document_chunks_are_the_published_ones_in_order(
+    store: Store, index_name: str
+) -> None:
+    await publish(
+        store,
+        index_name,
+        [
+            doc("d", ["first part", "second part", "third"], [vec(1, 0, 0, 0)] * 3),
+            doc("d", ["acme copy"], [vec(1, 0, 0, 0)], tenant="acme"),
+        ],
+    )
+    chunks = await store.document_chunks(index_name, "", "d", 10)
+    assert [(c.ordinal, c.text, c.start, c.end, c.section) for c in chunks] == [
+        (0, "first part", 0, 10, "Section"),
+        (1, "second part", 11, 22, "Section"),
+        (2, "third", 23, 28, "Section"),
+    ]
+    assert [c.text for c in await store.document_chunks(index_name, "", "d", 2)] == [
+        "first part",
+        "second part",
+    ]
+    assert [c.text for c in await store.document_chunks(index_name, "acme", "d", 10)] == [
+        "acme copy"
+    ]
+    v = await store.begin_version(index_name)
+    await store.stage_documents(index_name, v, [doc("d", ["staged"], [vec(1, 0, 0, 0)])])
+    assert len(await store.document_chunks(index_name, "", "d", 10)) == 3
+    await store.publish_version(index_name, v, spec(index_name))
+    assert [c.text for c in await store.document_chunks(index_name, "", "d", 10)] == ["staged"]
+    assert await store.document_chunks(index_name, "globex", "d", 10) == []

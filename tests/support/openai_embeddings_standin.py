@@ -37,6 +37,7 @@ class Behaviour(enum.Enum):
     WRONG_DIMENSION = "wrong_dimension"  # one value short
     NAN_VALUES = "nan_values"  # a bare `NaN` token in the JSON
     SLOW = "slow"  # answers normally after `delay` seconds
+    NO_USAGE = "no_usage"  # valid, but without a `usage` object (as some servers)
 
 
 def standin_vector(text: str, dimensions: int) -> list[float]:
@@ -123,6 +124,8 @@ class OpenAIEmbeddingsStandIn(LoopbackStandIn):
             "model": body.get("model"),
             "usage": {"prompt_tokens": sum(len(t.split()) for t in texts), "total_tokens": 0},
         }
+        if behaviour is Behaviour.NO_USAGE:
+            del payload["usage"]
         # allow_nan=True writes the bare `NaN` token that lenient servers emit.
         return 200, json.dumps(payload, allow_nan=True).encode()
 

@@ -49,13 +49,15 @@ def free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def serving(
-    config: GroundwireConfig, *, ready: bool = True, grace: float = 0
+    config: GroundwireConfig, *, ready: bool = True, grace: float = 0, http: bool = False
 ) -> AsyncIterator[RunningApp]:
     """The whole server in this process on 127.0.0.1:0, stopped after the block.
 
     With `ready` (the default) the block runs once every ON_STARTUP index is
-    ingested; without, as soon as the server listens."""
-    running = await start_app(config, "127.0.0.1:0")
+    ingested; without, as soon as the server listens. The HTTP port, with `http` or
+    when the configuration has one, listens on 127.0.0.1:0 too."""
+    http_address = "127.0.0.1:0" if http or config.http.address else None
+    running = await start_app(config, "127.0.0.1:0", http_address=http_address)
     try:
         if ready:
             await running.wait_ready()

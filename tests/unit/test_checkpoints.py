@@ -91,8 +91,9 @@ def test_a_foreign_payload_is_an_internal_error_without_content(payload: bytes) 
 
 
 def test_another_format_version_is_refused() -> None:
-    with pytest.raises(GroundwireError):
+    with pytest.raises(GroundwireError) as err:
         decode_state(encode_state(replace(state(), format=99)))
+    assert err.value.reason == "INTERNAL" and "another format" in err.value.message
 
 
 def test_the_fingerprint_follows_the_definition_not_the_model_object() -> None:
@@ -141,10 +142,13 @@ def test_valid_declarations_and_argument_checks() -> None:
     assert tool.arguments_valid('{"id": "A-1"}')
     assert not tool.arguments_valid('{"id": 7}')
     assert not tool.arguments_valid("[1]") and not tool.arguments_valid("{")
-    with pytest.raises(GroundwireError):
-        validate_client_tools([("a", "d", SCHEMA)] * 17, [])
-    with pytest.raises(GroundwireError):
+    # 17 distinct, valid tools: refused for their number alone.
+    with pytest.raises(GroundwireError) as err:
+        validate_client_tools([(f"t{i}", "d", SCHEMA) for i in range(17)], [])
+    assert [v.field for v in err.value.violations] == ["input.client_tools"]
+    with pytest.raises(GroundwireError) as err:
         validate_client_tools([("a", "d", SCHEMA), ("a", "d", SCHEMA)], [])
+    assert [v.field for v in err.value.violations] == ["input.client_tools[1].name"]
     unresolvable = ClientToolSpec("a", "d", {"type": "object", "$ref": "https://x.invalid/s"})
     assert not unresolvable.arguments_valid("{}")
 

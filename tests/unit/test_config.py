@@ -157,3 +157,21 @@ def test_keys_create_prints_a_loadable_entry(capsys: pytest.CaptureFixture[str])
     assert (k.id, k.tenant, k.permissions) == ("k1", "acme", ["retrieve", "ingest"])
     ring = KeyRing([StoredKey(k.id, k.hash, k.tenant, frozenset())])
     assert ring.authenticate(f"Bearer {key}").tenant == "acme"
+
+
+def test_vector_index_precision_is_validated_and_named() -> None:
+    embedders = {"e": {"kind": "hashing", "dimensions": 64}}
+    with pytest.raises(ConfigError) as err:
+        parse_config(
+            {"embedders": embedders, "indexes": {"docs": {"embedder": "e",
+                                                          "vector_index_precision": "int8"}}}
+        )  # fmt: skip
+    assert "indexes.docs.vector_index_precision" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        parse_config({"indexes": {"docs": {"vector_index_precision": "float16"}}})
+    assert "vector_index_precision" in str(err.value) and "embedder" in str(err.value)
+    cfg = parse_config(
+        {"embedders": embedders, "indexes": {"docs": {"embedder": "e",
+                                                      "vector_index_precision": "float16"}}}
+    )  # fmt: skip
+    assert cfg.indexes["docs"].vector_index_precision == "float16"

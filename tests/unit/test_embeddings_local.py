@@ -277,3 +277,30 @@ def test_never_imports_torch_or_the_reference_package() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
     )
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+async def test_usage_and_truncation_are_reported_per_call(embedder: LocalOnnxEmbedder) -> None:
+    from groundwire.providers.embeddings.usage import metered
+
+    texts = ["short text", FILLER * 15 + "far tail", "another short one"]
+    encodings = [embedder._tokenizer.encode(t) for t in texts]  # the window applies
+    with metered() as meter:
+        await embedder.embed(texts, EmbeddingTask.DOCUMENT)
+        await embedder.embed(["a query"], EmbeddingTask.QUERY)
+    document = meter.by_task[EmbeddingTask.DOCUMENT]
+    assert document.requests == 1 and document.texts == 3
+    assert document.input_tokens == sum(len(e.ids) for e in encodings)
+    assert document.truncated_texts == 1 and document.estimated_input_tokens == 0
+    assert meter.by_task[EmbeddingTask.QUERY].truncated_texts == 0
+    assert embedder.exceeding_window(texts, EmbeddingTask.DOCUMENT) == [False, True, False]
+
+
+async def test_the_task_prefix_counts_toward_the_window() -> None:
+    small = LocalOnnxEmbedder(max_seq_length=8, document_prefix="passage: " * 3)
+    try:
+        assert small.exceeding_window(["one two"], EmbeddingTask.QUERY) == [False]
+        assert small.exceeding_window(["one two"], EmbeddingTask.DOCUMENT) == [True]
+        assert small.info.max_input_tokens == 8
+        assert small.info.document_prefix == "passage: " * 3
+    finally:
+        await small.aclose()

@@ -103,10 +103,10 @@ def test_file_read_is_bounded_and_unknown_extension(tmp_path: Path) -> None:
     big.write_bytes(b"y" * 1_000_000)
     res = load_file(big, "big.txt", "s", max_bytes=100, metadata={})
     assert isinstance(res, LoadFailure) and res.reason is DocumentFailureReason.TOO_LARGE
-    odd = tmp_path / "x.odt"
+    odd = tmp_path / "x.gz"
     odd.write_bytes(b"PK")
     assert (
-        failed(load_file(odd, "x.odt", "s", max_bytes=100, metadata={})).reason
+        failed(load_file(odd, "x.gz", "s", max_bytes=100, metadata={})).reason
         is DocumentFailureReason.UNSUPPORTED_FORMAT
     )
     assert (

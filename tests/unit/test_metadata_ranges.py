@@ -145,6 +145,11 @@ def test_configured_agent_ranges() -> None:
     assert not isinstance(at, str | list)
     assert at.condition().admits("2024-01-01T00:00:01Z")
     assert not at.condition().admits("2024-01-01T01:00:00+01:00")
+    # A string bound is an RFC 3339 instant: its offset counts.
+    until = rag.filter["until"]
+    assert not isinstance(until, str | list)
+    assert until.condition().admits("2024-06-30T21:59:59Z")
+    assert not until.condition().admits("2024-06-30T22:00:00Z")
 
 
 @pytest.mark.parametrize(

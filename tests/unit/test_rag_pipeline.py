@@ -12,8 +12,8 @@ import pytest
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPolicy
 from groundwire.agents.execution_input import ExecutionInput, Turn
-from groundwire.agents.rag_pipeline import RagOutcome, RagPipeline, RetrievalFailed
-from groundwire.agents.runtime import rag_metadata
+from groundwire.agents.rag_events import rag_metadata
+from groundwire.agents.rag_pipeline import RagOutcome, RagPipeline, RetrievalFailed, SearchFailed
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.rag_policy import AcceptancePolicy, ExecutionMode, PromptCosts
 from groundwire.domain.reranking import FailurePolicy, RerankOutcome
@@ -170,9 +170,14 @@ async def test_a_retrieval_failure_is_raised_apart_with_its_cause() -> None:
 
 
 async def test_a_blocked_rerank_is_the_stage_error_not_a_retrieval_failure() -> None:
-    with pytest.raises(GroundwireError) as caught:
+    with pytest.raises(SearchFailed) as caught:
         await run(policy("unavailable", FailurePolicy.FAIL))
-    assert caught.value.reason != "RAG_RETRIEVAL_FAILED"
+    assert not isinstance(caught.value, RetrievalFailed)
+    assert caught.value.error.reason == caught.value.code == "RERANKER_FAILED"
+    # The partial outcome says what the stages decided before the block.
+    partial = caught.value.partial
+    assert partial is not None and partial.rerank_outcome is RerankOutcome.FAILED
+    assert partial.selected == () and partial.decision.model_skipped
 
 
 async def test_invalid_query_text_fails_before_anything_is_retrieved() -> None:

@@ -243,20 +243,25 @@ const (
 	RagItemReason_RAG_ITEM_REASON_SOURCE_LIMIT_EXCEEDED RagItemReason = 7
 	// Excluded because aggregate answerability was not ANSWERABLE.
 	RagItemReason_RAG_ITEM_REASON_NOT_ANSWERABLE RagItemReason = 8
+	// In the reranking pool (maximum_accepted_results x candidate_multiplier)
+	// but outside the final top-k (maximum_accepted_results) after final
+	// selection.
+	RagItemReason_RAG_ITEM_REASON_NOT_SELECTED RagItemReason = 60
 )
 
 // Enum value maps for RagItemReason.
 var (
 	RagItemReason_name = map[int32]string{
-		0: "RAG_ITEM_REASON_UNSPECIFIED",
-		1: "RAG_ITEM_REASON_INVALID_SCORE",
-		2: "RAG_ITEM_REASON_DUPLICATE_CONTENT",
-		3: "RAG_ITEM_REASON_BELOW_MINIMUM_RELEVANCE",
-		4: "RAG_ITEM_REASON_RESULT_LIMIT_EXCEEDED",
-		5: "RAG_ITEM_REASON_TOKEN_BUDGET_EXCEEDED",
-		6: "RAG_ITEM_REASON_OVERLAPPING_CONTENT",
-		7: "RAG_ITEM_REASON_SOURCE_LIMIT_EXCEEDED",
-		8: "RAG_ITEM_REASON_NOT_ANSWERABLE",
+		0:  "RAG_ITEM_REASON_UNSPECIFIED",
+		1:  "RAG_ITEM_REASON_INVALID_SCORE",
+		2:  "RAG_ITEM_REASON_DUPLICATE_CONTENT",
+		3:  "RAG_ITEM_REASON_BELOW_MINIMUM_RELEVANCE",
+		4:  "RAG_ITEM_REASON_RESULT_LIMIT_EXCEEDED",
+		5:  "RAG_ITEM_REASON_TOKEN_BUDGET_EXCEEDED",
+		6:  "RAG_ITEM_REASON_OVERLAPPING_CONTENT",
+		7:  "RAG_ITEM_REASON_SOURCE_LIMIT_EXCEEDED",
+		8:  "RAG_ITEM_REASON_NOT_ANSWERABLE",
+		60: "RAG_ITEM_REASON_NOT_SELECTED",
 	}
 	RagItemReason_value = map[string]int32{
 		"RAG_ITEM_REASON_UNSPECIFIED":             0,
@@ -268,6 +273,7 @@ var (
 		"RAG_ITEM_REASON_OVERLAPPING_CONTENT":     6,
 		"RAG_ITEM_REASON_SOURCE_LIMIT_EXCEEDED":   7,
 		"RAG_ITEM_REASON_NOT_ANSWERABLE":          8,
+		"RAG_ITEM_REASON_NOT_SELECTED":            60,
 	}
 )
 
@@ -296,6 +302,123 @@ func (x RagItemReason) Number() protoreflect.EnumNumber {
 // Deprecated: Use RagItemReason.Descriptor instead.
 func (RagItemReason) EnumDescriptor() ([]byte, []int) {
 	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{3}
+}
+
+// How the final top-k is chosen from a reranked candidate pool.
+type FinalSelectionPolicy int32
+
+const (
+	// Not set (never reported; configuration defaults to RERANKER_ONLY).
+	FinalSelectionPolicy_FINAL_SELECTION_POLICY_UNSPECIFIED FinalSelectionPolicy = 0
+	// The reranker's order decides (rerank relevance descending).
+	FinalSelectionPolicy_FINAL_SELECTION_POLICY_RERANKER_ONLY FinalSelectionPolicy = 1
+	// A blend of the retrieval score and the rerank relevance decides (see
+	// BlendScore); neither input score is changed.
+	FinalSelectionPolicy_FINAL_SELECTION_POLICY_WEIGHTED_BLEND FinalSelectionPolicy = 2
+)
+
+// Enum value maps for FinalSelectionPolicy.
+var (
+	FinalSelectionPolicy_name = map[int32]string{
+		0: "FINAL_SELECTION_POLICY_UNSPECIFIED",
+		1: "FINAL_SELECTION_POLICY_RERANKER_ONLY",
+		2: "FINAL_SELECTION_POLICY_WEIGHTED_BLEND",
+	}
+	FinalSelectionPolicy_value = map[string]int32{
+		"FINAL_SELECTION_POLICY_UNSPECIFIED":    0,
+		"FINAL_SELECTION_POLICY_RERANKER_ONLY":  1,
+		"FINAL_SELECTION_POLICY_WEIGHTED_BLEND": 2,
+	}
+)
+
+func (x FinalSelectionPolicy) Enum() *FinalSelectionPolicy {
+	p := new(FinalSelectionPolicy)
+	*p = x
+	return p
+}
+
+func (x FinalSelectionPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FinalSelectionPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_groundwire_v1_agent_proto_enumTypes[4].Descriptor()
+}
+
+func (FinalSelectionPolicy) Type() protoreflect.EnumType {
+	return &file_groundwire_v1_agent_proto_enumTypes[4]
+}
+
+func (x FinalSelectionPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FinalSelectionPolicy.Descriptor instead.
+func (FinalSelectionPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{4}
+}
+
+// How a retrieval score becomes the blend's retrieval input in [0, 1].
+type RetrievalNormalization int32
+
+const (
+	// Not set.
+	RetrievalNormalization_RETRIEVAL_NORMALIZATION_UNSPECIFIED RetrievalNormalization = 0
+	// The score's own relevance (cosine, euclidean): used whenever every
+	// reranked candidate has one.
+	RetrievalNormalization_RETRIEVAL_NORMALIZATION_RELEVANCE RetrievalNormalization = 1
+	// Within the reranked candidates, by retrieval rank: (n - rank) / (n - 1)
+	// for n candidates (1.0 when n = 1). For metrics without a relevance (BM25,
+	// text rank, RRF, dot product).
+	RetrievalNormalization_RETRIEVAL_NORMALIZATION_RANK RetrievalNormalization = 2
+	// Within the reranked candidates, by raw score: (raw - worst) / (best -
+	// worst) in the metric's direction (1.0 when all are equal). For metrics
+	// without a relevance; the configuration default (measured better than
+	// RANK on SciFact train).
+	RetrievalNormalization_RETRIEVAL_NORMALIZATION_MIN_MAX RetrievalNormalization = 3
+)
+
+// Enum value maps for RetrievalNormalization.
+var (
+	RetrievalNormalization_name = map[int32]string{
+		0: "RETRIEVAL_NORMALIZATION_UNSPECIFIED",
+		1: "RETRIEVAL_NORMALIZATION_RELEVANCE",
+		2: "RETRIEVAL_NORMALIZATION_RANK",
+		3: "RETRIEVAL_NORMALIZATION_MIN_MAX",
+	}
+	RetrievalNormalization_value = map[string]int32{
+		"RETRIEVAL_NORMALIZATION_UNSPECIFIED": 0,
+		"RETRIEVAL_NORMALIZATION_RELEVANCE":   1,
+		"RETRIEVAL_NORMALIZATION_RANK":        2,
+		"RETRIEVAL_NORMALIZATION_MIN_MAX":     3,
+	}
+)
+
+func (x RetrievalNormalization) Enum() *RetrievalNormalization {
+	p := new(RetrievalNormalization)
+	*p = x
+	return p
+}
+
+func (x RetrievalNormalization) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RetrievalNormalization) Descriptor() protoreflect.EnumDescriptor {
+	return file_groundwire_v1_agent_proto_enumTypes[5].Descriptor()
+}
+
+func (RetrievalNormalization) Type() protoreflect.EnumType {
+	return &file_groundwire_v1_agent_proto_enumTypes[5]
+}
+
+func (x RetrievalNormalization) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RetrievalNormalization.Descriptor instead.
+func (RetrievalNormalization) EnumDescriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 // Role of a prior conversation turn.
@@ -335,11 +458,11 @@ func (x TurnRole) String() string {
 }
 
 func (TurnRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_groundwire_v1_agent_proto_enumTypes[4].Descriptor()
+	return file_groundwire_v1_agent_proto_enumTypes[6].Descriptor()
 }
 
 func (TurnRole) Type() protoreflect.EnumType {
-	return &file_groundwire_v1_agent_proto_enumTypes[4]
+	return &file_groundwire_v1_agent_proto_enumTypes[6]
 }
 
 func (x TurnRole) Number() protoreflect.EnumNumber {
@@ -348,7 +471,7 @@ func (x TurnRole) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TurnRole.Descriptor instead.
 func (TurnRole) EnumDescriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 // Kinds of execution events.
@@ -433,11 +556,11 @@ func (x ExecutionEventType) String() string {
 }
 
 func (ExecutionEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_groundwire_v1_agent_proto_enumTypes[5].Descriptor()
+	return file_groundwire_v1_agent_proto_enumTypes[7].Descriptor()
 }
 
 func (ExecutionEventType) Type() protoreflect.EnumType {
-	return &file_groundwire_v1_agent_proto_enumTypes[5]
+	return &file_groundwire_v1_agent_proto_enumTypes[7]
 }
 
 func (x ExecutionEventType) Number() protoreflect.EnumNumber {
@@ -446,7 +569,7 @@ func (x ExecutionEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ExecutionEventType.Descriptor instead.
 func (ExecutionEventType) EnumDescriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 // Author of a prepared prompt message.
@@ -490,11 +613,11 @@ func (x PromptRole) String() string {
 }
 
 func (PromptRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_groundwire_v1_agent_proto_enumTypes[6].Descriptor()
+	return file_groundwire_v1_agent_proto_enumTypes[8].Descriptor()
 }
 
 func (PromptRole) Type() protoreflect.EnumType {
-	return &file_groundwire_v1_agent_proto_enumTypes[6]
+	return &file_groundwire_v1_agent_proto_enumTypes[8]
 }
 
 func (x PromptRole) Number() protoreflect.EnumNumber {
@@ -503,7 +626,7 @@ func (x PromptRole) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PromptRole.Descriptor instead.
 func (PromptRole) EnumDescriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 // What the execution would do after the RAG stages.
@@ -549,11 +672,11 @@ func (x PreparedAction) String() string {
 }
 
 func (PreparedAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_groundwire_v1_agent_proto_enumTypes[7].Descriptor()
+	return file_groundwire_v1_agent_proto_enumTypes[9].Descriptor()
 }
 
 func (PreparedAction) Type() protoreflect.EnumType {
-	return &file_groundwire_v1_agent_proto_enumTypes[7]
+	return &file_groundwire_v1_agent_proto_enumTypes[9]
 }
 
 func (x PreparedAction) Number() protoreflect.EnumNumber {
@@ -562,7 +685,7 @@ func (x PreparedAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PreparedAction.Descriptor instead.
 func (PreparedAction) EnumDescriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 // Where the lexical keyword query came from.
@@ -607,11 +730,11 @@ func (x KeywordQuerySource) String() string {
 }
 
 func (KeywordQuerySource) Descriptor() protoreflect.EnumDescriptor {
-	return file_groundwire_v1_agent_proto_enumTypes[8].Descriptor()
+	return file_groundwire_v1_agent_proto_enumTypes[10].Descriptor()
 }
 
 func (KeywordQuerySource) Type() protoreflect.EnumType {
-	return &file_groundwire_v1_agent_proto_enumTypes[8]
+	return &file_groundwire_v1_agent_proto_enumTypes[10]
 }
 
 func (x KeywordQuerySource) Number() protoreflect.EnumNumber {
@@ -620,7 +743,7 @@ func (x KeywordQuerySource) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use KeywordQuerySource.Descriptor instead.
 func (KeywordQuerySource) EnumDescriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 // Whether an execution finished or waits for the caller.
@@ -660,11 +783,11 @@ func (x ExecutionStatus) String() string {
 }
 
 func (ExecutionStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_groundwire_v1_agent_proto_enumTypes[9].Descriptor()
+	return file_groundwire_v1_agent_proto_enumTypes[11].Descriptor()
 }
 
 func (ExecutionStatus) Type() protoreflect.EnumType {
-	return &file_groundwire_v1_agent_proto_enumTypes[9]
+	return &file_groundwire_v1_agent_proto_enumTypes[11]
 }
 
 func (x ExecutionStatus) Number() protoreflect.EnumNumber {
@@ -673,7 +796,7 @@ func (x ExecutionStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ExecutionStatus.Descriptor instead.
 func (ExecutionStatus) EnumDescriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 // A prior turn of the conversation.
@@ -773,9 +896,16 @@ type ExecutionInput struct {
 	// RAG_OVERRIDE_WIDENS_POLICY); agents without RAG refuse overrides
 	// (FAILED_PRECONDITION / RAG_NOT_CONFIGURED). The limits actually applied
 	// are reported in RagExecutionMetadata.applied_limits.
-	Overrides     *RagOverrides `protobuf:"bytes,71,opt,name=overrides,proto3" json:"overrides,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Overrides *RagOverrides `protobuf:"bytes,71,opt,name=overrides,proto3" json:"overrides,omitempty"`
+	// Optional. The lowest published index version the execution's retrievals
+	// accept (read-your-writes across replicas, as RagQuery.min_index_version):
+	// send the version a push returned. A server that does not see it yet waits
+	// up to 1 s, then the execution fails with UNAVAILABLE / RAG_RETRIEVAL_FAILED
+	// (metadata cause INDEX_VERSION_NOT_YET_VISIBLE) and RetryInfo. 0 (the
+	// default) accepts any version. rag.index_version reports the version read.
+	MinIndexVersion uint64 `protobuf:"varint,190,opt,name=min_index_version,json=minIndexVersion,proto3" json:"min_index_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ExecutionInput) Reset() {
@@ -869,6 +999,13 @@ func (x *ExecutionInput) GetOverrides() *RagOverrides {
 		return x.Overrides
 	}
 	return nil
+}
+
+func (x *ExecutionInput) GetMinIndexVersion() uint64 {
+	if x != nil {
+		return x.MinIndexVersion
+	}
+	return 0
 }
 
 // Per-request narrowing of an agent's RAG limits (see ExecutionInput.overrides).
@@ -1494,7 +1631,10 @@ func (x *ExecuteResponse) GetResult() *AgentResult {
 	return nil
 }
 
-// One retrieval candidate as the policy saw it (no content).
+// One retrieval candidate as the policy saw it (no content, except the
+// title, section and bounded snippet of the items in
+// RagExecutionMetadata.context: the evidence the model was given, which the
+// caller may read as it may read Retrieve results).
 type RagItem struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Output only. Document id.
@@ -1508,7 +1648,31 @@ type RagItem struct {
 	// Output only. Why it was rejected or excluded (UNSPECIFIED when kept).
 	Reason RagItemReason `protobuf:"varint,5,opt,name=reason,proto3,enum=groundwire.v1.RagItemReason" json:"reason,omitempty"`
 	// Output only. Character span in the document.
-	Span          *CharSpan `protobuf:"bytes,6,opt,name=span,proto3" json:"span,omitempty"`
+	Span *CharSpan `protobuf:"bytes,6,opt,name=span,proto3" json:"span,omitempty"`
+	// Output only. The document title (empty when the document has none). Set
+	// on context items (RagExecutionMetadata.context) only; candidates,
+	// accepted, rejected and excluded items stay content-free.
+	Title string `protobuf:"bytes,160,opt,name=title,proto3" json:"title,omitempty"`
+	// Output only. The section (heading path) the chunk belongs to; empty when
+	// the loader found none. Context items only, like title.
+	Section string `protobuf:"bytes,161,opt,name=section,proto3" json:"section,omitempty"`
+	// Output only. A bounded snippet of the chunk text: its beginning (leading
+	// whitespace removed), at most agent_limits.citation_snippet_chars
+	// characters (default 300; Unicode code points), cut at a word boundary
+	// (a single longer word is cut at the bound). Empty when the bound is 0.
+	// Context items only, like title.
+	Snippet string `protobuf:"bytes,162,opt,name=snippet,proto3" json:"snippet,omitempty"`
+	// Output only. Whether snippet is shorter than the chunk text (the chunk
+	// continues after it; an application can append an ellipsis).
+	SnippetTruncated bool `protobuf:"varint,163,opt,name=snippet_truncated,json=snippetTruncated,proto3" json:"snippet_truncated,omitempty"`
+	// Output only. The reranker's relevance for this candidate, in [0, 1]
+	// (higher is better); present when the rerank succeeded and the candidate
+	// was sent to the reranker. A separate value: `score` is never changed.
+	RerankRelevance *float64 `protobuf:"fixed64,60,opt,name=rerank_relevance,json=rerankRelevance,proto3,oneof" json:"rerank_relevance,omitempty"`
+	// Output only. The final-selection blend of this candidate; present under
+	// FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+	// candidate was sent to the reranker.
+	Blend         *BlendScore `protobuf:"bytes,61,opt,name=blend,proto3" json:"blend,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1585,6 +1749,389 @@ func (x *RagItem) GetSpan() *CharSpan {
 	return nil
 }
 
+func (x *RagItem) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *RagItem) GetSection() string {
+	if x != nil {
+		return x.Section
+	}
+	return ""
+}
+
+func (x *RagItem) GetSnippet() string {
+	if x != nil {
+		return x.Snippet
+	}
+	return ""
+}
+
+func (x *RagItem) GetSnippetTruncated() bool {
+	if x != nil {
+		return x.SnippetTruncated
+	}
+	return false
+}
+
+func (x *RagItem) GetRerankRelevance() float64 {
+	if x != nil && x.RerankRelevance != nil {
+		return *x.RerankRelevance
+	}
+	return 0
+}
+
+func (x *RagItem) GetBlend() *BlendScore {
+	if x != nil {
+		return x.Blend
+	}
+	return nil
+}
+
+// A weighted blend of retrieval and rerank scores (final selection), reported
+// with its formula and both inputs. It is its own score: the retrieval score
+// and the rerank relevance are never overwritten.
+type BlendScore struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The blend, in [0, 1], higher is better:
+	// retrieval_weight * retrieval_input + (1 - retrieval_weight) * rerank_relevance.
+	Value float64 `protobuf:"fixed64,1,opt,name=value,proto3" json:"value,omitempty"`
+	// Output only. The formula, for people:
+	// "retrieval_weight * retrieval_input + (1 - retrieval_weight) * rerank_relevance".
+	Formula string `protobuf:"bytes,2,opt,name=formula,proto3" json:"formula,omitempty"`
+	// Output only. The retrieval weight, in [0, 1].
+	RetrievalWeight float64 `protobuf:"fixed64,3,opt,name=retrieval_weight,json=retrievalWeight,proto3" json:"retrieval_weight,omitempty"`
+	// Output only. The retrieval score normalized to [0, 1] (see
+	// retrieval_normalization).
+	RetrievalInput float64 `protobuf:"fixed64,4,opt,name=retrieval_input,json=retrievalInput,proto3" json:"retrieval_input,omitempty"`
+	// Output only. How retrieval_input was obtained from the retrieval score.
+	RetrievalNormalization RetrievalNormalization `protobuf:"varint,5,opt,name=retrieval_normalization,json=retrievalNormalization,proto3,enum=groundwire.v1.RetrievalNormalization" json:"retrieval_normalization,omitempty"`
+	// Output only. The rerank relevance input, in [0, 1].
+	RerankRelevance float64 `protobuf:"fixed64,6,opt,name=rerank_relevance,json=rerankRelevance,proto3" json:"rerank_relevance,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *BlendScore) Reset() {
+	*x = BlendScore{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlendScore) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlendScore) ProtoMessage() {}
+
+func (x *BlendScore) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlendScore.ProtoReflect.Descriptor instead.
+func (*BlendScore) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *BlendScore) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *BlendScore) GetFormula() string {
+	if x != nil {
+		return x.Formula
+	}
+	return ""
+}
+
+func (x *BlendScore) GetRetrievalWeight() float64 {
+	if x != nil {
+		return x.RetrievalWeight
+	}
+	return 0
+}
+
+func (x *BlendScore) GetRetrievalInput() float64 {
+	if x != nil {
+		return x.RetrievalInput
+	}
+	return 0
+}
+
+func (x *BlendScore) GetRetrievalNormalization() RetrievalNormalization {
+	if x != nil {
+		return x.RetrievalNormalization
+	}
+	return RetrievalNormalization_RETRIEVAL_NORMALIZATION_UNSPECIFIED
+}
+
+func (x *BlendScore) GetRerankRelevance() float64 {
+	if x != nil {
+		return x.RerankRelevance
+	}
+	return 0
+}
+
+// The final selection applied to a reranked pool.
+type FinalSelection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The configured policy.
+	Policy FinalSelectionPolicy `protobuf:"varint,1,opt,name=policy,proto3,enum=groundwire.v1.FinalSelectionPolicy" json:"policy,omitempty"`
+	// Output only. The retrieval weight in [0, 1] (WEIGHTED_BLEND only).
+	RetrievalWeight *float64 `protobuf:"fixed64,2,opt,name=retrieval_weight,json=retrievalWeight,proto3,oneof" json:"retrieval_weight,omitempty"`
+	// Output only. The configured normalization for metrics without a relevance
+	// (RANK or MIN_MAX; WEIGHTED_BLEND only).
+	Normalization RetrievalNormalization `protobuf:"varint,3,opt,name=normalization,proto3,enum=groundwire.v1.RetrievalNormalization" json:"normalization,omitempty"`
+	// Output only. The normalization actually applied (RELEVANCE when every
+	// reranked candidate had one); UNSPECIFIED when no blend was computed (the
+	// rerank did not succeed, or RERANKER_ONLY).
+	AppliedNormalization RetrievalNormalization `protobuf:"varint,4,opt,name=applied_normalization,json=appliedNormalization,proto3,enum=groundwire.v1.RetrievalNormalization" json:"applied_normalization,omitempty"`
+	// Output only. The pool multiplier, 1 to 20.
+	CandidateMultiplier uint32 `protobuf:"varint,5,opt,name=candidate_multiplier,json=candidateMultiplier,proto3" json:"candidate_multiplier,omitempty"`
+	// Output only. The pool accepted for reranking: maximum_accepted_results x
+	// candidate_multiplier.
+	PoolSize uint32 `protobuf:"varint,6,opt,name=pool_size,json=poolSize,proto3" json:"pool_size,omitempty"`
+	// Output only. The final top-k kept after selection (maximum_accepted_results).
+	FinalTopK     uint32 `protobuf:"varint,7,opt,name=final_top_k,json=finalTopK,proto3" json:"final_top_k,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinalSelection) Reset() {
+	*x = FinalSelection{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinalSelection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinalSelection) ProtoMessage() {}
+
+func (x *FinalSelection) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinalSelection.ProtoReflect.Descriptor instead.
+func (*FinalSelection) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *FinalSelection) GetPolicy() FinalSelectionPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return FinalSelectionPolicy_FINAL_SELECTION_POLICY_UNSPECIFIED
+}
+
+func (x *FinalSelection) GetRetrievalWeight() float64 {
+	if x != nil && x.RetrievalWeight != nil {
+		return *x.RetrievalWeight
+	}
+	return 0
+}
+
+func (x *FinalSelection) GetNormalization() RetrievalNormalization {
+	if x != nil {
+		return x.Normalization
+	}
+	return RetrievalNormalization_RETRIEVAL_NORMALIZATION_UNSPECIFIED
+}
+
+func (x *FinalSelection) GetAppliedNormalization() RetrievalNormalization {
+	if x != nil {
+		return x.AppliedNormalization
+	}
+	return RetrievalNormalization_RETRIEVAL_NORMALIZATION_UNSPECIFIED
+}
+
+func (x *FinalSelection) GetCandidateMultiplier() uint32 {
+	if x != nil {
+		return x.CandidateMultiplier
+	}
+	return 0
+}
+
+func (x *FinalSelection) GetPoolSize() uint32 {
+	if x != nil {
+		return x.PoolSize
+	}
+	return 0
+}
+
+func (x *FinalSelection) GetFinalTopK() uint32 {
+	if x != nil {
+		return x.FinalTopK
+	}
+	return 0
+}
+
+// One applied metadata filter condition, content-free.
+type AppliedFilterCondition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The metadata key.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Output only. How many values the key may take (1 = an equality).
+	ValueCount    uint32 `protobuf:"varint,2,opt,name=value_count,json=valueCount,proto3" json:"value_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppliedFilterCondition) Reset() {
+	*x = AppliedFilterCondition{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppliedFilterCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppliedFilterCondition) ProtoMessage() {}
+
+func (x *AppliedFilterCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppliedFilterCondition.ProtoReflect.Descriptor instead.
+func (*AppliedFilterCondition) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *AppliedFilterCondition) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AppliedFilterCondition) GetValueCount() uint32 {
+	if x != nil {
+		return x.ValueCount
+	}
+	return 0
+}
+
+// The scope and options one agentic search ran with (the model chooses only
+// the query and top_k; the rest is the execution's).
+// Content-free: neither the tenant nor filter values are echoed.
+type RagSearchOptions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. Whether the search was limited to one tenant's documents
+	// (the tenant itself is not echoed).
+	TenantScoped bool `protobuf:"varint,1,opt,name=tenant_scoped,json=tenantScoped,proto3" json:"tenant_scoped,omitempty"`
+	// Output only. The applied metadata filter, one condition per key in key
+	// order: the agent's configured filter narrowed by the request's.
+	Filter []*AppliedFilterCondition `protobuf:"bytes,2,rep,name=filter,proto3" json:"filter,omitempty"`
+	// Output only. The retrieval mode.
+	RetrievalMode RetrievalMode `protobuf:"varint,3,opt,name=retrieval_mode,json=retrievalMode,proto3,enum=groundwire.v1.RetrievalMode" json:"retrieval_mode,omitempty"`
+	// Output only. Candidates requested from retrieval.
+	CandidateBudget uint32 `protobuf:"varint,4,opt,name=candidate_budget,json=candidateBudget,proto3" json:"candidate_budget,omitempty"`
+	// Output only. Results the model asked for (top_k argument, 1 to 20).
+	TopK          uint32 `protobuf:"varint,5,opt,name=top_k,json=topK,proto3" json:"top_k,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RagSearchOptions) Reset() {
+	*x = RagSearchOptions{}
+	mi := &file_groundwire_v1_agent_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RagSearchOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RagSearchOptions) ProtoMessage() {}
+
+func (x *RagSearchOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_agent_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RagSearchOptions.ProtoReflect.Descriptor instead.
+func (*RagSearchOptions) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RagSearchOptions) GetTenantScoped() bool {
+	if x != nil {
+		return x.TenantScoped
+	}
+	return false
+}
+
+func (x *RagSearchOptions) GetFilter() []*AppliedFilterCondition {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *RagSearchOptions) GetRetrievalMode() RetrievalMode {
+	if x != nil {
+		return x.RetrievalMode
+	}
+	return RetrievalMode_RETRIEVAL_MODE_UNSPECIFIED
+}
+
+func (x *RagSearchOptions) GetCandidateBudget() uint32 {
+	if x != nil {
+		return x.CandidateBudget
+	}
+	return 0
+}
+
+func (x *RagSearchOptions) GetTopK() uint32 {
+	if x != nil {
+		return x.TopK
+	}
+	return 0
+}
+
 // Count-only context budget figures (token estimates).
 type ContextBudget struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1610,7 +2157,7 @@ type ContextBudget struct {
 
 func (x *ContextBudget) Reset() {
 	*x = ContextBudget{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[13]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +2169,7 @@ func (x *ContextBudget) String() string {
 func (*ContextBudget) ProtoMessage() {}
 
 func (x *ContextBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[13]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +2182,7 @@ func (x *ContextBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextBudget.ProtoReflect.Descriptor instead.
 func (*ContextBudget) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ContextBudget) GetMaximumContextTokens() uint32 {
@@ -1710,14 +2257,38 @@ type AgenticSearchTrace struct {
 	// Output only. Stable error code when it failed.
 	ErrorCode string `protobuf:"bytes,6,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// Output only. Search duration.
-	Duration      *durationpb.Duration `protobuf:"bytes,7,opt,name=duration,proto3" json:"duration,omitempty"`
+	Duration *durationpb.Duration `protobuf:"bytes,7,opt,name=duration,proto3" json:"duration,omitempty"`
+	// Output only. The query the model searched with (like rewritten_query,
+	// the only query text in the metadata; it is never logged).
+	Query string `protobuf:"bytes,60,opt,name=query,proto3" json:"query,omitempty"`
+	// Output only. The scope and options the search applied.
+	Options *RagSearchOptions `protobuf:"bytes,61,opt,name=options,proto3" json:"options,omitempty"`
+	// Output only. Every retrieval candidate, in retrieval order.
+	Candidates []*RagItem `protobuf:"bytes,62,rep,name=candidates,proto3" json:"candidates,omitempty"`
+	// Output only. The results returned to the model, in final order (after
+	// reranking, final selection, answerability gating and top_k).
+	Accepted []*RagItem `protobuf:"bytes,63,rep,name=accepted,proto3" json:"accepted,omitempty"`
+	// Output only. Rejected candidates with their reasons (acceptance and final
+	// selection).
+	Rejected []*RagItem `protobuf:"bytes,64,rep,name=rejected,proto3" json:"rejected,omitempty"`
+	// Output only. Accepted results withheld from the model, with reasons
+	// (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+	ContextExcluded []*RagItem `protobuf:"bytes,65,rep,name=context_excluded,json=contextExcluded,proto3" json:"context_excluded,omitempty"`
+	// Output only. Reranking stage metadata of this search (requested=false
+	// when reranking is disabled).
+	Reranking *RerankingMetadata `protobuf:"bytes,66,opt,name=reranking,proto3" json:"reranking,omitempty"`
+	// Output only. Why this search returned nothing (UNSPECIFIED when it
+	// returned results or failed).
+	NoContextReason NoContextReason `protobuf:"varint,67,opt,name=no_context_reason,json=noContextReason,proto3,enum=groundwire.v1.NoContextReason" json:"no_context_reason,omitempty"`
+	// Output only. The index version searched.
+	IndexVersion  uint64 `protobuf:"varint,68,opt,name=index_version,json=indexVersion,proto3" json:"index_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgenticSearchTrace) Reset() {
 	*x = AgenticSearchTrace{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[14]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +2300,7 @@ func (x *AgenticSearchTrace) String() string {
 func (*AgenticSearchTrace) ProtoMessage() {}
 
 func (x *AgenticSearchTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[14]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +2313,7 @@ func (x *AgenticSearchTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgenticSearchTrace.ProtoReflect.Descriptor instead.
 func (*AgenticSearchTrace) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AgenticSearchTrace) GetStep() uint32 {
@@ -1794,6 +2365,69 @@ func (x *AgenticSearchTrace) GetDuration() *durationpb.Duration {
 	return nil
 }
 
+func (x *AgenticSearchTrace) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *AgenticSearchTrace) GetOptions() *RagSearchOptions {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+func (x *AgenticSearchTrace) GetCandidates() []*RagItem {
+	if x != nil {
+		return x.Candidates
+	}
+	return nil
+}
+
+func (x *AgenticSearchTrace) GetAccepted() []*RagItem {
+	if x != nil {
+		return x.Accepted
+	}
+	return nil
+}
+
+func (x *AgenticSearchTrace) GetRejected() []*RagItem {
+	if x != nil {
+		return x.Rejected
+	}
+	return nil
+}
+
+func (x *AgenticSearchTrace) GetContextExcluded() []*RagItem {
+	if x != nil {
+		return x.ContextExcluded
+	}
+	return nil
+}
+
+func (x *AgenticSearchTrace) GetReranking() *RerankingMetadata {
+	if x != nil {
+		return x.Reranking
+	}
+	return nil
+}
+
+func (x *AgenticSearchTrace) GetNoContextReason() NoContextReason {
+	if x != nil {
+		return x.NoContextReason
+	}
+	return NoContextReason_NO_CONTEXT_REASON_UNSPECIFIED
+}
+
+func (x *AgenticSearchTrace) GetIndexVersion() uint64 {
+	if x != nil {
+		return x.IndexVersion
+	}
+	return 0
+}
+
 // The RAG metadata of an execution: what each stage of the pipeline above
 // kept, rejected or excluded, and why (content-free).
 type RagExecutionMetadata struct {
@@ -1821,9 +2455,12 @@ type RagExecutionMetadata struct {
 	AnswerConstrained bool `protobuf:"varint,10,opt,name=answer_constrained,json=answerConstrained,proto3" json:"answer_constrained,omitempty"`
 	// Output only. Every retrieval candidate, in retrieval order.
 	Candidates []*RagItem `protobuf:"bytes,11,rep,name=candidates,proto3" json:"candidates,omitempty"`
-	// Output only. Accepted candidates, in final (post-rerank) order.
+	// Output only. Accepted candidates (at most maximum_accepted_results: with
+	// reranking, the final top-k of the pool), in final (post-rerank or blend)
+	// order.
 	Accepted []*RagItem `protobuf:"bytes,12,rep,name=accepted,proto3" json:"accepted,omitempty"`
-	// Output only. Rejected candidates with their reasons.
+	// Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+	// reranking pool but outside the final top-k).
 	Rejected []*RagItem `protobuf:"bytes,13,rep,name=rejected,proto3" json:"rejected,omitempty"`
 	// Output only. Accepted candidates left out of the model context, with reasons.
 	ContextExcluded []*RagItem `protobuf:"bytes,14,rep,name=context_excluded,json=contextExcluded,proto3" json:"context_excluded,omitempty"`
@@ -1847,6 +2484,9 @@ type RagExecutionMetadata struct {
 	RewrittenQuery *string `protobuf:"bytes,22,opt,name=rewritten_query,json=rewrittenQuery,proto3,oneof" json:"rewritten_query,omitempty"`
 	// Output only. Agentic searches (search_documents tool calls).
 	Searches []*AgenticSearchTrace `protobuf:"bytes,23,rep,name=searches,proto3" json:"searches,omitempty"`
+	// Output only. The final selection applied to the reranked pool; absent
+	// when reranking is disabled.
+	FinalSelection *FinalSelection `protobuf:"bytes,60,opt,name=final_selection,json=finalSelection,proto3" json:"final_selection,omitempty"`
 	// Output only. Whether RAG was bypassed for this request
 	// (ExecutionInput.bypass_rag): no search ran and no evidence was sent.
 	RagBypassed bool `protobuf:"varint,70,opt,name=rag_bypassed,json=ragBypassed,proto3" json:"rag_bypassed,omitempty"`
@@ -1870,13 +2510,20 @@ type RagExecutionMetadata struct {
 	// code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
 	// MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
 	QueryRewriteFailureCode string `protobuf:"bytes,75,opt,name=query_rewrite_failure_code,json=queryRewriteFailureCode,proto3" json:"query_rewrite_failure_code,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// Output only. True when the caller's tenant holds no published document in
+	// the agent's index at all (metadata filters aside), so no query of this
+	// scope can find context. Documents from configured sources belong to the
+	// index's configured tenant (empty by default): a key bound to another
+	// tenant sees none of them. Checked only when retrieval found no
+	// candidate; false otherwise.
+	TenantScopeEmpty bool `protobuf:"varint,160,opt,name=tenant_scope_empty,json=tenantScopeEmpty,proto3" json:"tenant_scope_empty,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RagExecutionMetadata) Reset() {
 	*x = RagExecutionMetadata{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[15]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +2535,7 @@ func (x *RagExecutionMetadata) String() string {
 func (*RagExecutionMetadata) ProtoMessage() {}
 
 func (x *RagExecutionMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[15]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +2548,7 @@ func (x *RagExecutionMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RagExecutionMetadata.ProtoReflect.Descriptor instead.
 func (*RagExecutionMetadata) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RagExecutionMetadata) GetEnabled() bool {
@@ -2065,6 +2712,13 @@ func (x *RagExecutionMetadata) GetSearches() []*AgenticSearchTrace {
 	return nil
 }
 
+func (x *RagExecutionMetadata) GetFinalSelection() *FinalSelection {
+	if x != nil {
+		return x.FinalSelection
+	}
+	return nil
+}
+
 func (x *RagExecutionMetadata) GetRagBypassed() bool {
 	if x != nil {
 		return x.RagBypassed
@@ -2107,6 +2761,13 @@ func (x *RagExecutionMetadata) GetQueryRewriteFailureCode() string {
 	return ""
 }
 
+func (x *RagExecutionMetadata) GetTenantScopeEmpty() bool {
+	if x != nil {
+		return x.TenantScopeEmpty
+	}
+	return false
+}
+
 // The RAG limits applied to one execution (the agent's policy narrowed by
 // the request's overrides).
 type RagAppliedLimits struct {
@@ -2131,7 +2792,7 @@ type RagAppliedLimits struct {
 
 func (x *RagAppliedLimits) Reset() {
 	*x = RagAppliedLimits{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[16]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2804,7 @@ func (x *RagAppliedLimits) String() string {
 func (*RagAppliedLimits) ProtoMessage() {}
 
 func (x *RagAppliedLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[16]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2817,7 @@ func (x *RagAppliedLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RagAppliedLimits.ProtoReflect.Descriptor instead.
 func (*RagAppliedLimits) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RagAppliedLimits) GetCandidateCount() uint32 {
@@ -2216,7 +2877,7 @@ type TokenUsage struct {
 
 func (x *TokenUsage) Reset() {
 	*x = TokenUsage{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[17]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2889,7 @@ func (x *TokenUsage) String() string {
 func (*TokenUsage) ProtoMessage() {}
 
 func (x *TokenUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[17]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +2902,7 @@ func (x *TokenUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenUsage.ProtoReflect.Descriptor instead.
 func (*TokenUsage) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TokenUsage) GetPromptTokens() uint32 {
@@ -2273,14 +2934,35 @@ type Citation struct {
 	// Output only. Document id.
 	DocumentId string `protobuf:"bytes,2,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
 	// Output only. Chunk id.
-	ChunkId       string `protobuf:"bytes,3,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ChunkId string `protobuf:"bytes,3,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
+	// Output only. The citation's display number: its one-based position in
+	// AgentResult.citations, which are ordered by first appearance in the
+	// answer. The answer text is returned verbatim (it was streamed as the
+	// model wrote it), so its markers keep the evidence numbers: to show
+	// sources numbered in reading order, rewrite each marker [source_number]
+	// in the answer to [display_number] (every client library has a helper).
+	DisplayNumber uint32 `protobuf:"varint,160,opt,name=display_number,json=displayNumber,proto3" json:"display_number,omitempty"`
+	// Output only. The document title (empty when the document has none).
+	Title string `protobuf:"bytes,161,opt,name=title,proto3" json:"title,omitempty"`
+	// Output only. The section (heading path) of the cited chunk; empty when
+	// the loader found none.
+	Section string `protobuf:"bytes,162,opt,name=section,proto3" json:"section,omitempty"`
+	// Output only. Character span of the cited chunk in the document.
+	Span *CharSpan `protobuf:"bytes,163,opt,name=span,proto3" json:"span,omitempty"`
+	// Output only. A bounded snippet of the cited chunk text: its beginning
+	// (leading whitespace removed), at most agent_limits.citation_snippet_chars
+	// characters (default 300; Unicode code points), cut at a word boundary
+	// (a single longer word is cut at the bound). Empty when the bound is 0.
+	Snippet string `protobuf:"bytes,164,opt,name=snippet,proto3" json:"snippet,omitempty"`
+	// Output only. Whether snippet is shorter than the cited chunk text.
+	SnippetTruncated bool `protobuf:"varint,165,opt,name=snippet_truncated,json=snippetTruncated,proto3" json:"snippet_truncated,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Citation) Reset() {
 	*x = Citation{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[18]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2974,7 @@ func (x *Citation) String() string {
 func (*Citation) ProtoMessage() {}
 
 func (x *Citation) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[18]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2987,7 @@ func (x *Citation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Citation.ProtoReflect.Descriptor instead.
 func (*Citation) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Citation) GetSourceNumber() uint32 {
@@ -2327,6 +3009,48 @@ func (x *Citation) GetChunkId() string {
 		return x.ChunkId
 	}
 	return ""
+}
+
+func (x *Citation) GetDisplayNumber() uint32 {
+	if x != nil {
+		return x.DisplayNumber
+	}
+	return 0
+}
+
+func (x *Citation) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *Citation) GetSection() string {
+	if x != nil {
+		return x.Section
+	}
+	return ""
+}
+
+func (x *Citation) GetSpan() *CharSpan {
+	if x != nil {
+		return x.Span
+	}
+	return nil
+}
+
+func (x *Citation) GetSnippet() string {
+	if x != nil {
+		return x.Snippet
+	}
+	return ""
+}
+
+func (x *Citation) GetSnippetTruncated() bool {
+	if x != nil {
+		return x.SnippetTruncated
+	}
+	return false
 }
 
 // A tool call made during the execution (content-free).
@@ -2353,7 +3077,7 @@ type ToolCallTrace struct {
 
 func (x *ToolCallTrace) Reset() {
 	*x = ToolCallTrace{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[19]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +3089,7 @@ func (x *ToolCallTrace) String() string {
 func (*ToolCallTrace) ProtoMessage() {}
 
 func (x *ToolCallTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[19]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +3102,7 @@ func (x *ToolCallTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallTrace.ProtoReflect.Descriptor instead.
 func (*ToolCallTrace) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ToolCallTrace) GetStep() uint32 {
@@ -2448,7 +3172,9 @@ type AgentResult struct {
 	Usage *TokenUsage `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
 	// Output only. RAG metadata.
 	Rag *RagExecutionMetadata `protobuf:"bytes,7,opt,name=rag,proto3" json:"rag,omitempty"`
-	// Output only. Accepted chunks the answer cites, in order of first citation.
+	// Output only. Accepted chunks the answer cites, in order of first citation
+	// (display_number 1, 2, ...), each with its title, section, span and a
+	// bounded snippet.
 	Citations []*Citation `protobuf:"bytes,8,rep,name=citations,proto3" json:"citations,omitempty"`
 	// Output only. Tool calls.
 	ToolCalls []*ToolCallTrace `protobuf:"bytes,9,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
@@ -2466,14 +3192,17 @@ type AgentResult struct {
 	// Output only. Whether this result continued from a checkpoint (resume or
 	// submitted tool results) rather than running from the start. duration
 	// then covers the continued part only.
-	Resumed       bool `protobuf:"varint,53,opt,name=resumed,proto3" json:"resumed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Resumed bool `protobuf:"varint,53,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	// Output only. Embedding usage of the execution beside the chat usage in
+	// `usage`: its searches' query embeddings and any embedding reranker.
+	EmbeddingUsage *EmbeddingUsage `protobuf:"bytes,80,opt,name=embedding_usage,json=embeddingUsage,proto3" json:"embedding_usage,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AgentResult) Reset() {
 	*x = AgentResult{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[20]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +3214,7 @@ func (x *AgentResult) String() string {
 func (*AgentResult) ProtoMessage() {}
 
 func (x *AgentResult) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[20]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +3227,7 @@ func (x *AgentResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentResult.ProtoReflect.Descriptor instead.
 func (*AgentResult) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AgentResult) GetExecutionId() string {
@@ -2599,6 +3328,13 @@ func (x *AgentResult) GetResumed() bool {
 	return false
 }
 
+func (x *AgentResult) GetEmbeddingUsage() *EmbeddingUsage {
+	if x != nil {
+		return x.EmbeddingUsage
+	}
+	return nil
+}
+
 // RAG search lifecycle details (content-free).
 type RagSearchEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2608,11 +3344,12 @@ type RagSearchEvent struct {
 	RetrievalMode RetrievalMode `protobuf:"varint,2,opt,name=retrieval_mode,json=retrievalMode,proto3,enum=groundwire.v1.RetrievalMode" json:"retrieval_mode,omitempty"`
 	// Output only. Candidates requested (CandidateCount).
 	CandidateBudget uint32 `protobuf:"varint,3,opt,name=candidate_budget,json=candidateBudget,proto3" json:"candidate_budget,omitempty"`
-	// Output only. Candidates retrieved (completed only).
+	// Output only. Candidates retrieved (completed, and failed after retrieval).
 	CandidateCount uint32 `protobuf:"varint,4,opt,name=candidate_count,json=candidateCount,proto3" json:"candidate_count,omitempty"`
-	// Output only. Candidates accepted (completed only).
+	// Output only. Candidates accepted (completed, and failed after retrieval).
 	AcceptedCount uint32 `protobuf:"varint,5,opt,name=accepted_count,json=acceptedCount,proto3" json:"accepted_count,omitempty"`
-	// Output only. Reranking outcome (completed only).
+	// Output only. Reranking outcome (completed, and failed after reranking:
+	// FAILED for a rerank blocked by the FAIL policy).
 	RerankingOutcome RerankOutcome `protobuf:"varint,6,opt,name=reranking_outcome,json=rerankingOutcome,proto3,enum=groundwire.v1.RerankOutcome" json:"reranking_outcome,omitempty"`
 	// Output only. Search duration (completed/failed).
 	Duration *durationpb.Duration `protobuf:"bytes,7,opt,name=duration,proto3" json:"duration,omitempty"`
@@ -2626,7 +3363,7 @@ type RagSearchEvent struct {
 
 func (x *RagSearchEvent) Reset() {
 	*x = RagSearchEvent{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[21]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2638,7 +3375,7 @@ func (x *RagSearchEvent) String() string {
 func (*RagSearchEvent) ProtoMessage() {}
 
 func (x *RagSearchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[21]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2651,7 +3388,7 @@ func (x *RagSearchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RagSearchEvent.ProtoReflect.Descriptor instead.
 func (*RagSearchEvent) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RagSearchEvent) GetIndexName() string {
@@ -2738,7 +3475,7 @@ type ToolCallEvent struct {
 
 func (x *ToolCallEvent) Reset() {
 	*x = ToolCallEvent{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[22]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2750,7 +3487,7 @@ func (x *ToolCallEvent) String() string {
 func (*ToolCallEvent) ProtoMessage() {}
 
 func (x *ToolCallEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[22]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2763,7 +3500,7 @@ func (x *ToolCallEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallEvent.ProtoReflect.Descriptor instead.
 func (*ToolCallEvent) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ToolCallEvent) GetStep() uint32 {
@@ -2844,14 +3581,20 @@ type ExecuteStreamResponse struct {
 	// code (an ErrorReason name, for example MODEL_UNAVAILABLE).
 	ErrorCode string `protobuf:"bytes,8,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// Output only. For EXECUTION_FAILED: a content-free message.
-	ErrorMessage  string `protobuf:"bytes,9,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	ErrorMessage string `protobuf:"bytes,9,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+	// as the execution got (for a blocked rerank, reranking.outcome FAILED and
+	// its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+	// a negative available_tokens). The unary Execute error carries the same
+	// message as a google.rpc.Status detail.
+	Rag           *RagExecutionMetadata `protobuf:"bytes,60,opt,name=rag,proto3" json:"rag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecuteStreamResponse) Reset() {
 	*x = ExecuteStreamResponse{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[23]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2863,7 +3606,7 @@ func (x *ExecuteStreamResponse) String() string {
 func (*ExecuteStreamResponse) ProtoMessage() {}
 
 func (x *ExecuteStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[23]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2876,7 +3619,7 @@ func (x *ExecuteStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteStreamResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{23}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExecuteStreamResponse) GetType() ExecutionEventType {
@@ -2942,6 +3685,13 @@ func (x *ExecuteStreamResponse) GetErrorMessage() string {
 	return ""
 }
 
+func (x *ExecuteStreamResponse) GetRag() *RagExecutionMetadata {
+	if x != nil {
+		return x.Rag
+	}
+	return nil
+}
+
 // RAG policy summary of an agent.
 type AgentRagDescription struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2957,6 +3707,15 @@ type AgentRagDescription struct {
 	RerankingEnabled bool `protobuf:"varint,5,opt,name=reranking_enabled,json=rerankingEnabled,proto3" json:"reranking_enabled,omitempty"`
 	// Output only. Whether the agent searches through the search_documents tool.
 	Agentic bool `protobuf:"varint,6,opt,name=agentic,proto3" json:"agentic,omitempty"`
+	// Output only. Final selection of a reranked pool (UNSPECIFIED when
+	// reranking is disabled).
+	FinalSelectionPolicy FinalSelectionPolicy `protobuf:"varint,60,opt,name=final_selection_policy,json=finalSelectionPolicy,proto3,enum=groundwire.v1.FinalSelectionPolicy" json:"final_selection_policy,omitempty"`
+	// Output only. The reranking pool multiplier (0 when reranking is disabled).
+	CandidateMultiplier uint32 `protobuf:"varint,61,opt,name=candidate_multiplier,json=candidateMultiplier,proto3" json:"candidate_multiplier,omitempty"`
+	// Output only. The retrieval weight (WEIGHTED_BLEND only).
+	RetrievalWeight *float64 `protobuf:"fixed64,62,opt,name=retrieval_weight,json=retrievalWeight,proto3,oneof" json:"retrieval_weight,omitempty"`
+	// Output only. The name of the agentic search tool ("" when not agentic).
+	SearchToolName string `protobuf:"bytes,63,opt,name=search_tool_name,json=searchToolName,proto3" json:"search_tool_name,omitempty"`
 	// Output only. Whether a request may set ExecutionInput.bypass_rag (mode
 	// OPEN or GROUNDED with no-context behavior ANSWER_NORMALLY).
 	BypassAllowed bool `protobuf:"varint,70,opt,name=bypass_allowed,json=bypassAllowed,proto3" json:"bypass_allowed,omitempty"`
@@ -2975,7 +3734,7 @@ type AgentRagDescription struct {
 
 func (x *AgentRagDescription) Reset() {
 	*x = AgentRagDescription{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[24]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2987,7 +3746,7 @@ func (x *AgentRagDescription) String() string {
 func (*AgentRagDescription) ProtoMessage() {}
 
 func (x *AgentRagDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[24]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3000,7 +3759,7 @@ func (x *AgentRagDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentRagDescription.ProtoReflect.Descriptor instead.
 func (*AgentRagDescription) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AgentRagDescription) GetIndexName() string {
@@ -3043,6 +3802,34 @@ func (x *AgentRagDescription) GetAgentic() bool {
 		return x.Agentic
 	}
 	return false
+}
+
+func (x *AgentRagDescription) GetFinalSelectionPolicy() FinalSelectionPolicy {
+	if x != nil {
+		return x.FinalSelectionPolicy
+	}
+	return FinalSelectionPolicy_FINAL_SELECTION_POLICY_UNSPECIFIED
+}
+
+func (x *AgentRagDescription) GetCandidateMultiplier() uint32 {
+	if x != nil {
+		return x.CandidateMultiplier
+	}
+	return 0
+}
+
+func (x *AgentRagDescription) GetRetrievalWeight() float64 {
+	if x != nil && x.RetrievalWeight != nil {
+		return *x.RetrievalWeight
+	}
+	return 0
+}
+
+func (x *AgentRagDescription) GetSearchToolName() string {
+	if x != nil {
+		return x.SearchToolName
+	}
+	return ""
 }
 
 func (x *AgentRagDescription) GetBypassAllowed() bool {
@@ -3096,7 +3883,7 @@ type AgentDescription struct {
 
 func (x *AgentDescription) Reset() {
 	*x = AgentDescription{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[25]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3108,7 +3895,7 @@ func (x *AgentDescription) String() string {
 func (*AgentDescription) ProtoMessage() {}
 
 func (x *AgentDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[25]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3121,7 +3908,7 @@ func (x *AgentDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentDescription.ProtoReflect.Descriptor instead.
 func (*AgentDescription) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AgentDescription) GetId() string {
@@ -3186,7 +3973,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[26]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3985,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[26]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3998,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListAgentsRequest) GetPageSize() int32 {
@@ -3241,7 +4028,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[27]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3253,7 +4040,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[27]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3266,7 +4053,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*AgentDescription {
@@ -3294,7 +4081,7 @@ type GetAgentRequest struct {
 
 func (x *GetAgentRequest) Reset() {
 	*x = GetAgentRequest{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[28]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3306,7 +4093,7 @@ func (x *GetAgentRequest) String() string {
 func (*GetAgentRequest) ProtoMessage() {}
 
 func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[28]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3319,7 +4106,7 @@ func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetAgentRequest) GetAgentId() string {
@@ -3340,7 +4127,7 @@ type GetAgentResponse struct {
 
 func (x *GetAgentResponse) Reset() {
 	*x = GetAgentResponse{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[29]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3352,7 +4139,7 @@ func (x *GetAgentResponse) String() string {
 func (*GetAgentResponse) ProtoMessage() {}
 
 func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[29]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3365,7 +4152,7 @@ func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetAgentResponse) GetAgent() *AgentDescription {
@@ -3395,7 +4182,7 @@ type ClientTool struct {
 
 func (x *ClientTool) Reset() {
 	*x = ClientTool{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[30]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3407,7 +4194,7 @@ func (x *ClientTool) String() string {
 func (*ClientTool) ProtoMessage() {}
 
 func (x *ClientTool) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[30]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3420,7 +4207,7 @@ func (x *ClientTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientTool.ProtoReflect.Descriptor instead.
 func (*ClientTool) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ClientTool) GetName() string {
@@ -3460,7 +4247,7 @@ type RequiredToolCall struct {
 
 func (x *RequiredToolCall) Reset() {
 	*x = RequiredToolCall{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[31]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3472,7 +4259,7 @@ func (x *RequiredToolCall) String() string {
 func (*RequiredToolCall) ProtoMessage() {}
 
 func (x *RequiredToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[31]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3485,7 +4272,7 @@ func (x *RequiredToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequiredToolCall.ProtoReflect.Descriptor instead.
 func (*RequiredToolCall) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{31}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RequiredToolCall) GetCallId() string {
@@ -3528,7 +4315,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[32]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3540,7 +4327,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[32]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3553,7 +4340,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -3591,7 +4378,7 @@ type ResumeExecutionRequest struct {
 
 func (x *ResumeExecutionRequest) Reset() {
 	*x = ResumeExecutionRequest{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[33]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3603,7 +4390,7 @@ func (x *ResumeExecutionRequest) String() string {
 func (*ResumeExecutionRequest) ProtoMessage() {}
 
 func (x *ResumeExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[33]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3616,7 +4403,7 @@ func (x *ResumeExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeExecutionRequest.ProtoReflect.Descriptor instead.
 func (*ResumeExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResumeExecutionRequest) GetExecutionId() string {
@@ -3644,7 +4431,7 @@ type ResumeExecutionResponse struct {
 
 func (x *ResumeExecutionResponse) Reset() {
 	*x = ResumeExecutionResponse{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[34]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3656,7 +4443,7 @@ func (x *ResumeExecutionResponse) String() string {
 func (*ResumeExecutionResponse) ProtoMessage() {}
 
 func (x *ResumeExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[34]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3669,7 +4456,7 @@ func (x *ResumeExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeExecutionResponse.ProtoReflect.Descriptor instead.
 func (*ResumeExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResumeExecutionResponse) GetResult() *AgentResult {
@@ -3692,7 +4479,7 @@ type ResumeExecutionStreamRequest struct {
 
 func (x *ResumeExecutionStreamRequest) Reset() {
 	*x = ResumeExecutionStreamRequest{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[35]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3704,7 +4491,7 @@ func (x *ResumeExecutionStreamRequest) String() string {
 func (*ResumeExecutionStreamRequest) ProtoMessage() {}
 
 func (x *ResumeExecutionStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[35]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3717,7 +4504,7 @@ func (x *ResumeExecutionStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeExecutionStreamRequest.ProtoReflect.Descriptor instead.
 func (*ResumeExecutionStreamRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ResumeExecutionStreamRequest) GetExecutionId() string {
@@ -3745,7 +4532,7 @@ type ResumeExecutionStreamResponse struct {
 
 func (x *ResumeExecutionStreamResponse) Reset() {
 	*x = ResumeExecutionStreamResponse{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[36]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3757,7 +4544,7 @@ func (x *ResumeExecutionStreamResponse) String() string {
 func (*ResumeExecutionStreamResponse) ProtoMessage() {}
 
 func (x *ResumeExecutionStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[36]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3770,7 +4557,7 @@ func (x *ResumeExecutionStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeExecutionStreamResponse.ProtoReflect.Descriptor instead.
 func (*ResumeExecutionStreamResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ResumeExecutionStreamResponse) GetEvent() *ExecuteStreamResponse {
@@ -3795,7 +4582,7 @@ type SubmitToolResultsRequest struct {
 
 func (x *SubmitToolResultsRequest) Reset() {
 	*x = SubmitToolResultsRequest{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[37]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3807,7 +4594,7 @@ func (x *SubmitToolResultsRequest) String() string {
 func (*SubmitToolResultsRequest) ProtoMessage() {}
 
 func (x *SubmitToolResultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[37]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3820,7 +4607,7 @@ func (x *SubmitToolResultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitToolResultsRequest.ProtoReflect.Descriptor instead.
 func (*SubmitToolResultsRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SubmitToolResultsRequest) GetExecutionId() string {
@@ -3855,7 +4642,7 @@ type SubmitToolResultsResponse struct {
 
 func (x *SubmitToolResultsResponse) Reset() {
 	*x = SubmitToolResultsResponse{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[38]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3867,7 +4654,7 @@ func (x *SubmitToolResultsResponse) String() string {
 func (*SubmitToolResultsResponse) ProtoMessage() {}
 
 func (x *SubmitToolResultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[38]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3880,7 +4667,7 @@ func (x *SubmitToolResultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitToolResultsResponse.ProtoReflect.Descriptor instead.
 func (*SubmitToolResultsResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SubmitToolResultsResponse) GetResult() *AgentResult {
@@ -3902,7 +4689,7 @@ type ClientToolResults struct {
 
 func (x *ClientToolResults) Reset() {
 	*x = ClientToolResults{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[39]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3914,7 +4701,7 @@ func (x *ClientToolResults) String() string {
 func (*ClientToolResults) ProtoMessage() {}
 
 func (x *ClientToolResults) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[39]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3927,7 +4714,7 @@ func (x *ClientToolResults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientToolResults.ProtoReflect.Descriptor instead.
 func (*ClientToolResults) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ClientToolResults) GetResults() []*ToolResult {
@@ -3953,7 +4740,7 @@ type ExecuteInteractiveRequest struct {
 
 func (x *ExecuteInteractiveRequest) Reset() {
 	*x = ExecuteInteractiveRequest{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[40]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3965,7 +4752,7 @@ func (x *ExecuteInteractiveRequest) String() string {
 func (*ExecuteInteractiveRequest) ProtoMessage() {}
 
 func (x *ExecuteInteractiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[40]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3978,7 +4765,7 @@ func (x *ExecuteInteractiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteInteractiveRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteInteractiveRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ExecuteInteractiveRequest) GetKind() isExecuteInteractiveRequest_Kind {
@@ -4035,7 +4822,7 @@ type ExecuteInteractiveResponse struct {
 
 func (x *ExecuteInteractiveResponse) Reset() {
 	*x = ExecuteInteractiveResponse{}
-	mi := &file_groundwire_v1_agent_proto_msgTypes[41]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4047,7 +4834,7 @@ func (x *ExecuteInteractiveResponse) String() string {
 func (*ExecuteInteractiveResponse) ProtoMessage() {}
 
 func (x *ExecuteInteractiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_agent_proto_msgTypes[41]
+	mi := &file_groundwire_v1_agent_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4060,7 +4847,7 @@ func (x *ExecuteInteractiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteInteractiveResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteInteractiveResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{41}
+	return file_groundwire_v1_agent_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ExecuteInteractiveResponse) GetEvent() *ExecuteStreamResponse {
@@ -4074,10 +4861,10 @@ var File_groundwire_v1_agent_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x19groundwire/v1/agent.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1agroundwire/v1/common.proto\x1a\x1cgroundwire/v1/reranker.proto\x1a\x1dgroundwire/v1/retriever.proto\"Y\n" +
+	"\x19groundwire/v1/agent.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1agroundwire/v1/common.proto\x1a\x1cgroundwire/v1/reranker.proto\x1a\x1dgroundwire/v1/retriever.proto\x1a\x19groundwire/v1/usage.proto\"Y\n" +
 	"\x10ConversationTurn\x12+\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x17.groundwire.v1.TurnRoleR\x04role\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\xb2\x03\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\xdf\x03\n" +
 	"\x0eExecutionInput\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x129\n" +
@@ -4088,7 +4875,8 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x13client_tool_timeout\x183 \x01(\v2\x19.google.protobuf.DurationR\x11clientToolTimeout\x12\x1d\n" +
 	"\n" +
 	"bypass_rag\x18F \x01(\bR\tbypassRag\x129\n" +
-	"\toverrides\x18G \x01(\v2\x1b.groundwire.v1.RagOverridesR\toverrides\"\x8b\x01\n" +
+	"\toverrides\x18G \x01(\v2\x1b.groundwire.v1.RagOverridesR\toverrides\x12+\n" +
+	"\x11min_index_version\x18\xbe\x01 \x01(\x04R\x0fminIndexVersion\"\x8b\x01\n" +
 	"\fRagOverrides\x120\n" +
 	"\x11minimum_relevance\x18\x01 \x01(\x01H\x00R\x10minimumRelevance\x88\x01\x01\x12#\n" +
 	"\vfinal_top_k\x18\x02 \x01(\rH\x01R\tfinalTopK\x88\x01\x01B\x14\n" +
@@ -4130,7 +4918,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x14ExecuteStreamRequest\x123\n" +
 	"\x05input\x18\x01 \x01(\v2\x1d.groundwire.v1.ExecutionInputR\x05input\"E\n" +
 	"\x0fExecuteResponse\x122\n" +
-	"\x06result\x18\x01 \x01(\v2\x1a.groundwire.v1.AgentResultR\x06result\"\xfb\x01\n" +
+	"\x06result\x18\x01 \x01(\v2\x1a.groundwire.v1.AgentResultR\x06result\"\xec\x03\n" +
 	"\aRagItem\x12\x1f\n" +
 	"\vdocument_id\x18\x01 \x01(\tR\n" +
 	"documentId\x12\x19\n" +
@@ -4138,7 +4926,41 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x0eretrieval_rank\x18\x03 \x01(\rR\rretrievalRank\x12*\n" +
 	"\x05score\x18\x04 \x01(\v2\x14.groundwire.v1.ScoreR\x05score\x124\n" +
 	"\x06reason\x18\x05 \x01(\x0e2\x1c.groundwire.v1.RagItemReasonR\x06reason\x12+\n" +
-	"\x04span\x18\x06 \x01(\v2\x17.groundwire.v1.CharSpanR\x04span\"\xe3\x02\n" +
+	"\x04span\x18\x06 \x01(\v2\x17.groundwire.v1.CharSpanR\x04span\x12\x15\n" +
+	"\x05title\x18\xa0\x01 \x01(\tR\x05title\x12\x19\n" +
+	"\asection\x18\xa1\x01 \x01(\tR\asection\x12\x19\n" +
+	"\asnippet\x18\xa2\x01 \x01(\tR\asnippet\x12,\n" +
+	"\x11snippet_truncated\x18\xa3\x01 \x01(\bR\x10snippetTruncated\x12.\n" +
+	"\x10rerank_relevance\x18< \x01(\x01H\x00R\x0frerankRelevance\x88\x01\x01\x12/\n" +
+	"\x05blend\x18= \x01(\v2\x19.groundwire.v1.BlendScoreR\x05blendB\x13\n" +
+	"\x11_rerank_relevance\"\x9b\x02\n" +
+	"\n" +
+	"BlendScore\x12\x14\n" +
+	"\x05value\x18\x01 \x01(\x01R\x05value\x12\x18\n" +
+	"\aformula\x18\x02 \x01(\tR\aformula\x12)\n" +
+	"\x10retrieval_weight\x18\x03 \x01(\x01R\x0fretrievalWeight\x12'\n" +
+	"\x0fretrieval_input\x18\x04 \x01(\x01R\x0eretrievalInput\x12^\n" +
+	"\x17retrieval_normalization\x18\x05 \x01(\x0e2%.groundwire.v1.RetrievalNormalizationR\x16retrievalNormalization\x12)\n" +
+	"\x10rerank_relevance\x18\x06 \x01(\x01R\x0frerankRelevance\"\xab\x03\n" +
+	"\x0eFinalSelection\x12;\n" +
+	"\x06policy\x18\x01 \x01(\x0e2#.groundwire.v1.FinalSelectionPolicyR\x06policy\x12.\n" +
+	"\x10retrieval_weight\x18\x02 \x01(\x01H\x00R\x0fretrievalWeight\x88\x01\x01\x12K\n" +
+	"\rnormalization\x18\x03 \x01(\x0e2%.groundwire.v1.RetrievalNormalizationR\rnormalization\x12Z\n" +
+	"\x15applied_normalization\x18\x04 \x01(\x0e2%.groundwire.v1.RetrievalNormalizationR\x14appliedNormalization\x121\n" +
+	"\x14candidate_multiplier\x18\x05 \x01(\rR\x13candidateMultiplier\x12\x1b\n" +
+	"\tpool_size\x18\x06 \x01(\rR\bpoolSize\x12\x1e\n" +
+	"\vfinal_top_k\x18\a \x01(\rR\tfinalTopKB\x13\n" +
+	"\x11_retrieval_weight\"K\n" +
+	"\x16AppliedFilterCondition\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1f\n" +
+	"\vvalue_count\x18\x02 \x01(\rR\n" +
+	"valueCount\"\xfb\x01\n" +
+	"\x10RagSearchOptions\x12#\n" +
+	"\rtenant_scoped\x18\x01 \x01(\bR\ftenantScoped\x12=\n" +
+	"\x06filter\x18\x02 \x03(\v2%.groundwire.v1.AppliedFilterConditionR\x06filter\x12C\n" +
+	"\x0eretrieval_mode\x18\x03 \x01(\x0e2\x1c.groundwire.v1.RetrievalModeR\rretrievalMode\x12)\n" +
+	"\x10candidate_budget\x18\x04 \x01(\rR\x0fcandidateBudget\x12\x13\n" +
+	"\x05top_k\x18\x05 \x01(\rR\x04topK\"\xe3\x02\n" +
 	"\rContextBudget\x124\n" +
 	"\x16maximum_context_tokens\x18\x01 \x01(\rR\x14maximumContextTokens\x124\n" +
 	"\x16response_token_reserve\x18\x02 \x01(\rR\x14responseTokenReserve\x12-\n" +
@@ -4148,7 +4970,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\fother_tokens\x18\x06 \x01(\rR\votherTokens\x12)\n" +
 	"\x10available_tokens\x18\a \x01(\x05R\x0favailableTokens\x12\x1f\n" +
 	"\vused_tokens\x18\b \x01(\rR\n" +
-	"usedTokens\"\x85\x02\n" +
+	"usedTokens\"\xea\x05\n" +
 	"\x12AgenticSearchTrace\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12'\n" +
@@ -4157,7 +4979,18 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\tsucceeded\x18\x05 \x01(\bR\tsucceeded\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x06 \x01(\tR\terrorCode\x125\n" +
-	"\bduration\x18\a \x01(\v2\x19.google.protobuf.DurationR\bduration\"\xe8\f\n" +
+	"\bduration\x18\a \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x14\n" +
+	"\x05query\x18< \x01(\tR\x05query\x129\n" +
+	"\aoptions\x18= \x01(\v2\x1f.groundwire.v1.RagSearchOptionsR\aoptions\x126\n" +
+	"\n" +
+	"candidates\x18> \x03(\v2\x16.groundwire.v1.RagItemR\n" +
+	"candidates\x122\n" +
+	"\baccepted\x18? \x03(\v2\x16.groundwire.v1.RagItemR\baccepted\x122\n" +
+	"\brejected\x18@ \x03(\v2\x16.groundwire.v1.RagItemR\brejected\x12A\n" +
+	"\x10context_excluded\x18A \x03(\v2\x16.groundwire.v1.RagItemR\x0fcontextExcluded\x12>\n" +
+	"\treranking\x18B \x01(\v2 .groundwire.v1.RerankingMetadataR\treranking\x12J\n" +
+	"\x11no_context_reason\x18C \x01(\x0e2\x1e.groundwire.v1.NoContextReasonR\x0fnoContextReason\x12#\n" +
+	"\rindex_version\x18D \x01(\x04R\findexVersion\"\xdf\r\n" +
 	"\x14RagExecutionMetadata\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x1d\n" +
 	"\n" +
@@ -4185,13 +5018,15 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\treranking\x18\x14 \x01(\v2 .groundwire.v1.RerankingMetadataR\treranking\x12C\n" +
 	"\x0econtext_budget\x18\x15 \x01(\v2\x1c.groundwire.v1.ContextBudgetR\rcontextBudget\x12,\n" +
 	"\x0frewritten_query\x18\x16 \x01(\tH\x00R\x0erewrittenQuery\x88\x01\x01\x12=\n" +
-	"\bsearches\x18\x17 \x03(\v2!.groundwire.v1.AgenticSearchTraceR\bsearches\x12!\n" +
+	"\bsearches\x18\x17 \x03(\v2!.groundwire.v1.AgenticSearchTraceR\bsearches\x12F\n" +
+	"\x0ffinal_selection\x18< \x01(\v2\x1d.groundwire.v1.FinalSelectionR\x0efinalSelection\x12!\n" +
 	"\frag_bypassed\x18F \x01(\bR\vragBypassed\x12F\n" +
 	"\x0eapplied_limits\x18G \x01(\v2\x1f.groundwire.v1.RagAppliedLimitsR\rappliedLimits\x12(\n" +
 	"\rkeyword_query\x18H \x01(\tH\x01R\fkeywordQuery\x88\x01\x01\x12S\n" +
 	"\x14keyword_query_source\x18I \x01(\x0e2!.groundwire.v1.KeywordQuerySourceR\x12keywordQuerySource\x12?\n" +
 	"\x1ckeyword_rewrite_failure_code\x18J \x01(\tR\x19keywordRewriteFailureCode\x12;\n" +
-	"\x1aquery_rewrite_failure_code\x18K \x01(\tR\x17queryRewriteFailureCodeB\x12\n" +
+	"\x1aquery_rewrite_failure_code\x18K \x01(\tR\x17queryRewriteFailureCode\x12-\n" +
+	"\x12tenant_scope_empty\x18\xa0\x01 \x01(\bR\x10tenantScopeEmptyB\x12\n" +
 	"\x10_rewritten_queryB\x10\n" +
 	"\x0e_keyword_query\"\xc3\x02\n" +
 	"\x10RagAppliedLimits\x12'\n" +
@@ -4206,12 +5041,18 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"TokenUsage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12!\n" +
-	"\ftotal_tokens\x18\x03 \x01(\rR\vtotalTokens\"k\n" +
+	"\ftotal_tokens\x18\x03 \x01(\rR\vtotalTokens\"\xbc\x02\n" +
 	"\bCitation\x12#\n" +
 	"\rsource_number\x18\x01 \x01(\rR\fsourceNumber\x12\x1f\n" +
 	"\vdocument_id\x18\x02 \x01(\tR\n" +
 	"documentId\x12\x19\n" +
-	"\bchunk_id\x18\x03 \x01(\tR\achunkId\"\xf6\x01\n" +
+	"\bchunk_id\x18\x03 \x01(\tR\achunkId\x12&\n" +
+	"\x0edisplay_number\x18\xa0\x01 \x01(\rR\rdisplayNumber\x12\x15\n" +
+	"\x05title\x18\xa1\x01 \x01(\tR\x05title\x12\x19\n" +
+	"\asection\x18\xa2\x01 \x01(\tR\asection\x12,\n" +
+	"\x04span\x18\xa3\x01 \x01(\v2\x17.groundwire.v1.CharSpanR\x04span\x12\x19\n" +
+	"\asnippet\x18\xa4\x01 \x01(\tR\asnippet\x12,\n" +
+	"\x11snippet_truncated\x18\xa5\x01 \x01(\bR\x10snippetTruncated\"\xf6\x01\n" +
 	"\rToolCallTrace\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -4220,7 +5061,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x05 \x01(\tR\terrorCode\x125\n" +
 	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12'\n" +
-	"\x0fclient_executed\x182 \x01(\bR\x0eclientExecuted\"\x9b\x05\n" +
+	"\x0fclient_executed\x182 \x01(\bR\x0eclientExecuted\"\xe3\x05\n" +
 	"\vAgentResult\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
@@ -4237,7 +5078,8 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x06status\x182 \x01(\x0e2\x1e.groundwire.v1.ExecutionStatusR\x06status\x12O\n" +
 	"\x13required_tool_calls\x183 \x03(\v2\x1f.groundwire.v1.RequiredToolCallR\x11requiredToolCalls\x12C\n" +
 	"\x0faction_deadline\x184 \x01(\v2\x1a.google.protobuf.TimestampR\x0eactionDeadline\x12\x18\n" +
-	"\aresumed\x185 \x01(\bR\aresumed\"\x8b\x03\n" +
+	"\aresumed\x185 \x01(\bR\aresumed\x12F\n" +
+	"\x0fembedding_usage\x18P \x01(\v2\x1d.groundwire.v1.EmbeddingUsageR\x0eembeddingUsage\"\x8b\x03\n" +
 	"\x0eRagSearchEvent\x12\x1d\n" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12C\n" +
@@ -4257,7 +5099,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"error_code\x18\x05 \x01(\tR\terrorCode\x125\n" +
 	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x1c\n" +
 	"\targuments\x182 \x01(\tR\targuments\x12'\n" +
-	"\x0fclient_executed\x183 \x01(\bR\x0eclientExecuted\"\x9d\x03\n" +
+	"\x0fclient_executed\x183 \x01(\bR\x0eclientExecuted\"\xd4\x03\n" +
 	"\x15ExecuteStreamResponse\x125\n" +
 	"\x04type\x18\x01 \x01(\x0e2!.groundwire.v1.ExecutionEventTypeR\x04type\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\rR\bsequence\x12!\n" +
@@ -4270,7 +5112,8 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x06result\x18\a \x01(\v2\x1a.groundwire.v1.AgentResultR\x06result\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\b \x01(\tR\terrorCode\x12#\n" +
-	"\rerror_message\x18\t \x01(\tR\ferrorMessage\"\xf8\x03\n" +
+	"\rerror_message\x18\t \x01(\tR\ferrorMessage\x125\n" +
+	"\x03rag\x18< \x01(\v2#.groundwire.v1.RagExecutionMetadataR\x03rag\"\xf5\x05\n" +
 	"\x13AgentRagDescription\x12\x1d\n" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12C\n" +
@@ -4278,11 +5121,16 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x04mode\x18\x03 \x01(\x0e2\x1c.groundwire.v1.ExecutionModeR\x04mode\x12P\n" +
 	"\x13no_context_behavior\x18\x04 \x01(\x0e2 .groundwire.v1.NoContextBehaviorR\x11noContextBehavior\x12+\n" +
 	"\x11reranking_enabled\x18\x05 \x01(\bR\x10rerankingEnabled\x12\x18\n" +
-	"\aagentic\x18\x06 \x01(\bR\aagentic\x12%\n" +
+	"\aagentic\x18\x06 \x01(\bR\aagentic\x12Y\n" +
+	"\x16final_selection_policy\x18< \x01(\x0e2#.groundwire.v1.FinalSelectionPolicyR\x14finalSelectionPolicy\x121\n" +
+	"\x14candidate_multiplier\x18= \x01(\rR\x13candidateMultiplier\x12.\n" +
+	"\x10retrieval_weight\x18> \x01(\x01H\x00R\x0fretrievalWeight\x88\x01\x01\x12(\n" +
+	"\x10search_tool_name\x18? \x01(\tR\x0esearchToolName\x12%\n" +
 	"\x0ebypass_allowed\x18F \x01(\bR\rbypassAllowed\x120\n" +
-	"\x11minimum_relevance\x18G \x01(\x01H\x00R\x10minimumRelevance\x88\x01\x01\x12\x1e\n" +
+	"\x11minimum_relevance\x18G \x01(\x01H\x01R\x10minimumRelevance\x88\x01\x01\x12\x1e\n" +
 	"\vfinal_top_k\x18H \x01(\rR\tfinalTopK\x12#\n" +
-	"\rkeyword_query\x18I \x01(\bR\fkeywordQueryB\x14\n" +
+	"\rkeyword_query\x18I \x01(\bR\fkeywordQueryB\x13\n" +
+	"\x11_retrieval_weightB\x14\n" +
 	"\x12_minimum_relevance\"\xf4\x01\n" +
 	"\x10AgentDescription\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -4360,7 +5208,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"+NO_CONTEXT_REASON_BELOW_RELEVANCE_THRESHOLD\x10\x02\x12)\n" +
 	"%NO_CONTEXT_REASON_CANDIDATES_REJECTED\x10\x03\x12$\n" +
 	" NO_CONTEXT_REASON_NOT_ANSWERABLE\x10\x04\x12.\n" +
-	"*NO_CONTEXT_REASON_CONTEXT_BUDGET_EXHAUSTED\x10\x05*\xf5\x02\n" +
+	"*NO_CONTEXT_REASON_CONTEXT_BUDGET_EXHAUSTED\x10\x05*\x97\x03\n" +
 	"\rRagItemReason\x12\x1f\n" +
 	"\x1bRAG_ITEM_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dRAG_ITEM_REASON_INVALID_SCORE\x10\x01\x12%\n" +
@@ -4370,7 +5218,17 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"%RAG_ITEM_REASON_TOKEN_BUDGET_EXCEEDED\x10\x05\x12'\n" +
 	"#RAG_ITEM_REASON_OVERLAPPING_CONTENT\x10\x06\x12)\n" +
 	"%RAG_ITEM_REASON_SOURCE_LIMIT_EXCEEDED\x10\a\x12\"\n" +
-	"\x1eRAG_ITEM_REASON_NOT_ANSWERABLE\x10\b*R\n" +
+	"\x1eRAG_ITEM_REASON_NOT_ANSWERABLE\x10\b\x12 \n" +
+	"\x1cRAG_ITEM_REASON_NOT_SELECTED\x10<*\x93\x01\n" +
+	"\x14FinalSelectionPolicy\x12&\n" +
+	"\"FINAL_SELECTION_POLICY_UNSPECIFIED\x10\x00\x12(\n" +
+	"$FINAL_SELECTION_POLICY_RERANKER_ONLY\x10\x01\x12)\n" +
+	"%FINAL_SELECTION_POLICY_WEIGHTED_BLEND\x10\x02*\xaf\x01\n" +
+	"\x16RetrievalNormalization\x12'\n" +
+	"#RETRIEVAL_NORMALIZATION_UNSPECIFIED\x10\x00\x12%\n" +
+	"!RETRIEVAL_NORMALIZATION_RELEVANCE\x10\x01\x12 \n" +
+	"\x1cRETRIEVAL_NORMALIZATION_RANK\x10\x02\x12#\n" +
+	"\x1fRETRIEVAL_NORMALIZATION_MIN_MAX\x10\x03*R\n" +
 	"\bTurnRole\x12\x19\n" +
 	"\x15TURN_ROLE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eTURN_ROLE_USER\x10\x01\x12\x17\n" +
@@ -4435,165 +5293,191 @@ func file_groundwire_v1_agent_proto_rawDescGZIP() []byte {
 	return file_groundwire_v1_agent_proto_rawDescData
 }
 
-var file_groundwire_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_groundwire_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_groundwire_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
+var file_groundwire_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_groundwire_v1_agent_proto_goTypes = []any{
 	(ExecutionMode)(0),                    // 0: groundwire.v1.ExecutionMode
 	(NoContextBehavior)(0),                // 1: groundwire.v1.NoContextBehavior
 	(NoContextReason)(0),                  // 2: groundwire.v1.NoContextReason
 	(RagItemReason)(0),                    // 3: groundwire.v1.RagItemReason
-	(TurnRole)(0),                         // 4: groundwire.v1.TurnRole
-	(ExecutionEventType)(0),               // 5: groundwire.v1.ExecutionEventType
-	(PromptRole)(0),                       // 6: groundwire.v1.PromptRole
-	(PreparedAction)(0),                   // 7: groundwire.v1.PreparedAction
-	(KeywordQuerySource)(0),               // 8: groundwire.v1.KeywordQuerySource
-	(ExecutionStatus)(0),                  // 9: groundwire.v1.ExecutionStatus
-	(*ConversationTurn)(nil),              // 10: groundwire.v1.ConversationTurn
-	(*ExecutionInput)(nil),                // 11: groundwire.v1.ExecutionInput
-	(*RagOverrides)(nil),                  // 12: groundwire.v1.RagOverrides
-	(*PrepareExecutionRequest)(nil),       // 13: groundwire.v1.PrepareExecutionRequest
-	(*PrepareExecutionResponse)(nil),      // 14: groundwire.v1.PrepareExecutionResponse
-	(*PreparedMessage)(nil),               // 15: groundwire.v1.PreparedMessage
-	(*PreparedTool)(nil),                  // 16: groundwire.v1.PreparedTool
-	(*PreparedReference)(nil),             // 17: groundwire.v1.PreparedReference
-	(*PreparedExecution)(nil),             // 18: groundwire.v1.PreparedExecution
-	(*ExecuteRequest)(nil),                // 19: groundwire.v1.ExecuteRequest
-	(*ExecuteStreamRequest)(nil),          // 20: groundwire.v1.ExecuteStreamRequest
-	(*ExecuteResponse)(nil),               // 21: groundwire.v1.ExecuteResponse
-	(*RagItem)(nil),                       // 22: groundwire.v1.RagItem
-	(*ContextBudget)(nil),                 // 23: groundwire.v1.ContextBudget
-	(*AgenticSearchTrace)(nil),            // 24: groundwire.v1.AgenticSearchTrace
-	(*RagExecutionMetadata)(nil),          // 25: groundwire.v1.RagExecutionMetadata
-	(*RagAppliedLimits)(nil),              // 26: groundwire.v1.RagAppliedLimits
-	(*TokenUsage)(nil),                    // 27: groundwire.v1.TokenUsage
-	(*Citation)(nil),                      // 28: groundwire.v1.Citation
-	(*ToolCallTrace)(nil),                 // 29: groundwire.v1.ToolCallTrace
-	(*AgentResult)(nil),                   // 30: groundwire.v1.AgentResult
-	(*RagSearchEvent)(nil),                // 31: groundwire.v1.RagSearchEvent
-	(*ToolCallEvent)(nil),                 // 32: groundwire.v1.ToolCallEvent
-	(*ExecuteStreamResponse)(nil),         // 33: groundwire.v1.ExecuteStreamResponse
-	(*AgentRagDescription)(nil),           // 34: groundwire.v1.AgentRagDescription
-	(*AgentDescription)(nil),              // 35: groundwire.v1.AgentDescription
-	(*ListAgentsRequest)(nil),             // 36: groundwire.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),            // 37: groundwire.v1.ListAgentsResponse
-	(*GetAgentRequest)(nil),               // 38: groundwire.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),              // 39: groundwire.v1.GetAgentResponse
-	(*ClientTool)(nil),                    // 40: groundwire.v1.ClientTool
-	(*RequiredToolCall)(nil),              // 41: groundwire.v1.RequiredToolCall
-	(*ToolResult)(nil),                    // 42: groundwire.v1.ToolResult
-	(*ResumeExecutionRequest)(nil),        // 43: groundwire.v1.ResumeExecutionRequest
-	(*ResumeExecutionResponse)(nil),       // 44: groundwire.v1.ResumeExecutionResponse
-	(*ResumeExecutionStreamRequest)(nil),  // 45: groundwire.v1.ResumeExecutionStreamRequest
-	(*ResumeExecutionStreamResponse)(nil), // 46: groundwire.v1.ResumeExecutionStreamResponse
-	(*SubmitToolResultsRequest)(nil),      // 47: groundwire.v1.SubmitToolResultsRequest
-	(*SubmitToolResultsResponse)(nil),     // 48: groundwire.v1.SubmitToolResultsResponse
-	(*ClientToolResults)(nil),             // 49: groundwire.v1.ClientToolResults
-	(*ExecuteInteractiveRequest)(nil),     // 50: groundwire.v1.ExecuteInteractiveRequest
-	(*ExecuteInteractiveResponse)(nil),    // 51: groundwire.v1.ExecuteInteractiveResponse
-	(*MetadataFilter)(nil),                // 52: groundwire.v1.MetadataFilter
-	(*durationpb.Duration)(nil),           // 53: google.protobuf.Duration
-	(*Score)(nil),                         // 54: groundwire.v1.Score
-	(*CharSpan)(nil),                      // 55: groundwire.v1.CharSpan
-	(RetrievalMode)(0),                    // 56: groundwire.v1.RetrievalMode
-	(*RerankingMetadata)(nil),             // 57: groundwire.v1.RerankingMetadata
-	(*timestamppb.Timestamp)(nil),         // 58: google.protobuf.Timestamp
-	(RerankOutcome)(0),                    // 59: groundwire.v1.RerankOutcome
-	(*structpb.Struct)(nil),               // 60: google.protobuf.Struct
+	(FinalSelectionPolicy)(0),             // 4: groundwire.v1.FinalSelectionPolicy
+	(RetrievalNormalization)(0),           // 5: groundwire.v1.RetrievalNormalization
+	(TurnRole)(0),                         // 6: groundwire.v1.TurnRole
+	(ExecutionEventType)(0),               // 7: groundwire.v1.ExecutionEventType
+	(PromptRole)(0),                       // 8: groundwire.v1.PromptRole
+	(PreparedAction)(0),                   // 9: groundwire.v1.PreparedAction
+	(KeywordQuerySource)(0),               // 10: groundwire.v1.KeywordQuerySource
+	(ExecutionStatus)(0),                  // 11: groundwire.v1.ExecutionStatus
+	(*ConversationTurn)(nil),              // 12: groundwire.v1.ConversationTurn
+	(*ExecutionInput)(nil),                // 13: groundwire.v1.ExecutionInput
+	(*RagOverrides)(nil),                  // 14: groundwire.v1.RagOverrides
+	(*PrepareExecutionRequest)(nil),       // 15: groundwire.v1.PrepareExecutionRequest
+	(*PrepareExecutionResponse)(nil),      // 16: groundwire.v1.PrepareExecutionResponse
+	(*PreparedMessage)(nil),               // 17: groundwire.v1.PreparedMessage
+	(*PreparedTool)(nil),                  // 18: groundwire.v1.PreparedTool
+	(*PreparedReference)(nil),             // 19: groundwire.v1.PreparedReference
+	(*PreparedExecution)(nil),             // 20: groundwire.v1.PreparedExecution
+	(*ExecuteRequest)(nil),                // 21: groundwire.v1.ExecuteRequest
+	(*ExecuteStreamRequest)(nil),          // 22: groundwire.v1.ExecuteStreamRequest
+	(*ExecuteResponse)(nil),               // 23: groundwire.v1.ExecuteResponse
+	(*RagItem)(nil),                       // 24: groundwire.v1.RagItem
+	(*BlendScore)(nil),                    // 25: groundwire.v1.BlendScore
+	(*FinalSelection)(nil),                // 26: groundwire.v1.FinalSelection
+	(*AppliedFilterCondition)(nil),        // 27: groundwire.v1.AppliedFilterCondition
+	(*RagSearchOptions)(nil),              // 28: groundwire.v1.RagSearchOptions
+	(*ContextBudget)(nil),                 // 29: groundwire.v1.ContextBudget
+	(*AgenticSearchTrace)(nil),            // 30: groundwire.v1.AgenticSearchTrace
+	(*RagExecutionMetadata)(nil),          // 31: groundwire.v1.RagExecutionMetadata
+	(*RagAppliedLimits)(nil),              // 32: groundwire.v1.RagAppliedLimits
+	(*TokenUsage)(nil),                    // 33: groundwire.v1.TokenUsage
+	(*Citation)(nil),                      // 34: groundwire.v1.Citation
+	(*ToolCallTrace)(nil),                 // 35: groundwire.v1.ToolCallTrace
+	(*AgentResult)(nil),                   // 36: groundwire.v1.AgentResult
+	(*RagSearchEvent)(nil),                // 37: groundwire.v1.RagSearchEvent
+	(*ToolCallEvent)(nil),                 // 38: groundwire.v1.ToolCallEvent
+	(*ExecuteStreamResponse)(nil),         // 39: groundwire.v1.ExecuteStreamResponse
+	(*AgentRagDescription)(nil),           // 40: groundwire.v1.AgentRagDescription
+	(*AgentDescription)(nil),              // 41: groundwire.v1.AgentDescription
+	(*ListAgentsRequest)(nil),             // 42: groundwire.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),            // 43: groundwire.v1.ListAgentsResponse
+	(*GetAgentRequest)(nil),               // 44: groundwire.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),              // 45: groundwire.v1.GetAgentResponse
+	(*ClientTool)(nil),                    // 46: groundwire.v1.ClientTool
+	(*RequiredToolCall)(nil),              // 47: groundwire.v1.RequiredToolCall
+	(*ToolResult)(nil),                    // 48: groundwire.v1.ToolResult
+	(*ResumeExecutionRequest)(nil),        // 49: groundwire.v1.ResumeExecutionRequest
+	(*ResumeExecutionResponse)(nil),       // 50: groundwire.v1.ResumeExecutionResponse
+	(*ResumeExecutionStreamRequest)(nil),  // 51: groundwire.v1.ResumeExecutionStreamRequest
+	(*ResumeExecutionStreamResponse)(nil), // 52: groundwire.v1.ResumeExecutionStreamResponse
+	(*SubmitToolResultsRequest)(nil),      // 53: groundwire.v1.SubmitToolResultsRequest
+	(*SubmitToolResultsResponse)(nil),     // 54: groundwire.v1.SubmitToolResultsResponse
+	(*ClientToolResults)(nil),             // 55: groundwire.v1.ClientToolResults
+	(*ExecuteInteractiveRequest)(nil),     // 56: groundwire.v1.ExecuteInteractiveRequest
+	(*ExecuteInteractiveResponse)(nil),    // 57: groundwire.v1.ExecuteInteractiveResponse
+	(*MetadataFilter)(nil),                // 58: groundwire.v1.MetadataFilter
+	(*durationpb.Duration)(nil),           // 59: google.protobuf.Duration
+	(*Score)(nil),                         // 60: groundwire.v1.Score
+	(*CharSpan)(nil),                      // 61: groundwire.v1.CharSpan
+	(RetrievalMode)(0),                    // 62: groundwire.v1.RetrievalMode
+	(*RerankingMetadata)(nil),             // 63: groundwire.v1.RerankingMetadata
+	(*timestamppb.Timestamp)(nil),         // 64: google.protobuf.Timestamp
+	(*EmbeddingUsage)(nil),                // 65: groundwire.v1.EmbeddingUsage
+	(RerankOutcome)(0),                    // 66: groundwire.v1.RerankOutcome
+	(*structpb.Struct)(nil),               // 67: google.protobuf.Struct
 }
 var file_groundwire_v1_agent_proto_depIdxs = []int32{
-	4,  // 0: groundwire.v1.ConversationTurn.role:type_name -> groundwire.v1.TurnRole
-	10, // 1: groundwire.v1.ExecutionInput.history:type_name -> groundwire.v1.ConversationTurn
-	52, // 2: groundwire.v1.ExecutionInput.filter:type_name -> groundwire.v1.MetadataFilter
-	40, // 3: groundwire.v1.ExecutionInput.client_tools:type_name -> groundwire.v1.ClientTool
-	53, // 4: groundwire.v1.ExecutionInput.client_tool_timeout:type_name -> google.protobuf.Duration
-	12, // 5: groundwire.v1.ExecutionInput.overrides:type_name -> groundwire.v1.RagOverrides
-	11, // 6: groundwire.v1.PrepareExecutionRequest.input:type_name -> groundwire.v1.ExecutionInput
-	18, // 7: groundwire.v1.PrepareExecutionResponse.prepared:type_name -> groundwire.v1.PreparedExecution
-	6,  // 8: groundwire.v1.PreparedMessage.role:type_name -> groundwire.v1.PromptRole
-	54, // 9: groundwire.v1.PreparedReference.score:type_name -> groundwire.v1.Score
-	55, // 10: groundwire.v1.PreparedReference.span:type_name -> groundwire.v1.CharSpan
-	7,  // 11: groundwire.v1.PreparedExecution.action:type_name -> groundwire.v1.PreparedAction
-	15, // 12: groundwire.v1.PreparedExecution.messages:type_name -> groundwire.v1.PreparedMessage
-	16, // 13: groundwire.v1.PreparedExecution.tools:type_name -> groundwire.v1.PreparedTool
-	17, // 14: groundwire.v1.PreparedExecution.references:type_name -> groundwire.v1.PreparedReference
-	25, // 15: groundwire.v1.PreparedExecution.rag:type_name -> groundwire.v1.RagExecutionMetadata
-	53, // 16: groundwire.v1.PreparedExecution.duration:type_name -> google.protobuf.Duration
-	11, // 17: groundwire.v1.ExecuteRequest.input:type_name -> groundwire.v1.ExecutionInput
-	11, // 18: groundwire.v1.ExecuteStreamRequest.input:type_name -> groundwire.v1.ExecutionInput
-	30, // 19: groundwire.v1.ExecuteResponse.result:type_name -> groundwire.v1.AgentResult
-	54, // 20: groundwire.v1.RagItem.score:type_name -> groundwire.v1.Score
+	6,  // 0: groundwire.v1.ConversationTurn.role:type_name -> groundwire.v1.TurnRole
+	12, // 1: groundwire.v1.ExecutionInput.history:type_name -> groundwire.v1.ConversationTurn
+	58, // 2: groundwire.v1.ExecutionInput.filter:type_name -> groundwire.v1.MetadataFilter
+	46, // 3: groundwire.v1.ExecutionInput.client_tools:type_name -> groundwire.v1.ClientTool
+	59, // 4: groundwire.v1.ExecutionInput.client_tool_timeout:type_name -> google.protobuf.Duration
+	14, // 5: groundwire.v1.ExecutionInput.overrides:type_name -> groundwire.v1.RagOverrides
+	13, // 6: groundwire.v1.PrepareExecutionRequest.input:type_name -> groundwire.v1.ExecutionInput
+	20, // 7: groundwire.v1.PrepareExecutionResponse.prepared:type_name -> groundwire.v1.PreparedExecution
+	8,  // 8: groundwire.v1.PreparedMessage.role:type_name -> groundwire.v1.PromptRole
+	60, // 9: groundwire.v1.PreparedReference.score:type_name -> groundwire.v1.Score
+	61, // 10: groundwire.v1.PreparedReference.span:type_name -> groundwire.v1.CharSpan
+	9,  // 11: groundwire.v1.PreparedExecution.action:type_name -> groundwire.v1.PreparedAction
+	17, // 12: groundwire.v1.PreparedExecution.messages:type_name -> groundwire.v1.PreparedMessage
+	18, // 13: groundwire.v1.PreparedExecution.tools:type_name -> groundwire.v1.PreparedTool
+	19, // 14: groundwire.v1.PreparedExecution.references:type_name -> groundwire.v1.PreparedReference
+	31, // 15: groundwire.v1.PreparedExecution.rag:type_name -> groundwire.v1.RagExecutionMetadata
+	59, // 16: groundwire.v1.PreparedExecution.duration:type_name -> google.protobuf.Duration
+	13, // 17: groundwire.v1.ExecuteRequest.input:type_name -> groundwire.v1.ExecutionInput
+	13, // 18: groundwire.v1.ExecuteStreamRequest.input:type_name -> groundwire.v1.ExecutionInput
+	36, // 19: groundwire.v1.ExecuteResponse.result:type_name -> groundwire.v1.AgentResult
+	60, // 20: groundwire.v1.RagItem.score:type_name -> groundwire.v1.Score
 	3,  // 21: groundwire.v1.RagItem.reason:type_name -> groundwire.v1.RagItemReason
-	55, // 22: groundwire.v1.RagItem.span:type_name -> groundwire.v1.CharSpan
-	53, // 23: groundwire.v1.AgenticSearchTrace.duration:type_name -> google.protobuf.Duration
-	56, // 24: groundwire.v1.RagExecutionMetadata.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	0,  // 25: groundwire.v1.RagExecutionMetadata.applied_mode:type_name -> groundwire.v1.ExecutionMode
-	1,  // 26: groundwire.v1.RagExecutionMetadata.applied_no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
-	2,  // 27: groundwire.v1.RagExecutionMetadata.no_context_reason:type_name -> groundwire.v1.NoContextReason
-	22, // 28: groundwire.v1.RagExecutionMetadata.candidates:type_name -> groundwire.v1.RagItem
-	22, // 29: groundwire.v1.RagExecutionMetadata.accepted:type_name -> groundwire.v1.RagItem
-	22, // 30: groundwire.v1.RagExecutionMetadata.rejected:type_name -> groundwire.v1.RagItem
-	22, // 31: groundwire.v1.RagExecutionMetadata.context_excluded:type_name -> groundwire.v1.RagItem
-	22, // 32: groundwire.v1.RagExecutionMetadata.context:type_name -> groundwire.v1.RagItem
-	57, // 33: groundwire.v1.RagExecutionMetadata.reranking:type_name -> groundwire.v1.RerankingMetadata
-	23, // 34: groundwire.v1.RagExecutionMetadata.context_budget:type_name -> groundwire.v1.ContextBudget
-	24, // 35: groundwire.v1.RagExecutionMetadata.searches:type_name -> groundwire.v1.AgenticSearchTrace
-	26, // 36: groundwire.v1.RagExecutionMetadata.applied_limits:type_name -> groundwire.v1.RagAppliedLimits
-	8,  // 37: groundwire.v1.RagExecutionMetadata.keyword_query_source:type_name -> groundwire.v1.KeywordQuerySource
-	53, // 38: groundwire.v1.ToolCallTrace.duration:type_name -> google.protobuf.Duration
-	27, // 39: groundwire.v1.AgentResult.usage:type_name -> groundwire.v1.TokenUsage
-	25, // 40: groundwire.v1.AgentResult.rag:type_name -> groundwire.v1.RagExecutionMetadata
-	28, // 41: groundwire.v1.AgentResult.citations:type_name -> groundwire.v1.Citation
-	29, // 42: groundwire.v1.AgentResult.tool_calls:type_name -> groundwire.v1.ToolCallTrace
-	53, // 43: groundwire.v1.AgentResult.duration:type_name -> google.protobuf.Duration
-	9,  // 44: groundwire.v1.AgentResult.status:type_name -> groundwire.v1.ExecutionStatus
-	41, // 45: groundwire.v1.AgentResult.required_tool_calls:type_name -> groundwire.v1.RequiredToolCall
-	58, // 46: groundwire.v1.AgentResult.action_deadline:type_name -> google.protobuf.Timestamp
-	56, // 47: groundwire.v1.RagSearchEvent.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	59, // 48: groundwire.v1.RagSearchEvent.reranking_outcome:type_name -> groundwire.v1.RerankOutcome
-	53, // 49: groundwire.v1.RagSearchEvent.duration:type_name -> google.protobuf.Duration
-	53, // 50: groundwire.v1.ToolCallEvent.duration:type_name -> google.protobuf.Duration
-	5,  // 51: groundwire.v1.ExecuteStreamResponse.type:type_name -> groundwire.v1.ExecutionEventType
-	31, // 52: groundwire.v1.ExecuteStreamResponse.rag_search:type_name -> groundwire.v1.RagSearchEvent
-	32, // 53: groundwire.v1.ExecuteStreamResponse.tool_call:type_name -> groundwire.v1.ToolCallEvent
-	30, // 54: groundwire.v1.ExecuteStreamResponse.result:type_name -> groundwire.v1.AgentResult
-	56, // 55: groundwire.v1.AgentRagDescription.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	0,  // 56: groundwire.v1.AgentRagDescription.mode:type_name -> groundwire.v1.ExecutionMode
-	1,  // 57: groundwire.v1.AgentRagDescription.no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
-	34, // 58: groundwire.v1.AgentDescription.rag:type_name -> groundwire.v1.AgentRagDescription
-	35, // 59: groundwire.v1.ListAgentsResponse.agents:type_name -> groundwire.v1.AgentDescription
-	35, // 60: groundwire.v1.GetAgentResponse.agent:type_name -> groundwire.v1.AgentDescription
-	60, // 61: groundwire.v1.ClientTool.parameters:type_name -> google.protobuf.Struct
-	30, // 62: groundwire.v1.ResumeExecutionResponse.result:type_name -> groundwire.v1.AgentResult
-	33, // 63: groundwire.v1.ResumeExecutionStreamResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
-	42, // 64: groundwire.v1.SubmitToolResultsRequest.results:type_name -> groundwire.v1.ToolResult
-	30, // 65: groundwire.v1.SubmitToolResultsResponse.result:type_name -> groundwire.v1.AgentResult
-	42, // 66: groundwire.v1.ClientToolResults.results:type_name -> groundwire.v1.ToolResult
-	11, // 67: groundwire.v1.ExecuteInteractiveRequest.input:type_name -> groundwire.v1.ExecutionInput
-	49, // 68: groundwire.v1.ExecuteInteractiveRequest.tool_results:type_name -> groundwire.v1.ClientToolResults
-	33, // 69: groundwire.v1.ExecuteInteractiveResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
-	36, // 70: groundwire.v1.AgentService.ListAgents:input_type -> groundwire.v1.ListAgentsRequest
-	38, // 71: groundwire.v1.AgentService.GetAgent:input_type -> groundwire.v1.GetAgentRequest
-	19, // 72: groundwire.v1.AgentService.Execute:input_type -> groundwire.v1.ExecuteRequest
-	20, // 73: groundwire.v1.AgentService.ExecuteStream:input_type -> groundwire.v1.ExecuteStreamRequest
-	43, // 74: groundwire.v1.AgentService.ResumeExecution:input_type -> groundwire.v1.ResumeExecutionRequest
-	45, // 75: groundwire.v1.AgentService.ResumeExecutionStream:input_type -> groundwire.v1.ResumeExecutionStreamRequest
-	47, // 76: groundwire.v1.AgentService.SubmitToolResults:input_type -> groundwire.v1.SubmitToolResultsRequest
-	50, // 77: groundwire.v1.AgentService.ExecuteInteractive:input_type -> groundwire.v1.ExecuteInteractiveRequest
-	13, // 78: groundwire.v1.AgentService.PrepareExecution:input_type -> groundwire.v1.PrepareExecutionRequest
-	37, // 79: groundwire.v1.AgentService.ListAgents:output_type -> groundwire.v1.ListAgentsResponse
-	39, // 80: groundwire.v1.AgentService.GetAgent:output_type -> groundwire.v1.GetAgentResponse
-	21, // 81: groundwire.v1.AgentService.Execute:output_type -> groundwire.v1.ExecuteResponse
-	33, // 82: groundwire.v1.AgentService.ExecuteStream:output_type -> groundwire.v1.ExecuteStreamResponse
-	44, // 83: groundwire.v1.AgentService.ResumeExecution:output_type -> groundwire.v1.ResumeExecutionResponse
-	46, // 84: groundwire.v1.AgentService.ResumeExecutionStream:output_type -> groundwire.v1.ResumeExecutionStreamResponse
-	48, // 85: groundwire.v1.AgentService.SubmitToolResults:output_type -> groundwire.v1.SubmitToolResultsResponse
-	51, // 86: groundwire.v1.AgentService.ExecuteInteractive:output_type -> groundwire.v1.ExecuteInteractiveResponse
-	14, // 87: groundwire.v1.AgentService.PrepareExecution:output_type -> groundwire.v1.PrepareExecutionResponse
-	79, // [79:88] is the sub-list for method output_type
-	70, // [70:79] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	61, // 22: groundwire.v1.RagItem.span:type_name -> groundwire.v1.CharSpan
+	25, // 23: groundwire.v1.RagItem.blend:type_name -> groundwire.v1.BlendScore
+	5,  // 24: groundwire.v1.BlendScore.retrieval_normalization:type_name -> groundwire.v1.RetrievalNormalization
+	4,  // 25: groundwire.v1.FinalSelection.policy:type_name -> groundwire.v1.FinalSelectionPolicy
+	5,  // 26: groundwire.v1.FinalSelection.normalization:type_name -> groundwire.v1.RetrievalNormalization
+	5,  // 27: groundwire.v1.FinalSelection.applied_normalization:type_name -> groundwire.v1.RetrievalNormalization
+	27, // 28: groundwire.v1.RagSearchOptions.filter:type_name -> groundwire.v1.AppliedFilterCondition
+	62, // 29: groundwire.v1.RagSearchOptions.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	59, // 30: groundwire.v1.AgenticSearchTrace.duration:type_name -> google.protobuf.Duration
+	28, // 31: groundwire.v1.AgenticSearchTrace.options:type_name -> groundwire.v1.RagSearchOptions
+	24, // 32: groundwire.v1.AgenticSearchTrace.candidates:type_name -> groundwire.v1.RagItem
+	24, // 33: groundwire.v1.AgenticSearchTrace.accepted:type_name -> groundwire.v1.RagItem
+	24, // 34: groundwire.v1.AgenticSearchTrace.rejected:type_name -> groundwire.v1.RagItem
+	24, // 35: groundwire.v1.AgenticSearchTrace.context_excluded:type_name -> groundwire.v1.RagItem
+	63, // 36: groundwire.v1.AgenticSearchTrace.reranking:type_name -> groundwire.v1.RerankingMetadata
+	2,  // 37: groundwire.v1.AgenticSearchTrace.no_context_reason:type_name -> groundwire.v1.NoContextReason
+	62, // 38: groundwire.v1.RagExecutionMetadata.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	0,  // 39: groundwire.v1.RagExecutionMetadata.applied_mode:type_name -> groundwire.v1.ExecutionMode
+	1,  // 40: groundwire.v1.RagExecutionMetadata.applied_no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
+	2,  // 41: groundwire.v1.RagExecutionMetadata.no_context_reason:type_name -> groundwire.v1.NoContextReason
+	24, // 42: groundwire.v1.RagExecutionMetadata.candidates:type_name -> groundwire.v1.RagItem
+	24, // 43: groundwire.v1.RagExecutionMetadata.accepted:type_name -> groundwire.v1.RagItem
+	24, // 44: groundwire.v1.RagExecutionMetadata.rejected:type_name -> groundwire.v1.RagItem
+	24, // 45: groundwire.v1.RagExecutionMetadata.context_excluded:type_name -> groundwire.v1.RagItem
+	24, // 46: groundwire.v1.RagExecutionMetadata.context:type_name -> groundwire.v1.RagItem
+	63, // 47: groundwire.v1.RagExecutionMetadata.reranking:type_name -> groundwire.v1.RerankingMetadata
+	29, // 48: groundwire.v1.RagExecutionMetadata.context_budget:type_name -> groundwire.v1.ContextBudget
+	30, // 49: groundwire.v1.RagExecutionMetadata.searches:type_name -> groundwire.v1.AgenticSearchTrace
+	26, // 50: groundwire.v1.RagExecutionMetadata.final_selection:type_name -> groundwire.v1.FinalSelection
+	32, // 51: groundwire.v1.RagExecutionMetadata.applied_limits:type_name -> groundwire.v1.RagAppliedLimits
+	10, // 52: groundwire.v1.RagExecutionMetadata.keyword_query_source:type_name -> groundwire.v1.KeywordQuerySource
+	61, // 53: groundwire.v1.Citation.span:type_name -> groundwire.v1.CharSpan
+	59, // 54: groundwire.v1.ToolCallTrace.duration:type_name -> google.protobuf.Duration
+	33, // 55: groundwire.v1.AgentResult.usage:type_name -> groundwire.v1.TokenUsage
+	31, // 56: groundwire.v1.AgentResult.rag:type_name -> groundwire.v1.RagExecutionMetadata
+	34, // 57: groundwire.v1.AgentResult.citations:type_name -> groundwire.v1.Citation
+	35, // 58: groundwire.v1.AgentResult.tool_calls:type_name -> groundwire.v1.ToolCallTrace
+	59, // 59: groundwire.v1.AgentResult.duration:type_name -> google.protobuf.Duration
+	11, // 60: groundwire.v1.AgentResult.status:type_name -> groundwire.v1.ExecutionStatus
+	47, // 61: groundwire.v1.AgentResult.required_tool_calls:type_name -> groundwire.v1.RequiredToolCall
+	64, // 62: groundwire.v1.AgentResult.action_deadline:type_name -> google.protobuf.Timestamp
+	65, // 63: groundwire.v1.AgentResult.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
+	62, // 64: groundwire.v1.RagSearchEvent.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	66, // 65: groundwire.v1.RagSearchEvent.reranking_outcome:type_name -> groundwire.v1.RerankOutcome
+	59, // 66: groundwire.v1.RagSearchEvent.duration:type_name -> google.protobuf.Duration
+	59, // 67: groundwire.v1.ToolCallEvent.duration:type_name -> google.protobuf.Duration
+	7,  // 68: groundwire.v1.ExecuteStreamResponse.type:type_name -> groundwire.v1.ExecutionEventType
+	37, // 69: groundwire.v1.ExecuteStreamResponse.rag_search:type_name -> groundwire.v1.RagSearchEvent
+	38, // 70: groundwire.v1.ExecuteStreamResponse.tool_call:type_name -> groundwire.v1.ToolCallEvent
+	36, // 71: groundwire.v1.ExecuteStreamResponse.result:type_name -> groundwire.v1.AgentResult
+	31, // 72: groundwire.v1.ExecuteStreamResponse.rag:type_name -> groundwire.v1.RagExecutionMetadata
+	62, // 73: groundwire.v1.AgentRagDescription.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	0,  // 74: groundwire.v1.AgentRagDescription.mode:type_name -> groundwire.v1.ExecutionMode
+	1,  // 75: groundwire.v1.AgentRagDescription.no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
+	4,  // 76: groundwire.v1.AgentRagDescription.final_selection_policy:type_name -> groundwire.v1.FinalSelectionPolicy
+	40, // 77: groundwire.v1.AgentDescription.rag:type_name -> groundwire.v1.AgentRagDescription
+	41, // 78: groundwire.v1.ListAgentsResponse.agents:type_name -> groundwire.v1.AgentDescription
+	41, // 79: groundwire.v1.GetAgentResponse.agent:type_name -> groundwire.v1.AgentDescription
+	67, // 80: groundwire.v1.ClientTool.parameters:type_name -> google.protobuf.Struct
+	36, // 81: groundwire.v1.ResumeExecutionResponse.result:type_name -> groundwire.v1.AgentResult
+	39, // 82: groundwire.v1.ResumeExecutionStreamResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
+	48, // 83: groundwire.v1.SubmitToolResultsRequest.results:type_name -> groundwire.v1.ToolResult
+	36, // 84: groundwire.v1.SubmitToolResultsResponse.result:type_name -> groundwire.v1.AgentResult
+	48, // 85: groundwire.v1.ClientToolResults.results:type_name -> groundwire.v1.ToolResult
+	13, // 86: groundwire.v1.ExecuteInteractiveRequest.input:type_name -> groundwire.v1.ExecutionInput
+	55, // 87: groundwire.v1.ExecuteInteractiveRequest.tool_results:type_name -> groundwire.v1.ClientToolResults
+	39, // 88: groundwire.v1.ExecuteInteractiveResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
+	42, // 89: groundwire.v1.AgentService.ListAgents:input_type -> groundwire.v1.ListAgentsRequest
+	44, // 90: groundwire.v1.AgentService.GetAgent:input_type -> groundwire.v1.GetAgentRequest
+	21, // 91: groundwire.v1.AgentService.Execute:input_type -> groundwire.v1.ExecuteRequest
+	22, // 92: groundwire.v1.AgentService.ExecuteStream:input_type -> groundwire.v1.ExecuteStreamRequest
+	49, // 93: groundwire.v1.AgentService.ResumeExecution:input_type -> groundwire.v1.ResumeExecutionRequest
+	51, // 94: groundwire.v1.AgentService.ResumeExecutionStream:input_type -> groundwire.v1.ResumeExecutionStreamRequest
+	53, // 95: groundwire.v1.AgentService.SubmitToolResults:input_type -> groundwire.v1.SubmitToolResultsRequest
+	56, // 96: groundwire.v1.AgentService.ExecuteInteractive:input_type -> groundwire.v1.ExecuteInteractiveRequest
+	15, // 97: groundwire.v1.AgentService.PrepareExecution:input_type -> groundwire.v1.PrepareExecutionRequest
+	43, // 98: groundwire.v1.AgentService.ListAgents:output_type -> groundwire.v1.ListAgentsResponse
+	45, // 99: groundwire.v1.AgentService.GetAgent:output_type -> groundwire.v1.GetAgentResponse
+	23, // 100: groundwire.v1.AgentService.Execute:output_type -> groundwire.v1.ExecuteResponse
+	39, // 101: groundwire.v1.AgentService.ExecuteStream:output_type -> groundwire.v1.ExecuteStreamResponse
+	50, // 102: groundwire.v1.AgentService.ResumeExecution:output_type -> groundwire.v1.ResumeExecutionResponse
+	52, // 103: groundwire.v1.AgentService.ResumeExecutionStream:output_type -> groundwire.v1.ResumeExecutionStreamResponse
+	54, // 104: groundwire.v1.AgentService.SubmitToolResults:output_type -> groundwire.v1.SubmitToolResultsResponse
+	57, // 105: groundwire.v1.AgentService.ExecuteInteractive:output_type -> groundwire.v1.ExecuteInteractiveResponse
+	16, // 106: groundwire.v1.AgentService.PrepareExecution:output_type -> groundwire.v1.PrepareExecutionResponse
+	98, // [98:107] is the sub-list for method output_type
+	89, // [89:98] is the sub-list for method input_type
+	89, // [89:89] is the sub-list for extension type_name
+	89, // [89:89] is the sub-list for extension extendee
+	0,  // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_agent_proto_init() }
@@ -4604,12 +5488,15 @@ func file_groundwire_v1_agent_proto_init() {
 	file_groundwire_v1_common_proto_init()
 	file_groundwire_v1_reranker_proto_init()
 	file_groundwire_v1_retriever_proto_init()
+	file_groundwire_v1_usage_proto_init()
 	file_groundwire_v1_agent_proto_msgTypes[2].OneofWrappers = []any{}
-	file_groundwire_v1_agent_proto_msgTypes[15].OneofWrappers = []any{}
-	file_groundwire_v1_agent_proto_msgTypes[16].OneofWrappers = []any{}
-	file_groundwire_v1_agent_proto_msgTypes[24].OneofWrappers = []any{}
-	file_groundwire_v1_agent_proto_msgTypes[25].OneofWrappers = []any{}
-	file_groundwire_v1_agent_proto_msgTypes[40].OneofWrappers = []any{
+	file_groundwire_v1_agent_proto_msgTypes[12].OneofWrappers = []any{}
+	file_groundwire_v1_agent_proto_msgTypes[14].OneofWrappers = []any{}
+	file_groundwire_v1_agent_proto_msgTypes[19].OneofWrappers = []any{}
+	file_groundwire_v1_agent_proto_msgTypes[20].OneofWrappers = []any{}
+	file_groundwire_v1_agent_proto_msgTypes[28].OneofWrappers = []any{}
+	file_groundwire_v1_agent_proto_msgTypes[29].OneofWrappers = []any{}
+	file_groundwire_v1_agent_proto_msgTypes[44].OneofWrappers = []any{
 		(*ExecuteInteractiveRequest_Input)(nil),
 		(*ExecuteInteractiveRequest_ToolResults)(nil),
 	}
@@ -4618,8 +5505,8 @@ func file_groundwire_v1_agent_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groundwire_v1_agent_proto_rawDesc), len(file_groundwire_v1_agent_proto_rawDesc)),
-			NumEnums:      10,
-			NumMessages:   42,
+			NumEnums:      12,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -60,6 +60,8 @@ type AgentServiceClient interface {
 	// MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
 	// execution that failed after its checkpoint (from the first model call on)
 	// names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
+	// A failed execution of a RAG agent carries its partial RagExecutionMetadata
+	// as an additional google.rpc.Status detail.
 	Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (*ExecuteResponse, error)
 	// Runs one agent turn, streaming its execution events. Request validation
 	// errors end the call with a status before any event; every later outcome is
@@ -254,6 +256,8 @@ type AgentServiceServer interface {
 	// MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
 	// execution that failed after its checkpoint (from the first model call on)
 	// names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
+	// A failed execution of a RAG agent carries its partial RagExecutionMetadata
+	// as an additional google.rpc.Status detail.
 	Execute(context.Context, *ExecuteRequest) (*ExecuteResponse, error)
 	// Runs one agent turn, streaming its execution events. Request validation
 	// errors end the call with a status before any event; every later outcome is

@@ -101,10 +101,17 @@ const (
 	// INVALID_ARGUMENT: the page token is malformed or belongs to another query.
 	ErrorReason_ERROR_REASON_INVALID_PAGE_TOKEN ErrorReason = 103
 	// FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-	// embedding model or chunking policy; pushed documents cannot be mixed in.
+	// embedding configuration (model, dimensions, normalization, query or
+	// document prefix, token window) or chunking policy; pushed documents cannot
+	// be mixed in. Semantic and hybrid retrieval are refused with it too while
+	// queries would be embedded differently from the published version (lexical
+	// retrieval keeps serving).
 	ErrorReason_ERROR_REASON_INDEX_REBUILD_REQUIRED ErrorReason = 104
 	// FAILED_PRECONDITION: another replica holds the index's ingestion lock.
 	ErrorReason_ERROR_REASON_INGESTION_LOCKED ErrorReason = 105
+	// NOT_FOUND: the caller's tenant has no published document with the
+	// requested id in the index (GetDocument).
+	ErrorReason_ERROR_REASON_DOCUMENT_NOT_FOUND ErrorReason = 120
 	// NOT_FOUND: no agent has the requested id.
 	ErrorReason_ERROR_REASON_AGENT_NOT_FOUND ErrorReason = 200
 	// FAILED_PRECONDITION: instructions, history, query and the response
@@ -138,7 +145,10 @@ const (
 	ErrorReason_ERROR_REASON_TOO_MANY_EXECUTIONS ErrorReason = 211
 	// UNAUTHENTICATED: no, a malformed or an unknown API key.
 	ErrorReason_ERROR_REASON_UNAUTHENTICATED ErrorReason = 212
-	// PERMISSION_DENIED: the API key lacks the permission the method needs.
+	// PERMISSION_DENIED: the API key lacks the permission the method needs;
+	// ErrorInfo metadata "permission" names it (for example "manage": the
+	// "ingest" permission starts, watches and cancels ingestion only of indexes
+	// whose configured tenant is the key's own).
 	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 213
 	// PERMISSION_DENIED: a request field names a tenant other than the key's.
 	ErrorReason_ERROR_REASON_TENANT_MISMATCH ErrorReason = 214
@@ -204,6 +214,11 @@ const (
 	ErrorReason_ERROR_REASON_STORE_DATA_REJECTED ErrorReason = 304
 	// INTERNAL: an unexpected database error.
 	ErrorReason_ERROR_REASON_STORE_ERROR ErrorReason = 305
+	// UNAVAILABLE: the request's minimum index version (min_index_version) is not
+	// visible on this server yet (a publish through another replica not seen
+	// yet, or a version that does not exist yet). Carries RetryInfo; metadata
+	// index_version (what is visible) and min_index_version (what was asked).
+	ErrorReason_ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE ErrorReason = 310
 	// FAILED_PRECONDITION: a configuration reload found the file invalid (or
 	// unreadable); BadRequest field violations name every offending key. Nothing
 	// changed.
@@ -215,6 +230,18 @@ const (
 	// FAILED_PRECONDITION: the server was not started from a configuration file
 	// (the built-in demo), so there is nothing to reload.
 	ErrorReason_ERROR_REASON_RELOAD_UNAVAILABLE ErrorReason = 402
+	// INVALID_ARGUMENT: the OpenAI-compatible facade (POST /v1/chat/completions)
+	// received a parameter groundwire does not support (n > 1, tools, logprobs,
+	// response_format, ...); the message names the parameter.
+	ErrorReason_ERROR_REASON_UNSUPPORTED_PARAMETER ErrorReason = 410
+	// INVALID_ARGUMENT (HTTP 415): an HTTP surface received a body whose
+	// Content-Type or Content-Encoding it does not accept.
+	ErrorReason_ERROR_REASON_UNSUPPORTED_MEDIA_TYPE ErrorReason = 411
+	// RESOURCE_EXHAUSTED: an HTTP request body is larger than
+	// server.max_message_bytes (the gRPC port's bound too).
+	ErrorReason_ERROR_REASON_MESSAGE_TOO_LARGE ErrorReason = 412
+	// UNIMPLEMENTED (HTTP 404): no RPC (or HTTP route) has that path.
+	ErrorReason_ERROR_REASON_METHOD_NOT_FOUND ErrorReason = 413
 )
 
 // Enum value maps for ErrorReason.
@@ -250,6 +277,7 @@ var (
 		103: "ERROR_REASON_INVALID_PAGE_TOKEN",
 		104: "ERROR_REASON_INDEX_REBUILD_REQUIRED",
 		105: "ERROR_REASON_INGESTION_LOCKED",
+		120: "ERROR_REASON_DOCUMENT_NOT_FOUND",
 		200: "ERROR_REASON_AGENT_NOT_FOUND",
 		201: "ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED",
 		202: "ERROR_REASON_INVALID_RAG_POLICY",
@@ -287,9 +315,14 @@ var (
 		303: "ERROR_REASON_VERSION_NOT_STAGING",
 		304: "ERROR_REASON_STORE_DATA_REJECTED",
 		305: "ERROR_REASON_STORE_ERROR",
+		310: "ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE",
 		400: "ERROR_REASON_CONFIG_INVALID",
 		401: "ERROR_REASON_CONFIG_RESTART_REQUIRED",
 		402: "ERROR_REASON_RELOAD_UNAVAILABLE",
+		410: "ERROR_REASON_UNSUPPORTED_PARAMETER",
+		411: "ERROR_REASON_UNSUPPORTED_MEDIA_TYPE",
+		412: "ERROR_REASON_MESSAGE_TOO_LARGE",
+		413: "ERROR_REASON_METHOD_NOT_FOUND",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                         0,
@@ -322,6 +355,7 @@ var (
 		"ERROR_REASON_INVALID_PAGE_TOKEN":                  103,
 		"ERROR_REASON_INDEX_REBUILD_REQUIRED":              104,
 		"ERROR_REASON_INGESTION_LOCKED":                    105,
+		"ERROR_REASON_DOCUMENT_NOT_FOUND":                  120,
 		"ERROR_REASON_AGENT_NOT_FOUND":                     200,
 		"ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED":         201,
 		"ERROR_REASON_INVALID_RAG_POLICY":                  202,
@@ -359,9 +393,14 @@ var (
 		"ERROR_REASON_VERSION_NOT_STAGING":                 303,
 		"ERROR_REASON_STORE_DATA_REJECTED":                 304,
 		"ERROR_REASON_STORE_ERROR":                         305,
+		"ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE":       310,
 		"ERROR_REASON_CONFIG_INVALID":                      400,
 		"ERROR_REASON_CONFIG_RESTART_REQUIRED":             401,
 		"ERROR_REASON_RELOAD_UNAVAILABLE":                  402,
+		"ERROR_REASON_UNSUPPORTED_PARAMETER":               410,
+		"ERROR_REASON_UNSUPPORTED_MEDIA_TYPE":              411,
+		"ERROR_REASON_MESSAGE_TOO_LARGE":                   412,
+		"ERROR_REASON_METHOD_NOT_FOUND":                    413,
 	}
 )
 
@@ -396,7 +435,7 @@ var File_groundwire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\x82\x15\n" +
+	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xf4\x16\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\x1f\n" +
@@ -428,7 +467,8 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	" ERROR_REASON_OPERATION_NOT_FOUND\x10f\x12#\n" +
 	"\x1fERROR_REASON_INVALID_PAGE_TOKEN\x10g\x12'\n" +
 	"#ERROR_REASON_INDEX_REBUILD_REQUIRED\x10h\x12!\n" +
-	"\x1dERROR_REASON_INGESTION_LOCKED\x10i\x12!\n" +
+	"\x1dERROR_REASON_INGESTION_LOCKED\x10i\x12#\n" +
+	"\x1fERROR_REASON_DOCUMENT_NOT_FOUND\x10x\x12!\n" +
 	"\x1cERROR_REASON_AGENT_NOT_FOUND\x10\xc8\x01\x12-\n" +
 	"(ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED\x10\xc9\x01\x12$\n" +
 	"\x1fERROR_REASON_INVALID_RAG_POLICY\x10\xca\x01\x12%\n" +
@@ -465,10 +505,15 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"&ERROR_REASON_STORE_VERSION_UNSUPPORTED\x10\xae\x02\x12%\n" +
 	" ERROR_REASON_VERSION_NOT_STAGING\x10\xaf\x02\x12%\n" +
 	" ERROR_REASON_STORE_DATA_REJECTED\x10\xb0\x02\x12\x1d\n" +
-	"\x18ERROR_REASON_STORE_ERROR\x10\xb1\x02\x12 \n" +
+	"\x18ERROR_REASON_STORE_ERROR\x10\xb1\x02\x12/\n" +
+	"*ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE\x10\xb6\x02\x12 \n" +
 	"\x1bERROR_REASON_CONFIG_INVALID\x10\x90\x03\x12)\n" +
 	"$ERROR_REASON_CONFIG_RESTART_REQUIRED\x10\x91\x03\x12$\n" +
-	"\x1fERROR_REASON_RELOAD_UNAVAILABLE\x10\x92\x03B\xaf\x01\n" +
+	"\x1fERROR_REASON_RELOAD_UNAVAILABLE\x10\x92\x03\x12'\n" +
+	"\"ERROR_REASON_UNSUPPORTED_PARAMETER\x10\x9a\x03\x12(\n" +
+	"#ERROR_REASON_UNSUPPORTED_MEDIA_TYPE\x10\x9b\x03\x12#\n" +
+	"\x1eERROR_REASON_MESSAGE_TOO_LARGE\x10\x9c\x03\x12\"\n" +
+	"\x1dERROR_REASON_METHOD_NOT_FOUND\x10\x9d\x03B\xaf\x01\n" +
 	"\x11dev.groundwire.v1B\vErrorsProtoP\x01Z8github.com/groundwire/groundwire/clients/go/groundwirev1\xa2\x02\x03GXX\xaa\x02\rGroundwire.V1\xca\x02\rGroundwire\\V1\xe2\x02\x19Groundwire\\V1\\GPBMetadata\xea\x02\x0eGroundwire::V1b\x06proto3"
 
 var (

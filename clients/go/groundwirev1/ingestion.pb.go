@@ -46,16 +46,23 @@ const (
 	IngestionStrategy_INGESTION_STRATEGY_BACKGROUND_ON_STARTUP IngestionStrategy = 3
 	// On a five-field cron schedule (server time zone).
 	IngestionStrategy_INGESTION_STRATEGY_SCHEDULED IngestionStrategy = 4
+	// At server start in the background (like BACKGROUND_ON_STARTUP), then
+	// whenever files of the index's directory or files sources are created,
+	// changed or deleted, once they have been quiet for the configured
+	// debounce period (`ingestion.watch_debounce_ms`). Each run is incremental:
+	// unchanged documents are skipped by content hash.
+	IngestionStrategy_INGESTION_STRATEGY_WATCH IngestionStrategy = 170
 )
 
 // Enum value maps for IngestionStrategy.
 var (
 	IngestionStrategy_name = map[int32]string{
-		0: "INGESTION_STRATEGY_UNSPECIFIED",
-		1: "INGESTION_STRATEGY_MANUAL",
-		2: "INGESTION_STRATEGY_ON_STARTUP",
-		3: "INGESTION_STRATEGY_BACKGROUND_ON_STARTUP",
-		4: "INGESTION_STRATEGY_SCHEDULED",
+		0:   "INGESTION_STRATEGY_UNSPECIFIED",
+		1:   "INGESTION_STRATEGY_MANUAL",
+		2:   "INGESTION_STRATEGY_ON_STARTUP",
+		3:   "INGESTION_STRATEGY_BACKGROUND_ON_STARTUP",
+		4:   "INGESTION_STRATEGY_SCHEDULED",
+		170: "INGESTION_STRATEGY_WATCH",
 	}
 	IngestionStrategy_value = map[string]int32{
 		"INGESTION_STRATEGY_UNSPECIFIED":           0,
@@ -63,6 +70,7 @@ var (
 		"INGESTION_STRATEGY_ON_STARTUP":            2,
 		"INGESTION_STRATEGY_BACKGROUND_ON_STARTUP": 3,
 		"INGESTION_STRATEGY_SCHEDULED":             4,
+		"INGESTION_STRATEGY_WATCH":                 170,
 	}
 )
 
@@ -174,6 +182,8 @@ const (
 	// changed what an ON_STARTUP or BACKGROUND_ON_STARTUP index ingests (its
 	// chunking, embedding model or sources), as a restart would have.
 	OperationTrigger_OPERATION_TRIGGER_RELOAD OperationTrigger = 100
+	// The WATCH strategy: files of the index's sources changed.
+	OperationTrigger_OPERATION_TRIGGER_WATCH OperationTrigger = 170
 )
 
 // Enum value maps for OperationTrigger.
@@ -184,6 +194,7 @@ var (
 		2:   "OPERATION_TRIGGER_STARTUP",
 		3:   "OPERATION_TRIGGER_SCHEDULE",
 		100: "OPERATION_TRIGGER_RELOAD",
+		170: "OPERATION_TRIGGER_WATCH",
 	}
 	OperationTrigger_value = map[string]int32{
 		"OPERATION_TRIGGER_UNSPECIFIED": 0,
@@ -191,6 +202,7 @@ var (
 		"OPERATION_TRIGGER_STARTUP":     2,
 		"OPERATION_TRIGGER_SCHEDULE":    3,
 		"OPERATION_TRIGGER_RELOAD":      100,
+		"OPERATION_TRIGGER_WATCH":       170,
 	}
 )
 
@@ -296,7 +308,10 @@ const (
 	DocumentFormat_DOCUMENT_FORMAT_TEXT DocumentFormat = 1
 	// CommonMark; chunked per section when the index's policy says so.
 	DocumentFormat_DOCUMENT_FORMAT_MARKDOWN DocumentFormat = 2
-	// HTML; text is extracted, scripts and styles dropped.
+	// HTML; its main content is extracted (the `main` element, else the one
+	// `article`, else the body), without page chrome (nav, header, footer,
+	// aside, scripts, styles, forms, hidden elements); inline elements stay in
+	// their sentence and `pre` blocks keep their line breaks.
 	DocumentFormat_DOCUMENT_FORMAT_HTML DocumentFormat = 3
 )
 
@@ -662,7 +677,11 @@ type IndexDescription struct {
 	SourceCount uint32 `protobuf:"varint,9,opt,name=source_count,json=sourceCount,proto3" json:"source_count,omitempty"`
 	// Output only. Kinds of the configured sources ("directory", "files",
 	// "inline", "url"), without their paths or URLs.
-	SourceKinds   []string `protobuf:"bytes,10,rep,name=source_kinds,json=sourceKinds,proto3" json:"source_kinds,omitempty"`
+	SourceKinds []string `protobuf:"bytes,10,rep,name=source_kinds,json=sourceKinds,proto3" json:"source_kinds,omitempty"`
+	// Output only. How the lexical leg analyzes the index's text and every
+	// lexical query against it. Changing it requires re-ingestion: the next
+	// ingestion run rebuilds the index, like a chunking change.
+	Analysis      *LexicalAnalysis `protobuf:"bytes,180,opt,name=analysis,proto3" json:"analysis,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -767,13 +786,111 @@ func (x *IndexDescription) GetSourceKinds() []string {
 	return nil
 }
 
+func (x *IndexDescription) GetAnalysis() *LexicalAnalysis {
+	if x != nil {
+		return x.Analysis
+	}
+	return nil
+}
+
+// An index's lexical analysis: how text becomes the terms BM25 ranks.
+// Identifiers (POL-HR-014, IRagRetriever, CS1503) and numbers are always
+// indexed whole and split into their parts, never stemmed and never dropped.
+type LexicalAnalysis struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The Snowball language of stemming and of the standard stop
+	// word list, lower case (e.g. "english", "german").
+	Language string `protobuf:"bytes,1,opt,name=language,proto3" json:"language,omitempty"`
+	// Output only. Whether plain words are reduced to their stem
+	// ("policies" -> "polici"), in the index and in queries.
+	Stemming bool `protobuf:"varint,2,opt,name=stemming,proto3" json:"stemming,omitempty"`
+	// Output only. Where the stop words come from: "none", the language name
+	// (its standard list) or "file:<first 12 hex digits of the list's sha256>".
+	StopWords string `protobuf:"bytes,3,opt,name=stop_words,json=stopWords,proto3" json:"stop_words,omitempty"`
+	// Output only. How many stop words are dropped from plain words (0 with
+	// "none"). Stop words keep their positions inside quoted phrases.
+	StopWordCount uint32 `protobuf:"varint,4,opt,name=stop_word_count,json=stopWordCount,proto3" json:"stop_word_count,omitempty"`
+	// Output only. The analyzer's descriptor as recorded with the published
+	// index ("plain" for no stemming and no stop words).
+	Descriptor_   string `protobuf:"bytes,5,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LexicalAnalysis) Reset() {
+	*x = LexicalAnalysis{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LexicalAnalysis) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LexicalAnalysis) ProtoMessage() {}
+
+func (x *LexicalAnalysis) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LexicalAnalysis.ProtoReflect.Descriptor instead.
+func (*LexicalAnalysis) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *LexicalAnalysis) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
+}
+
+func (x *LexicalAnalysis) GetStemming() bool {
+	if x != nil {
+		return x.Stemming
+	}
+	return false
+}
+
+func (x *LexicalAnalysis) GetStopWords() string {
+	if x != nil {
+		return x.StopWords
+	}
+	return ""
+}
+
+func (x *LexicalAnalysis) GetStopWordCount() uint32 {
+	if x != nil {
+		return x.StopWordCount
+	}
+	return 0
+}
+
+func (x *LexicalAnalysis) GetDescriptor_() string {
+	if x != nil {
+		return x.Descriptor_
+	}
+	return ""
+}
+
 // One document that could not be ingested.
 type DocumentFailure struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Output only. The document's id.
 	DocumentId string `protobuf:"bytes,1,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
 	// Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-	// BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID, and for
+	// BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+	// CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+	// index rejects over-long chunks instead of truncating them), and for
 	// `url` sources URL_REFUSED (the URL policy refused the URL, an address it
 	// resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
 	// an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
@@ -786,7 +903,7 @@ type DocumentFailure struct {
 
 func (x *DocumentFailure) Reset() {
 	*x = DocumentFailure{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[4]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +915,7 @@ func (x *DocumentFailure) String() string {
 func (*DocumentFailure) ProtoMessage() {}
 
 func (x *DocumentFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[4]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +928,7 @@ func (x *DocumentFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentFailure.ProtoReflect.Descriptor instead.
 func (*DocumentFailure) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{4}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DocumentFailure) GetDocumentId() string {
@@ -831,7 +948,9 @@ func (x *DocumentFailure) GetReason() string {
 // Counts of an operation (documents unless stated).
 type OperationCounts struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Output only. Documents found in the sources.
+	// Output only. Documents found in the sources: every file a directory
+	// source's glob matches (hidden files and directories excepted), whatever
+	// its type, so discovered = ingested + unchanged + failed + skipped.
 	Discovered uint32 `protobuf:"varint,1,opt,name=discovered,proto3" json:"discovered,omitempty"`
 	// Output only. Documents (re)ingested because they are new or changed.
 	Ingested uint32 `protobuf:"varint,2,opt,name=ingested,proto3" json:"ingested,omitempty"`
@@ -843,13 +962,28 @@ type OperationCounts struct {
 	Deleted uint32 `protobuf:"varint,5,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	// Output only. Chunks written.
 	ChunksWritten uint32 `protobuf:"varint,6,opt,name=chunks_written,json=chunksWritten,proto3" json:"chunks_written,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Output only. Embedding usage of the operation's document embeddings.
+	EmbeddingUsage *EmbeddingUsage `protobuf:"bytes,80,opt,name=embedding_usage,json=embeddingUsage,proto3" json:"embedding_usage,omitempty"`
+	// Output only. Chunks embedded although the model saw them only in part
+	// (longer than its token window; 0 when the index rejects such chunks,
+	// which then fail their document with CHUNK_TOO_LONG).
+	TruncatedChunks uint32 `protobuf:"varint,81,opt,name=truncated_chunks,json=truncatedChunks,proto3" json:"truncated_chunks,omitempty"`
+	// Output only. Documents found whose type no enabled loader reads (an
+	// extension the source does not list, an extensionless file that is not
+	// UTF-8 text, a URL's unsupported media type); listed in Operation.skipped,
+	// not counted in `failed`.
+	Skipped uint32 `protobuf:"varint,170,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// Output only. Documents not ingested (failed or skipped), per reason (the
+	// DocumentFailure.reason codes), every one counted, also those beyond the
+	// listed 100.
+	NotIngestedByReason map[string]uint32 `protobuf:"bytes,171,rep,name=not_ingested_by_reason,json=notIngestedByReason,proto3" json:"not_ingested_by_reason,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *OperationCounts) Reset() {
 	*x = OperationCounts{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[5]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +995,7 @@ func (x *OperationCounts) String() string {
 func (*OperationCounts) ProtoMessage() {}
 
 func (x *OperationCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[5]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +1008,7 @@ func (x *OperationCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationCounts.ProtoReflect.Descriptor instead.
 func (*OperationCounts) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{5}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OperationCounts) GetDiscovered() uint32 {
@@ -919,6 +1053,34 @@ func (x *OperationCounts) GetChunksWritten() uint32 {
 	return 0
 }
 
+func (x *OperationCounts) GetEmbeddingUsage() *EmbeddingUsage {
+	if x != nil {
+		return x.EmbeddingUsage
+	}
+	return nil
+}
+
+func (x *OperationCounts) GetTruncatedChunks() uint32 {
+	if x != nil {
+		return x.TruncatedChunks
+	}
+	return 0
+}
+
+func (x *OperationCounts) GetSkipped() uint32 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *OperationCounts) GetNotIngestedByReason() map[string]uint32 {
+	if x != nil {
+		return x.NotIngestedByReason
+	}
+	return nil
+}
+
 // An ingestion operation.
 type Operation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -959,14 +1121,23 @@ type Operation struct {
 	// Output only. Failures beyond the 100 listed.
 	FailuresOmitted uint32 `protobuf:"varint,14,opt,name=failures_omitted,json=failuresOmitted,proto3" json:"failures_omitted,omitempty"`
 	// Output only. Wall time since start (or total, when ended).
-	Elapsed       *durationpb.Duration `protobuf:"bytes,15,opt,name=elapsed,proto3" json:"elapsed,omitempty"`
+	Elapsed *durationpb.Duration `protobuf:"bytes,15,opt,name=elapsed,proto3" json:"elapsed,omitempty"`
+	// Output only. Documents skipped because no enabled loader reads their type
+	// (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+	Skipped []*DocumentFailure `protobuf:"bytes,170,rep,name=skipped,proto3" json:"skipped,omitempty"`
+	// Output only. Skipped documents beyond the 100 listed.
+	SkippedOmitted uint32 `protobuf:"varint,171,opt,name=skipped_omitted,json=skippedOmitted,proto3" json:"skipped_omitted,omitempty"`
+	// Output only. Stable codes of what a user must know about a run that did
+	// not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+	// found or none readable, so the index holds no configured document).
+	Warnings      []string `protobuf:"bytes,172,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Operation) Reset() {
 	*x = Operation{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[6]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1149,7 @@ func (x *Operation) String() string {
 func (*Operation) ProtoMessage() {}
 
 func (x *Operation) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[6]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1162,7 @@ func (x *Operation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operation.ProtoReflect.Descriptor instead.
 func (*Operation) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{6}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Operation) GetId() string {
@@ -1099,6 +1270,27 @@ func (x *Operation) GetElapsed() *durationpb.Duration {
 	return nil
 }
 
+func (x *Operation) GetSkipped() []*DocumentFailure {
+	if x != nil {
+		return x.Skipped
+	}
+	return nil
+}
+
+func (x *Operation) GetSkippedOmitted() uint32 {
+	if x != nil {
+		return x.SkippedOmitted
+	}
+	return 0
+}
+
+func (x *Operation) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 // Published state of an index.
 type IndexStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1128,7 +1320,7 @@ type IndexStatus struct {
 
 func (x *IndexStatus) Reset() {
 	*x = IndexStatus{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[7]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1332,7 @@ func (x *IndexStatus) String() string {
 func (*IndexStatus) ProtoMessage() {}
 
 func (x *IndexStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[7]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1345,7 @@ func (x *IndexStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStatus.ProtoReflect.Descriptor instead.
 func (*IndexStatus) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{7}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *IndexStatus) GetName() string {
@@ -1232,7 +1424,7 @@ type ListIndexesRequest struct {
 
 func (x *ListIndexesRequest) Reset() {
 	*x = ListIndexesRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[8]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1436,7 @@ func (x *ListIndexesRequest) String() string {
 func (*ListIndexesRequest) ProtoMessage() {}
 
 func (x *ListIndexesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[8]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1449,7 @@ func (x *ListIndexesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIndexesRequest.ProtoReflect.Descriptor instead.
 func (*ListIndexesRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{8}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListIndexesRequest) GetPageSize() int32 {
@@ -1287,7 +1479,7 @@ type ListIndexesResponse struct {
 
 func (x *ListIndexesResponse) Reset() {
 	*x = ListIndexesResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[9]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1491,7 @@ func (x *ListIndexesResponse) String() string {
 func (*ListIndexesResponse) ProtoMessage() {}
 
 func (x *ListIndexesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[9]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1504,7 @@ func (x *ListIndexesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIndexesResponse.ProtoReflect.Descriptor instead.
 func (*ListIndexesResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{9}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListIndexesResponse) GetIndexes() []*IndexDescription {
@@ -1340,7 +1532,7 @@ type GetIndexRequest struct {
 
 func (x *GetIndexRequest) Reset() {
 	*x = GetIndexRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[10]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1544,7 @@ func (x *GetIndexRequest) String() string {
 func (*GetIndexRequest) ProtoMessage() {}
 
 func (x *GetIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[10]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1557,7 @@ func (x *GetIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexRequest.ProtoReflect.Descriptor instead.
 func (*GetIndexRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{10}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetIndexRequest) GetIndexName() string {
@@ -1386,7 +1578,7 @@ type GetIndexResponse struct {
 
 func (x *GetIndexResponse) Reset() {
 	*x = GetIndexResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[11]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1590,7 @@ func (x *GetIndexResponse) String() string {
 func (*GetIndexResponse) ProtoMessage() {}
 
 func (x *GetIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[11]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1603,7 @@ func (x *GetIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexResponse.ProtoReflect.Descriptor instead.
 func (*GetIndexResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{11}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetIndexResponse) GetIndex() *IndexDescription {
@@ -1432,7 +1624,7 @@ type GetIndexStatusRequest struct {
 
 func (x *GetIndexStatusRequest) Reset() {
 	*x = GetIndexStatusRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[12]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1636,7 @@ func (x *GetIndexStatusRequest) String() string {
 func (*GetIndexStatusRequest) ProtoMessage() {}
 
 func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[12]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1649,7 @@ func (x *GetIndexStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{12}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetIndexStatusRequest) GetIndexName() string {
@@ -1478,7 +1670,7 @@ type GetIndexStatusResponse struct {
 
 func (x *GetIndexStatusResponse) Reset() {
 	*x = GetIndexStatusResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[13]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1682,7 @@ func (x *GetIndexStatusResponse) String() string {
 func (*GetIndexStatusResponse) ProtoMessage() {}
 
 func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[13]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1695,7 @@ func (x *GetIndexStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIndexStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetIndexStatusResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{13}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetIndexStatusResponse) GetStatus() *IndexStatus {
@@ -1524,7 +1716,7 @@ type StartIngestionRequest struct {
 
 func (x *StartIngestionRequest) Reset() {
 	*x = StartIngestionRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[14]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1728,7 @@ func (x *StartIngestionRequest) String() string {
 func (*StartIngestionRequest) ProtoMessage() {}
 
 func (x *StartIngestionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[14]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1741,7 @@ func (x *StartIngestionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartIngestionRequest.ProtoReflect.Descriptor instead.
 func (*StartIngestionRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{14}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StartIngestionRequest) GetIndexName() string {
@@ -1570,7 +1762,7 @@ type StartIngestionResponse struct {
 
 func (x *StartIngestionResponse) Reset() {
 	*x = StartIngestionResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[15]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1774,7 @@ func (x *StartIngestionResponse) String() string {
 func (*StartIngestionResponse) ProtoMessage() {}
 
 func (x *StartIngestionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[15]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1787,7 @@ func (x *StartIngestionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartIngestionResponse.ProtoReflect.Descriptor instead.
 func (*StartIngestionResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{15}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StartIngestionResponse) GetOperation() *Operation {
@@ -1616,7 +1808,7 @@ type CancelIngestionRequest struct {
 
 func (x *CancelIngestionRequest) Reset() {
 	*x = CancelIngestionRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[16]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1820,7 @@ func (x *CancelIngestionRequest) String() string {
 func (*CancelIngestionRequest) ProtoMessage() {}
 
 func (x *CancelIngestionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[16]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1833,7 @@ func (x *CancelIngestionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelIngestionRequest.ProtoReflect.Descriptor instead.
 func (*CancelIngestionRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{16}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelIngestionRequest) GetIndexName() string {
@@ -1663,7 +1855,7 @@ type CancelIngestionResponse struct {
 
 func (x *CancelIngestionResponse) Reset() {
 	*x = CancelIngestionResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[17]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1867,7 @@ func (x *CancelIngestionResponse) String() string {
 func (*CancelIngestionResponse) ProtoMessage() {}
 
 func (x *CancelIngestionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[17]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1880,7 @@ func (x *CancelIngestionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelIngestionResponse.ProtoReflect.Descriptor instead.
 func (*CancelIngestionResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{17}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelIngestionResponse) GetOperation() *Operation {
@@ -1709,7 +1901,7 @@ type WatchIngestionRequest struct {
 
 func (x *WatchIngestionRequest) Reset() {
 	*x = WatchIngestionRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[18]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1913,7 @@ func (x *WatchIngestionRequest) String() string {
 func (*WatchIngestionRequest) ProtoMessage() {}
 
 func (x *WatchIngestionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[18]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1926,7 @@ func (x *WatchIngestionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchIngestionRequest.ProtoReflect.Descriptor instead.
 func (*WatchIngestionRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{18}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchIngestionRequest) GetOperationId() string {
@@ -1755,7 +1947,7 @@ type WatchIngestionResponse struct {
 
 func (x *WatchIngestionResponse) Reset() {
 	*x = WatchIngestionResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[19]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +1959,7 @@ func (x *WatchIngestionResponse) String() string {
 func (*WatchIngestionResponse) ProtoMessage() {}
 
 func (x *WatchIngestionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[19]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +1972,7 @@ func (x *WatchIngestionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchIngestionResponse.ProtoReflect.Descriptor instead.
 func (*WatchIngestionResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{19}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchIngestionResponse) GetOperation() *Operation {
@@ -1805,7 +1997,7 @@ type ListOperationsRequest struct {
 
 func (x *ListOperationsRequest) Reset() {
 	*x = ListOperationsRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[20]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1817,7 +2009,7 @@ func (x *ListOperationsRequest) String() string {
 func (*ListOperationsRequest) ProtoMessage() {}
 
 func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[20]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1830,7 +2022,7 @@ func (x *ListOperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsRequest.ProtoReflect.Descriptor instead.
 func (*ListOperationsRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{20}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListOperationsRequest) GetIndexName() string {
@@ -1867,7 +2059,7 @@ type ListOperationsResponse struct {
 
 func (x *ListOperationsResponse) Reset() {
 	*x = ListOperationsResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[21]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1879,7 +2071,7 @@ func (x *ListOperationsResponse) String() string {
 func (*ListOperationsResponse) ProtoMessage() {}
 
 func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[21]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1892,7 +2084,7 @@ func (x *ListOperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOperationsResponse.ProtoReflect.Descriptor instead.
 func (*ListOperationsResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{21}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListOperationsResponse) GetOperations() []*Operation {
@@ -1916,7 +2108,8 @@ type PushedDocument struct {
 	// control characters. Reusing an id replaces that tenant's document; other
 	// tenants' documents with the same id are separate documents.
 	DocumentId string `protobuf:"bytes,1,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
-	// Required. The document text (at most the index's max_file_bytes in UTF-8).
+	// The document text (at most the index's max_file_bytes in UTF-8). Exactly
+	// one of `text` and `content` is set (INVALID_ARGUMENT otherwise).
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
 	// Optional. Display title.
 	Title string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
@@ -1925,14 +2118,30 @@ type PushedDocument struct {
 	// Optional. Metadata (at most 32 entries; keys 1-128 chars of
 	// [A-Za-z0-9_.:-], values at most 256 bytes). Merged over the index's
 	// configured metadata.
-	Metadata      map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The document's file bytes, read by the loader of `media_type` like a file
+	// of a configured source (at most the index's max_file_bytes; a larger one
+	// fails with TOO_LARGE, an unreadable one with PARSE_FAILED, NOT_UTF8,
+	// BINARY or EMPTY in the response's failures). Exactly one of `text` and
+	// `content` is set. `format` must be unspecified with `content`.
+	Content []byte `protobuf:"bytes,170,opt,name=content,proto3" json:"content,omitempty"`
+	// Required with `content`, else empty: its media type, parameters such as
+	// "; charset=utf-8" ignored (text must be UTF-8). One of application/pdf,
+	// application/vnd.openxmlformats-officedocument.wordprocessingml.document
+	// (DOCX), ...presentationml.presentation (PPTX), ...spreadsheetml.sheet
+	// (XLSX), application/vnd.oasis.opendocument.text (ODT),
+	// application/epub+zip, text/html, application/xhtml+xml, text/markdown,
+	// text/plain, text/csv, text/tab-separated-values, text/x-rst,
+	// application/json, application/x-ndjson, application/xml, text/xml,
+	// application/yaml. Any other is INVALID_ARGUMENT.
+	MediaType     string `protobuf:"bytes,171,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PushedDocument) Reset() {
 	*x = PushedDocument{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[22]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2153,7 @@ func (x *PushedDocument) String() string {
 func (*PushedDocument) ProtoMessage() {}
 
 func (x *PushedDocument) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[22]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2166,7 @@ func (x *PushedDocument) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushedDocument.ProtoReflect.Descriptor instead.
 func (*PushedDocument) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{22}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PushedDocument) GetDocumentId() string {
@@ -1995,6 +2204,20 @@ func (x *PushedDocument) GetMetadata() map[string]string {
 	return nil
 }
 
+func (x *PushedDocument) GetContent() []byte {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *PushedDocument) GetMediaType() string {
+	if x != nil {
+		return x.MediaType
+	}
+	return ""
+}
+
 // Request for UpsertDocuments.
 type UpsertDocumentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2012,7 +2235,7 @@ type UpsertDocumentsRequest struct {
 
 func (x *UpsertDocumentsRequest) Reset() {
 	*x = UpsertDocumentsRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[23]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2247,7 @@ func (x *UpsertDocumentsRequest) String() string {
 func (*UpsertDocumentsRequest) ProtoMessage() {}
 
 func (x *UpsertDocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[23]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2260,7 @@ func (x *UpsertDocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertDocumentsRequest.ProtoReflect.Descriptor instead.
 func (*UpsertDocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{23}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpsertDocumentsRequest) GetIndexName() string {
@@ -2081,7 +2304,7 @@ type UpsertDocumentsResponse struct {
 
 func (x *UpsertDocumentsResponse) Reset() {
 	*x = UpsertDocumentsResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[24]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2316,7 @@ func (x *UpsertDocumentsResponse) String() string {
 func (*UpsertDocumentsResponse) ProtoMessage() {}
 
 func (x *UpsertDocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[24]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2329,7 @@ func (x *UpsertDocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertDocumentsResponse.ProtoReflect.Descriptor instead.
 func (*UpsertDocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{24}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UpsertDocumentsResponse) GetPublishedVersion() uint64 {
@@ -2162,7 +2385,7 @@ type DeleteDocumentsRequest struct {
 
 func (x *DeleteDocumentsRequest) Reset() {
 	*x = DeleteDocumentsRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[25]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2397,7 @@ func (x *DeleteDocumentsRequest) String() string {
 func (*DeleteDocumentsRequest) ProtoMessage() {}
 
 func (x *DeleteDocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[25]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2410,7 @@ func (x *DeleteDocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{25}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteDocumentsRequest) GetIndexName() string {
@@ -2224,7 +2447,7 @@ type DeleteDocumentsResponse struct {
 
 func (x *DeleteDocumentsResponse) Reset() {
 	*x = DeleteDocumentsResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[26]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2459,7 @@ func (x *DeleteDocumentsResponse) String() string {
 func (*DeleteDocumentsResponse) ProtoMessage() {}
 
 func (x *DeleteDocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[26]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2472,7 @@ func (x *DeleteDocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{26}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteDocumentsResponse) GetPublishedVersion() uint64 {
@@ -2266,11 +2489,505 @@ func (x *DeleteDocumentsResponse) GetDeleted() uint32 {
 	return 0
 }
 
+// A published document, without its content.
+type DocumentInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The document id (a configured file's path relative to its
+	// source root, a URL document's id, or the id it was pushed with).
+	DocumentId string `protobuf:"bytes,1,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	// Output only. Display title.
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// Output only. Where it came from: "config:<document_id>" for a configured
+	// source, "push:<document_id>" for a pushed document.
+	SourceId string `protobuf:"bytes,3,opt,name=source_id,json=sourceId,proto3" json:"source_id,omitempty"`
+	// Output only. Size of its normalized text, in Unicode characters (the end
+	// offset of its last chunk).
+	SizeCharacters uint64 `protobuf:"varint,4,opt,name=size_characters,json=sizeCharacters,proto3" json:"size_characters,omitempty"`
+	// Output only. SHA-256 (hex) of what was stored: text, title, tenant and
+	// metadata. Unchanged between versions when the document did not change.
+	ContentHash string `protobuf:"bytes,5,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
+	// Output only. Number of chunks.
+	ChunkCount uint32 `protobuf:"varint,6,opt,name=chunk_count,json=chunkCount,proto3" json:"chunk_count,omitempty"`
+	// Output only. The index version that wrote it.
+	Version uint64 `protobuf:"varint,7,opt,name=version,proto3" json:"version,omitempty"`
+	// Output only. When that version staged it.
+	IngestTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=ingest_time,json=ingestTime,proto3" json:"ingest_time,omitempty"`
+	// Output only. Its metadata (configured and pushed, merged).
+	Metadata map[string]string `protobuf:"bytes,9,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Output only. Its tenant ("" = untenanted).
+	Tenant        string `protobuf:"bytes,10,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DocumentInfo) Reset() {
+	*x = DocumentInfo{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DocumentInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DocumentInfo) ProtoMessage() {}
+
+func (x *DocumentInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DocumentInfo.ProtoReflect.Descriptor instead.
+func (*DocumentInfo) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *DocumentInfo) GetDocumentId() string {
+	if x != nil {
+		return x.DocumentId
+	}
+	return ""
+}
+
+func (x *DocumentInfo) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *DocumentInfo) GetSourceId() string {
+	if x != nil {
+		return x.SourceId
+	}
+	return ""
+}
+
+func (x *DocumentInfo) GetSizeCharacters() uint64 {
+	if x != nil {
+		return x.SizeCharacters
+	}
+	return 0
+}
+
+func (x *DocumentInfo) GetContentHash() string {
+	if x != nil {
+		return x.ContentHash
+	}
+	return ""
+}
+
+func (x *DocumentInfo) GetChunkCount() uint32 {
+	if x != nil {
+		return x.ChunkCount
+	}
+	return 0
+}
+
+func (x *DocumentInfo) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *DocumentInfo) GetIngestTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.IngestTime
+	}
+	return nil
+}
+
+func (x *DocumentInfo) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *DocumentInfo) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// Request for ListDocuments.
+type ListDocumentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The index name.
+	IndexName string `protobuf:"bytes,1,opt,name=index_name,json=indexName,proto3" json:"index_name,omitempty"`
+	// Optional. Maximum documents per page, in [1, 100]; 0 means 50.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Optional. next_page_token of a previous response with the same index
+	// and tenant.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Optional. Tenant whose documents are listed ("" = untenanted). When API
+	// keys are enabled, the key's tenant applies: leave this empty or repeat it
+	// (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
+	Tenant        string `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDocumentsRequest) Reset() {
+	*x = ListDocumentsRequest{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDocumentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDocumentsRequest) ProtoMessage() {}
+
+func (x *ListDocumentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDocumentsRequest.ProtoReflect.Descriptor instead.
+func (*ListDocumentsRequest) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListDocumentsRequest) GetIndexName() string {
+	if x != nil {
+		return x.IndexName
+	}
+	return ""
+}
+
+func (x *ListDocumentsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDocumentsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListDocumentsRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// Response for ListDocuments.
+type ListDocumentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. Documents ordered by id.
+	Documents []*DocumentInfo `protobuf:"bytes,1,rep,name=documents,proto3" json:"documents,omitempty"`
+	// Output only. Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDocumentsResponse) Reset() {
+	*x = ListDocumentsResponse{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDocumentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDocumentsResponse) ProtoMessage() {}
+
+func (x *ListDocumentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDocumentsResponse.ProtoReflect.Descriptor instead.
+func (*ListDocumentsResponse) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListDocumentsResponse) GetDocuments() []*DocumentInfo {
+	if x != nil {
+		return x.Documents
+	}
+	return nil
+}
+
+func (x *ListDocumentsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// Request for GetDocument.
+type GetDocumentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The index name.
+	IndexName string `protobuf:"bytes,1,opt,name=index_name,json=indexName,proto3" json:"index_name,omitempty"`
+	// Required. The document id.
+	DocumentId string `protobuf:"bytes,2,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	// Optional. Tenant of the document, as in ListDocumentsRequest.
+	Tenant string `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Optional. Also return the document's chunks with their text (the text
+	// the index searches, as extracted and normalized), at most 1,000; by
+	// default the response is content-free.
+	IncludeChunks bool `protobuf:"varint,4,opt,name=include_chunks,json=includeChunks,proto3" json:"include_chunks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDocumentRequest) Reset() {
+	*x = GetDocumentRequest{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDocumentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDocumentRequest) ProtoMessage() {}
+
+func (x *GetDocumentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDocumentRequest.ProtoReflect.Descriptor instead.
+func (*GetDocumentRequest) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GetDocumentRequest) GetIndexName() string {
+	if x != nil {
+		return x.IndexName
+	}
+	return ""
+}
+
+func (x *GetDocumentRequest) GetDocumentId() string {
+	if x != nil {
+		return x.DocumentId
+	}
+	return ""
+}
+
+func (x *GetDocumentRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *GetDocumentRequest) GetIncludeChunks() bool {
+	if x != nil {
+		return x.IncludeChunks
+	}
+	return false
+}
+
+// One chunk of a document, with its text.
+type DocumentChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The chunk id (as in retrieval results).
+	ChunkId string `protobuf:"bytes,1,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
+	// Output only. Position in the document, from 0.
+	Ordinal uint32 `protobuf:"varint,2,opt,name=ordinal,proto3" json:"ordinal,omitempty"`
+	// Output only. Start offset in the document's normalized text, in Unicode
+	// characters.
+	Start uint32 `protobuf:"varint,3,opt,name=start,proto3" json:"start,omitempty"`
+	// Output only. End offset (exclusive), in Unicode characters.
+	End uint32 `protobuf:"varint,4,opt,name=end,proto3" json:"end,omitempty"`
+	// Output only. The Markdown section path it belongs to ("" when none).
+	Section string `protobuf:"bytes,5,opt,name=section,proto3" json:"section,omitempty"`
+	// Output only. The chunk text.
+	Text          string `protobuf:"bytes,6,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DocumentChunk) Reset() {
+	*x = DocumentChunk{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DocumentChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DocumentChunk) ProtoMessage() {}
+
+func (x *DocumentChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DocumentChunk.ProtoReflect.Descriptor instead.
+func (*DocumentChunk) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DocumentChunk) GetChunkId() string {
+	if x != nil {
+		return x.ChunkId
+	}
+	return ""
+}
+
+func (x *DocumentChunk) GetOrdinal() uint32 {
+	if x != nil {
+		return x.Ordinal
+	}
+	return 0
+}
+
+func (x *DocumentChunk) GetStart() uint32 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *DocumentChunk) GetEnd() uint32 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *DocumentChunk) GetSection() string {
+	if x != nil {
+		return x.Section
+	}
+	return ""
+}
+
+func (x *DocumentChunk) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// Response for GetDocument.
+type GetDocumentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The document.
+	Document *DocumentInfo `protobuf:"bytes,1,opt,name=document,proto3" json:"document,omitempty"`
+	// Output only. Its chunks in order, with include_chunks only (at most
+	// 1,000; see chunks_omitted).
+	Chunks []*DocumentChunk `protobuf:"bytes,2,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	// Output only. Chunks beyond the 1,000 returned.
+	ChunksOmitted uint32 `protobuf:"varint,3,opt,name=chunks_omitted,json=chunksOmitted,proto3" json:"chunks_omitted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDocumentResponse) Reset() {
+	*x = GetDocumentResponse{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDocumentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDocumentResponse) ProtoMessage() {}
+
+func (x *GetDocumentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDocumentResponse.ProtoReflect.Descriptor instead.
+func (*GetDocumentResponse) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GetDocumentResponse) GetDocument() *DocumentInfo {
+	if x != nil {
+		return x.Document
+	}
+	return nil
+}
+
+func (x *GetDocumentResponse) GetChunks() []*DocumentChunk {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
+func (x *GetDocumentResponse) GetChunksOmitted() uint32 {
+	if x != nil {
+		return x.ChunksOmitted
+	}
+	return 0
+}
+
 var File_groundwire_v1_ingestion_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgroundwire/v1/ingestion.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\x01\n" +
+	"\x1dgroundwire/v1/ingestion.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19groundwire/v1/usage.proto\"\x88\x01\n" +
 	"\x14EmbeddingDescription\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1e\n" +
@@ -2293,7 +3010,7 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x04size\x18\x02 \x01(\rR\x04size\x12\x18\n" +
 	"\aoverlap\x18\x03 \x01(\rR\aoverlap\x12+\n" +
 	"\x11markdown_sections\x18\x04 \x01(\bR\x10markdownSections\x12,\n" +
-	"\x04unit\x18\x05 \x01(\x0e2\x18.groundwire.v1.ChunkUnitR\x04unit\"\x99\x03\n" +
+	"\x04unit\x18\x05 \x01(\x0e2\x18.groundwire.v1.ChunkUnitR\x04unit\"\xd6\x03\n" +
 	"\x10IndexDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12A\n" +
@@ -2305,11 +3022,21 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\bschedule\x18\b \x01(\tR\bschedule\x12!\n" +
 	"\fsource_count\x18\t \x01(\rR\vsourceCount\x12!\n" +
 	"\fsource_kinds\x18\n" +
-	" \x03(\tR\vsourceKinds\"J\n" +
+	" \x03(\tR\vsourceKinds\x12;\n" +
+	"\banalysis\x18\xb4\x01 \x01(\v2\x1e.groundwire.v1.LexicalAnalysisR\banalysis\"\xb0\x01\n" +
+	"\x0fLexicalAnalysis\x12\x1a\n" +
+	"\blanguage\x18\x01 \x01(\tR\blanguage\x12\x1a\n" +
+	"\bstemming\x18\x02 \x01(\bR\bstemming\x12\x1d\n" +
+	"\n" +
+	"stop_words\x18\x03 \x01(\tR\tstopWords\x12&\n" +
+	"\x0fstop_word_count\x18\x04 \x01(\rR\rstopWordCount\x12\x1e\n" +
+	"\n" +
+	"descriptor\x18\x05 \x01(\tR\n" +
+	"descriptor\"J\n" +
 	"\x0fDocumentFailure\x12\x1f\n" +
 	"\vdocument_id\x18\x01 \x01(\tR\n" +
 	"documentId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xc4\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x89\x04\n" +
 	"\x0fOperationCounts\x12\x1e\n" +
 	"\n" +
 	"discovered\x18\x01 \x01(\rR\n" +
@@ -2318,7 +3045,14 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\tunchanged\x18\x03 \x01(\rR\tunchanged\x12\x16\n" +
 	"\x06failed\x18\x04 \x01(\rR\x06failed\x12\x18\n" +
 	"\adeleted\x18\x05 \x01(\rR\adeleted\x12%\n" +
-	"\x0echunks_written\x18\x06 \x01(\rR\rchunksWritten\"\xb5\x05\n" +
+	"\x0echunks_written\x18\x06 \x01(\rR\rchunksWritten\x12F\n" +
+	"\x0fembedding_usage\x18P \x01(\v2\x1d.groundwire.v1.EmbeddingUsageR\x0eembeddingUsage\x12)\n" +
+	"\x10truncated_chunks\x18Q \x01(\rR\x0ftruncatedChunks\x12\x19\n" +
+	"\askipped\x18\xaa\x01 \x01(\rR\askipped\x12m\n" +
+	"\x16not_ingested_by_reason\x18\xab\x01 \x03(\v27.groundwire.v1.OperationCounts.NotIngestedByReasonEntryR\x13notIngestedByReason\x1aF\n" +
+	"\x18NotIngestedByReasonEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xb7\x06\n" +
 	"\tOperation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2339,7 +3073,10 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"error_code\x18\f \x01(\tR\terrorCode\x12:\n" +
 	"\bfailures\x18\r \x03(\v2\x1e.groundwire.v1.DocumentFailureR\bfailures\x12)\n" +
 	"\x10failures_omitted\x18\x0e \x01(\rR\x0ffailuresOmitted\x123\n" +
-	"\aelapsed\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\aelapsed\"\x9d\x03\n" +
+	"\aelapsed\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\aelapsed\x129\n" +
+	"\askipped\x18\xaa\x01 \x03(\v2\x1e.groundwire.v1.DocumentFailureR\askipped\x12(\n" +
+	"\x0fskipped_omitted\x18\xab\x01 \x01(\rR\x0eskippedOmitted\x12\x1b\n" +
+	"\bwarnings\x18\xac\x01 \x03(\tR\bwarnings\"\x9d\x03\n" +
 	"\vIndexStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\bR\x05ready\x12+\n" +
@@ -2392,14 +3129,17 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\n" +
 	"operations\x18\x01 \x03(\v2\x18.groundwire.v1.OperationR\n" +
 	"operations\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x98\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd3\x02\n" +
 	"\x0ePushedDocument\x12\x1f\n" +
 	"\vdocument_id\x18\x01 \x01(\tR\n" +
 	"documentId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x14\n" +
 	"\x05title\x18\x03 \x01(\tR\x05title\x125\n" +
 	"\x06format\x18\x04 \x01(\x0e2\x1d.groundwire.v1.DocumentFormatR\x06format\x12G\n" +
-	"\bmetadata\x18\x05 \x03(\v2+.groundwire.v1.PushedDocument.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x05 \x03(\v2+.groundwire.v1.PushedDocument.MetadataEntryR\bmetadata\x12\x19\n" +
+	"\acontent\x18\xaa\x01 \x01(\fR\acontent\x12\x1e\n" +
+	"\n" +
+	"media_type\x18\xab\x01 \x01(\tR\tmediaType\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x01\n" +
@@ -2421,26 +3161,74 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"`\n" +
 	"\x17DeleteDocumentsResponse\x12+\n" +
 	"\x11published_version\x18\x01 \x01(\x04R\x10publishedVersion\x12\x18\n" +
-	"\adeleted\x18\x02 \x01(\rR\adeleted*\xc9\x01\n" +
+	"\adeleted\x18\x02 \x01(\rR\adeleted\"\xc2\x03\n" +
+	"\fDocumentInfo\x12\x1f\n" +
+	"\vdocument_id\x18\x01 \x01(\tR\n" +
+	"documentId\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12\x1b\n" +
+	"\tsource_id\x18\x03 \x01(\tR\bsourceId\x12'\n" +
+	"\x0fsize_characters\x18\x04 \x01(\x04R\x0esizeCharacters\x12!\n" +
+	"\fcontent_hash\x18\x05 \x01(\tR\vcontentHash\x12\x1f\n" +
+	"\vchunk_count\x18\x06 \x01(\rR\n" +
+	"chunkCount\x12\x18\n" +
+	"\aversion\x18\a \x01(\x04R\aversion\x12;\n" +
+	"\vingest_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"ingestTime\x12E\n" +
+	"\bmetadata\x18\t \x03(\v2).groundwire.v1.DocumentInfo.MetadataEntryR\bmetadata\x12\x16\n" +
+	"\x06tenant\x18\n" +
+	" \x01(\tR\x06tenant\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x01\n" +
+	"\x14ListDocumentsRequest\x12\x1d\n" +
+	"\n" +
+	"index_name\x18\x01 \x01(\tR\tindexName\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant\"z\n" +
+	"\x15ListDocumentsResponse\x129\n" +
+	"\tdocuments\x18\x01 \x03(\v2\x1b.groundwire.v1.DocumentInfoR\tdocuments\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x93\x01\n" +
+	"\x12GetDocumentRequest\x12\x1d\n" +
+	"\n" +
+	"index_name\x18\x01 \x01(\tR\tindexName\x12\x1f\n" +
+	"\vdocument_id\x18\x02 \x01(\tR\n" +
+	"documentId\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12%\n" +
+	"\x0einclude_chunks\x18\x04 \x01(\bR\rincludeChunks\"\x9a\x01\n" +
+	"\rDocumentChunk\x12\x19\n" +
+	"\bchunk_id\x18\x01 \x01(\tR\achunkId\x12\x18\n" +
+	"\aordinal\x18\x02 \x01(\rR\aordinal\x12\x14\n" +
+	"\x05start\x18\x03 \x01(\rR\x05start\x12\x10\n" +
+	"\x03end\x18\x04 \x01(\rR\x03end\x12\x18\n" +
+	"\asection\x18\x05 \x01(\tR\asection\x12\x12\n" +
+	"\x04text\x18\x06 \x01(\tR\x04text\"\xab\x01\n" +
+	"\x13GetDocumentResponse\x127\n" +
+	"\bdocument\x18\x01 \x01(\v2\x1b.groundwire.v1.DocumentInfoR\bdocument\x124\n" +
+	"\x06chunks\x18\x02 \x03(\v2\x1c.groundwire.v1.DocumentChunkR\x06chunks\x12%\n" +
+	"\x0echunks_omitted\x18\x03 \x01(\rR\rchunksOmitted*\xe8\x01\n" +
 	"\x11IngestionStrategy\x12\"\n" +
 	"\x1eINGESTION_STRATEGY_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19INGESTION_STRATEGY_MANUAL\x10\x01\x12!\n" +
 	"\x1dINGESTION_STRATEGY_ON_STARTUP\x10\x02\x12,\n" +
 	"(INGESTION_STRATEGY_BACKGROUND_ON_STARTUP\x10\x03\x12 \n" +
-	"\x1cINGESTION_STRATEGY_SCHEDULED\x10\x04*\xc4\x01\n" +
+	"\x1cINGESTION_STRATEGY_SCHEDULED\x10\x04\x12\x1d\n" +
+	"\x18INGESTION_STRATEGY_WATCH\x10\xaa\x01*\xc4\x01\n" +
 	"\x0eOperationState\x12\x1f\n" +
 	"\x1bOPERATION_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16OPERATION_STATE_QUEUED\x10\x01\x12\x1b\n" +
 	"\x17OPERATION_STATE_RUNNING\x10\x02\x12\x1d\n" +
 	"\x19OPERATION_STATE_SUCCEEDED\x10\x03\x12\x1a\n" +
 	"\x16OPERATION_STATE_FAILED\x10\x04\x12\x1d\n" +
-	"\x19OPERATION_STATE_CANCELLED\x10\x05*\xb0\x01\n" +
+	"\x19OPERATION_STATE_CANCELLED\x10\x05*\xce\x01\n" +
 	"\x10OperationTrigger\x12!\n" +
 	"\x1dOPERATION_TRIGGER_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18OPERATION_TRIGGER_MANUAL\x10\x01\x12\x1d\n" +
 	"\x19OPERATION_TRIGGER_STARTUP\x10\x02\x12\x1e\n" +
 	"\x1aOPERATION_TRIGGER_SCHEDULE\x10\x03\x12\x1c\n" +
-	"\x18OPERATION_TRIGGER_RELOAD\x10d*\xc9\x01\n" +
+	"\x18OPERATION_TRIGGER_RELOAD\x10d\x12\x1c\n" +
+	"\x17OPERATION_TRIGGER_WATCH\x10\xaa\x01*\xc9\x01\n" +
 	"\x0eOperationPhase\x12\x1f\n" +
 	"\x1bOPERATION_PHASE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bOPERATION_PHASE_DISCOVERING\x10\x01\x12\x1d\n" +
@@ -2456,7 +3244,7 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\tChunkUnit\x12\x1a\n" +
 	"\x16CHUNK_UNIT_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CHUNK_UNIT_CHARACTERS\x10\x01\x12\x15\n" +
-	"\x11CHUNK_UNIT_TOKENS\x10\x022\xe0\x06\n" +
+	"\x11CHUNK_UNIT_TOKENS\x10\x022\x92\b\n" +
 	"\x17IngestionManagerService\x12T\n" +
 	"\vListIndexes\x12!.groundwire.v1.ListIndexesRequest\x1a\".groundwire.v1.ListIndexesResponse\x12K\n" +
 	"\bGetIndex\x12\x1e.groundwire.v1.GetIndexRequest\x1a\x1f.groundwire.v1.GetIndexResponse\x12]\n" +
@@ -2466,7 +3254,9 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x0eWatchIngestion\x12$.groundwire.v1.WatchIngestionRequest\x1a%.groundwire.v1.WatchIngestionResponse0\x01\x12]\n" +
 	"\x0eListOperations\x12$.groundwire.v1.ListOperationsRequest\x1a%.groundwire.v1.ListOperationsResponse\x12`\n" +
 	"\x0fUpsertDocuments\x12%.groundwire.v1.UpsertDocumentsRequest\x1a&.groundwire.v1.UpsertDocumentsResponse\x12`\n" +
-	"\x0fDeleteDocuments\x12%.groundwire.v1.DeleteDocumentsRequest\x1a&.groundwire.v1.DeleteDocumentsResponseB\xb2\x01\n" +
+	"\x0fDeleteDocuments\x12%.groundwire.v1.DeleteDocumentsRequest\x1a&.groundwire.v1.DeleteDocumentsResponse\x12Z\n" +
+	"\rListDocuments\x12#.groundwire.v1.ListDocumentsRequest\x1a$.groundwire.v1.ListDocumentsResponse\x12T\n" +
+	"\vGetDocument\x12!.groundwire.v1.GetDocumentRequest\x1a\".groundwire.v1.GetDocumentResponseB\xb2\x01\n" +
 	"\x11dev.groundwire.v1B\x0eIngestionProtoP\x01Z8github.com/groundwire/groundwire/clients/go/groundwirev1\xa2\x02\x03GXX\xaa\x02\rGroundwire.V1\xca\x02\rGroundwire\\V1\xe2\x02\x19Groundwire\\V1\\GPBMetadata\xea\x02\x0eGroundwire::V1b\x06proto3"
 
 var (
@@ -2482,7 +3272,7 @@ func file_groundwire_v1_ingestion_proto_rawDescGZIP() []byte {
 }
 
 var file_groundwire_v1_ingestion_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_groundwire_v1_ingestion_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_groundwire_v1_ingestion_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_groundwire_v1_ingestion_proto_goTypes = []any{
 	(IngestionStrategy)(0),          // 0: groundwire.v1.IngestionStrategy
 	(OperationState)(0),             // 1: groundwire.v1.OperationState
@@ -2494,32 +3284,42 @@ var file_groundwire_v1_ingestion_proto_goTypes = []any{
 	(*ChunkingDescription)(nil),     // 7: groundwire.v1.ChunkingDescription
 	(*ExtensionChunking)(nil),       // 8: groundwire.v1.ExtensionChunking
 	(*IndexDescription)(nil),        // 9: groundwire.v1.IndexDescription
-	(*DocumentFailure)(nil),         // 10: groundwire.v1.DocumentFailure
-	(*OperationCounts)(nil),         // 11: groundwire.v1.OperationCounts
-	(*Operation)(nil),               // 12: groundwire.v1.Operation
-	(*IndexStatus)(nil),             // 13: groundwire.v1.IndexStatus
-	(*ListIndexesRequest)(nil),      // 14: groundwire.v1.ListIndexesRequest
-	(*ListIndexesResponse)(nil),     // 15: groundwire.v1.ListIndexesResponse
-	(*GetIndexRequest)(nil),         // 16: groundwire.v1.GetIndexRequest
-	(*GetIndexResponse)(nil),        // 17: groundwire.v1.GetIndexResponse
-	(*GetIndexStatusRequest)(nil),   // 18: groundwire.v1.GetIndexStatusRequest
-	(*GetIndexStatusResponse)(nil),  // 19: groundwire.v1.GetIndexStatusResponse
-	(*StartIngestionRequest)(nil),   // 20: groundwire.v1.StartIngestionRequest
-	(*StartIngestionResponse)(nil),  // 21: groundwire.v1.StartIngestionResponse
-	(*CancelIngestionRequest)(nil),  // 22: groundwire.v1.CancelIngestionRequest
-	(*CancelIngestionResponse)(nil), // 23: groundwire.v1.CancelIngestionResponse
-	(*WatchIngestionRequest)(nil),   // 24: groundwire.v1.WatchIngestionRequest
-	(*WatchIngestionResponse)(nil),  // 25: groundwire.v1.WatchIngestionResponse
-	(*ListOperationsRequest)(nil),   // 26: groundwire.v1.ListOperationsRequest
-	(*ListOperationsResponse)(nil),  // 27: groundwire.v1.ListOperationsResponse
-	(*PushedDocument)(nil),          // 28: groundwire.v1.PushedDocument
-	(*UpsertDocumentsRequest)(nil),  // 29: groundwire.v1.UpsertDocumentsRequest
-	(*UpsertDocumentsResponse)(nil), // 30: groundwire.v1.UpsertDocumentsResponse
-	(*DeleteDocumentsRequest)(nil),  // 31: groundwire.v1.DeleteDocumentsRequest
-	(*DeleteDocumentsResponse)(nil), // 32: groundwire.v1.DeleteDocumentsResponse
-	nil,                             // 33: groundwire.v1.PushedDocument.MetadataEntry
-	(*timestamppb.Timestamp)(nil),   // 34: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 35: google.protobuf.Duration
+	(*LexicalAnalysis)(nil),         // 10: groundwire.v1.LexicalAnalysis
+	(*DocumentFailure)(nil),         // 11: groundwire.v1.DocumentFailure
+	(*OperationCounts)(nil),         // 12: groundwire.v1.OperationCounts
+	(*Operation)(nil),               // 13: groundwire.v1.Operation
+	(*IndexStatus)(nil),             // 14: groundwire.v1.IndexStatus
+	(*ListIndexesRequest)(nil),      // 15: groundwire.v1.ListIndexesRequest
+	(*ListIndexesResponse)(nil),     // 16: groundwire.v1.ListIndexesResponse
+	(*GetIndexRequest)(nil),         // 17: groundwire.v1.GetIndexRequest
+	(*GetIndexResponse)(nil),        // 18: groundwire.v1.GetIndexResponse
+	(*GetIndexStatusRequest)(nil),   // 19: groundwire.v1.GetIndexStatusRequest
+	(*GetIndexStatusResponse)(nil),  // 20: groundwire.v1.GetIndexStatusResponse
+	(*StartIngestionRequest)(nil),   // 21: groundwire.v1.StartIngestionRequest
+	(*StartIngestionResponse)(nil),  // 22: groundwire.v1.StartIngestionResponse
+	(*CancelIngestionRequest)(nil),  // 23: groundwire.v1.CancelIngestionRequest
+	(*CancelIngestionResponse)(nil), // 24: groundwire.v1.CancelIngestionResponse
+	(*WatchIngestionRequest)(nil),   // 25: groundwire.v1.WatchIngestionRequest
+	(*WatchIngestionResponse)(nil),  // 26: groundwire.v1.WatchIngestionResponse
+	(*ListOperationsRequest)(nil),   // 27: groundwire.v1.ListOperationsRequest
+	(*ListOperationsResponse)(nil),  // 28: groundwire.v1.ListOperationsResponse
+	(*PushedDocument)(nil),          // 29: groundwire.v1.PushedDocument
+	(*UpsertDocumentsRequest)(nil),  // 30: groundwire.v1.UpsertDocumentsRequest
+	(*UpsertDocumentsResponse)(nil), // 31: groundwire.v1.UpsertDocumentsResponse
+	(*DeleteDocumentsRequest)(nil),  // 32: groundwire.v1.DeleteDocumentsRequest
+	(*DeleteDocumentsResponse)(nil), // 33: groundwire.v1.DeleteDocumentsResponse
+	(*DocumentInfo)(nil),            // 34: groundwire.v1.DocumentInfo
+	(*ListDocumentsRequest)(nil),    // 35: groundwire.v1.ListDocumentsRequest
+	(*ListDocumentsResponse)(nil),   // 36: groundwire.v1.ListDocumentsResponse
+	(*GetDocumentRequest)(nil),      // 37: groundwire.v1.GetDocumentRequest
+	(*DocumentChunk)(nil),           // 38: groundwire.v1.DocumentChunk
+	(*GetDocumentResponse)(nil),     // 39: groundwire.v1.GetDocumentResponse
+	nil,                             // 40: groundwire.v1.OperationCounts.NotIngestedByReasonEntry
+	nil,                             // 41: groundwire.v1.PushedDocument.MetadataEntry
+	nil,                             // 42: groundwire.v1.DocumentInfo.MetadataEntry
+	(*EmbeddingUsage)(nil),          // 43: groundwire.v1.EmbeddingUsage
+	(*timestamppb.Timestamp)(nil),   // 44: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 45: google.protobuf.Duration
 }
 var file_groundwire_v1_ingestion_proto_depIdxs = []int32{
 	5,  // 0: groundwire.v1.ChunkingDescription.unit:type_name -> groundwire.v1.ChunkUnit
@@ -2528,52 +3328,65 @@ var file_groundwire_v1_ingestion_proto_depIdxs = []int32{
 	6,  // 3: groundwire.v1.IndexDescription.embedding:type_name -> groundwire.v1.EmbeddingDescription
 	7,  // 4: groundwire.v1.IndexDescription.chunking:type_name -> groundwire.v1.ChunkingDescription
 	0,  // 5: groundwire.v1.IndexDescription.strategy:type_name -> groundwire.v1.IngestionStrategy
-	1,  // 6: groundwire.v1.Operation.state:type_name -> groundwire.v1.OperationState
-	2,  // 7: groundwire.v1.Operation.trigger:type_name -> groundwire.v1.OperationTrigger
-	3,  // 8: groundwire.v1.Operation.phase:type_name -> groundwire.v1.OperationPhase
-	11, // 9: groundwire.v1.Operation.counts:type_name -> groundwire.v1.OperationCounts
-	34, // 10: groundwire.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
-	34, // 11: groundwire.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
-	34, // 12: groundwire.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
-	10, // 13: groundwire.v1.Operation.failures:type_name -> groundwire.v1.DocumentFailure
-	35, // 14: groundwire.v1.Operation.elapsed:type_name -> google.protobuf.Duration
-	12, // 15: groundwire.v1.IndexStatus.running_operation:type_name -> groundwire.v1.Operation
-	12, // 16: groundwire.v1.IndexStatus.last_operation:type_name -> groundwire.v1.Operation
-	34, // 17: groundwire.v1.IndexStatus.next_run_time:type_name -> google.protobuf.Timestamp
-	9,  // 18: groundwire.v1.ListIndexesResponse.indexes:type_name -> groundwire.v1.IndexDescription
-	9,  // 19: groundwire.v1.GetIndexResponse.index:type_name -> groundwire.v1.IndexDescription
-	13, // 20: groundwire.v1.GetIndexStatusResponse.status:type_name -> groundwire.v1.IndexStatus
-	12, // 21: groundwire.v1.StartIngestionResponse.operation:type_name -> groundwire.v1.Operation
-	12, // 22: groundwire.v1.CancelIngestionResponse.operation:type_name -> groundwire.v1.Operation
-	12, // 23: groundwire.v1.WatchIngestionResponse.operation:type_name -> groundwire.v1.Operation
-	12, // 24: groundwire.v1.ListOperationsResponse.operations:type_name -> groundwire.v1.Operation
-	4,  // 25: groundwire.v1.PushedDocument.format:type_name -> groundwire.v1.DocumentFormat
-	33, // 26: groundwire.v1.PushedDocument.metadata:type_name -> groundwire.v1.PushedDocument.MetadataEntry
-	28, // 27: groundwire.v1.UpsertDocumentsRequest.documents:type_name -> groundwire.v1.PushedDocument
-	10, // 28: groundwire.v1.UpsertDocumentsResponse.failures:type_name -> groundwire.v1.DocumentFailure
-	14, // 29: groundwire.v1.IngestionManagerService.ListIndexes:input_type -> groundwire.v1.ListIndexesRequest
-	16, // 30: groundwire.v1.IngestionManagerService.GetIndex:input_type -> groundwire.v1.GetIndexRequest
-	18, // 31: groundwire.v1.IngestionManagerService.GetIndexStatus:input_type -> groundwire.v1.GetIndexStatusRequest
-	20, // 32: groundwire.v1.IngestionManagerService.StartIngestion:input_type -> groundwire.v1.StartIngestionRequest
-	22, // 33: groundwire.v1.IngestionManagerService.CancelIngestion:input_type -> groundwire.v1.CancelIngestionRequest
-	24, // 34: groundwire.v1.IngestionManagerService.WatchIngestion:input_type -> groundwire.v1.WatchIngestionRequest
-	26, // 35: groundwire.v1.IngestionManagerService.ListOperations:input_type -> groundwire.v1.ListOperationsRequest
-	29, // 36: groundwire.v1.IngestionManagerService.UpsertDocuments:input_type -> groundwire.v1.UpsertDocumentsRequest
-	31, // 37: groundwire.v1.IngestionManagerService.DeleteDocuments:input_type -> groundwire.v1.DeleteDocumentsRequest
-	15, // 38: groundwire.v1.IngestionManagerService.ListIndexes:output_type -> groundwire.v1.ListIndexesResponse
-	17, // 39: groundwire.v1.IngestionManagerService.GetIndex:output_type -> groundwire.v1.GetIndexResponse
-	19, // 40: groundwire.v1.IngestionManagerService.GetIndexStatus:output_type -> groundwire.v1.GetIndexStatusResponse
-	21, // 41: groundwire.v1.IngestionManagerService.StartIngestion:output_type -> groundwire.v1.StartIngestionResponse
-	23, // 42: groundwire.v1.IngestionManagerService.CancelIngestion:output_type -> groundwire.v1.CancelIngestionResponse
-	25, // 43: groundwire.v1.IngestionManagerService.WatchIngestion:output_type -> groundwire.v1.WatchIngestionResponse
-	27, // 44: groundwire.v1.IngestionManagerService.ListOperations:output_type -> groundwire.v1.ListOperationsResponse
-	30, // 45: groundwire.v1.IngestionManagerService.UpsertDocuments:output_type -> groundwire.v1.UpsertDocumentsResponse
-	32, // 46: groundwire.v1.IngestionManagerService.DeleteDocuments:output_type -> groundwire.v1.DeleteDocumentsResponse
-	38, // [38:47] is the sub-list for method output_type
-	29, // [29:38] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	10, // 6: groundwire.v1.IndexDescription.analysis:type_name -> groundwire.v1.LexicalAnalysis
+	43, // 7: groundwire.v1.OperationCounts.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
+	40, // 8: groundwire.v1.OperationCounts.not_ingested_by_reason:type_name -> groundwire.v1.OperationCounts.NotIngestedByReasonEntry
+	1,  // 9: groundwire.v1.Operation.state:type_name -> groundwire.v1.OperationState
+	2,  // 10: groundwire.v1.Operation.trigger:type_name -> groundwire.v1.OperationTrigger
+	3,  // 11: groundwire.v1.Operation.phase:type_name -> groundwire.v1.OperationPhase
+	12, // 12: groundwire.v1.Operation.counts:type_name -> groundwire.v1.OperationCounts
+	44, // 13: groundwire.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
+	44, // 14: groundwire.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
+	44, // 15: groundwire.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
+	11, // 16: groundwire.v1.Operation.failures:type_name -> groundwire.v1.DocumentFailure
+	45, // 17: groundwire.v1.Operation.elapsed:type_name -> google.protobuf.Duration
+	11, // 18: groundwire.v1.Operation.skipped:type_name -> groundwire.v1.DocumentFailure
+	13, // 19: groundwire.v1.IndexStatus.running_operation:type_name -> groundwire.v1.Operation
+	13, // 20: groundwire.v1.IndexStatus.last_operation:type_name -> groundwire.v1.Operation
+	44, // 21: groundwire.v1.IndexStatus.next_run_time:type_name -> google.protobuf.Timestamp
+	9,  // 22: groundwire.v1.ListIndexesResponse.indexes:type_name -> groundwire.v1.IndexDescription
+	9,  // 23: groundwire.v1.GetIndexResponse.index:type_name -> groundwire.v1.IndexDescription
+	14, // 24: groundwire.v1.GetIndexStatusResponse.status:type_name -> groundwire.v1.IndexStatus
+	13, // 25: groundwire.v1.StartIngestionResponse.operation:type_name -> groundwire.v1.Operation
+	13, // 26: groundwire.v1.CancelIngestionResponse.operation:type_name -> groundwire.v1.Operation
+	13, // 27: groundwire.v1.WatchIngestionResponse.operation:type_name -> groundwire.v1.Operation
+	13, // 28: groundwire.v1.ListOperationsResponse.operations:type_name -> groundwire.v1.Operation
+	4,  // 29: groundwire.v1.PushedDocument.format:type_name -> groundwire.v1.DocumentFormat
+	41, // 30: groundwire.v1.PushedDocument.metadata:type_name -> groundwire.v1.PushedDocument.MetadataEntry
+	29, // 31: groundwire.v1.UpsertDocumentsRequest.documents:type_name -> groundwire.v1.PushedDocument
+	11, // 32: groundwire.v1.UpsertDocumentsResponse.failures:type_name -> groundwire.v1.DocumentFailure
+	44, // 33: groundwire.v1.DocumentInfo.ingest_time:type_name -> google.protobuf.Timestamp
+	42, // 34: groundwire.v1.DocumentInfo.metadata:type_name -> groundwire.v1.DocumentInfo.MetadataEntry
+	34, // 35: groundwire.v1.ListDocumentsResponse.documents:type_name -> groundwire.v1.DocumentInfo
+	34, // 36: groundwire.v1.GetDocumentResponse.document:type_name -> groundwire.v1.DocumentInfo
+	38, // 37: groundwire.v1.GetDocumentResponse.chunks:type_name -> groundwire.v1.DocumentChunk
+	15, // 38: groundwire.v1.IngestionManagerService.ListIndexes:input_type -> groundwire.v1.ListIndexesRequest
+	17, // 39: groundwire.v1.IngestionManagerService.GetIndex:input_type -> groundwire.v1.GetIndexRequest
+	19, // 40: groundwire.v1.IngestionManagerService.GetIndexStatus:input_type -> groundwire.v1.GetIndexStatusRequest
+	21, // 41: groundwire.v1.IngestionManagerService.StartIngestion:input_type -> groundwire.v1.StartIngestionRequest
+	23, // 42: groundwire.v1.IngestionManagerService.CancelIngestion:input_type -> groundwire.v1.CancelIngestionRequest
+	25, // 43: groundwire.v1.IngestionManagerService.WatchIngestion:input_type -> groundwire.v1.WatchIngestionRequest
+	27, // 44: groundwire.v1.IngestionManagerService.ListOperations:input_type -> groundwire.v1.ListOperationsRequest
+	30, // 45: groundwire.v1.IngestionManagerService.UpsertDocuments:input_type -> groundwire.v1.UpsertDocumentsRequest
+	32, // 46: groundwire.v1.IngestionManagerService.DeleteDocuments:input_type -> groundwire.v1.DeleteDocumentsRequest
+	35, // 47: groundwire.v1.IngestionManagerService.ListDocuments:input_type -> groundwire.v1.ListDocumentsRequest
+	37, // 48: groundwire.v1.IngestionManagerService.GetDocument:input_type -> groundwire.v1.GetDocumentRequest
+	16, // 49: groundwire.v1.IngestionManagerService.ListIndexes:output_type -> groundwire.v1.ListIndexesResponse
+	18, // 50: groundwire.v1.IngestionManagerService.GetIndex:output_type -> groundwire.v1.GetIndexResponse
+	20, // 51: groundwire.v1.IngestionManagerService.GetIndexStatus:output_type -> groundwire.v1.GetIndexStatusResponse
+	22, // 52: groundwire.v1.IngestionManagerService.StartIngestion:output_type -> groundwire.v1.StartIngestionResponse
+	24, // 53: groundwire.v1.IngestionManagerService.CancelIngestion:output_type -> groundwire.v1.CancelIngestionResponse
+	26, // 54: groundwire.v1.IngestionManagerService.WatchIngestion:output_type -> groundwire.v1.WatchIngestionResponse
+	28, // 55: groundwire.v1.IngestionManagerService.ListOperations:output_type -> groundwire.v1.ListOperationsResponse
+	31, // 56: groundwire.v1.IngestionManagerService.UpsertDocuments:output_type -> groundwire.v1.UpsertDocumentsResponse
+	33, // 57: groundwire.v1.IngestionManagerService.DeleteDocuments:output_type -> groundwire.v1.DeleteDocumentsResponse
+	36, // 58: groundwire.v1.IngestionManagerService.ListDocuments:output_type -> groundwire.v1.ListDocumentsResponse
+	39, // 59: groundwire.v1.IngestionManagerService.GetDocument:output_type -> groundwire.v1.GetDocumentResponse
+	49, // [49:60] is the sub-list for method output_type
+	38, // [38:49] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_ingestion_proto_init() }
@@ -2581,13 +3394,14 @@ func file_groundwire_v1_ingestion_proto_init() {
 	if File_groundwire_v1_ingestion_proto != nil {
 		return
 	}
+	file_groundwire_v1_usage_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groundwire_v1_ingestion_proto_rawDesc), len(file_groundwire_v1_ingestion_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   28,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

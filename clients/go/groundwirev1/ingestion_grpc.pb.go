@@ -35,6 +35,8 @@ const (
 	IngestionManagerService_ListOperations_FullMethodName  = "/groundwire.v1.IngestionManagerService/ListOperations"
 	IngestionManagerService_UpsertDocuments_FullMethodName = "/groundwire.v1.IngestionManagerService/UpsertDocuments"
 	IngestionManagerService_DeleteDocuments_FullMethodName = "/groundwire.v1.IngestionManagerService/DeleteDocuments"
+	IngestionManagerService_ListDocuments_FullMethodName   = "/groundwire.v1.IngestionManagerService/ListDocuments"
+	IngestionManagerService_GetDocument_FullMethodName     = "/groundwire.v1.IngestionManagerService/GetDocument"
 )
 
 // IngestionManagerServiceClient is the client API for IngestionManagerService service.
@@ -71,6 +73,15 @@ type IngestionManagerServiceClient interface {
 	// Deletes one tenant's pushed or ingested documents by id as one new index
 	// version.
 	DeleteDocuments(ctx context.Context, in *DeleteDocumentsRequest, opts ...grpc.CallOption) (*DeleteDocumentsResponse, error)
+	// Lists one tenant's published documents of an index, ordered by id
+	// (code point order), without their content. Paginated. Needs the `retrieve`
+	// permission (like GetDocument): the caller's own tenant only. Errors: NOT_FOUND
+	// (INDEX_NOT_FOUND).
+	ListDocuments(ctx context.Context, in *ListDocumentsRequest, opts ...grpc.CallOption) (*ListDocumentsResponse, error)
+	// Describes one of a tenant's published documents, without its content.
+	// Errors: NOT_FOUND (INDEX_NOT_FOUND; DOCUMENT_NOT_FOUND, also for another
+	// tenant's document with that id).
+	GetDocument(ctx context.Context, in *GetDocumentRequest, opts ...grpc.CallOption) (*GetDocumentResponse, error)
 }
 
 type ingestionManagerServiceClient struct {
@@ -180,6 +191,26 @@ func (c *ingestionManagerServiceClient) DeleteDocuments(ctx context.Context, in 
 	return out, nil
 }
 
+func (c *ingestionManagerServiceClient) ListDocuments(ctx context.Context, in *ListDocumentsRequest, opts ...grpc.CallOption) (*ListDocumentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDocumentsResponse)
+	err := c.cc.Invoke(ctx, IngestionManagerService_ListDocuments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *ingestionManagerServiceClient) GetDocument(ctx context.Context, in *GetDocumentRequest, opts ...grpc.CallOption) (*GetDocumentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDocumentResponse)
+	err := c.cc.Invoke(ctx, IngestionManagerService_GetDocument_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IngestionManagerServiceServer is the server API for IngestionManagerService service.
 // All implementations must embed UnimplementedIngestionManagerServiceServer
 // for forward compatibility.
@@ -214,6 +245,15 @@ type IngestionManagerServiceServer interface {
 	// Deletes one tenant's pushed or ingested documents by id as one new index
 	// version.
 	DeleteDocuments(context.Context, *DeleteDocumentsRequest) (*DeleteDocumentsResponse, error)
+	// Lists one tenant's published documents of an index, ordered by id
+	// (code point order), without their content. Paginated. Needs the `retrieve`
+	// permission (like GetDocument): the caller's own tenant only. Errors: NOT_FOUND
+	// (INDEX_NOT_FOUND).
+	ListDocuments(context.Context, *ListDocumentsRequest) (*ListDocumentsResponse, error)
+	// Describes one of a tenant's published documents, without its content.
+	// Errors: NOT_FOUND (INDEX_NOT_FOUND; DOCUMENT_NOT_FOUND, also for another
+	// tenant's document with that id).
+	GetDocument(context.Context, *GetDocumentRequest) (*GetDocumentResponse, error)
 	mustEmbedUnimplementedIngestionManagerServiceServer()
 }
 
@@ -250,6 +290,12 @@ func (UnimplementedIngestionManagerServiceServer) UpsertDocuments(context.Contex
 }
 func (UnimplementedIngestionManagerServiceServer) DeleteDocuments(context.Context, *DeleteDocumentsRequest) (*DeleteDocumentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteDocuments not implemented")
+}
+func (UnimplementedIngestionManagerServiceServer) ListDocuments(context.Context, *ListDocumentsRequest) (*ListDocumentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDocuments not implemented")
+}
+func (UnimplementedIngestionManagerServiceServer) GetDocument(context.Context, *GetDocumentRequest) (*GetDocumentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDocument not implemented")
 }
 func (UnimplementedIngestionManagerServiceServer) mustEmbedUnimplementedIngestionManagerServiceServer() {
 }
@@ -428,6 +474,42 @@ func _IngestionManagerService_DeleteDocuments_Handler(srv interface{}, ctx conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IngestionManagerService_ListDocuments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDocumentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IngestionManagerServiceServer).ListDocuments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IngestionManagerService_ListDocuments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IngestionManagerServiceServer).ListDocuments(ctx, req.(*ListDocumentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IngestionManagerService_GetDocument_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDocumentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IngestionManagerServiceServer).GetDocument(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IngestionManagerService_GetDocument_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IngestionManagerServiceServer).GetDocument(ctx, req.(*GetDocumentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IngestionManagerService_ServiceDesc is the grpc.ServiceDesc for IngestionManagerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -466,6 +548,14 @@ var IngestionManagerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteDocuments",
 			Handler:    _IngestionManagerService_DeleteDocuments_Handler,
+		},
+		{
+			MethodName: "ListDocuments",
+			Handler:    _IngestionManagerService_ListDocuments_Handler,
+		},
+		{
+			MethodName: "GetDocument",
+			Handler:    _IngestionManagerService_GetDocument_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

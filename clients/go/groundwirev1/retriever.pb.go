@@ -185,9 +185,17 @@ type RagQuery struct {
 	// empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
 	Tenant string `protobuf:"bytes,6,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// Optional. Fusion settings for hybrid mode.
-	Fusion        *FusionOptions `protobuf:"bytes,7,opt,name=fusion,proto3" json:"fusion,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Fusion *FusionOptions `protobuf:"bytes,7,opt,name=fusion,proto3" json:"fusion,omitempty"`
+	// Optional. The lowest published index version the caller accepts, for
+	// read-your-writes across replicas: send the version a push or ingestion
+	// returned (UpsertDocumentsResponse.published_version, Operation.version) or
+	// a previous response's diagnostics.index_version. A server that does not
+	// see that version yet waits up to 1 s for it, then fails with UNAVAILABLE /
+	// INDEX_VERSION_NOT_YET_VISIBLE and RetryInfo (retry, on this or another
+	// replica). 0 (the default) accepts any version.
+	MinIndexVersion uint64 `protobuf:"varint,190,opt,name=min_index_version,json=minIndexVersion,proto3" json:"min_index_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RagQuery) Reset() {
@@ -267,6 +275,13 @@ func (x *RagQuery) GetFusion() *FusionOptions {
 		return x.Fusion
 	}
 	return nil
+}
+
+func (x *RagQuery) GetMinIndexVersion() uint64 {
+	if x != nil {
+		return x.MinIndexVersion
+	}
+	return 0
 }
 
 // Request for RetrieverService.Retrieve.
@@ -467,7 +482,9 @@ type RetrievalDiagnostics struct {
 	// Output only. Total server time for the retrieval.
 	TotalDuration *durationpb.Duration `protobuf:"bytes,8,opt,name=total_duration,json=totalDuration,proto3" json:"total_duration,omitempty"`
 	// Output only. The published index version that was searched (>= 1; 0 when
-	// the index has never been published).
+	// the index has never been published). The rows read are of this version or
+	// a newer one (never older, also when a hot standby served the read), and it
+	// is at least RagQuery.min_index_version.
 	IndexVersion uint64 `protobuf:"varint,9,opt,name=index_version,json=indexVersion,proto3" json:"index_version,omitempty"`
 	// Output only. Number of exact phrases the query contained.
 	PhraseCount uint32 `protobuf:"varint,10,opt,name=phrase_count,json=phraseCount,proto3" json:"phrase_count,omitempty"`
@@ -487,8 +504,21 @@ type RetrievalDiagnostics struct {
 	// the most common ones (lowest idf), which barely move BM25. Terms the index does
 	// not hold match nothing and are counted in neither field.
 	LexicalTermsPruned uint32 `protobuf:"varint,16,opt,name=lexical_terms_pruned,json=lexicalTermsPruned,proto3" json:"lexical_terms_pruned,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Output only. True when the caller's tenant holds no published document in
+	// this index at all (metadata filters aside): every query of this scope
+	// finds nothing. Documents from configured sources belong to the index's
+	// configured tenant (empty by default), so a key bound to another tenant
+	// sees none of them. Checked only when no result was returned; false
+	// otherwise. Reports on the caller's own scope only.
+	TenantScopeEmpty bool `protobuf:"varint,160,opt,name=tenant_scope_empty,json=tenantScopeEmpty,proto3" json:"tenant_scope_empty,omitempty"`
+	// Output only. Embedding usage of this query (the query embedding; zero in
+	// lexical mode).
+	EmbeddingUsage *EmbeddingUsage `protobuf:"bytes,80,opt,name=embedding_usage,json=embeddingUsage,proto3" json:"embedding_usage,omitempty"`
+	// Output only. Whether the query was longer than the embedding model's token
+	// window, so the model saw only its beginning.
+	QueryTruncated bool `protobuf:"varint,81,opt,name=query_truncated,json=queryTruncated,proto3" json:"query_truncated,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RetrievalDiagnostics) Reset() {
@@ -633,6 +663,27 @@ func (x *RetrievalDiagnostics) GetLexicalTermsPruned() uint32 {
 	return 0
 }
 
+func (x *RetrievalDiagnostics) GetTenantScopeEmpty() bool {
+	if x != nil {
+		return x.TenantScopeEmpty
+	}
+	return false
+}
+
+func (x *RetrievalDiagnostics) GetEmbeddingUsage() *EmbeddingUsage {
+	if x != nil {
+		return x.EmbeddingUsage
+	}
+	return nil
+}
+
+func (x *RetrievalDiagnostics) GetQueryTruncated() bool {
+	if x != nil {
+		return x.QueryTruncated
+	}
+	return false
+}
+
 // Response for RetrieverService.Retrieve.
 type RetrieveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -693,7 +744,7 @@ var File_groundwire_v1_retriever_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgroundwire/v1/retriever.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1agroundwire/v1/common.proto\"\xe4\x01\n" +
+	"\x1dgroundwire/v1/retriever.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1agroundwire/v1/common.proto\x1a\x19groundwire/v1/usage.proto\"\xe4\x01\n" +
 	"\rFusionOptions\x12\x18\n" +
 	"\x05rrf_k\x18\x01 \x01(\rH\x00R\x04rrfK\x88\x01\x01\x12,\n" +
 	"\x0fsemantic_weight\x18\x02 \x01(\x01H\x01R\x0esemanticWeight\x88\x01\x01\x12*\n" +
@@ -703,7 +754,7 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	"\x10_semantic_weightB\x11\n" +
 	"\x0f_lexical_weightB\f\n" +
 	"\n" +
-	"_leg_depth\"\x98\x02\n" +
+	"_leg_depth\"\xc5\x02\n" +
 	"\bRagQuery\x12\x1d\n" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12\x12\n" +
@@ -712,7 +763,8 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	"\x05top_k\x18\x04 \x01(\x05H\x00R\x04topK\x88\x01\x01\x125\n" +
 	"\x06filter\x18\x05 \x01(\v2\x1d.groundwire.v1.MetadataFilterR\x06filter\x12\x16\n" +
 	"\x06tenant\x18\x06 \x01(\tR\x06tenant\x124\n" +
-	"\x06fusion\x18\a \x01(\v2\x1c.groundwire.v1.FusionOptionsR\x06fusionB\b\n" +
+	"\x06fusion\x18\a \x01(\v2\x1c.groundwire.v1.FusionOptionsR\x06fusion\x12+\n" +
+	"\x11min_index_version\x18\xbe\x01 \x01(\x04R\x0fminIndexVersionB\b\n" +
 	"\x06_top_k\"@\n" +
 	"\x0fRetrieveRequest\x12-\n" +
 	"\x05query\x18\x01 \x01(\v2\x17.groundwire.v1.RagQueryR\x05query\"\xc9\x03\n" +
@@ -733,7 +785,7 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	" \x03(\v2,.groundwire.v1.RetrievalResult.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x06\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe7\a\n" +
 	"\x14RetrievalDiagnostics\x12?\n" +
 	"\fapplied_mode\x18\x01 \x01(\x0e2\x1c.groundwire.v1.RetrievalModeR\vappliedMode\x12\"\n" +
 	"\rapplied_top_k\x18\x02 \x01(\rR\vappliedTopK\x12#\n" +
@@ -751,7 +803,10 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	"\x16applied_lexical_weight\x18\r \x01(\x01R\x14appliedLexicalWeight\x12*\n" +
 	"\x11applied_leg_depth\x18\x0e \x01(\rR\x0fappliedLegDepth\x120\n" +
 	"\x14lexical_terms_scored\x18\x0f \x01(\rR\x12lexicalTermsScored\x120\n" +
-	"\x14lexical_terms_pruned\x18\x10 \x01(\rR\x12lexicalTermsPruned\"\x93\x01\n" +
+	"\x14lexical_terms_pruned\x18\x10 \x01(\rR\x12lexicalTermsPruned\x12-\n" +
+	"\x12tenant_scope_empty\x18\xa0\x01 \x01(\bR\x10tenantScopeEmpty\x12F\n" +
+	"\x0fembedding_usage\x18P \x01(\v2\x1d.groundwire.v1.EmbeddingUsageR\x0eembeddingUsage\x12'\n" +
+	"\x0fquery_truncated\x18Q \x01(\bR\x0equeryTruncated\"\x93\x01\n" +
 	"\x10RetrieveResponse\x128\n" +
 	"\aresults\x18\x01 \x03(\v2\x1e.groundwire.v1.RetrievalResultR\aresults\x12E\n" +
 	"\vdiagnostics\x18\x02 \x01(\v2#.groundwire.v1.RetrievalDiagnosticsR\vdiagnostics*\x83\x01\n" +
@@ -792,6 +847,7 @@ var file_groundwire_v1_retriever_proto_goTypes = []any{
 	(*LegProvenance)(nil),        // 10: groundwire.v1.LegProvenance
 	(*CharSpan)(nil),             // 11: groundwire.v1.CharSpan
 	(*durationpb.Duration)(nil),  // 12: google.protobuf.Duration
+	(*EmbeddingUsage)(nil),       // 13: groundwire.v1.EmbeddingUsage
 }
 var file_groundwire_v1_retriever_proto_depIdxs = []int32{
 	0,  // 0: groundwire.v1.RagQuery.mode:type_name -> groundwire.v1.RetrievalMode
@@ -807,15 +863,16 @@ var file_groundwire_v1_retriever_proto_depIdxs = []int32{
 	12, // 10: groundwire.v1.RetrievalDiagnostics.semantic_duration:type_name -> google.protobuf.Duration
 	12, // 11: groundwire.v1.RetrievalDiagnostics.lexical_duration:type_name -> google.protobuf.Duration
 	12, // 12: groundwire.v1.RetrievalDiagnostics.total_duration:type_name -> google.protobuf.Duration
-	4,  // 13: groundwire.v1.RetrieveResponse.results:type_name -> groundwire.v1.RetrievalResult
-	5,  // 14: groundwire.v1.RetrieveResponse.diagnostics:type_name -> groundwire.v1.RetrievalDiagnostics
-	3,  // 15: groundwire.v1.RetrieverService.Retrieve:input_type -> groundwire.v1.RetrieveRequest
-	6,  // 16: groundwire.v1.RetrieverService.Retrieve:output_type -> groundwire.v1.RetrieveResponse
-	16, // [16:17] is the sub-list for method output_type
-	15, // [15:16] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	13, // 13: groundwire.v1.RetrievalDiagnostics.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
+	4,  // 14: groundwire.v1.RetrieveResponse.results:type_name -> groundwire.v1.RetrievalResult
+	5,  // 15: groundwire.v1.RetrieveResponse.diagnostics:type_name -> groundwire.v1.RetrievalDiagnostics
+	3,  // 16: groundwire.v1.RetrieverService.Retrieve:input_type -> groundwire.v1.RetrieveRequest
+	6,  // 17: groundwire.v1.RetrieverService.Retrieve:output_type -> groundwire.v1.RetrieveResponse
+	17, // [17:18] is the sub-list for method output_type
+	16, // [16:17] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_retriever_proto_init() }
@@ -824,6 +881,7 @@ func file_groundwire_v1_retriever_proto_init() {
 		return
 	}
 	file_groundwire_v1_common_proto_init()
+	file_groundwire_v1_usage_proto_init()
 	file_groundwire_v1_retriever_proto_msgTypes[0].OneofWrappers = []any{}
 	file_groundwire_v1_retriever_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}

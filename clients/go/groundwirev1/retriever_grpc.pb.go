@@ -34,8 +34,9 @@ const (
 type RetrieverServiceClient interface {
 	// Runs one query. Errors: INVALID_ARGUMENT (bad query, filter, top_k, mode),
 	// NOT_FOUND (unknown index), FAILED_PRECONDITION (semantic/hybrid on an
-	// index without an embedding model), UNAVAILABLE (store or embedding
-	// provider down, index not ready), DEADLINE_EXCEEDED.
+	// index without an embedding model, or INDEX_REBUILD_REQUIRED while the
+	// published version was embedded for other query settings), UNAVAILABLE
+	// (store or embedding provider down, index not ready), DEADLINE_EXCEEDED.
 	Retrieve(ctx context.Context, in *RetrieveRequest, opts ...grpc.CallOption) (*RetrieveResponse, error)
 }
 
@@ -65,8 +66,9 @@ func (c *retrieverServiceClient) Retrieve(ctx context.Context, in *RetrieveReque
 type RetrieverServiceServer interface {
 	// Runs one query. Errors: INVALID_ARGUMENT (bad query, filter, top_k, mode),
 	// NOT_FOUND (unknown index), FAILED_PRECONDITION (semantic/hybrid on an
-	// index without an embedding model), UNAVAILABLE (store or embedding
-	// provider down, index not ready), DEADLINE_EXCEEDED.
+	// index without an embedding model, or INDEX_REBUILD_REQUIRED while the
+	// published version was embedded for other query settings), UNAVAILABLE
+	// (store or embedding provider down, index not ready), DEADLINE_EXCEEDED.
 	Retrieve(context.Context, *RetrieveRequest) (*RetrieveResponse, error)
 	mustEmbedUnimplementedRetrieverServiceServer()
 }

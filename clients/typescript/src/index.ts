@@ -9,6 +9,7 @@
  *   for await (const ev of executeStream(gw.agents, "demo-assistant", "...")) console.log(ev.type);
  */
 import type { DescService, MessageInitShape } from "@bufbuild/protobuf";
+import type { DurationSchema } from "@bufbuild/protobuf/wkt";
 import {
   Code,
   ConnectError,
@@ -28,8 +29,10 @@ import {
   RetrieverService,
   type AgentResult,
   type ExecuteStreamResponse,
+  type ClientToolSchema,
   type ConversationTurnSchema,
   type MetadataFilterSchema,
+  type ToolResultSchema,
 } from "./gen/groundwire/v1/index.js";
 import { Health } from "./gen/grpc/health/v1/health_pb.js";
 
@@ -44,7 +47,12 @@ export { BadRequestSchema, ErrorInfoSchema } from "./gen/google/rpc/error_detail
 export const ERROR_DOMAIN = "groundwire.dev";
 
 export interface GroundwireClientOptions {
-  /** Sent as "authorization: Bearer <key>" on every call. */
+  /**
+   * Sent as "authorization: Bearer <key>" on every call. Leave it undefined
+   * when the server runs without authentication; an empty key or one holding
+   * whitespace or control characters is refused (createGroundwireTransport
+   * throws a TypeError) instead of sending a malformed header.
+   */
   apiKey?: string;
   /** More Connect interceptors (logging, request ids, ...). */
   interceptors?: Interceptor[];
@@ -54,13 +62,22 @@ export interface GroundwireClientOptions {
 export function createGroundwireTransport(baseUrl: string, options: GroundwireClientOptions = {}): Transport {
   const interceptors: Interceptor[] = [...(options.interceptors ?? [])];
   const apiKey = options.apiKey;
-  if (apiKey) {
+  if (apiKey !== undefined) {
+    checkApiKey(apiKey);
     interceptors.unshift((next) => async (req) => {
       req.header.set("authorization", `Bearer ${apiKey}`);
       return next(req);
     });
   }
   return createGrpcTransport({ baseUrl, interceptors });
+}
+
+/** Throws a TypeError for an empty API key or one holding whitespace or control characters. */
+export function checkApiKey(apiKey: string): void {
+  // eslint-disable-next-line no-control-regex
+  if (apiKey === "" || /[\x00-\x20\x7f]/.test(apiKey)) {
+    throw new TypeError("groundwire: API key is empty or holds whitespace or control characters");
+  }
 }
 
 export interface GroundwireClient {
@@ -136,20 +153,36 @@ export interface ExecuteInit {
   tenant?: string;
   /** Metadata conditions added to the agent's configured filter. */
   filter?: MessageInitShape<typeof MetadataFilterSchema>;
+  /**
+   * Tools the caller executes, e.g. { name: "order_status", description: "...",
+   * parameters: { type: "object", properties: { order_id: { type: "string" } } } }.
+   * When the model calls one the execution ends in REQUIRES_ACTION (answer it with
+   * submitToolResults), or over ExecuteInteractive asks on the same stream.
+   */
+  clientTools?: MessageInitShape<typeof ClientToolSchema>[];
+  /** How long the server waits for one client tool result, e.g. { seconds: 60n }. */
+  clientToolTimeout?: MessageInitShape<typeof DurationSchema>;
 }
 
-/** True for the terminal events of an execution stream: EXECUTION_COMPLETED and EXECUTION_FAILED. */
+/**
+ * True for the terminal events of an execution stream: EXECUTION_COMPLETED,
+ * EXECUTION_FAILED, and EXECUTION_REQUIRES_ACTION (the execution waits for the
+ * results of client tools; see submitToolResults).
+ */
 export function isTerminalEvent(event: ExecuteStreamResponse): boolean {
   return (
-    event.type === ExecutionEventType.EXECUTION_COMPLETED || event.type === ExecutionEventType.EXECUTION_FAILED
+    event.type === ExecutionEventType.EXECUTION_COMPLETED ||
+    event.type === ExecutionEventType.EXECUTION_FAILED ||
+    event.type === ExecutionEventType.EXECUTION_REQUIRES_ACTION
   );
 }
 
 /**
  * Runs one agent turn with AgentService.ExecuteStream and yields its events:
  * EXECUTION_STARTED first, then RAG search, tool call and text delta events, and
- * exactly one terminal event last (EXECUTION_COMPLETED with `result`, or
- * EXECUTION_FAILED with `errorCode`). `options.timeoutMs` bounds the whole stream.
+ * exactly one terminal event last (EXECUTION_COMPLETED with `result`,
+ * EXECUTION_FAILED with `errorCode`, or EXECUTION_REQUIRES_ACTION with the
+ * `result` naming the client tool calls to answer). `options.timeoutMs` bounds the whole stream.
  * A request the server refuses before any event throws (see decodeError).
  */
 export function executeStream(
@@ -173,6 +206,27 @@ export async function execute(
   const res = await agents.execute({ input: { ...input, agentId, message } }, options);
   if (res.result === undefined) {
     throw new ConnectError("Execute returned no result", Code.Internal);
+  }
+  return res.result;
+}
+
+/**
+ * Answers every required tool call of a REQUIRES_ACTION result
+ * (AgentService.SubmitToolResults), e.g. [{ callId, output: "shipped" }] or
+ * [{ callId, isError: true }] for a tool that failed, and returns the continued
+ * execution's result: COMPLETED, or REQUIRES_ACTION again when the model calls
+ * client tools again.
+ */
+export async function submitToolResults(
+  agents: Client<typeof AgentService>,
+  executionId: string,
+  results: MessageInitShape<typeof ToolResultSchema>[],
+  options: CallOptions & { tenant?: string } = {},
+): Promise<AgentResult> {
+  const { tenant = "", ...callOptions } = options;
+  const res = await agents.submitToolResults({ executionId, tenant, results }, callOptions);
+  if (res.result === undefined) {
+    throw new ConnectError("SubmitToolResults returned no result", Code.Internal);
   }
   return res.result;
 }

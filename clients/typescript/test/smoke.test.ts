@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Code } from "@connectrpc/connect";
 import {
+  createGroundwireTransport,
   createGroundwireClient,
   decodeError,
   execute,
@@ -63,6 +64,12 @@ function assertCitesParentalLeave(result: AgentResult | undefined): void {
   assert.ok(result.answer.trim().length > 0, "empty answer");
   const cited = result.citations.map((c) => c.documentId);
   assert.ok(cited.includes("policies/parental-leave.md"), `citations: ${cited.join(", ")}`);
+  // Citations an application can render: title, span, snippet, display number.
+  result.citations.forEach((c, i) => {
+    assert.equal(c.displayNumber, i + 1);
+    assert.ok(c.title.length > 0 && c.snippet.trim().length > 0, `citation ${i + 1}: no title or snippet`);
+    assert.ok((c.span?.end ?? 0) > (c.span?.start ?? 0), `citation ${i + 1}: no span`);
+  });
 }
 
 test("AgentService.ExecuteStream streams to one terminal event", { skip }, async () => {
@@ -92,4 +99,12 @@ test("execute/executeStream helpers", { skip }, async () => {
   assert.equal(events.filter(isTerminalEvent).length, 1);
   assert.ok(isTerminalEvent(events[events.length - 1]), "the terminal event is not last");
   assertCitesParentalLeave(await execute(gw!.agents, agentId, question, {}, { timeoutMs }));
+});
+
+test("an empty or malformed API key is refused, not sent", () => {
+  for (const apiKey of ["", " ", "gw_a b", "gw_\n"]) {
+    assert.throws(() => createGroundwireTransport("http://127.0.0.1:9", { apiKey }), TypeError);
+  }
+  assert.ok(createGroundwireTransport("http://127.0.0.1:9", { apiKey: "gw_ok" }));
+  assert.ok(createGroundwireTransport("http://127.0.0.1:9", {}));
 });

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from groundwire.agents.tools import SearchDocumentsTool, Tool
+from groundwire.domain.blend import FinalSelectionPolicy
 from groundwire.domain.query_rewrite import KeywordMode
 from groundwire.domain.rag_policy import (
     AcceptancePolicy,
@@ -23,6 +24,8 @@ class RerankingPolicy:
     enabled: bool = False
     reranker: Reranker | None = None
     settings: StageSettings = field(default_factory=StageSettings)
+    # The pool (final top-k x multiplier) and how its final top-k is chosen.
+    selection: FinalSelectionPolicy = field(default_factory=FinalSelectionPolicy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,9 @@ class RagPolicy:
     agentic: bool = False
     query_rewriting: str = "none"  # none | history | model
     question_template: str | None = None  # may use {question} and {source_count}
+    # The agentic search tool as the model sees it (default: search_documents).
+    search_tool_name: str = SearchDocumentsTool.name
+    search_tool_description: str = SearchDocumentsTool.description
     # Keyword query of the lexical leg (agents/keywords.py), and the model that
     # rewrites queries and keywords (None: the agent's own) with its options.
     keyword_query: KeywordMode = KeywordMode.NONE
@@ -71,5 +77,5 @@ class AgentDefinition:
         search tool when RAG is agentic."""
         names = [t.name for t in self.tools]
         if self.rag is not None and self.rag.agentic:
-            names.append(SearchDocumentsTool.name)
+            names.append(self.rag.search_tool_name)
         return names

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from groundwire.domain.blend import SelectionReport
 from groundwire.domain.errors import GroundwireError
 from groundwire.domain.query_rewrite import KeywordRewrite
 from groundwire.domain.rag_policy import (
@@ -16,7 +17,8 @@ from groundwire.domain.rag_policy import (
     NoContextReason,
 )
 from groundwire.domain.reranking import RerankingMetadata, RerankOutcome
-from groundwire.domain.retrieval import RankedResult, RetrievalMode
+from groundwire.domain.retrieval import MetadataFilter, RankedResult, RetrievalMode
+from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 from groundwire.providers.chat.base import Usage
 
 
@@ -82,7 +84,22 @@ class RequiredToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class SearchOptions:
+    """The scope and options one agentic search applied: the execution's tenant
+    and filter, the agent's mode and candidate budget, the model's top_k."""
+
+    tenant: str
+    filter: MetadataFilter
+    retrieval_mode: RetrievalMode
+    candidate_budget: int
+    top_k: int
+
+
+@dataclass(frozen=True, slots=True)
 class SearchTrace:
+    """One agentic search, traced like an up-front search (query, options,
+    candidates, accepted and rejected with reasons, reranking metadata)."""
+
     step: int
     call_id: str
     candidate_count: int
@@ -90,6 +107,18 @@ class SearchTrace:
     succeeded: bool
     error_code: str
     seconds: float
+    query: str = ""
+    options: SearchOptions | None = None
+    index_version: int = 0
+    candidates: tuple[RankedResult, ...] = ()
+    # Returned to the model, in final order.
+    accepted: tuple[RankedResult, ...] = ()
+    rejected: tuple[Judged, ...] = ()
+    # Accepted but withheld: answerability gate, or beyond the model's top_k.
+    context_excluded: tuple[Judged, ...] = ()
+    reranking: RerankingMetadata | None = None
+    final_selection: SelectionReport | None = None
+    no_context_reason: NoContextReason | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +147,9 @@ class RagMetadata:
     behavior: NoContextBehavior = NoContextBehavior.ANSWER_NORMALLY
     context_accepted: bool = False
     no_context_reason: NoContextReason | None = None
+    # Whether the tenant searched holds no published document at all (checked
+    # only when retrieval found no candidate): AgentRuntime.explain_scope.
+    tenant_scope_empty: bool = False
     model_skipped: bool = False
     answer_constrained: bool = False
     candidates: list[RankedResult] = field(default_factory=list)
@@ -129,11 +161,15 @@ class RagMetadata:
     budget: BudgetFigures | None = None
     rewritten_query: str | None = None
     searches: list[SearchTrace] = field(default_factory=list)
+    # The reranking pool's final selection (None when reranking is disabled).
+    final_selection: SelectionReport | None = None
     # Per-request controls (agents/controls.py) and the lexical keyword query.
     bypassed: bool = False
     limits: AppliedLimits | None = None
     keywords: KeywordRewrite | None = None
     rewrite_failure_code: str = ""
+    # Embedding calls of the execution's searches (and any embedding reranker).
+    embedding_usage: EmbeddingUsage = NO_USAGE
 
     def add_acceptance(self, acceptance: Acceptance) -> None:
         self.candidates.extend(acceptance.candidates)
@@ -178,3 +214,6 @@ class ExecutionEvent:
     error_message: str = ""
     # The whole error (kind, metadata, retry hint) for the unary call to raise.
     error: GroundwireError | None = None
+    # EXECUTION_FAILED of a RAG agent: the RAG metadata as far as the execution
+    # got (a blocked rerank's outcome FAILED, the budget figures...).
+    rag: RagMetadata | None = None

@@ -44,3 +44,6 @@ class ExecutionInput:
     client_tools: tuple[ClientToolSpec, ...] = ()
     client_tool_timeout_s: float | None = None
     controls: RagControls = field(default_factory=RagControls)
+    # The lowest published index version the execution's retrievals accept
+    # (read-your-writes across replicas); 0 accepts any.
+    min_index_version: int = 0

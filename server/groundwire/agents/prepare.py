@@ -13,7 +13,7 @@ import enum
 import time
 from dataclasses import dataclass, field
 
-from groundwire.agents.agentic_search import agentic_search
+from groundwire.agents.agentic_search import agentic_tools
 from groundwire.agents.controls import (
     applied_limits,
     bypassed_metadata,
@@ -24,9 +24,9 @@ from groundwire.agents.definition import AgentDefinition
 from groundwire.agents.events import RagMetadata
 from groundwire.agents.execution_input import ExecutionInput
 from groundwire.agents.prompt import assemble_messages, prompt_costs, tool_spec
-from groundwire.agents.rag_pipeline import RetrievalFailed, merge_filters, retrieval_failed
-from groundwire.agents.runtime import AgentRuntime, rag_metadata
-from groundwire.agents.tools import SearchDocumentsTool, Tool
+from groundwire.agents.rag_events import rag_metadata
+from groundwire.agents.rag_pipeline import SearchFailed, merge_filters
+from groundwire.agents.runtime import AgentRuntime
 from groundwire.domain.grounding import framework_rules
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER, Action, validate_mode
 from groundwire.domain.retrieval import RankedResult, Scope
@@ -83,13 +83,13 @@ async def _prepare(
     validate_mode(rag.mode, rag.no_context_behavior)
     rag.acceptance.validate("rag.acceptance")
     rag.context_budget.validate("rag.context_budget")
+    rag.reranking.selection.validate("rag.reranking")
     rag = narrowed_policy(rag, inp.controls)
     scope = Scope(inp.tenant, merge_filters(rag.filter, inp.filter))
     pipeline = runtime.pipeline
     if rag.agentic:
         meta = rag_metadata(rag, None)
-        search_tool = SearchDocumentsTool(agentic_search(pipeline, rag, scope, meta))
-        tools: list[Tool] = [search_tool, *[t for t in agent.tools if t.name != search_tool.name]]
+        tools = agentic_tools(pipeline, agent, rag, scope, meta, inp.min_index_version)
         turn.messages = assemble_messages(agent, rag, framework_rules(rag.mode, True), inp, ())
         turn.tools = [tool_spec(t) for t in tools]
         turn.rag = meta
@@ -98,9 +98,10 @@ async def _prepare(
         costs = prompt_costs(agent, rag, framework_rules(rag.mode, True), inp, agent.tools)
         try:
             outcome = await pipeline.run(agent.id, rag, search, costs)
-        except RetrievalFailed as failed:
-            raise retrieval_failed(failed.cause) from None
+        except SearchFailed as failed:
+            raise failed.error from None
         turn.rag = rag_metadata(rag, outcome)
+        await runtime.explain_scope(turn.rag, scope.tenant)
         action = outcome.decision.action
         if action is Action.RETURN_NOT_FOUND:
             turn.action = PreparedAction.RETURN_NOT_FOUND

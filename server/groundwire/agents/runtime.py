@@ -29,7 +29,11 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
-from groundwire.agents.agentic_search import agentic_search
+from groundwire.agents.agentic_search import (
+    agentic_tools,
+    finish_agentic,
+    hold_unsupported_text,
+)
 from groundwire.agents.checkpoints import (
     Checkpointer,
     CheckpointSettings,
@@ -49,14 +53,11 @@ from groundwire.agents.controls import (
 )
 from groundwire.agents.definition import AgentDefinition, RagPolicy
 from groundwire.agents.events import (
-    Citation,
     EventType,
     ExecutionEvent,
     ExecutionResult,
     ExecutionStatus,
     RagMetadata,
-    RagSearchInfo,
-    RequiredToolCall,
 )
 from groundwire.agents.execution_input import ExecutionInput
 from groundwire.agents.model_loop import (
@@ -67,20 +68,29 @@ from groundwire.agents.model_loop import (
     run_model_loop,
 )
 from groundwire.agents.prompt import assemble_messages, prompt_costs
-from groundwire.agents.rag_pipeline import (
-    RagOutcome,
-    RagPipeline,
-    RetrievalFailed,
-    merge_filters,
-    retrieval_failed,
+from groundwire.agents.rag_events import (
+    citations,
+    rag_metadata,
+    search_completed,
+    search_event,
+    search_failed,
 )
-from groundwire.agents.tools import SearchDocumentsTool, Tool
-from groundwire.domain.citations import extract_citations
-from groundwire.domain.errors import ErrorKind, FieldViolation, GroundwireError
+from groundwire.agents.rag_pipeline import (
+    RagPipeline,
+    SearchFailed,
+    merge_filters,
+)
+from groundwire.agents.submissions import (
+    check_deadline,
+    check_unique,
+    pending_answered_by,
+)
+from groundwire.agents.tools import Tool
+from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.domain.grounding import framework_rules
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER, Action, validate_mode
 from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
-from groundwire.domain.retrieval import RankedResult, Scope
+from groundwire.domain.retrieval import Scope
 from groundwire.instruments import EXECUTIONS
 from groundwire.providers.chat.base import ChatMessage
 from groundwire.reranking.stage import RerankingStage
@@ -196,11 +206,26 @@ class AgentRuntime:
         checkpoints: Checkpointer | None = None,
     ) -> None:
         self._pipeline = RagPipeline(retriever, stage)
+        self._retriever = retriever
         self._previews = previews
         self.max_top_k = retriever.limits.max_top_k
         self._checkpoints = checkpoints or Checkpointer(
             MemoryCheckpointStore(), CheckpointSettings()
         )
+
+    async def explain_scope(self, meta: RagMetadata, tenant: str) -> None:
+        """When retrieval found no candidate, record whether the searched tenant
+        holds no document in the index at all (a key of another tenant than the
+        index's sources sees none of them)."""
+        if not meta.candidates:
+            try:
+                meta.tenant_scope_empty = await self._retriever.tenant_scope_empty(
+                    meta.index_name, tenant
+                )
+            except GroundwireError:
+                # An explanation only: a search that failed keeps its own error
+                # (a missing index, a store fault) instead of this check's.
+                meta.tenant_scope_empty = False
 
     @property
     def pipeline(self) -> RagPipeline:
@@ -252,7 +277,7 @@ class AgentRuntime:
             return _recorded(claimed)
         try:
             if claimed.result.status is ExecutionStatus.REQUIRES_ACTION:
-                _check_deadline(claimed)
+                check_deadline(claimed)
                 await lease.release()
                 return _recorded(claimed)
             agent = _agent_for(claimed, agents)
@@ -273,7 +298,7 @@ class AgentRuntime:
         """The events of continuing an execution in REQUIRES_ACTION with the
         caller's results of its client tool calls; every error is raised here,
         before any event, and leaves the execution waiting as it was."""
-        _check_unique(results)
+        check_unique(results)
         claim, lease, state = await self._checkpoints.claim(execution_id, tenant)
         if claim.status is ClaimStatus.MISSING:
             raise execution_not_found()
@@ -281,12 +306,12 @@ class AgentRuntime:
             raise execution_in_progress(self._checkpoints.retry_after_s)
         assert state is not None
         try:
-            pending = _pending_answered_by(state, results)
-            _check_deadline(state)
+            pending = pending_answered_by(state, results)
+            check_deadline(state)
             limit = self._checkpoints.settings.max_tool_result_chars
             for i, r in enumerate(results):
                 if len(r.output) > limit:
-                    raise invalid_result(
+                    raise invalid(
                         "FIELD_TOO_LONG", f"results[{i}].output", f"at most {limit} characters"
                     )
             agent = _agent_for(state, agents)
@@ -357,6 +382,8 @@ class AgentRuntime:
                 error_code=failure.reason,
                 error_message=failure.message,
                 error=failure,
+                # What the RAG stages decided before the failure (partial).
+                rag=result.rag if result.rag.enabled else None,
             )
             return
         if result.status is ExecutionStatus.REQUIRES_ACTION:
@@ -383,19 +410,25 @@ class AgentRuntime:
             return list(agent.tools)
         rag = narrowed_policy(rag, run.inp.controls)
         scope = Scope(run.inp.tenant, merge_filters(rag.filter, run.inp.filter))
-        search_tool = SearchDocumentsTool(
-            agentic_search(self._pipeline, rag, scope, run.result.rag)
+        return agentic_tools(
+            self._pipeline, agent, rag, scope, run.result.rag, run.inp.min_index_version
         )
-        return [search_tool, *[t for t in agent.tools if t.name != search_tool.name]]
 
     async def _model(self, run: _Run, tools: Sequence[Tool]) -> AsyncIterator[ExecutionEvent]:
         """The model loop from the run's state, then the citations."""
         assert run.lease is not None
         client = ClientCalls(run.inp.client_tools, run.client_timeout_s, run.client_results)
+        agentic = run.agent.rag
+        if agentic is not None and (not agentic.agentic or run.inp.controls.bypass_rag):
+            agentic = None
+        if agentic is not None:
+            agentic = narrowed_policy(agentic, run.inp.controls)
         async with run.lease.keep_alive():
-            async for event in run_model_loop(
-                run.agent, run.loop, tools, run.result, client, run.step_done
-            ):
+            loop = run_model_loop(run.agent, run.loop, tools, run.result, client, run.step_done)
+            if agentic is not None:
+                # A constrained agent's text waits for accepted context.
+                loop = hold_unsupported_text(loop, agentic, run.result.rag)
+            async for event in loop:
                 yield event
         meta, result, rag = run.result.rag, run.result, run.agent.rag
         if result.status is not ExecutionStatus.COMPLETED or rag is None:
@@ -406,9 +439,13 @@ class AgentRuntime:
         meta.limits = applied_limits(
             narrowed_policy(rag, run.inp.controls), run.inp, self.max_top_k
         )
-        result.citations = _citations(result.answer, meta.context)
-        if rag.agentic:
-            meta.context_accepted = bool(meta.context)
+        result.citations = citations(result.answer, meta.context)
+        if agentic is not None:
+            await self.explain_scope(meta, run.inp.tenant)
+            # The no-context behaviour, as for up-front RAG.
+            not_found = finish_agentic(agentic, meta, result)
+            if not_found is not None:
+                yield not_found
 
     async def _run(self, run: _Run) -> AsyncIterator[ExecutionEvent]:
         agent, inp, result = run.agent, run.inp, run.result
@@ -427,6 +464,7 @@ class AgentRuntime:
             validate_mode(rag.mode, rag.no_context_behavior)
             rag.acceptance.validate("rag.acceptance")
             rag.context_budget.validate("rag.context_budget")
+            rag.reranking.selection.validate("rag.reranking")
             scope = Scope(inp.tenant, merge_filters(rag.filter, inp.filter))
             if rag.agentic:
                 result.rag = rag_metadata(rag, None)
@@ -448,21 +486,26 @@ class AgentRuntime:
         agent, inp, result = run.agent, run.inp, run.result
         eid = result.execution_id
         search = await self._pipeline.prepare(agent, rag, inp, scope)
-        yield _search_event(EventType.RAG_SEARCH_STARTED, eid, rag)
+        yield search_event(EventType.RAG_SEARCH_STARTED, eid, rag)
         t0 = time.perf_counter()
         # The budget reserves room for the rules as they read with context.
         costs = prompt_costs(agent, rag, framework_rules(rag.mode, True), inp, agent.tools)
+        # Every started search ends in completed or failed, on every path.
         try:
             outcome = await self._pipeline.run(agent.id, rag, search, costs)
-        except RetrievalFailed as failed:
-            seconds = time.perf_counter() - t0
+        except SearchFailed as failed:
+            result.rag = rag_metadata(rag, failed.partial)
+            yield search_failed(eid, rag, failed, time.perf_counter() - t0)
+            raise failed.error from None
+        except Exception:
             yield replace(
-                _search_event(EventType.RAG_SEARCH_FAILED, eid, rag, seconds),
-                error_code=failed.cause.reason,
+                search_event(EventType.RAG_SEARCH_FAILED, eid, rag, time.perf_counter() - t0),
+                error_code="INTERNAL",
             )
-            raise retrieval_failed(failed.cause) from None
+            raise
         result.rag = rag_metadata(rag, outcome)
-        yield _search_completed(eid, rag, outcome, time.perf_counter() - t0)
+        await self.explain_scope(result.rag, scope.tenant)
+        yield search_completed(eid, rag, outcome, time.perf_counter() - t0)
 
         action = outcome.decision.action
         if action is Action.RETURN_NOT_FOUND:
@@ -515,135 +558,3 @@ def _agent_for(state: ExecutionState, agents: AgentLookup) -> AgentDefinition:
             "the agent's definition changed since the execution's checkpoint",
         )
     return agent
-
-
-def _check_deadline(state: ExecutionState) -> None:
-    deadline = state.result.action_deadline
-    if (
-        state.result.status is ExecutionStatus.REQUIRES_ACTION
-        and deadline is not None
-        and time.time() > deadline
-    ):
-        raise GroundwireError(
-            ErrorKind.FAILED_PRECONDITION,
-            "TOOL_RESULTS_EXPIRED",
-            "the tool results were not submitted in time; the execution was abandoned",
-        )
-
-
-def invalid_result(reason: str, field_path: str, description: str) -> GroundwireError:
-    return GroundwireError(
-        ErrorKind.INVALID_ARGUMENT,
-        reason,
-        description,
-        (FieldViolation(field_path, description),),
-    )
-
-
-def _check_unique(results: Sequence[SubmittedResult]) -> None:
-    if not results:
-        raise invalid_result("FIELD_REQUIRED", "results", "at least one tool result is required")
-    seen: set[str] = set()
-    for i, r in enumerate(results):
-        if r.call_id in seen:
-            raise invalid_result(
-                "TOOL_RESULT_DUPLICATE", f"results[{i}].call_id", "call answered twice"
-            )
-        seen.add(r.call_id)
-
-
-def _pending_answered_by(
-    state: ExecutionState, results: Sequence[SubmittedResult]
-) -> list[RequiredToolCall]:
-    """The required calls, once `results` is checked to answer each exactly once."""
-    answered = set(state.loop.answered)
-    waiting = state.result.status is ExecutionStatus.REQUIRES_ACTION
-    pending = {c.call_id: c for c in state.result.required_tool_calls} if waiting else {}
-    for i, r in enumerate(results):
-        if r.call_id in pending:
-            continue
-        if r.call_id in answered:
-            raise GroundwireError(
-                ErrorKind.ALREADY_EXISTS,
-                "TOOL_RESULT_DUPLICATE",
-                "a result for this call was already submitted",
-            )
-        if not waiting:
-            raise GroundwireError(
-                ErrorKind.FAILED_PRECONDITION,
-                "EXECUTION_NOT_AWAITING_TOOL_RESULTS",
-                "the execution does not wait for tool results",
-            )
-        raise invalid_result(
-            "TOOL_RESULT_UNKNOWN_CALL", f"results[{i}].call_id", "the execution made no such call"
-        )
-    missing = len(pending) - len(results)
-    if missing:
-        raise invalid_result(
-            "TOOL_RESULTS_INCOMPLETE", "results", f"{missing} required tool calls have no result"
-        )
-    return list(state.result.required_tool_calls)
-
-
-def rag_metadata(rag: RagPolicy, outcome: RagOutcome | None) -> RagMetadata:
-    """The execution's RAG metadata: the applied policy, and what the pipeline
-    decided when it ran (agentic searches add theirs as they happen)."""
-    meta = RagMetadata(
-        enabled=True,
-        index_name=rag.index_name,
-        retrieval_mode=rag.retrieval_mode,
-        mode=rag.mode,
-        behavior=rag.no_context_behavior,
-    )
-    if outcome is None:
-        return meta
-    return replace(
-        meta,
-        rewritten_query=outcome.rewritten_query,
-        keywords=outcome.keywords,
-        rewrite_failure_code=outcome.rewrite_failure_code,
-        index_version=outcome.index_version,
-        candidates=list(outcome.acceptance.candidates),
-        accepted=list(outcome.ordered),
-        rejected=list(outcome.acceptance.rejected),
-        reranking=outcome.reranking,
-        context_excluded=list(outcome.context_excluded),
-        budget=outcome.budget,
-        context=list(outcome.selected),
-        context_accepted=bool(outcome.selected),
-        no_context_reason=outcome.no_context_reason,
-        model_skipped=outcome.decision.model_skipped,
-        answer_constrained=outcome.decision.answer_constrained,
-    )
-
-
-def _search_completed(
-    eid: str, rag: RagPolicy, outcome: RagOutcome, seconds: float
-) -> ExecutionEvent:
-    info = RagSearchInfo(
-        rag.index_name,
-        rag.retrieval_mode,
-        rag.acceptance.candidate_count,
-        len(outcome.acceptance.candidates),
-        len(outcome.acceptance.accepted),
-        outcome.rerank_outcome,
-        seconds,
-    )
-    return ExecutionEvent(EventType.RAG_SEARCH_COMPLETED, eid, rag_search=info)
-
-
-def _search_event(
-    kind: EventType, eid: str, rag: RagPolicy, seconds: float = 0.0
-) -> ExecutionEvent:
-    info = RagSearchInfo(
-        rag.index_name, rag.retrieval_mode, rag.acceptance.candidate_count, seconds=seconds
-    )
-    return ExecutionEvent(kind, eid, rag_search=info)
-
-
-def _citations(answer: str, selected: Sequence[RankedResult]) -> list[Citation]:
-    out = []
-    for n in extract_citations(answer, len(selected)):
-        hit = selected[n - 1].hit
-        out.append(Citation(n, hit.document_id, hit.chunk_id))
-    return out

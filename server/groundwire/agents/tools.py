@@ -144,6 +144,7 @@ class SearchDocumentsTool:
     """The built-in agentic RAG tool. The runtime binds it to the agent's index,
     tenant and filters; the model can only choose the query text and a count."""
 
+    # The default name and description; an agent may configure its own.
     name = "search_documents"
     description = (
         "Search the organization's documents. Call it whenever company-specific "
@@ -159,8 +160,14 @@ class SearchDocumentsTool:
         "additionalProperties": False,
     }
 
-    def __init__(self, search: SearchFunction) -> None:
+    def __init__(
+        self, search: SearchFunction, *, name: str | None = None, description: str | None = None
+    ) -> None:
         self._search = search
+        if name is not None:
+            self.name = name
+        if description is not None:
+            self.description = description
 
     async def invoke(self, arguments: str, context: ToolContext) -> ToolOutcome:
         try:

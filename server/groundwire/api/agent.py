@@ -1,4 +1,5 @@
-"""AgentService: proto <-> domain translation; the pipeline lives in agents/."""
+"""AgentService: calls in, domain errors and events out (conversions in
+api/agent_convert.py; the pipeline lives in agents/)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,6 @@ from groundwire.agents.definition import AgentDefinition
 from groundwire.agents.events import (
     EventType,
     ExecutionEvent,
-    ExecutionResult,
-    ExecutionStatus,
-    RagMetadata,
     RequiredToolCall,
 )
 from groundwire.agents.execution_input import ExecutionInput
@@ -33,48 +31,24 @@ from groundwire.agents.registry import AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
 from groundwire.agents.tools import ToolOutcome
 from groundwire.api.agent_controls import (
-    add_controls_description,
-    add_controls_metadata,
     controls_from_proto,
     prepared_to_proto,
 )
-from groundwire.api.auth import effective_tenant
-from groundwire.api.convert import duration, filter_from_proto, mode_to_proto, score_to_proto
-from groundwire.api.pagination import LIST_AGENTS, PageTokens, listing
-from groundwire.api.reranker import outcome_to_proto, reranking_metadata_to_proto
-from groundwire.domain.auth import check_tenant
-from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
-from groundwire.domain.rag_policy import (
-    ExecutionMode,
-    ItemReason,
-    Judged,
-    NoContextBehavior,
-    NoContextReason,
+from groundwire.api.agent_convert import (
+    describe_agent,
+    event_to_proto,
+    rag_to_proto,
+    result_to_proto,
 )
-from groundwire.domain.retrieval import RankedResult
-from groundwire_client.v1 import agent_pb2, agent_pb2_grpc, common_pb2, reranker_pb2
+from groundwire.api.auth import effective_tenant
+from groundwire.api.convert import filter_from_proto
+from groundwire.api.errors import ErrorWithDetails
+from groundwire.api.pagination import LIST_AGENTS, PageTokens, listing
+from groundwire.domain.auth import check_tenant
+from groundwire.domain.citations import DEFAULT_SNIPPET_CHARS
+from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
+from groundwire_client.v1 import agent_pb2, agent_pb2_grpc
 
-_MODES = {
-    ExecutionMode.OPEN: agent_pb2.EXECUTION_MODE_OPEN,
-    ExecutionMode.GROUNDED: agent_pb2.EXECUTION_MODE_GROUNDED,
-    ExecutionMode.REQUIRED: agent_pb2.EXECUTION_MODE_REQUIRED,
-}
-_BEHAVIORS = {
-    NoContextBehavior.ANSWER_NORMALLY: agent_pb2.NO_CONTEXT_BEHAVIOR_ANSWER_NORMALLY,
-    NoContextBehavior.RETURN_NOT_FOUND: agent_pb2.NO_CONTEXT_BEHAVIOR_RETURN_NOT_FOUND,
-    NoContextBehavior.FAIL: agent_pb2.NO_CONTEXT_BEHAVIOR_FAIL,
-}
-_REASONS = {
-    r: agent_pb2.NoContextReason.Value(f"NO_CONTEXT_REASON_{r.value}") for r in NoContextReason
-}
-_ITEM_REASONS = {r: agent_pb2.RagItemReason.Value(f"RAG_ITEM_REASON_{r.value}") for r in ItemReason}
-_EVENTS = {
-    e: agent_pb2.ExecutionEventType.Value(f"EXECUTION_EVENT_TYPE_{e.value}") for e in EventType
-}
-_STATUSES = {
-    ExecutionStatus.COMPLETED: agent_pb2.EXECUTION_STATUS_COMPLETED,
-    ExecutionStatus.REQUIRES_ACTION: agent_pb2.EXECUTION_STATUS_REQUIRES_ACTION,
-}
 # Bounds of the resume and tool-result requests (the execution id is a 32-hex uuid).
 _MAX_EXECUTION_ID_CHARS = 128
 _MAX_TOOL_RESULTS = 64
@@ -85,204 +59,15 @@ _ROLES: dict[int, str | None] = {
 }
 
 
-def _item(result: RankedResult, reason: ItemReason | None = None) -> agent_pb2.RagItem:
-    hit = result.hit
-    return agent_pb2.RagItem(
-        document_id=hit.document_id,
-        chunk_id=hit.chunk_id,
-        retrieval_rank=result.rank,
-        score=score_to_proto(result.score),
-        reason=_ITEM_REASONS[reason]
-        if reason is not None
-        else agent_pb2.RAG_ITEM_REASON_UNSPECIFIED,
-        span=common_pb2.CharSpan(start=hit.start, end=hit.end),
-    )
-
-
-def _judged(items: Sequence[Judged]) -> list[agent_pb2.RagItem]:
-    return [_item(j.result, j.reason) for j in items]
-
-
-def rag_to_proto(meta: RagMetadata) -> agent_pb2.RagExecutionMetadata:
-    msg = agent_pb2.RagExecutionMetadata(
-        enabled=meta.enabled,
-        index_name=meta.index_name,
-        index_version=meta.index_version,
-        context_accepted=meta.context_accepted,
-        model_skipped=meta.model_skipped,
-        answer_constrained=meta.answer_constrained,
-        candidates=[_item(r) for r in meta.candidates],
-        accepted=[_item(r) for r in meta.accepted],
-        rejected=_judged(meta.rejected),
-        context_excluded=_judged(meta.context_excluded),
-        context=[_item(r) for r in meta.context],
-        candidate_count=len(meta.candidates),
-        accepted_count=len(meta.accepted),
-        rejected_count=len(meta.rejected),
-        context_excluded_count=len(meta.context_excluded),
-        searches=[
-            agent_pb2.AgenticSearchTrace(
-                step=s.step,
-                call_id=s.call_id,
-                candidate_count=s.candidate_count,
-                accepted_count=s.accepted_count,
-                succeeded=s.succeeded,
-                error_code=s.error_code,
-                duration=duration(s.seconds),
-            )
-            for s in meta.searches
-        ],
-    )
-    if meta.enabled:
-        msg.retrieval_mode = mode_to_proto(meta.retrieval_mode)
-        msg.applied_mode = _MODES[meta.mode]
-        msg.applied_no_context_behavior = _BEHAVIORS[meta.behavior]
-    if meta.no_context_reason is not None and meta.enabled:
-        msg.no_context_reason = _REASONS[meta.no_context_reason]
-    if meta.reranking is not None:
-        msg.reranking.CopyFrom(reranking_metadata_to_proto(meta.reranking))
-    if meta.budget is not None:
-        b = meta.budget
-        msg.context_budget.CopyFrom(
-            agent_pb2.ContextBudget(
-                maximum_context_tokens=b.maximum_context_tokens,
-                response_token_reserve=b.response_token_reserve,
-                instruction_tokens=b.instruction_tokens,
-                history_tokens=b.history_tokens,
-                query_tokens=b.query_tokens,
-                other_tokens=b.other_tokens,
-                available_tokens=b.available_tokens,
-                used_tokens=b.used_tokens,
-            )
-        )
-    if meta.rewritten_query is not None:
-        msg.rewritten_query = meta.rewritten_query
-    add_controls_metadata(meta, msg)
-    return msg
-
-
-def result_to_proto(result: ExecutionResult) -> agent_pb2.AgentResult:
-    u = result.usage
-    msg = agent_pb2.AgentResult(
-        execution_id=result.execution_id,
-        agent_id=result.agent_id,
-        answer=result.answer,
-        model_provider=result.model_provider,
-        model=result.model,
-        usage=agent_pb2.TokenUsage(
-            prompt_tokens=u.prompt_tokens,
-            completion_tokens=u.completion_tokens,
-            total_tokens=u.total_tokens,
-        ),
-        rag=rag_to_proto(result.rag),
-        citations=[
-            agent_pb2.Citation(
-                source_number=c.source_number, document_id=c.document_id, chunk_id=c.chunk_id
-            )
-            for c in result.citations
-        ],
-        tool_calls=[
-            agent_pb2.ToolCallTrace(
-                step=t.step,
-                call_id=t.call_id,
-                tool_name=t.tool_name,
-                succeeded=t.succeeded,
-                error_code=t.error_code,
-                duration=duration(t.seconds),
-                client_executed=t.client_executed,
-            )
-            for t in result.tool_calls
-        ],
-        duration=duration(result.seconds),
-        status=_STATUSES[result.status],
-        required_tool_calls=[
-            agent_pb2.RequiredToolCall(
-                call_id=c.call_id, tool_name=c.tool_name, arguments=c.arguments
-            )
-            for c in result.required_tool_calls
-        ],
-        resumed=result.resumed,
-    )
-    if result.action_deadline is not None:
-        msg.action_deadline.FromNanoseconds(int(result.action_deadline * 1e9))
-    return msg
-
-
-def event_to_proto(event: ExecutionEvent, sequence: int) -> agent_pb2.ExecuteStreamResponse:
-    msg = agent_pb2.ExecuteStreamResponse(
-        type=_EVENTS[event.type],
-        sequence=sequence,
-        execution_id=event.execution_id,
-        text_delta=event.text,
-        error_code=event.error_code,
-        error_message=event.error_message,
-    )
-    if event.rag_search is not None:
-        s = event.rag_search
-        msg.rag_search.CopyFrom(
-            agent_pb2.RagSearchEvent(
-                index_name=s.index_name,
-                retrieval_mode=mode_to_proto(s.retrieval_mode),
-                candidate_budget=s.candidate_budget,
-                candidate_count=s.candidate_count,
-                accepted_count=s.accepted_count,
-                reranking_outcome=(
-                    outcome_to_proto(s.reranking_outcome)
-                    if s.reranking_outcome
-                    else reranker_pb2.RERANK_OUTCOME_UNSPECIFIED
-                ),
-                duration=duration(s.seconds),
-            )
-        )
-    if event.tool_call is not None:
-        t = event.tool_call
-        msg.tool_call.CopyFrom(
-            agent_pb2.ToolCallEvent(
-                step=t.step,
-                call_id=t.call_id,
-                tool_name=t.tool_name,
-                succeeded=t.succeeded,
-                error_code=t.error_code,
-                duration=duration(t.seconds),
-                arguments=t.arguments,
-                client_executed=t.client_executed,
-            )
-        )
-    if event.result is not None:
-        msg.result.CopyFrom(result_to_proto(event.result))
-    return msg
-
-
-def describe_agent(agent: AgentDefinition) -> agent_pb2.AgentDescription:
-    msg = agent_pb2.AgentDescription(
-        id=agent.id,
-        name=agent.name,
-        description=agent.description,
-        model=agent.model_ref,
-        tools=agent.tool_names,
-    )
-    if agent.rag is not None:
-        r = agent.rag
-        msg.rag.CopyFrom(
-            agent_pb2.AgentRagDescription(
-                index_name=r.index_name,
-                retrieval_mode=mode_to_proto(r.retrieval_mode),
-                mode=_MODES[r.mode],
-                no_context_behavior=_BEHAVIORS[r.no_context_behavior],
-                reranking_enabled=r.reranking.enabled,
-                agentic=r.agentic,
-            )
-        )
-        add_controls_description(r, msg.rag)
-    if agent.instructions_visible:
-        msg.instructions = agent.instructions
-    return msg
-
-
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     def __init__(
-        self, registry: AgentRegistry, runtime: AgentRuntime, page_tokens: PageTokens
+        self,
+        registry: AgentRegistry,
+        runtime: AgentRuntime,
+        page_tokens: PageTokens,
+        snippet_chars: int = DEFAULT_SNIPPET_CHARS,
     ) -> None:
+        self._snippet_chars = snippet_chars
         self._registry = registry
         self._runtime = runtime
         self._tokens = page_tokens
@@ -297,7 +82,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         )
         controls = controls_from_proto(inp)
         check_controls(agent, controls)
-        validated = replace(validated, controls=controls)
+        validated = replace(validated, controls=controls, min_index_version=inp.min_index_version)
         if not inp.client_tools and not inp.HasField("client_tool_timeout"):
             return agent, validated
         tools = validate_client_tools(
@@ -343,7 +128,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.ExecuteResponse:
         agent, inp = self._validate(request.input)
         return agent_pb2.ExecuteResponse(
-            result=await _final_result(self._runtime.execute(agent, inp))
+            result=await _final_result(self._runtime.execute(agent, inp), self._snippet_chars)
         )
 
     async def ExecuteStream(
@@ -352,7 +137,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         agent, inp = self._validate(request.input)
         sequence = 0
         async for event in self._runtime.execute(agent, inp):
-            yield event_to_proto(event, sequence)
+            yield event_to_proto(event, sequence, self._snippet_chars)
             sequence += 1
 
     async def PrepareExecution(
@@ -363,7 +148,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         agent, inp = self._validate(request.input)
         turn = await prepare_turn(self._runtime, agent, inp)
         return agent_pb2.PrepareExecutionResponse(
-            prepared=prepared_to_proto(turn, rag_to_proto(turn.rag))
+            prepared=prepared_to_proto(turn, rag_to_proto(turn.rag, self._snippet_chars))
         )
 
     async def ResumeExecution(
@@ -371,7 +156,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.ResumeExecutionResponse:
         eid, tenant = _execution_ref(request.execution_id, request.tenant)
         events = await self._runtime.resume(eid, tenant, self._registry.get)
-        return agent_pb2.ResumeExecutionResponse(result=await _final_result(events))
+        return agent_pb2.ResumeExecutionResponse(
+            result=await _final_result(events, self._snippet_chars)
+        )
 
     async def ResumeExecutionStream(
         self,
@@ -382,7 +169,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         events = await self._runtime.resume(eid, tenant, self._registry.get)
         sequence = 0
         async for event in events:
-            yield agent_pb2.ResumeExecutionStreamResponse(event=event_to_proto(event, sequence))
+            yield agent_pb2.ResumeExecutionStreamResponse(
+                event=event_to_proto(event, sequence, self._snippet_chars)
+            )
             sequence += 1
 
     async def SubmitToolResults(
@@ -393,7 +182,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         eid, tenant = _execution_ref(request.execution_id, request.tenant)
         results = _tool_results(request.results, "results")
         events = await self._runtime.submit_tool_results(eid, tenant, results, self._registry.get)
-        return agent_pb2.SubmitToolResultsResponse(result=await _final_result(events))
+        return agent_pb2.SubmitToolResultsResponse(
+            result=await _final_result(events, self._snippet_chars)
+        )
 
     async def ExecuteInteractive(
         self,
@@ -414,7 +205,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         try:
             sequence = 0
             async for event in self._runtime.execute(agent, inp, channel.wait):
-                yield agent_pb2.ExecuteInteractiveResponse(event=event_to_proto(event, sequence))
+                yield agent_pb2.ExecuteInteractiveResponse(
+                    event=event_to_proto(event, sequence, self._snippet_chars)
+                )
                 sequence += 1
         finally:
             await channel.close()
@@ -537,12 +330,14 @@ def _tool_results(results: Sequence[agent_pb2.ToolResult], where: str) -> list[S
     return out
 
 
-async def _final_result(events: AsyncIterator[ExecutionEvent]) -> agent_pb2.AgentResult:
+async def _final_result(
+    events: AsyncIterator[ExecutionEvent], snippet_chars: int = DEFAULT_SNIPPET_CHARS
+) -> agent_pb2.AgentResult:
     """The unary form of an execution: its terminal result, or its error."""
     async for event in events:
         if event.type in (EventType.EXECUTION_COMPLETED, EventType.EXECUTION_REQUIRES_ACTION):
             assert event.result is not None
-            return result_to_proto(event.result)
+            return result_to_proto(event.result, snippet_chars)
         if event.type is EventType.EXECUTION_FAILED:
             raise failure_from_event(event)
     raise GroundwireError(ErrorKind.INTERNAL, "INTERNAL", "execution ended without a result")
@@ -550,7 +345,11 @@ async def _final_result(events: AsyncIterator[ExecutionEvent]) -> agent_pb2.Agen
 
 def failure_from_event(event: ExecutionEvent) -> GroundwireError:
     """The unary error for a failed execution: the runtime's error itself (the
-    stream reports its code and message)."""
-    if event.error is not None:
-        return event.error
-    return GroundwireError(ErrorKind.UNAVAILABLE, event.error_code, event.error_message)
+    stream reports its code and message), with the partial RAG metadata of a RAG
+    agent as a further status detail (the failed stream event carries the same)."""
+    error = event.error or GroundwireError(
+        ErrorKind.UNAVAILABLE, event.error_code, event.error_message
+    )
+    if event.rag is not None:
+        return ErrorWithDetails(error, [rag_to_proto(event.rag, evidence=False)])
+    return error

@@ -24,6 +24,7 @@ _SERVICE_PERMISSIONS: Mapping[str, Permission | None] = {
     "groundwire.v1.AgentService": Permission.EXECUTE,
     "groundwire.v1.IngestionManagerService": Permission.MANAGE,
     "groundwire.v1.AdminService": Permission.MANAGE,
+    "groundwire.v1.UsageService": Permission.MANAGE,
 }
 _METHOD_PERMISSIONS: Mapping[str, Permission | None] = {
     "/groundwire.v1.IngestionManagerService/UpsertDocuments": Permission.INGEST,
@@ -31,7 +32,20 @@ _METHOD_PERMISSIONS: Mapping[str, Permission | None] = {
     "/groundwire.v1.IngestionManagerService/ListIndexes": None,
     "/groundwire.v1.IngestionManagerService/GetIndex": None,
     "/groundwire.v1.AgentService/PrepareExecution": Permission.PREPARE,
+    # What the caller's own tenant holds in an index: the documents Retrieve
+    # already reads, so `retrieve` is enough (never another tenant's).
+    "/groundwire.v1.IngestionManagerService/ListDocuments": Permission.RETRIEVE,
+    "/groundwire.v1.IngestionManagerService/GetDocument": Permission.RETRIEVE,
 }
+# `manage`, or `ingest` for indexes whose configured tenant is the key's own: the
+# interceptor admits either, the servicer checks the index (ingestion_control).
+INGESTION_CONTROL_METHODS = frozenset(
+    {
+        "/groundwire.v1.IngestionManagerService/StartIngestion",
+        "/groundwire.v1.IngestionManagerService/CancelIngestion",
+        "/groundwire.v1.IngestionManagerService/WatchIngestion",
+    }
+)
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
 REFLECTION_PREFIXES = ("/grpc.reflection.v1alpha.", "/grpc.reflection.v1.")
 
@@ -57,6 +71,9 @@ class AuthPolicy:
         if self.keys is None or self.is_public(method):
             return None
         principal = self.keys.authenticate(authorization)
+        if method in INGESTION_CONTROL_METHODS:
+            principal.require_ingestion_access()
+            return principal
         permission = _METHOD_PERMISSIONS.get(method, _SERVICE_PERMISSIONS.get(_service(method)))
         if permission is not None:
             principal.require(permission)
@@ -73,3 +90,18 @@ def effective_tenant(requested: str, field_path: str) -> str:
     if principal is None:
         return requested
     return principal.tenant_for(requested, field_path)
+
+
+def ingestion_control(index_tenant: str) -> None:
+    """Start, watch or cancel ingestion of an index with this configured tenant:
+    any index with `manage`, the key's own tenant's with `ingest` (no check when
+    authentication is disabled)."""
+    principal = principal_var.get()
+    if principal is not None:
+        principal.require_ingestion_control(index_tenant)
+
+
+def has_permission(permission: Permission) -> bool:
+    """Whether the caller holds `permission` (always, when authentication is disabled)."""
+    principal = principal_var.get()
+    return principal is None or permission in principal.permissions

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from google.protobuf import duration_pb2
 
+from groundwire.api.usage import usage_to_proto
 from groundwire.domain.retrieval import (
     Leg,
     RankedResult,
@@ -129,6 +130,9 @@ def diagnostics_to_proto(d: RetrievalDiagnostics) -> retriever_pb2.RetrievalDiag
         applied_leg_depth=d.leg_depth,
         lexical_terms_scored=d.lexical_terms_scored,
         lexical_terms_pruned=d.lexical_terms_pruned,
+        tenant_scope_empty=d.tenant_scope_empty,
+        embedding_usage=usage_to_proto(d.embedding_usage),
+        query_truncated=d.embedding_usage.truncated_texts > 0,
     )
     if d.fusion is not None:
         msg.applied_rrf_k = d.fusion.k

@@ -4,8 +4,11 @@ violations. Messages are the error's own content-free text."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -35,6 +38,23 @@ def _pack(message: object) -> any_pb2.Any:
     return packed
 
 
+class ErrorWithDetails(GroundwireError):
+    """A domain error with further google.rpc.Status details that the api layer
+    attached after the fact (for example a failed execution's partial RAG
+    metadata); `details` are packed after ErrorInfo, BadRequest and RetryInfo."""
+
+    def __init__(self, error: GroundwireError, details: Sequence[Message]) -> None:
+        super().__init__(
+            error.kind,
+            error.reason,
+            error.message,
+            error.violations,
+            dict(error.metadata),
+            error.retry_after_seconds,
+        )
+        self.details = tuple(details)
+
+
 def to_rpc_status(error: GroundwireError) -> grpc.Status:
     """The rich status to abort a call with."""
     code = STATUS_CODES[error.kind]
@@ -56,6 +76,8 @@ def to_rpc_status(error: GroundwireError) -> grpc.Status:
         retry = error_details_pb2.RetryInfo()
         retry.retry_delay.FromNanoseconds(int(error.retry_after_seconds * 1e9))
         details.append(_pack(retry))
+    if isinstance(error, ErrorWithDetails):
+        details.extend(_pack(d) for d in error.details)
     proto = status_pb2.Status(
         code=getattr(code_pb2, code.name), message=error.message, details=details
     )

@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 from google.protobuf import timestamp_pb2
 
-from groundwire.api.auth import effective_tenant
+from groundwire.api.auth import effective_tenant, has_permission, ingestion_control
 from groundwire.api.convert import duration
 from groundwire.api.pagination import (
     LIST_INDEXES,
@@ -18,14 +18,18 @@ from groundwire.api.pagination import (
     listing,
     page_size,
 )
-from groundwire.domain.errors import invalid
+from groundwire.api.usage import usage_to_proto
+from groundwire.domain.auth import Permission, permission_denied
+from groundwire.domain.errors import invalid, not_found
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.indexes.sources import source_kind
-from groundwire.ingestion.loaders import DocumentFormat
+from groundwire.ingestion.loaders import PUSH_MEDIA_TYPES, DocumentFormat
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.ingestion.push import PushDocument, delete_documents, upsert_documents
+from groundwire.ingestion.sources import stored_digest
+from groundwire.stores.base import DocumentInfo
 from groundwire_client.v1 import ingestion_pb2, ingestion_pb2_grpc
 
 _STATES = {
@@ -40,12 +44,14 @@ _TRIGGERS = {
     OperationTrigger.STARTUP: ingestion_pb2.OPERATION_TRIGGER_STARTUP,
     OperationTrigger.SCHEDULE: ingestion_pb2.OPERATION_TRIGGER_SCHEDULE,
     OperationTrigger.RELOAD: ingestion_pb2.OPERATION_TRIGGER_RELOAD,
+    OperationTrigger.WATCH: ingestion_pb2.OPERATION_TRIGGER_WATCH,
 }
 _STRATEGIES = {
     IngestionStrategy.MANUAL: ingestion_pb2.INGESTION_STRATEGY_MANUAL,
     IngestionStrategy.ON_STARTUP: ingestion_pb2.INGESTION_STRATEGY_ON_STARTUP,
     IngestionStrategy.BACKGROUND_ON_STARTUP: ingestion_pb2.INGESTION_STRATEGY_BACKGROUND_ON_STARTUP,
     IngestionStrategy.SCHEDULED: ingestion_pb2.INGESTION_STRATEGY_SCHEDULED,
+    IngestionStrategy.WATCH: ingestion_pb2.INGESTION_STRATEGY_WATCH,
 }
 _FORMATS = {
     ingestion_pb2.DOCUMENT_FORMAT_UNSPECIFIED: DocumentFormat.TEXT,
@@ -53,6 +59,39 @@ _FORMATS = {
     ingestion_pb2.DOCUMENT_FORMAT_MARKDOWN: DocumentFormat.MARKDOWN,
     ingestion_pb2.DOCUMENT_FORMAT_HTML: DocumentFormat.HTML,
 }
+
+
+# The ListDocuments listing (its tokens are refused by every other listing).
+LIST_DOCUMENTS = "ListDocuments"
+# GetDocument include_chunks: at most this many chunks in one response.
+MAX_DOCUMENT_CHUNKS = 1000
+
+
+def _pushed_file(i: int, d: ingestion_pb2.PushedDocument) -> PushDocument:
+    """A pushed document given as bytes with a media type (validated: exactly one
+    of text and content, a known media type, no format)."""
+    if d.text:
+        raise invalid(
+            "FIELD_OUT_OF_RANGE", f"documents[{i}].content", "set exactly one of text and content"
+        )
+    if d.format != ingestion_pb2.DOCUMENT_FORMAT_UNSPECIFIED:
+        raise invalid(
+            "FIELD_OUT_OF_RANGE",
+            f"documents[{i}].format",
+            "format applies to text; content is read by its media_type",
+        )
+    if not d.media_type:
+        raise invalid(
+            "FIELD_REQUIRED", f"documents[{i}].media_type", "media_type is required with content"
+        )
+    fmt = PUSH_MEDIA_TYPES.get(d.media_type.split(";", 1)[0].strip().lower())
+    if fmt is None:
+        raise invalid(
+            "FIELD_OUT_OF_RANGE",
+            f"documents[{i}].media_type",
+            "no loader reads this media type (see PushedDocument.media_type)",
+        )
+    return PushDocument(d.document_id, "", d.title, fmt, dict(d.metadata), d.content)
 
 
 def _ts(seconds: float) -> timestamp_pb2.Timestamp:
@@ -76,6 +115,10 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
             failed=c.failed,
             deleted=c.deleted,
             chunks_written=c.chunks_written,
+            embedding_usage=usage_to_proto(c.embedding_usage),
+            truncated_chunks=c.truncated_chunks,
+            skipped=c.skipped,
+            not_ingested_by_reason=dict(c.by_reason),
         ),
         create_time=_ts(op.create_time),
         version=op.version,
@@ -86,6 +129,12 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
             for f in op.failures
         ],
         failures_omitted=op.failures_omitted,
+        skipped=[
+            ingestion_pb2.DocumentFailure(document_id=f.document_id, reason=f.reason)
+            for f in op.skipped
+        ],
+        skipped_omitted=op.skipped_omitted,
+        warnings=list(op.warnings),
     )
     if op.start_time is not None:
         msg.start_time.CopyFrom(_ts(op.start_time))
@@ -94,6 +143,23 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
     if op.end_time is not None:
         msg.end_time.CopyFrom(_ts(op.end_time))
     return msg
+
+
+def document_to_proto(doc: DocumentInfo) -> ingestion_pb2.DocumentInfo:
+    return ingestion_pb2.DocumentInfo(
+        document_id=doc.document_id,
+        title=doc.title,
+        source_id=doc.source_id,
+        size_characters=doc.characters,
+        # The digest only: a URL document's stored hash also carries its HTTP
+        # validators, which are not the content's.
+        content_hash=stored_digest(doc.content_hash),
+        chunk_count=doc.chunk_count,
+        version=doc.version,
+        ingest_time=_ts(doc.ingested_at),
+        metadata=dict(doc.metadata),
+        tenant=doc.tenant,
+    )
 
 
 def describe_chunking(handle: IndexHandle) -> ingestion_pb2.ChunkingDescription:
@@ -207,6 +273,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         request: ingestion_pb2.StartIngestionRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.StartIngestionResponse:
+        ingestion_control(self._catalog.get(request.index_name).tenant)
         op = await self._manager.start(request.index_name)
         return ingestion_pb2.StartIngestionResponse(operation=operation_to_proto(op))
 
@@ -215,6 +282,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         request: ingestion_pb2.CancelIngestionRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.CancelIngestionResponse:
+        ingestion_control(self._catalog.get(request.index_name).tenant)
         op = await self._manager.cancel(request.index_name)
         return ingestion_pb2.CancelIngestionResponse(operation=operation_to_proto(op))
 
@@ -225,6 +293,15 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
     ) -> AsyncIterator[ingestion_pb2.WatchIngestionResponse]:
         if not request.operation_id:
             raise invalid("FIELD_REQUIRED", "operation_id", "operation_id is required")
+        if not has_permission(Permission.MANAGE):
+            # `ingest` watches its own tenant's indexes only (an index no longer
+            # configured has no tenant to match: `manage` only).
+            index_name = (await self._manager.get(request.operation_id)).index_name
+            if index_name not in self._catalog.names():
+                raise permission_denied(
+                    Permission.MANAGE, "the API key lacks the 'manage' permission"
+                )
+            ingestion_control(self._catalog.get(index_name).tenant)
         async for op in self._manager.watch(request.operation_id):
             yield ingestion_pb2.WatchIngestionResponse(operation=operation_to_proto(op))
 
@@ -254,6 +331,9 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         handle = self._catalog.get(request.index_name)
         docs = []
         for i, d in enumerate(request.documents):
+            if d.media_type or d.content:
+                docs.append(_pushed_file(i, d))
+                continue
             fmt = _FORMATS.get(d.format)
             if fmt is None:
                 raise invalid(
@@ -272,6 +352,61 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
                 for f in result.failures
             ],
         )
+
+    async def ListDocuments(
+        self,
+        request: ingestion_pb2.ListDocumentsRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> ingestion_pb2.ListDocumentsResponse:
+        handle = self._catalog.get(request.index_name)
+        size = page_size(request.page_size, 50, "page_size")
+        tenant = effective_tenant(request.tenant, "tenant")
+        binding = listing(LIST_DOCUMENTS, tenant, handle.name)
+        after = self._tokens.open(request.page_token, binding) if request.page_token else {}
+        cursor = after.get("after")
+        if request.page_token and not isinstance(cursor, str):
+            raise invalid("INVALID_PAGE_TOKEN", "page_token", "page_token is invalid")
+        docs = await handle.store.list_documents(
+            handle.name, tenant, size + 1, cursor if isinstance(cursor, str) else None
+        )
+        page = docs[:size]
+        token = (
+            self._tokens.issue(binding, {"after": page[-1].document_id}) if len(docs) > size else ""
+        )
+        return ingestion_pb2.ListDocumentsResponse(
+            documents=[document_to_proto(d) for d in page], next_page_token=token
+        )
+
+    async def GetDocument(
+        self,
+        request: ingestion_pb2.GetDocumentRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> ingestion_pb2.GetDocumentResponse:
+        handle = self._catalog.get(request.index_name)
+        if not request.document_id:
+            raise invalid("FIELD_REQUIRED", "document_id", "document_id is required")
+        tenant = effective_tenant(request.tenant, "tenant")
+        doc = await handle.store.get_document(handle.name, tenant, request.document_id)
+        if doc is None:
+            raise not_found("DOCUMENT_NOT_FOUND", "no published document with the requested id")
+        resp = ingestion_pb2.GetDocumentResponse(document=document_to_proto(doc))
+        if request.include_chunks:
+            chunks = await handle.store.document_chunks(
+                handle.name, tenant, request.document_id, MAX_DOCUMENT_CHUNKS
+            )
+            resp.chunks.extend(
+                ingestion_pb2.DocumentChunk(
+                    chunk_id=c.chunk_id,
+                    ordinal=c.ordinal,
+                    start=c.start,
+                    end=c.end,
+                    section=c.section,
+                    text=c.text,
+                )
+                for c in chunks
+            )
+            resp.chunks_omitted = max(0, doc.chunk_count - len(chunks))
+        return resp
 
     async def DeleteDocuments(
         self,

@@ -17,6 +17,9 @@ access log.
   logged, keyed by the request id).
 - The access log line carries method, status code, duration and request id:
   never request or response content.
+- Embedding usage of the call (queries, pushes, agent searches, embedding
+  rerankers) is metered and added to the caller's tenant totals (the key's
+  tenant, else the declared one), whatever the call's outcome.
 """
 
 from __future__ import annotations
@@ -44,11 +47,16 @@ from groundwire.domain.admission import Admission
 from groundwire.domain.auth import Principal
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.instruments import ADMISSION_REJECTIONS, RPC_DURATION
+from groundwire.providers.embeddings.usage import metered
+from groundwire.stores.usage import UsageRecorder
 
 log = logging.getLogger("groundwire.access")
 error_log = logging.getLogger("groundwire.errors")
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+# The surface a call came in on ("grpc"; api/http/ sets "connect_rpc" or "openai_http"):
+# the metrics' rpc.system and the access log's transport.
+transport_var: contextvars.ContextVar[str] = contextvars.ContextVar("rpc_transport", default="grpc")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 
@@ -57,6 +65,9 @@ class _Malformed:
 
 
 _MALFORMED = _Malformed()
+# What another transport (api/http/) hands the interceptor for a body it could not
+# decode: the same refusal, after the same authentication, as undecodable gRPC bytes.
+UNDECODABLE: Any = _MALFORMED
 
 MALFORMED = GroundwireError(
     ErrorKind.INVALID_ARGUMENT, "MALFORMED_REQUEST", "the request message could not be decoded"
@@ -100,11 +111,13 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         auth: AuthPolicy | None = None,
         admission: Admission | None = None,
         snapshots: SnapshotHolder | None = None,
+        usage: UsageRecorder | None = None,
     ) -> None:
         self._auth = auth or AuthPolicy(keys=None)
         self._admission = admission
         # With live reconfiguration, keys and limits come from the call's snapshot.
         self._snapshots = snapshots
+        self._usage = usage
 
     async def intercept_service(
         self,
@@ -203,7 +216,10 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 principal_var.set(principal)
                 if request is _MALFORMED:
                     raise MALFORMED
-                with self._admit(method, principal, request, admission):
+                with (
+                    self._admit(method, principal, request, admission),
+                    self._metered(principal, request),
+                ):
                     async with _deadline(context):
                         yield
         except GroundwireError as err:
@@ -219,6 +235,18 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         finally:
             _access(method, code, started, rid)
             request_id_var.reset(token)
+
+    @contextlib.contextmanager
+    def _metered(self, principal: Principal | None, request: Any) -> Iterator[None]:
+        """Meter the call's embedding usage and add it to its tenant's totals."""
+        if self._usage is None:
+            yield
+            return
+        with metered() as meter:
+            try:
+                yield
+            finally:
+                self._usage.record(admission_tenant(principal, request), meter.by_task)
 
     @contextlib.contextmanager
     def _admit(
@@ -299,7 +327,7 @@ def _record_rpc(method: str, code: grpc.StatusCode, seconds: float) -> None:
     RPC_DURATION.record(
         seconds,
         {
-            "rpc.system": "grpc",
+            "rpc.system": transport_var.get(),
             "rpc.service": service,
             "rpc.method": name,
             "rpc.grpc.status_code": code.value[0],
@@ -316,5 +344,6 @@ def _access(method: str, code: grpc.StatusCode, started: float, rid: str) -> Non
             "code": code.name,
             "duration_ms": round((time.perf_counter() - started) * 1000, 3),
             "request_id": rid,
+            "transport": transport_var.get(),
         },
     )

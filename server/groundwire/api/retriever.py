@@ -8,7 +8,7 @@ import grpc
 
 from groundwire.api.auth import effective_tenant
 from groundwire.api.convert import filter_from_proto, mode_from_proto, outcome_to_proto
-from groundwire.retrieval.engine import Retriever
+from groundwire.retrieval.engine import RetrievalLimits, Retriever
 from groundwire.retrieval.requests import build_retrieval_request
 from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
 
@@ -16,6 +16,11 @@ from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
 class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
     def __init__(self, retriever: Retriever) -> None:
         self._retriever = retriever
+
+    @property
+    def limits(self) -> RetrievalLimits:
+        """The bounds Retrieve validates against (the MCP tools' schemas use them)."""
+        return self._retriever.limits
 
     async def Retrieve(
         self, request: retriever_pb2.RetrieveRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -35,6 +40,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             leg_depth=fusion.leg_depth if fusion.HasField("leg_depth") else None,
             limits=self._retriever.limits,
             fusion_defaults=self._retriever.fusion_defaults,
+            min_version=q.min_index_version,
         )
         outcome = await self._retriever.retrieve(domain_request)
         return outcome_to_proto(outcome)

@@ -13,6 +13,7 @@ from groundwire.api.auth import AuthPolicy
 from groundwire.api.interceptors import ServiceInterceptor
 from groundwire.api.snapshot import SnapshotHolder
 from groundwire.domain.admission import Admission
+from groundwire.stores.usage import UsageRecorder
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +70,12 @@ async def build_server(
     credentials: grpc.ServerCredentials | None = None,
     health_status: Health | None = None,
     snapshots: SnapshotHolder | None = None,
+    usage: UsageRecorder | None = None,
 ) -> ServerHandle:
     """Create and bind (but do not start) the server. Health starts NOT_SERVING;
     the app flips services to SERVING when they are ready."""
     server = grpc.aio.server(
-        interceptors=[ServiceInterceptor(auth, admission, snapshots)],
+        interceptors=[ServiceInterceptor(auth, admission, snapshots, usage)],
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),

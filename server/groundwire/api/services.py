@@ -19,6 +19,8 @@ from groundwire.api.reranker import RerankerServicer
 from groundwire.api.retriever import RetrieverServicer
 from groundwire.api.server import ServiceRegistration
 from groundwire.api.snapshot import DispatchingServicer, SnapshotHolder
+from groundwire.api.usage import UsageServicer
+from groundwire.domain.citations import DEFAULT_SNIPPET_CHARS
 from groundwire.indexes.catalog import IndexCatalog
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.reranking.service import RerankingService
@@ -34,6 +36,8 @@ from groundwire_client.v1 import (
     reranker_pb2_grpc,
     retriever_pb2,
     retriever_pb2_grpc,
+    usage_pb2,
+    usage_pb2_grpc,
 )
 
 RETRIEVER_SERVICE = retriever_pb2.DESCRIPTOR.services_by_name["RetrieverService"].full_name
@@ -41,6 +45,7 @@ INGESTION_SERVICE = ingestion_pb2.DESCRIPTOR.services_by_name["IngestionManagerS
 AGENT_SERVICE = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 ADMIN_SERVICE = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
 RERANKER_SERVICE = reranker_pb2.DESCRIPTOR.services_by_name["RerankerService"].full_name
+USAGE_SERVICE = usage_pb2.DESCRIPTOR.services_by_name["UsageService"].full_name
 
 
 def register_reranker_service(server: grpc.aio.Server, service: RerankingService) -> str:
@@ -55,6 +60,7 @@ _ADD_TO_SERVER: dict[str, Callable[[Any, grpc.aio.Server], None]] = {
     RETRIEVER_SERVICE: retriever_pb2_grpc.add_RetrieverServiceServicer_to_server,
     INGESTION_SERVICE: ingestion_pb2_grpc.add_IngestionManagerServiceServicer_to_server,
     ADMIN_SERVICE: admin_pb2_grpc.add_AdminServiceServicer_to_server,
+    USAGE_SERVICE: usage_pb2_grpc.add_UsageServiceServicer_to_server,
 }
 
 
@@ -67,12 +73,13 @@ def public_servicers(
     runtime: AgentRuntime,
     reranking: RerankingService,
     page_tokens: PageTokens,
+    citation_snippet_chars: int = DEFAULT_SNIPPET_CHARS,
 ) -> dict[str, object]:
     """The four public servicers, each bound to its engine, by service name (the
     list RPCs share one page-token key)."""
     return {
         RERANKER_SERVICE: RerankerServicer(reranking),
-        AGENT_SERVICE: AgentServicer(agents, runtime, page_tokens),
+        AGENT_SERVICE: AgentServicer(agents, runtime, page_tokens, citation_snippet_chars),
         RETRIEVER_SERVICE: RetrieverServicer(retriever),
         INGESTION_SERVICE: IngestionServicer(catalog, manager, page_tokens),
     }
@@ -123,4 +130,12 @@ def admin_registration(servicer: AdminServicer) -> ServiceRegistration:
     """AdminService, bound to the process (not to a configuration snapshot)."""
     return ServiceRegistration(
         ADMIN_SERVICE, functools.partial(_ADD_TO_SERVER[ADMIN_SERVICE], servicer)
+    )
+
+
+def usage_registration(servicer: UsageServicer) -> ServiceRegistration:
+    """UsageService, bound to the process: usage totals outlive configuration
+    snapshots (they belong to the store, which a reload keeps)."""
+    return ServiceRegistration(
+        USAGE_SERVICE, functools.partial(_ADD_TO_SERVER[USAGE_SERVICE], servicer)
     )

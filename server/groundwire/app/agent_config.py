@@ -25,7 +25,15 @@ policy, and the builders that turn them into runtime objects.
     no_context_behavior = "return_not_found"
     acceptance = { minimum_relevance = 0.75, candidate_count = 20, maximum_accepted_results = 5 }
     reranking = { enabled = true, reranker = "cohere", maximum_candidates = 5, timeout_seconds = 5 }
+    # Reranking pool and final selection: acceptance keeps maximum_accepted_results x
+    # candidate_multiplier (default 3) for the reranker (maximum_candidates defaults to
+    # that pool), final selection keeps the best maximum_accepted_results.
+    #   reranking = { enabled = true, candidate_multiplier = 3,
+    #                 final_selection = "weighted_blend", retrieval_weight = 0.3,
+    #                 normalization = "min_max" }  # min_max (default) | rank: BM25/RRF/dot
     context_budget = { maximum_context_tokens = 32768, response_token_reserve = 4096 }
+    # Agentic RAG (agentic = true): the search tool's name and description.
+    #   search_tool = { name = "search_hr_policies", description = "Search HR policies." }
     # Query rewriting for the lexical leg (lexical and hybrid retrieval only):
     keyword_query = "derived"           # none | derived | model
     rewriter_model = "openai/gpt-4o-mini"   # rewrites instead of the agent's model
@@ -52,6 +60,14 @@ from groundwire.app.plugins import (
     build_plugin,
     has_members,
 )
+from groundwire.domain.blend import (
+    DEFAULT_CANDIDATE_MULTIPLIER,
+    MAX_CANDIDATE_MULTIPLIER,
+    FinalSelectionMode,
+    FinalSelectionPolicy,
+    RetrievalNormalization,
+)
+from groundwire.domain.citations import DEFAULT_SNIPPET_CHARS, MAX_SNIPPET_CHARS
 from groundwire.domain.query import QueryRewriting
 from groundwire.domain.query_rewrite import KeywordMode
 from groundwire.domain.rag_policy import (
@@ -134,9 +150,36 @@ class AcceptanceConfig(StrictModel):
 class AgentRerankingConfig(StrictModel):
     enabled: bool = False
     reranker: str | None = None
-    maximum_candidates: int = Field(5, ge=1, le=1000)
+    # None: the whole pool (maximum_accepted_results x candidate_multiplier).
+    maximum_candidates: int | None = Field(None, ge=1, le=1000)
     timeout_seconds: float = Field(5.0, gt=0, le=300)
     failure_policy: Literal["fail", "use_original_order"] = "use_original_order"
+    candidate_multiplier: int = Field(
+        DEFAULT_CANDIDATE_MULTIPLIER, ge=1, le=MAX_CANDIDATE_MULTIPLIER
+    )
+    final_selection: Literal["reranker_only", "weighted_blend"] = "reranker_only"
+    retrieval_weight: float | None = Field(None, ge=0.0, le=1.0)
+    normalization: Literal["rank", "min_max"] | None = None
+
+    @model_validator(mode="after")
+    def _selection(self) -> AgentRerankingConfig:
+        if self.final_selection == "weighted_blend":
+            if self.retrieval_weight is None:
+                raise ValueError("retrieval_weight is required by final_selection 'weighted_blend'")
+        else:
+            for key in ("retrieval_weight", "normalization"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"{key} applies only to final_selection 'weighted_blend'")
+        return self
+
+    def selection(self) -> FinalSelectionPolicy:
+        """The domain policy of these keys."""
+        return FinalSelectionPolicy(
+            FinalSelectionMode(self.final_selection.upper()),
+            0.5 if self.retrieval_weight is None else self.retrieval_weight,
+            RetrievalNormalization((self.normalization or "min_max").upper()),
+            self.candidate_multiplier,
+        )
 
 
 class ContextBudgetConfig(StrictModel):
@@ -144,6 +187,14 @@ class ContextBudgetConfig(StrictModel):
     response_token_reserve: int = Field(4_096, ge=0, le=10_000_000)
     maximum_chunks_per_source: int | None = Field(None, ge=1)
     prefer_source_diversity: bool = False
+
+
+class SearchToolConfig(StrictModel):
+    """The agentic search tool as the model sees it: its name and description
+    control when the model decides to search (seed 003 "Custom Tool Description")."""
+
+    name: str = Field(SearchDocumentsTool.name, pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+    description: str = Field(SearchDocumentsTool.description, min_length=1, max_length=1024)
 
 
 class AgentRagConfig(StrictModel):
@@ -159,6 +210,7 @@ class AgentRagConfig(StrictModel):
     agentic: bool = False
     query_rewriting: QueryRewriting = QueryRewriting.NONE
     question_template: str | None = None
+    search_tool: SearchToolConfig | None = None
     # Query rewriting for the lexical leg and the rewriter model (issue 14 part 6).
     keyword_query: KeywordMode = KeywordMode.NONE
     rewriter_model: str | None = None
@@ -186,6 +238,8 @@ class AgentRagConfig(StrictModel):
 
     @model_validator(mode="after")
     def _rules(self) -> AgentRagConfig:
+        if self.search_tool is not None and not self.agentic:
+            raise ValueError("search_tool applies only to agentic = true")
         if self.mode == "required" and self.no_context_behavior == "answer_normally":
             raise ValueError(
                 "mode 'required' cannot be combined with no_context_behavior 'answer_normally'"
@@ -226,6 +280,9 @@ class AgentLimitsConfig(StrictModel):
     max_message_chars: int = Field(16_384, ge=1, le=1_000_000)
     max_history_turns: int = Field(50, ge=0, le=1000)
     max_concurrent_executions: int = Field(64, ge=1, le=100_000)
+    # Characters of cited text in each citation's and context item's snippet
+    # (cut at a word boundary; 0 = no snippets).
+    citation_snippet_chars: int = Field(DEFAULT_SNIPPET_CHARS, ge=0, le=MAX_SNIPPET_CHARS)
 
 
 # -- builders ---------------------------------------------------------------------
@@ -302,6 +359,8 @@ def build_agents(
         if cfg.rag is not None:
             r = cfg.rag
             reranker = None
+            selection = r.reranking.selection()
+            pool = selection.pool_size(r.acceptance.maximum_accepted_results)
             if r.reranking.enabled:
                 name = r.reranking.reranker or default_reranker
                 reranker = rerankers.get(name) if name else None
@@ -323,10 +382,11 @@ def build_agents(
                     r.reranking.enabled,
                     reranker,
                     StageSettings(
-                        r.reranking.maximum_candidates,
+                        r.reranking.maximum_candidates or pool,
                         r.reranking.timeout_seconds,
                         FailurePolicy(r.reranking.failure_policy.upper()),
                     ),
+                    selection,
                 ),
                 context_budget=ContextBudgetPolicy(
                     r.context_budget.maximum_context_tokens,
@@ -349,6 +409,8 @@ def build_agents(
                 agentic=r.agentic,
                 query_rewriting=r.query_rewriting,
                 question_template=r.question_template,
+                search_tool_name=(r.search_tool or SearchToolConfig()).name,
+                search_tool_description=(r.search_tool or SearchToolConfig()).description,
                 **_rewriter(r, models),
             )
         out.append(
@@ -415,6 +477,16 @@ def check_agent_references(
         if cfg.rag is not None:
             if cfg.rag.index not in indexes:
                 raise ValueError(f"{where}.rag.index: no index named {cfg.rag.index!r}")
+            search_tool = cfg.rag.search_tool
+            if (
+                search_tool is not None
+                and (search_tool.name in cfg.tools or search_tool.name in tools)
+                and search_tool.name not in BUILTIN_TOOLS
+            ):
+                raise ValueError(
+                    f"{where}.rag.search_tool.name: {search_tool.name!r} "
+                    "is the name of a configured tool"
+                )
             rr = cfg.rag.reranking
             if rr.enabled:
                 name = rr.reranker or default_reranker

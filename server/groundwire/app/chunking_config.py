@@ -117,10 +117,10 @@ class ChunkingConfig(StrictModel):
     def largest_token_size(self) -> tuple[str, int] | None:
         """The key path (below `chunking`) and value of the largest token size."""
         best: tuple[str, int] | None = ("size", self.size) if self.unit == "tokens" else None
-        for key, policy in self.extension_policies().items():
-            if policy.unit is ChunkUnit.TOKENS and (best is None or policy.size > best[1]):
-                original = next(k for k in self.extensions if normalize_extension(k) == key)
-                best = (f"extensions.{original}.size", policy.size)
+        for key, ext in self.extensions.items():
+            size = ext.size if ext.size is not None else self.size
+            if (ext.unit or self.unit) == "tokens" and (best is None or size > best[1]):
+                best = (f"extensions.{key}.size", size)
         return best
 
 

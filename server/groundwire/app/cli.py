@@ -18,14 +18,19 @@ log = logging.getLogger("groundwire.app")
 _GIL_SWITCH_S = 0.001
 
 
-async def _serve(cfg: GroundwireConfig, address: str | None, config_path: Path | None) -> int:
+async def _serve(
+    cfg: GroundwireConfig,
+    address: str | None,
+    config_path: Path | None,
+    http_address: str | None = None,
+) -> int:
     from groundwire.app.lifecycle import start_app
 
     # Searches, tokenizing and hashing run in worker threads; the event loop must get
     # the GIL back quickly to keep serving other callers meanwhile (the default 5 ms
     # switch interval let CPU-bound workers add tens of ms to every small request).
     sys.setswitchinterval(_GIL_SWITCH_S)
-    app = await start_app(cfg, address, config_path)
+    app = await start_app(cfg, address, config_path, http_address)
     # What start-up allocated (modules, gRPC, protobuf, the configured indexes) lives
     # as long as the process: out of the cyclic collector's full passes, which would
     # otherwise rescan it and pause every request for tens of milliseconds.
@@ -68,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="serve the gRPC API")
     serve.add_argument("--config", type=Path, help="TOML configuration (default: embedded demo)")
     serve.add_argument("--address", help="listen address HOST:PORT (overrides the config)")
+    serve.add_argument(
+        "--http-address", help="HTTP (Connect, OpenAI facade) address HOST:PORT (overrides [http])"
+    )
     check = sub.add_parser("check-config", help="validate a configuration file and exit")
     check.add_argument("config", type=Path)
     ingest = sub.add_parser("ingest", help="ingest an index through a running server")
@@ -84,29 +92,39 @@ def main(argv: list[str] | None = None) -> int:
     )
     keys = sub.add_parser("keys", help="API key utilities")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    create = keys_sub.add_parser("create", help="print a new API key and its config entry")
+    create = keys_sub.add_parser(
+        "create", help="print a new API key, its config entry and whose documents it sees"
+    )
     create.add_argument("--id", required=True, help="display id of the key")
     create.add_argument("--tenant", default="", help="tenant the key is bound to")
     create.add_argument(
         "--permissions",
         default="retrieve,execute",
-        help="comma-separated: retrieve,rerank,execute,ingest,manage",
+        help="comma-separated: retrieve,rerank,execute,prepare,ingest,manage",
     )
-    args = parser.parse_args(args_in)
-    if args.command == "keys":
-        from groundwire.domain.auth import Permission, generate_key, hash_key
+    from groundwire.app.client_options import add_connection_args
 
-        perms = [p.strip() for p in args.permissions.split(",") if p.strip()]
-        for p in perms:
-            Permission(p)  # raises ValueError for an unknown permission
-        key = generate_key()
-        print(f"API key (shown once, give it to the client): {key}", file=sys.stderr)
-        print("[[auth.keys]]")
-        print(f'id = "{args.id}"')
-        print(f'hash = "{hash_key(key)}"')
-        print(f'tenant = "{args.tenant}"')
-        print("permissions = [" + ", ".join(f'"{p}"' for p in perms) + "]")
-        return 0
+    mcp = sub.add_parser(
+        "mcp", help="serve the MCP tools over stdio as a client of a running server"
+    )
+    add_connection_args(mcp)
+    mcp.add_argument("--config", type=Path, help="the server's configuration (the tools' limits)")
+    from groundwire.app.people_cli import add_commands
+
+    add_commands(sub)
+    args = parser.parse_args(args_in)
+    if args.command == "mcp":
+        from groundwire.app.mcp_cli import run as run_mcp
+
+        return run_mcp(args)
+    if getattr(args, "people_command", None) is not None:
+        from groundwire.app.people_cli import run as run_people
+
+        return run_people(args)
+    if args.command == "keys":
+        from groundwire.app.keys_cli import create_key
+
+        return create_key(args.id, args.tenant, args.permissions)
     if args.command == "ingest":
         import os
 
@@ -132,4 +150,4 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     configure_logging(cfg.logging.level, cfg.logging.format)
     config_path = args.config.resolve() if args.config else None
-    return asyncio.run(_serve(cfg, args.address, config_path))
+    return asyncio.run(_serve(cfg, args.address, config_path, args.http_address))

@@ -25,6 +25,7 @@ from groundwire.app.analysis_config import AnalysisConfig
 from groundwire.app.checkpoint_config import CheckpointConfig
 from groundwire.app.chunking_config import ChunkingConfig, check_token_chunking
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
+from groundwire.app.http_config import HttpConfig
 from groundwire.app.logs import ContentPreviewsConfig
 from groundwire.app.plugins import (
     EMBEDDERS,
@@ -158,6 +159,13 @@ class StoreConfig(StrictModel):
     hnsw_m: int = Field(16, ge=2, le=100)
     hnsw_ef_construction: int = Field(64, ge=4, le=1000)
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
+    # Hot standbys of `dsn` (streaming replication) that serve retrieval reads of
+    # versions they have replayed; writes always go to `dsn`.
+    read_dsns: list[SecretRef] = Field(default_factory=list, max_length=16)
+    # How often each replica re-reads every index's published version (bounds a
+    # missed change notification), and probes each standby's replay position.
+    change_poll_ms: int = Field(1_000, ge=10, le=60_000)
+    standby_probe_ms: int = Field(100, ge=10, le=60_000)
 
     @model_validator(mode="before")
     @classmethod
@@ -173,6 +181,8 @@ class StoreConfig(StrictModel):
     def _plugin_options(self) -> StoreConfig:
         if self.options and isinstance(self.kind, StoreKind):
             raise ValueError(f"options: only a plug-in store takes options, not {self.kind}")
+        if self.read_dsns and (self.kind != StoreKind.POSTGRES or self.dsn is None):
+            raise ValueError("read_dsns: standbys need kind = 'postgres' and a primary dsn")
         return self
 
 
@@ -221,14 +231,36 @@ EmbedderConfig = Annotated[
 ]
 
 
-class DirectorySource(StrictModel):
+_Extension = Annotated[str, Field(pattern=r"^\.[a-z0-9]{1,16}$")]
+# Built-in formats a source's `extensions` table may name for an extension.
+SourceFormat = Literal["text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "odt", "epub"]
+
+
+class _FileSourceBase(StrictModel):
+    # The extensions this source reads, instead of the index's
+    # `ingestion.extensions`: a list of extensions (each read by its own loader,
+    # built-in or an `ingestion.loaders` plug-in), or a table of extension ->
+    # built-in format ("text", "markdown", "html", "pdf", "docx", "pptx", "xlsx",
+    # "odt", "epub"), e.g. {".rst" = "text", ".mdx" = "markdown"}.
+    extensions: list[_Extension] | dict[_Extension, SourceFormat] | None = None
+
+    def extension_formats(self) -> tuple[tuple[str, str], ...] | None:
+        """(extension, format name or "" for its own loader) pairs, or None."""
+        if self.extensions is None:
+            return None
+        if isinstance(self.extensions, dict):
+            return tuple(sorted(self.extensions.items()))
+        return tuple((e, "") for e in dict.fromkeys(self.extensions))
+
+
+class DirectorySource(_FileSourceBase):
     kind: Literal["directory"]
     path: Path
     glob: str = "**/*"
     recursive: bool = True
 
 
-class FilesSource(StrictModel):
+class FilesSource(_FileSourceBase):
     kind: Literal["files"]
     paths: list[Path] = Field(min_length=1)
 
@@ -307,23 +339,32 @@ SourceConfig = Annotated[
 ]
 
 
+def _builtin_extensions() -> list[str]:
+    from groundwire.ingestion.loaders import FORMATS_BY_EXTENSION
+
+    return list(FORMATS_BY_EXTENSION)
+
+
 class IngestionConfig(StrictModel):
     strategy: IngestionStrategy = IngestionStrategy.MANUAL
     schedule: str | None = None
     max_file_bytes: int = Field(10 * 1024 * 1024, ge=1, le=1024 * 1024 * 1024)
     embed_batch_size: int = Field(64, ge=1, le=4096)
-    extensions: list[str] = Field(
-        default_factory=lambda: [
-            *[".md", ".markdown", ".txt", ".text", ".html", ".htm", ".pdf"],
-            *[".docx", ".pptx", ".xlsx"],
-        ]
-    )
+    # strategy "watch": how long the sources must be quiet after a change before
+    # a run starts, in milliseconds.
+    watch_debounce_ms: int = Field(500, ge=50, le=60_000)
+    # Default: every extension a built-in loader reads (text-like ones as plain text).
+    extensions: list[str] = Field(default_factory=_builtin_extensions)
     # File extension -> a plug-in loader (entry point group groundwire.loaders), as
     # a table with its kind and options; the extension is then discovered too.
     loaders: dict[
         Annotated[str, Field(pattern=r"^\.[a-z0-9]{1,16}$")],
         Annotated[PluginConfig, accept_plugins(LOADERS, None)],
     ] = Field(default_factory=dict)
+    # A chunk longer than the embedding model's token window: "truncate" embeds
+    # its beginning (counted in OperationCounts.truncated_chunks), "reject" fails
+    # its document with CHUNK_TOO_LONG. "reject" needs a local-onnx embedder.
+    overlong_chunks: Literal["truncate", "reject"] = "truncate"
 
     @model_validator(mode="after")
     def _schedule(self) -> IngestionConfig:
@@ -338,12 +379,41 @@ class IndexConfig(StrictModel):
     description: str = ""
     embedder: str | None = None
     metric: DistanceMetric = DistanceMetric.COSINE
+    # "float16": the PostgreSQL HNSW graph holds half-precision vectors (pgvector
+    # halfvec); stored vectors, ranking and scores stay float32.
+    vector_index_precision: Literal["float32", "float16"] = "float32"
     tenant: str = Field("", max_length=MAX_TENANT_CHARS)
     metadata: dict[str, str] = Field(default_factory=dict)
     chunking: ChunkingConfig = ChunkingConfig()
     analysis: AnalysisConfig = AnalysisConfig()
     sources: list[SourceConfig] = Field(default_factory=list)
     ingestion: IngestionConfig = IngestionConfig()
+
+    @model_validator(mode="after")
+    def _source_extensions(self) -> IndexConfig:
+        from groundwire.ingestion.loaders import FORMATS_BY_EXTENSION
+
+        for i, src in enumerate(self.sources):
+            if not isinstance(src, DirectorySource | FilesSource) or not isinstance(
+                src.extensions, list
+            ):
+                continue
+            for ext in src.extensions:
+                if ext not in FORMATS_BY_EXTENSION and ext not in self.ingestion.loaders:
+                    raise ValueError(
+                        f"sources.{i}.extensions: no loader reads {ext!r}; map it to a"
+                        ' format ({".ext" = "text"}) or configure ingestion.loaders'
+                    )
+        return self
+
+    @model_validator(mode="after")
+    def _half_needs_vectors(self) -> IndexConfig:
+        if self.vector_index_precision == "float16" and self.embedder is None:
+            raise ValueError(
+                "vector_index_precision: 'float16' needs an embedder "
+                "(an index without one has no vectors)"
+            )
+        return self
 
 
 class LoggingConfig(StrictModel):
@@ -382,6 +452,7 @@ class GroundwireConfig(StrictModel):
     agent_limits: AgentLimitsConfig = AgentLimitsConfig()
     limits: LimitsConfig = LimitsConfig()
     checkpoints: CheckpointConfig = CheckpointConfig()
+    http: HttpConfig = HttpConfig()
 
     @model_validator(mode="after")
     def _references(self) -> GroundwireConfig:
@@ -391,6 +462,13 @@ class GroundwireConfig(StrictModel):
             if index.embedder is not None and index.embedder not in self.embedders:
                 raise ValueError(f"indexes.{name}.embedder: no embedder named {index.embedder!r}")
             check_token_chunking(name, index.chunking, self.embedders.get(index.embedder or ""))
+            if index.ingestion.overlong_chunks == "reject" and not isinstance(
+                self.embedders.get(index.embedder or ""), LocalOnnxEmbedderConfig
+            ):
+                raise ValueError(
+                    f"indexes.{name}.ingestion.overlong_chunks: 'reject' needs a local-onnx "
+                    "embedder (the only kind that knows its token window)"
+                )
         if (
             self.limits.execute.max_concurrent_per_tenant is not None
             and "max_concurrent_executions" in self.agent_limits.model_fields_set

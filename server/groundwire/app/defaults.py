@@ -21,6 +21,8 @@ def default_config(data_dir: Path | None = None) -> GroundwireConfig:
             "store": {"kind": "postgres", "data_dir": str(data_dir or Path("var/pgdata"))},
             # The demo listens on loopback only; real deployments configure API keys.
             "auth": {"mode": "disabled"},
+            # Connect and the OpenAI-compatible facade beside the gRPC port.
+            "http": {"address": "127.0.0.1:8080"},
             "embedders": {"minilm": {"kind": "local-onnx"}},
             "indexes": {
                 "demo": {

@@ -81,6 +81,7 @@ from groundwire.stores.base import (
 )
 from groundwire.stores.memory import MemoryOperationLog, MemoryStore
 from groundwire.stores.memory.checkpoints import MemoryCheckpointStore
+from groundwire.stores.usage import MemoryUsageLedger, UsageLedger
 
 log = logging.getLogger("groundwire.app")
 
@@ -136,9 +137,9 @@ def _sources(index: IndexConfig) -> list[SourceConfig]:
     out: list[SourceConfig] = []
     for s in index.sources:
         if isinstance(s, DirectoryConfig):
-            out.append(DirectorySource(s.path, s.glob, s.recursive))
+            out.append(DirectorySource(s.path, s.glob, s.recursive, s.extension_formats()))
         elif isinstance(s, FilesConfig):
-            out.append(FilesSource(tuple(s.paths)))
+            out.append(FilesSource(tuple(s.paths), s.extension_formats()))
         elif isinstance(s, InlineConfig):
             out.append(
                 InlineSource(
@@ -212,6 +213,12 @@ async def build_store(cfg: GroundwireConfig) -> Store:
     dsn = s.dsn.resolve() if s.dsn is not None else None
     if s.dsn is not None and dsn is None:
         raise ConfigError("store.dsn: the referenced secret is unset or empty")
+    read_dsns: list[str] = []
+    for i, ref in enumerate(s.read_dsns):
+        read_dsn = ref.resolve()
+        if read_dsn is None:
+            raise ConfigError(f"store.read_dsns[{i}]: the referenced secret is unset or empty")
+        read_dsns.append(read_dsn)
     return await open_postgres_store(
         PostgresSettings(
             dsn=dsn,
@@ -223,6 +230,9 @@ async def build_store(cfg: GroundwireConfig) -> Store:
             hnsw_m=s.hnsw_m,
             hnsw_ef_construction=s.hnsw_ef_construction,
             hnsw_ef_search=s.hnsw_ef_search,
+            read_dsns=tuple(read_dsns),
+            change_poll_ms=s.change_poll_ms,
+            standby_probe_ms=s.standby_probe_ms,
         )
     )
 
@@ -306,6 +316,14 @@ def checkpoint_store_for(store: Store) -> CheckpointStore:
     return table
 
 
+def usage_ledger_for(store: Store) -> UsageLedger:
+    """PostgreSQL keeps per-tenant usage totals durably; memory keeps them per process."""
+    ledger = getattr(store, "usage_ledger", None)
+    if ledger is not None:
+        return cast(UsageLedger, ledger)
+    return MemoryUsageLedger()
+
+
 async def build_catalog(
     cfg: GroundwireConfig,
     store: Store,
@@ -328,6 +346,7 @@ async def build_catalog(
             metric=DistanceMetric(index.metric),
             chunking=index_descriptor(chunker.descriptor(), analyzer),
             analyzer=analyzer,
+            half_precision_index=index.vector_index_precision == "float16",
         )
         await store.ensure_index(spec)
         handles.append(
@@ -351,6 +370,8 @@ async def build_catalog(
                 loaders=_loaders(name, index),
                 strategy=index.ingestion.strategy,
                 schedule=index.ingestion.schedule,
+                reject_overlong_chunks=index.ingestion.overlong_chunks == "reject",
+                watch_debounce_ms=index.ingestion.watch_debounce_ms,
             )
         )
     if previous is not None:

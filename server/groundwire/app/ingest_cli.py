@@ -35,10 +35,20 @@ async def ingest(address: str, index: str, *, api_key: str | None = None) -> int
             if rich.reason != "INGESTION_ALREADY_RUNNING":
                 print(f"error: {rich}", file=sys.stderr)
                 return 2
-            status = await stub.GetIndexStatus(
-                ing.GetIndexStatusRequest(index_name=index), metadata=metadata, timeout=30
-            )
-            op_id = status.status.running_operation.id
+            # The error names the running operation (ErrorInfo metadata), so an
+            # `ingest` key attaches without reading the index status (`manage`).
+            op_id = rich.metadata.get("operation_id", "")
+            if not op_id:
+                try:
+                    status = await stub.GetIndexStatus(
+                        ing.GetIndexStatusRequest(index_name=index), metadata=metadata, timeout=30
+                    )
+                except grpc.aio.AioRpcError as status_err:
+                    print(
+                        f"error: {rich}; attaching: {error_from_rpc(status_err)}", file=sys.stderr
+                    )
+                    return 2
+                op_id = status.status.running_operation.id
             print("attaching to the running operation", file=sys.stderr)
         bar = tqdm(total=0, unit="doc", desc=index, file=sys.stderr)
         final = None
@@ -49,11 +59,12 @@ async def ingest(address: str, index: str, *, api_key: str | None = None) -> int
                 op = msg.operation
                 c = op.counts
                 bar.total = c.discovered
-                bar.n = c.ingested + c.unchanged + c.failed
+                bar.n = c.ingested + c.unchanged + c.failed + c.skipped
                 bar.set_postfix(
                     phase=ing.OperationPhase.Name(op.phase).removeprefix("OPERATION_PHASE_"),
                     chunks=c.chunks_written,
                     failed=c.failed,
+                    skipped=c.skipped,
                 )
                 bar.refresh()
                 final = op
@@ -69,12 +80,48 @@ async def ingest(address: str, index: str, *, api_key: str | None = None) -> int
     state = ing.OperationState.Name(final.state).removeprefix("OPERATION_STATE_")
     print(
         f"{state}: version {final.version}, {c.ingested} ingested, {c.unchanged} unchanged, "
-        f"{c.failed} failed, {c.deleted} deleted, {c.chunks_written} chunks"
-        + (f", error {final.error_code}" if final.error_code else "")
+        f"{c.failed} failed, {c.skipped} skipped, {c.deleted} deleted, "
+        f"{c.chunks_written} chunks" + (f", error {final.error_code}" if final.error_code else "")
     )
-    for failure in final.failures:
-        print(f"  {failure.reason}: {failure.document_id}")
+    print_accounting(final)
     return 0 if final.state == ing.OPERATION_STATE_SUCCEEDED else 1
+
+
+_REASONS = {
+    "UNSUPPORTED_FORMAT": "unsupported type",
+    "TOO_LARGE": "too large",
+    "EMPTY": "empty",
+    "NOT_UTF8": "not UTF-8 text",
+    "BINARY": "not text",
+    "UNREADABLE": "unreadable",
+    "PARSE_FAILED": "could not be parsed",
+}
+
+
+def print_accounting(op: ing.Operation) -> None:
+    """Every file accounted for: what was not ingested, by reason and by name,
+    and a loud warning when the sources gave no document at all."""
+    by_reason = op.counts.not_ingested_by_reason
+    if by_reason:
+        print(
+            "not ingested: "
+            + ", ".join(f"{n} {_REASONS.get(r, r)} ({r})" for r, n in sorted(by_reason.items()))
+        )
+    for failure in op.failures:
+        print(f"  failed  {failure.reason}: {failure.document_id}")
+    if op.failures_omitted:
+        print(f"  ... and {op.failures_omitted} more failed")
+    for skipped in op.skipped:
+        print(f"  skipped {skipped.reason}: {skipped.document_id}")
+    if op.skipped_omitted:
+        print(f"  ... and {op.skipped_omitted} more skipped")
+    if "NO_DOCUMENTS" in op.warnings:
+        print(
+            "WARNING: the index's sources yielded no document to ingest"
+            f" ({op.counts.discovered} found, {op.counts.skipped} skipped,"
+            f" {op.counts.failed} failed): check the sources' paths and extensions",
+            file=sys.stderr,
+        )
 
 
 def run(address: str, index: str, api_key: str | None) -> int:

@@ -9,22 +9,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from groundwire.api.admin import AdminServicer
+from groundwire.api.http.server import HttpServer
 from groundwire.api.server import Health, ServerHandle, build_server, index_health_name
-from groundwire.api.services import admin_registration, live_registrations, public_servicers
-from groundwire.api.snapshot import ServingSnapshot, SnapshotHolder
+from groundwire.api.services import (
+    admin_registration,
+    live_registrations,
+    usage_registration,
+)
+from groundwire.api.snapshot import SnapshotHolder
+from groundwire.api.usage import UsageServicer
 from groundwire.app.config import GroundwireConfig
 from groundwire.app.factories import (
     Components,
-    auth_policy,
     build_components,
     page_tokens,
+    usage_ledger_for,
 )
-from groundwire.app.reload import Reloader
+from groundwire.app.http_serving import start_http
+from groundwire.app.reload import Reloader, serving_snapshot
 from groundwire.app.telemetry import install_metrics
 from groundwire.app.tls import server_tls
 from groundwire.domain.reload import ReloadReport
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.manager import IngestionManager
+from groundwire.stores.usage import UsageRecorder
 
 log = logging.getLogger("groundwire.app")
 
@@ -39,10 +47,16 @@ class RunningApp:
     manager: IngestionManager
     startup_task: asyncio.Task[None] | None = None
     reloader: Reloader | None = None
+    usage: UsageRecorder | None = None
+    http: HttpServer | None = None
 
     @property
     def port(self) -> int:
         return self.server.port
+
+    @property
+    def http_port(self) -> int | None:
+        return self.http.port if self.http is not None else None
 
     async def wait_ready(self) -> None:
         if self.startup_task is not None:
@@ -52,18 +66,24 @@ class RunningApp:
         await self.server.health.enter_graceful_shutdown()
         if grace is None:
             grace = self.components.config.server.grace_period_seconds
-        await self.server.server.stop(grace)
+        http_stop = self.http.stop(grace) if self.http is not None else asyncio.sleep(0)
+        await asyncio.gather(self.server.server.stop(grace), http_stop)
         if self.reloader is not None:
             await self.reloader.aclose()
         if self.startup_task is not None:
             self.startup_task.cancel()
             await asyncio.gather(self.startup_task, return_exceptions=True)
         await self.manager.close()
+        if self.usage is not None:
+            await self.usage.aclose()  # its last flush needs the store
         await self.components.aclose()
 
 
 async def start_app(
-    cfg: GroundwireConfig, address: str | None = None, config_path: Path | None = None
+    cfg: GroundwireConfig,
+    address: str | None = None,
+    config_path: Path | None = None,
+    http_address: str | None = None,
 ) -> RunningApp:
     """Build everything, start serving, and kick off startup ingestion. With
     `config_path` (the file `cfg` was loaded from), SIGHUP and
@@ -72,12 +92,16 @@ async def start_app(
     Health: every service and "" are SERVING once the server starts, except that
     "" (and the index's own `groundwire.index.NAME`) stay NOT_SERVING until every
     ON_STARTUP index has finished its first ingestion; the other indexes serve
-    their last published version meanwhile."""
+    their last published version meanwhile. The HTTP port (`[http]`,
+    `http_address` overriding it) serves the same registrations."""
     if cfg.metrics.enabled:
         install_metrics(cfg.metrics.address)
     tokens = page_tokens(cfg)  # before building, so a bad key leaves nothing open
     tls = server_tls(cfg)  # likewise for unusable certificates
     components = await build_components(cfg)
+    # Per-tenant usage totals belong to the process and its store (a reload keeps
+    # both), not to one configuration generation.
+    usage = UsageRecorder(usage_ledger_for(components.store))
     # Health exists before the server, so the manager can report readiness to it.
     health = Health()
 
@@ -85,24 +109,11 @@ async def start_app(
         if index.ready:
             await health.set_serving([index_health_name(index.name)])
 
-    manager = IngestionManager(components.catalog, components.operation_log, on_ready=on_ready)
-    handles = components.catalog.handles()
-    snapshots = SnapshotHolder(
-        ServingSnapshot(
-            generation=1,
-            auth=auth_policy(cfg),
-            admission=components.admission,
-            servicers=public_servicers(
-                retriever=components.retriever,
-                catalog=components.catalog,
-                manager=manager,
-                agents=components.agents,
-                runtime=components.runtime,
-                reranking=components.reranking,
-                page_tokens=tokens,
-            ),
-        )
+    manager = IngestionManager(
+        components.catalog, components.operation_log, on_ready=on_ready, usage=usage
     )
+    handles = components.catalog.handles()
+    snapshots = SnapshotHolder(serving_snapshot(1, components, manager, tokens))
     # The reloader needs the app it swaps components into; the server needs the
     # reloader (AdminService): the admin servicer reaches it through the app.
     app_ref: list[RunningApp] = []
@@ -112,9 +123,14 @@ async def start_app(
         assert reloader is not None
         return await reloader.reload(validate_only)
 
+    registrations = [
+        *live_registrations(snapshots),
+        admin_registration(AdminServicer(reload)),
+        usage_registration(UsageServicer(usage)),
+    ]
     server = await build_server(
         address=address or cfg.server.address,
-        services=[*live_registrations(snapshots), admin_registration(AdminServicer(reload))],
+        services=registrations,
         reflection_enabled=cfg.server.reflection,
         max_message_bytes=cfg.server.max_message_bytes,
         max_concurrent_rpcs=cfg.server.max_concurrent_rpcs,
@@ -122,13 +138,19 @@ async def start_app(
         credentials=tls.credentials() if tls is not None else None,
         health_status=health,
         snapshots=snapshots,
+        usage=usage,
     )
     await manager.recover_interrupted()
     await server.server.start()
+    try:
+        http = await start_http(cfg, registrations, snapshots, http_address, health, usage)
+    except BaseException:
+        await server.server.stop(0)
+        raise
     await health.set_serving(
         [*server.service_names, *(index_health_name(h.name) for h in handles if h.ready)]
     )
-    app = RunningApp(components, server, manager)
+    app = RunningApp(components, server, manager, usage=usage, http=http)
     app.reloader = Reloader(
         path=config_path,
         app=app,

@@ -34,8 +34,9 @@ and any failure there is a ConfigError naming the key, never a crash.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar, get_args
@@ -172,6 +173,20 @@ def _short(exc: BaseException) -> str:
     return text[:200] if text else type(exc).__name__
 
 
+@contextlib.contextmanager
+def _building(key: str, kind: str) -> Iterator[None]:
+    """A plug-in factory's failure as a ConfigError naming `key`: its message for
+    rejected options (ValueError, TypeError, KeyError), its type for anything else."""
+    try:
+        yield
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ConfigError(f"{key}: plug-in {kind!r} rejected its options: {_short(exc)}") from None
+    except Exception as exc:
+        raise ConfigError(
+            f"{key}: plug-in {kind!r} failed to start: {type(exc).__name__}"
+        ) from None
+
+
 def build_plugin(
     key: str,
     group: str,
@@ -185,14 +200,8 @@ def build_plugin(
     every failure is a ConfigError naming `key`. `expected` checks the protocol
     (`what` names it in the error)."""
     factory = _load(key, group, kind)
-    try:
+    with _building(key, kind):
         built = factory(*args, MappingProxyType(dict(options)))
-    except (ValueError, TypeError, KeyError) as exc:
-        raise ConfigError(f"{key}: plug-in {kind!r} rejected its options: {_short(exc)}") from None
-    except Exception as exc:
-        raise ConfigError(
-            f"{key}: plug-in {kind!r} failed to start: {type(exc).__name__}"
-        ) from None
     return _checked(key, kind, built, expected, what)
 
 
@@ -206,16 +215,10 @@ async def build_plugin_async(
 ) -> Any:
     """`build_plugin` for factories that may return an awaitable (stores)."""
     factory = _load(key, group, kind)
-    try:
+    with _building(key, kind):
         built = factory(MappingProxyType(dict(options)))
         if inspect.isawaitable(built):
             built = await built
-    except (ValueError, TypeError, KeyError) as exc:
-        raise ConfigError(f"{key}: plug-in {kind!r} rejected its options: {_short(exc)}") from None
-    except Exception as exc:
-        raise ConfigError(
-            f"{key}: plug-in {kind!r} failed to start: {type(exc).__name__}"
-        ) from None
     return _checked(key, kind, built, expected, what)
 
 

@@ -21,8 +21,8 @@ previous snapshot". Here the whole configuration file is that delegate:
    the re-read certificates. The retired snapshot's
    providers are closed once its last call ended.
 5. An index whose ingestion inputs changed (chunking, embedding model, sources,
-   ...) is scheduled as a start-up change is: ON_STARTUP and
-   BACKGROUND_ON_STARTUP indexes get an ingestion run (serving their published
+   ...) is scheduled as a start-up change is: ON_STARTUP,
+   BACKGROUND_ON_STARTUP and WATCH indexes get an ingestion run (serving their published
    version meanwhile: a reload never takes an index offline), the others report
    `rebuild_pending` until someone starts one.
 
@@ -99,6 +99,8 @@ RESTART_ONLY: dict[str, str] = {
     "store": "the open store holds every index",
     # The exporter owns its own listening port.
     "metrics": "the exporter's port is bound once",
+    # The HTTP port (its address and CORS policy) is bound at start-up.
+    "http": "the HTTP port is bound once",
 }
 
 # Index handle fields that change how an index is served, not what ingestion
@@ -106,10 +108,23 @@ RESTART_ONLY: dict[str, str] = {
 # field added later) counts as an ingestion input. The embedder object is
 # excluded because what it makes is in `spec` (its descriptor).
 _SERVING_ONLY_FIELDS = frozenset(
-    {"store", "embedder", "description", "strategy", "schedule", "ready", "embed_batch_size"}
+    {
+        "store",
+        "embedder",
+        "description",
+        "strategy",
+        "schedule",
+        "ready",
+        "embed_batch_size",
+        "watch_debounce_ms",
+    }
 )
 _STARTUP_STRATEGIES = frozenset(
-    {IngestionStrategy.ON_STARTUP, IngestionStrategy.BACKGROUND_ON_STARTUP}
+    {
+        IngestionStrategy.ON_STARTUP,
+        IngestionStrategy.BACKGROUND_ON_STARTUP,
+        IngestionStrategy.WATCH,
+    }
 )
 _VIOLATION = re.compile(r"^\s{2}(\S[^:]*): (.*)$")
 # A single-line error of a factory, "section.key: what is wrong".
@@ -159,6 +174,28 @@ def _lookup(cfg: BaseModel, dotted: str) -> object:
     for part in dotted.split("."):
         value = getattr(value, part)
     return value
+
+
+def serving_snapshot(
+    generation: int, components: Components, manager: IngestionManager, page_tokens: PageTokens
+) -> ServingSnapshot:
+    """What the request path reads of one configuration generation: its keys,
+    limits and the servicers bound to its engines (start-up's and each reload's)."""
+    return ServingSnapshot(
+        generation=generation,
+        auth=auth_policy(components.config),
+        admission=components.admission,
+        servicers=public_servicers(
+            retriever=components.retriever,
+            catalog=components.catalog,
+            manager=manager,
+            agents=components.agents,
+            runtime=components.runtime,
+            reranking=components.reranking,
+            page_tokens=page_tokens,
+            citation_snippet_chars=components.config.agent_limits.citation_snippet_chars,
+        ),
+    )
 
 
 def reingest_needed(old: IndexHandle | None, new: IndexHandle) -> bool:
@@ -406,20 +443,7 @@ class Reloader:
             await _close_quietly(embedder.aclose())
 
     async def _swap(self, new: Components, old: Components) -> None:
-        snapshot = ServingSnapshot(
-            generation=self.generation + 1,
-            auth=auth_policy(new.config),
-            admission=new.admission,
-            servicers=public_servicers(
-                retriever=new.retriever,
-                catalog=new.catalog,
-                manager=self._manager,
-                agents=new.agents,
-                runtime=new.runtime,
-                reranking=new.reranking,
-                page_tokens=self._page_tokens,
-            ),
-        )
+        snapshot = serving_snapshot(self.generation + 1, new, self._manager, self._page_tokens)
         # One assignment each, with no await between them: a call starting now
         # sees the new snapshot, and an ingestion it starts runs on the new catalog.
         retired = self._snapshots.swap(snapshot)

@@ -23,6 +23,12 @@ RPC_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5,
 _installed: list[str] = []
 
 
+def installed_port() -> int | None:
+    """The port the process's exporter serves on, if one was installed (the first
+    install wins: later configurations with another address share it)."""
+    return int(_installed[0].rpartition(":")[2]) if _installed else None
+
+
 def install_metrics(address: str) -> bool:
     """Install the global MeterProvider and serve /metrics on `address` (once per
     process; later calls are no-ops, whatever their address). Returns True when

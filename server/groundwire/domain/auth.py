@@ -34,8 +34,10 @@ class Permission(enum.Enum):
     RETRIEVE = "retrieve"  # RetrieverService
     RERANK = "rerank"  # RerankerService
     EXECUTE = "execute"  # AgentService
-    INGEST = "ingest"  # push upserts/deletes for the key's own tenant
-    MANAGE = "manage"  # index status, ingestion operations (start/cancel/watch/list)
+    # Push upserts/deletes for the key's own tenant; start, watch and cancel
+    # ingestion of indexes whose configured tenant is the key's own.
+    INGEST = "ingest"
+    MANAGE = "manage"  # index status, every index's ingestion operations, admin
     # AgentService.PrepareExecution: exposes the assembled prompt (instructions included).
     PREPARE = "prepare"
 
@@ -50,11 +52,34 @@ class Principal:
 
     def require(self, permission: Permission) -> None:
         if permission not in self.permissions:
-            raise GroundwireError(
-                ErrorKind.PERMISSION_DENIED,
-                "PERMISSION_DENIED",
-                f"the API key lacks the '{permission.value}' permission",
+            raise permission_denied(
+                permission, f"the API key lacks the '{permission.value}' permission"
             )
+
+    def require_ingestion_access(self) -> None:
+        """Start, watch or cancel ingestion at all: `manage`, or `ingest` (which
+        `require_ingestion_control` then narrows to the key's own tenant's indexes)."""
+        if Permission.MANAGE not in self.permissions and Permission.INGEST not in self.permissions:
+            raise permission_denied(
+                Permission.MANAGE,
+                "the API key lacks the 'manage' permission (or 'ingest', for indexes"
+                " whose configured tenant is the key's tenant)",
+            )
+
+    def require_ingestion_control(self, index_tenant: str) -> None:
+        """Start, watch or cancel ingestion of an index whose configured tenant (the
+        owner of its source documents) is `index_tenant`: `manage` for any index,
+        `ingest` for the key's own tenant's."""
+        if Permission.MANAGE in self.permissions:
+            return
+        if Permission.INGEST in self.permissions and index_tenant == self.tenant:
+            return
+        raise permission_denied(
+            Permission.MANAGE,
+            "the API key lacks the 'manage' permission: its 'ingest' permission covers"
+            " only indexes whose configured tenant is the key's tenant, and this"
+            " index's is not",
+        )
 
     def tenant_for(self, requested: str, field_path: str) -> str:
         """The tenant a request runs as: the key's own; an explicit different one is
@@ -66,6 +91,17 @@ class Principal:
                 f"{field_path} differs from the API key's tenant",
             )
         return self.tenant
+
+
+def permission_denied(missing: Permission, message: str) -> GroundwireError:
+    """PERMISSION_DENIED naming the missing permission (also in ErrorInfo metadata
+    `permission`)."""
+    return GroundwireError(
+        ErrorKind.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        message,
+        metadata={"permission": missing.value},
+    )
 
 
 def generate_key() -> str:

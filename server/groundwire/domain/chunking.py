@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from markdown_it import MarkdownIt
 
-from groundwire.domain.token_chunking import TokenCounter, split_range_tokens
+from groundwire.domain.token_chunking import BREAKS, TokenCounter, split_range_tokens, trim_span
 
 
 class ChunkUnit(enum.Enum):
@@ -71,28 +71,17 @@ class _Section:
     path: str
 
 
-_BREAKS = ("\n\n", "\n", ". ", "? ", "! ", "; ", ", ", " ")
-
-
 def _find_break(text: str, start: int, limit: int, size: int) -> int:
     """End offset for a window starting at `start`: the last natural boundary in the
     second half of the window, else the hard limit."""
     if limit >= len(text):
         return len(text)
     floor = start + size // 2
-    for sep in _BREAKS:
+    for sep in BREAKS:
         pos = text.rfind(sep, floor, limit)
         if pos != -1:
             return pos + len(sep)
     return limit
-
-
-def _trim(text: str, start: int, end: int) -> tuple[int, int]:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return start, end
 
 
 def split_range(text: str, start: int, end: int, policy: ChunkPolicy) -> list[tuple[int, int]]:
@@ -104,7 +93,7 @@ def split_range(text: str, start: int, end: int, policy: ChunkPolicy) -> list[tu
     while pos < end:
         limit = min(end, pos + policy.size)
         stop = _find_break(text[:end], pos, limit, policy.size)
-        a, b = _trim(text, pos, stop)
+        a, b = trim_span(text, pos, stop)
         if b > a:
             spans.append((a, b))
         if stop >= end:

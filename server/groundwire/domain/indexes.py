@@ -34,3 +34,6 @@ class IngestionStrategy(StrEnum):
     BACKGROUND_ON_STARTUP = "background_on_startup"
     # Ingested on a five-field cron schedule.
     SCHEDULED = "scheduled"
+    # Ingested at start-up in the background, then whenever files of its
+    # directory or files sources change (debounced).
+    WATCH = "watch"

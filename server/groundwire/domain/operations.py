@@ -9,6 +9,8 @@ import uuid
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from groundwire.domain.usage import EmbeddingUsage
+
 MAX_LISTED_FAILURES = 100
 
 
@@ -29,6 +31,7 @@ class OperationTrigger(enum.Enum):
     STARTUP = "STARTUP"
     SCHEDULE = "SCHEDULE"
     RELOAD = "RELOAD"  # a configuration reload changed what the index ingests
+    WATCH = "WATCH"  # the WATCH strategy saw files of the sources change
 
 
 class DocumentFailureReason(StrEnum):
@@ -50,6 +53,9 @@ class DocumentFailureReason(StrEnum):
     FETCH_FAILED = "FETCH_FAILED"
     FETCH_TIMEOUT = "FETCH_TIMEOUT"
     TOO_MANY_REDIRECTS = "TOO_MANY_REDIRECTS"
+    # A chunk exceeds the embedding model's token window and the index rejects
+    # over-long chunks instead of truncating them.
+    CHUNK_TOO_LONG = "CHUNK_TOO_LONG"
 
 
 class OperationErrorCode(StrEnum):
@@ -87,6 +93,18 @@ class DocumentFailureInfo:
     reason: DocumentFailureReason
 
 
+# Reasons a document is skipped rather than failed: no loader reads its type.
+SKIP_REASONS = frozenset({DocumentFailureReason.UNSUPPORTED_FORMAT})
+
+
+class OperationWarning(StrEnum):
+    """Something a SUCCEEDED operation's user must know (Operation.warnings)."""
+
+    # The sources yielded no document to ingest (none found, or none readable):
+    # the published version holds no configured document.
+    NO_DOCUMENTS = "NO_DOCUMENTS"
+
+
 @dataclass(frozen=True, slots=True)
 class OperationCounts:
     discovered: int = 0
@@ -95,6 +113,27 @@ class OperationCounts:
     failed: int = 0
     deleted: int = 0
     chunks_written: int = 0
+    # Documents found whose type no enabled loader reads (not counted in failed).
+    skipped: int = 0
+    # Documents not ingested (failed or skipped) per reason, every one counted.
+    by_reason: tuple[tuple[str, int], ...] = ()
+    # Embedding usage of the run (domain.usage.EmbeddingUsage, flattened so the
+    # persisted record stays a flat map; truncated_chunks = its truncated_texts).
+    embedding_requests: int = 0
+    embedding_input_tokens: int = 0
+    embedding_estimated_input_tokens: int = 0
+    embedding_texts: int = 0
+    truncated_chunks: int = 0
+
+    @property
+    def embedding_usage(self) -> EmbeddingUsage:
+        return EmbeddingUsage(
+            self.embedding_requests,
+            self.embedding_input_tokens,
+            self.embedding_estimated_input_tokens,
+            self.embedding_texts,
+            self.truncated_chunks,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,15 +155,28 @@ class Operation:
     error_code: OperationErrorCode | None = None
     failures: tuple[DocumentFailureInfo, ...] = ()
     failures_omitted: int = 0
+    skipped: tuple[DocumentFailureInfo, ...] = ()
+    skipped_omitted: int = 0
+    warnings: tuple[OperationWarning, ...] = ()
 
     @staticmethod
     def new(index_name: str, trigger: OperationTrigger, now: float) -> Operation:
         return Operation(uuid.uuid4().hex, index_name, OperationState.QUEUED, trigger, now)
 
     def with_failures(self, failures: list[DocumentFailureInfo]) -> Operation:
-        """Keep the first MAX_LISTED_FAILURES failures and count the rest."""
-        listed = tuple(failures[:MAX_LISTED_FAILURES])
-        return replace(self, failures=listed, failures_omitted=len(failures) - len(listed))
+        """Keep the first MAX_LISTED_FAILURES failures and skipped documents each
+        and count the rest."""
+        failed = [f for f in failures if f.reason not in SKIP_REASONS]
+        skipped = [f for f in failures if f.reason in SKIP_REASONS]
+        listed = tuple(failed[:MAX_LISTED_FAILURES])
+        listed_skipped = tuple(skipped[:MAX_LISTED_FAILURES])
+        return replace(
+            self,
+            failures=listed,
+            failures_omitted=len(failed) - len(listed),
+            skipped=listed_skipped,
+            skipped_omitted=len(skipped) - len(listed_skipped),
+        )
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -141,7 +193,14 @@ class Operation:
                 "failed": self.counts.failed,
                 "deleted": self.counts.deleted,
                 "chunks_written": self.counts.chunks_written,
+                "skipped": self.counts.skipped,
+                "embedding_requests": self.counts.embedding_requests,
+                "embedding_input_tokens": self.counts.embedding_input_tokens,
+                "embedding_estimated_input_tokens": self.counts.embedding_estimated_input_tokens,
+                "embedding_texts": self.counts.embedding_texts,
+                "truncated_chunks": self.counts.truncated_chunks,
             },
+            "by_reason": [list(pair) for pair in self.counts.by_reason],
             "start_time": self.start_time,
             "end_time": self.end_time,
             "version": self.version,
@@ -149,6 +208,9 @@ class Operation:
             "error_code": self.error_code or "",
             "failures": [[f.document_id, f.reason] for f in self.failures],
             "failures_omitted": self.failures_omitted,
+            "skipped": [[f.document_id, f.reason] for f in self.skipped],
+            "skipped_omitted": self.skipped_omitted,
+            "warnings": list(self.warnings),
         }
 
     @staticmethod
@@ -157,6 +219,12 @@ class Operation:
         assert isinstance(counts, dict)
         failures = data.get("failures") or []
         assert isinstance(failures, list)
+        skipped = data.get("skipped") or []
+        assert isinstance(skipped, list)
+        by_reason = data.get("by_reason") or []
+        assert isinstance(by_reason, list)
+        warnings = data.get("warnings") or []
+        assert isinstance(warnings, list)
 
         def num(v: object) -> float | None:
             return None if v is None else float(v)  # type: ignore[arg-type]
@@ -168,7 +236,10 @@ class Operation:
             trigger=OperationTrigger(str(data["trigger"])),
             create_time=float(data["create_time"]),  # type: ignore[arg-type]
             phase=str(data.get("phase", "")),
-            counts=OperationCounts(**{k: int(v) for k, v in counts.items()}),
+            counts=OperationCounts(
+                **{k: int(v) for k, v in counts.items()},
+                by_reason=tuple((str(r), int(n)) for r, n in by_reason),
+            ),
             start_time=num(data.get("start_time")),
             end_time=num(data.get("end_time")),
             version=int(data.get("version", 0)),  # type: ignore[call-overload]
@@ -178,6 +249,11 @@ class Operation:
                 DocumentFailureInfo(str(d), DocumentFailureReason(str(r))) for d, r in failures
             ),
             failures_omitted=int(data.get("failures_omitted", 0)),  # type: ignore[call-overload]
+            skipped=tuple(
+                DocumentFailureInfo(str(d), DocumentFailureReason(str(r))) for d, r in skipped
+            ),
+            skipped_omitted=int(data.get("skipped_omitted", 0)),  # type: ignore[call-overload]
+            warnings=tuple(OperationWarning(str(w)) for w in warnings),
         )
 
 

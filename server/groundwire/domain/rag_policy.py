@@ -62,6 +62,8 @@ class ItemReason(enum.Enum):
     OVERLAPPING_CONTENT = "OVERLAPPING_CONTENT"
     SOURCE_LIMIT_EXCEEDED = "SOURCE_LIMIT_EXCEEDED"
     NOT_ANSWERABLE = "NOT_ANSWERABLE"
+    # In the reranking pool, outside the final top-k after final selection.
+    NOT_SELECTED = "NOT_SELECTED"
 
 
 _THRESHOLD_REASONS = {ItemReason.BELOW_MINIMUM_RELEVANCE}
@@ -354,6 +356,24 @@ def _diversity_rounds(results: Sequence[RankedResult]) -> list[RankedResult]:
     return out
 
 
+def budget_figures(policy: ContextBudgetPolicy, costs: PromptCosts, used: int = 0) -> BudgetFigures:
+    """The count-only figures of a budget: available = maximum - response reserve
+    - instructions - history - query - other required prompt (the evidence
+    envelope included). Negative when the mandatory prompt alone does not fit,
+    which is what a RAG_CONTEXT_BUDGET_EXCEEDED failure reports."""
+    mandatory = costs.instructions + costs.history + costs.query + costs.other + ENVELOPE_TOKENS
+    return BudgetFigures(
+        policy.maximum_context_tokens,
+        policy.response_token_reserve,
+        costs.instructions,
+        costs.history,
+        costs.query,
+        costs.other + ENVELOPE_TOKENS,
+        policy.maximum_context_tokens - policy.response_token_reserve - mandatory,
+        used,
+    )
+
+
 def select_context(
     ordered: Sequence[RankedResult],
     policy: ContextBudgetPolicy,
@@ -369,8 +389,7 @@ def select_context(
     model call. Overlap reduction runs over the given order (the earlier result
     wins), then source diversity rounds, then the per-source limit and the token
     budget; chunks are never truncated. Every exclusion keeps its reason."""
-    mandatory = costs.instructions + costs.history + costs.query + costs.other + ENVELOPE_TOKENS
-    available = policy.maximum_context_tokens - policy.response_token_reserve - mandatory
+    available = budget_figures(policy, costs).available_tokens
     if available < 0:
         raise budget_exceeded()
     excluded: list[Judged] = []
@@ -397,16 +416,7 @@ def select_context(
         used += cost
         selected.append(r)
         per_source[r.hit.document_id] = per_source.get(r.hit.document_id, 0) + 1
-    figures = BudgetFigures(
-        policy.maximum_context_tokens,
-        policy.response_token_reserve,
-        costs.instructions,
-        costs.history,
-        costs.query,
-        costs.other + ENVELOPE_TOKENS,
-        available,
-        used,
-    )
+    figures = budget_figures(policy, costs, used)
     reason = NoContextReason.CONTEXT_BUDGET_EXHAUSTED if ordered and not selected else None
     return Selection(tuple(selected), tuple(excluded), figures, reason)
 

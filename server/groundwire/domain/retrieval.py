@@ -10,6 +10,7 @@ from groundwire.domain.analysis import PLAIN, Analyzer
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.metadata_ranges import RangeCondition
 from groundwire.domain.scores import Score
+from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 
 
 class RetrievalMode(enum.Enum):
@@ -135,6 +136,9 @@ class RetrievalRequest:
     leg_depth: int
     # What the lexical leg parses instead of `text` (a keyword query), if set.
     lexical_text: str | None = None
+    # The lowest published index version the caller accepts (read-your-writes
+    # across replicas); 0 accepts any.
+    min_version: int = 0
 
 
 @dataclass(slots=True)
@@ -155,6 +159,12 @@ class RetrievalDiagnostics:
     lexical_terms_pruned: int = 0
     fusion: FusionSettings | None = None
     leg_depth: int = 0
+    # Whether the tenant searched holds no published document at all (checked
+    # only when nothing was found).
+    tenant_scope_empty: bool = False
+    # The query embedding's usage; truncated_texts > 0 means the query was longer
+    # than the model's token window.
+    embedding_usage: EmbeddingUsage = NO_USAGE
 
 
 @dataclass(frozen=True, slots=True)

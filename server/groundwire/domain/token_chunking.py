@@ -19,7 +19,9 @@ import bisect
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-_BREAKS = ("\n\n", "\n", ". ", "? ", "! ", "; ", ", ", " ")
+# Natural boundaries, best first: paragraph, line, sentence, clause, word (the
+# character splitter of domain.chunking prefers the same ones).
+BREAKS = ("\n\n", "\n", ". ", "? ", "! ", "; ", ", ", " ")
 
 
 @runtime_checkable
@@ -55,7 +57,8 @@ def token_overhead(counter: TokenCounter) -> int:
     return counter.document_tokens("")
 
 
-def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+def trim_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """text[start:end] without its leading and trailing whitespace, as offsets."""
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():
@@ -66,7 +69,7 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
 def _natural_break(text: str, floor: int, limit: int, token_ends: Sequence[int]) -> int:
     """The last natural boundary in text[floor:limit] that is also a token
     boundary, else `limit` (itself a token end)."""
-    for sep in _BREAKS:
+    for sep in BREAKS:
         pos = text.rfind(sep, floor, limit)
         if pos == -1:
             continue
@@ -96,7 +99,7 @@ def _fit(
         # Drop the excess in whole tokens; with fewer whole tokens than that (a
         # pathological run such as one huge unknown token) halve by characters.
         cut = token_ends[k - 1 - excess] if k - first > excess else a + (b - a) // 2
-        new_b = _trim(text, a, cut)[1]
+        new_b = trim_span(text, a, cut)[1]
         b = new_b if a < new_b < b else a + max(1, (b - a) // 2)
 
 
@@ -131,7 +134,7 @@ def split_range_tokens(
         else:
             floor = starts[i + (j - i) // 2]
             stop = _natural_break(text, floor, ends[j - 1], ends)
-        a, b = _trim(text, pos, stop)
+        a, b = trim_span(text, pos, stop)
         if b <= a:
             break
         b = _fit(text, a, b, size, counter, ends)

@@ -37,8 +37,12 @@ class IndexHandle:
     extensions: Sequence[str] = (".md", ".markdown", ".txt", ".text")
     strategy: str = "manual"
     schedule: str | None = None
+    watch_debounce_ms: int = 500  # strategy "watch"
     # Extension -> plug-in loader (`ingestion.loaders`), ahead of the built-in ones.
     loaders: Mapping[str, Loader] = field(default_factory=dict)
+    # Fail documents with a chunk over the embedder's token window instead of
+    # embedding a truncated chunk (ingestion.overlong_chunks = "reject").
+    reject_overlong_chunks: bool = False
     # False only while an ON_STARTUP index awaits the end of its first ingestion run;
     # the ingestion manager, which runs it, is the one that flips it.
     ready: bool = field(init=False)

@@ -14,6 +14,10 @@ class DirectorySource:
     path: Path
     glob: str = "**/*"
     recursive: bool = True
+    # The extensions this source reads, each with the built-in format name that
+    # reads it ("" for the extension's own loader, built-in or plug-in); None for
+    # the index's `ingestion.extensions`.
+    extensions: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +25,7 @@ class FilesSource:
     """An explicit list of files (document id = file name)."""
 
     paths: tuple[Path, ...]
+    extensions: tuple[tuple[str, str], ...] | None = None  # as DirectorySource's
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,15 +17,21 @@ from __future__ import annotations
 
 import enum
 import io
+import posixpath
+import re
+import xml.etree.ElementTree as ElementTree
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import unquote
 
 from groundwire.domain.chunking import markdown_title
 from groundwire.domain.operations import DocumentFailureReason
 from groundwire.domain.text import normalize_text
 from groundwire.indexes.loaders import Loader as Loader  # re-exported
+from groundwire.ingestion.html_text import html_to_text
 
 
 class DocumentFormat(enum.Enum):
@@ -36,19 +42,40 @@ class DocumentFormat(enum.Enum):
     DOCX = "docx"
     PPTX = "pptx"
     XLSX = "xlsx"
+    ODT = "odt"
+    EPUB = "epub"
 
 
+# Text-like files read as plain text (`FORMATS` maps a source's `extensions`
+# table values to formats).
+TEXT_LIKE_EXTENSIONS = (
+    ".rst", ".csv", ".tsv", ".json", ".jsonl", ".log", ".yaml", ".yml", ".toml",
+    ".ini", ".cfg", ".xml", ".tex", ".org", ".adoc",
+)  # fmt: skip
+FORMATS: Mapping[str, DocumentFormat] = {f.value: f for f in DocumentFormat}
+
+
+# In this order, the default of an index's `ingestion.extensions`.
 FORMATS_BY_EXTENSION: Mapping[str, DocumentFormat] = {
-    ".txt": DocumentFormat.TEXT,
-    ".text": DocumentFormat.TEXT,
     ".md": DocumentFormat.MARKDOWN,
     ".markdown": DocumentFormat.MARKDOWN,
+    ".txt": DocumentFormat.TEXT,
+    ".text": DocumentFormat.TEXT,
     ".html": DocumentFormat.HTML,
     ".htm": DocumentFormat.HTML,
     ".pdf": DocumentFormat.PDF,
     ".docx": DocumentFormat.DOCX,
     ".pptx": DocumentFormat.PPTX,
     ".xlsx": DocumentFormat.XLSX,
+    ".odt": DocumentFormat.ODT,
+    ".epub": DocumentFormat.EPUB,
+    **dict.fromkeys(TEXT_LIKE_EXTENSIONS, DocumentFormat.TEXT),
+}
+
+# Each format's first extension above: the chunking policy of a document without
+# a file name of its own (inline, pushed, a URL document by its media type).
+FIRST_EXTENSIONS: Mapping[DocumentFormat, str] = {
+    fmt: ext for ext, fmt in reversed(list(FORMATS_BY_EXTENSION.items()))
 }
 
 # Media types (Content-Type of a `url` source) per format.
@@ -66,6 +93,22 @@ MEDIA_TYPES: Mapping[str, DocumentFormat] = {
         DocumentFormat.PPTX
     ),
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": DocumentFormat.XLSX,
+    "application/vnd.oasis.opendocument.text": DocumentFormat.ODT,
+    "application/epub+zip": DocumentFormat.EPUB,
+}
+
+# Media types a pushed document may name (UpsertDocuments `media_type`): those
+# above plus text-like ones read as plain text.
+PUSH_MEDIA_TYPES: Mapping[str, DocumentFormat] = {
+    **MEDIA_TYPES,
+    "text/csv": DocumentFormat.TEXT,
+    "text/tab-separated-values": DocumentFormat.TEXT,
+    "text/x-rst": DocumentFormat.TEXT,
+    "application/json": DocumentFormat.TEXT,
+    "application/x-ndjson": DocumentFormat.TEXT,
+    "application/xml": DocumentFormat.TEXT,
+    "text/xml": DocumentFormat.TEXT,
+    "application/yaml": DocumentFormat.TEXT,
 }
 
 # Office packages: at most this many ZIP entries, and at most this many bytes
@@ -113,20 +156,10 @@ def _decode_text(data: bytes) -> str | DocumentFailureReason:
 
 
 def _html_text(data: bytes) -> tuple[str, str] | DocumentFailureReason:
-    from selectolax.lexbor import LexborHTMLParser
-
     decoded = _decode_text(data)
     if isinstance(decoded, DocumentFailureReason):
         return decoded
-    tree = LexborHTMLParser(decoded)
-    for tag in ("script", "style", "noscript", "template"):
-        for node in tree.css(tag):
-            node.decompose()
-    title_node = tree.css_first("title")
-    title = title_node.text(strip=True) if title_node else ""
-    body = tree.body or tree.root
-    text = body.text(separator="\n", strip=True) if body is not None else ""
-    return text, title
+    return html_to_text(decoded)
 
 
 def _pdf_text(data: bytes) -> tuple[str, str] | DocumentFailureReason:
@@ -135,12 +168,131 @@ def _pdf_text(data: bytes) -> tuple[str, str] | DocumentFailureReason:
 
     try:
         reader = PdfReader(io.BytesIO(data))
-        pages = [page.extract_text() or "" for page in reader.pages]
+        pages = [_pdf_page_text(page) for page in reader.pages]
         meta = reader.metadata
         title = str(meta.title) if meta is not None and meta.title else ""
     except (PyPdfError, ValueError, KeyError, TypeError, OSError):
         return DocumentFailureReason.PARSE_FAILED
-    return "\n\n".join(p.strip() for p in pages if p.strip()), title
+    text = "\n\n".join(p.strip() for p in pages if p.strip())
+    return join_hyphenated(text), title
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """A text run drawn on a PDF page: its start, estimated end and baseline."""
+
+    x0: float
+    x1: float
+    y: float
+    text: str
+
+
+# Column detection: a page is two columns when a vertical gutter in the middle
+# band of the page is crossed by at most this share of the runs, and each side
+# holds at least this many lines of prose-length runs (a two-cell table is not
+# two columns).
+_GUTTER_CROSSING = 0.05
+_MIN_COLUMN_LINES = 6
+_MIN_COLUMN_RUN_CHARS = 20
+# Average glyph advance of a Latin text font, in ems (an estimate: pypdf gives a
+# run's start and font size, not its width).
+_EM_ADVANCE = 0.5
+
+
+def _pdf_page_text(page: Any) -> str:
+    """A page's text in reading order: pypdf's (content stream order) unless the
+    page is laid out in two columns, then the left column top to bottom, then the
+    right one (runs spanning both, such as a title above them, first)."""
+    runs: list[_Run] = []
+
+    def visit(text: str, cm: list[float], tm: list[float], font: object, size: float) -> None:
+        if not text.strip():
+            return
+        x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]
+        y = tm[4] * cm[1] + tm[5] * cm[3] + cm[5]
+        scale = abs(tm[0] * cm[0]) or 1.0
+        width = len(text.rstrip("\n")) * size * scale * _EM_ADVANCE
+        runs.append(_Run(x, x + width, y, text.strip()))
+
+    text = page.extract_text(visitor_text=visit) or ""
+    try:
+        ordered = _two_columns(runs, float(page.mediabox.width))
+    # Column detection is an improvement over pypdf's order, never a reason to
+    # lose the page: any surprise in the geometry falls back to pypdf's text.
+    except (ArithmeticError, ValueError, TypeError, IndexError):
+        return text
+    return text if ordered is None else ordered
+
+
+def _two_columns(runs: list[_Run], width: float) -> str | None:
+    if len(runs) < 2 * _MIN_COLUMN_LINES or width <= 0:
+        return None
+    import numpy as np
+
+    # Runs crossing each candidate gutter in the middle band, all at once.
+    splits = np.arange(int(width * 0.3), int(width * 0.7), 2, dtype=np.float64)
+    if splits.size == 0:
+        return None
+    x0 = np.fromiter((r.x0 for r in runs), np.float64, len(runs))[:, None]
+    x1 = np.fromiter((r.x1 for r in runs), np.float64, len(runs))[:, None]
+    crossings = ((x0 < splits) & (splits < x1)).sum(axis=0)
+    best = int(np.argmin(crossings))
+    crossing, split = int(crossings[best]), float(splits[best])
+    if crossing > _GUTTER_CROSSING * len(runs):
+        return None
+    left = [r for r in runs if r.x1 <= split]
+    right = [r for r in runs if r.x0 >= split]
+    for side in (left, right):
+        lines = {round(r.y) for r in side if len(r.text) >= _MIN_COLUMN_RUN_CHARS}
+        if len(lines) < _MIN_COLUMN_LINES:
+            return None
+    top = max(r.y for r in left + right)
+    spanning = [r for r in runs if r.x0 < split < r.x1]
+    above = [r for r in spanning if r.y > top]
+    below = [r for r in spanning if r.y <= top]
+    return "\n".join(_lines(above) + _lines(left) + _lines(right) + _lines(below))
+
+
+def _lines(runs: list[_Run]) -> list[str]:
+    """Runs grouped into lines by baseline (top of the page first), left to right."""
+    by_line: dict[int, list[_Run]] = {}
+    for r in runs:
+        by_line.setdefault(round(r.y), []).append(r)
+    return [
+        " ".join(r.text for r in sorted(by_line[y], key=lambda r: r.x0))
+        for y in sorted(by_line, reverse=True)
+    ]
+
+
+# A word broken across lines by a hyphen: "manip-\nulation". Group 1 is the text
+# before the hyphen back to the previous space (so "state-of-the-" is seen whole).
+_LINE_HYPHEN = re.compile(r"(\S*?)([^\W\d_]*)-[ \t]*\n[ \t]*(?=(\w+))")
+
+
+def join_hyphenated(text: str) -> str:
+    """Join words a PDF hyphenated at a line end. A lower-case word part followed
+    by a lower-case continuation is one word ("manip- ulation" -> "manipulation",
+    "Data- base" -> "Database");
+    a compound that already has a hyphen ("state-of-the-" + "art"), an identifier
+    ("POL-HR-" + "014") or a capital on either side keeps its hyphen, joined without
+    the line break. A pair the document also writes hyphenated elsewhere on one
+    line ("well-known") keeps its hyphen too."""
+
+    def join(m: re.Match[str]) -> str:
+        lead, word, follow = m.group(1), m.group(2), m.group(3)
+        if not lead and not word:
+            return m.group(0)  # a dash after a space: not a broken word
+        soft = (
+            not lead
+            and word.isalpha()
+            and word[1:].islower()
+            and follow[0].isalpha()
+            and follow[0].islower()
+            and f"{word}-{follow}" not in text
+        )
+        return f"{lead}{word}" if soft else f"{lead}{word}-"
+
+    return _LINE_HYPHEN.sub(join, text)
 
 
 def check_package(data: bytes, max_bytes: int) -> DocumentFailureReason | None:
@@ -248,10 +400,105 @@ def _xlsx_text(data: bytes, out: _Lines) -> str:
         book.close()
 
 
+_ODF_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+_ODF_TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
+_DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
+
+
+def _xml_part(zf: zipfile.ZipFile, name: str) -> ElementTree.Element:
+    """One XML part of a package. Entity declarations are refused (no expansion
+    bombs); the part's size is already bounded by `check_package`."""
+    data = zf.read(name)
+    if b"<!ENTITY" in data or b"<!entity" in data:
+        raise ValueError("entity declarations are not read")
+    return ElementTree.fromstring(data)
+
+
+def _odf_inline(element: ElementTree.Element) -> str:
+    """The text of an ODF paragraph: spans and links inline, <text:s/> a space,
+    tabs and line breaks as such; notes and annotations left out."""
+    parts = [element.text or ""]
+    for child in element:
+        tag = child.tag
+        if tag == f"{_ODF_TEXT}s":
+            parts.append(" " * int(child.get(f"{_ODF_TEXT}c", "1") or 1))
+        elif tag == f"{_ODF_TEXT}tab":
+            parts.append("\t")
+        elif tag == f"{_ODF_TEXT}line-break":
+            parts.append("\n")
+        elif tag not in (
+            f"{_ODF_TEXT}note",
+            "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}annotation",
+        ):
+            parts.append(_odf_inline(child))
+        parts.append(child.tail or "")
+    return "".join(parts)
+
+
+def _odf_blocks(element: ElementTree.Element, out: _Lines) -> None:
+    for child in element:
+        tag = child.tag
+        if tag == f"{_ODF_TEXT}h":
+            level = child.get(f"{_ODF_TEXT}outline-level", "1")
+            out.section(_odf_inline(child), min(6, int(level)) if level.isdigit() else 1)
+        elif tag == f"{_ODF_TEXT}p":
+            out.add(_odf_inline(child))
+        elif tag == f"{_ODF_TABLE}table-row":
+            cells = child.findall(f"{_ODF_TABLE}table-cell")
+            out.add(" | ".join(" ".join(_odf_inline(p) for p in c).strip() for c in cells))
+        else:
+            _odf_blocks(child, out)
+
+
+def _odt_text(data: bytes, out: _Lines) -> str:
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        _odf_blocks(_xml_part(zf, "content.xml"), out)
+        if "meta.xml" in zf.namelist():
+            title = _xml_part(zf, "meta.xml").find(f".//{_DC_TITLE}")
+            return (title.text or "") if title is not None else ""
+    return ""
+
+
+_CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
+_OPF = "{http://www.idpf.org/2007/opf}"
+
+
+def _epub_text(data: bytes, out: _Lines) -> str:
+    """The spine's XHTML documents in reading order, each through the HTML
+    extractor; the title from the package document's dc:title."""
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        rootfile = _xml_part(zf, "META-INF/container.xml").find(f".//{_CONTAINER}rootfile")
+        if rootfile is None or not rootfile.get("full-path"):
+            raise ValueError("no package document")
+        opf_path = str(rootfile.get("full-path"))
+        opf = _xml_part(zf, opf_path)
+        base = PurePosixPath(opf_path).parent
+        names = set(zf.namelist())
+        manifest = {item.get("id"): item.get("href", "") for item in opf.iter(f"{_OPF}item")}
+        for ref in opf.iter(f"{_OPF}itemref"):
+            href = manifest.get(ref.get("idref"))
+            if not href:
+                continue
+            # hrefs are relative URLs: percent-encoded, possibly with "../".
+            name = posixpath.normpath(posixpath.join(str(base), unquote(href.split("#")[0])))
+            if name not in names:
+                continue  # a spine entry the package lacks: the rest is still read
+            decoded = _decode_text(zf.read(name))
+            if isinstance(decoded, DocumentFailureReason):
+                raise ValueError("a chapter is not UTF-8 text")
+            chapter, _ = html_to_text(decoded)
+            for block in chapter.split("\n\n"):
+                out.add(block)
+        title = opf.find(f".//{_DC_TITLE}")
+        return (title.text or "") if title is not None else ""
+
+
 _OFFICE = {
     DocumentFormat.DOCX: _docx_text,
     DocumentFormat.PPTX: _pptx_text,
     DocumentFormat.XLSX: _xlsx_text,
+    DocumentFormat.ODT: _odt_text,
+    DocumentFormat.EPUB: _epub_text,
 }
 
 
@@ -361,6 +608,38 @@ def load_with_plugin(
     )
 
 
+# Extensionless files: read as plain text when the first bytes decode as strict
+# UTF-8 with at most this share of control characters (other than tab, newline,
+# carriage return and form feed).
+SNIFF_BYTES = 8192
+MAX_CONTROL_RATIO = 0.01
+
+
+def looks_like_text(data: bytes) -> DocumentFailureReason | None:
+    """None when `data` reads as UTF-8 text, else BINARY or NOT_UTF8."""
+    head = data[:SNIFF_BYTES]
+    if b"\x00" in head:
+        return DocumentFailureReason.BINARY
+    try:
+        # A multi-byte character may be cut at the sniff bound.
+        sample = head.decode("utf-8") if len(data) <= SNIFF_BYTES else _decode_prefix(head)
+    except UnicodeDecodeError:
+        return DocumentFailureReason.NOT_UTF8
+    controls = sum(1 for ch in sample if ord(ch) < 32 and ch not in "\t\n\r\f")
+    if sample and controls / len(sample) > MAX_CONTROL_RATIO:
+        return DocumentFailureReason.BINARY
+    return None
+
+
+def _decode_prefix(head: bytes) -> str:
+    for cut in range(4):
+        try:
+            return head[: len(head) - cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    raise UnicodeDecodeError("utf-8", head, 0, len(head), "not UTF-8")
+
+
 def load_file(
     path: Path,
     document_id: str,
@@ -369,13 +648,19 @@ def load_file(
     max_bytes: int,
     metadata: Mapping[str, str],
     loaders: Mapping[str, Loader] | None = None,
+    formats: Mapping[str, DocumentFormat | None] | None = None,
 ) -> LoadedDocument | LoadFailure:
-    """Read a file with a byte bound (never more than max_bytes + 1 bytes are read);
-    `loaders` maps extensions to plug-in loaders, which take precedence."""
+    """Read a file with a byte bound (never more than max_bytes + 1 bytes are read).
+    `formats` maps the extensions its source reads to a built-in format (None: a
+    plug-in loader's, from `loaders`); default: every built-in extension. A file
+    without an extension is read as plain text when its content is UTF-8 text."""
     suffix = path.suffix.lower()
-    plugin = (loaders or {}).get(suffix)
-    fmt = FORMATS_BY_EXTENSION.get(suffix)
-    if fmt is None and plugin is None:
+    table: Mapping[str, DocumentFormat | None] = (
+        FORMATS_BY_EXTENSION if formats is None else formats
+    )
+    plugin = (loaders or {}).get(suffix) if suffix in table or formats is None else None
+    fmt = table.get(suffix)
+    if fmt is None and plugin is None and suffix:
         return LoadFailure(document_id, DocumentFailureReason.UNSUPPORTED_FORMAT)
     try:
         with path.open("rb") as fh:
@@ -393,7 +678,13 @@ def load_file(
             metadata=metadata,
             fallback_title=fallback_title,
         )
-    assert fmt is not None
+    if fmt is None:
+        # No extension: text by content, else a type no loader reads.
+        if len(data) > max_bytes:
+            return LoadFailure(document_id, DocumentFailureReason.TOO_LARGE)
+        if looks_like_text(data) is not None:
+            return LoadFailure(document_id, DocumentFailureReason.UNSUPPORTED_FORMAT)
+        fmt = DocumentFormat.TEXT
     return load_bytes(
         document_id,
         source_id,

@@ -22,6 +22,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -29,17 +30,23 @@ from datetime import datetime
 from groundwire.domain.errors import ErrorKind, GroundwireError, not_found
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import (
+    SKIP_REASONS,
     DocumentFailureInfo,
     Operation,
     OperationCounts,
     OperationErrorCode,
     OperationState,
     OperationTrigger,
+    OperationWarning,
 )
+from groundwire.domain.usage import EmbeddingUsage
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.pipeline import IngestionReport, needs_rebuild, run_ingestion
-from groundwire.instruments import INGESTIONS
+from groundwire.ingestion.watch import Watch
+from groundwire.instruments import DOCUMENTS_NOT_INGESTED, INGESTIONS
+from groundwire.providers.embeddings.usage import UsageMeter
 from groundwire.stores.base import IngestionLock, OperationLog
+from groundwire.stores.usage import UsageRecorder
 
 log = logging.getLogger("groundwire.ingestion")
 
@@ -96,7 +103,9 @@ class IngestionManager:
         *,
         progress_interval: float = 0.25,
         on_ready: ReadyCallback | None = None,
+        usage: UsageRecorder | None = None,
     ) -> None:
+        self._usage = usage
         self._catalog = catalog
         self._log = log_store
         self._interval = progress_interval
@@ -153,7 +162,7 @@ class IngestionManager:
         """Start the first run of each BACKGROUND_ON_STARTUP index (it serves its last
         published version meanwhile), then the schedules."""
         for handle in self._catalog.handles():
-            if handle.strategy == "background_on_startup":
+            if handle.strategy in ("background_on_startup", IngestionStrategy.WATCH):
                 await self._start_first_run(handle)
         self.start_schedulers()
 
@@ -190,6 +199,15 @@ class IngestionManager:
         for handle in self._catalog.handles():
             if handle.strategy == IngestionStrategy.SCHEDULED and handle.schedule:
                 self._schedulers.append(asyncio.create_task(self._schedule_loop(handle)))
+            elif handle.strategy == IngestionStrategy.WATCH:
+                watch = Watch(
+                    handle.name,
+                    handle.sources,
+                    start=functools.partial(self.start, handle.name, OperationTrigger.WATCH),
+                    wait=self.wait,
+                    debounce_ms=handle.watch_debounce_ms,
+                )
+                self._schedulers.append(asyncio.create_task(watch.run()))
 
     async def replace_catalog(self, catalog: IndexCatalog) -> None:
         """Run new operations on a reloaded catalog and restart the schedules from
@@ -377,8 +395,11 @@ class IngestionManager:
                 run.operation = snapshot
 
         final: Operation
+        # The run's own meter: it outlives the RPC that may have started it, and
+        # its usage belongs to the index's tenant, whatever the outcome.
+        meter = UsageMeter()
         try:
-            report = await run_ingestion(handle, progress=progress)
+            report = await run_ingestion(handle, progress=progress, meter=meter)
             final = replace(_apply(run.operation, report), state=OperationState.SUCCEEDED)
         except asyncio.CancelledError:
             # Counts as of the last progress snapshot (the run never returned a report).
@@ -396,7 +417,14 @@ class IngestionManager:
             final = replace(
                 run.operation, state=OperationState.FAILED, error_code=OperationErrorCode.INTERNAL
             )
-        final = replace(final, end_time=time.time(), phase="DONE")
+        final = replace(
+            final,
+            end_time=time.time(),
+            phase="DONE",
+            counts=_with_usage(final.counts, meter.total),
+        )
+        if self._usage is not None:
+            self._usage.record(handle.tenant, meter.by_task)
         # Free the index before telling anyone the run ended, so a watcher that
         # starts the next run on seeing the terminal state is never refused.
         self._runs.pop(handle.name, None)
@@ -421,6 +449,19 @@ class IngestionManager:
         INGESTIONS.add(
             1, {"index": handle.name, "trigger": final.trigger.value, "state": final.state.value}
         )
+        for reason, number in final.counts.by_reason:
+            DOCUMENTS_NOT_INGESTED.add(number, {"index": handle.name, "reason": reason})
+        if OperationWarning.NO_DOCUMENTS in final.warnings:
+            log.warning(
+                "ingestion found no document to ingest in the index's sources",
+                extra={
+                    "index": handle.name,
+                    "operation_id": final.id,
+                    "discovered": final.counts.discovered,
+                    "skipped": final.counts.skipped,
+                    "failed": final.counts.failed,
+                },
+            )
         log.info(
             "ingestion ended",
             extra={
@@ -431,6 +472,7 @@ class IngestionManager:
                 "ingested": final.counts.ingested,
                 "unchanged": final.counts.unchanged,
                 "failed": final.counts.failed,
+                "skipped": final.counts.skipped,
                 "deleted": final.counts.deleted,
                 "chunks": final.counts.chunks_written,
             },
@@ -462,16 +504,39 @@ def _changed_since(run: _Run, seen: int) -> bool:
     return run.seq != seen
 
 
+def _with_usage(counts: OperationCounts, usage: EmbeddingUsage) -> OperationCounts:
+    return replace(
+        counts,
+        embedding_requests=usage.requests,
+        embedding_input_tokens=usage.input_tokens,
+        embedding_estimated_input_tokens=usage.estimated_input_tokens,
+        embedding_texts=usage.texts,
+        truncated_chunks=usage.truncated_texts,
+    )
+
+
 def _apply(op: Operation, report: IngestionReport) -> Operation:
+    by_reason = Counter(f.reason.value for f in report.failures)
+    skipped = sum(n for r, n in by_reason.items() if r in SKIP_REASONS)
     counts = OperationCounts(
         discovered=report.discovered,
         ingested=report.ingested,
         unchanged=report.unchanged,
-        failed=report.failed,
+        failed=report.failed - skipped,
         deleted=report.deleted,
         chunks_written=report.chunks_written,
+        skipped=skipped,
+        by_reason=tuple(sorted(by_reason.items())),
     )
+    counts = _with_usage(counts, report.embedding_usage)
     failures = [DocumentFailureInfo(f.document_id, f.reason) for f in report.failures]
+    # Done with nothing ingested or unchanged: the sources gave no document.
+    empty = report.phase.value == "DONE" and report.ingested + report.unchanged == 0
     return replace(
-        op, phase=report.phase.value, counts=counts, version=report.version, rebuild=report.rebuilt
+        op,
+        phase=report.phase.value,
+        counts=counts,
+        version=report.version,
+        rebuild=report.rebuilt,
+        warnings=(OperationWarning.NO_DOCUMENTS,) if empty else (),
     ).with_failures(failures)

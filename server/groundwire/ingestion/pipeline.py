@@ -7,8 +7,13 @@ tenant, metadata and vectors under a new version -> stage deletions of documents
 that left the source -> publish the version only when everything succeeded.
 
 Any failure or cancellation discards the staged version, so the previously
-published version keeps serving. A change of embedding model or chunking policy
-re-ingests every document into the new version (never a mix).
+published version keeps serving. A change of embedding configuration (model,
+prefixes, token window) or chunking policy re-ingests every document into the
+new version (never a mix).
+
+Embedding usage is metered over the whole run (`report.embedding_usage`), over-long
+chunks included: an index that rejects them fails their documents with
+CHUNK_TOO_LONG before anything is embedded; otherwise the truncations are counted.
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from groundwire.domain.chunking import Chunk
-from groundwire.domain.operations import DocumentFailureReason
+from groundwire.domain.operations import SKIP_REASONS, DocumentFailureReason
+from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import (
-    FORMATS_BY_EXTENSION,
+    FIRST_EXTENSIONS,
     DocumentFormat,
     LoadedDocument,
     LoadFailure,
@@ -43,7 +49,8 @@ from groundwire.ingestion.sources import (
     stored_digest,
     stored_hash,
 )
-from groundwire.providers.embeddings.base import EmbeddingTask, embed_all
+from groundwire.providers.embeddings.base import EmbeddingTask, TokenWindowAware, embed_all
+from groundwire.providers.embeddings.usage import UsageMeter, metered
 from groundwire.stores.base import (
     ChunkRecord,
     DocumentKey,
@@ -75,6 +82,7 @@ class IngestionReport:
     chunks_written: int = 0
     rebuilt: bool = False
     failures: list[LoadFailure] = field(default_factory=list)
+    embedding_usage: EmbeddingUsage = NO_USAGE
 
 
 ProgressCallback = Callable[[IngestionReport], Awaitable[None]]
@@ -110,6 +118,7 @@ def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | 
             max_bytes=handle.max_file_bytes,
             metadata=handle.metadata,
             loaders=handle.loaders,
+            formats=item.formats,
         )
     meta = {**handle.metadata, **item.metadata}
     return load_bytes(
@@ -123,18 +132,38 @@ def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | 
     )
 
 
-# Documents without a file name (inline, pushed) are chunked as their format's
-# first extension.
-_FORMAT_EXTENSIONS = {fmt: ext for ext, fmt in reversed(list(FORMATS_BY_EXTENSION.items()))}
-
-
 def chunk_document(
     doc: LoadedDocument, handle: IndexHandle, extension: str | None = None
 ) -> list[Chunk]:
     """Chunk by the index's policy for the document's file extension (from its
     file, else from its format)."""
-    ext = extension or _FORMAT_EXTENSIONS.get(doc.format, "")
+    ext = extension or FIRST_EXTENSIONS.get(doc.format, "")
     return handle.chunker().chunk(doc.text, ext, markdown=doc.format is DocumentFormat.MARKDOWN)
+
+
+Batch = list[tuple[DocumentRecord, Sequence[Chunk]]]
+
+
+async def drop_overlong(handle: IndexHandle, batch: Batch) -> tuple[Batch, list[LoadFailure]]:
+    """With `reject_overlong_chunks`, split off the documents with a chunk over the
+    embedder's token window (each a CHUNK_TOO_LONG failure) before anything is
+    embedded; otherwise keep the batch whole (the embedder truncates and counts)."""
+    embedder = handle.embedder
+    if not handle.reject_overlong_chunks or not isinstance(embedder, TokenWindowAware):
+        return batch, []
+    texts = [c.text for _, chunks in batch for c in chunks]
+    # Tokenizing costs time proportional to the text: off the event loop.
+    flags = await asyncio.to_thread(embedder.exceeding_window, texts, EmbeddingTask.DOCUMENT)
+    kept: Batch = []
+    rejected: list[LoadFailure] = []
+    offset = 0
+    for record, chunks in batch:
+        if any(flags[offset : offset + len(chunks)]):
+            rejected.append(LoadFailure(record.document_id, DocumentFailureReason.CHUNK_TOO_LONG))
+        else:
+            kept.append((record, chunks))
+        offset += len(chunks)
+    return kept, rejected
 
 
 async def stage_batch(
@@ -164,14 +193,32 @@ async def run_ingestion(
     handle: IndexHandle,
     *,
     progress: ProgressCallback | None = None,
+    meter: UsageMeter | None = None,
 ) -> IngestionReport:
-    """Ingest the index's configured sources into a new version and publish it."""
+    """Ingest the index's configured sources into a new version and publish it.
+    Embedding usage goes to `meter` (else to a scope of its own) and the report."""
+    with metered(into=meter) as used:
+        return await _ingest(handle, progress, used)
+
+
+async def _ingest(
+    handle: IndexHandle, progress: ProgressCallback | None, meter: UsageMeter
+) -> IngestionReport:
     store = handle.store
     report = IngestionReport()
 
     async def tick() -> None:
         if progress is not None:
             await progress(report)
+
+    async def stage(batch: Batch) -> None:
+        kept, rejected = await drop_overlong(handle, batch)
+        report.failed += len(rejected)
+        report.failures.extend(rejected)
+        if kept:
+            report.chunks_written += await stage_batch(handle, version, kept)
+            report.ingested += len(kept)
+        report.embedding_usage = meter.total
 
     state = await store.ensure_index(handle.spec)
     report.rebuilt = needs_rebuild(state, handle)
@@ -212,6 +259,9 @@ async def run_ingestion(
             if isinstance(loaded, LoadFailure):
                 report.failed += 1
                 report.failures.append(loaded)
+                if loaded.reason in SKIP_REASONS:
+                    # Not a document of the index (any more): a published copy goes.
+                    seen.discard(item.document_id)
                 continue
             digest = content_hash(loaded, handle.tenant, loaded.metadata)
             if (
@@ -244,13 +294,11 @@ async def run_ingestion(
             batch.append((record, chunks))
             batch_chunks += len(chunks)
             if batch_chunks >= handle.embed_batch_size:
-                report.chunks_written += await stage_batch(handle, version, batch)
-                report.ingested += len(batch)
+                await stage(batch)
                 batch, batch_chunks = [], 0
                 await tick()
         if batch:
-            report.chunks_written += await stage_batch(handle, version, batch)
-            report.ingested += len(batch)
+            await stage(batch)
         report.phase = Phase.DELETING
         await tick()
         # Documents that left the sources go (also those ingested under a tenant the

@@ -1,4 +1,5 @@
-"""Push-style documents: an application sends document text directly; each call
+"""Push-style documents: an application sends document text, or a file's bytes
+with its media type (read by the loaders configured sources use), directly; each call
 is embedded, staged and published as one new index version (the pipeline's
 write sequence, without a source scan). A malformed request (ids, metadata, counts,
 tenant) is refused as a whole; a document whose content cannot be loaded is
@@ -16,7 +17,13 @@ from groundwire.domain.chunking import Chunk
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import DocumentFormat, LoadFailure, load_bytes
-from groundwire.ingestion.pipeline import chunk_document, content_hash, needs_rebuild, stage_batch
+from groundwire.ingestion.pipeline import (
+    chunk_document,
+    content_hash,
+    drop_overlong,
+    needs_rebuild,
+    stage_batch,
+)
 from groundwire.stores.base import DocumentKey, DocumentRecord, LiveDocument
 
 PUSH_SOURCE_PREFIX = "push:"
@@ -33,6 +40,9 @@ class PushDocument:
     title: str = ""
     format: DocumentFormat = DocumentFormat.TEXT
     metadata: Mapping[str, str] = field(default_factory=dict)
+    # A file's bytes in `format` (then `text` is empty), read by the same loader a
+    # configured source's file of that format is.
+    content: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +108,8 @@ async def upsert_documents(
     # Loading, hashing and chunking a push is CPU work proportional to its size: a
     # worker thread does it, so the event loop keeps serving other callers meanwhile.
     failures, batch, unchanged = await asyncio.to_thread(_prepare, handle, docs, tenant, live)
+    batch, overlong = await drop_overlong(handle, batch)
+    failures.extend(overlong)
     if not batch:
         return PushResult(state.published_version, 0, unchanged, 0, tuple(failures))
     version = await store.begin_version(handle.name)
@@ -125,7 +137,7 @@ def _prepare(
         loaded = load_bytes(
             d.document_id,
             PUSH_SOURCE_PREFIX + d.document_id,
-            d.text.encode(),
+            d.content if d.content is not None else d.text.encode(),
             d.format,
             max_bytes=handle.max_file_bytes,
             metadata={**handle.metadata, **d.metadata},

@@ -20,7 +20,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
@@ -33,6 +33,8 @@ from groundwire.indexes.sources import (
     UrlSource,
 )
 from groundwire.ingestion.loaders import (
+    FIRST_EXTENSIONS,
+    FORMATS,
     FORMATS_BY_EXTENSION,
     MEDIA_TYPES,
     DocumentFormat,
@@ -59,6 +61,10 @@ log = logging.getLogger("groundwire.ingestion")
 class FileItem:
     document_id: str
     path: Path
+    # The extensions its source reads, each to its built-in format (None: the
+    # extension's own loader, a plug-in's); extensionless files are read when
+    # their content is UTF-8 text, any other is skipped as UNSUPPORTED_FORMAT.
+    formats: Mapping[str, DocumentFormat | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,30 +93,43 @@ def source_id_for(document_id: str) -> str:
     return CONFIG_SOURCE_PREFIX + document_id
 
 
-def _walk(src: DirectorySource, extensions: Sequence[str]) -> Iterator[FileItem]:
+def source_formats(
+    own: tuple[tuple[str, str], ...] | None, extensions: Sequence[str]
+) -> dict[str, DocumentFormat | None]:
+    """Extension -> format of a file source: its own `extensions`, else the
+    index's (an extension no built-in format reads is a plug-in loader's)."""
+    if own is None:
+        return {e.lower(): FORMATS_BY_EXTENSION.get(e.lower()) for e in extensions}
+    return {ext: FORMATS[name] if name else FORMATS_BY_EXTENSION.get(ext) for ext, name in own}
+
+
+def _walk(src: DirectorySource, formats: Mapping[str, DocumentFormat | None]) -> Iterator[FileItem]:
+    """Every file under the root that the glob matches, whatever its type: one no
+    loader reads is then skipped with a reason, never silently. Hidden files and
+    directories (a leading dot) are not documents and are not listed."""
     root = src.path
     if not root.is_dir():
         return
     pattern = src.glob
     matches = root.rglob(pattern.removeprefix("**/")) if src.recursive else root.glob(pattern)
     for path in sorted(matches):
-        if not path.is_file() or path.suffix.lower() not in extensions:
+        if not path.is_file():
             continue
         rel = path.relative_to(root)
         if any(part.startswith(".") for part in rel.parts):
             continue
-        yield FileItem(rel.as_posix(), path)
+        yield FileItem(rel.as_posix(), path, formats)
 
 
 def discover(sources: Sequence[SourceConfig], extensions: Sequence[str]) -> list[SourceItem]:
     """Every document of the index's sources, in a deterministic order."""
     items: list[SourceItem] = []
-    exts = [e.lower() for e in extensions]
     for src in sources:
         if isinstance(src, DirectorySource):
-            items.extend(_walk(src, exts))
+            items.extend(_walk(src, source_formats(src.extensions, extensions)))
         elif isinstance(src, FilesSource):
-            items.extend(FileItem(p.name, p) for p in src.paths)
+            formats = source_formats(src.extensions, extensions)
+            items.extend(FileItem(p.name, p, formats) for p in src.paths)
         elif isinstance(src, InlineSource):
             fmt = DocumentFormat.MARKDOWN if src.markdown else DocumentFormat.TEXT
             items.append(InlineItem(src.id, src.text, src.title, fmt, dict(src.metadata)))
@@ -191,8 +210,6 @@ def media_types_for(extensions: Sequence[str]) -> dict[str, DocumentFormat]:
     return {m: f for m, f in MEDIA_TYPES.items() if f in enabled}
 
 
-# The chunking policy of a URL document is its media type's first extension's.
-_EXTENSION_OF_FORMAT = {fmt: ext for ext, fmt in reversed(list(FORMATS_BY_EXTENSION.items()))}
 _TEXTUAL = (DocumentFormat.TEXT, DocumentFormat.MARKDOWN, DocumentFormat.HTML)
 _UTF8 = frozenset({"", "utf-8", "utf8", "us-ascii", "ascii"})
 
@@ -288,5 +305,5 @@ async def load_url_item(
     return replace(
         loaded,
         source_state=source_state(fetched.validators, tenant, meta),
-        extension=_EXTENSION_OF_FORMAT.get(fmt, ""),
+        extension=FIRST_EXTENSIONS.get(fmt, ""),
     )

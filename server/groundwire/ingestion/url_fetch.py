@@ -236,12 +236,8 @@ def _media_type(value: str | None) -> tuple[str, str]:
 def _request_headers(
     url: CheckedUrl, settings: FetchSettings, conditional: Validators | None
 ) -> list[tuple[bytes, bytes]]:
-    host = f"[{url.host}]" if ":" in url.host else url.host
-    default = 443 if url.scheme == "https" else 80
-    if url.port != default:
-        host += f":{url.port}"
     headers = [
-        (b"Host", host.encode("ascii")),
+        (b"Host", url.authority.encode("ascii")),
         (b"User-Agent", settings.user_agent.encode("ascii")),
         (b"Accept", ", ".join(sorted(settings.media_types)).encode("ascii")),
         (b"Accept-Encoding", b"identity"),

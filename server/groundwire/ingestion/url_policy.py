@@ -92,11 +92,17 @@ class CheckedUrl:
     target: str  # path and query, as sent in the request line ("/" when empty)
 
     @property
-    def origin(self) -> str:
-        """scheme://host[:port]: the only part of a URL that logs and errors show."""
+    def authority(self) -> str:
+        """host[:port] as the Host header names it (the port only when not the
+        scheme's default, IPv6 in brackets)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         default = 443 if self.scheme == "https" else 80
-        return f"{self.scheme}://{host}" + ("" if self.port == default else f":{self.port}")
+        return host + ("" if self.port == default else f":{self.port}")
+
+    @property
+    def origin(self) -> str:
+        """scheme://host[:port]: the only part of a URL that logs and errors show."""
+        return f"{self.scheme}://{self.authority}"
 
 
 class UrlRefused(Exception):

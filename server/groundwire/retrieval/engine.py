@@ -2,7 +2,8 @@
 with full score semantics. No agent acceptance, grounding or reranking here;
 top_k is a candidate limit only.
 
-- SEMANTIC embeds the query (query task mode) and runs vector search only.
+- SEMANTIC embeds the query (query task mode) and runs vector search only; the
+  embedding's usage (and whether the query was truncated) is in the diagnostics.
 - LEXICAL runs indexed full-text search only and never touches the embedder.
 - HYBRID runs both legs concurrently and fuses them with weighted RRF; if either
   leg fails, the call fails.
@@ -18,7 +19,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
-from groundwire.domain.errors import GroundwireError, failed_precondition, unavailable
+from groundwire.domain.errors import (
+    ErrorKind,
+    GroundwireError,
+    failed_precondition,
+    unavailable,
+)
 from groundwire.domain.fusion import fuse, single_leg
 from groundwire.domain.query import parse_lexical, semantic_text
 from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
@@ -36,6 +42,8 @@ from groundwire.domain.retrieval import (
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.instruments import RETRIEVALS
 from groundwire.providers.embeddings.base import EmbeddingTask, validate_vectors
+from groundwire.providers.embeddings.usage import metered
+from groundwire.stores.base import IndexState, VersionWatch
 
 _log = logging.getLogger("groundwire.retrieval")
 
@@ -51,6 +59,9 @@ class RetrievalLimits:
     max_leg_depth: int = 1000
     # Distinct lexical terms scored per query, the rarest first (bm25.select_terms).
     max_lexical_terms: int = DEFAULT_MAX_TERMS
+    # How long a request whose minimum index version is not visible yet waits for it
+    # before INDEX_VERSION_NOT_YET_VISIBLE.
+    min_version_wait_s: float = 1.0
 
 
 class Retriever:
@@ -101,8 +112,13 @@ class Retriever:
                 "EMBEDDING_NOT_CONFIGURED",
                 "the index has no embedding model; use lexical mode",
             )
-        state = await handle.store.index_state(handle.name)
-        diag.index_version = state.published_version
+        diag.index_version, state = await visible_version(
+            handle, request.min_version, self.limits.min_version_wait_s
+        )
+        if request.mode is not RetrievalMode.LEXICAL:
+            if state is None:
+                state = await handle.store.index_state(handle.name)
+            _check_query_space(handle, state)
         results: list[RankedResult]
         if request.mode is RetrievalMode.SEMANTIC:
             hits = await self._semantic(handle, request, request.top_k, diag)
@@ -121,8 +137,21 @@ class Retriever:
             results = fuse(
                 [(Leg.SEMANTIC, semantic), (Leg.LEXICAL, lexical)], request.fusion, request.top_k
             )
+        if not results:
+            diag.tenant_scope_empty = await self.tenant_scope_empty(
+                request.index_name, request.scope.tenant
+            )
         diag.total_seconds = time.perf_counter() - started
         return RetrievalOutcome(tuple(results), diag)
+
+    async def tenant_scope_empty(self, index_name: str, tenant: str) -> bool:
+        """Whether `tenant` holds no published document in the index at all (so no
+        query of that scope can find anything). Reveals nothing of other tenants."""
+        handle = self._catalog.get(index_name)
+        state = await handle.store.index_state(handle.name)
+        if state.published_version == 0:
+            return True
+        return not await handle.store.has_documents(handle.name, tenant)
 
     async def _semantic(
         self, handle: IndexHandle, request: RetrievalRequest, k: int, diag: RetrievalDiagnostics
@@ -130,7 +159,9 @@ class Retriever:
         assert handle.embedder is not None
         t0 = time.perf_counter()
         text = semantic_text(request.text)
-        vectors = await handle.embedder.embed([text], EmbeddingTask.QUERY)
+        with metered() as meter:
+            vectors = await handle.embedder.embed([text], EmbeddingTask.QUERY)
+        diag.embedding_usage = meter.total
         vector = validate_vectors(vectors, 1, handle.embedder.info)[0]
         t1 = time.perf_counter()
         diag.embedding_seconds = t1 - t0
@@ -154,6 +185,51 @@ class Retriever:
         diag.lexical_terms_scored = found.terms_scored
         diag.lexical_terms_pruned = found.terms_pruned
         return found.hits
+
+
+def version_not_visible(visible: int, wanted: int) -> GroundwireError:
+    """The caller asked for a version this replica cannot serve yet (retryable)."""
+    return GroundwireError(
+        ErrorKind.UNAVAILABLE,
+        "INDEX_VERSION_NOT_YET_VISIBLE",
+        "the requested index version is not visible on this server yet; retry",
+        metadata={"index_version": str(visible), "min_index_version": str(wanted)},
+        retry_after_seconds=0.2,
+    )
+
+
+async def visible_version(
+    handle: IndexHandle, min_version: int, wait_s: float
+) -> tuple[int, IndexState | None]:
+    """The published version a read of the index sees at least (what a response
+    reports): at least `min_version`, waiting up to `wait_s` for it, else
+    INDEX_VERSION_NOT_YET_VISIBLE. With it the index state when reading the
+    version took it (None when the store's change feed answered without a read)."""
+    store = handle.store
+    state: IndexState | None = None
+    if isinstance(store, VersionWatch):
+        version = await store.await_version(handle.name, min_version, wait_s)
+    else:
+        state = await store.index_state(handle.name)
+        version = state.published_version
+    if version < min_version:
+        raise version_not_visible(version, min_version)
+    return version, state
+
+
+def _check_query_space(handle: IndexHandle, state: IndexState) -> None:
+    """Refuse the semantic leg when the published vectors were made under another
+    embedding configuration than today's query vectors: comparing them would mix
+    spaces. A change of the document prefix alone keeps serving the old version
+    (its queries are embedded as before) until the rebuild publishes."""
+    assert handle.embedder is not None
+    if state.published_version == 0 or handle.embedder.info.serves_queries_for(state.embedding):
+        return
+    raise failed_precondition(
+        "INDEX_REBUILD_REQUIRED",
+        "the index was built with another embedding configuration; semantic search "
+        "resumes when its rebuild is published (lexical search is unaffected)",
+    )
 
 
 async def _both(

@@ -153,6 +153,7 @@ def build_retrieval_request(
     limits: RetrievalLimits,
     fusion_defaults: FusionSettings,
     prefix: str = "query",
+    min_version: int = 0,
 ) -> RetrievalRequest:
     """Validate every field; the first violation raises INVALID_ARGUMENT."""
     if not index_name:
@@ -202,4 +203,6 @@ def build_retrieval_request(
             f"leg_depth must be in [top_k, {limits.max_leg_depth}]",
         )
     scope = Scope(tenant, build_filter(conditions, f"{prefix}.filter"))
-    return RetrievalRequest(index_name, clean, mode, k, scope, fusion, depth)
+    return RetrievalRequest(
+        index_name, clean, mode, k, scope, fusion, depth, min_version=min_version
+    )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -42,7 +42,12 @@ class IndexSpec:
     `embedding` and `chunking` are descriptors (strings) recorded with every
     published version; a change forces a full rebuild, never a mix. `analyzer` turns
     staged text into index terms; its descriptor is part of `chunking` (see
-    app/factories.py), so changing it rebuilds the index like a chunking change."""
+    app/factories.py), so changing it rebuilds the index like a chunking change.
+
+    `half_precision_index`: the approximate vector index (PostgreSQL's HNSW graph)
+    holds half-precision copies of the vectors (pgvector `halfvec`), about half the
+    size; the stored vectors, the final ranking and the scores stay float32, so only
+    recall can move. Stores without an approximate index ignore it."""
 
     name: str
     embedding: str | None
@@ -50,6 +55,7 @@ class IndexSpec:
     metric: DistanceMetric = DistanceMetric.COSINE
     chunking: str = ""
     analyzer: Analyzer = PLAIN
+    half_precision_index: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +128,24 @@ class LiveDocument:
     @property
     def key(self) -> DocumentKey:
         return DocumentKey(self.tenant, self.document_id)
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentInfo:
+    """A published document as listed (content-free): its identity, attribution,
+    size in characters of its normalized text (the end of its last chunk), chunk
+    count, the version that wrote it and when it was staged (UNIX seconds)."""
+
+    document_id: str
+    source_id: str
+    content_hash: str
+    title: str
+    tenant: str
+    metadata: Mapping[str, str]
+    chunk_count: int
+    characters: int
+    version: int
+    ingested_at: float
 
 
 def store_unavailable(message: str) -> GroundwireError:
@@ -213,6 +237,28 @@ class Store(Protocol):
     ) -> Mapping[DocumentKey, LiveDocument]:
         """Published documents by key (for change detection): all of them, or those
         among `keys`."""
+        ...
+
+    async def has_documents(self, name: str, tenant: str) -> bool:
+        """Whether any published document of the index belongs to `tenant` (cheap:
+        an existence check; it reveals nothing of other tenants)."""
+
+    async def list_documents(
+        self, name: str, tenant: str, limit: int, after: str | None
+    ) -> list[DocumentInfo]:
+        """At most `limit` of `tenant`'s published documents with an id after
+        `after`, ordered by id (code point order)."""
+        ...
+
+    async def get_document(self, name: str, tenant: str, document_id: str) -> DocumentInfo | None:
+        """One of `tenant`'s published documents, or None."""
+        ...
+
+    async def document_chunks(
+        self, name: str, tenant: str, document_id: str, limit: int
+    ) -> list[ChunkRecord]:
+        """The first `limit` chunks of one of `tenant`'s published documents, in
+        order ([] when it has none or is not published)."""
         ...
 
     async def search_vector(
@@ -354,4 +400,15 @@ class CheckpointStore(Protocol):
 
     async def delete_expired_checkpoints(self) -> int:
         """Delete every checkpoint past its retention; returns how many."""
+        ...
+
+
+@runtime_checkable
+class VersionWatch(Protocol):
+    """A store that knows each index's published version without a round trip and
+    can wait for a newer one (PostgreSQL: the change feed shared by replicas)."""
+
+    async def await_version(self, name: str, min_version: int, wait_s: float) -> int:
+        """The published version reads of `name` see at least, once it reaches
+        `min_version` or `wait_s` passed (the caller compares)."""
         ...

@@ -1,148 +1,79 @@
 """A thin, typed asyncio client over the generated stubs.
 
 It adds nothing the contract does not have: friendly arguments, a default
-deadline, API-key metadata, and `GroundwireError`, which exposes the server's
-stable `reason` and field violations from the google.rpc.Status details.
+deadline, API-key metadata, retries of UNAVAILABLE for the safe methods only
+(`RetryPolicy`), push/delete/ingestion helpers, and `GroundwireError`, which
+exposes the server's stable `reason`, its metadata and field violations from
+the google.rpc.Status details. `GroundwireSyncClient` (groundwire_client.sync)
+is the same API without asyncio.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import TypeVar
 
 import grpc
-from google.protobuf import json_format, struct_pb2
-from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from groundwire_client._common import (
+    RETRYABLE_METHODS,
+    TERMINAL_EVENTS,
+    TERMINAL_OPERATION_STATES,
+    Document,
+    Filter,
+    Format,
+    GroundwireError,
+    Mode,
+    PushResult,
+    RagControls,
+    RetryPolicy,
+    Role,
+    check_api_key,
+    client_tool,
+    delete_requests,
+    document_from_file,
+    error_from_rpc,
+    execution_input,
+    retrieve_request,
+    upsert_requests,
+)
 from groundwire_client.v1 import (
     agent_pb2,
     agent_pb2_grpc,
-    common_pb2,
+    ingestion_pb2,
+    ingestion_pb2_grpc,
     retriever_pb2,
     retriever_pb2_grpc,
 )
 
-Mode = Literal["semantic", "lexical", "hybrid"]
-_MODES: dict[str, retriever_pb2.RetrievalMode.ValueType] = {
-    "semantic": retriever_pb2.RETRIEVAL_MODE_SEMANTIC,
-    "lexical": retriever_pb2.RETRIEVAL_MODE_LEXICAL,
-    "hybrid": retriever_pb2.RETRIEVAL_MODE_HYBRID,
-}
-Role = Literal["user", "assistant"]
-_ROLES: dict[str, agent_pb2.TurnRole.ValueType] = {
-    "user": agent_pb2.TURN_ROLE_USER,
-    "assistant": agent_pb2.TURN_ROLE_ASSISTANT,
-}
-TERMINAL_EVENTS = frozenset(
-    {
-        agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED,
-        agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_FAILED,
-        agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION,
-    }
-)
+__all__ = [
+    "TERMINAL_EVENTS",
+    "GroundwireClient",
+    "GroundwireError",
+    "RagControls",
+    "client_tool",
+    "error_from_rpc",
+]
 
-
-@dataclass
-class GroundwireError(Exception):
-    """A failed call: gRPC code, stable reason (ErrorInfo) and offending fields."""
-
-    code: grpc.StatusCode
-    message: str
-    reason: str = ""
-    fields: dict[str, str] = field(default_factory=dict)
-    request_id: str = ""
-    # ErrorInfo metadata, e.g. "execution_id" of a checkpointed execution that failed.
-    metadata: dict[str, str] = field(default_factory=dict)
-
-    def __str__(self) -> str:
-        return f"{self.code.name} {self.reason}: {self.message}"
-
-
-def error_from_rpc(err: grpc.aio.AioRpcError) -> GroundwireError:
-    """Decode groundwire's google.rpc.Status details from a failed call."""
-    trailing = dict(err.trailing_metadata() or ())
-    out = GroundwireError(
-        err.code(), err.details() or "", request_id=str(trailing.get("x-request-id", ""))
-    )
-    raw = trailing.get("grpc-status-details-bin")
-    if isinstance(raw, bytes):
-        status = status_pb2.Status.FromString(raw)
-        for detail in status.details:
-            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-                info = error_details_pb2.ErrorInfo()
-                detail.Unpack(info)
-                out.reason = info.reason
-                out.metadata.update(info.metadata)
-            elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-                bad = error_details_pb2.BadRequest()
-                detail.Unpack(bad)
-                out.fields.update({v.field: v.description for v in bad.field_violations})
-    return out
-
-
-def _filter(
-    conditions: Mapping[str, str | Sequence[str]] | None,
-) -> common_pb2.MetadataFilter | None:
-    if not conditions:
-        return None
-    out = common_pb2.MetadataFilter()
-    for key, value in conditions.items():
-        if isinstance(value, str):
-            out.conditions.add(key=key, equals=value)
-        else:
-            out.conditions.add(key=key, any_of=common_pb2.StringList(values=list(value)))
-    return out
-
-
-def _execution_input(
-    agent_id: str,
-    message: str,
-    history: Sequence[tuple[Role, str]],
-    tenant: str,
-    filter: Mapping[str, str | Sequence[str]] | None,
-    controls: RagControls | None = None,
-) -> agent_pb2.ExecutionInput:
-    out = agent_pb2.ExecutionInput(agent_id=agent_id, message=message, tenant=tenant)
-    for role, content in history:
-        out.history.add(role=_ROLES[role], content=content)
-    flt = _filter(filter)
-    if flt is not None:
-        out.filter.CopyFrom(flt)
-    if controls is not None:
-        out.bypass_rag = controls.bypass_rag
-        if controls.minimum_relevance is not None:
-            out.overrides.minimum_relevance = controls.minimum_relevance
-        if controls.final_top_k is not None:
-            out.overrides.final_top_k = controls.final_top_k
-    return out
-
-
-def client_tool(name: str, description: str, parameters: Mapping[str, Any]) -> agent_pb2.ClientTool:
-    """A tool the caller executes, for ExecutionInput.client_tools: its name,
-    description and the JSON Schema (an object schema) of its arguments."""
-    schema = struct_pb2.Struct()
-    json_format.ParseDict(dict(parameters), schema)
-    return agent_pb2.ClientTool(name=name, description=description, parameters=schema)
-
-
-@dataclass(frozen=True)
-class RagControls:
-    """Per-request RAG controls (ExecutionInput.bypass_rag and .overrides): skip
-    RAG for this request, or narrow the agent's limits (never widen them)."""
-
-    bypass_rag: bool = False
-    minimum_relevance: float | None = None
-    final_top_k: int | None = None
+T = TypeVar("T")
 
 
 class GroundwireClient:
-    """`async with GroundwireClient("127.0.0.1:50051") as gw: await gw.retrieve(...)`.
+    """`async with GroundwireClient("127.0.0.1:50051", api_key=...) as gw: ...`
 
-    Agents: `await gw.execute("demo-assistant", "question")` returns the
-    AgentResult; `async for event in gw.execute_stream(...)` streams its events."""
+    Retrieval: `await gw.retrieve("demo", "question")`. Agents: `await
+    gw.execute("demo-assistant", "question")` returns the AgentResult; `async
+    for event in gw.execute_stream(...)` streams its events. Documents:
+    `push`, `push_files`, `delete`; ingestion: `start_ingestion`,
+    `watch_ingestion`, `ingest` (start and wait). Every call raises
+    GroundwireError on failure; `timeout` is each call's deadline in seconds.
+    An empty `api_key` is refused (ValueError): pass None when the server runs
+    without authentication."""
 
     def __init__(
         self,
@@ -151,17 +82,18 @@ class GroundwireClient:
         api_key: str | None = None,
         credentials: grpc.ChannelCredentials | None = None,
         timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
     ) -> None:
+        self._metadata = check_api_key(api_key)
         if credentials is not None:
             self._channel = grpc.aio.secure_channel(target, credentials)
         else:
             self._channel = grpc.aio.insecure_channel(target)
-        self._metadata: tuple[tuple[str, str], ...] = (
-            (("authorization", f"Bearer {api_key}"),) if api_key else ()
-        )
         self._timeout = timeout
+        self._retry = retry or RetryPolicy()
         self.retriever = retriever_pb2_grpc.RetrieverServiceStub(self._channel)
         self.agents = agent_pb2_grpc.AgentServiceStub(self._channel)
+        self.ingestion = ingestion_pb2_grpc.IngestionManagerServiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
     async def __aenter__(self) -> GroundwireClient:
@@ -178,6 +110,25 @@ class GroundwireClient:
     async def close(self) -> None:
         await self._channel.close()
 
+    async def _call(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
+        """One unary call, repeated per the retry policy when `method` is safe."""
+        attempt = 1
+        while True:
+            try:
+                return await call()
+            except grpc.aio.AioRpcError as err:
+                error = error_from_rpc(err)
+                wait = self._retry.delay(error, attempt) if method in RETRYABLE_METHODS else None
+                if wait is None:
+                    raise error from None
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    def _deadline(self, timeout: float | None) -> float:
+        return timeout if timeout is not None else self._timeout
+
+    # -- retrieval and agents ---------------------------------------------------
+
     async def retrieve(
         self,
         index: str,
@@ -185,36 +136,33 @@ class GroundwireClient:
         *,
         mode: Mode = "semantic",
         top_k: int | None = None,
-        filter: Mapping[str, str | Sequence[str]] | None = None,
+        filter: Filter | None = None,
         tenant: str = "",
         rrf_k: int | None = None,
         semantic_weight: float | None = None,
         lexical_weight: float | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
     ) -> retriever_pb2.RetrieveResponse:
-        """Retrieve candidates; raises GroundwireError on failure."""
-        query = retriever_pb2.RagQuery(
-            index_name=index, text=text, mode=_MODES[mode], tenant=tenant
+        """Retrieve candidates (results and diagnostics; `diagnostics.
+        tenant_scope_empty` says when the caller's tenant holds no document in
+        the index at all)."""
+        request = retrieve_request(
+            index,
+            text,
+            mode=mode,
+            top_k=top_k,
+            filter=filter,
+            tenant=tenant,
+            rrf_k=rrf_k,
+            semantic_weight=semantic_weight,
+            lexical_weight=lexical_weight,
         )
-        if top_k is not None:
-            query.top_k = top_k
-        flt = _filter(filter)
-        if flt is not None:
-            query.filter.CopyFrom(flt)
-        if rrf_k is not None:
-            query.fusion.rrf_k = rrf_k
-        if semantic_weight is not None:
-            query.fusion.semantic_weight = semantic_weight
-        if lexical_weight is not None:
-            query.fusion.lexical_weight = lexical_weight
-        try:
-            return await self.retriever.Retrieve(
-                retriever_pb2.RetrieveRequest(query=query),
-                timeout=timeout or self._timeout,
-                metadata=self._metadata,
-            )
-        except grpc.aio.AioRpcError as err:
-            raise error_from_rpc(err) from None
+        return await self._call(
+            "Retrieve",
+            lambda: self.retriever.Retrieve(
+                request, timeout=self._deadline(timeout), metadata=self._metadata
+            ),
+        )
 
     async def execute(
         self,
@@ -223,23 +171,35 @@ class GroundwireClient:
         *,
         history: Sequence[tuple[Role, str]] = (),
         tenant: str = "",
-        filter: Mapping[str, str | Sequence[str]] | None = None,
+        filter: Filter | None = None,
         controls: RagControls | None = None,
+        client_tools: Sequence[agent_pb2.ClientTool] = (),
+        client_tool_timeout: float | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
     ) -> agent_pb2.AgentResult:
         """Run one agent turn (AgentService.Execute) and return its result:
-        `answer`, `citations` and the full `rag` metadata. `history` is prior
-        turns, oldest first, as ("user" | "assistant", text). Raises
-        GroundwireError on failure."""
+        `answer`, `citations` (title, section, span, snippet, display_number;
+        see `renumbered_answer`) and the full `rag` metadata. `history` is
+        prior turns, oldest first, as ("user" | "assistant", text). Never
+        retried (a model turn is not idempotent)."""
         request = agent_pb2.ExecuteRequest(
-            input=_execution_input(agent_id, message, history, tenant, filter, controls)
-        )
-        try:
-            response = await self.agents.Execute(
-                request, timeout=timeout or self._timeout, metadata=self._metadata
+            input=execution_input(
+                agent_id,
+                message,
+                history,
+                tenant,
+                filter,
+                controls,
+                client_tools,
+                client_tool_timeout,
             )
-        except grpc.aio.AioRpcError as err:
-            raise error_from_rpc(err) from None
+        )
+        response = await self._call(
+            "Execute",
+            lambda: self.agents.Execute(
+                request, timeout=self._deadline(timeout), metadata=self._metadata
+            ),
+        )
         return response.result
 
     async def execute_stream(
@@ -249,21 +209,32 @@ class GroundwireClient:
         *,
         history: Sequence[tuple[Role, str]] = (),
         tenant: str = "",
-        filter: Mapping[str, str | Sequence[str]] | None = None,
+        filter: Filter | None = None,
         controls: RagControls | None = None,
+        client_tools: Sequence[agent_pb2.ClientTool] = (),
+        client_tool_timeout: float | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
-    ) -> AsyncIterator[agent_pb2.ExecuteStreamResponse]:
+    ) -> AsyncGenerator[agent_pb2.ExecuteStreamResponse, None]:
         """Run one agent turn (AgentService.ExecuteStream), yielding its events:
         EXECUTION_STARTED first, then RAG search, tool call and text delta
         events, and exactly one terminal event last (EXECUTION_COMPLETED with
         `result`, or EXECUTION_FAILED with `error_code`; see TERMINAL_EVENTS).
         `timeout` bounds the whole stream. A request the server refuses before
-        any event raises GroundwireError."""
+        any event raises GroundwireError. Never retried."""
         request = agent_pb2.ExecuteStreamRequest(
-            input=_execution_input(agent_id, message, history, tenant, filter, controls)
+            input=execution_input(
+                agent_id,
+                message,
+                history,
+                tenant,
+                filter,
+                controls,
+                client_tools,
+                client_tool_timeout,
+            )
         )
         call = self.agents.ExecuteStream(
-            request, timeout=timeout or self._timeout, metadata=self._metadata
+            request, timeout=self._deadline(timeout), metadata=self._metadata
         )
         try:
             async for event in call:
@@ -282,15 +253,16 @@ class GroundwireClient:
     ) -> agent_pb2.AgentResult:
         """Continue an execution from its checkpoint (AgentService.ResumeExecution):
         a completed one returns its recorded result. Raises GroundwireError, for
-        example reason EXECUTION_IN_PROGRESS (retry later) or EXECUTION_NOT_FOUND."""
-        try:
-            response = await self.agents.ResumeExecution(
+        example reason EXECUTION_IN_PROGRESS (retry later) or EXECUTION_NOT_FOUND.
+        Never retried by the client."""
+        response = await self._call(
+            "ResumeExecution",
+            lambda: self.agents.ResumeExecution(
                 agent_pb2.ResumeExecutionRequest(execution_id=execution_id, tenant=tenant),
-                timeout=timeout or self._timeout,
+                timeout=self._deadline(timeout),
                 metadata=self._metadata,
-            )
-        except grpc.aio.AioRpcError as err:
-            raise error_from_rpc(err) from None
+            ),
+        )
         return response.result
 
     async def resume_stream(
@@ -299,12 +271,12 @@ class GroundwireClient:
         *,
         tenant: str = "",
         timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
-    ) -> AsyncIterator[agent_pb2.ExecuteStreamResponse]:
+    ) -> AsyncGenerator[agent_pb2.ExecuteStreamResponse, None]:
         """ResumeExecutionStream, yielding the continued execution's events
         (EXECUTION_STARTED, EXECUTION_RESUMED, ..., one terminal event)."""
         call = self.agents.ResumeExecutionStream(
             agent_pb2.ResumeExecutionStreamRequest(execution_id=execution_id, tenant=tenant),
-            timeout=timeout or self._timeout,
+            timeout=self._deadline(timeout),
             metadata=self._metadata,
         )
         try:
@@ -326,19 +298,19 @@ class GroundwireClient:
     ) -> agent_pb2.AgentResult:
         """Answer the required client tool calls of a REQUIRES_ACTION result
         (call id -> output text; `failed` lists call ids whose tool failed) and
-        continue the execution (AgentService.SubmitToolResults)."""
+        continue the execution (AgentService.SubmitToolResults). Never retried."""
         results = [agent_pb2.ToolResult(call_id=c, output=o) for c, o in outputs.items()]
         results += [agent_pb2.ToolResult(call_id=c, is_error=True) for c in failed]
-        try:
-            response = await self.agents.SubmitToolResults(
+        response = await self._call(
+            "SubmitToolResults",
+            lambda: self.agents.SubmitToolResults(
                 agent_pb2.SubmitToolResultsRequest(
                     execution_id=execution_id, tenant=tenant, results=results
                 ),
-                timeout=timeout or self._timeout,
+                timeout=self._deadline(timeout),
                 metadata=self._metadata,
-            )
-        except grpc.aio.AioRpcError as err:
-            raise error_from_rpc(err) from None
+            ),
+        )
         return response.result
 
     async def prepare_execution(
@@ -348,7 +320,7 @@ class GroundwireClient:
         *,
         history: Sequence[tuple[Role, str]] = (),
         tenant: str = "",
-        filter: Mapping[str, str | Sequence[str]] | None = None,
+        filter: Filter | None = None,
         controls: RagControls | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
     ) -> agent_pb2.PreparedExecution:
@@ -356,24 +328,216 @@ class GroundwireClient:
         (AgentService.PrepareExecution) and return the exact `messages` and
         `tools` the model would receive, the `references` and the `rag`
         metadata with its applied limits. Needs an API key with the `prepare`
-        permission. Raises GroundwireError on failure."""
+        permission."""
         request = agent_pb2.PrepareExecutionRequest(
-            input=_execution_input(agent_id, message, history, tenant, filter, controls)
+            input=execution_input(agent_id, message, history, tenant, filter, controls)
+        )
+        response = await self._call(
+            "PrepareExecution",
+            lambda: self.agents.PrepareExecution(
+                request, timeout=self._deadline(timeout), metadata=self._metadata
+            ),
+        )
+        return response.prepared
+
+    # -- documents ----------------------------------------------------------------
+
+    async def push(
+        self,
+        index: str,
+        documents: Iterable[Document],
+        *,
+        tenant: str = "",
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> PushResult:
+        """Upsert documents (UpsertDocuments, in calls of at most 256), needs the
+        `ingest` permission; the key's tenant owns them. Per-document failures
+        are in `PushResult.failures`, not raised. Safe to retry: an unchanged
+        document is skipped."""
+        out = PushResult()
+        for request in upsert_requests(index, documents, tenant):
+            response = await self._call(
+                "UpsertDocuments",
+                lambda: self.ingestion.UpsertDocuments(
+                    request,  # noqa: B023 (called within this iteration)
+                    timeout=self._deadline(timeout),
+                    metadata=self._metadata,
+                ),
+            )
+            out.add(response)
+        return out
+
+    async def push_text(
+        self,
+        index: str,
+        document_id: str,
+        text: str,
+        *,
+        format: Format = "text",
+        title: str = "",
+        metadata: dict[str, str] | None = None,
+        tenant: str = "",
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> PushResult:
+        """Upsert one text document ("text", "markdown" or "html")."""
+        doc = Document(document_id, text=text, format=format, title=title, metadata=metadata or {})
+        return await self.push(index, [doc], tenant=tenant, timeout=timeout)
+
+    async def push_files(
+        self,
+        index: str,
+        paths: Iterable[str | Path],
+        *,
+        tenant: str = "",
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> PushResult:
+        """Upsert local files, each under its file name as document id (see
+        `document_from_file`; for other ids build Documents and call `push`)."""
+        return await self.push(
+            index, [document_from_file(p) for p in paths], tenant=tenant, timeout=timeout
+        )
+
+    async def delete(
+        self,
+        index: str,
+        document_ids: Sequence[str],
+        *,
+        tenant: str = "",
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> int:
+        """Delete documents by id (DeleteDocuments, `ingest` permission); returns
+        how many existed and were deleted."""
+        deleted = 0
+        for request in delete_requests(index, document_ids, tenant):
+            response = await self._call(
+                "DeleteDocuments",
+                lambda: self.ingestion.DeleteDocuments(
+                    request,  # noqa: B023 (called within this iteration)
+                    timeout=self._deadline(timeout),
+                    metadata=self._metadata,
+                ),
+            )
+            deleted += response.deleted
+        return deleted
+
+    # -- ingestion ----------------------------------------------------------------
+
+    async def start_ingestion(
+        self,
+        index: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> ingestion_pb2.Operation:
+        """Start ingesting an index's configured sources (StartIngestion; `manage`,
+        or `ingest` for an index whose configured tenant is the key's). Never
+        retried; INGESTION_ALREADY_RUNNING when one runs (see `ingest`)."""
+        response = await self._call(
+            "StartIngestion",
+            lambda: self.ingestion.StartIngestion(
+                ingestion_pb2.StartIngestionRequest(index_name=index),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            ),
+        )
+        return response.operation
+
+    async def cancel_ingestion(
+        self,
+        index: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> ingestion_pb2.Operation:
+        """Cancel the index's running ingestion (CancelIngestion). Never retried."""
+        response = await self._call(
+            "CancelIngestion",
+            lambda: self.ingestion.CancelIngestion(
+                ingestion_pb2.CancelIngestionRequest(index_name=index),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            ),
+        )
+        return response.operation
+
+    async def watch_ingestion(
+        self,
+        operation_id: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> AsyncGenerator[ingestion_pb2.Operation, None]:
+        """Snapshots of an operation until it ends (WatchIngestion); the last one
+        is terminal (TERMINAL_OPERATION_STATES). `timeout` bounds the stream
+        (None: no deadline, an ingestion can take long)."""
+        call = self.ingestion.WatchIngestion(
+            ingestion_pb2.WatchIngestionRequest(operation_id=operation_id),
+            timeout=timeout,
+            metadata=self._metadata,
         )
         try:
-            response = await self.agents.PrepareExecution(
-                request, timeout=timeout or self._timeout, metadata=self._metadata
-            )
+            async for message in call:
+                yield message.operation
         except grpc.aio.AioRpcError as err:
             raise error_from_rpc(err) from None
-        return response.prepared
+        finally:
+            call.cancel()
+
+    async def ingest(
+        self,
+        index: str,
+        *,
+        on_progress: Callable[[ingestion_pb2.Operation], None] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> ingestion_pb2.Operation:
+        """Start an ingestion of `index` (or, when one is already running and the
+        key may read the index status, attach to it) and wait for it to end,
+        calling `on_progress` with each snapshot; returns the final operation
+        (check its `state`). `timeout` bounds the wait (None: none)."""
+        try:
+            final = await self.start_ingestion(index)
+        except GroundwireError as err:
+            if err.reason != "INGESTION_ALREADY_RUNNING":
+                raise
+            # The error names the running operation; older servers do not.
+            running = err.metadata.get("operation_id", "")
+            final = (
+                ingestion_pb2.Operation(id=running, index_name=index)
+                if running
+                else (await self.index_status(index)).running_operation
+            )
+            if not final.id:
+                raise
+        async with contextlib.aclosing(self.watch_ingestion(final.id, timeout=timeout)) as watch:
+            async for snapshot in watch:
+                final = snapshot
+                if on_progress is not None:
+                    on_progress(snapshot)
+                if snapshot.state in TERMINAL_OPERATION_STATES:
+                    break
+        return final
+
+    async def index_status(
+        self,
+        index: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> ingestion_pb2.IndexStatus:
+        """The index's status (GetIndexStatus, `manage`): readiness, version,
+        counts, running and last operation."""
+        response = await self._call(
+            "GetIndexStatus",
+            lambda: self.ingestion.GetIndexStatus(
+                ingestion_pb2.GetIndexStatusRequest(index_name=index),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            ),
+        )
+        return response.status
 
     async def health(self, service: str = "") -> str:
         """The status ("SERVING", "NOT_SERVING", ...) of the server ("") or one service."""
-        try:
-            resp = await self._health.Check(
+        resp = await self._call(
+            "Check",
+            lambda: self._health.Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=self._timeout
-            )
-        except grpc.aio.AioRpcError as err:
-            raise error_from_rpc(err) from None
+            ),
+        )
         return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)

@@ -3,12 +3,14 @@
 Requests preserve ordered batches and distinguish document from query
 tasks; adapters reject blank model names, invalid vectors (wrong count, wrong
 dimension, non-finite values) and silent truncation. Provider, model,
-dimensions and normalization are recorded with every index.
+dimensions, normalization and the task mode (query/document prefixes, and the
+token window where the provider truncates) are recorded with every index.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -30,16 +32,67 @@ class EmbeddingTask(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class EmbeddingInfo:
-    """Identity of an embedding space. Two indexes can share vectors only if equal."""
+    """Identity of an embedding space and of how texts enter it. Two indexes can
+    share vectors only if their descriptors are equal.
+
+    Everything that changes a stored or query vector belongs here: the prefixes
+    of the two task modes, and `max_input_tokens` for a provider that truncates
+    texts itself (a different window changes the vector of every longer text)."""
 
     provider: str
     model: str
     dimensions: int
     normalized: bool
+    query_prefix: str = ""
+    document_prefix: str = ""
+    max_input_tokens: int | None = None
 
-    def descriptor(self) -> str:
+    def space(self) -> str:
+        """Provider, model, dimensions and normalization (the descriptor's head)."""
         norm = "l2" if self.normalized else "raw"
         return f"{self.provider}/{self.model}:{self.dimensions}:{norm}"
+
+    def descriptor(self) -> str:
+        """The string recorded with every published version; a change forces a
+        rebuild. `space()` then `;` then the task mode as canonical JSON (sorted
+        keys, no spaces, ASCII), which PostgreSQL migration 8 reproduces for
+        indexes recorded before the task mode was."""
+        return f"{self.space()};{_canonical_json(self._task_mode())}"
+
+    def serves_queries_for(self, published: str | None) -> bool:
+        """Whether query vectors made now are comparable with the vectors of a
+        version published under descriptor `published`: everything but the
+        document prefix (which only documents see) must be the same."""
+        if published is None:
+            return False
+        if published == self.descriptor():
+            return True
+        head = self.space() + ";"
+        if not published.startswith(head):
+            return False
+        try:
+            recorded = json.loads(published[len(head) :])
+        except ValueError:
+            return False
+        if not isinstance(recorded, dict):
+            return False
+        mine = self._task_mode()
+        recorded.pop("document_prefix", None)
+        mine.pop("document_prefix", None)
+        return bool(recorded == mine)
+
+    def _task_mode(self) -> dict[str, object]:
+        mode: dict[str, object] = {
+            "query_prefix": self.query_prefix,
+            "document_prefix": self.document_prefix,
+        }
+        if self.max_input_tokens is not None:
+            mode["max_tokens"] = self.max_input_tokens
+        return mode
+
+
+def _canonical_json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 class EmbeddingError(GroundwireError):
@@ -76,6 +129,16 @@ class EmbeddingProvider(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class TokenWindowAware(Protocol):
+    """A provider that knows its token window and can tell, before embedding,
+    which texts it would truncate (the local ONNX embedder)."""
+
+    def exceeding_window(self, texts: Sequence[str], task: EmbeddingTask) -> list[bool]:
+        """Blocking: per text (task prefix included), whether it exceeds the window."""
+        ...
 
 
 def validate_model_name(model: str) -> str:

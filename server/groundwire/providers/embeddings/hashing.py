@@ -17,12 +17,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from groundwire.domain.text import phrase_words
+from groundwire.domain.usage import EmbeddingUsage
 from groundwire.providers.embeddings.base import (
     EmbeddingInfo,
     EmbeddingTask,
     Vectors,
     l2_normalize,
 )
+from groundwire.providers.embeddings.usage import TokenCounter, report_usage
 
 # Batches of more texts than this are hashed in a worker thread.
 _INLINE_TEXTS = 16
@@ -61,9 +63,15 @@ class HashingEmbedder:
 
     async def embed(self, texts: Sequence[str], task: EmbeddingTask) -> Vectors:
         if len(texts) <= _INLINE_TEXTS:
-            return self.embed_sync(texts)
-        # A batch costs time proportional to its text: off the event loop.
-        return await asyncio.to_thread(self.embed_sync, texts)
+            vectors = self.embed_sync(texts)
+        else:
+            # A batch costs time proportional to its text: off the event loop.
+            vectors = await asyncio.to_thread(self.embed_sync, texts)
+        # Its tokens are the words it hashes: counted exactly, by its own tokenizer.
+        tokens = sum(len(phrase_words(t)) for t in texts)
+        usage = EmbeddingUsage(requests=1, input_tokens=tokens, texts=len(texts))
+        report_usage(self._info, task, usage, TokenCounter.TOKENIZER)
+        return vectors
 
     async def aclose(self) -> None:
         return None

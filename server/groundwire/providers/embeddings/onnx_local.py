@@ -12,7 +12,10 @@ does for MiniLM and E5.
 Texts longer than `max_seq_length` tokens are truncated, as sentence-transformers
 does; the truncation is configured here explicitly (the bundled `tokenizer.json`
 carries its own 128-token truncation and fixed 128 padding, both replaced) and
-counted in `truncated_texts` so it is never silent.
+never silent: every call reports its truncations with its usage (operation
+counts, retrieval diagnostics, metrics), `exceeding_window` tells an index that
+rejects over-long chunks which ones would be cut, and `truncated_texts` counts
+them since construction.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
+from groundwire.domain.usage import EmbeddingUsage
 from groundwire.providers.embeddings.base import (
     EmbeddingError,
     EmbeddingInfo,
@@ -42,6 +46,7 @@ from groundwire.providers.embeddings.base import (
     validate_vectors,
 )
 from groundwire.providers.embeddings.tokens import ModelTokenCounter
+from groundwire.providers.embeddings.usage import TokenCounter, report_usage
 
 __all__ = [
     "LocalOnnxEmbedder",
@@ -233,7 +238,15 @@ class LocalOnnxEmbedder:
         self._truncated = {task: 0 for task in EmbeddingTask}
         self._input_names, self._output_name, declared_dim = self._inspect_graph(self._session)
         dimensions = self._probe(declared_dim)
-        self._info = EmbeddingInfo(PROVIDER, name, dimensions, normalized=True)
+        self._info = EmbeddingInfo(
+            PROVIDER,
+            name,
+            dimensions,
+            normalized=True,
+            query_prefix=query_prefix,
+            document_prefix=document_prefix,
+            max_input_tokens=max_seq_length,
+        )
 
     @property
     def info(self) -> EmbeddingInfo:
@@ -276,7 +289,7 @@ class LocalOnnxEmbedder:
         # One short text and one that fills the whole window: proves the model
         # accepts max_seq_length positions before the first real request does.
         try:
-            probe = self._run(
+            probe, _ = self._run(
                 ["probe", "probe " * (2 * self._max_seq_length)], EmbeddingTask.DOCUMENT
             )
         except EmbeddingError as exc:
@@ -328,42 +341,74 @@ class LocalOnnxEmbedder:
             raise provider_failed("local embedding model failed to run") from exc
         return mean_pool(np.asarray(hidden, dtype=np.float32), feeds["attention_mask"])
 
-    def _run(self, texts: Sequence[str], task: EmbeddingTask) -> Vectors:
+    def _run(self, texts: Sequence[str], task: EmbeddingTask) -> tuple[Vectors, EmbeddingUsage]:
         feeds, truncated = self._encode(texts)
         vectors = self._infer(feeds, truncated, task)
-        if truncated:
-            log.debug(
-                "truncated texts to the model's maximum sequence length",
-                extra={
-                    "truncated": truncated,
-                    "texts": len(texts),
-                    "max_seq_length": self._max_seq_length,
-                },
-            )
-        return vectors
+        usage = EmbeddingUsage(
+            requests=1,
+            # Tokens the model ran over: special tokens included, padding not.
+            input_tokens=int(feeds["attention_mask"].sum()),
+            texts=len(texts),
+            truncated_texts=truncated,
+        )
+        return vectors, usage
+
+    def _prepare(self, texts: Sequence[str], task: EmbeddingTask) -> list[str]:
+        prefix = self._prefixes[task]
+        return [prefix + t for t in texts] if prefix else list(texts)
+
+    def embed_counted(
+        self, texts: Sequence[str], task: EmbeddingTask = EmbeddingTask.DOCUMENT
+    ) -> tuple[Vectors, EmbeddingUsage]:
+        """Blocking: vectors for any number of texts (run in `max_batch_size`
+        chunks) and what they cost, truncations included."""
+        if not texts:
+            return np.zeros((0, self._info.dimensions), dtype=np.float32), EmbeddingUsage()
+        prepared = self._prepare(texts, task)
+        chunks: list[Vectors] = []
+        usage = EmbeddingUsage()
+        for i in range(0, len(prepared), self._max_batch):
+            vectors, used = self._run(prepared[i : i + self._max_batch], task)
+            chunks.append(vectors)
+            usage = usage + used
+        vectors = chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=0)
+        return validate_vectors(vectors, len(texts), self._info), usage
 
     def embed_sync(
         self, texts: Sequence[str], task: EmbeddingTask = EmbeddingTask.DOCUMENT
     ) -> Vectors:
-        """Blocking form of `embed`, for benchmarks and synchronous tools.
+        """Blocking form of `embed`, for benchmarks and synchronous tools (usage
+        is not reported).
 
         Accepts any number of texts and runs them in `max_batch_size` chunks."""
-        if not texts:
-            return np.zeros((0, self._info.dimensions), dtype=np.float32)
-        prefix = self._prefixes[task]
-        prepared = [prefix + t for t in texts] if prefix else list(texts)
-        chunks = [
-            self._run(prepared[i : i + self._max_batch], task)
-            for i in range(0, len(prepared), self._max_batch)
-        ]
-        vectors = chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=0)
-        return validate_vectors(vectors, len(texts), self._info)
+        return self.embed_counted(texts, task)[0]
 
     async def embed(self, texts: Sequence[str], task: EmbeddingTask) -> Vectors:
-        """Vectors for `texts` in order, computed in a worker thread."""
+        """Vectors for `texts` in order, computed in a worker thread; the usage
+        (tokens counted by the model's tokenizer, truncations) is reported."""
         if not texts:
             return np.zeros((0, self._info.dimensions), dtype=np.float32)
-        return await asyncio.to_thread(self.embed_sync, list(texts), task)
+        vectors, usage = await asyncio.to_thread(self.embed_counted, list(texts), task)
+        report_usage(self._info, task, usage, TokenCounter.TOKENIZER)
+        if usage.truncated_texts:
+            log.debug(
+                "embedding inputs truncated to the model's token window",
+                extra={
+                    "truncated": usage.truncated_texts,
+                    "texts": usage.texts,
+                    "max_seq_length": self._max_seq_length,
+                    "task": task.value,
+                },
+            )
+        return vectors
+
+    def exceeding_window(self, texts: Sequence[str], task: EmbeddingTask) -> list[bool]:
+        """Blocking: for each text (task prefix and special tokens included),
+        whether it is longer than the token window and would be truncated."""
+        encodings = self._tokenize(self._prepare(texts, task))
+        if encodings is None:
+            raise provider_failed("local embedding tokenization failed")
+        return [bool(e.overflowing) for e in encodings]
 
     def token_counter(self) -> ModelTokenCounter:
         """This model's tokenizer for the token chunker: counts include the

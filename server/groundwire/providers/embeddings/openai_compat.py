@@ -10,6 +10,11 @@ refused before anyone can store or search with it.
 The adapter does not retry; the caller owns the retry policy. Error messages
 are built from constants and status codes only: never the response body (which
 may echo the input), the texts, or the API key.
+
+Usage: every request is reported (providers/embeddings/usage.py) with the
+provider's own input token count when the answer carries `usage`, else with
+an estimate marked as such (`estimated_input_tokens`, metric label
+`counted_by="estimate"`): a remote model's tokenizer is not available here.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from typing import Any
 import httpx
 import numpy as np
 
+from groundwire.domain.text import estimate_tokens
+from groundwire.domain.usage import EmbeddingUsage
 from groundwire.providers.embeddings.base import (
     EmbeddingError,
     EmbeddingInfo,
@@ -32,6 +39,7 @@ from groundwire.providers.embeddings.base import (
     validate_model_name,
     validate_vectors,
 )
+from groundwire.providers.embeddings.usage import TokenCounter, report_usage
 from groundwire.providers.http import (
     INVALID_JSON,
     TRANSPORT_ERRORS,
@@ -93,7 +101,14 @@ class OpenAICompatibleEmbedder:
             EmbeddingTask.QUERY: query_prefix,
             EmbeddingTask.DOCUMENT: document_prefix,
         }
-        self._info = EmbeddingInfo(PROVIDER, name, dimensions, normalized=normalize)
+        self._info = EmbeddingInfo(
+            PROVIDER,
+            name,
+            dimensions,
+            normalized=normalize,
+            query_prefix=query_prefix,
+            document_prefix=document_prefix,
+        )
         self._client = json_client(api_key, timeout)
         self._closed = False
 
@@ -107,19 +122,24 @@ class OpenAICompatibleEmbedder:
 
     async def embed(self, texts: Sequence[str], task: EmbeddingTask) -> Vectors:
         """Vectors for `texts` in order; more than `max_batch_size` texts are sent
-        as consecutive requests."""
+        as consecutive requests. Each request's usage is reported: the provider's
+        `usage.prompt_tokens` when it answers with one, else an estimate."""
         if not texts:
             return np.zeros((0, self._info.dimensions), dtype=np.float32)
         prefix = self._prefixes[task]
         prepared = [prefix + t for t in texts] if prefix else list(texts)
-        chunks = [
-            await self._request(prepared[i : i + self._max_batch])
-            for i in range(0, len(prepared), self._max_batch)
-        ]
+        chunks = []
+        for i in range(0, len(prepared), self._max_batch):
+            batch = prepared[i : i + self._max_batch]
+            vectors, reported = await self._request(batch)
+            chunks.append(vectors)
+            _report(self._info, task, batch, reported)
         vectors = chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=0)
         return validate_vectors(vectors, len(texts), self._info)
 
-    async def _request(self, texts: list[str]) -> Vectors:
+    async def _request(self, texts: list[str]) -> tuple[Vectors, int | None]:
+        """The vectors of one request and the provider's input token count (None
+        when it reports none)."""
         if self._closed:
             raise provider_failed("embedding provider client is closed")
         body: dict[str, Any] = {"model": self._model, "input": texts, "encoding_format": "float"}
@@ -136,7 +156,8 @@ class OpenAICompatibleEmbedder:
         if payload is INVALID_JSON:
             raise invalid_output("embedding provider returned a non-JSON body")
         vectors = self._parse(payload, len(texts))
-        return l2_normalize(vectors) if self._normalize else vectors
+        vectors = l2_normalize(vectors) if self._normalize else vectors
+        return vectors, reported_input_tokens(payload)
 
     async def _post(self, body: dict[str, Any]) -> httpx.Response | EmbeddingError:
         try:
@@ -173,6 +194,35 @@ class OpenAICompatibleEmbedder:
     async def aclose(self) -> None:
         self._closed = True
         await self._client.aclose()
+
+
+def reported_input_tokens(payload: object) -> int | None:
+    """The provider's input token count: `usage.prompt_tokens` (OpenAI, vLLM,
+    Ollama), else `usage.total_tokens` (embeddings have no completion tokens);
+    None when absent or not a non-negative integer (some servers send 0 for
+    "not counted": a zero for a non-empty input is treated as absent too)."""
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    for key in ("prompt_tokens", "total_tokens"):
+        value = usage.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _report(
+    info: EmbeddingInfo, task: EmbeddingTask, texts: list[str], reported: int | None
+) -> None:
+    if reported is not None:
+        tokens, estimated, counter = reported, 0, TokenCounter.PROVIDER
+    else:
+        tokens = sum(estimate_tokens(t) for t in texts)
+        estimated, counter = tokens, TokenCounter.ESTIMATE
+    usage = EmbeddingUsage(
+        requests=1, input_tokens=tokens, estimated_input_tokens=estimated, texts=len(texts)
+    )
+    report_usage(info, task, usage, counter)
 
 
 def _check_status(status: int) -> None:

@@ -190,6 +190,8 @@ class TenantPart:
 class Staging:
     documents: dict[DocumentKey, DocumentRecord | None] = field(default_factory=dict)
     rows: dict[DocumentKey, list[int]] = field(default_factory=dict)
+    # When each document was staged (UNIX seconds), for document listings.
+    staged_at: dict[DocumentKey, float] = field(default_factory=dict)
 
 
 class Index:
@@ -206,6 +208,8 @@ class Index:
         self.rows: list[Row] = []
         self.doc_rows: dict[DocumentKey, list[int]] = {}
         self.documents: dict[DocumentKey, DocumentRecord] = {}
+        # Published documents' (version, staged at), for document listings.
+        self.written: dict[DocumentKey, tuple[int, float]] = {}
         self.staging: dict[int, Staging] = {}
         self.parts: dict[str, TenantPart] = {}
         self.next_version = 1

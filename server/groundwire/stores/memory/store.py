@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
@@ -15,6 +16,8 @@ from groundwire.domain.retrieval import (
     Scope,
 )
 from groundwire.stores.base import (
+    ChunkRecord,
+    DocumentInfo,
     DocumentKey,
     IndexSpec,
     IndexState,
@@ -113,6 +116,7 @@ class MemoryStore:
         for item, parts in zip(documents, analyzed, strict=True):
             key = item.document.key
             st.documents[key] = item.document
+            st.staged_at[key] = time.time()
             # Staging the same document twice in one version keeps the last copy.
             st.rows[key] = idx.append(item.document, item, parts)
         for tenant, terms in grouped.items():
@@ -138,11 +142,13 @@ class MemoryStore:
                 live[row] = False
             if record is None:
                 idx.documents.pop(key, None)
+                idx.written.pop(key, None)
                 continue
             rows = st.rows.get(key, [])
             live[rows] = True
             idx.doc_rows[key] = rows
             idx.documents[key] = record
+            idx.written[key] = (version, st.staged_at.get(key, 0.0))
         idx.live = live  # the atomic switch readers observe
         idx.published_version = version
         idx.published_spec = spec
@@ -169,6 +175,54 @@ class MemoryStore:
         return {
             d.key: LiveDocument(d.document_id, d.source_id, d.content_hash, d.tenant) for d in docs
         }
+
+    async def has_documents(self, name: str, tenant: str) -> bool:
+        idx = self._get(name)
+        return any(key.tenant == tenant for key in idx.documents)
+
+    def _info(self, idx: Index, key: DocumentKey) -> DocumentInfo:
+        d = idx.documents[key]
+        rows = idx.doc_rows.get(key, [])
+        version, staged_at = idx.written.get(key, (0, 0.0))
+        return DocumentInfo(
+            d.document_id,
+            d.source_id,
+            d.content_hash,
+            d.title,
+            d.tenant,
+            dict(d.metadata),
+            len(rows),
+            max((idx.rows[r].end for r in rows), default=0),
+            version,
+            staged_at,
+        )
+
+    async def list_documents(
+        self, name: str, tenant: str, limit: int, after: str | None
+    ) -> list[DocumentInfo]:
+        idx = self._get(name)
+        ids = sorted(
+            k.document_id
+            for k in idx.documents
+            if k.tenant == tenant and (after is None or k.document_id > after)
+        )
+        return [self._info(idx, DocumentKey(tenant, i)) for i in ids[:limit]]
+
+    async def get_document(self, name: str, tenant: str, document_id: str) -> DocumentInfo | None:
+        idx = self._get(name)
+        key = DocumentKey(tenant, document_id)
+        return self._info(idx, key) if key in idx.documents else None
+
+    async def document_chunks(
+        self, name: str, tenant: str, document_id: str, limit: int
+    ) -> list[ChunkRecord]:
+        idx = self._get(name)
+        rows = [idx.rows[r] for r in idx.doc_rows.get(DocumentKey(tenant, document_id), [])]
+        rows.sort(key=lambda row: (row.start, row.end))
+        return [
+            ChunkRecord(r.chunk_id, i, r.start, r.end, r.text, r.section)
+            for i, r in enumerate(rows[:limit])
+        ]
 
     async def search_vector(
         self, name: str, vector: npt.NDArray[np.float32], k: int, scope: Scope

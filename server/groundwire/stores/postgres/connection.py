@@ -52,6 +52,15 @@ class PostgresSettings:
     hnsw_ef_construction: int = 64
     hnsw_ef_search: int = 100
     connect_timeout_ms: int = 5_000
+    # Hot standbys (streaming replication of the primary) that may serve reads of a
+    # version they have replayed (replication.py); writes always go to `dsn`.
+    read_dsns: tuple[str, ...] = ()
+    # How often a replica re-reads every index's published version, bounding how
+    # long a missed change notification can go unseen (notify.py).
+    change_poll_ms: int = 1_000
+    # How often each standby's replay position is probed (and how stale the
+    # position a read is routed on may be).
+    standby_probe_ms: int = 100
 
     @property
     def acquire_s(self) -> float:
@@ -70,6 +79,10 @@ class PostgresSettings:
             raise ValueError("hnsw_ef_construction must be in [2 * hnsw_m, 1000]")
         if not 1 <= self.hnsw_ef_search <= 1000:
             raise ValueError("hnsw_ef_search must be in [1, 1000]")
+        if self.change_poll_ms < 10 or self.standby_probe_ms < 10:
+            raise ValueError("change_poll_ms and standby_probe_ms must be at least 10")
+        if len(self.read_dsns) > 16:
+            raise ValueError("read_dsns holds at most 16 standbys")
 
 
 def deadline_exceeded() -> GroundwireError:

@@ -20,7 +20,12 @@ its own snapshot. Candidates come from `gw_postings`, one row per (published chu
 term) keyed by (index, tenant, term): a term's postings are an index-only range scan
 of the tenant's own rows. A query is two statements whatever its length (statistics,
 then one ranking statement with MaxScore pruning; three with phrases), and scores at
-most `query.max_terms` distinct terms, the rarest first.
+most `query.max_terms` distinct terms, the rarest first. A query of common words only
+(its terms' postings together past IMPACT_MIN_POSTINGS, no phrase, no filter), where
+MaxScore prunes nothing, reads the postings best first instead (the index is ordered
+tf DESC, dl within a term) in rounds of doubling depth and stops as soon as the rest
+provably cannot reach the top k (`_impact_top`): same exact scores, a fraction of the
+postings read.
 
 pg_trgm is required (the schema creates the extension) but no trigram index is built
 over chunk text: every identifier the in-memory store can find is an exact token here
@@ -262,6 +267,8 @@ async def _top(
     """The exact top k (by full BM25 over every scored term) among rows in scope
     that contain every phrase (not yet in rank order)."""
     if anchor is None:
+        if scope.filter.empty and sum(weights.df.values()) > IMPACT_MIN_POSTINGS:
+            return await _impact_top(conn, idx, weights, k, scope)
         return await _fetch(conn, idx, weights, phrases, None, _Part.ALL, k, scope)
     rows = await _fetch(conn, idx, weights, phrases, anchor, _Part.EXACT, k, scope)
     # Chunks past the tsvector position limits matched on "every phrase word
@@ -396,38 +403,7 @@ def _lexical_sql(
     tenant's own (an index-only range scan of the primary key), so another tenant's
     data changes neither the result nor the cost."""
     order, w, cumulative = weights.by_bound()
-    params.update(
-        index_id=idx.id,
-        tenant=scope.tenant,
-        avgdl=weights.avgdl,
-        k1=bm25.K1,
-        k1p1=bm25.K1 + 1.0,
-        b=bm25.B,
-        one_minus_b=1.0 - bm25.B,
-        k=k,
-    )
-    freq_cols: list[sql.Composable] = []
-    contribs: list[sql.Composable] = []
-    for i, term in enumerate(weights.idf):
-        params[f"t{i}"] = term
-        params[f"w{i}"] = weights.idf[term]
-        params[f"q{i}"] = float(weights.qtf[term])
-        f = sql.Identifier(f"f{i}")
-        freq_cols.append(
-            sql.SQL("coalesce((c.term_freqs ->> {t})::float8, 0) AS {f}").format(
-                t=sql.Placeholder(f"t{i}"), f=f
-            )
-        )
-        # domain.bm25.term_score's arithmetic, term by term in query order.
-        contribs.append(
-            sql.SQL(
-                "(CASE WHEN f.{f} > 0 THEN {q} * ({w} * f.{f} * %(k1p1)s"
-                " / (f.{f} + %(k1)s * (%(one_minus_b)s + %(b)s * c.token_count / %(avgdl)s)))"
-                " ELSE 0 END)"
-            ).format(f=f, q=sql.Placeholder(f"q{i}"), w=sql.Placeholder(f"w{i}"))
-        )
-    score = sql.SQL(" + ").join(contribs)
-    columns = sql.SQL(", ").join(freq_cols)
+    columns, score = _full_score(idx, weights, k, scope, params)
     phrase_ok: sql.Composable = sql.SQL("true")
     pruning: sql.Composable = sql.SQL("")
     limit: sql.Composable = sql.SQL("LIMIT %(k)s")
@@ -496,3 +472,179 @@ def _lexical_sql(
         score=score,
         cols=HIT_COLUMNS,
     )
+
+
+def _full_score(
+    idx: IndexRow, weights: _TermWeights, k: int, scope: Scope, params: dict[str, Any]
+) -> tuple[sql.Composable, sql.Composable]:
+    """The frequency columns read from a candidate's row (`c.term_freqs`, as `f`)
+    and its full BM25 score over every scored term, in query order, with the
+    in-memory store's arithmetic; binds the parameters both share."""
+    params.update(
+        index_id=idx.id,
+        tenant=scope.tenant,
+        avgdl=weights.avgdl,
+        k1=bm25.K1,
+        k1p1=bm25.K1 + 1.0,
+        b=bm25.B,
+        one_minus_b=1.0 - bm25.B,
+        k=k,
+    )
+    freq_cols: list[sql.Composable] = []
+    contribs: list[sql.Composable] = []
+    for i, term in enumerate(weights.idf):
+        params[f"t{i}"] = term
+        params[f"w{i}"] = weights.idf[term]
+        params[f"q{i}"] = float(weights.qtf[term])
+        f = sql.Identifier(f"f{i}")
+        freq_cols.append(
+            sql.SQL("coalesce((c.term_freqs ->> {t})::float8, 0) AS {f}").format(
+                t=sql.Placeholder(f"t{i}"), f=f
+            )
+        )
+        # domain.bm25.term_score's arithmetic, term by term in query order.
+        contribs.append(
+            sql.SQL(
+                "(CASE WHEN f.{f} > 0 THEN {q} * ({w} * f.{f} * %(k1p1)s"
+                " / (f.{f} + %(k1)s * (%(one_minus_b)s + %(b)s * c.token_count / %(avgdl)s)))"
+                " ELSE 0 END)"
+            ).format(f=f, q=sql.Placeholder(f"q{i}"), w=sql.Placeholder(f"w{i}"))
+        )
+    return sql.SQL(", ").join(freq_cols), sql.SQL(" + ").join(contribs)
+
+
+# -- impact-ordered early termination -------------------------------------------------
+
+# Queries whose scored terms hold more postings than this together (common words
+# only, where MaxScore's threshold prunes nothing and every posting would be scored)
+# read the postings in impact order instead and stop early (`_impact_top`).
+IMPACT_MIN_POSTINGS = 20_000
+# Postings read per term in the first round; each further round reads this factor
+# more (a round re-reads from the start: the work of all rounds is at most
+# factor/(factor-1) times the last one).
+IMPACT_FIRST_DEPTH = 1024
+IMPACT_DEPTH_FACTOR = 2
+# A round also ends the search only when at most this many chunks may still reach
+# the top k: each is then scored fully from its row (a heap read), which costs more
+# than reading postings deeper.
+IMPACT_MAX_CANDIDATES = 512
+
+# One term's BM25 contribution per unit of weight, from a posting's tf and dl
+# (domain.bm25.term_score's arithmetic).
+_G = "({tf} * %(k1p1)s / ({tf} + %(k1)s * (%(one_minus_b)s + %(b)s * {dl} / %(avgdl)s)))"
+
+# One round of the threshold algorithm over impact-ordered postings (Fagin, Lotem and
+# Naor 2001; "no random access" bounds, then random access for the survivors), each
+# term's postings read best first in the index order (tf DESC, dl, chunk): a posting
+# read later has a lower tf, or the same tf and a dl at least as long.
+# q: per term, its weight and its bound on every posting past the first %(depth)s,
+#   w * max(g(tf, dl) of the first one not read, g(tf - 1, tf - 1)) (dl >= tf: a
+#   chunk holds at least tf tokens), found by one more index probe; 0 when the list
+#   ends within the depth;
+# partial: per chunk read, its exact contribution from the terms it was read under
+#   (lo, a lower bound of its score) and the bounds of those terms (seen);
+# theta: the k-th best lo, a score k chunks reach at least (margin: float noise);
+# cand: the chunks whose lo plus the bounds of the terms they were not read under can
+#   still pass theta; every other chunk, read or not (at most the sum of the bounds),
+#   scores below theta, so the top k is among cand;
+# status: the round decides (every list ended, or the unread bound is below theta and
+#   cand is small); only then are the candidates scored fully and the top k returned,
+#   otherwise one row of NULLs asks for a deeper round.
+_IMPACT_SQL = """
+    WITH q AS MATERIALIZED (
+        SELECT q.term, q.w, q.ord,
+               CASE WHEN l.tf IS NULL THEN 0.0
+                    ELSE q.w * greatest({g_last}, {g_lower}) END AS bound
+        FROM unnest(%(terms)s::text[], %(weights)s::float8[]) WITH ORDINALITY AS q(term, w, ord)
+        LEFT JOIN LATERAL (
+            SELECT p.tf, p.dl FROM gw_postings p
+            WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = q.term
+            ORDER BY p.tf DESC, p.dl, p.chunk
+            OFFSET %(depth)s LIMIT 1
+        ) l ON true
+    ),
+    partial AS MATERIALIZED (
+        SELECT p.chunk, sum(q.w * {g_head}) AS lo, sum(q.bound) AS seen
+        FROM q CROSS JOIN LATERAL (
+            SELECT p.chunk, p.tf, p.dl FROM gw_postings p
+            WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = q.term
+            ORDER BY p.tf DESC, p.dl, p.chunk
+            LIMIT %(depth)s
+        ) p
+        GROUP BY p.chunk
+    ),
+    theta AS MATERIALIZED (
+        SELECT CASE WHEN count(*) < %(k)s THEN -1.0 ELSE min(lo) * %(margin)s END AS v
+        FROM (SELECT lo FROM partial ORDER BY lo DESC LIMIT %(k)s) x
+    ),
+    unread AS MATERIALIZED (SELECT sum(bound) AS v FROM q),
+    cand AS MATERIALIZED (
+        SELECT p.chunk FROM partial p, theta t, unread u
+        WHERE p.lo + (u.v - p.seen) * %(slack)s > t.v
+    ),
+    status AS MATERIALIZED (
+        SELECT u.v = 0.0
+               OR (u.v * %(slack)s < t.v AND (SELECT count(*) FROM cand) <= %(max_cand)s)
+               AS ok
+        FROM theta t, unread u
+    )
+    SELECT {cols}, top.score, top.phrase_exact, top.id
+    FROM (
+        SELECT c.id, c.phrase_exact, c.document_id, c.chunk_id, 0.0 + {score} AS score
+        FROM cand JOIN gw_chunks c ON c.id = cand.chunk
+        CROSS JOIN LATERAL (SELECT {freq_cols} OFFSET 0) f
+        WHERE (SELECT ok FROM status) AND {scope}
+        ORDER BY score DESC, c.document_id, c.chunk_id
+        LIMIT %(k)s
+    ) top JOIN gw_chunks c ON c.id = top.id
+    UNION ALL
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    WHERE NOT (SELECT ok FROM status)
+"""
+
+
+def _impact_sql(
+    idx: IndexRow, weights: _TermWeights, k: int, scope: Scope, params: dict[str, Any]
+) -> sql.Composed:
+    columns, score = _full_score(idx, weights, k, scope, params)
+    terms = list(weights.idf)
+    params.update(
+        terms=terms,
+        weights=[weights.qtf[t] * weights.idf[t] for t in terms],
+        margin=_THETA_MARGIN,
+        # Bounds are raised by the margin, theta lowered by it: float noise never
+        # turns a chunk that can reach the top k into one that cannot.
+        slack=2.0 - _THETA_MARGIN,
+        max_cand=IMPACT_MAX_CANDIDATES,
+    )
+    lower = "(l.tf - 1)"
+    return sql.SQL(_IMPACT_SQL).format(
+        g_last=sql.SQL(_G.format(tf="l.tf", dl="l.dl")),
+        g_lower=sql.SQL(_G.format(tf=lower, dl=lower)),
+        g_head=sql.SQL(_G.format(tf="p.tf", dl="p.dl")),
+        cols=HIT_COLUMNS,
+        score=score,
+        freq_cols=columns,
+        scope=scope_sql(scope, params),
+    )
+
+
+async def _impact_top(
+    conn: Conn, idx: IndexRow, weights: _TermWeights, k: int, scope: Scope
+) -> list[tuple[Any, ...]]:
+    """The exact top k of a query without phrases or filter, reading each term's
+    postings best first (the postings index is ordered tf DESC, dl within a term) in
+    rounds of growing depth until a round proves the top k (see _IMPACT_SQL). The
+    last possible round reads every posting, so the result is always exact."""
+    params: dict[str, Any] = {}
+    query = _impact_sql(idx, weights, k, scope, params)
+    longest = max(weights.df.values())
+    depth = IMPACT_FIRST_DEPTH
+    while True:
+        # Past the longest list, every list ends within the round: it decides.
+        params["depth"] = min(depth, longest)
+        cur = await conn.execute(query, params)
+        rows = await cur.fetchall()
+        if not rows or rows[0][-1] is not None:
+            return rows
+        depth *= IMPACT_DEPTH_FACTOR

@@ -64,6 +64,12 @@ _PUBLISHED_ROW = """
                   AND v.state = 'staging')
 """
 
+# The task-mode suffix migration 8 appends to descriptors recorded before it
+# existed (tests/unit/test_embedding_descriptor.py proves these are what
+# EmbeddingInfo.descriptor() writes for empty prefixes).
+LEGACY_TASK_MODE = ';{"document_prefix":"","query_prefix":""}'
+LEGACY_LOCAL_ONNX_TASK_MODE = ';{"document_prefix":"","max_tokens":256,"query_prefix":""}'
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -382,6 +388,91 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX gw_checkpoints_expiry ON gw_checkpoints (expires_at)",
         ),
     ),
+    Migration(
+        8,
+        "embedding descriptors record the task mode",
+        # Descriptors gained the task mode (EmbeddingInfo.descriptor: the query and
+        # document prefixes, and the local model's token window) so a change of
+        # either forces a rebuild. Older servers could not record them: what they
+        # published is taken to be built with empty prefixes and local-onnx's
+        # default 256-token window, the only settings they validated against, so an
+        # index built that way keeps serving without a rebuild. Chunk rows'
+        # `embedding_model` is an audit copy nothing compares; it keeps the old form.
+        tuple(
+            f"""
+            UPDATE {table} SET {column} = {column} || CASE
+                WHEN {column} LIKE 'local-onnx/%' THEN '{LEGACY_LOCAL_ONNX_TASK_MODE}'
+                ELSE '{LEGACY_TASK_MODE}' END
+            WHERE {column} IS NOT NULL
+            """
+            for table, column in (
+                ("gw_indexes", "embedding"),
+                ("gw_indexes", "published_embedding"),
+                ("gw_index_versions", "embedding"),
+            )
+        ),
+    ),
+    Migration(
+        9,
+        "per-tenant embedding usage",
+        (
+            # Totals per (tenant, embedding task), added to by every replica's
+            # usage flushes (stores/postgres/usage.py).
+            """
+            CREATE TABLE gw_usage (
+                tenant text COLLATE "C" NOT NULL,
+                task text COLLATE "C" NOT NULL,
+                requests bigint NOT NULL DEFAULT 0,
+                input_tokens bigint NOT NULL DEFAULT 0,
+                estimated_input_tokens bigint NOT NULL DEFAULT 0,
+                texts bigint NOT NULL DEFAULT 0,
+                truncated_texts bigint NOT NULL DEFAULT 0,
+                updated_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (tenant, task)
+            )
+            """,
+        ),
+    ),
+    Migration(
+        10,
+        "impact-ordered postings",
+        (
+            # Postings ordered best first within a term (tf descending, then the
+            # shorter chunk): a query of common words reads each term's best
+            # postings and stops once the rest cannot reach its top k, instead of
+            # scoring every posting (lexical._impact_top). Still an index-only range
+            # scan of the scope tenant's own rows; a posting is found for deletion by
+            # its whole key (publish knows the tf and length of the rows it removes).
+            "ALTER TABLE gw_postings DROP CONSTRAINT gw_postings_pkey",
+            """
+            CREATE UNIQUE INDEX gw_postings_impact
+                ON gw_postings (index_id, tenant, term, tf DESC, dl, chunk)
+            """,
+            "ANALYZE gw_postings",
+            # Half-precision HNSW graphs (pgvector halfvec) per index: the graph is
+            # built over `embedding::halfvec(dims)`; stored vectors stay float32.
+            """
+            ALTER TABLE gw_indexes
+                ADD COLUMN half_precision_index boolean NOT NULL DEFAULT false
+            """,
+            """
+            ALTER TABLE gw_vector_indexes ADD COLUMN half boolean NOT NULL DEFAULT false,
+                DROP CONSTRAINT gw_vector_indexes_pkey,
+                ADD PRIMARY KEY (index_id, dims, metric, half)
+            """,
+        ),
+    ),
+    Migration(
+        13,
+        "published WAL position",
+        (
+            # The primary's WAL position once the published version was committed
+            # (replication.py): a hot standby that replayed it serves that version.
+            # NULL while unknown (between a publish and its recording): reads go to
+            # the primary.
+            "ALTER TABLE gw_indexes ADD COLUMN published_lsn pg_lsn",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
@@ -506,6 +597,11 @@ _OPCLASS: dict[DistanceMetric, tuple[str, str]] = {
     DistanceMetric.EUCLIDEAN: ("vector_l2_ops", "l"),
     DistanceMetric.DOT: ("vector_ip_ops", "i"),
 }
+_HALF_OPCLASS: dict[DistanceMetric, str] = {
+    DistanceMetric.COSINE: "halfvec_cosine_ops",
+    DistanceMetric.EUCLIDEAN: "halfvec_l2_ops",
+    DistanceMetric.DOT: "halfvec_ip_ops",
+}
 
 
 def _checked_int(value: int, low: int, high: int) -> int:
@@ -515,12 +611,12 @@ def _checked_int(value: int, low: int, high: int) -> int:
     return value
 
 
-def hnsw_index_name(index_id: int, dims: int, metric: DistanceMetric) -> str:
-    """The HNSW index name for (logical index, dimension, metric): digits and a fixed
-    metric code only."""
+def hnsw_index_name(index_id: int, dims: int, metric: DistanceMetric, half: bool = False) -> str:
+    """The HNSW index name for (logical index, dimension, metric, precision): digits
+    and fixed codes only (an `h` suffix for a half-precision graph)."""
     _checked_int(index_id, 1, 2**31 - 1)
     _checked_int(dims, 1, MAX_HNSW_DIMENSIONS)
-    return f"gw_chunks_hnsw_{index_id}_{dims}_{_OPCLASS[metric][1]}"
+    return f"gw_chunks_hnsw_{index_id}_{dims}_{_OPCLASS[metric][1]}{'h' if half else ''}"
 
 
 def hnsw_index_ddl(
@@ -531,23 +627,27 @@ def hnsw_index_ddl(
     ef_construction: int,
     *,
     concurrently: bool = False,
+    half: bool = False,
 ) -> sql.Composed:
     """CREATE INDEX for one logical index's vectors: a partial expression index, since
     one `vector` column holds every index's vectors and HNSW needs a fixed dimension.
 
     Searches must repeat the expression `embedding::vector(dims)` and the predicate
-    `index_id = <id> AND dims = <dims>` literally for the planner to use it."""
-    name = hnsw_index_name(index_id, dims, metric)
+    `index_id = <id> AND dims = <dims>` literally for the planner to use it. With
+    `half` the graph indexes `embedding::halfvec(dims)` (pgvector's half-precision
+    type: about half the size, a little recall lost)."""
+    name = hnsw_index_name(index_id, dims, metric, half)
     return sql.SQL(
         "CREATE INDEX {concurrently} IF NOT EXISTS {name} ON gw_chunks USING hnsw "
-        "((embedding::vector({dims})) {opclass}) "
+        "((embedding::{kind}({dims})) {opclass}) "
         "WITH (m = {m}, ef_construction = {efc}) "
         "WHERE index_id = {index_id} AND dims = {dims}"
     ).format(
         concurrently=sql.SQL("CONCURRENTLY" if concurrently else ""),
         name=sql.Identifier(name),
         dims=sql.Literal(_checked_int(dims, 1, MAX_HNSW_DIMENSIONS)),
-        opclass=sql.SQL(_OPCLASS[metric][0]),
+        kind=sql.SQL("halfvec" if half else "vector"),
+        opclass=sql.SQL(_HALF_OPCLASS[metric] if half else _OPCLASS[metric][0]),
         m=sql.Literal(_checked_int(m, 2, 100)),
         efc=sql.Literal(_checked_int(ef_construction, 4, 1000)),
         index_id=sql.Literal(_checked_int(index_id, 1, 2**31 - 1)),

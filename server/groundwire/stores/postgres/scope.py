@@ -30,7 +30,8 @@ class IndexRow:
 _INDEX_ROW_SQL = """
     SELECT i.id, i.embedding, i.dimensions, i.metric, i.chunking,
            ARRAY(SELECT v.version FROM gw_index_versions v
-                 WHERE v.index_id = i.id AND v.state = 'staging' ORDER BY v.version)
+                 WHERE v.index_id = i.id AND v.state = 'staging' ORDER BY v.version),
+           i.half_precision_index
     FROM gw_indexes i WHERE i.name = %s
 """
 
@@ -41,7 +42,7 @@ async def index_row(conn: Conn, name: str) -> IndexRow:
     row = await cur.fetchone()
     if row is None:
         raise index_missing(len(name))
-    spec = IndexSpec(name, row[1], row[2], DistanceMetric(row[3]), row[4])
+    spec = IndexSpec(name, row[1], row[2], DistanceMetric(row[3]), row[4], bool(row[6]))
     return IndexRow(int(row[0]), spec, [int(v) for v in row[5]])
 
 

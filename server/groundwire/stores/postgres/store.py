@@ -31,13 +31,16 @@ from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.indexes import StoreKind
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, Scope
 from groundwire.stores.base import (
+    ChunkRecord,
     DistanceMetric,
+    DocumentInfo,
     DocumentKey,
     IndexSpec,
     IndexState,
     LiveDocument,
     StagedDocument,
     embedding_mismatch,
+    index_missing,
 )
 from groundwire.stores.postgres import lexical, vectors, versions
 from groundwire.stores.postgres.checkpoints import PostgresCheckpointStore
@@ -50,18 +53,23 @@ from groundwire.stores.postgres.connection import (
     translate,
 )
 from groundwire.stores.postgres.embedded import EmbeddedPostgres, start_embedded
+from groundwire.stores.postgres.notify import NOTIFY_SQL, ChangeFeed, read_published
 from groundwire.stores.postgres.operations import PostgresOperationLog
+from groundwire.stores.postgres.replication import ReadCounts, ReadRouter, Standby, StandbyStatus
 from groundwire.stores.postgres.schema import MAX_DIMENSIONS, MAX_HNSW_DIMENSIONS
 from groundwire.stores.postgres.scope import index_row
+from groundwire.stores.postgres.usage import PostgresUsageLedger
 
 log = logging.getLogger("groundwire.stores.postgres")
 
 _ENSURE_INDEX_SQL = """
     INSERT INTO gw_indexes (name, embedding, dimensions, metric, chunking,
-        published_embedding, published_dimensions, published_metric, published_chunking)
+        published_embedding, published_dimensions, published_metric, published_chunking,
+        half_precision_index)
     VALUES (%(name)s, %(embedding)s, %(dims)s, %(metric)s, %(chunking)s,
-        %(embedding)s, %(dims)s, %(metric)s, %(chunking)s)
+        %(embedding)s, %(dims)s, %(metric)s, %(chunking)s, %(half)s)
     ON CONFLICT (name) DO UPDATE SET
+        half_precision_index = EXCLUDED.half_precision_index,
         embedding = EXCLUDED.embedding,
         dimensions = EXCLUDED.dimensions,
         metric = EXCLUDED.metric,
@@ -79,16 +87,49 @@ _ENSURE_INDEX_SQL = """
 """
 
 
+# A tenant's published documents (versions not staging), in id order after a
+# cursor; the size is the end of the last chunk of the document's version.
+_DOCUMENTS_SQL = sql.SQL(
+    "SELECT d.document_id, d.source_id, d.content_hash, d.title, d.tenant, d.metadata, "
+    "d.chunk_count, COALESCE((SELECT max(c.end_offset) FROM gw_chunks c "
+    "WHERE c.index_id = d.index_id AND c.document_id = d.document_id "
+    "AND c.tenant = d.tenant AND c.version = d.version), 0), "
+    "d.version, extract(epoch FROM d.staged_at) "
+    "FROM gw_documents d WHERE d.index_id = %(index_id)s AND d.tenant = %(tenant)s "
+    "AND d.version <> ALL(%(staging)s::bigint[]) "
+    "AND (%(after)s::text IS NULL OR d.document_id > %(after)s::text) "
+    "AND (%(only)s::text IS NULL OR d.document_id = %(only)s::text) "
+    "ORDER BY d.document_id LIMIT %(limit)s"
+)
+
+# The chunks of a tenant's published document (its version that is not staging).
+_CHUNKS_SQL = sql.SQL(
+    "SELECT c.chunk_id, c.ordinal, c.start_offset, c.end_offset, c.content, c.section "
+    "FROM gw_documents d JOIN gw_chunks c ON c.index_id = d.index_id "
+    "AND c.document_id = d.document_id AND c.tenant = d.tenant AND c.version = d.version "
+    "WHERE d.index_id = %(index_id)s AND d.tenant = %(tenant)s "
+    "AND d.document_id = %(document_id)s AND d.version <> ALL(%(staging)s::bigint[]) "
+    "ORDER BY c.ordinal LIMIT %(limit)s"
+)
+
+
 class PostgresStore:
     """A durable store on PostgreSQL with pgvector (see module docstring). Every method
     is safe to call concurrently; each takes one pooled connection."""
 
     def __init__(
-        self, db: Database, settings: PostgresSettings, embedded: EmbeddedPostgres | None
+        self,
+        db: Database,
+        settings: PostgresSettings,
+        embedded: EmbeddedPostgres | None,
+        feed: ChangeFeed | None = None,
+        router: ReadRouter | None = None,
     ) -> None:
         self._db = db
         self._settings = settings
         self._embedded = embedded
+        self._feed = feed
+        self._router = router or ReadRouter(db, [], settings.standby_probe_ms)
         self._closed = False
         self._analyzers: dict[str, Analyzer] = {}
 
@@ -105,6 +146,11 @@ class PostgresStore:
     def checkpoints(self) -> PostgresCheckpointStore:
         """Durable execution checkpoints with cross-replica leases."""
         return PostgresCheckpointStore(self._db)
+
+    @property
+    def usage_ledger(self) -> PostgresUsageLedger:
+        """Durable per-tenant embedding usage totals, shared by every replica."""
+        return PostgresUsageLedger(self._db)
 
     # -- index lifecycle ---------------------------------------------------------
 
@@ -123,6 +169,7 @@ class PostgresStore:
                     "dims": dims,
                     "metric": spec.metric.value,
                     "chunking": spec.chunking,
+                    "half": spec.half_precision_index,
                 },
             )
             row = await cur.fetchone()
@@ -133,7 +180,11 @@ class PostgresStore:
         pub_dims = row[2]
         if int(row[1]) > 0 and pub_dims is not None and pub_dims <= MAX_HNSW_DIMENSIONS:
             await vectors.ensure_vector_index(
-                self._db, int(row[0]), int(pub_dims), DistanceMetric(row[3])
+                self._db,
+                int(row[0]),
+                int(pub_dims),
+                DistanceMetric(row[3]),
+                half=spec.half_precision_index,
             )
         return state
 
@@ -162,17 +213,76 @@ class PostgresStore:
     async def publish_version(self, name: str, version: int, spec: IndexSpec) -> IndexState:
         async with self._db.write() as conn:
             index_id, added, state = await versions.publish(conn, name, version, spec)
+            # Unknown until recorded below: until then, only the primary serves it.
+            await conn.execute(
+                "UPDATE gw_indexes SET published_lsn = NULL WHERE id = %s", [index_id]
+            )
+        await self._record_published(name, index_id, version)
         try:
             async with self._db.conn(limit_s=None) as conn:
                 await versions.refresh_statistics(conn, added, self._settings.statement_timeout_ms)
             dims = spec.dimensions
             if dims is not None and dims <= MAX_HNSW_DIMENSIONS:
-                await vectors.ensure_vector_index(self._db, index_id, dims, spec.metric)
+                await vectors.ensure_vector_index(
+                    self._db, index_id, dims, spec.metric, half=spec.half_precision_index
+                )
         except GroundwireError:
             # The version is published and searchable (exactly, if slower); the next
             # ensure_index or publish builds the index again.
             log.warning("index maintenance after publish failed", exc_info=True)
         return state
+
+    async def _record_published(self, name: str, index_id: int, version: int) -> None:
+        """Record the WAL position that covers the publish commit (taken after it, so
+        a standby that replayed it has the version) and tell every replica."""
+        try:
+            async with self._db.write() as conn:
+                cur = await conn.execute(NOTIFY_SQL, {"index_id": index_id, "version": version})
+                row = await cur.fetchone()
+        except GroundwireError as err:
+            # Published all the same; reads stay on the primary until the next one.
+            log.warning(
+                "could not record the published WAL position",
+                extra={"index": name, "version": version, "reason": err.reason},
+            )
+            return
+        if self._feed is not None and row is not None:
+            await self._feed.observe(name, version, None if row[0] is None else int(row[0]))
+
+    async def await_version(self, name: str, min_version: int, wait_s: float) -> int:
+        """The published version reads of `name` see at least, once it reaches
+        `min_version` or `wait_s` passed (the caller compares). Served from the
+        change feed; a version the feed does not know yet is read from the primary
+        before waiting, so a missed notification never makes a caller wait."""
+        feed = self._feed
+        if feed is None:
+            return (await self.index_state(name)).published_version
+        known = feed.get(name)
+        if known is None or known.version < min_version:
+            async with self._db.conn() as conn:
+                fresh = await read_published(conn, name)
+            if fresh is None:
+                raise index_missing(len(name))
+            await feed.observe(name, fresh.version, fresh.lsn)
+            known = feed.get(name)
+            if known is not None and known.version < min_version:
+                known = await feed.wait_for(name, min_version, wait_s)
+        assert known is not None
+        return known.version
+
+    @property
+    def read_counts(self) -> ReadCounts:
+        """Reads served by the primary and by each standby (diagnostics)."""
+        return self._router.counts
+
+    @property
+    def standbys(self) -> list[StandbyStatus]:
+        """Each standby's health and replay position (diagnostics; no DSN)."""
+        return self._router.standbys
+
+    def _published_lsn(self, name: str) -> int | None:
+        known = self._feed.get(name) if self._feed is not None else None
+        return known.lsn if known is not None else None
 
     async def discard_version(self, name: str, version: int) -> None:
         async with self._db.write() as conn:
@@ -208,14 +318,90 @@ class PostgresStore:
             ]
             return {d.key: d for d in docs}
 
+    async def has_documents(self, name: str, tenant: str) -> bool:
+        async with self._db.snapshot() as conn:
+            idx = await index_row(conn, name)
+            cur = await conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM gw_documents WHERE index_id = %(index_id)s"
+                " AND tenant = %(tenant)s AND version <> ALL(%(staging)s::bigint[]))",
+                {"index_id": idx.id, "tenant": tenant, "staging": idx.staging},
+            )
+            row = await cur.fetchone()
+            return bool(row and row[0])
+
+    async def list_documents(
+        self, name: str, tenant: str, limit: int, after: str | None
+    ) -> list[DocumentInfo]:
+        return await self._documents(name, tenant, limit, after, None)
+
+    async def get_document(self, name: str, tenant: str, document_id: str) -> DocumentInfo | None:
+        found = await self._documents(name, tenant, 1, None, document_id)
+        return found[0] if found else None
+
+    async def document_chunks(
+        self, name: str, tenant: str, document_id: str, limit: int
+    ) -> list[ChunkRecord]:
+        async with self._db.snapshot() as conn:
+            idx = await index_row(conn, name)
+            cur = await conn.execute(
+                _CHUNKS_SQL,
+                {
+                    "index_id": idx.id,
+                    "staging": idx.staging,
+                    "tenant": tenant,
+                    "document_id": document_id,
+                    "limit": limit,
+                },
+            )
+            return [
+                ChunkRecord(str(r[0]), int(r[1]), int(r[2]), int(r[3]), str(r[4]), str(r[5]))
+                for r in await cur.fetchall()
+            ]
+
+    async def _documents(
+        self, name: str, tenant: str, limit: int, after: str | None, only: str | None
+    ) -> list[DocumentInfo]:
+        async with self._db.snapshot() as conn:
+            idx = await index_row(conn, name)
+            cur = await conn.execute(
+                _DOCUMENTS_SQL,
+                {
+                    "index_id": idx.id,
+                    "staging": idx.staging,
+                    "tenant": tenant,
+                    "after": after,
+                    "only": only,
+                    "limit": limit,
+                },
+            )
+            return [
+                DocumentInfo(
+                    str(r[0]),
+                    str(r[1]),
+                    str(r[2]),
+                    str(r[3]),
+                    str(r[4]),
+                    {str(k): str(v) for k, v in (r[5] or {}).items()},
+                    int(r[6]),
+                    int(r[7]),
+                    int(r[8]),
+                    float(r[9]),
+                )
+                for r in await cur.fetchall()
+            ]
+
     async def search_vector(
         self, name: str, vector: npt.NDArray[np.float32], k: int, scope: Scope
     ) -> list[ChunkHit]:
         if k <= 0:
             return []
-        async with self._db.snapshot() as conn:
+        ef_search = self._settings.hnsw_ef_search
+
+        async def body(conn: Conn) -> list[ChunkHit]:
             idx = await index_row(conn, name)
-            return await vectors.search(conn, idx, vector, k, scope, self._settings.hnsw_ef_search)
+            return await vectors.search(conn, idx, vector, k, scope, ef_search)
+
+        return await self._router.read(self._published_lsn(name), body)
 
     async def explain_search_vector(
         self, name: str, vector: npt.NDArray[np.float32], k: int, scope: Scope
@@ -230,20 +416,52 @@ class PostgresStore:
     ) -> LexicalResult:
         if k <= 0:
             return LexicalResult([])
-        async with self._db.snapshot() as conn:
+
+        async def body(conn: Conn) -> LexicalResult:
             idx = await index_row(conn, name)  # an unknown index is an error first
             return await lexical.search(conn, idx, query, k, scope)
+
+        return await self._router.read(self._published_lsn(name), body)
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._feed is not None:
+            await self._feed.close()
+        await self._router.close()
         await self._db.pool.close()
         if self._embedded is not None:
             await asyncio.to_thread(self._embedded.release)
 
 
 # -- opening ----------------------------------------------------------------------
+
+
+def _pool(dsn: str, settings: PostgresSettings, name: str) -> AsyncConnectionPool[Conn]:
+    """An unopened pool of configured connections (the primary's, or a standby's:
+    `ReadRouter.start` opens those without waiting, so a standby that is down does
+    not stop the server from starting; reads go to the primary meanwhile)."""
+
+    async def configure(conn: Conn) -> None:
+        await _configure(conn, settings)
+
+    acquire_s = settings.acquire_s
+    return AsyncConnectionPool(
+        dsn,
+        min_size=settings.pool_min_size,
+        max_size=settings.pool_max_size,
+        kwargs=connect_kwargs(settings),
+        configure=configure,
+        check=AsyncConnectionPool.check_connection,
+        timeout=acquire_s,
+        # Give up a reconnection attempt quickly: the next request starts a new
+        # one at once, so the store recovers as soon as the database is back
+        # instead of after a long exponential backoff.
+        reconnect_timeout=acquire_s,
+        name=name,
+        open=False,
+    )
 
 
 async def _configure(conn: Conn, settings: PostgresSettings) -> None:
@@ -279,35 +497,31 @@ async def open_postgres_store(settings: PostgresSettings) -> PostgresStore:
         dsn = embedded.dsn
     try:
         await migrate(dsn, settings)
-
-        async def configure(conn: Conn) -> None:
-            await _configure(conn, settings)
-
-        acquire_s = settings.acquire_s
-        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
-            dsn,
-            min_size=settings.pool_min_size,
-            max_size=settings.pool_max_size,
-            kwargs=connect_kwargs(settings),
-            configure=configure,
-            check=AsyncConnectionPool.check_connection,
-            timeout=acquire_s,
-            # Give up a reconnection attempt quickly: the next request starts a new
-            # one at once, so the store recovers as soon as the database is back
-            # instead of after a long exponential backoff.
-            reconnect_timeout=acquire_s,
-            name="groundwire",
-            open=False,
-        )
+        pool = _pool(dsn, settings, "groundwire")
         try:
-            await pool.open(wait=settings.pool_min_size > 0, timeout=acquire_s)
+            await pool.open(wait=settings.pool_min_size > 0, timeout=settings.acquire_s)
         except Exception as exc:
             await pool.close()
             translated = translate(exc)
             if translated is None:
                 raise
             raise translated from None
-        return PostgresStore(Database(pool, settings), settings, embedded)
+        db = Database(pool, settings)
+        feed = ChangeFeed(dsn, settings)
+        await feed.start(settings.acquire_s)
+        router = ReadRouter(
+            db,
+            [
+                Standby(
+                    f"standby-{i}",
+                    Database(_pool(read_dsn, settings, f"groundwire-standby-{i}"), settings),
+                )
+                for i, read_dsn in enumerate(settings.read_dsns)
+            ],
+            settings.standby_probe_ms,
+        )
+        await router.start()
+        return PostgresStore(db, settings, embedded, feed, router)
     except BaseException:
         if embedded is not None:
             await asyncio.to_thread(embedded.release)

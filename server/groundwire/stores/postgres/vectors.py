@@ -128,16 +128,22 @@ def _vector_sql(
             "SELECT {cols}, {distance} AS distance FROM gw_chunks c WHERE {where} "
             "ORDER BY distance, c.document_id, c.chunk_id LIMIT %(k)s"
         ).format(cols=HIT_COLUMNS, distance=distance, where=where)
-    distance = sql.SQL("c.embedding::vector({dims}) {op} %(q)s::vector({dims})").format(
-        dims=sql.Literal(dims), op=op
+    kind = sql.SQL("halfvec" if idx.spec.half_precision_index else "vector")
+    distance = sql.SQL("c.embedding::{kind}({dims}) {op} %(q)s::{kind}({dims})").format(
+        kind=kind, dims=sql.Literal(dims), op=op
     )
+    # A half-precision graph finds the neighbours; their float32 distances rank them
+    # and are the scores, as on every other path.
+    final: sql.Composable = sql.SQL("hits.distance")
+    if idx.spec.half_precision_index:
+        final = sql.SQL("(c.embedding {op} %(q)s::vector)").format(op=op)
     return sql.SQL(
         "WITH hits AS MATERIALIZED ("
         " SELECT c.id, {distance} AS distance FROM gw_chunks c WHERE {where}"
         " ORDER BY {distance} LIMIT %(k)s) "
-        "SELECT {cols}, hits.distance FROM hits JOIN gw_chunks c ON c.id = hits.id "
-        "ORDER BY hits.distance, c.document_id, c.chunk_id"
-    ).format(cols=HIT_COLUMNS, distance=distance, where=where)
+        "SELECT {cols}, {final} AS distance FROM hits JOIN gw_chunks c ON c.id = hits.id "
+        "ORDER BY 9, c.document_id, c.chunk_id"
+    ).format(cols=HIT_COLUMNS, distance=distance, where=where, final=final)
 
 
 async def _rows(
@@ -185,16 +191,17 @@ def query_vector(vector: npt.NDArray[np.float32], dims: int) -> npt.NDArray[np.f
 
 
 async def ensure_vector_index(
-    db: Database, index_id: int, dims: int, metric: DistanceMetric
+    db: Database, index_id: int, dims: int, metric: DistanceMetric, *, half: bool = False
 ) -> None:
-    """Build the HNSW index for (index, dims, metric) if it is missing or invalid,
-    and drop this index's HNSW indexes for other dimensions or metrics.
+    """Build the HNSW index for (index, dims, metric, precision) if it is missing or
+    invalid, and drop this index's HNSW indexes for other dimensions, metrics or
+    precisions.
 
     Runs after a publish commits, so a first bulk load is inserted without a graph
     and the graph is then built in one pass (several times faster than inserting
     row by row), and CONCURRENTLY, so writers of other indexes are not blocked.
     Until it exists, searches of this index scan exactly."""
-    name = hnsw_index_name(index_id, dims, metric)
+    name = hnsw_index_name(index_id, dims, metric, half)
     async with db.conn(limit_s=None) as conn:
         # One builder per logical index across replicas; a replica that finds
         # another one building leaves the work to it.
@@ -213,7 +220,7 @@ async def ensure_vector_index(
             if row is None or not row[0]:
                 if row is not None:  # left invalid by an interrupted build
                     await _drop_index(conn, name)
-                await _build(conn, db, index_id, dims, metric, name)
+                await _build(conn, db, index_id, dims, metric, name, half)
             await _drop_obsolete_vector_indexes(conn, index_id)
         finally:
             await conn.execute(
@@ -222,15 +229,26 @@ async def ensure_vector_index(
 
 
 async def _build(
-    conn: Conn, db: Database, index_id: int, dims: int, metric: DistanceMetric, name: str
+    conn: Conn,
+    db: Database,
+    index_id: int,
+    dims: int,
+    metric: DistanceMetric,
+    name: str,
+    half: bool,
 ) -> None:
     s = db.settings
+    # At least 512 MB for the graph (pgvector builds much faster while it fits), or
+    # the server's own setting when an operator raised it for larger indexes (a 384-d
+    # float32 graph of a million chunks needs about 2 GB).
     await conn.execute(
         "SELECT set_config('statement_timeout', '0', false), "
-        "set_config('maintenance_work_mem', '512MB', false)"
+        "set_config('maintenance_work_mem', CASE WHEN "
+        "pg_size_bytes(current_setting('maintenance_work_mem')) >= 512 * 1024 * 1024 "
+        "THEN current_setting('maintenance_work_mem') ELSE '512MB' END, false)"
     )
     ddl = hnsw_index_ddl(
-        index_id, dims, metric, s.hnsw_m, s.hnsw_ef_construction, concurrently=True
+        index_id, dims, metric, s.hnsw_m, s.hnsw_ef_construction, concurrently=True, half=half
     )
     try:
         try:
@@ -253,10 +271,10 @@ async def _build(
         await conn.execute("RESET max_parallel_maintenance_workers")
     await conn.execute(
         """
-        INSERT INTO gw_vector_indexes (index_id, dims, metric, relname, m, ef_construction)
-        VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING
+        INSERT INTO gw_vector_indexes (index_id, dims, metric, half, relname, m, ef_construction)
+        VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING
         """,
-        [index_id, dims, metric.value, name, s.hnsw_m, s.hnsw_ef_construction],
+        [index_id, dims, metric.value, half, name, s.hnsw_m, s.hnsw_ef_construction],
     )
 
 
@@ -266,13 +284,17 @@ async def _drop_index(conn: Conn, name: str) -> None:
 
 async def _drop_obsolete_vector_indexes(conn: Conn, index_id: int) -> None:
     # An HNSW index is obsolete once neither the published nor the current spec
-    # uses its (dims, metric): after a rebuild it would only cost inserts.
+    # uses its (dims, metric) at the current precision: after a rebuild, or a change
+    # of precision (searches then use the other graph), it would only cost inserts.
     cur = await conn.execute(
         """
         SELECT v.relname FROM gw_vector_indexes v JOIN gw_indexes i ON i.id = v.index_id
         WHERE v.index_id = %s
-          AND (v.dims, v.metric) IS DISTINCT FROM (i.dimensions, i.metric)
-          AND (v.dims, v.metric) IS DISTINCT FROM (i.published_dimensions, i.published_metric)
+          AND ((v.dims, v.metric) IS DISTINCT FROM (i.dimensions, i.metric)
+               OR v.half <> i.half_precision_index)
+          AND ((v.dims, v.metric)
+                IS DISTINCT FROM (i.published_dimensions, i.published_metric)
+               OR v.half <> i.half_precision_index)
         """,
         [index_id],
     )

@@ -87,10 +87,10 @@ _PUBLISH_CHUNKS_SQL = (
     ),
     gone_postings AS (
         DELETE FROM gw_postings p
-        USING (SELECT g.tenant, k.term, g.id FROM gone g
-               CROSS JOIN LATERAL jsonb_object_keys(g.term_freqs) k(term)) x
+        USING (SELECT g.tenant, j.key AS term, j.value::integer AS tf, g.token_count AS dl,
+                      g.id FROM gone g CROSS JOIN LATERAL jsonb_each_text(g.term_freqs) j) x
         WHERE p.index_id = %(index_id)s AND p.tenant = x.tenant AND p.term = x.term
-          AND p.chunk = x.id
+          AND p.tf = x.tf AND p.dl = x.dl AND p.chunk = x.id
     ),
     new_postings AS (
         INSERT INTO gw_postings (index_id, tenant, term, chunk, tf, dl)

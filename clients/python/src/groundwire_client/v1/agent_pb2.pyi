@@ -26,6 +26,7 @@ from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from groundwire_client.v1 import common_pb2 as _common_pb2
 from groundwire_client.v1 import reranker_pb2 as _reranker_pb2
 from groundwire_client.v1 import retriever_pb2 as _retriever_pb2
+from groundwire_client.v1 import usage_pb2 as _usage_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -169,6 +170,11 @@ class _RagItemReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RagItem
     """Its document already has maximum_chunks_per_source chunks in context."""
     RAG_ITEM_REASON_NOT_ANSWERABLE: _RagItemReason.ValueType  # 8
     """Excluded because aggregate answerability was not ANSWERABLE."""
+    RAG_ITEM_REASON_NOT_SELECTED: _RagItemReason.ValueType  # 60
+    """In the reranking pool (maximum_accepted_results x candidate_multiplier)
+    but outside the final top-k (maximum_accepted_results) after final
+    selection.
+    """
 
 class RagItemReason(_RagItemReason, metaclass=_RagItemReasonEnumTypeWrapper):
     """Why a candidate was rejected or excluded."""
@@ -195,7 +201,86 @@ RAG_ITEM_REASON_SOURCE_LIMIT_EXCEEDED: RagItemReason.ValueType  # 7
 """Its document already has maximum_chunks_per_source chunks in context."""
 RAG_ITEM_REASON_NOT_ANSWERABLE: RagItemReason.ValueType  # 8
 """Excluded because aggregate answerability was not ANSWERABLE."""
+RAG_ITEM_REASON_NOT_SELECTED: RagItemReason.ValueType  # 60
+"""In the reranking pool (maximum_accepted_results x candidate_multiplier)
+but outside the final top-k (maximum_accepted_results) after final
+selection.
+"""
 Global___RagItemReason: _TypeAlias = RagItemReason  # noqa: Y015
+
+class _FinalSelectionPolicy:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _FinalSelectionPolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_FinalSelectionPolicy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    FINAL_SELECTION_POLICY_UNSPECIFIED: _FinalSelectionPolicy.ValueType  # 0
+    """Not set (never reported; configuration defaults to RERANKER_ONLY)."""
+    FINAL_SELECTION_POLICY_RERANKER_ONLY: _FinalSelectionPolicy.ValueType  # 1
+    """The reranker's order decides (rerank relevance descending)."""
+    FINAL_SELECTION_POLICY_WEIGHTED_BLEND: _FinalSelectionPolicy.ValueType  # 2
+    """A blend of the retrieval score and the rerank relevance decides (see
+    BlendScore); neither input score is changed.
+    """
+
+class FinalSelectionPolicy(_FinalSelectionPolicy, metaclass=_FinalSelectionPolicyEnumTypeWrapper):
+    """How the final top-k is chosen from a reranked candidate pool."""
+
+FINAL_SELECTION_POLICY_UNSPECIFIED: FinalSelectionPolicy.ValueType  # 0
+"""Not set (never reported; configuration defaults to RERANKER_ONLY)."""
+FINAL_SELECTION_POLICY_RERANKER_ONLY: FinalSelectionPolicy.ValueType  # 1
+"""The reranker's order decides (rerank relevance descending)."""
+FINAL_SELECTION_POLICY_WEIGHTED_BLEND: FinalSelectionPolicy.ValueType  # 2
+"""A blend of the retrieval score and the rerank relevance decides (see
+BlendScore); neither input score is changed.
+"""
+Global___FinalSelectionPolicy: _TypeAlias = FinalSelectionPolicy  # noqa: Y015
+
+class _RetrievalNormalization:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RetrievalNormalizationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RetrievalNormalization.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RETRIEVAL_NORMALIZATION_UNSPECIFIED: _RetrievalNormalization.ValueType  # 0
+    """Not set."""
+    RETRIEVAL_NORMALIZATION_RELEVANCE: _RetrievalNormalization.ValueType  # 1
+    """The score's own relevance (cosine, euclidean): used whenever every
+    reranked candidate has one.
+    """
+    RETRIEVAL_NORMALIZATION_RANK: _RetrievalNormalization.ValueType  # 2
+    """Within the reranked candidates, by retrieval rank: (n - rank) / (n - 1)
+    for n candidates (1.0 when n = 1). For metrics without a relevance (BM25,
+    text rank, RRF, dot product).
+    """
+    RETRIEVAL_NORMALIZATION_MIN_MAX: _RetrievalNormalization.ValueType  # 3
+    """Within the reranked candidates, by raw score: (raw - worst) / (best -
+    worst) in the metric's direction (1.0 when all are equal). For metrics
+    without a relevance; the configuration default (measured better than
+    RANK on SciFact train).
+    """
+
+class RetrievalNormalization(_RetrievalNormalization, metaclass=_RetrievalNormalizationEnumTypeWrapper):
+    """How a retrieval score becomes the blend's retrieval input in [0, 1]."""
+
+RETRIEVAL_NORMALIZATION_UNSPECIFIED: RetrievalNormalization.ValueType  # 0
+"""Not set."""
+RETRIEVAL_NORMALIZATION_RELEVANCE: RetrievalNormalization.ValueType  # 1
+"""The score's own relevance (cosine, euclidean): used whenever every
+reranked candidate has one.
+"""
+RETRIEVAL_NORMALIZATION_RANK: RetrievalNormalization.ValueType  # 2
+"""Within the reranked candidates, by retrieval rank: (n - rank) / (n - 1)
+for n candidates (1.0 when n = 1). For metrics without a relevance (BM25,
+text rank, RRF, dot product).
+"""
+RETRIEVAL_NORMALIZATION_MIN_MAX: RetrievalNormalization.ValueType  # 3
+"""Within the reranked candidates, by raw score: (raw - worst) / (best -
+worst) in the metric's direction (1.0 when all are equal). For metrics
+without a relevance; the configuration default (measured better than
+RANK on SciFact train).
+"""
+Global___RetrievalNormalization: _TypeAlias = RetrievalNormalization  # noqa: Y015
 
 class _TurnRole:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -462,6 +547,7 @@ class ExecutionInput(_message.Message):
     CLIENT_TOOL_TIMEOUT_FIELD_NUMBER: _builtins.int
     BYPASS_RAG_FIELD_NUMBER: _builtins.int
     OVERRIDES_FIELD_NUMBER: _builtins.int
+    MIN_INDEX_VERSION_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """Required. The agent id."""
     message: _builtins.str
@@ -482,6 +568,14 @@ class ExecutionInput(_message.Message):
     (RAG_BYPASS_NOT_ALLOWED). Cannot be combined with `overrides`
     (INVALID_ARGUMENT / RAG_CONTROLS_CONFLICT). Ignored for agents without
     RAG. Reported as RagExecutionMetadata.rag_bypassed.
+    """
+    min_index_version: _builtins.int
+    """Optional. The lowest published index version the execution's retrievals
+    accept (read-your-writes across replicas, as RagQuery.min_index_version):
+    send the version a push returned. A server that does not see it yet waits
+    up to 1 s, then the execution fails with UNAVAILABLE / RAG_RETRIEVAL_FAILED
+    (metadata cause INDEX_VERSION_NOT_YET_VISIBLE) and RetryInfo. 0 (the
+    default) accepts any version. rag.index_version reports the version read.
     """
     @_builtins.property
     def history(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationTurn]:
@@ -532,10 +626,11 @@ class ExecutionInput(_message.Message):
         client_tool_timeout: _duration_pb2.Duration | None = ...,
         bypass_rag: _builtins.bool = ...,
         overrides: Global___RagOverrides | None = ...,
+        min_index_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["client_tool_timeout", b"client_tool_timeout", "filter", b"filter", "overrides", b"overrides"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "bypass_rag", b"bypass_rag", "client_tool_timeout", b"client_tool_timeout", "client_tools", b"client_tools", "filter", b"filter", "history", b"history", "message", b"message", "overrides", b"overrides", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "bypass_rag", b"bypass_rag", "client_tool_timeout", b"client_tool_timeout", "client_tools", b"client_tools", "filter", b"filter", "history", b"history", "message", b"message", "min_index_version", b"min_index_version", "overrides", b"overrides", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -879,7 +974,11 @@ Global___ExecuteResponse: _TypeAlias = ExecuteResponse  # noqa: Y015
 
 @_typing.final
 class RagItem(_message.Message):
-    """One retrieval candidate as the policy saw it (no content)."""
+    """One retrieval candidate as the policy saw it (no content, except the
+    title, section and bounded snippet of the items in
+    RagExecutionMetadata.context: the evidence the model was given, which the
+    caller may read as it may read Retrieve results).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -889,6 +988,12 @@ class RagItem(_message.Message):
     SCORE_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     SPAN_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SECTION_FIELD_NUMBER: _builtins.int
+    SNIPPET_FIELD_NUMBER: _builtins.int
+    SNIPPET_TRUNCATED_FIELD_NUMBER: _builtins.int
+    RERANK_RELEVANCE_FIELD_NUMBER: _builtins.int
+    BLEND_FIELD_NUMBER: _builtins.int
     document_id: _builtins.str
     """Output only. Document id."""
     chunk_id: _builtins.str
@@ -897,6 +1002,31 @@ class RagItem(_message.Message):
     """Output only. One-based retrieval rank."""
     reason: Global___RagItemReason.ValueType
     """Output only. Why it was rejected or excluded (UNSPECIFIED when kept)."""
+    title: _builtins.str
+    """Output only. The document title (empty when the document has none). Set
+    on context items (RagExecutionMetadata.context) only; candidates,
+    accepted, rejected and excluded items stay content-free.
+    """
+    section: _builtins.str
+    """Output only. The section (heading path) the chunk belongs to; empty when
+    the loader found none. Context items only, like title.
+    """
+    snippet: _builtins.str
+    """Output only. A bounded snippet of the chunk text: its beginning (leading
+    whitespace removed), at most agent_limits.citation_snippet_chars
+    characters (default 300; Unicode code points), cut at a word boundary
+    (a single longer word is cut at the bound). Empty when the bound is 0.
+    Context items only, like title.
+    """
+    snippet_truncated: _builtins.bool
+    """Output only. Whether snippet is shorter than the chunk text (the chunk
+    continues after it; an application can append an ellipsis).
+    """
+    rerank_relevance: _builtins.float
+    """Output only. The reranker's relevance for this candidate, in [0, 1]
+    (higher is better); present when the rerank succeeded and the candidate
+    was sent to the reranker. A separate value: `score` is never changed.
+    """
     @_builtins.property
     def score(self) -> _common_pb2.Score:
         """Output only. The retrieval score (raw, metric, direction, relevance)."""
@@ -904,6 +1034,13 @@ class RagItem(_message.Message):
     @_builtins.property
     def span(self) -> _common_pb2.CharSpan:
         """Output only. Character span in the document."""
+
+    @_builtins.property
+    def blend(self) -> Global___BlendScore:
+        """Output only. The final-selection blend of this candidate; present under
+        FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+        candidate was sent to the reranker.
+        """
 
     def __init__(
         self,
@@ -914,14 +1051,201 @@ class RagItem(_message.Message):
         score: _common_pb2.Score | None = ...,
         reason: Global___RagItemReason.ValueType = ...,
         span: _common_pb2.CharSpan | None = ...,
+        title: _builtins.str = ...,
+        section: _builtins.str = ...,
+        snippet: _builtins.str = ...,
+        snippet_truncated: _builtins.bool = ...,
+        rerank_relevance: _builtins.float | None = ...,
+        blend: Global___BlendScore | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["score", b"score", "span", b"span"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_rerank_relevance", b"_rerank_relevance", "blend", b"blend", "rerank_relevance", b"rerank_relevance", "score", b"score", "span", b"span"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "document_id", b"document_id", "reason", b"reason", "retrieval_rank", b"retrieval_rank", "score", b"score", "span", b"span"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_rerank_relevance", b"_rerank_relevance", "blend", b"blend", "chunk_id", b"chunk_id", "document_id", b"document_id", "reason", b"reason", "rerank_relevance", b"rerank_relevance", "retrieval_rank", b"retrieval_rank", "score", b"score", "section", b"section", "snippet", b"snippet", "snippet_truncated", b"snippet_truncated", "span", b"span", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__rerank_relevance: _TypeAlias = _typing.Literal["rerank_relevance"]  # noqa: Y015
+    _WhichOneofArgType__rerank_relevance: _TypeAlias = _typing.Literal["_rerank_relevance", b"_rerank_relevance"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__rerank_relevance) -> _WhichOneofReturnType__rerank_relevance | None: ...
+
+Global___RagItem: _TypeAlias = RagItem  # noqa: Y015
+
+@_typing.final
+class BlendScore(_message.Message):
+    """A weighted blend of retrieval and rerank scores (final selection), reported
+    with its formula and both inputs. It is its own score: the retrieval score
+    and the rerank relevance are never overwritten.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VALUE_FIELD_NUMBER: _builtins.int
+    FORMULA_FIELD_NUMBER: _builtins.int
+    RETRIEVAL_WEIGHT_FIELD_NUMBER: _builtins.int
+    RETRIEVAL_INPUT_FIELD_NUMBER: _builtins.int
+    RETRIEVAL_NORMALIZATION_FIELD_NUMBER: _builtins.int
+    RERANK_RELEVANCE_FIELD_NUMBER: _builtins.int
+    value: _builtins.float
+    """Output only. The blend, in [0, 1], higher is better:
+    retrieval_weight * retrieval_input + (1 - retrieval_weight) * rerank_relevance.
+    """
+    formula: _builtins.str
+    """Output only. The formula, for people:
+    "retrieval_weight * retrieval_input + (1 - retrieval_weight) * rerank_relevance".
+    """
+    retrieval_weight: _builtins.float
+    """Output only. The retrieval weight, in [0, 1]."""
+    retrieval_input: _builtins.float
+    """Output only. The retrieval score normalized to [0, 1] (see
+    retrieval_normalization).
+    """
+    retrieval_normalization: Global___RetrievalNormalization.ValueType
+    """Output only. How retrieval_input was obtained from the retrieval score."""
+    rerank_relevance: _builtins.float
+    """Output only. The rerank relevance input, in [0, 1]."""
+    def __init__(
+        self,
+        *,
+        value: _builtins.float = ...,
+        formula: _builtins.str = ...,
+        retrieval_weight: _builtins.float = ...,
+        retrieval_input: _builtins.float = ...,
+        retrieval_normalization: Global___RetrievalNormalization.ValueType = ...,
+        rerank_relevance: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["formula", b"formula", "rerank_relevance", b"rerank_relevance", "retrieval_input", b"retrieval_input", "retrieval_normalization", b"retrieval_normalization", "retrieval_weight", b"retrieval_weight", "value", b"value"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___RagItem: _TypeAlias = RagItem  # noqa: Y015
+Global___BlendScore: _TypeAlias = BlendScore  # noqa: Y015
+
+@_typing.final
+class FinalSelection(_message.Message):
+    """The final selection applied to a reranked pool."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POLICY_FIELD_NUMBER: _builtins.int
+    RETRIEVAL_WEIGHT_FIELD_NUMBER: _builtins.int
+    NORMALIZATION_FIELD_NUMBER: _builtins.int
+    APPLIED_NORMALIZATION_FIELD_NUMBER: _builtins.int
+    CANDIDATE_MULTIPLIER_FIELD_NUMBER: _builtins.int
+    POOL_SIZE_FIELD_NUMBER: _builtins.int
+    FINAL_TOP_K_FIELD_NUMBER: _builtins.int
+    policy: Global___FinalSelectionPolicy.ValueType
+    """Output only. The configured policy."""
+    retrieval_weight: _builtins.float
+    """Output only. The retrieval weight in [0, 1] (WEIGHTED_BLEND only)."""
+    normalization: Global___RetrievalNormalization.ValueType
+    """Output only. The configured normalization for metrics without a relevance
+    (RANK or MIN_MAX; WEIGHTED_BLEND only).
+    """
+    applied_normalization: Global___RetrievalNormalization.ValueType
+    """Output only. The normalization actually applied (RELEVANCE when every
+    reranked candidate had one); UNSPECIFIED when no blend was computed (the
+    rerank did not succeed, or RERANKER_ONLY).
+    """
+    candidate_multiplier: _builtins.int
+    """Output only. The pool multiplier, 1 to 20."""
+    pool_size: _builtins.int
+    """Output only. The pool accepted for reranking: maximum_accepted_results x
+    candidate_multiplier.
+    """
+    final_top_k: _builtins.int
+    """Output only. The final top-k kept after selection (maximum_accepted_results)."""
+    def __init__(
+        self,
+        *,
+        policy: Global___FinalSelectionPolicy.ValueType = ...,
+        retrieval_weight: _builtins.float | None = ...,
+        normalization: Global___RetrievalNormalization.ValueType = ...,
+        applied_normalization: Global___RetrievalNormalization.ValueType = ...,
+        candidate_multiplier: _builtins.int = ...,
+        pool_size: _builtins.int = ...,
+        final_top_k: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_retrieval_weight", b"_retrieval_weight", "retrieval_weight", b"retrieval_weight"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_retrieval_weight", b"_retrieval_weight", "applied_normalization", b"applied_normalization", "candidate_multiplier", b"candidate_multiplier", "final_top_k", b"final_top_k", "normalization", b"normalization", "policy", b"policy", "pool_size", b"pool_size", "retrieval_weight", b"retrieval_weight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__retrieval_weight: _TypeAlias = _typing.Literal["retrieval_weight"]  # noqa: Y015
+    _WhichOneofArgType__retrieval_weight: _TypeAlias = _typing.Literal["_retrieval_weight", b"_retrieval_weight"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__retrieval_weight) -> _WhichOneofReturnType__retrieval_weight | None: ...
+
+Global___FinalSelection: _TypeAlias = FinalSelection  # noqa: Y015
+
+@_typing.final
+class AppliedFilterCondition(_message.Message):
+    """One applied metadata filter condition, content-free."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUE_COUNT_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """Output only. The metadata key."""
+    value_count: _builtins.int
+    """Output only. How many values the key may take (1 = an equality)."""
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        value_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value_count", b"value_count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AppliedFilterCondition: _TypeAlias = AppliedFilterCondition  # noqa: Y015
+
+@_typing.final
+class RagSearchOptions(_message.Message):
+    """The scope and options one agentic search ran with (the model chooses only
+    the query and top_k; the rest is the execution's).
+    Content-free: neither the tenant nor filter values are echoed.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_SCOPED_FIELD_NUMBER: _builtins.int
+    FILTER_FIELD_NUMBER: _builtins.int
+    RETRIEVAL_MODE_FIELD_NUMBER: _builtins.int
+    CANDIDATE_BUDGET_FIELD_NUMBER: _builtins.int
+    TOP_K_FIELD_NUMBER: _builtins.int
+    tenant_scoped: _builtins.bool
+    """Output only. Whether the search was limited to one tenant's documents
+    (the tenant itself is not echoed).
+    """
+    retrieval_mode: _retriever_pb2.RetrievalMode.ValueType
+    """Output only. The retrieval mode."""
+    candidate_budget: _builtins.int
+    """Output only. Candidates requested from retrieval."""
+    top_k: _builtins.int
+    """Output only. Results the model asked for (top_k argument, 1 to 20)."""
+    @_builtins.property
+    def filter(self) -> _containers.RepeatedCompositeFieldContainer[Global___AppliedFilterCondition]:
+        """Output only. The applied metadata filter, one condition per key in key
+        order: the agent's configured filter narrowed by the request's.
+        """
+
+    def __init__(
+        self,
+        *,
+        tenant_scoped: _builtins.bool = ...,
+        filter: _abc.Iterable[Global___AppliedFilterCondition] | None = ...,
+        retrieval_mode: _retriever_pb2.RetrievalMode.ValueType = ...,
+        candidate_budget: _builtins.int = ...,
+        top_k: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate_budget", b"candidate_budget", "filter", b"filter", "retrieval_mode", b"retrieval_mode", "tenant_scoped", b"tenant_scoped", "top_k", b"top_k"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RagSearchOptions: _TypeAlias = RagSearchOptions  # noqa: Y015
 
 @_typing.final
 class ContextBudget(_message.Message):
@@ -986,6 +1310,15 @@ class AgenticSearchTrace(_message.Message):
     SUCCEEDED_FIELD_NUMBER: _builtins.int
     ERROR_CODE_FIELD_NUMBER: _builtins.int
     DURATION_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    OPTIONS_FIELD_NUMBER: _builtins.int
+    CANDIDATES_FIELD_NUMBER: _builtins.int
+    ACCEPTED_FIELD_NUMBER: _builtins.int
+    REJECTED_FIELD_NUMBER: _builtins.int
+    CONTEXT_EXCLUDED_FIELD_NUMBER: _builtins.int
+    RERANKING_FIELD_NUMBER: _builtins.int
+    NO_CONTEXT_REASON_FIELD_NUMBER: _builtins.int
+    INDEX_VERSION_FIELD_NUMBER: _builtins.int
     step: _builtins.int
     """Output only. One-based tool step."""
     call_id: _builtins.str
@@ -998,9 +1331,51 @@ class AgenticSearchTrace(_message.Message):
     """Output only. Whether the search succeeded."""
     error_code: _builtins.str
     """Output only. Stable error code when it failed."""
+    query: _builtins.str
+    """Output only. The query the model searched with (like rewritten_query,
+    the only query text in the metadata; it is never logged).
+    """
+    no_context_reason: Global___NoContextReason.ValueType
+    """Output only. Why this search returned nothing (UNSPECIFIED when it
+    returned results or failed).
+    """
+    index_version: _builtins.int
+    """Output only. The index version searched."""
     @_builtins.property
     def duration(self) -> _duration_pb2.Duration:
         """Output only. Search duration."""
+
+    @_builtins.property
+    def options(self) -> Global___RagSearchOptions:
+        """Output only. The scope and options the search applied."""
+
+    @_builtins.property
+    def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
+        """Output only. Every retrieval candidate, in retrieval order."""
+
+    @_builtins.property
+    def accepted(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
+        """Output only. The results returned to the model, in final order (after
+        reranking, final selection, answerability gating and top_k).
+        """
+
+    @_builtins.property
+    def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
+        """Output only. Rejected candidates with their reasons (acceptance and final
+        selection).
+        """
+
+    @_builtins.property
+    def context_excluded(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
+        """Output only. Accepted results withheld from the model, with reasons
+        (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+        """
+
+    @_builtins.property
+    def reranking(self) -> _reranker_pb2.RerankingMetadata:
+        """Output only. Reranking stage metadata of this search (requested=false
+        when reranking is disabled).
+        """
 
     def __init__(
         self,
@@ -1012,10 +1387,19 @@ class AgenticSearchTrace(_message.Message):
         succeeded: _builtins.bool = ...,
         error_code: _builtins.str = ...,
         duration: _duration_pb2.Duration | None = ...,
+        query: _builtins.str = ...,
+        options: Global___RagSearchOptions | None = ...,
+        candidates: _abc.Iterable[Global___RagItem] | None = ...,
+        accepted: _abc.Iterable[Global___RagItem] | None = ...,
+        rejected: _abc.Iterable[Global___RagItem] | None = ...,
+        context_excluded: _abc.Iterable[Global___RagItem] | None = ...,
+        reranking: _reranker_pb2.RerankingMetadata | None = ...,
+        no_context_reason: Global___NoContextReason.ValueType = ...,
+        index_version: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "options", b"options", "reranking", b"reranking"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted_count", b"accepted_count", "call_id", b"call_id", "candidate_count", b"candidate_count", "duration", b"duration", "error_code", b"error_code", "step", b"step", "succeeded", b"succeeded"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepted", b"accepted", "accepted_count", b"accepted_count", "call_id", b"call_id", "candidate_count", b"candidate_count", "candidates", b"candidates", "context_excluded", b"context_excluded", "duration", b"duration", "error_code", b"error_code", "index_version", b"index_version", "no_context_reason", b"no_context_reason", "options", b"options", "query", b"query", "rejected", b"rejected", "reranking", b"reranking", "step", b"step", "succeeded", b"succeeded"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1052,12 +1436,14 @@ class RagExecutionMetadata(_message.Message):
     CONTEXT_BUDGET_FIELD_NUMBER: _builtins.int
     REWRITTEN_QUERY_FIELD_NUMBER: _builtins.int
     SEARCHES_FIELD_NUMBER: _builtins.int
+    FINAL_SELECTION_FIELD_NUMBER: _builtins.int
     RAG_BYPASSED_FIELD_NUMBER: _builtins.int
     APPLIED_LIMITS_FIELD_NUMBER: _builtins.int
     KEYWORD_QUERY_FIELD_NUMBER: _builtins.int
     KEYWORD_QUERY_SOURCE_FIELD_NUMBER: _builtins.int
     KEYWORD_REWRITE_FAILURE_CODE_FIELD_NUMBER: _builtins.int
     QUERY_REWRITE_FAILURE_CODE_FIELD_NUMBER: _builtins.int
+    TENANT_SCOPE_EMPTY_FIELD_NUMBER: _builtins.int
     enabled: _builtins.bool
     """Output only. Whether the agent uses RAG at all."""
     index_name: _builtins.str
@@ -1116,17 +1502,30 @@ class RagExecutionMetadata(_message.Message):
     code (MODEL_UNAVAILABLE, MODEL_TIMEOUT, MODEL_RATE_LIMITED,
     MODEL_REJECTED, MODEL_INVALID_RESPONSE). Empty otherwise.
     """
+    tenant_scope_empty: _builtins.bool
+    """Output only. True when the caller's tenant holds no published document in
+    the agent's index at all (metadata filters aside), so no query of this
+    scope can find context. Documents from configured sources belong to the
+    index's configured tenant (empty by default): a key bound to another
+    tenant sees none of them. Checked only when retrieval found no
+    candidate; false otherwise.
+    """
     @_builtins.property
     def candidates(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
         """Output only. Every retrieval candidate, in retrieval order."""
 
     @_builtins.property
     def accepted(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
-        """Output only. Accepted candidates, in final (post-rerank) order."""
+        """Output only. Accepted candidates (at most maximum_accepted_results: with
+        reranking, the final top-k of the pool), in final (post-rerank or blend)
+        order.
+        """
 
     @_builtins.property
     def rejected(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
-        """Output only. Rejected candidates with their reasons."""
+        """Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+        reranking pool but outside the final top-k).
+        """
 
     @_builtins.property
     def context_excluded(self) -> _containers.RepeatedCompositeFieldContainer[Global___RagItem]:
@@ -1149,6 +1548,12 @@ class RagExecutionMetadata(_message.Message):
     @_builtins.property
     def searches(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgenticSearchTrace]:
         """Output only. Agentic searches (search_documents tool calls)."""
+
+    @_builtins.property
+    def final_selection(self) -> Global___FinalSelection:
+        """Output only. The final selection applied to the reranked pool; absent
+        when reranking is disabled.
+        """
 
     @_builtins.property
     def applied_limits(self) -> Global___RagAppliedLimits:
@@ -1182,16 +1587,18 @@ class RagExecutionMetadata(_message.Message):
         context_budget: Global___ContextBudget | None = ...,
         rewritten_query: _builtins.str | None = ...,
         searches: _abc.Iterable[Global___AgenticSearchTrace] | None = ...,
+        final_selection: Global___FinalSelection | None = ...,
         rag_bypassed: _builtins.bool = ...,
         applied_limits: Global___RagAppliedLimits | None = ...,
         keyword_query: _builtins.str | None = ...,
         keyword_query_source: Global___KeywordQuerySource.ValueType = ...,
         keyword_rewrite_failure_code: _builtins.str = ...,
         query_rewrite_failure_code: _builtins.str = ...,
+        tenant_scope_empty: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "applied_limits", b"applied_limits", "context_budget", b"context_budget", "keyword_query", b"keyword_query", "reranking", b"reranking", "rewritten_query", b"rewritten_query"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "applied_limits", b"applied_limits", "context_budget", b"context_budget", "final_selection", b"final_selection", "keyword_query", b"keyword_query", "reranking", b"reranking", "rewritten_query", b"rewritten_query"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "accepted", b"accepted", "accepted_count", b"accepted_count", "answer_constrained", b"answer_constrained", "applied_limits", b"applied_limits", "applied_mode", b"applied_mode", "applied_no_context_behavior", b"applied_no_context_behavior", "candidate_count", b"candidate_count", "candidates", b"candidates", "context", b"context", "context_accepted", b"context_accepted", "context_budget", b"context_budget", "context_excluded", b"context_excluded", "context_excluded_count", b"context_excluded_count", "enabled", b"enabled", "index_name", b"index_name", "index_version", b"index_version", "keyword_query", b"keyword_query", "keyword_query_source", b"keyword_query_source", "keyword_rewrite_failure_code", b"keyword_rewrite_failure_code", "model_skipped", b"model_skipped", "no_context_reason", b"no_context_reason", "query_rewrite_failure_code", b"query_rewrite_failure_code", "rag_bypassed", b"rag_bypassed", "rejected", b"rejected", "rejected_count", b"rejected_count", "reranking", b"reranking", "retrieval_mode", b"retrieval_mode", "rewritten_query", b"rewritten_query", "searches", b"searches"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query", "_rewritten_query", b"_rewritten_query", "accepted", b"accepted", "accepted_count", b"accepted_count", "answer_constrained", b"answer_constrained", "applied_limits", b"applied_limits", "applied_mode", b"applied_mode", "applied_no_context_behavior", b"applied_no_context_behavior", "candidate_count", b"candidate_count", "candidates", b"candidates", "context", b"context", "context_accepted", b"context_accepted", "context_budget", b"context_budget", "context_excluded", b"context_excluded", "context_excluded_count", b"context_excluded_count", "enabled", b"enabled", "final_selection", b"final_selection", "index_name", b"index_name", "index_version", b"index_version", "keyword_query", b"keyword_query", "keyword_query_source", b"keyword_query_source", "keyword_rewrite_failure_code", b"keyword_rewrite_failure_code", "model_skipped", b"model_skipped", "no_context_reason", b"no_context_reason", "query_rewrite_failure_code", b"query_rewrite_failure_code", "rag_bypassed", b"rag_bypassed", "rejected", b"rejected", "rejected_count", b"rejected_count", "reranking", b"reranking", "retrieval_mode", b"retrieval_mode", "rewritten_query", b"rewritten_query", "searches", b"searches", "tenant_scope_empty", b"tenant_scope_empty"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__keyword_query: _TypeAlias = _typing.Literal["keyword_query"]  # noqa: Y015
     _WhichOneofArgType__keyword_query: _TypeAlias = _typing.Literal["_keyword_query", b"_keyword_query"]  # noqa: Y015
@@ -1293,22 +1700,60 @@ class Citation(_message.Message):
     SOURCE_NUMBER_FIELD_NUMBER: _builtins.int
     DOCUMENT_ID_FIELD_NUMBER: _builtins.int
     CHUNK_ID_FIELD_NUMBER: _builtins.int
+    DISPLAY_NUMBER_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SECTION_FIELD_NUMBER: _builtins.int
+    SPAN_FIELD_NUMBER: _builtins.int
+    SNIPPET_FIELD_NUMBER: _builtins.int
+    SNIPPET_TRUNCATED_FIELD_NUMBER: _builtins.int
     source_number: _builtins.int
     """Output only. The evidence source number cited ([n] in the answer)."""
     document_id: _builtins.str
     """Output only. Document id."""
     chunk_id: _builtins.str
     """Output only. Chunk id."""
+    display_number: _builtins.int
+    """Output only. The citation's display number: its one-based position in
+    AgentResult.citations, which are ordered by first appearance in the
+    answer. The answer text is returned verbatim (it was streamed as the
+    model wrote it), so its markers keep the evidence numbers: to show
+    sources numbered in reading order, rewrite each marker [source_number]
+    in the answer to [display_number] (every client library has a helper).
+    """
+    title: _builtins.str
+    """Output only. The document title (empty when the document has none)."""
+    section: _builtins.str
+    """Output only. The section (heading path) of the cited chunk; empty when
+    the loader found none.
+    """
+    snippet: _builtins.str
+    """Output only. A bounded snippet of the cited chunk text: its beginning
+    (leading whitespace removed), at most agent_limits.citation_snippet_chars
+    characters (default 300; Unicode code points), cut at a word boundary
+    (a single longer word is cut at the bound). Empty when the bound is 0.
+    """
+    snippet_truncated: _builtins.bool
+    """Output only. Whether snippet is shorter than the cited chunk text."""
+    @_builtins.property
+    def span(self) -> _common_pb2.CharSpan:
+        """Output only. Character span of the cited chunk in the document."""
+
     def __init__(
         self,
         *,
         source_number: _builtins.int = ...,
         document_id: _builtins.str = ...,
         chunk_id: _builtins.str = ...,
+        display_number: _builtins.int = ...,
+        title: _builtins.str = ...,
+        section: _builtins.str = ...,
+        span: _common_pb2.CharSpan | None = ...,
+        snippet: _builtins.str = ...,
+        snippet_truncated: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["span", b"span"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "document_id", b"document_id", "source_number", b"source_number"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "display_number", b"display_number", "document_id", b"document_id", "section", b"section", "snippet", b"snippet", "snippet_truncated", b"snippet_truncated", "source_number", b"source_number", "span", b"span", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1386,6 +1831,7 @@ class AgentResult(_message.Message):
     REQUIRED_TOOL_CALLS_FIELD_NUMBER: _builtins.int
     ACTION_DEADLINE_FIELD_NUMBER: _builtins.int
     RESUMED_FIELD_NUMBER: _builtins.int
+    EMBEDDING_USAGE_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """Output only. Unique execution id."""
     agent_id: _builtins.str
@@ -1415,7 +1861,10 @@ class AgentResult(_message.Message):
 
     @_builtins.property
     def citations(self) -> _containers.RepeatedCompositeFieldContainer[Global___Citation]:
-        """Output only. Accepted chunks the answer cites, in order of first citation."""
+        """Output only. Accepted chunks the answer cites, in order of first citation
+        (display_number 1, 2, ...), each with its title, section, span and a
+        bounded snippet.
+        """
 
     @_builtins.property
     def tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolCallTrace]:
@@ -1437,6 +1886,12 @@ class AgentResult(_message.Message):
         results have not been submitted.
         """
 
+    @_builtins.property
+    def embedding_usage(self) -> _usage_pb2.EmbeddingUsage:
+        """Output only. Embedding usage of the execution beside the chat usage in
+        `usage`: its searches' query embeddings and any embedding reranker.
+        """
+
     def __init__(
         self,
         *,
@@ -1454,10 +1909,11 @@ class AgentResult(_message.Message):
         required_tool_calls: _abc.Iterable[Global___RequiredToolCall] | None = ...,
         action_deadline: _timestamp_pb2.Timestamp | None = ...,
         resumed: _builtins.bool = ...,
+        embedding_usage: _usage_pb2.EmbeddingUsage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action_deadline", b"action_deadline", "duration", b"duration", "rag", b"rag", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action_deadline", b"action_deadline", "duration", b"duration", "embedding_usage", b"embedding_usage", "rag", b"rag", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_deadline", b"action_deadline", "agent_id", b"agent_id", "answer", b"answer", "citations", b"citations", "duration", b"duration", "execution_id", b"execution_id", "model", b"model", "model_provider", b"model_provider", "rag", b"rag", "required_tool_calls", b"required_tool_calls", "resumed", b"resumed", "status", b"status", "tool_calls", b"tool_calls", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_deadline", b"action_deadline", "agent_id", b"agent_id", "answer", b"answer", "citations", b"citations", "duration", b"duration", "embedding_usage", b"embedding_usage", "execution_id", b"execution_id", "model", b"model", "model_provider", b"model_provider", "rag", b"rag", "required_tool_calls", b"required_tool_calls", "resumed", b"resumed", "status", b"status", "tool_calls", b"tool_calls", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1484,11 +1940,13 @@ class RagSearchEvent(_message.Message):
     candidate_budget: _builtins.int
     """Output only. Candidates requested (CandidateCount)."""
     candidate_count: _builtins.int
-    """Output only. Candidates retrieved (completed only)."""
+    """Output only. Candidates retrieved (completed, and failed after retrieval)."""
     accepted_count: _builtins.int
-    """Output only. Candidates accepted (completed only)."""
+    """Output only. Candidates accepted (completed, and failed after retrieval)."""
     reranking_outcome: _reranker_pb2.RerankOutcome.ValueType
-    """Output only. Reranking outcome (completed only)."""
+    """Output only. Reranking outcome (completed, and failed after reranking:
+    FAILED for a rerank blocked by the FAIL policy).
+    """
     agentic: _builtins.bool
     """Output only. Always false: searches of the search_documents tool are
     reported as TOOL_CALL events and in the result's RAG metadata (searches),
@@ -1590,6 +2048,7 @@ class ExecuteStreamResponse(_message.Message):
     RESULT_FIELD_NUMBER: _builtins.int
     ERROR_CODE_FIELD_NUMBER: _builtins.int
     ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    RAG_FIELD_NUMBER: _builtins.int
     type: Global___ExecutionEventType.ValueType
     """Output only. Event type (stable values)."""
     sequence: _builtins.int
@@ -1618,6 +2077,15 @@ class ExecuteStreamResponse(_message.Message):
         result (same as Execute's).
         """
 
+    @_builtins.property
+    def rag(self) -> Global___RagExecutionMetadata:
+        """Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+        as the execution got (for a blocked rerank, reranking.outcome FAILED and
+        its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+        a negative available_tokens). The unary Execute error carries the same
+        message as a google.rpc.Status detail.
+        """
+
     def __init__(
         self,
         *,
@@ -1630,10 +2098,11 @@ class ExecuteStreamResponse(_message.Message):
         result: Global___AgentResult | None = ...,
         error_code: _builtins.str = ...,
         error_message: _builtins.str = ...,
+        rag: Global___RagExecutionMetadata | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["rag_search", b"rag_search", "result", b"result", "tool_call", b"tool_call"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["rag", b"rag", "rag_search", b"rag_search", "result", b"result", "tool_call", b"tool_call"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "execution_id", b"execution_id", "rag_search", b"rag_search", "result", b"result", "sequence", b"sequence", "text_delta", b"text_delta", "tool_call", b"tool_call", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "execution_id", b"execution_id", "rag", b"rag", "rag_search", b"rag_search", "result", b"result", "sequence", b"sequence", "text_delta", b"text_delta", "tool_call", b"tool_call", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1651,6 +2120,10 @@ class AgentRagDescription(_message.Message):
     NO_CONTEXT_BEHAVIOR_FIELD_NUMBER: _builtins.int
     RERANKING_ENABLED_FIELD_NUMBER: _builtins.int
     AGENTIC_FIELD_NUMBER: _builtins.int
+    FINAL_SELECTION_POLICY_FIELD_NUMBER: _builtins.int
+    CANDIDATE_MULTIPLIER_FIELD_NUMBER: _builtins.int
+    RETRIEVAL_WEIGHT_FIELD_NUMBER: _builtins.int
+    SEARCH_TOOL_NAME_FIELD_NUMBER: _builtins.int
     BYPASS_ALLOWED_FIELD_NUMBER: _builtins.int
     MINIMUM_RELEVANCE_FIELD_NUMBER: _builtins.int
     FINAL_TOP_K_FIELD_NUMBER: _builtins.int
@@ -1667,6 +2140,16 @@ class AgentRagDescription(_message.Message):
     """Output only. Whether reranking is enabled."""
     agentic: _builtins.bool
     """Output only. Whether the agent searches through the search_documents tool."""
+    final_selection_policy: Global___FinalSelectionPolicy.ValueType
+    """Output only. Final selection of a reranked pool (UNSPECIFIED when
+    reranking is disabled).
+    """
+    candidate_multiplier: _builtins.int
+    """Output only. The reranking pool multiplier (0 when reranking is disabled)."""
+    retrieval_weight: _builtins.float
+    """Output only. The retrieval weight (WEIGHTED_BLEND only)."""
+    search_tool_name: _builtins.str
+    """Output only. The name of the agentic search tool ("" when not agentic)."""
     bypass_allowed: _builtins.bool
     """Output only. Whether a request may set ExecutionInput.bypass_rag (mode
     OPEN or GROUNDED with no-context behavior ANSWER_NORMALLY).
@@ -1692,18 +2175,27 @@ class AgentRagDescription(_message.Message):
         no_context_behavior: Global___NoContextBehavior.ValueType = ...,
         reranking_enabled: _builtins.bool = ...,
         agentic: _builtins.bool = ...,
+        final_selection_policy: Global___FinalSelectionPolicy.ValueType = ...,
+        candidate_multiplier: _builtins.int = ...,
+        retrieval_weight: _builtins.float | None = ...,
+        search_tool_name: _builtins.str = ...,
         bypass_allowed: _builtins.bool = ...,
         minimum_relevance: _builtins.float | None = ...,
         final_top_k: _builtins.int = ...,
         keyword_query: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance", "minimum_relevance", b"minimum_relevance"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance", "_retrieval_weight", b"_retrieval_weight", "minimum_relevance", b"minimum_relevance", "retrieval_weight", b"retrieval_weight"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance", "agentic", b"agentic", "bypass_allowed", b"bypass_allowed", "final_top_k", b"final_top_k", "index_name", b"index_name", "keyword_query", b"keyword_query", "minimum_relevance", b"minimum_relevance", "mode", b"mode", "no_context_behavior", b"no_context_behavior", "reranking_enabled", b"reranking_enabled", "retrieval_mode", b"retrieval_mode"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance", "_retrieval_weight", b"_retrieval_weight", "agentic", b"agentic", "bypass_allowed", b"bypass_allowed", "candidate_multiplier", b"candidate_multiplier", "final_selection_policy", b"final_selection_policy", "final_top_k", b"final_top_k", "index_name", b"index_name", "keyword_query", b"keyword_query", "minimum_relevance", b"minimum_relevance", "mode", b"mode", "no_context_behavior", b"no_context_behavior", "reranking_enabled", b"reranking_enabled", "retrieval_mode", b"retrieval_mode", "retrieval_weight", b"retrieval_weight", "search_tool_name", b"search_tool_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__minimum_relevance: _TypeAlias = _typing.Literal["minimum_relevance"]  # noqa: Y015
     _WhichOneofArgType__minimum_relevance: _TypeAlias = _typing.Literal["_minimum_relevance", b"_minimum_relevance"]  # noqa: Y015
+    _WhichOneofReturnType__retrieval_weight: _TypeAlias = _typing.Literal["retrieval_weight"]  # noqa: Y015
+    _WhichOneofArgType__retrieval_weight: _TypeAlias = _typing.Literal["_retrieval_weight", b"_retrieval_weight"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__minimum_relevance) -> _WhichOneofReturnType__minimum_relevance | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__retrieval_weight) -> _WhichOneofReturnType__retrieval_weight | None: ...
 
 Global___AgentRagDescription: _TypeAlias = AgentRagDescription  # noqa: Y015
 

@@ -108,6 +108,8 @@ class AgentServiceServicer:
         MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
         execution that failed after its checkpoint (from the first model call on)
         names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
+        A failed execution of a RAG agent carries its partial RagExecutionMetadata
+        as an additional google.rpc.Status detail.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -57,6 +57,8 @@ class AgentServiceStub:
     MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
     execution that failed after its checkpoint (from the first model call on)
     names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
+    A failed execution of a RAG agent carries its partial RagExecutionMetadata
+    as an additional google.rpc.Status detail.
     """
     ExecuteStream: _grpc.UnaryStreamMultiCallable[_agent_pb2.ExecuteStreamRequest, _agent_pb2.ExecuteStreamResponse]
     """Runs one agent turn, streaming its execution events. Request validation
@@ -137,6 +139,8 @@ class AgentServiceAsyncStub(AgentServiceStub):
     MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
     execution that failed after its checkpoint (from the first model call on)
     names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
+    A failed execution of a RAG agent carries its partial RagExecutionMetadata
+    as an additional google.rpc.Status detail.
     """
     ExecuteStream: _aio.UnaryStreamMultiCallable[_agent_pb2.ExecuteStreamRequest, _agent_pb2.ExecuteStreamResponse]  # type: ignore[assignment]
     """Runs one agent turn, streaming its execution events. Request validation
@@ -232,6 +236,8 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
         MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
         execution that failed after its checkpoint (from the first model call on)
         names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
+        A failed execution of a RAG agent carries its partial RagExecutionMetadata
+        as an additional google.rpc.Status detail.
         """
 
     @_abc_1.abstractmethod

@@ -107,10 +107,18 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """INVALID_ARGUMENT: the page token is malformed or belongs to another query."""
     ERROR_REASON_INDEX_REBUILD_REQUIRED: _ErrorReason.ValueType  # 104
     """FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-    embedding model or chunking policy; pushed documents cannot be mixed in.
+    embedding configuration (model, dimensions, normalization, query or
+    document prefix, token window) or chunking policy; pushed documents cannot
+    be mixed in. Semantic and hybrid retrieval are refused with it too while
+    queries would be embedded differently from the published version (lexical
+    retrieval keeps serving).
     """
     ERROR_REASON_INGESTION_LOCKED: _ErrorReason.ValueType  # 105
     """FAILED_PRECONDITION: another replica holds the index's ingestion lock."""
+    ERROR_REASON_DOCUMENT_NOT_FOUND: _ErrorReason.ValueType  # 120
+    """NOT_FOUND: the caller's tenant has no published document with the
+    requested id in the index (GetDocument).
+    """
     ERROR_REASON_AGENT_NOT_FOUND: _ErrorReason.ValueType  # 200
     """NOT_FOUND: no agent has the requested id."""
     ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED: _ErrorReason.ValueType  # 201
@@ -151,7 +159,11 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     ERROR_REASON_UNAUTHENTICATED: _ErrorReason.ValueType  # 212
     """UNAUTHENTICATED: no, a malformed or an unknown API key."""
     ERROR_REASON_PERMISSION_DENIED: _ErrorReason.ValueType  # 213
-    """PERMISSION_DENIED: the API key lacks the permission the method needs."""
+    """PERMISSION_DENIED: the API key lacks the permission the method needs;
+    ErrorInfo metadata "permission" names it (for example "manage": the
+    "ingest" permission starts, watches and cancels ingestion only of indexes
+    whose configured tenant is the key's own).
+    """
     ERROR_REASON_TENANT_MISMATCH: _ErrorReason.ValueType  # 214
     """PERMISSION_DENIED: a request field names a tenant other than the key's."""
     ERROR_REASON_TENANT_RATE_LIMITED: _ErrorReason.ValueType  # 215
@@ -230,6 +242,12 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """INVALID_ARGUMENT: the database rejected the data (for example NUL bytes)."""
     ERROR_REASON_STORE_ERROR: _ErrorReason.ValueType  # 305
     """INTERNAL: an unexpected database error."""
+    ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE: _ErrorReason.ValueType  # 310
+    """UNAVAILABLE: the request's minimum index version (min_index_version) is not
+    visible on this server yet (a publish through another replica not seen
+    yet, or a version that does not exist yet). Carries RetryInfo; metadata
+    index_version (what is visible) and min_index_version (what was asked).
+    """
     ERROR_REASON_CONFIG_INVALID: _ErrorReason.ValueType  # 400
     """FAILED_PRECONDITION: a configuration reload found the file invalid (or
     unreadable); BadRequest field violations name every offending key. Nothing
@@ -244,6 +262,21 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """FAILED_PRECONDITION: the server was not started from a configuration file
     (the built-in demo), so there is nothing to reload.
     """
+    ERROR_REASON_UNSUPPORTED_PARAMETER: _ErrorReason.ValueType  # 410
+    """INVALID_ARGUMENT: the OpenAI-compatible facade (POST /v1/chat/completions)
+    received a parameter groundwire does not support (n > 1, tools, logprobs,
+    response_format, ...); the message names the parameter.
+    """
+    ERROR_REASON_UNSUPPORTED_MEDIA_TYPE: _ErrorReason.ValueType  # 411
+    """INVALID_ARGUMENT (HTTP 415): an HTTP surface received a body whose
+    Content-Type or Content-Encoding it does not accept.
+    """
+    ERROR_REASON_MESSAGE_TOO_LARGE: _ErrorReason.ValueType  # 412
+    """RESOURCE_EXHAUSTED: an HTTP request body is larger than
+    server.max_message_bytes (the gRPC port's bound too).
+    """
+    ERROR_REASON_METHOD_NOT_FOUND: _ErrorReason.ValueType  # 413
+    """UNIMPLEMENTED (HTTP 404): no RPC (or HTTP route) has that path."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The values of google.rpc.ErrorInfo.reason, without the ERROR_REASON_ prefix
@@ -329,10 +362,18 @@ ERROR_REASON_INVALID_PAGE_TOKEN: ErrorReason.ValueType  # 103
 """INVALID_ARGUMENT: the page token is malformed or belongs to another query."""
 ERROR_REASON_INDEX_REBUILD_REQUIRED: ErrorReason.ValueType  # 104
 """FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-embedding model or chunking policy; pushed documents cannot be mixed in.
+embedding configuration (model, dimensions, normalization, query or
+document prefix, token window) or chunking policy; pushed documents cannot
+be mixed in. Semantic and hybrid retrieval are refused with it too while
+queries would be embedded differently from the published version (lexical
+retrieval keeps serving).
 """
 ERROR_REASON_INGESTION_LOCKED: ErrorReason.ValueType  # 105
 """FAILED_PRECONDITION: another replica holds the index's ingestion lock."""
+ERROR_REASON_DOCUMENT_NOT_FOUND: ErrorReason.ValueType  # 120
+"""NOT_FOUND: the caller's tenant has no published document with the
+requested id in the index (GetDocument).
+"""
 ERROR_REASON_AGENT_NOT_FOUND: ErrorReason.ValueType  # 200
 """NOT_FOUND: no agent has the requested id."""
 ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED: ErrorReason.ValueType  # 201
@@ -373,7 +414,11 @@ agent_limits.max_concurrent_executions); retry later (RetryInfo).
 ERROR_REASON_UNAUTHENTICATED: ErrorReason.ValueType  # 212
 """UNAUTHENTICATED: no, a malformed or an unknown API key."""
 ERROR_REASON_PERMISSION_DENIED: ErrorReason.ValueType  # 213
-"""PERMISSION_DENIED: the API key lacks the permission the method needs."""
+"""PERMISSION_DENIED: the API key lacks the permission the method needs;
+ErrorInfo metadata "permission" names it (for example "manage": the
+"ingest" permission starts, watches and cancels ingestion only of indexes
+whose configured tenant is the key's own).
+"""
 ERROR_REASON_TENANT_MISMATCH: ErrorReason.ValueType  # 214
 """PERMISSION_DENIED: a request field names a tenant other than the key's."""
 ERROR_REASON_TENANT_RATE_LIMITED: ErrorReason.ValueType  # 215
@@ -452,6 +497,12 @@ ERROR_REASON_STORE_DATA_REJECTED: ErrorReason.ValueType  # 304
 """INVALID_ARGUMENT: the database rejected the data (for example NUL bytes)."""
 ERROR_REASON_STORE_ERROR: ErrorReason.ValueType  # 305
 """INTERNAL: an unexpected database error."""
+ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE: ErrorReason.ValueType  # 310
+"""UNAVAILABLE: the request's minimum index version (min_index_version) is not
+visible on this server yet (a publish through another replica not seen
+yet, or a version that does not exist yet). Carries RetryInfo; metadata
+index_version (what is visible) and min_index_version (what was asked).
+"""
 ERROR_REASON_CONFIG_INVALID: ErrorReason.ValueType  # 400
 """FAILED_PRECONDITION: a configuration reload found the file invalid (or
 unreadable); BadRequest field violations name every offending key. Nothing
@@ -466,4 +517,19 @@ ERROR_REASON_RELOAD_UNAVAILABLE: ErrorReason.ValueType  # 402
 """FAILED_PRECONDITION: the server was not started from a configuration file
 (the built-in demo), so there is nothing to reload.
 """
+ERROR_REASON_UNSUPPORTED_PARAMETER: ErrorReason.ValueType  # 410
+"""INVALID_ARGUMENT: the OpenAI-compatible facade (POST /v1/chat/completions)
+received a parameter groundwire does not support (n > 1, tools, logprobs,
+response_format, ...); the message names the parameter.
+"""
+ERROR_REASON_UNSUPPORTED_MEDIA_TYPE: ErrorReason.ValueType  # 411
+"""INVALID_ARGUMENT (HTTP 415): an HTTP surface received a body whose
+Content-Type or Content-Encoding it does not accept.
+"""
+ERROR_REASON_MESSAGE_TOO_LARGE: ErrorReason.ValueType  # 412
+"""RESOURCE_EXHAUSTED: an HTTP request body is larger than
+server.max_message_bytes (the gRPC port's bound too).
+"""
+ERROR_REASON_METHOD_NOT_FOUND: ErrorReason.ValueType  # 413
+"""UNIMPLEMENTED (HTTP 404): no RPC (or HTTP route) has that path."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

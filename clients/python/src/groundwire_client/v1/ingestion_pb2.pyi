@@ -16,6 +16,7 @@ from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from groundwire_client.v1 import usage_pb2 as _usage_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -47,6 +48,13 @@ class _IngestionStrategyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Ing
     """
     INGESTION_STRATEGY_SCHEDULED: _IngestionStrategy.ValueType  # 4
     """On a five-field cron schedule (server time zone)."""
+    INGESTION_STRATEGY_WATCH: _IngestionStrategy.ValueType  # 170
+    """At server start in the background (like BACKGROUND_ON_STARTUP), then
+    whenever files of the index's directory or files sources are created,
+    changed or deleted, once they have been quiet for the configured
+    debounce period (`ingestion.watch_debounce_ms`). Each run is incremental:
+    unchanged documents are skipped by content hash.
+    """
 
 class IngestionStrategy(_IngestionStrategy, metaclass=_IngestionStrategyEnumTypeWrapper):
     """When an index is ingested automatically (a manual start is always allowed)."""
@@ -65,6 +73,13 @@ version meanwhile.
 """
 INGESTION_STRATEGY_SCHEDULED: IngestionStrategy.ValueType  # 4
 """On a five-field cron schedule (server time zone)."""
+INGESTION_STRATEGY_WATCH: IngestionStrategy.ValueType  # 170
+"""At server start in the background (like BACKGROUND_ON_STARTUP), then
+whenever files of the index's directory or files sources are created,
+changed or deleted, once they have been quiet for the configured
+debounce period (`ingestion.watch_debounce_ms`). Each run is incremental:
+unchanged documents are skipped by content hash.
+"""
 Global___IngestionStrategy: _TypeAlias = IngestionStrategy  # noqa: Y015
 
 class _OperationState:
@@ -122,6 +137,8 @@ class _OperationTriggerEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Oper
     changed what an ON_STARTUP or BACKGROUND_ON_STARTUP index ingests (its
     chunking, embedding model or sources), as a restart would have.
     """
+    OPERATION_TRIGGER_WATCH: _OperationTrigger.ValueType  # 170
+    """The WATCH strategy: files of the index's sources changed."""
 
 class OperationTrigger(_OperationTrigger, metaclass=_OperationTriggerEnumTypeWrapper):
     """What started an operation."""
@@ -139,6 +156,8 @@ OPERATION_TRIGGER_RELOAD: OperationTrigger.ValueType  # 100
 changed what an ON_STARTUP or BACKGROUND_ON_STARTUP index ingests (its
 chunking, embedding model or sources), as a restart would have.
 """
+OPERATION_TRIGGER_WATCH: OperationTrigger.ValueType  # 170
+"""The WATCH strategy: files of the index's sources changed."""
 Global___OperationTrigger: _TypeAlias = OperationTrigger  # noqa: Y015
 
 class _OperationPhase:
@@ -190,7 +209,11 @@ class _DocumentFormatEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Docume
     DOCUMENT_FORMAT_MARKDOWN: _DocumentFormat.ValueType  # 2
     """CommonMark; chunked per section when the index's policy says so."""
     DOCUMENT_FORMAT_HTML: _DocumentFormat.ValueType  # 3
-    """HTML; text is extracted, scripts and styles dropped."""
+    """HTML; its main content is extracted (the `main` element, else the one
+    `article`, else the body), without page chrome (nav, header, footer,
+    aside, scripts, styles, forms, hidden elements); inline elements stay in
+    their sentence and `pre` blocks keep their line breaks.
+    """
 
 class DocumentFormat(_DocumentFormat, metaclass=_DocumentFormatEnumTypeWrapper):
     """Formats of pushed documents."""
@@ -202,7 +225,11 @@ DOCUMENT_FORMAT_TEXT: DocumentFormat.ValueType  # 1
 DOCUMENT_FORMAT_MARKDOWN: DocumentFormat.ValueType  # 2
 """CommonMark; chunked per section when the index's policy says so."""
 DOCUMENT_FORMAT_HTML: DocumentFormat.ValueType  # 3
-"""HTML; text is extracted, scripts and styles dropped."""
+"""HTML; its main content is extracted (the `main` element, else the one
+`article`, else the body), without page chrome (nav, header, footer,
+aside, scripts, styles, forms, hidden elements); inline elements stay in
+their sentence and `pre` blocks keep their line breaks.
+"""
 Global___DocumentFormat: _TypeAlias = DocumentFormat  # noqa: Y015
 
 class _ChunkUnit:
@@ -489,7 +516,9 @@ class DocumentFailure(_message.Message):
     """Output only. The document's id."""
     reason: _builtins.str
     """Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-    BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID, and for
+    BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+    CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+    index rejects over-long chunks instead of truncating them), and for
     `url` sources URL_REFUSED (the URL policy refused the URL, an address it
     resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
     an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
@@ -516,14 +545,41 @@ class OperationCounts(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class NotIngestedByReasonEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     DISCOVERED_FIELD_NUMBER: _builtins.int
     INGESTED_FIELD_NUMBER: _builtins.int
     UNCHANGED_FIELD_NUMBER: _builtins.int
     FAILED_FIELD_NUMBER: _builtins.int
     DELETED_FIELD_NUMBER: _builtins.int
     CHUNKS_WRITTEN_FIELD_NUMBER: _builtins.int
+    EMBEDDING_USAGE_FIELD_NUMBER: _builtins.int
+    TRUNCATED_CHUNKS_FIELD_NUMBER: _builtins.int
+    SKIPPED_FIELD_NUMBER: _builtins.int
+    NOT_INGESTED_BY_REASON_FIELD_NUMBER: _builtins.int
     discovered: _builtins.int
-    """Output only. Documents found in the sources."""
+    """Output only. Documents found in the sources: every file a directory
+    source's glob matches (hidden files and directories excepted), whatever
+    its type, so discovered = ingested + unchanged + failed + skipped.
+    """
     ingested: _builtins.int
     """Output only. Documents (re)ingested because they are new or changed."""
     unchanged: _builtins.int
@@ -534,6 +590,28 @@ class OperationCounts(_message.Message):
     """Output only. Documents removed because they left the sources."""
     chunks_written: _builtins.int
     """Output only. Chunks written."""
+    truncated_chunks: _builtins.int
+    """Output only. Chunks embedded although the model saw them only in part
+    (longer than its token window; 0 when the index rejects such chunks,
+    which then fail their document with CHUNK_TOO_LONG).
+    """
+    skipped: _builtins.int
+    """Output only. Documents found whose type no enabled loader reads (an
+    extension the source does not list, an extensionless file that is not
+    UTF-8 text, a URL's unsupported media type); listed in Operation.skipped,
+    not counted in `failed`.
+    """
+    @_builtins.property
+    def embedding_usage(self) -> _usage_pb2.EmbeddingUsage:
+        """Output only. Embedding usage of the operation's document embeddings."""
+
+    @_builtins.property
+    def not_ingested_by_reason(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Output only. Documents not ingested (failed or skipped), per reason (the
+        DocumentFailure.reason codes), every one counted, also those beyond the
+        listed 100.
+        """
+
     def __init__(
         self,
         *,
@@ -543,10 +621,14 @@ class OperationCounts(_message.Message):
         failed: _builtins.int = ...,
         deleted: _builtins.int = ...,
         chunks_written: _builtins.int = ...,
+        embedding_usage: _usage_pb2.EmbeddingUsage | None = ...,
+        truncated_chunks: _builtins.int = ...,
+        skipped: _builtins.int = ...,
+        not_ingested_by_reason: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["embedding_usage", b"embedding_usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_written", b"chunks_written", "deleted", b"deleted", "discovered", b"discovered", "failed", b"failed", "ingested", b"ingested", "unchanged", b"unchanged"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_written", b"chunks_written", "deleted", b"deleted", "discovered", b"discovered", "embedding_usage", b"embedding_usage", "failed", b"failed", "ingested", b"ingested", "not_ingested_by_reason", b"not_ingested_by_reason", "skipped", b"skipped", "truncated_chunks", b"truncated_chunks", "unchanged", b"unchanged"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -573,6 +655,9 @@ class Operation(_message.Message):
     FAILURES_FIELD_NUMBER: _builtins.int
     FAILURES_OMITTED_FIELD_NUMBER: _builtins.int
     ELAPSED_FIELD_NUMBER: _builtins.int
+    SKIPPED_FIELD_NUMBER: _builtins.int
+    SKIPPED_OMITTED_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Output only. Unique id (opaque string)."""
     index_name: _builtins.str
@@ -601,6 +686,8 @@ class Operation(_message.Message):
     """
     failures_omitted: _builtins.int
     """Output only. Failures beyond the 100 listed."""
+    skipped_omitted: _builtins.int
+    """Output only. Skipped documents beyond the 100 listed."""
     @_builtins.property
     def counts(self) -> Global___OperationCounts:
         """Output only. Progress counts."""
@@ -625,6 +712,19 @@ class Operation(_message.Message):
     def elapsed(self) -> _duration_pb2.Duration:
         """Output only. Wall time since start (or total, when ended)."""
 
+    @_builtins.property
+    def skipped(self) -> _containers.RepeatedCompositeFieldContainer[Global___DocumentFailure]:
+        """Output only. Documents skipped because no enabled loader reads their type
+        (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+        """
+
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Output only. Stable codes of what a user must know about a run that did
+        not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+        found or none readable, so the index holds no configured document).
+        """
+
     def __init__(
         self,
         *,
@@ -643,10 +743,13 @@ class Operation(_message.Message):
         failures: _abc.Iterable[Global___DocumentFailure] | None = ...,
         failures_omitted: _builtins.int = ...,
         elapsed: _duration_pb2.Duration | None = ...,
+        skipped: _abc.Iterable[Global___DocumentFailure] | None = ...,
+        skipped_omitted: _builtins.int = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "create_time", b"create_time", "elapsed", b"elapsed", "end_time", b"end_time", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "create_time", b"create_time", "elapsed", b"elapsed", "end_time", b"end_time", "error_code", b"error_code", "failures", b"failures", "failures_omitted", b"failures_omitted", "id", b"id", "index_name", b"index_name", "phase", b"phase", "rebuild", b"rebuild", "start_time", b"start_time", "state", b"state", "trigger", b"trigger", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "create_time", b"create_time", "elapsed", b"elapsed", "end_time", b"end_time", "error_code", b"error_code", "failures", b"failures", "failures_omitted", b"failures_omitted", "id", b"id", "index_name", b"index_name", "phase", b"phase", "rebuild", b"rebuild", "skipped", b"skipped", "skipped_omitted", b"skipped_omitted", "start_time", b"start_time", "state", b"state", "trigger", b"trigger", "version", b"version", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1091,17 +1194,39 @@ class PushedDocument(_message.Message):
     TITLE_FIELD_NUMBER: _builtins.int
     FORMAT_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    MEDIA_TYPE_FIELD_NUMBER: _builtins.int
     document_id: _builtins.str
     """Required. Stable id within the index and tenant: 1 to 512 characters, no
     control characters. Reusing an id replaces that tenant's document; other
     tenants' documents with the same id are separate documents.
     """
     text: _builtins.str
-    """Required. The document text (at most the index's max_file_bytes in UTF-8)."""
+    """The document text (at most the index's max_file_bytes in UTF-8). Exactly
+    one of `text` and `content` is set (INVALID_ARGUMENT otherwise).
+    """
     title: _builtins.str
     """Optional. Display title."""
     format: Global___DocumentFormat.ValueType
     """Optional. Format of `text`; unspecified means plain text."""
+    content: _builtins.bytes
+    """The document's file bytes, read by the loader of `media_type` like a file
+    of a configured source (at most the index's max_file_bytes; a larger one
+    fails with TOO_LARGE, an unreadable one with PARSE_FAILED, NOT_UTF8,
+    BINARY or EMPTY in the response's failures). Exactly one of `text` and
+    `content` is set. `format` must be unspecified with `content`.
+    """
+    media_type: _builtins.str
+    """Required with `content`, else empty: its media type, parameters such as
+    "; charset=utf-8" ignored (text must be UTF-8). One of application/pdf,
+    application/vnd.openxmlformats-officedocument.wordprocessingml.document
+    (DOCX), ...presentationml.presentation (PPTX), ...spreadsheetml.sheet
+    (XLSX), application/vnd.oasis.opendocument.text (ODT),
+    application/epub+zip, text/html, application/xhtml+xml, text/markdown,
+    text/plain, text/csv, text/tab-separated-values, text/x-rst,
+    application/json, application/x-ndjson, application/xml, text/xml,
+    application/yaml. Any other is INVALID_ARGUMENT.
+    """
     @_builtins.property
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Optional. Metadata (at most 32 entries; keys 1-128 chars of
@@ -1117,10 +1242,12 @@ class PushedDocument(_message.Message):
         title: _builtins.str = ...,
         format: Global___DocumentFormat.ValueType = ...,
         metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        content: _builtins.bytes = ...,
+        media_type: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_id", b"document_id", "format", b"format", "metadata", b"metadata", "text", b"text", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "document_id", b"document_id", "format", b"format", "media_type", b"media_type", "metadata", b"metadata", "text", b"text", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1264,3 +1391,277 @@ class DeleteDocumentsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteDocumentsResponse: _TypeAlias = DeleteDocumentsResponse  # noqa: Y015
+
+@_typing.final
+class DocumentInfo(_message.Message):
+    """A published document, without its content."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class MetadataEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    SOURCE_ID_FIELD_NUMBER: _builtins.int
+    SIZE_CHARACTERS_FIELD_NUMBER: _builtins.int
+    CONTENT_HASH_FIELD_NUMBER: _builtins.int
+    CHUNK_COUNT_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    INGEST_TIME_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    document_id: _builtins.str
+    """Output only. The document id (a configured file's path relative to its
+    source root, a URL document's id, or the id it was pushed with).
+    """
+    title: _builtins.str
+    """Output only. Display title."""
+    source_id: _builtins.str
+    """Output only. Where it came from: "config:<document_id>" for a configured
+    source, "push:<document_id>" for a pushed document.
+    """
+    size_characters: _builtins.int
+    """Output only. Size of its normalized text, in Unicode characters (the end
+    offset of its last chunk).
+    """
+    content_hash: _builtins.str
+    """Output only. SHA-256 (hex) of what was stored: text, title, tenant and
+    metadata. Unchanged between versions when the document did not change.
+    """
+    chunk_count: _builtins.int
+    """Output only. Number of chunks."""
+    version: _builtins.int
+    """Output only. The index version that wrote it."""
+    tenant: _builtins.str
+    """Output only. Its tenant ("" = untenanted)."""
+    @_builtins.property
+    def ingest_time(self) -> _timestamp_pb2.Timestamp:
+        """Output only. When that version staged it."""
+
+    @_builtins.property
+    def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Output only. Its metadata (configured and pushed, merged)."""
+
+    def __init__(
+        self,
+        *,
+        document_id: _builtins.str = ...,
+        title: _builtins.str = ...,
+        source_id: _builtins.str = ...,
+        size_characters: _builtins.int = ...,
+        content_hash: _builtins.str = ...,
+        chunk_count: _builtins.int = ...,
+        version: _builtins.int = ...,
+        ingest_time: _timestamp_pb2.Timestamp | None = ...,
+        metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        tenant: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ingest_time", b"ingest_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_count", b"chunk_count", "content_hash", b"content_hash", "document_id", b"document_id", "ingest_time", b"ingest_time", "metadata", b"metadata", "size_characters", b"size_characters", "source_id", b"source_id", "tenant", b"tenant", "title", b"title", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DocumentInfo: _TypeAlias = DocumentInfo  # noqa: Y015
+
+@_typing.final
+class ListDocumentsRequest(_message.Message):
+    """Request for ListDocuments."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_NAME_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    index_name: _builtins.str
+    """Required. The index name."""
+    page_size: _builtins.int
+    """Optional. Maximum documents per page, in [1, 100]; 0 means 50."""
+    page_token: _builtins.str
+    """Optional. next_page_token of a previous response with the same index
+    and tenant.
+    """
+    tenant: _builtins.str
+    """Optional. Tenant whose documents are listed ("" = untenanted). When API
+    keys are enabled, the key's tenant applies: leave this empty or repeat it
+    (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
+    """
+    def __init__(
+        self,
+        *,
+        index_name: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["index_name", b"index_name", "page_size", b"page_size", "page_token", b"page_token", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDocumentsRequest: _TypeAlias = ListDocumentsRequest  # noqa: Y015
+
+@_typing.final
+class ListDocumentsResponse(_message.Message):
+    """Response for ListDocuments."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Output only. Token for the next page; empty on the last page."""
+    @_builtins.property
+    def documents(self) -> _containers.RepeatedCompositeFieldContainer[Global___DocumentInfo]:
+        """Output only. Documents ordered by id."""
+
+    def __init__(
+        self,
+        *,
+        documents: _abc.Iterable[Global___DocumentInfo] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["documents", b"documents", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDocumentsResponse: _TypeAlias = ListDocumentsResponse  # noqa: Y015
+
+@_typing.final
+class GetDocumentRequest(_message.Message):
+    """Request for GetDocument."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_NAME_FIELD_NUMBER: _builtins.int
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    INCLUDE_CHUNKS_FIELD_NUMBER: _builtins.int
+    index_name: _builtins.str
+    """Required. The index name."""
+    document_id: _builtins.str
+    """Required. The document id."""
+    tenant: _builtins.str
+    """Optional. Tenant of the document, as in ListDocumentsRequest."""
+    include_chunks: _builtins.bool
+    """Optional. Also return the document's chunks with their text (the text
+    the index searches, as extracted and normalized), at most 1,000; by
+    default the response is content-free.
+    """
+    def __init__(
+        self,
+        *,
+        index_name: _builtins.str = ...,
+        document_id: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        include_chunks: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_id", b"document_id", "include_chunks", b"include_chunks", "index_name", b"index_name", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetDocumentRequest: _TypeAlias = GetDocumentRequest  # noqa: Y015
+
+@_typing.final
+class DocumentChunk(_message.Message):
+    """One chunk of a document, with its text."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHUNK_ID_FIELD_NUMBER: _builtins.int
+    ORDINAL_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    SECTION_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    chunk_id: _builtins.str
+    """Output only. The chunk id (as in retrieval results)."""
+    ordinal: _builtins.int
+    """Output only. Position in the document, from 0."""
+    start: _builtins.int
+    """Output only. Start offset in the document's normalized text, in Unicode
+    characters.
+    """
+    end: _builtins.int
+    """Output only. End offset (exclusive), in Unicode characters."""
+    section: _builtins.str
+    """Output only. The Markdown section path it belongs to ("" when none)."""
+    text: _builtins.str
+    """Output only. The chunk text."""
+    def __init__(
+        self,
+        *,
+        chunk_id: _builtins.str = ...,
+        ordinal: _builtins.int = ...,
+        start: _builtins.int = ...,
+        end: _builtins.int = ...,
+        section: _builtins.str = ...,
+        text: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "end", b"end", "ordinal", b"ordinal", "section", b"section", "start", b"start", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DocumentChunk: _TypeAlias = DocumentChunk  # noqa: Y015
+
+@_typing.final
+class GetDocumentResponse(_message.Message):
+    """Response for GetDocument."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENT_FIELD_NUMBER: _builtins.int
+    CHUNKS_FIELD_NUMBER: _builtins.int
+    CHUNKS_OMITTED_FIELD_NUMBER: _builtins.int
+    chunks_omitted: _builtins.int
+    """Output only. Chunks beyond the 1,000 returned."""
+    @_builtins.property
+    def document(self) -> Global___DocumentInfo:
+        """Output only. The document."""
+
+    @_builtins.property
+    def chunks(self) -> _containers.RepeatedCompositeFieldContainer[Global___DocumentChunk]:
+        """Output only. Its chunks in order, with include_chunks only (at most
+        1,000; see chunks_omitted).
+        """
+
+    def __init__(
+        self,
+        *,
+        document: Global___DocumentInfo | None = ...,
+        chunks: _abc.Iterable[Global___DocumentChunk] | None = ...,
+        chunks_omitted: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["document", b"document"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks", b"chunks", "chunks_omitted", b"chunks_omitted", "document", b"document"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetDocumentResponse: _TypeAlias = GetDocumentResponse  # noqa: Y015

@@ -80,6 +80,16 @@ class IngestionManagerServiceStub:
                 request_serializer=groundwire_dot_v1_dot_ingestion__pb2.DeleteDocumentsRequest.SerializeToString,
                 response_deserializer=groundwire_dot_v1_dot_ingestion__pb2.DeleteDocumentsResponse.FromString,
                 _registered_method=True)
+        self.ListDocuments = channel.unary_unary(
+                '/groundwire.v1.IngestionManagerService/ListDocuments',
+                request_serializer=groundwire_dot_v1_dot_ingestion__pb2.ListDocumentsRequest.SerializeToString,
+                response_deserializer=groundwire_dot_v1_dot_ingestion__pb2.ListDocumentsResponse.FromString,
+                _registered_method=True)
+        self.GetDocument = channel.unary_unary(
+                '/groundwire.v1.IngestionManagerService/GetDocument',
+                request_serializer=groundwire_dot_v1_dot_ingestion__pb2.GetDocumentRequest.SerializeToString,
+                response_deserializer=groundwire_dot_v1_dot_ingestion__pb2.GetDocumentResponse.FromString,
+                _registered_method=True)
 
 
 class IngestionManagerServiceServicer:
@@ -159,6 +169,25 @@ class IngestionManagerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDocuments(self, request, context):
+        """Lists one tenant's published documents of an index, ordered by id
+        (code point order), without their content. Paginated. Needs the `retrieve`
+        permission (like GetDocument): the caller's own tenant only. Errors: NOT_FOUND
+        (INDEX_NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetDocument(self, request, context):
+        """Describes one of a tenant's published documents, without its content.
+        Errors: NOT_FOUND (INDEX_NOT_FOUND; DOCUMENT_NOT_FOUND, also for another
+        tenant's document with that id).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestionManagerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -206,6 +235,16 @@ def add_IngestionManagerServiceServicer_to_server(servicer, server):
                     servicer.DeleteDocuments,
                     request_deserializer=groundwire_dot_v1_dot_ingestion__pb2.DeleteDocumentsRequest.FromString,
                     response_serializer=groundwire_dot_v1_dot_ingestion__pb2.DeleteDocumentsResponse.SerializeToString,
+            ),
+            'ListDocuments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDocuments,
+                    request_deserializer=groundwire_dot_v1_dot_ingestion__pb2.ListDocumentsRequest.FromString,
+                    response_serializer=groundwire_dot_v1_dot_ingestion__pb2.ListDocumentsResponse.SerializeToString,
+            ),
+            'GetDocument': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetDocument,
+                    request_deserializer=groundwire_dot_v1_dot_ingestion__pb2.GetDocumentRequest.FromString,
+                    response_serializer=groundwire_dot_v1_dot_ingestion__pb2.GetDocumentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -452,6 +491,60 @@ class IngestionManagerService:
             '/groundwire.v1.IngestionManagerService/DeleteDocuments',
             groundwire_dot_v1_dot_ingestion__pb2.DeleteDocumentsRequest.SerializeToString,
             groundwire_dot_v1_dot_ingestion__pb2.DeleteDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDocuments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groundwire.v1.IngestionManagerService/ListDocuments',
+            groundwire_dot_v1_dot_ingestion__pb2.ListDocumentsRequest.SerializeToString,
+            groundwire_dot_v1_dot_ingestion__pb2.ListDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetDocument(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groundwire.v1.IngestionManagerService/GetDocument',
+            groundwire_dot_v1_dot_ingestion__pb2.GetDocumentRequest.SerializeToString,
+            groundwire_dot_v1_dot_ingestion__pb2.GetDocumentResponse.FromString,
             options,
             channel_credentials,
             insecure,

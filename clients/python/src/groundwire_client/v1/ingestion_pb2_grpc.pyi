@@ -72,6 +72,17 @@ class IngestionManagerServiceStub:
     """Deletes one tenant's pushed or ingested documents by id as one new index
     version.
     """
+    ListDocuments: _grpc.UnaryUnaryMultiCallable[_ingestion_pb2.ListDocumentsRequest, _ingestion_pb2.ListDocumentsResponse]
+    """Lists one tenant's published documents of an index, ordered by id
+    (code point order), without their content. Paginated. Needs the `retrieve`
+    permission (like GetDocument): the caller's own tenant only. Errors: NOT_FOUND
+    (INDEX_NOT_FOUND).
+    """
+    GetDocument: _grpc.UnaryUnaryMultiCallable[_ingestion_pb2.GetDocumentRequest, _ingestion_pb2.GetDocumentResponse]
+    """Describes one of a tenant's published documents, without its content.
+    Errors: NOT_FOUND (INDEX_NOT_FOUND; DOCUMENT_NOT_FOUND, also for another
+    tenant's document with that id).
+    """
 
 @_typing.type_check_only
 class IngestionManagerServiceAsyncStub(IngestionManagerServiceStub):
@@ -110,6 +121,17 @@ class IngestionManagerServiceAsyncStub(IngestionManagerServiceStub):
     DeleteDocuments: _aio.UnaryUnaryMultiCallable[_ingestion_pb2.DeleteDocumentsRequest, _ingestion_pb2.DeleteDocumentsResponse]  # type: ignore[assignment]
     """Deletes one tenant's pushed or ingested documents by id as one new index
     version.
+    """
+    ListDocuments: _aio.UnaryUnaryMultiCallable[_ingestion_pb2.ListDocumentsRequest, _ingestion_pb2.ListDocumentsResponse]  # type: ignore[assignment]
+    """Lists one tenant's published documents of an index, ordered by id
+    (code point order), without their content. Paginated. Needs the `retrieve`
+    permission (like GetDocument): the caller's own tenant only. Errors: NOT_FOUND
+    (INDEX_NOT_FOUND).
+    """
+    GetDocument: _aio.UnaryUnaryMultiCallable[_ingestion_pb2.GetDocumentRequest, _ingestion_pb2.GetDocumentResponse]  # type: ignore[assignment]
+    """Describes one of a tenant's published documents, without its content.
+    Errors: NOT_FOUND (INDEX_NOT_FOUND; DOCUMENT_NOT_FOUND, also for another
+    tenant's document with that id).
     """
 
 class IngestionManagerServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -200,6 +222,29 @@ class IngestionManagerServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_ingestion_pb2.DeleteDocumentsResponse, _abc.Awaitable[_ingestion_pb2.DeleteDocumentsResponse]]:
         """Deletes one tenant's pushed or ingested documents by id as one new index
         version.
+        """
+
+    @_abc_1.abstractmethod
+    def ListDocuments(
+        self,
+        request: _ingestion_pb2.ListDocumentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ingestion_pb2.ListDocumentsResponse, _abc.Awaitable[_ingestion_pb2.ListDocumentsResponse]]:
+        """Lists one tenant's published documents of an index, ordered by id
+        (code point order), without their content. Paginated. Needs the `retrieve`
+        permission (like GetDocument): the caller's own tenant only. Errors: NOT_FOUND
+        (INDEX_NOT_FOUND).
+        """
+
+    @_abc_1.abstractmethod
+    def GetDocument(
+        self,
+        request: _ingestion_pb2.GetDocumentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ingestion_pb2.GetDocumentResponse, _abc.Awaitable[_ingestion_pb2.GetDocumentResponse]]:
+        """Describes one of a tenant's published documents, without its content.
+        Errors: NOT_FOUND (INDEX_NOT_FOUND; DOCUMENT_NOT_FOUND, also for another
+        tenant's document with that id).
         """
 
 def add_IngestionManagerServiceServicer_to_server(servicer: IngestionManagerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

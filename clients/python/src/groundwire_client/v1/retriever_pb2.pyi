@@ -13,6 +13,7 @@ from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from groundwire_client.v1 import common_pb2 as _common_pb2
+from groundwire_client.v1 import usage_pb2 as _usage_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -128,6 +129,7 @@ class RagQuery(_message.Message):
     FILTER_FIELD_NUMBER: _builtins.int
     TENANT_FIELD_NUMBER: _builtins.int
     FUSION_FIELD_NUMBER: _builtins.int
+    MIN_INDEX_VERSION_FIELD_NUMBER: _builtins.int
     index_name: _builtins.str
     """Required. The index to search: 1 to 128 characters of [a-z0-9_-]."""
     text: _builtins.str
@@ -148,6 +150,15 @@ class RagQuery(_message.Message):
     tenant. When API keys are enabled, the key's tenant applies: leave this
     empty or repeat it (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
     """
+    min_index_version: _builtins.int
+    """Optional. The lowest published index version the caller accepts, for
+    read-your-writes across replicas: send the version a push or ingestion
+    returned (UpsertDocumentsResponse.published_version, Operation.version) or
+    a previous response's diagnostics.index_version. A server that does not
+    see that version yet waits up to 1 s for it, then fails with UNAVAILABLE /
+    INDEX_VERSION_NOT_YET_VISIBLE and RetryInfo (retry, on this or another
+    replica). 0 (the default) accepts any version.
+    """
     @_builtins.property
     def filter(self) -> _common_pb2.MetadataFilter:
         """Optional. Metadata conditions applied before ranking."""
@@ -166,10 +177,11 @@ class RagQuery(_message.Message):
         filter: _common_pb2.MetadataFilter | None = ...,
         tenant: _builtins.str = ...,
         fusion: Global___FusionOptions | None = ...,
+        min_index_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_top_k", b"_top_k", "filter", b"filter", "fusion", b"fusion", "top_k", b"top_k"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_top_k", b"_top_k", "filter", b"filter", "fusion", b"fusion", "index_name", b"index_name", "mode", b"mode", "tenant", b"tenant", "text", b"text", "top_k", b"top_k"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_top_k", b"_top_k", "filter", b"filter", "fusion", b"fusion", "index_name", b"index_name", "min_index_version", b"min_index_version", "mode", b"mode", "tenant", b"tenant", "text", b"text", "top_k", b"top_k"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__top_k: _TypeAlias = _typing.Literal["top_k"]  # noqa: Y015
     _WhichOneofArgType__top_k: _TypeAlias = _typing.Literal["_top_k", b"_top_k"]  # noqa: Y015
@@ -319,6 +331,9 @@ class RetrievalDiagnostics(_message.Message):
     APPLIED_LEG_DEPTH_FIELD_NUMBER: _builtins.int
     LEXICAL_TERMS_SCORED_FIELD_NUMBER: _builtins.int
     LEXICAL_TERMS_PRUNED_FIELD_NUMBER: _builtins.int
+    TENANT_SCOPE_EMPTY_FIELD_NUMBER: _builtins.int
+    EMBEDDING_USAGE_FIELD_NUMBER: _builtins.int
+    QUERY_TRUNCATED_FIELD_NUMBER: _builtins.int
     applied_mode: Global___RetrievalMode.ValueType
     """Output only. The mode that ran (never UNSPECIFIED)."""
     applied_top_k: _builtins.int
@@ -329,7 +344,9 @@ class RetrievalDiagnostics(_message.Message):
     """Output only. Candidates returned by the lexical leg (0 if it did not run)."""
     index_version: _builtins.int
     """Output only. The published index version that was searched (>= 1; 0 when
-    the index has never been published).
+    the index has never been published). The rows read are of this version or
+    a newer one (never older, also when a hot standby served the read), and it
+    is at least RagQuery.min_index_version.
     """
     phrase_count: _builtins.int
     """Output only. Number of exact phrases the query contained."""
@@ -351,6 +368,18 @@ class RetrievalDiagnostics(_message.Message):
     the most common ones (lowest idf), which barely move BM25. Terms the index does
     not hold match nothing and are counted in neither field.
     """
+    tenant_scope_empty: _builtins.bool
+    """Output only. True when the caller's tenant holds no published document in
+    this index at all (metadata filters aside): every query of this scope
+    finds nothing. Documents from configured sources belong to the index's
+    configured tenant (empty by default), so a key bound to another tenant
+    sees none of them. Checked only when no result was returned; false
+    otherwise. Reports on the caller's own scope only.
+    """
+    query_truncated: _builtins.bool
+    """Output only. Whether the query was longer than the embedding model's token
+    window, so the model saw only its beginning.
+    """
     @_builtins.property
     def embedding_duration(self) -> _duration_pb2.Duration:
         """Output only. Time spent embedding the query."""
@@ -366,6 +395,12 @@ class RetrievalDiagnostics(_message.Message):
     @_builtins.property
     def total_duration(self) -> _duration_pb2.Duration:
         """Output only. Total server time for the retrieval."""
+
+    @_builtins.property
+    def embedding_usage(self) -> _usage_pb2.EmbeddingUsage:
+        """Output only. Embedding usage of this query (the query embedding; zero in
+        lexical mode).
+        """
 
     def __init__(
         self,
@@ -386,10 +421,13 @@ class RetrievalDiagnostics(_message.Message):
         applied_leg_depth: _builtins.int = ...,
         lexical_terms_scored: _builtins.int = ...,
         lexical_terms_pruned: _builtins.int = ...,
+        tenant_scope_empty: _builtins.bool = ...,
+        embedding_usage: _usage_pb2.EmbeddingUsage | None = ...,
+        query_truncated: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["embedding_duration", b"embedding_duration", "lexical_duration", b"lexical_duration", "semantic_duration", b"semantic_duration", "total_duration", b"total_duration"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["embedding_duration", b"embedding_duration", "embedding_usage", b"embedding_usage", "lexical_duration", b"lexical_duration", "semantic_duration", b"semantic_duration", "total_duration", b"total_duration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_leg_depth", b"applied_leg_depth", "applied_lexical_weight", b"applied_lexical_weight", "applied_mode", b"applied_mode", "applied_rrf_k", b"applied_rrf_k", "applied_semantic_weight", b"applied_semantic_weight", "applied_top_k", b"applied_top_k", "embedding_duration", b"embedding_duration", "index_version", b"index_version", "lexical_duration", b"lexical_duration", "lexical_hits", b"lexical_hits", "lexical_terms_pruned", b"lexical_terms_pruned", "lexical_terms_scored", b"lexical_terms_scored", "phrase_count", b"phrase_count", "semantic_duration", b"semantic_duration", "semantic_hits", b"semantic_hits", "total_duration", b"total_duration"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_leg_depth", b"applied_leg_depth", "applied_lexical_weight", b"applied_lexical_weight", "applied_mode", b"applied_mode", "applied_rrf_k", b"applied_rrf_k", "applied_semantic_weight", b"applied_semantic_weight", "applied_top_k", b"applied_top_k", "embedding_duration", b"embedding_duration", "embedding_usage", b"embedding_usage", "index_version", b"index_version", "lexical_duration", b"lexical_duration", "lexical_hits", b"lexical_hits", "lexical_terms_pruned", b"lexical_terms_pruned", "lexical_terms_scored", b"lexical_terms_scored", "phrase_count", b"phrase_count", "query_truncated", b"query_truncated", "semantic_duration", b"semantic_duration", "semantic_hits", b"semantic_hits", "tenant_scope_empty", b"tenant_scope_empty", "total_duration", b"total_duration"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -49,8 +49,9 @@ class RetrieverServiceServicer:
     def Retrieve(self, request, context):
         """Runs one query. Errors: INVALID_ARGUMENT (bad query, filter, top_k, mode),
         NOT_FOUND (unknown index), FAILED_PRECONDITION (semantic/hybrid on an
-        index without an embedding model), UNAVAILABLE (store or embedding
-        provider down, index not ready), DEADLINE_EXCEEDED.
+        index without an embedding model, or INDEX_REBUILD_REQUIRED while the
+        published version was embedded for other query settings), UNAVAILABLE
+        (store or embedding provider down, index not ready), DEADLINE_EXCEEDED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

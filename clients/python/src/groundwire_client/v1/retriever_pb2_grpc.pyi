@@ -39,8 +39,9 @@ class RetrieverServiceStub:
     Retrieve: _grpc.UnaryUnaryMultiCallable[_retriever_pb2.RetrieveRequest, _retriever_pb2.RetrieveResponse]
     """Runs one query. Errors: INVALID_ARGUMENT (bad query, filter, top_k, mode),
     NOT_FOUND (unknown index), FAILED_PRECONDITION (semantic/hybrid on an
-    index without an embedding model), UNAVAILABLE (store or embedding
-    provider down, index not ready), DEADLINE_EXCEEDED.
+    index without an embedding model, or INDEX_REBUILD_REQUIRED while the
+    published version was embedded for other query settings), UNAVAILABLE
+    (store or embedding provider down, index not ready), DEADLINE_EXCEEDED.
     """
 
 @_typing.type_check_only
@@ -51,8 +52,9 @@ class RetrieverServiceAsyncStub(RetrieverServiceStub):
     Retrieve: _aio.UnaryUnaryMultiCallable[_retriever_pb2.RetrieveRequest, _retriever_pb2.RetrieveResponse]  # type: ignore[assignment]
     """Runs one query. Errors: INVALID_ARGUMENT (bad query, filter, top_k, mode),
     NOT_FOUND (unknown index), FAILED_PRECONDITION (semantic/hybrid on an
-    index without an embedding model), UNAVAILABLE (store or embedding
-    provider down, index not ready), DEADLINE_EXCEEDED.
+    index without an embedding model, or INDEX_REBUILD_REQUIRED while the
+    published version was embedded for other query settings), UNAVAILABLE
+    (store or embedding provider down, index not ready), DEADLINE_EXCEEDED.
     """
 
 class RetrieverServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -66,8 +68,9 @@ class RetrieverServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_retriever_pb2.RetrieveResponse, _abc.Awaitable[_retriever_pb2.RetrieveResponse]]:
         """Runs one query. Errors: INVALID_ARGUMENT (bad query, filter, top_k, mode),
         NOT_FOUND (unknown index), FAILED_PRECONDITION (semantic/hybrid on an
-        index without an embedding model), UNAVAILABLE (store or embedding
-        provider down, index not ready), DEADLINE_EXCEEDED.
+        index without an embedding model, or INDEX_REBUILD_REQUIRED while the
+        published version was embedded for other query settings), UNAVAILABLE
+        (store or embedding provider down, index not ready), DEADLINE_EXCEEDED.
         """
 
 def add_RetrieverServiceServicer_to_server(servicer: RetrieverServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -6,3 +6,4 @@ export * from "./errors_pb.js";
 export * from "./ingestion_pb.js";
 export * from "./reranker_pb.js";
 export * from "./retriever_pb.js";
+export * from "./usage_pb.js";

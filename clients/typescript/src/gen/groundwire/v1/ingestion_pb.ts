@@ -13,13 +13,15 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { EmbeddingUsage } from "./usage_pb.js";
+import { file_groundwire_v1_usage } from "./usage_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file groundwire/v1/ingestion.proto.
  */
 export const file_groundwire_v1_ingestion: GenFile = /*@__PURE__*/
-  fileDesc("Ch1ncm91bmR3aXJlL3YxL2luZ2VzdGlvbi5wcm90bxINZ3JvdW5kd2lyZS52MSJfChRFbWJlZGRpbmdEZXNjcmlwdGlvbhIQCghwcm92aWRlchgBIAEoCRINCgVtb2RlbBgCIAEoCRISCgpkaW1lbnNpb25zGAMgASgNEhIKCm5vcm1hbGl6ZWQYBCABKAgirQEKE0NodW5raW5nRGVzY3JpcHRpb24SDAoEc2l6ZRgBIAEoDRIPCgdvdmVybGFwGAIgASgNEhkKEW1hcmtkb3duX3NlY3Rpb25zGAMgASgIEiYKBHVuaXQYeCABKA4yGC5ncm91bmR3aXJlLnYxLkNodW5rVW5pdBI0CgpleHRlbnNpb25zGHkgAygLMiAuZ3JvdW5kd2lyZS52MS5FeHRlbnNpb25DaHVua2luZyKIAQoRRXh0ZW5zaW9uQ2h1bmtpbmcSEQoJZXh0ZW5zaW9uGAEgASgJEgwKBHNpemUYAiABKA0SDwoHb3ZlcmxhcBgDIAEoDRIZChFtYXJrZG93bl9zZWN0aW9ucxgEIAEoCBImCgR1bml0GAUgASgOMhguZ3JvdW5kd2lyZS52MS5DaHVua1VuaXQitAIKEEluZGV4RGVzY3JpcHRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRI2CgllbWJlZGRpbmcYAyABKAsyIy5ncm91bmR3aXJlLnYxLkVtYmVkZGluZ0Rlc2NyaXB0aW9uEg4KBm1ldHJpYxgEIAEoCRI0CghjaHVua2luZxgFIAEoCzIiLmdyb3VuZHdpcmUudjEuQ2h1bmtpbmdEZXNjcmlwdGlvbhINCgVzdG9yZRgGIAEoCRIyCghzdHJhdGVneRgHIAEoDjIgLmdyb3VuZHdpcmUudjEuSW5nZXN0aW9uU3RyYXRlZ3kSEAoIc2NoZWR1bGUYCCABKAkSFAoMc291cmNlX2NvdW50GAkgASgNEhQKDHNvdXJjZV9raW5kcxgKIAMoCSI2Cg9Eb2N1bWVudEZhaWx1cmUSEwoLZG9jdW1lbnRfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIoMBCg9PcGVyYXRpb25Db3VudHMSEgoKZGlzY292ZXJlZBgBIAEoDRIQCghpbmdlc3RlZBgCIAEoDRIRCgl1bmNoYW5nZWQYAyABKA0SDgoGZmFpbGVkGAQgASgNEg8KB2RlbGV0ZWQYBSABKA0SFgoOY2h1bmtzX3dyaXR0ZW4YBiABKA0ipgQKCU9wZXJhdGlvbhIKCgJpZBgBIAEoCRISCgppbmRleF9uYW1lGAIgASgJEiwKBXN0YXRlGAMgASgOMh0uZ3JvdW5kd2lyZS52MS5PcGVyYXRpb25TdGF0ZRIwCgd0cmlnZ2VyGAQgASgOMh8uZ3JvdW5kd2lyZS52MS5PcGVyYXRpb25UcmlnZ2VyEiwKBXBoYXNlGAUgASgOMh0uZ3JvdW5kd2lyZS52MS5PcGVyYXRpb25QaGFzZRIuCgZjb3VudHMYBiABKAsyHi5ncm91bmR3aXJlLnYxLk9wZXJhdGlvbkNvdW50cxIvCgtjcmVhdGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YCiABKAQSDwoHcmVidWlsZBgLIAEoCBISCgplcnJvcl9jb2RlGAwgASgJEjAKCGZhaWx1cmVzGA0gAygLMh4uZ3JvdW5kd2lyZS52MS5Eb2N1bWVudEZhaWx1cmUSGAoQZmFpbHVyZXNfb21pdHRlZBgOIAEoDRIqCgdlbGFwc2VkGA8gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIqUCCgtJbmRleFN0YXR1cxIMCgRuYW1lGAEgASgJEg0KBXJlYWR5GAIgASgIEhkKEXB1Ymxpc2hlZF92ZXJzaW9uGAMgASgEEhYKDmRvY3VtZW50X2NvdW50GAQgASgEEhMKC2NodW5rX2NvdW50GAUgASgEEjMKEXJ1bm5pbmdfb3BlcmF0aW9uGAYgASgLMhguZ3JvdW5kd2lyZS52MS5PcGVyYXRpb24SMAoObGFzdF9vcGVyYXRpb24YByABKAsyGC5ncm91bmR3aXJlLnYxLk9wZXJhdGlvbhIXCg9yZWJ1aWxkX3BlbmRpbmcYCCABKAgSMQoNbmV4dF9ydW5fdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOwoSTGlzdEluZGV4ZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJImAKE0xpc3RJbmRleGVzUmVzcG9uc2USMAoHaW5kZXhlcxgBIAMoCzIfLmdyb3VuZHdpcmUudjEuSW5kZXhEZXNjcmlwdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJQoPR2V0SW5kZXhSZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkiQgoQR2V0SW5kZXhSZXNwb25zZRIuCgVpbmRleBgBIAEoCzIfLmdyb3VuZHdpcmUudjEuSW5kZXhEZXNjcmlwdGlvbiIrChVHZXRJbmRleFN0YXR1c1JlcXVlc3QSEgoKaW5kZXhfbmFtZRgBIAEoCSJEChZHZXRJbmRleFN0YXR1c1Jlc3BvbnNlEioKBnN0YXR1cxgBIAEoCzIaLmdyb3VuZHdpcmUudjEuSW5kZXhTdGF0dXMiKwoVU3RhcnRJbmdlc3Rpb25SZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkiRQoWU3RhcnRJbmdlc3Rpb25SZXNwb25zZRIrCglvcGVyYXRpb24YASABKAsyGC5ncm91bmR3aXJlLnYxLk9wZXJhdGlvbiIsChZDYW5jZWxJbmdlc3Rpb25SZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkiRgoXQ2FuY2VsSW5nZXN0aW9uUmVzcG9uc2USKwoJb3BlcmF0aW9uGAEgASgLMhguZ3JvdW5kd2lyZS52MS5PcGVyYXRpb24iLQoVV2F0Y2hJbmdlc3Rpb25SZXF1ZXN0EhQKDG9wZXJhdGlvbl9pZBgBIAEoCSJFChZXYXRjaEluZ2VzdGlvblJlc3BvbnNlEisKCW9wZXJhdGlvbhgBIAEoCzIYLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uIlIKFUxpc3RPcGVyYXRpb25zUmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl8KFkxpc3RPcGVyYXRpb25zUmVzcG9uc2USLAoKb3BlcmF0aW9ucxgBIAMoCzIYLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLhAQoOUHVzaGVkRG9jdW1lbnQSEwoLZG9jdW1lbnRfaWQYASABKAkSDAoEdGV4dBgCIAEoCRINCgV0aXRsZRgDIAEoCRItCgZmb3JtYXQYBCABKA4yHS5ncm91bmR3aXJlLnYxLkRvY3VtZW50Rm9ybWF0Ej0KCG1ldGFkYXRhGAUgAygLMisuZ3JvdW5kd2lyZS52MS5QdXNoZWREb2N1bWVudC5NZXRhZGF0YUVudHJ5Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJuChZVcHNlcnREb2N1bWVudHNSZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkSMAoJZG9jdW1lbnRzGAIgAygLMh0uZ3JvdW5kd2lyZS52MS5QdXNoZWREb2N1bWVudBIOCgZ0ZW5hbnQYAyABKAkiowEKF1Vwc2VydERvY3VtZW50c1Jlc3BvbnNlEhkKEXB1Ymxpc2hlZF92ZXJzaW9uGAEgASgEEhAKCHVwc2VydGVkGAIgASgNEhEKCXVuY2hhbmdlZBgDIAEoDRIWCg5jaHVua3Nfd3JpdHRlbhgEIAEoDRIwCghmYWlsdXJlcxgFIAMoCzIeLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRGYWlsdXJlIlIKFkRlbGV0ZURvY3VtZW50c1JlcXVlc3QSEgoKaW5kZXhfbmFtZRgBIAEoCRIUCgxkb2N1bWVudF9pZHMYAiADKAkSDgoGdGVuYW50GAMgASgJIkUKF0RlbGV0ZURvY3VtZW50c1Jlc3BvbnNlEhkKEXB1Ymxpc2hlZF92ZXJzaW9uGAEgASgEEg8KB2RlbGV0ZWQYAiABKA0qyQEKEUluZ2VzdGlvblN0cmF0ZWd5EiIKHklOR0VTVElPTl9TVFJBVEVHWV9VTlNQRUNJRklFRBAAEh0KGUlOR0VTVElPTl9TVFJBVEVHWV9NQU5VQUwQARIhCh1JTkdFU1RJT05fU1RSQVRFR1lfT05fU1RBUlRVUBACEiwKKElOR0VTVElPTl9TVFJBVEVHWV9CQUNLR1JPVU5EX09OX1NUQVJUVVAQAxIgChxJTkdFU1RJT05fU1RSQVRFR1lfU0NIRURVTEVEEAQqxAEKDk9wZXJhdGlvblN0YXRlEh8KG09QRVJBVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEhoKFk9QRVJBVElPTl9TVEFURV9RVUVVRUQQARIbChdPUEVSQVRJT05fU1RBVEVfUlVOTklORxACEh0KGU9QRVJBVElPTl9TVEFURV9TVUNDRUVERUQQAxIaChZPUEVSQVRJT05fU1RBVEVfRkFJTEVEEAQSHQoZT1BFUkFUSU9OX1NUQVRFX0NBTkNFTExFRBAFKrABChBPcGVyYXRpb25UcmlnZ2VyEiEKHU9QRVJBVElPTl9UUklHR0VSX1VOU1BFQ0lGSUVEEAASHAoYT1BFUkFUSU9OX1RSSUdHRVJfTUFOVUFMEAESHQoZT1BFUkFUSU9OX1RSSUdHRVJfU1RBUlRVUBACEh4KGk9QRVJBVElPTl9UUklHR0VSX1NDSEVEVUxFEAMSHAoYT1BFUkFUSU9OX1RSSUdHRVJfUkVMT0FEEGQqyQEKDk9wZXJhdGlvblBoYXNlEh8KG09QRVJBVElPTl9QSEFTRV9VTlNQRUNJRklFRBAAEh8KG09QRVJBVElPTl9QSEFTRV9ESVNDT1ZFUklORxABEh0KGU9QRVJBVElPTl9QSEFTRV9JTkdFU1RJTkcQAhIcChhPUEVSQVRJT05fUEhBU0VfREVMRVRJTkcQAxIeChpPUEVSQVRJT05fUEhBU0VfUFVCTElTSElORxAEEhgKFE9QRVJBVElPTl9QSEFTRV9ET05FEAUqgwEKDkRvY3VtZW50Rm9ybWF0Eh8KG0RPQ1VNRU5UX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhgKFERPQ1VNRU5UX0ZPUk1BVF9URVhUEAESHAoYRE9DVU1FTlRfRk9STUFUX01BUktET1dOEAISGAoURE9DVU1FTlRfRk9STUFUX0hUTUwQAypZCglDaHVua1VuaXQSGgoWQ0hVTktfVU5JVF9VTlNQRUNJRklFRBAAEhkKFUNIVU5LX1VOSVRfQ0hBUkFDVEVSUxABEhUKEUNIVU5LX1VOSVRfVE9LRU5TEAIy4AYKF0luZ2VzdGlvbk1hbmFnZXJTZXJ2aWNlElQKC0xpc3RJbmRleGVzEiEuZ3JvdW5kd2lyZS52MS5MaXN0SW5kZXhlc1JlcXVlc3QaIi5ncm91bmR3aXJlLnYxLkxpc3RJbmRleGVzUmVzcG9uc2USSwoIR2V0SW5kZXgSHi5ncm91bmR3aXJlLnYxLkdldEluZGV4UmVxdWVzdBofLmdyb3VuZHdpcmUudjEuR2V0SW5kZXhSZXNwb25zZRJdCg5HZXRJbmRleFN0YXR1cxIkLmdyb3VuZHdpcmUudjEuR2V0SW5kZXhTdGF0dXNSZXF1ZXN0GiUuZ3JvdW5kd2lyZS52MS5HZXRJbmRleFN0YXR1c1Jlc3BvbnNlEl0KDlN0YXJ0SW5nZXN0aW9uEiQuZ3JvdW5kd2lyZS52MS5TdGFydEluZ2VzdGlvblJlcXVlc3QaJS5ncm91bmR3aXJlLnYxLlN0YXJ0SW5nZXN0aW9uUmVzcG9uc2USYAoPQ2FuY2VsSW5nZXN0aW9uEiUuZ3JvdW5kd2lyZS52MS5DYW5jZWxJbmdlc3Rpb25SZXF1ZXN0GiYuZ3JvdW5kd2lyZS52MS5DYW5jZWxJbmdlc3Rpb25SZXNwb25zZRJfCg5XYXRjaEluZ2VzdGlvbhIkLmdyb3VuZHdpcmUudjEuV2F0Y2hJbmdlc3Rpb25SZXF1ZXN0GiUuZ3JvdW5kd2lyZS52MS5XYXRjaEluZ2VzdGlvblJlc3BvbnNlMAESXQoOTGlzdE9wZXJhdGlvbnMSJC5ncm91bmR3aXJlLnYxLkxpc3RPcGVyYXRpb25zUmVxdWVzdBolLmdyb3VuZHdpcmUudjEuTGlzdE9wZXJhdGlvbnNSZXNwb25zZRJgCg9VcHNlcnREb2N1bWVudHMSJS5ncm91bmR3aXJlLnYxLlVwc2VydERvY3VtZW50c1JlcXVlc3QaJi5ncm91bmR3aXJlLnYxLlVwc2VydERvY3VtZW50c1Jlc3BvbnNlEmAKD0RlbGV0ZURvY3VtZW50cxIlLmdyb3VuZHdpcmUudjEuRGVsZXRlRG9jdW1lbnRzUmVxdWVzdBomLmdyb3VuZHdpcmUudjEuRGVsZXRlRG9jdW1lbnRzUmVzcG9uc2VCsgEKEWRldi5ncm91bmR3aXJlLnYxQg5Jbmdlc3Rpb25Qcm90b1ABWjhnaXRodWIuY29tL2dyb3VuZHdpcmUvZ3JvdW5kd2lyZS9jbGllbnRzL2dvL2dyb3VuZHdpcmV2MaICA0dYWKoCDUdyb3VuZHdpcmUuVjHKAg1Hcm91bmR3aXJlXFYx4gIZR3JvdW5kd2lyZVxWMVxHUEJNZXRhZGF0YeoCDkdyb3VuZHdpcmU6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Ch1ncm91bmR3aXJlL3YxL2luZ2VzdGlvbi5wcm90bxINZ3JvdW5kd2lyZS52MSJfChRFbWJlZGRpbmdEZXNjcmlwdGlvbhIQCghwcm92aWRlchgBIAEoCRINCgVtb2RlbBgCIAEoCRISCgpkaW1lbnNpb25zGAMgASgNEhIKCm5vcm1hbGl6ZWQYBCABKAgirQEKE0NodW5raW5nRGVzY3JpcHRpb24SDAoEc2l6ZRgBIAEoDRIPCgdvdmVybGFwGAIgASgNEhkKEW1hcmtkb3duX3NlY3Rpb25zGAMgASgIEiYKBHVuaXQYeCABKA4yGC5ncm91bmR3aXJlLnYxLkNodW5rVW5pdBI0CgpleHRlbnNpb25zGHkgAygLMiAuZ3JvdW5kd2lyZS52MS5FeHRlbnNpb25DaHVua2luZyKIAQoRRXh0ZW5zaW9uQ2h1bmtpbmcSEQoJZXh0ZW5zaW9uGAEgASgJEgwKBHNpemUYAiABKA0SDwoHb3ZlcmxhcBgDIAEoDRIZChFtYXJrZG93bl9zZWN0aW9ucxgEIAEoCBImCgR1bml0GAUgASgOMhguZ3JvdW5kd2lyZS52MS5DaHVua1VuaXQi5wIKEEluZGV4RGVzY3JpcHRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRI2CgllbWJlZGRpbmcYAyABKAsyIy5ncm91bmR3aXJlLnYxLkVtYmVkZGluZ0Rlc2NyaXB0aW9uEg4KBm1ldHJpYxgEIAEoCRI0CghjaHVua2luZxgFIAEoCzIiLmdyb3VuZHdpcmUudjEuQ2h1bmtpbmdEZXNjcmlwdGlvbhINCgVzdG9yZRgGIAEoCRIyCghzdHJhdGVneRgHIAEoDjIgLmdyb3VuZHdpcmUudjEuSW5nZXN0aW9uU3RyYXRlZ3kSEAoIc2NoZWR1bGUYCCABKAkSFAoMc291cmNlX2NvdW50GAkgASgNEhQKDHNvdXJjZV9raW5kcxgKIAMoCRIxCghhbmFseXNpcxi0ASABKAsyHi5ncm91bmR3aXJlLnYxLkxleGljYWxBbmFseXNpcyJ2Cg9MZXhpY2FsQW5hbHlzaXMSEAoIbGFuZ3VhZ2UYASABKAkSEAoIc3RlbW1pbmcYAiABKAgSEgoKc3RvcF93b3JkcxgDIAEoCRIXCg9zdG9wX3dvcmRfY291bnQYBCABKA0SEgoKZGVzY3JpcHRvchgFIAEoCSI2Cg9Eb2N1bWVudEZhaWx1cmUSEwoLZG9jdW1lbnRfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIv0CCg9PcGVyYXRpb25Db3VudHMSEgoKZGlzY292ZXJlZBgBIAEoDRIQCghpbmdlc3RlZBgCIAEoDRIRCgl1bmNoYW5nZWQYAyABKA0SDgoGZmFpbGVkGAQgASgNEg8KB2RlbGV0ZWQYBSABKA0SFgoOY2h1bmtzX3dyaXR0ZW4YBiABKA0SNgoPZW1iZWRkaW5nX3VzYWdlGFAgASgLMh0uZ3JvdW5kd2lyZS52MS5FbWJlZGRpbmdVc2FnZRIYChB0cnVuY2F0ZWRfY2h1bmtzGFEgASgNEhAKB3NraXBwZWQYqgEgASgNElgKFm5vdF9pbmdlc3RlZF9ieV9yZWFzb24YqwEgAygLMjcuZ3JvdW5kd2lyZS52MS5PcGVyYXRpb25Db3VudHMuTm90SW5nZXN0ZWRCeVJlYXNvbkVudHJ5GjoKGE5vdEluZ2VzdGVkQnlSZWFzb25FbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKA06AjgBIoUFCglPcGVyYXRpb24SCgoCaWQYASABKAkSEgoKaW5kZXhfbmFtZRgCIAEoCRIsCgVzdGF0ZRgDIAEoDjIdLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uU3RhdGUSMAoHdHJpZ2dlchgEIAEoDjIfLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uVHJpZ2dlchIsCgVwaGFzZRgFIAEoDjIdLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uUGhhc2USLgoGY291bnRzGAYgASgLMh4uZ3JvdW5kd2lyZS52MS5PcGVyYXRpb25Db3VudHMSLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0X3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgd2ZXJzaW9uGAogASgEEg8KB3JlYnVpbGQYCyABKAgSEgoKZXJyb3JfY29kZRgMIAEoCRIwCghmYWlsdXJlcxgNIAMoCzIeLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRGYWlsdXJlEhgKEGZhaWx1cmVzX29taXR0ZWQYDiABKA0SKgoHZWxhcHNlZBgPIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIwCgdza2lwcGVkGKoBIAMoCzIeLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRGYWlsdXJlEhgKD3NraXBwZWRfb21pdHRlZBirASABKA0SEQoId2FybmluZ3MYrAEgAygJIqUCCgtJbmRleFN0YXR1cxIMCgRuYW1lGAEgASgJEg0KBXJlYWR5GAIgASgIEhkKEXB1Ymxpc2hlZF92ZXJzaW9uGAMgASgEEhYKDmRvY3VtZW50X2NvdW50GAQgASgEEhMKC2NodW5rX2NvdW50GAUgASgEEjMKEXJ1bm5pbmdfb3BlcmF0aW9uGAYgASgLMhguZ3JvdW5kd2lyZS52MS5PcGVyYXRpb24SMAoObGFzdF9vcGVyYXRpb24YByABKAsyGC5ncm91bmR3aXJlLnYxLk9wZXJhdGlvbhIXCg9yZWJ1aWxkX3BlbmRpbmcYCCABKAgSMQoNbmV4dF9ydW5fdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOwoSTGlzdEluZGV4ZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJImAKE0xpc3RJbmRleGVzUmVzcG9uc2USMAoHaW5kZXhlcxgBIAMoCzIfLmdyb3VuZHdpcmUudjEuSW5kZXhEZXNjcmlwdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJQoPR2V0SW5kZXhSZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkiQgoQR2V0SW5kZXhSZXNwb25zZRIuCgVpbmRleBgBIAEoCzIfLmdyb3VuZHdpcmUudjEuSW5kZXhEZXNjcmlwdGlvbiIrChVHZXRJbmRleFN0YXR1c1JlcXVlc3QSEgoKaW5kZXhfbmFtZRgBIAEoCSJEChZHZXRJbmRleFN0YXR1c1Jlc3BvbnNlEioKBnN0YXR1cxgBIAEoCzIaLmdyb3VuZHdpcmUudjEuSW5kZXhTdGF0dXMiKwoVU3RhcnRJbmdlc3Rpb25SZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkiRQoWU3RhcnRJbmdlc3Rpb25SZXNwb25zZRIrCglvcGVyYXRpb24YASABKAsyGC5ncm91bmR3aXJlLnYxLk9wZXJhdGlvbiIsChZDYW5jZWxJbmdlc3Rpb25SZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkiRgoXQ2FuY2VsSW5nZXN0aW9uUmVzcG9uc2USKwoJb3BlcmF0aW9uGAEgASgLMhguZ3JvdW5kd2lyZS52MS5PcGVyYXRpb24iLQoVV2F0Y2hJbmdlc3Rpb25SZXF1ZXN0EhQKDG9wZXJhdGlvbl9pZBgBIAEoCSJFChZXYXRjaEluZ2VzdGlvblJlc3BvbnNlEisKCW9wZXJhdGlvbhgBIAEoCzIYLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uIlIKFUxpc3RPcGVyYXRpb25zUmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl8KFkxpc3RPcGVyYXRpb25zUmVzcG9uc2USLAoKb3BlcmF0aW9ucxgBIAMoCzIYLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKIAgoOUHVzaGVkRG9jdW1lbnQSEwoLZG9jdW1lbnRfaWQYASABKAkSDAoEdGV4dBgCIAEoCRINCgV0aXRsZRgDIAEoCRItCgZmb3JtYXQYBCABKA4yHS5ncm91bmR3aXJlLnYxLkRvY3VtZW50Rm9ybWF0Ej0KCG1ldGFkYXRhGAUgAygLMisuZ3JvdW5kd2lyZS52MS5QdXNoZWREb2N1bWVudC5NZXRhZGF0YUVudHJ5EhAKB2NvbnRlbnQYqgEgASgMEhMKCm1lZGlhX3R5cGUYqwEgASgJGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJuChZVcHNlcnREb2N1bWVudHNSZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkSMAoJZG9jdW1lbnRzGAIgAygLMh0uZ3JvdW5kd2lyZS52MS5QdXNoZWREb2N1bWVudBIOCgZ0ZW5hbnQYAyABKAkiowEKF1Vwc2VydERvY3VtZW50c1Jlc3BvbnNlEhkKEXB1Ymxpc2hlZF92ZXJzaW9uGAEgASgEEhAKCHVwc2VydGVkGAIgASgNEhEKCXVuY2hhbmdlZBgDIAEoDRIWCg5jaHVua3Nfd3JpdHRlbhgEIAEoDRIwCghmYWlsdXJlcxgFIAMoCzIeLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRGYWlsdXJlIlIKFkRlbGV0ZURvY3VtZW50c1JlcXVlc3QSEgoKaW5kZXhfbmFtZRgBIAEoCRIUCgxkb2N1bWVudF9pZHMYAiADKAkSDgoGdGVuYW50GAMgASgJIkUKF0RlbGV0ZURvY3VtZW50c1Jlc3BvbnNlEhkKEXB1Ymxpc2hlZF92ZXJzaW9uGAEgASgEEg8KB2RlbGV0ZWQYAiABKA0iyQIKDERvY3VtZW50SW5mbxITCgtkb2N1bWVudF9pZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIRCglzb3VyY2VfaWQYAyABKAkSFwoPc2l6ZV9jaGFyYWN0ZXJzGAQgASgEEhQKDGNvbnRlbnRfaGFzaBgFIAEoCRITCgtjaHVua19jb3VudBgGIAEoDRIPCgd2ZXJzaW9uGAcgASgEEi8KC2luZ2VzdF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI7CghtZXRhZGF0YRgJIAMoCzIpLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRJbmZvLk1ldGFkYXRhRW50cnkSDgoGdGVuYW50GAogASgJGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJhChRMaXN0RG9jdW1lbnRzUmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEg4KBnRlbmFudBgEIAEoCSJgChVMaXN0RG9jdW1lbnRzUmVzcG9uc2USLgoJZG9jdW1lbnRzGAEgAygLMhsuZ3JvdW5kd2lyZS52MS5Eb2N1bWVudEluZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImUKEkdldERvY3VtZW50UmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJEhMKC2RvY3VtZW50X2lkGAIgASgJEg4KBnRlbmFudBgDIAEoCRIWCg5pbmNsdWRlX2NodW5rcxgEIAEoCCJtCg1Eb2N1bWVudENodW5rEhAKCGNodW5rX2lkGAEgASgJEg8KB29yZGluYWwYAiABKA0SDQoFc3RhcnQYAyABKA0SCwoDZW5kGAQgASgNEg8KB3NlY3Rpb24YBSABKAkSDAoEdGV4dBgGIAEoCSKKAQoTR2V0RG9jdW1lbnRSZXNwb25zZRItCghkb2N1bWVudBgBIAEoCzIbLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRJbmZvEiwKBmNodW5rcxgCIAMoCzIcLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRDaHVuaxIWCg5jaHVua3Nfb21pdHRlZBgDIAEoDSroAQoRSW5nZXN0aW9uU3RyYXRlZ3kSIgoeSU5HRVNUSU9OX1NUUkFURUdZX1VOU1BFQ0lGSUVEEAASHQoZSU5HRVNUSU9OX1NUUkFURUdZX01BTlVBTBABEiEKHUlOR0VTVElPTl9TVFJBVEVHWV9PTl9TVEFSVFVQEAISLAooSU5HRVNUSU9OX1NUUkFURUdZX0JBQ0tHUk9VTkRfT05fU1RBUlRVUBADEiAKHElOR0VTVElPTl9TVFJBVEVHWV9TQ0hFRFVMRUQQBBIdChhJTkdFU1RJT05fU1RSQVRFR1lfV0FUQ0gQqgEqxAEKDk9wZXJhdGlvblN0YXRlEh8KG09QRVJBVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEhoKFk9QRVJBVElPTl9TVEFURV9RVUVVRUQQARIbChdPUEVSQVRJT05fU1RBVEVfUlVOTklORxACEh0KGU9QRVJBVElPTl9TVEFURV9TVUNDRUVERUQQAxIaChZPUEVSQVRJT05fU1RBVEVfRkFJTEVEEAQSHQoZT1BFUkFUSU9OX1NUQVRFX0NBTkNFTExFRBAFKs4BChBPcGVyYXRpb25UcmlnZ2VyEiEKHU9QRVJBVElPTl9UUklHR0VSX1VOU1BFQ0lGSUVEEAASHAoYT1BFUkFUSU9OX1RSSUdHRVJfTUFOVUFMEAESHQoZT1BFUkFUSU9OX1RSSUdHRVJfU1RBUlRVUBACEh4KGk9QRVJBVElPTl9UUklHR0VSX1NDSEVEVUxFEAMSHAoYT1BFUkFUSU9OX1RSSUdHRVJfUkVMT0FEEGQSHAoXT1BFUkFUSU9OX1RSSUdHRVJfV0FUQ0gQqgEqyQEKDk9wZXJhdGlvblBoYXNlEh8KG09QRVJBVElPTl9QSEFTRV9VTlNQRUNJRklFRBAAEh8KG09QRVJBVElPTl9QSEFTRV9ESVNDT1ZFUklORxABEh0KGU9QRVJBVElPTl9QSEFTRV9JTkdFU1RJTkcQAhIcChhPUEVSQVRJT05fUEhBU0VfREVMRVRJTkcQAxIeChpPUEVSQVRJT05fUEhBU0VfUFVCTElTSElORxAEEhgKFE9QRVJBVElPTl9QSEFTRV9ET05FEAUqgwEKDkRvY3VtZW50Rm9ybWF0Eh8KG0RPQ1VNRU5UX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhgKFERPQ1VNRU5UX0ZPUk1BVF9URVhUEAESHAoYRE9DVU1FTlRfRk9STUFUX01BUktET1dOEAISGAoURE9DVU1FTlRfRk9STUFUX0hUTUwQAypZCglDaHVua1VuaXQSGgoWQ0hVTktfVU5JVF9VTlNQRUNJRklFRBAAEhkKFUNIVU5LX1VOSVRfQ0hBUkFDVEVSUxABEhUKEUNIVU5LX1VOSVRfVE9LRU5TEAIykggKF0luZ2VzdGlvbk1hbmFnZXJTZXJ2aWNlElQKC0xpc3RJbmRleGVzEiEuZ3JvdW5kd2lyZS52MS5MaXN0SW5kZXhlc1JlcXVlc3QaIi5ncm91bmR3aXJlLnYxLkxpc3RJbmRleGVzUmVzcG9uc2USSwoIR2V0SW5kZXgSHi5ncm91bmR3aXJlLnYxLkdldEluZGV4UmVxdWVzdBofLmdyb3VuZHdpcmUudjEuR2V0SW5kZXhSZXNwb25zZRJdCg5HZXRJbmRleFN0YXR1cxIkLmdyb3VuZHdpcmUudjEuR2V0SW5kZXhTdGF0dXNSZXF1ZXN0GiUuZ3JvdW5kd2lyZS52MS5HZXRJbmRleFN0YXR1c1Jlc3BvbnNlEl0KDlN0YXJ0SW5nZXN0aW9uEiQuZ3JvdW5kd2lyZS52MS5TdGFydEluZ2VzdGlvblJlcXVlc3QaJS5ncm91bmR3aXJlLnYxLlN0YXJ0SW5nZXN0aW9uUmVzcG9uc2USYAoPQ2FuY2VsSW5nZXN0aW9uEiUuZ3JvdW5kd2lyZS52MS5DYW5jZWxJbmdlc3Rpb25SZXF1ZXN0GiYuZ3JvdW5kd2lyZS52MS5DYW5jZWxJbmdlc3Rpb25SZXNwb25zZRJfCg5XYXRjaEluZ2VzdGlvbhIkLmdyb3VuZHdpcmUudjEuV2F0Y2hJbmdlc3Rpb25SZXF1ZXN0GiUuZ3JvdW5kd2lyZS52MS5XYXRjaEluZ2VzdGlvblJlc3BvbnNlMAESXQoOTGlzdE9wZXJhdGlvbnMSJC5ncm91bmR3aXJlLnYxLkxpc3RPcGVyYXRpb25zUmVxdWVzdBolLmdyb3VuZHdpcmUudjEuTGlzdE9wZXJhdGlvbnNSZXNwb25zZRJgCg9VcHNlcnREb2N1bWVudHMSJS5ncm91bmR3aXJlLnYxLlVwc2VydERvY3VtZW50c1JlcXVlc3QaJi5ncm91bmR3aXJlLnYxLlVwc2VydERvY3VtZW50c1Jlc3BvbnNlEmAKD0RlbGV0ZURvY3VtZW50cxIlLmdyb3VuZHdpcmUudjEuRGVsZXRlRG9jdW1lbnRzUmVxdWVzdBomLmdyb3VuZHdpcmUudjEuRGVsZXRlRG9jdW1lbnRzUmVzcG9uc2USWgoNTGlzdERvY3VtZW50cxIjLmdyb3VuZHdpcmUudjEuTGlzdERvY3VtZW50c1JlcXVlc3QaJC5ncm91bmR3aXJlLnYxLkxpc3REb2N1bWVudHNSZXNwb25zZRJUCgtHZXREb2N1bWVudBIhLmdyb3VuZHdpcmUudjEuR2V0RG9jdW1lbnRSZXF1ZXN0GiIuZ3JvdW5kd2lyZS52MS5HZXREb2N1bWVudFJlc3BvbnNlQrIBChFkZXYuZ3JvdW5kd2lyZS52MUIOSW5nZXN0aW9uUHJvdG9QAVo4Z2l0aHViLmNvbS9ncm91bmR3aXJlL2dyb3VuZHdpcmUvY2xpZW50cy9nby9ncm91bmR3aXJldjGiAgNHWFiqAg1Hcm91bmR3aXJlLlYxygINR3JvdW5kd2lyZVxWMeICGUdyb3VuZHdpcmVcVjFcR1BCTWV0YWRhdGHqAg5Hcm91bmR3aXJlOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_groundwire_v1_usage]);
 
 /**
  * The embedding space of an index.
@@ -243,6 +245,15 @@ export type IndexDescription = Message<"groundwire.v1.IndexDescription"> & {
    * @generated from field: repeated string source_kinds = 10;
    */
   sourceKinds: string[];
+
+  /**
+   * Output only. How the lexical leg analyzes the index's text and every
+   * lexical query against it. Changing it requires re-ingestion: the next
+   * ingestion run rebuilds the index, like a chunking change.
+   *
+   * @generated from field: groundwire.v1.LexicalAnalysis analysis = 180;
+   */
+  analysis?: LexicalAnalysis | undefined;
 };
 
 /**
@@ -251,6 +262,62 @@ export type IndexDescription = Message<"groundwire.v1.IndexDescription"> & {
  */
 export const IndexDescriptionSchema: GenMessage<IndexDescription> = /*@__PURE__*/
   messageDesc(file_groundwire_v1_ingestion, 3);
+
+/**
+ * An index's lexical analysis: how text becomes the terms BM25 ranks.
+ * Identifiers (POL-HR-014, IRagRetriever, CS1503) and numbers are always
+ * indexed whole and split into their parts, never stemmed and never dropped.
+ *
+ * @generated from message groundwire.v1.LexicalAnalysis
+ */
+export type LexicalAnalysis = Message<"groundwire.v1.LexicalAnalysis"> & {
+  /**
+   * Output only. The Snowball language of stemming and of the standard stop
+   * word list, lower case (e.g. "english", "german").
+   *
+   * @generated from field: string language = 1;
+   */
+  language: string;
+
+  /**
+   * Output only. Whether plain words are reduced to their stem
+   * ("policies" -> "polici"), in the index and in queries.
+   *
+   * @generated from field: bool stemming = 2;
+   */
+  stemming: boolean;
+
+  /**
+   * Output only. Where the stop words come from: "none", the language name
+   * (its standard list) or "file:<first 12 hex digits of the list's sha256>".
+   *
+   * @generated from field: string stop_words = 3;
+   */
+  stopWords: string;
+
+  /**
+   * Output only. How many stop words are dropped from plain words (0 with
+   * "none"). Stop words keep their positions inside quoted phrases.
+   *
+   * @generated from field: uint32 stop_word_count = 4;
+   */
+  stopWordCount: number;
+
+  /**
+   * Output only. The analyzer's descriptor as recorded with the published
+   * index ("plain" for no stemming and no stop words).
+   *
+   * @generated from field: string descriptor = 5;
+   */
+  descriptor: string;
+};
+
+/**
+ * Describes the message groundwire.v1.LexicalAnalysis.
+ * Use `create(LexicalAnalysisSchema)` to create a new message.
+ */
+export const LexicalAnalysisSchema: GenMessage<LexicalAnalysis> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_ingestion, 4);
 
 /**
  * One document that could not be ingested.
@@ -267,7 +334,9 @@ export type DocumentFailure = Message<"groundwire.v1.DocumentFailure"> & {
 
   /**
    * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID, and for
+   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+   * CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+   * index rejects over-long chunks instead of truncating them), and for
    * `url` sources URL_REFUSED (the URL policy refused the URL, an address it
    * resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
    * an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
@@ -284,7 +353,7 @@ export type DocumentFailure = Message<"groundwire.v1.DocumentFailure"> & {
  * Use `create(DocumentFailureSchema)` to create a new message.
  */
 export const DocumentFailureSchema: GenMessage<DocumentFailure> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 4);
+  messageDesc(file_groundwire_v1_ingestion, 5);
 
 /**
  * Counts of an operation (documents unless stated).
@@ -293,7 +362,9 @@ export const DocumentFailureSchema: GenMessage<DocumentFailure> = /*@__PURE__*/
  */
 export type OperationCounts = Message<"groundwire.v1.OperationCounts"> & {
   /**
-   * Output only. Documents found in the sources.
+   * Output only. Documents found in the sources: every file a directory
+   * source's glob matches (hidden files and directories excepted), whatever
+   * its type, so discovered = ingested + unchanged + failed + skipped.
    *
    * @generated from field: uint32 discovered = 1;
    */
@@ -333,6 +404,41 @@ export type OperationCounts = Message<"groundwire.v1.OperationCounts"> & {
    * @generated from field: uint32 chunks_written = 6;
    */
   chunksWritten: number;
+
+  /**
+   * Output only. Embedding usage of the operation's document embeddings.
+   *
+   * @generated from field: groundwire.v1.EmbeddingUsage embedding_usage = 80;
+   */
+  embeddingUsage?: EmbeddingUsage | undefined;
+
+  /**
+   * Output only. Chunks embedded although the model saw them only in part
+   * (longer than its token window; 0 when the index rejects such chunks,
+   * which then fail their document with CHUNK_TOO_LONG).
+   *
+   * @generated from field: uint32 truncated_chunks = 81;
+   */
+  truncatedChunks: number;
+
+  /**
+   * Output only. Documents found whose type no enabled loader reads (an
+   * extension the source does not list, an extensionless file that is not
+   * UTF-8 text, a URL's unsupported media type); listed in Operation.skipped,
+   * not counted in `failed`.
+   *
+   * @generated from field: uint32 skipped = 170;
+   */
+  skipped: number;
+
+  /**
+   * Output only. Documents not ingested (failed or skipped), per reason (the
+   * DocumentFailure.reason codes), every one counted, also those beyond the
+   * listed 100.
+   *
+   * @generated from field: map<string, uint32> not_ingested_by_reason = 171;
+   */
+  notIngestedByReason: { [key: string]: number };
 };
 
 /**
@@ -340,7 +446,7 @@ export type OperationCounts = Message<"groundwire.v1.OperationCounts"> & {
  * Use `create(OperationCountsSchema)` to create a new message.
  */
 export const OperationCountsSchema: GenMessage<OperationCounts> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 5);
+  messageDesc(file_groundwire_v1_ingestion, 6);
 
 /**
  * An ingestion operation.
@@ -460,6 +566,30 @@ export type Operation = Message<"groundwire.v1.Operation"> & {
    * @generated from field: google.protobuf.Duration elapsed = 15;
    */
   elapsed?: Duration | undefined;
+
+  /**
+   * Output only. Documents skipped because no enabled loader reads their type
+   * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+   *
+   * @generated from field: repeated groundwire.v1.DocumentFailure skipped = 170;
+   */
+  skipped: DocumentFailure[];
+
+  /**
+   * Output only. Skipped documents beyond the 100 listed.
+   *
+   * @generated from field: uint32 skipped_omitted = 171;
+   */
+  skippedOmitted: number;
+
+  /**
+   * Output only. Stable codes of what a user must know about a run that did
+   * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+   * found or none readable, so the index holds no configured document).
+   *
+   * @generated from field: repeated string warnings = 172;
+   */
+  warnings: string[];
 };
 
 /**
@@ -467,7 +597,7 @@ export type Operation = Message<"groundwire.v1.Operation"> & {
  * Use `create(OperationSchema)` to create a new message.
  */
 export const OperationSchema: GenMessage<Operation> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 6);
+  messageDesc(file_groundwire_v1_ingestion, 7);
 
 /**
  * Published state of an index.
@@ -546,7 +676,7 @@ export type IndexStatus = Message<"groundwire.v1.IndexStatus"> & {
  * Use `create(IndexStatusSchema)` to create a new message.
  */
 export const IndexStatusSchema: GenMessage<IndexStatus> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 7);
+  messageDesc(file_groundwire_v1_ingestion, 8);
 
 /**
  * Request for ListIndexes.
@@ -574,7 +704,7 @@ export type ListIndexesRequest = Message<"groundwire.v1.ListIndexesRequest"> & {
  * Use `create(ListIndexesRequestSchema)` to create a new message.
  */
 export const ListIndexesRequestSchema: GenMessage<ListIndexesRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 8);
+  messageDesc(file_groundwire_v1_ingestion, 9);
 
 /**
  * Response for ListIndexes.
@@ -602,7 +732,7 @@ export type ListIndexesResponse = Message<"groundwire.v1.ListIndexesResponse"> &
  * Use `create(ListIndexesResponseSchema)` to create a new message.
  */
 export const ListIndexesResponseSchema: GenMessage<ListIndexesResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 9);
+  messageDesc(file_groundwire_v1_ingestion, 10);
 
 /**
  * Request for GetIndex.
@@ -623,7 +753,7 @@ export type GetIndexRequest = Message<"groundwire.v1.GetIndexRequest"> & {
  * Use `create(GetIndexRequestSchema)` to create a new message.
  */
 export const GetIndexRequestSchema: GenMessage<GetIndexRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 10);
+  messageDesc(file_groundwire_v1_ingestion, 11);
 
 /**
  * Response for GetIndex.
@@ -644,7 +774,7 @@ export type GetIndexResponse = Message<"groundwire.v1.GetIndexResponse"> & {
  * Use `create(GetIndexResponseSchema)` to create a new message.
  */
 export const GetIndexResponseSchema: GenMessage<GetIndexResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 11);
+  messageDesc(file_groundwire_v1_ingestion, 12);
 
 /**
  * Request for GetIndexStatus.
@@ -665,7 +795,7 @@ export type GetIndexStatusRequest = Message<"groundwire.v1.GetIndexStatusRequest
  * Use `create(GetIndexStatusRequestSchema)` to create a new message.
  */
 export const GetIndexStatusRequestSchema: GenMessage<GetIndexStatusRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 12);
+  messageDesc(file_groundwire_v1_ingestion, 13);
 
 /**
  * Response for GetIndexStatus.
@@ -686,7 +816,7 @@ export type GetIndexStatusResponse = Message<"groundwire.v1.GetIndexStatusRespon
  * Use `create(GetIndexStatusResponseSchema)` to create a new message.
  */
 export const GetIndexStatusResponseSchema: GenMessage<GetIndexStatusResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 13);
+  messageDesc(file_groundwire_v1_ingestion, 14);
 
 /**
  * Request for StartIngestion.
@@ -707,7 +837,7 @@ export type StartIngestionRequest = Message<"groundwire.v1.StartIngestionRequest
  * Use `create(StartIngestionRequestSchema)` to create a new message.
  */
 export const StartIngestionRequestSchema: GenMessage<StartIngestionRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 14);
+  messageDesc(file_groundwire_v1_ingestion, 15);
 
 /**
  * Response for StartIngestion.
@@ -728,7 +858,7 @@ export type StartIngestionResponse = Message<"groundwire.v1.StartIngestionRespon
  * Use `create(StartIngestionResponseSchema)` to create a new message.
  */
 export const StartIngestionResponseSchema: GenMessage<StartIngestionResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 15);
+  messageDesc(file_groundwire_v1_ingestion, 16);
 
 /**
  * Request for CancelIngestion.
@@ -749,7 +879,7 @@ export type CancelIngestionRequest = Message<"groundwire.v1.CancelIngestionReque
  * Use `create(CancelIngestionRequestSchema)` to create a new message.
  */
 export const CancelIngestionRequestSchema: GenMessage<CancelIngestionRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 16);
+  messageDesc(file_groundwire_v1_ingestion, 17);
 
 /**
  * Response for CancelIngestion.
@@ -771,7 +901,7 @@ export type CancelIngestionResponse = Message<"groundwire.v1.CancelIngestionResp
  * Use `create(CancelIngestionResponseSchema)` to create a new message.
  */
 export const CancelIngestionResponseSchema: GenMessage<CancelIngestionResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 17);
+  messageDesc(file_groundwire_v1_ingestion, 18);
 
 /**
  * Request for WatchIngestion.
@@ -792,7 +922,7 @@ export type WatchIngestionRequest = Message<"groundwire.v1.WatchIngestionRequest
  * Use `create(WatchIngestionRequestSchema)` to create a new message.
  */
 export const WatchIngestionRequestSchema: GenMessage<WatchIngestionRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 18);
+  messageDesc(file_groundwire_v1_ingestion, 19);
 
 /**
  * One progress snapshot.
@@ -813,7 +943,7 @@ export type WatchIngestionResponse = Message<"groundwire.v1.WatchIngestionRespon
  * Use `create(WatchIngestionResponseSchema)` to create a new message.
  */
 export const WatchIngestionResponseSchema: GenMessage<WatchIngestionResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 19);
+  messageDesc(file_groundwire_v1_ingestion, 20);
 
 /**
  * Request for ListOperations.
@@ -848,7 +978,7 @@ export type ListOperationsRequest = Message<"groundwire.v1.ListOperationsRequest
  * Use `create(ListOperationsRequestSchema)` to create a new message.
  */
 export const ListOperationsRequestSchema: GenMessage<ListOperationsRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 20);
+  messageDesc(file_groundwire_v1_ingestion, 21);
 
 /**
  * Response for ListOperations.
@@ -876,7 +1006,7 @@ export type ListOperationsResponse = Message<"groundwire.v1.ListOperationsRespon
  * Use `create(ListOperationsResponseSchema)` to create a new message.
  */
 export const ListOperationsResponseSchema: GenMessage<ListOperationsResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 21);
+  messageDesc(file_groundwire_v1_ingestion, 22);
 
 /**
  * A document pushed by the caller.
@@ -894,7 +1024,8 @@ export type PushedDocument = Message<"groundwire.v1.PushedDocument"> & {
   documentId: string;
 
   /**
-   * Required. The document text (at most the index's max_file_bytes in UTF-8).
+   * The document text (at most the index's max_file_bytes in UTF-8). Exactly
+   * one of `text` and `content` is set (INVALID_ARGUMENT otherwise).
    *
    * @generated from field: string text = 2;
    */
@@ -922,6 +1053,32 @@ export type PushedDocument = Message<"groundwire.v1.PushedDocument"> & {
    * @generated from field: map<string, string> metadata = 5;
    */
   metadata: { [key: string]: string };
+
+  /**
+   * The document's file bytes, read by the loader of `media_type` like a file
+   * of a configured source (at most the index's max_file_bytes; a larger one
+   * fails with TOO_LARGE, an unreadable one with PARSE_FAILED, NOT_UTF8,
+   * BINARY or EMPTY in the response's failures). Exactly one of `text` and
+   * `content` is set. `format` must be unspecified with `content`.
+   *
+   * @generated from field: bytes content = 170;
+   */
+  content: Uint8Array;
+
+  /**
+   * Required with `content`, else empty: its media type, parameters such as
+   * "; charset=utf-8" ignored (text must be UTF-8). One of application/pdf,
+   * application/vnd.openxmlformats-officedocument.wordprocessingml.document
+   * (DOCX), ...presentationml.presentation (PPTX), ...spreadsheetml.sheet
+   * (XLSX), application/vnd.oasis.opendocument.text (ODT),
+   * application/epub+zip, text/html, application/xhtml+xml, text/markdown,
+   * text/plain, text/csv, text/tab-separated-values, text/x-rst,
+   * application/json, application/x-ndjson, application/xml, text/xml,
+   * application/yaml. Any other is INVALID_ARGUMENT.
+   *
+   * @generated from field: string media_type = 171;
+   */
+  mediaType: string;
 };
 
 /**
@@ -929,7 +1086,7 @@ export type PushedDocument = Message<"groundwire.v1.PushedDocument"> & {
  * Use `create(PushedDocumentSchema)` to create a new message.
  */
 export const PushedDocumentSchema: GenMessage<PushedDocument> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 22);
+  messageDesc(file_groundwire_v1_ingestion, 23);
 
 /**
  * Request for UpsertDocuments.
@@ -966,7 +1123,7 @@ export type UpsertDocumentsRequest = Message<"groundwire.v1.UpsertDocumentsReque
  * Use `create(UpsertDocumentsRequestSchema)` to create a new message.
  */
 export const UpsertDocumentsRequestSchema: GenMessage<UpsertDocumentsRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 23);
+  messageDesc(file_groundwire_v1_ingestion, 24);
 
 /**
  * Response for UpsertDocuments.
@@ -1016,7 +1173,7 @@ export type UpsertDocumentsResponse = Message<"groundwire.v1.UpsertDocumentsResp
  * Use `create(UpsertDocumentsResponseSchema)` to create a new message.
  */
 export const UpsertDocumentsResponseSchema: GenMessage<UpsertDocumentsResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 24);
+  messageDesc(file_groundwire_v1_ingestion, 25);
 
 /**
  * Request for DeleteDocuments.
@@ -1054,7 +1211,7 @@ export type DeleteDocumentsRequest = Message<"groundwire.v1.DeleteDocumentsReque
  * Use `create(DeleteDocumentsRequestSchema)` to create a new message.
  */
 export const DeleteDocumentsRequestSchema: GenMessage<DeleteDocumentsRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 25);
+  messageDesc(file_groundwire_v1_ingestion, 26);
 
 /**
  * Response for DeleteDocuments.
@@ -1082,7 +1239,305 @@ export type DeleteDocumentsResponse = Message<"groundwire.v1.DeleteDocumentsResp
  * Use `create(DeleteDocumentsResponseSchema)` to create a new message.
  */
 export const DeleteDocumentsResponseSchema: GenMessage<DeleteDocumentsResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 26);
+  messageDesc(file_groundwire_v1_ingestion, 27);
+
+/**
+ * A published document, without its content.
+ *
+ * @generated from message groundwire.v1.DocumentInfo
+ */
+export type DocumentInfo = Message<"groundwire.v1.DocumentInfo"> & {
+  /**
+   * Output only. The document id (a configured file's path relative to its
+   * source root, a URL document's id, or the id it was pushed with).
+   *
+   * @generated from field: string document_id = 1;
+   */
+  documentId: string;
+
+  /**
+   * Output only. Display title.
+   *
+   * @generated from field: string title = 2;
+   */
+  title: string;
+
+  /**
+   * Output only. Where it came from: "config:<document_id>" for a configured
+   * source, "push:<document_id>" for a pushed document.
+   *
+   * @generated from field: string source_id = 3;
+   */
+  sourceId: string;
+
+  /**
+   * Output only. Size of its normalized text, in Unicode characters (the end
+   * offset of its last chunk).
+   *
+   * @generated from field: uint64 size_characters = 4;
+   */
+  sizeCharacters: bigint;
+
+  /**
+   * Output only. SHA-256 (hex) of what was stored: text, title, tenant and
+   * metadata. Unchanged between versions when the document did not change.
+   *
+   * @generated from field: string content_hash = 5;
+   */
+  contentHash: string;
+
+  /**
+   * Output only. Number of chunks.
+   *
+   * @generated from field: uint32 chunk_count = 6;
+   */
+  chunkCount: number;
+
+  /**
+   * Output only. The index version that wrote it.
+   *
+   * @generated from field: uint64 version = 7;
+   */
+  version: bigint;
+
+  /**
+   * Output only. When that version staged it.
+   *
+   * @generated from field: google.protobuf.Timestamp ingest_time = 8;
+   */
+  ingestTime?: Timestamp | undefined;
+
+  /**
+   * Output only. Its metadata (configured and pushed, merged).
+   *
+   * @generated from field: map<string, string> metadata = 9;
+   */
+  metadata: { [key: string]: string };
+
+  /**
+   * Output only. Its tenant ("" = untenanted).
+   *
+   * @generated from field: string tenant = 10;
+   */
+  tenant: string;
+};
+
+/**
+ * Describes the message groundwire.v1.DocumentInfo.
+ * Use `create(DocumentInfoSchema)` to create a new message.
+ */
+export const DocumentInfoSchema: GenMessage<DocumentInfo> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_ingestion, 28);
+
+/**
+ * Request for ListDocuments.
+ *
+ * @generated from message groundwire.v1.ListDocumentsRequest
+ */
+export type ListDocumentsRequest = Message<"groundwire.v1.ListDocumentsRequest"> & {
+  /**
+   * Required. The index name.
+   *
+   * @generated from field: string index_name = 1;
+   */
+  indexName: string;
+
+  /**
+   * Optional. Maximum documents per page, in [1, 100]; 0 means 50.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * Optional. next_page_token of a previous response with the same index
+   * and tenant.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+
+  /**
+   * Optional. Tenant whose documents are listed ("" = untenanted). When API
+   * keys are enabled, the key's tenant applies: leave this empty or repeat it
+   * (another tenant is PERMISSION_DENIED / TENANT_MISMATCH).
+   *
+   * @generated from field: string tenant = 4;
+   */
+  tenant: string;
+};
+
+/**
+ * Describes the message groundwire.v1.ListDocumentsRequest.
+ * Use `create(ListDocumentsRequestSchema)` to create a new message.
+ */
+export const ListDocumentsRequestSchema: GenMessage<ListDocumentsRequest> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_ingestion, 29);
+
+/**
+ * Response for ListDocuments.
+ *
+ * @generated from message groundwire.v1.ListDocumentsResponse
+ */
+export type ListDocumentsResponse = Message<"groundwire.v1.ListDocumentsResponse"> & {
+  /**
+   * Output only. Documents ordered by id.
+   *
+   * @generated from field: repeated groundwire.v1.DocumentInfo documents = 1;
+   */
+  documents: DocumentInfo[];
+
+  /**
+   * Output only. Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message groundwire.v1.ListDocumentsResponse.
+ * Use `create(ListDocumentsResponseSchema)` to create a new message.
+ */
+export const ListDocumentsResponseSchema: GenMessage<ListDocumentsResponse> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_ingestion, 30);
+
+/**
+ * Request for GetDocument.
+ *
+ * @generated from message groundwire.v1.GetDocumentRequest
+ */
+export type GetDocumentRequest = Message<"groundwire.v1.GetDocumentRequest"> & {
+  /**
+   * Required. The index name.
+   *
+   * @generated from field: string index_name = 1;
+   */
+  indexName: string;
+
+  /**
+   * Required. The document id.
+   *
+   * @generated from field: string document_id = 2;
+   */
+  documentId: string;
+
+  /**
+   * Optional. Tenant of the document, as in ListDocumentsRequest.
+   *
+   * @generated from field: string tenant = 3;
+   */
+  tenant: string;
+
+  /**
+   * Optional. Also return the document's chunks with their text (the text
+   * the index searches, as extracted and normalized), at most 1,000; by
+   * default the response is content-free.
+   *
+   * @generated from field: bool include_chunks = 4;
+   */
+  includeChunks: boolean;
+};
+
+/**
+ * Describes the message groundwire.v1.GetDocumentRequest.
+ * Use `create(GetDocumentRequestSchema)` to create a new message.
+ */
+export const GetDocumentRequestSchema: GenMessage<GetDocumentRequest> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_ingestion, 31);
+
+/**
+ * One chunk of a document, with its text.
+ *
+ * @generated from message groundwire.v1.DocumentChunk
+ */
+export type DocumentChunk = Message<"groundwire.v1.DocumentChunk"> & {
+  /**
+   * Output only. The chunk id (as in retrieval results).
+   *
+   * @generated from field: string chunk_id = 1;
+   */
+  chunkId: string;
+
+  /**
+   * Output only. Position in the document, from 0.
+   *
+   * @generated from field: uint32 ordinal = 2;
+   */
+  ordinal: number;
+
+  /**
+   * Output only. Start offset in the document's normalized text, in Unicode
+   * characters.
+   *
+   * @generated from field: uint32 start = 3;
+   */
+  start: number;
+
+  /**
+   * Output only. End offset (exclusive), in Unicode characters.
+   *
+   * @generated from field: uint32 end = 4;
+   */
+  end: number;
+
+  /**
+   * Output only. The Markdown section path it belongs to ("" when none).
+   *
+   * @generated from field: string section = 5;
+   */
+  section: string;
+
+  /**
+   * Output only. The chunk text.
+   *
+   * @generated from field: string text = 6;
+   */
+  text: string;
+};
+
+/**
+ * Describes the message groundwire.v1.DocumentChunk.
+ * Use `create(DocumentChunkSchema)` to create a new message.
+ */
+export const DocumentChunkSchema: GenMessage<DocumentChunk> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_ingestion, 32);
+
+/**
+ * Response for GetDocument.
+ *
+ * @generated from message groundwire.v1.GetDocumentResponse
+ */
+export type GetDocumentResponse = Message<"groundwire.v1.GetDocumentResponse"> & {
+  /**
+   * Output only. The document.
+   *
+   * @generated from field: groundwire.v1.DocumentInfo document = 1;
+   */
+  document?: DocumentInfo | undefined;
+
+  /**
+   * Output only. Its chunks in order, with include_chunks only (at most
+   * 1,000; see chunks_omitted).
+   *
+   * @generated from field: repeated groundwire.v1.DocumentChunk chunks = 2;
+   */
+  chunks: DocumentChunk[];
+
+  /**
+   * Output only. Chunks beyond the 1,000 returned.
+   *
+   * @generated from field: uint32 chunks_omitted = 3;
+   */
+  chunksOmitted: number;
+};
+
+/**
+ * Describes the message groundwire.v1.GetDocumentResponse.
+ * Use `create(GetDocumentResponseSchema)` to create a new message.
+ */
+export const GetDocumentResponseSchema: GenMessage<GetDocumentResponse> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_ingestion, 33);
 
 /**
  * When an index is ingested automatically (a manual start is always allowed).
@@ -1126,6 +1581,17 @@ export enum IngestionStrategy {
    * @generated from enum value: INGESTION_STRATEGY_SCHEDULED = 4;
    */
   SCHEDULED = 4,
+
+  /**
+   * At server start in the background (like BACKGROUND_ON_STARTUP), then
+   * whenever files of the index's directory or files sources are created,
+   * changed or deleted, once they have been quiet for the configured
+   * debounce period (`ingestion.watch_debounce_ms`). Each run is incremental:
+   * unchanged documents are skipped by content hash.
+   *
+   * @generated from enum value: INGESTION_STRATEGY_WATCH = 170;
+   */
+  WATCH = 170,
 }
 
 /**
@@ -1231,6 +1697,13 @@ export enum OperationTrigger {
    * @generated from enum value: OPERATION_TRIGGER_RELOAD = 100;
    */
   RELOAD = 100,
+
+  /**
+   * The WATCH strategy: files of the index's sources changed.
+   *
+   * @generated from enum value: OPERATION_TRIGGER_WATCH = 170;
+   */
+  WATCH = 170,
 }
 
 /**
@@ -1322,7 +1795,10 @@ export enum DocumentFormat {
   MARKDOWN = 2,
 
   /**
-   * HTML; text is extracted, scripts and styles dropped.
+   * HTML; its main content is extracted (the `main` element, else the one
+   * `article`, else the body), without page chrome (nav, header, footer,
+   * aside, scripts, styles, forms, hidden elements); inline elements stay in
+   * their sentence and `pre` blocks keep their line breaks.
    *
    * @generated from enum value: DOCUMENT_FORMAT_HTML = 3;
    */
@@ -1474,6 +1950,31 @@ export const IngestionManagerService: GenService<{
     methodKind: "unary";
     input: typeof DeleteDocumentsRequestSchema;
     output: typeof DeleteDocumentsResponseSchema;
+  },
+  /**
+   * Lists one tenant's published documents of an index, ordered by id
+   * (code point order), without their content. Paginated. Needs the `retrieve`
+   * permission (like GetDocument): the caller's own tenant only. Errors: NOT_FOUND
+   * (INDEX_NOT_FOUND).
+   *
+   * @generated from rpc groundwire.v1.IngestionManagerService.ListDocuments
+   */
+  listDocuments: {
+    methodKind: "unary";
+    input: typeof ListDocumentsRequestSchema;
+    output: typeof ListDocumentsResponseSchema;
+  },
+  /**
+   * Describes one of a tenant's published documents, without its content.
+   * Errors: NOT_FOUND (INDEX_NOT_FOUND; DOCUMENT_NOT_FOUND, also for another
+   * tenant's document with that id).
+   *
+   * @generated from rpc groundwire.v1.IngestionManagerService.GetDocument
+   */
+  getDocument: {
+    methodKind: "unary";
+    input: typeof GetDocumentRequestSchema;
+    output: typeof GetDocumentResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_groundwire_v1_ingestion, 0);

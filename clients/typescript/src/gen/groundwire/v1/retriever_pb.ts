@@ -12,13 +12,15 @@ import type { Duration } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
 import type { CharSpan, LegProvenance, MetadataFilter, Score } from "./common_pb.js";
 import { file_groundwire_v1_common } from "./common_pb.js";
+import type { EmbeddingUsage } from "./usage_pb.js";
+import { file_groundwire_v1_usage } from "./usage_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file groundwire/v1/retriever.proto.
  */
 export const file_groundwire_v1_retriever: GenFile = /*@__PURE__*/
-  fileDesc("Ch1ncm91bmR3aXJlL3YxL3JldHJpZXZlci5wcm90bxINZ3JvdW5kd2lyZS52MSK1AQoNRnVzaW9uT3B0aW9ucxISCgVycmZfaxgBIAEoDUgAiAEBEhwKD3NlbWFudGljX3dlaWdodBgCIAEoAUgBiAEBEhsKDmxleGljYWxfd2VpZ2h0GAMgASgBSAKIAQESFgoJbGVnX2RlcHRoGAQgASgNSAOIAQFCCAoGX3JyZl9rQhIKEF9zZW1hbnRpY193ZWlnaHRCEQoPX2xleGljYWxfd2VpZ2h0QgwKCl9sZWdfZGVwdGgi4wEKCFJhZ1F1ZXJ5EhIKCmluZGV4X25hbWUYASABKAkSDAoEdGV4dBgCIAEoCRIqCgRtb2RlGAMgASgOMhwuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxNb2RlEhIKBXRvcF9rGAQgASgFSACIAQESLQoGZmlsdGVyGAUgASgLMh0uZ3JvdW5kd2lyZS52MS5NZXRhZGF0YUZpbHRlchIOCgZ0ZW5hbnQYBiABKAkSLAoGZnVzaW9uGAcgASgLMhwuZ3JvdW5kd2lyZS52MS5GdXNpb25PcHRpb25zQggKBl90b3BfayI5Cg9SZXRyaWV2ZVJlcXVlc3QSJgoFcXVlcnkYASABKAsyFy5ncm91bmR3aXJlLnYxLlJhZ1F1ZXJ5IuYCCg9SZXRyaWV2YWxSZXN1bHQSEwoLZG9jdW1lbnRfaWQYASABKAkSEAoIY2h1bmtfaWQYAiABKAkSDAoEcmFuaxgDIAEoDRIjCgVzY29yZRgEIAEoCzIULmdyb3VuZHdpcmUudjEuU2NvcmUSMAoKcHJvdmVuYW5jZRgFIAMoCzIcLmdyb3VuZHdpcmUudjEuTGVnUHJvdmVuYW5jZRIPCgdjb250ZW50GAYgASgJEiUKBHNwYW4YByABKAsyFy5ncm91bmR3aXJlLnYxLkNoYXJTcGFuEg0KBXRpdGxlGAggASgJEg8KB3NlY3Rpb24YCSABKAkSPgoIbWV0YWRhdGEYCiADKAsyLC5ncm91bmR3aXJlLnYxLlJldHJpZXZhbFJlc3VsdC5NZXRhZGF0YUVudHJ5Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASK/BAoUUmV0cmlldmFsRGlhZ25vc3RpY3MSMgoMYXBwbGllZF9tb2RlGAEgASgOMhwuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxNb2RlEhUKDWFwcGxpZWRfdG9wX2sYAiABKA0SFQoNc2VtYW50aWNfaGl0cxgDIAEoDRIUCgxsZXhpY2FsX2hpdHMYBCABKA0SNQoSZW1iZWRkaW5nX2R1cmF0aW9uGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjQKEXNlbWFudGljX2R1cmF0aW9uGAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjMKEGxleGljYWxfZHVyYXRpb24YByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMQoOdG90YWxfZHVyYXRpb24YCCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNaW5kZXhfdmVyc2lvbhgJIAEoBBIUCgxwaHJhc2VfY291bnQYCiABKA0SFQoNYXBwbGllZF9ycmZfaxgLIAEoDRIfChdhcHBsaWVkX3NlbWFudGljX3dlaWdodBgMIAEoARIeChZhcHBsaWVkX2xleGljYWxfd2VpZ2h0GA0gASgBEhkKEWFwcGxpZWRfbGVnX2RlcHRoGA4gASgNEhwKFGxleGljYWxfdGVybXNfc2NvcmVkGA8gASgNEhwKFGxleGljYWxfdGVybXNfcHJ1bmVkGBAgASgNIn0KEFJldHJpZXZlUmVzcG9uc2USLwoHcmVzdWx0cxgBIAMoCzIeLmdyb3VuZHdpcmUudjEuUmV0cmlldmFsUmVzdWx0EjgKC2RpYWdub3N0aWNzGAIgASgLMiMuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxEaWFnbm9zdGljcyqDAQoNUmV0cmlldmFsTW9kZRIeChpSRVRSSUVWQUxfTU9ERV9VTlNQRUNJRklFRBAAEhsKF1JFVFJJRVZBTF9NT0RFX1NFTUFOVElDEAESGgoWUkVUUklFVkFMX01PREVfTEVYSUNBTBACEhkKFVJFVFJJRVZBTF9NT0RFX0hZQlJJRBADMl8KEFJldHJpZXZlclNlcnZpY2USSwoIUmV0cmlldmUSHi5ncm91bmR3aXJlLnYxLlJldHJpZXZlUmVxdWVzdBofLmdyb3VuZHdpcmUudjEuUmV0cmlldmVSZXNwb25zZUKyAQoRZGV2Lmdyb3VuZHdpcmUudjFCDlJldHJpZXZlclByb3RvUAFaOGdpdGh1Yi5jb20vZ3JvdW5kd2lyZS9ncm91bmR3aXJlL2NsaWVudHMvZ28vZ3JvdW5kd2lyZXYxogIDR1hYqgINR3JvdW5kd2lyZS5WMcoCDUdyb3VuZHdpcmVcVjHiAhlHcm91bmR3aXJlXFYxXEdQQk1ldGFkYXRh6gIOR3JvdW5kd2lyZTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_groundwire_v1_common]);
+  fileDesc("Ch1ncm91bmR3aXJlL3YxL3JldHJpZXZlci5wcm90bxINZ3JvdW5kd2lyZS52MSK1AQoNRnVzaW9uT3B0aW9ucxISCgVycmZfaxgBIAEoDUgAiAEBEhwKD3NlbWFudGljX3dlaWdodBgCIAEoAUgBiAEBEhsKDmxleGljYWxfd2VpZ2h0GAMgASgBSAKIAQESFgoJbGVnX2RlcHRoGAQgASgNSAOIAQFCCAoGX3JyZl9rQhIKEF9zZW1hbnRpY193ZWlnaHRCEQoPX2xleGljYWxfd2VpZ2h0QgwKCl9sZWdfZGVwdGgi/wEKCFJhZ1F1ZXJ5EhIKCmluZGV4X25hbWUYASABKAkSDAoEdGV4dBgCIAEoCRIqCgRtb2RlGAMgASgOMhwuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxNb2RlEhIKBXRvcF9rGAQgASgFSACIAQESLQoGZmlsdGVyGAUgASgLMh0uZ3JvdW5kd2lyZS52MS5NZXRhZGF0YUZpbHRlchIOCgZ0ZW5hbnQYBiABKAkSLAoGZnVzaW9uGAcgASgLMhwuZ3JvdW5kd2lyZS52MS5GdXNpb25PcHRpb25zEhoKEW1pbl9pbmRleF92ZXJzaW9uGL4BIAEoBEIICgZfdG9wX2siOQoPUmV0cmlldmVSZXF1ZXN0EiYKBXF1ZXJ5GAEgASgLMhcuZ3JvdW5kd2lyZS52MS5SYWdRdWVyeSLmAgoPUmV0cmlldmFsUmVzdWx0EhMKC2RvY3VtZW50X2lkGAEgASgJEhAKCGNodW5rX2lkGAIgASgJEgwKBHJhbmsYAyABKA0SIwoFc2NvcmUYBCABKAsyFC5ncm91bmR3aXJlLnYxLlNjb3JlEjAKCnByb3ZlbmFuY2UYBSADKAsyHC5ncm91bmR3aXJlLnYxLkxlZ1Byb3ZlbmFuY2USDwoHY29udGVudBgGIAEoCRIlCgRzcGFuGAcgASgLMhcuZ3JvdW5kd2lyZS52MS5DaGFyU3BhbhINCgV0aXRsZRgIIAEoCRIPCgdzZWN0aW9uGAkgASgJEj4KCG1ldGFkYXRhGAogAygLMiwuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxSZXN1bHQuTWV0YWRhdGFFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEirQUKFFJldHJpZXZhbERpYWdub3N0aWNzEjIKDGFwcGxpZWRfbW9kZRgBIAEoDjIcLmdyb3VuZHdpcmUudjEuUmV0cmlldmFsTW9kZRIVCg1hcHBsaWVkX3RvcF9rGAIgASgNEhUKDXNlbWFudGljX2hpdHMYAyABKA0SFAoMbGV4aWNhbF9oaXRzGAQgASgNEjUKEmVtYmVkZGluZ19kdXJhdGlvbhgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI0ChFzZW1hbnRpY19kdXJhdGlvbhgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIzChBsZXhpY2FsX2R1cmF0aW9uGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDnRvdGFsX2R1cmF0aW9uGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhUKDWluZGV4X3ZlcnNpb24YCSABKAQSFAoMcGhyYXNlX2NvdW50GAogASgNEhUKDWFwcGxpZWRfcnJmX2sYCyABKA0SHwoXYXBwbGllZF9zZW1hbnRpY193ZWlnaHQYDCABKAESHgoWYXBwbGllZF9sZXhpY2FsX3dlaWdodBgNIAEoARIZChFhcHBsaWVkX2xlZ19kZXB0aBgOIAEoDRIcChRsZXhpY2FsX3Rlcm1zX3Njb3JlZBgPIAEoDRIcChRsZXhpY2FsX3Rlcm1zX3BydW5lZBgQIAEoDRIbChJ0ZW5hbnRfc2NvcGVfZW1wdHkYoAEgASgIEjYKD2VtYmVkZGluZ191c2FnZRhQIAEoCzIdLmdyb3VuZHdpcmUudjEuRW1iZWRkaW5nVXNhZ2USFwoPcXVlcnlfdHJ1bmNhdGVkGFEgASgIIn0KEFJldHJpZXZlUmVzcG9uc2USLwoHcmVzdWx0cxgBIAMoCzIeLmdyb3VuZHdpcmUudjEuUmV0cmlldmFsUmVzdWx0EjgKC2RpYWdub3N0aWNzGAIgASgLMiMuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxEaWFnbm9zdGljcyqDAQoNUmV0cmlldmFsTW9kZRIeChpSRVRSSUVWQUxfTU9ERV9VTlNQRUNJRklFRBAAEhsKF1JFVFJJRVZBTF9NT0RFX1NFTUFOVElDEAESGgoWUkVUUklFVkFMX01PREVfTEVYSUNBTBACEhkKFVJFVFJJRVZBTF9NT0RFX0hZQlJJRBADMl8KEFJldHJpZXZlclNlcnZpY2USSwoIUmV0cmlldmUSHi5ncm91bmR3aXJlLnYxLlJldHJpZXZlUmVxdWVzdBofLmdyb3VuZHdpcmUudjEuUmV0cmlldmVSZXNwb25zZUKyAQoRZGV2Lmdyb3VuZHdpcmUudjFCDlJldHJpZXZlclByb3RvUAFaOGdpdGh1Yi5jb20vZ3JvdW5kd2lyZS9ncm91bmR3aXJlL2NsaWVudHMvZ28vZ3JvdW5kd2lyZXYxogIDR1hYqgINR3JvdW5kd2lyZS5WMcoCDUdyb3VuZHdpcmVcVjHiAhlHcm91bmR3aXJlXFYxXEdQQk1ldGFkYXRh6gIOR3JvdW5kd2lyZTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_groundwire_v1_common, file_groundwire_v1_usage]);
 
 /**
  * Optional per-query fusion settings for RETRIEVAL_MODE_HYBRID; without them the
@@ -128,6 +130,19 @@ export type RagQuery = Message<"groundwire.v1.RagQuery"> & {
    * @generated from field: groundwire.v1.FusionOptions fusion = 7;
    */
   fusion?: FusionOptions | undefined;
+
+  /**
+   * Optional. The lowest published index version the caller accepts, for
+   * read-your-writes across replicas: send the version a push or ingestion
+   * returned (UpsertDocumentsResponse.published_version, Operation.version) or
+   * a previous response's diagnostics.index_version. A server that does not
+   * see that version yet waits up to 1 s for it, then fails with UNAVAILABLE /
+   * INDEX_VERSION_NOT_YET_VISIBLE and RetryInfo (retry, on this or another
+   * replica). 0 (the default) accepts any version.
+   *
+   * @generated from field: uint64 min_index_version = 190;
+   */
+  minIndexVersion: bigint;
 };
 
 /**
@@ -311,7 +326,9 @@ export type RetrievalDiagnostics = Message<"groundwire.v1.RetrievalDiagnostics">
 
   /**
    * Output only. The published index version that was searched (>= 1; 0 when
-   * the index has never been published).
+   * the index has never been published). The rows read are of this version or
+   * a newer one (never older, also when a hot standby served the read), and it
+   * is at least RagQuery.min_index_version.
    *
    * @generated from field: uint64 index_version = 9;
    */
@@ -369,6 +386,34 @@ export type RetrievalDiagnostics = Message<"groundwire.v1.RetrievalDiagnostics">
    * @generated from field: uint32 lexical_terms_pruned = 16;
    */
   lexicalTermsPruned: number;
+
+  /**
+   * Output only. True when the caller's tenant holds no published document in
+   * this index at all (metadata filters aside): every query of this scope
+   * finds nothing. Documents from configured sources belong to the index's
+   * configured tenant (empty by default), so a key bound to another tenant
+   * sees none of them. Checked only when no result was returned; false
+   * otherwise. Reports on the caller's own scope only.
+   *
+   * @generated from field: bool tenant_scope_empty = 160;
+   */
+  tenantScopeEmpty: boolean;
+
+  /**
+   * Output only. Embedding usage of this query (the query embedding; zero in
+   * lexical mode).
+   *
+   * @generated from field: groundwire.v1.EmbeddingUsage embedding_usage = 80;
+   */
+  embeddingUsage?: EmbeddingUsage | undefined;
+
+  /**
+   * Output only. Whether the query was longer than the embedding model's token
+   * window, so the model saw only its beginning.
+   *
+   * @generated from field: bool query_truncated = 81;
+   */
+  queryTruncated: boolean;
 };
 
 /**
@@ -458,8 +503,9 @@ export const RetrieverService: GenService<{
   /**
    * Runs one query. Errors: INVALID_ARGUMENT (bad query, filter, top_k, mode),
    * NOT_FOUND (unknown index), FAILED_PRECONDITION (semantic/hybrid on an
-   * index without an embedding model), UNAVAILABLE (store or embedding
-   * provider down, index not ready), DEADLINE_EXCEEDED.
+   * index without an embedding model, or INDEX_REBUILD_REQUIRED while the
+   * published version was embedded for other query settings), UNAVAILABLE
+   * (store or embedding provider down, index not ready), DEADLINE_EXCEEDED.
    *
    * @generated from rpc groundwire.v1.RetrieverService.Retrieve
    */

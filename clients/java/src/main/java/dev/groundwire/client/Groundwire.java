@@ -2,10 +2,15 @@ package dev.groundwire.client;
 
 import com.google.protobuf.Any;
 import com.google.protobuf.InvalidProtocolBufferException;
+import com.google.protobuf.ListValue;
+import com.google.protobuf.NullValue;
+import com.google.protobuf.Struct;
+import com.google.protobuf.Value;
 import com.google.rpc.BadRequest;
 import com.google.rpc.ErrorInfo;
 import dev.groundwire.v1.AgentResult;
 import dev.groundwire.v1.AgentServiceGrpc;
+import dev.groundwire.v1.ClientTool;
 import dev.groundwire.v1.ExecuteRequest;
 import dev.groundwire.v1.ExecuteStreamRequest;
 import dev.groundwire.v1.ExecuteStreamResponse;
@@ -14,6 +19,8 @@ import dev.groundwire.v1.ExecutionInput;
 import dev.groundwire.v1.IngestionManagerServiceGrpc;
 import dev.groundwire.v1.RerankerServiceGrpc;
 import dev.groundwire.v1.RetrieverServiceGrpc;
+import dev.groundwire.v1.SubmitToolResultsRequest;
+import dev.groundwire.v1.ToolResult;
 import io.grpc.CallCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.ManagedChannelBuilder;
@@ -23,6 +30,7 @@ import io.grpc.health.v1.HealthGrpc;
 import io.grpc.protobuf.StatusProto;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Executor;
 
@@ -81,10 +89,96 @@ public final class Groundwire {
     return ExecutionInput.newBuilder().setAgentId(agentId).setMessage(message);
   }
 
-  /** Whether an event ends an execution stream (EXECUTION_COMPLETED or EXECUTION_FAILED). */
+  /**
+   * Whether an event ends an execution stream: EXECUTION_COMPLETED, EXECUTION_FAILED, or
+   * EXECUTION_REQUIRES_ACTION (the execution waits for the results of client tools; see {@link
+   * #submitToolResults}).
+   */
   public static boolean isTerminal(ExecuteStreamResponse event) {
     return event.getType() == ExecutionEventType.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED
-        || event.getType() == ExecutionEventType.EXECUTION_EVENT_TYPE_EXECUTION_FAILED;
+        || event.getType() == ExecutionEventType.EXECUTION_EVENT_TYPE_EXECUTION_FAILED
+        || event.getType() == ExecutionEventType.EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION;
+  }
+
+  /** Async AgentService stub: ExecuteInteractive (the bidirectional stream) needs it. */
+  public static AgentServiceGrpc.AgentServiceStub agentsAsync(ManagedChannel channel) {
+    return AgentServiceGrpc.newStub(channel);
+  }
+
+  /**
+   * A tool the caller executes, for {@code ExecutionInput.Builder.addClientTools}: its name, what
+   * it does for the model, and the JSON Schema of its arguments (an object schema) as nested
+   * {@code Map<String, ?>} / {@code List<?>} / String / Number / Boolean / null values, e.g. {@code
+   * Map.of("type", "object", "properties", Map.of("order_id", Map.of("type", "string")))}.
+   *
+   * @throws IllegalArgumentException for a value JSON cannot hold
+   */
+  public static ClientTool clientTool(String name, String description, Map<String, ?> parameters) {
+    return ClientTool.newBuilder()
+        .setName(name)
+        .setDescription(description)
+        .setParameters(toValue(parameters).getStructValue())
+        .build();
+  }
+
+  private static Value toValue(Object value) {
+    if (value == null) {
+      return Value.newBuilder().setNullValue(NullValue.NULL_VALUE).build();
+    } else if (value instanceof String s) {
+      return Value.newBuilder().setStringValue(s).build();
+    } else if (value instanceof Boolean b) {
+      return Value.newBuilder().setBoolValue(b).build();
+    } else if (value instanceof Number n) {
+      double d = n.doubleValue();
+      if (Double.isNaN(d) || Double.isInfinite(d)) {
+        throw new IllegalArgumentException("JSON has no " + d);
+      }
+      return Value.newBuilder().setNumberValue(d).build();
+    } else if (value instanceof Map<?, ?> map) {
+      Struct.Builder struct = Struct.newBuilder();
+      for (Map.Entry<?, ?> e : map.entrySet()) {
+        if (!(e.getKey() instanceof String key)) {
+          throw new IllegalArgumentException("JSON object keys are strings, not " + e.getKey());
+        }
+        struct.putFields(key, toValue(e.getValue()));
+      }
+      return Value.newBuilder().setStructValue(struct).build();
+    } else if (value instanceof Iterable<?> items) {
+      ListValue.Builder list = ListValue.newBuilder();
+      for (Object item : items) {
+        list.addValues(toValue(item));
+      }
+      return Value.newBuilder().setListValue(list).build();
+    }
+    throw new IllegalArgumentException("not a JSON value: " + value.getClass().getName());
+  }
+
+  /** The result of a client tool call that produced output (untrusted text for the model). */
+  public static ToolResult toolOutput(String callId, String output) {
+    return ToolResult.newBuilder().setCallId(callId).setOutput(output).build();
+  }
+
+  /** The result of a client tool call that failed: the model receives the tool error TOOL_FAILED. */
+  public static ToolResult toolFailed(String callId) {
+    return ToolResult.newBuilder().setCallId(callId).setIsError(true).build();
+  }
+
+  /**
+   * Answers every required tool call of a REQUIRES_ACTION result
+   * (AgentService.SubmitToolResults) and returns the continued execution's result: COMPLETED, or
+   * REQUIRES_ACTION again when the model calls client tools again.
+   */
+  public static AgentResult submitToolResults(
+      AgentServiceGrpc.AgentServiceBlockingStub agents,
+      String executionId,
+      List<ToolResult> results) {
+    return agents
+        .submitToolResults(
+            SubmitToolResultsRequest.newBuilder()
+                .setExecutionId(executionId)
+                .addAllResults(results)
+                .build())
+        .getResult();
   }
 
   /** Runs one agent turn (AgentService.Execute) and returns its result. */
@@ -102,7 +196,8 @@ public final class Groundwire {
   /**
    * Runs one agent turn (AgentService.ExecuteStream): EXECUTION_STARTED first, then RAG search,
    * tool call and text delta events, and exactly one terminal event last (EXECUTION_COMPLETED with
-   * the result, or EXECUTION_FAILED with an error code). Consume the iterator to its end, or run
+   * the result, EXECUTION_FAILED with an error code, or EXECUTION_REQUIRES_ACTION with the result
+   * naming the client tool calls to answer). Consume the iterator to its end, or run
    * the call in a {@code Context.CancellableContext} and cancel it to stop early; a failed call
    * throws StatusRuntimeException from {@code hasNext()}/{@code next()}.
    */
@@ -117,8 +212,15 @@ public final class Groundwire {
     return executeStream(agents, input(agentId, message).build());
   }
 
-  /** Call credentials sending {@code authorization: Bearer <key>}; pass to stub.withCallCredentials. */
+  /**
+   * Call credentials sending {@code authorization: Bearer <key>}; pass to stub.withCallCredentials.
+   *
+   * @throws IllegalArgumentException for a null or empty key, or one holding whitespace or control
+   *     characters (it would make a malformed authorization header); leave the credentials out
+   *     when the server runs without authentication
+   */
   public static CallCredentials apiKey(String key) {
+    checkApiKey(key);
     return new CallCredentials() {
       @Override
       public void applyRequestMetadata(RequestInfo info, Executor executor, MetadataApplier applier) {
@@ -127,6 +229,23 @@ public final class Groundwire {
         applier.apply(headers);
       }
     };
+  }
+
+  /**
+   * Refuses a null or empty API key, or one holding whitespace or control characters.
+   *
+   * @throws IllegalArgumentException when {@code key} is not a usable API key
+   */
+  public static void checkApiKey(String key) {
+    boolean bad = key == null || key.isEmpty();
+    for (int i = 0; !bad && i < key.length(); i++) {
+      char c = key.charAt(i);
+      bad = c <= ' ' || c == 0x7f;
+    }
+    if (bad) {
+      throw new IllegalArgumentException(
+          "groundwire: API key is empty or holds whitespace or control characters");
+    }
   }
 
   /** A failed call decoded from its google.rpc.Status details. */

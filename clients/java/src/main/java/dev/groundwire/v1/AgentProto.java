@@ -92,6 +92,26 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_groundwire_v1_RagItem_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_BlendScore_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_BlendScore_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_FinalSelection_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_FinalSelection_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_AppliedFilterCondition_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_AppliedFilterCondition_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_RagSearchOptions_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_RagSearchOptions_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_groundwire_v1_ContextBudget_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -250,62 +270,96 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
       "le/protobuf/struct.proto\032\037google/protobu" +
       "f/timestamp.proto\032\032groundwire/v1/common." +
       "proto\032\034groundwire/v1/reranker.proto\032\035gro" +
-      "undwire/v1/retriever.proto\"Y\n\020Conversati" +
-      "onTurn\022+\n\004role\030\001 \001(\0162\027.groundwire.v1.Tur" +
-      "nRoleR\004role\022\030\n\007content\030\002 \001(\tR\007content\"\262\003" +
-      "\n\016ExecutionInput\022\031\n\010agent_id\030\001 \001(\tR\007agen" +
-      "tId\022\030\n\007message\030\002 \001(\tR\007message\0229\n\007history" +
-      "\030\003 \003(\0132\037.groundwire.v1.ConversationTurnR" +
-      "\007history\022\026\n\006tenant\030\004 \001(\tR\006tenant\0225\n\006filt" +
-      "er\030\005 \001(\0132\035.groundwire.v1.MetadataFilterR" +
-      "\006filter\022<\n\014client_tools\0302 \003(\0132\031.groundwi" +
-      "re.v1.ClientToolR\013clientTools\022I\n\023client_" +
-      "tool_timeout\0303 \001(\0132\031.google.protobuf.Dur" +
-      "ationR\021clientToolTimeout\022\035\n\nbypass_rag\030F" +
-      " \001(\010R\tbypassRag\0229\n\toverrides\030G \001(\0132\033.gro" +
-      "undwire.v1.RagOverridesR\toverrides\"\213\001\n\014R" +
-      "agOverrides\0220\n\021minimum_relevance\030\001 \001(\001H\000" +
-      "R\020minimumRelevance\210\001\001\022#\n\013final_top_k\030\002 \001" +
-      "(\rH\001R\tfinalTopK\210\001\001B\024\n\022_minimum_relevance" +
-      "B\016\n\014_final_top_k\"N\n\027PrepareExecutionRequ" +
-      "est\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Execu" +
-      "tionInputR\005input\"X\n\030PrepareExecutionResp" +
-      "onse\022<\n\010prepared\030\001 \001(\0132 .groundwire.v1.P" +
-      "reparedExecutionR\010prepared\"Z\n\017PreparedMe" +
-      "ssage\022-\n\004role\030\001 \001(\0162\031.groundwire.v1.Prom" +
-      "ptRoleR\004role\022\030\n\007content\030\002 \001(\tR\007content\"m" +
-      "\n\014PreparedTool\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013de" +
-      "scription\030\002 \001(\tR\013description\022\'\n\017paramete" +
-      "rs_json\030\003 \001(\tR\016parametersJson\"\375\001\n\021Prepar" +
-      "edReference\022#\n\rsource_number\030\001 \001(\rR\014sour" +
-      "ceNumber\022\037\n\013document_id\030\002 \001(\tR\ndocumentI" +
-      "d\022\031\n\010chunk_id\030\003 \001(\tR\007chunkId\022*\n\005score\030\004 " +
-      "\001(\0132\024.groundwire.v1.ScoreR\005score\022+\n\004span" +
-      "\030\005 \001(\0132\027.groundwire.v1.CharSpanR\004span\022\024\n" +
-      "\005title\030\006 \001(\tR\005title\022\030\n\007section\030\007 \001(\tR\007se" +
-      "ction\"\257\003\n\021PreparedExecution\022\031\n\010agent_id\030" +
-      "\001 \001(\tR\007agentId\0225\n\006action\030\002 \001(\0162\035.groundw" +
-      "ire.v1.PreparedActionR\006action\022:\n\010message" +
-      "s\030\003 \003(\0132\036.groundwire.v1.PreparedMessageR" +
-      "\010messages\0221\n\005tools\030\004 \003(\0132\033.groundwire.v1" +
-      ".PreparedToolR\005tools\022@\n\nreferences\030\005 \003(\013" +
-      "2 .groundwire.v1.PreparedReferenceR\nrefe" +
-      "rences\022)\n\020framework_answer\030\006 \001(\tR\017framew" +
-      "orkAnswer\0225\n\003rag\030\007 \001(\0132#.groundwire.v1.R" +
-      "agExecutionMetadataR\003rag\0225\n\010duration\030\010 \001" +
-      "(\0132\031.google.protobuf.DurationR\010duration\"" +
-      "E\n\016ExecuteRequest\0223\n\005input\030\001 \001(\0132\035.groun" +
-      "dwire.v1.ExecutionInputR\005input\"K\n\024Execut" +
-      "eStreamRequest\0223\n\005input\030\001 \001(\0132\035.groundwi" +
-      "re.v1.ExecutionInputR\005input\"E\n\017ExecuteRe" +
-      "sponse\0222\n\006result\030\001 \001(\0132\032.groundwire.v1.A" +
-      "gentResultR\006result\"\373\001\n\007RagItem\022\037\n\013docume" +
-      "nt_id\030\001 \001(\tR\ndocumentId\022\031\n\010chunk_id\030\002 \001(" +
-      "\tR\007chunkId\022%\n\016retrieval_rank\030\003 \001(\rR\rretr" +
-      "ievalRank\022*\n\005score\030\004 \001(\0132\024.groundwire.v1" +
-      ".ScoreR\005score\0224\n\006reason\030\005 \001(\0162\034.groundwi" +
-      "re.v1.RagItemReasonR\006reason\022+\n\004span\030\006 \001(" +
-      "\0132\027.groundwire.v1.CharSpanR\004span\"\343\002\n\rCon" +
+      "undwire/v1/retriever.proto\032\031groundwire/v" +
+      "1/usage.proto\"Y\n\020ConversationTurn\022+\n\004rol" +
+      "e\030\001 \001(\0162\027.groundwire.v1.TurnRoleR\004role\022\030" +
+      "\n\007content\030\002 \001(\tR\007content\"\337\003\n\016ExecutionIn" +
+      "put\022\031\n\010agent_id\030\001 \001(\tR\007agentId\022\030\n\007messag" +
+      "e\030\002 \001(\tR\007message\0229\n\007history\030\003 \003(\0132\037.grou" +
+      "ndwire.v1.ConversationTurnR\007history\022\026\n\006t" +
+      "enant\030\004 \001(\tR\006tenant\0225\n\006filter\030\005 \001(\0132\035.gr" +
+      "oundwire.v1.MetadataFilterR\006filter\022<\n\014cl" +
+      "ient_tools\0302 \003(\0132\031.groundwire.v1.ClientT" +
+      "oolR\013clientTools\022I\n\023client_tool_timeout\030" +
+      "3 \001(\0132\031.google.protobuf.DurationR\021client" +
+      "ToolTimeout\022\035\n\nbypass_rag\030F \001(\010R\tbypassR" +
+      "ag\0229\n\toverrides\030G \001(\0132\033.groundwire.v1.Ra" +
+      "gOverridesR\toverrides\022+\n\021min_index_versi" +
+      "on\030\276\001 \001(\004R\017minIndexVersion\"\213\001\n\014RagOverri" +
+      "des\0220\n\021minimum_relevance\030\001 \001(\001H\000R\020minimu" +
+      "mRelevance\210\001\001\022#\n\013final_top_k\030\002 \001(\rH\001R\tfi" +
+      "nalTopK\210\001\001B\024\n\022_minimum_relevanceB\016\n\014_fin" +
+      "al_top_k\"N\n\027PrepareExecutionRequest\0223\n\005i" +
+      "nput\030\001 \001(\0132\035.groundwire.v1.ExecutionInpu" +
+      "tR\005input\"X\n\030PrepareExecutionResponse\022<\n\010" +
+      "prepared\030\001 \001(\0132 .groundwire.v1.PreparedE" +
+      "xecutionR\010prepared\"Z\n\017PreparedMessage\022-\n" +
+      "\004role\030\001 \001(\0162\031.groundwire.v1.PromptRoleR\004" +
+      "role\022\030\n\007content\030\002 \001(\tR\007content\"m\n\014Prepar" +
+      "edTool\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013descriptio" +
+      "n\030\002 \001(\tR\013description\022\'\n\017parameters_json\030" +
+      "\003 \001(\tR\016parametersJson\"\375\001\n\021PreparedRefere" +
+      "nce\022#\n\rsource_number\030\001 \001(\rR\014sourceNumber" +
+      "\022\037\n\013document_id\030\002 \001(\tR\ndocumentId\022\031\n\010chu" +
+      "nk_id\030\003 \001(\tR\007chunkId\022*\n\005score\030\004 \001(\0132\024.gr" +
+      "oundwire.v1.ScoreR\005score\022+\n\004span\030\005 \001(\0132\027" +
+      ".groundwire.v1.CharSpanR\004span\022\024\n\005title\030\006" +
+      " \001(\tR\005title\022\030\n\007section\030\007 \001(\tR\007section\"\257\003" +
+      "\n\021PreparedExecution\022\031\n\010agent_id\030\001 \001(\tR\007a" +
+      "gentId\0225\n\006action\030\002 \001(\0162\035.groundwire.v1.P" +
+      "reparedActionR\006action\022:\n\010messages\030\003 \003(\0132" +
+      "\036.groundwire.v1.PreparedMessageR\010message" +
+      "s\0221\n\005tools\030\004 \003(\0132\033.groundwire.v1.Prepare" +
+      "dToolR\005tools\022@\n\nreferences\030\005 \003(\0132 .groun" +
+      "dwire.v1.PreparedReferenceR\nreferences\022)" +
+      "\n\020framework_answer\030\006 \001(\tR\017frameworkAnswe" +
+      "r\0225\n\003rag\030\007 \001(\0132#.groundwire.v1.RagExecut" +
+      "ionMetadataR\003rag\0225\n\010duration\030\010 \001(\0132\031.goo" +
+      "gle.protobuf.DurationR\010duration\"E\n\016Execu" +
+      "teRequest\0223\n\005input\030\001 \001(\0132\035.groundwire.v1" +
+      ".ExecutionInputR\005input\"K\n\024ExecuteStreamR" +
+      "equest\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Ex" +
+      "ecutionInputR\005input\"E\n\017ExecuteResponse\0222" +
+      "\n\006result\030\001 \001(\0132\032.groundwire.v1.AgentResu" +
+      "ltR\006result\"\354\003\n\007RagItem\022\037\n\013document_id\030\001 " +
+      "\001(\tR\ndocumentId\022\031\n\010chunk_id\030\002 \001(\tR\007chunk" +
+      "Id\022%\n\016retrieval_rank\030\003 \001(\rR\rretrievalRan" +
+      "k\022*\n\005score\030\004 \001(\0132\024.groundwire.v1.ScoreR\005" +
+      "score\0224\n\006reason\030\005 \001(\0162\034.groundwire.v1.Ra" +
+      "gItemReasonR\006reason\022+\n\004span\030\006 \001(\0132\027.grou" +
+      "ndwire.v1.CharSpanR\004span\022\025\n\005title\030\240\001 \001(\t" +
+      "R\005title\022\031\n\007section\030\241\001 \001(\tR\007section\022\031\n\007sn" +
+      "ippet\030\242\001 \001(\tR\007snippet\022,\n\021snippet_truncat" +
+      "ed\030\243\001 \001(\010R\020snippetTruncated\022.\n\020rerank_re" +
+      "levance\030< \001(\001H\000R\017rerankRelevance\210\001\001\022/\n\005b" +
+      "lend\030= \001(\0132\031.groundwire.v1.BlendScoreR\005b" +
+      "lendB\023\n\021_rerank_relevance\"\233\002\n\nBlendScore" +
+      "\022\024\n\005value\030\001 \001(\001R\005value\022\030\n\007formula\030\002 \001(\tR" +
+      "\007formula\022)\n\020retrieval_weight\030\003 \001(\001R\017retr" +
+      "ievalWeight\022\'\n\017retrieval_input\030\004 \001(\001R\016re" +
+      "trievalInput\022^\n\027retrieval_normalization\030" +
+      "\005 \001(\0162%.groundwire.v1.RetrievalNormaliza" +
+      "tionR\026retrievalNormalization\022)\n\020rerank_r" +
+      "elevance\030\006 \001(\001R\017rerankRelevance\"\253\003\n\016Fina" +
+      "lSelection\022;\n\006policy\030\001 \001(\0162#.groundwire." +
+      "v1.FinalSelectionPolicyR\006policy\022.\n\020retri" +
+      "eval_weight\030\002 \001(\001H\000R\017retrievalWeight\210\001\001\022" +
+      "K\n\rnormalization\030\003 \001(\0162%.groundwire.v1.R" +
+      "etrievalNormalizationR\rnormalization\022Z\n\025" +
+      "applied_normalization\030\004 \001(\0162%.groundwire" +
+      ".v1.RetrievalNormalizationR\024appliedNorma" +
+      "lization\0221\n\024candidate_multiplier\030\005 \001(\rR\023" +
+      "candidateMultiplier\022\033\n\tpool_size\030\006 \001(\rR\010" +
+      "poolSize\022\036\n\013final_top_k\030\007 \001(\rR\tfinalTopK" +
+      "B\023\n\021_retrieval_weight\"K\n\026AppliedFilterCo" +
+      "ndition\022\020\n\003key\030\001 \001(\tR\003key\022\037\n\013value_count" +
+      "\030\002 \001(\rR\nvalueCount\"\373\001\n\020RagSearchOptions\022" +
+      "#\n\rtenant_scoped\030\001 \001(\010R\014tenantScoped\022=\n\006" +
+      "filter\030\002 \003(\0132%.groundwire.v1.AppliedFilt" +
+      "erConditionR\006filter\022C\n\016retrieval_mode\030\003 " +
+      "\001(\0162\034.groundwire.v1.RetrievalModeR\rretri" +
+      "evalMode\022)\n\020candidate_budget\030\004 \001(\rR\017cand" +
+      "idateBudget\022\023\n\005top_k\030\005 \001(\rR\004topK\"\343\002\n\rCon" +
       "textBudget\0224\n\026maximum_context_tokens\030\001 \001" +
       "(\rR\024maximumContextTokens\0224\n\026response_tok" +
       "en_reserve\030\002 \001(\rR\024responseTokenReserve\022-" +
@@ -314,258 +368,297 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
       "kens\022!\n\014query_tokens\030\005 \001(\rR\013queryTokens\022" +
       "!\n\014other_tokens\030\006 \001(\rR\013otherTokens\022)\n\020av" +
       "ailable_tokens\030\007 \001(\005R\017availableTokens\022\037\n" +
-      "\013used_tokens\030\010 \001(\rR\nusedTokens\"\205\002\n\022Agent" +
+      "\013used_tokens\030\010 \001(\rR\nusedTokens\"\352\005\n\022Agent" +
       "icSearchTrace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007cal" +
       "l_id\030\002 \001(\tR\006callId\022\'\n\017candidate_count\030\003 " +
       "\001(\rR\016candidateCount\022%\n\016accepted_count\030\004 " +
       "\001(\rR\racceptedCount\022\034\n\tsucceeded\030\005 \001(\010R\ts" +
       "ucceeded\022\035\n\nerror_code\030\006 \001(\tR\terrorCode\022" +
       "5\n\010duration\030\007 \001(\0132\031.google.protobuf.Dura" +
-      "tionR\010duration\"\350\014\n\024RagExecutionMetadata\022" +
-      "\030\n\007enabled\030\001 \001(\010R\007enabled\022\035\n\nindex_name\030" +
-      "\002 \001(\tR\tindexName\022#\n\rindex_version\030\003 \001(\004R" +
-      "\014indexVersion\022C\n\016retrieval_mode\030\004 \001(\0162\034." +
-      "groundwire.v1.RetrievalModeR\rretrievalMo" +
-      "de\022?\n\014applied_mode\030\005 \001(\0162\034.groundwire.v1" +
-      ".ExecutionModeR\013appliedMode\022_\n\033applied_n" +
-      "o_context_behavior\030\006 \001(\0162 .groundwire.v1" +
-      ".NoContextBehaviorR\030appliedNoContextBeha" +
-      "vior\022)\n\020context_accepted\030\007 \001(\010R\017contextA" +
-      "ccepted\022J\n\021no_context_reason\030\010 \001(\0162\036.gro" +
-      "undwire.v1.NoContextReasonR\017noContextRea" +
-      "son\022#\n\rmodel_skipped\030\t \001(\010R\014modelSkipped" +
-      "\022-\n\022answer_constrained\030\n \001(\010R\021answerCons" +
-      "trained\0226\n\ncandidates\030\013 \003(\0132\026.groundwire" +
-      ".v1.RagItemR\ncandidates\0222\n\010accepted\030\014 \003(" +
-      "\0132\026.groundwire.v1.RagItemR\010accepted\0222\n\010r" +
-      "ejected\030\r \003(\0132\026.groundwire.v1.RagItemR\010r" +
-      "ejected\022A\n\020context_excluded\030\016 \003(\0132\026.grou" +
-      "ndwire.v1.RagItemR\017contextExcluded\0220\n\007co" +
-      "ntext\030\017 \003(\0132\026.groundwire.v1.RagItemR\007con" +
-      "text\022\'\n\017candidate_count\030\020 \001(\rR\016candidate" +
-      "Count\022%\n\016accepted_count\030\021 \001(\rR\racceptedC" +
-      "ount\022%\n\016rejected_count\030\022 \001(\rR\rrejectedCo" +
-      "unt\0224\n\026context_excluded_count\030\023 \001(\rR\024con" +
-      "textExcludedCount\022>\n\treranking\030\024 \001(\0132 .g" +
-      "roundwire.v1.RerankingMetadataR\trerankin" +
-      "g\022C\n\016context_budget\030\025 \001(\0132\034.groundwire.v" +
-      "1.ContextBudgetR\rcontextBudget\022,\n\017rewrit" +
-      "ten_query\030\026 \001(\tH\000R\016rewrittenQuery\210\001\001\022=\n\010" +
-      "searches\030\027 \003(\0132!.groundwire.v1.AgenticSe" +
-      "archTraceR\010searches\022!\n\014rag_bypassed\030F \001(" +
-      "\010R\013ragBypassed\022F\n\016applied_limits\030G \001(\0132\037" +
-      ".groundwire.v1.RagAppliedLimitsR\rapplied" +
-      "Limits\022(\n\rkeyword_query\030H \001(\tH\001R\014keyword" +
-      "Query\210\001\001\022S\n\024keyword_query_source\030I \001(\0162!" +
-      ".groundwire.v1.KeywordQuerySourceR\022keywo" +
-      "rdQuerySource\022?\n\034keyword_rewrite_failure" +
-      "_code\030J \001(\tR\031keywordRewriteFailureCode\022;" +
-      "\n\032query_rewrite_failure_code\030K \001(\tR\027quer" +
-      "yRewriteFailureCodeB\022\n\020_rewritten_queryB" +
-      "\020\n\016_keyword_query\"\303\002\n\020RagAppliedLimits\022\'" +
-      "\n\017candidate_count\030\001 \001(\rR\016candidateCount\022" +
-      "0\n\021minimum_relevance\030\002 \001(\001H\000R\020minimumRel" +
-      "evance\210\001\001\022\036\n\013final_top_k\030\003 \001(\rR\tfinalTop" +
-      "K\022@\n\034minimum_relevance_overridden\030\004 \001(\010R" +
-      "\032minimumRelevanceOverridden\0223\n\026final_top" +
-      "_k_overridden\030\005 \001(\010R\023finalTopKOverridden" +
-      "\022\'\n\017filter_narrowed\030\006 \001(\010R\016filterNarrowe" +
-      "dB\024\n\022_minimum_relevance\"\201\001\n\nTokenUsage\022#" +
-      "\n\rprompt_tokens\030\001 \001(\rR\014promptTokens\022+\n\021c" +
-      "ompletion_tokens\030\002 \001(\rR\020completionTokens" +
-      "\022!\n\014total_tokens\030\003 \001(\rR\013totalTokens\"k\n\010C" +
-      "itation\022#\n\rsource_number\030\001 \001(\rR\014sourceNu" +
-      "mber\022\037\n\013document_id\030\002 \001(\tR\ndocumentId\022\031\n" +
-      "\010chunk_id\030\003 \001(\tR\007chunkId\"\366\001\n\rToolCallTra" +
-      "ce\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR" +
-      "\006callId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022\034\n\t" +
-      "succeeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_code" +
-      "\030\005 \001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031.go" +
-      "ogle.protobuf.DurationR\010duration\022\'\n\017clie" +
-      "nt_executed\0302 \001(\010R\016clientExecuted\"\233\005\n\013Ag" +
-      "entResult\022!\n\014execution_id\030\001 \001(\tR\013executi" +
-      "onId\022\031\n\010agent_id\030\002 \001(\tR\007agentId\022\026\n\006answe" +
-      "r\030\003 \001(\tR\006answer\022%\n\016model_provider\030\004 \001(\tR" +
-      "\rmodelProvider\022\024\n\005model\030\005 \001(\tR\005model\022/\n\005" +
-      "usage\030\006 \001(\0132\031.groundwire.v1.TokenUsageR\005" +
-      "usage\0225\n\003rag\030\007 \001(\0132#.groundwire.v1.RagEx" +
-      "ecutionMetadataR\003rag\0225\n\tcitations\030\010 \003(\0132" +
-      "\027.groundwire.v1.CitationR\tcitations\022;\n\nt" +
-      "ool_calls\030\t \003(\0132\034.groundwire.v1.ToolCall" +
-      "TraceR\ttoolCalls\0225\n\010duration\030\n \001(\0132\031.goo" +
-      "gle.protobuf.DurationR\010duration\0226\n\006statu" +
-      "s\0302 \001(\0162\036.groundwire.v1.ExecutionStatusR" +
-      "\006status\022O\n\023required_tool_calls\0303 \003(\0132\037.g" +
-      "roundwire.v1.RequiredToolCallR\021requiredT" +
-      "oolCalls\022C\n\017action_deadline\0304 \001(\0132\032.goog" +
-      "le.protobuf.TimestampR\016actionDeadline\022\030\n" +
-      "\007resumed\0305 \001(\010R\007resumed\"\213\003\n\016RagSearchEve" +
-      "nt\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022C\n\016ret" +
-      "rieval_mode\030\002 \001(\0162\034.groundwire.v1.Retrie" +
-      "valModeR\rretrievalMode\022)\n\020candidate_budg" +
-      "et\030\003 \001(\rR\017candidateBudget\022\'\n\017candidate_c" +
-      "ount\030\004 \001(\rR\016candidateCount\022%\n\016accepted_c" +
-      "ount\030\005 \001(\rR\racceptedCount\022I\n\021reranking_o" +
-      "utcome\030\006 \001(\0162\034.groundwire.v1.RerankOutco" +
-      "meR\020rerankingOutcome\0225\n\010duration\030\007 \001(\0132\031" +
-      ".google.protobuf.DurationR\010duration\022\030\n\007a" +
-      "gentic\030\010 \001(\010R\007agentic\"\224\002\n\rToolCallEvent\022" +
-      "\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR\006ca" +
-      "llId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022\034\n\tsuc" +
-      "ceeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_code\030\005 " +
-      "\001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031.googl" +
-      "e.protobuf.DurationR\010duration\022\034\n\targumen" +
-      "ts\0302 \001(\tR\targuments\022\'\n\017client_executed\0303" +
-      " \001(\010R\016clientExecuted\"\235\003\n\025ExecuteStreamRe" +
-      "sponse\0225\n\004type\030\001 \001(\0162!.groundwire.v1.Exe" +
-      "cutionEventTypeR\004type\022\032\n\010sequence\030\002 \001(\rR" +
-      "\010sequence\022!\n\014execution_id\030\003 \001(\tR\013executi" +
-      "onId\022<\n\nrag_search\030\004 \001(\0132\035.groundwire.v1" +
-      ".RagSearchEventR\tragSearch\0229\n\ttool_call\030" +
-      "\005 \001(\0132\034.groundwire.v1.ToolCallEventR\010too" +
-      "lCall\022\035\n\ntext_delta\030\006 \001(\tR\ttextDelta\0222\n\006" +
-      "result\030\007 \001(\0132\032.groundwire.v1.AgentResult" +
-      "R\006result\022\035\n\nerror_code\030\010 \001(\tR\terrorCode\022" +
-      "#\n\rerror_message\030\t \001(\tR\014errorMessage\"\370\003\n" +
-      "\023AgentRagDescription\022\035\n\nindex_name\030\001 \001(\t" +
-      "R\tindexName\022C\n\016retrieval_mode\030\002 \001(\0162\034.gr" +
-      "oundwire.v1.RetrievalModeR\rretrievalMode" +
-      "\0220\n\004mode\030\003 \001(\0162\034.groundwire.v1.Execution" +
-      "ModeR\004mode\022P\n\023no_context_behavior\030\004 \001(\0162" +
-      " .groundwire.v1.NoContextBehaviorR\021noCon" +
-      "textBehavior\022+\n\021reranking_enabled\030\005 \001(\010R" +
-      "\020rerankingEnabled\022\030\n\007agentic\030\006 \001(\010R\007agen" +
-      "tic\022%\n\016bypass_allowed\030F \001(\010R\rbypassAllow" +
-      "ed\0220\n\021minimum_relevance\030G \001(\001H\000R\020minimum" +
-      "Relevance\210\001\001\022\036\n\013final_top_k\030H \001(\rR\tfinal" +
-      "TopK\022#\n\rkeyword_query\030I \001(\010R\014keywordQuer" +
-      "yB\024\n\022_minimum_relevance\"\364\001\n\020AgentDescrip" +
-      "tion\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004name\030\002 \001(\tR\004name" +
-      "\022 \n\013description\030\003 \001(\tR\013description\022\024\n\005mo" +
-      "del\030\004 \001(\tR\005model\022\024\n\005tools\030\005 \003(\tR\005tools\0224" +
-      "\n\003rag\030\006 \001(\0132\".groundwire.v1.AgentRagDesc" +
-      "riptionR\003rag\022\'\n\014instructions\030\007 \001(\tH\000R\014in" +
-      "structions\210\001\001B\017\n\r_instructions\"O\n\021ListAg" +
-      "entsRequest\022\033\n\tpage_size\030\001 \001(\005R\010pageSize" +
-      "\022\035\n\npage_token\030\002 \001(\tR\tpageToken\"u\n\022ListA" +
-      "gentsResponse\0227\n\006agents\030\001 \003(\0132\037.groundwi" +
-      "re.v1.AgentDescriptionR\006agents\022&\n\017next_p" +
-      "age_token\030\002 \001(\tR\rnextPageToken\",\n\017GetAge" +
-      "ntRequest\022\031\n\010agent_id\030\001 \001(\tR\007agentId\"I\n\020" +
-      "GetAgentResponse\0225\n\005agent\030\001 \001(\0132\037.ground" +
-      "wire.v1.AgentDescriptionR\005agent\"{\n\nClien" +
-      "tTool\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013description" +
-      "\030\002 \001(\tR\013description\0227\n\nparameters\030\003 \001(\0132" +
-      "\027.google.protobuf.StructR\nparameters\"f\n\020" +
-      "RequiredToolCall\022\027\n\007call_id\030\001 \001(\tR\006callI" +
-      "d\022\033\n\ttool_name\030\002 \001(\tR\010toolName\022\034\n\targume" +
-      "nts\030\003 \001(\tR\targuments\"X\n\nToolResult\022\027\n\007ca" +
-      "ll_id\030\001 \001(\tR\006callId\022\026\n\006output\030\002 \001(\tR\006out" +
-      "put\022\031\n\010is_error\030\003 \001(\010R\007isError\"S\n\026Resume" +
-      "ExecutionRequest\022!\n\014execution_id\030\001 \001(\tR\013" +
-      "executionId\022\026\n\006tenant\030\002 \001(\tR\006tenant\"M\n\027R" +
-      "esumeExecutionResponse\0222\n\006result\030\001 \001(\0132\032" +
-      ".groundwire.v1.AgentResultR\006result\"Y\n\034Re" +
-      "sumeExecutionStreamRequest\022!\n\014execution_" +
-      "id\030\001 \001(\tR\013executionId\022\026\n\006tenant\030\002 \001(\tR\006t" +
-      "enant\"[\n\035ResumeExecutionStreamResponse\022:" +
-      "\n\005event\030\001 \001(\0132$.groundwire.v1.ExecuteStr" +
-      "eamResponseR\005event\"\212\001\n\030SubmitToolResults" +
-      "Request\022!\n\014execution_id\030\001 \001(\tR\013execution" +
-      "Id\022\026\n\006tenant\030\002 \001(\tR\006tenant\0223\n\007results\030\003 " +
-      "\003(\0132\031.groundwire.v1.ToolResultR\007results\"" +
-      "O\n\031SubmitToolResultsResponse\0222\n\006result\030\001" +
-      " \001(\0132\032.groundwire.v1.AgentResultR\006result" +
-      "\"H\n\021ClientToolResults\0223\n\007results\030\001 \003(\0132\031" +
-      ".groundwire.v1.ToolResultR\007results\"\241\001\n\031E" +
-      "xecuteInteractiveRequest\0225\n\005input\030\001 \001(\0132" +
-      "\035.groundwire.v1.ExecutionInputH\000R\005input\022" +
-      "E\n\014tool_results\030\002 \001(\0132 .groundwire.v1.Cl" +
-      "ientToolResultsH\000R\013toolResultsB\006\n\004kind\"X" +
-      "\n\032ExecuteInteractiveResponse\022:\n\005event\030\001 " +
-      "\001(\0132$.groundwire.v1.ExecuteStreamRespons" +
-      "eR\005event*\202\001\n\rExecutionMode\022\036\n\032EXECUTION_" +
-      "MODE_UNSPECIFIED\020\000\022\027\n\023EXECUTION_MODE_OPE" +
-      "N\020\001\022\033\n\027EXECUTION_MODE_GROUNDED\020\002\022\033\n\027EXEC" +
-      "UTION_MODE_REQUIRED\020\003*\251\001\n\021NoContextBehav" +
-      "ior\022#\n\037NO_CONTEXT_BEHAVIOR_UNSPECIFIED\020\000" +
-      "\022\'\n#NO_CONTEXT_BEHAVIOR_ANSWER_NORMALLY\020" +
-      "\001\022(\n$NO_CONTEXT_BEHAVIOR_RETURN_NOT_FOUN" +
-      "D\020\002\022\034\n\030NO_CONTEXT_BEHAVIOR_FAIL\020\003*\210\002\n\017No" +
-      "ContextReason\022!\n\035NO_CONTEXT_REASON_UNSPE" +
-      "CIFIED\020\000\022 \n\034NO_CONTEXT_REASON_NO_RESULTS" +
-      "\020\001\022/\n+NO_CONTEXT_REASON_BELOW_RELEVANCE_" +
-      "THRESHOLD\020\002\022)\n%NO_CONTEXT_REASON_CANDIDA" +
-      "TES_REJECTED\020\003\022$\n NO_CONTEXT_REASON_NOT_" +
-      "ANSWERABLE\020\004\022.\n*NO_CONTEXT_REASON_CONTEX" +
-      "T_BUDGET_EXHAUSTED\020\005*\365\002\n\rRagItemReason\022\037" +
-      "\n\033RAG_ITEM_REASON_UNSPECIFIED\020\000\022!\n\035RAG_I" +
-      "TEM_REASON_INVALID_SCORE\020\001\022%\n!RAG_ITEM_R" +
-      "EASON_DUPLICATE_CONTENT\020\002\022+\n\'RAG_ITEM_RE" +
-      "ASON_BELOW_MINIMUM_RELEVANCE\020\003\022)\n%RAG_IT" +
-      "EM_REASON_RESULT_LIMIT_EXCEEDED\020\004\022)\n%RAG" +
-      "_ITEM_REASON_TOKEN_BUDGET_EXCEEDED\020\005\022\'\n#" +
-      "RAG_ITEM_REASON_OVERLAPPING_CONTENT\020\006\022)\n" +
-      "%RAG_ITEM_REASON_SOURCE_LIMIT_EXCEEDED\020\007" +
-      "\022\"\n\036RAG_ITEM_REASON_NOT_ANSWERABLE\020\010*R\n\010" +
-      "TurnRole\022\031\n\025TURN_ROLE_UNSPECIFIED\020\000\022\022\n\016T" +
-      "URN_ROLE_USER\020\001\022\027\n\023TURN_ROLE_ASSISTANT\020\002" +
-      "*\324\004\n\022ExecutionEventType\022$\n EXECUTION_EVE" +
-      "NT_TYPE_UNSPECIFIED\020\000\022*\n&EXECUTION_EVENT" +
-      "_TYPE_EXECUTION_STARTED\020\001\022+\n\'EXECUTION_E" +
-      "VENT_TYPE_RAG_SEARCH_STARTED\020\002\022-\n)EXECUT" +
-      "ION_EVENT_TYPE_RAG_SEARCH_COMPLETED\020\003\022*\n" +
-      "&EXECUTION_EVENT_TYPE_RAG_SEARCH_FAILED\020" +
-      "\004\022*\n&EXECUTION_EVENT_TYPE_TOOL_CALL_STAR" +
-      "TED\020\005\022,\n(EXECUTION_EVENT_TYPE_TOOL_CALL_" +
-      "COMPLETED\020\006\022#\n\037EXECUTION_EVENT_TYPE_TEXT" +
-      "_DELTA\020\007\022,\n(EXECUTION_EVENT_TYPE_EXECUTI" +
-      "ON_COMPLETED\020\010\022)\n%EXECUTION_EVENT_TYPE_E" +
-      "XECUTION_FAILED\020\t\022*\n&EXECUTION_EVENT_TYP" +
-      "E_EXECUTION_RESUMED\0202\022,\n(EXECUTION_EVENT" +
-      "_TYPE_TOOL_CALL_REQUESTED\0203\0222\n.EXECUTION" +
-      "_EVENT_TYPE_EXECUTION_REQUIRES_ACTION\0204*" +
-      "r\n\nPromptRole\022\033\n\027PROMPT_ROLE_UNSPECIFIED" +
-      "\020\000\022\026\n\022PROMPT_ROLE_SYSTEM\020\001\022\024\n\020PROMPT_ROL" +
-      "E_USER\020\002\022\031\n\025PROMPT_ROLE_ASSISTANT\020\003*\221\001\n\016" +
-      "PreparedAction\022\037\n\033PREPARED_ACTION_UNSPEC" +
-      "IFIED\020\000\022\036\n\032PREPARED_ACTION_CALL_MODEL\020\001\022" +
-      "$\n PREPARED_ACTION_RETURN_NOT_FOUND\020\002\022\030\n" +
-      "\024PREPARED_ACTION_FAIL\020\003*\262\001\n\022KeywordQuery" +
-      "Source\022$\n KEYWORD_QUERY_SOURCE_UNSPECIFI" +
-      "ED\020\000\022 \n\034KEYWORD_QUERY_SOURCE_DERIVED\020\001\022\036" +
-      "\n\032KEYWORD_QUERY_SOURCE_MODEL\020\002\0224\n0KEYWOR" +
-      "D_QUERY_SOURCE_DERIVED_AFTER_MODEL_FAILU" +
-      "RE\020\003*y\n\017ExecutionStatus\022 \n\034EXECUTION_STA" +
-      "TUS_UNSPECIFIED\020\000\022\036\n\032EXECUTION_STATUS_CO" +
-      "MPLETED\020\001\022$\n EXECUTION_STATUS_REQUIRES_A" +
-      "CTION\020\0022\352\006\n\014AgentService\022Q\n\nListAgents\022 " +
-      ".groundwire.v1.ListAgentsRequest\032!.groun" +
-      "dwire.v1.ListAgentsResponse\022K\n\010GetAgent\022" +
-      "\036.groundwire.v1.GetAgentRequest\032\037.ground" +
-      "wire.v1.GetAgentResponse\022H\n\007Execute\022\035.gr" +
-      "oundwire.v1.ExecuteRequest\032\036.groundwire." +
-      "v1.ExecuteResponse\022\\\n\rExecuteStream\022#.gr" +
-      "oundwire.v1.ExecuteStreamRequest\032$.groun" +
-      "dwire.v1.ExecuteStreamResponse0\001\022`\n\017Resu" +
-      "meExecution\022%.groundwire.v1.ResumeExecut" +
-      "ionRequest\032&.groundwire.v1.ResumeExecuti" +
-      "onResponse\022t\n\025ResumeExecutionStream\022+.gr" +
-      "oundwire.v1.ResumeExecutionStreamRequest" +
-      "\032,.groundwire.v1.ResumeExecutionStreamRe" +
-      "sponse0\001\022f\n\021SubmitToolResults\022\'.groundwi" +
-      "re.v1.SubmitToolResultsRequest\032(.groundw" +
-      "ire.v1.SubmitToolResultsResponse\022m\n\022Exec" +
-      "uteInteractive\022(.groundwire.v1.ExecuteIn" +
-      "teractiveRequest\032).groundwire.v1.Execute" +
-      "InteractiveResponse(\0010\001\022c\n\020PrepareExecut" +
-      "ion\022&.groundwire.v1.PrepareExecutionRequ" +
-      "est\032\'.groundwire.v1.PrepareExecutionResp" +
-      "onseB\256\001\n\021dev.groundwire.v1B\nAgentProtoP\001" +
-      "Z8github.com/groundwire/groundwire/clien" +
-      "ts/go/groundwirev1\242\002\003GXX\252\002\rGroundwire.V1" +
-      "\312\002\rGroundwire\\V1\342\002\031Groundwire\\V1\\GPBMeta" +
-      "data\352\002\016Groundwire::V1b\006proto3"
+      "tionR\010duration\022\024\n\005query\030< \001(\tR\005query\0229\n\007" +
+      "options\030= \001(\0132\037.groundwire.v1.RagSearchO" +
+      "ptionsR\007options\0226\n\ncandidates\030> \003(\0132\026.gr" +
+      "oundwire.v1.RagItemR\ncandidates\0222\n\010accep" +
+      "ted\030? \003(\0132\026.groundwire.v1.RagItemR\010accep" +
+      "ted\0222\n\010rejected\030@ \003(\0132\026.groundwire.v1.Ra" +
+      "gItemR\010rejected\022A\n\020context_excluded\030A \003(" +
+      "\0132\026.groundwire.v1.RagItemR\017contextExclud" +
+      "ed\022>\n\treranking\030B \001(\0132 .groundwire.v1.Re" +
+      "rankingMetadataR\treranking\022J\n\021no_context" +
+      "_reason\030C \001(\0162\036.groundwire.v1.NoContextR" +
+      "easonR\017noContextReason\022#\n\rindex_version\030" +
+      "D \001(\004R\014indexVersion\"\337\r\n\024RagExecutionMeta" +
+      "data\022\030\n\007enabled\030\001 \001(\010R\007enabled\022\035\n\nindex_" +
+      "name\030\002 \001(\tR\tindexName\022#\n\rindex_version\030\003" +
+      " \001(\004R\014indexVersion\022C\n\016retrieval_mode\030\004 \001" +
+      "(\0162\034.groundwire.v1.RetrievalModeR\rretrie" +
+      "valMode\022?\n\014applied_mode\030\005 \001(\0162\034.groundwi" +
+      "re.v1.ExecutionModeR\013appliedMode\022_\n\033appl" +
+      "ied_no_context_behavior\030\006 \001(\0162 .groundwi" +
+      "re.v1.NoContextBehaviorR\030appliedNoContex" +
+      "tBehavior\022)\n\020context_accepted\030\007 \001(\010R\017con" +
+      "textAccepted\022J\n\021no_context_reason\030\010 \001(\0162" +
+      "\036.groundwire.v1.NoContextReasonR\017noConte" +
+      "xtReason\022#\n\rmodel_skipped\030\t \001(\010R\014modelSk" +
+      "ipped\022-\n\022answer_constrained\030\n \001(\010R\021answe" +
+      "rConstrained\0226\n\ncandidates\030\013 \003(\0132\026.groun" +
+      "dwire.v1.RagItemR\ncandidates\0222\n\010accepted" +
+      "\030\014 \003(\0132\026.groundwire.v1.RagItemR\010accepted" +
+      "\0222\n\010rejected\030\r \003(\0132\026.groundwire.v1.RagIt" +
+      "emR\010rejected\022A\n\020context_excluded\030\016 \003(\0132\026" +
+      ".groundwire.v1.RagItemR\017contextExcluded\022" +
+      "0\n\007context\030\017 \003(\0132\026.groundwire.v1.RagItem" +
+      "R\007context\022\'\n\017candidate_count\030\020 \001(\rR\016cand" +
+      "idateCount\022%\n\016accepted_count\030\021 \001(\rR\racce" +
+      "ptedCount\022%\n\016rejected_count\030\022 \001(\rR\rrejec" +
+      "tedCount\0224\n\026context_excluded_count\030\023 \001(\r" +
+      "R\024contextExcludedCount\022>\n\treranking\030\024 \001(" +
+      "\0132 .groundwire.v1.RerankingMetadataR\trer" +
+      "anking\022C\n\016context_budget\030\025 \001(\0132\034.groundw" +
+      "ire.v1.ContextBudgetR\rcontextBudget\022,\n\017r" +
+      "ewritten_query\030\026 \001(\tH\000R\016rewrittenQuery\210\001" +
+      "\001\022=\n\010searches\030\027 \003(\0132!.groundwire.v1.Agen" +
+      "ticSearchTraceR\010searches\022F\n\017final_select" +
+      "ion\030< \001(\0132\035.groundwire.v1.FinalSelection" +
+      "R\016finalSelection\022!\n\014rag_bypassed\030F \001(\010R\013" +
+      "ragBypassed\022F\n\016applied_limits\030G \001(\0132\037.gr" +
+      "oundwire.v1.RagAppliedLimitsR\rappliedLim" +
+      "its\022(\n\rkeyword_query\030H \001(\tH\001R\014keywordQue" +
+      "ry\210\001\001\022S\n\024keyword_query_source\030I \001(\0162!.gr" +
+      "oundwire.v1.KeywordQuerySourceR\022keywordQ" +
+      "uerySource\022?\n\034keyword_rewrite_failure_co" +
+      "de\030J \001(\tR\031keywordRewriteFailureCode\022;\n\032q" +
+      "uery_rewrite_failure_code\030K \001(\tR\027queryRe" +
+      "writeFailureCode\022-\n\022tenant_scope_empty\030\240" +
+      "\001 \001(\010R\020tenantScopeEmptyB\022\n\020_rewritten_qu" +
+      "eryB\020\n\016_keyword_query\"\303\002\n\020RagAppliedLimi" +
+      "ts\022\'\n\017candidate_count\030\001 \001(\rR\016candidateCo" +
+      "unt\0220\n\021minimum_relevance\030\002 \001(\001H\000R\020minimu" +
+      "mRelevance\210\001\001\022\036\n\013final_top_k\030\003 \001(\rR\tfina" +
+      "lTopK\022@\n\034minimum_relevance_overridden\030\004 " +
+      "\001(\010R\032minimumRelevanceOverridden\0223\n\026final" +
+      "_top_k_overridden\030\005 \001(\010R\023finalTopKOverri" +
+      "dden\022\'\n\017filter_narrowed\030\006 \001(\010R\016filterNar" +
+      "rowedB\024\n\022_minimum_relevance\"\201\001\n\nTokenUsa" +
+      "ge\022#\n\rprompt_tokens\030\001 \001(\rR\014promptTokens\022" +
+      "+\n\021completion_tokens\030\002 \001(\rR\020completionTo" +
+      "kens\022!\n\014total_tokens\030\003 \001(\rR\013totalTokens\"" +
+      "\274\002\n\010Citation\022#\n\rsource_number\030\001 \001(\rR\014sou" +
+      "rceNumber\022\037\n\013document_id\030\002 \001(\tR\ndocument" +
+      "Id\022\031\n\010chunk_id\030\003 \001(\tR\007chunkId\022&\n\016display" +
+      "_number\030\240\001 \001(\rR\rdisplayNumber\022\025\n\005title\030\241" +
+      "\001 \001(\tR\005title\022\031\n\007section\030\242\001 \001(\tR\007section\022" +
+      ",\n\004span\030\243\001 \001(\0132\027.groundwire.v1.CharSpanR" +
+      "\004span\022\031\n\007snippet\030\244\001 \001(\tR\007snippet\022,\n\021snip" +
+      "pet_truncated\030\245\001 \001(\010R\020snippetTruncated\"\366" +
+      "\001\n\rToolCallTrace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007" +
+      "call_id\030\002 \001(\tR\006callId\022\033\n\ttool_name\030\003 \001(\t" +
+      "R\010toolName\022\034\n\tsucceeded\030\004 \001(\010R\tsucceeded" +
+      "\022\035\n\nerror_code\030\005 \001(\tR\terrorCode\0225\n\010durat" +
+      "ion\030\006 \001(\0132\031.google.protobuf.DurationR\010du" +
+      "ration\022\'\n\017client_executed\0302 \001(\010R\016clientE" +
+      "xecuted\"\343\005\n\013AgentResult\022!\n\014execution_id\030" +
+      "\001 \001(\tR\013executionId\022\031\n\010agent_id\030\002 \001(\tR\007ag" +
+      "entId\022\026\n\006answer\030\003 \001(\tR\006answer\022%\n\016model_p" +
+      "rovider\030\004 \001(\tR\rmodelProvider\022\024\n\005model\030\005 " +
+      "\001(\tR\005model\022/\n\005usage\030\006 \001(\0132\031.groundwire.v" +
+      "1.TokenUsageR\005usage\0225\n\003rag\030\007 \001(\0132#.groun" +
+      "dwire.v1.RagExecutionMetadataR\003rag\0225\n\tci" +
+      "tations\030\010 \003(\0132\027.groundwire.v1.CitationR\t" +
+      "citations\022;\n\ntool_calls\030\t \003(\0132\034.groundwi" +
+      "re.v1.ToolCallTraceR\ttoolCalls\0225\n\010durati" +
+      "on\030\n \001(\0132\031.google.protobuf.DurationR\010dur" +
+      "ation\0226\n\006status\0302 \001(\0162\036.groundwire.v1.Ex" +
+      "ecutionStatusR\006status\022O\n\023required_tool_c" +
+      "alls\0303 \003(\0132\037.groundwire.v1.RequiredToolC" +
+      "allR\021requiredToolCalls\022C\n\017action_deadlin" +
+      "e\0304 \001(\0132\032.google.protobuf.TimestampR\016act" +
+      "ionDeadline\022\030\n\007resumed\0305 \001(\010R\007resumed\022F\n" +
+      "\017embedding_usage\030P \001(\0132\035.groundwire.v1.E" +
+      "mbeddingUsageR\016embeddingUsage\"\213\003\n\016RagSea" +
+      "rchEvent\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022" +
+      "C\n\016retrieval_mode\030\002 \001(\0162\034.groundwire.v1." +
+      "RetrievalModeR\rretrievalMode\022)\n\020candidat" +
+      "e_budget\030\003 \001(\rR\017candidateBudget\022\'\n\017candi" +
+      "date_count\030\004 \001(\rR\016candidateCount\022%\n\016acce" +
+      "pted_count\030\005 \001(\rR\racceptedCount\022I\n\021reran" +
+      "king_outcome\030\006 \001(\0162\034.groundwire.v1.Reran" +
+      "kOutcomeR\020rerankingOutcome\0225\n\010duration\030\007" +
+      " \001(\0132\031.google.protobuf.DurationR\010duratio" +
+      "n\022\030\n\007agentic\030\010 \001(\010R\007agentic\"\224\002\n\rToolCall" +
+      "Event\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001" +
+      "(\tR\006callId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022" +
+      "\034\n\tsucceeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_c" +
+      "ode\030\005 \001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031" +
+      ".google.protobuf.DurationR\010duration\022\034\n\ta" +
+      "rguments\0302 \001(\tR\targuments\022\'\n\017client_exec" +
+      "uted\0303 \001(\010R\016clientExecuted\"\324\003\n\025ExecuteSt" +
+      "reamResponse\0225\n\004type\030\001 \001(\0162!.groundwire." +
+      "v1.ExecutionEventTypeR\004type\022\032\n\010sequence\030" +
+      "\002 \001(\rR\010sequence\022!\n\014execution_id\030\003 \001(\tR\013e" +
+      "xecutionId\022<\n\nrag_search\030\004 \001(\0132\035.groundw" +
+      "ire.v1.RagSearchEventR\tragSearch\0229\n\ttool" +
+      "_call\030\005 \001(\0132\034.groundwire.v1.ToolCallEven" +
+      "tR\010toolCall\022\035\n\ntext_delta\030\006 \001(\tR\ttextDel" +
+      "ta\0222\n\006result\030\007 \001(\0132\032.groundwire.v1.Agent" +
+      "ResultR\006result\022\035\n\nerror_code\030\010 \001(\tR\terro" +
+      "rCode\022#\n\rerror_message\030\t \001(\tR\014errorMessa" +
+      "ge\0225\n\003rag\030< \001(\0132#.groundwire.v1.RagExecu" +
+      "tionMetadataR\003rag\"\365\005\n\023AgentRagDescriptio" +
+      "n\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022C\n\016retr" +
+      "ieval_mode\030\002 \001(\0162\034.groundwire.v1.Retriev" +
+      "alModeR\rretrievalMode\0220\n\004mode\030\003 \001(\0162\034.gr" +
+      "oundwire.v1.ExecutionModeR\004mode\022P\n\023no_co" +
+      "ntext_behavior\030\004 \001(\0162 .groundwire.v1.NoC" +
+      "ontextBehaviorR\021noContextBehavior\022+\n\021rer" +
+      "anking_enabled\030\005 \001(\010R\020rerankingEnabled\022\030" +
+      "\n\007agentic\030\006 \001(\010R\007agentic\022Y\n\026final_select" +
+      "ion_policy\030< \001(\0162#.groundwire.v1.FinalSe" +
+      "lectionPolicyR\024finalSelectionPolicy\0221\n\024c" +
+      "andidate_multiplier\030= \001(\rR\023candidateMult" +
+      "iplier\022.\n\020retrieval_weight\030> \001(\001H\000R\017retr" +
+      "ievalWeight\210\001\001\022(\n\020search_tool_name\030? \001(\t" +
+      "R\016searchToolName\022%\n\016bypass_allowed\030F \001(\010" +
+      "R\rbypassAllowed\0220\n\021minimum_relevance\030G \001" +
+      "(\001H\001R\020minimumRelevance\210\001\001\022\036\n\013final_top_k" +
+      "\030H \001(\rR\tfinalTopK\022#\n\rkeyword_query\030I \001(\010" +
+      "R\014keywordQueryB\023\n\021_retrieval_weightB\024\n\022_" +
+      "minimum_relevance\"\364\001\n\020AgentDescription\022\016" +
+      "\n\002id\030\001 \001(\tR\002id\022\022\n\004name\030\002 \001(\tR\004name\022 \n\013de" +
+      "scription\030\003 \001(\tR\013description\022\024\n\005model\030\004 " +
+      "\001(\tR\005model\022\024\n\005tools\030\005 \003(\tR\005tools\0224\n\003rag\030" +
+      "\006 \001(\0132\".groundwire.v1.AgentRagDescriptio" +
+      "nR\003rag\022\'\n\014instructions\030\007 \001(\tH\000R\014instruct" +
+      "ions\210\001\001B\017\n\r_instructions\"O\n\021ListAgentsRe" +
+      "quest\022\033\n\tpage_size\030\001 \001(\005R\010pageSize\022\035\n\npa" +
+      "ge_token\030\002 \001(\tR\tpageToken\"u\n\022ListAgentsR" +
+      "esponse\0227\n\006agents\030\001 \003(\0132\037.groundwire.v1." +
+      "AgentDescriptionR\006agents\022&\n\017next_page_to" +
+      "ken\030\002 \001(\tR\rnextPageToken\",\n\017GetAgentRequ" +
+      "est\022\031\n\010agent_id\030\001 \001(\tR\007agentId\"I\n\020GetAge" +
+      "ntResponse\0225\n\005agent\030\001 \001(\0132\037.groundwire.v" +
+      "1.AgentDescriptionR\005agent\"{\n\nClientTool\022" +
+      "\022\n\004name\030\001 \001(\tR\004name\022 \n\013description\030\002 \001(\t" +
+      "R\013description\0227\n\nparameters\030\003 \001(\0132\027.goog" +
+      "le.protobuf.StructR\nparameters\"f\n\020Requir" +
+      "edToolCall\022\027\n\007call_id\030\001 \001(\tR\006callId\022\033\n\tt" +
+      "ool_name\030\002 \001(\tR\010toolName\022\034\n\targuments\030\003 " +
+      "\001(\tR\targuments\"X\n\nToolResult\022\027\n\007call_id\030" +
+      "\001 \001(\tR\006callId\022\026\n\006output\030\002 \001(\tR\006output\022\031\n" +
+      "\010is_error\030\003 \001(\010R\007isError\"S\n\026ResumeExecut" +
+      "ionRequest\022!\n\014execution_id\030\001 \001(\tR\013execut" +
+      "ionId\022\026\n\006tenant\030\002 \001(\tR\006tenant\"M\n\027ResumeE" +
+      "xecutionResponse\0222\n\006result\030\001 \001(\0132\032.groun" +
+      "dwire.v1.AgentResultR\006result\"Y\n\034ResumeEx" +
+      "ecutionStreamRequest\022!\n\014execution_id\030\001 \001" +
+      "(\tR\013executionId\022\026\n\006tenant\030\002 \001(\tR\006tenant\"" +
+      "[\n\035ResumeExecutionStreamResponse\022:\n\005even" +
+      "t\030\001 \001(\0132$.groundwire.v1.ExecuteStreamRes" +
+      "ponseR\005event\"\212\001\n\030SubmitToolResultsReques" +
+      "t\022!\n\014execution_id\030\001 \001(\tR\013executionId\022\026\n\006" +
+      "tenant\030\002 \001(\tR\006tenant\0223\n\007results\030\003 \003(\0132\031." +
+      "groundwire.v1.ToolResultR\007results\"O\n\031Sub" +
+      "mitToolResultsResponse\0222\n\006result\030\001 \001(\0132\032" +
+      ".groundwire.v1.AgentResultR\006result\"H\n\021Cl" +
+      "ientToolResults\0223\n\007results\030\001 \003(\0132\031.groun" +
+      "dwire.v1.ToolResultR\007results\"\241\001\n\031Execute" +
+      "InteractiveRequest\0225\n\005input\030\001 \001(\0132\035.grou" +
+      "ndwire.v1.ExecutionInputH\000R\005input\022E\n\014too" +
+      "l_results\030\002 \001(\0132 .groundwire.v1.ClientTo" +
+      "olResultsH\000R\013toolResultsB\006\n\004kind\"X\n\032Exec" +
+      "uteInteractiveResponse\022:\n\005event\030\001 \001(\0132$." +
+      "groundwire.v1.ExecuteStreamResponseR\005eve" +
+      "nt*\202\001\n\rExecutionMode\022\036\n\032EXECUTION_MODE_U" +
+      "NSPECIFIED\020\000\022\027\n\023EXECUTION_MODE_OPEN\020\001\022\033\n" +
+      "\027EXECUTION_MODE_GROUNDED\020\002\022\033\n\027EXECUTION_" +
+      "MODE_REQUIRED\020\003*\251\001\n\021NoContextBehavior\022#\n" +
+      "\037NO_CONTEXT_BEHAVIOR_UNSPECIFIED\020\000\022\'\n#NO" +
+      "_CONTEXT_BEHAVIOR_ANSWER_NORMALLY\020\001\022(\n$N" +
+      "O_CONTEXT_BEHAVIOR_RETURN_NOT_FOUND\020\002\022\034\n" +
+      "\030NO_CONTEXT_BEHAVIOR_FAIL\020\003*\210\002\n\017NoContex" +
+      "tReason\022!\n\035NO_CONTEXT_REASON_UNSPECIFIED" +
+      "\020\000\022 \n\034NO_CONTEXT_REASON_NO_RESULTS\020\001\022/\n+" +
+      "NO_CONTEXT_REASON_BELOW_RELEVANCE_THRESH" +
+      "OLD\020\002\022)\n%NO_CONTEXT_REASON_CANDIDATES_RE" +
+      "JECTED\020\003\022$\n NO_CONTEXT_REASON_NOT_ANSWER" +
+      "ABLE\020\004\022.\n*NO_CONTEXT_REASON_CONTEXT_BUDG" +
+      "ET_EXHAUSTED\020\005*\227\003\n\rRagItemReason\022\037\n\033RAG_" +
+      "ITEM_REASON_UNSPECIFIED\020\000\022!\n\035RAG_ITEM_RE" +
+      "ASON_INVALID_SCORE\020\001\022%\n!RAG_ITEM_REASON_" +
+      "DUPLICATE_CONTENT\020\002\022+\n\'RAG_ITEM_REASON_B" +
+      "ELOW_MINIMUM_RELEVANCE\020\003\022)\n%RAG_ITEM_REA" +
+      "SON_RESULT_LIMIT_EXCEEDED\020\004\022)\n%RAG_ITEM_" +
+      "REASON_TOKEN_BUDGET_EXCEEDED\020\005\022\'\n#RAG_IT" +
+      "EM_REASON_OVERLAPPING_CONTENT\020\006\022)\n%RAG_I" +
+      "TEM_REASON_SOURCE_LIMIT_EXCEEDED\020\007\022\"\n\036RA" +
+      "G_ITEM_REASON_NOT_ANSWERABLE\020\010\022 \n\034RAG_IT" +
+      "EM_REASON_NOT_SELECTED\020<*\223\001\n\024FinalSelect" +
+      "ionPolicy\022&\n\"FINAL_SELECTION_POLICY_UNSP" +
+      "ECIFIED\020\000\022(\n$FINAL_SELECTION_POLICY_RERA" +
+      "NKER_ONLY\020\001\022)\n%FINAL_SELECTION_POLICY_WE" +
+      "IGHTED_BLEND\020\002*\257\001\n\026RetrievalNormalizatio" +
+      "n\022\'\n#RETRIEVAL_NORMALIZATION_UNSPECIFIED" +
+      "\020\000\022%\n!RETRIEVAL_NORMALIZATION_RELEVANCE\020" +
+      "\001\022 \n\034RETRIEVAL_NORMALIZATION_RANK\020\002\022#\n\037R" +
+      "ETRIEVAL_NORMALIZATION_MIN_MAX\020\003*R\n\010Turn" +
+      "Role\022\031\n\025TURN_ROLE_UNSPECIFIED\020\000\022\022\n\016TURN_" +
+      "ROLE_USER\020\001\022\027\n\023TURN_ROLE_ASSISTANT\020\002*\324\004\n" +
+      "\022ExecutionEventType\022$\n EXECUTION_EVENT_T" +
+      "YPE_UNSPECIFIED\020\000\022*\n&EXECUTION_EVENT_TYP" +
+      "E_EXECUTION_STARTED\020\001\022+\n\'EXECUTION_EVENT" +
+      "_TYPE_RAG_SEARCH_STARTED\020\002\022-\n)EXECUTION_" +
+      "EVENT_TYPE_RAG_SEARCH_COMPLETED\020\003\022*\n&EXE" +
+      "CUTION_EVENT_TYPE_RAG_SEARCH_FAILED\020\004\022*\n" +
+      "&EXECUTION_EVENT_TYPE_TOOL_CALL_STARTED\020" +
+      "\005\022,\n(EXECUTION_EVENT_TYPE_TOOL_CALL_COMP" +
+      "LETED\020\006\022#\n\037EXECUTION_EVENT_TYPE_TEXT_DEL" +
+      "TA\020\007\022,\n(EXECUTION_EVENT_TYPE_EXECUTION_C" +
+      "OMPLETED\020\010\022)\n%EXECUTION_EVENT_TYPE_EXECU" +
+      "TION_FAILED\020\t\022*\n&EXECUTION_EVENT_TYPE_EX" +
+      "ECUTION_RESUMED\0202\022,\n(EXECUTION_EVENT_TYP" +
+      "E_TOOL_CALL_REQUESTED\0203\0222\n.EXECUTION_EVE" +
+      "NT_TYPE_EXECUTION_REQUIRES_ACTION\0204*r\n\nP" +
+      "romptRole\022\033\n\027PROMPT_ROLE_UNSPECIFIED\020\000\022\026" +
+      "\n\022PROMPT_ROLE_SYSTEM\020\001\022\024\n\020PROMPT_ROLE_US" +
+      "ER\020\002\022\031\n\025PROMPT_ROLE_ASSISTANT\020\003*\221\001\n\016Prep" +
+      "aredAction\022\037\n\033PREPARED_ACTION_UNSPECIFIE" +
+      "D\020\000\022\036\n\032PREPARED_ACTION_CALL_MODEL\020\001\022$\n P" +
+      "REPARED_ACTION_RETURN_NOT_FOUND\020\002\022\030\n\024PRE" +
+      "PARED_ACTION_FAIL\020\003*\262\001\n\022KeywordQuerySour" +
+      "ce\022$\n KEYWORD_QUERY_SOURCE_UNSPECIFIED\020\000" +
+      "\022 \n\034KEYWORD_QUERY_SOURCE_DERIVED\020\001\022\036\n\032KE" +
+      "YWORD_QUERY_SOURCE_MODEL\020\002\0224\n0KEYWORD_QU" +
+      "ERY_SOURCE_DERIVED_AFTER_MODEL_FAILURE\020\003" +
+      "*y\n\017ExecutionStatus\022 \n\034EXECUTION_STATUS_" +
+      "UNSPECIFIED\020\000\022\036\n\032EXECUTION_STATUS_COMPLE" +
+      "TED\020\001\022$\n EXECUTION_STATUS_REQUIRES_ACTIO" +
+      "N\020\0022\352\006\n\014AgentService\022Q\n\nListAgents\022 .gro" +
+      "undwire.v1.ListAgentsRequest\032!.groundwir" +
+      "e.v1.ListAgentsResponse\022K\n\010GetAgent\022\036.gr" +
+      "oundwire.v1.GetAgentRequest\032\037.groundwire" +
+      ".v1.GetAgentResponse\022H\n\007Execute\022\035.ground" +
+      "wire.v1.ExecuteRequest\032\036.groundwire.v1.E" +
+      "xecuteResponse\022\\\n\rExecuteStream\022#.ground" +
+      "wire.v1.ExecuteStreamRequest\032$.groundwir" +
+      "e.v1.ExecuteStreamResponse0\001\022`\n\017ResumeEx" +
+      "ecution\022%.groundwire.v1.ResumeExecutionR" +
+      "equest\032&.groundwire.v1.ResumeExecutionRe" +
+      "sponse\022t\n\025ResumeExecutionStream\022+.ground" +
+      "wire.v1.ResumeExecutionStreamRequest\032,.g" +
+      "roundwire.v1.ResumeExecutionStreamRespon" +
+      "se0\001\022f\n\021SubmitToolResults\022\'.groundwire.v" +
+      "1.SubmitToolResultsRequest\032(.groundwire." +
+      "v1.SubmitToolResultsResponse\022m\n\022ExecuteI" +
+      "nteractive\022(.groundwire.v1.ExecuteIntera" +
+      "ctiveRequest\032).groundwire.v1.ExecuteInte" +
+      "ractiveResponse(\0010\001\022c\n\020PrepareExecution\022" +
+      "&.groundwire.v1.PrepareExecutionRequest\032" +
+      "\'.groundwire.v1.PrepareExecutionResponse" +
+      "B\256\001\n\021dev.groundwire.v1B\nAgentProtoP\001Z8gi" +
+      "thub.com/groundwire/groundwire/clients/g" +
+      "o/groundwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rG" +
+      "roundwire\\V1\342\002\031Groundwire\\V1\\GPBMetadata" +
+      "\352\002\016Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -576,6 +669,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
           dev.groundwire.v1.CommonProto.getDescriptor(),
           dev.groundwire.v1.RerankerProto.getDescriptor(),
           dev.groundwire.v1.RetrieverProto.getDescriptor(),
+          dev.groundwire.v1.UsageProto.getDescriptor(),
         });
     internal_static_groundwire_v1_ConversationTurn_descriptor =
       getDescriptor().getMessageType(0);
@@ -588,7 +682,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_ExecutionInput_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ExecutionInput_descriptor,
-        new java.lang.String[] { "AgentId", "Message", "History", "Tenant", "Filter", "ClientTools", "ClientToolTimeout", "BypassRag", "Overrides", });
+        new java.lang.String[] { "AgentId", "Message", "History", "Tenant", "Filter", "ClientTools", "ClientToolTimeout", "BypassRag", "Overrides", "MinIndexVersion", });
     internal_static_groundwire_v1_RagOverrides_descriptor =
       getDescriptor().getMessageType(2);
     internal_static_groundwire_v1_RagOverrides_fieldAccessorTable = new
@@ -654,177 +748,201 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_RagItem_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RagItem_descriptor,
-        new java.lang.String[] { "DocumentId", "ChunkId", "RetrievalRank", "Score", "Reason", "Span", });
-    internal_static_groundwire_v1_ContextBudget_descriptor =
+        new java.lang.String[] { "DocumentId", "ChunkId", "RetrievalRank", "Score", "Reason", "Span", "Title", "Section", "Snippet", "SnippetTruncated", "RerankRelevance", "Blend", });
+    internal_static_groundwire_v1_BlendScore_descriptor =
       getDescriptor().getMessageType(13);
+    internal_static_groundwire_v1_BlendScore_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_BlendScore_descriptor,
+        new java.lang.String[] { "Value", "Formula", "RetrievalWeight", "RetrievalInput", "RetrievalNormalization", "RerankRelevance", });
+    internal_static_groundwire_v1_FinalSelection_descriptor =
+      getDescriptor().getMessageType(14);
+    internal_static_groundwire_v1_FinalSelection_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_FinalSelection_descriptor,
+        new java.lang.String[] { "Policy", "RetrievalWeight", "Normalization", "AppliedNormalization", "CandidateMultiplier", "PoolSize", "FinalTopK", });
+    internal_static_groundwire_v1_AppliedFilterCondition_descriptor =
+      getDescriptor().getMessageType(15);
+    internal_static_groundwire_v1_AppliedFilterCondition_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_AppliedFilterCondition_descriptor,
+        new java.lang.String[] { "Key", "ValueCount", });
+    internal_static_groundwire_v1_RagSearchOptions_descriptor =
+      getDescriptor().getMessageType(16);
+    internal_static_groundwire_v1_RagSearchOptions_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_RagSearchOptions_descriptor,
+        new java.lang.String[] { "TenantScoped", "Filter", "RetrievalMode", "CandidateBudget", "TopK", });
+    internal_static_groundwire_v1_ContextBudget_descriptor =
+      getDescriptor().getMessageType(17);
     internal_static_groundwire_v1_ContextBudget_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ContextBudget_descriptor,
         new java.lang.String[] { "MaximumContextTokens", "ResponseTokenReserve", "InstructionTokens", "HistoryTokens", "QueryTokens", "OtherTokens", "AvailableTokens", "UsedTokens", });
     internal_static_groundwire_v1_AgenticSearchTrace_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(18);
     internal_static_groundwire_v1_AgenticSearchTrace_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgenticSearchTrace_descriptor,
-        new java.lang.String[] { "Step", "CallId", "CandidateCount", "AcceptedCount", "Succeeded", "ErrorCode", "Duration", });
+        new java.lang.String[] { "Step", "CallId", "CandidateCount", "AcceptedCount4", "Succeeded", "ErrorCode", "Duration", "Query", "Options", "Candidates", "Accepted63", "Rejected", "ContextExcluded", "Reranking", "NoContextReason", "IndexVersion", });
     internal_static_groundwire_v1_RagExecutionMetadata_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(19);
     internal_static_groundwire_v1_RagExecutionMetadata_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RagExecutionMetadata_descriptor,
-        new java.lang.String[] { "Enabled", "IndexName", "IndexVersion", "RetrievalMode", "AppliedMode", "AppliedNoContextBehavior", "ContextAccepted", "NoContextReason", "ModelSkipped", "AnswerConstrained", "Candidates", "Accepted12", "Rejected13", "ContextExcluded14", "Context", "CandidateCount", "AcceptedCount17", "RejectedCount18", "ContextExcludedCount19", "Reranking", "ContextBudget", "RewrittenQuery", "Searches", "RagBypassed", "AppliedLimits", "KeywordQuery", "KeywordQuerySource", "KeywordRewriteFailureCode", "QueryRewriteFailureCode", });
+        new java.lang.String[] { "Enabled", "IndexName", "IndexVersion", "RetrievalMode", "AppliedMode", "AppliedNoContextBehavior", "ContextAccepted", "NoContextReason", "ModelSkipped", "AnswerConstrained", "Candidates", "Accepted12", "Rejected13", "ContextExcluded14", "Context", "CandidateCount", "AcceptedCount17", "RejectedCount18", "ContextExcludedCount19", "Reranking", "ContextBudget", "RewrittenQuery", "Searches", "FinalSelection", "RagBypassed", "AppliedLimits", "KeywordQuery", "KeywordQuerySource", "KeywordRewriteFailureCode", "QueryRewriteFailureCode", "TenantScopeEmpty", });
     internal_static_groundwire_v1_RagAppliedLimits_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(20);
     internal_static_groundwire_v1_RagAppliedLimits_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RagAppliedLimits_descriptor,
         new java.lang.String[] { "CandidateCount", "MinimumRelevance", "FinalTopK", "MinimumRelevanceOverridden", "FinalTopKOverridden", "FilterNarrowed", });
     internal_static_groundwire_v1_TokenUsage_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(21);
     internal_static_groundwire_v1_TokenUsage_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_TokenUsage_descriptor,
         new java.lang.String[] { "PromptTokens", "CompletionTokens", "TotalTokens", });
     internal_static_groundwire_v1_Citation_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(22);
     internal_static_groundwire_v1_Citation_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_Citation_descriptor,
-        new java.lang.String[] { "SourceNumber", "DocumentId", "ChunkId", });
+        new java.lang.String[] { "SourceNumber", "DocumentId", "ChunkId", "DisplayNumber", "Title", "Section", "Span", "Snippet", "SnippetTruncated", });
     internal_static_groundwire_v1_ToolCallTrace_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(23);
     internal_static_groundwire_v1_ToolCallTrace_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ToolCallTrace_descriptor,
         new java.lang.String[] { "Step", "CallId", "ToolName", "Succeeded", "ErrorCode", "Duration", "ClientExecuted", });
     internal_static_groundwire_v1_AgentResult_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(24);
     internal_static_groundwire_v1_AgentResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgentResult_descriptor,
-        new java.lang.String[] { "ExecutionId", "AgentId", "Answer", "ModelProvider", "Model", "Usage", "Rag", "Citations", "ToolCalls", "Duration", "Status", "RequiredToolCalls", "ActionDeadline", "Resumed", });
+        new java.lang.String[] { "ExecutionId", "AgentId", "Answer", "ModelProvider", "Model", "Usage", "Rag", "Citations", "ToolCalls", "Duration", "Status", "RequiredToolCalls", "ActionDeadline", "Resumed", "EmbeddingUsage", });
     internal_static_groundwire_v1_RagSearchEvent_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(25);
     internal_static_groundwire_v1_RagSearchEvent_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RagSearchEvent_descriptor,
         new java.lang.String[] { "IndexName", "RetrievalMode", "CandidateBudget", "CandidateCount", "AcceptedCount", "RerankingOutcome", "Duration", "Agentic", });
     internal_static_groundwire_v1_ToolCallEvent_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(26);
     internal_static_groundwire_v1_ToolCallEvent_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ToolCallEvent_descriptor,
         new java.lang.String[] { "Step", "CallId", "ToolName", "Succeeded", "ErrorCode", "Duration", "Arguments", "ClientExecuted", });
     internal_static_groundwire_v1_ExecuteStreamResponse_descriptor =
-      getDescriptor().getMessageType(23);
+      getDescriptor().getMessageType(27);
     internal_static_groundwire_v1_ExecuteStreamResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ExecuteStreamResponse_descriptor,
-        new java.lang.String[] { "Type", "Sequence", "ExecutionId", "RagSearch", "ToolCall", "TextDelta", "Result", "ErrorCode", "ErrorMessage", });
+        new java.lang.String[] { "Type", "Sequence", "ExecutionId", "RagSearch", "ToolCall", "TextDelta", "Result", "ErrorCode", "ErrorMessage", "Rag", });
     internal_static_groundwire_v1_AgentRagDescription_descriptor =
-      getDescriptor().getMessageType(24);
+      getDescriptor().getMessageType(28);
     internal_static_groundwire_v1_AgentRagDescription_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgentRagDescription_descriptor,
-        new java.lang.String[] { "IndexName", "RetrievalMode", "Mode", "NoContextBehavior", "RerankingEnabled", "Agentic", "BypassAllowed", "MinimumRelevance", "FinalTopK", "KeywordQuery", });
+        new java.lang.String[] { "IndexName", "RetrievalMode", "Mode", "NoContextBehavior", "RerankingEnabled", "Agentic", "FinalSelectionPolicy", "CandidateMultiplier", "RetrievalWeight", "SearchToolName", "BypassAllowed", "MinimumRelevance", "FinalTopK", "KeywordQuery", });
     internal_static_groundwire_v1_AgentDescription_descriptor =
-      getDescriptor().getMessageType(25);
+      getDescriptor().getMessageType(29);
     internal_static_groundwire_v1_AgentDescription_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgentDescription_descriptor,
         new java.lang.String[] { "Id", "Name", "Description", "Model", "Tools", "Rag", "Instructions", });
     internal_static_groundwire_v1_ListAgentsRequest_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(30);
     internal_static_groundwire_v1_ListAgentsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ListAgentsRequest_descriptor,
         new java.lang.String[] { "PageSize", "PageToken", });
     internal_static_groundwire_v1_ListAgentsResponse_descriptor =
-      getDescriptor().getMessageType(27);
+      getDescriptor().getMessageType(31);
     internal_static_groundwire_v1_ListAgentsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ListAgentsResponse_descriptor,
         new java.lang.String[] { "Agents", "NextPageToken", });
     internal_static_groundwire_v1_GetAgentRequest_descriptor =
-      getDescriptor().getMessageType(28);
+      getDescriptor().getMessageType(32);
     internal_static_groundwire_v1_GetAgentRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_GetAgentRequest_descriptor,
         new java.lang.String[] { "AgentId", });
     internal_static_groundwire_v1_GetAgentResponse_descriptor =
-      getDescriptor().getMessageType(29);
+      getDescriptor().getMessageType(33);
     internal_static_groundwire_v1_GetAgentResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_GetAgentResponse_descriptor,
         new java.lang.String[] { "Agent", });
     internal_static_groundwire_v1_ClientTool_descriptor =
-      getDescriptor().getMessageType(30);
+      getDescriptor().getMessageType(34);
     internal_static_groundwire_v1_ClientTool_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ClientTool_descriptor,
         new java.lang.String[] { "Name", "Description", "Parameters", });
     internal_static_groundwire_v1_RequiredToolCall_descriptor =
-      getDescriptor().getMessageType(31);
+      getDescriptor().getMessageType(35);
     internal_static_groundwire_v1_RequiredToolCall_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RequiredToolCall_descriptor,
         new java.lang.String[] { "CallId", "ToolName", "Arguments", });
     internal_static_groundwire_v1_ToolResult_descriptor =
-      getDescriptor().getMessageType(32);
+      getDescriptor().getMessageType(36);
     internal_static_groundwire_v1_ToolResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ToolResult_descriptor,
         new java.lang.String[] { "CallId", "Output", "IsError", });
     internal_static_groundwire_v1_ResumeExecutionRequest_descriptor =
-      getDescriptor().getMessageType(33);
+      getDescriptor().getMessageType(37);
     internal_static_groundwire_v1_ResumeExecutionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ResumeExecutionRequest_descriptor,
         new java.lang.String[] { "ExecutionId", "Tenant", });
     internal_static_groundwire_v1_ResumeExecutionResponse_descriptor =
-      getDescriptor().getMessageType(34);
+      getDescriptor().getMessageType(38);
     internal_static_groundwire_v1_ResumeExecutionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ResumeExecutionResponse_descriptor,
         new java.lang.String[] { "Result", });
     internal_static_groundwire_v1_ResumeExecutionStreamRequest_descriptor =
-      getDescriptor().getMessageType(35);
+      getDescriptor().getMessageType(39);
     internal_static_groundwire_v1_ResumeExecutionStreamRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ResumeExecutionStreamRequest_descriptor,
         new java.lang.String[] { "ExecutionId", "Tenant", });
     internal_static_groundwire_v1_ResumeExecutionStreamResponse_descriptor =
-      getDescriptor().getMessageType(36);
+      getDescriptor().getMessageType(40);
     internal_static_groundwire_v1_ResumeExecutionStreamResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ResumeExecutionStreamResponse_descriptor,
         new java.lang.String[] { "Event", });
     internal_static_groundwire_v1_SubmitToolResultsRequest_descriptor =
-      getDescriptor().getMessageType(37);
+      getDescriptor().getMessageType(41);
     internal_static_groundwire_v1_SubmitToolResultsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_SubmitToolResultsRequest_descriptor,
         new java.lang.String[] { "ExecutionId", "Tenant", "Results", });
     internal_static_groundwire_v1_SubmitToolResultsResponse_descriptor =
-      getDescriptor().getMessageType(38);
+      getDescriptor().getMessageType(42);
     internal_static_groundwire_v1_SubmitToolResultsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_SubmitToolResultsResponse_descriptor,
         new java.lang.String[] { "Result", });
     internal_static_groundwire_v1_ClientToolResults_descriptor =
-      getDescriptor().getMessageType(39);
+      getDescriptor().getMessageType(43);
     internal_static_groundwire_v1_ClientToolResults_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ClientToolResults_descriptor,
         new java.lang.String[] { "Results", });
     internal_static_groundwire_v1_ExecuteInteractiveRequest_descriptor =
-      getDescriptor().getMessageType(40);
+      getDescriptor().getMessageType(44);
     internal_static_groundwire_v1_ExecuteInteractiveRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ExecuteInteractiveRequest_descriptor,
         new java.lang.String[] { "Input", "ToolResults", "Kind", });
     internal_static_groundwire_v1_ExecuteInteractiveResponse_descriptor =
-      getDescriptor().getMessageType(41);
+      getDescriptor().getMessageType(45);
     internal_static_groundwire_v1_ExecuteInteractiveResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ExecuteInteractiveResponse_descriptor,
@@ -836,6 +954,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     dev.groundwire.v1.CommonProto.getDescriptor();
     dev.groundwire.v1.RerankerProto.getDescriptor();
     dev.groundwire.v1.RetrieverProto.getDescriptor();
+    dev.groundwire.v1.UsageProto.getDescriptor();
   }
 
   // @@protoc_insertion_point(outer_class_scope)

@@ -36,6 +36,8 @@ private static final long serialVersionUID = 0L;
     retrievalMode_ = 0;
     mode_ = 0;
     noContextBehavior_ = 0;
+    finalSelectionPolicy_ = 0;
+    searchToolName_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -212,6 +214,123 @@ private static final long serialVersionUID = 0L;
     return agentic_;
   }
 
+  public static final int FINAL_SELECTION_POLICY_FIELD_NUMBER = 60;
+  private int finalSelectionPolicy_ = 0;
+  /**
+   * <pre>
+   * Output only. Final selection of a reranked pool (UNSPECIFIED when
+   * reranking is disabled).
+   * </pre>
+   *
+   * <code>.groundwire.v1.FinalSelectionPolicy final_selection_policy = 60 [json_name = "finalSelectionPolicy"];</code>
+   * @return The enum numeric value on the wire for finalSelectionPolicy.
+   */
+  @java.lang.Override public int getFinalSelectionPolicyValue() {
+    return finalSelectionPolicy_;
+  }
+  /**
+   * <pre>
+   * Output only. Final selection of a reranked pool (UNSPECIFIED when
+   * reranking is disabled).
+   * </pre>
+   *
+   * <code>.groundwire.v1.FinalSelectionPolicy final_selection_policy = 60 [json_name = "finalSelectionPolicy"];</code>
+   * @return The finalSelectionPolicy.
+   */
+  @java.lang.Override public dev.groundwire.v1.FinalSelectionPolicy getFinalSelectionPolicy() {
+    dev.groundwire.v1.FinalSelectionPolicy result = dev.groundwire.v1.FinalSelectionPolicy.forNumber(finalSelectionPolicy_);
+    return result == null ? dev.groundwire.v1.FinalSelectionPolicy.UNRECOGNIZED : result;
+  }
+
+  public static final int CANDIDATE_MULTIPLIER_FIELD_NUMBER = 61;
+  private int candidateMultiplier_ = 0;
+  /**
+   * <pre>
+   * Output only. The reranking pool multiplier (0 when reranking is disabled).
+   * </pre>
+   *
+   * <code>uint32 candidate_multiplier = 61 [json_name = "candidateMultiplier"];</code>
+   * @return The candidateMultiplier.
+   */
+  @java.lang.Override
+  public int getCandidateMultiplier() {
+    return candidateMultiplier_;
+  }
+
+  public static final int RETRIEVAL_WEIGHT_FIELD_NUMBER = 62;
+  private double retrievalWeight_ = 0D;
+  /**
+   * <pre>
+   * Output only. The retrieval weight (WEIGHTED_BLEND only).
+   * </pre>
+   *
+   * <code>optional double retrieval_weight = 62 [json_name = "retrievalWeight"];</code>
+   * @return Whether the retrievalWeight field is set.
+   */
+  @java.lang.Override
+  public boolean hasRetrievalWeight() {
+    return ((bitField0_ & 0x00000001) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The retrieval weight (WEIGHTED_BLEND only).
+   * </pre>
+   *
+   * <code>optional double retrieval_weight = 62 [json_name = "retrievalWeight"];</code>
+   * @return The retrievalWeight.
+   */
+  @java.lang.Override
+  public double getRetrievalWeight() {
+    return retrievalWeight_;
+  }
+
+  public static final int SEARCH_TOOL_NAME_FIELD_NUMBER = 63;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object searchToolName_ = "";
+  /**
+   * <pre>
+   * Output only. The name of the agentic search tool ("" when not agentic).
+   * </pre>
+   *
+   * <code>string search_tool_name = 63 [json_name = "searchToolName"];</code>
+   * @return The searchToolName.
+   */
+  @java.lang.Override
+  public java.lang.String getSearchToolName() {
+    java.lang.Object ref = searchToolName_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      searchToolName_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Output only. The name of the agentic search tool ("" when not agentic).
+   * </pre>
+   *
+   * <code>string search_tool_name = 63 [json_name = "searchToolName"];</code>
+   * @return The bytes for searchToolName.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getSearchToolNameBytes() {
+    java.lang.Object ref = searchToolName_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      searchToolName_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   public static final int BYPASS_ALLOWED_FIELD_NUMBER = 70;
   private boolean bypassAllowed_ = false;
   /**
@@ -241,7 +360,7 @@ private static final long serialVersionUID = 0L;
    */
   @java.lang.Override
   public boolean hasMinimumRelevance() {
-    return ((bitField0_ & 0x00000001) != 0);
+    return ((bitField0_ & 0x00000002) != 0);
   }
   /**
    * <pre>
@@ -321,10 +440,22 @@ private static final long serialVersionUID = 0L;
     if (agentic_ != false) {
       output.writeBool(6, agentic_);
     }
+    if (finalSelectionPolicy_ != dev.groundwire.v1.FinalSelectionPolicy.FINAL_SELECTION_POLICY_UNSPECIFIED.getNumber()) {
+      output.writeEnum(60, finalSelectionPolicy_);
+    }
+    if (candidateMultiplier_ != 0) {
+      output.writeUInt32(61, candidateMultiplier_);
+    }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      output.writeDouble(62, retrievalWeight_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(searchToolName_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 63, searchToolName_);
+    }
     if (bypassAllowed_ != false) {
       output.writeBool(70, bypassAllowed_);
     }
-    if (((bitField0_ & 0x00000001) != 0)) {
+    if (((bitField0_ & 0x00000002) != 0)) {
       output.writeDouble(71, minimumRelevance_);
     }
     if (finalTopK_ != 0) {
@@ -360,11 +491,26 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(6, agentic_);
     }
+    if (finalSelectionPolicy_ != dev.groundwire.v1.FinalSelectionPolicy.FINAL_SELECTION_POLICY_UNSPECIFIED.getNumber()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeEnumSize(60, finalSelectionPolicy_);
+    }
+    if (candidateMultiplier_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(61, candidateMultiplier_);
+    }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeDoubleSize(62, retrievalWeight_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(searchToolName_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(63, searchToolName_);
+    }
     if (bypassAllowed_ != false) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(70, bypassAllowed_);
     }
-    if (((bitField0_ & 0x00000001) != 0)) {
+    if (((bitField0_ & 0x00000002) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeDoubleSize(71, minimumRelevance_);
     }
@@ -409,6 +555,17 @@ private static final long serialVersionUID = 0L;
         != other.getRerankingEnabled()) return false;
     if (getAgentic()
         != other.getAgentic()) return false;
+    if (finalSelectionPolicy_ != other.finalSelectionPolicy_) return false;
+    if (getCandidateMultiplier()
+        != other.getCandidateMultiplier()) return false;
+    if (hasRetrievalWeight() != other.hasRetrievalWeight()) return false;
+    if (hasRetrievalWeight()) {
+      if (java.lang.Double.doubleToLongBits(getRetrievalWeight())
+          != java.lang.Double.doubleToLongBits(
+              other.getRetrievalWeight())) return false;
+    }
+    if (!getSearchToolName()
+        .equals(other.getSearchToolName())) return false;
     if (getBypassAllowed()
         != other.getBypassAllowed()) return false;
     if (hasMinimumRelevance() != other.hasMinimumRelevance()) return false;
@@ -446,6 +603,17 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + AGENTIC_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getAgentic());
+    hash = (37 * hash) + FINAL_SELECTION_POLICY_FIELD_NUMBER;
+    hash = (53 * hash) + finalSelectionPolicy_;
+    hash = (37 * hash) + CANDIDATE_MULTIPLIER_FIELD_NUMBER;
+    hash = (53 * hash) + getCandidateMultiplier();
+    if (hasRetrievalWeight()) {
+      hash = (37 * hash) + RETRIEVAL_WEIGHT_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          java.lang.Double.doubleToLongBits(getRetrievalWeight()));
+    }
+    hash = (37 * hash) + SEARCH_TOOL_NAME_FIELD_NUMBER;
+    hash = (53 * hash) + getSearchToolName().hashCode();
     hash = (37 * hash) + BYPASS_ALLOWED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getBypassAllowed());
@@ -600,6 +768,10 @@ private static final long serialVersionUID = 0L;
       noContextBehavior_ = 0;
       rerankingEnabled_ = false;
       agentic_ = false;
+      finalSelectionPolicy_ = 0;
+      candidateMultiplier_ = 0;
+      retrievalWeight_ = 0D;
+      searchToolName_ = "";
       bypassAllowed_ = false;
       minimumRelevance_ = 0D;
       finalTopK_ = 0;
@@ -656,17 +828,30 @@ private static final long serialVersionUID = 0L;
         result.agentic_ = agentic_;
       }
       if (((from_bitField0_ & 0x00000040) != 0)) {
-        result.bypassAllowed_ = bypassAllowed_;
+        result.finalSelectionPolicy_ = finalSelectionPolicy_;
+      }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.candidateMultiplier_ = candidateMultiplier_;
       }
       int to_bitField0_ = 0;
-      if (((from_bitField0_ & 0x00000080) != 0)) {
-        result.minimumRelevance_ = minimumRelevance_;
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.retrievalWeight_ = retrievalWeight_;
         to_bitField0_ |= 0x00000001;
       }
-      if (((from_bitField0_ & 0x00000100) != 0)) {
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.searchToolName_ = searchToolName_;
+      }
+      if (((from_bitField0_ & 0x00000400) != 0)) {
+        result.bypassAllowed_ = bypassAllowed_;
+      }
+      if (((from_bitField0_ & 0x00000800) != 0)) {
+        result.minimumRelevance_ = minimumRelevance_;
+        to_bitField0_ |= 0x00000002;
+      }
+      if (((from_bitField0_ & 0x00001000) != 0)) {
         result.finalTopK_ = finalTopK_;
       }
-      if (((from_bitField0_ & 0x00000200) != 0)) {
+      if (((from_bitField0_ & 0x00002000) != 0)) {
         result.keywordQuery_ = keywordQuery_;
       }
       result.bitField0_ |= to_bitField0_;
@@ -703,6 +888,20 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getAgentic() != false) {
         setAgentic(other.getAgentic());
+      }
+      if (other.finalSelectionPolicy_ != 0) {
+        setFinalSelectionPolicyValue(other.getFinalSelectionPolicyValue());
+      }
+      if (other.getCandidateMultiplier() != 0) {
+        setCandidateMultiplier(other.getCandidateMultiplier());
+      }
+      if (other.hasRetrievalWeight()) {
+        setRetrievalWeight(other.getRetrievalWeight());
+      }
+      if (!other.getSearchToolName().isEmpty()) {
+        searchToolName_ = other.searchToolName_;
+        bitField0_ |= 0x00000200;
+        onChanged();
       }
       if (other.getBypassAllowed() != false) {
         setBypassAllowed(other.getBypassAllowed());
@@ -770,24 +969,44 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000020;
               break;
             } // case 48
+            case 480: {
+              finalSelectionPolicy_ = input.readEnum();
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 480
+            case 488: {
+              candidateMultiplier_ = input.readUInt32();
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 488
+            case 497: {
+              retrievalWeight_ = input.readDouble();
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 497
+            case 506: {
+              searchToolName_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000200;
+              break;
+            } // case 506
             case 560: {
               bypassAllowed_ = input.readBool();
-              bitField0_ |= 0x00000040;
+              bitField0_ |= 0x00000400;
               break;
             } // case 560
             case 569: {
               minimumRelevance_ = input.readDouble();
-              bitField0_ |= 0x00000080;
+              bitField0_ |= 0x00000800;
               break;
             } // case 569
             case 576: {
               finalTopK_ = input.readUInt32();
-              bitField0_ |= 0x00000100;
+              bitField0_ |= 0x00001000;
               break;
             } // case 576
             case 584: {
               keywordQuery_ = input.readBool();
-              bitField0_ |= 0x00000200;
+              bitField0_ |= 0x00002000;
               break;
             } // case 584
             default: {
@@ -1203,6 +1422,275 @@ private static final long serialVersionUID = 0L;
       return this;
     }
 
+    private int finalSelectionPolicy_ = 0;
+    /**
+     * <pre>
+     * Output only. Final selection of a reranked pool (UNSPECIFIED when
+     * reranking is disabled).
+     * </pre>
+     *
+     * <code>.groundwire.v1.FinalSelectionPolicy final_selection_policy = 60 [json_name = "finalSelectionPolicy"];</code>
+     * @return The enum numeric value on the wire for finalSelectionPolicy.
+     */
+    @java.lang.Override public int getFinalSelectionPolicyValue() {
+      return finalSelectionPolicy_;
+    }
+    /**
+     * <pre>
+     * Output only. Final selection of a reranked pool (UNSPECIFIED when
+     * reranking is disabled).
+     * </pre>
+     *
+     * <code>.groundwire.v1.FinalSelectionPolicy final_selection_policy = 60 [json_name = "finalSelectionPolicy"];</code>
+     * @param value The enum numeric value on the wire for finalSelectionPolicy to set.
+     * @return This builder for chaining.
+     */
+    public Builder setFinalSelectionPolicyValue(int value) {
+      finalSelectionPolicy_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Final selection of a reranked pool (UNSPECIFIED when
+     * reranking is disabled).
+     * </pre>
+     *
+     * <code>.groundwire.v1.FinalSelectionPolicy final_selection_policy = 60 [json_name = "finalSelectionPolicy"];</code>
+     * @return The finalSelectionPolicy.
+     */
+    @java.lang.Override
+    public dev.groundwire.v1.FinalSelectionPolicy getFinalSelectionPolicy() {
+      dev.groundwire.v1.FinalSelectionPolicy result = dev.groundwire.v1.FinalSelectionPolicy.forNumber(finalSelectionPolicy_);
+      return result == null ? dev.groundwire.v1.FinalSelectionPolicy.UNRECOGNIZED : result;
+    }
+    /**
+     * <pre>
+     * Output only. Final selection of a reranked pool (UNSPECIFIED when
+     * reranking is disabled).
+     * </pre>
+     *
+     * <code>.groundwire.v1.FinalSelectionPolicy final_selection_policy = 60 [json_name = "finalSelectionPolicy"];</code>
+     * @param value The finalSelectionPolicy to set.
+     * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+     * @return This builder for chaining.
+     */
+    public Builder setFinalSelectionPolicy(dev.groundwire.v1.FinalSelectionPolicy value) {
+      java.util.Objects.requireNonNull(value);
+      bitField0_ |= 0x00000040;
+      finalSelectionPolicy_ = value.getNumber();
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Final selection of a reranked pool (UNSPECIFIED when
+     * reranking is disabled).
+     * </pre>
+     *
+     * <code>.groundwire.v1.FinalSelectionPolicy final_selection_policy = 60 [json_name = "finalSelectionPolicy"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearFinalSelectionPolicy() {
+      bitField0_ = (bitField0_ & ~0x00000040);
+      finalSelectionPolicy_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private int candidateMultiplier_ ;
+    /**
+     * <pre>
+     * Output only. The reranking pool multiplier (0 when reranking is disabled).
+     * </pre>
+     *
+     * <code>uint32 candidate_multiplier = 61 [json_name = "candidateMultiplier"];</code>
+     * @return The candidateMultiplier.
+     */
+    @java.lang.Override
+    public int getCandidateMultiplier() {
+      return candidateMultiplier_;
+    }
+    /**
+     * <pre>
+     * Output only. The reranking pool multiplier (0 when reranking is disabled).
+     * </pre>
+     *
+     * <code>uint32 candidate_multiplier = 61 [json_name = "candidateMultiplier"];</code>
+     * @param value The candidateMultiplier to set.
+     * @return This builder for chaining.
+     */
+    public Builder setCandidateMultiplier(int value) {
+
+      candidateMultiplier_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The reranking pool multiplier (0 when reranking is disabled).
+     * </pre>
+     *
+     * <code>uint32 candidate_multiplier = 61 [json_name = "candidateMultiplier"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearCandidateMultiplier() {
+      bitField0_ = (bitField0_ & ~0x00000080);
+      candidateMultiplier_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private double retrievalWeight_ ;
+    /**
+     * <pre>
+     * Output only. The retrieval weight (WEIGHTED_BLEND only).
+     * </pre>
+     *
+     * <code>optional double retrieval_weight = 62 [json_name = "retrievalWeight"];</code>
+     * @return Whether the retrievalWeight field is set.
+     */
+    @java.lang.Override
+    public boolean hasRetrievalWeight() {
+      return ((bitField0_ & 0x00000100) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The retrieval weight (WEIGHTED_BLEND only).
+     * </pre>
+     *
+     * <code>optional double retrieval_weight = 62 [json_name = "retrievalWeight"];</code>
+     * @return The retrievalWeight.
+     */
+    @java.lang.Override
+    public double getRetrievalWeight() {
+      return retrievalWeight_;
+    }
+    /**
+     * <pre>
+     * Output only. The retrieval weight (WEIGHTED_BLEND only).
+     * </pre>
+     *
+     * <code>optional double retrieval_weight = 62 [json_name = "retrievalWeight"];</code>
+     * @param value The retrievalWeight to set.
+     * @return This builder for chaining.
+     */
+    public Builder setRetrievalWeight(double value) {
+
+      retrievalWeight_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The retrieval weight (WEIGHTED_BLEND only).
+     * </pre>
+     *
+     * <code>optional double retrieval_weight = 62 [json_name = "retrievalWeight"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearRetrievalWeight() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      retrievalWeight_ = 0D;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object searchToolName_ = "";
+    /**
+     * <pre>
+     * Output only. The name of the agentic search tool ("" when not agentic).
+     * </pre>
+     *
+     * <code>string search_tool_name = 63 [json_name = "searchToolName"];</code>
+     * @return The searchToolName.
+     */
+    public java.lang.String getSearchToolName() {
+      java.lang.Object ref = searchToolName_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        searchToolName_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The name of the agentic search tool ("" when not agentic).
+     * </pre>
+     *
+     * <code>string search_tool_name = 63 [json_name = "searchToolName"];</code>
+     * @return The bytes for searchToolName.
+     */
+    public com.google.protobuf.ByteString
+        getSearchToolNameBytes() {
+      java.lang.Object ref = searchToolName_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        searchToolName_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The name of the agentic search tool ("" when not agentic).
+     * </pre>
+     *
+     * <code>string search_tool_name = 63 [json_name = "searchToolName"];</code>
+     * @param value The searchToolName to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSearchToolName(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      searchToolName_ = value;
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The name of the agentic search tool ("" when not agentic).
+     * </pre>
+     *
+     * <code>string search_tool_name = 63 [json_name = "searchToolName"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSearchToolName() {
+      searchToolName_ = getDefaultInstance().getSearchToolName();
+      bitField0_ = (bitField0_ & ~0x00000200);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The name of the agentic search tool ("" when not agentic).
+     * </pre>
+     *
+     * <code>string search_tool_name = 63 [json_name = "searchToolName"];</code>
+     * @param value The bytes for searchToolName to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSearchToolNameBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      searchToolName_ = value;
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+
     private boolean bypassAllowed_ ;
     /**
      * <pre>
@@ -1230,7 +1718,7 @@ private static final long serialVersionUID = 0L;
     public Builder setBypassAllowed(boolean value) {
 
       bypassAllowed_ = value;
-      bitField0_ |= 0x00000040;
+      bitField0_ |= 0x00000400;
       onChanged();
       return this;
     }
@@ -1244,7 +1732,7 @@ private static final long serialVersionUID = 0L;
      * @return This builder for chaining.
      */
     public Builder clearBypassAllowed() {
-      bitField0_ = (bitField0_ & ~0x00000040);
+      bitField0_ = (bitField0_ & ~0x00000400);
       bypassAllowed_ = false;
       onChanged();
       return this;
@@ -1262,7 +1750,7 @@ private static final long serialVersionUID = 0L;
      */
     @java.lang.Override
     public boolean hasMinimumRelevance() {
-      return ((bitField0_ & 0x00000080) != 0);
+      return ((bitField0_ & 0x00000800) != 0);
     }
     /**
      * <pre>
@@ -1290,7 +1778,7 @@ private static final long serialVersionUID = 0L;
     public Builder setMinimumRelevance(double value) {
 
       minimumRelevance_ = value;
-      bitField0_ |= 0x00000080;
+      bitField0_ |= 0x00000800;
       onChanged();
       return this;
     }
@@ -1304,7 +1792,7 @@ private static final long serialVersionUID = 0L;
      * @return This builder for chaining.
      */
     public Builder clearMinimumRelevance() {
-      bitField0_ = (bitField0_ & ~0x00000080);
+      bitField0_ = (bitField0_ & ~0x00000800);
       minimumRelevance_ = 0D;
       onChanged();
       return this;
@@ -1337,7 +1825,7 @@ private static final long serialVersionUID = 0L;
     public Builder setFinalTopK(int value) {
 
       finalTopK_ = value;
-      bitField0_ |= 0x00000100;
+      bitField0_ |= 0x00001000;
       onChanged();
       return this;
     }
@@ -1351,7 +1839,7 @@ private static final long serialVersionUID = 0L;
      * @return This builder for chaining.
      */
     public Builder clearFinalTopK() {
-      bitField0_ = (bitField0_ & ~0x00000100);
+      bitField0_ = (bitField0_ & ~0x00001000);
       finalTopK_ = 0;
       onChanged();
       return this;
@@ -1384,7 +1872,7 @@ private static final long serialVersionUID = 0L;
     public Builder setKeywordQuery(boolean value) {
 
       keywordQuery_ = value;
-      bitField0_ |= 0x00000200;
+      bitField0_ |= 0x00002000;
       onChanged();
       return this;
     }
@@ -1398,7 +1886,7 @@ private static final long serialVersionUID = 0L;
      * @return This builder for chaining.
      */
     public Builder clearKeywordQuery() {
-      bitField0_ = (bitField0_ & ~0x00000200);
+      bitField0_ = (bitField0_ & ~0x00002000);
       keywordQuery_ = false;
       onChanged();
       return this;

@@ -109,6 +109,76 @@ public interface AgentRagDescriptionOrBuilder extends
 
   /**
    * <pre>
+   * Output only. Final selection of a reranked pool (UNSPECIFIED when
+   * reranking is disabled).
+   * </pre>
+   *
+   * <code>.groundwire.v1.FinalSelectionPolicy final_selection_policy = 60 [json_name = "finalSelectionPolicy"];</code>
+   * @return The enum numeric value on the wire for finalSelectionPolicy.
+   */
+  int getFinalSelectionPolicyValue();
+  /**
+   * <pre>
+   * Output only. Final selection of a reranked pool (UNSPECIFIED when
+   * reranking is disabled).
+   * </pre>
+   *
+   * <code>.groundwire.v1.FinalSelectionPolicy final_selection_policy = 60 [json_name = "finalSelectionPolicy"];</code>
+   * @return The finalSelectionPolicy.
+   */
+  dev.groundwire.v1.FinalSelectionPolicy getFinalSelectionPolicy();
+
+  /**
+   * <pre>
+   * Output only. The reranking pool multiplier (0 when reranking is disabled).
+   * </pre>
+   *
+   * <code>uint32 candidate_multiplier = 61 [json_name = "candidateMultiplier"];</code>
+   * @return The candidateMultiplier.
+   */
+  int getCandidateMultiplier();
+
+  /**
+   * <pre>
+   * Output only. The retrieval weight (WEIGHTED_BLEND only).
+   * </pre>
+   *
+   * <code>optional double retrieval_weight = 62 [json_name = "retrievalWeight"];</code>
+   * @return Whether the retrievalWeight field is set.
+   */
+  boolean hasRetrievalWeight();
+  /**
+   * <pre>
+   * Output only. The retrieval weight (WEIGHTED_BLEND only).
+   * </pre>
+   *
+   * <code>optional double retrieval_weight = 62 [json_name = "retrievalWeight"];</code>
+   * @return The retrievalWeight.
+   */
+  double getRetrievalWeight();
+
+  /**
+   * <pre>
+   * Output only. The name of the agentic search tool ("" when not agentic).
+   * </pre>
+   *
+   * <code>string search_tool_name = 63 [json_name = "searchToolName"];</code>
+   * @return The searchToolName.
+   */
+  java.lang.String getSearchToolName();
+  /**
+   * <pre>
+   * Output only. The name of the agentic search tool ("" when not agentic).
+   * </pre>
+   *
+   * <code>string search_tool_name = 63 [json_name = "searchToolName"];</code>
+   * @return The bytes for searchToolName.
+   */
+  com.google.protobuf.ByteString
+      getSearchToolNameBytes();
+
+  /**
+   * <pre>
    * Output only. Whether a request may set ExecutionInput.bypass_rag (mode
    * OPEN or GROUNDED with no-context behavior ANSWER_NORMALLY).
    * </pre>

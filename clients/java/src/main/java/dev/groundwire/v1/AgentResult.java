@@ -379,7 +379,9 @@ private static final long serialVersionUID = 0L;
   private java.util.List<dev.groundwire.v1.Citation> citations_;
   /**
    * <pre>
-   * Output only. Accepted chunks the answer cites, in order of first citation.
+   * Output only. Accepted chunks the answer cites, in order of first citation
+   * (display_number 1, 2, ...), each with its title, section, span and a
+   * bounded snippet.
    * </pre>
    *
    * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -390,7 +392,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Accepted chunks the answer cites, in order of first citation.
+   * Output only. Accepted chunks the answer cites, in order of first citation
+   * (display_number 1, 2, ...), each with its title, section, span and a
+   * bounded snippet.
    * </pre>
    *
    * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -402,7 +406,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Accepted chunks the answer cites, in order of first citation.
+   * Output only. Accepted chunks the answer cites, in order of first citation
+   * (display_number 1, 2, ...), each with its title, section, span and a
+   * bounded snippet.
    * </pre>
    *
    * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -413,7 +419,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Accepted chunks the answer cites, in order of first citation.
+   * Output only. Accepted chunks the answer cites, in order of first citation
+   * (display_number 1, 2, ...), each with its title, section, span and a
+   * bounded snippet.
    * </pre>
    *
    * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -424,7 +432,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Accepted chunks the answer cites, in order of first citation.
+   * Output only. Accepted chunks the answer cites, in order of first citation
+   * (display_number 1, 2, ...), each with its title, section, span and a
+   * bounded snippet.
    * </pre>
    *
    * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -686,6 +696,47 @@ private static final long serialVersionUID = 0L;
     return resumed_;
   }
 
+  public static final int EMBEDDING_USAGE_FIELD_NUMBER = 80;
+  private dev.groundwire.v1.EmbeddingUsage embeddingUsage_;
+  /**
+   * <pre>
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return Whether the embeddingUsage field is set.
+   */
+  @java.lang.Override
+  public boolean hasEmbeddingUsage() {
+    return ((bitField0_ & 0x00000010) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return The embeddingUsage.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage() {
+    return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+  }
+  /**
+   * <pre>
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder() {
+    return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -741,6 +792,9 @@ private static final long serialVersionUID = 0L;
     }
     if (resumed_ != false) {
       output.writeBool(53, resumed_);
+    }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      output.writeMessage(80, getEmbeddingUsage());
     }
     getUnknownFields().writeTo(output);
   }
@@ -812,6 +866,10 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(53, resumed_);
     }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(80, getEmbeddingUsage());
+    }
     return size;
   }
   @java.lang.Override
@@ -875,6 +933,11 @@ private static final long serialVersionUID = 0L;
     }
     if (getResumed()
         != other.getResumed()) return false;
+    if (hasEmbeddingUsage() != other.hasEmbeddingUsage()) return false;
+    if (hasEmbeddingUsage()) {
+      if (!getEmbeddingUsage()
+          .equals(other.getEmbeddingUsage())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -929,6 +992,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + RESUMED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getResumed());
+    if (hasEmbeddingUsage()) {
+      hash = (37 * hash) + EMBEDDING_USAGE_FIELD_NUMBER;
+      hash = (53 * hash) + getEmbeddingUsage().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -1071,6 +1138,7 @@ private static final long serialVersionUID = 0L;
         internalGetDurationFieldBuilder();
         internalGetRequiredToolCallsFieldBuilder();
         internalGetActionDeadlineFieldBuilder();
+        internalGetEmbeddingUsageFieldBuilder();
       }
     }
     @java.lang.Override
@@ -1125,6 +1193,11 @@ private static final long serialVersionUID = 0L;
         actionDeadlineBuilder_ = null;
       }
       resumed_ = false;
+      embeddingUsage_ = null;
+      if (embeddingUsageBuilder_ != null) {
+        embeddingUsageBuilder_.dispose();
+        embeddingUsageBuilder_ = null;
+      }
       return this;
     }
 
@@ -1234,6 +1307,12 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00002000) != 0)) {
         result.resumed_ = resumed_;
+      }
+      if (((from_bitField0_ & 0x00004000) != 0)) {
+        result.embeddingUsage_ = embeddingUsageBuilder_ == null
+            ? embeddingUsage_
+            : embeddingUsageBuilder_.build();
+        to_bitField0_ |= 0x00000010;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -1371,6 +1450,9 @@ private static final long serialVersionUID = 0L;
       if (other.getResumed() != false) {
         setResumed(other.getResumed());
       }
+      if (other.hasEmbeddingUsage()) {
+        mergeEmbeddingUsage(other.getEmbeddingUsage());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1497,6 +1579,13 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00002000;
               break;
             } // case 424
+            case 642: {
+              input.readMessage(
+                  internalGetEmbeddingUsageFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00004000;
+              break;
+            } // case 642
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2298,7 +2387,9 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2312,7 +2403,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2326,7 +2419,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2340,7 +2435,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2359,7 +2456,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2377,7 +2476,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2395,7 +2496,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2414,7 +2517,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2432,7 +2537,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2450,7 +2557,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2469,7 +2578,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2486,7 +2597,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2503,7 +2616,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2514,7 +2629,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2528,7 +2645,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2543,7 +2662,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2554,7 +2675,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -2566,7 +2689,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted chunks the answer cites, in order of first citation.
+     * Output only. Accepted chunks the answer cites, in order of first citation
+     * (display_number 1, 2, ...), each with its title, section, span and a
+     * bounded snippet.
      * </pre>
      *
      * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -3664,6 +3789,170 @@ private static final long serialVersionUID = 0L;
       resumed_ = false;
       onChanged();
       return this;
+    }
+
+    private dev.groundwire.v1.EmbeddingUsage embeddingUsage_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder> embeddingUsageBuilder_;
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     * @return Whether the embeddingUsage field is set.
+     */
+    public boolean hasEmbeddingUsage() {
+      return ((bitField0_ & 0x00004000) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     * @return The embeddingUsage.
+     */
+    public dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage() {
+      if (embeddingUsageBuilder_ == null) {
+        return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+      } else {
+        return embeddingUsageBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder setEmbeddingUsage(dev.groundwire.v1.EmbeddingUsage value) {
+      if (embeddingUsageBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        embeddingUsage_ = value;
+      } else {
+        embeddingUsageBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00004000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder setEmbeddingUsage(
+        dev.groundwire.v1.EmbeddingUsage.Builder builderForValue) {
+      if (embeddingUsageBuilder_ == null) {
+        embeddingUsage_ = builderForValue.build();
+      } else {
+        embeddingUsageBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00004000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder mergeEmbeddingUsage(dev.groundwire.v1.EmbeddingUsage value) {
+      if (embeddingUsageBuilder_ == null) {
+        if (((bitField0_ & 0x00004000) != 0) &&
+          embeddingUsage_ != null &&
+          embeddingUsage_ != dev.groundwire.v1.EmbeddingUsage.getDefaultInstance()) {
+          getEmbeddingUsageBuilder().mergeFrom(value);
+        } else {
+          embeddingUsage_ = value;
+        }
+      } else {
+        embeddingUsageBuilder_.mergeFrom(value);
+      }
+      if (embeddingUsage_ != null) {
+        bitField0_ |= 0x00004000;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder clearEmbeddingUsage() {
+      bitField0_ = (bitField0_ & ~0x00004000);
+      embeddingUsage_ = null;
+      if (embeddingUsageBuilder_ != null) {
+        embeddingUsageBuilder_.dispose();
+        embeddingUsageBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public dev.groundwire.v1.EmbeddingUsage.Builder getEmbeddingUsageBuilder() {
+      bitField0_ |= 0x00004000;
+      onChanged();
+      return internalGetEmbeddingUsageFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder() {
+      if (embeddingUsageBuilder_ != null) {
+        return embeddingUsageBuilder_.getMessageOrBuilder();
+      } else {
+        return embeddingUsage_ == null ?
+            dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the execution beside the chat usage in
+     * `usage`: its searches' query embeddings and any embedding reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder> 
+        internalGetEmbeddingUsageFieldBuilder() {
+      if (embeddingUsageBuilder_ == null) {
+        embeddingUsageBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder>(
+                getEmbeddingUsage(),
+                getParentForChildren(),
+                isClean());
+        embeddingUsage_ = null;
+      }
+      return embeddingUsageBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.AgentResult)

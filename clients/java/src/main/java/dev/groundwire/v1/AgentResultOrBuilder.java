@@ -166,7 +166,9 @@ public interface AgentResultOrBuilder extends
 
   /**
    * <pre>
-   * Output only. Accepted chunks the answer cites, in order of first citation.
+   * Output only. Accepted chunks the answer cites, in order of first citation
+   * (display_number 1, 2, ...), each with its title, section, span and a
+   * bounded snippet.
    * </pre>
    *
    * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -175,7 +177,9 @@ public interface AgentResultOrBuilder extends
       getCitationsList();
   /**
    * <pre>
-   * Output only. Accepted chunks the answer cites, in order of first citation.
+   * Output only. Accepted chunks the answer cites, in order of first citation
+   * (display_number 1, 2, ...), each with its title, section, span and a
+   * bounded snippet.
    * </pre>
    *
    * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -183,7 +187,9 @@ public interface AgentResultOrBuilder extends
   dev.groundwire.v1.Citation getCitations(int index);
   /**
    * <pre>
-   * Output only. Accepted chunks the answer cites, in order of first citation.
+   * Output only. Accepted chunks the answer cites, in order of first citation
+   * (display_number 1, 2, ...), each with its title, section, span and a
+   * bounded snippet.
    * </pre>
    *
    * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -191,7 +197,9 @@ public interface AgentResultOrBuilder extends
   int getCitationsCount();
   /**
    * <pre>
-   * Output only. Accepted chunks the answer cites, in order of first citation.
+   * Output only. Accepted chunks the answer cites, in order of first citation
+   * (display_number 1, 2, ...), each with its title, section, span and a
+   * bounded snippet.
    * </pre>
    *
    * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -200,7 +208,9 @@ public interface AgentResultOrBuilder extends
       getCitationsOrBuilderList();
   /**
    * <pre>
-   * Output only. Accepted chunks the answer cites, in order of first citation.
+   * Output only. Accepted chunks the answer cites, in order of first citation
+   * (display_number 1, 2, ...), each with its title, section, span and a
+   * bounded snippet.
    * </pre>
    *
    * <code>repeated .groundwire.v1.Citation citations = 8 [json_name = "citations"];</code>
@@ -390,4 +400,34 @@ public interface AgentResultOrBuilder extends
    * @return The resumed.
    */
   boolean getResumed();
+
+  /**
+   * <pre>
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return Whether the embeddingUsage field is set.
+   */
+  boolean hasEmbeddingUsage();
+  /**
+   * <pre>
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return The embeddingUsage.
+   */
+  dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage();
+  /**
+   * <pre>
+   * Output only. Embedding usage of the execution beside the chat usage in
+   * `usage`: its searches' query embeddings and any embedding reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   */
+  dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder();
 }

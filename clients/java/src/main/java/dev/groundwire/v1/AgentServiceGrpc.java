@@ -389,6 +389,8 @@ public final class AgentServiceGrpc {
      * MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
      * execution that failed after its checkpoint (from the first model call on)
      * names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
+     * A failed execution of a RAG agent carries its partial RagExecutionMetadata
+     * as an additional google.rpc.Status detail.
      * </pre>
      */
     default void execute(dev.groundwire.v1.ExecuteRequest request,
@@ -564,6 +566,8 @@ public final class AgentServiceGrpc {
      * MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
      * execution that failed after its checkpoint (from the first model call on)
      * names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
+     * A failed execution of a RAG agent carries its partial RagExecutionMetadata
+     * as an additional google.rpc.Status detail.
      * </pre>
      */
     public void execute(dev.groundwire.v1.ExecuteRequest request,
@@ -730,6 +734,8 @@ public final class AgentServiceGrpc {
      * MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
      * execution that failed after its checkpoint (from the first model call on)
      * names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
+     * A failed execution of a RAG agent carries its partial RagExecutionMetadata
+     * as an additional google.rpc.Status detail.
      * </pre>
      */
     public dev.groundwire.v1.ExecuteResponse execute(dev.groundwire.v1.ExecuteRequest request) throws io.grpc.StatusException {
@@ -895,6 +901,8 @@ public final class AgentServiceGrpc {
      * MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
      * execution that failed after its checkpoint (from the first model call on)
      * names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
+     * A failed execution of a RAG agent carries its partial RagExecutionMetadata
+     * as an additional google.rpc.Status detail.
      * </pre>
      */
     public dev.groundwire.v1.ExecuteResponse execute(dev.groundwire.v1.ExecuteRequest request) {
@@ -1041,6 +1049,8 @@ public final class AgentServiceGrpc {
      * MODEL_RATE_LIMITED, MODEL_INVALID_RESPONSE), DEADLINE_EXCEEDED. An
      * execution that failed after its checkpoint (from the first model call on)
      * names itself in ErrorInfo.metadata["execution_id"], for ResumeExecution.
+     * A failed execution of a RAG agent carries its partial RagExecutionMetadata
+     * as an additional google.rpc.Status detail.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.groundwire.v1.ExecuteResponse> execute(

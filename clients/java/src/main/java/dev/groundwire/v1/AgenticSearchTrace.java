@@ -34,6 +34,12 @@ private static final long serialVersionUID = 0L;
   private AgenticSearchTrace() {
     callId_ = "";
     errorCode_ = "";
+    query_ = "";
+    candidates_ = java.util.Collections.emptyList();
+    accepted63_ = java.util.Collections.emptyList();
+    rejected_ = java.util.Collections.emptyList();
+    contextExcluded_ = java.util.Collections.emptyList();
+    noContextReason_ = 0;
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -133,7 +139,9 @@ private static final long serialVersionUID = 0L;
   }
 
   public static final int ACCEPTED_COUNT_FIELD_NUMBER = 4;
-  private int acceptedCount_ = 0;
+  private int acceptedCount4_ = 0;
+  // An alternative name is used for field "accepted_count" because:
+  //     both repeated field "accepted" and singular field "accepted_count" generate the method "getAcceptedCount()"
   /**
    * <pre>
    * Output only. Candidates accepted and returned to the model.
@@ -143,8 +151,8 @@ private static final long serialVersionUID = 0L;
    * @return The acceptedCount.
    */
   @java.lang.Override
-  public int getAcceptedCount() {
-    return acceptedCount_;
+  public int getAcceptedCount4() {
+    return acceptedCount4_;
   }
 
   public static final int SUCCEEDED_FIELD_NUMBER = 5;
@@ -247,6 +255,438 @@ private static final long serialVersionUID = 0L;
     return duration_ == null ? com.google.protobuf.Duration.getDefaultInstance() : duration_;
   }
 
+  public static final int QUERY_FIELD_NUMBER = 60;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object query_ = "";
+  /**
+   * <pre>
+   * Output only. The query the model searched with (like rewritten_query,
+   * the only query text in the metadata; it is never logged).
+   * </pre>
+   *
+   * <code>string query = 60 [json_name = "query"];</code>
+   * @return The query.
+   */
+  @java.lang.Override
+  public java.lang.String getQuery() {
+    java.lang.Object ref = query_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      query_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Output only. The query the model searched with (like rewritten_query,
+   * the only query text in the metadata; it is never logged).
+   * </pre>
+   *
+   * <code>string query = 60 [json_name = "query"];</code>
+   * @return The bytes for query.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getQueryBytes() {
+    java.lang.Object ref = query_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      query_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int OPTIONS_FIELD_NUMBER = 61;
+  private dev.groundwire.v1.RagSearchOptions options_;
+  /**
+   * <pre>
+   * Output only. The scope and options the search applied.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagSearchOptions options = 61 [json_name = "options"];</code>
+   * @return Whether the options field is set.
+   */
+  @java.lang.Override
+  public boolean hasOptions() {
+    return ((bitField0_ & 0x00000002) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The scope and options the search applied.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagSearchOptions options = 61 [json_name = "options"];</code>
+   * @return The options.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagSearchOptions getOptions() {
+    return options_ == null ? dev.groundwire.v1.RagSearchOptions.getDefaultInstance() : options_;
+  }
+  /**
+   * <pre>
+   * Output only. The scope and options the search applied.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagSearchOptions options = 61 [json_name = "options"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagSearchOptionsOrBuilder getOptionsOrBuilder() {
+    return options_ == null ? dev.groundwire.v1.RagSearchOptions.getDefaultInstance() : options_;
+  }
+
+  public static final int CANDIDATES_FIELD_NUMBER = 62;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.groundwire.v1.RagItem> candidates_;
+  /**
+   * <pre>
+   * Output only. Every retrieval candidate, in retrieval order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.groundwire.v1.RagItem> getCandidatesList() {
+    return candidates_;
+  }
+  /**
+   * <pre>
+   * Output only. Every retrieval candidate, in retrieval order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.groundwire.v1.RagItemOrBuilder> 
+      getCandidatesOrBuilderList() {
+    return candidates_;
+  }
+  /**
+   * <pre>
+   * Output only. Every retrieval candidate, in retrieval order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+   */
+  @java.lang.Override
+  public int getCandidatesCount() {
+    return candidates_.size();
+  }
+  /**
+   * <pre>
+   * Output only. Every retrieval candidate, in retrieval order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagItem getCandidates(int index) {
+    return candidates_.get(index);
+  }
+  /**
+   * <pre>
+   * Output only. Every retrieval candidate, in retrieval order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagItemOrBuilder getCandidatesOrBuilder(
+      int index) {
+    return candidates_.get(index);
+  }
+
+  public static final int ACCEPTED_FIELD_NUMBER = 63;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.groundwire.v1.RagItem> accepted63_;
+  // An alternative name is used for field "accepted" because:
+  //     both repeated field "accepted" and singular field "accepted_count" generate the method "getAcceptedCount()"
+  /**
+   * <pre>
+   * Output only. The results returned to the model, in final order (after
+   * reranking, final selection, answerability gating and top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.groundwire.v1.RagItem> getAccepted63List() {
+    return accepted63_;
+  }
+  /**
+   * <pre>
+   * Output only. The results returned to the model, in final order (after
+   * reranking, final selection, answerability gating and top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.groundwire.v1.RagItemOrBuilder> 
+      getAccepted63OrBuilderList() {
+    return accepted63_;
+  }
+  /**
+   * <pre>
+   * Output only. The results returned to the model, in final order (after
+   * reranking, final selection, answerability gating and top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+   */
+  @java.lang.Override
+  public int getAccepted63Count() {
+    return accepted63_.size();
+  }
+  /**
+   * <pre>
+   * Output only. The results returned to the model, in final order (after
+   * reranking, final selection, answerability gating and top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagItem getAccepted63(int index) {
+    return accepted63_.get(index);
+  }
+  /**
+   * <pre>
+   * Output only. The results returned to the model, in final order (after
+   * reranking, final selection, answerability gating and top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagItemOrBuilder getAccepted63OrBuilder(
+      int index) {
+    return accepted63_.get(index);
+  }
+
+  public static final int REJECTED_FIELD_NUMBER = 64;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.groundwire.v1.RagItem> rejected_;
+  /**
+   * <pre>
+   * Output only. Rejected candidates with their reasons (acceptance and final
+   * selection).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.groundwire.v1.RagItem> getRejectedList() {
+    return rejected_;
+  }
+  /**
+   * <pre>
+   * Output only. Rejected candidates with their reasons (acceptance and final
+   * selection).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.groundwire.v1.RagItemOrBuilder> 
+      getRejectedOrBuilderList() {
+    return rejected_;
+  }
+  /**
+   * <pre>
+   * Output only. Rejected candidates with their reasons (acceptance and final
+   * selection).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+   */
+  @java.lang.Override
+  public int getRejectedCount() {
+    return rejected_.size();
+  }
+  /**
+   * <pre>
+   * Output only. Rejected candidates with their reasons (acceptance and final
+   * selection).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagItem getRejected(int index) {
+    return rejected_.get(index);
+  }
+  /**
+   * <pre>
+   * Output only. Rejected candidates with their reasons (acceptance and final
+   * selection).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagItemOrBuilder getRejectedOrBuilder(
+      int index) {
+    return rejected_.get(index);
+  }
+
+  public static final int CONTEXT_EXCLUDED_FIELD_NUMBER = 65;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.groundwire.v1.RagItem> contextExcluded_;
+  /**
+   * <pre>
+   * Output only. Accepted results withheld from the model, with reasons
+   * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.groundwire.v1.RagItem> getContextExcludedList() {
+    return contextExcluded_;
+  }
+  /**
+   * <pre>
+   * Output only. Accepted results withheld from the model, with reasons
+   * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.groundwire.v1.RagItemOrBuilder> 
+      getContextExcludedOrBuilderList() {
+    return contextExcluded_;
+  }
+  /**
+   * <pre>
+   * Output only. Accepted results withheld from the model, with reasons
+   * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+   */
+  @java.lang.Override
+  public int getContextExcludedCount() {
+    return contextExcluded_.size();
+  }
+  /**
+   * <pre>
+   * Output only. Accepted results withheld from the model, with reasons
+   * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagItem getContextExcluded(int index) {
+    return contextExcluded_.get(index);
+  }
+  /**
+   * <pre>
+   * Output only. Accepted results withheld from the model, with reasons
+   * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagItemOrBuilder getContextExcludedOrBuilder(
+      int index) {
+    return contextExcluded_.get(index);
+  }
+
+  public static final int RERANKING_FIELD_NUMBER = 66;
+  private dev.groundwire.v1.RerankingMetadata reranking_;
+  /**
+   * <pre>
+   * Output only. Reranking stage metadata of this search (requested=false
+   * when reranking is disabled).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RerankingMetadata reranking = 66 [json_name = "reranking"];</code>
+   * @return Whether the reranking field is set.
+   */
+  @java.lang.Override
+  public boolean hasReranking() {
+    return ((bitField0_ & 0x00000004) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. Reranking stage metadata of this search (requested=false
+   * when reranking is disabled).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RerankingMetadata reranking = 66 [json_name = "reranking"];</code>
+   * @return The reranking.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RerankingMetadata getReranking() {
+    return reranking_ == null ? dev.groundwire.v1.RerankingMetadata.getDefaultInstance() : reranking_;
+  }
+  /**
+   * <pre>
+   * Output only. Reranking stage metadata of this search (requested=false
+   * when reranking is disabled).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RerankingMetadata reranking = 66 [json_name = "reranking"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RerankingMetadataOrBuilder getRerankingOrBuilder() {
+    return reranking_ == null ? dev.groundwire.v1.RerankingMetadata.getDefaultInstance() : reranking_;
+  }
+
+  public static final int NO_CONTEXT_REASON_FIELD_NUMBER = 67;
+  private int noContextReason_ = 0;
+  /**
+   * <pre>
+   * Output only. Why this search returned nothing (UNSPECIFIED when it
+   * returned results or failed).
+   * </pre>
+   *
+   * <code>.groundwire.v1.NoContextReason no_context_reason = 67 [json_name = "noContextReason"];</code>
+   * @return The enum numeric value on the wire for noContextReason.
+   */
+  @java.lang.Override public int getNoContextReasonValue() {
+    return noContextReason_;
+  }
+  /**
+   * <pre>
+   * Output only. Why this search returned nothing (UNSPECIFIED when it
+   * returned results or failed).
+   * </pre>
+   *
+   * <code>.groundwire.v1.NoContextReason no_context_reason = 67 [json_name = "noContextReason"];</code>
+   * @return The noContextReason.
+   */
+  @java.lang.Override public dev.groundwire.v1.NoContextReason getNoContextReason() {
+    dev.groundwire.v1.NoContextReason result = dev.groundwire.v1.NoContextReason.forNumber(noContextReason_);
+    return result == null ? dev.groundwire.v1.NoContextReason.UNRECOGNIZED : result;
+  }
+
+  public static final int INDEX_VERSION_FIELD_NUMBER = 68;
+  private long indexVersion_ = 0L;
+  /**
+   * <pre>
+   * Output only. The index version searched.
+   * </pre>
+   *
+   * <code>uint64 index_version = 68 [json_name = "indexVersion"];</code>
+   * @return The indexVersion.
+   */
+  @java.lang.Override
+  public long getIndexVersion() {
+    return indexVersion_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -270,8 +710,8 @@ private static final long serialVersionUID = 0L;
     if (candidateCount_ != 0) {
       output.writeUInt32(3, candidateCount_);
     }
-    if (acceptedCount_ != 0) {
-      output.writeUInt32(4, acceptedCount_);
+    if (acceptedCount4_ != 0) {
+      output.writeUInt32(4, acceptedCount4_);
     }
     if (succeeded_ != false) {
       output.writeBool(5, succeeded_);
@@ -281,6 +721,33 @@ private static final long serialVersionUID = 0L;
     }
     if (((bitField0_ & 0x00000001) != 0)) {
       output.writeMessage(7, getDuration());
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(query_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 60, query_);
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      output.writeMessage(61, getOptions());
+    }
+    for (int i = 0; i < candidates_.size(); i++) {
+      output.writeMessage(62, candidates_.get(i));
+    }
+    for (int i = 0; i < accepted63_.size(); i++) {
+      output.writeMessage(63, accepted63_.get(i));
+    }
+    for (int i = 0; i < rejected_.size(); i++) {
+      output.writeMessage(64, rejected_.get(i));
+    }
+    for (int i = 0; i < contextExcluded_.size(); i++) {
+      output.writeMessage(65, contextExcluded_.get(i));
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      output.writeMessage(66, getReranking());
+    }
+    if (noContextReason_ != dev.groundwire.v1.NoContextReason.NO_CONTEXT_REASON_UNSPECIFIED.getNumber()) {
+      output.writeEnum(67, noContextReason_);
+    }
+    if (indexVersion_ != 0L) {
+      output.writeUInt64(68, indexVersion_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -297,9 +764,9 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeUInt32Size(3, candidateCount_);
     }
-    if (acceptedCount_ != 0) {
+    if (acceptedCount4_ != 0) {
       size += com.google.protobuf.CodedOutputStream
-        .computeUInt32Size(4, acceptedCount_);
+        .computeUInt32Size(4, acceptedCount4_);
     }
     if (succeeded_ != false) {
       size += com.google.protobuf.CodedOutputStream
@@ -311,6 +778,61 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(7, getDuration());
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(query_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(60, query_);
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(61, getOptions());
+    }
+
+        {
+          final int count = candidates_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(candidates_.get(i));
+          }
+          size += 2 * count;
+        }
+
+        {
+          final int count = accepted63_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(accepted63_.get(i));
+          }
+          size += 2 * count;
+        }
+
+        {
+          final int count = rejected_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(rejected_.get(i));
+          }
+          size += 2 * count;
+        }
+
+        {
+          final int count = contextExcluded_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(contextExcluded_.get(i));
+          }
+          size += 2 * count;
+        }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(66, getReranking());
+    }
+    if (noContextReason_ != dev.groundwire.v1.NoContextReason.NO_CONTEXT_REASON_UNSPECIFIED.getNumber()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeEnumSize(67, noContextReason_);
+    }
+    if (indexVersion_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt64Size(68, indexVersion_);
     }
     return size;
   }
@@ -342,8 +864,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getCallId())) return false;
     if (getCandidateCount()
         != other.getCandidateCount()) return false;
-    if (getAcceptedCount()
-        != other.getAcceptedCount()) return false;
+    if (getAcceptedCount4()
+        != other.getAcceptedCount4()) return false;
     if (getSucceeded()
         != other.getSucceeded()) return false;
     if (!getErrorCode()
@@ -353,6 +875,29 @@ private static final long serialVersionUID = 0L;
       if (!getDuration()
           .equals(other.getDuration())) return false;
     }
+    if (!getQuery()
+        .equals(other.getQuery())) return false;
+    if (hasOptions() != other.hasOptions()) return false;
+    if (hasOptions()) {
+      if (!getOptions()
+          .equals(other.getOptions())) return false;
+    }
+    if (!getCandidatesList()
+        .equals(other.getCandidatesList())) return false;
+    if (!getAccepted63List()
+        .equals(other.getAccepted63List())) return false;
+    if (!getRejectedList()
+        .equals(other.getRejectedList())) return false;
+    if (!getContextExcludedList()
+        .equals(other.getContextExcludedList())) return false;
+    if (hasReranking() != other.hasReranking()) return false;
+    if (hasReranking()) {
+      if (!getReranking()
+          .equals(other.getReranking())) return false;
+    }
+    if (noContextReason_ != other.noContextReason_) return false;
+    if (getIndexVersion()
+        != other.getIndexVersion()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -371,7 +916,7 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + CANDIDATE_COUNT_FIELD_NUMBER;
     hash = (53 * hash) + getCandidateCount();
     hash = (37 * hash) + ACCEPTED_COUNT_FIELD_NUMBER;
-    hash = (53 * hash) + getAcceptedCount();
+    hash = (53 * hash) + getAcceptedCount4();
     hash = (37 * hash) + SUCCEEDED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getSucceeded());
@@ -381,6 +926,37 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + DURATION_FIELD_NUMBER;
       hash = (53 * hash) + getDuration().hashCode();
     }
+    hash = (37 * hash) + QUERY_FIELD_NUMBER;
+    hash = (53 * hash) + getQuery().hashCode();
+    if (hasOptions()) {
+      hash = (37 * hash) + OPTIONS_FIELD_NUMBER;
+      hash = (53 * hash) + getOptions().hashCode();
+    }
+    if (getCandidatesCount() > 0) {
+      hash = (37 * hash) + CANDIDATES_FIELD_NUMBER;
+      hash = (53 * hash) + getCandidatesList().hashCode();
+    }
+    if (getAccepted63Count() > 0) {
+      hash = (37 * hash) + ACCEPTED_FIELD_NUMBER;
+      hash = (53 * hash) + getAccepted63List().hashCode();
+    }
+    if (getRejectedCount() > 0) {
+      hash = (37 * hash) + REJECTED_FIELD_NUMBER;
+      hash = (53 * hash) + getRejectedList().hashCode();
+    }
+    if (getContextExcludedCount() > 0) {
+      hash = (37 * hash) + CONTEXT_EXCLUDED_FIELD_NUMBER;
+      hash = (53 * hash) + getContextExcludedList().hashCode();
+    }
+    if (hasReranking()) {
+      hash = (37 * hash) + RERANKING_FIELD_NUMBER;
+      hash = (53 * hash) + getReranking().hashCode();
+    }
+    hash = (37 * hash) + NO_CONTEXT_REASON_FIELD_NUMBER;
+    hash = (53 * hash) + noContextReason_;
+    hash = (37 * hash) + INDEX_VERSION_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getIndexVersion());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -516,6 +1092,12 @@ private static final long serialVersionUID = 0L;
       if (com.google.protobuf.GeneratedMessage
               .alwaysUseFieldBuilders) {
         internalGetDurationFieldBuilder();
+        internalGetOptionsFieldBuilder();
+        internalGetCandidatesFieldBuilder();
+        internalGetAccepted63FieldBuilder();
+        internalGetRejectedFieldBuilder();
+        internalGetContextExcludedFieldBuilder();
+        internalGetRerankingFieldBuilder();
       }
     }
     @java.lang.Override
@@ -525,7 +1107,7 @@ private static final long serialVersionUID = 0L;
       step_ = 0;
       callId_ = "";
       candidateCount_ = 0;
-      acceptedCount_ = 0;
+      acceptedCount4_ = 0;
       succeeded_ = false;
       errorCode_ = "";
       duration_ = null;
@@ -533,6 +1115,47 @@ private static final long serialVersionUID = 0L;
         durationBuilder_.dispose();
         durationBuilder_ = null;
       }
+      query_ = "";
+      options_ = null;
+      if (optionsBuilder_ != null) {
+        optionsBuilder_.dispose();
+        optionsBuilder_ = null;
+      }
+      if (candidatesBuilder_ == null) {
+        candidates_ = java.util.Collections.emptyList();
+      } else {
+        candidates_ = null;
+        candidatesBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000200);
+      if (accepted63Builder_ == null) {
+        accepted63_ = java.util.Collections.emptyList();
+      } else {
+        accepted63_ = null;
+        accepted63Builder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000400);
+      if (rejectedBuilder_ == null) {
+        rejected_ = java.util.Collections.emptyList();
+      } else {
+        rejected_ = null;
+        rejectedBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000800);
+      if (contextExcludedBuilder_ == null) {
+        contextExcluded_ = java.util.Collections.emptyList();
+      } else {
+        contextExcluded_ = null;
+        contextExcludedBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00001000);
+      reranking_ = null;
+      if (rerankingBuilder_ != null) {
+        rerankingBuilder_.dispose();
+        rerankingBuilder_ = null;
+      }
+      noContextReason_ = 0;
+      indexVersion_ = 0L;
       return this;
     }
 
@@ -559,9 +1182,49 @@ private static final long serialVersionUID = 0L;
     @java.lang.Override
     public dev.groundwire.v1.AgenticSearchTrace buildPartial() {
       dev.groundwire.v1.AgenticSearchTrace result = new dev.groundwire.v1.AgenticSearchTrace(this);
+      buildPartialRepeatedFields(result);
       if (bitField0_ != 0) { buildPartial0(result); }
       onBuilt();
       return result;
+    }
+
+    private void buildPartialRepeatedFields(dev.groundwire.v1.AgenticSearchTrace result) {
+      if (candidatesBuilder_ == null) {
+        if (((bitField0_ & 0x00000200) != 0)) {
+          candidates_ = java.util.Collections.unmodifiableList(candidates_);
+          bitField0_ = (bitField0_ & ~0x00000200);
+        }
+        result.candidates_ = candidates_;
+      } else {
+        result.candidates_ = candidatesBuilder_.build();
+      }
+      if (accepted63Builder_ == null) {
+        if (((bitField0_ & 0x00000400) != 0)) {
+          accepted63_ = java.util.Collections.unmodifiableList(accepted63_);
+          bitField0_ = (bitField0_ & ~0x00000400);
+        }
+        result.accepted63_ = accepted63_;
+      } else {
+        result.accepted63_ = accepted63Builder_.build();
+      }
+      if (rejectedBuilder_ == null) {
+        if (((bitField0_ & 0x00000800) != 0)) {
+          rejected_ = java.util.Collections.unmodifiableList(rejected_);
+          bitField0_ = (bitField0_ & ~0x00000800);
+        }
+        result.rejected_ = rejected_;
+      } else {
+        result.rejected_ = rejectedBuilder_.build();
+      }
+      if (contextExcludedBuilder_ == null) {
+        if (((bitField0_ & 0x00001000) != 0)) {
+          contextExcluded_ = java.util.Collections.unmodifiableList(contextExcluded_);
+          bitField0_ = (bitField0_ & ~0x00001000);
+        }
+        result.contextExcluded_ = contextExcluded_;
+      } else {
+        result.contextExcluded_ = contextExcludedBuilder_.build();
+      }
     }
 
     private void buildPartial0(dev.groundwire.v1.AgenticSearchTrace result) {
@@ -576,7 +1239,7 @@ private static final long serialVersionUID = 0L;
         result.candidateCount_ = candidateCount_;
       }
       if (((from_bitField0_ & 0x00000008) != 0)) {
-        result.acceptedCount_ = acceptedCount_;
+        result.acceptedCount4_ = acceptedCount4_;
       }
       if (((from_bitField0_ & 0x00000010) != 0)) {
         result.succeeded_ = succeeded_;
@@ -590,6 +1253,27 @@ private static final long serialVersionUID = 0L;
             ? duration_
             : durationBuilder_.build();
         to_bitField0_ |= 0x00000001;
+      }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.query_ = query_;
+      }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.options_ = optionsBuilder_ == null
+            ? options_
+            : optionsBuilder_.build();
+        to_bitField0_ |= 0x00000002;
+      }
+      if (((from_bitField0_ & 0x00002000) != 0)) {
+        result.reranking_ = rerankingBuilder_ == null
+            ? reranking_
+            : rerankingBuilder_.build();
+        to_bitField0_ |= 0x00000004;
+      }
+      if (((from_bitField0_ & 0x00004000) != 0)) {
+        result.noContextReason_ = noContextReason_;
+      }
+      if (((from_bitField0_ & 0x00008000) != 0)) {
+        result.indexVersion_ = indexVersion_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -617,8 +1301,8 @@ private static final long serialVersionUID = 0L;
       if (other.getCandidateCount() != 0) {
         setCandidateCount(other.getCandidateCount());
       }
-      if (other.getAcceptedCount() != 0) {
-        setAcceptedCount(other.getAcceptedCount());
+      if (other.getAcceptedCount4() != 0) {
+        setAcceptedCount4(other.getAcceptedCount4());
       }
       if (other.getSucceeded() != false) {
         setSucceeded(other.getSucceeded());
@@ -630,6 +1314,127 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasDuration()) {
         mergeDuration(other.getDuration());
+      }
+      if (!other.getQuery().isEmpty()) {
+        query_ = other.query_;
+        bitField0_ |= 0x00000080;
+        onChanged();
+      }
+      if (other.hasOptions()) {
+        mergeOptions(other.getOptions());
+      }
+      if (candidatesBuilder_ == null) {
+        if (!other.candidates_.isEmpty()) {
+          if (candidates_.isEmpty()) {
+            candidates_ = other.candidates_;
+            bitField0_ = (bitField0_ & ~0x00000200);
+          } else {
+            ensureCandidatesIsMutable();
+            candidates_.addAll(other.candidates_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.candidates_.isEmpty()) {
+          if (candidatesBuilder_.isEmpty()) {
+            candidatesBuilder_.dispose();
+            candidatesBuilder_ = null;
+            candidates_ = other.candidates_;
+            bitField0_ = (bitField0_ & ~0x00000200);
+            candidatesBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetCandidatesFieldBuilder() : null;
+          } else {
+            candidatesBuilder_.addAllMessages(other.candidates_);
+          }
+        }
+      }
+      if (accepted63Builder_ == null) {
+        if (!other.accepted63_.isEmpty()) {
+          if (accepted63_.isEmpty()) {
+            accepted63_ = other.accepted63_;
+            bitField0_ = (bitField0_ & ~0x00000400);
+          } else {
+            ensureAccepted63IsMutable();
+            accepted63_.addAll(other.accepted63_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.accepted63_.isEmpty()) {
+          if (accepted63Builder_.isEmpty()) {
+            accepted63Builder_.dispose();
+            accepted63Builder_ = null;
+            accepted63_ = other.accepted63_;
+            bitField0_ = (bitField0_ & ~0x00000400);
+            accepted63Builder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetAccepted63FieldBuilder() : null;
+          } else {
+            accepted63Builder_.addAllMessages(other.accepted63_);
+          }
+        }
+      }
+      if (rejectedBuilder_ == null) {
+        if (!other.rejected_.isEmpty()) {
+          if (rejected_.isEmpty()) {
+            rejected_ = other.rejected_;
+            bitField0_ = (bitField0_ & ~0x00000800);
+          } else {
+            ensureRejectedIsMutable();
+            rejected_.addAll(other.rejected_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.rejected_.isEmpty()) {
+          if (rejectedBuilder_.isEmpty()) {
+            rejectedBuilder_.dispose();
+            rejectedBuilder_ = null;
+            rejected_ = other.rejected_;
+            bitField0_ = (bitField0_ & ~0x00000800);
+            rejectedBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetRejectedFieldBuilder() : null;
+          } else {
+            rejectedBuilder_.addAllMessages(other.rejected_);
+          }
+        }
+      }
+      if (contextExcludedBuilder_ == null) {
+        if (!other.contextExcluded_.isEmpty()) {
+          if (contextExcluded_.isEmpty()) {
+            contextExcluded_ = other.contextExcluded_;
+            bitField0_ = (bitField0_ & ~0x00001000);
+          } else {
+            ensureContextExcludedIsMutable();
+            contextExcluded_.addAll(other.contextExcluded_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.contextExcluded_.isEmpty()) {
+          if (contextExcludedBuilder_.isEmpty()) {
+            contextExcludedBuilder_.dispose();
+            contextExcludedBuilder_ = null;
+            contextExcluded_ = other.contextExcluded_;
+            bitField0_ = (bitField0_ & ~0x00001000);
+            contextExcludedBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetContextExcludedFieldBuilder() : null;
+          } else {
+            contextExcludedBuilder_.addAllMessages(other.contextExcluded_);
+          }
+        }
+      }
+      if (other.hasReranking()) {
+        mergeReranking(other.getReranking());
+      }
+      if (other.noContextReason_ != 0) {
+        setNoContextReasonValue(other.getNoContextReasonValue());
+      }
+      if (other.getIndexVersion() != 0L) {
+        setIndexVersion(other.getIndexVersion());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -671,7 +1476,7 @@ private static final long serialVersionUID = 0L;
               break;
             } // case 24
             case 32: {
-              acceptedCount_ = input.readUInt32();
+              acceptedCount4_ = input.readUInt32();
               bitField0_ |= 0x00000008;
               break;
             } // case 32
@@ -692,6 +1497,87 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000040;
               break;
             } // case 58
+            case 482: {
+              query_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 482
+            case 490: {
+              input.readMessage(
+                  internalGetOptionsFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 490
+            case 498: {
+              dev.groundwire.v1.RagItem m =
+                  input.readMessage(
+                      dev.groundwire.v1.RagItem.parser(),
+                      extensionRegistry);
+              if (candidatesBuilder_ == null) {
+                ensureCandidatesIsMutable();
+                candidates_.add(m);
+              } else {
+                candidatesBuilder_.addMessage(m);
+              }
+              break;
+            } // case 498
+            case 506: {
+              dev.groundwire.v1.RagItem m =
+                  input.readMessage(
+                      dev.groundwire.v1.RagItem.parser(),
+                      extensionRegistry);
+              if (accepted63Builder_ == null) {
+                ensureAccepted63IsMutable();
+                accepted63_.add(m);
+              } else {
+                accepted63Builder_.addMessage(m);
+              }
+              break;
+            } // case 506
+            case 514: {
+              dev.groundwire.v1.RagItem m =
+                  input.readMessage(
+                      dev.groundwire.v1.RagItem.parser(),
+                      extensionRegistry);
+              if (rejectedBuilder_ == null) {
+                ensureRejectedIsMutable();
+                rejected_.add(m);
+              } else {
+                rejectedBuilder_.addMessage(m);
+              }
+              break;
+            } // case 514
+            case 522: {
+              dev.groundwire.v1.RagItem m =
+                  input.readMessage(
+                      dev.groundwire.v1.RagItem.parser(),
+                      extensionRegistry);
+              if (contextExcludedBuilder_ == null) {
+                ensureContextExcludedIsMutable();
+                contextExcluded_.add(m);
+              } else {
+                contextExcludedBuilder_.addMessage(m);
+              }
+              break;
+            } // case 522
+            case 530: {
+              input.readMessage(
+                  internalGetRerankingFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00002000;
+              break;
+            } // case 530
+            case 536: {
+              noContextReason_ = input.readEnum();
+              bitField0_ |= 0x00004000;
+              break;
+            } // case 536
+            case 544: {
+              indexVersion_ = input.readUInt64();
+              bitField0_ |= 0x00008000;
+              break;
+            } // case 544
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -889,7 +1775,7 @@ private static final long serialVersionUID = 0L;
       return this;
     }
 
-    private int acceptedCount_ ;
+    private int acceptedCount4_ ;
     /**
      * <pre>
      * Output only. Candidates accepted and returned to the model.
@@ -899,8 +1785,8 @@ private static final long serialVersionUID = 0L;
      * @return The acceptedCount.
      */
     @java.lang.Override
-    public int getAcceptedCount() {
-      return acceptedCount_;
+    public int getAcceptedCount4() {
+      return acceptedCount4_;
     }
     /**
      * <pre>
@@ -911,9 +1797,9 @@ private static final long serialVersionUID = 0L;
      * @param value The acceptedCount to set.
      * @return This builder for chaining.
      */
-    public Builder setAcceptedCount(int value) {
+    public Builder setAcceptedCount4(int value) {
 
-      acceptedCount_ = value;
+      acceptedCount4_ = value;
       bitField0_ |= 0x00000008;
       onChanged();
       return this;
@@ -926,9 +1812,9 @@ private static final long serialVersionUID = 0L;
      * <code>uint32 accepted_count = 4 [json_name = "acceptedCount"];</code>
      * @return This builder for chaining.
      */
-    public Builder clearAcceptedCount() {
+    public Builder clearAcceptedCount4() {
       bitField0_ = (bitField0_ & ~0x00000008);
-      acceptedCount_ = 0;
+      acceptedCount4_ = 0;
       onChanged();
       return this;
     }
@@ -1222,6 +2108,1821 @@ private static final long serialVersionUID = 0L;
         duration_ = null;
       }
       return durationBuilder_;
+    }
+
+    private java.lang.Object query_ = "";
+    /**
+     * <pre>
+     * Output only. The query the model searched with (like rewritten_query,
+     * the only query text in the metadata; it is never logged).
+     * </pre>
+     *
+     * <code>string query = 60 [json_name = "query"];</code>
+     * @return The query.
+     */
+    public java.lang.String getQuery() {
+      java.lang.Object ref = query_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        query_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The query the model searched with (like rewritten_query,
+     * the only query text in the metadata; it is never logged).
+     * </pre>
+     *
+     * <code>string query = 60 [json_name = "query"];</code>
+     * @return The bytes for query.
+     */
+    public com.google.protobuf.ByteString
+        getQueryBytes() {
+      java.lang.Object ref = query_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        query_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The query the model searched with (like rewritten_query,
+     * the only query text in the metadata; it is never logged).
+     * </pre>
+     *
+     * <code>string query = 60 [json_name = "query"];</code>
+     * @param value The query to set.
+     * @return This builder for chaining.
+     */
+    public Builder setQuery(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      query_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The query the model searched with (like rewritten_query,
+     * the only query text in the metadata; it is never logged).
+     * </pre>
+     *
+     * <code>string query = 60 [json_name = "query"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearQuery() {
+      query_ = getDefaultInstance().getQuery();
+      bitField0_ = (bitField0_ & ~0x00000080);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The query the model searched with (like rewritten_query,
+     * the only query text in the metadata; it is never logged).
+     * </pre>
+     *
+     * <code>string query = 60 [json_name = "query"];</code>
+     * @param value The bytes for query to set.
+     * @return This builder for chaining.
+     */
+    public Builder setQueryBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      query_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+
+    private dev.groundwire.v1.RagSearchOptions options_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RagSearchOptions, dev.groundwire.v1.RagSearchOptions.Builder, dev.groundwire.v1.RagSearchOptionsOrBuilder> optionsBuilder_;
+    /**
+     * <pre>
+     * Output only. The scope and options the search applied.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagSearchOptions options = 61 [json_name = "options"];</code>
+     * @return Whether the options field is set.
+     */
+    public boolean hasOptions() {
+      return ((bitField0_ & 0x00000100) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The scope and options the search applied.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagSearchOptions options = 61 [json_name = "options"];</code>
+     * @return The options.
+     */
+    public dev.groundwire.v1.RagSearchOptions getOptions() {
+      if (optionsBuilder_ == null) {
+        return options_ == null ? dev.groundwire.v1.RagSearchOptions.getDefaultInstance() : options_;
+      } else {
+        return optionsBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The scope and options the search applied.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagSearchOptions options = 61 [json_name = "options"];</code>
+     */
+    public Builder setOptions(dev.groundwire.v1.RagSearchOptions value) {
+      if (optionsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        options_ = value;
+      } else {
+        optionsBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The scope and options the search applied.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagSearchOptions options = 61 [json_name = "options"];</code>
+     */
+    public Builder setOptions(
+        dev.groundwire.v1.RagSearchOptions.Builder builderForValue) {
+      if (optionsBuilder_ == null) {
+        options_ = builderForValue.build();
+      } else {
+        optionsBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The scope and options the search applied.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagSearchOptions options = 61 [json_name = "options"];</code>
+     */
+    public Builder mergeOptions(dev.groundwire.v1.RagSearchOptions value) {
+      if (optionsBuilder_ == null) {
+        if (((bitField0_ & 0x00000100) != 0) &&
+          options_ != null &&
+          options_ != dev.groundwire.v1.RagSearchOptions.getDefaultInstance()) {
+          getOptionsBuilder().mergeFrom(value);
+        } else {
+          options_ = value;
+        }
+      } else {
+        optionsBuilder_.mergeFrom(value);
+      }
+      if (options_ != null) {
+        bitField0_ |= 0x00000100;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The scope and options the search applied.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagSearchOptions options = 61 [json_name = "options"];</code>
+     */
+    public Builder clearOptions() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      options_ = null;
+      if (optionsBuilder_ != null) {
+        optionsBuilder_.dispose();
+        optionsBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The scope and options the search applied.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagSearchOptions options = 61 [json_name = "options"];</code>
+     */
+    public dev.groundwire.v1.RagSearchOptions.Builder getOptionsBuilder() {
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return internalGetOptionsFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. The scope and options the search applied.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagSearchOptions options = 61 [json_name = "options"];</code>
+     */
+    public dev.groundwire.v1.RagSearchOptionsOrBuilder getOptionsOrBuilder() {
+      if (optionsBuilder_ != null) {
+        return optionsBuilder_.getMessageOrBuilder();
+      } else {
+        return options_ == null ?
+            dev.groundwire.v1.RagSearchOptions.getDefaultInstance() : options_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The scope and options the search applied.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagSearchOptions options = 61 [json_name = "options"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RagSearchOptions, dev.groundwire.v1.RagSearchOptions.Builder, dev.groundwire.v1.RagSearchOptionsOrBuilder> 
+        internalGetOptionsFieldBuilder() {
+      if (optionsBuilder_ == null) {
+        optionsBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.RagSearchOptions, dev.groundwire.v1.RagSearchOptions.Builder, dev.groundwire.v1.RagSearchOptionsOrBuilder>(
+                getOptions(),
+                getParentForChildren(),
+                isClean());
+        options_ = null;
+      }
+      return optionsBuilder_;
+    }
+
+    private java.util.List<dev.groundwire.v1.RagItem> candidates_ =
+      java.util.Collections.emptyList();
+    private void ensureCandidatesIsMutable() {
+      if (!((bitField0_ & 0x00000200) != 0)) {
+        candidates_ = new java.util.ArrayList<dev.groundwire.v1.RagItem>(candidates_);
+        bitField0_ |= 0x00000200;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.RagItem, dev.groundwire.v1.RagItem.Builder, dev.groundwire.v1.RagItemOrBuilder> candidatesBuilder_;
+
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.RagItem> getCandidatesList() {
+      if (candidatesBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(candidates_);
+      } else {
+        return candidatesBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public int getCandidatesCount() {
+      if (candidatesBuilder_ == null) {
+        return candidates_.size();
+      } else {
+        return candidatesBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public dev.groundwire.v1.RagItem getCandidates(int index) {
+      if (candidatesBuilder_ == null) {
+        return candidates_.get(index);
+      } else {
+        return candidatesBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public Builder setCandidates(
+        int index, dev.groundwire.v1.RagItem value) {
+      if (candidatesBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureCandidatesIsMutable();
+        candidates_.set(index, value);
+        onChanged();
+      } else {
+        candidatesBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public Builder setCandidates(
+        int index, dev.groundwire.v1.RagItem.Builder builderForValue) {
+      if (candidatesBuilder_ == null) {
+        ensureCandidatesIsMutable();
+        candidates_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        candidatesBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public Builder addCandidates(dev.groundwire.v1.RagItem value) {
+      if (candidatesBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureCandidatesIsMutable();
+        candidates_.add(value);
+        onChanged();
+      } else {
+        candidatesBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public Builder addCandidates(
+        int index, dev.groundwire.v1.RagItem value) {
+      if (candidatesBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureCandidatesIsMutable();
+        candidates_.add(index, value);
+        onChanged();
+      } else {
+        candidatesBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public Builder addCandidates(
+        dev.groundwire.v1.RagItem.Builder builderForValue) {
+      if (candidatesBuilder_ == null) {
+        ensureCandidatesIsMutable();
+        candidates_.add(builderForValue.build());
+        onChanged();
+      } else {
+        candidatesBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public Builder addCandidates(
+        int index, dev.groundwire.v1.RagItem.Builder builderForValue) {
+      if (candidatesBuilder_ == null) {
+        ensureCandidatesIsMutable();
+        candidates_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        candidatesBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public Builder addAllCandidates(
+        java.lang.Iterable<? extends dev.groundwire.v1.RagItem> values) {
+      if (candidatesBuilder_ == null) {
+        ensureCandidatesIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, candidates_);
+        onChanged();
+      } else {
+        candidatesBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public Builder clearCandidates() {
+      if (candidatesBuilder_ == null) {
+        candidates_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000200);
+        onChanged();
+      } else {
+        candidatesBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public Builder removeCandidates(int index) {
+      if (candidatesBuilder_ == null) {
+        ensureCandidatesIsMutable();
+        candidates_.remove(index);
+        onChanged();
+      } else {
+        candidatesBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public dev.groundwire.v1.RagItem.Builder getCandidatesBuilder(
+        int index) {
+      return internalGetCandidatesFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public dev.groundwire.v1.RagItemOrBuilder getCandidatesOrBuilder(
+        int index) {
+      if (candidatesBuilder_ == null) {
+        return candidates_.get(index);  } else {
+        return candidatesBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public java.util.List<? extends dev.groundwire.v1.RagItemOrBuilder> 
+         getCandidatesOrBuilderList() {
+      if (candidatesBuilder_ != null) {
+        return candidatesBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(candidates_);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public dev.groundwire.v1.RagItem.Builder addCandidatesBuilder() {
+      return internalGetCandidatesFieldBuilder().addBuilder(
+          dev.groundwire.v1.RagItem.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public dev.groundwire.v1.RagItem.Builder addCandidatesBuilder(
+        int index) {
+      return internalGetCandidatesFieldBuilder().addBuilder(
+          index, dev.groundwire.v1.RagItem.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Output only. Every retrieval candidate, in retrieval order.
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.RagItem.Builder> 
+         getCandidatesBuilderList() {
+      return internalGetCandidatesFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.RagItem, dev.groundwire.v1.RagItem.Builder, dev.groundwire.v1.RagItemOrBuilder> 
+        internalGetCandidatesFieldBuilder() {
+      if (candidatesBuilder_ == null) {
+        candidatesBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.groundwire.v1.RagItem, dev.groundwire.v1.RagItem.Builder, dev.groundwire.v1.RagItemOrBuilder>(
+                candidates_,
+                ((bitField0_ & 0x00000200) != 0),
+                getParentForChildren(),
+                isClean());
+        candidates_ = null;
+      }
+      return candidatesBuilder_;
+    }
+
+    private java.util.List<dev.groundwire.v1.RagItem> accepted63_ =
+      java.util.Collections.emptyList();
+    private void ensureAccepted63IsMutable() {
+      if (!((bitField0_ & 0x00000400) != 0)) {
+        accepted63_ = new java.util.ArrayList<dev.groundwire.v1.RagItem>(accepted63_);
+        bitField0_ |= 0x00000400;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.RagItem, dev.groundwire.v1.RagItem.Builder, dev.groundwire.v1.RagItemOrBuilder> accepted63Builder_;
+
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.RagItem> getAccepted63List() {
+      if (accepted63Builder_ == null) {
+        return java.util.Collections.unmodifiableList(accepted63_);
+      } else {
+        return accepted63Builder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public int getAccepted63Count() {
+      if (accepted63Builder_ == null) {
+        return accepted63_.size();
+      } else {
+        return accepted63Builder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public dev.groundwire.v1.RagItem getAccepted63(int index) {
+      if (accepted63Builder_ == null) {
+        return accepted63_.get(index);
+      } else {
+        return accepted63Builder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public Builder setAccepted63(
+        int index, dev.groundwire.v1.RagItem value) {
+      if (accepted63Builder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureAccepted63IsMutable();
+        accepted63_.set(index, value);
+        onChanged();
+      } else {
+        accepted63Builder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public Builder setAccepted63(
+        int index, dev.groundwire.v1.RagItem.Builder builderForValue) {
+      if (accepted63Builder_ == null) {
+        ensureAccepted63IsMutable();
+        accepted63_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        accepted63Builder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public Builder addAccepted63(dev.groundwire.v1.RagItem value) {
+      if (accepted63Builder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureAccepted63IsMutable();
+        accepted63_.add(value);
+        onChanged();
+      } else {
+        accepted63Builder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public Builder addAccepted63(
+        int index, dev.groundwire.v1.RagItem value) {
+      if (accepted63Builder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureAccepted63IsMutable();
+        accepted63_.add(index, value);
+        onChanged();
+      } else {
+        accepted63Builder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public Builder addAccepted63(
+        dev.groundwire.v1.RagItem.Builder builderForValue) {
+      if (accepted63Builder_ == null) {
+        ensureAccepted63IsMutable();
+        accepted63_.add(builderForValue.build());
+        onChanged();
+      } else {
+        accepted63Builder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public Builder addAccepted63(
+        int index, dev.groundwire.v1.RagItem.Builder builderForValue) {
+      if (accepted63Builder_ == null) {
+        ensureAccepted63IsMutable();
+        accepted63_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        accepted63Builder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public Builder addAllAccepted63(
+        java.lang.Iterable<? extends dev.groundwire.v1.RagItem> values) {
+      if (accepted63Builder_ == null) {
+        ensureAccepted63IsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, accepted63_);
+        onChanged();
+      } else {
+        accepted63Builder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public Builder clearAccepted63() {
+      if (accepted63Builder_ == null) {
+        accepted63_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000400);
+        onChanged();
+      } else {
+        accepted63Builder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public Builder removeAccepted63(int index) {
+      if (accepted63Builder_ == null) {
+        ensureAccepted63IsMutable();
+        accepted63_.remove(index);
+        onChanged();
+      } else {
+        accepted63Builder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public dev.groundwire.v1.RagItem.Builder getAccepted63Builder(
+        int index) {
+      return internalGetAccepted63FieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public dev.groundwire.v1.RagItemOrBuilder getAccepted63OrBuilder(
+        int index) {
+      if (accepted63Builder_ == null) {
+        return accepted63_.get(index);  } else {
+        return accepted63Builder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public java.util.List<? extends dev.groundwire.v1.RagItemOrBuilder> 
+         getAccepted63OrBuilderList() {
+      if (accepted63Builder_ != null) {
+        return accepted63Builder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(accepted63_);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public dev.groundwire.v1.RagItem.Builder addAccepted63Builder() {
+      return internalGetAccepted63FieldBuilder().addBuilder(
+          dev.groundwire.v1.RagItem.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public dev.groundwire.v1.RagItem.Builder addAccepted63Builder(
+        int index) {
+      return internalGetAccepted63FieldBuilder().addBuilder(
+          index, dev.groundwire.v1.RagItem.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Output only. The results returned to the model, in final order (after
+     * reranking, final selection, answerability gating and top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.RagItem.Builder> 
+         getAccepted63BuilderList() {
+      return internalGetAccepted63FieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.RagItem, dev.groundwire.v1.RagItem.Builder, dev.groundwire.v1.RagItemOrBuilder> 
+        internalGetAccepted63FieldBuilder() {
+      if (accepted63Builder_ == null) {
+        accepted63Builder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.groundwire.v1.RagItem, dev.groundwire.v1.RagItem.Builder, dev.groundwire.v1.RagItemOrBuilder>(
+                accepted63_,
+                ((bitField0_ & 0x00000400) != 0),
+                getParentForChildren(),
+                isClean());
+        accepted63_ = null;
+      }
+      return accepted63Builder_;
+    }
+
+    private java.util.List<dev.groundwire.v1.RagItem> rejected_ =
+      java.util.Collections.emptyList();
+    private void ensureRejectedIsMutable() {
+      if (!((bitField0_ & 0x00000800) != 0)) {
+        rejected_ = new java.util.ArrayList<dev.groundwire.v1.RagItem>(rejected_);
+        bitField0_ |= 0x00000800;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.RagItem, dev.groundwire.v1.RagItem.Builder, dev.groundwire.v1.RagItemOrBuilder> rejectedBuilder_;
+
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.RagItem> getRejectedList() {
+      if (rejectedBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(rejected_);
+      } else {
+        return rejectedBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public int getRejectedCount() {
+      if (rejectedBuilder_ == null) {
+        return rejected_.size();
+      } else {
+        return rejectedBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public dev.groundwire.v1.RagItem getRejected(int index) {
+      if (rejectedBuilder_ == null) {
+        return rejected_.get(index);
+      } else {
+        return rejectedBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public Builder setRejected(
+        int index, dev.groundwire.v1.RagItem value) {
+      if (rejectedBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureRejectedIsMutable();
+        rejected_.set(index, value);
+        onChanged();
+      } else {
+        rejectedBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public Builder setRejected(
+        int index, dev.groundwire.v1.RagItem.Builder builderForValue) {
+      if (rejectedBuilder_ == null) {
+        ensureRejectedIsMutable();
+        rejected_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        rejectedBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public Builder addRejected(dev.groundwire.v1.RagItem value) {
+      if (rejectedBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureRejectedIsMutable();
+        rejected_.add(value);
+        onChanged();
+      } else {
+        rejectedBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public Builder addRejected(
+        int index, dev.groundwire.v1.RagItem value) {
+      if (rejectedBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureRejectedIsMutable();
+        rejected_.add(index, value);
+        onChanged();
+      } else {
+        rejectedBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public Builder addRejected(
+        dev.groundwire.v1.RagItem.Builder builderForValue) {
+      if (rejectedBuilder_ == null) {
+        ensureRejectedIsMutable();
+        rejected_.add(builderForValue.build());
+        onChanged();
+      } else {
+        rejectedBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public Builder addRejected(
+        int index, dev.groundwire.v1.RagItem.Builder builderForValue) {
+      if (rejectedBuilder_ == null) {
+        ensureRejectedIsMutable();
+        rejected_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        rejectedBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public Builder addAllRejected(
+        java.lang.Iterable<? extends dev.groundwire.v1.RagItem> values) {
+      if (rejectedBuilder_ == null) {
+        ensureRejectedIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, rejected_);
+        onChanged();
+      } else {
+        rejectedBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public Builder clearRejected() {
+      if (rejectedBuilder_ == null) {
+        rejected_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000800);
+        onChanged();
+      } else {
+        rejectedBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public Builder removeRejected(int index) {
+      if (rejectedBuilder_ == null) {
+        ensureRejectedIsMutable();
+        rejected_.remove(index);
+        onChanged();
+      } else {
+        rejectedBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public dev.groundwire.v1.RagItem.Builder getRejectedBuilder(
+        int index) {
+      return internalGetRejectedFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public dev.groundwire.v1.RagItemOrBuilder getRejectedOrBuilder(
+        int index) {
+      if (rejectedBuilder_ == null) {
+        return rejected_.get(index);  } else {
+        return rejectedBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public java.util.List<? extends dev.groundwire.v1.RagItemOrBuilder> 
+         getRejectedOrBuilderList() {
+      if (rejectedBuilder_ != null) {
+        return rejectedBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(rejected_);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public dev.groundwire.v1.RagItem.Builder addRejectedBuilder() {
+      return internalGetRejectedFieldBuilder().addBuilder(
+          dev.groundwire.v1.RagItem.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public dev.groundwire.v1.RagItem.Builder addRejectedBuilder(
+        int index) {
+      return internalGetRejectedFieldBuilder().addBuilder(
+          index, dev.groundwire.v1.RagItem.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Output only. Rejected candidates with their reasons (acceptance and final
+     * selection).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.RagItem.Builder> 
+         getRejectedBuilderList() {
+      return internalGetRejectedFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.RagItem, dev.groundwire.v1.RagItem.Builder, dev.groundwire.v1.RagItemOrBuilder> 
+        internalGetRejectedFieldBuilder() {
+      if (rejectedBuilder_ == null) {
+        rejectedBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.groundwire.v1.RagItem, dev.groundwire.v1.RagItem.Builder, dev.groundwire.v1.RagItemOrBuilder>(
+                rejected_,
+                ((bitField0_ & 0x00000800) != 0),
+                getParentForChildren(),
+                isClean());
+        rejected_ = null;
+      }
+      return rejectedBuilder_;
+    }
+
+    private java.util.List<dev.groundwire.v1.RagItem> contextExcluded_ =
+      java.util.Collections.emptyList();
+    private void ensureContextExcludedIsMutable() {
+      if (!((bitField0_ & 0x00001000) != 0)) {
+        contextExcluded_ = new java.util.ArrayList<dev.groundwire.v1.RagItem>(contextExcluded_);
+        bitField0_ |= 0x00001000;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.RagItem, dev.groundwire.v1.RagItem.Builder, dev.groundwire.v1.RagItemOrBuilder> contextExcludedBuilder_;
+
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.RagItem> getContextExcludedList() {
+      if (contextExcludedBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(contextExcluded_);
+      } else {
+        return contextExcludedBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public int getContextExcludedCount() {
+      if (contextExcludedBuilder_ == null) {
+        return contextExcluded_.size();
+      } else {
+        return contextExcludedBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public dev.groundwire.v1.RagItem getContextExcluded(int index) {
+      if (contextExcludedBuilder_ == null) {
+        return contextExcluded_.get(index);
+      } else {
+        return contextExcludedBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public Builder setContextExcluded(
+        int index, dev.groundwire.v1.RagItem value) {
+      if (contextExcludedBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureContextExcludedIsMutable();
+        contextExcluded_.set(index, value);
+        onChanged();
+      } else {
+        contextExcludedBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public Builder setContextExcluded(
+        int index, dev.groundwire.v1.RagItem.Builder builderForValue) {
+      if (contextExcludedBuilder_ == null) {
+        ensureContextExcludedIsMutable();
+        contextExcluded_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        contextExcludedBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public Builder addContextExcluded(dev.groundwire.v1.RagItem value) {
+      if (contextExcludedBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureContextExcludedIsMutable();
+        contextExcluded_.add(value);
+        onChanged();
+      } else {
+        contextExcludedBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public Builder addContextExcluded(
+        int index, dev.groundwire.v1.RagItem value) {
+      if (contextExcludedBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureContextExcludedIsMutable();
+        contextExcluded_.add(index, value);
+        onChanged();
+      } else {
+        contextExcludedBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public Builder addContextExcluded(
+        dev.groundwire.v1.RagItem.Builder builderForValue) {
+      if (contextExcludedBuilder_ == null) {
+        ensureContextExcludedIsMutable();
+        contextExcluded_.add(builderForValue.build());
+        onChanged();
+      } else {
+        contextExcludedBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public Builder addContextExcluded(
+        int index, dev.groundwire.v1.RagItem.Builder builderForValue) {
+      if (contextExcludedBuilder_ == null) {
+        ensureContextExcludedIsMutable();
+        contextExcluded_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        contextExcludedBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public Builder addAllContextExcluded(
+        java.lang.Iterable<? extends dev.groundwire.v1.RagItem> values) {
+      if (contextExcludedBuilder_ == null) {
+        ensureContextExcludedIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, contextExcluded_);
+        onChanged();
+      } else {
+        contextExcludedBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public Builder clearContextExcluded() {
+      if (contextExcludedBuilder_ == null) {
+        contextExcluded_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00001000);
+        onChanged();
+      } else {
+        contextExcludedBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public Builder removeContextExcluded(int index) {
+      if (contextExcludedBuilder_ == null) {
+        ensureContextExcludedIsMutable();
+        contextExcluded_.remove(index);
+        onChanged();
+      } else {
+        contextExcludedBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public dev.groundwire.v1.RagItem.Builder getContextExcludedBuilder(
+        int index) {
+      return internalGetContextExcludedFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public dev.groundwire.v1.RagItemOrBuilder getContextExcludedOrBuilder(
+        int index) {
+      if (contextExcludedBuilder_ == null) {
+        return contextExcluded_.get(index);  } else {
+        return contextExcludedBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public java.util.List<? extends dev.groundwire.v1.RagItemOrBuilder> 
+         getContextExcludedOrBuilderList() {
+      if (contextExcludedBuilder_ != null) {
+        return contextExcludedBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(contextExcluded_);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public dev.groundwire.v1.RagItem.Builder addContextExcludedBuilder() {
+      return internalGetContextExcludedFieldBuilder().addBuilder(
+          dev.groundwire.v1.RagItem.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public dev.groundwire.v1.RagItem.Builder addContextExcludedBuilder(
+        int index) {
+      return internalGetContextExcludedFieldBuilder().addBuilder(
+          index, dev.groundwire.v1.RagItem.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Output only. Accepted results withheld from the model, with reasons
+     * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.RagItem.Builder> 
+         getContextExcludedBuilderList() {
+      return internalGetContextExcludedFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.RagItem, dev.groundwire.v1.RagItem.Builder, dev.groundwire.v1.RagItemOrBuilder> 
+        internalGetContextExcludedFieldBuilder() {
+      if (contextExcludedBuilder_ == null) {
+        contextExcludedBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.groundwire.v1.RagItem, dev.groundwire.v1.RagItem.Builder, dev.groundwire.v1.RagItemOrBuilder>(
+                contextExcluded_,
+                ((bitField0_ & 0x00001000) != 0),
+                getParentForChildren(),
+                isClean());
+        contextExcluded_ = null;
+      }
+      return contextExcludedBuilder_;
+    }
+
+    private dev.groundwire.v1.RerankingMetadata reranking_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RerankingMetadata, dev.groundwire.v1.RerankingMetadata.Builder, dev.groundwire.v1.RerankingMetadataOrBuilder> rerankingBuilder_;
+    /**
+     * <pre>
+     * Output only. Reranking stage metadata of this search (requested=false
+     * when reranking is disabled).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RerankingMetadata reranking = 66 [json_name = "reranking"];</code>
+     * @return Whether the reranking field is set.
+     */
+    public boolean hasReranking() {
+      return ((bitField0_ & 0x00002000) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. Reranking stage metadata of this search (requested=false
+     * when reranking is disabled).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RerankingMetadata reranking = 66 [json_name = "reranking"];</code>
+     * @return The reranking.
+     */
+    public dev.groundwire.v1.RerankingMetadata getReranking() {
+      if (rerankingBuilder_ == null) {
+        return reranking_ == null ? dev.groundwire.v1.RerankingMetadata.getDefaultInstance() : reranking_;
+      } else {
+        return rerankingBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Reranking stage metadata of this search (requested=false
+     * when reranking is disabled).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RerankingMetadata reranking = 66 [json_name = "reranking"];</code>
+     */
+    public Builder setReranking(dev.groundwire.v1.RerankingMetadata value) {
+      if (rerankingBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        reranking_ = value;
+      } else {
+        rerankingBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00002000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Reranking stage metadata of this search (requested=false
+     * when reranking is disabled).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RerankingMetadata reranking = 66 [json_name = "reranking"];</code>
+     */
+    public Builder setReranking(
+        dev.groundwire.v1.RerankingMetadata.Builder builderForValue) {
+      if (rerankingBuilder_ == null) {
+        reranking_ = builderForValue.build();
+      } else {
+        rerankingBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00002000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Reranking stage metadata of this search (requested=false
+     * when reranking is disabled).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RerankingMetadata reranking = 66 [json_name = "reranking"];</code>
+     */
+    public Builder mergeReranking(dev.groundwire.v1.RerankingMetadata value) {
+      if (rerankingBuilder_ == null) {
+        if (((bitField0_ & 0x00002000) != 0) &&
+          reranking_ != null &&
+          reranking_ != dev.groundwire.v1.RerankingMetadata.getDefaultInstance()) {
+          getRerankingBuilder().mergeFrom(value);
+        } else {
+          reranking_ = value;
+        }
+      } else {
+        rerankingBuilder_.mergeFrom(value);
+      }
+      if (reranking_ != null) {
+        bitField0_ |= 0x00002000;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Reranking stage metadata of this search (requested=false
+     * when reranking is disabled).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RerankingMetadata reranking = 66 [json_name = "reranking"];</code>
+     */
+    public Builder clearReranking() {
+      bitField0_ = (bitField0_ & ~0x00002000);
+      reranking_ = null;
+      if (rerankingBuilder_ != null) {
+        rerankingBuilder_.dispose();
+        rerankingBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Reranking stage metadata of this search (requested=false
+     * when reranking is disabled).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RerankingMetadata reranking = 66 [json_name = "reranking"];</code>
+     */
+    public dev.groundwire.v1.RerankingMetadata.Builder getRerankingBuilder() {
+      bitField0_ |= 0x00002000;
+      onChanged();
+      return internalGetRerankingFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. Reranking stage metadata of this search (requested=false
+     * when reranking is disabled).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RerankingMetadata reranking = 66 [json_name = "reranking"];</code>
+     */
+    public dev.groundwire.v1.RerankingMetadataOrBuilder getRerankingOrBuilder() {
+      if (rerankingBuilder_ != null) {
+        return rerankingBuilder_.getMessageOrBuilder();
+      } else {
+        return reranking_ == null ?
+            dev.groundwire.v1.RerankingMetadata.getDefaultInstance() : reranking_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Reranking stage metadata of this search (requested=false
+     * when reranking is disabled).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RerankingMetadata reranking = 66 [json_name = "reranking"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RerankingMetadata, dev.groundwire.v1.RerankingMetadata.Builder, dev.groundwire.v1.RerankingMetadataOrBuilder> 
+        internalGetRerankingFieldBuilder() {
+      if (rerankingBuilder_ == null) {
+        rerankingBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.RerankingMetadata, dev.groundwire.v1.RerankingMetadata.Builder, dev.groundwire.v1.RerankingMetadataOrBuilder>(
+                getReranking(),
+                getParentForChildren(),
+                isClean());
+        reranking_ = null;
+      }
+      return rerankingBuilder_;
+    }
+
+    private int noContextReason_ = 0;
+    /**
+     * <pre>
+     * Output only. Why this search returned nothing (UNSPECIFIED when it
+     * returned results or failed).
+     * </pre>
+     *
+     * <code>.groundwire.v1.NoContextReason no_context_reason = 67 [json_name = "noContextReason"];</code>
+     * @return The enum numeric value on the wire for noContextReason.
+     */
+    @java.lang.Override public int getNoContextReasonValue() {
+      return noContextReason_;
+    }
+    /**
+     * <pre>
+     * Output only. Why this search returned nothing (UNSPECIFIED when it
+     * returned results or failed).
+     * </pre>
+     *
+     * <code>.groundwire.v1.NoContextReason no_context_reason = 67 [json_name = "noContextReason"];</code>
+     * @param value The enum numeric value on the wire for noContextReason to set.
+     * @return This builder for chaining.
+     */
+    public Builder setNoContextReasonValue(int value) {
+      noContextReason_ = value;
+      bitField0_ |= 0x00004000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Why this search returned nothing (UNSPECIFIED when it
+     * returned results or failed).
+     * </pre>
+     *
+     * <code>.groundwire.v1.NoContextReason no_context_reason = 67 [json_name = "noContextReason"];</code>
+     * @return The noContextReason.
+     */
+    @java.lang.Override
+    public dev.groundwire.v1.NoContextReason getNoContextReason() {
+      dev.groundwire.v1.NoContextReason result = dev.groundwire.v1.NoContextReason.forNumber(noContextReason_);
+      return result == null ? dev.groundwire.v1.NoContextReason.UNRECOGNIZED : result;
+    }
+    /**
+     * <pre>
+     * Output only. Why this search returned nothing (UNSPECIFIED when it
+     * returned results or failed).
+     * </pre>
+     *
+     * <code>.groundwire.v1.NoContextReason no_context_reason = 67 [json_name = "noContextReason"];</code>
+     * @param value The noContextReason to set.
+     * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+     * @return This builder for chaining.
+     */
+    public Builder setNoContextReason(dev.groundwire.v1.NoContextReason value) {
+      java.util.Objects.requireNonNull(value);
+      bitField0_ |= 0x00004000;
+      noContextReason_ = value.getNumber();
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Why this search returned nothing (UNSPECIFIED when it
+     * returned results or failed).
+     * </pre>
+     *
+     * <code>.groundwire.v1.NoContextReason no_context_reason = 67 [json_name = "noContextReason"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearNoContextReason() {
+      bitField0_ = (bitField0_ & ~0x00004000);
+      noContextReason_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private long indexVersion_ ;
+    /**
+     * <pre>
+     * Output only. The index version searched.
+     * </pre>
+     *
+     * <code>uint64 index_version = 68 [json_name = "indexVersion"];</code>
+     * @return The indexVersion.
+     */
+    @java.lang.Override
+    public long getIndexVersion() {
+      return indexVersion_;
+    }
+    /**
+     * <pre>
+     * Output only. The index version searched.
+     * </pre>
+     *
+     * <code>uint64 index_version = 68 [json_name = "indexVersion"];</code>
+     * @param value The indexVersion to set.
+     * @return This builder for chaining.
+     */
+    public Builder setIndexVersion(long value) {
+
+      indexVersion_ = value;
+      bitField0_ |= 0x00008000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The index version searched.
+     * </pre>
+     *
+     * <code>uint64 index_version = 68 [json_name = "indexVersion"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearIndexVersion() {
+      bitField0_ = (bitField0_ & ~0x00008000);
+      indexVersion_ = 0L;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.AgenticSearchTrace)

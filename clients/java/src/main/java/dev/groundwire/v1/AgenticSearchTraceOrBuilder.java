@@ -58,7 +58,7 @@ public interface AgenticSearchTraceOrBuilder extends
    * <code>uint32 accepted_count = 4 [json_name = "acceptedCount"];</code>
    * @return The acceptedCount.
    */
-  int getAcceptedCount();
+  int getAcceptedCount4();
 
   /**
    * <pre>
@@ -116,4 +116,305 @@ public interface AgenticSearchTraceOrBuilder extends
    * <code>.google.protobuf.Duration duration = 7 [json_name = "duration"];</code>
    */
   com.google.protobuf.DurationOrBuilder getDurationOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. The query the model searched with (like rewritten_query,
+   * the only query text in the metadata; it is never logged).
+   * </pre>
+   *
+   * <code>string query = 60 [json_name = "query"];</code>
+   * @return The query.
+   */
+  java.lang.String getQuery();
+  /**
+   * <pre>
+   * Output only. The query the model searched with (like rewritten_query,
+   * the only query text in the metadata; it is never logged).
+   * </pre>
+   *
+   * <code>string query = 60 [json_name = "query"];</code>
+   * @return The bytes for query.
+   */
+  com.google.protobuf.ByteString
+      getQueryBytes();
+
+  /**
+   * <pre>
+   * Output only. The scope and options the search applied.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagSearchOptions options = 61 [json_name = "options"];</code>
+   * @return Whether the options field is set.
+   */
+  boolean hasOptions();
+  /**
+   * <pre>
+   * Output only. The scope and options the search applied.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagSearchOptions options = 61 [json_name = "options"];</code>
+   * @return The options.
+   */
+  dev.groundwire.v1.RagSearchOptions getOptions();
+  /**
+   * <pre>
+   * Output only. The scope and options the search applied.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagSearchOptions options = 61 [json_name = "options"];</code>
+   */
+  dev.groundwire.v1.RagSearchOptionsOrBuilder getOptionsOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. Every retrieval candidate, in retrieval order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+   */
+  java.util.List<dev.groundwire.v1.RagItem> 
+      getCandidatesList();
+  /**
+   * <pre>
+   * Output only. Every retrieval candidate, in retrieval order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+   */
+  dev.groundwire.v1.RagItem getCandidates(int index);
+  /**
+   * <pre>
+   * Output only. Every retrieval candidate, in retrieval order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+   */
+  int getCandidatesCount();
+  /**
+   * <pre>
+   * Output only. Every retrieval candidate, in retrieval order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+   */
+  java.util.List<? extends dev.groundwire.v1.RagItemOrBuilder> 
+      getCandidatesOrBuilderList();
+  /**
+   * <pre>
+   * Output only. Every retrieval candidate, in retrieval order.
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem candidates = 62 [json_name = "candidates"];</code>
+   */
+  dev.groundwire.v1.RagItemOrBuilder getCandidatesOrBuilder(
+      int index);
+
+  /**
+   * <pre>
+   * Output only. The results returned to the model, in final order (after
+   * reranking, final selection, answerability gating and top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+   */
+  java.util.List<dev.groundwire.v1.RagItem> 
+      getAccepted63List();
+  /**
+   * <pre>
+   * Output only. The results returned to the model, in final order (after
+   * reranking, final selection, answerability gating and top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+   */
+  dev.groundwire.v1.RagItem getAccepted63(int index);
+  /**
+   * <pre>
+   * Output only. The results returned to the model, in final order (after
+   * reranking, final selection, answerability gating and top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+   */
+  int getAccepted63Count();
+  /**
+   * <pre>
+   * Output only. The results returned to the model, in final order (after
+   * reranking, final selection, answerability gating and top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+   */
+  java.util.List<? extends dev.groundwire.v1.RagItemOrBuilder> 
+      getAccepted63OrBuilderList();
+  /**
+   * <pre>
+   * Output only. The results returned to the model, in final order (after
+   * reranking, final selection, answerability gating and top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem accepted = 63 [json_name = "accepted"];</code>
+   */
+  dev.groundwire.v1.RagItemOrBuilder getAccepted63OrBuilder(
+      int index);
+
+  /**
+   * <pre>
+   * Output only. Rejected candidates with their reasons (acceptance and final
+   * selection).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+   */
+  java.util.List<dev.groundwire.v1.RagItem> 
+      getRejectedList();
+  /**
+   * <pre>
+   * Output only. Rejected candidates with their reasons (acceptance and final
+   * selection).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+   */
+  dev.groundwire.v1.RagItem getRejected(int index);
+  /**
+   * <pre>
+   * Output only. Rejected candidates with their reasons (acceptance and final
+   * selection).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+   */
+  int getRejectedCount();
+  /**
+   * <pre>
+   * Output only. Rejected candidates with their reasons (acceptance and final
+   * selection).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+   */
+  java.util.List<? extends dev.groundwire.v1.RagItemOrBuilder> 
+      getRejectedOrBuilderList();
+  /**
+   * <pre>
+   * Output only. Rejected candidates with their reasons (acceptance and final
+   * selection).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem rejected = 64 [json_name = "rejected"];</code>
+   */
+  dev.groundwire.v1.RagItemOrBuilder getRejectedOrBuilder(
+      int index);
+
+  /**
+   * <pre>
+   * Output only. Accepted results withheld from the model, with reasons
+   * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+   */
+  java.util.List<dev.groundwire.v1.RagItem> 
+      getContextExcludedList();
+  /**
+   * <pre>
+   * Output only. Accepted results withheld from the model, with reasons
+   * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+   */
+  dev.groundwire.v1.RagItem getContextExcluded(int index);
+  /**
+   * <pre>
+   * Output only. Accepted results withheld from the model, with reasons
+   * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+   */
+  int getContextExcludedCount();
+  /**
+   * <pre>
+   * Output only. Accepted results withheld from the model, with reasons
+   * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+   */
+  java.util.List<? extends dev.groundwire.v1.RagItemOrBuilder> 
+      getContextExcludedOrBuilderList();
+  /**
+   * <pre>
+   * Output only. Accepted results withheld from the model, with reasons
+   * (NOT_ANSWERABLE, or RESULT_LIMIT_EXCEEDED beyond the model's top_k).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.RagItem context_excluded = 65 [json_name = "contextExcluded"];</code>
+   */
+  dev.groundwire.v1.RagItemOrBuilder getContextExcludedOrBuilder(
+      int index);
+
+  /**
+   * <pre>
+   * Output only. Reranking stage metadata of this search (requested=false
+   * when reranking is disabled).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RerankingMetadata reranking = 66 [json_name = "reranking"];</code>
+   * @return Whether the reranking field is set.
+   */
+  boolean hasReranking();
+  /**
+   * <pre>
+   * Output only. Reranking stage metadata of this search (requested=false
+   * when reranking is disabled).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RerankingMetadata reranking = 66 [json_name = "reranking"];</code>
+   * @return The reranking.
+   */
+  dev.groundwire.v1.RerankingMetadata getReranking();
+  /**
+   * <pre>
+   * Output only. Reranking stage metadata of this search (requested=false
+   * when reranking is disabled).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RerankingMetadata reranking = 66 [json_name = "reranking"];</code>
+   */
+  dev.groundwire.v1.RerankingMetadataOrBuilder getRerankingOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. Why this search returned nothing (UNSPECIFIED when it
+   * returned results or failed).
+   * </pre>
+   *
+   * <code>.groundwire.v1.NoContextReason no_context_reason = 67 [json_name = "noContextReason"];</code>
+   * @return The enum numeric value on the wire for noContextReason.
+   */
+  int getNoContextReasonValue();
+  /**
+   * <pre>
+   * Output only. Why this search returned nothing (UNSPECIFIED when it
+   * returned results or failed).
+   * </pre>
+   *
+   * <code>.groundwire.v1.NoContextReason no_context_reason = 67 [json_name = "noContextReason"];</code>
+   * @return The noContextReason.
+   */
+  dev.groundwire.v1.NoContextReason getNoContextReason();
+
+  /**
+   * <pre>
+   * Output only. The index version searched.
+   * </pre>
+   *
+   * <code>uint64 index_version = 68 [json_name = "indexVersion"];</code>
+   * @return The indexVersion.
+   */
+  long getIndexVersion();
 }

@@ -34,6 +34,9 @@ private static final long serialVersionUID = 0L;
   private Citation() {
     documentId_ = "";
     chunkId_ = "";
+    title_ = "";
+    section_ = "";
+    snippet_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -54,6 +57,7 @@ private static final long serialVersionUID = 0L;
             dev.groundwire.v1.Citation.class, dev.groundwire.v1.Citation.Builder.class);
   }
 
+  private int bitField0_;
   public static final int SOURCE_NUMBER_FIELD_NUMBER = 1;
   private int sourceNumber_ = 0;
   /**
@@ -163,6 +167,228 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int DISPLAY_NUMBER_FIELD_NUMBER = 160;
+  private int displayNumber_ = 0;
+  /**
+   * <pre>
+   * Output only. The citation's display number: its one-based position in
+   * AgentResult.citations, which are ordered by first appearance in the
+   * answer. The answer text is returned verbatim (it was streamed as the
+   * model wrote it), so its markers keep the evidence numbers: to show
+   * sources numbered in reading order, rewrite each marker [source_number]
+   * in the answer to [display_number] (every client library has a helper).
+   * </pre>
+   *
+   * <code>uint32 display_number = 160 [json_name = "displayNumber"];</code>
+   * @return The displayNumber.
+   */
+  @java.lang.Override
+  public int getDisplayNumber() {
+    return displayNumber_;
+  }
+
+  public static final int TITLE_FIELD_NUMBER = 161;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object title_ = "";
+  /**
+   * <pre>
+   * Output only. The document title (empty when the document has none).
+   * </pre>
+   *
+   * <code>string title = 161 [json_name = "title"];</code>
+   * @return The title.
+   */
+  @java.lang.Override
+  public java.lang.String getTitle() {
+    java.lang.Object ref = title_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      title_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Output only. The document title (empty when the document has none).
+   * </pre>
+   *
+   * <code>string title = 161 [json_name = "title"];</code>
+   * @return The bytes for title.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getTitleBytes() {
+    java.lang.Object ref = title_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      title_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int SECTION_FIELD_NUMBER = 162;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object section_ = "";
+  /**
+   * <pre>
+   * Output only. The section (heading path) of the cited chunk; empty when
+   * the loader found none.
+   * </pre>
+   *
+   * <code>string section = 162 [json_name = "section"];</code>
+   * @return The section.
+   */
+  @java.lang.Override
+  public java.lang.String getSection() {
+    java.lang.Object ref = section_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      section_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Output only. The section (heading path) of the cited chunk; empty when
+   * the loader found none.
+   * </pre>
+   *
+   * <code>string section = 162 [json_name = "section"];</code>
+   * @return The bytes for section.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getSectionBytes() {
+    java.lang.Object ref = section_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      section_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int SPAN_FIELD_NUMBER = 163;
+  private dev.groundwire.v1.CharSpan span_;
+  /**
+   * <pre>
+   * Output only. Character span of the cited chunk in the document.
+   * </pre>
+   *
+   * <code>.groundwire.v1.CharSpan span = 163 [json_name = "span"];</code>
+   * @return Whether the span field is set.
+   */
+  @java.lang.Override
+  public boolean hasSpan() {
+    return ((bitField0_ & 0x00000001) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. Character span of the cited chunk in the document.
+   * </pre>
+   *
+   * <code>.groundwire.v1.CharSpan span = 163 [json_name = "span"];</code>
+   * @return The span.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.CharSpan getSpan() {
+    return span_ == null ? dev.groundwire.v1.CharSpan.getDefaultInstance() : span_;
+  }
+  /**
+   * <pre>
+   * Output only. Character span of the cited chunk in the document.
+   * </pre>
+   *
+   * <code>.groundwire.v1.CharSpan span = 163 [json_name = "span"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.CharSpanOrBuilder getSpanOrBuilder() {
+    return span_ == null ? dev.groundwire.v1.CharSpan.getDefaultInstance() : span_;
+  }
+
+  public static final int SNIPPET_FIELD_NUMBER = 164;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object snippet_ = "";
+  /**
+   * <pre>
+   * Output only. A bounded snippet of the cited chunk text: its beginning
+   * (leading whitespace removed), at most agent_limits.citation_snippet_chars
+   * characters (default 300; Unicode code points), cut at a word boundary
+   * (a single longer word is cut at the bound). Empty when the bound is 0.
+   * </pre>
+   *
+   * <code>string snippet = 164 [json_name = "snippet"];</code>
+   * @return The snippet.
+   */
+  @java.lang.Override
+  public java.lang.String getSnippet() {
+    java.lang.Object ref = snippet_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      snippet_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Output only. A bounded snippet of the cited chunk text: its beginning
+   * (leading whitespace removed), at most agent_limits.citation_snippet_chars
+   * characters (default 300; Unicode code points), cut at a word boundary
+   * (a single longer word is cut at the bound). Empty when the bound is 0.
+   * </pre>
+   *
+   * <code>string snippet = 164 [json_name = "snippet"];</code>
+   * @return The bytes for snippet.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getSnippetBytes() {
+    java.lang.Object ref = snippet_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      snippet_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int SNIPPET_TRUNCATED_FIELD_NUMBER = 165;
+  private boolean snippetTruncated_ = false;
+  /**
+   * <pre>
+   * Output only. Whether snippet is shorter than the cited chunk text.
+   * </pre>
+   *
+   * <code>bool snippet_truncated = 165 [json_name = "snippetTruncated"];</code>
+   * @return The snippetTruncated.
+   */
+  @java.lang.Override
+  public boolean getSnippetTruncated() {
+    return snippetTruncated_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -186,6 +412,24 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(chunkId_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 3, chunkId_);
     }
+    if (displayNumber_ != 0) {
+      output.writeUInt32(160, displayNumber_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(title_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 161, title_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(section_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 162, section_);
+    }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      output.writeMessage(163, getSpan());
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(snippet_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 164, snippet_);
+    }
+    if (snippetTruncated_ != false) {
+      output.writeBool(165, snippetTruncated_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -199,6 +443,27 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(chunkId_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(3, chunkId_);
+    }
+    if (displayNumber_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(160, displayNumber_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(title_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(161, title_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(section_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(162, section_);
+    }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(163, getSpan());
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(snippet_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(164, snippet_);
+    }
+    if (snippetTruncated_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(165, snippetTruncated_);
     }
     return size;
   }
@@ -230,6 +495,21 @@ private static final long serialVersionUID = 0L;
         .equals(other.getDocumentId())) return false;
     if (!getChunkId()
         .equals(other.getChunkId())) return false;
+    if (getDisplayNumber()
+        != other.getDisplayNumber()) return false;
+    if (!getTitle()
+        .equals(other.getTitle())) return false;
+    if (!getSection()
+        .equals(other.getSection())) return false;
+    if (hasSpan() != other.hasSpan()) return false;
+    if (hasSpan()) {
+      if (!getSpan()
+          .equals(other.getSpan())) return false;
+    }
+    if (!getSnippet()
+        .equals(other.getSnippet())) return false;
+    if (getSnippetTruncated()
+        != other.getSnippetTruncated()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -247,6 +527,21 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getDocumentId().hashCode();
     hash = (37 * hash) + CHUNK_ID_FIELD_NUMBER;
     hash = (53 * hash) + getChunkId().hashCode();
+    hash = (37 * hash) + DISPLAY_NUMBER_FIELD_NUMBER;
+    hash = (53 * hash) + getDisplayNumber();
+    hash = (37 * hash) + TITLE_FIELD_NUMBER;
+    hash = (53 * hash) + getTitle().hashCode();
+    hash = (37 * hash) + SECTION_FIELD_NUMBER;
+    hash = (53 * hash) + getSection().hashCode();
+    if (hasSpan()) {
+      hash = (37 * hash) + SPAN_FIELD_NUMBER;
+      hash = (53 * hash) + getSpan().hashCode();
+    }
+    hash = (37 * hash) + SNIPPET_FIELD_NUMBER;
+    hash = (53 * hash) + getSnippet().hashCode();
+    hash = (37 * hash) + SNIPPET_TRUNCATED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getSnippetTruncated());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -370,13 +665,19 @@ private static final long serialVersionUID = 0L;
 
     // Construct using dev.groundwire.v1.Citation.newBuilder()
     private Builder() {
-
+      maybeForceBuilderInitialization();
     }
 
     private Builder(
         com.google.protobuf.GeneratedMessage.BuilderParent parent) {
       super(parent);
-
+      maybeForceBuilderInitialization();
+    }
+    private void maybeForceBuilderInitialization() {
+      if (com.google.protobuf.GeneratedMessage
+              .alwaysUseFieldBuilders) {
+        internalGetSpanFieldBuilder();
+      }
     }
     @java.lang.Override
     public Builder clear() {
@@ -385,6 +686,16 @@ private static final long serialVersionUID = 0L;
       sourceNumber_ = 0;
       documentId_ = "";
       chunkId_ = "";
+      displayNumber_ = 0;
+      title_ = "";
+      section_ = "";
+      span_ = null;
+      if (spanBuilder_ != null) {
+        spanBuilder_.dispose();
+        spanBuilder_ = null;
+      }
+      snippet_ = "";
+      snippetTruncated_ = false;
       return this;
     }
 
@@ -427,6 +738,29 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000004) != 0)) {
         result.chunkId_ = chunkId_;
       }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.displayNumber_ = displayNumber_;
+      }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.title_ = title_;
+      }
+      if (((from_bitField0_ & 0x00000020) != 0)) {
+        result.section_ = section_;
+      }
+      int to_bitField0_ = 0;
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.span_ = spanBuilder_ == null
+            ? span_
+            : spanBuilder_.build();
+        to_bitField0_ |= 0x00000001;
+      }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.snippet_ = snippet_;
+      }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.snippetTruncated_ = snippetTruncated_;
+      }
+      result.bitField0_ |= to_bitField0_;
     }
 
     @java.lang.Override
@@ -453,6 +787,30 @@ private static final long serialVersionUID = 0L;
         chunkId_ = other.chunkId_;
         bitField0_ |= 0x00000004;
         onChanged();
+      }
+      if (other.getDisplayNumber() != 0) {
+        setDisplayNumber(other.getDisplayNumber());
+      }
+      if (!other.getTitle().isEmpty()) {
+        title_ = other.title_;
+        bitField0_ |= 0x00000010;
+        onChanged();
+      }
+      if (!other.getSection().isEmpty()) {
+        section_ = other.section_;
+        bitField0_ |= 0x00000020;
+        onChanged();
+      }
+      if (other.hasSpan()) {
+        mergeSpan(other.getSpan());
+      }
+      if (!other.getSnippet().isEmpty()) {
+        snippet_ = other.snippet_;
+        bitField0_ |= 0x00000080;
+        onChanged();
+      }
+      if (other.getSnippetTruncated() != false) {
+        setSnippetTruncated(other.getSnippetTruncated());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -493,6 +851,38 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000004;
               break;
             } // case 26
+            case 1280: {
+              displayNumber_ = input.readUInt32();
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 1280
+            case 1290: {
+              title_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 1290
+            case 1298: {
+              section_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000020;
+              break;
+            } // case 1298
+            case 1306: {
+              input.readMessage(
+                  internalGetSpanFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 1306
+            case 1314: {
+              snippet_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 1314
+            case 1320: {
+              snippetTruncated_ = input.readBool();
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 1320
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -734,6 +1124,560 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       chunkId_ = value;
       bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+
+    private int displayNumber_ ;
+    /**
+     * <pre>
+     * Output only. The citation's display number: its one-based position in
+     * AgentResult.citations, which are ordered by first appearance in the
+     * answer. The answer text is returned verbatim (it was streamed as the
+     * model wrote it), so its markers keep the evidence numbers: to show
+     * sources numbered in reading order, rewrite each marker [source_number]
+     * in the answer to [display_number] (every client library has a helper).
+     * </pre>
+     *
+     * <code>uint32 display_number = 160 [json_name = "displayNumber"];</code>
+     * @return The displayNumber.
+     */
+    @java.lang.Override
+    public int getDisplayNumber() {
+      return displayNumber_;
+    }
+    /**
+     * <pre>
+     * Output only. The citation's display number: its one-based position in
+     * AgentResult.citations, which are ordered by first appearance in the
+     * answer. The answer text is returned verbatim (it was streamed as the
+     * model wrote it), so its markers keep the evidence numbers: to show
+     * sources numbered in reading order, rewrite each marker [source_number]
+     * in the answer to [display_number] (every client library has a helper).
+     * </pre>
+     *
+     * <code>uint32 display_number = 160 [json_name = "displayNumber"];</code>
+     * @param value The displayNumber to set.
+     * @return This builder for chaining.
+     */
+    public Builder setDisplayNumber(int value) {
+
+      displayNumber_ = value;
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The citation's display number: its one-based position in
+     * AgentResult.citations, which are ordered by first appearance in the
+     * answer. The answer text is returned verbatim (it was streamed as the
+     * model wrote it), so its markers keep the evidence numbers: to show
+     * sources numbered in reading order, rewrite each marker [source_number]
+     * in the answer to [display_number] (every client library has a helper).
+     * </pre>
+     *
+     * <code>uint32 display_number = 160 [json_name = "displayNumber"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearDisplayNumber() {
+      bitField0_ = (bitField0_ & ~0x00000008);
+      displayNumber_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object title_ = "";
+    /**
+     * <pre>
+     * Output only. The document title (empty when the document has none).
+     * </pre>
+     *
+     * <code>string title = 161 [json_name = "title"];</code>
+     * @return The title.
+     */
+    public java.lang.String getTitle() {
+      java.lang.Object ref = title_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        title_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The document title (empty when the document has none).
+     * </pre>
+     *
+     * <code>string title = 161 [json_name = "title"];</code>
+     * @return The bytes for title.
+     */
+    public com.google.protobuf.ByteString
+        getTitleBytes() {
+      java.lang.Object ref = title_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        title_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The document title (empty when the document has none).
+     * </pre>
+     *
+     * <code>string title = 161 [json_name = "title"];</code>
+     * @param value The title to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTitle(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      title_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The document title (empty when the document has none).
+     * </pre>
+     *
+     * <code>string title = 161 [json_name = "title"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTitle() {
+      title_ = getDefaultInstance().getTitle();
+      bitField0_ = (bitField0_ & ~0x00000010);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The document title (empty when the document has none).
+     * </pre>
+     *
+     * <code>string title = 161 [json_name = "title"];</code>
+     * @param value The bytes for title to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTitleBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      title_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object section_ = "";
+    /**
+     * <pre>
+     * Output only. The section (heading path) of the cited chunk; empty when
+     * the loader found none.
+     * </pre>
+     *
+     * <code>string section = 162 [json_name = "section"];</code>
+     * @return The section.
+     */
+    public java.lang.String getSection() {
+      java.lang.Object ref = section_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        section_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The section (heading path) of the cited chunk; empty when
+     * the loader found none.
+     * </pre>
+     *
+     * <code>string section = 162 [json_name = "section"];</code>
+     * @return The bytes for section.
+     */
+    public com.google.protobuf.ByteString
+        getSectionBytes() {
+      java.lang.Object ref = section_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        section_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The section (heading path) of the cited chunk; empty when
+     * the loader found none.
+     * </pre>
+     *
+     * <code>string section = 162 [json_name = "section"];</code>
+     * @param value The section to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSection(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      section_ = value;
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The section (heading path) of the cited chunk; empty when
+     * the loader found none.
+     * </pre>
+     *
+     * <code>string section = 162 [json_name = "section"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSection() {
+      section_ = getDefaultInstance().getSection();
+      bitField0_ = (bitField0_ & ~0x00000020);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The section (heading path) of the cited chunk; empty when
+     * the loader found none.
+     * </pre>
+     *
+     * <code>string section = 162 [json_name = "section"];</code>
+     * @param value The bytes for section to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSectionBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      section_ = value;
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+
+    private dev.groundwire.v1.CharSpan span_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.CharSpan, dev.groundwire.v1.CharSpan.Builder, dev.groundwire.v1.CharSpanOrBuilder> spanBuilder_;
+    /**
+     * <pre>
+     * Output only. Character span of the cited chunk in the document.
+     * </pre>
+     *
+     * <code>.groundwire.v1.CharSpan span = 163 [json_name = "span"];</code>
+     * @return Whether the span field is set.
+     */
+    public boolean hasSpan() {
+      return ((bitField0_ & 0x00000040) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. Character span of the cited chunk in the document.
+     * </pre>
+     *
+     * <code>.groundwire.v1.CharSpan span = 163 [json_name = "span"];</code>
+     * @return The span.
+     */
+    public dev.groundwire.v1.CharSpan getSpan() {
+      if (spanBuilder_ == null) {
+        return span_ == null ? dev.groundwire.v1.CharSpan.getDefaultInstance() : span_;
+      } else {
+        return spanBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Character span of the cited chunk in the document.
+     * </pre>
+     *
+     * <code>.groundwire.v1.CharSpan span = 163 [json_name = "span"];</code>
+     */
+    public Builder setSpan(dev.groundwire.v1.CharSpan value) {
+      if (spanBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        span_ = value;
+      } else {
+        spanBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Character span of the cited chunk in the document.
+     * </pre>
+     *
+     * <code>.groundwire.v1.CharSpan span = 163 [json_name = "span"];</code>
+     */
+    public Builder setSpan(
+        dev.groundwire.v1.CharSpan.Builder builderForValue) {
+      if (spanBuilder_ == null) {
+        span_ = builderForValue.build();
+      } else {
+        spanBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Character span of the cited chunk in the document.
+     * </pre>
+     *
+     * <code>.groundwire.v1.CharSpan span = 163 [json_name = "span"];</code>
+     */
+    public Builder mergeSpan(dev.groundwire.v1.CharSpan value) {
+      if (spanBuilder_ == null) {
+        if (((bitField0_ & 0x00000040) != 0) &&
+          span_ != null &&
+          span_ != dev.groundwire.v1.CharSpan.getDefaultInstance()) {
+          getSpanBuilder().mergeFrom(value);
+        } else {
+          span_ = value;
+        }
+      } else {
+        spanBuilder_.mergeFrom(value);
+      }
+      if (span_ != null) {
+        bitField0_ |= 0x00000040;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Character span of the cited chunk in the document.
+     * </pre>
+     *
+     * <code>.groundwire.v1.CharSpan span = 163 [json_name = "span"];</code>
+     */
+    public Builder clearSpan() {
+      bitField0_ = (bitField0_ & ~0x00000040);
+      span_ = null;
+      if (spanBuilder_ != null) {
+        spanBuilder_.dispose();
+        spanBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Character span of the cited chunk in the document.
+     * </pre>
+     *
+     * <code>.groundwire.v1.CharSpan span = 163 [json_name = "span"];</code>
+     */
+    public dev.groundwire.v1.CharSpan.Builder getSpanBuilder() {
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return internalGetSpanFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. Character span of the cited chunk in the document.
+     * </pre>
+     *
+     * <code>.groundwire.v1.CharSpan span = 163 [json_name = "span"];</code>
+     */
+    public dev.groundwire.v1.CharSpanOrBuilder getSpanOrBuilder() {
+      if (spanBuilder_ != null) {
+        return spanBuilder_.getMessageOrBuilder();
+      } else {
+        return span_ == null ?
+            dev.groundwire.v1.CharSpan.getDefaultInstance() : span_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Character span of the cited chunk in the document.
+     * </pre>
+     *
+     * <code>.groundwire.v1.CharSpan span = 163 [json_name = "span"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.CharSpan, dev.groundwire.v1.CharSpan.Builder, dev.groundwire.v1.CharSpanOrBuilder> 
+        internalGetSpanFieldBuilder() {
+      if (spanBuilder_ == null) {
+        spanBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.CharSpan, dev.groundwire.v1.CharSpan.Builder, dev.groundwire.v1.CharSpanOrBuilder>(
+                getSpan(),
+                getParentForChildren(),
+                isClean());
+        span_ = null;
+      }
+      return spanBuilder_;
+    }
+
+    private java.lang.Object snippet_ = "";
+    /**
+     * <pre>
+     * Output only. A bounded snippet of the cited chunk text: its beginning
+     * (leading whitespace removed), at most agent_limits.citation_snippet_chars
+     * characters (default 300; Unicode code points), cut at a word boundary
+     * (a single longer word is cut at the bound). Empty when the bound is 0.
+     * </pre>
+     *
+     * <code>string snippet = 164 [json_name = "snippet"];</code>
+     * @return The snippet.
+     */
+    public java.lang.String getSnippet() {
+      java.lang.Object ref = snippet_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        snippet_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. A bounded snippet of the cited chunk text: its beginning
+     * (leading whitespace removed), at most agent_limits.citation_snippet_chars
+     * characters (default 300; Unicode code points), cut at a word boundary
+     * (a single longer word is cut at the bound). Empty when the bound is 0.
+     * </pre>
+     *
+     * <code>string snippet = 164 [json_name = "snippet"];</code>
+     * @return The bytes for snippet.
+     */
+    public com.google.protobuf.ByteString
+        getSnippetBytes() {
+      java.lang.Object ref = snippet_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        snippet_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. A bounded snippet of the cited chunk text: its beginning
+     * (leading whitespace removed), at most agent_limits.citation_snippet_chars
+     * characters (default 300; Unicode code points), cut at a word boundary
+     * (a single longer word is cut at the bound). Empty when the bound is 0.
+     * </pre>
+     *
+     * <code>string snippet = 164 [json_name = "snippet"];</code>
+     * @param value The snippet to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSnippet(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      snippet_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. A bounded snippet of the cited chunk text: its beginning
+     * (leading whitespace removed), at most agent_limits.citation_snippet_chars
+     * characters (default 300; Unicode code points), cut at a word boundary
+     * (a single longer word is cut at the bound). Empty when the bound is 0.
+     * </pre>
+     *
+     * <code>string snippet = 164 [json_name = "snippet"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSnippet() {
+      snippet_ = getDefaultInstance().getSnippet();
+      bitField0_ = (bitField0_ & ~0x00000080);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. A bounded snippet of the cited chunk text: its beginning
+     * (leading whitespace removed), at most agent_limits.citation_snippet_chars
+     * characters (default 300; Unicode code points), cut at a word boundary
+     * (a single longer word is cut at the bound). Empty when the bound is 0.
+     * </pre>
+     *
+     * <code>string snippet = 164 [json_name = "snippet"];</code>
+     * @param value The bytes for snippet to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSnippetBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      snippet_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+
+    private boolean snippetTruncated_ ;
+    /**
+     * <pre>
+     * Output only. Whether snippet is shorter than the cited chunk text.
+     * </pre>
+     *
+     * <code>bool snippet_truncated = 165 [json_name = "snippetTruncated"];</code>
+     * @return The snippetTruncated.
+     */
+    @java.lang.Override
+    public boolean getSnippetTruncated() {
+      return snippetTruncated_;
+    }
+    /**
+     * <pre>
+     * Output only. Whether snippet is shorter than the cited chunk text.
+     * </pre>
+     *
+     * <code>bool snippet_truncated = 165 [json_name = "snippetTruncated"];</code>
+     * @param value The snippetTruncated to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSnippetTruncated(boolean value) {
+
+      snippetTruncated_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Whether snippet is shorter than the cited chunk text.
+     * </pre>
+     *
+     * <code>bool snippet_truncated = 165 [json_name = "snippetTruncated"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSnippetTruncated() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      snippetTruncated_ = false;
       onChanged();
       return this;
     }

@@ -59,4 +59,124 @@ public interface CitationOrBuilder extends
    */
   com.google.protobuf.ByteString
       getChunkIdBytes();
+
+  /**
+   * <pre>
+   * Output only. The citation's display number: its one-based position in
+   * AgentResult.citations, which are ordered by first appearance in the
+   * answer. The answer text is returned verbatim (it was streamed as the
+   * model wrote it), so its markers keep the evidence numbers: to show
+   * sources numbered in reading order, rewrite each marker [source_number]
+   * in the answer to [display_number] (every client library has a helper).
+   * </pre>
+   *
+   * <code>uint32 display_number = 160 [json_name = "displayNumber"];</code>
+   * @return The displayNumber.
+   */
+  int getDisplayNumber();
+
+  /**
+   * <pre>
+   * Output only. The document title (empty when the document has none).
+   * </pre>
+   *
+   * <code>string title = 161 [json_name = "title"];</code>
+   * @return The title.
+   */
+  java.lang.String getTitle();
+  /**
+   * <pre>
+   * Output only. The document title (empty when the document has none).
+   * </pre>
+   *
+   * <code>string title = 161 [json_name = "title"];</code>
+   * @return The bytes for title.
+   */
+  com.google.protobuf.ByteString
+      getTitleBytes();
+
+  /**
+   * <pre>
+   * Output only. The section (heading path) of the cited chunk; empty when
+   * the loader found none.
+   * </pre>
+   *
+   * <code>string section = 162 [json_name = "section"];</code>
+   * @return The section.
+   */
+  java.lang.String getSection();
+  /**
+   * <pre>
+   * Output only. The section (heading path) of the cited chunk; empty when
+   * the loader found none.
+   * </pre>
+   *
+   * <code>string section = 162 [json_name = "section"];</code>
+   * @return The bytes for section.
+   */
+  com.google.protobuf.ByteString
+      getSectionBytes();
+
+  /**
+   * <pre>
+   * Output only. Character span of the cited chunk in the document.
+   * </pre>
+   *
+   * <code>.groundwire.v1.CharSpan span = 163 [json_name = "span"];</code>
+   * @return Whether the span field is set.
+   */
+  boolean hasSpan();
+  /**
+   * <pre>
+   * Output only. Character span of the cited chunk in the document.
+   * </pre>
+   *
+   * <code>.groundwire.v1.CharSpan span = 163 [json_name = "span"];</code>
+   * @return The span.
+   */
+  dev.groundwire.v1.CharSpan getSpan();
+  /**
+   * <pre>
+   * Output only. Character span of the cited chunk in the document.
+   * </pre>
+   *
+   * <code>.groundwire.v1.CharSpan span = 163 [json_name = "span"];</code>
+   */
+  dev.groundwire.v1.CharSpanOrBuilder getSpanOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. A bounded snippet of the cited chunk text: its beginning
+   * (leading whitespace removed), at most agent_limits.citation_snippet_chars
+   * characters (default 300; Unicode code points), cut at a word boundary
+   * (a single longer word is cut at the bound). Empty when the bound is 0.
+   * </pre>
+   *
+   * <code>string snippet = 164 [json_name = "snippet"];</code>
+   * @return The snippet.
+   */
+  java.lang.String getSnippet();
+  /**
+   * <pre>
+   * Output only. A bounded snippet of the cited chunk text: its beginning
+   * (leading whitespace removed), at most agent_limits.citation_snippet_chars
+   * characters (default 300; Unicode code points), cut at a word boundary
+   * (a single longer word is cut at the bound). Empty when the bound is 0.
+   * </pre>
+   *
+   * <code>string snippet = 164 [json_name = "snippet"];</code>
+   * @return The bytes for snippet.
+   */
+  com.google.protobuf.ByteString
+      getSnippetBytes();
+
+  /**
+   * <pre>
+   * Output only. Whether snippet is shorter than the cited chunk text.
+   * </pre>
+   *
+   * <code>bool snippet_truncated = 165 [json_name = "snippetTruncated"];</code>
+   * @return The snippetTruncated.
+   */
+  boolean getSnippetTruncated();
 }

@@ -33,7 +33,9 @@ public interface DocumentFailureOrBuilder extends
   /**
    * <pre>
    * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID, and for
+   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+   * CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+   * index rejects over-long chunks instead of truncating them), and for
    * `url` sources URL_REFUSED (the URL policy refused the URL, an address it
    * resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
    * an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
@@ -48,7 +50,9 @@ public interface DocumentFailureOrBuilder extends
   /**
    * <pre>
    * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
-   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID, and for
+   * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
+   * CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
+   * index rejects over-long chunks instead of truncating them), and for
    * `url` sources URL_REFUSED (the URL policy refused the URL, an address it
    * resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
    * an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS

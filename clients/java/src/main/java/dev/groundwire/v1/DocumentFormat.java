@@ -41,7 +41,10 @@ public enum DocumentFormat
   DOCUMENT_FORMAT_MARKDOWN(2),
   /**
    * <pre>
-   * HTML; text is extracted, scripts and styles dropped.
+   * HTML; its main content is extracted (the `main` element, else the one
+   * `article`, else the body), without page chrome (nav, header, footer,
+   * aside, scripts, styles, forms, hidden elements); inline elements stay in
+   * their sentence and `pre` blocks keep their line breaks.
    * </pre>
    *
    * <code>DOCUMENT_FORMAT_HTML = 3;</code>
@@ -85,7 +88,10 @@ public enum DocumentFormat
   public static final int DOCUMENT_FORMAT_MARKDOWN_VALUE = 2;
   /**
    * <pre>
-   * HTML; text is extracted, scripts and styles dropped.
+   * HTML; its main content is extracted (the `main` element, else the one
+   * `article`, else the body), without page chrome (nav, header, footer,
+   * aside, scripts, styles, forms, hidden elements); inline elements stay in
+   * their sentence and `pre` blocks keep their line breaks.
    * </pre>
    *
    * <code>DOCUMENT_FORMAT_HTML = 3;</code>

@@ -254,7 +254,11 @@ public enum ErrorReason
   /**
    * <pre>
    * FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-   * embedding model or chunking policy; pushed documents cannot be mixed in.
+   * embedding configuration (model, dimensions, normalization, query or
+   * document prefix, token window) or chunking policy; pushed documents cannot
+   * be mixed in. Semantic and hybrid retrieval are refused with it too while
+   * queries would be embedded differently from the published version (lexical
+   * retrieval keeps serving).
    * </pre>
    *
    * <code>ERROR_REASON_INDEX_REBUILD_REQUIRED = 104;</code>
@@ -268,6 +272,15 @@ public enum ErrorReason
    * <code>ERROR_REASON_INGESTION_LOCKED = 105;</code>
    */
   ERROR_REASON_INGESTION_LOCKED(105),
+  /**
+   * <pre>
+   * NOT_FOUND: the caller's tenant has no published document with the
+   * requested id in the index (GetDocument).
+   * </pre>
+   *
+   * <code>ERROR_REASON_DOCUMENT_NOT_FOUND = 120;</code>
+   */
+  ERROR_REASON_DOCUMENT_NOT_FOUND(120),
   /**
    * <pre>
    * NOT_FOUND: no agent has the requested id.
@@ -381,7 +394,10 @@ public enum ErrorReason
   ERROR_REASON_UNAUTHENTICATED(212),
   /**
    * <pre>
-   * PERMISSION_DENIED: the API key lacks the permission the method needs.
+   * PERMISSION_DENIED: the API key lacks the permission the method needs;
+   * ErrorInfo metadata "permission" names it (for example "manage": the
+   * "ingest" permission starts, watches and cancels ingestion only of indexes
+   * whose configured tenant is the key's own).
    * </pre>
    *
    * <code>ERROR_REASON_PERMISSION_DENIED = 213;</code>
@@ -591,6 +607,17 @@ public enum ErrorReason
   ERROR_REASON_STORE_ERROR(305),
   /**
    * <pre>
+   * UNAVAILABLE: the request's minimum index version (min_index_version) is not
+   * visible on this server yet (a publish through another replica not seen
+   * yet, or a version that does not exist yet). Carries RetryInfo; metadata
+   * index_version (what is visible) and min_index_version (what was asked).
+   * </pre>
+   *
+   * <code>ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE = 310;</code>
+   */
+  ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE(310),
+  /**
+   * <pre>
    * FAILED_PRECONDITION: a configuration reload found the file invalid (or
    * unreadable); BadRequest field violations name every offending key. Nothing
    * changed.
@@ -618,6 +645,42 @@ public enum ErrorReason
    * <code>ERROR_REASON_RELOAD_UNAVAILABLE = 402;</code>
    */
   ERROR_REASON_RELOAD_UNAVAILABLE(402),
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: the OpenAI-compatible facade (POST /v1/chat/completions)
+   * received a parameter groundwire does not support (n &gt; 1, tools, logprobs,
+   * response_format, ...); the message names the parameter.
+   * </pre>
+   *
+   * <code>ERROR_REASON_UNSUPPORTED_PARAMETER = 410;</code>
+   */
+  ERROR_REASON_UNSUPPORTED_PARAMETER(410),
+  /**
+   * <pre>
+   * INVALID_ARGUMENT (HTTP 415): an HTTP surface received a body whose
+   * Content-Type or Content-Encoding it does not accept.
+   * </pre>
+   *
+   * <code>ERROR_REASON_UNSUPPORTED_MEDIA_TYPE = 411;</code>
+   */
+  ERROR_REASON_UNSUPPORTED_MEDIA_TYPE(411),
+  /**
+   * <pre>
+   * RESOURCE_EXHAUSTED: an HTTP request body is larger than
+   * server.max_message_bytes (the gRPC port's bound too).
+   * </pre>
+   *
+   * <code>ERROR_REASON_MESSAGE_TOO_LARGE = 412;</code>
+   */
+  ERROR_REASON_MESSAGE_TOO_LARGE(412),
+  /**
+   * <pre>
+   * UNIMPLEMENTED (HTTP 404): no RPC (or HTTP route) has that path.
+   * </pre>
+   *
+   * <code>ERROR_REASON_METHOD_NOT_FOUND = 413;</code>
+   */
+  ERROR_REASON_METHOD_NOT_FOUND(413),
   UNRECOGNIZED(-1),
   ;
 
@@ -868,7 +931,11 @@ public enum ErrorReason
   /**
    * <pre>
    * FAILED_PRECONDITION: the index is being (or must be) rebuilt for a new
-   * embedding model or chunking policy; pushed documents cannot be mixed in.
+   * embedding configuration (model, dimensions, normalization, query or
+   * document prefix, token window) or chunking policy; pushed documents cannot
+   * be mixed in. Semantic and hybrid retrieval are refused with it too while
+   * queries would be embedded differently from the published version (lexical
+   * retrieval keeps serving).
    * </pre>
    *
    * <code>ERROR_REASON_INDEX_REBUILD_REQUIRED = 104;</code>
@@ -882,6 +949,15 @@ public enum ErrorReason
    * <code>ERROR_REASON_INGESTION_LOCKED = 105;</code>
    */
   public static final int ERROR_REASON_INGESTION_LOCKED_VALUE = 105;
+  /**
+   * <pre>
+   * NOT_FOUND: the caller's tenant has no published document with the
+   * requested id in the index (GetDocument).
+   * </pre>
+   *
+   * <code>ERROR_REASON_DOCUMENT_NOT_FOUND = 120;</code>
+   */
+  public static final int ERROR_REASON_DOCUMENT_NOT_FOUND_VALUE = 120;
   /**
    * <pre>
    * NOT_FOUND: no agent has the requested id.
@@ -995,7 +1071,10 @@ public enum ErrorReason
   public static final int ERROR_REASON_UNAUTHENTICATED_VALUE = 212;
   /**
    * <pre>
-   * PERMISSION_DENIED: the API key lacks the permission the method needs.
+   * PERMISSION_DENIED: the API key lacks the permission the method needs;
+   * ErrorInfo metadata "permission" names it (for example "manage": the
+   * "ingest" permission starts, watches and cancels ingestion only of indexes
+   * whose configured tenant is the key's own).
    * </pre>
    *
    * <code>ERROR_REASON_PERMISSION_DENIED = 213;</code>
@@ -1205,6 +1284,17 @@ public enum ErrorReason
   public static final int ERROR_REASON_STORE_ERROR_VALUE = 305;
   /**
    * <pre>
+   * UNAVAILABLE: the request's minimum index version (min_index_version) is not
+   * visible on this server yet (a publish through another replica not seen
+   * yet, or a version that does not exist yet). Carries RetryInfo; metadata
+   * index_version (what is visible) and min_index_version (what was asked).
+   * </pre>
+   *
+   * <code>ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE = 310;</code>
+   */
+  public static final int ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE_VALUE = 310;
+  /**
+   * <pre>
    * FAILED_PRECONDITION: a configuration reload found the file invalid (or
    * unreadable); BadRequest field violations name every offending key. Nothing
    * changed.
@@ -1232,6 +1322,42 @@ public enum ErrorReason
    * <code>ERROR_REASON_RELOAD_UNAVAILABLE = 402;</code>
    */
   public static final int ERROR_REASON_RELOAD_UNAVAILABLE_VALUE = 402;
+  /**
+   * <pre>
+   * INVALID_ARGUMENT: the OpenAI-compatible facade (POST /v1/chat/completions)
+   * received a parameter groundwire does not support (n &gt; 1, tools, logprobs,
+   * response_format, ...); the message names the parameter.
+   * </pre>
+   *
+   * <code>ERROR_REASON_UNSUPPORTED_PARAMETER = 410;</code>
+   */
+  public static final int ERROR_REASON_UNSUPPORTED_PARAMETER_VALUE = 410;
+  /**
+   * <pre>
+   * INVALID_ARGUMENT (HTTP 415): an HTTP surface received a body whose
+   * Content-Type or Content-Encoding it does not accept.
+   * </pre>
+   *
+   * <code>ERROR_REASON_UNSUPPORTED_MEDIA_TYPE = 411;</code>
+   */
+  public static final int ERROR_REASON_UNSUPPORTED_MEDIA_TYPE_VALUE = 411;
+  /**
+   * <pre>
+   * RESOURCE_EXHAUSTED: an HTTP request body is larger than
+   * server.max_message_bytes (the gRPC port's bound too).
+   * </pre>
+   *
+   * <code>ERROR_REASON_MESSAGE_TOO_LARGE = 412;</code>
+   */
+  public static final int ERROR_REASON_MESSAGE_TOO_LARGE_VALUE = 412;
+  /**
+   * <pre>
+   * UNIMPLEMENTED (HTTP 404): no RPC (or HTTP route) has that path.
+   * </pre>
+   *
+   * <code>ERROR_REASON_METHOD_NOT_FOUND = 413;</code>
+   */
+  public static final int ERROR_REASON_METHOD_NOT_FOUND_VALUE = 413;
 
 
   public final int getNumber() {
@@ -1288,6 +1414,7 @@ public enum ErrorReason
       case 103: return ERROR_REASON_INVALID_PAGE_TOKEN;
       case 104: return ERROR_REASON_INDEX_REBUILD_REQUIRED;
       case 105: return ERROR_REASON_INGESTION_LOCKED;
+      case 120: return ERROR_REASON_DOCUMENT_NOT_FOUND;
       case 200: return ERROR_REASON_AGENT_NOT_FOUND;
       case 201: return ERROR_REASON_RAG_CONTEXT_BUDGET_EXCEEDED;
       case 202: return ERROR_REASON_INVALID_RAG_POLICY;
@@ -1325,9 +1452,14 @@ public enum ErrorReason
       case 303: return ERROR_REASON_VERSION_NOT_STAGING;
       case 304: return ERROR_REASON_STORE_DATA_REJECTED;
       case 305: return ERROR_REASON_STORE_ERROR;
+      case 310: return ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE;
       case 400: return ERROR_REASON_CONFIG_INVALID;
       case 401: return ERROR_REASON_CONFIG_RESTART_REQUIRED;
       case 402: return ERROR_REASON_RELOAD_UNAVAILABLE;
+      case 410: return ERROR_REASON_UNSUPPORTED_PARAMETER;
+      case 411: return ERROR_REASON_UNSUPPORTED_MEDIA_TYPE;
+      case 412: return ERROR_REASON_MESSAGE_TOO_LARGE;
+      case 413: return ERROR_REASON_METHOD_NOT_FOUND;
       default: return null;
     }
   }

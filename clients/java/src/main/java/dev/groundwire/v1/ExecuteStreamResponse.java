@@ -406,6 +406,56 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int RAG_FIELD_NUMBER = 60;
+  private dev.groundwire.v1.RagExecutionMetadata rag_;
+  /**
+   * <pre>
+   * Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+   * as the execution got (for a blocked rerank, reranking.outcome FAILED and
+   * its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+   * a negative available_tokens). The unary Execute error carries the same
+   * message as a google.rpc.Status detail.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagExecutionMetadata rag = 60 [json_name = "rag"];</code>
+   * @return Whether the rag field is set.
+   */
+  @java.lang.Override
+  public boolean hasRag() {
+    return ((bitField0_ & 0x00000008) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+   * as the execution got (for a blocked rerank, reranking.outcome FAILED and
+   * its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+   * a negative available_tokens). The unary Execute error carries the same
+   * message as a google.rpc.Status detail.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagExecutionMetadata rag = 60 [json_name = "rag"];</code>
+   * @return The rag.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagExecutionMetadata getRag() {
+    return rag_ == null ? dev.groundwire.v1.RagExecutionMetadata.getDefaultInstance() : rag_;
+  }
+  /**
+   * <pre>
+   * Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+   * as the execution got (for a blocked rerank, reranking.outcome FAILED and
+   * its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+   * a negative available_tokens). The unary Execute error carries the same
+   * message as a google.rpc.Status detail.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagExecutionMetadata rag = 60 [json_name = "rag"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RagExecutionMetadataOrBuilder getRagOrBuilder() {
+    return rag_ == null ? dev.groundwire.v1.RagExecutionMetadata.getDefaultInstance() : rag_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -447,6 +497,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(errorMessage_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 9, errorMessage_);
     }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      output.writeMessage(60, getRag());
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -482,6 +535,10 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(errorMessage_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(9, errorMessage_);
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(60, getRag());
     }
     return size;
   }
@@ -533,6 +590,11 @@ private static final long serialVersionUID = 0L;
         .equals(other.getErrorCode())) return false;
     if (!getErrorMessage()
         .equals(other.getErrorMessage())) return false;
+    if (hasRag() != other.hasRag()) return false;
+    if (hasRag()) {
+      if (!getRag()
+          .equals(other.getRag())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -568,6 +630,10 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getErrorCode().hashCode();
     hash = (37 * hash) + ERROR_MESSAGE_FIELD_NUMBER;
     hash = (53 * hash) + getErrorMessage().hashCode();
+    if (hasRag()) {
+      hash = (37 * hash) + RAG_FIELD_NUMBER;
+      hash = (53 * hash) + getRag().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -705,6 +771,7 @@ private static final long serialVersionUID = 0L;
         internalGetRagSearchFieldBuilder();
         internalGetToolCallFieldBuilder();
         internalGetResultFieldBuilder();
+        internalGetRagFieldBuilder();
       }
     }
     @java.lang.Override
@@ -732,6 +799,11 @@ private static final long serialVersionUID = 0L;
       }
       errorCode_ = "";
       errorMessage_ = "";
+      rag_ = null;
+      if (ragBuilder_ != null) {
+        ragBuilder_.dispose();
+        ragBuilder_ = null;
+      }
       return this;
     }
 
@@ -802,6 +874,12 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000100) != 0)) {
         result.errorMessage_ = errorMessage_;
       }
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.rag_ = ragBuilder_ == null
+            ? rag_
+            : ragBuilder_.build();
+        to_bitField0_ |= 0x00000008;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -851,6 +929,9 @@ private static final long serialVersionUID = 0L;
         errorMessage_ = other.errorMessage_;
         bitField0_ |= 0x00000100;
         onChanged();
+      }
+      if (other.hasRag()) {
+        mergeRag(other.getRag());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -927,6 +1008,13 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000100;
               break;
             } // case 74
+            case 482: {
+              input.readMessage(
+                  internalGetRagFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000200;
+              break;
+            } // case 482
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1905,6 +1993,197 @@ private static final long serialVersionUID = 0L;
       bitField0_ |= 0x00000100;
       onChanged();
       return this;
+    }
+
+    private dev.groundwire.v1.RagExecutionMetadata rag_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RagExecutionMetadata, dev.groundwire.v1.RagExecutionMetadata.Builder, dev.groundwire.v1.RagExecutionMetadataOrBuilder> ragBuilder_;
+    /**
+     * <pre>
+     * Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+     * as the execution got (for a blocked rerank, reranking.outcome FAILED and
+     * its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+     * a negative available_tokens). The unary Execute error carries the same
+     * message as a google.rpc.Status detail.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagExecutionMetadata rag = 60 [json_name = "rag"];</code>
+     * @return Whether the rag field is set.
+     */
+    public boolean hasRag() {
+      return ((bitField0_ & 0x00000200) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+     * as the execution got (for a blocked rerank, reranking.outcome FAILED and
+     * its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+     * a negative available_tokens). The unary Execute error carries the same
+     * message as a google.rpc.Status detail.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagExecutionMetadata rag = 60 [json_name = "rag"];</code>
+     * @return The rag.
+     */
+    public dev.groundwire.v1.RagExecutionMetadata getRag() {
+      if (ragBuilder_ == null) {
+        return rag_ == null ? dev.groundwire.v1.RagExecutionMetadata.getDefaultInstance() : rag_;
+      } else {
+        return ragBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+     * as the execution got (for a blocked rerank, reranking.outcome FAILED and
+     * its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+     * a negative available_tokens). The unary Execute error carries the same
+     * message as a google.rpc.Status detail.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagExecutionMetadata rag = 60 [json_name = "rag"];</code>
+     */
+    public Builder setRag(dev.groundwire.v1.RagExecutionMetadata value) {
+      if (ragBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        rag_ = value;
+      } else {
+        ragBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+     * as the execution got (for a blocked rerank, reranking.outcome FAILED and
+     * its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+     * a negative available_tokens). The unary Execute error carries the same
+     * message as a google.rpc.Status detail.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagExecutionMetadata rag = 60 [json_name = "rag"];</code>
+     */
+    public Builder setRag(
+        dev.groundwire.v1.RagExecutionMetadata.Builder builderForValue) {
+      if (ragBuilder_ == null) {
+        rag_ = builderForValue.build();
+      } else {
+        ragBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+     * as the execution got (for a blocked rerank, reranking.outcome FAILED and
+     * its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+     * a negative available_tokens). The unary Execute error carries the same
+     * message as a google.rpc.Status detail.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagExecutionMetadata rag = 60 [json_name = "rag"];</code>
+     */
+    public Builder mergeRag(dev.groundwire.v1.RagExecutionMetadata value) {
+      if (ragBuilder_ == null) {
+        if (((bitField0_ & 0x00000200) != 0) &&
+          rag_ != null &&
+          rag_ != dev.groundwire.v1.RagExecutionMetadata.getDefaultInstance()) {
+          getRagBuilder().mergeFrom(value);
+        } else {
+          rag_ = value;
+        }
+      } else {
+        ragBuilder_.mergeFrom(value);
+      }
+      if (rag_ != null) {
+        bitField0_ |= 0x00000200;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+     * as the execution got (for a blocked rerank, reranking.outcome FAILED and
+     * its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+     * a negative available_tokens). The unary Execute error carries the same
+     * message as a google.rpc.Status detail.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagExecutionMetadata rag = 60 [json_name = "rag"];</code>
+     */
+    public Builder clearRag() {
+      bitField0_ = (bitField0_ & ~0x00000200);
+      rag_ = null;
+      if (ragBuilder_ != null) {
+        ragBuilder_.dispose();
+        ragBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+     * as the execution got (for a blocked rerank, reranking.outcome FAILED and
+     * its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+     * a negative available_tokens). The unary Execute error carries the same
+     * message as a google.rpc.Status detail.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagExecutionMetadata rag = 60 [json_name = "rag"];</code>
+     */
+    public dev.groundwire.v1.RagExecutionMetadata.Builder getRagBuilder() {
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return internalGetRagFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+     * as the execution got (for a blocked rerank, reranking.outcome FAILED and
+     * its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+     * a negative available_tokens). The unary Execute error carries the same
+     * message as a google.rpc.Status detail.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagExecutionMetadata rag = 60 [json_name = "rag"];</code>
+     */
+    public dev.groundwire.v1.RagExecutionMetadataOrBuilder getRagOrBuilder() {
+      if (ragBuilder_ != null) {
+        return ragBuilder_.getMessageOrBuilder();
+      } else {
+        return rag_ == null ?
+            dev.groundwire.v1.RagExecutionMetadata.getDefaultInstance() : rag_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+     * as the execution got (for a blocked rerank, reranking.outcome FAILED and
+     * its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+     * a negative available_tokens). The unary Execute error carries the same
+     * message as a google.rpc.Status detail.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RagExecutionMetadata rag = 60 [json_name = "rag"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RagExecutionMetadata, dev.groundwire.v1.RagExecutionMetadata.Builder, dev.groundwire.v1.RagExecutionMetadataOrBuilder> 
+        internalGetRagFieldBuilder() {
+      if (ragBuilder_ == null) {
+        ragBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.RagExecutionMetadata, dev.groundwire.v1.RagExecutionMetadata.Builder, dev.groundwire.v1.RagExecutionMetadataOrBuilder>(
+                getRag(),
+                getParentForChildren(),
+                isClean());
+        rag_ = null;
+      }
+      return ragBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.ExecuteStreamResponse)

@@ -204,4 +204,43 @@ public interface ExecuteStreamResponseOrBuilder extends
    */
   com.google.protobuf.ByteString
       getErrorMessageBytes();
+
+  /**
+   * <pre>
+   * Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+   * as the execution got (for a blocked rerank, reranking.outcome FAILED and
+   * its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+   * a negative available_tokens). The unary Execute error carries the same
+   * message as a google.rpc.Status detail.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagExecutionMetadata rag = 60 [json_name = "rag"];</code>
+   * @return Whether the rag field is set.
+   */
+  boolean hasRag();
+  /**
+   * <pre>
+   * Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+   * as the execution got (for a blocked rerank, reranking.outcome FAILED and
+   * its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+   * a negative available_tokens). The unary Execute error carries the same
+   * message as a google.rpc.Status detail.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagExecutionMetadata rag = 60 [json_name = "rag"];</code>
+   * @return The rag.
+   */
+  dev.groundwire.v1.RagExecutionMetadata getRag();
+  /**
+   * <pre>
+   * Output only. For EXECUTION_FAILED of a RAG agent: the RAG metadata as far
+   * as the execution got (for a blocked rerank, reranking.outcome FAILED and
+   * its failure code; for RAG_CONTEXT_BUDGET_EXCEEDED, the budget figures with
+   * a negative available_tokens). The unary Execute error carries the same
+   * message as a google.rpc.Status detail.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RagExecutionMetadata rag = 60 [json_name = "rag"];</code>
+   */
+  dev.groundwire.v1.RagExecutionMetadataOrBuilder getRagOrBuilder();
 }

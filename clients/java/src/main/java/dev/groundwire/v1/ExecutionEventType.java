@@ -314,7 +314,7 @@ public enum ExecutionEventType
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.groundwire.v1.AgentProto.getDescriptor().getEnumType(5);
+    return dev.groundwire.v1.AgentProto.getDescriptor().getEnumType(7);
   }
 
   private static final ExecutionEventType[] VALUES = values();

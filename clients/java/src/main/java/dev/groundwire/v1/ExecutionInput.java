@@ -503,6 +503,26 @@ private static final long serialVersionUID = 0L;
     return overrides_ == null ? dev.groundwire.v1.RagOverrides.getDefaultInstance() : overrides_;
   }
 
+  public static final int MIN_INDEX_VERSION_FIELD_NUMBER = 190;
+  private long minIndexVersion_ = 0L;
+  /**
+   * <pre>
+   * Optional. The lowest published index version the execution's retrievals
+   * accept (read-your-writes across replicas, as RagQuery.min_index_version):
+   * send the version a push returned. A server that does not see it yet waits
+   * up to 1 s, then the execution fails with UNAVAILABLE / RAG_RETRIEVAL_FAILED
+   * (metadata cause INDEX_VERSION_NOT_YET_VISIBLE) and RetryInfo. 0 (the
+   * default) accepts any version. rag.index_version reports the version read.
+   * </pre>
+   *
+   * <code>uint64 min_index_version = 190 [json_name = "minIndexVersion"];</code>
+   * @return The minIndexVersion.
+   */
+  @java.lang.Override
+  public long getMinIndexVersion() {
+    return minIndexVersion_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -543,6 +563,9 @@ private static final long serialVersionUID = 0L;
     }
     if (((bitField0_ & 0x00000004) != 0)) {
       output.writeMessage(71, getOverrides());
+    }
+    if (minIndexVersion_ != 0L) {
+      output.writeUInt64(190, minIndexVersion_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -590,6 +613,10 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000004) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(71, getOverrides());
+    }
+    if (minIndexVersion_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt64Size(190, minIndexVersion_);
     }
     return size;
   }
@@ -642,6 +669,8 @@ private static final long serialVersionUID = 0L;
       if (!getOverrides()
           .equals(other.getOverrides())) return false;
     }
+    if (getMinIndexVersion()
+        != other.getMinIndexVersion()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -682,6 +711,9 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + OVERRIDES_FIELD_NUMBER;
       hash = (53 * hash) + getOverrides().hashCode();
     }
+    hash = (37 * hash) + MIN_INDEX_VERSION_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getMinIndexVersion());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -860,6 +892,7 @@ private static final long serialVersionUID = 0L;
         overridesBuilder_.dispose();
         overridesBuilder_ = null;
       }
+      minIndexVersion_ = 0L;
       return this;
     }
 
@@ -945,6 +978,9 @@ private static final long serialVersionUID = 0L;
             ? overrides_
             : overridesBuilder_.build();
         to_bitField0_ |= 0x00000004;
+      }
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.minIndexVersion_ = minIndexVersion_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -1040,6 +1076,9 @@ private static final long serialVersionUID = 0L;
       if (other.hasOverrides()) {
         mergeOverrides(other.getOverrides());
       }
+      if (other.getMinIndexVersion() != 0L) {
+        setMinIndexVersion(other.getMinIndexVersion());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1131,6 +1170,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000100;
               break;
             } // case 570
+            case 1520: {
+              minIndexVersion_ = input.readUInt64();
+              bitField0_ |= 0x00000200;
+              break;
+            } // case 1520
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2705,6 +2749,65 @@ private static final long serialVersionUID = 0L;
         overrides_ = null;
       }
       return overridesBuilder_;
+    }
+
+    private long minIndexVersion_ ;
+    /**
+     * <pre>
+     * Optional. The lowest published index version the execution's retrievals
+     * accept (read-your-writes across replicas, as RagQuery.min_index_version):
+     * send the version a push returned. A server that does not see it yet waits
+     * up to 1 s, then the execution fails with UNAVAILABLE / RAG_RETRIEVAL_FAILED
+     * (metadata cause INDEX_VERSION_NOT_YET_VISIBLE) and RetryInfo. 0 (the
+     * default) accepts any version. rag.index_version reports the version read.
+     * </pre>
+     *
+     * <code>uint64 min_index_version = 190 [json_name = "minIndexVersion"];</code>
+     * @return The minIndexVersion.
+     */
+    @java.lang.Override
+    public long getMinIndexVersion() {
+      return minIndexVersion_;
+    }
+    /**
+     * <pre>
+     * Optional. The lowest published index version the execution's retrievals
+     * accept (read-your-writes across replicas, as RagQuery.min_index_version):
+     * send the version a push returned. A server that does not see it yet waits
+     * up to 1 s, then the execution fails with UNAVAILABLE / RAG_RETRIEVAL_FAILED
+     * (metadata cause INDEX_VERSION_NOT_YET_VISIBLE) and RetryInfo. 0 (the
+     * default) accepts any version. rag.index_version reports the version read.
+     * </pre>
+     *
+     * <code>uint64 min_index_version = 190 [json_name = "minIndexVersion"];</code>
+     * @param value The minIndexVersion to set.
+     * @return This builder for chaining.
+     */
+    public Builder setMinIndexVersion(long value) {
+
+      minIndexVersion_ = value;
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. The lowest published index version the execution's retrievals
+     * accept (read-your-writes across replicas, as RagQuery.min_index_version):
+     * send the version a push returned. A server that does not see it yet waits
+     * up to 1 s, then the execution fails with UNAVAILABLE / RAG_RETRIEVAL_FAILED
+     * (metadata cause INDEX_VERSION_NOT_YET_VISIBLE) and RetryInfo. 0 (the
+     * default) accepts any version. rag.index_version reports the version read.
+     * </pre>
+     *
+     * <code>uint64 min_index_version = 190 [json_name = "minIndexVersion"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearMinIndexVersion() {
+      bitField0_ = (bitField0_ & ~0x00000200);
+      minIndexVersion_ = 0L;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.ExecutionInput)

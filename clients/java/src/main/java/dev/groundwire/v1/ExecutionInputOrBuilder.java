@@ -301,4 +301,19 @@ public interface ExecutionInputOrBuilder extends
    * <code>.groundwire.v1.RagOverrides overrides = 71 [json_name = "overrides"];</code>
    */
   dev.groundwire.v1.RagOverridesOrBuilder getOverridesOrBuilder();
+
+  /**
+   * <pre>
+   * Optional. The lowest published index version the execution's retrievals
+   * accept (read-your-writes across replicas, as RagQuery.min_index_version):
+   * send the version a push returned. A server that does not see it yet waits
+   * up to 1 s, then the execution fails with UNAVAILABLE / RAG_RETRIEVAL_FAILED
+   * (metadata cause INDEX_VERSION_NOT_YET_VISIBLE) and RetryInfo. 0 (the
+   * default) accepts any version. rag.index_version reports the version read.
+   * </pre>
+   *
+   * <code>uint64 min_index_version = 190 [json_name = "minIndexVersion"];</code>
+   * @return The minIndexVersion.
+   */
+  long getMinIndexVersion();
 }

@@ -134,7 +134,7 @@ public enum ExecutionStatus
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.groundwire.v1.AgentProto.getDescriptor().getEnumType(9);
+    return dev.groundwire.v1.AgentProto.getDescriptor().getEnumType(11);
   }
 
   private static final ExecutionStatus[] VALUES = values();

@@ -472,6 +472,50 @@ private static final long serialVersionUID = 0L;
     return sourceKinds_.getByteString(index);
   }
 
+  public static final int ANALYSIS_FIELD_NUMBER = 180;
+  private dev.groundwire.v1.LexicalAnalysis analysis_;
+  /**
+   * <pre>
+   * Output only. How the lexical leg analyzes the index's text and every
+   * lexical query against it. Changing it requires re-ingestion: the next
+   * ingestion run rebuilds the index, like a chunking change.
+   * </pre>
+   *
+   * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
+   * @return Whether the analysis field is set.
+   */
+  @java.lang.Override
+  public boolean hasAnalysis() {
+    return ((bitField0_ & 0x00000004) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. How the lexical leg analyzes the index's text and every
+   * lexical query against it. Changing it requires re-ingestion: the next
+   * ingestion run rebuilds the index, like a chunking change.
+   * </pre>
+   *
+   * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
+   * @return The analysis.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.LexicalAnalysis getAnalysis() {
+    return analysis_ == null ? dev.groundwire.v1.LexicalAnalysis.getDefaultInstance() : analysis_;
+  }
+  /**
+   * <pre>
+   * Output only. How the lexical leg analyzes the index's text and every
+   * lexical query against it. Changing it requires re-ingestion: the next
+   * ingestion run rebuilds the index, like a chunking change.
+   * </pre>
+   *
+   * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.LexicalAnalysisOrBuilder getAnalysisOrBuilder() {
+    return analysis_ == null ? dev.groundwire.v1.LexicalAnalysis.getDefaultInstance() : analysis_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -516,6 +560,9 @@ private static final long serialVersionUID = 0L;
     for (int i = 0; i < sourceKinds_.size(); i++) {
       com.google.protobuf.GeneratedMessage.writeString(output, 10, sourceKinds_.getRaw(i));
     }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      output.writeMessage(180, getAnalysis());
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -558,6 +605,10 @@ private static final long serialVersionUID = 0L;
       }
       size += dataSize;
       size += 1 * getSourceKindsList().size();
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(180, getAnalysis());
     }
     return size;
   }
@@ -608,6 +659,11 @@ private static final long serialVersionUID = 0L;
         != other.getSourceCount()) return false;
     if (!getSourceKindsList()
         .equals(other.getSourceKindsList())) return false;
+    if (hasAnalysis() != other.hasAnalysis()) return false;
+    if (hasAnalysis()) {
+      if (!getAnalysis()
+          .equals(other.getAnalysis())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -644,6 +700,10 @@ private static final long serialVersionUID = 0L;
     if (getSourceKindsCount() > 0) {
       hash = (37 * hash) + SOURCE_KINDS_FIELD_NUMBER;
       hash = (53 * hash) + getSourceKindsList().hashCode();
+    }
+    if (hasAnalysis()) {
+      hash = (37 * hash) + ANALYSIS_FIELD_NUMBER;
+      hash = (53 * hash) + getAnalysis().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -781,6 +841,7 @@ private static final long serialVersionUID = 0L;
               .alwaysUseFieldBuilders) {
         internalGetEmbeddingFieldBuilder();
         internalGetChunkingFieldBuilder();
+        internalGetAnalysisFieldBuilder();
       }
     }
     @java.lang.Override
@@ -806,6 +867,11 @@ private static final long serialVersionUID = 0L;
       sourceCount_ = 0;
       sourceKinds_ =
           com.google.protobuf.LazyStringArrayList.emptyList();
+      analysis_ = null;
+      if (analysisBuilder_ != null) {
+        analysisBuilder_.dispose();
+        analysisBuilder_ = null;
+      }
       return this;
     }
 
@@ -877,6 +943,12 @@ private static final long serialVersionUID = 0L;
         sourceKinds_.makeImmutable();
         result.sourceKinds_ = sourceKinds_;
       }
+      if (((from_bitField0_ & 0x00000400) != 0)) {
+        result.analysis_ = analysisBuilder_ == null
+            ? analysis_
+            : analysisBuilder_.build();
+        to_bitField0_ |= 0x00000004;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -938,6 +1010,9 @@ private static final long serialVersionUID = 0L;
           sourceKinds_.addAll(other.sourceKinds_);
         }
         onChanged();
+      }
+      if (other.hasAnalysis()) {
+        mergeAnalysis(other.getAnalysis());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1017,6 +1092,13 @@ private static final long serialVersionUID = 0L;
               sourceKinds_.add(input.readStringRequireUtf8());
               break;
             } // case 82
+            case 1442: {
+              input.readMessage(
+                  internalGetAnalysisFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000400;
+              break;
+            } // case 1442
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2079,6 +2161,179 @@ private static final long serialVersionUID = 0L;
       bitField0_ |= 0x00000200;
       onChanged();
       return this;
+    }
+
+    private dev.groundwire.v1.LexicalAnalysis analysis_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.LexicalAnalysis, dev.groundwire.v1.LexicalAnalysis.Builder, dev.groundwire.v1.LexicalAnalysisOrBuilder> analysisBuilder_;
+    /**
+     * <pre>
+     * Output only. How the lexical leg analyzes the index's text and every
+     * lexical query against it. Changing it requires re-ingestion: the next
+     * ingestion run rebuilds the index, like a chunking change.
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
+     * @return Whether the analysis field is set.
+     */
+    public boolean hasAnalysis() {
+      return ((bitField0_ & 0x00000400) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. How the lexical leg analyzes the index's text and every
+     * lexical query against it. Changing it requires re-ingestion: the next
+     * ingestion run rebuilds the index, like a chunking change.
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
+     * @return The analysis.
+     */
+    public dev.groundwire.v1.LexicalAnalysis getAnalysis() {
+      if (analysisBuilder_ == null) {
+        return analysis_ == null ? dev.groundwire.v1.LexicalAnalysis.getDefaultInstance() : analysis_;
+      } else {
+        return analysisBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. How the lexical leg analyzes the index's text and every
+     * lexical query against it. Changing it requires re-ingestion: the next
+     * ingestion run rebuilds the index, like a chunking change.
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
+     */
+    public Builder setAnalysis(dev.groundwire.v1.LexicalAnalysis value) {
+      if (analysisBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        analysis_ = value;
+      } else {
+        analysisBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. How the lexical leg analyzes the index's text and every
+     * lexical query against it. Changing it requires re-ingestion: the next
+     * ingestion run rebuilds the index, like a chunking change.
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
+     */
+    public Builder setAnalysis(
+        dev.groundwire.v1.LexicalAnalysis.Builder builderForValue) {
+      if (analysisBuilder_ == null) {
+        analysis_ = builderForValue.build();
+      } else {
+        analysisBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. How the lexical leg analyzes the index's text and every
+     * lexical query against it. Changing it requires re-ingestion: the next
+     * ingestion run rebuilds the index, like a chunking change.
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
+     */
+    public Builder mergeAnalysis(dev.groundwire.v1.LexicalAnalysis value) {
+      if (analysisBuilder_ == null) {
+        if (((bitField0_ & 0x00000400) != 0) &&
+          analysis_ != null &&
+          analysis_ != dev.groundwire.v1.LexicalAnalysis.getDefaultInstance()) {
+          getAnalysisBuilder().mergeFrom(value);
+        } else {
+          analysis_ = value;
+        }
+      } else {
+        analysisBuilder_.mergeFrom(value);
+      }
+      if (analysis_ != null) {
+        bitField0_ |= 0x00000400;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. How the lexical leg analyzes the index's text and every
+     * lexical query against it. Changing it requires re-ingestion: the next
+     * ingestion run rebuilds the index, like a chunking change.
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
+     */
+    public Builder clearAnalysis() {
+      bitField0_ = (bitField0_ & ~0x00000400);
+      analysis_ = null;
+      if (analysisBuilder_ != null) {
+        analysisBuilder_.dispose();
+        analysisBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. How the lexical leg analyzes the index's text and every
+     * lexical query against it. Changing it requires re-ingestion: the next
+     * ingestion run rebuilds the index, like a chunking change.
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
+     */
+    public dev.groundwire.v1.LexicalAnalysis.Builder getAnalysisBuilder() {
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return internalGetAnalysisFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. How the lexical leg analyzes the index's text and every
+     * lexical query against it. Changing it requires re-ingestion: the next
+     * ingestion run rebuilds the index, like a chunking change.
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
+     */
+    public dev.groundwire.v1.LexicalAnalysisOrBuilder getAnalysisOrBuilder() {
+      if (analysisBuilder_ != null) {
+        return analysisBuilder_.getMessageOrBuilder();
+      } else {
+        return analysis_ == null ?
+            dev.groundwire.v1.LexicalAnalysis.getDefaultInstance() : analysis_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. How the lexical leg analyzes the index's text and every
+     * lexical query against it. Changing it requires re-ingestion: the next
+     * ingestion run rebuilds the index, like a chunking change.
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.LexicalAnalysis, dev.groundwire.v1.LexicalAnalysis.Builder, dev.groundwire.v1.LexicalAnalysisOrBuilder> 
+        internalGetAnalysisFieldBuilder() {
+      if (analysisBuilder_ == null) {
+        analysisBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.LexicalAnalysis, dev.groundwire.v1.LexicalAnalysis.Builder, dev.groundwire.v1.LexicalAnalysisOrBuilder>(
+                getAnalysis(),
+                getParentForChildren(),
+                isClean());
+        analysis_ = null;
+      }
+      return analysisBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.IndexDescription)

@@ -239,4 +239,37 @@ public interface IndexDescriptionOrBuilder extends
    */
   com.google.protobuf.ByteString
       getSourceKindsBytes(int index);
+
+  /**
+   * <pre>
+   * Output only. How the lexical leg analyzes the index's text and every
+   * lexical query against it. Changing it requires re-ingestion: the next
+   * ingestion run rebuilds the index, like a chunking change.
+   * </pre>
+   *
+   * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
+   * @return Whether the analysis field is set.
+   */
+  boolean hasAnalysis();
+  /**
+   * <pre>
+   * Output only. How the lexical leg analyzes the index's text and every
+   * lexical query against it. Changing it requires re-ingestion: the next
+   * ingestion run rebuilds the index, like a chunking change.
+   * </pre>
+   *
+   * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
+   * @return The analysis.
+   */
+  dev.groundwire.v1.LexicalAnalysis getAnalysis();
+  /**
+   * <pre>
+   * Output only. How the lexical leg analyzes the index's text and every
+   * lexical query against it. Changing it requires re-ingestion: the next
+   * ingestion run rebuilds the index, like a chunking change.
+   * </pre>
+   *
+   * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
+   */
+  dev.groundwire.v1.LexicalAnalysisOrBuilder getAnalysisOrBuilder();
 }

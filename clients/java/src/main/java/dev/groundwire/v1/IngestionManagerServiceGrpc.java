@@ -294,6 +294,68 @@ public final class IngestionManagerServiceGrpc {
     return getDeleteDocumentsMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<dev.groundwire.v1.ListDocumentsRequest,
+      dev.groundwire.v1.ListDocumentsResponse> getListDocumentsMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "ListDocuments",
+      requestType = dev.groundwire.v1.ListDocumentsRequest.class,
+      responseType = dev.groundwire.v1.ListDocumentsResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.groundwire.v1.ListDocumentsRequest,
+      dev.groundwire.v1.ListDocumentsResponse> getListDocumentsMethod() {
+    io.grpc.MethodDescriptor<dev.groundwire.v1.ListDocumentsRequest, dev.groundwire.v1.ListDocumentsResponse> getListDocumentsMethod;
+    if ((getListDocumentsMethod = IngestionManagerServiceGrpc.getListDocumentsMethod) == null) {
+      synchronized (IngestionManagerServiceGrpc.class) {
+        if ((getListDocumentsMethod = IngestionManagerServiceGrpc.getListDocumentsMethod) == null) {
+          IngestionManagerServiceGrpc.getListDocumentsMethod = getListDocumentsMethod =
+              io.grpc.MethodDescriptor.<dev.groundwire.v1.ListDocumentsRequest, dev.groundwire.v1.ListDocumentsResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "ListDocuments"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.groundwire.v1.ListDocumentsRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.groundwire.v1.ListDocumentsResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new IngestionManagerServiceMethodDescriptorSupplier("ListDocuments"))
+              .build();
+        }
+      }
+    }
+    return getListDocumentsMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.groundwire.v1.GetDocumentRequest,
+      dev.groundwire.v1.GetDocumentResponse> getGetDocumentMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "GetDocument",
+      requestType = dev.groundwire.v1.GetDocumentRequest.class,
+      responseType = dev.groundwire.v1.GetDocumentResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.groundwire.v1.GetDocumentRequest,
+      dev.groundwire.v1.GetDocumentResponse> getGetDocumentMethod() {
+    io.grpc.MethodDescriptor<dev.groundwire.v1.GetDocumentRequest, dev.groundwire.v1.GetDocumentResponse> getGetDocumentMethod;
+    if ((getGetDocumentMethod = IngestionManagerServiceGrpc.getGetDocumentMethod) == null) {
+      synchronized (IngestionManagerServiceGrpc.class) {
+        if ((getGetDocumentMethod = IngestionManagerServiceGrpc.getGetDocumentMethod) == null) {
+          IngestionManagerServiceGrpc.getGetDocumentMethod = getGetDocumentMethod =
+              io.grpc.MethodDescriptor.<dev.groundwire.v1.GetDocumentRequest, dev.groundwire.v1.GetDocumentResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "GetDocument"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.groundwire.v1.GetDocumentRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.groundwire.v1.GetDocumentResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new IngestionManagerServiceMethodDescriptorSupplier("GetDocument"))
+              .build();
+        }
+      }
+    }
+    return getGetDocumentMethod;
+  }
+
   /**
    * Creates a new async stub that supports all call types for the service
    */
@@ -459,6 +521,31 @@ public final class IngestionManagerServiceGrpc {
         io.grpc.stub.StreamObserver<dev.groundwire.v1.DeleteDocumentsResponse> responseObserver) {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getDeleteDocumentsMethod(), responseObserver);
     }
+
+    /**
+     * <pre>
+     * Lists one tenant's published documents of an index, ordered by id
+     * (code point order), without their content. Paginated. Needs the `retrieve`
+     * permission (like GetDocument): the caller's own tenant only. Errors: NOT_FOUND
+     * (INDEX_NOT_FOUND).
+     * </pre>
+     */
+    default void listDocuments(dev.groundwire.v1.ListDocumentsRequest request,
+        io.grpc.stub.StreamObserver<dev.groundwire.v1.ListDocumentsResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getListDocumentsMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Describes one of a tenant's published documents, without its content.
+     * Errors: NOT_FOUND (INDEX_NOT_FOUND; DOCUMENT_NOT_FOUND, also for another
+     * tenant's document with that id).
+     * </pre>
+     */
+    default void getDocument(dev.groundwire.v1.GetDocumentRequest request,
+        io.grpc.stub.StreamObserver<dev.groundwire.v1.GetDocumentResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getGetDocumentMethod(), responseObserver);
+    }
   }
 
   /**
@@ -602,6 +689,33 @@ public final class IngestionManagerServiceGrpc {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getDeleteDocumentsMethod(), getCallOptions()), request, responseObserver);
     }
+
+    /**
+     * <pre>
+     * Lists one tenant's published documents of an index, ordered by id
+     * (code point order), without their content. Paginated. Needs the `retrieve`
+     * permission (like GetDocument): the caller's own tenant only. Errors: NOT_FOUND
+     * (INDEX_NOT_FOUND).
+     * </pre>
+     */
+    public void listDocuments(dev.groundwire.v1.ListDocumentsRequest request,
+        io.grpc.stub.StreamObserver<dev.groundwire.v1.ListDocumentsResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getListDocumentsMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Describes one of a tenant's published documents, without its content.
+     * Errors: NOT_FOUND (INDEX_NOT_FOUND; DOCUMENT_NOT_FOUND, also for another
+     * tenant's document with that id).
+     * </pre>
+     */
+    public void getDocument(dev.groundwire.v1.GetDocumentRequest request,
+        io.grpc.stub.StreamObserver<dev.groundwire.v1.GetDocumentResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getGetDocumentMethod(), getCallOptions()), request, responseObserver);
+    }
   }
 
   /**
@@ -724,6 +838,31 @@ public final class IngestionManagerServiceGrpc {
       return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
           getChannel(), getDeleteDocumentsMethod(), getCallOptions(), request);
     }
+
+    /**
+     * <pre>
+     * Lists one tenant's published documents of an index, ordered by id
+     * (code point order), without their content. Paginated. Needs the `retrieve`
+     * permission (like GetDocument): the caller's own tenant only. Errors: NOT_FOUND
+     * (INDEX_NOT_FOUND).
+     * </pre>
+     */
+    public dev.groundwire.v1.ListDocumentsResponse listDocuments(dev.groundwire.v1.ListDocumentsRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getListDocumentsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Describes one of a tenant's published documents, without its content.
+     * Errors: NOT_FOUND (INDEX_NOT_FOUND; DOCUMENT_NOT_FOUND, also for another
+     * tenant's document with that id).
+     * </pre>
+     */
+    public dev.groundwire.v1.GetDocumentResponse getDocument(dev.groundwire.v1.GetDocumentRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getGetDocumentMethod(), getCallOptions(), request);
+    }
   }
 
   /**
@@ -845,6 +984,31 @@ public final class IngestionManagerServiceGrpc {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getDeleteDocumentsMethod(), getCallOptions(), request);
     }
+
+    /**
+     * <pre>
+     * Lists one tenant's published documents of an index, ordered by id
+     * (code point order), without their content. Paginated. Needs the `retrieve`
+     * permission (like GetDocument): the caller's own tenant only. Errors: NOT_FOUND
+     * (INDEX_NOT_FOUND).
+     * </pre>
+     */
+    public dev.groundwire.v1.ListDocumentsResponse listDocuments(dev.groundwire.v1.ListDocumentsRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getListDocumentsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Describes one of a tenant's published documents, without its content.
+     * Errors: NOT_FOUND (INDEX_NOT_FOUND; DOCUMENT_NOT_FOUND, also for another
+     * tenant's document with that id).
+     * </pre>
+     */
+    public dev.groundwire.v1.GetDocumentResponse getDocument(dev.groundwire.v1.GetDocumentRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getGetDocumentMethod(), getCallOptions(), request);
+    }
   }
 
   /**
@@ -961,6 +1125,33 @@ public final class IngestionManagerServiceGrpc {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getDeleteDocumentsMethod(), getCallOptions()), request);
     }
+
+    /**
+     * <pre>
+     * Lists one tenant's published documents of an index, ordered by id
+     * (code point order), without their content. Paginated. Needs the `retrieve`
+     * permission (like GetDocument): the caller's own tenant only. Errors: NOT_FOUND
+     * (INDEX_NOT_FOUND).
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.groundwire.v1.ListDocumentsResponse> listDocuments(
+        dev.groundwire.v1.ListDocumentsRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getListDocumentsMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Describes one of a tenant's published documents, without its content.
+     * Errors: NOT_FOUND (INDEX_NOT_FOUND; DOCUMENT_NOT_FOUND, also for another
+     * tenant's document with that id).
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.groundwire.v1.GetDocumentResponse> getDocument(
+        dev.groundwire.v1.GetDocumentRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getGetDocumentMethod(), getCallOptions()), request);
+    }
   }
 
   private static final int METHODID_LIST_INDEXES = 0;
@@ -972,6 +1163,8 @@ public final class IngestionManagerServiceGrpc {
   private static final int METHODID_LIST_OPERATIONS = 6;
   private static final int METHODID_UPSERT_DOCUMENTS = 7;
   private static final int METHODID_DELETE_DOCUMENTS = 8;
+  private static final int METHODID_LIST_DOCUMENTS = 9;
+  private static final int METHODID_GET_DOCUMENT = 10;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -1025,6 +1218,14 @@ public final class IngestionManagerServiceGrpc {
         case METHODID_DELETE_DOCUMENTS:
           serviceImpl.deleteDocuments((dev.groundwire.v1.DeleteDocumentsRequest) request,
               (io.grpc.stub.StreamObserver<dev.groundwire.v1.DeleteDocumentsResponse>) responseObserver);
+          break;
+        case METHODID_LIST_DOCUMENTS:
+          serviceImpl.listDocuments((dev.groundwire.v1.ListDocumentsRequest) request,
+              (io.grpc.stub.StreamObserver<dev.groundwire.v1.ListDocumentsResponse>) responseObserver);
+          break;
+        case METHODID_GET_DOCUMENT:
+          serviceImpl.getDocument((dev.groundwire.v1.GetDocumentRequest) request,
+              (io.grpc.stub.StreamObserver<dev.groundwire.v1.GetDocumentResponse>) responseObserver);
           break;
         default:
           throw new AssertionError();
@@ -1107,6 +1308,20 @@ public final class IngestionManagerServiceGrpc {
               dev.groundwire.v1.DeleteDocumentsRequest,
               dev.groundwire.v1.DeleteDocumentsResponse>(
                 service, METHODID_DELETE_DOCUMENTS)))
+        .addMethod(
+          getListDocumentsMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.groundwire.v1.ListDocumentsRequest,
+              dev.groundwire.v1.ListDocumentsResponse>(
+                service, METHODID_LIST_DOCUMENTS)))
+        .addMethod(
+          getGetDocumentMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.groundwire.v1.GetDocumentRequest,
+              dev.groundwire.v1.GetDocumentResponse>(
+                service, METHODID_GET_DOCUMENT)))
         .build();
   }
 
@@ -1164,6 +1379,8 @@ public final class IngestionManagerServiceGrpc {
               .addMethod(getListOperationsMethod())
               .addMethod(getUpsertDocumentsMethod())
               .addMethod(getDeleteDocumentsMethod())
+              .addMethod(getListDocumentsMethod())
+              .addMethod(getGetDocumentMethod())
               .build();
         }
       }

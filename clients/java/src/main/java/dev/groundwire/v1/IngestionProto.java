@@ -47,6 +47,11 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_groundwire_v1_IndexDescription_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_LexicalAnalysis_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_LexicalAnalysis_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_groundwire_v1_DocumentFailure_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -56,6 +61,11 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_groundwire_v1_OperationCounts_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_OperationCounts_NotIngestedByReasonEntry_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_OperationCounts_NotIngestedByReasonEntry_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
     internal_static_groundwire_v1_Operation_descriptor;
   static final 
@@ -166,6 +176,41 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_groundwire_v1_DeleteDocumentsResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_DocumentInfo_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_DocumentInfo_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_DocumentInfo_MetadataEntry_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_DocumentInfo_MetadataEntry_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ListDocumentsRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ListDocumentsRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ListDocumentsResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ListDocumentsResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_GetDocumentRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_GetDocumentRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_DocumentChunk_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_DocumentChunk_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_GetDocumentResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_GetDocumentResponse_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -177,130 +222,181 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
     java.lang.String[] descriptorData = {
       "\n\035groundwire/v1/ingestion.proto\022\rgroundw" +
       "ire.v1\032\036google/protobuf/duration.proto\032\037" +
-      "google/protobuf/timestamp.proto\"\210\001\n\024Embe" +
-      "ddingDescription\022\032\n\010provider\030\001 \001(\tR\010prov" +
-      "ider\022\024\n\005model\030\002 \001(\tR\005model\022\036\n\ndimensions" +
-      "\030\003 \001(\rR\ndimensions\022\036\n\nnormalized\030\004 \001(\010R\n" +
-      "normalized\"\340\001\n\023ChunkingDescription\022\022\n\004si" +
-      "ze\030\001 \001(\rR\004size\022\030\n\007overlap\030\002 \001(\rR\007overlap" +
-      "\022+\n\021markdown_sections\030\003 \001(\010R\020markdownSec" +
-      "tions\022,\n\004unit\030x \001(\0162\030.groundwire.v1.Chun" +
-      "kUnitR\004unit\022@\n\nextensions\030y \003(\0132 .ground" +
-      "wire.v1.ExtensionChunkingR\nextensions\"\272\001" +
-      "\n\021ExtensionChunking\022\034\n\textension\030\001 \001(\tR\t" +
-      "extension\022\022\n\004size\030\002 \001(\rR\004size\022\030\n\007overlap" +
-      "\030\003 \001(\rR\007overlap\022+\n\021markdown_sections\030\004 \001" +
-      "(\010R\020markdownSections\022,\n\004unit\030\005 \001(\0162\030.gro" +
-      "undwire.v1.ChunkUnitR\004unit\"\231\003\n\020IndexDesc" +
-      "ription\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013descripti" +
-      "on\030\002 \001(\tR\013description\022A\n\tembedding\030\003 \001(\013" +
-      "2#.groundwire.v1.EmbeddingDescriptionR\te" +
-      "mbedding\022\026\n\006metric\030\004 \001(\tR\006metric\022>\n\010chun" +
-      "king\030\005 \001(\0132\".groundwire.v1.ChunkingDescr" +
-      "iptionR\010chunking\022\024\n\005store\030\006 \001(\tR\005store\022<" +
-      "\n\010strategy\030\007 \001(\0162 .groundwire.v1.Ingesti" +
-      "onStrategyR\010strategy\022\032\n\010schedule\030\010 \001(\tR\010" +
-      "schedule\022!\n\014source_count\030\t \001(\rR\013sourceCo" +
-      "unt\022!\n\014source_kinds\030\n \003(\tR\013sourceKinds\"J" +
-      "\n\017DocumentFailure\022\037\n\013document_id\030\001 \001(\tR\n" +
-      "documentId\022\026\n\006reason\030\002 \001(\tR\006reason\"\304\001\n\017O" +
-      "perationCounts\022\036\n\ndiscovered\030\001 \001(\rR\ndisc" +
-      "overed\022\032\n\010ingested\030\002 \001(\rR\010ingested\022\034\n\tun" +
-      "changed\030\003 \001(\rR\tunchanged\022\026\n\006failed\030\004 \001(\r" +
-      "R\006failed\022\030\n\007deleted\030\005 \001(\rR\007deleted\022%\n\016ch" +
-      "unks_written\030\006 \001(\rR\rchunksWritten\"\265\005\n\tOp" +
-      "eration\022\016\n\002id\030\001 \001(\tR\002id\022\035\n\nindex_name\030\002 " +
-      "\001(\tR\tindexName\0223\n\005state\030\003 \001(\0162\035.groundwi" +
-      "re.v1.OperationStateR\005state\0229\n\007trigger\030\004" +
-      " \001(\0162\037.groundwire.v1.OperationTriggerR\007t" +
-      "rigger\0223\n\005phase\030\005 \001(\0162\035.groundwire.v1.Op" +
-      "erationPhaseR\005phase\0226\n\006counts\030\006 \001(\0132\036.gr" +
-      "oundwire.v1.OperationCountsR\006counts\022;\n\013c" +
-      "reate_time\030\007 \001(\0132\032.google.protobuf.Times" +
-      "tampR\ncreateTime\0229\n\nstart_time\030\010 \001(\0132\032.g" +
-      "oogle.protobuf.TimestampR\tstartTime\0225\n\010e" +
-      "nd_time\030\t \001(\0132\032.google.protobuf.Timestam" +
-      "pR\007endTime\022\030\n\007version\030\n \001(\004R\007version\022\030\n\007" +
-      "rebuild\030\013 \001(\010R\007rebuild\022\035\n\nerror_code\030\014 \001" +
-      "(\tR\terrorCode\022:\n\010failures\030\r \003(\0132\036.ground" +
-      "wire.v1.DocumentFailureR\010failures\022)\n\020fai" +
-      "lures_omitted\030\016 \001(\rR\017failuresOmitted\0223\n\007" +
-      "elapsed\030\017 \001(\0132\031.google.protobuf.Duration" +
-      "R\007elapsed\"\235\003\n\013IndexStatus\022\022\n\004name\030\001 \001(\tR" +
-      "\004name\022\024\n\005ready\030\002 \001(\010R\005ready\022+\n\021published" +
-      "_version\030\003 \001(\004R\020publishedVersion\022%\n\016docu" +
-      "ment_count\030\004 \001(\004R\rdocumentCount\022\037\n\013chunk" +
-      "_count\030\005 \001(\004R\nchunkCount\022E\n\021running_oper" +
-      "ation\030\006 \001(\0132\030.groundwire.v1.OperationR\020r" +
-      "unningOperation\022?\n\016last_operation\030\007 \001(\0132" +
-      "\030.groundwire.v1.OperationR\rlastOperation" +
-      "\022\'\n\017rebuild_pending\030\010 \001(\010R\016rebuildPendin" +
-      "g\022>\n\rnext_run_time\030\t \001(\0132\032.google.protob" +
-      "uf.TimestampR\013nextRunTime\"P\n\022ListIndexes" +
-      "Request\022\033\n\tpage_size\030\001 \001(\005R\010pageSize\022\035\n\n" +
-      "page_token\030\002 \001(\tR\tpageToken\"x\n\023ListIndex" +
-      "esResponse\0229\n\007indexes\030\001 \003(\0132\037.groundwire" +
-      ".v1.IndexDescriptionR\007indexes\022&\n\017next_pa" +
-      "ge_token\030\002 \001(\tR\rnextPageToken\"0\n\017GetInde" +
-      "xRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexName\"" +
-      "I\n\020GetIndexResponse\0225\n\005index\030\001 \001(\0132\037.gro" +
-      "undwire.v1.IndexDescriptionR\005index\"6\n\025Ge" +
-      "tIndexStatusRequest\022\035\n\nindex_name\030\001 \001(\tR" +
-      "\tindexName\"L\n\026GetIndexStatusResponse\0222\n\006" +
-      "status\030\001 \001(\0132\032.groundwire.v1.IndexStatus" +
-      "R\006status\"6\n\025StartIngestionRequest\022\035\n\nind" +
-      "ex_name\030\001 \001(\tR\tindexName\"P\n\026StartIngesti" +
-      "onResponse\0226\n\toperation\030\001 \001(\0132\030.groundwi" +
-      "re.v1.OperationR\toperation\"7\n\026CancelInge" +
-      "stionRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexN" +
-      "ame\"Q\n\027CancelIngestionResponse\0226\n\toperat" +
-      "ion\030\001 \001(\0132\030.groundwire.v1.OperationR\tope" +
-      "ration\":\n\025WatchIngestionRequest\022!\n\014opera" +
-      "tion_id\030\001 \001(\tR\013operationId\"P\n\026WatchInges" +
+      "google/protobuf/timestamp.proto\032\031groundw" +
+      "ire/v1/usage.proto\"\210\001\n\024EmbeddingDescript" +
+      "ion\022\032\n\010provider\030\001 \001(\tR\010provider\022\024\n\005model" +
+      "\030\002 \001(\tR\005model\022\036\n\ndimensions\030\003 \001(\rR\ndimen" +
+      "sions\022\036\n\nnormalized\030\004 \001(\010R\nnormalized\"\340\001" +
+      "\n\023ChunkingDescription\022\022\n\004size\030\001 \001(\rR\004siz" +
+      "e\022\030\n\007overlap\030\002 \001(\rR\007overlap\022+\n\021markdown_" +
+      "sections\030\003 \001(\010R\020markdownSections\022,\n\004unit" +
+      "\030x \001(\0162\030.groundwire.v1.ChunkUnitR\004unit\022@" +
+      "\n\nextensions\030y \003(\0132 .groundwire.v1.Exten" +
+      "sionChunkingR\nextensions\"\272\001\n\021ExtensionCh" +
+      "unking\022\034\n\textension\030\001 \001(\tR\textension\022\022\n\004" +
+      "size\030\002 \001(\rR\004size\022\030\n\007overlap\030\003 \001(\rR\007overl" +
+      "ap\022+\n\021markdown_sections\030\004 \001(\010R\020markdownS" +
+      "ections\022,\n\004unit\030\005 \001(\0162\030.groundwire.v1.Ch" +
+      "unkUnitR\004unit\"\326\003\n\020IndexDescription\022\022\n\004na" +
+      "me\030\001 \001(\tR\004name\022 \n\013description\030\002 \001(\tR\013des" +
+      "cription\022A\n\tembedding\030\003 \001(\0132#.groundwire" +
+      ".v1.EmbeddingDescriptionR\tembedding\022\026\n\006m" +
+      "etric\030\004 \001(\tR\006metric\022>\n\010chunking\030\005 \001(\0132\"." +
+      "groundwire.v1.ChunkingDescriptionR\010chunk" +
+      "ing\022\024\n\005store\030\006 \001(\tR\005store\022<\n\010strategy\030\007 " +
+      "\001(\0162 .groundwire.v1.IngestionStrategyR\010s" +
+      "trategy\022\032\n\010schedule\030\010 \001(\tR\010schedule\022!\n\014s" +
+      "ource_count\030\t \001(\rR\013sourceCount\022!\n\014source" +
+      "_kinds\030\n \003(\tR\013sourceKinds\022;\n\010analysis\030\264\001" +
+      " \001(\0132\036.groundwire.v1.LexicalAnalysisR\010an" +
+      "alysis\"\260\001\n\017LexicalAnalysis\022\032\n\010language\030\001" +
+      " \001(\tR\010language\022\032\n\010stemming\030\002 \001(\010R\010stemmi" +
+      "ng\022\035\n\nstop_words\030\003 \001(\tR\tstopWords\022&\n\017sto" +
+      "p_word_count\030\004 \001(\rR\rstopWordCount\022\036\n\ndes" +
+      "criptor\030\005 \001(\tR\ndescriptor\"J\n\017DocumentFai" +
+      "lure\022\037\n\013document_id\030\001 \001(\tR\ndocumentId\022\026\n" +
+      "\006reason\030\002 \001(\tR\006reason\"\211\004\n\017OperationCount" +
+      "s\022\036\n\ndiscovered\030\001 \001(\rR\ndiscovered\022\032\n\010ing" +
+      "ested\030\002 \001(\rR\010ingested\022\034\n\tunchanged\030\003 \001(\r" +
+      "R\tunchanged\022\026\n\006failed\030\004 \001(\rR\006failed\022\030\n\007d" +
+      "eleted\030\005 \001(\rR\007deleted\022%\n\016chunks_written\030" +
+      "\006 \001(\rR\rchunksWritten\022F\n\017embedding_usage\030" +
+      "P \001(\0132\035.groundwire.v1.EmbeddingUsageR\016em" +
+      "beddingUsage\022)\n\020truncated_chunks\030Q \001(\rR\017" +
+      "truncatedChunks\022\031\n\007skipped\030\252\001 \001(\rR\007skipp" +
+      "ed\022m\n\026not_ingested_by_reason\030\253\001 \003(\01327.gr" +
+      "oundwire.v1.OperationCounts.NotIngestedB" +
+      "yReasonEntryR\023notIngestedByReason\032F\n\030Not" +
+      "IngestedByReasonEntry\022\020\n\003key\030\001 \001(\tR\003key\022" +
+      "\024\n\005value\030\002 \001(\rR\005value:\0028\001\"\267\006\n\tOperation\022" +
+      "\016\n\002id\030\001 \001(\tR\002id\022\035\n\nindex_name\030\002 \001(\tR\tind" +
+      "exName\0223\n\005state\030\003 \001(\0162\035.groundwire.v1.Op" +
+      "erationStateR\005state\0229\n\007trigger\030\004 \001(\0162\037.g" +
+      "roundwire.v1.OperationTriggerR\007trigger\0223" +
+      "\n\005phase\030\005 \001(\0162\035.groundwire.v1.OperationP" +
+      "haseR\005phase\0226\n\006counts\030\006 \001(\0132\036.groundwire" +
+      ".v1.OperationCountsR\006counts\022;\n\013create_ti" +
+      "me\030\007 \001(\0132\032.google.protobuf.TimestampR\ncr" +
+      "eateTime\0229\n\nstart_time\030\010 \001(\0132\032.google.pr" +
+      "otobuf.TimestampR\tstartTime\0225\n\010end_time\030" +
+      "\t \001(\0132\032.google.protobuf.TimestampR\007endTi" +
+      "me\022\030\n\007version\030\n \001(\004R\007version\022\030\n\007rebuild\030" +
+      "\013 \001(\010R\007rebuild\022\035\n\nerror_code\030\014 \001(\tR\terro" +
+      "rCode\022:\n\010failures\030\r \003(\0132\036.groundwire.v1." +
+      "DocumentFailureR\010failures\022)\n\020failures_om" +
+      "itted\030\016 \001(\rR\017failuresOmitted\0223\n\007elapsed\030" +
+      "\017 \001(\0132\031.google.protobuf.DurationR\007elapse" +
+      "d\0229\n\007skipped\030\252\001 \003(\0132\036.groundwire.v1.Docu" +
+      "mentFailureR\007skipped\022(\n\017skipped_omitted\030" +
+      "\253\001 \001(\rR\016skippedOmitted\022\033\n\010warnings\030\254\001 \003(" +
+      "\tR\010warnings\"\235\003\n\013IndexStatus\022\022\n\004name\030\001 \001(" +
+      "\tR\004name\022\024\n\005ready\030\002 \001(\010R\005ready\022+\n\021publish" +
+      "ed_version\030\003 \001(\004R\020publishedVersion\022%\n\016do" +
+      "cument_count\030\004 \001(\004R\rdocumentCount\022\037\n\013chu" +
+      "nk_count\030\005 \001(\004R\nchunkCount\022E\n\021running_op" +
+      "eration\030\006 \001(\0132\030.groundwire.v1.OperationR" +
+      "\020runningOperation\022?\n\016last_operation\030\007 \001(" +
+      "\0132\030.groundwire.v1.OperationR\rlastOperati" +
+      "on\022\'\n\017rebuild_pending\030\010 \001(\010R\016rebuildPend" +
+      "ing\022>\n\rnext_run_time\030\t \001(\0132\032.google.prot" +
+      "obuf.TimestampR\013nextRunTime\"P\n\022ListIndex" +
+      "esRequest\022\033\n\tpage_size\030\001 \001(\005R\010pageSize\022\035" +
+      "\n\npage_token\030\002 \001(\tR\tpageToken\"x\n\023ListInd" +
+      "exesResponse\0229\n\007indexes\030\001 \003(\0132\037.groundwi" +
+      "re.v1.IndexDescriptionR\007indexes\022&\n\017next_" +
+      "page_token\030\002 \001(\tR\rnextPageToken\"0\n\017GetIn" +
+      "dexRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexNam" +
+      "e\"I\n\020GetIndexResponse\0225\n\005index\030\001 \001(\0132\037.g" +
+      "roundwire.v1.IndexDescriptionR\005index\"6\n\025" +
+      "GetIndexStatusRequest\022\035\n\nindex_name\030\001 \001(" +
+      "\tR\tindexName\"L\n\026GetIndexStatusResponse\0222" +
+      "\n\006status\030\001 \001(\0132\032.groundwire.v1.IndexStat" +
+      "usR\006status\"6\n\025StartIngestionRequest\022\035\n\ni" +
+      "ndex_name\030\001 \001(\tR\tindexName\"P\n\026StartInges" +
       "tionResponse\0226\n\toperation\030\001 \001(\0132\030.ground" +
-      "wire.v1.OperationR\toperation\"r\n\025ListOper" +
-      "ationsRequest\022\035\n\nindex_name\030\001 \001(\tR\tindex" +
-      "Name\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\npag" +
-      "e_token\030\003 \001(\tR\tpageToken\"z\n\026ListOperatio" +
-      "nsResponse\0228\n\noperations\030\001 \003(\0132\030.groundw" +
-      "ire.v1.OperationR\noperations\022&\n\017next_pag" +
-      "e_token\030\002 \001(\tR\rnextPageToken\"\230\002\n\016PushedD" +
-      "ocument\022\037\n\013document_id\030\001 \001(\tR\ndocumentId" +
-      "\022\022\n\004text\030\002 \001(\tR\004text\022\024\n\005title\030\003 \001(\tR\005tit" +
-      "le\0225\n\006format\030\004 \001(\0162\035.groundwire.v1.Docum" +
-      "entFormatR\006format\022G\n\010metadata\030\005 \003(\0132+.gr" +
-      "oundwire.v1.PushedDocument.MetadataEntry" +
-      "R\010metadata\032;\n\rMetadataEntry\022\020\n\003key\030\001 \001(\t" +
-      "R\003key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\214\001\n\026Upse" +
-      "rtDocumentsRequest\022\035\n\nindex_name\030\001 \001(\tR\t" +
-      "indexName\022;\n\tdocuments\030\002 \003(\0132\035.groundwir" +
-      "e.v1.PushedDocumentR\tdocuments\022\026\n\006tenant" +
-      "\030\003 \001(\tR\006tenant\"\343\001\n\027UpsertDocumentsRespon" +
-      "se\022+\n\021published_version\030\001 \001(\004R\020published" +
-      "Version\022\032\n\010upserted\030\002 \001(\rR\010upserted\022\034\n\tu" +
-      "nchanged\030\003 \001(\rR\tunchanged\022%\n\016chunks_writ" +
-      "ten\030\004 \001(\rR\rchunksWritten\022:\n\010failures\030\005 \003" +
-      "(\0132\036.groundwire.v1.DocumentFailureR\010fail" +
-      "ures\"r\n\026DeleteDocumentsRequest\022\035\n\nindex_" +
-      "name\030\001 \001(\tR\tindexName\022!\n\014document_ids\030\002 " +
-      "\003(\tR\013documentIds\022\026\n\006tenant\030\003 \001(\tR\006tenant" +
-      "\"`\n\027DeleteDocumentsResponse\022+\n\021published" +
-      "_version\030\001 \001(\004R\020publishedVersion\022\030\n\007dele" +
-      "ted\030\002 \001(\rR\007deleted*\311\001\n\021IngestionStrategy" +
-      "\022\"\n\036INGESTION_STRATEGY_UNSPECIFIED\020\000\022\035\n\031" +
-      "INGESTION_STRATEGY_MANUAL\020\001\022!\n\035INGESTION" +
-      "_STRATEGY_ON_STARTUP\020\002\022,\n(INGESTION_STRA" +
-      "TEGY_BACKGROUND_ON_STARTUP\020\003\022 \n\034INGESTIO" +
-      "N_STRATEGY_SCHEDULED\020\004*\304\001\n\016OperationStat" +
-      "e\022\037\n\033OPERATION_STATE_UNSPECIFIED\020\000\022\032\n\026OP" +
-      "ERATION_STATE_QUEUED\020\001\022\033\n\027OPERATION_STAT" +
-      "E_RUNNING\020\002\022\035\n\031OPERATION_STATE_SUCCEEDED" +
-      "\020\003\022\032\n\026OPERATION_STATE_FAILED\020\004\022\035\n\031OPERAT" +
-      "ION_STATE_CANCELLED\020\005*\260\001\n\020OperationTrigg" +
-      "er\022!\n\035OPERATION_TRIGGER_UNSPECIFIED\020\000\022\034\n" +
-      "\030OPERATION_TRIGGER_MANUAL\020\001\022\035\n\031OPERATION" +
-      "_TRIGGER_STARTUP\020\002\022\036\n\032OPERATION_TRIGGER_" +
-      "SCHEDULE\020\003\022\034\n\030OPERATION_TRIGGER_RELOAD\020d" +
+      "wire.v1.OperationR\toperation\"7\n\026CancelIn" +
+      "gestionRequest\022\035\n\nindex_name\030\001 \001(\tR\tinde" +
+      "xName\"Q\n\027CancelIngestionResponse\0226\n\toper" +
+      "ation\030\001 \001(\0132\030.groundwire.v1.OperationR\to" +
+      "peration\":\n\025WatchIngestionRequest\022!\n\014ope" +
+      "ration_id\030\001 \001(\tR\013operationId\"P\n\026WatchIng" +
+      "estionResponse\0226\n\toperation\030\001 \001(\0132\030.grou" +
+      "ndwire.v1.OperationR\toperation\"r\n\025ListOp" +
+      "erationsRequest\022\035\n\nindex_name\030\001 \001(\tR\tind" +
+      "exName\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\np" +
+      "age_token\030\003 \001(\tR\tpageToken\"z\n\026ListOperat" +
+      "ionsResponse\0228\n\noperations\030\001 \003(\0132\030.groun" +
+      "dwire.v1.OperationR\noperations\022&\n\017next_p" +
+      "age_token\030\002 \001(\tR\rnextPageToken\"\323\002\n\016Pushe" +
+      "dDocument\022\037\n\013document_id\030\001 \001(\tR\ndocument" +
+      "Id\022\022\n\004text\030\002 \001(\tR\004text\022\024\n\005title\030\003 \001(\tR\005t" +
+      "itle\0225\n\006format\030\004 \001(\0162\035.groundwire.v1.Doc" +
+      "umentFormatR\006format\022G\n\010metadata\030\005 \003(\0132+." +
+      "groundwire.v1.PushedDocument.MetadataEnt" +
+      "ryR\010metadata\022\031\n\007content\030\252\001 \001(\014R\007content\022" +
+      "\036\n\nmedia_type\030\253\001 \001(\tR\tmediaType\032;\n\rMetad" +
+      "ataEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(" +
+      "\tR\005value:\0028\001\"\214\001\n\026UpsertDocumentsRequest\022" +
+      "\035\n\nindex_name\030\001 \001(\tR\tindexName\022;\n\tdocume" +
+      "nts\030\002 \003(\0132\035.groundwire.v1.PushedDocument" +
+      "R\tdocuments\022\026\n\006tenant\030\003 \001(\tR\006tenant\"\343\001\n\027" +
+      "UpsertDocumentsResponse\022+\n\021published_ver" +
+      "sion\030\001 \001(\004R\020publishedVersion\022\032\n\010upserted" +
+      "\030\002 \001(\rR\010upserted\022\034\n\tunchanged\030\003 \001(\rR\tunc" +
+      "hanged\022%\n\016chunks_written\030\004 \001(\rR\rchunksWr" +
+      "itten\022:\n\010failures\030\005 \003(\0132\036.groundwire.v1." +
+      "DocumentFailureR\010failures\"r\n\026DeleteDocum" +
+      "entsRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexNa" +
+      "me\022!\n\014document_ids\030\002 \003(\tR\013documentIds\022\026\n" +
+      "\006tenant\030\003 \001(\tR\006tenant\"`\n\027DeleteDocuments" +
+      "Response\022+\n\021published_version\030\001 \001(\004R\020pub" +
+      "lishedVersion\022\030\n\007deleted\030\002 \001(\rR\007deleted\"" +
+      "\302\003\n\014DocumentInfo\022\037\n\013document_id\030\001 \001(\tR\nd" +
+      "ocumentId\022\024\n\005title\030\002 \001(\tR\005title\022\033\n\tsourc" +
+      "e_id\030\003 \001(\tR\010sourceId\022\'\n\017size_characters\030" +
+      "\004 \001(\004R\016sizeCharacters\022!\n\014content_hash\030\005 " +
+      "\001(\tR\013contentHash\022\037\n\013chunk_count\030\006 \001(\rR\nc" +
+      "hunkCount\022\030\n\007version\030\007 \001(\004R\007version\022;\n\013i" +
+      "ngest_time\030\010 \001(\0132\032.google.protobuf.Times" +
+      "tampR\ningestTime\022E\n\010metadata\030\t \003(\0132).gro" +
+      "undwire.v1.DocumentInfo.MetadataEntryR\010m" +
+      "etadata\022\026\n\006tenant\030\n \001(\tR\006tenant\032;\n\rMetad" +
+      "ataEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(" +
+      "\tR\005value:\0028\001\"\211\001\n\024ListDocumentsRequest\022\035\n" +
+      "\nindex_name\030\001 \001(\tR\tindexName\022\033\n\tpage_siz" +
+      "e\030\002 \001(\005R\010pageSize\022\035\n\npage_token\030\003 \001(\tR\tp" +
+      "ageToken\022\026\n\006tenant\030\004 \001(\tR\006tenant\"z\n\025List" +
+      "DocumentsResponse\0229\n\tdocuments\030\001 \003(\0132\033.g" +
+      "roundwire.v1.DocumentInfoR\tdocuments\022&\n\017" +
+      "next_page_token\030\002 \001(\tR\rnextPageToken\"\223\001\n" +
+      "\022GetDocumentRequest\022\035\n\nindex_name\030\001 \001(\tR" +
+      "\tindexName\022\037\n\013document_id\030\002 \001(\tR\ndocumen" +
+      "tId\022\026\n\006tenant\030\003 \001(\tR\006tenant\022%\n\016include_c" +
+      "hunks\030\004 \001(\010R\rincludeChunks\"\232\001\n\rDocumentC" +
+      "hunk\022\031\n\010chunk_id\030\001 \001(\tR\007chunkId\022\030\n\007ordin" +
+      "al\030\002 \001(\rR\007ordinal\022\024\n\005start\030\003 \001(\rR\005start\022" +
+      "\020\n\003end\030\004 \001(\rR\003end\022\030\n\007section\030\005 \001(\tR\007sect" +
+      "ion\022\022\n\004text\030\006 \001(\tR\004text\"\253\001\n\023GetDocumentR" +
+      "esponse\0227\n\010document\030\001 \001(\0132\033.groundwire.v" +
+      "1.DocumentInfoR\010document\0224\n\006chunks\030\002 \003(\013" +
+      "2\034.groundwire.v1.DocumentChunkR\006chunks\022%" +
+      "\n\016chunks_omitted\030\003 \001(\rR\rchunksOmitted*\350\001" +
+      "\n\021IngestionStrategy\022\"\n\036INGESTION_STRATEG" +
+      "Y_UNSPECIFIED\020\000\022\035\n\031INGESTION_STRATEGY_MA" +
+      "NUAL\020\001\022!\n\035INGESTION_STRATEGY_ON_STARTUP\020" +
+      "\002\022,\n(INGESTION_STRATEGY_BACKGROUND_ON_ST" +
+      "ARTUP\020\003\022 \n\034INGESTION_STRATEGY_SCHEDULED\020" +
+      "\004\022\035\n\030INGESTION_STRATEGY_WATCH\020\252\001*\304\001\n\016Ope" +
+      "rationState\022\037\n\033OPERATION_STATE_UNSPECIFI" +
+      "ED\020\000\022\032\n\026OPERATION_STATE_QUEUED\020\001\022\033\n\027OPER" +
+      "ATION_STATE_RUNNING\020\002\022\035\n\031OPERATION_STATE" +
+      "_SUCCEEDED\020\003\022\032\n\026OPERATION_STATE_FAILED\020\004" +
+      "\022\035\n\031OPERATION_STATE_CANCELLED\020\005*\316\001\n\020Oper" +
+      "ationTrigger\022!\n\035OPERATION_TRIGGER_UNSPEC" +
+      "IFIED\020\000\022\034\n\030OPERATION_TRIGGER_MANUAL\020\001\022\035\n" +
+      "\031OPERATION_TRIGGER_STARTUP\020\002\022\036\n\032OPERATIO" +
+      "N_TRIGGER_SCHEDULE\020\003\022\034\n\030OPERATION_TRIGGE" +
+      "R_RELOAD\020d\022\034\n\027OPERATION_TRIGGER_WATCH\020\252\001" +
       "*\311\001\n\016OperationPhase\022\037\n\033OPERATION_PHASE_U" +
       "NSPECIFIED\020\000\022\037\n\033OPERATION_PHASE_DISCOVER" +
       "ING\020\001\022\035\n\031OPERATION_PHASE_INGESTING\020\002\022\034\n\030" +
@@ -311,7 +407,7 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
       "\020\001\022\034\n\030DOCUMENT_FORMAT_MARKDOWN\020\002\022\030\n\024DOCU" +
       "MENT_FORMAT_HTML\020\003*Y\n\tChunkUnit\022\032\n\026CHUNK" +
       "_UNIT_UNSPECIFIED\020\000\022\031\n\025CHUNK_UNIT_CHARAC" +
-      "TERS\020\001\022\025\n\021CHUNK_UNIT_TOKENS\020\0022\340\006\n\027Ingest" +
+      "TERS\020\001\022\025\n\021CHUNK_UNIT_TOKENS\020\0022\222\010\n\027Ingest" +
       "ionManagerService\022T\n\013ListIndexes\022!.groun" +
       "dwire.v1.ListIndexesRequest\032\".groundwire" +
       ".v1.ListIndexesResponse\022K\n\010GetIndex\022\036.gr" +
@@ -333,18 +429,23 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
       ".groundwire.v1.UpsertDocumentsResponse\022`" +
       "\n\017DeleteDocuments\022%.groundwire.v1.Delete" +
       "DocumentsRequest\032&.groundwire.v1.DeleteD" +
-      "ocumentsResponseB\262\001\n\021dev.groundwire.v1B\016" +
-      "IngestionProtoP\001Z8github.com/groundwire/" +
-      "groundwire/clients/go/groundwirev1\242\002\003GXX" +
-      "\252\002\rGroundwire.V1\312\002\rGroundwire\\V1\342\002\031Groun" +
-      "dwire\\V1\\GPBMetadata\352\002\016Groundwire::V1b\006p" +
-      "roto3"
+      "ocumentsResponse\022Z\n\rListDocuments\022#.grou" +
+      "ndwire.v1.ListDocumentsRequest\032$.groundw" +
+      "ire.v1.ListDocumentsResponse\022T\n\013GetDocum" +
+      "ent\022!.groundwire.v1.GetDocumentRequest\032\"" +
+      ".groundwire.v1.GetDocumentResponseB\262\001\n\021d" +
+      "ev.groundwire.v1B\016IngestionProtoP\001Z8gith" +
+      "ub.com/groundwire/groundwire/clients/go/" +
+      "groundwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGro" +
+      "undwire\\V1\342\002\031Groundwire\\V1\\GPBMetadata\352\002" +
+      "\016Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
           com.google.protobuf.DurationProto.getDescriptor(),
           com.google.protobuf.TimestampProto.getDescriptor(),
+          dev.groundwire.v1.UsageProto.getDescriptor(),
         });
     internal_static_groundwire_v1_EmbeddingDescription_descriptor =
       getDescriptor().getMessageType(0);
@@ -369,121 +470,133 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_IndexDescription_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_IndexDescription_descriptor,
-        new java.lang.String[] { "Name", "Description", "Embedding", "Metric", "Chunking", "Store", "Strategy", "Schedule", "SourceCount", "SourceKinds", });
-    internal_static_groundwire_v1_DocumentFailure_descriptor =
+        new java.lang.String[] { "Name", "Description", "Embedding", "Metric", "Chunking", "Store", "Strategy", "Schedule", "SourceCount", "SourceKinds", "Analysis", });
+    internal_static_groundwire_v1_LexicalAnalysis_descriptor =
       getDescriptor().getMessageType(4);
+    internal_static_groundwire_v1_LexicalAnalysis_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_LexicalAnalysis_descriptor,
+        new java.lang.String[] { "Language", "Stemming", "StopWords", "StopWordCount", "Descriptor", });
+    internal_static_groundwire_v1_DocumentFailure_descriptor =
+      getDescriptor().getMessageType(5);
     internal_static_groundwire_v1_DocumentFailure_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_DocumentFailure_descriptor,
         new java.lang.String[] { "DocumentId", "Reason", });
     internal_static_groundwire_v1_OperationCounts_descriptor =
-      getDescriptor().getMessageType(5);
+      getDescriptor().getMessageType(6);
     internal_static_groundwire_v1_OperationCounts_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_OperationCounts_descriptor,
-        new java.lang.String[] { "Discovered", "Ingested", "Unchanged", "Failed", "Deleted", "ChunksWritten", });
+        new java.lang.String[] { "Discovered", "Ingested", "Unchanged", "Failed", "Deleted", "ChunksWritten", "EmbeddingUsage", "TruncatedChunks", "Skipped", "NotIngestedByReason", });
+    internal_static_groundwire_v1_OperationCounts_NotIngestedByReasonEntry_descriptor =
+      internal_static_groundwire_v1_OperationCounts_descriptor.getNestedType(0);
+    internal_static_groundwire_v1_OperationCounts_NotIngestedByReasonEntry_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_OperationCounts_NotIngestedByReasonEntry_descriptor,
+        new java.lang.String[] { "Key", "Value", });
     internal_static_groundwire_v1_Operation_descriptor =
-      getDescriptor().getMessageType(6);
+      getDescriptor().getMessageType(7);
     internal_static_groundwire_v1_Operation_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_Operation_descriptor,
-        new java.lang.String[] { "Id", "IndexName", "State", "Trigger", "Phase", "Counts", "CreateTime", "StartTime", "EndTime", "Version", "Rebuild", "ErrorCode", "Failures", "FailuresOmitted", "Elapsed", });
+        new java.lang.String[] { "Id", "IndexName", "State", "Trigger", "Phase", "Counts", "CreateTime", "StartTime", "EndTime", "Version", "Rebuild", "ErrorCode", "Failures", "FailuresOmitted", "Elapsed", "Skipped", "SkippedOmitted", "Warnings", });
     internal_static_groundwire_v1_IndexStatus_descriptor =
-      getDescriptor().getMessageType(7);
+      getDescriptor().getMessageType(8);
     internal_static_groundwire_v1_IndexStatus_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_IndexStatus_descriptor,
         new java.lang.String[] { "Name", "Ready", "PublishedVersion", "DocumentCount", "ChunkCount", "RunningOperation", "LastOperation", "RebuildPending", "NextRunTime", });
     internal_static_groundwire_v1_ListIndexesRequest_descriptor =
-      getDescriptor().getMessageType(8);
+      getDescriptor().getMessageType(9);
     internal_static_groundwire_v1_ListIndexesRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ListIndexesRequest_descriptor,
         new java.lang.String[] { "PageSize", "PageToken", });
     internal_static_groundwire_v1_ListIndexesResponse_descriptor =
-      getDescriptor().getMessageType(9);
+      getDescriptor().getMessageType(10);
     internal_static_groundwire_v1_ListIndexesResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ListIndexesResponse_descriptor,
         new java.lang.String[] { "Indexes", "NextPageToken", });
     internal_static_groundwire_v1_GetIndexRequest_descriptor =
-      getDescriptor().getMessageType(10);
+      getDescriptor().getMessageType(11);
     internal_static_groundwire_v1_GetIndexRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_GetIndexRequest_descriptor,
         new java.lang.String[] { "IndexName", });
     internal_static_groundwire_v1_GetIndexResponse_descriptor =
-      getDescriptor().getMessageType(11);
+      getDescriptor().getMessageType(12);
     internal_static_groundwire_v1_GetIndexResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_GetIndexResponse_descriptor,
         new java.lang.String[] { "Index", });
     internal_static_groundwire_v1_GetIndexStatusRequest_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(13);
     internal_static_groundwire_v1_GetIndexStatusRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_GetIndexStatusRequest_descriptor,
         new java.lang.String[] { "IndexName", });
     internal_static_groundwire_v1_GetIndexStatusResponse_descriptor =
-      getDescriptor().getMessageType(13);
+      getDescriptor().getMessageType(14);
     internal_static_groundwire_v1_GetIndexStatusResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_GetIndexStatusResponse_descriptor,
         new java.lang.String[] { "Status", });
     internal_static_groundwire_v1_StartIngestionRequest_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(15);
     internal_static_groundwire_v1_StartIngestionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_StartIngestionRequest_descriptor,
         new java.lang.String[] { "IndexName", });
     internal_static_groundwire_v1_StartIngestionResponse_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(16);
     internal_static_groundwire_v1_StartIngestionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_StartIngestionResponse_descriptor,
         new java.lang.String[] { "Operation", });
     internal_static_groundwire_v1_CancelIngestionRequest_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(17);
     internal_static_groundwire_v1_CancelIngestionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_CancelIngestionRequest_descriptor,
         new java.lang.String[] { "IndexName", });
     internal_static_groundwire_v1_CancelIngestionResponse_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(18);
     internal_static_groundwire_v1_CancelIngestionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_CancelIngestionResponse_descriptor,
         new java.lang.String[] { "Operation", });
     internal_static_groundwire_v1_WatchIngestionRequest_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(19);
     internal_static_groundwire_v1_WatchIngestionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_WatchIngestionRequest_descriptor,
         new java.lang.String[] { "OperationId", });
     internal_static_groundwire_v1_WatchIngestionResponse_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(20);
     internal_static_groundwire_v1_WatchIngestionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_WatchIngestionResponse_descriptor,
         new java.lang.String[] { "Operation", });
     internal_static_groundwire_v1_ListOperationsRequest_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(21);
     internal_static_groundwire_v1_ListOperationsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ListOperationsRequest_descriptor,
         new java.lang.String[] { "IndexName", "PageSize", "PageToken", });
     internal_static_groundwire_v1_ListOperationsResponse_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(22);
     internal_static_groundwire_v1_ListOperationsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ListOperationsResponse_descriptor,
         new java.lang.String[] { "Operations", "NextPageToken", });
     internal_static_groundwire_v1_PushedDocument_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(23);
     internal_static_groundwire_v1_PushedDocument_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_PushedDocument_descriptor,
-        new java.lang.String[] { "DocumentId", "Text", "Title", "Format", "Metadata", });
+        new java.lang.String[] { "DocumentId", "Text", "Title", "Format", "Metadata", "Content", "MediaType", });
     internal_static_groundwire_v1_PushedDocument_MetadataEntry_descriptor =
       internal_static_groundwire_v1_PushedDocument_descriptor.getNestedType(0);
     internal_static_groundwire_v1_PushedDocument_MetadataEntry_fieldAccessorTable = new
@@ -491,32 +604,75 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
         internal_static_groundwire_v1_PushedDocument_MetadataEntry_descriptor,
         new java.lang.String[] { "Key", "Value", });
     internal_static_groundwire_v1_UpsertDocumentsRequest_descriptor =
-      getDescriptor().getMessageType(23);
+      getDescriptor().getMessageType(24);
     internal_static_groundwire_v1_UpsertDocumentsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_UpsertDocumentsRequest_descriptor,
         new java.lang.String[] { "IndexName", "Documents", "Tenant", });
     internal_static_groundwire_v1_UpsertDocumentsResponse_descriptor =
-      getDescriptor().getMessageType(24);
+      getDescriptor().getMessageType(25);
     internal_static_groundwire_v1_UpsertDocumentsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_UpsertDocumentsResponse_descriptor,
         new java.lang.String[] { "PublishedVersion", "Upserted", "Unchanged", "ChunksWritten", "Failures", });
     internal_static_groundwire_v1_DeleteDocumentsRequest_descriptor =
-      getDescriptor().getMessageType(25);
+      getDescriptor().getMessageType(26);
     internal_static_groundwire_v1_DeleteDocumentsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_DeleteDocumentsRequest_descriptor,
         new java.lang.String[] { "IndexName", "DocumentIds", "Tenant", });
     internal_static_groundwire_v1_DeleteDocumentsResponse_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(27);
     internal_static_groundwire_v1_DeleteDocumentsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_DeleteDocumentsResponse_descriptor,
         new java.lang.String[] { "PublishedVersion", "Deleted", });
+    internal_static_groundwire_v1_DocumentInfo_descriptor =
+      getDescriptor().getMessageType(28);
+    internal_static_groundwire_v1_DocumentInfo_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_DocumentInfo_descriptor,
+        new java.lang.String[] { "DocumentId", "Title", "SourceId", "SizeCharacters", "ContentHash", "ChunkCount", "Version", "IngestTime", "Metadata", "Tenant", });
+    internal_static_groundwire_v1_DocumentInfo_MetadataEntry_descriptor =
+      internal_static_groundwire_v1_DocumentInfo_descriptor.getNestedType(0);
+    internal_static_groundwire_v1_DocumentInfo_MetadataEntry_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_DocumentInfo_MetadataEntry_descriptor,
+        new java.lang.String[] { "Key", "Value", });
+    internal_static_groundwire_v1_ListDocumentsRequest_descriptor =
+      getDescriptor().getMessageType(29);
+    internal_static_groundwire_v1_ListDocumentsRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ListDocumentsRequest_descriptor,
+        new java.lang.String[] { "IndexName", "PageSize", "PageToken", "Tenant", });
+    internal_static_groundwire_v1_ListDocumentsResponse_descriptor =
+      getDescriptor().getMessageType(30);
+    internal_static_groundwire_v1_ListDocumentsResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ListDocumentsResponse_descriptor,
+        new java.lang.String[] { "Documents", "NextPageToken", });
+    internal_static_groundwire_v1_GetDocumentRequest_descriptor =
+      getDescriptor().getMessageType(31);
+    internal_static_groundwire_v1_GetDocumentRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_GetDocumentRequest_descriptor,
+        new java.lang.String[] { "IndexName", "DocumentId", "Tenant", "IncludeChunks", });
+    internal_static_groundwire_v1_DocumentChunk_descriptor =
+      getDescriptor().getMessageType(32);
+    internal_static_groundwire_v1_DocumentChunk_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_DocumentChunk_descriptor,
+        new java.lang.String[] { "ChunkId", "Ordinal", "Start", "End", "Section", "Text", });
+    internal_static_groundwire_v1_GetDocumentResponse_descriptor =
+      getDescriptor().getMessageType(33);
+    internal_static_groundwire_v1_GetDocumentResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_GetDocumentResponse_descriptor,
+        new java.lang.String[] { "Document", "Chunks", "ChunksOmitted", });
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.DurationProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();
+    dev.groundwire.v1.UsageProto.getDescriptor();
   }
 
   // @@protoc_insertion_point(outer_class_scope)

@@ -57,6 +57,18 @@ public enum IngestionStrategy
    * <code>INGESTION_STRATEGY_SCHEDULED = 4;</code>
    */
   INGESTION_STRATEGY_SCHEDULED(4),
+  /**
+   * <pre>
+   * At server start in the background (like BACKGROUND_ON_STARTUP), then
+   * whenever files of the index's directory or files sources are created,
+   * changed or deleted, once they have been quiet for the configured
+   * debounce period (`ingestion.watch_debounce_ms`). Each run is incremental:
+   * unchanged documents are skipped by content hash.
+   * </pre>
+   *
+   * <code>INGESTION_STRATEGY_WATCH = 170;</code>
+   */
+  INGESTION_STRATEGY_WATCH(170),
   UNRECOGNIZED(-1),
   ;
 
@@ -111,6 +123,18 @@ public enum IngestionStrategy
    * <code>INGESTION_STRATEGY_SCHEDULED = 4;</code>
    */
   public static final int INGESTION_STRATEGY_SCHEDULED_VALUE = 4;
+  /**
+   * <pre>
+   * At server start in the background (like BACKGROUND_ON_STARTUP), then
+   * whenever files of the index's directory or files sources are created,
+   * changed or deleted, once they have been quiet for the configured
+   * debounce period (`ingestion.watch_debounce_ms`). Each run is incremental:
+   * unchanged documents are skipped by content hash.
+   * </pre>
+   *
+   * <code>INGESTION_STRATEGY_WATCH = 170;</code>
+   */
+  public static final int INGESTION_STRATEGY_WATCH_VALUE = 170;
 
 
   public final int getNumber() {
@@ -142,6 +166,7 @@ public enum IngestionStrategy
       case 2: return INGESTION_STRATEGY_ON_STARTUP;
       case 3: return INGESTION_STRATEGY_BACKGROUND_ON_STARTUP;
       case 4: return INGESTION_STRATEGY_SCHEDULED;
+      case 170: return INGESTION_STRATEGY_WATCH;
       default: return null;
     }
   }

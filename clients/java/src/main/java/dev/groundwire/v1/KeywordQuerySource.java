@@ -153,7 +153,7 @@ public enum KeywordQuerySource
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.groundwire.v1.AgentProto.getDescriptor().getEnumType(8);
+    return dev.groundwire.v1.AgentProto.getDescriptor().getEnumType(10);
   }
 
   private static final KeywordQuerySource[] VALUES = values();

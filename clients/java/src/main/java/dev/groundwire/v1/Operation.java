@@ -39,6 +39,9 @@ private static final long serialVersionUID = 0L;
     phase_ = 0;
     errorCode_ = "";
     failures_ = java.util.Collections.emptyList();
+    skipped_ = java.util.Collections.emptyList();
+    warnings_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -590,6 +593,148 @@ private static final long serialVersionUID = 0L;
     return elapsed_ == null ? com.google.protobuf.Duration.getDefaultInstance() : elapsed_;
   }
 
+  public static final int SKIPPED_FIELD_NUMBER = 170;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.groundwire.v1.DocumentFailure> skipped_;
+  /**
+   * <pre>
+   * Output only. Documents skipped because no enabled loader reads their type
+   * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.groundwire.v1.DocumentFailure> getSkippedList() {
+    return skipped_;
+  }
+  /**
+   * <pre>
+   * Output only. Documents skipped because no enabled loader reads their type
+   * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.groundwire.v1.DocumentFailureOrBuilder> 
+      getSkippedOrBuilderList() {
+    return skipped_;
+  }
+  /**
+   * <pre>
+   * Output only. Documents skipped because no enabled loader reads their type
+   * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+   */
+  @java.lang.Override
+  public int getSkippedCount() {
+    return skipped_.size();
+  }
+  /**
+   * <pre>
+   * Output only. Documents skipped because no enabled loader reads their type
+   * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.DocumentFailure getSkipped(int index) {
+    return skipped_.get(index);
+  }
+  /**
+   * <pre>
+   * Output only. Documents skipped because no enabled loader reads their type
+   * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.DocumentFailureOrBuilder getSkippedOrBuilder(
+      int index) {
+    return skipped_.get(index);
+  }
+
+  public static final int SKIPPED_OMITTED_FIELD_NUMBER = 171;
+  private int skippedOmitted_ = 0;
+  /**
+   * <pre>
+   * Output only. Skipped documents beyond the 100 listed.
+   * </pre>
+   *
+   * <code>uint32 skipped_omitted = 171 [json_name = "skippedOmitted"];</code>
+   * @return The skippedOmitted.
+   */
+  @java.lang.Override
+  public int getSkippedOmitted() {
+    return skippedOmitted_;
+  }
+
+  public static final int WARNINGS_FIELD_NUMBER = 172;
+  @SuppressWarnings("serial")
+  private com.google.protobuf.LazyStringArrayList warnings_ =
+      com.google.protobuf.LazyStringArrayList.emptyList();
+  /**
+   * <pre>
+   * Output only. Stable codes of what a user must know about a run that did
+   * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+   * found or none readable, so the index holds no configured document).
+   * </pre>
+   *
+   * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+   * @return A list containing the warnings.
+   */
+  public com.google.protobuf.ProtocolStringList
+      getWarningsList() {
+    return warnings_;
+  }
+  /**
+   * <pre>
+   * Output only. Stable codes of what a user must know about a run that did
+   * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+   * found or none readable, so the index holds no configured document).
+   * </pre>
+   *
+   * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+   * @return The count of warnings.
+   */
+  public int getWarningsCount() {
+    return warnings_.size();
+  }
+  /**
+   * <pre>
+   * Output only. Stable codes of what a user must know about a run that did
+   * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+   * found or none readable, so the index holds no configured document).
+   * </pre>
+   *
+   * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+   * @param index The index of the element to return.
+   * @return The warnings at the given index.
+   */
+  public java.lang.String getWarnings(int index) {
+    return warnings_.get(index);
+  }
+  /**
+   * <pre>
+   * Output only. Stable codes of what a user must know about a run that did
+   * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+   * found or none readable, so the index holds no configured document).
+   * </pre>
+   *
+   * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the warnings at the given index.
+   */
+  public com.google.protobuf.ByteString
+      getWarningsBytes(int index) {
+    return warnings_.getByteString(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -648,6 +793,15 @@ private static final long serialVersionUID = 0L;
     }
     if (((bitField0_ & 0x00000010) != 0)) {
       output.writeMessage(15, getElapsed());
+    }
+    for (int i = 0; i < skipped_.size(); i++) {
+      output.writeMessage(170, skipped_.get(i));
+    }
+    if (skippedOmitted_ != 0) {
+      output.writeUInt32(171, skippedOmitted_);
+    }
+    for (int i = 0; i < warnings_.size(); i++) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 172, warnings_.getRaw(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -715,6 +869,27 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(15, getElapsed());
     }
+
+        {
+          final int count = skipped_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(skipped_.get(i));
+          }
+          size += 2 * count;
+        }
+    if (skippedOmitted_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(171, skippedOmitted_);
+    }
+    {
+      int dataSize = 0;
+      for (int i = 0; i < warnings_.size(); i++) {
+        dataSize += computeStringSizeNoTag(warnings_.getRaw(i));
+      }
+      size += dataSize;
+      size += 2 * getWarningsList().size();
+    }
     return size;
   }
   @java.lang.Override
@@ -781,6 +956,12 @@ private static final long serialVersionUID = 0L;
       if (!getElapsed()
           .equals(other.getElapsed())) return false;
     }
+    if (!getSkippedList()
+        .equals(other.getSkippedList())) return false;
+    if (getSkippedOmitted()
+        != other.getSkippedOmitted()) return false;
+    if (!getWarningsList()
+        .equals(other.getWarningsList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -835,6 +1016,16 @@ private static final long serialVersionUID = 0L;
     if (hasElapsed()) {
       hash = (37 * hash) + ELAPSED_FIELD_NUMBER;
       hash = (53 * hash) + getElapsed().hashCode();
+    }
+    if (getSkippedCount() > 0) {
+      hash = (37 * hash) + SKIPPED_FIELD_NUMBER;
+      hash = (53 * hash) + getSkippedList().hashCode();
+    }
+    hash = (37 * hash) + SKIPPED_OMITTED_FIELD_NUMBER;
+    hash = (53 * hash) + getSkippedOmitted();
+    if (getWarningsCount() > 0) {
+      hash = (37 * hash) + WARNINGS_FIELD_NUMBER;
+      hash = (53 * hash) + getWarningsList().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -976,6 +1167,7 @@ private static final long serialVersionUID = 0L;
         internalGetEndTimeFieldBuilder();
         internalGetFailuresFieldBuilder();
         internalGetElapsedFieldBuilder();
+        internalGetSkippedFieldBuilder();
       }
     }
     @java.lang.Override
@@ -1023,6 +1215,16 @@ private static final long serialVersionUID = 0L;
         elapsedBuilder_.dispose();
         elapsedBuilder_ = null;
       }
+      if (skippedBuilder_ == null) {
+        skipped_ = java.util.Collections.emptyList();
+      } else {
+        skipped_ = null;
+        skippedBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00008000);
+      skippedOmitted_ = 0;
+      warnings_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
       return this;
     }
 
@@ -1064,6 +1266,15 @@ private static final long serialVersionUID = 0L;
         result.failures_ = failures_;
       } else {
         result.failures_ = failuresBuilder_.build();
+      }
+      if (skippedBuilder_ == null) {
+        if (((bitField0_ & 0x00008000) != 0)) {
+          skipped_ = java.util.Collections.unmodifiableList(skipped_);
+          bitField0_ = (bitField0_ & ~0x00008000);
+        }
+        result.skipped_ = skipped_;
+      } else {
+        result.skipped_ = skippedBuilder_.build();
       }
     }
 
@@ -1126,6 +1337,13 @@ private static final long serialVersionUID = 0L;
             ? elapsed_
             : elapsedBuilder_.build();
         to_bitField0_ |= 0x00000010;
+      }
+      if (((from_bitField0_ & 0x00010000) != 0)) {
+        result.skippedOmitted_ = skippedOmitted_;
+      }
+      if (((from_bitField0_ & 0x00020000) != 0)) {
+        warnings_.makeImmutable();
+        result.warnings_ = warnings_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -1215,6 +1433,45 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasElapsed()) {
         mergeElapsed(other.getElapsed());
+      }
+      if (skippedBuilder_ == null) {
+        if (!other.skipped_.isEmpty()) {
+          if (skipped_.isEmpty()) {
+            skipped_ = other.skipped_;
+            bitField0_ = (bitField0_ & ~0x00008000);
+          } else {
+            ensureSkippedIsMutable();
+            skipped_.addAll(other.skipped_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.skipped_.isEmpty()) {
+          if (skippedBuilder_.isEmpty()) {
+            skippedBuilder_.dispose();
+            skippedBuilder_ = null;
+            skipped_ = other.skipped_;
+            bitField0_ = (bitField0_ & ~0x00008000);
+            skippedBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetSkippedFieldBuilder() : null;
+          } else {
+            skippedBuilder_.addAllMessages(other.skipped_);
+          }
+        }
+      }
+      if (other.getSkippedOmitted() != 0) {
+        setSkippedOmitted(other.getSkippedOmitted());
+      }
+      if (!other.warnings_.isEmpty()) {
+        if (warnings_.isEmpty()) {
+          warnings_ = other.warnings_;
+          bitField0_ |= 0x00020000;
+        } else {
+          ensureWarningsIsMutable();
+          warnings_.addAll(other.warnings_);
+        }
+        onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1333,6 +1590,29 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00004000;
               break;
             } // case 122
+            case 1362: {
+              dev.groundwire.v1.DocumentFailure m =
+                  input.readMessage(
+                      dev.groundwire.v1.DocumentFailure.parser(),
+                      extensionRegistry);
+              if (skippedBuilder_ == null) {
+                ensureSkippedIsMutable();
+                skipped_.add(m);
+              } else {
+                skippedBuilder_.addMessage(m);
+              }
+              break;
+            } // case 1362
+            case 1368: {
+              skippedOmitted_ = input.readUInt32();
+              bitField0_ |= 0x00010000;
+              break;
+            } // case 1368
+            case 1378: {
+              ensureWarningsIsMutable();
+              warnings_.add(input.readStringRequireUtf8());
+              break;
+            } // case 1378
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -3091,6 +3371,539 @@ private static final long serialVersionUID = 0L;
         elapsed_ = null;
       }
       return elapsedBuilder_;
+    }
+
+    private java.util.List<dev.groundwire.v1.DocumentFailure> skipped_ =
+      java.util.Collections.emptyList();
+    private void ensureSkippedIsMutable() {
+      if (!((bitField0_ & 0x00008000) != 0)) {
+        skipped_ = new java.util.ArrayList<dev.groundwire.v1.DocumentFailure>(skipped_);
+        bitField0_ |= 0x00008000;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.DocumentFailure, dev.groundwire.v1.DocumentFailure.Builder, dev.groundwire.v1.DocumentFailureOrBuilder> skippedBuilder_;
+
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.DocumentFailure> getSkippedList() {
+      if (skippedBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(skipped_);
+      } else {
+        return skippedBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public int getSkippedCount() {
+      if (skippedBuilder_ == null) {
+        return skipped_.size();
+      } else {
+        return skippedBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public dev.groundwire.v1.DocumentFailure getSkipped(int index) {
+      if (skippedBuilder_ == null) {
+        return skipped_.get(index);
+      } else {
+        return skippedBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public Builder setSkipped(
+        int index, dev.groundwire.v1.DocumentFailure value) {
+      if (skippedBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureSkippedIsMutable();
+        skipped_.set(index, value);
+        onChanged();
+      } else {
+        skippedBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public Builder setSkipped(
+        int index, dev.groundwire.v1.DocumentFailure.Builder builderForValue) {
+      if (skippedBuilder_ == null) {
+        ensureSkippedIsMutable();
+        skipped_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        skippedBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public Builder addSkipped(dev.groundwire.v1.DocumentFailure value) {
+      if (skippedBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureSkippedIsMutable();
+        skipped_.add(value);
+        onChanged();
+      } else {
+        skippedBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public Builder addSkipped(
+        int index, dev.groundwire.v1.DocumentFailure value) {
+      if (skippedBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureSkippedIsMutable();
+        skipped_.add(index, value);
+        onChanged();
+      } else {
+        skippedBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public Builder addSkipped(
+        dev.groundwire.v1.DocumentFailure.Builder builderForValue) {
+      if (skippedBuilder_ == null) {
+        ensureSkippedIsMutable();
+        skipped_.add(builderForValue.build());
+        onChanged();
+      } else {
+        skippedBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public Builder addSkipped(
+        int index, dev.groundwire.v1.DocumentFailure.Builder builderForValue) {
+      if (skippedBuilder_ == null) {
+        ensureSkippedIsMutable();
+        skipped_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        skippedBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public Builder addAllSkipped(
+        java.lang.Iterable<? extends dev.groundwire.v1.DocumentFailure> values) {
+      if (skippedBuilder_ == null) {
+        ensureSkippedIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, skipped_);
+        onChanged();
+      } else {
+        skippedBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public Builder clearSkipped() {
+      if (skippedBuilder_ == null) {
+        skipped_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00008000);
+        onChanged();
+      } else {
+        skippedBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public Builder removeSkipped(int index) {
+      if (skippedBuilder_ == null) {
+        ensureSkippedIsMutable();
+        skipped_.remove(index);
+        onChanged();
+      } else {
+        skippedBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public dev.groundwire.v1.DocumentFailure.Builder getSkippedBuilder(
+        int index) {
+      return internalGetSkippedFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public dev.groundwire.v1.DocumentFailureOrBuilder getSkippedOrBuilder(
+        int index) {
+      if (skippedBuilder_ == null) {
+        return skipped_.get(index);  } else {
+        return skippedBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public java.util.List<? extends dev.groundwire.v1.DocumentFailureOrBuilder> 
+         getSkippedOrBuilderList() {
+      if (skippedBuilder_ != null) {
+        return skippedBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(skipped_);
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public dev.groundwire.v1.DocumentFailure.Builder addSkippedBuilder() {
+      return internalGetSkippedFieldBuilder().addBuilder(
+          dev.groundwire.v1.DocumentFailure.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public dev.groundwire.v1.DocumentFailure.Builder addSkippedBuilder(
+        int index) {
+      return internalGetSkippedFieldBuilder().addBuilder(
+          index, dev.groundwire.v1.DocumentFailure.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Output only. Documents skipped because no enabled loader reads their type
+     * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+     * </pre>
+     *
+     * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+     */
+    public java.util.List<dev.groundwire.v1.DocumentFailure.Builder> 
+         getSkippedBuilderList() {
+      return internalGetSkippedFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.groundwire.v1.DocumentFailure, dev.groundwire.v1.DocumentFailure.Builder, dev.groundwire.v1.DocumentFailureOrBuilder> 
+        internalGetSkippedFieldBuilder() {
+      if (skippedBuilder_ == null) {
+        skippedBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.groundwire.v1.DocumentFailure, dev.groundwire.v1.DocumentFailure.Builder, dev.groundwire.v1.DocumentFailureOrBuilder>(
+                skipped_,
+                ((bitField0_ & 0x00008000) != 0),
+                getParentForChildren(),
+                isClean());
+        skipped_ = null;
+      }
+      return skippedBuilder_;
+    }
+
+    private int skippedOmitted_ ;
+    /**
+     * <pre>
+     * Output only. Skipped documents beyond the 100 listed.
+     * </pre>
+     *
+     * <code>uint32 skipped_omitted = 171 [json_name = "skippedOmitted"];</code>
+     * @return The skippedOmitted.
+     */
+    @java.lang.Override
+    public int getSkippedOmitted() {
+      return skippedOmitted_;
+    }
+    /**
+     * <pre>
+     * Output only. Skipped documents beyond the 100 listed.
+     * </pre>
+     *
+     * <code>uint32 skipped_omitted = 171 [json_name = "skippedOmitted"];</code>
+     * @param value The skippedOmitted to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSkippedOmitted(int value) {
+
+      skippedOmitted_ = value;
+      bitField0_ |= 0x00010000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Skipped documents beyond the 100 listed.
+     * </pre>
+     *
+     * <code>uint32 skipped_omitted = 171 [json_name = "skippedOmitted"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSkippedOmitted() {
+      bitField0_ = (bitField0_ & ~0x00010000);
+      skippedOmitted_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.LazyStringArrayList warnings_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    private void ensureWarningsIsMutable() {
+      if (!warnings_.isModifiable()) {
+        warnings_ = new com.google.protobuf.LazyStringArrayList(warnings_);
+      }
+      bitField0_ |= 0x00020000;
+    }
+    /**
+     * <pre>
+     * Output only. Stable codes of what a user must know about a run that did
+     * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+     * found or none readable, so the index holds no configured document).
+     * </pre>
+     *
+     * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+     * @return A list containing the warnings.
+     */
+    public com.google.protobuf.ProtocolStringList
+        getWarningsList() {
+      warnings_.makeImmutable();
+      return warnings_;
+    }
+    /**
+     * <pre>
+     * Output only. Stable codes of what a user must know about a run that did
+     * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+     * found or none readable, so the index holds no configured document).
+     * </pre>
+     *
+     * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+     * @return The count of warnings.
+     */
+    public int getWarningsCount() {
+      return warnings_.size();
+    }
+    /**
+     * <pre>
+     * Output only. Stable codes of what a user must know about a run that did
+     * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+     * found or none readable, so the index holds no configured document).
+     * </pre>
+     *
+     * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+     * @param index The index of the element to return.
+     * @return The warnings at the given index.
+     */
+    public java.lang.String getWarnings(int index) {
+      return warnings_.get(index);
+    }
+    /**
+     * <pre>
+     * Output only. Stable codes of what a user must know about a run that did
+     * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+     * found or none readable, so the index holds no configured document).
+     * </pre>
+     *
+     * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the warnings at the given index.
+     */
+    public com.google.protobuf.ByteString
+        getWarningsBytes(int index) {
+      return warnings_.getByteString(index);
+    }
+    /**
+     * <pre>
+     * Output only. Stable codes of what a user must know about a run that did
+     * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+     * found or none readable, so the index holds no configured document).
+     * </pre>
+     *
+     * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+     * @param index The index to set the value at.
+     * @param value The warnings to set.
+     * @return This builder for chaining.
+     */
+    public Builder setWarnings(
+        int index, java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureWarningsIsMutable();
+      warnings_.set(index, value);
+      bitField0_ |= 0x00020000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Stable codes of what a user must know about a run that did
+     * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+     * found or none readable, so the index holds no configured document).
+     * </pre>
+     *
+     * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+     * @param value The warnings to add.
+     * @return This builder for chaining.
+     */
+    public Builder addWarnings(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureWarningsIsMutable();
+      warnings_.add(value);
+      bitField0_ |= 0x00020000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Stable codes of what a user must know about a run that did
+     * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+     * found or none readable, so the index holds no configured document).
+     * </pre>
+     *
+     * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+     * @param values The warnings to add.
+     * @return This builder for chaining.
+     */
+    public Builder addAllWarnings(
+        java.lang.Iterable<java.lang.String> values) {
+      ensureWarningsIsMutable();
+      com.google.protobuf.AbstractMessageLite.Builder.addAll(
+          values, warnings_);
+      bitField0_ |= 0x00020000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Stable codes of what a user must know about a run that did
+     * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+     * found or none readable, so the index holds no configured document).
+     * </pre>
+     *
+     * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearWarnings() {
+      warnings_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+      bitField0_ = (bitField0_ & ~0x00020000);;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Stable codes of what a user must know about a run that did
+     * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+     * found or none readable, so the index holds no configured document).
+     * </pre>
+     *
+     * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+     * @param value The bytes of the warnings to add.
+     * @return This builder for chaining.
+     */
+    public Builder addWarningsBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      ensureWarningsIsMutable();
+      warnings_.add(value);
+      bitField0_ |= 0x00020000;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.Operation)

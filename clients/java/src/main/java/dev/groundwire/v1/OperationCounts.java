@@ -44,6 +44,18 @@ private static final long serialVersionUID = 0L;
     return dev.groundwire.v1.IngestionProto.internal_static_groundwire_v1_OperationCounts_descriptor;
   }
 
+  @SuppressWarnings({"rawtypes"})
+  @java.lang.Override
+  protected com.google.protobuf.MapFieldReflectionAccessor internalGetMapFieldReflection(
+      int number) {
+    switch (number) {
+      case 171:
+        return internalGetNotIngestedByReason();
+      default:
+        throw new RuntimeException(
+            "Invalid map field number: " + number);
+    }
+  }
   @java.lang.Override
   protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internalGetFieldAccessorTable() {
@@ -52,11 +64,14 @@ private static final long serialVersionUID = 0L;
             dev.groundwire.v1.OperationCounts.class, dev.groundwire.v1.OperationCounts.Builder.class);
   }
 
+  private int bitField0_;
   public static final int DISCOVERED_FIELD_NUMBER = 1;
   private int discovered_ = 0;
   /**
    * <pre>
-   * Output only. Documents found in the sources.
+   * Output only. Documents found in the sources: every file a directory
+   * source's glob matches (hidden files and directories excepted), whatever
+   * its type, so discovered = ingested + unchanged + failed + skipped.
    * </pre>
    *
    * <code>uint32 discovered = 1 [json_name = "discovered"];</code>
@@ -142,6 +157,180 @@ private static final long serialVersionUID = 0L;
     return chunksWritten_;
   }
 
+  public static final int EMBEDDING_USAGE_FIELD_NUMBER = 80;
+  private dev.groundwire.v1.EmbeddingUsage embeddingUsage_;
+  /**
+   * <pre>
+   * Output only. Embedding usage of the operation's document embeddings.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return Whether the embeddingUsage field is set.
+   */
+  @java.lang.Override
+  public boolean hasEmbeddingUsage() {
+    return ((bitField0_ & 0x00000001) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. Embedding usage of the operation's document embeddings.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return The embeddingUsage.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage() {
+    return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+  }
+  /**
+   * <pre>
+   * Output only. Embedding usage of the operation's document embeddings.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder() {
+    return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+  }
+
+  public static final int TRUNCATED_CHUNKS_FIELD_NUMBER = 81;
+  private int truncatedChunks_ = 0;
+  /**
+   * <pre>
+   * Output only. Chunks embedded although the model saw them only in part
+   * (longer than its token window; 0 when the index rejects such chunks,
+   * which then fail their document with CHUNK_TOO_LONG).
+   * </pre>
+   *
+   * <code>uint32 truncated_chunks = 81 [json_name = "truncatedChunks"];</code>
+   * @return The truncatedChunks.
+   */
+  @java.lang.Override
+  public int getTruncatedChunks() {
+    return truncatedChunks_;
+  }
+
+  public static final int SKIPPED_FIELD_NUMBER = 170;
+  private int skipped_ = 0;
+  /**
+   * <pre>
+   * Output only. Documents found whose type no enabled loader reads (an
+   * extension the source does not list, an extensionless file that is not
+   * UTF-8 text, a URL's unsupported media type); listed in Operation.skipped,
+   * not counted in `failed`.
+   * </pre>
+   *
+   * <code>uint32 skipped = 170 [json_name = "skipped"];</code>
+   * @return The skipped.
+   */
+  @java.lang.Override
+  public int getSkipped() {
+    return skipped_;
+  }
+
+  public static final int NOT_INGESTED_BY_REASON_FIELD_NUMBER = 171;
+  private static final class NotIngestedByReasonDefaultEntryHolder {
+    static final com.google.protobuf.MapEntry<
+        java.lang.String, java.lang.Integer> defaultEntry =
+            com.google.protobuf.MapEntry
+            .<java.lang.String, java.lang.Integer>newDefaultInstance(
+                dev.groundwire.v1.IngestionProto.internal_static_groundwire_v1_OperationCounts_NotIngestedByReasonEntry_descriptor, 
+                com.google.protobuf.WireFormat.FieldType.STRING,
+                "",
+                com.google.protobuf.WireFormat.FieldType.UINT32,
+                0);
+  }
+  @SuppressWarnings("serial")
+  private com.google.protobuf.MapField<
+      java.lang.String, java.lang.Integer> notIngestedByReason_;
+  private com.google.protobuf.MapField<java.lang.String, java.lang.Integer>
+  internalGetNotIngestedByReason() {
+    if (notIngestedByReason_ == null) {
+      return com.google.protobuf.MapField.emptyMapField(
+          NotIngestedByReasonDefaultEntryHolder.defaultEntry);
+    }
+    return notIngestedByReason_;
+  }
+  public int getNotIngestedByReasonCount() {
+    return internalGetNotIngestedByReason().getMap().size();
+  }
+  /**
+   * <pre>
+   * Output only. Documents not ingested (failed or skipped), per reason (the
+   * DocumentFailure.reason codes), every one counted, also those beyond the
+   * listed 100.
+   * </pre>
+   *
+   * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+   */
+  @java.lang.Override
+  public boolean containsNotIngestedByReason(
+      java.lang.String key) {
+    java.util.Objects.requireNonNull(key, "map key");
+    return internalGetNotIngestedByReason().getMap().containsKey(key);
+  }
+  /**
+   * Use {@link #getNotIngestedByReasonMap()} instead.
+   */
+  @java.lang.Override
+  @java.lang.Deprecated
+  public java.util.Map<java.lang.String, java.lang.Integer> getNotIngestedByReason() {
+    return getNotIngestedByReasonMap();
+  }
+  /**
+   * <pre>
+   * Output only. Documents not ingested (failed or skipped), per reason (the
+   * DocumentFailure.reason codes), every one counted, also those beyond the
+   * listed 100.
+   * </pre>
+   *
+   * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+   */
+  @java.lang.Override
+  public java.util.Map<java.lang.String, java.lang.Integer> getNotIngestedByReasonMap() {
+    return internalGetNotIngestedByReason().getMap();
+  }
+  /**
+   * <pre>
+   * Output only. Documents not ingested (failed or skipped), per reason (the
+   * DocumentFailure.reason codes), every one counted, also those beyond the
+   * listed 100.
+   * </pre>
+   *
+   * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+   */
+  @java.lang.Override
+  public int getNotIngestedByReasonOrDefault(
+      java.lang.String key,
+      int defaultValue) {
+    java.util.Objects.requireNonNull(key, "map key");
+    java.util.Map<java.lang.String, java.lang.Integer> map =
+        internalGetNotIngestedByReason().getMap();
+    return map.containsKey(key) ? map.get(key) : defaultValue;
+  }
+  /**
+   * <pre>
+   * Output only. Documents not ingested (failed or skipped), per reason (the
+   * DocumentFailure.reason codes), every one counted, also those beyond the
+   * listed 100.
+   * </pre>
+   *
+   * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+   */
+  @java.lang.Override
+  public int getNotIngestedByReasonOrThrow(
+      java.lang.String key) {
+    java.util.Objects.requireNonNull(key, "map key");
+    java.util.Map<java.lang.String, java.lang.Integer> map =
+        internalGetNotIngestedByReason().getMap();
+    if (!map.containsKey(key)) {
+      throw new java.lang.IllegalArgumentException();
+    }
+    return map.get(key);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -174,6 +363,21 @@ private static final long serialVersionUID = 0L;
     if (chunksWritten_ != 0) {
       output.writeUInt32(6, chunksWritten_);
     }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      output.writeMessage(80, getEmbeddingUsage());
+    }
+    if (truncatedChunks_ != 0) {
+      output.writeUInt32(81, truncatedChunks_);
+    }
+    if (skipped_ != 0) {
+      output.writeUInt32(170, skipped_);
+    }
+    com.google.protobuf.GeneratedMessage
+      .serializeStringMapTo(
+        output,
+        internalGetNotIngestedByReason(),
+        NotIngestedByReasonDefaultEntryHolder.defaultEntry,
+        171);
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -201,6 +405,28 @@ private static final long serialVersionUID = 0L;
     if (chunksWritten_ != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeUInt32Size(6, chunksWritten_);
+    }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(80, getEmbeddingUsage());
+    }
+    if (truncatedChunks_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(81, truncatedChunks_);
+    }
+    if (skipped_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(170, skipped_);
+    }
+    for (java.util.Map.Entry<java.lang.String, java.lang.Integer> entry
+         : internalGetNotIngestedByReason().getMap().entrySet()) {
+      com.google.protobuf.MapEntry<java.lang.String, java.lang.Integer>
+      notIngestedByReason__ = NotIngestedByReasonDefaultEntryHolder.defaultEntry.newBuilderForType()
+          .setKey(entry.getKey())
+          .setValue(entry.getValue())
+          .buildPartial();
+      size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(171, notIngestedByReason__);
     }
     return size;
   }
@@ -238,6 +464,17 @@ private static final long serialVersionUID = 0L;
         != other.getDeleted()) return false;
     if (getChunksWritten()
         != other.getChunksWritten()) return false;
+    if (hasEmbeddingUsage() != other.hasEmbeddingUsage()) return false;
+    if (hasEmbeddingUsage()) {
+      if (!getEmbeddingUsage()
+          .equals(other.getEmbeddingUsage())) return false;
+    }
+    if (getTruncatedChunks()
+        != other.getTruncatedChunks()) return false;
+    if (getSkipped()
+        != other.getSkipped()) return false;
+    if (!internalGetNotIngestedByReason().equals(
+        other.internalGetNotIngestedByReason())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -261,6 +498,18 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getDeleted();
     hash = (37 * hash) + CHUNKS_WRITTEN_FIELD_NUMBER;
     hash = (53 * hash) + getChunksWritten();
+    if (hasEmbeddingUsage()) {
+      hash = (37 * hash) + EMBEDDING_USAGE_FIELD_NUMBER;
+      hash = (53 * hash) + getEmbeddingUsage().hashCode();
+    }
+    hash = (37 * hash) + TRUNCATED_CHUNKS_FIELD_NUMBER;
+    hash = (53 * hash) + getTruncatedChunks();
+    hash = (37 * hash) + SKIPPED_FIELD_NUMBER;
+    hash = (53 * hash) + getSkipped();
+    if (!internalGetNotIngestedByReason().getMap().isEmpty()) {
+      hash = (37 * hash) + NOT_INGESTED_BY_REASON_FIELD_NUMBER;
+      hash = (53 * hash) + internalGetNotIngestedByReason().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -374,6 +623,28 @@ private static final long serialVersionUID = 0L;
       return dev.groundwire.v1.IngestionProto.internal_static_groundwire_v1_OperationCounts_descriptor;
     }
 
+    @SuppressWarnings({"rawtypes"})
+    protected com.google.protobuf.MapFieldReflectionAccessor internalGetMapFieldReflection(
+        int number) {
+      switch (number) {
+        case 171:
+          return internalGetNotIngestedByReason();
+        default:
+          throw new RuntimeException(
+              "Invalid map field number: " + number);
+      }
+    }
+    @SuppressWarnings({"rawtypes"})
+    protected com.google.protobuf.MapFieldReflectionAccessor internalGetMutableMapFieldReflection(
+        int number) {
+      switch (number) {
+        case 171:
+          return internalGetMutableNotIngestedByReason();
+        default:
+          throw new RuntimeException(
+              "Invalid map field number: " + number);
+      }
+    }
     @java.lang.Override
     protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
         internalGetFieldAccessorTable() {
@@ -384,13 +655,19 @@ private static final long serialVersionUID = 0L;
 
     // Construct using dev.groundwire.v1.OperationCounts.newBuilder()
     private Builder() {
-
+      maybeForceBuilderInitialization();
     }
 
     private Builder(
         com.google.protobuf.GeneratedMessage.BuilderParent parent) {
       super(parent);
-
+      maybeForceBuilderInitialization();
+    }
+    private void maybeForceBuilderInitialization() {
+      if (com.google.protobuf.GeneratedMessage
+              .alwaysUseFieldBuilders) {
+        internalGetEmbeddingUsageFieldBuilder();
+      }
     }
     @java.lang.Override
     public Builder clear() {
@@ -402,6 +679,14 @@ private static final long serialVersionUID = 0L;
       failed_ = 0;
       deleted_ = 0;
       chunksWritten_ = 0;
+      embeddingUsage_ = null;
+      if (embeddingUsageBuilder_ != null) {
+        embeddingUsageBuilder_.dispose();
+        embeddingUsageBuilder_ = null;
+      }
+      truncatedChunks_ = 0;
+      skipped_ = 0;
+      internalGetMutableNotIngestedByReason().clear();
       return this;
     }
 
@@ -453,6 +738,24 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000020) != 0)) {
         result.chunksWritten_ = chunksWritten_;
       }
+      int to_bitField0_ = 0;
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.embeddingUsage_ = embeddingUsageBuilder_ == null
+            ? embeddingUsage_
+            : embeddingUsageBuilder_.build();
+        to_bitField0_ |= 0x00000001;
+      }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.truncatedChunks_ = truncatedChunks_;
+      }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.skipped_ = skipped_;
+      }
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.notIngestedByReason_ = internalGetNotIngestedByReason();
+        result.notIngestedByReason_.makeImmutable();
+      }
+      result.bitField0_ |= to_bitField0_;
     }
 
     @java.lang.Override
@@ -485,6 +788,18 @@ private static final long serialVersionUID = 0L;
       if (other.getChunksWritten() != 0) {
         setChunksWritten(other.getChunksWritten());
       }
+      if (other.hasEmbeddingUsage()) {
+        mergeEmbeddingUsage(other.getEmbeddingUsage());
+      }
+      if (other.getTruncatedChunks() != 0) {
+        setTruncatedChunks(other.getTruncatedChunks());
+      }
+      if (other.getSkipped() != 0) {
+        setSkipped(other.getSkipped());
+      }
+      internalGetMutableNotIngestedByReason().mergeFrom(
+          other.internalGetNotIngestedByReason());
+      bitField0_ |= 0x00000200;
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -539,6 +854,32 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000020;
               break;
             } // case 48
+            case 642: {
+              input.readMessage(
+                  internalGetEmbeddingUsageFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 642
+            case 648: {
+              truncatedChunks_ = input.readUInt32();
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 648
+            case 1360: {
+              skipped_ = input.readUInt32();
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 1360
+            case 1370: {
+              com.google.protobuf.MapEntry<java.lang.String, java.lang.Integer>
+              notIngestedByReason__ = input.readMessage(
+                  NotIngestedByReasonDefaultEntryHolder.defaultEntry.getParserForType(), extensionRegistry);
+              internalGetMutableNotIngestedByReason().getMutableMap().put(
+                  notIngestedByReason__.getKey(), notIngestedByReason__.getValue());
+              bitField0_ |= 0x00000200;
+              break;
+            } // case 1370
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -559,7 +900,9 @@ private static final long serialVersionUID = 0L;
     private int discovered_ ;
     /**
      * <pre>
-     * Output only. Documents found in the sources.
+     * Output only. Documents found in the sources: every file a directory
+     * source's glob matches (hidden files and directories excepted), whatever
+     * its type, so discovered = ingested + unchanged + failed + skipped.
      * </pre>
      *
      * <code>uint32 discovered = 1 [json_name = "discovered"];</code>
@@ -571,7 +914,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Documents found in the sources.
+     * Output only. Documents found in the sources: every file a directory
+     * source's glob matches (hidden files and directories excepted), whatever
+     * its type, so discovered = ingested + unchanged + failed + skipped.
      * </pre>
      *
      * <code>uint32 discovered = 1 [json_name = "discovered"];</code>
@@ -587,7 +932,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Documents found in the sources.
+     * Output only. Documents found in the sources: every file a directory
+     * source's glob matches (hidden files and directories excepted), whatever
+     * its type, so discovered = ingested + unchanged + failed + skipped.
      * </pre>
      *
      * <code>uint32 discovered = 1 [json_name = "discovered"];</code>
@@ -817,6 +1164,431 @@ private static final long serialVersionUID = 0L;
       bitField0_ = (bitField0_ & ~0x00000020);
       chunksWritten_ = 0;
       onChanged();
+      return this;
+    }
+
+    private dev.groundwire.v1.EmbeddingUsage embeddingUsage_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder> embeddingUsageBuilder_;
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     * @return Whether the embeddingUsage field is set.
+     */
+    public boolean hasEmbeddingUsage() {
+      return ((bitField0_ & 0x00000040) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     * @return The embeddingUsage.
+     */
+    public dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage() {
+      if (embeddingUsageBuilder_ == null) {
+        return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+      } else {
+        return embeddingUsageBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder setEmbeddingUsage(dev.groundwire.v1.EmbeddingUsage value) {
+      if (embeddingUsageBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        embeddingUsage_ = value;
+      } else {
+        embeddingUsageBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder setEmbeddingUsage(
+        dev.groundwire.v1.EmbeddingUsage.Builder builderForValue) {
+      if (embeddingUsageBuilder_ == null) {
+        embeddingUsage_ = builderForValue.build();
+      } else {
+        embeddingUsageBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder mergeEmbeddingUsage(dev.groundwire.v1.EmbeddingUsage value) {
+      if (embeddingUsageBuilder_ == null) {
+        if (((bitField0_ & 0x00000040) != 0) &&
+          embeddingUsage_ != null &&
+          embeddingUsage_ != dev.groundwire.v1.EmbeddingUsage.getDefaultInstance()) {
+          getEmbeddingUsageBuilder().mergeFrom(value);
+        } else {
+          embeddingUsage_ = value;
+        }
+      } else {
+        embeddingUsageBuilder_.mergeFrom(value);
+      }
+      if (embeddingUsage_ != null) {
+        bitField0_ |= 0x00000040;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder clearEmbeddingUsage() {
+      bitField0_ = (bitField0_ & ~0x00000040);
+      embeddingUsage_ = null;
+      if (embeddingUsageBuilder_ != null) {
+        embeddingUsageBuilder_.dispose();
+        embeddingUsageBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public dev.groundwire.v1.EmbeddingUsage.Builder getEmbeddingUsageBuilder() {
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return internalGetEmbeddingUsageFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder() {
+      if (embeddingUsageBuilder_ != null) {
+        return embeddingUsageBuilder_.getMessageOrBuilder();
+      } else {
+        return embeddingUsage_ == null ?
+            dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of the operation's document embeddings.
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder> 
+        internalGetEmbeddingUsageFieldBuilder() {
+      if (embeddingUsageBuilder_ == null) {
+        embeddingUsageBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder>(
+                getEmbeddingUsage(),
+                getParentForChildren(),
+                isClean());
+        embeddingUsage_ = null;
+      }
+      return embeddingUsageBuilder_;
+    }
+
+    private int truncatedChunks_ ;
+    /**
+     * <pre>
+     * Output only. Chunks embedded although the model saw them only in part
+     * (longer than its token window; 0 when the index rejects such chunks,
+     * which then fail their document with CHUNK_TOO_LONG).
+     * </pre>
+     *
+     * <code>uint32 truncated_chunks = 81 [json_name = "truncatedChunks"];</code>
+     * @return The truncatedChunks.
+     */
+    @java.lang.Override
+    public int getTruncatedChunks() {
+      return truncatedChunks_;
+    }
+    /**
+     * <pre>
+     * Output only. Chunks embedded although the model saw them only in part
+     * (longer than its token window; 0 when the index rejects such chunks,
+     * which then fail their document with CHUNK_TOO_LONG).
+     * </pre>
+     *
+     * <code>uint32 truncated_chunks = 81 [json_name = "truncatedChunks"];</code>
+     * @param value The truncatedChunks to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTruncatedChunks(int value) {
+
+      truncatedChunks_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Chunks embedded although the model saw them only in part
+     * (longer than its token window; 0 when the index rejects such chunks,
+     * which then fail their document with CHUNK_TOO_LONG).
+     * </pre>
+     *
+     * <code>uint32 truncated_chunks = 81 [json_name = "truncatedChunks"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTruncatedChunks() {
+      bitField0_ = (bitField0_ & ~0x00000080);
+      truncatedChunks_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private int skipped_ ;
+    /**
+     * <pre>
+     * Output only. Documents found whose type no enabled loader reads (an
+     * extension the source does not list, an extensionless file that is not
+     * UTF-8 text, a URL's unsupported media type); listed in Operation.skipped,
+     * not counted in `failed`.
+     * </pre>
+     *
+     * <code>uint32 skipped = 170 [json_name = "skipped"];</code>
+     * @return The skipped.
+     */
+    @java.lang.Override
+    public int getSkipped() {
+      return skipped_;
+    }
+    /**
+     * <pre>
+     * Output only. Documents found whose type no enabled loader reads (an
+     * extension the source does not list, an extensionless file that is not
+     * UTF-8 text, a URL's unsupported media type); listed in Operation.skipped,
+     * not counted in `failed`.
+     * </pre>
+     *
+     * <code>uint32 skipped = 170 [json_name = "skipped"];</code>
+     * @param value The skipped to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSkipped(int value) {
+
+      skipped_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Documents found whose type no enabled loader reads (an
+     * extension the source does not list, an extensionless file that is not
+     * UTF-8 text, a URL's unsupported media type); listed in Operation.skipped,
+     * not counted in `failed`.
+     * </pre>
+     *
+     * <code>uint32 skipped = 170 [json_name = "skipped"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSkipped() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      skipped_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.MapField<
+        java.lang.String, java.lang.Integer> notIngestedByReason_;
+    private com.google.protobuf.MapField<java.lang.String, java.lang.Integer>
+        internalGetNotIngestedByReason() {
+      if (notIngestedByReason_ == null) {
+        return com.google.protobuf.MapField.emptyMapField(
+            NotIngestedByReasonDefaultEntryHolder.defaultEntry);
+      }
+      return notIngestedByReason_;
+    }
+    private com.google.protobuf.MapField<java.lang.String, java.lang.Integer>
+        internalGetMutableNotIngestedByReason() {
+      if (notIngestedByReason_ == null) {
+        notIngestedByReason_ = com.google.protobuf.MapField.newMapField(
+            NotIngestedByReasonDefaultEntryHolder.defaultEntry);
+      }
+      if (!notIngestedByReason_.isMutable()) {
+        notIngestedByReason_ = notIngestedByReason_.copy();
+      }
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return notIngestedByReason_;
+    }
+    public int getNotIngestedByReasonCount() {
+      return internalGetNotIngestedByReason().getMap().size();
+    }
+    /**
+     * <pre>
+     * Output only. Documents not ingested (failed or skipped), per reason (the
+     * DocumentFailure.reason codes), every one counted, also those beyond the
+     * listed 100.
+     * </pre>
+     *
+     * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+     */
+    @java.lang.Override
+    public boolean containsNotIngestedByReason(
+        java.lang.String key) {
+      java.util.Objects.requireNonNull(key, "map key");
+      return internalGetNotIngestedByReason().getMap().containsKey(key);
+    }
+    /**
+     * Use {@link #getNotIngestedByReasonMap()} instead.
+     */
+    @java.lang.Override
+    @java.lang.Deprecated
+    public java.util.Map<java.lang.String, java.lang.Integer> getNotIngestedByReason() {
+      return getNotIngestedByReasonMap();
+    }
+    /**
+     * <pre>
+     * Output only. Documents not ingested (failed or skipped), per reason (the
+     * DocumentFailure.reason codes), every one counted, also those beyond the
+     * listed 100.
+     * </pre>
+     *
+     * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+     */
+    @java.lang.Override
+    public java.util.Map<java.lang.String, java.lang.Integer> getNotIngestedByReasonMap() {
+      return internalGetNotIngestedByReason().getMap();
+    }
+    /**
+     * <pre>
+     * Output only. Documents not ingested (failed or skipped), per reason (the
+     * DocumentFailure.reason codes), every one counted, also those beyond the
+     * listed 100.
+     * </pre>
+     *
+     * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+     */
+    @java.lang.Override
+    public int getNotIngestedByReasonOrDefault(
+        java.lang.String key,
+        int defaultValue) {
+      java.util.Objects.requireNonNull(key, "map key");
+      java.util.Map<java.lang.String, java.lang.Integer> map =
+          internalGetNotIngestedByReason().getMap();
+      return map.containsKey(key) ? map.get(key) : defaultValue;
+    }
+    /**
+     * <pre>
+     * Output only. Documents not ingested (failed or skipped), per reason (the
+     * DocumentFailure.reason codes), every one counted, also those beyond the
+     * listed 100.
+     * </pre>
+     *
+     * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+     */
+    @java.lang.Override
+    public int getNotIngestedByReasonOrThrow(
+        java.lang.String key) {
+      java.util.Objects.requireNonNull(key, "map key");
+      java.util.Map<java.lang.String, java.lang.Integer> map =
+          internalGetNotIngestedByReason().getMap();
+      if (!map.containsKey(key)) {
+        throw new java.lang.IllegalArgumentException();
+      }
+      return map.get(key);
+    }
+    public Builder clearNotIngestedByReason() {
+      bitField0_ = (bitField0_ & ~0x00000200);
+      internalGetMutableNotIngestedByReason().getMutableMap()
+          .clear();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Documents not ingested (failed or skipped), per reason (the
+     * DocumentFailure.reason codes), every one counted, also those beyond the
+     * listed 100.
+     * </pre>
+     *
+     * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+     */
+    public Builder removeNotIngestedByReason(
+        java.lang.String key) {
+      java.util.Objects.requireNonNull(key, "map key");
+      internalGetMutableNotIngestedByReason().getMutableMap()
+          .remove(key);
+      return this;
+    }
+    /**
+     * Use alternate mutation accessors instead.
+     */
+    @java.lang.Deprecated
+    public java.util.Map<java.lang.String, java.lang.Integer>
+        getMutableNotIngestedByReason() {
+      bitField0_ |= 0x00000200;
+      return internalGetMutableNotIngestedByReason().getMutableMap();
+    }
+    /**
+     * <pre>
+     * Output only. Documents not ingested (failed or skipped), per reason (the
+     * DocumentFailure.reason codes), every one counted, also those beyond the
+     * listed 100.
+     * </pre>
+     *
+     * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+     */
+    public Builder putNotIngestedByReason(
+        java.lang.String key,
+        int value) {
+      java.util.Objects.requireNonNull(key, "map key");
+
+      internalGetMutableNotIngestedByReason().getMutableMap()
+          .put(key, value);
+      bitField0_ |= 0x00000200;
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Documents not ingested (failed or skipped), per reason (the
+     * DocumentFailure.reason codes), every one counted, also those beyond the
+     * listed 100.
+     * </pre>
+     *
+     * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+     */
+    public Builder putAllNotIngestedByReason(
+        java.util.Map<java.lang.String, java.lang.Integer> values) {
+      internalGetMutableNotIngestedByReason().getMutableMap()
+          .putAll(values);
+      bitField0_ |= 0x00000200;
       return this;
     }
 

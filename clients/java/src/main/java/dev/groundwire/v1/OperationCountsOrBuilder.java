@@ -12,7 +12,9 @@ public interface OperationCountsOrBuilder extends
 
   /**
    * <pre>
-   * Output only. Documents found in the sources.
+   * Output only. Documents found in the sources: every file a directory
+   * source's glob matches (hidden files and directories excepted), whatever
+   * its type, so discovered = ingested + unchanged + failed + skipped.
    * </pre>
    *
    * <code>uint32 discovered = 1 [json_name = "discovered"];</code>
@@ -69,4 +71,118 @@ public interface OperationCountsOrBuilder extends
    * @return The chunksWritten.
    */
   int getChunksWritten();
+
+  /**
+   * <pre>
+   * Output only. Embedding usage of the operation's document embeddings.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return Whether the embeddingUsage field is set.
+   */
+  boolean hasEmbeddingUsage();
+  /**
+   * <pre>
+   * Output only. Embedding usage of the operation's document embeddings.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return The embeddingUsage.
+   */
+  dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage();
+  /**
+   * <pre>
+   * Output only. Embedding usage of the operation's document embeddings.
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   */
+  dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. Chunks embedded although the model saw them only in part
+   * (longer than its token window; 0 when the index rejects such chunks,
+   * which then fail their document with CHUNK_TOO_LONG).
+   * </pre>
+   *
+   * <code>uint32 truncated_chunks = 81 [json_name = "truncatedChunks"];</code>
+   * @return The truncatedChunks.
+   */
+  int getTruncatedChunks();
+
+  /**
+   * <pre>
+   * Output only. Documents found whose type no enabled loader reads (an
+   * extension the source does not list, an extensionless file that is not
+   * UTF-8 text, a URL's unsupported media type); listed in Operation.skipped,
+   * not counted in `failed`.
+   * </pre>
+   *
+   * <code>uint32 skipped = 170 [json_name = "skipped"];</code>
+   * @return The skipped.
+   */
+  int getSkipped();
+
+  /**
+   * <pre>
+   * Output only. Documents not ingested (failed or skipped), per reason (the
+   * DocumentFailure.reason codes), every one counted, also those beyond the
+   * listed 100.
+   * </pre>
+   *
+   * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+   */
+  int getNotIngestedByReasonCount();
+  /**
+   * <pre>
+   * Output only. Documents not ingested (failed or skipped), per reason (the
+   * DocumentFailure.reason codes), every one counted, also those beyond the
+   * listed 100.
+   * </pre>
+   *
+   * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+   */
+  boolean containsNotIngestedByReason(
+      java.lang.String key);
+  /**
+   * Use {@link #getNotIngestedByReasonMap()} instead.
+   */
+  @java.lang.Deprecated
+  java.util.Map<java.lang.String, java.lang.Integer>
+  getNotIngestedByReason();
+  /**
+   * <pre>
+   * Output only. Documents not ingested (failed or skipped), per reason (the
+   * DocumentFailure.reason codes), every one counted, also those beyond the
+   * listed 100.
+   * </pre>
+   *
+   * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+   */
+  java.util.Map<java.lang.String, java.lang.Integer>
+  getNotIngestedByReasonMap();
+  /**
+   * <pre>
+   * Output only. Documents not ingested (failed or skipped), per reason (the
+   * DocumentFailure.reason codes), every one counted, also those beyond the
+   * listed 100.
+   * </pre>
+   *
+   * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+   */
+  int getNotIngestedByReasonOrDefault(
+      java.lang.String key,
+      int defaultValue);
+  /**
+   * <pre>
+   * Output only. Documents not ingested (failed or skipped), per reason (the
+   * DocumentFailure.reason codes), every one counted, also those beyond the
+   * listed 100.
+   * </pre>
+   *
+   * <code>map&lt;string, uint32&gt; not_ingested_by_reason = 171 [json_name = "notIngestedByReason"];</code>
+   */
+  int getNotIngestedByReasonOrThrow(
+      java.lang.String key);
 }

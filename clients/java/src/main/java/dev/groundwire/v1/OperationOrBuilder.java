@@ -350,4 +350,112 @@ public interface OperationOrBuilder extends
    * <code>.google.protobuf.Duration elapsed = 15 [json_name = "elapsed"];</code>
    */
   com.google.protobuf.DurationOrBuilder getElapsedOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. Documents skipped because no enabled loader reads their type
+   * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+   */
+  java.util.List<dev.groundwire.v1.DocumentFailure> 
+      getSkippedList();
+  /**
+   * <pre>
+   * Output only. Documents skipped because no enabled loader reads their type
+   * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+   */
+  dev.groundwire.v1.DocumentFailure getSkipped(int index);
+  /**
+   * <pre>
+   * Output only. Documents skipped because no enabled loader reads their type
+   * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+   */
+  int getSkippedCount();
+  /**
+   * <pre>
+   * Output only. Documents skipped because no enabled loader reads their type
+   * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+   */
+  java.util.List<? extends dev.groundwire.v1.DocumentFailureOrBuilder> 
+      getSkippedOrBuilderList();
+  /**
+   * <pre>
+   * Output only. Documents skipped because no enabled loader reads their type
+   * (reason UNSUPPORTED_FORMAT), at most 100 (see skipped_omitted).
+   * </pre>
+   *
+   * <code>repeated .groundwire.v1.DocumentFailure skipped = 170 [json_name = "skipped"];</code>
+   */
+  dev.groundwire.v1.DocumentFailureOrBuilder getSkippedOrBuilder(
+      int index);
+
+  /**
+   * <pre>
+   * Output only. Skipped documents beyond the 100 listed.
+   * </pre>
+   *
+   * <code>uint32 skipped_omitted = 171 [json_name = "skippedOmitted"];</code>
+   * @return The skippedOmitted.
+   */
+  int getSkippedOmitted();
+
+  /**
+   * <pre>
+   * Output only. Stable codes of what a user must know about a run that did
+   * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+   * found or none readable, so the index holds no configured document).
+   * </pre>
+   *
+   * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+   * @return A list containing the warnings.
+   */
+  java.util.List<java.lang.String>
+      getWarningsList();
+  /**
+   * <pre>
+   * Output only. Stable codes of what a user must know about a run that did
+   * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+   * found or none readable, so the index holds no configured document).
+   * </pre>
+   *
+   * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+   * @return The count of warnings.
+   */
+  int getWarningsCount();
+  /**
+   * <pre>
+   * Output only. Stable codes of what a user must know about a run that did
+   * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+   * found or none readable, so the index holds no configured document).
+   * </pre>
+   *
+   * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+   * @param index The index of the element to return.
+   * @return The warnings at the given index.
+   */
+  java.lang.String getWarnings(int index);
+  /**
+   * <pre>
+   * Output only. Stable codes of what a user must know about a run that did
+   * not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
+   * found or none readable, so the index holds no configured document).
+   * </pre>
+   *
+   * <code>repeated string warnings = 172 [json_name = "warnings"];</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the warnings at the given index.
+   */
+  com.google.protobuf.ByteString
+      getWarningsBytes(int index);
 }

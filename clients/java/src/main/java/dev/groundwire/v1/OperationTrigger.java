@@ -57,6 +57,14 @@ public enum OperationTrigger
    * <code>OPERATION_TRIGGER_RELOAD = 100;</code>
    */
   OPERATION_TRIGGER_RELOAD(100),
+  /**
+   * <pre>
+   * The WATCH strategy: files of the index's sources changed.
+   * </pre>
+   *
+   * <code>OPERATION_TRIGGER_WATCH = 170;</code>
+   */
+  OPERATION_TRIGGER_WATCH(170),
   UNRECOGNIZED(-1),
   ;
 
@@ -111,6 +119,14 @@ public enum OperationTrigger
    * <code>OPERATION_TRIGGER_RELOAD = 100;</code>
    */
   public static final int OPERATION_TRIGGER_RELOAD_VALUE = 100;
+  /**
+   * <pre>
+   * The WATCH strategy: files of the index's sources changed.
+   * </pre>
+   *
+   * <code>OPERATION_TRIGGER_WATCH = 170;</code>
+   */
+  public static final int OPERATION_TRIGGER_WATCH_VALUE = 170;
 
 
   public final int getNumber() {
@@ -142,6 +158,7 @@ public enum OperationTrigger
       case 2: return OPERATION_TRIGGER_STARTUP;
       case 3: return OPERATION_TRIGGER_SCHEDULE;
       case 100: return OPERATION_TRIGGER_RELOAD;
+      case 170: return OPERATION_TRIGGER_WATCH;
       default: return null;
     }
   }

@@ -155,7 +155,7 @@ public enum PreparedAction
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.groundwire.v1.AgentProto.getDescriptor().getEnumType(7);
+    return dev.groundwire.v1.AgentProto.getDescriptor().getEnumType(9);
   }
 
   private static final PreparedAction[] VALUES = values();

@@ -151,7 +151,7 @@ public enum PromptRole
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.groundwire.v1.AgentProto.getDescriptor().getEnumType(6);
+    return dev.groundwire.v1.AgentProto.getDescriptor().getEnumType(8);
   }
 
   private static final PromptRole[] VALUES = values();

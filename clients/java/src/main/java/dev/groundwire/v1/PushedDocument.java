@@ -36,6 +36,8 @@ private static final long serialVersionUID = 0L;
     text_ = "";
     title_ = "";
     format_ = 0;
+    content_ = com.google.protobuf.ByteString.EMPTY;
+    mediaType_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -124,7 +126,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object text_ = "";
   /**
    * <pre>
-   * Required. The document text (at most the index's max_file_bytes in UTF-8).
+   * The document text (at most the index's max_file_bytes in UTF-8). Exactly
+   * one of `text` and `content` is set (INVALID_ARGUMENT otherwise).
    * </pre>
    *
    * <code>string text = 2 [json_name = "text"];</code>
@@ -145,7 +148,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Required. The document text (at most the index's max_file_bytes in UTF-8).
+   * The document text (at most the index's max_file_bytes in UTF-8). Exactly
+   * one of `text` and `content` is set (INVALID_ARGUMENT otherwise).
    * </pre>
    *
    * <code>string text = 2 [json_name = "text"];</code>
@@ -342,6 +346,88 @@ java.lang.String defaultValue) {
     return map.get(key);
   }
 
+  public static final int CONTENT_FIELD_NUMBER = 170;
+  private com.google.protobuf.ByteString content_ = com.google.protobuf.ByteString.EMPTY;
+  /**
+   * <pre>
+   * The document's file bytes, read by the loader of `media_type` like a file
+   * of a configured source (at most the index's max_file_bytes; a larger one
+   * fails with TOO_LARGE, an unreadable one with PARSE_FAILED, NOT_UTF8,
+   * BINARY or EMPTY in the response's failures). Exactly one of `text` and
+   * `content` is set. `format` must be unspecified with `content`.
+   * </pre>
+   *
+   * <code>bytes content = 170 [json_name = "content"];</code>
+   * @return The content.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString getContent() {
+    return content_;
+  }
+
+  public static final int MEDIA_TYPE_FIELD_NUMBER = 171;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object mediaType_ = "";
+  /**
+   * <pre>
+   * Required with `content`, else empty: its media type, parameters such as
+   * "; charset=utf-8" ignored (text must be UTF-8). One of application/pdf,
+   * application/vnd.openxmlformats-officedocument.wordprocessingml.document
+   * (DOCX), ...presentationml.presentation (PPTX), ...spreadsheetml.sheet
+   * (XLSX), application/vnd.oasis.opendocument.text (ODT),
+   * application/epub+zip, text/html, application/xhtml+xml, text/markdown,
+   * text/plain, text/csv, text/tab-separated-values, text/x-rst,
+   * application/json, application/x-ndjson, application/xml, text/xml,
+   * application/yaml. Any other is INVALID_ARGUMENT.
+   * </pre>
+   *
+   * <code>string media_type = 171 [json_name = "mediaType"];</code>
+   * @return The mediaType.
+   */
+  @java.lang.Override
+  public java.lang.String getMediaType() {
+    java.lang.Object ref = mediaType_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      mediaType_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Required with `content`, else empty: its media type, parameters such as
+   * "; charset=utf-8" ignored (text must be UTF-8). One of application/pdf,
+   * application/vnd.openxmlformats-officedocument.wordprocessingml.document
+   * (DOCX), ...presentationml.presentation (PPTX), ...spreadsheetml.sheet
+   * (XLSX), application/vnd.oasis.opendocument.text (ODT),
+   * application/epub+zip, text/html, application/xhtml+xml, text/markdown,
+   * text/plain, text/csv, text/tab-separated-values, text/x-rst,
+   * application/json, application/x-ndjson, application/xml, text/xml,
+   * application/yaml. Any other is INVALID_ARGUMENT.
+   * </pre>
+   *
+   * <code>string media_type = 171 [json_name = "mediaType"];</code>
+   * @return The bytes for mediaType.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getMediaTypeBytes() {
+    java.lang.Object ref = mediaType_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      mediaType_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -374,6 +460,12 @@ java.lang.String defaultValue) {
         internalGetMetadata(),
         MetadataDefaultEntryHolder.defaultEntry,
         5);
+    if (!content_.isEmpty()) {
+      output.writeBytes(170, content_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(mediaType_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 171, mediaType_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -400,6 +492,13 @@ java.lang.String defaultValue) {
           .buildPartial();
       size += com.google.protobuf.CodedOutputStream
           .computeMessageSize(5, metadata__);
+    }
+    if (!content_.isEmpty()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBytesSize(170, content_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(mediaType_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(171, mediaType_);
     }
     return size;
   }
@@ -434,6 +533,10 @@ java.lang.String defaultValue) {
     if (format_ != other.format_) return false;
     if (!internalGetMetadata().equals(
         other.internalGetMetadata())) return false;
+    if (!getContent()
+        .equals(other.getContent())) return false;
+    if (!getMediaType()
+        .equals(other.getMediaType())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -457,6 +560,10 @@ java.lang.String defaultValue) {
       hash = (37 * hash) + METADATA_FIELD_NUMBER;
       hash = (53 * hash) + internalGetMetadata().hashCode();
     }
+    hash = (37 * hash) + CONTENT_FIELD_NUMBER;
+    hash = (53 * hash) + getContent().hashCode();
+    hash = (37 * hash) + MEDIA_TYPE_FIELD_NUMBER;
+    hash = (53 * hash) + getMediaType().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -619,6 +726,8 @@ java.lang.String defaultValue) {
       title_ = "";
       format_ = 0;
       internalGetMutableMetadata().clear();
+      content_ = com.google.protobuf.ByteString.EMPTY;
+      mediaType_ = "";
       return this;
     }
 
@@ -668,6 +777,12 @@ java.lang.String defaultValue) {
         result.metadata_ = internalGetMetadata();
         result.metadata_.makeImmutable();
       }
+      if (((from_bitField0_ & 0x00000020) != 0)) {
+        result.content_ = content_;
+      }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.mediaType_ = mediaType_;
+      }
     }
 
     @java.lang.Override
@@ -703,6 +818,14 @@ java.lang.String defaultValue) {
       internalGetMutableMetadata().mergeFrom(
           other.internalGetMetadata());
       bitField0_ |= 0x00000010;
+      if (!other.getContent().isEmpty()) {
+        setContent(other.getContent());
+      }
+      if (!other.getMediaType().isEmpty()) {
+        mediaType_ = other.mediaType_;
+        bitField0_ |= 0x00000040;
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -756,6 +879,16 @@ java.lang.String defaultValue) {
               bitField0_ |= 0x00000010;
               break;
             } // case 42
+            case 1362: {
+              content_ = input.readBytes();
+              bitField0_ |= 0x00000020;
+              break;
+            } // case 1362
+            case 1370: {
+              mediaType_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 1370
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -878,7 +1011,8 @@ java.lang.String defaultValue) {
     private java.lang.Object text_ = "";
     /**
      * <pre>
-     * Required. The document text (at most the index's max_file_bytes in UTF-8).
+     * The document text (at most the index's max_file_bytes in UTF-8). Exactly
+     * one of `text` and `content` is set (INVALID_ARGUMENT otherwise).
      * </pre>
      *
      * <code>string text = 2 [json_name = "text"];</code>
@@ -898,7 +1032,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Required. The document text (at most the index's max_file_bytes in UTF-8).
+     * The document text (at most the index's max_file_bytes in UTF-8). Exactly
+     * one of `text` and `content` is set (INVALID_ARGUMENT otherwise).
      * </pre>
      *
      * <code>string text = 2 [json_name = "text"];</code>
@@ -919,7 +1054,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Required. The document text (at most the index's max_file_bytes in UTF-8).
+     * The document text (at most the index's max_file_bytes in UTF-8). Exactly
+     * one of `text` and `content` is set (INVALID_ARGUMENT otherwise).
      * </pre>
      *
      * <code>string text = 2 [json_name = "text"];</code>
@@ -936,7 +1072,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Required. The document text (at most the index's max_file_bytes in UTF-8).
+     * The document text (at most the index's max_file_bytes in UTF-8). Exactly
+     * one of `text` and `content` is set (INVALID_ARGUMENT otherwise).
      * </pre>
      *
      * <code>string text = 2 [json_name = "text"];</code>
@@ -950,7 +1087,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Required. The document text (at most the index's max_file_bytes in UTF-8).
+     * The document text (at most the index's max_file_bytes in UTF-8). Exactly
+     * one of `text` and `content` is set (INVALID_ARGUMENT otherwise).
      * </pre>
      *
      * <code>string text = 2 [json_name = "text"];</code>
@@ -1297,6 +1435,194 @@ java.lang.String defaultValue) {
       internalGetMutableMetadata().getMutableMap()
           .putAll(values);
       bitField0_ |= 0x00000010;
+      return this;
+    }
+
+    private com.google.protobuf.ByteString content_ = com.google.protobuf.ByteString.EMPTY;
+    /**
+     * <pre>
+     * The document's file bytes, read by the loader of `media_type` like a file
+     * of a configured source (at most the index's max_file_bytes; a larger one
+     * fails with TOO_LARGE, an unreadable one with PARSE_FAILED, NOT_UTF8,
+     * BINARY or EMPTY in the response's failures). Exactly one of `text` and
+     * `content` is set. `format` must be unspecified with `content`.
+     * </pre>
+     *
+     * <code>bytes content = 170 [json_name = "content"];</code>
+     * @return The content.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString getContent() {
+      return content_;
+    }
+    /**
+     * <pre>
+     * The document's file bytes, read by the loader of `media_type` like a file
+     * of a configured source (at most the index's max_file_bytes; a larger one
+     * fails with TOO_LARGE, an unreadable one with PARSE_FAILED, NOT_UTF8,
+     * BINARY or EMPTY in the response's failures). Exactly one of `text` and
+     * `content` is set. `format` must be unspecified with `content`.
+     * </pre>
+     *
+     * <code>bytes content = 170 [json_name = "content"];</code>
+     * @param value The content to set.
+     * @return This builder for chaining.
+     */
+    public Builder setContent(com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      content_ = value;
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The document's file bytes, read by the loader of `media_type` like a file
+     * of a configured source (at most the index's max_file_bytes; a larger one
+     * fails with TOO_LARGE, an unreadable one with PARSE_FAILED, NOT_UTF8,
+     * BINARY or EMPTY in the response's failures). Exactly one of `text` and
+     * `content` is set. `format` must be unspecified with `content`.
+     * </pre>
+     *
+     * <code>bytes content = 170 [json_name = "content"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearContent() {
+      bitField0_ = (bitField0_ & ~0x00000020);
+      content_ = getDefaultInstance().getContent();
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object mediaType_ = "";
+    /**
+     * <pre>
+     * Required with `content`, else empty: its media type, parameters such as
+     * "; charset=utf-8" ignored (text must be UTF-8). One of application/pdf,
+     * application/vnd.openxmlformats-officedocument.wordprocessingml.document
+     * (DOCX), ...presentationml.presentation (PPTX), ...spreadsheetml.sheet
+     * (XLSX), application/vnd.oasis.opendocument.text (ODT),
+     * application/epub+zip, text/html, application/xhtml+xml, text/markdown,
+     * text/plain, text/csv, text/tab-separated-values, text/x-rst,
+     * application/json, application/x-ndjson, application/xml, text/xml,
+     * application/yaml. Any other is INVALID_ARGUMENT.
+     * </pre>
+     *
+     * <code>string media_type = 171 [json_name = "mediaType"];</code>
+     * @return The mediaType.
+     */
+    public java.lang.String getMediaType() {
+      java.lang.Object ref = mediaType_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        mediaType_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Required with `content`, else empty: its media type, parameters such as
+     * "; charset=utf-8" ignored (text must be UTF-8). One of application/pdf,
+     * application/vnd.openxmlformats-officedocument.wordprocessingml.document
+     * (DOCX), ...presentationml.presentation (PPTX), ...spreadsheetml.sheet
+     * (XLSX), application/vnd.oasis.opendocument.text (ODT),
+     * application/epub+zip, text/html, application/xhtml+xml, text/markdown,
+     * text/plain, text/csv, text/tab-separated-values, text/x-rst,
+     * application/json, application/x-ndjson, application/xml, text/xml,
+     * application/yaml. Any other is INVALID_ARGUMENT.
+     * </pre>
+     *
+     * <code>string media_type = 171 [json_name = "mediaType"];</code>
+     * @return The bytes for mediaType.
+     */
+    public com.google.protobuf.ByteString
+        getMediaTypeBytes() {
+      java.lang.Object ref = mediaType_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        mediaType_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Required with `content`, else empty: its media type, parameters such as
+     * "; charset=utf-8" ignored (text must be UTF-8). One of application/pdf,
+     * application/vnd.openxmlformats-officedocument.wordprocessingml.document
+     * (DOCX), ...presentationml.presentation (PPTX), ...spreadsheetml.sheet
+     * (XLSX), application/vnd.oasis.opendocument.text (ODT),
+     * application/epub+zip, text/html, application/xhtml+xml, text/markdown,
+     * text/plain, text/csv, text/tab-separated-values, text/x-rst,
+     * application/json, application/x-ndjson, application/xml, text/xml,
+     * application/yaml. Any other is INVALID_ARGUMENT.
+     * </pre>
+     *
+     * <code>string media_type = 171 [json_name = "mediaType"];</code>
+     * @param value The mediaType to set.
+     * @return This builder for chaining.
+     */
+    public Builder setMediaType(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      mediaType_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Required with `content`, else empty: its media type, parameters such as
+     * "; charset=utf-8" ignored (text must be UTF-8). One of application/pdf,
+     * application/vnd.openxmlformats-officedocument.wordprocessingml.document
+     * (DOCX), ...presentationml.presentation (PPTX), ...spreadsheetml.sheet
+     * (XLSX), application/vnd.oasis.opendocument.text (ODT),
+     * application/epub+zip, text/html, application/xhtml+xml, text/markdown,
+     * text/plain, text/csv, text/tab-separated-values, text/x-rst,
+     * application/json, application/x-ndjson, application/xml, text/xml,
+     * application/yaml. Any other is INVALID_ARGUMENT.
+     * </pre>
+     *
+     * <code>string media_type = 171 [json_name = "mediaType"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearMediaType() {
+      mediaType_ = getDefaultInstance().getMediaType();
+      bitField0_ = (bitField0_ & ~0x00000040);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Required with `content`, else empty: its media type, parameters such as
+     * "; charset=utf-8" ignored (text must be UTF-8). One of application/pdf,
+     * application/vnd.openxmlformats-officedocument.wordprocessingml.document
+     * (DOCX), ...presentationml.presentation (PPTX), ...spreadsheetml.sheet
+     * (XLSX), application/vnd.oasis.opendocument.text (ODT),
+     * application/epub+zip, text/html, application/xhtml+xml, text/markdown,
+     * text/plain, text/csv, text/tab-separated-values, text/x-rst,
+     * application/json, application/x-ndjson, application/xml, text/xml,
+     * application/yaml. Any other is INVALID_ARGUMENT.
+     * </pre>
+     *
+     * <code>string media_type = 171 [json_name = "mediaType"];</code>
+     * @param value The bytes for mediaType to set.
+     * @return This builder for chaining.
+     */
+    public Builder setMediaTypeBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      mediaType_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
       return this;
     }
 

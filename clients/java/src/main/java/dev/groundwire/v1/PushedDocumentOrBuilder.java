@@ -36,7 +36,8 @@ public interface PushedDocumentOrBuilder extends
 
   /**
    * <pre>
-   * Required. The document text (at most the index's max_file_bytes in UTF-8).
+   * The document text (at most the index's max_file_bytes in UTF-8). Exactly
+   * one of `text` and `content` is set (INVALID_ARGUMENT otherwise).
    * </pre>
    *
    * <code>string text = 2 [json_name = "text"];</code>
@@ -45,7 +46,8 @@ public interface PushedDocumentOrBuilder extends
   java.lang.String getText();
   /**
    * <pre>
-   * Required. The document text (at most the index's max_file_bytes in UTF-8).
+   * The document text (at most the index's max_file_bytes in UTF-8). Exactly
+   * one of `text` and `content` is set (INVALID_ARGUMENT otherwise).
    * </pre>
    *
    * <code>string text = 2 [json_name = "text"];</code>
@@ -156,4 +158,54 @@ java.lang.String defaultValue);
    */
   java.lang.String getMetadataOrThrow(
       java.lang.String key);
+
+  /**
+   * <pre>
+   * The document's file bytes, read by the loader of `media_type` like a file
+   * of a configured source (at most the index's max_file_bytes; a larger one
+   * fails with TOO_LARGE, an unreadable one with PARSE_FAILED, NOT_UTF8,
+   * BINARY or EMPTY in the response's failures). Exactly one of `text` and
+   * `content` is set. `format` must be unspecified with `content`.
+   * </pre>
+   *
+   * <code>bytes content = 170 [json_name = "content"];</code>
+   * @return The content.
+   */
+  com.google.protobuf.ByteString getContent();
+
+  /**
+   * <pre>
+   * Required with `content`, else empty: its media type, parameters such as
+   * "; charset=utf-8" ignored (text must be UTF-8). One of application/pdf,
+   * application/vnd.openxmlformats-officedocument.wordprocessingml.document
+   * (DOCX), ...presentationml.presentation (PPTX), ...spreadsheetml.sheet
+   * (XLSX), application/vnd.oasis.opendocument.text (ODT),
+   * application/epub+zip, text/html, application/xhtml+xml, text/markdown,
+   * text/plain, text/csv, text/tab-separated-values, text/x-rst,
+   * application/json, application/x-ndjson, application/xml, text/xml,
+   * application/yaml. Any other is INVALID_ARGUMENT.
+   * </pre>
+   *
+   * <code>string media_type = 171 [json_name = "mediaType"];</code>
+   * @return The mediaType.
+   */
+  java.lang.String getMediaType();
+  /**
+   * <pre>
+   * Required with `content`, else empty: its media type, parameters such as
+   * "; charset=utf-8" ignored (text must be UTF-8). One of application/pdf,
+   * application/vnd.openxmlformats-officedocument.wordprocessingml.document
+   * (DOCX), ...presentationml.presentation (PPTX), ...spreadsheetml.sheet
+   * (XLSX), application/vnd.oasis.opendocument.text (ODT),
+   * application/epub+zip, text/html, application/xhtml+xml, text/markdown,
+   * text/plain, text/csv, text/tab-separated-values, text/x-rst,
+   * application/json, application/x-ndjson, application/xml, text/xml,
+   * application/yaml. Any other is INVALID_ARGUMENT.
+   * </pre>
+   *
+   * <code>string media_type = 171 [json_name = "mediaType"];</code>
+   * @return The bytes for mediaType.
+   */
+  com.google.protobuf.ByteString
+      getMediaTypeBytes();
 }

@@ -365,7 +365,9 @@ private static final long serialVersionUID = 0L;
   //     both repeated field "accepted" and singular field "accepted_count" generate the method "getAcceptedCount()"
   /**
    * <pre>
-   * Output only. Accepted candidates, in final (post-rerank) order.
+   * Output only. Accepted candidates (at most maximum_accepted_results: with
+   * reranking, the final top-k of the pool), in final (post-rerank or blend)
+   * order.
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -376,7 +378,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Accepted candidates, in final (post-rerank) order.
+   * Output only. Accepted candidates (at most maximum_accepted_results: with
+   * reranking, the final top-k of the pool), in final (post-rerank or blend)
+   * order.
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -388,7 +392,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Accepted candidates, in final (post-rerank) order.
+   * Output only. Accepted candidates (at most maximum_accepted_results: with
+   * reranking, the final top-k of the pool), in final (post-rerank or blend)
+   * order.
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -399,7 +405,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Accepted candidates, in final (post-rerank) order.
+   * Output only. Accepted candidates (at most maximum_accepted_results: with
+   * reranking, the final top-k of the pool), in final (post-rerank or blend)
+   * order.
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -410,7 +418,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Accepted candidates, in final (post-rerank) order.
+   * Output only. Accepted candidates (at most maximum_accepted_results: with
+   * reranking, the final top-k of the pool), in final (post-rerank or blend)
+   * order.
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -428,7 +438,8 @@ private static final long serialVersionUID = 0L;
   //     both repeated field "rejected" and singular field "rejected_count" generate the method "getRejectedCount()"
   /**
    * <pre>
-   * Output only. Rejected candidates with their reasons.
+   * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+   * reranking pool but outside the final top-k).
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -439,7 +450,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Rejected candidates with their reasons.
+   * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+   * reranking pool but outside the final top-k).
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -451,7 +463,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Rejected candidates with their reasons.
+   * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+   * reranking pool but outside the final top-k).
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -462,7 +475,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Rejected candidates with their reasons.
+   * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+   * reranking pool but outside the final top-k).
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -473,7 +487,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Rejected candidates with their reasons.
+   * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+   * reranking pool but outside the final top-k).
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -878,6 +893,47 @@ private static final long serialVersionUID = 0L;
     return searches_.get(index);
   }
 
+  public static final int FINAL_SELECTION_FIELD_NUMBER = 60;
+  private dev.groundwire.v1.FinalSelection finalSelection_;
+  /**
+   * <pre>
+   * Output only. The final selection applied to the reranked pool; absent
+   * when reranking is disabled.
+   * </pre>
+   *
+   * <code>.groundwire.v1.FinalSelection final_selection = 60 [json_name = "finalSelection"];</code>
+   * @return Whether the finalSelection field is set.
+   */
+  @java.lang.Override
+  public boolean hasFinalSelection() {
+    return ((bitField0_ & 0x00000008) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The final selection applied to the reranked pool; absent
+   * when reranking is disabled.
+   * </pre>
+   *
+   * <code>.groundwire.v1.FinalSelection final_selection = 60 [json_name = "finalSelection"];</code>
+   * @return The finalSelection.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.FinalSelection getFinalSelection() {
+    return finalSelection_ == null ? dev.groundwire.v1.FinalSelection.getDefaultInstance() : finalSelection_;
+  }
+  /**
+   * <pre>
+   * Output only. The final selection applied to the reranked pool; absent
+   * when reranking is disabled.
+   * </pre>
+   *
+   * <code>.groundwire.v1.FinalSelection final_selection = 60 [json_name = "finalSelection"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.FinalSelectionOrBuilder getFinalSelectionOrBuilder() {
+    return finalSelection_ == null ? dev.groundwire.v1.FinalSelection.getDefaultInstance() : finalSelection_;
+  }
+
   public static final int RAG_BYPASSED_FIELD_NUMBER = 70;
   private boolean ragBypassed_ = false;
   /**
@@ -907,7 +963,7 @@ private static final long serialVersionUID = 0L;
    */
   @java.lang.Override
   public boolean hasAppliedLimits() {
-    return ((bitField0_ & 0x00000008) != 0);
+    return ((bitField0_ & 0x00000010) != 0);
   }
   /**
    * <pre>
@@ -951,7 +1007,7 @@ private static final long serialVersionUID = 0L;
    */
   @java.lang.Override
   public boolean hasKeywordQuery() {
-    return ((bitField0_ & 0x00000010) != 0);
+    return ((bitField0_ & 0x00000020) != 0);
   }
   /**
    * <pre>
@@ -1135,6 +1191,26 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int TENANT_SCOPE_EMPTY_FIELD_NUMBER = 160;
+  private boolean tenantScopeEmpty_ = false;
+  /**
+   * <pre>
+   * Output only. True when the caller's tenant holds no published document in
+   * the agent's index at all (metadata filters aside), so no query of this
+   * scope can find context. Documents from configured sources belong to the
+   * index's configured tenant (empty by default): a key bound to another
+   * tenant sees none of them. Checked only when retrieval found no
+   * candidate; false otherwise.
+   * </pre>
+   *
+   * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+   * @return The tenantScopeEmpty.
+   */
+  @java.lang.Override
+  public boolean getTenantScopeEmpty() {
+    return tenantScopeEmpty_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -1218,13 +1294,16 @@ private static final long serialVersionUID = 0L;
     for (int i = 0; i < searches_.size(); i++) {
       output.writeMessage(23, searches_.get(i));
     }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      output.writeMessage(60, getFinalSelection());
+    }
     if (ragBypassed_ != false) {
       output.writeBool(70, ragBypassed_);
     }
-    if (((bitField0_ & 0x00000008) != 0)) {
+    if (((bitField0_ & 0x00000010) != 0)) {
       output.writeMessage(71, getAppliedLimits());
     }
-    if (((bitField0_ & 0x00000010) != 0)) {
+    if (((bitField0_ & 0x00000020) != 0)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 72, keywordQuery_);
     }
     if (keywordQuerySource_ != dev.groundwire.v1.KeywordQuerySource.KEYWORD_QUERY_SOURCE_UNSPECIFIED.getNumber()) {
@@ -1235,6 +1314,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(queryRewriteFailureCode_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 75, queryRewriteFailureCode_);
+    }
+    if (tenantScopeEmpty_ != false) {
+      output.writeBool(160, tenantScopeEmpty_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -1360,15 +1442,19 @@ private static final long serialVersionUID = 0L;
           }
           size += 2 * count;
         }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(60, getFinalSelection());
+    }
     if (ragBypassed_ != false) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(70, ragBypassed_);
     }
-    if (((bitField0_ & 0x00000008) != 0)) {
+    if (((bitField0_ & 0x00000010) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(71, getAppliedLimits());
     }
-    if (((bitField0_ & 0x00000010) != 0)) {
+    if (((bitField0_ & 0x00000020) != 0)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(72, keywordQuery_);
     }
     if (keywordQuerySource_ != dev.groundwire.v1.KeywordQuerySource.KEYWORD_QUERY_SOURCE_UNSPECIFIED.getNumber()) {
@@ -1380,6 +1466,10 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(queryRewriteFailureCode_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(75, queryRewriteFailureCode_);
+    }
+    if (tenantScopeEmpty_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(160, tenantScopeEmpty_);
     }
     return size;
   }
@@ -1456,6 +1546,11 @@ private static final long serialVersionUID = 0L;
     }
     if (!getSearchesList()
         .equals(other.getSearchesList())) return false;
+    if (hasFinalSelection() != other.hasFinalSelection()) return false;
+    if (hasFinalSelection()) {
+      if (!getFinalSelection()
+          .equals(other.getFinalSelection())) return false;
+    }
     if (getRagBypassed()
         != other.getRagBypassed()) return false;
     if (hasAppliedLimits() != other.hasAppliedLimits()) return false;
@@ -1473,6 +1568,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getKeywordRewriteFailureCode())) return false;
     if (!getQueryRewriteFailureCode()
         .equals(other.getQueryRewriteFailureCode())) return false;
+    if (getTenantScopeEmpty()
+        != other.getTenantScopeEmpty()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -1553,6 +1650,10 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + SEARCHES_FIELD_NUMBER;
       hash = (53 * hash) + getSearchesList().hashCode();
     }
+    if (hasFinalSelection()) {
+      hash = (37 * hash) + FINAL_SELECTION_FIELD_NUMBER;
+      hash = (53 * hash) + getFinalSelection().hashCode();
+    }
     hash = (37 * hash) + RAG_BYPASSED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getRagBypassed());
@@ -1570,6 +1671,9 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getKeywordRewriteFailureCode().hashCode();
     hash = (37 * hash) + QUERY_REWRITE_FAILURE_CODE_FIELD_NUMBER;
     hash = (53 * hash) + getQueryRewriteFailureCode().hashCode();
+    hash = (37 * hash) + TENANT_SCOPE_EMPTY_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getTenantScopeEmpty());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -1713,6 +1817,7 @@ private static final long serialVersionUID = 0L;
         internalGetRerankingFieldBuilder();
         internalGetContextBudgetFieldBuilder();
         internalGetSearchesFieldBuilder();
+        internalGetFinalSelectionFieldBuilder();
         internalGetAppliedLimitsFieldBuilder();
       }
     }
@@ -1787,6 +1892,11 @@ private static final long serialVersionUID = 0L;
         searchesBuilder_.clear();
       }
       bitField0_ = (bitField0_ & ~0x00400000);
+      finalSelection_ = null;
+      if (finalSelectionBuilder_ != null) {
+        finalSelectionBuilder_.dispose();
+        finalSelectionBuilder_ = null;
+      }
       ragBypassed_ = false;
       appliedLimits_ = null;
       if (appliedLimitsBuilder_ != null) {
@@ -1797,6 +1907,7 @@ private static final long serialVersionUID = 0L;
       keywordQuerySource_ = 0;
       keywordRewriteFailureCode_ = "";
       queryRewriteFailureCode_ = "";
+      tenantScopeEmpty_ = false;
       return this;
     }
 
@@ -1948,26 +2059,35 @@ private static final long serialVersionUID = 0L;
         to_bitField0_ |= 0x00000004;
       }
       if (((from_bitField0_ & 0x00800000) != 0)) {
-        result.ragBypassed_ = ragBypassed_;
+        result.finalSelection_ = finalSelectionBuilder_ == null
+            ? finalSelection_
+            : finalSelectionBuilder_.build();
+        to_bitField0_ |= 0x00000008;
       }
       if (((from_bitField0_ & 0x01000000) != 0)) {
+        result.ragBypassed_ = ragBypassed_;
+      }
+      if (((from_bitField0_ & 0x02000000) != 0)) {
         result.appliedLimits_ = appliedLimitsBuilder_ == null
             ? appliedLimits_
             : appliedLimitsBuilder_.build();
-        to_bitField0_ |= 0x00000008;
-      }
-      if (((from_bitField0_ & 0x02000000) != 0)) {
-        result.keywordQuery_ = keywordQuery_;
         to_bitField0_ |= 0x00000010;
       }
       if (((from_bitField0_ & 0x04000000) != 0)) {
-        result.keywordQuerySource_ = keywordQuerySource_;
+        result.keywordQuery_ = keywordQuery_;
+        to_bitField0_ |= 0x00000020;
       }
       if (((from_bitField0_ & 0x08000000) != 0)) {
-        result.keywordRewriteFailureCode_ = keywordRewriteFailureCode_;
+        result.keywordQuerySource_ = keywordQuerySource_;
       }
       if (((from_bitField0_ & 0x10000000) != 0)) {
+        result.keywordRewriteFailureCode_ = keywordRewriteFailureCode_;
+      }
+      if (((from_bitField0_ & 0x20000000) != 0)) {
         result.queryRewriteFailureCode_ = queryRewriteFailureCode_;
+      }
+      if (((from_bitField0_ & 0x40000000) != 0)) {
+        result.tenantScopeEmpty_ = tenantScopeEmpty_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -2195,6 +2315,9 @@ private static final long serialVersionUID = 0L;
           }
         }
       }
+      if (other.hasFinalSelection()) {
+        mergeFinalSelection(other.getFinalSelection());
+      }
       if (other.getRagBypassed() != false) {
         setRagBypassed(other.getRagBypassed());
       }
@@ -2203,7 +2326,7 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasKeywordQuery()) {
         keywordQuery_ = other.keywordQuery_;
-        bitField0_ |= 0x02000000;
+        bitField0_ |= 0x04000000;
         onChanged();
       }
       if (other.keywordQuerySource_ != 0) {
@@ -2211,13 +2334,16 @@ private static final long serialVersionUID = 0L;
       }
       if (!other.getKeywordRewriteFailureCode().isEmpty()) {
         keywordRewriteFailureCode_ = other.keywordRewriteFailureCode_;
-        bitField0_ |= 0x08000000;
+        bitField0_ |= 0x10000000;
         onChanged();
       }
       if (!other.getQueryRewriteFailureCode().isEmpty()) {
         queryRewriteFailureCode_ = other.queryRewriteFailureCode_;
-        bitField0_ |= 0x10000000;
+        bitField0_ |= 0x20000000;
         onChanged();
+      }
+      if (other.getTenantScopeEmpty() != false) {
+        setTenantScopeEmpty(other.getTenantScopeEmpty());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -2410,38 +2536,50 @@ private static final long serialVersionUID = 0L;
               }
               break;
             } // case 186
+            case 482: {
+              input.readMessage(
+                  internalGetFinalSelectionFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00800000;
+              break;
+            } // case 482
             case 560: {
               ragBypassed_ = input.readBool();
-              bitField0_ |= 0x00800000;
+              bitField0_ |= 0x01000000;
               break;
             } // case 560
             case 570: {
               input.readMessage(
                   internalGetAppliedLimitsFieldBuilder().getBuilder(),
                   extensionRegistry);
-              bitField0_ |= 0x01000000;
+              bitField0_ |= 0x02000000;
               break;
             } // case 570
             case 578: {
               keywordQuery_ = input.readStringRequireUtf8();
-              bitField0_ |= 0x02000000;
+              bitField0_ |= 0x04000000;
               break;
             } // case 578
             case 584: {
               keywordQuerySource_ = input.readEnum();
-              bitField0_ |= 0x04000000;
+              bitField0_ |= 0x08000000;
               break;
             } // case 584
             case 594: {
               keywordRewriteFailureCode_ = input.readStringRequireUtf8();
-              bitField0_ |= 0x08000000;
+              bitField0_ |= 0x10000000;
               break;
             } // case 594
             case 602: {
               queryRewriteFailureCode_ = input.readStringRequireUtf8();
-              bitField0_ |= 0x10000000;
+              bitField0_ |= 0x20000000;
               break;
             } // case 602
+            case 1280: {
+              tenantScopeEmpty_ = input.readBool();
+              bitField0_ |= 0x40000000;
+              break;
+            } // case 1280
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -3382,7 +3520,9 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3396,7 +3536,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3410,7 +3552,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3424,7 +3568,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3443,7 +3589,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3461,7 +3609,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3479,7 +3629,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3498,7 +3650,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3516,7 +3670,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3534,7 +3690,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3553,7 +3711,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3570,7 +3730,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3587,7 +3749,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3598,7 +3762,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3612,7 +3778,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3627,7 +3795,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3638,7 +3808,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3650,7 +3822,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Accepted candidates, in final (post-rerank) order.
+     * Output only. Accepted candidates (at most maximum_accepted_results: with
+     * reranking, the final top-k of the pool), in final (post-rerank or blend)
+     * order.
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -3688,7 +3862,8 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3702,7 +3877,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3716,7 +3892,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3730,7 +3907,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3749,7 +3927,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3767,7 +3946,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3785,7 +3965,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3804,7 +3985,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3822,7 +4004,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3840,7 +4023,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3859,7 +4043,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3876,7 +4061,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3893,7 +4079,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3904,7 +4091,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3918,7 +4106,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3933,7 +4122,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3944,7 +4134,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -3956,7 +4147,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Rejected candidates with their reasons.
+     * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+     * reranking pool but outside the final top-k).
      * </pre>
      *
      * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -5511,6 +5703,170 @@ private static final long serialVersionUID = 0L;
       return searchesBuilder_;
     }
 
+    private dev.groundwire.v1.FinalSelection finalSelection_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.FinalSelection, dev.groundwire.v1.FinalSelection.Builder, dev.groundwire.v1.FinalSelectionOrBuilder> finalSelectionBuilder_;
+    /**
+     * <pre>
+     * Output only. The final selection applied to the reranked pool; absent
+     * when reranking is disabled.
+     * </pre>
+     *
+     * <code>.groundwire.v1.FinalSelection final_selection = 60 [json_name = "finalSelection"];</code>
+     * @return Whether the finalSelection field is set.
+     */
+    public boolean hasFinalSelection() {
+      return ((bitField0_ & 0x00800000) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The final selection applied to the reranked pool; absent
+     * when reranking is disabled.
+     * </pre>
+     *
+     * <code>.groundwire.v1.FinalSelection final_selection = 60 [json_name = "finalSelection"];</code>
+     * @return The finalSelection.
+     */
+    public dev.groundwire.v1.FinalSelection getFinalSelection() {
+      if (finalSelectionBuilder_ == null) {
+        return finalSelection_ == null ? dev.groundwire.v1.FinalSelection.getDefaultInstance() : finalSelection_;
+      } else {
+        return finalSelectionBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The final selection applied to the reranked pool; absent
+     * when reranking is disabled.
+     * </pre>
+     *
+     * <code>.groundwire.v1.FinalSelection final_selection = 60 [json_name = "finalSelection"];</code>
+     */
+    public Builder setFinalSelection(dev.groundwire.v1.FinalSelection value) {
+      if (finalSelectionBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        finalSelection_ = value;
+      } else {
+        finalSelectionBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00800000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The final selection applied to the reranked pool; absent
+     * when reranking is disabled.
+     * </pre>
+     *
+     * <code>.groundwire.v1.FinalSelection final_selection = 60 [json_name = "finalSelection"];</code>
+     */
+    public Builder setFinalSelection(
+        dev.groundwire.v1.FinalSelection.Builder builderForValue) {
+      if (finalSelectionBuilder_ == null) {
+        finalSelection_ = builderForValue.build();
+      } else {
+        finalSelectionBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00800000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The final selection applied to the reranked pool; absent
+     * when reranking is disabled.
+     * </pre>
+     *
+     * <code>.groundwire.v1.FinalSelection final_selection = 60 [json_name = "finalSelection"];</code>
+     */
+    public Builder mergeFinalSelection(dev.groundwire.v1.FinalSelection value) {
+      if (finalSelectionBuilder_ == null) {
+        if (((bitField0_ & 0x00800000) != 0) &&
+          finalSelection_ != null &&
+          finalSelection_ != dev.groundwire.v1.FinalSelection.getDefaultInstance()) {
+          getFinalSelectionBuilder().mergeFrom(value);
+        } else {
+          finalSelection_ = value;
+        }
+      } else {
+        finalSelectionBuilder_.mergeFrom(value);
+      }
+      if (finalSelection_ != null) {
+        bitField0_ |= 0x00800000;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The final selection applied to the reranked pool; absent
+     * when reranking is disabled.
+     * </pre>
+     *
+     * <code>.groundwire.v1.FinalSelection final_selection = 60 [json_name = "finalSelection"];</code>
+     */
+    public Builder clearFinalSelection() {
+      bitField0_ = (bitField0_ & ~0x00800000);
+      finalSelection_ = null;
+      if (finalSelectionBuilder_ != null) {
+        finalSelectionBuilder_.dispose();
+        finalSelectionBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The final selection applied to the reranked pool; absent
+     * when reranking is disabled.
+     * </pre>
+     *
+     * <code>.groundwire.v1.FinalSelection final_selection = 60 [json_name = "finalSelection"];</code>
+     */
+    public dev.groundwire.v1.FinalSelection.Builder getFinalSelectionBuilder() {
+      bitField0_ |= 0x00800000;
+      onChanged();
+      return internalGetFinalSelectionFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. The final selection applied to the reranked pool; absent
+     * when reranking is disabled.
+     * </pre>
+     *
+     * <code>.groundwire.v1.FinalSelection final_selection = 60 [json_name = "finalSelection"];</code>
+     */
+    public dev.groundwire.v1.FinalSelectionOrBuilder getFinalSelectionOrBuilder() {
+      if (finalSelectionBuilder_ != null) {
+        return finalSelectionBuilder_.getMessageOrBuilder();
+      } else {
+        return finalSelection_ == null ?
+            dev.groundwire.v1.FinalSelection.getDefaultInstance() : finalSelection_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The final selection applied to the reranked pool; absent
+     * when reranking is disabled.
+     * </pre>
+     *
+     * <code>.groundwire.v1.FinalSelection final_selection = 60 [json_name = "finalSelection"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.FinalSelection, dev.groundwire.v1.FinalSelection.Builder, dev.groundwire.v1.FinalSelectionOrBuilder> 
+        internalGetFinalSelectionFieldBuilder() {
+      if (finalSelectionBuilder_ == null) {
+        finalSelectionBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.FinalSelection, dev.groundwire.v1.FinalSelection.Builder, dev.groundwire.v1.FinalSelectionOrBuilder>(
+                getFinalSelection(),
+                getParentForChildren(),
+                isClean());
+        finalSelection_ = null;
+      }
+      return finalSelectionBuilder_;
+    }
+
     private boolean ragBypassed_ ;
     /**
      * <pre>
@@ -5538,7 +5894,7 @@ private static final long serialVersionUID = 0L;
     public Builder setRagBypassed(boolean value) {
 
       ragBypassed_ = value;
-      bitField0_ |= 0x00800000;
+      bitField0_ |= 0x01000000;
       onChanged();
       return this;
     }
@@ -5552,7 +5908,7 @@ private static final long serialVersionUID = 0L;
      * @return This builder for chaining.
      */
     public Builder clearRagBypassed() {
-      bitField0_ = (bitField0_ & ~0x00800000);
+      bitField0_ = (bitField0_ & ~0x01000000);
       ragBypassed_ = false;
       onChanged();
       return this;
@@ -5571,7 +5927,7 @@ private static final long serialVersionUID = 0L;
      * @return Whether the appliedLimits field is set.
      */
     public boolean hasAppliedLimits() {
-      return ((bitField0_ & 0x01000000) != 0);
+      return ((bitField0_ & 0x02000000) != 0);
     }
     /**
      * <pre>
@@ -5604,7 +5960,7 @@ private static final long serialVersionUID = 0L;
       } else {
         appliedLimitsBuilder_.setMessage(value);
       }
-      bitField0_ |= 0x01000000;
+      bitField0_ |= 0x02000000;
       onChanged();
       return this;
     }
@@ -5623,7 +5979,7 @@ private static final long serialVersionUID = 0L;
       } else {
         appliedLimitsBuilder_.setMessage(builderForValue.build());
       }
-      bitField0_ |= 0x01000000;
+      bitField0_ |= 0x02000000;
       onChanged();
       return this;
     }
@@ -5637,7 +5993,7 @@ private static final long serialVersionUID = 0L;
      */
     public Builder mergeAppliedLimits(dev.groundwire.v1.RagAppliedLimits value) {
       if (appliedLimitsBuilder_ == null) {
-        if (((bitField0_ & 0x01000000) != 0) &&
+        if (((bitField0_ & 0x02000000) != 0) &&
           appliedLimits_ != null &&
           appliedLimits_ != dev.groundwire.v1.RagAppliedLimits.getDefaultInstance()) {
           getAppliedLimitsBuilder().mergeFrom(value);
@@ -5648,7 +6004,7 @@ private static final long serialVersionUID = 0L;
         appliedLimitsBuilder_.mergeFrom(value);
       }
       if (appliedLimits_ != null) {
-        bitField0_ |= 0x01000000;
+        bitField0_ |= 0x02000000;
         onChanged();
       }
       return this;
@@ -5662,7 +6018,7 @@ private static final long serialVersionUID = 0L;
      * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
      */
     public Builder clearAppliedLimits() {
-      bitField0_ = (bitField0_ & ~0x01000000);
+      bitField0_ = (bitField0_ & ~0x02000000);
       appliedLimits_ = null;
       if (appliedLimitsBuilder_ != null) {
         appliedLimitsBuilder_.dispose();
@@ -5680,7 +6036,7 @@ private static final long serialVersionUID = 0L;
      * <code>.groundwire.v1.RagAppliedLimits applied_limits = 71 [json_name = "appliedLimits"];</code>
      */
     public dev.groundwire.v1.RagAppliedLimits.Builder getAppliedLimitsBuilder() {
-      bitField0_ |= 0x01000000;
+      bitField0_ |= 0x02000000;
       onChanged();
       return internalGetAppliedLimitsFieldBuilder().getBuilder();
     }
@@ -5735,7 +6091,7 @@ private static final long serialVersionUID = 0L;
      * @return Whether the keywordQuery field is set.
      */
     public boolean hasKeywordQuery() {
-      return ((bitField0_ & 0x02000000) != 0);
+      return ((bitField0_ & 0x04000000) != 0);
     }
     /**
      * <pre>
@@ -5800,7 +6156,7 @@ private static final long serialVersionUID = 0L;
         java.lang.String value) {
       java.util.Objects.requireNonNull(value);
       keywordQuery_ = value;
-      bitField0_ |= 0x02000000;
+      bitField0_ |= 0x04000000;
       onChanged();
       return this;
     }
@@ -5817,7 +6173,7 @@ private static final long serialVersionUID = 0L;
      */
     public Builder clearKeywordQuery() {
       keywordQuery_ = getDefaultInstance().getKeywordQuery();
-      bitField0_ = (bitField0_ & ~0x02000000);
+      bitField0_ = (bitField0_ & ~0x04000000);
       onChanged();
       return this;
     }
@@ -5838,7 +6194,7 @@ private static final long serialVersionUID = 0L;
       java.util.Objects.requireNonNull(value);
       checkByteStringIsUtf8(value);
       keywordQuery_ = value;
-      bitField0_ |= 0x02000000;
+      bitField0_ |= 0x04000000;
       onChanged();
       return this;
     }
@@ -5866,7 +6222,7 @@ private static final long serialVersionUID = 0L;
      */
     public Builder setKeywordQuerySourceValue(int value) {
       keywordQuerySource_ = value;
-      bitField0_ |= 0x04000000;
+      bitField0_ |= 0x08000000;
       onChanged();
       return this;
     }
@@ -5895,7 +6251,7 @@ private static final long serialVersionUID = 0L;
      */
     public Builder setKeywordQuerySource(dev.groundwire.v1.KeywordQuerySource value) {
       java.util.Objects.requireNonNull(value);
-      bitField0_ |= 0x04000000;
+      bitField0_ |= 0x08000000;
       keywordQuerySource_ = value.getNumber();
       onChanged();
       return this;
@@ -5909,7 +6265,7 @@ private static final long serialVersionUID = 0L;
      * @return This builder for chaining.
      */
     public Builder clearKeywordQuerySource() {
-      bitField0_ = (bitField0_ & ~0x04000000);
+      bitField0_ = (bitField0_ & ~0x08000000);
       keywordQuerySource_ = 0;
       onChanged();
       return this;
@@ -5979,7 +6335,7 @@ private static final long serialVersionUID = 0L;
         java.lang.String value) {
       java.util.Objects.requireNonNull(value);
       keywordRewriteFailureCode_ = value;
-      bitField0_ |= 0x08000000;
+      bitField0_ |= 0x10000000;
       onChanged();
       return this;
     }
@@ -5996,7 +6352,7 @@ private static final long serialVersionUID = 0L;
      */
     public Builder clearKeywordRewriteFailureCode() {
       keywordRewriteFailureCode_ = getDefaultInstance().getKeywordRewriteFailureCode();
-      bitField0_ = (bitField0_ & ~0x08000000);
+      bitField0_ = (bitField0_ & ~0x10000000);
       onChanged();
       return this;
     }
@@ -6017,7 +6373,7 @@ private static final long serialVersionUID = 0L;
       java.util.Objects.requireNonNull(value);
       checkByteStringIsUtf8(value);
       keywordRewriteFailureCode_ = value;
-      bitField0_ |= 0x08000000;
+      bitField0_ |= 0x10000000;
       onChanged();
       return this;
     }
@@ -6086,7 +6442,7 @@ private static final long serialVersionUID = 0L;
         java.lang.String value) {
       java.util.Objects.requireNonNull(value);
       queryRewriteFailureCode_ = value;
-      bitField0_ |= 0x10000000;
+      bitField0_ |= 0x20000000;
       onChanged();
       return this;
     }
@@ -6103,7 +6459,7 @@ private static final long serialVersionUID = 0L;
      */
     public Builder clearQueryRewriteFailureCode() {
       queryRewriteFailureCode_ = getDefaultInstance().getQueryRewriteFailureCode();
-      bitField0_ = (bitField0_ & ~0x10000000);
+      bitField0_ = (bitField0_ & ~0x20000000);
       onChanged();
       return this;
     }
@@ -6124,7 +6480,66 @@ private static final long serialVersionUID = 0L;
       java.util.Objects.requireNonNull(value);
       checkByteStringIsUtf8(value);
       queryRewriteFailureCode_ = value;
-      bitField0_ |= 0x10000000;
+      bitField0_ |= 0x20000000;
+      onChanged();
+      return this;
+    }
+
+    private boolean tenantScopeEmpty_ ;
+    /**
+     * <pre>
+     * Output only. True when the caller's tenant holds no published document in
+     * the agent's index at all (metadata filters aside), so no query of this
+     * scope can find context. Documents from configured sources belong to the
+     * index's configured tenant (empty by default): a key bound to another
+     * tenant sees none of them. Checked only when retrieval found no
+     * candidate; false otherwise.
+     * </pre>
+     *
+     * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+     * @return The tenantScopeEmpty.
+     */
+    @java.lang.Override
+    public boolean getTenantScopeEmpty() {
+      return tenantScopeEmpty_;
+    }
+    /**
+     * <pre>
+     * Output only. True when the caller's tenant holds no published document in
+     * the agent's index at all (metadata filters aside), so no query of this
+     * scope can find context. Documents from configured sources belong to the
+     * index's configured tenant (empty by default): a key bound to another
+     * tenant sees none of them. Checked only when retrieval found no
+     * candidate; false otherwise.
+     * </pre>
+     *
+     * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+     * @param value The tenantScopeEmpty to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTenantScopeEmpty(boolean value) {
+
+      tenantScopeEmpty_ = value;
+      bitField0_ |= 0x40000000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. True when the caller's tenant holds no published document in
+     * the agent's index at all (metadata filters aside), so no query of this
+     * scope can find context. Documents from configured sources belong to the
+     * index's configured tenant (empty by default): a key bound to another
+     * tenant sees none of them. Checked only when retrieval found no
+     * candidate; false otherwise.
+     * </pre>
+     *
+     * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTenantScopeEmpty() {
+      bitField0_ = (bitField0_ & ~0x40000000);
+      tenantScopeEmpty_ = false;
       onChanged();
       return this;
     }

@@ -203,7 +203,9 @@ public interface RagExecutionMetadataOrBuilder extends
 
   /**
    * <pre>
-   * Output only. Accepted candidates, in final (post-rerank) order.
+   * Output only. Accepted candidates (at most maximum_accepted_results: with
+   * reranking, the final top-k of the pool), in final (post-rerank or blend)
+   * order.
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -212,7 +214,9 @@ public interface RagExecutionMetadataOrBuilder extends
       getAccepted12List();
   /**
    * <pre>
-   * Output only. Accepted candidates, in final (post-rerank) order.
+   * Output only. Accepted candidates (at most maximum_accepted_results: with
+   * reranking, the final top-k of the pool), in final (post-rerank or blend)
+   * order.
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -220,7 +224,9 @@ public interface RagExecutionMetadataOrBuilder extends
   dev.groundwire.v1.RagItem getAccepted12(int index);
   /**
    * <pre>
-   * Output only. Accepted candidates, in final (post-rerank) order.
+   * Output only. Accepted candidates (at most maximum_accepted_results: with
+   * reranking, the final top-k of the pool), in final (post-rerank or blend)
+   * order.
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -228,7 +234,9 @@ public interface RagExecutionMetadataOrBuilder extends
   int getAccepted12Count();
   /**
    * <pre>
-   * Output only. Accepted candidates, in final (post-rerank) order.
+   * Output only. Accepted candidates (at most maximum_accepted_results: with
+   * reranking, the final top-k of the pool), in final (post-rerank or blend)
+   * order.
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -237,7 +245,9 @@ public interface RagExecutionMetadataOrBuilder extends
       getAccepted12OrBuilderList();
   /**
    * <pre>
-   * Output only. Accepted candidates, in final (post-rerank) order.
+   * Output only. Accepted candidates (at most maximum_accepted_results: with
+   * reranking, the final top-k of the pool), in final (post-rerank or blend)
+   * order.
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem accepted = 12 [json_name = "accepted"];</code>
@@ -247,7 +257,8 @@ public interface RagExecutionMetadataOrBuilder extends
 
   /**
    * <pre>
-   * Output only. Rejected candidates with their reasons.
+   * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+   * reranking pool but outside the final top-k).
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -256,7 +267,8 @@ public interface RagExecutionMetadataOrBuilder extends
       getRejected13List();
   /**
    * <pre>
-   * Output only. Rejected candidates with their reasons.
+   * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+   * reranking pool but outside the final top-k).
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -264,7 +276,8 @@ public interface RagExecutionMetadataOrBuilder extends
   dev.groundwire.v1.RagItem getRejected13(int index);
   /**
    * <pre>
-   * Output only. Rejected candidates with their reasons.
+   * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+   * reranking pool but outside the final top-k).
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -272,7 +285,8 @@ public interface RagExecutionMetadataOrBuilder extends
   int getRejected13Count();
   /**
    * <pre>
-   * Output only. Rejected candidates with their reasons.
+   * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+   * reranking pool but outside the final top-k).
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -281,7 +295,8 @@ public interface RagExecutionMetadataOrBuilder extends
       getRejected13OrBuilderList();
   /**
    * <pre>
-   * Output only. Rejected candidates with their reasons.
+   * Output only. Rejected candidates with their reasons (NOT_SELECTED: in the
+   * reranking pool but outside the final top-k).
    * </pre>
    *
    * <code>repeated .groundwire.v1.RagItem rejected = 13 [json_name = "rejected"];</code>
@@ -554,6 +569,36 @@ public interface RagExecutionMetadataOrBuilder extends
 
   /**
    * <pre>
+   * Output only. The final selection applied to the reranked pool; absent
+   * when reranking is disabled.
+   * </pre>
+   *
+   * <code>.groundwire.v1.FinalSelection final_selection = 60 [json_name = "finalSelection"];</code>
+   * @return Whether the finalSelection field is set.
+   */
+  boolean hasFinalSelection();
+  /**
+   * <pre>
+   * Output only. The final selection applied to the reranked pool; absent
+   * when reranking is disabled.
+   * </pre>
+   *
+   * <code>.groundwire.v1.FinalSelection final_selection = 60 [json_name = "finalSelection"];</code>
+   * @return The finalSelection.
+   */
+  dev.groundwire.v1.FinalSelection getFinalSelection();
+  /**
+   * <pre>
+   * Output only. The final selection applied to the reranked pool; absent
+   * when reranking is disabled.
+   * </pre>
+   *
+   * <code>.groundwire.v1.FinalSelection final_selection = 60 [json_name = "finalSelection"];</code>
+   */
+  dev.groundwire.v1.FinalSelectionOrBuilder getFinalSelectionOrBuilder();
+
+  /**
+   * <pre>
    * Output only. Whether RAG was bypassed for this request
    * (ExecutionInput.bypass_rag): no search ran and no evidence was sent.
    * </pre>
@@ -701,4 +746,19 @@ public interface RagExecutionMetadataOrBuilder extends
    */
   com.google.protobuf.ByteString
       getQueryRewriteFailureCodeBytes();
+
+  /**
+   * <pre>
+   * Output only. True when the caller's tenant holds no published document in
+   * the agent's index at all (metadata filters aside), so no query of this
+   * scope can find context. Documents from configured sources belong to the
+   * index's configured tenant (empty by default): a key bound to another
+   * tenant sees none of them. Checked only when retrieval found no
+   * candidate; false otherwise.
+   * </pre>
+   *
+   * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+   * @return The tenantScopeEmpty.
+   */
+  boolean getTenantScopeEmpty();
 }

@@ -7,7 +7,10 @@ package dev.groundwire.v1;
 
 /**
  * <pre>
- * One retrieval candidate as the policy saw it (no content).
+ * One retrieval candidate as the policy saw it (no content, except the
+ * title, section and bounded snippet of the items in
+ * RagExecutionMetadata.context: the evidence the model was given, which the
+ * caller may read as it may read Retrieve results).
  * </pre>
  *
  * Protobuf type {@code groundwire.v1.RagItem}
@@ -35,6 +38,9 @@ private static final long serialVersionUID = 0L;
     documentId_ = "";
     chunkId_ = "";
     reason_ = 0;
+    title_ = "";
+    section_ = "";
+    snippet_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -267,6 +273,252 @@ private static final long serialVersionUID = 0L;
     return span_ == null ? dev.groundwire.v1.CharSpan.getDefaultInstance() : span_;
   }
 
+  public static final int TITLE_FIELD_NUMBER = 160;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object title_ = "";
+  /**
+   * <pre>
+   * Output only. The document title (empty when the document has none). Set
+   * on context items (RagExecutionMetadata.context) only; candidates,
+   * accepted, rejected and excluded items stay content-free.
+   * </pre>
+   *
+   * <code>string title = 160 [json_name = "title"];</code>
+   * @return The title.
+   */
+  @java.lang.Override
+  public java.lang.String getTitle() {
+    java.lang.Object ref = title_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      title_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Output only. The document title (empty when the document has none). Set
+   * on context items (RagExecutionMetadata.context) only; candidates,
+   * accepted, rejected and excluded items stay content-free.
+   * </pre>
+   *
+   * <code>string title = 160 [json_name = "title"];</code>
+   * @return The bytes for title.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getTitleBytes() {
+    java.lang.Object ref = title_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      title_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int SECTION_FIELD_NUMBER = 161;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object section_ = "";
+  /**
+   * <pre>
+   * Output only. The section (heading path) the chunk belongs to; empty when
+   * the loader found none. Context items only, like title.
+   * </pre>
+   *
+   * <code>string section = 161 [json_name = "section"];</code>
+   * @return The section.
+   */
+  @java.lang.Override
+  public java.lang.String getSection() {
+    java.lang.Object ref = section_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      section_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Output only. The section (heading path) the chunk belongs to; empty when
+   * the loader found none. Context items only, like title.
+   * </pre>
+   *
+   * <code>string section = 161 [json_name = "section"];</code>
+   * @return The bytes for section.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getSectionBytes() {
+    java.lang.Object ref = section_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      section_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int SNIPPET_FIELD_NUMBER = 162;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object snippet_ = "";
+  /**
+   * <pre>
+   * Output only. A bounded snippet of the chunk text: its beginning (leading
+   * whitespace removed), at most agent_limits.citation_snippet_chars
+   * characters (default 300; Unicode code points), cut at a word boundary
+   * (a single longer word is cut at the bound). Empty when the bound is 0.
+   * Context items only, like title.
+   * </pre>
+   *
+   * <code>string snippet = 162 [json_name = "snippet"];</code>
+   * @return The snippet.
+   */
+  @java.lang.Override
+  public java.lang.String getSnippet() {
+    java.lang.Object ref = snippet_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      snippet_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Output only. A bounded snippet of the chunk text: its beginning (leading
+   * whitespace removed), at most agent_limits.citation_snippet_chars
+   * characters (default 300; Unicode code points), cut at a word boundary
+   * (a single longer word is cut at the bound). Empty when the bound is 0.
+   * Context items only, like title.
+   * </pre>
+   *
+   * <code>string snippet = 162 [json_name = "snippet"];</code>
+   * @return The bytes for snippet.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getSnippetBytes() {
+    java.lang.Object ref = snippet_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      snippet_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int SNIPPET_TRUNCATED_FIELD_NUMBER = 163;
+  private boolean snippetTruncated_ = false;
+  /**
+   * <pre>
+   * Output only. Whether snippet is shorter than the chunk text (the chunk
+   * continues after it; an application can append an ellipsis).
+   * </pre>
+   *
+   * <code>bool snippet_truncated = 163 [json_name = "snippetTruncated"];</code>
+   * @return The snippetTruncated.
+   */
+  @java.lang.Override
+  public boolean getSnippetTruncated() {
+    return snippetTruncated_;
+  }
+
+  public static final int RERANK_RELEVANCE_FIELD_NUMBER = 60;
+  private double rerankRelevance_ = 0D;
+  /**
+   * <pre>
+   * Output only. The reranker's relevance for this candidate, in [0, 1]
+   * (higher is better); present when the rerank succeeded and the candidate
+   * was sent to the reranker. A separate value: `score` is never changed.
+   * </pre>
+   *
+   * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+   * @return Whether the rerankRelevance field is set.
+   */
+  @java.lang.Override
+  public boolean hasRerankRelevance() {
+    return ((bitField0_ & 0x00000004) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The reranker's relevance for this candidate, in [0, 1]
+   * (higher is better); present when the rerank succeeded and the candidate
+   * was sent to the reranker. A separate value: `score` is never changed.
+   * </pre>
+   *
+   * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+   * @return The rerankRelevance.
+   */
+  @java.lang.Override
+  public double getRerankRelevance() {
+    return rerankRelevance_;
+  }
+
+  public static final int BLEND_FIELD_NUMBER = 61;
+  private dev.groundwire.v1.BlendScore blend_;
+  /**
+   * <pre>
+   * Output only. The final-selection blend of this candidate; present under
+   * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+   * candidate was sent to the reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+   * @return Whether the blend field is set.
+   */
+  @java.lang.Override
+  public boolean hasBlend() {
+    return ((bitField0_ & 0x00000008) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The final-selection blend of this candidate; present under
+   * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+   * candidate was sent to the reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+   * @return The blend.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.BlendScore getBlend() {
+    return blend_ == null ? dev.groundwire.v1.BlendScore.getDefaultInstance() : blend_;
+  }
+  /**
+   * <pre>
+   * Output only. The final-selection blend of this candidate; present under
+   * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+   * candidate was sent to the reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.BlendScoreOrBuilder getBlendOrBuilder() {
+    return blend_ == null ? dev.groundwire.v1.BlendScore.getDefaultInstance() : blend_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -299,6 +551,24 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000002) != 0)) {
       output.writeMessage(6, getSpan());
     }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      output.writeDouble(60, rerankRelevance_);
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      output.writeMessage(61, getBlend());
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(title_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 160, title_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(section_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 161, section_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(snippet_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 162, snippet_);
+    }
+    if (snippetTruncated_ != false) {
+      output.writeBool(163, snippetTruncated_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -324,6 +594,27 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000002) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(6, getSpan());
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeDoubleSize(60, rerankRelevance_);
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(61, getBlend());
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(title_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(160, title_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(section_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(161, section_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(snippet_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(162, snippet_);
+    }
+    if (snippetTruncated_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(163, snippetTruncated_);
     }
     return size;
   }
@@ -366,6 +657,25 @@ private static final long serialVersionUID = 0L;
       if (!getSpan()
           .equals(other.getSpan())) return false;
     }
+    if (!getTitle()
+        .equals(other.getTitle())) return false;
+    if (!getSection()
+        .equals(other.getSection())) return false;
+    if (!getSnippet()
+        .equals(other.getSnippet())) return false;
+    if (getSnippetTruncated()
+        != other.getSnippetTruncated()) return false;
+    if (hasRerankRelevance() != other.hasRerankRelevance()) return false;
+    if (hasRerankRelevance()) {
+      if (java.lang.Double.doubleToLongBits(getRerankRelevance())
+          != java.lang.Double.doubleToLongBits(
+              other.getRerankRelevance())) return false;
+    }
+    if (hasBlend() != other.hasBlend()) return false;
+    if (hasBlend()) {
+      if (!getBlend()
+          .equals(other.getBlend())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -392,6 +702,24 @@ private static final long serialVersionUID = 0L;
     if (hasSpan()) {
       hash = (37 * hash) + SPAN_FIELD_NUMBER;
       hash = (53 * hash) + getSpan().hashCode();
+    }
+    hash = (37 * hash) + TITLE_FIELD_NUMBER;
+    hash = (53 * hash) + getTitle().hashCode();
+    hash = (37 * hash) + SECTION_FIELD_NUMBER;
+    hash = (53 * hash) + getSection().hashCode();
+    hash = (37 * hash) + SNIPPET_FIELD_NUMBER;
+    hash = (53 * hash) + getSnippet().hashCode();
+    hash = (37 * hash) + SNIPPET_TRUNCATED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getSnippetTruncated());
+    if (hasRerankRelevance()) {
+      hash = (37 * hash) + RERANK_RELEVANCE_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+          java.lang.Double.doubleToLongBits(getRerankRelevance()));
+    }
+    if (hasBlend()) {
+      hash = (37 * hash) + BLEND_FIELD_NUMBER;
+      hash = (53 * hash) + getBlend().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -492,7 +820,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * One retrieval candidate as the policy saw it (no content).
+   * One retrieval candidate as the policy saw it (no content, except the
+   * title, section and bounded snippet of the items in
+   * RagExecutionMetadata.context: the evidence the model was given, which the
+   * caller may read as it may read Retrieve results).
    * </pre>
    *
    * Protobuf type {@code groundwire.v1.RagItem}
@@ -529,6 +860,7 @@ private static final long serialVersionUID = 0L;
               .alwaysUseFieldBuilders) {
         internalGetScoreFieldBuilder();
         internalGetSpanFieldBuilder();
+        internalGetBlendFieldBuilder();
       }
     }
     @java.lang.Override
@@ -548,6 +880,16 @@ private static final long serialVersionUID = 0L;
       if (spanBuilder_ != null) {
         spanBuilder_.dispose();
         spanBuilder_ = null;
+      }
+      title_ = "";
+      section_ = "";
+      snippet_ = "";
+      snippetTruncated_ = false;
+      rerankRelevance_ = 0D;
+      blend_ = null;
+      if (blendBuilder_ != null) {
+        blendBuilder_.dispose();
+        blendBuilder_ = null;
       }
       return this;
     }
@@ -607,6 +949,28 @@ private static final long serialVersionUID = 0L;
             : spanBuilder_.build();
         to_bitField0_ |= 0x00000002;
       }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.title_ = title_;
+      }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.section_ = section_;
+      }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.snippet_ = snippet_;
+      }
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.snippetTruncated_ = snippetTruncated_;
+      }
+      if (((from_bitField0_ & 0x00000400) != 0)) {
+        result.rerankRelevance_ = rerankRelevance_;
+        to_bitField0_ |= 0x00000004;
+      }
+      if (((from_bitField0_ & 0x00000800) != 0)) {
+        result.blend_ = blendBuilder_ == null
+            ? blend_
+            : blendBuilder_.build();
+        to_bitField0_ |= 0x00000008;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -643,6 +1007,30 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasSpan()) {
         mergeSpan(other.getSpan());
+      }
+      if (!other.getTitle().isEmpty()) {
+        title_ = other.title_;
+        bitField0_ |= 0x00000040;
+        onChanged();
+      }
+      if (!other.getSection().isEmpty()) {
+        section_ = other.section_;
+        bitField0_ |= 0x00000080;
+        onChanged();
+      }
+      if (!other.getSnippet().isEmpty()) {
+        snippet_ = other.snippet_;
+        bitField0_ |= 0x00000100;
+        onChanged();
+      }
+      if (other.getSnippetTruncated() != false) {
+        setSnippetTruncated(other.getSnippetTruncated());
+      }
+      if (other.hasRerankRelevance()) {
+        setRerankRelevance(other.getRerankRelevance());
+      }
+      if (other.hasBlend()) {
+        mergeBlend(other.getBlend());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -702,6 +1090,38 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000020;
               break;
             } // case 50
+            case 481: {
+              rerankRelevance_ = input.readDouble();
+              bitField0_ |= 0x00000400;
+              break;
+            } // case 481
+            case 490: {
+              input.readMessage(
+                  internalGetBlendFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000800;
+              break;
+            } // case 490
+            case 1282: {
+              title_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 1282
+            case 1290: {
+              section_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 1290
+            case 1298: {
+              snippet_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 1298
+            case 1304: {
+              snippetTruncated_ = input.readBool();
+              bitField0_ |= 0x00000200;
+              break;
+            } // case 1304
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1327,6 +1747,601 @@ private static final long serialVersionUID = 0L;
         span_ = null;
       }
       return spanBuilder_;
+    }
+
+    private java.lang.Object title_ = "";
+    /**
+     * <pre>
+     * Output only. The document title (empty when the document has none). Set
+     * on context items (RagExecutionMetadata.context) only; candidates,
+     * accepted, rejected and excluded items stay content-free.
+     * </pre>
+     *
+     * <code>string title = 160 [json_name = "title"];</code>
+     * @return The title.
+     */
+    public java.lang.String getTitle() {
+      java.lang.Object ref = title_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        title_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The document title (empty when the document has none). Set
+     * on context items (RagExecutionMetadata.context) only; candidates,
+     * accepted, rejected and excluded items stay content-free.
+     * </pre>
+     *
+     * <code>string title = 160 [json_name = "title"];</code>
+     * @return The bytes for title.
+     */
+    public com.google.protobuf.ByteString
+        getTitleBytes() {
+      java.lang.Object ref = title_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        title_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The document title (empty when the document has none). Set
+     * on context items (RagExecutionMetadata.context) only; candidates,
+     * accepted, rejected and excluded items stay content-free.
+     * </pre>
+     *
+     * <code>string title = 160 [json_name = "title"];</code>
+     * @param value The title to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTitle(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      title_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The document title (empty when the document has none). Set
+     * on context items (RagExecutionMetadata.context) only; candidates,
+     * accepted, rejected and excluded items stay content-free.
+     * </pre>
+     *
+     * <code>string title = 160 [json_name = "title"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTitle() {
+      title_ = getDefaultInstance().getTitle();
+      bitField0_ = (bitField0_ & ~0x00000040);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The document title (empty when the document has none). Set
+     * on context items (RagExecutionMetadata.context) only; candidates,
+     * accepted, rejected and excluded items stay content-free.
+     * </pre>
+     *
+     * <code>string title = 160 [json_name = "title"];</code>
+     * @param value The bytes for title to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTitleBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      title_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object section_ = "";
+    /**
+     * <pre>
+     * Output only. The section (heading path) the chunk belongs to; empty when
+     * the loader found none. Context items only, like title.
+     * </pre>
+     *
+     * <code>string section = 161 [json_name = "section"];</code>
+     * @return The section.
+     */
+    public java.lang.String getSection() {
+      java.lang.Object ref = section_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        section_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The section (heading path) the chunk belongs to; empty when
+     * the loader found none. Context items only, like title.
+     * </pre>
+     *
+     * <code>string section = 161 [json_name = "section"];</code>
+     * @return The bytes for section.
+     */
+    public com.google.protobuf.ByteString
+        getSectionBytes() {
+      java.lang.Object ref = section_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        section_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The section (heading path) the chunk belongs to; empty when
+     * the loader found none. Context items only, like title.
+     * </pre>
+     *
+     * <code>string section = 161 [json_name = "section"];</code>
+     * @param value The section to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSection(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      section_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The section (heading path) the chunk belongs to; empty when
+     * the loader found none. Context items only, like title.
+     * </pre>
+     *
+     * <code>string section = 161 [json_name = "section"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSection() {
+      section_ = getDefaultInstance().getSection();
+      bitField0_ = (bitField0_ & ~0x00000080);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The section (heading path) the chunk belongs to; empty when
+     * the loader found none. Context items only, like title.
+     * </pre>
+     *
+     * <code>string section = 161 [json_name = "section"];</code>
+     * @param value The bytes for section to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSectionBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      section_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object snippet_ = "";
+    /**
+     * <pre>
+     * Output only. A bounded snippet of the chunk text: its beginning (leading
+     * whitespace removed), at most agent_limits.citation_snippet_chars
+     * characters (default 300; Unicode code points), cut at a word boundary
+     * (a single longer word is cut at the bound). Empty when the bound is 0.
+     * Context items only, like title.
+     * </pre>
+     *
+     * <code>string snippet = 162 [json_name = "snippet"];</code>
+     * @return The snippet.
+     */
+    public java.lang.String getSnippet() {
+      java.lang.Object ref = snippet_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        snippet_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. A bounded snippet of the chunk text: its beginning (leading
+     * whitespace removed), at most agent_limits.citation_snippet_chars
+     * characters (default 300; Unicode code points), cut at a word boundary
+     * (a single longer word is cut at the bound). Empty when the bound is 0.
+     * Context items only, like title.
+     * </pre>
+     *
+     * <code>string snippet = 162 [json_name = "snippet"];</code>
+     * @return The bytes for snippet.
+     */
+    public com.google.protobuf.ByteString
+        getSnippetBytes() {
+      java.lang.Object ref = snippet_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        snippet_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. A bounded snippet of the chunk text: its beginning (leading
+     * whitespace removed), at most agent_limits.citation_snippet_chars
+     * characters (default 300; Unicode code points), cut at a word boundary
+     * (a single longer word is cut at the bound). Empty when the bound is 0.
+     * Context items only, like title.
+     * </pre>
+     *
+     * <code>string snippet = 162 [json_name = "snippet"];</code>
+     * @param value The snippet to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSnippet(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      snippet_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. A bounded snippet of the chunk text: its beginning (leading
+     * whitespace removed), at most agent_limits.citation_snippet_chars
+     * characters (default 300; Unicode code points), cut at a word boundary
+     * (a single longer word is cut at the bound). Empty when the bound is 0.
+     * Context items only, like title.
+     * </pre>
+     *
+     * <code>string snippet = 162 [json_name = "snippet"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSnippet() {
+      snippet_ = getDefaultInstance().getSnippet();
+      bitField0_ = (bitField0_ & ~0x00000100);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. A bounded snippet of the chunk text: its beginning (leading
+     * whitespace removed), at most agent_limits.citation_snippet_chars
+     * characters (default 300; Unicode code points), cut at a word boundary
+     * (a single longer word is cut at the bound). Empty when the bound is 0.
+     * Context items only, like title.
+     * </pre>
+     *
+     * <code>string snippet = 162 [json_name = "snippet"];</code>
+     * @param value The bytes for snippet to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSnippetBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      snippet_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+
+    private boolean snippetTruncated_ ;
+    /**
+     * <pre>
+     * Output only. Whether snippet is shorter than the chunk text (the chunk
+     * continues after it; an application can append an ellipsis).
+     * </pre>
+     *
+     * <code>bool snippet_truncated = 163 [json_name = "snippetTruncated"];</code>
+     * @return The snippetTruncated.
+     */
+    @java.lang.Override
+    public boolean getSnippetTruncated() {
+      return snippetTruncated_;
+    }
+    /**
+     * <pre>
+     * Output only. Whether snippet is shorter than the chunk text (the chunk
+     * continues after it; an application can append an ellipsis).
+     * </pre>
+     *
+     * <code>bool snippet_truncated = 163 [json_name = "snippetTruncated"];</code>
+     * @param value The snippetTruncated to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSnippetTruncated(boolean value) {
+
+      snippetTruncated_ = value;
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Whether snippet is shorter than the chunk text (the chunk
+     * continues after it; an application can append an ellipsis).
+     * </pre>
+     *
+     * <code>bool snippet_truncated = 163 [json_name = "snippetTruncated"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSnippetTruncated() {
+      bitField0_ = (bitField0_ & ~0x00000200);
+      snippetTruncated_ = false;
+      onChanged();
+      return this;
+    }
+
+    private double rerankRelevance_ ;
+    /**
+     * <pre>
+     * Output only. The reranker's relevance for this candidate, in [0, 1]
+     * (higher is better); present when the rerank succeeded and the candidate
+     * was sent to the reranker. A separate value: `score` is never changed.
+     * </pre>
+     *
+     * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+     * @return Whether the rerankRelevance field is set.
+     */
+    @java.lang.Override
+    public boolean hasRerankRelevance() {
+      return ((bitField0_ & 0x00000400) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The reranker's relevance for this candidate, in [0, 1]
+     * (higher is better); present when the rerank succeeded and the candidate
+     * was sent to the reranker. A separate value: `score` is never changed.
+     * </pre>
+     *
+     * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+     * @return The rerankRelevance.
+     */
+    @java.lang.Override
+    public double getRerankRelevance() {
+      return rerankRelevance_;
+    }
+    /**
+     * <pre>
+     * Output only. The reranker's relevance for this candidate, in [0, 1]
+     * (higher is better); present when the rerank succeeded and the candidate
+     * was sent to the reranker. A separate value: `score` is never changed.
+     * </pre>
+     *
+     * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+     * @param value The rerankRelevance to set.
+     * @return This builder for chaining.
+     */
+    public Builder setRerankRelevance(double value) {
+
+      rerankRelevance_ = value;
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The reranker's relevance for this candidate, in [0, 1]
+     * (higher is better); present when the rerank succeeded and the candidate
+     * was sent to the reranker. A separate value: `score` is never changed.
+     * </pre>
+     *
+     * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearRerankRelevance() {
+      bitField0_ = (bitField0_ & ~0x00000400);
+      rerankRelevance_ = 0D;
+      onChanged();
+      return this;
+    }
+
+    private dev.groundwire.v1.BlendScore blend_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.BlendScore, dev.groundwire.v1.BlendScore.Builder, dev.groundwire.v1.BlendScoreOrBuilder> blendBuilder_;
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     * @return Whether the blend field is set.
+     */
+    public boolean hasBlend() {
+      return ((bitField0_ & 0x00000800) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     * @return The blend.
+     */
+    public dev.groundwire.v1.BlendScore getBlend() {
+      if (blendBuilder_ == null) {
+        return blend_ == null ? dev.groundwire.v1.BlendScore.getDefaultInstance() : blend_;
+      } else {
+        return blendBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     */
+    public Builder setBlend(dev.groundwire.v1.BlendScore value) {
+      if (blendBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        blend_ = value;
+      } else {
+        blendBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     */
+    public Builder setBlend(
+        dev.groundwire.v1.BlendScore.Builder builderForValue) {
+      if (blendBuilder_ == null) {
+        blend_ = builderForValue.build();
+      } else {
+        blendBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     */
+    public Builder mergeBlend(dev.groundwire.v1.BlendScore value) {
+      if (blendBuilder_ == null) {
+        if (((bitField0_ & 0x00000800) != 0) &&
+          blend_ != null &&
+          blend_ != dev.groundwire.v1.BlendScore.getDefaultInstance()) {
+          getBlendBuilder().mergeFrom(value);
+        } else {
+          blend_ = value;
+        }
+      } else {
+        blendBuilder_.mergeFrom(value);
+      }
+      if (blend_ != null) {
+        bitField0_ |= 0x00000800;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     */
+    public Builder clearBlend() {
+      bitField0_ = (bitField0_ & ~0x00000800);
+      blend_ = null;
+      if (blendBuilder_ != null) {
+        blendBuilder_.dispose();
+        blendBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     */
+    public dev.groundwire.v1.BlendScore.Builder getBlendBuilder() {
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return internalGetBlendFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     */
+    public dev.groundwire.v1.BlendScoreOrBuilder getBlendOrBuilder() {
+      if (blendBuilder_ != null) {
+        return blendBuilder_.getMessageOrBuilder();
+      } else {
+        return blend_ == null ?
+            dev.groundwire.v1.BlendScore.getDefaultInstance() : blend_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The final-selection blend of this candidate; present under
+     * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+     * candidate was sent to the reranker.
+     * </pre>
+     *
+     * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.BlendScore, dev.groundwire.v1.BlendScore.Builder, dev.groundwire.v1.BlendScoreOrBuilder> 
+        internalGetBlendFieldBuilder() {
+      if (blendBuilder_ == null) {
+        blendBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.BlendScore, dev.groundwire.v1.BlendScore.Builder, dev.groundwire.v1.BlendScoreOrBuilder>(
+                getBlend(),
+                getParentForChildren(),
+                isClean());
+        blend_ = null;
+      }
+      return blendBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.RagItem)

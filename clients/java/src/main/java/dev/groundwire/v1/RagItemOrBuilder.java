@@ -132,4 +132,145 @@ public interface RagItemOrBuilder extends
    * <code>.groundwire.v1.CharSpan span = 6 [json_name = "span"];</code>
    */
   dev.groundwire.v1.CharSpanOrBuilder getSpanOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. The document title (empty when the document has none). Set
+   * on context items (RagExecutionMetadata.context) only; candidates,
+   * accepted, rejected and excluded items stay content-free.
+   * </pre>
+   *
+   * <code>string title = 160 [json_name = "title"];</code>
+   * @return The title.
+   */
+  java.lang.String getTitle();
+  /**
+   * <pre>
+   * Output only. The document title (empty when the document has none). Set
+   * on context items (RagExecutionMetadata.context) only; candidates,
+   * accepted, rejected and excluded items stay content-free.
+   * </pre>
+   *
+   * <code>string title = 160 [json_name = "title"];</code>
+   * @return The bytes for title.
+   */
+  com.google.protobuf.ByteString
+      getTitleBytes();
+
+  /**
+   * <pre>
+   * Output only. The section (heading path) the chunk belongs to; empty when
+   * the loader found none. Context items only, like title.
+   * </pre>
+   *
+   * <code>string section = 161 [json_name = "section"];</code>
+   * @return The section.
+   */
+  java.lang.String getSection();
+  /**
+   * <pre>
+   * Output only. The section (heading path) the chunk belongs to; empty when
+   * the loader found none. Context items only, like title.
+   * </pre>
+   *
+   * <code>string section = 161 [json_name = "section"];</code>
+   * @return The bytes for section.
+   */
+  com.google.protobuf.ByteString
+      getSectionBytes();
+
+  /**
+   * <pre>
+   * Output only. A bounded snippet of the chunk text: its beginning (leading
+   * whitespace removed), at most agent_limits.citation_snippet_chars
+   * characters (default 300; Unicode code points), cut at a word boundary
+   * (a single longer word is cut at the bound). Empty when the bound is 0.
+   * Context items only, like title.
+   * </pre>
+   *
+   * <code>string snippet = 162 [json_name = "snippet"];</code>
+   * @return The snippet.
+   */
+  java.lang.String getSnippet();
+  /**
+   * <pre>
+   * Output only. A bounded snippet of the chunk text: its beginning (leading
+   * whitespace removed), at most agent_limits.citation_snippet_chars
+   * characters (default 300; Unicode code points), cut at a word boundary
+   * (a single longer word is cut at the bound). Empty when the bound is 0.
+   * Context items only, like title.
+   * </pre>
+   *
+   * <code>string snippet = 162 [json_name = "snippet"];</code>
+   * @return The bytes for snippet.
+   */
+  com.google.protobuf.ByteString
+      getSnippetBytes();
+
+  /**
+   * <pre>
+   * Output only. Whether snippet is shorter than the chunk text (the chunk
+   * continues after it; an application can append an ellipsis).
+   * </pre>
+   *
+   * <code>bool snippet_truncated = 163 [json_name = "snippetTruncated"];</code>
+   * @return The snippetTruncated.
+   */
+  boolean getSnippetTruncated();
+
+  /**
+   * <pre>
+   * Output only. The reranker's relevance for this candidate, in [0, 1]
+   * (higher is better); present when the rerank succeeded and the candidate
+   * was sent to the reranker. A separate value: `score` is never changed.
+   * </pre>
+   *
+   * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+   * @return Whether the rerankRelevance field is set.
+   */
+  boolean hasRerankRelevance();
+  /**
+   * <pre>
+   * Output only. The reranker's relevance for this candidate, in [0, 1]
+   * (higher is better); present when the rerank succeeded and the candidate
+   * was sent to the reranker. A separate value: `score` is never changed.
+   * </pre>
+   *
+   * <code>optional double rerank_relevance = 60 [json_name = "rerankRelevance"];</code>
+   * @return The rerankRelevance.
+   */
+  double getRerankRelevance();
+
+  /**
+   * <pre>
+   * Output only. The final-selection blend of this candidate; present under
+   * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+   * candidate was sent to the reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+   * @return Whether the blend field is set.
+   */
+  boolean hasBlend();
+  /**
+   * <pre>
+   * Output only. The final-selection blend of this candidate; present under
+   * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+   * candidate was sent to the reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+   * @return The blend.
+   */
+  dev.groundwire.v1.BlendScore getBlend();
+  /**
+   * <pre>
+   * Output only. The final-selection blend of this candidate; present under
+   * FINAL_SELECTION_POLICY_WEIGHTED_BLEND when the rerank succeeded and the
+   * candidate was sent to the reranker.
+   * </pre>
+   *
+   * <code>.groundwire.v1.BlendScore blend = 61 [json_name = "blend"];</code>
+   */
+  dev.groundwire.v1.BlendScoreOrBuilder getBlendOrBuilder();
 }

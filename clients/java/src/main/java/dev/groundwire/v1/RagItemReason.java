@@ -89,6 +89,16 @@ public enum RagItemReason
    * <code>RAG_ITEM_REASON_NOT_ANSWERABLE = 8;</code>
    */
   RAG_ITEM_REASON_NOT_ANSWERABLE(8),
+  /**
+   * <pre>
+   * In the reranking pool (maximum_accepted_results x candidate_multiplier)
+   * but outside the final top-k (maximum_accepted_results) after final
+   * selection.
+   * </pre>
+   *
+   * <code>RAG_ITEM_REASON_NOT_SELECTED = 60;</code>
+   */
+  RAG_ITEM_REASON_NOT_SELECTED(60),
   UNRECOGNIZED(-1),
   ;
 
@@ -175,6 +185,16 @@ public enum RagItemReason
    * <code>RAG_ITEM_REASON_NOT_ANSWERABLE = 8;</code>
    */
   public static final int RAG_ITEM_REASON_NOT_ANSWERABLE_VALUE = 8;
+  /**
+   * <pre>
+   * In the reranking pool (maximum_accepted_results x candidate_multiplier)
+   * but outside the final top-k (maximum_accepted_results) after final
+   * selection.
+   * </pre>
+   *
+   * <code>RAG_ITEM_REASON_NOT_SELECTED = 60;</code>
+   */
+  public static final int RAG_ITEM_REASON_NOT_SELECTED_VALUE = 60;
 
 
   public final int getNumber() {
@@ -210,6 +230,7 @@ public enum RagItemReason
       case 6: return RAG_ITEM_REASON_OVERLAPPING_CONTENT;
       case 7: return RAG_ITEM_REASON_SOURCE_LIMIT_EXCEEDED;
       case 8: return RAG_ITEM_REASON_NOT_ANSWERABLE;
+      case 60: return RAG_ITEM_REASON_NOT_SELECTED;
       default: return null;
     }
   }

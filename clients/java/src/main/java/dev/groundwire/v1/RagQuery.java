@@ -341,6 +341,27 @@ private static final long serialVersionUID = 0L;
     return fusion_ == null ? dev.groundwire.v1.FusionOptions.getDefaultInstance() : fusion_;
   }
 
+  public static final int MIN_INDEX_VERSION_FIELD_NUMBER = 190;
+  private long minIndexVersion_ = 0L;
+  /**
+   * <pre>
+   * Optional. The lowest published index version the caller accepts, for
+   * read-your-writes across replicas: send the version a push or ingestion
+   * returned (UpsertDocumentsResponse.published_version, Operation.version) or
+   * a previous response's diagnostics.index_version. A server that does not
+   * see that version yet waits up to 1 s for it, then fails with UNAVAILABLE /
+   * INDEX_VERSION_NOT_YET_VISIBLE and RetryInfo (retry, on this or another
+   * replica). 0 (the default) accepts any version.
+   * </pre>
+   *
+   * <code>uint64 min_index_version = 190 [json_name = "minIndexVersion"];</code>
+   * @return The minIndexVersion.
+   */
+  @java.lang.Override
+  public long getMinIndexVersion() {
+    return minIndexVersion_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -376,6 +397,9 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000004) != 0)) {
       output.writeMessage(7, getFusion());
     }
+    if (minIndexVersion_ != 0L) {
+      output.writeUInt64(190, minIndexVersion_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -404,6 +428,10 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000004) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(7, getFusion());
+    }
+    if (minIndexVersion_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt64Size(190, minIndexVersion_);
     }
     return size;
   }
@@ -451,6 +479,8 @@ private static final long serialVersionUID = 0L;
       if (!getFusion()
           .equals(other.getFusion())) return false;
     }
+    if (getMinIndexVersion()
+        != other.getMinIndexVersion()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -482,6 +512,9 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + FUSION_FIELD_NUMBER;
       hash = (53 * hash) + getFusion().hashCode();
     }
+    hash = (37 * hash) + MIN_INDEX_VERSION_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getMinIndexVersion());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -639,6 +672,7 @@ private static final long serialVersionUID = 0L;
         fusionBuilder_.dispose();
         fusionBuilder_ = null;
       }
+      minIndexVersion_ = 0L;
       return this;
     }
 
@@ -701,6 +735,9 @@ private static final long serialVersionUID = 0L;
             : fusionBuilder_.build();
         to_bitField0_ |= 0x00000004;
       }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.minIndexVersion_ = minIndexVersion_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -742,6 +779,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasFusion()) {
         mergeFusion(other.getFusion());
+      }
+      if (other.getMinIndexVersion() != 0L) {
+        setMinIndexVersion(other.getMinIndexVersion());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -806,6 +846,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000040;
               break;
             } // case 58
+            case 1520: {
+              minIndexVersion_ = input.readUInt64();
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 1520
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1569,6 +1614,68 @@ private static final long serialVersionUID = 0L;
         fusion_ = null;
       }
       return fusionBuilder_;
+    }
+
+    private long minIndexVersion_ ;
+    /**
+     * <pre>
+     * Optional. The lowest published index version the caller accepts, for
+     * read-your-writes across replicas: send the version a push or ingestion
+     * returned (UpsertDocumentsResponse.published_version, Operation.version) or
+     * a previous response's diagnostics.index_version. A server that does not
+     * see that version yet waits up to 1 s for it, then fails with UNAVAILABLE /
+     * INDEX_VERSION_NOT_YET_VISIBLE and RetryInfo (retry, on this or another
+     * replica). 0 (the default) accepts any version.
+     * </pre>
+     *
+     * <code>uint64 min_index_version = 190 [json_name = "minIndexVersion"];</code>
+     * @return The minIndexVersion.
+     */
+    @java.lang.Override
+    public long getMinIndexVersion() {
+      return minIndexVersion_;
+    }
+    /**
+     * <pre>
+     * Optional. The lowest published index version the caller accepts, for
+     * read-your-writes across replicas: send the version a push or ingestion
+     * returned (UpsertDocumentsResponse.published_version, Operation.version) or
+     * a previous response's diagnostics.index_version. A server that does not
+     * see that version yet waits up to 1 s for it, then fails with UNAVAILABLE /
+     * INDEX_VERSION_NOT_YET_VISIBLE and RetryInfo (retry, on this or another
+     * replica). 0 (the default) accepts any version.
+     * </pre>
+     *
+     * <code>uint64 min_index_version = 190 [json_name = "minIndexVersion"];</code>
+     * @param value The minIndexVersion to set.
+     * @return This builder for chaining.
+     */
+    public Builder setMinIndexVersion(long value) {
+
+      minIndexVersion_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. The lowest published index version the caller accepts, for
+     * read-your-writes across replicas: send the version a push or ingestion
+     * returned (UpsertDocumentsResponse.published_version, Operation.version) or
+     * a previous response's diagnostics.index_version. A server that does not
+     * see that version yet waits up to 1 s for it, then fails with UNAVAILABLE /
+     * INDEX_VERSION_NOT_YET_VISIBLE and RetryInfo (retry, on this or another
+     * replica). 0 (the default) accepts any version.
+     * </pre>
+     *
+     * <code>uint64 min_index_version = 190 [json_name = "minIndexVersion"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearMinIndexVersion() {
+      bitField0_ = (bitField0_ & ~0x00000080);
+      minIndexVersion_ = 0L;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.RagQuery)

@@ -175,4 +175,20 @@ public interface RagQueryOrBuilder extends
    * <code>.groundwire.v1.FusionOptions fusion = 7 [json_name = "fusion"];</code>
    */
   dev.groundwire.v1.FusionOptionsOrBuilder getFusionOrBuilder();
+
+  /**
+   * <pre>
+   * Optional. The lowest published index version the caller accepts, for
+   * read-your-writes across replicas: send the version a push or ingestion
+   * returned (UpsertDocumentsResponse.published_version, Operation.version) or
+   * a previous response's diagnostics.index_version. A server that does not
+   * see that version yet waits up to 1 s for it, then fails with UNAVAILABLE /
+   * INDEX_VERSION_NOT_YET_VISIBLE and RetryInfo (retry, on this or another
+   * replica). 0 (the default) accepts any version.
+   * </pre>
+   *
+   * <code>uint64 min_index_version = 190 [json_name = "minIndexVersion"];</code>
+   * @return The minIndexVersion.
+   */
+  long getMinIndexVersion();
 }

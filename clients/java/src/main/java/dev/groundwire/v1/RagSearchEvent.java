@@ -148,7 +148,7 @@ private static final long serialVersionUID = 0L;
   private int candidateCount_ = 0;
   /**
    * <pre>
-   * Output only. Candidates retrieved (completed only).
+   * Output only. Candidates retrieved (completed, and failed after retrieval).
    * </pre>
    *
    * <code>uint32 candidate_count = 4 [json_name = "candidateCount"];</code>
@@ -163,7 +163,7 @@ private static final long serialVersionUID = 0L;
   private int acceptedCount_ = 0;
   /**
    * <pre>
-   * Output only. Candidates accepted (completed only).
+   * Output only. Candidates accepted (completed, and failed after retrieval).
    * </pre>
    *
    * <code>uint32 accepted_count = 5 [json_name = "acceptedCount"];</code>
@@ -178,7 +178,8 @@ private static final long serialVersionUID = 0L;
   private int rerankingOutcome_ = 0;
   /**
    * <pre>
-   * Output only. Reranking outcome (completed only).
+   * Output only. Reranking outcome (completed, and failed after reranking:
+   * FAILED for a rerank blocked by the FAIL policy).
    * </pre>
    *
    * <code>.groundwire.v1.RerankOutcome reranking_outcome = 6 [json_name = "rerankingOutcome"];</code>
@@ -189,7 +190,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Reranking outcome (completed only).
+   * Output only. Reranking outcome (completed, and failed after reranking:
+   * FAILED for a rerank blocked by the FAIL policy).
    * </pre>
    *
    * <code>.groundwire.v1.RerankOutcome reranking_outcome = 6 [json_name = "rerankingOutcome"];</code>
@@ -948,7 +950,7 @@ private static final long serialVersionUID = 0L;
     private int candidateCount_ ;
     /**
      * <pre>
-     * Output only. Candidates retrieved (completed only).
+     * Output only. Candidates retrieved (completed, and failed after retrieval).
      * </pre>
      *
      * <code>uint32 candidate_count = 4 [json_name = "candidateCount"];</code>
@@ -960,7 +962,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Candidates retrieved (completed only).
+     * Output only. Candidates retrieved (completed, and failed after retrieval).
      * </pre>
      *
      * <code>uint32 candidate_count = 4 [json_name = "candidateCount"];</code>
@@ -976,7 +978,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Candidates retrieved (completed only).
+     * Output only. Candidates retrieved (completed, and failed after retrieval).
      * </pre>
      *
      * <code>uint32 candidate_count = 4 [json_name = "candidateCount"];</code>
@@ -992,7 +994,7 @@ private static final long serialVersionUID = 0L;
     private int acceptedCount_ ;
     /**
      * <pre>
-     * Output only. Candidates accepted (completed only).
+     * Output only. Candidates accepted (completed, and failed after retrieval).
      * </pre>
      *
      * <code>uint32 accepted_count = 5 [json_name = "acceptedCount"];</code>
@@ -1004,7 +1006,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Candidates accepted (completed only).
+     * Output only. Candidates accepted (completed, and failed after retrieval).
      * </pre>
      *
      * <code>uint32 accepted_count = 5 [json_name = "acceptedCount"];</code>
@@ -1020,7 +1022,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Candidates accepted (completed only).
+     * Output only. Candidates accepted (completed, and failed after retrieval).
      * </pre>
      *
      * <code>uint32 accepted_count = 5 [json_name = "acceptedCount"];</code>
@@ -1036,7 +1038,8 @@ private static final long serialVersionUID = 0L;
     private int rerankingOutcome_ = 0;
     /**
      * <pre>
-     * Output only. Reranking outcome (completed only).
+     * Output only. Reranking outcome (completed, and failed after reranking:
+     * FAILED for a rerank blocked by the FAIL policy).
      * </pre>
      *
      * <code>.groundwire.v1.RerankOutcome reranking_outcome = 6 [json_name = "rerankingOutcome"];</code>
@@ -1047,7 +1050,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Reranking outcome (completed only).
+     * Output only. Reranking outcome (completed, and failed after reranking:
+     * FAILED for a rerank blocked by the FAIL policy).
      * </pre>
      *
      * <code>.groundwire.v1.RerankOutcome reranking_outcome = 6 [json_name = "rerankingOutcome"];</code>
@@ -1062,7 +1066,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Reranking outcome (completed only).
+     * Output only. Reranking outcome (completed, and failed after reranking:
+     * FAILED for a rerank blocked by the FAIL policy).
      * </pre>
      *
      * <code>.groundwire.v1.RerankOutcome reranking_outcome = 6 [json_name = "rerankingOutcome"];</code>
@@ -1075,7 +1080,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Reranking outcome (completed only).
+     * Output only. Reranking outcome (completed, and failed after reranking:
+     * FAILED for a rerank blocked by the FAIL policy).
      * </pre>
      *
      * <code>.groundwire.v1.RerankOutcome reranking_outcome = 6 [json_name = "rerankingOutcome"];</code>
@@ -1092,7 +1098,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Reranking outcome (completed only).
+     * Output only. Reranking outcome (completed, and failed after reranking:
+     * FAILED for a rerank blocked by the FAIL policy).
      * </pre>
      *
      * <code>.groundwire.v1.RerankOutcome reranking_outcome = 6 [json_name = "rerankingOutcome"];</code>

@@ -61,7 +61,7 @@ public interface RagSearchEventOrBuilder extends
 
   /**
    * <pre>
-   * Output only. Candidates retrieved (completed only).
+   * Output only. Candidates retrieved (completed, and failed after retrieval).
    * </pre>
    *
    * <code>uint32 candidate_count = 4 [json_name = "candidateCount"];</code>
@@ -71,7 +71,7 @@ public interface RagSearchEventOrBuilder extends
 
   /**
    * <pre>
-   * Output only. Candidates accepted (completed only).
+   * Output only. Candidates accepted (completed, and failed after retrieval).
    * </pre>
    *
    * <code>uint32 accepted_count = 5 [json_name = "acceptedCount"];</code>
@@ -81,7 +81,8 @@ public interface RagSearchEventOrBuilder extends
 
   /**
    * <pre>
-   * Output only. Reranking outcome (completed only).
+   * Output only. Reranking outcome (completed, and failed after reranking:
+   * FAILED for a rerank blocked by the FAIL policy).
    * </pre>
    *
    * <code>.groundwire.v1.RerankOutcome reranking_outcome = 6 [json_name = "rerankingOutcome"];</code>
@@ -90,7 +91,8 @@ public interface RagSearchEventOrBuilder extends
   int getRerankingOutcomeValue();
   /**
    * <pre>
-   * Output only. Reranking outcome (completed only).
+   * Output only. Reranking outcome (completed, and failed after reranking:
+   * FAILED for a rerank blocked by the FAIL policy).
    * </pre>
    *
    * <code>.groundwire.v1.RerankOutcome reranking_outcome = 6 [json_name = "rerankingOutcome"];</code>

@@ -282,7 +282,9 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Output only. The published index version that was searched (&gt;= 1; 0 when
-   * the index has never been published).
+   * the index has never been published). The rows read are of this version or
+   * a newer one (never older, also when a hot standby served the read), and it
+   * is at least RagQuery.min_index_version.
    * </pre>
    *
    * <code>uint64 index_version = 9 [json_name = "indexVersion"];</code>
@@ -402,6 +404,83 @@ private static final long serialVersionUID = 0L;
     return lexicalTermsPruned_;
   }
 
+  public static final int TENANT_SCOPE_EMPTY_FIELD_NUMBER = 160;
+  private boolean tenantScopeEmpty_ = false;
+  /**
+   * <pre>
+   * Output only. True when the caller's tenant holds no published document in
+   * this index at all (metadata filters aside): every query of this scope
+   * finds nothing. Documents from configured sources belong to the index's
+   * configured tenant (empty by default), so a key bound to another tenant
+   * sees none of them. Checked only when no result was returned; false
+   * otherwise. Reports on the caller's own scope only.
+   * </pre>
+   *
+   * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+   * @return The tenantScopeEmpty.
+   */
+  @java.lang.Override
+  public boolean getTenantScopeEmpty() {
+    return tenantScopeEmpty_;
+  }
+
+  public static final int EMBEDDING_USAGE_FIELD_NUMBER = 80;
+  private dev.groundwire.v1.EmbeddingUsage embeddingUsage_;
+  /**
+   * <pre>
+   * Output only. Embedding usage of this query (the query embedding; zero in
+   * lexical mode).
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return Whether the embeddingUsage field is set.
+   */
+  @java.lang.Override
+  public boolean hasEmbeddingUsage() {
+    return ((bitField0_ & 0x00000010) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. Embedding usage of this query (the query embedding; zero in
+   * lexical mode).
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return The embeddingUsage.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage() {
+    return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+  }
+  /**
+   * <pre>
+   * Output only. Embedding usage of this query (the query embedding; zero in
+   * lexical mode).
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder() {
+    return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+  }
+
+  public static final int QUERY_TRUNCATED_FIELD_NUMBER = 81;
+  private boolean queryTruncated_ = false;
+  /**
+   * <pre>
+   * Output only. Whether the query was longer than the embedding model's token
+   * window, so the model saw only its beginning.
+   * </pre>
+   *
+   * <code>bool query_truncated = 81 [json_name = "queryTruncated"];</code>
+   * @return The queryTruncated.
+   */
+  @java.lang.Override
+  public boolean getQueryTruncated() {
+    return queryTruncated_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -463,6 +542,15 @@ private static final long serialVersionUID = 0L;
     }
     if (lexicalTermsPruned_ != 0) {
       output.writeUInt32(16, lexicalTermsPruned_);
+    }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      output.writeMessage(80, getEmbeddingUsage());
+    }
+    if (queryTruncated_ != false) {
+      output.writeBool(81, queryTruncated_);
+    }
+    if (tenantScopeEmpty_ != false) {
+      output.writeBool(160, tenantScopeEmpty_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -531,6 +619,18 @@ private static final long serialVersionUID = 0L;
     if (lexicalTermsPruned_ != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeUInt32Size(16, lexicalTermsPruned_);
+    }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(80, getEmbeddingUsage());
+    }
+    if (queryTruncated_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(81, queryTruncated_);
+    }
+    if (tenantScopeEmpty_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(160, tenantScopeEmpty_);
     }
     return size;
   }
@@ -601,6 +701,15 @@ private static final long serialVersionUID = 0L;
         != other.getLexicalTermsScored()) return false;
     if (getLexicalTermsPruned()
         != other.getLexicalTermsPruned()) return false;
+    if (getTenantScopeEmpty()
+        != other.getTenantScopeEmpty()) return false;
+    if (hasEmbeddingUsage() != other.hasEmbeddingUsage()) return false;
+    if (hasEmbeddingUsage()) {
+      if (!getEmbeddingUsage()
+          .equals(other.getEmbeddingUsage())) return false;
+    }
+    if (getQueryTruncated()
+        != other.getQueryTruncated()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -655,6 +764,16 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getLexicalTermsScored();
     hash = (37 * hash) + LEXICAL_TERMS_PRUNED_FIELD_NUMBER;
     hash = (53 * hash) + getLexicalTermsPruned();
+    hash = (37 * hash) + TENANT_SCOPE_EMPTY_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getTenantScopeEmpty());
+    if (hasEmbeddingUsage()) {
+      hash = (37 * hash) + EMBEDDING_USAGE_FIELD_NUMBER;
+      hash = (53 * hash) + getEmbeddingUsage().hashCode();
+    }
+    hash = (37 * hash) + QUERY_TRUNCATED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getQueryTruncated());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -793,6 +912,7 @@ private static final long serialVersionUID = 0L;
         internalGetSemanticDurationFieldBuilder();
         internalGetLexicalDurationFieldBuilder();
         internalGetTotalDurationFieldBuilder();
+        internalGetEmbeddingUsageFieldBuilder();
       }
     }
     @java.lang.Override
@@ -831,6 +951,13 @@ private static final long serialVersionUID = 0L;
       appliedLegDepth_ = 0;
       lexicalTermsScored_ = 0;
       lexicalTermsPruned_ = 0;
+      tenantScopeEmpty_ = false;
+      embeddingUsage_ = null;
+      if (embeddingUsageBuilder_ != null) {
+        embeddingUsageBuilder_.dispose();
+        embeddingUsageBuilder_ = null;
+      }
+      queryTruncated_ = false;
       return this;
     }
 
@@ -925,6 +1052,18 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00008000) != 0)) {
         result.lexicalTermsPruned_ = lexicalTermsPruned_;
       }
+      if (((from_bitField0_ & 0x00010000) != 0)) {
+        result.tenantScopeEmpty_ = tenantScopeEmpty_;
+      }
+      if (((from_bitField0_ & 0x00020000) != 0)) {
+        result.embeddingUsage_ = embeddingUsageBuilder_ == null
+            ? embeddingUsage_
+            : embeddingUsageBuilder_.build();
+        to_bitField0_ |= 0x00000010;
+      }
+      if (((from_bitField0_ & 0x00040000) != 0)) {
+        result.queryTruncated_ = queryTruncated_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -987,6 +1126,15 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getLexicalTermsPruned() != 0) {
         setLexicalTermsPruned(other.getLexicalTermsPruned());
+      }
+      if (other.getTenantScopeEmpty() != false) {
+        setTenantScopeEmpty(other.getTenantScopeEmpty());
+      }
+      if (other.hasEmbeddingUsage()) {
+        mergeEmbeddingUsage(other.getEmbeddingUsage());
+      }
+      if (other.getQueryTruncated() != false) {
+        setQueryTruncated(other.getQueryTruncated());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1100,6 +1248,23 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00008000;
               break;
             } // case 128
+            case 642: {
+              input.readMessage(
+                  internalGetEmbeddingUsageFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00020000;
+              break;
+            } // case 642
+            case 648: {
+              queryTruncated_ = input.readBool();
+              bitField0_ |= 0x00040000;
+              break;
+            } // case 648
+            case 1280: {
+              tenantScopeEmpty_ = input.readBool();
+              bitField0_ |= 0x00010000;
+              break;
+            } // case 1280
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1945,7 +2110,9 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. The published index version that was searched (&gt;= 1; 0 when
-     * the index has never been published).
+     * the index has never been published). The rows read are of this version or
+     * a newer one (never older, also when a hot standby served the read), and it
+     * is at least RagQuery.min_index_version.
      * </pre>
      *
      * <code>uint64 index_version = 9 [json_name = "indexVersion"];</code>
@@ -1958,7 +2125,9 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. The published index version that was searched (&gt;= 1; 0 when
-     * the index has never been published).
+     * the index has never been published). The rows read are of this version or
+     * a newer one (never older, also when a hot standby served the read), and it
+     * is at least RagQuery.min_index_version.
      * </pre>
      *
      * <code>uint64 index_version = 9 [json_name = "indexVersion"];</code>
@@ -1975,7 +2144,9 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. The published index version that was searched (&gt;= 1; 0 when
-     * the index has never been published).
+     * the index has never been published). The rows read are of this version or
+     * a newer one (never older, also when a hot standby served the read), and it
+     * is at least RagQuery.min_index_version.
      * </pre>
      *
      * <code>uint64 index_version = 9 [json_name = "indexVersion"];</code>
@@ -2304,6 +2475,276 @@ private static final long serialVersionUID = 0L;
     public Builder clearLexicalTermsPruned() {
       bitField0_ = (bitField0_ & ~0x00008000);
       lexicalTermsPruned_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private boolean tenantScopeEmpty_ ;
+    /**
+     * <pre>
+     * Output only. True when the caller's tenant holds no published document in
+     * this index at all (metadata filters aside): every query of this scope
+     * finds nothing. Documents from configured sources belong to the index's
+     * configured tenant (empty by default), so a key bound to another tenant
+     * sees none of them. Checked only when no result was returned; false
+     * otherwise. Reports on the caller's own scope only.
+     * </pre>
+     *
+     * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+     * @return The tenantScopeEmpty.
+     */
+    @java.lang.Override
+    public boolean getTenantScopeEmpty() {
+      return tenantScopeEmpty_;
+    }
+    /**
+     * <pre>
+     * Output only. True when the caller's tenant holds no published document in
+     * this index at all (metadata filters aside): every query of this scope
+     * finds nothing. Documents from configured sources belong to the index's
+     * configured tenant (empty by default), so a key bound to another tenant
+     * sees none of them. Checked only when no result was returned; false
+     * otherwise. Reports on the caller's own scope only.
+     * </pre>
+     *
+     * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+     * @param value The tenantScopeEmpty to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTenantScopeEmpty(boolean value) {
+
+      tenantScopeEmpty_ = value;
+      bitField0_ |= 0x00010000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. True when the caller's tenant holds no published document in
+     * this index at all (metadata filters aside): every query of this scope
+     * finds nothing. Documents from configured sources belong to the index's
+     * configured tenant (empty by default), so a key bound to another tenant
+     * sees none of them. Checked only when no result was returned; false
+     * otherwise. Reports on the caller's own scope only.
+     * </pre>
+     *
+     * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTenantScopeEmpty() {
+      bitField0_ = (bitField0_ & ~0x00010000);
+      tenantScopeEmpty_ = false;
+      onChanged();
+      return this;
+    }
+
+    private dev.groundwire.v1.EmbeddingUsage embeddingUsage_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder> embeddingUsageBuilder_;
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     * @return Whether the embeddingUsage field is set.
+     */
+    public boolean hasEmbeddingUsage() {
+      return ((bitField0_ & 0x00020000) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     * @return The embeddingUsage.
+     */
+    public dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage() {
+      if (embeddingUsageBuilder_ == null) {
+        return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+      } else {
+        return embeddingUsageBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder setEmbeddingUsage(dev.groundwire.v1.EmbeddingUsage value) {
+      if (embeddingUsageBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        embeddingUsage_ = value;
+      } else {
+        embeddingUsageBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00020000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder setEmbeddingUsage(
+        dev.groundwire.v1.EmbeddingUsage.Builder builderForValue) {
+      if (embeddingUsageBuilder_ == null) {
+        embeddingUsage_ = builderForValue.build();
+      } else {
+        embeddingUsageBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00020000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder mergeEmbeddingUsage(dev.groundwire.v1.EmbeddingUsage value) {
+      if (embeddingUsageBuilder_ == null) {
+        if (((bitField0_ & 0x00020000) != 0) &&
+          embeddingUsage_ != null &&
+          embeddingUsage_ != dev.groundwire.v1.EmbeddingUsage.getDefaultInstance()) {
+          getEmbeddingUsageBuilder().mergeFrom(value);
+        } else {
+          embeddingUsage_ = value;
+        }
+      } else {
+        embeddingUsageBuilder_.mergeFrom(value);
+      }
+      if (embeddingUsage_ != null) {
+        bitField0_ |= 0x00020000;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public Builder clearEmbeddingUsage() {
+      bitField0_ = (bitField0_ & ~0x00020000);
+      embeddingUsage_ = null;
+      if (embeddingUsageBuilder_ != null) {
+        embeddingUsageBuilder_.dispose();
+        embeddingUsageBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public dev.groundwire.v1.EmbeddingUsage.Builder getEmbeddingUsageBuilder() {
+      bitField0_ |= 0x00020000;
+      onChanged();
+      return internalGetEmbeddingUsageFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    public dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder() {
+      if (embeddingUsageBuilder_ != null) {
+        return embeddingUsageBuilder_.getMessageOrBuilder();
+      } else {
+        return embeddingUsage_ == null ?
+            dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. Embedding usage of this query (the query embedding; zero in
+     * lexical mode).
+     * </pre>
+     *
+     * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder> 
+        internalGetEmbeddingUsageFieldBuilder() {
+      if (embeddingUsageBuilder_ == null) {
+        embeddingUsageBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.EmbeddingUsage, dev.groundwire.v1.EmbeddingUsage.Builder, dev.groundwire.v1.EmbeddingUsageOrBuilder>(
+                getEmbeddingUsage(),
+                getParentForChildren(),
+                isClean());
+        embeddingUsage_ = null;
+      }
+      return embeddingUsageBuilder_;
+    }
+
+    private boolean queryTruncated_ ;
+    /**
+     * <pre>
+     * Output only. Whether the query was longer than the embedding model's token
+     * window, so the model saw only its beginning.
+     * </pre>
+     *
+     * <code>bool query_truncated = 81 [json_name = "queryTruncated"];</code>
+     * @return The queryTruncated.
+     */
+    @java.lang.Override
+    public boolean getQueryTruncated() {
+      return queryTruncated_;
+    }
+    /**
+     * <pre>
+     * Output only. Whether the query was longer than the embedding model's token
+     * window, so the model saw only its beginning.
+     * </pre>
+     *
+     * <code>bool query_truncated = 81 [json_name = "queryTruncated"];</code>
+     * @param value The queryTruncated to set.
+     * @return This builder for chaining.
+     */
+    public Builder setQueryTruncated(boolean value) {
+
+      queryTruncated_ = value;
+      bitField0_ |= 0x00040000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Whether the query was longer than the embedding model's token
+     * window, so the model saw only its beginning.
+     * </pre>
+     *
+     * <code>bool query_truncated = 81 [json_name = "queryTruncated"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearQueryTruncated() {
+      bitField0_ = (bitField0_ & ~0x00040000);
+      queryTruncated_ = false;
       onChanged();
       return this;
     }

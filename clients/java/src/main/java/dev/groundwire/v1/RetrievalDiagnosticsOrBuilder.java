@@ -170,7 +170,9 @@ public interface RetrievalDiagnosticsOrBuilder extends
   /**
    * <pre>
    * Output only. The published index version that was searched (&gt;= 1; 0 when
-   * the index has never been published).
+   * the index has never been published). The rows read are of this version or
+   * a newer one (never older, also when a hot standby served the read), and it
+   * is at least RagQuery.min_index_version.
    * </pre>
    *
    * <code>uint64 index_version = 9 [json_name = "indexVersion"];</code>
@@ -251,4 +253,60 @@ public interface RetrievalDiagnosticsOrBuilder extends
    * @return The lexicalTermsPruned.
    */
   int getLexicalTermsPruned();
+
+  /**
+   * <pre>
+   * Output only. True when the caller's tenant holds no published document in
+   * this index at all (metadata filters aside): every query of this scope
+   * finds nothing. Documents from configured sources belong to the index's
+   * configured tenant (empty by default), so a key bound to another tenant
+   * sees none of them. Checked only when no result was returned; false
+   * otherwise. Reports on the caller's own scope only.
+   * </pre>
+   *
+   * <code>bool tenant_scope_empty = 160 [json_name = "tenantScopeEmpty"];</code>
+   * @return The tenantScopeEmpty.
+   */
+  boolean getTenantScopeEmpty();
+
+  /**
+   * <pre>
+   * Output only. Embedding usage of this query (the query embedding; zero in
+   * lexical mode).
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return Whether the embeddingUsage field is set.
+   */
+  boolean hasEmbeddingUsage();
+  /**
+   * <pre>
+   * Output only. Embedding usage of this query (the query embedding; zero in
+   * lexical mode).
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   * @return The embeddingUsage.
+   */
+  dev.groundwire.v1.EmbeddingUsage getEmbeddingUsage();
+  /**
+   * <pre>
+   * Output only. Embedding usage of this query (the query embedding; zero in
+   * lexical mode).
+   * </pre>
+   *
+   * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
+   */
+  dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. Whether the query was longer than the embedding model's token
+   * window, so the model saw only its beginning.
+   * </pre>
+   *
+   * <code>bool query_truncated = 81 [json_name = "queryTruncated"];</code>
+   * @return The queryTruncated.
+   */
+  boolean getQueryTruncated();
 }

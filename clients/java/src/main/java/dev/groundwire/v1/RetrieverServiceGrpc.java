@@ -116,8 +116,9 @@ public final class RetrieverServiceGrpc {
      * <pre>
      * Runs one query. Errors: INVALID_ARGUMENT (bad query, filter, top_k, mode),
      * NOT_FOUND (unknown index), FAILED_PRECONDITION (semantic/hybrid on an
-     * index without an embedding model), UNAVAILABLE (store or embedding
-     * provider down, index not ready), DEADLINE_EXCEEDED.
+     * index without an embedding model, or INDEX_REBUILD_REQUIRED while the
+     * published version was embedded for other query settings), UNAVAILABLE
+     * (store or embedding provider down, index not ready), DEADLINE_EXCEEDED.
      * </pre>
      */
     default void retrieve(dev.groundwire.v1.RetrieveRequest request,
@@ -163,8 +164,9 @@ public final class RetrieverServiceGrpc {
      * <pre>
      * Runs one query. Errors: INVALID_ARGUMENT (bad query, filter, top_k, mode),
      * NOT_FOUND (unknown index), FAILED_PRECONDITION (semantic/hybrid on an
-     * index without an embedding model), UNAVAILABLE (store or embedding
-     * provider down, index not ready), DEADLINE_EXCEEDED.
+     * index without an embedding model, or INDEX_REBUILD_REQUIRED while the
+     * published version was embedded for other query settings), UNAVAILABLE
+     * (store or embedding provider down, index not ready), DEADLINE_EXCEEDED.
      * </pre>
      */
     public void retrieve(dev.groundwire.v1.RetrieveRequest request,
@@ -197,8 +199,9 @@ public final class RetrieverServiceGrpc {
      * <pre>
      * Runs one query. Errors: INVALID_ARGUMENT (bad query, filter, top_k, mode),
      * NOT_FOUND (unknown index), FAILED_PRECONDITION (semantic/hybrid on an
-     * index without an embedding model), UNAVAILABLE (store or embedding
-     * provider down, index not ready), DEADLINE_EXCEEDED.
+     * index without an embedding model, or INDEX_REBUILD_REQUIRED while the
+     * published version was embedded for other query settings), UNAVAILABLE
+     * (store or embedding provider down, index not ready), DEADLINE_EXCEEDED.
      * </pre>
      */
     public dev.groundwire.v1.RetrieveResponse retrieve(dev.groundwire.v1.RetrieveRequest request) throws io.grpc.StatusException {
@@ -230,8 +233,9 @@ public final class RetrieverServiceGrpc {
      * <pre>
      * Runs one query. Errors: INVALID_ARGUMENT (bad query, filter, top_k, mode),
      * NOT_FOUND (unknown index), FAILED_PRECONDITION (semantic/hybrid on an
-     * index without an embedding model), UNAVAILABLE (store or embedding
-     * provider down, index not ready), DEADLINE_EXCEEDED.
+     * index without an embedding model, or INDEX_REBUILD_REQUIRED while the
+     * published version was embedded for other query settings), UNAVAILABLE
+     * (store or embedding provider down, index not ready), DEADLINE_EXCEEDED.
      * </pre>
      */
     public dev.groundwire.v1.RetrieveResponse retrieve(dev.groundwire.v1.RetrieveRequest request) {
@@ -263,8 +267,9 @@ public final class RetrieverServiceGrpc {
      * <pre>
      * Runs one query. Errors: INVALID_ARGUMENT (bad query, filter, top_k, mode),
      * NOT_FOUND (unknown index), FAILED_PRECONDITION (semantic/hybrid on an
-     * index without an embedding model), UNAVAILABLE (store or embedding
-     * provider down, index not ready), DEADLINE_EXCEEDED.
+     * index without an embedding model, or INDEX_REBUILD_REQUIRED while the
+     * published version was embedded for other query settings), UNAVAILABLE
+     * (store or embedding provider down, index not ready), DEADLINE_EXCEEDED.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.groundwire.v1.RetrieveResponse> retrieve(

@@ -134,7 +134,7 @@ public enum TurnRole
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.groundwire.v1.AgentProto.getDescriptor().getEnumType(4);
+    return dev.groundwire.v1.AgentProto.getDescriptor().getEnumType(6);
   }
 
   private static final TurnRole[] VALUES = values();

@@ -51,6 +51,14 @@ class SmokeTest {
   }
 
   @Test
+  void emptyOrMalformedApiKeysAreRefused() {
+    for (String key : new String[] {null, "", " ", "gw_a b", "gw_\n"}) {
+      assertThrows(IllegalArgumentException.class, () -> Groundwire.apiKey(key));
+    }
+    Groundwire.apiKey("gw_ok");
+  }
+
+  @Test
   void healthCheckIsServing() {
     HealthCheckResponse res =
         Groundwire.health(channel)
@@ -110,6 +118,13 @@ class SmokeTest {
     assertFalse(result.getAnswer().isBlank(), "empty answer");
     List<String> cited = result.getCitationsList().stream().map(Citation::getDocumentId).toList();
     assertTrue(cited.contains("policies/parental-leave.md"), "citations: " + cited);
+    // Citations an application can render: title, span, snippet, display number.
+    for (int i = 0; i < result.getCitationsCount(); i++) {
+      Citation c = result.getCitations(i);
+      assertEquals(i + 1, c.getDisplayNumber());
+      assertFalse(c.getTitle().isEmpty() || c.getSnippet().isBlank(), "citation " + (i + 1));
+      assertTrue(c.getSpan().getEnd() > c.getSpan().getStart(), "citation " + (i + 1));
+    }
   }
 
   /**

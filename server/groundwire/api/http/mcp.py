@@ -1,0 +1,155 @@
+"""MCP over streamable HTTP at `/mcp` on the HTTP port.
+
+The tools (api/mcp/tools.py) run the contract's RPCs through `Procedures`, the
+same handlers and interceptor as Connect and gRPC: each tool call carries the
+`authorization` (and `x-request-id`) header of the HTTP request that made it,
+so the caller's Bearer key decides tenant and permissions exactly as on gRPC,
+and admission, the snapshot, the access log (transport `mcp_http`) and the
+RPC metrics are the gRPC port's.
+
+Stateless and JSON-only: every POST is answered with one JSON-RPC response
+(no server-held session, no server-to-client requests), so no state outlives
+a request and a key is never carried from one request to the next. Requests
+with an `Origin` header are served only from origins allowed by
+`http.cors_allowed_origins` (the MCP specification's DNS-rebinding rule),
+others get 403 (reason PERMISSION_DENIED).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+from google.rpc import error_details_pb2
+
+from groundwire.api.http.asgi import Receive, Scope, Send, header, respond
+from groundwire.api.http.connect import error_json
+from groundwire.api.http.rpc import Procedures, RpcAborted, RpcCall, transport_error
+from groundwire.api.mcp.tools import (
+    INSTRUCTIONS,
+    GroundwireTools,
+    ToolFailure,
+    ToolLimits,
+    server,
+)
+
+TRANSPORT = "mcp_http"
+PATH = "/mcp"
+_FORWARDED = ("authorization", "x-request-id")
+
+
+def failure_of(err: RpcAborted) -> ToolFailure:
+    fields: dict[str, str] = {}
+    if err.status is not None:
+        for detail in err.status.details:
+            bad = error_details_pb2.BadRequest()
+            if detail.Unpack(bad):
+                fields.update({v.field: v.description for v in bad.field_violations})
+    return ToolFailure(err.reason, err.code.name, err.message, fields)
+
+
+class ProceduresBackend:
+    """One HTTP request's RPCs, with that request's metadata."""
+
+    def __init__(self, procedures: Procedures, metadata: tuple[tuple[str, str], ...]) -> None:
+        self._procedures = procedures
+        self._metadata = metadata
+
+    async def call(self, method: str, request: Message, response_type: type[Message]) -> Any:
+        del response_type
+        procedure = self._procedures.get(method)
+        if procedure is None:
+            raise ToolFailure("METHOD_NOT_FOUND", grpc.StatusCode.UNIMPLEMENTED.name, "no RPC")
+        # A fresh call per RPC: its trailing metadata and deadline are its own.
+        call = RpcCall(self._metadata, None, TRANSPORT)
+        try:
+            return await self._procedures.unary(procedure, request, call)
+        except RpcAborted as err:
+            raise failure_of(err) from None
+
+
+def _metadata_of(ctx: Any) -> tuple[tuple[str, str], ...]:
+    request = getattr(ctx, "request", None)
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return ()
+    out = []
+    for name in _FORWARDED:
+        value = headers.get(name)
+        if value is not None:
+            out.append((name, value))
+    return tuple(out)
+
+
+class McpHttpApp:
+    """The ASGI app mounted at /mcp, with the SDK's session manager run in a
+    task of its own between `start` and `stop`."""
+
+    def __init__(
+        self,
+        procedures: Procedures,
+        limits: Callable[[], ToolLimits],
+        *,
+        max_message_bytes: int,
+        allowed_origins: Sequence[str],
+        version: str,
+    ) -> None:
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        tools = GroundwireTools(
+            lambda ctx: ProceduresBackend(procedures, _metadata_of(ctx)), limits
+        )
+        self._server = server(tools, version=version, instructions=INSTRUCTIONS)
+        self._manager = StreamableHTTPSessionManager(
+            app=self._server,
+            json_response=True,
+            stateless=True,
+            # Origins are checked here (without logging the header's value).
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            max_request_body_size=max_message_bytes,
+        )
+        self._any_origin = "*" in allowed_origins
+        self._origins = frozenset(allowed_origins)
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        started = asyncio.Event()
+
+        async def run() -> None:
+            async with self._manager.run():
+                started.set()
+                await self._stop.wait()
+
+        self._task = asyncio.create_task(run())
+        waiter = asyncio.create_task(started.wait())
+        done, _ = await asyncio.wait({self._task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if self._task in done:
+            waiter.cancel()
+            self._task.result()  # raises what stopped it
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await self._task
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        origin = header(scope, b"origin")
+        if origin is not None and not self._any_origin and origin not in self._origins:
+            # Only browsers send Origin: a page of another origin (or a DNS
+            # rebinding of this host) may not drive the tools.
+            err = transport_error(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "PERMISSION_DENIED",
+                "this origin is not in http.cors_allowed_origins",
+            )
+            body = error_json(err.code, err.message, err.status)
+            await respond(send, 403, [(b"content-type", b"application/json")], body)
+            return
+        await self._manager.handle_request(scope, receive, send)

@@ -1,0 +1,111 @@
+"""The connection options every command-line client of the public API shares
+(`groundwire mcp`, `search`, `ask`, `indexes`, `operations`, `push`): the
+server's address, TLS (server CA, client certificate for mutual TLS) and the
+API key, read from an environment variable so it never appears in a process
+list or a shell history."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+
+import grpc
+
+from groundwire_client import GroundwireClient
+from groundwire_client._common import check_api_key
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+DEFAULT_KEY_ENV = "GROUNDWIRE_API_KEY"
+
+
+class OptionError(Exception):
+    """A connection option that cannot be used (the message says which)."""
+
+
+def add_connection_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("connection")
+    group.add_argument(
+        "--address", default=DEFAULT_ADDRESS, help=f"server HOST:PORT (default {DEFAULT_ADDRESS})"
+    )
+    group.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help=(
+            "environment variable holding the API key (default: "
+            f"{DEFAULT_KEY_ENV} when set, else no key)"
+        ),
+    )
+    group.add_argument("--tls", action="store_true", help="connect with TLS (system CAs)")
+    group.add_argument(
+        "--ca-file", metavar="PEM", help="CA certificate(s) to verify the server (implies --tls)"
+    )
+    group.add_argument("--client-cert", metavar="PEM", help="client certificate for mutual TLS")
+    group.add_argument("--client-key", metavar="PEM", help="client private key for mutual TLS")
+    group.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="deadline of each call in seconds (default 120)",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    address: str
+    api_key: str | None
+    credentials: grpc.ChannelCredentials | None
+    timeout: float
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """The API key as call metadata (none without a key), for calls made on
+        the client's stubs directly."""
+        return check_api_key(self.api_key)
+
+    def client(self) -> GroundwireClient:
+        return GroundwireClient(
+            self.address,
+            api_key=self.api_key,
+            credentials=self.credentials,
+            timeout=self.timeout,
+        )
+
+
+def _read(flag: str, path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        raise OptionError(f"{flag}: cannot read the file") from None
+
+
+def connection(args: argparse.Namespace) -> Connection:
+    """The connection the parsed options describe; OptionError when unusable."""
+    var = args.api_key_env
+    api_key: str | None = None
+    if var:
+        api_key = os.environ.get(var)
+        if not api_key:
+            raise OptionError(f"--api-key-env: the environment variable {var} is not set")
+    else:
+        api_key = os.environ.get(DEFAULT_KEY_ENV) or None
+    try:
+        check_api_key(api_key)  # the client's own check, before it would raise
+    except ValueError:
+        raise OptionError("the API key holds whitespace or control characters") from None
+    if (args.client_cert is None) != (args.client_key is None):
+        raise OptionError("--client-cert and --client-key go together")
+    tls = bool(args.tls or args.ca_file or args.client_cert)
+    credentials = None
+    if tls:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=_read("--ca-file", args.ca_file),
+            private_key=_read("--client-key", args.client_key),
+            certificate_chain=_read("--client-cert", args.client_cert),
+        )
+    if not (args.timeout > 0):
+        raise OptionError("--timeout must be a positive number of seconds")
+    return Connection(args.address, api_key, credentials, args.timeout)

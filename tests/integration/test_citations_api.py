@@ -1,0 +1,125 @@
+"""Citations an application can render, over real gRPC: each citation and
+context item carries title, section, span and a bounded snippet; citations are
+numbered in order of first appearance; Execute and ExecuteStream agree."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import grpc
+import pytest
+
+from groundwire.app.config import parse_config
+from groundwire.app.defaults import HANDBOOK_DIR
+from groundwire.providers.chat.base import ChatResponse, Usage
+from groundwire_client.v1 import agent_pb2 as ag
+from groundwire_client.v1 import agent_pb2_grpc, retriever_pb2_grpc
+from groundwire_client.v1 import retriever_pb2 as rt
+from tests.support.chat import ScriptedModel
+from tests.support.servers import RunningApp, serving
+
+pytestmark = pytest.mark.timeout(60)
+
+SNIPPET_CHARS = 60
+QUESTION = "How many weeks of parental leave under POL-HR-014?"
+# The model cites source 3 first, then 1, then 3 again.
+ANSWER = "Sixteen weeks [3]. Eligibility is described too [1]. Again [3]."
+
+
+def config() -> dict[str, object]:
+    return {
+        "auth": {"mode": "disabled"},
+        "indexes": {
+            "demo": {
+                "sources": [{"kind": "directory", "path": str(HANDBOOK_DIR), "glob": "**/*.md"}],
+                "ingestion": {"strategy": "on_startup"},
+            }
+        },
+        "models": {"offline": {"kind": "offline"}},
+        "agent_limits": {"citation_snippet_chars": SNIPPET_CHARS},
+        "agents": {
+            "cites": {
+                "name": "Cites",
+                "model": "offline/extractive-v1",
+                "rag": {"index": "demo", "retrieval_mode": "lexical", "mode": "grounded"},
+            }
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+async def app() -> AsyncIterator[RunningApp]:
+    async with serving(parse_config(config())) as running:
+        registry = running.components.agents
+        model = ScriptedModel(default=ChatResponse(ANSWER, usage=Usage(5, 5), model="s-1"))
+        registry.register(replace(registry.get("cites"), model=model))
+        yield running
+
+
+@pytest.fixture(scope="module")
+async def channel(app: RunningApp) -> AsyncIterator[grpc.aio.Channel]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
+        yield ch
+
+
+def request_input() -> ag.ExecutionInput:
+    return ag.ExecutionInput(agent_id="cites", message=QUESTION)
+
+
+async def chunk_texts(channel: grpc.aio.Channel) -> dict[tuple[str, str], rt.RetrievalResult]:
+    stub = retriever_pb2_grpc.RetrieverServiceStub(channel)
+    query = rt.RagQuery(index_name="demo", text=QUESTION, mode=rt.RETRIEVAL_MODE_LEXICAL, top_k=100)
+    response = await stub.Retrieve(rt.RetrieveRequest(query=query), timeout=30)
+    return {(r.document_id, r.chunk_id): r for r in response.results}
+
+
+async def test_citations_carry_title_span_and_a_bounded_snippet(
+    channel: grpc.aio.Channel,
+) -> None:
+    stub = agent_pb2_grpc.AgentServiceStub(channel)
+    result = (await stub.Execute(ag.ExecuteRequest(input=request_input()), timeout=30)).result
+    assert result.answer == ANSWER  # verbatim: markers are never rewritten server-side
+    assert [c.source_number for c in result.citations] == [3, 1]
+    assert [c.display_number for c in result.citations] == [1, 2]
+    chunks = await chunk_texts(channel)
+    for c in result.citations:
+        item = result.rag.context[c.source_number - 1]
+        assert (c.document_id, c.chunk_id) == (item.document_id, item.chunk_id)
+        full = chunks[(c.document_id, c.chunk_id)]
+        assert c.title == item.title == full.title and c.title
+        assert c.section == item.section == full.section
+        assert (c.span.start, c.span.end) == (item.span.start, item.span.end)
+        assert c.span.end > c.span.start
+        assert c.snippet == item.snippet and c.snippet_truncated == item.snippet_truncated
+        body = full.content.lstrip()
+        assert body.startswith(c.snippet) and 0 < len(c.snippet) <= SNIPPET_CHARS
+        assert c.snippet_truncated == (len(body.rstrip()) > len(c.snippet))
+        if c.snippet_truncated and len(c.snippet) < SNIPPET_CHARS:
+            assert body[len(c.snippet)].isspace()  # cut at a word boundary
+    assert any(c.snippet_truncated for c in result.citations)
+    # Only the evidence carries content: candidates and the rest stay content-free.
+    rag = result.rag
+    for item in [*rag.candidates, *rag.accepted, *rag.rejected, *rag.context_excluded]:
+        assert item.snippet == item.title == item.section == ""
+
+
+async def test_execute_and_stream_report_identical_citations(
+    channel: grpc.aio.Channel,
+) -> None:
+    stub = agent_pb2_grpc.AgentServiceStub(channel)
+    unary = (await stub.Execute(ag.ExecuteRequest(input=request_input()), timeout=30)).result
+    events = [
+        e
+        async for e in stub.ExecuteStream(
+            ag.ExecuteStreamRequest(input=request_input()), timeout=30
+        )
+    ]
+    streamed = events[-1].result
+    assert events[-1].type == ag.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED
+    # Non-empty, so the comparison cannot pass on two empty lists.
+    assert [c.source_number for c in unary.citations] == [3, 1]
+    assert list(streamed.citations) == list(unary.citations)
+    assert list(streamed.rag.context) == list(unary.rag.context)
+    deltas = "".join(e.text_delta for e in events)
+    assert deltas.strip() == streamed.answer == unary.answer  # the model text, as streamed
