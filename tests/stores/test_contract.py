@@ -718,7 +718,12 @@ async def test_half_precision_vector_index_keeps_float32_scores(
     rng = np.random.default_rng(5)
     vectors = rng.normal(size=(40, DIM)).astype(np.float32)
     half = IndexSpec(
-        index_name, "test/model:4:l2", DIM, DistanceMetric.COSINE, "chars:size=800", True
+        index_name,
+        "test/model:4:l2",
+        DIM,
+        DistanceMetric.COSINE,
+        "chars:size=800",
+        half_precision_index=True,
     )
     docs = [doc(f"d{i:02d}", [f"text {i}"], [vectors[i]]) for i in range(40)]
     await publish(store, index_name, docs, half)

@@ -42,7 +42,9 @@ async def index_row(conn: Conn, name: str) -> IndexRow:
     row = await cur.fetchone()
     if row is None:
         raise index_missing(len(name))
-    spec = IndexSpec(name, row[1], row[2], DistanceMetric(row[3]), row[4], bool(row[6]))
+    spec = IndexSpec(
+        name, row[1], row[2], DistanceMetric(row[3]), row[4], half_precision_index=bool(row[6])
+    )
     return IndexRow(int(row[0]), spec, [int(v) for v in row[5]])
 
 
