@@ -59,5 +59,11 @@ DOCUMENTS_NOT_INGESTED = _meter.create_counter(
 STORE_READS = _meter.create_counter(
     "groundwire.store.reads",
     unit="{read}",
-    description="Store reads by target (primary, standby-N; never a DSN) and outcome",
+    description="Store reads by store (its configured name), target (primary, standby-N; "
+    "never a DSN) and outcome",
+)
+STORE_HEALTH_CHECKS = _meter.create_counter(
+    "groundwire.store.health_checks",
+    unit="{check}",
+    description="Store health checks by store (its configured name) and outcome (OK, UNAVAILABLE)",
 )

@@ -201,6 +201,7 @@ def describe_index(handle: IndexHandle) -> ingestion_pb2.IndexDescription:
         chunking=describe_chunking(handle),
         analysis=describe_analysis(handle),
         store=handle.store.kind,
+        store_name=handle.store_name,
         strategy=_STRATEGIES[IngestionStrategy(handle.strategy)],
         schedule=handle.schedule or "",
         source_count=len(handle.sources),

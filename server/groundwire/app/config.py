@@ -55,6 +55,9 @@ from groundwire.domain.indexes import DistanceMetric, IngestionStrategy, StoreKi
 __all__ = ["ConfigError", "GroundwireConfig", "SecretRef", "load_config", "parse_config"]
 
 INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,127}$")
+# The store `[store]` configures; `[stores.NAME]` adds others.
+DEFAULT_STORE = "default"
+_STORE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
@@ -166,6 +169,9 @@ class StoreConfig(StrictModel):
     # missed change notification), and probes each standby's replay position.
     change_poll_ms: int = Field(1_000, ge=10, le=60_000)
     standby_probe_ms: int = Field(100, ge=10, le=60_000)
+    # How often the server checks that the store answers (health service names
+    # groundwire.store.NAME and those of the store's indexes follow it).
+    health_check_ms: int = Field(1_000, ge=100, le=60_000)
 
     @model_validator(mode="before")
     @classmethod
@@ -377,6 +383,8 @@ class IngestionConfig(StrictModel):
 
 class IndexConfig(StrictModel):
     description: str = ""
+    # The store the index lives in: a [stores.NAME] section, or "default" ([store]).
+    store: str = DEFAULT_STORE
     embedder: str | None = None
     metric: DistanceMetric = DistanceMetric.COSINE
     # "float16": the PostgreSQL HNSW graph holds half-precision vectors (pgvector
@@ -433,6 +441,10 @@ class GroundwireConfig(StrictModel):
     server: ServerConfig = ServerConfig()
     retrieval: RetrievalConfig = RetrievalConfig()
     store: StoreConfig = StoreConfig()
+    # More stores by name (the same keys as [store]); an index names its own.
+    stores: dict[Annotated[str, Field(pattern=_STORE_NAME_PATTERN)], StoreConfig] = Field(
+        default_factory=dict
+    )
     logging: LoggingConfig = LoggingConfig()
     auth: AuthConfig
     metrics: MetricsConfig = MetricsConfig()
@@ -454,11 +466,50 @@ class GroundwireConfig(StrictModel):
     checkpoints: CheckpointConfig = CheckpointConfig()
     http: HttpConfig = HttpConfig()
 
+    def store_configs(self) -> dict[str, StoreConfig]:
+        """Every store by name: "default" ([store], or [stores.default]) first."""
+        default = self.stores.get(DEFAULT_STORE, self.store)
+        return {DEFAULT_STORE: default} | {
+            n: s for n, s in self.stores.items() if n != DEFAULT_STORE
+        }
+
+    def store_key(self, name: str) -> str:
+        """The configuration key of a store's section, for errors."""
+        return (
+            "store"
+            if name == DEFAULT_STORE and DEFAULT_STORE not in self.stores
+            else (f"stores.{name}")
+        )
+
+    @model_validator(mode="after")
+    def _stores(self) -> GroundwireConfig:
+        if DEFAULT_STORE in self.stores and "store" in self.model_fields_set:
+            raise ValueError("stores.default: also configured as [store]; set only one")
+        seen: dict[Path, str] = {}
+        for name, store in self.store_configs().items():
+            # Two stores on one embedded data directory would be one cluster
+            # started twice.
+            if store.kind != StoreKind.POSTGRES or store.dsn is not None:
+                continue
+            if store.data_dir in seen:
+                raise ValueError(
+                    f"{self.store_key(name)}.data_dir: the same embedded data directory as"
+                    f" {self.store_key(seen[store.data_dir])}; give each store its own"
+                )
+            seen[store.data_dir] = name
+        return self
+
     @model_validator(mode="after")
     def _references(self) -> GroundwireConfig:
+        stores = self.store_configs()
         for name, index in self.indexes.items():
             if not INDEX_NAME.match(name):
                 raise ValueError(f"indexes.{name}: index names are 1-128 chars of [a-z0-9_-]")
+            if index.store not in stores:
+                raise ValueError(
+                    f"indexes.{name}.store: no store named {index.store!r}"
+                    f" (configure [stores.{index.store}], or use {DEFAULT_STORE!r})"
+                )
             if index.embedder is not None and index.embedder not in self.embedders:
                 raise ValueError(f"indexes.{name}.embedder: no embedder named {index.embedder!r}")
             check_token_chunking(name, index.chunking, self.embedders.get(index.embedder or ""))
@@ -529,6 +580,7 @@ def _resolve_paths(cfg: GroundwireConfig, base: Path) -> GroundwireConfig:
             )
         indexes[name] = index.model_copy(update={"sources": sources, "analysis": analysis})
     store = cfg.store.model_copy(update={"data_dir": fix(cfg.store.data_dir)})
+    stores = {n: s.model_copy(update={"data_dir": fix(s.data_dir)}) for n, s in cfg.stores.items()}
     server = cfg.server
     if server.tls is not None:
         tls = server.tls.model_copy(
@@ -543,7 +595,13 @@ def _resolve_paths(cfg: GroundwireConfig, base: Path) -> GroundwireConfig:
         server = server.model_copy(update={"tls": tls})
     rerankers = resolve_reranker_paths(cfg.rerankers, base)
     return cfg.model_copy(
-        update={"indexes": indexes, "store": store, "rerankers": rerankers, "server": server}
+        update={
+            "indexes": indexes,
+            "store": store,
+            "stores": stores,
+            "rerankers": rerankers,
+            "server": server,
+        }
     )
 
 

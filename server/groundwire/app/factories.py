@@ -4,11 +4,12 @@ nothing is ingested or served here (see app/lifecycle.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import cast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 from groundwire.agents.checkpoints import Checkpointer
 from groundwire.agents.registry import AgentLimits, AgentRegistry
@@ -19,15 +20,16 @@ from groundwire.app.admission_config import build_admission
 from groundwire.app.agent_config import build_agents, build_chat_models, build_tools
 from groundwire.app.analysis_config import AnalysisConfig, build_analyzer
 from groundwire.app.config import (
-    DirectorySource as DirectoryConfig,
-)
-from groundwire.app.config import (
+    DEFAULT_STORE,
     EmbedderConfig,
     GroundwireConfig,
     HashingEmbedderConfig,
     IndexConfig,
     LocalOnnxEmbedderConfig,
     OpenAICompatibleEmbedderConfig,
+)
+from groundwire.app.config import (
+    DirectorySource as DirectoryConfig,
 )
 from groundwire.app.config import (
     FilesSource as FilesConfig,
@@ -81,7 +83,11 @@ from groundwire.stores.base import (
 )
 from groundwire.stores.memory import MemoryOperationLog, MemoryStore
 from groundwire.stores.memory.checkpoints import MemoryCheckpointStore
+from groundwire.stores.placement import PlacedOperationLog
 from groundwire.stores.usage import MemoryUsageLedger, UsageLedger
+
+if TYPE_CHECKING:
+    from groundwire.stores.postgres import PostgresSettings
 
 log = logging.getLogger("groundwire.app")
 
@@ -194,47 +200,98 @@ _STORE_MEMBERS = (
 )
 
 
-async def build_store(cfg: GroundwireConfig) -> Store:
-    if cfg.store.kind == "memory":
+async def build_store(cfg: GroundwireConfig, name: str = DEFAULT_STORE) -> Store:
+    """The store named `name` ("default": [store]); errors name its section's keys."""
+    sc = cfg.store_configs()[name]
+    key = cfg.store_key(name)
+    if sc.kind == "memory":
         return MemoryStore()
-    if not isinstance(cfg.store.kind, StoreKind):
+    if not isinstance(sc.kind, StoreKind):
         store: Store = await build_plugin_async(
-            "store.kind",
+            f"{key}.kind",
             STORES,
-            cfg.store.kind,
-            cfg.store.options,
+            sc.kind,
+            sc.options,
             has_members(*_STORE_MEMBERS),
             "Store (groundwire.stores.base)",
         )
         return store
-    from groundwire.stores.postgres import PostgresSettings, open_postgres_store
+    from groundwire.stores.postgres import open_postgres_store
 
-    s = cfg.store
+    return await open_postgres_store(postgres_settings(cfg, name))
+
+
+def postgres_settings(cfg: GroundwireConfig, name: str = DEFAULT_STORE) -> PostgresSettings:
+    """A PostgreSQL store's settings, its secrets resolved (ConfigError naming the
+    key of one that is unset)."""
+    from groundwire.stores.postgres import PostgresSettings
+
+    s = cfg.store_configs()[name]
+    key = cfg.store_key(name)
     dsn = s.dsn.resolve() if s.dsn is not None else None
     if s.dsn is not None and dsn is None:
-        raise ConfigError("store.dsn: the referenced secret is unset or empty")
+        raise ConfigError(f"{key}.dsn: the referenced secret is unset or empty")
     read_dsns: list[str] = []
     for i, ref in enumerate(s.read_dsns):
         read_dsn = ref.resolve()
         if read_dsn is None:
-            raise ConfigError(f"store.read_dsns[{i}]: the referenced secret is unset or empty")
+            raise ConfigError(f"{key}.read_dsns[{i}]: the referenced secret is unset or empty")
         read_dsns.append(read_dsn)
-    return await open_postgres_store(
-        PostgresSettings(
-            dsn=dsn,
-            data_dir=s.data_dir,
-            pool_min_size=s.pool_min_size,
-            pool_max_size=s.pool_max_size,
-            statement_timeout_ms=s.statement_timeout_ms,
-            connect_timeout_ms=s.connect_timeout_ms,
-            hnsw_m=s.hnsw_m,
-            hnsw_ef_construction=s.hnsw_ef_construction,
-            hnsw_ef_search=s.hnsw_ef_search,
-            read_dsns=tuple(read_dsns),
-            change_poll_ms=s.change_poll_ms,
-            standby_probe_ms=s.standby_probe_ms,
-        )
+    return PostgresSettings(
+        dsn=dsn,
+        data_dir=s.data_dir,
+        pool_min_size=s.pool_min_size,
+        pool_max_size=s.pool_max_size,
+        statement_timeout_ms=s.statement_timeout_ms,
+        connect_timeout_ms=s.connect_timeout_ms,
+        hnsw_m=s.hnsw_m,
+        hnsw_ef_construction=s.hnsw_ef_construction,
+        hnsw_ef_search=s.hnsw_ef_search,
+        read_dsns=tuple(read_dsns),
+        change_poll_ms=s.change_poll_ms,
+        standby_probe_ms=s.standby_probe_ms,
+        label=name,
     )
+
+
+async def build_stores(cfg: GroundwireConfig) -> dict[str, Store]:
+    """Every configured store by name, opened concurrently (an embedded cluster
+    takes a second or two to start). One that fails closes the others."""
+    names = list(cfg.store_configs())
+    _check_distinct_clusters(cfg, names)
+    opened = await asyncio.gather(*(build_store(cfg, n) for n in names), return_exceptions=True)
+    failure = next((r for r in opened if isinstance(r, BaseException)), None)
+    if failure is None:
+        return {n: cast(Store, r) for n, r in zip(names, opened, strict=True)}
+    for r in opened:
+        if not isinstance(r, BaseException):
+            try:
+                await r.close()
+            except Exception as exc:
+                log.warning(
+                    "closing a store after a failed start failed",
+                    extra={"exception_type": type(exc).__name__},
+                )
+    raise failure
+
+
+def _check_distinct_clusters(cfg: GroundwireConfig, names: list[str]) -> None:
+    """Two stores with one DSN would be one database under two names: each
+    index's rows are only apart when the stores are."""
+    seen: dict[str, str] = {}
+    for name in names:
+        sc = cfg.store_configs()[name]
+        if sc.kind != StoreKind.POSTGRES or sc.dsn is None:
+            continue
+        dsn = sc.dsn.resolve()
+        if dsn is None:
+            continue  # build_store names the unset secret
+        if dsn in seen:
+            raise ConfigError(
+                f"{cfg.store_key(name)}.dsn: the same database as {cfg.store_key(seen[dsn])}.dsn;"
+                " stores must be distinct databases"
+            )
+        seen[dsn] = name
 
 
 def operation_log_for(store: Store) -> OperationLog:
@@ -326,15 +383,17 @@ def usage_ledger_for(store: Store) -> UsageLedger:
 
 async def build_catalog(
     cfg: GroundwireConfig,
-    store: Store,
+    stores: Store | Mapping[str, Store],
     embedders: dict[str, EmbeddingProvider],
     previous: IndexCatalog | None = None,
 ) -> IndexCatalog:
-    """Every configured index, its store tables ensured, bound to its embedder. With
-    a `previous` catalog (a reload), an index whose handle would not change keeps
-    its handle, and a changed one keeps its readiness."""
+    """Every configured index, its store tables ensured in the store it names,
+    bound to its embedder. With a `previous` catalog (a reload), an index whose
+    handle would not change keeps its handle, and a changed one keeps its readiness."""
+    by_name = stores if isinstance(stores, Mapping) else {DEFAULT_STORE: stores}
     handles = []
     for name, index in cfg.indexes.items():
+        store = by_name[index.store]
         embedder = embedders[index.embedder] if index.embedder else None
         chunker = build_chunker(name, index, embedder)
         policy = chunker.default
@@ -354,6 +413,7 @@ async def build_catalog(
                 name=name,
                 spec=spec,
                 store=store,
+                store_name=index.store,
                 embedder=embedder,
                 chunk_policy=policy,
                 chunk_policies=dict(chunker.by_extension),
@@ -392,6 +452,7 @@ class Components:
     """Everything built from one configuration; `aclose()` releases it."""
 
     config: GroundwireConfig
+    # The default store: what belongs to no index (checkpoints, usage) lives there.
     store: Store
     operation_log: OperationLog
     embedders: dict[str, EmbeddingProvider]
@@ -401,9 +462,15 @@ class Components:
     agents: AgentRegistry
     runtime: AgentRuntime
     admission: Admission
+    # Every store by name ("default" is `store`); indexes name theirs.
+    stores: dict[str, Store] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.stores = self.stores or {DEFAULT_STORE: self.store}
 
     async def aclose(self) -> None:
-        await self.store.close()
+        for store in self.stores.values():
+            await store.close()
         for embedder in self.embedders.values():
             await embedder.aclose()
         await self.reranking.aclose()
@@ -415,13 +482,15 @@ async def build_components(
     cfg: GroundwireConfig,
     *,
     store: Store | None = None,
+    stores: Mapping[str, Store] | None = None,
     reuse_embedders: Mapping[str, EmbeddingProvider] | None = None,
     previous_catalog: IndexCatalog | None = None,
 ) -> Components:
-    """Providers, the store and catalog, and the engines, in dependency order (one
+    """Providers, the stores and catalog, and the engines, in dependency order (one
     reranking stage shared by RerankerService and the agents). A reload
-    (app/reload.py) passes the open store, the embedders it keeps and the catalog
-    it replaces; everything else is built anew from `cfg`."""
+    (app/reload.py) passes the open stores, the embedders it keeps and the catalog
+    it replaces; everything else is built anew from `cfg`. `store` alone stands
+    for the default store of a configuration with no other."""
     reuse = reuse_embedders or {}
     embedders = {
         name: reuse[name] if name in reuse else build_embedder(e, name)
@@ -436,9 +505,15 @@ async def build_components(
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     rerankers = {name: reranking.get(name) for name in reranking.names}
-    store = store if store is not None else await build_store(cfg)
-    operation_log = operation_log_for(store)
-    catalog = await build_catalog(cfg, store, embedders, previous_catalog)
+    if stores is None:
+        stores = {DEFAULT_STORE: store} if store is not None else await build_stores(cfg)
+    opened = dict(stores)
+    operation_log = PlacedOperationLog(
+        {n: operation_log_for(s) for n, s in opened.items()},
+        {n: index.store for n, index in cfg.indexes.items()},
+    )
+    catalog = await build_catalog(cfg, opened, embedders, previous_catalog)
+    store = opened[DEFAULT_STORE]
     r = cfg.retrieval
     limits = RetrievalLimits(
         r.default_top_k,
@@ -478,6 +553,7 @@ async def build_components(
         agents,
         runtime,
         admission,
+        opened,
     )
 
 

@@ -27,6 +27,7 @@ from groundwire.app.factories import (
 )
 from groundwire.app.http_serving import start_http
 from groundwire.app.reload import Reloader, serving_snapshot
+from groundwire.app.store_health import StoreHealth
 from groundwire.app.telemetry import install_metrics
 from groundwire.app.tls import server_tls
 from groundwire.domain.reload import ReloadReport
@@ -49,6 +50,7 @@ class RunningApp:
     reloader: Reloader | None = None
     usage: UsageRecorder | None = None
     http: HttpServer | None = None
+    store_health: StoreHealth | None = None
 
     @property
     def port(self) -> int:
@@ -70,6 +72,8 @@ class RunningApp:
         await asyncio.gather(self.server.server.stop(grace), http_stop)
         if self.reloader is not None:
             await self.reloader.aclose()
+        if self.store_health is not None:
+            await self.store_health.close()
         if self.startup_task is not None:
             self.startup_task.cancel()
             await asyncio.gather(self.startup_task, return_exceptions=True)
@@ -104,9 +108,17 @@ async def start_app(
     usage = UsageRecorder(usage_ledger_for(components.store))
     # Health exists before the server, so the manager can report readiness to it.
     health = Health()
+    # The reloader and the store checks need the app they serve (made below).
+    app_ref: list[RunningApp] = []
+    store_health = StoreHealth(
+        components.stores,
+        {n: s.health_check_ms for n, s in cfg.store_configs().items()},
+        health,
+        lambda: app_ref[0].components.catalog if app_ref else components.catalog,
+    )
 
     async def on_ready(index: IndexHandle) -> None:
-        if index.ready:
+        if index.ready and store_health.available(index.store_name):
             await health.set_serving([index_health_name(index.name)])
 
     manager = IngestionManager(
@@ -116,7 +128,6 @@ async def start_app(
     snapshots = SnapshotHolder(serving_snapshot(1, components, manager, tokens))
     # The reloader needs the app it swaps components into; the server needs the
     # reloader (AdminService): the admin servicer reaches it through the app.
-    app_ref: list[RunningApp] = []
 
     async def reload(validate_only: bool) -> ReloadReport:
         reloader = app_ref[0].reloader
@@ -150,7 +161,7 @@ async def start_app(
     await health.set_serving(
         [*server.service_names, *(index_health_name(h.name) for h in handles if h.ready)]
     )
-    app = RunningApp(components, server, manager, usage=usage, http=http)
+    app = RunningApp(components, server, manager, usage=usage, http=http, store_health=store_health)
     app.reloader = Reloader(
         path=config_path,
         app=app,
@@ -162,6 +173,7 @@ async def start_app(
         tls=tls,
     )
     app_ref.append(app)
+    await store_health.start()
     await manager.start_background()
 
     async def startup() -> None:

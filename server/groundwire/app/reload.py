@@ -67,6 +67,7 @@ from groundwire.domain.reload import (
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.providers.embeddings.base import EmbeddingProvider
+from groundwire.stores.placement import PlacedOperationLog
 
 log = logging.getLogger("groundwire.app")
 
@@ -97,6 +98,7 @@ RESTART_ONLY: dict[str, str] = {
     "server.page_token_key": "page tokens already issued would stop verifying",
     # The open connection pool, and the data every index lives in.
     "store": "the open store holds every index",
+    "stores": "the open stores hold their indexes",
     # The exporter owns its own listening port.
     "metrics": "the exporter's port is bound once",
     # The HTTP port (its address and CORS policy) is bound at start-up.
@@ -401,7 +403,7 @@ class Reloader:
                     embedders[name] = await asyncio.to_thread(build_embedder, e)
                     built.append(embedders[name])
             new = await build_components(
-                cfg, store=old.store, reuse_embedders=embedders, previous_catalog=old.catalog
+                cfg, stores=old.stores, reuse_embedders=embedders, previous_catalog=old.catalog
             )
             auth_policy(cfg)  # raises on a key it cannot use, before anything is swapped
         except BaseException as exc:
@@ -433,7 +435,7 @@ class Reloader:
         """Undo what building touched: index specs in the store, new providers."""
         for handle in old.catalog.handles():
             try:
-                await old.store.ensure_index(handle.spec)
+                await handle.store.ensure_index(handle.spec)
             except Exception as exc:
                 log.error(
                     "could not restore an index spec after a failed reload",
@@ -448,6 +450,9 @@ class Reloader:
         # sees the new snapshot, and an ingestion it starts runs on the new catalog.
         retired = self._snapshots.swap(snapshot)
         self._app.components = new
+        if isinstance(new.operation_log, PlacedOperationLog):
+            # Operations of an index moved to another store are recorded there.
+            new.operation_log.place({h.name: h.store_name for h in new.catalog.handles()})
         await self._manager.replace_catalog(new.catalog)
         added = [n for n in new.catalog.names() if n not in old.catalog.names()]
         removed = [n for n in old.catalog.names() if n not in new.catalog.names()]
@@ -493,14 +498,14 @@ async def _vectors_kept_in_memory(old: Components, new: Components) -> list[str]
     """The in-memory store keeps one vector matrix per index, so it cannot stage a
     rebuild with vectors of another dimension next to the published ones: such a
     change needs a restart there (which starts empty and ingests afresh)."""
-    if new.config.store.kind != StoreKind.MEMORY:
-        return []
     out = []
     for handle in new.catalog.handles():
+        if handle.store.kind != StoreKind.MEMORY:
+            continue
         before = _handle(old.catalog, handle.name)
         if before is None or before.spec.dimensions == handle.spec.dimensions:
             continue
-        if (await new.store.index_state(handle.name)).chunk_count:
+        if (await handle.store.index_state(handle.name)).chunk_count:
             out.append(f"indexes.{handle.name}.embedder")
     return out
 

@@ -24,6 +24,8 @@ class IndexHandle:
     store: Store
     embedder: EmbeddingProvider | None
     chunk_policy: ChunkPolicy
+    # The configured name of `store` ("default", or NAME of [stores.NAME]).
+    store_name: str = "default"
     # Policies by normalized file extension (".txt"), over `chunk_policy`; and the
     # embedder's tokenizer when a policy counts tokens.
     chunk_policies: Mapping[str, ChunkPolicy] = field(default_factory=dict)

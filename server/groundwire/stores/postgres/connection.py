@@ -61,6 +61,9 @@ class PostgresSettings:
     # How often each standby's replay position is probed (and how stale the
     # position a read is routed on may be).
     standby_probe_ms: int = 100
+    # The store's configured name ("default", or NAME of [stores.NAME]): named in
+    # its errors' metadata, logs and metrics (never the DSN).
+    label: str = ""
 
     @property
     def acquire_s(self) -> float:
@@ -91,19 +94,23 @@ def deadline_exceeded() -> GroundwireError:
     )
 
 
-def translate(exc: BaseException) -> GroundwireError | None:
+def translate(exc: BaseException, store: str = "") -> GroundwireError | None:
     """The transport-free error for a database failure (None: not a database one).
     Callers get a fixed, content-free message: never SQL, parameters, DSN, server
     text or the SQLSTATE. The SQLSTATE and error type go to the server log only, as
-    fields."""
+    fields. `store` (the store's configured name) goes to both: with indexes on
+    several clusters it says which one failed."""
     error = _translated(exc)
     if error is not None:
+        if store:
+            error.metadata["store"] = store
         log.warning(
             "store operation failed",
             extra={
                 "error_type": type(exc).__name__,
                 "sqlstate": getattr(exc, "sqlstate", None),
                 "reason": error.reason,
+                "store": store,
             },
         )
     return error
@@ -151,7 +158,7 @@ class Database:
         except GroundwireError:
             raise
         except Exception as exc:
-            translated = translate(exc)  # logs the SQLSTATE; callers never see it
+            translated = translate(exc, self.settings.label)  # logs the SQLSTATE only
             if translated is None:
                 raise
             raise translated from None

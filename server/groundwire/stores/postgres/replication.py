@@ -101,6 +101,8 @@ class ReadRouter:
         self._next = 0
         self._task: asyncio.Task[None] | None = None
         self.counts = ReadCounts()
+        # The store's configured name, a label of every read counted.
+        self._store = primary.settings.label
 
     @property
     def standbys(self) -> list[StandbyStatus]:
@@ -194,14 +196,16 @@ class ReadRouter:
                     raise
                 self._down(standby, err.reason)
                 self.counts.failed_over += 1
-                STORE_READS.add(1, {"target": standby.label, "outcome": "FAILED_OVER"})
+                STORE_READS.add(
+                    1, {"store": self._store, "target": standby.label, "outcome": "FAILED_OVER"}
+                )
             else:
                 standby.reads += 1
                 self.counts.standby[standby.label] = self.counts.standby.get(standby.label, 0) + 1
-                STORE_READS.add(1, {"target": standby.label, "outcome": "OK"})
+                STORE_READS.add(1, {"store": self._store, "target": standby.label, "outcome": "OK"})
                 return result
         async with self._primary.snapshot() as conn:
             result = await body(conn)
         self.counts.primary += 1
-        STORE_READS.add(1, {"target": "primary", "outcome": "OK"})
+        STORE_READS.add(1, {"store": self._store, "target": "primary", "outcome": "OK"})
         return result

@@ -423,6 +423,12 @@ class PostgresStore:
 
         return await self._router.read(self._published_lsn(name), body)
 
+    async def ping(self) -> None:
+        """Raise STORE_UNAVAILABLE (or DEADLINE_EXCEEDED) unless the primary answers
+        a trivial query within the connect timeout (the server's health checks)."""
+        async with self._db.conn(self._settings.acquire_s + 1.0) as conn:
+            await conn.execute("SELECT 1")
+
     async def close(self) -> None:
         if self._closed:
             return
@@ -502,7 +508,7 @@ async def open_postgres_store(settings: PostgresSettings) -> PostgresStore:
             await pool.open(wait=settings.pool_min_size > 0, timeout=settings.acquire_s)
         except Exception as exc:
             await pool.close()
-            translated = translate(exc)
+            translated = translate(exc, settings.label)
             if translated is None:
                 raise
             raise translated from None

@@ -393,6 +393,7 @@ class IndexDescription(_message.Message):
     SOURCE_COUNT_FIELD_NUMBER: _builtins.int
     SOURCE_KINDS_FIELD_NUMBER: _builtins.int
     ANALYSIS_FIELD_NUMBER: _builtins.int
+    STORE_NAME_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Output only. The index name."""
     description: _builtins.str
@@ -409,6 +410,12 @@ class IndexDescription(_message.Message):
     """Output only. Five-field cron expression (SCHEDULED only)."""
     source_count: _builtins.int
     """Output only. Number of configured sources."""
+    store_name: _builtins.str
+    """Output only. The configured name of the store the index lives in:
+    "default" for the `[store]` section, NAME for a `[stores.NAME]` section
+    (indexes may live on different PostgreSQL clusters). `store` keeps giving
+    that store's kind. Never a DSN or a data directory.
+    """
     @_builtins.property
     def embedding(self) -> Global___EmbeddingDescription:
         """Output only. The embedding space; absent for lexical-only indexes."""
@@ -444,10 +451,11 @@ class IndexDescription(_message.Message):
         source_count: _builtins.int = ...,
         source_kinds: _abc.Iterable[_builtins.str] | None = ...,
         analysis: Global___LexicalAnalysis | None = ...,
+        store_name: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["analysis", b"analysis", "chunking", b"chunking", "embedding", b"embedding"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["analysis", b"analysis", "chunking", b"chunking", "description", b"description", "embedding", b"embedding", "metric", b"metric", "name", b"name", "schedule", b"schedule", "source_count", b"source_count", "source_kinds", b"source_kinds", "store", b"store", "strategy", b"strategy"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["analysis", b"analysis", "chunking", b"chunking", "description", b"description", "embedding", b"embedding", "metric", b"metric", "name", b"name", "schedule", b"schedule", "source_count", b"source_count", "source_kinds", b"source_kinds", "store", b"store", "store_name", b"store_name", "strategy", b"strategy"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
