@@ -1,0 +1,273 @@
+"""Indexes on several PostgreSQL clusters (issue 17, part 6): `[store]` is the store
+named "default", `[stores.NAME]` adds others, and each index names its own. One
+server retrieves and ingests (pushes, deletes, operations, WatchIngestion) through
+every index, and each index's rows are only in its own cluster (read directly).
+One cluster stopped: only its indexes fail (UNAVAILABLE / STORE_UNAVAILABLE naming
+the store), health turns `groundwire.store.b` and its indexes NOT_SERVING, the
+others keep serving, and everything comes back when the cluster does."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import grpc
+import psycopg
+import pytest
+from google.rpc import error_details_pb2, status_pb2
+from grpc_health.v1 import health_pb2
+
+from groundwire.app.config import GroundwireConfig, parse_config
+from groundwire_client.v1 import ingestion_pb2 as ing
+from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
+from tests.support.clusters import clusters
+from tests.support.databases import create_database
+from tests.support.servers import RunningApp, health_stub, serving
+from tests.support.standby import Node
+
+pytestmark = pytest.mark.timeout(120)
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+@pytest.fixture(scope="module")
+def two_clusters() -> Iterator[list[Node]]:
+    with clusters(2) as nodes:
+        yield nodes
+
+
+def placement_config() -> GroundwireConfig:
+    fast = {
+        "kind": "postgres",
+        "connect_timeout_ms": 1000,
+        "statement_timeout_ms": 5000,
+        "health_check_ms": 200,
+        "change_poll_ms": 200,
+        "pool_max_size": 4,
+    }
+    return parse_config(
+        {
+            "auth": {"mode": "disabled"},
+            "store": {**fast, "dsn": {"env": "GW_PLACEMENT_DSN_A"}},
+            "stores": {
+                "b": {**fast, "dsn": {"env": "GW_PLACEMENT_DSN_B"}},
+                "scratch": {"kind": "memory"},
+            },
+            "embedders": {"hash": {"kind": "hashing", "dimensions": 64}},
+            "indexes": {
+                "alpha": {"embedder": "hash"},
+                "beta": {
+                    "embedder": "hash",
+                    "store": "b",
+                    "sources": [
+                        {"kind": "inline", "id": "inline-beta", "text": "betainline handbook"}
+                    ],
+                },
+                "gamma": {"store": "scratch"},
+            },
+        }
+    )
+
+
+@pytest.fixture
+async def placed(
+    two_clusters: list[Node], monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[RunningApp, list[str]]]:
+    """A server with alpha on cluster 0 (default), beta on cluster 1 (b) and gamma
+    in memory (scratch); fresh databases on both clusters."""
+    dsns = [create_database(node.dsn) for node in two_clusters]
+    monkeypatch.setenv("GW_PLACEMENT_DSN_A", dsns[0])
+    monkeypatch.setenv("GW_PLACEMENT_DSN_B", dsns[1])
+    async with serving(placement_config()) as app:
+        yield app, dsns
+
+
+async def push(stub: ingestion_pb2_grpc.IngestionManagerServiceStub, index: str, doc: str) -> int:
+    reply = await stub.UpsertDocuments(
+        ing.UpsertDocumentsRequest(
+            index_name=index,
+            documents=[ing.PushedDocument(document_id=doc, text=f"{doc}token about {index}")],
+        )
+    )
+    return int(reply.published_version)
+
+
+def rag(
+    index: str, text: str, mode: int = retriever_pb2.RETRIEVAL_MODE_LEXICAL
+) -> retriever_pb2.RetrieveRequest:
+    return retriever_pb2.RetrieveRequest(
+        query=retriever_pb2.RagQuery(index_name=index, text=text, top_k=5, mode=mode)
+    )
+
+
+async def found(
+    stub: retriever_pb2_grpc.RetrieverServiceStub,
+    index: str,
+    text: str,
+    mode: int = retriever_pb2.RETRIEVAL_MODE_LEXICAL,
+) -> set[str]:
+    return {r.document_id for r in (await stub.Retrieve(rag(index, text, mode))).results}
+
+
+def rows(dsn: str, query: str) -> set[tuple[object, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return {tuple(r) for r in conn.execute(query).fetchall()}  # type: ignore[arg-type]
+
+
+def error_info(err: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo:
+    raw = dict(err.trailing_metadata() or ()).get("grpc-status-details-bin")
+    assert isinstance(raw, bytes)
+    for detail in status_pb2.Status.FromString(raw).details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return info
+    raise AssertionError("no ErrorInfo")
+
+
+async def health(channel: grpc.aio.Channel, service: str) -> int:
+    reply = await health_stub(channel).Check(health_pb2.HealthCheckRequest(service=service))
+    return int(reply.status)
+
+
+async def until_health(channel: grpc.aio.Channel, service: str, status: int, within_s: float) -> None:
+    deadline = time.monotonic() + within_s
+    while await health(channel, service) != status:
+        assert time.monotonic() < deadline, f"{service} never became {status}"
+        await asyncio.sleep(0.05)
+
+
+async def test_each_index_lives_and_is_served_in_its_own_cluster(
+    placed: tuple[RunningApp, list[str]],
+) -> None:
+    app, (dsn_a, dsn_b) = placed
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+        ingest = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
+        retrieve = retriever_pb2_grpc.RetrieverServiceStub(channel)
+
+        described = {
+            i.name: (i.store_name, i.store)
+            for i in (await ingest.ListIndexes(ing.ListIndexesRequest())).indexes
+        }
+        assert described == {
+            "alpha": ("default", "postgres"),
+            "beta": ("b", "postgres"),
+            "gamma": ("scratch", "memory"),
+        }
+
+        for index in ("alpha", "beta", "gamma"):
+            await push(ingest, index, f"{index}doc")
+        await push(ingest, "beta", "betagone")
+        deleted = await ingest.DeleteDocuments(
+            ing.DeleteDocumentsRequest(index_name="beta", document_ids=["betagone"])
+        )
+        assert deleted.deleted == 1
+        started = (await ingest.StartIngestion(ing.StartIngestionRequest(index_name="beta"))).operation
+        last = None
+        async for update in ingest.WatchIngestion(
+            ing.WatchIngestionRequest(operation_id=started.id), timeout=30
+        ):
+            last = update.operation
+        assert last is not None and last.state == ing.OPERATION_STATE_SUCCEEDED
+
+        assert await found(retrieve, "alpha", "alphadoctoken") == {"alphadoc"}
+        assert await found(retrieve, "beta", "betadoctoken") == {"betadoc"}
+        assert await found(retrieve, "beta", "betainline") == {"inline-beta"}
+        assert await found(retrieve, "gamma", "gammadoctoken") == {"gammadoc"}
+        # The vector legs read each cluster's own HNSW index.
+        semantic = retriever_pb2.RETRIEVAL_MODE_SEMANTIC
+        assert await found(retrieve, "alpha", "alphadoctoken about alpha", semantic) == {"alphadoc"}
+        assert await found(retrieve, "beta", "anything", semantic) == {"betadoc", "inline-beta"}
+        statuses = {
+            n: (await ingest.GetIndexStatus(ing.GetIndexStatusRequest(index_name=n))).status
+            for n in ("alpha", "beta")
+        }
+        assert statuses["alpha"].document_count == 1
+        assert statuses["beta"].document_count == 2  # betadoc + the inline source
+
+        # Every index's history, merged across the stores; one index's, from its own.
+        listed = (await ingest.ListOperations(ing.ListOperationsRequest())).operations
+        assert started.id in {o.id for o in listed}
+        beta_ops = await ingest.ListOperations(ing.ListOperationsRequest(index_name="beta"))
+        assert [o.id for o in beta_ops.operations] == [started.id]
+        assert not (
+            await ingest.ListOperations(ing.ListOperationsRequest(index_name="alpha"))
+        ).operations
+        # A finished operation is read back from its store (not the running table).
+        watched = [
+            u.operation.state
+            async for u in ingest.WatchIngestion(ing.WatchIngestionRequest(operation_id=started.id))
+        ]
+        assert watched == [ing.OPERATION_STATE_SUCCEEDED]
+
+    # Each cluster holds only its own index: index rows, documents, chunks and
+    # operations (read directly, not through groundwire).
+    assert rows(dsn_a, "SELECT name FROM gw_indexes") == {("alpha",)}
+    assert rows(dsn_b, "SELECT name FROM gw_indexes") == {("beta",)}
+    assert rows(dsn_a, "SELECT document_id FROM gw_documents") == {("alphadoc",)}
+    assert rows(dsn_b, "SELECT DISTINCT document_id FROM gw_documents") >= {
+        ("betadoc",),
+        ("inline-beta",),
+    }
+    assert not rows(dsn_a, "SELECT 1 FROM gw_chunks WHERE content LIKE '%beta%'")
+    assert not rows(dsn_b, "SELECT 1 FROM gw_chunks WHERE content LIKE '%alpha%'")
+    assert rows(dsn_b, "SELECT id, index_name FROM gw_operations") == {(started.id, "beta")}
+    assert not rows(dsn_a, "SELECT 1 FROM gw_operations")
+    # Nothing of the memory store's index reached either cluster.
+    for dsn in (dsn_a, dsn_b):
+        assert not rows(dsn, "SELECT 1 FROM gw_chunks WHERE content LIKE '%gamma%'")
+
+
+async def test_a_stopped_cluster_fails_only_its_own_indexes(
+    placed: tuple[RunningApp, list[str]], two_clusters: list[Node]
+) -> None:
+    app, _ = placed
+    cluster_b = two_clusters[1]
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+        ingest = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
+        retrieve = retriever_pb2_grpc.RetrieverServiceStub(channel)
+        await push(ingest, "alpha", "alphadoc")
+        await push(ingest, "beta", "betadoc")
+        for service in ("groundwire.store.default", "groundwire.store.b", "groundwire.index.beta"):
+            assert await health(channel, service) == SERVING
+
+        cluster_b.stop("immediate")
+        try:
+            with pytest.raises(grpc.aio.AioRpcError) as failed:
+                await retrieve.Retrieve(rag("beta", "betadoctoken"), timeout=15)
+            assert failed.value.code() is grpc.StatusCode.UNAVAILABLE
+            info = error_info(failed.value)
+            assert info.reason == "STORE_UNAVAILABLE"
+            assert info.metadata["store"] == "b"
+            assert "host=" not in (failed.value.details() or "")
+            with pytest.raises(grpc.aio.AioRpcError) as pushing:
+                await push(ingest, "beta", "betalate")
+            assert error_info(pushing.value).reason == "STORE_UNAVAILABLE"
+
+            # Readiness names the store and its indexes; the rest keeps serving.
+            await until_health(channel, "groundwire.store.b", NOT_SERVING, 5)
+            await until_health(channel, "groundwire.index.beta", NOT_SERVING, 1)
+            for service in ("", "groundwire.store.default", "groundwire.index.alpha"):
+                assert await health(channel, service) == SERVING
+            assert await found(retrieve, "alpha", "alphadoctoken") == {"alphadoc"}
+            assert await push(ingest, "alpha", "alphamore") >= 2
+            assert await found(retrieve, "gamma", "nothing") == set()
+            described = await ingest.GetIndex(ing.GetIndexRequest(index_name="beta"))
+            assert described.index.store_name == "b"
+        finally:
+            cluster_b.start()
+
+        await until_health(channel, "groundwire.store.b", SERVING, 10)
+        await until_health(channel, "groundwire.index.beta", SERVING, 1)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert await found(retrieve, "beta", "betadoctoken") == {"betadoc"}
+                break
+            except grpc.aio.AioRpcError:
+                # The pool reconnects on the next use after the cluster is back.
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.1)
+        assert await push(ingest, "beta", "betalate") >= 2
