@@ -84,7 +84,9 @@ async def placed(
         yield app, dsns
 
 
-async def push(stub: ingestion_pb2_grpc.IngestionManagerServiceStub, index: str, doc: str) -> int:
+async def push(
+    stub: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub, index: str, doc: str
+) -> int:
     reply = await stub.UpsertDocuments(
         ing.UpsertDocumentsRequest(
             index_name=index,
@@ -95,7 +97,9 @@ async def push(stub: ingestion_pb2_grpc.IngestionManagerServiceStub, index: str,
 
 
 def rag(
-    index: str, text: str, mode: int = retriever_pb2.RETRIEVAL_MODE_LEXICAL
+    index: str,
+    text: str,
+    mode: retriever_pb2.RetrievalMode.ValueType = retriever_pb2.RETRIEVAL_MODE_LEXICAL,
 ) -> retriever_pb2.RetrieveRequest:
     return retriever_pb2.RetrieveRequest(
         query=retriever_pb2.RagQuery(index_name=index, text=text, top_k=5, mode=mode)
@@ -103,17 +107,17 @@ def rag(
 
 
 async def found(
-    stub: retriever_pb2_grpc.RetrieverServiceStub,
+    stub: retriever_pb2_grpc.RetrieverServiceAsyncStub,
     index: str,
     text: str,
-    mode: int = retriever_pb2.RETRIEVAL_MODE_LEXICAL,
+    mode: retriever_pb2.RetrievalMode.ValueType = retriever_pb2.RETRIEVAL_MODE_LEXICAL,
 ) -> set[str]:
     return {r.document_id for r in (await stub.Retrieve(rag(index, text, mode))).results}
 
 
 def rows(dsn: str, query: str) -> set[tuple[object, ...]]:
     with psycopg.connect(dsn) as conn:
-        return {tuple(r) for r in conn.execute(query).fetchall()}  # type: ignore[arg-type]
+        return {tuple(r) for r in conn.execute(query).fetchall()}
 
 
 def error_info(err: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo:
@@ -132,7 +136,9 @@ async def health(channel: grpc.aio.Channel, service: str) -> int:
     return int(reply.status)
 
 
-async def until_health(channel: grpc.aio.Channel, service: str, status: int, within_s: float) -> None:
+async def until_health(
+    channel: grpc.aio.Channel, service: str, status: int, within_s: float
+) -> None:
     deadline = time.monotonic() + within_s
     while await health(channel, service) != status:
         assert time.monotonic() < deadline, f"{service} never became {status}"
@@ -164,7 +170,9 @@ async def test_each_index_lives_and_is_served_in_its_own_cluster(
             ing.DeleteDocumentsRequest(index_name="beta", document_ids=["betagone"])
         )
         assert deleted.deleted == 1
-        started = (await ingest.StartIngestion(ing.StartIngestionRequest(index_name="beta"))).operation
+        started = (
+            await ingest.StartIngestion(ing.StartIngestionRequest(index_name="beta"))
+        ).operation
         last = None
         async for update in ingest.WatchIngestion(
             ing.WatchIngestionRequest(operation_id=started.id), timeout=30
