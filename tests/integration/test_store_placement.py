@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import grpc
 import psycopg
@@ -18,11 +19,21 @@ import pytest
 from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2
 
-from groundwire.app.config import GroundwireConfig, parse_config
+from groundwire.app.config import GroundwireConfig, load_config, parse_config
+from groundwire.app.lifecycle import start_app
+from groundwire.stores.placement import PlacedOperationLog
+from groundwire_client.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
+    ingestion_pb2_grpc,
+    retriever_pb2,
+    retriever_pb2_grpc,
+)
 from groundwire_client.v1 import ingestion_pb2 as ing
-from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 from tests.support.clusters import clusters
 from tests.support.databases import create_database
+from tests.support.errors import rich_error
+from tests.support.reload_probe import write
 from tests.support.servers import RunningApp, health_stub, serving
 from tests.support.standby import Node
 
@@ -279,3 +290,58 @@ async def test_a_stopped_cluster_fails_only_its_own_indexes(
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.1)
         assert await push(ingest, "beta", "betalate") >= 2
+
+
+async def test_a_reload_moves_an_index_to_another_store(tmp_path: Path) -> None:
+    """An index placed on another configured store by a reload is served (and
+    ingested, and its operations recorded) there; adding a store needs a restart."""
+    base: dict[str, object] = {
+        "auth": {"mode": "disabled"},
+        "stores": {"b": {"kind": "memory"}},
+        "indexes": {
+            "moving": {"sources": [{"kind": "inline", "id": "src", "text": "movingsource"}]}
+        },
+    }
+    path = tmp_path / "groundwire.toml"
+    write(path, base)
+    app = await start_app(load_config(path), "127.0.0.1:0", config_path=path)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+            ingest = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
+            retrieve = retriever_pb2_grpc.RetrieverServiceStub(channel)
+            admin = admin_pb2_grpc.AdminServiceStub(channel)
+            await push(ingest, "moving", "pusheddoc")
+            assert await found(retrieve, "moving", "pusheddoctoken") == {"pusheddoc"}
+
+            moved = {"sources": [{"kind": "inline", "id": "src", "text": "movingsource"}]}
+            write(path, {**base, "indexes": {"moving": {**moved, "store": "b"}}})
+            report = await admin.ReloadConfiguration(admin_pb2.ReloadConfigurationRequest())
+            assert list(report.reingest_indexes) == ["moving"]
+            described = await ingest.GetIndex(ing.GetIndexRequest(index_name="moving"))
+            assert described.index.store_name == "b"
+            # The new store starts empty; the old one keeps its rows untouched.
+            assert await found(retrieve, "moving", "pusheddoctoken") == set()
+            default = app.components.stores["default"]
+            assert (await default.index_state("moving")).document_count == 1
+            started = await ingest.StartIngestion(ing.StartIngestionRequest(index_name="moving"))
+            async for _ in ingest.WatchIngestion(
+                ing.WatchIngestionRequest(operation_id=started.operation.id), timeout=30
+            ):
+                pass
+            assert await found(retrieve, "moving", "movingsource") == {"src"}
+            placed = app.components.operation_log
+            assert isinstance(placed, PlacedOperationLog)
+            assert placed.log_of("moving") is not placed.log_of("elsewhere")
+            assert await placed.log_of("moving").get_operation(started.operation.id) is not None
+
+            write(path, {**base, "stores": {"b": {"kind": "memory"}, "c": {"kind": "memory"}}})
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await admin.ReloadConfiguration(admin_pb2.ReloadConfigurationRequest())
+            refusal = rich_error(refused.value)
+            assert (refusal.code, refusal.reason) == (
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "CONFIG_RESTART_REQUIRED",
+            )
+            assert refusal.fields == ["stores"]
+    finally:
+        await app.stop(0)

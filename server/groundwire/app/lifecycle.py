@@ -65,6 +65,8 @@ class RunningApp:
             await asyncio.shield(self.startup_task)
 
     async def stop(self, grace: float | None = None) -> None:
+        if self.store_health is not None:
+            await self.store_health.close()  # statuses stay NOT_SERVING from here
         await self.server.health.enter_graceful_shutdown()
         if grace is None:
             grace = self.components.config.server.grace_period_seconds
@@ -72,8 +74,6 @@ class RunningApp:
         await asyncio.gather(self.server.server.stop(grace), http_stop)
         if self.reloader is not None:
             await self.reloader.aclose()
-        if self.store_health is not None:
-            await self.store_health.close()
         if self.startup_task is not None:
             self.startup_task.cancel()
             await asyncio.gather(self.startup_task, return_exceptions=True)
