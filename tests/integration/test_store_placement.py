@@ -275,6 +275,16 @@ async def test_a_stopped_cluster_fails_only_its_own_indexes(
             assert await found(retrieve, "gamma", "nothing") == set()
             described = await ingest.GetIndex(ing.GetIndexRequest(index_name="beta"))
             assert described.index.store_name == "b"
+            with pytest.raises(grpc.aio.AioRpcError) as status:
+                await ingest.GetIndexStatus(ing.GetIndexStatusRequest(index_name="beta"))
+            assert error_info(status.value).metadata["store"] == "b"
+            alpha = await ingest.GetIndexStatus(ing.GetIndexStatusRequest(index_name="alpha"))
+            assert alpha.status.document_count == 2
+            # One index's history reads only its store; all indexes' needs every store.
+            await ingest.ListOperations(ing.ListOperationsRequest(index_name="alpha"))
+            with pytest.raises(grpc.aio.AioRpcError) as listing:
+                await ingest.ListOperations(ing.ListOperationsRequest())
+            assert error_info(listing.value).reason == "STORE_UNAVAILABLE"
         finally:
             cluster_b.start()
 

@@ -344,7 +344,9 @@ async def indexes(client: GroundwireClient, args: argparse.Namespace, out: TextI
                 str(s.chunk_count),
                 op,
             ]
-        rows.append([ix.name, *state, model, ix.store])
+        # The store's kind, and its name when it is not the default store.
+        store = ix.store if ix.store_name in ("", "default") else f"{ix.store_name} ({ix.store})"
+        rows.append([ix.name, *state, model, store])
     headers = [
         "NAME",
         "READY",

@@ -102,11 +102,12 @@ class PlacedOperationLog:
     async def unfinished_operations(self) -> list[Operation]:
         """Every store's interrupted operations (a store that cannot be read is
         skipped: its operations are recovered by the next start that reaches it)."""
+        logs = self._distinct_logs()
         found = await asyncio.gather(
-            *(lg.unfinished_operations() for lg in self._distinct_logs()), return_exceptions=True
+            *(lg.unfinished_operations() for lg in logs), return_exceptions=True
         )
         out: list[Operation] = []
-        for lg, result in zip(self._distinct_logs(), found, strict=True):
+        for lg, result in zip(logs, found, strict=True):
             if isinstance(result, GroundwireError):
                 continue
             if isinstance(result, BaseException):
