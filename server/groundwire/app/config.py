@@ -475,11 +475,9 @@ class GroundwireConfig(StrictModel):
 
     def store_key(self, name: str) -> str:
         """The configuration key of a store's section, for errors."""
-        return (
-            "store"
-            if name == DEFAULT_STORE and DEFAULT_STORE not in self.stores
-            else (f"stores.{name}")
-        )
+        if name == DEFAULT_STORE and DEFAULT_STORE not in self.stores:
+            return "store"
+        return f"stores.{name}"
 
     @model_validator(mode="after")
     def _stores(self) -> GroundwireConfig:
