@@ -195,16 +195,30 @@ async def test_each_index_lives_and_is_served_in_its_own_cluster(
         assert await found(retrieve, "beta", "betadoctoken") == {"betadoc"}
         assert await found(retrieve, "beta", "betainline") == {"inline-beta"}
         assert await found(retrieve, "gamma", "gammadoctoken") == {"gammadoc"}
+        # Read-your-writes through each cluster's own change feed: the version a
+        # push to beta published is visible at once, and is beta's alone.
+        version = await push(ingest, "beta", "betafresh")
+        fresh = rag("beta", "betafreshtoken")
+        fresh.query.min_index_version = version
+        read = await retrieve.Retrieve(fresh)
+        assert [r.document_id for r in read.results] == ["betafresh"]
+        assert read.diagnostics.index_version >= version
+        alpha_version = (await retrieve.Retrieve(rag("alpha", "x"))).diagnostics.index_version
+        assert alpha_version < version
         # The vector legs read each cluster's own HNSW index.
         semantic = retriever_pb2.RETRIEVAL_MODE_SEMANTIC
         assert await found(retrieve, "alpha", "alphadoctoken about alpha", semantic) == {"alphadoc"}
-        assert await found(retrieve, "beta", "anything", semantic) == {"betadoc", "inline-beta"}
+        assert await found(retrieve, "beta", "anything", semantic) == {
+            "betadoc",
+            "betafresh",
+            "inline-beta",
+        }
         statuses = {
             n: (await ingest.GetIndexStatus(ing.GetIndexStatusRequest(index_name=n))).status
             for n in ("alpha", "beta")
         }
         assert statuses["alpha"].document_count == 1
-        assert statuses["beta"].document_count == 2  # betadoc + the inline source
+        assert statuses["beta"].document_count == 3  # betadoc, betafresh, the inline source
 
         # Every index's history, merged across the stores; one index's, from its own.
         listed = (await ingest.ListOperations(ing.ListOperationsRequest())).operations
