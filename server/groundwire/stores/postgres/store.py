@@ -226,12 +226,12 @@ class PostgresStore:
         *,
         guard: Callable[[Conn], Awaitable[None]] | None = None,
     ) -> IndexState:
-        """`guard` (shared ingestion, workitems.py) runs inside the publish
-        transaction after the publish itself; raising rolls the publish back."""
+        """`guard` (shared ingestion, workitems.py) runs first inside the publish
+        transaction; raising rolls the publish back."""
         async with self._db.write() as conn:
-            index_id, added, state = await versions.publish(conn, name, version, spec)
             if guard is not None:
                 await guard(conn)
+            index_id, added, state = await versions.publish(conn, name, version, spec)
             # Unknown until recorded below: until then, only the primary serves it.
             await conn.execute(
                 "UPDATE gw_indexes SET published_lsn = NULL WHERE id = %s", [index_id]

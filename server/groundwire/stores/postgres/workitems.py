@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import psycopg
 from psycopg.rows import TupleRow
 
+from groundwire.domain.errors import GroundwireError
 from groundwire.stores.base import IndexSpec, PlanState, WorkItem, WorkPlan
 from groundwire.stores.postgres.connection import Conn, Database, PostgresSettings, connect_kwargs
 
@@ -298,6 +299,10 @@ class PostgresWorkQueue:
             await self._store.publish_version(plan.index_name, plan.version, spec, guard=guard)
         except PlanNotPublishable:
             return False
+        except GroundwireError as err:
+            if err.reason == "VERSION_NOT_STAGING":  # discarded: nothing to publish
+                return False
+            raise
         return True
 
     # -- change notifications -------------------------------------------------------
