@@ -67,7 +67,13 @@ async def test_claims_leases_reclaims_and_publish_once(fresh_database: str) -> N
         await a.ensure_index(spec)
         version = await a.begin_version("kq")
         plan = WorkPlan("op-1", "kq", version, "key", False, PlanState.RUNNING, 3)
-        await qa.create_plan(plan, [["d0", "d1"], ["d2"], ["d3"]])
+        await qa.create_plan(plan, [["d0", "d1"], ["d2"], ["d3"]], 0.3)
+        # The coordinator's lease: renewed while held, adopted once it lapsed.
+        assert not await qb.coordinate("op-1", 5, adopt=True)
+        await asyncio.sleep(0.5)
+        assert await qb.coordinate("op-1", 5, adopt=True)
+        assert not await qa.coordinate("op-1", 5, adopt=False)
+        assert not await qa.coordinate("op-1", 5, adopt=True)
         # Two replicas claiming at once get different items; another configuration none.
         first, second = await asyncio.gather(qa.claim(serves, 5), qb.claim(serves, 5))
         assert first is not None and second is not None
@@ -110,7 +116,7 @@ async def test_claims_leases_reclaims_and_publish_once(fresh_database: str) -> N
         # A cancelled plan never publishes, and its items are claimed by nobody.
         v2 = await a.begin_version("kq")
         plan2 = WorkPlan("op-2", "kq", v2, "key", False, PlanState.RUNNING, 1)
-        await qa.create_plan(plan2, [["d9"]])
+        await qa.create_plan(plan2, [["d9"]], 5)
         assert await qb.end_plan("op-2", PlanState.CANCELLED, None)
         assert await qa.claim(serves, 5) is None
         assert not await qa.publish(plan2, spec)
@@ -120,7 +126,7 @@ async def test_claims_leases_reclaims_and_publish_once(fresh_database: str) -> N
         waiter = asyncio.ensure_future(qb.wait(10))
         await asyncio.sleep(0.3)  # listening by now
         started = time.monotonic()
-        await qa.create_plan(WorkPlan("op-3", "kq", v2, "key", False, PlanState.RUNNING, 1), [])
+        await qa.create_plan(WorkPlan("op-3", "kq", v2, "key", False, PlanState.RUNNING, 1), [], 5)
         await asyncio.wait_for(waiter, 5)
         assert time.monotonic() - started < 2
     finally:

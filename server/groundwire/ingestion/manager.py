@@ -230,8 +230,8 @@ class IngestionManager:
                 await asyncio.sleep(settings.poll_s)
 
     async def _adopt_orphans(self) -> None:
-        """Coordinate running shared operations whose coordinator is gone (their
-        index's ingestion lock is free)."""
+        """Coordinate running shared operations whose coordinator is gone (its
+        coordination lease lapsed)."""
         assert self._shared is not None
         queue = self._shared[0]
         for plan in await queue.running_plans():
@@ -245,19 +245,18 @@ class IngestionManager:
         handle = self._catalog.get(plan.index_name)
         if servable([handle])[handle.name] != plan.spec_key:
             return None
-        lock = self._log.ingestion_lock(plan.index_name)
-        if not await lock.acquire():
-            return None  # its coordinator is alive
-        try:
-            current = await self._running_plan(plan.operation_id)
-            op = await self._log.get_operation(plan.operation_id)
-        except BaseException:
-            await lock.release()
-            raise
-        if current is None or op is None or plan.index_name in self._runs:
-            await lock.release()
+        assert self._shared is not None
+        queue, settings = self._shared
+        # Its coordinator's lease lapsed (it died, or lost its database link: its
+        # ingestion lock may outlive it on the server for a while, so the lease
+        # decides). New operations of the index stay refused while it runs.
+        if not await queue.coordinate(plan.operation_id, settings.lease_s, adopt=True):
             return None
-        run = _Run(op, lock)
+        current = await self._running_plan(plan.operation_id)
+        op = await self._log.get_operation(plan.operation_id)
+        if current is None or op is None or plan.index_name in self._runs:
+            return None
+        run = _Run(op, _NoLock())
         self._runs[plan.index_name] = run
         self._by_id[op.id] = run
         run.task = asyncio.create_task(self._execute(handle, run, adopted=current))
@@ -676,6 +675,16 @@ class IngestionManager:
         from croniter import croniter
 
         return float(croniter(handle.schedule, datetime.now().astimezone()).get_next(float))
+
+
+class _NoLock:
+    """The lock of an adopted shared operation: its coordination lease excludes."""
+
+    async def acquire(self) -> bool:
+        return True
+
+    async def release(self) -> None:
+        return None
 
 
 def _changed_since(run: _Run, seen: int) -> bool:

@@ -17,8 +17,8 @@ documents split into work items that every replica claims from the store's
   over, the plan was cancelled), the item's work stops at once.
 - A replica that dies loses its leases (they lapse on the database clock) and its
   items are claimed again by the others; if it was the coordinator, its ingestion
-  lock goes with its connection and an idle replica adopts the operation (takes
-  the lock and coordinates it to its end). Staging a document again under the same
+  coordination lease (renewed like an item's) lapses too and an idle replica
+  adopts the operation: it coordinates it to its end. Staging a document again under the same
   version replaces the earlier copy, and an item's counts come from the claim that
   completed it, so nothing is ingested or counted twice.
 """
@@ -127,7 +127,7 @@ async def plan_shared(
             item_count=len(chunks),
             summary=summary,
         )
-        await queue.create_plan(work, chunks)
+        await queue.create_plan(work, chunks, settings.lease_s)
     except BaseException:
         await handle.store.discard_version(handle.name, plan.version)
         raise
@@ -180,9 +180,15 @@ async def coordinate(
     store = handle.store
     op_id = plan.operation_id
     report = _summed(plan, [])
+    renewed = time.monotonic()
     try:
         while True:
             try:
+                if time.monotonic() - renewed >= settings.renew_s:
+                    # Alive: nobody adopts it meanwhile. Lost (this replica was cut
+                    # off longer than the lease): following it on is harmless.
+                    await queue.coordinate(op_id, settings.lease_s, adopt=False)
+                    renewed = time.monotonic()
                 current = await queue.get_plan(op_id)
                 results = await queue.item_results(op_id)
             except GroundwireError as err:
@@ -211,7 +217,7 @@ async def coordinate(
                 return report
             if current.done_count >= current.item_count:
                 break
-            await queue.wait(settings.poll_s)
+            await queue.wait(min(settings.poll_s, settings.renew_s))
 
         async def tick() -> None:
             await progress(report)
@@ -309,6 +315,9 @@ class ItemRunner:
                     extra={"index": item.index_name, "operation_id": item.operation_id},
                 )
                 return False
+            # This replica stops: give the item back so another takes it at once.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._queue.release(item))
             raise
         except GroundwireError as err:
             if lost.is_set():

@@ -467,8 +467,16 @@ class WorkQueue(Protocol):
         """This replica's identity on the leases it holds."""
         ...
 
-    async def create_plan(self, plan: WorkPlan, batches: Sequence[Sequence[str]]) -> None:
-        """Record a RUNNING plan and its items (one per batch of document ids)."""
+    async def create_plan(
+        self, plan: WorkPlan, batches: Sequence[Sequence[str]], lease_s: float
+    ) -> None:
+        """Record a RUNNING plan and its items (one per batch of document ids),
+        coordinated by this replica under a lease of `lease_s`."""
+        ...
+
+    async def coordinate(self, operation_id: str, lease_s: float, *, adopt: bool) -> bool:
+        """Renew this replica's coordination lease of a RUNNING plan, or with `adopt`
+        take it over once the coordinator's lease lapsed; True when held."""
         ...
 
     async def claim(self, indexes: Mapping[str, str], lease_s: float) -> WorkItem | None:

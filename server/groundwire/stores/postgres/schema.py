@@ -493,6 +493,10 @@ MIGRATIONS: tuple[Migration, ...] = (
                 error_code text,
                 item_count integer NOT NULL,
                 summary jsonb NOT NULL,
+                -- The replica following it to its end (publish), under a lease like
+                -- the items': another replica adopts it once the lease lapses.
+                coordinator text,
+                coordinator_expires_at timestamptz,
                 created_at timestamptz NOT NULL DEFAULT now(),
                 finished_at timestamptz
             )

@@ -137,7 +137,9 @@ class PostgresWorkQueue:
     def owner(self) -> str:
         return self._owner
 
-    async def create_plan(self, plan: WorkPlan, batches: Sequence[Sequence[str]]) -> None:
+    async def create_plan(
+        self, plan: WorkPlan, batches: Sequence[Sequence[str]], lease_s: float
+    ) -> None:
         async with self._db.write() as conn:
             await conn.execute(
                 """
@@ -152,8 +154,9 @@ class PostgresWorkQueue:
             await conn.execute(
                 """
                 INSERT INTO gw_ingestion_plans (operation_id, index_name, version, spec_key,
-                    rebuild, state, item_count, summary)
-                VALUES (%s, %s, %s, %s, %s, 'running', %s, %s::jsonb)
+                    rebuild, state, item_count, summary, coordinator, coordinator_expires_at)
+                VALUES (%s, %s, %s, %s, %s, 'running', %s, %s::jsonb, %s,
+                        now() + make_interval(secs => %s))
                 """,
                 [
                     plan.operation_id,
@@ -163,6 +166,8 @@ class PostgresWorkQueue:
                     plan.rebuild,
                     len(batches),
                     json.dumps(dict(plan.summary)),
+                    self._owner,
+                    lease_s,
                 ],
             )
             cur = conn.cursor()
@@ -239,6 +244,20 @@ class PostgresWorkQueue:
                 + f" RETURNING pg_notify('{CHANNEL}', w.operation_id)",
                 self._held(item),
             )
+
+    async def coordinate(self, operation_id: str, lease_s: float, *, adopt: bool) -> bool:
+        async with self._db.write() as conn:
+            cur = await conn.execute(
+                """
+                UPDATE gw_ingestion_plans SET coordinator = %(owner)s,
+                    coordinator_expires_at = now() + make_interval(secs => %(lease)s)
+                WHERE operation_id = %(op)s AND state = 'running'
+                  AND (coordinator = %(owner)s
+                       OR (%(adopt)s AND coordinator_expires_at <= now()))
+                """,
+                {"owner": self._owner, "lease": lease_s, "op": operation_id, "adopt": adopt},
+            )
+            return cur.rowcount == 1
 
     async def get_plan(self, operation_id: str) -> WorkPlan | None:
         async with self._db.conn() as conn:
