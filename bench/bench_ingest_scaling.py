@@ -152,6 +152,14 @@ class Replica:
             if not token:
                 return out
 
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the replica has used so far."""
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
@@ -184,6 +192,8 @@ async def run(
         for r in started:
             r.wait_serving()
         first = started[0]
+        cpu0 = [r.cpu_s() for r in started]
+        cpu = list(cpu0)
         t0 = time.monotonic()
         op = (
             await first.stub.StartIngestion(ing.StartIngestionRequest(index_name="docs"))
@@ -199,6 +209,7 @@ async def run(
                     [op.id],
                 )[0]
                 if total and done * 2 >= total:
+                    cpu[0] = first.cpu_s()
                     first.kill()
                     killed_at = time.monotonic() - t0
             final = await watcher.operation(op.id)
@@ -206,6 +217,10 @@ async def run(
                 break
             await asyncio.sleep(0.1)
         seconds = time.monotonic() - t0
+        for i, r in enumerate(started):
+            if r.process.poll() is None:
+                cpu[i] = r.cpu_s()
+        cpu_used = [c - c0 for c, c0 in zip(cpu, cpu0, strict=True)]
         items = rows(
             dsn,
             "SELECT done_by, attempts FROM gw_work_items WHERE operation_id = %s",
@@ -236,6 +251,7 @@ async def run(
             "reclaimed": sum(1 for _, n in items if n > 1),
             "by_replica": sorted(by_replica.values(), reverse=True),
             "killed_at": killed_at,
+            "cpu_s": cpu_used,
             "documents": await watcher.documents(),
         }
     finally:
@@ -244,11 +260,15 @@ async def run(
 
 
 def figures(label: str, r: dict[str, Any]) -> None:
+    wall = r["seconds"]
+    shares = ", ".join(f"{c / wall:.0%}" for c in r["cpu_s"])
     print(
         f"{label}: {r['state']} in {r['seconds']:.1f} s - {r['docs']} docs "
         f"({r['docs'] / r['seconds']:.1f}/s), {r['chunks']} chunks "
         f"({r['chunks'] / r['seconds']:.1f}/s); items {r['items']} "
-        f"(per replica {r['by_replica']}, reclaimed {r['reclaimed']})"
+        f"(per replica {r['by_replica']}, reclaimed {r['reclaimed']}); replica CPU "
+        f"{', '.join(f'{c:.1f} s' for c in r['cpu_s'])} = "
+        f"{shares} of its core"
     )
 
 
