@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import psycopg
 import pytest
 
 from groundwire.app.config import ConfigError, parse_config
+from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 from groundwire.stores.base import (
     ChunkRecord,
     DocumentRecord,
@@ -115,13 +117,24 @@ async def test_claims_leases_reclaims_and_publish_once(fresh_database: str) -> N
         assert ended is not None and ended.state is PlanState.PUBLISHED
         # A cancelled plan never publishes, and its items are claimed by nobody.
         v2 = await a.begin_version("kq")
-        plan2 = WorkPlan("op-2", "kq", v2, "key", False, PlanState.RUNNING, 1)
-        await qa.create_plan(plan2, [["d9"]], 5)
-        assert await qb.end_plan("op-2", PlanState.CANCELLED, None)
+        op = replace(
+            Operation.new("kq", OperationTrigger.MANUAL, time.time()),
+            state=OperationState.RUNNING,
+        )
+        await a.operation_log.save_operation(op)
+        plan2 = WorkPlan(op.id, "kq", v2, "key", False, PlanState.RUNNING, 1)
+        await qa.create_plan(plan2, [["d9"]], 0.3)
+        assert await qb.orphaned_plans() == []  # its coordinator's lease is live
+        assert await qb.end_plan(op.id, PlanState.CANCELLED, None)
         assert await qa.claim(serves, 5) is None
         assert not await qa.publish(plan2, spec)
         assert (await a.index_state("kq")).published_version == version
         assert [p.operation_id for p in await qa.running_plans()] == []
+        # Its coordinator gone before recording the end: another replica adopts it.
+        await asyncio.sleep(0.4)
+        assert [p.operation_id for p in await qb.orphaned_plans()] == [op.id]
+        await a.operation_log.save_operation(replace(op, state=OperationState.CANCELLED))
+        assert await qb.orphaned_plans() == []
         # Changes are announced: a waiting replica wakes well before its timeout.
         waiter = asyncio.ensure_future(qb.wait(10))
         await asyncio.sleep(0.3)  # listening by now
@@ -302,6 +315,9 @@ async def test_two_replicas_share_an_operation_and_cancel_through_either(
             ):
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.05)
+            # Status through either replica shows the running operation.
+            running = await b.ing.GetIndexStatus(ing.GetIndexStatusRequest(index_name="docs"))
+            assert running.status.running_operation.id == op2.id
             cancelled = await b.ing.CancelIngestion(ing.CancelIngestionRequest(index_name="docs"))
             assert cancelled.operation.id == op2.id
             end = (await a.watch(op2.id))[-1]
@@ -427,7 +443,15 @@ async def test_a_replica_killed_mid_operation_loses_nothing(
                     ing.OPERATION_STATE_FAILED,
                     ing.OPERATION_STATE_CANCELLED,
                 ):
-                    assert time.monotonic() - killed_at < 30, "the survivor never finished"
+                    assert time.monotonic() - killed_at < 30, (
+                        "the survivor never finished",
+                        db_rows(fresh_database, "SELECT * FROM gw_ingestion_plans"),
+                        db_rows(
+                            fresh_database,
+                            "SELECT seq, state, lease_owner, attempts, done_by "
+                            "FROM gw_work_items ORDER BY seq",
+                        ),
+                    )
                     await asyncio.sleep(0.1)
                 assert final.state == ing.OPERATION_STATE_SUCCEEDED, final
                 assert (final.counts.ingested, final.counts.failed) == (48, 0)

@@ -190,6 +190,20 @@ class IngestionManager:
                 return plan
         return None
 
+    async def _settle_ended(self, plan: WorkPlan, handle: IndexHandle) -> bool:
+        """A plan still running whose operation is recorded as ended (its
+        coordinator could not end the plan, e.g. the database was away): end it now
+        and drop its staged version. True when it was such a plan."""
+        assert self._shared is not None
+        op = await self._log.get_operation(plan.operation_id)
+        if op is None or not op.state.terminal:
+            return False
+        await self._shared[0].end_plan(
+            plan.operation_id, PlanState.FAILED, op.error_code or "INTERRUPTED"
+        )
+        await handle.store.discard_version(handle.name, plan.version)
+        return True
+
     def start_workers(self) -> None:
         """Shared ingestion: start this replica's workers (they claim items of every
         replica's operations and adopt operations whose coordinator died)."""
@@ -234,7 +248,7 @@ class IngestionManager:
         coordination lease lapsed)."""
         assert self._shared is not None
         queue = self._shared[0]
-        for plan in await queue.running_plans():
+        for plan in await queue.orphaned_plans():
             await self._adopt(plan)
 
     async def _adopt(self, plan: WorkPlan) -> _Run | None:
@@ -252,9 +266,11 @@ class IngestionManager:
         # decides). New operations of the index stay refused while it runs.
         if not await queue.coordinate(plan.operation_id, settings.lease_s, adopt=True):
             return None
-        current = await self._running_plan(plan.operation_id)
+        # Running: finish it. Ended (published, failed, cancelled) while nobody
+        # coordinated: record its end (and drop what it staged).
+        current = await queue.get_plan(plan.operation_id)
         op = await self._log.get_operation(plan.operation_id)
-        if current is None or op is None or plan.index_name in self._runs:
+        if current is None or op is None or op.state.terminal or plan.index_name in self._runs:
             return None
         run = _Run(op, _NoLock())
         self._runs[plan.index_name] = run
@@ -360,6 +376,8 @@ class IngestionManager:
             # Shared: an operation whose coordinator died is still running (another
             # replica adopts it).
             orphan = await self._running_plan_of(index_name)
+            if orphan is not None and await self._settle_ended(orphan, handle):
+                orphan = None
         except BaseException:
             await lock.release()
             raise
@@ -505,10 +523,17 @@ class IngestionManager:
             document_count=state.document_count,
             chunk_count=state.chunk_count,
             rebuild_pending=needs_rebuild(state, handle),
-            running=self.running(handle.name),
+            running=self.running(handle.name) or await self._running_elsewhere(handle.name),
             last=await self.last_finished(handle.name),
             next_run_time=self.next_run_time(handle),
         )
+
+    async def _running_elsewhere(self, index_name: str) -> Operation | None:
+        """Shared: the running operation another replica coordinates, as recorded."""
+        plan = await self._running_plan_of(index_name)
+        if plan is None:
+            return None
+        return await self._log.get_operation(plan.operation_id)
 
     def running(self, index_name: str) -> Operation | None:
         run = self._runs.get(index_name)

@@ -304,7 +304,8 @@ class ItemRunner:
             return False
         work = asyncio.create_task(self._ingest(item, handle, meter))
         lost = asyncio.Event()
-        keeper = asyncio.create_task(self._keep_lease(item, work, lost))
+        stop = asyncio.Event()
+        keeper = asyncio.create_task(self._keep_lease(item, work, lost, stop))
         try:
             result = await work
         except asyncio.CancelledError:
@@ -320,7 +321,9 @@ class ItemRunner:
                 await asyncio.shield(self._queue.release(item))
             raise
         except GroundwireError as err:
-            if lost.is_set():
+            # Only the holder of the claim fails the operation: a replica that was
+            # cut off and whose item moved on (its late writes now refused) does not.
+            if lost.is_set() or not await self._held(item):
                 return False
             await self._fail(item, err.reason)
             return False
@@ -329,36 +332,56 @@ class ItemRunner:
                 "work item failed",
                 extra={"index": item.index_name, "error_type": type(exc).__name__},
             )
-            await self._fail(item, "INTERNAL")
+            if await self._held(item):
+                await self._fail(item, "INTERNAL")
             return False
         finally:
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+            # Stopped, not cancelled: a renewal in flight completes (cancelling one
+            # inside the database driver's own cancel handling can be swallowed).
+            stop.set()
+            await asyncio.wait([keeper])
             if not work.done():
                 work.cancel()
                 with contextlib.suppress(BaseException):
                     await work
         return await self._queue.complete(item, result)
 
+    async def _renew(self, item: WorkItem) -> bool:
+        """Renew the claim, bounded by the renewal period (a hung call is a failure)."""
+        bound = max(self._settings.renew_s, self._settings.lease_s - 2 * self._settings.renew_s)
+        async with asyncio.timeout(bound):
+            return await self._queue.renew(item, self._settings.lease_s)
+
+    async def _held(self, item: WorkItem) -> bool:
+        try:
+            return await self._renew(item)
+        except (GroundwireError, TimeoutError):
+            return False
+
     async def _fail(self, item: WorkItem, reason: str) -> None:
         with contextlib.suppress(GroundwireError):
             await self._queue.end_plan(item.operation_id, PlanState.FAILED, reason)
 
     async def _keep_lease(
-        self, item: WorkItem, work: asyncio.Task[Any], lost: asyncio.Event
+        self, item: WorkItem, work: asyncio.Task[Any], lost: asyncio.Event, stop: asyncio.Event
     ) -> None:
         last_ok = time.monotonic()
         while True:
-            await asyncio.sleep(self._settings.renew_s)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._settings.renew_s):
+                    await stop.wait()
+            if stop.is_set():
+                return
             try:
-                held = await self._queue.renew(item, self._settings.lease_s)
-            except GroundwireError:
+                held = await self._renew(item)
+            except (GroundwireError, TimeoutError):
                 # The link is down: the lease lapses on the database's clock; stop
                 # before anyone could have taken the item over.
                 if time.monotonic() - last_ok < self._settings.lease_s - self._settings.renew_s:
                     continue
                 held = False
+            if stop.is_set():
+                return
             if not held:
                 lost.set()
                 work.cancel()

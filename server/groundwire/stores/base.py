@@ -475,8 +475,8 @@ class WorkQueue(Protocol):
         ...
 
     async def coordinate(self, operation_id: str, lease_s: float, *, adopt: bool) -> bool:
-        """Renew this replica's coordination lease of a RUNNING plan, or with `adopt`
-        take it over once the coordinator's lease lapsed; True when held."""
+        """Renew this replica's coordination lease of a plan, or with `adopt` take it
+        over once the coordinator's lease lapsed; True when held."""
         ...
 
     async def claim(self, indexes: Mapping[str, str], lease_s: float) -> WorkItem | None:
@@ -499,6 +499,11 @@ class WorkQueue(Protocol):
     async def get_plan(self, operation_id: str) -> WorkPlan | None: ...
 
     async def running_plans(self) -> list[WorkPlan]: ...
+
+    async def orphaned_plans(self) -> list[WorkPlan]:
+        """Plans (in any state) whose operation is not recorded as ended and whose
+        coordinator's lease lapsed: a replica adopts them to finish and record them."""
+        ...
 
     async def item_results(self, operation_id: str) -> list[tuple[tuple[str, ...], object]]:
         """Every item's document ids and its recorded result (None until done)."""

@@ -251,7 +251,7 @@ class PostgresWorkQueue:
                 """
                 UPDATE gw_ingestion_plans SET coordinator = %(owner)s,
                     coordinator_expires_at = now() + make_interval(secs => %(lease)s)
-                WHERE operation_id = %(op)s AND state = 'running'
+                WHERE operation_id = %(op)s
                   AND (coordinator = %(owner)s
                        OR (%(adopt)s AND coordinator_expires_at <= now()))
                 """,
@@ -273,6 +273,17 @@ class PostgresWorkQueue:
             cur = await conn.execute(
                 f"SELECT {_PLAN_COLUMNS} FROM gw_ingestion_plans p "
                 "WHERE p.state = 'running' ORDER BY p.created_at"
+            )
+            rows = await cur.fetchall()
+        return [_plan(r) for r in rows]
+
+    async def orphaned_plans(self) -> list[WorkPlan]:
+        async with self._db.conn() as conn:
+            cur = await conn.execute(
+                f"SELECT {_PLAN_COLUMNS} FROM gw_ingestion_plans p "
+                "JOIN gw_operations o ON o.id = p.operation_id "
+                "WHERE o.state IN ('QUEUED', 'RUNNING') AND p.coordinator_expires_at <= now() "
+                "ORDER BY p.created_at"
             )
             rows = await cur.fetchall()
         return [_plan(r) for r in rows]
