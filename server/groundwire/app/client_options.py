@@ -1,5 +1,6 @@
 """The connection options every command-line client of the public API shares
-(`groundwire mcp`, `search`, `ask`, `indexes`, `operations`, `push`): the
+(`groundwire mcp`, `search`, `ask`, `indexes`, `operations`, `push`, `ingest`,
+`reload`): the
 server's address, TLS (server CA, client certificate for mutual TLS) and the
 API key, read from an environment variable so it never appears in a process
 list or a shell history."""
@@ -63,6 +64,10 @@ class Connection:
         the client's stubs directly."""
         return check_api_key(self.api_key)
 
+    def channel(self) -> grpc.aio.Channel:
+        """A channel of its own, for the commands that call the stubs directly."""
+        return open_channel(self.address, self.credentials)
+
     def client(self) -> GroundwireClient:
         return GroundwireClient(
             self.address,
@@ -70,6 +75,13 @@ class Connection:
             credentials=self.credentials,
             timeout=self.timeout,
         )
+
+
+def open_channel(address: str, credentials: grpc.ChannelCredentials | None) -> grpc.aio.Channel:
+    """An asyncio channel to `address`, over TLS when `credentials` are given."""
+    if credentials is not None:
+        return grpc.aio.secure_channel(address, credentials)
+    return grpc.aio.insecure_channel(address)
 
 
 def _read(flag: str, path: str | None) -> bytes | None:
