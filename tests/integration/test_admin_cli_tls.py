@@ -108,3 +108,27 @@ async def test_without_tls_or_with_half_a_client_pair_they_fail_cleanly(
         code, _, err = await gw(app, *command, "--client-cert", str(pki.client_cert))
         assert code == 2 and "--client-cert and --client-key go together" in err, err
         assert "Traceback" not in err
+
+
+async def test_server_name_is_the_certificate_name_checked(
+    tls_app: tuple[RunningApp, Pki, Path],
+) -> None:
+    # The test certificate names localhost and 127.0.0.1: a name it does not carry
+    # fails the handshake, one it carries passes (and --server-name implies TLS).
+    app, pki, _ = tls_app
+    mutual = [
+        "--ca-file",
+        str(pki.ca_cert),
+        "--client-cert",
+        str(pki.client_cert),
+        "--client-key",
+        str(pki.client_key),
+    ]
+    code, _, err = await gw(
+        app, "ingest", "docs", *mutual, "--server-name", "other.example", "--timeout", "5"
+    )
+    assert code == 2 and err.startswith("error: UNAVAILABLE"), err
+    code, out, err = await gw(app, "ingest", "docs", *mutual, "--server-name", "localhost")
+    assert code == 0 and out.startswith("SUCCEEDED"), err
+    code, _, err = await gw(app, "reload", "--server-name", "bad name")
+    assert code == 2 and "--server-name: not a host name" in err

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Sequence
 
 import grpc
 from tqdm import tqdm
@@ -29,6 +30,7 @@ async def ingest(
     *,
     api_key: str | None = None,
     credentials: grpc.ChannelCredentials | None = None,
+    options: Sequence[tuple[str, str]] = (),
     call_timeout: float = 30.0,
 ) -> int:
     """Start (or attach to) a run of `index` and follow it to its end: 0 when it
@@ -36,7 +38,7 @@ async def ingest(
     `credentials`: TLS to the server (None: plaintext); `call_timeout` bounds each
     unary call (the watch lasts as long as the run)."""
     metadata = check_api_key(api_key or None)
-    async with open_channel(address, credentials) as channel:
+    async with open_channel(address, credentials, options) as channel:
         stub = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
         try:
             started = await stub.StartIngestion(
@@ -146,6 +148,7 @@ def run(conn: Connection, index: str) -> int:
             index,
             api_key=conn.api_key,
             credentials=conn.credentials,
+            options=conn.options,
             call_timeout=conn.timeout,
         )
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Sequence
 
 import grpc
 
@@ -22,12 +23,13 @@ async def reload(
     api_key: str | None = None,
     validate_only: bool = False,
     credentials: grpc.ChannelCredentials | None = None,
+    options: Sequence[tuple[str, str]] = (),
     call_timeout: float = 120.0,
 ) -> int:
     """0 when the file was applied (or is valid with `validate_only`), 2 when the
     server refused it (the reason and every offending key are printed) or could
     not be reached. `credentials`: TLS to the server (None: plaintext)."""
-    async with open_channel(address, credentials) as channel:
+    async with open_channel(address, credentials, options) as channel:
         stub = admin_pb2_grpc.AdminServiceStub(channel)
         try:
             r = await stub.ReloadConfiguration(
@@ -56,6 +58,7 @@ def run(conn: Connection, validate_only: bool) -> int:
             api_key=conn.api_key,
             validate_only=validate_only,
             credentials=conn.credentials,
+            options=conn.options,
             call_timeout=conn.timeout,
         )
     )
