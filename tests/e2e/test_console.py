@@ -40,7 +40,9 @@ async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runn
             # The embedded default's index, embedder, reranker, model and agent on
             # the memory store: an embedded PostgreSQL's initdb would double the
             # module's time (tests/e2e/test_demo_default.py covers that store).
-            "store": parse_config({"store": {"kind": "memory"}, "auth": {"mode": "disabled"}}).store,
+            "store": parse_config(
+                {"store": {"kind": "memory"}, "auth": {"mode": "disabled"}}
+            ).store,
             "auth": AuthConfig(
                 mode="api_keys",
                 keys=[
@@ -164,7 +166,9 @@ async def test_agent_streams_an_answer_with_citations(
     await expect(inspector.locator("[data-field=reranking]")).to_contain_text("succeeded")
     await expect(inspector.locator("[data-field=budget]")).to_contain_text("tokens used")
     await expect(inspector.get_by_text("Rejected (")).to_be_visible()
-    accepted_row = inspector.locator(f"details:has(summary:text('Accepted')) tr[data-chunk='{chunk}']")
+    accepted_row = inspector.locator(
+        f"details:has(summary:text('Accepted')) tr[data-chunk='{chunk}']"
+    )
     await expect(accepted_row).to_contain_text("cited")
     no_js_errors(page)
 

@@ -113,8 +113,13 @@ class ConsoleApp:
         found = self._files.get(rel)
         if found is not None:
             return 200, found
-        last = rel.rpartition("/")[2]
-        if rel.startswith("assets/") or "." in last or "\\" in rel or "\x00" in rel:
+        segments = rel.split("/")
+        if (
+            rel.startswith("assets/")
+            or "." in segments[-1]  # a file name that is not there
+            or any(s in ("..", ".") for s in segments)
+            or any(c in rel for c in "\\%\x00")  # no route has them
+        ):
             return 404, None
         return 200, self._files[INDEX]  # a client-side route: the app decides
 
@@ -138,7 +143,11 @@ class ConsoleApp:
             await respond(
                 send,
                 404,
-                [*base, (b"content-type", b"text/plain; charset=utf-8"), (b"cache-control", b"no-cache")],
+                [
+                    *base,
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"cache-control", b"no-cache"),
+                ],
                 b"not found\n",
             )
             return
