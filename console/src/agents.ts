@@ -20,7 +20,7 @@ import {
 } from "@gen/groundwire/v1/index.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { agents } from "./api.js";
-import { byId, clear, enumName, fmtDuration, fmtScore, h } from "./dom.js";
+import { byId, clear, enumName, fmtDuration, fmtScore, h, hideBanner } from "./dom.js";
 import type { ShowError } from "./indexes.js";
 import { scoreText } from "./search.js";
 
@@ -91,6 +91,7 @@ export class AgentsView {
     const agentId = byId<HTMLSelectElement>("agent-select").value;
     if (!message || !agentId || this.running) return;
     input.value = "";
+    hideBanner();
     const log = byId("chat-log");
     log.appendChild(h("div", { class: "msg user" }, h("span", { class: "who" }, "You"), h("p", {}, message)));
     const answerEl = h("p", { class: "answer", "data-field": "answer" });

@@ -61,3 +61,9 @@ export function fmtDuration(d: Duration | undefined): string {
   const s = Number(d.seconds) + d.nanos / 1e9;
   return s >= 1 ? `${s.toFixed(2)} s` : `${(s * 1000).toFixed(1)} ms`;
 }
+
+/** Hides the error banner: a new user action starts with a clean slate. */
+export function hideBanner(): void {
+  const banner = document.getElementById("error-banner");
+  if (banner) banner.hidden = true;
+}

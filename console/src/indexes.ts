@@ -11,7 +11,7 @@ import {
   type Operation,
 } from "@gen/groundwire/v1/index.js";
 import { ingestion } from "./api.js";
-import { byId, clear, enumName, fmtDuration, fmtNumber, fmtTime, h } from "./dom.js";
+import { byId, clear, enumName, fmtDuration, fmtNumber, fmtTime, h, hideBanner } from "./dom.js";
 
 export type ShowError = (err: unknown) => void;
 
@@ -186,6 +186,7 @@ export class IndexesView {
   }
 
   async start(name: string): Promise<void> {
+    hideBanner();
     this.selected = name;
     try {
       const r = await ingestion.startIngestion({ indexName: name });
@@ -196,6 +197,7 @@ export class IndexesView {
   }
 
   async cancel(name: string): Promise<void> {
+    hideBanner();
     try {
       await ingestion.cancelIngestion({ indexName: name });
     } catch (err) {
@@ -234,6 +236,7 @@ export class IndexesView {
       out.textContent = `At most ${MAX_PUSH_FILES} files at a time (got ${files.length}).`;
       return;
     }
+    hideBanner();
     out.textContent = `Pushing ${files.length} file(s) into ${this.selected}…`;
     try {
       const documents = await Promise.all(

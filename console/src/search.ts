@@ -14,7 +14,7 @@ import {
   type Score,
 } from "@gen/groundwire/v1/index.js";
 import { retriever } from "./api.js";
-import { byId, clear, enumName, fmtDuration, fmtScore, h } from "./dom.js";
+import { byId, clear, enumName, fmtDuration, fmtScore, h, hideBanner } from "./dom.js";
 import type { ShowError } from "./indexes.js";
 
 const METRIC_LABEL: Record<number, string> = {
@@ -64,6 +64,17 @@ function optionalNumber(id: string): number | undefined {
   return v === "" ? undefined : Number(v);
 }
 
+/** The fusion fields that are set, or no FusionOptions at all. */
+function fusionOptions() {
+  const f = {
+    rrfK: optionalNumber("fusion-k"),
+    semanticWeight: optionalNumber("fusion-sw"),
+    lexicalWeight: optionalNumber("fusion-lw"),
+    legDepth: optionalNumber("fusion-depth"),
+  };
+  return Object.values(f).some((v) => v !== undefined) ? f : undefined;
+}
+
 export class SearchView {
   constructor(private readonly showError: ShowError) {
     byId<HTMLFormElement>("search-form").addEventListener("submit", (e) => {
@@ -90,6 +101,7 @@ export class SearchView {
       summary.textContent = (err as Error).message;
       return;
     }
+    hideBanner();
     summary.textContent = "Searching…";
     list.setAttribute("aria-busy", "true");
     try {
@@ -101,12 +113,7 @@ export class SearchView {
           mode: Number(byId<HTMLSelectElement>("search-mode").value) as RetrievalMode,
           topK,
           filter: conditions.length ? create(MetadataFilterSchema, { conditions }) : undefined,
-          fusion: {
-            rrfK: optionalNumber("fusion-k"),
-            semanticWeight: optionalNumber("fusion-sw"),
-            lexicalWeight: optionalNumber("fusion-lw"),
-            legDepth: optionalNumber("fusion-depth"),
-          },
+          fusion: fusionOptions(),
         },
       });
       clear(list);
