@@ -189,6 +189,21 @@ async def test_ingestion_runs_to_succeeded_and_files_push(
     note.write_text("# Console note\n\nPushed from the web console test: ZEBRA-CONSOLE-77.\n")
     await page.locator("#drop-input").set_input_files(str(note))
     await expect(page.locator("[data-field=upsert-summary]")).to_contain_text("1 upserted")
+    # A real drop event: two files without a browser-given type (the media type
+    # comes from the extension); the note again is unchanged, the YAML is new.
+    transfer = await page.evaluate_handle(
+        """() => {
+          const dt = new DataTransfer();
+          const note = '# Console note\\n\\nPushed from the web console test: ZEBRA-CONSOLE-77.\\n';
+          dt.items.add(new File([note], 'console-note.md'));
+          dt.items.add(new File(['owner: console\\nmarker: ZEBRA-CONSOLE-78\\n'], 'console.yaml'));
+          return dt;
+        }"""
+    )
+    await page.dispatch_event("#drop-zone", "drop", {"dataTransfer": transfer})
+    await expect(page.locator("[data-field=upsert-summary]")).to_contain_text(
+        "1 upserted, 1 unchanged"
+    )
     await expect(page.locator("#error-banner")).to_be_hidden()
     no_js_errors(page)
 
