@@ -21,12 +21,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "server"), str(ROOT / "clients" / "python" / "src")]
 
+from playwright.async_api import ViewportSize  # noqa: E402
+
 from groundwire.app.config import parse_config  # noqa: E402
 from groundwire.app.defaults import default_config  # noqa: E402
 from tests.support.browser import CHROMIUM, chromium  # noqa: E402
 from tests.support.servers import serving  # noqa: E402
 
-VIEWPORT = {"width": 1280, "height": 1000}
+VIEWPORT: ViewportSize = {"width": 1280, "height": 1000}
 WAIT_MS = 120_000
 
 
@@ -44,7 +46,7 @@ async def take(out: Path) -> None:
         )
         async with serving(cfg) as app, chromium(CHROMIUM) as browser:
             url = f"http://127.0.0.1:{app.http_port}/console"
-            page = await browser.new_page(viewport=VIEWPORT)  # type: ignore[arg-type]
+            page = await browser.new_page(viewport=VIEWPORT)
             page.set_default_timeout(WAIT_MS)
 
             await page.goto(f"{url}/indexes")
