@@ -28,6 +28,7 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 gen: setup
 	$(PY) scripts/gen_python.py
 	scripts/gen_clients.sh
+	scripts/build_console.sh   # the console bundles the TypeScript stubs
 	$(BIN)/buf lint
 
 # CI: regenerating must reproduce the committed stubs exactly.
