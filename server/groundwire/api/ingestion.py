@@ -191,7 +191,7 @@ def describe_analysis(handle: IndexHandle) -> ingestion_pb2.LexicalAnalysis:
         stemming=analyzer.stemming,
         stop_words=analyzer.stop_source,
         stop_word_count=len(analyzer.stop_words),
-        descriptor=analyzer.descriptor(),
+        analyzer_descriptor=analyzer.descriptor(),
     )
 
 
