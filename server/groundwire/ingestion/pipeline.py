@@ -138,8 +138,8 @@ def chunk_document(
     doc: LoadedDocument, handle: IndexHandle, extension: str | None = None
 ) -> list[Chunk]:
     """Chunk by the index's policy for the document's file extension (from its
-    file, else from its format)."""
-    ext = extension or FIRST_EXTENSIONS.get(doc.format, "")
+    file, else the one its loader recorded, else from its format)."""
+    ext = extension or doc.extension or FIRST_EXTENSIONS.get(doc.format, "")
     return handle.chunker().chunk(doc.text, ext, markdown=doc.format is DocumentFormat.MARKDOWN)
 
 
