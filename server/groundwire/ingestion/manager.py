@@ -142,8 +142,8 @@ class IngestionManager:
         discard the versions they had staged."""
         fixed = 0
         for op in await self._log.unfinished_operations():
-            if await self._running_plan(op.id) is not None:
-                continue  # shared: the other replicas finish it (one adopts it)
+            if self._shared is not None and await self._shared[0].get_plan(op.id) is not None:
+                continue  # shared: a replica adopts it, finishes it and records its end
             lock = self._log.ingestion_lock(op.index_name)
             if not await lock.acquire():
                 continue  # a live replica is running it
