@@ -12,7 +12,7 @@ ADDRESS ?= 127.0.0.1:50051
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup run test test-fast gen gen-check lint fmt bench clean breaking release-contract smoke-clients load ops-tools
+.PHONY: setup run test test-fast gen gen-check console console-check lint fmt bench clean breaking release-contract smoke-clients load ops-tools
 
 setup: $(STAMP)
 
@@ -28,12 +28,20 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 gen: setup
 	$(PY) scripts/gen_python.py
 	scripts/gen_clients.sh
+	scripts/build_console.sh   # the console bundles the TypeScript stubs
 	$(BIN)/buf lint
 
 # CI: regenerating must reproduce the committed stubs exactly.
 gen-check: gen
 	@git diff --exit-code -- clients/ || (echo "generated code is stale: run make gen" && exit 1)
 	@test -z "$$(git status --porcelain -- clients/)" || (git status --porcelain -- clients/; echo "untracked generated files: run make gen and commit" && exit 1)
+
+# The web console's built assets (package data) must equal a fresh build of console/.
+console:
+	scripts/build_console.sh
+
+console-check:
+	scripts/build_console.sh --check
 
 # The contract as last released: a buf image (descriptors only, no source info) and a
 # note of the release it belongs to. `make breaking` compares proto/ with it, so a change

@@ -100,7 +100,7 @@ def retriever(channel: grpc.aio.Channel) -> retriever_pb2_grpc.RetrieverServiceA
 
 
 # Tests that need a tool built in the background run last (tests/support/background_builds.py).
-_BUILT_IN_BACKGROUND = {"test_prometheus_rules.py": "promtool"}
+_BUILT_IN_BACKGROUND = {"test_prometheus_rules.py": "promtool", "test_console.py": "chromium"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -665,7 +665,7 @@ async def test_analysis_is_described_and_its_change_forces_rebuild(h: Harness) -
         "english",
     )
     assert analysis.stop_word_count == len(ENGLISH_STOP_WORDS)
-    assert analysis.descriptor == "stem=english;stop=english"
+    assert analysis.analyzer_descriptor == "stem=english;stop=english"
     await h.run()
     everything = sorted(f"doc{i:03d}.md" for i in range(30))
     # The default analysis stems: "word" finds "words"; identifiers stay exact.
@@ -678,7 +678,7 @@ async def test_analysis_is_described_and_its_change_forces_rebuild(h: Harness) -
     )
     assert (await h.status()).rebuild_pending
     plain = (await h.ing.GetIndex(ing.GetIndexRequest(index_name="docs"))).index.analysis
-    assert (plain.stemming, plain.stop_words, plain.stop_word_count, plain.descriptor) == (
+    assert (plain.stemming, plain.stop_words, plain.stop_word_count, plain.analyzer_descriptor) == (
         False,
         "none",
         0,

@@ -3,7 +3,8 @@ a loopback web server admitted by the allow-list: pages in every text format and
 DOCX are ingested; an unchanged page is not re-downloaded (304 to a conditional
 request) nor re-embedded; a changed one is; the validators survive a restart on
 PostgreSQL; a refused redirect and a failing page are per-document failures that
-keep the previously published version serving."""
+keep the previously published version serving, while a page whose media type,
+content encoding or charset no loader reads is skipped and leaves the index."""
 
 from __future__ import annotations
 
@@ -241,3 +242,44 @@ async def test_a_url_document_takes_the_chunking_policy_of_its_media_type(
         # The HTML page is one chunk under the default policy; the DOCX, known by
         # its media type, is split by the .docx policy.
         assert status.chunk_count > 2 + 5
+
+
+async def test_a_page_no_loader_reads_leaves_the_index_and_a_failing_one_stays(
+    web: WebStandIn,
+) -> None:
+    # README: a page whose media type, content encoding or charset no loader reads
+    # is skipped and leaves the index (like a file no loader reads); a page that
+    # fails to fetch keeps its published version.
+    base = f"http://127.0.0.1:{web.port}"
+    web.pages["/gz.txt"] = Page(b"FOXTROTTOKEN text", "text/plain")
+    cfg = config(web, {"kind": "memory"})
+    index: Any = cfg["indexes"]["web"]  # type: ignore[index]
+    index["sources"][0]["urls"] = [
+        web.url("/a.html"),
+        web.url("/b.md"),
+        web.url("/latin1"),
+        web.url("/gz.txt"),
+        web.url("/c.txt"),
+    ]
+    async with running(cfg) as c:
+        assert (await c.run()).counts.ingested == 5
+        web.pages["/a.html"] = Page(b"\x89PNG\r\n\x1a\n", "image/png")
+        web.pages["/latin1"] = Page(b"DELTATOKEN", "text/plain; charset=x-no-such-charset")
+        web.pages["/gz.txt"] = Page(
+            b"\x1f\x8b\x08\x00", "text/plain", headers={"Content-Encoding": "gzip"}
+        )
+        web.pages["/b.md"] = Page(b"unavailable", "text/plain", status=503)
+        web.pages["/c.txt"] = Page(status=404)
+        op = await c.run()
+        skipped = {f.document_id: f.reason for f in op.skipped}
+        assert skipped == {
+            f"{base}/a.html": "UNSUPPORTED_FORMAT",
+            f"{base}/latin1": "UNSUPPORTED_FORMAT",
+            f"{base}/gz.txt": "UNSUPPORTED_FORMAT",
+        }
+        assert reasons(op) == {f"{base}/b.md": "FETCH_FAILED", f"{base}/c.txt": "FETCH_FAILED"}
+        assert op.counts.deleted == 3
+        for token in ("ALPHATOKEN", "DELTATOKEN", "FOXTROTTOKEN"):
+            assert await c.find(token) == [], token
+        assert await c.find("BRAVOTOKEN") == [f"{base}/b.md"]
+        assert await c.find("CHARLIETOKEN") == [f"{base}/c.txt"]

@@ -20,12 +20,14 @@ server is alive, SERVING, and logged no ERROR line.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -37,6 +39,7 @@ from google.rpc import error_details_pb2, status_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from groundwire.api.http import console as console_static
 from groundwire.app.config import parse_config
 from groundwire.domain.auth import hash_key
 from groundwire_client.v1 import agent_pb2, ingestion_pb2, ingestion_pb2_grpc, retriever_pb2
@@ -481,3 +484,77 @@ def test_openai_facade_bodies(http_server: tuple[ServerProcess, str]) -> None:
         "http-fuzz",
         f"/v1/chat/completions {sum(outcomes.values())} cases; {outcomes.most_common(5)}",
     )
+
+
+# The web console (/console): static files need no key, the API calls it makes do,
+# and no request path reaches a file outside its built assets. Raw request lines,
+# so no client normalizes the dot segments or escapes first.
+CONSOLE_PROBES = [
+    "/console/../../../../etc/passwd",
+    "/console/..%2f..%2f..%2f..%2fetc%2fpasswd",
+    "/console/%2e%2e/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+    "/console/assets/../../console.py",
+    "/console/assets/..%2f..%2fconsole.py",
+    "/console/%2e%2e%2fapp.py",
+    "/console/..\\..\\..\\..\\etc\\passwd",
+    "/console//etc/passwd",
+    "/console/assets/%00../../console.py",
+    "/console/" + "../" * 12 + "proc/self/environ",
+]
+
+
+async def raw_get(port: int, target: str) -> tuple[int, bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(
+            f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode(
+                "latin-1"
+            )
+        )
+        await writer.drain()
+        data = await asyncio.wait_for(reader.read(), timeout=10)
+    finally:
+        writer.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+def console_files() -> tuple[bytes, list[bytes]]:
+    """index.html, and bytes no console response may contain (a system file,
+    the module's own source, a tenant's document marker)."""
+    index = (console_static.ASSETS_DIR / "index.html").read_bytes()
+    secrets = [
+        Path("/etc/passwd").read_bytes()[:32],
+        Path(console_static.__file__).read_bytes()[:64],
+        MARKERS["acme"].encode(),
+    ]
+    return index, secrets
+
+
+async def test_console_static_files_are_public_but_contained(matrix: RunningApp) -> None:
+    port = matrix.http_port
+    assert port is not None
+    index, secrets = console_files()
+    status, body = await raw_get(port, "/console/")  # no Authorization header
+    assert status == 200 and body == index
+    for target in CONSOLE_PROBES:
+        status, body = await raw_get(port, target)
+        assert status in (400, 404) or (status == 200 and body == index), (target, status)
+        assert not any(s in body for s in secrets), target
+    # The console's calls are Connect calls: without a key they are refused.
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+        r = await http.post(
+            "/groundwire.v1.IngestionManagerService/ListIndexes",
+            json={},
+            headers={
+                "origin": f"http://127.0.0.1:{port}",
+                "referer": f"http://127.0.0.1:{port}/console/",
+            },
+        )
+        assert r.status_code == 401 and r.json()["code"] == "unauthenticated", r.text
+        r = await http.post(
+            "/groundwire.v1.IngestionManagerService/ListIndexes",
+            json={},
+            headers={"authorization": f"Bearer {KEYS['acme']}"},
+        )
+        assert r.status_code == 200, r.text

@@ -125,7 +125,43 @@ def test_blend_order_breaks_ties_by_original_rank_then_identity() -> None:
     out = blend_scores(bm25(3.0, 2.0, 1.0), [0.0, 0.5, 1.0], 0.5, RANK)
     # Every blend is 0.5: the original order stands.
     assert [b.value for b in out] == [0.5, 0.5, 0.5]
-    assert blend_order(out, [("b", "1"), ("a", "1"), ("a", "0")]) == [0, 1, 2]
+    assert blend_order(out, bm25(3.0, 2.0, 1.0), [("b", "1"), ("a", "1"), ("a", "0")]) == [0, 1, 2]
+
+
+def test_blends_equal_but_for_float_rounding_are_a_tie_broken_by_original_rank() -> None:
+    scores = bm25(10.0, 7.0, 0.0)
+    out = blend_scores(scores, [0.3, 1.0, 0.0], 0.7, MIN_MAX)
+    # 0.7 * 1.0 + 0.3 * 0.3 and 0.7 * 0.7 + 0.3 * 1.0 are both 0.79, but not in floats.
+    assert out[0].value != out[1].value and out[0].value == pytest.approx(out[1].value)
+    assert blend_order(out, scores, [("b", "0"), ("a", "0"), ("c", "0")]) == [0, 1, 2]
+
+
+def test_equal_blends_of_equal_scores_are_ordered_by_document_then_chunk_id() -> None:
+    # Equal retrieval scores share their original rank: the identity decides,
+    # however the candidates were listed.
+    scores = [*bm25(5.0, 5.0, 5.0), Score.of(ScoreMetric.BM25, 1.0)]
+    out = blend_scores(scores, [0.4, 0.4, 0.4, 1.0], 0.5, MIN_MAX)
+    assert [b.value for b in out] == [0.7, 0.7, 0.7, 0.5]
+    keys = [("doc-b", "0"), ("doc-a", "1"), ("doc-a", "0"), ("doc-0", "0")]
+    assert blend_order(out, scores, keys) == [2, 1, 0, 3]
+    relisted = [("doc-a", "0"), ("doc-b", "0"), ("doc-a", "1"), ("doc-0", "0")]
+    assert [relisted[i] for i in blend_order(out, scores, relisted)] == [
+        ("doc-a", "0"),
+        ("doc-a", "1"),
+        ("doc-b", "0"),
+        ("doc-0", "0"),
+    ]
+    # A better original rank still comes before a better identity.
+    ranked = bm25(6.0, 5.0)
+    out = blend_scores(ranked, [0.0, 1.0], 0.5, MIN_MAX)
+    assert [b.value for b in out] == [0.5, 0.5]
+    assert blend_order(out, ranked, [("z", "0"), ("a", "0")]) == [0, 1]
+    # The same raw value of another metric is not an equal score.
+    mixed = [Score.of(ScoreMetric.BM25, 2.0), Score.of(ScoreMetric.DOT_PRODUCT, 2.0)]
+    out = blend_scores(mixed, [0.5, 0.5], 0.0, RANK)
+    assert blend_order(out, mixed, [("z", "0"), ("a", "0")]) == [0, 1]
+    with pytest.raises(ValueError):
+        blend_order(out, mixed[:1], [("z", "0"), ("a", "0")])
 
 
 @pytest.mark.parametrize(

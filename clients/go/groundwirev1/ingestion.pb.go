@@ -795,7 +795,8 @@ func (x *IndexDescription) GetAnalysis() *LexicalAnalysis {
 
 // An index's lexical analysis: how text becomes the terms BM25 ranks.
 // Identifiers (POL-HR-014, IRagRetriever, CS1503) and numbers are always
-// indexed whole and split into their parts, never stemmed and never dropped.
+// indexed whole and as written, never dropped, and split into their parts;
+// with stemming on, an identifier's alphabetic parts are stemmed like words.
 type LexicalAnalysis struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Output only. The Snowball language of stemming and of the standard stop
@@ -811,10 +812,11 @@ type LexicalAnalysis struct {
 	// "none"). Stop words keep their positions inside quoted phrases.
 	StopWordCount uint32 `protobuf:"varint,4,opt,name=stop_word_count,json=stopWordCount,proto3" json:"stop_word_count,omitempty"`
 	// Output only. The analyzer's descriptor as recorded with the published
-	// index ("plain" for no stemming and no stop words).
-	Descriptor_   string `protobuf:"bytes,5,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// index ("plain" for no stemming and no stop words). Not named
+	// `descriptor`: generated Java messages have a static getDescriptor().
+	AnalyzerDescriptor string `protobuf:"bytes,5,opt,name=analyzer_descriptor,json=analyzerDescriptor,proto3" json:"analyzer_descriptor,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *LexicalAnalysis) Reset() {
@@ -875,9 +877,9 @@ func (x *LexicalAnalysis) GetStopWordCount() uint32 {
 	return 0
 }
 
-func (x *LexicalAnalysis) GetDescriptor_() string {
+func (x *LexicalAnalysis) GetAnalyzerDescriptor() string {
 	if x != nil {
-		return x.Descriptor_
+		return x.AnalyzerDescriptor
 	}
 	return ""
 }
@@ -3023,16 +3025,14 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\fsource_count\x18\t \x01(\rR\vsourceCount\x12!\n" +
 	"\fsource_kinds\x18\n" +
 	" \x03(\tR\vsourceKinds\x12;\n" +
-	"\banalysis\x18\xb4\x01 \x01(\v2\x1e.groundwire.v1.LexicalAnalysisR\banalysis\"\xb0\x01\n" +
+	"\banalysis\x18\xb4\x01 \x01(\v2\x1e.groundwire.v1.LexicalAnalysisR\banalysis\"\xc1\x01\n" +
 	"\x0fLexicalAnalysis\x12\x1a\n" +
 	"\blanguage\x18\x01 \x01(\tR\blanguage\x12\x1a\n" +
 	"\bstemming\x18\x02 \x01(\bR\bstemming\x12\x1d\n" +
 	"\n" +
 	"stop_words\x18\x03 \x01(\tR\tstopWords\x12&\n" +
-	"\x0fstop_word_count\x18\x04 \x01(\rR\rstopWordCount\x12\x1e\n" +
-	"\n" +
-	"descriptor\x18\x05 \x01(\tR\n" +
-	"descriptor\"J\n" +
+	"\x0fstop_word_count\x18\x04 \x01(\rR\rstopWordCount\x12/\n" +
+	"\x13analyzer_descriptor\x18\x05 \x01(\tR\x12analyzerDescriptor\"J\n" +
 	"\x0fDocumentFailure\x12\x1f\n" +
 	"\vdocument_id\x18\x01 \x01(\tR\n" +
 	"documentId\x12\x16\n" +

@@ -166,7 +166,7 @@ def final_selection(
         policy.normalization,
     )
     keys = [c.key for c in judged]
-    order = blend_order(blends, keys)
+    order = blend_order(blends, [r.score for r in results], keys)
     sent = set(keys)
     final = [results[i] for i in order] + [r for r in ordered if r.hit.key not in sent]
     return final, replace(

@@ -25,7 +25,7 @@ from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.indexes.sources import source_kind
-from groundwire.ingestion.loaders import PUSH_MEDIA_TYPES, DocumentFormat
+from groundwire.ingestion.loaders import DocumentFormat, push_format
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.ingestion.push import PushDocument, delete_documents, upsert_documents
 from groundwire.ingestion.sources import stored_digest
@@ -84,14 +84,15 @@ def _pushed_file(i: int, d: ingestion_pb2.PushedDocument) -> PushDocument:
         raise invalid(
             "FIELD_REQUIRED", f"documents[{i}].media_type", "media_type is required with content"
         )
-    fmt = PUSH_MEDIA_TYPES.get(d.media_type.split(";", 1)[0].strip().lower())
-    if fmt is None:
+    found = push_format(d.media_type)
+    if found is None:
         raise invalid(
             "FIELD_OUT_OF_RANGE",
             f"documents[{i}].media_type",
             "no loader reads this media type (see PushedDocument.media_type)",
         )
-    return PushDocument(d.document_id, "", d.title, fmt, dict(d.metadata), d.content)
+    fmt, extension = found
+    return PushDocument(d.document_id, "", d.title, fmt, dict(d.metadata), d.content, extension)
 
 
 def _ts(seconds: float) -> timestamp_pb2.Timestamp:
@@ -190,7 +191,7 @@ def describe_analysis(handle: IndexHandle) -> ingestion_pb2.LexicalAnalysis:
         stemming=analyzer.stemming,
         stop_words=analyzer.stop_source,
         stop_word_count=len(analyzer.stop_words),
-        descriptor=analyzer.descriptor(),
+        analyzer_descriptor=analyzer.descriptor(),
     )
 
 

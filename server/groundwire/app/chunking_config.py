@@ -14,9 +14,9 @@ TOML shape (inside `[indexes.NAME]`):
     overlap = 0
 
 Documents read from files take the policy of their file extension; documents
-without a file name (inline sources, pushed documents) take the policy of their
-format's first extension (".txt", ".md", ".html", ".pdf").
-"""
+without a file name (inline sources, pushed documents, URL pages) take the policy of
+their format's first extension (".txt", ".md", ".html", ".pdf", ".docx", ...), a
+pushed text-like media type its own (text/csv ".csv", application/json ".json")."""
 
 from __future__ import annotations
 

@@ -78,15 +78,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     check = sub.add_parser("check-config", help="validate a configuration file and exit")
     check.add_argument("config", type=Path)
+    from groundwire.app.client_options import add_connection_args
+
     ingest = sub.add_parser("ingest", help="ingest an index through a running server")
     ingest.add_argument("index")
-    ingest.add_argument("--address", default="127.0.0.1:50051")
-    ingest.add_argument("--api-key-env", help="environment variable holding an API key")
+    add_connection_args(ingest)
     reload = sub.add_parser(
         "reload", help="reload a running server's configuration file (like SIGHUP)"
     )
-    reload.add_argument("--address", default="127.0.0.1:50051")
-    reload.add_argument("--api-key-env", help="environment variable holding a 'manage' API key")
+    add_connection_args(reload)
     reload.add_argument(
         "--validate-only", action="store_true", help="check the file, apply nothing"
     )
@@ -102,8 +102,6 @@ def main(argv: list[str] | None = None) -> int:
         default="retrieve,execute",
         help="comma-separated: retrieve,rerank,execute,prepare,ingest,manage",
     )
-    from groundwire.app.client_options import add_connection_args
-
     mcp = sub.add_parser(
         "mcp", help="serve the MCP tools over stdio as a client of a running server"
     )
@@ -125,20 +123,21 @@ def main(argv: list[str] | None = None) -> int:
         from groundwire.app.keys_cli import create_key
 
         return create_key(args.id, args.tenant, args.permissions)
-    if args.command == "ingest":
-        import os
+    if args.command in ("ingest", "reload"):
+        from groundwire.app.client_options import OptionError, connection
 
-        from groundwire.app.ingest_cli import run
+        try:
+            conn = connection(args)
+        except OptionError as exc:
+            print(f"groundwire {args.command}: {exc}", file=sys.stderr)
+            return 2
+        if args.command == "ingest":
+            from groundwire.app.ingest_cli import run
 
-        api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-        return run(args.address, args.index, api_key)
-    if args.command == "reload":
-        import os
-
+            return run(conn, args.index)
         from groundwire.app.reload_cli import run as run_reload
 
-        api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-        return run_reload(args.address, api_key, args.validate_only)
+        return run_reload(conn, args.validate_only)
     try:
         if args.command == "check-config":
             load_config(args.config)

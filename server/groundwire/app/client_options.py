@@ -1,13 +1,15 @@
 """The connection options every command-line client of the public API shares
-(`groundwire mcp`, `search`, `ask`, `indexes`, `operations`, `push`): the
-server's address, TLS (server CA, client certificate for mutual TLS) and the
-API key, read from an environment variable so it never appears in a process
-list or a shell history."""
+(`groundwire mcp`, `search`, `ask`, `indexes`, `operations`, `push`, `ingest`,
+`reload`): the server's address, TLS (server CA, the certificate's name, client
+certificate for mutual TLS) and the API key, read from an environment variable so
+it never appears in a process list or a shell history."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -17,6 +19,8 @@ from groundwire_client._common import check_api_key
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 DEFAULT_KEY_ENV = "GROUNDWIRE_API_KEY"
+# A DNS name or an IP address literal, as a certificate may carry.
+_HOST_NAME = re.compile(r"^[A-Za-z0-9.:_-]{1,253}$")
 
 
 class OptionError(Exception):
@@ -40,6 +44,14 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--ca-file", metavar="PEM", help="CA certificate(s) to verify the server (implies --tls)"
     )
+    group.add_argument(
+        "--server-name",
+        metavar="NAME",
+        help=(
+            "name the server's certificate must carry, when it is not the --address host"
+            " (implies --tls)"
+        ),
+    )
     group.add_argument("--client-cert", metavar="PEM", help="client certificate for mutual TLS")
     group.add_argument("--client-key", metavar="PEM", help="client private key for mutual TLS")
     group.add_argument(
@@ -56,6 +68,15 @@ class Connection:
     api_key: str | None
     credentials: grpc.ChannelCredentials | None
     timeout: float
+    # The certificate name checked instead of the address's host (--server-name).
+    server_name: str | None = None
+
+    @property
+    def options(self) -> tuple[tuple[str, str], ...]:
+        """The channel arguments the options ask for."""
+        if self.server_name is None:
+            return ()
+        return (("grpc.ssl_target_name_override", self.server_name),)
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
@@ -63,13 +84,29 @@ class Connection:
         the client's stubs directly."""
         return check_api_key(self.api_key)
 
+    def channel(self) -> grpc.aio.Channel:
+        """A channel of its own, for the commands that call the stubs directly."""
+        return open_channel(self.address, self.credentials, self.options)
+
     def client(self) -> GroundwireClient:
         return GroundwireClient(
             self.address,
             api_key=self.api_key,
             credentials=self.credentials,
             timeout=self.timeout,
+            options=self.options,
         )
+
+
+def open_channel(
+    address: str,
+    credentials: grpc.ChannelCredentials | None,
+    options: Sequence[tuple[str, str]] = (),
+) -> grpc.aio.Channel:
+    """An asyncio channel to `address`, over TLS when `credentials` are given."""
+    if credentials is not None:
+        return grpc.aio.secure_channel(address, credentials, options=list(options))
+    return grpc.aio.insecure_channel(address, options=list(options))
 
 
 def _read(flag: str, path: str | None) -> bytes | None:
@@ -98,7 +135,10 @@ def connection(args: argparse.Namespace) -> Connection:
         raise OptionError("the API key holds whitespace or control characters") from None
     if (args.client_cert is None) != (args.client_key is None):
         raise OptionError("--client-cert and --client-key go together")
-    tls = bool(args.tls or args.ca_file or args.client_cert)
+    server_name = args.server_name
+    if server_name is not None and not _HOST_NAME.match(server_name):
+        raise OptionError("--server-name: not a host name")
+    tls = bool(args.tls or args.ca_file or args.client_cert or server_name)
     credentials = None
     if tls:
         credentials = grpc.ssl_channel_credentials(
@@ -108,4 +148,4 @@ def connection(args: argparse.Namespace) -> Connection:
         )
     if not (args.timeout > 0):
         raise OptionError("--timeout must be a positive number of seconds")
-    return Connection(args.address, api_key, credentials, args.timeout)
+    return Connection(args.address, api_key, credentials, args.timeout, server_name)

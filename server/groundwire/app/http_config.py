@@ -6,6 +6,7 @@ the OpenAI-compatible facade, and whatever later mounts on the same app).
     cors_allowed_origins = []           # e.g. ["https://console.example.com"]; [] = CORS off
     cors_max_age_seconds = 600
     mcp = true                          # MCP (streamable HTTP) at /mcp
+    console = true                      # the web console at /console
 
 The embedded default (`make run`) serves it on 127.0.0.1:8080. TLS, the API
 keys, tenancy, limits and message size bound are the gRPC port's (`[server]`,
@@ -32,6 +33,9 @@ class HttpConfig(StrictModel):
     cors_max_age_seconds: int = Field(600, ge=0, le=86_400)
     # The MCP tools over streamable HTTP at /mcp (same keys and permissions).
     mcp: bool = True
+    # The web console (static files, no key needed; its API calls carry the key
+    # typed into it) at /console.
+    console: bool = True
 
     @field_validator("address")
     @classmethod

@@ -64,6 +64,7 @@ async def start_http(
         cors_max_age=cfg.http.cors_max_age_seconds,
         mcp_limits=limits if cfg.http.mcp else None,
         version=__version__,
+        console=cfg.http.console,
     )
     tls = cfg.server.tls
     server = HttpServer(

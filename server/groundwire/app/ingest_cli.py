@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Sequence
 
 import grpc
 from tqdm import tqdm
 
+from groundwire.app.client_options import Connection, open_channel
 from groundwire_client import error_from_rpc
+from groundwire_client._common import check_api_key
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import ingestion_pb2_grpc
 
@@ -21,13 +24,25 @@ _TERMINAL = {
 }
 
 
-async def ingest(address: str, index: str, *, api_key: str | None = None) -> int:
-    metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
-    async with grpc.aio.insecure_channel(address) as channel:
+async def ingest(
+    address: str,
+    index: str,
+    *,
+    api_key: str | None = None,
+    credentials: grpc.ChannelCredentials | None = None,
+    options: Sequence[tuple[str, str]] = (),
+    call_timeout: float = 30.0,
+) -> int:
+    """Start (or attach to) a run of `index` and follow it to its end: 0 when it
+    succeeded, 1 when it failed or was cancelled, 2 when the call was refused.
+    `credentials`: TLS to the server (None: plaintext); `call_timeout` bounds each
+    unary call (the watch lasts as long as the run)."""
+    metadata = check_api_key(api_key or None)
+    async with open_channel(address, credentials, options) as channel:
         stub = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
         try:
             started = await stub.StartIngestion(
-                ing.StartIngestionRequest(index_name=index), metadata=metadata, timeout=30
+                ing.StartIngestionRequest(index_name=index), metadata=metadata, timeout=call_timeout
             )
             op_id = started.operation.id
         except grpc.aio.AioRpcError as err:
@@ -41,7 +56,9 @@ async def ingest(address: str, index: str, *, api_key: str | None = None) -> int
             if not op_id:
                 try:
                     status = await stub.GetIndexStatus(
-                        ing.GetIndexStatusRequest(index_name=index), metadata=metadata, timeout=30
+                        ing.GetIndexStatusRequest(index_name=index),
+                        metadata=metadata,
+                        timeout=call_timeout,
                     )
                 except grpc.aio.AioRpcError as status_err:
                     print(
@@ -124,5 +141,14 @@ def print_accounting(op: ing.Operation) -> None:
         )
 
 
-def run(address: str, index: str, api_key: str | None) -> int:
-    return asyncio.run(ingest(address, index, api_key=api_key))
+def run(conn: Connection, index: str) -> int:
+    return asyncio.run(
+        ingest(
+            conn.address,
+            index,
+            api_key=conn.api_key,
+            credentials=conn.credentials,
+            options=conn.options,
+            call_timeout=conn.timeout,
+        )
+    )

@@ -24,9 +24,10 @@ keeps the best `final_top_k`:
     nDCG@5 at 7 of 9 weights and the best overall (eval/experiments/selection.py).
 
 The blend is its own score, reported with its formula and both inputs; it never
-replaces the retrieval score or the rerank relevance. Ties: blend descending,
-then the original (accepted) rank, then ordinal document id and chunk id, as
-for reranking.
+replaces the retrieval score or the rerank relevance. Ties: blend descending
+(equal to 12 decimals is a tie), then the original (accepted) rank, where equal
+retrieval scores share a rank, then ordinal document id and chunk id, as for
+reranking.
 """
 
 from __future__ import annotations
@@ -168,10 +169,39 @@ def blend_scores(
     ]
 
 
-def blend_order(blends: Sequence[BlendScore], keys: Sequence[tuple[str, str]]) -> list[int]:
-    """Indexes of the candidates (given in original rank order) best first: blend
-    descending, then original rank, then ordinal document id and chunk id."""
-    return sorted(range(len(blends)), key=lambda i: (-blends[i].value, i, keys[i]))
+# Blends equal to this many decimals are a tie: w * x + (1 - w) * r is rounded in
+# floating point, so equal blends may differ in their last bit (0.7 * 1.0 + 0.3 *
+# 0.3 is 0.7899999999999999, 0.7 * 0.7 + 0.3 * 1.0 is 0.79), and that bit must not
+# decide instead of the tie-break.
+BLEND_TIE_DECIMALS = 12
+
+
+def original_ranks(scores: Sequence[Score]) -> list[int]:
+    """Each candidate's one-based original rank (`scores` in original rank order,
+    best first): equal retrieval scores (same metric and raw value) share the rank
+    of the first of them, since their listed order says nothing more."""
+    ranks: list[int] = []
+    for i, s in enumerate(scores):
+        prev = scores[i - 1] if i else None
+        tied = prev is not None and prev.metric is s.metric and prev.raw == s.raw
+        ranks.append(ranks[-1] if tied else i + 1)
+    return ranks
+
+
+def blend_order(
+    blends: Sequence[BlendScore], scores: Sequence[Score], keys: Sequence[tuple[str, str]]
+) -> list[int]:
+    """Indexes of the candidates (given in original rank order, `scores` and `keys`
+    parallel) best first: blend descending, then original rank (`original_ranks`),
+    then ordinal document id and chunk id. A position in the list is never a
+    tie-break of its own: it would decide every tie before the identity could."""
+    if not len(blends) == len(scores) == len(keys):
+        raise ValueError("blends, scores and keys must be parallel")
+    ranks = original_ranks(scores)
+    return sorted(
+        range(len(blends)),
+        key=lambda i: (-round(blends[i].value, BLEND_TIE_DECIMALS), ranks[i], keys[i]),
+    )
 
 
 @dataclass(frozen=True, slots=True)

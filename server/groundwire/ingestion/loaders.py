@@ -110,6 +110,30 @@ PUSH_MEDIA_TYPES: Mapping[str, DocumentFormat] = {
     "text/xml": DocumentFormat.TEXT,
     "application/yaml": DocumentFormat.TEXT,
 }
+# The file extension whose chunking policy a pushed text-like media type takes (as
+# a file of that type found by a source would); every other one takes its format's.
+_PUSH_EXTENSIONS: Mapping[str, str] = {
+    "text/csv": ".csv",
+    "text/tab-separated-values": ".tsv",
+    "text/x-rst": ".rst",
+    "application/json": ".json",
+    "application/x-ndjson": ".jsonl",
+    "application/xml": ".xml",
+    "text/xml": ".xml",
+    "application/yaml": ".yaml",
+}
+
+
+def push_format(media_type: str) -> tuple[DocumentFormat, str] | None:
+    """The format and the chunking policy's file extension of a pushed document's
+    media type (parameters such as "; charset=utf-8" ignored), or None when no
+    loader reads it."""
+    key = media_type.split(";", 1)[0].strip().lower()
+    fmt = PUSH_MEDIA_TYPES.get(key)
+    if fmt is None:
+        return None
+    return fmt, _PUSH_EXTENSIONS.get(key) or FIRST_EXTENSIONS[fmt]
+
 
 # Office packages: at most this many ZIP entries, and at most this many bytes
 # once inflated in total (OOXML text parts compress about 5-20x; a larger ratio
@@ -529,8 +553,12 @@ def load_bytes(
     max_bytes: int,
     metadata: Mapping[str, str] | None = None,
     fallback_title: str = "",
+    extension: str = "",
 ) -> LoadedDocument | LoadFailure:
-    """Decode, extract and normalize one document."""
+    """Decode, extract and normalize one document. `extension` names the chunking
+    policy that applies (default: the first extension of `fmt`, kept even when an
+    office file's text is read as Markdown)."""
+    extension = extension or FIRST_EXTENSIONS.get(fmt, "")
     if len(data) > max_bytes:
         return LoadFailure(document_id, DocumentFailureReason.TOO_LARGE)
     title = ""
@@ -571,6 +599,7 @@ def load_bytes(
         title or fallback_title,
         fmt,
         dict(metadata or {}),
+        extension=extension,
     )
 
 

@@ -43,6 +43,9 @@ class PushDocument:
     # A file's bytes in `format` (then `text` is empty), read by the same loader a
     # configured source's file of that format is.
     content: bytes | None = None
+    # The file extension whose chunking policy applies (UpsertDocuments: by the
+    # media type); "" for the first extension of `format`.
+    extension: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +145,7 @@ def _prepare(
             max_bytes=handle.max_file_bytes,
             metadata={**handle.metadata, **d.metadata},
             fallback_title=d.title,
+            extension=d.extension,
         )
         if isinstance(loaded, LoadFailure):
             failures.append(loaded)

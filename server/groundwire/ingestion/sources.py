@@ -33,7 +33,6 @@ from groundwire.indexes.sources import (
     UrlSource,
 )
 from groundwire.ingestion.loaders import (
-    FIRST_EXTENSIONS,
     FORMATS,
     FORMATS_BY_EXTENSION,
     MEDIA_TYPES,
@@ -302,8 +301,4 @@ async def load_url_item(
     )
     if isinstance(loaded, LoadFailure):
         return loaded
-    return replace(
-        loaded,
-        source_state=source_state(fetched.validators, tenant, meta),
-        extension=FIRST_EXTENSIONS.get(fmt, ""),
-    )
+    return replace(loaded, source_state=source_state(fetched.validators, tenant, meta))

@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -83,12 +83,15 @@ class GroundwireClient:
         credentials: grpc.ChannelCredentials | None = None,
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
+        options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         self._metadata = check_api_key(api_key)
+        # `options`: gRPC channel arguments, as for GroundwireSyncClient (e.g.
+        # ("grpc.ssl_target_name_override", name) to verify another certificate name).
         if credentials is not None:
-            self._channel = grpc.aio.secure_channel(target, credentials)
+            self._channel = grpc.aio.secure_channel(target, credentials, options=list(options))
         else:
-            self._channel = grpc.aio.insecure_channel(target)
+            self._channel = grpc.aio.insecure_channel(target, options=list(options))
         self._timeout = timeout
         self._retry = retry or RetryPolicy()
         self.retriever = retriever_pb2_grpc.RetrieverServiceStub(self._channel)

@@ -112,10 +112,12 @@ def build_http_app(
     cors_max_age: int = 600,
     mcp_limits: Callable[[], ToolLimits] | None = None,
     version: str = "",
+    console: bool = False,
 ) -> HttpApp:
     """The HTTP port's app: Connect for every service, the OpenAI facade, and
     with `mcp_limits` (the current retrieval limits, for the tools' input
-    schemas) MCP over streamable HTTP at /mcp."""
+    schemas) MCP over streamable HTTP at /mcp, and with `console` the web
+    console's static files at /console."""
     routes = HttpRoutes()
     connect = ConnectApp(procedures, max_message_bytes)
     for service in sorted({m.lstrip("/").partition("/")[0] for m in procedures.methods()}):
@@ -137,4 +139,11 @@ def build_http_app(
         )
         routes.mount(PATH, mcp)
         app.lifecycle.append((mcp.start, mcp.stop))
+    if console:
+        from groundwire.api.http.console import PATH as CONSOLE_PATH
+        from groundwire.api.http.console import ConsoleApp
+
+        console_app = ConsoleApp.from_package()
+        if console_app is not None:
+            routes.mount(CONSOLE_PATH, console_app)
     return app

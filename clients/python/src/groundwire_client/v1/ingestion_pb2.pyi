@@ -465,7 +465,8 @@ Global___IndexDescription: _TypeAlias = IndexDescription  # noqa: Y015
 class LexicalAnalysis(_message.Message):
     """An index's lexical analysis: how text becomes the terms BM25 ranks.
     Identifiers (POL-HR-014, IRagRetriever, CS1503) and numbers are always
-    indexed whole and split into their parts, never stemmed and never dropped.
+    indexed whole and as written, never dropped, and split into their parts;
+    with stemming on, an identifier's alphabetic parts are stemmed like words.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -474,7 +475,7 @@ class LexicalAnalysis(_message.Message):
     STEMMING_FIELD_NUMBER: _builtins.int
     STOP_WORDS_FIELD_NUMBER: _builtins.int
     STOP_WORD_COUNT_FIELD_NUMBER: _builtins.int
-    DESCRIPTOR_FIELD_NUMBER: _builtins.int
+    ANALYZER_DESCRIPTOR_FIELD_NUMBER: _builtins.int
     language: _builtins.str
     """Output only. The Snowball language of stemming and of the standard stop
     word list, lower case (e.g. "english", "german").
@@ -491,9 +492,10 @@ class LexicalAnalysis(_message.Message):
     """Output only. How many stop words are dropped from plain words (0 with
     "none"). Stop words keep their positions inside quoted phrases.
     """
-    descriptor: _builtins.str
+    analyzer_descriptor: _builtins.str
     """Output only. The analyzer's descriptor as recorded with the published
-    index ("plain" for no stemming and no stop words).
+    index ("plain" for no stemming and no stop words). Not named
+    `descriptor`: generated Java messages have a static getDescriptor().
     """
     def __init__(
         self,
@@ -502,11 +504,11 @@ class LexicalAnalysis(_message.Message):
         stemming: _builtins.bool = ...,
         stop_words: _builtins.str = ...,
         stop_word_count: _builtins.int = ...,
-        descriptor: _builtins.str = ...,
+        analyzer_descriptor: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["descriptor", b"descriptor", "language", b"language", "stemming", b"stemming", "stop_word_count", b"stop_word_count", "stop_words", b"stop_words"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["analyzer_descriptor", b"analyzer_descriptor", "language", b"language", "stemming", b"stemming", "stop_word_count", b"stop_word_count", "stop_words", b"stop_words"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -249,196 +249,196 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
       "ource_count\030\t \001(\rR\013sourceCount\022!\n\014source" +
       "_kinds\030\n \003(\tR\013sourceKinds\022;\n\010analysis\030\264\001" +
       " \001(\0132\036.groundwire.v1.LexicalAnalysisR\010an" +
-      "alysis\"\260\001\n\017LexicalAnalysis\022\032\n\010language\030\001" +
+      "alysis\"\301\001\n\017LexicalAnalysis\022\032\n\010language\030\001" +
       " \001(\tR\010language\022\032\n\010stemming\030\002 \001(\010R\010stemmi" +
       "ng\022\035\n\nstop_words\030\003 \001(\tR\tstopWords\022&\n\017sto" +
-      "p_word_count\030\004 \001(\rR\rstopWordCount\022\036\n\ndes" +
-      "criptor\030\005 \001(\tR\ndescriptor\"J\n\017DocumentFai" +
-      "lure\022\037\n\013document_id\030\001 \001(\tR\ndocumentId\022\026\n" +
-      "\006reason\030\002 \001(\tR\006reason\"\211\004\n\017OperationCount" +
-      "s\022\036\n\ndiscovered\030\001 \001(\rR\ndiscovered\022\032\n\010ing" +
-      "ested\030\002 \001(\rR\010ingested\022\034\n\tunchanged\030\003 \001(\r" +
-      "R\tunchanged\022\026\n\006failed\030\004 \001(\rR\006failed\022\030\n\007d" +
-      "eleted\030\005 \001(\rR\007deleted\022%\n\016chunks_written\030" +
-      "\006 \001(\rR\rchunksWritten\022F\n\017embedding_usage\030" +
-      "P \001(\0132\035.groundwire.v1.EmbeddingUsageR\016em" +
-      "beddingUsage\022)\n\020truncated_chunks\030Q \001(\rR\017" +
-      "truncatedChunks\022\031\n\007skipped\030\252\001 \001(\rR\007skipp" +
-      "ed\022m\n\026not_ingested_by_reason\030\253\001 \003(\01327.gr" +
-      "oundwire.v1.OperationCounts.NotIngestedB" +
-      "yReasonEntryR\023notIngestedByReason\032F\n\030Not" +
-      "IngestedByReasonEntry\022\020\n\003key\030\001 \001(\tR\003key\022" +
-      "\024\n\005value\030\002 \001(\rR\005value:\0028\001\"\267\006\n\tOperation\022" +
-      "\016\n\002id\030\001 \001(\tR\002id\022\035\n\nindex_name\030\002 \001(\tR\tind" +
-      "exName\0223\n\005state\030\003 \001(\0162\035.groundwire.v1.Op" +
-      "erationStateR\005state\0229\n\007trigger\030\004 \001(\0162\037.g" +
-      "roundwire.v1.OperationTriggerR\007trigger\0223" +
-      "\n\005phase\030\005 \001(\0162\035.groundwire.v1.OperationP" +
-      "haseR\005phase\0226\n\006counts\030\006 \001(\0132\036.groundwire" +
-      ".v1.OperationCountsR\006counts\022;\n\013create_ti" +
-      "me\030\007 \001(\0132\032.google.protobuf.TimestampR\ncr" +
-      "eateTime\0229\n\nstart_time\030\010 \001(\0132\032.google.pr" +
-      "otobuf.TimestampR\tstartTime\0225\n\010end_time\030" +
-      "\t \001(\0132\032.google.protobuf.TimestampR\007endTi" +
-      "me\022\030\n\007version\030\n \001(\004R\007version\022\030\n\007rebuild\030" +
-      "\013 \001(\010R\007rebuild\022\035\n\nerror_code\030\014 \001(\tR\terro" +
-      "rCode\022:\n\010failures\030\r \003(\0132\036.groundwire.v1." +
-      "DocumentFailureR\010failures\022)\n\020failures_om" +
-      "itted\030\016 \001(\rR\017failuresOmitted\0223\n\007elapsed\030" +
-      "\017 \001(\0132\031.google.protobuf.DurationR\007elapse" +
-      "d\0229\n\007skipped\030\252\001 \003(\0132\036.groundwire.v1.Docu" +
-      "mentFailureR\007skipped\022(\n\017skipped_omitted\030" +
-      "\253\001 \001(\rR\016skippedOmitted\022\033\n\010warnings\030\254\001 \003(" +
-      "\tR\010warnings\"\235\003\n\013IndexStatus\022\022\n\004name\030\001 \001(" +
-      "\tR\004name\022\024\n\005ready\030\002 \001(\010R\005ready\022+\n\021publish" +
-      "ed_version\030\003 \001(\004R\020publishedVersion\022%\n\016do" +
-      "cument_count\030\004 \001(\004R\rdocumentCount\022\037\n\013chu" +
-      "nk_count\030\005 \001(\004R\nchunkCount\022E\n\021running_op" +
-      "eration\030\006 \001(\0132\030.groundwire.v1.OperationR" +
-      "\020runningOperation\022?\n\016last_operation\030\007 \001(" +
-      "\0132\030.groundwire.v1.OperationR\rlastOperati" +
-      "on\022\'\n\017rebuild_pending\030\010 \001(\010R\016rebuildPend" +
-      "ing\022>\n\rnext_run_time\030\t \001(\0132\032.google.prot" +
-      "obuf.TimestampR\013nextRunTime\"P\n\022ListIndex" +
-      "esRequest\022\033\n\tpage_size\030\001 \001(\005R\010pageSize\022\035" +
-      "\n\npage_token\030\002 \001(\tR\tpageToken\"x\n\023ListInd" +
-      "exesResponse\0229\n\007indexes\030\001 \003(\0132\037.groundwi" +
-      "re.v1.IndexDescriptionR\007indexes\022&\n\017next_" +
-      "page_token\030\002 \001(\tR\rnextPageToken\"0\n\017GetIn" +
-      "dexRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexNam" +
-      "e\"I\n\020GetIndexResponse\0225\n\005index\030\001 \001(\0132\037.g" +
-      "roundwire.v1.IndexDescriptionR\005index\"6\n\025" +
-      "GetIndexStatusRequest\022\035\n\nindex_name\030\001 \001(" +
-      "\tR\tindexName\"L\n\026GetIndexStatusResponse\0222" +
-      "\n\006status\030\001 \001(\0132\032.groundwire.v1.IndexStat" +
-      "usR\006status\"6\n\025StartIngestionRequest\022\035\n\ni" +
-      "ndex_name\030\001 \001(\tR\tindexName\"P\n\026StartInges" +
-      "tionResponse\0226\n\toperation\030\001 \001(\0132\030.ground" +
-      "wire.v1.OperationR\toperation\"7\n\026CancelIn" +
-      "gestionRequest\022\035\n\nindex_name\030\001 \001(\tR\tinde" +
-      "xName\"Q\n\027CancelIngestionResponse\0226\n\toper" +
-      "ation\030\001 \001(\0132\030.groundwire.v1.OperationR\to" +
-      "peration\":\n\025WatchIngestionRequest\022!\n\014ope" +
-      "ration_id\030\001 \001(\tR\013operationId\"P\n\026WatchIng" +
-      "estionResponse\0226\n\toperation\030\001 \001(\0132\030.grou" +
-      "ndwire.v1.OperationR\toperation\"r\n\025ListOp" +
-      "erationsRequest\022\035\n\nindex_name\030\001 \001(\tR\tind" +
-      "exName\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\np" +
-      "age_token\030\003 \001(\tR\tpageToken\"z\n\026ListOperat" +
-      "ionsResponse\0228\n\noperations\030\001 \003(\0132\030.groun" +
-      "dwire.v1.OperationR\noperations\022&\n\017next_p" +
-      "age_token\030\002 \001(\tR\rnextPageToken\"\323\002\n\016Pushe" +
-      "dDocument\022\037\n\013document_id\030\001 \001(\tR\ndocument" +
-      "Id\022\022\n\004text\030\002 \001(\tR\004text\022\024\n\005title\030\003 \001(\tR\005t" +
-      "itle\0225\n\006format\030\004 \001(\0162\035.groundwire.v1.Doc" +
-      "umentFormatR\006format\022G\n\010metadata\030\005 \003(\0132+." +
-      "groundwire.v1.PushedDocument.MetadataEnt" +
-      "ryR\010metadata\022\031\n\007content\030\252\001 \001(\014R\007content\022" +
-      "\036\n\nmedia_type\030\253\001 \001(\tR\tmediaType\032;\n\rMetad" +
-      "ataEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(" +
-      "\tR\005value:\0028\001\"\214\001\n\026UpsertDocumentsRequest\022" +
-      "\035\n\nindex_name\030\001 \001(\tR\tindexName\022;\n\tdocume" +
-      "nts\030\002 \003(\0132\035.groundwire.v1.PushedDocument" +
-      "R\tdocuments\022\026\n\006tenant\030\003 \001(\tR\006tenant\"\343\001\n\027" +
-      "UpsertDocumentsResponse\022+\n\021published_ver" +
-      "sion\030\001 \001(\004R\020publishedVersion\022\032\n\010upserted" +
-      "\030\002 \001(\rR\010upserted\022\034\n\tunchanged\030\003 \001(\rR\tunc" +
-      "hanged\022%\n\016chunks_written\030\004 \001(\rR\rchunksWr" +
-      "itten\022:\n\010failures\030\005 \003(\0132\036.groundwire.v1." +
-      "DocumentFailureR\010failures\"r\n\026DeleteDocum" +
-      "entsRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexNa" +
-      "me\022!\n\014document_ids\030\002 \003(\tR\013documentIds\022\026\n" +
-      "\006tenant\030\003 \001(\tR\006tenant\"`\n\027DeleteDocuments" +
-      "Response\022+\n\021published_version\030\001 \001(\004R\020pub" +
-      "lishedVersion\022\030\n\007deleted\030\002 \001(\rR\007deleted\"" +
-      "\302\003\n\014DocumentInfo\022\037\n\013document_id\030\001 \001(\tR\nd" +
-      "ocumentId\022\024\n\005title\030\002 \001(\tR\005title\022\033\n\tsourc" +
-      "e_id\030\003 \001(\tR\010sourceId\022\'\n\017size_characters\030" +
-      "\004 \001(\004R\016sizeCharacters\022!\n\014content_hash\030\005 " +
-      "\001(\tR\013contentHash\022\037\n\013chunk_count\030\006 \001(\rR\nc" +
-      "hunkCount\022\030\n\007version\030\007 \001(\004R\007version\022;\n\013i" +
-      "ngest_time\030\010 \001(\0132\032.google.protobuf.Times" +
-      "tampR\ningestTime\022E\n\010metadata\030\t \003(\0132).gro" +
-      "undwire.v1.DocumentInfo.MetadataEntryR\010m" +
-      "etadata\022\026\n\006tenant\030\n \001(\tR\006tenant\032;\n\rMetad" +
-      "ataEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(" +
-      "\tR\005value:\0028\001\"\211\001\n\024ListDocumentsRequest\022\035\n" +
-      "\nindex_name\030\001 \001(\tR\tindexName\022\033\n\tpage_siz" +
-      "e\030\002 \001(\005R\010pageSize\022\035\n\npage_token\030\003 \001(\tR\tp" +
-      "ageToken\022\026\n\006tenant\030\004 \001(\tR\006tenant\"z\n\025List" +
-      "DocumentsResponse\0229\n\tdocuments\030\001 \003(\0132\033.g" +
-      "roundwire.v1.DocumentInfoR\tdocuments\022&\n\017" +
-      "next_page_token\030\002 \001(\tR\rnextPageToken\"\223\001\n" +
-      "\022GetDocumentRequest\022\035\n\nindex_name\030\001 \001(\tR" +
-      "\tindexName\022\037\n\013document_id\030\002 \001(\tR\ndocumen" +
-      "tId\022\026\n\006tenant\030\003 \001(\tR\006tenant\022%\n\016include_c" +
-      "hunks\030\004 \001(\010R\rincludeChunks\"\232\001\n\rDocumentC" +
-      "hunk\022\031\n\010chunk_id\030\001 \001(\tR\007chunkId\022\030\n\007ordin" +
-      "al\030\002 \001(\rR\007ordinal\022\024\n\005start\030\003 \001(\rR\005start\022" +
-      "\020\n\003end\030\004 \001(\rR\003end\022\030\n\007section\030\005 \001(\tR\007sect" +
-      "ion\022\022\n\004text\030\006 \001(\tR\004text\"\253\001\n\023GetDocumentR" +
-      "esponse\0227\n\010document\030\001 \001(\0132\033.groundwire.v" +
-      "1.DocumentInfoR\010document\0224\n\006chunks\030\002 \003(\013" +
-      "2\034.groundwire.v1.DocumentChunkR\006chunks\022%" +
-      "\n\016chunks_omitted\030\003 \001(\rR\rchunksOmitted*\350\001" +
-      "\n\021IngestionStrategy\022\"\n\036INGESTION_STRATEG" +
-      "Y_UNSPECIFIED\020\000\022\035\n\031INGESTION_STRATEGY_MA" +
-      "NUAL\020\001\022!\n\035INGESTION_STRATEGY_ON_STARTUP\020" +
-      "\002\022,\n(INGESTION_STRATEGY_BACKGROUND_ON_ST" +
-      "ARTUP\020\003\022 \n\034INGESTION_STRATEGY_SCHEDULED\020" +
-      "\004\022\035\n\030INGESTION_STRATEGY_WATCH\020\252\001*\304\001\n\016Ope" +
-      "rationState\022\037\n\033OPERATION_STATE_UNSPECIFI" +
-      "ED\020\000\022\032\n\026OPERATION_STATE_QUEUED\020\001\022\033\n\027OPER" +
-      "ATION_STATE_RUNNING\020\002\022\035\n\031OPERATION_STATE" +
-      "_SUCCEEDED\020\003\022\032\n\026OPERATION_STATE_FAILED\020\004" +
-      "\022\035\n\031OPERATION_STATE_CANCELLED\020\005*\316\001\n\020Oper" +
-      "ationTrigger\022!\n\035OPERATION_TRIGGER_UNSPEC" +
-      "IFIED\020\000\022\034\n\030OPERATION_TRIGGER_MANUAL\020\001\022\035\n" +
-      "\031OPERATION_TRIGGER_STARTUP\020\002\022\036\n\032OPERATIO" +
-      "N_TRIGGER_SCHEDULE\020\003\022\034\n\030OPERATION_TRIGGE" +
-      "R_RELOAD\020d\022\034\n\027OPERATION_TRIGGER_WATCH\020\252\001" +
-      "*\311\001\n\016OperationPhase\022\037\n\033OPERATION_PHASE_U" +
-      "NSPECIFIED\020\000\022\037\n\033OPERATION_PHASE_DISCOVER" +
-      "ING\020\001\022\035\n\031OPERATION_PHASE_INGESTING\020\002\022\034\n\030" +
-      "OPERATION_PHASE_DELETING\020\003\022\036\n\032OPERATION_" +
-      "PHASE_PUBLISHING\020\004\022\030\n\024OPERATION_PHASE_DO" +
-      "NE\020\005*\203\001\n\016DocumentFormat\022\037\n\033DOCUMENT_FORM" +
-      "AT_UNSPECIFIED\020\000\022\030\n\024DOCUMENT_FORMAT_TEXT" +
-      "\020\001\022\034\n\030DOCUMENT_FORMAT_MARKDOWN\020\002\022\030\n\024DOCU" +
-      "MENT_FORMAT_HTML\020\003*Y\n\tChunkUnit\022\032\n\026CHUNK" +
-      "_UNIT_UNSPECIFIED\020\000\022\031\n\025CHUNK_UNIT_CHARAC" +
-      "TERS\020\001\022\025\n\021CHUNK_UNIT_TOKENS\020\0022\222\010\n\027Ingest" +
-      "ionManagerService\022T\n\013ListIndexes\022!.groun" +
-      "dwire.v1.ListIndexesRequest\032\".groundwire" +
-      ".v1.ListIndexesResponse\022K\n\010GetIndex\022\036.gr" +
-      "oundwire.v1.GetIndexRequest\032\037.groundwire" +
-      ".v1.GetIndexResponse\022]\n\016GetIndexStatus\022$" +
-      ".groundwire.v1.GetIndexStatusRequest\032%.g" +
-      "roundwire.v1.GetIndexStatusResponse\022]\n\016S" +
-      "tartIngestion\022$.groundwire.v1.StartInges" +
-      "tionRequest\032%.groundwire.v1.StartIngesti" +
-      "onResponse\022`\n\017CancelIngestion\022%.groundwi" +
-      "re.v1.CancelIngestionRequest\032&.groundwir" +
-      "e.v1.CancelIngestionResponse\022_\n\016WatchIng" +
-      "estion\022$.groundwire.v1.WatchIngestionReq" +
-      "uest\032%.groundwire.v1.WatchIngestionRespo" +
-      "nse0\001\022]\n\016ListOperations\022$.groundwire.v1." +
-      "ListOperationsRequest\032%.groundwire.v1.Li" +
-      "stOperationsResponse\022`\n\017UpsertDocuments\022" +
-      "%.groundwire.v1.UpsertDocumentsRequest\032&" +
-      ".groundwire.v1.UpsertDocumentsResponse\022`" +
-      "\n\017DeleteDocuments\022%.groundwire.v1.Delete" +
-      "DocumentsRequest\032&.groundwire.v1.DeleteD" +
-      "ocumentsResponse\022Z\n\rListDocuments\022#.grou" +
-      "ndwire.v1.ListDocumentsRequest\032$.groundw" +
-      "ire.v1.ListDocumentsResponse\022T\n\013GetDocum" +
-      "ent\022!.groundwire.v1.GetDocumentRequest\032\"" +
-      ".groundwire.v1.GetDocumentResponseB\262\001\n\021d" +
-      "ev.groundwire.v1B\016IngestionProtoP\001Z8gith" +
-      "ub.com/groundwire/groundwire/clients/go/" +
-      "groundwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGro" +
-      "undwire\\V1\342\002\031Groundwire\\V1\\GPBMetadata\352\002" +
-      "\016Groundwire::V1b\006proto3"
+      "p_word_count\030\004 \001(\rR\rstopWordCount\022/\n\023ana" +
+      "lyzer_descriptor\030\005 \001(\tR\022analyzerDescript" +
+      "or\"J\n\017DocumentFailure\022\037\n\013document_id\030\001 \001" +
+      "(\tR\ndocumentId\022\026\n\006reason\030\002 \001(\tR\006reason\"\211" +
+      "\004\n\017OperationCounts\022\036\n\ndiscovered\030\001 \001(\rR\n" +
+      "discovered\022\032\n\010ingested\030\002 \001(\rR\010ingested\022\034" +
+      "\n\tunchanged\030\003 \001(\rR\tunchanged\022\026\n\006failed\030\004" +
+      " \001(\rR\006failed\022\030\n\007deleted\030\005 \001(\rR\007deleted\022%" +
+      "\n\016chunks_written\030\006 \001(\rR\rchunksWritten\022F\n" +
+      "\017embedding_usage\030P \001(\0132\035.groundwire.v1.E" +
+      "mbeddingUsageR\016embeddingUsage\022)\n\020truncat" +
+      "ed_chunks\030Q \001(\rR\017truncatedChunks\022\031\n\007skip" +
+      "ped\030\252\001 \001(\rR\007skipped\022m\n\026not_ingested_by_r" +
+      "eason\030\253\001 \003(\01327.groundwire.v1.OperationCo" +
+      "unts.NotIngestedByReasonEntryR\023notIngest" +
+      "edByReason\032F\n\030NotIngestedByReasonEntry\022\020" +
+      "\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\rR\005value:\002" +
+      "8\001\"\267\006\n\tOperation\022\016\n\002id\030\001 \001(\tR\002id\022\035\n\ninde" +
+      "x_name\030\002 \001(\tR\tindexName\0223\n\005state\030\003 \001(\0162\035" +
+      ".groundwire.v1.OperationStateR\005state\0229\n\007" +
+      "trigger\030\004 \001(\0162\037.groundwire.v1.OperationT" +
+      "riggerR\007trigger\0223\n\005phase\030\005 \001(\0162\035.groundw" +
+      "ire.v1.OperationPhaseR\005phase\0226\n\006counts\030\006" +
+      " \001(\0132\036.groundwire.v1.OperationCountsR\006co" +
+      "unts\022;\n\013create_time\030\007 \001(\0132\032.google.proto" +
+      "buf.TimestampR\ncreateTime\0229\n\nstart_time\030" +
+      "\010 \001(\0132\032.google.protobuf.TimestampR\tstart" +
+      "Time\0225\n\010end_time\030\t \001(\0132\032.google.protobuf" +
+      ".TimestampR\007endTime\022\030\n\007version\030\n \001(\004R\007ve" +
+      "rsion\022\030\n\007rebuild\030\013 \001(\010R\007rebuild\022\035\n\nerror" +
+      "_code\030\014 \001(\tR\terrorCode\022:\n\010failures\030\r \003(\013" +
+      "2\036.groundwire.v1.DocumentFailureR\010failur" +
+      "es\022)\n\020failures_omitted\030\016 \001(\rR\017failuresOm" +
+      "itted\0223\n\007elapsed\030\017 \001(\0132\031.google.protobuf" +
+      ".DurationR\007elapsed\0229\n\007skipped\030\252\001 \003(\0132\036.g" +
+      "roundwire.v1.DocumentFailureR\007skipped\022(\n" +
+      "\017skipped_omitted\030\253\001 \001(\rR\016skippedOmitted\022" +
+      "\033\n\010warnings\030\254\001 \003(\tR\010warnings\"\235\003\n\013IndexSt" +
+      "atus\022\022\n\004name\030\001 \001(\tR\004name\022\024\n\005ready\030\002 \001(\010R" +
+      "\005ready\022+\n\021published_version\030\003 \001(\004R\020publi" +
+      "shedVersion\022%\n\016document_count\030\004 \001(\004R\rdoc" +
+      "umentCount\022\037\n\013chunk_count\030\005 \001(\004R\nchunkCo" +
+      "unt\022E\n\021running_operation\030\006 \001(\0132\030.groundw" +
+      "ire.v1.OperationR\020runningOperation\022?\n\016la" +
+      "st_operation\030\007 \001(\0132\030.groundwire.v1.Opera" +
+      "tionR\rlastOperation\022\'\n\017rebuild_pending\030\010" +
+      " \001(\010R\016rebuildPending\022>\n\rnext_run_time\030\t " +
+      "\001(\0132\032.google.protobuf.TimestampR\013nextRun" +
+      "Time\"P\n\022ListIndexesRequest\022\033\n\tpage_size\030" +
+      "\001 \001(\005R\010pageSize\022\035\n\npage_token\030\002 \001(\tR\tpag" +
+      "eToken\"x\n\023ListIndexesResponse\0229\n\007indexes" +
+      "\030\001 \003(\0132\037.groundwire.v1.IndexDescriptionR" +
+      "\007indexes\022&\n\017next_page_token\030\002 \001(\tR\rnextP" +
+      "ageToken\"0\n\017GetIndexRequest\022\035\n\nindex_nam" +
+      "e\030\001 \001(\tR\tindexName\"I\n\020GetIndexResponse\0225" +
+      "\n\005index\030\001 \001(\0132\037.groundwire.v1.IndexDescr" +
+      "iptionR\005index\"6\n\025GetIndexStatusRequest\022\035" +
+      "\n\nindex_name\030\001 \001(\tR\tindexName\"L\n\026GetInde" +
+      "xStatusResponse\0222\n\006status\030\001 \001(\0132\032.ground" +
+      "wire.v1.IndexStatusR\006status\"6\n\025StartInge" +
+      "stionRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexN" +
+      "ame\"P\n\026StartIngestionResponse\0226\n\toperati" +
+      "on\030\001 \001(\0132\030.groundwire.v1.OperationR\toper" +
+      "ation\"7\n\026CancelIngestionRequest\022\035\n\nindex" +
+      "_name\030\001 \001(\tR\tindexName\"Q\n\027CancelIngestio" +
+      "nResponse\0226\n\toperation\030\001 \001(\0132\030.groundwir" +
+      "e.v1.OperationR\toperation\":\n\025WatchIngest" +
+      "ionRequest\022!\n\014operation_id\030\001 \001(\tR\013operat" +
+      "ionId\"P\n\026WatchIngestionResponse\0226\n\topera" +
+      "tion\030\001 \001(\0132\030.groundwire.v1.OperationR\top" +
+      "eration\"r\n\025ListOperationsRequest\022\035\n\ninde" +
+      "x_name\030\001 \001(\tR\tindexName\022\033\n\tpage_size\030\002 \001" +
+      "(\005R\010pageSize\022\035\n\npage_token\030\003 \001(\tR\tpageTo" +
+      "ken\"z\n\026ListOperationsResponse\0228\n\noperati" +
+      "ons\030\001 \003(\0132\030.groundwire.v1.OperationR\nope" +
+      "rations\022&\n\017next_page_token\030\002 \001(\tR\rnextPa" +
+      "geToken\"\323\002\n\016PushedDocument\022\037\n\013document_i" +
+      "d\030\001 \001(\tR\ndocumentId\022\022\n\004text\030\002 \001(\tR\004text\022" +
+      "\024\n\005title\030\003 \001(\tR\005title\0225\n\006format\030\004 \001(\0162\035." +
+      "groundwire.v1.DocumentFormatR\006format\022G\n\010" +
+      "metadata\030\005 \003(\0132+.groundwire.v1.PushedDoc" +
+      "ument.MetadataEntryR\010metadata\022\031\n\007content" +
+      "\030\252\001 \001(\014R\007content\022\036\n\nmedia_type\030\253\001 \001(\tR\tm" +
+      "ediaType\032;\n\rMetadataEntry\022\020\n\003key\030\001 \001(\tR\003" +
+      "key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\214\001\n\026Upsert" +
+      "DocumentsRequest\022\035\n\nindex_name\030\001 \001(\tR\tin" +
+      "dexName\022;\n\tdocuments\030\002 \003(\0132\035.groundwire." +
+      "v1.PushedDocumentR\tdocuments\022\026\n\006tenant\030\003" +
+      " \001(\tR\006tenant\"\343\001\n\027UpsertDocumentsResponse" +
+      "\022+\n\021published_version\030\001 \001(\004R\020publishedVe" +
+      "rsion\022\032\n\010upserted\030\002 \001(\rR\010upserted\022\034\n\tunc" +
+      "hanged\030\003 \001(\rR\tunchanged\022%\n\016chunks_writte" +
+      "n\030\004 \001(\rR\rchunksWritten\022:\n\010failures\030\005 \003(\013" +
+      "2\036.groundwire.v1.DocumentFailureR\010failur" +
+      "es\"r\n\026DeleteDocumentsRequest\022\035\n\nindex_na" +
+      "me\030\001 \001(\tR\tindexName\022!\n\014document_ids\030\002 \003(" +
+      "\tR\013documentIds\022\026\n\006tenant\030\003 \001(\tR\006tenant\"`" +
+      "\n\027DeleteDocumentsResponse\022+\n\021published_v" +
+      "ersion\030\001 \001(\004R\020publishedVersion\022\030\n\007delete" +
+      "d\030\002 \001(\rR\007deleted\"\302\003\n\014DocumentInfo\022\037\n\013doc" +
+      "ument_id\030\001 \001(\tR\ndocumentId\022\024\n\005title\030\002 \001(" +
+      "\tR\005title\022\033\n\tsource_id\030\003 \001(\tR\010sourceId\022\'\n" +
+      "\017size_characters\030\004 \001(\004R\016sizeCharacters\022!" +
+      "\n\014content_hash\030\005 \001(\tR\013contentHash\022\037\n\013chu" +
+      "nk_count\030\006 \001(\rR\nchunkCount\022\030\n\007version\030\007 " +
+      "\001(\004R\007version\022;\n\013ingest_time\030\010 \001(\0132\032.goog" +
+      "le.protobuf.TimestampR\ningestTime\022E\n\010met" +
+      "adata\030\t \003(\0132).groundwire.v1.DocumentInfo" +
+      ".MetadataEntryR\010metadata\022\026\n\006tenant\030\n \001(\t" +
+      "R\006tenant\032;\n\rMetadataEntry\022\020\n\003key\030\001 \001(\tR\003" +
+      "key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\211\001\n\024ListDo" +
+      "cumentsRequest\022\035\n\nindex_name\030\001 \001(\tR\tinde" +
+      "xName\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\npa" +
+      "ge_token\030\003 \001(\tR\tpageToken\022\026\n\006tenant\030\004 \001(" +
+      "\tR\006tenant\"z\n\025ListDocumentsResponse\0229\n\tdo" +
+      "cuments\030\001 \003(\0132\033.groundwire.v1.DocumentIn" +
+      "foR\tdocuments\022&\n\017next_page_token\030\002 \001(\tR\r" +
+      "nextPageToken\"\223\001\n\022GetDocumentRequest\022\035\n\n" +
+      "index_name\030\001 \001(\tR\tindexName\022\037\n\013document_" +
+      "id\030\002 \001(\tR\ndocumentId\022\026\n\006tenant\030\003 \001(\tR\006te" +
+      "nant\022%\n\016include_chunks\030\004 \001(\010R\rincludeChu" +
+      "nks\"\232\001\n\rDocumentChunk\022\031\n\010chunk_id\030\001 \001(\tR" +
+      "\007chunkId\022\030\n\007ordinal\030\002 \001(\rR\007ordinal\022\024\n\005st" +
+      "art\030\003 \001(\rR\005start\022\020\n\003end\030\004 \001(\rR\003end\022\030\n\007se" +
+      "ction\030\005 \001(\tR\007section\022\022\n\004text\030\006 \001(\tR\004text" +
+      "\"\253\001\n\023GetDocumentResponse\0227\n\010document\030\001 \001" +
+      "(\0132\033.groundwire.v1.DocumentInfoR\010documen" +
+      "t\0224\n\006chunks\030\002 \003(\0132\034.groundwire.v1.Docume" +
+      "ntChunkR\006chunks\022%\n\016chunks_omitted\030\003 \001(\rR" +
+      "\rchunksOmitted*\350\001\n\021IngestionStrategy\022\"\n\036" +
+      "INGESTION_STRATEGY_UNSPECIFIED\020\000\022\035\n\031INGE" +
+      "STION_STRATEGY_MANUAL\020\001\022!\n\035INGESTION_STR" +
+      "ATEGY_ON_STARTUP\020\002\022,\n(INGESTION_STRATEGY" +
+      "_BACKGROUND_ON_STARTUP\020\003\022 \n\034INGESTION_ST" +
+      "RATEGY_SCHEDULED\020\004\022\035\n\030INGESTION_STRATEGY" +
+      "_WATCH\020\252\001*\304\001\n\016OperationState\022\037\n\033OPERATIO" +
+      "N_STATE_UNSPECIFIED\020\000\022\032\n\026OPERATION_STATE" +
+      "_QUEUED\020\001\022\033\n\027OPERATION_STATE_RUNNING\020\002\022\035" +
+      "\n\031OPERATION_STATE_SUCCEEDED\020\003\022\032\n\026OPERATI" +
+      "ON_STATE_FAILED\020\004\022\035\n\031OPERATION_STATE_CAN" +
+      "CELLED\020\005*\316\001\n\020OperationTrigger\022!\n\035OPERATI" +
+      "ON_TRIGGER_UNSPECIFIED\020\000\022\034\n\030OPERATION_TR" +
+      "IGGER_MANUAL\020\001\022\035\n\031OPERATION_TRIGGER_STAR" +
+      "TUP\020\002\022\036\n\032OPERATION_TRIGGER_SCHEDULE\020\003\022\034\n" +
+      "\030OPERATION_TRIGGER_RELOAD\020d\022\034\n\027OPERATION" +
+      "_TRIGGER_WATCH\020\252\001*\311\001\n\016OperationPhase\022\037\n\033" +
+      "OPERATION_PHASE_UNSPECIFIED\020\000\022\037\n\033OPERATI" +
+      "ON_PHASE_DISCOVERING\020\001\022\035\n\031OPERATION_PHAS" +
+      "E_INGESTING\020\002\022\034\n\030OPERATION_PHASE_DELETIN" +
+      "G\020\003\022\036\n\032OPERATION_PHASE_PUBLISHING\020\004\022\030\n\024O" +
+      "PERATION_PHASE_DONE\020\005*\203\001\n\016DocumentFormat" +
+      "\022\037\n\033DOCUMENT_FORMAT_UNSPECIFIED\020\000\022\030\n\024DOC" +
+      "UMENT_FORMAT_TEXT\020\001\022\034\n\030DOCUMENT_FORMAT_M" +
+      "ARKDOWN\020\002\022\030\n\024DOCUMENT_FORMAT_HTML\020\003*Y\n\tC" +
+      "hunkUnit\022\032\n\026CHUNK_UNIT_UNSPECIFIED\020\000\022\031\n\025" +
+      "CHUNK_UNIT_CHARACTERS\020\001\022\025\n\021CHUNK_UNIT_TO" +
+      "KENS\020\0022\222\010\n\027IngestionManagerService\022T\n\013Li" +
+      "stIndexes\022!.groundwire.v1.ListIndexesReq" +
+      "uest\032\".groundwire.v1.ListIndexesResponse" +
+      "\022K\n\010GetIndex\022\036.groundwire.v1.GetIndexReq" +
+      "uest\032\037.groundwire.v1.GetIndexResponse\022]\n" +
+      "\016GetIndexStatus\022$.groundwire.v1.GetIndex" +
+      "StatusRequest\032%.groundwire.v1.GetIndexSt" +
+      "atusResponse\022]\n\016StartIngestion\022$.groundw" +
+      "ire.v1.StartIngestionRequest\032%.groundwir" +
+      "e.v1.StartIngestionResponse\022`\n\017CancelIng" +
+      "estion\022%.groundwire.v1.CancelIngestionRe" +
+      "quest\032&.groundwire.v1.CancelIngestionRes" +
+      "ponse\022_\n\016WatchIngestion\022$.groundwire.v1." +
+      "WatchIngestionRequest\032%.groundwire.v1.Wa" +
+      "tchIngestionResponse0\001\022]\n\016ListOperations" +
+      "\022$.groundwire.v1.ListOperationsRequest\032%" +
+      ".groundwire.v1.ListOperationsResponse\022`\n" +
+      "\017UpsertDocuments\022%.groundwire.v1.UpsertD" +
+      "ocumentsRequest\032&.groundwire.v1.UpsertDo" +
+      "cumentsResponse\022`\n\017DeleteDocuments\022%.gro" +
+      "undwire.v1.DeleteDocumentsRequest\032&.grou" +
+      "ndwire.v1.DeleteDocumentsResponse\022Z\n\rLis" +
+      "tDocuments\022#.groundwire.v1.ListDocuments" +
+      "Request\032$.groundwire.v1.ListDocumentsRes" +
+      "ponse\022T\n\013GetDocument\022!.groundwire.v1.Get" +
+      "DocumentRequest\032\".groundwire.v1.GetDocum" +
+      "entResponseB\262\001\n\021dev.groundwire.v1B\016Inges" +
+      "tionProtoP\001Z8github.com/groundwire/groun" +
+      "dwire/clients/go/groundwirev1\242\002\003GXX\252\002\rGr" +
+      "oundwire.V1\312\002\rGroundwire\\V1\342\002\031Groundwire" +
+      "\\V1\\GPBMetadata\352\002\016Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -476,7 +476,7 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_LexicalAnalysis_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_LexicalAnalysis_descriptor,
-        new java.lang.String[] { "Language", "Stemming", "StopWords", "StopWordCount", "Descriptor", });
+        new java.lang.String[] { "Language", "Stemming", "StopWords", "StopWordCount", "AnalyzerDescriptor", });
     internal_static_groundwire_v1_DocumentFailure_descriptor =
       getDescriptor().getMessageType(5);
     internal_static_groundwire_v1_DocumentFailure_fieldAccessorTable = new

@@ -9,7 +9,8 @@ package dev.groundwire.v1;
  * <pre>
  * An index's lexical analysis: how text becomes the terms BM25 ranks.
  * Identifiers (POL-HR-014, IRagRetriever, CS1503) and numbers are always
- * indexed whole and split into their parts, never stemmed and never dropped.
+ * indexed whole and as written, never dropped, and split into their parts;
+ * with stemming on, an identifier's alphabetic parts are stemmed like words.
  * </pre>
  *
  * Protobuf type {@code groundwire.v1.LexicalAnalysis}
@@ -36,7 +37,7 @@ private static final long serialVersionUID = 0L;
   private LexicalAnalysis() {
     language_ = "";
     stopWords_ = "";
-    descriptor_ = "";
+    analyzerDescriptor_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -187,49 +188,51 @@ private static final long serialVersionUID = 0L;
     return stopWordCount_;
   }
 
-  public static final int DESCRIPTOR_FIELD_NUMBER = 5;
+  public static final int ANALYZER_DESCRIPTOR_FIELD_NUMBER = 5;
   @SuppressWarnings("serial")
-  private volatile java.lang.Object descriptor_ = "";
+  private volatile java.lang.Object analyzerDescriptor_ = "";
   /**
    * <pre>
    * Output only. The analyzer's descriptor as recorded with the published
-   * index ("plain" for no stemming and no stop words).
+   * index ("plain" for no stemming and no stop words). Not named
+   * `descriptor`: generated Java messages have a static getDescriptor().
    * </pre>
    *
-   * <code>string descriptor = 5 [json_name = "descriptor"];</code>
-   * @return The descriptor.
+   * <code>string analyzer_descriptor = 5 [json_name = "analyzerDescriptor"];</code>
+   * @return The analyzerDescriptor.
    */
   @java.lang.Override
-  public java.lang.String getDescriptor() {
-    java.lang.Object ref = descriptor_;
+  public java.lang.String getAnalyzerDescriptor() {
+    java.lang.Object ref = analyzerDescriptor_;
     if (ref instanceof java.lang.String) {
       return (java.lang.String) ref;
     } else {
       com.google.protobuf.ByteString bs = 
           (com.google.protobuf.ByteString) ref;
       java.lang.String s = bs.toStringUtf8();
-      descriptor_ = s;
+      analyzerDescriptor_ = s;
       return s;
     }
   }
   /**
    * <pre>
    * Output only. The analyzer's descriptor as recorded with the published
-   * index ("plain" for no stemming and no stop words).
+   * index ("plain" for no stemming and no stop words). Not named
+   * `descriptor`: generated Java messages have a static getDescriptor().
    * </pre>
    *
-   * <code>string descriptor = 5 [json_name = "descriptor"];</code>
-   * @return The bytes for descriptor.
+   * <code>string analyzer_descriptor = 5 [json_name = "analyzerDescriptor"];</code>
+   * @return The bytes for analyzerDescriptor.
    */
   @java.lang.Override
   public com.google.protobuf.ByteString
-      getDescriptorBytes() {
-    java.lang.Object ref = descriptor_;
+      getAnalyzerDescriptorBytes() {
+    java.lang.Object ref = analyzerDescriptor_;
     if (ref instanceof java.lang.String) {
       com.google.protobuf.ByteString b = 
           com.google.protobuf.ByteString.copyFromUtf8(
               (java.lang.String) ref);
-      descriptor_ = b;
+      analyzerDescriptor_ = b;
       return b;
     } else {
       return (com.google.protobuf.ByteString) ref;
@@ -262,8 +265,8 @@ private static final long serialVersionUID = 0L;
     if (stopWordCount_ != 0) {
       output.writeUInt32(4, stopWordCount_);
     }
-    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(descriptor_)) {
-      com.google.protobuf.GeneratedMessage.writeString(output, 5, descriptor_);
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(analyzerDescriptor_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 5, analyzerDescriptor_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -283,8 +286,8 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeUInt32Size(4, stopWordCount_);
     }
-    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(descriptor_)) {
-      size += com.google.protobuf.GeneratedMessage.computeStringSize(5, descriptor_);
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(analyzerDescriptor_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(5, analyzerDescriptor_);
     }
     return size;
   }
@@ -318,8 +321,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getStopWords())) return false;
     if (getStopWordCount()
         != other.getStopWordCount()) return false;
-    if (!getDescriptor()
-        .equals(other.getDescriptor())) return false;
+    if (!getAnalyzerDescriptor()
+        .equals(other.getAnalyzerDescriptor())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -340,8 +343,8 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getStopWords().hashCode();
     hash = (37 * hash) + STOP_WORD_COUNT_FIELD_NUMBER;
     hash = (53 * hash) + getStopWordCount();
-    hash = (37 * hash) + DESCRIPTOR_FIELD_NUMBER;
-    hash = (53 * hash) + getDescriptor().hashCode();
+    hash = (37 * hash) + ANALYZER_DESCRIPTOR_FIELD_NUMBER;
+    hash = (53 * hash) + getAnalyzerDescriptor().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -443,7 +446,8 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * An index's lexical analysis: how text becomes the terms BM25 ranks.
    * Identifiers (POL-HR-014, IRagRetriever, CS1503) and numbers are always
-   * indexed whole and split into their parts, never stemmed and never dropped.
+   * indexed whole and as written, never dropped, and split into their parts;
+   * with stemming on, an identifier's alphabetic parts are stemmed like words.
    * </pre>
    *
    * Protobuf type {@code groundwire.v1.LexicalAnalysis}
@@ -483,7 +487,7 @@ private static final long serialVersionUID = 0L;
       stemming_ = false;
       stopWords_ = "";
       stopWordCount_ = 0;
-      descriptor_ = "";
+      analyzerDescriptor_ = "";
       return this;
     }
 
@@ -530,7 +534,7 @@ private static final long serialVersionUID = 0L;
         result.stopWordCount_ = stopWordCount_;
       }
       if (((from_bitField0_ & 0x00000010) != 0)) {
-        result.descriptor_ = descriptor_;
+        result.analyzerDescriptor_ = analyzerDescriptor_;
       }
     }
 
@@ -562,8 +566,8 @@ private static final long serialVersionUID = 0L;
       if (other.getStopWordCount() != 0) {
         setStopWordCount(other.getStopWordCount());
       }
-      if (!other.getDescriptor().isEmpty()) {
-        descriptor_ = other.descriptor_;
+      if (!other.getAnalyzerDescriptor().isEmpty()) {
+        analyzerDescriptor_ = other.analyzerDescriptor_;
         bitField0_ |= 0x00000010;
         onChanged();
       }
@@ -612,7 +616,7 @@ private static final long serialVersionUID = 0L;
               break;
             } // case 32
             case 42: {
-              descriptor_ = input.readStringRequireUtf8();
+              analyzerDescriptor_ = input.readStringRequireUtf8();
               bitField0_ |= 0x00000010;
               break;
             } // case 42
@@ -921,23 +925,24 @@ private static final long serialVersionUID = 0L;
       return this;
     }
 
-    private java.lang.Object descriptor_ = "";
+    private java.lang.Object analyzerDescriptor_ = "";
     /**
      * <pre>
      * Output only. The analyzer's descriptor as recorded with the published
-     * index ("plain" for no stemming and no stop words).
+     * index ("plain" for no stemming and no stop words). Not named
+     * `descriptor`: generated Java messages have a static getDescriptor().
      * </pre>
      *
-     * <code>string descriptor = 5 [json_name = "descriptor"];</code>
-     * @return The descriptor.
+     * <code>string analyzer_descriptor = 5 [json_name = "analyzerDescriptor"];</code>
+     * @return The analyzerDescriptor.
      */
-    public java.lang.String getDescriptor() {
-      java.lang.Object ref = descriptor_;
+    public java.lang.String getAnalyzerDescriptor() {
+      java.lang.Object ref = analyzerDescriptor_;
       if (!(ref instanceof java.lang.String)) {
         com.google.protobuf.ByteString bs =
             (com.google.protobuf.ByteString) ref;
         java.lang.String s = bs.toStringUtf8();
-        descriptor_ = s;
+        analyzerDescriptor_ = s;
         return s;
       } else {
         return (java.lang.String) ref;
@@ -946,20 +951,21 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. The analyzer's descriptor as recorded with the published
-     * index ("plain" for no stemming and no stop words).
+     * index ("plain" for no stemming and no stop words). Not named
+     * `descriptor`: generated Java messages have a static getDescriptor().
      * </pre>
      *
-     * <code>string descriptor = 5 [json_name = "descriptor"];</code>
-     * @return The bytes for descriptor.
+     * <code>string analyzer_descriptor = 5 [json_name = "analyzerDescriptor"];</code>
+     * @return The bytes for analyzerDescriptor.
      */
     public com.google.protobuf.ByteString
-        getDescriptorBytes() {
-      java.lang.Object ref = descriptor_;
+        getAnalyzerDescriptorBytes() {
+      java.lang.Object ref = analyzerDescriptor_;
       if (ref instanceof String) {
         com.google.protobuf.ByteString b = 
             com.google.protobuf.ByteString.copyFromUtf8(
                 (java.lang.String) ref);
-        descriptor_ = b;
+        analyzerDescriptor_ = b;
         return b;
       } else {
         return (com.google.protobuf.ByteString) ref;
@@ -968,17 +974,18 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. The analyzer's descriptor as recorded with the published
-     * index ("plain" for no stemming and no stop words).
+     * index ("plain" for no stemming and no stop words). Not named
+     * `descriptor`: generated Java messages have a static getDescriptor().
      * </pre>
      *
-     * <code>string descriptor = 5 [json_name = "descriptor"];</code>
-     * @param value The descriptor to set.
+     * <code>string analyzer_descriptor = 5 [json_name = "analyzerDescriptor"];</code>
+     * @param value The analyzerDescriptor to set.
      * @return This builder for chaining.
      */
-    public Builder setDescriptor(
+    public Builder setAnalyzerDescriptor(
         java.lang.String value) {
       java.util.Objects.requireNonNull(value);
-      descriptor_ = value;
+      analyzerDescriptor_ = value;
       bitField0_ |= 0x00000010;
       onChanged();
       return this;
@@ -986,14 +993,15 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. The analyzer's descriptor as recorded with the published
-     * index ("plain" for no stemming and no stop words).
+     * index ("plain" for no stemming and no stop words). Not named
+     * `descriptor`: generated Java messages have a static getDescriptor().
      * </pre>
      *
-     * <code>string descriptor = 5 [json_name = "descriptor"];</code>
+     * <code>string analyzer_descriptor = 5 [json_name = "analyzerDescriptor"];</code>
      * @return This builder for chaining.
      */
-    public Builder clearDescriptor() {
-      descriptor_ = getDefaultInstance().getDescriptor();
+    public Builder clearAnalyzerDescriptor() {
+      analyzerDescriptor_ = getDefaultInstance().getAnalyzerDescriptor();
       bitField0_ = (bitField0_ & ~0x00000010);
       onChanged();
       return this;
@@ -1001,18 +1009,19 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Output only. The analyzer's descriptor as recorded with the published
-     * index ("plain" for no stemming and no stop words).
+     * index ("plain" for no stemming and no stop words). Not named
+     * `descriptor`: generated Java messages have a static getDescriptor().
      * </pre>
      *
-     * <code>string descriptor = 5 [json_name = "descriptor"];</code>
-     * @param value The bytes for descriptor to set.
+     * <code>string analyzer_descriptor = 5 [json_name = "analyzerDescriptor"];</code>
+     * @param value The bytes for analyzerDescriptor to set.
      * @return This builder for chaining.
      */
-    public Builder setDescriptorBytes(
+    public Builder setAnalyzerDescriptorBytes(
         com.google.protobuf.ByteString value) {
       java.util.Objects.requireNonNull(value);
       checkByteStringIsUtf8(value);
-      descriptor_ = value;
+      analyzerDescriptor_ = value;
       bitField0_ |= 0x00000010;
       onChanged();
       return this;

@@ -79,22 +79,24 @@ public interface LexicalAnalysisOrBuilder extends
   /**
    * <pre>
    * Output only. The analyzer's descriptor as recorded with the published
-   * index ("plain" for no stemming and no stop words).
+   * index ("plain" for no stemming and no stop words). Not named
+   * `descriptor`: generated Java messages have a static getDescriptor().
    * </pre>
    *
-   * <code>string descriptor = 5 [json_name = "descriptor"];</code>
-   * @return The descriptor.
+   * <code>string analyzer_descriptor = 5 [json_name = "analyzerDescriptor"];</code>
+   * @return The analyzerDescriptor.
    */
-  java.lang.String getDescriptor();
+  java.lang.String getAnalyzerDescriptor();
   /**
    * <pre>
    * Output only. The analyzer's descriptor as recorded with the published
-   * index ("plain" for no stemming and no stop words).
+   * index ("plain" for no stemming and no stop words). Not named
+   * `descriptor`: generated Java messages have a static getDescriptor().
    * </pre>
    *
-   * <code>string descriptor = 5 [json_name = "descriptor"];</code>
-   * @return The bytes for descriptor.
+   * <code>string analyzer_descriptor = 5 [json_name = "analyzerDescriptor"];</code>
+   * @return The bytes for analyzerDescriptor.
    */
   com.google.protobuf.ByteString
-      getDescriptorBytes();
+      getAnalyzerDescriptorBytes();
 }

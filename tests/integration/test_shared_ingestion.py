@@ -1,0 +1,489 @@
+"""Ingestion shared across replicas (issue 17 part 3) on real PostgreSQL: the work
+queue's claims, leases, reclaims and once-only publish; two in-process replicas
+sharing one operation, watched and cancelled through the replica that does not
+coordinate it; and two real `groundwire serve` processes, one SIGKILLed while it
+coordinates and holds a lease, the other finishing with everything ingested once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+import psycopg
+import pytest
+
+from groundwire.app.config import ConfigError, parse_config
+from groundwire.domain.operations import Operation, OperationState, OperationTrigger
+from groundwire.stores.base import (
+    ChunkRecord,
+    DocumentRecord,
+    IndexSpec,
+    PlanState,
+    StagedDocument,
+    WorkPlan,
+)
+from groundwire.stores.postgres import PostgresSettings, open_postgres_store
+from groundwire_client.v1 import ingestion_pb2 as ing
+from groundwire_client.v1 import ingestion_pb2_grpc
+from tests.support.embedders import ControlledEmbedder
+from tests.support.openai_embeddings_standin import Behaviour, OpenAIEmbeddingsStandIn
+from tests.support.servers import ServerProcess, free_port, serving, toml_config
+
+pytestmark = pytest.mark.timeout(120)
+
+DIM = 4
+
+
+def write_corpus(root: Path, count: int, tag: str = "v1") -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (root / f"doc{i:03d}.md").write_text(
+            f"# Doc {i}\n\nToken {tag}DOC{i:03d} and shared words of the corpus.\n"
+        )
+
+
+def db_rows(dsn: str, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(query, params).fetchall()
+
+
+# -- the queue itself ----------------------------------------------------------------
+
+
+async def test_claims_leases_reclaims_and_publish_once(fresh_database: str) -> None:
+    settings = PostgresSettings(
+        dsn=fresh_database, data_dir=Path("unused"), connect_timeout_ms=1000
+    )
+    a = await open_postgres_store(settings)
+    b = await open_postgres_store(settings)
+    qa, qb = a.work_queue, b.work_queue
+    spec = IndexSpec("kq", "m", DIM)
+    serves = {"kq": "key"}
+    try:
+        await a.ensure_index(spec)
+        version = await a.begin_version("kq")
+        plan = WorkPlan("op-1", "kq", version, "key", False, PlanState.RUNNING, 3)
+        await qa.create_plan(plan, [["d0", "d1"], ["d2"], ["d3"]], 0.3)
+        # The coordinator's lease: renewed while held, adopted once it lapsed.
+        assert not await qb.coordinate("op-1", 5, adopt=True)
+        await asyncio.sleep(0.5)
+        assert await qb.coordinate("op-1", 5, adopt=True)
+        assert not await qa.coordinate("op-1", 5, adopt=False)
+        assert not await qa.coordinate("op-1", 5, adopt=True)
+        # Two replicas claiming at once get different items; another configuration none.
+        first, second = await asyncio.gather(qa.claim(serves, 5), qb.claim(serves, 5))
+        assert first is not None and second is not None
+        assert {first.seq, second.seq} == {0, 1}
+        assert await qb.claim({"kq": "other-config"}, 5) is None
+        assert not await qa.publish(plan, spec)  # items pending: nothing published
+        # A lapsed lease is lost: the item is claimed again, and the late holder can
+        # neither renew nor complete it (its counts never land).
+        short = await qa.claim(serves, 0.3)
+        assert short is not None and short.seq == 2 and short.attempt == 1
+        assert await qb.claim(serves, 5) is None  # live leases everywhere
+        await asyncio.sleep(0.5)
+        taken = await qb.claim(serves, 5)
+        assert taken is not None and (taken.seq, taken.attempt) == (2, 2)
+        assert not await qa.renew(short, 5)
+        assert not await qa.complete(short, {"late": True})
+        assert await qb.renew(taken, 5)
+        # Documents staged under the plan's version by whoever holds the items.
+        text = "alpha words"
+        staged = StagedDocument(
+            DocumentRecord("d0", "config:d0", "h0"),
+            [ChunkRecord("c0", 0, 0, len(text), text)],
+            np.full((1, DIM), 0.5, dtype=np.float32),
+        )
+        await a.stage_documents("kq", version, [staged])
+        for q, item in ((qa, first), (qb, second), (qb, taken)):
+            assert await q.complete(item, {"seq": item.seq})
+        assert not await qb.complete(taken, {"seq": 99})  # done once
+        results = await qa.item_results("op-1")
+        assert [r for _, r in results] == [{"seq": 0}, {"seq": 1}, {"seq": 2}]
+        # Both replicas publish at once: exactly one does.
+        done = await qa.get_plan("op-1")
+        assert done is not None and done.done_count == 3
+        outcomes = await asyncio.gather(qa.publish(done, spec), qb.publish(done, spec))
+        assert sorted(outcomes) == [False, True]
+        assert (await a.index_state("kq")).published_version == version
+        assert not await qb.end_plan("op-1", PlanState.CANCELLED, None)
+        ended = await qb.get_plan("op-1")
+        assert ended is not None and ended.state is PlanState.PUBLISHED
+        # A cancelled plan never publishes, and its items are claimed by nobody.
+        v2 = await a.begin_version("kq")
+        op = replace(
+            Operation.new("kq", OperationTrigger.MANUAL, time.time()),
+            state=OperationState.RUNNING,
+        )
+        await a.operation_log.save_operation(op)
+        plan2 = WorkPlan(op.id, "kq", v2, "key", False, PlanState.RUNNING, 1)
+        await qa.create_plan(plan2, [["d9"]], 0.3)
+        assert await qb.orphaned_plans() == []  # its coordinator's lease is live
+        assert await qb.end_plan(op.id, PlanState.CANCELLED, None)
+        assert await qa.claim(serves, 5) is None
+        assert not await qa.publish(plan2, spec)
+        assert (await a.index_state("kq")).published_version == version
+        assert [p.operation_id for p in await qa.running_plans()] == []
+        # Its coordinator gone before recording the end: another replica adopts it.
+        await asyncio.sleep(0.4)
+        assert [p.operation_id for p in await qb.orphaned_plans()] == [op.id]
+        await a.operation_log.save_operation(replace(op, state=OperationState.CANCELLED))
+        assert await qb.orphaned_plans() == []
+        # Changes are announced: a waiting replica wakes well before its timeout.
+        waiter = asyncio.ensure_future(qb.wait(10))
+        await asyncio.sleep(0.3)  # listening by now
+        started = time.monotonic()
+        await qa.create_plan(WorkPlan("op-3", "kq", v2, "key", False, PlanState.RUNNING, 1), [], 5)
+        await asyncio.wait_for(waiter, 5)
+        assert time.monotonic() - started < 2
+    finally:
+        await a.close()
+        await b.close()
+
+
+@pytest.mark.parametrize(
+    ("keys", "needle"),
+    [
+        ({"work_lease_ms": 1000, "work_renew_ms": 600}, "work_renew_ms"),
+        ({"work_item_documents": 0}, "work_item_documents"),
+        ({"work_concurrency": 0}, "work_concurrency"),
+        ({"work_poll_ms": 1}, "work_poll_ms"),
+    ],
+)
+def test_work_keys_are_validated(keys: dict[str, int], needle: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            {
+                "auth": {"mode": "disabled"},
+                "store": {"kind": "postgres", "dsn": {"env": "X"}, **keys},
+            }
+        )
+    assert needle in str(info.value)
+
+
+# -- two in-process replicas ---------------------------------------------------------
+
+
+def shared_config(docs: Path, **store: object) -> dict[str, object]:
+    return {
+        "auth": {"mode": "disabled"},
+        "store": {
+            "kind": "postgres",
+            "dsn": {"env": "GW_SHARED_DSN"},
+            "pool_max_size": 4,
+            "work_item_documents": 3,
+            "work_lease_ms": 2000,
+            "work_renew_ms": 300,
+            "work_poll_ms": 200,
+            **store,
+        },
+        "embedders": {"hash": {"kind": "hashing"}},
+        "indexes": {
+            "docs": {
+                "embedder": "hash",
+                "sources": [{"kind": "directory", "path": str(docs)}],
+                "ingestion": {"embed_batch_size": 8},
+            }
+        },
+    }
+
+
+class Replica:
+    def __init__(self, port: int) -> None:
+        self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+        self.ing = ingestion_pb2_grpc.IngestionManagerServiceStub(self.channel)
+
+    async def start(self) -> ing.Operation:
+        req = ing.StartIngestionRequest(index_name="docs")
+        return (await self.ing.StartIngestion(req)).operation
+
+    async def watch(self, op_id: str) -> list[ing.Operation]:
+        req = ing.WatchIngestionRequest(operation_id=op_id)
+        return [m.operation async for m in self.ing.WatchIngestion(req, timeout=30)]
+
+    async def get(self, op_id: str) -> ing.Operation:
+        """The operation as the history (ListOperations) of this replica has it."""
+        req = ing.ListOperationsRequest(index_name="docs", page_size=10)
+        ops = (await self.ing.ListOperations(req)).operations
+        return next(o for o in ops if o.id == op_id)
+
+    async def documents(self) -> dict[str, tuple[str, int]]:
+        out: dict[str, tuple[str, int]] = {}
+        token = ""
+        while True:
+            req = ing.ListDocumentsRequest(index_name="docs", page_size=100, page_token=token)
+            resp = await self.ing.ListDocuments(req)
+            out.update({d.document_id: (d.content_hash, d.chunk_count) for d in resp.documents})
+            token = resp.next_page_token
+            if not token:
+                return out
+
+
+@pytest.fixture
+async def reference(tmp_path: Path) -> AsyncIterator[Any]:
+    """What a single-process run (memory store) ingests from a corpus: document id
+    -> (content hash, chunk count)."""
+
+    async def run(docs: Path) -> dict[str, tuple[str, int]]:
+        cfg = shared_config(docs)
+        cfg["store"] = {"kind": "memory"}
+        async with serving(parse_config(cfg)) as app:
+            r = Replica(app.port)
+            try:
+                op = await r.start()
+                assert (await r.watch(op.id))[-1].state == ing.OPERATION_STATE_SUCCEEDED
+                return await r.documents()
+            finally:
+                await r.channel.close()
+
+    yield run
+
+
+def published_rows(dsn: str) -> tuple[int, int]:
+    """Published (documents, chunks) of the index, counted from the rows."""
+    row = db_rows(
+        dsn,
+        """
+        SELECT (SELECT count(*) FROM gw_documents d WHERE NOT EXISTS (
+                    SELECT 1 FROM gw_index_versions v WHERE v.index_id = d.index_id
+                    AND v.version = d.version AND v.state <> 'published')),
+               (SELECT count(*) FROM gw_chunks c WHERE NOT EXISTS (
+                    SELECT 1 FROM gw_index_versions v WHERE v.index_id = c.index_id
+                    AND v.version = c.version AND v.state <> 'published'))
+        """,
+    )[0]
+    return int(row[0]), int(row[1])
+
+
+async def test_two_replicas_share_an_operation_and_cancel_through_either(
+    tmp_path: Path,
+    fresh_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+    reference: Any,
+) -> None:
+    docs = tmp_path / "docs"
+    write_corpus(docs, 36)
+    expected = await reference(docs)
+    monkeypatch.setenv("GW_SHARED_DSN", fresh_database)
+    cfg = parse_config(shared_config(docs))
+    async with serving(cfg, ready=False) as app_a, serving(cfg, ready=False) as app_b:
+        embedders = []
+        for app in (app_a, app_b):
+            e = ControlledEmbedder(delay=0.05)
+            app.components.catalog.get("docs").embedder = e
+            embedders.append(e)
+        a, b = Replica(app_a.port), Replica(app_b.port)
+        try:
+            op = await a.start()
+            # Watched through the replica that does not coordinate it.
+            seen = await b.watch(op.id)
+            final = seen[-1]
+            assert final.state == ing.OPERATION_STATE_SUCCEEDED, final
+            assert len(seen) >= 2
+            counts = final.counts
+            assert (counts.discovered, counts.ingested, counts.failed) == (36, 36, 0)
+            docs_n, chunks_n = published_rows(fresh_database)
+            assert (docs_n, chunks_n) == (36, counts.chunks_written)
+            # Both replicas did items, each item once, and it is what one process makes.
+            items = db_rows(
+                fresh_database,
+                "SELECT done_by, attempts FROM gw_work_items WHERE operation_id = %s",
+                [op.id],
+            )
+            assert len(items) == 12 and {n for _, n in items} == {1}
+            assert len({owner for owner, _ in items}) == 2
+            assert all(e.batches > 0 for e in embedders)
+            assert await b.documents() == expected
+            published = (await a.get(op.id)).version
+
+            # A change of every document, cancelled through the other replica mid-way.
+            write_corpus(docs, 36, tag="v2")
+            for e in embedders:
+                e.delay = 0.3
+            op2 = await a.start()
+            deadline = time.monotonic() + 20
+            while not db_rows(
+                fresh_database,
+                "SELECT 1 FROM gw_work_items WHERE operation_id = %s AND state = 'done'",
+                [op2.id],
+            ):
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            # Status through either replica shows the running operation.
+            running = await b.ing.GetIndexStatus(ing.GetIndexStatusRequest(index_name="docs"))
+            assert running.status.running_operation.id == op2.id
+            cancelled = await b.ing.CancelIngestion(ing.CancelIngestionRequest(index_name="docs"))
+            assert cancelled.operation.id == op2.id
+            end = (await a.watch(op2.id))[-1]
+            assert end.state == ing.OPERATION_STATE_CANCELLED
+            # Counts are exactly the items done before the cancel; no item ends later.
+            done = db_rows(
+                fresh_database,
+                "SELECT (result->>'ingested')::int FROM gw_work_items "
+                "WHERE operation_id = %s AND state = 'done'",
+                [op2.id],
+            )
+            await asyncio.sleep(0.8)
+            assert end.counts.ingested == sum(n for (n,) in done) > 0
+            assert len(
+                db_rows(
+                    fresh_database,
+                    "SELECT 1 FROM gw_work_items WHERE operation_id = %s AND state = 'done'",
+                    [op2.id],
+                )
+            ) == len(done)
+            assert db_rows(
+                fresh_database,
+                "SELECT state FROM gw_ingestion_plans WHERE operation_id = %s",
+                [op2.id],
+            ) == [("cancelled",)]
+            staged = db_rows(
+                fresh_database,
+                "SELECT state FROM gw_index_versions WHERE version = %s",
+                [end.version],
+            )
+            assert staged == [("discarded",)]
+            # The published version keeps serving, unchanged.
+            status = await b.ing.GetIndexStatus(ing.GetIndexStatusRequest(index_name="docs"))
+            assert status.status.published_version == published
+            assert await b.documents() == expected
+        finally:
+            await a.channel.close()
+            await b.channel.close()
+
+
+# -- real processes: one killed while it coordinates and holds a lease -----------------
+
+
+def process_config(tmp: Path, name: str, docs: Path, embed_url: str) -> Path:
+    return toml_config(
+        tmp,
+        f"""
+[logging]
+level = "WARNING"
+
+[auth]
+mode = "disabled"
+
+[store]
+kind = "postgres"
+dsn = {{ env = "GW_SHARED_DSN" }}
+pool_max_size = 4
+work_item_documents = 4
+work_lease_ms = 1500
+work_renew_ms = 300
+work_poll_ms = 200
+
+[embedders.remote]
+kind = "openai-compatible"
+base_url = "{embed_url}"
+model = "standin-embed"
+dimensions = 8
+
+[indexes.docs]
+embedder = "remote"
+sources = [{{ kind = "directory", path = "{docs}" }}]
+""",
+        name=f"{name}.toml",
+    )
+
+
+async def test_a_replica_killed_mid_operation_loses_nothing(
+    tmp_path: Path, fresh_database: str, reference: Any
+) -> None:
+    docs = tmp_path / "docs"
+    write_corpus(docs, 48)
+    expected = await reference(docs)
+    with OpenAIEmbeddingsStandIn(dimensions=8, delay=0.25) as standin:
+        standin.behaviour = Behaviour.SLOW
+        servers = [
+            ServerProcess(
+                process_config(tmp_path, f"r{i}", docs, standin.base_url),
+                free_port(),
+                tmp_path / f"r{i}.log",
+                env={"GW_SHARED_DSN": fresh_database},
+            )
+            for i in range(2)
+        ]
+        try:
+            for s in servers:
+                s.start(wait=False)
+            for s in servers:
+                s.wait_serving(60)
+            killed, survivor = servers
+            a = Replica(killed.port)
+            b = Replica(survivor.port)
+            try:
+                op = await a.start()
+                # Kill the coordinator once items are done and it holds a lease.
+                deadline = time.monotonic() + 30
+                while True:
+                    rows = db_rows(
+                        fresh_database,
+                        "SELECT count(*) FILTER (WHERE state = 'done'), "
+                        "count(*) FILTER (WHERE state = 'leased' AND lease_owner LIKE %s) "
+                        "FROM gw_work_items WHERE operation_id = %s",
+                        [f"%:{killed.pid}:%", op.id],
+                    )
+                    if rows and rows[0][0] >= 2 and rows[0][1] >= 1:
+                        break
+                    assert time.monotonic() < deadline, "no lease held by the coordinator"
+                    await asyncio.sleep(0.02)
+                killed.kill()
+                killed_at = time.monotonic()
+                # The survivor reclaims the lost items, adopts the operation, publishes.
+                while (final := await b.get(op.id)).state not in (
+                    ing.OPERATION_STATE_SUCCEEDED,
+                    ing.OPERATION_STATE_FAILED,
+                    ing.OPERATION_STATE_CANCELLED,
+                ):
+                    assert time.monotonic() - killed_at < 30, (
+                        "the survivor never finished",
+                        db_rows(fresh_database, "SELECT * FROM gw_ingestion_plans"),
+                        db_rows(
+                            fresh_database,
+                            "SELECT seq, state, lease_owner, attempts, done_by "
+                            "FROM gw_work_items ORDER BY seq",
+                        ),
+                    )
+                    await asyncio.sleep(0.1)
+                assert final.state == ing.OPERATION_STATE_SUCCEEDED, final
+                assert (final.counts.ingested, final.counts.failed) == (48, 0)
+                # Usage of the claims that completed items, each item once.
+                assert final.counts.embedding_usage.texts == final.counts.chunks_written
+                docs_n, chunks_n = published_rows(fresh_database)
+                assert (docs_n, chunks_n) == (48, final.counts.chunks_written)
+                items = db_rows(
+                    fresh_database,
+                    "SELECT state, attempts, done_by FROM gw_work_items WHERE operation_id = %s",
+                    [op.id],
+                )
+                assert len(items) == 12 and {s for s, _, _ in items} == {"done"}
+                assert any(n >= 2 for _, n, _ in items)  # a lost lease was reclaimed
+                owners = {str(o).split(":")[1] for _, _, o in items}
+                assert owners == {str(killed.pid), str(survivor.pid)}
+                # Published once: one published version, no staging left behind.
+                states = db_rows(fresh_database, "SELECT state FROM gw_index_versions")
+                assert [s for (s,) in states if s != "discarded"] == ["published"]
+                assert db_rows(
+                    fresh_database,
+                    "SELECT state FROM gw_ingestion_plans WHERE operation_id = %s",
+                    [op.id],
+                ) == [("published",)]
+                got = await b.documents()
+            finally:
+                await a.channel.close()
+                await b.channel.close()
+        finally:
+            for s in servers:
+                if s.process is not None:
+                    s.stop()
+        standin.behaviour = Behaviour.NORMAL
+    # The same documents, content hashes and chunk counts as one process ingests.
+    assert got == expected and len(got) == 48
