@@ -166,6 +166,19 @@ class StoreConfig(StrictModel):
     # missed change notification), and probes each standby's replay position.
     change_poll_ms: int = Field(1_000, ge=10, le=60_000)
     standby_probe_ms: int = Field(100, ge=10, le=60_000)
+    # Ingestion shared across replicas (kind = "postgres"; ingestion/shared.py):
+    # an operation's documents are split into work items of `work_item_documents`
+    # that every replica claims under a lease of `work_lease_ms` (database clock),
+    # renewed every `work_renew_ms`; an idle replica looks for items every
+    # `work_poll_ms` besides being notified; `work_concurrency` items at once per
+    # replica. `shared_ingestion = false`: each operation runs wholly inside the
+    # replica that started it.
+    shared_ingestion: bool = True
+    work_item_documents: int = Field(32, ge=1, le=10_000)
+    work_lease_ms: int = Field(15_000, ge=200, le=600_000)
+    work_renew_ms: int = Field(5_000, ge=50, le=300_000)
+    work_poll_ms: int = Field(1_000, ge=20, le=60_000)
+    work_concurrency: int = Field(1, ge=1, le=64)
 
     @model_validator(mode="before")
     @classmethod
@@ -183,6 +196,11 @@ class StoreConfig(StrictModel):
             raise ValueError(f"options: only a plug-in store takes options, not {self.kind}")
         if self.read_dsns and (self.kind != StoreKind.POSTGRES or self.dsn is None):
             raise ValueError("read_dsns: standbys need kind = 'postgres' and a primary dsn")
+        if self.work_renew_ms * 2 > self.work_lease_ms:
+            raise ValueError(
+                "work_renew_ms: renew leases at most every half of work_lease_ms "
+                "(a third is the default), or a slow renewal loses the lease"
+            )
         return self
 
 

@@ -28,6 +28,7 @@ from groundwire.app.config import (
     IndexConfig,
     LocalOnnxEmbedderConfig,
     OpenAICompatibleEmbedderConfig,
+    StoreConfig,
 )
 from groundwire.app.config import (
     FilesSource as FilesConfig,
@@ -66,6 +67,7 @@ from groundwire.indexes.sources import (
     UrlEntry,
     UrlSource,
 )
+from groundwire.ingestion.shared import SharedSettings
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.providers.embeddings.hashing import HashingEmbedder
 from groundwire.providers.embeddings.tokens import TokenizingEmbedder
@@ -78,6 +80,7 @@ from groundwire.stores.base import (
     IndexSpec,
     OperationLog,
     Store,
+    WorkQueue,
 )
 from groundwire.stores.memory import MemoryOperationLog, MemoryStore
 from groundwire.stores.memory.checkpoints import MemoryCheckpointStore
@@ -322,6 +325,22 @@ def usage_ledger_for(store: Store) -> UsageLedger:
     if ledger is not None:
         return cast(UsageLedger, ledger)
     return MemoryUsageLedger()
+
+
+def shared_ingestion_for(store: Store, cfg: StoreConfig) -> tuple[WorkQueue, SharedSettings] | None:
+    """PostgreSQL shares each ingestion operation's work items across replicas
+    (unless `shared_ingestion = false`); memory runs it inside one process."""
+    queue = getattr(store, "work_queue", None)
+    if queue is None or not cfg.shared_ingestion:
+        return None
+    settings = SharedSettings(
+        item_documents=cfg.work_item_documents,
+        lease_s=cfg.work_lease_ms / 1000,
+        renew_s=cfg.work_renew_ms / 1000,
+        poll_s=cfg.work_poll_ms / 1000,
+        concurrency=cfg.work_concurrency,
+    )
+    return cast(WorkQueue, queue), settings
 
 
 async def build_catalog(

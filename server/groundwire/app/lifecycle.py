@@ -23,6 +23,7 @@ from groundwire.app.factories import (
     Components,
     build_components,
     page_tokens,
+    shared_ingestion_for,
     usage_ledger_for,
 )
 from groundwire.app.http_serving import start_http
@@ -110,7 +111,11 @@ async def start_app(
             await health.set_serving([index_health_name(index.name)])
 
     manager = IngestionManager(
-        components.catalog, components.operation_log, on_ready=on_ready, usage=usage
+        components.catalog,
+        components.operation_log,
+        on_ready=on_ready,
+        usage=usage,
+        shared=shared_ingestion_for(components.store, cfg.store),
     )
     handles = components.catalog.handles()
     snapshots = SnapshotHolder(serving_snapshot(1, components, manager, tokens))

@@ -14,6 +14,11 @@
   staged is discarded, so its rows do not stay in the store for good.
 - Progress reaches watchers as snapshots, throttled to at most one per
   `progress_interval` seconds plus every phase change and the terminal state.
+- With a work queue (the PostgreSQL store, `shared`), an operation's documents are
+  shared out as work items to every replica (ingestion/shared.py): this replica
+  coordinates the operations it starts, works on any replica's items, adopts an
+  operation whose coordinator died, and cancels or watches an operation whatever
+  replica coordinates it.
 """
 
 from __future__ import annotations
@@ -42,10 +47,18 @@ from groundwire.domain.operations import (
 from groundwire.domain.usage import EmbeddingUsage
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.pipeline import IngestionReport, needs_rebuild, run_ingestion
+from groundwire.ingestion.shared import (
+    ItemRunner,
+    PlanCancelled,
+    SharedSettings,
+    coordinate,
+    plan_shared,
+    servable,
+)
 from groundwire.ingestion.watch import Watch
 from groundwire.instruments import DOCUMENTS_NOT_INGESTED, INGESTIONS
 from groundwire.providers.embeddings.usage import UsageMeter
-from groundwire.stores.base import IngestionLock, OperationLog
+from groundwire.stores.base import IngestionLock, OperationLog, PlanState, WorkPlan, WorkQueue
 from groundwire.stores.usage import UsageRecorder
 
 log = logging.getLogger("groundwire.ingestion")
@@ -104,8 +117,11 @@ class IngestionManager:
         progress_interval: float = 0.25,
         on_ready: ReadyCallback | None = None,
         usage: UsageRecorder | None = None,
+        shared: tuple[WorkQueue, SharedSettings] | None = None,
     ) -> None:
         self._usage = usage
+        self._shared = shared
+        self._workers: list[asyncio.Task[None]] = []
         self._catalog = catalog
         self._log = log_store
         self._interval = progress_interval
@@ -126,6 +142,8 @@ class IngestionManager:
         discard the versions they had staged."""
         fixed = 0
         for op in await self._log.unfinished_operations():
+            if await self._running_plan(op.id) is not None:
+                continue  # shared: the other replicas finish it (one adopts it)
             lock = self._log.ingestion_lock(op.index_name)
             if not await lock.acquire():
                 continue  # a live replica is running it
@@ -158,9 +176,101 @@ class IngestionManager:
                 extra={"index": op.index_name, "version": op.version, "reason": exc.reason},
             )
 
+    async def _running_plan(self, operation_id: str) -> WorkPlan | None:
+        if self._shared is None:
+            return None
+        plan = await self._shared[0].get_plan(operation_id)
+        return plan if plan is not None and plan.state is PlanState.RUNNING else None
+
+    async def _running_plan_of(self, index_name: str) -> WorkPlan | None:
+        if self._shared is None:
+            return None
+        for plan in await self._shared[0].running_plans():
+            if plan.index_name == index_name:
+                return plan
+        return None
+
+    def start_workers(self) -> None:
+        """Shared ingestion: start this replica's workers (they claim items of every
+        replica's operations and adopt operations whose coordinator died)."""
+        if self._shared is None or self._workers:
+            return
+        settings = self._shared[1]
+        runner = ItemRunner(self._shared[0], settings)
+        self._workers = [
+            asyncio.create_task(self._work_loop(runner, adopter=i == 0), name=f"gw-worker-{i}")
+            for i in range(settings.concurrency)
+        ]
+
+    async def _work_loop(self, runner: ItemRunner, *, adopter: bool) -> None:
+        assert self._shared is not None
+        queue, settings = self._shared
+        while not self._closing:
+            try:
+                handles = {h.name: h for h in self._catalog.handles()}
+                item = await queue.claim(servable(handles.values()), settings.lease_s)
+                if item is None:
+                    if adopter:
+                        await self._adopt_orphans()
+                    await queue.wait(settings.poll_s)
+                    continue
+                meter = UsageMeter()
+                try:
+                    await runner.run(item, handles[item.index_name], meter)
+                finally:
+                    if self._usage is not None:
+                        self._usage.record(handles[item.index_name].tenant, meter.by_task)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the database is away: try again later
+                log.warning(
+                    "shared ingestion worker could not reach the store",
+                    extra={"error_type": type(exc).__name__},
+                )
+                await asyncio.sleep(settings.poll_s)
+
+    async def _adopt_orphans(self) -> None:
+        """Coordinate running shared operations whose coordinator is gone (their
+        index's ingestion lock is free)."""
+        assert self._shared is not None
+        queue = self._shared[0]
+        for plan in await queue.running_plans():
+            await self._adopt(plan)
+
+    async def _adopt(self, plan: WorkPlan) -> _Run | None:
+        if plan.operation_id in self._by_id or plan.index_name in self._runs:
+            return None
+        if plan.index_name not in self._catalog.names():
+            return None
+        handle = self._catalog.get(plan.index_name)
+        if servable([handle])[handle.name] != plan.spec_key:
+            return None
+        lock = self._log.ingestion_lock(plan.index_name)
+        if not await lock.acquire():
+            return None  # its coordinator is alive
+        try:
+            current = await self._running_plan(plan.operation_id)
+            op = await self._log.get_operation(plan.operation_id)
+        except BaseException:
+            await lock.release()
+            raise
+        if current is None or op is None or plan.index_name in self._runs:
+            await lock.release()
+            return None
+        run = _Run(op, lock)
+        self._runs[plan.index_name] = run
+        self._by_id[op.id] = run
+        run.task = asyncio.create_task(self._execute(handle, run, adopted=current))
+        log.info(
+            "adopted a shared ingestion operation whose coordinator is gone",
+            extra={"index": plan.index_name, "operation_id": op.id},
+        )
+        return run
+
     async def start_background(self) -> None:
         """Start the first run of each BACKGROUND_ON_STARTUP index (it serves its last
         published version meanwhile), then the schedules."""
+        self.start_workers()
         for handle in self._catalog.handles():
             if handle.strategy in ("background_on_startup", IngestionStrategy.WATCH):
                 await self._start_first_run(handle)
@@ -225,9 +335,9 @@ class IngestionManager:
         self._closing = True
         if self._retrier is not None:
             self._retrier.cancel()
-        for task in self._schedulers:
+        for task in [*self._schedulers, *self._workers]:
             task.cancel()
-        await asyncio.gather(*self._schedulers, return_exceptions=True)
+        await asyncio.gather(*self._schedulers, *self._workers, return_exceptions=True)
         runs = [r for r in self._runs.values() if r.task is not None]
         for run in runs:
             assert run.task is not None
@@ -247,6 +357,16 @@ class IngestionManager:
         lock = self._log.ingestion_lock(index_name)
         if not await lock.acquire():
             raise locked_elsewhere()
+        try:
+            # Shared: an operation whose coordinator died is still running (another
+            # replica adopts it).
+            orphan = await self._running_plan_of(index_name)
+        except BaseException:
+            await lock.release()
+            raise
+        if orphan is not None:
+            await lock.release()
+            raise already_running(orphan.operation_id)
         now = time.time()
         op = replace(
             Operation.new(index_name, trigger, now), state=OperationState.RUNNING, start_time=now
@@ -268,6 +388,10 @@ class IngestionManager:
         """Cancel the running operation and wait (bounded) for it to end."""
         self._catalog.get(index_name)
         run = self._runs.get(index_name)
+        if (run is None or run.task is None) and self._shared is not None:
+            plan = await self._running_plan_of(index_name)
+            if plan is not None:
+                return await self._cancel_shared(plan)
         if run is None or run.task is None:
             raise GroundwireError(
                 ErrorKind.FAILED_PRECONDITION,
@@ -277,6 +401,23 @@ class IngestionManager:
         run.task.cancel()
         await asyncio.wait([run.task], timeout=30)
         return run.operation
+
+    async def _cancel_shared(self, plan: WorkPlan) -> Operation:
+        """Cancel a shared operation another replica coordinates (or nobody: then
+        this replica adopts it to cancel it) and wait (bounded) for it to end."""
+        assert self._shared is not None
+        adopted = await self._adopt(plan)
+        if adopted is not None and adopted.task is not None:
+            adopted.task.cancel()
+            await asyncio.wait([adopted.task], timeout=30)
+            return adopted.operation
+        await self._shared[0].end_plan(plan.operation_id, PlanState.CANCELLED, None)
+        deadline = time.monotonic() + 30
+        op = await self.get(plan.operation_id)
+        while not op.state.terminal and time.monotonic() < deadline:
+            await self._shared[0].wait(0.2)
+            op = await self.get(plan.operation_id)
+        return op
 
     async def wait(self, operation_id: str) -> Operation:
         """Wait until an operation ends; returns its final snapshot."""
@@ -316,7 +457,12 @@ class IngestionManager:
         """Snapshots of an operation until it ends (a finished one yields once)."""
         run = self._by_id.get(operation_id)
         if run is None:
-            yield await self.get(operation_id)
+            snapshot = await self.get(operation_id)
+            yield snapshot
+            if self._shared is not None and not snapshot.state.terminal:
+                # Coordinated by another replica: follow its records until it ends.
+                async for later in self._follow(snapshot):
+                    yield later
             return
         seen = -1
         while True:
@@ -327,6 +473,27 @@ class IngestionManager:
             yield snapshot
             if snapshot.state.terminal:
                 return
+
+    async def _follow(self, first: Operation) -> AsyncIterator[Operation]:
+        assert self._shared is not None
+        queue, settings = self._shared
+        last = first
+        stale_since: float | None = None
+        while True:
+            await queue.wait(min(settings.poll_s, max(self._interval, 0.1)))
+            run = self._by_id.get(first.id)  # adopted here meanwhile
+            op = run.operation if run is not None else await self.get(first.id)
+            if op != last:
+                last = op
+                yield op
+            if op.state.terminal:
+                return
+            if await self._running_plan(first.id) is None:
+                # Ended, or never shared: its coordinator records the end shortly;
+                # a dead process's leftovers are not followed for good.
+                stale_since = stale_since or time.monotonic()
+                if time.monotonic() - stale_since > settings.lease_s:
+                    return
 
     async def status(self, index_name: str) -> IndexStatus:
         """Published state, readiness, rebuild need and operations of one index."""
@@ -381,7 +548,9 @@ class IngestionManager:
                 run.seq += 1
                 run.changed.notify_all()
 
-    async def _execute(self, handle: IndexHandle, run: _Run) -> None:
+    async def _execute(
+        self, handle: IndexHandle, run: _Run, adopted: WorkPlan | None = None
+    ) -> None:
         last_emit = 0.0
 
         async def progress(report: IngestionReport) -> None:
@@ -398,10 +567,18 @@ class IngestionManager:
         # The run's own meter: it outlives the RPC that may have started it, and
         # its usage belongs to the index's tenant, whatever the outcome.
         meter = UsageMeter()
+        shared = self._shared is not None
         try:
-            report = await run_ingestion(handle, progress=progress, meter=meter)
+            if self._shared is not None:
+                queue, settings = self._shared
+                plan = adopted
+                if plan is None:
+                    plan = await plan_shared(handle, queue, settings, run.operation.id)
+                report = await coordinate(handle, queue, settings, plan, progress)
+            else:
+                report = await run_ingestion(handle, progress=progress, meter=meter)
             final = replace(_apply(run.operation, report), state=OperationState.SUCCEEDED)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, PlanCancelled):
             # Counts as of the last progress snapshot (the run never returned a report).
             final = replace(run.operation, state=OperationState.CANCELLED)
         except GroundwireError as err:
@@ -421,7 +598,8 @@ class IngestionManager:
             final,
             end_time=time.time(),
             phase="DONE",
-            counts=_with_usage(final.counts, meter.total),
+            # Shared: the items' recorded usage (every replica's), already counted.
+            counts=final.counts if shared else _with_usage(final.counts, meter.total),
         )
         if self._usage is not None:
             self._usage.record(handle.tenant, meter.by_task)

@@ -22,7 +22,7 @@ import asyncio
 import enum
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from groundwire.domain.chunking import Chunk
@@ -41,6 +41,7 @@ from groundwire.ingestion.sources import (
     CONFIG_SOURCE_PREFIX,
     FileItem,
     InlineItem,
+    SourceItem,
     Unchanged,
     UrlItem,
     discover,
@@ -56,6 +57,7 @@ from groundwire.stores.base import (
     DocumentKey,
     DocumentRecord,
     IndexState,
+    LiveDocument,
     StagedDocument,
 )
 
@@ -196,20 +198,85 @@ async def run_ingestion(
     meter: UsageMeter | None = None,
 ) -> IngestionReport:
     """Ingest the index's configured sources into a new version and publish it.
-    Embedding usage goes to `meter` (else to a scope of its own) and the report."""
+    Embedding usage goes to `meter` (else to a scope of its own) and the report.
+
+    The single-process path: plan, every document as one run of `ingest_items`,
+    then `finish_ingestion`. Shared ingestion (ingestion/shared.py) runs the same
+    three steps with the items spread over replicas."""
     with metered(into=meter) as used:
-        return await _ingest(handle, progress, used)
+        report = IngestionReport()
+
+        async def tick() -> None:
+            if progress is not None:
+                await progress(report)
+
+        plan = await plan_ingestion(handle, report)
+        try:
+            live = await handle.store.live_documents(handle.name)
+            report.phase = Phase.INGESTING
+            await tick()
+            kept = await ingest_items(handle, plan, plan.items, live, report, used, tick)
+            await finish_ingestion(handle, plan, kept, live, report, tick)
+            return report
+        except BaseException:
+            await handle.store.discard_version(handle.name, plan.version)
+            raise
 
 
-async def _ingest(
-    handle: IndexHandle, progress: ProgressCallback | None, meter: UsageMeter
-) -> IngestionReport:
-    store = handle.store
-    report = IngestionReport()
+@dataclass(slots=True)
+class IngestionPlan:
+    """What a run ingests: its staging version, whether it rebuilds, and every
+    document of the sources once (in discovery order; a repeated id is a
+    DUPLICATE_ID failure in the report)."""
 
-    async def tick() -> None:
-        if progress is not None:
-            await progress(report)
+    version: int
+    rebuilt: bool
+    items: list[SourceItem]
+
+
+async def plan_ingestion(handle: IndexHandle, report: IngestionReport) -> IngestionPlan:
+    """Ensure the index, decide on a rebuild, open the staging version and discover
+    the documents (DISCOVERING). On failure after the version is open, the caller
+    discards `report.version`."""
+    state = await handle.store.ensure_index(handle.spec)
+    report.rebuilt = needs_rebuild(state, handle)
+    version = await handle.store.begin_version(handle.name)
+    report.version = version
+    try:
+        found = discover(handle.sources, handle.extensions)
+    except BaseException:
+        await handle.store.discard_version(handle.name, version)
+        raise
+    report.discovered = len(found)
+    unique: list[SourceItem] = []
+    seen: set[str] = set()
+    for item in found:
+        if item.document_id in seen:
+            report.failed += 1
+            report.failures.append(
+                LoadFailure(item.document_id, DocumentFailureReason.DUPLICATE_ID)
+            )
+            continue
+        seen.add(item.document_id)
+        unique.append(item)
+    return IngestionPlan(version, report.rebuilt, unique)
+
+
+async def ingest_items(
+    handle: IndexHandle,
+    plan: IngestionPlan,
+    items: Sequence[SourceItem],
+    live: Mapping[DocumentKey, LiveDocument],
+    report: IngestionReport,
+    meter: UsageMeter,
+    tick: Callable[[], Awaitable[None]],
+) -> set[str]:
+    """Load, chunk, skip unchanged (against `live`), embed and stage `items` under
+    the plan's version, adding to `report`; `tick` after each staged batch.
+    Returns the ids of the items that stay documents of the index (all but those
+    skipped as not documents of it: a published copy of those goes)."""
+    version = plan.version
+    kept_ids: set[str] = set()
 
     async def stage(batch: Batch) -> None:
         kept, rejected = await drop_overlong(handle, batch)
@@ -220,107 +287,103 @@ async def _ingest(
             report.ingested += len(kept)
         report.embedding_usage = meter.total
 
-    state = await store.ensure_index(handle.spec)
-    report.rebuilt = needs_rebuild(state, handle)
-    live = await store.live_documents(handle.name)
-    version = await store.begin_version(handle.name)
-    report.version = version
-    try:
-        items = discover(handle.sources, handle.extensions)
-        report.discovered = len(items)
-        report.phase = Phase.INGESTING
-        await tick()
-        seen: set[str] = set()
-        batch: list[tuple[DocumentRecord, Sequence[Chunk]]] = []
-        batch_chunks = 0
-        for item in items:
-            if item.document_id in seen:
-                report.failed += 1
-                report.failures.append(
-                    LoadFailure(item.document_id, DocumentFailureReason.DUPLICATE_ID)
-                )
-                continue
-            seen.add(item.document_id)
-            current = live.get(DocumentKey(handle.tenant, item.document_id))
-            if isinstance(item, UrlItem):
-                loaded = await load_url_item(
-                    item,
-                    tenant=handle.tenant,
-                    metadata=handle.metadata,
-                    max_file_bytes=handle.max_file_bytes,
-                    extensions=handle.extensions,
-                    previous=None if report.rebuilt or current is None else current.content_hash,
-                )
-            else:
-                loaded = _load(item, handle)
-            if isinstance(loaded, Unchanged):
-                report.unchanged += 1
-                continue
-            if isinstance(loaded, LoadFailure):
-                report.failed += 1
-                report.failures.append(loaded)
-                if loaded.reason in SKIP_REASONS:
-                    # Not a document of the index (any more): a published copy goes.
-                    seen.discard(item.document_id)
-                continue
-            digest = content_hash(loaded, handle.tenant, loaded.metadata)
-            if (
-                not report.rebuilt
-                and current is not None
-                and stored_digest(current.content_hash) == digest
-            ):
-                report.unchanged += 1
-                continue
-            # Token chunking encodes the whole document and every chunk again: CPU
-            # work proportional to its size, done off the event loop.
-            chunks = await asyncio.to_thread(
-                chunk_document,
-                loaded,
-                handle,
-                item.path.suffix if isinstance(item, FileItem) else loaded.extension or None,
+    batch: list[tuple[DocumentRecord, Sequence[Chunk]]] = []
+    batch_chunks = 0
+    for item in items:
+        kept_ids.add(item.document_id)
+        current = live.get(DocumentKey(handle.tenant, item.document_id))
+        if isinstance(item, UrlItem):
+            loaded = await load_url_item(
+                item,
+                tenant=handle.tenant,
+                metadata=handle.metadata,
+                max_file_bytes=handle.max_file_bytes,
+                extensions=handle.extensions,
+                previous=None if plan.rebuilt or current is None else current.content_hash,
             )
-            if not chunks:
-                report.failed += 1
-                report.failures.append(LoadFailure(loaded.document_id, DocumentFailureReason.EMPTY))
-                continue
-            record = DocumentRecord(
-                loaded.document_id,
-                loaded.source_id,
-                stored_hash(digest, loaded.source_state),
-                loaded.title,
-                handle.tenant,
-                loaded.metadata,
-            )
-            batch.append((record, chunks))
-            batch_chunks += len(chunks)
-            if batch_chunks >= handle.embed_batch_size:
-                await stage(batch)
-                batch, batch_chunks = [], 0
-                await tick()
-        if batch:
+        else:
+            loaded = _load(item, handle)
+        if isinstance(loaded, Unchanged):
+            report.unchanged += 1
+            continue
+        if isinstance(loaded, LoadFailure):
+            report.failed += 1
+            report.failures.append(loaded)
+            if loaded.reason in SKIP_REASONS:
+                # Not a document of the index (any more): a published copy goes.
+                kept_ids.discard(item.document_id)
+            continue
+        digest = content_hash(loaded, handle.tenant, loaded.metadata)
+        if (
+            not plan.rebuilt
+            and current is not None
+            and stored_digest(current.content_hash) == digest
+        ):
+            report.unchanged += 1
+            continue
+        # Token chunking encodes the whole document and every chunk again: CPU
+        # work proportional to its size, done off the event loop.
+        chunks = await asyncio.to_thread(
+            chunk_document,
+            loaded,
+            handle,
+            item.path.suffix if isinstance(item, FileItem) else loaded.extension or None,
+        )
+        if not chunks:
+            report.failed += 1
+            report.failures.append(LoadFailure(loaded.document_id, DocumentFailureReason.EMPTY))
+            continue
+        record = DocumentRecord(
+            loaded.document_id,
+            loaded.source_id,
+            stored_hash(digest, loaded.source_state),
+            loaded.title,
+            handle.tenant,
+            loaded.metadata,
+        )
+        batch.append((record, chunks))
+        batch_chunks += len(chunks)
+        if batch_chunks >= handle.embed_batch_size:
             await stage(batch)
-        report.phase = Phase.DELETING
-        await tick()
-        # Documents that left the sources go (also those ingested under a tenant the
-        # index no longer has). On a rebuild every document not re-ingested goes too,
-        # pushed ones and other tenants' included: their vectors belong to the old
-        # embedding model and must never be mixed with the new ones (push them again).
-        kept = {DocumentKey(handle.tenant, doc_id) for doc_id in seen}
-        gone = [
-            key
-            for key, doc in live.items()
-            if key not in kept
-            and (report.rebuilt or doc.source_id.startswith(CONFIG_SOURCE_PREFIX))
-        ]
-        if gone:
-            report.deleted = await store.stage_deletions(handle.name, version, gone)
-        report.phase = Phase.PUBLISHING
-        await tick()
-        await store.publish_version(handle.name, version, handle.spec)
-        report.phase = Phase.DONE
-        if progress is not None:
-            await progress(report)
-        return report
-    except BaseException:
-        await store.discard_version(handle.name, version)
-        raise
+            batch, batch_chunks = [], 0
+            await tick()
+    if batch:
+        await stage(batch)
+    return kept_ids
+
+
+async def finish_ingestion(
+    handle: IndexHandle,
+    plan: IngestionPlan,
+    kept_ids: Collection[str],
+    live: Mapping[DocumentKey, LiveDocument],
+    report: IngestionReport,
+    tick: Callable[[], Awaitable[None]],
+    publish: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Stage the deletions of documents that left the sources (DELETING), then
+    publish (PUBLISHING, DONE): `publish` when given (shared ingestion publishes
+    under its own guard), else the store's `publish_version`."""
+    store = handle.store
+    report.phase = Phase.DELETING
+    await tick()
+    # Documents that left the sources go (also those ingested under a tenant the
+    # index no longer has). On a rebuild every document not re-ingested goes too,
+    # pushed ones and other tenants' included: their vectors belong to the old
+    # embedding model and must never be mixed with the new ones (push them again).
+    kept = {DocumentKey(handle.tenant, doc_id) for doc_id in kept_ids}
+    gone = [
+        key
+        for key, doc in live.items()
+        if key not in kept and (plan.rebuilt or doc.source_id.startswith(CONFIG_SOURCE_PREFIX))
+    ]
+    if gone:
+        report.deleted = await store.stage_deletions(handle.name, plan.version, gone)
+    report.phase = Phase.PUBLISHING
+    await tick()
+    if publish is not None:
+        await publish()
+    else:
+        await store.publish_version(handle.name, plan.version, handle.spec)
+    report.phase = Phase.DONE
+    await tick()

@@ -412,3 +412,100 @@ class VersionWatch(Protocol):
         """The published version reads of `name` see at least, once it reaches
         `min_version` or `wait_s` passed (the caller compares)."""
         ...
+
+
+class PlanState(enum.Enum):
+    """Where an ingestion operation shared across replicas stands."""
+
+    RUNNING = "running"
+    PUBLISHED = "published"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkPlan:
+    """An ingestion operation shared across replicas: its staging version, what it
+    was planned with (`spec_key`: a replica configured otherwise takes none of its
+    items), its state and progress. `summary` holds the plan's own counts
+    (discovered, DUPLICATE_ID failures) as JSON."""
+
+    operation_id: str
+    index_name: str
+    version: int
+    spec_key: str
+    rebuild: bool
+    state: PlanState
+    item_count: int
+    done_count: int = 0
+    error_code: str | None = None
+    summary: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkItem:
+    """One claimed batch of a plan's documents (ids in discovery order); `attempt`
+    numbers the claims of the item (a reclaimed item has a higher one)."""
+
+    operation_id: str
+    seq: int
+    document_ids: tuple[str, ...]
+    attempt: int
+    index_name: str
+    version: int
+    rebuild: bool
+
+
+class WorkQueue(Protocol):
+    """Work items of shared ingestion operations, claimed by every replica under
+    leases on the store's clock (PostgreSQL: `FOR UPDATE SKIP LOCKED`). Only the
+    holder of an item's current claim may complete it; a claim whose lease lapsed
+    is lost and the item claimable again."""
+
+    @property
+    def owner(self) -> str:
+        """This replica's identity on the leases it holds."""
+        ...
+
+    async def create_plan(self, plan: WorkPlan, batches: Sequence[Sequence[str]]) -> None:
+        """Record a RUNNING plan and its items (one per batch of document ids)."""
+        ...
+
+    async def claim(self, indexes: Mapping[str, str], lease_s: float) -> WorkItem | None:
+        """Claim one pending item (or one whose lease lapsed) of a running plan of
+        one of `indexes` (name -> spec_key this replica serves); None when none."""
+        ...
+
+    async def renew(self, item: WorkItem, lease_s: float) -> bool:
+        """Extend the claim; False when it is lost or the plan is no longer running."""
+        ...
+
+    async def complete(self, item: WorkItem, result: Mapping[str, object]) -> bool:
+        """Record the item done with its counts, only while the claim holds."""
+        ...
+
+    async def release(self, item: WorkItem) -> None:
+        """Give an unfinished item back (claimable at once by any replica)."""
+        ...
+
+    async def get_plan(self, operation_id: str) -> WorkPlan | None: ...
+
+    async def running_plans(self) -> list[WorkPlan]: ...
+
+    async def item_results(self, operation_id: str) -> list[tuple[tuple[str, ...], object]]:
+        """Every item's document ids and its recorded result (None until done)."""
+        ...
+
+    async def end_plan(self, operation_id: str, state: PlanState, error_code: str | None) -> bool:
+        """Move a RUNNING plan to FAILED or CANCELLED; False when it was not running."""
+        ...
+
+    async def publish(self, plan: WorkPlan, spec: IndexSpec) -> bool:
+        """Publish the plan's version and mark the plan PUBLISHED in one transaction,
+        only when it is RUNNING with every item done; False (nothing published)
+        otherwise. At most one call per plan ever returns True."""
+        ...
+
+    async def wait(self, timeout_s: float) -> None:
+        """Return when a plan or item changed (any replica), or after `timeout_s`."""
+        ...

@@ -473,6 +473,56 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE gw_indexes ADD COLUMN published_lsn pg_lsn",
         ),
     ),
+    Migration(
+        14,
+        "shared ingestion work items",
+        (
+            # An ingestion operation shared across replicas (workitems.py): its
+            # staging version, what it was planned with, and its state; `running`
+            # until it publishes (exactly once: a conditional UPDATE in the publish
+            # transaction), fails or is cancelled.
+            """
+            CREATE TABLE gw_ingestion_plans (
+                operation_id text COLLATE "C" PRIMARY KEY,
+                index_name text COLLATE "C" NOT NULL,
+                version bigint NOT NULL,
+                spec_key text NOT NULL,
+                rebuild boolean NOT NULL,
+                state text NOT NULL
+                    CHECK (state IN ('running', 'published', 'failed', 'cancelled')),
+                error_code text,
+                item_count integer NOT NULL,
+                summary jsonb NOT NULL,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                finished_at timestamptz
+            )
+            """,
+            "CREATE INDEX gw_ingestion_plans_running ON gw_ingestion_plans (index_name) "
+            "WHERE state = 'running'",
+            # Its work items (batches of documents in discovery order), each claimed
+            # under a lease on the database clock; a done item holds its own counts,
+            # so an item run twice (reclaimed) is counted once.
+            """
+            CREATE TABLE gw_work_items (
+                operation_id text COLLATE "C" NOT NULL
+                    REFERENCES gw_ingestion_plans (operation_id) ON DELETE CASCADE,
+                seq integer NOT NULL,
+                document_ids jsonb NOT NULL,
+                state text NOT NULL DEFAULT 'pending'
+                    CHECK (state IN ('pending', 'leased', 'done')),
+                lease_owner text,
+                lease_expires_at timestamptz,
+                attempts integer NOT NULL DEFAULT 0,
+                result jsonb,
+                done_by text,
+                done_at timestamptz,
+                PRIMARY KEY (operation_id, seq)
+            )
+            """,
+            "CREATE INDEX gw_work_items_open ON gw_work_items (operation_id, seq) "
+            "WHERE state <> 'done'",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,7 @@ from groundwire.stores.postgres.replication import ReadCounts, ReadRouter, Stand
 from groundwire.stores.postgres.schema import MAX_DIMENSIONS, MAX_HNSW_DIMENSIONS
 from groundwire.stores.postgres.scope import index_row
 from groundwire.stores.postgres.usage import PostgresUsageLedger
+from groundwire.stores.postgres.workitems import PostgresWorkQueue
 
 log = logging.getLogger("groundwire.stores.postgres")
 
@@ -124,6 +125,7 @@ class PostgresStore:
         embedded: EmbeddedPostgres | None,
         feed: ChangeFeed | None = None,
         router: ReadRouter | None = None,
+        dsn: str | None = None,
     ) -> None:
         self._db = db
         self._settings = settings
@@ -132,6 +134,7 @@ class PostgresStore:
         self._router = router or ReadRouter(db, [], settings.standby_probe_ms)
         self._closed = False
         self._analyzers: dict[str, Analyzer] = {}
+        self._work = PostgresWorkQueue(db, self, dsn, settings)
 
     @property
     def kind(self) -> StoreKind:
@@ -146,6 +149,11 @@ class PostgresStore:
     def checkpoints(self) -> PostgresCheckpointStore:
         """Durable execution checkpoints with cross-replica leases."""
         return PostgresCheckpointStore(self._db)
+
+    @property
+    def work_queue(self) -> PostgresWorkQueue:
+        """Work items of ingestion operations shared across replicas."""
+        return self._work
 
     @property
     def usage_ledger(self) -> PostgresUsageLedger:
@@ -210,9 +218,20 @@ class PostgresStore:
         async with self._db.write() as conn:
             return await versions.stage_deletions(conn, name, version, keys)
 
-    async def publish_version(self, name: str, version: int, spec: IndexSpec) -> IndexState:
+    async def publish_version(
+        self,
+        name: str,
+        version: int,
+        spec: IndexSpec,
+        *,
+        guard: Callable[[Conn], Awaitable[None]] | None = None,
+    ) -> IndexState:
+        """`guard` (shared ingestion, workitems.py) runs inside the publish
+        transaction after the publish itself; raising rolls the publish back."""
         async with self._db.write() as conn:
             index_id, added, state = await versions.publish(conn, name, version, spec)
+            if guard is not None:
+                await guard(conn)
             # Unknown until recorded below: until then, only the primary serves it.
             await conn.execute(
                 "UPDATE gw_indexes SET published_lsn = NULL WHERE id = %s", [index_id]
@@ -429,6 +448,7 @@ class PostgresStore:
         self._closed = True
         if self._feed is not None:
             await self._feed.close()
+        await self._work.close()
         await self._router.close()
         await self._db.pool.close()
         if self._embedded is not None:
@@ -521,7 +541,7 @@ async def open_postgres_store(settings: PostgresSettings) -> PostgresStore:
             settings.standby_probe_ms,
         )
         await router.start()
-        return PostgresStore(db, settings, embedded, feed, router)
+        return PostgresStore(db, settings, embedded, feed, router, dsn)
     except BaseException:
         if embedded is not None:
             await asyncio.to_thread(embedded.release)
