@@ -17,21 +17,27 @@ as root.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import re
 import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import grpc
+import psycopg
 import pytest
 
+from groundwire.app.config import parse_config
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 from tests.support.errors import rich_error
 from tests.support.netns import Host, NetNode, Network, network, replicated_pair_on, unavailable
-from tests.support.servers import ServerProcess, toml_config
+from tests.support.openai_embeddings_standin import Behaviour, OpenAIEmbeddingsStandIn
+from tests.support.servers import ServerProcess, serving, toml_config
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -59,14 +65,28 @@ connect_timeout_ms = 1000
 statement_timeout_ms = 3000
 standby_probe_ms = 100
 change_poll_ms = 500
+work_item_documents = 4
+work_lease_ms = 2000
+work_renew_ms = 400
+work_poll_ms = 200
 
 [embedders.hash]
 kind = "hashing"
 dimensions = 32
 
+[embedders.remote]
+kind = "openai-compatible"
+base_url = "{embed_url}"
+model = "standin-embed"
+dimensions = 8
+
 [indexes.kb]
 embedder = "hash"
 ingestion = {{ strategy = "manual" }}
+
+[indexes.docs]
+embedder = "remote"
+sources = [{{ kind = "directory", path = "{docs}" }}]
 """
 
 
@@ -77,6 +97,8 @@ class Cluster:
     standby: NetNode
     replicas: list[ServerProcess]
     hosts: list[Host]
+    docs: Path
+    embedder: OpenAIEmbeddingsStandIn
     loaded: bool = False
 
     def metrics(self, i: int) -> dict[tuple[str, str], float]:
@@ -105,8 +127,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if reason is not None:
         pytest.skip(reason)
     tmp = tmp_path_factory.mktemp("netns")
+    docs = tmp / "docs"
+    write_corpus(docs, SHARED_DOCS)
     roles = ["primary", "standby", "replica0", "replica1"]
-    with network(roles) as net, replicated_pair_on(net["primary"], net["standby"]) as pair:
+    with (
+        network(roles) as net,
+        replicated_pair_on(net["primary"], net["standby"]) as pair,
+        embedder_on(net.host_address) as embedder,
+    ):
         primary, standby = pair
         hosts = [net["replica0"], net["replica1"]]
         servers: list[ServerProcess] = []
@@ -114,7 +142,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             for i, host in enumerate(hosts):
                 cfg = toml_config(
                     tmp,
-                    CONFIG.format(metrics=f"{host.address}:{METRICS_PORT}"),
+                    CONFIG.format(
+                        metrics=f"{host.address}:{METRICS_PORT}",
+                        embed_url=embedder.base_url,
+                        docs=docs,
+                    ),
                     name=f"replica{i}.toml",
                 )
                 server = ServerProcess(
@@ -129,10 +161,32 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                 server.start(wait=False)
             for server in servers:
                 server.wait_serving(90)
-            yield Cluster(net, primary, standby, servers, hosts)
+            yield Cluster(net, primary, standby, servers, hosts, docs, embedder)
         finally:
             for server in servers:
                 server.stop(10)
+
+
+SHARED_DOCS = 40
+
+
+def write_corpus(root: Path, count: int) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (root / f"doc{i:03d}.md").write_text(
+            f"# Doc {i}\n\nToken SHARED{i:03d} and common words of the corpus.\n"
+        )
+
+
+@contextlib.contextmanager
+def embedder_on(address: str) -> Iterator[OpenAIEmbeddingsStandIn]:
+    """The embeddings stand-in on this namespace's bridge address (the replicas
+    reach it across the network), each call answered after 0.2 s."""
+    standin = OpenAIEmbeddingsStandIn(dimensions=8, delay=0.2)
+    standin.bind_host = address
+    with standin:
+        standin.behaviour = Behaviour.SLOW
+        yield standin
 
 
 def token(i: int) -> str:
@@ -285,7 +339,7 @@ async def test_standby_link_cut_reads_fail_over_to_the_primary_and_come_back(
 
 
 async def checksum(
-    stub: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub,
+    stub: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub, index: str = "kb"
 ) -> tuple[str, dict[str, str]]:
     """A digest of the index contents (ids, content hashes, chunk counts, in id
     order) with the per-document entries, checked against the index status."""
@@ -294,7 +348,7 @@ async def checksum(
     page = ""
     while True:
         resp = await stub.ListDocuments(
-            ing.ListDocumentsRequest(index_name="kb", page_size=100, page_token=page), timeout=10
+            ing.ListDocumentsRequest(index_name=index, page_size=100, page_token=page), timeout=10
         )
         for d in resp.documents:
             assert d.document_id not in entries, f"{d.document_id} listed twice"
@@ -304,7 +358,7 @@ async def checksum(
         if not page:
             break
     status = (
-        await stub.GetIndexStatus(ing.GetIndexStatusRequest(index_name="kb"), timeout=10)
+        await stub.GetIndexStatus(ing.GetIndexStatusRequest(index_name=index), timeout=10)
     ).status
     assert status.document_count == len(entries)
     assert status.chunk_count == chunks
@@ -421,6 +475,130 @@ async def test_primary_restart_refuses_writes_retryably_and_loses_nothing(
             f"{len(ids)} written once each, writes back {recovered_s:.2f} s after start; "
             f"{len(served_down)} reads served while down, {len(load.failed)} failed; "
             f"checksum {before[:12]} -> {after[:12]}"
+        )
+    finally:
+        await stubs.close()
+
+
+def db_rows(dsn: str, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+        return conn.execute(query, params).fetchall()
+
+
+async def reference_entries(docs: Path) -> dict[str, str]:
+    """What one process ingests from the corpus (memory store): id -> hash:chunks.
+    Neither depends on the embedder."""
+    cfg = parse_config(
+        {
+            "logging": {"level": "WARNING"},
+            "auth": {"mode": "disabled"},
+            "store": {"kind": "memory"},
+            "embedders": {"hash": {"kind": "hashing", "dimensions": 8}},
+            "indexes": {
+                "docs": {"embedder": "hash", "sources": [{"kind": "directory", "path": str(docs)}]}
+            },
+        }
+    )
+    async with serving(cfg) as app, grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
+        stub = ingestion_pb2_grpc.IngestionManagerServiceStub(ch)
+        op = (await stub.StartIngestion(ing.StartIngestionRequest(index_name="docs"))).operation
+        async for _ in stub.WatchIngestion(
+            ing.WatchIngestionRequest(operation_id=op.id), timeout=30
+        ):
+            pass
+        return (await checksum(stub, "docs"))[1]
+
+
+async def until_finished(
+    stub: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub, op_id: str, within_s: float
+) -> ing.Operation:
+    """The operation's last state, watched to its end (bounded)."""
+    last: ing.Operation | None = None
+    async for update in stub.WatchIngestion(
+        ing.WatchIngestionRequest(operation_id=op_id), timeout=within_s
+    ):
+        last = update.operation
+    assert last is not None
+    return last
+
+
+async def test_replica_link_cut_while_holding_leases_moves_them_and_ingests_once(
+    cluster: Cluster,
+) -> None:
+    """replica0 coordinates a shared ingestion; replica1's link is cut while it holds
+    a lease: its leases lapse, replica0 reclaims and finishes them, the operation
+    publishes once with every document ingested once, and replica1's late work
+    (link back) changes nothing."""
+    stubs = Stubs(cluster)
+    dsn = cluster.primary.dsn
+    pid0, pid1 = cluster.replicas[0].pid, cluster.replicas[1].pid
+    try:
+        op = (
+            await stubs.ingest[0].StartIngestion(
+                ing.StartIngestionRequest(index_name="docs"), timeout=10
+            )
+        ).operation
+        deadline = time.monotonic() + 20
+        while not (
+            held := db_rows(
+                dsn,
+                "SELECT seq FROM gw_work_items WHERE operation_id = %s AND state = 'leased' "
+                "AND lease_owner LIKE %s",
+                [op.id, f"%:{pid1}:%"],
+            )
+        ):
+            assert time.monotonic() < deadline, "replica1 never held a lease"
+            await asyncio.sleep(0.02)
+        cut_at = time.monotonic()
+        cluster.net["replica1"].cut()
+        try:
+            final = await until_finished(stubs.ingest[0], op.id, 40)
+            finished_s = time.monotonic() - cut_at
+            items = db_rows(
+                dsn,
+                "SELECT seq, state, attempts, done_by FROM gw_work_items "
+                "WHERE operation_id = %s ORDER BY seq",
+                [op.id],
+            )
+            during, entries = await checksum(stubs.ingest[0], "docs")
+        finally:
+            cluster.net["replica1"].restore()
+        assert final.state == ing.OPERATION_STATE_SUCCEEDED, final
+        assert (final.counts.ingested, final.counts.failed) == (SHARED_DOCS, 0)
+        assert len(items) == SHARED_DOCS // 4 and {s for _, s, _, _ in items} == {"done"}
+        for seq, _, attempts, done_by in items:
+            if seq in {s for (s,) in held}:
+                # The lease replica1 held moved: reclaimed and completed by replica0.
+                assert attempts >= 2 and f":{pid0}:" in str(done_by), (seq, attempts, done_by)
+        # Published once.
+        versions = db_rows(
+            dsn,
+            "SELECT v.state FROM gw_index_versions v JOIN gw_indexes i ON i.id = v.index_id "
+            "WHERE i.name = 'docs' AND v.state <> 'discarded'",
+        )
+        assert versions == [("published",)]
+        assert db_rows(
+            dsn, "SELECT state FROM gw_ingestion_plans WHERE operation_id = %s", [op.id]
+        ) == [("published",)]
+        # Everything ingested exactly once, as one process ingests it.
+        assert entries == await reference_entries(cluster.docs)
+        # replica1 back on the network: its late work lands nowhere; both agree.
+        await asyncio.sleep(2.5)  # past its lapsed lease and a renewal round
+        assert (await checksum(stubs.ingest[0], "docs"))[0] == during
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                seen_by_1 = (await checksum(stubs.ingest[1], "docs"))[0]
+                break
+            except grpc.aio.AioRpcError as err:
+                assert err.code() is grpc.StatusCode.UNAVAILABLE
+                assert time.monotonic() < deadline, "replica1 never answered after its link"
+                await asyncio.sleep(0.2)
+        assert seen_by_1 == during
+        print(
+            f"\nreplica link cut holding {len(held)} lease(s): operation published once "
+            f"{finished_s:.2f} s after the cut, {SHARED_DOCS} documents ingested once, "
+            f"items reclaimed: {sum(1 for i in items if i[2] >= 2)}"
         )
     finally:
         await stubs.close()
