@@ -50,7 +50,8 @@ import grpc
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.synthetic import passages, queries  # noqa: E402
+from synthetic import passages, queries  # noqa: E402
+
 from groundwire_client.v1 import ingestion_pb2 as ing  # noqa: E402
 from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc  # noqa: E402
 from tests.support.netns import Host, network, replicated_pair_on, unavailable  # noqa: E402
