@@ -86,6 +86,10 @@ class LoopbackStandIn:
     handler_class: type[JsonRequestHandler] = JsonRequestHandler
     method_not_allowed = b'{"error": {"message": "method not allowed"}}'
 
+    # Where it listens: loopback, or this namespace's address on a test network
+    # (tests/support/netns.py) for servers on other network namespaces.
+    bind_host = "127.0.0.1"
+
     def __init__(self) -> None:
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -127,7 +131,7 @@ class LoopbackStandIn:
             self._requests.append(request)
 
     def start(self) -> Self:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        server = ThreadingHTTPServer((self.bind_host, 0), self._handler())
         server.daemon_threads = True
         # A slow handler must not hold up stop(); it wakes on `_stopping` anyway.
         server.block_on_close = False

@@ -116,18 +116,22 @@ def health_ok(target: str, timeout: float = 5.0) -> bool:
 
 @dataclass
 class ServerProcess:
-    """`groundwire serve --config CONFIG --address 127.0.0.1:PORT` as a subprocess,
-    its stderr (the JSON log) appended to `log_path`."""
+    """`groundwire serve --config CONFIG --address HOST:PORT` as a subprocess, its
+    stderr (the JSON log) appended to `log_path`. `prefix` runs it under another
+    command that execs it (`ip netns exec NS`, tests/support/netns.py), so the pid
+    is still the server's."""
 
     config: Path
     port: int
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
     env: dict[str, str] | None = None
+    host: str = "127.0.0.1"
+    prefix: tuple[str, ...] = ()
 
     @property
     def target(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -139,7 +143,10 @@ class ServerProcess:
         server) reports SERVING."""
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [str(SERVE), "serve", "--config", str(self.config), "--address", self.target],
+                [
+                    *self.prefix,
+                    *(str(SERVE), "serve", "--config", str(self.config), "--address", self.target),
+                ],
                 stdout=subprocess.DEVNULL,
                 stderr=log,
                 cwd=self.config.parent,

@@ -178,9 +178,22 @@ class Database:
 
 
 def connect_kwargs(settings: PostgresSettings) -> dict[str, Any]:
+    """libpq options of every connection. A server whose network vanished (a cut
+    link, a dead host: nothing is refused, packets are just lost) is given up on
+    after `connect_timeout_ms`: `tcp_user_timeout` closes a connection whose sent
+    bytes stay unacknowledged that long (an in-flight statement then fails over or
+    fails as STORE_UNAVAILABLE instead of waiting for the client-side bound), and
+    keepalives find it on an idle pooled connection. A slow statement is not
+    affected: its bytes are acknowledged at once."""
+    connect_s = max(1, math.ceil(settings.connect_timeout_ms / 1000))
     return {
-        "connect_timeout": max(1, math.ceil(settings.connect_timeout_ms / 1000)),
+        "connect_timeout": connect_s,
         "application_name": "groundwire",
+        "tcp_user_timeout": settings.connect_timeout_ms,
+        "keepalives": 1,
+        "keepalives_idle": connect_s,
+        "keepalives_interval": 1,
+        "keepalives_count": 3,
     }
 
 
