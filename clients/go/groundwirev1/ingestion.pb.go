@@ -681,7 +681,12 @@ type IndexDescription struct {
 	// Output only. How the lexical leg analyzes the index's text and every
 	// lexical query against it. Changing it requires re-ingestion: the next
 	// ingestion run rebuilds the index, like a chunking change.
-	Analysis      *LexicalAnalysis `protobuf:"bytes,180,opt,name=analysis,proto3" json:"analysis,omitempty"`
+	Analysis *LexicalAnalysis `protobuf:"bytes,180,opt,name=analysis,proto3" json:"analysis,omitempty"`
+	// Output only. The configured name of the store the index lives in:
+	// "default" for the `[store]` section, NAME for a `[stores.NAME]` section
+	// (indexes may live on different PostgreSQL clusters). `store` keeps giving
+	// that store's kind. Never a DSN or a data directory.
+	StoreName     string `protobuf:"bytes,200,opt,name=store_name,json=storeName,proto3" json:"store_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -791,6 +796,13 @@ func (x *IndexDescription) GetAnalysis() *LexicalAnalysis {
 		return x.Analysis
 	}
 	return nil
+}
+
+func (x *IndexDescription) GetStoreName() string {
+	if x != nil {
+		return x.StoreName
+	}
+	return ""
 }
 
 // An index's lexical analysis: how text becomes the terms BM25 ranks.
@@ -3012,7 +3024,7 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x04size\x18\x02 \x01(\rR\x04size\x12\x18\n" +
 	"\aoverlap\x18\x03 \x01(\rR\aoverlap\x12+\n" +
 	"\x11markdown_sections\x18\x04 \x01(\bR\x10markdownSections\x12,\n" +
-	"\x04unit\x18\x05 \x01(\x0e2\x18.groundwire.v1.ChunkUnitR\x04unit\"\xd6\x03\n" +
+	"\x04unit\x18\x05 \x01(\x0e2\x18.groundwire.v1.ChunkUnitR\x04unit\"\xf6\x03\n" +
 	"\x10IndexDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12A\n" +
@@ -3025,7 +3037,9 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\fsource_count\x18\t \x01(\rR\vsourceCount\x12!\n" +
 	"\fsource_kinds\x18\n" +
 	" \x03(\tR\vsourceKinds\x12;\n" +
-	"\banalysis\x18\xb4\x01 \x01(\v2\x1e.groundwire.v1.LexicalAnalysisR\banalysis\"\xc1\x01\n" +
+	"\banalysis\x18\xb4\x01 \x01(\v2\x1e.groundwire.v1.LexicalAnalysisR\banalysis\x12\x1e\n" +
+	"\n" +
+	"store_name\x18\xc8\x01 \x01(\tR\tstoreName\"\xc1\x01\n" +
 	"\x0fLexicalAnalysis\x12\x1a\n" +
 	"\blanguage\x18\x01 \x01(\tR\blanguage\x12\x1a\n" +
 	"\bstemming\x18\x02 \x01(\bR\bstemming\x12\x1d\n" +

@@ -40,6 +40,7 @@ private static final long serialVersionUID = 0L;
     schedule_ = "";
     sourceKinds_ =
         com.google.protobuf.LazyStringArrayList.emptyList();
+    storeName_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -516,6 +517,59 @@ private static final long serialVersionUID = 0L;
     return analysis_ == null ? dev.groundwire.v1.LexicalAnalysis.getDefaultInstance() : analysis_;
   }
 
+  public static final int STORE_NAME_FIELD_NUMBER = 200;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object storeName_ = "";
+  /**
+   * <pre>
+   * Output only. The configured name of the store the index lives in:
+   * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
+   * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+   * that store's kind. Never a DSN or a data directory.
+   * </pre>
+   *
+   * <code>string store_name = 200 [json_name = "storeName"];</code>
+   * @return The storeName.
+   */
+  @java.lang.Override
+  public java.lang.String getStoreName() {
+    java.lang.Object ref = storeName_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      storeName_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Output only. The configured name of the store the index lives in:
+   * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
+   * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+   * that store's kind. Never a DSN or a data directory.
+   * </pre>
+   *
+   * <code>string store_name = 200 [json_name = "storeName"];</code>
+   * @return The bytes for storeName.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getStoreNameBytes() {
+    java.lang.Object ref = storeName_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      storeName_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -563,6 +617,9 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000004) != 0)) {
       output.writeMessage(180, getAnalysis());
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(storeName_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 200, storeName_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -609,6 +666,9 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000004) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(180, getAnalysis());
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(storeName_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(200, storeName_);
     }
     return size;
   }
@@ -664,6 +724,8 @@ private static final long serialVersionUID = 0L;
       if (!getAnalysis()
           .equals(other.getAnalysis())) return false;
     }
+    if (!getStoreName()
+        .equals(other.getStoreName())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -705,6 +767,8 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + ANALYSIS_FIELD_NUMBER;
       hash = (53 * hash) + getAnalysis().hashCode();
     }
+    hash = (37 * hash) + STORE_NAME_FIELD_NUMBER;
+    hash = (53 * hash) + getStoreName().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -872,6 +936,7 @@ private static final long serialVersionUID = 0L;
         analysisBuilder_.dispose();
         analysisBuilder_ = null;
       }
+      storeName_ = "";
       return this;
     }
 
@@ -949,6 +1014,9 @@ private static final long serialVersionUID = 0L;
             : analysisBuilder_.build();
         to_bitField0_ |= 0x00000004;
       }
+      if (((from_bitField0_ & 0x00000800) != 0)) {
+        result.storeName_ = storeName_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -1013,6 +1081,11 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasAnalysis()) {
         mergeAnalysis(other.getAnalysis());
+      }
+      if (!other.getStoreName().isEmpty()) {
+        storeName_ = other.storeName_;
+        bitField0_ |= 0x00000800;
+        onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1099,6 +1172,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000400;
               break;
             } // case 1442
+            case 1602: {
+              storeName_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000800;
+              break;
+            } // case 1602
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2334,6 +2412,113 @@ private static final long serialVersionUID = 0L;
         analysis_ = null;
       }
       return analysisBuilder_;
+    }
+
+    private java.lang.Object storeName_ = "";
+    /**
+     * <pre>
+     * Output only. The configured name of the store the index lives in:
+     * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
+     * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+     * that store's kind. Never a DSN or a data directory.
+     * </pre>
+     *
+     * <code>string store_name = 200 [json_name = "storeName"];</code>
+     * @return The storeName.
+     */
+    public java.lang.String getStoreName() {
+      java.lang.Object ref = storeName_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        storeName_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The configured name of the store the index lives in:
+     * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
+     * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+     * that store's kind. Never a DSN or a data directory.
+     * </pre>
+     *
+     * <code>string store_name = 200 [json_name = "storeName"];</code>
+     * @return The bytes for storeName.
+     */
+    public com.google.protobuf.ByteString
+        getStoreNameBytes() {
+      java.lang.Object ref = storeName_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        storeName_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The configured name of the store the index lives in:
+     * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
+     * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+     * that store's kind. Never a DSN or a data directory.
+     * </pre>
+     *
+     * <code>string store_name = 200 [json_name = "storeName"];</code>
+     * @param value The storeName to set.
+     * @return This builder for chaining.
+     */
+    public Builder setStoreName(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      storeName_ = value;
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The configured name of the store the index lives in:
+     * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
+     * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+     * that store's kind. Never a DSN or a data directory.
+     * </pre>
+     *
+     * <code>string store_name = 200 [json_name = "storeName"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearStoreName() {
+      storeName_ = getDefaultInstance().getStoreName();
+      bitField0_ = (bitField0_ & ~0x00000800);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The configured name of the store the index lives in:
+     * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
+     * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+     * that store's kind. Never a DSN or a data directory.
+     * </pre>
+     *
+     * <code>string store_name = 200 [json_name = "storeName"];</code>
+     * @param value The bytes for storeName to set.
+     * @return This builder for chaining.
+     */
+    public Builder setStoreNameBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      storeName_ = value;
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.IndexDescription)

@@ -272,4 +272,30 @@ public interface IndexDescriptionOrBuilder extends
    * <code>.groundwire.v1.LexicalAnalysis analysis = 180 [json_name = "analysis"];</code>
    */
   dev.groundwire.v1.LexicalAnalysisOrBuilder getAnalysisOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. The configured name of the store the index lives in:
+   * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
+   * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+   * that store's kind. Never a DSN or a data directory.
+   * </pre>
+   *
+   * <code>string store_name = 200 [json_name = "storeName"];</code>
+   * @return The storeName.
+   */
+  java.lang.String getStoreName();
+  /**
+   * <pre>
+   * Output only. The configured name of the store the index lives in:
+   * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
+   * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+   * that store's kind. Never a DSN or a data directory.
+   * </pre>
+   *
+   * <code>string store_name = 200 [json_name = "storeName"];</code>
+   * @return The bytes for storeName.
+   */
+  com.google.protobuf.ByteString
+      getStoreNameBytes();
 }
