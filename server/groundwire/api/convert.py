@@ -133,6 +133,8 @@ def diagnostics_to_proto(d: RetrievalDiagnostics) -> retriever_pb2.RetrievalDiag
         tenant_scope_empty=d.tenant_scope_empty,
         embedding_usage=usage_to_proto(d.embedding_usage),
         query_truncated=d.embedding_usage.truncated_texts > 0,
+        feedback_terms=d.feedback_terms,
+        feedback_documents=d.feedback_documents,
     )
     if d.fusion is not None:
         msg.applied_rrf_k = d.fusion.k

@@ -20,6 +20,12 @@ from groundwire.domain.metadata_ranges import (
 )
 from groundwire.domain.query import split_phrases, validate_query_text
 from groundwire.domain.retrieval import (
+    FEEDBACK_DEFAULT_DOCUMENTS,
+    FEEDBACK_DEFAULT_ORIGINAL_WEIGHT,
+    FEEDBACK_DEFAULT_TERMS,
+    FEEDBACK_MAX_DOCUMENTS,
+    FEEDBACK_MAX_TERMS,
+    FeedbackSettings,
     FusionSettings,
     MetadataFilter,
     RetrievalMode,
@@ -138,6 +144,43 @@ def build_filter(conditions: Sequence[FilterCondition], path: str) -> MetadataFi
     return MetadataFilter(out, ranges)
 
 
+@dataclass(frozen=True, slots=True)
+class FeedbackInput:
+    """Pseudo-relevance feedback as the caller asked for it; None = the default."""
+
+    documents: int | None = None
+    terms: int | None = None
+    original_weight: float | None = None
+
+
+def build_feedback(feedback: FeedbackInput, path: str) -> FeedbackSettings:
+    """Validate RM3 settings, naming the offending field."""
+    documents = FEEDBACK_DEFAULT_DOCUMENTS if feedback.documents is None else feedback.documents
+    if not 1 <= documents <= FEEDBACK_MAX_DOCUMENTS:
+        raise invalid(
+            "FIELD_OUT_OF_RANGE",
+            f"{path}.documents",
+            f"documents must be in [1, {FEEDBACK_MAX_DOCUMENTS}]",
+        )
+    terms = FEEDBACK_DEFAULT_TERMS if feedback.terms is None else feedback.terms
+    if not 1 <= terms <= FEEDBACK_MAX_TERMS:
+        raise invalid(
+            "FIELD_OUT_OF_RANGE", f"{path}.terms", f"terms must be in [1, {FEEDBACK_MAX_TERMS}]"
+        )
+    weight = (
+        FEEDBACK_DEFAULT_ORIGINAL_WEIGHT
+        if feedback.original_weight is None
+        else feedback.original_weight
+    )
+    if not (math.isfinite(weight) and 0.0 <= weight <= 1.0):
+        raise invalid(
+            "FIELD_OUT_OF_RANGE",
+            f"{path}.original_query_weight",
+            "original_query_weight must be finite, in [0, 1]",
+        )
+    return FeedbackSettings(documents, terms, weight)
+
+
 def build_retrieval_request(
     *,
     index_name: str,
@@ -154,6 +197,7 @@ def build_retrieval_request(
     fusion_defaults: FusionSettings,
     prefix: str = "query",
     min_version: int = 0,
+    feedback: FeedbackInput | None = None,
 ) -> RetrievalRequest:
     """Validate every field; the first violation raises INVALID_ARGUMENT."""
     if not index_name:
@@ -203,6 +247,15 @@ def build_retrieval_request(
             f"leg_depth must be in [top_k, {limits.max_leg_depth}]",
         )
     scope = Scope(tenant, build_filter(conditions, f"{prefix}.filter"))
+    settings = None if feedback is None else build_feedback(feedback, f"{prefix}.lexical_feedback")
     return RetrievalRequest(
-        index_name, clean, mode, k, scope, fusion, depth, min_version=min_version
+        index_name,
+        clean,
+        mode,
+        k,
+        scope,
+        fusion,
+        depth,
+        min_version=min_version,
+        feedback=settings,
     )
