@@ -73,6 +73,15 @@ def _rag_query(index: str, variant: Variant, text: str) -> retriever_pb2.RagQuer
             q.fusion.lexical_weight = variant.lexical_weight
         if variant.leg_depth is not None:
             q.fusion.leg_depth = variant.leg_depth
+    feedback = variant.lexical_feedback
+    if feedback is not None:
+        q.lexical_feedback.SetInParent()
+        if feedback.documents is not None:
+            q.lexical_feedback.documents = feedback.documents
+        if feedback.terms is not None:
+            q.lexical_feedback.terms = feedback.terms
+        if feedback.original_query_weight is not None:
+            q.lexical_feedback.original_query_weight = feedback.original_query_weight
     return q
 
 

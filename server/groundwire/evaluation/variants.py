@@ -12,7 +12,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from groundwire.evaluation.common import EvalError, StrictFile
 
-__all__ = ["RerankSpec", "Variant", "load_variants"]
+__all__ = ["FeedbackSpec", "RerankSpec", "Variant", "load_variants"]
 
 
 class RerankSpec(StrictFile):
@@ -36,6 +36,22 @@ class RerankSpec(StrictFile):
         }
 
 
+class FeedbackSpec(StrictFile):
+    """RM3 pseudo-relevance feedback for the lexical leg (RagQuery.lexical_feedback);
+    an absent field is the server's default."""
+
+    documents: int | None = Field(None, ge=1, le=100)
+    terms: int | None = Field(None, ge=1, le=100)
+    original_query_weight: float | None = Field(None, ge=0, le=1)
+
+    def descriptor(self) -> dict[str, Any]:
+        return {
+            "documents": self.documents,
+            "terms": self.terms,
+            "original_query_weight": self.original_query_weight,
+        }
+
+
 class Variant(StrictFile):
     """One retrieval configuration to evaluate."""
 
@@ -50,6 +66,8 @@ class Variant(StrictFile):
     # an agent's acceptance threshold does); None keeps everything.
     minimum_relevance: float | None = Field(None, ge=0, le=1)
     rerank: RerankSpec | None = None
+    # RM3 feedback for the lexical leg (lexical and hybrid modes); None = off.
+    lexical_feedback: FeedbackSpec | None = None
     # BEIR query text is natural language: its double quotes are not phrase
     # operators, so they are replaced by spaces unless "keep" is set.
     query_quotes: Literal["strip", "keep"] = "strip"
@@ -59,6 +77,8 @@ class Variant(StrictFile):
         fusion = (self.rrf_k, self.semantic_weight, self.lexical_weight, self.leg_depth)
         if self.mode != "hybrid" and any(v is not None for v in fusion):
             raise ValueError("fusion settings (rrf_k, weights, leg_depth) need mode 'hybrid'")
+        if self.mode == "semantic" and self.lexical_feedback is not None:
+            raise ValueError("lexical_feedback needs mode 'lexical' or 'hybrid'")
         return self
 
     def descriptor(self) -> dict[str, Any]:
@@ -72,6 +92,8 @@ class Variant(StrictFile):
             }
         out["minimum_relevance"] = self.minimum_relevance
         out["reranker"] = self.rerank.descriptor() if self.rerank else None
+        if self.lexical_feedback is not None:
+            out["lexical_feedback"] = self.lexical_feedback.descriptor()
         out["query_quotes"] = self.query_quotes
         return out
 
