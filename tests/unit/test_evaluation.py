@@ -205,7 +205,7 @@ def test_variant_lexical_feedback_reaches_the_query(tmp_path: Path) -> None:
     assert rm3.descriptor()["lexical_feedback"]["documents"] == 5
     assert not _rag_query("idx", plain, "text").HasField("lexical_feedback")
     # An empty table turns feedback on with the server's defaults.
-    empty = Variant(name="x", mode="hybrid", lexical_feedback={})  # type: ignore[arg-type]
+    empty = Variant.model_validate({"name": "x", "mode": "hybrid", "lexical_feedback": {}})
     assert _rag_query("idx", empty, "t").HasField("lexical_feedback")
     path.write_text('[[variant]]\nname = "x"\nmode = "semantic"\nlexical_feedback = {}\n')
     with pytest.raises(EvalError, match="lexical_feedback"):
