@@ -68,7 +68,22 @@ def memoize_vectors(path: Path) -> dict[tuple[str, str], Any]:
     return cache
 
 
-async def collect(dataset: Path, split: str, store: str) -> dict[str, Any]:
+def rrf_hybrid(
+    legs: dict[str, list[tuple[str, str, float]]], k: int = 20, depth: int = 100
+) -> list[tuple[str, str, float]]:
+    """The server's HYBRID (RRF k 20, weights 1/1, leg depth = top_k 100) computed from
+    recorded legs: it reproduces the server's order exactly (checked on CISI, 76/76)."""
+    acc: dict[tuple[str, str], float] = {}
+    for name in ("semantic", "lexical"):
+        for rank, (d, c, _s) in enumerate(legs[name][:depth], start=1):
+            acc[(d, c)] = acc.get((d, c), 0.0) + 1.0 / (k + rank)
+    ordered = sorted(acc.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
+    return [(d, c, s) for (d, c), s in ordered]
+
+
+async def collect(
+    dataset: Path, split: str, store: str, semantic_from: dict[str, Any] | None = None
+) -> dict[str, Any]:
     ds = load_beir(dataset, split)
     tmp = tempfile.mkdtemp(prefix="fusion-pg-")
     store_cfg: dict[str, object] = (
@@ -79,13 +94,22 @@ async def collect(dataset: Path, split: str, store: str) -> dict[str, Any]:
             "store": store_cfg,
             "auth": {"mode": "disabled"},
             "logging": {"level": "WARNING"},
-            "embedders": {"minilm": {"kind": "local-onnx"}},
+            "embedders": {
+                "minilm": {"kind": "local-onnx"} if semantic_from is None else {"kind": "hashing"}
+            },
             "indexes": {"kb": {"embedder": "minilm"}},
         }
     )
+    recorded: dict[str, Any] = {}
+    modes = MODES
+    if semantic_from is not None:
+        # The semantic leg of an earlier run (same model, chunking and corpus); only
+        # the lexical leg is retrieved, HYBRID is fused from the two.
+        recorded = semantic_from.get("legs", semantic_from)
+        modes = {"lexical": MODES["lexical"]}
     app = await start_app(cfg, "127.0.0.1:0")
     legs: dict[str, dict[str, list[tuple[str, str, float]]]] = {}
-    durations: dict[str, list[float]] = {m: [] for m in MODES}
+    durations: dict[str, list[float]] = {m: [] for m in modes}
     try:
         await app.wait_ready()
         async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
@@ -96,7 +120,7 @@ async def collect(dataset: Path, split: str, store: str) -> dict[str, Any]:
             for q in ds.judged_queries():
                 text = " ".join(q.text.replace('"', " ").split())
                 per: dict[str, list[tuple[str, str, float]]] = {}
-                for name, mode in MODES.items():
+                for name, mode in modes.items():
                     r = await stub.Retrieve(
                         retriever_pb2.RetrieveRequest(
                             query=retriever_pb2.RagQuery(
@@ -109,6 +133,9 @@ async def collect(dataset: Path, split: str, store: str) -> dict[str, Any]:
                     durations[name].append(
                         r.diagnostics.total_duration.ToTimedelta().total_seconds()
                     )
+                if semantic_from is not None:
+                    per["semantic"] = list(recorded[q.id]["semantic"])
+                    per["hybrid"] = rrf_hybrid(per)
                 legs[q.id] = per
     finally:
         await app.stop(0)
@@ -128,11 +155,18 @@ def main() -> int:
     p.add_argument("--store", choices=("memory", "postgres"), default="memory")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--vectors", type=Path, required=True)
+    p.add_argument(
+        "--semantic-from",
+        type=Path,
+        default=None,
+        help="take the semantic leg from this earlier pickle; retrieve only the lexical leg",
+    )
     args = p.parse_args()
     cache = memoize_vectors(args.vectors)
     before = len(cache)
     try:
-        result = asyncio.run(collect(args.dataset, args.split, args.store))
+        earlier = pickle.loads(args.semantic_from.read_bytes()) if args.semantic_from else None
+        result = asyncio.run(collect(args.dataset, args.split, args.store, earlier))
     finally:
         if len(cache) > before:
             args.vectors.write_bytes(pickle.dumps(cache))
@@ -143,7 +177,7 @@ def main() -> int:
         args.dataset.name,
         args.store,
         f"ingest {result['ingest_seconds']:.1f}s embedded {result['embedded_texts']}",
-        {m: round(float(np.median(v)) * 1000, 2) for m, v in d.items()},
+        {m: round(float(np.median(v)) * 1000, 2) for m, v in d.items() if v},
         flush=True,
     )
     return 0

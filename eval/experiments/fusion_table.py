@@ -47,7 +47,12 @@ def main() -> int:
             ranks, _times = bm25_rankings(ds.corpus, queries)
             scores = evaluate(ds.qrels, ranks, metrics)
             cells.append(" / ".join(f"{mean(scores[m.name]):.4f}" for m in metrics))
-        p50 = " / ".join(f"{statistics.median(data['durations'][m]) * 1000:.1f}" for m in MODES)
+        p50 = " / ".join(
+            f"{statistics.median(data['durations'][m]) * 1000:.1f}"
+            if data["durations"].get(m)
+            else "-"
+            for m in MODES
+        )
         print(
             f"| {name} ({split}, {len(data['legs'])}) | {data['store']} | "
             + " | ".join(cells)
