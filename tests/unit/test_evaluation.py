@@ -204,6 +204,9 @@ def test_variant_lexical_feedback_reaches_the_query(tmp_path: Path) -> None:
     assert not q.lexical_feedback.HasField("terms")
     assert rm3.descriptor()["lexical_feedback"]["documents"] == 5
     assert not _rag_query("idx", plain, "text").HasField("lexical_feedback")
+    minmax = Variant(name="mm", mode="hybrid", fusion_method="min-max")
+    assert _rag_query("idx", minmax, "t").fusion.method == 2  # FUSION_METHOD_MIN_MAX
+    assert minmax.descriptor()["fusion_requested"]["method"] == "min-max"
     # An empty table turns feedback on with the server's defaults.
     empty = Variant.model_validate({"name": "x", "mode": "hybrid", "lexical_feedback": {}})
     assert _rag_query("idx", empty, "t").HasField("lexical_feedback")

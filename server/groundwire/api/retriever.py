@@ -7,7 +7,12 @@ from typing import Any
 import grpc
 
 from groundwire.api.auth import effective_tenant
-from groundwire.api.convert import filter_from_proto, mode_from_proto, outcome_to_proto
+from groundwire.api.convert import (
+    filter_from_proto,
+    fusion_method_from_proto,
+    mode_from_proto,
+    outcome_to_proto,
+)
 from groundwire.retrieval.engine import RetrievalLimits, Retriever
 from groundwire.retrieval.requests import FeedbackInput, build_retrieval_request
 from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
@@ -42,6 +47,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             fusion_defaults=self._retriever.fusion_defaults,
             min_version=q.min_index_version,
             feedback=feedback_from_proto(q),
+            fusion_method=fusion_method_from_proto(fusion.method),
         )
         outcome = await self._retriever.retrieve(domain_request)
         return outcome_to_proto(outcome)

@@ -129,13 +129,24 @@ class RankedResult:
     provenance: tuple[LegRank, ...]
 
 
+class FusionMethod(enum.Enum):
+    """How HYBRID combines its legs (domain.fusion)."""
+
+    # Weighted reciprocal rank fusion: sum of weight / (k + rank).
+    RRF = "rrf"
+    # Convex combination of each leg's min-max normalized scores, the weights
+    # normalized to sum to 1.
+    MIN_MAX = "min-max"
+
+
 @dataclass(frozen=True, slots=True)
 class FusionSettings:
-    """Weighted RRF settings."""
+    """Fusion settings: the method, RRF's k, and the leg weights (both methods)."""
 
     k: int = 20
     semantic_weight: float = 1.0
     lexical_weight: float = 1.0
+    method: FusionMethod = FusionMethod.RRF
 
 
 # RM3 defaults (domain.feedback): Anserini's fbDocs 10, fbTerms 10, originalQueryWeight 0.5.

@@ -62,6 +62,7 @@ class Variant(StrictFile):
     semantic_weight: float | None = Field(None, ge=0, le=10)
     lexical_weight: float | None = Field(None, ge=0, le=10)
     leg_depth: int | None = Field(None, ge=1, le=10_000)
+    fusion_method: Literal["rrf", "min-max"] | None = None
     # Drop chunk results whose normalized relevance is absent or below this (as
     # an agent's acceptance threshold does); None keeps everything.
     minimum_relevance: float | None = Field(None, ge=0, le=1)
@@ -74,9 +75,17 @@ class Variant(StrictFile):
 
     @model_validator(mode="after")
     def _hybrid_only(self) -> Variant:
-        fusion = (self.rrf_k, self.semantic_weight, self.lexical_weight, self.leg_depth)
+        fusion = (
+            self.rrf_k,
+            self.semantic_weight,
+            self.lexical_weight,
+            self.leg_depth,
+            self.fusion_method,
+        )
         if self.mode != "hybrid" and any(v is not None for v in fusion):
-            raise ValueError("fusion settings (rrf_k, weights, leg_depth) need mode 'hybrid'")
+            raise ValueError(
+                "fusion settings (rrf_k, weights, leg_depth, fusion_method) need mode 'hybrid'"
+            )
         if self.mode == "semantic" and self.lexical_feedback is not None:
             raise ValueError("lexical_feedback needs mode 'lexical' or 'hybrid'")
         return self
@@ -89,6 +98,7 @@ class Variant(StrictFile):
                 "semantic_weight": self.semantic_weight,
                 "lexical_weight": self.lexical_weight,
                 "leg_depth": self.leg_depth,
+                "method": self.fusion_method,
             }
         out["minimum_relevance"] = self.minimum_relevance
         out["reranker"] = self.rerank.descriptor() if self.rerank else None

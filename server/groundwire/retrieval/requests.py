@@ -26,6 +26,7 @@ from groundwire.domain.retrieval import (
     FEEDBACK_MAX_DOCUMENTS,
     FEEDBACK_MAX_TERMS,
     FeedbackSettings,
+    FusionMethod,
     FusionSettings,
     MetadataFilter,
     RetrievalMode,
@@ -198,6 +199,7 @@ def build_retrieval_request(
     prefix: str = "query",
     min_version: int = 0,
     feedback: FeedbackInput | None = None,
+    fusion_method: FusionMethod | None = None,
 ) -> RetrievalRequest:
     """Validate every field; the first violation raises INVALID_ARGUMENT."""
     if not index_name:
@@ -220,7 +222,7 @@ def build_retrieval_request(
             raise invalid(
                 "FIELD_OUT_OF_RANGE", f"{prefix}.fusion.rrf_k", "rrf_k must be in [1, 1000]"
             )
-        fusion = FusionSettings(rrf_k, fusion.semantic_weight, fusion.lexical_weight)
+        fusion = FusionSettings(rrf_k, fusion.semantic_weight, fusion.lexical_weight, fusion.method)
     for name, value in (("semantic_weight", semantic_weight), ("lexical_weight", lexical_weight)):
         if value is None:
             continue
@@ -234,6 +236,7 @@ def build_retrieval_request(
         fusion.k,
         fusion.semantic_weight if semantic_weight is None else semantic_weight,
         fusion.lexical_weight if lexical_weight is None else lexical_weight,
+        fusion.method if fusion_method is None else fusion_method,
     )
     if fusion.semantic_weight == 0 and fusion.lexical_weight == 0:
         raise invalid(
