@@ -1258,3 +1258,42 @@ async def test_document_chunks_are_the_published_ones_in_order(
     await store.publish_version(index_name, v, spec(index_name))
     assert [c.text for c in await store.document_chunks(index_name, "", "d", 10)] == ["staged"]
     assert await store.document_chunks(index_name, "globex", "d", 10) == []
+
+
+async def test_weighted_query_terms_scale_bm25_alike(store: Store, index_name: str) -> None:
+    """Explicit query-term weights (what RM3 feedback sets, domain.feedback) replace
+    qtf in the same BM25 arithmetic on every store: each term's contribution is its
+    weight times its idf-scaled saturation."""
+    from collections import Counter
+
+    from groundwire.domain import bm25
+    from groundwire.domain.feedback import expand
+    from groundwire.domain.retrieval import FeedbackSettings
+
+    s = IndexSpec(index_name, None, None, chunking="chars:size=800", analyzer=ENGLISH)
+    await publish(store, index_name, [doc(k, [v], None) for k, v in _ANALYZED_TEXTS.items()], s)
+    query = parse_lexical("retention policies", analyzer=ENGLISH)
+    first = await store.search_lexical(index_name, query, 2, Scope())
+    expanded = expand(query, first.hits, FeedbackSettings(documents=2, terms=5))
+    weights = expanded.term_weights()
+    assert set(weights) > set(query.terms)  # the feedback added terms
+    found = await store.search_lexical(index_name, expanded, 10, Scope())
+    terms = {k: Counter(ENGLISH.terms(t)) for k, t in _ANALYZED_TEXTS.items()}
+    n = len(terms)
+    avgdl = bm25.average_length(sum(sum(c.values()) for c in terms.values()), n)
+    expected: dict[str, float] = {}
+    for key, counts in terms.items():
+        held = [t for t in weights if counts[t]]
+        if held:
+            expected[key] = sum(
+                weights[t]
+                * bm25.term_score(
+                    bm25.idf(n, sum(1 for c in terms.values() if c[t])),
+                    float(counts[t]),
+                    float(sum(counts.values())),
+                    avgdl,
+                )
+                for t in held
+            )
+    assert {h.document_id: h.score.raw for h in found.hits} == pytest.approx(expected, rel=1e-9)
+    assert found.terms_scored == len(weights)

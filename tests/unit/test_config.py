@@ -175,3 +175,13 @@ def test_vector_index_precision_is_validated_and_named() -> None:
                                                       "vector_index_precision": "float16"}}}
     )  # fmt: skip
     assert cfg.indexes["docs"].vector_index_precision == "float16"
+
+
+def test_fusion_method_is_rrf_or_min_max() -> None:
+    assert parse_config({}).retrieval.fusion_method == "rrf"
+    assert parse_config({"retrieval": {"fusion_method": "min-max"}}).retrieval.fusion_method == (
+        "min-max"
+    )
+    with pytest.raises(ConfigError) as err:
+        parse_config({"retrieval": {"fusion_method": "combsum"}})
+    assert "retrieval.fusion_method" in str(err.value)

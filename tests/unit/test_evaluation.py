@@ -190,6 +190,34 @@ def test_variants_file(tmp_path: Path) -> None:
         load_variants(path)
 
 
+def test_variant_lexical_feedback_reaches_the_query(tmp_path: Path) -> None:
+    from groundwire.evaluation.query_runs import _rag_query
+
+    path = tmp_path / "v.toml"
+    path.write_text(
+        '[[variant]]\nname = "rm3"\nmode = "lexical"\nlexical_feedback = { documents = 5 }\n'
+        '[[variant]]\nname = "plain"\nmode = "hybrid"\n'
+    )
+    rm3, plain = load_variants(path)
+    q = _rag_query("idx", rm3, "text")
+    assert q.HasField("lexical_feedback") and q.lexical_feedback.documents == 5
+    assert not q.lexical_feedback.HasField("terms")
+    assert rm3.descriptor()["lexical_feedback"]["documents"] == 5
+    assert not _rag_query("idx", plain, "text").HasField("lexical_feedback")
+    minmax = Variant(name="mm", mode="hybrid", fusion_method="min-max")
+    assert _rag_query("idx", minmax, "t").fusion.method == 2  # FUSION_METHOD_MIN_MAX
+    assert minmax.descriptor()["fusion_requested"]["method"] == "min-max"
+    # An empty table turns feedback on with the server's defaults.
+    empty = Variant.model_validate({"name": "x", "mode": "hybrid", "lexical_feedback": {}})
+    assert _rag_query("idx", empty, "t").HasField("lexical_feedback")
+    path.write_text('[[variant]]\nname = "x"\nmode = "semantic"\nlexical_feedback = {}\n')
+    with pytest.raises(EvalError, match="lexical_feedback"):
+        load_variants(path)
+    path.write_text('[[variant]]\nname = "x"\nmode = "lexical"\nlexical_feedback = { terms = 0 }\n')
+    with pytest.raises(EvalError, match="terms"):
+        load_variants(path)
+
+
 # -- baseline ----------------------------------------------------------------------
 
 

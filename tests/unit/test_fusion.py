@@ -1,12 +1,15 @@
 """Reciprocal rank fusion (seed 000: 1 / (60 + rank), one-based, merged by
-(document id, chunk id), leg scores kept and never combined)."""
+(document id, chunk id), leg scores kept and never combined), and the min-max
+alternative (weighted mean of each leg's min-max normalized scores)."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
 from groundwire.domain.fusion import fuse, rrf_contribution, single_leg
-from groundwire.domain.retrieval import ChunkHit, FusionSettings, Leg
+from groundwire.domain.retrieval import ChunkHit, FusionMethod, FusionSettings, Leg
 from groundwire.domain.scores import Score, ScoreMetric
 
 
@@ -72,3 +75,64 @@ def test_single_leg_keeps_leg_score() -> None:
     lex = [hit("a", "c", ScoreMetric.BM25, 4.0), hit("b", "c", ScoreMetric.BM25, 2.0)]
     out = single_leg(Leg.LEXICAL, lex, 1)
     assert len(out) == 1 and out[0].score.raw == 4.0 and out[0].provenance[0].rank == 1
+
+
+# -- min-max fusion (FusionMethod.MIN_MAX) ------------------------------------------
+
+
+def test_min_max_normalizes_each_leg_in_its_own_direction() -> None:
+    from groundwire.domain.fusion import min_max_normalized
+
+    bm25 = [hit(d, "c", ScoreMetric.BM25, s) for d, s in (("a", 9.0), ("b", 5.0), ("c", 1.0))]
+    assert min_max_normalized(bm25) == pytest.approx([1.0, 0.5, 0.0])
+    # A distance's smallest value is the best.
+    dist = [hit(d, "c", ScoreMetric.COSINE_DISTANCE, s) for d, s in (("a", 0.2), ("b", 0.6))]
+    assert min_max_normalized(dist) == pytest.approx([1.0, 0.0])
+    same = [hit(d, "c", ScoreMetric.BM25, 2.0) for d in "ab"]
+    assert min_max_normalized(same) == [1.0, 1.0]
+    broken = [hit("a", "c", ScoreMetric.BM25, 3.0), hit("b", "c", ScoreMetric.BM25, math.nan)]
+    assert min_max_normalized(broken) == [1.0, 0.0]
+    assert min_max_normalized([]) == []
+
+
+def test_min_max_is_the_weighted_mean_of_normalized_leg_scores() -> None:
+    sem = [
+        hit("a", "c1", ScoreMetric.COSINE_SIMILARITY, 0.9),
+        hit("b", "c1", ScoreMetric.COSINE_SIMILARITY, 0.7),
+        hit("c", "c1", ScoreMetric.COSINE_SIMILARITY, 0.5),
+    ]
+    lex = [hit("c", "c1", ScoreMetric.BM25, 12.0), hit("b", "c1", ScoreMetric.BM25, 2.0)]
+    settings = FusionSettings(
+        k=60, semantic_weight=1.0, lexical_weight=3.0, method=FusionMethod.MIN_MAX
+    )
+    out = fuse([(Leg.SEMANTIC, sem), (Leg.LEXICAL, lex)], settings, 10)
+    score = {r.hit.document_id: r.score.raw for r in out}
+    # semantic a 1, b 0.5, c 0; lexical c 1, b 0 (absent a: 0); weights 1/4 and 3/4.
+    assert score == pytest.approx({"a": 0.25, "b": 0.125, "c": 0.75})
+    assert [r.hit.document_id for r in out] == ["c", "a", "b"]
+    top = out[0]
+    assert top.score.metric is ScoreMetric.MIN_MAX_FUSION and top.score.relevance is None
+    assert [(p.leg, p.rank, p.score.raw) for p in top.provenance] == [
+        (Leg.SEMANTIC, 3, 0.5),
+        (Leg.LEXICAL, 1, 12.0),
+    ]
+
+
+def test_min_max_scores_differ_from_rrf_where_score_gaps_matter() -> None:
+    # The lexical leg's first result is far ahead of its second; RRF only sees ranks.
+    sem = [
+        hit("a", "c", ScoreMetric.COSINE_SIMILARITY, 0.80),
+        hit("b", "c", ScoreMetric.COSINE_SIMILARITY, 0.79),
+        hit("z", "c", ScoreMetric.COSINE_SIMILARITY, 0.10),
+    ]
+    lex = [
+        hit("b", "c", ScoreMetric.BM25, 30.0),
+        hit("a", "c", ScoreMetric.BM25, 2.0),
+        hit("y", "c", ScoreMetric.BM25, 1.0),
+    ]
+    legs = [(Leg.SEMANTIC, sem), (Leg.LEXICAL, lex)]
+    rrf = fuse(legs, FusionSettings(k=20), 2)
+    mm = fuse(legs, FusionSettings(method=FusionMethod.MIN_MAX), 2)
+    # RRF: a and b tie on 1/21 + 1/22, broken by document id; min-max: b clearly first.
+    assert [r.hit.document_id for r in rrf] == ["a", "b"]
+    assert [r.hit.document_id for r in mm] == ["b", "a"]

@@ -35,6 +35,7 @@ def test_documented_normalizations(metric: ScoreMetric, raw: float, expected: fl
         ScoreMetric.BM25,
         ScoreMetric.TEXT_RANK,
         ScoreMetric.RECIPROCAL_RANK_FUSION,
+        ScoreMetric.MIN_MAX_FUSION,
     ],
 )
 def test_unbounded_metrics_never_get_relevance(metric: ScoreMetric) -> None:
@@ -59,6 +60,7 @@ def test_directions() -> None:
     assert higher_is_better(ScoreMetric.DOT_PRODUCT)
     assert higher_is_better(ScoreMetric.BM25)
     assert higher_is_better(ScoreMetric.RECIPROCAL_RANK_FUSION)
+    assert higher_is_better(ScoreMetric.MIN_MAX_FUSION)
 
 
 def test_sort_key_puts_best_first_for_both_directions() -> None:

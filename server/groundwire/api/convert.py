@@ -5,7 +5,9 @@ from __future__ import annotations
 from google.protobuf import duration_pb2
 
 from groundwire.api.usage import usage_to_proto
+from groundwire.domain.errors import invalid
 from groundwire.domain.retrieval import (
+    FusionMethod,
     Leg,
     RankedResult,
     RetrievalDiagnostics,
@@ -25,6 +27,7 @@ _METRICS: dict[ScoreMetric, common_pb2.ScoreMetric.ValueType] = {
     ScoreMetric.TEXT_RANK: common_pb2.SCORE_METRIC_TEXT_RANK,
     ScoreMetric.RECIPROCAL_RANK_FUSION: common_pb2.SCORE_METRIC_RECIPROCAL_RANK_FUSION,
     ScoreMetric.RERANK_RELEVANCE: common_pb2.SCORE_METRIC_RERANK_RELEVANCE,
+    ScoreMetric.MIN_MAX_FUSION: common_pb2.SCORE_METRIC_MIN_MAX_FUSION,
 }
 _LEGS: dict[Leg, common_pb2.RetrievalLeg.ValueType] = {
     Leg.SEMANTIC: common_pb2.RETRIEVAL_LEG_SEMANTIC,
@@ -115,6 +118,22 @@ def result_to_proto(result: RankedResult) -> retriever_pb2.RetrievalResult:
     )
 
 
+FUSION_METHODS: dict[FusionMethod, retriever_pb2.FusionMethod.ValueType] = {
+    FusionMethod.RRF: retriever_pb2.FUSION_METHOD_RRF,
+    FusionMethod.MIN_MAX: retriever_pb2.FUSION_METHOD_MIN_MAX,
+}
+
+
+def fusion_method_from_proto(value: int) -> FusionMethod | None:
+    """The requested fusion method; None for UNSPECIFIED (the server's default)."""
+    if value == retriever_pb2.FUSION_METHOD_UNSPECIFIED:
+        return None
+    for method, wire in FUSION_METHODS.items():
+        if wire == value:
+            return method
+    raise invalid("UNKNOWN_ENUM_VALUE", "query.fusion.method", "unknown fusion method")
+
+
 def diagnostics_to_proto(d: RetrievalDiagnostics) -> retriever_pb2.RetrievalDiagnostics:
     msg = retriever_pb2.RetrievalDiagnostics(
         applied_mode=mode_to_proto(d.mode),
@@ -133,8 +152,11 @@ def diagnostics_to_proto(d: RetrievalDiagnostics) -> retriever_pb2.RetrievalDiag
         tenant_scope_empty=d.tenant_scope_empty,
         embedding_usage=usage_to_proto(d.embedding_usage),
         query_truncated=d.embedding_usage.truncated_texts > 0,
+        feedback_terms=d.feedback_terms,
+        feedback_documents=d.feedback_documents,
     )
     if d.fusion is not None:
+        msg.applied_fusion_method = FUSION_METHODS[d.fusion.method]
         msg.applied_rrf_k = d.fusion.k
         msg.applied_semantic_weight = d.fusion.semantic_weight
         msg.applied_lexical_weight = d.fusion.lexical_weight

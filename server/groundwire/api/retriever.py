@@ -7,9 +7,14 @@ from typing import Any
 import grpc
 
 from groundwire.api.auth import effective_tenant
-from groundwire.api.convert import filter_from_proto, mode_from_proto, outcome_to_proto
+from groundwire.api.convert import (
+    filter_from_proto,
+    fusion_method_from_proto,
+    mode_from_proto,
+    outcome_to_proto,
+)
 from groundwire.retrieval.engine import RetrievalLimits, Retriever
-from groundwire.retrieval.requests import build_retrieval_request
+from groundwire.retrieval.requests import FeedbackInput, build_retrieval_request
 from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
 
 
@@ -41,6 +46,20 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             limits=self._retriever.limits,
             fusion_defaults=self._retriever.fusion_defaults,
             min_version=q.min_index_version,
+            feedback=feedback_from_proto(q),
+            fusion_method=fusion_method_from_proto(fusion.method),
         )
         outcome = await self._retriever.retrieve(domain_request)
         return outcome_to_proto(outcome)
+
+
+def feedback_from_proto(q: retriever_pb2.RagQuery) -> FeedbackInput | None:
+    """RagQuery.lexical_feedback as plain values; None when the message is absent."""
+    if not q.HasField("lexical_feedback"):
+        return None
+    f = q.lexical_feedback
+    return FeedbackInput(
+        documents=f.documents if f.HasField("documents") else None,
+        terms=f.terms if f.HasField("terms") else None,
+        original_weight=(f.original_query_weight if f.HasField("original_query_weight") else None),
+    )

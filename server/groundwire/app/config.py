@@ -129,6 +129,9 @@ class RetrievalConfig(StrictModel):
     rrf_k: int = Field(20, ge=1, le=1000)
     semantic_weight: float = Field(1.0, ge=0, le=10)
     lexical_weight: float = Field(1.0, ge=0, le=10)
+    # How HYBRID fuses its legs: "rrf" (weighted reciprocal rank fusion) or
+    # "min-max" (weighted mean of min-max normalized leg scores); README "Evaluation".
+    fusion_method: Literal["rrf", "min-max"] = "rrf"
     leg_depth: int = Field(50, ge=1, le=10_000)
     max_leg_depth: int = Field(1000, ge=1, le=10_000)
     # Distinct lexical query terms scored per query, the rarest first: bounds the

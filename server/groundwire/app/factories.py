@@ -57,7 +57,7 @@ from groundwire.domain.analysis import Analyzer
 from groundwire.domain.auth import KeyRing, Permission, StoredKey
 from groundwire.domain.chunking import Chunker, ChunkUnit
 from groundwire.domain.indexes import StoreKind
-from groundwire.domain.retrieval import FusionSettings
+from groundwire.domain.retrieval import FusionMethod, FusionSettings
 from groundwire.domain.token_chunking import token_overhead
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.indexes.loaders import Loader
@@ -542,7 +542,9 @@ async def build_components(
         r.max_leg_depth,
         r.max_lexical_terms,
     )
-    fusion = FusionSettings(r.rrf_k, r.semantic_weight, r.lexical_weight)
+    fusion = FusionSettings(
+        r.rrf_k, r.semantic_weight, r.lexical_weight, FusionMethod(r.fusion_method)
+    )
     retriever = Retriever(catalog, limits, fusion, previews)
     agents = AgentRegistry(
         build_agents(

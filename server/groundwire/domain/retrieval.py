@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -64,6 +65,20 @@ class LexicalQuery:
     # The analyzer that produced `terms` and `phrases` (the index's): a store that
     # verifies a phrase on a chunk's text analyzes the text with it.
     analyzer: Analyzer = PLAIN
+    # Explicit BM25 query-term weights (term, weight > 0), one per distinct term, in
+    # place of the terms' counts: set by pseudo-relevance feedback (domain.feedback).
+    # Empty means each term weighs its count in `terms` (qtf).
+    weights: tuple[tuple[str, float], ...] = ()
+
+    def term_weights(self) -> dict[str, float]:
+        """Each distinct term's BM25 query weight, in query order: `weights` when
+        set, else the term's count in `terms`. Both stores score with these."""
+        if self.weights:
+            return dict(self.weights)
+        counts: dict[str, float] = {}
+        for term in self.terms:
+            counts[term] = counts.get(term, 0.0) + 1.0
+        return counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,13 +129,51 @@ class RankedResult:
     provenance: tuple[LegRank, ...]
 
 
+class FusionMethod(enum.Enum):
+    """How HYBRID combines its legs (domain.fusion)."""
+
+    # Weighted reciprocal rank fusion: sum of weight / (k + rank).
+    RRF = "rrf"
+    # Convex combination of each leg's min-max normalized scores, the weights
+    # normalized to sum to 1.
+    MIN_MAX = "min-max"
+
+
 @dataclass(frozen=True, slots=True)
 class FusionSettings:
-    """Weighted RRF settings."""
+    """Fusion settings: the method, RRF's k, and the leg weights (both methods)."""
 
     k: int = 20
     semantic_weight: float = 1.0
     lexical_weight: float = 1.0
+    method: FusionMethod = FusionMethod.RRF
+
+
+# RM3 defaults (domain.feedback): Anserini's fbDocs 10, fbTerms 10, originalQueryWeight 0.5.
+FEEDBACK_DEFAULT_DOCUMENTS = 10
+FEEDBACK_DEFAULT_TERMS = 10
+FEEDBACK_DEFAULT_ORIGINAL_WEIGHT = 0.5
+FEEDBACK_MAX_DOCUMENTS = 100
+FEEDBACK_MAX_TERMS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackSettings:
+    """Pseudo-relevance feedback (RM3, domain.feedback) settings: how many of the
+    first run's best chunks are read, how many expansion terms are kept, and the
+    original query's weight lambda in [0, 1]."""
+
+    documents: int = FEEDBACK_DEFAULT_DOCUMENTS
+    terms: int = FEEDBACK_DEFAULT_TERMS
+    original_weight: float = FEEDBACK_DEFAULT_ORIGINAL_WEIGHT
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.documents <= FEEDBACK_MAX_DOCUMENTS:
+            raise ValueError(f"feedback documents must be in [1, {FEEDBACK_MAX_DOCUMENTS}]")
+        if not 1 <= self.terms <= FEEDBACK_MAX_TERMS:
+            raise ValueError(f"feedback terms must be in [1, {FEEDBACK_MAX_TERMS}]")
+        if not (math.isfinite(self.original_weight) and 0.0 <= self.original_weight <= 1.0):
+            raise ValueError("the original query weight must be in [0, 1]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +192,8 @@ class RetrievalRequest:
     # The lowest published index version the caller accepts (read-your-writes
     # across replicas); 0 accepts any.
     min_version: int = 0
+    # RM3 pseudo-relevance feedback for the lexical leg (lexical and hybrid); None = off.
+    feedback: FeedbackSettings | None = None
 
 
 @dataclass(slots=True)
@@ -165,6 +220,10 @@ class RetrievalDiagnostics:
     # The query embedding's usage; truncated_texts > 0 means the query was longer
     # than the model's token window.
     embedding_usage: EmbeddingUsage = NO_USAGE
+    # Terms pseudo-relevance feedback added to the lexical query (0 when it was off
+    # or found nothing to add), and the chunks it read.
+    feedback_terms: int = 0
+    feedback_documents: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ class ScoreMetric(enum.Enum):
     TEXT_RANK = "TEXT_RANK"
     RECIPROCAL_RANK_FUSION = "RECIPROCAL_RANK_FUSION"
     RERANK_RELEVANCE = "RERANK_RELEVANCE"
+    MIN_MAX_FUSION = "MIN_MAX_FUSION"
 
 
 _HIGHER_IS_BETTER: dict[ScoreMetric, bool] = {
@@ -30,6 +31,7 @@ _HIGHER_IS_BETTER: dict[ScoreMetric, bool] = {
     ScoreMetric.TEXT_RANK: True,
     ScoreMetric.RECIPROCAL_RANK_FUSION: True,
     ScoreMetric.RERANK_RELEVANCE: True,
+    ScoreMetric.MIN_MAX_FUSION: True,
 }
 
 
@@ -47,7 +49,8 @@ def _clamp01(value: float) -> float:
 
 def relevance_for(metric: ScoreMetric, raw: float) -> float | None:
     """Provider-independent relevance in [0, 1], or None when no documented
-    normalization exists for `metric` (dot product, BM25, text rank, RRF) or the raw
+    normalization exists for `metric` (dot product, BM25, text rank, RRF, min-max
+    fusion: its [0, 1] is relative to one query's candidates, not a relevance) or the raw
     value is not finite.
 
     - cosine similarity: (raw + 1) / 2

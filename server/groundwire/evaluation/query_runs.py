@@ -60,6 +60,12 @@ def _documents(keys: Sequence[tuple[str, str]]) -> list[str]:
     return list(dict.fromkeys(doc for doc, _ in keys))
 
 
+_FUSION_METHODS = {
+    "rrf": retriever_pb2.FUSION_METHOD_RRF,
+    "min-max": retriever_pb2.FUSION_METHOD_MIN_MAX,
+}
+
+
 def _rag_query(index: str, variant: Variant, text: str) -> retriever_pb2.RagQuery:
     q = retriever_pb2.RagQuery(
         index_name=index, text=text, mode=_MODES[variant.mode], top_k=variant.top_k
@@ -73,6 +79,17 @@ def _rag_query(index: str, variant: Variant, text: str) -> retriever_pb2.RagQuer
             q.fusion.lexical_weight = variant.lexical_weight
         if variant.leg_depth is not None:
             q.fusion.leg_depth = variant.leg_depth
+        if variant.fusion_method is not None:
+            q.fusion.method = _FUSION_METHODS[variant.fusion_method]
+    feedback = variant.lexical_feedback
+    if feedback is not None:
+        q.lexical_feedback.SetInParent()
+        if feedback.documents is not None:
+            q.lexical_feedback.documents = feedback.documents
+        if feedback.terms is not None:
+            q.lexical_feedback.terms = feedback.terms
+        if feedback.original_query_weight is not None:
+            q.lexical_feedback.original_query_weight = feedback.original_query_weight
     return q
 
 
@@ -101,6 +118,7 @@ def _retrieve_facts(
             "semantic_weight": d.applied_semantic_weight,
             "lexical_weight": d.applied_lexical_weight,
             "leg_depth": d.applied_leg_depth,
+            "method": retriever_pb2.FusionMethod.Name(d.applied_fusion_method),
         }
     return lat
 

@@ -12,7 +12,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from groundwire.evaluation.common import EvalError, StrictFile
 
-__all__ = ["RerankSpec", "Variant", "load_variants"]
+__all__ = ["FeedbackSpec", "RerankSpec", "Variant", "load_variants"]
 
 
 class RerankSpec(StrictFile):
@@ -36,6 +36,22 @@ class RerankSpec(StrictFile):
         }
 
 
+class FeedbackSpec(StrictFile):
+    """RM3 pseudo-relevance feedback for the lexical leg (RagQuery.lexical_feedback);
+    an absent field is the server's default."""
+
+    documents: int | None = Field(None, ge=1, le=100)
+    terms: int | None = Field(None, ge=1, le=100)
+    original_query_weight: float | None = Field(None, ge=0, le=1)
+
+    def descriptor(self) -> dict[str, Any]:
+        return {
+            "documents": self.documents,
+            "terms": self.terms,
+            "original_query_weight": self.original_query_weight,
+        }
+
+
 class Variant(StrictFile):
     """One retrieval configuration to evaluate."""
 
@@ -46,19 +62,32 @@ class Variant(StrictFile):
     semantic_weight: float | None = Field(None, ge=0, le=10)
     lexical_weight: float | None = Field(None, ge=0, le=10)
     leg_depth: int | None = Field(None, ge=1, le=10_000)
+    fusion_method: Literal["rrf", "min-max"] | None = None
     # Drop chunk results whose normalized relevance is absent or below this (as
     # an agent's acceptance threshold does); None keeps everything.
     minimum_relevance: float | None = Field(None, ge=0, le=1)
     rerank: RerankSpec | None = None
+    # RM3 feedback for the lexical leg (lexical and hybrid modes); None = off.
+    lexical_feedback: FeedbackSpec | None = None
     # BEIR query text is natural language: its double quotes are not phrase
     # operators, so they are replaced by spaces unless "keep" is set.
     query_quotes: Literal["strip", "keep"] = "strip"
 
     @model_validator(mode="after")
     def _hybrid_only(self) -> Variant:
-        fusion = (self.rrf_k, self.semantic_weight, self.lexical_weight, self.leg_depth)
+        fusion = (
+            self.rrf_k,
+            self.semantic_weight,
+            self.lexical_weight,
+            self.leg_depth,
+            self.fusion_method,
+        )
         if self.mode != "hybrid" and any(v is not None for v in fusion):
-            raise ValueError("fusion settings (rrf_k, weights, leg_depth) need mode 'hybrid'")
+            raise ValueError(
+                "fusion settings (rrf_k, weights, leg_depth, fusion_method) need mode 'hybrid'"
+            )
+        if self.mode == "semantic" and self.lexical_feedback is not None:
+            raise ValueError("lexical_feedback needs mode 'lexical' or 'hybrid'")
         return self
 
     def descriptor(self) -> dict[str, Any]:
@@ -69,9 +98,12 @@ class Variant(StrictFile):
                 "semantic_weight": self.semantic_weight,
                 "lexical_weight": self.lexical_weight,
                 "leg_depth": self.leg_depth,
+                "method": self.fusion_method,
             }
         out["minimum_relevance"] = self.minimum_relevance
         out["reranker"] = self.rerank.descriptor() if self.rerank else None
+        if self.lexical_feedback is not None:
+            out["lexical_feedback"] = self.lexical_feedback.descriptor()
         out["query_quotes"] = self.query_quotes
         return out
 

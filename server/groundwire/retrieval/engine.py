@@ -7,6 +7,8 @@ top_k is a candidate limit only.
 - LEXICAL runs indexed full-text search only and never touches the embedder.
 - HYBRID runs both legs concurrently and fuses them with weighted RRF; if either
   leg fails, the call fails.
+- With pseudo-relevance feedback (RM3, domain.feedback) the lexical leg runs twice:
+  its first run's best chunks expand the query, the expanded query ranks.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from groundwire.domain.errors import (
     failed_precondition,
     unavailable,
 )
+from groundwire.domain.feedback import expand
 from groundwire.domain.fusion import fuse, single_leg
 from groundwire.domain.query import parse_lexical, semantic_text
 from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
@@ -179,6 +182,16 @@ class Retriever:
         diag: RetrievalDiagnostics,
     ) -> list[ChunkHit]:
         t0 = time.perf_counter()
+        settings = request.feedback
+        if settings is not None:
+            # RM3: the first run's best chunks expand the query that then ranks.
+            first = await handle.store.search_lexical(
+                handle.name, query, settings.documents, request.scope
+            )
+            expanded = expand(query, first.hits, settings)
+            diag.feedback_documents = len(first.hits)
+            diag.feedback_terms = len(set(expanded.terms) - set(query.terms))
+            query = expanded
         found = await handle.store.search_lexical(handle.name, query, k, request.scope)
         diag.lexical_seconds = time.perf_counter() - t0
         diag.lexical_hits = len(found.hits)

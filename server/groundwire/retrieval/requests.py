@@ -20,6 +20,13 @@ from groundwire.domain.metadata_ranges import (
 )
 from groundwire.domain.query import split_phrases, validate_query_text
 from groundwire.domain.retrieval import (
+    FEEDBACK_DEFAULT_DOCUMENTS,
+    FEEDBACK_DEFAULT_ORIGINAL_WEIGHT,
+    FEEDBACK_DEFAULT_TERMS,
+    FEEDBACK_MAX_DOCUMENTS,
+    FEEDBACK_MAX_TERMS,
+    FeedbackSettings,
+    FusionMethod,
     FusionSettings,
     MetadataFilter,
     RetrievalMode,
@@ -138,6 +145,43 @@ def build_filter(conditions: Sequence[FilterCondition], path: str) -> MetadataFi
     return MetadataFilter(out, ranges)
 
 
+@dataclass(frozen=True, slots=True)
+class FeedbackInput:
+    """Pseudo-relevance feedback as the caller asked for it; None = the default."""
+
+    documents: int | None = None
+    terms: int | None = None
+    original_weight: float | None = None
+
+
+def build_feedback(feedback: FeedbackInput, path: str) -> FeedbackSettings:
+    """Validate RM3 settings, naming the offending field."""
+    documents = FEEDBACK_DEFAULT_DOCUMENTS if feedback.documents is None else feedback.documents
+    if not 1 <= documents <= FEEDBACK_MAX_DOCUMENTS:
+        raise invalid(
+            "FIELD_OUT_OF_RANGE",
+            f"{path}.documents",
+            f"documents must be in [1, {FEEDBACK_MAX_DOCUMENTS}]",
+        )
+    terms = FEEDBACK_DEFAULT_TERMS if feedback.terms is None else feedback.terms
+    if not 1 <= terms <= FEEDBACK_MAX_TERMS:
+        raise invalid(
+            "FIELD_OUT_OF_RANGE", f"{path}.terms", f"terms must be in [1, {FEEDBACK_MAX_TERMS}]"
+        )
+    weight = (
+        FEEDBACK_DEFAULT_ORIGINAL_WEIGHT
+        if feedback.original_weight is None
+        else feedback.original_weight
+    )
+    if not (math.isfinite(weight) and 0.0 <= weight <= 1.0):
+        raise invalid(
+            "FIELD_OUT_OF_RANGE",
+            f"{path}.original_query_weight",
+            "original_query_weight must be finite, in [0, 1]",
+        )
+    return FeedbackSettings(documents, terms, weight)
+
+
 def build_retrieval_request(
     *,
     index_name: str,
@@ -154,6 +198,8 @@ def build_retrieval_request(
     fusion_defaults: FusionSettings,
     prefix: str = "query",
     min_version: int = 0,
+    feedback: FeedbackInput | None = None,
+    fusion_method: FusionMethod | None = None,
 ) -> RetrievalRequest:
     """Validate every field; the first violation raises INVALID_ARGUMENT."""
     if not index_name:
@@ -176,7 +222,7 @@ def build_retrieval_request(
             raise invalid(
                 "FIELD_OUT_OF_RANGE", f"{prefix}.fusion.rrf_k", "rrf_k must be in [1, 1000]"
             )
-        fusion = FusionSettings(rrf_k, fusion.semantic_weight, fusion.lexical_weight)
+        fusion = FusionSettings(rrf_k, fusion.semantic_weight, fusion.lexical_weight, fusion.method)
     for name, value in (("semantic_weight", semantic_weight), ("lexical_weight", lexical_weight)):
         if value is None:
             continue
@@ -190,6 +236,7 @@ def build_retrieval_request(
         fusion.k,
         fusion.semantic_weight if semantic_weight is None else semantic_weight,
         fusion.lexical_weight if lexical_weight is None else lexical_weight,
+        fusion.method if fusion_method is None else fusion_method,
     )
     if fusion.semantic_weight == 0 and fusion.lexical_weight == 0:
         raise invalid(
@@ -203,6 +250,15 @@ def build_retrieval_request(
             f"leg_depth must be in [top_k, {limits.max_leg_depth}]",
         )
     scope = Scope(tenant, build_filter(conditions, f"{prefix}.filter"))
+    settings = None if feedback is None else build_feedback(feedback, f"{prefix}.lexical_feedback")
     return RetrievalRequest(
-        index_name, clean, mode, k, scope, fusion, depth, min_version=min_version
+        index_name,
+        clean,
+        mode,
+        k,
+        scope,
+        fusion,
+        depth,
+        min_version=min_version,
+        feedback=settings,
     )

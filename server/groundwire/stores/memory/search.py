@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -181,7 +180,7 @@ class LexicalSnapshot:
             rows, tf64 = rows[in_range], tfs[in_range].astype(np.float64)
             df[term] = int(live[rows].sum())
             postings[term] = (rows, tf64)
-        qtf = Counter(query.terms)
+        qtf = query.term_weights()
         terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
         if not terms:
             return LexicalResult([], 0, pruned), work

@@ -168,7 +168,7 @@ _THETA_MARGIN = 1.0 - 1e-9
 class _TermWeights:
     """BM25 weights of the scored query terms against one published snapshot."""
 
-    qtf: Counter[str]
+    qtf: Mapping[str, float]  # query-term weights (qtf unless feedback set them)
     idf: dict[str, float]  # the scored terms, in query order
     avgdl: float
     pruned: int
@@ -179,7 +179,7 @@ class _TermWeights:
         cls, query: LexicalQuery, df: Mapping[str, int], total: int, tokens: int
     ) -> _TermWeights:
         terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
-        qtf = Counter(query.terms)
+        qtf = query.term_weights()
         idf = {t: bm25.idf(total, df[t]) for t in terms}
         return cls(qtf, idf, bm25.average_length(tokens, total), pruned, {t: df[t] for t in idf})
 
@@ -230,7 +230,14 @@ async def search(
     if total <= 0:
         return LexicalResult([])
     weights = _TermWeights.of(
-        LexicalQuery(query.text, fitting, query.phrases, query.max_terms, query.analyzer),
+        LexicalQuery(
+            query.text,
+            fitting,
+            query.phrases,
+            query.max_terms,
+            query.analyzer,
+            tuple((t, w) for t, w in query.weights if _fits(t)),
+        ),
         df,
         total,
         tokens,

@@ -52,6 +52,11 @@ class _ScoreMetricEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ScoreMetr
     """
     SCORE_METRIC_RERANK_RELEVANCE: _ScoreMetric.ValueType  # 8
     """A reranker's relevance in [0, 1]; higher is better; relevance = raw."""
+    SCORE_METRIC_MIN_MAX_FUSION: _ScoreMetric.ValueType  # 210
+    """Weighted mean of min-max normalized leg scores (FUSION_METHOD_MIN_MAX) in
+    [0, 1]; higher is better; no relevance (the scale is relative to one
+    query's candidates).
+    """
 
 class ScoreMetric(_ScoreMetric, metaclass=_ScoreMetricEnumTypeWrapper):
     """The metric that produced a raw score. Together with `higher_is_better` it is
@@ -83,6 +88,11 @@ SCORE_METRIC_RECIPROCAL_RANK_FUSION: ScoreMetric.ValueType  # 7
 """
 SCORE_METRIC_RERANK_RELEVANCE: ScoreMetric.ValueType  # 8
 """A reranker's relevance in [0, 1]; higher is better; relevance = raw."""
+SCORE_METRIC_MIN_MAX_FUSION: ScoreMetric.ValueType  # 210
+"""Weighted mean of min-max normalized leg scores (FUSION_METHOD_MIN_MAX) in
+[0, 1]; higher is better; no relevance (the scale is relative to one
+query's candidates).
+"""
 Global___ScoreMetric: _TypeAlias = ScoreMetric  # noqa: Y015
 
 class _RetrievalLeg:

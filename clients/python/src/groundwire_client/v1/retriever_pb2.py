@@ -27,7 +27,7 @@ from groundwire_client.v1 import common_pb2 as groundwire_dot_v1_dot_common__pb2
 from groundwire_client.v1 import usage_pb2 as groundwire_dot_v1_dot_usage__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dgroundwire/v1/retriever.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1agroundwire/v1/common.proto\x1a\x19groundwire/v1/usage.proto\"\xb5\x01\n\rFusionOptions\x12\x12\n\x05rrf_k\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x1c\n\x0fsemantic_weight\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x1b\n\x0elexical_weight\x18\x03 \x01(\x01H\x02\x88\x01\x01\x12\x16\n\tleg_depth\x18\x04 \x01(\rH\x03\x88\x01\x01\x42\x08\n\x06_rrf_kB\x12\n\x10_semantic_weightB\x11\n\x0f_lexical_weightB\x0c\n\n_leg_depth\"\xff\x01\n\x08RagQuery\x12\x12\n\nindex_name\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12*\n\x04mode\x18\x03 \x01(\x0e\x32\x1c.groundwire.v1.RetrievalMode\x12\x12\n\x05top_k\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12-\n\x06\x66ilter\x18\x05 \x01(\x0b\x32\x1d.groundwire.v1.MetadataFilter\x12\x0e\n\x06tenant\x18\x06 \x01(\t\x12,\n\x06\x66usion\x18\x07 \x01(\x0b\x32\x1c.groundwire.v1.FusionOptions\x12\x1a\n\x11min_index_version\x18\xbe\x01 \x01(\x04\x42\x08\n\x06_top_k\"9\n\x0fRetrieveRequest\x12&\n\x05query\x18\x01 \x01(\x0b\x32\x17.groundwire.v1.RagQuery\"\xe6\x02\n\x0fRetrievalResult\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0c\n\x04rank\x18\x03 \x01(\r\x12#\n\x05score\x18\x04 \x01(\x0b\x32\x14.groundwire.v1.Score\x12\x30\n\nprovenance\x18\x05 \x03(\x0b\x32\x1c.groundwire.v1.LegProvenance\x12\x0f\n\x07\x63ontent\x18\x06 \x01(\t\x12%\n\x04span\x18\x07 \x01(\x0b\x32\x17.groundwire.v1.CharSpan\x12\r\n\x05title\x18\x08 \x01(\t\x12\x0f\n\x07section\x18\t \x01(\t\x12>\n\x08metadata\x18\n \x03(\x0b\x32,.groundwire.v1.RetrievalResult.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xad\x05\n\x14RetrievalDiagnostics\x12\x32\n\x0c\x61pplied_mode\x18\x01 \x01(\x0e\x32\x1c.groundwire.v1.RetrievalMode\x12\x15\n\rapplied_top_k\x18\x02 \x01(\r\x12\x15\n\rsemantic_hits\x18\x03 \x01(\r\x12\x14\n\x0clexical_hits\x18\x04 \x01(\r\x12\x35\n\x12\x65mbedding_duration\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x34\n\x11semantic_duration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x10lexical_duration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x31\n\x0etotal_duration\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x15\n\rindex_version\x18\t \x01(\x04\x12\x14\n\x0cphrase_count\x18\n \x01(\r\x12\x15\n\rapplied_rrf_k\x18\x0b \x01(\r\x12\x1f\n\x17\x61pplied_semantic_weight\x18\x0c \x01(\x01\x12\x1e\n\x16\x61pplied_lexical_weight\x18\r \x01(\x01\x12\x19\n\x11\x61pplied_leg_depth\x18\x0e \x01(\r\x12\x1c\n\x14lexical_terms_scored\x18\x0f \x01(\r\x12\x1c\n\x14lexical_terms_pruned\x18\x10 \x01(\r\x12\x1b\n\x12tenant_scope_empty\x18\xa0\x01 \x01(\x08\x12\x36\n\x0f\x65mbedding_usage\x18P \x01(\x0b\x32\x1d.groundwire.v1.EmbeddingUsage\x12\x17\n\x0fquery_truncated\x18Q \x01(\x08\"}\n\x10RetrieveResponse\x12/\n\x07results\x18\x01 \x03(\x0b\x32\x1e.groundwire.v1.RetrievalResult\x12\x38\n\x0b\x64iagnostics\x18\x02 \x01(\x0b\x32#.groundwire.v1.RetrievalDiagnostics*\x83\x01\n\rRetrievalMode\x12\x1e\n\x1aRETRIEVAL_MODE_UNSPECIFIED\x10\x00\x12\x1b\n\x17RETRIEVAL_MODE_SEMANTIC\x10\x01\x12\x1a\n\x16RETRIEVAL_MODE_LEXICAL\x10\x02\x12\x19\n\x15RETRIEVAL_MODE_HYBRID\x10\x03\x32_\n\x10RetrieverService\x12K\n\x08Retrieve\x12\x1e.groundwire.v1.RetrieveRequest\x1a\x1f.groundwire.v1.RetrieveResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dgroundwire/v1/retriever.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1agroundwire/v1/common.proto\x1a\x19groundwire/v1/usage.proto\"\xe3\x01\n\rFusionOptions\x12\x12\n\x05rrf_k\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x1c\n\x0fsemantic_weight\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x1b\n\x0elexical_weight\x18\x03 \x01(\x01H\x02\x88\x01\x01\x12\x16\n\tleg_depth\x18\x04 \x01(\rH\x03\x88\x01\x01\x12,\n\x06method\x18\xd5\x01 \x01(\x0e\x32\x1b.groundwire.v1.FusionMethodB\x08\n\x06_rrf_kB\x12\n\x10_semantic_weightB\x11\n\x0f_lexical_weightB\x0c\n\n_leg_depth\"\xba\x02\n\x08RagQuery\x12\x12\n\nindex_name\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12*\n\x04mode\x18\x03 \x01(\x0e\x32\x1c.groundwire.v1.RetrievalMode\x12\x12\n\x05top_k\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12-\n\x06\x66ilter\x18\x05 \x01(\x0b\x32\x1d.groundwire.v1.MetadataFilter\x12\x0e\n\x06tenant\x18\x06 \x01(\t\x12,\n\x06\x66usion\x18\x07 \x01(\x0b\x32\x1c.groundwire.v1.FusionOptions\x12\x1a\n\x11min_index_version\x18\xbe\x01 \x01(\x04\x12\x39\n\x10lexical_feedback\x18\xd2\x01 \x01(\x0b\x32\x1e.groundwire.v1.LexicalFeedbackB\x08\n\x06_top_k\"\x93\x01\n\x0fLexicalFeedback\x12\x16\n\tdocuments\x18\x01 \x01(\rH\x00\x88\x01\x01\x12\x12\n\x05terms\x18\x02 \x01(\rH\x01\x88\x01\x01\x12\"\n\x15original_query_weight\x18\x03 \x01(\x01H\x02\x88\x01\x01\x42\x0c\n\n_documentsB\x08\n\x06_termsB\x18\n\x16_original_query_weight\"9\n\x0fRetrieveRequest\x12&\n\x05query\x18\x01 \x01(\x0b\x32\x17.groundwire.v1.RagQuery\"\xe6\x02\n\x0fRetrievalResult\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0c\n\x04rank\x18\x03 \x01(\r\x12#\n\x05score\x18\x04 \x01(\x0b\x32\x14.groundwire.v1.Score\x12\x30\n\nprovenance\x18\x05 \x03(\x0b\x32\x1c.groundwire.v1.LegProvenance\x12\x0f\n\x07\x63ontent\x18\x06 \x01(\t\x12%\n\x04span\x18\x07 \x01(\x0b\x32\x17.groundwire.v1.CharSpan\x12\r\n\x05title\x18\x08 \x01(\t\x12\x0f\n\x07section\x18\t \x01(\t\x12>\n\x08metadata\x18\n \x03(\x0b\x32,.groundwire.v1.RetrievalResult.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa0\x06\n\x14RetrievalDiagnostics\x12\x32\n\x0c\x61pplied_mode\x18\x01 \x01(\x0e\x32\x1c.groundwire.v1.RetrievalMode\x12\x15\n\rapplied_top_k\x18\x02 \x01(\r\x12\x15\n\rsemantic_hits\x18\x03 \x01(\r\x12\x14\n\x0clexical_hits\x18\x04 \x01(\r\x12\x35\n\x12\x65mbedding_duration\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x34\n\x11semantic_duration\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x10lexical_duration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x31\n\x0etotal_duration\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x15\n\rindex_version\x18\t \x01(\x04\x12\x14\n\x0cphrase_count\x18\n \x01(\r\x12\x15\n\rapplied_rrf_k\x18\x0b \x01(\r\x12\x1f\n\x17\x61pplied_semantic_weight\x18\x0c \x01(\x01\x12\x1e\n\x16\x61pplied_lexical_weight\x18\r \x01(\x01\x12\x19\n\x11\x61pplied_leg_depth\x18\x0e \x01(\r\x12\x1c\n\x14lexical_terms_scored\x18\x0f \x01(\r\x12\x1c\n\x14lexical_terms_pruned\x18\x10 \x01(\r\x12\x1b\n\x12tenant_scope_empty\x18\xa0\x01 \x01(\x08\x12\x36\n\x0f\x65mbedding_usage\x18P \x01(\x0b\x32\x1d.groundwire.v1.EmbeddingUsage\x12\x17\n\x0fquery_truncated\x18Q \x01(\x08\x12\x17\n\x0e\x66\x65\x65\x64\x62\x61\x63k_terms\x18\xd3\x01 \x01(\r\x12\x1b\n\x12\x66\x65\x65\x64\x62\x61\x63k_documents\x18\xd4\x01 \x01(\r\x12;\n\x15\x61pplied_fusion_method\x18\xd6\x01 \x01(\x0e\x32\x1b.groundwire.v1.FusionMethod\"}\n\x10RetrieveResponse\x12/\n\x07results\x18\x01 \x03(\x0b\x32\x1e.groundwire.v1.RetrievalResult\x12\x38\n\x0b\x64iagnostics\x18\x02 \x01(\x0b\x32#.groundwire.v1.RetrievalDiagnostics*\x83\x01\n\rRetrievalMode\x12\x1e\n\x1aRETRIEVAL_MODE_UNSPECIFIED\x10\x00\x12\x1b\n\x17RETRIEVAL_MODE_SEMANTIC\x10\x01\x12\x1a\n\x16RETRIEVAL_MODE_LEXICAL\x10\x02\x12\x19\n\x15RETRIEVAL_MODE_HYBRID\x10\x03*_\n\x0c\x46usionMethod\x12\x1d\n\x19\x46USION_METHOD_UNSPECIFIED\x10\x00\x12\x15\n\x11\x46USION_METHOD_RRF\x10\x01\x12\x19\n\x15\x46USION_METHOD_MIN_MAX\x10\x02\x32_\n\x10RetrieverService\x12K\n\x08Retrieve\x12\x1e.groundwire.v1.RetrieveRequest\x1a\x1f.groundwire.v1.RetrieveResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,22 +36,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RETRIEVALRESULT_METADATAENTRY']._loaded_options = None
   _globals['_RETRIEVALRESULT_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_RETRIEVALMODE']._serialized_start=1813
-  _globals['_RETRIEVALMODE']._serialized_end=1944
+  _globals['_RETRIEVALMODE']._serialized_start=2183
+  _globals['_RETRIEVALMODE']._serialized_end=2314
+  _globals['_FUSIONMETHOD']._serialized_start=2316
+  _globals['_FUSIONMETHOD']._serialized_end=2411
   _globals['_FUSIONOPTIONS']._serialized_start=136
-  _globals['_FUSIONOPTIONS']._serialized_end=317
-  _globals['_RAGQUERY']._serialized_start=320
-  _globals['_RAGQUERY']._serialized_end=575
-  _globals['_RETRIEVEREQUEST']._serialized_start=577
-  _globals['_RETRIEVEREQUEST']._serialized_end=634
-  _globals['_RETRIEVALRESULT']._serialized_start=637
-  _globals['_RETRIEVALRESULT']._serialized_end=995
-  _globals['_RETRIEVALRESULT_METADATAENTRY']._serialized_start=948
-  _globals['_RETRIEVALRESULT_METADATAENTRY']._serialized_end=995
-  _globals['_RETRIEVALDIAGNOSTICS']._serialized_start=998
-  _globals['_RETRIEVALDIAGNOSTICS']._serialized_end=1683
-  _globals['_RETRIEVERESPONSE']._serialized_start=1685
-  _globals['_RETRIEVERESPONSE']._serialized_end=1810
-  _globals['_RETRIEVERSERVICE']._serialized_start=1946
-  _globals['_RETRIEVERSERVICE']._serialized_end=2041
+  _globals['_FUSIONOPTIONS']._serialized_end=363
+  _globals['_RAGQUERY']._serialized_start=366
+  _globals['_RAGQUERY']._serialized_end=680
+  _globals['_LEXICALFEEDBACK']._serialized_start=683
+  _globals['_LEXICALFEEDBACK']._serialized_end=830
+  _globals['_RETRIEVEREQUEST']._serialized_start=832
+  _globals['_RETRIEVEREQUEST']._serialized_end=889
+  _globals['_RETRIEVALRESULT']._serialized_start=892
+  _globals['_RETRIEVALRESULT']._serialized_end=1250
+  _globals['_RETRIEVALRESULT_METADATAENTRY']._serialized_start=1203
+  _globals['_RETRIEVALRESULT_METADATAENTRY']._serialized_end=1250
+  _globals['_RETRIEVALDIAGNOSTICS']._serialized_start=1253
+  _globals['_RETRIEVALDIAGNOSTICS']._serialized_end=2053
+  _globals['_RETRIEVERESPONSE']._serialized_start=2055
+  _globals['_RETRIEVERESPONSE']._serialized_end=2180
+  _globals['_RETRIEVERSERVICE']._serialized_start=2413
+  _globals['_RETRIEVERSERVICE']._serialized_end=2508
 # @@protoc_insertion_point(module_scope)

@@ -40,7 +40,9 @@ class _RetrievalModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Retriev
     indexes without one.
     """
     RETRIEVAL_MODE_HYBRID: _RetrievalMode.ValueType  # 3
-    """Both legs fused with reciprocal rank fusion; fails if either leg fails."""
+    """Both legs fused (reciprocal rank fusion unless FusionOptions.method or the
+    server's configuration says otherwise); fails if either leg fails.
+    """
 
 class RetrievalMode(_RetrievalMode, metaclass=_RetrievalModeEnumTypeWrapper):
     """How candidates are retrieved."""
@@ -54,8 +56,48 @@ RETRIEVAL_MODE_LEXICAL: RetrievalMode.ValueType  # 2
 indexes without one.
 """
 RETRIEVAL_MODE_HYBRID: RetrievalMode.ValueType  # 3
-"""Both legs fused with reciprocal rank fusion; fails if either leg fails."""
+"""Both legs fused (reciprocal rank fusion unless FusionOptions.method or the
+server's configuration says otherwise); fails if either leg fails.
+"""
 Global___RetrievalMode: _TypeAlias = RetrievalMode  # noqa: Y015
+
+class _FusionMethod:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _FusionMethodEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_FusionMethod.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    FUSION_METHOD_UNSPECIFIED: _FusionMethod.ValueType  # 0
+    """Not set: the server's configured method."""
+    FUSION_METHOD_RRF: _FusionMethod.ValueType  # 1
+    """Weighted reciprocal rank fusion: sum over the legs of weight / (rrf_k +
+    rank); results score SCORE_METRIC_RECIPROCAL_RANK_FUSION.
+    """
+    FUSION_METHOD_MIN_MAX: _FusionMethod.ValueType  # 2
+    """Weighted mean of min-max normalized leg scores: each leg's scores are mapped
+    onto [0, 1] over the candidates it returned for this query (best 1, worst 0),
+    a leg that did not return a result counts 0, and the weights are
+    normalized to sum to 1; rrf_k is not used. Results score
+    SCORE_METRIC_MIN_MAX_FUSION.
+    """
+
+class FusionMethod(_FusionMethod, metaclass=_FusionMethodEnumTypeWrapper):
+    """How RETRIEVAL_MODE_HYBRID combines its two legs."""
+
+FUSION_METHOD_UNSPECIFIED: FusionMethod.ValueType  # 0
+"""Not set: the server's configured method."""
+FUSION_METHOD_RRF: FusionMethod.ValueType  # 1
+"""Weighted reciprocal rank fusion: sum over the legs of weight / (rrf_k +
+rank); results score SCORE_METRIC_RECIPROCAL_RANK_FUSION.
+"""
+FUSION_METHOD_MIN_MAX: FusionMethod.ValueType  # 2
+"""Weighted mean of min-max normalized leg scores: each leg's scores are mapped
+onto [0, 1] over the candidates it returned for this query (best 1, worst 0),
+a leg that did not return a result counts 0, and the weights are
+normalized to sum to 1; rrf_k is not used. Results score
+SCORE_METRIC_MIN_MAX_FUSION.
+"""
+Global___FusionMethod: _TypeAlias = FusionMethod  # noqa: Y015
 
 @_typing.final
 class FusionOptions(_message.Message):
@@ -69,6 +111,7 @@ class FusionOptions(_message.Message):
     SEMANTIC_WEIGHT_FIELD_NUMBER: _builtins.int
     LEXICAL_WEIGHT_FIELD_NUMBER: _builtins.int
     LEG_DEPTH_FIELD_NUMBER: _builtins.int
+    METHOD_FIELD_NUMBER: _builtins.int
     rrf_k: _builtins.int
     """Optional. The RRF constant k in score = sum(weight / (k + rank)); an
     integer in [1, 1000]. Default: the server's configured value (20).
@@ -85,6 +128,11 @@ class FusionOptions(_message.Message):
     """Optional. How many candidates each leg retrieves before fusion, in
     [top_k, server maximum]. Default: the server's configured leg depth.
     """
+    method: Global___FusionMethod.ValueType
+    """Optional. How the legs are combined. FUSION_METHOD_UNSPECIFIED (or absent)
+    means the server's configured method (`[retrieval] fusion_method`, "rrf" by
+    default).
+    """
     def __init__(
         self,
         *,
@@ -92,10 +140,11 @@ class FusionOptions(_message.Message):
         semantic_weight: _builtins.float | None = ...,
         lexical_weight: _builtins.float | None = ...,
         leg_depth: _builtins.int | None = ...,
+        method: Global___FusionMethod.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_leg_depth", b"_leg_depth", "_lexical_weight", b"_lexical_weight", "_rrf_k", b"_rrf_k", "_semantic_weight", b"_semantic_weight", "leg_depth", b"leg_depth", "lexical_weight", b"lexical_weight", "rrf_k", b"rrf_k", "semantic_weight", b"semantic_weight"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_leg_depth", b"_leg_depth", "_lexical_weight", b"_lexical_weight", "_rrf_k", b"_rrf_k", "_semantic_weight", b"_semantic_weight", "leg_depth", b"leg_depth", "lexical_weight", b"lexical_weight", "rrf_k", b"rrf_k", "semantic_weight", b"semantic_weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_leg_depth", b"_leg_depth", "_lexical_weight", b"_lexical_weight", "_rrf_k", b"_rrf_k", "_semantic_weight", b"_semantic_weight", "leg_depth", b"leg_depth", "lexical_weight", b"lexical_weight", "method", b"method", "rrf_k", b"rrf_k", "semantic_weight", b"semantic_weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__leg_depth: _TypeAlias = _typing.Literal["leg_depth"]  # noqa: Y015
     _WhichOneofArgType__leg_depth: _TypeAlias = _typing.Literal["_leg_depth", b"_leg_depth"]  # noqa: Y015
@@ -130,6 +179,7 @@ class RagQuery(_message.Message):
     TENANT_FIELD_NUMBER: _builtins.int
     FUSION_FIELD_NUMBER: _builtins.int
     MIN_INDEX_VERSION_FIELD_NUMBER: _builtins.int
+    LEXICAL_FEEDBACK_FIELD_NUMBER: _builtins.int
     index_name: _builtins.str
     """Required. The index to search: 1 to 128 characters of [a-z0-9_-]."""
     text: _builtins.str
@@ -167,6 +217,16 @@ class RagQuery(_message.Message):
     def fusion(self) -> Global___FusionOptions:
         """Optional. Fusion settings for hybrid mode."""
 
+    @_builtins.property
+    def lexical_feedback(self) -> Global___LexicalFeedback:
+        """Optional. RM3 pseudo-relevance feedback for the lexical leg of
+        RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+        present means on, absent means off (the default). The lexical query runs
+        once, its best chunks are taken as relevant, and the query is expanded with
+        their most probable analyzed terms before the run that ranks; it costs a
+        second lexical search (see RetrievalDiagnostics.feedback_terms).
+        """
+
     def __init__(
         self,
         *,
@@ -178,16 +238,67 @@ class RagQuery(_message.Message):
         tenant: _builtins.str = ...,
         fusion: Global___FusionOptions | None = ...,
         min_index_version: _builtins.int = ...,
+        lexical_feedback: Global___LexicalFeedback | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_top_k", b"_top_k", "filter", b"filter", "fusion", b"fusion", "top_k", b"top_k"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_top_k", b"_top_k", "filter", b"filter", "fusion", b"fusion", "lexical_feedback", b"lexical_feedback", "top_k", b"top_k"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_top_k", b"_top_k", "filter", b"filter", "fusion", b"fusion", "index_name", b"index_name", "min_index_version", b"min_index_version", "mode", b"mode", "tenant", b"tenant", "text", b"text", "top_k", b"top_k"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_top_k", b"_top_k", "filter", b"filter", "fusion", b"fusion", "index_name", b"index_name", "lexical_feedback", b"lexical_feedback", "min_index_version", b"min_index_version", "mode", b"mode", "tenant", b"tenant", "text", b"text", "top_k", b"top_k"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__top_k: _TypeAlias = _typing.Literal["top_k"]  # noqa: Y015
     _WhichOneofArgType__top_k: _TypeAlias = _typing.Literal["_top_k", b"_top_k"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__top_k) -> _WhichOneofReturnType__top_k | None: ...
 
 Global___RagQuery: _TypeAlias = RagQuery  # noqa: Y015
+
+@_typing.final
+class LexicalFeedback(_message.Message):
+    """RM3 pseudo-relevance feedback settings (RagQuery.lexical_feedback). Every field
+    is optional; an empty message turns feedback on with the defaults.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DOCUMENTS_FIELD_NUMBER: _builtins.int
+    TERMS_FIELD_NUMBER: _builtins.int
+    ORIGINAL_QUERY_WEIGHT_FIELD_NUMBER: _builtins.int
+    documents: _builtins.int
+    """Optional. How many of the first run's best chunks are read as relevant, an
+    integer in [1, 100]. Default: 10.
+    """
+    terms: _builtins.int
+    """Optional. How many expansion terms the relevance model keeps, an integer in
+    [1, 100]. Default: 10.
+    """
+    original_query_weight: _builtins.float
+    """Optional. The weight of the query as written against the expansion terms,
+    a finite number in [0, 1]: 1 ranks with the original query only, 0 with the
+    relevance model only. Default: 0.5.
+    """
+    def __init__(
+        self,
+        *,
+        documents: _builtins.int | None = ...,
+        terms: _builtins.int | None = ...,
+        original_query_weight: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_documents", b"_documents", "_original_query_weight", b"_original_query_weight", "_terms", b"_terms", "documents", b"documents", "original_query_weight", b"original_query_weight", "terms", b"terms"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_documents", b"_documents", "_original_query_weight", b"_original_query_weight", "_terms", b"_terms", "documents", b"documents", "original_query_weight", b"original_query_weight", "terms", b"terms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__documents: _TypeAlias = _typing.Literal["documents"]  # noqa: Y015
+    _WhichOneofArgType__documents: _TypeAlias = _typing.Literal["_documents", b"_documents"]  # noqa: Y015
+    _WhichOneofReturnType__original_query_weight: _TypeAlias = _typing.Literal["original_query_weight"]  # noqa: Y015
+    _WhichOneofArgType__original_query_weight: _TypeAlias = _typing.Literal["_original_query_weight", b"_original_query_weight"]  # noqa: Y015
+    _WhichOneofReturnType__terms: _TypeAlias = _typing.Literal["terms"]  # noqa: Y015
+    _WhichOneofArgType__terms: _TypeAlias = _typing.Literal["_terms", b"_terms"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__documents) -> _WhichOneofReturnType__documents | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__original_query_weight) -> _WhichOneofReturnType__original_query_weight | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__terms) -> _WhichOneofReturnType__terms | None: ...
+
+Global___LexicalFeedback: _TypeAlias = LexicalFeedback  # noqa: Y015
 
 @_typing.final
 class RetrieveRequest(_message.Message):
@@ -334,6 +445,9 @@ class RetrievalDiagnostics(_message.Message):
     TENANT_SCOPE_EMPTY_FIELD_NUMBER: _builtins.int
     EMBEDDING_USAGE_FIELD_NUMBER: _builtins.int
     QUERY_TRUNCATED_FIELD_NUMBER: _builtins.int
+    FEEDBACK_TERMS_FIELD_NUMBER: _builtins.int
+    FEEDBACK_DOCUMENTS_FIELD_NUMBER: _builtins.int
+    APPLIED_FUSION_METHOD_FIELD_NUMBER: _builtins.int
     applied_mode: Global___RetrievalMode.ValueType
     """Output only. The mode that ran (never UNSPECIFIED)."""
     applied_top_k: _builtins.int
@@ -380,6 +494,18 @@ class RetrievalDiagnostics(_message.Message):
     """Output only. Whether the query was longer than the embedding model's token
     window, so the model saw only its beginning.
     """
+    feedback_terms: _builtins.int
+    """Output only. Terms RM3 pseudo-relevance feedback added to the lexical query
+    (0 when RagQuery.lexical_feedback was absent, or the first run found nothing).
+    """
+    feedback_documents: _builtins.int
+    """Output only. Chunks the feedback read from its first lexical run (at most
+    LexicalFeedback.documents; 0 without feedback).
+    """
+    applied_fusion_method: Global___FusionMethod.ValueType
+    """Output only. The fusion method applied (hybrid only, else
+    FUSION_METHOD_UNSPECIFIED).
+    """
     @_builtins.property
     def embedding_duration(self) -> _duration_pb2.Duration:
         """Output only. Time spent embedding the query."""
@@ -424,10 +550,13 @@ class RetrievalDiagnostics(_message.Message):
         tenant_scope_empty: _builtins.bool = ...,
         embedding_usage: _usage_pb2.EmbeddingUsage | None = ...,
         query_truncated: _builtins.bool = ...,
+        feedback_terms: _builtins.int = ...,
+        feedback_documents: _builtins.int = ...,
+        applied_fusion_method: Global___FusionMethod.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["embedding_duration", b"embedding_duration", "embedding_usage", b"embedding_usage", "lexical_duration", b"lexical_duration", "semantic_duration", b"semantic_duration", "total_duration", b"total_duration"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_leg_depth", b"applied_leg_depth", "applied_lexical_weight", b"applied_lexical_weight", "applied_mode", b"applied_mode", "applied_rrf_k", b"applied_rrf_k", "applied_semantic_weight", b"applied_semantic_weight", "applied_top_k", b"applied_top_k", "embedding_duration", b"embedding_duration", "embedding_usage", b"embedding_usage", "index_version", b"index_version", "lexical_duration", b"lexical_duration", "lexical_hits", b"lexical_hits", "lexical_terms_pruned", b"lexical_terms_pruned", "lexical_terms_scored", b"lexical_terms_scored", "phrase_count", b"phrase_count", "query_truncated", b"query_truncated", "semantic_duration", b"semantic_duration", "semantic_hits", b"semantic_hits", "tenant_scope_empty", b"tenant_scope_empty", "total_duration", b"total_duration"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_fusion_method", b"applied_fusion_method", "applied_leg_depth", b"applied_leg_depth", "applied_lexical_weight", b"applied_lexical_weight", "applied_mode", b"applied_mode", "applied_rrf_k", b"applied_rrf_k", "applied_semantic_weight", b"applied_semantic_weight", "applied_top_k", b"applied_top_k", "embedding_duration", b"embedding_duration", "embedding_usage", b"embedding_usage", "feedback_documents", b"feedback_documents", "feedback_terms", b"feedback_terms", "index_version", b"index_version", "lexical_duration", b"lexical_duration", "lexical_hits", b"lexical_hits", "lexical_terms_pruned", b"lexical_terms_pruned", "lexical_terms_scored", b"lexical_terms_scored", "phrase_count", b"phrase_count", "query_truncated", b"query_truncated", "semantic_duration", b"semantic_duration", "semantic_hits", b"semantic_hits", "tenant_scope_empty", b"tenant_scope_empty", "total_duration", b"total_duration"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
