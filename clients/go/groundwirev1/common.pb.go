@@ -52,20 +52,25 @@ const (
 	ScoreMetric_SCORE_METRIC_RECIPROCAL_RANK_FUSION ScoreMetric = 7
 	// A reranker's relevance in [0, 1]; higher is better; relevance = raw.
 	ScoreMetric_SCORE_METRIC_RERANK_RELEVANCE ScoreMetric = 8
+	// Weighted mean of min-max normalized leg scores (FUSION_METHOD_MIN_MAX) in
+	// [0, 1]; higher is better; no relevance (the scale is relative to one
+	// query's candidates).
+	ScoreMetric_SCORE_METRIC_MIN_MAX_FUSION ScoreMetric = 210
 )
 
 // Enum value maps for ScoreMetric.
 var (
 	ScoreMetric_name = map[int32]string{
-		0: "SCORE_METRIC_UNSPECIFIED",
-		1: "SCORE_METRIC_COSINE_SIMILARITY",
-		2: "SCORE_METRIC_COSINE_DISTANCE",
-		3: "SCORE_METRIC_EUCLIDEAN_DISTANCE",
-		4: "SCORE_METRIC_DOT_PRODUCT",
-		5: "SCORE_METRIC_BM25",
-		6: "SCORE_METRIC_TEXT_RANK",
-		7: "SCORE_METRIC_RECIPROCAL_RANK_FUSION",
-		8: "SCORE_METRIC_RERANK_RELEVANCE",
+		0:   "SCORE_METRIC_UNSPECIFIED",
+		1:   "SCORE_METRIC_COSINE_SIMILARITY",
+		2:   "SCORE_METRIC_COSINE_DISTANCE",
+		3:   "SCORE_METRIC_EUCLIDEAN_DISTANCE",
+		4:   "SCORE_METRIC_DOT_PRODUCT",
+		5:   "SCORE_METRIC_BM25",
+		6:   "SCORE_METRIC_TEXT_RANK",
+		7:   "SCORE_METRIC_RECIPROCAL_RANK_FUSION",
+		8:   "SCORE_METRIC_RERANK_RELEVANCE",
+		210: "SCORE_METRIC_MIN_MAX_FUSION",
 	}
 	ScoreMetric_value = map[string]int32{
 		"SCORE_METRIC_UNSPECIFIED":            0,
@@ -77,6 +82,7 @@ var (
 		"SCORE_METRIC_TEXT_RANK":              6,
 		"SCORE_METRIC_RECIPROCAL_RANK_FUSION": 7,
 		"SCORE_METRIC_RERANK_RELEVANCE":       8,
+		"SCORE_METRIC_MIN_MAX_FUSION":         210,
 	}
 )
 
@@ -768,7 +774,7 @@ const file_groundwire_v1_common_proto_rawDesc = "" +
 	"\x0eMetadataFilter\x12@\n" +
 	"\n" +
 	"conditions\x18\x01 \x03(\v2 .groundwire.v1.MetadataConditionR\n" +
-	"conditions*\xb3\x02\n" +
+	"conditions*\xd5\x02\n" +
 	"\vScoreMetric\x12\x1c\n" +
 	"\x18SCORE_METRIC_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eSCORE_METRIC_COSINE_SIMILARITY\x10\x01\x12 \n" +
@@ -778,7 +784,8 @@ const file_groundwire_v1_common_proto_rawDesc = "" +
 	"\x11SCORE_METRIC_BM25\x10\x05\x12\x1a\n" +
 	"\x16SCORE_METRIC_TEXT_RANK\x10\x06\x12'\n" +
 	"#SCORE_METRIC_RECIPROCAL_RANK_FUSION\x10\a\x12!\n" +
-	"\x1dSCORE_METRIC_RERANK_RELEVANCE\x10\b*d\n" +
+	"\x1dSCORE_METRIC_RERANK_RELEVANCE\x10\b\x12 \n" +
+	"\x1bSCORE_METRIC_MIN_MAX_FUSION\x10\xd2\x01*d\n" +
 	"\fRetrievalLeg\x12\x1d\n" +
 	"\x19RETRIEVAL_LEG_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16RETRIEVAL_LEG_SEMANTIC\x10\x01\x12\x19\n" +

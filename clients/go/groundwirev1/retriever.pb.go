@@ -37,7 +37,8 @@ const (
 	// Full-text retrieval only: never calls the embedding model, so it works on
 	// indexes without one.
 	RetrievalMode_RETRIEVAL_MODE_LEXICAL RetrievalMode = 2
-	// Both legs fused with reciprocal rank fusion; fails if either leg fails.
+	// Both legs fused (reciprocal rank fusion unless FusionOptions.method or the
+	// server's configuration says otherwise); fails if either leg fails.
 	RetrievalMode_RETRIEVAL_MODE_HYBRID RetrievalMode = 3
 )
 
@@ -84,6 +85,64 @@ func (RetrievalMode) EnumDescriptor() ([]byte, []int) {
 	return file_groundwire_v1_retriever_proto_rawDescGZIP(), []int{0}
 }
 
+// How RETRIEVAL_MODE_HYBRID combines its two legs.
+type FusionMethod int32
+
+const (
+	// Not set: the server's configured method.
+	FusionMethod_FUSION_METHOD_UNSPECIFIED FusionMethod = 0
+	// Weighted reciprocal rank fusion: sum over the legs of weight / (rrf_k +
+	// rank); results score SCORE_METRIC_RECIPROCAL_RANK_FUSION.
+	FusionMethod_FUSION_METHOD_RRF FusionMethod = 1
+	// Weighted mean of min-max normalized leg scores: each leg's scores are mapped
+	// onto [0, 1] over the candidates it returned for this query (best 1, worst 0),
+	// a leg that did not return a result counts 0, and the weights are
+	// normalized to sum to 1; rrf_k is not used. Results score
+	// SCORE_METRIC_MIN_MAX_FUSION.
+	FusionMethod_FUSION_METHOD_MIN_MAX FusionMethod = 2
+)
+
+// Enum value maps for FusionMethod.
+var (
+	FusionMethod_name = map[int32]string{
+		0: "FUSION_METHOD_UNSPECIFIED",
+		1: "FUSION_METHOD_RRF",
+		2: "FUSION_METHOD_MIN_MAX",
+	}
+	FusionMethod_value = map[string]int32{
+		"FUSION_METHOD_UNSPECIFIED": 0,
+		"FUSION_METHOD_RRF":         1,
+		"FUSION_METHOD_MIN_MAX":     2,
+	}
+)
+
+func (x FusionMethod) Enum() *FusionMethod {
+	p := new(FusionMethod)
+	*p = x
+	return p
+}
+
+func (x FusionMethod) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FusionMethod) Descriptor() protoreflect.EnumDescriptor {
+	return file_groundwire_v1_retriever_proto_enumTypes[1].Descriptor()
+}
+
+func (FusionMethod) Type() protoreflect.EnumType {
+	return &file_groundwire_v1_retriever_proto_enumTypes[1]
+}
+
+func (x FusionMethod) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FusionMethod.Descriptor instead.
+func (FusionMethod) EnumDescriptor() ([]byte, []int) {
+	return file_groundwire_v1_retriever_proto_rawDescGZIP(), []int{1}
+}
+
 // Optional per-query fusion settings for RETRIEVAL_MODE_HYBRID; without them the
 // server's configured k and leg weights apply. Ignored by other modes.
 type FusionOptions struct {
@@ -99,7 +158,11 @@ type FusionOptions struct {
 	LexicalWeight *float64 `protobuf:"fixed64,3,opt,name=lexical_weight,json=lexicalWeight,proto3,oneof" json:"lexical_weight,omitempty"`
 	// Optional. How many candidates each leg retrieves before fusion, in
 	// [top_k, server maximum]. Default: the server's configured leg depth.
-	LegDepth      *uint32 `protobuf:"varint,4,opt,name=leg_depth,json=legDepth,proto3,oneof" json:"leg_depth,omitempty"`
+	LegDepth *uint32 `protobuf:"varint,4,opt,name=leg_depth,json=legDepth,proto3,oneof" json:"leg_depth,omitempty"`
+	// Optional. How the legs are combined. FUSION_METHOD_UNSPECIFIED (or absent)
+	// means the server's configured method (`[retrieval] fusion_method`, "rrf" by
+	// default).
+	Method        FusionMethod `protobuf:"varint,213,opt,name=method,proto3,enum=groundwire.v1.FusionMethod" json:"method,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -162,6 +225,13 @@ func (x *FusionOptions) GetLegDepth() uint32 {
 	return 0
 }
 
+func (x *FusionOptions) GetMethod() FusionMethod {
+	if x != nil {
+		return x.Method
+	}
+	return FusionMethod_FUSION_METHOD_UNSPECIFIED
+}
+
 // One retrieval query.
 type RagQuery struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -194,6 +264,13 @@ type RagQuery struct {
 	// INDEX_VERSION_NOT_YET_VISIBLE and RetryInfo (retry, on this or another
 	// replica). 0 (the default) accepts any version.
 	MinIndexVersion uint64 `protobuf:"varint,190,opt,name=min_index_version,json=minIndexVersion,proto3" json:"min_index_version,omitempty"`
+	// Optional. RM3 pseudo-relevance feedback for the lexical leg of
+	// RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+	// present means on, absent means off (the default). The lexical query runs
+	// once, its best chunks are taken as relevant, and the query is expanded with
+	// their most probable analyzed terms before the run that ranks; it costs a
+	// second lexical search (see RetrievalDiagnostics.feedback_terms).
+	LexicalFeedback *LexicalFeedback `protobuf:"bytes,210,opt,name=lexical_feedback,json=lexicalFeedback,proto3" json:"lexical_feedback,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -284,6 +361,82 @@ func (x *RagQuery) GetMinIndexVersion() uint64 {
 	return 0
 }
 
+func (x *RagQuery) GetLexicalFeedback() *LexicalFeedback {
+	if x != nil {
+		return x.LexicalFeedback
+	}
+	return nil
+}
+
+// RM3 pseudo-relevance feedback settings (RagQuery.lexical_feedback). Every field
+// is optional; an empty message turns feedback on with the defaults.
+type LexicalFeedback struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. How many of the first run's best chunks are read as relevant, an
+	// integer in [1, 100]. Default: 10.
+	Documents *uint32 `protobuf:"varint,1,opt,name=documents,proto3,oneof" json:"documents,omitempty"`
+	// Optional. How many expansion terms the relevance model keeps, an integer in
+	// [1, 100]. Default: 10.
+	Terms *uint32 `protobuf:"varint,2,opt,name=terms,proto3,oneof" json:"terms,omitempty"`
+	// Optional. The weight of the query as written against the expansion terms,
+	// a finite number in [0, 1]: 1 ranks with the original query only, 0 with the
+	// relevance model only. Default: 0.5.
+	OriginalQueryWeight *float64 `protobuf:"fixed64,3,opt,name=original_query_weight,json=originalQueryWeight,proto3,oneof" json:"original_query_weight,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *LexicalFeedback) Reset() {
+	*x = LexicalFeedback{}
+	mi := &file_groundwire_v1_retriever_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LexicalFeedback) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LexicalFeedback) ProtoMessage() {}
+
+func (x *LexicalFeedback) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_retriever_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LexicalFeedback.ProtoReflect.Descriptor instead.
+func (*LexicalFeedback) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_retriever_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LexicalFeedback) GetDocuments() uint32 {
+	if x != nil && x.Documents != nil {
+		return *x.Documents
+	}
+	return 0
+}
+
+func (x *LexicalFeedback) GetTerms() uint32 {
+	if x != nil && x.Terms != nil {
+		return *x.Terms
+	}
+	return 0
+}
+
+func (x *LexicalFeedback) GetOriginalQueryWeight() float64 {
+	if x != nil && x.OriginalQueryWeight != nil {
+		return *x.OriginalQueryWeight
+	}
+	return 0
+}
+
 // Request for RetrieverService.Retrieve.
 type RetrieveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -295,7 +448,7 @@ type RetrieveRequest struct {
 
 func (x *RetrieveRequest) Reset() {
 	*x = RetrieveRequest{}
-	mi := &file_groundwire_v1_retriever_proto_msgTypes[2]
+	mi := &file_groundwire_v1_retriever_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -307,7 +460,7 @@ func (x *RetrieveRequest) String() string {
 func (*RetrieveRequest) ProtoMessage() {}
 
 func (x *RetrieveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_retriever_proto_msgTypes[2]
+	mi := &file_groundwire_v1_retriever_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -320,7 +473,7 @@ func (x *RetrieveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetrieveRequest.ProtoReflect.Descriptor instead.
 func (*RetrieveRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_retriever_proto_rawDescGZIP(), []int{2}
+	return file_groundwire_v1_retriever_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RetrieveRequest) GetQuery() *RagQuery {
@@ -364,7 +517,7 @@ type RetrievalResult struct {
 
 func (x *RetrievalResult) Reset() {
 	*x = RetrievalResult{}
-	mi := &file_groundwire_v1_retriever_proto_msgTypes[3]
+	mi := &file_groundwire_v1_retriever_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +529,7 @@ func (x *RetrievalResult) String() string {
 func (*RetrievalResult) ProtoMessage() {}
 
 func (x *RetrievalResult) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_retriever_proto_msgTypes[3]
+	mi := &file_groundwire_v1_retriever_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +542,7 @@ func (x *RetrievalResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetrievalResult.ProtoReflect.Descriptor instead.
 func (*RetrievalResult) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_retriever_proto_rawDescGZIP(), []int{3}
+	return file_groundwire_v1_retriever_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RetrievalResult) GetDocumentId() string {
@@ -517,13 +670,22 @@ type RetrievalDiagnostics struct {
 	// Output only. Whether the query was longer than the embedding model's token
 	// window, so the model saw only its beginning.
 	QueryTruncated bool `protobuf:"varint,81,opt,name=query_truncated,json=queryTruncated,proto3" json:"query_truncated,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Output only. Terms RM3 pseudo-relevance feedback added to the lexical query
+	// (0 when RagQuery.lexical_feedback was absent, or the first run found nothing).
+	FeedbackTerms uint32 `protobuf:"varint,211,opt,name=feedback_terms,json=feedbackTerms,proto3" json:"feedback_terms,omitempty"`
+	// Output only. Chunks the feedback read from its first lexical run (at most
+	// LexicalFeedback.documents; 0 without feedback).
+	FeedbackDocuments uint32 `protobuf:"varint,212,opt,name=feedback_documents,json=feedbackDocuments,proto3" json:"feedback_documents,omitempty"`
+	// Output only. The fusion method applied (hybrid only, else
+	// FUSION_METHOD_UNSPECIFIED).
+	AppliedFusionMethod FusionMethod `protobuf:"varint,214,opt,name=applied_fusion_method,json=appliedFusionMethod,proto3,enum=groundwire.v1.FusionMethod" json:"applied_fusion_method,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *RetrievalDiagnostics) Reset() {
 	*x = RetrievalDiagnostics{}
-	mi := &file_groundwire_v1_retriever_proto_msgTypes[4]
+	mi := &file_groundwire_v1_retriever_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +697,7 @@ func (x *RetrievalDiagnostics) String() string {
 func (*RetrievalDiagnostics) ProtoMessage() {}
 
 func (x *RetrievalDiagnostics) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_retriever_proto_msgTypes[4]
+	mi := &file_groundwire_v1_retriever_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +710,7 @@ func (x *RetrievalDiagnostics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetrievalDiagnostics.ProtoReflect.Descriptor instead.
 func (*RetrievalDiagnostics) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_retriever_proto_rawDescGZIP(), []int{4}
+	return file_groundwire_v1_retriever_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RetrievalDiagnostics) GetAppliedMode() RetrievalMode {
@@ -684,6 +846,27 @@ func (x *RetrievalDiagnostics) GetQueryTruncated() bool {
 	return false
 }
 
+func (x *RetrievalDiagnostics) GetFeedbackTerms() uint32 {
+	if x != nil {
+		return x.FeedbackTerms
+	}
+	return 0
+}
+
+func (x *RetrievalDiagnostics) GetFeedbackDocuments() uint32 {
+	if x != nil {
+		return x.FeedbackDocuments
+	}
+	return 0
+}
+
+func (x *RetrievalDiagnostics) GetAppliedFusionMethod() FusionMethod {
+	if x != nil {
+		return x.AppliedFusionMethod
+	}
+	return FusionMethod_FUSION_METHOD_UNSPECIFIED
+}
+
 // Response for RetrieverService.Retrieve.
 type RetrieveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -698,7 +881,7 @@ type RetrieveResponse struct {
 
 func (x *RetrieveResponse) Reset() {
 	*x = RetrieveResponse{}
-	mi := &file_groundwire_v1_retriever_proto_msgTypes[5]
+	mi := &file_groundwire_v1_retriever_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +893,7 @@ func (x *RetrieveResponse) String() string {
 func (*RetrieveResponse) ProtoMessage() {}
 
 func (x *RetrieveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_retriever_proto_msgTypes[5]
+	mi := &file_groundwire_v1_retriever_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +906,7 @@ func (x *RetrieveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetrieveResponse.ProtoReflect.Descriptor instead.
 func (*RetrieveResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_retriever_proto_rawDescGZIP(), []int{5}
+	return file_groundwire_v1_retriever_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RetrieveResponse) GetResults() []*RetrievalResult {
@@ -744,17 +927,18 @@ var File_groundwire_v1_retriever_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgroundwire/v1/retriever.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1agroundwire/v1/common.proto\x1a\x19groundwire/v1/usage.proto\"\xe4\x01\n" +
+	"\x1dgroundwire/v1/retriever.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1agroundwire/v1/common.proto\x1a\x19groundwire/v1/usage.proto\"\x9a\x02\n" +
 	"\rFusionOptions\x12\x18\n" +
 	"\x05rrf_k\x18\x01 \x01(\rH\x00R\x04rrfK\x88\x01\x01\x12,\n" +
 	"\x0fsemantic_weight\x18\x02 \x01(\x01H\x01R\x0esemanticWeight\x88\x01\x01\x12*\n" +
 	"\x0elexical_weight\x18\x03 \x01(\x01H\x02R\rlexicalWeight\x88\x01\x01\x12 \n" +
-	"\tleg_depth\x18\x04 \x01(\rH\x03R\blegDepth\x88\x01\x01B\b\n" +
+	"\tleg_depth\x18\x04 \x01(\rH\x03R\blegDepth\x88\x01\x01\x124\n" +
+	"\x06method\x18\xd5\x01 \x01(\x0e2\x1b.groundwire.v1.FusionMethodR\x06methodB\b\n" +
 	"\x06_rrf_kB\x12\n" +
 	"\x10_semantic_weightB\x11\n" +
 	"\x0f_lexical_weightB\f\n" +
 	"\n" +
-	"_leg_depth\"\xc5\x02\n" +
+	"_leg_depth\"\x91\x03\n" +
 	"\bRagQuery\x12\x1d\n" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12\x12\n" +
@@ -764,8 +948,17 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	"\x06filter\x18\x05 \x01(\v2\x1d.groundwire.v1.MetadataFilterR\x06filter\x12\x16\n" +
 	"\x06tenant\x18\x06 \x01(\tR\x06tenant\x124\n" +
 	"\x06fusion\x18\a \x01(\v2\x1c.groundwire.v1.FusionOptionsR\x06fusion\x12+\n" +
-	"\x11min_index_version\x18\xbe\x01 \x01(\x04R\x0fminIndexVersionB\b\n" +
-	"\x06_top_k\"@\n" +
+	"\x11min_index_version\x18\xbe\x01 \x01(\x04R\x0fminIndexVersion\x12J\n" +
+	"\x10lexical_feedback\x18\xd2\x01 \x01(\v2\x1e.groundwire.v1.LexicalFeedbackR\x0flexicalFeedbackB\b\n" +
+	"\x06_top_k\"\xba\x01\n" +
+	"\x0fLexicalFeedback\x12!\n" +
+	"\tdocuments\x18\x01 \x01(\rH\x00R\tdocuments\x88\x01\x01\x12\x19\n" +
+	"\x05terms\x18\x02 \x01(\rH\x01R\x05terms\x88\x01\x01\x127\n" +
+	"\x15original_query_weight\x18\x03 \x01(\x01H\x02R\x13originalQueryWeight\x88\x01\x01B\f\n" +
+	"\n" +
+	"_documentsB\b\n" +
+	"\x06_termsB\x18\n" +
+	"\x16_original_query_weight\"@\n" +
 	"\x0fRetrieveRequest\x12-\n" +
 	"\x05query\x18\x01 \x01(\v2\x17.groundwire.v1.RagQueryR\x05query\"\xc9\x03\n" +
 	"\x0fRetrievalResult\x12\x1f\n" +
@@ -785,7 +978,7 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	" \x03(\v2,.groundwire.v1.RetrievalResult.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe7\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x91\t\n" +
 	"\x14RetrievalDiagnostics\x12?\n" +
 	"\fapplied_mode\x18\x01 \x01(\x0e2\x1c.groundwire.v1.RetrievalModeR\vappliedMode\x12\"\n" +
 	"\rapplied_top_k\x18\x02 \x01(\rR\vappliedTopK\x12#\n" +
@@ -806,7 +999,10 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	"\x14lexical_terms_pruned\x18\x10 \x01(\rR\x12lexicalTermsPruned\x12-\n" +
 	"\x12tenant_scope_empty\x18\xa0\x01 \x01(\bR\x10tenantScopeEmpty\x12F\n" +
 	"\x0fembedding_usage\x18P \x01(\v2\x1d.groundwire.v1.EmbeddingUsageR\x0eembeddingUsage\x12'\n" +
-	"\x0fquery_truncated\x18Q \x01(\bR\x0equeryTruncated\"\x93\x01\n" +
+	"\x0fquery_truncated\x18Q \x01(\bR\x0equeryTruncated\x12&\n" +
+	"\x0efeedback_terms\x18\xd3\x01 \x01(\rR\rfeedbackTerms\x12.\n" +
+	"\x12feedback_documents\x18\xd4\x01 \x01(\rR\x11feedbackDocuments\x12P\n" +
+	"\x15applied_fusion_method\x18\xd6\x01 \x01(\x0e2\x1b.groundwire.v1.FusionMethodR\x13appliedFusionMethod\"\x93\x01\n" +
 	"\x10RetrieveResponse\x128\n" +
 	"\aresults\x18\x01 \x03(\v2\x1e.groundwire.v1.RetrievalResultR\aresults\x12E\n" +
 	"\vdiagnostics\x18\x02 \x01(\v2#.groundwire.v1.RetrievalDiagnosticsR\vdiagnostics*\x83\x01\n" +
@@ -814,7 +1010,11 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	"\x1aRETRIEVAL_MODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RETRIEVAL_MODE_SEMANTIC\x10\x01\x12\x1a\n" +
 	"\x16RETRIEVAL_MODE_LEXICAL\x10\x02\x12\x19\n" +
-	"\x15RETRIEVAL_MODE_HYBRID\x10\x032_\n" +
+	"\x15RETRIEVAL_MODE_HYBRID\x10\x03*_\n" +
+	"\fFusionMethod\x12\x1d\n" +
+	"\x19FUSION_METHOD_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11FUSION_METHOD_RRF\x10\x01\x12\x19\n" +
+	"\x15FUSION_METHOD_MIN_MAX\x10\x022_\n" +
 	"\x10RetrieverService\x12K\n" +
 	"\bRetrieve\x12\x1e.groundwire.v1.RetrieveRequest\x1a\x1f.groundwire.v1.RetrieveResponseB\xb2\x01\n" +
 	"\x11dev.groundwire.v1B\x0eRetrieverProtoP\x01Z8github.com/groundwire/groundwire/clients/go/groundwirev1\xa2\x02\x03GXX\xaa\x02\rGroundwire.V1\xca\x02\rGroundwire\\V1\xe2\x02\x19Groundwire\\V1\\GPBMetadata\xea\x02\x0eGroundwire::V1b\x06proto3"
@@ -831,48 +1031,53 @@ func file_groundwire_v1_retriever_proto_rawDescGZIP() []byte {
 	return file_groundwire_v1_retriever_proto_rawDescData
 }
 
-var file_groundwire_v1_retriever_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_groundwire_v1_retriever_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_groundwire_v1_retriever_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_groundwire_v1_retriever_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_groundwire_v1_retriever_proto_goTypes = []any{
 	(RetrievalMode)(0),           // 0: groundwire.v1.RetrievalMode
-	(*FusionOptions)(nil),        // 1: groundwire.v1.FusionOptions
-	(*RagQuery)(nil),             // 2: groundwire.v1.RagQuery
-	(*RetrieveRequest)(nil),      // 3: groundwire.v1.RetrieveRequest
-	(*RetrievalResult)(nil),      // 4: groundwire.v1.RetrievalResult
-	(*RetrievalDiagnostics)(nil), // 5: groundwire.v1.RetrievalDiagnostics
-	(*RetrieveResponse)(nil),     // 6: groundwire.v1.RetrieveResponse
-	nil,                          // 7: groundwire.v1.RetrievalResult.MetadataEntry
-	(*MetadataFilter)(nil),       // 8: groundwire.v1.MetadataFilter
-	(*Score)(nil),                // 9: groundwire.v1.Score
-	(*LegProvenance)(nil),        // 10: groundwire.v1.LegProvenance
-	(*CharSpan)(nil),             // 11: groundwire.v1.CharSpan
-	(*durationpb.Duration)(nil),  // 12: google.protobuf.Duration
-	(*EmbeddingUsage)(nil),       // 13: groundwire.v1.EmbeddingUsage
+	(FusionMethod)(0),            // 1: groundwire.v1.FusionMethod
+	(*FusionOptions)(nil),        // 2: groundwire.v1.FusionOptions
+	(*RagQuery)(nil),             // 3: groundwire.v1.RagQuery
+	(*LexicalFeedback)(nil),      // 4: groundwire.v1.LexicalFeedback
+	(*RetrieveRequest)(nil),      // 5: groundwire.v1.RetrieveRequest
+	(*RetrievalResult)(nil),      // 6: groundwire.v1.RetrievalResult
+	(*RetrievalDiagnostics)(nil), // 7: groundwire.v1.RetrievalDiagnostics
+	(*RetrieveResponse)(nil),     // 8: groundwire.v1.RetrieveResponse
+	nil,                          // 9: groundwire.v1.RetrievalResult.MetadataEntry
+	(*MetadataFilter)(nil),       // 10: groundwire.v1.MetadataFilter
+	(*Score)(nil),                // 11: groundwire.v1.Score
+	(*LegProvenance)(nil),        // 12: groundwire.v1.LegProvenance
+	(*CharSpan)(nil),             // 13: groundwire.v1.CharSpan
+	(*durationpb.Duration)(nil),  // 14: google.protobuf.Duration
+	(*EmbeddingUsage)(nil),       // 15: groundwire.v1.EmbeddingUsage
 }
 var file_groundwire_v1_retriever_proto_depIdxs = []int32{
-	0,  // 0: groundwire.v1.RagQuery.mode:type_name -> groundwire.v1.RetrievalMode
-	8,  // 1: groundwire.v1.RagQuery.filter:type_name -> groundwire.v1.MetadataFilter
-	1,  // 2: groundwire.v1.RagQuery.fusion:type_name -> groundwire.v1.FusionOptions
-	2,  // 3: groundwire.v1.RetrieveRequest.query:type_name -> groundwire.v1.RagQuery
-	9,  // 4: groundwire.v1.RetrievalResult.score:type_name -> groundwire.v1.Score
-	10, // 5: groundwire.v1.RetrievalResult.provenance:type_name -> groundwire.v1.LegProvenance
-	11, // 6: groundwire.v1.RetrievalResult.span:type_name -> groundwire.v1.CharSpan
-	7,  // 7: groundwire.v1.RetrievalResult.metadata:type_name -> groundwire.v1.RetrievalResult.MetadataEntry
-	0,  // 8: groundwire.v1.RetrievalDiagnostics.applied_mode:type_name -> groundwire.v1.RetrievalMode
-	12, // 9: groundwire.v1.RetrievalDiagnostics.embedding_duration:type_name -> google.protobuf.Duration
-	12, // 10: groundwire.v1.RetrievalDiagnostics.semantic_duration:type_name -> google.protobuf.Duration
-	12, // 11: groundwire.v1.RetrievalDiagnostics.lexical_duration:type_name -> google.protobuf.Duration
-	12, // 12: groundwire.v1.RetrievalDiagnostics.total_duration:type_name -> google.protobuf.Duration
-	13, // 13: groundwire.v1.RetrievalDiagnostics.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
-	4,  // 14: groundwire.v1.RetrieveResponse.results:type_name -> groundwire.v1.RetrievalResult
-	5,  // 15: groundwire.v1.RetrieveResponse.diagnostics:type_name -> groundwire.v1.RetrievalDiagnostics
-	3,  // 16: groundwire.v1.RetrieverService.Retrieve:input_type -> groundwire.v1.RetrieveRequest
-	6,  // 17: groundwire.v1.RetrieverService.Retrieve:output_type -> groundwire.v1.RetrieveResponse
-	17, // [17:18] is the sub-list for method output_type
-	16, // [16:17] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	1,  // 0: groundwire.v1.FusionOptions.method:type_name -> groundwire.v1.FusionMethod
+	0,  // 1: groundwire.v1.RagQuery.mode:type_name -> groundwire.v1.RetrievalMode
+	10, // 2: groundwire.v1.RagQuery.filter:type_name -> groundwire.v1.MetadataFilter
+	2,  // 3: groundwire.v1.RagQuery.fusion:type_name -> groundwire.v1.FusionOptions
+	4,  // 4: groundwire.v1.RagQuery.lexical_feedback:type_name -> groundwire.v1.LexicalFeedback
+	3,  // 5: groundwire.v1.RetrieveRequest.query:type_name -> groundwire.v1.RagQuery
+	11, // 6: groundwire.v1.RetrievalResult.score:type_name -> groundwire.v1.Score
+	12, // 7: groundwire.v1.RetrievalResult.provenance:type_name -> groundwire.v1.LegProvenance
+	13, // 8: groundwire.v1.RetrievalResult.span:type_name -> groundwire.v1.CharSpan
+	9,  // 9: groundwire.v1.RetrievalResult.metadata:type_name -> groundwire.v1.RetrievalResult.MetadataEntry
+	0,  // 10: groundwire.v1.RetrievalDiagnostics.applied_mode:type_name -> groundwire.v1.RetrievalMode
+	14, // 11: groundwire.v1.RetrievalDiagnostics.embedding_duration:type_name -> google.protobuf.Duration
+	14, // 12: groundwire.v1.RetrievalDiagnostics.semantic_duration:type_name -> google.protobuf.Duration
+	14, // 13: groundwire.v1.RetrievalDiagnostics.lexical_duration:type_name -> google.protobuf.Duration
+	14, // 14: groundwire.v1.RetrievalDiagnostics.total_duration:type_name -> google.protobuf.Duration
+	15, // 15: groundwire.v1.RetrievalDiagnostics.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
+	1,  // 16: groundwire.v1.RetrievalDiagnostics.applied_fusion_method:type_name -> groundwire.v1.FusionMethod
+	6,  // 17: groundwire.v1.RetrieveResponse.results:type_name -> groundwire.v1.RetrievalResult
+	7,  // 18: groundwire.v1.RetrieveResponse.diagnostics:type_name -> groundwire.v1.RetrievalDiagnostics
+	5,  // 19: groundwire.v1.RetrieverService.Retrieve:input_type -> groundwire.v1.RetrieveRequest
+	8,  // 20: groundwire.v1.RetrieverService.Retrieve:output_type -> groundwire.v1.RetrieveResponse
+	20, // [20:21] is the sub-list for method output_type
+	19, // [19:20] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_retriever_proto_init() }
@@ -884,13 +1089,14 @@ func file_groundwire_v1_retriever_proto_init() {
 	file_groundwire_v1_usage_proto_init()
 	file_groundwire_v1_retriever_proto_msgTypes[0].OneofWrappers = []any{}
 	file_groundwire_v1_retriever_proto_msgTypes[1].OneofWrappers = []any{}
+	file_groundwire_v1_retriever_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groundwire_v1_retriever_proto_rawDesc), len(file_groundwire_v1_retriever_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   7,
+			NumEnums:      2,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

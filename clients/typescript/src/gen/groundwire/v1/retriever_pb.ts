@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file groundwire/v1/retriever.proto.
  */
 export const file_groundwire_v1_retriever: GenFile = /*@__PURE__*/
-  fileDesc("Ch1ncm91bmR3aXJlL3YxL3JldHJpZXZlci5wcm90bxINZ3JvdW5kd2lyZS52MSK1AQoNRnVzaW9uT3B0aW9ucxISCgVycmZfaxgBIAEoDUgAiAEBEhwKD3NlbWFudGljX3dlaWdodBgCIAEoAUgBiAEBEhsKDmxleGljYWxfd2VpZ2h0GAMgASgBSAKIAQESFgoJbGVnX2RlcHRoGAQgASgNSAOIAQFCCAoGX3JyZl9rQhIKEF9zZW1hbnRpY193ZWlnaHRCEQoPX2xleGljYWxfd2VpZ2h0QgwKCl9sZWdfZGVwdGgi/wEKCFJhZ1F1ZXJ5EhIKCmluZGV4X25hbWUYASABKAkSDAoEdGV4dBgCIAEoCRIqCgRtb2RlGAMgASgOMhwuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxNb2RlEhIKBXRvcF9rGAQgASgFSACIAQESLQoGZmlsdGVyGAUgASgLMh0uZ3JvdW5kd2lyZS52MS5NZXRhZGF0YUZpbHRlchIOCgZ0ZW5hbnQYBiABKAkSLAoGZnVzaW9uGAcgASgLMhwuZ3JvdW5kd2lyZS52MS5GdXNpb25PcHRpb25zEhoKEW1pbl9pbmRleF92ZXJzaW9uGL4BIAEoBEIICgZfdG9wX2siOQoPUmV0cmlldmVSZXF1ZXN0EiYKBXF1ZXJ5GAEgASgLMhcuZ3JvdW5kd2lyZS52MS5SYWdRdWVyeSLmAgoPUmV0cmlldmFsUmVzdWx0EhMKC2RvY3VtZW50X2lkGAEgASgJEhAKCGNodW5rX2lkGAIgASgJEgwKBHJhbmsYAyABKA0SIwoFc2NvcmUYBCABKAsyFC5ncm91bmR3aXJlLnYxLlNjb3JlEjAKCnByb3ZlbmFuY2UYBSADKAsyHC5ncm91bmR3aXJlLnYxLkxlZ1Byb3ZlbmFuY2USDwoHY29udGVudBgGIAEoCRIlCgRzcGFuGAcgASgLMhcuZ3JvdW5kd2lyZS52MS5DaGFyU3BhbhINCgV0aXRsZRgIIAEoCRIPCgdzZWN0aW9uGAkgASgJEj4KCG1ldGFkYXRhGAogAygLMiwuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxSZXN1bHQuTWV0YWRhdGFFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEirQUKFFJldHJpZXZhbERpYWdub3N0aWNzEjIKDGFwcGxpZWRfbW9kZRgBIAEoDjIcLmdyb3VuZHdpcmUudjEuUmV0cmlldmFsTW9kZRIVCg1hcHBsaWVkX3RvcF9rGAIgASgNEhUKDXNlbWFudGljX2hpdHMYAyABKA0SFAoMbGV4aWNhbF9oaXRzGAQgASgNEjUKEmVtYmVkZGluZ19kdXJhdGlvbhgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI0ChFzZW1hbnRpY19kdXJhdGlvbhgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIzChBsZXhpY2FsX2R1cmF0aW9uGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDnRvdGFsX2R1cmF0aW9uGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhUKDWluZGV4X3ZlcnNpb24YCSABKAQSFAoMcGhyYXNlX2NvdW50GAogASgNEhUKDWFwcGxpZWRfcnJmX2sYCyABKA0SHwoXYXBwbGllZF9zZW1hbnRpY193ZWlnaHQYDCABKAESHgoWYXBwbGllZF9sZXhpY2FsX3dlaWdodBgNIAEoARIZChFhcHBsaWVkX2xlZ19kZXB0aBgOIAEoDRIcChRsZXhpY2FsX3Rlcm1zX3Njb3JlZBgPIAEoDRIcChRsZXhpY2FsX3Rlcm1zX3BydW5lZBgQIAEoDRIbChJ0ZW5hbnRfc2NvcGVfZW1wdHkYoAEgASgIEjYKD2VtYmVkZGluZ191c2FnZRhQIAEoCzIdLmdyb3VuZHdpcmUudjEuRW1iZWRkaW5nVXNhZ2USFwoPcXVlcnlfdHJ1bmNhdGVkGFEgASgIIn0KEFJldHJpZXZlUmVzcG9uc2USLwoHcmVzdWx0cxgBIAMoCzIeLmdyb3VuZHdpcmUudjEuUmV0cmlldmFsUmVzdWx0EjgKC2RpYWdub3N0aWNzGAIgASgLMiMuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxEaWFnbm9zdGljcyqDAQoNUmV0cmlldmFsTW9kZRIeChpSRVRSSUVWQUxfTU9ERV9VTlNQRUNJRklFRBAAEhsKF1JFVFJJRVZBTF9NT0RFX1NFTUFOVElDEAESGgoWUkVUUklFVkFMX01PREVfTEVYSUNBTBACEhkKFVJFVFJJRVZBTF9NT0RFX0hZQlJJRBADMl8KEFJldHJpZXZlclNlcnZpY2USSwoIUmV0cmlldmUSHi5ncm91bmR3aXJlLnYxLlJldHJpZXZlUmVxdWVzdBofLmdyb3VuZHdpcmUudjEuUmV0cmlldmVSZXNwb25zZUKyAQoRZGV2Lmdyb3VuZHdpcmUudjFCDlJldHJpZXZlclByb3RvUAFaOGdpdGh1Yi5jb20vZ3JvdW5kd2lyZS9ncm91bmR3aXJlL2NsaWVudHMvZ28vZ3JvdW5kd2lyZXYxogIDR1hYqgINR3JvdW5kd2lyZS5WMcoCDUdyb3VuZHdpcmVcVjHiAhlHcm91bmR3aXJlXFYxXEdQQk1ldGFkYXRh6gIOR3JvdW5kd2lyZTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_groundwire_v1_common, file_groundwire_v1_usage]);
+  fileDesc("Ch1ncm91bmR3aXJlL3YxL3JldHJpZXZlci5wcm90bxINZ3JvdW5kd2lyZS52MSLjAQoNRnVzaW9uT3B0aW9ucxISCgVycmZfaxgBIAEoDUgAiAEBEhwKD3NlbWFudGljX3dlaWdodBgCIAEoAUgBiAEBEhsKDmxleGljYWxfd2VpZ2h0GAMgASgBSAKIAQESFgoJbGVnX2RlcHRoGAQgASgNSAOIAQESLAoGbWV0aG9kGNUBIAEoDjIbLmdyb3VuZHdpcmUudjEuRnVzaW9uTWV0aG9kQggKBl9ycmZfa0ISChBfc2VtYW50aWNfd2VpZ2h0QhEKD19sZXhpY2FsX3dlaWdodEIMCgpfbGVnX2RlcHRoIroCCghSYWdRdWVyeRISCgppbmRleF9uYW1lGAEgASgJEgwKBHRleHQYAiABKAkSKgoEbW9kZRgDIAEoDjIcLmdyb3VuZHdpcmUudjEuUmV0cmlldmFsTW9kZRISCgV0b3BfaxgEIAEoBUgAiAEBEi0KBmZpbHRlchgFIAEoCzIdLmdyb3VuZHdpcmUudjEuTWV0YWRhdGFGaWx0ZXISDgoGdGVuYW50GAYgASgJEiwKBmZ1c2lvbhgHIAEoCzIcLmdyb3VuZHdpcmUudjEuRnVzaW9uT3B0aW9ucxIaChFtaW5faW5kZXhfdmVyc2lvbhi+ASABKAQSOQoQbGV4aWNhbF9mZWVkYmFjaxjSASABKAsyHi5ncm91bmR3aXJlLnYxLkxleGljYWxGZWVkYmFja0IICgZfdG9wX2sikwEKD0xleGljYWxGZWVkYmFjaxIWCglkb2N1bWVudHMYASABKA1IAIgBARISCgV0ZXJtcxgCIAEoDUgBiAEBEiIKFW9yaWdpbmFsX3F1ZXJ5X3dlaWdodBgDIAEoAUgCiAEBQgwKCl9kb2N1bWVudHNCCAoGX3Rlcm1zQhgKFl9vcmlnaW5hbF9xdWVyeV93ZWlnaHQiOQoPUmV0cmlldmVSZXF1ZXN0EiYKBXF1ZXJ5GAEgASgLMhcuZ3JvdW5kd2lyZS52MS5SYWdRdWVyeSLmAgoPUmV0cmlldmFsUmVzdWx0EhMKC2RvY3VtZW50X2lkGAEgASgJEhAKCGNodW5rX2lkGAIgASgJEgwKBHJhbmsYAyABKA0SIwoFc2NvcmUYBCABKAsyFC5ncm91bmR3aXJlLnYxLlNjb3JlEjAKCnByb3ZlbmFuY2UYBSADKAsyHC5ncm91bmR3aXJlLnYxLkxlZ1Byb3ZlbmFuY2USDwoHY29udGVudBgGIAEoCRIlCgRzcGFuGAcgASgLMhcuZ3JvdW5kd2lyZS52MS5DaGFyU3BhbhINCgV0aXRsZRgIIAEoCRIPCgdzZWN0aW9uGAkgASgJEj4KCG1ldGFkYXRhGAogAygLMiwuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxSZXN1bHQuTWV0YWRhdGFFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEioAYKFFJldHJpZXZhbERpYWdub3N0aWNzEjIKDGFwcGxpZWRfbW9kZRgBIAEoDjIcLmdyb3VuZHdpcmUudjEuUmV0cmlldmFsTW9kZRIVCg1hcHBsaWVkX3RvcF9rGAIgASgNEhUKDXNlbWFudGljX2hpdHMYAyABKA0SFAoMbGV4aWNhbF9oaXRzGAQgASgNEjUKEmVtYmVkZGluZ19kdXJhdGlvbhgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI0ChFzZW1hbnRpY19kdXJhdGlvbhgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIzChBsZXhpY2FsX2R1cmF0aW9uGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDnRvdGFsX2R1cmF0aW9uGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhUKDWluZGV4X3ZlcnNpb24YCSABKAQSFAoMcGhyYXNlX2NvdW50GAogASgNEhUKDWFwcGxpZWRfcnJmX2sYCyABKA0SHwoXYXBwbGllZF9zZW1hbnRpY193ZWlnaHQYDCABKAESHgoWYXBwbGllZF9sZXhpY2FsX3dlaWdodBgNIAEoARIZChFhcHBsaWVkX2xlZ19kZXB0aBgOIAEoDRIcChRsZXhpY2FsX3Rlcm1zX3Njb3JlZBgPIAEoDRIcChRsZXhpY2FsX3Rlcm1zX3BydW5lZBgQIAEoDRIbChJ0ZW5hbnRfc2NvcGVfZW1wdHkYoAEgASgIEjYKD2VtYmVkZGluZ191c2FnZRhQIAEoCzIdLmdyb3VuZHdpcmUudjEuRW1iZWRkaW5nVXNhZ2USFwoPcXVlcnlfdHJ1bmNhdGVkGFEgASgIEhcKDmZlZWRiYWNrX3Rlcm1zGNMBIAEoDRIbChJmZWVkYmFja19kb2N1bWVudHMY1AEgASgNEjsKFWFwcGxpZWRfZnVzaW9uX21ldGhvZBjWASABKA4yGy5ncm91bmR3aXJlLnYxLkZ1c2lvbk1ldGhvZCJ9ChBSZXRyaWV2ZVJlc3BvbnNlEi8KB3Jlc3VsdHMYASADKAsyHi5ncm91bmR3aXJlLnYxLlJldHJpZXZhbFJlc3VsdBI4CgtkaWFnbm9zdGljcxgCIAEoCzIjLmdyb3VuZHdpcmUudjEuUmV0cmlldmFsRGlhZ25vc3RpY3MqgwEKDVJldHJpZXZhbE1vZGUSHgoaUkVUUklFVkFMX01PREVfVU5TUEVDSUZJRUQQABIbChdSRVRSSUVWQUxfTU9ERV9TRU1BTlRJQxABEhoKFlJFVFJJRVZBTF9NT0RFX0xFWElDQUwQAhIZChVSRVRSSUVWQUxfTU9ERV9IWUJSSUQQAypfCgxGdXNpb25NZXRob2QSHQoZRlVTSU9OX01FVEhPRF9VTlNQRUNJRklFRBAAEhUKEUZVU0lPTl9NRVRIT0RfUlJGEAESGQoVRlVTSU9OX01FVEhPRF9NSU5fTUFYEAIyXwoQUmV0cmlldmVyU2VydmljZRJLCghSZXRyaWV2ZRIeLmdyb3VuZHdpcmUudjEuUmV0cmlldmVSZXF1ZXN0Gh8uZ3JvdW5kd2lyZS52MS5SZXRyaWV2ZVJlc3BvbnNlQrIBChFkZXYuZ3JvdW5kd2lyZS52MUIOUmV0cmlldmVyUHJvdG9QAVo4Z2l0aHViLmNvbS9ncm91bmR3aXJlL2dyb3VuZHdpcmUvY2xpZW50cy9nby9ncm91bmR3aXJldjGiAgNHWFiqAg1Hcm91bmR3aXJlLlYxygINR3JvdW5kd2lyZVxWMeICGUdyb3VuZHdpcmVcVjFcR1BCTWV0YWRhdGHqAg5Hcm91bmR3aXJlOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_groundwire_v1_common, file_groundwire_v1_usage]);
 
 /**
  * Optional per-query fusion settings for RETRIEVAL_MODE_HYBRID; without them the
@@ -60,6 +60,15 @@ export type FusionOptions = Message<"groundwire.v1.FusionOptions"> & {
    * @generated from field: optional uint32 leg_depth = 4;
    */
   legDepth?: number | undefined;
+
+  /**
+   * Optional. How the legs are combined. FUSION_METHOD_UNSPECIFIED (or absent)
+   * means the server's configured method (`[retrieval] fusion_method`, "rrf" by
+   * default).
+   *
+   * @generated from field: groundwire.v1.FusionMethod method = 213;
+   */
+  method: FusionMethod;
 };
 
 /**
@@ -143,6 +152,18 @@ export type RagQuery = Message<"groundwire.v1.RagQuery"> & {
    * @generated from field: uint64 min_index_version = 190;
    */
   minIndexVersion: bigint;
+
+  /**
+   * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+   * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+   * present means on, absent means off (the default). The lexical query runs
+   * once, its best chunks are taken as relevant, and the query is expanded with
+   * their most probable analyzed terms before the run that ranks; it costs a
+   * second lexical search (see RetrievalDiagnostics.feedback_terms).
+   *
+   * @generated from field: groundwire.v1.LexicalFeedback lexical_feedback = 210;
+   */
+  lexicalFeedback?: LexicalFeedback | undefined;
 };
 
 /**
@@ -151,6 +172,46 @@ export type RagQuery = Message<"groundwire.v1.RagQuery"> & {
  */
 export const RagQuerySchema: GenMessage<RagQuery> = /*@__PURE__*/
   messageDesc(file_groundwire_v1_retriever, 1);
+
+/**
+ * RM3 pseudo-relevance feedback settings (RagQuery.lexical_feedback). Every field
+ * is optional; an empty message turns feedback on with the defaults.
+ *
+ * @generated from message groundwire.v1.LexicalFeedback
+ */
+export type LexicalFeedback = Message<"groundwire.v1.LexicalFeedback"> & {
+  /**
+   * Optional. How many of the first run's best chunks are read as relevant, an
+   * integer in [1, 100]. Default: 10.
+   *
+   * @generated from field: optional uint32 documents = 1;
+   */
+  documents?: number | undefined;
+
+  /**
+   * Optional. How many expansion terms the relevance model keeps, an integer in
+   * [1, 100]. Default: 10.
+   *
+   * @generated from field: optional uint32 terms = 2;
+   */
+  terms?: number | undefined;
+
+  /**
+   * Optional. The weight of the query as written against the expansion terms,
+   * a finite number in [0, 1]: 1 ranks with the original query only, 0 with the
+   * relevance model only. Default: 0.5.
+   *
+   * @generated from field: optional double original_query_weight = 3;
+   */
+  originalQueryWeight?: number | undefined;
+};
+
+/**
+ * Describes the message groundwire.v1.LexicalFeedback.
+ * Use `create(LexicalFeedbackSchema)` to create a new message.
+ */
+export const LexicalFeedbackSchema: GenMessage<LexicalFeedback> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_retriever, 2);
 
 /**
  * Request for RetrieverService.Retrieve.
@@ -171,7 +232,7 @@ export type RetrieveRequest = Message<"groundwire.v1.RetrieveRequest"> & {
  * Use `create(RetrieveRequestSchema)` to create a new message.
  */
 export const RetrieveRequestSchema: GenMessage<RetrieveRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_retriever, 2);
+  messageDesc(file_groundwire_v1_retriever, 3);
 
 /**
  * One retrieved chunk.
@@ -260,7 +321,7 @@ export type RetrievalResult = Message<"groundwire.v1.RetrievalResult"> & {
  * Use `create(RetrievalResultSchema)` to create a new message.
  */
 export const RetrievalResultSchema: GenMessage<RetrievalResult> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_retriever, 3);
+  messageDesc(file_groundwire_v1_retriever, 4);
 
 /**
  * Content-free diagnostics of one retrieval.
@@ -414,6 +475,30 @@ export type RetrievalDiagnostics = Message<"groundwire.v1.RetrievalDiagnostics">
    * @generated from field: bool query_truncated = 81;
    */
   queryTruncated: boolean;
+
+  /**
+   * Output only. Terms RM3 pseudo-relevance feedback added to the lexical query
+   * (0 when RagQuery.lexical_feedback was absent, or the first run found nothing).
+   *
+   * @generated from field: uint32 feedback_terms = 211;
+   */
+  feedbackTerms: number;
+
+  /**
+   * Output only. Chunks the feedback read from its first lexical run (at most
+   * LexicalFeedback.documents; 0 without feedback).
+   *
+   * @generated from field: uint32 feedback_documents = 212;
+   */
+  feedbackDocuments: number;
+
+  /**
+   * Output only. The fusion method applied (hybrid only, else
+   * FUSION_METHOD_UNSPECIFIED).
+   *
+   * @generated from field: groundwire.v1.FusionMethod applied_fusion_method = 214;
+   */
+  appliedFusionMethod: FusionMethod;
 };
 
 /**
@@ -421,7 +506,7 @@ export type RetrievalDiagnostics = Message<"groundwire.v1.RetrievalDiagnostics">
  * Use `create(RetrievalDiagnosticsSchema)` to create a new message.
  */
 export const RetrievalDiagnosticsSchema: GenMessage<RetrievalDiagnostics> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_retriever, 4);
+  messageDesc(file_groundwire_v1_retriever, 5);
 
 /**
  * Response for RetrieverService.Retrieve.
@@ -450,7 +535,7 @@ export type RetrieveResponse = Message<"groundwire.v1.RetrieveResponse"> & {
  * Use `create(RetrieveResponseSchema)` to create a new message.
  */
 export const RetrieveResponseSchema: GenMessage<RetrieveResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_retriever, 5);
+  messageDesc(file_groundwire_v1_retriever, 6);
 
 /**
  * How candidates are retrieved.
@@ -481,7 +566,8 @@ export enum RetrievalMode {
   LEXICAL = 2,
 
   /**
-   * Both legs fused with reciprocal rank fusion; fails if either leg fails.
+   * Both legs fused (reciprocal rank fusion unless FusionOptions.method or the
+   * server's configuration says otherwise); fails if either leg fails.
    *
    * @generated from enum value: RETRIEVAL_MODE_HYBRID = 3;
    */
@@ -493,6 +579,45 @@ export enum RetrievalMode {
  */
 export const RetrievalModeSchema: GenEnum<RetrievalMode> = /*@__PURE__*/
   enumDesc(file_groundwire_v1_retriever, 0);
+
+/**
+ * How RETRIEVAL_MODE_HYBRID combines its two legs.
+ *
+ * @generated from enum groundwire.v1.FusionMethod
+ */
+export enum FusionMethod {
+  /**
+   * Not set: the server's configured method.
+   *
+   * @generated from enum value: FUSION_METHOD_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Weighted reciprocal rank fusion: sum over the legs of weight / (rrf_k +
+   * rank); results score SCORE_METRIC_RECIPROCAL_RANK_FUSION.
+   *
+   * @generated from enum value: FUSION_METHOD_RRF = 1;
+   */
+  RRF = 1,
+
+  /**
+   * Weighted mean of min-max normalized leg scores: each leg's scores are mapped
+   * onto [0, 1] over the candidates it returned for this query (best 1, worst 0),
+   * a leg that did not return a result counts 0, and the weights are
+   * normalized to sum to 1; rrf_k is not used. Results score
+   * SCORE_METRIC_MIN_MAX_FUSION.
+   *
+   * @generated from enum value: FUSION_METHOD_MIN_MAX = 2;
+   */
+  MIN_MAX = 2,
+}
+
+/**
+ * Describes the enum groundwire.v1.FusionMethod.
+ */
+export const FusionMethodSchema: GenEnum<FusionMethod> = /*@__PURE__*/
+  enumDesc(file_groundwire_v1_retriever, 1);
 
 /**
  * Retrieves candidates from a named index.

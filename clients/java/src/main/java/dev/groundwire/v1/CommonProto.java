@@ -99,21 +99,22 @@ public final class CommonProto extends com.google.protobuf.GeneratedFile {
       "inclusive\030\003 \001(\010R\tinclusiveB\007\n\005value\"R\n\016M" +
       "etadataFilter\022@\n\nconditions\030\001 \003(\0132 .grou" +
       "ndwire.v1.MetadataConditionR\nconditions*" +
-      "\263\002\n\013ScoreMetric\022\034\n\030SCORE_METRIC_UNSPECIF" +
+      "\325\002\n\013ScoreMetric\022\034\n\030SCORE_METRIC_UNSPECIF" +
       "IED\020\000\022\"\n\036SCORE_METRIC_COSINE_SIMILARITY\020" +
       "\001\022 \n\034SCORE_METRIC_COSINE_DISTANCE\020\002\022#\n\037S" +
       "CORE_METRIC_EUCLIDEAN_DISTANCE\020\003\022\034\n\030SCOR" +
       "E_METRIC_DOT_PRODUCT\020\004\022\025\n\021SCORE_METRIC_B" +
       "M25\020\005\022\032\n\026SCORE_METRIC_TEXT_RANK\020\006\022\'\n#SCO" +
       "RE_METRIC_RECIPROCAL_RANK_FUSION\020\007\022!\n\035SC" +
-      "ORE_METRIC_RERANK_RELEVANCE\020\010*d\n\014Retriev" +
-      "alLeg\022\035\n\031RETRIEVAL_LEG_UNSPECIFIED\020\000\022\032\n\026" +
-      "RETRIEVAL_LEG_SEMANTIC\020\001\022\031\n\025RETRIEVAL_LE" +
-      "G_LEXICAL\020\002B\257\001\n\021dev.groundwire.v1B\013Commo" +
-      "nProtoP\001Z8github.com/groundwire/groundwi" +
-      "re/clients/go/groundwirev1\242\002\003GXX\252\002\rGroun" +
-      "dwire.V1\312\002\rGroundwire\\V1\342\002\031Groundwire\\V1" +
-      "\\GPBMetadata\352\002\016Groundwire::V1b\006proto3"
+      "ORE_METRIC_RERANK_RELEVANCE\020\010\022 \n\033SCORE_M" +
+      "ETRIC_MIN_MAX_FUSION\020\322\001*d\n\014RetrievalLeg\022" +
+      "\035\n\031RETRIEVAL_LEG_UNSPECIFIED\020\000\022\032\n\026RETRIE" +
+      "VAL_LEG_SEMANTIC\020\001\022\031\n\025RETRIEVAL_LEG_LEXI" +
+      "CAL\020\002B\257\001\n\021dev.groundwire.v1B\013CommonProto" +
+      "P\001Z8github.com/groundwire/groundwire/cli" +
+      "ents/go/groundwirev1\242\002\003GXX\252\002\rGroundwire." +
+      "V1\312\002\rGroundwire\\V1\342\002\031Groundwire\\V1\\GPBMe" +
+      "tadata\352\002\016Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,

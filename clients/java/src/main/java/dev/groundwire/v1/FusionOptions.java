@@ -33,6 +33,7 @@ private static final long serialVersionUID = 0L;
     super(builder);
   }
   private FusionOptions() {
+    method_ = 0;
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -170,6 +171,36 @@ private static final long serialVersionUID = 0L;
     return legDepth_;
   }
 
+  public static final int METHOD_FIELD_NUMBER = 213;
+  private int method_ = 0;
+  /**
+   * <pre>
+   * Optional. How the legs are combined. FUSION_METHOD_UNSPECIFIED (or absent)
+   * means the server's configured method (`[retrieval] fusion_method`, "rrf" by
+   * default).
+   * </pre>
+   *
+   * <code>.groundwire.v1.FusionMethod method = 213 [json_name = "method"];</code>
+   * @return The enum numeric value on the wire for method.
+   */
+  @java.lang.Override public int getMethodValue() {
+    return method_;
+  }
+  /**
+   * <pre>
+   * Optional. How the legs are combined. FUSION_METHOD_UNSPECIFIED (or absent)
+   * means the server's configured method (`[retrieval] fusion_method`, "rrf" by
+   * default).
+   * </pre>
+   *
+   * <code>.groundwire.v1.FusionMethod method = 213 [json_name = "method"];</code>
+   * @return The method.
+   */
+  @java.lang.Override public dev.groundwire.v1.FusionMethod getMethod() {
+    dev.groundwire.v1.FusionMethod result = dev.groundwire.v1.FusionMethod.forNumber(method_);
+    return result == null ? dev.groundwire.v1.FusionMethod.UNRECOGNIZED : result;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -196,6 +227,9 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000008) != 0)) {
       output.writeUInt32(4, legDepth_);
     }
+    if (method_ != dev.groundwire.v1.FusionMethod.FUSION_METHOD_UNSPECIFIED.getNumber()) {
+      output.writeEnum(213, method_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -215,6 +249,10 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000008) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeUInt32Size(4, legDepth_);
+    }
+    if (method_ != dev.groundwire.v1.FusionMethod.FUSION_METHOD_UNSPECIFIED.getNumber()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeEnumSize(213, method_);
     }
     return size;
   }
@@ -262,6 +300,7 @@ private static final long serialVersionUID = 0L;
       if (getLegDepth()
           != other.getLegDepth()) return false;
     }
+    if (method_ != other.method_) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -291,6 +330,8 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + LEG_DEPTH_FIELD_NUMBER;
       hash = (53 * hash) + getLegDepth();
     }
+    hash = (37 * hash) + METHOD_FIELD_NUMBER;
+    hash = (53 * hash) + method_;
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -431,6 +472,7 @@ private static final long serialVersionUID = 0L;
       semanticWeight_ = 0D;
       lexicalWeight_ = 0D;
       legDepth_ = 0;
+      method_ = 0;
       return this;
     }
 
@@ -481,6 +523,9 @@ private static final long serialVersionUID = 0L;
         result.legDepth_ = legDepth_;
         to_bitField0_ |= 0x00000008;
       }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.method_ = method_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -507,6 +552,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasLegDepth()) {
         setLegDepth(other.getLegDepth());
+      }
+      if (other.method_ != 0) {
+        setMethodValue(other.getMethodValue());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -552,6 +600,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000008;
               break;
             } // case 32
+            case 1704: {
+              method_ = input.readEnum();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 1704
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -805,6 +858,88 @@ private static final long serialVersionUID = 0L;
     public Builder clearLegDepth() {
       bitField0_ = (bitField0_ & ~0x00000008);
       legDepth_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private int method_ = 0;
+    /**
+     * <pre>
+     * Optional. How the legs are combined. FUSION_METHOD_UNSPECIFIED (or absent)
+     * means the server's configured method (`[retrieval] fusion_method`, "rrf" by
+     * default).
+     * </pre>
+     *
+     * <code>.groundwire.v1.FusionMethod method = 213 [json_name = "method"];</code>
+     * @return The enum numeric value on the wire for method.
+     */
+    @java.lang.Override public int getMethodValue() {
+      return method_;
+    }
+    /**
+     * <pre>
+     * Optional. How the legs are combined. FUSION_METHOD_UNSPECIFIED (or absent)
+     * means the server's configured method (`[retrieval] fusion_method`, "rrf" by
+     * default).
+     * </pre>
+     *
+     * <code>.groundwire.v1.FusionMethod method = 213 [json_name = "method"];</code>
+     * @param value The enum numeric value on the wire for method to set.
+     * @return This builder for chaining.
+     */
+    public Builder setMethodValue(int value) {
+      method_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. How the legs are combined. FUSION_METHOD_UNSPECIFIED (or absent)
+     * means the server's configured method (`[retrieval] fusion_method`, "rrf" by
+     * default).
+     * </pre>
+     *
+     * <code>.groundwire.v1.FusionMethod method = 213 [json_name = "method"];</code>
+     * @return The method.
+     */
+    @java.lang.Override
+    public dev.groundwire.v1.FusionMethod getMethod() {
+      dev.groundwire.v1.FusionMethod result = dev.groundwire.v1.FusionMethod.forNumber(method_);
+      return result == null ? dev.groundwire.v1.FusionMethod.UNRECOGNIZED : result;
+    }
+    /**
+     * <pre>
+     * Optional. How the legs are combined. FUSION_METHOD_UNSPECIFIED (or absent)
+     * means the server's configured method (`[retrieval] fusion_method`, "rrf" by
+     * default).
+     * </pre>
+     *
+     * <code>.groundwire.v1.FusionMethod method = 213 [json_name = "method"];</code>
+     * @param value The method to set.
+     * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+     * @return This builder for chaining.
+     */
+    public Builder setMethod(dev.groundwire.v1.FusionMethod value) {
+      java.util.Objects.requireNonNull(value);
+      bitField0_ |= 0x00000010;
+      method_ = value.getNumber();
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. How the legs are combined. FUSION_METHOD_UNSPECIFIED (or absent)
+     * means the server's configured method (`[retrieval] fusion_method`, "rrf" by
+     * default).
+     * </pre>
+     *
+     * <code>.groundwire.v1.FusionMethod method = 213 [json_name = "method"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearMethod() {
+      bitField0_ = (bitField0_ & ~0x00000010);
+      method_ = 0;
       onChanged();
       return this;
     }

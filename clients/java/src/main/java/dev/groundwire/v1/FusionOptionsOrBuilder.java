@@ -93,4 +93,27 @@ public interface FusionOptionsOrBuilder extends
    * @return The legDepth.
    */
   int getLegDepth();
+
+  /**
+   * <pre>
+   * Optional. How the legs are combined. FUSION_METHOD_UNSPECIFIED (or absent)
+   * means the server's configured method (`[retrieval] fusion_method`, "rrf" by
+   * default).
+   * </pre>
+   *
+   * <code>.groundwire.v1.FusionMethod method = 213 [json_name = "method"];</code>
+   * @return The enum numeric value on the wire for method.
+   */
+  int getMethodValue();
+  /**
+   * <pre>
+   * Optional. How the legs are combined. FUSION_METHOD_UNSPECIFIED (or absent)
+   * means the server's configured method (`[retrieval] fusion_method`, "rrf" by
+   * default).
+   * </pre>
+   *
+   * <code>.groundwire.v1.FusionMethod method = 213 [json_name = "method"];</code>
+   * @return The method.
+   */
+  dev.groundwire.v1.FusionMethod getMethod();
 }

@@ -362,6 +362,59 @@ private static final long serialVersionUID = 0L;
     return minIndexVersion_;
   }
 
+  public static final int LEXICAL_FEEDBACK_FIELD_NUMBER = 210;
+  private dev.groundwire.v1.LexicalFeedback lexicalFeedback_;
+  /**
+   * <pre>
+   * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+   * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+   * present means on, absent means off (the default). The lexical query runs
+   * once, its best chunks are taken as relevant, and the query is expanded with
+   * their most probable analyzed terms before the run that ranks; it costs a
+   * second lexical search (see RetrievalDiagnostics.feedback_terms).
+   * </pre>
+   *
+   * <code>.groundwire.v1.LexicalFeedback lexical_feedback = 210 [json_name = "lexicalFeedback"];</code>
+   * @return Whether the lexicalFeedback field is set.
+   */
+  @java.lang.Override
+  public boolean hasLexicalFeedback() {
+    return ((bitField0_ & 0x00000008) != 0);
+  }
+  /**
+   * <pre>
+   * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+   * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+   * present means on, absent means off (the default). The lexical query runs
+   * once, its best chunks are taken as relevant, and the query is expanded with
+   * their most probable analyzed terms before the run that ranks; it costs a
+   * second lexical search (see RetrievalDiagnostics.feedback_terms).
+   * </pre>
+   *
+   * <code>.groundwire.v1.LexicalFeedback lexical_feedback = 210 [json_name = "lexicalFeedback"];</code>
+   * @return The lexicalFeedback.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.LexicalFeedback getLexicalFeedback() {
+    return lexicalFeedback_ == null ? dev.groundwire.v1.LexicalFeedback.getDefaultInstance() : lexicalFeedback_;
+  }
+  /**
+   * <pre>
+   * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+   * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+   * present means on, absent means off (the default). The lexical query runs
+   * once, its best chunks are taken as relevant, and the query is expanded with
+   * their most probable analyzed terms before the run that ranks; it costs a
+   * second lexical search (see RetrievalDiagnostics.feedback_terms).
+   * </pre>
+   *
+   * <code>.groundwire.v1.LexicalFeedback lexical_feedback = 210 [json_name = "lexicalFeedback"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.LexicalFeedbackOrBuilder getLexicalFeedbackOrBuilder() {
+    return lexicalFeedback_ == null ? dev.groundwire.v1.LexicalFeedback.getDefaultInstance() : lexicalFeedback_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -400,6 +453,9 @@ private static final long serialVersionUID = 0L;
     if (minIndexVersion_ != 0L) {
       output.writeUInt64(190, minIndexVersion_);
     }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      output.writeMessage(210, getLexicalFeedback());
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -432,6 +488,10 @@ private static final long serialVersionUID = 0L;
     if (minIndexVersion_ != 0L) {
       size += com.google.protobuf.CodedOutputStream
         .computeUInt64Size(190, minIndexVersion_);
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(210, getLexicalFeedback());
     }
     return size;
   }
@@ -481,6 +541,11 @@ private static final long serialVersionUID = 0L;
     }
     if (getMinIndexVersion()
         != other.getMinIndexVersion()) return false;
+    if (hasLexicalFeedback() != other.hasLexicalFeedback()) return false;
+    if (hasLexicalFeedback()) {
+      if (!getLexicalFeedback()
+          .equals(other.getLexicalFeedback())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -515,6 +580,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + MIN_INDEX_VERSION_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
         getMinIndexVersion());
+    if (hasLexicalFeedback()) {
+      hash = (37 * hash) + LEXICAL_FEEDBACK_FIELD_NUMBER;
+      hash = (53 * hash) + getLexicalFeedback().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -651,6 +720,7 @@ private static final long serialVersionUID = 0L;
               .alwaysUseFieldBuilders) {
         internalGetFilterFieldBuilder();
         internalGetFusionFieldBuilder();
+        internalGetLexicalFeedbackFieldBuilder();
       }
     }
     @java.lang.Override
@@ -673,6 +743,11 @@ private static final long serialVersionUID = 0L;
         fusionBuilder_ = null;
       }
       minIndexVersion_ = 0L;
+      lexicalFeedback_ = null;
+      if (lexicalFeedbackBuilder_ != null) {
+        lexicalFeedbackBuilder_.dispose();
+        lexicalFeedbackBuilder_ = null;
+      }
       return this;
     }
 
@@ -738,6 +813,12 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000080) != 0)) {
         result.minIndexVersion_ = minIndexVersion_;
       }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.lexicalFeedback_ = lexicalFeedbackBuilder_ == null
+            ? lexicalFeedback_
+            : lexicalFeedbackBuilder_.build();
+        to_bitField0_ |= 0x00000008;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -782,6 +863,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getMinIndexVersion() != 0L) {
         setMinIndexVersion(other.getMinIndexVersion());
+      }
+      if (other.hasLexicalFeedback()) {
+        mergeLexicalFeedback(other.getLexicalFeedback());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -851,6 +935,13 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000080;
               break;
             } // case 1520
+            case 1682: {
+              input.readMessage(
+                  internalGetLexicalFeedbackFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 1682
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1676,6 +1767,206 @@ private static final long serialVersionUID = 0L;
       minIndexVersion_ = 0L;
       onChanged();
       return this;
+    }
+
+    private dev.groundwire.v1.LexicalFeedback lexicalFeedback_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.LexicalFeedback, dev.groundwire.v1.LexicalFeedback.Builder, dev.groundwire.v1.LexicalFeedbackOrBuilder> lexicalFeedbackBuilder_;
+    /**
+     * <pre>
+     * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+     * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+     * present means on, absent means off (the default). The lexical query runs
+     * once, its best chunks are taken as relevant, and the query is expanded with
+     * their most probable analyzed terms before the run that ranks; it costs a
+     * second lexical search (see RetrievalDiagnostics.feedback_terms).
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalFeedback lexical_feedback = 210 [json_name = "lexicalFeedback"];</code>
+     * @return Whether the lexicalFeedback field is set.
+     */
+    public boolean hasLexicalFeedback() {
+      return ((bitField0_ & 0x00000100) != 0);
+    }
+    /**
+     * <pre>
+     * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+     * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+     * present means on, absent means off (the default). The lexical query runs
+     * once, its best chunks are taken as relevant, and the query is expanded with
+     * their most probable analyzed terms before the run that ranks; it costs a
+     * second lexical search (see RetrievalDiagnostics.feedback_terms).
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalFeedback lexical_feedback = 210 [json_name = "lexicalFeedback"];</code>
+     * @return The lexicalFeedback.
+     */
+    public dev.groundwire.v1.LexicalFeedback getLexicalFeedback() {
+      if (lexicalFeedbackBuilder_ == null) {
+        return lexicalFeedback_ == null ? dev.groundwire.v1.LexicalFeedback.getDefaultInstance() : lexicalFeedback_;
+      } else {
+        return lexicalFeedbackBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+     * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+     * present means on, absent means off (the default). The lexical query runs
+     * once, its best chunks are taken as relevant, and the query is expanded with
+     * their most probable analyzed terms before the run that ranks; it costs a
+     * second lexical search (see RetrievalDiagnostics.feedback_terms).
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalFeedback lexical_feedback = 210 [json_name = "lexicalFeedback"];</code>
+     */
+    public Builder setLexicalFeedback(dev.groundwire.v1.LexicalFeedback value) {
+      if (lexicalFeedbackBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        lexicalFeedback_ = value;
+      } else {
+        lexicalFeedbackBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+     * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+     * present means on, absent means off (the default). The lexical query runs
+     * once, its best chunks are taken as relevant, and the query is expanded with
+     * their most probable analyzed terms before the run that ranks; it costs a
+     * second lexical search (see RetrievalDiagnostics.feedback_terms).
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalFeedback lexical_feedback = 210 [json_name = "lexicalFeedback"];</code>
+     */
+    public Builder setLexicalFeedback(
+        dev.groundwire.v1.LexicalFeedback.Builder builderForValue) {
+      if (lexicalFeedbackBuilder_ == null) {
+        lexicalFeedback_ = builderForValue.build();
+      } else {
+        lexicalFeedbackBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+     * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+     * present means on, absent means off (the default). The lexical query runs
+     * once, its best chunks are taken as relevant, and the query is expanded with
+     * their most probable analyzed terms before the run that ranks; it costs a
+     * second lexical search (see RetrievalDiagnostics.feedback_terms).
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalFeedback lexical_feedback = 210 [json_name = "lexicalFeedback"];</code>
+     */
+    public Builder mergeLexicalFeedback(dev.groundwire.v1.LexicalFeedback value) {
+      if (lexicalFeedbackBuilder_ == null) {
+        if (((bitField0_ & 0x00000100) != 0) &&
+          lexicalFeedback_ != null &&
+          lexicalFeedback_ != dev.groundwire.v1.LexicalFeedback.getDefaultInstance()) {
+          getLexicalFeedbackBuilder().mergeFrom(value);
+        } else {
+          lexicalFeedback_ = value;
+        }
+      } else {
+        lexicalFeedbackBuilder_.mergeFrom(value);
+      }
+      if (lexicalFeedback_ != null) {
+        bitField0_ |= 0x00000100;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+     * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+     * present means on, absent means off (the default). The lexical query runs
+     * once, its best chunks are taken as relevant, and the query is expanded with
+     * their most probable analyzed terms before the run that ranks; it costs a
+     * second lexical search (see RetrievalDiagnostics.feedback_terms).
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalFeedback lexical_feedback = 210 [json_name = "lexicalFeedback"];</code>
+     */
+    public Builder clearLexicalFeedback() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      lexicalFeedback_ = null;
+      if (lexicalFeedbackBuilder_ != null) {
+        lexicalFeedbackBuilder_.dispose();
+        lexicalFeedbackBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+     * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+     * present means on, absent means off (the default). The lexical query runs
+     * once, its best chunks are taken as relevant, and the query is expanded with
+     * their most probable analyzed terms before the run that ranks; it costs a
+     * second lexical search (see RetrievalDiagnostics.feedback_terms).
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalFeedback lexical_feedback = 210 [json_name = "lexicalFeedback"];</code>
+     */
+    public dev.groundwire.v1.LexicalFeedback.Builder getLexicalFeedbackBuilder() {
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return internalGetLexicalFeedbackFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+     * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+     * present means on, absent means off (the default). The lexical query runs
+     * once, its best chunks are taken as relevant, and the query is expanded with
+     * their most probable analyzed terms before the run that ranks; it costs a
+     * second lexical search (see RetrievalDiagnostics.feedback_terms).
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalFeedback lexical_feedback = 210 [json_name = "lexicalFeedback"];</code>
+     */
+    public dev.groundwire.v1.LexicalFeedbackOrBuilder getLexicalFeedbackOrBuilder() {
+      if (lexicalFeedbackBuilder_ != null) {
+        return lexicalFeedbackBuilder_.getMessageOrBuilder();
+      } else {
+        return lexicalFeedback_ == null ?
+            dev.groundwire.v1.LexicalFeedback.getDefaultInstance() : lexicalFeedback_;
+      }
+    }
+    /**
+     * <pre>
+     * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+     * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+     * present means on, absent means off (the default). The lexical query runs
+     * once, its best chunks are taken as relevant, and the query is expanded with
+     * their most probable analyzed terms before the run that ranks; it costs a
+     * second lexical search (see RetrievalDiagnostics.feedback_terms).
+     * </pre>
+     *
+     * <code>.groundwire.v1.LexicalFeedback lexical_feedback = 210 [json_name = "lexicalFeedback"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.LexicalFeedback, dev.groundwire.v1.LexicalFeedback.Builder, dev.groundwire.v1.LexicalFeedbackOrBuilder> 
+        internalGetLexicalFeedbackFieldBuilder() {
+      if (lexicalFeedbackBuilder_ == null) {
+        lexicalFeedbackBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.LexicalFeedback, dev.groundwire.v1.LexicalFeedback.Builder, dev.groundwire.v1.LexicalFeedbackOrBuilder>(
+                getLexicalFeedback(),
+                getParentForChildren(),
+                isClean());
+        lexicalFeedback_ = null;
+      }
+      return lexicalFeedbackBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.RagQuery)

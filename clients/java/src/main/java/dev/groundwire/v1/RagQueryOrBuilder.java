@@ -191,4 +191,46 @@ public interface RagQueryOrBuilder extends
    * @return The minIndexVersion.
    */
   long getMinIndexVersion();
+
+  /**
+   * <pre>
+   * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+   * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+   * present means on, absent means off (the default). The lexical query runs
+   * once, its best chunks are taken as relevant, and the query is expanded with
+   * their most probable analyzed terms before the run that ranks; it costs a
+   * second lexical search (see RetrievalDiagnostics.feedback_terms).
+   * </pre>
+   *
+   * <code>.groundwire.v1.LexicalFeedback lexical_feedback = 210 [json_name = "lexicalFeedback"];</code>
+   * @return Whether the lexicalFeedback field is set.
+   */
+  boolean hasLexicalFeedback();
+  /**
+   * <pre>
+   * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+   * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+   * present means on, absent means off (the default). The lexical query runs
+   * once, its best chunks are taken as relevant, and the query is expanded with
+   * their most probable analyzed terms before the run that ranks; it costs a
+   * second lexical search (see RetrievalDiagnostics.feedback_terms).
+   * </pre>
+   *
+   * <code>.groundwire.v1.LexicalFeedback lexical_feedback = 210 [json_name = "lexicalFeedback"];</code>
+   * @return The lexicalFeedback.
+   */
+  dev.groundwire.v1.LexicalFeedback getLexicalFeedback();
+  /**
+   * <pre>
+   * Optional. RM3 pseudo-relevance feedback for the lexical leg of
+   * RETRIEVAL_MODE_LEXICAL and RETRIEVAL_MODE_HYBRID (ignored by semantic mode):
+   * present means on, absent means off (the default). The lexical query runs
+   * once, its best chunks are taken as relevant, and the query is expanded with
+   * their most probable analyzed terms before the run that ranks; it costs a
+   * second lexical search (see RetrievalDiagnostics.feedback_terms).
+   * </pre>
+   *
+   * <code>.groundwire.v1.LexicalFeedback lexical_feedback = 210 [json_name = "lexicalFeedback"];</code>
+   */
+  dev.groundwire.v1.LexicalFeedbackOrBuilder getLexicalFeedbackOrBuilder();
 }

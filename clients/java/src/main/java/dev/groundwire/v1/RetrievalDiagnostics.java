@@ -33,6 +33,7 @@ private static final long serialVersionUID = 0L;
   }
   private RetrievalDiagnostics() {
     appliedMode_ = 0;
+    appliedFusionMethod_ = 0;
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -481,6 +482,66 @@ private static final long serialVersionUID = 0L;
     return queryTruncated_;
   }
 
+  public static final int FEEDBACK_TERMS_FIELD_NUMBER = 211;
+  private int feedbackTerms_ = 0;
+  /**
+   * <pre>
+   * Output only. Terms RM3 pseudo-relevance feedback added to the lexical query
+   * (0 when RagQuery.lexical_feedback was absent, or the first run found nothing).
+   * </pre>
+   *
+   * <code>uint32 feedback_terms = 211 [json_name = "feedbackTerms"];</code>
+   * @return The feedbackTerms.
+   */
+  @java.lang.Override
+  public int getFeedbackTerms() {
+    return feedbackTerms_;
+  }
+
+  public static final int FEEDBACK_DOCUMENTS_FIELD_NUMBER = 212;
+  private int feedbackDocuments_ = 0;
+  /**
+   * <pre>
+   * Output only. Chunks the feedback read from its first lexical run (at most
+   * LexicalFeedback.documents; 0 without feedback).
+   * </pre>
+   *
+   * <code>uint32 feedback_documents = 212 [json_name = "feedbackDocuments"];</code>
+   * @return The feedbackDocuments.
+   */
+  @java.lang.Override
+  public int getFeedbackDocuments() {
+    return feedbackDocuments_;
+  }
+
+  public static final int APPLIED_FUSION_METHOD_FIELD_NUMBER = 214;
+  private int appliedFusionMethod_ = 0;
+  /**
+   * <pre>
+   * Output only. The fusion method applied (hybrid only, else
+   * FUSION_METHOD_UNSPECIFIED).
+   * </pre>
+   *
+   * <code>.groundwire.v1.FusionMethod applied_fusion_method = 214 [json_name = "appliedFusionMethod"];</code>
+   * @return The enum numeric value on the wire for appliedFusionMethod.
+   */
+  @java.lang.Override public int getAppliedFusionMethodValue() {
+    return appliedFusionMethod_;
+  }
+  /**
+   * <pre>
+   * Output only. The fusion method applied (hybrid only, else
+   * FUSION_METHOD_UNSPECIFIED).
+   * </pre>
+   *
+   * <code>.groundwire.v1.FusionMethod applied_fusion_method = 214 [json_name = "appliedFusionMethod"];</code>
+   * @return The appliedFusionMethod.
+   */
+  @java.lang.Override public dev.groundwire.v1.FusionMethod getAppliedFusionMethod() {
+    dev.groundwire.v1.FusionMethod result = dev.groundwire.v1.FusionMethod.forNumber(appliedFusionMethod_);
+    return result == null ? dev.groundwire.v1.FusionMethod.UNRECOGNIZED : result;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -551,6 +612,15 @@ private static final long serialVersionUID = 0L;
     }
     if (tenantScopeEmpty_ != false) {
       output.writeBool(160, tenantScopeEmpty_);
+    }
+    if (feedbackTerms_ != 0) {
+      output.writeUInt32(211, feedbackTerms_);
+    }
+    if (feedbackDocuments_ != 0) {
+      output.writeUInt32(212, feedbackDocuments_);
+    }
+    if (appliedFusionMethod_ != dev.groundwire.v1.FusionMethod.FUSION_METHOD_UNSPECIFIED.getNumber()) {
+      output.writeEnum(214, appliedFusionMethod_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -632,6 +702,18 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(160, tenantScopeEmpty_);
     }
+    if (feedbackTerms_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(211, feedbackTerms_);
+    }
+    if (feedbackDocuments_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(212, feedbackDocuments_);
+    }
+    if (appliedFusionMethod_ != dev.groundwire.v1.FusionMethod.FUSION_METHOD_UNSPECIFIED.getNumber()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeEnumSize(214, appliedFusionMethod_);
+    }
     return size;
   }
   @java.lang.Override
@@ -710,6 +792,11 @@ private static final long serialVersionUID = 0L;
     }
     if (getQueryTruncated()
         != other.getQueryTruncated()) return false;
+    if (getFeedbackTerms()
+        != other.getFeedbackTerms()) return false;
+    if (getFeedbackDocuments()
+        != other.getFeedbackDocuments()) return false;
+    if (appliedFusionMethod_ != other.appliedFusionMethod_) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -774,6 +861,12 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + QUERY_TRUNCATED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getQueryTruncated());
+    hash = (37 * hash) + FEEDBACK_TERMS_FIELD_NUMBER;
+    hash = (53 * hash) + getFeedbackTerms();
+    hash = (37 * hash) + FEEDBACK_DOCUMENTS_FIELD_NUMBER;
+    hash = (53 * hash) + getFeedbackDocuments();
+    hash = (37 * hash) + APPLIED_FUSION_METHOD_FIELD_NUMBER;
+    hash = (53 * hash) + appliedFusionMethod_;
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -958,6 +1051,9 @@ private static final long serialVersionUID = 0L;
         embeddingUsageBuilder_ = null;
       }
       queryTruncated_ = false;
+      feedbackTerms_ = 0;
+      feedbackDocuments_ = 0;
+      appliedFusionMethod_ = 0;
       return this;
     }
 
@@ -1064,6 +1160,15 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00040000) != 0)) {
         result.queryTruncated_ = queryTruncated_;
       }
+      if (((from_bitField0_ & 0x00080000) != 0)) {
+        result.feedbackTerms_ = feedbackTerms_;
+      }
+      if (((from_bitField0_ & 0x00100000) != 0)) {
+        result.feedbackDocuments_ = feedbackDocuments_;
+      }
+      if (((from_bitField0_ & 0x00200000) != 0)) {
+        result.appliedFusionMethod_ = appliedFusionMethod_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -1135,6 +1240,15 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getQueryTruncated() != false) {
         setQueryTruncated(other.getQueryTruncated());
+      }
+      if (other.getFeedbackTerms() != 0) {
+        setFeedbackTerms(other.getFeedbackTerms());
+      }
+      if (other.getFeedbackDocuments() != 0) {
+        setFeedbackDocuments(other.getFeedbackDocuments());
+      }
+      if (other.appliedFusionMethod_ != 0) {
+        setAppliedFusionMethodValue(other.getAppliedFusionMethodValue());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1265,6 +1379,21 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00010000;
               break;
             } // case 1280
+            case 1688: {
+              feedbackTerms_ = input.readUInt32();
+              bitField0_ |= 0x00080000;
+              break;
+            } // case 1688
+            case 1696: {
+              feedbackDocuments_ = input.readUInt32();
+              bitField0_ |= 0x00100000;
+              break;
+            } // case 1696
+            case 1712: {
+              appliedFusionMethod_ = input.readEnum();
+              bitField0_ |= 0x00200000;
+              break;
+            } // case 1712
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2745,6 +2874,177 @@ private static final long serialVersionUID = 0L;
     public Builder clearQueryTruncated() {
       bitField0_ = (bitField0_ & ~0x00040000);
       queryTruncated_ = false;
+      onChanged();
+      return this;
+    }
+
+    private int feedbackTerms_ ;
+    /**
+     * <pre>
+     * Output only. Terms RM3 pseudo-relevance feedback added to the lexical query
+     * (0 when RagQuery.lexical_feedback was absent, or the first run found nothing).
+     * </pre>
+     *
+     * <code>uint32 feedback_terms = 211 [json_name = "feedbackTerms"];</code>
+     * @return The feedbackTerms.
+     */
+    @java.lang.Override
+    public int getFeedbackTerms() {
+      return feedbackTerms_;
+    }
+    /**
+     * <pre>
+     * Output only. Terms RM3 pseudo-relevance feedback added to the lexical query
+     * (0 when RagQuery.lexical_feedback was absent, or the first run found nothing).
+     * </pre>
+     *
+     * <code>uint32 feedback_terms = 211 [json_name = "feedbackTerms"];</code>
+     * @param value The feedbackTerms to set.
+     * @return This builder for chaining.
+     */
+    public Builder setFeedbackTerms(int value) {
+
+      feedbackTerms_ = value;
+      bitField0_ |= 0x00080000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Terms RM3 pseudo-relevance feedback added to the lexical query
+     * (0 when RagQuery.lexical_feedback was absent, or the first run found nothing).
+     * </pre>
+     *
+     * <code>uint32 feedback_terms = 211 [json_name = "feedbackTerms"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearFeedbackTerms() {
+      bitField0_ = (bitField0_ & ~0x00080000);
+      feedbackTerms_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private int feedbackDocuments_ ;
+    /**
+     * <pre>
+     * Output only. Chunks the feedback read from its first lexical run (at most
+     * LexicalFeedback.documents; 0 without feedback).
+     * </pre>
+     *
+     * <code>uint32 feedback_documents = 212 [json_name = "feedbackDocuments"];</code>
+     * @return The feedbackDocuments.
+     */
+    @java.lang.Override
+    public int getFeedbackDocuments() {
+      return feedbackDocuments_;
+    }
+    /**
+     * <pre>
+     * Output only. Chunks the feedback read from its first lexical run (at most
+     * LexicalFeedback.documents; 0 without feedback).
+     * </pre>
+     *
+     * <code>uint32 feedback_documents = 212 [json_name = "feedbackDocuments"];</code>
+     * @param value The feedbackDocuments to set.
+     * @return This builder for chaining.
+     */
+    public Builder setFeedbackDocuments(int value) {
+
+      feedbackDocuments_ = value;
+      bitField0_ |= 0x00100000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. Chunks the feedback read from its first lexical run (at most
+     * LexicalFeedback.documents; 0 without feedback).
+     * </pre>
+     *
+     * <code>uint32 feedback_documents = 212 [json_name = "feedbackDocuments"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearFeedbackDocuments() {
+      bitField0_ = (bitField0_ & ~0x00100000);
+      feedbackDocuments_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private int appliedFusionMethod_ = 0;
+    /**
+     * <pre>
+     * Output only. The fusion method applied (hybrid only, else
+     * FUSION_METHOD_UNSPECIFIED).
+     * </pre>
+     *
+     * <code>.groundwire.v1.FusionMethod applied_fusion_method = 214 [json_name = "appliedFusionMethod"];</code>
+     * @return The enum numeric value on the wire for appliedFusionMethod.
+     */
+    @java.lang.Override public int getAppliedFusionMethodValue() {
+      return appliedFusionMethod_;
+    }
+    /**
+     * <pre>
+     * Output only. The fusion method applied (hybrid only, else
+     * FUSION_METHOD_UNSPECIFIED).
+     * </pre>
+     *
+     * <code>.groundwire.v1.FusionMethod applied_fusion_method = 214 [json_name = "appliedFusionMethod"];</code>
+     * @param value The enum numeric value on the wire for appliedFusionMethod to set.
+     * @return This builder for chaining.
+     */
+    public Builder setAppliedFusionMethodValue(int value) {
+      appliedFusionMethod_ = value;
+      bitField0_ |= 0x00200000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The fusion method applied (hybrid only, else
+     * FUSION_METHOD_UNSPECIFIED).
+     * </pre>
+     *
+     * <code>.groundwire.v1.FusionMethod applied_fusion_method = 214 [json_name = "appliedFusionMethod"];</code>
+     * @return The appliedFusionMethod.
+     */
+    @java.lang.Override
+    public dev.groundwire.v1.FusionMethod getAppliedFusionMethod() {
+      dev.groundwire.v1.FusionMethod result = dev.groundwire.v1.FusionMethod.forNumber(appliedFusionMethod_);
+      return result == null ? dev.groundwire.v1.FusionMethod.UNRECOGNIZED : result;
+    }
+    /**
+     * <pre>
+     * Output only. The fusion method applied (hybrid only, else
+     * FUSION_METHOD_UNSPECIFIED).
+     * </pre>
+     *
+     * <code>.groundwire.v1.FusionMethod applied_fusion_method = 214 [json_name = "appliedFusionMethod"];</code>
+     * @param value The appliedFusionMethod to set.
+     * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+     * @return This builder for chaining.
+     */
+    public Builder setAppliedFusionMethod(dev.groundwire.v1.FusionMethod value) {
+      java.util.Objects.requireNonNull(value);
+      bitField0_ |= 0x00200000;
+      appliedFusionMethod_ = value.getNumber();
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The fusion method applied (hybrid only, else
+     * FUSION_METHOD_UNSPECIFIED).
+     * </pre>
+     *
+     * <code>.groundwire.v1.FusionMethod applied_fusion_method = 214 [json_name = "appliedFusionMethod"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearAppliedFusionMethod() {
+      bitField0_ = (bitField0_ & ~0x00200000);
+      appliedFusionMethod_ = 0;
       onChanged();
       return this;
     }

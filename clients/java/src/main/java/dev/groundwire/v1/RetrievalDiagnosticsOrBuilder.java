@@ -309,4 +309,47 @@ public interface RetrievalDiagnosticsOrBuilder extends
    * @return The queryTruncated.
    */
   boolean getQueryTruncated();
+
+  /**
+   * <pre>
+   * Output only. Terms RM3 pseudo-relevance feedback added to the lexical query
+   * (0 when RagQuery.lexical_feedback was absent, or the first run found nothing).
+   * </pre>
+   *
+   * <code>uint32 feedback_terms = 211 [json_name = "feedbackTerms"];</code>
+   * @return The feedbackTerms.
+   */
+  int getFeedbackTerms();
+
+  /**
+   * <pre>
+   * Output only. Chunks the feedback read from its first lexical run (at most
+   * LexicalFeedback.documents; 0 without feedback).
+   * </pre>
+   *
+   * <code>uint32 feedback_documents = 212 [json_name = "feedbackDocuments"];</code>
+   * @return The feedbackDocuments.
+   */
+  int getFeedbackDocuments();
+
+  /**
+   * <pre>
+   * Output only. The fusion method applied (hybrid only, else
+   * FUSION_METHOD_UNSPECIFIED).
+   * </pre>
+   *
+   * <code>.groundwire.v1.FusionMethod applied_fusion_method = 214 [json_name = "appliedFusionMethod"];</code>
+   * @return The enum numeric value on the wire for appliedFusionMethod.
+   */
+  int getAppliedFusionMethodValue();
+  /**
+   * <pre>
+   * Output only. The fusion method applied (hybrid only, else
+   * FUSION_METHOD_UNSPECIFIED).
+   * </pre>
+   *
+   * <code>.groundwire.v1.FusionMethod applied_fusion_method = 214 [json_name = "appliedFusionMethod"];</code>
+   * @return The appliedFusionMethod.
+   */
+  dev.groundwire.v1.FusionMethod getAppliedFusionMethod();
 }

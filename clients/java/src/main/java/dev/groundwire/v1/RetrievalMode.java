@@ -42,7 +42,8 @@ public enum RetrievalMode
   RETRIEVAL_MODE_LEXICAL(2),
   /**
    * <pre>
-   * Both legs fused with reciprocal rank fusion; fails if either leg fails.
+   * Both legs fused (reciprocal rank fusion unless FusionOptions.method or the
+   * server's configuration says otherwise); fails if either leg fails.
    * </pre>
    *
    * <code>RETRIEVAL_MODE_HYBRID = 3;</code>
@@ -87,7 +88,8 @@ public enum RetrievalMode
   public static final int RETRIEVAL_MODE_LEXICAL_VALUE = 2;
   /**
    * <pre>
-   * Both legs fused with reciprocal rank fusion; fails if either leg fails.
+   * Both legs fused (reciprocal rank fusion unless FusionOptions.method or the
+   * server's configuration says otherwise); fails if either leg fails.
    * </pre>
    *
    * <code>RETRIEVAL_MODE_HYBRID = 3;</code>

@@ -37,6 +37,11 @@ public final class RetrieverProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_groundwire_v1_RagQuery_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_LexicalFeedback_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_LexicalFeedback_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_groundwire_v1_RetrieveRequest_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -73,73 +78,88 @@ public final class RetrieverProto extends com.google.protobuf.GeneratedFile {
       "\n\035groundwire/v1/retriever.proto\022\rgroundw" +
       "ire.v1\032\036google/protobuf/duration.proto\032\032" +
       "groundwire/v1/common.proto\032\031groundwire/v" +
-      "1/usage.proto\"\344\001\n\rFusionOptions\022\030\n\005rrf_k" +
+      "1/usage.proto\"\232\002\n\rFusionOptions\022\030\n\005rrf_k" +
       "\030\001 \001(\rH\000R\004rrfK\210\001\001\022,\n\017semantic_weight\030\002 \001" +
       "(\001H\001R\016semanticWeight\210\001\001\022*\n\016lexical_weigh" +
       "t\030\003 \001(\001H\002R\rlexicalWeight\210\001\001\022 \n\tleg_depth" +
-      "\030\004 \001(\rH\003R\010legDepth\210\001\001B\010\n\006_rrf_kB\022\n\020_sema" +
-      "ntic_weightB\021\n\017_lexical_weightB\014\n\n_leg_d" +
-      "epth\"\305\002\n\010RagQuery\022\035\n\nindex_name\030\001 \001(\tR\ti" +
-      "ndexName\022\022\n\004text\030\002 \001(\tR\004text\0220\n\004mode\030\003 \001" +
-      "(\0162\034.groundwire.v1.RetrievalModeR\004mode\022\030" +
-      "\n\005top_k\030\004 \001(\005H\000R\004topK\210\001\001\0225\n\006filter\030\005 \001(\013" +
-      "2\035.groundwire.v1.MetadataFilterR\006filter\022" +
-      "\026\n\006tenant\030\006 \001(\tR\006tenant\0224\n\006fusion\030\007 \001(\0132" +
-      "\034.groundwire.v1.FusionOptionsR\006fusion\022+\n" +
-      "\021min_index_version\030\276\001 \001(\004R\017minIndexVersi" +
-      "onB\010\n\006_top_k\"@\n\017RetrieveRequest\022-\n\005query" +
-      "\030\001 \001(\0132\027.groundwire.v1.RagQueryR\005query\"\311" +
-      "\003\n\017RetrievalResult\022\037\n\013document_id\030\001 \001(\tR" +
-      "\ndocumentId\022\031\n\010chunk_id\030\002 \001(\tR\007chunkId\022\022" +
-      "\n\004rank\030\003 \001(\rR\004rank\022*\n\005score\030\004 \001(\0132\024.grou" +
-      "ndwire.v1.ScoreR\005score\022<\n\nprovenance\030\005 \003" +
-      "(\0132\034.groundwire.v1.LegProvenanceR\nproven" +
-      "ance\022\030\n\007content\030\006 \001(\tR\007content\022+\n\004span\030\007" +
-      " \001(\0132\027.groundwire.v1.CharSpanR\004span\022\024\n\005t" +
-      "itle\030\010 \001(\tR\005title\022\030\n\007section\030\t \001(\tR\007sect" +
-      "ion\022H\n\010metadata\030\n \003(\0132,.groundwire.v1.Re" +
-      "trievalResult.MetadataEntryR\010metadata\032;\n" +
-      "\rMetadataEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005valu" +
-      "e\030\002 \001(\tR\005value:\0028\001\"\347\007\n\024RetrievalDiagnost" +
-      "ics\022?\n\014applied_mode\030\001 \001(\0162\034.groundwire.v" +
-      "1.RetrievalModeR\013appliedMode\022\"\n\rapplied_" +
-      "top_k\030\002 \001(\rR\013appliedTopK\022#\n\rsemantic_hit" +
-      "s\030\003 \001(\rR\014semanticHits\022!\n\014lexical_hits\030\004 " +
-      "\001(\rR\013lexicalHits\022H\n\022embedding_duration\030\005" +
-      " \001(\0132\031.google.protobuf.DurationR\021embeddi" +
-      "ngDuration\022F\n\021semantic_duration\030\006 \001(\0132\031." +
-      "google.protobuf.DurationR\020semanticDurati" +
-      "on\022D\n\020lexical_duration\030\007 \001(\0132\031.google.pr" +
-      "otobuf.DurationR\017lexicalDuration\022@\n\016tota" +
-      "l_duration\030\010 \001(\0132\031.google.protobuf.Durat" +
-      "ionR\rtotalDuration\022#\n\rindex_version\030\t \001(" +
-      "\004R\014indexVersion\022!\n\014phrase_count\030\n \001(\rR\013p" +
-      "hraseCount\022\"\n\rapplied_rrf_k\030\013 \001(\rR\013appli" +
-      "edRrfK\0226\n\027applied_semantic_weight\030\014 \001(\001R" +
-      "\025appliedSemanticWeight\0224\n\026applied_lexica" +
-      "l_weight\030\r \001(\001R\024appliedLexicalWeight\022*\n\021" +
-      "applied_leg_depth\030\016 \001(\rR\017appliedLegDepth" +
-      "\0220\n\024lexical_terms_scored\030\017 \001(\rR\022lexicalT" +
-      "ermsScored\0220\n\024lexical_terms_pruned\030\020 \001(\r" +
-      "R\022lexicalTermsPruned\022-\n\022tenant_scope_emp" +
-      "ty\030\240\001 \001(\010R\020tenantScopeEmpty\022F\n\017embedding" +
-      "_usage\030P \001(\0132\035.groundwire.v1.EmbeddingUs" +
-      "ageR\016embeddingUsage\022\'\n\017query_truncated\030Q" +
-      " \001(\010R\016queryTruncated\"\223\001\n\020RetrieveRespons" +
-      "e\0228\n\007results\030\001 \003(\0132\036.groundwire.v1.Retri" +
-      "evalResultR\007results\022E\n\013diagnostics\030\002 \001(\013" +
-      "2#.groundwire.v1.RetrievalDiagnosticsR\013d" +
-      "iagnostics*\203\001\n\rRetrievalMode\022\036\n\032RETRIEVA" +
-      "L_MODE_UNSPECIFIED\020\000\022\033\n\027RETRIEVAL_MODE_S" +
-      "EMANTIC\020\001\022\032\n\026RETRIEVAL_MODE_LEXICAL\020\002\022\031\n" +
-      "\025RETRIEVAL_MODE_HYBRID\020\0032_\n\020RetrieverSer" +
-      "vice\022K\n\010Retrieve\022\036.groundwire.v1.Retriev" +
-      "eRequest\032\037.groundwire.v1.RetrieveRespons" +
-      "eB\262\001\n\021dev.groundwire.v1B\016RetrieverProtoP" +
-      "\001Z8github.com/groundwire/groundwire/clie" +
-      "nts/go/groundwirev1\242\002\003GXX\252\002\rGroundwire.V" +
-      "1\312\002\rGroundwire\\V1\342\002\031Groundwire\\V1\\GPBMet" +
-      "adata\352\002\016Groundwire::V1b\006proto3"
+      "\030\004 \001(\rH\003R\010legDepth\210\001\001\0224\n\006method\030\325\001 \001(\0162\033" +
+      ".groundwire.v1.FusionMethodR\006methodB\010\n\006_" +
+      "rrf_kB\022\n\020_semantic_weightB\021\n\017_lexical_we" +
+      "ightB\014\n\n_leg_depth\"\221\003\n\010RagQuery\022\035\n\nindex" +
+      "_name\030\001 \001(\tR\tindexName\022\022\n\004text\030\002 \001(\tR\004te" +
+      "xt\0220\n\004mode\030\003 \001(\0162\034.groundwire.v1.Retriev" +
+      "alModeR\004mode\022\030\n\005top_k\030\004 \001(\005H\000R\004topK\210\001\001\0225" +
+      "\n\006filter\030\005 \001(\0132\035.groundwire.v1.MetadataF" +
+      "ilterR\006filter\022\026\n\006tenant\030\006 \001(\tR\006tenant\0224\n" +
+      "\006fusion\030\007 \001(\0132\034.groundwire.v1.FusionOpti" +
+      "onsR\006fusion\022+\n\021min_index_version\030\276\001 \001(\004R" +
+      "\017minIndexVersion\022J\n\020lexical_feedback\030\322\001 " +
+      "\001(\0132\036.groundwire.v1.LexicalFeedbackR\017lex" +
+      "icalFeedbackB\010\n\006_top_k\"\272\001\n\017LexicalFeedba" +
+      "ck\022!\n\tdocuments\030\001 \001(\rH\000R\tdocuments\210\001\001\022\031\n" +
+      "\005terms\030\002 \001(\rH\001R\005terms\210\001\001\0227\n\025original_que" +
+      "ry_weight\030\003 \001(\001H\002R\023originalQueryWeight\210\001" +
+      "\001B\014\n\n_documentsB\010\n\006_termsB\030\n\026_original_q" +
+      "uery_weight\"@\n\017RetrieveRequest\022-\n\005query\030" +
+      "\001 \001(\0132\027.groundwire.v1.RagQueryR\005query\"\311\003" +
+      "\n\017RetrievalResult\022\037\n\013document_id\030\001 \001(\tR\n" +
+      "documentId\022\031\n\010chunk_id\030\002 \001(\tR\007chunkId\022\022\n" +
+      "\004rank\030\003 \001(\rR\004rank\022*\n\005score\030\004 \001(\0132\024.groun" +
+      "dwire.v1.ScoreR\005score\022<\n\nprovenance\030\005 \003(" +
+      "\0132\034.groundwire.v1.LegProvenanceR\nprovena" +
+      "nce\022\030\n\007content\030\006 \001(\tR\007content\022+\n\004span\030\007 " +
+      "\001(\0132\027.groundwire.v1.CharSpanR\004span\022\024\n\005ti" +
+      "tle\030\010 \001(\tR\005title\022\030\n\007section\030\t \001(\tR\007secti" +
+      "on\022H\n\010metadata\030\n \003(\0132,.groundwire.v1.Ret" +
+      "rievalResult.MetadataEntryR\010metadata\032;\n\r" +
+      "MetadataEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value" +
+      "\030\002 \001(\tR\005value:\0028\001\"\221\t\n\024RetrievalDiagnosti" +
+      "cs\022?\n\014applied_mode\030\001 \001(\0162\034.groundwire.v1" +
+      ".RetrievalModeR\013appliedMode\022\"\n\rapplied_t" +
+      "op_k\030\002 \001(\rR\013appliedTopK\022#\n\rsemantic_hits" +
+      "\030\003 \001(\rR\014semanticHits\022!\n\014lexical_hits\030\004 \001" +
+      "(\rR\013lexicalHits\022H\n\022embedding_duration\030\005 " +
+      "\001(\0132\031.google.protobuf.DurationR\021embeddin" +
+      "gDuration\022F\n\021semantic_duration\030\006 \001(\0132\031.g" +
+      "oogle.protobuf.DurationR\020semanticDuratio" +
+      "n\022D\n\020lexical_duration\030\007 \001(\0132\031.google.pro" +
+      "tobuf.DurationR\017lexicalDuration\022@\n\016total" +
+      "_duration\030\010 \001(\0132\031.google.protobuf.Durati" +
+      "onR\rtotalDuration\022#\n\rindex_version\030\t \001(\004" +
+      "R\014indexVersion\022!\n\014phrase_count\030\n \001(\rR\013ph" +
+      "raseCount\022\"\n\rapplied_rrf_k\030\013 \001(\rR\013applie" +
+      "dRrfK\0226\n\027applied_semantic_weight\030\014 \001(\001R\025" +
+      "appliedSemanticWeight\0224\n\026applied_lexical" +
+      "_weight\030\r \001(\001R\024appliedLexicalWeight\022*\n\021a" +
+      "pplied_leg_depth\030\016 \001(\rR\017appliedLegDepth\022" +
+      "0\n\024lexical_terms_scored\030\017 \001(\rR\022lexicalTe" +
+      "rmsScored\0220\n\024lexical_terms_pruned\030\020 \001(\rR" +
+      "\022lexicalTermsPruned\022-\n\022tenant_scope_empt" +
+      "y\030\240\001 \001(\010R\020tenantScopeEmpty\022F\n\017embedding_" +
+      "usage\030P \001(\0132\035.groundwire.v1.EmbeddingUsa" +
+      "geR\016embeddingUsage\022\'\n\017query_truncated\030Q " +
+      "\001(\010R\016queryTruncated\022&\n\016feedback_terms\030\323\001" +
+      " \001(\rR\rfeedbackTerms\022.\n\022feedback_document" +
+      "s\030\324\001 \001(\rR\021feedbackDocuments\022P\n\025applied_f" +
+      "usion_method\030\326\001 \001(\0162\033.groundwire.v1.Fusi" +
+      "onMethodR\023appliedFusionMethod\"\223\001\n\020Retrie" +
+      "veResponse\0228\n\007results\030\001 \003(\0132\036.groundwire" +
+      ".v1.RetrievalResultR\007results\022E\n\013diagnost" +
+      "ics\030\002 \001(\0132#.groundwire.v1.RetrievalDiagn" +
+      "osticsR\013diagnostics*\203\001\n\rRetrievalMode\022\036\n" +
+      "\032RETRIEVAL_MODE_UNSPECIFIED\020\000\022\033\n\027RETRIEV" +
+      "AL_MODE_SEMANTIC\020\001\022\032\n\026RETRIEVAL_MODE_LEX" +
+      "ICAL\020\002\022\031\n\025RETRIEVAL_MODE_HYBRID\020\003*_\n\014Fus" +
+      "ionMethod\022\035\n\031FUSION_METHOD_UNSPECIFIED\020\000" +
+      "\022\025\n\021FUSION_METHOD_RRF\020\001\022\031\n\025FUSION_METHOD" +
+      "_MIN_MAX\020\0022_\n\020RetrieverService\022K\n\010Retrie" +
+      "ve\022\036.groundwire.v1.RetrieveRequest\032\037.gro" +
+      "undwire.v1.RetrieveResponseB\262\001\n\021dev.grou" +
+      "ndwire.v1B\016RetrieverProtoP\001Z8github.com/" +
+      "groundwire/groundwire/clients/go/groundw" +
+      "irev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGroundwire" +
+      "\\V1\342\002\031Groundwire\\V1\\GPBMetadata\352\002\016Ground" +
+      "wire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -153,21 +173,27 @@ public final class RetrieverProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_FusionOptions_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_FusionOptions_descriptor,
-        new java.lang.String[] { "RrfK", "SemanticWeight", "LexicalWeight", "LegDepth", });
+        new java.lang.String[] { "RrfK", "SemanticWeight", "LexicalWeight", "LegDepth", "Method", });
     internal_static_groundwire_v1_RagQuery_descriptor =
       getDescriptor().getMessageType(1);
     internal_static_groundwire_v1_RagQuery_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RagQuery_descriptor,
-        new java.lang.String[] { "IndexName", "Text", "Mode", "TopK", "Filter", "Tenant", "Fusion", "MinIndexVersion", });
-    internal_static_groundwire_v1_RetrieveRequest_descriptor =
+        new java.lang.String[] { "IndexName", "Text", "Mode", "TopK", "Filter", "Tenant", "Fusion", "MinIndexVersion", "LexicalFeedback", });
+    internal_static_groundwire_v1_LexicalFeedback_descriptor =
       getDescriptor().getMessageType(2);
+    internal_static_groundwire_v1_LexicalFeedback_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_LexicalFeedback_descriptor,
+        new java.lang.String[] { "Documents", "Terms", "OriginalQueryWeight", });
+    internal_static_groundwire_v1_RetrieveRequest_descriptor =
+      getDescriptor().getMessageType(3);
     internal_static_groundwire_v1_RetrieveRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RetrieveRequest_descriptor,
         new java.lang.String[] { "Query", });
     internal_static_groundwire_v1_RetrievalResult_descriptor =
-      getDescriptor().getMessageType(3);
+      getDescriptor().getMessageType(4);
     internal_static_groundwire_v1_RetrievalResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RetrievalResult_descriptor,
@@ -179,13 +205,13 @@ public final class RetrieverProto extends com.google.protobuf.GeneratedFile {
         internal_static_groundwire_v1_RetrievalResult_MetadataEntry_descriptor,
         new java.lang.String[] { "Key", "Value", });
     internal_static_groundwire_v1_RetrievalDiagnostics_descriptor =
-      getDescriptor().getMessageType(4);
+      getDescriptor().getMessageType(5);
     internal_static_groundwire_v1_RetrievalDiagnostics_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RetrievalDiagnostics_descriptor,
-        new java.lang.String[] { "AppliedMode", "AppliedTopK", "SemanticHits", "LexicalHits", "EmbeddingDuration", "SemanticDuration", "LexicalDuration", "TotalDuration", "IndexVersion", "PhraseCount", "AppliedRrfK", "AppliedSemanticWeight", "AppliedLexicalWeight", "AppliedLegDepth", "LexicalTermsScored", "LexicalTermsPruned", "TenantScopeEmpty", "EmbeddingUsage", "QueryTruncated", });
+        new java.lang.String[] { "AppliedMode", "AppliedTopK", "SemanticHits", "LexicalHits", "EmbeddingDuration", "SemanticDuration", "LexicalDuration", "TotalDuration", "IndexVersion", "PhraseCount", "AppliedRrfK", "AppliedSemanticWeight", "AppliedLexicalWeight", "AppliedLegDepth", "LexicalTermsScored", "LexicalTermsPruned", "TenantScopeEmpty", "EmbeddingUsage", "QueryTruncated", "FeedbackTerms", "FeedbackDocuments", "AppliedFusionMethod", });
     internal_static_groundwire_v1_RetrieveResponse_descriptor =
-      getDescriptor().getMessageType(5);
+      getDescriptor().getMessageType(6);
     internal_static_groundwire_v1_RetrieveResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RetrieveResponse_descriptor,

@@ -92,6 +92,16 @@ public enum ScoreMetric
    * <code>SCORE_METRIC_RERANK_RELEVANCE = 8;</code>
    */
   SCORE_METRIC_RERANK_RELEVANCE(8),
+  /**
+   * <pre>
+   * Weighted mean of min-max normalized leg scores (FUSION_METHOD_MIN_MAX) in
+   * [0, 1]; higher is better; no relevance (the scale is relative to one
+   * query's candidates).
+   * </pre>
+   *
+   * <code>SCORE_METRIC_MIN_MAX_FUSION = 210;</code>
+   */
+  SCORE_METRIC_MIN_MAX_FUSION(210),
   UNRECOGNIZED(-1),
   ;
 
@@ -179,6 +189,16 @@ public enum ScoreMetric
    * <code>SCORE_METRIC_RERANK_RELEVANCE = 8;</code>
    */
   public static final int SCORE_METRIC_RERANK_RELEVANCE_VALUE = 8;
+  /**
+   * <pre>
+   * Weighted mean of min-max normalized leg scores (FUSION_METHOD_MIN_MAX) in
+   * [0, 1]; higher is better; no relevance (the scale is relative to one
+   * query's candidates).
+   * </pre>
+   *
+   * <code>SCORE_METRIC_MIN_MAX_FUSION = 210;</code>
+   */
+  public static final int SCORE_METRIC_MIN_MAX_FUSION_VALUE = 210;
 
 
   public final int getNumber() {
@@ -214,6 +234,7 @@ public enum ScoreMetric
       case 6: return SCORE_METRIC_TEXT_RANK;
       case 7: return SCORE_METRIC_RECIPROCAL_RANK_FUSION;
       case 8: return SCORE_METRIC_RERANK_RELEVANCE;
+      case 210: return SCORE_METRIC_MIN_MAX_FUSION;
       default: return null;
     }
   }
