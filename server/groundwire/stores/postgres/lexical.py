@@ -114,33 +114,37 @@ def encode_lexical(text: str, analyzer: Analyzer = PLAIN) -> LexicalRow:
     counts = Counter(analyzed.terms)
     words = analyzed.words
     exact = len(words) <= _MAX_POSITION
+    # Word i (1-based) is stored as i | weight A, which is i + _WEIGHT_A below 2**14.
     positions: dict[str, list[int]] = {}
-    for i, word in enumerate(words[:_MAX_POSITION], start=1):
-        at = positions.setdefault(word, [])
-        if len(at) < _MAX_POSITIONS_PER_LEXEME:
-            at.append(i | _WEIGHT_A)
+    for at, word in enumerate(words[:_MAX_POSITION], start=_WEIGHT_A + 1):
+        held = positions.get(word)
+        if held is None:
+            positions[word] = [at]
         else:
-            exact = False
-    entries: list[tuple[bytes, list[int] | None]] = []
+            held.append(at)
     term_freqs: dict[str, int] = {}
-    for term in counts.keys() | positions.keys():
+    out = [b""]
+    entries = 0
+    # UTF-8 preserves code point order, so sorting the strings sorts their bytes.
+    for term in sorted(counts.keys() | positions.keys()):
         raw = term.encode()
         if len(raw) > _MAX_LEXEME_BYTES:
             continue
-        if term in counts:
-            term_freqs[term] = counts[term]
-        entries.append((raw, positions.get(term)))
-    entries.sort(key=lambda e: e[0])
-    out = bytearray(struct.pack("!i", len(entries)))
-    for raw, where in entries:
-        out += raw
-        out += b"\0"
+        entries += 1
+        count = counts.get(term)
+        if count is not None:
+            term_freqs[term] = count
+        where = positions.get(term)
         if where:
-            out += struct.pack(f"!H{len(where)}H", len(where), *where)
+            if len(where) > _MAX_POSITIONS_PER_LEXEME:
+                where = where[:_MAX_POSITIONS_PER_LEXEME]
+                exact = False
+            out.append(raw + b"\0" + struct.pack(f"!H{len(where)}H", len(where), *where))
         else:
-            out += b"\x00\x01\x00\x01"  # one position: 1, weight D
+            out.append(raw + b"\0\x00\x01\x00\x01")  # one position: 1, weight D
+    out[0] = struct.pack("!i", entries)
     return LexicalRow(
-        bytes(out), json.dumps(term_freqs, ensure_ascii=False), sum(counts.values()), exact
+        b"".join(out), json.dumps(term_freqs, ensure_ascii=False), len(analyzed.terms), exact
     )
 
 

@@ -96,6 +96,7 @@ _PUBLISH_CHUNKS_SQL = (
         INSERT INTO gw_postings (index_id, tenant, term, chunk, tf, dl)
         SELECT %(index_id)s, a.tenant, j.key, a.id, j.value::integer, a.token_count
         FROM added a CROSS JOIN LATERAL jsonb_each_text(a.term_freqs) j
+        ORDER BY 2, 3, 5 DESC, 6, 4
     ),
     deltas AS (
         SELECT tenant, term, sum(delta) AS delta FROM (
