@@ -252,12 +252,22 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:,.1f} GB"
 
 
+class Rows(list[tuple[str, str]]):
+    """The report's rows, each also printed as it comes (a long run that is stopped
+    still leaves its figures so far)."""
+
+    def append(self, row: tuple[str, str]) -> None:
+        print(f"  | {row[0]}: {row[1]}", flush=True)
+        super().append(row)
+
+
 class Timers:
     """Times the publish phases by wrapping the functions the store calls."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         for module, fname, label in (
+            (pg_versions, "_bulk_postings", "postings bulk build"),
             (pg_versions, "refresh_statistics", "analyze/vacuum"),
             (pg_vectors, "ensure_vector_index", "HNSW build"),
         ):
@@ -343,13 +353,13 @@ async def run(args: argparse.Namespace) -> None:
     timers = Timers()
     t_open = time.perf_counter()
     store = await open_postgres_store(
-        PostgresSettings(dsn=server.dsn, data_dir=data_dir, statement_timeout_ms=600_000)
+        PostgresSettings(dsn=server.dsn, data_dir=data_dir, statement_timeout_ms=1_800_000)
     )
     print(f"store opened (migrations included) in {time.perf_counter() - t_open:.1f}s")
-    rows: list[tuple[str, str]] = []
+    rows: list[tuple[str, str]] = Rows()
     spec = IndexSpec(
         NAME,
-        "bench/clustered:384" if not args.no_vectors else None,
+        f"bench/clustered:{DIM}" if not args.no_vectors else None,
         DIM if not args.no_vectors else None,
         DistanceMetric.COSINE,
         "bench",
@@ -529,7 +539,7 @@ async def half_figures(
         ("halfvec: HNSW graph size float32 -> float16",
          f"{_fmt_bytes(before)} -> {_fmt_bytes(after)} ({1 - after / max(before, 1):.0%} saved)")
     )  # fmt: skip
-    extra: list[tuple[str, str]] = []
+    extra: list[tuple[str, str]] = Rows()
     await vector_figures(store, corpus, args, extra, scope, flt, lex_q)
     rows.extend((f"halfvec: {label}", value) for label, value in extra)
 
@@ -562,10 +572,13 @@ def main() -> None:
         "--compare-half", action="store_true", help="then switch to a halfvec graph and re-measure"
     )
     parser.add_argument("--results", default=None, help="write lexical results to this file")
+    parser.add_argument("--dim", type=int, default=DIM, help="vector dimension (default 384)")
     parser.add_argument(
         "--impact-min", type=int, default=None, help="override lexical.IMPACT_MIN_POSTINGS"
     )
     args = parser.parse_args()
+    global DIM
+    DIM = args.dim
     if args.impact_min is not None:
         from groundwire.stores.postgres import lexical
 

@@ -519,8 +519,7 @@ async def _bulk_postings(conn: Conn, index_id: int, version: int) -> sql.Identif
     await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(fresh)))
     await conn.execute(
         sql.SQL(
-            "CREATE TABLE {fresh} (LIKE gw_postings, "
-            "CONSTRAINT {check} CHECK (index_id = {id}))"
+            "CREATE TABLE {fresh} (LIKE gw_postings, CONSTRAINT {check} CHECK (index_id = {id}))"
         ).format(
             fresh=sql.Identifier(fresh),
             check=sql.Identifier(f"{fresh}_index"),
