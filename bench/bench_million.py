@@ -561,6 +561,7 @@ def _with_ef(settings: PostgresSettings, ef: int) -> PostgresSettings:
 
 
 def main() -> None:
+    global DIM
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=300)
@@ -577,7 +578,6 @@ def main() -> None:
         "--impact-min", type=int, default=None, help="override lexical.IMPACT_MIN_POSTINGS"
     )
     args = parser.parse_args()
-    global DIM
     DIM = args.dim
     if args.impact_min is not None:
         from groundwire.stores.postgres import lexical
