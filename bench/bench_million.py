@@ -577,8 +577,18 @@ def main() -> None:
     parser.add_argument(
         "--impact-min", type=int, default=None, help="override lexical.IMPACT_MIN_POSTINGS"
     )
+    parser.add_argument(
+        "--impact-share",
+        type=float,
+        default=None,
+        help="override lexical.IMPACT_LIGHT_SHARE (inf: every term read to the same depth)",
+    )
     args = parser.parse_args()
     DIM = args.dim
+    if args.impact_share is not None:
+        from groundwire.stores.postgres import lexical
+
+        lexical.IMPACT_LIGHT_SHARE = args.impact_share  # type: ignore[assignment,unused-ignore]
     if args.impact_min is not None:
         from groundwire.stores.postgres import lexical
 

@@ -528,6 +528,9 @@ IMPACT_MIN_POSTINGS = 20_000
 # factor/(factor-1) times the last one).
 IMPACT_FIRST_DEPTH = 1024
 IMPACT_DEPTH_FACTOR = 2
+# A term whose weight (or, after a round, whose unread bound) is below 1/this of the
+# largest is not read deeper in that round: its bound is small beside the others'.
+IMPACT_LIGHT_SHARE: float = 4
 # A round also ends the search only when at most this many chunks may still reach
 # the top k: each is then scored fully from its row (a heap read), which costs more
 # than reading postings deeper.
@@ -539,9 +542,10 @@ _G = "({tf} * %(k1p1)s / ({tf} + %(k1)s * (%(one_minus_b)s + %(b)s * {dl} / %(av
 
 # One round of the threshold algorithm over impact-ordered postings (Fagin, Lotem and
 # Naor 2001; "no random access" bounds, then random access for the survivors), each
-# term's postings read best first in the index order (tf DESC, dl, chunk): a posting
-# read later has a lower tf, or the same tf and a dl at least as long.
-# q: per term, its weight and its bound on every posting past the first %(depth)s,
+# term's postings read best first in the index order (tf DESC, dl, chunk) down to its
+# own depth (%(d<i>)s; a term of little weight may be read to depth 0): a posting read
+# later has a lower tf, or the same tf and a dl at least as long.
+# q: per term, its weight and its bound on every posting past its depth,
 #   w * max(g(tf, dl) of the first one not read, g(tf - 1, tf - 1)) (dl >= tf: a
 #   chunk holds at least tf tokens), found by one more index probe; 0 when the list
 #   ends within the depth;
@@ -553,29 +557,33 @@ _G = "({tf} * %(k1p1)s / ({tf} + %(k1)s * (%(one_minus_b)s + %(b)s * {dl} / %(av
 #   scores below theta, so the top k is among cand;
 # status: the round decides (every list ended, or the unread bound is below theta and
 #   cand is small); only then are the candidates scored fully and the top k returned,
-#   otherwise one row of NULLs asks for a deeper round.
+#   otherwise one row whose last column holds every term's bound, theta and the
+#   number of candidates asks for a deeper round (_next_depths).
+_IMPACT_TERM_BOUND = """
+    SELECT {i}::integer AS ord,
+           CASE WHEN l.tf IS NULL THEN 0.0
+                ELSE %(iw{i})s::float8 * greatest({g_last}, {g_lower}) END AS bound
+    FROM (SELECT 1) one LEFT JOIN LATERAL (
+        SELECT p.tf, p.dl FROM gw_postings p
+        WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = %(t{i})s
+        ORDER BY p.tf DESC, p.dl, p.chunk
+        OFFSET %(d{i})s LIMIT 1
+    ) l ON true
+"""
+_IMPACT_TERM_HEAD = """
+    SELECT p.chunk, %(iw{i})s::float8 * {g_head} AS lo, (SELECT bound FROM q WHERE ord = {i}) AS b
+    FROM (
+        SELECT p.chunk, p.tf, p.dl FROM gw_postings p
+        WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = %(t{i})s
+        ORDER BY p.tf DESC, p.dl, p.chunk
+        LIMIT %(d{i})s
+    ) p
+"""
 _IMPACT_SQL = """
-    WITH q AS MATERIALIZED (
-        SELECT q.term, q.w, q.ord,
-               CASE WHEN l.tf IS NULL THEN 0.0
-                    ELSE q.w * greatest({g_last}, {g_lower}) END AS bound
-        FROM unnest(%(terms)s::text[], %(weights)s::float8[]) WITH ORDINALITY AS q(term, w, ord)
-        LEFT JOIN LATERAL (
-            SELECT p.tf, p.dl FROM gw_postings p
-            WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = q.term
-            ORDER BY p.tf DESC, p.dl, p.chunk
-            OFFSET %(depth)s LIMIT 1
-        ) l ON true
-    ),
+    WITH q AS MATERIALIZED ({bounds}),
     partial AS MATERIALIZED (
-        SELECT p.chunk, sum(q.w * {g_head}) AS lo, sum(q.bound) AS seen
-        FROM q CROSS JOIN LATERAL (
-            SELECT p.chunk, p.tf, p.dl FROM gw_postings p
-            WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = q.term
-            ORDER BY p.tf DESC, p.dl, p.chunk
-            LIMIT %(depth)s
-        ) p
-        GROUP BY p.chunk
+        SELECT h.chunk, sum(h.lo) AS lo, sum(h.b) AS seen FROM ({heads}) h
+        GROUP BY h.chunk
     ),
     theta AS MATERIALIZED (
         SELECT CASE WHEN count(*) < %(k)s THEN -1.0 ELSE min(lo) * %(margin)s END AS v
@@ -592,7 +600,7 @@ _IMPACT_SQL = """
                AS ok
         FROM theta t, unread u
     )
-    SELECT {cols}, top.score, top.phrase_exact, top.id
+    SELECT {cols}, top.score, top.phrase_exact, top.id, NULL::float8[]
     FROM (
         SELECT c.id, c.phrase_exact, c.document_id, c.chunk_id, 0.0 + {score} AS score
         FROM cand JOIN gw_chunks c ON c.id = cand.chunk
@@ -602,7 +610,9 @@ _IMPACT_SQL = """
         LIMIT %(k)s
     ) top JOIN gw_chunks c ON c.id = top.id
     UNION ALL
-    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           ARRAY(SELECT bound FROM q ORDER BY ord)
+           || ARRAY[(SELECT v FROM theta), (SELECT count(*) FROM cand)::float8]
     WHERE NOT (SELECT ok FROM status)
 """
 
@@ -611,10 +621,9 @@ def _impact_sql(
     idx: IndexRow, weights: _TermWeights, k: int, scope: Scope, params: dict[str, Any]
 ) -> sql.Composed:
     columns, score = _full_score(idx, weights, k, scope, params)
-    terms = list(weights.idf)
+    for i, t in enumerate(weights.idf):  # _full_score's order: t<i> is the i-th term
+        params[f"iw{i}"] = weights.qtf[t] * weights.idf[t]
     params.update(
-        terms=terms,
-        weights=[weights.qtf[t] * weights.idf[t] for t in terms],
         margin=_THETA_MARGIN,
         # Bounds are raised by the margin, theta lowered by it: float noise never
         # turns a chunk that can reach the top k into one that cannot.
@@ -622,10 +631,20 @@ def _impact_sql(
         max_cand=IMPACT_MAX_CANDIDATES,
     )
     lower = "(l.tf - 1)"
+    g_last = sql.SQL(_G.format(tf="l.tf", dl="l.dl"))
+    g_lower = sql.SQL(_G.format(tf=lower, dl=lower))
+    g_head = sql.SQL(_G.format(tf="p.tf", dl="p.dl"))
+    n = len(weights.idf)
+    bounds = sql.SQL(" UNION ALL ").join(
+        sql.SQL(_IMPACT_TERM_BOUND.replace("{i}", str(i))).format(g_last=g_last, g_lower=g_lower)
+        for i in range(n)
+    )
+    heads = sql.SQL(" UNION ALL ").join(
+        sql.SQL(_IMPACT_TERM_HEAD.replace("{i}", str(i))).format(g_head=g_head) for i in range(n)
+    )
     return sql.SQL(_IMPACT_SQL).format(
-        g_last=sql.SQL(_G.format(tf="l.tf", dl="l.dl")),
-        g_lower=sql.SQL(_G.format(tf=lower, dl=lower)),
-        g_head=sql.SQL(_G.format(tf="p.tf", dl="p.dl")),
+        bounds=bounds,
+        heads=heads,
         cols=HIT_COLUMNS,
         score=score,
         freq_cols=columns,
@@ -633,22 +652,48 @@ def _impact_sql(
     )
 
 
+def _first_depths(weights: _TermWeights) -> list[int]:
+    """Round one reads the terms that weigh at least 1/IMPACT_LIGHT_SHARE of the
+    heaviest to IMPACT_FIRST_DEPTH; the others only give their bound (depth 0)."""
+    w = [weights.qtf[t] * weights.idf[t] for t in weights.idf]
+    top = max(w)
+    return [IMPACT_FIRST_DEPTH if x * IMPACT_LIGHT_SHARE >= top else 0 for x in w]
+
+
+def _next_depths(depths: list[int], longest: list[int], bounds: Sequence[float]) -> list[int]:
+    """Deepen the terms whose unread bound is at least 1/IMPACT_LIGHT_SHARE of the
+    largest (the ones keeping the round from deciding); a term read to depth 0
+    starts at IMPACT_FIRST_DEPTH, the others read IMPACT_DEPTH_FACTOR times deeper.
+    A list read to its end has bound 0 and stays."""
+    top = max(bounds)
+    out = list(depths)
+    for i, (d, b) in enumerate(zip(depths, bounds, strict=True)):
+        if b > 0.0 and b * IMPACT_LIGHT_SHARE >= top and d < longest[i]:
+            out[i] = min(longest[i], IMPACT_FIRST_DEPTH if d == 0 else d * IMPACT_DEPTH_FACTOR)
+    if out == depths:  # cannot happen while a bound is positive; read everything
+        out = list(longest)
+    return out
+
+
 async def _impact_top(
     conn: Conn, idx: IndexRow, weights: _TermWeights, k: int, scope: Scope
 ) -> list[tuple[Any, ...]]:
     """The exact top k of a query without phrases or filter, reading each term's
     postings best first (the postings index is ordered tf DESC, dl within a term) in
-    rounds of growing depth until a round proves the top k (see _IMPACT_SQL). The
-    last possible round reads every posting, so the result is always exact."""
+    rounds of growing depth, each term to its own depth (the heavy terms deeper),
+    until a round proves the top k (see _IMPACT_SQL). The depths only grow and every
+    round that does not decide deepens a term whose list has not ended, so the last
+    possible round reads every posting: the result is always exact."""
     params: dict[str, Any] = {}
     query = _impact_sql(idx, weights, k, scope, params)
-    longest = max(weights.df.values())
-    depth = IMPACT_FIRST_DEPTH
+    longest = [weights.df[t] for t in weights.idf]
+    depths = [min(d, n) for d, n in zip(_first_depths(weights), longest, strict=True)]
     while True:
-        # Past the longest list, every list ends within the round: it decides.
-        params["depth"] = min(depth, longest)
+        for i, d in enumerate(depths):
+            params[f"d{i}"] = d
         cur = await conn.execute(query, params)
         rows = await cur.fetchall()
-        if not rows or rows[0][-1] is not None:
-            return rows
-        depth *= IMPACT_DEPTH_FACTOR
+        if not rows or rows[0][10] is not None:
+            return [r[:11] for r in rows]
+        info = rows[0][11]
+        depths = _next_depths(depths, longest, [float(b) for b in info[: len(depths)]])
