@@ -283,6 +283,29 @@ class Timers:
             setattr(module, fname, timed)
 
 
+def server_cpu(data_dir: Path) -> float:
+    """CPU seconds used by the PostgreSQL server on `data_dir` so far: the postmaster
+    with its exited children, plus every live backend and worker."""
+    try:
+        postmaster = int((data_dir / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+    ticks = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry.name) == postmaster:
+            ticks += sum(int(x) for x in fields[11:15])
+        elif int(fields[1]) == postmaster:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def start_server(data_dir: Path) -> embedded_pg.EmbeddedPostgres:
     server = embedded_pg.start_embedded_sync(data_dir, durable=False)
     with psycopg.connect(server.dsn, autocommit=True) as conn:
@@ -372,9 +395,16 @@ async def run(args: argparse.Namespace) -> None:
         if loaded == 0:
             await store.ensure_index(spec)
             t = time.perf_counter()
+            cpu0, server0, gen_cpu = time.process_time(), server_cpu(data_dir), 0.0
             v = await store.begin_version(NAME)
             done = 0
-            for batch in corpus.batches(vectors=not args.no_vectors):
+            batches = corpus.batches(vectors=not args.no_vectors)
+            while True:
+                g = time.process_time()
+                batch = next(batches, None)
+                gen_cpu += time.process_time() - g
+                if batch is None:
+                    break
                 await store.stage_documents(NAME, v, batch)
                 done += len(batch) * CHUNKS_PER_DOC
                 if done % 100_000 == 0:
@@ -382,6 +412,8 @@ async def run(args: argparse.Namespace) -> None:
             staged = time.perf_counter()
             await store.publish_version(NAME, v, spec)
             end = time.perf_counter()
+            client_cpu = time.process_time() - cpu0 - gen_cpu
+            server_used = server_cpu(data_dir) - server0
             publish = end - staged - sum(timers.seconds.values())
             rows.append(("bulk load (chunks/s)", f"{n_chunks / (end - t):,.0f} ({end - t:.0f}s)"))
             rows.append(
@@ -392,6 +424,11 @@ async def run(args: argparse.Namespace) -> None:
             rows.append(("  publish transaction (s)", f"{publish:.0f}"))
             for label, s in timers.seconds.items():
                 rows.append((f"  {label} (s)", f"{s:.0f}"))
+            rows.append(
+                ("  CPU per chunk: client (encode, COPY) / server (ms)",
+                 f"{client_cpu / n_chunks * 1000:.3f} / {server_used / n_chunks * 1000:.3f}"
+                 f"  (corpus generation {gen_cpu:.0f} s CPU, not counted)")
+            )  # fmt: skip
         else:
             n_chunks = loaded
             print(f"reusing the loaded index ({loaded:,} chunks)", flush=True)
@@ -404,17 +441,21 @@ async def run(args: argparse.Namespace) -> None:
             await store.search_lexical(NAME, q, K, scope)
         times: dict[str, list[float]] = {}
         results = []
+        cpu: dict[str, float] = {}
         for kind, q in lex_q:
-            t = time.perf_counter()
+            c0, t = server_cpu(data_dir), time.perf_counter()
             res = await store.search_lexical(NAME, q, K, scope)
             times.setdefault(kind, []).append(time.perf_counter() - t)
             times.setdefault("all", []).append(time.perf_counter() - t)
+            cpu[kind] = cpu.get(kind, 0.0) + server_cpu(data_dir) - c0
             results.append(res)
+        cpu["all"] = sum(cpu.values())
         for kind in ("all", "mid", "mixed", "common", "ident"):
             ts = times.get(kind, [])
             rows.append(
                 (f"lexical {kind} p50 / p99 / max (ms) [{len(ts)}]",
-                 f"{pct(ts, 50):.1f} / {pct(ts, 99):.1f} / {pct(ts, 100):.1f}")
+                 f"{pct(ts, 50):.1f} / {pct(ts, 99):.1f} / {pct(ts, 100):.1f}"
+                 f"  server CPU {cpu.get(kind, 0.0) / max(len(ts), 1) * 1000:.1f} ms/query")
             )  # fmt: skip
         if args.results:
             lines = [
