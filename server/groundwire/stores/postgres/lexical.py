@@ -545,10 +545,11 @@ _G = "({tf} * %(k1p1)s / ({tf} + %(k1)s * (%(one_minus_b)s + %(b)s * {dl} / %(av
 # term's postings read best first in the index order (tf DESC, dl, chunk) down to its
 # own depth (%(d<i>)s; a term of little weight may be read to depth 0): a posting read
 # later has a lower tf, or the same tf and a dl at least as long.
-# q: per term, its weight and its bound on every posting past its depth,
-#   w * max(g(tf, dl) of the first one not read, g(tf - 1, tf - 1)) (dl >= tf: a
-#   chunk holds at least tf tokens), found by one more index probe; 0 when the list
-#   ends within the depth;
+# q: per term, its weight and the exact maximum of its contribution over every
+#   posting past its depth: w * max(g(tf, dl) of the first one not read (probe; the
+#   rest of its tf level has dl at least as long), g(tf, dl) of the first posting of
+#   each lower tf level (levels: one index probe per distinct lower tf, a skip scan:
+#   the shortest chunk of that level)); 0 when the list ends within the depth;
 # partial: per chunk read, its exact contribution from the terms it was read under
 #   (lo, a lower bound of its score) and the bounds of those terms (seen);
 # theta: the k-th best lo, a score k chunks reach at least (margin: float noise);
@@ -559,10 +560,8 @@ _G = "({tf} * %(k1p1)s / ({tf} + %(k1)s * (%(one_minus_b)s + %(b)s * {dl} / %(av
 #   cand is small); only then are the candidates scored fully and the top k returned,
 #   otherwise one row whose last column holds every term's bound, theta and the
 #   number of candidates asks for a deeper round (_next_depths).
-_IMPACT_TERM_BOUND = """
-    SELECT {i}::integer AS ord,
-           CASE WHEN l.tf IS NULL THEN 0.0
-                ELSE %(iw{i})s::float8 * greatest({g_last}, {g_lower}) END AS bound
+_IMPACT_TERM_PROBE = """
+    SELECT {i}::integer AS ord, %(t{i})s::text AS term, %(iw{i})s::float8 AS w, l.tf, l.dl
     FROM (SELECT 1) one LEFT JOIN LATERAL (
         SELECT p.tf, p.dl FROM gw_postings p
         WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = %(t{i})s
@@ -580,7 +579,28 @@ _IMPACT_TERM_HEAD = """
     ) p
 """
 _IMPACT_SQL = """
-    WITH q AS MATERIALIZED ({bounds}),
+    WITH RECURSIVE probe AS MATERIALIZED ({probes}),
+    levels AS (
+        SELECT x.ord, x.term, n.tf, n.dl FROM probe x CROSS JOIN LATERAL (
+            SELECT p.tf, p.dl FROM gw_postings p
+            WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = x.term
+              AND p.tf < x.tf
+            ORDER BY p.tf DESC, p.dl, p.chunk LIMIT 1
+        ) n
+        UNION ALL
+        SELECT x.ord, x.term, n.tf, n.dl FROM levels x CROSS JOIN LATERAL (
+            SELECT p.tf, p.dl FROM gw_postings p
+            WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = x.term
+              AND p.tf < x.tf
+            ORDER BY p.tf DESC, p.dl, p.chunk LIMIT 1
+        ) n
+    ),
+    q AS MATERIALIZED (
+        SELECT x.ord, CASE WHEN x.tf IS NULL THEN 0.0 ELSE x.w * greatest(
+            {g_probe},
+            (SELECT max({g_level}) FROM levels l WHERE l.ord = x.ord)) END AS bound
+        FROM probe x
+    ),
     partial AS MATERIALIZED (
         SELECT h.chunk, sum(h.lo) AS lo, sum(h.b) AS seen FROM ({heads}) h
         GROUP BY h.chunk
@@ -630,20 +650,18 @@ def _impact_sql(
         slack=2.0 - _THETA_MARGIN,
         max_cand=IMPACT_MAX_CANDIDATES,
     )
-    lower = "(l.tf - 1)"
-    g_last = sql.SQL(_G.format(tf="l.tf", dl="l.dl"))
-    g_lower = sql.SQL(_G.format(tf=lower, dl=lower))
     g_head = sql.SQL(_G.format(tf="p.tf", dl="p.dl"))
     n = len(weights.idf)
-    bounds = sql.SQL(" UNION ALL ").join(
-        sql.SQL(_IMPACT_TERM_BOUND.replace("{i}", str(i))).format(g_last=g_last, g_lower=g_lower)
-        for i in range(n)
+    probes = sql.SQL(" UNION ALL ").join(
+        sql.SQL(_IMPACT_TERM_PROBE.replace("{i}", str(i))) for i in range(n)
     )
     heads = sql.SQL(" UNION ALL ").join(
         sql.SQL(_IMPACT_TERM_HEAD.replace("{i}", str(i))).format(g_head=g_head) for i in range(n)
     )
     return sql.SQL(_IMPACT_SQL).format(
-        bounds=bounds,
+        probes=probes,
+        g_probe=sql.SQL(_G.format(tf="x.tf", dl="x.dl")),
+        g_level=sql.SQL(_G.format(tf="l.tf", dl="l.dl")),
         heads=heads,
         cols=HIT_COLUMNS,
         score=score,
