@@ -1311,7 +1311,11 @@ async def test_bulk_loaded_postings_rank_exactly_and_stay_maintained(
         return await original(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(pg_versions, "_bulk_postings", counted)
-    monkeypatch.setattr(pg_lexical, "IMPACT_MIN_POSTINGS", 40)  # common words: impact path
+    # Common words take the impact path, in tiny rounds, each term to its own depth.
+    monkeypatch.setattr(pg_lexical, "IMPACT_MIN_POSTINGS", 40)
+    monkeypatch.setattr(pg_lexical, "IMPACT_FIRST_DEPTH", 2)
+    monkeypatch.setattr(pg_lexical, "IMPACT_MAX_CANDIDATES", 3)
+    monkeypatch.setattr(pg_lexical, "IMPACT_LIGHT_SHARE", 4.0)
     rng = np.random.default_rng(11)
     vocab = ["the", "of", "and", "to", "in", "is", "rare", "zeta", "POL-HR-014", "alpha"]
     weights = 1.0 / np.arange(1, len(vocab) + 1)
