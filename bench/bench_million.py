@@ -1,7 +1,8 @@
 """The PostgreSQL store at scale: up to a million chunks on one node.
 
     nice -n 10 .venv/bin/python bench/bench_million.py --chunks 1000000 \\
-        [--data-dir /tmp/gw-million] [--keep] [--queries 300] [--no-vectors] [--halfvec]
+        [--data-dir /tmp/gw-million] [--keep] [--queries 300] [--no-vectors] [--compare-half]
+        [--dim 384] [--filtered-queries N] [--impact-share S] [--results FILE]
 
 Without --dsn an embedded PostgreSQL is started on --data-dir (a fresh temporary
 directory by default, removed afterwards unless --keep). A data directory that already
@@ -18,6 +19,11 @@ the benchmark's memory):
   identifiers (POL-XX-123, CamelCase type names, name_12.cs, CS1234);
 - vectors: dimension 384, clustered (256 unit centroids plus Gaussian noise,
   renormalized); documents of 10 chunks; metadata `dept` takes 10 values (10%).
+
+Every figure is printed as it is measured (a stopped run keeps its figures so far), with
+the CPU the client (encoding, COPY) and the PostgreSQL server (from /proc) spent per
+chunk and, for lexical queries, the server CPU per query: on a shared machine wall-clock
+latency is mostly waiting, CPU is what a dedicated core would spend.
 
 Load: the product's own bulk path, without embedding: begin_version, stage_documents
 in batches of 200 documents (binary COPY, tokenized in a worker thread), publish_version

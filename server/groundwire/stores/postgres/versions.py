@@ -6,7 +6,10 @@ versions; `publish` deletes the superseded rows and flips the version's state in
 transaction, so a reader's snapshot holds the old or the new document, never a gap
 and never a mix. Publishing never rewrites the rows it makes visible; it writes their
 postings (`gw_postings`) and deletes the superseded rows' postings, and moves the
-per-tenant BM25 statistics, in the same transaction.
+per-tenant BM25 statistics, in the same transaction. The first publish of a large
+version into an empty index (a bulk load) builds the postings as a fresh partition
+of gw_postings instead, its index in one sort, swapped in at the end of the publish
+transaction (_bulk_postings, _swap_postings).
 """
 
 from __future__ import annotations
