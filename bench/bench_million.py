@@ -1,7 +1,8 @@
 """The PostgreSQL store at scale: up to a million chunks on one node.
 
     nice -n 10 .venv/bin/python bench/bench_million.py --chunks 1000000 \\
-        [--data-dir /tmp/gw-million] [--keep] [--queries 300] [--no-vectors] [--halfvec]
+        [--data-dir /tmp/gw-million] [--keep] [--queries 300] [--no-vectors] [--compare-half]
+        [--dim 384] [--filtered-queries N] [--impact-share S] [--results FILE]
 
 Without --dsn an embedded PostgreSQL is started on --data-dir (a fresh temporary
 directory by default, removed afterwards unless --keep). A data directory that already
@@ -18,6 +19,11 @@ the benchmark's memory):
   identifiers (POL-XX-123, CamelCase type names, name_12.cs, CS1234);
 - vectors: dimension 384, clustered (256 unit centroids plus Gaussian noise,
   renormalized); documents of 10 chunks; metadata `dept` takes 10 values (10%).
+
+Every figure is printed as it is measured (a stopped run keeps its figures so far), with
+the CPU the client (encoding, COPY) and the PostgreSQL server (from /proc) spent per
+chunk and, for lexical queries, the server CPU per query: on a shared machine wall-clock
+latency is mostly waiting, CPU is what a dedicated core would spend.
 
 Load: the product's own bulk path, without embedding: begin_version, stage_documents
 in batches of 200 documents (binary COPY, tokenized in a worker thread), publish_version
@@ -252,16 +258,28 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:,.1f} GB"
 
 
+class Rows(list[tuple[str, str]]):
+    """The report's rows, each also printed as it comes (a long run that is stopped
+    still leaves its figures so far)."""
+
+    def append(self, row: tuple[str, str]) -> None:
+        print(f"  | {row[0]}: {row[1]}", flush=True)
+        super().append(row)
+
+
 class Timers:
     """Times the publish phases by wrapping the functions the store calls."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         for module, fname, label in (
+            (pg_versions, "_bulk_postings", "postings bulk build"),
             (pg_versions, "refresh_statistics", "analyze/vacuum"),
             (pg_vectors, "ensure_vector_index", "HNSW build"),
         ):
-            original = getattr(module, fname)
+            original = getattr(module, fname, None)
+            if original is None:  # an older checkout (before/after runs)
+                continue
 
             async def timed(*a: Any, _o: Any = original, _l: str = label, **kw: Any) -> Any:
                 t = time.perf_counter()
@@ -271,6 +289,29 @@ class Timers:
                     self.seconds[_l] = self.seconds.get(_l, 0.0) + time.perf_counter() - t
 
             setattr(module, fname, timed)
+
+
+def server_cpu(data_dir: Path) -> float:
+    """CPU seconds used by the PostgreSQL server on `data_dir` so far: the postmaster
+    with its exited children, plus every live backend and worker."""
+    try:
+        postmaster = int((data_dir / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+    ticks = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry.name) == postmaster:
+            ticks += sum(int(x) for x in fields[11:15])
+        elif int(fields[1]) == postmaster:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def start_server(data_dir: Path) -> embedded_pg.EmbeddedPostgres:
@@ -343,13 +384,13 @@ async def run(args: argparse.Namespace) -> None:
     timers = Timers()
     t_open = time.perf_counter()
     store = await open_postgres_store(
-        PostgresSettings(dsn=server.dsn, data_dir=data_dir, statement_timeout_ms=600_000)
+        PostgresSettings(dsn=server.dsn, data_dir=data_dir, statement_timeout_ms=1_800_000)
     )
     print(f"store opened (migrations included) in {time.perf_counter() - t_open:.1f}s")
-    rows: list[tuple[str, str]] = []
+    rows: list[tuple[str, str]] = Rows()
     spec = IndexSpec(
         NAME,
-        "bench/clustered:384" if not args.no_vectors else None,
+        f"bench/clustered:{DIM}" if not args.no_vectors else None,
         DIM if not args.no_vectors else None,
         DistanceMetric.COSINE,
         "bench",
@@ -362,9 +403,16 @@ async def run(args: argparse.Namespace) -> None:
         if loaded == 0:
             await store.ensure_index(spec)
             t = time.perf_counter()
+            cpu0, server0, gen_cpu = time.process_time(), server_cpu(data_dir), 0.0
             v = await store.begin_version(NAME)
             done = 0
-            for batch in corpus.batches(vectors=not args.no_vectors):
+            batches = corpus.batches(vectors=not args.no_vectors)
+            while True:
+                g = time.process_time()
+                batch = next(batches, None)
+                gen_cpu += time.process_time() - g
+                if batch is None:
+                    break
                 await store.stage_documents(NAME, v, batch)
                 done += len(batch) * CHUNKS_PER_DOC
                 if done % 100_000 == 0:
@@ -372,6 +420,8 @@ async def run(args: argparse.Namespace) -> None:
             staged = time.perf_counter()
             await store.publish_version(NAME, v, spec)
             end = time.perf_counter()
+            client_cpu = time.process_time() - cpu0 - gen_cpu
+            server_used = server_cpu(data_dir) - server0
             publish = end - staged - sum(timers.seconds.values())
             rows.append(("bulk load (chunks/s)", f"{n_chunks / (end - t):,.0f} ({end - t:.0f}s)"))
             rows.append(
@@ -382,6 +432,11 @@ async def run(args: argparse.Namespace) -> None:
             rows.append(("  publish transaction (s)", f"{publish:.0f}"))
             for label, s in timers.seconds.items():
                 rows.append((f"  {label} (s)", f"{s:.0f}"))
+            rows.append(
+                ("  CPU per chunk: client (encode, COPY) / server (ms)",
+                 f"{client_cpu / n_chunks * 1000:.3f} / {server_used / n_chunks * 1000:.3f}"
+                 f"  (corpus generation {gen_cpu:.0f} s CPU, not counted)")
+            )  # fmt: skip
         else:
             n_chunks = loaded
             print(f"reusing the loaded index ({loaded:,} chunks)", flush=True)
@@ -394,17 +449,21 @@ async def run(args: argparse.Namespace) -> None:
             await store.search_lexical(NAME, q, K, scope)
         times: dict[str, list[float]] = {}
         results = []
+        cpu: dict[str, float] = {}
         for kind, q in lex_q:
-            t = time.perf_counter()
+            c0, t = server_cpu(data_dir), time.perf_counter()
             res = await store.search_lexical(NAME, q, K, scope)
             times.setdefault(kind, []).append(time.perf_counter() - t)
             times.setdefault("all", []).append(time.perf_counter() - t)
+            cpu[kind] = cpu.get(kind, 0.0) + server_cpu(data_dir) - c0
             results.append(res)
+        cpu["all"] = sum(cpu.values())
         for kind in ("all", "mid", "mixed", "common", "ident"):
             ts = times.get(kind, [])
             rows.append(
                 (f"lexical {kind} p50 / p99 / max (ms) [{len(ts)}]",
-                 f"{pct(ts, 50):.1f} / {pct(ts, 99):.1f} / {pct(ts, 100):.1f}")
+                 f"{pct(ts, 50):.1f} / {pct(ts, 99):.1f} / {pct(ts, 100):.1f}"
+                 f"  server CPU {cpu.get(kind, 0.0) / max(len(ts), 1) * 1000:.1f} ms/query")
             )  # fmt: skip
         if args.results:
             lines = [
@@ -416,14 +475,18 @@ async def run(args: argparse.Namespace) -> None:
 
         flt = Scope(filter=MetadataFilter({"dept": frozenset({"d3"})}))
         ft: list[float] = []
-        for _, q in lex_q:
+        flt_q = lex_q[: args.filtered_queries]
+        for _, q in flt_q:
             await store.search_lexical(NAME, q, K, flt)
-        for _, q in lex_q:
+        for _, q in flt_q:
             t = time.perf_counter()
             await store.search_lexical(NAME, q, K, flt)
             ft.append(time.perf_counter() - t)
         rows.append(
-            ("lexical filtered 10% p50 / p99 (ms)", f"{pct(ft, 50):.1f} / {pct(ft, 99):.1f}")
+            (
+                f"lexical filtered 10% p50 / p99 (ms) [{len(ft)}]",
+                f"{pct(ft, 50):.1f} / {pct(ft, 99):.1f}",
+            )
         )
 
         if not args.no_vectors:
@@ -529,7 +592,7 @@ async def half_figures(
         ("halfvec: HNSW graph size float32 -> float16",
          f"{_fmt_bytes(before)} -> {_fmt_bytes(after)} ({1 - after / max(before, 1):.0%} saved)")
     )  # fmt: skip
-    extra: list[tuple[str, str]] = []
+    extra: list[tuple[str, str]] = Rows()
     await vector_figures(store, corpus, args, extra, scope, flt, lex_q)
     rows.extend((f"halfvec: {label}", value) for label, value in extra)
 
@@ -551,6 +614,7 @@ def _with_ef(settings: PostgresSettings, ef: int) -> PostgresSettings:
 
 
 def main() -> None:
+    global DIM
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=300)
@@ -563,9 +627,24 @@ def main() -> None:
     )
     parser.add_argument("--results", default=None, help="write lexical results to this file")
     parser.add_argument(
+        "--filtered-queries", type=int, default=None, help="lexical filtered: first N queries"
+    )
+    parser.add_argument("--dim", type=int, default=DIM, help="vector dimension (default 384)")
+    parser.add_argument(
         "--impact-min", type=int, default=None, help="override lexical.IMPACT_MIN_POSTINGS"
     )
+    parser.add_argument(
+        "--impact-share",
+        type=float,
+        default=None,
+        help="override lexical.IMPACT_LIGHT_SHARE (inf: every term read to the same depth)",
+    )
     args = parser.parse_args()
+    DIM = args.dim
+    if args.impact_share is not None:
+        from groundwire.stores.postgres import lexical
+
+        lexical.IMPACT_LIGHT_SHARE = args.impact_share  # type: ignore[assignment,unused-ignore]
     if args.impact_min is not None:
         from groundwire.stores.postgres import lexical
 

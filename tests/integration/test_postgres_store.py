@@ -134,6 +134,10 @@ async def test_migrations_are_idempotent_and_safe_for_concurrent_starts(dsn: str
 # BM25 statistics and document ids unique per index (the index-wide token total
 # comes back at 0: only the migrations under test read the published data).
 _DOWNGRADE_TO_3 = (
+    "DELETE FROM gw_schema_migrations WHERE version = 16",
+    "DELETE FROM gw_schema_migrations WHERE version = 14",
+    "DROP TABLE gw_work_items",
+    "DROP TABLE gw_ingestion_plans",
     "ALTER TABLE gw_indexes DROP COLUMN published_lsn",
     "DELETE FROM gw_schema_migrations WHERE version = 13",
     "ALTER TABLE gw_indexes DROP COLUMN half_precision_index",

@@ -1297,3 +1297,111 @@ async def test_weighted_query_terms_scale_bm25_alike(store: Store, index_name: s
             )
     assert {h.document_id: h.score.raw for h in found.hits} == pytest.approx(expected, rel=1e-9)
     assert found.terms_scored == len(weights)
+
+
+def _bm25_top(
+    docs: list[StagedDocument], query: str, tenant: str, k: int
+) -> list[tuple[str, str, float]]:
+    """The exact BM25 top k over the tenant's chunks of `docs` (plain analysis)."""
+    from groundwire.domain import bm25
+    from groundwire.domain.text import index_tokens
+
+    chunks = [
+        (d.document.document_id, c.chunk_id, index_tokens(c.text))
+        for d in docs
+        if d.document.tenant == tenant
+        for c in d.chunks
+    ]
+    total = len(chunks)
+    avgdl = bm25.average_length(sum(len(t) for *_, t in chunks), total)
+    terms = list(dict.fromkeys(index_tokens(query)))
+    df = {t: sum(t in toks for *_, toks in chunks) for t in terms}
+    scored = []
+    for doc_id, chunk_id, toks in chunks:
+        score, hit_any = 0.0, False
+        for t in terms:
+            tf = toks.count(t)
+            if tf and df[t]:
+                hit_any = True
+                score += bm25.term_score(bm25.idf(total, df[t]), float(tf), len(toks), avgdl)
+        if hit_any:
+            scored.append((doc_id, chunk_id, score))
+    scored.sort(key=lambda x: (-x[2], x[0], x[1]))
+    return scored[:k]
+
+
+async def test_bulk_loaded_postings_rank_exactly_and_stay_maintained(
+    store: Store, index_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A first publish big enough (forced tiny here) builds PostgreSQL's postings in
+    # bulk, in a fresh partition swapped in at commit; searches over it rank by exact
+    # BM25 (both query paths), and later publishes maintain it row by row (replaced
+    # and deleted documents lose their postings, by their exact keys).
+    from groundwire.stores.postgres import lexical as pg_lexical
+    from groundwire.stores.postgres import versions as pg_versions
+
+    monkeypatch.setattr(pg_versions, "BULK_POSTINGS_MIN_CHUNKS", 5)
+    bulk_calls = 0
+    original = pg_versions._bulk_postings
+
+    async def counted(*args: object) -> object:
+        nonlocal bulk_calls
+        bulk_calls += 1
+        return await original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pg_versions, "_bulk_postings", counted)
+    # Common words take the impact path, in tiny rounds, each term to its own depth.
+    monkeypatch.setattr(pg_lexical, "IMPACT_MIN_POSTINGS", 40)
+    monkeypatch.setattr(pg_lexical, "IMPACT_FIRST_DEPTH", 2)
+    monkeypatch.setattr(pg_lexical, "IMPACT_MAX_CANDIDATES", 3)
+    monkeypatch.setattr(pg_lexical, "IMPACT_LIGHT_SHARE", 4.0)
+    rng = np.random.default_rng(11)
+    vocab = ["the", "of", "and", "to", "in", "is", "rare", "zeta", "POL-HR-014", "alpha"]
+    weights = 1.0 / np.arange(1, len(vocab) + 1)
+    weights /= weights.sum()
+
+    def corpus(n: int, salt: str) -> list[StagedDocument]:
+        return [
+            doc(
+                f"d{d:02d}",
+                [
+                    " ".join(rng.choice(vocab, size=int(rng.integers(1, 30)), p=weights)) + salt
+                    for _ in range(2)
+                ],
+                None,
+                tenant="acme" if d % 3 == 0 else "",
+            )
+            for d in range(n)
+        ]
+
+    docs = corpus(40, "")
+    await publish(store, index_name, docs, spec(index_name, dims=None))
+    queries = ["the", "the of and", "rare", "zeta alpha", "pol-hr-014", "in is the to"]
+
+    async def check(current: list[StagedDocument]) -> None:
+        for tenant in ("", "acme"):
+            for query in queries:
+                for k in (1, 5):
+                    result = await store.search_lexical(
+                        index_name, parse_lexical(query), k, Scope(tenant)
+                    )
+                    got = [(h.document_id, h.chunk_id, h.score.raw) for h in result.hits]
+                    want = _bm25_top(current, query, tenant, k)
+                    assert [g[:2] for g in got] == [w[:2] for w in want], (tenant, query, k)
+                    assert [g[2] for g in got] == pytest.approx([w[2] for w in want], rel=1e-12)
+
+    await check(docs)
+    # A second version replaces ten documents and deletes two: row by row.
+    replaced = corpus(10, " omega")
+    v = await store.begin_version(index_name)
+    await store.stage_documents(index_name, v, replaced)
+    await store.stage_deletions(index_name, v, [K("d20"), K("d21", "acme")])
+    await store.publish_version(index_name, v, spec(index_name, dims=None))
+    current = {(d.document.tenant, d.document.document_id): d for d in docs}
+    current.update({(d.document.tenant, d.document.document_id): d for d in replaced})
+    current.pop(("", "d20"), None)
+    current.pop(("acme", "d21"), None)
+    queries.append("omega the")
+    await check(list(current.values()))
+    if "Postgres" in type(store).__name__:
+        assert bulk_calls == 1

@@ -115,6 +115,21 @@ class Analyzer:
         stop = self.stop_words
         for match in COMPOUND_PATTERN.finditer(text):
             compound = match.group(0)
+            # The common case first: an ASCII word of letters, at most its first one
+            # upper-case, is one part with no sub-parts, so every branch below gives
+            # it alone (lower-cased); only stop words and stems apply.
+            if (
+                compound.isascii()
+                and compound.isalpha()
+                and (len(compound) == 1 or compound[1:].islower())
+            ):
+                lower = compound.lower()
+                word = stem(lower) if stem is not None else lower
+                if lower not in stop:
+                    terms.append(word)
+                if phrase:
+                    words.append(word)
+                continue
             if plain or is_identifier(compound):
                 whole = compound.lower()
                 terms.append(whole)

@@ -114,33 +114,37 @@ def encode_lexical(text: str, analyzer: Analyzer = PLAIN) -> LexicalRow:
     counts = Counter(analyzed.terms)
     words = analyzed.words
     exact = len(words) <= _MAX_POSITION
+    # Word i (1-based) is stored as i | weight A, which is i + _WEIGHT_A below 2**14.
     positions: dict[str, list[int]] = {}
-    for i, word in enumerate(words[:_MAX_POSITION], start=1):
-        at = positions.setdefault(word, [])
-        if len(at) < _MAX_POSITIONS_PER_LEXEME:
-            at.append(i | _WEIGHT_A)
+    for at, word in enumerate(words[:_MAX_POSITION], start=_WEIGHT_A + 1):
+        held = positions.get(word)
+        if held is None:
+            positions[word] = [at]
         else:
-            exact = False
-    entries: list[tuple[bytes, list[int] | None]] = []
+            held.append(at)
     term_freqs: dict[str, int] = {}
-    for term in counts.keys() | positions.keys():
+    out = [b""]
+    entries = 0
+    # UTF-8 preserves code point order, so sorting the strings sorts their bytes.
+    for term in sorted(counts.keys() | positions.keys()):
         raw = term.encode()
         if len(raw) > _MAX_LEXEME_BYTES:
             continue
-        if term in counts:
-            term_freqs[term] = counts[term]
-        entries.append((raw, positions.get(term)))
-    entries.sort(key=lambda e: e[0])
-    out = bytearray(struct.pack("!i", len(entries)))
-    for raw, where in entries:
-        out += raw
-        out += b"\0"
+        entries += 1
+        count = counts.get(term)
+        if count is not None:
+            term_freqs[term] = count
+        where = positions.get(term)
         if where:
-            out += struct.pack(f"!H{len(where)}H", len(where), *where)
+            if len(where) > _MAX_POSITIONS_PER_LEXEME:
+                where = where[:_MAX_POSITIONS_PER_LEXEME]
+                exact = False
+            out.append(raw + b"\0" + struct.pack(f"!H{len(where)}H", len(where), *where))
         else:
-            out += b"\x00\x01\x00\x01"  # one position: 1, weight D
+            out.append(raw + b"\0\x00\x01\x00\x01")  # one position: 1, weight D
+    out[0] = struct.pack("!i", entries)
     return LexicalRow(
-        bytes(out), json.dumps(term_freqs, ensure_ascii=False), sum(counts.values()), exact
+        b"".join(out), json.dumps(term_freqs, ensure_ascii=False), len(analyzed.terms), exact
     )
 
 
@@ -531,6 +535,12 @@ IMPACT_MIN_POSTINGS = 20_000
 # factor/(factor-1) times the last one).
 IMPACT_FIRST_DEPTH = 1024
 IMPACT_DEPTH_FACTOR = 2
+# A term whose weight (or, after a round, whose unread bound) is below 1/this of the
+# largest is not read deeper in that round: its bound is small beside the others'.
+# Infinite (every term read to the same depth) by default: a share of 4 measured 8%
+# less server CPU per common-word query at 100k chunks but 38% more at 300k
+# (bench_million.py --impact-share).
+IMPACT_LIGHT_SHARE: float = float("inf")
 # A round also ends the search only when at most this many chunks may still reach
 # the top k: each is then scored fully from its row (a heap read), which costs more
 # than reading postings deeper.
@@ -542,12 +552,14 @@ _G = "({tf} * %(k1p1)s / ({tf} + %(k1)s * (%(one_minus_b)s + %(b)s * {dl} / %(av
 
 # One round of the threshold algorithm over impact-ordered postings (Fagin, Lotem and
 # Naor 2001; "no random access" bounds, then random access for the survivors), each
-# term's postings read best first in the index order (tf DESC, dl, chunk): a posting
-# read later has a lower tf, or the same tf and a dl at least as long.
-# q: per term, its weight and its bound on every posting past the first %(depth)s,
-#   w * max(g(tf, dl) of the first one not read, g(tf - 1, tf - 1)) (dl >= tf: a
-#   chunk holds at least tf tokens), found by one more index probe; 0 when the list
-#   ends within the depth;
+# term's postings read best first in the index order (tf DESC, dl, chunk) down to its
+# own depth (%(d<i>)s; a term of little weight may be read to depth 0): a posting read
+# later has a lower tf, or the same tf and a dl at least as long.
+# q: per term, its weight and the exact maximum of its contribution over every
+#   posting past its depth: w * max(g(tf, dl) of the first one not read (probe; the
+#   rest of its tf level has dl at least as long), g(tf, dl) of the first posting of
+#   each lower tf level (levels: one index probe per distinct lower tf, a skip scan:
+#   the shortest chunk of that level)); 0 when the list ends within the depth;
 # partial: per chunk read, its exact contribution from the terms it was read under
 #   (lo, a lower bound of its score) and the bounds of those terms (seen);
 # theta: the k-th best lo, a score k chunks reach at least (margin: float noise);
@@ -556,29 +568,52 @@ _G = "({tf} * %(k1p1)s / ({tf} + %(k1)s * (%(one_minus_b)s + %(b)s * {dl} / %(av
 #   scores below theta, so the top k is among cand;
 # status: the round decides (every list ended, or the unread bound is below theta and
 #   cand is small); only then are the candidates scored fully and the top k returned,
-#   otherwise one row of NULLs asks for a deeper round.
+#   otherwise one row whose last column holds every term's bound, theta and the
+#   number of candidates asks for a deeper round (_next_depths).
+_IMPACT_TERM_PROBE = """
+    SELECT {i}::integer AS ord, %(t{i})s::text AS term, %(iw{i})s::float8 AS w, l.tf, l.dl
+    FROM (SELECT 1) one LEFT JOIN LATERAL (
+        SELECT p.tf, p.dl FROM gw_postings p
+        WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = %(t{i})s
+        ORDER BY p.tf DESC, p.dl, p.chunk
+        OFFSET %(d{i})s LIMIT 1
+    ) l ON true
+"""
+_IMPACT_TERM_HEAD = """
+    SELECT p.chunk, %(iw{i})s::float8 * {g_head} AS lo, (SELECT bound FROM q WHERE ord = {i}) AS b
+    FROM (
+        SELECT p.chunk, p.tf, p.dl FROM gw_postings p
+        WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = %(t{i})s
+        ORDER BY p.tf DESC, p.dl, p.chunk
+        LIMIT %(d{i})s
+    ) p
+"""
 _IMPACT_SQL = """
-    WITH q AS MATERIALIZED (
-        SELECT q.term, q.w, q.ord,
-               CASE WHEN l.tf IS NULL THEN 0.0
-                    ELSE q.w * greatest({g_last}, {g_lower}) END AS bound
-        FROM unnest(%(terms)s::text[], %(weights)s::float8[]) WITH ORDINALITY AS q(term, w, ord)
-        LEFT JOIN LATERAL (
+    WITH RECURSIVE probe AS MATERIALIZED ({probes}),
+    levels AS (
+        SELECT x.ord, x.term, n.tf, n.dl FROM probe x CROSS JOIN LATERAL (
             SELECT p.tf, p.dl FROM gw_postings p
-            WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = q.term
-            ORDER BY p.tf DESC, p.dl, p.chunk
-            OFFSET %(depth)s LIMIT 1
-        ) l ON true
+            WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = x.term
+              AND p.tf < x.tf
+            ORDER BY p.tf DESC, p.dl, p.chunk LIMIT 1
+        ) n
+        UNION ALL
+        SELECT x.ord, x.term, n.tf, n.dl FROM levels x CROSS JOIN LATERAL (
+            SELECT p.tf, p.dl FROM gw_postings p
+            WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = x.term
+              AND p.tf < x.tf
+            ORDER BY p.tf DESC, p.dl, p.chunk LIMIT 1
+        ) n
+    ),
+    q AS MATERIALIZED (
+        SELECT x.ord, CASE WHEN x.tf IS NULL THEN 0.0 ELSE x.w * greatest(
+            {g_probe},
+            (SELECT max({g_level}) FROM levels l WHERE l.ord = x.ord)) END AS bound
+        FROM probe x
     ),
     partial AS MATERIALIZED (
-        SELECT p.chunk, sum(q.w * {g_head}) AS lo, sum(q.bound) AS seen
-        FROM q CROSS JOIN LATERAL (
-            SELECT p.chunk, p.tf, p.dl FROM gw_postings p
-            WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = q.term
-            ORDER BY p.tf DESC, p.dl, p.chunk
-            LIMIT %(depth)s
-        ) p
-        GROUP BY p.chunk
+        SELECT h.chunk, sum(h.lo) AS lo, sum(h.b) AS seen FROM ({heads}) h
+        GROUP BY h.chunk
     ),
     theta AS MATERIALIZED (
         SELECT CASE WHEN count(*) < %(k)s THEN -1.0 ELSE min(lo) * %(margin)s END AS v
@@ -595,7 +630,7 @@ _IMPACT_SQL = """
                AS ok
         FROM theta t, unread u
     )
-    SELECT {cols}, top.score, top.phrase_exact, top.id
+    SELECT {cols}, top.score, top.phrase_exact, top.id, NULL::float8[]
     FROM (
         SELECT c.id, c.phrase_exact, c.document_id, c.chunk_id, 0.0 + {score} AS score
         FROM cand JOIN gw_chunks c ON c.id = cand.chunk
@@ -605,7 +640,9 @@ _IMPACT_SQL = """
         LIMIT %(k)s
     ) top JOIN gw_chunks c ON c.id = top.id
     UNION ALL
-    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           ARRAY(SELECT bound FROM q ORDER BY ord)
+           || ARRAY[(SELECT v FROM theta), (SELECT count(*) FROM cand)::float8]
     WHERE NOT (SELECT ok FROM status)
 """
 
@@ -614,21 +651,28 @@ def _impact_sql(
     idx: IndexRow, weights: _TermWeights, k: int, scope: Scope, params: dict[str, Any]
 ) -> sql.Composed:
     columns, score = _full_score(idx, weights, k, scope, params)
-    terms = list(weights.idf)
+    for i, t in enumerate(weights.idf):  # _full_score's order: t<i> is the i-th term
+        params[f"iw{i}"] = weights.qtf[t] * weights.idf[t]
     params.update(
-        terms=terms,
-        weights=[weights.qtf[t] * weights.idf[t] for t in terms],
         margin=_THETA_MARGIN,
         # Bounds are raised by the margin, theta lowered by it: float noise never
         # turns a chunk that can reach the top k into one that cannot.
         slack=2.0 - _THETA_MARGIN,
         max_cand=IMPACT_MAX_CANDIDATES,
     )
-    lower = "(l.tf - 1)"
+    g_head = sql.SQL(_G.format(tf="p.tf", dl="p.dl"))
+    n = len(weights.idf)
+    probes = sql.SQL(" UNION ALL ").join(
+        sql.SQL(_IMPACT_TERM_PROBE.replace("{i}", str(i))) for i in range(n)
+    )
+    heads = sql.SQL(" UNION ALL ").join(
+        sql.SQL(_IMPACT_TERM_HEAD.replace("{i}", str(i))).format(g_head=g_head) for i in range(n)
+    )
     return sql.SQL(_IMPACT_SQL).format(
-        g_last=sql.SQL(_G.format(tf="l.tf", dl="l.dl")),
-        g_lower=sql.SQL(_G.format(tf=lower, dl=lower)),
-        g_head=sql.SQL(_G.format(tf="p.tf", dl="p.dl")),
+        probes=probes,
+        g_probe=sql.SQL(_G.format(tf="x.tf", dl="x.dl")),
+        g_level=sql.SQL(_G.format(tf="l.tf", dl="l.dl")),
+        heads=heads,
         cols=HIT_COLUMNS,
         score=score,
         freq_cols=columns,
@@ -636,22 +680,48 @@ def _impact_sql(
     )
 
 
+def _first_depths(weights: _TermWeights) -> list[int]:
+    """Round one reads the terms that weigh at least 1/IMPACT_LIGHT_SHARE of the
+    heaviest to IMPACT_FIRST_DEPTH; the others only give their bound (depth 0)."""
+    w = [weights.qtf[t] * weights.idf[t] for t in weights.idf]
+    top = max(w)
+    return [IMPACT_FIRST_DEPTH if x * IMPACT_LIGHT_SHARE >= top else 0 for x in w]
+
+
+def _next_depths(depths: list[int], longest: list[int], bounds: Sequence[float]) -> list[int]:
+    """Deepen the terms whose unread bound is at least 1/IMPACT_LIGHT_SHARE of the
+    largest (the ones keeping the round from deciding); a term read to depth 0
+    starts at IMPACT_FIRST_DEPTH, the others read IMPACT_DEPTH_FACTOR times deeper.
+    A list read to its end has bound 0 and stays."""
+    top = max(bounds)
+    out = list(depths)
+    for i, (d, b) in enumerate(zip(depths, bounds, strict=True)):
+        if b > 0.0 and b * IMPACT_LIGHT_SHARE >= top and d < longest[i]:
+            out[i] = min(longest[i], IMPACT_FIRST_DEPTH if d == 0 else d * IMPACT_DEPTH_FACTOR)
+    if out == depths:  # cannot happen while a bound is positive; read everything
+        out = list(longest)
+    return out
+
+
 async def _impact_top(
     conn: Conn, idx: IndexRow, weights: _TermWeights, k: int, scope: Scope
 ) -> list[tuple[Any, ...]]:
     """The exact top k of a query without phrases or filter, reading each term's
     postings best first (the postings index is ordered tf DESC, dl within a term) in
-    rounds of growing depth until a round proves the top k (see _IMPACT_SQL). The
-    last possible round reads every posting, so the result is always exact."""
+    rounds of growing depth, each term to its own depth (the heavy terms deeper),
+    until a round proves the top k (see _IMPACT_SQL). The depths only grow and every
+    round that does not decide deepens a term whose list has not ended, so the last
+    possible round reads every posting: the result is always exact."""
     params: dict[str, Any] = {}
     query = _impact_sql(idx, weights, k, scope, params)
-    longest = max(weights.df.values())
-    depth = IMPACT_FIRST_DEPTH
+    longest = [weights.df[t] for t in weights.idf]
+    depths = [min(d, n) for d, n in zip(_first_depths(weights), longest, strict=True)]
     while True:
-        # Past the longest list, every list ends within the round: it decides.
-        params["depth"] = min(depth, longest)
+        for i, d in enumerate(depths):
+            params[f"d{i}"] = d
         cur = await conn.execute(query, params)
         rows = await cur.fetchall()
-        if not rows or rows[0][-1] is not None:
-            return rows
-        depth *= IMPACT_DEPTH_FACTOR
+        if not rows or rows[0][10] is not None:
+            return [r[:11] for r in rows]
+        info = rows[0][11]
+        depths = _next_depths(depths, longest, [float(b) for b in info[: len(depths)]])

@@ -527,6 +527,52 @@ MIGRATIONS: tuple[Migration, ...] = (
             "WHERE state <> 'done'",
         ),
     ),
+    Migration(
+        16,
+        "postings partitioned per index",
+        (
+            # One partition of the postings per index (postings_partition): a bulk
+            # publish into an empty index fills a fresh table and builds its index in
+            # one sort, then swaps it in (versions._bulk_postings), instead of
+            # inserting tens of millions of entries into a shared B-tree one by one;
+            # and an index's postings are its own table and index (sizes, VACUUM).
+            # Queries are unchanged: `index_id = $1` prunes to the one partition.
+            "ALTER TABLE gw_postings RENAME TO gw_postings_unpartitioned",
+            "ALTER INDEX gw_postings_impact RENAME TO gw_postings_impact_unpartitioned",
+            """
+            CREATE TABLE gw_postings (
+                index_id integer NOT NULL,
+                tenant text COLLATE "C" NOT NULL,
+                term text COLLATE "C" NOT NULL,
+                chunk bigint NOT NULL,
+                tf integer NOT NULL,
+                dl integer NOT NULL
+            ) PARTITION BY LIST (index_id)
+            """,
+            """
+            DO $$
+            DECLARE i integer;
+            BEGIN
+                FOR i IN SELECT id FROM gw_indexes LOOP
+                    EXECUTE format(
+                        'CREATE TABLE %I PARTITION OF gw_postings FOR VALUES IN (%s)',
+                        'gw_postings_' || i, i);
+                END LOOP;
+            END $$
+            """,
+            """
+            INSERT INTO gw_postings SELECT p.* FROM gw_postings_unpartitioned p
+            WHERE EXISTS (SELECT 1 FROM gw_indexes i WHERE i.id = p.index_id)
+            """,
+            "DROP TABLE gw_postings_unpartitioned",
+            # Built once per partition, after the rows are in.
+            """
+            CREATE UNIQUE INDEX gw_postings_impact
+                ON gw_postings (index_id, tenant, term, tf DESC, dl, chunk)
+            """,
+            "ANALYZE gw_postings",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
@@ -656,6 +702,21 @@ _HALF_OPCLASS: dict[DistanceMetric, str] = {
     DistanceMetric.EUCLIDEAN: "halfvec_l2_ops",
     DistanceMetric.DOT: "halfvec_ip_ops",
 }
+
+
+def postings_partition(index_id: int) -> str:
+    """The name of one index's partition of gw_postings (digits only)."""
+    return f"gw_postings_{_checked_int(index_id, 1, 2**31 - 1)}"
+
+
+def postings_partition_ddl(index_id: int) -> sql.Composed:
+    """Create one index's postings partition unless it exists."""
+    return sql.SQL(
+        "CREATE TABLE IF NOT EXISTS {name} PARTITION OF gw_postings FOR VALUES IN ({id})"
+    ).format(
+        name=sql.Identifier(postings_partition(index_id)),
+        id=sql.Literal(_checked_int(index_id, 1, 2**31 - 1)),
+    )
 
 
 def _checked_int(value: int, low: int, high: int) -> int:

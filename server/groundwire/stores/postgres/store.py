@@ -182,6 +182,7 @@ class PostgresStore:
             )
             row = await cur.fetchone()
             assert row is not None
+            await versions.ensure_postings_partition(conn, int(row[0]))
             state = await versions.state(conn, spec.name)
         # Published vectors without their HNSW index (a build interrupted by a crash,
         # or dropped by hand) get it back here, at start-up or the next ingestion.
@@ -239,7 +240,9 @@ class PostgresStore:
         await self._record_published(name, index_id, version)
         try:
             async with self._db.conn(limit_s=None) as conn:
-                await versions.refresh_statistics(conn, added, self._settings.statement_timeout_ms)
+                await versions.refresh_statistics(
+                    conn, added, self._settings.statement_timeout_ms, index_id=index_id
+                )
             dims = spec.dimensions
             if dims is not None and dims <= MAX_HNSW_DIMENSIONS:
                 await vectors.ensure_vector_index(
