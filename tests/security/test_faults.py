@@ -234,6 +234,10 @@ async def env(
             "kind": "postgres",
             "data_dir": str(tmp / "pgdata"),
             "statement_timeout_ms": 5000,
+            # A shared ingestion's coordinator gives up on an unreachable store
+            # once its lease would have lapsed (test_postgres_restart_during_ingestion).
+            "work_lease_ms": 4000,
+            "work_renew_ms": 1000,
         },
         "embedders": {
             "hash": {"kind": "hashing", "dimensions": 256},
@@ -588,6 +592,10 @@ mode = "disabled"
 [store]
 kind = "postgres"
 data_dir = "{data_dir}"
+# Unshared: a killed replica's operation is recorded INTERRUPTED at its restart.
+# (Shared, the default, another replica or the restarted one adopts and finishes
+# it: tests/integration/test_shared_ingestion.py.)
+shared_ingestion = false
 
 [embedders.remote]
 kind = "openai-compatible"

@@ -255,6 +255,8 @@ class IngestionManager:
     async def _adopt(self, plan: WorkPlan) -> _Run | None:
         if plan.operation_id in self._by_id or plan.index_name in self._runs:
             return None
+        if plan.operation_id in self._unrecorded:
+            return None  # ended here during an outage: _retry_unrecorded ends its plan
         if plan.index_name not in self._catalog.names():
             return None
         handle = self._catalog.get(plan.index_name)
@@ -455,10 +457,32 @@ class IngestionManager:
             await asyncio.sleep(1.0)
             for op in list(self._unrecorded.values()):
                 try:
+                    await self._end_shared_plan(op)
                     await self._log.save_operation(op)
                 except Exception:
                     break  # still down: try again later
                 self._unrecorded.pop(op.id, None)
+
+    async def _end_shared_plan(self, op: Operation) -> None:
+        """A shared operation that failed or was cancelled here while the store was
+        unreachable: its plan ends the same way (and its staged version goes) before
+        its record is saved, so no replica adopts and publishes what its watchers
+        saw end. A no-op for an unshared operation or a plan that already ended."""
+        if self._shared is None or op.state not in (
+            OperationState.FAILED,
+            OperationState.CANCELLED,
+        ):
+            return
+        queue = self._shared[0]
+        plan = await queue.get_plan(op.id)
+        if plan is None or plan.state is not PlanState.RUNNING:
+            return
+        cancelled = op.state is OperationState.CANCELLED
+        code = None if cancelled or op.error_code is None else str(op.error_code)
+        await queue.end_plan(op.id, PlanState.CANCELLED if cancelled else PlanState.FAILED, code)
+        if plan.index_name in self._catalog.names():
+            handle = self._catalog.get(plan.index_name)
+            await handle.store.discard_version(handle.name, plan.version)
 
     async def get(self, operation_id: str) -> Operation:
         if operation_id in self._unrecorded:

@@ -176,11 +176,15 @@ async def coordinate(
     deletions and the guarded publish once every item is done. Raises
     PlanCancelled, or the failure a worker recorded; a cancelled task ends the plan
     as cancelled. Transient store errors are retried (another replica may be
-    coordinating meanwhile: publishing is guarded, so that is harmless)."""
+    coordinating meanwhile: publishing is guarded, so that is harmless) for as long
+    as the coordination lease lasts; a store unreachable for longer fails the
+    operation with the store's error (its plan is ended once the store is back,
+    IngestionManager._end_shared_plan), as a single-process run does."""
     store = handle.store
     op_id = plan.operation_id
     report = _summed(plan, [])
     renewed = time.monotonic()
+    unreachable_since: float | None = None
     try:
         while True:
             try:
@@ -191,8 +195,12 @@ async def coordinate(
                     renewed = time.monotonic()
                 current = await queue.get_plan(op_id)
                 results = await queue.item_results(op_id)
+                unreachable_since = None
             except GroundwireError as err:
                 if err.kind is not ErrorKind.UNAVAILABLE and err.reason != "DEADLINE_EXCEEDED":
+                    raise
+                unreachable_since = unreachable_since or time.monotonic()
+                if time.monotonic() - unreachable_since > settings.lease_s:
                     raise
                 await asyncio.sleep(settings.poll_s)
                 continue
