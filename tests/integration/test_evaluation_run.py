@@ -183,6 +183,7 @@ async def test_eval_run_compare_and_agent_end_to_end(server: RunningApp, tmp_pat
         "semantic_weight": 1.0,
         "lexical_weight": 1.0,
         "leg_depth": 10,
+        "method": "FUSION_METHOD_RRF",
     }
     assert {"embedding", "semantic", "lexical"} <= set(hybrid["latency_ms"])
     reranked = variant(run, "lexical-rerank")
