@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from groundwire.stores.postgres.schema import MIGRATIONS
+from groundwire.stores.postgres.migrations import MIGRATIONS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -38,7 +38,8 @@ from groundwire.stores.base import (
 from groundwire.stores.memory import MemoryStore
 from groundwire.stores.postgres import PostgresSettings, PostgresStore, open_postgres_store
 from groundwire.stores.postgres.embedded import EmbeddedPostgres, start_embedded_sync
-from groundwire.stores.postgres.schema import MIGRATIONS, apply_migrations
+from groundwire.stores.postgres.migrations import MIGRATIONS
+from groundwire.stores.postgres.schema import apply_migrations
 from tests.support.databases import create_database
 
 DIM = 8

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from groundwire.providers.embeddings.base import EmbeddingInfo
-from groundwire.stores.postgres.schema import LEGACY_LOCAL_ONNX_TASK_MODE, LEGACY_TASK_MODE
+from groundwire.stores.postgres.migrations import LEGACY_LOCAL_ONNX_TASK_MODE, LEGACY_TASK_MODE
 
 BASE = EmbeddingInfo("openai-compatible", "m", 8, False)
 
