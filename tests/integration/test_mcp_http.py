@@ -213,6 +213,9 @@ async def test_logs_name_the_transport_and_hold_no_content(
     app: RunningApp, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level("DEBUG")
+    # The session's `app` fixture quiets the "groundwire" logger to WARNING: open the
+    # access log itself, whichever test created that fixture first.
+    caplog.set_level("INFO", logger="groundwire.access")
     async with mcp_client(app, "admin") as client:
         await client.call_tool("search", {"index": "demo", "query": "MCPCANARY parental"})
         await client.call_tool("ask", {"agent": "assistant", "question": "MCPCANARY leave?"})

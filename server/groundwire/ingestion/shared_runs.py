@@ -248,9 +248,10 @@ class SharedRuns:
     async def _running_elsewhere(self, index_name: str) -> Operation | None:
         """Shared: the running operation another replica coordinates, as recorded."""
         plan = await self._running_plan_of(index_name)
-        if plan is None:
-            return None
-        return await self._log.get_operation(plan.operation_id)
+        if plan is None or plan.operation_id in self._unrecorded:
+            return None  # ended here while the store was down: its plan ends shortly
+        op = await self._log.get_operation(plan.operation_id)
+        return None if op is None or op.state.terminal else op
 
 
 class _NoLock:
