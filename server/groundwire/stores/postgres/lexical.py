@@ -1,16 +1,5 @@
-"""Lexical search on PostgreSQL: the tsvector encoding written with every chunk and
-the BM25 query that ranks exactly like the in-memory store.
-
-Encoding. Rows are tokenized at write time in Python with the same identifier-aware
-tokenizer as the in-memory store (`index_tokens`: POL-HR-014 is indexed whole and as
-pol / hr / 014, IRagRetriever as iragretriever / i / rag / retriever), and stored as
-an explicit tsvector (the `simple`-configuration equivalent: no stemming, no stop
-words, matched against a candidate's own row, never searched through), plus per-term
-frequencies and the token count. Phrase words
-(alphanumeric runs) carry their word positions with weight A, so a quoted phrase is
-the tsquery `'account':A <-> 'recovery':A` and matches exactly the contiguous runs the
-in-memory store matches; tokens that are not phrase words carry a weight-D
-placeholder so a one-word phrase cannot match a camel-case sub-part.
+"""Lexical search on PostgreSQL: the BM25 query that ranks exactly like the in-memory
+store, over the rows tsvector.py encodes.
 
 Ranking. BM25 (`domain.bm25`) over the scope tenant's own statistics (another
 tenant's documents never move a tenant's scores): document frequencies per (index,
@@ -31,29 +20,17 @@ pg_trgm is required (the schema creates the extension) but no trigram index is b
 over chunk text: every identifier the in-memory store can find is an exact token here
 too, and trigram matching would find substrings the in-memory store does not, making
 the two stores rank differently.
-
-Limits of the tsvector encoding: a lexeme is at most 2,047 bytes (longer tokens are
-not indexed and cannot be searched for), and positions stop at 16,383 words with at
-most 256 per word; a chunk beyond those is marked, and a phrase query fetches every
-marked candidate holding the phrase words and verifies it in a worker thread, so
-phrase results stay exact.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-import json
-import struct
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg import sql
-from psycopg.abc import Buffer
-from psycopg.adapt import Dumper
-from psycopg.pq import Format
 
 from groundwire.domain import bm25
 from groundwire.domain.analysis import PLAIN, Analyzer
@@ -63,98 +40,7 @@ from groundwire.domain.retrieval import LexicalQuery, LexicalResult, Scope
 from groundwire.domain.scores import Score, ScoreMetric
 from groundwire.stores.postgres.connection import Conn
 from groundwire.stores.postgres.scope import HIT_COLUMNS, IndexRow, hit, scope_sql
-
-# tsvector limits (PostgreSQL's MAXSTRLEN, MAXENTRYPOS - 1 and MAXNUMPOS).
-_MAX_LEXEME_BYTES = 2047
-_MAX_POSITION = 16383
-_MAX_POSITIONS_PER_LEXEME = 256
-_WEIGHT_A = 3 << 14
-_TSVECTOR_OID = 3614
-
-
-# -- encoding -----------------------------------------------------------------------
-
-
-class _TsvectorBinaryDumper(Dumper):
-    """Passes an already encoded binary tsvector (see `encode_lexical`) to COPY."""
-
-    format = Format.BINARY
-    oid = _TSVECTOR_OID
-
-    def dump(self, obj: Any) -> Buffer | None:
-        return bytes(obj)
-
-
-class EncodedTsvector(bytes):
-    """A binary tsvector, sent as such by the dumper `register_types` installs."""
-
-
-def register_types(conn: Conn) -> None:
-    """Let `conn` send EncodedTsvector values in binary COPY."""
-    conn.adapters.register_dumper(EncodedTsvector, _TsvectorBinaryDumper)
-
-
-@dataclass(frozen=True, slots=True)
-class LexicalRow:
-    """What a chunk's text contributes to lexical search."""
-
-    lex: bytes
-    term_freqs: str  # JSON object: term -> frequency
-    token_count: int
-    phrase_exact: bool
-
-
-def encode_lexical(text: str, analyzer: Analyzer = PLAIN) -> LexicalRow:
-    """Analyze `text` like the in-memory store (the index's analyzer) and encode the
-    binary tsvector (tsvectorrecv's format: count, then per sorted lexeme its bytes,
-    NUL, and its positions). Phrase words (stop words included) get their 1-based
-    word positions with weight A; other terms get one weight-D placeholder position.
-    Only terms count in `term_freqs` (and so in the postings and statistics)."""
-    analyzed = analyzer.analyze(text)
-    counts = Counter(analyzed.terms)
-    words = analyzed.words
-    exact = len(words) <= _MAX_POSITION
-    # Word i (1-based) is stored as i | weight A, which is i + _WEIGHT_A below 2**14.
-    positions: dict[str, list[int]] = {}
-    for at, word in enumerate(words[:_MAX_POSITION], start=_WEIGHT_A + 1):
-        held = positions.get(word)
-        if held is None:
-            positions[word] = [at]
-        else:
-            held.append(at)
-    term_freqs: dict[str, int] = {}
-    out = [b""]
-    entries = 0
-    # UTF-8 preserves code point order, so sorting the strings sorts their bytes.
-    for term in sorted(counts.keys() | positions.keys()):
-        raw = term.encode()
-        if len(raw) > _MAX_LEXEME_BYTES:
-            continue
-        entries += 1
-        count = counts.get(term)
-        if count is not None:
-            term_freqs[term] = count
-        where = positions.get(term)
-        if where:
-            if len(where) > _MAX_POSITIONS_PER_LEXEME:
-                where = where[:_MAX_POSITIONS_PER_LEXEME]
-                exact = False
-            out.append(raw + b"\0" + struct.pack(f"!H{len(where)}H", len(where), *where))
-        else:
-            out.append(raw + b"\0\x00\x01\x00\x01")  # one position: 1, weight D
-    out[0] = struct.pack("!i", entries)
-    return LexicalRow(
-        b"".join(out), json.dumps(term_freqs, ensure_ascii=False), len(analyzed.terms), exact
-    )
-
-
-def _ts_quote(term: str) -> str:
-    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-def _fits(term: str) -> bool:
-    return len(term.encode()) <= _MAX_LEXEME_BYTES
-
+from groundwire.stores.postgres.tsvector import fits, ts_quote
 
 # -- ranking ------------------------------------------------------------------------
 
@@ -217,9 +103,9 @@ async def search(
     """The exact BM25 top k in scope (inside `conn`'s snapshot), in a constant number
     of statements whatever the query's length: the statistics, then the ranking (two
     ranking statements with phrases: exact-position chunks, then marked ones)."""
-    fitting = tuple(t for t in query.terms if _fits(t))
+    fitting = tuple(t for t in query.terms if fits(t))
     phrases = list(query.phrases)
-    if not fitting or any(not _fits(w) for p in phrases for w in p):
+    if not fitting or any(not fits(w) for p in phrases for w in p):
         return LexicalResult([])  # a word PostgreSQL cannot index cannot be matched
     cur = await conn.execute(
         _LEXICAL_STATS_SQL,
@@ -240,7 +126,7 @@ async def search(
             query.phrases,
             query.max_terms,
             query.analyzer,
-            tuple((t, w) for t, w in query.weights if _fits(t)),
+            tuple((t, w) for t, w in query.weights if fits(t)),
         ),
         df,
         total,
@@ -422,11 +308,11 @@ def _lexical_sql(
         params["anchor"] = anchor
         if part is _Part.EXACT:
             params["phrase"] = " & ".join(
-                "(" + " <-> ".join(_ts_quote(w) + ":A" for w in p) + ")" for p in phrases
+                "(" + " <-> ".join(ts_quote(w) + ":A" for w in p) + ")" for p in phrases
             )
             phrase_ok = sql.SQL("c.phrase_exact AND c.lex @@ %(phrase)s::tsquery")
         else:
-            params["words"] = " & ".join(_ts_quote(w) for p in phrases for w in p)
+            params["words"] = " & ".join(ts_quote(w) for p in phrases for w in p)
             phrase_ok = sql.SQL("NOT c.phrase_exact AND c.lex @@ %(words)s::tsquery")
             limit = sql.SQL("")
         # A row scores only through the scored terms (like the in-memory store,

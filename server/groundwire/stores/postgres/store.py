@@ -6,7 +6,7 @@ index), so SQL identifiers never come from configuration or requests. This modul
 the store protocol's face; each concern has its own room beside it: `connection`
 (settings, the bounded pool, error translation, migrations), `schema` (the tables and
 their numbered migrations), `versions` (stage, publish, discard), `vectors` (HNSW
-search and maintenance), `lexical` (tsvector encoding and BM25), `scope` (what every
+search and maintenance), `tsvector` (the encoding), `lexical` (BM25), `scope` (what every
 read shares), `operations` (durable ingestion history and locks) and `embedded` (the
 PostgreSQL the package ships). Every read runs in one REPEATABLE READ READ ONLY
 transaction, so the staging set, the BM25 statistics and the rows it ranks come from
@@ -42,7 +42,7 @@ from groundwire.stores.base import (
     embedding_mismatch,
     index_missing,
 )
-from groundwire.stores.postgres import lexical, vectors, versions
+from groundwire.stores.postgres import lexical, tsvector, vectors, versions
 from groundwire.stores.postgres.checkpoints import PostgresCheckpointStore
 from groundwire.stores.postgres.connection import (
     Conn,
@@ -496,7 +496,7 @@ def _pool(dsn: str, settings: PostgresSettings, name: str) -> AsyncConnectionPoo
 async def _configure(conn: Conn, settings: PostgresSettings) -> None:
     await conn.set_autocommit(True)
     await register_vector_async(conn)
-    lexical.register_types(conn)
+    tsvector.register_types(conn)
     # force_custom_plan: with generic plans the planner cannot prove a partial HNSW
     # index's predicate. jit off: compiling costs more than the short queries gain.
     await conn.execute(

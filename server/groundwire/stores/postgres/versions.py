@@ -33,9 +33,9 @@ from groundwire.stores.base import (
     index_missing,
 )
 from groundwire.stores.postgres.connection import Conn
-from groundwire.stores.postgres.lexical import EncodedTsvector, LexicalRow, encode_lexical
 from groundwire.stores.postgres.schema import postings_partition, postings_partition_ddl
 from groundwire.stores.postgres.scope import IndexRow, index_row
+from groundwire.stores.postgres.tsvector import EncodedTsvector, LexicalRow, encode_lexical
 
 # Stage batches with more chunks than this are encoded in a worker thread so
 # tokenizing a large batch does not stall the event loop.
