@@ -17,11 +17,11 @@ from groundwire.ingestion.loaders import (
     DocumentFormat,
     LoadedDocument,
     LoadFailure,
-    join_hyphenated,
     load_bytes,
     load_file,
     looks_like_text,
 )
+from groundwire.ingestion.pdf_text import join_hyphenated
 
 MB = 1024 * 1024
 
