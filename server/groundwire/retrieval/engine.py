@@ -5,8 +5,8 @@ top_k is a candidate limit only.
 - SEMANTIC embeds the query (query task mode) and runs vector search only; the
   embedding's usage (and whether the query was truncated) is in the diagnostics.
 - LEXICAL runs indexed full-text search only and never touches the embedder.
-- HYBRID runs both legs concurrently and fuses them with weighted RRF; if either
-  leg fails, the call fails.
+- HYBRID runs both legs concurrently and fuses them (domain.fusion: weighted RRF by
+  default, or the opt-in min-max combination); if either leg fails, the call fails.
 - With pseudo-relevance feedback (RM3, domain.feedback) the lexical leg runs twice:
   its first run's best chunks expand the query, the expanded query ranks.
 """
