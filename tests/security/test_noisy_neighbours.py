@@ -10,6 +10,15 @@ maximum top_k and leg depth, crafted phrase queries over its repeated-word chunk
 maximum pushes, from more concurrent callers than its limits admit. The victim runs
 short lexical queries one at a time, quiet and under attack.
 
+A second attack runs the heavy options (issue 25): phrase loops over the repeated word
+from more callers than the PostgreSQL pool has connections (there, admission raised to
+64 concurrent retrieves, so only the store's fair shares stand between the attacker and
+the pool), the largest filters, RM3 and hybrid leg depths the bounds accept, and their
+refused forms (32 keys x 100 values, RM3 100/100, a hybrid leg depth of 1,000 for
+top_k 10: INVALID_ARGUMENT, INVALID_FILTER or FIELD_OUT_OF_RANGE). The victim also
+times a health check after every query: each must answer SERVING for the store and
+the index within 1 s.
+
 Stated bound, asserted: the victim's p99 under attack stays within 10x its quiet p99 plus
 300 ms (two cores serve the server, PostgreSQL, the attacker and the victim, so some
 slowdown is physics; before the term limit, the postings and tenant admission a single
@@ -26,21 +35,23 @@ import random
 import statistics
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2
 
 from groundwire.domain.auth import hash_key
 from groundwire_client.v1 import (
+    common_pb2,
     ingestion_pb2,
     ingestion_pb2_grpc,
     retriever_pb2,
     retriever_pb2_grpc,
 )
 from tests.security.harness import postgres_available, report
-from tests.support.servers import ServerProcess, free_port
+from tests.support.servers import AsyncHealthStub, ServerProcess, free_port, health_stub
 
 MODULE = "noisy neighbours"
 VICTIM_KEY = "gw-victim-" + "v" * 24
@@ -50,6 +61,10 @@ HYBRID = retriever_pb2.RETRIEVAL_MODE_HYBRID
 ATTACK_SECONDS = 8.0
 VICTIM_QUERIES = 100
 ATTACKERS = 6
+# The heavy-options attack: more callers than the pool's 8 connections.
+HEAVY_ATTACKERS = 12
+HEALTH_BOUND_S = 1.0
+HEAVY_MEMORY_CONCURRENT = 4
 
 
 def toml(store: str, dsn_env: str) -> str:
@@ -121,8 +136,13 @@ async def push(
 
 
 async def victim_latencies(
-    stub: retriever_pb2_grpc.RetrieverServiceAsyncStub, queries: list[str]
+    stub: retriever_pb2_grpc.RetrieverServiceAsyncStub,
+    queries: list[str],
+    health: AsyncHealthStub | None = None,
+    health_latencies: list[float] | None = None,
 ) -> list[float]:
+    """The victim's query latencies; with `health`, a health check of the store and
+    of the index after each query, its latencies appended to `health_latencies`."""
     out = []
     for q in queries:
         t0 = time.perf_counter()
@@ -134,6 +154,14 @@ async def victim_latencies(
             timeout=30,
         )
         out.append(time.perf_counter() - t0)
+        if health is not None and health_latencies is not None:
+            for service in ("groundwire.store.default", "groundwire.index.shared"):
+                t1 = time.perf_counter()
+                answer = await health.Check(
+                    health_pb2.HealthCheckRequest(service=service), timeout=10
+                )
+                health_latencies.append(time.perf_counter() - t1)
+                assert answer.status == health_pb2.HealthCheckResponse.SERVING, service
     return out
 
 
@@ -161,6 +189,59 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
 
 
 ATTACKS = ("lexical", "hybrid", "phrase", "push")
+# Heavy options at their bounds, and (the -refused kinds) past them.
+HEAVY = (
+    "phrase",
+    "big-filter",
+    "rm3",
+    "deep-hybrid",
+    "filter-refused",
+    "rm3-refused",
+    "depth-refused",
+)
+
+
+def heavy_toml(store: str, dsn_env: str) -> str:
+    """On PostgreSQL, the configuration with tenant admission out of the way (64
+    concurrent retrieves, the default): the store's fair shares are the only bound
+    left between the attacker's callers and the pool. The memory store has no pool:
+    tenant admission is its share of the CPU (raised to HEAVY_MEMORY_CONCURRENT)."""
+    concurrent = 64 if store == "postgres" else HEAVY_MEMORY_CONCURRENT
+    return toml(store, dsn_env).replace(
+        "[limits.retrieve]\nmax_concurrent_per_tenant = 2",
+        f"[limits.retrieve]\nmax_concurrent_per_tenant = {concurrent}",
+    )
+
+
+@pytest.fixture(params=["memory", "postgres"])
+def heavy_server(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[str, ServerProcess]]:
+    store = str(request.param)
+    env = {}
+    if store == "postgres":
+        if not postgres_available():
+            pytest.fail("the PostgreSQL store is not installed")
+        env["GW_NOISY_DSN"] = request.getfixturevalue("fresh_database")
+    config = tmp_path / "groundwire.toml"
+    config.write_text(heavy_toml(store, "GW_NOISY_DSN"))
+    proc = ServerProcess(config, free_port(), tmp_path / "server.log", env=env).start()
+    try:
+        yield store, proc
+    finally:
+        proc.stop()
+
+
+def _filter(keys: int, values: int) -> common_pb2.MetadataFilter:
+    return common_pb2.MetadataFilter(
+        conditions=[
+            common_pb2.MetadataCondition(
+                key=f"k{i}",
+                any_of=common_pb2.StringList(values=[f"v{i}-{j}" for j in range(values)]),
+            )
+            for i in range(keys)
+        ]
+    )
 
 
 def attack(
@@ -169,17 +250,22 @@ def attack(
     seconds: float,
     results: multiprocessing.Queue[object],
     kinds: tuple[str, ...] = ATTACKS,
+    callers: int = ATTACKERS,
 ) -> None:
-    """The attacker's process: ATTACKERS concurrent callers for `seconds`, each
+    """The attacker's process: `callers` concurrent callers for `seconds`, each
     cycling through the `kinds` of attack."""
-    results.put(asyncio.run(_attack(target, seed, seconds, kinds)))
+    results.put(asyncio.run(_attack(target, seed, seconds, kinds, callers)))
 
 
-async def _attack(target: str, seed: int, seconds: float, kinds: tuple[str, ...]) -> dict[str, int]:
+async def _attack(
+    target: str, seed: int, seconds: float, kinds: tuple[str, ...], callers: int = ATTACKERS
+) -> dict[str, int]:
     rng = random.Random(seed)
     vocab = words(random.Random(11), 3000)
     outcomes: dict[str, int] = {}
     pasted = " ".join(rng.sample(vocab, 700))[:4000]
+    common = " ".join(vocab[:32])
+    deep = retriever_pb2.FusionOptions(leg_depth=1000)
     queries = {
         "lexical": retriever_pb2.RagQuery(
             index_name="shared", text=pasted, mode=LEXICAL, top_k=100
@@ -194,6 +280,38 @@ async def _attack(target: str, seed: int, seconds: float, kinds: tuple[str, ...]
         # Every attacker chunk of repeated words nearly matches.
         "phrase": retriever_pb2.RagQuery(
             index_name="shared", text='"' + "zo " * 40 + 'zo"', mode=LEXICAL, top_k=100
+        ),
+        "big-filter": retriever_pb2.RagQuery(
+            index_name="shared", text=common, mode=LEXICAL, top_k=100, filter=_filter(32, 8)
+        ),
+        "rm3": retriever_pb2.RagQuery(
+            index_name="shared",
+            text=common,
+            mode=LEXICAL,
+            top_k=100,
+            lexical_feedback=retriever_pb2.LexicalFeedback(documents=10, terms=100),
+        ),
+        "deep-hybrid": retriever_pb2.RagQuery(
+            index_name="shared",
+            text=common,
+            mode=HYBRID,
+            top_k=100,
+            fusion=deep,
+            lexical_feedback=retriever_pb2.LexicalFeedback(documents=10, terms=100),
+        ),
+        "filter-refused": retriever_pb2.RagQuery(
+            index_name="shared", text=common, mode=LEXICAL, top_k=100, filter=_filter(32, 100)
+        ),
+        "rm3-refused": retriever_pb2.RagQuery(
+            index_name="shared",
+            text=common,
+            mode=HYBRID,
+            top_k=100,
+            fusion=deep,
+            lexical_feedback=retriever_pb2.LexicalFeedback(documents=100, terms=100),
+        ),
+        "depth-refused": retriever_pb2.RagQuery(
+            index_name="shared", text=pasted, mode=HYBRID, top_k=10, fusion=deep
         ),
     }
     stop = time.monotonic() + seconds
@@ -229,7 +347,7 @@ async def _attack(target: str, seed: int, seconds: float, kinds: tuple[str, ...]
                     if err.code() is grpc.StatusCode.RESOURCE_EXHAUSTED:
                         await asyncio.sleep(0.005)
 
-        await asyncio.gather(*(caller(n) for n in range(ATTACKERS)))
+        await asyncio.gather(*(caller(n) for n in range(callers)))
     return outcomes
 
 
@@ -240,19 +358,26 @@ class Measured:
     quiet: list[float]
     loud: list[float]
     outcomes: dict[str, int]
+    # Health check latencies during the attack (measured when asked for).
+    health: list[float] = field(default_factory=list)
 
     def line(self, label: str) -> str:
         q50, q99 = p50_p99(self.quiet)
         a50, a99 = p50_p99(self.loud)
+        health = f"health max {1000 * max(self.health):.1f} ms; " if self.health else ""
         return (
             f"{label}: victim lexical p50/p99 quiet {1000 * q50:.1f}/{1000 * q99:.1f} ms, "
-            f"under attack {1000 * a50:.1f}/{1000 * a99:.1f} ms; "
+            f"under attack {1000 * a50:.1f}/{1000 * a99:.1f} ms; {health}"
             f"attacker calls {dict(sorted(self.outcomes.items()))}"
         )
 
 
 async def measure(
-    target: str, kinds: tuple[str, ...] = ATTACKS, seconds: float = ATTACK_SECONDS
+    target: str,
+    kinds: tuple[str, ...] = ATTACKS,
+    seconds: float = ATTACK_SECONDS,
+    callers: int = ATTACKERS,
+    with_health: bool = False,
 ) -> Measured:
     """Load both tenants' documents through `target`, time the victim quiet, then again
     while an attacker process runs `kinds` for `seconds`."""
@@ -278,18 +403,20 @@ async def measure(
 
         ctx = multiprocessing.get_context("spawn")
         results: multiprocessing.Queue[object] = ctx.Queue()
-        attacker = ctx.Process(target=attack, args=(target, 5, seconds, results, kinds))
+        attacker = ctx.Process(target=attack, args=(target, 5, seconds, results, kinds, callers))
+        health = health_stub(channel) if with_health else None
+        health_latencies: list[float] = []
         attacker.start()
         try:
             await asyncio.sleep(1.5)  # the attacker's interpreter starts, then attacks
-            loud = await victim_latencies(retrieve, queries)
+            loud = await victim_latencies(retrieve, queries, health, health_latencies)
             outcomes = await asyncio.to_thread(results.get, True, seconds + 60)
         finally:
             attacker.join(30)
             if attacker.is_alive():
                 attacker.kill()
     assert isinstance(outcomes, dict)
-    return Measured(quiet, loud, outcomes)
+    return Measured(quiet, loud, outcomes, health_latencies)
 
 
 async def test_one_tenant_at_its_limits_does_not_stall_another(
@@ -304,3 +431,19 @@ async def test_one_tenant_at_its_limits_does_not_stall_another(
     assert m.outcomes.get("RESOURCE_EXHAUSTED", 0) > 0, m.outcomes
     (_, q99), (_, a99) = p50_p99(m.quiet), p50_p99(m.loud)
     assert a99 <= 10 * q99 + 0.300, (store, q99, a99)
+
+
+async def test_heavy_options_of_one_tenant_do_not_stall_another_or_health(
+    heavy_server: tuple[str, ServerProcess],
+) -> None:
+    store, proc = heavy_server
+    m = await measure(proc.target, HEAVY, callers=HEAVY_ATTACKERS, with_health=True)
+    report(MODULE, m.line(f"{store} heavy options"))
+    # The heavy options ran; their refused forms were refused (nothing reached the
+    # store), and the attacker's own waits past its share are all it got otherwise.
+    assert m.outcomes.get("ok", 0) > 0, m.outcomes
+    assert m.outcomes.get("INVALID_ARGUMENT", 0) > 0, m.outcomes
+    assert set(m.outcomes) <= {"ok", "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED"}, m.outcomes
+    (_, q99), (_, a99) = p50_p99(m.quiet), p50_p99(m.loud)
+    assert a99 <= 10 * q99 + 0.300, (store, q99, a99)
+    assert m.health and max(m.health) <= HEALTH_BOUND_S, (store, max(m.health))

@@ -29,6 +29,7 @@ from groundwire.ingestion.loaders import DocumentFormat, push_format
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.ingestion.push import PushDocument, delete_documents, upsert_documents
 from groundwire.ingestion.sources import stored_digest
+from groundwire.stores import request_scope
 from groundwire.stores.base import DocumentInfo
 from groundwire_client.v1 import ingestion_pb2, ingestion_pb2_grpc
 
@@ -276,7 +277,10 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.StartIngestionResponse:
         ingestion_control(self._catalog.get(request.index_name).tenant)
-        op = await self._manager.start(request.index_name)
+        # The run is background work: it outlives this call and is no tenant's
+        # share of the store (stores/request_scope.py).
+        with request_scope.background():
+            op = await self._manager.start(request.index_name)
         return ingestion_pb2.StartIngestionResponse(operation=operation_to_proto(op))
 
     async def CancelIngestion(

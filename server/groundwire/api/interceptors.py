@@ -48,6 +48,7 @@ from groundwire.domain.auth import Principal
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.instruments import ADMISSION_REJECTIONS, RPC_DURATION
 from groundwire.providers.embeddings.usage import metered
+from groundwire.stores import request_scope
 from groundwire.stores.usage import UsageRecorder
 
 log = logging.getLogger("groundwire.access")
@@ -219,6 +220,11 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 with (
                     self._admit(method, principal, request, admission),
                     self._metered(principal, request),
+                    # The tenant and deadline the store's fair queues and statement
+                    # timeouts see (stores/request_scope.py).
+                    request_scope.bind(
+                        admission_tenant(principal, request), context.time_remaining()
+                    ),
                 ):
                     async with _deadline(context):
                         yield

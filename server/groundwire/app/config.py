@@ -27,6 +27,7 @@ from groundwire.app.chunking_config import ChunkingConfig, check_token_chunking
 from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
 from groundwire.app.http_config import HttpConfig
 from groundwire.app.logs import ContentPreviewsConfig
+from groundwire.app.parsing_config import ParsingConfig
 from groundwire.app.plugins import (
     EMBEDDERS,
     LOADERS,
@@ -162,6 +163,13 @@ class StoreConfig(StrictModel):
     pool_max_size: int = Field(8, ge=1, le=200)
     statement_timeout_ms: int = Field(30_000, ge=100)
     connect_timeout_ms: int = Field(5_000, ge=100)
+    # Fair shares of the pool (postgres): `background_connections` of it are kept
+    # for background work (ingestion runs, control-plane writes; at most
+    # pool_max_size - 1), the tenants' calls share the rest, one tenant at most
+    # `max_connections_per_tenant` (0: a quarter of the tenants' connections,
+    # rounded up), waiting tenants served round-robin.
+    background_connections: int = Field(2, ge=0, le=100)
+    max_connections_per_tenant: int = Field(0, ge=0, le=200)
     hnsw_m: int = Field(16, ge=2, le=100)
     hnsw_ef_construction: int = Field(64, ge=4, le=1000)
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
@@ -484,6 +492,8 @@ class GroundwireConfig(StrictModel):
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     agent_limits: AgentLimitsConfig = AgentLimitsConfig()
     limits: LimitsConfig = LimitsConfig()
+    # The parser worker processes every loaded file goes through (all indexes).
+    ingestion: ParsingConfig = ParsingConfig()
     checkpoints: CheckpointConfig = CheckpointConfig()
     http: HttpConfig = HttpConfig()
 

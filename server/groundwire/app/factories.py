@@ -51,7 +51,7 @@ from groundwire.app.plugins import (
     build_plugin_async,
     has_members,
 )
-from groundwire.app.reranker_config import build_reranking_service
+from groundwire.app.reranker_config import build_reranker, build_reranking_service
 from groundwire.domain.admission import Admission
 from groundwire.domain.analysis import Analyzer
 from groundwire.domain.auth import KeyRing, Permission, StoredKey
@@ -73,6 +73,8 @@ from groundwire.ingestion.shared import SharedSettings
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.providers.embeddings.hashing import HashingEmbedder
 from groundwire.providers.embeddings.tokens import TokenizingEmbedder
+from groundwire.providers.rerankers.base import Reranker
+from groundwire.reranking.requests import RerankDefaults
 from groundwire.reranking.service import RerankingService
 from groundwire.reranking.stage import RerankingMetrics, RerankingStage
 from groundwire.retrieval.engine import RetrievalLimits, Retriever
@@ -253,6 +255,8 @@ def postgres_settings(cfg: GroundwireConfig, name: str = DEFAULT_STORE) -> Postg
         read_dsns=tuple(read_dsns),
         change_poll_ms=s.change_poll_ms,
         standby_probe_ms=s.standby_probe_ms,
+        background_connections=s.background_connections,
+        max_connections_per_tenant=s.max_connections_per_tenant,
         label=name,
     )
 
@@ -408,54 +412,62 @@ async def build_catalog(
 ) -> IndexCatalog:
     """Every configured index, its store tables ensured in the store it names,
     bound to its embedder. With a `previous` catalog (a reload), an index whose
-    handle would not change keeps its handle, and a changed one keeps its readiness."""
+    handle would not change keeps its handle, and a changed one keeps its readiness.
+
+    Each index's handle (chunker and tokenizer copy, analyzer and stop words,
+    sources, loaders) is made in a worker thread, one index at a time, so a
+    running server's event loop keeps answering while a reload rebuilds many
+    indexes; only the store's `ensure_index` runs on the loop."""
     by_name = stores if isinstance(stores, Mapping) else {DEFAULT_STORE: stores}
     handles = []
     for name, index in cfg.indexes.items():
         store = by_name[index.store]
         embedder = embedders[index.embedder] if index.embedder else None
-        chunker = build_chunker(name, index, embedder)
-        policy = chunker.default
-        analyzer = build_index_analyzer(name, index.analysis)
-        spec = IndexSpec(
-            name=name,
-            embedding=embedder.info.descriptor() if embedder else None,
-            dimensions=embedder.info.dimensions if embedder else None,
-            metric=DistanceMetric(index.metric),
-            chunking=index_descriptor(chunker.descriptor(), analyzer),
-            analyzer=analyzer,
-            half_precision_index=index.vector_index_precision == "float16",
-        )
-        await store.ensure_index(spec)
-        handles.append(
-            IndexHandle(
-                name=name,
-                spec=spec,
-                store=store,
-                store_name=index.store,
-                embedder=embedder,
-                chunk_policy=policy,
-                chunk_policies=dict(chunker.by_extension),
-                tokenizer=chunker.tokenizer,
-                sources=_sources(index),
-                description=index.description,
-                tenant=index.tenant,
-                metadata=dict(index.metadata),
-                max_file_bytes=index.ingestion.max_file_bytes,
-                embed_batch_size=index.ingestion.embed_batch_size,
-                extensions=tuple(
-                    dict.fromkeys([*index.ingestion.extensions, *index.ingestion.loaders])
-                ),
-                loaders=_loaders(name, index),
-                strategy=index.ingestion.strategy,
-                schedule=index.ingestion.schedule,
-                reject_overlong_chunks=index.ingestion.overlong_chunks == "reject",
-                watch_debounce_ms=index.ingestion.watch_debounce_ms,
-            )
-        )
+        handle = await asyncio.to_thread(_index_handle, name, index, store, embedder)
+        await store.ensure_index(handle.spec)
+        handles.append(handle)
     if previous is not None:
         handles = [_carry_over(h, previous) for h in handles]
     return IndexCatalog(handles)
+
+
+def _index_handle(
+    name: str, index: IndexConfig, store: Store, embedder: EmbeddingProvider | None
+) -> IndexHandle:
+    """Blocking: the handle of one index (its spec not yet ensured in `store`)."""
+    chunker = build_chunker(name, index, embedder)
+    analyzer = build_index_analyzer(name, index.analysis)
+    spec = IndexSpec(
+        name=name,
+        embedding=embedder.info.descriptor() if embedder else None,
+        dimensions=embedder.info.dimensions if embedder else None,
+        metric=DistanceMetric(index.metric),
+        chunking=index_descriptor(chunker.descriptor(), analyzer),
+        analyzer=analyzer,
+        half_precision_index=index.vector_index_precision == "float16",
+    )
+    return IndexHandle(
+        name=name,
+        spec=spec,
+        store=store,
+        store_name=index.store,
+        embedder=embedder,
+        chunk_policy=chunker.default,
+        chunk_policies=dict(chunker.by_extension),
+        tokenizer=chunker.tokenizer,
+        sources=_sources(index),
+        description=index.description,
+        tenant=index.tenant,
+        metadata=dict(index.metadata),
+        max_file_bytes=index.ingestion.max_file_bytes,
+        embed_batch_size=index.ingestion.embed_batch_size,
+        extensions=tuple(dict.fromkeys([*index.ingestion.extensions, *index.ingestion.loaders])),
+        loaders=_loaders(name, index),
+        strategy=index.ingestion.strategy,
+        schedule=index.ingestion.schedule,
+        reject_overlong_chunks=index.ingestion.overlong_chunks == "reject",
+        watch_debounce_ms=index.ingestion.watch_debounce_ms,
+    )
 
 
 def _carry_over(handle: IndexHandle, previous: IndexCatalog) -> IndexHandle:
@@ -503,24 +515,33 @@ async def build_components(
     store: Store | None = None,
     stores: Mapping[str, Store] | None = None,
     reuse_embedders: Mapping[str, EmbeddingProvider] | None = None,
+    reuse_rerankers: Mapping[str, Reranker] | None = None,
     previous_catalog: IndexCatalog | None = None,
 ) -> Components:
     """Providers, the stores and catalog, and the engines, in dependency order (one
     reranking stage shared by RerankerService and the agents). A reload
-    (app/reload.py) passes the open stores, the embedders it keeps and the catalog
-    it replaces; everything else is built anew from `cfg`. `store` alone stands
+    (app/reload.py) passes the open stores, the embedders and rerankers it keeps
+    and the catalog it replaces; everything else is built anew from `cfg`.
+    Models load in worker threads (see build_catalog): a reload builds this
+    while the server keeps serving on the same event loop. `store` alone stands
     for the default store of a configuration with no other."""
     reuse = reuse_embedders or {}
-    embedders = {
-        name: reuse[name] if name in reuse else build_embedder(e, name)
-        for name, e in cfg.embedders.items()
-    }
+    embedders: dict[str, EmbeddingProvider] = {}
+    for name, e in cfg.embedders.items():
+        # A local model loads for a while (session, tokenizer, probe): in a worker
+        # thread, so a reload never holds the event loop serving calls.
+        embedders[name] = (
+            reuse[name] if name in reuse else await asyncio.to_thread(build_embedder, e, name)
+        )
     previews = cfg.logging.previews.policy()
     stage = RerankingStage(
         metrics=RerankingMetrics(), environment=cfg.reranking.environment, previews=previews
     )
     try:
-        reranking = build_reranking_service(cfg.reranking, cfg.rerankers, embedders, stage=stage)
+        # Likewise a local cross-encoder (its ONNX session and load probe).
+        reranking = await asyncio.to_thread(
+            _reranking_service, cfg, embedders, stage, reuse_rerankers or {}
+        )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     rerankers = {name: reranking.get(name) for name in reranking.names}
@@ -575,6 +596,29 @@ async def build_components(
         runtime,
         admission,
         opened,
+    )
+
+
+def _reranking_service(
+    cfg: GroundwireConfig,
+    embedders: Mapping[str, EmbeddingProvider],
+    stage: RerankingStage,
+    reuse: Mapping[str, Reranker],
+) -> RerankingService:
+    """Blocking: the reranking service, with the rerankers in `reuse` (a reload's
+    unchanged ones, their models already loaded) kept and the others built."""
+    if not reuse:
+        return build_reranking_service(cfg.reranking, cfg.rerankers, embedders, stage=stage)
+    rerankers = {
+        name: reuse[name] if name in reuse else build_reranker(name, c, embedders)
+        for name, c in cfg.rerankers.items()
+    }
+    # What build_reranking_service makes, with those rerankers.
+    return RerankingService(
+        rerankers,
+        stage=stage,
+        defaults=RerankDefaults(cfg.reranking.default_reranker, cfg.reranking.stage_settings()),
+        limits=cfg.reranking.limits(),
     )
 
 

@@ -33,6 +33,7 @@ from groundwire.app.telemetry import install_metrics
 from groundwire.app.tls import server_tls
 from groundwire.domain.reload import ReloadReport
 from groundwire.indexes.catalog import IndexHandle
+from groundwire.ingestion import parsing
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.stores.usage import UsageRecorder
 
@@ -79,6 +80,9 @@ class RunningApp:
             self.startup_task.cancel()
             await asyncio.gather(self.startup_task, return_exceptions=True)
         await self.manager.close()
+        # Parses still running belonged to calls and runs cancelled above: their
+        # workers are stopped now, never awaited.
+        await asyncio.to_thread(parsing.shutdown)
         if self.usage is not None:
             await self.usage.aclose()  # its last flush needs the store
         await self.components.aclose()
@@ -101,6 +105,7 @@ async def start_app(
     `http_address` overriding it) serves the same registrations."""
     if cfg.metrics.enabled:
         install_metrics(cfg.metrics.address)
+    parsing.configure(cfg.ingestion.limits())
     tokens = page_tokens(cfg)  # before building, so a bad key leaves nothing open
     tls = server_tls(cfg)  # likewise for unusable certificates
     components = await build_components(cfg)

@@ -10,12 +10,17 @@ previous snapshot". Here the whole configuration file is that delegate:
    configuration. Changed: CONFIG_RESTART_REQUIRED naming them; nothing changed
    (never half-applied). TLS certificate files are re-read and checked (app/tls.py).
 3. Everything the request path reads is built anew by the start-up factories
-   (`build_components`), reusing the open store, the embedders whose
-   configuration and secrets did not change, and the index handles that did not
-   change. New top-level keys take part without code here: a section is
-   "changed" when its value differs, and whatever the factories build from it is
-   rebuilt. A build failure rolls the store's index specs back and changes
-   nothing.
+   (`build_components`), reusing the open store, the embedders and rerankers
+   whose configuration and secrets did not change (a local model is not loaded
+   again), and the index handles that did not change. Building happens off the
+   serving path: file reads, secrets, model loading (ONNX sessions, tokenizers,
+   load probes) and each index's handle run in worker threads, so the event
+   loop only takes short steps (store calls, the swap) and health checks and
+   in-flight calls keep being answered (tests/integration/test_reload_serving.py,
+   bench/bench_reload_stall.py). New top-level keys take part without code
+   here: a section is "changed" when its value differs, and whatever the
+   factories build from it is rebuilt. A build failure rolls the store's index
+   specs back and changes nothing.
 4. One new immutable `ServingSnapshot` (api/snapshot.py) is swapped in with one
    assignment; calls already running finish on theirs. New TLS handshakes use
    the re-read certificates. The retired snapshot's
@@ -67,6 +72,7 @@ from groundwire.domain.reload import (
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.providers.embeddings.base import EmbeddingProvider
+from groundwire.providers.rerankers.base import Reranker
 from groundwire.stores.placement import PlacedOperationLog
 
 log = logging.getLogger("groundwire.app")
@@ -103,6 +109,9 @@ RESTART_ONLY: dict[str, str] = {
     "metrics": "the exporter's port is bound once",
     # The HTTP port (its address and CORS policy) is bound at start-up.
     "http": "the HTTP port is bound once",
+    # The parser worker processes are started with their limits (rlimits are set
+    # in each worker once).
+    "ingestion": "the parser workers are started with their limits",
 }
 
 # Index handle fields that change how an index is served, not what ingestion
@@ -238,6 +247,13 @@ def secrets_digest(model: BaseModel) -> str:
     return h.hexdigest()
 
 
+def _digests(cfg: GroundwireConfig) -> dict[str, str]:
+    """`secrets_digest` of every embedder and reranker, by "section.name"."""
+    out = {f"embedders.{n}": secrets_digest(e) for n, e in cfg.embedders.items()}
+    out.update({f"rerankers.{n}": secrets_digest(r) for n, r in cfg.rerankers.items()})
+    return out
+
+
 def violations_of(error: ConfigError, path: Path) -> list[FieldViolation]:
     """The offending keys of a ConfigError, with paths scrubbed from descriptions."""
     lines = str(error).splitlines()
@@ -286,9 +302,7 @@ class Reloader:
         self._lock = asyncio.Lock()
         self._retiring: list[asyncio.Task[None]] = []
         self._retired: list[ServingSnapshot] = []
-        self._digests = {
-            name: secrets_digest(e) for name, e in app.components.config.embedders.items()
-        }
+        self._digests = _digests(app.components.config)
         # Whether the process's logging follows `[logging]` (set by `groundwire serve`).
         self.manage_logging = False
 
@@ -387,23 +401,29 @@ class Reloader:
         self, cfg: GroundwireConfig, old: Components
     ) -> tuple[Components, dict[str, str]]:
         """The new components, or an error with nothing changed."""
-        digests = {name: secrets_digest(e) for name, e in cfg.embedders.items()}
+        # Secrets may be files: read off the event loop.
+        digests = await asyncio.to_thread(_digests, cfg)
         embedders: dict[str, EmbeddingProvider] = {}
         built: list[EmbeddingProvider] = []
         try:
             for name, e in cfg.embedders.items():
+                key = f"embedders.{name}"
                 if (
                     name in old.embedders
                     and old.config.embedders.get(name) == e
-                    and self._digests.get(name) == digests[name]
+                    and self._digests.get(key) == digests[key]
                 ):
                     embedders[name] = old.embedders[name]
                 else:
                     # A local model loads for a while: off the event loop serving calls.
-                    embedders[name] = await asyncio.to_thread(build_embedder, e)
+                    embedders[name] = await asyncio.to_thread(build_embedder, e, name)
                     built.append(embedders[name])
             new = await build_components(
-                cfg, stores=old.stores, reuse_embedders=embedders, previous_catalog=old.catalog
+                cfg,
+                stores=old.stores,
+                reuse_embedders=embedders,
+                reuse_rerankers=self._unchanged_rerankers(cfg, old, embedders, digests),
+                previous_catalog=old.catalog,
             )
             auth_policy(cfg)  # raises on a key it cannot use, before anything is swapped
         except BaseException as exc:
@@ -430,6 +450,34 @@ class Reloader:
             # Unchanged limits keep their counters (in-flight calls, token buckets).
             new.admission = old.admission
         return new, digests
+
+    def _unchanged_rerankers(
+        self,
+        cfg: GroundwireConfig,
+        old: Components,
+        embedders: dict[str, EmbeddingProvider],
+        digests: dict[str, str],
+    ) -> dict[str, Reranker]:
+        """The running rerankers the new configuration keeps as they are: same
+        configuration, same secrets and (for one built on an embedder) the same
+        embedder object. A local cross-encoder is not loaded again by a reload
+        that does not change it."""
+        out: dict[str, Reranker] = {}
+        for name, r in cfg.rerankers.items():
+            key = f"rerankers.{name}"
+            if (
+                name not in old.reranking.names
+                or old.config.rerankers.get(name) != r
+                or self._digests.get(key) != digests[key]
+            ):
+                continue
+            embedder = getattr(r, "embedder", None)
+            if isinstance(embedder, str) and embedders.get(embedder) is not old.embedders.get(
+                embedder
+            ):
+                continue
+            out[name] = old.reranking.get(name)
+        return out
 
     async def _roll_back(self, old: Components, built: Iterable[EmbeddingProvider]) -> None:
         """Undo what building touched: index specs in the store, new providers."""
@@ -517,7 +565,12 @@ async def _close_unshared(gone: Components, kept: Components) -> None:
         if id(embedder) not in keep:
             await _close_quietly(embedder.aclose())
     if gone.reranking is not kept.reranking:
-        await _close_quietly(gone.reranking.aclose())
+        # Only the rerankers `kept` did not take over (a reload keeps unchanged ones).
+        shared = {id(kept.reranking.get(n)) for n in kept.reranking.names}
+        for name in sorted(gone.reranking.names):
+            reranker = gone.reranking.get(name)
+            if id(reranker) not in shared:
+                await _close_quietly(reranker.aclose())
     models = {id(kept.agents.get(a).model) for a in kept.agents.ids()}
     for agent_id in gone.agents.ids():
         model = gone.agents.get(agent_id).model

@@ -9,6 +9,10 @@ answers again (an index only if it is ready). "" keeps meaning the process
 serves: the other stores' indexes go on serving. Every check counts in
 `groundwire.store.health_checks{store, outcome}`; transitions log one line.
 
+Checks run as health checks (stores/request_scope.py): PostgreSQL answers them on a
+connection of its own, outside the pool and the tenants' fair queues, so a store
+that one tenant keeps busy still reads healthy.
+
 A store without a `ping` (memory, a plug-in that offers none) is always healthy.
 """
 
@@ -23,6 +27,7 @@ from groundwire.api.server import Health, index_health_name
 from groundwire.domain.errors import GroundwireError
 from groundwire.indexes.catalog import IndexCatalog
 from groundwire.instruments import STORE_HEALTH_CHECKS
+from groundwire.stores import request_scope
 from groundwire.stores.base import Store
 
 log = logging.getLogger("groundwire.app")
@@ -84,8 +89,9 @@ class StoreHealth:
         if ping is not None:
             # The store bounds its own check; this bounds a plug-in's that does not.
             try:
-                async with asyncio.timeout(self._interval_s[name] + 10.0):
-                    await ping()
+                with request_scope.health_check():
+                    async with asyncio.timeout(self._interval_s[name] + 10.0):
+                        await ping()
             except GroundwireError as err:
                 reason = err.reason
             except TimeoutError:

@@ -56,6 +56,10 @@ class DocumentFailureReason(StrEnum):
     # A chunk exceeds the embedding model's token window and the index rejects
     # over-long chunks instead of truncating them.
     CHUNK_TOO_LONG = "CHUNK_TOO_LONG"
+    # Parsing the file needs more work than its bounds allow: the parser worker's
+    # CPU or time budget, or a structure bound of its format (a word, a page's
+    # geometry, a spreadsheet's cells, a package part's elements or nesting).
+    TOO_COMPLEX = "TOO_COMPLEX"
 
 
 class OperationErrorCode(StrEnum):

@@ -185,24 +185,54 @@ def _html_text(data: bytes) -> tuple[str, str] | DocumentFailureReason:
     return html_to_text(decoded)
 
 
+# Markup elements (counted as `<`) an office package's XML parts may hold in all: a
+# 216 KB DOCX inflating to 76 MB of tiny elements (under the size bound) once took
+# python-docx two minutes and 1.25 GB; a 500-page report holds about 300,000.
+MAX_PACKAGE_ELEMENTS = 2_000_000
+_MARKUP_SUFFIXES = (".xml", ".rels", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".svg")
+
+
 def check_package(data: bytes, max_bytes: int) -> DocumentFailureReason | None:
     """Refuse a ZIP package that is not one, has too many entries, or inflates
-    beyond min(PACKAGE_EXPANSION x max_bytes, MAX_PACKAGE_BYTES) bytes."""
+    beyond min(PACKAGE_EXPANSION x max_bytes, MAX_PACKAGE_BYTES) bytes (TOO_LARGE),
+    or whose XML parts hold more than MAX_PACKAGE_ELEMENTS elements (TOO_COMPLEX),
+    counted while inflating in bounded pieces, before any library parses it."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             infos = zf.infolist()
-    except (zipfile.BadZipFile, ValueError, OSError):
+            if len(infos) > MAX_PACKAGE_ENTRIES:
+                return DocumentFailureReason.TOO_LARGE
+            limit = min(PACKAGE_EXPANSION * max_bytes, MAX_PACKAGE_BYTES)
+            if sum(i.file_size for i in infos) > limit:
+                return DocumentFailureReason.TOO_LARGE
+            if _markup_elements(zf, infos) > MAX_PACKAGE_ELEMENTS:
+                return DocumentFailureReason.TOO_COMPLEX
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError):
         return DocumentFailureReason.PARSE_FAILED
-    if len(infos) > MAX_PACKAGE_ENTRIES:
-        return DocumentFailureReason.TOO_LARGE
-    limit = min(PACKAGE_EXPANSION * max_bytes, MAX_PACKAGE_BYTES)
-    if sum(i.file_size for i in infos) > limit:
-        return DocumentFailureReason.TOO_LARGE
     return None
+
+
+def _markup_elements(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo]) -> int:
+    """Elements in the package's markup parts, counted up to just past the bound
+    (zipfile never inflates an entry past its declared size)."""
+    total = 0
+    for info in infos:
+        if not info.filename.lower().endswith(_MARKUP_SUFFIXES):
+            continue
+        with zf.open(info) as part:
+            while piece := part.read(1 << 20):
+                total += piece.count(b"<")
+                if total > MAX_PACKAGE_ELEMENTS:
+                    return total
+    return total
 
 
 class _TextTooLarge(Exception):
     pass
+
+
+class _TooComplex(Exception):
+    """A structure bound of the format was passed (cells, elements, nesting)."""
 
 
 class _Lines:
@@ -276,14 +306,30 @@ def _pptx_text(data: bytes, out: _Lines) -> str:
     return deck.core_properties.title or ""
 
 
+# Cells an XLSX may make the reader produce, counting the empty cells it fills in
+# before a row's last cell and one per row it skips: a sheet's declared dimension
+# (`A1:XFD1048576`, 17 billion cells) is never trusted, and a crafted sheet with one
+# cell in column XFD of each row is refused instead of padded for minutes.
+MAX_SHEET_CELLS = 2_000_000
+
+
 def _xlsx_text(data: bytes, out: _Lines) -> str:
     import openpyxl
 
     book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    budget = MAX_SHEET_CELLS
     try:
         for sheet in book.worksheets:
             out.section(sheet.title)
+            # Forget the declared dimension: rows are then as wide as their last
+            # cell, and a gap between rows is one empty row each, not max_column cells.
+            reset = getattr(sheet, "reset_dimensions", None)
+            if reset is not None:
+                reset()
             for row in sheet.iter_rows(values_only=True):
+                budget -= max(1, len(row))
+                if budget < 0:
+                    raise _TooComplex
                 out.add("\t".join("" if v is None else str(v) for v in row).strip())
         return str(book.properties.title or "")
     finally:
@@ -403,6 +449,10 @@ def _office_text(
         title = _OFFICE[fmt](data, out)
     except _TextTooLarge:
         return DocumentFailureReason.TOO_LARGE
+    except (_TooComplex, RecursionError):
+        return DocumentFailureReason.TOO_COMPLEX
+    except MemoryError:
+        return DocumentFailureReason.TOO_LARGE
     # The libraries raise their own errors, lxml's, zipfile's and KeyError for a
     # missing part: any of them means the package is not a readable document.
     except Exception:
@@ -434,7 +484,7 @@ def load_bytes(
             return LoadFailure(document_id, result)
         raw, title = result
     elif fmt is DocumentFormat.PDF:
-        result = pdf_text(data)
+        result = pdf_text(data, TEXT_EXPANSION * max_bytes)
         if isinstance(result, DocumentFailureReason):
             return LoadFailure(document_id, result)
         raw, title = result

@@ -12,14 +12,28 @@ from typing import Any
 
 from groundwire.domain.operations import DocumentFailureReason
 
+# Pages a PDF may have (a page tree of millions of empty pages is a few KB).
+MAX_PDF_PAGES = 10_000
 
-def pdf_text(data: bytes) -> tuple[str, str] | DocumentFailureReason:
+
+def pdf_text(data: bytes, max_chars: int | None = None) -> tuple[str, str] | DocumentFailureReason:
+    """The PDF's text and title. TOO_COMPLEX past MAX_PDF_PAGES pages, TOO_LARGE past
+    `max_chars` characters of text (checked page by page, so extraction stops there)."""
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
     try:
         reader = PdfReader(io.BytesIO(data))
-        pages = [_pdf_page_text(page) for page in reader.pages]
+        if len(reader.pages) > MAX_PDF_PAGES:
+            return DocumentFailureReason.TOO_COMPLEX
+        pages: list[str] = []
+        left = max_chars
+        for page in reader.pages:
+            pages.append(_pdf_page_text(page))
+            if left is not None:
+                left -= len(pages[-1])
+                if left < 0:
+                    return DocumentFailureReason.TOO_LARGE
         meta = reader.metadata
         title = str(meta.title) if meta is not None and meta.title else ""
     except (PyPdfError, ValueError, KeyError, TypeError, OSError):
@@ -45,6 +59,12 @@ class _Run:
 _GUTTER_CROSSING = 0.05
 _MIN_COLUMN_LINES = 6
 _MIN_COLUMN_RUN_CHARS = 20
+# Column detection's own cost is bounded whatever the page declares: at most this
+# many candidate gutters (evenly spaced over the middle band, however wide the page:
+# a page 1,000,000 units wide once sized the crossing matrix at 824 MB) and pages with
+# more runs than this keep pypdf's order.
+_MAX_GUTTERS = 256
+_MAX_COLUMN_RUNS = 20_000
 # Average glyph advance of a Latin text font, in ems (an estimate: pypdf gives a
 # run's start and font size, not its width).
 _EM_ADVANCE = 0.5
@@ -76,14 +96,17 @@ def _pdf_page_text(page: Any) -> str:
 
 
 def _two_columns(runs: list[_Run], width: float) -> str | None:
-    if len(runs) < 2 * _MIN_COLUMN_LINES or width <= 0:
+    if not 2 * _MIN_COLUMN_LINES <= len(runs) <= _MAX_COLUMN_RUNS or not 0 < width < 1e9:
         return None
     import numpy as np
 
-    # Runs crossing each candidate gutter in the middle band, all at once.
-    splits = np.arange(int(width * 0.3), int(width * 0.7), 2, dtype=np.float64)
-    if splits.size == 0:
+    # Runs crossing each candidate gutter in the middle band, all at once: every 2
+    # units on a page of usual size, at most _MAX_GUTTERS candidates on any page.
+    band = width * 0.4
+    count = min(_MAX_GUTTERS, int(band // 2))
+    if count < 1:
         return None
+    splits = np.linspace(width * 0.3, width * 0.7, count, endpoint=False, dtype=np.float64)
     x0 = np.fromiter((r.x0 for r in runs), np.float64, len(runs))[:, None]
     x1 = np.fromiter((r.x1 for r in runs), np.float64, len(runs))[:, None]
     crossings = ((x0 < splits) & (splits < x1)).sum(axis=0)
@@ -115,9 +138,13 @@ def _lines(runs: list[_Run]) -> list[str]:
     ]
 
 
-# A word broken across lines by a hyphen: "manip-\nulation". Group 1 is the text
-# before the hyphen back to the previous space (so "state-of-the-" is seen whole).
-_LINE_HYPHEN = re.compile(r"(\S*?)([^\W\d_]*)-[ \t]*\n[ \t]*(?=(\w+))")
+# A hyphen at a line end, followed by a word on the next line.
+_LINE_BREAK_HYPHEN = re.compile(r"-[ \t]*\n[ \t]*(?=\w)")
+_WORD = re.compile(r"\w+")
+# Every "letters-word" pair written on one line, overlapping ("state-of-the-art"
+# gives state-of, of-the, the-art): a word starts where no letter precedes it, so each
+# letter is looked at a bounded number of times.
+_ONE_LINE_PAIR = re.compile(r"(?<![^\W\d_])(?=([^\W\d_]+)-(\w+))")
 
 
 def join_hyphenated(text: str) -> str:
@@ -127,20 +154,46 @@ def join_hyphenated(text: str) -> str:
     a compound that already has a hyphen ("state-of-the-" + "art"), an identifier
     ("POL-HR-" + "014") or a capital on either side keeps its hyphen, joined without
     the line break. A pair the document also writes hyphenated elsewhere on one
-    line ("well-known") keeps its hyphen too."""
+    line ("well-known") keeps its hyphen too.
 
-    def join(m: re.Match[str]) -> str:
-        lead, word, follow = m.group(1), m.group(2), m.group(3)
-        if not lead and not word:
-            return m.group(0)  # a dash after a space: not a broken word
+    One pass, linear in the text: each break looks back only to the previous one
+    (the text between two breaks is read once), never re-scans the document (a
+    crafted PDF made of one 100,000-letter word cost a cubic regex minutes of CPU)."""
+    out: list[str] = []
+    pos = 0
+    pairs: set[tuple[str, str]] | None = None
+    for m in _LINE_BREAK_HYPHEN.finditer(text):
+        hyphen = m.start()
+        segment = text[pos:hyphen]
+        # The hyphenated token: the non-space run before the hyphen ("" after a
+        # space: a dash, not a broken word, stays as it is).
+        token = segment.split()[-1] if segment and not segment[-1].isspace() else ""
+        if not token:
+            out.append(text[pos : m.end()])
+            pos = m.end()
+            continue
+        # Its word part: the letters at its end; the rest ("state-of-the-" before
+        # "the", "POL-HR-014") is the lead.
+        cut = len(token)
+        while cut > 0 and token[cut - 1].isalpha():
+            cut -= 1
+        lead, word = token[:cut], token[cut:]
+        follow_match = _WORD.match(text, m.end())
+        follow = follow_match.group(0) if follow_match is not None else ""
         soft = (
             not lead
-            and word.isalpha()
+            and bool(word)
             and word[1:].islower()
-            and follow[0].isalpha()
-            and follow[0].islower()
-            and f"{word}-{follow}" not in text
+            and follow[:1].isalpha()
+            and follow[:1].islower()
         )
-        return f"{lead}{word}" if soft else f"{lead}{word}-"
-
-    return _LINE_HYPHEN.sub(join, text)
+        if soft:
+            if pairs is None:
+                pairs = {(a, b) for a, b in _ONE_LINE_PAIR.findall(text)}
+            soft = (word, follow) not in pairs
+        out.append(text[pos:hyphen])
+        if not soft:
+            out.append("-")
+        pos = m.end()
+    out.append(text[pos:])
+    return "".join(out)

@@ -34,9 +34,8 @@ from groundwire.ingestion.loaders import (
     DocumentFormat,
     LoadedDocument,
     LoadFailure,
-    load_bytes,
-    load_file,
 )
+from groundwire.ingestion.parsing import parsers
 from groundwire.ingestion.sources import (
     CONFIG_SOURCE_PREFIX,
     FileItem,
@@ -111,9 +110,12 @@ def needs_rebuild(state: IndexState, handle: IndexHandle) -> bool:
     )
 
 
-def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | LoadFailure:
+async def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | LoadFailure:
+    """Load one item in a parser worker (ingestion/parsing.py): a file's bytes are
+    untrusted, and never parsed on the serving process's event loop or threads."""
+    pool = parsers()
     if isinstance(item, FileItem):
-        return load_file(
+        return await pool.load_file(
             item.path,
             item.document_id,
             source_id_for(item.document_id),
@@ -123,7 +125,7 @@ def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocument | 
             formats=item.formats,
         )
     meta = {**handle.metadata, **item.metadata}
-    return load_bytes(
+    return await pool.load_bytes(
         item.document_id,
         source_id_for(item.document_id),
         item.text.encode(),
@@ -302,7 +304,7 @@ async def ingest_items(
                 previous=None if plan.rebuilt or current is None else current.content_hash,
             )
         else:
-            loaded = _load(item, handle)
+            loaded = await _load(item, handle)
         if isinstance(loaded, Unchanged):
             report.unchanged += 1
             continue

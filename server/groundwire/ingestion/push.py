@@ -16,7 +16,8 @@ from groundwire.domain.auth import check_tenant
 from groundwire.domain.chunking import Chunk
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.indexes.catalog import IndexHandle
-from groundwire.ingestion.loaders import DocumentFormat, LoadFailure, load_bytes
+from groundwire.ingestion.loaders import DocumentFormat, LoadedDocument, LoadFailure, load_bytes
+from groundwire.ingestion.parsing import parsers
 from groundwire.ingestion.pipeline import (
     chunk_document,
     content_hash,
@@ -27,8 +28,16 @@ from groundwire.ingestion.pipeline import (
 from groundwire.stores.base import DocumentKey, DocumentRecord, LiveDocument
 
 PUSH_SOURCE_PREFIX = "push:"
+# Formats read without a parser library (decoding and normalizing only).
+_TEXTUAL = (DocumentFormat.TEXT, DocumentFormat.MARKDOWN)
 MAX_DOCUMENTS = 256
 MAX_DELETE_IDS = 1000
+# One call's cost bound (FIELD_OUT_OF_RANGE on documents): the bytes sent (text and file content,
+# checked before any store work) and the chunks the documents make (checked after
+# chunking, before anything is staged). Larger sets: fewer documents per call, or
+# StartIngestion (measured in bench/bench_heavy_options.py).
+MAX_PUSH_BYTES = 4 * 1024 * 1024
+MAX_PUSH_CHUNKS = 1024
 _DOC_ID = re.compile(r"^[^\x00-\x1f\x7f]{1,512}$")
 _META_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
@@ -61,6 +70,9 @@ def _validate(docs: Sequence[PushDocument], tenant: str) -> None:
     if not 1 <= len(docs) <= MAX_DOCUMENTS:
         raise invalid("FIELD_OUT_OF_RANGE", "documents", f"send 1 to {MAX_DOCUMENTS} documents")
     check_tenant(tenant, "tenant")
+    sent = sum(len(d.content) if d.content is not None else len(d.text.encode()) for d in docs)
+    if sent > MAX_PUSH_BYTES:
+        raise _too_large(f"a push may carry at most {MAX_PUSH_BYTES // (1024 * 1024)} MiB")
     seen: set[str] = set()
     for i, d in enumerate(docs):
         if not _DOC_ID.match(d.document_id):
@@ -87,6 +99,14 @@ def _validate(docs: Sequence[PushDocument], tenant: str) -> None:
                 )
 
 
+def _too_large(what: str) -> GroundwireError:
+    return invalid(
+        "FIELD_OUT_OF_RANGE",
+        "documents",
+        f"{what}; send fewer documents per call, or ingest large sets with StartIngestion",
+    )
+
+
 def _rebuild_required() -> GroundwireError:
     return GroundwireError(
         ErrorKind.FAILED_PRECONDITION,
@@ -110,11 +130,31 @@ async def upsert_documents(
     )
     # Loading, hashing and chunking a push is CPU work proportional to its size: a
     # worker thread does it, so the event loop keeps serving other callers meanwhile.
-    failures, batch, unchanged = await asyncio.to_thread(_prepare, handle, docs, tenant, live)
+    # A file's bytes are parsed in a parser worker process (ingestion/parsing.py),
+    # one document after another so one push never queues all its files ahead of
+    # other callers'; text and Markdown need no parser and are read with the rest.
+    parsed: dict[int, LoadedDocument | LoadFailure] = {}
+    for i, d in enumerate(docs):
+        if d.content is not None and d.format not in _TEXTUAL:
+            parsed[i] = await parsers().load_bytes(
+                d.document_id,
+                PUSH_SOURCE_PREFIX + d.document_id,
+                d.content,
+                d.format,
+                max_bytes=handle.max_file_bytes,
+                metadata={**handle.metadata, **d.metadata},
+                fallback_title=d.title,
+                extension=d.extension,
+            )
+    failures, batch, unchanged = await asyncio.to_thread(
+        _prepare, handle, docs, tenant, live, parsed
+    )
     batch, overlong = await drop_overlong(handle, batch)
     failures.extend(overlong)
     if not batch:
         return PushResult(state.published_version, 0, unchanged, 0, tuple(failures))
+    if sum(len(chunks) for _, chunks in batch) > MAX_PUSH_CHUNKS:
+        raise _too_large(f"a push may write at most {MAX_PUSH_CHUNKS} chunks")
     version = await store.begin_version(handle.name)
     try:
         written = await stage_batch(handle, version, batch)
@@ -130,14 +170,16 @@ def _prepare(
     docs: Sequence[PushDocument],
     tenant: str,
     live: Mapping[DocumentKey, LiveDocument],
+    parsed: Mapping[int, LoadedDocument | LoadFailure],
 ) -> tuple[list[LoadFailure], list[tuple[DocumentRecord, Sequence[Chunk]]], int]:
-    """Load, hash and chunk the pushed documents; returns the failures, the changed
-    documents with their chunks, and how many were unchanged."""
+    """Load (unless `parsed` holds the document, by position), hash and chunk the
+    pushed documents; returns the failures, the changed documents with their
+    chunks, and how many were unchanged."""
     failures: list[LoadFailure] = []
     batch: list[tuple[DocumentRecord, Sequence[Chunk]]] = []
     unchanged = 0
-    for d in docs:
-        loaded = load_bytes(
+    for i, d in enumerate(docs):
+        loaded = parsed.get(i) or load_bytes(
             d.document_id,
             PUSH_SOURCE_PREFIX + d.document_id,
             d.content if d.content is not None else d.text.encode(),

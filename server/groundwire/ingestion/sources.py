@@ -39,8 +39,8 @@ from groundwire.ingestion.loaders import (
     DocumentFormat,
     LoadedDocument,
     LoadFailure,
-    load_bytes,
 )
+from groundwire.ingestion.parsing import parsers
 from groundwire.ingestion.url_fetch import (
     FetchError,
     FetchFailure,
@@ -289,7 +289,7 @@ async def load_url_item(
             return LoadFailure(item.document_id, transcoded)
         body = transcoded
     name = PurePosixPath(url_document_id(item.url).split("://", 1)[1]).name
-    loaded = load_bytes(
+    loaded = await parsers().load_bytes(
         item.document_id,
         CONFIG_SOURCE_PREFIX + item.document_id,
         body,

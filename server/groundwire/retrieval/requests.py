@@ -40,6 +40,18 @@ MAX_CONDITIONS = 32
 MAX_VALUES = 100
 MAX_VALUE_BYTES = 256
 MAX_TIMESTAMP_CHARS = 64
+# Cost bounds, checked before any store work and refused with the reason of the
+# field they bound (the wire's ErrorReason set: INVALID_FILTER, FIELD_OUT_OF_RANGE);
+# measured in bench/bench_heavy_options.py. A filter's values across all its keys
+# (each key's values are one IN-list the store checks per candidate row):
+MAX_FILTER_VALUES = 256
+# RM3: feedback documents x expansion terms (the second run scores up to `terms`
+# more terms over the first run's `documents` chunks' vocabulary).
+MAX_FEEDBACK_PRODUCT = 1_000
+# Hybrid: each leg reads leg_depth rows; the depth may be at most this multiple of
+# top_k, or HYBRID_DEPTH_FLOOR, whichever is larger (and never past max_leg_depth).
+HYBRID_DEPTH_PER_TOP_K = 10
+HYBRID_DEPTH_FLOOR = 250
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +154,19 @@ def build_filter(conditions: Sequence[FilterCondition], path: str) -> MetadataFi
                     "INVALID_FILTER", where, f"values must be 1 to {MAX_VALUE_BYTES} bytes"
                 )
         out[cond.key] = frozenset(cond.values)
+    total = sum(len(v) for v in out.values())
+    if total > MAX_FILTER_VALUES:
+        raise invalid(
+            "INVALID_FILTER",
+            path,
+            f"a filter may hold at most {MAX_FILTER_VALUES} values across all its keys",
+        )
     return MetadataFilter(out, ranges)
+
+
+def hybrid_depth_limit(top_k: int, max_leg_depth: int) -> int:
+    """The deepest hybrid leg for `top_k` results."""
+    return min(max_leg_depth, max(HYBRID_DEPTH_FLOOR, HYBRID_DEPTH_PER_TOP_K * top_k))
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +202,12 @@ def build_feedback(feedback: FeedbackInput, path: str) -> FeedbackSettings:
             "FIELD_OUT_OF_RANGE",
             f"{path}.original_query_weight",
             "original_query_weight must be finite, in [0, 1]",
+        )
+    if documents * terms > MAX_FEEDBACK_PRODUCT:
+        raise invalid(
+            "FIELD_OUT_OF_RANGE",
+            path,
+            f"documents x terms may be at most {MAX_FEEDBACK_PRODUCT} (e.g. 10 x 100)",
         )
     return FeedbackSettings(documents, terms, weight)
 
@@ -248,6 +278,19 @@ def build_retrieval_request(
             "FIELD_OUT_OF_RANGE",
             f"{prefix}.fusion.leg_depth",
             f"leg_depth must be in [top_k, {limits.max_leg_depth}]",
+        )
+    # A caller's leg_depth only: the configured default is the operator's choice.
+    if (
+        leg_depth is not None
+        and mode is RetrievalMode.HYBRID
+        and depth > hybrid_depth_limit(k, limits.max_leg_depth)
+    ):
+        limit = hybrid_depth_limit(k, limits.max_leg_depth)
+        raise invalid(
+            "FIELD_OUT_OF_RANGE",
+            f"{prefix}.fusion.leg_depth",
+            f"a hybrid leg_depth may be at most max({HYBRID_DEPTH_FLOOR}, "
+            f"{HYBRID_DEPTH_PER_TOP_K} x top_k) = {limit} for this top_k",
         )
     scope = Scope(tenant, build_filter(conditions, f"{prefix}.filter"))
     settings = None if feedback is None else build_feedback(feedback, f"{prefix}.lexical_feedback")

@@ -235,6 +235,8 @@ class LocalOnnxEmbedder:
             providers=["CPUExecutionProvider"],
         )
         self._locks = {task: threading.Lock() for task in EmbeddingTask}
+        self._counter: ModelTokenCounter | None = None
+        self._counter_lock = threading.Lock()
         self._truncated = {task: 0 for task in EmbeddingTask}
         self._input_names, self._output_name, declared_dim = self._inspect_graph(self._session)
         dimensions = self._probe(declared_dim)
@@ -412,12 +414,20 @@ class LocalOnnxEmbedder:
 
     def token_counter(self) -> ModelTokenCounter:
         """This model's tokenizer for the token chunker: counts include the
-        document prefix and special tokens, so a chunk that fits is never truncated."""
-        return ModelTokenCounter(
-            self._tokenizer,
-            document_prefix=self._prefixes[EmbeddingTask.DOCUMENT],
-            max_tokens=self._max_seq_length,
-        )
+        document prefix and special tokens, so a chunk that fits is never truncated.
+
+        Made once and shared by every index on this embedder: copying and hashing
+        the tokenizer takes tens of milliseconds holding the GIL, which a
+        catalog of many token-chunked indexes paid once per index on every
+        reload. Counting only reads the copy, so sharing it is safe."""
+        with self._counter_lock:
+            if self._counter is None:
+                self._counter = ModelTokenCounter(
+                    self._tokenizer,
+                    document_prefix=self._prefixes[EmbeddingTask.DOCUMENT],
+                    max_tokens=self._max_seq_length,
+                )
+            return self._counter
 
     async def aclose(self) -> None:
         # A run already in a worker thread holds its own reference and finishes.

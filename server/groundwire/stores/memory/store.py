@@ -234,7 +234,9 @@ class MemoryStore:
         if scoped is None:
             return []
         snapshot = VectorSnapshot(scoped, idx.matrix, idx.sq_norms, idx.rows, idx.spec.metric)
-        if scoped.n > VECTOR_THREAD_THRESHOLD:
+        # By the rows this tenant's search scores (never the whole index's): whether
+        # it waits for a worker thread must not depend on other tenants' data.
+        if len(scoped.tenant_rows) > VECTOR_THREAD_THRESHOLD:
             return await off_loop(lambda: snapshot.search(vector, k))
         return snapshot.search(vector, k)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -23,7 +24,9 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from groundwire.domain.errors import ErrorKind, GroundwireError
+from groundwire.stores import request_scope
 from groundwire.stores.base import store_unavailable
+from groundwire.stores.fair_gate import FairGate, GateTimeout
 from groundwire.stores.postgres.schema import apply_migrations
 
 log = logging.getLogger("groundwire.stores.postgres")
@@ -64,6 +67,25 @@ class PostgresSettings:
     # The store's configured name ("default", or NAME of [stores.NAME]): named in
     # its errors' metadata, logs and metrics (never the DSN).
     label: str = ""
+    # Fair shares of the pool (see `tenant_connections`, `tenant_share`): connections
+    # kept for background work (ingestion runs, control-plane writes), and the most
+    # one tenant's calls hold at once (0: a quarter of the tenants' connections).
+    background_connections: int = 2
+    max_connections_per_tenant: int = 0
+
+    @property
+    def tenant_connections(self) -> int:
+        """Connections the tenants' calls share: the pool less the background
+        reserve (the reserve shrinks so at least one is left for tenants)."""
+        return self.pool_max_size - min(self.background_connections, self.pool_max_size - 1)
+
+    @property
+    def tenant_share(self) -> int:
+        """The most connections one tenant's calls hold at once."""
+        tenants = self.tenant_connections
+        if self.max_connections_per_tenant > 0:
+            return min(self.max_connections_per_tenant, tenants)
+        return max(1, math.ceil(tenants / 4))
 
     @property
     def acquire_s(self) -> float:
@@ -86,6 +108,8 @@ class PostgresSettings:
             raise ValueError("change_poll_ms and standby_probe_ms must be at least 10")
         if len(self.read_dsns) > 16:
             raise ValueError("read_dsns holds at most 16 standbys")
+        if self.background_connections < 0 or self.max_connections_per_tenant < 0:
+            raise ValueError("background_connections and max_connections_per_tenant must be >= 0")
 
 
 def deadline_exceeded() -> GroundwireError:
@@ -133,9 +157,20 @@ def _translated(exc: BaseException) -> GroundwireError | None:
 
 
 class Database:
-    """The connection pool with the store's time bounds: every use of a connection
-    goes through `conn` (or `snapshot` for reads), so each is bounded even when the
-    server stops answering entirely (statement_timeout cannot cover that)."""
+    """The connection pool with the store's time bounds and fair shares: every use
+    of a connection goes through `conn` (or `snapshot` for reads), so each is bounded
+    even when the server stops answering entirely (statement_timeout cannot cover
+    that).
+
+    Fair shares: a call's statements (request_scope.current(): the caller's tenant
+    and deadline) pass a FairGate first: all tenants together hold at most
+    `tenant_connections` of the pool (the rest stays free for background work), one
+    tenant at most `tenant_share`, and waiting tenants are served round-robin. A
+    tenant still waiting past the connect timeout gets RESOURCE_EXHAUSTED /
+    TENANT_CONCURRENCY_LIMITED when its own calls fill its share, STORE_UNAVAILABLE
+    otherwise. Background work (no scope) does not pass the gate. Each use in a call
+    runs under a statement_timeout of the call's remaining time (at most the
+    configured one), so a caller who gave up frees its connection."""
 
     def __init__(self, pool: AsyncConnectionPool[Conn], settings: PostgresSettings) -> None:
         self.pool = pool
@@ -145,20 +180,101 @@ class Database:
         self.read_limit_s = statement_s + self.acquire_s + _CLIENT_GRACE_S
         # Writes run several statements (a stage batch: deletes and two COPYs).
         self.write_limit_s = 4 * statement_s + self.acquire_s + _CLIENT_GRACE_S
+        self.gate = FairGate(settings.tenant_connections, settings.tenant_share)
+        # The statement_timeout each pooled connection was last given here (absent:
+        # the configured one, set when the pool opened it).
+        self._timeouts: weakref.WeakKeyDictionary[Conn, int] = weakref.WeakKeyDictionary()
 
     @asynccontextmanager
     async def conn(self, limit_s: float | None = -1.0) -> AsyncIterator[Conn]:
         """A pooled connection, with database failures translated to groundwire
         errors and the whole use bounded in time: by default a read's bound, None for
         index builds (they run as long as they need)."""
+        scope = request_scope.current()
+        if scope is None and request_scope.in_health_check():
+            async with self.health() as conn:
+                yield conn
+            return
         try:
             async with asyncio.timeout(self.read_limit_s if limit_s == -1.0 else limit_s):
-                async with self.pool.connection(timeout=self.acquire_s) as conn:
-                    yield conn
+                if scope is None:
+                    async with self.pool.connection(timeout=self.acquire_s) as conn:
+                        await self._bound(conn, None)
+                        yield conn
+                else:
+                    async with (
+                        self._slot(scope),
+                        self.pool.connection(timeout=self.acquire_s) as conn,
+                    ):
+                        await self._bound(conn, scope)
+                        yield conn
         except GroundwireError:
             raise
         except Exception as exc:
             translated = translate(exc, self.settings.label)  # logs the SQLSTATE only
+            if translated is None:
+                raise
+            raise translated from None
+
+    @asynccontextmanager
+    async def _slot(self, scope: request_scope.RequestScope) -> AsyncIterator[None]:
+        wait = self.acquire_s
+        remaining = scope.remaining_s()
+        if remaining is not None:
+            wait = min(wait, remaining)
+        try:
+            async with self.gate.slot(scope.tenant, wait):
+                yield
+        except GateTimeout as exc:
+            if remaining is not None and wait >= remaining:
+                raise deadline_exceeded() from None
+            if exc.own_share:
+                raise share_exhausted() from None
+            raise store_unavailable("database busy") from None
+
+    async def _bound(self, conn: Conn, scope: request_scope.RequestScope | None) -> None:
+        """Give `conn` the statement_timeout of this use: the call's remaining time
+        (at most the configured one), or the configured one outside a call."""
+        configured = self.settings.statement_timeout_ms
+        wanted = configured
+        remaining = None if scope is None else scope.remaining_s()
+        if remaining is not None:
+            if remaining <= 0.0:
+                raise deadline_exceeded()
+            wanted = max(1, min(configured, math.ceil(remaining * 1000)))
+        if self._timeouts.get(conn, configured) == wanted == configured:
+            return
+        await conn.execute("SELECT set_config('statement_timeout', %s, false)", [str(wanted)])
+        self._timeouts[conn] = wanted
+
+    @asynccontextmanager
+    async def health(self) -> AsyncIterator[Conn]:
+        """A connection of its own, outside the pool and its queues, for the health
+        check: health reflects the database, never how busy one tenant keeps the
+        pool. Bounded by the connect timeout plus a second."""
+        conninfo = self.pool.conninfo
+        if not isinstance(conninfo, str):  # a pool given a callable: use the pool
+            with request_scope.background():
+                async with self.conn(self.acquire_s + 1.0) as pooled:
+                    yield pooled
+            return
+        try:
+            async with asyncio.timeout(self.acquire_s + 1.0):
+                conn = await psycopg.AsyncConnection.connect(
+                    conninfo, autocommit=True, **connect_kwargs(self.settings)
+                )
+                try:
+                    await conn.execute(
+                        "SELECT set_config('statement_timeout', %s, false)",
+                        [str(math.ceil((self.acquire_s + 1.0) * 1000))],
+                    )
+                    yield conn
+                finally:
+                    await conn.close()
+        except GroundwireError:
+            raise
+        except Exception as exc:
+            translated = translate(exc, self.settings.label)
             if translated is None:
                 raise
             raise translated from None
@@ -175,6 +291,16 @@ class Database:
         async with self.conn() as conn, conn.transaction():
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             yield conn
+
+
+def share_exhausted() -> GroundwireError:
+    """A tenant's own calls hold its whole share of the store's connections."""
+    return GroundwireError(
+        ErrorKind.RESOURCE_EXHAUSTED,
+        "TENANT_CONCURRENCY_LIMITED",
+        "the tenant's share of store connections is in use; retry later",
+        retry_after_seconds=1.0,
+    )
 
 
 def connect_kwargs(settings: PostgresSettings) -> dict[str, Any]:

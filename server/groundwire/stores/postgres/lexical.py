@@ -38,6 +38,7 @@ from groundwire.domain.ordering import rank_hits
 from groundwire.domain.query import contains_phrase
 from groundwire.domain.retrieval import LexicalQuery, LexicalResult, Scope
 from groundwire.domain.scores import Score, ScoreMetric
+from groundwire.stores.bounds import PHRASE_MAX_CANDIDATES
 from groundwire.stores.postgres.connection import Conn
 from groundwire.stores.postgres.scope import HIT_COLUMNS, IndexRow, hit, scope_sql
 from groundwire.stores.postgres.tsvector import fits, ts_quote
@@ -167,6 +168,7 @@ async def _top(
         if scope.filter.empty and sum(weights.df.values()) > IMPACT_MIN_POSTINGS:
             return await _impact_top(conn, idx, weights, k, scope)
         return await _fetch(conn, idx, weights, phrases, None, _Part.ALL, k, scope)
+    # Both statements read at most PHRASE_MAX_CANDIDATES of the anchor's postings.
     rows = await _fetch(conn, idx, weights, phrases, anchor, _Part.EXACT, k, scope)
     # Chunks past the tsvector position limits matched on "every phrase word
     # present": all of them in scope, checked exactly in a worker thread (their cost
@@ -264,10 +266,14 @@ _ESSENTIAL_CANDIDATES = """
            + (SELECT rest FROM bounds) > (SELECT v FROM bounds)
 """
 
-# Candidates with phrases: every row that can match holds the rarest phrase word.
+# Candidates with phrases: every row that can match holds the rarest phrase word;
+# at most PHRASE_MAX_CANDIDATES of its postings (the highest term frequencies: an
+# index-only scan of the impact order) are verified, whatever the word's df.
 _ANCHOR_CANDIDATES = """
     SELECT p.chunk FROM gw_postings p
     WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = %(anchor)s
+    ORDER BY p.tf DESC, p.dl, p.chunk
+    LIMIT %(phrase_candidates)s
 """
 
 
@@ -306,6 +312,7 @@ def _lexical_sql(
     limit: sql.Composable = sql.SQL("LIMIT %(k)s")
     if anchor is not None:
         params["anchor"] = anchor
+        params["phrase_candidates"] = PHRASE_MAX_CANDIDATES
         if part is _Part.EXACT:
             params["phrase"] = " & ".join(
                 "(" + " <-> ".join(ts_quote(w) + ":A" for w in p) + ")" for p in phrases

@@ -536,6 +536,31 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ANALYZE gw_postings",
         ),
     ),
+    Migration(
+        17,
+        "vector graphs per tenant",
+        (
+            # One tenant's semantic results and latency must not depend on another
+            # tenant's vectors: a tenant with few chunks is searched exactly over its
+            # own rows, a large one through its own partial HNSW graph (WHERE index_id
+            # = ... AND dims = ... AND tenant = ...), recorded here; the index-wide
+            # graphs of gw_vector_indexes are no longer built (vectors.py drops them).
+            """
+            CREATE TABLE gw_tenant_vector_indexes (
+                index_id integer NOT NULL REFERENCES gw_indexes (id) ON DELETE CASCADE,
+                tenant text COLLATE "C" NOT NULL,
+                dims integer NOT NULL,
+                metric text NOT NULL,
+                half boolean NOT NULL,
+                relname text NOT NULL UNIQUE,
+                m integer NOT NULL,
+                ef_construction integer NOT NULL,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (index_id, tenant, dims, metric, half)
+            )
+            """,
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

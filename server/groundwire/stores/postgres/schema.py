@@ -15,12 +15,14 @@ FAILED_PRECONDITION error. Creating the extensions needs a role allowed to do so
 (pgvector is not a trusted extension); a clear FAILED_PRECONDITION error names the
 missing one otherwise.
 
-Every SQL identifier here is a constant or is composed from validated integers and
-a fixed enum mapping (the HNSW index DDL); request data never reaches DDL.
+Every SQL identifier here is a constant or is composed from validated integers, a
+fixed enum mapping and a hex digest (the HNSW index DDL); the only other value in DDL
+is a tenant's own graph predicate, a quoted literal.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 import psycopg
@@ -195,12 +197,22 @@ def _checked_int(value: int, low: int, high: int) -> int:
     return value
 
 
-def hnsw_index_name(index_id: int, dims: int, metric: DistanceMetric, half: bool = False) -> str:
-    """The HNSW index name for (logical index, dimension, metric, precision): digits
-    and fixed codes only (an `h` suffix for a half-precision graph)."""
+def hnsw_index_name(
+    index_id: int,
+    dims: int,
+    metric: DistanceMetric,
+    half: bool = False,
+    tenant: str | None = None,
+) -> str:
+    """The HNSW index name for (logical index, dimension, metric, precision[, tenant]):
+    digits and fixed codes only (an `h` suffix for a half-precision graph), and for a
+    tenant's own graph `_t` and 16 hex digits of the tenant's SHA-256."""
     _checked_int(index_id, 1, 2**31 - 1)
     _checked_int(dims, 1, MAX_HNSW_DIMENSIONS)
-    return f"gw_chunks_hnsw_{index_id}_{dims}_{_OPCLASS[metric][1]}{'h' if half else ''}"
+    name = f"gw_chunks_hnsw_{index_id}_{dims}_{_OPCLASS[metric][1]}{'h' if half else ''}"
+    if tenant is not None:
+        name += "_t" + hashlib.sha256(tenant.encode()).hexdigest()[:16]
+    return name
 
 
 def hnsw_index_ddl(
@@ -212,6 +224,7 @@ def hnsw_index_ddl(
     *,
     concurrently: bool = False,
     half: bool = False,
+    tenant: str | None = None,
 ) -> sql.Composed:
     """CREATE INDEX for one logical index's vectors: a partial expression index, since
     one `vector` column holds every index's vectors and HNSW needs a fixed dimension.
@@ -219,13 +232,21 @@ def hnsw_index_ddl(
     Searches must repeat the expression `embedding::vector(dims)` and the predicate
     `index_id = <id> AND dims = <dims>` literally for the planner to use it. With
     `half` the graph indexes `embedding::halfvec(dims)` (pgvector's half-precision
-    type: about half the size, a little recall lost)."""
-    name = hnsw_index_name(index_id, dims, metric, half)
+    type: about half the size, a little recall lost). With `tenant` the graph holds
+    that tenant's rows only (`AND tenant = '<tenant>'`, a quoted literal), so its
+    searches never walk another tenant's vectors."""
+    name = hnsw_index_name(index_id, dims, metric, half, tenant)
+    predicate = sql.SQL("index_id = {index_id} AND dims = {dims}").format(
+        index_id=sql.Literal(_checked_int(index_id, 1, 2**31 - 1)),
+        dims=sql.Literal(_checked_int(dims, 1, MAX_HNSW_DIMENSIONS)),
+    )
+    if tenant is not None:
+        predicate = sql.SQL("{} AND tenant = {}").format(predicate, sql.Literal(tenant))
     return sql.SQL(
         "CREATE INDEX {concurrently} IF NOT EXISTS {name} ON gw_chunks USING hnsw "
         "((embedding::{kind}({dims})) {opclass}) "
         "WITH (m = {m}, ef_construction = {efc}) "
-        "WHERE index_id = {index_id} AND dims = {dims}"
+        "WHERE {predicate}"
     ).format(
         concurrently=sql.SQL("CONCURRENTLY" if concurrently else ""),
         name=sql.Identifier(name),
@@ -234,5 +255,5 @@ def hnsw_index_ddl(
         opclass=sql.SQL(_HALF_OPCLASS[metric] if half else _OPCLASS[metric][0]),
         m=sql.Literal(_checked_int(m, 2, 100)),
         efc=sql.Literal(_checked_int(ef_construction, 4, 1000)),
-        index_id=sql.Literal(_checked_int(index_id, 1, 2**31 - 1)),
+        predicate=predicate,
     )

@@ -1,20 +1,36 @@
-"""Vector search on pgvector and the HNSW indexes behind it.
+"""Vector search on pgvector, and the per-tenant HNSW indexes behind it.
 
-One `vector` column (no fixed dimension) holds every index's embeddings, and each
-(index, dimension, metric) gets a partial expression HNSW index built from integers
-only: `USING hnsw ((embedding::vector(384)) vector_cosine_ops) WHERE index_id = 7 AND
-dims = 384`. Searches repeat the expression and the predicate with the same literal
-integers, so the planner uses it. Filters and the tenant are applied inside the index
-scan with pgvector 0.8's `hnsw.iterative_scan = relaxed_order`, the outer query
-re-sorts exactly, and when the approximate scan still returns fewer than k rows (a
-very selective scope) an exact scan over the scope answers instead, so a scoped
-search returns k results whenever k exist. Scores: cosine `<=>` is COSINE_DISTANCE
-(relevance 1 - d/2), L2 `<->` is EUCLIDEAN_DISTANCE, and `<#>` (negative inner
-product) is reported as DOT_PRODUCT with the real inner product and no relevance.
+One `vector` column (no fixed dimension) holds every index's embeddings. One tenant's
+semantic results and latency never depend on another tenant's vectors (issue 25):
 
-The HNSW graph of an index is built after its first publish, in one pass (CREATE
-INDEX CONCURRENTLY, several times faster than inserting row by row) and from then on
-maintained row by row.
+- A tenant with at most `EXACT_MAX_CHUNKS` published chunks (gw_tenant_stats) is
+  searched exactly: its rows are found through the B-tree (index_id, tenant,
+  document_id) and ranked by an expression no HNSW index serves (no typmod cast).
+  Measured (bench/bench_tenant_isolation.py, 384 dimensions): the exact scan reads
+  a buffer per 4 rows at about 1-2 us per row, a tenant's own graph 330-620 buffers
+  in 0.35-0.9 ms from 500 to 20,000 rows; the buffers cross near 1,700 rows, where
+  exact costs about 1 ms more server time and gives the exact answer.
+- A larger tenant gets its own partial expression HNSW index, built from integers
+  and the tenant as a quoted literal: `USING hnsw ((embedding::vector(384))
+  vector_cosine_ops) WHERE index_id = 7 AND dims = 384 AND tenant = 'acme'`, built
+  after the publish that takes the tenant past the threshold and dropped after one
+  that takes it below half of it (gw_tenant_vector_indexes). Searches repeat the
+  expression and the predicate with the same literals, so the planner uses it;
+  until it is built the tenant is searched exactly. There is no index-wide graph any
+  more: filtered approximate search over one graph shared by tenants depended on the
+  others' vectors (latency and recall).
+
+Metadata filters are applied inside the tenant's graph scan with pgvector 0.8's
+`hnsw.iterative_scan = relaxed_order`, the outer query re-sorts exactly, and when the
+approximate scan still returns fewer than k rows (a very selective filter) an exact
+scan over the scope answers instead, so a scoped search returns k results whenever k
+exist. Scores: cosine `<=>` is COSINE_DISTANCE (relevance 1 - d/2), L2 `<->` is
+EUCLIDEAN_DISTANCE, and `<#>` (negative inner product) is reported as DOT_PRODUCT
+with the real inner product and no relevance.
+
+A graph is built after a publish commits, in one pass (CREATE INDEX CONCURRENTLY,
+several times faster than inserting row by row) and from then on maintained row by
+row.
 """
 
 from __future__ import annotations
@@ -50,6 +66,14 @@ _DISTANCE_OP: dict[DistanceMetric, str] = {
 }
 
 
+# A tenant with at most this many published chunks is searched exactly; a larger one
+# through its own HNSW graph, built when it passes this and dropped when it falls to
+# half of it. At 384 dimensions exact and graph searches read as many buffers near
+# 1,700 rows (bench/bench_tenant_isolation.py); below this no graph is worth building.
+# (A candidate for a [store] setting, e.g. exact_search_max_chunks.)
+EXACT_MAX_CHUNKS = 2_000
+
+
 # -- search -----------------------------------------------------------------------
 
 
@@ -66,10 +90,11 @@ async def search(
     if not dims:
         return []
     q = query_vector(vector, dims)
-    rows = await _rows(conn, idx, q, k, scope, ef_search, exact=dims > MAX_HNSW_DIMENSIONS)
-    if len(rows) < k and dims <= MAX_HNSW_DIMENSIONS:
+    graph = await tenant_graph(conn, idx, scope.tenant)
+    rows = await _rows(conn, idx, q, k, scope, ef_search, exact=not graph)
+    if len(rows) < k and graph:
         # The approximate scan gave up before finding k rows in scope (a very
-        # selective tenant or filter): the exact scan over the scope decides.
+        # selective filter): the exact scan over the scope decides.
         rows = await _rows(conn, idx, q, k, scope, ef_search, exact=True)
     metric = idx.spec.metric
     hits = []
@@ -87,17 +112,51 @@ async def search(
     return rank_hits(hits)[:k]
 
 
+async def tenant_graph(conn: Conn, idx: IndexRow, tenant: str) -> bool:
+    """Whether the tenant is searched through its own HNSW graph: it holds more than
+    EXACT_MAX_CHUNKS published chunks and its valid graph for the index's current
+    (dims, metric, precision) exists. Otherwise its rows are searched exactly."""
+    dims = idx.spec.dimensions
+    if not dims or dims > MAX_HNSW_DIMENSIONS:
+        return False
+    spec = idx.spec
+    cur = await conn.execute(
+        """
+        SELECT EXISTS (
+            SELECT 1 FROM gw_tenant_stats s
+            JOIN gw_tenant_vector_indexes v
+              ON v.index_id = s.index_id AND v.tenant = s.tenant
+            JOIN pg_index x ON x.indexrelid = to_regclass(v.relname)
+            WHERE s.index_id = %s AND s.tenant = %s AND s.chunk_count > %s
+              AND v.dims = %s AND v.metric = %s AND v.half = %s AND x.indisvalid)
+        """,
+        [
+            idx.id,
+            tenant,
+            EXACT_MAX_CHUNKS,
+            dims,
+            spec.metric.value,
+            spec.half_precision_index,
+        ],
+    )
+    row = await cur.fetchone()
+    return bool(row is not None and row[0])
+
+
 async def explain(
     conn: Conn, idx: IndexRow, vector: npt.NDArray[np.float32], k: int, scope: Scope, ef: int
 ) -> str:
-    """The PostgreSQL plan of the approximate (HNSW) vector query, for diagnosing
-    whether the index is used. Content-free: it shows no parameter values."""
+    """The PostgreSQL plan of the scope's vector query (its tenant's HNSW graph when
+    it has one, else the exact scan), for diagnosing whether the index is used.
+    Content-free: it shows no parameter values."""
     dims = idx.spec.dimensions
     if not dims:
         return ""
     params: dict[str, Any] = {"q": query_vector(vector, dims)}
-    query = _vector_sql(idx, k, scope, False, params)
-    await _hnsw_settings(conn, k, ef)
+    graph = await tenant_graph(conn, idx, scope.tenant)
+    query = _vector_sql(idx, k, scope, not graph, params)
+    if graph:
+        await _hnsw_settings(conn, k, ef)
     cur = await conn.execute(sql.SQL("EXPLAIN ") + query, params)
     return "\n".join(str(r[0]) for r in await cur.fetchall())
 
@@ -122,12 +181,14 @@ def _vector_sql(
     params["k"] = k
     if exact:
         # No typmod cast: this expression matches no HNSW index, so the planner
-        # scans the scope exactly.
+        # scans the scope exactly (the tenant's rows through its B-tree).
         distance = sql.SQL("c.embedding {op} %(q)s::vector").format(op=op)
         return sql.SQL(
             "SELECT {cols}, {distance} AS distance FROM gw_chunks c WHERE {where} "
             "ORDER BY distance, c.document_id, c.chunk_id LIMIT %(k)s"
         ).format(cols=HIT_COLUMNS, distance=distance, where=where)
+    # The tenant as a literal too, so the planner matches the tenant's partial graph.
+    where = sql.SQL("{} AND c.tenant = {}").format(where, sql.Literal(scope.tenant))
     kind = sql.SQL("halfvec" if idx.spec.half_precision_index else "vector")
     distance = sql.SQL("c.embedding::{kind}({dims}) {op} %(q)s::{kind}({dims})").format(
         kind=kind, dims=sql.Literal(dims), op=op
@@ -193,15 +254,15 @@ def query_vector(vector: npt.NDArray[np.float32], dims: int) -> npt.NDArray[np.f
 async def ensure_vector_index(
     db: Database, index_id: int, dims: int, metric: DistanceMetric, *, half: bool = False
 ) -> None:
-    """Build the HNSW index for (index, dims, metric, precision) if it is missing or
-    invalid, and drop this index's HNSW indexes for other dimensions, metrics or
-    precisions.
+    """Build the HNSW graph for (index, dims, metric, precision) of every tenant with
+    more than EXACT_MAX_CHUNKS published chunks that lacks a valid one; drop the
+    graphs of tenants down to half of that or gone, graphs for other dimensions,
+    metrics or precisions, and the index-wide graphs older servers built.
 
     Runs after a publish commits, so a first bulk load is inserted without a graph
     and the graph is then built in one pass (several times faster than inserting
     row by row), and CONCURRENTLY, so writers of other indexes are not blocked.
-    Until it exists, searches of this index scan exactly."""
-    name = hnsw_index_name(index_id, dims, metric, half)
+    Until it exists, the tenant's searches scan its rows exactly."""
     async with db.conn(limit_s=None) as conn:
         # One builder per logical index across replicas; a replica that finds
         # another one building leaves the work to it.
@@ -212,16 +273,23 @@ async def ensure_vector_index(
         if locked is None or not locked[0]:
             return
         try:
-            cur = await conn.execute(
-                "SELECT x.indisvalid FROM pg_index x WHERE x.indexrelid = to_regclass(%s)",
-                [name],
-            )
-            row = await cur.fetchone()
-            if row is None or not row[0]:
-                if row is not None:  # left invalid by an interrupted build
-                    await _drop_index(conn, name)
-                await _build(conn, db, index_id, dims, metric, name, half)
             await _drop_obsolete_vector_indexes(conn, index_id)
+            cur = await conn.execute(
+                "SELECT tenant FROM gw_tenant_stats WHERE index_id = %s AND chunk_count > %s "
+                "ORDER BY tenant",
+                [index_id, EXACT_MAX_CHUNKS],
+            )
+            for (tenant,) in await cur.fetchall():
+                name = hnsw_index_name(index_id, dims, metric, half, str(tenant))
+                found = await conn.execute(
+                    "SELECT x.indisvalid FROM pg_index x WHERE x.indexrelid = to_regclass(%s)",
+                    [name],
+                )
+                row = await found.fetchone()
+                if row is None or not row[0]:
+                    if row is not None:  # left invalid by an interrupted build
+                        await _drop_index(conn, name)
+                    await _build(conn, db, index_id, dims, metric, name, half, str(tenant))
         finally:
             await conn.execute(
                 "SELECT pg_advisory_unlock(%s, %s)", [VECTOR_INDEX_LOCK_CLASS, index_id]
@@ -236,6 +304,7 @@ async def _build(
     metric: DistanceMetric,
     name: str,
     half: bool,
+    tenant: str,
 ) -> None:
     s = db.settings
     # At least 512 MB for the graph (pgvector builds much faster while it fits), or
@@ -248,7 +317,14 @@ async def _build(
         "THEN current_setting('maintenance_work_mem') ELSE '512MB' END, false)"
     )
     ddl = hnsw_index_ddl(
-        index_id, dims, metric, s.hnsw_m, s.hnsw_ef_construction, concurrently=True, half=half
+        index_id,
+        dims,
+        metric,
+        s.hnsw_m,
+        s.hnsw_ef_construction,
+        concurrently=True,
+        half=half,
+        tenant=tenant,
     )
     try:
         try:
@@ -271,10 +347,11 @@ async def _build(
         await conn.execute("RESET max_parallel_maintenance_workers")
     await conn.execute(
         """
-        INSERT INTO gw_vector_indexes (index_id, dims, metric, half, relname, m, ef_construction)
-        VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING
+        INSERT INTO gw_tenant_vector_indexes
+            (index_id, tenant, dims, metric, half, relname, m, ef_construction)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING
         """,
-        [index_id, dims, metric.value, half, name, s.hnsw_m, s.hnsw_ef_construction],
+        [index_id, tenant, dims, metric.value, half, name, s.hnsw_m, s.hnsw_ef_construction],
     )
 
 
@@ -283,21 +360,30 @@ async def _drop_index(conn: Conn, name: str) -> None:
 
 
 async def _drop_obsolete_vector_indexes(conn: Conn, index_id: int) -> None:
-    # An HNSW index is obsolete once neither the published nor the current spec
-    # uses its (dims, metric) at the current precision: after a rebuild, or a change
-    # of precision (searches then use the other graph), it would only cost inserts.
+    # Index-wide graphs (before migration 17) serve no search any more. A tenant's
+    # graph is obsolete once the tenant is down to half the threshold (the gap keeps
+    # a tenant near it from rebuilding at every publish), or neither the published
+    # nor the current spec uses its (dims, metric) at the current precision.
     cur = await conn.execute(
-        """
-        SELECT v.relname FROM gw_vector_indexes v JOIN gw_indexes i ON i.id = v.index_id
-        WHERE v.index_id = %s
-          AND ((v.dims, v.metric) IS DISTINCT FROM (i.dimensions, i.metric)
-               OR v.half <> i.half_precision_index)
-          AND ((v.dims, v.metric)
-                IS DISTINCT FROM (i.published_dimensions, i.published_metric)
-               OR v.half <> i.half_precision_index)
-        """,
-        [index_id],
+        "SELECT relname FROM gw_vector_indexes WHERE index_id = %s", [index_id]
     )
     for (relname,) in await cur.fetchall():
         await _drop_index(conn, str(relname))
         await conn.execute("DELETE FROM gw_vector_indexes WHERE relname = %s", [relname])
+    cur = await conn.execute(
+        """
+        SELECT v.relname FROM gw_tenant_vector_indexes v JOIN gw_indexes i ON i.id = v.index_id
+        LEFT JOIN gw_tenant_stats s ON s.index_id = v.index_id AND s.tenant = v.tenant
+        WHERE v.index_id = %s
+          AND (coalesce(s.chunk_count, 0) <= %s
+               OR (((v.dims, v.metric) IS DISTINCT FROM (i.dimensions, i.metric)
+                    OR v.half <> i.half_precision_index)
+                   AND ((v.dims, v.metric)
+                         IS DISTINCT FROM (i.published_dimensions, i.published_metric)
+                        OR v.half <> i.half_precision_index)))
+        """,
+        [index_id, EXACT_MAX_CHUNKS // 2],
+    )
+    for (relname,) in await cur.fetchall():
+        await _drop_index(conn, str(relname))
+        await conn.execute("DELETE FROM gw_tenant_vector_indexes WHERE relname = %s", [relname])

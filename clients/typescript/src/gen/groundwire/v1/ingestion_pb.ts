@@ -348,7 +348,10 @@ export type DocumentFailure = Message<"groundwire.v1.DocumentFailure"> & {
    * Output only. Stable reason, one of UNREADABLE, TOO_LARGE, NOT_UTF8,
    * BINARY, EMPTY, UNSUPPORTED_FORMAT, PARSE_FAILED, DUPLICATE_ID,
    * CHUNK_TOO_LONG (a chunk exceeds the embedding model's token window and the
-   * index rejects over-long chunks instead of truncating them), and for
+   * index rejects over-long chunks instead of truncating them), TOO_COMPLEX
+   * (parsing the file needs more than its bounds allow: the parser worker's CPU
+   * or time budget, or a structure bound of its format such as a spreadsheet's
+   * cells or a package's elements or nesting), and for
    * `url` sources URL_REFUSED (the URL policy refused the URL, an address it
    * resolved to or a redirect target), FETCH_FAILED (DNS, connection, TLS or
    * an HTTP status other than 200/304), FETCH_TIMEOUT, TOO_MANY_REDIRECTS
