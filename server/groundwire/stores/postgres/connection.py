@@ -166,7 +166,8 @@ class Database:
     and deadline) pass a FairGate first: all tenants together hold at most
     `tenant_connections` of the pool (the rest stays free for background work), one
     tenant at most `tenant_share`, and waiting tenants are served round-robin. A
-    tenant still waiting past the connect timeout gets RESOURCE_EXHAUSTED /
+    tenant still waiting past the connect timeout gets STORE_UNAVAILABLE when nothing
+    finished meanwhile (the store is not answering), else RESOURCE_EXHAUSTED /
     TENANT_CONCURRENCY_LIMITED when its own calls fill its share, STORE_UNAVAILABLE
     otherwise. Background work (no scope) does not pass the gate. Each use in a call
     runs under a statement_timeout of the call's remaining time (at most the
@@ -181,6 +182,8 @@ class Database:
         # Writes run several statements (a stage batch: deletes and two COPYs).
         self.write_limit_s = 4 * statement_s + self.acquire_s + _CLIENT_GRACE_S
         self.gate = FairGate(settings.tenant_connections, settings.tenant_share)
+        # Gated calls waiting for a pooled connection (the store gives none while down).
+        self._awaiting_pool = 0
         # The statement_timeout each pooled connection was last given here (absent:
         # the configured one, set when the pool opened it).
         self._timeouts: weakref.WeakKeyDictionary[Conn, int] = weakref.WeakKeyDictionary()
@@ -202,10 +205,7 @@ class Database:
                         await self._bound(conn, None)
                         yield conn
                 else:
-                    async with (
-                        self._slot(scope),
-                        self.pool.connection(timeout=self.acquire_s) as conn,
-                    ):
+                    async with self._slot(scope), self._pooled() as conn:
                         await self._bound(conn, scope)
                         yield conn
         except GroundwireError:
@@ -215,6 +215,20 @@ class Database:
             if translated is None:
                 raise
             raise translated from None
+
+    @asynccontextmanager
+    async def _pooled(self) -> AsyncIterator[Conn]:
+        """A pooled connection, counting the gated calls still waiting for one."""
+        self._awaiting_pool += 1
+        waiting = True
+        try:
+            async with self.pool.connection(timeout=self.acquire_s) as conn:
+                self._awaiting_pool -= 1
+                waiting = False
+                yield conn
+        finally:
+            if waiting:
+                self._awaiting_pool -= 1
 
     @asynccontextmanager
     async def _slot(self, scope: request_scope.RequestScope) -> AsyncIterator[None]:
@@ -228,6 +242,11 @@ class Database:
         except GateTimeout as exc:
             if remaining is not None and wait >= remaining:
                 raise deadline_exceeded() from None
+            # Slots held by calls still waiting for a pooled connection: the store
+            # gives none (a restart, an outage), which is no tenant's doing.
+            # UNAVAILABLE, as the pool's own timeout is.
+            if self._awaiting_pool:
+                raise store_unavailable("database not answering") from None
             if exc.own_share:
                 raise share_exhausted() from None
             raise store_unavailable("database busy") from None

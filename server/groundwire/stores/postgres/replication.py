@@ -192,9 +192,15 @@ class ReadRouter:
                 async with standby.db.snapshot() as conn:
                     result = await body(conn)
             except GroundwireError as err:
-                if err.kind is ErrorKind.NOT_FOUND or err.reason not in _RETRY_ON_PRIMARY:
+                if err.reason == "TENANT_CONCURRENCY_LIMITED":
+                    # The caller's share of this standby is busy (its reads there may
+                    # hang on a cut link): the primary serves it; the standby is not
+                    # marked down for that.
+                    pass
+                elif err.kind is ErrorKind.NOT_FOUND or err.reason not in _RETRY_ON_PRIMARY:
                     raise
-                self._down(standby, err.reason)
+                else:
+                    self._down(standby, err.reason)
                 self.counts.failed_over += 1
                 STORE_READS.add(
                     1, {"store": self._store, "target": standby.label, "outcome": "FAILED_OVER"}
