@@ -2,7 +2,9 @@
 against a running server: the tools list with schemas from the retrieval
 limits, search and ask answer what Retrieve and Execute answer over gRPC, and
 the caller's Bearer key decides authentication, permissions and tenant exactly
-as on gRPC (errors are tool errors carrying the stable reason)."""
+as on gRPC (errors are tool errors carrying the stable reason). A missing or
+wrong key is 401 with a Bearer challenge on every route, no stream is held
+open, a refused Origin is a readable JSON-RPC error, and the INFO log is quiet."""
 
 from __future__ import annotations
 
@@ -124,13 +126,64 @@ async def test_lists(app: RunningApp) -> None:
     assert agents.structured_content["agents"][0]["index"] == "demo"
 
 
-async def test_wrong_key_is_a_tool_error_with_the_reason(app: RunningApp) -> None:
-    async with mcp_client(app, None) as client:
-        result = await client.call_tool("search", {"index": "demo", "query": "leave"})
-    assert result.is_error
-    assert result.structured_content["error"]["reason"] == "UNAUTHENTICATED"
-    assert text_of(result).startswith("UNAUTHENTICATED")
-    assert KEYS["admin"] not in text_of(result)
+async def test_missing_or_wrong_key_is_refused_before_any_session(app: RunningApp) -> None:
+    # The SDK's client reads the refusal as it is: the reason, no opaque -32603.
+    with pytest.raises(Exception) as caught:
+        async with mcp_client(app, None) as client:
+            await client.list_tools()
+    shown = _messages(caught.value)
+    assert "UNAUTHENTICATED" in shown and "unknown API key" in shown, shown
+    assert "-32603" not in shown and "Server returned an error response" not in shown
+
+
+def _messages(exc: BaseException) -> str:
+    """Every message of an exception and the ones it groups or chains."""
+    parts = [f"{type(exc).__name__}: {exc}"]
+    for inner in getattr(exc, "exceptions", ()):
+        parts.append(_messages(inner))
+    if exc.__cause__ is not None:
+        parts.append(_messages(exc.__cause__))
+    return " | ".join(parts)
+
+
+RAW = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+
+
+@pytest.mark.parametrize("key", [None, "gw_wrong-key", "not-even-bearer"])
+async def test_every_route_answers_401_with_a_bearer_challenge(
+    app: RunningApp, key: str | None
+) -> None:
+    headers = dict(RAW)
+    if key is not None:
+        headers["authorization"] = key if " " in key or key.startswith("not") else f"Bearer {key}"
+    base = f"http://127.0.0.1:{app.http_port}"
+    async with httpx.AsyncClient(base_url=base, timeout=5) as http:
+        answers = [
+            await http.post("/mcp", json=LIST, headers=headers),
+            await http.post("/mcp/", json=LIST, headers=headers),
+            await http.get("/mcp", headers={**headers, "accept": "text/event-stream"}),
+            await http.delete("/mcp", headers=headers),
+        ]
+    for r in answers:
+        assert r.status_code == 401, (r.request.method, r.request.url)
+        assert r.headers["www-authenticate"].startswith('Bearer realm="groundwire"')
+        assert ('error="invalid_token"' in r.headers["www-authenticate"]) == (key is not None)
+        error = r.json()["error"]
+        assert error["data"]["reason"] == "UNAUTHENTICATED"
+        assert error["message"].startswith("UNAUTHENTICATED: ")
+
+
+async def test_no_stream_is_held_open(app: RunningApp) -> None:
+    base = f"http://127.0.0.1:{app.http_port}"
+    sse = {"accept": "text/event-stream"}
+    async with httpx.AsyncClient(base_url=base, timeout=5) as http:
+        # Twenty unauthenticated GETs: each refused at once (the timeout would fail it).
+        for _ in range(20):
+            assert (await http.get("/mcp", headers=sse)).status_code == 401
+        # A valid key gets the specification's 405: no server-to-client stream exists.
+        r = await http.get("/mcp", headers={**sse, "authorization": f"Bearer {KEYS['reader']}"})
+        assert r.status_code == 405 and r.content == b""
 
 
 async def test_permission_denied_as_on_grpc(app: RunningApp) -> None:
@@ -177,20 +230,30 @@ async def test_bad_arguments_and_unknown_names(app: RunningApp) -> None:
     assert agent.structured_content["error"]["reason"] == "AGENT_NOT_FOUND"
 
 
-async def test_foreign_origin_is_refused(app: RunningApp) -> None:
+async def test_foreign_origin_is_refused_readably(app: RunningApp) -> None:
     async with httpx.AsyncClient(timeout=10) as http:
         response = await http.post(
             f"http://127.0.0.1:{app.http_port}/mcp",
             headers={
+                **RAW,
                 "origin": "https://evil.example",
-                "content-type": "application/json",
-                "accept": "application/json, text/event-stream",
                 "authorization": f"Bearer {KEYS['admin']}",
             },
-            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+            json=LIST,
         )
     assert response.status_code == 403
-    assert response.json()["details"][0]["debug"]["reason"] == "PERMISSION_DENIED"
+    error = response.json()["error"]
+    assert error["data"]["reason"] == "PERMISSION_DENIED"
+    assert "origin" in error["message"] and "evil.example" not in error["message"]
+    # The SDK's client shows that message, not an opaque -32603.
+    headers = {"authorization": f"Bearer {KEYS['admin']}", "origin": "https://evil.example"}
+    http2 = httpx2.AsyncClient(headers=headers, timeout=30)
+    url = f"http://127.0.0.1:{app.http_port}/mcp"
+    with pytest.raises(Exception) as caught:
+        async with Client(streamable_http_client(url, http_client=http2)) as client:
+            await client.list_tools()
+    shown = _messages(caught.value)
+    assert "PERMISSION_DENIED" in shown and "cors_allowed_origins" in shown, shown
 
 
 async def test_mcp_can_be_turned_off() -> None:
@@ -233,3 +296,24 @@ async def test_logs_name_the_transport_and_hold_no_content(
         flat = record.getMessage() + str(record.__dict__)
         assert "MCPCANARY" not in flat, record.name
         assert KEYS["admin"] not in flat, record.name
+
+
+def test_info_log_is_quiet() -> None:
+    import logging
+
+    from groundwire.app.logs import configure_logging
+
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    levels = {n: logging.getLogger(n).level for n in ("mcp", "httpx", "httpcore")}
+    try:
+        configure_logging("INFO", "json")
+        # The SDK's per-request "Terminating session: None" (and its tool-failure
+        # lines) stay below the INFO log.
+        assert not logging.getLogger("mcp.server.streamable_http").isEnabledFor(logging.INFO)
+        assert logging.getLogger("mcp.server.streamable_http").isEnabledFor(logging.WARNING)
+    finally:
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)

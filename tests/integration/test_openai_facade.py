@@ -5,6 +5,7 @@ right status, and refused parameters are refused."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -154,7 +155,47 @@ async def test_streaming_gives_chunks_usage_and_the_extension(app: RunningApp) -
     assert finals[0].model_extra["groundwire"]["citations"]  # type: ignore[index]
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
     assert chunks[-1].usage.total_tokens == expected.usage.total_tokens
+    # Exactly once, as OpenAI: a client that sums the chunks' usage counts it once.
+    assert [c.usage is not None for c in chunks].count(True) == 1
     assert len({c.id for c in chunks}) == 1
+
+
+async def test_raw_stream_usage_is_null_but_on_the_usage_chunk(app: RunningApp) -> None:
+    body: dict[str, Any] = {
+        "model": "assistant",
+        "messages": [{"role": "user", "content": QUESTION}],
+        "stream": True,
+    }
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{app.http_port}") as http:
+        auth = {"authorization": f"Bearer {KEYS['acme']}"}
+        with_usage = await http.post(
+            "/v1/chat/completions",
+            json={**body, "stream_options": {"include_usage": True}},
+            headers=auth,
+        )
+        without = await http.post("/v1/chat/completions", json=body, headers=auth)
+
+    def chunks(text: str) -> list[dict[str, Any]]:
+        events = [e.removeprefix("data: ") for e in text.split("\n\n") if e]
+        return [json.loads(e) for e in events if e != "[DONE]"]
+
+    got = chunks(with_usage.text)
+    assert all("usage" in c for c in got)
+    assert [c["usage"] is not None for c in got] == [False] * (len(got) - 1) + [True]
+    assert got[-1]["choices"] == []
+    assert all("usage" not in c for c in chunks(without.text))
+
+
+async def test_unknown_model_paths_are_model_not_found(app: RunningApp) -> None:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{app.http_port}") as http:
+        auth = {"authorization": f"Bearer {KEYS['acme']}"}
+        for path in ("/v1/models/", "/v1/models/a/b", "/v1/models/nobody"):
+            r = await http.get(path, headers=auth)
+            assert r.status_code == 404, path
+            error = r.json()["error"]
+            assert (error["code"], error["type"]) == ("model_not_found", "invalid_request_error")
+        r = await http.post("/v1/models/assistant", headers=auth)
+        assert r.status_code == 405
 
 
 async def test_raw_stream_ends_with_done(app: RunningApp) -> None:

@@ -182,6 +182,32 @@ async def test_tenant_matrix_over_mcp(matrix: RunningApp, caller: str, target: s
     report("mcp-matrix", f"{caller}->{target}: {len(seen)} tool results, no leak")
 
 
+async def test_no_key_no_session_no_stream(matrix: RunningApp) -> None:
+    """A caller without a valid key gets 401 with a Bearer challenge on every
+    method (no tool list, no SSE stream held open); a foreign origin gets a
+    readable 403; a valid key's GET is 405 (the server holds no stream)."""
+    url = f"http://127.0.0.1:{matrix.http_port}/mcp"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    base = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    probes = 0
+    async with httpx.AsyncClient(timeout=5) as http:
+        for auth in ({}, {"authorization": "Bearer gw_forged"}, {"authorization": KEYS["acme"]}):
+            for method in ("POST", "GET", "DELETE", "PUT"):
+                r = await http.request(method, url, json=body, headers={**base, **auth})
+                probes += 1
+                assert r.status_code == 401, (method, auth.keys())
+                assert r.headers["www-authenticate"].startswith("Bearer")
+                assert r.json()["error"]["data"]["reason"] == "UNAUTHENTICATED"
+                assert MARKERS["acme"] not in r.text and "tools" not in r.text
+        valid = {"authorization": f"Bearer {KEYS['acme']}"}
+        r = await http.get(url, headers={**valid, "accept": "text/event-stream"})
+        assert r.status_code == 405
+        r = await http.post(url, json=body, headers={**base, **valid, "origin": "https://x.test"})
+        assert r.status_code == 403
+        assert r.json()["error"]["data"]["reason"] == "PERMISSION_DENIED"
+    report("mcp-auth", f"{probes} unauthenticated probes: all 401, no session, no stream")
+
+
 # ---- fuzzing ---------------------------------------------------------------
 
 

@@ -32,6 +32,8 @@ _METHOD_FAMILIES: Mapping[str, RpcFamily] = {
     f"{_V1}AgentService/ExecuteInteractive": RpcFamily.EXECUTE,
     # Runs the whole RAG sequence of an execution (everything but the model).
     f"{_V1}AgentService/PrepareExecution": RpcFamily.EXECUTE,
+    # The OpenAI facade's embeddings: query embeddings, like a query's.
+    "/v1/embeddings": RpcFamily.RETRIEVE,
 }
 
 

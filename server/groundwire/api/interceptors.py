@@ -15,8 +15,9 @@ access log.
 - GroundwireError becomes its rich status; any other exception becomes INTERNAL
   with reason INTERNAL and no exception text (only its type and frames are
   logged, keyed by the request id).
-- The access log line carries method, status code, duration and request id:
-  never request or response content.
+- The access log line carries method, status code, duration, request id, the
+  key's id (never the key) and the tenant, and a refused or failed call's
+  stable reason: never request or response content.
 - Embedding usage of the call (queries, pushes, agent searches, embedding
   rerankers) is metered and added to the caller's tenant totals (the key's
   tenant, else the declared one), whatever the call's outcome.
@@ -209,11 +210,21 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         token = request_id_var.set(rid)
         started = time.perf_counter()
         code = grpc.StatusCode.OK
+        # Who called and why a call was refused, for the access log.
+        principal: Principal | None = None
+        refusal = ""
         try:
             # One configuration snapshot for the whole call (api/snapshot.py).
             with self._live() as (auth, admission):
                 context.set_trailing_metadata((("x-request-id", rid),))
-                principal = auth.authorize(method, _authorization(metadata))
+                try:
+                    principal = auth.authorize(method, _authorization(metadata))
+                except GroundwireError:
+                    # A key refused for a permission is still named in the access log.
+                    if auth.keys is not None:
+                        with contextlib.suppress(GroundwireError):
+                            principal = auth.keys.authenticate(_authorization(metadata))
+                    raise
                 principal_var.set(principal)
                 if request is _MALFORMED:
                     raise MALFORMED
@@ -230,16 +241,18 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                         yield
         except GroundwireError as err:
             code = STATUS_CODES[err.kind]
+            refusal = err.reason
             await _abort(context, err, rid)
         except Exception as exc:
             if _is_abort(exc):
                 code = grpc.StatusCode.UNKNOWN
                 raise
             code = grpc.StatusCode.INTERNAL
+            refusal = INTERNAL.reason
             _log_unexpected(exc, method)
             await _abort(context, INTERNAL, rid)
         finally:
-            _access(method, code, started, rid)
+            _access(method, code, started, rid, principal, request, refusal)
             request_id_var.reset(token)
 
     @contextlib.contextmanager
@@ -341,7 +354,16 @@ def _record_rpc(method: str, code: grpc.StatusCode, seconds: float) -> None:
     )
 
 
-def _access(method: str, code: grpc.StatusCode, started: float, rid: str) -> None:
+def _access(
+    method: str,
+    code: grpc.StatusCode,
+    started: float,
+    rid: str,
+    principal: Principal | None = None,
+    request: Any = None,
+    reason: str = "",
+) -> None:
+    # The tenant goes to the log line only, never to a metric label.
     _record_rpc(method, code, time.perf_counter() - started)
     log.info(
         "rpc",
@@ -351,5 +373,9 @@ def _access(method: str, code: grpc.StatusCode, started: float, rid: str) -> Non
             "duration_ms": round((time.perf_counter() - started) * 1000, 3),
             "request_id": rid,
             "transport": transport_var.get(),
+            # The key's id (never the key) and the tenant the call ran as.
+            "key_id": principal.key_id if principal is not None else None,
+            "tenant": admission_tenant(principal, request),
+            **({"reason": reason} if reason else {}),
         },
     )

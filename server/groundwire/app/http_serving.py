@@ -17,10 +17,12 @@ from groundwire.api.mcp.tools import ToolLimits
 from groundwire.api.retriever import RetrieverServicer
 from groundwire.api.server import Health, ServiceRegistration
 from groundwire.api.services import RETRIEVER_SERVICE
-from groundwire.api.snapshot import SnapshotHolder
+from groundwire.api.snapshot import SnapshotHolder, snapshot_var
 from groundwire.app.config import GroundwireConfig
 from groundwire.app.http_config import split_address
 from groundwire.app.mcp_cli import tool_limits
+from groundwire.domain.errors import GroundwireError
+from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.stores.usage import UsageRecorder
 
 
@@ -57,6 +59,21 @@ async def start_http(
         retrieval = servicer.limits if isinstance(servicer, RetrieverServicer) else None
         return tool_limits(retrieval)
 
+    def embedder(index: str) -> EmbeddingProvider | None:
+        # The running call's generation (the interceptor bound it), so a reload
+        # that changes an index's embedder is seen by calls that start after it.
+        snapshot = snapshot_var.get() or snapshots.current
+        servicer = snapshot.servicers.get(RETRIEVER_SERVICE)
+        catalog = getattr(getattr(servicer, "_retriever", None), "_catalog", None)
+        if catalog is None:
+            return None
+        try:
+            handle = catalog.get(index)
+        except GroundwireError:
+            return None
+        found: EmbeddingProvider | None = handle.embedder
+        return found
+
     app = build_http_app(
         procedures,
         max_message_bytes=cfg.server.max_message_bytes,
@@ -65,6 +82,7 @@ async def start_http(
         mcp_limits=limits if cfg.http.mcp else None,
         version=__version__,
         console=cfg.http.console,
+        embedders=embedder,
     )
     tls = cfg.server.tls
     server = HttpServer(

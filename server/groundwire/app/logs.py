@@ -94,8 +94,10 @@ def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # Third-party libraries may log request URLs or bodies at INFO/DEBUG.
-    for noisy in ("httpx", "httpcore", "psycopg", "pgserver", "cohere", "openai"):
+    # Third-party libraries may log request URLs or bodies at INFO/DEBUG; the MCP
+    # SDK logs every stateless request's end ("Terminating session: None") and
+    # tool failures at INFO, which groundwire's own access log already covers.
+    for noisy in ("httpx", "httpcore", "psycopg", "pgserver", "cohere", "openai", "mcp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

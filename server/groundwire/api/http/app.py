@@ -17,6 +17,7 @@ from starlette.types import ASGIApp
 from groundwire.api.http.asgi import Receive, Scope, Send, respond
 from groundwire.api.http.connect import ConnectApp, error_json
 from groundwire.api.http.openai_chat import OpenAIChatApp
+from groundwire.api.http.openai_embeddings import EmbedderLookup, OpenAIEmbeddingsApp
 from groundwire.api.http.rpc import Procedures, not_found
 from groundwire.api.mcp.tools import ToolLimits
 
@@ -113,11 +114,13 @@ def build_http_app(
     mcp_limits: Callable[[], ToolLimits] | None = None,
     version: str = "",
     console: bool = False,
+    embedders: EmbedderLookup | None = None,
 ) -> HttpApp:
     """The HTTP port's app: Connect for every service, the OpenAI facade, and
     with `mcp_limits` (the current retrieval limits, for the tools' input
     schemas) MCP over streamable HTTP at /mcp, and with `console` the web
-    console's static files at /console."""
+    console's static files at /console. `embedders` finds an index's embedder
+    for /v1/embeddings (without it, every model is unknown there)."""
     routes = HttpRoutes()
     connect = ConnectApp(procedures, max_message_bytes)
     for service in sorted({m.lstrip("/").partition("/")[0] for m in procedures.methods()}):
@@ -126,6 +129,10 @@ def build_http_app(
     routes.route("/v1/chat/completions", openai.chat_completions)
     routes.route("/v1/models", openai.list_models)
     routes.mount("/v1/models", openai.get_model)
+    routes.route(
+        "/v1/embeddings",
+        OpenAIEmbeddingsApp(procedures, max_message_bytes, embedders or (lambda _: None)),
+    )
     app = HttpApp(routes, cors_origins, cors_max_age)
     if mcp_limits is not None:
         from groundwire.api.http.mcp import PATH, McpHttpApp

@@ -192,16 +192,13 @@ class ConnectApp:
     ) -> None:
         codec = _UNARY_CODECS.get(content_type)
         if codec is None:
-            await _unary_error(
-                send,
-                transport_error(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    "UNSUPPORTED_MEDIA_TYPE",
-                    "Content-Type must be application/json or application/proto",
-                ),
-                None,
-                status=415,
+            err = transport_error(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "UNSUPPORTED_MEDIA_TYPE",
+                "Content-Type must be application/json or application/proto",
             )
+            self._refused(procedure, err, scope, 415)
+            await _unary_error(send, err, None, status=415)
             return
         call: RpcCall | None = None
         try:
@@ -218,6 +215,8 @@ class ConnectApp:
                 headers: Headers = [(b"content-type", content_type.encode())]
                 await respond(send, 200, [*headers, *_trailer_headers(call)], payload)
         except RpcAborted as err:
+            if call is None:  # refused before the RPC (the interceptor logs the others)
+                self._refused(procedure, err, scope, HTTP_STATUS.get(err.code, 500))
             await _unary_error(send, err, call)
         except ClientGone:
             return
@@ -227,17 +226,14 @@ class ConnectApp:
     ) -> None:
         codec = _STREAM_CODECS.get(content_type)
         if codec is None:
-            await _unary_error(
-                send,
-                transport_error(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    "UNSUPPORTED_MEDIA_TYPE",
-                    "a streaming RPC needs Content-Type application/connect+json"
-                    " or application/connect+proto",
-                ),
-                None,
-                status=415,
+            err = transport_error(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "UNSUPPORTED_MEDIA_TYPE",
+                "a streaming RPC needs Content-Type application/connect+json"
+                " or application/connect+proto",
             )
+            self._refused(procedure, err, scope, 415)
+            await _unary_error(send, err, None, status=415)
             return
         call: RpcCall | None = None
         started = False
@@ -274,6 +270,8 @@ class ConnectApp:
         except RpcAborted as err:
             if started:
                 raise  # not reached: errors after the start are in the end-stream message
+            if call is None:
+                self._refused(procedure, err, scope, 200)
             await send(
                 {
                     "type": "http.response.start",
@@ -284,6 +282,9 @@ class ConnectApp:
             await send({"type": "http.response.body", "body": _end_stream(err, call)})
         except ClientGone:
             return
+
+    def _refused(self, procedure: Procedure, err: RpcAborted, scope: Scope, status: int) -> None:
+        self._procedures.refused(procedure.method, err, metadata_of(scope), "connect_rpc", status)
 
 
 def _unenvelope(body: bytes) -> bytes:

@@ -136,6 +136,8 @@ class GrpcWeb:
         except RpcAborted as err:
             if started:
                 raise
+            if call is None:  # refused before the RPC (the interceptor logs the others)
+                self._procedures.refused(procedure.method, err, metadata_of(scope), "grpc_web")
             await send(
                 {
                     "type": "http.response.start",

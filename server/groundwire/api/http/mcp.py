@@ -13,12 +13,21 @@ a request and a key is never carried from one request to the next. Requests
 with an `Origin` header are served only from origins allowed by
 `http.cors_allowed_origins` (the MCP specification's DNS-rebinding rule),
 others get 403 (reason PERMISSION_DENIED).
+
+With keys on, every request (any method) needs a valid Bearer key before the
+SDK sees it: a missing or unknown key is 401 with `WWW-Authenticate: Bearer`,
+so desktop clients prompt for a key instead of failing tool by tool. `GET`
+(the optional server-to-client SSE stream) is 405 for everyone: the server
+never sends unprompted, so it holds no stream open, idle or otherwise. Both
+refusals are JSON-RPC error bodies the SDK client shows as they are (message
+and reason), and both are access-logged with their reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,7 +36,6 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 
 from groundwire.api.http.asgi import Receive, Scope, Send, header, respond
-from groundwire.api.http.connect import error_json
 from groundwire.api.http.rpc import Procedures, RpcAborted, RpcCall, transport_error
 from groundwire.api.mcp.tools import (
     INSTRUCTIONS,
@@ -36,6 +44,7 @@ from groundwire.api.mcp.tools import (
     ToolLimits,
     server,
 )
+from groundwire.domain.errors import GroundwireError
 
 TRANSPORT = "mcp_http"
 PATH = "/mcp"
@@ -113,6 +122,7 @@ class McpHttpApp:
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             max_request_body_size=max_message_bytes,
         )
+        self._procedures = procedures
         self._any_origin = "*" in allowed_origins
         self._origins = frozenset(allowed_origins)
         self._stop = asyncio.Event()
@@ -140,6 +150,7 @@ class McpHttpApp:
                 await self._task
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = _request_metadata(scope)
         origin = header(scope, b"origin")
         if origin is not None and not self._any_origin and origin not in self._origins:
             # Only browsers send Origin: a page of another origin (or a DNS
@@ -147,9 +158,58 @@ class McpHttpApp:
             err = transport_error(
                 grpc.StatusCode.PERMISSION_DENIED,
                 "PERMISSION_DENIED",
-                "this origin is not in http.cors_allowed_origins",
+                "this origin is not allowed to use the MCP endpoint"
+                " (add it to http.cors_allowed_origins)",
             )
-            body = error_json(err.code, err.message, err.status)
-            await respond(send, 403, [(b"content-type", b"application/json")], body)
+            self._procedures.refused(PATH, err, headers, TRANSPORT, 403)
+            await _refuse(send, 403, err, -32003)
+            return
+        try:
+            # Every route, every method: no stream or session for a caller
+            # without a valid key (the tools' RPCs check permissions themselves).
+            self._procedures.authenticate(headers)
+        except GroundwireError as refusal:
+            err = transport_error(grpc.StatusCode.UNAUTHENTICATED, refusal.reason, refusal.message)
+            self._procedures.refused(PATH, err, headers, TRANSPORT, 401)
+            challenge = 'Bearer realm="groundwire"'
+            if header(scope, b"authorization") is not None:
+                challenge += ', error="invalid_token"'
+            await _refuse(send, 401, err, -32001, [(b"www-authenticate", challenge.encode())])
+            return
+        if scope["method"] == "GET":
+            # Stateless and JSON-only: the server never sends on its own, so it
+            # holds no stream open for anyone (the MCP specification's 405).
+            await respond(send, 405, [(b"allow", b"POST, DELETE")], b"")
             return
         await self._manager.handle_request(scope, receive, send)
+
+
+def _request_metadata(scope: Scope) -> tuple[tuple[str, str], ...]:
+    out = []
+    for name in _FORWARDED:
+        value = header(scope, name.encode())
+        if value is not None:
+            out.append((name, value))
+    return tuple(out)
+
+
+async def _refuse(
+    send: Send,
+    status: int,
+    err: RpcAborted,
+    rpc_code: int,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    """A refusal MCP clients can read: a JSON-RPC error (the SDK shows its
+    message) with the stable reason, at the HTTP status of the refusal."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": rpc_code,
+            "message": f"{err.reason}: {err.message}",
+            "data": {"reason": err.reason, "code": err.code.name, "http_status": status},
+        },
+    }
+    payload = json.dumps(body, separators=(",", ":")).encode()
+    await respond(send, status, [(b"content-type", b"application/json"), *(extra or [])], payload)

@@ -11,7 +11,10 @@ Translation, in one place:
   rules) are the server's.
 - `stream: true` answers with server-sent events in OpenAI's chunk format,
   ending with `data: [DONE]`; `stream_options.include_usage` adds the
-  usage-only chunk.
+  usage-only chunk (empty `choices`) before it, and every other chunk then has
+  `usage: null`, as OpenAI does: usage is given exactly once per stream.
+- An unknown model (`GET /v1/models/{id}` of no agent, any deeper path) is
+  404 with code `model_not_found`.
 - The answer's citations and RAG metadata travel in the `groundwire` object of
   the completion (of the final chunk when streaming); clients that ignore
   unknown fields are unaffected.
@@ -52,8 +55,10 @@ from groundwire.api.http.rpc import Procedures, RpcAborted, RpcCall, transport_e
 from groundwire_client.v1 import agent_pb2
 
 _AGENT = "/groundwire.v1.AgentService/"
-_TRANSPORT = "openai_http"
+TRANSPORT = "openai_http"
 _PAGE = 100
+# The facade's routes, as the access log names them (any other path reads "/v1/*").
+_ROUTES = frozenset({"/v1/chat/completions", "/v1/embeddings", "/v1/models"})
 _MAX_AGENT_PAGES = 100
 
 # Accepted and ignored: the agent's configured model settings apply.
@@ -106,6 +111,8 @@ _KNOWN = frozenset(
 # ErrorInfo reason -> OpenAI's error code, where OpenAI has one.
 _OPENAI_CODES = {
     "AGENT_NOT_FOUND": "model_not_found",
+    # /v1/embeddings: the model is an index.
+    "INDEX_NOT_FOUND": "model_not_found",
     "UNAUTHENTICATED": "invalid_api_key",
 }
 _ERROR_TYPES = {
@@ -298,7 +305,17 @@ def openai_error(message: str, status: int, reason: str, param: str | None) -> d
     }
 
 
-async def _send_error(send: Send, err: RpcAborted) -> None:
+def _param(err: RpcAborted) -> str | None:
+    """The request field an INVALID_ARGUMENT names (its first BadRequest violation)."""
+    if err.status is not None:
+        for detail in err.status.details:
+            bad = error_details_pb2.BadRequest()
+            if detail.Unpack(bad) and bad.field_violations:
+                return str(bad.field_violations[0].field)
+    return None
+
+
+async def send_error(send: Send, err: RpcAborted) -> None:
     status = HTTP_STATUS.get(err.code, 500)
     if status == 499:
         status = 408
@@ -306,10 +323,12 @@ async def _send_error(send: Send, err: RpcAborted) -> None:
     retry = _retry_after(err)
     if retry is not None:
         headers.append((b"retry-after", str(max(1, math.ceil(retry))).encode()))
-    await respond_json(send, status, openai_error(err.message, status, err.reason, None), headers)
+    await respond_json(
+        send, status, openai_error(err.message, status, err.reason, _param(err)), headers
+    )
 
 
-def _metadata(scope: Scope) -> tuple[tuple[str, str], ...]:
+def metadata(scope: Scope) -> tuple[tuple[str, str], ...]:
     out = []
     for name in (b"authorization", b"x-request-id"):
         value = header(scope, name)
@@ -333,6 +352,11 @@ class OpenAIChatApp:
         self._procedures = procedures
         self._limit = max_message_bytes
 
+    def _refused(self, scope: Scope, err: RpcAborted, status: int) -> None:
+        """The access log line of a request refused before any RPC ran."""
+        route = str(scope["path"]) if scope["path"] in _ROUTES else "/v1/*"
+        self._procedures.refused(route, err, metadata(scope), TRANSPORT, status)
+
     async def _unary(self, method: str, request: Message, call: RpcCall) -> Any:
         procedure = self._procedures.get(_AGENT + method)
         assert procedure is not None
@@ -342,7 +366,7 @@ class OpenAIChatApp:
         if scope["method"] != "GET":
             await respond_json(send, 405, openai_error("use GET", 405, "METHOD_NOT_FOUND", None))
             return
-        call = RpcCall(_metadata(scope), None, _TRANSPORT)
+        call = RpcCall(metadata(scope), None, TRANSPORT)
         models: list[dict[str, Any]] = []
         token = ""
         try:
@@ -357,23 +381,29 @@ class OpenAIChatApp:
                 if not token:
                     break
         except RpcAborted as err:
-            await _send_error(send, err)
+            await send_error(send, err)
             return
         await respond_json(send, 200, {"object": "list", "data": models})
 
     async def get_model(self, scope: Scope, receive: Receive, send: Send) -> None:
         agent_id = scope["path"].removeprefix("/v1/models/")
-        if scope["method"] != "GET" or not agent_id or "/" in agent_id:
-            err = transport_error(grpc.StatusCode.UNIMPLEMENTED, "METHOD_NOT_FOUND", "no route")
-            await _send_error(send, err)
+        if scope["method"] != "GET":
+            await respond_json(send, 405, openai_error("use GET", 405, "METHOD_NOT_FOUND", None))
             return
-        call = RpcCall(_metadata(scope), None, _TRANSPORT)
+        if not agent_id or "/" in agent_id:
+            # No agent has such an id (OpenAI's answer for a model it does not have).
+            err = transport_error(
+                grpc.StatusCode.NOT_FOUND, "AGENT_NOT_FOUND", "no model has that id"
+            )
+            await send_error(send, err)
+            return
+        call = RpcCall(metadata(scope), None, TRANSPORT)
         try:
             response = await self._unary(
                 "GetAgent", agent_pb2.GetAgentRequest(agent_id=agent_id), call
             )
         except RpcAborted as err:
-            await _send_error(send, err)
+            await send_error(send, err)
             return
         await respond_json(send, 200, _model(response.agent))
 
@@ -384,6 +414,7 @@ class OpenAIChatApp:
         try:
             raw = await read_body(receive, self._limit)
         except BodyTooLarge:
+            self._refused(scope, too_large(), 413)
             await respond_json(
                 send,
                 413,
@@ -392,7 +423,7 @@ class OpenAIChatApp:
             return
         except ClientGone:
             return
-        call = RpcCall(_metadata(scope), None, _TRANSPORT)
+        call = RpcCall(metadata(scope), None, TRANSPORT)
         try:
             body = _parse(raw)
             execution, ignored = execution_input(body)
@@ -401,6 +432,11 @@ class OpenAIChatApp:
             # learns nothing about the request's validity.
             if not await self._authenticated(send, call):
                 return
+            self._refused(
+                scope,
+                transport_error(grpc.StatusCode.INVALID_ARGUMENT, bad.reason, bad.message),
+                400,
+            )
             await respond_json(send, 400, openai_error(bad.message, 400, bad.reason, bad.param))
             return
         async with CancelOnDisconnect(receive):
@@ -417,7 +453,7 @@ class OpenAIChatApp:
             await self._unary("GetAgent", agent_pb2.GetAgentRequest(agent_id=""), call)
         except RpcAborted as err:
             if err.code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
-                await _send_error(send, err)
+                await send_error(send, err)
                 return False
         return True
 
@@ -427,7 +463,7 @@ class OpenAIChatApp:
         try:
             response = await self._unary("Execute", agent_pb2.ExecuteRequest(input=execution), call)
         except RpcAborted as err:
-            await _send_error(send, err)
+            await send_error(send, err)
             return
         result: agent_pb2.AgentResult = response.result
         await respond_json(
@@ -472,7 +508,7 @@ class OpenAIChatApp:
             # answered with their HTTP status, like a non-streaming request.
             first = await anext(events)
         except RpcAborted as err:
-            await _send_error(send, err)
+            await send_error(send, err)
             return
         except StopAsyncIteration:
             first = None
@@ -490,7 +526,7 @@ class OpenAIChatApp:
         chunk_id = "chatcmpl-" + (first.execution_id if first is not None else "")
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            return {
+            out: dict[str, Any] = {
                 "id": chunk_id,
                 "object": "chat.completion.chunk",
                 "created": created,
@@ -500,6 +536,10 @@ class OpenAIChatApp:
                     {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
                 ],
             }
+            if include_usage:
+                # As OpenAI: null on every chunk but the last, usage-only one.
+                out["usage"] = None
+            return out
 
         async def emit(payload: object) -> None:
             await send({"type": "http.response.body", "body": _sse(payload), "more_body": True})
@@ -518,7 +558,6 @@ class OpenAIChatApp:
                     await emit(chunk({"content": event.text_delta}))
                 elif event.type == agent_pb2.EXECUTION_EVENT_TYPE_EXECUTION_COMPLETED:
                     final = chunk({}, "stop")
-                    final["usage"] = _usage(event.result)
                     final["groundwire"] = extension(event.result, ignored)
                     await emit(final)
                     if include_usage:
@@ -539,6 +578,14 @@ class OpenAIChatApp:
             status = HTTP_STATUS.get(err.code, 500)
             await emit(openai_error(err.message, status, err.reason, None))
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+
+def too_large() -> RpcAborted:
+    return transport_error(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "MESSAGE_TOO_LARGE",
+        "the request is larger than the server's message size bound",
+    )
 
 
 def _parse(raw: bytes) -> dict[str, Any]:

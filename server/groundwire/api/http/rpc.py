@@ -14,6 +14,7 @@ google.rpc.Status details).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,10 @@ from groundwire.api.errors import ERROR_DOMAIN
 from groundwire.api.http.asgi import BodyTooLarge, Receive, read_body
 from groundwire.api.interceptors import ServiceInterceptor, transport_var
 from groundwire.api.server import ServiceRegistration
+from groundwire.domain.auth import Principal
+from groundwire.domain.errors import GroundwireError
+
+access_log = logging.getLogger("groundwire.access")
 
 
 class AbortError(Exception):
@@ -182,6 +187,51 @@ class Procedures:
 
     def get(self, method: str) -> Procedure | None:
         return self._procedures.get(method)
+
+    def authenticate(self, metadata: Sequence[tuple[str, str]]) -> Principal | None:
+        """The request's key as the current snapshot knows it (None when
+        authentication is off); raises UNAUTHENTICATED for a missing or unknown
+        key. Grants nothing by itself: every RPC still authorizes its own call."""
+        authorization = next((v for k, v in metadata if k == "authorization"), None)
+        with self._interceptor._live() as (auth, _):
+            if auth.keys is None:
+                return None
+            return auth.keys.authenticate(authorization)
+
+    def identify(self, metadata: Sequence[tuple[str, str]]) -> Principal | None:
+        """The key of a request refused before any RPC ran (None when absent,
+        unknown or authentication is off): for the access log only."""
+        try:
+            return self.authenticate(metadata)
+        except GroundwireError:
+            return None
+
+    def refused(
+        self,
+        route: str,
+        err: RpcAborted,
+        metadata: Sequence[tuple[str, str]],
+        transport: str,
+        status: int | None = None,
+    ) -> None:
+        """The access log line of an HTTP request refused before any RPC ran
+        (oversized or undecodable body, media type, origin, missing key): its
+        route (a constant, or a contract method), the key's id and tenant when
+        the key is valid, and the refusal's reason. Never the key or the body.
+        (Calls that reach an RPC are logged once, by the interceptor.)"""
+        principal = self.identify(metadata)
+        access_log.info(
+            "refused",
+            extra={
+                "method": route,
+                "code": err.code.name,
+                "http_status": status,
+                "transport": transport,
+                "key_id": principal.key_id if principal is not None else None,
+                "tenant": principal.tenant if principal is not None else "",
+                "reason": err.reason,
+            },
+        )
 
     def methods(self) -> list[str]:
         return sorted(self._procedures)
