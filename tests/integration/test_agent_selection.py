@@ -69,7 +69,12 @@ def config() -> dict[str, object]:
             "pool": _agent(
                 {
                     "acceptance": {"candidate_count": 20, "maximum_accepted_results": 3},
-                    "reranking": {"enabled": True, "reranker": "overlap"},
+                    # Seed 003's pool applies only when configured (issue 30).
+                    "reranking": {
+                        "enabled": True,
+                        "reranker": "overlap",
+                        "candidate_multiplier": 3,
+                    },
                 }
             ),
             "pool-one": _agent(
@@ -86,7 +91,11 @@ def config() -> dict[str, object]:
                 {
                     "agentic": True,
                     "acceptance": {"maximum_accepted_results": 3},
-                    "reranking": {"enabled": True, "reranker": "overlap"},
+                    "reranking": {
+                        "enabled": True,
+                        "reranker": "overlap",
+                        "candidate_multiplier": 3,
+                    },
                 }
             ),
             "agentic-required": _agent(
@@ -130,6 +139,7 @@ def config() -> dict[str, object]:
                         "final_selection": "weighted_blend",
                         "retrieval_weight": 0.5,
                         "normalization": "rank",
+                        "candidate_multiplier": 3,
                     },
                 }
             ),

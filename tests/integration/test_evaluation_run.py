@@ -195,6 +195,21 @@ async def test_eval_run_compare_and_agent_end_to_end(server: RunningApp, tmp_pat
     for f in ("report.md", "metrics.png", "latency.png"):
         assert (out / f).stat().st_size > 0
     assert "| lexical |" in (out / "report.md").read_text()
+    # Every variant records the profile its responses named (issue 30).
+    profile = lex["profile"]
+    assert profile["fingerprint"].startswith("rp1-") and profile["queries"] == 5
+    assert list(profile["parts"]) == ["index", "chunking", "embedder", "analyzer", "fusion"]
+    assert profile["parts"]["index"]["descriptor"] == (
+        f"name=eval-tiny version={idx['published_version']}"
+    )
+    assert "others" not in profile and top1["profile"]["fingerprint"] == profile["fingerprint"]
+    assert "reranker" in reranked["profile"]["parts"]
+    assert "profile" in baseline and baseline["profile"] is None  # the client-side BM25
+    report_md = (out / "report.md").read_text()
+    assert "## Profiles" in report_md and profile["fingerprint"] in report_md
+    # The index's recorded analyzer, not a hard-coded "plain".
+    analyzer = idx["description"]["analysis"]["analyzer_descriptor"]
+    assert f"lexical analysis {analyzer}" in report_md
 
     # A second run finds the dataset version in the index and skips ingestion.
     out2 = tmp_path / "out2"
@@ -235,6 +250,8 @@ async def test_eval_run_compare_and_agent_end_to_end(server: RunningApp, tmp_pat
     assert (st["wins"], st["losses"], st["ties"]) == (0, 1, 4)
     assert cmp_["gate"]["verdict"] == "FAIL" and not cmp_["gate"]["quality_passed"]
     assert [r["slice"] for r in cmp_["slices"]["topic"]] == ["even", "odd"]
+    assert cmp_["profiles"]["same"] and not cmp_["profiles"]["parts"]
+    assert cmp_["baseline"]["profile"]["fingerprint"] == profile["fingerprint"]
     for f in ("report.md", "metrics.png", "deltas.png", "latency.png"):
         assert (report / f).stat().st_size > 0
     assert "Release gate: FAIL" in (report / "report.md").read_text()
@@ -276,6 +293,31 @@ async def test_eval_run_compare_and_agent_end_to_end(server: RunningApp, tmp_pat
     assert summary["usage"]["search_units"] == 4
     assert "end_to_end" in block["latency_ms"] and "execution" in block["latency_ms"]
     assert (agent_out / "report.md").read_text().count("tiny-agent") >= 2
+    agent_profile = block["profile"]
+    assert {"index", "fusion", "reranker", "final_selection", "agent_policy"} <= set(
+        agent_profile["parts"]
+    )
+    assert agent_profile["parts"]["agent_policy"]["descriptor"].startswith("agent=tiny-agent")
+
+    # A stage only the candidate adds (reranking) is reported, not blocking.
+    rerank_cmp = tmp_path / "rerank-cmp"
+    code = await asyncio.to_thread(
+        run_cli,
+        "compare",
+        f"{out / 'run.json'}:lexical",
+        f"{out / 'run.json'}:lexical-rerank",
+        "--out",
+        str(rerank_cmp),
+        "--no-plots",
+        "--resamples",
+        "200",
+    )
+    assert code == 0
+    rcmp = json.loads((rerank_cmp / "compare.json").read_text())
+    assert [(p["part"], p["change"]) for p in rcmp["profiles"]["parts"]] == [("reranker", "added")]
+    check = next(c for c in rcmp["gate"]["checks"] if c["name"] == "same retrieval profile")
+    assert check["passed"]
+    assert "| reranker | added |" in (rerank_cmp / "report.md").read_text()
 
 
 async def test_eval_run_reports_bad_input(tmp_path: Path, server: RunningApp) -> None:

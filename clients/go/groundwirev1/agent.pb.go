@@ -1402,7 +1402,9 @@ type PreparedExecution struct {
 	// applied_limits, rewritten_query and keyword_query).
 	Rag *RagExecutionMetadata `protobuf:"bytes,7,opt,name=rag,proto3" json:"rag,omitempty"`
 	// Output only. Wall time of the preparation.
-	Duration      *durationpb.Duration `protobuf:"bytes,8,opt,name=duration,proto3" json:"duration,omitempty"`
+	Duration *durationpb.Duration `protobuf:"bytes,8,opt,name=duration,proto3" json:"duration,omitempty"`
+	// Output only. The profile Execute would report.
+	Profile       *RetrievalProfile `protobuf:"bytes,9,opt,name=profile,proto3" json:"profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1489,6 +1491,13 @@ func (x *PreparedExecution) GetRag() *RagExecutionMetadata {
 func (x *PreparedExecution) GetDuration() *durationpb.Duration {
 	if x != nil {
 		return x.Duration
+	}
+	return nil
+}
+
+func (x *PreparedExecution) GetProfile() *RetrievalProfile {
+	if x != nil {
+		return x.Profile
 	}
 	return nil
 }
@@ -3196,8 +3205,14 @@ type AgentResult struct {
 	// Output only. Embedding usage of the execution beside the chat usage in
 	// `usage`: its searches' query embeddings and any embedding reranker.
 	EmbeddingUsage *EmbeddingUsage `protobuf:"bytes,80,opt,name=embedding_usage,json=embeddingUsage,proto3" json:"embedding_usage,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Output only. The profile the execution ran under: its index's profile (the
+	// version searched) when RAG ran, the reranker and final selection when
+	// reranking is enabled, and the agent's policy. Recorded with the
+	// execution's checkpoints: a resumed execution reports the profile it
+	// started with.
+	Profile       *RetrievalProfile `protobuf:"bytes,90,opt,name=profile,proto3" json:"profile,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentResult) Reset() {
@@ -3331,6 +3346,13 @@ func (x *AgentResult) GetResumed() bool {
 func (x *AgentResult) GetEmbeddingUsage() *EmbeddingUsage {
 	if x != nil {
 		return x.EmbeddingUsage
+	}
+	return nil
+}
+
+func (x *AgentResult) GetProfile() *RetrievalProfile {
+	if x != nil {
+		return x.Profile
 	}
 	return nil
 }
@@ -3876,7 +3898,10 @@ type AgentDescription struct {
 	// Output only. RAG policy summary; absent when RAG is disabled.
 	Rag *AgentRagDescription `protobuf:"bytes,6,opt,name=rag,proto3" json:"rag,omitempty"`
 	// Output only. The agent's instructions, only when configured visible.
-	Instructions  *string `protobuf:"bytes,7,opt,name=instructions,proto3,oneof" json:"instructions,omitempty"`
+	Instructions *string `protobuf:"bytes,7,opt,name=instructions,proto3,oneof" json:"instructions,omitempty"`
+	// Output only. The profile an execution would run under now (its index's
+	// currently published version).
+	Profile       *RetrievalProfile `protobuf:"bytes,8,opt,name=profile,proto3" json:"profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3958,6 +3983,13 @@ func (x *AgentDescription) GetInstructions() string {
 		return *x.Instructions
 	}
 	return ""
+}
+
+func (x *AgentDescription) GetProfile() *RetrievalProfile {
+	if x != nil {
+		return x.Profile
+	}
+	return nil
 }
 
 // Request for ListAgents.
@@ -4901,7 +4933,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x05score\x18\x04 \x01(\v2\x14.groundwire.v1.ScoreR\x05score\x12+\n" +
 	"\x04span\x18\x05 \x01(\v2\x17.groundwire.v1.CharSpanR\x04span\x12\x14\n" +
 	"\x05title\x18\x06 \x01(\tR\x05title\x12\x18\n" +
-	"\asection\x18\a \x01(\tR\asection\"\xaf\x03\n" +
+	"\asection\x18\a \x01(\tR\asection\"\xea\x03\n" +
 	"\x11PreparedExecution\x12\x19\n" +
 	"\bagent_id\x18\x01 \x01(\tR\aagentId\x125\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x1d.groundwire.v1.PreparedActionR\x06action\x12:\n" +
@@ -4912,7 +4944,8 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"references\x12)\n" +
 	"\x10framework_answer\x18\x06 \x01(\tR\x0fframeworkAnswer\x125\n" +
 	"\x03rag\x18\a \x01(\v2#.groundwire.v1.RagExecutionMetadataR\x03rag\x125\n" +
-	"\bduration\x18\b \x01(\v2\x19.google.protobuf.DurationR\bduration\"E\n" +
+	"\bduration\x18\b \x01(\v2\x19.google.protobuf.DurationR\bduration\x129\n" +
+	"\aprofile\x18\t \x01(\v2\x1f.groundwire.v1.RetrievalProfileR\aprofile\"E\n" +
 	"\x0eExecuteRequest\x123\n" +
 	"\x05input\x18\x01 \x01(\v2\x1d.groundwire.v1.ExecutionInputR\x05input\"K\n" +
 	"\x14ExecuteStreamRequest\x123\n" +
@@ -5061,7 +5094,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x05 \x01(\tR\terrorCode\x125\n" +
 	"\bduration\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12'\n" +
-	"\x0fclient_executed\x182 \x01(\bR\x0eclientExecuted\"\xe3\x05\n" +
+	"\x0fclient_executed\x182 \x01(\bR\x0eclientExecuted\"\x9e\x06\n" +
 	"\vAgentResult\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x19\n" +
 	"\bagent_id\x18\x02 \x01(\tR\aagentId\x12\x16\n" +
@@ -5079,7 +5112,8 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x13required_tool_calls\x183 \x03(\v2\x1f.groundwire.v1.RequiredToolCallR\x11requiredToolCalls\x12C\n" +
 	"\x0faction_deadline\x184 \x01(\v2\x1a.google.protobuf.TimestampR\x0eactionDeadline\x12\x18\n" +
 	"\aresumed\x185 \x01(\bR\aresumed\x12F\n" +
-	"\x0fembedding_usage\x18P \x01(\v2\x1d.groundwire.v1.EmbeddingUsageR\x0eembeddingUsage\"\x8b\x03\n" +
+	"\x0fembedding_usage\x18P \x01(\v2\x1d.groundwire.v1.EmbeddingUsageR\x0eembeddingUsage\x129\n" +
+	"\aprofile\x18Z \x01(\v2\x1f.groundwire.v1.RetrievalProfileR\aprofile\"\x8b\x03\n" +
 	"\x0eRagSearchEvent\x12\x1d\n" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12C\n" +
@@ -5131,7 +5165,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\vfinal_top_k\x18H \x01(\rR\tfinalTopK\x12#\n" +
 	"\rkeyword_query\x18I \x01(\bR\fkeywordQueryB\x13\n" +
 	"\x11_retrieval_weightB\x14\n" +
-	"\x12_minimum_relevance\"\xf4\x01\n" +
+	"\x12_minimum_relevance\"\xaf\x02\n" +
 	"\x10AgentDescription\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -5139,7 +5173,8 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\x05model\x18\x04 \x01(\tR\x05model\x12\x14\n" +
 	"\x05tools\x18\x05 \x03(\tR\x05tools\x124\n" +
 	"\x03rag\x18\x06 \x01(\v2\".groundwire.v1.AgentRagDescriptionR\x03rag\x12'\n" +
-	"\finstructions\x18\a \x01(\tH\x00R\finstructions\x88\x01\x01B\x0f\n" +
+	"\finstructions\x18\a \x01(\tH\x00R\finstructions\x88\x01\x01\x129\n" +
+	"\aprofile\x18\b \x01(\v2\x1f.groundwire.v1.RetrievalProfileR\aprofileB\x0f\n" +
 	"\r_instructions\"O\n" +
 	"\x11ListAgentsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -5358,126 +5393,130 @@ var file_groundwire_v1_agent_proto_goTypes = []any{
 	(*durationpb.Duration)(nil),           // 59: google.protobuf.Duration
 	(*Score)(nil),                         // 60: groundwire.v1.Score
 	(*CharSpan)(nil),                      // 61: groundwire.v1.CharSpan
-	(RetrievalMode)(0),                    // 62: groundwire.v1.RetrievalMode
-	(*RerankingMetadata)(nil),             // 63: groundwire.v1.RerankingMetadata
-	(*timestamppb.Timestamp)(nil),         // 64: google.protobuf.Timestamp
-	(*EmbeddingUsage)(nil),                // 65: groundwire.v1.EmbeddingUsage
-	(RerankOutcome)(0),                    // 66: groundwire.v1.RerankOutcome
-	(*structpb.Struct)(nil),               // 67: google.protobuf.Struct
+	(*RetrievalProfile)(nil),              // 62: groundwire.v1.RetrievalProfile
+	(RetrievalMode)(0),                    // 63: groundwire.v1.RetrievalMode
+	(*RerankingMetadata)(nil),             // 64: groundwire.v1.RerankingMetadata
+	(*timestamppb.Timestamp)(nil),         // 65: google.protobuf.Timestamp
+	(*EmbeddingUsage)(nil),                // 66: groundwire.v1.EmbeddingUsage
+	(RerankOutcome)(0),                    // 67: groundwire.v1.RerankOutcome
+	(*structpb.Struct)(nil),               // 68: google.protobuf.Struct
 }
 var file_groundwire_v1_agent_proto_depIdxs = []int32{
-	6,  // 0: groundwire.v1.ConversationTurn.role:type_name -> groundwire.v1.TurnRole
-	12, // 1: groundwire.v1.ExecutionInput.history:type_name -> groundwire.v1.ConversationTurn
-	58, // 2: groundwire.v1.ExecutionInput.filter:type_name -> groundwire.v1.MetadataFilter
-	46, // 3: groundwire.v1.ExecutionInput.client_tools:type_name -> groundwire.v1.ClientTool
-	59, // 4: groundwire.v1.ExecutionInput.client_tool_timeout:type_name -> google.protobuf.Duration
-	14, // 5: groundwire.v1.ExecutionInput.overrides:type_name -> groundwire.v1.RagOverrides
-	13, // 6: groundwire.v1.PrepareExecutionRequest.input:type_name -> groundwire.v1.ExecutionInput
-	20, // 7: groundwire.v1.PrepareExecutionResponse.prepared:type_name -> groundwire.v1.PreparedExecution
-	8,  // 8: groundwire.v1.PreparedMessage.role:type_name -> groundwire.v1.PromptRole
-	60, // 9: groundwire.v1.PreparedReference.score:type_name -> groundwire.v1.Score
-	61, // 10: groundwire.v1.PreparedReference.span:type_name -> groundwire.v1.CharSpan
-	9,  // 11: groundwire.v1.PreparedExecution.action:type_name -> groundwire.v1.PreparedAction
-	17, // 12: groundwire.v1.PreparedExecution.messages:type_name -> groundwire.v1.PreparedMessage
-	18, // 13: groundwire.v1.PreparedExecution.tools:type_name -> groundwire.v1.PreparedTool
-	19, // 14: groundwire.v1.PreparedExecution.references:type_name -> groundwire.v1.PreparedReference
-	31, // 15: groundwire.v1.PreparedExecution.rag:type_name -> groundwire.v1.RagExecutionMetadata
-	59, // 16: groundwire.v1.PreparedExecution.duration:type_name -> google.protobuf.Duration
-	13, // 17: groundwire.v1.ExecuteRequest.input:type_name -> groundwire.v1.ExecutionInput
-	13, // 18: groundwire.v1.ExecuteStreamRequest.input:type_name -> groundwire.v1.ExecutionInput
-	36, // 19: groundwire.v1.ExecuteResponse.result:type_name -> groundwire.v1.AgentResult
-	60, // 20: groundwire.v1.RagItem.score:type_name -> groundwire.v1.Score
-	3,  // 21: groundwire.v1.RagItem.reason:type_name -> groundwire.v1.RagItemReason
-	61, // 22: groundwire.v1.RagItem.span:type_name -> groundwire.v1.CharSpan
-	25, // 23: groundwire.v1.RagItem.blend:type_name -> groundwire.v1.BlendScore
-	5,  // 24: groundwire.v1.BlendScore.retrieval_normalization:type_name -> groundwire.v1.RetrievalNormalization
-	4,  // 25: groundwire.v1.FinalSelection.policy:type_name -> groundwire.v1.FinalSelectionPolicy
-	5,  // 26: groundwire.v1.FinalSelection.normalization:type_name -> groundwire.v1.RetrievalNormalization
-	5,  // 27: groundwire.v1.FinalSelection.applied_normalization:type_name -> groundwire.v1.RetrievalNormalization
-	27, // 28: groundwire.v1.RagSearchOptions.filter:type_name -> groundwire.v1.AppliedFilterCondition
-	62, // 29: groundwire.v1.RagSearchOptions.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	59, // 30: groundwire.v1.AgenticSearchTrace.duration:type_name -> google.protobuf.Duration
-	28, // 31: groundwire.v1.AgenticSearchTrace.options:type_name -> groundwire.v1.RagSearchOptions
-	24, // 32: groundwire.v1.AgenticSearchTrace.candidates:type_name -> groundwire.v1.RagItem
-	24, // 33: groundwire.v1.AgenticSearchTrace.accepted:type_name -> groundwire.v1.RagItem
-	24, // 34: groundwire.v1.AgenticSearchTrace.rejected:type_name -> groundwire.v1.RagItem
-	24, // 35: groundwire.v1.AgenticSearchTrace.context_excluded:type_name -> groundwire.v1.RagItem
-	63, // 36: groundwire.v1.AgenticSearchTrace.reranking:type_name -> groundwire.v1.RerankingMetadata
-	2,  // 37: groundwire.v1.AgenticSearchTrace.no_context_reason:type_name -> groundwire.v1.NoContextReason
-	62, // 38: groundwire.v1.RagExecutionMetadata.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	0,  // 39: groundwire.v1.RagExecutionMetadata.applied_mode:type_name -> groundwire.v1.ExecutionMode
-	1,  // 40: groundwire.v1.RagExecutionMetadata.applied_no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
-	2,  // 41: groundwire.v1.RagExecutionMetadata.no_context_reason:type_name -> groundwire.v1.NoContextReason
-	24, // 42: groundwire.v1.RagExecutionMetadata.candidates:type_name -> groundwire.v1.RagItem
-	24, // 43: groundwire.v1.RagExecutionMetadata.accepted:type_name -> groundwire.v1.RagItem
-	24, // 44: groundwire.v1.RagExecutionMetadata.rejected:type_name -> groundwire.v1.RagItem
-	24, // 45: groundwire.v1.RagExecutionMetadata.context_excluded:type_name -> groundwire.v1.RagItem
-	24, // 46: groundwire.v1.RagExecutionMetadata.context:type_name -> groundwire.v1.RagItem
-	63, // 47: groundwire.v1.RagExecutionMetadata.reranking:type_name -> groundwire.v1.RerankingMetadata
-	29, // 48: groundwire.v1.RagExecutionMetadata.context_budget:type_name -> groundwire.v1.ContextBudget
-	30, // 49: groundwire.v1.RagExecutionMetadata.searches:type_name -> groundwire.v1.AgenticSearchTrace
-	26, // 50: groundwire.v1.RagExecutionMetadata.final_selection:type_name -> groundwire.v1.FinalSelection
-	32, // 51: groundwire.v1.RagExecutionMetadata.applied_limits:type_name -> groundwire.v1.RagAppliedLimits
-	10, // 52: groundwire.v1.RagExecutionMetadata.keyword_query_source:type_name -> groundwire.v1.KeywordQuerySource
-	61, // 53: groundwire.v1.Citation.span:type_name -> groundwire.v1.CharSpan
-	59, // 54: groundwire.v1.ToolCallTrace.duration:type_name -> google.protobuf.Duration
-	33, // 55: groundwire.v1.AgentResult.usage:type_name -> groundwire.v1.TokenUsage
-	31, // 56: groundwire.v1.AgentResult.rag:type_name -> groundwire.v1.RagExecutionMetadata
-	34, // 57: groundwire.v1.AgentResult.citations:type_name -> groundwire.v1.Citation
-	35, // 58: groundwire.v1.AgentResult.tool_calls:type_name -> groundwire.v1.ToolCallTrace
-	59, // 59: groundwire.v1.AgentResult.duration:type_name -> google.protobuf.Duration
-	11, // 60: groundwire.v1.AgentResult.status:type_name -> groundwire.v1.ExecutionStatus
-	47, // 61: groundwire.v1.AgentResult.required_tool_calls:type_name -> groundwire.v1.RequiredToolCall
-	64, // 62: groundwire.v1.AgentResult.action_deadline:type_name -> google.protobuf.Timestamp
-	65, // 63: groundwire.v1.AgentResult.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
-	62, // 64: groundwire.v1.RagSearchEvent.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	66, // 65: groundwire.v1.RagSearchEvent.reranking_outcome:type_name -> groundwire.v1.RerankOutcome
-	59, // 66: groundwire.v1.RagSearchEvent.duration:type_name -> google.protobuf.Duration
-	59, // 67: groundwire.v1.ToolCallEvent.duration:type_name -> google.protobuf.Duration
-	7,  // 68: groundwire.v1.ExecuteStreamResponse.type:type_name -> groundwire.v1.ExecutionEventType
-	37, // 69: groundwire.v1.ExecuteStreamResponse.rag_search:type_name -> groundwire.v1.RagSearchEvent
-	38, // 70: groundwire.v1.ExecuteStreamResponse.tool_call:type_name -> groundwire.v1.ToolCallEvent
-	36, // 71: groundwire.v1.ExecuteStreamResponse.result:type_name -> groundwire.v1.AgentResult
-	31, // 72: groundwire.v1.ExecuteStreamResponse.rag:type_name -> groundwire.v1.RagExecutionMetadata
-	62, // 73: groundwire.v1.AgentRagDescription.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	0,  // 74: groundwire.v1.AgentRagDescription.mode:type_name -> groundwire.v1.ExecutionMode
-	1,  // 75: groundwire.v1.AgentRagDescription.no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
-	4,  // 76: groundwire.v1.AgentRagDescription.final_selection_policy:type_name -> groundwire.v1.FinalSelectionPolicy
-	40, // 77: groundwire.v1.AgentDescription.rag:type_name -> groundwire.v1.AgentRagDescription
-	41, // 78: groundwire.v1.ListAgentsResponse.agents:type_name -> groundwire.v1.AgentDescription
-	41, // 79: groundwire.v1.GetAgentResponse.agent:type_name -> groundwire.v1.AgentDescription
-	67, // 80: groundwire.v1.ClientTool.parameters:type_name -> google.protobuf.Struct
-	36, // 81: groundwire.v1.ResumeExecutionResponse.result:type_name -> groundwire.v1.AgentResult
-	39, // 82: groundwire.v1.ResumeExecutionStreamResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
-	48, // 83: groundwire.v1.SubmitToolResultsRequest.results:type_name -> groundwire.v1.ToolResult
-	36, // 84: groundwire.v1.SubmitToolResultsResponse.result:type_name -> groundwire.v1.AgentResult
-	48, // 85: groundwire.v1.ClientToolResults.results:type_name -> groundwire.v1.ToolResult
-	13, // 86: groundwire.v1.ExecuteInteractiveRequest.input:type_name -> groundwire.v1.ExecutionInput
-	55, // 87: groundwire.v1.ExecuteInteractiveRequest.tool_results:type_name -> groundwire.v1.ClientToolResults
-	39, // 88: groundwire.v1.ExecuteInteractiveResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
-	42, // 89: groundwire.v1.AgentService.ListAgents:input_type -> groundwire.v1.ListAgentsRequest
-	44, // 90: groundwire.v1.AgentService.GetAgent:input_type -> groundwire.v1.GetAgentRequest
-	21, // 91: groundwire.v1.AgentService.Execute:input_type -> groundwire.v1.ExecuteRequest
-	22, // 92: groundwire.v1.AgentService.ExecuteStream:input_type -> groundwire.v1.ExecuteStreamRequest
-	49, // 93: groundwire.v1.AgentService.ResumeExecution:input_type -> groundwire.v1.ResumeExecutionRequest
-	51, // 94: groundwire.v1.AgentService.ResumeExecutionStream:input_type -> groundwire.v1.ResumeExecutionStreamRequest
-	53, // 95: groundwire.v1.AgentService.SubmitToolResults:input_type -> groundwire.v1.SubmitToolResultsRequest
-	56, // 96: groundwire.v1.AgentService.ExecuteInteractive:input_type -> groundwire.v1.ExecuteInteractiveRequest
-	15, // 97: groundwire.v1.AgentService.PrepareExecution:input_type -> groundwire.v1.PrepareExecutionRequest
-	43, // 98: groundwire.v1.AgentService.ListAgents:output_type -> groundwire.v1.ListAgentsResponse
-	45, // 99: groundwire.v1.AgentService.GetAgent:output_type -> groundwire.v1.GetAgentResponse
-	23, // 100: groundwire.v1.AgentService.Execute:output_type -> groundwire.v1.ExecuteResponse
-	39, // 101: groundwire.v1.AgentService.ExecuteStream:output_type -> groundwire.v1.ExecuteStreamResponse
-	50, // 102: groundwire.v1.AgentService.ResumeExecution:output_type -> groundwire.v1.ResumeExecutionResponse
-	52, // 103: groundwire.v1.AgentService.ResumeExecutionStream:output_type -> groundwire.v1.ResumeExecutionStreamResponse
-	54, // 104: groundwire.v1.AgentService.SubmitToolResults:output_type -> groundwire.v1.SubmitToolResultsResponse
-	57, // 105: groundwire.v1.AgentService.ExecuteInteractive:output_type -> groundwire.v1.ExecuteInteractiveResponse
-	16, // 106: groundwire.v1.AgentService.PrepareExecution:output_type -> groundwire.v1.PrepareExecutionResponse
-	98, // [98:107] is the sub-list for method output_type
-	89, // [89:98] is the sub-list for method input_type
-	89, // [89:89] is the sub-list for extension type_name
-	89, // [89:89] is the sub-list for extension extendee
-	0,  // [0:89] is the sub-list for field type_name
+	6,   // 0: groundwire.v1.ConversationTurn.role:type_name -> groundwire.v1.TurnRole
+	12,  // 1: groundwire.v1.ExecutionInput.history:type_name -> groundwire.v1.ConversationTurn
+	58,  // 2: groundwire.v1.ExecutionInput.filter:type_name -> groundwire.v1.MetadataFilter
+	46,  // 3: groundwire.v1.ExecutionInput.client_tools:type_name -> groundwire.v1.ClientTool
+	59,  // 4: groundwire.v1.ExecutionInput.client_tool_timeout:type_name -> google.protobuf.Duration
+	14,  // 5: groundwire.v1.ExecutionInput.overrides:type_name -> groundwire.v1.RagOverrides
+	13,  // 6: groundwire.v1.PrepareExecutionRequest.input:type_name -> groundwire.v1.ExecutionInput
+	20,  // 7: groundwire.v1.PrepareExecutionResponse.prepared:type_name -> groundwire.v1.PreparedExecution
+	8,   // 8: groundwire.v1.PreparedMessage.role:type_name -> groundwire.v1.PromptRole
+	60,  // 9: groundwire.v1.PreparedReference.score:type_name -> groundwire.v1.Score
+	61,  // 10: groundwire.v1.PreparedReference.span:type_name -> groundwire.v1.CharSpan
+	9,   // 11: groundwire.v1.PreparedExecution.action:type_name -> groundwire.v1.PreparedAction
+	17,  // 12: groundwire.v1.PreparedExecution.messages:type_name -> groundwire.v1.PreparedMessage
+	18,  // 13: groundwire.v1.PreparedExecution.tools:type_name -> groundwire.v1.PreparedTool
+	19,  // 14: groundwire.v1.PreparedExecution.references:type_name -> groundwire.v1.PreparedReference
+	31,  // 15: groundwire.v1.PreparedExecution.rag:type_name -> groundwire.v1.RagExecutionMetadata
+	59,  // 16: groundwire.v1.PreparedExecution.duration:type_name -> google.protobuf.Duration
+	62,  // 17: groundwire.v1.PreparedExecution.profile:type_name -> groundwire.v1.RetrievalProfile
+	13,  // 18: groundwire.v1.ExecuteRequest.input:type_name -> groundwire.v1.ExecutionInput
+	13,  // 19: groundwire.v1.ExecuteStreamRequest.input:type_name -> groundwire.v1.ExecutionInput
+	36,  // 20: groundwire.v1.ExecuteResponse.result:type_name -> groundwire.v1.AgentResult
+	60,  // 21: groundwire.v1.RagItem.score:type_name -> groundwire.v1.Score
+	3,   // 22: groundwire.v1.RagItem.reason:type_name -> groundwire.v1.RagItemReason
+	61,  // 23: groundwire.v1.RagItem.span:type_name -> groundwire.v1.CharSpan
+	25,  // 24: groundwire.v1.RagItem.blend:type_name -> groundwire.v1.BlendScore
+	5,   // 25: groundwire.v1.BlendScore.retrieval_normalization:type_name -> groundwire.v1.RetrievalNormalization
+	4,   // 26: groundwire.v1.FinalSelection.policy:type_name -> groundwire.v1.FinalSelectionPolicy
+	5,   // 27: groundwire.v1.FinalSelection.normalization:type_name -> groundwire.v1.RetrievalNormalization
+	5,   // 28: groundwire.v1.FinalSelection.applied_normalization:type_name -> groundwire.v1.RetrievalNormalization
+	27,  // 29: groundwire.v1.RagSearchOptions.filter:type_name -> groundwire.v1.AppliedFilterCondition
+	63,  // 30: groundwire.v1.RagSearchOptions.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	59,  // 31: groundwire.v1.AgenticSearchTrace.duration:type_name -> google.protobuf.Duration
+	28,  // 32: groundwire.v1.AgenticSearchTrace.options:type_name -> groundwire.v1.RagSearchOptions
+	24,  // 33: groundwire.v1.AgenticSearchTrace.candidates:type_name -> groundwire.v1.RagItem
+	24,  // 34: groundwire.v1.AgenticSearchTrace.accepted:type_name -> groundwire.v1.RagItem
+	24,  // 35: groundwire.v1.AgenticSearchTrace.rejected:type_name -> groundwire.v1.RagItem
+	24,  // 36: groundwire.v1.AgenticSearchTrace.context_excluded:type_name -> groundwire.v1.RagItem
+	64,  // 37: groundwire.v1.AgenticSearchTrace.reranking:type_name -> groundwire.v1.RerankingMetadata
+	2,   // 38: groundwire.v1.AgenticSearchTrace.no_context_reason:type_name -> groundwire.v1.NoContextReason
+	63,  // 39: groundwire.v1.RagExecutionMetadata.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	0,   // 40: groundwire.v1.RagExecutionMetadata.applied_mode:type_name -> groundwire.v1.ExecutionMode
+	1,   // 41: groundwire.v1.RagExecutionMetadata.applied_no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
+	2,   // 42: groundwire.v1.RagExecutionMetadata.no_context_reason:type_name -> groundwire.v1.NoContextReason
+	24,  // 43: groundwire.v1.RagExecutionMetadata.candidates:type_name -> groundwire.v1.RagItem
+	24,  // 44: groundwire.v1.RagExecutionMetadata.accepted:type_name -> groundwire.v1.RagItem
+	24,  // 45: groundwire.v1.RagExecutionMetadata.rejected:type_name -> groundwire.v1.RagItem
+	24,  // 46: groundwire.v1.RagExecutionMetadata.context_excluded:type_name -> groundwire.v1.RagItem
+	24,  // 47: groundwire.v1.RagExecutionMetadata.context:type_name -> groundwire.v1.RagItem
+	64,  // 48: groundwire.v1.RagExecutionMetadata.reranking:type_name -> groundwire.v1.RerankingMetadata
+	29,  // 49: groundwire.v1.RagExecutionMetadata.context_budget:type_name -> groundwire.v1.ContextBudget
+	30,  // 50: groundwire.v1.RagExecutionMetadata.searches:type_name -> groundwire.v1.AgenticSearchTrace
+	26,  // 51: groundwire.v1.RagExecutionMetadata.final_selection:type_name -> groundwire.v1.FinalSelection
+	32,  // 52: groundwire.v1.RagExecutionMetadata.applied_limits:type_name -> groundwire.v1.RagAppliedLimits
+	10,  // 53: groundwire.v1.RagExecutionMetadata.keyword_query_source:type_name -> groundwire.v1.KeywordQuerySource
+	61,  // 54: groundwire.v1.Citation.span:type_name -> groundwire.v1.CharSpan
+	59,  // 55: groundwire.v1.ToolCallTrace.duration:type_name -> google.protobuf.Duration
+	33,  // 56: groundwire.v1.AgentResult.usage:type_name -> groundwire.v1.TokenUsage
+	31,  // 57: groundwire.v1.AgentResult.rag:type_name -> groundwire.v1.RagExecutionMetadata
+	34,  // 58: groundwire.v1.AgentResult.citations:type_name -> groundwire.v1.Citation
+	35,  // 59: groundwire.v1.AgentResult.tool_calls:type_name -> groundwire.v1.ToolCallTrace
+	59,  // 60: groundwire.v1.AgentResult.duration:type_name -> google.protobuf.Duration
+	11,  // 61: groundwire.v1.AgentResult.status:type_name -> groundwire.v1.ExecutionStatus
+	47,  // 62: groundwire.v1.AgentResult.required_tool_calls:type_name -> groundwire.v1.RequiredToolCall
+	65,  // 63: groundwire.v1.AgentResult.action_deadline:type_name -> google.protobuf.Timestamp
+	66,  // 64: groundwire.v1.AgentResult.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
+	62,  // 65: groundwire.v1.AgentResult.profile:type_name -> groundwire.v1.RetrievalProfile
+	63,  // 66: groundwire.v1.RagSearchEvent.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	67,  // 67: groundwire.v1.RagSearchEvent.reranking_outcome:type_name -> groundwire.v1.RerankOutcome
+	59,  // 68: groundwire.v1.RagSearchEvent.duration:type_name -> google.protobuf.Duration
+	59,  // 69: groundwire.v1.ToolCallEvent.duration:type_name -> google.protobuf.Duration
+	7,   // 70: groundwire.v1.ExecuteStreamResponse.type:type_name -> groundwire.v1.ExecutionEventType
+	37,  // 71: groundwire.v1.ExecuteStreamResponse.rag_search:type_name -> groundwire.v1.RagSearchEvent
+	38,  // 72: groundwire.v1.ExecuteStreamResponse.tool_call:type_name -> groundwire.v1.ToolCallEvent
+	36,  // 73: groundwire.v1.ExecuteStreamResponse.result:type_name -> groundwire.v1.AgentResult
+	31,  // 74: groundwire.v1.ExecuteStreamResponse.rag:type_name -> groundwire.v1.RagExecutionMetadata
+	63,  // 75: groundwire.v1.AgentRagDescription.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	0,   // 76: groundwire.v1.AgentRagDescription.mode:type_name -> groundwire.v1.ExecutionMode
+	1,   // 77: groundwire.v1.AgentRagDescription.no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
+	4,   // 78: groundwire.v1.AgentRagDescription.final_selection_policy:type_name -> groundwire.v1.FinalSelectionPolicy
+	40,  // 79: groundwire.v1.AgentDescription.rag:type_name -> groundwire.v1.AgentRagDescription
+	62,  // 80: groundwire.v1.AgentDescription.profile:type_name -> groundwire.v1.RetrievalProfile
+	41,  // 81: groundwire.v1.ListAgentsResponse.agents:type_name -> groundwire.v1.AgentDescription
+	41,  // 82: groundwire.v1.GetAgentResponse.agent:type_name -> groundwire.v1.AgentDescription
+	68,  // 83: groundwire.v1.ClientTool.parameters:type_name -> google.protobuf.Struct
+	36,  // 84: groundwire.v1.ResumeExecutionResponse.result:type_name -> groundwire.v1.AgentResult
+	39,  // 85: groundwire.v1.ResumeExecutionStreamResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
+	48,  // 86: groundwire.v1.SubmitToolResultsRequest.results:type_name -> groundwire.v1.ToolResult
+	36,  // 87: groundwire.v1.SubmitToolResultsResponse.result:type_name -> groundwire.v1.AgentResult
+	48,  // 88: groundwire.v1.ClientToolResults.results:type_name -> groundwire.v1.ToolResult
+	13,  // 89: groundwire.v1.ExecuteInteractiveRequest.input:type_name -> groundwire.v1.ExecutionInput
+	55,  // 90: groundwire.v1.ExecuteInteractiveRequest.tool_results:type_name -> groundwire.v1.ClientToolResults
+	39,  // 91: groundwire.v1.ExecuteInteractiveResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
+	42,  // 92: groundwire.v1.AgentService.ListAgents:input_type -> groundwire.v1.ListAgentsRequest
+	44,  // 93: groundwire.v1.AgentService.GetAgent:input_type -> groundwire.v1.GetAgentRequest
+	21,  // 94: groundwire.v1.AgentService.Execute:input_type -> groundwire.v1.ExecuteRequest
+	22,  // 95: groundwire.v1.AgentService.ExecuteStream:input_type -> groundwire.v1.ExecuteStreamRequest
+	49,  // 96: groundwire.v1.AgentService.ResumeExecution:input_type -> groundwire.v1.ResumeExecutionRequest
+	51,  // 97: groundwire.v1.AgentService.ResumeExecutionStream:input_type -> groundwire.v1.ResumeExecutionStreamRequest
+	53,  // 98: groundwire.v1.AgentService.SubmitToolResults:input_type -> groundwire.v1.SubmitToolResultsRequest
+	56,  // 99: groundwire.v1.AgentService.ExecuteInteractive:input_type -> groundwire.v1.ExecuteInteractiveRequest
+	15,  // 100: groundwire.v1.AgentService.PrepareExecution:input_type -> groundwire.v1.PrepareExecutionRequest
+	43,  // 101: groundwire.v1.AgentService.ListAgents:output_type -> groundwire.v1.ListAgentsResponse
+	45,  // 102: groundwire.v1.AgentService.GetAgent:output_type -> groundwire.v1.GetAgentResponse
+	23,  // 103: groundwire.v1.AgentService.Execute:output_type -> groundwire.v1.ExecuteResponse
+	39,  // 104: groundwire.v1.AgentService.ExecuteStream:output_type -> groundwire.v1.ExecuteStreamResponse
+	50,  // 105: groundwire.v1.AgentService.ResumeExecution:output_type -> groundwire.v1.ResumeExecutionResponse
+	52,  // 106: groundwire.v1.AgentService.ResumeExecutionStream:output_type -> groundwire.v1.ResumeExecutionStreamResponse
+	54,  // 107: groundwire.v1.AgentService.SubmitToolResults:output_type -> groundwire.v1.SubmitToolResultsResponse
+	57,  // 108: groundwire.v1.AgentService.ExecuteInteractive:output_type -> groundwire.v1.ExecuteInteractiveResponse
+	16,  // 109: groundwire.v1.AgentService.PrepareExecution:output_type -> groundwire.v1.PrepareExecutionResponse
+	101, // [101:110] is the sub-list for method output_type
+	92,  // [92:101] is the sub-list for method input_type
+	92,  // [92:92] is the sub-list for extension type_name
+	92,  // [92:92] is the sub-list for extension extendee
+	0,   // [0:92] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_agent_proto_init() }

@@ -166,6 +166,88 @@ func (RetrievalLeg) EnumDescriptor() ([]byte, []int) {
 	return file_groundwire_v1_common_proto_rawDescGZIP(), []int{1}
 }
 
+// The kind of one part of a RetrievalProfile.
+type ProfilePartKind int32
+
+const (
+	// Not set; never reported.
+	ProfilePartKind_PROFILE_PART_KIND_UNSPECIFIED ProfilePartKind = 0
+	// The index name and its published version.
+	ProfilePartKind_PROFILE_PART_KIND_INDEX ProfilePartKind = 1
+	// The chunking policy the published version was built with.
+	ProfilePartKind_PROFILE_PART_KIND_CHUNKING ProfilePartKind = 2
+	// The embedding model (provider, model, dimensions, normalization, task mode).
+	ProfilePartKind_PROFILE_PART_KIND_EMBEDDER ProfilePartKind = 3
+	// The lexical analyzer (stemming, stop words).
+	ProfilePartKind_PROFILE_PART_KIND_ANALYZER ProfilePartKind = 4
+	// The server's fusion method and defaults (RRF k, leg weights, leg depth).
+	ProfilePartKind_PROFILE_PART_KIND_FUSION ProfilePartKind = 5
+	// The reranker (configured name, provider, model, answerability threshold)
+	// and the stage settings configured for it (maximum candidates, timeout,
+	// failure policy): an agent's, or for Rerank the server's defaults (a
+	// request's own overrides are reported in its RerankingMetadata).
+	ProfilePartKind_PROFILE_PART_KIND_RERANKER ProfilePartKind = 6
+	// An agent's final selection of the reranked pool (policy, weight,
+	// normalization, candidate multiplier).
+	ProfilePartKind_PROFILE_PART_KIND_FINAL_SELECTION ProfilePartKind = 7
+	// An agent's policy: its id, mode, no-context behavior, acceptance and
+	// context budget, and a fingerprint of its whole definition.
+	ProfilePartKind_PROFILE_PART_KIND_AGENT_POLICY ProfilePartKind = 8
+)
+
+// Enum value maps for ProfilePartKind.
+var (
+	ProfilePartKind_name = map[int32]string{
+		0: "PROFILE_PART_KIND_UNSPECIFIED",
+		1: "PROFILE_PART_KIND_INDEX",
+		2: "PROFILE_PART_KIND_CHUNKING",
+		3: "PROFILE_PART_KIND_EMBEDDER",
+		4: "PROFILE_PART_KIND_ANALYZER",
+		5: "PROFILE_PART_KIND_FUSION",
+		6: "PROFILE_PART_KIND_RERANKER",
+		7: "PROFILE_PART_KIND_FINAL_SELECTION",
+		8: "PROFILE_PART_KIND_AGENT_POLICY",
+	}
+	ProfilePartKind_value = map[string]int32{
+		"PROFILE_PART_KIND_UNSPECIFIED":     0,
+		"PROFILE_PART_KIND_INDEX":           1,
+		"PROFILE_PART_KIND_CHUNKING":        2,
+		"PROFILE_PART_KIND_EMBEDDER":        3,
+		"PROFILE_PART_KIND_ANALYZER":        4,
+		"PROFILE_PART_KIND_FUSION":          5,
+		"PROFILE_PART_KIND_RERANKER":        6,
+		"PROFILE_PART_KIND_FINAL_SELECTION": 7,
+		"PROFILE_PART_KIND_AGENT_POLICY":    8,
+	}
+)
+
+func (x ProfilePartKind) Enum() *ProfilePartKind {
+	p := new(ProfilePartKind)
+	*p = x
+	return p
+}
+
+func (x ProfilePartKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProfilePartKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_groundwire_v1_common_proto_enumTypes[2].Descriptor()
+}
+
+func (ProfilePartKind) Type() protoreflect.EnumType {
+	return &file_groundwire_v1_common_proto_enumTypes[2]
+}
+
+func (x ProfilePartKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProfilePartKind.Descriptor instead.
+func (ProfilePartKind) EnumDescriptor() ([]byte, []int) {
+	return file_groundwire_v1_common_proto_rawDescGZIP(), []int{2}
+}
+
 // How to read one score. Raw scores keep the provider's own scale; only
 // `relevance` is comparable across metrics, and it is absent whenever no
 // documented, bounded transformation exists (groundwire never invents one).
@@ -735,6 +817,139 @@ func (x *MetadataFilter) GetConditions() []*MetadataCondition {
 	return nil
 }
 
+// What decided a result: the retrieval profile (seed 004 versions "the chunk
+// policy, embedding model, fusion weights and reranker descriptor together").
+// Content-free: descriptors name settings and versions, never query or
+// document text, credentials, URLs' secrets or file paths. A reload that
+// changes any part yields a new fingerprint without re-ingestion; re-ingestion
+// that publishes a new index version does too.
+type RetrievalProfile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. Stable fingerprint of all parts: "rp1-" followed by 16
+	// lowercase hex digits (a SHA-256 prefix of the parts' kinds and
+	// descriptors). Equal fingerprints mean equal parts, on any replica.
+	Fingerprint string `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// Output only. The parts, in ProfilePartKind order, each kind at most once.
+	// Retrieve and GetIndex report INDEX, CHUNKING, EMBEDDER (when the index has
+	// an embedding model), ANALYZER and FUSION; Rerank reports RERANKER; an
+	// agent adds RERANKER and FINAL_SELECTION when reranking is enabled, and
+	// AGENT_POLICY.
+	Parts         []*ProfilePart `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetrievalProfile) Reset() {
+	*x = RetrievalProfile{}
+	mi := &file_groundwire_v1_common_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetrievalProfile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetrievalProfile) ProtoMessage() {}
+
+func (x *RetrievalProfile) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_common_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetrievalProfile.ProtoReflect.Descriptor instead.
+func (*RetrievalProfile) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_common_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RetrievalProfile) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *RetrievalProfile) GetParts() []*ProfilePart {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+// One part of a RetrievalProfile.
+type ProfilePart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. Which part (never UNSPECIFIED).
+	Kind ProfilePartKind `protobuf:"varint,1,opt,name=kind,proto3,enum=groundwire.v1.ProfilePartKind" json:"kind,omitempty"`
+	// Output only. The part's content-free descriptor, at most 1024 characters:
+	// space-separated `key=value` settings, e.g. "method=rrf k=20
+	// semantic_weight=1 lexical_weight=1 leg_depth=50".
+	Descriptor_ string `protobuf:"bytes,2,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
+	// Output only. Fingerprint of this part alone: 16 lowercase hex digits.
+	// Two profiles differ in exactly the parts whose fingerprints differ.
+	Fingerprint   string `protobuf:"bytes,3,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProfilePart) Reset() {
+	*x = ProfilePart{}
+	mi := &file_groundwire_v1_common_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProfilePart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProfilePart) ProtoMessage() {}
+
+func (x *ProfilePart) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_common_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProfilePart.ProtoReflect.Descriptor instead.
+func (*ProfilePart) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_common_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ProfilePart) GetKind() ProfilePartKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ProfilePartKind_PROFILE_PART_KIND_UNSPECIFIED
+}
+
+func (x *ProfilePart) GetDescriptor_() string {
+	if x != nil {
+		return x.Descriptor_
+	}
+	return ""
+}
+
+func (x *ProfilePart) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
 var File_groundwire_v1_common_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_common_proto_rawDesc = "" +
@@ -774,7 +989,16 @@ const file_groundwire_v1_common_proto_rawDesc = "" +
 	"\x0eMetadataFilter\x12@\n" +
 	"\n" +
 	"conditions\x18\x01 \x03(\v2 .groundwire.v1.MetadataConditionR\n" +
-	"conditions*\xd5\x02\n" +
+	"conditions\"f\n" +
+	"\x10RetrievalProfile\x12 \n" +
+	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x120\n" +
+	"\x05parts\x18\x02 \x03(\v2\x1a.groundwire.v1.ProfilePartR\x05parts\"\x83\x01\n" +
+	"\vProfilePart\x122\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1e.groundwire.v1.ProfilePartKindR\x04kind\x12\x1e\n" +
+	"\n" +
+	"descriptor\x18\x02 \x01(\tR\n" +
+	"descriptor\x12 \n" +
+	"\vfingerprint\x18\x03 \x01(\tR\vfingerprint*\xd5\x02\n" +
 	"\vScoreMetric\x12\x1c\n" +
 	"\x18SCORE_METRIC_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eSCORE_METRIC_COSINE_SIMILARITY\x10\x01\x12 \n" +
@@ -789,7 +1013,17 @@ const file_groundwire_v1_common_proto_rawDesc = "" +
 	"\fRetrievalLeg\x12\x1d\n" +
 	"\x19RETRIEVAL_LEG_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16RETRIEVAL_LEG_SEMANTIC\x10\x01\x12\x19\n" +
-	"\x15RETRIEVAL_LEG_LEXICAL\x10\x02B\xaf\x01\n" +
+	"\x15RETRIEVAL_LEG_LEXICAL\x10\x02*\xba\x02\n" +
+	"\x0fProfilePartKind\x12!\n" +
+	"\x1dPROFILE_PART_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17PROFILE_PART_KIND_INDEX\x10\x01\x12\x1e\n" +
+	"\x1aPROFILE_PART_KIND_CHUNKING\x10\x02\x12\x1e\n" +
+	"\x1aPROFILE_PART_KIND_EMBEDDER\x10\x03\x12\x1e\n" +
+	"\x1aPROFILE_PART_KIND_ANALYZER\x10\x04\x12\x1c\n" +
+	"\x18PROFILE_PART_KIND_FUSION\x10\x05\x12\x1e\n" +
+	"\x1aPROFILE_PART_KIND_RERANKER\x10\x06\x12%\n" +
+	"!PROFILE_PART_KIND_FINAL_SELECTION\x10\a\x12\"\n" +
+	"\x1ePROFILE_PART_KIND_AGENT_POLICY\x10\bB\xaf\x01\n" +
 	"\x11dev.groundwire.v1B\vCommonProtoP\x01Z8github.com/groundwire/groundwire/clients/go/groundwirev1\xa2\x02\x03GXX\xaa\x02\rGroundwire.V1\xca\x02\rGroundwire\\V1\xe2\x02\x19Groundwire\\V1\\GPBMetadata\xea\x02\x0eGroundwire::V1b\x06proto3"
 
 var (
@@ -804,34 +1038,39 @@ func file_groundwire_v1_common_proto_rawDescGZIP() []byte {
 	return file_groundwire_v1_common_proto_rawDescData
 }
 
-var file_groundwire_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_groundwire_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_groundwire_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_groundwire_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_groundwire_v1_common_proto_goTypes = []any{
 	(ScoreMetric)(0),           // 0: groundwire.v1.ScoreMetric
 	(RetrievalLeg)(0),          // 1: groundwire.v1.RetrievalLeg
-	(*Score)(nil),              // 2: groundwire.v1.Score
-	(*LegProvenance)(nil),      // 3: groundwire.v1.LegProvenance
-	(*CharSpan)(nil),           // 4: groundwire.v1.CharSpan
-	(*StringList)(nil),         // 5: groundwire.v1.StringList
-	(*MetadataCondition)(nil),  // 6: groundwire.v1.MetadataCondition
-	(*MetadataRange)(nil),      // 7: groundwire.v1.MetadataRange
-	(*MetadataRangeBound)(nil), // 8: groundwire.v1.MetadataRangeBound
-	(*MetadataFilter)(nil),     // 9: groundwire.v1.MetadataFilter
+	(ProfilePartKind)(0),       // 2: groundwire.v1.ProfilePartKind
+	(*Score)(nil),              // 3: groundwire.v1.Score
+	(*LegProvenance)(nil),      // 4: groundwire.v1.LegProvenance
+	(*CharSpan)(nil),           // 5: groundwire.v1.CharSpan
+	(*StringList)(nil),         // 6: groundwire.v1.StringList
+	(*MetadataCondition)(nil),  // 7: groundwire.v1.MetadataCondition
+	(*MetadataRange)(nil),      // 8: groundwire.v1.MetadataRange
+	(*MetadataRangeBound)(nil), // 9: groundwire.v1.MetadataRangeBound
+	(*MetadataFilter)(nil),     // 10: groundwire.v1.MetadataFilter
+	(*RetrievalProfile)(nil),   // 11: groundwire.v1.RetrievalProfile
+	(*ProfilePart)(nil),        // 12: groundwire.v1.ProfilePart
 }
 var file_groundwire_v1_common_proto_depIdxs = []int32{
-	0, // 0: groundwire.v1.Score.metric:type_name -> groundwire.v1.ScoreMetric
-	1, // 1: groundwire.v1.LegProvenance.leg:type_name -> groundwire.v1.RetrievalLeg
-	2, // 2: groundwire.v1.LegProvenance.score:type_name -> groundwire.v1.Score
-	5, // 3: groundwire.v1.MetadataCondition.any_of:type_name -> groundwire.v1.StringList
-	7, // 4: groundwire.v1.MetadataCondition.range:type_name -> groundwire.v1.MetadataRange
-	8, // 5: groundwire.v1.MetadataRange.lower:type_name -> groundwire.v1.MetadataRangeBound
-	8, // 6: groundwire.v1.MetadataRange.upper:type_name -> groundwire.v1.MetadataRangeBound
-	6, // 7: groundwire.v1.MetadataFilter.conditions:type_name -> groundwire.v1.MetadataCondition
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	0,  // 0: groundwire.v1.Score.metric:type_name -> groundwire.v1.ScoreMetric
+	1,  // 1: groundwire.v1.LegProvenance.leg:type_name -> groundwire.v1.RetrievalLeg
+	3,  // 2: groundwire.v1.LegProvenance.score:type_name -> groundwire.v1.Score
+	6,  // 3: groundwire.v1.MetadataCondition.any_of:type_name -> groundwire.v1.StringList
+	8,  // 4: groundwire.v1.MetadataCondition.range:type_name -> groundwire.v1.MetadataRange
+	9,  // 5: groundwire.v1.MetadataRange.lower:type_name -> groundwire.v1.MetadataRangeBound
+	9,  // 6: groundwire.v1.MetadataRange.upper:type_name -> groundwire.v1.MetadataRangeBound
+	7,  // 7: groundwire.v1.MetadataFilter.conditions:type_name -> groundwire.v1.MetadataCondition
+	12, // 8: groundwire.v1.RetrievalProfile.parts:type_name -> groundwire.v1.ProfilePart
+	2,  // 9: groundwire.v1.ProfilePart.kind:type_name -> groundwire.v1.ProfilePartKind
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_common_proto_init() }
@@ -854,8 +1093,8 @@ func file_groundwire_v1_common_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groundwire_v1_common_proto_rawDesc), len(file_groundwire_v1_common_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   8,
+			NumEnums:      3,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -686,7 +686,11 @@ type IndexDescription struct {
 	// "default" for the `[store]` section, NAME for a `[stores.NAME]` section
 	// (indexes may live on different PostgreSQL clusters). `store` keeps giving
 	// that store's kind. Never a DSN or a data directory.
-	StoreName     string `protobuf:"bytes,200,opt,name=store_name,json=storeName,proto3" json:"store_name,omitempty"`
+	StoreName string `protobuf:"bytes,200,opt,name=store_name,json=storeName,proto3" json:"store_name,omitempty"`
+	// Output only. The index's retrieval profile now: its published version
+	// with the chunking, embedder and analyzer descriptors, and the server's
+	// fusion defaults (the parts Retrieve reports for the same version).
+	Profile       *RetrievalProfile `protobuf:"bytes,210,opt,name=profile,proto3" json:"profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -803,6 +807,13 @@ func (x *IndexDescription) GetStoreName() string {
 		return x.StoreName
 	}
 	return ""
+}
+
+func (x *IndexDescription) GetProfile() *RetrievalProfile {
+	if x != nil {
+		return x.Profile
+	}
+	return nil
 }
 
 // An index's lexical analysis: how text becomes the terms BM25 ranks.
@@ -3004,7 +3015,7 @@ var File_groundwire_v1_ingestion_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgroundwire/v1/ingestion.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19groundwire/v1/usage.proto\"\x88\x01\n" +
+	"\x1dgroundwire/v1/ingestion.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1agroundwire/v1/common.proto\x1a\x19groundwire/v1/usage.proto\"\x88\x01\n" +
 	"\x14EmbeddingDescription\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1e\n" +
@@ -3027,7 +3038,7 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x04size\x18\x02 \x01(\rR\x04size\x12\x18\n" +
 	"\aoverlap\x18\x03 \x01(\rR\aoverlap\x12+\n" +
 	"\x11markdown_sections\x18\x04 \x01(\bR\x10markdownSections\x12,\n" +
-	"\x04unit\x18\x05 \x01(\x0e2\x18.groundwire.v1.ChunkUnitR\x04unit\"\xf6\x03\n" +
+	"\x04unit\x18\x05 \x01(\x0e2\x18.groundwire.v1.ChunkUnitR\x04unit\"\xb2\x04\n" +
 	"\x10IndexDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12A\n" +
@@ -3042,7 +3053,8 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	" \x03(\tR\vsourceKinds\x12;\n" +
 	"\banalysis\x18\xb4\x01 \x01(\v2\x1e.groundwire.v1.LexicalAnalysisR\banalysis\x12\x1e\n" +
 	"\n" +
-	"store_name\x18\xc8\x01 \x01(\tR\tstoreName\"\xc1\x01\n" +
+	"store_name\x18\xc8\x01 \x01(\tR\tstoreName\x12:\n" +
+	"\aprofile\x18\xd2\x01 \x01(\v2\x1f.groundwire.v1.RetrievalProfileR\aprofile\"\xc1\x01\n" +
 	"\x0fLexicalAnalysis\x12\x1a\n" +
 	"\blanguage\x18\x01 \x01(\tR\blanguage\x12\x1a\n" +
 	"\bstemming\x18\x02 \x01(\bR\bstemming\x12\x1d\n" +
@@ -3334,9 +3346,10 @@ var file_groundwire_v1_ingestion_proto_goTypes = []any{
 	nil,                             // 40: groundwire.v1.OperationCounts.NotIngestedByReasonEntry
 	nil,                             // 41: groundwire.v1.PushedDocument.MetadataEntry
 	nil,                             // 42: groundwire.v1.DocumentInfo.MetadataEntry
-	(*EmbeddingUsage)(nil),          // 43: groundwire.v1.EmbeddingUsage
-	(*timestamppb.Timestamp)(nil),   // 44: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 45: google.protobuf.Duration
+	(*RetrievalProfile)(nil),        // 43: groundwire.v1.RetrievalProfile
+	(*EmbeddingUsage)(nil),          // 44: groundwire.v1.EmbeddingUsage
+	(*timestamppb.Timestamp)(nil),   // 45: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 46: google.protobuf.Duration
 }
 var file_groundwire_v1_ingestion_proto_depIdxs = []int32{
 	5,  // 0: groundwire.v1.ChunkingDescription.unit:type_name -> groundwire.v1.ChunkUnit
@@ -3346,64 +3359,65 @@ var file_groundwire_v1_ingestion_proto_depIdxs = []int32{
 	7,  // 4: groundwire.v1.IndexDescription.chunking:type_name -> groundwire.v1.ChunkingDescription
 	0,  // 5: groundwire.v1.IndexDescription.strategy:type_name -> groundwire.v1.IngestionStrategy
 	10, // 6: groundwire.v1.IndexDescription.analysis:type_name -> groundwire.v1.LexicalAnalysis
-	43, // 7: groundwire.v1.OperationCounts.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
-	40, // 8: groundwire.v1.OperationCounts.not_ingested_by_reason:type_name -> groundwire.v1.OperationCounts.NotIngestedByReasonEntry
-	1,  // 9: groundwire.v1.Operation.state:type_name -> groundwire.v1.OperationState
-	2,  // 10: groundwire.v1.Operation.trigger:type_name -> groundwire.v1.OperationTrigger
-	3,  // 11: groundwire.v1.Operation.phase:type_name -> groundwire.v1.OperationPhase
-	12, // 12: groundwire.v1.Operation.counts:type_name -> groundwire.v1.OperationCounts
-	44, // 13: groundwire.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
-	44, // 14: groundwire.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
-	44, // 15: groundwire.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
-	11, // 16: groundwire.v1.Operation.failures:type_name -> groundwire.v1.DocumentFailure
-	45, // 17: groundwire.v1.Operation.elapsed:type_name -> google.protobuf.Duration
-	11, // 18: groundwire.v1.Operation.skipped:type_name -> groundwire.v1.DocumentFailure
-	13, // 19: groundwire.v1.IndexStatus.running_operation:type_name -> groundwire.v1.Operation
-	13, // 20: groundwire.v1.IndexStatus.last_operation:type_name -> groundwire.v1.Operation
-	44, // 21: groundwire.v1.IndexStatus.next_run_time:type_name -> google.protobuf.Timestamp
-	9,  // 22: groundwire.v1.ListIndexesResponse.indexes:type_name -> groundwire.v1.IndexDescription
-	9,  // 23: groundwire.v1.GetIndexResponse.index:type_name -> groundwire.v1.IndexDescription
-	14, // 24: groundwire.v1.GetIndexStatusResponse.status:type_name -> groundwire.v1.IndexStatus
-	13, // 25: groundwire.v1.StartIngestionResponse.operation:type_name -> groundwire.v1.Operation
-	13, // 26: groundwire.v1.CancelIngestionResponse.operation:type_name -> groundwire.v1.Operation
-	13, // 27: groundwire.v1.WatchIngestionResponse.operation:type_name -> groundwire.v1.Operation
-	13, // 28: groundwire.v1.ListOperationsResponse.operations:type_name -> groundwire.v1.Operation
-	4,  // 29: groundwire.v1.PushedDocument.format:type_name -> groundwire.v1.DocumentFormat
-	41, // 30: groundwire.v1.PushedDocument.metadata:type_name -> groundwire.v1.PushedDocument.MetadataEntry
-	29, // 31: groundwire.v1.UpsertDocumentsRequest.documents:type_name -> groundwire.v1.PushedDocument
-	11, // 32: groundwire.v1.UpsertDocumentsResponse.failures:type_name -> groundwire.v1.DocumentFailure
-	44, // 33: groundwire.v1.DocumentInfo.ingest_time:type_name -> google.protobuf.Timestamp
-	42, // 34: groundwire.v1.DocumentInfo.metadata:type_name -> groundwire.v1.DocumentInfo.MetadataEntry
-	34, // 35: groundwire.v1.ListDocumentsResponse.documents:type_name -> groundwire.v1.DocumentInfo
-	34, // 36: groundwire.v1.GetDocumentResponse.document:type_name -> groundwire.v1.DocumentInfo
-	38, // 37: groundwire.v1.GetDocumentResponse.chunks:type_name -> groundwire.v1.DocumentChunk
-	15, // 38: groundwire.v1.IngestionManagerService.ListIndexes:input_type -> groundwire.v1.ListIndexesRequest
-	17, // 39: groundwire.v1.IngestionManagerService.GetIndex:input_type -> groundwire.v1.GetIndexRequest
-	19, // 40: groundwire.v1.IngestionManagerService.GetIndexStatus:input_type -> groundwire.v1.GetIndexStatusRequest
-	21, // 41: groundwire.v1.IngestionManagerService.StartIngestion:input_type -> groundwire.v1.StartIngestionRequest
-	23, // 42: groundwire.v1.IngestionManagerService.CancelIngestion:input_type -> groundwire.v1.CancelIngestionRequest
-	25, // 43: groundwire.v1.IngestionManagerService.WatchIngestion:input_type -> groundwire.v1.WatchIngestionRequest
-	27, // 44: groundwire.v1.IngestionManagerService.ListOperations:input_type -> groundwire.v1.ListOperationsRequest
-	30, // 45: groundwire.v1.IngestionManagerService.UpsertDocuments:input_type -> groundwire.v1.UpsertDocumentsRequest
-	32, // 46: groundwire.v1.IngestionManagerService.DeleteDocuments:input_type -> groundwire.v1.DeleteDocumentsRequest
-	35, // 47: groundwire.v1.IngestionManagerService.ListDocuments:input_type -> groundwire.v1.ListDocumentsRequest
-	37, // 48: groundwire.v1.IngestionManagerService.GetDocument:input_type -> groundwire.v1.GetDocumentRequest
-	16, // 49: groundwire.v1.IngestionManagerService.ListIndexes:output_type -> groundwire.v1.ListIndexesResponse
-	18, // 50: groundwire.v1.IngestionManagerService.GetIndex:output_type -> groundwire.v1.GetIndexResponse
-	20, // 51: groundwire.v1.IngestionManagerService.GetIndexStatus:output_type -> groundwire.v1.GetIndexStatusResponse
-	22, // 52: groundwire.v1.IngestionManagerService.StartIngestion:output_type -> groundwire.v1.StartIngestionResponse
-	24, // 53: groundwire.v1.IngestionManagerService.CancelIngestion:output_type -> groundwire.v1.CancelIngestionResponse
-	26, // 54: groundwire.v1.IngestionManagerService.WatchIngestion:output_type -> groundwire.v1.WatchIngestionResponse
-	28, // 55: groundwire.v1.IngestionManagerService.ListOperations:output_type -> groundwire.v1.ListOperationsResponse
-	31, // 56: groundwire.v1.IngestionManagerService.UpsertDocuments:output_type -> groundwire.v1.UpsertDocumentsResponse
-	33, // 57: groundwire.v1.IngestionManagerService.DeleteDocuments:output_type -> groundwire.v1.DeleteDocumentsResponse
-	36, // 58: groundwire.v1.IngestionManagerService.ListDocuments:output_type -> groundwire.v1.ListDocumentsResponse
-	39, // 59: groundwire.v1.IngestionManagerService.GetDocument:output_type -> groundwire.v1.GetDocumentResponse
-	49, // [49:60] is the sub-list for method output_type
-	38, // [38:49] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	43, // 7: groundwire.v1.IndexDescription.profile:type_name -> groundwire.v1.RetrievalProfile
+	44, // 8: groundwire.v1.OperationCounts.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
+	40, // 9: groundwire.v1.OperationCounts.not_ingested_by_reason:type_name -> groundwire.v1.OperationCounts.NotIngestedByReasonEntry
+	1,  // 10: groundwire.v1.Operation.state:type_name -> groundwire.v1.OperationState
+	2,  // 11: groundwire.v1.Operation.trigger:type_name -> groundwire.v1.OperationTrigger
+	3,  // 12: groundwire.v1.Operation.phase:type_name -> groundwire.v1.OperationPhase
+	12, // 13: groundwire.v1.Operation.counts:type_name -> groundwire.v1.OperationCounts
+	45, // 14: groundwire.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
+	45, // 15: groundwire.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
+	45, // 16: groundwire.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
+	11, // 17: groundwire.v1.Operation.failures:type_name -> groundwire.v1.DocumentFailure
+	46, // 18: groundwire.v1.Operation.elapsed:type_name -> google.protobuf.Duration
+	11, // 19: groundwire.v1.Operation.skipped:type_name -> groundwire.v1.DocumentFailure
+	13, // 20: groundwire.v1.IndexStatus.running_operation:type_name -> groundwire.v1.Operation
+	13, // 21: groundwire.v1.IndexStatus.last_operation:type_name -> groundwire.v1.Operation
+	45, // 22: groundwire.v1.IndexStatus.next_run_time:type_name -> google.protobuf.Timestamp
+	9,  // 23: groundwire.v1.ListIndexesResponse.indexes:type_name -> groundwire.v1.IndexDescription
+	9,  // 24: groundwire.v1.GetIndexResponse.index:type_name -> groundwire.v1.IndexDescription
+	14, // 25: groundwire.v1.GetIndexStatusResponse.status:type_name -> groundwire.v1.IndexStatus
+	13, // 26: groundwire.v1.StartIngestionResponse.operation:type_name -> groundwire.v1.Operation
+	13, // 27: groundwire.v1.CancelIngestionResponse.operation:type_name -> groundwire.v1.Operation
+	13, // 28: groundwire.v1.WatchIngestionResponse.operation:type_name -> groundwire.v1.Operation
+	13, // 29: groundwire.v1.ListOperationsResponse.operations:type_name -> groundwire.v1.Operation
+	4,  // 30: groundwire.v1.PushedDocument.format:type_name -> groundwire.v1.DocumentFormat
+	41, // 31: groundwire.v1.PushedDocument.metadata:type_name -> groundwire.v1.PushedDocument.MetadataEntry
+	29, // 32: groundwire.v1.UpsertDocumentsRequest.documents:type_name -> groundwire.v1.PushedDocument
+	11, // 33: groundwire.v1.UpsertDocumentsResponse.failures:type_name -> groundwire.v1.DocumentFailure
+	45, // 34: groundwire.v1.DocumentInfo.ingest_time:type_name -> google.protobuf.Timestamp
+	42, // 35: groundwire.v1.DocumentInfo.metadata:type_name -> groundwire.v1.DocumentInfo.MetadataEntry
+	34, // 36: groundwire.v1.ListDocumentsResponse.documents:type_name -> groundwire.v1.DocumentInfo
+	34, // 37: groundwire.v1.GetDocumentResponse.document:type_name -> groundwire.v1.DocumentInfo
+	38, // 38: groundwire.v1.GetDocumentResponse.chunks:type_name -> groundwire.v1.DocumentChunk
+	15, // 39: groundwire.v1.IngestionManagerService.ListIndexes:input_type -> groundwire.v1.ListIndexesRequest
+	17, // 40: groundwire.v1.IngestionManagerService.GetIndex:input_type -> groundwire.v1.GetIndexRequest
+	19, // 41: groundwire.v1.IngestionManagerService.GetIndexStatus:input_type -> groundwire.v1.GetIndexStatusRequest
+	21, // 42: groundwire.v1.IngestionManagerService.StartIngestion:input_type -> groundwire.v1.StartIngestionRequest
+	23, // 43: groundwire.v1.IngestionManagerService.CancelIngestion:input_type -> groundwire.v1.CancelIngestionRequest
+	25, // 44: groundwire.v1.IngestionManagerService.WatchIngestion:input_type -> groundwire.v1.WatchIngestionRequest
+	27, // 45: groundwire.v1.IngestionManagerService.ListOperations:input_type -> groundwire.v1.ListOperationsRequest
+	30, // 46: groundwire.v1.IngestionManagerService.UpsertDocuments:input_type -> groundwire.v1.UpsertDocumentsRequest
+	32, // 47: groundwire.v1.IngestionManagerService.DeleteDocuments:input_type -> groundwire.v1.DeleteDocumentsRequest
+	35, // 48: groundwire.v1.IngestionManagerService.ListDocuments:input_type -> groundwire.v1.ListDocumentsRequest
+	37, // 49: groundwire.v1.IngestionManagerService.GetDocument:input_type -> groundwire.v1.GetDocumentRequest
+	16, // 50: groundwire.v1.IngestionManagerService.ListIndexes:output_type -> groundwire.v1.ListIndexesResponse
+	18, // 51: groundwire.v1.IngestionManagerService.GetIndex:output_type -> groundwire.v1.GetIndexResponse
+	20, // 52: groundwire.v1.IngestionManagerService.GetIndexStatus:output_type -> groundwire.v1.GetIndexStatusResponse
+	22, // 53: groundwire.v1.IngestionManagerService.StartIngestion:output_type -> groundwire.v1.StartIngestionResponse
+	24, // 54: groundwire.v1.IngestionManagerService.CancelIngestion:output_type -> groundwire.v1.CancelIngestionResponse
+	26, // 55: groundwire.v1.IngestionManagerService.WatchIngestion:output_type -> groundwire.v1.WatchIngestionResponse
+	28, // 56: groundwire.v1.IngestionManagerService.ListOperations:output_type -> groundwire.v1.ListOperationsResponse
+	31, // 57: groundwire.v1.IngestionManagerService.UpsertDocuments:output_type -> groundwire.v1.UpsertDocumentsResponse
+	33, // 58: groundwire.v1.IngestionManagerService.DeleteDocuments:output_type -> groundwire.v1.DeleteDocumentsResponse
+	36, // 59: groundwire.v1.IngestionManagerService.ListDocuments:output_type -> groundwire.v1.ListDocumentsResponse
+	39, // 60: groundwire.v1.IngestionManagerService.GetDocument:output_type -> groundwire.v1.GetDocumentResponse
+	50, // [50:61] is the sub-list for method output_type
+	39, // [39:50] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_ingestion_proto_init() }
@@ -3411,6 +3425,7 @@ func file_groundwire_v1_ingestion_proto_init() {
 	if File_groundwire_v1_ingestion_proto != nil {
 		return
 	}
+	file_groundwire_v1_common_proto_init()
 	file_groundwire_v1_usage_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -635,7 +635,11 @@ type RerankResponse struct {
 	// fallback, exactly the original order.
 	Results []*RerankedCandidate `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	// Output only. What the reranking stage did.
-	Reranking     *RerankingMetadata `protobuf:"bytes,2,opt,name=reranking,proto3" json:"reranking,omitempty"`
+	Reranking *RerankingMetadata `protobuf:"bytes,2,opt,name=reranking,proto3" json:"reranking,omitempty"`
+	// Output only. The profile that produced the order: the RERANKER part (the
+	// reranker used and the server's stage defaults; this call's own overrides
+	// are in `reranking`).
+	Profile       *RetrievalProfile `protobuf:"bytes,3,opt,name=profile,proto3" json:"profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -684,11 +688,18 @@ func (x *RerankResponse) GetReranking() *RerankingMetadata {
 	return nil
 }
 
+func (x *RerankResponse) GetProfile() *RetrievalProfile {
+	if x != nil {
+		return x.Profile
+	}
+	return nil
+}
+
 var File_groundwire_v1_reranker_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_reranker_proto_rawDesc = "" +
 	"\n" +
-	"\x1cgroundwire/v1/reranker.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\"\x8c\x01\n" +
+	"\x1cgroundwire/v1/reranker.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1agroundwire/v1/common.proto\"\x8c\x01\n" +
 	"\x0fRerankCandidate\x12\x1f\n" +
 	"\vdocument_id\x18\x01 \x01(\tR\n" +
 	"documentId\x12\x19\n" +
@@ -728,10 +739,11 @@ const file_groundwire_v1_reranker_proto_rawDesc = "" +
 	"\n" +
 	"candidates\x18\n" +
 	" \x03(\v2 .groundwire.v1.RerankedCandidateR\n" +
-	"candidates\"\x8c\x01\n" +
+	"candidates\"\xc7\x01\n" +
 	"\x0eRerankResponse\x12:\n" +
 	"\aresults\x18\x01 \x03(\v2 .groundwire.v1.RerankedCandidateR\aresults\x12>\n" +
-	"\treranking\x18\x02 \x01(\v2 .groundwire.v1.RerankingMetadataR\treranking*\xa1\x01\n" +
+	"\treranking\x18\x02 \x01(\v2 .groundwire.v1.RerankingMetadataR\treranking\x129\n" +
+	"\aprofile\x18\x03 \x01(\v2\x1f.groundwire.v1.RetrievalProfileR\aprofile*\xa1\x01\n" +
 	"\rRerankOutcome\x12\x1e\n" +
 	"\x1aRERANK_OUTCOME_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18RERANK_OUTCOME_SUCCEEDED\x10\x01\x12\x1b\n" +
@@ -775,6 +787,7 @@ var file_groundwire_v1_reranker_proto_goTypes = []any{
 	(*RerankingMetadata)(nil),   // 6: groundwire.v1.RerankingMetadata
 	(*RerankResponse)(nil),      // 7: groundwire.v1.RerankResponse
 	(*durationpb.Duration)(nil), // 8: google.protobuf.Duration
+	(*RetrievalProfile)(nil),    // 9: groundwire.v1.RetrievalProfile
 }
 var file_groundwire_v1_reranker_proto_depIdxs = []int32{
 	3,  // 0: groundwire.v1.RerankRequest.candidates:type_name -> groundwire.v1.RerankCandidate
@@ -788,13 +801,14 @@ var file_groundwire_v1_reranker_proto_depIdxs = []int32{
 	5,  // 8: groundwire.v1.RerankingMetadata.candidates:type_name -> groundwire.v1.RerankedCandidate
 	5,  // 9: groundwire.v1.RerankResponse.results:type_name -> groundwire.v1.RerankedCandidate
 	6,  // 10: groundwire.v1.RerankResponse.reranking:type_name -> groundwire.v1.RerankingMetadata
-	4,  // 11: groundwire.v1.RerankerService.Rerank:input_type -> groundwire.v1.RerankRequest
-	7,  // 12: groundwire.v1.RerankerService.Rerank:output_type -> groundwire.v1.RerankResponse
-	12, // [12:13] is the sub-list for method output_type
-	11, // [11:12] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	9,  // 11: groundwire.v1.RerankResponse.profile:type_name -> groundwire.v1.RetrievalProfile
+	4,  // 12: groundwire.v1.RerankerService.Rerank:input_type -> groundwire.v1.RerankRequest
+	7,  // 13: groundwire.v1.RerankerService.Rerank:output_type -> groundwire.v1.RerankResponse
+	13, // [13:14] is the sub-list for method output_type
+	12, // [12:13] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_reranker_proto_init() }
@@ -802,6 +816,7 @@ func file_groundwire_v1_reranker_proto_init() {
 	if File_groundwire_v1_reranker_proto != nil {
 		return
 	}
+	file_groundwire_v1_common_proto_init()
 	file_groundwire_v1_reranker_proto_msgTypes[1].OneofWrappers = []any{}
 	file_groundwire_v1_reranker_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}

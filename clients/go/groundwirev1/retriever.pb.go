@@ -874,7 +874,11 @@ type RetrieveResponse struct {
 	// broken by document_id then chunk_id (ordinal string order).
 	Results []*RetrievalResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	// Output only. How the retrieval ran.
-	Diagnostics   *RetrievalDiagnostics `protobuf:"bytes,2,opt,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	Diagnostics *RetrievalDiagnostics `protobuf:"bytes,2,opt,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	// Output only. The retrieval profile that produced the results: the
+	// searched index version with its chunking, embedder and analyzer, and the
+	// server's fusion defaults.
+	Profile       *RetrievalProfile `protobuf:"bytes,3,opt,name=profile,proto3" json:"profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -919,6 +923,13 @@ func (x *RetrieveResponse) GetResults() []*RetrievalResult {
 func (x *RetrieveResponse) GetDiagnostics() *RetrievalDiagnostics {
 	if x != nil {
 		return x.Diagnostics
+	}
+	return nil
+}
+
+func (x *RetrieveResponse) GetProfile() *RetrievalProfile {
+	if x != nil {
+		return x.Profile
 	}
 	return nil
 }
@@ -1002,10 +1013,11 @@ const file_groundwire_v1_retriever_proto_rawDesc = "" +
 	"\x0fquery_truncated\x18Q \x01(\bR\x0equeryTruncated\x12&\n" +
 	"\x0efeedback_terms\x18\xd3\x01 \x01(\rR\rfeedbackTerms\x12.\n" +
 	"\x12feedback_documents\x18\xd4\x01 \x01(\rR\x11feedbackDocuments\x12P\n" +
-	"\x15applied_fusion_method\x18\xd6\x01 \x01(\x0e2\x1b.groundwire.v1.FusionMethodR\x13appliedFusionMethod\"\x93\x01\n" +
+	"\x15applied_fusion_method\x18\xd6\x01 \x01(\x0e2\x1b.groundwire.v1.FusionMethodR\x13appliedFusionMethod\"\xce\x01\n" +
 	"\x10RetrieveResponse\x128\n" +
 	"\aresults\x18\x01 \x03(\v2\x1e.groundwire.v1.RetrievalResultR\aresults\x12E\n" +
-	"\vdiagnostics\x18\x02 \x01(\v2#.groundwire.v1.RetrievalDiagnosticsR\vdiagnostics*\x83\x01\n" +
+	"\vdiagnostics\x18\x02 \x01(\v2#.groundwire.v1.RetrievalDiagnosticsR\vdiagnostics\x129\n" +
+	"\aprofile\x18\x03 \x01(\v2\x1f.groundwire.v1.RetrievalProfileR\aprofile*\x83\x01\n" +
 	"\rRetrievalMode\x12\x1e\n" +
 	"\x1aRETRIEVAL_MODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RETRIEVAL_MODE_SEMANTIC\x10\x01\x12\x1a\n" +
@@ -1050,6 +1062,7 @@ var file_groundwire_v1_retriever_proto_goTypes = []any{
 	(*CharSpan)(nil),             // 13: groundwire.v1.CharSpan
 	(*durationpb.Duration)(nil),  // 14: google.protobuf.Duration
 	(*EmbeddingUsage)(nil),       // 15: groundwire.v1.EmbeddingUsage
+	(*RetrievalProfile)(nil),     // 16: groundwire.v1.RetrievalProfile
 }
 var file_groundwire_v1_retriever_proto_depIdxs = []int32{
 	1,  // 0: groundwire.v1.FusionOptions.method:type_name -> groundwire.v1.FusionMethod
@@ -1071,13 +1084,14 @@ var file_groundwire_v1_retriever_proto_depIdxs = []int32{
 	1,  // 16: groundwire.v1.RetrievalDiagnostics.applied_fusion_method:type_name -> groundwire.v1.FusionMethod
 	6,  // 17: groundwire.v1.RetrieveResponse.results:type_name -> groundwire.v1.RetrievalResult
 	7,  // 18: groundwire.v1.RetrieveResponse.diagnostics:type_name -> groundwire.v1.RetrievalDiagnostics
-	5,  // 19: groundwire.v1.RetrieverService.Retrieve:input_type -> groundwire.v1.RetrieveRequest
-	8,  // 20: groundwire.v1.RetrieverService.Retrieve:output_type -> groundwire.v1.RetrieveResponse
-	20, // [20:21] is the sub-list for method output_type
-	19, // [19:20] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	16, // 19: groundwire.v1.RetrieveResponse.profile:type_name -> groundwire.v1.RetrievalProfile
+	5,  // 20: groundwire.v1.RetrieverService.Retrieve:input_type -> groundwire.v1.RetrieveRequest
+	8,  // 21: groundwire.v1.RetrieverService.Retrieve:output_type -> groundwire.v1.RetrieveResponse
+	21, // [21:22] is the sub-list for method output_type
+	20, // [20:21] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_retriever_proto_init() }

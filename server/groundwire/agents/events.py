@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from groundwire.domain.blend import SelectionReport
 from groundwire.domain.errors import GroundwireError
+from groundwire.domain.profile import RetrievalProfile
 from groundwire.domain.query_rewrite import KeywordRewrite
 from groundwire.domain.rag_policy import (
     Acceptance,
@@ -200,6 +201,9 @@ class ExecutionResult:
     required_tool_calls: list[RequiredToolCall] = field(default_factory=list)
     action_deadline: float | None = None  # epoch seconds
     resumed: bool = False
+    # What decided the result (agents/profile.py); checkpointed with it, so a
+    # resumed execution reports the profile it started with.
+    profile: RetrievalProfile = field(default_factory=RetrievalProfile)
 
 
 @dataclass(frozen=True, slots=True)

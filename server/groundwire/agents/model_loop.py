@@ -39,6 +39,7 @@ from groundwire.providers.chat.base import (
     ChatResponse,
     StreamDone,
     TextDelta,
+    ToolSpec,
     Usage,
 )
 
@@ -71,6 +72,12 @@ class ClientCalls:
     results: ClientResults | None = None
 
 
+def offered_specs(tools: Sequence[Tool], client_tools: Sequence[ClientToolSpec]) -> list[ToolSpec]:
+    """The tool specs the model is offered, in order: the server's tools, then
+    the request's client tools (PrepareExecution reports exactly these)."""
+    return [tool_spec(t) for t in tools] + [c.spec for c in client_tools]
+
+
 async def run_model_loop(
     agent: AgentDefinition,
     loop: LoopState,
@@ -85,7 +92,7 @@ async def run_model_loop(
     eid = result.execution_id
     client = client or ClientCalls()
     by_client = {c.name: c for c in client.tools}
-    specs = [tool_spec(t) for t in tools] + [c.spec for c in client.tools]
+    specs = offered_specs(tools, client.tools)
     by_name = {t.name: t for t in tools}
     messages = loop.messages
     while True:

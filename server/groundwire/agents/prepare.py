@@ -23,11 +23,13 @@ from groundwire.agents.controls import (
 from groundwire.agents.definition import AgentDefinition
 from groundwire.agents.events import RagMetadata
 from groundwire.agents.execution_input import ExecutionInput
-from groundwire.agents.prompt import assemble_messages, prompt_costs, tool_spec
+from groundwire.agents.model_loop import offered_specs
+from groundwire.agents.prompt import assemble_messages, prompt_costs
 from groundwire.agents.rag_events import rag_metadata
 from groundwire.agents.rag_pipeline import SearchFailed, merge_filters
 from groundwire.agents.runtime import AgentRuntime
 from groundwire.domain.grounding import framework_rules
+from groundwire.domain.profile import RetrievalProfile
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER, Action, validate_mode
 from groundwire.domain.retrieval import RankedResult, Scope
 from groundwire.providers.chat.base import ChatMessage, ToolSpec
@@ -54,6 +56,8 @@ class PreparedTurn:
     framework_answer: str = ""
     rag: RagMetadata = field(default_factory=RagMetadata)
     seconds: float = 0.0
+    # The profile Execute would report.
+    profile: RetrievalProfile = field(default_factory=RetrievalProfile)
 
 
 async def prepare_turn(
@@ -78,7 +82,8 @@ async def _prepare(
             require_bypass_allowed(rag)
             turn.rag = bypassed_metadata(rag)
         turn.messages = assemble_messages(agent, None, "", inp, ())
-        turn.tools = [tool_spec(t) for t in agent.tools]
+        turn.tools = offered_specs(agent.tools, inp.client_tools)
+        turn.profile = await runtime.profile(agent, bypassed=True)
         return turn
     validate_mode(rag.mode, rag.no_context_behavior)
     rag.acceptance.validate("rag.acceptance")
@@ -91,8 +96,9 @@ async def _prepare(
         meta = rag_metadata(rag, None)
         tools = agentic_tools(pipeline, agent, rag, scope, meta, inp.min_index_version)
         turn.messages = assemble_messages(agent, rag, framework_rules(rag.mode, True), inp, ())
-        turn.tools = [tool_spec(t) for t in tools]
+        turn.tools = offered_specs(tools, inp.client_tools)
         turn.rag = meta
+        turn.profile = await runtime.profile(agent)
     else:
         search = await pipeline.prepare(agent, rag, inp, scope)
         costs = prompt_costs(agent, rag, framework_rules(rag.mode, True), inp, agent.tools)
@@ -101,6 +107,7 @@ async def _prepare(
         except SearchFailed as failed:
             raise failed.error from None
         turn.rag = rag_metadata(rag, outcome)
+        turn.profile = await runtime.profile(agent, outcome.index_version)
         await runtime.explain_scope(turn.rag, scope.tenant)
         action = outcome.decision.action
         if action is Action.RETURN_NOT_FOUND:
@@ -112,7 +119,7 @@ async def _prepare(
             selected = outcome.selected
             rules = framework_rules(rag.mode, bool(selected))
             turn.messages = assemble_messages(agent, rag, rules, inp, selected)
-            turn.tools = [tool_spec(t) for t in agent.tools]
+            turn.tools = offered_specs(agent.tools, inp.client_tools)
             turn.references = list(selected)
     turn.rag.limits = applied_limits(rag, inp, runtime.max_top_k)
     return turn

@@ -67,6 +67,7 @@ from groundwire.agents.model_loop import (
     answer_client_calls,
     run_model_loop,
 )
+from groundwire.agents.profile import agent_profile
 from groundwire.agents.prompt import assemble_messages, prompt_costs
 from groundwire.agents.rag_events import (
     citations,
@@ -88,6 +89,7 @@ from groundwire.agents.submissions import (
 from groundwire.agents.tools import Tool
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.domain.grounding import framework_rules
+from groundwire.domain.profile import RetrievalProfile
 from groundwire.domain.rag_policy import NOT_FOUND_ANSWER, Action, validate_mode
 from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
 from groundwire.domain.retrieval import Scope
@@ -212,6 +214,12 @@ class AgentRuntime:
         self._checkpoints = checkpoints or Checkpointer(
             MemoryCheckpointStore(), CheckpointSettings()
         )
+
+    async def profile(
+        self, agent: AgentDefinition, version: int | None = None, *, bypassed: bool = False
+    ) -> RetrievalProfile:
+        """The profile an execution of `agent` runs under (agents/profile.py)."""
+        return await agent_profile(self._retriever, agent, version, bypassed=bypassed)
 
     async def explain_scope(self, meta: RagMetadata, tenant: str) -> None:
         """When retrieval found no candidate, record whether the searched tenant
@@ -455,6 +463,7 @@ class AgentRuntime:
             require_bypass_allowed(rag)
             result.rag = bypassed_metadata(rag)
         if rag is None or inp.controls.bypass_rag:
+            result.profile = await agent_profile(self._retriever, agent, bypassed=True)
             await run.prepared(assemble_messages(agent, None, "", inp, ()))
             steps = self._model(run, self._tools(run))
         else:
@@ -468,6 +477,9 @@ class AgentRuntime:
             scope = Scope(inp.tenant, merge_filters(rag.filter, inp.filter))
             if rag.agentic:
                 result.rag = rag_metadata(rag, None)
+                # The version published when the execution starts; each search
+                # reports the version it read in its trace.
+                result.profile = await agent_profile(self._retriever, agent)
                 await run.prepared(
                     assemble_messages(agent, rag, framework_rules(rag.mode, True), inp, ())
                 )
@@ -504,6 +516,7 @@ class AgentRuntime:
             )
             raise
         result.rag = rag_metadata(rag, outcome)
+        result.profile = await agent_profile(self._retriever, agent, outcome.index_version)
         await self.explain_scope(result.rag, scope.tenant)
         yield search_completed(eid, rag, outcome, time.perf_counter() - t0)
 

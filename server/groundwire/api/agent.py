@@ -41,7 +41,7 @@ from groundwire.api.agent_convert import (
     result_to_proto,
 )
 from groundwire.api.auth import effective_tenant
-from groundwire.api.convert import filter_from_proto
+from groundwire.api.convert import filter_from_proto, note_profile, profile_to_proto
 from groundwire.api.errors import ErrorWithDetails
 from groundwire.api.pagination import LIST_AGENTS, PageTokens, listing
 from groundwire.domain.auth import check_tenant
@@ -119,9 +119,11 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     async def GetAgent(
         self, request: agent_pb2.GetAgentRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> agent_pb2.GetAgentResponse:
-        return agent_pb2.GetAgentResponse(
-            agent=describe_agent(self._registry.get(request.agent_id))
-        )
+        agent = self._registry.get(request.agent_id)
+        msg = describe_agent(agent)
+        profile = note_profile(await self._runtime.profile(agent))
+        msg.profile.CopyFrom(profile_to_proto(profile))
+        return agent_pb2.GetAgentResponse(agent=msg)
 
     async def Execute(
         self, request: agent_pb2.ExecuteRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -137,7 +139,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         agent, inp = self._validate(request.input)
         sequence = 0
         async for event in self._runtime.execute(agent, inp):
-            yield event_to_proto(event, sequence, self._snippet_chars)
+            yield _streamed(event, sequence, self._snippet_chars)
             sequence += 1
 
     async def PrepareExecution(
@@ -147,9 +149,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.PrepareExecutionResponse:
         agent, inp = self._validate(request.input)
         turn = await prepare_turn(self._runtime, agent, inp)
-        return agent_pb2.PrepareExecutionResponse(
-            prepared=prepared_to_proto(turn, rag_to_proto(turn.rag, self._snippet_chars))
-        )
+        prepared = prepared_to_proto(turn, rag_to_proto(turn.rag, self._snippet_chars))
+        prepared.profile.CopyFrom(profile_to_proto(note_profile(turn.profile)))
+        return agent_pb2.PrepareExecutionResponse(prepared=prepared)
 
     async def ResumeExecution(
         self, request: agent_pb2.ResumeExecutionRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -170,7 +172,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         sequence = 0
         async for event in events:
             yield agent_pb2.ResumeExecutionStreamResponse(
-                event=event_to_proto(event, sequence, self._snippet_chars)
+                event=_streamed(event, sequence, self._snippet_chars)
             )
             sequence += 1
 
@@ -206,7 +208,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             sequence = 0
             async for event in self._runtime.execute(agent, inp, channel.wait):
                 yield agent_pb2.ExecuteInteractiveResponse(
-                    event=event_to_proto(event, sequence, self._snippet_chars)
+                    event=_streamed(event, sequence, self._snippet_chars)
                 )
                 sequence += 1
         finally:
@@ -330,6 +332,15 @@ def _tool_results(results: Sequence[agent_pb2.ToolResult], where: str) -> list[S
     return out
 
 
+def _streamed(
+    event: ExecutionEvent, sequence: int, snippet_chars: int
+) -> agent_pb2.ExecuteStreamResponse:
+    """One stream event; the terminal one's profile goes to the access log."""
+    if event.result is not None:
+        note_profile(event.result.profile)
+    return event_to_proto(event, sequence, snippet_chars)
+
+
 async def _final_result(
     events: AsyncIterator[ExecutionEvent], snippet_chars: int = DEFAULT_SNIPPET_CHARS
 ) -> agent_pb2.AgentResult:
@@ -337,6 +348,7 @@ async def _final_result(
     async for event in events:
         if event.type in (EventType.EXECUTION_COMPLETED, EventType.EXECUTION_REQUIRES_ACTION):
             assert event.result is not None
+            note_profile(event.result.profile)
             return result_to_proto(event.result, snippet_chars)
         if event.type is EventType.EXECUTION_FAILED:
             raise failure_from_event(event)

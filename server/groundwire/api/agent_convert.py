@@ -19,7 +19,7 @@ from groundwire.api.agent_controls import (
     add_controls_description,
     add_controls_metadata,
 )
-from groundwire.api.convert import duration, mode_to_proto, score_to_proto
+from groundwire.api.convert import duration, mode_to_proto, profile_to_proto, score_to_proto
 from groundwire.api.reranker import outcome_to_proto, reranking_metadata_to_proto
 from groundwire.api.usage import usage_to_proto
 from groundwire.domain.blend import (
@@ -335,6 +335,9 @@ def result_to_proto(
     )
     if result.action_deadline is not None:
         msg.action_deadline.FromNanoseconds(int(result.action_deadline * 1e9))
+    if result.profile.parts:
+        # A result checkpointed before profiles were recorded has none to report.
+        msg.profile.CopyFrom(profile_to_proto(result.profile))
     return msg
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextvars
+
 from google.protobuf import duration_pb2
 
 from groundwire.api.usage import usage_to_proto
 from groundwire.domain.errors import invalid
+from groundwire.domain.profile import ProfilePartKind, RetrievalProfile
 from groundwire.domain.retrieval import (
     FusionMethod,
     Leg,
@@ -167,4 +170,45 @@ def outcome_to_proto(outcome: RetrievalOutcome) -> retriever_pb2.RetrieveRespons
     return retriever_pb2.RetrieveResponse(
         results=[result_to_proto(r) for r in outcome.results],
         diagnostics=diagnostics_to_proto(outcome.diagnostics),
+        profile=profile_to_proto(outcome.diagnostics.profile),
     )
+
+
+_PART_KINDS: dict[ProfilePartKind, common_pb2.ProfilePartKind.ValueType] = {
+    kind: common_pb2.ProfilePartKind.Value(f"PROFILE_PART_KIND_{kind.name}")
+    for kind in ProfilePartKind
+}
+
+
+def profile_to_proto(profile: RetrievalProfile) -> common_pb2.RetrievalProfile:
+    """The profile with its fingerprint and every part's."""
+    return common_pb2.RetrievalProfile(
+        fingerprint=profile.fingerprint,
+        parts=[
+            common_pb2.ProfilePart(
+                kind=_PART_KINDS[p.kind], descriptor=p.descriptor, fingerprint=p.fingerprint
+            )
+            for p in profile.parts
+        ],
+    )
+
+
+# The fingerprint of the profile a call reported, for its access-log line (the
+# interceptor takes it once the call ends); never the descriptors.
+_profile_fingerprint: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "profile_fingerprint", default=""
+)
+
+
+def note_profile(profile: RetrievalProfile) -> RetrievalProfile:
+    """Record `profile`'s fingerprint for this call's access log; returns it."""
+    _profile_fingerprint.set(profile.fingerprint)
+    return profile
+
+
+def take_profile_fingerprint() -> str:
+    """The fingerprint noted by this call ("" when none), cleared for the next."""
+    fingerprint = _profile_fingerprint.get()
+    if fingerprint:
+        _profile_fingerprint.set("")
+    return fingerprint

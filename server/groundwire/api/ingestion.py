@@ -10,7 +10,7 @@ import grpc
 from google.protobuf import timestamp_pb2
 
 from groundwire.api.auth import effective_tenant, has_permission, ingestion_control
-from groundwire.api.convert import duration
+from groundwire.api.convert import duration, note_profile, profile_to_proto
 from groundwire.api.pagination import (
     LIST_INDEXES,
     LIST_OPERATIONS,
@@ -29,6 +29,7 @@ from groundwire.ingestion.loaders import DocumentFormat, push_format
 from groundwire.ingestion.manager import IngestionManager
 from groundwire.ingestion.push import PushDocument, delete_documents, upsert_documents
 from groundwire.ingestion.sources import stored_digest
+from groundwire.retrieval.engine import Retriever, index_profile
 from groundwire.stores import request_scope
 from groundwire.stores.base import DocumentInfo
 from groundwire_client.v1 import ingestion_pb2, ingestion_pb2_grpc
@@ -225,11 +226,17 @@ def describe_index(handle: IndexHandle) -> ingestion_pb2.IndexDescription:
 
 class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
     def __init__(
-        self, catalog: IndexCatalog, manager: IngestionManager, page_tokens: PageTokens
+        self,
+        catalog: IndexCatalog,
+        manager: IngestionManager,
+        page_tokens: PageTokens,
+        retriever: Retriever | None = None,
     ) -> None:
         self._catalog = catalog
         self._manager = manager
         self._tokens = page_tokens
+        # The retriever's fusion defaults complete GetIndex's profile.
+        self._retriever = retriever
 
     async def ListIndexes(
         self, request: ingestion_pb2.ListIndexesRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -245,9 +252,15 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
     async def GetIndex(
         self, request: ingestion_pb2.GetIndexRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> ingestion_pb2.GetIndexResponse:
-        return ingestion_pb2.GetIndexResponse(
-            index=describe_index(self._catalog.get(request.index_name))
+        handle = self._catalog.get(request.index_name)
+        msg = describe_index(handle)
+        profile = (
+            await self._retriever.profile(handle.name)
+            if self._retriever is not None
+            else await index_profile(handle)
         )
+        msg.profile.CopyFrom(profile_to_proto(note_profile(profile)))
+        return ingestion_pb2.GetIndexResponse(index=msg)
 
     async def GetIndexStatus(
         self,

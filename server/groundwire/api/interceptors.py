@@ -365,6 +365,11 @@ def _access(
 ) -> None:
     # The tenant goes to the log line only, never to a metric label.
     _record_rpc(method, code, time.perf_counter() - started)
+    # The fingerprint of the retrieval profile the call reported, never its
+    # parts (api/convert.py note_profile; issue 30).
+    from groundwire.api.convert import take_profile_fingerprint
+
+    profile = take_profile_fingerprint()
     log.info(
         "rpc",
         extra={
@@ -377,5 +382,6 @@ def _access(
             "key_id": principal.key_id if principal is not None else None,
             "tenant": admission_tenant(principal, request),
             **({"reason": reason} if reason else {}),
+            **({"profile": profile} if profile else {}),
         },
     )

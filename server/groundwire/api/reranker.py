@@ -10,7 +10,8 @@ from typing import Literal
 
 import grpc
 
-from groundwire.api.convert import duration
+from groundwire.api.convert import duration, note_profile, profile_to_proto
+from groundwire.domain.profile import RetrievalProfile
 from groundwire.domain.reranking import (
     Answerability,
     FailurePolicy,
@@ -97,11 +98,16 @@ def reranking_metadata_to_proto(m: RerankingMetadata) -> reranker_pb2.RerankingM
     )
 
 
-def result_to_proto(result: RerankResult) -> reranker_pb2.RerankResponse:
-    return reranker_pb2.RerankResponse(
+def result_to_proto(
+    result: RerankResult, profile: RetrievalProfile | None = None
+) -> reranker_pb2.RerankResponse:
+    msg = reranker_pb2.RerankResponse(
         results=[reranked_candidate_to_proto(c) for c in result.order],
         reranking=reranking_metadata_to_proto(result.metadata),
     )
+    if profile is not None:
+        msg.profile.CopyFrom(profile_to_proto(profile))
+    return msg
 
 
 class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
@@ -131,4 +137,5 @@ class RerankerServicer(reranker_pb2_grpc.RerankerServiceServicer):
             defaults=self._service.defaults,
             known_rerankers=self._service.names,
         )
-        return result_to_proto(await self._service.rerank(call))
+        profile = note_profile(self._service.profile(call))
+        return result_to_proto(await self._service.rerank(call), profile)

@@ -11,6 +11,7 @@ from groundwire.api.convert import (
     filter_from_proto,
     fusion_method_from_proto,
     mode_from_proto,
+    note_profile,
     outcome_to_proto,
 )
 from groundwire.retrieval.engine import RetrievalLimits, Retriever
@@ -50,6 +51,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             fusion_method=fusion_method_from_proto(fusion.method),
         )
         outcome = await self._retriever.retrieve(domain_request)
+        note_profile(outcome.diagnostics.profile)
         return outcome_to_proto(outcome)
 
 

@@ -81,7 +81,7 @@ def public_servicers(
         RERANKER_SERVICE: RerankerServicer(reranking),
         AGENT_SERVICE: AgentServicer(agents, runtime, page_tokens, citation_snippet_chars),
         RETRIEVER_SERVICE: RetrieverServicer(retriever),
-        INGESTION_SERVICE: IngestionServicer(catalog, manager, page_tokens),
+        INGESTION_SERVICE: IngestionServicer(catalog, manager, page_tokens, retriever=retriever),
     }
 
 

@@ -25,9 +25,12 @@ policy, and the builders that turn them into runtime objects.
     no_context_behavior = "return_not_found"
     acceptance = { minimum_relevance = 0.75, candidate_count = 20, maximum_accepted_results = 5 }
     reranking = { enabled = true, reranker = "cohere", maximum_candidates = 5, timeout_seconds = 5 }
-    # Reranking pool and final selection: acceptance keeps maximum_accepted_results x
-    # candidate_multiplier (default 3) for the reranker (maximum_candidates defaults to
-    # that pool), final selection keeps the best maximum_accepted_results.
+    # The reranker bound (seed 001): at most maximum_candidates (default 5) accepted
+    # results are sent. The reranking pool (seed 003) only when configured: with
+    # candidate_multiplier, acceptance keeps maximum_accepted_results x
+    # candidate_multiplier for the reranker, maximum_candidates is raised to that
+    # pool (one set below it is refused), and final selection keeps the best
+    # maximum_accepted_results.
     #   reranking = { enabled = true, candidate_multiplier = 3,
     #                 final_selection = "weighted_blend", retrieval_weight = 0.3,
     #                 normalization = "min_max" }  # min_max (default) | rank: BM25/RRF/dot
@@ -61,7 +64,6 @@ from groundwire.app.plugins import (
     has_members,
 )
 from groundwire.domain.blend import (
-    DEFAULT_CANDIDATE_MULTIPLIER,
     MAX_CANDIDATE_MULTIPLIER,
     FinalSelectionMode,
     FinalSelectionPolicy,
@@ -82,7 +84,7 @@ from groundwire.domain.retrieval import MetadataFilter, RetrievalMode
 from groundwire.domain.scores import ScoreMetric
 from groundwire.providers.chat.base import ChatModel, ChatOptions
 from groundwire.providers.rerankers.base import Reranker
-from groundwire.reranking.stage import StageSettings
+from groundwire.reranking.stage import DEFAULT_MAXIMUM_CANDIDATES, StageSettings
 
 ChatModelFactory = Callable[[str], ChatModel]
 
@@ -150,13 +152,12 @@ class AcceptanceConfig(StrictModel):
 class AgentRerankingConfig(StrictModel):
     enabled: bool = False
     reranker: str | None = None
-    # None: the whole pool (maximum_accepted_results x candidate_multiplier).
+    # None: seed 001's default (5), or the whole pool when candidate_multiplier is set.
     maximum_candidates: int | None = Field(None, ge=1, le=1000)
     timeout_seconds: float = Field(5.0, gt=0, le=300)
     failure_policy: Literal["fail", "use_original_order"] = "use_original_order"
-    candidate_multiplier: int = Field(
-        DEFAULT_CANDIDATE_MULTIPLIER, ge=1, le=MAX_CANDIDATE_MULTIPLIER
-    )
+    # None: no wider pool (seed 001); set, seed 003's pool of final top-k x multiplier.
+    candidate_multiplier: int | None = Field(None, ge=1, le=MAX_CANDIDATE_MULTIPLIER)
     final_selection: Literal["reranker_only", "weighted_blend"] = "reranker_only"
     retrieval_weight: float | None = Field(None, ge=0.0, le=1.0)
     normalization: Literal["rank", "min_max"] | None = None
@@ -178,8 +179,17 @@ class AgentRerankingConfig(StrictModel):
             FinalSelectionMode(self.final_selection.upper()),
             0.5 if self.retrieval_weight is None else self.retrieval_weight,
             RetrievalNormalization((self.normalization or "min_max").upper()),
-            self.candidate_multiplier,
+            self.candidate_multiplier or 1,
         )
+
+    def bound(self, maximum_accepted_results: int) -> int:
+        """The reranker's candidate bound: the configured one, else the pool when
+        one is configured, else seed 001's default."""
+        if self.maximum_candidates is not None:
+            return self.maximum_candidates
+        if self.candidate_multiplier is not None:
+            return maximum_accepted_results * self.candidate_multiplier
+        return DEFAULT_MAXIMUM_CANDIDATES
 
 
 class ContextBudgetConfig(StrictModel):
@@ -233,6 +243,22 @@ class AgentRagConfig(StrictModel):
         if self.keyword_query is not KeywordMode.NONE and self.agentic:
             raise ValueError(
                 "keyword_query does not apply to agentic RAG (the agent writes its own queries)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _pool_bound(self) -> AgentRagConfig:
+        # Seed 003's pool is judged whole or not configured at all: a bound below
+        # it would accept candidates the reranker never sees.
+        r = self.reranking
+        if r.candidate_multiplier is None or r.maximum_candidates is None:
+            return self
+        pool = self.acceptance.maximum_accepted_results * r.candidate_multiplier
+        if r.maximum_candidates < pool:
+            raise ValueError(
+                f"reranking.maximum_candidates ({r.maximum_candidates}) is below the "
+                f"reranking pool, acceptance.maximum_accepted_results x "
+                f"reranking.candidate_multiplier ({pool}); raise it or leave it unset"
             )
         return self
 
@@ -360,7 +386,6 @@ def build_agents(
             r = cfg.rag
             reranker = None
             selection = r.reranking.selection()
-            pool = selection.pool_size(r.acceptance.maximum_accepted_results)
             if r.reranking.enabled:
                 name = r.reranking.reranker or default_reranker
                 reranker = rerankers.get(name) if name else None
@@ -382,7 +407,7 @@ def build_agents(
                     r.reranking.enabled,
                     reranker,
                     StageSettings(
-                        r.reranking.maximum_candidates or pool,
+                        r.reranking.bound(r.acceptance.maximum_accepted_results),
                         r.reranking.timeout_seconds,
                         FailurePolicy(r.reranking.failure_policy.upper()),
                     ),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from groundwire.domain.analysis import PLAIN, Analyzer
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.metadata_ranges import RangeCondition
+from groundwire.domain.profile import RetrievalProfile
 from groundwire.domain.scores import Score
 from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 
@@ -224,6 +225,8 @@ class RetrievalDiagnostics:
     # or found nothing to add), and the chunks it read.
     feedback_terms: int = 0
     feedback_documents: int = 0
+    # What decided the results (domain/profile.py); set by the engine.
+    profile: RetrievalProfile = field(default_factory=RetrievalProfile)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from groundwire.domain.profile import RetrievalProfile
 from groundwire.evaluation.answers import CitationFacts
 from groundwire.evaluation.judge import ContextRef, Verdict
 
@@ -97,6 +98,8 @@ class Execution:
     citation: CitationFacts | None = None
     verdict: Verdict | None = None
     judge_failure: str | None = None
+    # The profile the execution reported (evaluation/profiles.py).
+    profile: RetrievalProfile | None = None
 
     @property
     def refused(self) -> bool:

@@ -65,6 +65,7 @@ from groundwire.evaluation.corpus_push import ensure_ingested
 from groundwire.evaluation.dataset import Dataset, Query
 from groundwire.evaluation.judge import ContextRef, CorpusText, Judge, JudgeItem, JudgeSettings
 from groundwire.evaluation.metrics import MetricSpec
+from groundwire.evaluation.profiles import profile_from_proto
 from groundwire.evaluation.query_runs import QueryOutcome
 from groundwire.evaluation.summaries import index_block, query_slices, variant_block
 from groundwire_client.v1 import agent_pb2, agent_pb2_grpc, ingestion_pb2, reranker_pb2
@@ -135,6 +136,7 @@ def execution_from_result(query_id: str, result: agent_pb2.AgentResult) -> Execu
     ex.latency_ms["execution"] = duration_ms(result.duration)
     ex.framework_not_found = rag.enabled and rag.model_skipped and not rag.context_accepted
     ex.answer = result.answer
+    ex.profile = profile_from_proto(result.profile)
     ex.context_refs = [
         ContextRef(i.document_id, i.chunk_id, i.span.start, i.span.end) for i in rag.context
     ]
@@ -199,6 +201,7 @@ def message_text(query: Query) -> str:
 def _as_outcome(e: Execution) -> QueryOutcome:
     out = QueryOutcome(e.query_id, ranking=list(e.accepted_docs), latency_ms=dict(e.latency_ms))
     out.error = e.error
+    out.profile = e.profile
     if e.rerank_requested:
         out.rerank_outcome = e.rerank_outcome
         out.rerank_failure_code = e.rerank_failure_code

@@ -143,6 +143,12 @@ def _compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     cmp_.add_argument(
         "--fail-on-gate", action="store_true", help="exit 1 when the gate verdict is FAIL"
     )
+    cmp_.add_argument(
+        "--allow-profile-change",
+        action="store_true",
+        help="gate variants whose retrieval profiles differ in a part both report "
+        "(otherwise not comparable); the report still lists every difference",
+    )
 
 
 def _agent_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -276,6 +282,8 @@ def _compare(args: argparse.Namespace) -> int:
     gate = load_gate(args.gate) if args.gate else GateConfig()
     if args.primary:
         gate = gate.model_copy(update={"primary": args.primary})
+    if args.allow_profile_change:
+        gate = gate.model_copy(update={"allow_profile_change": True})
     base = load_variant(args.baseline)
     cand = load_variant(args.candidate)
     result = compare_runs(
@@ -289,6 +297,9 @@ def _compare(args: argparse.Namespace) -> int:
     write_json(args.out / "compare.json", result)
     write_compare_report(result, base, cand, args.out, plots=not args.no_plots)
     verdict = result["gate"]["verdict"]
+    changed = [p["part"] for p in result["profiles"]["parts"]]
+    if changed:
+        print(f"retrieval profiles differ in: {', '.join(changed)}")
     print(f"release gate: {verdict}; wrote {args.out / 'report.md'}")
     return 1 if (args.fail_on_gate and verdict != "PASS") else 0
 

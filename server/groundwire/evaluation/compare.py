@@ -33,6 +33,7 @@ from groundwire.evaluation.gate import (
     reliability_checks,
     same_dataset,
 )
+from groundwire.evaluation.profiles import profile_check, profile_comparison
 from groundwire.evaluation.stats import bootstrap_mean_ci, paired_stats
 
 __all__ = ["LoadedVariant", "answer_rows", "compare_runs", "load_variant"]
@@ -80,6 +81,7 @@ class LoadedVariant:
             "variant": self.name,
             "kind": run.get("kind"),
             "descriptor": self.variant.get("descriptor"),
+            "profile": self.variant.get("profile"),
             "dataset": run.get("dataset"),
             "index": {
                 "name": idx.get("name"),
@@ -269,8 +271,11 @@ def compare_runs(
         pa, pb, slices_a, _slice_fields(slice_fields, gate, slices_a), gate, seed
     )
     agent_a, agent_b = a.variant.get("agent"), b.variant.get("agent")
+    profiles = profile_comparison(a.variant.get("profile"), b.variant.get("profile"))
+    same_profile = profile_check(profiles, gate.allow_profile_change)
     checks = [
         *comparability_checks(ds_a, ds_b, len(paired), dropped),
+        same_profile,
         *quality_checks(gate, stats[gate.primary], slice_rows),
         *answer_checks(gate, agent_a, agent_b),
         *latency_checks(gate, b.variant.get("latency_ms", {})),
@@ -297,7 +302,12 @@ def compare_runs(
             "baseline": a.variant.get("reliability"),
             "candidate": b.variant.get("reliability"),
         },
-        "gate": gate_verdict(checks, comparable=same_dataset(ds_a, ds_b)),
+        "profiles": profiles,
+        "gate": gate_verdict(
+            checks,
+            comparable=same_dataset(ds_a, ds_b),
+            same_profile=same_profile["passed"],
+        ),
         "agents": {"baseline": agent_a, "candidate": agent_b} if agent_a or agent_b else None,
         "answers": answer_rows(agent_a, agent_b, a, b, resamples=min(resamples, 2000), seed=seed),
         "per_query": [

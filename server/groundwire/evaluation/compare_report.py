@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from groundwire.evaluation.compare import LoadedVariant
-from groundwire.evaluation.formatting import fmt, pct_ci, percentile_cell
+from groundwire.evaluation.formatting import analysis_label, fmt, pct_ci, percentile_cell
 from groundwire.evaluation.plots import delta_plot, latency_plot, metric_plot
 
 __all__ = ["compare_markdown", "write_compare_report"]
@@ -19,6 +19,7 @@ def compare_markdown(result: Mapping[str, Any]) -> str:
     """The people-facing report of a comparison."""
     lines = _header(result)
     lines += _gate_table(result["gate"])
+    lines += _profiles(result.get("profiles"))
     lines += _metrics_table(result)
     lines += _slice_tables(result)
     lines += _latency_table(result["latency_ms"])
@@ -53,7 +54,7 @@ def _header(result: Mapping[str, Any]) -> list[str]:
                 f"- {who} index: `{idx.get('name')}` v{idx.get('published_version')}, chunking "
                 f"{ch.get('size')}/{ch.get('overlap', 0)}, {em.get('provider')}/"
                 f"{em.get('model')}, store {idx.get('store')}, lexical analysis "
-                f"{(idx.get('analysis') or {}).get('descriptor', 'plain')}"
+                f"{analysis_label(idx.get('analysis'))}"
             )
         lines.append(f"- {who} configuration: `{_compact(ctx.get('descriptor'))}`")
     lines.append(
@@ -76,6 +77,33 @@ def _gate_table(gate: Mapping[str, Any]) -> list[str]:
             f"| {c['name']} | {c['kind']} | {'pass' if c['passed'] else '**FAIL**'} | "
             f"{c['detail']} |"
         )
+    return lines
+
+
+def _profiles(profiles: Mapping[str, Any] | None) -> list[str]:
+    """Both fingerprints and every part that differs, with both descriptors."""
+    if not profiles:
+        return []
+    lines = ["", "## Profiles", ""]
+    if not profiles.get("recorded"):
+        return [*lines, "Not recorded by both runs (a run recorded before profiles were)."]
+    lines.append(
+        f"- baseline `{profiles['baseline']}`, candidate `{profiles['candidate']}`"
+        + (": the same profile" if profiles.get("same") else "")
+    )
+    if profiles.get("mixed"):
+        lines.append("- **a variant saw several profiles during its run** (reload or re-ingestion)")
+    if profiles.get("parts"):
+        lines += [
+            "",
+            "| part | change | baseline | candidate |",
+            "| --- | --- | --- | --- |",
+        ]
+        for p in profiles["parts"]:
+            lines.append(
+                f"| {p['part']} | {p['change']} | `{p['baseline'] or '-'}` | "
+                f"`{p['candidate'] or '-'}` |"
+            )
     return lines
 
 

@@ -6,7 +6,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["STAGE_ORDER", "fmt", "ordered_stages", "pct_ci", "percentile_cell"]
+__all__ = [
+    "STAGE_ORDER",
+    "analysis_label",
+    "feedback_label",
+    "fmt",
+    "fusion_label",
+    "ordered_stages",
+    "pct_ci",
+    "percentile_cell",
+]
 
 # Stages in display order; anything else follows alphabetically.
 STAGE_ORDER = (
@@ -56,3 +65,44 @@ def ordered_stages(seen: Iterable[str]) -> list[str]:
     present = set(seen)
     ordered = [s for s in STAGE_ORDER if s in present]
     return ordered + sorted(present - set(ordered))
+
+
+def analysis_label(analysis: Mapping[str, Any] | None) -> str:
+    """The lexical analyzer an index recorded (IndexDescription.analysis,
+    `analyzer_descriptor`); "unknown" when the run file has none, never a guess."""
+    a = analysis or {}
+    return str(a.get("analyzer_descriptor") or a.get("descriptor") or "unknown")
+
+
+_FUSION_NAMES = {"FUSION_METHOD_RRF": "rrf", "FUSION_METHOD_MIN_MAX": "min-max"}
+
+
+def fusion_label(applied: Mapping[str, Any] | None, requested: Mapping[str, Any] | None) -> str:
+    """The fusion a hybrid variant ran: its method first (a min-max variant never
+    reads like the RRF default), then the RRF k, the leg weights and leg depth."""
+    a = applied or {}
+    r = requested or {}
+    method = _FUSION_NAMES.get(str(a.get("method")), r.get("method") or "rrf")
+    parts = [f"fusion {method}"]
+    if method == "rrf":
+        parts.append(f"rrf_k={a.get('rrf_k', r.get('rrf_k'))}")
+    parts.append(
+        f"w={fmt(a.get('semantic_weight', r.get('semantic_weight')), 2)}/"
+        f"{fmt(a.get('lexical_weight', r.get('lexical_weight')), 2)}"
+    )
+    parts.append(f"legs={a.get('leg_depth', r.get('leg_depth'))}")
+    return " ".join(parts)
+
+
+def feedback_label(feedback: Mapping[str, Any] | None) -> str:
+    """RM3 feedback settings ("default" for a setting left to the server)."""
+    f = feedback or {}
+
+    def setting(key: str) -> str:
+        value = f.get(key)
+        return "default" if value is None else fmt(value, 2)
+
+    return (
+        f"RM3 docs={setting('documents')} terms={setting('terms')} "
+        f"orig_w={setting('original_query_weight')}"
+    )

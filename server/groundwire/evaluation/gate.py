@@ -103,6 +103,9 @@ class GateConfig(StrictFile):
     latency_ms: dict[str, LatencyTarget] = Field(default_factory=dict)
     reliability: ReliabilityTargets = ReliabilityTargets()
     answers: AnswerTargets = AnswerTargets()
+    # Gate two variants whose retrieval profiles differ in a part both report
+    # (evaluation/profiles.py); off: such a comparison is not comparable.
+    allow_profile_change: bool = False
 
 
 def load_gate(path: Path) -> GateConfig:
@@ -335,12 +338,20 @@ def answer_checks(
     return checks
 
 
-def gate_verdict(checks: Sequence[Mapping[str, Any]], *, comparable: bool) -> dict[str, Any]:
+def gate_verdict(
+    checks: Sequence[Mapping[str, Any]], *, comparable: bool, same_profile: bool = True
+) -> dict[str, Any]:
     """PASS only when every check passes, with the action the outcome calls for."""
     quality_ok = all(c["passed"] for c in checks if c["kind"] in ("quality", "comparability"))
     ops_ok = all(c["passed"] for c in checks if c["kind"] == "operational")
     if not comparable:
         recommendation = "Not comparable: the runs used different dataset versions or splits."
+    elif not same_profile:
+        recommendation = (
+            "Not comparable: the variants ran under different retrieval profiles (see "
+            "Profiles); rerun both under one profile, or pass --allow-profile-change to "
+            "gate them anyway."
+        )
     elif not quality_ok:
         recommendation = "Quality gate not met: keep the change (e.g. reranking) disabled."
     elif not ops_ok:

@@ -19,9 +19,11 @@ from typing import Any
 import grpc
 from google.protobuf import duration_pb2
 
+from groundwire.domain.profile import RetrievalProfile
 from groundwire.evaluation.client import ApiStubs, RpcFailure, decode_rpc_error, duration_ms
 from groundwire.evaluation.common import Progress, stderr_progress
 from groundwire.evaluation.dataset import Query
+from groundwire.evaluation.profiles import combined, profile_from_proto
 from groundwire.evaluation.variants import RerankSpec, Variant
 from groundwire_client.v1 import reranker_pb2, retriever_pb2
 
@@ -53,6 +55,8 @@ class QueryOutcome:
     rerank_failure_code: str | None = None
     rerank_timed_out: bool = False
     rerank_candidates: int = 0
+    # The profile the responses named (evaluation/profiles.py).
+    profile: RetrievalProfile | None = None
 
 
 def _documents(keys: Sequence[tuple[str, str]]) -> list[str]:
@@ -112,6 +116,7 @@ def _retrieve_facts(
     if variant.mode != "semantic":
         lat["lexical"] = duration_ms(d.lexical_duration)
     out.index_version = d.index_version
+    out.profile = profile_from_proto(resp.profile)
     if variant.mode == "hybrid":
         out.applied = {
             "rrf_k": d.applied_rrf_k,
@@ -216,6 +221,7 @@ async def _rerank(
     out.rerank_failure_code = meta.failure_code or None
     out.rerank_timed_out = meta.timed_out
     out.rerank_candidates = meta.candidate_count
+    out.profile = combined(out.profile, profile_from_proto(resp.profile))
     if spec.minimum_relevance is not None:
         floor = spec.minimum_relevance
         return [

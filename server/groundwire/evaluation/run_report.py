@@ -8,7 +8,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from groundwire.evaluation.formatting import fmt, ordered_stages, percentile_cell
+from groundwire.evaluation.formatting import (
+    analysis_label,
+    feedback_label,
+    fmt,
+    fusion_label,
+    ordered_stages,
+    percentile_cell,
+)
 from groundwire.evaluation.plots import answers_plot, latency_plot, metric_plot, per_query_values
 from groundwire.evaluation.stats import bootstrap_mean_ci
 
@@ -26,12 +33,10 @@ def _describe(variant: Mapping[str, Any]) -> str:
     if d.get("kind") == "agent":
         return f"agent {d.get('agent_id')}"
     parts = [str(d.get("mode", "?")), f"top_k={d.get('top_k')}"]
-    fusion = d.get("fusion_applied") or {}
-    if fusion:
-        parts.append(
-            f"rrf_k={fusion.get('rrf_k')} w={fmt(fusion.get('semantic_weight'), 2)}/"
-            f"{fmt(fusion.get('lexical_weight'), 2)} legs={fusion.get('leg_depth')}"
-        )
+    if d.get("mode") == "hybrid" or d.get("fusion_applied"):
+        parts.append(fusion_label(d.get("fusion_applied"), d.get("fusion_requested")))
+    if "lexical_feedback" in d:
+        parts.append(feedback_label(d.get("lexical_feedback")))
     if d.get("minimum_relevance") is not None:
         parts.append(f"min_rel={d['minimum_relevance']}")
     rr = d.get("reranker")
@@ -50,6 +55,7 @@ def run_markdown(result: Mapping[str, Any], *, resamples: int = 2000, seed: int 
     lines += _quality_table(variants, metrics, primary, resamples=resamples, seed=seed)
     lines += _latency_table(variants)
     lines += _reranking_table(variants)
+    lines += _profile_section(variants)
     agents = [v for v in variants if v.get("agent")]
     if agents:
         lines += _agent_sections(agents)
@@ -64,6 +70,31 @@ def run_markdown(result: Mapping[str, Any], *, resamples: int = 2000, seed: int 
         lines += ["", "## Plots", ""]
         lines += [f"![{p}]({p})" for p in result["plots"]]
     return "\n".join(lines) + "\n"
+
+
+def _profile_section(variants: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each variant's retrieval profile: fingerprint, then every part; a variant
+    that saw several (a reload or re-ingestion mid-run) is flagged."""
+    profiled = [v for v in variants if v.get("profile")]
+    if not profiled:
+        return []
+    lines = [
+        "",
+        "## Profiles",
+        "",
+        "| variant | fingerprint | queries | parts |",
+        "| --- | --- | --- | --- |",
+    ]
+    for v in profiled:
+        p = v["profile"]
+        parts = "; ".join(f"{k}: `{x['descriptor']}`" for k, x in p["parts"].items())
+        lines.append(f"| {v['name']} | `{p['fingerprint']}` | {p.get('queries')} | {parts} |")
+        for other in p.get("others", []):
+            lines.append(
+                f"| {v['name']} (**also**) | `{other['fingerprint']}` | {other.get('queries')} | "
+                "a second profile during the run |"
+            )
+    return lines
 
 
 def _header(result: Mapping[str, Any]) -> list[str]:
@@ -90,7 +121,7 @@ def _header(result: Mapping[str, Any]) -> list[str]:
             f"store {desc.get('store')}); chunking size {chunk.get('size')} overlap "
             f"{chunk.get('overlap', 0)}; embedding {emb.get('provider')}/{emb.get('model')} "
             f"({emb.get('dimensions')} dims, metric {desc.get('metric')}); lexical analysis "
-            f"{desc.get('analysis', {}).get('descriptor', 'plain')}"
+            f"{analysis_label(desc.get('analysis'))}"
         )
     ing = result.get("ingestion")
     if ing:

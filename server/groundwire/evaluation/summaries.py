@@ -13,6 +13,7 @@ from google.protobuf.json_format import MessageToDict
 from groundwire.evaluation.common import percentiles
 from groundwire.evaluation.dataset import Dataset, Query, slice_value
 from groundwire.evaluation.metrics import MetricSpec, evaluate, mean
+from groundwire.evaluation.profiles import variant_profile
 from groundwire.evaluation.query_runs import QueryOutcome
 from groundwire_client.v1 import ingestion_pb2
 
@@ -153,6 +154,7 @@ def variant_block(
         "summary": {m.name: mean(per_query[m.name]) for m in metrics},
         "documents_per_query": mean([len(o.ranking) for o in outcomes]),
         "index_versions_seen": sorted({o.index_version for o in outcomes if o.index_version}),
+        "profile": variant_profile([o.profile for o in outcomes]),
         "reliability": reliability_summary(outcomes, reranked),
         "latency_ms": stage_summary([o for o in outcomes if o.error is None]),
         "queries": [_query_entry(o, per_query, metrics, slices, keep_rankings) for o in outcomes],

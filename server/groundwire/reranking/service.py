@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from groundwire.domain.profile import RetrievalProfile
 from groundwire.domain.reranking import RerankOutcome, RerankResult
 from groundwire.providers.rerankers.base import Reranker
+from groundwire.reranking.profile import reranker_part
 from groundwire.reranking.requests import RerankCall, RerankDefaults, RerankLimits
 from groundwire.reranking.stage import RerankingStage, failure_error
 
@@ -48,6 +50,13 @@ class RerankingService:
     def get(self, name: str) -> Reranker:
         """The reranker configured as `name` (KeyError if none)."""
         return self._rerankers[name]
+
+    def profile(self, call: RerankCall) -> RetrievalProfile:
+        """The profile of `call`: its reranker and the server's stage defaults. A
+        request's own bound, timeout or failure policy is the caller's choice, as a
+        query's fusion override is: the response's metadata reports those."""
+        reranker = self._rerankers[call.reranker]
+        return RetrievalProfile((reranker_part(reranker, self.defaults.settings, call.reranker),))
 
     async def rerank(self, call: RerankCall) -> RerankResult:
         """Run the stage for a validated call; raise on a FAILED outcome."""

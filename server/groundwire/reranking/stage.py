@@ -64,6 +64,7 @@ from groundwire.providers.rerankers.base import Reranker
 
 __all__ = [
     "ATTEMPTS_METRIC",
+    "DEFAULT_MAXIMUM_CANDIDATES",
     "DURATION_METRIC",
     "RerankingMetrics",
     "RerankingStage",
@@ -76,6 +77,8 @@ log = logging.getLogger("groundwire.reranking")
 DURATION_METRIC = "groundwire.rag.reranking.duration"
 ATTEMPTS_METRIC = "groundwire.rag.reranking.attempts"
 # Seconds: rerank calls live between a few milliseconds (local) and the timeout.
+# Seed 001: MaximumCandidates defaults to five, the default acceptance's size.
+DEFAULT_MAXIMUM_CANDIDATES = 5
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -83,7 +86,7 @@ _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 class StageSettings:
     """Per-call stage settings (defaults: 5 candidates, 5 s, original order)."""
 
-    maximum_candidates: int = 5
+    maximum_candidates: int = DEFAULT_MAXIMUM_CANDIDATES
     timeout_seconds: float = 5.0
     failure_policy: FailurePolicy = FailurePolicy.USE_ORIGINAL_ORDER
 

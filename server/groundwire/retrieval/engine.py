@@ -29,6 +29,13 @@ from groundwire.domain.errors import (
 )
 from groundwire.domain.feedback import expand
 from groundwire.domain.fusion import fuse, single_leg
+from groundwire.domain.profile import (
+    ProfilePart,
+    ProfilePartKind,
+    RetrievalProfile,
+    bounded,
+    part,
+)
 from groundwire.domain.query import parse_lexical, semantic_text
 from groundwire.domain.redaction import PREVIEWS_OFF, ContentPreviews
 from groundwire.domain.retrieval import (
@@ -49,6 +56,9 @@ from groundwire.providers.embeddings.usage import metered
 from groundwire.stores.base import IndexState, VersionWatch
 
 _log = logging.getLogger("groundwire.retrieval")
+
+# Index versions whose recorded descriptors are kept (a few per index).
+_MAX_RECORDED = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +91,34 @@ class Retriever:
         self.limits = limits
         self.fusion_defaults = fusion_defaults or FusionSettings()
         self._previews = previews
+        # (index, version) -> the chunking and embedding recorded with that
+        # published version: read once per version, never per query.
+        self._recorded: dict[tuple[str, int], tuple[str, str | None]] = {}
+
+    def fusion_part(self) -> ProfilePart:
+        """The server's fusion method and defaults (a per-query override is in the
+        diagnostics, not in the profile)."""
+        f = self.fusion_defaults
+        return part(
+            ProfilePartKind.FUSION,
+            {
+                "method": f.method.value.lower().replace("_", "-"),
+                "k": f.k,
+                "semantic_weight": f.semantic_weight,
+                "lexical_weight": f.lexical_weight,
+                "leg_depth": self.limits.leg_depth,
+            },
+        )
+
+    async def profile(
+        self, index_name: str, version: int | None = None, state: IndexState | None = None
+    ) -> RetrievalProfile:
+        """The retrieval profile of `index_name` at `version` (default: the version
+        published now): `index_profile` and the fusion defaults. `state`, when the
+        caller already read it, saves a read."""
+        handle = self._catalog.get(index_name)
+        index = await index_profile(handle, version, state, self._recorded)
+        return index.with_parts([self.fusion_part()])
 
     async def retrieve(self, request: RetrievalRequest) -> RetrievalOutcome:
         try:
@@ -144,6 +182,7 @@ class Retriever:
             diag.tenant_scope_empty = await self.tenant_scope_empty(
                 request.index_name, request.scope.tenant
             )
+        diag.profile = await self.profile(request.index_name, diag.index_version, state)
         diag.total_seconds = time.perf_counter() - started
         return RetrievalOutcome(tuple(results), diag)
 
@@ -198,6 +237,60 @@ class Retriever:
         diag.lexical_terms_scored = found.terms_scored
         diag.lexical_terms_pruned = found.terms_pruned
         return found.hits
+
+
+async def index_profile(
+    handle: IndexHandle,
+    version: int | None = None,
+    state: IndexState | None = None,
+    recorded: dict[tuple[str, int], tuple[str, str | None]] | None = None,
+) -> RetrievalProfile:
+    """The index's parts of a profile at `version` (default: the version
+    published now): the version with the chunking and embedding it was built
+    with (as configured while nothing is published), and the analyzer.
+    `recorded` caches what each version recorded, so a version is read once."""
+    if version is None:
+        state = state or await handle.store.index_state(handle.name)
+        version = state.published_version
+    chunking, embedding = await _recorded_descriptors(handle, version, state, recorded)
+    parts = [
+        part(ProfilePartKind.INDEX, {"name": handle.name, "version": version}),
+        part(ProfilePartKind.CHUNKING, {"policy": bounded(chunking)}),
+        part(ProfilePartKind.ANALYZER, {"analyzer": handle.spec.analyzer.descriptor()}),
+    ]
+    if embedding is not None:
+        parts.append(part(ProfilePartKind.EMBEDDER, {"model": bounded(embedding)}))
+    return RetrievalProfile(tuple(parts))
+
+
+async def _recorded_descriptors(
+    handle: IndexHandle,
+    version: int,
+    state: IndexState | None,
+    recorded: dict[tuple[str, int], tuple[str, str | None]] | None,
+) -> tuple[str, str | None]:
+    configured = (
+        handle.chunker().descriptor(),
+        handle.embedder.info.descriptor() if handle.embedder is not None else None,
+    )
+    if version == 0:
+        return configured
+    key = (handle.name, version)
+    hit = recorded.get(key) if recorded is not None else None
+    if hit is not None:
+        return hit
+    if state is None or state.published_version != version:
+        state = await handle.store.index_state(handle.name)
+    if state.published_version != version:
+        # Another version was published meanwhile: what this one recorded is no
+        # longer readable, so the configuration stands in (uncached).
+        return configured
+    found = (state.chunking or configured[0], state.embedding or configured[1])
+    if recorded is not None:
+        if len(recorded) >= _MAX_RECORDED:
+            recorded.clear()
+        recorded[key] = found
+    return found
 
 
 def version_not_visible(visible: int, wanted: int) -> GroundwireError:

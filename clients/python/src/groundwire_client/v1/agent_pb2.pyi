@@ -850,6 +850,7 @@ class PreparedExecution(_message.Message):
     FRAMEWORK_ANSWER_FIELD_NUMBER: _builtins.int
     RAG_FIELD_NUMBER: _builtins.int
     DURATION_FIELD_NUMBER: _builtins.int
+    PROFILE_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """Output only. The agent."""
     action: Global___PreparedAction.ValueType
@@ -880,6 +881,10 @@ class PreparedExecution(_message.Message):
     def duration(self) -> _duration_pb2.Duration:
         """Output only. Wall time of the preparation."""
 
+    @_builtins.property
+    def profile(self) -> _common_pb2.RetrievalProfile:
+        """Output only. The profile Execute would report."""
+
     def __init__(
         self,
         *,
@@ -891,10 +896,11 @@ class PreparedExecution(_message.Message):
         framework_answer: _builtins.str = ...,
         rag: Global___RagExecutionMetadata | None = ...,
         duration: _duration_pb2.Duration | None = ...,
+        profile: _common_pb2.RetrievalProfile | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "rag", b"rag"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "profile", b"profile", "rag", b"rag"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "agent_id", b"agent_id", "duration", b"duration", "framework_answer", b"framework_answer", "messages", b"messages", "rag", b"rag", "references", b"references", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "agent_id", b"agent_id", "duration", b"duration", "framework_answer", b"framework_answer", "messages", b"messages", "profile", b"profile", "rag", b"rag", "references", b"references", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1832,6 +1838,7 @@ class AgentResult(_message.Message):
     ACTION_DEADLINE_FIELD_NUMBER: _builtins.int
     RESUMED_FIELD_NUMBER: _builtins.int
     EMBEDDING_USAGE_FIELD_NUMBER: _builtins.int
+    PROFILE_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """Output only. Unique execution id."""
     agent_id: _builtins.str
@@ -1892,6 +1899,15 @@ class AgentResult(_message.Message):
         `usage`: its searches' query embeddings and any embedding reranker.
         """
 
+    @_builtins.property
+    def profile(self) -> _common_pb2.RetrievalProfile:
+        """Output only. The profile the execution ran under: its index's profile (the
+        version searched) when RAG ran, the reranker and final selection when
+        reranking is enabled, and the agent's policy. Recorded with the
+        execution's checkpoints: a resumed execution reports the profile it
+        started with.
+        """
+
     def __init__(
         self,
         *,
@@ -1910,10 +1926,11 @@ class AgentResult(_message.Message):
         action_deadline: _timestamp_pb2.Timestamp | None = ...,
         resumed: _builtins.bool = ...,
         embedding_usage: _usage_pb2.EmbeddingUsage | None = ...,
+        profile: _common_pb2.RetrievalProfile | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action_deadline", b"action_deadline", "duration", b"duration", "embedding_usage", b"embedding_usage", "rag", b"rag", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action_deadline", b"action_deadline", "duration", b"duration", "embedding_usage", b"embedding_usage", "profile", b"profile", "rag", b"rag", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_deadline", b"action_deadline", "agent_id", b"agent_id", "answer", b"answer", "citations", b"citations", "duration", b"duration", "embedding_usage", b"embedding_usage", "execution_id", b"execution_id", "model", b"model", "model_provider", b"model_provider", "rag", b"rag", "required_tool_calls", b"required_tool_calls", "resumed", b"resumed", "status", b"status", "tool_calls", b"tool_calls", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_deadline", b"action_deadline", "agent_id", b"agent_id", "answer", b"answer", "citations", b"citations", "duration", b"duration", "embedding_usage", b"embedding_usage", "execution_id", b"execution_id", "model", b"model", "model_provider", b"model_provider", "profile", b"profile", "rag", b"rag", "required_tool_calls", b"required_tool_calls", "resumed", b"resumed", "status", b"status", "tool_calls", b"tool_calls", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2212,6 +2229,7 @@ class AgentDescription(_message.Message):
     TOOLS_FIELD_NUMBER: _builtins.int
     RAG_FIELD_NUMBER: _builtins.int
     INSTRUCTIONS_FIELD_NUMBER: _builtins.int
+    PROFILE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Output only. Agent id."""
     name: _builtins.str
@@ -2230,6 +2248,12 @@ class AgentDescription(_message.Message):
     def rag(self) -> Global___AgentRagDescription:
         """Output only. RAG policy summary; absent when RAG is disabled."""
 
+    @_builtins.property
+    def profile(self) -> _common_pb2.RetrievalProfile:
+        """Output only. The profile an execution would run under now (its index's
+        currently published version).
+        """
+
     def __init__(
         self,
         *,
@@ -2240,10 +2264,11 @@ class AgentDescription(_message.Message):
         tools: _abc.Iterable[_builtins.str] | None = ...,
         rag: Global___AgentRagDescription | None = ...,
         instructions: _builtins.str | None = ...,
+        profile: _common_pb2.RetrievalProfile | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_instructions", b"_instructions", "instructions", b"instructions", "rag", b"rag"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_instructions", b"_instructions", "instructions", b"instructions", "profile", b"profile", "rag", b"rag"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_instructions", b"_instructions", "description", b"description", "id", b"id", "instructions", b"instructions", "model", b"model", "name", b"name", "rag", b"rag", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_instructions", b"_instructions", "description", b"description", "id", b"id", "instructions", b"instructions", "model", b"model", "name", b"name", "profile", b"profile", "rag", b"rag", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__instructions: _TypeAlias = _typing.Literal["instructions"]  # noqa: Y015
     _WhichOneofArgType__instructions: _TypeAlias = _typing.Literal["_instructions", b"_instructions"]  # noqa: Y015

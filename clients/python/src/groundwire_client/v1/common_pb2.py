@@ -24,17 +24,19 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1agroundwire/v1/common.proto\x12\rgroundwire.v1\"\x86\x01\n\x05Score\x12\x11\n\traw_score\x18\x01 \x01(\x01\x12*\n\x06metric\x18\x02 \x01(\x0e\x32\x1a.groundwire.v1.ScoreMetric\x12\x18\n\x10higher_is_better\x18\x03 \x01(\x08\x12\x16\n\trelevance\x18\x04 \x01(\x01H\x00\x88\x01\x01\x42\x0c\n\n_relevance\"l\n\rLegProvenance\x12(\n\x03leg\x18\x01 \x01(\x0e\x32\x1b.groundwire.v1.RetrievalLeg\x12\x0c\n\x04rank\x18\x02 \x01(\r\x12#\n\x05score\x18\x03 \x01(\x0b\x32\x14.groundwire.v1.Score\"&\n\x08\x43harSpan\x12\r\n\x05start\x18\x01 \x01(\r\x12\x0b\n\x03\x65nd\x18\x02 \x01(\r\"\x1c\n\nStringList\x12\x0e\n\x06values\x18\x01 \x03(\t\"\x97\x01\n\x11MetadataCondition\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x10\n\x06\x65quals\x18\x02 \x01(\tH\x00\x12+\n\x06\x61ny_of\x18\x03 \x01(\x0b\x32\x19.groundwire.v1.StringListH\x00\x12-\n\x05range\x18x \x01(\x0b\x32\x1c.groundwire.v1.MetadataRangeH\x00\x42\x07\n\x05match\"s\n\rMetadataRange\x12\x30\n\x05lower\x18\x01 \x01(\x0b\x32!.groundwire.v1.MetadataRangeBound\x12\x30\n\x05upper\x18\x02 \x01(\x0b\x32!.groundwire.v1.MetadataRangeBound\"W\n\x12MetadataRangeBound\x12\x10\n\x06number\x18\x01 \x01(\x01H\x00\x12\x13\n\ttimestamp\x18\x02 \x01(\tH\x00\x12\x11\n\tinclusive\x18\x03 \x01(\x08\x42\x07\n\x05value\"F\n\x0eMetadataFilter\x12\x34\n\nconditions\x18\x01 \x03(\x0b\x32 .groundwire.v1.MetadataCondition*\xd5\x02\n\x0bScoreMetric\x12\x1c\n\x18SCORE_METRIC_UNSPECIFIED\x10\x00\x12\"\n\x1eSCORE_METRIC_COSINE_SIMILARITY\x10\x01\x12 \n\x1cSCORE_METRIC_COSINE_DISTANCE\x10\x02\x12#\n\x1fSCORE_METRIC_EUCLIDEAN_DISTANCE\x10\x03\x12\x1c\n\x18SCORE_METRIC_DOT_PRODUCT\x10\x04\x12\x15\n\x11SCORE_METRIC_BM25\x10\x05\x12\x1a\n\x16SCORE_METRIC_TEXT_RANK\x10\x06\x12\'\n#SCORE_METRIC_RECIPROCAL_RANK_FUSION\x10\x07\x12!\n\x1dSCORE_METRIC_RERANK_RELEVANCE\x10\x08\x12 \n\x1bSCORE_METRIC_MIN_MAX_FUSION\x10\xd2\x01*d\n\x0cRetrievalLeg\x12\x1d\n\x19RETRIEVAL_LEG_UNSPECIFIED\x10\x00\x12\x1a\n\x16RETRIEVAL_LEG_SEMANTIC\x10\x01\x12\x19\n\x15RETRIEVAL_LEG_LEXICAL\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1agroundwire/v1/common.proto\x12\rgroundwire.v1\"\x86\x01\n\x05Score\x12\x11\n\traw_score\x18\x01 \x01(\x01\x12*\n\x06metric\x18\x02 \x01(\x0e\x32\x1a.groundwire.v1.ScoreMetric\x12\x18\n\x10higher_is_better\x18\x03 \x01(\x08\x12\x16\n\trelevance\x18\x04 \x01(\x01H\x00\x88\x01\x01\x42\x0c\n\n_relevance\"l\n\rLegProvenance\x12(\n\x03leg\x18\x01 \x01(\x0e\x32\x1b.groundwire.v1.RetrievalLeg\x12\x0c\n\x04rank\x18\x02 \x01(\r\x12#\n\x05score\x18\x03 \x01(\x0b\x32\x14.groundwire.v1.Score\"&\n\x08\x43harSpan\x12\r\n\x05start\x18\x01 \x01(\r\x12\x0b\n\x03\x65nd\x18\x02 \x01(\r\"\x1c\n\nStringList\x12\x0e\n\x06values\x18\x01 \x03(\t\"\x97\x01\n\x11MetadataCondition\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x10\n\x06\x65quals\x18\x02 \x01(\tH\x00\x12+\n\x06\x61ny_of\x18\x03 \x01(\x0b\x32\x19.groundwire.v1.StringListH\x00\x12-\n\x05range\x18x \x01(\x0b\x32\x1c.groundwire.v1.MetadataRangeH\x00\x42\x07\n\x05match\"s\n\rMetadataRange\x12\x30\n\x05lower\x18\x01 \x01(\x0b\x32!.groundwire.v1.MetadataRangeBound\x12\x30\n\x05upper\x18\x02 \x01(\x0b\x32!.groundwire.v1.MetadataRangeBound\"W\n\x12MetadataRangeBound\x12\x10\n\x06number\x18\x01 \x01(\x01H\x00\x12\x13\n\ttimestamp\x18\x02 \x01(\tH\x00\x12\x11\n\tinclusive\x18\x03 \x01(\x08\x42\x07\n\x05value\"F\n\x0eMetadataFilter\x12\x34\n\nconditions\x18\x01 \x03(\x0b\x32 .groundwire.v1.MetadataCondition\"R\n\x10RetrievalProfile\x12\x13\n\x0b\x66ingerprint\x18\x01 \x01(\t\x12)\n\x05parts\x18\x02 \x03(\x0b\x32\x1a.groundwire.v1.ProfilePart\"d\n\x0bProfilePart\x12,\n\x04kind\x18\x01 \x01(\x0e\x32\x1e.groundwire.v1.ProfilePartKind\x12\x12\n\ndescriptor\x18\x02 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x03 \x01(\t*\xd5\x02\n\x0bScoreMetric\x12\x1c\n\x18SCORE_METRIC_UNSPECIFIED\x10\x00\x12\"\n\x1eSCORE_METRIC_COSINE_SIMILARITY\x10\x01\x12 \n\x1cSCORE_METRIC_COSINE_DISTANCE\x10\x02\x12#\n\x1fSCORE_METRIC_EUCLIDEAN_DISTANCE\x10\x03\x12\x1c\n\x18SCORE_METRIC_DOT_PRODUCT\x10\x04\x12\x15\n\x11SCORE_METRIC_BM25\x10\x05\x12\x1a\n\x16SCORE_METRIC_TEXT_RANK\x10\x06\x12\'\n#SCORE_METRIC_RECIPROCAL_RANK_FUSION\x10\x07\x12!\n\x1dSCORE_METRIC_RERANK_RELEVANCE\x10\x08\x12 \n\x1bSCORE_METRIC_MIN_MAX_FUSION\x10\xd2\x01*d\n\x0cRetrievalLeg\x12\x1d\n\x19RETRIEVAL_LEG_UNSPECIFIED\x10\x00\x12\x1a\n\x16RETRIEVAL_LEG_SEMANTIC\x10\x01\x12\x19\n\x15RETRIEVAL_LEG_LEXICAL\x10\x02*\xba\x02\n\x0fProfilePartKind\x12!\n\x1dPROFILE_PART_KIND_UNSPECIFIED\x10\x00\x12\x1b\n\x17PROFILE_PART_KIND_INDEX\x10\x01\x12\x1e\n\x1aPROFILE_PART_KIND_CHUNKING\x10\x02\x12\x1e\n\x1aPROFILE_PART_KIND_EMBEDDER\x10\x03\x12\x1e\n\x1aPROFILE_PART_KIND_ANALYZER\x10\x04\x12\x1c\n\x18PROFILE_PART_KIND_FUSION\x10\x05\x12\x1e\n\x1aPROFILE_PART_KIND_RERANKER\x10\x06\x12%\n!PROFILE_PART_KIND_FINAL_SELECTION\x10\x07\x12\"\n\x1ePROFILE_PART_KIND_AGENT_POLICY\x10\x08\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'groundwire.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SCOREMETRIC']._serialized_start=795
-  _globals['_SCOREMETRIC']._serialized_end=1136
-  _globals['_RETRIEVALLEG']._serialized_start=1138
-  _globals['_RETRIEVALLEG']._serialized_end=1238
+  _globals['_SCOREMETRIC']._serialized_start=981
+  _globals['_SCOREMETRIC']._serialized_end=1322
+  _globals['_RETRIEVALLEG']._serialized_start=1324
+  _globals['_RETRIEVALLEG']._serialized_end=1424
+  _globals['_PROFILEPARTKIND']._serialized_start=1427
+  _globals['_PROFILEPARTKIND']._serialized_end=1741
   _globals['_SCORE']._serialized_start=46
   _globals['_SCORE']._serialized_end=180
   _globals['_LEGPROVENANCE']._serialized_start=182
@@ -51,4 +53,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_METADATARANGEBOUND']._serialized_end=720
   _globals['_METADATAFILTER']._serialized_start=722
   _globals['_METADATAFILTER']._serialized_end=792
+  _globals['_RETRIEVALPROFILE']._serialized_start=794
+  _globals['_RETRIEVALPROFILE']._serialized_end=876
+  _globals['_PROFILEPART']._serialized_start=878
+  _globals['_PROFILEPART']._serialized_end=978
 # @@protoc_insertion_point(module_scope)

@@ -119,6 +119,70 @@ RETRIEVAL_LEG_LEXICAL: RetrievalLeg.ValueType  # 2
 """Indexed full-text search (identifier-aware)."""
 Global___RetrievalLeg: _TypeAlias = RetrievalLeg  # noqa: Y015
 
+class _ProfilePartKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ProfilePartKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ProfilePartKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PROFILE_PART_KIND_UNSPECIFIED: _ProfilePartKind.ValueType  # 0
+    """Not set; never reported."""
+    PROFILE_PART_KIND_INDEX: _ProfilePartKind.ValueType  # 1
+    """The index name and its published version."""
+    PROFILE_PART_KIND_CHUNKING: _ProfilePartKind.ValueType  # 2
+    """The chunking policy the published version was built with."""
+    PROFILE_PART_KIND_EMBEDDER: _ProfilePartKind.ValueType  # 3
+    """The embedding model (provider, model, dimensions, normalization, task mode)."""
+    PROFILE_PART_KIND_ANALYZER: _ProfilePartKind.ValueType  # 4
+    """The lexical analyzer (stemming, stop words)."""
+    PROFILE_PART_KIND_FUSION: _ProfilePartKind.ValueType  # 5
+    """The server's fusion method and defaults (RRF k, leg weights, leg depth)."""
+    PROFILE_PART_KIND_RERANKER: _ProfilePartKind.ValueType  # 6
+    """The reranker (configured name, provider, model, answerability threshold)
+    and the stage settings configured for it (maximum candidates, timeout,
+    failure policy): an agent's, or for Rerank the server's defaults (a
+    request's own overrides are reported in its RerankingMetadata).
+    """
+    PROFILE_PART_KIND_FINAL_SELECTION: _ProfilePartKind.ValueType  # 7
+    """An agent's final selection of the reranked pool (policy, weight,
+    normalization, candidate multiplier).
+    """
+    PROFILE_PART_KIND_AGENT_POLICY: _ProfilePartKind.ValueType  # 8
+    """An agent's policy: its id, mode, no-context behavior, acceptance and
+    context budget, and a fingerprint of its whole definition.
+    """
+
+class ProfilePartKind(_ProfilePartKind, metaclass=_ProfilePartKindEnumTypeWrapper):
+    """The kind of one part of a RetrievalProfile."""
+
+PROFILE_PART_KIND_UNSPECIFIED: ProfilePartKind.ValueType  # 0
+"""Not set; never reported."""
+PROFILE_PART_KIND_INDEX: ProfilePartKind.ValueType  # 1
+"""The index name and its published version."""
+PROFILE_PART_KIND_CHUNKING: ProfilePartKind.ValueType  # 2
+"""The chunking policy the published version was built with."""
+PROFILE_PART_KIND_EMBEDDER: ProfilePartKind.ValueType  # 3
+"""The embedding model (provider, model, dimensions, normalization, task mode)."""
+PROFILE_PART_KIND_ANALYZER: ProfilePartKind.ValueType  # 4
+"""The lexical analyzer (stemming, stop words)."""
+PROFILE_PART_KIND_FUSION: ProfilePartKind.ValueType  # 5
+"""The server's fusion method and defaults (RRF k, leg weights, leg depth)."""
+PROFILE_PART_KIND_RERANKER: ProfilePartKind.ValueType  # 6
+"""The reranker (configured name, provider, model, answerability threshold)
+and the stage settings configured for it (maximum candidates, timeout,
+failure policy): an agent's, or for Rerank the server's defaults (a
+request's own overrides are reported in its RerankingMetadata).
+"""
+PROFILE_PART_KIND_FINAL_SELECTION: ProfilePartKind.ValueType  # 7
+"""An agent's final selection of the reranked pool (policy, weight,
+normalization, candidate multiplier).
+"""
+PROFILE_PART_KIND_AGENT_POLICY: ProfilePartKind.ValueType  # 8
+"""An agent's policy: its id, mode, no-context behavior, acceptance and
+context budget, and a fingerprint of its whole definition.
+"""
+Global___ProfilePartKind: _TypeAlias = ProfilePartKind  # noqa: Y015
+
 @_typing.final
 class Score(_message.Message):
     """How to read one score. Raw scores keep the provider's own scale; only
@@ -395,3 +459,80 @@ class MetadataFilter(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___MetadataFilter: _TypeAlias = MetadataFilter  # noqa: Y015
+
+@_typing.final
+class RetrievalProfile(_message.Message):
+    """What decided a result: the retrieval profile (seed 004 versions "the chunk
+    policy, embedding model, fusion weights and reranker descriptor together").
+    Content-free: descriptors name settings and versions, never query or
+    document text, credentials, URLs' secrets or file paths. A reload that
+    changes any part yields a new fingerprint without re-ingestion; re-ingestion
+    that publishes a new index version does too.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FINGERPRINT_FIELD_NUMBER: _builtins.int
+    PARTS_FIELD_NUMBER: _builtins.int
+    fingerprint: _builtins.str
+    """Output only. Stable fingerprint of all parts: "rp1-" followed by 16
+    lowercase hex digits (a SHA-256 prefix of the parts' kinds and
+    descriptors). Equal fingerprints mean equal parts, on any replica.
+    """
+    @_builtins.property
+    def parts(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProfilePart]:
+        """Output only. The parts, in ProfilePartKind order, each kind at most once.
+        Retrieve and GetIndex report INDEX, CHUNKING, EMBEDDER (when the index has
+        an embedding model), ANALYZER and FUSION; Rerank reports RERANKER; an
+        agent adds RERANKER and FINAL_SELECTION when reranking is enabled, and
+        AGENT_POLICY.
+        """
+
+    def __init__(
+        self,
+        *,
+        fingerprint: _builtins.str = ...,
+        parts: _abc.Iterable[Global___ProfilePart] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fingerprint", b"fingerprint", "parts", b"parts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetrievalProfile: _TypeAlias = RetrievalProfile  # noqa: Y015
+
+@_typing.final
+class ProfilePart(_message.Message):
+    """One part of a RetrievalProfile."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    DESCRIPTOR_FIELD_NUMBER: _builtins.int
+    FINGERPRINT_FIELD_NUMBER: _builtins.int
+    kind: Global___ProfilePartKind.ValueType
+    """Output only. Which part (never UNSPECIFIED)."""
+    descriptor: _builtins.str
+    """Output only. The part's content-free descriptor, at most 1024 characters:
+    space-separated `key=value` settings, e.g. "method=rrf k=20
+    semantic_weight=1 lexical_weight=1 leg_depth=50".
+    """
+    fingerprint: _builtins.str
+    """Output only. Fingerprint of this part alone: 16 lowercase hex digits.
+    Two profiles differ in exactly the parts whose fingerprints differ.
+    """
+    def __init__(
+        self,
+        *,
+        kind: Global___ProfilePartKind.ValueType = ...,
+        descriptor: _builtins.str = ...,
+        fingerprint: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["descriptor", b"descriptor", "fingerprint", b"fingerprint", "kind", b"kind"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProfilePart: _TypeAlias = ProfilePart  # noqa: Y015

@@ -16,6 +16,7 @@ from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from groundwire_client.v1 import common_pb2 as _common_pb2
 from groundwire_client.v1 import usage_pb2 as _usage_pb2
 import builtins as _builtins
 import sys
@@ -394,6 +395,7 @@ class IndexDescription(_message.Message):
     SOURCE_KINDS_FIELD_NUMBER: _builtins.int
     ANALYSIS_FIELD_NUMBER: _builtins.int
     STORE_NAME_FIELD_NUMBER: _builtins.int
+    PROFILE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Output only. The index name."""
     description: _builtins.str
@@ -437,6 +439,13 @@ class IndexDescription(_message.Message):
         ingestion run rebuilds the index, like a chunking change.
         """
 
+    @_builtins.property
+    def profile(self) -> _common_pb2.RetrievalProfile:
+        """Output only. The index's retrieval profile now: its published version
+        with the chunking, embedder and analyzer descriptors, and the server's
+        fusion defaults (the parts Retrieve reports for the same version).
+        """
+
     def __init__(
         self,
         *,
@@ -452,10 +461,11 @@ class IndexDescription(_message.Message):
         source_kinds: _abc.Iterable[_builtins.str] | None = ...,
         analysis: Global___LexicalAnalysis | None = ...,
         store_name: _builtins.str = ...,
+        profile: _common_pb2.RetrievalProfile | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["analysis", b"analysis", "chunking", b"chunking", "embedding", b"embedding"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["analysis", b"analysis", "chunking", b"chunking", "embedding", b"embedding", "profile", b"profile"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["analysis", b"analysis", "chunking", b"chunking", "description", b"description", "embedding", b"embedding", "metric", b"metric", "name", b"name", "schedule", b"schedule", "source_count", b"source_count", "source_kinds", b"source_kinds", "store", b"store", "store_name", b"store_name", "strategy", b"strategy"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["analysis", b"analysis", "chunking", b"chunking", "description", b"description", "embedding", b"embedding", "metric", b"metric", "name", b"name", "profile", b"profile", "schedule", b"schedule", "source_count", b"source_count", "source_kinds", b"source_kinds", "store", b"store", "store_name", b"store_name", "strategy", b"strategy"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

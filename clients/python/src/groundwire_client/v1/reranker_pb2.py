@@ -23,31 +23,32 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+from groundwire_client.v1 import common_pb2 as groundwire_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cgroundwire/v1/reranker.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\"`\n\x0fRerankCandidate\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x15\n\roriginal_rank\x18\x04 \x01(\r\"\x84\x02\n\rRerankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x32\n\ncandidates\x18\x02 \x03(\x0b\x32\x1e.groundwire.v1.RerankCandidate\x12\x10\n\x08reranker\x18\x03 \x01(\t\x12:\n\x0e\x66\x61ilure_policy\x18\x04 \x01(\x0e\x32\".groundwire.v1.RerankFailurePolicy\x12*\n\x07timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1f\n\x12maximum_candidates\x18\x06 \x01(\rH\x00\x88\x01\x01\x42\x15\n\x13_maximum_candidates\"\xcf\x01\n\x11RerankedCandidate\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x15\n\roriginal_rank\x18\x03 \x01(\r\x12\x13\n\x0brerank_rank\x18\x04 \x01(\r\x12\x1d\n\x10rerank_relevance\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x33\n\ranswerability\x18\x06 \x01(\x0e\x32\x1c.groundwire.v1.AnswerabilityB\x13\n\x11_rerank_relevance\"\xf8\x02\n\x11RerankingMetadata\x12\x11\n\trequested\x18\x01 \x01(\x08\x12\x0b\n\x03ran\x18\x02 \x01(\x08\x12\x17\n\x0f\x63\x61ndidate_count\x18\x03 \x01(\r\x12+\n\x08\x64uration\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\x07outcome\x18\x05 \x01(\x0e\x32\x1c.groundwire.v1.RerankOutcome\x12:\n\x0e\x66\x61ilure_policy\x18\x06 \x01(\x0e\x32\".groundwire.v1.RerankFailurePolicy\x12\x33\n\ranswerability\x18\x07 \x01(\x0e\x32\x1c.groundwire.v1.Answerability\x12\x11\n\ttimed_out\x18\x08 \x01(\x08\x12\x14\n\x0c\x66\x61ilure_code\x18\t \x01(\t\x12\x34\n\ncandidates\x18\n \x03(\x0b\x32 .groundwire.v1.RerankedCandidate\"x\n\x0eRerankResponse\x12\x31\n\x07results\x18\x01 \x03(\x0b\x32 .groundwire.v1.RerankedCandidate\x12\x33\n\treranking\x18\x02 \x01(\x0b\x32 .groundwire.v1.RerankingMetadata*\xa1\x01\n\rRerankOutcome\x12\x1e\n\x1aRERANK_OUTCOME_UNSPECIFIED\x10\x00\x12\x1c\n\x18RERANK_OUTCOME_SUCCEEDED\x10\x01\x12\x1b\n\x17RERANK_OUTCOME_FALLBACK\x10\x02\x12\x19\n\x15RERANK_OUTCOME_FAILED\x10\x03\x12\x1a\n\x16RERANK_OUTCOME_SKIPPED\x10\x04*\x8a\x01\n\x13RerankFailurePolicy\x12%\n!RERANK_FAILURE_POLICY_UNSPECIFIED\x10\x00\x12\x1e\n\x1aRERANK_FAILURE_POLICY_FAIL\x10\x01\x12,\n(RERANK_FAILURE_POLICY_USE_ORIGINAL_ORDER\x10\x02*\x89\x01\n\rAnswerability\x12\x1d\n\x19\x41NSWERABILITY_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x41NSWERABILITY_ANSWERABLE\x10\x01\x12 \n\x1c\x41NSWERABILITY_NOT_ANSWERABLE\x10\x02\x12\x19\n\x15\x41NSWERABILITY_UNKNOWN\x10\x03\x32X\n\x0fRerankerService\x12\x45\n\x06Rerank\x12\x1c.groundwire.v1.RerankRequest\x1a\x1d.groundwire.v1.RerankResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cgroundwire/v1/reranker.proto\x12\rgroundwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1agroundwire/v1/common.proto\"`\n\x0fRerankCandidate\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x15\n\roriginal_rank\x18\x04 \x01(\r\"\x84\x02\n\rRerankRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x32\n\ncandidates\x18\x02 \x03(\x0b\x32\x1e.groundwire.v1.RerankCandidate\x12\x10\n\x08reranker\x18\x03 \x01(\t\x12:\n\x0e\x66\x61ilure_policy\x18\x04 \x01(\x0e\x32\".groundwire.v1.RerankFailurePolicy\x12*\n\x07timeout\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1f\n\x12maximum_candidates\x18\x06 \x01(\rH\x00\x88\x01\x01\x42\x15\n\x13_maximum_candidates\"\xcf\x01\n\x11RerankedCandidate\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x10\n\x08\x63hunk_id\x18\x02 \x01(\t\x12\x15\n\roriginal_rank\x18\x03 \x01(\r\x12\x13\n\x0brerank_rank\x18\x04 \x01(\r\x12\x1d\n\x10rerank_relevance\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\x33\n\ranswerability\x18\x06 \x01(\x0e\x32\x1c.groundwire.v1.AnswerabilityB\x13\n\x11_rerank_relevance\"\xf8\x02\n\x11RerankingMetadata\x12\x11\n\trequested\x18\x01 \x01(\x08\x12\x0b\n\x03ran\x18\x02 \x01(\x08\x12\x17\n\x0f\x63\x61ndidate_count\x18\x03 \x01(\r\x12+\n\x08\x64uration\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\x07outcome\x18\x05 \x01(\x0e\x32\x1c.groundwire.v1.RerankOutcome\x12:\n\x0e\x66\x61ilure_policy\x18\x06 \x01(\x0e\x32\".groundwire.v1.RerankFailurePolicy\x12\x33\n\ranswerability\x18\x07 \x01(\x0e\x32\x1c.groundwire.v1.Answerability\x12\x11\n\ttimed_out\x18\x08 \x01(\x08\x12\x14\n\x0c\x66\x61ilure_code\x18\t \x01(\t\x12\x34\n\ncandidates\x18\n \x03(\x0b\x32 .groundwire.v1.RerankedCandidate\"\xaa\x01\n\x0eRerankResponse\x12\x31\n\x07results\x18\x01 \x03(\x0b\x32 .groundwire.v1.RerankedCandidate\x12\x33\n\treranking\x18\x02 \x01(\x0b\x32 .groundwire.v1.RerankingMetadata\x12\x30\n\x07profile\x18\x03 \x01(\x0b\x32\x1f.groundwire.v1.RetrievalProfile*\xa1\x01\n\rRerankOutcome\x12\x1e\n\x1aRERANK_OUTCOME_UNSPECIFIED\x10\x00\x12\x1c\n\x18RERANK_OUTCOME_SUCCEEDED\x10\x01\x12\x1b\n\x17RERANK_OUTCOME_FALLBACK\x10\x02\x12\x19\n\x15RERANK_OUTCOME_FAILED\x10\x03\x12\x1a\n\x16RERANK_OUTCOME_SKIPPED\x10\x04*\x8a\x01\n\x13RerankFailurePolicy\x12%\n!RERANK_FAILURE_POLICY_UNSPECIFIED\x10\x00\x12\x1e\n\x1aRERANK_FAILURE_POLICY_FAIL\x10\x01\x12,\n(RERANK_FAILURE_POLICY_USE_ORIGINAL_ORDER\x10\x02*\x89\x01\n\rAnswerability\x12\x1d\n\x19\x41NSWERABILITY_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x41NSWERABILITY_ANSWERABLE\x10\x01\x12 \n\x1c\x41NSWERABILITY_NOT_ANSWERABLE\x10\x02\x12\x19\n\x15\x41NSWERABILITY_UNKNOWN\x10\x03\x32X\n\x0fRerankerService\x12\x45\n\x06Rerank\x12\x1c.groundwire.v1.RerankRequest\x1a\x1d.groundwire.v1.RerankResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'groundwire.v1.reranker_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RERANKOUTCOME']._serialized_start=1152
-  _globals['_RERANKOUTCOME']._serialized_end=1313
-  _globals['_RERANKFAILUREPOLICY']._serialized_start=1316
-  _globals['_RERANKFAILUREPOLICY']._serialized_end=1454
-  _globals['_ANSWERABILITY']._serialized_start=1457
-  _globals['_ANSWERABILITY']._serialized_end=1594
-  _globals['_RERANKCANDIDATE']._serialized_start=79
-  _globals['_RERANKCANDIDATE']._serialized_end=175
-  _globals['_RERANKREQUEST']._serialized_start=178
-  _globals['_RERANKREQUEST']._serialized_end=438
-  _globals['_RERANKEDCANDIDATE']._serialized_start=441
-  _globals['_RERANKEDCANDIDATE']._serialized_end=648
-  _globals['_RERANKINGMETADATA']._serialized_start=651
-  _globals['_RERANKINGMETADATA']._serialized_end=1027
-  _globals['_RERANKRESPONSE']._serialized_start=1029
-  _globals['_RERANKRESPONSE']._serialized_end=1149
-  _globals['_RERANKERSERVICE']._serialized_start=1596
-  _globals['_RERANKERSERVICE']._serialized_end=1684
+  _globals['_RERANKOUTCOME']._serialized_start=1231
+  _globals['_RERANKOUTCOME']._serialized_end=1392
+  _globals['_RERANKFAILUREPOLICY']._serialized_start=1395
+  _globals['_RERANKFAILUREPOLICY']._serialized_end=1533
+  _globals['_ANSWERABILITY']._serialized_start=1536
+  _globals['_ANSWERABILITY']._serialized_end=1673
+  _globals['_RERANKCANDIDATE']._serialized_start=107
+  _globals['_RERANKCANDIDATE']._serialized_end=203
+  _globals['_RERANKREQUEST']._serialized_start=206
+  _globals['_RERANKREQUEST']._serialized_end=466
+  _globals['_RERANKEDCANDIDATE']._serialized_start=469
+  _globals['_RERANKEDCANDIDATE']._serialized_end=676
+  _globals['_RERANKINGMETADATA']._serialized_start=679
+  _globals['_RERANKINGMETADATA']._serialized_end=1055
+  _globals['_RERANKRESPONSE']._serialized_start=1058
+  _globals['_RERANKRESPONSE']._serialized_end=1228
+  _globals['_RERANKERSERVICE']._serialized_start=1675
+  _globals['_RERANKERSERVICE']._serialized_end=1763
 # @@protoc_insertion_point(module_scope)

@@ -13,6 +13,7 @@ from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from groundwire_client.v1 import common_pb2 as _common_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -387,6 +388,7 @@ class RerankResponse(_message.Message):
 
     RESULTS_FIELD_NUMBER: _builtins.int
     RERANKING_FIELD_NUMBER: _builtins.int
+    PROFILE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___RerankedCandidate]:
         """Output only. Every requested candidate exactly once, in final order: the
@@ -400,15 +402,23 @@ class RerankResponse(_message.Message):
     def reranking(self) -> Global___RerankingMetadata:
         """Output only. What the reranking stage did."""
 
+    @_builtins.property
+    def profile(self) -> _common_pb2.RetrievalProfile:
+        """Output only. The profile that produced the order: the RERANKER part (the
+        reranker used and the server's stage defaults; this call's own overrides
+        are in `reranking`).
+        """
+
     def __init__(
         self,
         *,
         results: _abc.Iterable[Global___RerankedCandidate] | None = ...,
         reranking: Global___RerankingMetadata | None = ...,
+        profile: _common_pb2.RetrievalProfile | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["reranking", b"reranking"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["profile", b"profile", "reranking", b"reranking"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["reranking", b"reranking", "results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["profile", b"profile", "reranking", b"reranking", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

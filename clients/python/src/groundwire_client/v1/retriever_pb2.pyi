@@ -570,6 +570,7 @@ class RetrieveResponse(_message.Message):
 
     RESULTS_FIELD_NUMBER: _builtins.int
     DIAGNOSTICS_FIELD_NUMBER: _builtins.int
+    PROFILE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___RetrievalResult]:
         """Output only. Results in rank order (best first), at most top_k. Ties are
@@ -580,15 +581,23 @@ class RetrieveResponse(_message.Message):
     def diagnostics(self) -> Global___RetrievalDiagnostics:
         """Output only. How the retrieval ran."""
 
+    @_builtins.property
+    def profile(self) -> _common_pb2.RetrievalProfile:
+        """Output only. The retrieval profile that produced the results: the
+        searched index version with its chunking, embedder and analyzer, and the
+        server's fusion defaults.
+        """
+
     def __init__(
         self,
         *,
         results: _abc.Iterable[Global___RetrievalResult] | None = ...,
         diagnostics: Global___RetrievalDiagnostics | None = ...,
+        profile: _common_pb2.RetrievalProfile | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["diagnostics", b"diagnostics"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["diagnostics", b"diagnostics", "profile", b"profile"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["diagnostics", b"diagnostics", "results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["diagnostics", b"diagnostics", "profile", b"profile", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file groundwire/v1/common.proto.
  */
 export const file_groundwire_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("Chpncm91bmR3aXJlL3YxL2NvbW1vbi5wcm90bxINZ3JvdW5kd2lyZS52MSKGAQoFU2NvcmUSEQoJcmF3X3Njb3JlGAEgASgBEioKBm1ldHJpYxgCIAEoDjIaLmdyb3VuZHdpcmUudjEuU2NvcmVNZXRyaWMSGAoQaGlnaGVyX2lzX2JldHRlchgDIAEoCBIWCglyZWxldmFuY2UYBCABKAFIAIgBAUIMCgpfcmVsZXZhbmNlImwKDUxlZ1Byb3ZlbmFuY2USKAoDbGVnGAEgASgOMhsuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxMZWcSDAoEcmFuaxgCIAEoDRIjCgVzY29yZRgDIAEoCzIULmdyb3VuZHdpcmUudjEuU2NvcmUiJgoIQ2hhclNwYW4SDQoFc3RhcnQYASABKA0SCwoDZW5kGAIgASgNIhwKClN0cmluZ0xpc3QSDgoGdmFsdWVzGAEgAygJIpcBChFNZXRhZGF0YUNvbmRpdGlvbhILCgNrZXkYASABKAkSEAoGZXF1YWxzGAIgASgJSAASKwoGYW55X29mGAMgASgLMhkuZ3JvdW5kd2lyZS52MS5TdHJpbmdMaXN0SAASLQoFcmFuZ2UYeCABKAsyHC5ncm91bmR3aXJlLnYxLk1ldGFkYXRhUmFuZ2VIAEIHCgVtYXRjaCJzCg1NZXRhZGF0YVJhbmdlEjAKBWxvd2VyGAEgASgLMiEuZ3JvdW5kd2lyZS52MS5NZXRhZGF0YVJhbmdlQm91bmQSMAoFdXBwZXIYAiABKAsyIS5ncm91bmR3aXJlLnYxLk1ldGFkYXRhUmFuZ2VCb3VuZCJXChJNZXRhZGF0YVJhbmdlQm91bmQSEAoGbnVtYmVyGAEgASgBSAASEwoJdGltZXN0YW1wGAIgASgJSAASEQoJaW5jbHVzaXZlGAMgASgIQgcKBXZhbHVlIkYKDk1ldGFkYXRhRmlsdGVyEjQKCmNvbmRpdGlvbnMYASADKAsyIC5ncm91bmR3aXJlLnYxLk1ldGFkYXRhQ29uZGl0aW9uKtUCCgtTY29yZU1ldHJpYxIcChhTQ09SRV9NRVRSSUNfVU5TUEVDSUZJRUQQABIiCh5TQ09SRV9NRVRSSUNfQ09TSU5FX1NJTUlMQVJJVFkQARIgChxTQ09SRV9NRVRSSUNfQ09TSU5FX0RJU1RBTkNFEAISIwofU0NPUkVfTUVUUklDX0VVQ0xJREVBTl9ESVNUQU5DRRADEhwKGFNDT1JFX01FVFJJQ19ET1RfUFJPRFVDVBAEEhUKEVNDT1JFX01FVFJJQ19CTTI1EAUSGgoWU0NPUkVfTUVUUklDX1RFWFRfUkFOSxAGEicKI1NDT1JFX01FVFJJQ19SRUNJUFJPQ0FMX1JBTktfRlVTSU9OEAcSIQodU0NPUkVfTUVUUklDX1JFUkFOS19SRUxFVkFOQ0UQCBIgChtTQ09SRV9NRVRSSUNfTUlOX01BWF9GVVNJT04Q0gEqZAoMUmV0cmlldmFsTGVnEh0KGVJFVFJJRVZBTF9MRUdfVU5TUEVDSUZJRUQQABIaChZSRVRSSUVWQUxfTEVHX1NFTUFOVElDEAESGQoVUkVUUklFVkFMX0xFR19MRVhJQ0FMEAJCrwEKEWRldi5ncm91bmR3aXJlLnYxQgtDb21tb25Qcm90b1ABWjhnaXRodWIuY29tL2dyb3VuZHdpcmUvZ3JvdW5kd2lyZS9jbGllbnRzL2dvL2dyb3VuZHdpcmV2MaICA0dYWKoCDUdyb3VuZHdpcmUuVjHKAg1Hcm91bmR3aXJlXFYx4gIZR3JvdW5kd2lyZVxWMVxHUEJNZXRhZGF0YeoCDkdyb3VuZHdpcmU6OlYxYgZwcm90bzM");
+  fileDesc("Chpncm91bmR3aXJlL3YxL2NvbW1vbi5wcm90bxINZ3JvdW5kd2lyZS52MSKGAQoFU2NvcmUSEQoJcmF3X3Njb3JlGAEgASgBEioKBm1ldHJpYxgCIAEoDjIaLmdyb3VuZHdpcmUudjEuU2NvcmVNZXRyaWMSGAoQaGlnaGVyX2lzX2JldHRlchgDIAEoCBIWCglyZWxldmFuY2UYBCABKAFIAIgBAUIMCgpfcmVsZXZhbmNlImwKDUxlZ1Byb3ZlbmFuY2USKAoDbGVnGAEgASgOMhsuZ3JvdW5kd2lyZS52MS5SZXRyaWV2YWxMZWcSDAoEcmFuaxgCIAEoDRIjCgVzY29yZRgDIAEoCzIULmdyb3VuZHdpcmUudjEuU2NvcmUiJgoIQ2hhclNwYW4SDQoFc3RhcnQYASABKA0SCwoDZW5kGAIgASgNIhwKClN0cmluZ0xpc3QSDgoGdmFsdWVzGAEgAygJIpcBChFNZXRhZGF0YUNvbmRpdGlvbhILCgNrZXkYASABKAkSEAoGZXF1YWxzGAIgASgJSAASKwoGYW55X29mGAMgASgLMhkuZ3JvdW5kd2lyZS52MS5TdHJpbmdMaXN0SAASLQoFcmFuZ2UYeCABKAsyHC5ncm91bmR3aXJlLnYxLk1ldGFkYXRhUmFuZ2VIAEIHCgVtYXRjaCJzCg1NZXRhZGF0YVJhbmdlEjAKBWxvd2VyGAEgASgLMiEuZ3JvdW5kd2lyZS52MS5NZXRhZGF0YVJhbmdlQm91bmQSMAoFdXBwZXIYAiABKAsyIS5ncm91bmR3aXJlLnYxLk1ldGFkYXRhUmFuZ2VCb3VuZCJXChJNZXRhZGF0YVJhbmdlQm91bmQSEAoGbnVtYmVyGAEgASgBSAASEwoJdGltZXN0YW1wGAIgASgJSAASEQoJaW5jbHVzaXZlGAMgASgIQgcKBXZhbHVlIkYKDk1ldGFkYXRhRmlsdGVyEjQKCmNvbmRpdGlvbnMYASADKAsyIC5ncm91bmR3aXJlLnYxLk1ldGFkYXRhQ29uZGl0aW9uIlIKEFJldHJpZXZhbFByb2ZpbGUSEwoLZmluZ2VycHJpbnQYASABKAkSKQoFcGFydHMYAiADKAsyGi5ncm91bmR3aXJlLnYxLlByb2ZpbGVQYXJ0ImQKC1Byb2ZpbGVQYXJ0EiwKBGtpbmQYASABKA4yHi5ncm91bmR3aXJlLnYxLlByb2ZpbGVQYXJ0S2luZBISCgpkZXNjcmlwdG9yGAIgASgJEhMKC2ZpbmdlcnByaW50GAMgASgJKtUCCgtTY29yZU1ldHJpYxIcChhTQ09SRV9NRVRSSUNfVU5TUEVDSUZJRUQQABIiCh5TQ09SRV9NRVRSSUNfQ09TSU5FX1NJTUlMQVJJVFkQARIgChxTQ09SRV9NRVRSSUNfQ09TSU5FX0RJU1RBTkNFEAISIwofU0NPUkVfTUVUUklDX0VVQ0xJREVBTl9ESVNUQU5DRRADEhwKGFNDT1JFX01FVFJJQ19ET1RfUFJPRFVDVBAEEhUKEVNDT1JFX01FVFJJQ19CTTI1EAUSGgoWU0NPUkVfTUVUUklDX1RFWFRfUkFOSxAGEicKI1NDT1JFX01FVFJJQ19SRUNJUFJPQ0FMX1JBTktfRlVTSU9OEAcSIQodU0NPUkVfTUVUUklDX1JFUkFOS19SRUxFVkFOQ0UQCBIgChtTQ09SRV9NRVRSSUNfTUlOX01BWF9GVVNJT04Q0gEqZAoMUmV0cmlldmFsTGVnEh0KGVJFVFJJRVZBTF9MRUdfVU5TUEVDSUZJRUQQABIaChZSRVRSSUVWQUxfTEVHX1NFTUFOVElDEAESGQoVUkVUUklFVkFMX0xFR19MRVhJQ0FMEAIqugIKD1Byb2ZpbGVQYXJ0S2luZBIhCh1QUk9GSUxFX1BBUlRfS0lORF9VTlNQRUNJRklFRBAAEhsKF1BST0ZJTEVfUEFSVF9LSU5EX0lOREVYEAESHgoaUFJPRklMRV9QQVJUX0tJTkRfQ0hVTktJTkcQAhIeChpQUk9GSUxFX1BBUlRfS0lORF9FTUJFRERFUhADEh4KGlBST0ZJTEVfUEFSVF9LSU5EX0FOQUxZWkVSEAQSHAoYUFJPRklMRV9QQVJUX0tJTkRfRlVTSU9OEAUSHgoaUFJPRklMRV9QQVJUX0tJTkRfUkVSQU5LRVIQBhIlCiFQUk9GSUxFX1BBUlRfS0lORF9GSU5BTF9TRUxFQ1RJT04QBxIiCh5QUk9GSUxFX1BBUlRfS0lORF9BR0VOVF9QT0xJQ1kQCEKvAQoRZGV2Lmdyb3VuZHdpcmUudjFCC0NvbW1vblByb3RvUAFaOGdpdGh1Yi5jb20vZ3JvdW5kd2lyZS9ncm91bmR3aXJlL2NsaWVudHMvZ28vZ3JvdW5kd2lyZXYxogIDR1hYqgINR3JvdW5kd2lyZS5WMcoCDUdyb3VuZHdpcmVcVjHiAhlHcm91bmR3aXJlXFYxXEdQQk1ldGFkYXRh6gIOR3JvdW5kd2lyZTo6VjFiBnByb3RvMw");
 
 /**
  * How to read one score. Raw scores keep the provider's own scale; only
@@ -309,6 +309,83 @@ export const MetadataFilterSchema: GenMessage<MetadataFilter> = /*@__PURE__*/
   messageDesc(file_groundwire_v1_common, 7);
 
 /**
+ * What decided a result: the retrieval profile (seed 004 versions "the chunk
+ * policy, embedding model, fusion weights and reranker descriptor together").
+ * Content-free: descriptors name settings and versions, never query or
+ * document text, credentials, URLs' secrets or file paths. A reload that
+ * changes any part yields a new fingerprint without re-ingestion; re-ingestion
+ * that publishes a new index version does too.
+ *
+ * @generated from message groundwire.v1.RetrievalProfile
+ */
+export type RetrievalProfile = Message<"groundwire.v1.RetrievalProfile"> & {
+  /**
+   * Output only. Stable fingerprint of all parts: "rp1-" followed by 16
+   * lowercase hex digits (a SHA-256 prefix of the parts' kinds and
+   * descriptors). Equal fingerprints mean equal parts, on any replica.
+   *
+   * @generated from field: string fingerprint = 1;
+   */
+  fingerprint: string;
+
+  /**
+   * Output only. The parts, in ProfilePartKind order, each kind at most once.
+   * Retrieve and GetIndex report INDEX, CHUNKING, EMBEDDER (when the index has
+   * an embedding model), ANALYZER and FUSION; Rerank reports RERANKER; an
+   * agent adds RERANKER and FINAL_SELECTION when reranking is enabled, and
+   * AGENT_POLICY.
+   *
+   * @generated from field: repeated groundwire.v1.ProfilePart parts = 2;
+   */
+  parts: ProfilePart[];
+};
+
+/**
+ * Describes the message groundwire.v1.RetrievalProfile.
+ * Use `create(RetrievalProfileSchema)` to create a new message.
+ */
+export const RetrievalProfileSchema: GenMessage<RetrievalProfile> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_common, 8);
+
+/**
+ * One part of a RetrievalProfile.
+ *
+ * @generated from message groundwire.v1.ProfilePart
+ */
+export type ProfilePart = Message<"groundwire.v1.ProfilePart"> & {
+  /**
+   * Output only. Which part (never UNSPECIFIED).
+   *
+   * @generated from field: groundwire.v1.ProfilePartKind kind = 1;
+   */
+  kind: ProfilePartKind;
+
+  /**
+   * Output only. The part's content-free descriptor, at most 1024 characters:
+   * space-separated `key=value` settings, e.g. "method=rrf k=20
+   * semantic_weight=1 lexical_weight=1 leg_depth=50".
+   *
+   * @generated from field: string descriptor = 2;
+   */
+  descriptor: string;
+
+  /**
+   * Output only. Fingerprint of this part alone: 16 lowercase hex digits.
+   * Two profiles differ in exactly the parts whose fingerprints differ.
+   *
+   * @generated from field: string fingerprint = 3;
+   */
+  fingerprint: string;
+};
+
+/**
+ * Describes the message groundwire.v1.ProfilePart.
+ * Use `create(ProfilePartSchema)` to create a new message.
+ */
+export const ProfilePartSchema: GenMessage<ProfilePart> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_common, 9);
+
+/**
  * The metric that produced a raw score. Together with `higher_is_better` it is
  * the only correct way to read a raw score; raw scores of different metrics are
  * never comparable.
@@ -431,4 +508,85 @@ export enum RetrievalLeg {
  */
 export const RetrievalLegSchema: GenEnum<RetrievalLeg> = /*@__PURE__*/
   enumDesc(file_groundwire_v1_common, 1);
+
+/**
+ * The kind of one part of a RetrievalProfile.
+ *
+ * @generated from enum groundwire.v1.ProfilePartKind
+ */
+export enum ProfilePartKind {
+  /**
+   * Not set; never reported.
+   *
+   * @generated from enum value: PROFILE_PART_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The index name and its published version.
+   *
+   * @generated from enum value: PROFILE_PART_KIND_INDEX = 1;
+   */
+  INDEX = 1,
+
+  /**
+   * The chunking policy the published version was built with.
+   *
+   * @generated from enum value: PROFILE_PART_KIND_CHUNKING = 2;
+   */
+  CHUNKING = 2,
+
+  /**
+   * The embedding model (provider, model, dimensions, normalization, task mode).
+   *
+   * @generated from enum value: PROFILE_PART_KIND_EMBEDDER = 3;
+   */
+  EMBEDDER = 3,
+
+  /**
+   * The lexical analyzer (stemming, stop words).
+   *
+   * @generated from enum value: PROFILE_PART_KIND_ANALYZER = 4;
+   */
+  ANALYZER = 4,
+
+  /**
+   * The server's fusion method and defaults (RRF k, leg weights, leg depth).
+   *
+   * @generated from enum value: PROFILE_PART_KIND_FUSION = 5;
+   */
+  FUSION = 5,
+
+  /**
+   * The reranker (configured name, provider, model, answerability threshold)
+   * and the stage settings configured for it (maximum candidates, timeout,
+   * failure policy): an agent's, or for Rerank the server's defaults (a
+   * request's own overrides are reported in its RerankingMetadata).
+   *
+   * @generated from enum value: PROFILE_PART_KIND_RERANKER = 6;
+   */
+  RERANKER = 6,
+
+  /**
+   * An agent's final selection of the reranked pool (policy, weight,
+   * normalization, candidate multiplier).
+   *
+   * @generated from enum value: PROFILE_PART_KIND_FINAL_SELECTION = 7;
+   */
+  FINAL_SELECTION = 7,
+
+  /**
+   * An agent's policy: its id, mode, no-context behavior, acceptance and
+   * context budget, and a fingerprint of its whole definition.
+   *
+   * @generated from enum value: PROFILE_PART_KIND_AGENT_POLICY = 8;
+   */
+  AGENT_POLICY = 8,
+}
+
+/**
+ * Describes the enum groundwire.v1.ProfilePartKind.
+ */
+export const ProfilePartKindSchema: GenEnum<ProfilePartKind> = /*@__PURE__*/
+  enumDesc(file_groundwire_v1_common, 2);
 

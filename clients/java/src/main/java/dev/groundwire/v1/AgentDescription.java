@@ -398,6 +398,47 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int PROFILE_FIELD_NUMBER = 8;
+  private dev.groundwire.v1.RetrievalProfile profile_;
+  /**
+   * <pre>
+   * Output only. The profile an execution would run under now (its index's
+   * currently published version).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 8 [json_name = "profile"];</code>
+   * @return Whether the profile field is set.
+   */
+  @java.lang.Override
+  public boolean hasProfile() {
+    return ((bitField0_ & 0x00000004) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The profile an execution would run under now (its index's
+   * currently published version).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 8 [json_name = "profile"];</code>
+   * @return The profile.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RetrievalProfile getProfile() {
+    return profile_ == null ? dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+  }
+  /**
+   * <pre>
+   * Output only. The profile an execution would run under now (its index's
+   * currently published version).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 8 [json_name = "profile"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder() {
+    return profile_ == null ? dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -433,6 +474,9 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000002) != 0)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 7, instructions_);
     }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      output.writeMessage(8, getProfile());
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -463,6 +507,10 @@ private static final long serialVersionUID = 0L;
     }
     if (((bitField0_ & 0x00000002) != 0)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(7, instructions_);
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(8, getProfile());
     }
     return size;
   }
@@ -508,6 +556,11 @@ private static final long serialVersionUID = 0L;
       if (!getInstructions()
           .equals(other.getInstructions())) return false;
     }
+    if (hasProfile() != other.hasProfile()) return false;
+    if (hasProfile()) {
+      if (!getProfile()
+          .equals(other.getProfile())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -538,6 +591,10 @@ private static final long serialVersionUID = 0L;
     if (hasInstructions()) {
       hash = (37 * hash) + INSTRUCTIONS_FIELD_NUMBER;
       hash = (53 * hash) + getInstructions().hashCode();
+    }
+    if (hasProfile()) {
+      hash = (37 * hash) + PROFILE_FIELD_NUMBER;
+      hash = (53 * hash) + getProfile().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -674,6 +731,7 @@ private static final long serialVersionUID = 0L;
       if (com.google.protobuf.GeneratedMessage
               .alwaysUseFieldBuilders) {
         internalGetRagFieldBuilder();
+        internalGetProfileFieldBuilder();
       }
     }
     @java.lang.Override
@@ -692,6 +750,11 @@ private static final long serialVersionUID = 0L;
         ragBuilder_ = null;
       }
       instructions_ = "";
+      profile_ = null;
+      if (profileBuilder_ != null) {
+        profileBuilder_.dispose();
+        profileBuilder_ = null;
+      }
       return this;
     }
 
@@ -752,6 +815,12 @@ private static final long serialVersionUID = 0L;
         result.instructions_ = instructions_;
         to_bitField0_ |= 0x00000002;
       }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.profile_ = profileBuilder_ == null
+            ? profile_
+            : profileBuilder_.build();
+        to_bitField0_ |= 0x00000004;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -804,6 +873,9 @@ private static final long serialVersionUID = 0L;
         instructions_ = other.instructions_;
         bitField0_ |= 0x00000040;
         onChanged();
+      }
+      if (other.hasProfile()) {
+        mergeProfile(other.getProfile());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -866,6 +938,13 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000040;
               break;
             } // case 58
+            case 66: {
+              input.readMessage(
+                  internalGetProfileFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 66
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1654,6 +1733,170 @@ private static final long serialVersionUID = 0L;
       bitField0_ |= 0x00000040;
       onChanged();
       return this;
+    }
+
+    private dev.groundwire.v1.RetrievalProfile profile_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RetrievalProfile, dev.groundwire.v1.RetrievalProfile.Builder, dev.groundwire.v1.RetrievalProfileOrBuilder> profileBuilder_;
+    /**
+     * <pre>
+     * Output only. The profile an execution would run under now (its index's
+     * currently published version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 8 [json_name = "profile"];</code>
+     * @return Whether the profile field is set.
+     */
+    public boolean hasProfile() {
+      return ((bitField0_ & 0x00000080) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The profile an execution would run under now (its index's
+     * currently published version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 8 [json_name = "profile"];</code>
+     * @return The profile.
+     */
+    public dev.groundwire.v1.RetrievalProfile getProfile() {
+      if (profileBuilder_ == null) {
+        return profile_ == null ? dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+      } else {
+        return profileBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The profile an execution would run under now (its index's
+     * currently published version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 8 [json_name = "profile"];</code>
+     */
+    public Builder setProfile(dev.groundwire.v1.RetrievalProfile value) {
+      if (profileBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        profile_ = value;
+      } else {
+        profileBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile an execution would run under now (its index's
+     * currently published version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 8 [json_name = "profile"];</code>
+     */
+    public Builder setProfile(
+        dev.groundwire.v1.RetrievalProfile.Builder builderForValue) {
+      if (profileBuilder_ == null) {
+        profile_ = builderForValue.build();
+      } else {
+        profileBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile an execution would run under now (its index's
+     * currently published version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 8 [json_name = "profile"];</code>
+     */
+    public Builder mergeProfile(dev.groundwire.v1.RetrievalProfile value) {
+      if (profileBuilder_ == null) {
+        if (((bitField0_ & 0x00000080) != 0) &&
+          profile_ != null &&
+          profile_ != dev.groundwire.v1.RetrievalProfile.getDefaultInstance()) {
+          getProfileBuilder().mergeFrom(value);
+        } else {
+          profile_ = value;
+        }
+      } else {
+        profileBuilder_.mergeFrom(value);
+      }
+      if (profile_ != null) {
+        bitField0_ |= 0x00000080;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile an execution would run under now (its index's
+     * currently published version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 8 [json_name = "profile"];</code>
+     */
+    public Builder clearProfile() {
+      bitField0_ = (bitField0_ & ~0x00000080);
+      profile_ = null;
+      if (profileBuilder_ != null) {
+        profileBuilder_.dispose();
+        profileBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile an execution would run under now (its index's
+     * currently published version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 8 [json_name = "profile"];</code>
+     */
+    public dev.groundwire.v1.RetrievalProfile.Builder getProfileBuilder() {
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return internalGetProfileFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. The profile an execution would run under now (its index's
+     * currently published version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 8 [json_name = "profile"];</code>
+     */
+    public dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder() {
+      if (profileBuilder_ != null) {
+        return profileBuilder_.getMessageOrBuilder();
+      } else {
+        return profile_ == null ?
+            dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The profile an execution would run under now (its index's
+     * currently published version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 8 [json_name = "profile"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RetrievalProfile, dev.groundwire.v1.RetrievalProfile.Builder, dev.groundwire.v1.RetrievalProfileOrBuilder> 
+        internalGetProfileFieldBuilder() {
+      if (profileBuilder_ == null) {
+        profileBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.RetrievalProfile, dev.groundwire.v1.RetrievalProfile.Builder, dev.groundwire.v1.RetrievalProfileOrBuilder>(
+                getProfile(),
+                getParentForChildren(),
+                isClean());
+        profile_ = null;
+      }
+      return profileBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.AgentDescription)

@@ -186,4 +186,34 @@ public interface AgentDescriptionOrBuilder extends
    */
   com.google.protobuf.ByteString
       getInstructionsBytes();
+
+  /**
+   * <pre>
+   * Output only. The profile an execution would run under now (its index's
+   * currently published version).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 8 [json_name = "profile"];</code>
+   * @return Whether the profile field is set.
+   */
+  boolean hasProfile();
+  /**
+   * <pre>
+   * Output only. The profile an execution would run under now (its index's
+   * currently published version).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 8 [json_name = "profile"];</code>
+   * @return The profile.
+   */
+  dev.groundwire.v1.RetrievalProfile getProfile();
+  /**
+   * <pre>
+   * Output only. The profile an execution would run under now (its index's
+   * currently published version).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 8 [json_name = "profile"];</code>
+   */
+  dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder();
 }

@@ -304,7 +304,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
       "nk_id\030\003 \001(\tR\007chunkId\022*\n\005score\030\004 \001(\0132\024.gr" +
       "oundwire.v1.ScoreR\005score\022+\n\004span\030\005 \001(\0132\027" +
       ".groundwire.v1.CharSpanR\004span\022\024\n\005title\030\006" +
-      " \001(\tR\005title\022\030\n\007section\030\007 \001(\tR\007section\"\257\003" +
+      " \001(\tR\005title\022\030\n\007section\030\007 \001(\tR\007section\"\352\003" +
       "\n\021PreparedExecution\022\031\n\010agent_id\030\001 \001(\tR\007a" +
       "gentId\0225\n\006action\030\002 \001(\0162\035.groundwire.v1.P" +
       "reparedActionR\006action\022:\n\010messages\030\003 \003(\0132" +
@@ -315,350 +315,355 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
       "\n\020framework_answer\030\006 \001(\tR\017frameworkAnswe" +
       "r\0225\n\003rag\030\007 \001(\0132#.groundwire.v1.RagExecut" +
       "ionMetadataR\003rag\0225\n\010duration\030\010 \001(\0132\031.goo" +
-      "gle.protobuf.DurationR\010duration\"E\n\016Execu" +
-      "teRequest\0223\n\005input\030\001 \001(\0132\035.groundwire.v1" +
-      ".ExecutionInputR\005input\"K\n\024ExecuteStreamR" +
-      "equest\0223\n\005input\030\001 \001(\0132\035.groundwire.v1.Ex" +
-      "ecutionInputR\005input\"E\n\017ExecuteResponse\0222" +
-      "\n\006result\030\001 \001(\0132\032.groundwire.v1.AgentResu" +
-      "ltR\006result\"\354\003\n\007RagItem\022\037\n\013document_id\030\001 " +
-      "\001(\tR\ndocumentId\022\031\n\010chunk_id\030\002 \001(\tR\007chunk" +
-      "Id\022%\n\016retrieval_rank\030\003 \001(\rR\rretrievalRan" +
-      "k\022*\n\005score\030\004 \001(\0132\024.groundwire.v1.ScoreR\005" +
-      "score\0224\n\006reason\030\005 \001(\0162\034.groundwire.v1.Ra" +
-      "gItemReasonR\006reason\022+\n\004span\030\006 \001(\0132\027.grou" +
-      "ndwire.v1.CharSpanR\004span\022\025\n\005title\030\240\001 \001(\t" +
-      "R\005title\022\031\n\007section\030\241\001 \001(\tR\007section\022\031\n\007sn" +
-      "ippet\030\242\001 \001(\tR\007snippet\022,\n\021snippet_truncat" +
-      "ed\030\243\001 \001(\010R\020snippetTruncated\022.\n\020rerank_re" +
-      "levance\030< \001(\001H\000R\017rerankRelevance\210\001\001\022/\n\005b" +
-      "lend\030= \001(\0132\031.groundwire.v1.BlendScoreR\005b" +
-      "lendB\023\n\021_rerank_relevance\"\233\002\n\nBlendScore" +
-      "\022\024\n\005value\030\001 \001(\001R\005value\022\030\n\007formula\030\002 \001(\tR" +
-      "\007formula\022)\n\020retrieval_weight\030\003 \001(\001R\017retr" +
-      "ievalWeight\022\'\n\017retrieval_input\030\004 \001(\001R\016re" +
-      "trievalInput\022^\n\027retrieval_normalization\030" +
-      "\005 \001(\0162%.groundwire.v1.RetrievalNormaliza" +
-      "tionR\026retrievalNormalization\022)\n\020rerank_r" +
-      "elevance\030\006 \001(\001R\017rerankRelevance\"\253\003\n\016Fina" +
-      "lSelection\022;\n\006policy\030\001 \001(\0162#.groundwire." +
-      "v1.FinalSelectionPolicyR\006policy\022.\n\020retri" +
-      "eval_weight\030\002 \001(\001H\000R\017retrievalWeight\210\001\001\022" +
-      "K\n\rnormalization\030\003 \001(\0162%.groundwire.v1.R" +
-      "etrievalNormalizationR\rnormalization\022Z\n\025" +
-      "applied_normalization\030\004 \001(\0162%.groundwire" +
-      ".v1.RetrievalNormalizationR\024appliedNorma" +
-      "lization\0221\n\024candidate_multiplier\030\005 \001(\rR\023" +
-      "candidateMultiplier\022\033\n\tpool_size\030\006 \001(\rR\010" +
-      "poolSize\022\036\n\013final_top_k\030\007 \001(\rR\tfinalTopK" +
-      "B\023\n\021_retrieval_weight\"K\n\026AppliedFilterCo" +
-      "ndition\022\020\n\003key\030\001 \001(\tR\003key\022\037\n\013value_count" +
-      "\030\002 \001(\rR\nvalueCount\"\373\001\n\020RagSearchOptions\022" +
-      "#\n\rtenant_scoped\030\001 \001(\010R\014tenantScoped\022=\n\006" +
-      "filter\030\002 \003(\0132%.groundwire.v1.AppliedFilt" +
-      "erConditionR\006filter\022C\n\016retrieval_mode\030\003 " +
-      "\001(\0162\034.groundwire.v1.RetrievalModeR\rretri" +
-      "evalMode\022)\n\020candidate_budget\030\004 \001(\rR\017cand" +
-      "idateBudget\022\023\n\005top_k\030\005 \001(\rR\004topK\"\343\002\n\rCon" +
-      "textBudget\0224\n\026maximum_context_tokens\030\001 \001" +
-      "(\rR\024maximumContextTokens\0224\n\026response_tok" +
-      "en_reserve\030\002 \001(\rR\024responseTokenReserve\022-" +
-      "\n\022instruction_tokens\030\003 \001(\rR\021instructionT" +
-      "okens\022%\n\016history_tokens\030\004 \001(\rR\rhistoryTo" +
-      "kens\022!\n\014query_tokens\030\005 \001(\rR\013queryTokens\022" +
-      "!\n\014other_tokens\030\006 \001(\rR\013otherTokens\022)\n\020av" +
-      "ailable_tokens\030\007 \001(\005R\017availableTokens\022\037\n" +
-      "\013used_tokens\030\010 \001(\rR\nusedTokens\"\352\005\n\022Agent" +
-      "icSearchTrace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007cal" +
-      "l_id\030\002 \001(\tR\006callId\022\'\n\017candidate_count\030\003 " +
-      "\001(\rR\016candidateCount\022%\n\016accepted_count\030\004 " +
-      "\001(\rR\racceptedCount\022\034\n\tsucceeded\030\005 \001(\010R\ts" +
-      "ucceeded\022\035\n\nerror_code\030\006 \001(\tR\terrorCode\022" +
-      "5\n\010duration\030\007 \001(\0132\031.google.protobuf.Dura" +
-      "tionR\010duration\022\024\n\005query\030< \001(\tR\005query\0229\n\007" +
-      "options\030= \001(\0132\037.groundwire.v1.RagSearchO" +
-      "ptionsR\007options\0226\n\ncandidates\030> \003(\0132\026.gr" +
-      "oundwire.v1.RagItemR\ncandidates\0222\n\010accep" +
-      "ted\030? \003(\0132\026.groundwire.v1.RagItemR\010accep" +
-      "ted\0222\n\010rejected\030@ \003(\0132\026.groundwire.v1.Ra" +
-      "gItemR\010rejected\022A\n\020context_excluded\030A \003(" +
-      "\0132\026.groundwire.v1.RagItemR\017contextExclud" +
-      "ed\022>\n\treranking\030B \001(\0132 .groundwire.v1.Re" +
-      "rankingMetadataR\treranking\022J\n\021no_context" +
-      "_reason\030C \001(\0162\036.groundwire.v1.NoContextR" +
-      "easonR\017noContextReason\022#\n\rindex_version\030" +
-      "D \001(\004R\014indexVersion\"\337\r\n\024RagExecutionMeta" +
-      "data\022\030\n\007enabled\030\001 \001(\010R\007enabled\022\035\n\nindex_" +
-      "name\030\002 \001(\tR\tindexName\022#\n\rindex_version\030\003" +
-      " \001(\004R\014indexVersion\022C\n\016retrieval_mode\030\004 \001" +
-      "(\0162\034.groundwire.v1.RetrievalModeR\rretrie" +
-      "valMode\022?\n\014applied_mode\030\005 \001(\0162\034.groundwi" +
-      "re.v1.ExecutionModeR\013appliedMode\022_\n\033appl" +
-      "ied_no_context_behavior\030\006 \001(\0162 .groundwi" +
-      "re.v1.NoContextBehaviorR\030appliedNoContex" +
-      "tBehavior\022)\n\020context_accepted\030\007 \001(\010R\017con" +
-      "textAccepted\022J\n\021no_context_reason\030\010 \001(\0162" +
-      "\036.groundwire.v1.NoContextReasonR\017noConte" +
-      "xtReason\022#\n\rmodel_skipped\030\t \001(\010R\014modelSk" +
-      "ipped\022-\n\022answer_constrained\030\n \001(\010R\021answe" +
-      "rConstrained\0226\n\ncandidates\030\013 \003(\0132\026.groun" +
-      "dwire.v1.RagItemR\ncandidates\0222\n\010accepted" +
-      "\030\014 \003(\0132\026.groundwire.v1.RagItemR\010accepted" +
-      "\0222\n\010rejected\030\r \003(\0132\026.groundwire.v1.RagIt" +
-      "emR\010rejected\022A\n\020context_excluded\030\016 \003(\0132\026" +
-      ".groundwire.v1.RagItemR\017contextExcluded\022" +
-      "0\n\007context\030\017 \003(\0132\026.groundwire.v1.RagItem" +
-      "R\007context\022\'\n\017candidate_count\030\020 \001(\rR\016cand" +
-      "idateCount\022%\n\016accepted_count\030\021 \001(\rR\racce" +
-      "ptedCount\022%\n\016rejected_count\030\022 \001(\rR\rrejec" +
-      "tedCount\0224\n\026context_excluded_count\030\023 \001(\r" +
-      "R\024contextExcludedCount\022>\n\treranking\030\024 \001(" +
-      "\0132 .groundwire.v1.RerankingMetadataR\trer" +
-      "anking\022C\n\016context_budget\030\025 \001(\0132\034.groundw" +
-      "ire.v1.ContextBudgetR\rcontextBudget\022,\n\017r" +
-      "ewritten_query\030\026 \001(\tH\000R\016rewrittenQuery\210\001" +
-      "\001\022=\n\010searches\030\027 \003(\0132!.groundwire.v1.Agen" +
-      "ticSearchTraceR\010searches\022F\n\017final_select" +
-      "ion\030< \001(\0132\035.groundwire.v1.FinalSelection" +
-      "R\016finalSelection\022!\n\014rag_bypassed\030F \001(\010R\013" +
-      "ragBypassed\022F\n\016applied_limits\030G \001(\0132\037.gr" +
-      "oundwire.v1.RagAppliedLimitsR\rappliedLim" +
-      "its\022(\n\rkeyword_query\030H \001(\tH\001R\014keywordQue" +
-      "ry\210\001\001\022S\n\024keyword_query_source\030I \001(\0162!.gr" +
-      "oundwire.v1.KeywordQuerySourceR\022keywordQ" +
-      "uerySource\022?\n\034keyword_rewrite_failure_co" +
-      "de\030J \001(\tR\031keywordRewriteFailureCode\022;\n\032q" +
-      "uery_rewrite_failure_code\030K \001(\tR\027queryRe" +
-      "writeFailureCode\022-\n\022tenant_scope_empty\030\240" +
-      "\001 \001(\010R\020tenantScopeEmptyB\022\n\020_rewritten_qu" +
-      "eryB\020\n\016_keyword_query\"\303\002\n\020RagAppliedLimi" +
-      "ts\022\'\n\017candidate_count\030\001 \001(\rR\016candidateCo" +
-      "unt\0220\n\021minimum_relevance\030\002 \001(\001H\000R\020minimu" +
-      "mRelevance\210\001\001\022\036\n\013final_top_k\030\003 \001(\rR\tfina" +
-      "lTopK\022@\n\034minimum_relevance_overridden\030\004 " +
-      "\001(\010R\032minimumRelevanceOverridden\0223\n\026final" +
-      "_top_k_overridden\030\005 \001(\010R\023finalTopKOverri" +
-      "dden\022\'\n\017filter_narrowed\030\006 \001(\010R\016filterNar" +
-      "rowedB\024\n\022_minimum_relevance\"\201\001\n\nTokenUsa" +
-      "ge\022#\n\rprompt_tokens\030\001 \001(\rR\014promptTokens\022" +
-      "+\n\021completion_tokens\030\002 \001(\rR\020completionTo" +
-      "kens\022!\n\014total_tokens\030\003 \001(\rR\013totalTokens\"" +
-      "\274\002\n\010Citation\022#\n\rsource_number\030\001 \001(\rR\014sou" +
-      "rceNumber\022\037\n\013document_id\030\002 \001(\tR\ndocument" +
-      "Id\022\031\n\010chunk_id\030\003 \001(\tR\007chunkId\022&\n\016display" +
-      "_number\030\240\001 \001(\rR\rdisplayNumber\022\025\n\005title\030\241" +
-      "\001 \001(\tR\005title\022\031\n\007section\030\242\001 \001(\tR\007section\022" +
-      ",\n\004span\030\243\001 \001(\0132\027.groundwire.v1.CharSpanR" +
-      "\004span\022\031\n\007snippet\030\244\001 \001(\tR\007snippet\022,\n\021snip" +
-      "pet_truncated\030\245\001 \001(\010R\020snippetTruncated\"\366" +
-      "\001\n\rToolCallTrace\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007" +
-      "call_id\030\002 \001(\tR\006callId\022\033\n\ttool_name\030\003 \001(\t" +
-      "R\010toolName\022\034\n\tsucceeded\030\004 \001(\010R\tsucceeded" +
-      "\022\035\n\nerror_code\030\005 \001(\tR\terrorCode\0225\n\010durat" +
-      "ion\030\006 \001(\0132\031.google.protobuf.DurationR\010du" +
-      "ration\022\'\n\017client_executed\0302 \001(\010R\016clientE" +
-      "xecuted\"\343\005\n\013AgentResult\022!\n\014execution_id\030" +
-      "\001 \001(\tR\013executionId\022\031\n\010agent_id\030\002 \001(\tR\007ag" +
-      "entId\022\026\n\006answer\030\003 \001(\tR\006answer\022%\n\016model_p" +
-      "rovider\030\004 \001(\tR\rmodelProvider\022\024\n\005model\030\005 " +
-      "\001(\tR\005model\022/\n\005usage\030\006 \001(\0132\031.groundwire.v" +
-      "1.TokenUsageR\005usage\0225\n\003rag\030\007 \001(\0132#.groun" +
-      "dwire.v1.RagExecutionMetadataR\003rag\0225\n\tci" +
-      "tations\030\010 \003(\0132\027.groundwire.v1.CitationR\t" +
-      "citations\022;\n\ntool_calls\030\t \003(\0132\034.groundwi" +
-      "re.v1.ToolCallTraceR\ttoolCalls\0225\n\010durati" +
-      "on\030\n \001(\0132\031.google.protobuf.DurationR\010dur" +
-      "ation\0226\n\006status\0302 \001(\0162\036.groundwire.v1.Ex" +
-      "ecutionStatusR\006status\022O\n\023required_tool_c" +
-      "alls\0303 \003(\0132\037.groundwire.v1.RequiredToolC" +
-      "allR\021requiredToolCalls\022C\n\017action_deadlin" +
-      "e\0304 \001(\0132\032.google.protobuf.TimestampR\016act" +
-      "ionDeadline\022\030\n\007resumed\0305 \001(\010R\007resumed\022F\n" +
-      "\017embedding_usage\030P \001(\0132\035.groundwire.v1.E" +
-      "mbeddingUsageR\016embeddingUsage\"\213\003\n\016RagSea" +
-      "rchEvent\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022" +
-      "C\n\016retrieval_mode\030\002 \001(\0162\034.groundwire.v1." +
-      "RetrievalModeR\rretrievalMode\022)\n\020candidat" +
-      "e_budget\030\003 \001(\rR\017candidateBudget\022\'\n\017candi" +
-      "date_count\030\004 \001(\rR\016candidateCount\022%\n\016acce" +
-      "pted_count\030\005 \001(\rR\racceptedCount\022I\n\021reran" +
-      "king_outcome\030\006 \001(\0162\034.groundwire.v1.Reran" +
-      "kOutcomeR\020rerankingOutcome\0225\n\010duration\030\007" +
-      " \001(\0132\031.google.protobuf.DurationR\010duratio" +
-      "n\022\030\n\007agentic\030\010 \001(\010R\007agentic\"\224\002\n\rToolCall" +
-      "Event\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001" +
-      "(\tR\006callId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022" +
-      "\034\n\tsucceeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_c" +
-      "ode\030\005 \001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031" +
-      ".google.protobuf.DurationR\010duration\022\034\n\ta" +
-      "rguments\0302 \001(\tR\targuments\022\'\n\017client_exec" +
-      "uted\0303 \001(\010R\016clientExecuted\"\324\003\n\025ExecuteSt" +
-      "reamResponse\0225\n\004type\030\001 \001(\0162!.groundwire." +
-      "v1.ExecutionEventTypeR\004type\022\032\n\010sequence\030" +
-      "\002 \001(\rR\010sequence\022!\n\014execution_id\030\003 \001(\tR\013e" +
-      "xecutionId\022<\n\nrag_search\030\004 \001(\0132\035.groundw" +
-      "ire.v1.RagSearchEventR\tragSearch\0229\n\ttool" +
-      "_call\030\005 \001(\0132\034.groundwire.v1.ToolCallEven" +
-      "tR\010toolCall\022\035\n\ntext_delta\030\006 \001(\tR\ttextDel" +
-      "ta\0222\n\006result\030\007 \001(\0132\032.groundwire.v1.Agent" +
-      "ResultR\006result\022\035\n\nerror_code\030\010 \001(\tR\terro" +
-      "rCode\022#\n\rerror_message\030\t \001(\tR\014errorMessa" +
-      "ge\0225\n\003rag\030< \001(\0132#.groundwire.v1.RagExecu" +
-      "tionMetadataR\003rag\"\365\005\n\023AgentRagDescriptio" +
-      "n\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022C\n\016retr" +
-      "ieval_mode\030\002 \001(\0162\034.groundwire.v1.Retriev" +
-      "alModeR\rretrievalMode\0220\n\004mode\030\003 \001(\0162\034.gr" +
-      "oundwire.v1.ExecutionModeR\004mode\022P\n\023no_co" +
-      "ntext_behavior\030\004 \001(\0162 .groundwire.v1.NoC" +
-      "ontextBehaviorR\021noContextBehavior\022+\n\021rer" +
-      "anking_enabled\030\005 \001(\010R\020rerankingEnabled\022\030" +
-      "\n\007agentic\030\006 \001(\010R\007agentic\022Y\n\026final_select" +
-      "ion_policy\030< \001(\0162#.groundwire.v1.FinalSe" +
-      "lectionPolicyR\024finalSelectionPolicy\0221\n\024c" +
-      "andidate_multiplier\030= \001(\rR\023candidateMult" +
-      "iplier\022.\n\020retrieval_weight\030> \001(\001H\000R\017retr" +
-      "ievalWeight\210\001\001\022(\n\020search_tool_name\030? \001(\t" +
-      "R\016searchToolName\022%\n\016bypass_allowed\030F \001(\010" +
-      "R\rbypassAllowed\0220\n\021minimum_relevance\030G \001" +
-      "(\001H\001R\020minimumRelevance\210\001\001\022\036\n\013final_top_k" +
-      "\030H \001(\rR\tfinalTopK\022#\n\rkeyword_query\030I \001(\010" +
-      "R\014keywordQueryB\023\n\021_retrieval_weightB\024\n\022_" +
-      "minimum_relevance\"\364\001\n\020AgentDescription\022\016" +
-      "\n\002id\030\001 \001(\tR\002id\022\022\n\004name\030\002 \001(\tR\004name\022 \n\013de" +
-      "scription\030\003 \001(\tR\013description\022\024\n\005model\030\004 " +
-      "\001(\tR\005model\022\024\n\005tools\030\005 \003(\tR\005tools\0224\n\003rag\030" +
-      "\006 \001(\0132\".groundwire.v1.AgentRagDescriptio" +
-      "nR\003rag\022\'\n\014instructions\030\007 \001(\tH\000R\014instruct" +
-      "ions\210\001\001B\017\n\r_instructions\"O\n\021ListAgentsRe" +
-      "quest\022\033\n\tpage_size\030\001 \001(\005R\010pageSize\022\035\n\npa" +
-      "ge_token\030\002 \001(\tR\tpageToken\"u\n\022ListAgentsR" +
-      "esponse\0227\n\006agents\030\001 \003(\0132\037.groundwire.v1." +
-      "AgentDescriptionR\006agents\022&\n\017next_page_to" +
-      "ken\030\002 \001(\tR\rnextPageToken\",\n\017GetAgentRequ" +
-      "est\022\031\n\010agent_id\030\001 \001(\tR\007agentId\"I\n\020GetAge" +
-      "ntResponse\0225\n\005agent\030\001 \001(\0132\037.groundwire.v" +
-      "1.AgentDescriptionR\005agent\"{\n\nClientTool\022" +
-      "\022\n\004name\030\001 \001(\tR\004name\022 \n\013description\030\002 \001(\t" +
-      "R\013description\0227\n\nparameters\030\003 \001(\0132\027.goog" +
-      "le.protobuf.StructR\nparameters\"f\n\020Requir" +
-      "edToolCall\022\027\n\007call_id\030\001 \001(\tR\006callId\022\033\n\tt" +
-      "ool_name\030\002 \001(\tR\010toolName\022\034\n\targuments\030\003 " +
-      "\001(\tR\targuments\"X\n\nToolResult\022\027\n\007call_id\030" +
-      "\001 \001(\tR\006callId\022\026\n\006output\030\002 \001(\tR\006output\022\031\n" +
-      "\010is_error\030\003 \001(\010R\007isError\"S\n\026ResumeExecut" +
-      "ionRequest\022!\n\014execution_id\030\001 \001(\tR\013execut" +
-      "ionId\022\026\n\006tenant\030\002 \001(\tR\006tenant\"M\n\027ResumeE" +
-      "xecutionResponse\0222\n\006result\030\001 \001(\0132\032.groun" +
-      "dwire.v1.AgentResultR\006result\"Y\n\034ResumeEx" +
-      "ecutionStreamRequest\022!\n\014execution_id\030\001 \001" +
-      "(\tR\013executionId\022\026\n\006tenant\030\002 \001(\tR\006tenant\"" +
-      "[\n\035ResumeExecutionStreamResponse\022:\n\005even" +
-      "t\030\001 \001(\0132$.groundwire.v1.ExecuteStreamRes" +
-      "ponseR\005event\"\212\001\n\030SubmitToolResultsReques" +
-      "t\022!\n\014execution_id\030\001 \001(\tR\013executionId\022\026\n\006" +
-      "tenant\030\002 \001(\tR\006tenant\0223\n\007results\030\003 \003(\0132\031." +
-      "groundwire.v1.ToolResultR\007results\"O\n\031Sub" +
-      "mitToolResultsResponse\0222\n\006result\030\001 \001(\0132\032" +
-      ".groundwire.v1.AgentResultR\006result\"H\n\021Cl" +
-      "ientToolResults\0223\n\007results\030\001 \003(\0132\031.groun" +
-      "dwire.v1.ToolResultR\007results\"\241\001\n\031Execute" +
-      "InteractiveRequest\0225\n\005input\030\001 \001(\0132\035.grou" +
-      "ndwire.v1.ExecutionInputH\000R\005input\022E\n\014too" +
-      "l_results\030\002 \001(\0132 .groundwire.v1.ClientTo" +
-      "olResultsH\000R\013toolResultsB\006\n\004kind\"X\n\032Exec" +
-      "uteInteractiveResponse\022:\n\005event\030\001 \001(\0132$." +
-      "groundwire.v1.ExecuteStreamResponseR\005eve" +
-      "nt*\202\001\n\rExecutionMode\022\036\n\032EXECUTION_MODE_U" +
-      "NSPECIFIED\020\000\022\027\n\023EXECUTION_MODE_OPEN\020\001\022\033\n" +
-      "\027EXECUTION_MODE_GROUNDED\020\002\022\033\n\027EXECUTION_" +
-      "MODE_REQUIRED\020\003*\251\001\n\021NoContextBehavior\022#\n" +
-      "\037NO_CONTEXT_BEHAVIOR_UNSPECIFIED\020\000\022\'\n#NO" +
-      "_CONTEXT_BEHAVIOR_ANSWER_NORMALLY\020\001\022(\n$N" +
-      "O_CONTEXT_BEHAVIOR_RETURN_NOT_FOUND\020\002\022\034\n" +
-      "\030NO_CONTEXT_BEHAVIOR_FAIL\020\003*\210\002\n\017NoContex" +
-      "tReason\022!\n\035NO_CONTEXT_REASON_UNSPECIFIED" +
-      "\020\000\022 \n\034NO_CONTEXT_REASON_NO_RESULTS\020\001\022/\n+" +
-      "NO_CONTEXT_REASON_BELOW_RELEVANCE_THRESH" +
-      "OLD\020\002\022)\n%NO_CONTEXT_REASON_CANDIDATES_RE" +
-      "JECTED\020\003\022$\n NO_CONTEXT_REASON_NOT_ANSWER" +
-      "ABLE\020\004\022.\n*NO_CONTEXT_REASON_CONTEXT_BUDG" +
-      "ET_EXHAUSTED\020\005*\227\003\n\rRagItemReason\022\037\n\033RAG_" +
-      "ITEM_REASON_UNSPECIFIED\020\000\022!\n\035RAG_ITEM_RE" +
-      "ASON_INVALID_SCORE\020\001\022%\n!RAG_ITEM_REASON_" +
-      "DUPLICATE_CONTENT\020\002\022+\n\'RAG_ITEM_REASON_B" +
-      "ELOW_MINIMUM_RELEVANCE\020\003\022)\n%RAG_ITEM_REA" +
-      "SON_RESULT_LIMIT_EXCEEDED\020\004\022)\n%RAG_ITEM_" +
-      "REASON_TOKEN_BUDGET_EXCEEDED\020\005\022\'\n#RAG_IT" +
-      "EM_REASON_OVERLAPPING_CONTENT\020\006\022)\n%RAG_I" +
-      "TEM_REASON_SOURCE_LIMIT_EXCEEDED\020\007\022\"\n\036RA" +
-      "G_ITEM_REASON_NOT_ANSWERABLE\020\010\022 \n\034RAG_IT" +
-      "EM_REASON_NOT_SELECTED\020<*\223\001\n\024FinalSelect" +
-      "ionPolicy\022&\n\"FINAL_SELECTION_POLICY_UNSP" +
-      "ECIFIED\020\000\022(\n$FINAL_SELECTION_POLICY_RERA" +
-      "NKER_ONLY\020\001\022)\n%FINAL_SELECTION_POLICY_WE" +
-      "IGHTED_BLEND\020\002*\257\001\n\026RetrievalNormalizatio" +
-      "n\022\'\n#RETRIEVAL_NORMALIZATION_UNSPECIFIED" +
-      "\020\000\022%\n!RETRIEVAL_NORMALIZATION_RELEVANCE\020" +
-      "\001\022 \n\034RETRIEVAL_NORMALIZATION_RANK\020\002\022#\n\037R" +
-      "ETRIEVAL_NORMALIZATION_MIN_MAX\020\003*R\n\010Turn" +
-      "Role\022\031\n\025TURN_ROLE_UNSPECIFIED\020\000\022\022\n\016TURN_" +
-      "ROLE_USER\020\001\022\027\n\023TURN_ROLE_ASSISTANT\020\002*\324\004\n" +
-      "\022ExecutionEventType\022$\n EXECUTION_EVENT_T" +
-      "YPE_UNSPECIFIED\020\000\022*\n&EXECUTION_EVENT_TYP" +
-      "E_EXECUTION_STARTED\020\001\022+\n\'EXECUTION_EVENT" +
-      "_TYPE_RAG_SEARCH_STARTED\020\002\022-\n)EXECUTION_" +
-      "EVENT_TYPE_RAG_SEARCH_COMPLETED\020\003\022*\n&EXE" +
-      "CUTION_EVENT_TYPE_RAG_SEARCH_FAILED\020\004\022*\n" +
-      "&EXECUTION_EVENT_TYPE_TOOL_CALL_STARTED\020" +
-      "\005\022,\n(EXECUTION_EVENT_TYPE_TOOL_CALL_COMP" +
-      "LETED\020\006\022#\n\037EXECUTION_EVENT_TYPE_TEXT_DEL" +
-      "TA\020\007\022,\n(EXECUTION_EVENT_TYPE_EXECUTION_C" +
-      "OMPLETED\020\010\022)\n%EXECUTION_EVENT_TYPE_EXECU" +
-      "TION_FAILED\020\t\022*\n&EXECUTION_EVENT_TYPE_EX" +
-      "ECUTION_RESUMED\0202\022,\n(EXECUTION_EVENT_TYP" +
-      "E_TOOL_CALL_REQUESTED\0203\0222\n.EXECUTION_EVE" +
-      "NT_TYPE_EXECUTION_REQUIRES_ACTION\0204*r\n\nP" +
-      "romptRole\022\033\n\027PROMPT_ROLE_UNSPECIFIED\020\000\022\026" +
-      "\n\022PROMPT_ROLE_SYSTEM\020\001\022\024\n\020PROMPT_ROLE_US" +
-      "ER\020\002\022\031\n\025PROMPT_ROLE_ASSISTANT\020\003*\221\001\n\016Prep" +
-      "aredAction\022\037\n\033PREPARED_ACTION_UNSPECIFIE" +
-      "D\020\000\022\036\n\032PREPARED_ACTION_CALL_MODEL\020\001\022$\n P" +
-      "REPARED_ACTION_RETURN_NOT_FOUND\020\002\022\030\n\024PRE" +
-      "PARED_ACTION_FAIL\020\003*\262\001\n\022KeywordQuerySour" +
-      "ce\022$\n KEYWORD_QUERY_SOURCE_UNSPECIFIED\020\000" +
-      "\022 \n\034KEYWORD_QUERY_SOURCE_DERIVED\020\001\022\036\n\032KE" +
-      "YWORD_QUERY_SOURCE_MODEL\020\002\0224\n0KEYWORD_QU" +
-      "ERY_SOURCE_DERIVED_AFTER_MODEL_FAILURE\020\003" +
-      "*y\n\017ExecutionStatus\022 \n\034EXECUTION_STATUS_" +
-      "UNSPECIFIED\020\000\022\036\n\032EXECUTION_STATUS_COMPLE" +
-      "TED\020\001\022$\n EXECUTION_STATUS_REQUIRES_ACTIO" +
-      "N\020\0022\352\006\n\014AgentService\022Q\n\nListAgents\022 .gro" +
-      "undwire.v1.ListAgentsRequest\032!.groundwir" +
-      "e.v1.ListAgentsResponse\022K\n\010GetAgent\022\036.gr" +
-      "oundwire.v1.GetAgentRequest\032\037.groundwire" +
-      ".v1.GetAgentResponse\022H\n\007Execute\022\035.ground" +
-      "wire.v1.ExecuteRequest\032\036.groundwire.v1.E" +
-      "xecuteResponse\022\\\n\rExecuteStream\022#.ground" +
-      "wire.v1.ExecuteStreamRequest\032$.groundwir" +
-      "e.v1.ExecuteStreamResponse0\001\022`\n\017ResumeEx" +
-      "ecution\022%.groundwire.v1.ResumeExecutionR" +
-      "equest\032&.groundwire.v1.ResumeExecutionRe" +
-      "sponse\022t\n\025ResumeExecutionStream\022+.ground" +
-      "wire.v1.ResumeExecutionStreamRequest\032,.g" +
-      "roundwire.v1.ResumeExecutionStreamRespon" +
-      "se0\001\022f\n\021SubmitToolResults\022\'.groundwire.v" +
-      "1.SubmitToolResultsRequest\032(.groundwire." +
-      "v1.SubmitToolResultsResponse\022m\n\022ExecuteI" +
-      "nteractive\022(.groundwire.v1.ExecuteIntera" +
-      "ctiveRequest\032).groundwire.v1.ExecuteInte" +
-      "ractiveResponse(\0010\001\022c\n\020PrepareExecution\022" +
-      "&.groundwire.v1.PrepareExecutionRequest\032" +
-      "\'.groundwire.v1.PrepareExecutionResponse" +
-      "B\256\001\n\021dev.groundwire.v1B\nAgentProtoP\001Z8gi" +
-      "thub.com/groundwire/groundwire/clients/g" +
-      "o/groundwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rG" +
-      "roundwire\\V1\342\002\031Groundwire\\V1\\GPBMetadata" +
-      "\352\002\016Groundwire::V1b\006proto3"
+      "gle.protobuf.DurationR\010duration\0229\n\007profi" +
+      "le\030\t \001(\0132\037.groundwire.v1.RetrievalProfil" +
+      "eR\007profile\"E\n\016ExecuteRequest\0223\n\005input\030\001 " +
+      "\001(\0132\035.groundwire.v1.ExecutionInputR\005inpu" +
+      "t\"K\n\024ExecuteStreamRequest\0223\n\005input\030\001 \001(\013" +
+      "2\035.groundwire.v1.ExecutionInputR\005input\"E" +
+      "\n\017ExecuteResponse\0222\n\006result\030\001 \001(\0132\032.grou" +
+      "ndwire.v1.AgentResultR\006result\"\354\003\n\007RagIte" +
+      "m\022\037\n\013document_id\030\001 \001(\tR\ndocumentId\022\031\n\010ch" +
+      "unk_id\030\002 \001(\tR\007chunkId\022%\n\016retrieval_rank\030" +
+      "\003 \001(\rR\rretrievalRank\022*\n\005score\030\004 \001(\0132\024.gr" +
+      "oundwire.v1.ScoreR\005score\0224\n\006reason\030\005 \001(\016" +
+      "2\034.groundwire.v1.RagItemReasonR\006reason\022+" +
+      "\n\004span\030\006 \001(\0132\027.groundwire.v1.CharSpanR\004s" +
+      "pan\022\025\n\005title\030\240\001 \001(\tR\005title\022\031\n\007section\030\241\001" +
+      " \001(\tR\007section\022\031\n\007snippet\030\242\001 \001(\tR\007snippet" +
+      "\022,\n\021snippet_truncated\030\243\001 \001(\010R\020snippetTru" +
+      "ncated\022.\n\020rerank_relevance\030< \001(\001H\000R\017rera" +
+      "nkRelevance\210\001\001\022/\n\005blend\030= \001(\0132\031.groundwi" +
+      "re.v1.BlendScoreR\005blendB\023\n\021_rerank_relev" +
+      "ance\"\233\002\n\nBlendScore\022\024\n\005value\030\001 \001(\001R\005valu" +
+      "e\022\030\n\007formula\030\002 \001(\tR\007formula\022)\n\020retrieval" +
+      "_weight\030\003 \001(\001R\017retrievalWeight\022\'\n\017retrie" +
+      "val_input\030\004 \001(\001R\016retrievalInput\022^\n\027retri" +
+      "eval_normalization\030\005 \001(\0162%.groundwire.v1" +
+      ".RetrievalNormalizationR\026retrievalNormal" +
+      "ization\022)\n\020rerank_relevance\030\006 \001(\001R\017reran" +
+      "kRelevance\"\253\003\n\016FinalSelection\022;\n\006policy\030" +
+      "\001 \001(\0162#.groundwire.v1.FinalSelectionPoli" +
+      "cyR\006policy\022.\n\020retrieval_weight\030\002 \001(\001H\000R\017" +
+      "retrievalWeight\210\001\001\022K\n\rnormalization\030\003 \001(" +
+      "\0162%.groundwire.v1.RetrievalNormalization" +
+      "R\rnormalization\022Z\n\025applied_normalization" +
+      "\030\004 \001(\0162%.groundwire.v1.RetrievalNormaliz" +
+      "ationR\024appliedNormalization\0221\n\024candidate" +
+      "_multiplier\030\005 \001(\rR\023candidateMultiplier\022\033" +
+      "\n\tpool_size\030\006 \001(\rR\010poolSize\022\036\n\013final_top" +
+      "_k\030\007 \001(\rR\tfinalTopKB\023\n\021_retrieval_weight" +
+      "\"K\n\026AppliedFilterCondition\022\020\n\003key\030\001 \001(\tR" +
+      "\003key\022\037\n\013value_count\030\002 \001(\rR\nvalueCount\"\373\001" +
+      "\n\020RagSearchOptions\022#\n\rtenant_scoped\030\001 \001(" +
+      "\010R\014tenantScoped\022=\n\006filter\030\002 \003(\0132%.ground" +
+      "wire.v1.AppliedFilterConditionR\006filter\022C" +
+      "\n\016retrieval_mode\030\003 \001(\0162\034.groundwire.v1.R" +
+      "etrievalModeR\rretrievalMode\022)\n\020candidate" +
+      "_budget\030\004 \001(\rR\017candidateBudget\022\023\n\005top_k\030" +
+      "\005 \001(\rR\004topK\"\343\002\n\rContextBudget\0224\n\026maximum" +
+      "_context_tokens\030\001 \001(\rR\024maximumContextTok" +
+      "ens\0224\n\026response_token_reserve\030\002 \001(\rR\024res" +
+      "ponseTokenReserve\022-\n\022instruction_tokens\030" +
+      "\003 \001(\rR\021instructionTokens\022%\n\016history_toke" +
+      "ns\030\004 \001(\rR\rhistoryTokens\022!\n\014query_tokens\030" +
+      "\005 \001(\rR\013queryTokens\022!\n\014other_tokens\030\006 \001(\r" +
+      "R\013otherTokens\022)\n\020available_tokens\030\007 \001(\005R" +
+      "\017availableTokens\022\037\n\013used_tokens\030\010 \001(\rR\nu" +
+      "sedTokens\"\352\005\n\022AgenticSearchTrace\022\022\n\004step" +
+      "\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR\006callId\022\'\n" +
+      "\017candidate_count\030\003 \001(\rR\016candidateCount\022%" +
+      "\n\016accepted_count\030\004 \001(\rR\racceptedCount\022\034\n" +
+      "\tsucceeded\030\005 \001(\010R\tsucceeded\022\035\n\nerror_cod" +
+      "e\030\006 \001(\tR\terrorCode\0225\n\010duration\030\007 \001(\0132\031.g" +
+      "oogle.protobuf.DurationR\010duration\022\024\n\005que" +
+      "ry\030< \001(\tR\005query\0229\n\007options\030= \001(\0132\037.groun" +
+      "dwire.v1.RagSearchOptionsR\007options\0226\n\nca" +
+      "ndidates\030> \003(\0132\026.groundwire.v1.RagItemR\n" +
+      "candidates\0222\n\010accepted\030? \003(\0132\026.groundwir" +
+      "e.v1.RagItemR\010accepted\0222\n\010rejected\030@ \003(\013" +
+      "2\026.groundwire.v1.RagItemR\010rejected\022A\n\020co" +
+      "ntext_excluded\030A \003(\0132\026.groundwire.v1.Rag" +
+      "ItemR\017contextExcluded\022>\n\treranking\030B \001(\013" +
+      "2 .groundwire.v1.RerankingMetadataR\trera" +
+      "nking\022J\n\021no_context_reason\030C \001(\0162\036.groun" +
+      "dwire.v1.NoContextReasonR\017noContextReaso" +
+      "n\022#\n\rindex_version\030D \001(\004R\014indexVersion\"\337" +
+      "\r\n\024RagExecutionMetadata\022\030\n\007enabled\030\001 \001(\010" +
+      "R\007enabled\022\035\n\nindex_name\030\002 \001(\tR\tindexName" +
+      "\022#\n\rindex_version\030\003 \001(\004R\014indexVersion\022C\n" +
+      "\016retrieval_mode\030\004 \001(\0162\034.groundwire.v1.Re" +
+      "trievalModeR\rretrievalMode\022?\n\014applied_mo" +
+      "de\030\005 \001(\0162\034.groundwire.v1.ExecutionModeR\013" +
+      "appliedMode\022_\n\033applied_no_context_behavi" +
+      "or\030\006 \001(\0162 .groundwire.v1.NoContextBehavi" +
+      "orR\030appliedNoContextBehavior\022)\n\020context_" +
+      "accepted\030\007 \001(\010R\017contextAccepted\022J\n\021no_co" +
+      "ntext_reason\030\010 \001(\0162\036.groundwire.v1.NoCon" +
+      "textReasonR\017noContextReason\022#\n\rmodel_ski" +
+      "pped\030\t \001(\010R\014modelSkipped\022-\n\022answer_const" +
+      "rained\030\n \001(\010R\021answerConstrained\0226\n\ncandi" +
+      "dates\030\013 \003(\0132\026.groundwire.v1.RagItemR\ncan" +
+      "didates\0222\n\010accepted\030\014 \003(\0132\026.groundwire.v" +
+      "1.RagItemR\010accepted\0222\n\010rejected\030\r \003(\0132\026." +
+      "groundwire.v1.RagItemR\010rejected\022A\n\020conte" +
+      "xt_excluded\030\016 \003(\0132\026.groundwire.v1.RagIte" +
+      "mR\017contextExcluded\0220\n\007context\030\017 \003(\0132\026.gr" +
+      "oundwire.v1.RagItemR\007context\022\'\n\017candidat" +
+      "e_count\030\020 \001(\rR\016candidateCount\022%\n\016accepte" +
+      "d_count\030\021 \001(\rR\racceptedCount\022%\n\016rejected" +
+      "_count\030\022 \001(\rR\rrejectedCount\0224\n\026context_e" +
+      "xcluded_count\030\023 \001(\rR\024contextExcludedCoun" +
+      "t\022>\n\treranking\030\024 \001(\0132 .groundwire.v1.Rer" +
+      "ankingMetadataR\treranking\022C\n\016context_bud" +
+      "get\030\025 \001(\0132\034.groundwire.v1.ContextBudgetR" +
+      "\rcontextBudget\022,\n\017rewritten_query\030\026 \001(\tH" +
+      "\000R\016rewrittenQuery\210\001\001\022=\n\010searches\030\027 \003(\0132!" +
+      ".groundwire.v1.AgenticSearchTraceR\010searc" +
+      "hes\022F\n\017final_selection\030< \001(\0132\035.groundwir" +
+      "e.v1.FinalSelectionR\016finalSelection\022!\n\014r" +
+      "ag_bypassed\030F \001(\010R\013ragBypassed\022F\n\016applie" +
+      "d_limits\030G \001(\0132\037.groundwire.v1.RagApplie" +
+      "dLimitsR\rappliedLimits\022(\n\rkeyword_query\030" +
+      "H \001(\tH\001R\014keywordQuery\210\001\001\022S\n\024keyword_quer" +
+      "y_source\030I \001(\0162!.groundwire.v1.KeywordQu" +
+      "erySourceR\022keywordQuerySource\022?\n\034keyword" +
+      "_rewrite_failure_code\030J \001(\tR\031keywordRewr" +
+      "iteFailureCode\022;\n\032query_rewrite_failure_" +
+      "code\030K \001(\tR\027queryRewriteFailureCode\022-\n\022t" +
+      "enant_scope_empty\030\240\001 \001(\010R\020tenantScopeEmp" +
+      "tyB\022\n\020_rewritten_queryB\020\n\016_keyword_query" +
+      "\"\303\002\n\020RagAppliedLimits\022\'\n\017candidate_count" +
+      "\030\001 \001(\rR\016candidateCount\0220\n\021minimum_releva" +
+      "nce\030\002 \001(\001H\000R\020minimumRelevance\210\001\001\022\036\n\013fina" +
+      "l_top_k\030\003 \001(\rR\tfinalTopK\022@\n\034minimum_rele" +
+      "vance_overridden\030\004 \001(\010R\032minimumRelevance" +
+      "Overridden\0223\n\026final_top_k_overridden\030\005 \001" +
+      "(\010R\023finalTopKOverridden\022\'\n\017filter_narrow" +
+      "ed\030\006 \001(\010R\016filterNarrowedB\024\n\022_minimum_rel" +
+      "evance\"\201\001\n\nTokenUsage\022#\n\rprompt_tokens\030\001" +
+      " \001(\rR\014promptTokens\022+\n\021completion_tokens\030" +
+      "\002 \001(\rR\020completionTokens\022!\n\014total_tokens\030" +
+      "\003 \001(\rR\013totalTokens\"\274\002\n\010Citation\022#\n\rsourc" +
+      "e_number\030\001 \001(\rR\014sourceNumber\022\037\n\013document" +
+      "_id\030\002 \001(\tR\ndocumentId\022\031\n\010chunk_id\030\003 \001(\tR" +
+      "\007chunkId\022&\n\016display_number\030\240\001 \001(\rR\rdispl" +
+      "ayNumber\022\025\n\005title\030\241\001 \001(\tR\005title\022\031\n\007secti" +
+      "on\030\242\001 \001(\tR\007section\022,\n\004span\030\243\001 \001(\0132\027.grou" +
+      "ndwire.v1.CharSpanR\004span\022\031\n\007snippet\030\244\001 \001" +
+      "(\tR\007snippet\022,\n\021snippet_truncated\030\245\001 \001(\010R" +
+      "\020snippetTruncated\"\366\001\n\rToolCallTrace\022\022\n\004s" +
+      "tep\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\tR\006callId" +
+      "\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022\034\n\tsucceed" +
+      "ed\030\004 \001(\010R\tsucceeded\022\035\n\nerror_code\030\005 \001(\tR" +
+      "\terrorCode\0225\n\010duration\030\006 \001(\0132\031.google.pr" +
+      "otobuf.DurationR\010duration\022\'\n\017client_exec" +
+      "uted\0302 \001(\010R\016clientExecuted\"\236\006\n\013AgentResu" +
+      "lt\022!\n\014execution_id\030\001 \001(\tR\013executionId\022\031\n" +
+      "\010agent_id\030\002 \001(\tR\007agentId\022\026\n\006answer\030\003 \001(\t" +
+      "R\006answer\022%\n\016model_provider\030\004 \001(\tR\rmodelP" +
+      "rovider\022\024\n\005model\030\005 \001(\tR\005model\022/\n\005usage\030\006" +
+      " \001(\0132\031.groundwire.v1.TokenUsageR\005usage\0225" +
+      "\n\003rag\030\007 \001(\0132#.groundwire.v1.RagExecution" +
+      "MetadataR\003rag\0225\n\tcitations\030\010 \003(\0132\027.groun" +
+      "dwire.v1.CitationR\tcitations\022;\n\ntool_cal" +
+      "ls\030\t \003(\0132\034.groundwire.v1.ToolCallTraceR\t" +
+      "toolCalls\0225\n\010duration\030\n \001(\0132\031.google.pro" +
+      "tobuf.DurationR\010duration\0226\n\006status\0302 \001(\016" +
+      "2\036.groundwire.v1.ExecutionStatusR\006status" +
+      "\022O\n\023required_tool_calls\0303 \003(\0132\037.groundwi" +
+      "re.v1.RequiredToolCallR\021requiredToolCall" +
+      "s\022C\n\017action_deadline\0304 \001(\0132\032.google.prot" +
+      "obuf.TimestampR\016actionDeadline\022\030\n\007resume" +
+      "d\0305 \001(\010R\007resumed\022F\n\017embedding_usage\030P \001(" +
+      "\0132\035.groundwire.v1.EmbeddingUsageR\016embedd" +
+      "ingUsage\0229\n\007profile\030Z \001(\0132\037.groundwire.v" +
+      "1.RetrievalProfileR\007profile\"\213\003\n\016RagSearc" +
+      "hEvent\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022C\n" +
+      "\016retrieval_mode\030\002 \001(\0162\034.groundwire.v1.Re" +
+      "trievalModeR\rretrievalMode\022)\n\020candidate_" +
+      "budget\030\003 \001(\rR\017candidateBudget\022\'\n\017candida" +
+      "te_count\030\004 \001(\rR\016candidateCount\022%\n\016accept" +
+      "ed_count\030\005 \001(\rR\racceptedCount\022I\n\021reranki" +
+      "ng_outcome\030\006 \001(\0162\034.groundwire.v1.RerankO" +
+      "utcomeR\020rerankingOutcome\0225\n\010duration\030\007 \001" +
+      "(\0132\031.google.protobuf.DurationR\010duration\022" +
+      "\030\n\007agentic\030\010 \001(\010R\007agentic\"\224\002\n\rToolCallEv" +
+      "ent\022\022\n\004step\030\001 \001(\rR\004step\022\027\n\007call_id\030\002 \001(\t" +
+      "R\006callId\022\033\n\ttool_name\030\003 \001(\tR\010toolName\022\034\n" +
+      "\tsucceeded\030\004 \001(\010R\tsucceeded\022\035\n\nerror_cod" +
+      "e\030\005 \001(\tR\terrorCode\0225\n\010duration\030\006 \001(\0132\031.g" +
+      "oogle.protobuf.DurationR\010duration\022\034\n\targ" +
+      "uments\0302 \001(\tR\targuments\022\'\n\017client_execut" +
+      "ed\0303 \001(\010R\016clientExecuted\"\324\003\n\025ExecuteStre" +
+      "amResponse\0225\n\004type\030\001 \001(\0162!.groundwire.v1" +
+      ".ExecutionEventTypeR\004type\022\032\n\010sequence\030\002 " +
+      "\001(\rR\010sequence\022!\n\014execution_id\030\003 \001(\tR\013exe" +
+      "cutionId\022<\n\nrag_search\030\004 \001(\0132\035.groundwir" +
+      "e.v1.RagSearchEventR\tragSearch\0229\n\ttool_c" +
+      "all\030\005 \001(\0132\034.groundwire.v1.ToolCallEventR" +
+      "\010toolCall\022\035\n\ntext_delta\030\006 \001(\tR\ttextDelta" +
+      "\0222\n\006result\030\007 \001(\0132\032.groundwire.v1.AgentRe" +
+      "sultR\006result\022\035\n\nerror_code\030\010 \001(\tR\terrorC" +
+      "ode\022#\n\rerror_message\030\t \001(\tR\014errorMessage" +
+      "\0225\n\003rag\030< \001(\0132#.groundwire.v1.RagExecuti" +
+      "onMetadataR\003rag\"\365\005\n\023AgentRagDescription\022" +
+      "\035\n\nindex_name\030\001 \001(\tR\tindexName\022C\n\016retrie" +
+      "val_mode\030\002 \001(\0162\034.groundwire.v1.Retrieval" +
+      "ModeR\rretrievalMode\0220\n\004mode\030\003 \001(\0162\034.grou" +
+      "ndwire.v1.ExecutionModeR\004mode\022P\n\023no_cont" +
+      "ext_behavior\030\004 \001(\0162 .groundwire.v1.NoCon" +
+      "textBehaviorR\021noContextBehavior\022+\n\021reran" +
+      "king_enabled\030\005 \001(\010R\020rerankingEnabled\022\030\n\007" +
+      "agentic\030\006 \001(\010R\007agentic\022Y\n\026final_selectio" +
+      "n_policy\030< \001(\0162#.groundwire.v1.FinalSele" +
+      "ctionPolicyR\024finalSelectionPolicy\0221\n\024can" +
+      "didate_multiplier\030= \001(\rR\023candidateMultip" +
+      "lier\022.\n\020retrieval_weight\030> \001(\001H\000R\017retrie" +
+      "valWeight\210\001\001\022(\n\020search_tool_name\030? \001(\tR\016" +
+      "searchToolName\022%\n\016bypass_allowed\030F \001(\010R\r" +
+      "bypassAllowed\0220\n\021minimum_relevance\030G \001(\001" +
+      "H\001R\020minimumRelevance\210\001\001\022\036\n\013final_top_k\030H" +
+      " \001(\rR\tfinalTopK\022#\n\rkeyword_query\030I \001(\010R\014" +
+      "keywordQueryB\023\n\021_retrieval_weightB\024\n\022_mi" +
+      "nimum_relevance\"\257\002\n\020AgentDescription\022\016\n\002" +
+      "id\030\001 \001(\tR\002id\022\022\n\004name\030\002 \001(\tR\004name\022 \n\013desc" +
+      "ription\030\003 \001(\tR\013description\022\024\n\005model\030\004 \001(" +
+      "\tR\005model\022\024\n\005tools\030\005 \003(\tR\005tools\0224\n\003rag\030\006 " +
+      "\001(\0132\".groundwire.v1.AgentRagDescriptionR" +
+      "\003rag\022\'\n\014instructions\030\007 \001(\tH\000R\014instructio" +
+      "ns\210\001\001\0229\n\007profile\030\010 \001(\0132\037.groundwire.v1.R" +
+      "etrievalProfileR\007profileB\017\n\r_instruction" +
+      "s\"O\n\021ListAgentsRequest\022\033\n\tpage_size\030\001 \001(" +
+      "\005R\010pageSize\022\035\n\npage_token\030\002 \001(\tR\tpageTok" +
+      "en\"u\n\022ListAgentsResponse\0227\n\006agents\030\001 \003(\013" +
+      "2\037.groundwire.v1.AgentDescriptionR\006agent" +
+      "s\022&\n\017next_page_token\030\002 \001(\tR\rnextPageToke" +
+      "n\",\n\017GetAgentRequest\022\031\n\010agent_id\030\001 \001(\tR\007" +
+      "agentId\"I\n\020GetAgentResponse\0225\n\005agent\030\001 \001" +
+      "(\0132\037.groundwire.v1.AgentDescriptionR\005age" +
+      "nt\"{\n\nClientTool\022\022\n\004name\030\001 \001(\tR\004name\022 \n\013" +
+      "description\030\002 \001(\tR\013description\0227\n\nparame" +
+      "ters\030\003 \001(\0132\027.google.protobuf.StructR\npar" +
+      "ameters\"f\n\020RequiredToolCall\022\027\n\007call_id\030\001" +
+      " \001(\tR\006callId\022\033\n\ttool_name\030\002 \001(\tR\010toolNam" +
+      "e\022\034\n\targuments\030\003 \001(\tR\targuments\"X\n\nToolR" +
+      "esult\022\027\n\007call_id\030\001 \001(\tR\006callId\022\026\n\006output" +
+      "\030\002 \001(\tR\006output\022\031\n\010is_error\030\003 \001(\010R\007isErro" +
+      "r\"S\n\026ResumeExecutionRequest\022!\n\014execution" +
+      "_id\030\001 \001(\tR\013executionId\022\026\n\006tenant\030\002 \001(\tR\006" +
+      "tenant\"M\n\027ResumeExecutionResponse\0222\n\006res" +
+      "ult\030\001 \001(\0132\032.groundwire.v1.AgentResultR\006r" +
+      "esult\"Y\n\034ResumeExecutionStreamRequest\022!\n" +
+      "\014execution_id\030\001 \001(\tR\013executionId\022\026\n\006tena" +
+      "nt\030\002 \001(\tR\006tenant\"[\n\035ResumeExecutionStrea" +
+      "mResponse\022:\n\005event\030\001 \001(\0132$.groundwire.v1" +
+      ".ExecuteStreamResponseR\005event\"\212\001\n\030Submit" +
+      "ToolResultsRequest\022!\n\014execution_id\030\001 \001(\t" +
+      "R\013executionId\022\026\n\006tenant\030\002 \001(\tR\006tenant\0223\n" +
+      "\007results\030\003 \003(\0132\031.groundwire.v1.ToolResul" +
+      "tR\007results\"O\n\031SubmitToolResultsResponse\022" +
+      "2\n\006result\030\001 \001(\0132\032.groundwire.v1.AgentRes" +
+      "ultR\006result\"H\n\021ClientToolResults\0223\n\007resu" +
+      "lts\030\001 \003(\0132\031.groundwire.v1.ToolResultR\007re" +
+      "sults\"\241\001\n\031ExecuteInteractiveRequest\0225\n\005i" +
+      "nput\030\001 \001(\0132\035.groundwire.v1.ExecutionInpu" +
+      "tH\000R\005input\022E\n\014tool_results\030\002 \001(\0132 .groun" +
+      "dwire.v1.ClientToolResultsH\000R\013toolResult" +
+      "sB\006\n\004kind\"X\n\032ExecuteInteractiveResponse\022" +
+      ":\n\005event\030\001 \001(\0132$.groundwire.v1.ExecuteSt" +
+      "reamResponseR\005event*\202\001\n\rExecutionMode\022\036\n" +
+      "\032EXECUTION_MODE_UNSPECIFIED\020\000\022\027\n\023EXECUTI" +
+      "ON_MODE_OPEN\020\001\022\033\n\027EXECUTION_MODE_GROUNDE" +
+      "D\020\002\022\033\n\027EXECUTION_MODE_REQUIRED\020\003*\251\001\n\021NoC" +
+      "ontextBehavior\022#\n\037NO_CONTEXT_BEHAVIOR_UN" +
+      "SPECIFIED\020\000\022\'\n#NO_CONTEXT_BEHAVIOR_ANSWE" +
+      "R_NORMALLY\020\001\022(\n$NO_CONTEXT_BEHAVIOR_RETU" +
+      "RN_NOT_FOUND\020\002\022\034\n\030NO_CONTEXT_BEHAVIOR_FA" +
+      "IL\020\003*\210\002\n\017NoContextReason\022!\n\035NO_CONTEXT_R" +
+      "EASON_UNSPECIFIED\020\000\022 \n\034NO_CONTEXT_REASON" +
+      "_NO_RESULTS\020\001\022/\n+NO_CONTEXT_REASON_BELOW" +
+      "_RELEVANCE_THRESHOLD\020\002\022)\n%NO_CONTEXT_REA" +
+      "SON_CANDIDATES_REJECTED\020\003\022$\n NO_CONTEXT_" +
+      "REASON_NOT_ANSWERABLE\020\004\022.\n*NO_CONTEXT_RE" +
+      "ASON_CONTEXT_BUDGET_EXHAUSTED\020\005*\227\003\n\rRagI" +
+      "temReason\022\037\n\033RAG_ITEM_REASON_UNSPECIFIED" +
+      "\020\000\022!\n\035RAG_ITEM_REASON_INVALID_SCORE\020\001\022%\n" +
+      "!RAG_ITEM_REASON_DUPLICATE_CONTENT\020\002\022+\n\'" +
+      "RAG_ITEM_REASON_BELOW_MINIMUM_RELEVANCE\020" +
+      "\003\022)\n%RAG_ITEM_REASON_RESULT_LIMIT_EXCEED" +
+      "ED\020\004\022)\n%RAG_ITEM_REASON_TOKEN_BUDGET_EXC" +
+      "EEDED\020\005\022\'\n#RAG_ITEM_REASON_OVERLAPPING_C" +
+      "ONTENT\020\006\022)\n%RAG_ITEM_REASON_SOURCE_LIMIT" +
+      "_EXCEEDED\020\007\022\"\n\036RAG_ITEM_REASON_NOT_ANSWE" +
+      "RABLE\020\010\022 \n\034RAG_ITEM_REASON_NOT_SELECTED\020" +
+      "<*\223\001\n\024FinalSelectionPolicy\022&\n\"FINAL_SELE" +
+      "CTION_POLICY_UNSPECIFIED\020\000\022(\n$FINAL_SELE" +
+      "CTION_POLICY_RERANKER_ONLY\020\001\022)\n%FINAL_SE" +
+      "LECTION_POLICY_WEIGHTED_BLEND\020\002*\257\001\n\026Retr" +
+      "ievalNormalization\022\'\n#RETRIEVAL_NORMALIZ" +
+      "ATION_UNSPECIFIED\020\000\022%\n!RETRIEVAL_NORMALI" +
+      "ZATION_RELEVANCE\020\001\022 \n\034RETRIEVAL_NORMALIZ" +
+      "ATION_RANK\020\002\022#\n\037RETRIEVAL_NORMALIZATION_" +
+      "MIN_MAX\020\003*R\n\010TurnRole\022\031\n\025TURN_ROLE_UNSPE" +
+      "CIFIED\020\000\022\022\n\016TURN_ROLE_USER\020\001\022\027\n\023TURN_ROL" +
+      "E_ASSISTANT\020\002*\324\004\n\022ExecutionEventType\022$\n " +
+      "EXECUTION_EVENT_TYPE_UNSPECIFIED\020\000\022*\n&EX" +
+      "ECUTION_EVENT_TYPE_EXECUTION_STARTED\020\001\022+" +
+      "\n\'EXECUTION_EVENT_TYPE_RAG_SEARCH_STARTE" +
+      "D\020\002\022-\n)EXECUTION_EVENT_TYPE_RAG_SEARCH_C" +
+      "OMPLETED\020\003\022*\n&EXECUTION_EVENT_TYPE_RAG_S" +
+      "EARCH_FAILED\020\004\022*\n&EXECUTION_EVENT_TYPE_T" +
+      "OOL_CALL_STARTED\020\005\022,\n(EXECUTION_EVENT_TY" +
+      "PE_TOOL_CALL_COMPLETED\020\006\022#\n\037EXECUTION_EV" +
+      "ENT_TYPE_TEXT_DELTA\020\007\022,\n(EXECUTION_EVENT" +
+      "_TYPE_EXECUTION_COMPLETED\020\010\022)\n%EXECUTION" +
+      "_EVENT_TYPE_EXECUTION_FAILED\020\t\022*\n&EXECUT" +
+      "ION_EVENT_TYPE_EXECUTION_RESUMED\0202\022,\n(EX" +
+      "ECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED\0203" +
+      "\0222\n.EXECUTION_EVENT_TYPE_EXECUTION_REQUI" +
+      "RES_ACTION\0204*r\n\nPromptRole\022\033\n\027PROMPT_ROL" +
+      "E_UNSPECIFIED\020\000\022\026\n\022PROMPT_ROLE_SYSTEM\020\001\022" +
+      "\024\n\020PROMPT_ROLE_USER\020\002\022\031\n\025PROMPT_ROLE_ASS" +
+      "ISTANT\020\003*\221\001\n\016PreparedAction\022\037\n\033PREPARED_" +
+      "ACTION_UNSPECIFIED\020\000\022\036\n\032PREPARED_ACTION_" +
+      "CALL_MODEL\020\001\022$\n PREPARED_ACTION_RETURN_N" +
+      "OT_FOUND\020\002\022\030\n\024PREPARED_ACTION_FAIL\020\003*\262\001\n" +
+      "\022KeywordQuerySource\022$\n KEYWORD_QUERY_SOU" +
+      "RCE_UNSPECIFIED\020\000\022 \n\034KEYWORD_QUERY_SOURC" +
+      "E_DERIVED\020\001\022\036\n\032KEYWORD_QUERY_SOURCE_MODE" +
+      "L\020\002\0224\n0KEYWORD_QUERY_SOURCE_DERIVED_AFTE" +
+      "R_MODEL_FAILURE\020\003*y\n\017ExecutionStatus\022 \n\034" +
+      "EXECUTION_STATUS_UNSPECIFIED\020\000\022\036\n\032EXECUT" +
+      "ION_STATUS_COMPLETED\020\001\022$\n EXECUTION_STAT" +
+      "US_REQUIRES_ACTION\020\0022\352\006\n\014AgentService\022Q\n" +
+      "\nListAgents\022 .groundwire.v1.ListAgentsRe" +
+      "quest\032!.groundwire.v1.ListAgentsResponse" +
+      "\022K\n\010GetAgent\022\036.groundwire.v1.GetAgentReq" +
+      "uest\032\037.groundwire.v1.GetAgentResponse\022H\n" +
+      "\007Execute\022\035.groundwire.v1.ExecuteRequest\032" +
+      "\036.groundwire.v1.ExecuteResponse\022\\\n\rExecu" +
+      "teStream\022#.groundwire.v1.ExecuteStreamRe" +
+      "quest\032$.groundwire.v1.ExecuteStreamRespo" +
+      "nse0\001\022`\n\017ResumeExecution\022%.groundwire.v1" +
+      ".ResumeExecutionRequest\032&.groundwire.v1." +
+      "ResumeExecutionResponse\022t\n\025ResumeExecuti" +
+      "onStream\022+.groundwire.v1.ResumeExecution" +
+      "StreamRequest\032,.groundwire.v1.ResumeExec" +
+      "utionStreamResponse0\001\022f\n\021SubmitToolResul" +
+      "ts\022\'.groundwire.v1.SubmitToolResultsRequ" +
+      "est\032(.groundwire.v1.SubmitToolResultsRes" +
+      "ponse\022m\n\022ExecuteInteractive\022(.groundwire" +
+      ".v1.ExecuteInteractiveRequest\032).groundwi" +
+      "re.v1.ExecuteInteractiveResponse(\0010\001\022c\n\020" +
+      "PrepareExecution\022&.groundwire.v1.Prepare" +
+      "ExecutionRequest\032\'.groundwire.v1.Prepare" +
+      "ExecutionResponseB\256\001\n\021dev.groundwire.v1B" +
+      "\nAgentProtoP\001Z8github.com/groundwire/gro" +
+      "undwire/clients/go/groundwirev1\242\002\003GXX\252\002\r" +
+      "Groundwire.V1\312\002\rGroundwire\\V1\342\002\031Groundwi" +
+      "re\\V1\\GPBMetadata\352\002\016Groundwire::V1b\006prot" +
+      "o3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -724,7 +729,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_PreparedExecution_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_PreparedExecution_descriptor,
-        new java.lang.String[] { "AgentId", "Action", "Messages", "Tools", "References", "FrameworkAnswer", "Rag", "Duration", });
+        new java.lang.String[] { "AgentId", "Action", "Messages", "Tools", "References", "FrameworkAnswer", "Rag", "Duration", "Profile", });
     internal_static_groundwire_v1_ExecuteRequest_descriptor =
       getDescriptor().getMessageType(9);
     internal_static_groundwire_v1_ExecuteRequest_fieldAccessorTable = new
@@ -820,7 +825,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_AgentResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgentResult_descriptor,
-        new java.lang.String[] { "ExecutionId", "AgentId", "Answer", "ModelProvider", "Model", "Usage", "Rag", "Citations", "ToolCalls", "Duration", "Status", "RequiredToolCalls", "ActionDeadline", "Resumed", "EmbeddingUsage", });
+        new java.lang.String[] { "ExecutionId", "AgentId", "Answer", "ModelProvider", "Model", "Usage", "Rag", "Citations", "ToolCalls", "Duration", "Status", "RequiredToolCalls", "ActionDeadline", "Resumed", "EmbeddingUsage", "Profile", });
     internal_static_groundwire_v1_RagSearchEvent_descriptor =
       getDescriptor().getMessageType(25);
     internal_static_groundwire_v1_RagSearchEvent_fieldAccessorTable = new
@@ -850,7 +855,7 @@ public final class AgentProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_AgentDescription_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_AgentDescription_descriptor,
-        new java.lang.String[] { "Id", "Name", "Description", "Model", "Tools", "Rag", "Instructions", });
+        new java.lang.String[] { "Id", "Name", "Description", "Model", "Tools", "Rag", "Instructions", "Profile", });
     internal_static_groundwire_v1_ListAgentsRequest_descriptor =
       getDescriptor().getMessageType(30);
     internal_static_groundwire_v1_ListAgentsRequest_fieldAccessorTable = new

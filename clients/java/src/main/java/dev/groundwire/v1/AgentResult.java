@@ -737,6 +737,56 @@ private static final long serialVersionUID = 0L;
     return embeddingUsage_ == null ? dev.groundwire.v1.EmbeddingUsage.getDefaultInstance() : embeddingUsage_;
   }
 
+  public static final int PROFILE_FIELD_NUMBER = 90;
+  private dev.groundwire.v1.RetrievalProfile profile_;
+  /**
+   * <pre>
+   * Output only. The profile the execution ran under: its index's profile (the
+   * version searched) when RAG ran, the reranker and final selection when
+   * reranking is enabled, and the agent's policy. Recorded with the
+   * execution's checkpoints: a resumed execution reports the profile it
+   * started with.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 90 [json_name = "profile"];</code>
+   * @return Whether the profile field is set.
+   */
+  @java.lang.Override
+  public boolean hasProfile() {
+    return ((bitField0_ & 0x00000020) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The profile the execution ran under: its index's profile (the
+   * version searched) when RAG ran, the reranker and final selection when
+   * reranking is enabled, and the agent's policy. Recorded with the
+   * execution's checkpoints: a resumed execution reports the profile it
+   * started with.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 90 [json_name = "profile"];</code>
+   * @return The profile.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RetrievalProfile getProfile() {
+    return profile_ == null ? dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+  }
+  /**
+   * <pre>
+   * Output only. The profile the execution ran under: its index's profile (the
+   * version searched) when RAG ran, the reranker and final selection when
+   * reranking is enabled, and the agent's policy. Recorded with the
+   * execution's checkpoints: a resumed execution reports the profile it
+   * started with.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 90 [json_name = "profile"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder() {
+    return profile_ == null ? dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -795,6 +845,9 @@ private static final long serialVersionUID = 0L;
     }
     if (((bitField0_ & 0x00000010) != 0)) {
       output.writeMessage(80, getEmbeddingUsage());
+    }
+    if (((bitField0_ & 0x00000020) != 0)) {
+      output.writeMessage(90, getProfile());
     }
     getUnknownFields().writeTo(output);
   }
@@ -870,6 +923,10 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(80, getEmbeddingUsage());
     }
+    if (((bitField0_ & 0x00000020) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(90, getProfile());
+    }
     return size;
   }
   @java.lang.Override
@@ -938,6 +995,11 @@ private static final long serialVersionUID = 0L;
       if (!getEmbeddingUsage()
           .equals(other.getEmbeddingUsage())) return false;
     }
+    if (hasProfile() != other.hasProfile()) return false;
+    if (hasProfile()) {
+      if (!getProfile()
+          .equals(other.getProfile())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -995,6 +1057,10 @@ private static final long serialVersionUID = 0L;
     if (hasEmbeddingUsage()) {
       hash = (37 * hash) + EMBEDDING_USAGE_FIELD_NUMBER;
       hash = (53 * hash) + getEmbeddingUsage().hashCode();
+    }
+    if (hasProfile()) {
+      hash = (37 * hash) + PROFILE_FIELD_NUMBER;
+      hash = (53 * hash) + getProfile().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -1139,6 +1205,7 @@ private static final long serialVersionUID = 0L;
         internalGetRequiredToolCallsFieldBuilder();
         internalGetActionDeadlineFieldBuilder();
         internalGetEmbeddingUsageFieldBuilder();
+        internalGetProfileFieldBuilder();
       }
     }
     @java.lang.Override
@@ -1197,6 +1264,11 @@ private static final long serialVersionUID = 0L;
       if (embeddingUsageBuilder_ != null) {
         embeddingUsageBuilder_.dispose();
         embeddingUsageBuilder_ = null;
+      }
+      profile_ = null;
+      if (profileBuilder_ != null) {
+        profileBuilder_.dispose();
+        profileBuilder_ = null;
       }
       return this;
     }
@@ -1313,6 +1385,12 @@ private static final long serialVersionUID = 0L;
             ? embeddingUsage_
             : embeddingUsageBuilder_.build();
         to_bitField0_ |= 0x00000010;
+      }
+      if (((from_bitField0_ & 0x00008000) != 0)) {
+        result.profile_ = profileBuilder_ == null
+            ? profile_
+            : profileBuilder_.build();
+        to_bitField0_ |= 0x00000020;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -1453,6 +1531,9 @@ private static final long serialVersionUID = 0L;
       if (other.hasEmbeddingUsage()) {
         mergeEmbeddingUsage(other.getEmbeddingUsage());
       }
+      if (other.hasProfile()) {
+        mergeProfile(other.getProfile());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1586,6 +1667,13 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00004000;
               break;
             } // case 642
+            case 722: {
+              input.readMessage(
+                  internalGetProfileFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00008000;
+              break;
+            } // case 722
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -3953,6 +4041,197 @@ private static final long serialVersionUID = 0L;
         embeddingUsage_ = null;
       }
       return embeddingUsageBuilder_;
+    }
+
+    private dev.groundwire.v1.RetrievalProfile profile_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RetrievalProfile, dev.groundwire.v1.RetrievalProfile.Builder, dev.groundwire.v1.RetrievalProfileOrBuilder> profileBuilder_;
+    /**
+     * <pre>
+     * Output only. The profile the execution ran under: its index's profile (the
+     * version searched) when RAG ran, the reranker and final selection when
+     * reranking is enabled, and the agent's policy. Recorded with the
+     * execution's checkpoints: a resumed execution reports the profile it
+     * started with.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 90 [json_name = "profile"];</code>
+     * @return Whether the profile field is set.
+     */
+    public boolean hasProfile() {
+      return ((bitField0_ & 0x00008000) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The profile the execution ran under: its index's profile (the
+     * version searched) when RAG ran, the reranker and final selection when
+     * reranking is enabled, and the agent's policy. Recorded with the
+     * execution's checkpoints: a resumed execution reports the profile it
+     * started with.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 90 [json_name = "profile"];</code>
+     * @return The profile.
+     */
+    public dev.groundwire.v1.RetrievalProfile getProfile() {
+      if (profileBuilder_ == null) {
+        return profile_ == null ? dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+      } else {
+        return profileBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The profile the execution ran under: its index's profile (the
+     * version searched) when RAG ran, the reranker and final selection when
+     * reranking is enabled, and the agent's policy. Recorded with the
+     * execution's checkpoints: a resumed execution reports the profile it
+     * started with.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 90 [json_name = "profile"];</code>
+     */
+    public Builder setProfile(dev.groundwire.v1.RetrievalProfile value) {
+      if (profileBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        profile_ = value;
+      } else {
+        profileBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00008000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile the execution ran under: its index's profile (the
+     * version searched) when RAG ran, the reranker and final selection when
+     * reranking is enabled, and the agent's policy. Recorded with the
+     * execution's checkpoints: a resumed execution reports the profile it
+     * started with.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 90 [json_name = "profile"];</code>
+     */
+    public Builder setProfile(
+        dev.groundwire.v1.RetrievalProfile.Builder builderForValue) {
+      if (profileBuilder_ == null) {
+        profile_ = builderForValue.build();
+      } else {
+        profileBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00008000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile the execution ran under: its index's profile (the
+     * version searched) when RAG ran, the reranker and final selection when
+     * reranking is enabled, and the agent's policy. Recorded with the
+     * execution's checkpoints: a resumed execution reports the profile it
+     * started with.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 90 [json_name = "profile"];</code>
+     */
+    public Builder mergeProfile(dev.groundwire.v1.RetrievalProfile value) {
+      if (profileBuilder_ == null) {
+        if (((bitField0_ & 0x00008000) != 0) &&
+          profile_ != null &&
+          profile_ != dev.groundwire.v1.RetrievalProfile.getDefaultInstance()) {
+          getProfileBuilder().mergeFrom(value);
+        } else {
+          profile_ = value;
+        }
+      } else {
+        profileBuilder_.mergeFrom(value);
+      }
+      if (profile_ != null) {
+        bitField0_ |= 0x00008000;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile the execution ran under: its index's profile (the
+     * version searched) when RAG ran, the reranker and final selection when
+     * reranking is enabled, and the agent's policy. Recorded with the
+     * execution's checkpoints: a resumed execution reports the profile it
+     * started with.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 90 [json_name = "profile"];</code>
+     */
+    public Builder clearProfile() {
+      bitField0_ = (bitField0_ & ~0x00008000);
+      profile_ = null;
+      if (profileBuilder_ != null) {
+        profileBuilder_.dispose();
+        profileBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile the execution ran under: its index's profile (the
+     * version searched) when RAG ran, the reranker and final selection when
+     * reranking is enabled, and the agent's policy. Recorded with the
+     * execution's checkpoints: a resumed execution reports the profile it
+     * started with.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 90 [json_name = "profile"];</code>
+     */
+    public dev.groundwire.v1.RetrievalProfile.Builder getProfileBuilder() {
+      bitField0_ |= 0x00008000;
+      onChanged();
+      return internalGetProfileFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. The profile the execution ran under: its index's profile (the
+     * version searched) when RAG ran, the reranker and final selection when
+     * reranking is enabled, and the agent's policy. Recorded with the
+     * execution's checkpoints: a resumed execution reports the profile it
+     * started with.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 90 [json_name = "profile"];</code>
+     */
+    public dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder() {
+      if (profileBuilder_ != null) {
+        return profileBuilder_.getMessageOrBuilder();
+      } else {
+        return profile_ == null ?
+            dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The profile the execution ran under: its index's profile (the
+     * version searched) when RAG ran, the reranker and final selection when
+     * reranking is enabled, and the agent's policy. Recorded with the
+     * execution's checkpoints: a resumed execution reports the profile it
+     * started with.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 90 [json_name = "profile"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RetrievalProfile, dev.groundwire.v1.RetrievalProfile.Builder, dev.groundwire.v1.RetrievalProfileOrBuilder> 
+        internalGetProfileFieldBuilder() {
+      if (profileBuilder_ == null) {
+        profileBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.RetrievalProfile, dev.groundwire.v1.RetrievalProfile.Builder, dev.groundwire.v1.RetrievalProfileOrBuilder>(
+                getProfile(),
+                getParentForChildren(),
+                isClean());
+        profile_ = null;
+      }
+      return profileBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.AgentResult)

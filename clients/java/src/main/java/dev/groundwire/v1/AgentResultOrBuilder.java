@@ -430,4 +430,43 @@ public interface AgentResultOrBuilder extends
    * <code>.groundwire.v1.EmbeddingUsage embedding_usage = 80 [json_name = "embeddingUsage"];</code>
    */
   dev.groundwire.v1.EmbeddingUsageOrBuilder getEmbeddingUsageOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. The profile the execution ran under: its index's profile (the
+   * version searched) when RAG ran, the reranker and final selection when
+   * reranking is enabled, and the agent's policy. Recorded with the
+   * execution's checkpoints: a resumed execution reports the profile it
+   * started with.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 90 [json_name = "profile"];</code>
+   * @return Whether the profile field is set.
+   */
+  boolean hasProfile();
+  /**
+   * <pre>
+   * Output only. The profile the execution ran under: its index's profile (the
+   * version searched) when RAG ran, the reranker and final selection when
+   * reranking is enabled, and the agent's policy. Recorded with the
+   * execution's checkpoints: a resumed execution reports the profile it
+   * started with.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 90 [json_name = "profile"];</code>
+   * @return The profile.
+   */
+  dev.groundwire.v1.RetrievalProfile getProfile();
+  /**
+   * <pre>
+   * Output only. The profile the execution ran under: its index's profile (the
+   * version searched) when RAG ran, the reranker and final selection when
+   * reranking is enabled, and the agent's policy. Recorded with the
+   * execution's checkpoints: a resumed execution reports the profile it
+   * started with.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 90 [json_name = "profile"];</code>
+   */
+  dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder();
 }

@@ -66,6 +66,16 @@ public final class CommonProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_groundwire_v1_MetadataFilter_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_RetrievalProfile_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_RetrievalProfile_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_groundwire_v1_ProfilePart_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_groundwire_v1_ProfilePart_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -98,23 +108,37 @@ public final class CommonProto extends com.google.protobuf.GeneratedFile {
       "mber\022\036\n\ttimestamp\030\002 \001(\tH\000R\ttimestamp\022\034\n\t" +
       "inclusive\030\003 \001(\010R\tinclusiveB\007\n\005value\"R\n\016M" +
       "etadataFilter\022@\n\nconditions\030\001 \003(\0132 .grou" +
-      "ndwire.v1.MetadataConditionR\nconditions*" +
-      "\325\002\n\013ScoreMetric\022\034\n\030SCORE_METRIC_UNSPECIF" +
-      "IED\020\000\022\"\n\036SCORE_METRIC_COSINE_SIMILARITY\020" +
-      "\001\022 \n\034SCORE_METRIC_COSINE_DISTANCE\020\002\022#\n\037S" +
-      "CORE_METRIC_EUCLIDEAN_DISTANCE\020\003\022\034\n\030SCOR" +
-      "E_METRIC_DOT_PRODUCT\020\004\022\025\n\021SCORE_METRIC_B" +
-      "M25\020\005\022\032\n\026SCORE_METRIC_TEXT_RANK\020\006\022\'\n#SCO" +
-      "RE_METRIC_RECIPROCAL_RANK_FUSION\020\007\022!\n\035SC" +
-      "ORE_METRIC_RERANK_RELEVANCE\020\010\022 \n\033SCORE_M" +
-      "ETRIC_MIN_MAX_FUSION\020\322\001*d\n\014RetrievalLeg\022" +
-      "\035\n\031RETRIEVAL_LEG_UNSPECIFIED\020\000\022\032\n\026RETRIE" +
-      "VAL_LEG_SEMANTIC\020\001\022\031\n\025RETRIEVAL_LEG_LEXI" +
-      "CAL\020\002B\257\001\n\021dev.groundwire.v1B\013CommonProto" +
-      "P\001Z8github.com/groundwire/groundwire/cli" +
-      "ents/go/groundwirev1\242\002\003GXX\252\002\rGroundwire." +
-      "V1\312\002\rGroundwire\\V1\342\002\031Groundwire\\V1\\GPBMe" +
-      "tadata\352\002\016Groundwire::V1b\006proto3"
+      "ndwire.v1.MetadataConditionR\nconditions\"" +
+      "f\n\020RetrievalProfile\022 \n\013fingerprint\030\001 \001(\t" +
+      "R\013fingerprint\0220\n\005parts\030\002 \003(\0132\032.groundwir" +
+      "e.v1.ProfilePartR\005parts\"\203\001\n\013ProfilePart\022" +
+      "2\n\004kind\030\001 \001(\0162\036.groundwire.v1.ProfilePar" +
+      "tKindR\004kind\022\036\n\ndescriptor\030\002 \001(\tR\ndescrip" +
+      "tor\022 \n\013fingerprint\030\003 \001(\tR\013fingerprint*\325\002" +
+      "\n\013ScoreMetric\022\034\n\030SCORE_METRIC_UNSPECIFIE" +
+      "D\020\000\022\"\n\036SCORE_METRIC_COSINE_SIMILARITY\020\001\022" +
+      " \n\034SCORE_METRIC_COSINE_DISTANCE\020\002\022#\n\037SCO" +
+      "RE_METRIC_EUCLIDEAN_DISTANCE\020\003\022\034\n\030SCORE_" +
+      "METRIC_DOT_PRODUCT\020\004\022\025\n\021SCORE_METRIC_BM2" +
+      "5\020\005\022\032\n\026SCORE_METRIC_TEXT_RANK\020\006\022\'\n#SCORE" +
+      "_METRIC_RECIPROCAL_RANK_FUSION\020\007\022!\n\035SCOR" +
+      "E_METRIC_RERANK_RELEVANCE\020\010\022 \n\033SCORE_MET" +
+      "RIC_MIN_MAX_FUSION\020\322\001*d\n\014RetrievalLeg\022\035\n" +
+      "\031RETRIEVAL_LEG_UNSPECIFIED\020\000\022\032\n\026RETRIEVA" +
+      "L_LEG_SEMANTIC\020\001\022\031\n\025RETRIEVAL_LEG_LEXICA" +
+      "L\020\002*\272\002\n\017ProfilePartKind\022!\n\035PROFILE_PART_" +
+      "KIND_UNSPECIFIED\020\000\022\033\n\027PROFILE_PART_KIND_" +
+      "INDEX\020\001\022\036\n\032PROFILE_PART_KIND_CHUNKING\020\002\022" +
+      "\036\n\032PROFILE_PART_KIND_EMBEDDER\020\003\022\036\n\032PROFI" +
+      "LE_PART_KIND_ANALYZER\020\004\022\034\n\030PROFILE_PART_" +
+      "KIND_FUSION\020\005\022\036\n\032PROFILE_PART_KIND_RERAN" +
+      "KER\020\006\022%\n!PROFILE_PART_KIND_FINAL_SELECTI" +
+      "ON\020\007\022\"\n\036PROFILE_PART_KIND_AGENT_POLICY\020\010" +
+      "B\257\001\n\021dev.groundwire.v1B\013CommonProtoP\001Z8g" +
+      "ithub.com/groundwire/groundwire/clients/" +
+      "go/groundwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\r" +
+      "Groundwire\\V1\342\002\031Groundwire\\V1\\GPBMetadat" +
+      "a\352\002\016Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -168,6 +192,18 @@ public final class CommonProto extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_MetadataFilter_descriptor,
         new java.lang.String[] { "Conditions", });
+    internal_static_groundwire_v1_RetrievalProfile_descriptor =
+      getDescriptor().getMessageType(8);
+    internal_static_groundwire_v1_RetrievalProfile_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_RetrievalProfile_descriptor,
+        new java.lang.String[] { "Fingerprint", "Parts", });
+    internal_static_groundwire_v1_ProfilePart_descriptor =
+      getDescriptor().getMessageType(9);
+    internal_static_groundwire_v1_ProfilePart_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_groundwire_v1_ProfilePart_descriptor,
+        new java.lang.String[] { "Kind", "Descriptor", "Fingerprint", });
     descriptor.resolveAllFeaturesImmutable();
   }
 

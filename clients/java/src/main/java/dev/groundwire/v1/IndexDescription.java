@@ -570,6 +570,50 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int PROFILE_FIELD_NUMBER = 210;
+  private dev.groundwire.v1.RetrievalProfile profile_;
+  /**
+   * <pre>
+   * Output only. The index's retrieval profile now: its published version
+   * with the chunking, embedder and analyzer descriptors, and the server's
+   * fusion defaults (the parts Retrieve reports for the same version).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
+   * @return Whether the profile field is set.
+   */
+  @java.lang.Override
+  public boolean hasProfile() {
+    return ((bitField0_ & 0x00000008) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The index's retrieval profile now: its published version
+   * with the chunking, embedder and analyzer descriptors, and the server's
+   * fusion defaults (the parts Retrieve reports for the same version).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
+   * @return The profile.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RetrievalProfile getProfile() {
+    return profile_ == null ? dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+  }
+  /**
+   * <pre>
+   * Output only. The index's retrieval profile now: its published version
+   * with the chunking, embedder and analyzer descriptors, and the server's
+   * fusion defaults (the parts Retrieve reports for the same version).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder() {
+    return profile_ == null ? dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -620,6 +664,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(storeName_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 200, storeName_);
     }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      output.writeMessage(210, getProfile());
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -669,6 +716,10 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(storeName_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(200, storeName_);
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(210, getProfile());
     }
     return size;
   }
@@ -726,6 +777,11 @@ private static final long serialVersionUID = 0L;
     }
     if (!getStoreName()
         .equals(other.getStoreName())) return false;
+    if (hasProfile() != other.hasProfile()) return false;
+    if (hasProfile()) {
+      if (!getProfile()
+          .equals(other.getProfile())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -769,6 +825,10 @@ private static final long serialVersionUID = 0L;
     }
     hash = (37 * hash) + STORE_NAME_FIELD_NUMBER;
     hash = (53 * hash) + getStoreName().hashCode();
+    if (hasProfile()) {
+      hash = (37 * hash) + PROFILE_FIELD_NUMBER;
+      hash = (53 * hash) + getProfile().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -906,6 +966,7 @@ private static final long serialVersionUID = 0L;
         internalGetEmbeddingFieldBuilder();
         internalGetChunkingFieldBuilder();
         internalGetAnalysisFieldBuilder();
+        internalGetProfileFieldBuilder();
       }
     }
     @java.lang.Override
@@ -937,6 +998,11 @@ private static final long serialVersionUID = 0L;
         analysisBuilder_ = null;
       }
       storeName_ = "";
+      profile_ = null;
+      if (profileBuilder_ != null) {
+        profileBuilder_.dispose();
+        profileBuilder_ = null;
+      }
       return this;
     }
 
@@ -1017,6 +1083,12 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000800) != 0)) {
         result.storeName_ = storeName_;
       }
+      if (((from_bitField0_ & 0x00001000) != 0)) {
+        result.profile_ = profileBuilder_ == null
+            ? profile_
+            : profileBuilder_.build();
+        to_bitField0_ |= 0x00000008;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -1086,6 +1158,9 @@ private static final long serialVersionUID = 0L;
         storeName_ = other.storeName_;
         bitField0_ |= 0x00000800;
         onChanged();
+      }
+      if (other.hasProfile()) {
+        mergeProfile(other.getProfile());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1177,6 +1252,13 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000800;
               break;
             } // case 1602
+            case 1682: {
+              input.readMessage(
+                  internalGetProfileFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00001000;
+              break;
+            } // case 1682
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2519,6 +2601,179 @@ private static final long serialVersionUID = 0L;
       bitField0_ |= 0x00000800;
       onChanged();
       return this;
+    }
+
+    private dev.groundwire.v1.RetrievalProfile profile_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RetrievalProfile, dev.groundwire.v1.RetrievalProfile.Builder, dev.groundwire.v1.RetrievalProfileOrBuilder> profileBuilder_;
+    /**
+     * <pre>
+     * Output only. The index's retrieval profile now: its published version
+     * with the chunking, embedder and analyzer descriptors, and the server's
+     * fusion defaults (the parts Retrieve reports for the same version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
+     * @return Whether the profile field is set.
+     */
+    public boolean hasProfile() {
+      return ((bitField0_ & 0x00001000) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The index's retrieval profile now: its published version
+     * with the chunking, embedder and analyzer descriptors, and the server's
+     * fusion defaults (the parts Retrieve reports for the same version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
+     * @return The profile.
+     */
+    public dev.groundwire.v1.RetrievalProfile getProfile() {
+      if (profileBuilder_ == null) {
+        return profile_ == null ? dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+      } else {
+        return profileBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The index's retrieval profile now: its published version
+     * with the chunking, embedder and analyzer descriptors, and the server's
+     * fusion defaults (the parts Retrieve reports for the same version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
+     */
+    public Builder setProfile(dev.groundwire.v1.RetrievalProfile value) {
+      if (profileBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        profile_ = value;
+      } else {
+        profileBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The index's retrieval profile now: its published version
+     * with the chunking, embedder and analyzer descriptors, and the server's
+     * fusion defaults (the parts Retrieve reports for the same version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
+     */
+    public Builder setProfile(
+        dev.groundwire.v1.RetrievalProfile.Builder builderForValue) {
+      if (profileBuilder_ == null) {
+        profile_ = builderForValue.build();
+      } else {
+        profileBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The index's retrieval profile now: its published version
+     * with the chunking, embedder and analyzer descriptors, and the server's
+     * fusion defaults (the parts Retrieve reports for the same version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
+     */
+    public Builder mergeProfile(dev.groundwire.v1.RetrievalProfile value) {
+      if (profileBuilder_ == null) {
+        if (((bitField0_ & 0x00001000) != 0) &&
+          profile_ != null &&
+          profile_ != dev.groundwire.v1.RetrievalProfile.getDefaultInstance()) {
+          getProfileBuilder().mergeFrom(value);
+        } else {
+          profile_ = value;
+        }
+      } else {
+        profileBuilder_.mergeFrom(value);
+      }
+      if (profile_ != null) {
+        bitField0_ |= 0x00001000;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The index's retrieval profile now: its published version
+     * with the chunking, embedder and analyzer descriptors, and the server's
+     * fusion defaults (the parts Retrieve reports for the same version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
+     */
+    public Builder clearProfile() {
+      bitField0_ = (bitField0_ & ~0x00001000);
+      profile_ = null;
+      if (profileBuilder_ != null) {
+        profileBuilder_.dispose();
+        profileBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The index's retrieval profile now: its published version
+     * with the chunking, embedder and analyzer descriptors, and the server's
+     * fusion defaults (the parts Retrieve reports for the same version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
+     */
+    public dev.groundwire.v1.RetrievalProfile.Builder getProfileBuilder() {
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return internalGetProfileFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. The index's retrieval profile now: its published version
+     * with the chunking, embedder and analyzer descriptors, and the server's
+     * fusion defaults (the parts Retrieve reports for the same version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
+     */
+    public dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder() {
+      if (profileBuilder_ != null) {
+        return profileBuilder_.getMessageOrBuilder();
+      } else {
+        return profile_ == null ?
+            dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The index's retrieval profile now: its published version
+     * with the chunking, embedder and analyzer descriptors, and the server's
+     * fusion defaults (the parts Retrieve reports for the same version).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RetrievalProfile, dev.groundwire.v1.RetrievalProfile.Builder, dev.groundwire.v1.RetrievalProfileOrBuilder> 
+        internalGetProfileFieldBuilder() {
+      if (profileBuilder_ == null) {
+        profileBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.RetrievalProfile, dev.groundwire.v1.RetrievalProfile.Builder, dev.groundwire.v1.RetrievalProfileOrBuilder>(
+                getProfile(),
+                getParentForChildren(),
+                isClean());
+        profile_ = null;
+      }
+      return profileBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.IndexDescription)

@@ -298,4 +298,37 @@ public interface IndexDescriptionOrBuilder extends
    */
   com.google.protobuf.ByteString
       getStoreNameBytes();
+
+  /**
+   * <pre>
+   * Output only. The index's retrieval profile now: its published version
+   * with the chunking, embedder and analyzer descriptors, and the server's
+   * fusion defaults (the parts Retrieve reports for the same version).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
+   * @return Whether the profile field is set.
+   */
+  boolean hasProfile();
+  /**
+   * <pre>
+   * Output only. The index's retrieval profile now: its published version
+   * with the chunking, embedder and analyzer descriptors, and the server's
+   * fusion defaults (the parts Retrieve reports for the same version).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
+   * @return The profile.
+   */
+  dev.groundwire.v1.RetrievalProfile getProfile();
+  /**
+   * <pre>
+   * Output only. The index's retrieval profile now: its published version
+   * with the chunking, embedder and analyzer descriptors, and the server's
+   * fusion defaults (the parts Retrieve reports for the same version).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
+   */
+  dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder();
 }

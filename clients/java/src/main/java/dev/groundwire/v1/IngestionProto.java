@@ -222,230 +222,233 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
     java.lang.String[] descriptorData = {
       "\n\035groundwire/v1/ingestion.proto\022\rgroundw" +
       "ire.v1\032\036google/protobuf/duration.proto\032\037" +
-      "google/protobuf/timestamp.proto\032\031groundw" +
-      "ire/v1/usage.proto\"\210\001\n\024EmbeddingDescript" +
-      "ion\022\032\n\010provider\030\001 \001(\tR\010provider\022\024\n\005model" +
-      "\030\002 \001(\tR\005model\022\036\n\ndimensions\030\003 \001(\rR\ndimen" +
-      "sions\022\036\n\nnormalized\030\004 \001(\010R\nnormalized\"\340\001" +
-      "\n\023ChunkingDescription\022\022\n\004size\030\001 \001(\rR\004siz" +
-      "e\022\030\n\007overlap\030\002 \001(\rR\007overlap\022+\n\021markdown_" +
-      "sections\030\003 \001(\010R\020markdownSections\022,\n\004unit" +
-      "\030x \001(\0162\030.groundwire.v1.ChunkUnitR\004unit\022@" +
-      "\n\nextensions\030y \003(\0132 .groundwire.v1.Exten" +
-      "sionChunkingR\nextensions\"\272\001\n\021ExtensionCh" +
-      "unking\022\034\n\textension\030\001 \001(\tR\textension\022\022\n\004" +
-      "size\030\002 \001(\rR\004size\022\030\n\007overlap\030\003 \001(\rR\007overl" +
-      "ap\022+\n\021markdown_sections\030\004 \001(\010R\020markdownS" +
-      "ections\022,\n\004unit\030\005 \001(\0162\030.groundwire.v1.Ch" +
-      "unkUnitR\004unit\"\366\003\n\020IndexDescription\022\022\n\004na" +
-      "me\030\001 \001(\tR\004name\022 \n\013description\030\002 \001(\tR\013des" +
-      "cription\022A\n\tembedding\030\003 \001(\0132#.groundwire" +
-      ".v1.EmbeddingDescriptionR\tembedding\022\026\n\006m" +
-      "etric\030\004 \001(\tR\006metric\022>\n\010chunking\030\005 \001(\0132\"." +
-      "groundwire.v1.ChunkingDescriptionR\010chunk" +
-      "ing\022\024\n\005store\030\006 \001(\tR\005store\022<\n\010strategy\030\007 " +
-      "\001(\0162 .groundwire.v1.IngestionStrategyR\010s" +
-      "trategy\022\032\n\010schedule\030\010 \001(\tR\010schedule\022!\n\014s" +
-      "ource_count\030\t \001(\rR\013sourceCount\022!\n\014source" +
-      "_kinds\030\n \003(\tR\013sourceKinds\022;\n\010analysis\030\264\001" +
-      " \001(\0132\036.groundwire.v1.LexicalAnalysisR\010an" +
-      "alysis\022\036\n\nstore_name\030\310\001 \001(\tR\tstoreName\"\301" +
-      "\001\n\017LexicalAnalysis\022\032\n\010language\030\001 \001(\tR\010la" +
-      "nguage\022\032\n\010stemming\030\002 \001(\010R\010stemming\022\035\n\nst" +
-      "op_words\030\003 \001(\tR\tstopWords\022&\n\017stop_word_c" +
-      "ount\030\004 \001(\rR\rstopWordCount\022/\n\023analyzer_de" +
-      "scriptor\030\005 \001(\tR\022analyzerDescriptor\"J\n\017Do" +
-      "cumentFailure\022\037\n\013document_id\030\001 \001(\tR\ndocu" +
-      "mentId\022\026\n\006reason\030\002 \001(\tR\006reason\"\211\004\n\017Opera" +
-      "tionCounts\022\036\n\ndiscovered\030\001 \001(\rR\ndiscover" +
-      "ed\022\032\n\010ingested\030\002 \001(\rR\010ingested\022\034\n\tunchan" +
-      "ged\030\003 \001(\rR\tunchanged\022\026\n\006failed\030\004 \001(\rR\006fa" +
-      "iled\022\030\n\007deleted\030\005 \001(\rR\007deleted\022%\n\016chunks" +
-      "_written\030\006 \001(\rR\rchunksWritten\022F\n\017embeddi" +
-      "ng_usage\030P \001(\0132\035.groundwire.v1.Embedding" +
-      "UsageR\016embeddingUsage\022)\n\020truncated_chunk" +
-      "s\030Q \001(\rR\017truncatedChunks\022\031\n\007skipped\030\252\001 \001" +
-      "(\rR\007skipped\022m\n\026not_ingested_by_reason\030\253\001" +
-      " \003(\01327.groundwire.v1.OperationCounts.Not" +
-      "IngestedByReasonEntryR\023notIngestedByReas" +
-      "on\032F\n\030NotIngestedByReasonEntry\022\020\n\003key\030\001 " +
-      "\001(\tR\003key\022\024\n\005value\030\002 \001(\rR\005value:\0028\001\"\267\006\n\tO" +
-      "peration\022\016\n\002id\030\001 \001(\tR\002id\022\035\n\nindex_name\030\002" +
-      " \001(\tR\tindexName\0223\n\005state\030\003 \001(\0162\035.groundw" +
-      "ire.v1.OperationStateR\005state\0229\n\007trigger\030" +
-      "\004 \001(\0162\037.groundwire.v1.OperationTriggerR\007" +
-      "trigger\0223\n\005phase\030\005 \001(\0162\035.groundwire.v1.O" +
-      "perationPhaseR\005phase\0226\n\006counts\030\006 \001(\0132\036.g" +
-      "roundwire.v1.OperationCountsR\006counts\022;\n\013" +
-      "create_time\030\007 \001(\0132\032.google.protobuf.Time" +
-      "stampR\ncreateTime\0229\n\nstart_time\030\010 \001(\0132\032." +
-      "google.protobuf.TimestampR\tstartTime\0225\n\010" +
-      "end_time\030\t \001(\0132\032.google.protobuf.Timesta" +
-      "mpR\007endTime\022\030\n\007version\030\n \001(\004R\007version\022\030\n" +
-      "\007rebuild\030\013 \001(\010R\007rebuild\022\035\n\nerror_code\030\014 " +
-      "\001(\tR\terrorCode\022:\n\010failures\030\r \003(\0132\036.groun" +
-      "dwire.v1.DocumentFailureR\010failures\022)\n\020fa" +
-      "ilures_omitted\030\016 \001(\rR\017failuresOmitted\0223\n" +
-      "\007elapsed\030\017 \001(\0132\031.google.protobuf.Duratio" +
-      "nR\007elapsed\0229\n\007skipped\030\252\001 \003(\0132\036.groundwir" +
-      "e.v1.DocumentFailureR\007skipped\022(\n\017skipped" +
-      "_omitted\030\253\001 \001(\rR\016skippedOmitted\022\033\n\010warni" +
-      "ngs\030\254\001 \003(\tR\010warnings\"\235\003\n\013IndexStatus\022\022\n\004" +
-      "name\030\001 \001(\tR\004name\022\024\n\005ready\030\002 \001(\010R\005ready\022+" +
-      "\n\021published_version\030\003 \001(\004R\020publishedVers" +
-      "ion\022%\n\016document_count\030\004 \001(\004R\rdocumentCou" +
-      "nt\022\037\n\013chunk_count\030\005 \001(\004R\nchunkCount\022E\n\021r" +
-      "unning_operation\030\006 \001(\0132\030.groundwire.v1.O" +
-      "perationR\020runningOperation\022?\n\016last_opera" +
-      "tion\030\007 \001(\0132\030.groundwire.v1.OperationR\rla" +
-      "stOperation\022\'\n\017rebuild_pending\030\010 \001(\010R\016re" +
-      "buildPending\022>\n\rnext_run_time\030\t \001(\0132\032.go" +
-      "ogle.protobuf.TimestampR\013nextRunTime\"P\n\022" +
-      "ListIndexesRequest\022\033\n\tpage_size\030\001 \001(\005R\010p" +
-      "ageSize\022\035\n\npage_token\030\002 \001(\tR\tpageToken\"x" +
-      "\n\023ListIndexesResponse\0229\n\007indexes\030\001 \003(\0132\037" +
-      ".groundwire.v1.IndexDescriptionR\007indexes" +
-      "\022&\n\017next_page_token\030\002 \001(\tR\rnextPageToken" +
-      "\"0\n\017GetIndexRequest\022\035\n\nindex_name\030\001 \001(\tR" +
-      "\tindexName\"I\n\020GetIndexResponse\0225\n\005index\030" +
-      "\001 \001(\0132\037.groundwire.v1.IndexDescriptionR\005" +
-      "index\"6\n\025GetIndexStatusRequest\022\035\n\nindex_" +
-      "name\030\001 \001(\tR\tindexName\"L\n\026GetIndexStatusR" +
-      "esponse\0222\n\006status\030\001 \001(\0132\032.groundwire.v1." +
-      "IndexStatusR\006status\"6\n\025StartIngestionReq" +
-      "uest\022\035\n\nindex_name\030\001 \001(\tR\tindexName\"P\n\026S" +
-      "tartIngestionResponse\0226\n\toperation\030\001 \001(\013" +
-      "2\030.groundwire.v1.OperationR\toperation\"7\n" +
-      "\026CancelIngestionRequest\022\035\n\nindex_name\030\001 " +
-      "\001(\tR\tindexName\"Q\n\027CancelIngestionRespons" +
-      "e\0226\n\toperation\030\001 \001(\0132\030.groundwire.v1.Ope" +
-      "rationR\toperation\":\n\025WatchIngestionReque" +
-      "st\022!\n\014operation_id\030\001 \001(\tR\013operationId\"P\n" +
-      "\026WatchIngestionResponse\0226\n\toperation\030\001 \001" +
-      "(\0132\030.groundwire.v1.OperationR\toperation\"" +
-      "r\n\025ListOperationsRequest\022\035\n\nindex_name\030\001" +
-      " \001(\tR\tindexName\022\033\n\tpage_size\030\002 \001(\005R\010page" +
-      "Size\022\035\n\npage_token\030\003 \001(\tR\tpageToken\"z\n\026L" +
-      "istOperationsResponse\0228\n\noperations\030\001 \003(" +
-      "\0132\030.groundwire.v1.OperationR\noperations\022" +
-      "&\n\017next_page_token\030\002 \001(\tR\rnextPageToken\"" +
-      "\323\002\n\016PushedDocument\022\037\n\013document_id\030\001 \001(\tR" +
-      "\ndocumentId\022\022\n\004text\030\002 \001(\tR\004text\022\024\n\005title" +
-      "\030\003 \001(\tR\005title\0225\n\006format\030\004 \001(\0162\035.groundwi" +
-      "re.v1.DocumentFormatR\006format\022G\n\010metadata" +
-      "\030\005 \003(\0132+.groundwire.v1.PushedDocument.Me" +
-      "tadataEntryR\010metadata\022\031\n\007content\030\252\001 \001(\014R" +
-      "\007content\022\036\n\nmedia_type\030\253\001 \001(\tR\tmediaType" +
-      "\032;\n\rMetadataEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005v" +
-      "alue\030\002 \001(\tR\005value:\0028\001\"\214\001\n\026UpsertDocument" +
-      "sRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022" +
-      ";\n\tdocuments\030\002 \003(\0132\035.groundwire.v1.Pushe" +
-      "dDocumentR\tdocuments\022\026\n\006tenant\030\003 \001(\tR\006te" +
-      "nant\"\343\001\n\027UpsertDocumentsResponse\022+\n\021publ" +
-      "ished_version\030\001 \001(\004R\020publishedVersion\022\032\n" +
-      "\010upserted\030\002 \001(\rR\010upserted\022\034\n\tunchanged\030\003" +
-      " \001(\rR\tunchanged\022%\n\016chunks_written\030\004 \001(\rR" +
-      "\rchunksWritten\022:\n\010failures\030\005 \003(\0132\036.groun" +
-      "dwire.v1.DocumentFailureR\010failures\"r\n\026De" +
-      "leteDocumentsRequest\022\035\n\nindex_name\030\001 \001(\t" +
-      "R\tindexName\022!\n\014document_ids\030\002 \003(\tR\013docum" +
-      "entIds\022\026\n\006tenant\030\003 \001(\tR\006tenant\"`\n\027Delete" +
-      "DocumentsResponse\022+\n\021published_version\030\001" +
-      " \001(\004R\020publishedVersion\022\030\n\007deleted\030\002 \001(\rR" +
-      "\007deleted\"\302\003\n\014DocumentInfo\022\037\n\013document_id" +
-      "\030\001 \001(\tR\ndocumentId\022\024\n\005title\030\002 \001(\tR\005title" +
-      "\022\033\n\tsource_id\030\003 \001(\tR\010sourceId\022\'\n\017size_ch" +
-      "aracters\030\004 \001(\004R\016sizeCharacters\022!\n\014conten" +
-      "t_hash\030\005 \001(\tR\013contentHash\022\037\n\013chunk_count" +
-      "\030\006 \001(\rR\nchunkCount\022\030\n\007version\030\007 \001(\004R\007ver" +
-      "sion\022;\n\013ingest_time\030\010 \001(\0132\032.google.proto" +
-      "buf.TimestampR\ningestTime\022E\n\010metadata\030\t " +
-      "\003(\0132).groundwire.v1.DocumentInfo.Metadat" +
-      "aEntryR\010metadata\022\026\n\006tenant\030\n \001(\tR\006tenant" +
-      "\032;\n\rMetadataEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005v" +
-      "alue\030\002 \001(\tR\005value:\0028\001\"\211\001\n\024ListDocumentsR" +
-      "equest\022\035\n\nindex_name\030\001 \001(\tR\tindexName\022\033\n" +
-      "\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\npage_token" +
-      "\030\003 \001(\tR\tpageToken\022\026\n\006tenant\030\004 \001(\tR\006tenan" +
-      "t\"z\n\025ListDocumentsResponse\0229\n\tdocuments\030" +
-      "\001 \003(\0132\033.groundwire.v1.DocumentInfoR\tdocu" +
-      "ments\022&\n\017next_page_token\030\002 \001(\tR\rnextPage" +
-      "Token\"\223\001\n\022GetDocumentRequest\022\035\n\nindex_na" +
-      "me\030\001 \001(\tR\tindexName\022\037\n\013document_id\030\002 \001(\t" +
-      "R\ndocumentId\022\026\n\006tenant\030\003 \001(\tR\006tenant\022%\n\016" +
-      "include_chunks\030\004 \001(\010R\rincludeChunks\"\232\001\n\r" +
-      "DocumentChunk\022\031\n\010chunk_id\030\001 \001(\tR\007chunkId" +
-      "\022\030\n\007ordinal\030\002 \001(\rR\007ordinal\022\024\n\005start\030\003 \001(" +
-      "\rR\005start\022\020\n\003end\030\004 \001(\rR\003end\022\030\n\007section\030\005 " +
-      "\001(\tR\007section\022\022\n\004text\030\006 \001(\tR\004text\"\253\001\n\023Get" +
-      "DocumentResponse\0227\n\010document\030\001 \001(\0132\033.gro" +
-      "undwire.v1.DocumentInfoR\010document\0224\n\006chu" +
-      "nks\030\002 \003(\0132\034.groundwire.v1.DocumentChunkR" +
-      "\006chunks\022%\n\016chunks_omitted\030\003 \001(\rR\rchunksO" +
-      "mitted*\350\001\n\021IngestionStrategy\022\"\n\036INGESTIO" +
-      "N_STRATEGY_UNSPECIFIED\020\000\022\035\n\031INGESTION_ST" +
-      "RATEGY_MANUAL\020\001\022!\n\035INGESTION_STRATEGY_ON" +
-      "_STARTUP\020\002\022,\n(INGESTION_STRATEGY_BACKGRO" +
-      "UND_ON_STARTUP\020\003\022 \n\034INGESTION_STRATEGY_S" +
-      "CHEDULED\020\004\022\035\n\030INGESTION_STRATEGY_WATCH\020\252" +
-      "\001*\304\001\n\016OperationState\022\037\n\033OPERATION_STATE_" +
-      "UNSPECIFIED\020\000\022\032\n\026OPERATION_STATE_QUEUED\020" +
-      "\001\022\033\n\027OPERATION_STATE_RUNNING\020\002\022\035\n\031OPERAT" +
-      "ION_STATE_SUCCEEDED\020\003\022\032\n\026OPERATION_STATE" +
-      "_FAILED\020\004\022\035\n\031OPERATION_STATE_CANCELLED\020\005" +
-      "*\316\001\n\020OperationTrigger\022!\n\035OPERATION_TRIGG" +
-      "ER_UNSPECIFIED\020\000\022\034\n\030OPERATION_TRIGGER_MA" +
-      "NUAL\020\001\022\035\n\031OPERATION_TRIGGER_STARTUP\020\002\022\036\n" +
-      "\032OPERATION_TRIGGER_SCHEDULE\020\003\022\034\n\030OPERATI" +
-      "ON_TRIGGER_RELOAD\020d\022\034\n\027OPERATION_TRIGGER" +
-      "_WATCH\020\252\001*\311\001\n\016OperationPhase\022\037\n\033OPERATIO" +
-      "N_PHASE_UNSPECIFIED\020\000\022\037\n\033OPERATION_PHASE" +
-      "_DISCOVERING\020\001\022\035\n\031OPERATION_PHASE_INGEST" +
-      "ING\020\002\022\034\n\030OPERATION_PHASE_DELETING\020\003\022\036\n\032O" +
-      "PERATION_PHASE_PUBLISHING\020\004\022\030\n\024OPERATION" +
-      "_PHASE_DONE\020\005*\203\001\n\016DocumentFormat\022\037\n\033DOCU" +
-      "MENT_FORMAT_UNSPECIFIED\020\000\022\030\n\024DOCUMENT_FO" +
-      "RMAT_TEXT\020\001\022\034\n\030DOCUMENT_FORMAT_MARKDOWN\020" +
-      "\002\022\030\n\024DOCUMENT_FORMAT_HTML\020\003*Y\n\tChunkUnit" +
-      "\022\032\n\026CHUNK_UNIT_UNSPECIFIED\020\000\022\031\n\025CHUNK_UN" +
-      "IT_CHARACTERS\020\001\022\025\n\021CHUNK_UNIT_TOKENS\020\0022\222" +
-      "\010\n\027IngestionManagerService\022T\n\013ListIndexe" +
-      "s\022!.groundwire.v1.ListIndexesRequest\032\".g" +
-      "roundwire.v1.ListIndexesResponse\022K\n\010GetI" +
-      "ndex\022\036.groundwire.v1.GetIndexRequest\032\037.g" +
-      "roundwire.v1.GetIndexResponse\022]\n\016GetInde" +
-      "xStatus\022$.groundwire.v1.GetIndexStatusRe" +
-      "quest\032%.groundwire.v1.GetIndexStatusResp" +
-      "onse\022]\n\016StartIngestion\022$.groundwire.v1.S" +
-      "tartIngestionRequest\032%.groundwire.v1.Sta" +
-      "rtIngestionResponse\022`\n\017CancelIngestion\022%" +
-      ".groundwire.v1.CancelIngestionRequest\032&." +
-      "groundwire.v1.CancelIngestionResponse\022_\n" +
-      "\016WatchIngestion\022$.groundwire.v1.WatchIng" +
-      "estionRequest\032%.groundwire.v1.WatchInges" +
-      "tionResponse0\001\022]\n\016ListOperations\022$.groun" +
-      "dwire.v1.ListOperationsRequest\032%.groundw" +
-      "ire.v1.ListOperationsResponse\022`\n\017UpsertD" +
-      "ocuments\022%.groundwire.v1.UpsertDocuments" +
-      "Request\032&.groundwire.v1.UpsertDocumentsR" +
-      "esponse\022`\n\017DeleteDocuments\022%.groundwire." +
-      "v1.DeleteDocumentsRequest\032&.groundwire.v" +
-      "1.DeleteDocumentsResponse\022Z\n\rListDocumen" +
-      "ts\022#.groundwire.v1.ListDocumentsRequest\032" +
-      "$.groundwire.v1.ListDocumentsResponse\022T\n" +
-      "\013GetDocument\022!.groundwire.v1.GetDocument" +
-      "Request\032\".groundwire.v1.GetDocumentRespo" +
-      "nseB\262\001\n\021dev.groundwire.v1B\016IngestionProt" +
-      "oP\001Z8github.com/groundwire/groundwire/cl" +
-      "ients/go/groundwirev1\242\002\003GXX\252\002\rGroundwire" +
-      ".V1\312\002\rGroundwire\\V1\342\002\031Groundwire\\V1\\GPBM" +
-      "etadata\352\002\016Groundwire::V1b\006proto3"
+      "google/protobuf/timestamp.proto\032\032groundw" +
+      "ire/v1/common.proto\032\031groundwire/v1/usage" +
+      ".proto\"\210\001\n\024EmbeddingDescription\022\032\n\010provi" +
+      "der\030\001 \001(\tR\010provider\022\024\n\005model\030\002 \001(\tR\005mode" +
+      "l\022\036\n\ndimensions\030\003 \001(\rR\ndimensions\022\036\n\nnor" +
+      "malized\030\004 \001(\010R\nnormalized\"\340\001\n\023ChunkingDe" +
+      "scription\022\022\n\004size\030\001 \001(\rR\004size\022\030\n\007overlap" +
+      "\030\002 \001(\rR\007overlap\022+\n\021markdown_sections\030\003 \001" +
+      "(\010R\020markdownSections\022,\n\004unit\030x \001(\0162\030.gro" +
+      "undwire.v1.ChunkUnitR\004unit\022@\n\nextensions" +
+      "\030y \003(\0132 .groundwire.v1.ExtensionChunking" +
+      "R\nextensions\"\272\001\n\021ExtensionChunking\022\034\n\tex" +
+      "tension\030\001 \001(\tR\textension\022\022\n\004size\030\002 \001(\rR\004" +
+      "size\022\030\n\007overlap\030\003 \001(\rR\007overlap\022+\n\021markdo" +
+      "wn_sections\030\004 \001(\010R\020markdownSections\022,\n\004u" +
+      "nit\030\005 \001(\0162\030.groundwire.v1.ChunkUnitR\004uni" +
+      "t\"\262\004\n\020IndexDescription\022\022\n\004name\030\001 \001(\tR\004na" +
+      "me\022 \n\013description\030\002 \001(\tR\013description\022A\n\t" +
+      "embedding\030\003 \001(\0132#.groundwire.v1.Embeddin" +
+      "gDescriptionR\tembedding\022\026\n\006metric\030\004 \001(\tR" +
+      "\006metric\022>\n\010chunking\030\005 \001(\0132\".groundwire.v" +
+      "1.ChunkingDescriptionR\010chunking\022\024\n\005store" +
+      "\030\006 \001(\tR\005store\022<\n\010strategy\030\007 \001(\0162 .ground" +
+      "wire.v1.IngestionStrategyR\010strategy\022\032\n\010s" +
+      "chedule\030\010 \001(\tR\010schedule\022!\n\014source_count\030" +
+      "\t \001(\rR\013sourceCount\022!\n\014source_kinds\030\n \003(\t" +
+      "R\013sourceKinds\022;\n\010analysis\030\264\001 \001(\0132\036.groun" +
+      "dwire.v1.LexicalAnalysisR\010analysis\022\036\n\nst" +
+      "ore_name\030\310\001 \001(\tR\tstoreName\022:\n\007profile\030\322\001" +
+      " \001(\0132\037.groundwire.v1.RetrievalProfileR\007p" +
+      "rofile\"\301\001\n\017LexicalAnalysis\022\032\n\010language\030\001" +
+      " \001(\tR\010language\022\032\n\010stemming\030\002 \001(\010R\010stemmi" +
+      "ng\022\035\n\nstop_words\030\003 \001(\tR\tstopWords\022&\n\017sto" +
+      "p_word_count\030\004 \001(\rR\rstopWordCount\022/\n\023ana" +
+      "lyzer_descriptor\030\005 \001(\tR\022analyzerDescript" +
+      "or\"J\n\017DocumentFailure\022\037\n\013document_id\030\001 \001" +
+      "(\tR\ndocumentId\022\026\n\006reason\030\002 \001(\tR\006reason\"\211" +
+      "\004\n\017OperationCounts\022\036\n\ndiscovered\030\001 \001(\rR\n" +
+      "discovered\022\032\n\010ingested\030\002 \001(\rR\010ingested\022\034" +
+      "\n\tunchanged\030\003 \001(\rR\tunchanged\022\026\n\006failed\030\004" +
+      " \001(\rR\006failed\022\030\n\007deleted\030\005 \001(\rR\007deleted\022%" +
+      "\n\016chunks_written\030\006 \001(\rR\rchunksWritten\022F\n" +
+      "\017embedding_usage\030P \001(\0132\035.groundwire.v1.E" +
+      "mbeddingUsageR\016embeddingUsage\022)\n\020truncat" +
+      "ed_chunks\030Q \001(\rR\017truncatedChunks\022\031\n\007skip" +
+      "ped\030\252\001 \001(\rR\007skipped\022m\n\026not_ingested_by_r" +
+      "eason\030\253\001 \003(\01327.groundwire.v1.OperationCo" +
+      "unts.NotIngestedByReasonEntryR\023notIngest" +
+      "edByReason\032F\n\030NotIngestedByReasonEntry\022\020" +
+      "\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\rR\005value:\002" +
+      "8\001\"\267\006\n\tOperation\022\016\n\002id\030\001 \001(\tR\002id\022\035\n\ninde" +
+      "x_name\030\002 \001(\tR\tindexName\0223\n\005state\030\003 \001(\0162\035" +
+      ".groundwire.v1.OperationStateR\005state\0229\n\007" +
+      "trigger\030\004 \001(\0162\037.groundwire.v1.OperationT" +
+      "riggerR\007trigger\0223\n\005phase\030\005 \001(\0162\035.groundw" +
+      "ire.v1.OperationPhaseR\005phase\0226\n\006counts\030\006" +
+      " \001(\0132\036.groundwire.v1.OperationCountsR\006co" +
+      "unts\022;\n\013create_time\030\007 \001(\0132\032.google.proto" +
+      "buf.TimestampR\ncreateTime\0229\n\nstart_time\030" +
+      "\010 \001(\0132\032.google.protobuf.TimestampR\tstart" +
+      "Time\0225\n\010end_time\030\t \001(\0132\032.google.protobuf" +
+      ".TimestampR\007endTime\022\030\n\007version\030\n \001(\004R\007ve" +
+      "rsion\022\030\n\007rebuild\030\013 \001(\010R\007rebuild\022\035\n\nerror" +
+      "_code\030\014 \001(\tR\terrorCode\022:\n\010failures\030\r \003(\013" +
+      "2\036.groundwire.v1.DocumentFailureR\010failur" +
+      "es\022)\n\020failures_omitted\030\016 \001(\rR\017failuresOm" +
+      "itted\0223\n\007elapsed\030\017 \001(\0132\031.google.protobuf" +
+      ".DurationR\007elapsed\0229\n\007skipped\030\252\001 \003(\0132\036.g" +
+      "roundwire.v1.DocumentFailureR\007skipped\022(\n" +
+      "\017skipped_omitted\030\253\001 \001(\rR\016skippedOmitted\022" +
+      "\033\n\010warnings\030\254\001 \003(\tR\010warnings\"\235\003\n\013IndexSt" +
+      "atus\022\022\n\004name\030\001 \001(\tR\004name\022\024\n\005ready\030\002 \001(\010R" +
+      "\005ready\022+\n\021published_version\030\003 \001(\004R\020publi" +
+      "shedVersion\022%\n\016document_count\030\004 \001(\004R\rdoc" +
+      "umentCount\022\037\n\013chunk_count\030\005 \001(\004R\nchunkCo" +
+      "unt\022E\n\021running_operation\030\006 \001(\0132\030.groundw" +
+      "ire.v1.OperationR\020runningOperation\022?\n\016la" +
+      "st_operation\030\007 \001(\0132\030.groundwire.v1.Opera" +
+      "tionR\rlastOperation\022\'\n\017rebuild_pending\030\010" +
+      " \001(\010R\016rebuildPending\022>\n\rnext_run_time\030\t " +
+      "\001(\0132\032.google.protobuf.TimestampR\013nextRun" +
+      "Time\"P\n\022ListIndexesRequest\022\033\n\tpage_size\030" +
+      "\001 \001(\005R\010pageSize\022\035\n\npage_token\030\002 \001(\tR\tpag" +
+      "eToken\"x\n\023ListIndexesResponse\0229\n\007indexes" +
+      "\030\001 \003(\0132\037.groundwire.v1.IndexDescriptionR" +
+      "\007indexes\022&\n\017next_page_token\030\002 \001(\tR\rnextP" +
+      "ageToken\"0\n\017GetIndexRequest\022\035\n\nindex_nam" +
+      "e\030\001 \001(\tR\tindexName\"I\n\020GetIndexResponse\0225" +
+      "\n\005index\030\001 \001(\0132\037.groundwire.v1.IndexDescr" +
+      "iptionR\005index\"6\n\025GetIndexStatusRequest\022\035" +
+      "\n\nindex_name\030\001 \001(\tR\tindexName\"L\n\026GetInde" +
+      "xStatusResponse\0222\n\006status\030\001 \001(\0132\032.ground" +
+      "wire.v1.IndexStatusR\006status\"6\n\025StartInge" +
+      "stionRequest\022\035\n\nindex_name\030\001 \001(\tR\tindexN" +
+      "ame\"P\n\026StartIngestionResponse\0226\n\toperati" +
+      "on\030\001 \001(\0132\030.groundwire.v1.OperationR\toper" +
+      "ation\"7\n\026CancelIngestionRequest\022\035\n\nindex" +
+      "_name\030\001 \001(\tR\tindexName\"Q\n\027CancelIngestio" +
+      "nResponse\0226\n\toperation\030\001 \001(\0132\030.groundwir" +
+      "e.v1.OperationR\toperation\":\n\025WatchIngest" +
+      "ionRequest\022!\n\014operation_id\030\001 \001(\tR\013operat" +
+      "ionId\"P\n\026WatchIngestionResponse\0226\n\topera" +
+      "tion\030\001 \001(\0132\030.groundwire.v1.OperationR\top" +
+      "eration\"r\n\025ListOperationsRequest\022\035\n\ninde" +
+      "x_name\030\001 \001(\tR\tindexName\022\033\n\tpage_size\030\002 \001" +
+      "(\005R\010pageSize\022\035\n\npage_token\030\003 \001(\tR\tpageTo" +
+      "ken\"z\n\026ListOperationsResponse\0228\n\noperati" +
+      "ons\030\001 \003(\0132\030.groundwire.v1.OperationR\nope" +
+      "rations\022&\n\017next_page_token\030\002 \001(\tR\rnextPa" +
+      "geToken\"\323\002\n\016PushedDocument\022\037\n\013document_i" +
+      "d\030\001 \001(\tR\ndocumentId\022\022\n\004text\030\002 \001(\tR\004text\022" +
+      "\024\n\005title\030\003 \001(\tR\005title\0225\n\006format\030\004 \001(\0162\035." +
+      "groundwire.v1.DocumentFormatR\006format\022G\n\010" +
+      "metadata\030\005 \003(\0132+.groundwire.v1.PushedDoc" +
+      "ument.MetadataEntryR\010metadata\022\031\n\007content" +
+      "\030\252\001 \001(\014R\007content\022\036\n\nmedia_type\030\253\001 \001(\tR\tm" +
+      "ediaType\032;\n\rMetadataEntry\022\020\n\003key\030\001 \001(\tR\003" +
+      "key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\214\001\n\026Upsert" +
+      "DocumentsRequest\022\035\n\nindex_name\030\001 \001(\tR\tin" +
+      "dexName\022;\n\tdocuments\030\002 \003(\0132\035.groundwire." +
+      "v1.PushedDocumentR\tdocuments\022\026\n\006tenant\030\003" +
+      " \001(\tR\006tenant\"\343\001\n\027UpsertDocumentsResponse" +
+      "\022+\n\021published_version\030\001 \001(\004R\020publishedVe" +
+      "rsion\022\032\n\010upserted\030\002 \001(\rR\010upserted\022\034\n\tunc" +
+      "hanged\030\003 \001(\rR\tunchanged\022%\n\016chunks_writte" +
+      "n\030\004 \001(\rR\rchunksWritten\022:\n\010failures\030\005 \003(\013" +
+      "2\036.groundwire.v1.DocumentFailureR\010failur" +
+      "es\"r\n\026DeleteDocumentsRequest\022\035\n\nindex_na" +
+      "me\030\001 \001(\tR\tindexName\022!\n\014document_ids\030\002 \003(" +
+      "\tR\013documentIds\022\026\n\006tenant\030\003 \001(\tR\006tenant\"`" +
+      "\n\027DeleteDocumentsResponse\022+\n\021published_v" +
+      "ersion\030\001 \001(\004R\020publishedVersion\022\030\n\007delete" +
+      "d\030\002 \001(\rR\007deleted\"\302\003\n\014DocumentInfo\022\037\n\013doc" +
+      "ument_id\030\001 \001(\tR\ndocumentId\022\024\n\005title\030\002 \001(" +
+      "\tR\005title\022\033\n\tsource_id\030\003 \001(\tR\010sourceId\022\'\n" +
+      "\017size_characters\030\004 \001(\004R\016sizeCharacters\022!" +
+      "\n\014content_hash\030\005 \001(\tR\013contentHash\022\037\n\013chu" +
+      "nk_count\030\006 \001(\rR\nchunkCount\022\030\n\007version\030\007 " +
+      "\001(\004R\007version\022;\n\013ingest_time\030\010 \001(\0132\032.goog" +
+      "le.protobuf.TimestampR\ningestTime\022E\n\010met" +
+      "adata\030\t \003(\0132).groundwire.v1.DocumentInfo" +
+      ".MetadataEntryR\010metadata\022\026\n\006tenant\030\n \001(\t" +
+      "R\006tenant\032;\n\rMetadataEntry\022\020\n\003key\030\001 \001(\tR\003" +
+      "key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\211\001\n\024ListDo" +
+      "cumentsRequest\022\035\n\nindex_name\030\001 \001(\tR\tinde" +
+      "xName\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\npa" +
+      "ge_token\030\003 \001(\tR\tpageToken\022\026\n\006tenant\030\004 \001(" +
+      "\tR\006tenant\"z\n\025ListDocumentsResponse\0229\n\tdo" +
+      "cuments\030\001 \003(\0132\033.groundwire.v1.DocumentIn" +
+      "foR\tdocuments\022&\n\017next_page_token\030\002 \001(\tR\r" +
+      "nextPageToken\"\223\001\n\022GetDocumentRequest\022\035\n\n" +
+      "index_name\030\001 \001(\tR\tindexName\022\037\n\013document_" +
+      "id\030\002 \001(\tR\ndocumentId\022\026\n\006tenant\030\003 \001(\tR\006te" +
+      "nant\022%\n\016include_chunks\030\004 \001(\010R\rincludeChu" +
+      "nks\"\232\001\n\rDocumentChunk\022\031\n\010chunk_id\030\001 \001(\tR" +
+      "\007chunkId\022\030\n\007ordinal\030\002 \001(\rR\007ordinal\022\024\n\005st" +
+      "art\030\003 \001(\rR\005start\022\020\n\003end\030\004 \001(\rR\003end\022\030\n\007se" +
+      "ction\030\005 \001(\tR\007section\022\022\n\004text\030\006 \001(\tR\004text" +
+      "\"\253\001\n\023GetDocumentResponse\0227\n\010document\030\001 \001" +
+      "(\0132\033.groundwire.v1.DocumentInfoR\010documen" +
+      "t\0224\n\006chunks\030\002 \003(\0132\034.groundwire.v1.Docume" +
+      "ntChunkR\006chunks\022%\n\016chunks_omitted\030\003 \001(\rR" +
+      "\rchunksOmitted*\350\001\n\021IngestionStrategy\022\"\n\036" +
+      "INGESTION_STRATEGY_UNSPECIFIED\020\000\022\035\n\031INGE" +
+      "STION_STRATEGY_MANUAL\020\001\022!\n\035INGESTION_STR" +
+      "ATEGY_ON_STARTUP\020\002\022,\n(INGESTION_STRATEGY" +
+      "_BACKGROUND_ON_STARTUP\020\003\022 \n\034INGESTION_ST" +
+      "RATEGY_SCHEDULED\020\004\022\035\n\030INGESTION_STRATEGY" +
+      "_WATCH\020\252\001*\304\001\n\016OperationState\022\037\n\033OPERATIO" +
+      "N_STATE_UNSPECIFIED\020\000\022\032\n\026OPERATION_STATE" +
+      "_QUEUED\020\001\022\033\n\027OPERATION_STATE_RUNNING\020\002\022\035" +
+      "\n\031OPERATION_STATE_SUCCEEDED\020\003\022\032\n\026OPERATI" +
+      "ON_STATE_FAILED\020\004\022\035\n\031OPERATION_STATE_CAN" +
+      "CELLED\020\005*\316\001\n\020OperationTrigger\022!\n\035OPERATI" +
+      "ON_TRIGGER_UNSPECIFIED\020\000\022\034\n\030OPERATION_TR" +
+      "IGGER_MANUAL\020\001\022\035\n\031OPERATION_TRIGGER_STAR" +
+      "TUP\020\002\022\036\n\032OPERATION_TRIGGER_SCHEDULE\020\003\022\034\n" +
+      "\030OPERATION_TRIGGER_RELOAD\020d\022\034\n\027OPERATION" +
+      "_TRIGGER_WATCH\020\252\001*\311\001\n\016OperationPhase\022\037\n\033" +
+      "OPERATION_PHASE_UNSPECIFIED\020\000\022\037\n\033OPERATI" +
+      "ON_PHASE_DISCOVERING\020\001\022\035\n\031OPERATION_PHAS" +
+      "E_INGESTING\020\002\022\034\n\030OPERATION_PHASE_DELETIN" +
+      "G\020\003\022\036\n\032OPERATION_PHASE_PUBLISHING\020\004\022\030\n\024O" +
+      "PERATION_PHASE_DONE\020\005*\203\001\n\016DocumentFormat" +
+      "\022\037\n\033DOCUMENT_FORMAT_UNSPECIFIED\020\000\022\030\n\024DOC" +
+      "UMENT_FORMAT_TEXT\020\001\022\034\n\030DOCUMENT_FORMAT_M" +
+      "ARKDOWN\020\002\022\030\n\024DOCUMENT_FORMAT_HTML\020\003*Y\n\tC" +
+      "hunkUnit\022\032\n\026CHUNK_UNIT_UNSPECIFIED\020\000\022\031\n\025" +
+      "CHUNK_UNIT_CHARACTERS\020\001\022\025\n\021CHUNK_UNIT_TO" +
+      "KENS\020\0022\222\010\n\027IngestionManagerService\022T\n\013Li" +
+      "stIndexes\022!.groundwire.v1.ListIndexesReq" +
+      "uest\032\".groundwire.v1.ListIndexesResponse" +
+      "\022K\n\010GetIndex\022\036.groundwire.v1.GetIndexReq" +
+      "uest\032\037.groundwire.v1.GetIndexResponse\022]\n" +
+      "\016GetIndexStatus\022$.groundwire.v1.GetIndex" +
+      "StatusRequest\032%.groundwire.v1.GetIndexSt" +
+      "atusResponse\022]\n\016StartIngestion\022$.groundw" +
+      "ire.v1.StartIngestionRequest\032%.groundwir" +
+      "e.v1.StartIngestionResponse\022`\n\017CancelIng" +
+      "estion\022%.groundwire.v1.CancelIngestionRe" +
+      "quest\032&.groundwire.v1.CancelIngestionRes" +
+      "ponse\022_\n\016WatchIngestion\022$.groundwire.v1." +
+      "WatchIngestionRequest\032%.groundwire.v1.Wa" +
+      "tchIngestionResponse0\001\022]\n\016ListOperations" +
+      "\022$.groundwire.v1.ListOperationsRequest\032%" +
+      ".groundwire.v1.ListOperationsResponse\022`\n" +
+      "\017UpsertDocuments\022%.groundwire.v1.UpsertD" +
+      "ocumentsRequest\032&.groundwire.v1.UpsertDo" +
+      "cumentsResponse\022`\n\017DeleteDocuments\022%.gro" +
+      "undwire.v1.DeleteDocumentsRequest\032&.grou" +
+      "ndwire.v1.DeleteDocumentsResponse\022Z\n\rLis" +
+      "tDocuments\022#.groundwire.v1.ListDocuments" +
+      "Request\032$.groundwire.v1.ListDocumentsRes" +
+      "ponse\022T\n\013GetDocument\022!.groundwire.v1.Get" +
+      "DocumentRequest\032\".groundwire.v1.GetDocum" +
+      "entResponseB\262\001\n\021dev.groundwire.v1B\016Inges" +
+      "tionProtoP\001Z8github.com/groundwire/groun" +
+      "dwire/clients/go/groundwirev1\242\002\003GXX\252\002\rGr" +
+      "oundwire.V1\312\002\rGroundwire\\V1\342\002\031Groundwire" +
+      "\\V1\\GPBMetadata\352\002\016Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
           com.google.protobuf.DurationProto.getDescriptor(),
           com.google.protobuf.TimestampProto.getDescriptor(),
+          dev.groundwire.v1.CommonProto.getDescriptor(),
           dev.groundwire.v1.UsageProto.getDescriptor(),
         });
     internal_static_groundwire_v1_EmbeddingDescription_descriptor =
@@ -471,7 +474,7 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_IndexDescription_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_IndexDescription_descriptor,
-        new java.lang.String[] { "Name", "Description", "Embedding", "Metric", "Chunking", "Store", "Strategy", "Schedule", "SourceCount", "SourceKinds", "Analysis", "StoreName", });
+        new java.lang.String[] { "Name", "Description", "Embedding", "Metric", "Chunking", "Store", "Strategy", "Schedule", "SourceCount", "SourceKinds", "Analysis", "StoreName", "Profile", });
     internal_static_groundwire_v1_LexicalAnalysis_descriptor =
       getDescriptor().getMessageType(4);
     internal_static_groundwire_v1_LexicalAnalysis_fieldAccessorTable = new
@@ -673,6 +676,7 @@ public final class IngestionProto extends com.google.protobuf.GeneratedFile {
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.DurationProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();
+    dev.groundwire.v1.CommonProto.getDescriptor();
     dev.groundwire.v1.UsageProto.getDescriptor();
   }
 

@@ -446,6 +446,44 @@ private static final long serialVersionUID = 0L;
     return duration_ == null ? com.google.protobuf.Duration.getDefaultInstance() : duration_;
   }
 
+  public static final int PROFILE_FIELD_NUMBER = 9;
+  private dev.groundwire.v1.RetrievalProfile profile_;
+  /**
+   * <pre>
+   * Output only. The profile Execute would report.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 9 [json_name = "profile"];</code>
+   * @return Whether the profile field is set.
+   */
+  @java.lang.Override
+  public boolean hasProfile() {
+    return ((bitField0_ & 0x00000004) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The profile Execute would report.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 9 [json_name = "profile"];</code>
+   * @return The profile.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RetrievalProfile getProfile() {
+    return profile_ == null ? dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+  }
+  /**
+   * <pre>
+   * Output only. The profile Execute would report.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 9 [json_name = "profile"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder() {
+    return profile_ == null ? dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -483,6 +521,9 @@ private static final long serialVersionUID = 0L;
     }
     if (((bitField0_ & 0x00000002) != 0)) {
       output.writeMessage(8, getDuration());
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      output.writeMessage(9, getProfile());
     }
     getUnknownFields().writeTo(output);
   }
@@ -533,6 +574,10 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(8, getDuration());
     }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(9, getProfile());
+    }
     return size;
   }
   @java.lang.Override
@@ -578,6 +623,11 @@ private static final long serialVersionUID = 0L;
       if (!getDuration()
           .equals(other.getDuration())) return false;
     }
+    if (hasProfile() != other.hasProfile()) return false;
+    if (hasProfile()) {
+      if (!getProfile()
+          .equals(other.getProfile())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -614,6 +664,10 @@ private static final long serialVersionUID = 0L;
     if (hasDuration()) {
       hash = (37 * hash) + DURATION_FIELD_NUMBER;
       hash = (53 * hash) + getDuration().hashCode();
+    }
+    if (hasProfile()) {
+      hash = (37 * hash) + PROFILE_FIELD_NUMBER;
+      hash = (53 * hash) + getProfile().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -754,6 +808,7 @@ private static final long serialVersionUID = 0L;
         internalGetReferencesFieldBuilder();
         internalGetRagFieldBuilder();
         internalGetDurationFieldBuilder();
+        internalGetProfileFieldBuilder();
       }
     }
     @java.lang.Override
@@ -793,6 +848,11 @@ private static final long serialVersionUID = 0L;
       if (durationBuilder_ != null) {
         durationBuilder_.dispose();
         durationBuilder_ = null;
+      }
+      profile_ = null;
+      if (profileBuilder_ != null) {
+        profileBuilder_.dispose();
+        profileBuilder_ = null;
       }
       return this;
     }
@@ -879,6 +939,12 @@ private static final long serialVersionUID = 0L;
             ? duration_
             : durationBuilder_.build();
         to_bitField0_ |= 0x00000002;
+      }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.profile_ = profileBuilder_ == null
+            ? profile_
+            : profileBuilder_.build();
+        to_bitField0_ |= 0x00000004;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -992,6 +1058,9 @@ private static final long serialVersionUID = 0L;
       if (other.hasDuration()) {
         mergeDuration(other.getDuration());
       }
+      if (other.hasProfile()) {
+        mergeProfile(other.getProfile());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1084,6 +1153,13 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000080;
               break;
             } // case 66
+            case 74: {
+              input.readMessage(
+                  internalGetProfileFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 74
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2610,6 +2686,161 @@ private static final long serialVersionUID = 0L;
         duration_ = null;
       }
       return durationBuilder_;
+    }
+
+    private dev.groundwire.v1.RetrievalProfile profile_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RetrievalProfile, dev.groundwire.v1.RetrievalProfile.Builder, dev.groundwire.v1.RetrievalProfileOrBuilder> profileBuilder_;
+    /**
+     * <pre>
+     * Output only. The profile Execute would report.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 9 [json_name = "profile"];</code>
+     * @return Whether the profile field is set.
+     */
+    public boolean hasProfile() {
+      return ((bitField0_ & 0x00000100) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The profile Execute would report.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 9 [json_name = "profile"];</code>
+     * @return The profile.
+     */
+    public dev.groundwire.v1.RetrievalProfile getProfile() {
+      if (profileBuilder_ == null) {
+        return profile_ == null ? dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+      } else {
+        return profileBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The profile Execute would report.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 9 [json_name = "profile"];</code>
+     */
+    public Builder setProfile(dev.groundwire.v1.RetrievalProfile value) {
+      if (profileBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        profile_ = value;
+      } else {
+        profileBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile Execute would report.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 9 [json_name = "profile"];</code>
+     */
+    public Builder setProfile(
+        dev.groundwire.v1.RetrievalProfile.Builder builderForValue) {
+      if (profileBuilder_ == null) {
+        profile_ = builderForValue.build();
+      } else {
+        profileBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile Execute would report.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 9 [json_name = "profile"];</code>
+     */
+    public Builder mergeProfile(dev.groundwire.v1.RetrievalProfile value) {
+      if (profileBuilder_ == null) {
+        if (((bitField0_ & 0x00000100) != 0) &&
+          profile_ != null &&
+          profile_ != dev.groundwire.v1.RetrievalProfile.getDefaultInstance()) {
+          getProfileBuilder().mergeFrom(value);
+        } else {
+          profile_ = value;
+        }
+      } else {
+        profileBuilder_.mergeFrom(value);
+      }
+      if (profile_ != null) {
+        bitField0_ |= 0x00000100;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile Execute would report.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 9 [json_name = "profile"];</code>
+     */
+    public Builder clearProfile() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      profile_ = null;
+      if (profileBuilder_ != null) {
+        profileBuilder_.dispose();
+        profileBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile Execute would report.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 9 [json_name = "profile"];</code>
+     */
+    public dev.groundwire.v1.RetrievalProfile.Builder getProfileBuilder() {
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return internalGetProfileFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. The profile Execute would report.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 9 [json_name = "profile"];</code>
+     */
+    public dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder() {
+      if (profileBuilder_ != null) {
+        return profileBuilder_.getMessageOrBuilder();
+      } else {
+        return profile_ == null ?
+            dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The profile Execute would report.
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 9 [json_name = "profile"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RetrievalProfile, dev.groundwire.v1.RetrievalProfile.Builder, dev.groundwire.v1.RetrievalProfileOrBuilder> 
+        internalGetProfileFieldBuilder() {
+      if (profileBuilder_ == null) {
+        profileBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.RetrievalProfile, dev.groundwire.v1.RetrievalProfile.Builder, dev.groundwire.v1.RetrievalProfileOrBuilder>(
+                getProfile(),
+                getParentForChildren(),
+                isClean());
+        profile_ = null;
+      }
+      return profileBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.PreparedExecution)

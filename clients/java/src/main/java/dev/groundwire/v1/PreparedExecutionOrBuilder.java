@@ -262,4 +262,31 @@ public interface PreparedExecutionOrBuilder extends
    * <code>.google.protobuf.Duration duration = 8 [json_name = "duration"];</code>
    */
   com.google.protobuf.DurationOrBuilder getDurationOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. The profile Execute would report.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 9 [json_name = "profile"];</code>
+   * @return Whether the profile field is set.
+   */
+  boolean hasProfile();
+  /**
+   * <pre>
+   * Output only. The profile Execute would report.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 9 [json_name = "profile"];</code>
+   * @return The profile.
+   */
+  dev.groundwire.v1.RetrievalProfile getProfile();
+  /**
+   * <pre>
+   * Output only. The profile Execute would report.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 9 [json_name = "profile"];</code>
+   */
+  dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder();
 }

@@ -173,6 +173,50 @@ private static final long serialVersionUID = 0L;
     return reranking_ == null ? dev.groundwire.v1.RerankingMetadata.getDefaultInstance() : reranking_;
   }
 
+  public static final int PROFILE_FIELD_NUMBER = 3;
+  private dev.groundwire.v1.RetrievalProfile profile_;
+  /**
+   * <pre>
+   * Output only. The profile that produced the order: the RERANKER part (the
+   * reranker used and the server's stage defaults; this call's own overrides
+   * are in `reranking`).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+   * @return Whether the profile field is set.
+   */
+  @java.lang.Override
+  public boolean hasProfile() {
+    return ((bitField0_ & 0x00000002) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The profile that produced the order: the RERANKER part (the
+   * reranker used and the server's stage defaults; this call's own overrides
+   * are in `reranking`).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+   * @return The profile.
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RetrievalProfile getProfile() {
+    return profile_ == null ? dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+  }
+  /**
+   * <pre>
+   * Output only. The profile that produced the order: the RERANKER part (the
+   * reranker used and the server's stage defaults; this call's own overrides
+   * are in `reranking`).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+   */
+  @java.lang.Override
+  public dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder() {
+    return profile_ == null ? dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -193,6 +237,9 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       output.writeMessage(2, getReranking());
     }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      output.writeMessage(3, getProfile());
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -209,6 +256,10 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(2, getReranking());
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(3, getProfile());
     }
     return size;
   }
@@ -241,6 +292,11 @@ private static final long serialVersionUID = 0L;
       if (!getReranking()
           .equals(other.getReranking())) return false;
     }
+    if (hasProfile() != other.hasProfile()) return false;
+    if (hasProfile()) {
+      if (!getProfile()
+          .equals(other.getProfile())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -259,6 +315,10 @@ private static final long serialVersionUID = 0L;
     if (hasReranking()) {
       hash = (37 * hash) + RERANKING_FIELD_NUMBER;
       hash = (53 * hash) + getReranking().hashCode();
+    }
+    if (hasProfile()) {
+      hash = (37 * hash) + PROFILE_FIELD_NUMBER;
+      hash = (53 * hash) + getProfile().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -396,6 +456,7 @@ private static final long serialVersionUID = 0L;
               .alwaysUseFieldBuilders) {
         internalGetResultsFieldBuilder();
         internalGetRerankingFieldBuilder();
+        internalGetProfileFieldBuilder();
       }
     }
     @java.lang.Override
@@ -413,6 +474,11 @@ private static final long serialVersionUID = 0L;
       if (rerankingBuilder_ != null) {
         rerankingBuilder_.dispose();
         rerankingBuilder_ = null;
+      }
+      profile_ = null;
+      if (profileBuilder_ != null) {
+        profileBuilder_.dispose();
+        profileBuilder_ = null;
       }
       return this;
     }
@@ -467,6 +533,12 @@ private static final long serialVersionUID = 0L;
             : rerankingBuilder_.build();
         to_bitField0_ |= 0x00000001;
       }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.profile_ = profileBuilder_ == null
+            ? profile_
+            : profileBuilder_.build();
+        to_bitField0_ |= 0x00000002;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -510,6 +582,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasReranking()) {
         mergeReranking(other.getReranking());
+      }
+      if (other.hasProfile()) {
+        mergeProfile(other.getProfile());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -555,6 +630,13 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 18
+            case 26: {
+              input.readMessage(
+                  internalGetProfileFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 26
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1103,6 +1185,179 @@ private static final long serialVersionUID = 0L;
         reranking_ = null;
       }
       return rerankingBuilder_;
+    }
+
+    private dev.groundwire.v1.RetrievalProfile profile_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RetrievalProfile, dev.groundwire.v1.RetrievalProfile.Builder, dev.groundwire.v1.RetrievalProfileOrBuilder> profileBuilder_;
+    /**
+     * <pre>
+     * Output only. The profile that produced the order: the RERANKER part (the
+     * reranker used and the server's stage defaults; this call's own overrides
+     * are in `reranking`).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+     * @return Whether the profile field is set.
+     */
+    public boolean hasProfile() {
+      return ((bitField0_ & 0x00000004) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The profile that produced the order: the RERANKER part (the
+     * reranker used and the server's stage defaults; this call's own overrides
+     * are in `reranking`).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+     * @return The profile.
+     */
+    public dev.groundwire.v1.RetrievalProfile getProfile() {
+      if (profileBuilder_ == null) {
+        return profile_ == null ? dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+      } else {
+        return profileBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The profile that produced the order: the RERANKER part (the
+     * reranker used and the server's stage defaults; this call's own overrides
+     * are in `reranking`).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+     */
+    public Builder setProfile(dev.groundwire.v1.RetrievalProfile value) {
+      if (profileBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        profile_ = value;
+      } else {
+        profileBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile that produced the order: the RERANKER part (the
+     * reranker used and the server's stage defaults; this call's own overrides
+     * are in `reranking`).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+     */
+    public Builder setProfile(
+        dev.groundwire.v1.RetrievalProfile.Builder builderForValue) {
+      if (profileBuilder_ == null) {
+        profile_ = builderForValue.build();
+      } else {
+        profileBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile that produced the order: the RERANKER part (the
+     * reranker used and the server's stage defaults; this call's own overrides
+     * are in `reranking`).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+     */
+    public Builder mergeProfile(dev.groundwire.v1.RetrievalProfile value) {
+      if (profileBuilder_ == null) {
+        if (((bitField0_ & 0x00000004) != 0) &&
+          profile_ != null &&
+          profile_ != dev.groundwire.v1.RetrievalProfile.getDefaultInstance()) {
+          getProfileBuilder().mergeFrom(value);
+        } else {
+          profile_ = value;
+        }
+      } else {
+        profileBuilder_.mergeFrom(value);
+      }
+      if (profile_ != null) {
+        bitField0_ |= 0x00000004;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile that produced the order: the RERANKER part (the
+     * reranker used and the server's stage defaults; this call's own overrides
+     * are in `reranking`).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+     */
+    public Builder clearProfile() {
+      bitField0_ = (bitField0_ & ~0x00000004);
+      profile_ = null;
+      if (profileBuilder_ != null) {
+        profileBuilder_.dispose();
+        profileBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile that produced the order: the RERANKER part (the
+     * reranker used and the server's stage defaults; this call's own overrides
+     * are in `reranking`).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+     */
+    public dev.groundwire.v1.RetrievalProfile.Builder getProfileBuilder() {
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return internalGetProfileFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. The profile that produced the order: the RERANKER part (the
+     * reranker used and the server's stage defaults; this call's own overrides
+     * are in `reranking`).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+     */
+    public dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder() {
+      if (profileBuilder_ != null) {
+        return profileBuilder_.getMessageOrBuilder();
+      } else {
+        return profile_ == null ?
+            dev.groundwire.v1.RetrievalProfile.getDefaultInstance() : profile_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The profile that produced the order: the RERANKER part (the
+     * reranker used and the server's stage defaults; this call's own overrides
+     * are in `reranking`).
+     * </pre>
+     *
+     * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.groundwire.v1.RetrievalProfile, dev.groundwire.v1.RetrievalProfile.Builder, dev.groundwire.v1.RetrievalProfileOrBuilder> 
+        internalGetProfileFieldBuilder() {
+      if (profileBuilder_ == null) {
+        profileBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.groundwire.v1.RetrievalProfile, dev.groundwire.v1.RetrievalProfile.Builder, dev.groundwire.v1.RetrievalProfileOrBuilder>(
+                getProfile(),
+                getParentForChildren(),
+                isClean());
+        profile_ = null;
+      }
+      return profileBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:groundwire.v1.RerankResponse)

@@ -100,4 +100,37 @@ public interface RerankResponseOrBuilder extends
    * <code>.groundwire.v1.RerankingMetadata reranking = 2 [json_name = "reranking"];</code>
    */
   dev.groundwire.v1.RerankingMetadataOrBuilder getRerankingOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. The profile that produced the order: the RERANKER part (the
+   * reranker used and the server's stage defaults; this call's own overrides
+   * are in `reranking`).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+   * @return Whether the profile field is set.
+   */
+  boolean hasProfile();
+  /**
+   * <pre>
+   * Output only. The profile that produced the order: the RERANKER part (the
+   * reranker used and the server's stage defaults; this call's own overrides
+   * are in `reranking`).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+   * @return The profile.
+   */
+  dev.groundwire.v1.RetrievalProfile getProfile();
+  /**
+   * <pre>
+   * Output only. The profile that produced the order: the RERANKER part (the
+   * reranker used and the server's stage defaults; this call's own overrides
+   * are in `reranking`).
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+   */
+  dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder();
 }

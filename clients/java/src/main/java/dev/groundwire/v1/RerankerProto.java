@@ -61,66 +61,69 @@ public final class RerankerProto extends com.google.protobuf.GeneratedFile {
   static {
     java.lang.String[] descriptorData = {
       "\n\034groundwire/v1/reranker.proto\022\rgroundwi" +
-      "re.v1\032\036google/protobuf/duration.proto\"\214\001" +
-      "\n\017RerankCandidate\022\037\n\013document_id\030\001 \001(\tR\n" +
-      "documentId\022\031\n\010chunk_id\030\002 \001(\tR\007chunkId\022\030\n" +
-      "\007content\030\003 \001(\tR\007content\022#\n\roriginal_rank" +
-      "\030\004 \001(\rR\014originalRank\"\314\002\n\rRerankRequest\022\024" +
-      "\n\005query\030\001 \001(\tR\005query\022>\n\ncandidates\030\002 \003(\013" +
-      "2\036.groundwire.v1.RerankCandidateR\ncandid" +
-      "ates\022\032\n\010reranker\030\003 \001(\tR\010reranker\022I\n\016fail" +
-      "ure_policy\030\004 \001(\0162\".groundwire.v1.RerankF" +
-      "ailurePolicyR\rfailurePolicy\0223\n\007timeout\030\005" +
-      " \001(\0132\031.google.protobuf.DurationR\007timeout" +
-      "\0222\n\022maximum_candidates\030\006 \001(\rH\000R\021maximumC" +
-      "andidates\210\001\001B\025\n\023_maximum_candidates\"\236\002\n\021" +
-      "RerankedCandidate\022\037\n\013document_id\030\001 \001(\tR\n" +
-      "documentId\022\031\n\010chunk_id\030\002 \001(\tR\007chunkId\022#\n" +
-      "\roriginal_rank\030\003 \001(\rR\014originalRank\022\037\n\013re" +
-      "rank_rank\030\004 \001(\rR\nrerankRank\022.\n\020rerank_re" +
-      "levance\030\005 \001(\001H\000R\017rerankRelevance\210\001\001\022B\n\ra" +
-      "nswerability\030\006 \001(\0162\034.groundwire.v1.Answe" +
-      "rabilityR\ranswerabilityB\023\n\021_rerank_relev" +
-      "ance\"\354\003\n\021RerankingMetadata\022\034\n\trequested\030" +
-      "\001 \001(\010R\trequested\022\020\n\003ran\030\002 \001(\010R\003ran\022\'\n\017ca" +
-      "ndidate_count\030\003 \001(\rR\016candidateCount\0225\n\010d" +
-      "uration\030\004 \001(\0132\031.google.protobuf.Duration" +
-      "R\010duration\0226\n\007outcome\030\005 \001(\0162\034.groundwire" +
-      ".v1.RerankOutcomeR\007outcome\022I\n\016failure_po" +
-      "licy\030\006 \001(\0162\".groundwire.v1.RerankFailure" +
-      "PolicyR\rfailurePolicy\022B\n\ranswerability\030\007" +
-      " \001(\0162\034.groundwire.v1.AnswerabilityR\ransw" +
-      "erability\022\033\n\ttimed_out\030\010 \001(\010R\010timedOut\022!" +
-      "\n\014failure_code\030\t \001(\tR\013failureCode\022@\n\ncan" +
-      "didates\030\n \003(\0132 .groundwire.v1.RerankedCa" +
-      "ndidateR\ncandidates\"\214\001\n\016RerankResponse\022:" +
-      "\n\007results\030\001 \003(\0132 .groundwire.v1.Reranked" +
-      "CandidateR\007results\022>\n\treranking\030\002 \001(\0132 ." +
-      "groundwire.v1.RerankingMetadataR\treranki" +
-      "ng*\241\001\n\rRerankOutcome\022\036\n\032RERANK_OUTCOME_U" +
-      "NSPECIFIED\020\000\022\034\n\030RERANK_OUTCOME_SUCCEEDED" +
-      "\020\001\022\033\n\027RERANK_OUTCOME_FALLBACK\020\002\022\031\n\025RERAN" +
-      "K_OUTCOME_FAILED\020\003\022\032\n\026RERANK_OUTCOME_SKI" +
-      "PPED\020\004*\212\001\n\023RerankFailurePolicy\022%\n!RERANK" +
-      "_FAILURE_POLICY_UNSPECIFIED\020\000\022\036\n\032RERANK_" +
-      "FAILURE_POLICY_FAIL\020\001\022,\n(RERANK_FAILURE_" +
-      "POLICY_USE_ORIGINAL_ORDER\020\002*\211\001\n\rAnswerab" +
-      "ility\022\035\n\031ANSWERABILITY_UNSPECIFIED\020\000\022\034\n\030" +
-      "ANSWERABILITY_ANSWERABLE\020\001\022 \n\034ANSWERABIL" +
-      "ITY_NOT_ANSWERABLE\020\002\022\031\n\025ANSWERABILITY_UN" +
-      "KNOWN\020\0032X\n\017RerankerService\022E\n\006Rerank\022\034.g" +
-      "roundwire.v1.RerankRequest\032\035.groundwire." +
-      "v1.RerankResponseB\261\001\n\021dev.groundwire.v1B" +
-      "\rRerankerProtoP\001Z8github.com/groundwire/" +
-      "groundwire/clients/go/groundwirev1\242\002\003GXX" +
-      "\252\002\rGroundwire.V1\312\002\rGroundwire\\V1\342\002\031Groun" +
-      "dwire\\V1\\GPBMetadata\352\002\016Groundwire::V1b\006p" +
-      "roto3"
+      "re.v1\032\036google/protobuf/duration.proto\032\032g" +
+      "roundwire/v1/common.proto\"\214\001\n\017RerankCand" +
+      "idate\022\037\n\013document_id\030\001 \001(\tR\ndocumentId\022\031" +
+      "\n\010chunk_id\030\002 \001(\tR\007chunkId\022\030\n\007content\030\003 \001" +
+      "(\tR\007content\022#\n\roriginal_rank\030\004 \001(\rR\014orig" +
+      "inalRank\"\314\002\n\rRerankRequest\022\024\n\005query\030\001 \001(" +
+      "\tR\005query\022>\n\ncandidates\030\002 \003(\0132\036.groundwir" +
+      "e.v1.RerankCandidateR\ncandidates\022\032\n\010rera" +
+      "nker\030\003 \001(\tR\010reranker\022I\n\016failure_policy\030\004" +
+      " \001(\0162\".groundwire.v1.RerankFailurePolicy" +
+      "R\rfailurePolicy\0223\n\007timeout\030\005 \001(\0132\031.googl" +
+      "e.protobuf.DurationR\007timeout\0222\n\022maximum_" +
+      "candidates\030\006 \001(\rH\000R\021maximumCandidates\210\001\001" +
+      "B\025\n\023_maximum_candidates\"\236\002\n\021RerankedCand" +
+      "idate\022\037\n\013document_id\030\001 \001(\tR\ndocumentId\022\031" +
+      "\n\010chunk_id\030\002 \001(\tR\007chunkId\022#\n\roriginal_ra" +
+      "nk\030\003 \001(\rR\014originalRank\022\037\n\013rerank_rank\030\004 " +
+      "\001(\rR\nrerankRank\022.\n\020rerank_relevance\030\005 \001(" +
+      "\001H\000R\017rerankRelevance\210\001\001\022B\n\ranswerability" +
+      "\030\006 \001(\0162\034.groundwire.v1.AnswerabilityR\ran" +
+      "swerabilityB\023\n\021_rerank_relevance\"\354\003\n\021Rer" +
+      "ankingMetadata\022\034\n\trequested\030\001 \001(\010R\treque" +
+      "sted\022\020\n\003ran\030\002 \001(\010R\003ran\022\'\n\017candidate_coun" +
+      "t\030\003 \001(\rR\016candidateCount\0225\n\010duration\030\004 \001(" +
+      "\0132\031.google.protobuf.DurationR\010duration\0226" +
+      "\n\007outcome\030\005 \001(\0162\034.groundwire.v1.RerankOu" +
+      "tcomeR\007outcome\022I\n\016failure_policy\030\006 \001(\0162\"" +
+      ".groundwire.v1.RerankFailurePolicyR\rfail" +
+      "urePolicy\022B\n\ranswerability\030\007 \001(\0162\034.groun" +
+      "dwire.v1.AnswerabilityR\ranswerability\022\033\n" +
+      "\ttimed_out\030\010 \001(\010R\010timedOut\022!\n\014failure_co" +
+      "de\030\t \001(\tR\013failureCode\022@\n\ncandidates\030\n \003(" +
+      "\0132 .groundwire.v1.RerankedCandidateR\ncan" +
+      "didates\"\307\001\n\016RerankResponse\022:\n\007results\030\001 " +
+      "\003(\0132 .groundwire.v1.RerankedCandidateR\007r" +
+      "esults\022>\n\treranking\030\002 \001(\0132 .groundwire.v" +
+      "1.RerankingMetadataR\treranking\0229\n\007profil" +
+      "e\030\003 \001(\0132\037.groundwire.v1.RetrievalProfile" +
+      "R\007profile*\241\001\n\rRerankOutcome\022\036\n\032RERANK_OU" +
+      "TCOME_UNSPECIFIED\020\000\022\034\n\030RERANK_OUTCOME_SU" +
+      "CCEEDED\020\001\022\033\n\027RERANK_OUTCOME_FALLBACK\020\002\022\031" +
+      "\n\025RERANK_OUTCOME_FAILED\020\003\022\032\n\026RERANK_OUTC" +
+      "OME_SKIPPED\020\004*\212\001\n\023RerankFailurePolicy\022%\n" +
+      "!RERANK_FAILURE_POLICY_UNSPECIFIED\020\000\022\036\n\032" +
+      "RERANK_FAILURE_POLICY_FAIL\020\001\022,\n(RERANK_F" +
+      "AILURE_POLICY_USE_ORIGINAL_ORDER\020\002*\211\001\n\rA" +
+      "nswerability\022\035\n\031ANSWERABILITY_UNSPECIFIE" +
+      "D\020\000\022\034\n\030ANSWERABILITY_ANSWERABLE\020\001\022 \n\034ANS" +
+      "WERABILITY_NOT_ANSWERABLE\020\002\022\031\n\025ANSWERABI" +
+      "LITY_UNKNOWN\020\0032X\n\017RerankerService\022E\n\006Rer" +
+      "ank\022\034.groundwire.v1.RerankRequest\032\035.grou" +
+      "ndwire.v1.RerankResponseB\261\001\n\021dev.groundw" +
+      "ire.v1B\rRerankerProtoP\001Z8github.com/grou" +
+      "ndwire/groundwire/clients/go/groundwirev" +
+      "1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGroundwire\\V1\342" +
+      "\002\031Groundwire\\V1\\GPBMetadata\352\002\016Groundwire" +
+      "::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
           com.google.protobuf.DurationProto.getDescriptor(),
+          dev.groundwire.v1.CommonProto.getDescriptor(),
         });
     internal_static_groundwire_v1_RerankCandidate_descriptor =
       getDescriptor().getMessageType(0);
@@ -151,9 +154,10 @@ public final class RerankerProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_RerankResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RerankResponse_descriptor,
-        new java.lang.String[] { "Results", "Reranking", });
+        new java.lang.String[] { "Results", "Reranking", "Profile", });
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.DurationProto.getDescriptor();
+    dev.groundwire.v1.CommonProto.getDescriptor();
   }
 
   // @@protoc_insertion_point(outer_class_scope)

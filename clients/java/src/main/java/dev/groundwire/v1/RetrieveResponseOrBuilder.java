@@ -85,4 +85,37 @@ public interface RetrieveResponseOrBuilder extends
    * <code>.groundwire.v1.RetrievalDiagnostics diagnostics = 2 [json_name = "diagnostics"];</code>
    */
   dev.groundwire.v1.RetrievalDiagnosticsOrBuilder getDiagnosticsOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. The retrieval profile that produced the results: the
+   * searched index version with its chunking, embedder and analyzer, and the
+   * server's fusion defaults.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+   * @return Whether the profile field is set.
+   */
+  boolean hasProfile();
+  /**
+   * <pre>
+   * Output only. The retrieval profile that produced the results: the
+   * searched index version with its chunking, embedder and analyzer, and the
+   * server's fusion defaults.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+   * @return The profile.
+   */
+  dev.groundwire.v1.RetrievalProfile getProfile();
+  /**
+   * <pre>
+   * Output only. The retrieval profile that produced the results: the
+   * searched index version with its chunking, embedder and analyzer, and the
+   * server's fusion defaults.
+   * </pre>
+   *
+   * <code>.groundwire.v1.RetrievalProfile profile = 3 [json_name = "profile"];</code>
+   */
+  dev.groundwire.v1.RetrievalProfileOrBuilder getProfileOrBuilder();
 }

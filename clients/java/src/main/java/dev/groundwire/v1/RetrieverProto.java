@@ -142,24 +142,25 @@ public final class RetrieverProto extends com.google.protobuf.GeneratedFile {
       " \001(\rR\rfeedbackTerms\022.\n\022feedback_document" +
       "s\030\324\001 \001(\rR\021feedbackDocuments\022P\n\025applied_f" +
       "usion_method\030\326\001 \001(\0162\033.groundwire.v1.Fusi" +
-      "onMethodR\023appliedFusionMethod\"\223\001\n\020Retrie" +
+      "onMethodR\023appliedFusionMethod\"\316\001\n\020Retrie" +
       "veResponse\0228\n\007results\030\001 \003(\0132\036.groundwire" +
       ".v1.RetrievalResultR\007results\022E\n\013diagnost" +
       "ics\030\002 \001(\0132#.groundwire.v1.RetrievalDiagn" +
-      "osticsR\013diagnostics*\203\001\n\rRetrievalMode\022\036\n" +
-      "\032RETRIEVAL_MODE_UNSPECIFIED\020\000\022\033\n\027RETRIEV" +
-      "AL_MODE_SEMANTIC\020\001\022\032\n\026RETRIEVAL_MODE_LEX" +
-      "ICAL\020\002\022\031\n\025RETRIEVAL_MODE_HYBRID\020\003*_\n\014Fus" +
-      "ionMethod\022\035\n\031FUSION_METHOD_UNSPECIFIED\020\000" +
-      "\022\025\n\021FUSION_METHOD_RRF\020\001\022\031\n\025FUSION_METHOD" +
-      "_MIN_MAX\020\0022_\n\020RetrieverService\022K\n\010Retrie" +
-      "ve\022\036.groundwire.v1.RetrieveRequest\032\037.gro" +
-      "undwire.v1.RetrieveResponseB\262\001\n\021dev.grou" +
-      "ndwire.v1B\016RetrieverProtoP\001Z8github.com/" +
-      "groundwire/groundwire/clients/go/groundw" +
-      "irev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGroundwire" +
-      "\\V1\342\002\031Groundwire\\V1\\GPBMetadata\352\002\016Ground" +
-      "wire::V1b\006proto3"
+      "osticsR\013diagnostics\0229\n\007profile\030\003 \001(\0132\037.g" +
+      "roundwire.v1.RetrievalProfileR\007profile*\203" +
+      "\001\n\rRetrievalMode\022\036\n\032RETRIEVAL_MODE_UNSPE" +
+      "CIFIED\020\000\022\033\n\027RETRIEVAL_MODE_SEMANTIC\020\001\022\032\n" +
+      "\026RETRIEVAL_MODE_LEXICAL\020\002\022\031\n\025RETRIEVAL_M" +
+      "ODE_HYBRID\020\003*_\n\014FusionMethod\022\035\n\031FUSION_M" +
+      "ETHOD_UNSPECIFIED\020\000\022\025\n\021FUSION_METHOD_RRF" +
+      "\020\001\022\031\n\025FUSION_METHOD_MIN_MAX\020\0022_\n\020Retriev" +
+      "erService\022K\n\010Retrieve\022\036.groundwire.v1.Re" +
+      "trieveRequest\032\037.groundwire.v1.RetrieveRe" +
+      "sponseB\262\001\n\021dev.groundwire.v1B\016RetrieverP" +
+      "rotoP\001Z8github.com/groundwire/groundwire" +
+      "/clients/go/groundwirev1\242\002\003GXX\252\002\rGroundw" +
+      "ire.V1\312\002\rGroundwire\\V1\342\002\031Groundwire\\V1\\G" +
+      "PBMetadata\352\002\016Groundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -215,7 +216,7 @@ public final class RetrieverProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_RetrieveResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_RetrieveResponse_descriptor,
-        new java.lang.String[] { "Results", "Diagnostics", });
+        new java.lang.String[] { "Results", "Diagnostics", "Profile", });
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.DurationProto.getDescriptor();
     dev.groundwire.v1.CommonProto.getDescriptor();
