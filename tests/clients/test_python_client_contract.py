@@ -563,13 +563,22 @@ def test_push_files_sends_text_formats_and_refuses_binary_ones_before_any_call(
         "notes.txt": ingestion_pb2.DOCUMENT_FORMAT_TEXT,
         "page.html": ingestion_pb2.DOCUMENT_FORMAT_HTML,
     }
+    # Files the server's loaders read from their bytes go as content + media type.
     (tmp_path / "paper.pdf").write_bytes(b"%PDF-1.7 ...")
-    with pytest.raises(UnsupportedFileError, match="application/pdf"):
-        sync.push_files("docs", [tmp_path / "guide.md", tmp_path / "paper.pdf"])
+    (tmp_path / "deck.pptx").write_bytes(b"PK\x03\x04")
+    sync.push_files("docs", [tmp_path / "guide.md", tmp_path / "paper.pdf", tmp_path / "deck.pptx"])
+    _, call = server.calls("UpsertDocuments")
+    sent_bytes = {d.document_id: (d.media_type, d.content) for d in call.request.documents}
+    assert sent_bytes["paper.pdf"] == ("application/pdf", b"%PDF-1.7 ...")
+    assert sent_bytes["deck.pptx"][0].endswith("presentationml.presentation")
+    assert sent_bytes["guide.md"] == ("", b"")
     (tmp_path / "blob.txt").write_bytes(b"\xff\xfe\x00")
     with pytest.raises(UnsupportedFileError, match="not UTF-8"):
         sync.push_files("docs", [tmp_path / "blob.txt"])
-    assert len(server.calls("UpsertDocuments")) == 1  # nothing more was sent
+    (tmp_path / "photo.png").write_bytes(b"\x89PNG")
+    with pytest.raises(UnsupportedFileError, match="unsupported file type"):
+        sync.push_files("docs", [tmp_path / "photo.png"])
+    assert len(server.calls("UpsertDocuments")) == 2  # nothing more was sent
 
 
 async def test_async_delete_dedupes_and_counts(server: Scripted, aio: GroundwireClient) -> None:

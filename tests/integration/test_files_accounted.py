@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gzip
 import io
 import re
 import urllib.request
@@ -81,6 +82,8 @@ MIXED: dict[str, tuple[bytes, str | None]] = {
     "README": (b"TOKREADME project readme without an extension\n", None),
     "sub/deep.md": (b"TOKDEEP nested\n", None),
     "archive.gz": (b"\x1f\x8b\x08\x00binary", "UNSUPPORTED_FORMAT"),
+    "manual.md.gz": (gzip.compress(b"# Manual\n\nTOKGZIP compressed page\n"), None),
+    "bomb.txt.gz": (gzip.compress(b"\0" * (4 * MAX_BYTES)), "TOO_LARGE"),
     "photo.png": (b"\x89PNG\r\n\x1a\n", "UNSUPPORTED_FORMAT"),
     "LICENSE-blob": (b"\x00\x01\x02\x03" * 10, "UNSUPPORTED_FORMAT"),
     "empty.md": (b"  \n", "EMPTY"),
@@ -204,7 +207,7 @@ async def test_a_mixed_folder_has_every_file_accounted_for(
     assert dict(c.not_ingested_by_reason) == {
         "UNSUPPORTED_FORMAT": 3,
         "EMPTY": 1,
-        "TOO_LARGE": 1,
+        "TOO_LARGE": 2,  # huge.txt, and bomb.txt.gz refused at the bound while inflating
         "NOT_UTF8": 1,
         "PARSE_FAILED": 1,
     }
@@ -221,6 +224,7 @@ async def test_a_mixed_folder_has_every_file_accounted_for(
         "letter.odt": "TOKODT",
         "README": "TOKREADME",
         "sub/deep.md": "TOKDEEP",
+        "manual.md.gz": "TOKGZIP",
     }
     assert sorted(tokens) == expected_ingested
     for name, token in tokens.items():

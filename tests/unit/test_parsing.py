@@ -298,3 +298,64 @@ async def test_workers_go_round_robin_among_tenants_not_first_come(
     # come, first served would run it last).
     assert order[:2] == ["noisy-hold", "quiet-1"], order
     assert sorted(order[2:]) == ["noisy-0", "noisy-1", "noisy-2"]
+
+
+def _gz(tmp_path: Path, name: str, data: bytes) -> Path:
+    import gzip
+
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(data))
+    return path
+
+
+def test_a_gzip_file_is_read_as_its_inner_format(tmp_path: Path) -> None:
+    from groundwire.ingestion.loaders import content_suffix, load_file
+
+    path = _gz(tmp_path, "leave-policy.md.gz", b"# Leave policy\n\nParental leave is 16 weeks.\n")
+    doc = load_file(path, "leave-policy.md.gz", "s", max_bytes=MB, metadata={})
+    assert isinstance(doc, LoadedDocument), doc
+    assert doc.format is DocumentFormat.MARKDOWN and doc.title == "Leave policy"
+    assert "16 weeks" in doc.text and doc.extension == ".md"
+    assert content_suffix(path) == ".md"
+    # Without an inner extension: text by content, like an extensionless file.
+    readme = load_file(
+        _gz(tmp_path, "README.gz", b"plain words"), "README.gz", "s", max_bytes=MB, metadata={}
+    )
+    assert isinstance(readme, LoadedDocument) and readme.text == "plain words"
+
+
+def test_a_gzip_bomb_is_refused_without_inflating_it(tmp_path: Path) -> None:
+    import tracemalloc
+
+    from groundwire.ingestion.loaders import load_file
+
+    path = _gz(tmp_path, "bomb.txt.gz", b"\0" * (256 * MB))  # ~250 KB compressed
+    assert path.stat().st_size < MB
+    tracemalloc.start()
+    try:
+        result = load_file(path, "bomb.txt.gz", "s", max_bytes=MB, metadata={})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result == LoadFailure("bomb.txt.gz", DocumentFailureReason.TOO_LARGE)
+    assert peak < 16 * MB, peak  # inflated no further than the bound
+
+
+def test_a_broken_or_unreadable_gzip_fails_with_its_reason(tmp_path: Path) -> None:
+    from groundwire.ingestion.loaders import load_file
+
+    broken = tmp_path / "broken.md.gz"
+    broken.write_bytes(b"\x1f\x8b\x08\x00 not deflate at all")
+    assert load_file(broken, "b", "s", max_bytes=MB, metadata={}) == LoadFailure(
+        "b", DocumentFailureReason.PARSE_FAILED
+    )
+    # An inner extension the source does not read is skipped like the bare file.
+    odd = _gz(tmp_path, "data.bin.gz", b"\x00\x01")
+    assert load_file(odd, "o", "s", max_bytes=MB, metadata={}) == LoadFailure(
+        "o", DocumentFailureReason.UNSUPPORTED_FORMAT
+    )
+    only_md = {".md": DocumentFormat.MARKDOWN}
+    listed = _gz(tmp_path, "r.md.gz", b"# T\n\nx")
+    assert load_file(listed, "r", "s", max_bytes=MB, metadata={}, formats=only_md) == LoadFailure(
+        "r", DocumentFailureReason.UNSUPPORTED_FORMAT
+    )

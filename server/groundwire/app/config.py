@@ -375,9 +375,9 @@ SourceConfig = Annotated[
 
 
 def _builtin_extensions() -> list[str]:
-    from groundwire.ingestion.loaders import FORMATS_BY_EXTENSION
+    from groundwire.ingestion.loaders import FORMATS_BY_EXTENSION, GZIP_EXTENSION
 
-    return list(FORMATS_BY_EXTENSION)
+    return [*FORMATS_BY_EXTENSION, GZIP_EXTENSION]
 
 
 class IngestionConfig(StrictModel):
@@ -428,7 +428,7 @@ class IndexConfig(StrictModel):
 
     @model_validator(mode="after")
     def _source_extensions(self) -> IndexConfig:
-        from groundwire.ingestion.loaders import FORMATS_BY_EXTENSION
+        from groundwire.ingestion.loaders import FORMATS_BY_EXTENSION, GZIP_EXTENSION
 
         for i, src in enumerate(self.sources):
             if not isinstance(src, DirectorySource | FilesSource) or not isinstance(
@@ -436,7 +436,11 @@ class IndexConfig(StrictModel):
             ):
                 continue
             for ext in src.extensions:
-                if ext not in FORMATS_BY_EXTENSION and ext not in self.ingestion.loaders:
+                if (
+                    ext not in FORMATS_BY_EXTENSION
+                    and ext != GZIP_EXTENSION
+                    and ext not in self.ingestion.loaders
+                ):
                     raise ValueError(
                         f"sources.{i}.extensions: no loader reads {ext!r}; map it to a"
                         ' format ({".ext" = "text"}) or configure ingestion.loaders'

@@ -16,10 +16,12 @@ content-free reason code, and the run continues with the next document.
 from __future__ import annotations
 
 import enum
+import gzip
 import io
 import posixpath
 import xml.etree.ElementTree as ElementTree
 import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -585,6 +587,34 @@ def _decode_prefix(head: bytes) -> str:
     raise UnicodeDecodeError("utf-8", head, 0, len(head), "not UTF-8")
 
 
+# A gzip-compressed file of any format a source reads ("notes.md.gz", "report.pdf.gz"):
+# read as the format of the extension before ".gz", after inflating it no further
+# than max_file_bytes (a bomb is refused as TOO_LARGE once the bound is passed,
+# whatever it declares).
+GZIP_EXTENSION = ".gz"
+
+
+def content_suffix(path: Path | PurePosixPath) -> str:
+    """The extension whose format and chunking policy apply: a compressed file's
+    inner one ("a.md.gz" -> ".md"), else its own."""
+    suffix = path.suffix.lower()
+    if suffix == GZIP_EXTENSION:
+        return PurePosixPath(path.stem).suffix.lower()
+    return suffix
+
+
+def _inflate(raw: bytes, max_bytes: int) -> bytes | DocumentFailureReason:
+    """A gzip stream's content, never inflating more than max_bytes + 1 bytes."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as stream:
+            data = stream.read(max_bytes + 1)
+    except (OSError, EOFError, zlib.error):
+        return DocumentFailureReason.PARSE_FAILED
+    if len(data) > max_bytes:
+        return DocumentFailureReason.TOO_LARGE
+    return data
+
+
 def load_file(
     path: Path,
     document_id: str,
@@ -603,6 +633,8 @@ def load_file(
     table: Mapping[str, DocumentFormat | None] = (
         FORMATS_BY_EXTENSION if formats is None else formats
     )
+    if suffix == GZIP_EXTENSION and (formats is None or suffix in formats):
+        return _load_gzip(path, document_id, source_id, max_bytes, metadata, table)
     plugin = (loaders or {}).get(suffix) if suffix in table or formats is None else None
     fmt = table.get(suffix)
     if fmt is None and plugin is None and suffix:
@@ -638,4 +670,48 @@ def load_file(
         max_bytes=max_bytes,
         metadata=metadata,
         fallback_title=fallback_title,
+    )
+
+
+def _load_gzip(
+    path: Path,
+    document_id: str,
+    source_id: str,
+    max_bytes: int,
+    metadata: Mapping[str, str],
+    table: Mapping[str, DocumentFormat | None],
+) -> LoadedDocument | LoadFailure:
+    """A ".gz" file: its inner extension must be one the source reads with a
+    built-in loader (or none: text by content); compressed and inflated sizes are
+    both bounded by max_bytes."""
+    inner = content_suffix(path)
+    fmt = table.get(inner) if inner else DocumentFormat.TEXT
+    if fmt is None:
+        return LoadFailure(document_id, DocumentFailureReason.UNSUPPORTED_FORMAT)
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(max_bytes + 1)
+    except OSError:
+        return LoadFailure(document_id, DocumentFailureReason.UNREADABLE)
+    if len(raw) > max_bytes:
+        return LoadFailure(document_id, DocumentFailureReason.TOO_LARGE)
+    data = _inflate(raw, max_bytes)
+    if data is DocumentFailureReason.PARSE_FAILED and not inner:
+        # Not a gzip stream, and no extension says what it should hold ("archive.gz"
+        # of another compressor): a file no loader reads, like a binary README.
+        return LoadFailure(document_id, DocumentFailureReason.UNSUPPORTED_FORMAT)
+    if isinstance(data, DocumentFailureReason):
+        return LoadFailure(document_id, data)
+    if not inner and looks_like_text(data) is not None:
+        return LoadFailure(document_id, DocumentFailureReason.UNSUPPORTED_FORMAT)
+    stem = PurePosixPath(PurePosixPath(document_id).stem).stem
+    return load_bytes(
+        document_id,
+        source_id,
+        data,
+        fmt,
+        max_bytes=max_bytes,
+        metadata=metadata,
+        fallback_title=stem.replace("-", " ").replace("_", " "),
+        extension=inner,
     )

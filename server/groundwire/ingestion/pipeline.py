@@ -34,6 +34,7 @@ from groundwire.ingestion.loaders import (
     DocumentFormat,
     LoadedDocument,
     LoadFailure,
+    content_suffix,
 )
 from groundwire.ingestion.parsing import parsers
 from groundwire.ingestion.sources import (
@@ -329,7 +330,7 @@ async def ingest_items(
             chunk_document,
             loaded,
             handle,
-            item.path.suffix if isinstance(item, FileItem) else loaded.extension or None,
+            content_suffix(item.path) if isinstance(item, FileItem) else loaded.extension or None,
         )
         if not chunks:
             report.failed += 1

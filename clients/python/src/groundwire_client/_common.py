@@ -305,11 +305,15 @@ TEXT_FILE_FORMATS: dict[str, Format] = {
     ".html": "html",
     ".htm": "html",
 }
-# Media types of the binary formats the server's loaders read from sources
-# (PDF, DOCX); pushing them needs the server's bytes upload.
+# Media types of the binary formats the server's loaders read (PushedDocument.media_type):
+# such a file is sent as its bytes (`content`) and the server extracts its text.
 BINARY_MEDIA_TYPES: dict[str, str] = {
     ".pdf": "application/pdf",
     ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".odt": "application/vnd.oasis.opendocument.text",
+    ".epub": "application/epub+zip",
 }
 
 
@@ -335,8 +339,8 @@ class Document:
 
 
 class UnsupportedFileError(ValueError):
-    """A file the server cannot accept by push yet (a binary format before the
-    server's bytes upload), or one that is not valid UTF-8 text."""
+    """A local file of a type no server loader reads, or a text file that is not
+    valid UTF-8."""
 
 
 def document_from_file(
@@ -348,8 +352,8 @@ def document_from_file(
 ) -> Document:
     """A Document read from a local file. Text formats (TEXT_FILE_FORMATS, and
     files without an extension) are decoded as UTF-8 and sent as text in their
-    format; binary formats (BINARY_MEDIA_TYPES) become a bytes Document, which
-    `upsert_request` refuses until the server accepts bytes. `document_id`
+    format; binary formats (BINARY_MEDIA_TYPES: PDF, DOCX, PPTX, XLSX, ODT, EPUB)
+    become a bytes Document the server's loader of that media type reads. `document_id`
     defaults to the file name."""
     p = Path(path)
     doc_id = document_id or p.name
@@ -372,13 +376,17 @@ def document_from_file(
 
 
 def pushed_document(doc: Document) -> ingestion_pb2.PushedDocument:
-    """The wire form of one Document. Bytes documents are refused until the
-    contract accepts them (this is the one place that changes when it does)."""
+    """The wire form of one Document: text in its format, or file bytes with their
+    media type (read on the server by the same loader a source's file is)."""
     if doc.data is not None:
-        raise UnsupportedFileError(
-            f"{doc.document_id}: this server version accepts pushed text, Markdown and HTML"
-            f" only, not {doc.media_type or 'bytes'}; extract the text first, or ingest the"
-            " file from a configured source"
+        if not doc.media_type:
+            raise ValueError(f"{doc.document_id}: a bytes Document needs its media_type")
+        return ingestion_pb2.PushedDocument(
+            document_id=doc.document_id,
+            content=doc.data,
+            media_type=doc.media_type,
+            title=doc.title,
+            metadata=dict(doc.metadata),
         )
     return ingestion_pb2.PushedDocument(
         document_id=doc.document_id,
