@@ -15,6 +15,7 @@ import pytest
 
 from groundwire.app.config import parse_config
 from groundwire.app.config_base import ConfigError
+from groundwire.app.ingest_cli import ingest
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2, retriever_pb2_grpc
 from tests.support.servers import serving
@@ -73,13 +74,19 @@ async def _ingest(stub: ingestion_pb2_grpc.IngestionManagerServiceAsyncStub) -> 
 
 
 async def test_truncation_is_counted_per_operation_and_query(
-    docs: Path, store: dict[str, object]
+    docs: Path, store: dict[str, object], capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with (
         serving(parse_config(_config(docs, store, "truncate"))) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
     ):
-        op = await _ingest(ingestion_pb2_grpc.IngestionManagerServiceStub(channel))
+        # Ingested with the CLI, whose summary says it (not only `operations --json`).
+        assert await ingest(f"127.0.0.1:{app.port}", "docs") == 0
+        out = capsys.readouterr().out
+        assert "2 of 4 chunks longer than the embedding model's window were embedded" in out
+        stub = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
+        listed = await stub.ListOperations(ing.ListOperationsRequest(index_name="docs"))
+        op = listed.operations[0]
         assert op.state == ing.OPERATION_STATE_SUCCEEDED and op.counts.ingested == 4
         assert op.counts.truncated_chunks == 2
         assert op.counts.embedding_usage.truncated_texts == 2

@@ -100,6 +100,14 @@ async def ingest(
         f"{c.failed} failed, {c.skipped} skipped, {c.deleted} deleted, "
         f"{c.chunks_written} chunks" + (f", error {final.error_code}" if final.error_code else "")
     )
+    if c.truncated_chunks:
+        # Embedded from their beginning only (the index's overlong_chunks = "truncate"):
+        # the rest of such a chunk is found lexically, never semantically.
+        print(
+            f"{c.truncated_chunks} of {c.chunks_written} chunks longer than the embedding"
+            " model's window were embedded truncated (smaller chunking.size, or"
+            ' overlong_chunks = "reject", avoids it)'
+        )
     print_accounting(final)
     return 0 if final.state == ing.OPERATION_STATE_SUCCEEDED else 1
 
@@ -112,6 +120,7 @@ _REASONS = {
     "BINARY": "not text",
     "UNREADABLE": "unreadable",
     "PARSE_FAILED": "could not be parsed",
+    "TOO_COMPLEX": "too complex to parse within the bounds",
 }
 
 
