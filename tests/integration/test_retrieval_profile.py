@@ -134,11 +134,11 @@ async def test_retrieve_reports_the_index_version_and_fusion_profile(served: Ser
     ]
     parts = by_kind(p)
     version = r.diagnostics.index_version
-    assert parts[K.PROFILE_PART_KIND_INDEX].descriptor == f"name=kb version={version}"
-    assert parts[K.PROFILE_PART_KIND_FUSION].descriptor == (
+    assert parts[K.PROFILE_PART_KIND_INDEX].settings == f"name=kb version={version}"
+    assert parts[K.PROFILE_PART_KIND_FUSION].settings == (
         "method=rrf k=20 semantic_weight=1 lexical_weight=1 leg_depth=50"
     )
-    assert "hashing/" in parts[K.PROFILE_PART_KIND_EMBEDDER].descriptor
+    assert "hashing/" in parts[K.PROFILE_PART_KIND_EMBEDDER].settings
     assert all(len(x.fingerprint) == 16 for x in p.parts)
     assert_content_free(p)
     # Stable: another query, another mode, the same profile.
@@ -171,7 +171,7 @@ async def test_rerank_reports_the_reranker_and_the_settings_applied(served: Serv
 
     first = await rerank()
     assert kinds(first.profile) == [K.PROFILE_PART_KIND_RERANKER]
-    d = first.profile.parts[0].descriptor
+    d = first.profile.parts[0].settings
     assert d.startswith("name=overlap provider=offline model=term-overlap-v1")
     assert "maximum_candidates=5" in d and "failure_policy=use_original_order" in d
     assert_content_free(first.profile)
@@ -197,11 +197,11 @@ async def test_execute_names_its_profile_on_every_surface(served: Served) -> Non
         )
     ]
     parts = by_kind(p)
-    assert parts[K.PROFILE_PART_KIND_INDEX].descriptor.endswith(f"version={r.rag.index_version}")
-    policy = parts[K.PROFILE_PART_KIND_AGENT_POLICY].descriptor
+    assert parts[K.PROFILE_PART_KIND_INDEX].settings.endswith(f"version={r.rag.index_version}")
+    policy = parts[K.PROFILE_PART_KIND_AGENT_POLICY].settings
     assert policy.startswith("agent=reranked model=offline/extractive-v1 index=kb")
     assert "mode=open" in policy and " definition=" in policy
-    assert parts[K.PROFILE_PART_KIND_FINAL_SELECTION].descriptor == (
+    assert parts[K.PROFILE_PART_KIND_FINAL_SELECTION].settings == (
         "policy=reranker_only retrieval_weight=none normalization=none "
         "candidate_multiplier=1 pool=5 final_top_k=5"
     )
@@ -252,7 +252,7 @@ async def test_a_reload_that_changes_a_part_yields_a_new_profile_without_reinges
         if part.fingerprint != by_kind(before)[k].fingerprint
     ]
     assert changed == [K.PROFILE_PART_KIND_FUSION]
-    assert "k=60" in by_kind(after)[K.PROFILE_PART_KIND_FUSION].descriptor
+    assert "k=60" in by_kind(after)[K.PROFILE_PART_KIND_FUSION].settings
 
     await served.reload(config(rrf_k=60, threshold=0.8))
     agent_after = (await served.execute("reranked")).profile

@@ -888,10 +888,12 @@ type ProfilePart struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Output only. Which part (never UNSPECIFIED).
 	Kind ProfilePartKind `protobuf:"varint,1,opt,name=kind,proto3,enum=groundwire.v1.ProfilePartKind" json:"kind,omitempty"`
-	// Output only. The part's content-free descriptor, at most 1024 characters:
-	// space-separated `key=value` settings, e.g. "method=rrf k=20
-	// semantic_weight=1 lexical_weight=1 leg_depth=50".
-	Descriptor_ string `protobuf:"bytes,2,opt,name=descriptor,proto3" json:"descriptor,omitempty"`
+	// Output only. The part's content-free settings, at most 1024 characters:
+	// space-separated `key=value` pairs, e.g. "method=rrf k=20
+	// semantic_weight=1 lexical_weight=1 leg_depth=50". (Not named
+	// `descriptor`: that would clash with the generated Java classes' own
+	// getDescriptor().)
+	Settings string `protobuf:"bytes,2,opt,name=settings,proto3" json:"settings,omitempty"`
 	// Output only. Fingerprint of this part alone: 16 lowercase hex digits.
 	// Two profiles differ in exactly the parts whose fingerprints differ.
 	Fingerprint   string `protobuf:"bytes,3,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
@@ -936,9 +938,9 @@ func (x *ProfilePart) GetKind() ProfilePartKind {
 	return ProfilePartKind_PROFILE_PART_KIND_UNSPECIFIED
 }
 
-func (x *ProfilePart) GetDescriptor_() string {
+func (x *ProfilePart) GetSettings() string {
 	if x != nil {
-		return x.Descriptor_
+		return x.Settings
 	}
 	return ""
 }
@@ -992,12 +994,10 @@ const file_groundwire_v1_common_proto_rawDesc = "" +
 	"conditions\"f\n" +
 	"\x10RetrievalProfile\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x120\n" +
-	"\x05parts\x18\x02 \x03(\v2\x1a.groundwire.v1.ProfilePartR\x05parts\"\x83\x01\n" +
+	"\x05parts\x18\x02 \x03(\v2\x1a.groundwire.v1.ProfilePartR\x05parts\"\x7f\n" +
 	"\vProfilePart\x122\n" +
-	"\x04kind\x18\x01 \x01(\x0e2\x1e.groundwire.v1.ProfilePartKindR\x04kind\x12\x1e\n" +
-	"\n" +
-	"descriptor\x18\x02 \x01(\tR\n" +
-	"descriptor\x12 \n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1e.groundwire.v1.ProfilePartKindR\x04kind\x12\x1a\n" +
+	"\bsettings\x18\x02 \x01(\tR\bsettings\x12 \n" +
 	"\vfingerprint\x18\x03 \x01(\tR\vfingerprint*\xd5\x02\n" +
 	"\vScoreMetric\x12\x1c\n" +
 	"\x18SCORE_METRIC_UNSPECIFIED\x10\x00\x12\"\n" +

@@ -186,7 +186,7 @@ def profile_to_proto(profile: RetrievalProfile) -> common_pb2.RetrievalProfile:
         fingerprint=profile.fingerprint,
         parts=[
             common_pb2.ProfilePart(
-                kind=_PART_KINDS[p.kind], descriptor=p.descriptor, fingerprint=p.fingerprint
+                kind=_PART_KINDS[p.kind], settings=p.descriptor, fingerprint=p.fingerprint
             )
             for p in profile.parts
         ],

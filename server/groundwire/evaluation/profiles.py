@@ -48,7 +48,7 @@ def profile_from_proto(msg: common_pb2.RetrievalProfile) -> RetrievalProfile | N
     for p in msg.parts:
         name = common_pb2.ProfilePartKind.Name(p.kind).removeprefix(_PREFIX)
         if name in ProfilePartKind.__members__:
-            parts.append(ProfilePart(ProfilePartKind[name], p.descriptor))
+            parts.append(ProfilePart(ProfilePartKind[name], p.settings))
     return RetrievalProfile(tuple(parts)) if parts else None
 
 

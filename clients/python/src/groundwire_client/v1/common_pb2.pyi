@@ -509,14 +509,16 @@ class ProfilePart(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     KIND_FIELD_NUMBER: _builtins.int
-    DESCRIPTOR_FIELD_NUMBER: _builtins.int
+    SETTINGS_FIELD_NUMBER: _builtins.int
     FINGERPRINT_FIELD_NUMBER: _builtins.int
     kind: Global___ProfilePartKind.ValueType
     """Output only. Which part (never UNSPECIFIED)."""
-    descriptor: _builtins.str
-    """Output only. The part's content-free descriptor, at most 1024 characters:
-    space-separated `key=value` settings, e.g. "method=rrf k=20
-    semantic_weight=1 lexical_weight=1 leg_depth=50".
+    settings: _builtins.str
+    """Output only. The part's content-free settings, at most 1024 characters:
+    space-separated `key=value` pairs, e.g. "method=rrf k=20
+    semantic_weight=1 lexical_weight=1 leg_depth=50". (Not named
+    `descriptor`: that would clash with the generated Java classes' own
+    getDescriptor().)
     """
     fingerprint: _builtins.str
     """Output only. Fingerprint of this part alone: 16 lowercase hex digits.
@@ -526,12 +528,12 @@ class ProfilePart(_message.Message):
         self,
         *,
         kind: Global___ProfilePartKind.ValueType = ...,
-        descriptor: _builtins.str = ...,
+        settings: _builtins.str = ...,
         fingerprint: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["descriptor", b"descriptor", "fingerprint", b"fingerprint", "kind", b"kind"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fingerprint", b"fingerprint", "kind", b"kind", "settings", b"settings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

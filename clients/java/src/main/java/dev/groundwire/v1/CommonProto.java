@@ -111,34 +111,34 @@ public final class CommonProto extends com.google.protobuf.GeneratedFile {
       "ndwire.v1.MetadataConditionR\nconditions\"" +
       "f\n\020RetrievalProfile\022 \n\013fingerprint\030\001 \001(\t" +
       "R\013fingerprint\0220\n\005parts\030\002 \003(\0132\032.groundwir" +
-      "e.v1.ProfilePartR\005parts\"\203\001\n\013ProfilePart\022" +
-      "2\n\004kind\030\001 \001(\0162\036.groundwire.v1.ProfilePar" +
-      "tKindR\004kind\022\036\n\ndescriptor\030\002 \001(\tR\ndescrip" +
-      "tor\022 \n\013fingerprint\030\003 \001(\tR\013fingerprint*\325\002" +
-      "\n\013ScoreMetric\022\034\n\030SCORE_METRIC_UNSPECIFIE" +
-      "D\020\000\022\"\n\036SCORE_METRIC_COSINE_SIMILARITY\020\001\022" +
-      " \n\034SCORE_METRIC_COSINE_DISTANCE\020\002\022#\n\037SCO" +
-      "RE_METRIC_EUCLIDEAN_DISTANCE\020\003\022\034\n\030SCORE_" +
-      "METRIC_DOT_PRODUCT\020\004\022\025\n\021SCORE_METRIC_BM2" +
-      "5\020\005\022\032\n\026SCORE_METRIC_TEXT_RANK\020\006\022\'\n#SCORE" +
-      "_METRIC_RECIPROCAL_RANK_FUSION\020\007\022!\n\035SCOR" +
-      "E_METRIC_RERANK_RELEVANCE\020\010\022 \n\033SCORE_MET" +
-      "RIC_MIN_MAX_FUSION\020\322\001*d\n\014RetrievalLeg\022\035\n" +
-      "\031RETRIEVAL_LEG_UNSPECIFIED\020\000\022\032\n\026RETRIEVA" +
-      "L_LEG_SEMANTIC\020\001\022\031\n\025RETRIEVAL_LEG_LEXICA" +
-      "L\020\002*\272\002\n\017ProfilePartKind\022!\n\035PROFILE_PART_" +
-      "KIND_UNSPECIFIED\020\000\022\033\n\027PROFILE_PART_KIND_" +
-      "INDEX\020\001\022\036\n\032PROFILE_PART_KIND_CHUNKING\020\002\022" +
-      "\036\n\032PROFILE_PART_KIND_EMBEDDER\020\003\022\036\n\032PROFI" +
-      "LE_PART_KIND_ANALYZER\020\004\022\034\n\030PROFILE_PART_" +
-      "KIND_FUSION\020\005\022\036\n\032PROFILE_PART_KIND_RERAN" +
-      "KER\020\006\022%\n!PROFILE_PART_KIND_FINAL_SELECTI" +
-      "ON\020\007\022\"\n\036PROFILE_PART_KIND_AGENT_POLICY\020\010" +
-      "B\257\001\n\021dev.groundwire.v1B\013CommonProtoP\001Z8g" +
-      "ithub.com/groundwire/groundwire/clients/" +
-      "go/groundwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\r" +
-      "Groundwire\\V1\342\002\031Groundwire\\V1\\GPBMetadat" +
-      "a\352\002\016Groundwire::V1b\006proto3"
+      "e.v1.ProfilePartR\005parts\"\177\n\013ProfilePart\0222" +
+      "\n\004kind\030\001 \001(\0162\036.groundwire.v1.ProfilePart" +
+      "KindR\004kind\022\032\n\010settings\030\002 \001(\tR\010settings\022 " +
+      "\n\013fingerprint\030\003 \001(\tR\013fingerprint*\325\002\n\013Sco" +
+      "reMetric\022\034\n\030SCORE_METRIC_UNSPECIFIED\020\000\022\"" +
+      "\n\036SCORE_METRIC_COSINE_SIMILARITY\020\001\022 \n\034SC" +
+      "ORE_METRIC_COSINE_DISTANCE\020\002\022#\n\037SCORE_ME" +
+      "TRIC_EUCLIDEAN_DISTANCE\020\003\022\034\n\030SCORE_METRI" +
+      "C_DOT_PRODUCT\020\004\022\025\n\021SCORE_METRIC_BM25\020\005\022\032" +
+      "\n\026SCORE_METRIC_TEXT_RANK\020\006\022\'\n#SCORE_METR" +
+      "IC_RECIPROCAL_RANK_FUSION\020\007\022!\n\035SCORE_MET" +
+      "RIC_RERANK_RELEVANCE\020\010\022 \n\033SCORE_METRIC_M" +
+      "IN_MAX_FUSION\020\322\001*d\n\014RetrievalLeg\022\035\n\031RETR" +
+      "IEVAL_LEG_UNSPECIFIED\020\000\022\032\n\026RETRIEVAL_LEG" +
+      "_SEMANTIC\020\001\022\031\n\025RETRIEVAL_LEG_LEXICAL\020\002*\272" +
+      "\002\n\017ProfilePartKind\022!\n\035PROFILE_PART_KIND_" +
+      "UNSPECIFIED\020\000\022\033\n\027PROFILE_PART_KIND_INDEX" +
+      "\020\001\022\036\n\032PROFILE_PART_KIND_CHUNKING\020\002\022\036\n\032PR" +
+      "OFILE_PART_KIND_EMBEDDER\020\003\022\036\n\032PROFILE_PA" +
+      "RT_KIND_ANALYZER\020\004\022\034\n\030PROFILE_PART_KIND_" +
+      "FUSION\020\005\022\036\n\032PROFILE_PART_KIND_RERANKER\020\006" +
+      "\022%\n!PROFILE_PART_KIND_FINAL_SELECTION\020\007\022" +
+      "\"\n\036PROFILE_PART_KIND_AGENT_POLICY\020\010B\257\001\n\021" +
+      "dev.groundwire.v1B\013CommonProtoP\001Z8github" +
+      ".com/groundwire/groundwire/clients/go/gr" +
+      "oundwirev1\242\002\003GXX\252\002\rGroundwire.V1\312\002\rGroun" +
+      "dwire\\V1\342\002\031Groundwire\\V1\\GPBMetadata\352\002\016G" +
+      "roundwire::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -203,7 +203,7 @@ public final class CommonProto extends com.google.protobuf.GeneratedFile {
     internal_static_groundwire_v1_ProfilePart_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_groundwire_v1_ProfilePart_descriptor,
-        new java.lang.String[] { "Kind", "Descriptor", "Fingerprint", });
+        new java.lang.String[] { "Kind", "Settings", "Fingerprint", });
     descriptor.resolveAllFeaturesImmutable();
   }
 

@@ -33,7 +33,7 @@ private static final long serialVersionUID = 0L;
   }
   private ProfilePart() {
     kind_ = 0;
-    descriptor_ = "";
+    settings_ = "";
     fingerprint_ = "";
   }
 
@@ -81,51 +81,55 @@ private static final long serialVersionUID = 0L;
     return result == null ? dev.groundwire.v1.ProfilePartKind.UNRECOGNIZED : result;
   }
 
-  public static final int DESCRIPTOR_FIELD_NUMBER = 2;
+  public static final int SETTINGS_FIELD_NUMBER = 2;
   @SuppressWarnings("serial")
-  private volatile java.lang.Object descriptor_ = "";
+  private volatile java.lang.Object settings_ = "";
   /**
    * <pre>
-   * Output only. The part's content-free descriptor, at most 1024 characters:
-   * space-separated `key=value` settings, e.g. "method=rrf k=20
-   * semantic_weight=1 lexical_weight=1 leg_depth=50".
+   * Output only. The part's content-free settings, at most 1024 characters:
+   * space-separated `key=value` pairs, e.g. "method=rrf k=20
+   * semantic_weight=1 lexical_weight=1 leg_depth=50". (Not named
+   * `descriptor`: that would clash with the generated Java classes' own
+   * getDescriptor().)
    * </pre>
    *
-   * <code>string descriptor = 2 [json_name = "descriptor"];</code>
-   * @return The descriptor.
+   * <code>string settings = 2 [json_name = "settings"];</code>
+   * @return The settings.
    */
   @java.lang.Override
-  public java.lang.String getDescriptor() {
-    java.lang.Object ref = descriptor_;
+  public java.lang.String getSettings() {
+    java.lang.Object ref = settings_;
     if (ref instanceof java.lang.String) {
       return (java.lang.String) ref;
     } else {
       com.google.protobuf.ByteString bs = 
           (com.google.protobuf.ByteString) ref;
       java.lang.String s = bs.toStringUtf8();
-      descriptor_ = s;
+      settings_ = s;
       return s;
     }
   }
   /**
    * <pre>
-   * Output only. The part's content-free descriptor, at most 1024 characters:
-   * space-separated `key=value` settings, e.g. "method=rrf k=20
-   * semantic_weight=1 lexical_weight=1 leg_depth=50".
+   * Output only. The part's content-free settings, at most 1024 characters:
+   * space-separated `key=value` pairs, e.g. "method=rrf k=20
+   * semantic_weight=1 lexical_weight=1 leg_depth=50". (Not named
+   * `descriptor`: that would clash with the generated Java classes' own
+   * getDescriptor().)
    * </pre>
    *
-   * <code>string descriptor = 2 [json_name = "descriptor"];</code>
-   * @return The bytes for descriptor.
+   * <code>string settings = 2 [json_name = "settings"];</code>
+   * @return The bytes for settings.
    */
   @java.lang.Override
   public com.google.protobuf.ByteString
-      getDescriptorBytes() {
-    java.lang.Object ref = descriptor_;
+      getSettingsBytes() {
+    java.lang.Object ref = settings_;
     if (ref instanceof java.lang.String) {
       com.google.protobuf.ByteString b = 
           com.google.protobuf.ByteString.copyFromUtf8(
               (java.lang.String) ref);
-      descriptor_ = b;
+      settings_ = b;
       return b;
     } else {
       return (com.google.protobuf.ByteString) ref;
@@ -198,8 +202,8 @@ private static final long serialVersionUID = 0L;
     if (kind_ != dev.groundwire.v1.ProfilePartKind.PROFILE_PART_KIND_UNSPECIFIED.getNumber()) {
       output.writeEnum(1, kind_);
     }
-    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(descriptor_)) {
-      com.google.protobuf.GeneratedMessage.writeString(output, 2, descriptor_);
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(settings_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 2, settings_);
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(fingerprint_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 3, fingerprint_);
@@ -212,8 +216,8 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeEnumSize(1, kind_);
     }
-    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(descriptor_)) {
-      size += com.google.protobuf.GeneratedMessage.computeStringSize(2, descriptor_);
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(settings_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(2, settings_);
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(fingerprint_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(3, fingerprint_);
@@ -243,8 +247,8 @@ private static final long serialVersionUID = 0L;
     dev.groundwire.v1.ProfilePart other = (dev.groundwire.v1.ProfilePart) obj;
 
     if (kind_ != other.kind_) return false;
-    if (!getDescriptor()
-        .equals(other.getDescriptor())) return false;
+    if (!getSettings()
+        .equals(other.getSettings())) return false;
     if (!getFingerprint()
         .equals(other.getFingerprint())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
@@ -260,8 +264,8 @@ private static final long serialVersionUID = 0L;
     hash = (19 * hash) + getDescriptor().hashCode();
     hash = (37 * hash) + KIND_FIELD_NUMBER;
     hash = (53 * hash) + kind_;
-    hash = (37 * hash) + DESCRIPTOR_FIELD_NUMBER;
-    hash = (53 * hash) + getDescriptor().hashCode();
+    hash = (37 * hash) + SETTINGS_FIELD_NUMBER;
+    hash = (53 * hash) + getSettings().hashCode();
     hash = (37 * hash) + FINGERPRINT_FIELD_NUMBER;
     hash = (53 * hash) + getFingerprint().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
@@ -400,7 +404,7 @@ private static final long serialVersionUID = 0L;
       super.clear();
       bitField0_ = 0;
       kind_ = 0;
-      descriptor_ = "";
+      settings_ = "";
       fingerprint_ = "";
       return this;
     }
@@ -439,7 +443,7 @@ private static final long serialVersionUID = 0L;
         result.kind_ = kind_;
       }
       if (((from_bitField0_ & 0x00000002) != 0)) {
-        result.descriptor_ = descriptor_;
+        result.settings_ = settings_;
       }
       if (((from_bitField0_ & 0x00000004) != 0)) {
         result.fingerprint_ = fingerprint_;
@@ -461,8 +465,8 @@ private static final long serialVersionUID = 0L;
       if (other.kind_ != 0) {
         setKindValue(other.getKindValue());
       }
-      if (!other.getDescriptor().isEmpty()) {
-        descriptor_ = other.descriptor_;
+      if (!other.getSettings().isEmpty()) {
+        settings_ = other.settings_;
         bitField0_ |= 0x00000002;
         onChanged();
       }
@@ -501,7 +505,7 @@ private static final long serialVersionUID = 0L;
               break;
             } // case 8
             case 18: {
-              descriptor_ = input.readStringRequireUtf8();
+              settings_ = input.readStringRequireUtf8();
               bitField0_ |= 0x00000002;
               break;
             } // case 18
@@ -599,24 +603,26 @@ private static final long serialVersionUID = 0L;
       return this;
     }
 
-    private java.lang.Object descriptor_ = "";
+    private java.lang.Object settings_ = "";
     /**
      * <pre>
-     * Output only. The part's content-free descriptor, at most 1024 characters:
-     * space-separated `key=value` settings, e.g. "method=rrf k=20
-     * semantic_weight=1 lexical_weight=1 leg_depth=50".
+     * Output only. The part's content-free settings, at most 1024 characters:
+     * space-separated `key=value` pairs, e.g. "method=rrf k=20
+     * semantic_weight=1 lexical_weight=1 leg_depth=50". (Not named
+     * `descriptor`: that would clash with the generated Java classes' own
+     * getDescriptor().)
      * </pre>
      *
-     * <code>string descriptor = 2 [json_name = "descriptor"];</code>
-     * @return The descriptor.
+     * <code>string settings = 2 [json_name = "settings"];</code>
+     * @return The settings.
      */
-    public java.lang.String getDescriptor() {
-      java.lang.Object ref = descriptor_;
+    public java.lang.String getSettings() {
+      java.lang.Object ref = settings_;
       if (!(ref instanceof java.lang.String)) {
         com.google.protobuf.ByteString bs =
             (com.google.protobuf.ByteString) ref;
         java.lang.String s = bs.toStringUtf8();
-        descriptor_ = s;
+        settings_ = s;
         return s;
       } else {
         return (java.lang.String) ref;
@@ -624,22 +630,24 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. The part's content-free descriptor, at most 1024 characters:
-     * space-separated `key=value` settings, e.g. "method=rrf k=20
-     * semantic_weight=1 lexical_weight=1 leg_depth=50".
+     * Output only. The part's content-free settings, at most 1024 characters:
+     * space-separated `key=value` pairs, e.g. "method=rrf k=20
+     * semantic_weight=1 lexical_weight=1 leg_depth=50". (Not named
+     * `descriptor`: that would clash with the generated Java classes' own
+     * getDescriptor().)
      * </pre>
      *
-     * <code>string descriptor = 2 [json_name = "descriptor"];</code>
-     * @return The bytes for descriptor.
+     * <code>string settings = 2 [json_name = "settings"];</code>
+     * @return The bytes for settings.
      */
     public com.google.protobuf.ByteString
-        getDescriptorBytes() {
-      java.lang.Object ref = descriptor_;
+        getSettingsBytes() {
+      java.lang.Object ref = settings_;
       if (ref instanceof String) {
         com.google.protobuf.ByteString b = 
             com.google.protobuf.ByteString.copyFromUtf8(
                 (java.lang.String) ref);
-        descriptor_ = b;
+        settings_ = b;
         return b;
       } else {
         return (com.google.protobuf.ByteString) ref;
@@ -647,55 +655,61 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. The part's content-free descriptor, at most 1024 characters:
-     * space-separated `key=value` settings, e.g. "method=rrf k=20
-     * semantic_weight=1 lexical_weight=1 leg_depth=50".
+     * Output only. The part's content-free settings, at most 1024 characters:
+     * space-separated `key=value` pairs, e.g. "method=rrf k=20
+     * semantic_weight=1 lexical_weight=1 leg_depth=50". (Not named
+     * `descriptor`: that would clash with the generated Java classes' own
+     * getDescriptor().)
      * </pre>
      *
-     * <code>string descriptor = 2 [json_name = "descriptor"];</code>
-     * @param value The descriptor to set.
+     * <code>string settings = 2 [json_name = "settings"];</code>
+     * @param value The settings to set.
      * @return This builder for chaining.
      */
-    public Builder setDescriptor(
+    public Builder setSettings(
         java.lang.String value) {
       java.util.Objects.requireNonNull(value);
-      descriptor_ = value;
+      settings_ = value;
       bitField0_ |= 0x00000002;
       onChanged();
       return this;
     }
     /**
      * <pre>
-     * Output only. The part's content-free descriptor, at most 1024 characters:
-     * space-separated `key=value` settings, e.g. "method=rrf k=20
-     * semantic_weight=1 lexical_weight=1 leg_depth=50".
+     * Output only. The part's content-free settings, at most 1024 characters:
+     * space-separated `key=value` pairs, e.g. "method=rrf k=20
+     * semantic_weight=1 lexical_weight=1 leg_depth=50". (Not named
+     * `descriptor`: that would clash with the generated Java classes' own
+     * getDescriptor().)
      * </pre>
      *
-     * <code>string descriptor = 2 [json_name = "descriptor"];</code>
+     * <code>string settings = 2 [json_name = "settings"];</code>
      * @return This builder for chaining.
      */
-    public Builder clearDescriptor() {
-      descriptor_ = getDefaultInstance().getDescriptor();
+    public Builder clearSettings() {
+      settings_ = getDefaultInstance().getSettings();
       bitField0_ = (bitField0_ & ~0x00000002);
       onChanged();
       return this;
     }
     /**
      * <pre>
-     * Output only. The part's content-free descriptor, at most 1024 characters:
-     * space-separated `key=value` settings, e.g. "method=rrf k=20
-     * semantic_weight=1 lexical_weight=1 leg_depth=50".
+     * Output only. The part's content-free settings, at most 1024 characters:
+     * space-separated `key=value` pairs, e.g. "method=rrf k=20
+     * semantic_weight=1 lexical_weight=1 leg_depth=50". (Not named
+     * `descriptor`: that would clash with the generated Java classes' own
+     * getDescriptor().)
      * </pre>
      *
-     * <code>string descriptor = 2 [json_name = "descriptor"];</code>
-     * @param value The bytes for descriptor to set.
+     * <code>string settings = 2 [json_name = "settings"];</code>
+     * @param value The bytes for settings to set.
      * @return This builder for chaining.
      */
-    public Builder setDescriptorBytes(
+    public Builder setSettingsBytes(
         com.google.protobuf.ByteString value) {
       java.util.Objects.requireNonNull(value);
       checkByteStringIsUtf8(value);
-      descriptor_ = value;
+      settings_ = value;
       bitField0_ |= 0x00000002;
       onChanged();
       return this;

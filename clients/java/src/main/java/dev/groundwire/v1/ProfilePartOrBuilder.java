@@ -31,27 +31,31 @@ public interface ProfilePartOrBuilder extends
 
   /**
    * <pre>
-   * Output only. The part's content-free descriptor, at most 1024 characters:
-   * space-separated `key=value` settings, e.g. "method=rrf k=20
-   * semantic_weight=1 lexical_weight=1 leg_depth=50".
+   * Output only. The part's content-free settings, at most 1024 characters:
+   * space-separated `key=value` pairs, e.g. "method=rrf k=20
+   * semantic_weight=1 lexical_weight=1 leg_depth=50". (Not named
+   * `descriptor`: that would clash with the generated Java classes' own
+   * getDescriptor().)
    * </pre>
    *
-   * <code>string descriptor = 2 [json_name = "descriptor"];</code>
-   * @return The descriptor.
+   * <code>string settings = 2 [json_name = "settings"];</code>
+   * @return The settings.
    */
-  java.lang.String getDescriptor();
+  java.lang.String getSettings();
   /**
    * <pre>
-   * Output only. The part's content-free descriptor, at most 1024 characters:
-   * space-separated `key=value` settings, e.g. "method=rrf k=20
-   * semantic_weight=1 lexical_weight=1 leg_depth=50".
+   * Output only. The part's content-free settings, at most 1024 characters:
+   * space-separated `key=value` pairs, e.g. "method=rrf k=20
+   * semantic_weight=1 lexical_weight=1 leg_depth=50". (Not named
+   * `descriptor`: that would clash with the generated Java classes' own
+   * getDescriptor().)
    * </pre>
    *
-   * <code>string descriptor = 2 [json_name = "descriptor"];</code>
-   * @return The bytes for descriptor.
+   * <code>string settings = 2 [json_name = "settings"];</code>
+   * @return The bytes for settings.
    */
   com.google.protobuf.ByteString
-      getDescriptorBytes();
+      getSettingsBytes();
 
   /**
    * <pre>
