@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -89,13 +90,40 @@ class _TermWeights:
 # What lexical search reads before ranking, from its own snapshot: the scope
 # tenant's chunk and token counts (first row, term NULL) and the document
 # frequencies of the query terms in that tenant's published chunks.
+#
+# gw_term_stats counts the chunks whose tsvector holds a lexeme, and the tsvector
+# also holds the phrase words, stop words included: a term that is also the
+# (stemmed) form of a stop word ("a", "as", "no", "m": pieces of HNF4A, mRNAs, NO,
+# or "be" from "beings") is counted there in every chunk where it is only a stop
+# word, its idf falls and the two stores rank differently (46 of 300 SciFact claims,
+# bench/bench_lexical_agreement.py). Those terms (`_phrase_only_forms`) take their
+# document frequency from the postings instead, which hold exactly the chunks having
+# the term, as the in-memory store counts it: an index-only count of the term's
+# postings, short because such a word is a term only in a few chunks. Every other
+# term's lexeme is a term wherever it occurs, so gw_term_stats is exact for it.
 _LEXICAL_STATS_SQL = """
     SELECT NULL::text, chunk_count, token_count FROM gw_tenant_stats
     WHERE index_id = %(index_id)s AND tenant = %(tenant)s
     UNION ALL
     SELECT term, df, 0 FROM gw_term_stats
     WHERE index_id = %(index_id)s AND tenant = %(tenant)s AND term = ANY(%(terms)s)
+    UNION ALL
+    SELECT p.term, count(*), 0 FROM gw_postings p
+    WHERE p.index_id = %(index_id)s AND p.tenant = %(tenant)s AND p.term = ANY(%(recount)s)
+    GROUP BY p.term
 """
+
+
+@functools.lru_cache(maxsize=64)
+def _phrase_only_forms(analyzer: Analyzer) -> frozenset[str]:
+    """Every lexeme a chunk's tsvector can hold without the chunk having it as a
+    term: the phrase-word forms of the analyzer's stop words (a stop word is a phrase
+    word, stemmed like the others, but never a term). Any other phrase word of a
+    chunk is also one of its terms (domain.analysis.Analyzer.analyze)."""
+    forms: set[str] = set()
+    for word in analyzer.stop_words:
+        forms.update(set(analyzer.phrase_words(word)) - set(analyzer.terms(word)))
+    return frozenset(forms)
 
 
 async def search(
@@ -108,9 +136,16 @@ async def search(
     phrases = list(query.phrases)
     if not fitting or any(not fits(w) for p in phrases for w in p):
         return LexicalResult([])  # a word PostgreSQL cannot index cannot be matched
+    distinct = list(dict.fromkeys(fitting))
+    recount = _phrase_only_forms(query.analyzer)
     cur = await conn.execute(
         _LEXICAL_STATS_SQL,
-        {"index_id": idx.id, "tenant": scope.tenant, "terms": list(dict.fromkeys(fitting))},
+        {
+            "index_id": idx.id,
+            "tenant": scope.tenant,
+            "terms": [t for t in distinct if t not in recount],
+            "recount": [t for t in distinct if t in recount],
+        },
     )
     total, tokens, df = 0, 0, {}
     for term, count, length in await cur.fetchall():
