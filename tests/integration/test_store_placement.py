@@ -289,6 +289,8 @@ async def test_a_stopped_cluster_fails_only_its_own_indexes(
             assert await found(retrieve, "gamma", "nothing") == set()
             described = await ingest.GetIndex(ing.GetIndexRequest(index_name="beta"))
             assert described.index.store_name == "b"
+            # Its profile names the published version, which only the store knows.
+            assert not described.index.HasField("profile")
             with pytest.raises(grpc.aio.AioRpcError) as status:
                 await ingest.GetIndexStatus(ing.GetIndexStatusRequest(index_name="beta"))
             assert error_info(status.value).metadata["store"] == "b"

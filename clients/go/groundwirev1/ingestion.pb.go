@@ -689,7 +689,8 @@ type IndexDescription struct {
 	StoreName string `protobuf:"bytes,200,opt,name=store_name,json=storeName,proto3" json:"store_name,omitempty"`
 	// Output only. The index's retrieval profile now: its published version
 	// with the chunking, embedder and analyzer descriptors, and the server's
-	// fusion defaults (the parts Retrieve reports for the same version).
+	// fusion defaults (the parts Retrieve reports for the same version). Absent
+	// while the index's store cannot be reached (the rest still answers).
 	Profile       *RetrievalProfile `protobuf:"bytes,210,opt,name=profile,proto3" json:"profile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

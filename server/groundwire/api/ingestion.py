@@ -20,7 +20,7 @@ from groundwire.api.pagination import (
 )
 from groundwire.api.usage import usage_to_proto
 from groundwire.domain.auth import Permission, permission_denied
-from groundwire.domain.errors import invalid, not_found
+from groundwire.domain.errors import ErrorKind, GroundwireError, invalid, not_found
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
@@ -254,11 +254,19 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
     ) -> ingestion_pb2.GetIndexResponse:
         handle = self._catalog.get(request.index_name)
         msg = describe_index(handle)
-        profile = (
-            await self._retriever.profile(handle.name)
-            if self._retriever is not None
-            else await index_profile(handle)
-        )
+        try:
+            profile = (
+                await self._retriever.profile(handle.name)
+                if self._retriever is not None
+                else await index_profile(handle)
+            )
+        except GroundwireError as err:
+            # The index's store is unreachable: its description (the configuration)
+            # still answers; the profile, which names the published version, is left
+            # out until the store is back.
+            if err.kind is not ErrorKind.UNAVAILABLE:
+                raise
+            return ingestion_pb2.GetIndexResponse(index=msg)
         msg.profile.CopyFrom(profile_to_proto(note_profile(profile)))
         return ingestion_pb2.GetIndexResponse(index=msg)
 

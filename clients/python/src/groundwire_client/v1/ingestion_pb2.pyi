@@ -443,7 +443,8 @@ class IndexDescription(_message.Message):
     def profile(self) -> _common_pb2.RetrievalProfile:
         """Output only. The index's retrieval profile now: its published version
         with the chunking, embedder and analyzer descriptors, and the server's
-        fusion defaults (the parts Retrieve reports for the same version).
+        fusion defaults (the parts Retrieve reports for the same version). Absent
+        while the index's store cannot be reached (the rest still answers).
         """
 
     def __init__(

@@ -270,7 +270,8 @@ export type IndexDescription = Message<"groundwire.v1.IndexDescription"> & {
   /**
    * Output only. The index's retrieval profile now: its published version
    * with the chunking, embedder and analyzer descriptors, and the server's
-   * fusion defaults (the parts Retrieve reports for the same version).
+   * fusion defaults (the parts Retrieve reports for the same version). Absent
+   * while the index's store cannot be reached (the rest still answers).
    *
    * @generated from field: groundwire.v1.RetrievalProfile profile = 210;
    */

@@ -576,7 +576,8 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * Output only. The index's retrieval profile now: its published version
    * with the chunking, embedder and analyzer descriptors, and the server's
-   * fusion defaults (the parts Retrieve reports for the same version).
+   * fusion defaults (the parts Retrieve reports for the same version). Absent
+   * while the index's store cannot be reached (the rest still answers).
    * </pre>
    *
    * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
@@ -590,7 +591,8 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * Output only. The index's retrieval profile now: its published version
    * with the chunking, embedder and analyzer descriptors, and the server's
-   * fusion defaults (the parts Retrieve reports for the same version).
+   * fusion defaults (the parts Retrieve reports for the same version). Absent
+   * while the index's store cannot be reached (the rest still answers).
    * </pre>
    *
    * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
@@ -604,7 +606,8 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * Output only. The index's retrieval profile now: its published version
    * with the chunking, embedder and analyzer descriptors, and the server's
-   * fusion defaults (the parts Retrieve reports for the same version).
+   * fusion defaults (the parts Retrieve reports for the same version). Absent
+   * while the index's store cannot be reached (the rest still answers).
    * </pre>
    *
    * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
@@ -2610,7 +2613,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Output only. The index's retrieval profile now: its published version
      * with the chunking, embedder and analyzer descriptors, and the server's
-     * fusion defaults (the parts Retrieve reports for the same version).
+     * fusion defaults (the parts Retrieve reports for the same version). Absent
+     * while the index's store cannot be reached (the rest still answers).
      * </pre>
      *
      * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
@@ -2623,7 +2627,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Output only. The index's retrieval profile now: its published version
      * with the chunking, embedder and analyzer descriptors, and the server's
-     * fusion defaults (the parts Retrieve reports for the same version).
+     * fusion defaults (the parts Retrieve reports for the same version). Absent
+     * while the index's store cannot be reached (the rest still answers).
      * </pre>
      *
      * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
@@ -2640,7 +2645,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Output only. The index's retrieval profile now: its published version
      * with the chunking, embedder and analyzer descriptors, and the server's
-     * fusion defaults (the parts Retrieve reports for the same version).
+     * fusion defaults (the parts Retrieve reports for the same version). Absent
+     * while the index's store cannot be reached (the rest still answers).
      * </pre>
      *
      * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
@@ -2660,7 +2666,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Output only. The index's retrieval profile now: its published version
      * with the chunking, embedder and analyzer descriptors, and the server's
-     * fusion defaults (the parts Retrieve reports for the same version).
+     * fusion defaults (the parts Retrieve reports for the same version). Absent
+     * while the index's store cannot be reached (the rest still answers).
      * </pre>
      *
      * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
@@ -2680,7 +2687,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Output only. The index's retrieval profile now: its published version
      * with the chunking, embedder and analyzer descriptors, and the server's
-     * fusion defaults (the parts Retrieve reports for the same version).
+     * fusion defaults (the parts Retrieve reports for the same version). Absent
+     * while the index's store cannot be reached (the rest still answers).
      * </pre>
      *
      * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
@@ -2707,7 +2715,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Output only. The index's retrieval profile now: its published version
      * with the chunking, embedder and analyzer descriptors, and the server's
-     * fusion defaults (the parts Retrieve reports for the same version).
+     * fusion defaults (the parts Retrieve reports for the same version). Absent
+     * while the index's store cannot be reached (the rest still answers).
      * </pre>
      *
      * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
@@ -2726,7 +2735,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Output only. The index's retrieval profile now: its published version
      * with the chunking, embedder and analyzer descriptors, and the server's
-     * fusion defaults (the parts Retrieve reports for the same version).
+     * fusion defaults (the parts Retrieve reports for the same version). Absent
+     * while the index's store cannot be reached (the rest still answers).
      * </pre>
      *
      * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
@@ -2740,7 +2750,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Output only. The index's retrieval profile now: its published version
      * with the chunking, embedder and analyzer descriptors, and the server's
-     * fusion defaults (the parts Retrieve reports for the same version).
+     * fusion defaults (the parts Retrieve reports for the same version). Absent
+     * while the index's store cannot be reached (the rest still answers).
      * </pre>
      *
      * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
@@ -2757,7 +2768,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Output only. The index's retrieval profile now: its published version
      * with the chunking, embedder and analyzer descriptors, and the server's
-     * fusion defaults (the parts Retrieve reports for the same version).
+     * fusion defaults (the parts Retrieve reports for the same version). Absent
+     * while the index's store cannot be reached (the rest still answers).
      * </pre>
      *
      * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>

@@ -303,7 +303,8 @@ public interface IndexDescriptionOrBuilder extends
    * <pre>
    * Output only. The index's retrieval profile now: its published version
    * with the chunking, embedder and analyzer descriptors, and the server's
-   * fusion defaults (the parts Retrieve reports for the same version).
+   * fusion defaults (the parts Retrieve reports for the same version). Absent
+   * while the index's store cannot be reached (the rest still answers).
    * </pre>
    *
    * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
@@ -314,7 +315,8 @@ public interface IndexDescriptionOrBuilder extends
    * <pre>
    * Output only. The index's retrieval profile now: its published version
    * with the chunking, embedder and analyzer descriptors, and the server's
-   * fusion defaults (the parts Retrieve reports for the same version).
+   * fusion defaults (the parts Retrieve reports for the same version). Absent
+   * while the index's store cannot be reached (the rest still answers).
    * </pre>
    *
    * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
@@ -325,7 +327,8 @@ public interface IndexDescriptionOrBuilder extends
    * <pre>
    * Output only. The index's retrieval profile now: its published version
    * with the chunking, embedder and analyzer descriptors, and the server's
-   * fusion defaults (the parts Retrieve reports for the same version).
+   * fusion defaults (the parts Retrieve reports for the same version). Absent
+   * while the index's store cannot be reached (the rest still answers).
    * </pre>
    *
    * <code>.groundwire.v1.RetrievalProfile profile = 210 [json_name = "profile"];</code>
