@@ -530,7 +530,7 @@ async def test_documents_not_ingested_are_counted_in_metrics_by_reason(tmp_path:
         "EMPTY": "1.0",
         "NOT_UTF8": "1.0",
         "PARSE_FAILED": "1.0",
-        "TOO_LARGE": "1.0",
+        "TOO_LARGE": "2.0",  # huge.txt, and bomb.txt.gz refused while inflating
         "UNSUPPORTED_FORMAT": "3.0",
     }
     # Never a document id as a label.

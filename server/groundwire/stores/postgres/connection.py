@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -184,6 +185,8 @@ class Database:
         self.gate = FairGate(settings.tenant_connections, settings.tenant_share)
         # Gated calls waiting for a pooled connection (the store gives none while down).
         self._awaiting_pool = 0
+        # When a use of the store last failed as unreachable (time.monotonic()).
+        self._last_unavailable = -math.inf
         # The statement_timeout each pooled connection was last given here (absent:
         # the configured one, set when the pool opened it).
         self._timeouts: weakref.WeakKeyDictionary[Conn, int] = weakref.WeakKeyDictionary()
@@ -214,6 +217,8 @@ class Database:
             translated = translate(exc, self.settings.label)  # logs the SQLSTATE only
             if translated is None:
                 raise
+            if translated.kind is ErrorKind.UNAVAILABLE:
+                self._last_unavailable = time.monotonic()
             raise translated from None
 
     @asynccontextmanager
@@ -236,16 +241,18 @@ class Database:
         remaining = scope.remaining_s()
         if remaining is not None:
             wait = min(wait, remaining)
+        started = time.monotonic()
         try:
             async with self.gate.slot(scope.tenant, wait):
                 yield
         except GateTimeout as exc:
             if remaining is not None and wait >= remaining:
                 raise deadline_exceeded() from None
-            # Slots held by calls still waiting for a pooled connection: the store
-            # gives none (a restart, an outage), which is no tenant's doing.
-            # UNAVAILABLE, as the pool's own timeout is.
-            if self._awaiting_pool:
+            # Slots held by calls still waiting for a pooled connection, or a use of
+            # the store failed as unreachable while this one waited: the store is
+            # down or restarting, which is no tenant's doing. UNAVAILABLE, as the
+            # pool's own timeout is.
+            if self._awaiting_pool or self._last_unavailable >= started:
                 raise store_unavailable("database not answering") from None
             if exc.own_share:
                 raise share_exhausted() from None
