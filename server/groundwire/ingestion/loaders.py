@@ -4,10 +4,8 @@ section-aware chunker can use its headings; HTML via selectolax; PDF via pypdf;
 DOCX via python-docx, PPTX via python-pptx, XLSX via openpyxl in read-only mode,
 whose headings, slide titles and sheet names become Markdown sections).
 
-Office files are ZIP packages: before a library opens one, its central directory
-is checked (`check_package`) so a zip bomb is refused by its declared sizes, which
-Python's zipfile also enforces while inflating (it never returns more than an
-entry declares).
+Office packages and e-books are read by office_text.py, PDFs by pdf_text.py, both
+in the parser worker processes of parsing.py.
 
 A loader never raises for a bad document: it returns a failure with a stable,
 content-free reason code, and the run continues with the next document.
@@ -18,20 +16,23 @@ from __future__ import annotations
 import enum
 import gzip
 import io
-import posixpath
-import xml.etree.ElementTree as ElementTree
-import zipfile
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from urllib.parse import unquote
 
 from groundwire.domain.chunking import markdown_title
 from groundwire.domain.operations import DocumentFailureReason
 from groundwire.domain.text import normalize_text
 from groundwire.indexes.loaders import Loader as Loader  # re-exported
 from groundwire.ingestion.html_text import html_to_text
+from groundwire.ingestion.office_text import (
+    MAX_PACKAGE_ELEMENTS as MAX_PACKAGE_ELEMENTS,  # re-exported
+)
+from groundwire.ingestion.office_text import MAX_PACKAGE_ENTRIES as MAX_PACKAGE_ENTRIES
+from groundwire.ingestion.office_text import MAX_SHEET_CELLS as MAX_SHEET_CELLS
+from groundwire.ingestion.office_text import OFFICE_FORMATS, office_text
+from groundwire.ingestion.office_text import check_package as check_package
 from groundwire.ingestion.pdf_text import pdf_text
 
 
@@ -136,12 +137,6 @@ def push_format(media_type: str) -> tuple[DocumentFormat, str] | None:
     return fmt, _PUSH_EXTENSIONS.get(key) or FIRST_EXTENSIONS[fmt]
 
 
-# Office packages: at most this many ZIP entries, and at most this many bytes
-# once inflated in total (OOXML text parts compress about 5-20x; a larger ratio
-# up to this bound is still read, a zip bomb is not).
-MAX_PACKAGE_ENTRIES = 5_000
-PACKAGE_EXPANSION = 32
-MAX_PACKAGE_BYTES = 128 * 1024 * 1024
 # Extracted text of an office file: at most this many characters per max_bytes
 # byte (the text of a spreadsheet can be longer than its package).
 TEXT_EXPANSION = 4
@@ -187,281 +182,6 @@ def _html_text(data: bytes) -> tuple[str, str] | DocumentFailureReason:
     return html_to_text(decoded)
 
 
-# Markup elements (counted as `<`) an office package's XML parts may hold in all: a
-# 216 KB DOCX inflating to 76 MB of tiny elements (under the size bound) once took
-# python-docx two minutes and 1.25 GB; a 500-page report holds about 300,000.
-MAX_PACKAGE_ELEMENTS = 2_000_000
-_MARKUP_SUFFIXES = (".xml", ".rels", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".svg")
-
-
-def check_package(data: bytes, max_bytes: int) -> DocumentFailureReason | None:
-    """Refuse a ZIP package that is not one, has too many entries, or inflates
-    beyond min(PACKAGE_EXPANSION x max_bytes, MAX_PACKAGE_BYTES) bytes (TOO_LARGE),
-    or whose XML parts hold more than MAX_PACKAGE_ELEMENTS elements (TOO_COMPLEX),
-    counted while inflating in bounded pieces, before any library parses it."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            infos = zf.infolist()
-            if len(infos) > MAX_PACKAGE_ENTRIES:
-                return DocumentFailureReason.TOO_LARGE
-            limit = min(PACKAGE_EXPANSION * max_bytes, MAX_PACKAGE_BYTES)
-            if sum(i.file_size for i in infos) > limit:
-                return DocumentFailureReason.TOO_LARGE
-            if _markup_elements(zf, infos) > MAX_PACKAGE_ELEMENTS:
-                return DocumentFailureReason.TOO_COMPLEX
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError):
-        return DocumentFailureReason.PARSE_FAILED
-    return None
-
-
-def _markup_elements(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo]) -> int:
-    """Elements in the package's markup parts, counted up to just past the bound
-    (zipfile never inflates an entry past its declared size)."""
-    total = 0
-    for info in infos:
-        if not info.filename.lower().endswith(_MARKUP_SUFFIXES):
-            continue
-        with zf.open(info) as part:
-            while piece := part.read(1 << 20):
-                total += piece.count(b"<")
-                if total > MAX_PACKAGE_ELEMENTS:
-                    return total
-    return total
-
-
-class _TextTooLarge(Exception):
-    pass
-
-
-class _TooComplex(Exception):
-    """A structure bound of the format was passed (cells, elements, nesting)."""
-
-
-class _Lines:
-    """Collects extracted lines, refusing more than `limit` characters."""
-
-    def __init__(self, limit: int) -> None:
-        self.lines: list[str] = []
-        self._left = limit
-
-    def add(self, line: str) -> None:
-        line = line.strip()
-        if not line:
-            return
-        self._left -= len(line) + 1
-        if self._left < 0:
-            raise _TextTooLarge
-        self.lines.append(line)
-
-    def section(self, heading: str, level: int = 2) -> None:
-        heading = " ".join(heading.split())
-        if heading:
-            self.add(f"{'#' * level} {heading}")
-
-    def text(self) -> str:
-        return "\n\n".join(self.lines)
-
-
-def _docx_text(data: bytes, out: _Lines) -> str:
-    import docx
-    from docx.table import Table
-
-    document = docx.Document(io.BytesIO(data))
-    # Style names by id, read once: `Paragraph.style` scans every style of the
-    # document for each paragraph (about 5 ms each, 10 s for a 2,000-paragraph file).
-    names = {s.style_id: s.name or "" for s in document.styles}
-    for block in document.iter_inner_content():
-        if isinstance(block, Table):
-            for row in block.rows:
-                out.add(" | ".join(c.text.strip() for c in row.cells))
-            continue
-        style = names.get(block._p.style or "", "")
-        level = style.removeprefix("Heading ").strip()
-        if style == "Title":
-            out.section(block.text, 1)
-        elif style.startswith("Heading ") and level.isdigit() and 1 <= int(level) <= 6:
-            out.section(block.text, int(level))
-        else:
-            out.add(block.text)
-    return document.core_properties.title or ""
-
-
-def _pptx_text(data: bytes, out: _Lines) -> str:
-    import pptx
-
-    deck = pptx.Presentation(io.BytesIO(data))
-    for number, slide in enumerate(deck.slides, start=1):
-        title_shape = slide.shapes.title
-        title = title_shape.text_frame.text if title_shape is not None else ""
-        out.section(title or f"Slide {number}")
-        for shape in slide.shapes:
-            if shape is title_shape:
-                continue
-            if shape.has_text_frame:
-                for paragraph in shape.text_frame.paragraphs:
-                    out.add("".join(run.text for run in paragraph.runs))
-            if shape.has_table:
-                for row in shape.table.rows:
-                    out.add(" | ".join(c.text.strip() for c in row.cells))
-        if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
-            out.add(slide.notes_slide.notes_text_frame.text)
-    return deck.core_properties.title or ""
-
-
-# Cells an XLSX may make the reader produce, counting the empty cells it fills in
-# before a row's last cell and one per row it skips: a sheet's declared dimension
-# (`A1:XFD1048576`, 17 billion cells) is never trusted, and a crafted sheet with one
-# cell in column XFD of each row is refused instead of padded for minutes.
-MAX_SHEET_CELLS = 2_000_000
-
-
-def _xlsx_text(data: bytes, out: _Lines) -> str:
-    import openpyxl
-
-    book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-    budget = MAX_SHEET_CELLS
-    try:
-        for sheet in book.worksheets:
-            out.section(sheet.title)
-            # Forget the declared dimension: rows are then as wide as their last
-            # cell, and a gap between rows is one empty row each, not max_column cells.
-            reset = getattr(sheet, "reset_dimensions", None)
-            if reset is not None:
-                reset()
-            for row in sheet.iter_rows(values_only=True):
-                budget -= max(1, len(row))
-                if budget < 0:
-                    raise _TooComplex
-                out.add("\t".join("" if v is None else str(v) for v in row).strip())
-        return str(book.properties.title or "")
-    finally:
-        book.close()
-
-
-_ODF_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
-_ODF_TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
-_DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
-
-
-def _xml_part(zf: zipfile.ZipFile, name: str) -> ElementTree.Element:
-    """One XML part of a package. Entity declarations are refused (no expansion
-    bombs); the part's size is already bounded by `check_package`."""
-    data = zf.read(name)
-    if b"<!ENTITY" in data or b"<!entity" in data:
-        raise ValueError("entity declarations are not read")
-    return ElementTree.fromstring(data)
-
-
-def _odf_inline(element: ElementTree.Element) -> str:
-    """The text of an ODF paragraph: spans and links inline, <text:s/> a space,
-    tabs and line breaks as such; notes and annotations left out."""
-    parts = [element.text or ""]
-    for child in element:
-        tag = child.tag
-        if tag == f"{_ODF_TEXT}s":
-            parts.append(" " * int(child.get(f"{_ODF_TEXT}c", "1") or 1))
-        elif tag == f"{_ODF_TEXT}tab":
-            parts.append("\t")
-        elif tag == f"{_ODF_TEXT}line-break":
-            parts.append("\n")
-        elif tag not in (
-            f"{_ODF_TEXT}note",
-            "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}annotation",
-        ):
-            parts.append(_odf_inline(child))
-        parts.append(child.tail or "")
-    return "".join(parts)
-
-
-def _odf_blocks(element: ElementTree.Element, out: _Lines) -> None:
-    for child in element:
-        tag = child.tag
-        if tag == f"{_ODF_TEXT}h":
-            level = child.get(f"{_ODF_TEXT}outline-level", "1")
-            out.section(_odf_inline(child), min(6, int(level)) if level.isdigit() else 1)
-        elif tag == f"{_ODF_TEXT}p":
-            out.add(_odf_inline(child))
-        elif tag == f"{_ODF_TABLE}table-row":
-            cells = child.findall(f"{_ODF_TABLE}table-cell")
-            out.add(" | ".join(" ".join(_odf_inline(p) for p in c).strip() for c in cells))
-        else:
-            _odf_blocks(child, out)
-
-
-def _odt_text(data: bytes, out: _Lines) -> str:
-    with zipfile.ZipFile(io.BytesIO(data)) as zf:
-        _odf_blocks(_xml_part(zf, "content.xml"), out)
-        if "meta.xml" in zf.namelist():
-            title = _xml_part(zf, "meta.xml").find(f".//{_DC_TITLE}")
-            return (title.text or "") if title is not None else ""
-    return ""
-
-
-_CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
-_OPF = "{http://www.idpf.org/2007/opf}"
-
-
-def _epub_text(data: bytes, out: _Lines) -> str:
-    """The spine's XHTML documents in reading order, each through the HTML
-    extractor; the title from the package document's dc:title."""
-    with zipfile.ZipFile(io.BytesIO(data)) as zf:
-        rootfile = _xml_part(zf, "META-INF/container.xml").find(f".//{_CONTAINER}rootfile")
-        if rootfile is None or not rootfile.get("full-path"):
-            raise ValueError("no package document")
-        opf_path = str(rootfile.get("full-path"))
-        opf = _xml_part(zf, opf_path)
-        base = PurePosixPath(opf_path).parent
-        names = set(zf.namelist())
-        manifest = {item.get("id"): item.get("href", "") for item in opf.iter(f"{_OPF}item")}
-        for ref in opf.iter(f"{_OPF}itemref"):
-            href = manifest.get(ref.get("idref"))
-            if not href:
-                continue
-            # hrefs are relative URLs: percent-encoded, possibly with "../".
-            name = posixpath.normpath(posixpath.join(str(base), unquote(href.split("#")[0])))
-            if name not in names:
-                continue  # a spine entry the package lacks: the rest is still read
-            decoded = _decode_text(zf.read(name))
-            if isinstance(decoded, DocumentFailureReason):
-                raise ValueError("a chapter is not UTF-8 text")
-            chapter, _ = html_to_text(decoded)
-            for block in chapter.split("\n\n"):
-                out.add(block)
-        title = opf.find(f".//{_DC_TITLE}")
-        return (title.text or "") if title is not None else ""
-
-
-_OFFICE = {
-    DocumentFormat.DOCX: _docx_text,
-    DocumentFormat.PPTX: _pptx_text,
-    DocumentFormat.XLSX: _xlsx_text,
-    DocumentFormat.ODT: _odt_text,
-    DocumentFormat.EPUB: _epub_text,
-}
-
-
-def _office_text(
-    data: bytes, fmt: DocumentFormat, max_bytes: int
-) -> tuple[str, str] | DocumentFailureReason:
-    refused = check_package(data, max_bytes)
-    if refused is not None:
-        return refused
-    out = _Lines(TEXT_EXPANSION * max_bytes)
-    try:
-        title = _OFFICE[fmt](data, out)
-    except _TextTooLarge:
-        return DocumentFailureReason.TOO_LARGE
-    except (_TooComplex, RecursionError):
-        return DocumentFailureReason.TOO_COMPLEX
-    except MemoryError:
-        return DocumentFailureReason.TOO_LARGE
-    # The libraries raise their own errors, lxml's, zipfile's and KeyError for a
-    # missing part: any of them means the package is not a readable document.
-    except Exception:
-        return DocumentFailureReason.PARSE_FAILED
-    return out.text(), title
-
-
 def load_bytes(
     document_id: str,
     source_id: str,
@@ -490,8 +210,8 @@ def load_bytes(
         if isinstance(result, DocumentFailureReason):
             return LoadFailure(document_id, result)
         raw, title = result
-    elif fmt in _OFFICE:
-        result = _office_text(data, fmt, max_bytes)
+    elif fmt.value in OFFICE_FORMATS:
+        result = office_text(data, fmt.value, max_bytes, TEXT_EXPANSION * max_bytes)
         if isinstance(result, DocumentFailureReason):
             return LoadFailure(document_id, result)
         raw, title = result
@@ -505,7 +225,7 @@ def load_bytes(
         return LoadFailure(document_id, DocumentFailureReason.EMPTY)
     if fmt is DocumentFormat.MARKDOWN:
         title = markdown_title(text)
-    elif fmt in _OFFICE:
+    elif fmt.value in OFFICE_FORMATS:
         # The extracted text is Markdown (headings, slide titles, sheet names), so
         # the section-aware chunker splits it like a Markdown file.
         title = title.strip() or markdown_title(text)
