@@ -361,12 +361,11 @@ def configure(limits: ParserLimits) -> None:
     global _configured, _current
     with _lock:
         _configured = limits
-        old, _current = _current, None
-    if old is not None and old.limits != limits:
-        old.close()
-    elif old is not None:
-        with _lock:
-            _current = old
+        stale = _current if _current is not None and _current.limits != limits else None
+        if stale is not None:
+            _current = None
+    if stale is not None:
+        stale.close()  # outside the lock: it joins the workers
 
 
 def parsers() -> ParserPool:
