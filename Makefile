@@ -12,7 +12,7 @@ ADDRESS ?= 127.0.0.1:50051
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: setup run test test-fast gen gen-check console console-check lint fmt bench clean breaking release-contract smoke-clients load ops-tools
+.PHONY: opensearch opensearch-stop setup run test test-fast gen gen-check console console-check lint fmt bench clean breaking release-contract smoke-clients load ops-tools
 
 setup: $(STAMP)
 
@@ -65,6 +65,15 @@ release-contract: setup
 	  "$$($(PY) -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')" \
 	  "$$(sha256sum $(CONTRACT_BASELINE) | cut -d' ' -f1)" > $(CONTRACT_NOTE)
 	@cat $(CONTRACT_NOTE)
+
+# A real OpenSearch 2.19.1 (k-NN plugin, lucene engine) laid out from Maven Central and
+# started on 127.0.0.1 (scripts/opensearch_node.py; NODES=3 for a three-node cluster).
+opensearch: setup
+	$(PY) scripts/opensearch_node.py install
+	$(PY) scripts/opensearch_node.py start --nodes $${NODES:-1}
+
+opensearch-stop:
+	$(PY) scripts/opensearch_node.py stop
 
 lint: setup
 	$(BIN)/buf lint

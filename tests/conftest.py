@@ -70,6 +70,16 @@ def postgres_dsn() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def opensearch_url() -> Iterator[str]:
+    """The base URL of a real OpenSearch (k-NN plugin, lucene engine): the one
+    GROUNDWIRE_TEST_OPENSEARCH points at, or a one-node cluster installed from
+    Maven Central and started once for the whole session (tests/support/opensearch.py)."""
+    from tests.support.opensearch import opensearch_url_session
+
+    yield from opensearch_url_session()
+
+
 @pytest.fixture
 def fresh_database(postgres_dsn: str) -> Iterator[str]:
     """A new, empty database on the test server (dropped afterwards): tests that

@@ -67,3 +67,23 @@ STORE_HEALTH_CHECKS = _meter.create_counter(
     unit="{check}",
     description="Store health checks by store (its configured name) and outcome (OK, UNAVAILABLE)",
 )
+STORE_ENGINE_LATENCY = _meter.create_histogram(
+    "groundwire.store.engine.duration",
+    unit="s",
+    description="Calls to a search engine store (OpenSearch) by store, operation and outcome",
+)
+STORE_ENGINE_ERRORS = _meter.create_counter(
+    "groundwire.store.engine.errors",
+    unit="{call}",
+    description="Failed search engine calls by store, operation and groundwire reason",
+)
+STORE_BULK_REJECTIONS = _meter.create_counter(
+    "groundwire.store.bulk.rejections",
+    unit="{item}",
+    description="Bulk items the search engine refused with 429 (retried with back-off), by store",
+)
+STORE_SHARD_FAILURES = _meter.create_counter(
+    "groundwire.store.shard.failures",
+    unit="{shard}",
+    description="Shards that failed inside an otherwise answered search, by store and operation",
+)

@@ -10,13 +10,17 @@ import itertools
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from groundwire.stores.base import Store
+
+if TYPE_CHECKING:
+    from groundwire.stores.opensearch import OpenSearchSettings
 from groundwire.stores.memory import MemoryStore
 
-STORE_KINDS = ["memory", "postgres"]
+STORE_KINDS = ["memory", "postgres", "opensearch"]
 _counter = itertools.count()
 # Index names are unique per session too, so a reused external test database (or a
 # second run against it) never sees another run's indexes.
@@ -40,7 +44,32 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         yield pg
         await pg.close()
         return
+    if request.param == "opensearch":
+        from groundwire.stores.opensearch import open_opensearch_store
+
+        url = request.getfixturevalue("opensearch_url")
+        search = await open_opensearch_store(opensearch_test_settings(url))
+        yield search
+        await search.close()
+        return
     raise AssertionError(f"unknown store kind {request.param}")
+
+
+def opensearch_test_settings(url: str, **overrides: object) -> OpenSearchSettings:
+    """A test store on the session's cluster: its own index prefix per session (a
+    reused external cluster never sees another run's indexes), no replicas on one
+    node, superseded versions deleted a moment after their publish."""
+    from groundwire.stores.opensearch import OpenSearchSettings
+
+    settings: dict[str, object] = {
+        "hosts": (url,),
+        "index_prefix": f"gwt{_session}-",
+        "replicas": 0,
+        "superseded_grace_s": 0.5,
+        "label": "test",
+    }
+    settings.update(overrides)
+    return OpenSearchSettings(**settings)  # type: ignore[arg-type]
 
 
 @pytest.fixture

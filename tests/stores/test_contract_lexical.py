@@ -16,7 +16,7 @@ from groundwire.domain.query import parse_lexical
 from groundwire.domain.retrieval import MetadataFilter, Scope
 from groundwire.domain.scores import ScoreMetric
 from groundwire.stores.base import IndexSpec, StagedDocument, Store
-from tests.stores.contract_support import K, doc, publish, spec
+from tests.stores.contract_support import K, bm25_approx, doc, publish, spec
 
 
 async def test_lexical_statistics_are_per_tenant(store: Store, index_name: str) -> None:
@@ -44,7 +44,7 @@ async def test_lexical_statistics_are_per_tenant(store: Store, index_name: str) 
     def bm25(dl: int) -> float:
         return idf * (k1 + 1) / (1 + k1 * (1 - b + b * dl / avgdl))
 
-    assert before == pytest.approx({"a1": bm25(3), "a3": bm25(5)}, rel=1e-6)
+    assert before == bm25_approx(store, {"a1": bm25(3), "a3": bm25(5)}, 1e-6)
     assert await scores(MetadataFilter({"dept": frozenset({"hr"})})) == {"a1": before["a1"]}
     others = [
         doc(f"g{i}", [f"probe {'filler ' * i}"], None, tenant="globex") for i in range(20)
@@ -212,7 +212,7 @@ async def test_common_word_queries_rank_exactly_by_bm25(
                 got = [(h.document_id, h.chunk_id, h.score.raw) for h in result.hits]
                 want = expected(query, tenant, k)
                 assert [g[:2] for g in got] == [w[:2] for w in want], (tenant, query, k)
-                assert [g[2] for g in got] == pytest.approx([w[2] for w in want], rel=1e-12)
+                assert [g[2] for g in got] == bm25_approx(store, [w[2] for w in want], 1e-12)
     for k in (1, 3):
         result = await store.search_lexical(index_name, parse_lexical("alpha"), k, Scope("long"))
         assert [h.document_id for h in result.hits] == ["short", "l00", "l01"][:k]
@@ -268,7 +268,7 @@ async def test_analyzed_indexes_rank_by_the_analyzers_terms(
         parsed = parse_lexical(query, analyzer=analyzer)
         found = (await store.search_lexical(index_name, parsed, 10, Scope())).hits
         expected = _reference_bm25(analyzer, _ANALYZED_TEXTS, query)
-        assert {h.document_id: h.score.raw for h in found} == pytest.approx(expected, rel=1e-9)
+        assert {h.document_id: h.score.raw for h in found} == bm25_approx(store, expected, 1e-9)
     policy = await store.search_lexical(
         index_name, parse_lexical("policies", analyzer=analyzer), 10, Scope()
     )
@@ -360,7 +360,7 @@ async def test_weighted_query_terms_scale_bm25_alike(store: Store, index_name: s
                 )
                 for t in held
             )
-    assert {h.document_id: h.score.raw for h in found.hits} == pytest.approx(expected, rel=1e-9)
+    assert {h.document_id: h.score.raw for h in found.hits} == bm25_approx(store, expected, 1e-9)
     assert found.terms_scored == len(weights)
 
 
@@ -453,7 +453,7 @@ async def test_bulk_loaded_postings_rank_exactly_and_stay_maintained(
                     got = [(h.document_id, h.chunk_id, h.score.raw) for h in result.hits]
                     want = _bm25_top(current, query, tenant, k)
                     assert [g[:2] for g in got] == [w[:2] for w in want], (tenant, query, k)
-                    assert [g[2] for g in got] == pytest.approx([w[2] for w in want], rel=1e-12)
+                    assert [g[2] for g in got] == bm25_approx(store, [w[2] for w in want], 1e-12)
 
     await check(docs)
     # A second version replaces ten documents and deletes two: row by row.

@@ -35,6 +35,21 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         yield s
         await s.close()
         return
+    if request.param == "opensearch":
+        from groundwire.stores.opensearch import open_opensearch_store
+        from tests.stores.conftest import opensearch_test_settings
+
+        # The same sparse, narrow graph on the engine (Lucene's HNSW, per tenant index).
+        settings = opensearch_test_settings(
+            request.getfixturevalue("opensearch_url"),
+            hnsw_m=4,
+            hnsw_ef_construction=8,
+            ef_search=10,
+        )
+        search = await open_opensearch_store(settings)
+        yield search
+        await search.close()
+        return
     from groundwire.stores.postgres import PostgresSettings, open_postgres_store
 
     pg = await open_postgres_store(

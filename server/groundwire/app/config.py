@@ -148,6 +148,25 @@ class RetrievalConfig(StrictModel):
         return self
 
 
+_OPENSEARCH_KEYS = frozenset(
+    {
+        "hosts",
+        "username",
+        "password",
+        "api_key",
+        "ca_file",
+        "verify_certs",
+        "request_timeout_ms",
+        "shards",
+        "replicas",
+        "index_prefix",
+        "superseded_grace_ms",
+        "bulk_chunks",
+        "bulk_max_mib",
+    }
+)
+
+
 class StoreConfig(StrictModel):
     """Where indexes live. `postgres` with no DSN starts the embedded PostgreSQL."""
 
@@ -191,6 +210,23 @@ class StoreConfig(StrictModel):
     # replica. `shared_ingestion = false`: each operation runs wholly inside the
     # replica that started it.
     shared_ingestion: bool = True
+    # kind = "opensearch" (stores/opensearch; README "Indexes on OpenSearch"): the
+    # cluster's URLs, credentials by reference (basic auth, or an API key), a CA
+    # file for https, and how each tenant's index is laid out. The default store
+    # keeps operations, checkpoints, usage and the ingestion lock.
+    hosts: list[str] = Field(default_factory=list, max_length=64)
+    username: str | None = Field(None, min_length=1, max_length=256)
+    password: SecretRef | None = None
+    api_key: SecretRef | None = None
+    ca_file: Path | None = None
+    verify_certs: bool = True
+    request_timeout_ms: int = Field(30_000, ge=100, le=600_000)
+    shards: int = Field(1, ge=1, le=1024)
+    replicas: int = Field(1, ge=0, le=16)
+    index_prefix: str = Field("groundwire-", pattern=r"^[a-z0-9][a-z0-9_-]{0,40}$")
+    superseded_grace_ms: int = Field(30_000, ge=0, le=3_600_000)
+    bulk_chunks: int = Field(500, ge=1, le=10_000)
+    bulk_max_mib: int = Field(8, ge=1, le=100)
     work_item_documents: int = Field(32, ge=1, le=10_000)
     work_lease_ms: int = Field(15_000, ge=200, le=600_000)
     work_renew_ms: int = Field(5_000, ge=50, le=300_000)
@@ -213,6 +249,21 @@ class StoreConfig(StrictModel):
             raise ValueError(f"options: only a plug-in store takes options, not {self.kind}")
         if self.read_dsns and (self.kind != StoreKind.POSTGRES or self.dsn is None):
             raise ValueError("read_dsns: standbys need kind = 'postgres' and a primary dsn")
+        if self.kind == StoreKind.OPENSEARCH:
+            if not self.hosts:
+                raise ValueError("hosts: an opensearch store needs the cluster's URLs")
+            for host in self.hosts:
+                http_base_url(host)
+            if self.password is not None and self.username is None:
+                raise ValueError("password: give the username it belongs to")
+            if self.api_key is not None and self.username is not None:
+                raise ValueError("api_key: use basic auth or an API key, not both")
+            if self.dsn is not None:
+                raise ValueError("dsn: an opensearch store has hosts, not a dsn")
+        else:
+            stray = sorted(self.model_fields_set & _OPENSEARCH_KEYS)
+            if stray:
+                raise ValueError(f"{stray[0]}: only a kind = 'opensearch' store takes it")
         if self.work_renew_ms * 2 > self.work_lease_ms:
             raise ValueError(
                 "work_renew_ms: renew leases at most every half of work_lease_ms "

@@ -92,6 +92,7 @@ from groundwire.stores.placement import PlacedOperationLog
 from groundwire.stores.usage import MemoryUsageLedger, UsageLedger
 
 if TYPE_CHECKING:
+    from groundwire.stores.opensearch import OpenSearchSettings
     from groundwire.stores.postgres import PostgresSettings
 
 log = logging.getLogger("groundwire.app")
@@ -221,9 +222,48 @@ async def build_store(cfg: GroundwireConfig, name: str = DEFAULT_STORE) -> Store
             "Store (groundwire.stores.base)",
         )
         return store
+    if sc.kind == StoreKind.OPENSEARCH:
+        from groundwire.stores.opensearch import open_opensearch_store
+
+        return await open_opensearch_store(opensearch_settings(cfg, name))
     from groundwire.stores.postgres import open_postgres_store
 
     return await open_postgres_store(postgres_settings(cfg, name))
+
+
+def opensearch_settings(cfg: GroundwireConfig, name: str) -> OpenSearchSettings:
+    """An OpenSearch store's settings, its secrets resolved (ConfigError naming the
+    key of one that is unset)."""
+    from groundwire.stores.opensearch import OpenSearchSettings
+
+    s = cfg.store_configs()[name]
+    key = cfg.store_key(name)
+    secrets: dict[str, str | None] = {}
+    for field_name in ("password", "api_key"):
+        ref = getattr(s, field_name)
+        value = ref.resolve() if ref is not None else None
+        if ref is not None and value is None:
+            raise ConfigError(f"{key}.{field_name}: the referenced secret is unset or empty")
+        secrets[field_name] = value
+    return OpenSearchSettings(
+        hosts=tuple(s.hosts),
+        username=s.username,
+        password=secrets["password"],
+        api_key=secrets["api_key"],
+        ca_file=s.ca_file,
+        verify_certs=s.verify_certs,
+        request_timeout_s=s.request_timeout_ms / 1000,
+        shards=s.shards,
+        replicas=s.replicas,
+        index_prefix=s.index_prefix,
+        hnsw_m=s.hnsw_m,
+        hnsw_ef_construction=s.hnsw_ef_construction,
+        ef_search=s.hnsw_ef_search,
+        bulk_chunks=s.bulk_chunks,
+        bulk_bytes=s.bulk_max_mib * 1024 * 1024,
+        superseded_grace_s=s.superseded_grace_ms / 1000,
+        label=name,
+    )
 
 
 def postgres_settings(cfg: GroundwireConfig, name: str = DEFAULT_STORE) -> PostgresSettings:
@@ -548,8 +588,16 @@ async def build_components(
     if stores is None:
         stores = {DEFAULT_STORE: store} if store is not None else await build_stores(cfg)
     opened = dict(stores)
+    default_log = operation_log_for(opened[DEFAULT_STORE])
     operation_log = PlacedOperationLog(
-        {n: operation_log_for(s) for n, s in opened.items()},
+        {
+            n: default_log
+            if n == DEFAULT_STORE or s.kind == StoreKind.OPENSEARCH
+            # An OpenSearch store holds index data only: its indexes' operations and
+            # ingestion lock live on the control-plane (default) store.
+            else operation_log_for(s)
+            for n, s in opened.items()
+        },
         {n: index.store for n, index in cfg.indexes.items()},
     )
     catalog = await build_catalog(cfg, opened, embedders, previous_catalog)

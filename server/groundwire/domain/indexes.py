@@ -20,6 +20,7 @@ class StoreKind(StrEnum):
 
     MEMORY = "memory"
     POSTGRES = "postgres"
+    OPENSEARCH = "opensearch"
 
 
 class IngestionStrategy(StrEnum):

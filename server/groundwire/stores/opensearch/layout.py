@@ -1,0 +1,263 @@
+"""How a groundwire index lies in OpenSearch: names, mappings, the documents
+written, and the scope filters every search applies.
+
+One OpenSearch index per (groundwire index, tenant, version) — a *physical*
+index — reached through one alias per (groundwire index, tenant). A tenant's
+chunks and document records live in its own physical index, so Lucene's BM25
+statistics (kept per index and shard) are the tenant's alone, and a version is
+published by moving the aliases of every tenant it touched in one `_aliases`
+call (stores/opensearch/versions.py).
+
+Text is indexed as groundwire's own analyzer tokens (domain/analysis.py), not
+re-analyzed by OpenSearch: the `terms` field holds the chunk's index terms and
+`words` its phrase words, each space-joined under the whitespace analyzer. So
+identifiers, stemming and stop words are exactly those of the other two stores
+(one analyzer, nothing to keep in step), and a quoted phrase is a `match_phrase`
+over the same words the memory store compares.
+
+Metadata is indexed as `key\\x00value` keywords (any key, no mapping growth); a
+range condition reads order-preserving encodings of the values that parse as
+numbers (exact decimals) or timestamps (microseconds), so a range matches
+exactly what domain/metadata_ranges.py admits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from groundwire.domain.metadata_ranges import (
+    RangeCondition,
+    RangeKind,
+    parse_number,
+    parse_timestamp,
+)
+from groundwire.domain.retrieval import Scope
+from groundwire.stores.base import DistanceMetric, IndexSpec
+
+CHUNK = "chunk"
+DOCUMENT = "doc"
+_SEP = "\x00"
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """Index and alias names under the store's prefix."""
+
+    prefix: str
+
+    @property
+    def meta(self) -> str:
+        """The index of per-index records (published version, spec)."""
+        return f"{self.prefix}meta"
+
+    def tenant_tag(self, tenant: str) -> str:
+        # A tenant name may hold anything; index names may not.
+        return hashlib.sha256(tenant.encode()).hexdigest()[:20]
+
+    def alias(self, index: str, tenant: str) -> str:
+        return f"{self.prefix}{index}.{self.tenant_tag(tenant)}"
+
+    def aliases(self, index: str) -> str:
+        """A pattern matching every tenant's alias (and physical index) of `index`."""
+        return f"{self.prefix}{index}.*"
+
+    def physical(self, index: str, tenant: str, version: int) -> str:
+        return f"{self.alias(index, tenant)}-v{version}"
+
+    @staticmethod
+    def version_of(physical: str) -> int:
+        return int(physical.rsplit("-v", 1)[1])
+
+    @staticmethod
+    def alias_of(physical: str) -> str:
+        return physical.rsplit("-v", 1)[0]
+
+
+def space_type(metric: DistanceMetric) -> str:
+    if metric is DistanceMetric.EUCLIDEAN:
+        return "l2"
+    if metric is DistanceMetric.DOT:
+        return "innerproduct"
+    return "cosinesimil"
+
+
+def raw_similarity(metric: DistanceMetric, score: float) -> float:
+    """The metric's own value from the k-NN plugin's Lucene score: cosine
+    (1 + cos) / 2, dot product 1 / (1 - dot) below 0 and dot + 1 above, L2
+    1 / (1 + d^2) (returned as the distance)."""
+    if metric is DistanceMetric.EUCLIDEAN:
+        return float(max(1.0 / score - 1.0, 0.0) ** 0.5) if score > 0 else float("inf")
+    if metric is DistanceMetric.DOT:
+        return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
+    return 2.0 * score - 1.0
+
+
+def index_body(
+    spec: IndexSpec,
+    *,
+    shards: int,
+    replicas: int,
+    hnsw_m: int,
+    hnsw_ef_construction: int,
+) -> dict[str, Any]:
+    """Settings and mappings of one physical index, built with refresh off and the
+    given replicas (a first build runs with none: versions.py)."""
+    properties: dict[str, Any] = {
+        "kind": {"type": "keyword"},
+        "document_id": {"type": "keyword"},
+        "chunk_id": {"type": "keyword"},
+        "start": {"type": "integer"},
+        "end": {"type": "integer"},
+        "meta_kv": {"type": "keyword"},
+        "meta_num": {"type": "keyword"},
+        "meta_ts": {"type": "keyword"},
+        # BM25 over groundwire's own terms; no positions needed for scoring.
+        "terms": {
+            "type": "text",
+            "analyzer": "whitespace",
+            "index_options": "freqs",
+        },
+        # Phrase words with positions, only ever a filter: no norms.
+        "words": {
+            "type": "text",
+            "analyzer": "whitespace",
+            "index_options": "positions",
+            "norms": False,
+        },
+        # What hits and listings return; never searched.
+        "payload": {"type": "object", "enabled": False},
+    }
+    if spec.dimensions:
+        properties["vector"] = {
+            "type": "knn_vector",
+            "dimension": spec.dimensions,
+            "method": {
+                "name": "hnsw",
+                "engine": "lucene",
+                "space_type": space_type(spec.metric),
+                "parameters": {"m": hnsw_m, "ef_construction": hnsw_ef_construction},
+            },
+        }
+    return {
+        "settings": {
+            "index": {
+                "number_of_shards": shards,
+                "number_of_replicas": replicas,
+                "refresh_interval": "-1",
+                "knn": bool(spec.dimensions),
+                # An incremental publish copies a tenant's unchanged documents by
+                # excluding the changed ids in one terms query (versions.py).
+                "max_terms_count": 10_000_000,
+                "max_result_window": 10_000,
+            }
+        },
+        "mappings": {
+            "dynamic": "strict",
+            "_meta": {
+                "embedding": spec.embedding,
+                "dimensions": spec.dimensions,
+                "chunking": spec.chunking,
+            },
+            "properties": properties,
+        },
+    }
+
+
+# -- metadata encodings ------------------------------------------------------------
+
+_EXP_OFFSET = 50_000
+
+
+def number_key(value: Decimal) -> str:
+    """An order-preserving string for an exact decimal: compared as strings, two
+    keys order as their numbers do (equal numbers, e.g. 0.10 and 0.1, are equal)."""
+    if value.is_zero():
+        return "1"
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    stripped = "".join(map(str, digits)).lstrip("0")
+    # value = 0.<mantissa> x 10^adjusted (trailing zeros change nothing)
+    adjusted = exponent + len(stripped)
+    mantissa = stripped.rstrip("0")
+    adjusted = max(0, min(2 * _EXP_OFFSET - 1, adjusted + _EXP_OFFSET))
+    if not sign:
+        return f"2{adjusted:06d}{mantissa}"
+    # Negative: larger magnitudes sort first; the digits complemented and a
+    # terminator above every digit so a longer mantissa sorts before its prefix.
+    flipped = "".join(str(9 - int(d)) for d in mantissa)
+    return f"0{2 * _EXP_OFFSET - 1 - adjusted:06d}{flipped}~"
+
+
+_TS_OFFSET = 100_000_000_000_000_000  # years 1-9999 in microseconds fit above 0
+
+
+def timestamp_key(micros: int) -> str:
+    return f"{micros + _TS_OFFSET:019d}"
+
+
+def metadata_fields(metadata: Mapping[str, str]) -> dict[str, list[str]]:
+    """A chunk's metadata as the keywords its filters match."""
+    kv, num, ts = [], [], []
+    for key, value in metadata.items():
+        kv.append(f"{key}{_SEP}{value}")
+        number = parse_number(value)
+        if number is not None:
+            num.append(f"{key}{_SEP}{number_key(number)}")
+        instant = parse_timestamp(value)
+        if instant is not None:
+            ts.append(f"{key}{_SEP}{timestamp_key(instant)}")
+    return {"meta_kv": kv, "meta_num": num, "meta_ts": ts}
+
+
+def _range_clause(key: str, cond: RangeCondition) -> dict[str, Any]:
+    field = "meta_num" if cond.kind is RangeKind.NUMBER else "meta_ts"
+
+    def encode(value: Decimal | int) -> str:
+        if cond.kind is RangeKind.NUMBER:
+            assert isinstance(value, Decimal)
+            return f"{key}{_SEP}{number_key(value)}"
+        assert isinstance(value, int)
+        return f"{key}{_SEP}{timestamp_key(value)}"
+
+    bounds: dict[str, str] = {}
+    if cond.lower is not None:
+        bounds["gte" if cond.lower.inclusive else "gt"] = encode(cond.lower.value)
+    else:
+        bounds["gte"] = f"{key}{_SEP}"
+    if cond.upper is not None:
+        bounds["lte" if cond.upper.inclusive else "lt"] = encode(cond.upper.value)
+    else:
+        bounds["lt"] = f"{key}\x01"
+    return {"range": {field: bounds}}
+
+
+def scope_filters(scope: Scope, kind: str = CHUNK) -> list[dict[str, Any]]:
+    """The filter clauses of a search in `scope` (the tenant is the alias searched):
+    the record kind, every exact condition (any of its values) and every range."""
+    clauses: list[dict[str, Any]] = [{"term": {"kind": kind}}]
+    for key, accepted in sorted(scope.filter.conditions.items()):
+        clauses.append({"terms": {"meta_kv": [f"{key}{_SEP}{v}" for v in sorted(accepted)]}})
+    for key, ranges in sorted(scope.filter.ranges.items()):
+        clauses.extend(_range_clause(key, cond) for cond in ranges)
+    return clauses
+
+
+def chunk_id_of(tenant: str, document_id: str, chunk_id: str) -> str:
+    """The OpenSearch _id of a chunk: stable, so a retried bulk request overwrites
+    instead of duplicating."""
+    raw = f"{CHUNK}{_SEP}{tenant}{_SEP}{document_id}{_SEP}{chunk_id}".encode()
+    return hashlib.sha256(raw).hexdigest()
+
+
+def document_id_of(tenant: str, document_id: str) -> str:
+    raw = f"{DOCUMENT}{_SEP}{tenant}{_SEP}{document_id}".encode()
+    return hashlib.sha256(raw).hexdigest()
+
+
+def sorted_hits(fields: Sequence[str]) -> list[dict[str, Any]]:
+    """Sort clauses: score first, then the ids, the order every store ties in."""
+    return [{"_score": "desc"}, *({f: "asc"} for f in fields)]

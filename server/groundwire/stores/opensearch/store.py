@@ -1,0 +1,653 @@
+"""The OpenSearch store: indexes on a real distributed engine (sharded,
+replicated, Lucene's BM25 and HNSW underneath), behind the same store protocol
+and contract suite as the memory and PostgreSQL stores.
+
+Layout (layout.py): one physical index per (index, tenant, version) behind an
+alias per (index, tenant), so each tenant's BM25 statistics are its own and a
+version is published by one `_aliases` call (versions.py). A small `meta` index
+holds each groundwire index's published version, the next version to stage, the
+descriptors it was built with and its counts.
+
+Scores: the semantic leg reports the metric's own value (cosine, dot product,
+L2 distance) recovered from the k-NN plugin's score; the lexical leg reports
+OpenSearch's BM25 (its default similarity keeps Lucene's classic (k1 + 1)
+factor, k1 1.2, b 0.75), which is groundwire's BM25 (domain/bm25.py) up to
+Lucene's one-byte quantized length norms: the same terms, statistics (the
+tenant's, over every shard with dfs_query_then_fetch when an index has several)
+and parameters, so rankings agree with the other stores and scores to within a
+few percent. Ties break by document id, then chunk id, as everywhere.
+
+Operations, checkpoints, usage and the ingestion lock stay on the control-plane
+store (the default PostgreSQL): this store holds index data only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from opensearchpy import AsyncOpenSearch
+
+from groundwire.domain import bm25
+from groundwire.domain.analysis import Analyzer
+from groundwire.domain.indexes import StoreKind
+from groundwire.domain.ordering import rank_hits
+from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, Scope
+from groundwire.domain.scores import Score, ScoreMetric
+from groundwire.instruments import STORE_SHARD_FAILURES
+from groundwire.stores.base import (
+    ChunkRecord,
+    DistanceMetric,
+    DocumentInfo,
+    DocumentKey,
+    IndexSpec,
+    IndexState,
+    LiveDocument,
+    StagedDocument,
+    check_staged,
+    index_missing,
+    store_unavailable,
+)
+from groundwire.stores.opensearch.client import OpenSearchSettings, call, open_client
+from groundwire.stores.opensearch.layout import (
+    CHUNK,
+    DOCUMENT,
+    Names,
+    chunk_id_of,
+    document_id_of,
+    metadata_fields,
+    raw_similarity,
+    scope_filters,
+    sorted_hits,
+)
+from groundwire.stores.opensearch.queries import (
+    IDS,
+    SOURCE,
+    bm25_body,
+    chunk_hit,
+    df_body,
+    document_info,
+    frequencies,
+    live_document,
+)
+from groundwire.stores.opensearch.versions import Staging, Versions
+
+# Stage batches with more chunks than this are analyzed in a worker thread.
+_INLINE_ANALYSIS_CHUNKS = 32
+_PAGE = 5_000
+
+_META_MAPPING: dict[str, Any] = {
+    "dynamic": False,
+    "properties": {
+        "published_version": {"type": "long"},
+        "next_version": {"type": "long"},
+    },
+}
+
+
+def _analyze(
+    documents: Sequence[StagedDocument], analyzer: Analyzer
+) -> list[list[tuple[str, str]]]:
+    out = []
+    for item in documents:
+        parts = []
+        for chunk in item.chunks:
+            analyzed = analyzer.analyze(chunk.text)
+            parts.append((" ".join(analyzed.terms), " ".join(analyzed.words)))
+        out.append(parts)
+    return out
+
+
+class OpenSearchStore:
+    """See module docstring."""
+
+    def __init__(self, client: AsyncOpenSearch, settings: OpenSearchSettings) -> None:
+        self._client = client
+        self._settings = settings
+        self._names = Names(settings.index_prefix)
+        self._versions = Versions(client, settings)
+        self._specs: dict[str, IndexSpec] = {}
+        self._meta_ready = False
+
+    @property
+    def kind(self) -> StoreKind:
+        return StoreKind.OPENSEARCH
+
+    def _call(self, operation: str, fn: Any, **kw: Any) -> Any:
+        return call(self._settings.label, operation, fn, **kw)
+
+    # -- the meta records ------------------------------------------------------------
+
+    async def _ensure_meta(self) -> None:
+        if self._meta_ready:
+            return
+        meta = self._names.meta
+        exists = await self._call("exists", lambda: self._client.indices.exists(index=meta))
+        if not exists:
+            body = {
+                "settings": {"index": {"number_of_shards": 1, "auto_expand_replicas": "0-2"}},
+                "mappings": _META_MAPPING,
+            }
+            try:
+                await self._client.indices.create(index=meta, body=body)
+            except Exception as exc:
+                # Another replica created it first.
+                if "resource_already_exists" not in str(getattr(exc, "error", "")):
+                    await self._call("exists", lambda: self._client.indices.get(index=meta))
+        self._meta_ready = True
+
+    async def _meta(self, name: str) -> tuple[dict[str, Any], int, int] | None:
+        found = await self._call(
+            "meta",
+            lambda: self._client.get(index=self._names.meta, id=name, realtime=True),
+            missing=None,
+        )
+        if found is None or not found.get("found"):
+            return None
+        return found["_source"], found["_seq_no"], found["_primary_term"]
+
+    async def _put_meta(self, name: str, record: dict[str, Any], seq: tuple[int, int]) -> None:
+        await self._call(
+            "meta",
+            lambda: self._client.index(
+                index=self._names.meta,
+                id=name,
+                body=record,
+                if_seq_no=seq[0],
+                if_primary_term=seq[1],
+                refresh="true",
+            ),
+        )
+
+    async def _record(self, name: str) -> tuple[dict[str, Any], tuple[int, int]]:
+        meta = await self._meta(name)
+        if meta is None:
+            raise index_missing(len(name))
+        return meta[0], (meta[1], meta[2])
+
+    @staticmethod
+    def _state(name: str, record: Mapping[str, Any]) -> IndexState:
+        return IndexState(
+            name,
+            int(record.get("published_version", 0)),
+            record.get("embedding"),
+            record.get("dimensions"),
+            str(record.get("chunking", "")),
+            int(record.get("document_count", 0)),
+            int(record.get("chunk_count", 0)),
+        )
+
+    # -- index lifecycle -------------------------------------------------------------
+
+    async def ensure_index(self, spec: IndexSpec) -> IndexState:
+        await self._ensure_meta()
+        if await self._meta(spec.name) is None:
+            record: dict[str, Any] = {
+                "published_version": 0,
+                "next_version": 1,
+                "embedding": spec.embedding,
+                "dimensions": spec.dimensions,
+                "chunking": spec.chunking,
+                "document_count": 0,
+                "chunk_count": 0,
+            }
+            await self._call(
+                "meta",
+                lambda: self._client.index(
+                    index=self._names.meta,
+                    id=spec.name,
+                    body=record,
+                    op_type="create",
+                    refresh="true",
+                ),
+                missing=None,
+            )
+        self._specs[spec.name] = spec
+        current, _ = await self._record(spec.name)
+        if int(current.get("published_version", 0)) == 0:
+            return self._state(spec.name, current | _descriptors(spec))
+        return self._state(spec.name, current)
+
+    async def index_state(self, name: str) -> IndexState:
+        record, _ = await self._record(name)
+        if int(record.get("published_version", 0)) == 0 and name in self._specs:
+            record = record | _descriptors(self._specs[name])
+        return self._state(name, record)
+
+    async def begin_version(self, name: str) -> int:
+        record, seq = await self._record(name)
+        spec = self._specs.get(name)
+        if spec is None:
+            raise index_missing(len(name))
+        await self._versions.sweep(name, int(record.get("published_version", 0)))
+        version = int(record.get("next_version", 1))
+        await self._put_meta(name, record | {"next_version": version + 1}, seq)
+        self._versions.begin(name, version, spec)
+        return version
+
+    async def stage_documents(
+        self, name: str, version: int, documents: Sequence[StagedDocument]
+    ) -> None:
+        st = self._versions.staging(name, version)
+        check_staged(st.spec, documents)
+        if not documents:
+            return
+        chunks = sum(len(d.chunks) for d in documents)
+        analyzer = st.spec.analyzer
+        if chunks > _INLINE_ANALYSIS_CHUNKS:
+            analyzed = await asyncio.to_thread(_analyze, documents, analyzer)
+        else:
+            analyzed = _analyze(documents, analyzer)
+        actions: list[dict[str, Any]] = []
+        staged_at = time.time()
+        for item, parts in zip(documents, analyzed, strict=True):
+            await self._stage_one(st, name, item, parts, staged_at, actions)
+        await self._versions.bulk(actions)
+
+    async def _stage_one(
+        self,
+        st: Staging,
+        name: str,
+        item: StagedDocument,
+        parts: list[tuple[str, str]],
+        staged_at: float,
+        actions: list[dict[str, Any]],
+    ) -> None:
+        d = item.document
+        ts = await self._versions.tenant(name, st, d.tenant)
+        for old in ts.written.pop(d.document_id, []):
+            actions.append({"_op_type": "delete", "_index": ts.physical, "_id": old})
+        ts.touched.add(d.document_id)
+        meta = metadata_fields(d.metadata)
+        ids: list[str] = []
+        for i, (chunk, (terms, words)) in enumerate(zip(item.chunks, parts, strict=True)):
+            _id = chunk_id_of(d.tenant, d.document_id, chunk.chunk_id)
+            source: dict[str, Any] = {
+                "kind": CHUNK,
+                "document_id": d.document_id,
+                "chunk_id": chunk.chunk_id,
+                "start": chunk.start,
+                "end": chunk.end,
+                "terms": terms,
+                "words": words,
+                **meta,
+                "payload": {
+                    "text": chunk.text,
+                    "section": chunk.section,
+                    "title": d.title,
+                    "metadata": dict(d.metadata),
+                    "ordinal": chunk.ordinal,
+                },
+            }
+            if item.embeddings is not None:
+                source["vector"] = item.embeddings[i].tolist()
+            actions.append({"_op_type": "index", "_index": ts.physical, "_id": _id, **source})
+            ids.append(_id)
+        doc_id = document_id_of(d.tenant, d.document_id)
+        actions.append(
+            {
+                "_op_type": "index",
+                "_index": ts.physical,
+                "_id": doc_id,
+                "kind": DOCUMENT,
+                "document_id": d.document_id,
+                **meta,
+                "payload": {
+                    "source_id": d.source_id,
+                    "content_hash": d.content_hash,
+                    "title": d.title,
+                    "tenant": d.tenant,
+                    "metadata": dict(d.metadata),
+                    "chunk_count": len(item.chunks),
+                    "characters": max((c.end for c in item.chunks), default=0),
+                    "version": st.version,
+                    "ingested_at": staged_at,
+                },
+            }
+        )
+        ids.append(doc_id)
+        ts.written[d.document_id] = ids
+
+    async def stage_deletions(self, name: str, version: int, keys: Sequence[DocumentKey]) -> int:
+        st = self._versions.staging(name, version)
+        unique = list(dict.fromkeys(keys))
+        present = len(await self.live_documents(name, unique))
+        actions: list[dict[str, Any]] = []
+        for key in unique:
+            ts = await self._versions.tenant(name, st, key.tenant)
+            for old in ts.written.pop(key.document_id, []):
+                actions.append({"_op_type": "delete", "_index": ts.physical, "_id": old})
+            ts.touched.add(key.document_id)
+        await self._versions.bulk(actions)
+        return present
+
+    async def publish_version(self, name: str, version: int, spec: IndexSpec) -> IndexState:
+        record, seq = await self._record(name)
+        st = self._versions.staging(name, version)
+        before = await self._tenant_counts(name, list(st.tenants))
+        await self._versions.publish(name, version)
+        after = await self._tenant_counts(name, list(st.tenants))
+        documents = int(record.get("document_count", 0))
+        chunks = int(record.get("chunk_count", 0))
+        for tenant in st.tenants:
+            documents += after[tenant][0] - before[tenant][0]
+            chunks += after[tenant][1] - before[tenant][1]
+        published = int(record.get("published_version", 0))
+        record = record | _descriptors(spec)
+        record |= {
+            "published_version": max(published, version),
+            "document_count": documents,
+            "chunk_count": chunks,
+        }
+        await self._put_meta(name, record, seq)
+        self._versions.sweep_later(name, version)
+        return self._state(name, record)
+
+    async def _tenant_counts(self, name: str, tenants: list[str]) -> dict[str, tuple[int, int]]:
+        """Published (documents, chunks) of each tenant."""
+        out: dict[str, tuple[int, int]] = {}
+        for tenant in tenants:
+            body = {
+                "size": 0,
+                "aggs": {"kinds": {"terms": {"field": "kind", "size": 2}}},
+            }
+            found = await self._search(self._names.alias(name, tenant), body, "count")
+            buckets = {
+                b["key"]: int(b["doc_count"])
+                for b in found.get("aggregations", {}).get("kinds", {}).get("buckets", [])
+            }
+            out[tenant] = (buckets.get(DOCUMENT, 0), buckets.get(CHUNK, 0))
+        return out
+
+    async def discard_version(self, name: str, version: int) -> None:
+        await self._versions.delete(self._versions.discard(name, version))
+
+    # -- documents -------------------------------------------------------------------
+
+    async def live_documents(
+        self, name: str, keys: Collection[DocumentKey] | None = None
+    ) -> Mapping[DocumentKey, LiveDocument]:
+        await self._record(name)
+        out: dict[DocumentKey, LiveDocument] = {}
+        if keys is None:
+            for alias in await self._versions.tenant_aliases(name):
+                async for src in self._scan(alias, [{"term": {"kind": DOCUMENT}}]):
+                    live = live_document(src)
+                    out[live.key] = live
+            return out
+        by_tenant: dict[str, list[str]] = {}
+        for key in keys:
+            by_tenant.setdefault(key.tenant, []).append(key.document_id)
+        for tenant, ids in by_tenant.items():
+            alias = self._names.alias(name, tenant)
+            for start in range(0, len(ids), 1_000):
+                batch = [document_id_of(tenant, i) for i in ids[start : start + 1_000]]
+                found = await self._call(
+                    "mget",
+                    lambda batch=batch, alias=alias: self._client.mget(
+                        index=alias,
+                        body={"ids": batch},
+                        _source_includes=["payload", "document_id"],
+                    ),
+                    missing={"docs": []},
+                )
+                for item in found.get("docs", []):
+                    if item.get("found"):
+                        live = live_document(item["_source"])
+                        out[live.key] = live
+        return out
+
+    async def _scan(self, index: str, filters: list[dict[str, Any]]) -> Any:
+        """Every record of `index` matching `filters`, in document id order."""
+        after: list[Any] | None = None
+        while True:
+            body: dict[str, Any] = {
+                "size": _PAGE,
+                "query": {"bool": {"filter": filters}},
+                "sort": [{"document_id": "asc"}],
+                "_source": ["payload", "document_id"],
+            }
+            if after is not None:
+                body["search_after"] = after
+            found = await self._search(index, body, "scan")
+            hits = found.get("hits", {}).get("hits", [])
+            for h in hits:
+                yield h["_source"]
+            if len(hits) < _PAGE:
+                return
+            after = hits[-1]["sort"]
+
+    async def has_documents(self, name: str, tenant: str) -> bool:
+        self._spec(name)
+        body = {"size": 0, "query": {"term": {"kind": DOCUMENT}}, "terminate_after": 1}
+        found = await self._search(self._names.alias(name, tenant), body, "count")
+        return int(found.get("hits", {}).get("total", {}).get("value", 0)) > 0
+
+    async def list_documents(
+        self, name: str, tenant: str, limit: int, after: str | None
+    ) -> list[DocumentInfo]:
+        self._spec(name)
+        filters: list[dict[str, Any]] = [{"term": {"kind": DOCUMENT}}]
+        if after is not None:
+            filters.append({"range": {"document_id": {"gt": after}}})
+        body = {
+            "size": min(limit, 10_000),
+            "query": {"bool": {"filter": filters}},
+            "sort": [{"document_id": "asc"}],
+            "_source": ["payload", "document_id"],
+        }
+        found = await self._search(self._names.alias(name, tenant), body, "list")
+        return [document_info(h["_source"]) for h in found.get("hits", {}).get("hits", [])]
+
+    async def get_document(self, name: str, tenant: str, document_id: str) -> DocumentInfo | None:
+        self._spec(name)
+        found = await self._call(
+            "get",
+            lambda: self._client.get(
+                index=self._names.alias(name, tenant),
+                id=document_id_of(tenant, document_id),
+                _source_includes=["payload", "document_id"],
+            ),
+            missing=None,
+        )
+        if found is None or not found.get("found"):
+            return None
+        return document_info(found["_source"])
+
+    async def document_chunks(
+        self, name: str, tenant: str, document_id: str, limit: int
+    ) -> list[ChunkRecord]:
+        self._spec(name)
+        body = {
+            "size": min(limit, 10_000),
+            "query": {
+                "bool": {
+                    "filter": [{"term": {"kind": CHUNK}}, {"term": {"document_id": document_id}}]
+                }
+            },
+            "sort": [{"start": "asc"}, {"end": "asc"}],
+            "_source": ["payload", "chunk_id", "start", "end"],
+        }
+        found = await self._search(self._names.alias(name, tenant), body, "chunks")
+        out = []
+        for i, h in enumerate(found.get("hits", {}).get("hits", [])):
+            s = h["_source"]
+            p = s["payload"]
+            out.append(ChunkRecord(s["chunk_id"], i, s["start"], s["end"], p["text"], p["section"]))
+        return out
+
+    # -- search ----------------------------------------------------------------------
+
+    def _spec(self, name: str) -> IndexSpec:
+        spec = self._specs.get(name)
+        if spec is None:
+            raise index_missing(len(name))
+        return spec
+
+    async def _search(
+        self, index: str, body: dict[str, Any], operation: str, **params: Any
+    ) -> dict[str, Any]:
+        """One search of `index` (an alias that may not exist yet: then nothing),
+        refusing partial results (a failed shard fails the search)."""
+        found: dict[str, Any] = await self._call(
+            operation,
+            lambda: self._client.search(
+                index=index,
+                body=body,
+                ignore_unavailable=True,
+                allow_partial_search_results=False,
+                **params,
+            ),
+        )
+        self._check_shards(found, operation)
+        return found
+
+    def _check_shards(self, found: Mapping[str, Any], operation: str) -> None:
+        failed = int(found.get("_shards", {}).get("failed", 0))
+        if failed:
+            STORE_SHARD_FAILURES.add(
+                failed, {"store": self._settings.label, "operation": operation}
+            )
+            raise store_unavailable("search engine shards failed")
+
+    def _search_type(self) -> dict[str, str]:
+        # Statistics over every shard of the tenant's index, not per shard.
+        return {"search_type": "dfs_query_then_fetch"} if self._settings.shards > 1 else {}
+
+    async def search_vector(
+        self, name: str, vector: npt.NDArray[np.float32], k: int, scope: Scope
+    ) -> list[ChunkHit]:
+        spec = self._spec(name)
+        if not spec.dimensions or k <= 0:
+            return []
+        body = {
+            "size": k,
+            "query": {
+                "knn": {
+                    "vector": {
+                        "vector": np.asarray(vector, dtype=np.float32).tolist(),
+                        "k": max(k, self._settings.ef_search),
+                        "filter": {"bool": {"filter": scope_filters(scope)}},
+                    }
+                }
+            },
+            "sort": sorted_hits(IDS),
+            "track_scores": True,
+            "_source": SOURCE,
+        }
+        found = await self._search(self._names.alias(name, scope.tenant), body, "knn")
+        metric = spec.metric
+        score_metric = {
+            DistanceMetric.EUCLIDEAN: ScoreMetric.EUCLIDEAN_DISTANCE,
+            DistanceMetric.DOT: ScoreMetric.DOT_PRODUCT,
+        }.get(metric, ScoreMetric.COSINE_SIMILARITY)
+        hits = [
+            chunk_hit(
+                h["_source"], Score.of(score_metric, raw_similarity(metric, float(h["_score"])))
+            )
+            for h in found.get("hits", {}).get("hits", [])
+        ]
+        return rank_hits(hits)[:k]
+
+    async def search_lexical(
+        self, name: str, query: LexicalQuery, k: int, scope: Scope
+    ) -> LexicalResult:
+        self._spec(name)
+        if not query.terms or k <= 0:
+            return LexicalResult([])
+        alias = self._names.alias(name, scope.tenant)
+        indexed = set(query.terms)
+        filters = scope_filters(scope)
+        for phrase in query.phrases:
+            anchors = [w for w in phrase if w in indexed]
+            if not anchors:
+                return LexicalResult([])
+            filters.extend({"term": {"terms": w}} for w in dict.fromkeys(anchors))
+            filters.append(
+                {"match_phrase": {"words": {"query": " ".join(phrase), "analyzer": "whitespace"}}}
+            )
+        distinct = list(dict.fromkeys(query.terms))
+        weights = query.term_weights()
+        params = self._search_type()
+        if len(distinct) <= query.max_terms:
+            # Nothing to prune: the frequencies (for the diagnostics) and the
+            # search with every term (an absent one scores nothing) in one trip.
+            df_found, found = await self._msearch(
+                alias,
+                [df_body(distinct), bm25_body(distinct, weights, filters, k)],
+                "bm25",
+                params,
+            )
+            df = frequencies(df_found, distinct)
+            terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
+            if not terms:
+                return LexicalResult([], 0, pruned)
+        else:
+            df = frequencies(await self._search(alias, df_body(distinct), "df"), distinct)
+            terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
+            if not terms:
+                return LexicalResult([], 0, pruned)
+            found = await self._search(
+                alias, bm25_body(terms, weights, filters, k), "bm25", **params
+            )
+        hits = [
+            chunk_hit(h["_source"], Score.of(ScoreMetric.BM25, float(h["_score"])))
+            for h in found.get("hits", {}).get("hits", [])
+        ]
+        return LexicalResult(rank_hits(hits)[:k], len(terms), pruned)
+
+    async def _msearch(
+        self, index: str, bodies: list[dict[str, Any]], operation: str, params: dict[str, str]
+    ) -> list[dict[str, Any]]:
+        """Several searches of `index` in one round trip (see `_search`)."""
+        header = {
+            "index": index,
+            "ignore_unavailable": True,
+            "allow_partial_search_results": False,
+            **params,
+        }
+        lines: list[dict[str, Any]] = []
+        for body in bodies:
+            lines.extend((header, body))
+        found: dict[str, Any] = await self._call(
+            operation,
+            lambda: self._client.msearch(body=lines),
+        )
+        out = []
+        for response in found.get("responses", []):
+            if "error" in response:
+                raise store_unavailable(f"search engine failed ({response.get('status', 0)})")
+            self._check_shards(response, operation)
+            out.append(response)
+        if len(out) != len(bodies):
+            raise store_unavailable("search engine answered a different number of searches")
+        return out
+
+    async def ping(self) -> None:
+        """Raise STORE_UNAVAILABLE unless the cluster answers (health checks)."""
+        await self._call("ping", lambda: self._client.cluster.health(request_timeout=5.0))
+
+    async def close(self) -> None:
+        await self._versions.close()
+        await self._client.close()
+
+
+def _descriptors(spec: IndexSpec) -> dict[str, Any]:
+    return {"embedding": spec.embedding, "dimensions": spec.dimensions, "chunking": spec.chunking}
+
+
+async def open_opensearch_store(settings: OpenSearchSettings) -> OpenSearchStore:
+    """Connect and check the cluster answers (STORE_UNAVAILABLE otherwise)."""
+    client = open_client(settings)
+    store = OpenSearchStore(client, settings)
+    try:
+        await store.ping()
+        await store._ensure_meta()
+    except BaseException:
+        await client.close()
+        raise
+    return store

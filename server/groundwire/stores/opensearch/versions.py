@@ -1,0 +1,364 @@
+"""Versions on OpenSearch: staging into new physical indexes, and publishing them
+all at once by moving aliases in one `_aliases` call.
+
+A version writes, for each tenant it touches, a fresh physical index
+(layout.Names.physical) built with no replicas and refresh off: the staged
+chunks and document records go there by `_bulk` in bounded batches (429s retried
+with back-off; ids are stable, so a retry overwrites). Publishing copies the
+tenant's unchanged documents from its current physical index into the new one
+(server side, `_reindex` excluding the changed ids), refreshes it, restores the
+replicas and waits for them where the cluster can hold them, then swaps every
+touched tenant's alias in one `_aliases` call: a reader resolves the alias once
+per request, so it sees the old version or the new one, never a mix. The
+superseded indexes are deleted after a grace period (in-flight reads finish).
+
+A version's staging state (which documents it touched) lives in the process
+that stages it: OpenSearch indexes are ingested by one replica at a time (the
+ingestion lock, on the control-plane store). A process that dies mid-version
+leaves physical indexes no alias points to; the next version of the index
+deletes them first (`sweep`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opensearchpy import AsyncOpenSearch
+from opensearchpy.helpers import async_streaming_bulk
+
+from groundwire.domain.errors import GroundwireError
+from groundwire.instruments import STORE_BULK_REJECTIONS
+from groundwire.stores.base import IndexSpec, store_unavailable
+from groundwire.stores.opensearch.client import OpenSearchSettings, call, engine_error
+from groundwire.stores.opensearch.layout import Names, index_body
+
+log = logging.getLogger("groundwire.stores.opensearch")
+
+
+@dataclass(slots=True)
+class TenantStaging:
+    physical: str
+    # Every document id the version writes or deletes (the publish copies the rest).
+    touched: set[str] = field(default_factory=set)
+    # The _ids written per document, so restaging a document in the same version
+    # first removes its earlier copy.
+    written: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Staging:
+    version: int
+    spec: IndexSpec
+    tenants: dict[str, TenantStaging] = field(default_factory=dict)
+
+
+class Versions:
+    """Staging and publishing of one store's indexes (see module docstring)."""
+
+    def __init__(self, client: AsyncOpenSearch, settings: OpenSearchSettings) -> None:
+        self._client = client
+        self._settings = settings
+        self.names = Names(settings.index_prefix)
+        self._staging: dict[tuple[str, int], Staging] = {}
+        self._sweeps: set[asyncio.Task[None]] = set()
+        # When this process moved an alias off each superseded index: the grace
+        # period runs from then (an index left by another process or before a
+        # restart counts from its creation).
+        self._superseded: dict[str, float] = {}
+
+    # -- aliases -------------------------------------------------------------------
+
+    async def tenant_aliases(self, name: str) -> dict[str, str]:
+        """Every tenant alias of `name` and the physical index behind it."""
+        pattern = re.compile(re.escape(self.names.prefix + name) + r"\.[0-9a-f]{20}$")
+        found: dict[str, Any] = await call(
+            self._settings.label,
+            "aliases",
+            lambda: self._client.indices.get_alias(name=self.names.aliases(name)),
+            missing={},
+        )
+        out: dict[str, str] = {}
+        for physical, body in found.items():
+            for alias in body.get("aliases", {}):
+                if pattern.match(alias):
+                    out[alias] = physical
+        return out
+
+    async def physical_indexes(self, name: str) -> dict[str, float]:
+        """Every physical index of `name` with its creation time (UNIX seconds)."""
+        pattern = re.compile(re.escape(self.names.prefix + name) + r"\.[0-9a-f]{20}-v[0-9]+$")
+        rows: list[dict[str, str]] = await call(
+            self._settings.label,
+            "cat",
+            lambda: self._client.cat.indices(
+                index=self.names.aliases(name) + "-v*",
+                format="json",
+                h="index,creation.date",
+                expand_wildcards="all",
+            ),
+            missing=[],
+        )
+        return {
+            r["index"]: int(r.get("creation.date") or 0) / 1000
+            for r in rows
+            if pattern.match(r["index"])
+        }
+
+    async def sweep(self, name: str, published: int, *, leftovers: bool = True) -> None:
+        """Delete physical indexes no alias points to: superseded ones once past the
+        grace period, and (`leftovers`: only the holder of the index's ingestion
+        lock, about to begin a version) those of versions above `published` that
+        were never published (a crash, a discard)."""
+        aliased = set((await self.tenant_aliases(name)).values())
+        physicals = await self.physical_indexes(name)
+        # Versions this process is staging (read after the listings: a version
+        # begun meanwhile has indexes the listing may already show).
+        staging = {v for (n, v) in self._staging if n == name}
+        now = time.time()
+        doomed = []
+        for physical, created in physicals.items():
+            version = Names.version_of(physical)
+            if physical in aliased or version in staging:
+                continue
+            if version > published and not leftovers:
+                continue  # possibly another replica's version in the making
+            since = self._superseded.get(physical, created)
+            if version <= published and now - since < self._settings.superseded_grace_s:
+                continue
+            doomed.append(physical)
+            self._superseded.pop(physical, None)
+        await self.delete(doomed)
+
+    async def delete(self, physicals: Sequence[str]) -> None:
+        for start in range(0, len(physicals), 50):
+            batch = ",".join(physicals[start : start + 50])
+
+            def delete(batch: str = batch) -> Any:
+                return self._client.indices.delete(index=batch, ignore_unavailable=True)
+
+            await call(self._settings.label, "delete_index", delete, missing=None)
+
+    def sweep_later(self, name: str, published: int) -> None:
+        """Delete the superseded indexes once the grace period has passed."""
+
+        async def run() -> None:
+            await asyncio.sleep(self._settings.superseded_grace_s + 1.0)
+            try:
+                await self.sweep(name, published, leftovers=False)
+            except GroundwireError:
+                log.warning("deleting superseded indexes failed; the next version retries")
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._sweeps.add(task)
+        task.add_done_callback(self._sweeps.discard)
+
+    async def close(self) -> None:
+        for task in list(self._sweeps):
+            task.cancel()
+        await asyncio.gather(*self._sweeps, return_exceptions=True)
+
+    # -- staging -------------------------------------------------------------------
+
+    def begin(self, name: str, version: int, spec: IndexSpec) -> None:
+        self._staging[(name, version)] = Staging(version, spec)
+
+    def staging(self, name: str, version: int) -> Staging:
+        st = self._staging.get((name, version))
+        if st is None:
+            raise store_unavailable("staging version is unknown to this process")
+        return st
+
+    async def tenant(self, name: str, st: Staging, tenant: str) -> TenantStaging:
+        """The tenant's staging index of this version, created on first use."""
+        ts = st.tenants.get(tenant)
+        if ts is not None:
+            return ts
+        physical = self.names.physical(name, tenant, st.version)
+        body = index_body(
+            st.spec,
+            shards=self._settings.shards,
+            replicas=0,
+            hnsw_m=self._settings.hnsw_m,
+            hnsw_ef_construction=self._settings.hnsw_ef_construction,
+        )
+        await call(
+            self._settings.label,
+            "create_index",
+            lambda: self._client.indices.create(index=physical, body=body),
+        )
+        ts = st.tenants[tenant] = TenantStaging(physical)
+        return ts
+
+    async def bulk(self, actions: list[dict[str, Any]]) -> None:
+        """Write `actions` in bounded batches; 429s are retried with back-off (ids
+        are stable, so a retried item overwrites), any other item failure fails
+        the call (nothing of the version is published)."""
+        if not actions:
+            return
+        s = self._settings
+
+        async def source() -> AsyncIterator[dict[str, Any]]:
+            for action in actions:
+                yield action
+
+        try:
+            async for ok, item in async_streaming_bulk(
+                self._client,
+                source(),
+                chunk_size=s.bulk_chunks,
+                max_chunk_bytes=s.bulk_bytes,
+                max_retries=s.bulk_max_retries,
+                initial_backoff=0.5,
+                max_backoff=30.0,
+                raise_on_error=False,
+                raise_on_exception=True,
+                refresh=False,
+            ):
+                if not ok:
+                    info: Any = next(iter(item.values()), {})
+                    status = info.get("status", 0) if isinstance(info, dict) else 0
+                    if status == 404 and next(iter(item)) == "delete":
+                        continue  # deleting an earlier copy that was never written
+                    if status == 429:
+                        STORE_BULK_REJECTIONS.add(1, {"store": s.label})
+                    raise store_unavailable(f"search engine refused a bulk item ({status})")
+        except GroundwireError:
+            raise
+        except Exception as exc:
+            raise engine_error(exc) from None
+
+    def discard(self, name: str, version: int) -> list[str]:
+        st = self._staging.pop((name, version), None)
+        return [] if st is None else [t.physical for t in st.tenants.values()]
+
+    # -- publishing ----------------------------------------------------------------
+
+    async def publish(self, name: str, version: int) -> None:
+        """Copy, refresh, replicate and swap (see module docstring). On failure the
+        published state is untouched."""
+        st = self.staging(name, version)
+        current = await self.tenant_aliases(name)
+        actions: list[dict[str, Any]] = []
+        superseded: list[str] = []
+        empty: list[str] = []
+        for tenant, ts in st.tenants.items():
+            alias = self.names.alias(name, tenant)
+            old = current.get(alias)
+            if old is not None:
+                await self._copy_unchanged(old, ts)
+            await self._refresh(ts.physical)
+            if old is not None:
+                actions.append({"remove": {"index": old, "alias": alias}})
+                superseded.append(old)
+            if await self._count(ts.physical) == 0:
+                empty.append(ts.physical)
+                continue
+            actions.append({"add": {"index": ts.physical, "alias": alias}})
+        await self._replicate([t.physical for t in st.tenants.values() if t.physical not in empty])
+        if actions:
+            await call(
+                self._settings.label,
+                "swap_aliases",
+                lambda: self._client.indices.update_aliases(body={"actions": actions}),
+            )
+        self._staging.pop((name, version), None)
+        now = time.time()
+        self._superseded.update((old, now) for old in superseded)
+        await self.delete(empty)
+
+    async def _copy_unchanged(self, old: str, ts: TenantStaging) -> None:
+        query: dict[str, Any] = {"match_all": {}}
+        if ts.touched:
+            query = {"bool": {"must_not": [{"terms": {"document_id": sorted(ts.touched)}}]}}
+        remaining: dict[str, Any] = await call(
+            self._settings.label,
+            "count",
+            lambda: self._client.count(index=old, body={"query": query}),
+        )
+        if not remaining.get("count"):
+            return
+        started: dict[str, Any] = await call(
+            self._settings.label,
+            "reindex",
+            lambda: self._client.reindex(
+                body={"source": {"index": old, "query": query}, "dest": {"index": ts.physical}},
+                wait_for_completion=False,
+                refresh=False,
+                slices="auto",
+            ),
+        )
+        await self._await_task(str(started["task"]))
+
+    async def _await_task(self, task_id: str) -> None:
+        deadline = time.monotonic() + self._settings.publish_timeout_s
+        while True:
+            status: dict[str, Any] = await call(
+                self._settings.label,
+                "task",
+                lambda: self._client.tasks.get(
+                    task_id=task_id,
+                    wait_for_completion=True,
+                    params={"timeout": "20s"},
+                    request_timeout=60.0,
+                ),
+            )
+            if status.get("completed"):
+                response = status.get("response") or {}
+                if status.get("error") or response.get("failures"):
+                    raise store_unavailable("search engine failed to copy unchanged documents")
+                return
+            if time.monotonic() > deadline:
+                raise store_unavailable("copying unchanged documents took too long")
+
+    async def _refresh(self, physical: str) -> None:
+        await call(
+            self._settings.label,
+            "refresh",
+            lambda: self._client.indices.refresh(index=physical),
+        )
+
+    async def _count(self, physical: str) -> int:
+        body: dict[str, Any] = await call(
+            self._settings.label, "count", lambda: self._client.count(index=physical)
+        )
+        return int(body.get("count", 0))
+
+    async def _replicate(self, physicals: Iterable[str]) -> None:
+        """Restore the configured replicas and wait until they are allocated where
+        the cluster has nodes enough to hold them (a one-node cluster cannot)."""
+        targets = ",".join(physicals)
+        if not targets or self._settings.replicas == 0:
+            return
+        await call(
+            self._settings.label,
+            "settings",
+            lambda: self._client.indices.put_settings(
+                index=targets, body={"index": {"number_of_replicas": self._settings.replicas}}
+            ),
+        )
+        health: dict[str, Any] = await call(
+            self._settings.label, "health", lambda: self._client.cluster.health()
+        )
+        if int(health.get("number_of_data_nodes", 1)) <= self._settings.replicas:
+            return
+        deadline = time.monotonic() + self._settings.publish_timeout_s
+        while time.monotonic() < deadline:
+            state: dict[str, Any] = await call(
+                self._settings.label,
+                "health",
+                lambda: self._client.cluster.health(
+                    index=targets,
+                    wait_for_status="green",
+                    params={"timeout": "20s"},
+                    request_timeout=60.0,
+                ),
+            )
+            if not state.get("timed_out"):
+                return
+        raise store_unavailable("replicas of the new version were not allocated in time")

@@ -1,0 +1,210 @@
+"""A real OpenSearch 2.19.1 from scripts/opensearch_node.py: one node serves BM25
+(english analyzer) and filtered k-NN (lucene engine, HNSW, cosine); three nodes form a
+cluster that keeps answering with every document after its elected cluster-manager is
+SIGKILLed, and takes the node back when it restarts."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+from tests.support.opensearch import opensearch_cluster, opensearch_url_session
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+T = TypeVar("T")
+
+MAPPING: dict[str, Any] = {
+    "settings": {"index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0}},
+    "mappings": {
+        "properties": {
+            "text": {"type": "text", "analyzer": "english"},
+            "tenant": {"type": "keyword"},
+            "embedding": {
+                "type": "knn_vector",
+                "dimension": 4,
+                "method": {
+                    "name": "hnsw",
+                    "engine": "lucene",
+                    "space_type": "cosinesimil",
+                    "parameters": {"m": 16, "ef_construction": 64},
+                },
+            },
+        }
+    },
+}
+
+DOCS: dict[str, dict[str, Any]] = {
+    "d1": {
+        "text": "Employees may take parental leave for sixteen weeks.",
+        "tenant": "a",
+        "embedding": [1.0, 0.0, 0.0, 0.0],
+    },
+    "d2": {
+        "text": "The office closes on public holidays.",
+        "tenant": "a",
+        "embedding": [0.0, 1.0, 0.0, 0.0],
+    },
+    "d3": {
+        "text": "Contractors are not entitled to parental leaves.",
+        "tenant": "b",
+        "embedding": [0.9, 0.1, 0.0, 0.0],
+    },
+    "d4": {
+        "text": "Expense reports are due every month.",
+        "tenant": "b",
+        "embedding": [0.0, 0.0, 1.0, 0.0],
+    },
+    "d5": {
+        "text": "Holiday requests go to the team lead.",
+        "tenant": "b",
+        "embedding": [0.0, 0.9, 0.1, 0.0],
+    },
+}
+
+
+def eventually(check: Callable[[], T], timeout: float = 120.0, what: str = "condition") -> T:
+    """Poll `check` until it returns without raising; re-raise its last error late."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return check()
+        except (AssertionError, httpx.HTTPError) as exc:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what} not reached in {timeout}s: {exc!r}") from exc
+        time.sleep(0.25)
+
+
+def ok(response: httpx.Response) -> Any:
+    assert response.is_success, (
+        f"{response.request.method} {response.request.url}: {response.status_code} {response.text}"
+    )
+    return response.json()
+
+
+def ids(body: Any) -> list[str]:
+    return [hit["_id"] for hit in body["hits"]["hits"]]
+
+
+def load(client: httpx.Client, index: str, mapping: dict[str, Any]) -> None:
+    ok(client.put(f"/{index}", json=mapping))
+    lines = []
+    for doc_id, doc in DOCS.items():
+        lines.append({"index": {"_index": index, "_id": doc_id}})
+        lines.append(doc)
+    payload = "".join(json.dumps(line) + "\n" for line in lines)
+    body = ok(
+        client.post(
+            "/_bulk",
+            params={"refresh": "true"},
+            content=payload,
+            headers={"content-type": "application/x-ndjson"},
+        )
+    )
+    assert body["errors"] is False, body
+
+
+@pytest.fixture(scope="module")
+def opensearch_url() -> Iterator[str]:
+    yield from opensearch_url_session()
+
+
+def test_one_node_bm25_and_filtered_knn(opensearch_url: str) -> None:
+    index = f"gw-e2e-{time.monotonic_ns()}"
+    with httpx.Client(base_url=opensearch_url, timeout=60) as client:
+        try:
+            root = ok(client.get("/"))
+            assert root["version"]["number"] == "2.19.1"
+            load(client, index, MAPPING)
+
+            # BM25 through the english analyzer: "leaving" and "leaves" both stem to "leav".
+            body = ok(
+                client.post(
+                    f"/{index}/_search", json={"query": {"match": {"text": "leaving parents"}}}
+                )
+            )
+            assert sorted(ids(body)) == ["d1", "d3"]
+            assert all(hit["_score"] > 0 for hit in body["hits"]["hits"])
+
+            # k-NN without a filter: the nearest to [1,0,0,0] is d1, then d3.
+            knn = {"embedding": {"vector": [1.0, 0.0, 0.0, 0.0], "k": 2}}
+            body = ok(client.post(f"/{index}/_search", json={"size": 2, "query": {"knn": knn}}))
+            assert ids(body) == ["d1", "d3"]
+
+            # Lucene filtered k-NN: only tenant b, so d3 first and d1 never.
+            knn["embedding"]["filter"] = {"term": {"tenant": "b"}}
+            body = ok(client.post(f"/{index}/_search", json={"size": 2, "query": {"knn": knn}}))
+            assert ids(body)[0] == "d3"
+            assert {hit["_source"]["tenant"] for hit in body["hits"]["hits"]} == {"b"}
+            assert "d1" not in ids(body)
+        finally:
+            client.delete(f"/{index}")
+
+
+def test_three_nodes_survive_the_cluster_manager_being_killed() -> None:
+    with opensearch_cluster(3) as cluster:
+        assert len(cluster.urls) == 3
+        with httpx.Client(base_url=cluster.url, timeout=60) as client:
+            nodes = ok(client.get("/_cat/nodes", params={"format": "json"}))
+            assert len(nodes) == 3
+            mapping = {
+                **MAPPING,
+                "settings": {
+                    "index": {"knn": True, "number_of_shards": 2, "number_of_replicas": 1}
+                },
+            }
+            load(client, "failover", mapping)
+            ok(
+                client.get(
+                    "/_cluster/health", params={"wait_for_status": "green", "timeout": "120s"}
+                )
+            )
+            manager = ok(client.get("/_cat/cluster_manager", params={"format": "json"}))[0]["node"]
+        victim = int(manager.removeprefix("node-"))
+        cluster.kill(victim)
+        survivor = cluster.urls[(victim + 1) % 3]
+
+        with httpx.Client(base_url=survivor, timeout=30) as client:
+
+            def answers_with_every_doc() -> None:
+                health = ok(
+                    client.get("/_cluster/health", params={"wait_for_nodes": "2", "timeout": "5s"})
+                )
+                assert health["number_of_nodes"] == 2, health
+                assert health["status"] in {"yellow", "green"}, health
+                body = ok(
+                    client.post("/failover/_search", json={"size": 10, "query": {"match_all": {}}})
+                )
+                assert body["_shards"]["failed"] == 0, body["_shards"]
+                assert sorted(ids(body)) == sorted(DOCS)
+
+            eventually(answers_with_every_doc, what="searches answered by the two survivors")
+            new_manager = ok(client.get("/_cat/cluster_manager", params={"format": "json"}))[0][
+                "node"
+            ]
+            assert new_manager != manager
+
+            knn = {
+                "embedding": {
+                    "vector": [0.0, 1.0, 0.0, 0.0],
+                    "k": 2,
+                    "filter": {"term": {"tenant": "b"}},
+                }
+            }
+            body = ok(client.post("/failover/_search", json={"size": 1, "query": {"knn": knn}}))
+            assert ids(body) == ["d5"]
+
+            # The killed node comes back with its data and the cluster turns green again.
+            cluster.start(victim)
+            health = ok(
+                client.get(
+                    "/_cluster/health",
+                    params={"wait_for_nodes": "3", "wait_for_status": "green", "timeout": "120s"},
+                )
+            )
+            assert health["number_of_nodes"] == 3 and not health["timed_out"], health

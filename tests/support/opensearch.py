@@ -1,0 +1,120 @@
+"""A real OpenSearch 2.19.1 (k-NN, `lucene` engine) for tests, from
+scripts/opensearch_node.py: laid out once from Maven Central into a cache, each node
+a JVM on 127.0.0.1 (as the unprivileged `groundwire-search` user when run as root).
+
+- `opensearch_url_session()`: a generator for a session fixture, yielding one base
+  URL: GROUNDWIRE_TEST_OPENSEARCH when set (an existing cluster), else a one-node
+  cluster started here and stopped when the generator is closed.
+- `opensearch_cluster(nodes)`: a context manager with a fresh cluster of its own
+  (three nodes for the failover test), never the external one (nodes get killed).
+
+No fixture is registered here; wire them up in a conftest, e.g.
+
+    @pytest.fixture(scope="session")
+    def opensearch_url() -> Iterator[str]:
+        yield from opensearch_url_session()
+
+Without Maven (first install only) or a Java 17, the caller is skipped, or failed
+under CI=true (tests/support/toolchains.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Protocol, cast
+
+import pytest
+
+from tests.support.toolchains import in_ci, require
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "opensearch_node.py"
+EXTERNAL_ENV = "GROUNDWIRE_TEST_OPENSEARCH"
+
+
+class OpenSearchCluster(Protocol):
+    """What `opensearch_node.start_cluster` returns."""
+
+    @property
+    def urls(self) -> list[str]: ...
+
+    @property
+    def url(self) -> str: ...
+
+    def kill(self, i: int) -> None: ...
+
+    def start(self, i: int, *, wait: bool = True) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def rss_bytes(self, i: int = 0) -> int: ...
+
+
+def node_module() -> ModuleType:
+    """scripts/opensearch_node.py, imported once (scripts/ is not a package)."""
+    loaded = sys.modules.get("opensearch_node")
+    if loaded is not None:
+        return loaded
+    spec = importlib.util.spec_from_file_location("opensearch_node", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["opensearch_node"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def installed_home() -> Path:
+    """The OpenSearch home, installing it on first use; skips (fails under CI) when
+    Maven or a Java 17 is missing."""
+    module = node_module()
+    try:
+        module.java_home()
+    except RuntimeError as exc:
+        if in_ci():
+            pytest.fail(f"OpenSearch needs Java 17: {exc}; CI=true, so this is a failure")
+        pytest.skip(f"OpenSearch needs Java 17: {exc}")
+    if not (module.cache_root() / module.HOME_NAME / ".complete").exists():
+        require("mvn", purpose="installing OpenSearch from Maven Central")
+    return Path(module.install())
+
+
+def start_opensearch(nodes: int = 1, base_dir: Path | None = None) -> OpenSearchCluster:
+    """A fresh running cluster of `nodes` nodes (the caller stops it)."""
+    home = installed_home()
+    return cast(OpenSearchCluster, node_module().start_cluster(nodes, base_dir, home=home))
+
+
+def opensearch_url_session() -> Iterator[str]:
+    """Yield the base URL of a usable OpenSearch (no trailing slash): the external one
+    GROUNDWIRE_TEST_OPENSEARCH names, or a one-node cluster started for the session."""
+    external = os.environ.get(EXTERNAL_ENV, "").strip()
+    if external:
+        yield external.rstrip("/")
+        return
+    cluster = start_opensearch(1)
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+@contextlib.contextmanager
+def opensearch_cluster(nodes: int = 3) -> Iterator[OpenSearchCluster]:
+    """A cluster of its own (never the external one: the caller may kill nodes),
+    stopped and deleted afterwards."""
+    cluster = start_opensearch(nodes)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def three_node_cluster() -> Iterator[OpenSearchCluster]:
+    """A generator for a (module- or session-scoped) fixture: a three-node cluster."""
+    with opensearch_cluster(3) as cluster:
+        yield cluster
