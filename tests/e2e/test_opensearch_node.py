@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import httpx
 import pytest
 
-from tests.support.opensearch import opensearch_cluster, opensearch_url_session
+from tests.support.opensearch import opensearch_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -107,11 +107,6 @@ def load(client: httpx.Client, index: str, mapping: dict[str, Any]) -> None:
         )
     )
     assert body["errors"] is False, body
-
-
-@pytest.fixture(scope="module")
-def opensearch_url() -> Iterator[str]:
-    yield from opensearch_url_session()
 
 
 def test_one_node_bm25_and_filtered_knn(opensearch_url: str) -> None:

@@ -667,7 +667,8 @@ type IndexDescription struct {
 	Metric string `protobuf:"bytes,4,opt,name=metric,proto3" json:"metric,omitempty"`
 	// Output only. The chunking policy.
 	Chunking *ChunkingDescription `protobuf:"bytes,5,opt,name=chunking,proto3" json:"chunking,omitempty"`
-	// Output only. Where the index lives, one of "memory" or "postgres".
+	// Output only. Where the index lives, one of "memory", "postgres" or
+	// "opensearch" (or a plug-in store's kind).
 	Store string `protobuf:"bytes,6,opt,name=store,proto3" json:"store,omitempty"`
 	// Output only. The automatic ingestion strategy.
 	Strategy IngestionStrategy `protobuf:"varint,7,opt,name=strategy,proto3,enum=groundwire.v1.IngestionStrategy" json:"strategy,omitempty"`
@@ -684,7 +685,7 @@ type IndexDescription struct {
 	Analysis *LexicalAnalysis `protobuf:"bytes,180,opt,name=analysis,proto3" json:"analysis,omitempty"`
 	// Output only. The configured name of the store the index lives in:
 	// "default" for the `[store]` section, NAME for a `[stores.NAME]` section
-	// (indexes may live on different PostgreSQL clusters). `store` keeps giving
+	// (indexes may live on different PostgreSQL clusters or on OpenSearch). `store` keeps giving
 	// that store's kind. Never a DSN or a data directory.
 	StoreName string `protobuf:"bytes,200,opt,name=store_name,json=storeName,proto3" json:"store_name,omitempty"`
 	// Output only. The index's retrieval profile now: its published version

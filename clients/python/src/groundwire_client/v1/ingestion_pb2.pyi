@@ -405,7 +405,9 @@ class IndexDescription(_message.Message):
     for lexical-only indexes).
     """
     store: _builtins.str
-    """Output only. Where the index lives, one of "memory" or "postgres"."""
+    """Output only. Where the index lives, one of "memory", "postgres" or
+    "opensearch" (or a plug-in store's kind).
+    """
     strategy: Global___IngestionStrategy.ValueType
     """Output only. The automatic ingestion strategy."""
     schedule: _builtins.str
@@ -415,7 +417,7 @@ class IndexDescription(_message.Message):
     store_name: _builtins.str
     """Output only. The configured name of the store the index lives in:
     "default" for the `[store]` section, NAME for a `[stores.NAME]` section
-    (indexes may live on different PostgreSQL clusters). `store` keeps giving
+    (indexes may live on different PostgreSQL clusters or on OpenSearch). `store` keeps giving
     that store's kind. Never a DSN or a data directory.
     """
     @_builtins.property

@@ -213,7 +213,8 @@ export type IndexDescription = Message<"groundwire.v1.IndexDescription"> & {
   chunking?: ChunkingDescription | undefined;
 
   /**
-   * Output only. Where the index lives, one of "memory" or "postgres".
+   * Output only. Where the index lives, one of "memory", "postgres" or
+   * "opensearch" (or a plug-in store's kind).
    *
    * @generated from field: string store = 6;
    */
@@ -260,7 +261,7 @@ export type IndexDescription = Message<"groundwire.v1.IndexDescription"> & {
   /**
    * Output only. The configured name of the store the index lives in:
    * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
-   * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+   * (indexes may live on different PostgreSQL clusters or on OpenSearch). `store` keeps giving
    * that store's kind. Never a DSN or a data directory.
    *
    * @generated from field: string store_name = 200;

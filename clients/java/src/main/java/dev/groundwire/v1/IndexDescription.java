@@ -286,7 +286,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object store_ = "";
   /**
    * <pre>
-   * Output only. Where the index lives, one of "memory" or "postgres".
+   * Output only. Where the index lives, one of "memory", "postgres" or
+   * "opensearch" (or a plug-in store's kind).
    * </pre>
    *
    * <code>string store = 6 [json_name = "store"];</code>
@@ -307,7 +308,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Output only. Where the index lives, one of "memory" or "postgres".
+   * Output only. Where the index lives, one of "memory", "postgres" or
+   * "opensearch" (or a plug-in store's kind).
    * </pre>
    *
    * <code>string store = 6 [json_name = "store"];</code>
@@ -524,7 +526,7 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * Output only. The configured name of the store the index lives in:
    * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
-   * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+   * (indexes may live on different PostgreSQL clusters or on OpenSearch). `store` keeps giving
    * that store's kind. Never a DSN or a data directory.
    * </pre>
    *
@@ -548,7 +550,7 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * Output only. The configured name of the store the index lives in:
    * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
-   * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+   * (indexes may live on different PostgreSQL clusters or on OpenSearch). `store` keeps giving
    * that store's kind. Never a DSN or a data directory.
    * </pre>
    *
@@ -1873,7 +1875,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object store_ = "";
     /**
      * <pre>
-     * Output only. Where the index lives, one of "memory" or "postgres".
+     * Output only. Where the index lives, one of "memory", "postgres" or
+     * "opensearch" (or a plug-in store's kind).
      * </pre>
      *
      * <code>string store = 6 [json_name = "store"];</code>
@@ -1893,7 +1896,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Where the index lives, one of "memory" or "postgres".
+     * Output only. Where the index lives, one of "memory", "postgres" or
+     * "opensearch" (or a plug-in store's kind).
      * </pre>
      *
      * <code>string store = 6 [json_name = "store"];</code>
@@ -1914,7 +1918,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Where the index lives, one of "memory" or "postgres".
+     * Output only. Where the index lives, one of "memory", "postgres" or
+     * "opensearch" (or a plug-in store's kind).
      * </pre>
      *
      * <code>string store = 6 [json_name = "store"];</code>
@@ -1931,7 +1936,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Where the index lives, one of "memory" or "postgres".
+     * Output only. Where the index lives, one of "memory", "postgres" or
+     * "opensearch" (or a plug-in store's kind).
      * </pre>
      *
      * <code>string store = 6 [json_name = "store"];</code>
@@ -1945,7 +1951,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Output only. Where the index lives, one of "memory" or "postgres".
+     * Output only. Where the index lives, one of "memory", "postgres" or
+     * "opensearch" (or a plug-in store's kind).
      * </pre>
      *
      * <code>string store = 6 [json_name = "store"];</code>
@@ -2504,7 +2511,7 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Output only. The configured name of the store the index lives in:
      * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
-     * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+     * (indexes may live on different PostgreSQL clusters or on OpenSearch). `store` keeps giving
      * that store's kind. Never a DSN or a data directory.
      * </pre>
      *
@@ -2527,7 +2534,7 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Output only. The configured name of the store the index lives in:
      * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
-     * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+     * (indexes may live on different PostgreSQL clusters or on OpenSearch). `store` keeps giving
      * that store's kind. Never a DSN or a data directory.
      * </pre>
      *
@@ -2551,7 +2558,7 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Output only. The configured name of the store the index lives in:
      * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
-     * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+     * (indexes may live on different PostgreSQL clusters or on OpenSearch). `store` keeps giving
      * that store's kind. Never a DSN or a data directory.
      * </pre>
      *
@@ -2571,7 +2578,7 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Output only. The configured name of the store the index lives in:
      * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
-     * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+     * (indexes may live on different PostgreSQL clusters or on OpenSearch). `store` keeps giving
      * that store's kind. Never a DSN or a data directory.
      * </pre>
      *
@@ -2588,7 +2595,7 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Output only. The configured name of the store the index lives in:
      * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
-     * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+     * (indexes may live on different PostgreSQL clusters or on OpenSearch). `store` keeps giving
      * that store's kind. Never a DSN or a data directory.
      * </pre>
      *

@@ -128,7 +128,8 @@ public interface IndexDescriptionOrBuilder extends
 
   /**
    * <pre>
-   * Output only. Where the index lives, one of "memory" or "postgres".
+   * Output only. Where the index lives, one of "memory", "postgres" or
+   * "opensearch" (or a plug-in store's kind).
    * </pre>
    *
    * <code>string store = 6 [json_name = "store"];</code>
@@ -137,7 +138,8 @@ public interface IndexDescriptionOrBuilder extends
   java.lang.String getStore();
   /**
    * <pre>
-   * Output only. Where the index lives, one of "memory" or "postgres".
+   * Output only. Where the index lives, one of "memory", "postgres" or
+   * "opensearch" (or a plug-in store's kind).
    * </pre>
    *
    * <code>string store = 6 [json_name = "store"];</code>
@@ -277,7 +279,7 @@ public interface IndexDescriptionOrBuilder extends
    * <pre>
    * Output only. The configured name of the store the index lives in:
    * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
-   * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+   * (indexes may live on different PostgreSQL clusters or on OpenSearch). `store` keeps giving
    * that store's kind. Never a DSN or a data directory.
    * </pre>
    *
@@ -289,7 +291,7 @@ public interface IndexDescriptionOrBuilder extends
    * <pre>
    * Output only. The configured name of the store the index lives in:
    * "default" for the `[store]` section, NAME for a `[stores.NAME]` section
-   * (indexes may live on different PostgreSQL clusters). `store` keeps giving
+   * (indexes may live on different PostgreSQL clusters or on OpenSearch). `store` keeps giving
    * that store's kind. Never a DSN or a data directory.
    * </pre>
    *
