@@ -22,6 +22,7 @@ from groundwire.stores.base import (
     IndexSpec,
     StagedDocument,
 )
+from groundwire.stores.memory import quantized
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -201,7 +202,10 @@ class Index:
         self.dims = spec.dimensions or 0
         self.capacity = 0
         self.n = 0
-        self.matrix: FloatArray = np.zeros((0, self.dims), dtype=np.float32)
+        # The matrix and its sign codes (see quantized.py), replaced together.
+        self._matrix: FloatArray = np.zeros((0, self.dims), dtype=np.float32)
+        self.codes: quantized.Codes = quantized.empty_codes(self.dims, 0)
+        self._adopt(self._matrix, self.codes)
         self.sq_norms: FloatArray = np.zeros(0, dtype=np.float32)
         self.live: BoolArray = np.zeros(0, dtype=bool)
         self.doc_len: FloatArray = np.zeros(0, dtype=np.float32)
@@ -217,6 +221,18 @@ class Index:
 
     # -- storage ---------------------------------------------------------------
 
+    @property
+    def matrix(self) -> FloatArray:
+        return self._matrix
+
+    @matrix.setter
+    def matrix(self, matrix: FloatArray) -> None:
+        """A replacement matrix (another dimension): its codes are encoded afresh."""
+        self._adopt(matrix, quantized.encode(matrix, min(self.n, matrix.shape[0])))
+
+    def _adopt(self, matrix: FloatArray, codes: quantized.Codes) -> None:
+        self._matrix, self.codes = matrix, codes
+
     def _grow(self, extra: int) -> None:
         need = self.n + extra
         if need <= self.capacity:
@@ -228,7 +244,9 @@ class Index:
             out[: self.n] = a[: self.n]
             return out
 
-        self.matrix = grow1(self.matrix).astype(np.float32, copy=False)
+        matrix = grow1(self._matrix).astype(np.float32, copy=False)
+        # Small: the codes' center estimated again, all re-encoded (see quantized.py).
+        self._adopt(matrix, quantized.grown(self.codes, matrix, self.n))
         self.sq_norms = grow1(self.sq_norms).astype(np.float32, copy=False)
         self.live = grow1(self.live, False).astype(bool, copy=False)
         self.doc_len = grow1(self.doc_len).astype(np.float32, copy=False)
@@ -241,6 +259,7 @@ class Index:
         self._grow(count)
         part = self.parts.setdefault(doc.tenant, TenantPart())
         rows: list[int] = []
+        first = self.n
         for i, (chunk, (terms, phrase_text)) in enumerate(
             zip(staged.chunks, analyzed, strict=True)
         ):
@@ -262,11 +281,13 @@ class Index:
             )
             if self.dims and staged.embeddings is not None:
                 vec = staged.embeddings[i]
-                self.matrix[row] = vec
+                self._matrix[row] = vec
                 self.sq_norms[row] = float(np.dot(vec, vec))
             self.doc_len[row] = float(sum(terms.values()))
             self.n += 1
             rows.append(row)
+        # One vectorised encoding per document (rows above n are never read).
+        quantized.write_codes(self.codes, self._matrix, first, self.n)
         part.post_rows(rows, doc.metadata)
         return rows
 
@@ -292,7 +313,8 @@ class Index:
             return False
         keep = plan.keep
         remap = {int(old): new for new, old in enumerate(keep)}
-        self.matrix = np.ascontiguousarray(self.matrix[keep])
+        kept = quantized.Codes(self.codes.bits[:, keep], self.codes.center, self.codes.trusted)
+        self._adopt(np.ascontiguousarray(self._matrix[keep]), kept)
         self.sq_norms = self.sq_norms[keep]
         self.live = self.live[keep]
         self.doc_len = self.doc_len[keep]

@@ -1,6 +1,7 @@
 """Searching the in-memory index: a scope's snapshot taken on the event loop, and
 the exact vector and BM25 searches over it, run in a worker pool sized to the
-machine when they are large."""
+machine when they are large. A large vector search first picks a candidate pool
+with a sign-bit pass (quantized.py) and rescores only the pool in float32."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult
 from groundwire.domain.scores import Score, ScoreMetric
 from groundwire.stores.base import DistanceMetric
 from groundwire.stores.bounds import PHRASE_MAX_CANDIDATES
+from groundwire.stores.memory import quantized
 from groundwire.stores.memory.index import (
     BoolArray,
     FloatArray,
@@ -111,30 +113,50 @@ class Scoped:
 # dimensions) are gathered while they stay in cache, or read in place when the block's
 # rows are consecutive; gathering all candidates at once cost 3x more (12k rows).
 VECTOR_BLOCK_ROWS = 1024
+# Blocks are scored in whole groups of this many rows: OpenBLAS's sgemv computes the
+# rows of a short tail with another kernel, whose summation order differs in the last
+# bit (measured: tails not a multiple of 8 rows differ). A short block is padded by
+# repeating its last row, so a row's score never depends on which block holds it and
+# the quantized path's rescoring gives the plain scan's scores bit for bit.
+VECTOR_ROW_GROUP = 32
 
 
 def _scope_dots(matrix: FloatArray, candidates: IntArray, q: npt.NDArray[np.float32]) -> FloatArray:
     """matrix[candidates] @ q (candidates ascending), reading only those rows. Each
-    row's product is over the same values whatever else the block holds, so a row's
-    score does not depend on the other rows."""
+    row's product is over the same values by the same kernel whatever else the block
+    holds, so a row's score does not depend on the other rows."""
     dots: FloatArray = np.empty(len(candidates), dtype=np.float32)
     for start in range(0, len(candidates), VECTOR_BLOCK_ROWS):
         block = candidates[start : start + VECTOR_BLOCK_ROWS]
+        m = len(block)
         lo, hi = int(block[0]), int(block[-1]) + 1
-        rows = matrix[lo:hi] if hi - lo == len(block) else matrix[block]
-        dots[start : start + len(block)] = rows @ q
+        if m % VECTOR_ROW_GROUP:
+            padded = np.full(-(-m // VECTOR_ROW_GROUP) * VECTOR_ROW_GROUP, block[-1])
+            padded[:m] = block
+            dots[start : start + m] = (matrix[padded] @ q)[:m]
+            continue
+        rows = matrix[lo:hi] if hi - lo == m else matrix[block]
+        dots[start : start + m] = rows @ q
     return dots
+
+
+# DOT and EUCLIDEAN searches take the quantized path only when the scope's vectors
+# all have the same norm (to this relative tolerance): then their ranking is the
+# cosine ranking the sign codes approximate.
+QUANTIZED_NORM_TOLERANCE = 1e-3
 
 
 @dataclass(frozen=True, slots=True)
 class VectorSnapshot:
-    """One consistent view of an index for an exact vector search."""
+    """One consistent view of an index for a vector search: the matrix with its
+    sign codes (replaced together, taken together)."""
 
     scoped: Scoped
     matrix: FloatArray
     sq_norms: FloatArray
     rows: list[Row]
     metric: DistanceMetric
+    codes: quantized.Codes | None = None
 
     def search(self, vector: npt.NDArray[np.float32], k: int) -> list[ChunkHit]:
         # Only the scope's rows (the tenant's, published, admitted by the filter) are
@@ -144,6 +166,9 @@ class VectorSnapshot:
         if not len(candidates):
             return []
         q = np.asarray(vector, dtype=np.float32)
+        pool = self._pool(candidates, q, k)
+        if pool is not None:
+            candidates = pool
         dots = _scope_dots(self.matrix, candidates, q)
         sq_norms = self.sq_norms[candidates]
         if self.metric is DistanceMetric.EUCLIDEAN:
@@ -165,6 +190,23 @@ class VectorSnapshot:
             raw = -value if score_metric is ScoreMetric.EUCLIDEAN_DISTANCE else value
             hits.append(hit(self.rows[int(candidates[at])], Score.of(score_metric, raw)))
         return rank_hits(hits)[:k]
+
+    def _pool(self, candidates: IntArray, q: npt.NDArray[np.float32], k: int) -> IntArray | None:
+        """The candidates worth scoring exactly, from the sign-code pass over the scope's
+        rows; None when the plain scan is used (see quantized.shortlist)."""
+        if len(candidates) < quantized.QUANTIZED_MIN_ROWS:
+            return None
+        codes = self.codes
+        if codes is None or codes.bits.shape[1] < self.scoped.n or not np.isfinite(q).all():
+            return None
+        if not q.any():
+            return None  # every score ties: the plain path's tie-break decides
+        if self.metric is not DistanceMetric.COSINE:
+            sq = self.sq_norms[candidates]
+            low, high = float(sq.min()), float(sq.max())
+            if high - low > 2 * QUANTIZED_NORM_TOLERANCE * high:
+                return None
+        return quantized.shortlist(codes, candidates, q, k)
 
 
 @dataclass(frozen=True, slots=True)

@@ -233,7 +233,9 @@ class MemoryStore:
         scoped = self._scoped(idx, scope)
         if scoped is None:
             return []
-        snapshot = VectorSnapshot(scoped, idx.matrix, idx.sq_norms, idx.rows, idx.spec.metric)
+        snapshot = VectorSnapshot(
+            scoped, idx.matrix, idx.sq_norms, idx.rows, idx.spec.metric, idx.codes
+        )
         # By the rows this tenant's search scores (never the whole index's): whether
         # it waits for a worker thread must not depend on other tenants' data.
         if len(scoped.tenant_rows) > VECTOR_THREAD_THRESHOLD:
