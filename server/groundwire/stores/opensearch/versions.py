@@ -56,6 +56,8 @@ class Staging:
     version: int
     spec: IndexSpec
     tenants: dict[str, TenantStaging] = field(default_factory=dict)
+    # Concurrent stage calls of one version create each tenant's index once.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class Versions:
@@ -179,6 +181,13 @@ class Versions:
         ts = st.tenants.get(tenant)
         if ts is not None:
             return ts
+        async with st.lock:
+            ts = st.tenants.get(tenant)
+            if ts is None:
+                ts = await self._create(name, st, tenant)
+            return ts
+
+    async def _create(self, name: str, st: Staging, tenant: str) -> TenantStaging:
         physical = self.names.physical(name, tenant, st.version)
         body = index_body(
             st.spec,
@@ -247,6 +256,7 @@ class Versions:
         actions: list[dict[str, Any]] = []
         superseded: list[str] = []
         empty: list[str] = []
+        await self._primaries_active([t.physical for t in st.tenants.values()])
         for tenant, ts in st.tenants.items():
             alias = self.names.alias(name, tenant)
             old = current.get(alias)
@@ -324,10 +334,34 @@ class Versions:
         )
 
     async def _count(self, physical: str) -> int:
+        """Every record of `physical`; a shard that did not answer (a lost primary
+        reports a partial count with no failure) fails the count."""
         body: dict[str, Any] = await call(
             self._settings.label, "count", lambda: self._client.count(index=physical)
         )
+        shards = body.get("_shards", {})
+        if shards.get("failed") or shards.get("successful") != shards.get("total"):
+            raise store_unavailable("search engine shards of the new version are unavailable")
         return int(body.get("count", 0))
+
+    async def _primaries_active(self, physicals: Sequence[str]) -> None:
+        """Every primary shard of the new version's indexes is allocated (a node
+        lost while they were built fails the publish: nothing is swapped)."""
+        targets = ",".join(physicals)
+        if not targets:
+            return
+        state: dict[str, Any] = await call(
+            self._settings.label,
+            "health",
+            lambda: self._client.cluster.health(
+                index=targets,
+                wait_for_status="yellow",
+                params={"timeout": "10s"},
+                request_timeout=30.0,
+            ),
+        )
+        if state.get("timed_out") or state.get("status") == "red":
+            raise store_unavailable("search engine shards of the new version are unavailable")
 
     async def _replicate(self, physicals: Iterable[str]) -> None:
         """Restore the configured replicas and wait until they are allocated where
