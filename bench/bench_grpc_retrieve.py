@@ -1,7 +1,9 @@
 """Retrieve over gRPC against a live `groundwire serve` (separate process):
 lexical mode over ~10k chunks, 16 concurrent callers, compared with Health/Check
-QPS measured in the same run against the same server (issue target: Retrieve
-QPS >= 30% of Health QPS). Prints QPS and p50/p99 for both.
+QPS measured in the same run against the same server (issue 27 target: Retrieve
+QPS >= 60% of Health QPS; it was 30%). Prints QPS and p50/p99 for both, the CPU each call
+cost the server process (all its threads) and this client (steadier than QPS on
+a shared machine: read it beside the ratio), and /proc/loadavg before and after.
 
     python bench/bench_grpc_retrieve.py [--chunks 10000] [--seconds 10] [--concurrency 16]
 """
@@ -51,6 +53,21 @@ async def load(
     return len(latencies) / (time.perf_counter() - started), latencies
 
 
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """CPU seconds (user + system) used so far by process `pid` and by this one."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    server = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = os.times()
+    return server, own.user + own.system
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(p * len(xs)))] * 1e3
@@ -62,6 +79,7 @@ async def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--concurrency", type=int, default=16)
     args = ap.parse_args()
+    load_before = loadavg()
     tmp = Path(tempfile.mkdtemp(prefix="gw-bench-"))
     docs = tmp / "docs"
     docs.mkdir()
@@ -134,8 +152,11 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
                 return await health.Check(health_pb2.HealthCheckRequest(), timeout=10)
 
             await load(check, 1.0, args.concurrency)  # warm-up
+            c0 = cpu_seconds(server.pid)
             h_qps, h_lat = await load(check, args.seconds, args.concurrency)
+            c1 = cpu_seconds(server.pid)
             r_qps, r_lat = await load(retrieve, args.seconds, args.concurrency)
+            c2 = cpu_seconds(server.pid)
     finally:
         server.terminate()
         server.wait(20)
@@ -145,13 +166,20 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
         f"concurrency={args.concurrency}, {args.seconds:.0f} s per phase; startup+ingest {ingest_s:.1f} s"
     )
     print(f"mean results per warm-up query: {hits / 50:.1f}")
+    print(f"load average before: {load_before}, after: {loadavg()}")
+    h_ms = [(b - a) * 1e3 / len(h_lat) for a, b in zip(c0, c1, strict=True)]
+    r_ms = [(b - a) * 1e3 / len(r_lat) for a, b in zip(c1, c2, strict=True)]
+    print(
+        f"CPU per call: Health server {h_ms[0]:.3f} ms, client {h_ms[1]:.3f} ms; "
+        f"Retrieve server {r_ms[0]:.3f} ms, client {r_ms[1]:.3f} ms"
+    )
     print(
         f"Health/Check: {h_qps:8.0f} QPS  p50 {statistics.median(h_lat) * 1e3:.2f} ms  p99 {pct(h_lat, 0.99):.2f} ms"
     )
     print(
         f"Retrieve lex: {r_qps:8.0f} QPS  p50 {statistics.median(r_lat) * 1e3:.2f} ms  p99 {pct(r_lat, 0.99):.2f} ms"
     )
-    print(f"Retrieve/Health QPS: {r_qps / h_qps:.2%}  (target >= 30%)")
+    print(f"Retrieve/Health QPS: {r_qps / h_qps:.2%}  (target >= 60%)")
 
 
 if __name__ == "__main__":

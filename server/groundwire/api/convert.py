@@ -98,27 +98,47 @@ def _bound_from_proto(bound: common_pb2.MetadataRangeBound) -> BoundInput:
 
 def duration(seconds: float) -> duration_pb2.Duration:
     d = duration_pb2.Duration()
-    d.FromNanoseconds(max(0, int(seconds * 1e9)))
+    d.FromNanoseconds(_nanos(seconds))
     return d
 
 
 def result_to_proto(result: RankedResult) -> retriever_pb2.RetrievalResult:
+    msg = retriever_pb2.RetrievalResult()
+    _fill_result(msg, result)
+    return msg
+
+
+def _fill_score(msg: common_pb2.Score, score: Score) -> None:
+    msg.raw_score = score.raw
+    msg.metric = _METRICS[score.metric]
+    msg.higher_is_better = score.higher_is_better
+    if score.relevance is not None:
+        msg.relevance = score.relevance
+
+
+def _fill_result(msg: retriever_pb2.RetrievalResult, result: RankedResult) -> None:
+    """Write `result` into `msg` in place: on the Retrieve path a result is built
+    inside the response (a message passed to a constructor is copied, content and
+    all), its fields set directly rather than through keyword dictionaries."""
     hit = result.hit
-    return retriever_pb2.RetrievalResult(
-        document_id=hit.document_id,
-        chunk_id=hit.chunk_id,
-        rank=result.rank,
-        score=score_to_proto(result.score),
-        provenance=[
-            common_pb2.LegProvenance(leg=_LEGS[p.leg], rank=p.rank, score=score_to_proto(p.score))
-            for p in result.provenance
-        ],
-        content=hit.content,
-        span=common_pb2.CharSpan(start=hit.start, end=hit.end),
-        title=hit.title,
-        section=hit.section,
-        metadata=dict(hit.metadata),
-    )
+    msg.document_id = hit.document_id
+    msg.chunk_id = hit.chunk_id
+    msg.rank = result.rank
+    _fill_score(msg.score, result.score)
+    for p in result.provenance:
+        leg = msg.provenance.add(leg=_LEGS[p.leg], rank=p.rank)
+        if p.score is result.score:
+            leg.score.CopyFrom(msg.score)
+        else:
+            _fill_score(leg.score, p.score)
+    msg.content = hit.content
+    span = msg.span
+    span.start = hit.start
+    span.end = hit.end
+    msg.title = hit.title
+    msg.section = hit.section
+    if hit.metadata:
+        msg.metadata.update(hit.metadata)
 
 
 FUSION_METHODS: dict[FusionMethod, retriever_pb2.FusionMethod.ValueType] = {
@@ -138,40 +158,50 @@ def fusion_method_from_proto(value: int) -> FusionMethod | None:
 
 
 def diagnostics_to_proto(d: RetrievalDiagnostics) -> retriever_pb2.RetrievalDiagnostics:
-    msg = retriever_pb2.RetrievalDiagnostics(
-        applied_mode=mode_to_proto(d.mode),
-        applied_top_k=d.top_k,
-        semantic_hits=d.semantic_hits,
-        lexical_hits=d.lexical_hits,
-        embedding_duration=duration(d.embedding_seconds),
-        semantic_duration=duration(d.semantic_seconds),
-        lexical_duration=duration(d.lexical_seconds),
-        total_duration=duration(d.total_seconds),
-        index_version=d.index_version,
-        phrase_count=d.phrase_count,
-        applied_leg_depth=d.leg_depth,
-        lexical_terms_scored=d.lexical_terms_scored,
-        lexical_terms_pruned=d.lexical_terms_pruned,
-        tenant_scope_empty=d.tenant_scope_empty,
-        embedding_usage=usage_to_proto(d.embedding_usage),
-        query_truncated=d.embedding_usage.truncated_texts > 0,
-        feedback_terms=d.feedback_terms,
-        feedback_documents=d.feedback_documents,
-    )
+    msg = retriever_pb2.RetrievalDiagnostics()
+    _fill_diagnostics(msg, d)
+    return msg
+
+
+def _nanos(seconds: float) -> int:
+    return max(0, int(seconds * 1e9))
+
+
+def _fill_diagnostics(msg: retriever_pb2.RetrievalDiagnostics, d: RetrievalDiagnostics) -> None:
+    """Write `d` into `msg` in place (see _fill_result)."""
+    msg.applied_mode = mode_to_proto(d.mode)
+    msg.applied_top_k = d.top_k
+    msg.semantic_hits = d.semantic_hits
+    msg.lexical_hits = d.lexical_hits
+    msg.embedding_duration.FromNanoseconds(_nanos(d.embedding_seconds))
+    msg.semantic_duration.FromNanoseconds(_nanos(d.semantic_seconds))
+    msg.lexical_duration.FromNanoseconds(_nanos(d.lexical_seconds))
+    msg.total_duration.FromNanoseconds(_nanos(d.total_seconds))
+    msg.index_version = d.index_version
+    msg.phrase_count = d.phrase_count
+    msg.applied_leg_depth = d.leg_depth
+    msg.lexical_terms_scored = d.lexical_terms_scored
+    msg.lexical_terms_pruned = d.lexical_terms_pruned
+    msg.tenant_scope_empty = d.tenant_scope_empty
+    msg.embedding_usage.CopyFrom(usage_to_proto(d.embedding_usage))
+    msg.query_truncated = d.embedding_usage.truncated_texts > 0
+    msg.feedback_terms = d.feedback_terms
+    msg.feedback_documents = d.feedback_documents
     if d.fusion is not None:
         msg.applied_fusion_method = FUSION_METHODS[d.fusion.method]
         msg.applied_rrf_k = d.fusion.k
         msg.applied_semantic_weight = d.fusion.semantic_weight
         msg.applied_lexical_weight = d.fusion.lexical_weight
-    return msg
 
 
 def outcome_to_proto(outcome: RetrievalOutcome) -> retriever_pb2.RetrieveResponse:
-    return retriever_pb2.RetrieveResponse(
-        results=[result_to_proto(r) for r in outcome.results],
-        diagnostics=diagnostics_to_proto(outcome.diagnostics),
-        profile=profile_to_proto(outcome.diagnostics.profile),
-    )
+    resp = retriever_pb2.RetrieveResponse()
+    add = resp.results.add
+    for r in outcome.results:
+        _fill_result(add(), r)
+    _fill_diagnostics(resp.diagnostics, outcome.diagnostics)
+    resp.profile.CopyFrom(_profile_entry(outcome.diagnostics.profile)[2])
+    return resp
 
 
 _PART_KINDS: dict[ProfilePartKind, common_pb2.ProfilePartKind.ValueType] = {
@@ -181,8 +211,32 @@ _PART_KINDS: dict[ProfilePartKind, common_pb2.ProfilePartKind.ValueType] = {
 
 
 def profile_to_proto(profile: RetrievalProfile) -> common_pb2.RetrievalProfile:
-    """The profile with its fingerprint and every part's."""
-    return common_pb2.RetrievalProfile(
+    """The profile with its fingerprint and every part's (a new message)."""
+    msg = common_pb2.RetrievalProfile()
+    msg.CopyFrom(_profile_entry(profile)[2])
+    return msg
+
+
+def profile_fingerprint(profile: RetrievalProfile) -> str:
+    """`profile.fingerprint`, hashed once per profile object (see _profile_entry)."""
+    return _profile_entry(profile)[1]
+
+
+# Profiles are immutable and the engines hand out one object per index version and
+# configuration (retrieval/engine.py): their fingerprints (SHA-256 over every part)
+# and messages are computed once per object, not once per call. Keyed by identity,
+# the object kept beside its entry so an id is never reused while cached.
+_PROFILES: dict[int, tuple[RetrievalProfile, str, common_pb2.RetrievalProfile]] = {}
+_MAX_PROFILES = 256
+
+
+def _profile_entry(
+    profile: RetrievalProfile,
+) -> tuple[RetrievalProfile, str, common_pb2.RetrievalProfile]:
+    entry = _PROFILES.get(id(profile))
+    if entry is not None and entry[0] is profile:
+        return entry
+    msg = common_pb2.RetrievalProfile(
         fingerprint=profile.fingerprint,
         parts=[
             common_pb2.ProfilePart(
@@ -191,6 +245,11 @@ def profile_to_proto(profile: RetrievalProfile) -> common_pb2.RetrievalProfile:
             for p in profile.parts
         ],
     )
+    entry = (profile, msg.fingerprint, msg)
+    if len(_PROFILES) >= _MAX_PROFILES:
+        _PROFILES.clear()
+    _PROFILES[id(profile)] = entry
+    return entry
 
 
 # The fingerprint of the profile a call reported, for its access-log line (the
@@ -202,7 +261,7 @@ _profile_fingerprint: contextvars.ContextVar[str] = contextvars.ContextVar(
 
 def note_profile(profile: RetrievalProfile) -> RetrievalProfile:
     """Record `profile`'s fingerprint for this call's access log; returns it."""
-    _profile_fingerprint.set(profile.fingerprint)
+    _profile_fingerprint.set(profile_fingerprint(profile))
     return profile
 
 

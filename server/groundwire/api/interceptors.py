@@ -370,6 +370,9 @@ def _access(
     from groundwire.api.convert import take_profile_fingerprint
 
     profile = take_profile_fingerprint()
+    if not log.isEnabledFor(logging.INFO):
+        # The line would be dropped: skip building it (every call passes here).
+        return
     log.info(
         "rpc",
         extra={

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.errors import (
@@ -94,6 +94,12 @@ class Retriever:
         # (index, version) -> the chunking and embedding recorded with that
         # published version: read once per version, never per query.
         self._recorded: dict[tuple[str, int], tuple[str, str | None]] = {}
+        # (index, version) -> the profile of a published version whose descriptors
+        # are recorded, with what it was built from: one object per version, so the
+        # api layer hashes and converts it once (api/convert.py), not per query.
+        self._profiles: dict[
+            tuple[str, int], tuple[object, object, object, object, RetrievalProfile]
+        ] = {}
 
     def fusion_part(self) -> ProfilePart:
         """The server's fusion method and defaults (a per-query override is in the
@@ -117,8 +123,33 @@ class Retriever:
         published now): `index_profile` and the fusion defaults. `state`, when the
         caller already read it, saves a read."""
         handle = self._catalog.get(index_name)
+        # Only a published version's recorded descriptors are fixed (while nothing is
+        # published the profile follows the configuration, which may change).
+        key = (handle.name, version or 0)
+        fixed = bool(version) and key in self._recorded
+        if fixed:
+            cached = self._profiles.get(key)
+            if (
+                cached is not None
+                and cached[0] is handle
+                and cached[1] is handle.spec
+                and cached[2] is self.fusion_defaults
+                and cached[3] is self.limits
+            ):
+                return cached[4]
         index = await index_profile(handle, version, state, self._recorded)
-        return index.with_parts([self.fusion_part()])
+        profile = index.with_parts([self.fusion_part()])
+        if fixed:
+            if len(self._profiles) >= _MAX_RECORDED:
+                self._profiles.clear()
+            self._profiles[key] = (
+                handle,
+                handle.spec,
+                self.fusion_defaults,
+                self.limits,
+                profile,
+            )
+        return profile
 
     async def retrieve(self, request: RetrievalRequest) -> RetrievalOutcome:
         try:
@@ -313,7 +344,7 @@ async def visible_version(
     version took it (None when the store's change feed answered without a read)."""
     store = handle.store
     state: IndexState | None = None
-    if isinstance(store, VersionWatch):
+    if _watches_versions(store):
         version = await store.await_version(handle.name, min_version, wait_s)
     else:
         state = await store.index_state(handle.name)
@@ -321,6 +352,19 @@ async def visible_version(
     if version < min_version:
         raise version_not_visible(version, min_version)
     return version, state
+
+
+# Store class -> whether it is a VersionWatch: a runtime-checkable Protocol's
+# isinstance inspects the class's attributes on every call (tens of microseconds).
+_VERSION_WATCH: dict[type, bool] = {}
+
+
+def _watches_versions(store: object) -> TypeGuard[VersionWatch]:
+    kind = type(store)
+    known = _VERSION_WATCH.get(kind)
+    if known is None:
+        known = _VERSION_WATCH[kind] = isinstance(store, VersionWatch)
+    return known
 
 
 def _check_query_space(handle: IndexHandle, state: IndexState) -> None:

@@ -35,10 +35,13 @@ from groundwire.stores.memory.index import (
 # the GIL) so a large matrix product does not stall the event loop.
 VECTOR_THREAD_THRESHOLD = 20_000
 # Lexical searches reading more entries than this (the tenant's rows plus the query
-# terms' postings) run in a worker thread: below it the hand-off costs more than the
-# work. Exact-phrase checks are a Python loop over candidates, so a query with
-# phrases moves off the loop much earlier.
-LEXICAL_THREAD_THRESHOLD = 8_192
+# terms' postings) run in a worker thread. The search holds the GIL (small numpy
+# arrays and Python), so the hand-off does not overlap the loop's work: it only adds
+# wake-ups and GIL hand-offs (about 0.6 ms of server CPU a call, the Retrieve/Health
+# regression measured by bench/bench_grpc_retrieve.py); below this size a search is
+# cheaper where it is. Exact-phrase checks are a Python loop over candidates, so a
+# query with phrases moves off the loop much earlier.
+LEXICAL_THREAD_THRESHOLD = 65_536
 PHRASE_THREAD_THRESHOLD = 256
 
 _T = TypeVar("_T")
