@@ -8,38 +8,24 @@ from typing import Any
 from groundwire.domain.retrieval import ChunkHit
 from groundwire.domain.scores import Score
 from groundwire.stores.base import DocumentInfo, LiveDocument
-from groundwire.stores.opensearch.layout import CHUNK, sorted_hits
+from groundwire.stores.opensearch.layout import sorted_hits
 
 # The hit fields every search returns besides the payload.
 IDS = ["document_id", "chunk_id"]
 SOURCE = ["payload", *IDS, "start", "end"]
 
 
-def df_body(terms: list[str]) -> dict[str, Any]:
-    """Each term's document frequency among the tenant's chunks (what term
-    selection ranks by), counted from the term dictionary."""
-    return {
-        "size": 0,
-        "query": {"term": {"kind": CHUNK}},
-        "aggs": {
-            "df": {
-                "filters": {
-                    "filters": {str(i): {"term": {"terms": t}} for i, t in enumerate(terms)}
-                }
-            }
-        },
-    }
-
-
-def frequencies(found: Mapping[str, Any], terms: list[str]) -> dict[str, int]:
-    buckets = found.get("aggregations", {}).get("df", {}).get("buckets", {})
-    return {t: int(buckets.get(str(i), {}).get("doc_count", 0)) for i, t in enumerate(terms)}
-
-
 def bm25_body(
-    terms: Sequence[str], weights: Mapping[str, float], filters: list[dict[str, Any]], k: int
+    terms: Sequence[str],
+    weights: Mapping[str, float],
+    filters: list[dict[str, Any]],
+    k: int,
+    *,
+    by_ids: bool = False,
 ) -> dict[str, Any]:
-    return {
+    """The BM25 search of `terms` (each boosted by its query weight) among the
+    chunks `filters` admit: in score order, or (`by_ids`) score then ids."""
+    body: dict[str, Any] = {
         "size": k,
         "query": {
             "bool": {
@@ -48,10 +34,13 @@ def bm25_body(
                 "filter": filters,
             }
         },
-        "sort": sorted_hits(IDS),
-        "track_scores": True,
+        "track_total_hits": False,
         "_source": SOURCE,
     }
+    if by_ids:
+        body["sort"] = sorted_hits(IDS)
+        body["track_scores"] = True
+    return body
 
 
 def live_document(src: Mapping[str, Any]) -> LiveDocument:

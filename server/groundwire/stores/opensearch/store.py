@@ -69,9 +69,7 @@ from groundwire.stores.opensearch.queries import (
     SOURCE,
     bm25_body,
     chunk_hit,
-    df_body,
     document_info,
-    frequencies,
     live_document,
 )
 from groundwire.stores.opensearch.versions import Staging, Versions
@@ -572,60 +570,69 @@ class OpenSearchStore:
             )
         distinct = list(dict.fromkeys(query.terms))
         weights = query.term_weights()
-        params = self._search_type()
         if len(distinct) <= query.max_terms:
-            # Nothing to prune: the frequencies (for the diagnostics) and the
-            # search with every term (an absent one scores nothing) in one trip.
-            df_found, found = await self._msearch(
-                alias,
-                [df_body(distinct), bm25_body(distinct, weights, filters, k)],
-                "bm25",
-                params,
+            # Nothing to prune: the frequencies (for the diagnostics) and the search
+            # with every term (an absent one scores nothing) at once.
+            df, hits = await asyncio.gather(
+                self._frequencies(alias, distinct),
+                self._bm25(alias, distinct, weights, filters, k),
             )
-            df = frequencies(df_found, distinct)
             terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
             if not terms:
                 return LexicalResult([], 0, pruned)
         else:
-            df = frequencies(await self._search(alias, df_body(distinct), "df"), distinct)
+            df = await self._frequencies(alias, distinct)
             terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
             if not terms:
                 return LexicalResult([], 0, pruned)
-            found = await self._search(
-                alias, bm25_body(terms, weights, filters, k), "bm25", **params
-            )
-        hits = [
-            chunk_hit(h["_source"], Score.of(ScoreMetric.BM25, float(h["_score"])))
-            for h in found.get("hits", {}).get("hits", [])
-        ]
-        return LexicalResult(rank_hits(hits)[:k], len(terms), pruned)
+            hits = await self._bm25(alias, terms, weights, filters, k)
+        return LexicalResult(hits, len(terms), pruned)
 
-    async def _msearch(
-        self, index: str, bodies: list[dict[str, Any]], operation: str, params: dict[str, str]
-    ) -> list[dict[str, Any]]:
-        """Several searches of `index` in one round trip (see `_search`)."""
-        header = {
-            "index": index,
-            "ignore_unavailable": True,
-            "allow_partial_search_results": False,
-            **params,
-        }
-        lines: list[dict[str, Any]] = []
-        for body in bodies:
-            lines.extend((header, body))
-        found: dict[str, Any] = await self._call(
-            operation,
-            lambda: self._client.msearch(body=lines),
+    async def _bm25(
+        self,
+        alias: str,
+        terms: Sequence[str],
+        weights: Mapping[str, float],
+        filters: list[dict[str, Any]],
+        k: int,
+    ) -> list[ChunkHit]:
+        """The top k by BM25, ties by document then chunk id. The engine collects in
+        score order (block-max WAND skips what cannot enter the top k + 1); only when
+        the (k + 1)-th hit ties the k-th are the hits at or above that score read
+        again in id order, so a tie at the boundary breaks as on every store."""
+        params = self._search_type()
+        found = await self._search(
+            alias, bm25_body(terms, weights, filters, k + 1), "bm25", **params
         )
-        out = []
-        for response in found.get("responses", []):
-            if "error" in response:
-                raise store_unavailable(f"search engine failed ({response.get('status', 0)})")
-            self._check_shards(response, operation)
-            out.append(response)
-        if len(out) != len(bodies):
-            raise store_unavailable("search engine answered a different number of searches")
-        return out
+        raw = found.get("hits", {}).get("hits", [])
+        if len(raw) > k and float(raw[k]["_score"]) == float(raw[k - 1]["_score"]):
+            body = bm25_body(terms, weights, filters, k, by_ids=True)
+            body["min_score"] = float(raw[k - 1]["_score"])
+            found = await self._search(alias, body, "bm25_ties", **params)
+            raw = found.get("hits", {}).get("hits", [])
+        hits = [
+            chunk_hit(h["_source"], Score.of(ScoreMetric.BM25, float(h["_score"]))) for h in raw
+        ]
+        return rank_hits(hits)[:k]
+
+    async def _frequencies(self, alias: str, terms: list[str]) -> dict[str, int]:
+        """Each term's document frequency among the tenant's chunks (what term
+        selection ranks by), read from the term dictionary: the term statistics of
+        an artificial document holding the terms (no postings are read)."""
+        body = {
+            "doc": {"terms": " ".join(terms)},
+            "fields": ["terms"],
+            "term_statistics": True,
+            "field_statistics": False,
+            "positions": False,
+            "offsets": False,
+            "payloads": False,
+        }
+        found = await self._call(
+            "df", lambda: self._client.termvectors(index=alias, body=body), missing={}
+        )
+        stats = found.get("term_vectors", {}).get("terms", {}).get("terms", {})
+        return {t: int(stats.get(t, {}).get("doc_freq", 0)) for t in terms}
 
     async def ping(self) -> None:
         """Raise STORE_UNAVAILABLE unless the cluster answers (health checks)."""
