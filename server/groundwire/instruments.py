@@ -87,3 +87,9 @@ STORE_SHARD_FAILURES = _meter.create_counter(
     unit="{shard}",
     description="Shards that failed inside an otherwise answered search, by store and operation",
 )
+EMBEDDING_CACHE = _meter.create_counter(
+    "groundwire.embedding.cache",
+    unit="{chunk}",
+    description="Document chunks whose vector ingestion found in the embedding cache "
+    "(outcome hit) or had to embed (outcome miss)",
+)

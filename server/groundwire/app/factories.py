@@ -86,6 +86,7 @@ from groundwire.stores.base import (
     Store,
     WorkQueue,
 )
+from groundwire.stores.embedding_cache import embedding_cache_for
 from groundwire.stores.memory import MemoryOperationLog, MemoryStore
 from groundwire.stores.memory.checkpoints import MemoryCheckpointStore
 from groundwire.stores.placement import PlacedOperationLog
@@ -450,20 +451,19 @@ async def build_catalog(
     embedders: dict[str, EmbeddingProvider],
     previous: IndexCatalog | None = None,
 ) -> IndexCatalog:
-    """Every configured index, its store tables ensured in the store it names,
-    bound to its embedder. With a `previous` catalog (a reload), an index whose
-    handle would not change keeps its handle, and a changed one keeps its readiness.
-
-    Each index's handle (chunker and tokenizer copy, analyzer and stop words,
-    sources, loaders) is made in a worker thread, one index at a time, so a
-    running server's event loop keeps answering while a reload rebuilds many
-    indexes; only the store's `ensure_index` runs on the loop."""
+    """Every configured index, its store tables ensured in the store it names, bound
+    to its embedder and the default store's embedding cache. With a `previous`
+    catalog (a reload), an unchanged index keeps its handle, a changed one its
+    readiness. Handles (chunker, tokenizer copy, analyzer, stop words, sources,
+    loaders) are made in worker threads, one index at a time, so a reload keeps the
+    event loop answering; only the store's `ensure_index` runs on the loop."""
     by_name = stores if isinstance(stores, Mapping) else {DEFAULT_STORE: stores}
     handles = []
     for name, index in cfg.indexes.items():
         store = by_name[index.store]
         embedder = embedders[index.embedder] if index.embedder else None
         handle = await asyncio.to_thread(_index_handle, name, index, store, embedder)
+        handle.embedding_cache = embedding_cache_for(by_name[DEFAULT_STORE])
         await store.ensure_index(handle.spec)
         handles.append(handle)
     if previous is not None:

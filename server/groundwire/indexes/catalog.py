@@ -13,6 +13,7 @@ from groundwire.indexes.loaders import Loader
 from groundwire.indexes.sources import SourceConfig
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.stores.base import IndexSpec, Store
+from groundwire.stores.embedding_cache import EmbeddingCache
 
 
 @dataclass(slots=True)
@@ -45,6 +46,9 @@ class IndexHandle:
     # Fail documents with a chunk over the embedder's token window instead of
     # embedding a truncated chunk (ingestion.overlong_chunks = "reject").
     reject_overlong_chunks: bool = False
+    # Document vectors already made, on the default store (stores/embedding_cache.py);
+    # None: every chunk is embedded. Not part of the index's identity.
+    embedding_cache: EmbeddingCache | None = field(default=None, compare=False, repr=False)
     # False only while an ON_STARTUP index awaits the end of its first ingestion run;
     # the ingestion manager, which runs it, is the one that flips it.
     ready: bool = field(init=False)

@@ -11,6 +11,11 @@ published version keeps serving. A change of embedding configuration (model,
 prefixes, token window) or chunking policy re-ingests every document into the
 new version (never a mix).
 
+Unchanged chunk texts are never embedded twice: `stage_batch` takes the vectors
+of chunks it has seen under the same embedder from the index's embedding cache
+(stores/embedding_cache.py), so a re-ingestion after a tenant, metadata, strategy
+or store change embeds only new text.
+
 Embedding usage is metered over the whole run (`report.embedding_usage`), over-long
 chunks included: an index that rejects them fails their documents with
 CHUNK_TOO_LONG before anything is embedded; otherwise the truncations are counted.
@@ -50,7 +55,7 @@ from groundwire.ingestion.sources import (
     stored_digest,
     stored_hash,
 )
-from groundwire.providers.embeddings.base import EmbeddingTask, TokenWindowAware, embed_all
+from groundwire.providers.embeddings.base import EmbeddingTask, TokenWindowAware
 from groundwire.providers.embeddings.usage import UsageMeter, metered
 from groundwire.stores.base import (
     ChunkRecord,
@@ -59,6 +64,11 @@ from groundwire.stores.base import (
     IndexState,
     LiveDocument,
     StagedDocument,
+)
+from groundwire.stores.embedding_cache import (
+    SHARED_NAMESPACE,
+    embed_documents,
+    tenant_namespace,
 )
 
 
@@ -176,11 +186,22 @@ async def stage_batch(
     version: int,
     batch: Sequence[tuple[DocumentRecord, Sequence[Chunk]]],
 ) -> int:
-    """Embed (when the index has an embedder) and stage a batch; returns chunks staged."""
+    """Embed (when the index has an embedder) and stage a batch; returns chunks staged.
+
+    Vectors of texts the embedder already made come from the index's embedding
+    cache: configured sources' chunks from the shared namespace, pushed chunks
+    from their tenant's own (stores/embedding_cache.py)."""
     texts = [c.text for _, chunks in batch for c in chunks]
     vectors = None
     if handle.embedder is not None:
-        vectors = await embed_all(handle.embedder, texts, EmbeddingTask.DOCUMENT)
+        spaces = [
+            SHARED_NAMESPACE
+            if record.source_id.startswith(CONFIG_SOURCE_PREFIX)
+            else tenant_namespace(record.tenant)
+            for record, chunks in batch
+            for _ in chunks
+        ]
+        vectors, _ = await embed_documents(handle.embedder, handle.embedding_cache, texts, spaces)
     staged: list[StagedDocument] = []
     offset = 0
     for record, chunks in batch:

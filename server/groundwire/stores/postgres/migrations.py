@@ -561,6 +561,25 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        18,
+        "embedding cache",
+        (
+            # Document vectors by sha256(embedder descriptor, namespace, chunk text)
+            # (stores/embedding_cache.py), so re-ingesting unchanged text embeds
+            # nothing. `vector` is little-endian float32 bytes; `used_at` is touched
+            # by lookups at most daily and drives retention (rows unused for the
+            # retention are swept in bounded batches on every insert).
+            """
+            CREATE TABLE gw_embedding_cache (
+                key bytea PRIMARY KEY CHECK (octet_length(key) = 32),
+                vector bytea NOT NULL,
+                used_at timestamptz NOT NULL DEFAULT now()
+            )
+            """,
+            "CREATE INDEX gw_embedding_cache_used_at ON gw_embedding_cache (used_at)",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

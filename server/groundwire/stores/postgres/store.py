@@ -53,6 +53,7 @@ from groundwire.stores.postgres.connection import (
     translate,
 )
 from groundwire.stores.postgres.embedded import EmbeddedPostgres, start_embedded
+from groundwire.stores.postgres.embedding_cache import PostgresEmbeddingCache
 from groundwire.stores.postgres.notify import NOTIFY_SQL, ChangeFeed, read_published
 from groundwire.stores.postgres.operations import PostgresOperationLog
 from groundwire.stores.postgres.replication import ReadCounts, ReadRouter, Standby, StandbyStatus
@@ -135,6 +136,7 @@ class PostgresStore:
         self._closed = False
         self._analyzers: dict[str, Analyzer] = {}
         self._work = PostgresWorkQueue(db, self, dsn, settings)
+        self._embedding_cache = PostgresEmbeddingCache(db)
 
     @property
     def kind(self) -> StoreKind:
@@ -159,6 +161,12 @@ class PostgresStore:
     def usage_ledger(self) -> PostgresUsageLedger:
         """Durable per-tenant embedding usage totals, shared by every replica."""
         return PostgresUsageLedger(self._db)
+
+    @property
+    def embedding_cache(self) -> PostgresEmbeddingCache:
+        """Document vectors by embedder and text, reused across re-ingestion (one
+        instance per store, so index handles holding it compare equal on reload)."""
+        return self._embedding_cache
 
     # -- index lifecycle ---------------------------------------------------------
 
