@@ -135,6 +135,8 @@ async def test_migrations_are_idempotent_and_safe_for_concurrent_starts(dsn: str
 # BM25 statistics and document ids unique per index (the index-wide token total
 # comes back at 0: only the migrations under test read the published data).
 _DOWNGRADE_TO_3 = (
+    "ALTER TABLE gw_operations ALTER COLUMN index_id SET NOT NULL",
+    "DELETE FROM gw_schema_migrations WHERE version = 19",
     "DROP TABLE gw_embedding_cache",
     "DELETE FROM gw_schema_migrations WHERE version = 18",
     "DROP TABLE gw_tenant_vector_indexes",

@@ -252,8 +252,14 @@ class StoreConfig(StrictModel):
         if self.kind == StoreKind.OPENSEARCH:
             if not self.hosts:
                 raise ValueError("hosts: an opensearch store needs the cluster's URLs")
-            for host in self.hosts:
-                http_base_url(host)
+            for i, host in enumerate(self.hosts):
+                try:
+                    http_base_url(host)
+                except ValueError:
+                    raise ValueError(
+                        f"hosts[{i}]: an absolute http(s) URL naming a host, without"
+                        " credentials, query or fragment"
+                    ) from None
             if self.password is not None and self.username is None:
                 raise ValueError("password: give the username it belongs to")
             if self.api_key is not None and self.username is not None:
@@ -569,6 +575,15 @@ class GroundwireConfig(StrictModel):
     def _stores(self) -> GroundwireConfig:
         if DEFAULT_STORE in self.stores and "store" in self.model_fields_set:
             raise ValueError("stores.default: also configured as [store]; set only one")
+        if self.store_configs()[DEFAULT_STORE].kind == StoreKind.OPENSEARCH:
+            # The default store is the control plane: the operations, ingestion locks,
+            # checkpoints and usage an OpenSearch store cannot keep (they would live in
+            # one process's memory, and every replica would take its own lock).
+            raise ValueError(
+                f"{self.store_key(DEFAULT_STORE)}.kind: the default store keeps operations and"
+                " ingestion locks; put indexes on OpenSearch in a [stores.NAME] section"
+                " (store = NAME)"
+            )
         seen: dict[Path, str] = {}
         for name, store in self.store_configs().items():
             # Two stores on one embedded data directory would be one cluster

@@ -43,7 +43,8 @@ class SecretRef(StrictModel):
         never logged; callers treat None as "not configured"."""
         if self.env is not None:
             value = os.environ.get(self.env)
-            return value.strip() if value else None
+            # A variable of whitespace only is as unset as an empty one.
+            return (value or "").strip() or None
         assert self.file is not None
         try:
             return self.file.read_text().strip() or None

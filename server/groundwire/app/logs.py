@@ -97,8 +97,22 @@ def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
     # Third-party libraries may log request URLs or bodies at INFO/DEBUG; the MCP
     # SDK logs every stateless request's end ("Terminating session: None") and
     # tool failures at INFO, which groundwire's own access log already covers.
-    for noisy in ("httpx", "httpcore", "psycopg", "pgserver", "cohere", "openai", "mcp"):
+    # opensearch-py logs every request (bodies at DEBUG, a WARNING per 404 such as
+    # a missing alias): the engine's calls are counted by groundwire's own metrics.
+    noisy_loggers = (
+        "httpx",
+        "httpcore",
+        "psycopg",
+        "pgserver",
+        "cohere",
+        "openai",
+        "mcp",
+        "opensearch",
+        "opensearchpy.trace",
+    )
+    for noisy in noisy_loggers:
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("opensearch").setLevel(logging.ERROR)
 
 
 class ContentPreviewsConfig(StrictModel):

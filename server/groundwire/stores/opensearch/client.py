@@ -150,11 +150,15 @@ async def call(
     except os_errors.NotFoundError:
         if isinstance(missing, _Raise):
             outcome = "error"
-            raise store_unavailable("search engine lost an index or document") from None
+            lost = store_unavailable(f"search engine lost an index or document ({operation})")
+            lost.metadata["store"] = store
+            raise lost from None
         return missing
     except Exception as exc:
         outcome = "error"
         err = engine_error(exc)
+        # The store's configured name, as PostgreSQL stores give it (never a URL).
+        err.metadata.setdefault("store", store)
         STORE_ENGINE_ERRORS.add(1, {"store": store, "operation": operation, "reason": err.reason})
         raise err from None
     finally:

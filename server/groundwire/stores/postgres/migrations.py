@@ -580,6 +580,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX gw_embedding_cache_used_at ON gw_embedding_cache (used_at)",
         ),
     ),
+    Migration(
+        19,
+        "operations of indexes on other stores",
+        (
+            # The default store records the operations of indexes whose data lives
+            # elsewhere (an OpenSearch store keeps none): they have no gw_indexes row
+            # here, so the row is kept by index name alone.
+            "ALTER TABLE gw_operations ALTER COLUMN index_id DROP NOT NULL",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -102,9 +102,9 @@ class PostgresOperationLog:
                 INSERT INTO gw_operations
                     (id, index_id, index_name, version, state, trigger, error_code,
                      created_at, record)
-                SELECT %(id)s, i.id, i.name, %(version)s, %(state)s, %(trigger)s,
-                       %(error)s, to_timestamp(%(created)s), %(record)s::jsonb
-                FROM gw_indexes i WHERE i.name = %(index)s
+                VALUES (%(id)s, (SELECT id FROM gw_indexes WHERE name = %(index)s),
+                        %(index)s, %(version)s, %(state)s, %(trigger)s, %(error)s,
+                        to_timestamp(%(created)s), %(record)s::jsonb)
                 ON CONFLICT (id) DO UPDATE SET
                     version = EXCLUDED.version, state = EXCLUDED.state,
                     error_code = EXCLUDED.error_code, record = EXCLUDED.record,
