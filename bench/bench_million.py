@@ -4,6 +4,9 @@
         [--data-dir /tmp/gw-million] [--keep] [--queries 300] [--no-vectors] [--compare-half]
         [--dim 384] [--filtered-queries N] [--impact-share S] [--results FILE]
 
+The same benchmark on OpenSearch too, the same chunks and queries in one run:
+bench/bench_million_stores.py --store both (it calls `run` below for PostgreSQL).
+
 Without --dsn an embedded PostgreSQL is started on --data-dir (a fresh temporary
 directory by default, removed afterwards unless --keep). A data directory that already
 holds the loaded index is reused without loading again (`--keep` on the first run), so
@@ -370,7 +373,8 @@ async def sizes(dsn: str) -> list[tuple[str, int]]:
     return out
 
 
-async def run(args: argparse.Namespace) -> None:
+async def run(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The PostgreSQL figures (also returned, for bench_million_stores.py)."""
     t0 = time.perf_counter()
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
     corpus = Corpus(args.chunks, args.queries)
@@ -506,6 +510,7 @@ async def run(args: argparse.Namespace) -> None:
         print(
             f"load average at end: {os.getloadavg()[0]:.1f}; total {time.perf_counter() - t0:.0f}s"
         )
+        return rows
     finally:
         await store.close()
         if not args.keep:

@@ -235,10 +235,14 @@ def _range_clause(key: str, cond: RangeCondition) -> dict[str, Any]:
     return {"range": {field: bounds}}
 
 
-def scope_filters(scope: Scope, kind: str = CHUNK) -> list[dict[str, Any]]:
-    """The filter clauses of a search in `scope` (the tenant is the alias searched):
-    the record kind, every exact condition (any of its values) and every range."""
-    clauses: list[dict[str, Any]] = [{"term": {"kind": kind}}]
+def scope_filters(scope: Scope) -> list[dict[str, Any]]:
+    """The filter clauses of a chunk search in `scope` (the tenant is the alias
+    searched): every exact condition (any of its values) and every range. No clause
+    on the record kind: only chunks have `terms` and `vector`, so a document record
+    never matches a BM25 or k-NN query, and a needless clause over every chunk kept
+    Lucene from skipping non-competitive blocks (common-word queries at 1M chunks:
+    124 ms p99 with it, 16 ms without, server time; bench/bench_million_stores.py)."""
+    clauses: list[dict[str, Any]] = []
     for key, accepted in sorted(scope.filter.conditions.items()):
         clauses.append({"terms": {"meta_kv": [f"{key}{_SEP}{v}" for v in sorted(accepted)]}})
     for key, ranges in sorted(scope.filter.ranges.items()):

@@ -77,6 +77,8 @@ from groundwire.stores.opensearch.versions import Staging, Versions
 # Stage batches with more chunks than this are analyzed in a worker thread.
 _INLINE_ANALYSIS_CHUNKS = 32
 _PAGE = 5_000
+# index.max_result_window of every physical index (layout.index_body).
+_RESULT_WINDOW = 10_000
 
 _META_MAPPING: dict[str, Any] = {
     "dynamic": False,
@@ -522,17 +524,18 @@ class OpenSearchStore:
         spec = self._spec(name)
         if not spec.dimensions or k <= 0:
             return []
+        knn: dict[str, Any] = {
+            "vector": np.asarray(vector, dtype=np.float32).tolist(),
+            "k": max(k, self._settings.ef_search),
+        }
+        filters = scope_filters(scope)
+        if filters:
+            # The Lucene engine's filtered search: exact when the filter is selective,
+            # so the full top k comes back whenever k chunks match.
+            knn["filter"] = {"bool": {"filter": filters}}
         body = {
             "size": k,
-            "query": {
-                "knn": {
-                    "vector": {
-                        "vector": np.asarray(vector, dtype=np.float32).tolist(),
-                        "k": max(k, self._settings.ef_search),
-                        "filter": {"bool": {"filter": scope_filters(scope)}},
-                    }
-                }
-            },
+            "query": {"knn": {"vector": knn}},
             "sort": sorted_hits(IDS),
             "track_scores": True,
             "_source": SOURCE,
@@ -602,7 +605,11 @@ class OpenSearchStore:
         again in id order, so a tie at the boundary breaks as on every store."""
         params = self._search_type()
         found = await self._search(
-            alias, bm25_body(terms, weights, filters, k + 1), "bm25", **params
+            # One more than k shows a tie at the boundary (within the result window).
+            alias,
+            bm25_body(terms, weights, filters, min(k + 1, _RESULT_WINDOW)),
+            "bm25",
+            **params,
         )
         raw = found.get("hits", {}).get("hits", [])
         if len(raw) > k and float(raw[k]["_score"]) == float(raw[k - 1]["_score"]):

@@ -364,18 +364,23 @@ class Versions:
             raise store_unavailable("search engine shards of the new version are unavailable")
 
     async def _replicate(self, physicals: Iterable[str]) -> None:
-        """Restore the configured replicas and wait until they are allocated where
-        the cluster has nodes enough to hold them (a one-node cluster cannot)."""
+        """Make the new version's indexes what a published index is: refreshed by
+        the engine again (so its background merges become searchable and free the
+        segments they replace), with the configured replicas, waited for where the
+        cluster has nodes enough to hold them (a one-node cluster cannot)."""
         targets = ",".join(physicals)
-        if not targets or self._settings.replicas == 0:
+        if not targets:
             return
+        settings: dict[str, Any] = {"refresh_interval": None}
+        if self._settings.replicas:
+            settings["number_of_replicas"] = self._settings.replicas
         await call(
             self._settings.label,
             "settings",
-            lambda: self._client.indices.put_settings(
-                index=targets, body={"index": {"number_of_replicas": self._settings.replicas}}
-            ),
+            lambda: self._client.indices.put_settings(index=targets, body={"index": settings}),
         )
+        if self._settings.replicas == 0:
+            return
         health: dict[str, Any] = await call(
             self._settings.label, "health", lambda: self._client.cluster.health()
         )
