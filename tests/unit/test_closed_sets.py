@@ -12,7 +12,8 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from groundwire.app.agent_config import AgentRagConfig
-from groundwire.app.config import IndexConfig, IngestionConfig, StoreConfig
+from groundwire.app.config import IndexConfig, IngestionConfig
+from groundwire.app.store_config import StoreConfig
 from groundwire.domain.indexes import DistanceMetric, IngestionStrategy, StoreKind
 from groundwire.domain.operations import (
     DocumentFailureInfo,

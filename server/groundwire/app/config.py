@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
@@ -31,10 +31,8 @@ from groundwire.app.parsing_config import ParsingConfig
 from groundwire.app.plugins import (
     EMBEDDERS,
     LOADERS,
-    STORES,
     PluginConfig,
     accept_plugins,
-    plugin_kind,
 )
 from groundwire.app.reranker_config import (
     RerankerConfig,
@@ -42,6 +40,7 @@ from groundwire.app.reranker_config import (
     check_reranker_references,
     resolve_reranker_paths,
 )
+from groundwire.app.store_config import StoreConfig
 from groundwire.app.url_source_config import (
     cidr_block,
     url_allow_list,
@@ -145,136 +144,6 @@ class RetrievalConfig(StrictModel):
             raise ValueError("default_top_k must not exceed max_top_k")
         if self.leg_depth > self.max_leg_depth:
             raise ValueError("leg_depth must not exceed max_leg_depth")
-        return self
-
-
-_OPENSEARCH_KEYS = frozenset(
-    {
-        "hosts",
-        "username",
-        "password",
-        "api_key",
-        "ca_file",
-        "verify_certs",
-        "request_timeout_ms",
-        "shards",
-        "replicas",
-        "index_prefix",
-        "superseded_grace_ms",
-        "bulk_chunks",
-        "bulk_max_mib",
-    }
-)
-
-
-class StoreConfig(StrictModel):
-    """Where indexes live. `postgres` with no DSN starts the embedded PostgreSQL."""
-
-    # memory, postgres, or a kind a plug-in registers (entry point group
-    # groundwire.stores), which gets the section's other keys as its options.
-    kind: StoreKind | Annotated[str, AfterValidator(plugin_kind(STORES, frozenset(StoreKind)))] = (
-        Field(StoreKind.MEMORY, union_mode="left_to_right")
-    )
-    options: dict[str, Any] = Field(default_factory=dict)
-    dsn: SecretRef | None = None
-    data_dir: Path = Path("var/pgdata")
-    pool_min_size: int = Field(1, ge=0, le=100)
-    pool_max_size: int = Field(8, ge=1, le=200)
-    statement_timeout_ms: int = Field(30_000, ge=100)
-    connect_timeout_ms: int = Field(5_000, ge=100)
-    # Fair shares of the pool (postgres): `background_connections` of it are kept
-    # for background work (ingestion runs, control-plane writes; at most
-    # pool_max_size - 1), the tenants' calls share the rest, one tenant at most
-    # `max_connections_per_tenant` (0: a quarter of the tenants' connections,
-    # rounded up), waiting tenants served round-robin.
-    background_connections: int = Field(2, ge=0, le=100)
-    max_connections_per_tenant: int = Field(0, ge=0, le=200)
-    hnsw_m: int = Field(16, ge=2, le=100)
-    hnsw_ef_construction: int = Field(64, ge=4, le=1000)
-    hnsw_ef_search: int = Field(100, ge=1, le=1000)
-    # Hot standbys of `dsn` (streaming replication) that serve retrieval reads of
-    # versions they have replayed; writes always go to `dsn`.
-    read_dsns: list[SecretRef] = Field(default_factory=list, max_length=16)
-    # How often each replica re-reads every index's published version (bounds a
-    # missed change notification), and probes each standby's replay position.
-    change_poll_ms: int = Field(1_000, ge=10, le=60_000)
-    standby_probe_ms: int = Field(100, ge=10, le=60_000)
-    # How often the server checks that the store answers (health service names
-    # groundwire.store.NAME and those of the store's indexes follow it).
-    health_check_ms: int = Field(1_000, ge=100, le=60_000)
-    # Ingestion shared across replicas (kind = "postgres"; ingestion/shared.py):
-    # an operation's documents are split into work items of `work_item_documents`
-    # that every replica claims under a lease of `work_lease_ms` (database clock),
-    # renewed every `work_renew_ms`; an idle replica looks for items every
-    # `work_poll_ms` besides being notified; `work_concurrency` items at once per
-    # replica. `shared_ingestion = false`: each operation runs wholly inside the
-    # replica that started it.
-    shared_ingestion: bool = True
-    # kind = "opensearch" (stores/opensearch; README "Indexes on OpenSearch"): the
-    # cluster's URLs, credentials by reference (basic auth, or an API key), a CA
-    # file for https, and how each tenant's index is laid out. The default store
-    # keeps operations, checkpoints, usage and the ingestion lock.
-    hosts: list[str] = Field(default_factory=list, max_length=64)
-    username: str | None = Field(None, min_length=1, max_length=256)
-    password: SecretRef | None = None
-    api_key: SecretRef | None = None
-    ca_file: Path | None = None
-    verify_certs: bool = True
-    request_timeout_ms: int = Field(30_000, ge=100, le=600_000)
-    shards: int = Field(1, ge=1, le=1024)
-    replicas: int = Field(1, ge=0, le=16)
-    index_prefix: str = Field("groundwire-", pattern=r"^[a-z0-9][a-z0-9_-]{0,40}$")
-    superseded_grace_ms: int = Field(30_000, ge=0, le=3_600_000)
-    bulk_chunks: int = Field(500, ge=1, le=10_000)
-    bulk_max_mib: int = Field(8, ge=1, le=100)
-    work_item_documents: int = Field(32, ge=1, le=10_000)
-    work_lease_ms: int = Field(15_000, ge=200, le=600_000)
-    work_renew_ms: int = Field(5_000, ge=50, le=300_000)
-    work_poll_ms: int = Field(1_000, ge=20, le=60_000)
-    work_concurrency: int = Field(1, ge=1, le=64)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _plugin_keys(cls, data: object) -> object:
-        # A plug-in store's other keys are its options, as in every plug-in section.
-        if isinstance(data, dict):
-            kind = data.get("kind")
-            if isinstance(kind, str) and kind not in {k.value for k in StoreKind}:
-                return {"kind": kind, "options": {k: v for k, v in data.items() if k != "kind"}}
-        return data
-
-    @model_validator(mode="after")
-    def _plugin_options(self) -> StoreConfig:
-        if self.options and isinstance(self.kind, StoreKind):
-            raise ValueError(f"options: only a plug-in store takes options, not {self.kind}")
-        if self.read_dsns and (self.kind != StoreKind.POSTGRES or self.dsn is None):
-            raise ValueError("read_dsns: standbys need kind = 'postgres' and a primary dsn")
-        if self.kind == StoreKind.OPENSEARCH:
-            if not self.hosts:
-                raise ValueError("hosts: an opensearch store needs the cluster's URLs")
-            for i, host in enumerate(self.hosts):
-                try:
-                    http_base_url(host)
-                except ValueError:
-                    raise ValueError(
-                        f"hosts[{i}]: an absolute http(s) URL naming a host, without"
-                        " credentials, query or fragment"
-                    ) from None
-            if self.password is not None and self.username is None:
-                raise ValueError("password: give the username it belongs to")
-            if self.api_key is not None and self.username is not None:
-                raise ValueError("api_key: use basic auth or an API key, not both")
-            if self.dsn is not None:
-                raise ValueError("dsn: an opensearch store has hosts, not a dsn")
-        else:
-            stray = sorted(self.model_fields_set & _OPENSEARCH_KEYS)
-            if stray:
-                raise ValueError(f"{stray[0]}: only a kind = 'opensearch' store takes it")
-        if self.work_renew_ms * 2 > self.work_lease_ms:
-            raise ValueError(
-                "work_renew_ms: renew leases at most every half of work_lease_ms "
-                "(a third is the default), or a slow renewal loses the lease"
-            )
         return self
 
 

@@ -27,7 +27,6 @@ from groundwire.app.config import (
     IndexConfig,
     LocalOnnxEmbedderConfig,
     OpenAICompatibleEmbedderConfig,
-    StoreConfig,
 )
 from groundwire.app.config import (
     DirectorySource as DirectoryConfig,
@@ -52,6 +51,7 @@ from groundwire.app.plugins import (
     has_members,
 )
 from groundwire.app.reranker_config import build_reranker, build_reranking_service
+from groundwire.app.store_config import StoreConfig
 from groundwire.domain.admission import Admission
 from groundwire.domain.analysis import Analyzer
 from groundwire.domain.auth import KeyRing, Permission, StoredKey
