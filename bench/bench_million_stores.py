@@ -3,7 +3,7 @@
     nice -n 10 .venv/bin/python bench/bench_million_stores.py --chunks 1000000 \\
         [--store postgres|opensearch|both] [--opensearch-url URL]
         [--opensearch-heap-mb 4096] [--opensearch-dir D] [--ef 10 40 200 400]
-        [--shards 1] [--bulk-chunks 500] [--bulk-bytes N] [--hnsw-m 16]
+        [--shards 1] [--bulk-chunks 500] [--bulk-bytes N] [--bulk-in-flight 2] [--hnsw-m 16]
         [--hnsw-ef-construction 100] [--force-merge] [--summary FILE]
         [every option of bench_million.py: --queries, --no-vectors, --dim, --data-dir, ...]
 
@@ -341,6 +341,7 @@ async def run_opensearch(args: argparse.Namespace, url: str) -> list[Row]:
         hnsw_ef_construction=args.hnsw_ef_construction,
         bulk_chunks=args.bulk_chunks,
         bulk_bytes=args.bulk_bytes,
+        bulk_in_flight=args.bulk_in_flight,
         label="bench",
     )
     store = await open_opensearch_store(settings)
@@ -559,6 +560,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=1)
     parser.add_argument("--bulk-chunks", type=int, default=500)
     parser.add_argument("--bulk-bytes", type=int, default=8 * 1024 * 1024)
+    parser.add_argument("--bulk-in-flight", type=int, default=2)
     parser.add_argument("--hnsw-m", type=int, default=16)
     parser.add_argument("--hnsw-ef-construction", type=int, default=100)
     parser.add_argument("--force-merge", action="store_true", help="then 1 segment, re-measure")

@@ -58,7 +58,9 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
 def opensearch_test_settings(url: str, **overrides: object) -> OpenSearchSettings:
     """A test store on the session's cluster: its own index prefix per session (a
     reused external cluster never sees another run's indexes), no replicas on one
-    node, superseded versions deleted a moment after their publish."""
+    node, superseded versions deleted a moment after their publish, and small
+    `_bulk` batches three at a time (a staged document's actions cross batches
+    and lanes)."""
     from groundwire.stores.opensearch import OpenSearchSettings
 
     settings: dict[str, object] = {
@@ -66,6 +68,8 @@ def opensearch_test_settings(url: str, **overrides: object) -> OpenSearchSetting
         "index_prefix": f"gwt{_session}-",
         "replicas": 0,
         "superseded_grace_s": 0.5,
+        "bulk_chunks": 16,
+        "bulk_in_flight": 3,
         "label": "test",
     }
     settings.update(overrides)

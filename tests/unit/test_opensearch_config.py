@@ -42,6 +42,7 @@ def test_a_minimal_section_is_valid_with_the_documented_defaults() -> None:
         500,
         8,
     )
+    assert s.bulk_in_flight == 2
     assert cfg.indexes["docs"].store == "search"
 
 
@@ -85,6 +86,7 @@ def test_each_host_must_be_a_plain_http_url_and_is_named(bad: str) -> None:
         ("superseded_grace_ms", 0),
         ("bulk_chunks", 10),
         ("bulk_max_mib", 1),
+        ("bulk_in_flight", 4),
     ],
 )
 @pytest.mark.parametrize("kind", ["postgres", "memory"])
@@ -185,6 +187,8 @@ def test_index_prefix_is_lowercase_name_characters_and_named_when_wrong(prefix: 
         ("request_timeout_ms", 99),
         ("bulk_chunks", 0),
         ("bulk_max_mib", 101),
+        ("bulk_in_flight", 0),
+        ("bulk_in_flight", 17),
         ("superseded_grace_ms", -1),
     ],
 )
@@ -215,6 +219,7 @@ def test_settings_carry_every_key_in_the_store_s_units(
             "superseded_grace_ms": 1_500,
             "bulk_chunks": 50,
             "bulk_max_mib": 2,
+            "bulk_in_flight": 3,
             "hnsw_m": 24,
             "hnsw_ef_construction": 128,
             "hnsw_ef_search": 40,
@@ -226,7 +231,7 @@ def test_settings_carry_every_key_in_the_store_s_units(
     assert (s.ca_file, s.verify_certs) == (ca, False)
     assert (s.request_timeout_s, s.superseded_grace_s) == (2.5, 1.5)
     assert (s.shards, s.replicas, s.index_prefix) == (3, 2, "gw-test-")
-    assert (s.bulk_chunks, s.bulk_bytes) == (50, 2 * 1024 * 1024)
+    assert (s.bulk_chunks, s.bulk_bytes, s.bulk_in_flight) == (50, 2 * 1024 * 1024, 3)
     assert (s.hnsw_m, s.hnsw_ef_construction, s.ef_search) == (24, 128, 40)
     assert s.label == "search"
 

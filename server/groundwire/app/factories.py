@@ -262,6 +262,7 @@ def opensearch_settings(cfg: GroundwireConfig, name: str) -> OpenSearchSettings:
         ef_search=s.hnsw_ef_search,
         bulk_chunks=s.bulk_chunks,
         bulk_bytes=s.bulk_max_mib * 1024 * 1024,
+        bulk_in_flight=s.bulk_in_flight,
         superseded_grace_s=s.superseded_grace_ms / 1000,
         label=name,
     )

@@ -27,6 +27,7 @@ _OPENSEARCH_KEYS = frozenset(
         "superseded_grace_ms",
         "bulk_chunks",
         "bulk_max_mib",
+        "bulk_in_flight",
     }
 )
 
@@ -91,6 +92,7 @@ class StoreConfig(StrictModel):
     superseded_grace_ms: int = Field(30_000, ge=0, le=3_600_000)
     bulk_chunks: int = Field(500, ge=1, le=10_000)
     bulk_max_mib: int = Field(8, ge=1, le=100)
+    bulk_in_flight: int = Field(2, ge=1, le=16)
     work_item_documents: int = Field(32, ge=1, le=10_000)
     work_lease_ms: int = Field(15_000, ge=200, le=600_000)
     work_renew_ms: int = Field(5_000, ge=50, le=300_000)

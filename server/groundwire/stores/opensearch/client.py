@@ -52,6 +52,7 @@ class OpenSearchSettings:
     bulk_chunks: int = 500
     bulk_bytes: int = 8 * 1024 * 1024
     bulk_max_retries: int = 8
+    bulk_in_flight: int = 2
     superseded_grace_s: float = 30.0
     label: str = "default"
 

@@ -205,11 +205,30 @@ class Versions:
         return ts
 
     async def bulk(self, actions: list[dict[str, Any]]) -> None:
-        """Write `actions` in bounded batches; 429s are retried with back-off (ids
-        are stable, so a retried item overwrites), any other item failure fails
-        the call (nothing of the version is published)."""
+        """Write `actions` in bounded batches, up to `bulk_in_flight` requests at
+        once. Actions are dealt to lanes by id, so every action on one id keeps
+        its order (a delete of an earlier copy before the new copy); each lane
+        sends its batches one after another. 429s are retried with back-off (ids
+        are stable, so a retried item overwrites); any other item failure fails
+        the call once every lane has stopped (nothing of the version is published)."""
         if not actions:
             return
+        s = self._settings
+        lanes_n = max(1, min(s.bulk_in_flight, -(-len(actions) // s.bulk_chunks)))
+        if lanes_n == 1:
+            await self._lane(actions)
+            return
+        lanes: list[list[dict[str, Any]]] = [[] for _ in range(lanes_n)]
+        for action in actions:
+            lanes[hash(action["_id"]) % lanes_n].append(action)
+        outcomes = await asyncio.gather(
+            *(self._lane(lane) for lane in lanes), return_exceptions=True
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+    async def _lane(self, actions: list[dict[str, Any]]) -> None:
         s = self._settings
 
         async def source() -> AsyncIterator[dict[str, Any]]:
