@@ -120,3 +120,72 @@ def test_the_configuration_modules_know_no_transport() -> None:
         if module.split(".")[0] in TRANSPORT
     ]
     assert wrong == []
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """groundwire module -> the groundwire modules it imports (at any place, under
+    TYPE_CHECKING too: a loop there is still two modules that know each other)."""
+    modules: dict[str, Path] = {}
+    for path in ROOT.rglob("*.py"):
+        parts = ["groundwire", *path.relative_to(ROOT).with_suffix("").parts]
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            # A module importing its own package (its __init__) is Python's
+            # package mechanics, not a dependency between rooms.
+            graph[name].update(
+                t for t in targets if t in modules and t != name and not name.startswith(t + ".")
+            )
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_two_modules_import_each_other() -> None:
+    # Rooms, not corridors: a loop (stores/postgres/store.py and workitems.py once)
+    # means neither module can be read, tested or moved without the other.
+    assert _cycles(_module_graph()) == []
+
+
+def test_the_cycle_check_finds_a_loop() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -27,18 +27,15 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
 
 import psycopg
 from psycopg.rows import TupleRow
 
 from groundwire.domain.errors import GroundwireError
-from groundwire.stores.base import IndexSpec, PlanState, WorkItem, WorkPlan
+from groundwire.stores.base import IndexSpec, IndexState, PlanState, WorkItem, WorkPlan
 from groundwire.stores.postgres.connection import Conn, Database, PostgresSettings, connect_kwargs
-
-if TYPE_CHECKING:
-    from groundwire.stores.postgres.store import PostgresStore
 
 log = logging.getLogger("groundwire.stores.postgres.workitems")
 
@@ -116,12 +113,27 @@ def _ids(value: object) -> tuple[str, ...]:
     return tuple(str(v) for v in data)
 
 
+class Publisher(Protocol):
+    """What the queue needs of its store: publishing a version with a guard that
+    runs first inside the publish transaction (PostgresStore.publish_version). A
+    protocol, so this module does not import the store that owns the queue."""
+
+    async def publish_version(
+        self,
+        name: str,
+        version: int,
+        spec: IndexSpec,
+        *,
+        guard: Callable[[Conn], Awaitable[None]] | None = None,
+    ) -> IndexState: ...
+
+
 class PostgresWorkQueue:
     """`WorkQueue` on PostgreSQL (see module docstring). One per store: it owns
     the listening connection (started on the first `wait`, closed by `close`)."""
 
     def __init__(
-        self, db: Database, store: PostgresStore, dsn: str | None, settings: PostgresSettings
+        self, db: Database, store: Publisher, dsn: str | None, settings: PostgresSettings
     ) -> None:
         self._db = db
         self._store = store
