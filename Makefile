@@ -12,6 +12,19 @@ ADDRESS ?= 127.0.0.1:50051
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
+# The manual: generated reference pages, then a strict MkDocs build (a broken link fails).
+.PHONY: docs docs-check docs-serve
+docs: setup
+	$(PY) scripts/gen_docs.py
+	$(BIN)/mkdocs build --quiet
+
+docs-check: setup
+	$(PY) scripts/gen_docs.py --check
+	$(BIN)/mkdocs build --quiet
+
+docs-serve: docs
+	$(BIN)/mkdocs serve
+
 .PHONY: opensearch opensearch-stop setup run test test-fast gen gen-check console console-check lint fmt bench clean breaking release-contract smoke-clients load ops-tools
 
 setup: $(STAMP)
