@@ -1,6 +1,6 @@
 # groundwire — every target sets itself up from nothing but the machine's toolchains:
-# python3 >= 3.11 (and Go for the ops-tool tests; Node.js and Maven for `gen`/`gen-check`
-# and the client smoke tests). `make run` serves the embedded default; `make test` runs
+# python3 >= 3.11 (and Go for the ops-tool tests and `gen`/`gen-check`; Node.js for
+# `gen`/`gen-check`; Maven for the Java client, whose stubs its build generates). `make run` serves the embedded default; `make test` runs
 # the suite.
 
 PYTHON ?= python3
