@@ -16,7 +16,8 @@ stand-ins on PATH before the real commands:
   own parser (flags must exist) but not run: an evaluation takes minutes;
 - `grpcurl` with a `<placeholder>` in its arguments (an id from an earlier call)
   checks that the method exists (`grpcurl describe`) and that the request JSON,
-  placeholders replaced, is JSON; every other grpcurl call runs for real.
+  placeholders replaced, is JSON; every other grpcurl call runs for real;
+- `curl` fails on an HTTP error status (`--fail-with-body`).
 
 Blocks left out, each for its reason (LEFT_OUT): the quick start's `make` lines (CI
 runs `make test` itself, and `make run` serves the embedded default on fixed ports)
@@ -113,6 +114,7 @@ groundwire() {
       "$GW_BIN/python" "$GW_PARSE" "$@" ;;
   esac
 }
+curl() { command curl --fail-with-body "$@"; }
 _grpcurl_real="$GW_BIN/grpcurl"
 grpcurl() {
   local arg placeholder=0

@@ -1,6 +1,7 @@
 """Citations an application can render, over real gRPC: each citation and
 context item carries title, section, span and a bounded snippet; citations are
-numbered in order of first appearance; Execute and ExecuteStream agree."""
+numbered in order of first appearance; a citation's snippet is the cited
+sentence(s) with its span; Execute and ExecuteStream agree."""
 
 from __future__ import annotations
 
@@ -43,7 +44,12 @@ def config() -> dict[str, object]:
                 "name": "Cites",
                 "model": "offline/extractive-v1",
                 "rag": {"index": "demo", "retrieval_mode": "lexical", "mode": "grounded"},
-            }
+            },
+            "extractive": {
+                "name": "Extractive",
+                "model": "offline/extractive-v1",
+                "rag": {"index": "demo", "retrieval_mode": "lexical", "mode": "grounded"},
+            },
         },
     }
 
@@ -91,13 +97,22 @@ async def test_citations_carry_title_span_and_a_bounded_snippet(
         assert c.section == item.section == full.section
         assert (c.span.start, c.span.end) == (item.span.start, item.span.end)
         assert c.span.end > c.span.start
-        assert c.snippet == item.snippet and c.snippet_truncated == item.snippet_truncated
-        body = full.content.lstrip()
-        assert body.startswith(c.snippet) and 0 < len(c.snippet) <= SNIPPET_CHARS
-        assert c.snippet_truncated == (len(body.rstrip()) > len(c.snippet))
+        # The snippet is the cited sentence(s), or the chunk's beginning when no
+        # sentence shares a word with the citing one; snippet_span locates it.
+        assert 0 < len(c.snippet) <= SNIPPET_CHARS
+        assert c.span.start <= c.snippet_span.start < c.snippet_span.end <= c.span.end
+        offset = c.snippet_span.start - c.span.start
+        assert full.content[offset : offset + len(c.snippet)] == c.snippet
+        assert c.snippet_span.end - c.snippet_span.start == len(c.snippet)
+        rest = full.content[offset + len(c.snippet) :]
         if c.snippet_truncated and len(c.snippet) < SNIPPET_CHARS:
-            assert body[len(c.snippet)].isspace()  # cut at a word boundary
-    assert any(c.snippet_truncated for c in result.citations)
+            assert rest[0].isspace()  # cut at a word boundary
+        assert c.start_page == c.end_page == 0  # Markdown has no pages
+        # Context items keep the chunk's beginning.
+        body = full.content.lstrip()
+        assert body.startswith(item.snippet) and 0 < len(item.snippet) <= SNIPPET_CHARS
+        assert item.snippet_truncated == (len(body.rstrip()) > len(item.snippet))
+    assert any(i.snippet_truncated for i in result.rag.context)
     # Only the evidence carries content: candidates and the rest stay content-free.
     rag = result.rag
     for item in [*rag.candidates, *rag.accepted, *rag.rejected, *rag.context_excluded]:
@@ -123,3 +138,25 @@ async def test_execute_and_stream_report_identical_citations(
     assert list(streamed.rag.context) == list(unary.rag.context)
     deltas = "".join(e.text_delta for e in events)
     assert deltas.strip() == streamed.answer == unary.answer  # the model text, as streamed
+
+
+def folded(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+async def test_an_extractive_answer_cites_the_sentences_it_copied(
+    channel: grpc.aio.Channel,
+) -> None:
+    """The offline model copies evidence sentences verbatim: each citation's
+    snippet is (the beginning of) a sentence the answer holds."""
+    stub = agent_pb2_grpc.AgentServiceStub(channel)
+    inp = ag.ExecutionInput(agent_id="extractive", message=QUESTION)
+    result = (await stub.Execute(ag.ExecuteRequest(input=inp), timeout=30)).result
+    assert result.citations, result.answer
+    chunks = await chunk_texts(channel)
+    answer = folded(result.answer)
+    for c in result.citations:
+        full = chunks[(c.document_id, c.chunk_id)]
+        offset = c.snippet_span.start - c.span.start
+        assert full.content[offset : offset + len(c.snippet)] == c.snippet
+        assert folded(c.snippet) in answer, (c.snippet, result.answer)

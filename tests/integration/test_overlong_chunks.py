@@ -93,6 +93,17 @@ async def test_truncation_is_counted_per_operation_and_query(
         # Every chunk's tokens, but none beyond the window.
         usage = op.counts.embedding_usage
         assert usage.texts == 4 and 4 * 5 < usage.input_tokens <= 4 * WINDOW
+        # A push reports its own truncated chunks.
+        pushed = await stub.UpsertDocuments(
+            ing.UpsertDocumentsRequest(
+                index_name="docs",
+                documents=[
+                    ing.PushedDocument(document_id="p-long", text=LONG + " Pushed."),
+                    ing.PushedDocument(document_id="p-short", text=SHORT + " Pushed."),
+                ],
+            )
+        )
+        assert (pushed.upserted, pushed.chunks_written, pushed.truncated_chunks) == (2, 2, 1)
         ret = retriever_pb2_grpc.RetrieverServiceStub(channel)
         for text, truncated in ((SHORT, False), (LONG, True)):
             resp = await ret.Retrieve(
@@ -132,7 +143,7 @@ async def test_reject_fails_overlong_documents_instead_of_truncating(
                 ],
             )
         )
-        assert pushed.upserted == 1
+        assert (pushed.upserted, pushed.truncated_chunks) == (1, 0)
         assert [(f.document_id, f.reason) for f in pushed.failures] == [
             ("p-long", "CHUNK_TOO_LONG")
         ]

@@ -126,6 +126,10 @@ async def test_indexes_and_operations_tables(app: RunningApp) -> None:
     assert first.split()[1:3] == ["succeeded", "startup"]
     code, out, _ = await gw(app, "operations", "demo", "--json")
     assert json.loads(out)["operations"][0]["state"] == "OPERATION_STATE_SUCCEEDED"
+    # A key with only `ingest` lists the operations it started: none here (the
+    # startup run was the server's).
+    code, out, err = await gw(app, "operations", "demo", key="acme")
+    assert (code, out) == (0, "no operations for demo\n"), err
 
 
 async def test_push_files_and_directories(app: RunningApp, tmp_path: Path) -> None:

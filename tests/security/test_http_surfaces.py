@@ -558,3 +558,92 @@ async def test_console_static_files_are_public_but_contained(matrix: RunningApp)
             headers={"authorization": f"Bearer {KEYS['acme']}"},
         )
         assert r.status_code == 200, r.text
+
+
+# ---- the dashboard management REST API (/api/rag) ----------------------------
+
+DASHBOARD_READS = ("/api/rag/indexes", "/api/rag/indexes/shared")
+
+
+@pytest.mark.parametrize("caller", TENANTS)
+async def test_dashboard_routes_keep_tenants_apart(matrix: RunningApp, caller: str) -> None:
+    """The dashboard's REST routes are the IngestionManagerService RPCs: the
+    configuration is every key's, counts and history need `manage`, and an
+    `ingest` key controls only its own tenant's indexes (`shared` has none)."""
+    target = next(t for t in TENANTS if t != caller)
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{matrix.http_port}", timeout=30
+    ) as http:
+        key = {"authorization": f"Bearer {KEYS[caller]}"}
+        seen: list[str] = []
+        for path in DASHBOARD_READS:
+            assert (await http.get(path)).status_code == 401
+            r = await http.get(path, headers=key)
+            assert r.status_code == 200, r.text
+            seen.append(r.text)
+        r = await http.get("/api/rag/indexes/shared/status", headers=key)
+        assert r.status_code == 403 and r.json()["reason"] == "PERMISSION_DENIED", r.text
+        seen.append(r.text)
+        r = await http.get("/api/rag/indexes/shared/operations", headers=key)
+        assert r.status_code in (200, 403), r.text
+        seen.append(r.text)
+        for action in ("start", "cancel"):
+            r = await http.post(f"/api/rag/indexes/shared/ingestion/{action}", headers=key)
+            assert r.status_code == 403 and r.json()["reason"] == "PERMISSION_DENIED", r.text
+            seen.append(r.text)
+        for text in seen:
+            assert not leaks(text, target) and not leaks(text, caller), text
+            assert "documentCount" not in text and "chunkCount" not in text, text
+    report("http-matrix", f"{caller}: dashboard routes {len(seen)} answers, no counts, no leaks")
+
+
+@pytest.mark.slow
+def test_dashboard_paths_and_queries(http_server: tuple[ServerProcess, str]) -> None:
+    """Random index names, route tails, methods, queries and bodies on /api/rag:
+    never a 5xx, every error one JSON object with a contract reason."""
+    server, base = http_server
+    names = st.sampled_from(["docs", "lexical", "nope", "%2e%2e", "..", "a%2Fb"]) | st.text(
+        st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=20
+    )
+    tails = st.sampled_from(
+        ["", "/status", "/operations", "/ingestion", "/ingestion/start", "/ingestion/cancel", "/x"]
+    )
+    queries = st.dictionaries(
+        st.sampled_from(["pageSize", "page_size", "pageToken", "x"]),
+        st.text(max_size=12) | st.integers(-5, 500).map(str),
+        max_size=3,
+    )
+    case = st.tuples(
+        st.sampled_from(["GET", "POST", "PUT"]), names, tails, queries, st.binary(max_size=64)
+    )
+    outcomes: Counter[str] = Counter()
+    with httpx.Client(base_url=base, timeout=30) as client:
+
+        @settings(
+            max_examples=EXAMPLES * 8,
+            deadline=None,
+            database=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+            print_blob=False,
+        )
+        @given(case=case)
+        def fuzz(case: tuple[str, str, str, dict[str, str], bytes]) -> None:
+            method, name, tail, query, body = case
+            if method == "POST" and name == "docs":
+                name = "lexical"  # a re-ingestion that changes nothing other tests read
+            path = "/api/rag/indexes" + (f"/{name}" if name or tail else "") + tail
+            r = client.request(method, path, params=query, content=body or None)
+            assert r.status_code < 500, (path, r.status_code, r.text)
+            if r.status_code in (200, 202):
+                outcomes["OK"] += 1
+                return
+            payload = r.json()
+            assert payload["reason"] in REASONS, payload
+            outcomes[f"{r.status_code}:{payload['reason']}"] += 1
+
+        fuzz()
+    assert server.alive() and health_ok(server.target)
+    errors = [line for line in server.log_lines() if '"level": "ERROR"' in line]
+    assert not errors, "\n".join(errors[:5])
+    report("http-fuzz", f"/api/rag {sum(outcomes.values())} cases; {outcomes.most_common(5)}")

@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import grpc
+import httpx
 import pytest
 
 from groundwire.app.config import parse_config
@@ -247,7 +248,7 @@ async def app(
             "kind": "postgres",
             "data_dir": str(tmp_path_factory.mktemp("matrix-pg") / "pgdata"),
         }
-    async with serving(parse_config(data)) as running:
+    async with serving(parse_config(data), http=True) as running:  # http: the dashboard API
         yield running
 
 
@@ -672,7 +673,7 @@ async def test_index_listings_describe_configuration_only(stubs: Stubs, caller: 
     count("ListIndexes/GetIndex")
 
 
-MANAGE_RPCS = ("GetIndexStatus", "ListOperations")
+MANAGE_RPCS = ("GetIndexStatus",)
 # `ingest` starts, watches and cancels ingestion of its own tenant's indexes.
 CONTROL_RPCS = ("StartIngestion", "CancelIngestion", "WatchIngestion")
 # Index -> its configured tenant (the owner of its source documents).
@@ -721,6 +722,15 @@ async def test_operations_need_manage(stubs: Stubs, caller: str, rpc: str) -> No
         await call_manage(stubs, rpc, md(caller))
     check_missing_manage(caller, info.value)
     count("operations without MANAGE")
+
+
+@pytest.mark.parametrize("caller", CALLERS, ids=label)
+async def test_ingest_lists_only_the_operations_its_key_started(stubs: Stubs, caller: str) -> None:
+    # Its own (possibly none yet), never another key's or the server's.
+    listed = await call_manage(stubs, "ListOperations", md(caller))
+    assert {o.started_by_key_id for o in listed.operations} <= {f"{label(caller)}-app"}
+    assert_clean(caller, dump(listed))
+    count("ListOperations of the key's own operations")
 
 
 async def last_operation_id(stubs: Stubs, index: str) -> str:
@@ -903,11 +913,49 @@ async def test_auth_error_reasons_are_declared_in_the_contract(stubs: Stubs) -> 
         d = decode_error(info.value.code(), info.value.details(), info.value.trailing_metadata())
         seen |= {i.reason for i in d.infos}
     with pytest.raises(grpc.aio.AioRpcError) as info:
-        await stubs.ingestion.ListOperations(ing.ListOperationsRequest(), metadata=md("acme"))
+        await stubs.ingestion.GetIndexStatus(
+            ing.GetIndexStatusRequest(index_name="kb"), metadata=md("acme")
+        )
     d = decode_error(info.value.code(), info.value.details(), info.value.trailing_metadata())
     seen |= {i.reason for i in d.infos}
     assert seen == {"UNAUTHENTICATED", "TENANT_MISMATCH", "PERMISSION_DENIED"}
     assert seen <= declared, sorted(seen - declared)
+
+
+# -- the dashboard management REST API (/api/rag): the same RPCs over HTTP -------
+
+
+@pytest.mark.parametrize("index", sorted(INDEX_TENANTS))
+@pytest.mark.parametrize("caller", CALLERS, ids=label)
+async def test_dashboard_api_follows_the_rpcs_tenant_rules(
+    app: RunningApp, stubs: Stubs, caller: str, index: str
+) -> None:
+    """Configuration for every key; counts need MANAGE (refused like
+    GetIndexStatus); cancel is ingestion control of the caller's own tenant's
+    indexes only; nothing of another owner's documents in any answer."""
+    headers = {"authorization": f"Bearer {KEYS[caller]}"}
+    base = f"/api/rag/indexes/{index}"
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{app.http_port}", timeout=30) as h:
+        texts = [(await h.get(p, headers=headers)).text for p in ("/api/rag/indexes", base)]
+        status = await h.get(f"{base}/status", headers=headers)
+        assert status.status_code == 403 and status.json()["reason"] == "PERMISSION_DENIED"
+        assert "'manage' permission" in status.json()["message"]
+        cancel = await h.post(f"{base}/ingestion/cancel", headers=headers)
+        if INDEX_TENANTS[index] == caller:
+            assert cancel.status_code == 400, cancel.text  # let through: nothing runs
+            assert cancel.json()["reason"] == "NO_RUNNING_INGESTION"
+        else:
+            assert cancel.status_code == 403 and cancel.json()["reason"] == "PERMISSION_DENIED"
+        texts += [status.text, cancel.text]
+        # MANAGE sees the index-wide counts GetIndexStatus gives over gRPC.
+        ops = await h.get(f"{base}/status", headers={"authorization": f"Bearer {OPS_KEY}"})
+    assert_clean(caller, *texts)
+    assert all("documentCount" not in t for t in texts)
+    want = await call_manage(
+        stubs, "GetIndexStatus", (("authorization", f"Bearer {OPS_KEY}"),), index
+    )
+    assert ops.json()["documentCount"] == str(want.status.document_count)
+    count("dashboard REST API")
 
 
 def q_lexical(text: str, **kw: Any) -> rt.RetrieveRequest:

@@ -2958,15 +2958,31 @@ type Citation struct {
 	Section string `protobuf:"bytes,162,opt,name=section,proto3" json:"section,omitempty"`
 	// Output only. Character span of the cited chunk in the document.
 	Span *CharSpan `protobuf:"bytes,163,opt,name=span,proto3" json:"span,omitempty"`
-	// Output only. A bounded snippet of the cited chunk text: its beginning
-	// (leading whitespace removed), at most agent_limits.citation_snippet_chars
-	// characters (default 300; Unicode code points), cut at a word boundary
-	// (a single longer word is cut at the bound). Empty when the bound is 0.
+	// Output only. A bounded snippet of the cited chunk text: the sentence(s)
+	// of the chunk the answer's citing sentence is drawn from (those it copies
+	// verbatim, else the one sharing the most words with it), or the chunk's
+	// beginning when no sentence shares a word with it; at most
+	// agent_limits.citation_snippet_chars characters (default 300; Unicode code
+	// points), cut at a word boundary (a single longer word is cut at the
+	// bound). Empty when the bound is 0. Its place in the document is
+	// snippet_span.
 	Snippet string `protobuf:"bytes,164,opt,name=snippet,proto3" json:"snippet,omitempty"`
-	// Output only. Whether snippet is shorter than the cited chunk text.
+	// Output only. Whether the cited sentence(s) (or, for the chunk's
+	// beginning, the chunk text) go on past the snippet.
 	SnippetTruncated bool `protobuf:"varint,165,opt,name=snippet_truncated,json=snippetTruncated,proto3" json:"snippet_truncated,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Output only. Character span of the snippet text in the document (the
+	// document's text from start to end is the snippet), inside span. Absent
+	// when the snippet is empty.
+	SnippetSpan *CharSpan `protobuf:"bytes,166,opt,name=snippet_span,json=snippetSpan,proto3" json:"snippet_span,omitempty"`
+	// Output only. One-based page of a PDF on which the cited chunk starts; 0
+	// when the document has no pages (not a PDF, or ingested before pages were
+	// recorded).
+	StartPage uint32 `protobuf:"varint,167,opt,name=start_page,json=startPage,proto3" json:"start_page,omitempty"`
+	// Output only. One-based page of a PDF on which the cited chunk ends (>=
+	// start_page); 0 when the document has no pages.
+	EndPage       uint32 `protobuf:"varint,168,opt,name=end_page,json=endPage,proto3" json:"end_page,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Citation) Reset() {
@@ -3060,6 +3076,27 @@ func (x *Citation) GetSnippetTruncated() bool {
 		return x.SnippetTruncated
 	}
 	return false
+}
+
+func (x *Citation) GetSnippetSpan() *CharSpan {
+	if x != nil {
+		return x.SnippetSpan
+	}
+	return nil
+}
+
+func (x *Citation) GetStartPage() uint32 {
+	if x != nil {
+		return x.StartPage
+	}
+	return 0
+}
+
+func (x *Citation) GetEndPage() uint32 {
+	if x != nil {
+		return x.EndPage
+	}
+	return 0
 }
 
 // A tool call made during the execution (content-free).
@@ -5074,7 +5111,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"TokenUsage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12!\n" +
-	"\ftotal_tokens\x18\x03 \x01(\rR\vtotalTokens\"\xbc\x02\n" +
+	"\ftotal_tokens\x18\x03 \x01(\rR\vtotalTokens\"\xb5\x03\n" +
 	"\bCitation\x12#\n" +
 	"\rsource_number\x18\x01 \x01(\rR\fsourceNumber\x12\x1f\n" +
 	"\vdocument_id\x18\x02 \x01(\tR\n" +
@@ -5085,7 +5122,11 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\asection\x18\xa2\x01 \x01(\tR\asection\x12,\n" +
 	"\x04span\x18\xa3\x01 \x01(\v2\x17.groundwire.v1.CharSpanR\x04span\x12\x19\n" +
 	"\asnippet\x18\xa4\x01 \x01(\tR\asnippet\x12,\n" +
-	"\x11snippet_truncated\x18\xa5\x01 \x01(\bR\x10snippetTruncated\"\xf6\x01\n" +
+	"\x11snippet_truncated\x18\xa5\x01 \x01(\bR\x10snippetTruncated\x12;\n" +
+	"\fsnippet_span\x18\xa6\x01 \x01(\v2\x17.groundwire.v1.CharSpanR\vsnippetSpan\x12\x1e\n" +
+	"\n" +
+	"start_page\x18\xa7\x01 \x01(\rR\tstartPage\x12\x1a\n" +
+	"\bend_page\x18\xa8\x01 \x01(\rR\aendPage\"\xf6\x01\n" +
 	"\rToolCallTrace\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +
@@ -5457,66 +5498,67 @@ var file_groundwire_v1_agent_proto_depIdxs = []int32{
 	32,  // 52: groundwire.v1.RagExecutionMetadata.applied_limits:type_name -> groundwire.v1.RagAppliedLimits
 	10,  // 53: groundwire.v1.RagExecutionMetadata.keyword_query_source:type_name -> groundwire.v1.KeywordQuerySource
 	61,  // 54: groundwire.v1.Citation.span:type_name -> groundwire.v1.CharSpan
-	59,  // 55: groundwire.v1.ToolCallTrace.duration:type_name -> google.protobuf.Duration
-	33,  // 56: groundwire.v1.AgentResult.usage:type_name -> groundwire.v1.TokenUsage
-	31,  // 57: groundwire.v1.AgentResult.rag:type_name -> groundwire.v1.RagExecutionMetadata
-	34,  // 58: groundwire.v1.AgentResult.citations:type_name -> groundwire.v1.Citation
-	35,  // 59: groundwire.v1.AgentResult.tool_calls:type_name -> groundwire.v1.ToolCallTrace
-	59,  // 60: groundwire.v1.AgentResult.duration:type_name -> google.protobuf.Duration
-	11,  // 61: groundwire.v1.AgentResult.status:type_name -> groundwire.v1.ExecutionStatus
-	47,  // 62: groundwire.v1.AgentResult.required_tool_calls:type_name -> groundwire.v1.RequiredToolCall
-	65,  // 63: groundwire.v1.AgentResult.action_deadline:type_name -> google.protobuf.Timestamp
-	66,  // 64: groundwire.v1.AgentResult.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
-	62,  // 65: groundwire.v1.AgentResult.profile:type_name -> groundwire.v1.RetrievalProfile
-	63,  // 66: groundwire.v1.RagSearchEvent.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	67,  // 67: groundwire.v1.RagSearchEvent.reranking_outcome:type_name -> groundwire.v1.RerankOutcome
-	59,  // 68: groundwire.v1.RagSearchEvent.duration:type_name -> google.protobuf.Duration
-	59,  // 69: groundwire.v1.ToolCallEvent.duration:type_name -> google.protobuf.Duration
-	7,   // 70: groundwire.v1.ExecuteStreamResponse.type:type_name -> groundwire.v1.ExecutionEventType
-	37,  // 71: groundwire.v1.ExecuteStreamResponse.rag_search:type_name -> groundwire.v1.RagSearchEvent
-	38,  // 72: groundwire.v1.ExecuteStreamResponse.tool_call:type_name -> groundwire.v1.ToolCallEvent
-	36,  // 73: groundwire.v1.ExecuteStreamResponse.result:type_name -> groundwire.v1.AgentResult
-	31,  // 74: groundwire.v1.ExecuteStreamResponse.rag:type_name -> groundwire.v1.RagExecutionMetadata
-	63,  // 75: groundwire.v1.AgentRagDescription.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
-	0,   // 76: groundwire.v1.AgentRagDescription.mode:type_name -> groundwire.v1.ExecutionMode
-	1,   // 77: groundwire.v1.AgentRagDescription.no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
-	4,   // 78: groundwire.v1.AgentRagDescription.final_selection_policy:type_name -> groundwire.v1.FinalSelectionPolicy
-	40,  // 79: groundwire.v1.AgentDescription.rag:type_name -> groundwire.v1.AgentRagDescription
-	62,  // 80: groundwire.v1.AgentDescription.profile:type_name -> groundwire.v1.RetrievalProfile
-	41,  // 81: groundwire.v1.ListAgentsResponse.agents:type_name -> groundwire.v1.AgentDescription
-	41,  // 82: groundwire.v1.GetAgentResponse.agent:type_name -> groundwire.v1.AgentDescription
-	68,  // 83: groundwire.v1.ClientTool.parameters:type_name -> google.protobuf.Struct
-	36,  // 84: groundwire.v1.ResumeExecutionResponse.result:type_name -> groundwire.v1.AgentResult
-	39,  // 85: groundwire.v1.ResumeExecutionStreamResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
-	48,  // 86: groundwire.v1.SubmitToolResultsRequest.results:type_name -> groundwire.v1.ToolResult
-	36,  // 87: groundwire.v1.SubmitToolResultsResponse.result:type_name -> groundwire.v1.AgentResult
-	48,  // 88: groundwire.v1.ClientToolResults.results:type_name -> groundwire.v1.ToolResult
-	13,  // 89: groundwire.v1.ExecuteInteractiveRequest.input:type_name -> groundwire.v1.ExecutionInput
-	55,  // 90: groundwire.v1.ExecuteInteractiveRequest.tool_results:type_name -> groundwire.v1.ClientToolResults
-	39,  // 91: groundwire.v1.ExecuteInteractiveResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
-	42,  // 92: groundwire.v1.AgentService.ListAgents:input_type -> groundwire.v1.ListAgentsRequest
-	44,  // 93: groundwire.v1.AgentService.GetAgent:input_type -> groundwire.v1.GetAgentRequest
-	21,  // 94: groundwire.v1.AgentService.Execute:input_type -> groundwire.v1.ExecuteRequest
-	22,  // 95: groundwire.v1.AgentService.ExecuteStream:input_type -> groundwire.v1.ExecuteStreamRequest
-	49,  // 96: groundwire.v1.AgentService.ResumeExecution:input_type -> groundwire.v1.ResumeExecutionRequest
-	51,  // 97: groundwire.v1.AgentService.ResumeExecutionStream:input_type -> groundwire.v1.ResumeExecutionStreamRequest
-	53,  // 98: groundwire.v1.AgentService.SubmitToolResults:input_type -> groundwire.v1.SubmitToolResultsRequest
-	56,  // 99: groundwire.v1.AgentService.ExecuteInteractive:input_type -> groundwire.v1.ExecuteInteractiveRequest
-	15,  // 100: groundwire.v1.AgentService.PrepareExecution:input_type -> groundwire.v1.PrepareExecutionRequest
-	43,  // 101: groundwire.v1.AgentService.ListAgents:output_type -> groundwire.v1.ListAgentsResponse
-	45,  // 102: groundwire.v1.AgentService.GetAgent:output_type -> groundwire.v1.GetAgentResponse
-	23,  // 103: groundwire.v1.AgentService.Execute:output_type -> groundwire.v1.ExecuteResponse
-	39,  // 104: groundwire.v1.AgentService.ExecuteStream:output_type -> groundwire.v1.ExecuteStreamResponse
-	50,  // 105: groundwire.v1.AgentService.ResumeExecution:output_type -> groundwire.v1.ResumeExecutionResponse
-	52,  // 106: groundwire.v1.AgentService.ResumeExecutionStream:output_type -> groundwire.v1.ResumeExecutionStreamResponse
-	54,  // 107: groundwire.v1.AgentService.SubmitToolResults:output_type -> groundwire.v1.SubmitToolResultsResponse
-	57,  // 108: groundwire.v1.AgentService.ExecuteInteractive:output_type -> groundwire.v1.ExecuteInteractiveResponse
-	16,  // 109: groundwire.v1.AgentService.PrepareExecution:output_type -> groundwire.v1.PrepareExecutionResponse
-	101, // [101:110] is the sub-list for method output_type
-	92,  // [92:101] is the sub-list for method input_type
-	92,  // [92:92] is the sub-list for extension type_name
-	92,  // [92:92] is the sub-list for extension extendee
-	0,   // [0:92] is the sub-list for field type_name
+	61,  // 55: groundwire.v1.Citation.snippet_span:type_name -> groundwire.v1.CharSpan
+	59,  // 56: groundwire.v1.ToolCallTrace.duration:type_name -> google.protobuf.Duration
+	33,  // 57: groundwire.v1.AgentResult.usage:type_name -> groundwire.v1.TokenUsage
+	31,  // 58: groundwire.v1.AgentResult.rag:type_name -> groundwire.v1.RagExecutionMetadata
+	34,  // 59: groundwire.v1.AgentResult.citations:type_name -> groundwire.v1.Citation
+	35,  // 60: groundwire.v1.AgentResult.tool_calls:type_name -> groundwire.v1.ToolCallTrace
+	59,  // 61: groundwire.v1.AgentResult.duration:type_name -> google.protobuf.Duration
+	11,  // 62: groundwire.v1.AgentResult.status:type_name -> groundwire.v1.ExecutionStatus
+	47,  // 63: groundwire.v1.AgentResult.required_tool_calls:type_name -> groundwire.v1.RequiredToolCall
+	65,  // 64: groundwire.v1.AgentResult.action_deadline:type_name -> google.protobuf.Timestamp
+	66,  // 65: groundwire.v1.AgentResult.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
+	62,  // 66: groundwire.v1.AgentResult.profile:type_name -> groundwire.v1.RetrievalProfile
+	63,  // 67: groundwire.v1.RagSearchEvent.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	67,  // 68: groundwire.v1.RagSearchEvent.reranking_outcome:type_name -> groundwire.v1.RerankOutcome
+	59,  // 69: groundwire.v1.RagSearchEvent.duration:type_name -> google.protobuf.Duration
+	59,  // 70: groundwire.v1.ToolCallEvent.duration:type_name -> google.protobuf.Duration
+	7,   // 71: groundwire.v1.ExecuteStreamResponse.type:type_name -> groundwire.v1.ExecutionEventType
+	37,  // 72: groundwire.v1.ExecuteStreamResponse.rag_search:type_name -> groundwire.v1.RagSearchEvent
+	38,  // 73: groundwire.v1.ExecuteStreamResponse.tool_call:type_name -> groundwire.v1.ToolCallEvent
+	36,  // 74: groundwire.v1.ExecuteStreamResponse.result:type_name -> groundwire.v1.AgentResult
+	31,  // 75: groundwire.v1.ExecuteStreamResponse.rag:type_name -> groundwire.v1.RagExecutionMetadata
+	63,  // 76: groundwire.v1.AgentRagDescription.retrieval_mode:type_name -> groundwire.v1.RetrievalMode
+	0,   // 77: groundwire.v1.AgentRagDescription.mode:type_name -> groundwire.v1.ExecutionMode
+	1,   // 78: groundwire.v1.AgentRagDescription.no_context_behavior:type_name -> groundwire.v1.NoContextBehavior
+	4,   // 79: groundwire.v1.AgentRagDescription.final_selection_policy:type_name -> groundwire.v1.FinalSelectionPolicy
+	40,  // 80: groundwire.v1.AgentDescription.rag:type_name -> groundwire.v1.AgentRagDescription
+	62,  // 81: groundwire.v1.AgentDescription.profile:type_name -> groundwire.v1.RetrievalProfile
+	41,  // 82: groundwire.v1.ListAgentsResponse.agents:type_name -> groundwire.v1.AgentDescription
+	41,  // 83: groundwire.v1.GetAgentResponse.agent:type_name -> groundwire.v1.AgentDescription
+	68,  // 84: groundwire.v1.ClientTool.parameters:type_name -> google.protobuf.Struct
+	36,  // 85: groundwire.v1.ResumeExecutionResponse.result:type_name -> groundwire.v1.AgentResult
+	39,  // 86: groundwire.v1.ResumeExecutionStreamResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
+	48,  // 87: groundwire.v1.SubmitToolResultsRequest.results:type_name -> groundwire.v1.ToolResult
+	36,  // 88: groundwire.v1.SubmitToolResultsResponse.result:type_name -> groundwire.v1.AgentResult
+	48,  // 89: groundwire.v1.ClientToolResults.results:type_name -> groundwire.v1.ToolResult
+	13,  // 90: groundwire.v1.ExecuteInteractiveRequest.input:type_name -> groundwire.v1.ExecutionInput
+	55,  // 91: groundwire.v1.ExecuteInteractiveRequest.tool_results:type_name -> groundwire.v1.ClientToolResults
+	39,  // 92: groundwire.v1.ExecuteInteractiveResponse.event:type_name -> groundwire.v1.ExecuteStreamResponse
+	42,  // 93: groundwire.v1.AgentService.ListAgents:input_type -> groundwire.v1.ListAgentsRequest
+	44,  // 94: groundwire.v1.AgentService.GetAgent:input_type -> groundwire.v1.GetAgentRequest
+	21,  // 95: groundwire.v1.AgentService.Execute:input_type -> groundwire.v1.ExecuteRequest
+	22,  // 96: groundwire.v1.AgentService.ExecuteStream:input_type -> groundwire.v1.ExecuteStreamRequest
+	49,  // 97: groundwire.v1.AgentService.ResumeExecution:input_type -> groundwire.v1.ResumeExecutionRequest
+	51,  // 98: groundwire.v1.AgentService.ResumeExecutionStream:input_type -> groundwire.v1.ResumeExecutionStreamRequest
+	53,  // 99: groundwire.v1.AgentService.SubmitToolResults:input_type -> groundwire.v1.SubmitToolResultsRequest
+	56,  // 100: groundwire.v1.AgentService.ExecuteInteractive:input_type -> groundwire.v1.ExecuteInteractiveRequest
+	15,  // 101: groundwire.v1.AgentService.PrepareExecution:input_type -> groundwire.v1.PrepareExecutionRequest
+	43,  // 102: groundwire.v1.AgentService.ListAgents:output_type -> groundwire.v1.ListAgentsResponse
+	45,  // 103: groundwire.v1.AgentService.GetAgent:output_type -> groundwire.v1.GetAgentResponse
+	23,  // 104: groundwire.v1.AgentService.Execute:output_type -> groundwire.v1.ExecuteResponse
+	39,  // 105: groundwire.v1.AgentService.ExecuteStream:output_type -> groundwire.v1.ExecuteStreamResponse
+	50,  // 106: groundwire.v1.AgentService.ResumeExecution:output_type -> groundwire.v1.ResumeExecutionResponse
+	52,  // 107: groundwire.v1.AgentService.ResumeExecutionStream:output_type -> groundwire.v1.ResumeExecutionStreamResponse
+	54,  // 108: groundwire.v1.AgentService.SubmitToolResults:output_type -> groundwire.v1.SubmitToolResultsResponse
+	57,  // 109: groundwire.v1.AgentService.ExecuteInteractive:output_type -> groundwire.v1.ExecuteInteractiveResponse
+	16,  // 110: groundwire.v1.AgentService.PrepareExecution:output_type -> groundwire.v1.PrepareExecutionResponse
+	102, // [102:111] is the sub-list for method output_type
+	93,  // [93:102] is the sub-list for method input_type
+	93,  // [93:93] is the sub-list for extension type_name
+	93,  // [93:93] is the sub-list for extension extendee
+	0,   // [0:93] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_agent_proto_init() }

@@ -1160,9 +1160,14 @@ type Operation struct {
 	// Output only. Stable codes of what a user must know about a run that did
 	// not fail: NO_DOCUMENTS (the sources yielded no document to ingest, none
 	// found or none readable, so the index holds no configured document).
-	Warnings      []string `protobuf:"bytes,172,rep,name=warnings,proto3" json:"warnings,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Warnings []string `protobuf:"bytes,172,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// Output only. Id of the API key that started it (StartIngestion); empty
+	// for runs the server started (startup, schedule, watch) and when
+	// authentication is disabled. A key with only `ingest` lists and watches
+	// the operations it started.
+	StartedByKeyId string `protobuf:"bytes,173,opt,name=started_by_key_id,json=startedByKeyId,proto3" json:"started_by_key_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Operation) Reset() {
@@ -1319,6 +1324,13 @@ func (x *Operation) GetWarnings() []string {
 		return x.Warnings
 	}
 	return nil
+}
+
+func (x *Operation) GetStartedByKeyId() string {
+	if x != nil {
+		return x.StartedByKeyId
+	}
+	return ""
 }
 
 // Published state of an index.
@@ -2327,9 +2339,14 @@ type UpsertDocumentsResponse struct {
 	// Output only. Chunks written.
 	ChunksWritten uint32 `protobuf:"varint,4,opt,name=chunks_written,json=chunksWritten,proto3" json:"chunks_written,omitempty"`
 	// Output only. Documents rejected (nothing else of them was written).
-	Failures      []*DocumentFailure `protobuf:"bytes,5,rep,name=failures,proto3" json:"failures,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Failures []*DocumentFailure `protobuf:"bytes,5,rep,name=failures,proto3" json:"failures,omitempty"`
+	// Output only. Chunks embedded although the model saw them only in part
+	// (longer than its token window; 0 when the index rejects such chunks,
+	// which then fail their document with CHUNK_TOO_LONG), as
+	// OperationCounts.truncated_chunks.
+	TruncatedChunks uint32 `protobuf:"varint,6,opt,name=truncated_chunks,json=truncatedChunks,proto3" json:"truncated_chunks,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *UpsertDocumentsResponse) Reset() {
@@ -2395,6 +2412,13 @@ func (x *UpsertDocumentsResponse) GetFailures() []*DocumentFailure {
 		return x.Failures
 	}
 	return nil
+}
+
+func (x *UpsertDocumentsResponse) GetTruncatedChunks() uint32 {
+	if x != nil {
+		return x.TruncatedChunks
+	}
+	return 0
 }
 
 // Request for DeleteDocuments.
@@ -3083,7 +3107,7 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x16not_ingested_by_reason\x18\xab\x01 \x03(\v27.groundwire.v1.OperationCounts.NotIngestedByReasonEntryR\x13notIngestedByReason\x1aF\n" +
 	"\x18NotIngestedByReasonEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xb7\x06\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xe3\x06\n" +
 	"\tOperation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -3107,7 +3131,8 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\aelapsed\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\aelapsed\x129\n" +
 	"\askipped\x18\xaa\x01 \x03(\v2\x1e.groundwire.v1.DocumentFailureR\askipped\x12(\n" +
 	"\x0fskipped_omitted\x18\xab\x01 \x01(\rR\x0eskippedOmitted\x12\x1b\n" +
-	"\bwarnings\x18\xac\x01 \x03(\tR\bwarnings\"\x9d\x03\n" +
+	"\bwarnings\x18\xac\x01 \x03(\tR\bwarnings\x12*\n" +
+	"\x11started_by_key_id\x18\xad\x01 \x01(\tR\x0estartedByKeyId\"\x9d\x03\n" +
 	"\vIndexStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\bR\x05ready\x12+\n" +
@@ -3178,13 +3203,14 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12;\n" +
 	"\tdocuments\x18\x02 \x03(\v2\x1d.groundwire.v1.PushedDocumentR\tdocuments\x12\x16\n" +
-	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"\xe3\x01\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"\x8e\x02\n" +
 	"\x17UpsertDocumentsResponse\x12+\n" +
 	"\x11published_version\x18\x01 \x01(\x04R\x10publishedVersion\x12\x1a\n" +
 	"\bupserted\x18\x02 \x01(\rR\bupserted\x12\x1c\n" +
 	"\tunchanged\x18\x03 \x01(\rR\tunchanged\x12%\n" +
 	"\x0echunks_written\x18\x04 \x01(\rR\rchunksWritten\x12:\n" +
-	"\bfailures\x18\x05 \x03(\v2\x1e.groundwire.v1.DocumentFailureR\bfailures\"r\n" +
+	"\bfailures\x18\x05 \x03(\v2\x1e.groundwire.v1.DocumentFailureR\bfailures\x12)\n" +
+	"\x10truncated_chunks\x18\x06 \x01(\rR\x0ftruncatedChunks\"r\n" +
 	"\x16DeleteDocumentsRequest\x12\x1d\n" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12!\n" +

@@ -63,7 +63,10 @@ type IngestionManagerServiceClient interface {
 	// second, plus every phase change) until it ends; the last message has a
 	// terminal state. Errors: NOT_FOUND (OPERATION_NOT_FOUND).
 	WatchIngestion(ctx context.Context, in *WatchIngestionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchIngestionResponse], error)
-	// Lists operations, newest first. Paginated.
+	// Lists operations, newest first. Paginated. A key with `manage` lists
+	// every operation; a key with only `ingest` lists the operations it
+	// started (Operation.started_by_key_id), with their failed and skipped
+	// documents.
 	ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error)
 	// Adds or replaces documents pushed by the caller and publishes them as one
 	// new index version. Unchanged documents (same content hash) are skipped.
@@ -235,7 +238,10 @@ type IngestionManagerServiceServer interface {
 	// second, plus every phase change) until it ends; the last message has a
 	// terminal state. Errors: NOT_FOUND (OPERATION_NOT_FOUND).
 	WatchIngestion(*WatchIngestionRequest, grpc.ServerStreamingServer[WatchIngestionResponse]) error
-	// Lists operations, newest first. Paginated.
+	// Lists operations, newest first. Paginated. A key with `manage` lists
+	// every operation; a key with only `ingest` lists the operations it
+	// started (Operation.started_by_key_id), with their failed and skipped
+	// documents.
 	ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error)
 	// Adds or replaces documents pushed by the caller and publishes them as one
 	// new index version. Unchanged documents (same content hash) are skipped.

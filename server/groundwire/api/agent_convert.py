@@ -29,7 +29,8 @@ from groundwire.domain.blend import (
     RetrievalNormalization,
     SelectionReport,
 )
-from groundwire.domain.citations import DEFAULT_SNIPPET_CHARS, snippet
+from groundwire.domain.citations import DEFAULT_SNIPPET_CHARS, passage_snippet, snippet
+from groundwire.domain.pages import page_range
 from groundwire.domain.rag_policy import (
     ExecutionMode,
     ItemReason,
@@ -164,7 +165,8 @@ def citations_to_proto(
     result: ExecutionResult, snippet_chars: int = DEFAULT_SNIPPET_CHARS
 ) -> list[agent_pb2.Citation]:
     """The citations in order of first appearance, numbered 1..k (display_number),
-    each with its chunk's title, section, span and bounded snippet. Source n is
+    each with its chunk's title, section, span, pages (PDF) and bounded snippet:
+    the cited sentence(s) of the chunk (domain/citations.py). Source n is
     the model's evidence item n (RagMetadata.context[n - 1]); the answer text is
     left as the model wrote it (it was streamed as such)."""
     context = result.rag.context
@@ -179,10 +181,17 @@ def citations_to_proto(
         if 1 <= c.source_number <= len(context):
             hit = context[c.source_number - 1].hit
             if hit.key == (c.document_id, c.chunk_id):
-                cut = snippet(hit.content, snippet_chars)
+                cut = passage_snippet(hit.content, result.answer, c.source_number, snippet_chars)
                 msg.title, msg.section = hit.title, hit.section
                 msg.span.CopyFrom(common_pb2.CharSpan(start=hit.start, end=hit.end))
                 msg.snippet, msg.snippet_truncated = cut.text, cut.truncated
+                if cut.end > cut.start:
+                    msg.snippet_span.CopyFrom(
+                        common_pb2.CharSpan(start=hit.start + cut.start, end=hit.start + cut.end)
+                    )
+                pages = page_range(hit.metadata, hit.start, hit.end)
+                if pages is not None:
+                    msg.start_page, msg.end_page = pages
         out.append(msg)
     return out
 

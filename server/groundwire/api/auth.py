@@ -44,6 +44,8 @@ INGESTION_CONTROL_METHODS = frozenset(
         "/groundwire.v1.IngestionManagerService/StartIngestion",
         "/groundwire.v1.IngestionManagerService/CancelIngestion",
         "/groundwire.v1.IngestionManagerService/WatchIngestion",
+        # `ingest` alone lists the operations its key started (the servicer filters).
+        "/groundwire.v1.IngestionManagerService/ListOperations",
     }
 )
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
@@ -105,3 +107,9 @@ def has_permission(permission: Permission) -> bool:
     """Whether the caller holds `permission` (always, when authentication is disabled)."""
     principal = principal_var.get()
     return principal is None or permission in principal.permissions
+
+
+def caller_key_id() -> str:
+    """The id of the caller's API key ("" when authentication is disabled)."""
+    principal = principal_var.get()
+    return "" if principal is None else principal.key_id

@@ -9,7 +9,12 @@ from typing import Any
 import grpc
 from google.protobuf import timestamp_pb2
 
-from groundwire.api.auth import effective_tenant, has_permission, ingestion_control
+from groundwire.api.auth import (
+    caller_key_id,
+    effective_tenant,
+    has_permission,
+    ingestion_control,
+)
 from groundwire.api.convert import duration, note_profile, profile_to_proto
 from groundwire.api.pagination import (
     LIST_INDEXES,
@@ -138,6 +143,7 @@ def operation_to_proto(op: Operation) -> ingestion_pb2.Operation:
         ],
         skipped_omitted=op.skipped_omitted,
         warnings=list(op.warnings),
+        started_by_key_id=op.started_by,
     )
     if op.start_time is not None:
         msg.start_time.CopyFrom(_ts(op.start_time))
@@ -301,7 +307,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         # The run is background work: it outlives this call and is no tenant's
         # share of the store (stores/request_scope.py).
         with request_scope.background():
-            op = await self._manager.start(request.index_name)
+            op = await self._manager.start(request.index_name, started_by=caller_key_id())
         return ingestion_pb2.StartIngestionResponse(operation=operation_to_proto(op))
 
     async def CancelIngestion(
@@ -321,14 +327,16 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         if not request.operation_id:
             raise invalid("FIELD_REQUIRED", "operation_id", "operation_id is required")
         if not has_permission(Permission.MANAGE):
-            # `ingest` watches its own tenant's indexes only (an index no longer
-            # configured has no tenant to match: `manage` only).
-            index_name = (await self._manager.get(request.operation_id)).index_name
-            if index_name not in self._catalog.names():
-                raise permission_denied(
-                    Permission.MANAGE, "the API key lacks the 'manage' permission"
-                )
-            ingestion_control(self._catalog.get(index_name).tenant)
+            # `ingest` watches the operations it started, and its own tenant's
+            # indexes' (an index no longer configured has no tenant to match).
+            watched = await self._manager.get(request.operation_id)
+            index_name = watched.index_name
+            if not watched.started_by or watched.started_by != caller_key_id():
+                if index_name not in self._catalog.names():
+                    raise permission_denied(
+                        Permission.MANAGE, "the API key lacks the 'manage' permission"
+                    )
+                ingestion_control(self._catalog.get(index_name).tenant)
         async for op in self._manager.watch(request.operation_id):
             yield ingestion_pb2.WatchIngestionResponse(operation=operation_to_proto(op))
 
@@ -338,9 +346,15 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.ListOperationsResponse:
         size = page_size(request.page_size, 20, "page_size")
-        binding = listing(LIST_OPERATIONS, effective_tenant("", "tenant"), request.index_name)
+        # `manage` lists every operation; `ingest` alone, those its key started
+        # (the interceptor admitted one or the other).
+        mine = None if has_permission(Permission.MANAGE) else caller_key_id()
+        scope = LIST_OPERATIONS if mine is None else f"{LIST_OPERATIONS}:{mine}"
+        binding = listing(scope, effective_tenant("", "tenant"), request.index_name)
         before = self._tokens.operations_cursor(request.page_token, binding)
-        ops = await self._manager.list(request.index_name or None, size + 1, before)
+        ops = await self._manager.list(
+            request.index_name or None, size + 1, before, started_by=mine
+        )
         page = ops[:size]
         token = ""
         if len(ops) > size:
@@ -374,6 +388,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
             upserted=result.upserted,
             unchanged=result.unchanged,
             chunks_written=result.chunks_written,
+            truncated_chunks=result.truncated_chunks,
             failures=[
                 ingestion_pb2.DocumentFailure(document_id=f.document_id, reason=f.reason.value)
                 for f in result.failures

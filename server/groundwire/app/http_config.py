@@ -7,6 +7,7 @@ the OpenAI-compatible facade, and whatever later mounts on the same app).
     cors_max_age_seconds = 600
     mcp = true                          # MCP (streamable HTTP) at /mcp
     console = true                      # the web console at /console
+    dashboard_api = true                # the dashboard management REST API at /api/rag
 
 The embedded default (`make run`) serves it on 127.0.0.1:8080. TLS, the API
 keys, tenancy, limits and message size bound are the gRPC port's (`[server]`,
@@ -36,6 +37,9 @@ class HttpConfig(StrictModel):
     # The web console (static files, no key needed; its API calls carry the key
     # typed into it) at /console.
     console: bool = True
+    # The dashboard management REST API (seed 000) at /api/rag: thin routes over
+    # the IngestionManagerService RPCs (same keys and permissions).
+    dashboard_api: bool = True
 
     @field_validator("address")
     @classmethod

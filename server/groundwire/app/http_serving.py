@@ -83,6 +83,7 @@ async def start_http(
         version=__version__,
         console=cfg.http.console,
         embedders=embedder,
+        dashboard=cfg.http.dashboard_api,
     )
     tls = cfg.server.tls
     server = HttpServer(

@@ -387,8 +387,13 @@ async def operations(client: GroundwireClient, args: argparse.Namespace, out: Te
         if not token:
             break
     if not ops:
-        # An unknown index lists no operations: say which case this is.
-        await client.index_status(args.index)
+        # An unknown index lists no operations: say which case this is (a key
+        # with only `ingest` lists the operations it started and cannot ask).
+        try:
+            await client.index_status(args.index)
+        except GroundwireError as exc:
+            if exc.code != grpc.StatusCode.PERMISSION_DENIED:
+                raise
     if args.json:
         _dump({"operations": [_dict(op) for op in ops]}, out)
         return 0
@@ -514,7 +519,7 @@ async def push(client: GroundwireClient, args: argparse.Namespace, out: TextIO) 
         docs.append(
             ingestion_pb2.PushedDocument(document_id=doc_id, content=content, media_type=media_type)
         )
-    upserted = unchanged = chunks = version = 0
+    upserted = unchanged = chunks = truncated = version = 0
     bar = tqdm(total=len(files), unit="file", desc=args.index, file=sys.stderr, disable=args.json)
     bar.update(len(failures))
     try:
@@ -534,6 +539,7 @@ async def push(client: GroundwireClient, args: argparse.Namespace, out: TextIO) 
             upserted += response.upserted
             unchanged += response.unchanged
             chunks += response.chunks_written
+            truncated += response.truncated_chunks
             version = max(version, response.published_version)
             failures.update({f.document_id: f.reason for f in response.failures})
             bar.update(len(batch))
@@ -548,6 +554,7 @@ async def push(client: GroundwireClient, args: argparse.Namespace, out: TextIO) 
                 "unchanged": unchanged,
                 "failed": len(failures),
                 "chunks_written": chunks,
+                "truncated_chunks": truncated,
                 "published_version": version,
                 "failures": [{"document_id": k, "reason": v} for k, v in sorted(failures.items())],
             },
@@ -558,6 +565,12 @@ async def push(client: GroundwireClient, args: argparse.Namespace, out: TextIO) 
             f"{len(files)} files: {upserted} ingested, {unchanged} unchanged, "
             f"{len(failures)} failed ({chunks} chunks written, index version {version})\n"
         )
+        if truncated:
+            # Embedded from their beginning only (the index's overlong_chunks = "truncate").
+            out.write(
+                f"  {truncated} of {chunks} chunks longer than the embedding model's window"
+                " were embedded truncated\n"
+            )
         for doc_id, reason in sorted(failures.items()):
             out.write(f"  failed  {doc_id}: {reason}\n")
     return 1 if failures else 0

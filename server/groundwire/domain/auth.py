@@ -35,7 +35,8 @@ class Permission(enum.Enum):
     RERANK = "rerank"  # RerankerService
     EXECUTE = "execute"  # AgentService
     # Push upserts/deletes for the key's own tenant; start, watch and cancel
-    # ingestion of indexes whose configured tenant is the key's own.
+    # ingestion of indexes whose configured tenant is the key's own; list and
+    # watch the ingestion operations the key started.
     INGEST = "ingest"
     MANAGE = "manage"  # index status, every index's ingestion operations, admin
     # AgentService.PrepareExecution: exposes the assembled prompt (instructions included).

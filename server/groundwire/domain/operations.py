@@ -162,10 +162,22 @@ class Operation:
     skipped: tuple[DocumentFailureInfo, ...] = ()
     skipped_omitted: int = 0
     warnings: tuple[OperationWarning, ...] = ()
+    # The id of the API key that started it ("" for runs the server started, and
+    # when authentication is disabled): a key with only `ingest` sees its own.
+    started_by: str = ""
 
     @staticmethod
-    def new(index_name: str, trigger: OperationTrigger, now: float) -> Operation:
-        return Operation(uuid.uuid4().hex, index_name, OperationState.QUEUED, trigger, now)
+    def new(
+        index_name: str, trigger: OperationTrigger, now: float, started_by: str = ""
+    ) -> Operation:
+        return Operation(
+            uuid.uuid4().hex,
+            index_name,
+            OperationState.QUEUED,
+            trigger,
+            now,
+            started_by=started_by,
+        )
 
     def with_failures(self, failures: list[DocumentFailureInfo]) -> Operation:
         """Keep the first MAX_LISTED_FAILURES failures and skipped documents each
@@ -215,6 +227,7 @@ class Operation:
             "skipped": [[f.document_id, f.reason] for f in self.skipped],
             "skipped_omitted": self.skipped_omitted,
             "warnings": list(self.warnings),
+            "started_by": self.started_by,
         }
 
     @staticmethod
@@ -258,6 +271,7 @@ class Operation:
             ),
             skipped_omitted=int(data.get("skipped_omitted", 0)),  # type: ignore[call-overload]
             warnings=tuple(OperationWarning(str(w)) for w in warnings),
+            started_by=str(data.get("started_by") or ""),
         )
 
 

@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 
 from groundwire.domain.chunking import markdown_title
 from groundwire.domain.operations import DocumentFailureReason
+from groundwire.domain.pages import PAGE_STARTS_KEY, encode_page_starts
 from groundwire.domain.text import normalize_text
 from groundwire.indexes.loaders import Loader as Loader  # re-exported
 from groundwire.ingestion.html_text import html_to_text
@@ -33,7 +34,7 @@ from groundwire.ingestion.office_text import MAX_PACKAGE_ENTRIES as MAX_PACKAGE_
 from groundwire.ingestion.office_text import MAX_SHEET_CELLS as MAX_SHEET_CELLS
 from groundwire.ingestion.office_text import OFFICE_FORMATS, office_text
 from groundwire.ingestion.office_text import check_package as check_package
-from groundwire.ingestion.pdf_text import pdf_text
+from groundwire.ingestion.pdf_text import pdf_text_pages, take_page_marks
 
 
 class DocumentFormat(enum.Enum):
@@ -200,16 +201,17 @@ def load_bytes(
     if len(data) > max_bytes:
         return LoadFailure(document_id, DocumentFailureReason.TOO_LARGE)
     title = ""
+    page_numbers: list[int] = []
     if fmt is DocumentFormat.HTML:
         result = _html_text(data)
         if isinstance(result, DocumentFailureReason):
             return LoadFailure(document_id, result)
         raw, title = result
     elif fmt is DocumentFormat.PDF:
-        result = pdf_text(data, TEXT_EXPANSION * max_bytes)
-        if isinstance(result, DocumentFailureReason):
-            return LoadFailure(document_id, result)
-        raw, title = result
+        paged = pdf_text_pages(data, TEXT_EXPANSION * max_bytes)
+        if isinstance(paged, DocumentFailureReason):
+            return LoadFailure(document_id, paged)
+        raw, title, page_numbers = paged
     elif fmt.value in OFFICE_FORMATS:
         result = office_text(data, fmt.value, max_bytes, TEXT_EXPANSION * max_bytes)
         if isinstance(result, DocumentFailureReason):
@@ -221,6 +223,15 @@ def load_bytes(
             return LoadFailure(document_id, decoded)
         raw = decoded
     text = normalize_text(raw)
+    meta = dict(metadata or {})
+    if fmt is DocumentFormat.PDF:
+        # Page starts are offsets into the normalized text, so the marks are taken
+        # out only now; the record goes with the document (domain/pages.py).
+        text, page_starts = take_page_marks(text, page_numbers)
+        meta.pop(PAGE_STARTS_KEY, None)
+        record = encode_page_starts(page_starts)
+        if page_starts and record is not None:
+            meta[PAGE_STARTS_KEY] = record
     if not text.strip():
         return LoadFailure(document_id, DocumentFailureReason.EMPTY)
     if fmt is DocumentFormat.MARKDOWN:
@@ -236,7 +247,7 @@ def load_bytes(
         text,
         title or fallback_title,
         fmt,
-        dict(metadata or {}),
+        meta,
         extension=extension,
     )
 

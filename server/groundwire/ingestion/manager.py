@@ -65,6 +65,11 @@ log = logging.getLogger("groundwire.ingestion")
 
 ReadyCallback = Callable[[IndexHandle], Awaitable[None]]
 
+# Listing the operations one API key started reads the log newest first in pages
+# of _SCAN_BATCH, at most this many records per call (the log is not indexed by key).
+MAX_SCANNED_OPERATIONS = 10_000
+_SCAN_BATCH = 200
+
 
 def already_running(operation_id: str) -> GroundwireError:
     return GroundwireError(
@@ -246,9 +251,14 @@ class IngestionManager(SharedRuns):
     # -- commands ---------------------------------------------------------------
 
     async def start(
-        self, index_name: str, trigger: OperationTrigger = OperationTrigger.MANUAL
+        self,
+        index_name: str,
+        trigger: OperationTrigger = OperationTrigger.MANUAL,
+        *,
+        started_by: str = "",
     ) -> Operation:
-        """Start ingesting an index; returns the operation as created (RUNNING)."""
+        """Start ingesting an index; returns the operation as created (RUNNING).
+        `started_by` is the id of the API key that asked for it ("" for none)."""
         handle = self._catalog.get(index_name)
         current = self._runs.get(index_name)
         if current is not None:
@@ -270,7 +280,9 @@ class IngestionManager(SharedRuns):
             raise already_running(orphan.operation_id)
         now = time.time()
         op = replace(
-            Operation.new(index_name, trigger, now), state=OperationState.RUNNING, start_time=now
+            Operation.new(index_name, trigger, now, started_by),
+            state=OperationState.RUNNING,
+            start_time=now,
         )
         run = _Run(op, lock)
         self._runs[index_name] = run
@@ -386,13 +398,35 @@ class IngestionManager(SharedRuns):
         return None
 
     async def list(
-        self, index_name: str | None, limit: int, before: tuple[float, str] | None
+        self,
+        index_name: str | None,
+        limit: int,
+        before: tuple[float, str] | None,
+        *,
+        started_by: str | None = None,
     ) -> list[Operation]:
+        """Operations newest first, older than `before`; with `started_by`, only
+        those that API key started (read from the log in pages, at most
+        MAX_SCANNED_OPERATIONS records per call: an older match is then not
+        listed)."""
         if index_name:
             self._catalog.get(index_name)
-        ops = await self._log.list_operations(index_name or None, limit, before)
-        # The log may still hold an older snapshot of a run whose end it missed.
-        return [self._unrecorded.get(op.id, op) for op in ops]
+        if started_by is None:
+            ops = await self._log.list_operations(index_name or None, limit, before)
+            # The log may still hold an older snapshot of a run whose end it missed.
+            return [self._unrecorded.get(op.id, op) for op in ops]
+        out: list[Operation] = []
+        scanned = 0
+        while len(out) < limit and scanned < MAX_SCANNED_OPERATIONS:
+            batch = await self._log.list_operations(index_name or None, _SCAN_BATCH, before)
+            scanned += len(batch)
+            out.extend(
+                self._unrecorded.get(op.id, op) for op in batch if op.started_by == started_by
+            )
+            if len(batch) < _SCAN_BATCH:
+                break
+            before = (batch[-1].create_time, batch[-1].id)
+        return out[:limit]
 
     # -- execution ----------------------------------------------------------------
 

@@ -16,9 +16,29 @@ from groundwire.domain.operations import DocumentFailureReason
 MAX_PDF_PAGES = 10_000
 
 
+# Marks where a page's text starts in the joined text (after the first page), until
+# the loader has normalized the text and turns the marks into offsets
+# (`take_page_marks`). A Unicode noncharacter: no text uses it, and any a PDF
+# holds is dropped before the pages are joined.
+PAGE_MARK = "\ufdd0"
+
+
 def pdf_text(data: bytes, max_chars: int | None = None) -> tuple[str, str] | DocumentFailureReason:
     """The PDF's text and title. TOO_COMPLEX past MAX_PDF_PAGES pages, TOO_LARGE past
     `max_chars` characters of text (checked page by page, so extraction stops there)."""
+    result = pdf_text_pages(data, max_chars)
+    if isinstance(result, DocumentFailureReason):
+        return result
+    text, title, _ = result
+    return text.replace(PAGE_MARK, ""), title
+
+
+def pdf_text_pages(
+    data: bytes, max_chars: int | None = None
+) -> tuple[str, str, list[int]] | DocumentFailureReason:
+    """Like `pdf_text`, with the start of every page's text after the first marked
+    by PAGE_MARK, and the one-based numbers of the pages with text, in order (pages
+    without text have no mark). Limits and failures are `pdf_text`'s."""
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
@@ -38,8 +58,25 @@ def pdf_text(data: bytes, max_chars: int | None = None) -> tuple[str, str] | Doc
         title = str(meta.title) if meta is not None and meta.title else ""
     except (PyPdfError, ValueError, KeyError, TypeError, OSError):
         return DocumentFailureReason.PARSE_FAILED
-    text = "\n\n".join(p.strip() for p in pages if p.strip())
-    return join_hyphenated(text), title
+    kept = [(n, p.replace(PAGE_MARK, "").strip()) for n, p in enumerate(pages, start=1)]
+    kept = [(n, p) for n, p in kept if p]
+    # A page break is a blank line, which a hyphen at a page's end never joins across.
+    text = ("\n\n" + PAGE_MARK).join(p for _, p in kept)
+    return join_hyphenated(text), title, [n for n, _ in kept]
+
+
+def take_page_marks(text: str, numbers: list[int]) -> tuple[str, list[tuple[int, int]]]:
+    """`text` without its PAGE_MARKs, and `(page, offset)` of each page's start in
+    it: `numbers[0]` at 0, `numbers[k]` where the k-th mark was. Marks beyond
+    `numbers` are dropped."""
+    parts = text.split(PAGE_MARK)
+    starts: list[tuple[int, int]] = []
+    offset = 0
+    for k, part in enumerate(parts):
+        if k < len(numbers):
+            starts.append((numbers[k], offset))
+        offset += len(part)
+    return "".join(parts), starts
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from groundwire.ingestion.pipeline import (
     needs_rebuild,
     stage_batch,
 )
+from groundwire.providers.embeddings.usage import metered
 from groundwire.stores.base import DocumentKey, DocumentRecord, LiveDocument
 
 PUSH_SOURCE_PREFIX = "push:"
@@ -64,6 +65,9 @@ class PushResult:
     unchanged: int
     chunks_written: int
     failures: tuple[LoadFailure, ...]
+    # Chunks embedded although the model saw them only in part (longer than its
+    # window; the index's overlong_chunks = "truncate"), as in an operation's counts.
+    truncated_chunks: int = 0
 
 
 def _validate(docs: Sequence[PushDocument], tenant: str) -> None:
@@ -157,12 +161,20 @@ async def upsert_documents(
         raise _too_large(f"a push may write at most {MAX_PUSH_CHUNKS} chunks")
     version = await store.begin_version(handle.name)
     try:
-        written = await stage_batch(handle, version, batch)
+        with metered() as used:
+            written = await stage_batch(handle, version, batch)
         published = await store.publish_version(handle.name, version, handle.spec)
     except BaseException:
         await store.discard_version(handle.name, version)
         raise
-    return PushResult(published.published_version, len(batch), unchanged, written, tuple(failures))
+    return PushResult(
+        published.published_version,
+        len(batch),
+        unchanged,
+        written,
+        tuple(failures),
+        used.total.truncated_texts,
+    )
 
 
 def _prepare(

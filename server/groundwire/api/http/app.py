@@ -115,12 +115,14 @@ def build_http_app(
     version: str = "",
     console: bool = False,
     embedders: EmbedderLookup | None = None,
+    dashboard: bool = False,
 ) -> HttpApp:
     """The HTTP port's app: Connect for every service, the OpenAI facade, and
     with `mcp_limits` (the current retrieval limits, for the tools' input
     schemas) MCP over streamable HTTP at /mcp, and with `console` the web
     console's static files at /console. `embedders` finds an index's embedder
-    for /v1/embeddings (without it, every model is unknown there)."""
+    for /v1/embeddings (without it, every model is unknown there). With
+    `dashboard`, the dashboard management REST API at /api/rag."""
     routes = HttpRoutes()
     connect = ConnectApp(procedures, max_message_bytes)
     for service in sorted({m.lstrip("/").partition("/")[0] for m in procedures.methods()}):
@@ -133,6 +135,11 @@ def build_http_app(
         "/v1/embeddings",
         OpenAIEmbeddingsApp(procedures, max_message_bytes, embedders or (lambda _: None)),
     )
+    if dashboard:
+        from groundwire.api.http.dashboard import PATH as DASHBOARD_PATH
+        from groundwire.api.http.dashboard import DashboardApp
+
+        routes.mount(DASHBOARD_PATH, DashboardApp(procedures, max_message_bytes))
     app = HttpApp(routes, cors_origins, cors_max_age)
     if mcp_limits is not None:
         from groundwire.api.http.mcp import PATH, McpHttpApp

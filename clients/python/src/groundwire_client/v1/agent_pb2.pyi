@@ -1712,6 +1712,9 @@ class Citation(_message.Message):
     SPAN_FIELD_NUMBER: _builtins.int
     SNIPPET_FIELD_NUMBER: _builtins.int
     SNIPPET_TRUNCATED_FIELD_NUMBER: _builtins.int
+    SNIPPET_SPAN_FIELD_NUMBER: _builtins.int
+    START_PAGE_FIELD_NUMBER: _builtins.int
+    END_PAGE_FIELD_NUMBER: _builtins.int
     source_number: _builtins.int
     """Output only. The evidence source number cited ([n] in the answer)."""
     document_id: _builtins.str
@@ -1733,16 +1736,38 @@ class Citation(_message.Message):
     the loader found none.
     """
     snippet: _builtins.str
-    """Output only. A bounded snippet of the cited chunk text: its beginning
-    (leading whitespace removed), at most agent_limits.citation_snippet_chars
-    characters (default 300; Unicode code points), cut at a word boundary
-    (a single longer word is cut at the bound). Empty when the bound is 0.
+    """Output only. A bounded snippet of the cited chunk text: the sentence(s)
+    of the chunk the answer's citing sentence is drawn from (those it copies
+    verbatim, else the one sharing the most words with it), or the chunk's
+    beginning when no sentence shares a word with it; at most
+    agent_limits.citation_snippet_chars characters (default 300; Unicode code
+    points), cut at a word boundary (a single longer word is cut at the
+    bound). Empty when the bound is 0. Its place in the document is
+    snippet_span.
     """
     snippet_truncated: _builtins.bool
-    """Output only. Whether snippet is shorter than the cited chunk text."""
+    """Output only. Whether the cited sentence(s) (or, for the chunk's
+    beginning, the chunk text) go on past the snippet.
+    """
+    start_page: _builtins.int
+    """Output only. One-based page of a PDF on which the cited chunk starts; 0
+    when the document has no pages (not a PDF, or ingested before pages were
+    recorded).
+    """
+    end_page: _builtins.int
+    """Output only. One-based page of a PDF on which the cited chunk ends (>=
+    start_page); 0 when the document has no pages.
+    """
     @_builtins.property
     def span(self) -> _common_pb2.CharSpan:
         """Output only. Character span of the cited chunk in the document."""
+
+    @_builtins.property
+    def snippet_span(self) -> _common_pb2.CharSpan:
+        """Output only. Character span of the snippet text in the document (the
+        document's text from start to end is the snippet), inside span. Absent
+        when the snippet is empty.
+        """
 
     def __init__(
         self,
@@ -1756,10 +1781,13 @@ class Citation(_message.Message):
         span: _common_pb2.CharSpan | None = ...,
         snippet: _builtins.str = ...,
         snippet_truncated: _builtins.bool = ...,
+        snippet_span: _common_pb2.CharSpan | None = ...,
+        start_page: _builtins.int = ...,
+        end_page: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["span", b"span"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["snippet_span", b"snippet_span", "span", b"span"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "display_number", b"display_number", "document_id", b"document_id", "section", b"section", "snippet", b"snippet", "snippet_truncated", b"snippet_truncated", "source_number", b"source_number", "span", b"span", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "display_number", b"display_number", "document_id", b"document_id", "end_page", b"end_page", "section", b"section", "snippet", b"snippet", "snippet_span", b"snippet_span", "snippet_truncated", b"snippet_truncated", "source_number", b"source_number", "span", b"span", "start_page", b"start_page", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

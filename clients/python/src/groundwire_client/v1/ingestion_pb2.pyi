@@ -684,6 +684,7 @@ class Operation(_message.Message):
     SKIPPED_FIELD_NUMBER: _builtins.int
     SKIPPED_OMITTED_FIELD_NUMBER: _builtins.int
     WARNINGS_FIELD_NUMBER: _builtins.int
+    STARTED_BY_KEY_ID_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Output only. Unique id (opaque string)."""
     index_name: _builtins.str
@@ -714,6 +715,12 @@ class Operation(_message.Message):
     """Output only. Failures beyond the 100 listed."""
     skipped_omitted: _builtins.int
     """Output only. Skipped documents beyond the 100 listed."""
+    started_by_key_id: _builtins.str
+    """Output only. Id of the API key that started it (StartIngestion); empty
+    for runs the server started (startup, schedule, watch) and when
+    authentication is disabled. A key with only `ingest` lists and watches
+    the operations it started.
+    """
     @_builtins.property
     def counts(self) -> Global___OperationCounts:
         """Output only. Progress counts."""
@@ -772,10 +779,11 @@ class Operation(_message.Message):
         skipped: _abc.Iterable[Global___DocumentFailure] | None = ...,
         skipped_omitted: _builtins.int = ...,
         warnings: _abc.Iterable[_builtins.str] | None = ...,
+        started_by_key_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "create_time", b"create_time", "elapsed", b"elapsed", "end_time", b"end_time", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "create_time", b"create_time", "elapsed", b"elapsed", "end_time", b"end_time", "error_code", b"error_code", "failures", b"failures", "failures_omitted", b"failures_omitted", "id", b"id", "index_name", b"index_name", "phase", b"phase", "rebuild", b"rebuild", "skipped", b"skipped", "skipped_omitted", b"skipped_omitted", "start_time", b"start_time", "state", b"state", "trigger", b"trigger", "version", b"version", "warnings", b"warnings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "create_time", b"create_time", "elapsed", b"elapsed", "end_time", b"end_time", "error_code", b"error_code", "failures", b"failures", "failures_omitted", b"failures_omitted", "id", b"id", "index_name", b"index_name", "phase", b"phase", "rebuild", b"rebuild", "skipped", b"skipped", "skipped_omitted", b"skipped_omitted", "start_time", b"start_time", "started_by_key_id", b"started_by_key_id", "state", b"state", "trigger", b"trigger", "version", b"version", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1325,6 +1333,7 @@ class UpsertDocumentsResponse(_message.Message):
     UNCHANGED_FIELD_NUMBER: _builtins.int
     CHUNKS_WRITTEN_FIELD_NUMBER: _builtins.int
     FAILURES_FIELD_NUMBER: _builtins.int
+    TRUNCATED_CHUNKS_FIELD_NUMBER: _builtins.int
     published_version: _builtins.int
     """Output only. The version that published the change (the current
     version when nothing changed).
@@ -1335,6 +1344,12 @@ class UpsertDocumentsResponse(_message.Message):
     """Output only. Documents skipped because their content hash is unchanged."""
     chunks_written: _builtins.int
     """Output only. Chunks written."""
+    truncated_chunks: _builtins.int
+    """Output only. Chunks embedded although the model saw them only in part
+    (longer than its token window; 0 when the index rejects such chunks,
+    which then fail their document with CHUNK_TOO_LONG), as
+    OperationCounts.truncated_chunks.
+    """
     @_builtins.property
     def failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___DocumentFailure]:
         """Output only. Documents rejected (nothing else of them was written)."""
@@ -1347,10 +1362,11 @@ class UpsertDocumentsResponse(_message.Message):
         unchanged: _builtins.int = ...,
         chunks_written: _builtins.int = ...,
         failures: _abc.Iterable[Global___DocumentFailure] | None = ...,
+        truncated_chunks: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_written", b"chunks_written", "failures", b"failures", "published_version", b"published_version", "unchanged", b"unchanged", "upserted", b"upserted"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_written", b"chunks_written", "failures", b"failures", "published_version", b"published_version", "truncated_chunks", b"truncated_chunks", "unchanged", b"unchanged", "upserted", b"upserted"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -145,7 +145,10 @@ class IngestionManagerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListOperations(self, request, context):
-        """Lists operations, newest first. Paginated.
+        """Lists operations, newest first. Paginated. A key with `manage` lists
+        every operation; a key with only `ingest` lists the operations it
+        started (Operation.started_by_key_id), with their failed and skipped
+        documents.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -61,7 +61,11 @@ class IngestionManagerServiceStub:
     terminal state. Errors: NOT_FOUND (OPERATION_NOT_FOUND).
     """
     ListOperations: _grpc.UnaryUnaryMultiCallable[_ingestion_pb2.ListOperationsRequest, _ingestion_pb2.ListOperationsResponse]
-    """Lists operations, newest first. Paginated."""
+    """Lists operations, newest first. Paginated. A key with `manage` lists
+    every operation; a key with only `ingest` lists the operations it
+    started (Operation.started_by_key_id), with their failed and skipped
+    documents.
+    """
     UpsertDocuments: _grpc.UnaryUnaryMultiCallable[_ingestion_pb2.UpsertDocumentsRequest, _ingestion_pb2.UpsertDocumentsResponse]
     """Adds or replaces documents pushed by the caller and publishes them as one
     new index version. Unchanged documents (same content hash) are skipped.
@@ -111,7 +115,11 @@ class IngestionManagerServiceAsyncStub(IngestionManagerServiceStub):
     terminal state. Errors: NOT_FOUND (OPERATION_NOT_FOUND).
     """
     ListOperations: _aio.UnaryUnaryMultiCallable[_ingestion_pb2.ListOperationsRequest, _ingestion_pb2.ListOperationsResponse]  # type: ignore[assignment]
-    """Lists operations, newest first. Paginated."""
+    """Lists operations, newest first. Paginated. A key with `manage` lists
+    every operation; a key with only `ingest` lists the operations it
+    started (Operation.started_by_key_id), with their failed and skipped
+    documents.
+    """
     UpsertDocuments: _aio.UnaryUnaryMultiCallable[_ingestion_pb2.UpsertDocumentsRequest, _ingestion_pb2.UpsertDocumentsResponse]  # type: ignore[assignment]
     """Adds or replaces documents pushed by the caller and publishes them as one
     new index version. Unchanged documents (same content hash) are skipped.
@@ -200,7 +208,11 @@ class IngestionManagerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _ingestion_pb2.ListOperationsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ingestion_pb2.ListOperationsResponse, _abc.Awaitable[_ingestion_pb2.ListOperationsResponse]]:
-        """Lists operations, newest first. Paginated."""
+        """Lists operations, newest first. Paginated. A key with `manage` lists
+        every operation; a key with only `ingest` lists the operations it
+        started (Operation.started_by_key_id), with their failed and skipped
+        documents.
+        """
 
     @_abc_1.abstractmethod
     def UpsertDocuments(
