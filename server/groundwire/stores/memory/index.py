@@ -65,6 +65,7 @@ class TenantPart:
         "meta_values",
         "postings",
         "rows",
+        "search_cache",
     )
 
     def __init__(self) -> None:
@@ -79,6 +80,9 @@ class TenantPart:
         # read as: a range is two bisections, not a parse of every value.
         self._range_values: dict[tuple[str, RangeKind], tuple[list[Decimal | int], list[str]]] = {}
         self._rows_array: IntArray | None = None
+        # What searches keep for one publication of this tenant's rows
+        # (search.PublicationCache); replaced whole, never modified in place.
+        self.search_cache: object = None
 
     def _meta_rows(self, key: str, value: str) -> list[int]:
         rows = self.meta_postings.get((key, value))

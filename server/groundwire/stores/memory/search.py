@@ -27,6 +27,7 @@ from groundwire.stores.memory.index import (
     FloatArray,
     IntArray,
     Row,
+    TenantPart,
     hit,
     phrase_text,
 )
@@ -84,6 +85,7 @@ class Scoped:
     live: BoolArray
     tenant_rows: IntArray  # ascending
     filters: list[list[IntArray]]  # per filter key, the rows of each accepted value
+    part: TenantPart | None = None  # whose search cache a lexical search may use
 
     @property
     def size(self) -> int:
@@ -212,6 +214,102 @@ class VectorSnapshot:
         return quantized.shortlist(codes, candidates, q, k)
 
 
+# Terms whose scored postings one publication's cache keeps at most; past it the
+# cache starts over (a bound on memory, not a policy: a vocabulary this wide is
+# rare in one tenant's queries).
+CACHED_TERMS = 8192
+
+
+class _Term:
+    """One term's postings scored for one publication: the published rows, their
+    positions among the tenant's rows, and each row's BM25 contribution (query
+    weight 1), exactly as a query computes them, so a cached term scores bit for
+    bit as a fresh one."""
+
+    __slots__ = ("contributions", "df", "positions", "rows", "source")
+
+    def __init__(
+        self,
+        source: IntArray,
+        rows: IntArray,
+        positions: IntArray,
+        contributions: npt.NDArray[np.float64],
+        df: int,
+    ) -> None:
+        self.source = source
+        self.rows = rows
+        self.positions = positions
+        self.contributions = contributions
+        self.df = df
+
+
+class PublicationCache:
+    """What lexical searches of one tenant keep between queries while its
+    publication stands: the collection statistics and scored postings. Its key is
+    the identity of the arrays a publication is made of (`n`, `live`, `doc_len`,
+    the tenant's rows array): publishing, compaction, growth and new staged rows
+    rebind one of them, and the next search starts a new cache. A cache is only
+    read and filled, never emptied in place; racing worker threads at worst score
+    a term twice."""
+
+    __slots__ = ("avgdl", "doc_len", "live", "n", "published", "tenant_rows", "terms")
+
+    def __init__(self, n: int, live: BoolArray, doc_len: FloatArray, tenant_rows: IntArray) -> None:
+        self.n, self.live, self.doc_len, self.tenant_rows = n, live, doc_len, tenant_rows
+        below = tenant_rows[: int(np.searchsorted(tenant_rows, n))]
+        self.published: IntArray = below[live[below]]
+        # Collection statistics over the scope tenant's published rows only: another
+        # tenant's documents must not move this tenant's scores (a side channel).
+        # domain.bm25's rule over float64 sums, as PostgreSQL computes it (a float32
+        # mean would round the average and move scores in the last digits).
+        tokens = int(doc_len[self.published].sum(dtype=np.float64))
+        self.avgdl = bm25.average_length(tokens, len(self.published))
+        self.terms: dict[str, _Term] = {}
+
+    def holds(self, scoped: Scoped, doc_len: FloatArray) -> bool:
+        return (
+            self.n == scoped.n
+            and self.live is scoped.live
+            and self.doc_len is doc_len
+            and self.tenant_rows is scoped.tenant_rows
+        )
+
+    def term(self, term: str, rows: IntArray, tfs: FloatArray) -> _Term:
+        entry = self.terms.get(term)
+        if entry is not None and entry.source is rows:
+            return entry
+        in_range = rows < self.n
+        # float64 throughout, as PostgreSQL computes it, so both stores rank alike.
+        kept, tf64 = rows[in_range], tfs[in_range].astype(np.float64)
+        df = int(self.live[kept].sum())
+        dl = self.doc_len[kept].astype(np.float64)
+        weight = bm25.idf(len(self.published), df)
+        entry = _Term(
+            rows,
+            kept,
+            np.searchsorted(self.tenant_rows, kept),
+            bm25.term_score(weight, tf64, dl, self.avgdl),
+            df,
+        )
+        if len(self.terms) >= CACHED_TERMS:
+            self.terms = {}
+        self.terms[term] = entry
+        return entry
+
+
+def publication_cache(scoped: Scoped, doc_len: FloatArray) -> PublicationCache:
+    """The scope tenant's cache for the publication `scoped` sees (a new one, kept
+    on the tenant's part, when the publication changed)."""
+    part = scoped.part
+    cache = part.search_cache if part is not None else None
+    if isinstance(cache, PublicationCache) and cache.holds(scoped, doc_len):
+        return cache
+    cache = PublicationCache(scoped.n, scoped.live, doc_len, scoped.tenant_rows)
+    if part is not None:
+        part.search_cache = cache
+    return cache
+
+
 @dataclass(frozen=True, slots=True)
 class LexicalSnapshot:
     """One consistent view of an index for a BM25 search in one tenant's scope."""
@@ -230,25 +328,11 @@ class LexicalSnapshot:
     def search(self, query: LexicalQuery, k: int) -> tuple[LexicalResult, int]:
         """The result and the entries read (rows, postings, phrase candidates)."""
         work = self.work
-        published = self.scoped.published()
-        total = len(published)
-        if total == 0:
+        cache = publication_cache(self.scoped, self.doc_len)
+        if len(cache.published) == 0:
             return LexicalResult([]), work
-        # Collection statistics over the scope tenant's published rows only: another
-        # tenant's documents must not move this tenant's scores (a side channel).
-        # domain.bm25's rule over float64 sums, as PostgreSQL computes it (a float32
-        # mean would round the average and move scores in the last digits).
-        tokens = int(self.doc_len[published].sum(dtype=np.float64))
-        avgdl = bm25.average_length(tokens, total)
-        n, live = self.scoped.n, self.scoped.live
-        postings: dict[str, tuple[IntArray, npt.NDArray[np.float64]]] = {}
-        df: dict[str, int] = {}
-        for term, (rows, tfs) in self.postings.items():
-            in_range = rows < n
-            # float64 throughout, as PostgreSQL computes it, so both stores rank alike.
-            rows, tf64 = rows[in_range], tfs[in_range].astype(np.float64)
-            df[term] = int(live[rows].sum())
-            postings[term] = (rows, tf64)
+        scored = {term: cache.term(term, rows, tfs) for term, (rows, tfs) in self.postings.items()}
+        df = {term: entry.df for term, entry in scored.items()}
         qtf = query.term_weights()
         terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
         if not terms:
@@ -260,11 +344,11 @@ class LexicalSnapshot:
         dense = np.zeros(len(tenant_rows), dtype=np.float64)
         held = np.zeros(len(tenant_rows), dtype=bool)
         for term in terms:
-            rows, tf64 = postings[term]
-            dl = self.doc_len[rows].astype(np.float64)
-            at = np.searchsorted(tenant_rows, rows)
-            dense[at] += qtf[term] * bm25.term_score(bm25.idf(total, df[term]), tf64, dl, avgdl)
-            held[at] = True
+            entry = scored[term]
+            # qtf * contribution, as the uncached score qtf * term_score(idf, ...):
+            # term_score is linear in its weight, and the product is taken the same way.
+            dense[entry.positions] += qtf[term] * entry.contributions
+            held[entry.positions] = True
         positions = np.flatnonzero(held)
         matched: IntArray = tenant_rows[positions]
         scores = dense[positions]

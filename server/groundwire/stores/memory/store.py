@@ -273,7 +273,7 @@ class MemoryStore:
         part = idx.parts.get(scope.tenant)
         if part is None or idx.n == 0:
             return None
-        return Scoped(idx.n, idx.live, part.row_array(), part.filter_rows(scope.filter))
+        return Scoped(idx.n, idx.live, part.row_array(), part.filter_rows(scope.filter), part)
 
     async def close(self) -> None:
         self._indexes.clear()
