@@ -29,14 +29,31 @@ Answering, in order:
    tool result has arrived since the question, the answer is one call of that
    tool with arguments `{"query": <the question>}` (id `call_<k>`, k one more than
    the tool calls already in the conversation), finish reason "tool_calls".
-2. With evidence: the extractive answer. Sources are split into sentences (line
-   by line, then at `.`, `!`, `?`; markdown headings are not candidates). A
-   sentence scores the number of distinct question words it contains, words being
-   `text.phrase_words` minus a small stopword list, with a light plural folding.
-   The best sentence and up to two more scoring at least half as much are output
-   best first (ties: source order, then position), each followed by ` [n]`.
-3. Otherwise, or when no sentence shares a word with the question:
-   `NO_INFORMATION`.
+2. With evidence: the extractive answer (providers/chat/sentences.py). Sources
+   are split into sentences (line by line, then at `.`, `!`, `?`; markdown
+   headings are not candidates); a sentence's context is its source's title and
+   the headings above it in the source. Terms are the product's English analysis
+   (`analysis.Analyzer`: Snowball stems, identifiers kept whole and split) minus
+   Snowball's stop words, a small list of question stopwords and the stems of
+   "many", "much", "long", "often", "quickly", "soon", "big", "get", "tell",
+   "know" and of the modal verbs; a term stands for a question term when equal to
+   it or when the shorter of the two (at least 5 characters) starts the other
+   ("recov" and "recoveri"). A sentence scores BM25 (`domain/bm25.py`, k1 1.2,
+   b 0.75, Lucene idf) for the question's distinct terms, N, df and the mean
+   length being taken over the candidate sentences of the conversation, so a rare
+   question word outweighs several common ones; a question term the sentence lacks
+   but its context holds adds half its idf. Only sentences holding a question term
+   themselves or in their headings are eligible (the title alone does not make a
+   sentence eligible). The answer is the best eligible sentence and up to two
+   more scoring at least half as much, best first (ties: source order, then
+   position; a sentence repeated word for word counts once), each followed by
+   ` [n]`.
+3. Otherwise `NO_INFORMATION`: with no evidence, when no sentence is eligible, or
+   when the best sentence's source does not answer: its text holds less than
+   `MIN_COVERAGE` (0.55) of the question's weight, each distinct question term
+   weighing its idf over the candidate sentences (a term no sentence holds weighs
+   the most). The threshold is calibrated on eval/answers/key_facts.jsonl
+   (bench/bench_extractive_answers.py).
 
 Usage uses the deterministic `text.estimate_tokens`: prompt tokens over every
 message's content, completion tokens over the answer (and tool-call arguments).
@@ -48,10 +65,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 
 from groundwire.domain.context_format import CLOSE, OPEN, ContextSource, parse_context
-from groundwire.domain.text import estimate_tokens, phrase_words
+from groundwire.domain.text import estimate_tokens
 from groundwire.providers.chat.base import (
     ChatMessage,
     ChatOptions,
@@ -63,8 +79,15 @@ from groundwire.providers.chat.base import (
     ToolSpec,
     Usage,
 )
+from groundwire.providers.chat.sentences import (
+    MIN_COVERAGE,
+    candidates_of,
+    choose,
+    score_bm25_context,
+)
 
 __all__ = [
+    "MIN_COVERAGE",
     "MODEL",
     "NO_INFORMATION",
     "PROVIDER",
@@ -79,29 +102,7 @@ SEARCH_TOOL = "search_documents"
 NO_INFORMATION = "I don't have information about that in the provided sources."
 MAX_SENTENCES = 3
 
-# Words that say nothing about the topic of a question.
-_STOPWORD_TEXT = """
-    a an and are as at be been but by can could did do does for from had has have how i if in
-    into is it its may me might must my of on or our should so than that the their them then
-    there these they this those to was we were what when where which who whom why will with
-    would you your about any all also
-"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-_HEADING = re.compile(r"^\s*#{1,6}\s")
-_BULLET = re.compile(r"^\s*(?:[-*+>]\s+|\d{1,3}[.)]\s+)+")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
-# Citation-like markers inside source text must not become citations of the answer.
-_MARKER = re.compile(r"\s*\[[0-9,\s]+\]")
 _WORD_PIECE = re.compile(r"\S+\s*")
-
-
-@dataclass(frozen=True, slots=True)
-class _Sentence:
-    score: int
-    source_order: int
-    position: int
-    number: int
-    text: str
 
 
 class OfflineExtractiveModel:
@@ -234,69 +235,10 @@ def _offers_search(tools: Sequence[ToolSpec]) -> bool:
 # -- extraction ----------------------------------------------------------------------
 
 
-def _fold(word: str) -> str:
-    """A light plural folding so "days" matches "day" and "policies" "policy"."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
-
-
-def _terms(text: str) -> set[str]:
-    return {_fold(w) for w in phrase_words(text) if w not in _STOPWORDS}
-
-
-def _logical_lines(text: str) -> list[str]:
-    """Re-join hard-wrapped paragraph lines (Markdown wraps prose at ~100
-    characters) so a sentence is not cut at a line break; headings, list items,
-    table rows and blank lines start new lines."""
-    out: list[str] = []
-    joinable = False
-    for raw in text.split("\n"):
-        line = raw.strip()
-        starts_block = (
-            not line or bool(_HEADING.match(line)) or bool(_BULLET.match(line)) or line[0] in "|>`"
-        )
-        if joinable and not starts_block:
-            out[-1] = f"{out[-1]} {line}"
-        else:
-            out.append(line)
-        joinable = bool(line) and not _HEADING.match(line) and line[0] not in "|`"
-    return out
-
-
-def _sentences(text: str) -> list[str]:
-    out: list[str] = []
-    for line in _logical_lines(text):
-        if _HEADING.match(line):
-            continue
-        line = _MARKER.sub("", _BULLET.sub("", line)).strip()
-        out.extend(s.strip() for s in _SENTENCE_END.split(line) if phrase_words(s))
-    return out
-
-
 def _extract(question: str, sources: Sequence[ContextSource]) -> str:
-    wanted = _terms(question)
-    if not wanted:
+    candidates = candidates_of([(s.number, s.title, s.text) for s in sources])
+    texts = [s.text for s in sources]
+    chosen = choose(question, candidates, texts, score_bm25_context, limit=MAX_SENTENCES)
+    if not chosen:
         return NO_INFORMATION
-    scored: list[_Sentence] = []
-    for order, source in enumerate(sources):
-        for position, text in enumerate(_sentences(source.text)):
-            score = len(wanted & _terms(text))
-            if score > 0:
-                scored.append(_Sentence(score, order, position, source.number, text))
-    if not scored:
-        return NO_INFORMATION
-    scored.sort(key=lambda s: (-s.score, s.source_order, s.position))
-    best = scored[0].score
-    chosen: list[_Sentence] = []
-    seen: set[str] = set()
-    for sentence in scored:
-        if len(chosen) == MAX_SENTENCES or sentence.score * 2 < best:
-            break
-        if sentence.text in seen:
-            continue
-        seen.add(sentence.text)
-        chosen.append(sentence)
-    return " ".join(f"{s.text} [{s.number}]" for s in chosen)
+    return " ".join(f"{c.text} [{c.number}]" for c in chosen)
