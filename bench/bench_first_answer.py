@@ -56,7 +56,7 @@ def make_folder(repo: Path, folder: Path) -> int:
     pages = sorted((repo / "docs").rglob("*.md"))
     handbook = sorted((repo / "server/groundwire/app/demo/handbook").rglob("*.md"))
     files: list[tuple[str, bytes]] = []
-    for page in pages[:20]:
+    for page in pages[:15]:
         files.append((f"manual/{page.relative_to(repo / 'docs')}", page.read_bytes()))
     for page in handbook:
         files.append((f"handbook/{page.relative_to(page.parents[1])}", page.read_bytes()))
@@ -78,7 +78,8 @@ def make_folder(repo: Path, folder: Path) -> int:
     for p in paragraphs[30:60]:
         if pdf.page_no() == 0 or pdf.get_y() > 250:
             pdf.add_page()
-        pdf.multi_cell(0, 6, p.encode("latin-1", "replace").decode("latin-1"))
+        text = p.encode("latin-1", "replace").decode("latin-1")
+        pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
     files.append(("reports/policies.pdf", bytes(pdf.output())))
     files = files[:34]
     for name, data in files:
@@ -122,6 +123,7 @@ def main() -> None:
     ap.add_argument("--skip-setup", action="store_true", help="reuse --keep's clone and venv")
     args = ap.parse_args()
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gw-first-"))
+    work.mkdir(parents=True, exist_ok=True)
     clone = work / "groundwire"
     env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}}
     load = Path("/proc/loadavg").read_text().split()[:3]
