@@ -32,7 +32,6 @@ from groundwire_client import (
     GroundwireError,
     GroundwireSyncClient,
     RetryPolicy,
-    UnsupportedFileError,
     renumbered_answer,
 )
 from groundwire_client.v1 import (
@@ -547,7 +546,27 @@ def test_push_splits_batches_and_sums_the_responses(
     assert pushed.published_version == 7
 
 
-def test_push_files_sends_text_formats_and_refuses_binary_ones_before_any_call(
+def test_push_splits_by_bytes_under_the_servers_bound(
+    server: Scripted, sync: GroundwireSyncClient
+) -> None:
+    mib = 1024 * 1024
+    docs = [
+        Document("a.pdf", data=b"%" * (2 * mib), media_type="application/pdf"),
+        Document("b.pdf", data=b"%" * (2 * mib), media_type="application/pdf"),
+        Document("c.txt", text="small"),
+        Document("d.pdf", data=b"%" * (mib * 7 // 2), media_type="application/pdf"),
+    ]
+    sync.push("docs", docs)
+    calls = server.calls("UpsertDocuments")
+    # At most 3 MiB a call; a larger document alone (the server answers for it).
+    assert [[d.document_id for d in c.request.documents] for c in calls] == [
+        ["a.pdf"],
+        ["b.pdf", "c.txt"],
+        ["d.pdf"],
+    ]
+
+
+def test_push_files_sends_text_as_text_and_every_other_file_as_bytes(
     server: Scripted, sync: GroundwireSyncClient, tmp_path: Path
 ) -> None:
     (tmp_path / "guide.md").write_text("# Guide\n\nSteps.", encoding="utf-8")
@@ -572,13 +591,19 @@ def test_push_files_sends_text_formats_and_refuses_binary_ones_before_any_call(
     assert sent_bytes["paper.pdf"] == ("application/pdf", b"%PDF-1.7 ...")
     assert sent_bytes["deck.pptx"][0].endswith("presentationml.presentation")
     assert sent_bytes["guide.md"] == ("", b"")
+    # The client refuses nothing by type: the server's loaders decide (and report
+    # a file they cannot read in the response's failures).
     (tmp_path / "blob.txt").write_bytes(b"\xff\xfe\x00")
-    with pytest.raises(UnsupportedFileError, match="not UTF-8"):
-        sync.push_files("docs", [tmp_path / "blob.txt"])
     (tmp_path / "photo.png").write_bytes(b"\x89PNG")
-    with pytest.raises(UnsupportedFileError, match="unsupported file type"):
-        sync.push_files("docs", [tmp_path / "photo.png"])
-    assert len(server.calls("UpsertDocuments")) == 2  # nothing more was sent
+    (tmp_path / "data.zzz").write_bytes(b"\x00\x01")
+    sync.push_files("docs", [tmp_path / "blob.txt", tmp_path / "photo.png", tmp_path / "data.zzz"])
+    _, _, call = server.calls("UpsertDocuments")
+    sent_bytes = {d.document_id: (d.media_type, d.content) for d in call.request.documents}
+    assert sent_bytes == {
+        "blob.txt": ("text/plain", b"\xff\xfe\x00"),
+        "photo.png": ("image/png", b"\x89PNG"),
+        "data.zzz": ("application/octet-stream", b"\x00\x01"),
+    }
 
 
 async def test_async_delete_dedupes_and_counts(server: Scripted, aio: GroundwireClient) -> None:

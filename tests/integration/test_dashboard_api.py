@@ -52,7 +52,8 @@ def config(docs: Path) -> dict[str, Any]:
         "server": {"max_message_bytes": MAX_MESSAGE_BYTES},
         "auth": {
             "keys": [
-                key("admin", "", ["retrieve", "ingest", "manage"]),
+                # The cross-tenant operator (starts and cancels any index's runs).
+                key("admin", "", ["retrieve", "ingest", "manage", "operator"]),
                 key("acme", "acme", ["retrieve", "ingest"]),
                 key("globex", "globex", ["retrieve", "ingest"]),
                 key("reader", "acme", ["retrieve"]),

@@ -293,7 +293,8 @@ def placed_config(prefix: str, url: str, sources: Path) -> dict[str, object]:
     return {
         "auth": {
             "keys": [
-                {"id": "ops", "hash": hash_key(KEYS["ops"]), "permissions": every},
+                # The cross-tenant operator: index-wide counts.
+                {"id": "ops", "hash": hash_key(KEYS["ops"]), "permissions": [*every, "operator"]},
                 *(
                     {"id": t, "hash": hash_key(KEYS[t]), "tenant": t, "permissions": every}
                     for t in ("acme", "globex")

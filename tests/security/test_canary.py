@@ -201,7 +201,8 @@ def config(
                 {
                     "id": "ops",
                     "hash": hash_key(OPS_KEY),
-                    "permissions": ["manage", "retrieve", "ingest"],
+                    # The cross-tenant operator: every tenant's runs and counts.
+                    "permissions": ["manage", "retrieve", "ingest", "operator"],
                 },
             ]
         },

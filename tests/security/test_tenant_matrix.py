@@ -32,10 +32,17 @@ markers; the scope fields are refused (TENANT_MISMATCH) or can only narrow; and
 the target's documents are unchanged afterwards. Positive controls prove every
 probe would have found the target's documents had the caller been the target.
 
-MANAGE is an operator permission and is not scoped to tenants: index status
-(document and chunk counts, running/last operation) and the operation history
-cover every tenant's documents, whatever the key's tenant. Tenant keys without
-MANAGE are refused on those RPCs; pushed documents never appear in operations.
+OPERATOR is the cross-tenant permission: index status (document and chunk
+counts, running/last operation) and the operation history cover every tenant's
+documents, whatever the key's tenant. MANAGE is scoped to the key's tenant: its
+own counts, and the runs and ingestion control of indexes whose configured
+tenant is its own. Tenant keys without MANAGE are refused on those RPCs; pushed
+documents never appear in operations.
+
+Visibility (`tenants` on an index or agent): every listing on every surface
+(gRPC, Connect, OpenAI /v1/models, the MCP tools, the dashboard API) leaves out
+what the caller's tenant may not see, and every RPC answers a hidden index or
+agent exactly as a missing one.
 """
 
 from __future__ import annotations
@@ -81,6 +88,10 @@ def label(owner: str) -> str:
 KEYS = {owner: f"gw_matrix-{label(owner)}-{RUN}-0000000000000000000000" for owner in OWNERS}
 OPS_KEY = f"gw_matrix-ops-{RUN}-00000000000000000000000000000"
 ACME_OPS_KEY = f"gw_matrix-acme-ops-{RUN}-000000000000000000000000"
+# A `manage` key per owner (its own tenant's indexes, counts and runs only).
+MANAGER_KEYS = {
+    owner: f"gw_matrix-{label(owner)}-mgr-{RUN}-0000000000000000000000" for owner in OWNERS
+}
 MARK = {owner: f"zq{label(owner)}mark{RUN}" for owner in OWNERS}
 TITLE_MARK = {owner: f"zq{label(owner)}title{RUN}" for owner in OWNERS}
 SOURCE_MARK = f"zquntenantedsource{RUN}"
@@ -121,13 +132,23 @@ def config() -> dict[str, object]:
         for o in OWNERS
     ]
     keys += [
-        {"id": "ops", "hash": hash_key(OPS_KEY), "permissions": ["manage"]},
+        # The cross-tenant operator (`operator` implies `manage`).
+        {"id": "ops", "hash": hash_key(OPS_KEY), "permissions": ["operator"]},
         {
             "id": "acme-ops",
             "hash": hash_key(ACME_OPS_KEY),
             "tenant": "acme",
             "permissions": ["manage"],
         },
+    ]
+    keys += [
+        {
+            "id": f"{label(o)}-mgr",
+            "hash": hash_key(MANAGER_KEYS[o]),
+            "tenant": o,
+            "permissions": ["manage", "retrieve"],
+        }
+        for o in OWNERS
     ]
     lexical = {"index": "kb", "retrieval_mode": "lexical", "mode": "open"}
     return {
@@ -160,6 +181,16 @@ def config() -> dict[str, object]:
                 "ingestion": {"strategy": "on_startup"},
             },
             "bm25probe": {},
+            # Seen and used by tenant globex only (hidden from acme and untenanted).
+            HIDDEN_INDEX: {
+                "embedder": "hash",
+                "tenant": "globex",
+                "tenants": ["globex"],
+                "sources": [
+                    {"kind": "inline", "id": "globexonly-1", "text": f"Roadmap {HIDDEN_MARK}."}
+                ],
+                "ingestion": {"strategy": "on_startup"},
+            },
         },
         "rerankers": {"overlap": {"kind": "offline"}},
         "models": {"offline": {"kind": "offline"}},
@@ -190,6 +221,20 @@ def config() -> dict[str, object]:
                 "tools": ["search_documents"],
                 "rag": {"index": "kb", "retrieval_mode": "lexical", "agentic": True},
             },
+            # Hidden from everyone but globex: its index is globex's only.
+            HIDDEN_INDEX_AGENT: {
+                "name": "Over globex-only",
+                "description": f"Answers from {HIDDEN_MARK}",
+                "model": "offline/extractive-v1",
+                "rag": {"index": HIDDEN_INDEX, "retrieval_mode": "lexical"},
+            },
+            # Over the shared index, but listed for acme only.
+            ACME_ONLY_AGENT: {
+                "name": "Acme only",
+                "model": "offline/extractive-v1",
+                "tenants": ["acme"],
+                "rag": lexical,
+            },
             "agentic-scripted": {
                 "name": "Agentic scripted",
                 "model": "offline/extractive-v1",
@@ -201,6 +246,19 @@ def config() -> dict[str, object]:
     }
 
 
+HIDDEN_INDEX = "globex-only"
+HIDDEN_INDEX_AGENT = "globex-only-agent"
+ACME_ONLY_AGENT = "acme-only-agent"
+HIDDEN_MARK = f"zqglobexonly{RUN}"
+# What each tenant may not see (configuration `tenants`; answered as missing).
+HIDDEN_INDEXES = {"acme": {HIDDEN_INDEX}, "globex": set(), "": {HIDDEN_INDEX}}
+HIDDEN_AGENTS = {
+    "acme": {HIDDEN_INDEX_AGENT},
+    "globex": {ACME_ONLY_AGENT},
+    "": {HIDDEN_INDEX_AGENT, ACME_ONLY_AGENT},
+}
+
+
 def md(owner: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {KEYS[owner]}"),)
 
@@ -210,6 +268,8 @@ def foreign_marks(caller: str) -> list[str]:
     out = [m for o in OWNERS if o != caller for m in ALL_MARKS[o]]
     if caller != "acme":
         out += ACMEKB_MARKS
+    if caller != "globex":
+        out += [HIDDEN_MARK, "globexonly-1"]
     return out
 
 
@@ -706,6 +766,14 @@ async def call_manage(
     return await s.ListOperations(ing.ListOperationsRequest(), metadata=metadata)
 
 
+def check_missing_operator(caller: str, err: grpc.aio.AioRpcError) -> None:
+    """Another tenant's index: neither `ingest` nor `manage` covers it."""
+    check_error(caller, err, "PERMISSION_DENIED")
+    d = decode_error(err.code(), err.details(), err.trailing_metadata())
+    assert d.infos[0].metadata["permission"] == "operator", d
+    assert "'operator' permission" in d.message, d
+
+
 def check_missing_manage(caller: str, err: grpc.aio.AioRpcError) -> None:
     """PERMISSION_DENIED that names the missing permission, in the message and
     in ErrorInfo metadata."""
@@ -752,7 +820,7 @@ async def test_ingest_controls_ingestion_of_its_own_tenants_indexes_only(
         got = await call_manage(stubs, rpc, md(caller), index, operation_id)
     except grpc.aio.AioRpcError as err:
         if INDEX_TENANTS[index] != caller:
-            check_missing_manage(caller, err)
+            check_missing_operator(caller, err)
             count("ingestion control of another tenant's index")
             return
         # Allowed; cancelling or starting may still meet the index's state.
@@ -770,12 +838,13 @@ async def test_ingest_controls_ingestion_of_its_own_tenants_indexes_only(
     count("ingestion control of its own tenant's index")
 
 
-@pytest.mark.parametrize("key", [OPS_KEY, ACME_OPS_KEY], ids=["ops", "acme-ops"])
+@pytest.mark.parametrize("key", [OPS_KEY], ids=["ops"])
 async def test_manage_is_an_operator_permission_not_scoped_to_tenants(
     stubs: Stubs, key: str
 ) -> None:
-    """Documented semantics: a MANAGE key, whatever its tenant, sees index-wide
-    counts and every operation; pushed documents never appear in operations."""
+    """Documented semantics: an OPERATOR key, whatever its tenant, sees index-wide
+    counts and every operation; pushed documents never appear in operations.
+    (A MANAGE key is scoped to its tenant: test_manage_sees_its_own_tenant_only.)"""
     metadata = (("authorization", f"Bearer {key}"),)
     status = (
         await stubs.ingestion.GetIndexStatus(
@@ -976,3 +1045,378 @@ def matrix_size() -> str | None:
         f"({len(PAIRS)} caller->owner pairs; Retrieve {combos} per store): "
         + ", ".join(f"{k} {v}" for k, v in sorted(CHECKED.items()))
     )
+
+
+# -- visibility: what a tenant may not see is listed nowhere and answers as missing --
+
+ALL_INDEXES = {"kb", "acme-kb", "bm25probe", HIDDEN_INDEX}
+ALL_AGENTS = {
+    "rag-lexical",
+    "acme-kb-agent",
+    "rag-hybrid",
+    "rag-filtered",
+    "agentic",
+    HIDDEN_INDEX_AGENT,
+    ACME_ONLY_AGENT,
+    "agentic-scripted",
+}
+MISSING_INDEX = f"no-such-index-{RUN}"
+MISSING_AGENT = f"no-such-agent-{RUN}"
+
+
+def error_signature(err: grpc.aio.AioRpcError) -> tuple[Any, ...]:
+    """Everything a caller reads in an error but the request id."""
+    d = decode_error(err.code(), err.details(), err.trailing_metadata())
+    return (
+        d.code,
+        d.message,
+        [(i.reason, i.domain, sorted(i.metadata.items())) for i in d.infos],
+        [(v.field, v.description) for v in d.violations],
+    )
+
+
+async def grpc_error(call: Any) -> tuple[Any, ...]:
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        if hasattr(call, "__aiter__"):  # a server stream
+            [e async for e in call]
+        else:
+            await call
+    return error_signature(info.value)
+
+
+def http_signature(r: httpx.Response) -> tuple[Any, ...]:
+    body = r.json()
+    body.pop("requestId", None)
+    return (r.status_code, json_without_request_id(body))
+
+
+def json_without_request_id(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: json_without_request_id(v)
+            for k, v in value.items()
+            if k.lower() not in ("requestid", "request_id")
+        }
+    if isinstance(value, list):
+        return [json_without_request_id(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("caller", CALLERS, ids=label)
+async def test_listings_leave_out_what_the_tenant_may_not_see(
+    app: RunningApp, stubs: Stubs, caller: str
+) -> None:
+    """gRPC, Connect, OpenAI /v1/models, the MCP tools and the dashboard API list
+    exactly the indexes and agents the caller's tenant may see."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    configured: dict[str, Any] = config()
+    assert set(configured["indexes"]) == ALL_INDEXES and set(configured["agents"]) == ALL_AGENTS
+    want_indexes = ALL_INDEXES - HIDDEN_INDEXES[caller]
+    want_agents = ALL_AGENTS - HIDDEN_AGENTS[caller]
+    texts: list[str] = []
+    # gRPC (one index per page: the pages walk the visible names only).
+    names: list[str] = []
+    token = ""
+    while True:
+        page = await stubs.ingestion.ListIndexes(
+            ing.ListIndexesRequest(page_size=1, page_token=token), metadata=md(caller)
+        )
+        names += [i.name for i in page.indexes]
+        texts.append(dump(page))
+        token = page.next_page_token
+        if not token:
+            break
+    assert set(names) == want_indexes and len(names) == len(want_indexes)
+    agents = await stubs.agents.ListAgents(ag.ListAgentsRequest(), metadata=md(caller))
+    assert {a.id for a in agents.agents} == want_agents
+    texts.append(dump(agents))
+    headers = {"authorization": f"Bearer {KEYS[caller]}"}
+    base = f"http://127.0.0.1:{app.http_port}"
+    async with httpx.AsyncClient(base_url=base, timeout=30) as h:
+        # Connect (JSON).
+        r = await h.post(
+            "/groundwire.v1.IngestionManagerService/ListIndexes",
+            json={},
+            headers={**headers, "content-type": "application/json"},
+        )
+        assert r.status_code == 200, r.text
+        assert {i["name"] for i in r.json()["indexes"]} == want_indexes
+        texts.append(r.text)
+        r = await h.post(
+            "/groundwire.v1.AgentService/ListAgents",
+            json={},
+            headers={**headers, "content-type": "application/json"},
+        )
+        assert r.status_code == 200, r.text
+        assert {a["id"] for a in r.json()["agents"]} == want_agents
+        texts.append(r.text)
+        # The OpenAI facade: a model is an agent.
+        r = await h.get("/v1/models", headers=headers)
+        assert r.status_code == 200, r.text
+        assert {m["id"] for m in r.json()["data"]} == want_agents
+        texts.append(r.text)
+        # The dashboard API.
+        r = await h.get("/api/rag/indexes", headers=headers)
+        assert r.status_code == 200, r.text
+        assert {i["name"] for i in r.json()["indexes"]} == want_indexes
+        texts.append(r.text)
+    # The MCP tools that name indexes and agents.
+    import httpx2
+
+    http = httpx2.AsyncClient(headers=headers, timeout=30)
+    async with Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client:
+        listed = await client.call_tool("list_indexes", {})
+        assert not listed.is_error
+        assert {i["name"] for i in listed.structured_content["indexes"]} == want_indexes
+        texts.append(str(listed.content) + str(listed.structured_content))
+        listed = await client.call_tool("list_agents", {})
+        assert not listed.is_error
+        assert {a["id"] for a in listed.structured_content["agents"]} == want_agents
+        texts.append(str(listed.content) + str(listed.structured_content))
+        tools = await client.list_tools()
+        texts.append(str(tools))
+    assert_clean(caller, *texts)
+    for hidden in HIDDEN_INDEXES[caller] | HIDDEN_AGENTS[caller]:
+        assert all(hidden not in t for t in texts), hidden
+    count("listings by visibility (gRPC, Connect, OpenAI, MCP, dashboard)")
+
+
+@pytest.mark.parametrize("caller", CALLERS, ids=label)
+async def test_a_hidden_index_answers_exactly_as_a_missing_one(stubs: Stubs, caller: str) -> None:
+    """Every RPC that names an index: the same code, reason, message and details
+    for an index the caller may not see as for one that does not exist."""
+    hidden = sorted(HIDDEN_INDEXES[caller])
+    if not hidden:
+        pytest.skip("this tenant sees every index")
+    s = stubs.ingestion
+    mgr = (("authorization", f"Bearer {MANAGER_KEYS[caller]}"),)
+
+    def calls(name: str) -> dict[str, Any]:
+        doc = ing.PushedDocument(document_id="x", text=f"probe {COMMON}")
+        return {
+            "Retrieve": lambda: stubs.retriever.Retrieve(
+                rt.RetrieveRequest(query=rt.RagQuery(index_name=name, text=COMMON)),
+                metadata=md(caller),
+            ),
+            "GetIndex": lambda: s.GetIndex(
+                ing.GetIndexRequest(index_name=name), metadata=md(caller)
+            ),
+            "GetIndexStatus": lambda: s.GetIndexStatus(
+                ing.GetIndexStatusRequest(index_name=name), metadata=mgr
+            ),
+            "ListOperations": lambda: s.ListOperations(
+                ing.ListOperationsRequest(index_name=name), metadata=mgr
+            ),
+            "StartIngestion": lambda: s.StartIngestion(
+                ing.StartIngestionRequest(index_name=name), metadata=md(caller)
+            ),
+            "StartIngestion (manage)": lambda: s.StartIngestion(
+                ing.StartIngestionRequest(index_name=name), metadata=mgr
+            ),
+            "CancelIngestion": lambda: s.CancelIngestion(
+                ing.CancelIngestionRequest(index_name=name), metadata=md(caller)
+            ),
+            "ListDocuments": lambda: s.ListDocuments(
+                ing.ListDocumentsRequest(index_name=name), metadata=md(caller)
+            ),
+            "GetDocument": lambda: s.GetDocument(
+                ing.GetDocumentRequest(index_name=name, document_id="globexonly-1"),
+                metadata=md(caller),
+            ),
+            "UpsertDocuments": lambda: s.UpsertDocuments(
+                ing.UpsertDocumentsRequest(index_name=name, documents=[doc]), metadata=md(caller)
+            ),
+            "DeleteDocuments": lambda: s.DeleteDocuments(
+                ing.DeleteDocumentsRequest(index_name=name, document_ids=["globexonly-1"]),
+                metadata=md(caller),
+            ),
+        }
+
+    for index in hidden:
+        missing, seen = calls(MISSING_INDEX), calls(index)
+        for rpc in missing:
+            want = await grpc_error(missing[rpc]())
+            got = await grpc_error(seen[rpc]())
+            assert want[0] == grpc.StatusCode.NOT_FOUND, (rpc, want)
+            assert got == want, (rpc, got, want)
+            count("hidden index answers as missing")
+    # The owner's documents are untouched, and the owner (positive control) sees it.
+    own = await stubs.retriever.Retrieve(
+        rt.RetrieveRequest(
+            query=rt.RagQuery(
+                index_name=HIDDEN_INDEX, text=HIDDEN_MARK, mode=rt.RETRIEVAL_MODE_LEXICAL
+            )
+        ),
+        metadata=md("globex"),
+    )
+    assert [r.document_id for r in own.results] == ["globexonly-1"]
+
+
+@pytest.mark.parametrize("caller", CALLERS, ids=label)
+async def test_a_hidden_agent_answers_exactly_as_a_missing_one(
+    app: RunningApp, stubs: Stubs, caller: str
+) -> None:
+    """GetAgent, Execute, ExecuteStream and the OpenAI facade (model and chat)."""
+    a = stubs.agents
+
+    def calls(agent: str) -> dict[str, Any]:
+        inp = ag.ExecutionInput(agent_id=agent, message=COMMON)
+        return {
+            "GetAgent": lambda: a.GetAgent(ag.GetAgentRequest(agent_id=agent), metadata=md(caller)),
+            "Execute": lambda: a.Execute(ag.ExecuteRequest(input=inp), metadata=md(caller)),
+            "ExecuteStream": lambda: a.ExecuteStream(
+                ag.ExecuteStreamRequest(input=inp), metadata=md(caller)
+            ),
+        }
+
+    headers = {"authorization": f"Bearer {KEYS[caller]}"}
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{app.http_port}", timeout=30) as h:
+
+        async def openai(agent: str) -> list[tuple[Any, ...]]:
+            model = await h.get(f"/v1/models/{agent}", headers=headers)
+            chat = await h.post(
+                "/v1/chat/completions",
+                json={"model": agent, "messages": [{"role": "user", "content": COMMON}]},
+                headers=headers,
+            )
+            return [http_signature(model), http_signature(chat)]
+
+        for agent in sorted(HIDDEN_AGENTS[caller]):
+            missing, seen = calls(MISSING_AGENT), calls(agent)
+            for rpc in missing:
+                want = await grpc_error(missing[rpc]())
+                got = await grpc_error(seen[rpc]())
+                assert want[0] == grpc.StatusCode.NOT_FOUND, (rpc, want)
+                assert got == want, (rpc, got, want)
+            want_http, got_http = await openai(MISSING_AGENT), await openai(agent)
+            assert [w[0] for w in want_http] == [404, 404], want_http
+            assert got_http == want_http
+            count("hidden agent answers as missing")
+        # A visible agent over the same shared index still answers (control).
+        visible = sorted(ALL_AGENTS - HIDDEN_AGENTS[caller] - {"agentic-scripted"})
+        shown = await a.GetAgent(ag.GetAgentRequest(agent_id=visible[0]), metadata=md(caller))
+        assert shown.agent.id == visible[0]
+
+
+@pytest.mark.parametrize("caller", CALLERS, ids=label)
+async def test_a_hidden_index_is_no_embeddings_model(app: RunningApp, caller: str) -> None:
+    """/v1/embeddings names an index as its model: a hidden one is a missing one."""
+    if not HIDDEN_INDEXES[caller]:
+        pytest.skip("this tenant sees every index")
+    headers = {"authorization": f"Bearer {KEYS[caller]}"}
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{app.http_port}", timeout=30) as h:
+        answers = [
+            await h.post("/v1/embeddings", json={"model": m, "input": "x"}, headers=headers)
+            for m in (MISSING_INDEX, HIDDEN_INDEX)
+        ]
+        control = await h.post(
+            "/v1/embeddings",
+            json={"model": HIDDEN_INDEX, "input": "x"},
+            headers={"authorization": f"Bearer {KEYS['globex']}"},
+        )
+    want, got = (http_signature(r) for r in answers)
+    assert want[0] == 404 and got == want, (got, want)
+    assert control.status_code == 200, control.text
+    count("hidden index answers as missing")
+
+
+@pytest.mark.parametrize("caller", CALLERS, ids=label)
+async def test_the_dashboard_answers_a_hidden_index_as_a_missing_one(
+    app: RunningApp, caller: str
+) -> None:
+    headers = {"authorization": f"Bearer {MANAGER_KEYS[caller]}"}
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{app.http_port}", timeout=30) as h:
+        for index in sorted(HIDDEN_INDEXES[caller]):
+            for suffix, method in (("", "GET"), ("/status", "GET"), ("/operations", "GET")):
+                want, got = [
+                    await h.request(method, f"/api/rag/indexes/{name}{suffix}", headers=headers)
+                    for name in (MISSING_INDEX, index)
+                ]
+                assert want.status_code == 404, want.text
+                assert http_signature(got) == http_signature(want), (suffix, got.text)
+                count("dashboard: hidden index answers as missing")
+        # What it may see answers (control).
+        r = await h.get("/api/rag/indexes/kb/status", headers=headers)
+        assert r.status_code == 200, r.text
+
+
+async def walk_documents(stubs: Stubs, owner: str, index: str) -> tuple[int, int]:
+    """The owner's documents and chunks in the index, through ListDocuments."""
+    docs = chunks = 0
+    token = ""
+    while True:
+        page = await stubs.ingestion.ListDocuments(
+            ing.ListDocumentsRequest(index_name=index, page_size=100, page_token=token),
+            metadata=md(owner),
+        )
+        docs += len(page.documents)
+        chunks += sum(d.chunk_count for d in page.documents)
+        token = page.next_page_token
+        if not token:
+            return docs, chunks
+
+
+@pytest.mark.parametrize("owner", OWNERS, ids=label)
+async def test_manage_sees_its_own_tenant_only(stubs: Stubs, owner: str) -> None:
+    """A MANAGE key: its own tenant's counts, the runs and ingestion control of
+    indexes whose configured tenant is its own; another tenant's index needs
+    OPERATOR; the operator's counts are every tenant's."""
+    mgr = (("authorization", f"Bearer {MANAGER_KEYS[owner]}"),)
+    ops = (("authorization", f"Bearer {OPS_KEY}"),)
+    s = stubs.ingestion
+    total = [0, 0]
+    for other in OWNERS:
+        d, c = await walk_documents(stubs, other, "kb")
+        total[0] += d
+        total[1] += c
+    for index in ("kb", "acme-kb"):
+        status = (
+            await s.GetIndexStatus(ing.GetIndexStatusRequest(index_name=index), metadata=mgr)
+        ).status
+        assert (status.document_count, status.chunk_count) == await walk_documents(
+            stubs, owner, index
+        )
+        own_index = INDEX_TENANTS[index] == owner
+        assert status.HasField("last_operation") == own_index, (index, status)
+        assert_clean(owner, dump(status))
+    every = (
+        await s.GetIndexStatus(ing.GetIndexStatusRequest(index_name="kb"), metadata=ops)
+    ).status
+    assert [every.document_count, every.chunk_count] == total
+    listed = await s.ListOperations(ing.ListOperationsRequest(page_size=1), metadata=mgr)
+    names = {o.index_name for o in listed.operations}
+    token = listed.next_page_token
+    while token:
+        page = await s.ListOperations(
+            ing.ListOperationsRequest(page_size=1, page_token=token), metadata=mgr
+        )
+        names |= {o.index_name for o in page.operations}
+        token = page.next_page_token
+    configured = {**INDEX_TENANTS, "bm25probe": "", HIDDEN_INDEX: "globex"}
+    own = {n for n, t in configured.items() if t == owner}
+    assert names and names <= own, names
+    for index, tenant in INDEX_TENANTS.items():
+        if tenant == owner:
+            continue
+        for call in (
+            s.StartIngestion(ing.StartIngestionRequest(index_name=index), metadata=mgr),
+            s.CancelIngestion(ing.CancelIngestionRequest(index_name=index), metadata=mgr),
+            s.ListOperations(ing.ListOperationsRequest(index_name=index), metadata=mgr),
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await call
+            check_missing_operator(owner, info.value)
+    count("manage scoped to its tenant")
+
+
+async def test_operator_sees_every_index_and_agent(stubs: Stubs) -> None:
+    ops = (("authorization", f"Bearer {OPS_KEY}"),)
+    listed = await stubs.ingestion.ListIndexes(ing.ListIndexesRequest(), metadata=ops)
+    assert {i.name for i in listed.indexes} == ALL_INDEXES
+    status = await stubs.ingestion.GetIndexStatus(
+        ing.GetIndexStatusRequest(index_name=HIDDEN_INDEX), metadata=ops
+    )
+    assert status.status.document_count == 1 and status.status.HasField("last_operation")
+    count("operator sees everything")

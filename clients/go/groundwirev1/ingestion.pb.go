@@ -2175,7 +2175,9 @@ type PushedDocument struct {
 	// application/epub+zip, text/html, application/xhtml+xml, text/markdown,
 	// text/plain, text/csv, text/tab-separated-values, text/x-rst,
 	// application/json, application/x-ndjson, application/xml, text/xml,
-	// application/yaml. Any other is INVALID_ARGUMENT.
+	// application/yaml. Any other fails this document alone with
+	// UNSUPPORTED_FORMAT in the response's failures (the request's other
+	// documents are written).
 	MediaType     string `protobuf:"bytes,171,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -40,7 +40,12 @@ from groundwire.api.agent_convert import (
     rag_to_proto,
     result_to_proto,
 )
-from groundwire.api.auth import effective_tenant
+from groundwire.api.auth import (
+    agent_visible,
+    effective_tenant,
+    require_agent_visible,
+    visible_agents,
+)
 from groundwire.api.convert import filter_from_proto, note_profile, profile_to_proto
 from groundwire.api.errors import ErrorWithDetails
 from groundwire.api.pagination import LIST_AGENTS, PageTokens, listing
@@ -72,13 +77,27 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._runtime = runtime
         self._tokens = page_tokens
 
+    def _agent(self, agent_id: str) -> AgentDefinition:
+        """The agent, when the caller may see it; a hidden agent answers
+        AGENT_NOT_FOUND exactly as one that does not exist."""
+        agent = self._registry.get(agent_id)
+        require_agent_visible(agent.id)
+        return agent
+
     def _validate(self, inp: agent_pb2.ExecutionInput) -> tuple[AgentDefinition, ExecutionInput]:
+        history = [(_ROLES.get(t.role), t.content) for t in inp.history]
+        tenant = effective_tenant(inp.tenant, "input.tenant")
+        conditions = filter_from_proto(inp.filter)
+        # The registry looks the agent up first thing after agent_id's presence:
+        # a hidden one fails there, as a missing one would.
+        if inp.agent_id and not agent_visible(inp.agent_id):
+            require_agent_visible(inp.agent_id)
         agent, validated = self._registry.validate(
             agent_id=inp.agent_id,
             message=inp.message,
-            history=[(_ROLES.get(t.role), t.content) for t in inp.history],
-            tenant=effective_tenant(inp.tenant, "input.tenant"),
-            conditions=filter_from_proto(inp.filter),
+            history=history,
+            tenant=tenant,
+            conditions=conditions,
         )
         controls = controls_from_proto(inp)
         check_controls(agent, controls)
@@ -110,7 +129,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.ListAgentsResponse:
         binding = listing(LIST_AGENTS, effective_tenant("", "tenant"))
         page, token = self._tokens.page_of_names(
-            binding, self._registry.ids(), request.page_size, request.page_token
+            binding, visible_agents(self._registry.ids()), request.page_size, request.page_token
         )
         return agent_pb2.ListAgentsResponse(
             agents=[describe_agent(self._registry.get(i)) for i in page], next_page_token=token
@@ -119,7 +138,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     async def GetAgent(
         self, request: agent_pb2.GetAgentRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> agent_pb2.GetAgentResponse:
-        agent = self._registry.get(request.agent_id)
+        agent = self._agent(request.agent_id)
         msg = describe_agent(agent)
         profile = note_profile(await self._runtime.profile(agent))
         msg.profile.CopyFrom(profile_to_proto(profile))
@@ -157,7 +176,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self, request: agent_pb2.ResumeExecutionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> agent_pb2.ResumeExecutionResponse:
         eid, tenant = _execution_ref(request.execution_id, request.tenant)
-        events = await self._runtime.resume(eid, tenant, self._registry.get)
+        events = await self._runtime.resume(eid, tenant, self._agent)
         return agent_pb2.ResumeExecutionResponse(
             result=await _final_result(events, self._snippet_chars)
         )
@@ -168,7 +187,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> AsyncIterator[agent_pb2.ResumeExecutionStreamResponse]:
         eid, tenant = _execution_ref(request.execution_id, request.tenant)
-        events = await self._runtime.resume(eid, tenant, self._registry.get)
+        events = await self._runtime.resume(eid, tenant, self._agent)
         sequence = 0
         async for event in events:
             yield agent_pb2.ResumeExecutionStreamResponse(
@@ -183,7 +202,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.SubmitToolResultsResponse:
         eid, tenant = _execution_ref(request.execution_id, request.tenant)
         results = _tool_results(request.results, "results")
-        events = await self._runtime.submit_tool_results(eid, tenant, results, self._registry.get)
+        events = await self._runtime.submit_tool_results(eid, tenant, results, self._agent)
         return agent_pb2.SubmitToolResultsResponse(
             result=await _final_result(events, self._snippet_chars)
         )

@@ -8,10 +8,11 @@ request runs as, so no request field can widen a key's tenant."""
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from groundwire.domain.auth import KeyRing, Permission, Principal
+from groundwire.domain.errors import GroundwireError, not_found
 
 principal_var: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
     "principal", default=None
@@ -96,8 +97,8 @@ def effective_tenant(requested: str, field_path: str) -> str:
 
 def ingestion_control(index_tenant: str) -> None:
     """Start, watch or cancel ingestion of an index with this configured tenant:
-    any index with `manage`, the key's own tenant's with `ingest` (no check when
-    authentication is disabled)."""
+    any index with `operator`, the key's own tenant's with `manage` or `ingest`
+    (no check when authentication is disabled)."""
     principal = principal_var.get()
     if principal is not None:
         principal.require_ingestion_control(index_tenant)
@@ -113,3 +114,54 @@ def caller_key_id() -> str:
     """The id of the caller's API key ("" when authentication is disabled)."""
     principal = principal_var.get()
     return "" if principal is None else principal.key_id
+
+
+# What a hidden index or agent answers: exactly what a nonexistent one does (the
+# catalog's and the agent registry's own errors), so no answer tells them apart.
+def index_not_found() -> GroundwireError:
+    return not_found("INDEX_NOT_FOUND", "no index with the requested name")
+
+
+def agent_not_found() -> GroundwireError:
+    return not_found("AGENT_NOT_FOUND", "no agent with the requested id")
+
+
+def index_visible(name: str) -> bool:
+    """Whether the caller may see and use the index `name` (always, when
+    authentication is disabled; an `operator` key sees every index)."""
+    principal = principal_var.get()
+    return principal is None or principal.sees_index(name)
+
+
+def agent_visible(agent_id: str) -> bool:
+    """Whether the caller may see and use the agent (always, when authentication
+    is disabled; an `operator` key sees every agent)."""
+    principal = principal_var.get()
+    return principal is None or principal.sees_agent(agent_id)
+
+
+def require_index_visible(name: str) -> None:
+    """INDEX_NOT_FOUND, as for no such index, when the caller may not see it."""
+    if not index_visible(name):
+        raise index_not_found()
+
+
+def require_agent_visible(agent_id: str) -> None:
+    """AGENT_NOT_FOUND, as for no such agent, when the caller may not see it."""
+    if not agent_visible(agent_id):
+        raise agent_not_found()
+
+
+def visible_indexes(names: Iterable[str]) -> list[str]:
+    return [n for n in names if index_visible(n)]
+
+
+def visible_agents(ids: Iterable[str]) -> list[str]:
+    return [i for i in ids if agent_visible(i)]
+
+
+def is_operator() -> bool:
+    """Whether the caller acts across tenants: an `operator` key, or any call when
+    authentication is disabled (one tenant, everything visible)."""
+    principal = principal_var.get()
+    return principal is None or principal.operator

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -13,7 +13,11 @@ from groundwire.api.auth import (
     caller_key_id,
     effective_tenant,
     has_permission,
+    index_visible,
     ingestion_control,
+    is_operator,
+    require_index_visible,
+    visible_indexes,
 )
 from groundwire.api.convert import duration, note_profile, profile_to_proto
 from groundwire.api.pagination import (
@@ -27,7 +31,12 @@ from groundwire.api.usage import usage_to_proto
 from groundwire.domain.auth import Permission, permission_denied
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid, not_found
 from groundwire.domain.indexes import IngestionStrategy
-from groundwire.domain.operations import Operation, OperationState, OperationTrigger
+from groundwire.domain.operations import (
+    DocumentFailureReason,
+    Operation,
+    OperationState,
+    OperationTrigger,
+)
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.indexes.sources import source_kind
 from groundwire.ingestion.loaders import DocumentFormat, push_format
@@ -72,11 +81,16 @@ _FORMATS = {
 LIST_DOCUMENTS = "ListDocuments"
 # GetDocument include_chunks: at most this many chunks in one response.
 MAX_DOCUMENT_CHUNKS = 1000
+# GetIndexStatus of a tenant's own counts: documents read per store call.
+_COUNT_PAGE = 1000
+# ListOperations scoped to a `manage` key's indexes: log pages read per call.
+_MAX_OPERATION_PAGES = 20
 
 
 def _pushed_file(i: int, d: ingestion_pb2.PushedDocument) -> PushDocument:
     """A pushed document given as bytes with a media type (validated: exactly one
-    of text and content, a known media type, no format)."""
+    of text and content, a media type, no format; a media type no loader reads
+    fails the document alone with UNSUPPORTED_FORMAT)."""
     if d.text:
         raise invalid(
             "FIELD_OUT_OF_RANGE", f"documents[{i}].content", "set exactly one of text and content"
@@ -93,13 +107,28 @@ def _pushed_file(i: int, d: ingestion_pb2.PushedDocument) -> PushDocument:
         )
     found = push_format(d.media_type)
     if found is None:
-        raise invalid(
-            "FIELD_OUT_OF_RANGE",
-            f"documents[{i}].media_type",
-            "no loader reads this media type (see PushedDocument.media_type)",
+        # No loader reads it: this document fails with UNSUPPORTED_FORMAT (in the
+        # response's failures); the request's other documents are written.
+        return PushDocument(
+            d.document_id,
+            "",
+            d.title,
+            metadata=dict(d.metadata),
+            content=d.content,
+            refused=DocumentFailureReason.UNSUPPORTED_FORMAT,
         )
     fmt, extension = found
     return PushDocument(d.document_id, "", d.title, fmt, dict(d.metadata), d.content, extension)
+
+
+def _alive(context: grpc.aio.ServicerContext[Any, Any]) -> Callable[[], bool]:
+    """False once the call is over for its caller (cancelled, deadline passed)."""
+
+    def alive() -> bool:
+        remaining = context.time_remaining()
+        return not context.done() and (remaining is None or remaining > 0)
+
+    return alive
 
 
 def _ts(seconds: float) -> timestamp_pb2.Timestamp:
@@ -244,12 +273,28 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         # The retriever's fusion defaults complete GetIndex's profile.
         self._retriever = retriever
 
+    def _index(self, name: str) -> IndexHandle:
+        """The index `name`, when the caller may see it; a hidden index answers
+        INDEX_NOT_FOUND exactly as one that does not exist."""
+        handle = self._catalog.get(name)
+        require_index_visible(handle.name)
+        return handle
+
+    def _own_indexes(self, tenant: str) -> set[str]:
+        """The visible indexes whose configured tenant is `tenant` (those whose
+        ingestion runs a `manage` key of that tenant sees and controls)."""
+        return {
+            n
+            for n in visible_indexes(self._catalog.names())
+            if self._catalog.get(n).tenant == tenant
+        }
+
     async def ListIndexes(
         self, request: ingestion_pb2.ListIndexesRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> ingestion_pb2.ListIndexesResponse:
         binding = listing(LIST_INDEXES, effective_tenant("", "tenant"))
         page, token = self._tokens.page_of_names(
-            binding, self._catalog.names(), request.page_size, request.page_token
+            binding, visible_indexes(self._catalog.names()), request.page_size, request.page_token
         )
         return ingestion_pb2.ListIndexesResponse(
             indexes=[describe_index(self._catalog.get(n)) for n in page], next_page_token=token
@@ -258,7 +303,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
     async def GetIndex(
         self, request: ingestion_pb2.GetIndexRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> ingestion_pb2.GetIndexResponse:
-        handle = self._catalog.get(request.index_name)
+        handle = self._index(request.index_name)
         msg = describe_index(handle)
         try:
             profile = (
@@ -281,6 +326,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         request: ingestion_pb2.GetIndexStatusRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.GetIndexStatusResponse:
+        handle = self._index(request.index_name)
         info = await self._manager.status(request.index_name)
         status = ingestion_pb2.IndexStatus(
             name=info.name,
@@ -290,9 +336,18 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
             chunk_count=info.chunk_count,
             rebuild_pending=info.rebuild_pending,
         )
-        if info.running is not None:
+        # Index-wide counts and every run for an operator (and with authentication
+        # disabled); a `manage` key sees its own tenant's counts, and the runs only
+        # of an index whose configured tenant is its own (they ingest that
+        # tenant's documents).
+        runs_visible = True
+        if not is_operator():
+            tenant = effective_tenant("", "tenant")
+            status.document_count, status.chunk_count = await _tenant_counts(handle, tenant)
+            runs_visible = handle.tenant == tenant
+        if info.running is not None and runs_visible:
             status.running_operation.CopyFrom(operation_to_proto(info.running))
-        if info.last is not None:
+        if info.last is not None and runs_visible:
             status.last_operation.CopyFrom(operation_to_proto(info.last))
         if info.next_run_time is not None:
             status.next_run_time.CopyFrom(_ts(info.next_run_time))
@@ -303,7 +358,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         request: ingestion_pb2.StartIngestionRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.StartIngestionResponse:
-        ingestion_control(self._catalog.get(request.index_name).tenant)
+        ingestion_control(self._index(request.index_name).tenant)
         # The run is background work: it outlives this call and is no tenant's
         # share of the store (stores/request_scope.py).
         with request_scope.background():
@@ -315,7 +370,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         request: ingestion_pb2.CancelIngestionRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.CancelIngestionResponse:
-        ingestion_control(self._catalog.get(request.index_name).tenant)
+        ingestion_control(self._index(request.index_name).tenant)
         op = await self._manager.cancel(request.index_name)
         return ingestion_pb2.CancelIngestionResponse(operation=operation_to_proto(op))
 
@@ -326,15 +381,20 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
     ) -> AsyncIterator[ingestion_pb2.WatchIngestionResponse]:
         if not request.operation_id:
             raise invalid("FIELD_REQUIRED", "operation_id", "operation_id is required")
-        if not has_permission(Permission.MANAGE):
-            # `ingest` watches the operations it started, and its own tenant's
-            # indexes' (an index no longer configured has no tenant to match).
+        if not is_operator():
+            # `manage` and `ingest` watch the operations their key started, and
+            # those of their own tenant's indexes (an index no longer configured
+            # has no tenant to match); a run of a hidden index is no run at all.
             watched = await self._manager.get(request.operation_id)
             index_name = watched.index_name
             if not watched.started_by or watched.started_by != caller_key_id():
                 if index_name not in self._catalog.names():
                     raise permission_denied(
-                        Permission.MANAGE, "the API key lacks the 'manage' permission"
+                        Permission.OPERATOR, "the API key lacks the 'operator' permission"
+                    )
+                if not index_visible(index_name):
+                    raise not_found(
+                        "OPERATION_NOT_FOUND", "no ingestion operation with the requested id"
                     )
                 ingestion_control(self._catalog.get(index_name).tenant)
         async for op in self._manager.watch(request.operation_id):
@@ -346,30 +406,82 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.ListOperationsResponse:
         size = page_size(request.page_size, 20, "page_size")
-        # `manage` lists every operation; `ingest` alone, those its key started
-        # (the interceptor admitted one or the other).
-        mine = None if has_permission(Permission.MANAGE) else caller_key_id()
-        scope = LIST_OPERATIONS if mine is None else f"{LIST_OPERATIONS}:{mine}"
-        binding = listing(scope, effective_tenant("", "tenant"), request.index_name)
+        # `operator` lists every operation; `manage`, those of its own tenant's
+        # indexes; `ingest` alone, those its key started (the interceptor admitted
+        # one or the other).
+        tenant = effective_tenant("", "tenant")
+        mine: str | None = None
+        own: set[str] | None = None
+        if is_operator():
+            scope = LIST_OPERATIONS
+        elif has_permission(Permission.MANAGE):
+            own = self._own_indexes(tenant)
+            scope = f"{LIST_OPERATIONS}@tenant"
+        else:
+            mine = caller_key_id()
+            scope = f"{LIST_OPERATIONS}:{mine}"
+        binding = listing(scope, tenant, request.index_name)
         before = self._tokens.operations_cursor(request.page_token, binding)
+        if request.index_name:
+            self._index(request.index_name)
+            if own is not None and request.index_name not in own:
+                raise permission_denied(
+                    Permission.OPERATOR,
+                    "the API key lacks the 'operator' permission: its 'manage' permission"
+                    " covers only indexes whose configured tenant is the key's tenant",
+                )
         ops = await self._manager.list(
             request.index_name or None, size + 1, before, started_by=mine
         )
+        resume: Operation | None = None
+        if own is not None:
+            ops, resume = await self._own_operations(ops, own, request.index_name, size)
         page = ops[:size]
         token = ""
         if len(ops) > size:
             last = page[-1]
             token = self._tokens.operations_token(binding, last.create_time, last.id)
+        elif resume is not None:
+            token = self._tokens.operations_token(binding, resume.create_time, resume.id)
         return ingestion_pb2.ListOperationsResponse(
             operations=[operation_to_proto(o) for o in page], next_page_token=token
         )
+
+    async def _own_operations(
+        self,
+        ops: list[Operation],
+        own: set[str],
+        index_name: str,
+        size: int,
+    ) -> tuple[list[Operation], Operation | None]:
+        """The operations of the `own` indexes among `ops` and the log pages after
+        it, newest first, until size + 1 are found; at most _MAX_OPERATION_PAGES
+        pages per call: past them, the last operation read, where the next page
+        resumes (None when the log was read to its end)."""
+
+        def consumed(batch: list[Operation]) -> list[Operation]:
+            # A batch of size + 1 holds one operation past its page: the next page's.
+            return batch[:size] if len(batch) > size else batch
+
+        kept = [o for o in consumed(ops) if o.index_name in own]
+        pages = 1
+        while len(ops) > size and len(kept) <= size:
+            last = ops[size - 1]
+            if pages >= _MAX_OPERATION_PAGES:
+                return kept, last
+            ops = await self._manager.list(
+                index_name or None, size + 1, (last.create_time, last.id)
+            )
+            kept += [o for o in consumed(ops) if o.index_name in own]
+            pages += 1
+        return kept, None
 
     async def UpsertDocuments(
         self,
         request: ingestion_pb2.UpsertDocumentsRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.UpsertDocumentsResponse:
-        handle = self._catalog.get(request.index_name)
+        handle = self._index(request.index_name)
         docs = []
         for i, d in enumerate(request.documents):
             if d.media_type or d.content:
@@ -382,7 +494,8 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
                 )
             docs.append(PushDocument(d.document_id, d.text, d.title, fmt, dict(d.metadata)))
         tenant = effective_tenant(request.tenant, "tenant")
-        result = await upsert_documents(handle, docs, tenant)
+        # Published only while the caller still waits (ingestion/push.py).
+        result = await upsert_documents(handle, docs, tenant, _alive(context))
         return ingestion_pb2.UpsertDocumentsResponse(
             published_version=result.published_version,
             upserted=result.upserted,
@@ -400,7 +513,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         request: ingestion_pb2.ListDocumentsRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.ListDocumentsResponse:
-        handle = self._catalog.get(request.index_name)
+        handle = self._index(request.index_name)
         size = page_size(request.page_size, 50, "page_size")
         tenant = effective_tenant(request.tenant, "tenant")
         binding = listing(LIST_DOCUMENTS, tenant, handle.name)
@@ -424,7 +537,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         request: ingestion_pb2.GetDocumentRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.GetDocumentResponse:
-        handle = self._catalog.get(request.index_name)
+        handle = self._index(request.index_name)
         if not request.document_id:
             raise invalid("FIELD_REQUIRED", "document_id", "document_id is required")
         tenant = effective_tenant(request.tenant, "tenant")
@@ -455,7 +568,23 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         request: ingestion_pb2.DeleteDocumentsRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> ingestion_pb2.DeleteDocumentsResponse:
-        handle = self._catalog.get(request.index_name)
+        handle = self._index(request.index_name)
         tenant = effective_tenant(request.tenant, "tenant")
-        version, deleted = await delete_documents(handle, list(request.document_ids), tenant)
+        version, deleted = await delete_documents(
+            handle, list(request.document_ids), tenant, _alive(context)
+        )
         return ingestion_pb2.DeleteDocumentsResponse(published_version=version, deleted=deleted)
+
+
+async def _tenant_counts(handle: IndexHandle, tenant: str) -> tuple[int, int]:
+    """`tenant`'s published documents and chunks in the index (read through the
+    store's per-tenant document listing; never another tenant's)."""
+    documents = chunks = 0
+    after: str | None = None
+    while True:
+        page = await handle.store.list_documents(handle.name, tenant, _COUNT_PAGE, after)
+        documents += len(page)
+        chunks += sum(d.chunk_count for d in page)
+        if len(page) < _COUNT_PAGE:
+            return documents, chunks
+        after = page[-1].document_id

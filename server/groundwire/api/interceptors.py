@@ -243,6 +243,14 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             code = STATUS_CODES[err.kind]
             refusal = err.reason
             await _abort(context, err, rid)
+        except asyncio.CancelledError:
+            # gRPC cancels the handler when the caller's deadline passes or it goes
+            # away: the access log says which, not the OK it was initialised with.
+            left = context.time_remaining()
+            # (the cancellation can land a hair before the deadline by our clock)
+            expired = left is not None and left < 0.1
+            code = grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.CANCELLED
+            raise
         except Exception as exc:
             if _is_abort(exc):
                 code = grpc.StatusCode.UNKNOWN

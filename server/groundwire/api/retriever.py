@@ -6,7 +6,7 @@ from typing import Any
 
 import grpc
 
-from groundwire.api.auth import effective_tenant
+from groundwire.api.auth import effective_tenant, require_index_visible
 from groundwire.api.convert import (
     filter_from_proto,
     fusion_method_from_proto,
@@ -50,6 +50,8 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             feedback=feedback_from_proto(q),
             fusion_method=fusion_method_from_proto(fusion.method),
         )
+        # A hidden index answers as a missing one, at the point the engine would.
+        require_index_visible(domain_request.index_name)
         outcome = await self._retriever.retrieve(domain_request)
         note_profile(outcome.diagnostics.profile)
         return outcome_to_proto(outcome)

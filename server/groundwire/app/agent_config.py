@@ -50,7 +50,7 @@ import string
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from groundwire.agents.definition import AgentDefinition, RagPolicy, RerankingPolicy
 from groundwire.agents.tools import PythonTool, SearchDocumentsTool, Tool, load_callable
@@ -63,6 +63,7 @@ from groundwire.app.plugins import (
     build_plugin,
     has_members,
 )
+from groundwire.domain.auth import MAX_TENANT_CHARS
 from groundwire.domain.blend import (
     MAX_CANDIDATE_MULTIPLIER,
     FinalSelectionMode,
@@ -281,6 +282,27 @@ class AgentRagConfig(StrictModel):
         return self
 
 
+def _tenant_list(tenants: list[str]) -> list[str]:
+    if not tenants:
+        raise ValueError(
+            "name at least one tenant (leave the key out for every tenant;"
+            ' "" is the default tenant)'
+        )
+    seen: set[str] = set()
+    for tenant in tenants:
+        if tenant in seen:
+            raise ValueError(f"tenant {tenant!r} is listed twice")
+        seen.add(tenant)
+    return tenants
+
+
+# Which tenants may see and use an index or an agent (`tenants = ["acme", ""]`;
+# "" is the default tenant); unset: every tenant.
+TenantList = Annotated[
+    list[Annotated[str, Field(max_length=MAX_TENANT_CHARS)]], AfterValidator(_tenant_list)
+]
+
+
 class AgentConfig(StrictModel):
     name: str = Field(min_length=1, max_length=128)
     description: str = ""
@@ -293,6 +315,9 @@ class AgentConfig(StrictModel):
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     timeout_seconds: float = Field(60.0, gt=0, le=600)
     rag: AgentRagConfig | None = None
+    # The tenants whose keys may see and use the agent (unset: every tenant); an
+    # agent is also hidden from the tenants its rag.index is hidden from.
+    tenants: TenantList | None = None
 
     @field_validator("model")
     @classmethod

@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     create.add_argument(
         "--permissions",
         default="retrieve,execute",
-        help="comma-separated: retrieve,rerank,execute,prepare,ingest,manage",
+        help="comma-separated: retrieve,rerank,execute,prepare,ingest,manage,operator",
     )
     mcp = sub.add_parser(
         "mcp", help="serve the MCP tools over stdio as a client of a running server"

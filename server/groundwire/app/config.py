@@ -18,6 +18,7 @@ from groundwire.app.agent_config import (
     AgentConfig,
     AgentLimitsConfig,
     ModelProviderConfig,
+    TenantList,
     ToolConfig,
     check_agent_references,
 )
@@ -74,9 +75,9 @@ class ApiKeyConfig(StrictModel):
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     tenant: str = Field("", max_length=MAX_TENANT_CHARS)
-    permissions: list[Literal["retrieve", "rerank", "execute", "ingest", "manage", "prepare"]] = (
-        Field(min_length=1)
-    )
+    permissions: list[
+        Literal["retrieve", "rerank", "execute", "ingest", "manage", "prepare", "operator"]
+    ] = Field(min_length=1)
 
 
 class AuthConfig(StrictModel):
@@ -345,7 +346,13 @@ class IndexConfig(StrictModel):
     # "float16": the PostgreSQL HNSW graph holds half-precision vectors (pgvector
     # halfvec); stored vectors, ranking and scores stay float32.
     vector_index_precision: Literal["float32", "float16"] = "float32"
+    # The tenant the documents read from `sources` belong to ("": the default tenant).
     tenant: str = Field("", max_length=MAX_TENANT_CHARS)
+    # The tenants whose keys may see and use the index: listings, counts, search,
+    # agents over it, pushes, ingestion (unset: every tenant; `tenant` does not
+    # narrow it; on an index with sources the list must include `tenant`). Hidden,
+    # the index answers as one that does not exist; `operator` keys see every index.
+    tenants: TenantList | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
     chunking: ChunkingConfig = ChunkingConfig()
     analysis: AnalysisConfig = AnalysisConfig()
@@ -505,6 +512,26 @@ class GroundwireConfig(StrictModel):
             set(self.rerankers),
             self.reranking.default_reranker,
         )
+        for name, index in self.indexes.items():
+            # The documents read from the sources belong to `tenant`: a `tenants`
+            # list without it would leave them to no key but an operator's.
+            if index.tenants is not None and index.sources and index.tenant not in index.tenants:
+                raise ValueError(
+                    f"indexes.{name}.tenants: must include the index's tenant"
+                    f" {index.tenant!r} (indexes.{name}.tenant, the owner of the documents"
+                    " read from its sources)"
+                )
+        for agent_id, agent in self.agents.items():
+            if agent.rag is None or agent.tenants is None:
+                continue
+            allowed = self.indexes[agent.rag.index].tenants
+            for tenant in agent.tenants:
+                if allowed is not None and tenant not in allowed:
+                    raise ValueError(
+                        f"agents.{agent_id}.tenants: tenant {tenant!r} may not use the agent's"
+                        f" index (indexes.{agent.rag.index}.tenants); the agent would stay"
+                        " hidden from it"
+                    )
         return self
 
 

@@ -54,7 +54,7 @@ from groundwire.app.reranker_config import build_reranker, build_reranking_servi
 from groundwire.app.store_config import StoreConfig
 from groundwire.domain.admission import Admission
 from groundwire.domain.analysis import Analyzer
-from groundwire.domain.auth import KeyRing, Permission, StoredKey
+from groundwire.domain.auth import KeyRing, Permission, StoredKey, Visibility
 from groundwire.domain.chunking import Chunker, ChunkUnit
 from groundwire.domain.indexes import StoreKind
 from groundwire.domain.retrieval import FusionMethod, FusionSettings
@@ -676,10 +676,28 @@ def auth_policy(cfg: GroundwireConfig) -> AuthPolicy:
     if a.mode == "disabled":
         return AuthPolicy(None, a.public_health, a.public_reflection)
     ring = KeyRing(
-        StoredKey(k.id, k.hash, k.tenant, frozenset(Permission(p) for p in k.permissions))
-        for k in a.keys
+        (
+            StoredKey(k.id, k.hash, k.tenant, frozenset(Permission(p) for p in k.permissions))
+            for k in a.keys
+        ),
+        visibility(cfg),
     )
     return AuthPolicy(ring, a.public_health, a.public_reflection)
+
+
+def visibility(cfg: GroundwireConfig) -> Visibility:
+    """Which tenants may see each index and agent (`tenants` on [indexes.NAME] and
+    [agents.NAME]; an agent also inherits its rag.index's)."""
+    indexes = {n: frozenset(i.tenants) for n, i in cfg.indexes.items() if i.tenants is not None}
+    agents: dict[str, frozenset[str]] = {}
+    for agent_id, agent in cfg.agents.items():
+        allowed = None if agent.tenants is None else frozenset(agent.tenants)
+        if agent.rag is not None and agent.rag.index in indexes:
+            index_allowed = indexes[agent.rag.index]
+            allowed = index_allowed if allowed is None else allowed & index_allowed
+        if allowed is not None:
+            agents[agent_id] = allowed
+    return Visibility(indexes, agents)
 
 
 def page_tokens(cfg: GroundwireConfig) -> PageTokens:

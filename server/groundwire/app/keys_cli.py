@@ -68,8 +68,14 @@ def scope_notes(tenant: str, permissions: list[Permission]) -> list[str]:
             f" ingestion of indexes whose configured tenant is {who.removeprefix('tenant ')}"
         ),
         Permission.MANAGE: (
-            "manage: index status and ingestion of every index, whatever its tenant;"
-            " AdminService (an operator permission)"
+            "manage: index status (its tenant's own document and chunk counts), and"
+            " ingestion and operations of indexes whose configured tenant is"
+            f" {who.removeprefix('tenant ')}; AdminService; UsageService (its tenant's usage)"
+        ),
+        Permission.OPERATOR: (
+            "operator: the cross-tenant operator (implies manage): sees every index and"
+            " agent, every tenant's counts and every operation, and starts and cancels"
+            " ingestion of any index"
         ),
     }
     lines.append("Permissions:")

@@ -22,7 +22,9 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import sys
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -32,7 +34,13 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from groundwire.app.client_options import Connection, OptionError, add_connection_args, connection
-from groundwire_client import GroundwireClient, GroundwireError, error_from_rpc, renumbered_answer
+from groundwire_client import (
+    GroundwireClient,
+    GroundwireError,
+    error_from_rpc,
+    media_type_of,
+    renumbered_answer,
+)
 from groundwire_client.v1 import agent_pb2, ingestion_pb2
 
 COMMANDS = ("search", "ask", "indexes", "operations", "push")
@@ -41,6 +49,13 @@ _MAX_PAGES = 100
 # Documents per UpsertDocuments call of `push` (the server's limit is 256):
 # small enough that the progress bar moves on a large upload.
 _PUSH_BATCH = 32
+# The default deadline of each UpsertDocuments call of `push` (--timeout): the
+# server parses each file of a call in turn (each at most its parser_timeout_seconds,
+# default 60 s), then embeds and publishes them. A call whose deadline passes
+# publishes nothing (its files fail with DEADLINE_EXCEEDED; earlier calls stay).
+PUSH_TIMEOUT_S = 600.0
+# A file at least this large goes in a call of its own (a parse of its own deadline).
+_ALONE_BYTES = 1024 * 1024
 
 
 def add_commands(sub: Any) -> None:
@@ -74,6 +89,14 @@ def add_commands(sub: Any) -> None:
         add_connection_args(parser)
         parser.add_argument("--json", action="store_true", help="machine output (JSON)")
         parser.set_defaults(people_command=parser.prog.split()[-1])
+    # A push call parses, embeds and publishes its files: a longer default deadline.
+    for action in push._actions:
+        if action.dest == "timeout":
+            action.default = PUSH_TIMEOUT_S
+            action.help = (
+                f"deadline of each call in seconds (default {PUSH_TIMEOUT_S:g}); a call"
+                " whose deadline passes publishes nothing"
+            )
 
 
 def _metadata(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
@@ -461,6 +484,17 @@ MEDIA_TYPES = {
 }
 # Bytes per UpsertDocuments call, under the server's default 4 MiB message bound.
 _BATCH_BYTES = 3 * 1024 * 1024
+# What one push call may carry (the server's bound on a push, ingestion/push.py);
+# a larger file is not sent: it fails with TOO_LARGE and the way to ingest it.
+PUSH_MAX_BYTES = 4 * 1024 * 1024
+PUSH_ELSEWHERE = (
+    "ingest it from a directory source instead (`groundwire ingest INDEX`; files over"
+    " 10 MiB need the index's [ingestion] max_file_bytes raised)"
+)
+TOO_LARGE_HINT = (
+    "TOO_LARGE: {size:.1f} MiB; a push carries at most {limit} MiB per call"
+    " (UpsertDocuments' bound, and the server's [server] max_message_bytes); "
+) + PUSH_ELSEWHERE
 
 
 def _files(paths: Sequence[str]) -> list[tuple[Path, str]]:
@@ -491,7 +525,8 @@ def _batches(
     size = 0
     for doc in docs:
         n = len(doc.content) + len(doc.document_id) + 64
-        if out and size + n <= _BATCH_BYTES and len(out[-1]) < _PUSH_BATCH:
+        alone = n >= _ALONE_BYTES or bool(out and len(out[-1][0].content) + 64 >= _ALONE_BYTES)
+        if out and not alone and size + n <= _BATCH_BYTES and len(out[-1]) < _PUSH_BATCH:
             out[-1].append(doc)
             size += n
         else:
@@ -507,11 +542,14 @@ async def push(client: GroundwireClient, args: argparse.Namespace, out: TextIO) 
     failures: dict[str, str] = {}
     docs: list[ingestion_pb2.PushedDocument] = []
     for path, doc_id in files:
-        media_type = MEDIA_TYPES.get(path.suffix.lower())
-        if media_type is None:
-            failures[doc_id] = "UNSUPPORTED_FORMAT"
-            continue
+        # Every file is sent: the server's loaders decide what they read (a type
+        # they do not read comes back as UNSUPPORTED_FORMAT).
+        media_type = MEDIA_TYPES.get(path.suffix.lower()) or media_type_of(path)
         try:
+            size = path.stat().st_size
+            if size > PUSH_MAX_BYTES:
+                failures[doc_id] = _too_large(size, PUSH_MAX_BYTES)
+                continue
             content = path.read_bytes()
         except OSError:
             failures[doc_id] = "UNREADABLE"
@@ -520,21 +558,48 @@ async def push(client: GroundwireClient, args: argparse.Namespace, out: TextIO) 
             ingestion_pb2.PushedDocument(document_id=doc_id, content=content, media_type=media_type)
         )
     upserted = unchanged = chunks = truncated = version = 0
+    timed_out = False
     bar = tqdm(total=len(files), unit="file", desc=args.index, file=sys.stderr, disable=args.json)
     bar.update(len(failures))
+    pending = deque(_batches(docs))
     try:
-        for batch in _batches(docs):
+        while pending:
+            batch = pending.popleft()
             request = ingestion_pb2.UpsertDocumentsRequest(index_name=args.index, documents=batch)
             try:
                 response = await client.ingestion.UpsertDocuments(
                     request, timeout=args.timeout, metadata=_metadata(args)
                 )
             except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or len(batch) > 1:
+                if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    # The server published nothing of this call (its work stopped);
+                    # the calls before it stay published.
+                    failures.update({d.document_id: "DEADLINE_EXCEEDED" for d in batch})
+                    timed_out = True
+                    bar.update(len(batch))
+                    continue
+                bound = _message_bound(exc)
+                if bound is not None and len(batch) == 1:
+                    # One file larger than the server's message bound.
+                    failures[batch[0].document_id] = _too_large(len(batch[0].content), bound)
+                    bar.update(1)
+                    continue
+                if bound is not None:
+                    # A call larger than the server's message bound: in halves.
+                    pending.extendleft([batch[len(batch) // 2 :], batch[: len(batch) // 2]])
+                    continue
+                refused = _refused_files(error_from_rpc(exc), batch)
+                if refused is None:
                     raise
-                # One file larger than the server's message bound.
-                failures[batch[0].document_id] = "TOO_LARGE"
-                bar.update(1)
+                # The call was refused for some of its files: those fail, the
+                # others go again (a call over the push's bounds in halves).
+                for doc_id, reason in refused.items():
+                    failures[doc_id] = reason
+                bar.update(len(refused))
+                rest = [d for d in batch if d.document_id not in refused]
+                half = len(rest) // 2
+                parts = [rest] if refused else [rest[:half], rest[half:]]
+                pending.extendleft(reversed([part for part in parts if part]))
                 continue
             upserted += response.upserted
             unchanged += response.unchanged
@@ -573,7 +638,51 @@ async def push(client: GroundwireClient, args: argparse.Namespace, out: TextIO) 
             )
         for doc_id, reason in sorted(failures.items()):
             out.write(f"  failed  {doc_id}: {reason}\n")
+        if timed_out:
+            out.write(
+                f"  a call's deadline ({args.timeout:g} s, --timeout) passed: nothing of it"
+                " was published; push those files again with a larger --timeout\n"
+            )
     return 1 if failures else 0
+
+
+def _too_large(size: int, limit: int) -> str:
+    return TOO_LARGE_HINT.format(size=size / (1024 * 1024), limit=f"{limit / (1024 * 1024):g}")
+
+
+def _refused_files(
+    err: GroundwireError, batch: Sequence[ingestion_pb2.PushedDocument]
+) -> dict[str, str] | None:
+    """The files a refused call fails (document id -> reason), {} when the call
+    goes again in halves (it was over a push's bounds), None when the refusal is
+    not about its files (raised)."""
+    if err.code != grpc.StatusCode.INVALID_ARGUMENT:
+        return None
+    out: dict[str, str] = {}
+    for name in err.fields:
+        found = re.fullmatch(r"documents\[(\d+)\](?:\..*)?", name)
+        if found is not None and int(found.group(1)) < len(batch):
+            doc = batch[int(found.group(1))]
+            out[doc.document_id] = f"{err.reason}: {err.fields[name] or err.message}"
+    if out:
+        return out
+    if "documents" not in err.fields or err.reason != "FIELD_OUT_OF_RANGE":
+        return None
+    if len(batch) > 1:
+        return {}
+    # One file over a push's bounds (the chunks it makes, its bytes).
+    # The server's advice (fewer documents per call) cannot help one file: cut it.
+    bound = err.message.split(";", 1)[0]
+    return {batch[0].document_id: f"TOO_LARGE: {bound}; {PUSH_ELSEWHERE}"}
+
+
+def _message_bound(exc: grpc.aio.AioRpcError) -> int | None:
+    """The server's message bound when grpc refused the call for its size
+    ("... larger than max (N vs. M)"), else None (another refusal)."""
+    if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return None
+    found = re.search(r"larger than max \(\d+ vs\. (\d+)\)", exc.details() or "")
+    return int(found.group(1)) if found else None
 
 
 _HANDLERS: dict[str, Callable[[GroundwireClient, argparse.Namespace, TextIO], Any]] = {

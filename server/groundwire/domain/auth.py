@@ -15,8 +15,8 @@ import enum
 import hashlib
 import hmac
 import secrets
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 
@@ -38,9 +38,36 @@ class Permission(enum.Enum):
     # ingestion of indexes whose configured tenant is the key's own; list and
     # watch the ingestion operations the key started.
     INGEST = "ingest"
-    MANAGE = "manage"  # index status, every index's ingestion operations, admin
+    # Index status (the key's own tenant's counts), ingestion and operations of
+    # indexes whose configured tenant is the key's own; AdminService; UsageService.
+    MANAGE = "manage"
     # AgentService.PrepareExecution: exposes the assembled prompt (instructions included).
     PREPARE = "prepare"
+    # The cross-tenant operator: implies `manage`, and sees every index and agent,
+    # every tenant's counts and every operation, and starts and cancels ingestion
+    # of any index.
+    OPERATOR = "operator"
+
+
+@dataclass(frozen=True, slots=True)
+class Visibility:
+    """Which tenants may see and use each index and agent. A name absent from a
+    mapping is visible to every tenant; an agent's entry already includes its
+    index's rule (an agent over an index a tenant may not use is hidden too)."""
+
+    indexes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    agents: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def index_visible(self, name: str, tenant: str) -> bool:
+        allowed = self.indexes.get(name)
+        return allowed is None or tenant in allowed
+
+    def agent_visible(self, agent_id: str, tenant: str) -> bool:
+        allowed = self.agents.get(agent_id)
+        return allowed is None or tenant in allowed
+
+
+EVERYTHING_VISIBLE = Visibility()
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +77,18 @@ class Principal:
     key_id: str
     tenant: str
     permissions: frozenset[Permission]
+    # The configuration's index and agent visibility (an operator sees everything).
+    visibility: Visibility = EVERYTHING_VISIBLE
+
+    @property
+    def operator(self) -> bool:
+        return Permission.OPERATOR in self.permissions
+
+    def sees_index(self, name: str) -> bool:
+        return self.operator or self.visibility.index_visible(name, self.tenant)
+
+    def sees_agent(self, agent_id: str) -> bool:
+        return self.operator or self.visibility.agent_visible(agent_id, self.tenant)
 
     def require(self, permission: Permission) -> None:
         if permission not in self.permissions:
@@ -58,9 +97,10 @@ class Principal:
             )
 
     def require_ingestion_access(self) -> None:
-        """Start, watch or cancel ingestion at all: `manage`, or `ingest` (which
-        `require_ingestion_control` then narrows to the key's own tenant's indexes)."""
-        if Permission.MANAGE not in self.permissions and Permission.INGEST not in self.permissions:
+        """Start, watch or cancel ingestion at all: `operator`, `manage` or `ingest`
+        (`require_ingestion_control` then narrows the last two to the key's own
+        tenant's indexes)."""
+        if not self.permissions & {Permission.OPERATOR, Permission.MANAGE, Permission.INGEST}:
             raise permission_denied(
                 Permission.MANAGE,
                 "the API key lacks the 'manage' permission (or 'ingest', for indexes"
@@ -69,17 +109,20 @@ class Principal:
 
     def require_ingestion_control(self, index_tenant: str) -> None:
         """Start, watch or cancel ingestion of an index whose configured tenant (the
-        owner of its source documents) is `index_tenant`: `manage` for any index,
-        `ingest` for the key's own tenant's."""
-        if Permission.MANAGE in self.permissions:
+        owner of its source documents) is `index_tenant`: `operator` for any index,
+        `manage` or `ingest` for the key's own tenant's."""
+        if self.operator:
             return
-        if Permission.INGEST in self.permissions and index_tenant == self.tenant:
+        if (
+            self.permissions & {Permission.MANAGE, Permission.INGEST}
+            and index_tenant == self.tenant
+        ):
             return
         raise permission_denied(
-            Permission.MANAGE,
-            "the API key lacks the 'manage' permission: its 'ingest' permission covers"
-            " only indexes whose configured tenant is the key's tenant, and this"
-            " index's is not",
+            Permission.OPERATOR,
+            "the API key lacks the 'operator' permission: its 'manage' and 'ingest'"
+            " permissions cover only indexes whose configured tenant is the key's"
+            " tenant, and this index's is not",
         )
 
     def tenant_for(self, requested: str, field_path: str) -> str:
@@ -121,11 +164,26 @@ class StoredKey:
     permissions: frozenset[Permission]
 
 
+def effective_permissions(permissions: Iterable[Permission]) -> frozenset[Permission]:
+    """A key's permissions with what they imply (`operator` implies `manage`)."""
+    out = frozenset(permissions)
+    if Permission.OPERATOR in out:
+        out |= {Permission.MANAGE}
+    return out
+
+
 class KeyRing:
     """Hashed keys -> principals."""
 
-    def __init__(self, keys: Iterable[StoredKey]) -> None:
+    def __init__(
+        self, keys: Iterable[StoredKey], visibility: Visibility = EVERYTHING_VISIBLE
+    ) -> None:
         self._by_hash = {k.key_hash: k for k in keys}
+        self._visibility = visibility
+
+    @property
+    def visibility(self) -> Visibility:
+        return self._visibility
 
     def __len__(self) -> int:
         return len(self._by_hash)
@@ -141,7 +199,12 @@ class KeyRing:
         digest = hash_key(token.strip())
         for stored_hash, key in self._by_hash.items():
             if hmac.compare_digest(stored_hash, digest):
-                return Principal(key.key_id, key.tenant, key.permissions)
+                return Principal(
+                    key.key_id,
+                    key.tenant,
+                    effective_permissions(key.permissions),
+                    self._visibility,
+                )
         raise unauthenticated("unknown API key")
 
 

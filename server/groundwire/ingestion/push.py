@@ -3,18 +3,30 @@ with its media type (read by the loaders configured sources use), directly; each
 is embedded, staged and published as one new index version (the pipeline's
 write sequence, without a source scan). A malformed request (ids, metadata, counts,
 tenant) is refused as a whole; a document whose content cannot be loaded is
-reported and skipped, and the rest of the batch is written."""
+reported and skipped, and the rest of the batch is written.
+
+A push publishes everything it reports or nothing: its caller's deadline, or the
+call's cancellation, cancels the work (parsing, embedding, staging) and discards
+the staged version. Publishing starts only while the call is alive (`alive`, and
+the call's deadline not passed); once started it is never interrupted half-way
+(a cancellation waits for it), and a version whose publish ran is never discarded:
+a store whose publish is several requests (OpenSearch: the documents, then the
+index record) would otherwise lose the documents of a version it published."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from groundwire.domain.auth import check_tenant
 from groundwire.domain.chunking import Chunk
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
+from groundwire.domain.operations import DocumentFailureReason
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import DocumentFormat, LoadedDocument, LoadFailure, load_bytes
 from groundwire.ingestion.parsing import parsers
@@ -26,7 +38,11 @@ from groundwire.ingestion.pipeline import (
     stage_batch,
 )
 from groundwire.providers.embeddings.usage import metered
-from groundwire.stores.base import DocumentKey, DocumentRecord, LiveDocument
+from groundwire.stores import request_scope
+from groundwire.stores.base import DocumentKey, DocumentRecord, IndexState, LiveDocument
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PUSH_SOURCE_PREFIX = "push:"
 # Formats read without a parser library (decoding and normalizing only).
@@ -56,6 +72,9 @@ class PushDocument:
     # The file extension whose chunking policy applies (UpsertDocuments: by the
     # media type); "" for the first extension of `format`.
     extension: str = ""
+    # Set when the document is refused before loading (a media type no loader
+    # reads: UNSUPPORTED_FORMAT): reported in the failures, the rest is written.
+    refused: DocumentFailureReason | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +138,106 @@ def _rebuild_required() -> GroundwireError:
     )
 
 
+@contextlib.contextmanager
+def _to_the_end() -> Iterator[None]:
+    """The call's tenant without its deadline, for the steps that must run to their
+    end once begun (a publish) or after the caller left (discarding what it staged):
+    the store would refuse them past the deadline, leaving a version half-published
+    or staged rows behind."""
+    scope = request_scope.current()
+    if scope is None:
+        yield
+        return
+    with request_scope.bind(scope.tenant, None):
+        yield
+
+
+async def _uninterrupted(step: Coroutine[Any, Any, T]) -> tuple[asyncio.Task[T], bool]:
+    """Run `step` to its end, without the call's deadline and whatever cancels the
+    caller meanwhile (a deadline and the call's cancellation may each cancel it);
+    returns the finished task and whether the caller was cancelled."""
+    with _to_the_end():
+        task = asyncio.ensure_future(step)
+        interrupted = False
+        while not task.done():
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                interrupted = interrupted or not task.done()
+            except BaseException:
+                pass  # the caller reads the task's outcome
+    return task, interrupted
+
+
+async def _discard(handle: IndexHandle, version: int) -> None:
+    """Drop what `version` staged, even once the caller is gone."""
+    task, interrupted = await _uninterrupted(handle.store.discard_version(handle.name, version))
+    if interrupted:
+        raise asyncio.CancelledError
+    task.result()
+
+
+async def _begin(handle: IndexHandle) -> int:
+    """A new staging version; one allocated as the caller went away is discarded
+    (never left staged)."""
+    task, interrupted = await _uninterrupted(handle.store.begin_version(handle.name))
+    version = task.result()
+    if interrupted:
+        await _discard(handle, version)
+        raise asyncio.CancelledError
+    return version
+
+
+def _call_gone(alive: Callable[[], bool] | None) -> GroundwireError | None:
+    """Why the call this push runs for no longer wants its result (None: it does)."""
+    if alive is not None and not alive():
+        return GroundwireError(ErrorKind.CANCELLED, "CANCELLED", "the call was cancelled")
+    scope = request_scope.current()
+    if scope is not None and scope.remaining_s() == 0.0:
+        return GroundwireError(
+            ErrorKind.DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED", "the call's deadline passed"
+        )
+    return None
+
+
+async def publish_for_call(
+    handle: IndexHandle, version: int, alive: Callable[[], bool] | None
+) -> IndexState:
+    """Publish the staged `version` if the call still wants it (else discard it and
+    raise CANCELLED or DEADLINE_EXCEEDED). A publish that started runs to its end
+    even when the call is cancelled meanwhile: a publish that completed stays
+    published (logged at WARNING when its caller had gone: it did not hear so) and
+    the cancellation goes on; a publish that failed is discarded."""
+    gone = _call_gone(alive)
+    if gone is not None:
+        await _discard(handle, version)
+        raise gone
+    task, interrupted = await _uninterrupted(
+        handle.store.publish_version(handle.name, version, handle.spec)
+    )
+    if task.cancelled() or task.exception() is not None:
+        await _discard(handle, version)
+        if interrupted:
+            raise asyncio.CancelledError
+        return task.result()  # raises the publish's error
+    state = task.result()
+    if interrupted:
+        log.warning(
+            "push published after its caller went away",
+            extra={"index": handle.name, "version": state.published_version},
+        )
+        raise asyncio.CancelledError
+    return state
+
+
 async def upsert_documents(
-    handle: IndexHandle, docs: Sequence[PushDocument], tenant: str
+    handle: IndexHandle,
+    docs: Sequence[PushDocument],
+    tenant: str,
+    alive: Callable[[], bool] | None = None,
 ) -> PushResult:
+    """Load, chunk, embed and stage `docs` as one new version, published only
+    while the call is `alive` (a callable: False once the caller cancelled)."""
     _validate(docs, tenant)
     store = handle.store
     state = await store.ensure_index(handle.spec)
@@ -139,7 +255,7 @@ async def upsert_documents(
     # other callers'; text and Markdown need no parser and are read with the rest.
     parsed: dict[int, LoadedDocument | LoadFailure] = {}
     for i, d in enumerate(docs):
-        if d.content is not None and d.format not in _TEXTUAL:
+        if d.content is not None and d.format not in _TEXTUAL and d.refused is None:
             parsed[i] = await parsers().load_bytes(
                 d.document_id,
                 PUSH_SOURCE_PREFIX + d.document_id,
@@ -159,14 +275,14 @@ async def upsert_documents(
         return PushResult(state.published_version, 0, unchanged, 0, tuple(failures))
     if sum(len(chunks) for _, chunks in batch) > MAX_PUSH_CHUNKS:
         raise _too_large(f"a push may write at most {MAX_PUSH_CHUNKS} chunks")
-    version = await store.begin_version(handle.name)
+    version = await _begin(handle)
     try:
         with metered() as used:
             written = await stage_batch(handle, version, batch)
-        published = await store.publish_version(handle.name, version, handle.spec)
     except BaseException:
-        await store.discard_version(handle.name, version)
+        await _discard(handle, version)
         raise
+    published = await publish_for_call(handle, version, alive)
     return PushResult(
         published.published_version,
         len(batch),
@@ -191,6 +307,9 @@ def _prepare(
     batch: list[tuple[DocumentRecord, Sequence[Chunk]]] = []
     unchanged = 0
     for i, d in enumerate(docs):
+        if d.refused is not None:
+            failures.append(LoadFailure(d.document_id, d.refused))
+            continue
         loaded = parsed.get(i) or load_bytes(
             d.document_id,
             PUSH_SOURCE_PREFIX + d.document_id,
@@ -220,7 +339,10 @@ def _prepare(
 
 
 async def delete_documents(
-    handle: IndexHandle, document_ids: Sequence[str], tenant: str
+    handle: IndexHandle,
+    document_ids: Sequence[str],
+    tenant: str,
+    alive: Callable[[], bool] | None = None,
 ) -> tuple[int, int]:
     """Delete `tenant`'s documents by id as one version; returns (published_version,
     deleted). Another tenant's document with the same id is a different document:
@@ -237,11 +359,11 @@ async def delete_documents(
         # Publishing would record the new model and chunking over old vectors.
         raise _rebuild_required()
     keys = [DocumentKey(tenant, i) for i in dict.fromkeys(document_ids)]
-    version = await store.begin_version(handle.name)
+    version = await _begin(handle)
     try:
         deleted = await store.stage_deletions(handle.name, version, keys)
-        state = await store.publish_version(handle.name, version, handle.spec)
     except BaseException:
-        await store.discard_version(handle.name, version)
+        await _discard(handle, version)
         raise
+    state = await publish_for_call(handle, version, alive)
     return state.published_version, deleted

@@ -15,6 +15,7 @@ from groundwire_client._common import (
     client_tool,
     document_from_file,
     error_from_rpc,
+    media_type_of,
     renumbered_answer,
 )
 from groundwire_client.client import GroundwireClient
@@ -34,5 +35,6 @@ __all__ = [
     "client_tool",
     "document_from_file",
     "error_from_rpc",
+    "media_type_of",
     "renumbered_answer",
 ]

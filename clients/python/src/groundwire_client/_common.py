@@ -4,6 +4,7 @@ here performs I/O except `document_from_file`, which reads one local file."""
 
 from __future__ import annotations
 
+import mimetypes
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -47,6 +48,10 @@ TERMINAL_OPERATION_STATES = frozenset(
 # The server's limit on documents per UpsertDocuments call; push helpers split
 # larger batches into calls of at most this many.
 MAX_DOCUMENTS_PER_UPSERT = 256
+# Bytes of text and file content per UpsertDocuments call, under the server's bound
+# on a push (4 MiB, and its default 4 MiB message size); a larger document goes in
+# a call of its own (and the server refuses it with its reason).
+MAX_BYTES_PER_UPSERT = 3 * 1024 * 1024
 MAX_IDS_PER_DELETE = 1000
 
 
@@ -339,8 +344,37 @@ class Document:
 
 
 class UnsupportedFileError(ValueError):
-    """A local file of a type no server loader reads, or a text file that is not
-    valid UTF-8."""
+    """Kept for compatibility: the client no longer refuses files itself (the
+    server decides what its loaders read and reports a file it cannot read in
+    `PushResult.failures`, e.g. UNSUPPORTED_FORMAT)."""
+
+
+# Sent when Python's `mimetypes` does not know a file's type.
+OCTET_STREAM = "application/octet-stream"
+# Media types of text formats the server reads that `mimetypes` may not know.
+_TEXT_MEDIA_TYPES = {
+    ".yaml": "application/yaml",
+    ".yml": "application/yaml",
+    ".ndjson": "application/x-ndjson",
+    ".jsonl": "application/x-ndjson",
+    ".xhtml": "application/xhtml+xml",
+    ".xml": "application/xml",
+}
+
+
+def media_type_of(path: str | Path) -> str:
+    """The media type a file is sent with: the types the server's loaders read by
+    extension (BINARY_MEDIA_TYPES and a few text formats), else Python's
+    `mimetypes`, else application/octet-stream (a compressed file too)."""
+    name = Path(path).name
+    ext = Path(name).suffix.lower()
+    known = BINARY_MEDIA_TYPES.get(ext) or _TEXT_MEDIA_TYPES.get(ext)
+    if known is not None:
+        return known
+    guessed, encoding = mimetypes.guess_type(name, strict=False)
+    if guessed is None or encoding is not None:
+        return OCTET_STREAM
+    return guessed
 
 
 def document_from_file(
@@ -350,29 +384,32 @@ def document_from_file(
     title: str = "",
     metadata: Mapping[str, str] | None = None,
 ) -> Document:
-    """A Document read from a local file. Text formats (TEXT_FILE_FORMATS, and
-    files without an extension) are decoded as UTF-8 and sent as text in their
-    format; binary formats (BINARY_MEDIA_TYPES: PDF, DOCX, PPTX, XLSX, ODT, EPUB)
-    become a bytes Document the server's loader of that media type reads. `document_id`
-    defaults to the file name."""
+    """A Document read from a local file. UTF-8 files of a text format
+    (TEXT_FILE_FORMATS, and files without an extension) are sent as text in their
+    format; every other file is sent as its bytes with its media type
+    (`media_type_of`) and the server's loader of that type reads it. The client
+    refuses nothing by type: a file the server cannot read (no loader for its
+    media type, not UTF-8, a broken PDF, ...) comes back in `PushResult.failures`
+    with the server's reason (UNSUPPORTED_FORMAT, NOT_UTF8, PARSE_FAILED, ...), and
+    the other documents of the push are written. `document_id` defaults to the
+    file name."""
     p = Path(path)
     doc_id = document_id or p.name
     ext = p.suffix.lower()
     meta = dict(metadata or {})
     raw = p.read_bytes()
-    if ext in BINARY_MEDIA_TYPES:
-        return Document(
-            doc_id, data=raw, media_type=BINARY_MEDIA_TYPES[ext], title=title, metadata=meta
-        )
-    if ext and ext not in TEXT_FILE_FORMATS:
-        raise UnsupportedFileError(f"{p.name}: unsupported file type {ext!r}")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UnsupportedFileError(f"{p.name}: not UTF-8 text") from None
-    return Document(
-        doc_id, text=text, format=TEXT_FILE_FORMATS.get(ext, "text"), title=title, metadata=meta
-    )
+    if not ext or ext in TEXT_FILE_FORMATS:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None:
+            fmt = TEXT_FILE_FORMATS.get(ext, "text")
+            return Document(doc_id, text=text, format=fmt, title=title, metadata=meta)
+        # Not UTF-8: the server's loader of its type decides (NOT_UTF8, BINARY, ...).
+        media_type = media_type_of(p) if ext else OCTET_STREAM
+        return Document(doc_id, data=raw, media_type=media_type, title=title, metadata=meta)
+    return Document(doc_id, data=raw, media_type=media_type_of(p), title=title, metadata=meta)
 
 
 def pushed_document(doc: Document) -> ingestion_pb2.PushedDocument:
@@ -400,14 +437,26 @@ def pushed_document(doc: Document) -> ingestion_pb2.PushedDocument:
 def upsert_requests(
     index: str, documents: Iterable[Document], tenant: str = ""
 ) -> list[ingestion_pb2.UpsertDocumentsRequest]:
-    """UpsertDocuments requests of at most MAX_DOCUMENTS_PER_UPSERT documents
-    each (every document converted before anything is sent)."""
-    wire = [pushed_document(d) for d in documents]
+    """UpsertDocuments requests of at most MAX_DOCUMENTS_PER_UPSERT documents and
+    MAX_BYTES_PER_UPSERT bytes each, in order (every document converted before
+    anything is sent; each request publishes a version of its own)."""
+    groups: list[list[ingestion_pb2.PushedDocument]] = []
+    size = 0
+    for doc in (pushed_document(d) for d in documents):
+        n = len(doc.content) + len(doc.text.encode())
+        if (
+            groups
+            and len(groups[-1]) < MAX_DOCUMENTS_PER_UPSERT
+            and size + n <= MAX_BYTES_PER_UPSERT
+        ):
+            groups[-1].append(doc)
+            size += n
+        else:
+            groups.append([doc])
+            size = n
     return [
-        ingestion_pb2.UpsertDocumentsRequest(
-            index_name=index, documents=wire[i : i + MAX_DOCUMENTS_PER_UPSERT], tenant=tenant
-        )
-        for i in range(0, len(wire), MAX_DOCUMENTS_PER_UPSERT)
+        ingestion_pb2.UpsertDocumentsRequest(index_name=index, documents=g, tenant=tenant)
+        for g in groups
     ]
 
 

@@ -30,7 +30,7 @@ import grpc
 import numpy as np
 from google.protobuf import empty_pb2
 
-from groundwire.api.auth import principal_var
+from groundwire.api.auth import index_visible, principal_var
 from groundwire.api.http.asgi import (
     BodyTooLarge,
     CancelOnDisconnect,
@@ -145,7 +145,8 @@ class OpenAIEmbeddingsApp:
             raise invalid("MALFORMED_REQUEST", "model", "is required (an index name)")
         texts = _inputs(body)
         encoding = _encoding(body)
-        embedder = self._embedders(model)
+        # A hidden index is no model, exactly as a missing one.
+        embedder = self._embedders(model) if index_visible(model) else None
         if embedder is None:
             raise _model_not_found()
         dimensions = body.get("dimensions")

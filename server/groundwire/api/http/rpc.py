@@ -69,7 +69,7 @@ class RpcAborted(Exception):
 
 class RpcCall:
     """The grpc.aio.ServicerContext of one HTTP call: only what the interceptor
-    and the servicers use (trailing metadata, the deadline, abort)."""
+    and the servicers use (trailing metadata, the deadline, done, abort)."""
 
     def __init__(
         self,
@@ -93,6 +93,12 @@ class RpcCall:
         if self._deadline is None:
             return None
         return max(0.0, self._deadline - time.monotonic())
+
+    def done(self) -> bool:
+        """Whether the call is over for its caller. A client that disconnects
+        cancels the handler's task (asgi.CancelOnDisconnect), so code that runs is
+        serving a live call; its deadline is `time_remaining`."""
+        return False
 
     async def abort(
         self, code: grpc.StatusCode, details: str = "", trailing_metadata: Sequence[Any] = ()

@@ -1259,7 +1259,9 @@ class PushedDocument(_message.Message):
     application/epub+zip, text/html, application/xhtml+xml, text/markdown,
     text/plain, text/csv, text/tab-separated-values, text/x-rst,
     application/json, application/x-ndjson, application/xml, text/xml,
-    application/yaml. Any other is INVALID_ARGUMENT.
+    application/yaml. Any other fails this document alone with
+    UNSUPPORTED_FORMAT in the response's failures (the request's other
+    documents are written).
     """
     @_builtins.property
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:

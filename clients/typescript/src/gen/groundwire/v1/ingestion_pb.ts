@@ -1112,7 +1112,9 @@ export type PushedDocument = Message<"groundwire.v1.PushedDocument"> & {
    * application/epub+zip, text/html, application/xhtml+xml, text/markdown,
    * text/plain, text/csv, text/tab-separated-values, text/x-rst,
    * application/json, application/x-ndjson, application/xml, text/xml,
-   * application/yaml. Any other is INVALID_ARGUMENT.
+   * application/yaml. Any other fails this document alone with
+   * UNSUPPORTED_FORMAT in the response's failures (the request's other
+   * documents are written).
    *
    * @generated from field: string media_type = 171;
    */

@@ -1,0 +1,59 @@
+"""The Python client sends every file and lets the server decide: a PDF is read by
+the server's loader; a type no loader reads is refused BY THE SERVER (its reason in
+the push's failures) while the push's other files are written."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from fpdf import FPDF
+
+from groundwire.app.config import parse_config
+from groundwire_client import GroundwireClient
+from tests.support.servers import RunningApp, serving
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _pdf(text: str) -> bytes:
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=11)
+    pdf.cell(text=text)
+    return bytes(pdf.output())
+
+
+@pytest.fixture
+async def app() -> AsyncIterator[RunningApp]:
+    cfg = {
+        "auth": {"mode": "disabled"},
+        "store": {"kind": "memory"},
+        "embedders": {"hash": {"kind": "hashing"}},
+        "indexes": {"docs": {"embedder": "hash"}},
+    }
+    async with serving(parse_config(cfg)) as running:
+        yield running
+
+
+async def test_pdf_and_unknown_types_are_sent_and_the_server_decides(
+    app: RunningApp, tmp_path: Path
+) -> None:
+    (tmp_path / "report.pdf").write_bytes(_pdf("TOKCLIENTPDF quarterly report"))
+    (tmp_path / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (tmp_path / "data.zzz").write_bytes(b"\x00\x01\x02")
+    (tmp_path / "notes.md").write_text("# Notes\n\nTOKCLIENTMD kept.", encoding="utf-8")
+    files = [tmp_path / n for n in ("data.zzz", "notes.md", "photo.png", "report.pdf")]
+    async with GroundwireClient(f"127.0.0.1:{app.port}") as gw:
+        pushed = await gw.push_files("docs", files)
+        # Refused by the server, each with its reason; the other files are written.
+        assert pushed.failures == {
+            "data.zzz": "UNSUPPORTED_FORMAT",
+            "photo.png": "UNSUPPORTED_FORMAT",
+        }
+        assert pushed.upserted == 2 and pushed.published_version >= 1
+        found = await gw.retrieve("docs", "TOKCLIENTPDF", mode="lexical", top_k=3)
+        assert [r.document_id for r in found.results] == ["report.pdf"]
+        found = await gw.retrieve("docs", "TOKCLIENTMD", mode="lexical", top_k=3)
+        assert [r.document_id for r in found.results] == ["notes.md"]
