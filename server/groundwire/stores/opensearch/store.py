@@ -364,7 +364,16 @@ class OpenSearchStore:
         return out
 
     async def discard_version(self, name: str, version: int) -> None:
-        await self._versions.delete(self._versions.discard(name, version))
+        """Delete the version's indexes, except any an alias points to: a publish
+        whose alias swap reached the engine but answered with an error (a timeout)
+        is live, and deleting it would take the published documents with it. If the
+        aliases cannot be read, nothing is deleted (the next version's sweep removes
+        unpublished leftovers)."""
+        physicals = self._versions.discard(name, version)
+        if not physicals:
+            return
+        live = set((await self._versions.tenant_aliases(name)).values())
+        await self._versions.delete([p for p in physicals if p not in live])
 
     # -- documents -------------------------------------------------------------------
 
