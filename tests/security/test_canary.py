@@ -994,6 +994,12 @@ async def test_agent_rpcs(app: RunningApp, channel: grpc.aio.Channel, standins: 
             stub, f"{agent} filtered", inp(agent, filter=doc_filter(CONTENT["filtervalue"]))
         )
         await execute(stub, f"{agent} no match", inp(agent, message=f"zebra {CONTENT['message']}"))
+    # The positive control asks what the evidence answers (the offline model refuses
+    # when the question's other words are nowhere in the evidence, as the probes' are).
+    control, _ = await execute(
+        stub, "grounded control", inp("grounded", message=f"launch code {CONTENT['doctext']}")
+    )
+    answers.append(control)
     assert any(
         isinstance(a, ag.ExecuteResponse) and CONTENT["doctext"] in a.result.answer for a in answers
     ), "control"

@@ -382,7 +382,9 @@ class IngestionManager(SharedRuns):
             document_count=state.document_count,
             chunk_count=state.chunk_count,
             rebuild_pending=needs_rebuild(state, handle),
-            running=self.running(handle.name) or await self._running_elsewhere(handle.name),
+            running=self.running(handle.name)
+            or self._finishing(handle.name)
+            or await self._running_elsewhere(handle.name),
             last=await self.last_finished(handle.name),
             next_run_time=self.next_run_time(handle),
         )
@@ -390,6 +392,16 @@ class IngestionManager(SharedRuns):
     def running(self, index_name: str) -> Operation | None:
         run = self._runs.get(index_name)
         return run.operation if run is not None else None
+
+    def _finishing(self, index_name: str) -> Operation | None:
+        """A run that has freed its index (so a new run may start) but not yet
+        recorded its end in the log: status still shows it running, else a reader
+        in between would see neither it running nor it finished, only the run
+        before it (with the new version already published)."""
+        for run in list(self._by_id.values()):
+            if run.operation.index_name == index_name and index_name not in self._runs:
+                return run.operation
+        return None
 
     async def last_finished(self, index_name: str) -> Operation | None:
         for op in await self.list(index_name, 20, None):
