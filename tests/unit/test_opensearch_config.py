@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from groundwire.app.config import ConfigError, GroundwireConfig, parse_config
-from groundwire.app.factories import build_stores, opensearch_settings
+from groundwire.app.store_factories import build_stores, opensearch_settings
 
 HOST = "http://127.0.0.1:9"  # never contacted: every case fails before a connection
 

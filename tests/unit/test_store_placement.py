@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from groundwire.app.config import ConfigError, GroundwireConfig, parse_config
-from groundwire.app.factories import build_components, build_stores
+from groundwire.app.factories import build_components
 from groundwire.app.reload import RESTART_ONLY, restart_keys
+from groundwire.app.store_factories import build_stores
 from groundwire.domain.errors import GroundwireError
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
 from groundwire.stores.base import store_unavailable

@@ -19,15 +19,10 @@ from groundwire.api.services import (
 from groundwire.api.snapshot import SnapshotHolder
 from groundwire.api.usage import UsageServicer
 from groundwire.app.config import GroundwireConfig
-from groundwire.app.factories import (
-    Components,
-    build_components,
-    page_tokens,
-    shared_ingestion_for,
-    usage_ledger_for,
-)
+from groundwire.app.factories import Components, build_components, page_tokens
 from groundwire.app.http_serving import start_http
 from groundwire.app.reload import Reloader, serving_snapshot
+from groundwire.app.store_factories import shared_ingestion_for, usage_ledger_for
 from groundwire.app.store_health import StoreHealth
 from groundwire.app.telemetry import install_metrics
 from groundwire.app.tls import server_tls
