@@ -24,8 +24,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import re
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,17 +35,106 @@ from typing import Any
 from groundwire.domain import bm25
 from groundwire.domain.analysis import ENGLISH_STOP_WORDS, Analyzer
 from groundwire.domain.context_format import ContextSource, render_context
+from groundwire.domain.text import phrase_words
 from groundwire.providers.chat.base import ChatMessage, ChatOptions
 from groundwire.providers.chat.offline import NO_INFORMATION, OfflineExtractiveModel, answer
 from groundwire.providers.chat.sentences import (
     MIN_COVERAGE,
-    SCORERS,
+    QUESTION_STOP_WORDS,
     Candidate,
+    Scored,
+    Scorer,
     candidates_of,
     choose,
+    coverage,
+    held_terms,
+    question_terms,
+    score_bm25,
+    score_bm25_context,
+    term_weights,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- the alternatives measured beside the model's scorer ----------------------------
+
+
+def _fold(word: str) -> str:
+    """A light plural folding so "days" matches "day" and "policies" "policy"."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def _words(text: str) -> set[str]:
+    return {_fold(w) for w in phrase_words(text) if w not in QUESTION_STOP_WORDS}
+
+
+def score_count(question: str, candidates: Sequence[Candidate]) -> Scored:
+    """The number of distinct question words a sentence holds (`phrase_words` minus
+    stop words, light plural folding); coverage is that count over the question's."""
+    wanted = _words(question)
+    counts = [float(len(wanted & _words(c.text))) for c in candidates]
+    total = len(wanted) or 1
+    return Scored(counts, [n / total for n in counts])
+
+
+def score_idf(question: str, candidates: Sequence[Candidate]) -> Scored:
+    """The idf (as in `score_bm25`) of the distinct question terms a sentence holds:
+    the first version's count with each word weighing its rarity, no tf, no length."""
+    wanted = question_terms(question)
+    bags = [held_terms(c.text, wanted)[0] for c in candidates]
+    weights = term_weights(wanted, bags)
+    scores = [sum(weights[t] for t in wanted if bag[t]) for bag in bags]
+    return Scored(scores, [coverage(wanted, bag, weights) for bag in bags])
+
+
+def score_hybrid(question: str, candidates: Sequence[Candidate]) -> Scored:
+    """BM25 scaled by (1 + coverage) and by a proximity factor: the question terms
+    found close together (the shortest window holding all matched terms, in words)."""
+    base = score_bm25(question, candidates)
+    wanted = question_terms(question)
+    scores: list[float] = []
+    for candidate, score, share in zip(candidates, base.scores, base.coverage, strict=True):
+        words = held_terms(candidate.text, wanted)[1]
+        positions = [i for i, w in enumerate(words) if w]
+        matched = len({words[i] for i in positions})
+        span = _shortest_window(words, positions, matched)
+        proximity = matched / span if span else 0.0
+        scores.append(score * (1.0 + share) * (1.0 + 0.5 * proximity))
+    return Scored(scores, base.coverage)
+
+
+def _shortest_window(words: list[str], positions: list[int], matched: int) -> int:
+    if matched == 0:
+        return 0
+    best = math.inf
+    seen: Counter[str] = Counter()
+    left = 0
+    for at in positions:
+        seen[words[at]] += 1
+        while len(seen) == matched:
+            best = min(best, at - positions[left] + 1)
+            first = words[positions[left]]
+            seen[first] -= 1
+            if not seen[first]:
+                del seen[first]
+            left += 1
+    return int(best)
+
+
+SCORERS: dict[str, Scorer] = {
+    "count": score_count,
+    "idf": score_idf,
+    "bm25": score_bm25,
+    "bm25-context": score_bm25_context,
+    "hybrid": score_hybrid,
+}
+
+
 DEFAULT_SET = ROOT / "eval" / "answers" / "key_facts.jsonl"
 THRESHOLDS = [round(0.05 * k, 2) for k in range(0, 17)]
 

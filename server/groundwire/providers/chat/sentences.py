@@ -1,17 +1,16 @@
 """Evidence sentences for the offline extractive model: splitting, scoring and the
 answerability rule (the rules themselves are stated in providers/chat/offline.py).
 
-The scorers are kept side by side so `bench/bench_extractive_answers.py` can compare
-them on `eval/answers/key_facts.jsonl`: the distinct-word count of the first
-version ("count"), the idf of the distinct question terms held ("idf"), BM25 over
-the candidate sentences ("bm25"), BM25 with the sentence's title and headings as
-weak context ("bm25-context", the model's rule) and BM25 scaled by coverage and
-proximity ("hybrid"). All are pure and deterministic.
+The model's scorer is BM25 over the candidate sentences with the sentence's title
+and headings as weak context (`score_bm25_context`); `score_bm25` is the same
+without context. `bench/bench_extractive_answers.py` compares them with the
+alternatives it measured (the first version's distinct-word count, idf of the
+terms held, BM25 scaled by coverage and proximity), which it defines itself. All
+are pure and deterministic.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -24,21 +23,19 @@ from groundwire.domain.text import phrase_words
 __all__ = [
     "CONTEXT_WEIGHT",
     "MIN_COVERAGE",
-    "SCORERS",
     "Candidate",
     "Scored",
     "answerability",
     "candidates_of",
     "choose",
     "coverage",
+    "held_terms",
     "question_terms",
     "score_bm25",
     "score_bm25_context",
-    "score_count",
-    "score_hybrid",
-    "score_idf",
     "split_sentences",
     "split_with_headings",
+    "term_weights",
 ]
 
 # The share of the question's idf weight the best sentence's source must hold for
@@ -53,19 +50,19 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 _MARKER = re.compile(r"\s*\[[0-9,\s]+\]")
 
 # Words that say nothing about the topic of a question (first version's list).
-_STOPWORD_TEXT = """
+_QUESTION_STOP_TEXT = """
     a an and are as at be been but by can could did do does for from had has have how i if in
     into is it its may me might must my of on or our should so than that the their them then
     there these they this those to was we were what when where which who whom why will with
     would you your about any all also
 """
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+QUESTION_STOP_WORDS = frozenset(_QUESTION_STOP_TEXT.split())
 # BM25 terms: the product's English analysis (Snowball stems, Snowball stop words)
 # without the words that only shape a question.
 _ANALYZER = Analyzer(
     language="english",
     stemming=True,
-    stop_words=ENGLISH_STOP_WORDS | _STOPWORDS,
+    stop_words=ENGLISH_STOP_WORDS | QUESTION_STOP_WORDS,
     stop_source="english",
 )
 # Stems of words that only shape a question: amounts, times and modality ("how
@@ -162,31 +159,6 @@ def candidates_of(sources: Sequence[tuple[int, str, str]]) -> list[Candidate]:
     ]
 
 
-# -- the first version: distinct question words --------------------------------------
-
-
-def _fold(word: str) -> str:
-    """A light plural folding so "days" matches "day" and "policies" "policy"."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
-
-
-def _words(text: str) -> set[str]:
-    return {_fold(w) for w in phrase_words(text) if w not in _STOPWORDS}
-
-
-def score_count(question: str, candidates: Sequence[Candidate]) -> Scored:
-    """The number of distinct question words a sentence holds (`phrase_words` minus
-    stop words, light plural folding); coverage is that count over the question's."""
-    wanted = _words(question)
-    counts = [float(len(wanted & _words(c.text))) for c in candidates]
-    total = len(wanted) or 1
-    return Scored(counts, [n / total for n in counts])
-
-
 # -- BM25 over the candidate sentences -----------------------------------------------
 
 
@@ -209,7 +181,7 @@ def _same(term: str, wanted: str) -> bool:
 _PREFIX = 5
 
 
-def _held(text: str, wanted: Sequence[str]) -> tuple[Counter[str], list[str], int]:
+def held_terms(text: str, wanted: Sequence[str]) -> tuple[Counter[str], list[str], int]:
     """The question terms `text` holds (with repeats), its terms as question terms
     where they stand for one ("" otherwise), and its length in terms."""
     bag: Counter[str] = Counter()
@@ -223,7 +195,7 @@ def _held(text: str, wanted: Sequence[str]) -> tuple[Counter[str], list[str], in
     return bag, words, len(terms)
 
 
-def _weights(wanted: Sequence[str], bags: Sequence[Counter[str]]) -> dict[str, float]:
+def term_weights(wanted: Sequence[str], bags: Sequence[Counter[str]]) -> dict[str, float]:
     df = Counter(t for b in bags for t in b)
     return {t: bm25.idf(len(bags), df[t]) for t in wanted}
 
@@ -243,15 +215,15 @@ def score_bm25(
     holds weighs the most). With `context_weight`, a question term the sentence
     lacks but its context (title, headings) holds adds that share of its idf."""
     wanted = question_terms(question)
-    held = [_held(c.text, wanted) for c in candidates]
+    held = [held_terms(c.text, wanted) for c in candidates]
     bags = [h[0] for h in held]
     lengths = [float(h[2]) for h in held]
     avgdl = bm25.average_length(int(sum(lengths)), len(bags))
-    weights = _weights(wanted, bags)
+    weights = term_weights(wanted, bags)
     scores: list[float] = []
     for candidate, bag, length in zip(candidates, bags, lengths, strict=True):
         score = 0.0
-        around = _held(candidate.context, wanted)[0] if context_weight else Counter[str]()
+        around = held_terms(candidate.context, wanted)[0] if context_weight else Counter[str]()
         for term in wanted:
             if bag[term]:
                 score += bm25.term_score(weights[term], float(bag[term]), length, avgdl)
@@ -271,66 +243,13 @@ def score_bm25_context(question: str, candidates: Sequence[Candidate]) -> Scored
     return score_bm25(question, candidates, context_weight=CONTEXT_WEIGHT)
 
 
-def score_idf(question: str, candidates: Sequence[Candidate]) -> Scored:
-    """The idf (as in `score_bm25`) of the distinct question terms a sentence holds:
-    the first version's count with each word weighing its rarity, no tf, no length."""
-    wanted = question_terms(question)
-    bags = [_held(c.text, wanted)[0] for c in candidates]
-    weights = _weights(wanted, bags)
-    scores = [sum(weights[t] for t in wanted if bag[t]) for bag in bags]
-    return Scored(scores, [coverage(wanted, bag, weights) for bag in bags])
-
-
-def score_hybrid(question: str, candidates: Sequence[Candidate]) -> Scored:
-    """BM25 scaled by (1 + coverage) and by a proximity factor: the question terms
-    found close together (the shortest window holding all matched terms, in words)."""
-    base = score_bm25(question, candidates)
-    wanted = question_terms(question)
-    scores: list[float] = []
-    for candidate, score, share in zip(candidates, base.scores, base.coverage, strict=True):
-        words = _held(candidate.text, wanted)[1]
-        positions = [i for i, w in enumerate(words) if w]
-        matched = len({words[i] for i in positions})
-        span = _shortest_window(words, positions, matched)
-        proximity = matched / span if span else 0.0
-        scores.append(score * (1.0 + share) * (1.0 + 0.5 * proximity))
-    return Scored(scores, base.coverage)
-
-
-def _shortest_window(words: list[str], positions: list[int], matched: int) -> int:
-    if matched == 0:
-        return 0
-    best = math.inf
-    seen: Counter[str] = Counter()
-    left = 0
-    for at in positions:
-        seen[words[at]] += 1
-        while len(seen) == matched:
-            best = min(best, at - positions[left] + 1)
-            first = words[positions[left]]
-            seen[first] -= 1
-            if not seen[first]:
-                del seen[first]
-            left += 1
-    return int(best)
-
-
-SCORERS: dict[str, Scorer] = {
-    "count": score_count,
-    "idf": score_idf,
-    "bm25": score_bm25,
-    "bm25-context": score_bm25_context,
-    "hybrid": score_hybrid,
-}
-
-
 def answerability(question: str, candidates: Sequence[Candidate], source: str) -> float:
     """The share of the question terms' weight that `source` (the text of the best
     sentence's source) holds, each distinct question term weighing its BM25 idf over
     the candidate sentences (a term no sentence holds weighs the most)."""
     wanted = question_terms(question)
-    weights = _weights(wanted, [_held(c.text, wanted)[0] for c in candidates])
-    return coverage(wanted, _held(source, wanted)[0], weights)
+    weights = term_weights(wanted, [held_terms(c.text, wanted)[0] for c in candidates])
+    return coverage(wanted, held_terms(source, wanted)[0], weights)
 
 
 def choose(
@@ -355,7 +274,7 @@ def choose(
         if scored.coverage[i] > 0.0:
             return True
         headings = candidates[i].headings
-        return bool(headings) and scored.scores[i] > 0.0 and bool(_held(headings, wanted)[0])
+        return bool(headings) and scored.scores[i] > 0.0 and bool(held_terms(headings, wanted)[0])
 
     order = sorted(
         (i for i in range(len(candidates)) if eligible(i)),
