@@ -12,6 +12,7 @@ from groundwire.domain.pages import (
 )
 from groundwire.ingestion.loaders import DocumentFormat, LoadedDocument, load_bytes
 from groundwire.ingestion.pdf_text import PAGE_MARK, pdf_text, take_page_marks
+from tests.support.pdfs import assemble_pdf
 
 
 def paged_pdf(pages: list[list[str]]) -> bytes:
@@ -36,19 +37,7 @@ def paged_pdf(pages: list[list[str]]) -> bytes:
             b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream"
         )
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for i, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += f"{i} 0 obj\n".encode() + body + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-    for off in offsets:
-        out += f"{off:010d} 00000 n \n".encode()
-    out += (
-        f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    )
-    return bytes(out)
+    return assemble_pdf(objects)
 
 
 PAGES = [
