@@ -175,6 +175,16 @@ async def eventually(probe: Any, seconds: float = 30.0) -> Any:
             await asyncio.sleep(0.25)
 
 
+async def wait_for_calls(
+    outcomes: Counter[str], prefix: str, n: int, seconds: float = 30.0
+) -> None:
+    """Wait until at least n calls whose outcome starts with `prefix` are counted."""
+    deadline = time.monotonic() + seconds
+    while sum(c for k, c in outcomes.items() if k.startswith(prefix)) < n:
+        assert time.monotonic() < deadline, (prefix, dict(outcomes))
+        await asyncio.sleep(0.05)
+
+
 # -- in-process server on the embedded PostgreSQL -----------------------------------
 
 
@@ -349,6 +359,7 @@ async def test_postgres_restart_during_queries(env: Env) -> None:
     wrong: list[str] = []
     phase = {"name": "before"}
     stop = asyncio.Event()
+    seen_down = asyncio.Event()
     items = sorted(env.markers.items())
 
     async def worker(w: int) -> None:
@@ -361,6 +372,7 @@ async def test_postgres_restart_during_queries(env: Env) -> None:
                 rt.RETRIEVAL_MODE_HYBRID,
             )[i % 3]
             i += 4
+            started = phase["name"]  # the phase the call began in
             try:
                 resp = await env.retriever.Retrieve(
                     rt.RetrieveRequest(
@@ -369,28 +381,29 @@ async def test_postgres_restart_during_queries(env: Env) -> None:
                     timeout=15,
                 )
             except grpc.aio.AioRpcError as err:
-                outcomes[f"{phase['name']} {classified(err, STORE_DOWN)}"] += 1
+                outcomes[f"{started} {classified(err, STORE_DOWN)}"] += 1
+                if started == "outage":
+                    seen_down.set()
                 continue
-            outcomes[f"{phase['name']} OK"] += 1
+            outcomes[f"{started} OK"] += 1
             if mode != rt.RETRIEVAL_MODE_SEMANTIC and (
                 not resp.results or resp.results[0].document_id != doc_id
             ):
                 wrong.append(f"{mark}: {[r.document_id for r in resp.results]}")
 
     workers = [asyncio.create_task(worker(w)) for w in range(4)]
-    await asyncio.sleep(0.5)
+    await wait_for_calls(outcomes, "before", 8)
     phase["name"] = "outage"
     await env.stop_postgres()
-    await asyncio.sleep(2.0)
+    # The outage lasts until a caller has seen the store down (a fast shutdown
+    # drains for a while on a loaded machine), so the fault surely happened.
+    await asyncio.wait_for(seen_down.wait(), timeout=60)
     await env.start_postgres()
     phase["name"] = "after"
-    await asyncio.sleep(3.0)
+    await wait_for_calls(outcomes, "after OK", 8, seconds=60)
     stop.set()
     await asyncio.gather(*workers)
     assert not wrong, wrong[:5]
-    assert any(k.startswith("outage ") and "OK" not in k for k in outcomes), (
-        outcomes
-    )  # the fault happened
     after_restart = await eventually(lambda: checksum(env.retriever, "kb", env.markers))
     assert after_restart == before
     SURVIVED["PostgreSQL restart under queries"] += 1

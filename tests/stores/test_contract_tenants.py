@@ -123,20 +123,25 @@ async def test_a_tenants_vector_results_ignore_other_tenants_vectors(
     assert after == before  # the same ids in the same order, bit-identical scores
     await _check_plan(store, index_name, queries[0], a_path)
 
-    # B's own searches find B's vectors (B is "large" too in the own-graph case).
+    # B's own searches find only B's vectors, through B's own graph (6,000 chunks is
+    # "large" in both cases). Its top hit is not asserted: the test's graphs are
+    # deliberately coarse (m=4) over four tight clusters, so an approximate search
+    # may settle in another cluster; recall is measured by the benchmarks.
     hits = await store.search_vector(index_name, queries[0], K, Scope("b"))
     assert len(hits) == K and all(h.document_id.startswith("b") for h in hits)
-    assert hits[0].score.relevance is not None and hits[0].score.relevance > 0.99
+    await _check_plan(store, index_name, queries[0], "own_graph", tenant="b")
 
 
-async def _check_plan(store: Store, name: str, q: np.ndarray, a_path: str) -> None:
-    """On PostgreSQL, A's query takes the path the test means: its own graph, or the
-    exact scan over its rows (no HNSW index)."""
+async def _check_plan(
+    store: Store, name: str, q: np.ndarray, a_path: str, tenant: str = "a"
+) -> None:
+    """On PostgreSQL, the tenant's query takes the path the test means: its own graph,
+    or the exact scan over its rows (no HNSW index)."""
     from groundwire.stores.postgres.store import PostgresStore
 
     if not isinstance(store, PostgresStore):
         return
-    plan = await store.explain_search_vector(name, q, K, Scope("a"))
+    plan = await store.explain_search_vector(name, q, K, Scope(tenant))
     if a_path == "own_graph":
         assert "gw_chunks_hnsw_" in plan and "_t" in plan.split("gw_chunks_hnsw_")[1], plan
     else:

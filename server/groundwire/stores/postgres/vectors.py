@@ -157,8 +157,12 @@ async def explain(
     query = _vector_sql(idx, k, scope, not graph, params)
     if graph:
         await _hnsw_settings(conn, k, ef)
-    cur = await conn.execute(sql.SQL("EXPLAIN ") + query, params)
-    return "\n".join(str(r[0]) for r in await cur.fetchall())
+    try:
+        cur = await conn.execute(sql.SQL("EXPLAIN ") + query, params)
+        return "\n".join(str(r[0]) for r in await cur.fetchall())
+    finally:
+        if graph:
+            await conn.execute("RESET enable_sort")
 
 
 def _vector_sql(
@@ -218,19 +222,28 @@ async def _rows(
 ) -> list[tuple[Any, ...]]:
     params: dict[str, Any] = {"q": q}
     query = _vector_sql(idx, k, scope, exact, params)
-    if not exact:
-        await _hnsw_settings(conn, k, ef_search)
-    cur = await conn.execute(query, params)
-    return await cur.fetchall()
+    if exact:
+        cur = await conn.execute(query, params)
+        return await cur.fetchall()
+    await _hnsw_settings(conn, k, ef_search)
+    try:
+        cur = await conn.execute(query, params)
+        return await cur.fetchall()
+    finally:
+        await conn.execute("RESET enable_sort")
 
 
 async def _hnsw_settings(conn: Conn, k: int, ef_search: int) -> None:
     # Transaction-local: ef_search of at least k (pgvector returns at most
     # ef_search rows per scan round), and iterative scans so rows filtered out by
     # the scope make the scan continue instead of returning fewer than k.
+    # The graph is our decision (tenant_graph), not the planner's: with statistics
+    # that lag a publish it would pick the tenant's B-tree plus a sort of all its
+    # rows. Sorts off until the caller's RESET leaves only the graph's ordered scan.
     await conn.execute(
         "SELECT set_config('hnsw.ef_search', %s, true), "
-        "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+        "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+        "set_config('enable_sort', 'off', true)",
         [str(min(1000, max(ef_search, k)))],
     )
 
