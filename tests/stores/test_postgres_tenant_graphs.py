@@ -100,3 +100,66 @@ async def test_tenant_graphs_follow_the_threshold(
             assert len(hits) == keep
     finally:
         await store.close()
+
+
+def test_build_memory_estimate_fits_a_million_chunk_graph() -> None:
+    # pgvector's own figure for 1M x 384-d at m=16 is a little over 2 GB.
+    est = pg_vectors.build_memory_bytes(1_000_000, 384, 16, half=False)
+    assert 2.0e9 < est < 3.0e9
+    assert pg_vectors.build_memory_bytes(1_000_000, 384, 16, half=True) < est
+    assert pg_vectors.build_memory_bytes(2_000_000, 384, 16, half=False) == pytest.approx(2 * est)
+
+
+@pytest.mark.parametrize(("cap_mb", "expected"), [(4_096, "300MB"), (128, "128MB")])
+async def test_graph_build_gets_the_graphs_memory_up_to_the_bound(
+    postgres_dsn: str,
+    index_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    cap_mb: int,
+    expected: str,
+) -> None:
+    """The build's maintenance_work_mem is the estimate for the tenant's chunk count,
+    bounded by hnsw_build_memory_mb, and the session's setting is restored after."""
+    monkeypatch.setattr(pg_vectors, "EXACT_MAX_CHUNKS", 20)
+    counts: list[int] = []
+
+    def estimate(chunks: int, dims: int, m: int, half: bool) -> int:
+        counts.append(chunks)
+        return 300 << 20
+
+    monkeypatch.setattr(pg_vectors, "build_memory_bytes", estimate)
+    seen: list[str] = []
+    original = pg_vectors._build
+
+    async def spying_build(conn: psycopg.AsyncConnection, *args: object) -> None:
+        class Spy:
+            def __getattr__(self, name: str) -> object:
+                return getattr(conn, name)
+
+            async def execute(self, query: object, params: object = None) -> object:
+                text = query.as_string(conn) if hasattr(query, "as_string") else str(query)
+                if "CREATE INDEX" in text:
+                    cur = await conn.execute("SHOW maintenance_work_mem")
+                    row = await cur.fetchone()
+                    seen.append(str(row[0]) if row else "")
+                return await conn.execute(query, params)  # type: ignore[call-overload]
+
+        await original(Spy(), *args)  # type: ignore[arg-type]
+        cur = await conn.execute("SHOW maintenance_work_mem")
+        row = await cur.fetchone()
+        seen.append(f"after {row[0] if row else ''}")
+
+    monkeypatch.setattr(pg_vectors, "_build", spying_build)
+    store = await open_postgres_store(
+        PostgresSettings(dsn=postgres_dsn, data_dir=Path("unused"), hnsw_build_memory_mb=cap_mb)
+    )
+    try:
+        rng = np.random.default_rng(5)
+        v = rng.normal(size=(30, DIMS)).astype(np.float32)
+        docs = [doc(f"d{i}", [f"t {i}"], [v[i]], tenant="acme") for i in range(30)]
+        await publish(store, index_name, docs, spec(index_name, dims=DIMS))
+    finally:
+        await store.close()
+    assert counts == [30]
+    assert seen[0] == expected
+    assert seen[1].startswith("after ") and seen[1] != f"after {expected}"

@@ -57,6 +57,12 @@ class StoreConfig(StrictModel):
     hnsw_m: int = Field(16, ge=2, le=100)
     hnsw_ef_construction: int = Field(64, ge=4, le=1000)
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
+    # The most memory one HNSW graph build may take (postgres; its
+    # maintenance_work_mem). Each build asks for the graph's estimated size: about
+    # (4 x dims + 48 x hnsw_m + 136) x 1.1 bytes a chunk, 2.4 GB for a million
+    # 384-d chunks at m=16; a graph larger than this bound is built several times
+    # slower. A server maintenance_work_mem set higher wins.
+    hnsw_build_memory_mb: int = Field(4_096, ge=64, le=1_048_576)
     # Hot standbys of `dsn` (streaming replication) that serve retrieval reads of
     # versions they have replayed; writes always go to `dsn`.
     read_dsns: list[SecretRef] = Field(default_factory=list, max_length=16)

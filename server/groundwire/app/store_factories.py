@@ -132,6 +132,7 @@ def postgres_settings(cfg: GroundwireConfig, name: str = DEFAULT_STORE) -> Postg
         hnsw_m=s.hnsw_m,
         hnsw_ef_construction=s.hnsw_ef_construction,
         hnsw_ef_search=s.hnsw_ef_search,
+        hnsw_build_memory_mb=s.hnsw_build_memory_mb,
         read_dsns=tuple(read_dsns),
         change_poll_ms=s.change_poll_ms,
         standby_probe_ms=s.standby_probe_ms,

@@ -288,11 +288,11 @@ async def ensure_vector_index(
         try:
             await _drop_obsolete_vector_indexes(conn, index_id)
             cur = await conn.execute(
-                "SELECT tenant FROM gw_tenant_stats WHERE index_id = %s AND chunk_count > %s "
-                "ORDER BY tenant",
+                "SELECT tenant, chunk_count FROM gw_tenant_stats "
+                "WHERE index_id = %s AND chunk_count > %s ORDER BY tenant",
                 [index_id, EXACT_MAX_CHUNKS],
             )
-            for (tenant,) in await cur.fetchall():
+            for tenant, chunks in await cur.fetchall():
                 name = hnsw_index_name(index_id, dims, metric, half, str(tenant))
                 found = await conn.execute(
                     "SELECT x.indisvalid FROM pg_index x WHERE x.indexrelid = to_regclass(%s)",
@@ -302,7 +302,9 @@ async def ensure_vector_index(
                 if row is None or not row[0]:
                     if row is not None:  # left invalid by an interrupted build
                         await _drop_index(conn, name)
-                    await _build(conn, db, index_id, dims, metric, name, half, str(tenant))
+                    await _build(
+                        conn, db, index_id, dims, metric, name, half, str(tenant), int(chunks)
+                    )
         finally:
             await conn.execute(
                 "SELECT pg_advisory_unlock(%s, %s)", [VECTOR_INDEX_LOCK_CLASS, index_id]
@@ -318,16 +320,21 @@ async def _build(
     name: str,
     half: bool,
     tenant: str,
+    chunks: int,
 ) -> None:
     s = db.settings
-    # At least 512 MB for the graph (pgvector builds much faster while it fits), or
-    # the server's own setting when an operator raised it for larger indexes (a 384-d
-    # float32 graph of a million chunks needs about 2 GB).
+    # pgvector builds the graph in maintenance_work_mem and, once the graph
+    # outgrows it, goes on several times slower on disk: the session gets the
+    # graph's estimated size (build_memory_bytes), at most hnsw_build_memory_mb, or
+    # the server's own setting when an operator set it higher.
+    cur = await conn.execute("SELECT pg_size_bytes(current_setting('maintenance_work_mem'))")
+    row = await cur.fetchone()
+    server_bytes = int(row[0]) if row else 0
+    want = min(build_memory_bytes(chunks, dims, s.hnsw_m, half), s.hnsw_build_memory_mb << 20)
     await conn.execute(
         "SELECT set_config('statement_timeout', '0', false), "
-        "set_config('maintenance_work_mem', CASE WHEN "
-        "pg_size_bytes(current_setting('maintenance_work_mem')) >= 512 * 1024 * 1024 "
-        "THEN current_setting('maintenance_work_mem') ELSE '512MB' END, false)"
+        "set_config('maintenance_work_mem', %s, false)",
+        [f"{max(want, server_bytes, 64 << 20) >> 20}MB"],
     )
     ddl = hnsw_index_ddl(
         index_id,
@@ -366,6 +373,17 @@ async def _build(
         """,
         [index_id, tenant, dims, metric.value, half, name, s.hnsw_m, s.hnsw_ef_construction],
     )
+
+
+def build_memory_bytes(chunks: int, dims: int, m: int, half: bool) -> int:
+    """The memory pgvector's in-memory HNSW build needs for `chunks` vectors: each
+    element's value (4 bytes a dimension, 2 at half precision, plus its header), its
+    neighbour lists (2m on layer 0, m on the few upper layers it reaches, 16 bytes a
+    candidate) and about 128 bytes of element bookkeeping; a 384-d float32 graph of
+    a million chunks at m=16 is 2.4 GB. A tenth more for the allocator."""
+    value = 8 + dims * (2 if half else 4)
+    per_element = value + 3 * m * 16 + 128
+    return int(chunks * per_element * 1.1)
 
 
 async def _drop_index(conn: Conn, name: str) -> None:
