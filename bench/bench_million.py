@@ -388,7 +388,14 @@ async def run(args: argparse.Namespace) -> list[tuple[str, str]]:
     timers = Timers()
     t_open = time.perf_counter()
     store = await open_postgres_store(
-        PostgresSettings(dsn=server.dsn, data_dir=data_dir, statement_timeout_ms=1_800_000)
+        PostgresSettings(
+            dsn=server.dsn,
+            data_dir=data_dir,
+            statement_timeout_ms=1_800_000,
+            # bench_million_stores.py passes the graph parameters both stores build with.
+            hnsw_m=getattr(args, "hnsw_m", 16),
+            hnsw_ef_construction=getattr(args, "hnsw_ef_construction", 64),
+        )
     )
     print(f"store opened (migrations included) in {time.perf_counter() - t_open:.1f}s")
     rows: list[tuple[str, str]] = Rows()
