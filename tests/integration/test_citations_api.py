@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from pathlib import Path
 
 import grpc
 import pytest
@@ -160,3 +161,35 @@ async def test_an_extractive_answer_cites_the_sentences_it_copied(
         offset = c.snippet_span.start - c.span.start
         assert full.content[offset : offset + len(c.snippet)] == c.snippet
         assert folded(c.snippet) in answer, (c.snippet, result.answer)
+
+
+HTML_PAGE = """<html><head><title>Travel policy</title></head><body><main>
+<h1 id="travel">Travel policy</h1>
+<p>Trips are booked through the portal.</p>
+<h2 id="hotels">Hotels</h2>
+<p>Hotel stays are capped at 150 euros per night in every city.</p>
+<h2 id="meals">Meals</h2>
+<p>Meals are reimbursed with receipts only.</p>
+</main></body></html>"""
+
+
+async def test_an_html_citation_links_to_the_section_it_cites(tmp_path: Path) -> None:
+    (tmp_path / "travel.html").write_text(HTML_PAGE)
+    cfg = config()
+    cfg["indexes"] = {
+        "demo": {
+            "sources": [{"kind": "directory", "path": str(tmp_path), "glob": "*.html"}],
+            "ingestion": {"strategy": "on_startup"},
+        }
+    }
+    async with (
+        serving(parse_config(cfg)) as running,
+        grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as ch,
+    ):
+        stub = agent_pb2_grpc.AgentServiceStub(ch)
+        inp = ag.ExecutionInput(agent_id="extractive", message="What is the cap for hotel stays?")
+        result = (await stub.Execute(ag.ExecuteRequest(input=inp), timeout=30)).result
+    assert result.citations, result.answer
+    (c,) = [c for c in result.citations if "150 euros" in c.snippet]
+    assert c.document_id == "travel.html" and c.anchor == "hotels"
+    assert c.start_page == c.end_page == 0

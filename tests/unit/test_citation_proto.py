@@ -7,6 +7,7 @@ import pytest
 
 from groundwire.agents.events import Citation, ExecutionResult, RagMetadata
 from groundwire.api.agent_convert import citations_to_proto
+from groundwire.domain.anchors import ANCHORS_KEY
 from groundwire.domain.pages import PAGE_STARTS_KEY
 from groundwire.domain.retrieval import ChunkHit, Leg, LegRank, RankedResult
 from groundwire.domain.scores import Score, ScoreMetric
@@ -53,3 +54,16 @@ def test_without_overlap_the_snippet_is_the_chunk_start_and_without_pages_none()
     assert (c.start_page, c.end_page) == (0, 0)
     (empty,) = citations_to_proto(result("Hotels are capped. [1]", {}), snippet_chars=0)
     assert empty.snippet == "" and not empty.HasField("snippet_span")
+
+
+def test_an_html_citation_names_the_nearest_anchor_before_the_cited_sentence() -> None:
+    # "intro" starts before the chunk, "hotels" inside it before the cited sentence,
+    # "meals" after it.
+    hotels = START + CHUNK.index("Hotels")
+    anchors = {ANCHORS_KEY: f"0:intro,{hotels - 1}:hotels,{START + CHUNK.index('Meals')}:meals"}
+    (c,) = citations_to_proto(result("Hotels are capped at 150 euros. [1]", anchors))
+    assert c.anchor == "hotels"
+    (first,) = citations_to_proto(result("Flights need approval. [1]", anchors))
+    assert first.anchor == "intro"
+    (none,) = citations_to_proto(result("Hotels are capped. [1]", {}))
+    assert none.anchor == ""

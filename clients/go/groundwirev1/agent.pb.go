@@ -2980,7 +2980,12 @@ type Citation struct {
 	StartPage uint32 `protobuf:"varint,167,opt,name=start_page,json=startPage,proto3" json:"start_page,omitempty"`
 	// Output only. One-based page of a PDF on which the cited chunk ends (>=
 	// start_page); 0 when the document has no pages.
-	EndPage       uint32 `protobuf:"varint,168,opt,name=end_page,json=endPage,proto3" json:"end_page,omitempty"`
+	EndPage uint32 `protobuf:"varint,168,opt,name=end_page,json=endPage,proto3" json:"end_page,omitempty"`
+	// Output only. For an HTML document, the id of the nearest element with an
+	// id at or before the cited text (the snippet's start, else the chunk's), so
+	// a reader can open the page at `#anchor`; empty when there is none (not
+	// HTML, no ids, or ingested before anchors were recorded).
+	Anchor        string `protobuf:"bytes,169,opt,name=anchor,proto3" json:"anchor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3097,6 +3102,13 @@ func (x *Citation) GetEndPage() uint32 {
 		return x.EndPage
 	}
 	return 0
+}
+
+func (x *Citation) GetAnchor() string {
+	if x != nil {
+		return x.Anchor
+	}
+	return ""
 }
 
 // A tool call made during the execution (content-free).
@@ -5111,7 +5123,7 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"TokenUsage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12!\n" +
-	"\ftotal_tokens\x18\x03 \x01(\rR\vtotalTokens\"\xb5\x03\n" +
+	"\ftotal_tokens\x18\x03 \x01(\rR\vtotalTokens\"\xce\x03\n" +
 	"\bCitation\x12#\n" +
 	"\rsource_number\x18\x01 \x01(\rR\fsourceNumber\x12\x1f\n" +
 	"\vdocument_id\x18\x02 \x01(\tR\n" +
@@ -5126,7 +5138,8 @@ const file_groundwire_v1_agent_proto_rawDesc = "" +
 	"\fsnippet_span\x18\xa6\x01 \x01(\v2\x17.groundwire.v1.CharSpanR\vsnippetSpan\x12\x1e\n" +
 	"\n" +
 	"start_page\x18\xa7\x01 \x01(\rR\tstartPage\x12\x1a\n" +
-	"\bend_page\x18\xa8\x01 \x01(\rR\aendPage\"\xf6\x01\n" +
+	"\bend_page\x18\xa8\x01 \x01(\rR\aendPage\x12\x17\n" +
+	"\x06anchor\x18\xa9\x01 \x01(\tR\x06anchor\"\xf6\x01\n" +
 	"\rToolCallTrace\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\rR\x04step\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1b\n" +

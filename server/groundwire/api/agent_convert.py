@@ -30,6 +30,7 @@ from groundwire.domain.blend import (
     SelectionReport,
 )
 from groundwire.domain.citations import DEFAULT_SNIPPET_CHARS, passage_snippet, snippet
+from groundwire.domain.anchors import anchor_at
 from groundwire.domain.pages import page_range
 from groundwire.domain.rag_policy import (
     ExecutionMode,
@@ -192,6 +193,8 @@ def citations_to_proto(
                 pages = page_range(hit.metadata, hit.start, hit.end)
                 if pages is not None:
                     msg.start_page, msg.end_page = pages
+                cited = hit.start + (cut.start if cut.end > cut.start else 0)
+                msg.anchor = anchor_at(hit.metadata, cited) or ""
         out.append(msg)
     return out
 

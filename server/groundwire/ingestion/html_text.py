@@ -16,6 +16,9 @@ A principled extraction over selectolax's lexbor tree (no new dependency):
    elements (a, code, em, strong, span, ...) stay inside their sentence with their
    whitespace collapsed, `br` is a line break, and `pre` is kept verbatim (its line
    breaks and indentation intact) so code blocks survive.
+5. Record anchors: each element id met in the walk names the paragraph it starts
+   (or the first one after it), so citations can link `page.html#id`
+   (domain/anchors.py).
 """
 
 from __future__ import annotations
@@ -55,21 +58,46 @@ _CELL = frozenset({"td", "th"})
 _SPACE = re.compile(r"[ \t\n\r\f\v]+")
 
 
+# Where an anchor's block starts, in the text html_to_marked_text returns:
+# ANCHOR_MARK, the anchor's number in its list, ANCHOR_END (noncharacters, which
+# normalization keeps and no document holds); take_anchor_marks removes them.
+ANCHOR_MARK = "\ufdd1"
+ANCHOR_END = "\ufdd2"
+_MARKS = re.compile(f"{ANCHOR_MARK}([0-9]+){ANCHOR_END}")
+
+
+def _unmarked(value: str) -> str:
+    """A document's own text never reads as an anchor mark."""
+    return value.replace(ANCHOR_MARK, "").replace(ANCHOR_END, "")
+
+
 class _Out:
-    """Paragraphs built from inline runs; whitespace collapsed except in <pre>."""
+    """Paragraphs built from inline runs; whitespace collapsed except in <pre>.
+    Element ids met on the way mark the start of the next paragraph."""
 
     def __init__(self) -> None:
         self.blocks: list[str] = []
+        self.anchors: list[str] = []
+        self._pending: list[int] = []
         self._line: list[str] = []
 
+    def anchor(self, value: str) -> None:
+        self._pending.append(len(self.anchors))
+        self.anchors.append(value)
+
+    def _append(self, block: str) -> None:
+        marks = "".join(f"{ANCHOR_MARK}{n}{ANCHOR_END}" for n in self._pending)
+        self._pending = []
+        self.blocks.append(marks + block)
+
     def text(self, value: str) -> None:
-        self._line.append(_SPACE.sub(" ", value))
+        self._line.append(_SPACE.sub(" ", _unmarked(value)))
 
     def raw(self, value: str) -> None:
         self.end_block()
-        value = value.strip("\n")
+        value = _unmarked(value).strip("\n")
         if value.strip():
-            self.blocks.append(value)
+            self._append(value)
 
     def line_break(self) -> None:
         self._line.append("\n")
@@ -80,7 +108,7 @@ class _Out:
         lines = [" ".join(part.split()) for part in joined.split("\n")]
         paragraph = "\n".join(line for line in lines if line)
         if paragraph:
-            self.blocks.append(paragraph)
+            self._append(paragraph)
 
 
 def _is_chrome_section(node: LexborNode) -> bool:
@@ -122,6 +150,10 @@ def _walk(root: LexborNode, out: _Out) -> None:
             continue
         assert isinstance(item, LexborNode)
         tag = item.tag
+        if tag != "-text":
+            ident = item.attributes.get("id")
+            if ident and ident.strip():
+                out.anchor(ident.strip())
         if tag == "-text":
             out.text(item.text_content or "")
         elif tag == "pre":
@@ -142,6 +174,30 @@ def _walk(root: LexborNode, out: _Out) -> None:
 
 def html_to_text(html: str) -> tuple[str, str]:
     """(main text, title) of an HTML document."""
+    text, title, _ = html_to_marked_text(html)
+    return _MARKS.sub("", text), title
+
+
+def take_anchor_marks(text: str, anchors: list[str]) -> tuple[str, list[tuple[int, str]]]:
+    """`text` without its anchor marks, and `(offset, id)` of each mark in it."""
+    out: list[str] = []
+    found: list[tuple[int, str]] = []
+    size = last = 0
+    for match in _MARKS.finditer(text):
+        out.append(text[last : match.start()])
+        size += match.start() - last
+        last = match.end()
+        n = int(match.group(1))
+        if n < len(anchors):
+            found.append((size, anchors[n]))
+    out.append(text[last:])
+    return "".join(out), found
+
+
+def html_to_marked_text(html: str) -> tuple[str, str, list[str]]:
+    """(main text with anchor marks, title, the anchors' ids) of an HTML document:
+    each element id of the main content marks the start of the first paragraph at
+    or after the element's start."""
     tree = LexborHTMLParser(html)
     title_node = tree.css_first("title")
     title = " ".join(title_node.text().split()) if title_node is not None else ""
@@ -168,4 +224,4 @@ def html_to_text(html: str) -> tuple[str, str]:
     if not title:
         h1 = tree.css_first("h1")
         title = " ".join(h1.text().split()) if h1 is not None else ""
-    return "\n\n".join(out.blocks), title
+    return "\n\n".join(out.blocks), title, out.anchors

@@ -23,10 +23,11 @@ from pathlib import Path, PurePosixPath
 
 from groundwire.domain.chunking import markdown_title
 from groundwire.domain.operations import DocumentFailureReason
+from groundwire.domain.anchors import ANCHORS_KEY, encode_anchors
 from groundwire.domain.pages import PAGE_STARTS_KEY, encode_page_starts
 from groundwire.domain.text import normalize_text
 from groundwire.indexes.loaders import Loader as Loader  # re-exported
-from groundwire.ingestion.html_text import html_to_text
+from groundwire.ingestion.html_text import html_to_marked_text, take_anchor_marks
 from groundwire.ingestion.office_text import (
     MAX_PACKAGE_ELEMENTS as MAX_PACKAGE_ELEMENTS,  # re-exported
 )
@@ -176,11 +177,11 @@ def _decode_text(data: bytes) -> str | DocumentFailureReason:
         return DocumentFailureReason.NOT_UTF8
 
 
-def _html_text(data: bytes) -> tuple[str, str] | DocumentFailureReason:
+def _html_text(data: bytes) -> tuple[str, str, list[str]] | DocumentFailureReason:
     decoded = _decode_text(data)
     if isinstance(decoded, DocumentFailureReason):
         return decoded
-    return html_to_text(decoded)
+    return html_to_marked_text(decoded)
 
 
 def load_bytes(
@@ -202,11 +203,12 @@ def load_bytes(
         return LoadFailure(document_id, DocumentFailureReason.TOO_LARGE)
     title = ""
     page_numbers: list[int] = []
+    anchors: list[str] = []
     if fmt is DocumentFormat.HTML:
-        result = _html_text(data)
-        if isinstance(result, DocumentFailureReason):
-            return LoadFailure(document_id, result)
-        raw, title = result
+        marked = _html_text(data)
+        if isinstance(marked, DocumentFailureReason):
+            return LoadFailure(document_id, marked)
+        raw, title, anchors = marked
     elif fmt is DocumentFormat.PDF:
         paged = pdf_text_pages(data, TEXT_EXPANSION * max_bytes)
         if isinstance(paged, DocumentFailureReason):
@@ -232,6 +234,13 @@ def load_bytes(
         record = encode_page_starts(page_starts)
         if page_starts and record is not None:
             meta[PAGE_STARTS_KEY] = record
+    meta.pop(ANCHORS_KEY, None)
+    if fmt is DocumentFormat.HTML:
+        # The same for the anchors' offsets (domain/anchors.py).
+        text, found = take_anchor_marks(text, anchors)
+        anchor_record = encode_anchors(found)
+        if anchor_record is not None:
+            meta[ANCHORS_KEY] = anchor_record
     if not text.strip():
         return LoadFailure(document_id, DocumentFailureReason.EMPTY)
     if fmt is DocumentFormat.MARKDOWN:

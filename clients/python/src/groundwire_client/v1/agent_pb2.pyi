@@ -1715,6 +1715,7 @@ class Citation(_message.Message):
     SNIPPET_SPAN_FIELD_NUMBER: _builtins.int
     START_PAGE_FIELD_NUMBER: _builtins.int
     END_PAGE_FIELD_NUMBER: _builtins.int
+    ANCHOR_FIELD_NUMBER: _builtins.int
     source_number: _builtins.int
     """Output only. The evidence source number cited ([n] in the answer)."""
     document_id: _builtins.str
@@ -1758,6 +1759,12 @@ class Citation(_message.Message):
     """Output only. One-based page of a PDF on which the cited chunk ends (>=
     start_page); 0 when the document has no pages.
     """
+    anchor: _builtins.str
+    """Output only. For an HTML document, the id of the nearest element with an
+    id at or before the cited text (the snippet's start, else the chunk's), so
+    a reader can open the page at `#anchor`; empty when there is none (not
+    HTML, no ids, or ingested before anchors were recorded).
+    """
     @_builtins.property
     def span(self) -> _common_pb2.CharSpan:
         """Output only. Character span of the cited chunk in the document."""
@@ -1784,10 +1791,11 @@ class Citation(_message.Message):
         snippet_span: _common_pb2.CharSpan | None = ...,
         start_page: _builtins.int = ...,
         end_page: _builtins.int = ...,
+        anchor: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["snippet_span", b"snippet_span", "span", b"span"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_id", b"chunk_id", "display_number", b"display_number", "document_id", b"document_id", "end_page", b"end_page", "section", b"section", "snippet", b"snippet", "snippet_span", b"snippet_span", "snippet_truncated", b"snippet_truncated", "source_number", b"source_number", "span", b"span", "start_page", b"start_page", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anchor", b"anchor", "chunk_id", b"chunk_id", "display_number", b"display_number", "document_id", b"document_id", "end_page", b"end_page", "section", b"section", "snippet", b"snippet", "snippet_span", b"snippet_span", "snippet_truncated", b"snippet_truncated", "source_number", b"source_number", "span", b"span", "start_page", b"start_page", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
