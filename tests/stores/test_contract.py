@@ -731,6 +731,39 @@ async def test_has_documents_is_per_tenant_and_published_only(
     assert await store.has_documents(index_name, "globex")
 
 
+async def test_tenant_counts_are_per_tenant_published_and_match_the_listing(
+    store: Store, index_name: str
+) -> None:
+    await store.ensure_index(spec(index_name))
+    assert await store.tenant_counts(index_name, "acme") == (0, 0)
+    acme = [
+        doc("a1", ["alpha", "beta"], [vec(1, 0, 0, 0), vec(0, 1, 0, 0)], tenant="acme"),
+        doc("a2", ["gamma"], [vec(0, 0, 1, 0)], tenant="acme"),
+    ]
+    await publish(store, index_name, [*acme, doc("g1", ["x"], [vec(0, 0, 0, 1)], tenant="g")])
+    assert await store.tenant_counts(index_name, "acme") == (2, 3)
+    assert await store.tenant_counts(index_name, "g") == (1, 1)
+    assert await store.tenant_counts(index_name, "") == (0, 0)
+    # Staged changes do not count until published; then the listing agrees.
+    v = await store.begin_version(index_name)
+    await store.stage_deletions(index_name, v, [K("a1", "acme")])
+    await store.stage_documents(
+        index_name, v, [doc("a3", ["d", "e", "f"], [vec(1, 1, 0, 0)] * 3, tenant="acme")]
+    )
+    assert await store.tenant_counts(index_name, "acme") == (2, 3)
+    await store.publish_version(index_name, v, spec(index_name))
+    listed = await store.list_documents(index_name, "acme", 100, None)
+    assert (
+        await store.tenant_counts(index_name, "acme")
+        == (
+            len(listed),
+            sum(d.chunk_count for d in listed),
+        )
+        == (2, 4)
+    )
+    assert await store.tenant_counts(index_name, "g") == (1, 1)
+
+
 # -- execution checkpoints -------------------------------------------------------
 
 

@@ -61,6 +61,7 @@ _TRIGGERS = {
     OperationTrigger.SCHEDULE: ingestion_pb2.OPERATION_TRIGGER_SCHEDULE,
     OperationTrigger.RELOAD: ingestion_pb2.OPERATION_TRIGGER_RELOAD,
     OperationTrigger.WATCH: ingestion_pb2.OPERATION_TRIGGER_WATCH,
+    OperationTrigger.PUSH: ingestion_pb2.OPERATION_TRIGGER_PUSH,
 }
 _STRATEGIES = {
     IngestionStrategy.MANUAL: ingestion_pb2.INGESTION_STRATEGY_MANUAL,
@@ -81,8 +82,6 @@ _FORMATS = {
 LIST_DOCUMENTS = "ListDocuments"
 # GetDocument include_chunks: at most this many chunks in one response.
 MAX_DOCUMENT_CHUNKS = 1000
-# GetIndexStatus of a tenant's own counts: documents read per store call.
-_COUNT_PAGE = 1000
 # ListOperations scoped to a `manage` key's indexes: log pages read per call.
 _MAX_OPERATION_PAGES = 20
 
@@ -343,7 +342,9 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         runs_visible = True
         if not is_operator():
             tenant = effective_tenant("", "tenant")
-            status.document_count, status.chunk_count = await _tenant_counts(handle, tenant)
+            status.document_count, status.chunk_count = await handle.store.tenant_counts(
+                handle.name, tenant
+            )
             runs_visible = handle.tenant == tenant
         if info.running is not None and runs_visible:
             status.running_operation.CopyFrom(operation_to_proto(info.running))
@@ -574,17 +575,3 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
             handle, list(request.document_ids), tenant, _alive(context)
         )
         return ingestion_pb2.DeleteDocumentsResponse(published_version=version, deleted=deleted)
-
-
-async def _tenant_counts(handle: IndexHandle, tenant: str) -> tuple[int, int]:
-    """`tenant`'s published documents and chunks in the index (read through the
-    store's per-tenant document listing; never another tenant's)."""
-    documents = chunks = 0
-    after: str | None = None
-    while True:
-        page = await handle.store.list_documents(handle.name, tenant, _COUNT_PAGE, after)
-        documents += len(page)
-        chunks += sum(d.chunk_count for d in page)
-        if len(page) < _COUNT_PAGE:
-            return documents, chunks
-        after = page[-1].document_id

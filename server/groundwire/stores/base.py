@@ -243,6 +243,11 @@ class Store(Protocol):
         """Whether any published document of the index belongs to `tenant` (cheap:
         an existence check; it reveals nothing of other tenants)."""
 
+    async def tenant_counts(self, name: str, tenant: str) -> tuple[int, int]:
+        """`tenant`'s published documents and chunks in the index, read from the
+        store's per-tenant statistics (never another tenant's; no listing)."""
+        ...
+
     async def list_documents(
         self, name: str, tenant: str, limit: int, after: str | None
     ) -> list[DocumentInfo]:

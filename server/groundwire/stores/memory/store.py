@@ -180,6 +180,11 @@ class MemoryStore:
         idx = self._get(name)
         return any(key.tenant == tenant for key in idx.documents)
 
+    async def tenant_counts(self, name: str, tenant: str) -> tuple[int, int]:
+        idx = self._get(name)
+        keys = [key for key in idx.documents if key.tenant == tenant]
+        return len(keys), sum(len(idx.doc_rows.get(key, ())) for key in keys)
+
     def _info(self, idx: Index, key: DocumentKey) -> DocumentInfo:
         d = idx.documents[key]
         rows = idx.doc_rows.get(key, [])

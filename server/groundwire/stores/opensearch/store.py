@@ -436,6 +436,10 @@ class OpenSearchStore:
         found = await self._search(self._names.alias(name, tenant), body, "count")
         return int(found.get("hits", {}).get("total", {}).get("value", 0)) > 0
 
+    async def tenant_counts(self, name: str, tenant: str) -> tuple[int, int]:
+        self._spec(name)
+        return (await self._tenant_counts(name, [tenant]))[tenant]
+
     async def list_documents(
         self, name: str, tenant: str, limit: int, after: str | None
     ) -> list[DocumentInfo]:

@@ -359,6 +359,18 @@ class PostgresStore:
             row = await cur.fetchone()
             return bool(row and row[0])
 
+    async def tenant_counts(self, name: str, tenant: str) -> tuple[int, int]:
+        # gw_tenant_stats moves in the publish transaction: published counts only.
+        async with self._db.snapshot() as conn:
+            idx = await index_row(conn, name)
+            cur = await conn.execute(
+                "SELECT document_count, chunk_count FROM gw_tenant_stats"
+                " WHERE index_id = %s AND tenant = %s",
+                [idx.id, tenant],
+            )
+            row = await cur.fetchone()
+            return (int(row[0]), int(row[1])) if row else (0, 0)
+
     async def list_documents(
         self, name: str, tenant: str, limit: int, after: str | None
     ) -> list[DocumentInfo]:
