@@ -223,11 +223,14 @@ async def test_each_index_lives_and_is_served_in_its_own_cluster(
         # Every index's history, merged across the stores; one index's, from its own.
         listed = (await ingest.ListOperations(ing.ListOperationsRequest())).operations
         assert started.id in {o.id for o in listed}
+        # (Pushes are operations too, trigger PUSH, each on its index's store.)
+        pushed = ing.OPERATION_TRIGGER_PUSH
         beta_ops = await ingest.ListOperations(ing.ListOperationsRequest(index_name="beta"))
-        assert [o.id for o in beta_ops.operations] == [started.id]
-        assert not (
-            await ingest.ListOperations(ing.ListOperationsRequest(index_name="alpha"))
-        ).operations
+        assert [o.id for o in beta_ops.operations if o.trigger != pushed] == [started.id]
+        alpha_ops = await ingest.ListOperations(ing.ListOperationsRequest(index_name="alpha"))
+        assert all(o.trigger == pushed for o in alpha_ops.operations)
+        pushes = {(o.id, o.index_name) for o in [*alpha_ops.operations, *beta_ops.operations]}
+        pushes -= {(started.id, "beta")}
         # A finished operation is read back from its store (not the running table).
         watched = [
             u.operation.state
@@ -246,8 +249,16 @@ async def test_each_index_lives_and_is_served_in_its_own_cluster(
     }
     assert not rows(dsn_a, "SELECT 1 FROM gw_chunks WHERE content LIKE '%beta%'")
     assert not rows(dsn_b, "SELECT 1 FROM gw_chunks WHERE content LIKE '%alpha%'")
-    assert rows(dsn_b, "SELECT id, index_name FROM gw_operations") == {(started.id, "beta")}
-    assert not rows(dsn_a, "SELECT 1 FROM gw_operations")
+    assert rows(dsn_b, "SELECT id, index_name FROM gw_operations WHERE trigger <> 'PUSH'") == {
+        (started.id, "beta")
+    }
+    assert not rows(dsn_a, "SELECT 1 FROM gw_operations WHERE trigger <> 'PUSH'")
+    placed_pushes = rows(dsn_a, "SELECT id, index_name FROM gw_operations") | rows(
+        dsn_b, "SELECT id, index_name FROM gw_operations WHERE trigger = 'PUSH'"
+    )
+    assert placed_pushes == pushes and all(
+        index == "alpha" for _, index in rows(dsn_a, "SELECT id, index_name FROM gw_operations")
+    )
     # Nothing of the memory store's index reached either cluster.
     for dsn in (dsn_a, dsn_b):
         assert not rows(dsn, "SELECT 1 FROM gw_chunks WHERE content LIKE '%gamma%'")

@@ -591,6 +591,17 @@ async def test_dashboard_routes_keep_tenants_apart(matrix: RunningApp, caller: s
             r = await http.post(f"/api/rag/indexes/shared/ingestion/{action}", headers=key)
             assert r.status_code == 403 and r.json()["reason"] == "PERMISSION_DENIED", r.text
             seen.append(r.text)
+        # The raw file upload is UpsertDocuments: no key, no push; a key never
+        # pushes into another tenant (`tenant` is refused, nothing is read).
+        upload = "/api/rag/indexes/shared/files"
+        body = f"# Upload\n\n{MARKERS[caller]} uploaded.\n".encode()
+        r = await http.post(upload, params={"name": "up.md"}, content=body)
+        assert r.status_code == 401 and r.json()["reason"] == "UNAUTHENTICATED", r.text
+        r = await http.post(
+            upload, params={"name": "up.md", "tenant": target}, content=body, headers=key
+        )
+        assert r.status_code == 403 and r.json()["reason"] == "TENANT_MISMATCH", r.text
+        seen.append(r.text)
         for text in seen:
             assert not leaks(text, target) and not leaks(text, caller), text
             assert "documentCount" not in text and "chunkCount" not in text, text
@@ -606,10 +617,19 @@ def test_dashboard_paths_and_queries(http_server: tuple[ServerProcess, str]) -> 
         st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=20
     )
     tails = st.sampled_from(
-        ["", "/status", "/operations", "/ingestion", "/ingestion/start", "/ingestion/cancel", "/x"]
+        [
+            "",
+            "/status",
+            "/operations",
+            "/ingestion",
+            "/ingestion/start",
+            "/ingestion/cancel",
+            "/files",
+            "/x",
+        ]
     )
     queries = st.dictionaries(
-        st.sampled_from(["pageSize", "page_size", "pageToken", "x"]),
+        st.sampled_from(["pageSize", "page_size", "pageToken", "x", "name", "documentId"]),
         st.text(max_size=12) | st.integers(-5, 500).map(str),
         max_size=3,
     )

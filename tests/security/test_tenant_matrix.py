@@ -1337,6 +1337,19 @@ async def test_the_dashboard_answers_a_hidden_index_as_a_missing_one(
                 assert want.status_code == 404, want.text
                 assert http_signature(got) == http_signature(want), (suffix, got.text)
                 count("dashboard: hidden index answers as missing")
+            # The file upload (UpsertDocuments, with the caller's `ingest` key).
+            want, got = [
+                await h.post(
+                    f"/api/rag/indexes/{name}/files",
+                    params={"name": "a.md"},
+                    content=b"# a file",
+                    headers={"authorization": f"Bearer {KEYS[caller]}"},
+                )
+                for name in (MISSING_INDEX, index)
+            ]
+            assert want.status_code == 404, want.text
+            assert http_signature(got) == http_signature(want), got.text
+            count("dashboard: hidden index answers as missing")
         # What it may see answers (control).
         r = await h.get("/api/rag/indexes/kb/status", headers=headers)
         assert r.status_code == 200, r.text

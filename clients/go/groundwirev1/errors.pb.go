@@ -242,6 +242,13 @@ const (
 	ErrorReason_ERROR_REASON_MESSAGE_TOO_LARGE ErrorReason = 412
 	// UNIMPLEMENTED (HTTP 404): no RPC (or HTTP route) has that path.
 	ErrorReason_ERROR_REASON_METHOD_NOT_FOUND ErrorReason = 413
+	// RESOURCE_EXHAUSTED (HTTP 413): a file uploaded to the dashboard API
+	// (POST /api/rag/indexes/{name}/files) is larger than the index's
+	// ingestion.max_file_bytes or the server's http.max_upload_bytes; refused
+	// from its Content-Length, before the body is read.
+	ErrorReason_ERROR_REASON_FILE_TOO_LARGE ErrorReason = 414
+	// INVALID_ARGUMENT (HTTP 411): a file upload without a Content-Length.
+	ErrorReason_ERROR_REASON_LENGTH_REQUIRED ErrorReason = 415
 )
 
 // Enum value maps for ErrorReason.
@@ -323,6 +330,8 @@ var (
 		411: "ERROR_REASON_UNSUPPORTED_MEDIA_TYPE",
 		412: "ERROR_REASON_MESSAGE_TOO_LARGE",
 		413: "ERROR_REASON_METHOD_NOT_FOUND",
+		414: "ERROR_REASON_FILE_TOO_LARGE",
+		415: "ERROR_REASON_LENGTH_REQUIRED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                         0,
@@ -401,6 +410,8 @@ var (
 		"ERROR_REASON_UNSUPPORTED_MEDIA_TYPE":              411,
 		"ERROR_REASON_MESSAGE_TOO_LARGE":                   412,
 		"ERROR_REASON_METHOD_NOT_FOUND":                    413,
+		"ERROR_REASON_FILE_TOO_LARGE":                      414,
+		"ERROR_REASON_LENGTH_REQUIRED":                     415,
 	}
 )
 
@@ -435,7 +446,7 @@ var File_groundwire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xf4\x16\n" +
+	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xb9\x17\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\x1f\n" +
@@ -513,7 +524,9 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\"ERROR_REASON_UNSUPPORTED_PARAMETER\x10\x9a\x03\x12(\n" +
 	"#ERROR_REASON_UNSUPPORTED_MEDIA_TYPE\x10\x9b\x03\x12#\n" +
 	"\x1eERROR_REASON_MESSAGE_TOO_LARGE\x10\x9c\x03\x12\"\n" +
-	"\x1dERROR_REASON_METHOD_NOT_FOUND\x10\x9d\x03B\xaf\x01\n" +
+	"\x1dERROR_REASON_METHOD_NOT_FOUND\x10\x9d\x03\x12 \n" +
+	"\x1bERROR_REASON_FILE_TOO_LARGE\x10\x9e\x03\x12!\n" +
+	"\x1cERROR_REASON_LENGTH_REQUIRED\x10\x9f\x03B\xaf\x01\n" +
 	"\x11dev.groundwire.v1B\vErrorsProtoP\x01Z8github.com/groundwire/groundwire/clients/go/groundwirev1\xa2\x02\x03GXX\xaa\x02\rGroundwire.V1\xca\x02\rGroundwire\\V1\xe2\x02\x19Groundwire\\V1\\GPBMetadata\xea\x02\x0eGroundwire::V1b\x06proto3"
 
 var (

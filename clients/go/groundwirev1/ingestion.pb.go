@@ -184,6 +184,13 @@ const (
 	OperationTrigger_OPERATION_TRIGGER_RELOAD OperationTrigger = 100
 	// The WATCH strategy: files of the index's sources changed.
 	OperationTrigger_OPERATION_TRIGGER_WATCH OperationTrigger = 170
+	// A push: UpsertDocuments or DeleteDocuments (also the dashboard API's file
+	// upload), recorded once it ended (created terminal: SUCCEEDED with its
+	// counts and failed documents, or FAILED with its error code), started by
+	// the pushing key and visible only to that key's tenant (and operators).
+	// Never a running operation: it does not hold the index against
+	// StartIngestion.
+	OperationTrigger_OPERATION_TRIGGER_PUSH OperationTrigger = 171
 )
 
 // Enum value maps for OperationTrigger.
@@ -195,6 +202,7 @@ var (
 		3:   "OPERATION_TRIGGER_SCHEDULE",
 		100: "OPERATION_TRIGGER_RELOAD",
 		170: "OPERATION_TRIGGER_WATCH",
+		171: "OPERATION_TRIGGER_PUSH",
 	}
 	OperationTrigger_value = map[string]int32{
 		"OPERATION_TRIGGER_UNSPECIFIED": 0,
@@ -203,6 +211,7 @@ var (
 		"OPERATION_TRIGGER_SCHEDULE":    3,
 		"OPERATION_TRIGGER_RELOAD":      100,
 		"OPERATION_TRIGGER_WATCH":       170,
+		"OPERATION_TRIGGER_PUSH":        171,
 	}
 )
 
@@ -1144,7 +1153,8 @@ type Operation struct {
 	// STORE_DATA_REJECTED (the store refused the data), DEADLINE_EXCEEDED (a
 	// store statement timed out), VERSION_NOT_STAGING (the staged version was
 	// discarded meanwhile), INTERRUPTED (the server stopped while it ran),
-	// INTERNAL (anything else).
+	// INDEX_REBUILD_REQUIRED (a push into an index built with another embedding
+	// model or chunking policy: ingest it first), INTERNAL (anything else).
 	ErrorCode string `protobuf:"bytes,12,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// Output only. Per-document failures, at most 100 (see failures_omitted).
 	Failures []*DocumentFailure `protobuf:"bytes,13,rep,name=failures,proto3" json:"failures,omitempty"`
@@ -1349,7 +1359,9 @@ type IndexStatus struct {
 	ChunkCount uint64 `protobuf:"varint,5,opt,name=chunk_count,json=chunkCount,proto3" json:"chunk_count,omitempty"`
 	// Output only. The running operation, if any.
 	RunningOperation *Operation `protobuf:"bytes,6,opt,name=running_operation,json=runningOperation,proto3" json:"running_operation,omitempty"`
-	// Output only. The most recent finished operation, if any.
+	// Output only. The most recent finished operation, if any, among the
+	// index's newest 1,000; never a push (trigger PUSH: ListOperations lists
+	// those, to their tenant).
 	LastOperation *Operation `protobuf:"bytes,7,opt,name=last_operation,json=lastOperation,proto3" json:"last_operation,omitempty"`
 	// Output only. True when the published version was built with another
 	// embedding model or chunking policy than configured now (next run rebuilds).
@@ -3280,14 +3292,15 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x17OPERATION_STATE_RUNNING\x10\x02\x12\x1d\n" +
 	"\x19OPERATION_STATE_SUCCEEDED\x10\x03\x12\x1a\n" +
 	"\x16OPERATION_STATE_FAILED\x10\x04\x12\x1d\n" +
-	"\x19OPERATION_STATE_CANCELLED\x10\x05*\xce\x01\n" +
+	"\x19OPERATION_STATE_CANCELLED\x10\x05*\xeb\x01\n" +
 	"\x10OperationTrigger\x12!\n" +
 	"\x1dOPERATION_TRIGGER_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18OPERATION_TRIGGER_MANUAL\x10\x01\x12\x1d\n" +
 	"\x19OPERATION_TRIGGER_STARTUP\x10\x02\x12\x1e\n" +
 	"\x1aOPERATION_TRIGGER_SCHEDULE\x10\x03\x12\x1c\n" +
 	"\x18OPERATION_TRIGGER_RELOAD\x10d\x12\x1c\n" +
-	"\x17OPERATION_TRIGGER_WATCH\x10\xaa\x01*\xc9\x01\n" +
+	"\x17OPERATION_TRIGGER_WATCH\x10\xaa\x01\x12\x1b\n" +
+	"\x16OPERATION_TRIGGER_PUSH\x10\xab\x01*\xc9\x01\n" +
 	"\x0eOperationPhase\x12\x1f\n" +
 	"\x1bOPERATION_PHASE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bOPERATION_PHASE_DISCOVERING\x10\x01\x12\x1d\n" +

@@ -66,15 +66,19 @@ type IngestionManagerServiceClient interface {
 	// Lists operations, newest first. Paginated. A key with `manage` lists
 	// every operation; a key with only `ingest` lists the operations it
 	// started (Operation.started_by_key_id), with their failed and skipped
-	// documents.
+	// documents. Pushes (UpsertDocuments, DeleteDocuments: trigger PUSH) are
+	// operations of the tenant that pushed: listed only to that tenant's keys
+	// (and operators).
 	ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error)
 	// Adds or replaces documents pushed by the caller and publishes them as one
 	// new index version. Unchanged documents (same content hash) are skipped.
 	// Documents are identified by (tenant, document_id): a caller only ever
-	// addresses its own tenant's documents.
+	// addresses its own tenant's documents. Each push is recorded as an
+	// operation (trigger PUSH, already terminal) of the caller's tenant; one
+	// refused as malformed (INVALID_ARGUMENT) is not.
 	UpsertDocuments(ctx context.Context, in *UpsertDocumentsRequest, opts ...grpc.CallOption) (*UpsertDocumentsResponse, error)
 	// Deletes one tenant's pushed or ingested documents by id as one new index
-	// version.
+	// version, recorded as an operation (trigger PUSH) as UpsertDocuments is.
 	DeleteDocuments(ctx context.Context, in *DeleteDocumentsRequest, opts ...grpc.CallOption) (*DeleteDocumentsResponse, error)
 	// Lists one tenant's published documents of an index, ordered by id
 	// (code point order), without their content. Paginated. Needs the `retrieve`
@@ -241,15 +245,19 @@ type IngestionManagerServiceServer interface {
 	// Lists operations, newest first. Paginated. A key with `manage` lists
 	// every operation; a key with only `ingest` lists the operations it
 	// started (Operation.started_by_key_id), with their failed and skipped
-	// documents.
+	// documents. Pushes (UpsertDocuments, DeleteDocuments: trigger PUSH) are
+	// operations of the tenant that pushed: listed only to that tenant's keys
+	// (and operators).
 	ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error)
 	// Adds or replaces documents pushed by the caller and publishes them as one
 	// new index version. Unchanged documents (same content hash) are skipped.
 	// Documents are identified by (tenant, document_id): a caller only ever
-	// addresses its own tenant's documents.
+	// addresses its own tenant's documents. Each push is recorded as an
+	// operation (trigger PUSH, already terminal) of the caller's tenant; one
+	// refused as malformed (INVALID_ARGUMENT) is not.
 	UpsertDocuments(context.Context, *UpsertDocumentsRequest) (*UpsertDocumentsResponse, error)
 	// Deletes one tenant's pushed or ingested documents by id as one new index
-	// version.
+	// version, recorded as an operation (trigger PUSH) as UpsertDocuments is.
 	DeleteDocuments(context.Context, *DeleteDocumentsRequest) (*DeleteDocumentsResponse, error)
 	// Lists one tenant's published documents of an index, ordered by id
 	// (code point order), without their content. Paginated. Needs the `retrieve`

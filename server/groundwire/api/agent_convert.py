@@ -22,6 +22,7 @@ from groundwire.api.agent_controls import (
 from groundwire.api.convert import duration, mode_to_proto, profile_to_proto, score_to_proto
 from groundwire.api.reranker import outcome_to_proto, reranking_metadata_to_proto
 from groundwire.api.usage import usage_to_proto
+from groundwire.domain.anchors import anchor_at
 from groundwire.domain.blend import (
     BLEND_FORMULA,
     BlendScore,
@@ -30,7 +31,6 @@ from groundwire.domain.blend import (
     SelectionReport,
 )
 from groundwire.domain.citations import DEFAULT_SNIPPET_CHARS, passage_snippet, snippet
-from groundwire.domain.anchors import anchor_at
 from groundwire.domain.pages import page_range
 from groundwire.domain.rag_policy import (
     ExecutionMode,

@@ -41,7 +41,7 @@ from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.indexes.sources import source_kind
 from groundwire.ingestion.loaders import DocumentFormat, push_format
 from groundwire.ingestion.manager import IngestionManager
-from groundwire.ingestion.push import PushDocument, delete_documents, upsert_documents
+from groundwire.ingestion.push import PushDocument
 from groundwire.ingestion.sources import stored_digest
 from groundwire.retrieval.engine import Retriever, index_profile
 from groundwire.stores import request_scope
@@ -388,6 +388,13 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
             # has no tenant to match); a run of a hidden index is no run at all.
             watched = await self._manager.get(request.operation_id)
             index_name = watched.index_name
+            if watched.trigger is OperationTrigger.PUSH and watched.tenant != effective_tenant(
+                "", "tenant"
+            ):
+                # Another tenant's push is no operation of this caller's.
+                raise not_found(
+                    "OPERATION_NOT_FOUND", "no ingestion operation with the requested id"
+                )
             if not watched.started_by or watched.started_by != caller_key_id():
                 if index_name not in self._catalog.names():
                     raise permission_denied(
@@ -436,7 +443,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         )
         resume: Operation | None = None
         if own is not None:
-            ops, resume = await self._own_operations(ops, own, request.index_name, size)
+            ops, resume = await self._own_operations(ops, own, tenant, request.index_name, size)
         page = ops[:size]
         token = ""
         if len(ops) > size:
@@ -452,19 +459,25 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         self,
         ops: list[Operation],
         own: set[str],
+        tenant: str,
         index_name: str,
         size: int,
     ) -> tuple[list[Operation], Operation | None]:
-        """The operations of the `own` indexes among `ops` and the log pages after
-        it, newest first, until size + 1 are found; at most _MAX_OPERATION_PAGES
-        pages per call: past them, the last operation read, where the next page
-        resumes (None when the log was read to its end)."""
+        """The runs of the `own` indexes and `tenant`'s own pushes among `ops` and
+        the log pages after it, newest first, until size + 1 are found; at most
+        _MAX_OPERATION_PAGES pages per call: past them, the last operation read,
+        where the next page resumes (None when the log was read to its end)."""
 
         def consumed(batch: list[Operation]) -> list[Operation]:
             # A batch of size + 1 holds one operation past its page: the next page's.
             return batch[:size] if len(batch) > size else batch
 
-        kept = [o for o in consumed(ops) if o.index_name in own]
+        def mine(op: Operation) -> bool:
+            if op.trigger is OperationTrigger.PUSH:
+                return op.tenant == tenant and index_visible(op.index_name)
+            return op.index_name in own
+
+        kept = [o for o in consumed(ops) if mine(o)]
         pages = 1
         while len(ops) > size and len(kept) <= size:
             last = ops[size - 1]
@@ -473,7 +486,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
             ops = await self._manager.list(
                 index_name or None, size + 1, (last.create_time, last.id)
             )
-            kept += [o for o in consumed(ops) if o.index_name in own]
+            kept += [o for o in consumed(ops) if mine(o)]
             pages += 1
         return kept, None
 
@@ -496,7 +509,9 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
             docs.append(PushDocument(d.document_id, d.text, d.title, fmt, dict(d.metadata)))
         tenant = effective_tenant(request.tenant, "tenant")
         # Published only while the caller still waits (ingestion/push.py).
-        result = await upsert_documents(handle, docs, tenant, _alive(context))
+        result = await self._manager.pushes.upsert(
+            handle, docs, tenant, _alive(context), started_by=caller_key_id()
+        )
         return ingestion_pb2.UpsertDocumentsResponse(
             published_version=result.published_version,
             upserted=result.upserted,
@@ -571,7 +586,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
     ) -> ingestion_pb2.DeleteDocumentsResponse:
         handle = self._index(request.index_name)
         tenant = effective_tenant(request.tenant, "tenant")
-        version, deleted = await delete_documents(
-            handle, list(request.document_ids), tenant, _alive(context)
+        version, deleted = await self._manager.pushes.delete(
+            handle, list(request.document_ids), tenant, _alive(context), started_by=caller_key_id()
         )
         return ingestion_pb2.DeleteDocumentsResponse(published_version=version, deleted=deleted)

@@ -8,10 +8,14 @@ the OpenAI-compatible facade, and whatever later mounts on the same app).
     mcp = true                          # MCP (streamable HTTP) at /mcp
     console = true                      # the web console at /console
     dashboard_api = true                # the dashboard management REST API at /api/rag
+    max_upload_bytes = 67108864         # a file upload's bound (/api/rag/indexes/NAME/files)
 
 The embedded default (`make run`) serves it on 127.0.0.1:8080. TLS, the API
 keys, tenancy, limits and message size bound are the gRPC port's (`[server]`,
-`[auth]`, `[limits]`): the HTTP port has none of its own.
+`[auth]`, `[limits]`): the HTTP port has none of its own, except the bound of the
+dashboard API's raw file upload (`max_upload_bytes`; each index's
+`ingestion.max_file_bytes` bounds it further), which carries one file's bytes
+rather than a message.
 """
 
 from __future__ import annotations
@@ -40,6 +44,11 @@ class HttpConfig(StrictModel):
     # The dashboard management REST API (seed 000) at /api/rag: thin routes over
     # the IngestionManagerService RPCs (same keys and permissions).
     dashboard_api: bool = True
+    # The largest file the dashboard API's raw upload route
+    # (POST /api/rag/indexes/NAME/files) takes, whatever an index's
+    # ingestion.max_file_bytes allows (the smaller of the two applies). Not
+    # server.max_message_bytes: the body is one file's bytes, not a message.
+    max_upload_bytes: int = Field(64 * 1024 * 1024, ge=1024 * 1024, le=1024 * 1024 * 1024)
 
     @field_validator("address")
     @classmethod

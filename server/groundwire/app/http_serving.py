@@ -10,6 +10,7 @@ from grpc_health.v1.health import SERVICE_NAME as HEALTH_SERVICE
 
 from groundwire import __version__
 from groundwire.api.http.app import build_http_app
+from groundwire.api.http.dashboard_upload import UploadBounds
 from groundwire.api.http.rpc import Procedures
 from groundwire.api.http.server import HttpServer, HttpTls
 from groundwire.api.interceptors import ServiceInterceptor
@@ -22,6 +23,7 @@ from groundwire.app.config import GroundwireConfig
 from groundwire.app.http_config import split_address
 from groundwire.app.mcp_cli import tool_limits
 from groundwire.domain.errors import GroundwireError
+from groundwire.indexes.catalog import IndexHandle
 from groundwire.providers.embeddings.base import EmbeddingProvider
 from groundwire.stores.usage import UsageRecorder
 
@@ -59,20 +61,28 @@ async def start_http(
         retrieval = servicer.limits if isinstance(servicer, RetrieverServicer) else None
         return tool_limits(retrieval)
 
-    def embedder(index: str) -> EmbeddingProvider | None:
-        # The running call's generation (the interceptor bound it), so a reload
-        # that changes an index's embedder is seen by calls that start after it.
+    def index(name: str) -> IndexHandle | None:
+        # The running call's generation (the interceptor bound it), else the
+        # current one, so a reload that changes an index is seen by calls that
+        # start after it.
         snapshot = snapshot_var.get() or snapshots.current
         servicer = snapshot.servicers.get(RETRIEVER_SERVICE)
         catalog = getattr(getattr(servicer, "_retriever", None), "_catalog", None)
         if catalog is None:
             return None
         try:
-            handle = catalog.get(index)
+            handle: IndexHandle = catalog.get(name)
         except GroundwireError:
             return None
-        found: EmbeddingProvider | None = handle.embedder
-        return found
+        return handle
+
+    def embedder(name: str) -> EmbeddingProvider | None:
+        handle = index(name)
+        return None if handle is None else handle.embedder
+
+    def file_bytes(name: str) -> int | None:
+        handle = index(name)
+        return None if handle is None else handle.max_file_bytes
 
     app = build_http_app(
         procedures,
@@ -84,6 +94,7 @@ async def start_http(
         console=cfg.http.console,
         embedders=embedder,
         dashboard=cfg.http.dashboard_api,
+        uploads=UploadBounds(cfg.http.max_upload_bytes, file_bytes),
     )
     tls = cfg.server.tls
     server = HttpServer(

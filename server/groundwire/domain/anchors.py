@@ -17,8 +17,8 @@ from urllib.parse import quote, unquote
 
 __all__ = [
     "ANCHORS_KEY",
-    "MAX_ANCHOR_CHARS",
     "MAX_ANCHORS_CHARS",
+    "MAX_ANCHOR_CHARS",
     "anchor_at",
     "encode_anchors",
     "parse_anchors",

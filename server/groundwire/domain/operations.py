@@ -32,6 +32,9 @@ class OperationTrigger(enum.Enum):
     SCHEDULE = "SCHEDULE"
     RELOAD = "RELOAD"  # a configuration reload changed what the index ingests
     WATCH = "WATCH"  # the WATCH strategy saw files of the sources change
+    # UpsertDocuments or DeleteDocuments: recorded once it ended (created
+    # terminal), never a running operation (ingestion/push_operations.py).
+    PUSH = "PUSH"
 
 
 class DocumentFailureReason(StrEnum):
@@ -74,6 +77,9 @@ class OperationErrorCode(StrEnum):
     STORE_DATA_REJECTED = "STORE_DATA_REJECTED"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"  # a store statement timed out
     VERSION_NOT_STAGING = "VERSION_NOT_STAGING"
+    # A push into an index built with another embedding model or chunking
+    # policy: it must be ingested first.
+    INDEX_REBUILD_REQUIRED = "INDEX_REBUILD_REQUIRED"
     # A process ended while the operation ran (found at the next start-up).
     INTERRUPTED = "INTERRUPTED"
     # Anything else: an unexpected exception, or an error reason outside this set.
@@ -87,6 +93,32 @@ class OperationErrorCode(StrEnum):
             return cls(reason)
         except ValueError:
             return cls.INTERNAL
+
+
+# What each reason means, for a reader (content-free: no file, no text).
+_FAILURE_MESSAGES: dict[str, str] = {
+    DocumentFailureReason.UNREADABLE: "the file could not be read",
+    DocumentFailureReason.TOO_LARGE: "the file is larger than the index's max_file_bytes",
+    DocumentFailureReason.NOT_UTF8: "the text is not UTF-8",
+    DocumentFailureReason.BINARY: "the file is not text",
+    DocumentFailureReason.EMPTY: "the file has no text",
+    DocumentFailureReason.UNSUPPORTED_FORMAT: "no loader reads this media type",
+    DocumentFailureReason.PARSE_FAILED: "the file could not be parsed",
+    DocumentFailureReason.DUPLICATE_ID: "another document has the same id",
+    DocumentFailureReason.URL_REFUSED: "the URL policy refused the URL",
+    DocumentFailureReason.FETCH_FAILED: "the URL could not be fetched",
+    DocumentFailureReason.FETCH_TIMEOUT: "fetching the URL timed out",
+    DocumentFailureReason.TOO_MANY_REDIRECTS: "the URL redirected too often",
+    DocumentFailureReason.CHUNK_TOO_LONG: (
+        "a chunk exceeds the embedding model's token window and the index rejects such chunks"
+    ),
+    DocumentFailureReason.TOO_COMPLEX: "parsing the file needs more than its bounds allow",
+}
+
+
+def failure_message(reason: str) -> str:
+    """A reader's explanation of a document failure's reason ("" for none known)."""
+    return _FAILURE_MESSAGES.get(reason, "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +172,11 @@ class OperationCounts:
         )
 
 
+# How many operations an operation log keeps: past it, the oldest finished ones are
+# deleted (pushes record one each, so history would otherwise grow without bound).
+KEPT_OPERATIONS = 100_000
+
+
 @dataclass(frozen=True, slots=True)
 class Operation:
     """A snapshot of one ingestion operation. Times are UNIX seconds (UTC)."""
@@ -165,6 +202,9 @@ class Operation:
     # The id of the API key that started it ("" for runs the server started, and
     # when authentication is disabled): a key with only `ingest` sees its own.
     started_by: str = ""
+    # A push's tenant (the pushing key's; "" untenanted, and for ingestion runs,
+    # which ingest the index's configured sources): only that tenant lists it.
+    tenant: str = ""
 
     @staticmethod
     def new(
@@ -228,6 +268,7 @@ class Operation:
             "skipped_omitted": self.skipped_omitted,
             "warnings": list(self.warnings),
             "started_by": self.started_by,
+            "tenant": self.tenant,
         }
 
     @staticmethod
@@ -272,6 +313,7 @@ class Operation:
             skipped_omitted=int(data.get("skipped_omitted", 0)),  # type: ignore[call-overload]
             warnings=tuple(OperationWarning(str(w)) for w in warnings),
             started_by=str(data.get("started_by") or ""),
+            tenant=str(data.get("tenant") or ""),
         )
 
 

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from groundwire.domain.anchors import ANCHORS_KEY, encode_anchors
 from groundwire.domain.chunking import markdown_title
 from groundwire.domain.operations import DocumentFailureReason
-from groundwire.domain.anchors import ANCHORS_KEY, encode_anchors
 from groundwire.domain.pages import PAGE_STARTS_KEY, encode_page_starts
 from groundwire.domain.text import normalize_text
 from groundwire.indexes.loaders import Loader as Loader  # re-exported

@@ -48,6 +48,7 @@ from groundwire.domain.operations import (
 from groundwire.domain.usage import EmbeddingUsage
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.pipeline import IngestionReport, needs_rebuild, run_ingestion
+from groundwire.ingestion.push_operations import PushOperations
 from groundwire.ingestion.shared import (
     PlanCancelled,
     SharedSettings,
@@ -69,6 +70,9 @@ ReadyCallback = Callable[[IndexHandle], Awaitable[None]]
 # of _SCAN_BATCH, at most this many records per call (the log is not indexed by key).
 MAX_SCANNED_OPERATIONS = 10_000
 _SCAN_BATCH = 200
+# An index's last finished run is looked for among this many of its newest
+# operations (pushes in between are passed over).
+_LAST_RUN_SCAN = 1_000
 
 
 def already_running(operation_id: str) -> GroundwireError:
@@ -129,6 +133,8 @@ class IngestionManager(SharedRuns):
         # and saved again in the background until the log takes them.
         self._unrecorded: dict[str, Operation] = {}
         self._retrier: asyncio.Task[None] | None = None
+        # UpsertDocuments and DeleteDocuments, each recorded as a PUSH operation.
+        self.pushes = PushOperations(log_store, self._remember_unrecorded)
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -404,9 +410,18 @@ class IngestionManager(SharedRuns):
         return None
 
     async def last_finished(self, index_name: str) -> Operation | None:
-        for op in await self.list(index_name, 20, None):
-            if op.state.terminal:
-                return op
+        """The index's last finished ingestion run among its newest
+        _LAST_RUN_SCAN operations (pushes, recorded as operations of their
+        tenant, are not runs of the index: ListOperations lists them)."""
+        before: tuple[float, str] | None = None
+        for _ in range(_LAST_RUN_SCAN // _SCAN_BATCH):
+            batch = await self.list(index_name, _SCAN_BATCH, before)
+            for op in batch:
+                if op.state.terminal and op.trigger is not OperationTrigger.PUSH:
+                    return op
+            if len(batch) < _SCAN_BATCH:
+                break
+            before = (batch[-1].create_time, batch[-1].id)
         return None
 
     async def list(

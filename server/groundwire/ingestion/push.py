@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import re
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
@@ -27,6 +28,7 @@ from groundwire.domain.auth import check_tenant
 from groundwire.domain.chunking import Chunk
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.domain.operations import DocumentFailureReason
+from groundwire.domain.usage import EmbeddingUsage
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import DocumentFormat, LoadedDocument, LoadFailure, load_bytes
 from groundwire.ingestion.parsing import parsers
@@ -55,6 +57,14 @@ MAX_DELETE_IDS = 1000
 # StartIngestion (measured in bench/bench_heavy_options.py).
 MAX_PUSH_BYTES = 4 * 1024 * 1024
 MAX_PUSH_CHUNKS = 1024
+# Set (by `one_file_upload`) while the dashboard API's raw upload route runs
+# UpsertDocuments with the one file it read, already bounded by the index's
+# max_file_bytes: that file is bounded as a configured source's file is (by
+# max_file_bytes: a larger one fails TOO_LARGE), not by the per-call bounds above,
+# which bound a batch of documents.
+_one_file_upload: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "one_file_upload", default=False
+)
 _DOC_ID = re.compile(r"^[^\x00-\x1f\x7f]{1,512}$")
 _META_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
@@ -87,6 +97,26 @@ class PushResult:
     # Chunks embedded although the model saw them only in part (longer than its
     # window; the index's overlong_chunks = "truncate"), as in an operation's counts.
     truncated_chunks: int = 0
+    # The push's embedding work (its operation's counts).
+    embedding_usage: EmbeddingUsage = field(default_factory=EmbeddingUsage)
+
+
+@contextlib.contextmanager
+def one_file_upload() -> Iterator[None]:
+    """Within the block, a push of exactly one document is bounded as one file
+    (by the index's max_file_bytes), not by MAX_PUSH_BYTES and MAX_PUSH_CHUNKS.
+    For a transport that read the file under that bound itself (never the gRPC
+    port, whose messages max_message_bytes bounds)."""
+    token = _one_file_upload.set(True)
+    try:
+        yield
+    finally:
+        _one_file_upload.reset(token)
+
+
+def _batch_bounded(docs: Sequence[PushDocument]) -> bool:
+    """Whether the per-call bounds (bytes, chunks) apply to this push."""
+    return not (len(docs) == 1 and _one_file_upload.get())
 
 
 def _validate(docs: Sequence[PushDocument], tenant: str) -> None:
@@ -94,7 +124,7 @@ def _validate(docs: Sequence[PushDocument], tenant: str) -> None:
         raise invalid("FIELD_OUT_OF_RANGE", "documents", f"send 1 to {MAX_DOCUMENTS} documents")
     check_tenant(tenant, "tenant")
     sent = sum(len(d.content) if d.content is not None else len(d.text.encode()) for d in docs)
-    if sent > MAX_PUSH_BYTES:
+    if sent > MAX_PUSH_BYTES and _batch_bounded(docs):
         raise _too_large(f"a push may carry at most {MAX_PUSH_BYTES // (1024 * 1024)} MiB")
     seen: set[str] = set()
     for i, d in enumerate(docs):
@@ -139,7 +169,7 @@ def _rebuild_required() -> GroundwireError:
 
 
 @contextlib.contextmanager
-def _to_the_end() -> Iterator[None]:
+def to_the_end() -> Iterator[None]:
     """The call's tenant without its deadline, for the steps that must run to their
     end once begun (a publish) or after the caller left (discarding what it staged):
     the store would refuse them past the deadline, leaving a version half-published
@@ -156,7 +186,7 @@ async def _uninterrupted(step: Coroutine[Any, Any, T]) -> tuple[asyncio.Task[T],
     """Run `step` to its end, without the call's deadline and whatever cancels the
     caller meanwhile (a deadline and the call's cancellation may each cancel it);
     returns the finished task and whether the caller was cancelled."""
-    with _to_the_end():
+    with to_the_end():
         task = asyncio.ensure_future(step)
         interrupted = False
         while not task.done():
@@ -273,7 +303,7 @@ async def upsert_documents(
     failures.extend(overlong)
     if not batch:
         return PushResult(state.published_version, 0, unchanged, 0, tuple(failures))
-    if sum(len(chunks) for _, chunks in batch) > MAX_PUSH_CHUNKS:
+    if sum(len(chunks) for _, chunks in batch) > MAX_PUSH_CHUNKS and _batch_bounded(docs):
         raise _too_large(f"a push may write at most {MAX_PUSH_CHUNKS} chunks")
     version = await _begin(handle)
     try:
@@ -290,6 +320,7 @@ async def upsert_documents(
         written,
         tuple(failures),
         used.total.truncated_texts,
+        used.total,
     )
 
 

@@ -16,6 +16,7 @@ from starlette.types import ASGIApp
 
 from groundwire.api.http.asgi import Receive, Scope, Send, respond
 from groundwire.api.http.connect import ConnectApp, error_json
+from groundwire.api.http.dashboard_upload import UploadBounds
 from groundwire.api.http.openai_chat import OpenAIChatApp
 from groundwire.api.http.openai_embeddings import EmbedderLookup, OpenAIEmbeddingsApp
 from groundwire.api.http.rpc import Procedures, not_found
@@ -116,13 +117,15 @@ def build_http_app(
     console: bool = False,
     embedders: EmbedderLookup | None = None,
     dashboard: bool = False,
+    uploads: UploadBounds | None = None,
 ) -> HttpApp:
     """The HTTP port's app: Connect for every service, the OpenAI facade, and
     with `mcp_limits` (the current retrieval limits, for the tools' input
     schemas) MCP over streamable HTTP at /mcp, and with `console` the web
     console's static files at /console. `embedders` finds an index's embedder
     for /v1/embeddings (without it, every model is unknown there). With
-    `dashboard`, the dashboard management REST API at /api/rag."""
+    `dashboard`, the dashboard management REST API at /api/rag (its file
+    uploads bounded by `uploads`: by default 64 MiB, whatever the index)."""
     routes = HttpRoutes()
     connect = ConnectApp(procedures, max_message_bytes)
     for service in sorted({m.lstrip("/").partition("/")[0] for m in procedures.methods()}):
@@ -139,7 +142,7 @@ def build_http_app(
         from groundwire.api.http.dashboard import PATH as DASHBOARD_PATH
         from groundwire.api.http.dashboard import DashboardApp
 
-        routes.mount(DASHBOARD_PATH, DashboardApp(procedures, max_message_bytes))
+        routes.mount(DASHBOARD_PATH, DashboardApp(procedures, max_message_bytes, uploads))
     app = HttpApp(routes, cors_origins, cors_max_age)
     if mcp_limits is not None:
         from groundwire.api.http.mcp import PATH, McpHttpApp

@@ -6,6 +6,12 @@
     GET  /api/rag/indexes/{indexName}/operations        ListOperations
     POST /api/rag/indexes/{indexName}/ingestion/start   StartIngestion
     POST /api/rag/indexes/{indexName}/ingestion/cancel  CancelIngestion
+    POST /api/rag/indexes/{indexName}/files             UpsertDocuments (one raw file)
+
+The upload's body is the file's raw bytes (`?name=FILE[&documentId=ID][&tenant=T]`,
+its Content-Type and a required Content-Length), bounded by the index's
+max_file_bytes and `[http] max_upload_bytes`, never by server.max_message_bytes
+(api/http/dashboard_upload.py).
 
 Each route is one IngestionManagerService RPC run through `Procedures` (api/http/
 rpc.py): the gRPC port's handler behind the gRPC port's interceptor, exactly as
@@ -13,8 +19,8 @@ Connect runs it. Authentication (`Authorization: Bearer KEY`), permissions, the
 key's tenant, admission, the configuration snapshot, error reasons, the access
 log (transport `dashboard_http`) and the RPC metrics are therefore the gRPC
 call's; start and cancel are decided by the ingestion manager alone (a second
-start is the manager's INGESTION_ALREADY_RUNNING). The body bound is
-`server.max_message_bytes`; bodies are otherwise ignored (every input is in the
+start is the manager's INGESTION_ALREADY_RUNNING). Except the upload's, the body
+bound is `server.max_message_bytes`; bodies are otherwise ignored (every input is in the
 path or the query: `pageSize`, `pageToken` on the listings). A query that does
 not decode is MALFORMED_REQUEST, answered after authentication as on gRPC.
 
@@ -22,8 +28,9 @@ Answers are explicit DTOs projected from the response messages, in the proto3
 JSON mapping Connect uses (lowerCamelCase, enum value names, 64-bit integers as
 strings, RFC 3339 timestamps), every listed field present (null when absent).
 They carry display metadata, readiness, versions, counts and operation states:
-never a source path or URL, a document's text, or the per-document failure
-lists (document ids; Connect's ListOperations and WatchIngestion have them).
+never a source path or URL, a document's text, or an operation's per-document
+failure lists (document ids; Connect's ListOperations and WatchIngestion have
+them). An upload's answer names only the caller's own file among its failures.
 Errors are JSON `{code, reason, message, details}` with the HTTP status Connect
 gives the gRPC code (api/http/connect.py), `Retry-After` on a refusal that
 carries RetryInfo, and `x-request-id` on every answer that reached an RPC.
@@ -31,6 +38,7 @@ carries RetryInfo, and `x-request-id` on every answer that reached an RPC.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -44,6 +52,7 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 
 from groundwire.api.http.asgi import (
+    BodyTooLarge,
     CancelOnDisconnect,
     ClientGone,
     Headers,
@@ -51,10 +60,20 @@ from groundwire.api.http.asgi import (
     Scope,
     Send,
     header,
+    read_body,
     respond_json,
 )
 from groundwire.api.http.connect import HTTP_STATUS, code_name, error_json
+from groundwire.api.http.dashboard_upload import (
+    UploadBounds,
+    content_length,
+    file_too_large,
+    length_required,
+    upload_request,
+    upsert_dto,
+)
 from groundwire.api.http.rpc import (
+    Procedure,
     Procedures,
     RpcAborted,
     RpcCall,
@@ -63,6 +82,8 @@ from groundwire.api.http.rpc import (
     transport_error,
 )
 from groundwire.api.interceptors import UNDECODABLE
+from groundwire.domain.errors import GroundwireError
+from groundwire.ingestion.push import one_file_upload
 from groundwire_client.v1 import ingestion_pb2
 
 PATH = "/api/rag"
@@ -188,6 +209,8 @@ class Route:
     request: Callable[[str, Mapping[str, list[str]]], Message]
     project: Callable[[Any], dict[str, Any]]
     status: int = 200
+    # The body is a file (dashboard_upload.py), not ignored.
+    upload: bool = False
 
 
 def _paged(message: Message, query: Mapping[str, list[str]]) -> Message:
@@ -244,6 +267,13 @@ ROUTES: dict[tuple[str, ...], Route] = {
         lambda name, _: ingestion_pb2.CancelIngestionRequest(index_name=name),
         lambda r: operation_dto(r.operation),
     ),
+    ("{}", "files"): Route(
+        "POST",
+        "UpsertDocuments",
+        lambda name, _: ingestion_pb2.UpsertDocumentsRequest(index_name=name),
+        upsert_dto,
+        upload=True,
+    ),
 }
 
 
@@ -296,9 +326,12 @@ async def send_error(
 class DashboardApp:
     """The ASGI app mounted at `/api/rag`."""
 
-    def __init__(self, procedures: Procedures, max_message_bytes: int) -> None:
+    def __init__(
+        self, procedures: Procedures, max_message_bytes: int, uploads: UploadBounds | None = None
+    ) -> None:
         self._procedures = procedures
         self._limit = max_message_bytes
+        self._uploads = uploads or UploadBounds(64 * 1024 * 1024, lambda _: None)
 
     def _metadata(self, scope: Scope) -> tuple[tuple[str, str], ...]:
         out = []
@@ -329,25 +362,93 @@ class DashboardApp:
             )
             return
         metadata = self._metadata(scope)
-        try:
-            await request_body(receive, self._limit)  # bounded; the inputs are in the URL
-        except RpcAborted as err:
-            status = HTTP_STATUS.get(err.code, 500)
-            self._procedures.refused(_SERVICE + route.rpc, err, metadata, TRANSPORT, status)
-            await send_error(send, err)
-            return
-        except ClientGone:
-            return
         query = parse_qs(bytes(scope.get("query_string", b"")).decode("latin-1"))
+        if route.upload:
+            request = await self._upload(scope, receive, send, route, name, query, metadata)
+            if request is None:
+                return
+        else:
+            try:
+                await request_body(receive, self._limit)  # bounded; the inputs are in the URL
+            except RpcAborted as err:
+                await self._refuse(send, route, err, metadata, HTTP_STATUS.get(err.code, 500))
+                return
+            except ClientGone:
+                return
+            try:
+                request = route.request(name, query)
+            except (ValueError, TypeError):
+                # Refused inside the call, after the key, as undecodable bytes are.
+                request = UNDECODABLE
+        await self._run(procedure, request, route, metadata, receive, send)
+
+    async def _refuse(
+        self,
+        send: Send,
+        route: Route,
+        err: RpcAborted,
+        metadata: tuple[tuple[str, str], ...],
+        status: int,
+    ) -> None:
+        """Refused before any RPC ran: logged (access log) and answered."""
+        self._procedures.refused(_SERVICE + route.rpc, err, metadata, TRANSPORT, status)
+        await send_error(send, err, status=status)
+
+    async def _upload(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        route: Route,
+        name: str,
+        query: Mapping[str, list[str]],
+        metadata: tuple[tuple[str, str], ...],
+    ) -> Any:
+        """The UpsertDocuments request of an upload (dashboard_upload.py), or None
+        once refused (answered) or abandoned by its client."""
+        length = content_length(scope)
+        if length is None:
+            await self._refuse(send, route, length_required(), metadata, 411)
+            return None
         try:
-            request: Any = route.request(name, query)
-        except (ValueError, TypeError):
-            # Refused inside the call, after the key, as undecodable bytes are.
-            request = UNDECODABLE
+            principal = self._procedures.authenticate(metadata)
+        except GroundwireError:
+            # The RPC's own authentication refuses it (and logs it); the body,
+            # unread, is never buffered for an unknown caller.
+            return route.request(name, query)
+        # A hidden index's bound is the server-wide one, as for no such index.
+        visible = principal is None or principal.sees_index(name)
+        bound = self._uploads.of(name if visible else None)
+        if length > bound:
+            await self._refuse(send, route, file_too_large(), metadata, 413)
+            return None
+        try:
+            body = await read_body(receive, bound)
+        except BodyTooLarge:
+            await self._refuse(send, route, file_too_large(), metadata, 413)
+            return None
+        except ClientGone:
+            return None
+        try:
+            return upload_request(name, query, body, header(scope, b"content-type"))
+        except ValueError:
+            return UNDECODABLE
+
+    async def _run(
+        self,
+        procedure: Procedure,
+        request: Any,
+        route: Route,
+        metadata: tuple[tuple[str, str], ...],
+        receive: Receive,
+        send: Send,
+    ) -> None:
         call = RpcCall(metadata, None, TRANSPORT)
         async with CancelOnDisconnect(receive):
             try:
-                response = await self._procedures.unary(procedure, request, call)
+                # An upload's one file is bounded as a file (dashboard_upload.py).
+                with one_file_upload() if route.upload else contextlib.nullcontext():
+                    response = await self._procedures.unary(procedure, request, call)
             except RpcAborted as err:
                 await send_error(send, err, call)
                 return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from groundwire.domain import operations as domain_operations
 from groundwire.domain.operations import Operation
 
 
@@ -33,6 +34,16 @@ class MemoryOperationLog:
 
     async def save_operation(self, operation: Operation) -> None:
         self._ops[operation.id] = operation
+        kept = domain_operations.KEPT_OPERATIONS
+        if len(self._ops) > kept + kept // 10:
+            # The oldest finished ones go, down to the bound (amortized: a tenth of
+            # the bound between two prunings).
+            done = sorted(
+                (o for o in self._ops.values() if o.state.terminal),
+                key=lambda o: (o.create_time, o.id),
+            )
+            for old in done[: max(0, len(self._ops) - kept)]:
+                del self._ops[old.id]
 
     async def get_operation(self, operation_id: str) -> Operation | None:
         return self._ops.get(operation_id)

@@ -24,6 +24,7 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
+from groundwire.domain import operations as domain_operations
 from groundwire.domain.operations import Operation
 from groundwire.stores.base import store_unavailable
 
@@ -93,6 +94,7 @@ class PostgresOperationLog:
         self._pool = pool
         self._connection = connection
         self._timeout = timeout_s
+        self._saved = 0
 
     async def save_operation(self, operation: Operation) -> None:
         record = json.dumps(operation.to_json())
@@ -121,6 +123,9 @@ class PostgresOperationLog:
                     "record": record,
                 },
             )
+            self._saved += 1
+            if self._saved % PRUNE_EVERY == 0:
+                await _prune(conn, domain_operations.KEPT_OPERATIONS)
             await conn.commit()
 
     async def get_operation(self, operation_id: str) -> Operation | None:
@@ -159,6 +164,24 @@ class PostgresOperationLog:
 
     def ingestion_lock(self, index_name: str) -> PostgresIngestionLock:
         return PostgresIngestionLock(self._pool, index_name, self._timeout)
+
+
+# Every this many saves in a process, finished operations past KEPT_OPERATIONS go.
+PRUNE_EVERY = 1_000
+
+
+async def _prune(conn: Conn, kept: int) -> None:
+    """Delete the finished operations older than the newest `kept` operations."""
+    await conn.execute(
+        """
+        DELETE FROM gw_operations
+        WHERE state NOT IN ('QUEUED', 'RUNNING')
+          AND (created_at, id) < (
+              SELECT created_at, id FROM gw_operations
+              ORDER BY created_at DESC, id DESC OFFSET %s LIMIT 1)
+        """,
+        [kept - 1],
+    )
 
 
 def _op(row: TupleRow | None) -> Operation | None:

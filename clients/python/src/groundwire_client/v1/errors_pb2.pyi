@@ -277,6 +277,14 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """
     ERROR_REASON_METHOD_NOT_FOUND: _ErrorReason.ValueType  # 413
     """UNIMPLEMENTED (HTTP 404): no RPC (or HTTP route) has that path."""
+    ERROR_REASON_FILE_TOO_LARGE: _ErrorReason.ValueType  # 414
+    """RESOURCE_EXHAUSTED (HTTP 413): a file uploaded to the dashboard API
+    (POST /api/rag/indexes/{name}/files) is larger than the index's
+    ingestion.max_file_bytes or the server's http.max_upload_bytes; refused
+    from its Content-Length, before the body is read.
+    """
+    ERROR_REASON_LENGTH_REQUIRED: _ErrorReason.ValueType  # 415
+    """INVALID_ARGUMENT (HTTP 411): a file upload without a Content-Length."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The values of google.rpc.ErrorInfo.reason, without the ERROR_REASON_ prefix
@@ -532,4 +540,12 @@ server.max_message_bytes (the gRPC port's bound too).
 """
 ERROR_REASON_METHOD_NOT_FOUND: ErrorReason.ValueType  # 413
 """UNIMPLEMENTED (HTTP 404): no RPC (or HTTP route) has that path."""
+ERROR_REASON_FILE_TOO_LARGE: ErrorReason.ValueType  # 414
+"""RESOURCE_EXHAUSTED (HTTP 413): a file uploaded to the dashboard API
+(POST /api/rag/indexes/{name}/files) is larger than the index's
+ingestion.max_file_bytes or the server's http.max_upload_bytes; refused
+from its Content-Length, before the body is read.
+"""
+ERROR_REASON_LENGTH_REQUIRED: ErrorReason.ValueType  # 415
+"""INVALID_ARGUMENT (HTTP 411): a file upload without a Content-Length."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

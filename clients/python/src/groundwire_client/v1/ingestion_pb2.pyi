@@ -140,6 +140,14 @@ class _OperationTriggerEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Oper
     """
     OPERATION_TRIGGER_WATCH: _OperationTrigger.ValueType  # 170
     """The WATCH strategy: files of the index's sources changed."""
+    OPERATION_TRIGGER_PUSH: _OperationTrigger.ValueType  # 171
+    """A push: UpsertDocuments or DeleteDocuments (also the dashboard API's file
+    upload), recorded once it ended (created terminal: SUCCEEDED with its
+    counts and failed documents, or FAILED with its error code), started by
+    the pushing key and visible only to that key's tenant (and operators).
+    Never a running operation: it does not hold the index against
+    StartIngestion.
+    """
 
 class OperationTrigger(_OperationTrigger, metaclass=_OperationTriggerEnumTypeWrapper):
     """What started an operation."""
@@ -159,6 +167,14 @@ chunking, embedding model or sources), as a restart would have.
 """
 OPERATION_TRIGGER_WATCH: OperationTrigger.ValueType  # 170
 """The WATCH strategy: files of the index's sources changed."""
+OPERATION_TRIGGER_PUSH: OperationTrigger.ValueType  # 171
+"""A push: UpsertDocuments or DeleteDocuments (also the dashboard API's file
+upload), recorded once it ended (created terminal: SUCCEEDED with its
+counts and failed documents, or FAILED with its error code), started by
+the pushing key and visible only to that key's tenant (and operators).
+Never a running operation: it does not hold the index against
+StartIngestion.
+"""
 Global___OperationTrigger: _TypeAlias = OperationTrigger  # noqa: Y015
 
 class _OperationPhase:
@@ -709,7 +725,8 @@ class Operation(_message.Message):
     STORE_DATA_REJECTED (the store refused the data), DEADLINE_EXCEEDED (a
     store statement timed out), VERSION_NOT_STAGING (the staged version was
     discarded meanwhile), INTERRUPTED (the server stopped while it ran),
-    INTERNAL (anything else).
+    INDEX_REBUILD_REQUIRED (a push into an index built with another embedding
+    model or chunking policy: ingest it first), INTERNAL (anything else).
     """
     failures_omitted: _builtins.int
     """Output only. Failures beyond the 100 listed."""
@@ -826,7 +843,10 @@ class IndexStatus(_message.Message):
 
     @_builtins.property
     def last_operation(self) -> Global___Operation:
-        """Output only. The most recent finished operation, if any."""
+        """Output only. The most recent finished operation, if any, among the
+        index's newest 1,000; never a push (trigger PUSH: ListOperations lists
+        those, to their tenant).
+        """
 
     @_builtins.property
     def next_run_time(self) -> _timestamp_pb2.Timestamp:

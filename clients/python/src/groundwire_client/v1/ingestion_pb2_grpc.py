@@ -148,7 +148,9 @@ class IngestionManagerServiceServicer:
         """Lists operations, newest first. Paginated. A key with `manage` lists
         every operation; a key with only `ingest` lists the operations it
         started (Operation.started_by_key_id), with their failed and skipped
-        documents.
+        documents. Pushes (UpsertDocuments, DeleteDocuments: trigger PUSH) are
+        operations of the tenant that pushed: listed only to that tenant's keys
+        (and operators).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -158,7 +160,9 @@ class IngestionManagerServiceServicer:
         """Adds or replaces documents pushed by the caller and publishes them as one
         new index version. Unchanged documents (same content hash) are skipped.
         Documents are identified by (tenant, document_id): a caller only ever
-        addresses its own tenant's documents.
+        addresses its own tenant's documents. Each push is recorded as an
+        operation (trigger PUSH, already terminal) of the caller's tenant; one
+        refused as malformed (INVALID_ARGUMENT) is not.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -166,7 +170,7 @@ class IngestionManagerServiceServicer:
 
     def DeleteDocuments(self, request, context):
         """Deletes one tenant's pushed or ingested documents by id as one new index
-        version.
+        version, recorded as an operation (trigger PUSH) as UpsertDocuments is.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -64,17 +64,21 @@ class IngestionManagerServiceStub:
     """Lists operations, newest first. Paginated. A key with `manage` lists
     every operation; a key with only `ingest` lists the operations it
     started (Operation.started_by_key_id), with their failed and skipped
-    documents.
+    documents. Pushes (UpsertDocuments, DeleteDocuments: trigger PUSH) are
+    operations of the tenant that pushed: listed only to that tenant's keys
+    (and operators).
     """
     UpsertDocuments: _grpc.UnaryUnaryMultiCallable[_ingestion_pb2.UpsertDocumentsRequest, _ingestion_pb2.UpsertDocumentsResponse]
     """Adds or replaces documents pushed by the caller and publishes them as one
     new index version. Unchanged documents (same content hash) are skipped.
     Documents are identified by (tenant, document_id): a caller only ever
-    addresses its own tenant's documents.
+    addresses its own tenant's documents. Each push is recorded as an
+    operation (trigger PUSH, already terminal) of the caller's tenant; one
+    refused as malformed (INVALID_ARGUMENT) is not.
     """
     DeleteDocuments: _grpc.UnaryUnaryMultiCallable[_ingestion_pb2.DeleteDocumentsRequest, _ingestion_pb2.DeleteDocumentsResponse]
     """Deletes one tenant's pushed or ingested documents by id as one new index
-    version.
+    version, recorded as an operation (trigger PUSH) as UpsertDocuments is.
     """
     ListDocuments: _grpc.UnaryUnaryMultiCallable[_ingestion_pb2.ListDocumentsRequest, _ingestion_pb2.ListDocumentsResponse]
     """Lists one tenant's published documents of an index, ordered by id
@@ -118,17 +122,21 @@ class IngestionManagerServiceAsyncStub(IngestionManagerServiceStub):
     """Lists operations, newest first. Paginated. A key with `manage` lists
     every operation; a key with only `ingest` lists the operations it
     started (Operation.started_by_key_id), with their failed and skipped
-    documents.
+    documents. Pushes (UpsertDocuments, DeleteDocuments: trigger PUSH) are
+    operations of the tenant that pushed: listed only to that tenant's keys
+    (and operators).
     """
     UpsertDocuments: _aio.UnaryUnaryMultiCallable[_ingestion_pb2.UpsertDocumentsRequest, _ingestion_pb2.UpsertDocumentsResponse]  # type: ignore[assignment]
     """Adds or replaces documents pushed by the caller and publishes them as one
     new index version. Unchanged documents (same content hash) are skipped.
     Documents are identified by (tenant, document_id): a caller only ever
-    addresses its own tenant's documents.
+    addresses its own tenant's documents. Each push is recorded as an
+    operation (trigger PUSH, already terminal) of the caller's tenant; one
+    refused as malformed (INVALID_ARGUMENT) is not.
     """
     DeleteDocuments: _aio.UnaryUnaryMultiCallable[_ingestion_pb2.DeleteDocumentsRequest, _ingestion_pb2.DeleteDocumentsResponse]  # type: ignore[assignment]
     """Deletes one tenant's pushed or ingested documents by id as one new index
-    version.
+    version, recorded as an operation (trigger PUSH) as UpsertDocuments is.
     """
     ListDocuments: _aio.UnaryUnaryMultiCallable[_ingestion_pb2.ListDocumentsRequest, _ingestion_pb2.ListDocumentsResponse]  # type: ignore[assignment]
     """Lists one tenant's published documents of an index, ordered by id
@@ -211,7 +219,9 @@ class IngestionManagerServiceServicer(metaclass=_abc_1.ABCMeta):
         """Lists operations, newest first. Paginated. A key with `manage` lists
         every operation; a key with only `ingest` lists the operations it
         started (Operation.started_by_key_id), with their failed and skipped
-        documents.
+        documents. Pushes (UpsertDocuments, DeleteDocuments: trigger PUSH) are
+        operations of the tenant that pushed: listed only to that tenant's keys
+        (and operators).
         """
 
     @_abc_1.abstractmethod
@@ -223,7 +233,9 @@ class IngestionManagerServiceServicer(metaclass=_abc_1.ABCMeta):
         """Adds or replaces documents pushed by the caller and publishes them as one
         new index version. Unchanged documents (same content hash) are skipped.
         Documents are identified by (tenant, document_id): a caller only ever
-        addresses its own tenant's documents.
+        addresses its own tenant's documents. Each push is recorded as an
+        operation (trigger PUSH, already terminal) of the caller's tenant; one
+        refused as malformed (INVALID_ARGUMENT) is not.
         """
 
     @_abc_1.abstractmethod
@@ -233,7 +245,7 @@ class IngestionManagerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_ingestion_pb2.DeleteDocumentsResponse, _abc.Awaitable[_ingestion_pb2.DeleteDocumentsResponse]]:
         """Deletes one tenant's pushed or ingested documents by id as one new index
-        version.
+        version, recorded as an operation (trigger PUSH) as UpsertDocuments is.
         """
 
     @_abc_1.abstractmethod
