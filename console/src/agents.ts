@@ -19,10 +19,12 @@ import {
   type RagItem,
 } from "@gen/groundwire/v1/index.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { access, lacks, notice, usable } from "./access.js";
 import { agents } from "./api.js";
 import { byId, clear, enumName, fmtDuration, fmtScore, h, hideBanner } from "./dom.js";
 import type { ShowError } from "./indexes.js";
-import { scoreText } from "./search.js";
+import { linkMarkers, renderMarkdown } from "./markdown.js";
+import { scoreText, shortScore } from "./search.js";
 
 const MARKER = /\[([0-9][0-9,\s]*)\]/g;
 const MAX_HISTORY_TURNS = 20;
@@ -56,6 +58,14 @@ export class AgentsView {
   }
 
   async refresh(): Promise<void> {
+    const a = access();
+    byId<HTMLButtonElement>("chat-send").disabled = !a.can.execute;
+    if (!usable(a)) return notice("agents-notice", "");
+    if (!a.can.execute) {
+      clear(byId("agent-select"));
+      return notice("agents-notice", lacks("list agents or chat with them", "execute"));
+    }
+    notice("agents-notice", "");
     try {
       const list: AgentDescription[] = [];
       let pageToken = "";
@@ -94,7 +104,7 @@ export class AgentsView {
     hideBanner();
     const log = byId("chat-log");
     log.appendChild(h("div", { class: "msg user" }, h("span", { class: "who" }, "You"), h("p", {}, message)));
-    const answerEl = h("p", { class: "answer", "data-field": "answer" });
+    const answerEl = h("div", { class: "answer", "data-field": "answer" });
     const statusEl = h("p", { class: "help", "data-field": "chat-status" }, "Searching…");
     const bubble = h(
       "div",
@@ -130,7 +140,7 @@ export class AgentsView {
             break;
           case ExecutionEventType.TEXT_DELTA:
             text += ev.textDelta;
-            answerEl.textContent = text;
+            answerEl.replaceChildren(renderMarkdown(text));
             log.scrollTop = log.scrollHeight;
             break;
           case ExecutionEventType.EXECUTION_COMPLETED:
@@ -236,52 +246,51 @@ export class AgentsView {
 function itemTable(title: string, items: RagItem[], cited: Set<string>): HTMLElement {
   const details = h("details", { open: title !== "Candidates" && items.length > 0 }, h("summary", {}, `${title} (${items.length})`));
   if (items.length === 0) return details;
-  details.appendChild(
+  const table = h(
+    "table",
+    { class: "compact" },
     h(
-      "table",
-      { class: "compact" },
+      "thead",
+      {},
       h(
-        "thead",
+        "tr",
         {},
+        h("th", { scope: "col" }, "Rank"),
+        h("th", { scope: "col" }, "Source"),
+        h("th", { scope: "col" }, "Score"),
+        h("th", { scope: "col" }, "Rerank"),
+        h("th", { scope: "col" }, "Reason"),
+      ),
+    ),
+    h(
+      "tbody",
+      {},
+      ...items.map((it) =>
         h(
           "tr",
-          {},
-          h("th", { scope: "col" }, "Rank"),
-          h("th", { scope: "col" }, "Source"),
-          h("th", { scope: "col" }, "Score"),
-          h("th", { scope: "col" }, "Rerank"),
-          h("th", { scope: "col" }, "Reason"),
-        ),
-      ),
-      h(
-        "tbody",
-        {},
-        ...items.map((it) =>
+          { "data-chunk": it.chunkId },
+          h("td", { class: "num" }, String(it.retrievalRank)),
           h(
-            "tr",
-            { "data-chunk": it.chunkId },
-            h("td", { class: "num" }, String(it.retrievalRank)),
-            h(
-              "td",
-              {},
-              it.title || it.documentId,
-              it.section ? ` › ${it.section}` : "",
-              cited.has(it.chunkId) ? h("span", { class: "pill ok" }, "cited") : null,
-            ),
-            h("td", {}, scoreText(it.score)),
-            h("td", { class: "num" }, it.rerankRelevance !== undefined ? fmtScore(it.rerankRelevance) : "–"),
-            h(
-              "td",
-              {},
-              it.reason === RagItemReason.UNSPECIFIED
-                ? "–"
-                : enumName(RagItemReason, it.reason).toLowerCase().replaceAll("_", " "),
-            ),
+            "td",
+            {},
+            it.title || it.documentId,
+            it.section ? ` › ${it.section}` : "",
+            cited.has(it.chunkId) ? h("span", { class: "pill ok" }, "cited") : null,
+          ),
+          h("td", { class: "score", title: scoreText(it.score) }, shortScore(it.score)),
+          h("td", { class: "num" }, it.rerankRelevance !== undefined ? fmtScore(it.rerankRelevance) : "–"),
+          h(
+            "td",
+            {},
+            it.reason === RagItemReason.UNSPECIFIED
+              ? "–"
+              : enumName(RagItemReason, it.reason).toLowerCase().replaceAll("_", " "),
           ),
         ),
       ),
     ),
   );
+  details.appendChild(h("div", { class: "scroll" }, table));
   return details;
 }
 
@@ -291,24 +300,21 @@ function renderAnswer(bubble: HTMLElement, answerEl: HTMLElement, statusEl: HTML
   const serial = ++answerSerial;
   const bySource = new Map<number, Citation>();
   for (const c of r.citations) bySource.set(c.sourceNumber, c);
-  clear(answerEl);
-  let last = 0;
-  for (const m of r.answer.matchAll(MARKER)) {
-    const numbers = m[1]!.split(",").map((s) => Number(s.trim()));
-    if (!numbers.every((n) => bySource.has(n))) continue;
-    answerEl.append(r.answer.slice(last, m.index));
-    answerEl.append("[");
+  const fragment = renderMarkdown(r.answer);
+  linkMarkers(fragment, MARKER, (numbers) => {
+    if (!numbers.every((n) => bySource.has(n))) return null;
+    const span = h("span", { class: "cite-group" }, "[");
     numbers.forEach((n, i) => {
       const c = bySource.get(n)!;
-      if (i > 0) answerEl.append(", ");
-      answerEl.appendChild(
+      if (i > 0) span.append(", ");
+      span.appendChild(
         h("a", { href: `#cite-${serial}-${c.displayNumber}`, class: "cite", "aria-label": `citation ${c.displayNumber}` }, String(c.displayNumber)),
       );
     });
-    answerEl.append("]");
-    last = m.index! + m[0].length;
-  }
-  answerEl.append(r.answer.slice(last));
+    span.append("]");
+    return span;
+  });
+  answerEl.replaceChildren(fragment);
   statusEl.textContent =
     `${r.model} · ${fmtDuration(r.duration)}` + (r.usage ? ` · ${r.usage.totalTokens} tokens` : "");
   if (r.citations.length === 0) return;

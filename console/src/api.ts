@@ -37,6 +37,10 @@ export function setKey(key: string, remember: boolean): void {
   }
 }
 
+export function hasKey(): boolean {
+  return apiKey !== "";
+}
+
 const bearer: Interceptor = (next) => async (req) => {
   if (apiKey) req.header.set("authorization", `Bearer ${apiKey}`);
   return next(req);
@@ -54,6 +58,29 @@ export const ingestion: Client<typeof IngestionManagerService> = createClient(
 );
 export const retriever: Client<typeof RetrieverService> = createClient(RetrieverService, transport);
 export const agents: Client<typeof AgentService> = createClient(AgentService, transport);
+
+/** The names of the indexes the key sees (ListIndexes needs only a valid key). */
+export async function indexNames(): Promise<string[]> {
+  const names: string[] = [];
+  let pageToken = "";
+  do {
+    const page = await ingestion.listIndexes({ pageSize: 100, pageToken });
+    names.push(...page.indexes.map((i) => i.name));
+    pageToken = page.nextPageToken;
+  } while (pageToken && names.length < 1000);
+  return names;
+}
+
+/** Whether the key's tenant has no published document in the index (the first
+ * page of ListDocuments is empty: the condition of the CLI's notice). */
+export async function tenantEmpty(indexName: string): Promise<boolean> {
+  const r = await ingestion.listDocuments({ indexName, pageSize: 1 });
+  return r.documents.length === 0;
+}
+
+/** The CLI's and MCP's wording (groundwire search: "no results (your key's tenant has
+ * no documents in this index)"). */
+export const TENANT_EMPTY = "Your key's tenant has no documents in this index.";
 
 export interface ErrorView {
   status: string;
@@ -79,4 +106,78 @@ export function describeError(err: unknown): ErrorView {
     reason: info?.reason ?? "",
     message: ce.rawMessage,
   };
+}
+
+/** One file's answer from the binary upload route (UpsertDocumentsResponse as JSON). */
+export interface UploadResult {
+  publishedVersion: string;
+  upserted: number;
+  unchanged: number;
+  chunksWritten: number;
+  truncatedChunks: number;
+  failures: { documentId: string; reason: string; message?: string }[];
+}
+
+/** A refusal of the upload route: its JSON error, or what the browser saw. */
+export class UploadError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Sends one file's bytes to `POST /api/rag/indexes/{index}/files?name=...`
+ * (XMLHttpRequest, so its upload progress can be shown). */
+export function uploadFile(
+  indexName: string,
+  file: File,
+  mediaType: string,
+  onProgress: (sent: number, total: number) => void,
+): Promise<UploadResult> {
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    const url =
+      `/api/rag/indexes/${encodeURIComponent(indexName)}/files?name=${encodeURIComponent(file.name)}`;
+    xhr.open("POST", url);
+    if (apiKey) xhr.setRequestHeader("Authorization", `Bearer ${apiKey}`);
+    xhr.setRequestHeader("Content-Type", mediaType || "application/octet-stream");
+    xhr.responseType = "text";
+    xhr.upload.onprogress = (e) => onProgress(e.loaded, e.lengthComputable ? e.total : file.size);
+    xhr.onload = () => {
+      let body: Record<string, unknown> = {};
+      try {
+        body = JSON.parse(xhr.responseText || "{}") as Record<string, unknown>;
+      } catch {
+        // Not JSON (a proxy's page): the status says enough.
+      }
+      if (xhr.status === 200) {
+        resolve({
+          publishedVersion: String(body["publishedVersion"] ?? ""),
+          upserted: Number(body["upserted"] ?? 0),
+          unchanged: Number(body["unchanged"] ?? 0),
+          chunksWritten: Number(body["chunksWritten"] ?? 0),
+          truncatedChunks: Number(body["truncatedChunks"] ?? 0),
+          failures: (body["failures"] as UploadResult["failures"] | undefined) ?? [],
+        });
+        return;
+      }
+      reject(
+        new UploadError(
+          xhr.status,
+          String(body["code"] ?? `HTTP ${xhr.status}`),
+          String(body["reason"] ?? ""),
+          String(body["message"] ?? xhr.statusText),
+        ),
+      );
+    };
+    // The server may answer a refusal (413) and close before the body is sent.
+    xhr.onerror = () =>
+      reject(new UploadError(0, "NETWORK_ERROR", "", "the connection closed before an answer (too large?)"));
+    xhr.onabort = () => reject(new UploadError(0, "CANCELED", "", "the upload was stopped"));
+    xhr.send(file);
+  });
 }

@@ -1,5 +1,7 @@
 // Indexes view: status of every index, latest operations, start/cancel an
-// ingestion and watch it live (WatchIngestion), push files by drag and drop.
+// ingestion and watch it live (WatchIngestion), push files by drag and drop
+// (one upload a file, each with its progress and its result). What the key
+// lacks is said in a notice; the parts it cannot use are left out.
 import { create } from "@bufbuild/protobuf";
 import {
   OperationPhase,
@@ -10,7 +12,8 @@ import {
   type IndexStatus,
   type Operation,
 } from "@gen/groundwire/v1/index.js";
-import { ingestion } from "./api.js";
+import { access, lacks, notice, usable, type Access } from "./access.js";
+import { describeError, ingestion, UploadError, uploadFile, type UploadResult } from "./api.js";
 import { byId, clear, enumName, fmtDuration, fmtNumber, fmtTime, h, hideBanner } from "./dom.js";
 
 export type ShowError = (err: unknown) => void;
@@ -60,7 +63,10 @@ export class IndexesView {
   private watching: AbortController | null = null;
   private rows: Row[] = [];
 
-  constructor(private readonly showError: ShowError) {
+  constructor(
+    private readonly showError: ShowError,
+    private readonly openDocuments: (index: string) => void,
+  ) {
     byId("indexes-refresh").addEventListener("click", () => void this.refresh());
     const zone = byId("drop-zone");
     zone.addEventListener("dragover", (e) => {
@@ -89,6 +95,14 @@ export class IndexesView {
   }
 
   async refresh(): Promise<void> {
+    const a = access();
+    notice("indexes-notice", usable(a) ? indexesNotice(a) : "");
+    if (!usable(a)) {
+      this.rows = [];
+      this.renderTable();
+      byId("index-detail").hidden = true;
+      return;
+    }
     try {
       const indexes: IndexDescription[] = [];
       let pageToken = "";
@@ -97,15 +111,19 @@ export class IndexesView {
         indexes.push(...page.indexes);
         pageToken = page.nextPageToken;
       } while (pageToken && indexes.length < 1000);
-      const statuses = await Promise.all(
-        indexes.map((index) =>
-          ingestion.getIndexStatus({ indexName: index.name }).then((r) => r.status),
-        ),
-      );
+      // Status and counts need `manage`; without it the columns stay empty.
+      const statuses = a.can.manage
+        ? await Promise.all(
+            indexes.map((index) =>
+              ingestion.getIndexStatus({ indexName: index.name }).then((r) => r.status),
+            ),
+          )
+        : [];
       this.rows = indexes.map((index, i) => ({ index, status: statuses[i] }));
       this.renderTable();
       if (!this.selected && this.rows.length > 0) this.selected = this.rows[0]!.index.name;
-      if (this.selected) await this.renderDetail();
+      if (this.selected && (a.can.manage || a.can.ingest)) await this.renderDetail();
+      else byId("index-detail").hidden = true;
     } catch (err) {
       this.showError(err);
     }
@@ -114,23 +132,39 @@ export class IndexesView {
   private renderTable(): void {
     const tbody = byId("indexes-table").querySelector("tbody")!;
     clear(tbody);
+    const can = access().can;
+    const control = can.manage || can.ingest;
     for (const { index, status } of this.rows) {
       const running = status?.runningOperation;
       const last = running ?? status?.lastOperation;
       const emb = index.embedding;
-      const start = h("button", { type: "button", "data-action": "start" }, "Start ingestion");
-      start.addEventListener("click", () => void this.start(index.name));
-      const cancel = h(
-        "button",
-        { type: "button", "data-action": "cancel", disabled: !running },
-        "Cancel",
-      );
-      cancel.addEventListener("click", () => void this.cancel(index.name));
-      const details = h("button", { type: "button", "data-action": "details" }, "Operations & push");
-      details.addEventListener("click", () => {
-        this.selected = index.name;
-        void this.renderDetail();
-      });
+      const actions: HTMLElement[] = [];
+      if (control) {
+        const start = h("button", { type: "button", "data-action": "start" }, "Start ingestion");
+        start.addEventListener("click", () => void this.start(index.name));
+        // Without `manage` the key sees no status: whether a run is going is the server's to say.
+        const cancel = h(
+          "button",
+          { type: "button", "data-action": "cancel", disabled: can.manage && !running },
+          "Cancel",
+        );
+        cancel.addEventListener("click", () => void this.cancel(index.name));
+        const details = h(
+          "button",
+          { type: "button", "data-action": "details" },
+          can.ingest ? "Operations & push" : "Operations",
+        );
+        details.addEventListener("click", () => {
+          this.selected = index.name;
+          void this.renderDetail();
+        });
+        actions.push(start, cancel, details);
+      }
+      if (can.retrieve) {
+        const docs = h("button", { type: "button", "data-action": "documents" }, "Documents");
+        docs.addEventListener("click", () => this.openDocuments(index.name));
+        actions.push(docs);
+      }
       tbody.appendChild(
         h(
           "tr",
@@ -144,7 +178,9 @@ export class IndexesView {
           h(
             "td",
             { "data-field": "status" },
-            h("span", { class: `pill ${status?.ready ? "ok" : "warn"}` }, status?.ready ? "ready" : "not ready"),
+            status
+              ? h("span", { class: `pill ${status.ready ? "ok" : "warn"}` }, status.ready ? "ready" : "not ready")
+              : "–",
             running ? h("span", { class: "pill busy" }, "ingesting") : null,
           ),
           h("td", { class: "num", "data-field": "version" }, status ? fmtNumber(status.publishedVersion) : "–"),
@@ -158,7 +194,7 @@ export class IndexesView {
               : "lexical only",
           ),
           h("td", {}, last ? `${enumName(OperationState, last.state)} · ${fmtTime(last.endTime ?? last.startTime)}` : "–"),
-          h("td", { class: "actions" }, start, cancel, details),
+          h("td", { class: "actions" }, ...actions),
         ),
       );
     }
@@ -167,6 +203,7 @@ export class IndexesView {
   private async renderDetail(): Promise<void> {
     const name = this.selected;
     byId("index-detail").hidden = false;
+    byId("drop-zone").hidden = !access().can.ingest;
     byId("h-detail").textContent = `Index ${name}`;
     for (const tr of byId("indexes-table").querySelectorAll("tbody tr")) {
       if ((tr as HTMLElement).dataset["index"] === name) tr.setAttribute("aria-current", "true");
@@ -231,45 +268,118 @@ export class IndexesView {
 
   async push(files: File[]): Promise<void> {
     const out = byId("upsert-result");
-    if (!this.selected || files.length === 0) return;
+    const list = byId("push-results");
+    const index = this.selected;
+    if (!index || files.length === 0) return;
     if (files.length > MAX_PUSH_FILES) {
       out.textContent = `At most ${MAX_PUSH_FILES} files at a time (got ${files.length}).`;
       return;
     }
     hideBanner();
-    out.textContent = `Pushing ${files.length} file(s) into ${this.selected}…`;
-    try {
-      const documents = await Promise.all(
-        files.map(async (f) =>
-          create(PushedDocumentSchema, {
-            documentId: f.name,
-            title: f.name,
-            content: new Uint8Array(await f.arrayBuffer()),
-            mediaType: mediaTypeOf(f),
-          }),
-        ),
-      );
-      const r = await ingestion.upsertDocuments({ indexName: this.selected, documents });
-      clear(out);
-      out.appendChild(
-        h(
-          "p",
-          { "data-field": "upsert-summary" },
-          `Version ${fmtNumber(r.publishedVersion)}: ${r.upserted} upserted, ${r.unchanged} unchanged, ` +
-            `${r.chunksWritten} chunks written, ${r.failures.length} failed.`,
-        ),
-      );
-      if (r.failures.length) {
-        out.appendChild(
-          h("ul", {}, ...r.failures.map((f) => h("li", {}, `${f.documentId}: ${f.reason}`))),
-        );
-      }
-    } catch (err) {
-      out.textContent = "";
-      this.showError(err);
+    clear(list);
+    out.textContent = `Pushing ${files.length} file(s) into ${index}…`;
+    // One upload a file: a bad file fails alone, named with its reason.
+    const rows = files.map((f) => {
+      const bar = h("progress", { max: String(Math.max(f.size, 1)), value: "0" });
+      bar.setAttribute("aria-label", `Upload of ${f.name}`);
+      const state = h("span", { "data-field": "push-state" }, "waiting");
+      const li = h("li", { "data-file": f.name }, h("span", { class: "mono" }, f.name), bar, state);
+      list.appendChild(li);
+      return { file: f, li, bar, state };
+    });
+    const totals = { upserted: 0, unchanged: 0, failed: 0 };
+    for (const row of rows) {
+      row.state.textContent = "sending…";
+      const outcome = await pushOne(index, row.file, (sent, total) => {
+        row.bar.max = Math.max(total, 1);
+        row.bar.value = sent;
+      });
+      row.bar.value = row.bar.max;
+      row.li.dataset["outcome"] = outcome.kind;
+      row.state.textContent = outcome.text;
+      row.state.className = `pill ${outcome.kind === "failed" ? "bad" : outcome.kind === "landed" ? "ok" : "warn"}`;
+      if (outcome.kind === "landed") totals.upserted++;
+      else if (outcome.kind === "unchanged") totals.unchanged++;
+      else totals.failed++;
     }
+    clear(out);
+    out.appendChild(
+      h(
+        "p",
+        { "data-field": "upsert-summary" },
+        `Pushed ${files.length} file(s) into ${index}: ${totals.upserted} upserted, ` +
+          `${totals.unchanged} unchanged, ${totals.failed} failed.`,
+      ),
+    );
     await this.refresh();
   }
+}
+
+interface PushOutcome {
+  kind: "landed" | "unchanged" | "failed";
+  text: string;
+}
+
+/** Sends one file (the binary upload route; Connect's UpsertDocuments on a server
+ * without that route) and says what became of it. */
+async function pushOne(
+  index: string,
+  file: File,
+  progress: (sent: number, total: number) => void,
+): Promise<PushOutcome> {
+  let r: UploadResult;
+  try {
+    r = await uploadFile(index, file, mediaTypeOf(file), progress);
+  } catch (err) {
+    if (!(err instanceof UploadError)) throw err;
+    if (err.status !== 404 || err.reason !== "METHOD_NOT_FOUND") {
+      return { kind: "failed", text: `failed: ${err.reason || err.code} ${err.message}`.trim() };
+    }
+    try {
+      r = await upsertOne(index, file);
+    } catch (e) {
+      const d = describeError(e);
+      return { kind: "failed", text: `failed: ${d.reason || d.status} ${d.message}`.trim() };
+    }
+  }
+  const f = r.failures[0];
+  if (f) return { kind: "failed", text: `failed: ${f.reason}${f.message ? ` ${f.message}` : ""}` };
+  if (r.upserted > 0) {
+    const chunks = `${r.chunksWritten} chunk${r.chunksWritten === 1 ? "" : "s"}`;
+    return { kind: "landed", text: `landed: ${chunks}, version ${r.publishedVersion}` };
+  }
+  return { kind: "unchanged", text: `unchanged (version ${r.publishedVersion})` };
+}
+
+async function upsertOne(index: string, file: File): Promise<UploadResult> {
+  const document = create(PushedDocumentSchema, {
+    documentId: file.name,
+    title: file.name,
+    content: new Uint8Array(await file.arrayBuffer()),
+    mediaType: mediaTypeOf(file),
+  });
+  const r = await ingestion.upsertDocuments({ indexName: index, documents: [document] });
+  return { ...r, publishedVersion: String(r.publishedVersion), failures: r.failures.map((f) => ({ ...f })) };
+}
+
+/** What the Indexes view cannot do with this key, and what it still can. */
+function indexesNotice(a: Access): string {
+  const c = a.can;
+  if (!c.manage && !c.ingest) {
+    return (
+      "This key cannot see index status, start ingestion or push files (it lacks manage and ingest); " +
+      `it can list the indexes${c.retrieve ? ", search them and browse its tenant's documents" : ""}.`
+    );
+  }
+  if (!c.manage) {
+    return lacks(
+      "list index status or counts",
+      "manage",
+      "you can still push files into an index by name, start or cancel ingestion of your tenant's indexes, and see the operations this key started",
+    );
+  }
+  if (!c.ingest) return lacks("push files into an index", "ingest");
+  return "";
 }
 
 function countsText(op: Operation): string {
@@ -287,7 +397,7 @@ function operationRow(op: Operation): HTMLTableRowElement {
     { "data-operation": op.id },
     h("td", { class: "mono" }, op.id),
     h("td", {}, h("span", { class: `pill ${stateClass(op.state)}` }, enumName(OperationState, op.state))),
-    h("td", {}, enumName(OperationTrigger, op.trigger)),
+    h("td", {}, triggerName(op.trigger)),
     h("td", {}, enumName(OperationPhase, op.phase)),
     h("td", { class: "num" }, op.version ? fmtNumber(op.version) : "–"),
     h("td", {}, countsText(op), op.errorCode ? h("span", { class: "pill bad" }, op.errorCode) : null),
@@ -325,4 +435,9 @@ function showProgress(el: HTMLElement, op: Operation): void {
     ),
   );
   el.appendChild(bar);
+}
+
+/** The trigger's name; a value newer than these stubs shows as its number. */
+function triggerName(trigger: number): string {
+  return OperationTrigger[trigger] ?? `trigger ${trigger}`;
 }

@@ -1,14 +1,17 @@
 // groundwire console: routes (/console/indexes, /console/search,
-// /console/agents), the API-key field and the error banner.
+// /console/documents, /console/agents), the API-key field (and what the key
+// may do) and the error banner.
 import "./styles.css";
-import { describeError, ingestion, loadKey, setKey } from "./api.js";
+import { keyStatus, probeAccess } from "./access.js";
+import { describeError, loadKey, setKey } from "./api.js";
 import { AgentsView } from "./agents.js";
 import { byId } from "./dom.js";
+import { DocumentsView } from "./documents.js";
 import { IndexesView } from "./indexes.js";
 import { SearchView } from "./search.js";
 
-type View = "indexes" | "search" | "agents";
-const VIEWS: View[] = ["indexes", "search", "agents"];
+type View = "indexes" | "search" | "documents" | "agents";
+const VIEWS: View[] = ["indexes", "search", "documents", "agents"];
 const BASE = "/console";
 
 function showError(err: unknown): void {
@@ -23,7 +26,11 @@ function hideError(): void {
   byId("error-banner").hidden = true;
 }
 
-const indexes = new IndexesView(showError);
+const documents = new DocumentsView(showError);
+const indexes = new IndexesView(showError, (name) => {
+  documents.select(name);
+  navigate("documents");
+});
 const search = new SearchView(showError);
 const agentsView = new AgentsView(showError);
 
@@ -43,27 +50,37 @@ async function show(view: View): Promise<void> {
   await load(view);
 }
 
+let accessChecked: Promise<void> | null = null;
+
+/** Asks the server what the key may do and says it next to the key field. */
+async function checkAccess(): Promise<void> {
+  const a = await probeAccess();
+  byId("key-status").textContent = keyStatus(a);
+  byId<HTMLInputElement>("api-key").placeholder = a.state === "disabled" ? "none (auth disabled)" : "gw_…";
+  if (a.error) showError(a.error);
+}
+
 async function load(view: View): Promise<void> {
+  accessChecked ??= checkAccess();
+  await accessChecked;
   if (view === "indexes") await indexes.refresh();
-  else if (view === "search") {
-    // The index choices come from the same ListIndexes call as the Indexes view.
-    try {
-      const r = await ingestion.listIndexes({ pageSize: 100 });
-      search.setIndexes(r.indexes.map((i) => i.name));
-    } catch (err) {
-      showError(err);
-    }
-  } else await agentsView.refresh();
+  else if (view === "search") await search.load();
+  else if (view === "documents") await documents.load();
+  else await agentsView.refresh();
+}
+
+function navigate(view: View): void {
+  history.pushState(null, "", `${BASE}/${view}`);
+  hideError();
+  void show(view);
+  byId("main").focus();
 }
 
 for (const link of document.querySelectorAll<HTMLAnchorElement>("a[data-view]")) {
   link.addEventListener("click", (e) => {
     if (e.metaKey || e.ctrlKey || e.shiftKey || e.button !== 0) return;
     e.preventDefault();
-    history.pushState(null, "", link.href);
-    hideError();
-    void show(link.dataset["view"] as View);
-    byId("main").focus();
+    navigate(link.dataset["view"] as View);
   });
 }
 window.addEventListener("popstate", () => void show(viewFromPath(location.pathname)));
@@ -78,6 +95,7 @@ remember.checked = saved.remembered;
 function keyChanged(): void {
   setKey(keyInput.value, remember.checked);
   hideError();
+  accessChecked = null;
   void load(viewFromPath(location.pathname));
 }
 keyInput.addEventListener("change", keyChanged);

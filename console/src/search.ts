@@ -13,27 +13,36 @@ import {
   type RetrievalResult,
   type Score,
 } from "@gen/groundwire/v1/index.js";
-import { retriever } from "./api.js";
+import { access, lacks, notice, usable } from "./access.js";
+import { indexNames, retriever, tenantEmpty, TENANT_EMPTY } from "./api.js";
 import { byId, clear, enumName, fmtDuration, fmtScore, h, hideBanner } from "./dom.js";
 import type { ShowError } from "./indexes.js";
 
-const METRIC_LABEL: Record<number, string> = {
-  [ScoreMetric.COSINE_SIMILARITY]: "cosine similarity",
-  [ScoreMetric.COSINE_DISTANCE]: "cosine distance",
-  [ScoreMetric.EUCLIDEAN_DISTANCE]: "euclidean distance",
-  [ScoreMetric.DOT_PRODUCT]: "dot product",
-  [ScoreMetric.BM25]: "BM25",
-  [ScoreMetric.TEXT_RANK]: "text rank",
-  [ScoreMetric.RECIPROCAL_RANK_FUSION]: "reciprocal rank fusion",
-  [ScoreMetric.RERANK_RELEVANCE]: "rerank relevance",
+// Each metric's wording and its short form (the inspector's one-line score).
+const METRICS: Record<number, [label: string, short: string]> = {
+  [ScoreMetric.COSINE_SIMILARITY]: ["cosine similarity", "cos"],
+  [ScoreMetric.COSINE_DISTANCE]: ["cosine distance", "cos dist"],
+  [ScoreMetric.EUCLIDEAN_DISTANCE]: ["euclidean distance", "L2"],
+  [ScoreMetric.DOT_PRODUCT]: ["dot product", "dot"],
+  [ScoreMetric.BM25]: ["BM25", "BM25"],
+  [ScoreMetric.TEXT_RANK]: ["text rank", "rank"],
+  [ScoreMetric.RECIPROCAL_RANK_FUSION]: ["reciprocal rank fusion", "RRF"],
+  [ScoreMetric.RERANK_RELEVANCE]: ["rerank relevance", "rerank"],
 };
 
 export function scoreText(s: Score | undefined): string {
   if (!s) return "–";
-  const metric = METRIC_LABEL[s.metric] ?? enumName(ScoreMetric, s.metric);
+  const metric = METRICS[s.metric]?.[0] ?? enumName(ScoreMetric, s.metric);
   const dir = s.higherIsBetter ? "higher is better" : "lower is better";
   const rel = s.relevance !== undefined ? `, relevance ${fmtScore(s.relevance)}` : "";
   return `${fmtScore(s.rawScore)} ${metric} (${dir}${rel})`;
+}
+
+/** "0.0328 RRF ↑": the inspector's one-line score (scoreText is its title). */
+export function shortScore(s: Score | undefined): string {
+  if (!s) return "–";
+  const metric = METRICS[s.metric]?.[1] ?? enumName(ScoreMetric, s.metric);
+  return `${fmtScore(s.rawScore)} ${metric} ${s.higherIsBetter ? "↑" : "↓"}`;
 }
 
 /** "key=value" (equals) or "key=a|b" (any of), one a line. */
@@ -81,6 +90,33 @@ export class SearchView {
       e.preventDefault();
       void this.search();
     });
+    byId("search-index").addEventListener("change", () => void this.checkTenant());
+  }
+
+  /** The index choices (ListIndexes, any valid key), or why this key cannot search. */
+  async load(): Promise<void> {
+    const a = access();
+    const submit = byId<HTMLButtonElement>("search-form").querySelector<HTMLButtonElement>("button[type=submit]")!;
+    submit.disabled = !a.can.retrieve;
+    if (!usable(a)) return notice("search-notice", "");
+    if (!a.can.retrieve) return notice("search-notice", lacks("search", "retrieve"));
+    try {
+      this.setIndexes(await indexNames());
+    } catch (err) {
+      this.showError(err);
+      return;
+    }
+    await this.checkTenant();
+  }
+
+  /** The CLI's notice when the key's tenant has nothing in the chosen index. */
+  private async checkTenant(): Promise<void> {
+    const index = byId<HTMLSelectElement>("search-index").value;
+    try {
+      notice("search-notice", index && (await tenantEmpty(index)) ? TENANT_EMPTY : "");
+    } catch (err) {
+      this.showError(err);
+    }
   }
 
   setIndexes(names: string[]): void {
@@ -119,7 +155,9 @@ export class SearchView {
       clear(list);
       for (const result of r.results) list.appendChild(resultItem(result));
       const d = r.diagnostics;
-      summary.textContent = d
+      summary.textContent = d?.tenantScopeEmpty
+        ? `No results (your key's tenant has no documents in this index).`
+        : d
         ? `${r.results.length} results · ${enumName(RetrievalMode, d.appliedMode)} · top ${d.appliedTopK} · ` +
           `index version ${d.indexVersion} · ${d.semanticHits} semantic / ${d.lexicalHits} lexical hits` +
           (d.appliedMode === RetrievalMode.HYBRID
