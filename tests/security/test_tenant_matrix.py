@@ -802,11 +802,13 @@ async def test_ingest_lists_only_the_operations_its_key_started(stubs: Stubs, ca
 
 
 async def last_operation_id(stubs: Stubs, index: str) -> str:
+    """The index's newest ingestion run (pushes are their tenant's own operations)."""
     ops = await stubs.ingestion.ListOperations(
         ing.ListOperationsRequest(index_name=index),
         metadata=(("authorization", f"Bearer {OPS_KEY}"),),
     )
-    return ops.operations[0].id
+    runs = [o for o in ops.operations if o.trigger != ing.OPERATION_TRIGGER_PUSH]
+    return runs[0].id
 
 
 @pytest.mark.parametrize("index", sorted(INDEX_TENANTS))
@@ -1398,14 +1400,20 @@ async def test_manage_sees_its_own_tenant_only(stubs: Stubs, owner: str) -> None
         await s.GetIndexStatus(ing.GetIndexStatusRequest(index_name="kb"), metadata=ops)
     ).status
     assert [every.document_count, every.chunk_count] == total
+
+    # Runs of its own tenant's indexes only; its tenant's pushes (into any index it
+    # may push to) are its own too (tests/integration/test_push_operations.py).
+    def run_names(ops: Any) -> set[str]:
+        return {o.index_name for o in ops if o.trigger != ing.OPERATION_TRIGGER_PUSH}
+
     listed = await s.ListOperations(ing.ListOperationsRequest(page_size=1), metadata=mgr)
-    names = {o.index_name for o in listed.operations}
+    names = run_names(listed.operations)
     token = listed.next_page_token
     while token:
         page = await s.ListOperations(
             ing.ListOperationsRequest(page_size=1, page_token=token), metadata=mgr
         )
-        names |= {o.index_name for o in page.operations}
+        names |= run_names(page.operations)
         token = page.next_page_token
     configured = {**INDEX_TENANTS, "bm25probe": "", HIDDEN_INDEX: "globex"}
     own = {n for n, t in configured.items() if t == owner}
