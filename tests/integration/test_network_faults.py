@@ -414,7 +414,12 @@ async def test_primary_restart_refuses_writes_retryably_and_loses_nothing(
         cluster.primary.stop("fast")
         down_at = time.monotonic()
         try:
+            # Down for at least 2.5 s, and until the standby has served enough reads
+            # to judge (a loaded machine serves fewer a second), at most 60 s.
             await asyncio.sleep(2.5)
+            while len(load.between(down_at + 0.5, time.monotonic())) < 12:
+                assert time.monotonic() < down_at + 60, "reads stopped while the primary was down"
+                await asyncio.sleep(0.1)
             written_while_down = len(written)
             await asyncio.sleep(0.5)
             assert len(written) == written_while_down, "a write succeeded with the primary down"
