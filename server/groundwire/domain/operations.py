@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -170,6 +172,45 @@ class OperationCounts:
             self.embedding_texts,
             self.truncated_chunks,
         )
+
+    def with_usage(self, usage: EmbeddingUsage) -> OperationCounts:
+        """These counts with `usage` as their embedding usage."""
+        return replace(
+            self,
+            embedding_requests=usage.requests,
+            embedding_input_tokens=usage.input_tokens,
+            embedding_estimated_input_tokens=usage.estimated_input_tokens,
+            embedding_texts=usage.texts,
+            truncated_chunks=usage.truncated_texts,
+        )
+
+    @staticmethod
+    def of(
+        *,
+        discovered: int,
+        ingested: int,
+        unchanged: int,
+        not_ingested: int,
+        reasons: Iterable[str],
+        usage: EmbeddingUsage,
+        deleted: int = 0,
+        chunks_written: int = 0,
+    ) -> OperationCounts:
+        """The counts of a run or a push: `not_ingested` documents, of which those
+        whose reason (`reasons`, one per document) is a skip reason are skipped and
+        the rest failed; every reason counted in by_reason."""
+        by_reason = Counter(str(r) for r in reasons)
+        skipped = sum(n for r, n in by_reason.items() if r in SKIP_REASONS)
+        return OperationCounts(
+            discovered=discovered,
+            ingested=ingested,
+            unchanged=unchanged,
+            failed=not_ingested - skipped,
+            deleted=deleted,
+            chunks_written=chunks_written,
+            skipped=skipped,
+            by_reason=tuple(sorted(by_reason.items())),
+        ).with_usage(usage)
 
 
 # How many operations an operation log keeps: past it, the oldest finished ones are

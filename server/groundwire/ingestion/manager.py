@@ -28,7 +28,6 @@ import asyncio
 import functools
 import logging
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -36,7 +35,6 @@ from datetime import datetime
 from groundwire.domain.errors import ErrorKind, GroundwireError, not_found
 from groundwire.domain.indexes import IngestionStrategy
 from groundwire.domain.operations import (
-    SKIP_REASONS,
     DocumentFailureInfo,
     Operation,
     OperationCounts,
@@ -45,7 +43,6 @@ from groundwire.domain.operations import (
     OperationTrigger,
     OperationWarning,
 )
-from groundwire.domain.usage import EmbeddingUsage
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.pipeline import IngestionReport, needs_rebuild, run_ingestion
 from groundwire.ingestion.push_operations import PushOperations
@@ -525,7 +522,7 @@ class IngestionManager(SharedRuns):
             end_time=time.time(),
             phase="DONE",
             # Shared: the items' recorded usage (every replica's), already counted.
-            counts=final.counts if shared else _with_usage(final.counts, meter.total),
+            counts=final.counts if shared else final.counts.with_usage(meter.total),
         )
         if self._usage is not None:
             self._usage.record(handle.tenant, meter.by_task)
@@ -608,31 +605,17 @@ def _changed_since(run: _Run, seen: int) -> bool:
     return run.seq != seen
 
 
-def _with_usage(counts: OperationCounts, usage: EmbeddingUsage) -> OperationCounts:
-    return replace(
-        counts,
-        embedding_requests=usage.requests,
-        embedding_input_tokens=usage.input_tokens,
-        embedding_estimated_input_tokens=usage.estimated_input_tokens,
-        embedding_texts=usage.texts,
-        truncated_chunks=usage.truncated_texts,
-    )
-
-
 def _apply(op: Operation, report: IngestionReport) -> Operation:
-    by_reason = Counter(f.reason.value for f in report.failures)
-    skipped = sum(n for r, n in by_reason.items() if r in SKIP_REASONS)
-    counts = OperationCounts(
+    counts = OperationCounts.of(
         discovered=report.discovered,
         ingested=report.ingested,
         unchanged=report.unchanged,
-        failed=report.failed - skipped,
+        not_ingested=report.failed,
+        reasons=(f.reason.value for f in report.failures),
+        usage=report.embedding_usage,
         deleted=report.deleted,
         chunks_written=report.chunks_written,
-        skipped=skipped,
-        by_reason=tuple(sorted(by_reason.items())),
     )
-    counts = _with_usage(counts, report.embedding_usage)
     failures = [DocumentFailureInfo(f.document_id, f.reason) for f in report.failures]
     # Done with nothing ingested or unchanged: the sources gave no document.
     empty = report.phase.value == "DONE" and report.ingested + report.unchanged == 0

@@ -23,14 +23,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.operations import (
-    SKIP_REASONS,
     DocumentFailureInfo,
     Operation,
     OperationCounts,
@@ -53,21 +51,14 @@ T = TypeVar("T")
 
 
 def _counts(result: PushResult, sent: int) -> OperationCounts:
-    failed = [f for f in result.failures if f.reason not in SKIP_REASONS]
-    usage = result.embedding_usage
-    return OperationCounts(
+    return OperationCounts.of(
         discovered=sent,
         ingested=result.upserted,
         unchanged=result.unchanged,
-        failed=len(failed),
-        skipped=len(result.failures) - len(failed),
+        not_ingested=len(result.failures),
+        reasons=(f.reason for f in result.failures),
+        usage=result.embedding_usage,
         chunks_written=result.chunks_written,
-        by_reason=tuple(sorted(Counter(str(f.reason) for f in result.failures).items())),
-        embedding_requests=usage.requests,
-        embedding_input_tokens=usage.input_tokens,
-        embedding_estimated_input_tokens=usage.estimated_input_tokens,
-        embedding_texts=usage.texts,
-        truncated_chunks=result.truncated_chunks,
     )
 
 
