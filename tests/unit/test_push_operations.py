@@ -6,6 +6,7 @@ refuses the record never fails the push, and gets the record again later."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -116,3 +117,12 @@ def test_the_tenant_survives_the_log_record() -> None:
     data = op.to_json()
     del data["tenant"]
     assert Operation.from_json(data).tenant == ""
+
+
+def test_a_push_is_its_tenants_own_and_runs_follow_the_indexes() -> None:
+    push = replace(Operation.new("docs", OperationTrigger.PUSH, 1.0), tenant="acme")
+    run = Operation.new("docs", OperationTrigger.MANUAL, 1.0)
+    assert push.another_tenants_push("globex") and not push.another_tenants_push("acme")
+    assert not run.another_tenants_push("globex")  # runs follow other rules
+    assert push.in_tenant_scope("acme", set()) and not push.in_tenant_scope("globex", {"docs"})
+    assert run.in_tenant_scope("globex", {"docs"}) and not run.in_tenant_scope("acme", set())

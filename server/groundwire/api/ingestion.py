@@ -388,10 +388,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
             # has no tenant to match); a run of a hidden index is no run at all.
             watched = await self._manager.get(request.operation_id)
             index_name = watched.index_name
-            if watched.trigger is OperationTrigger.PUSH and watched.tenant != effective_tenant(
-                "", "tenant"
-            ):
-                # Another tenant's push is no operation of this caller's.
+            if watched.another_tenants_push(effective_tenant("", "tenant")):
                 raise not_found(
                     "OPERATION_NOT_FOUND", "no ingestion operation with the requested id"
                 )
@@ -473,9 +470,8 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
             return batch[:size] if len(batch) > size else batch
 
         def mine(op: Operation) -> bool:
-            if op.trigger is OperationTrigger.PUSH:
-                return op.tenant == tenant and index_visible(op.index_name)
-            return op.index_name in own
+            # `own` holds visible indexes only; a push may be into any other.
+            return op.in_tenant_scope(tenant, own) and index_visible(op.index_name)
 
         kept = [o for o in consumed(ops) if mine(o)]
         pages = 1

@@ -260,6 +260,18 @@ class Operation:
             started_by=started_by,
         )
 
+    def another_tenants_push(self, tenant: str) -> bool:
+        """A push is its tenant's own operation: to another tenant it does not
+        exist (listing, watching)."""
+        return self.trigger is OperationTrigger.PUSH and self.tenant != tenant
+
+    def in_tenant_scope(self, tenant: str, tenant_indexes: set[str]) -> bool:
+        """Whether a key scoped to `tenant` (a `manage` key) sees it: the runs of
+        the indexes configured for its tenant, and its tenant's own pushes."""
+        if self.trigger is OperationTrigger.PUSH:
+            return self.tenant == tenant
+        return self.index_name in tenant_indexes
+
     def with_failures(self, failures: list[DocumentFailureInfo]) -> Operation:
         """Keep the first MAX_LISTED_FAILURES failures and skipped documents each
         and count the rest."""
