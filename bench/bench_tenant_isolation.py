@@ -158,15 +158,15 @@ async def server_work(
                 graph = getattr(_VECTORS, "tenant_graph", None)
                 use_exact = graph is not None and not await graph(conn, idx, tenant)
             query = _VECTORS._vector_sql(idx, K, Scope(tenant), use_exact, params)
+            explain = sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ") + query
             async with conn.transaction():
-                if not use_exact:
-                    await _VECTORS._hnsw_settings(conn, K, 100)
-                cur = await conn.execute(
-                    sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ") + query, params
-                )
-                row = await cur.fetchone()
-            assert row is not None
-            plan = row[0][0]
+                if hasattr(_VECTORS, "_fetch"):  # under the graph's own settings
+                    rows = await _VECTORS._fetch(conn, explain, params, not use_exact, K, 100)
+                else:  # a legacy module
+                    if not use_exact:
+                        await _VECTORS._hnsw_settings(conn, K, 100)
+                    rows = await (await conn.execute(explain, params)).fetchall()
+            plan = rows[0][0][0]
             times.append(float(plan["Execution Time"]))
             top = plan["Plan"]
             buffers.append(

@@ -155,14 +155,8 @@ async def explain(
     params: dict[str, Any] = {"q": query_vector(vector, dims)}
     graph = await tenant_graph(conn, idx, scope.tenant)
     query = _vector_sql(idx, k, scope, not graph, params)
-    if graph:
-        await _hnsw_settings(conn, k, ef)
-    try:
-        cur = await conn.execute(sql.SQL("EXPLAIN ") + query, params)
-        return "\n".join(str(r[0]) for r in await cur.fetchall())
-    finally:
-        if graph:
-            await conn.execute("RESET enable_sort")
+    rows = await _fetch(conn, sql.SQL("EXPLAIN ") + query, params, graph, k, ef)
+    return "\n".join(str(r[0]) for r in rows)
 
 
 def _vector_sql(
@@ -222,30 +216,33 @@ async def _rows(
 ) -> list[tuple[Any, ...]]:
     params: dict[str, Any] = {"q": q}
     query = _vector_sql(idx, k, scope, exact, params)
-    if exact:
-        cur = await conn.execute(query, params)
-        return await cur.fetchall()
-    await _hnsw_settings(conn, k, ef_search)
-    try:
-        cur = await conn.execute(query, params)
-        return await cur.fetchall()
-    finally:
-        await conn.execute("RESET enable_sort")
+    return await _fetch(conn, query, params, not exact, k, ef_search)
 
 
-async def _hnsw_settings(conn: Conn, k: int, ef_search: int) -> None:
-    # Transaction-local: ef_search of at least k (pgvector returns at most
-    # ef_search rows per scan round), and iterative scans so rows filtered out by
-    # the scope make the scan continue instead of returning fewer than k.
-    # The graph is our decision (tenant_graph), not the planner's: with statistics
-    # that lag a publish it would pick the tenant's B-tree plus a sort of all its
-    # rows. Sorts off until the caller's RESET leaves only the graph's ordered scan.
+async def _fetch(
+    conn: Conn, query: sql.Composed, params: dict[str, Any], graph: bool, k: int, ef_search: int
+) -> list[tuple[Any, ...]]:
+    """The rows of `query`; through the tenant's graph, under its settings:
+    transaction-local ef_search of at least k (pgvector returns at most ef_search
+    rows per scan round) and iterative scans, so rows filtered out by the scope
+    make the scan continue instead of returning fewer than k. The graph is our
+    decision (tenant_graph), not the planner's: with statistics that lag a publish
+    it would pick the tenant's B-tree plus a sort of all its rows, so sorts are off
+    for this one statement, which leaves only the graph's ordered scan."""
+    if not graph:
+        cur = await conn.execute(query, params)
+        return await cur.fetchall()
     await conn.execute(
         "SELECT set_config('hnsw.ef_search', %s, true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
         "set_config('enable_sort', 'off', true)",
         [str(min(1000, max(ef_search, k)))],
     )
+    try:
+        cur = await conn.execute(query, params)
+        return await cur.fetchall()
+    finally:
+        await conn.execute("RESET enable_sort")
 
 
 def query_vector(vector: npt.NDArray[np.float32], dims: int) -> npt.NDArray[np.float32]:
