@@ -102,3 +102,24 @@ def test_file_read_is_bounded_and_unknown_extension(tmp_path: Path) -> None:
         failed(load_file(tmp_path / "missing.txt", "m", "s", max_bytes=100, metadata={})).reason
         is DocumentFailureReason.UNREADABLE
     )
+
+
+def test_an_uploaded_files_media_type_comes_from_the_loaders_own_extensions() -> None:
+    from groundwire.ingestion.loaders import (
+        FORMATS_BY_EXTENSION,
+        OCTET_STREAM,
+        file_media_type,
+        push_format,
+    )
+
+    # Every extension a directory source reads maps to a media type a push reads,
+    # in the same format.
+    for ext, fmt in FORMATS_BY_EXTENSION.items():
+        found = push_format(file_media_type(f"report{ext.upper()}"))
+        assert found is not None and found[0] is fmt, ext
+    assert file_media_type("a/b/notes.md") == "text/markdown"
+    assert file_media_type("slides.pptx").endswith("presentationml.presentation")
+    assert push_format(file_media_type("data.csv")) == (push_format("text/csv") or (None, ""))
+    # Nothing else is guessed (no host mimetypes): no loader reads these.
+    for name in ("photo.png", "archive.tar", "README", "x.md.gz"):
+        assert file_media_type(name) == OCTET_STREAM

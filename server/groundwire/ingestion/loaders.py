@@ -139,6 +139,35 @@ def push_format(media_type: str) -> tuple[DocumentFormat, str] | None:
     return fmt, _PUSH_EXTENSIONS.get(key) or FIRST_EXTENSIONS[fmt]
 
 
+OCTET_STREAM = "application/octet-stream"
+
+
+def _media_types_by_extension() -> dict[str, str]:
+    # Each push media type under the extension whose chunking policy it takes,
+    # then every other extension a loader reads under its format's first media type.
+    out: dict[str, str] = {}
+    for media_type in PUSH_MEDIA_TYPES:
+        found = push_format(media_type)
+        assert found is not None
+        out.setdefault(found[1], media_type)
+    by_format: dict[DocumentFormat, str] = {}
+    for media_type, fmt in MEDIA_TYPES.items():
+        by_format.setdefault(fmt, media_type)
+    for ext, fmt in FORMATS_BY_EXTENSION.items():
+        out.setdefault(ext, by_format[fmt])
+    return out
+
+
+_MEDIA_TYPE_BY_EXTENSION = _media_types_by_extension()
+
+
+def file_media_type(file_name: str) -> str:
+    """The push media type of a file by its name, from the loaders' own extensions
+    (those a directory source reads), else application/octet-stream (which no
+    loader reads: the document fails UNSUPPORTED_FORMAT)."""
+    return _MEDIA_TYPE_BY_EXTENSION.get(PurePosixPath(file_name).suffix.lower(), OCTET_STREAM)
+
+
 # Extracted text of an office file: at most this many characters per max_bytes
 # byte (the text of a spreadsheet can be longer than its package).
 TEXT_EXPANSION = 4

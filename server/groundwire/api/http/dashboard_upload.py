@@ -5,11 +5,12 @@
     Content-Length: required
     body: the file's bytes
 
-runs UpsertDocuments with one PushedDocument made of the body, as the Python
-client makes one of a file (`document_from_file`'s rules): its document id is
-`documentId`, else the file name; its media type is the Content-Type, else
-(absent, or application/octet-stream) the one the client sends for that file
-name (`media_type_of`). A file no loader reads, an empty, unreadable or too
+runs UpsertDocuments with one PushedDocument made of the body: its document id
+is `documentId`, else the file name; its media type is the Content-Type, else
+(absent, or application/octet-stream) the one the loaders give the file name's
+extension (`loaders.file_media_type`: the extensions a directory source reads;
+the server decides, not the Python client's table nor the host's mimetypes). A
+file no loader reads, an empty, unreadable or too
 large one is a failure of that document in the answer, as UpsertDocuments
 reports it; the answer is 200 with the response's DTO.
 
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Any
 
 import grpc
@@ -38,8 +38,7 @@ import grpc
 from groundwire.api.http.asgi import Scope, header
 from groundwire.api.http.rpc import RpcAborted, transport_error
 from groundwire.domain.operations import failure_message
-from groundwire_client import media_type_of
-from groundwire_client._common import OCTET_STREAM
+from groundwire.ingestion.loaders import OCTET_STREAM, file_media_type
 from groundwire_client.v1 import ingestion_pb2
 
 
@@ -98,7 +97,7 @@ def upload_request(
     file_name = _one(query, "name", required=True)
     media_type = (content_type or "").strip()
     if not media_type or media_type.split(";", 1)[0].strip().lower() == OCTET_STREAM:
-        media_type = media_type_of(PurePosixPath(file_name).name)
+        media_type = file_media_type(file_name)
     return ingestion_pb2.UpsertDocumentsRequest(
         index_name=index_name,
         tenant=_one(query, "tenant"),
