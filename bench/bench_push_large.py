@@ -3,16 +3,16 @@
 Generates a PDF of many pages of text with fpdf2 (a dev dependency; uncompressed
 page streams, so the file reaches the asked size with text alone), starts
 `groundwire serve` on loopback (memory store, the hashing embedder, one push-only
-index `docs`, every setting at its default), runs
-`groundwire push docs FILE --json` with the CLI's defaults (deadline per call,
-batching) and prints, for each size: the file's size, the push's wall time, the
-server's message bound (`[server] max_message_bytes`, default), the push bound
-and the outcome (the CLI's exit status and its summary). With `--ingest`, each
-file is then ingested the way the CLI's refusal points at: a directory source
-(index `files`, `max_file_bytes` raised to 64 MiB, the parser bounds at their
-defaults) and `groundwire ingest files`, timed with its outcome.
+index `docs` whose `max_file_bytes` is 64 MiB, every other setting at its default
+unless `--parser-cpu-seconds` raises the parser workers' CPU and time bounds), runs
+`groundwire push docs FILE --json` with the CLI's defaults (a file of 1 MiB or
+more streams to UploadDocument in 1 MiB parts; deadline per call) and prints, for
+each size: the file's size, the push's wall time and the outcome (the CLI's exit
+status and its summary). With `--ingest`, each file is then also ingested from a
+directory source (index `files`, `max_file_bytes` 64 MiB) with
+`groundwire ingest files`, timed with its outcome.
 
-    .venv/bin/python bench/bench_push_large.py [--mb 30 3] [--ingest]
+    .venv/bin/python bench/bench_push_large.py [--mb 30 3] [--ingest] [--parser-cpu-seconds 120]
 """
 
 from __future__ import annotations
@@ -60,10 +60,21 @@ def main() -> int:
     ap.add_argument(
         "--ingest", action="store_true", help="then ingest each from a directory source"
     )
+    ap.add_argument(
+        "--parser-cpu-seconds",
+        type=float,
+        help="the server's [ingestion] parser_cpu_seconds and parser_timeout_seconds"
+        " (default: the server's defaults, 20 and 60)",
+    )
     args = ap.parse_args()
+    parsing = ""
+    if args.parser_cpu_seconds:
+        cpu = args.parser_cpu_seconds
+        parsing = f"[ingestion]\nparser_cpu_seconds = {cpu}\nparser_timeout_seconds = {cpu * 3}\n"
 
     from groundwire.app.config import ServerConfig
-    from groundwire.app.people_cli import PUSH_MAX_BYTES, PUSH_TIMEOUT_S
+    from groundwire.app.people_cli import PUSH_TIMEOUT_S
+    from groundwire.app.push_cli import PUSH_MAX_BYTES
     from tests.support.servers import ServerProcess, free_port, toml_config
 
     max_message = ServerConfig().max_message_bytes
@@ -84,8 +95,10 @@ level = "WARNING"
 [embedders.hash]
 kind = "hashing"
 
+{parsing}
 [indexes.docs]
 embedder = "hash"
+ingestion = {{ max_file_bytes = {64 * 1024 * 1024} }}
 
 [indexes.files]
 embedder = "hash"
@@ -98,8 +111,9 @@ ingestion = {{ max_file_bytes = {64 * 1024 * 1024} }}
         try:
             print(
                 f"server: max_message_bytes {max_message / 2**20:g} MiB (default);"
-                f" CLI: push bound {PUSH_MAX_BYTES / 2**20:g} MiB per call,"
-                f" deadline {PUSH_TIMEOUT_S:g} s per call (default)"
+                f" CLI: UpsertDocuments bound {PUSH_MAX_BYTES / 2**20:g} MiB per call (files of"
+                f" 1 MiB or more stream to UploadDocument), deadline {PUSH_TIMEOUT_S:g} s per"
+                " call (default); index docs: max_file_bytes 64 MiB"
             )
             for mb in args.mb:
                 pdf = tmp / f"report-{mb:g}mb.pdf"

@@ -4,6 +4,7 @@ the push's failures) while the push's other files are written."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -57,3 +58,33 @@ async def test_pdf_and_unknown_types_are_sent_and_the_server_decides(
         assert [r.document_id for r in found.results] == ["report.pdf"]
         found = await gw.retrieve("docs", "TOKCLIENTMD", mode="lexical", top_k=3)
         assert [r.document_id for r in found.results] == ["notes.md"]
+
+
+async def test_upload_file_streams_a_file_over_a_message(app: RunningApp, tmp_path: Path) -> None:
+    """A 6 MB file (over UpsertDocuments' 4 MiB per call) goes in one streamed
+    call, async and sync; one over the index's bound is refused before any byte."""
+    from groundwire_client import GroundwireError, GroundwireSyncClient, PushResult
+
+    big = tmp_path / "manual.txt"
+    lines = [f"Line {i}: TOKUPLOAD{i} of a long manual." for i in range(150_000)]
+    big.write_text("\n".join(lines), encoding="utf-8")
+    assert big.stat().st_size > 6_000_000
+    app.components.catalog.get("docs").max_file_bytes = 8 * 1024 * 1024
+    async with GroundwireClient(f"127.0.0.1:{app.port}") as gw:
+        pushed = await gw.upload_file("docs", big)
+        assert (pushed.upserted, pushed.failures) == (1, {}) and pushed.chunks_written > 1024
+        found = await gw.retrieve("docs", "TOKUPLOAD149999", mode="lexical", top_k=1)
+        assert [r.document_id for r in found.results] == ["manual.txt"]
+
+    def sync_calls() -> tuple[PushResult, GroundwireError]:
+        # (the server runs in this process's event loop: the sync client in a thread)
+        with GroundwireSyncClient(f"127.0.0.1:{app.port}") as sync:
+            again = sync.upload_file("docs", big)
+            app.components.catalog.get("docs").max_file_bytes = 1024 * 1024
+            with pytest.raises(GroundwireError) as refused:
+                sync.upload_file("docs", big, document_id="other")
+        return again, refused.value
+
+    again, refused = await asyncio.to_thread(sync_calls)
+    assert (again.upserted, again.unchanged) == (0, 1)
+    assert refused.reason == "FILE_TOO_LARGE"

@@ -1,6 +1,8 @@
-"""`groundwire push` and the bounds of a push: a file over what one call carries
-is not sent and fails with the bound and the way to ingest it; a call over the
-server's chunk bound goes again in halves and only the file over it alone fails;
+"""`groundwire push` and the bounds of a push: a file of 1 MiB or more is
+streamed alone (UploadDocument), bounded by the index's max_file_bytes, not by a
+message; a file over that bound fails with it and the settings that raise it; a
+call over the server's chunk bound goes again in halves and a file over it
+alone is streamed alone;
 a call whose deadline passes fails its files (the server published nothing of it)
 and the push goes on; every file type is sent (the server decides)."""
 
@@ -65,24 +67,26 @@ def _text(paragraphs: int, tag: str) -> str:
 async def test_files_over_the_bounds_fail_alone_with_the_way_out(
     app: RunningApp, tmp_path: Path
 ) -> None:
-    (tmp_path / "huge.pdf").write_bytes(b"%PDF-1.7\n" + b"0" * (5 * 1024 * 1024))
+    (tmp_path / "huge.pdf").write_bytes(b"%PDF-1.7\n" + b"0" * (12 * 1024 * 1024))
+    # Over a message and UpsertDocuments' 1,024 chunks, under max_file_bytes: streamed.
+    (tmp_path / "manual.txt").write_text(_text(MAX_PUSH_CHUNKS * 3, "manual"))
     # Two files the server takes one per call, but not both in one call...
     (tmp_path / "half1.txt").write_text(_text(MAX_PUSH_CHUNKS * 2 // 3, "one"))
     (tmp_path / "half2.txt").write_text(_text(MAX_PUSH_CHUNKS * 2 // 3, "two"))
-    # ... and one over the bound alone, sent with them.
-    (tmp_path / "book.txt").write_text(_text(MAX_PUSH_CHUNKS * 2, "book"))
+    # ... and one under 1 MiB over a call's chunk bound alone: streamed alone.
+    (tmp_path / "book.txt").write_text(_text(MAX_PUSH_CHUNKS * 5 // 4, "book"))
     (tmp_path / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     (tmp_path / "note.md").write_text("# Note\n\nSmall.\n")
     code, summary, err = await push(app, str(tmp_path))
     assert code == 1, err
     failures = _failures(summary)
-    assert failures.keys() == {"huge.pdf", "book.txt", "photo.png"}
-    assert failures["huge.pdf"].startswith("TOO_LARGE: 5.0 MiB; a push carries at most 4 MiB")
-    assert "groundwire ingest" in failures["huge.pdf"]
-    assert failures["book.txt"].startswith("TOO_LARGE: a push may write at most")
-    assert "groundwire ingest" in failures["book.txt"]
+    assert failures.keys() == {"huge.pdf", "photo.png"}
+    assert failures["huge.pdf"].startswith("FILE_TOO_LARGE: 12.0 MiB; over the index's")
+    assert "max_file_bytes" in failures["huge.pdf"]
     assert failures["photo.png"] == "UNSUPPORTED_FORMAT"  # sent; refused by the server
-    assert summary["ingested"] == 3 and summary["files"] == 6
+    assert summary["ingested"] == 5 and summary["files"] == 7
+    live = await app.components.catalog.get("docs").store.live_documents("docs")
+    assert {"manual.txt", "book.txt"} <= {key.document_id for key in live}
 
 
 async def test_a_call_past_its_deadline_fails_its_files_and_publishes_nothing(

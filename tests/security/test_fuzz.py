@@ -205,7 +205,7 @@ def _rpcs() -> list[Rpc]:
 
 
 RPCS = _rpcs()
-assert len(RPCS) == 24, [str(r) for r in RPCS]  # every RPC of the six services
+assert len(RPCS) == 25, [str(r) for r in RPCS]  # every RPC of the six services
 
 
 def _text_hint() -> st.SearchStrategy[str]:

@@ -245,10 +245,16 @@ const (
 	// RESOURCE_EXHAUSTED (HTTP 413): a file uploaded to the dashboard API
 	// (POST /api/rag/indexes/{name}/files) is larger than the index's
 	// ingestion.max_file_bytes or the server's http.max_upload_bytes; refused
-	// from its Content-Length, before the body is read.
+	// from its Content-Length, before the body is read. Also a file streamed to
+	// UploadDocument whose declared size_bytes is larger than the index's
+	// ingestion.max_file_bytes or the server's server.max_upload_bytes, refused
+	// from its header before any data is read.
 	ErrorReason_ERROR_REASON_FILE_TOO_LARGE ErrorReason = 414
 	// INVALID_ARGUMENT (HTTP 411): a file upload without a Content-Length.
 	ErrorReason_ERROR_REASON_LENGTH_REQUIRED ErrorReason = 415
+	// INVALID_ARGUMENT: an UploadDocument stream carried more or fewer bytes
+	// than its header's size_bytes declared (nothing of it was written).
+	ErrorReason_ERROR_REASON_SIZE_MISMATCH ErrorReason = 416
 )
 
 // Enum value maps for ErrorReason.
@@ -332,6 +338,7 @@ var (
 		413: "ERROR_REASON_METHOD_NOT_FOUND",
 		414: "ERROR_REASON_FILE_TOO_LARGE",
 		415: "ERROR_REASON_LENGTH_REQUIRED",
+		416: "ERROR_REASON_SIZE_MISMATCH",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                         0,
@@ -412,6 +419,7 @@ var (
 		"ERROR_REASON_METHOD_NOT_FOUND":                    413,
 		"ERROR_REASON_FILE_TOO_LARGE":                      414,
 		"ERROR_REASON_LENGTH_REQUIRED":                     415,
+		"ERROR_REASON_SIZE_MISMATCH":                       416,
 	}
 )
 
@@ -446,7 +454,7 @@ var File_groundwire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xb9\x17\n" +
+	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xda\x17\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\x1f\n" +
@@ -526,7 +534,8 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\x1eERROR_REASON_MESSAGE_TOO_LARGE\x10\x9c\x03\x12\"\n" +
 	"\x1dERROR_REASON_METHOD_NOT_FOUND\x10\x9d\x03\x12 \n" +
 	"\x1bERROR_REASON_FILE_TOO_LARGE\x10\x9e\x03\x12!\n" +
-	"\x1cERROR_REASON_LENGTH_REQUIRED\x10\x9f\x03B\xaf\x01\n" +
+	"\x1cERROR_REASON_LENGTH_REQUIRED\x10\x9f\x03\x12\x1f\n" +
+	"\x1aERROR_REASON_SIZE_MISMATCH\x10\xa0\x03B\xaf\x01\n" +
 	"\x11dev.groundwire.v1B\vErrorsProtoP\x01Z8github.com/groundwire/groundwire/clients/go/groundwirev1\xa2\x02\x03GXX\xaa\x02\rGroundwire.V1\xca\x02\rGroundwire\\V1\xe2\x02\x19Groundwire\\V1\\GPBMetadata\xea\x02\x0eGroundwire::V1b\x06proto3"
 
 var (

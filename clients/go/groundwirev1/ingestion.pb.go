@@ -184,12 +184,16 @@ const (
 	OperationTrigger_OPERATION_TRIGGER_RELOAD OperationTrigger = 100
 	// The WATCH strategy: files of the index's sources changed.
 	OperationTrigger_OPERATION_TRIGGER_WATCH OperationTrigger = 170
-	// A push: UpsertDocuments or DeleteDocuments (also the dashboard API's file
-	// upload), recorded once it ended (created terminal: SUCCEEDED with its
-	// counts and failed documents, or FAILED with its error code), started by
-	// the pushing key and visible only to that key's tenant (and operators).
-	// Never a running operation: it does not hold the index against
-	// StartIngestion.
+	// A push: UpsertDocuments, UploadDocument or DeleteDocuments (also the
+	// dashboard API's file upload), started by the pushing key and visible only
+	// to that key's tenant (and operators). While it runs, WatchIngestion on the
+	// replica serving it shows it RUNNING (phase INGESTING or DELETING, then
+	// PUBLISHING; counts.discovered the documents sent, counts.ingested those
+	// read so far, counts.chunks_written the chunks embedded so far); it is
+	// recorded in the log once it ended (SUCCEEDED with its counts and failed
+	// documents, FAILED with its error code, or CANCELLED), so ListOperations
+	// lists it only then. It does not hold the index against StartIngestion and
+	// is never an index's running or last operation in GetIndexStatus.
 	OperationTrigger_OPERATION_TRIGGER_PUSH OperationTrigger = 171
 )
 
@@ -2359,8 +2363,11 @@ type UpsertDocumentsResponse struct {
 	// which then fail their document with CHUNK_TOO_LONG), as
 	// OperationCounts.truncated_chunks.
 	TruncatedChunks uint32 `protobuf:"varint,6,opt,name=truncated_chunks,json=truncatedChunks,proto3" json:"truncated_chunks,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Output only. The push's operation (trigger PUSH), as ListOperations and
+	// WatchIngestion know it.
+	OperationId   string `protobuf:"bytes,7,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpsertDocumentsResponse) Reset() {
@@ -2435,6 +2442,305 @@ func (x *UpsertDocumentsResponse) GetTruncatedChunks() uint32 {
 	return 0
 }
 
+func (x *UpsertDocumentsResponse) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+// One message of UploadDocument's stream: the header first, then the file's
+// bytes in order.
+type UploadDocumentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message's part.
+	//
+	// Types that are valid to be assigned to Part:
+	//
+	//	*UploadDocumentRequest_Header
+	//	*UploadDocumentRequest_Data
+	Part          isUploadDocumentRequest_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadDocumentRequest) Reset() {
+	*x = UploadDocumentRequest{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadDocumentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadDocumentRequest) ProtoMessage() {}
+
+func (x *UploadDocumentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadDocumentRequest.ProtoReflect.Descriptor instead.
+func (*UploadDocumentRequest) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *UploadDocumentRequest) GetPart() isUploadDocumentRequest_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *UploadDocumentRequest) GetHeader() *UploadHeader {
+	if x != nil {
+		if x, ok := x.Part.(*UploadDocumentRequest_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *UploadDocumentRequest) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*UploadDocumentRequest_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+type isUploadDocumentRequest_Part interface {
+	isUploadDocumentRequest_Part()
+}
+
+type UploadDocumentRequest_Header struct {
+	// The first message only: where and what the file is.
+	Header *UploadHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type UploadDocumentRequest_Data struct {
+	// Every later message: the file's next bytes (1 byte to 1 MiB).
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+func (*UploadDocumentRequest_Header) isUploadDocumentRequest_Part() {}
+
+func (*UploadDocumentRequest_Data) isUploadDocumentRequest_Part() {}
+
+// What an uploaded file is and where it goes.
+type UploadHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The index name.
+	IndexName string `protobuf:"bytes,1,opt,name=index_name,json=indexName,proto3" json:"index_name,omitempty"`
+	// Optional. The tenant, as UpsertDocumentsRequest.tenant.
+	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Required. The document id, as PushedDocument.document_id.
+	DocumentId string `protobuf:"bytes,3,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
+	// Required. The file's media type, as PushedDocument.media_type (one no
+	// loader reads fails the document with UNSUPPORTED_FORMAT).
+	MediaType string `protobuf:"bytes,4,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"`
+	// Optional. Display title.
+	Title string `protobuf:"bytes,5,opt,name=title,proto3" json:"title,omitempty"`
+	// Optional. Metadata, as PushedDocument.metadata.
+	Metadata map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Required. The file's size in bytes (1 or more): the stream must carry
+	// exactly this many.
+	SizeBytes     uint64 `protobuf:"varint,7,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadHeader) Reset() {
+	*x = UploadHeader{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadHeader) ProtoMessage() {}
+
+func (x *UploadHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadHeader.ProtoReflect.Descriptor instead.
+func (*UploadHeader) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *UploadHeader) GetIndexName() string {
+	if x != nil {
+		return x.IndexName
+	}
+	return ""
+}
+
+func (x *UploadHeader) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *UploadHeader) GetDocumentId() string {
+	if x != nil {
+		return x.DocumentId
+	}
+	return ""
+}
+
+func (x *UploadHeader) GetMediaType() string {
+	if x != nil {
+		return x.MediaType
+	}
+	return ""
+}
+
+func (x *UploadHeader) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *UploadHeader) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *UploadHeader) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+// Response for UploadDocument: UpsertDocumentsResponse's fields for one file.
+type UploadDocumentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The version that published the file (the current version
+	// when nothing changed or it failed).
+	PublishedVersion uint64 `protobuf:"varint,1,opt,name=published_version,json=publishedVersion,proto3" json:"published_version,omitempty"`
+	// Output only. 1 when the document was written (new or changed), else 0.
+	Upserted uint32 `protobuf:"varint,2,opt,name=upserted,proto3" json:"upserted,omitempty"`
+	// Output only. 1 when its content hash was unchanged, else 0.
+	Unchanged uint32 `protobuf:"varint,3,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	// Output only. Chunks written.
+	ChunksWritten uint32 `protobuf:"varint,4,opt,name=chunks_written,json=chunksWritten,proto3" json:"chunks_written,omitempty"`
+	// Output only. The file's failure, when it was not written (reasons as
+	// UpsertDocuments reports them).
+	Failures []*DocumentFailure `protobuf:"bytes,5,rep,name=failures,proto3" json:"failures,omitempty"`
+	// Output only. As UpsertDocumentsResponse.truncated_chunks.
+	TruncatedChunks uint32 `protobuf:"varint,6,opt,name=truncated_chunks,json=truncatedChunks,proto3" json:"truncated_chunks,omitempty"`
+	// Output only. The push's operation (trigger PUSH).
+	OperationId   string `protobuf:"bytes,7,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadDocumentResponse) Reset() {
+	*x = UploadDocumentResponse{}
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadDocumentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadDocumentResponse) ProtoMessage() {}
+
+func (x *UploadDocumentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadDocumentResponse.ProtoReflect.Descriptor instead.
+func (*UploadDocumentResponse) Descriptor() ([]byte, []int) {
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *UploadDocumentResponse) GetPublishedVersion() uint64 {
+	if x != nil {
+		return x.PublishedVersion
+	}
+	return 0
+}
+
+func (x *UploadDocumentResponse) GetUpserted() uint32 {
+	if x != nil {
+		return x.Upserted
+	}
+	return 0
+}
+
+func (x *UploadDocumentResponse) GetUnchanged() uint32 {
+	if x != nil {
+		return x.Unchanged
+	}
+	return 0
+}
+
+func (x *UploadDocumentResponse) GetChunksWritten() uint32 {
+	if x != nil {
+		return x.ChunksWritten
+	}
+	return 0
+}
+
+func (x *UploadDocumentResponse) GetFailures() []*DocumentFailure {
+	if x != nil {
+		return x.Failures
+	}
+	return nil
+}
+
+func (x *UploadDocumentResponse) GetTruncatedChunks() uint32 {
+	if x != nil {
+		return x.TruncatedChunks
+	}
+	return 0
+}
+
+func (x *UploadDocumentResponse) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
 // Request for DeleteDocuments.
 type DeleteDocumentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2453,7 +2759,7 @@ type DeleteDocumentsRequest struct {
 
 func (x *DeleteDocumentsRequest) Reset() {
 	*x = DeleteDocumentsRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[26]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2771,7 @@ func (x *DeleteDocumentsRequest) String() string {
 func (*DeleteDocumentsRequest) ProtoMessage() {}
 
 func (x *DeleteDocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[26]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2784,7 @@ func (x *DeleteDocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{26}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteDocumentsRequest) GetIndexName() string {
@@ -2508,14 +2814,16 @@ type DeleteDocumentsResponse struct {
 	// Output only. The version that published the deletion.
 	PublishedVersion uint64 `protobuf:"varint,1,opt,name=published_version,json=publishedVersion,proto3" json:"published_version,omitempty"`
 	// Output only. How many of the ids were published documents.
-	Deleted       uint32 `protobuf:"varint,2,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	Deleted uint32 `protobuf:"varint,2,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// Output only. The deletion's operation (trigger PUSH).
+	OperationId   string `protobuf:"bytes,3,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeleteDocumentsResponse) Reset() {
 	*x = DeleteDocumentsResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[27]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2835,7 @@ func (x *DeleteDocumentsResponse) String() string {
 func (*DeleteDocumentsResponse) ProtoMessage() {}
 
 func (x *DeleteDocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[27]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2848,7 @@ func (x *DeleteDocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDocumentsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteDocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{27}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteDocumentsResponse) GetPublishedVersion() uint64 {
@@ -2555,6 +2863,13 @@ func (x *DeleteDocumentsResponse) GetDeleted() uint32 {
 		return x.Deleted
 	}
 	return 0
+}
+
+func (x *DeleteDocumentsResponse) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
 }
 
 // A published document, without its content.
@@ -2590,7 +2905,7 @@ type DocumentInfo struct {
 
 func (x *DocumentInfo) Reset() {
 	*x = DocumentInfo{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[28]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2602,7 +2917,7 @@ func (x *DocumentInfo) String() string {
 func (*DocumentInfo) ProtoMessage() {}
 
 func (x *DocumentInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[28]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2615,7 +2930,7 @@ func (x *DocumentInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentInfo.ProtoReflect.Descriptor instead.
 func (*DocumentInfo) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{28}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DocumentInfo) GetDocumentId() string {
@@ -2708,7 +3023,7 @@ type ListDocumentsRequest struct {
 
 func (x *ListDocumentsRequest) Reset() {
 	*x = ListDocumentsRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[29]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +3035,7 @@ func (x *ListDocumentsRequest) String() string {
 func (*ListDocumentsRequest) ProtoMessage() {}
 
 func (x *ListDocumentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[29]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +3048,7 @@ func (x *ListDocumentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDocumentsRequest.ProtoReflect.Descriptor instead.
 func (*ListDocumentsRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{29}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListDocumentsRequest) GetIndexName() string {
@@ -2777,7 +3092,7 @@ type ListDocumentsResponse struct {
 
 func (x *ListDocumentsResponse) Reset() {
 	*x = ListDocumentsResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[30]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2789,7 +3104,7 @@ func (x *ListDocumentsResponse) String() string {
 func (*ListDocumentsResponse) ProtoMessage() {}
 
 func (x *ListDocumentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[30]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2802,7 +3117,7 @@ func (x *ListDocumentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDocumentsResponse.ProtoReflect.Descriptor instead.
 func (*ListDocumentsResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{30}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListDocumentsResponse) GetDocuments() []*DocumentInfo {
@@ -2838,7 +3153,7 @@ type GetDocumentRequest struct {
 
 func (x *GetDocumentRequest) Reset() {
 	*x = GetDocumentRequest{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[31]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2850,7 +3165,7 @@ func (x *GetDocumentRequest) String() string {
 func (*GetDocumentRequest) ProtoMessage() {}
 
 func (x *GetDocumentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[31]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +3178,7 @@ func (x *GetDocumentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDocumentRequest.ProtoReflect.Descriptor instead.
 func (*GetDocumentRequest) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{31}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetDocumentRequest) GetIndexName() string {
@@ -2916,7 +3231,7 @@ type DocumentChunk struct {
 
 func (x *DocumentChunk) Reset() {
 	*x = DocumentChunk{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[32]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2928,7 +3243,7 @@ func (x *DocumentChunk) String() string {
 func (*DocumentChunk) ProtoMessage() {}
 
 func (x *DocumentChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[32]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2941,7 +3256,7 @@ func (x *DocumentChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DocumentChunk.ProtoReflect.Descriptor instead.
 func (*DocumentChunk) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{32}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DocumentChunk) GetChunkId() string {
@@ -3002,7 +3317,7 @@ type GetDocumentResponse struct {
 
 func (x *GetDocumentResponse) Reset() {
 	*x = GetDocumentResponse{}
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[33]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3014,7 +3329,7 @@ func (x *GetDocumentResponse) String() string {
 func (*GetDocumentResponse) ProtoMessage() {}
 
 func (x *GetDocumentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groundwire_v1_ingestion_proto_msgTypes[33]
+	mi := &file_groundwire_v1_ingestion_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3027,7 +3342,7 @@ func (x *GetDocumentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDocumentResponse.ProtoReflect.Descriptor instead.
 func (*GetDocumentResponse) Descriptor() ([]byte, []int) {
-	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{33}
+	return file_groundwire_v1_ingestion_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetDocumentResponse) GetDocument() *DocumentInfo {
@@ -3217,22 +3532,51 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12;\n" +
 	"\tdocuments\x18\x02 \x03(\v2\x1d.groundwire.v1.PushedDocumentR\tdocuments\x12\x16\n" +
-	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"\x8e\x02\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"\xb1\x02\n" +
 	"\x17UpsertDocumentsResponse\x12+\n" +
 	"\x11published_version\x18\x01 \x01(\x04R\x10publishedVersion\x12\x1a\n" +
 	"\bupserted\x18\x02 \x01(\rR\bupserted\x12\x1c\n" +
 	"\tunchanged\x18\x03 \x01(\rR\tunchanged\x12%\n" +
 	"\x0echunks_written\x18\x04 \x01(\rR\rchunksWritten\x12:\n" +
 	"\bfailures\x18\x05 \x03(\v2\x1e.groundwire.v1.DocumentFailureR\bfailures\x12)\n" +
-	"\x10truncated_chunks\x18\x06 \x01(\rR\x0ftruncatedChunks\"r\n" +
+	"\x10truncated_chunks\x18\x06 \x01(\rR\x0ftruncatedChunks\x12!\n" +
+	"\foperation_id\x18\a \x01(\tR\voperationId\"l\n" +
+	"\x15UploadDocumentRequest\x125\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.groundwire.v1.UploadHeaderH\x00R\x06header\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
+	"\x04part\"\xbe\x02\n" +
+	"\fUploadHeader\x12\x1d\n" +
+	"\n" +
+	"index_name\x18\x01 \x01(\tR\tindexName\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1f\n" +
+	"\vdocument_id\x18\x03 \x01(\tR\n" +
+	"documentId\x12\x1d\n" +
+	"\n" +
+	"media_type\x18\x04 \x01(\tR\tmediaType\x12\x14\n" +
+	"\x05title\x18\x05 \x01(\tR\x05title\x12E\n" +
+	"\bmetadata\x18\x06 \x03(\v2).groundwire.v1.UploadHeader.MetadataEntryR\bmetadata\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\a \x01(\x04R\tsizeBytes\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x02\n" +
+	"\x16UploadDocumentResponse\x12+\n" +
+	"\x11published_version\x18\x01 \x01(\x04R\x10publishedVersion\x12\x1a\n" +
+	"\bupserted\x18\x02 \x01(\rR\bupserted\x12\x1c\n" +
+	"\tunchanged\x18\x03 \x01(\rR\tunchanged\x12%\n" +
+	"\x0echunks_written\x18\x04 \x01(\rR\rchunksWritten\x12:\n" +
+	"\bfailures\x18\x05 \x03(\v2\x1e.groundwire.v1.DocumentFailureR\bfailures\x12)\n" +
+	"\x10truncated_chunks\x18\x06 \x01(\rR\x0ftruncatedChunks\x12!\n" +
+	"\foperation_id\x18\a \x01(\tR\voperationId\"r\n" +
 	"\x16DeleteDocumentsRequest\x12\x1d\n" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12!\n" +
 	"\fdocument_ids\x18\x02 \x03(\tR\vdocumentIds\x12\x16\n" +
-	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"`\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\"\x83\x01\n" +
 	"\x17DeleteDocumentsResponse\x12+\n" +
 	"\x11published_version\x18\x01 \x01(\x04R\x10publishedVersion\x12\x18\n" +
-	"\adeleted\x18\x02 \x01(\rR\adeleted\"\xc2\x03\n" +
+	"\adeleted\x18\x02 \x01(\rR\adeleted\x12!\n" +
+	"\foperation_id\x18\x03 \x01(\tR\voperationId\"\xc2\x03\n" +
 	"\fDocumentInfo\x12\x1f\n" +
 	"\vdocument_id\x18\x01 \x01(\tR\n" +
 	"documentId\x12\x14\n" +
@@ -3316,7 +3660,7 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\tChunkUnit\x12\x1a\n" +
 	"\x16CHUNK_UNIT_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CHUNK_UNIT_CHARACTERS\x10\x01\x12\x15\n" +
-	"\x11CHUNK_UNIT_TOKENS\x10\x022\x92\b\n" +
+	"\x11CHUNK_UNIT_TOKENS\x10\x022\xf3\b\n" +
 	"\x17IngestionManagerService\x12T\n" +
 	"\vListIndexes\x12!.groundwire.v1.ListIndexesRequest\x1a\".groundwire.v1.ListIndexesResponse\x12K\n" +
 	"\bGetIndex\x12\x1e.groundwire.v1.GetIndexRequest\x1a\x1f.groundwire.v1.GetIndexResponse\x12]\n" +
@@ -3325,7 +3669,8 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x0fCancelIngestion\x12%.groundwire.v1.CancelIngestionRequest\x1a&.groundwire.v1.CancelIngestionResponse\x12_\n" +
 	"\x0eWatchIngestion\x12$.groundwire.v1.WatchIngestionRequest\x1a%.groundwire.v1.WatchIngestionResponse0\x01\x12]\n" +
 	"\x0eListOperations\x12$.groundwire.v1.ListOperationsRequest\x1a%.groundwire.v1.ListOperationsResponse\x12`\n" +
-	"\x0fUpsertDocuments\x12%.groundwire.v1.UpsertDocumentsRequest\x1a&.groundwire.v1.UpsertDocumentsResponse\x12`\n" +
+	"\x0fUpsertDocuments\x12%.groundwire.v1.UpsertDocumentsRequest\x1a&.groundwire.v1.UpsertDocumentsResponse\x12_\n" +
+	"\x0eUploadDocument\x12$.groundwire.v1.UploadDocumentRequest\x1a%.groundwire.v1.UploadDocumentResponse(\x01\x12`\n" +
 	"\x0fDeleteDocuments\x12%.groundwire.v1.DeleteDocumentsRequest\x1a&.groundwire.v1.DeleteDocumentsResponse\x12Z\n" +
 	"\rListDocuments\x12#.groundwire.v1.ListDocumentsRequest\x1a$.groundwire.v1.ListDocumentsResponse\x12T\n" +
 	"\vGetDocument\x12!.groundwire.v1.GetDocumentRequest\x1a\".groundwire.v1.GetDocumentResponseB\xb2\x01\n" +
@@ -3344,7 +3689,7 @@ func file_groundwire_v1_ingestion_proto_rawDescGZIP() []byte {
 }
 
 var file_groundwire_v1_ingestion_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_groundwire_v1_ingestion_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_groundwire_v1_ingestion_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_groundwire_v1_ingestion_proto_goTypes = []any{
 	(IngestionStrategy)(0),          // 0: groundwire.v1.IngestionStrategy
 	(OperationState)(0),             // 1: groundwire.v1.OperationState
@@ -3378,21 +3723,25 @@ var file_groundwire_v1_ingestion_proto_goTypes = []any{
 	(*PushedDocument)(nil),          // 29: groundwire.v1.PushedDocument
 	(*UpsertDocumentsRequest)(nil),  // 30: groundwire.v1.UpsertDocumentsRequest
 	(*UpsertDocumentsResponse)(nil), // 31: groundwire.v1.UpsertDocumentsResponse
-	(*DeleteDocumentsRequest)(nil),  // 32: groundwire.v1.DeleteDocumentsRequest
-	(*DeleteDocumentsResponse)(nil), // 33: groundwire.v1.DeleteDocumentsResponse
-	(*DocumentInfo)(nil),            // 34: groundwire.v1.DocumentInfo
-	(*ListDocumentsRequest)(nil),    // 35: groundwire.v1.ListDocumentsRequest
-	(*ListDocumentsResponse)(nil),   // 36: groundwire.v1.ListDocumentsResponse
-	(*GetDocumentRequest)(nil),      // 37: groundwire.v1.GetDocumentRequest
-	(*DocumentChunk)(nil),           // 38: groundwire.v1.DocumentChunk
-	(*GetDocumentResponse)(nil),     // 39: groundwire.v1.GetDocumentResponse
-	nil,                             // 40: groundwire.v1.OperationCounts.NotIngestedByReasonEntry
-	nil,                             // 41: groundwire.v1.PushedDocument.MetadataEntry
-	nil,                             // 42: groundwire.v1.DocumentInfo.MetadataEntry
-	(*RetrievalProfile)(nil),        // 43: groundwire.v1.RetrievalProfile
-	(*EmbeddingUsage)(nil),          // 44: groundwire.v1.EmbeddingUsage
-	(*timestamppb.Timestamp)(nil),   // 45: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 46: google.protobuf.Duration
+	(*UploadDocumentRequest)(nil),   // 32: groundwire.v1.UploadDocumentRequest
+	(*UploadHeader)(nil),            // 33: groundwire.v1.UploadHeader
+	(*UploadDocumentResponse)(nil),  // 34: groundwire.v1.UploadDocumentResponse
+	(*DeleteDocumentsRequest)(nil),  // 35: groundwire.v1.DeleteDocumentsRequest
+	(*DeleteDocumentsResponse)(nil), // 36: groundwire.v1.DeleteDocumentsResponse
+	(*DocumentInfo)(nil),            // 37: groundwire.v1.DocumentInfo
+	(*ListDocumentsRequest)(nil),    // 38: groundwire.v1.ListDocumentsRequest
+	(*ListDocumentsResponse)(nil),   // 39: groundwire.v1.ListDocumentsResponse
+	(*GetDocumentRequest)(nil),      // 40: groundwire.v1.GetDocumentRequest
+	(*DocumentChunk)(nil),           // 41: groundwire.v1.DocumentChunk
+	(*GetDocumentResponse)(nil),     // 42: groundwire.v1.GetDocumentResponse
+	nil,                             // 43: groundwire.v1.OperationCounts.NotIngestedByReasonEntry
+	nil,                             // 44: groundwire.v1.PushedDocument.MetadataEntry
+	nil,                             // 45: groundwire.v1.UploadHeader.MetadataEntry
+	nil,                             // 46: groundwire.v1.DocumentInfo.MetadataEntry
+	(*RetrievalProfile)(nil),        // 47: groundwire.v1.RetrievalProfile
+	(*EmbeddingUsage)(nil),          // 48: groundwire.v1.EmbeddingUsage
+	(*timestamppb.Timestamp)(nil),   // 49: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 50: google.protobuf.Duration
 }
 var file_groundwire_v1_ingestion_proto_depIdxs = []int32{
 	5,  // 0: groundwire.v1.ChunkingDescription.unit:type_name -> groundwire.v1.ChunkUnit
@@ -3402,22 +3751,22 @@ var file_groundwire_v1_ingestion_proto_depIdxs = []int32{
 	7,  // 4: groundwire.v1.IndexDescription.chunking:type_name -> groundwire.v1.ChunkingDescription
 	0,  // 5: groundwire.v1.IndexDescription.strategy:type_name -> groundwire.v1.IngestionStrategy
 	10, // 6: groundwire.v1.IndexDescription.analysis:type_name -> groundwire.v1.LexicalAnalysis
-	43, // 7: groundwire.v1.IndexDescription.profile:type_name -> groundwire.v1.RetrievalProfile
-	44, // 8: groundwire.v1.OperationCounts.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
-	40, // 9: groundwire.v1.OperationCounts.not_ingested_by_reason:type_name -> groundwire.v1.OperationCounts.NotIngestedByReasonEntry
+	47, // 7: groundwire.v1.IndexDescription.profile:type_name -> groundwire.v1.RetrievalProfile
+	48, // 8: groundwire.v1.OperationCounts.embedding_usage:type_name -> groundwire.v1.EmbeddingUsage
+	43, // 9: groundwire.v1.OperationCounts.not_ingested_by_reason:type_name -> groundwire.v1.OperationCounts.NotIngestedByReasonEntry
 	1,  // 10: groundwire.v1.Operation.state:type_name -> groundwire.v1.OperationState
 	2,  // 11: groundwire.v1.Operation.trigger:type_name -> groundwire.v1.OperationTrigger
 	3,  // 12: groundwire.v1.Operation.phase:type_name -> groundwire.v1.OperationPhase
 	12, // 13: groundwire.v1.Operation.counts:type_name -> groundwire.v1.OperationCounts
-	45, // 14: groundwire.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
-	45, // 15: groundwire.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
-	45, // 16: groundwire.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
+	49, // 14: groundwire.v1.Operation.create_time:type_name -> google.protobuf.Timestamp
+	49, // 15: groundwire.v1.Operation.start_time:type_name -> google.protobuf.Timestamp
+	49, // 16: groundwire.v1.Operation.end_time:type_name -> google.protobuf.Timestamp
 	11, // 17: groundwire.v1.Operation.failures:type_name -> groundwire.v1.DocumentFailure
-	46, // 18: groundwire.v1.Operation.elapsed:type_name -> google.protobuf.Duration
+	50, // 18: groundwire.v1.Operation.elapsed:type_name -> google.protobuf.Duration
 	11, // 19: groundwire.v1.Operation.skipped:type_name -> groundwire.v1.DocumentFailure
 	13, // 20: groundwire.v1.IndexStatus.running_operation:type_name -> groundwire.v1.Operation
 	13, // 21: groundwire.v1.IndexStatus.last_operation:type_name -> groundwire.v1.Operation
-	45, // 22: groundwire.v1.IndexStatus.next_run_time:type_name -> google.protobuf.Timestamp
+	49, // 22: groundwire.v1.IndexStatus.next_run_time:type_name -> google.protobuf.Timestamp
 	9,  // 23: groundwire.v1.ListIndexesResponse.indexes:type_name -> groundwire.v1.IndexDescription
 	9,  // 24: groundwire.v1.GetIndexResponse.index:type_name -> groundwire.v1.IndexDescription
 	14, // 25: groundwire.v1.GetIndexStatusResponse.status:type_name -> groundwire.v1.IndexStatus
@@ -3426,41 +3775,46 @@ var file_groundwire_v1_ingestion_proto_depIdxs = []int32{
 	13, // 28: groundwire.v1.WatchIngestionResponse.operation:type_name -> groundwire.v1.Operation
 	13, // 29: groundwire.v1.ListOperationsResponse.operations:type_name -> groundwire.v1.Operation
 	4,  // 30: groundwire.v1.PushedDocument.format:type_name -> groundwire.v1.DocumentFormat
-	41, // 31: groundwire.v1.PushedDocument.metadata:type_name -> groundwire.v1.PushedDocument.MetadataEntry
+	44, // 31: groundwire.v1.PushedDocument.metadata:type_name -> groundwire.v1.PushedDocument.MetadataEntry
 	29, // 32: groundwire.v1.UpsertDocumentsRequest.documents:type_name -> groundwire.v1.PushedDocument
 	11, // 33: groundwire.v1.UpsertDocumentsResponse.failures:type_name -> groundwire.v1.DocumentFailure
-	45, // 34: groundwire.v1.DocumentInfo.ingest_time:type_name -> google.protobuf.Timestamp
-	42, // 35: groundwire.v1.DocumentInfo.metadata:type_name -> groundwire.v1.DocumentInfo.MetadataEntry
-	34, // 36: groundwire.v1.ListDocumentsResponse.documents:type_name -> groundwire.v1.DocumentInfo
-	34, // 37: groundwire.v1.GetDocumentResponse.document:type_name -> groundwire.v1.DocumentInfo
-	38, // 38: groundwire.v1.GetDocumentResponse.chunks:type_name -> groundwire.v1.DocumentChunk
-	15, // 39: groundwire.v1.IngestionManagerService.ListIndexes:input_type -> groundwire.v1.ListIndexesRequest
-	17, // 40: groundwire.v1.IngestionManagerService.GetIndex:input_type -> groundwire.v1.GetIndexRequest
-	19, // 41: groundwire.v1.IngestionManagerService.GetIndexStatus:input_type -> groundwire.v1.GetIndexStatusRequest
-	21, // 42: groundwire.v1.IngestionManagerService.StartIngestion:input_type -> groundwire.v1.StartIngestionRequest
-	23, // 43: groundwire.v1.IngestionManagerService.CancelIngestion:input_type -> groundwire.v1.CancelIngestionRequest
-	25, // 44: groundwire.v1.IngestionManagerService.WatchIngestion:input_type -> groundwire.v1.WatchIngestionRequest
-	27, // 45: groundwire.v1.IngestionManagerService.ListOperations:input_type -> groundwire.v1.ListOperationsRequest
-	30, // 46: groundwire.v1.IngestionManagerService.UpsertDocuments:input_type -> groundwire.v1.UpsertDocumentsRequest
-	32, // 47: groundwire.v1.IngestionManagerService.DeleteDocuments:input_type -> groundwire.v1.DeleteDocumentsRequest
-	35, // 48: groundwire.v1.IngestionManagerService.ListDocuments:input_type -> groundwire.v1.ListDocumentsRequest
-	37, // 49: groundwire.v1.IngestionManagerService.GetDocument:input_type -> groundwire.v1.GetDocumentRequest
-	16, // 50: groundwire.v1.IngestionManagerService.ListIndexes:output_type -> groundwire.v1.ListIndexesResponse
-	18, // 51: groundwire.v1.IngestionManagerService.GetIndex:output_type -> groundwire.v1.GetIndexResponse
-	20, // 52: groundwire.v1.IngestionManagerService.GetIndexStatus:output_type -> groundwire.v1.GetIndexStatusResponse
-	22, // 53: groundwire.v1.IngestionManagerService.StartIngestion:output_type -> groundwire.v1.StartIngestionResponse
-	24, // 54: groundwire.v1.IngestionManagerService.CancelIngestion:output_type -> groundwire.v1.CancelIngestionResponse
-	26, // 55: groundwire.v1.IngestionManagerService.WatchIngestion:output_type -> groundwire.v1.WatchIngestionResponse
-	28, // 56: groundwire.v1.IngestionManagerService.ListOperations:output_type -> groundwire.v1.ListOperationsResponse
-	31, // 57: groundwire.v1.IngestionManagerService.UpsertDocuments:output_type -> groundwire.v1.UpsertDocumentsResponse
-	33, // 58: groundwire.v1.IngestionManagerService.DeleteDocuments:output_type -> groundwire.v1.DeleteDocumentsResponse
-	36, // 59: groundwire.v1.IngestionManagerService.ListDocuments:output_type -> groundwire.v1.ListDocumentsResponse
-	39, // 60: groundwire.v1.IngestionManagerService.GetDocument:output_type -> groundwire.v1.GetDocumentResponse
-	50, // [50:61] is the sub-list for method output_type
-	39, // [39:50] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	33, // 34: groundwire.v1.UploadDocumentRequest.header:type_name -> groundwire.v1.UploadHeader
+	45, // 35: groundwire.v1.UploadHeader.metadata:type_name -> groundwire.v1.UploadHeader.MetadataEntry
+	11, // 36: groundwire.v1.UploadDocumentResponse.failures:type_name -> groundwire.v1.DocumentFailure
+	49, // 37: groundwire.v1.DocumentInfo.ingest_time:type_name -> google.protobuf.Timestamp
+	46, // 38: groundwire.v1.DocumentInfo.metadata:type_name -> groundwire.v1.DocumentInfo.MetadataEntry
+	37, // 39: groundwire.v1.ListDocumentsResponse.documents:type_name -> groundwire.v1.DocumentInfo
+	37, // 40: groundwire.v1.GetDocumentResponse.document:type_name -> groundwire.v1.DocumentInfo
+	41, // 41: groundwire.v1.GetDocumentResponse.chunks:type_name -> groundwire.v1.DocumentChunk
+	15, // 42: groundwire.v1.IngestionManagerService.ListIndexes:input_type -> groundwire.v1.ListIndexesRequest
+	17, // 43: groundwire.v1.IngestionManagerService.GetIndex:input_type -> groundwire.v1.GetIndexRequest
+	19, // 44: groundwire.v1.IngestionManagerService.GetIndexStatus:input_type -> groundwire.v1.GetIndexStatusRequest
+	21, // 45: groundwire.v1.IngestionManagerService.StartIngestion:input_type -> groundwire.v1.StartIngestionRequest
+	23, // 46: groundwire.v1.IngestionManagerService.CancelIngestion:input_type -> groundwire.v1.CancelIngestionRequest
+	25, // 47: groundwire.v1.IngestionManagerService.WatchIngestion:input_type -> groundwire.v1.WatchIngestionRequest
+	27, // 48: groundwire.v1.IngestionManagerService.ListOperations:input_type -> groundwire.v1.ListOperationsRequest
+	30, // 49: groundwire.v1.IngestionManagerService.UpsertDocuments:input_type -> groundwire.v1.UpsertDocumentsRequest
+	32, // 50: groundwire.v1.IngestionManagerService.UploadDocument:input_type -> groundwire.v1.UploadDocumentRequest
+	35, // 51: groundwire.v1.IngestionManagerService.DeleteDocuments:input_type -> groundwire.v1.DeleteDocumentsRequest
+	38, // 52: groundwire.v1.IngestionManagerService.ListDocuments:input_type -> groundwire.v1.ListDocumentsRequest
+	40, // 53: groundwire.v1.IngestionManagerService.GetDocument:input_type -> groundwire.v1.GetDocumentRequest
+	16, // 54: groundwire.v1.IngestionManagerService.ListIndexes:output_type -> groundwire.v1.ListIndexesResponse
+	18, // 55: groundwire.v1.IngestionManagerService.GetIndex:output_type -> groundwire.v1.GetIndexResponse
+	20, // 56: groundwire.v1.IngestionManagerService.GetIndexStatus:output_type -> groundwire.v1.GetIndexStatusResponse
+	22, // 57: groundwire.v1.IngestionManagerService.StartIngestion:output_type -> groundwire.v1.StartIngestionResponse
+	24, // 58: groundwire.v1.IngestionManagerService.CancelIngestion:output_type -> groundwire.v1.CancelIngestionResponse
+	26, // 59: groundwire.v1.IngestionManagerService.WatchIngestion:output_type -> groundwire.v1.WatchIngestionResponse
+	28, // 60: groundwire.v1.IngestionManagerService.ListOperations:output_type -> groundwire.v1.ListOperationsResponse
+	31, // 61: groundwire.v1.IngestionManagerService.UpsertDocuments:output_type -> groundwire.v1.UpsertDocumentsResponse
+	34, // 62: groundwire.v1.IngestionManagerService.UploadDocument:output_type -> groundwire.v1.UploadDocumentResponse
+	36, // 63: groundwire.v1.IngestionManagerService.DeleteDocuments:output_type -> groundwire.v1.DeleteDocumentsResponse
+	39, // 64: groundwire.v1.IngestionManagerService.ListDocuments:output_type -> groundwire.v1.ListDocumentsResponse
+	42, // 65: groundwire.v1.IngestionManagerService.GetDocument:output_type -> groundwire.v1.GetDocumentResponse
+	54, // [54:66] is the sub-list for method output_type
+	42, // [42:54] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_groundwire_v1_ingestion_proto_init() }
@@ -3470,13 +3824,17 @@ func file_groundwire_v1_ingestion_proto_init() {
 	}
 	file_groundwire_v1_common_proto_init()
 	file_groundwire_v1_usage_proto_init()
+	file_groundwire_v1_ingestion_proto_msgTypes[26].OneofWrappers = []any{
+		(*UploadDocumentRequest_Header)(nil),
+		(*UploadDocumentRequest_Data)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groundwire_v1_ingestion_proto_rawDesc), len(file_groundwire_v1_ingestion_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   37,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

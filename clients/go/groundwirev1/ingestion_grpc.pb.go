@@ -34,6 +34,7 @@ const (
 	IngestionManagerService_WatchIngestion_FullMethodName  = "/groundwire.v1.IngestionManagerService/WatchIngestion"
 	IngestionManagerService_ListOperations_FullMethodName  = "/groundwire.v1.IngestionManagerService/ListOperations"
 	IngestionManagerService_UpsertDocuments_FullMethodName = "/groundwire.v1.IngestionManagerService/UpsertDocuments"
+	IngestionManagerService_UploadDocument_FullMethodName  = "/groundwire.v1.IngestionManagerService/UploadDocument"
 	IngestionManagerService_DeleteDocuments_FullMethodName = "/groundwire.v1.IngestionManagerService/DeleteDocuments"
 	IngestionManagerService_ListDocuments_FullMethodName   = "/groundwire.v1.IngestionManagerService/ListDocuments"
 	IngestionManagerService_GetDocument_FullMethodName     = "/groundwire.v1.IngestionManagerService/GetDocument"
@@ -66,19 +67,36 @@ type IngestionManagerServiceClient interface {
 	// Lists operations, newest first. Paginated. A key with `manage` lists
 	// every operation; a key with only `ingest` lists the operations it
 	// started (Operation.started_by_key_id), with their failed and skipped
-	// documents. Pushes (UpsertDocuments, DeleteDocuments: trigger PUSH) are
-	// operations of the tenant that pushed: listed only to that tenant's keys
-	// (and operators).
+	// documents. Pushes (UpsertDocuments, UploadDocument, DeleteDocuments:
+	// trigger PUSH) are operations of the tenant that pushed: listed only to
+	// that tenant's keys (and operators), once ended.
 	ListOperations(ctx context.Context, in *ListOperationsRequest, opts ...grpc.CallOption) (*ListOperationsResponse, error)
 	// Adds or replaces documents pushed by the caller and publishes them as one
 	// new index version. Unchanged documents (same content hash) are skipped.
 	// Documents are identified by (tenant, document_id): a caller only ever
 	// addresses its own tenant's documents. Each push is recorded as an
-	// operation (trigger PUSH, already terminal) of the caller's tenant; one
-	// refused as malformed (INVALID_ARGUMENT) is not.
+	// operation (trigger PUSH) of the caller's tenant; one refused as malformed
+	// (INVALID_ARGUMENT) is not. The operation is watchable while the push runs:
+	// its id is sent in the initial metadata "x-operation-id" as the push starts
+	// (WatchIngestion follows it on the replica that serves the push), and in
+	// the response.
 	UpsertDocuments(ctx context.Context, in *UpsertDocumentsRequest, opts ...grpc.CallOption) (*UpsertDocumentsResponse, error)
+	// Adds or replaces one document sent as a stream of its file's bytes, for
+	// files larger than one message (tens of MB): the first message carries
+	// `header`, every later one `data` (each at most 1 MiB), in order. The
+	// file's bound is the index's max_file_bytes capped by the server's
+	// [server] max_upload_bytes: a declared size over it is refused before any
+	// data is read (RESOURCE_EXHAUSTED / FILE_TOO_LARGE), and so is a stream
+	// that carries more than it declared (INVALID_ARGUMENT / SIZE_MISMATCH).
+	// The file is then pushed as UpsertDocuments pushes one document with
+	// `content` (same failures, tenancy, deadline and operation, with its id in
+	// the initial metadata "x-operation-id"), without UpsertDocuments' per-call
+	// bounds of a batch (4 MiB, 1,024 chunks). Not on the HTTP surfaces (client
+	// streaming): they upload with POST /api/rag/indexes/{name}/files.
+	UploadDocument(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UploadDocumentRequest, UploadDocumentResponse], error)
 	// Deletes one tenant's pushed or ingested documents by id as one new index
-	// version, recorded as an operation (trigger PUSH) as UpsertDocuments is.
+	// version, recorded as an operation (trigger PUSH) as UpsertDocuments is
+	// (its id in the initial metadata "x-operation-id" and the response).
 	DeleteDocuments(ctx context.Context, in *DeleteDocumentsRequest, opts ...grpc.CallOption) (*DeleteDocumentsResponse, error)
 	// Lists one tenant's published documents of an index, ordered by id
 	// (code point order), without their content. Paginated. Needs the `retrieve`
@@ -188,6 +206,19 @@ func (c *ingestionManagerServiceClient) UpsertDocuments(ctx context.Context, in 
 	return out, nil
 }
 
+func (c *ingestionManagerServiceClient) UploadDocument(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UploadDocumentRequest, UploadDocumentResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &IngestionManagerService_ServiceDesc.Streams[1], IngestionManagerService_UploadDocument_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[UploadDocumentRequest, UploadDocumentResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type IngestionManagerService_UploadDocumentClient = grpc.ClientStreamingClient[UploadDocumentRequest, UploadDocumentResponse]
+
 func (c *ingestionManagerServiceClient) DeleteDocuments(ctx context.Context, in *DeleteDocumentsRequest, opts ...grpc.CallOption) (*DeleteDocumentsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteDocumentsResponse)
@@ -245,19 +276,36 @@ type IngestionManagerServiceServer interface {
 	// Lists operations, newest first. Paginated. A key with `manage` lists
 	// every operation; a key with only `ingest` lists the operations it
 	// started (Operation.started_by_key_id), with their failed and skipped
-	// documents. Pushes (UpsertDocuments, DeleteDocuments: trigger PUSH) are
-	// operations of the tenant that pushed: listed only to that tenant's keys
-	// (and operators).
+	// documents. Pushes (UpsertDocuments, UploadDocument, DeleteDocuments:
+	// trigger PUSH) are operations of the tenant that pushed: listed only to
+	// that tenant's keys (and operators), once ended.
 	ListOperations(context.Context, *ListOperationsRequest) (*ListOperationsResponse, error)
 	// Adds or replaces documents pushed by the caller and publishes them as one
 	// new index version. Unchanged documents (same content hash) are skipped.
 	// Documents are identified by (tenant, document_id): a caller only ever
 	// addresses its own tenant's documents. Each push is recorded as an
-	// operation (trigger PUSH, already terminal) of the caller's tenant; one
-	// refused as malformed (INVALID_ARGUMENT) is not.
+	// operation (trigger PUSH) of the caller's tenant; one refused as malformed
+	// (INVALID_ARGUMENT) is not. The operation is watchable while the push runs:
+	// its id is sent in the initial metadata "x-operation-id" as the push starts
+	// (WatchIngestion follows it on the replica that serves the push), and in
+	// the response.
 	UpsertDocuments(context.Context, *UpsertDocumentsRequest) (*UpsertDocumentsResponse, error)
+	// Adds or replaces one document sent as a stream of its file's bytes, for
+	// files larger than one message (tens of MB): the first message carries
+	// `header`, every later one `data` (each at most 1 MiB), in order. The
+	// file's bound is the index's max_file_bytes capped by the server's
+	// [server] max_upload_bytes: a declared size over it is refused before any
+	// data is read (RESOURCE_EXHAUSTED / FILE_TOO_LARGE), and so is a stream
+	// that carries more than it declared (INVALID_ARGUMENT / SIZE_MISMATCH).
+	// The file is then pushed as UpsertDocuments pushes one document with
+	// `content` (same failures, tenancy, deadline and operation, with its id in
+	// the initial metadata "x-operation-id"), without UpsertDocuments' per-call
+	// bounds of a batch (4 MiB, 1,024 chunks). Not on the HTTP surfaces (client
+	// streaming): they upload with POST /api/rag/indexes/{name}/files.
+	UploadDocument(grpc.ClientStreamingServer[UploadDocumentRequest, UploadDocumentResponse]) error
 	// Deletes one tenant's pushed or ingested documents by id as one new index
-	// version, recorded as an operation (trigger PUSH) as UpsertDocuments is.
+	// version, recorded as an operation (trigger PUSH) as UpsertDocuments is
+	// (its id in the initial metadata "x-operation-id" and the response).
 	DeleteDocuments(context.Context, *DeleteDocumentsRequest) (*DeleteDocumentsResponse, error)
 	// Lists one tenant's published documents of an index, ordered by id
 	// (code point order), without their content. Paginated. Needs the `retrieve`
@@ -301,6 +349,9 @@ func (UnimplementedIngestionManagerServiceServer) ListOperations(context.Context
 }
 func (UnimplementedIngestionManagerServiceServer) UpsertDocuments(context.Context, *UpsertDocumentsRequest) (*UpsertDocumentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpsertDocuments not implemented")
+}
+func (UnimplementedIngestionManagerServiceServer) UploadDocument(grpc.ClientStreamingServer[UploadDocumentRequest, UploadDocumentResponse]) error {
+	return status.Error(codes.Unimplemented, "method UploadDocument not implemented")
 }
 func (UnimplementedIngestionManagerServiceServer) DeleteDocuments(context.Context, *DeleteDocumentsRequest) (*DeleteDocumentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteDocuments not implemented")
@@ -470,6 +521,13 @@ func _IngestionManagerService_UpsertDocuments_Handler(srv interface{}, ctx conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IngestionManagerService_UploadDocument_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(IngestionManagerServiceServer).UploadDocument(&grpc.GenericServerStream[UploadDocumentRequest, UploadDocumentResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type IngestionManagerService_UploadDocumentServer = grpc.ClientStreamingServer[UploadDocumentRequest, UploadDocumentResponse]
+
 func _IngestionManagerService_DeleteDocuments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeleteDocumentsRequest)
 	if err := dec(in); err != nil {
@@ -577,6 +635,11 @@ var IngestionManagerService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "WatchIngestion",
 			Handler:       _IngestionManagerService_WatchIngestion_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "UploadDocument",
+			Handler:       _IngestionManagerService_UploadDocument_Handler,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "groundwire/v1/ingestion.proto",

@@ -22,6 +22,7 @@ _METHOD_FAMILIES: Mapping[str, RpcFamily] = {
     f"{_V1}RetrieverService/Retrieve": RpcFamily.RETRIEVE,
     f"{_V1}RerankerService/Rerank": RpcFamily.RERANK,
     f"{_V1}IngestionManagerService/UpsertDocuments": RpcFamily.INGEST,
+    f"{_V1}IngestionManagerService/UploadDocument": RpcFamily.INGEST,
     f"{_V1}IngestionManagerService/DeleteDocuments": RpcFamily.INGEST,
     f"{_V1}IngestionManagerService/StartIngestion": RpcFamily.INGEST,
     f"{_V1}AgentService/Execute": RpcFamily.EXECUTE,

@@ -29,6 +29,7 @@ _SERVICE_PERMISSIONS: Mapping[str, Permission | None] = {
 }
 _METHOD_PERMISSIONS: Mapping[str, Permission | None] = {
     "/groundwire.v1.IngestionManagerService/UpsertDocuments": Permission.INGEST,
+    "/groundwire.v1.IngestionManagerService/UploadDocument": Permission.INGEST,
     "/groundwire.v1.IngestionManagerService/DeleteDocuments": Permission.INGEST,
     "/groundwire.v1.IngestionManagerService/ListIndexes": None,
     "/groundwire.v1.IngestionManagerService/GetIndex": None,

@@ -27,6 +27,13 @@ from groundwire.api.pagination import (
     listing,
     page_size,
 )
+from groundwire.api.upload import (
+    DEFAULT_MAX_UPLOAD_BYTES,
+    Announcer,
+    header_of,
+    pushed_document,
+    read_file,
+)
 from groundwire.api.usage import usage_to_proto
 from groundwire.domain.auth import Permission, permission_denied
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid, not_found
@@ -41,7 +48,7 @@ from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.indexes.sources import source_kind
 from groundwire.ingestion.loaders import DocumentFormat, push_format
 from groundwire.ingestion.manager import IngestionManager
-from groundwire.ingestion.push import PushDocument
+from groundwire.ingestion.push import PushDocument, PushResult, one_file_upload
 from groundwire.ingestion.sources import stored_digest
 from groundwire.retrieval.engine import Retriever, index_profile
 from groundwire.stores import request_scope
@@ -86,23 +93,23 @@ MAX_DOCUMENT_CHUNKS = 1000
 _MAX_OPERATION_PAGES = 20
 
 
-def _pushed_file(i: int, d: ingestion_pb2.PushedDocument) -> PushDocument:
+def _pushed_file(where: str, d: ingestion_pb2.PushedDocument) -> PushDocument:
     """A pushed document given as bytes with a media type (validated: exactly one
     of text and content, a media type, no format; a media type no loader reads
     fails the document alone with UNSUPPORTED_FORMAT)."""
     if d.text:
         raise invalid(
-            "FIELD_OUT_OF_RANGE", f"documents[{i}].content", "set exactly one of text and content"
+            "FIELD_OUT_OF_RANGE", f"{where}.content", "set exactly one of text and content"
         )
     if d.format != ingestion_pb2.DOCUMENT_FORMAT_UNSPECIFIED:
         raise invalid(
             "FIELD_OUT_OF_RANGE",
-            f"documents[{i}].format",
+            f"{where}.format",
             "format applies to text; content is read by its media_type",
         )
     if not d.media_type:
         raise invalid(
-            "FIELD_REQUIRED", f"documents[{i}].media_type", "media_type is required with content"
+            "FIELD_REQUIRED", f"{where}.media_type", "media_type is required with content"
         )
     found = push_format(d.media_type)
     if found is None:
@@ -128,6 +135,31 @@ def _alive(context: grpc.aio.ServicerContext[Any, Any]) -> Callable[[], bool]:
         return not context.done() and (remaining is None or remaining > 0)
 
     return alive
+
+
+def _pushed(result: PushResult) -> dict[str, Any]:
+    """The fields UpsertDocuments' and UploadDocument's responses share."""
+    return {
+        "published_version": result.published_version,
+        "upserted": result.upserted,
+        "unchanged": result.unchanged,
+        "chunks_written": result.chunks_written,
+        "truncated_chunks": result.truncated_chunks,
+        "failures": [
+            ingestion_pb2.DocumentFailure(document_id=f.document_id, reason=f.reason.value)
+            for f in result.failures
+        ],
+    }
+
+
+def _with_running(recorded: list[Operation], running: list[Operation]) -> list[Operation]:
+    """`recorded` and `running` in one list, newest first (a push that ended in
+    between is taken once, as recorded)."""
+    if not running:
+        return recorded
+    ids = {op.id for op in recorded}
+    merged = recorded + [op for op in running if op.id not in ids]
+    return sorted(merged, key=lambda op: (op.create_time, op.id), reverse=True)
 
 
 def _ts(seconds: float) -> timestamp_pb2.Timestamp:
@@ -265,10 +297,13 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         manager: IngestionManager,
         page_tokens: PageTokens,
         retriever: Retriever | None = None,
+        max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
     ) -> None:
         self._catalog = catalog
         self._manager = manager
         self._tokens = page_tokens
+        # UploadDocument's server-wide bound of one file ([server] max_upload_bytes).
+        self._max_upload_bytes = max_upload_bytes
         # The retriever's fusion defaults complete GetIndex's profile.
         self._retriever = retriever
 
@@ -441,6 +476,9 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         resume: Operation | None = None
         if own is not None:
             ops, resume = await self._own_operations(ops, own, tenant, request.index_name, size)
+        if not request.page_token:
+            # The pushes running on this replica, newest, on the first page.
+            ops = _with_running(ops, self._running_pushes(request.index_name, tenant, own, mine))
         page = ops[:size]
         token = ""
         if len(ops) > size:
@@ -451,6 +489,22 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         return ingestion_pb2.ListOperationsResponse(
             operations=[operation_to_proto(o) for o in page], next_page_token=token
         )
+
+    def _running_pushes(
+        self, index_name: str, tenant: str, own: set[str] | None, mine: str | None
+    ) -> list[Operation]:
+        """The running pushes the caller lists: every one for an operator, its
+        tenant's own for `manage` (`own` set), its key's own for `ingest` alone."""
+        running = self._manager.pushes.running(index_name or None)
+        if own is not None:
+            return [
+                op
+                for op in running
+                if op.in_tenant_scope(tenant, own) and index_visible(op.index_name)
+            ]
+        if mine is not None:
+            return [op for op in running if op.started_by == mine]
+        return running
 
     async def _own_operations(
         self,
@@ -495,7 +549,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         docs = []
         for i, d in enumerate(request.documents):
             if d.media_type or d.content:
-                docs.append(_pushed_file(i, d))
+                docs.append(_pushed_file(f"documents[{i}]", d))
                 continue
             fmt = _FORMATS.get(d.format)
             if fmt is None:
@@ -504,20 +558,39 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
                 )
             docs.append(PushDocument(d.document_id, d.text, d.title, fmt, dict(d.metadata)))
         tenant = effective_tenant(request.tenant, "tenant")
+        announced = Announcer(context)
         # Published only while the caller still waits (ingestion/push.py).
         result = await self._manager.pushes.upsert(
-            handle, docs, tenant, _alive(context), started_by=caller_key_id()
+            handle, docs, tenant, _alive(context), started_by=caller_key_id(), announce=announced
         )
         return ingestion_pb2.UpsertDocumentsResponse(
-            published_version=result.published_version,
-            upserted=result.upserted,
-            unchanged=result.unchanged,
-            chunks_written=result.chunks_written,
-            truncated_chunks=result.truncated_chunks,
-            failures=[
-                ingestion_pb2.DocumentFailure(document_id=f.document_id, reason=f.reason.value)
-                for f in result.failures
-            ],
+            **_pushed(result), operation_id=announced.operation_id
+        )
+
+    async def UploadDocument(
+        self,
+        request_iterator: AsyncIterator[ingestion_pb2.UploadDocumentRequest],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> ingestion_pb2.UploadDocumentResponse:
+        header = await header_of(request_iterator)
+        # Who may push where is settled before any of the file is read.
+        handle = self._index(header.index_name)
+        tenant = effective_tenant(header.tenant, "header.tenant")
+        bound = min(handle.max_file_bytes, self._max_upload_bytes)
+        upload = await read_file(request_iterator, header, bound)
+        doc = _pushed_file("header", pushed_document(upload))
+        announced = Announcer(context)
+        with one_file_upload():
+            result = await self._manager.pushes.upsert(
+                handle,
+                [doc],
+                tenant,
+                _alive(context),
+                started_by=caller_key_id(),
+                announce=announced,
+            )
+        return ingestion_pb2.UploadDocumentResponse(
+            **_pushed(result), operation_id=announced.operation_id
         )
 
     async def ListDocuments(
@@ -582,7 +655,15 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
     ) -> ingestion_pb2.DeleteDocumentsResponse:
         handle = self._index(request.index_name)
         tenant = effective_tenant(request.tenant, "tenant")
+        announced = Announcer(context)
         version, deleted = await self._manager.pushes.delete(
-            handle, list(request.document_ids), tenant, _alive(context), started_by=caller_key_id()
+            handle,
+            list(request.document_ids),
+            tenant,
+            _alive(context),
+            started_by=caller_key_id(),
+            announce=announced,
         )
-        return ingestion_pb2.DeleteDocumentsResponse(published_version=version, deleted=deleted)
+        return ingestion_pb2.DeleteDocumentsResponse(
+            published_version=version, deleted=deleted, operation_id=announced.operation_id
+        )

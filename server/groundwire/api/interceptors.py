@@ -178,6 +178,21 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 request_deserializer=deserializer,
                 response_serializer=handler.response_serializer,
             )
+        if handler.stream_unary is not None:
+            inner_su: Any = handler.stream_unary
+
+            async def stream_unary(
+                requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
+            ) -> Any:
+                # Admission keys on the key's tenant (no request is read yet).
+                async with self._scope(method, metadata, None, context):
+                    return await inner_su(_decoded(requests), context)
+
+            return grpc.stream_unary_rpc_method_handler(
+                stream_unary,
+                request_deserializer=deserializer,
+                response_serializer=handler.response_serializer,
+            )
         if handler.stream_stream is not None:
             inner_ss: Any = handler.stream_stream
 

@@ -19,6 +19,7 @@ from groundwire.api.reranker import RerankerServicer
 from groundwire.api.retriever import RetrieverServicer
 from groundwire.api.server import ServiceRegistration
 from groundwire.api.snapshot import DispatchingServicer, SnapshotHolder
+from groundwire.api.upload import DEFAULT_MAX_UPLOAD_BYTES
 from groundwire.api.usage import UsageServicer
 from groundwire.domain.citations import DEFAULT_SNIPPET_CHARS
 from groundwire.indexes.catalog import IndexCatalog
@@ -74,6 +75,7 @@ def public_servicers(
     reranking: RerankingService,
     page_tokens: PageTokens,
     citation_snippet_chars: int = DEFAULT_SNIPPET_CHARS,
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
 ) -> dict[str, object]:
     """The four public servicers, each bound to its engine, by service name (the
     list RPCs share one page-token key)."""
@@ -81,7 +83,9 @@ def public_servicers(
         RERANKER_SERVICE: RerankerServicer(reranking),
         AGENT_SERVICE: AgentServicer(agents, runtime, page_tokens, citation_snippet_chars),
         RETRIEVER_SERVICE: RetrieverServicer(retriever),
-        INGESTION_SERVICE: IngestionServicer(catalog, manager, page_tokens, retriever=retriever),
+        INGESTION_SERVICE: IngestionServicer(
+            catalog, manager, page_tokens, retriever=retriever, max_upload_bytes=max_upload_bytes
+        ),
     }
 
 

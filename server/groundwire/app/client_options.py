@@ -7,10 +7,12 @@ it never appears in a process list or a shell history."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TextIO
 
 import grpc
 
@@ -149,3 +151,19 @@ def connection(args: argparse.Namespace) -> Connection:
     if not (args.timeout > 0):
         raise OptionError("--timeout must be a positive number of seconds")
     return Connection(args.address, api_key, credentials, args.timeout, server_name)
+
+
+class UsageError(Exception):
+    """A bad argument of a people command (exit status 2)."""
+
+
+def call_metadata(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    """The metadata every call of a people command carries (its key), set by
+    `people_cli.run` from the connection options."""
+    metadata: tuple[tuple[str, str], ...] = args.call_metadata
+    return metadata
+
+
+def dump_json(value: object, out: TextIO) -> None:
+    """A command's `--json` output: one indented JSON document."""
+    out.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")

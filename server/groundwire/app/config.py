@@ -115,6 +115,10 @@ class ServerConfig(StrictModel):
     reflection: bool = True
     grace_period_seconds: float = Field(10.0, ge=0, le=300)
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024, le=64 * 1024 * 1024)
+    # The bound of one file streamed to UploadDocument (each index's
+    # ingestion.max_file_bytes bounds it further; the smaller applies): the file
+    # is held in memory while it is read, so this caps what one call may hold.
+    max_upload_bytes: int = Field(64 * 1024 * 1024, ge=1024 * 1024, le=1024 * 1024 * 1024)
     max_concurrent_rpcs: int | None = Field(None, ge=1)
     # Authenticates page tokens; replicas behind one load balancer must share it
     # (unset: a random key per process, so tokens do not survive a restart).

@@ -22,23 +22,27 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import sys
-from collections import deque
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
 import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from groundwire.app.client_options import Connection, OptionError, add_connection_args, connection
+from groundwire.app.client_options import (
+    Connection,
+    OptionError,
+    UsageError,
+    add_connection_args,
+    connection,
+)
+from groundwire.app.client_options import call_metadata as _metadata
+from groundwire.app.client_options import dump_json as _dump
 from groundwire_client import (
     GroundwireClient,
     GroundwireError,
     error_from_rpc,
-    media_type_of,
     renumbered_answer,
 )
 from groundwire_client.v1 import agent_pb2, ingestion_pb2
@@ -46,16 +50,11 @@ from groundwire_client.v1 import agent_pb2, ingestion_pb2
 COMMANDS = ("search", "ask", "indexes", "operations", "push")
 _PAGE = 100
 _MAX_PAGES = 100
-# Documents per UpsertDocuments call of `push` (the server's limit is 256):
-# small enough that the progress bar moves on a large upload.
-_PUSH_BATCH = 32
 # The default deadline of each UpsertDocuments call of `push` (--timeout): the
 # server parses each file of a call in turn (each at most its parser_timeout_seconds,
 # default 60 s), then embeds and publishes them. A call whose deadline passes
 # publishes nothing (its files fail with DEADLINE_EXCEEDED; earlier calls stay).
 PUSH_TIMEOUT_S = 600.0
-# A file at least this large goes in a call of its own (a parse of its own deadline).
-_ALONE_BYTES = 1024 * 1024
 
 
 def add_commands(sub: Any) -> None:
@@ -97,15 +96,6 @@ def add_commands(sub: Any) -> None:
                 f"deadline of each call in seconds (default {PUSH_TIMEOUT_S:g}); a call"
                 " whose deadline passes publishes nothing"
             )
-
-
-def _metadata(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
-    metadata: tuple[tuple[str, str], ...] = args.call_metadata
-    return metadata
-
-
-class UsageError(Exception):
-    """A bad argument (exit status 2)."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -167,10 +157,6 @@ def _report(exc: GroundwireError, as_json: bool, err: TextIO) -> None:
 
 def _dict(message: Message) -> dict[str, Any]:
     return json_format.MessageToDict(message, preserving_proto_field_name=True)
-
-
-def _dump(value: object, out: TextIO) -> None:
-    out.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -454,235 +440,10 @@ async def operations(client: GroundwireClient, args: argparse.Namespace, out: Te
     return 0
 
 
-# -- push ------------------------------------------------------------------------
+async def _push(client: GroundwireClient, args: argparse.Namespace, out: TextIO) -> int:
+    from groundwire.app.push_cli import push
 
-# Media types the server's loaders read (PushedDocument.media_type), by extension.
-MEDIA_TYPES = {
-    ".pdf": "application/pdf",
-    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    ".odt": "application/vnd.oasis.opendocument.text",
-    ".epub": "application/epub+zip",
-    ".html": "text/html",
-    ".htm": "text/html",
-    ".xhtml": "application/xhtml+xml",
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".txt": "text/plain",
-    ".text": "text/plain",
-    ".log": "text/plain",
-    ".csv": "text/csv",
-    ".tsv": "text/tab-separated-values",
-    ".rst": "text/x-rst",
-    ".json": "application/json",
-    ".ndjson": "application/x-ndjson",
-    ".jsonl": "application/x-ndjson",
-    ".xml": "application/xml",
-    ".yaml": "application/yaml",
-    ".yml": "application/yaml",
-}
-# Bytes per UpsertDocuments call, under the server's default 4 MiB message bound.
-_BATCH_BYTES = 3 * 1024 * 1024
-# What one push call may carry (the server's bound on a push, ingestion/push.py);
-# a larger file is not sent: it fails with TOO_LARGE and the way to ingest it.
-PUSH_MAX_BYTES = 4 * 1024 * 1024
-PUSH_ELSEWHERE = (
-    "ingest it from a directory source instead (`groundwire ingest INDEX`; files over"
-    " 10 MiB need the index's [ingestion] max_file_bytes raised)"
-)
-TOO_LARGE_HINT = (
-    "TOO_LARGE: {size:.1f} MiB; a push carries at most {limit} MiB per call"
-    " (UpsertDocuments' bound, and the server's [server] max_message_bytes); "
-) + PUSH_ELSEWHERE
-
-
-def _files(paths: Sequence[str]) -> list[tuple[Path, str]]:
-    """(file, document id): a file's id is its name, a directory's files' ids are
-    their paths relative to it (with "/"), as a directory source names them.
-    Hidden files and directories are skipped."""
-    out: list[tuple[Path, str]] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            for f in sorted(p.rglob("*")):
-                rel = f.relative_to(p)
-                if f.is_file() and not any(part.startswith(".") for part in rel.parts):
-                    out.append((f, rel.as_posix()))
-        elif p.is_file():
-            out.append((p, p.name))
-        else:
-            raise UsageError(f"{raw}: no such file or directory")
-    if not out:
-        raise UsageError("no files to push")
-    return out
-
-
-def _batches(
-    docs: Sequence[ingestion_pb2.PushedDocument],
-) -> list[list[ingestion_pb2.PushedDocument]]:
-    out: list[list[ingestion_pb2.PushedDocument]] = []
-    size = 0
-    for doc in docs:
-        n = len(doc.content) + len(doc.document_id) + 64
-        alone = n >= _ALONE_BYTES or bool(out and len(out[-1][0].content) + 64 >= _ALONE_BYTES)
-        if out and not alone and size + n <= _BATCH_BYTES and len(out[-1]) < _PUSH_BATCH:
-            out[-1].append(doc)
-            size += n
-        else:
-            out.append([doc])
-            size = n
-    return out
-
-
-async def push(client: GroundwireClient, args: argparse.Namespace, out: TextIO) -> int:
-    from tqdm import tqdm
-
-    files = _files(args.paths)
-    failures: dict[str, str] = {}
-    docs: list[ingestion_pb2.PushedDocument] = []
-    for path, doc_id in files:
-        # Every file is sent: the server's loaders decide what they read (a type
-        # they do not read comes back as UNSUPPORTED_FORMAT).
-        media_type = MEDIA_TYPES.get(path.suffix.lower()) or media_type_of(path)
-        try:
-            size = path.stat().st_size
-            if size > PUSH_MAX_BYTES:
-                failures[doc_id] = _too_large(size, PUSH_MAX_BYTES)
-                continue
-            content = path.read_bytes()
-        except OSError:
-            failures[doc_id] = "UNREADABLE"
-            continue
-        docs.append(
-            ingestion_pb2.PushedDocument(document_id=doc_id, content=content, media_type=media_type)
-        )
-    upserted = unchanged = chunks = truncated = version = 0
-    timed_out = False
-    bar = tqdm(total=len(files), unit="file", desc=args.index, file=sys.stderr, disable=args.json)
-    bar.update(len(failures))
-    pending = deque(_batches(docs))
-    try:
-        while pending:
-            batch = pending.popleft()
-            request = ingestion_pb2.UpsertDocumentsRequest(index_name=args.index, documents=batch)
-            try:
-                response = await client.ingestion.UpsertDocuments(
-                    request, timeout=args.timeout, metadata=_metadata(args)
-                )
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    # The server published nothing of this call (its work stopped);
-                    # the calls before it stay published.
-                    failures.update({d.document_id: "DEADLINE_EXCEEDED" for d in batch})
-                    timed_out = True
-                    bar.update(len(batch))
-                    continue
-                bound = _message_bound(exc)
-                if bound is not None and len(batch) == 1:
-                    # One file larger than the server's message bound.
-                    failures[batch[0].document_id] = _too_large(len(batch[0].content), bound)
-                    bar.update(1)
-                    continue
-                if bound is not None:
-                    # A call larger than the server's message bound: in halves.
-                    pending.extendleft([batch[len(batch) // 2 :], batch[: len(batch) // 2]])
-                    continue
-                refused = _refused_files(error_from_rpc(exc), batch)
-                if refused is None:
-                    raise
-                # The call was refused for some of its files: those fail, the
-                # others go again (a call over the push's bounds in halves).
-                for doc_id, reason in refused.items():
-                    failures[doc_id] = reason
-                bar.update(len(refused))
-                rest = [d for d in batch if d.document_id not in refused]
-                half = len(rest) // 2
-                parts = [rest] if refused else [rest[:half], rest[half:]]
-                pending.extendleft(reversed([part for part in parts if part]))
-                continue
-            upserted += response.upserted
-            unchanged += response.unchanged
-            chunks += response.chunks_written
-            truncated += response.truncated_chunks
-            version = max(version, response.published_version)
-            failures.update({f.document_id: f.reason for f in response.failures})
-            bar.update(len(batch))
-    finally:
-        bar.close()
-    if args.json:
-        _dump(
-            {
-                "index": args.index,
-                "files": len(files),
-                "ingested": upserted,
-                "unchanged": unchanged,
-                "failed": len(failures),
-                "chunks_written": chunks,
-                "truncated_chunks": truncated,
-                "published_version": version,
-                "failures": [{"document_id": k, "reason": v} for k, v in sorted(failures.items())],
-            },
-            out,
-        )
-    else:
-        out.write(
-            f"{len(files)} files: {upserted} ingested, {unchanged} unchanged, "
-            f"{len(failures)} failed ({chunks} chunks written, index version {version})\n"
-        )
-        if truncated:
-            # Embedded from their beginning only (the index's overlong_chunks = "truncate").
-            out.write(
-                f"  {truncated} of {chunks} chunks longer than the embedding model's window"
-                " were embedded truncated\n"
-            )
-        for doc_id, reason in sorted(failures.items()):
-            out.write(f"  failed  {doc_id}: {reason}\n")
-        if timed_out:
-            out.write(
-                f"  a call's deadline ({args.timeout:g} s, --timeout) passed: nothing of it"
-                " was published; push those files again with a larger --timeout\n"
-            )
-    return 1 if failures else 0
-
-
-def _too_large(size: int, limit: int) -> str:
-    return TOO_LARGE_HINT.format(size=size / (1024 * 1024), limit=f"{limit / (1024 * 1024):g}")
-
-
-def _refused_files(
-    err: GroundwireError, batch: Sequence[ingestion_pb2.PushedDocument]
-) -> dict[str, str] | None:
-    """The files a refused call fails (document id -> reason), {} when the call
-    goes again in halves (it was over a push's bounds), None when the refusal is
-    not about its files (raised)."""
-    if err.code != grpc.StatusCode.INVALID_ARGUMENT:
-        return None
-    out: dict[str, str] = {}
-    for name in err.fields:
-        found = re.fullmatch(r"documents\[(\d+)\](?:\..*)?", name)
-        if found is not None and int(found.group(1)) < len(batch):
-            doc = batch[int(found.group(1))]
-            out[doc.document_id] = f"{err.reason}: {err.fields[name] or err.message}"
-    if out:
-        return out
-    if "documents" not in err.fields or err.reason != "FIELD_OUT_OF_RANGE":
-        return None
-    if len(batch) > 1:
-        return {}
-    # One file over a push's bounds (the chunks it makes, its bytes).
-    # The server's advice (fewer documents per call) cannot help one file: cut it.
-    bound = err.message.split(";", 1)[0]
-    return {batch[0].document_id: f"TOO_LARGE: {bound}; {PUSH_ELSEWHERE}"}
-
-
-def _message_bound(exc: grpc.aio.AioRpcError) -> int | None:
-    """The server's message bound when grpc refused the call for its size
-    ("... larger than max (N vs. M)"), else None (another refusal)."""
-    if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return None
-    found = re.search(r"larger than max \(\d+ vs\. (\d+)\)", exc.details() or "")
-    return int(found.group(1)) if found else None
+    return await push(client, args, out)
 
 
 _HANDLERS: dict[str, Callable[[GroundwireClient, argparse.Namespace, TextIO], Any]] = {
@@ -690,5 +451,5 @@ _HANDLERS: dict[str, Callable[[GroundwireClient, argparse.Namespace, TextIO], An
     "ask": ask,
     "indexes": indexes,
     "operations": operations,
-    "push": push,
+    "push": _push,
 }

@@ -205,6 +205,7 @@ def serving_snapshot(
             reranking=components.reranking,
             page_tokens=page_tokens,
             citation_snippet_chars=components.config.agent_limits.citation_snippet_chars,
+            max_upload_bytes=components.config.server.max_upload_bytes,
         ),
     )
 

@@ -34,8 +34,9 @@ class OperationTrigger(enum.Enum):
     SCHEDULE = "SCHEDULE"
     RELOAD = "RELOAD"  # a configuration reload changed what the index ingests
     WATCH = "WATCH"  # the WATCH strategy saw files of the sources change
-    # UpsertDocuments or DeleteDocuments: recorded once it ended (created
-    # terminal), never a running operation (ingestion/push_operations.py).
+    # UpsertDocuments, UploadDocument or DeleteDocuments: watchable while it runs
+    # on the replica serving it, recorded in the log once it ended
+    # (ingestion/push_operations.py).
     PUSH = "PUSH"
 
 

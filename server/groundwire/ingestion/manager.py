@@ -53,6 +53,7 @@ from groundwire.ingestion.shared import (
     plan_shared,
 )
 from groundwire.ingestion.shared_runs import SharedRuns, _Run
+from groundwire.ingestion.snapshots import follow
 from groundwire.ingestion.watch import Watch
 from groundwire.instruments import DOCUMENTS_NOT_INGESTED, INGESTIONS
 from groundwire.providers.embeddings.usage import UsageMeter
@@ -345,6 +346,9 @@ class IngestionManager(SharedRuns):
     async def get(self, operation_id: str) -> Operation:
         if operation_id in self._unrecorded:
             return self._unrecorded[operation_id]
+        pushing = self.pushes.live(operation_id)
+        if pushing is not None:
+            return pushing
         run = self._by_id.get(operation_id)
         if run is not None:
             return run.operation
@@ -355,6 +359,14 @@ class IngestionManager(SharedRuns):
 
     async def watch(self, operation_id: str) -> AsyncIterator[Operation]:
         """Snapshots of an operation until it ends (a finished one yields once)."""
+        if self.pushes.live(operation_id) is not None:
+            followed = False
+            async for snapshot in self.pushes.follow(operation_id):
+                followed = True
+                yield snapshot
+            if followed:
+                return
+            # It ended in between: recorded (or to be), as below.
         run = self._by_id.get(operation_id)
         if run is None:
             snapshot = await self.get(operation_id)
@@ -364,15 +376,8 @@ class IngestionManager(SharedRuns):
                 async for later in self._follow(snapshot):
                     yield later
             return
-        seen = -1
-        while True:
-            async with run.changed:
-                await run.changed.wait_for(functools.partial(_changed_since, run, seen))
-                seen = run.seq
-                snapshot = run.operation
+        async for snapshot in follow(run):
             yield snapshot
-            if snapshot.state.terminal:
-                return
 
     async def status(self, index_name: str) -> IndexStatus:
         """Published state, readiness, rebuild need and operations of one index."""
@@ -599,10 +604,6 @@ class IngestionManager(SharedRuns):
         from croniter import croniter
 
         return float(croniter(handle.schedule, datetime.now().astimezone()).get_next(float))
-
-
-def _changed_since(run: _Run, seen: int) -> bool:
-    return run.seq != seen
 
 
 def _apply(op: Operation, report: IngestionReport) -> Operation:

@@ -30,6 +30,8 @@ import json
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from groundwire.domain.chunking import Chunk
 from groundwire.domain.operations import SKIP_REASONS, DocumentFailureReason
 from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
@@ -181,16 +183,23 @@ async def drop_overlong(handle: IndexHandle, batch: Batch) -> tuple[Batch, list[
     return kept, rejected
 
 
+# Texts per embedding slice when a push reports its progress (stage_batch).
+EMBED_SLICE = 256
+
+
 async def stage_batch(
     handle: IndexHandle,
     version: int,
     batch: Sequence[tuple[DocumentRecord, Sequence[Chunk]]],
+    embedded: Callable[[int], Awaitable[None]] | None = None,
 ) -> int:
     """Embed (when the index has an embedder) and stage a batch; returns chunks staged.
 
     Vectors of texts the embedder already made come from the index's embedding
     cache: configured sources' chunks from the shared namespace, pushed chunks
-    from their tenant's own (stores/embedding_cache.py)."""
+    from their tenant's own (stores/embedding_cache.py). With `embedded`, the
+    texts are embedded EMBED_SLICE at a time and it is told how many are done
+    after each slice (a push's progress)."""
     texts = [c.text for _, chunks in batch for c in chunks]
     vectors = None
     if handle.embedder is not None:
@@ -201,7 +210,20 @@ async def stage_batch(
             for record, chunks in batch
             for _ in chunks
         ]
-        vectors, _ = await embed_documents(handle.embedder, handle.embedding_cache, texts, spaces)
+        step = max(len(texts), 1) if embedded is None else EMBED_SLICE
+        parts = []
+        # (one call when there is no text, as without slices)
+        for start in range(0, max(len(texts), 1), step):
+            part, _ = await embed_documents(
+                handle.embedder,
+                handle.embedding_cache,
+                texts[start : start + step],
+                spaces[start : start + step],
+            )
+            parts.append(part)
+            if embedded is not None:
+                await embedded(min(start + step, len(texts)))
+        vectors = parts[0] if len(parts) == 1 else np.concatenate(parts)
     staged: list[StagedDocument] = []
     offset = 0
     for record, chunks in batch:

@@ -20,7 +20,7 @@ import contextlib
 import contextvars
 import logging
 import re
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -99,6 +99,25 @@ class PushResult:
     truncated_chunks: int = 0
     # The push's embedding work (its operation's counts).
     embedding_usage: EmbeddingUsage = field(default_factory=EmbeddingUsage)
+
+
+@dataclass(frozen=True, slots=True)
+class PushProgress:
+    """Where a running push is (its operation's progress, push_operations.py):
+    its phase ("INGESTING", then "PUBLISHING"), the documents read (loaded,
+    hashed and chunked), the chunks to write and the chunks embedded so far."""
+
+    phase: str
+    documents_read: int = 0
+    chunks: int = 0
+    chunks_embedded: int = 0
+
+
+ProgressHook = Callable[[PushProgress], Awaitable[None]]
+
+
+async def _unheard(_: PushProgress) -> None:
+    return None
 
 
 @contextlib.contextmanager
@@ -265,14 +284,18 @@ async def upsert_documents(
     docs: Sequence[PushDocument],
     tenant: str,
     alive: Callable[[], bool] | None = None,
+    progress: ProgressHook | None = None,
 ) -> PushResult:
     """Load, chunk, embed and stage `docs` as one new version, published only
-    while the call is `alive` (a callable: False once the caller cancelled)."""
+    while the call is `alive` (a callable: False once the caller cancelled);
+    `progress` hears where it is (PushProgress) as it goes."""
+    report = progress or _unheard
     _validate(docs, tenant)
     store = handle.store
     state = await store.ensure_index(handle.spec)
     if needs_rebuild(state, handle):
         raise _rebuild_required()
+    await report(PushProgress("INGESTING"))
     # Ids are per tenant: a caller addresses only its own tenant's documents, so
     # another tenant's use of an id is neither overwritten nor observable.
     live = await store.live_documents(
@@ -296,22 +319,31 @@ async def upsert_documents(
                 fallback_title=d.title,
                 extension=d.extension,
             )
+            await report(PushProgress("INGESTING", documents_read=len(parsed)))
     failures, batch, unchanged = await asyncio.to_thread(
         _prepare, handle, docs, tenant, live, parsed
     )
     batch, overlong = await drop_overlong(handle, batch)
     failures.extend(overlong)
+    planned = sum(len(chunks) for _, chunks in batch)
+    await report(PushProgress("INGESTING", documents_read=len(docs), chunks=planned))
     if not batch:
         return PushResult(state.published_version, 0, unchanged, 0, tuple(failures))
-    if sum(len(chunks) for _, chunks in batch) > MAX_PUSH_CHUNKS and _batch_bounded(docs):
+    if planned > MAX_PUSH_CHUNKS and _batch_bounded(docs):
         raise _too_large(f"a push may write at most {MAX_PUSH_CHUNKS} chunks")
     version = await _begin(handle)
     try:
         with metered() as used:
-            written = await stage_batch(handle, version, batch)
+            written = await stage_batch(
+                handle,
+                version,
+                batch,
+                lambda done: report(PushProgress("INGESTING", len(docs), planned, done)),
+            )
     except BaseException:
         await _discard(handle, version)
         raise
+    await report(PushProgress("PUBLISHING", len(docs), planned, written))
     published = await publish_for_call(handle, version, alive)
     return PushResult(
         published.published_version,
@@ -374,10 +406,12 @@ async def delete_documents(
     document_ids: Sequence[str],
     tenant: str,
     alive: Callable[[], bool] | None = None,
+    progress: ProgressHook | None = None,
 ) -> tuple[int, int]:
     """Delete `tenant`'s documents by id as one version; returns (published_version,
     deleted). Another tenant's document with the same id is a different document:
-    untouched, and not counted."""
+    untouched, and not counted. `progress` hears DELETING, then PUBLISHING."""
+    report = progress or _unheard
     if not 1 <= len(document_ids) <= MAX_DELETE_IDS:
         raise invalid("FIELD_OUT_OF_RANGE", "document_ids", f"send 1 to {MAX_DELETE_IDS} ids")
     for i, doc_id in enumerate(document_ids):
@@ -390,11 +424,13 @@ async def delete_documents(
         # Publishing would record the new model and chunking over old vectors.
         raise _rebuild_required()
     keys = [DocumentKey(tenant, i) for i in dict.fromkeys(document_ids)]
+    await report(PushProgress("DELETING"))
     version = await _begin(handle)
     try:
         deleted = await store.stage_deletions(handle.name, version, keys)
     except BaseException:
         await _discard(handle, version)
         raise
+    await report(PushProgress("PUBLISHING"))
     state = await publish_for_call(handle, version, alive)
     return state.published_version, deleted

@@ -7,7 +7,7 @@ from __future__ import annotations
 import mimetypes
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
@@ -359,6 +359,9 @@ _TEXT_MEDIA_TYPES = {
     ".jsonl": "application/x-ndjson",
     ".xhtml": "application/xhtml+xml",
     ".xml": "application/xml",
+    # Not left to the host's mimetypes (none, or another name the server does not read).
+    ".rst": "text/x-rst",
+    ".log": "text/plain",
 }
 
 
@@ -462,7 +465,7 @@ def upsert_requests(
 
 @dataclass
 class PushResult:
-    """The sum of the UpsertDocuments calls of one push."""
+    """The sum of the UpsertDocuments (or UploadDocument) calls of one push."""
 
     published_version: int = 0
     upserted: int = 0
@@ -470,13 +473,52 @@ class PushResult:
     chunks_written: int = 0
     # document id -> stable failure reason (TOO_LARGE, EMPTY, ...).
     failures: dict[str, str] = field(default_factory=dict)
+    # Chunks embedded from their beginning only (longer than the model's window).
+    truncated_chunks: int = 0
 
-    def add(self, response: ingestion_pb2.UpsertDocumentsResponse) -> None:
+    def add(
+        self,
+        response: ingestion_pb2.UpsertDocumentsResponse | ingestion_pb2.UploadDocumentResponse,
+    ) -> None:
         self.published_version = max(self.published_version, response.published_version)
         self.upserted += response.upserted
         self.unchanged += response.unchanged
         self.chunks_written += response.chunks_written
+        self.truncated_chunks += response.truncated_chunks
         self.failures.update({f.document_id: f.reason for f in response.failures})
+
+
+# Bytes per UploadDocument data message (the server takes at most 1 MiB).
+UPLOAD_PART_BYTES = 1024 * 1024
+
+
+def upload_requests(
+    index: str,
+    path: str | Path,
+    *,
+    document_id: str | None = None,
+    title: str = "",
+    metadata: Mapping[str, str] | None = None,
+    tenant: str = "",
+) -> Iterator[ingestion_pb2.UploadDocumentRequest]:
+    """UploadDocument's stream for one file: its header (document id: the file's
+    name unless given; media type by `media_type_of`), then its bytes in parts of
+    UPLOAD_PART_BYTES, read as they are sent. The server bounds the file by the
+    index's max_file_bytes (FILE_TOO_LARGE from the header, nothing sent)."""
+    p = Path(path)
+    header = ingestion_pb2.UploadHeader(
+        index_name=index,
+        tenant=tenant,
+        document_id=document_id or p.name,
+        media_type=media_type_of(p),
+        title=title,
+        metadata=dict(metadata or {}),
+        size_bytes=p.stat().st_size,
+    )
+    yield ingestion_pb2.UploadDocumentRequest(header=header)
+    with p.open("rb") as f:
+        while part := f.read(UPLOAD_PART_BYTES):
+            yield ingestion_pb2.UploadDocumentRequest(data=part)
 
 
 def delete_requests(

@@ -40,6 +40,7 @@ from groundwire_client._common import (
     error_from_rpc,
     execution_input,
     retrieve_request,
+    upload_requests,
     upsert_requests,
 )
 from groundwire_client.v1 import (
@@ -399,6 +400,39 @@ class GroundwireClient:
         return await self.push(
             index, [document_from_file(p) for p in paths], tenant=tenant, timeout=timeout
         )
+
+    async def upload_file(
+        self,
+        index: str,
+        path: str | Path,
+        *,
+        document_id: str | None = None,
+        title: str = "",
+        metadata: Mapping[str, str] | None = None,
+        tenant: str = "",
+        timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+    ) -> PushResult:
+        """Upsert one local file streamed in 1 MiB parts (UploadDocument): files of
+        any size up to the index's max_file_bytes (tens of MB), where `push_files`
+        carries at most 4 MiB per call. Needs `ingest`; failures as `push`'s."""
+        out = PushResult()
+        response = await self._call(
+            "UploadDocument",
+            lambda: self.ingestion.UploadDocument(
+                upload_requests(
+                    index,
+                    path,
+                    document_id=document_id,
+                    title=title,
+                    metadata=metadata,
+                    tenant=tenant,
+                ),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            ),
+        )
+        out.add(response)
+        return out
 
     async def delete(
         self,

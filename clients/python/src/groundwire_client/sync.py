@@ -38,6 +38,7 @@ from groundwire_client._common import (
     execution_input,
     retrieve_request,
     sleep_sync,
+    upload_requests,
     upsert_requests,
 )
 from groundwire_client.v1 import (
@@ -343,6 +344,37 @@ class GroundwireSyncClient:
         return self.push(
             index, [document_from_file(p) for p in paths], tenant=tenant, timeout=timeout
         )
+
+    def upload_file(
+        self,
+        index: str,
+        path: str | Path,
+        *,
+        document_id: str | None = None,
+        title: str = "",
+        metadata: Mapping[str, str] | None = None,
+        tenant: str = "",
+        timeout: float | None = None,
+    ) -> PushResult:
+        """Upsert one local file streamed in parts; see GroundwireClient.upload_file."""
+        out = PushResult()
+        response = self._call(
+            "UploadDocument",
+            lambda: self.ingestion.UploadDocument(
+                upload_requests(
+                    index,
+                    path,
+                    document_id=document_id,
+                    title=title,
+                    metadata=metadata,
+                    tenant=tenant,
+                ),
+                timeout=self._deadline(timeout),
+                metadata=self._metadata,
+            ),
+        )
+        out.add(response)
+        return out
 
     def delete(
         self,

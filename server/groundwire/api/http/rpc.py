@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -69,7 +69,8 @@ class RpcAborted(Exception):
 
 class RpcCall:
     """The grpc.aio.ServicerContext of one HTTP call: only what the interceptor
-    and the servicers use (trailing metadata, the deadline, done, abort)."""
+    and the servicers use (initial and trailing metadata, the deadline, done,
+    abort)."""
 
     def __init__(
         self,
@@ -82,12 +83,23 @@ class RpcCall:
         self.transport = transport
         self._deadline = None if timeout_s is None else time.monotonic() + timeout_s
         self.trailing: tuple[tuple[str, Any], ...] = ()
+        # Told of the initial metadata a servicer sends before its answer (a
+        # push's operation id: the dashboard's streamed upload answer).
+        self.on_initial_metadata: Callable[[Sequence[tuple[str, Any]]], Awaitable[None]] | None = (
+            None
+        )
 
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
         return self._metadata
 
     def set_trailing_metadata(self, metadata: Sequence[tuple[str, Any]]) -> None:
         self.trailing = tuple(metadata)
+
+    async def send_initial_metadata(self, metadata: Sequence[tuple[str, Any]]) -> None:
+        # An HTTP answer's headers go out with it: they join its trailers.
+        self.trailing = (*self.trailing, *metadata)
+        if self.on_initial_metadata is not None:
+            await self.on_initial_metadata(metadata)
 
     def time_remaining(self) -> float | None:
         if self._deadline is None:

@@ -281,10 +281,17 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """RESOURCE_EXHAUSTED (HTTP 413): a file uploaded to the dashboard API
     (POST /api/rag/indexes/{name}/files) is larger than the index's
     ingestion.max_file_bytes or the server's http.max_upload_bytes; refused
-    from its Content-Length, before the body is read.
+    from its Content-Length, before the body is read. Also a file streamed to
+    UploadDocument whose declared size_bytes is larger than the index's
+    ingestion.max_file_bytes or the server's server.max_upload_bytes, refused
+    from its header before any data is read.
     """
     ERROR_REASON_LENGTH_REQUIRED: _ErrorReason.ValueType  # 415
     """INVALID_ARGUMENT (HTTP 411): a file upload without a Content-Length."""
+    ERROR_REASON_SIZE_MISMATCH: _ErrorReason.ValueType  # 416
+    """INVALID_ARGUMENT: an UploadDocument stream carried more or fewer bytes
+    than its header's size_bytes declared (nothing of it was written).
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The values of google.rpc.ErrorInfo.reason, without the ERROR_REASON_ prefix
@@ -544,8 +551,15 @@ ERROR_REASON_FILE_TOO_LARGE: ErrorReason.ValueType  # 414
 """RESOURCE_EXHAUSTED (HTTP 413): a file uploaded to the dashboard API
 (POST /api/rag/indexes/{name}/files) is larger than the index's
 ingestion.max_file_bytes or the server's http.max_upload_bytes; refused
-from its Content-Length, before the body is read.
+from its Content-Length, before the body is read. Also a file streamed to
+UploadDocument whose declared size_bytes is larger than the index's
+ingestion.max_file_bytes or the server's server.max_upload_bytes, refused
+from its header before any data is read.
 """
 ERROR_REASON_LENGTH_REQUIRED: ErrorReason.ValueType  # 415
 """INVALID_ARGUMENT (HTTP 411): a file upload without a Content-Length."""
+ERROR_REASON_SIZE_MISMATCH: ErrorReason.ValueType  # 416
+"""INVALID_ARGUMENT: an UploadDocument stream carried more or fewer bytes
+than its header's size_bytes declared (nothing of it was written).
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -141,12 +141,16 @@ class _OperationTriggerEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Oper
     OPERATION_TRIGGER_WATCH: _OperationTrigger.ValueType  # 170
     """The WATCH strategy: files of the index's sources changed."""
     OPERATION_TRIGGER_PUSH: _OperationTrigger.ValueType  # 171
-    """A push: UpsertDocuments or DeleteDocuments (also the dashboard API's file
-    upload), recorded once it ended (created terminal: SUCCEEDED with its
-    counts and failed documents, or FAILED with its error code), started by
-    the pushing key and visible only to that key's tenant (and operators).
-    Never a running operation: it does not hold the index against
-    StartIngestion.
+    """A push: UpsertDocuments, UploadDocument or DeleteDocuments (also the
+    dashboard API's file upload), started by the pushing key and visible only
+    to that key's tenant (and operators). While it runs, WatchIngestion on the
+    replica serving it shows it RUNNING (phase INGESTING or DELETING, then
+    PUBLISHING; counts.discovered the documents sent, counts.ingested those
+    read so far, counts.chunks_written the chunks embedded so far); it is
+    recorded in the log once it ended (SUCCEEDED with its counts and failed
+    documents, FAILED with its error code, or CANCELLED), so ListOperations
+    lists it only then. It does not hold the index against StartIngestion and
+    is never an index's running or last operation in GetIndexStatus.
     """
 
 class OperationTrigger(_OperationTrigger, metaclass=_OperationTriggerEnumTypeWrapper):
@@ -168,12 +172,16 @@ chunking, embedding model or sources), as a restart would have.
 OPERATION_TRIGGER_WATCH: OperationTrigger.ValueType  # 170
 """The WATCH strategy: files of the index's sources changed."""
 OPERATION_TRIGGER_PUSH: OperationTrigger.ValueType  # 171
-"""A push: UpsertDocuments or DeleteDocuments (also the dashboard API's file
-upload), recorded once it ended (created terminal: SUCCEEDED with its
-counts and failed documents, or FAILED with its error code), started by
-the pushing key and visible only to that key's tenant (and operators).
-Never a running operation: it does not hold the index against
-StartIngestion.
+"""A push: UpsertDocuments, UploadDocument or DeleteDocuments (also the
+dashboard API's file upload), started by the pushing key and visible only
+to that key's tenant (and operators). While it runs, WatchIngestion on the
+replica serving it shows it RUNNING (phase INGESTING or DELETING, then
+PUBLISHING; counts.discovered the documents sent, counts.ingested those
+read so far, counts.chunks_written the chunks embedded so far); it is
+recorded in the log once it ended (SUCCEEDED with its counts and failed
+documents, FAILED with its error code, or CANCELLED), so ListOperations
+lists it only then. It does not hold the index against StartIngestion and
+is never an index's running or last operation in GetIndexStatus.
 """
 Global___OperationTrigger: _TypeAlias = OperationTrigger  # noqa: Y015
 
@@ -1356,6 +1364,7 @@ class UpsertDocumentsResponse(_message.Message):
     CHUNKS_WRITTEN_FIELD_NUMBER: _builtins.int
     FAILURES_FIELD_NUMBER: _builtins.int
     TRUNCATED_CHUNKS_FIELD_NUMBER: _builtins.int
+    OPERATION_ID_FIELD_NUMBER: _builtins.int
     published_version: _builtins.int
     """Output only. The version that published the change (the current
     version when nothing changed).
@@ -1372,6 +1381,10 @@ class UpsertDocumentsResponse(_message.Message):
     which then fail their document with CHUNK_TOO_LONG), as
     OperationCounts.truncated_chunks.
     """
+    operation_id: _builtins.str
+    """Output only. The push's operation (trigger PUSH), as ListOperations and
+    WatchIngestion know it.
+    """
     @_builtins.property
     def failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___DocumentFailure]:
         """Output only. Documents rejected (nothing else of them was written)."""
@@ -1385,14 +1398,171 @@ class UpsertDocumentsResponse(_message.Message):
         chunks_written: _builtins.int = ...,
         failures: _abc.Iterable[Global___DocumentFailure] | None = ...,
         truncated_chunks: _builtins.int = ...,
+        operation_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_written", b"chunks_written", "failures", b"failures", "published_version", b"published_version", "truncated_chunks", b"truncated_chunks", "unchanged", b"unchanged", "upserted", b"upserted"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_written", b"chunks_written", "failures", b"failures", "operation_id", b"operation_id", "published_version", b"published_version", "truncated_chunks", b"truncated_chunks", "unchanged", b"unchanged", "upserted", b"upserted"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___UpsertDocumentsResponse: _TypeAlias = UpsertDocumentsResponse  # noqa: Y015
+
+@_typing.final
+class UploadDocumentRequest(_message.Message):
+    """One message of UploadDocument's stream: the header first, then the file's
+    bytes in order.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HEADER_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    data: _builtins.bytes
+    """Every later message: the file's next bytes (1 byte to 1 MiB)."""
+    @_builtins.property
+    def header(self) -> Global___UploadHeader:
+        """The first message only: where and what the file is."""
+
+    def __init__(
+        self,
+        *,
+        header: Global___UploadHeader | None = ...,
+        data: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "header", b"header", "part", b"part"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "header", b"header", "part", b"part"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_part: _TypeAlias = _typing.Literal["header", "data"]  # noqa: Y015
+    _WhichOneofArgType_part: _TypeAlias = _typing.Literal["part", b"part"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_part) -> _WhichOneofReturnType_part | None: ...
+
+Global___UploadDocumentRequest: _TypeAlias = UploadDocumentRequest  # noqa: Y015
+
+@_typing.final
+class UploadHeader(_message.Message):
+    """What an uploaded file is and where it goes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class MetadataEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    INDEX_NAME_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    DOCUMENT_ID_FIELD_NUMBER: _builtins.int
+    MEDIA_TYPE_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    index_name: _builtins.str
+    """Required. The index name."""
+    tenant: _builtins.str
+    """Optional. The tenant, as UpsertDocumentsRequest.tenant."""
+    document_id: _builtins.str
+    """Required. The document id, as PushedDocument.document_id."""
+    media_type: _builtins.str
+    """Required. The file's media type, as PushedDocument.media_type (one no
+    loader reads fails the document with UNSUPPORTED_FORMAT).
+    """
+    title: _builtins.str
+    """Optional. Display title."""
+    size_bytes: _builtins.int
+    """Required. The file's size in bytes (1 or more): the stream must carry
+    exactly this many.
+    """
+    @_builtins.property
+    def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Optional. Metadata, as PushedDocument.metadata."""
+
+    def __init__(
+        self,
+        *,
+        index_name: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        document_id: _builtins.str = ...,
+        media_type: _builtins.str = ...,
+        title: _builtins.str = ...,
+        metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        size_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_id", b"document_id", "index_name", b"index_name", "media_type", b"media_type", "metadata", b"metadata", "size_bytes", b"size_bytes", "tenant", b"tenant", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UploadHeader: _TypeAlias = UploadHeader  # noqa: Y015
+
+@_typing.final
+class UploadDocumentResponse(_message.Message):
+    """Response for UploadDocument: UpsertDocumentsResponse's fields for one file."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PUBLISHED_VERSION_FIELD_NUMBER: _builtins.int
+    UPSERTED_FIELD_NUMBER: _builtins.int
+    UNCHANGED_FIELD_NUMBER: _builtins.int
+    CHUNKS_WRITTEN_FIELD_NUMBER: _builtins.int
+    FAILURES_FIELD_NUMBER: _builtins.int
+    TRUNCATED_CHUNKS_FIELD_NUMBER: _builtins.int
+    OPERATION_ID_FIELD_NUMBER: _builtins.int
+    published_version: _builtins.int
+    """Output only. The version that published the file (the current version
+    when nothing changed or it failed).
+    """
+    upserted: _builtins.int
+    """Output only. 1 when the document was written (new or changed), else 0."""
+    unchanged: _builtins.int
+    """Output only. 1 when its content hash was unchanged, else 0."""
+    chunks_written: _builtins.int
+    """Output only. Chunks written."""
+    truncated_chunks: _builtins.int
+    """Output only. As UpsertDocumentsResponse.truncated_chunks."""
+    operation_id: _builtins.str
+    """Output only. The push's operation (trigger PUSH)."""
+    @_builtins.property
+    def failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___DocumentFailure]:
+        """Output only. The file's failure, when it was not written (reasons as
+        UpsertDocuments reports them).
+        """
+
+    def __init__(
+        self,
+        *,
+        published_version: _builtins.int = ...,
+        upserted: _builtins.int = ...,
+        unchanged: _builtins.int = ...,
+        chunks_written: _builtins.int = ...,
+        failures: _abc.Iterable[Global___DocumentFailure] | None = ...,
+        truncated_chunks: _builtins.int = ...,
+        operation_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunks_written", b"chunks_written", "failures", b"failures", "operation_id", b"operation_id", "published_version", b"published_version", "truncated_chunks", b"truncated_chunks", "unchanged", b"unchanged", "upserted", b"upserted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UploadDocumentResponse: _TypeAlias = UploadDocumentResponse  # noqa: Y015
 
 @_typing.final
 class DeleteDocumentsRequest(_message.Message):
@@ -1438,19 +1608,23 @@ class DeleteDocumentsResponse(_message.Message):
 
     PUBLISHED_VERSION_FIELD_NUMBER: _builtins.int
     DELETED_FIELD_NUMBER: _builtins.int
+    OPERATION_ID_FIELD_NUMBER: _builtins.int
     published_version: _builtins.int
     """Output only. The version that published the deletion."""
     deleted: _builtins.int
     """Output only. How many of the ids were published documents."""
+    operation_id: _builtins.str
+    """Output only. The deletion's operation (trigger PUSH)."""
     def __init__(
         self,
         *,
         published_version: _builtins.int = ...,
         deleted: _builtins.int = ...,
+        operation_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted", "published_version", b"published_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted", "operation_id", b"operation_id", "published_version", b"published_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

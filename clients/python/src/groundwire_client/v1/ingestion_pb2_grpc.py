@@ -75,6 +75,11 @@ class IngestionManagerServiceStub:
                 request_serializer=groundwire_dot_v1_dot_ingestion__pb2.UpsertDocumentsRequest.SerializeToString,
                 response_deserializer=groundwire_dot_v1_dot_ingestion__pb2.UpsertDocumentsResponse.FromString,
                 _registered_method=True)
+        self.UploadDocument = channel.stream_unary(
+                '/groundwire.v1.IngestionManagerService/UploadDocument',
+                request_serializer=groundwire_dot_v1_dot_ingestion__pb2.UploadDocumentRequest.SerializeToString,
+                response_deserializer=groundwire_dot_v1_dot_ingestion__pb2.UploadDocumentResponse.FromString,
+                _registered_method=True)
         self.DeleteDocuments = channel.unary_unary(
                 '/groundwire.v1.IngestionManagerService/DeleteDocuments',
                 request_serializer=groundwire_dot_v1_dot_ingestion__pb2.DeleteDocumentsRequest.SerializeToString,
@@ -148,9 +153,9 @@ class IngestionManagerServiceServicer:
         """Lists operations, newest first. Paginated. A key with `manage` lists
         every operation; a key with only `ingest` lists the operations it
         started (Operation.started_by_key_id), with their failed and skipped
-        documents. Pushes (UpsertDocuments, DeleteDocuments: trigger PUSH) are
-        operations of the tenant that pushed: listed only to that tenant's keys
-        (and operators).
+        documents. Pushes (UpsertDocuments, UploadDocument, DeleteDocuments:
+        trigger PUSH) are operations of the tenant that pushed: listed only to
+        that tenant's keys (and operators), once ended.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -161,8 +166,29 @@ class IngestionManagerServiceServicer:
         new index version. Unchanged documents (same content hash) are skipped.
         Documents are identified by (tenant, document_id): a caller only ever
         addresses its own tenant's documents. Each push is recorded as an
-        operation (trigger PUSH, already terminal) of the caller's tenant; one
-        refused as malformed (INVALID_ARGUMENT) is not.
+        operation (trigger PUSH) of the caller's tenant; one refused as malformed
+        (INVALID_ARGUMENT) is not. The operation is watchable while the push runs:
+        its id is sent in the initial metadata "x-operation-id" as the push starts
+        (WatchIngestion follows it on the replica that serves the push), and in
+        the response.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UploadDocument(self, request_iterator, context):
+        """Adds or replaces one document sent as a stream of its file's bytes, for
+        files larger than one message (tens of MB): the first message carries
+        `header`, every later one `data` (each at most 1 MiB), in order. The
+        file's bound is the index's max_file_bytes capped by the server's
+        [server] max_upload_bytes: a declared size over it is refused before any
+        data is read (RESOURCE_EXHAUSTED / FILE_TOO_LARGE), and so is a stream
+        that carries more than it declared (INVALID_ARGUMENT / SIZE_MISMATCH).
+        The file is then pushed as UpsertDocuments pushes one document with
+        `content` (same failures, tenancy, deadline and operation, with its id in
+        the initial metadata "x-operation-id"), without UpsertDocuments' per-call
+        bounds of a batch (4 MiB, 1,024 chunks). Not on the HTTP surfaces (client
+        streaming): they upload with POST /api/rag/indexes/{name}/files.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -170,7 +196,8 @@ class IngestionManagerServiceServicer:
 
     def DeleteDocuments(self, request, context):
         """Deletes one tenant's pushed or ingested documents by id as one new index
-        version, recorded as an operation (trigger PUSH) as UpsertDocuments is.
+        version, recorded as an operation (trigger PUSH) as UpsertDocuments is
+        (its id in the initial metadata "x-operation-id" and the response).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -237,6 +264,11 @@ def add_IngestionManagerServiceServicer_to_server(servicer, server):
                     servicer.UpsertDocuments,
                     request_deserializer=groundwire_dot_v1_dot_ingestion__pb2.UpsertDocumentsRequest.FromString,
                     response_serializer=groundwire_dot_v1_dot_ingestion__pb2.UpsertDocumentsResponse.SerializeToString,
+            ),
+            'UploadDocument': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadDocument,
+                    request_deserializer=groundwire_dot_v1_dot_ingestion__pb2.UploadDocumentRequest.FromString,
+                    response_serializer=groundwire_dot_v1_dot_ingestion__pb2.UploadDocumentResponse.SerializeToString,
             ),
             'DeleteDocuments': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteDocuments,
@@ -471,6 +503,33 @@ class IngestionManagerService:
             '/groundwire.v1.IngestionManagerService/UpsertDocuments',
             groundwire_dot_v1_dot_ingestion__pb2.UpsertDocumentsRequest.SerializeToString,
             groundwire_dot_v1_dot_ingestion__pb2.UpsertDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadDocument(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/groundwire.v1.IngestionManagerService/UploadDocument',
+            groundwire_dot_v1_dot_ingestion__pb2.UploadDocumentRequest.SerializeToString,
+            groundwire_dot_v1_dot_ingestion__pb2.UploadDocumentResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -64,21 +64,39 @@ class IngestionManagerServiceStub:
     """Lists operations, newest first. Paginated. A key with `manage` lists
     every operation; a key with only `ingest` lists the operations it
     started (Operation.started_by_key_id), with their failed and skipped
-    documents. Pushes (UpsertDocuments, DeleteDocuments: trigger PUSH) are
-    operations of the tenant that pushed: listed only to that tenant's keys
-    (and operators).
+    documents. Pushes (UpsertDocuments, UploadDocument, DeleteDocuments:
+    trigger PUSH) are operations of the tenant that pushed: listed only to
+    that tenant's keys (and operators), once ended.
     """
     UpsertDocuments: _grpc.UnaryUnaryMultiCallable[_ingestion_pb2.UpsertDocumentsRequest, _ingestion_pb2.UpsertDocumentsResponse]
     """Adds or replaces documents pushed by the caller and publishes them as one
     new index version. Unchanged documents (same content hash) are skipped.
     Documents are identified by (tenant, document_id): a caller only ever
     addresses its own tenant's documents. Each push is recorded as an
-    operation (trigger PUSH, already terminal) of the caller's tenant; one
-    refused as malformed (INVALID_ARGUMENT) is not.
+    operation (trigger PUSH) of the caller's tenant; one refused as malformed
+    (INVALID_ARGUMENT) is not. The operation is watchable while the push runs:
+    its id is sent in the initial metadata "x-operation-id" as the push starts
+    (WatchIngestion follows it on the replica that serves the push), and in
+    the response.
+    """
+    UploadDocument: _grpc.StreamUnaryMultiCallable[_ingestion_pb2.UploadDocumentRequest, _ingestion_pb2.UploadDocumentResponse]
+    """Adds or replaces one document sent as a stream of its file's bytes, for
+    files larger than one message (tens of MB): the first message carries
+    `header`, every later one `data` (each at most 1 MiB), in order. The
+    file's bound is the index's max_file_bytes capped by the server's
+    [server] max_upload_bytes: a declared size over it is refused before any
+    data is read (RESOURCE_EXHAUSTED / FILE_TOO_LARGE), and so is a stream
+    that carries more than it declared (INVALID_ARGUMENT / SIZE_MISMATCH).
+    The file is then pushed as UpsertDocuments pushes one document with
+    `content` (same failures, tenancy, deadline and operation, with its id in
+    the initial metadata "x-operation-id"), without UpsertDocuments' per-call
+    bounds of a batch (4 MiB, 1,024 chunks). Not on the HTTP surfaces (client
+    streaming): they upload with POST /api/rag/indexes/{name}/files.
     """
     DeleteDocuments: _grpc.UnaryUnaryMultiCallable[_ingestion_pb2.DeleteDocumentsRequest, _ingestion_pb2.DeleteDocumentsResponse]
     """Deletes one tenant's pushed or ingested documents by id as one new index
-    version, recorded as an operation (trigger PUSH) as UpsertDocuments is.
+    version, recorded as an operation (trigger PUSH) as UpsertDocuments is
+    (its id in the initial metadata "x-operation-id" and the response).
     """
     ListDocuments: _grpc.UnaryUnaryMultiCallable[_ingestion_pb2.ListDocumentsRequest, _ingestion_pb2.ListDocumentsResponse]
     """Lists one tenant's published documents of an index, ordered by id
@@ -122,21 +140,39 @@ class IngestionManagerServiceAsyncStub(IngestionManagerServiceStub):
     """Lists operations, newest first. Paginated. A key with `manage` lists
     every operation; a key with only `ingest` lists the operations it
     started (Operation.started_by_key_id), with their failed and skipped
-    documents. Pushes (UpsertDocuments, DeleteDocuments: trigger PUSH) are
-    operations of the tenant that pushed: listed only to that tenant's keys
-    (and operators).
+    documents. Pushes (UpsertDocuments, UploadDocument, DeleteDocuments:
+    trigger PUSH) are operations of the tenant that pushed: listed only to
+    that tenant's keys (and operators), once ended.
     """
     UpsertDocuments: _aio.UnaryUnaryMultiCallable[_ingestion_pb2.UpsertDocumentsRequest, _ingestion_pb2.UpsertDocumentsResponse]  # type: ignore[assignment]
     """Adds or replaces documents pushed by the caller and publishes them as one
     new index version. Unchanged documents (same content hash) are skipped.
     Documents are identified by (tenant, document_id): a caller only ever
     addresses its own tenant's documents. Each push is recorded as an
-    operation (trigger PUSH, already terminal) of the caller's tenant; one
-    refused as malformed (INVALID_ARGUMENT) is not.
+    operation (trigger PUSH) of the caller's tenant; one refused as malformed
+    (INVALID_ARGUMENT) is not. The operation is watchable while the push runs:
+    its id is sent in the initial metadata "x-operation-id" as the push starts
+    (WatchIngestion follows it on the replica that serves the push), and in
+    the response.
+    """
+    UploadDocument: _aio.StreamUnaryMultiCallable[_ingestion_pb2.UploadDocumentRequest, _ingestion_pb2.UploadDocumentResponse]  # type: ignore[assignment]
+    """Adds or replaces one document sent as a stream of its file's bytes, for
+    files larger than one message (tens of MB): the first message carries
+    `header`, every later one `data` (each at most 1 MiB), in order. The
+    file's bound is the index's max_file_bytes capped by the server's
+    [server] max_upload_bytes: a declared size over it is refused before any
+    data is read (RESOURCE_EXHAUSTED / FILE_TOO_LARGE), and so is a stream
+    that carries more than it declared (INVALID_ARGUMENT / SIZE_MISMATCH).
+    The file is then pushed as UpsertDocuments pushes one document with
+    `content` (same failures, tenancy, deadline and operation, with its id in
+    the initial metadata "x-operation-id"), without UpsertDocuments' per-call
+    bounds of a batch (4 MiB, 1,024 chunks). Not on the HTTP surfaces (client
+    streaming): they upload with POST /api/rag/indexes/{name}/files.
     """
     DeleteDocuments: _aio.UnaryUnaryMultiCallable[_ingestion_pb2.DeleteDocumentsRequest, _ingestion_pb2.DeleteDocumentsResponse]  # type: ignore[assignment]
     """Deletes one tenant's pushed or ingested documents by id as one new index
-    version, recorded as an operation (trigger PUSH) as UpsertDocuments is.
+    version, recorded as an operation (trigger PUSH) as UpsertDocuments is
+    (its id in the initial metadata "x-operation-id" and the response).
     """
     ListDocuments: _aio.UnaryUnaryMultiCallable[_ingestion_pb2.ListDocumentsRequest, _ingestion_pb2.ListDocumentsResponse]  # type: ignore[assignment]
     """Lists one tenant's published documents of an index, ordered by id
@@ -219,9 +255,9 @@ class IngestionManagerServiceServicer(metaclass=_abc_1.ABCMeta):
         """Lists operations, newest first. Paginated. A key with `manage` lists
         every operation; a key with only `ingest` lists the operations it
         started (Operation.started_by_key_id), with their failed and skipped
-        documents. Pushes (UpsertDocuments, DeleteDocuments: trigger PUSH) are
-        operations of the tenant that pushed: listed only to that tenant's keys
-        (and operators).
+        documents. Pushes (UpsertDocuments, UploadDocument, DeleteDocuments:
+        trigger PUSH) are operations of the tenant that pushed: listed only to
+        that tenant's keys (and operators), once ended.
         """
 
     @_abc_1.abstractmethod
@@ -234,8 +270,31 @@ class IngestionManagerServiceServicer(metaclass=_abc_1.ABCMeta):
         new index version. Unchanged documents (same content hash) are skipped.
         Documents are identified by (tenant, document_id): a caller only ever
         addresses its own tenant's documents. Each push is recorded as an
-        operation (trigger PUSH, already terminal) of the caller's tenant; one
-        refused as malformed (INVALID_ARGUMENT) is not.
+        operation (trigger PUSH) of the caller's tenant; one refused as malformed
+        (INVALID_ARGUMENT) is not. The operation is watchable while the push runs:
+        its id is sent in the initial metadata "x-operation-id" as the push starts
+        (WatchIngestion follows it on the replica that serves the push), and in
+        the response.
+        """
+
+    @_abc_1.abstractmethod
+    def UploadDocument(
+        self,
+        request_iterator: _MaybeAsyncIterator[_ingestion_pb2.UploadDocumentRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_ingestion_pb2.UploadDocumentResponse, _abc.Awaitable[_ingestion_pb2.UploadDocumentResponse]]:
+        """Adds or replaces one document sent as a stream of its file's bytes, for
+        files larger than one message (tens of MB): the first message carries
+        `header`, every later one `data` (each at most 1 MiB), in order. The
+        file's bound is the index's max_file_bytes capped by the server's
+        [server] max_upload_bytes: a declared size over it is refused before any
+        data is read (RESOURCE_EXHAUSTED / FILE_TOO_LARGE), and so is a stream
+        that carries more than it declared (INVALID_ARGUMENT / SIZE_MISMATCH).
+        The file is then pushed as UpsertDocuments pushes one document with
+        `content` (same failures, tenancy, deadline and operation, with its id in
+        the initial metadata "x-operation-id"), without UpsertDocuments' per-call
+        bounds of a batch (4 MiB, 1,024 chunks). Not on the HTTP surfaces (client
+        streaming): they upload with POST /api/rag/indexes/{name}/files.
         """
 
     @_abc_1.abstractmethod
@@ -245,7 +304,8 @@ class IngestionManagerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_ingestion_pb2.DeleteDocumentsResponse, _abc.Awaitable[_ingestion_pb2.DeleteDocumentsResponse]]:
         """Deletes one tenant's pushed or ingested documents by id as one new index
-        version, recorded as an operation (trigger PUSH) as UpsertDocuments is.
+        version, recorded as an operation (trigger PUSH) as UpsertDocuments is
+        (its id in the initial metadata "x-operation-id" and the response).
         """
 
     @_abc_1.abstractmethod

@@ -23,7 +23,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file groundwire/v1/ingestion.proto.
  */
 export const file_groundwire_v1_ingestion: GenFile = /*@__PURE__*/
-  fileDesc("Ch1ncm91bmR3aXJlL3YxL2luZ2VzdGlvbi5wcm90bxINZ3JvdW5kd2lyZS52MSJfChRFbWJlZGRpbmdEZXNjcmlwdGlvbhIQCghwcm92aWRlchgBIAEoCRINCgVtb2RlbBgCIAEoCRISCgpkaW1lbnNpb25zGAMgASgNEhIKCm5vcm1hbGl6ZWQYBCABKAgirQEKE0NodW5raW5nRGVzY3JpcHRpb24SDAoEc2l6ZRgBIAEoDRIPCgdvdmVybGFwGAIgASgNEhkKEW1hcmtkb3duX3NlY3Rpb25zGAMgASgIEiYKBHVuaXQYeCABKA4yGC5ncm91bmR3aXJlLnYxLkNodW5rVW5pdBI0CgpleHRlbnNpb25zGHkgAygLMiAuZ3JvdW5kd2lyZS52MS5FeHRlbnNpb25DaHVua2luZyKIAQoRRXh0ZW5zaW9uQ2h1bmtpbmcSEQoJZXh0ZW5zaW9uGAEgASgJEgwKBHNpemUYAiABKA0SDwoHb3ZlcmxhcBgDIAEoDRIZChFtYXJrZG93bl9zZWN0aW9ucxgEIAEoCBImCgR1bml0GAUgASgOMhguZ3JvdW5kd2lyZS52MS5DaHVua1VuaXQirwMKEEluZGV4RGVzY3JpcHRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRI2CgllbWJlZGRpbmcYAyABKAsyIy5ncm91bmR3aXJlLnYxLkVtYmVkZGluZ0Rlc2NyaXB0aW9uEg4KBm1ldHJpYxgEIAEoCRI0CghjaHVua2luZxgFIAEoCzIiLmdyb3VuZHdpcmUudjEuQ2h1bmtpbmdEZXNjcmlwdGlvbhINCgVzdG9yZRgGIAEoCRIyCghzdHJhdGVneRgHIAEoDjIgLmdyb3VuZHdpcmUudjEuSW5nZXN0aW9uU3RyYXRlZ3kSEAoIc2NoZWR1bGUYCCABKAkSFAoMc291cmNlX2NvdW50GAkgASgNEhQKDHNvdXJjZV9raW5kcxgKIAMoCRIxCghhbmFseXNpcxi0ASABKAsyHi5ncm91bmR3aXJlLnYxLkxleGljYWxBbmFseXNpcxITCgpzdG9yZV9uYW1lGMgBIAEoCRIxCgdwcm9maWxlGNIBIAEoCzIfLmdyb3VuZHdpcmUudjEuUmV0cmlldmFsUHJvZmlsZSJ/Cg9MZXhpY2FsQW5hbHlzaXMSEAoIbGFuZ3VhZ2UYASABKAkSEAoIc3RlbW1pbmcYAiABKAgSEgoKc3RvcF93b3JkcxgDIAEoCRIXCg9zdG9wX3dvcmRfY291bnQYBCABKA0SGwoTYW5hbHl6ZXJfZGVzY3JpcHRvchgFIAEoCSI2Cg9Eb2N1bWVudEZhaWx1cmUSEwoLZG9jdW1lbnRfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIv0CCg9PcGVyYXRpb25Db3VudHMSEgoKZGlzY292ZXJlZBgBIAEoDRIQCghpbmdlc3RlZBgCIAEoDRIRCgl1bmNoYW5nZWQYAyABKA0SDgoGZmFpbGVkGAQgASgNEg8KB2RlbGV0ZWQYBSABKA0SFgoOY2h1bmtzX3dyaXR0ZW4YBiABKA0SNgoPZW1iZWRkaW5nX3VzYWdlGFAgASgLMh0uZ3JvdW5kd2lyZS52MS5FbWJlZGRpbmdVc2FnZRIYChB0cnVuY2F0ZWRfY2h1bmtzGFEgASgNEhAKB3NraXBwZWQYqgEgASgNElgKFm5vdF9pbmdlc3RlZF9ieV9yZWFzb24YqwEgAygLMjcuZ3JvdW5kd2lyZS52MS5PcGVyYXRpb25Db3VudHMuTm90SW5nZXN0ZWRCeVJlYXNvbkVudHJ5GjoKGE5vdEluZ2VzdGVkQnlSZWFzb25FbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKA06AjgBIqEFCglPcGVyYXRpb24SCgoCaWQYASABKAkSEgoKaW5kZXhfbmFtZRgCIAEoCRIsCgVzdGF0ZRgDIAEoDjIdLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uU3RhdGUSMAoHdHJpZ2dlchgEIAEoDjIfLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uVHJpZ2dlchIsCgVwaGFzZRgFIAEoDjIdLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uUGhhc2USLgoGY291bnRzGAYgASgLMh4uZ3JvdW5kd2lyZS52MS5PcGVyYXRpb25Db3VudHMSLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0X3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgd2ZXJzaW9uGAogASgEEg8KB3JlYnVpbGQYCyABKAgSEgoKZXJyb3JfY29kZRgMIAEoCRIwCghmYWlsdXJlcxgNIAMoCzIeLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRGYWlsdXJlEhgKEGZhaWx1cmVzX29taXR0ZWQYDiABKA0SKgoHZWxhcHNlZBgPIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIwCgdza2lwcGVkGKoBIAMoCzIeLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRGYWlsdXJlEhgKD3NraXBwZWRfb21pdHRlZBirASABKA0SEQoId2FybmluZ3MYrAEgAygJEhoKEXN0YXJ0ZWRfYnlfa2V5X2lkGK0BIAEoCSKlAgoLSW5kZXhTdGF0dXMSDAoEbmFtZRgBIAEoCRINCgVyZWFkeRgCIAEoCBIZChFwdWJsaXNoZWRfdmVyc2lvbhgDIAEoBBIWCg5kb2N1bWVudF9jb3VudBgEIAEoBBITCgtjaHVua19jb3VudBgFIAEoBBIzChFydW5uaW5nX29wZXJhdGlvbhgGIAEoCzIYLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uEjAKDmxhc3Rfb3BlcmF0aW9uGAcgASgLMhguZ3JvdW5kd2lyZS52MS5PcGVyYXRpb24SFwoPcmVidWlsZF9wZW5kaW5nGAggASgIEjEKDW5leHRfcnVuX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjsKEkxpc3RJbmRleGVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJgChNMaXN0SW5kZXhlc1Jlc3BvbnNlEjAKB2luZGV4ZXMYASADKAsyHy5ncm91bmR3aXJlLnYxLkluZGV4RGVzY3JpcHRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiUKD0dldEluZGV4UmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJIkIKEEdldEluZGV4UmVzcG9uc2USLgoFaW5kZXgYASABKAsyHy5ncm91bmR3aXJlLnYxLkluZGV4RGVzY3JpcHRpb24iKwoVR2V0SW5kZXhTdGF0dXNSZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkiRAoWR2V0SW5kZXhTdGF0dXNSZXNwb25zZRIqCgZzdGF0dXMYASABKAsyGi5ncm91bmR3aXJlLnYxLkluZGV4U3RhdHVzIisKFVN0YXJ0SW5nZXN0aW9uUmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJIkUKFlN0YXJ0SW5nZXN0aW9uUmVzcG9uc2USKwoJb3BlcmF0aW9uGAEgASgLMhguZ3JvdW5kd2lyZS52MS5PcGVyYXRpb24iLAoWQ2FuY2VsSW5nZXN0aW9uUmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJIkYKF0NhbmNlbEluZ2VzdGlvblJlc3BvbnNlEisKCW9wZXJhdGlvbhgBIAEoCzIYLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uIi0KFVdhdGNoSW5nZXN0aW9uUmVxdWVzdBIUCgxvcGVyYXRpb25faWQYASABKAkiRQoWV2F0Y2hJbmdlc3Rpb25SZXNwb25zZRIrCglvcGVyYXRpb24YASABKAsyGC5ncm91bmR3aXJlLnYxLk9wZXJhdGlvbiJSChVMaXN0T3BlcmF0aW9uc1JlcXVlc3QSEgoKaW5kZXhfbmFtZRgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJfChZMaXN0T3BlcmF0aW9uc1Jlc3BvbnNlEiwKCm9wZXJhdGlvbnMYASADKAsyGC5ncm91bmR3aXJlLnYxLk9wZXJhdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiiAIKDlB1c2hlZERvY3VtZW50EhMKC2RvY3VtZW50X2lkGAEgASgJEgwKBHRleHQYAiABKAkSDQoFdGl0bGUYAyABKAkSLQoGZm9ybWF0GAQgASgOMh0uZ3JvdW5kd2lyZS52MS5Eb2N1bWVudEZvcm1hdBI9CghtZXRhZGF0YRgFIAMoCzIrLmdyb3VuZHdpcmUudjEuUHVzaGVkRG9jdW1lbnQuTWV0YWRhdGFFbnRyeRIQCgdjb250ZW50GKoBIAEoDBITCgptZWRpYV90eXBlGKsBIAEoCRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEibgoWVXBzZXJ0RG9jdW1lbnRzUmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJEjAKCWRvY3VtZW50cxgCIAMoCzIdLmdyb3VuZHdpcmUudjEuUHVzaGVkRG9jdW1lbnQSDgoGdGVuYW50GAMgASgJIr0BChdVcHNlcnREb2N1bWVudHNSZXNwb25zZRIZChFwdWJsaXNoZWRfdmVyc2lvbhgBIAEoBBIQCgh1cHNlcnRlZBgCIAEoDRIRCgl1bmNoYW5nZWQYAyABKA0SFgoOY2h1bmtzX3dyaXR0ZW4YBCABKA0SMAoIZmFpbHVyZXMYBSADKAsyHi5ncm91bmR3aXJlLnYxLkRvY3VtZW50RmFpbHVyZRIYChB0cnVuY2F0ZWRfY2h1bmtzGAYgASgNIlIKFkRlbGV0ZURvY3VtZW50c1JlcXVlc3QSEgoKaW5kZXhfbmFtZRgBIAEoCRIUCgxkb2N1bWVudF9pZHMYAiADKAkSDgoGdGVuYW50GAMgASgJIkUKF0RlbGV0ZURvY3VtZW50c1Jlc3BvbnNlEhkKEXB1Ymxpc2hlZF92ZXJzaW9uGAEgASgEEg8KB2RlbGV0ZWQYAiABKA0iyQIKDERvY3VtZW50SW5mbxITCgtkb2N1bWVudF9pZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIRCglzb3VyY2VfaWQYAyABKAkSFwoPc2l6ZV9jaGFyYWN0ZXJzGAQgASgEEhQKDGNvbnRlbnRfaGFzaBgFIAEoCRITCgtjaHVua19jb3VudBgGIAEoDRIPCgd2ZXJzaW9uGAcgASgEEi8KC2luZ2VzdF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI7CghtZXRhZGF0YRgJIAMoCzIpLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRJbmZvLk1ldGFkYXRhRW50cnkSDgoGdGVuYW50GAogASgJGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJhChRMaXN0RG9jdW1lbnRzUmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEg4KBnRlbmFudBgEIAEoCSJgChVMaXN0RG9jdW1lbnRzUmVzcG9uc2USLgoJZG9jdW1lbnRzGAEgAygLMhsuZ3JvdW5kd2lyZS52MS5Eb2N1bWVudEluZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImUKEkdldERvY3VtZW50UmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJEhMKC2RvY3VtZW50X2lkGAIgASgJEg4KBnRlbmFudBgDIAEoCRIWCg5pbmNsdWRlX2NodW5rcxgEIAEoCCJtCg1Eb2N1bWVudENodW5rEhAKCGNodW5rX2lkGAEgASgJEg8KB29yZGluYWwYAiABKA0SDQoFc3RhcnQYAyABKA0SCwoDZW5kGAQgASgNEg8KB3NlY3Rpb24YBSABKAkSDAoEdGV4dBgGIAEoCSKKAQoTR2V0RG9jdW1lbnRSZXNwb25zZRItCghkb2N1bWVudBgBIAEoCzIbLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRJbmZvEiwKBmNodW5rcxgCIAMoCzIcLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRDaHVuaxIWCg5jaHVua3Nfb21pdHRlZBgDIAEoDSroAQoRSW5nZXN0aW9uU3RyYXRlZ3kSIgoeSU5HRVNUSU9OX1NUUkFURUdZX1VOU1BFQ0lGSUVEEAASHQoZSU5HRVNUSU9OX1NUUkFURUdZX01BTlVBTBABEiEKHUlOR0VTVElPTl9TVFJBVEVHWV9PTl9TVEFSVFVQEAISLAooSU5HRVNUSU9OX1NUUkFURUdZX0JBQ0tHUk9VTkRfT05fU1RBUlRVUBADEiAKHElOR0VTVElPTl9TVFJBVEVHWV9TQ0hFRFVMRUQQBBIdChhJTkdFU1RJT05fU1RSQVRFR1lfV0FUQ0gQqgEqxAEKDk9wZXJhdGlvblN0YXRlEh8KG09QRVJBVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEhoKFk9QRVJBVElPTl9TVEFURV9RVUVVRUQQARIbChdPUEVSQVRJT05fU1RBVEVfUlVOTklORxACEh0KGU9QRVJBVElPTl9TVEFURV9TVUNDRUVERUQQAxIaChZPUEVSQVRJT05fU1RBVEVfRkFJTEVEEAQSHQoZT1BFUkFUSU9OX1NUQVRFX0NBTkNFTExFRBAFKusBChBPcGVyYXRpb25UcmlnZ2VyEiEKHU9QRVJBVElPTl9UUklHR0VSX1VOU1BFQ0lGSUVEEAASHAoYT1BFUkFUSU9OX1RSSUdHRVJfTUFOVUFMEAESHQoZT1BFUkFUSU9OX1RSSUdHRVJfU1RBUlRVUBACEh4KGk9QRVJBVElPTl9UUklHR0VSX1NDSEVEVUxFEAMSHAoYT1BFUkFUSU9OX1RSSUdHRVJfUkVMT0FEEGQSHAoXT1BFUkFUSU9OX1RSSUdHRVJfV0FUQ0gQqgESGwoWT1BFUkFUSU9OX1RSSUdHRVJfUFVTSBCrASrJAQoOT3BlcmF0aW9uUGhhc2USHwobT1BFUkFUSU9OX1BIQVNFX1VOU1BFQ0lGSUVEEAASHwobT1BFUkFUSU9OX1BIQVNFX0RJU0NPVkVSSU5HEAESHQoZT1BFUkFUSU9OX1BIQVNFX0lOR0VTVElORxACEhwKGE9QRVJBVElPTl9QSEFTRV9ERUxFVElORxADEh4KGk9QRVJBVElPTl9QSEFTRV9QVUJMSVNISU5HEAQSGAoUT1BFUkFUSU9OX1BIQVNFX0RPTkUQBSqDAQoORG9jdW1lbnRGb3JtYXQSHwobRE9DVU1FTlRfRk9STUFUX1VOU1BFQ0lGSUVEEAASGAoURE9DVU1FTlRfRk9STUFUX1RFWFQQARIcChhET0NVTUVOVF9GT1JNQVRfTUFSS0RPV04QAhIYChRET0NVTUVOVF9GT1JNQVRfSFRNTBADKlkKCUNodW5rVW5pdBIaChZDSFVOS19VTklUX1VOU1BFQ0lGSUVEEAASGQoVQ0hVTktfVU5JVF9DSEFSQUNURVJTEAESFQoRQ0hVTktfVU5JVF9UT0tFTlMQAjKSCAoXSW5nZXN0aW9uTWFuYWdlclNlcnZpY2USVAoLTGlzdEluZGV4ZXMSIS5ncm91bmR3aXJlLnYxLkxpc3RJbmRleGVzUmVxdWVzdBoiLmdyb3VuZHdpcmUudjEuTGlzdEluZGV4ZXNSZXNwb25zZRJLCghHZXRJbmRleBIeLmdyb3VuZHdpcmUudjEuR2V0SW5kZXhSZXF1ZXN0Gh8uZ3JvdW5kd2lyZS52MS5HZXRJbmRleFJlc3BvbnNlEl0KDkdldEluZGV4U3RhdHVzEiQuZ3JvdW5kd2lyZS52MS5HZXRJbmRleFN0YXR1c1JlcXVlc3QaJS5ncm91bmR3aXJlLnYxLkdldEluZGV4U3RhdHVzUmVzcG9uc2USXQoOU3RhcnRJbmdlc3Rpb24SJC5ncm91bmR3aXJlLnYxLlN0YXJ0SW5nZXN0aW9uUmVxdWVzdBolLmdyb3VuZHdpcmUudjEuU3RhcnRJbmdlc3Rpb25SZXNwb25zZRJgCg9DYW5jZWxJbmdlc3Rpb24SJS5ncm91bmR3aXJlLnYxLkNhbmNlbEluZ2VzdGlvblJlcXVlc3QaJi5ncm91bmR3aXJlLnYxLkNhbmNlbEluZ2VzdGlvblJlc3BvbnNlEl8KDldhdGNoSW5nZXN0aW9uEiQuZ3JvdW5kd2lyZS52MS5XYXRjaEluZ2VzdGlvblJlcXVlc3QaJS5ncm91bmR3aXJlLnYxLldhdGNoSW5nZXN0aW9uUmVzcG9uc2UwARJdCg5MaXN0T3BlcmF0aW9ucxIkLmdyb3VuZHdpcmUudjEuTGlzdE9wZXJhdGlvbnNSZXF1ZXN0GiUuZ3JvdW5kd2lyZS52MS5MaXN0T3BlcmF0aW9uc1Jlc3BvbnNlEmAKD1Vwc2VydERvY3VtZW50cxIlLmdyb3VuZHdpcmUudjEuVXBzZXJ0RG9jdW1lbnRzUmVxdWVzdBomLmdyb3VuZHdpcmUudjEuVXBzZXJ0RG9jdW1lbnRzUmVzcG9uc2USYAoPRGVsZXRlRG9jdW1lbnRzEiUuZ3JvdW5kd2lyZS52MS5EZWxldGVEb2N1bWVudHNSZXF1ZXN0GiYuZ3JvdW5kd2lyZS52MS5EZWxldGVEb2N1bWVudHNSZXNwb25zZRJaCg1MaXN0RG9jdW1lbnRzEiMuZ3JvdW5kd2lyZS52MS5MaXN0RG9jdW1lbnRzUmVxdWVzdBokLmdyb3VuZHdpcmUudjEuTGlzdERvY3VtZW50c1Jlc3BvbnNlElQKC0dldERvY3VtZW50EiEuZ3JvdW5kd2lyZS52MS5HZXREb2N1bWVudFJlcXVlc3QaIi5ncm91bmR3aXJlLnYxLkdldERvY3VtZW50UmVzcG9uc2VCsgEKEWRldi5ncm91bmR3aXJlLnYxQg5Jbmdlc3Rpb25Qcm90b1ABWjhnaXRodWIuY29tL2dyb3VuZHdpcmUvZ3JvdW5kd2lyZS9jbGllbnRzL2dvL2dyb3VuZHdpcmV2MaICA0dYWKoCDUdyb3VuZHdpcmUuVjHKAg1Hcm91bmR3aXJlXFYx4gIZR3JvdW5kd2lyZVxWMVxHUEJNZXRhZGF0YeoCDkdyb3VuZHdpcmU6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_groundwire_v1_common, file_groundwire_v1_usage]);
+  fileDesc("Ch1ncm91bmR3aXJlL3YxL2luZ2VzdGlvbi5wcm90bxINZ3JvdW5kd2lyZS52MSJfChRFbWJlZGRpbmdEZXNjcmlwdGlvbhIQCghwcm92aWRlchgBIAEoCRINCgVtb2RlbBgCIAEoCRISCgpkaW1lbnNpb25zGAMgASgNEhIKCm5vcm1hbGl6ZWQYBCABKAgirQEKE0NodW5raW5nRGVzY3JpcHRpb24SDAoEc2l6ZRgBIAEoDRIPCgdvdmVybGFwGAIgASgNEhkKEW1hcmtkb3duX3NlY3Rpb25zGAMgASgIEiYKBHVuaXQYeCABKA4yGC5ncm91bmR3aXJlLnYxLkNodW5rVW5pdBI0CgpleHRlbnNpb25zGHkgAygLMiAuZ3JvdW5kd2lyZS52MS5FeHRlbnNpb25DaHVua2luZyKIAQoRRXh0ZW5zaW9uQ2h1bmtpbmcSEQoJZXh0ZW5zaW9uGAEgASgJEgwKBHNpemUYAiABKA0SDwoHb3ZlcmxhcBgDIAEoDRIZChFtYXJrZG93bl9zZWN0aW9ucxgEIAEoCBImCgR1bml0GAUgASgOMhguZ3JvdW5kd2lyZS52MS5DaHVua1VuaXQirwMKEEluZGV4RGVzY3JpcHRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRI2CgllbWJlZGRpbmcYAyABKAsyIy5ncm91bmR3aXJlLnYxLkVtYmVkZGluZ0Rlc2NyaXB0aW9uEg4KBm1ldHJpYxgEIAEoCRI0CghjaHVua2luZxgFIAEoCzIiLmdyb3VuZHdpcmUudjEuQ2h1bmtpbmdEZXNjcmlwdGlvbhINCgVzdG9yZRgGIAEoCRIyCghzdHJhdGVneRgHIAEoDjIgLmdyb3VuZHdpcmUudjEuSW5nZXN0aW9uU3RyYXRlZ3kSEAoIc2NoZWR1bGUYCCABKAkSFAoMc291cmNlX2NvdW50GAkgASgNEhQKDHNvdXJjZV9raW5kcxgKIAMoCRIxCghhbmFseXNpcxi0ASABKAsyHi5ncm91bmR3aXJlLnYxLkxleGljYWxBbmFseXNpcxITCgpzdG9yZV9uYW1lGMgBIAEoCRIxCgdwcm9maWxlGNIBIAEoCzIfLmdyb3VuZHdpcmUudjEuUmV0cmlldmFsUHJvZmlsZSJ/Cg9MZXhpY2FsQW5hbHlzaXMSEAoIbGFuZ3VhZ2UYASABKAkSEAoIc3RlbW1pbmcYAiABKAgSEgoKc3RvcF93b3JkcxgDIAEoCRIXCg9zdG9wX3dvcmRfY291bnQYBCABKA0SGwoTYW5hbHl6ZXJfZGVzY3JpcHRvchgFIAEoCSI2Cg9Eb2N1bWVudEZhaWx1cmUSEwoLZG9jdW1lbnRfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIv0CCg9PcGVyYXRpb25Db3VudHMSEgoKZGlzY292ZXJlZBgBIAEoDRIQCghpbmdlc3RlZBgCIAEoDRIRCgl1bmNoYW5nZWQYAyABKA0SDgoGZmFpbGVkGAQgASgNEg8KB2RlbGV0ZWQYBSABKA0SFgoOY2h1bmtzX3dyaXR0ZW4YBiABKA0SNgoPZW1iZWRkaW5nX3VzYWdlGFAgASgLMh0uZ3JvdW5kd2lyZS52MS5FbWJlZGRpbmdVc2FnZRIYChB0cnVuY2F0ZWRfY2h1bmtzGFEgASgNEhAKB3NraXBwZWQYqgEgASgNElgKFm5vdF9pbmdlc3RlZF9ieV9yZWFzb24YqwEgAygLMjcuZ3JvdW5kd2lyZS52MS5PcGVyYXRpb25Db3VudHMuTm90SW5nZXN0ZWRCeVJlYXNvbkVudHJ5GjoKGE5vdEluZ2VzdGVkQnlSZWFzb25FbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKA06AjgBIqEFCglPcGVyYXRpb24SCgoCaWQYASABKAkSEgoKaW5kZXhfbmFtZRgCIAEoCRIsCgVzdGF0ZRgDIAEoDjIdLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uU3RhdGUSMAoHdHJpZ2dlchgEIAEoDjIfLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uVHJpZ2dlchIsCgVwaGFzZRgFIAEoDjIdLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uUGhhc2USLgoGY291bnRzGAYgASgLMh4uZ3JvdW5kd2lyZS52MS5PcGVyYXRpb25Db3VudHMSLwoLY3JlYXRlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0X3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZF90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgd2ZXJzaW9uGAogASgEEg8KB3JlYnVpbGQYCyABKAgSEgoKZXJyb3JfY29kZRgMIAEoCRIwCghmYWlsdXJlcxgNIAMoCzIeLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRGYWlsdXJlEhgKEGZhaWx1cmVzX29taXR0ZWQYDiABKA0SKgoHZWxhcHNlZBgPIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIwCgdza2lwcGVkGKoBIAMoCzIeLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRGYWlsdXJlEhgKD3NraXBwZWRfb21pdHRlZBirASABKA0SEQoId2FybmluZ3MYrAEgAygJEhoKEXN0YXJ0ZWRfYnlfa2V5X2lkGK0BIAEoCSKlAgoLSW5kZXhTdGF0dXMSDAoEbmFtZRgBIAEoCRINCgVyZWFkeRgCIAEoCBIZChFwdWJsaXNoZWRfdmVyc2lvbhgDIAEoBBIWCg5kb2N1bWVudF9jb3VudBgEIAEoBBITCgtjaHVua19jb3VudBgFIAEoBBIzChFydW5uaW5nX29wZXJhdGlvbhgGIAEoCzIYLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uEjAKDmxhc3Rfb3BlcmF0aW9uGAcgASgLMhguZ3JvdW5kd2lyZS52MS5PcGVyYXRpb24SFwoPcmVidWlsZF9wZW5kaW5nGAggASgIEjEKDW5leHRfcnVuX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjsKEkxpc3RJbmRleGVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJgChNMaXN0SW5kZXhlc1Jlc3BvbnNlEjAKB2luZGV4ZXMYASADKAsyHy5ncm91bmR3aXJlLnYxLkluZGV4RGVzY3JpcHRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiUKD0dldEluZGV4UmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJIkIKEEdldEluZGV4UmVzcG9uc2USLgoFaW5kZXgYASABKAsyHy5ncm91bmR3aXJlLnYxLkluZGV4RGVzY3JpcHRpb24iKwoVR2V0SW5kZXhTdGF0dXNSZXF1ZXN0EhIKCmluZGV4X25hbWUYASABKAkiRAoWR2V0SW5kZXhTdGF0dXNSZXNwb25zZRIqCgZzdGF0dXMYASABKAsyGi5ncm91bmR3aXJlLnYxLkluZGV4U3RhdHVzIisKFVN0YXJ0SW5nZXN0aW9uUmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJIkUKFlN0YXJ0SW5nZXN0aW9uUmVzcG9uc2USKwoJb3BlcmF0aW9uGAEgASgLMhguZ3JvdW5kd2lyZS52MS5PcGVyYXRpb24iLAoWQ2FuY2VsSW5nZXN0aW9uUmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJIkYKF0NhbmNlbEluZ2VzdGlvblJlc3BvbnNlEisKCW9wZXJhdGlvbhgBIAEoCzIYLmdyb3VuZHdpcmUudjEuT3BlcmF0aW9uIi0KFVdhdGNoSW5nZXN0aW9uUmVxdWVzdBIUCgxvcGVyYXRpb25faWQYASABKAkiRQoWV2F0Y2hJbmdlc3Rpb25SZXNwb25zZRIrCglvcGVyYXRpb24YASABKAsyGC5ncm91bmR3aXJlLnYxLk9wZXJhdGlvbiJSChVMaXN0T3BlcmF0aW9uc1JlcXVlc3QSEgoKaW5kZXhfbmFtZRgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJfChZMaXN0T3BlcmF0aW9uc1Jlc3BvbnNlEiwKCm9wZXJhdGlvbnMYASADKAsyGC5ncm91bmR3aXJlLnYxLk9wZXJhdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiiAIKDlB1c2hlZERvY3VtZW50EhMKC2RvY3VtZW50X2lkGAEgASgJEgwKBHRleHQYAiABKAkSDQoFdGl0bGUYAyABKAkSLQoGZm9ybWF0GAQgASgOMh0uZ3JvdW5kd2lyZS52MS5Eb2N1bWVudEZvcm1hdBI9CghtZXRhZGF0YRgFIAMoCzIrLmdyb3VuZHdpcmUudjEuUHVzaGVkRG9jdW1lbnQuTWV0YWRhdGFFbnRyeRIQCgdjb250ZW50GKoBIAEoDBITCgptZWRpYV90eXBlGKsBIAEoCRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEibgoWVXBzZXJ0RG9jdW1lbnRzUmVxdWVzdBISCgppbmRleF9uYW1lGAEgASgJEjAKCWRvY3VtZW50cxgCIAMoCzIdLmdyb3VuZHdpcmUudjEuUHVzaGVkRG9jdW1lbnQSDgoGdGVuYW50GAMgASgJItMBChdVcHNlcnREb2N1bWVudHNSZXNwb25zZRIZChFwdWJsaXNoZWRfdmVyc2lvbhgBIAEoBBIQCgh1cHNlcnRlZBgCIAEoDRIRCgl1bmNoYW5nZWQYAyABKA0SFgoOY2h1bmtzX3dyaXR0ZW4YBCABKA0SMAoIZmFpbHVyZXMYBSADKAsyHi5ncm91bmR3aXJlLnYxLkRvY3VtZW50RmFpbHVyZRIYChB0cnVuY2F0ZWRfY2h1bmtzGAYgASgNEhQKDG9wZXJhdGlvbl9pZBgHIAEoCSJeChVVcGxvYWREb2N1bWVudFJlcXVlc3QSLQoGaGVhZGVyGAEgASgLMhsuZ3JvdW5kd2lyZS52MS5VcGxvYWRIZWFkZXJIABIOCgRkYXRhGAIgASgMSABCBgoEcGFydCLsAQoMVXBsb2FkSGVhZGVyEhIKCmluZGV4X25hbWUYASABKAkSDgoGdGVuYW50GAIgASgJEhMKC2RvY3VtZW50X2lkGAMgASgJEhIKCm1lZGlhX3R5cGUYBCABKAkSDQoFdGl0bGUYBSABKAkSOwoIbWV0YWRhdGEYBiADKAsyKS5ncm91bmR3aXJlLnYxLlVwbG9hZEhlYWRlci5NZXRhZGF0YUVudHJ5EhIKCnNpemVfYnl0ZXMYByABKAQaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBItIBChZVcGxvYWREb2N1bWVudFJlc3BvbnNlEhkKEXB1Ymxpc2hlZF92ZXJzaW9uGAEgASgEEhAKCHVwc2VydGVkGAIgASgNEhEKCXVuY2hhbmdlZBgDIAEoDRIWCg5jaHVua3Nfd3JpdHRlbhgEIAEoDRIwCghmYWlsdXJlcxgFIAMoCzIeLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRGYWlsdXJlEhgKEHRydW5jYXRlZF9jaHVua3MYBiABKA0SFAoMb3BlcmF0aW9uX2lkGAcgASgJIlIKFkRlbGV0ZURvY3VtZW50c1JlcXVlc3QSEgoKaW5kZXhfbmFtZRgBIAEoCRIUCgxkb2N1bWVudF9pZHMYAiADKAkSDgoGdGVuYW50GAMgASgJIlsKF0RlbGV0ZURvY3VtZW50c1Jlc3BvbnNlEhkKEXB1Ymxpc2hlZF92ZXJzaW9uGAEgASgEEg8KB2RlbGV0ZWQYAiABKA0SFAoMb3BlcmF0aW9uX2lkGAMgASgJIskCCgxEb2N1bWVudEluZm8SEwoLZG9jdW1lbnRfaWQYASABKAkSDQoFdGl0bGUYAiABKAkSEQoJc291cmNlX2lkGAMgASgJEhcKD3NpemVfY2hhcmFjdGVycxgEIAEoBBIUCgxjb250ZW50X2hhc2gYBSABKAkSEwoLY2h1bmtfY291bnQYBiABKA0SDwoHdmVyc2lvbhgHIAEoBBIvCgtpbmdlc3RfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASOwoIbWV0YWRhdGEYCSADKAsyKS5ncm91bmR3aXJlLnYxLkRvY3VtZW50SW5mby5NZXRhZGF0YUVudHJ5Eg4KBnRlbmFudBgKIAEoCRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiYQoUTGlzdERvY3VtZW50c1JlcXVlc3QSEgoKaW5kZXhfbmFtZRgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIOCgZ0ZW5hbnQYBCABKAkiYAoVTGlzdERvY3VtZW50c1Jlc3BvbnNlEi4KCWRvY3VtZW50cxgBIAMoCzIbLmdyb3VuZHdpcmUudjEuRG9jdW1lbnRJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJlChJHZXREb2N1bWVudFJlcXVlc3QSEgoKaW5kZXhfbmFtZRgBIAEoCRITCgtkb2N1bWVudF9pZBgCIAEoCRIOCgZ0ZW5hbnQYAyABKAkSFgoOaW5jbHVkZV9jaHVua3MYBCABKAgibQoNRG9jdW1lbnRDaHVuaxIQCghjaHVua19pZBgBIAEoCRIPCgdvcmRpbmFsGAIgASgNEg0KBXN0YXJ0GAMgASgNEgsKA2VuZBgEIAEoDRIPCgdzZWN0aW9uGAUgASgJEgwKBHRleHQYBiABKAkiigEKE0dldERvY3VtZW50UmVzcG9uc2USLQoIZG9jdW1lbnQYASABKAsyGy5ncm91bmR3aXJlLnYxLkRvY3VtZW50SW5mbxIsCgZjaHVua3MYAiADKAsyHC5ncm91bmR3aXJlLnYxLkRvY3VtZW50Q2h1bmsSFgoOY2h1bmtzX29taXR0ZWQYAyABKA0q6AEKEUluZ2VzdGlvblN0cmF0ZWd5EiIKHklOR0VTVElPTl9TVFJBVEVHWV9VTlNQRUNJRklFRBAAEh0KGUlOR0VTVElPTl9TVFJBVEVHWV9NQU5VQUwQARIhCh1JTkdFU1RJT05fU1RSQVRFR1lfT05fU1RBUlRVUBACEiwKKElOR0VTVElPTl9TVFJBVEVHWV9CQUNLR1JPVU5EX09OX1NUQVJUVVAQAxIgChxJTkdFU1RJT05fU1RSQVRFR1lfU0NIRURVTEVEEAQSHQoYSU5HRVNUSU9OX1NUUkFURUdZX1dBVENIEKoBKsQBCg5PcGVyYXRpb25TdGF0ZRIfChtPUEVSQVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIaChZPUEVSQVRJT05fU1RBVEVfUVVFVUVEEAESGwoXT1BFUkFUSU9OX1NUQVRFX1JVTk5JTkcQAhIdChlPUEVSQVRJT05fU1RBVEVfU1VDQ0VFREVEEAMSGgoWT1BFUkFUSU9OX1NUQVRFX0ZBSUxFRBAEEh0KGU9QRVJBVElPTl9TVEFURV9DQU5DRUxMRUQQBSrrAQoQT3BlcmF0aW9uVHJpZ2dlchIhCh1PUEVSQVRJT05fVFJJR0dFUl9VTlNQRUNJRklFRBAAEhwKGE9QRVJBVElPTl9UUklHR0VSX01BTlVBTBABEh0KGU9QRVJBVElPTl9UUklHR0VSX1NUQVJUVVAQAhIeChpPUEVSQVRJT05fVFJJR0dFUl9TQ0hFRFVMRRADEhwKGE9QRVJBVElPTl9UUklHR0VSX1JFTE9BRBBkEhwKF09QRVJBVElPTl9UUklHR0VSX1dBVENIEKoBEhsKFk9QRVJBVElPTl9UUklHR0VSX1BVU0gQqwEqyQEKDk9wZXJhdGlvblBoYXNlEh8KG09QRVJBVElPTl9QSEFTRV9VTlNQRUNJRklFRBAAEh8KG09QRVJBVElPTl9QSEFTRV9ESVNDT1ZFUklORxABEh0KGU9QRVJBVElPTl9QSEFTRV9JTkdFU1RJTkcQAhIcChhPUEVSQVRJT05fUEhBU0VfREVMRVRJTkcQAxIeChpPUEVSQVRJT05fUEhBU0VfUFVCTElTSElORxAEEhgKFE9QRVJBVElPTl9QSEFTRV9ET05FEAUqgwEKDkRvY3VtZW50Rm9ybWF0Eh8KG0RPQ1VNRU5UX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhgKFERPQ1VNRU5UX0ZPUk1BVF9URVhUEAESHAoYRE9DVU1FTlRfRk9STUFUX01BUktET1dOEAISGAoURE9DVU1FTlRfRk9STUFUX0hUTUwQAypZCglDaHVua1VuaXQSGgoWQ0hVTktfVU5JVF9VTlNQRUNJRklFRBAAEhkKFUNIVU5LX1VOSVRfQ0hBUkFDVEVSUxABEhUKEUNIVU5LX1VOSVRfVE9LRU5TEAIy8wgKF0luZ2VzdGlvbk1hbmFnZXJTZXJ2aWNlElQKC0xpc3RJbmRleGVzEiEuZ3JvdW5kd2lyZS52MS5MaXN0SW5kZXhlc1JlcXVlc3QaIi5ncm91bmR3aXJlLnYxLkxpc3RJbmRleGVzUmVzcG9uc2USSwoIR2V0SW5kZXgSHi5ncm91bmR3aXJlLnYxLkdldEluZGV4UmVxdWVzdBofLmdyb3VuZHdpcmUudjEuR2V0SW5kZXhSZXNwb25zZRJdCg5HZXRJbmRleFN0YXR1cxIkLmdyb3VuZHdpcmUudjEuR2V0SW5kZXhTdGF0dXNSZXF1ZXN0GiUuZ3JvdW5kd2lyZS52MS5HZXRJbmRleFN0YXR1c1Jlc3BvbnNlEl0KDlN0YXJ0SW5nZXN0aW9uEiQuZ3JvdW5kd2lyZS52MS5TdGFydEluZ2VzdGlvblJlcXVlc3QaJS5ncm91bmR3aXJlLnYxLlN0YXJ0SW5nZXN0aW9uUmVzcG9uc2USYAoPQ2FuY2VsSW5nZXN0aW9uEiUuZ3JvdW5kd2lyZS52MS5DYW5jZWxJbmdlc3Rpb25SZXF1ZXN0GiYuZ3JvdW5kd2lyZS52MS5DYW5jZWxJbmdlc3Rpb25SZXNwb25zZRJfCg5XYXRjaEluZ2VzdGlvbhIkLmdyb3VuZHdpcmUudjEuV2F0Y2hJbmdlc3Rpb25SZXF1ZXN0GiUuZ3JvdW5kd2lyZS52MS5XYXRjaEluZ2VzdGlvblJlc3BvbnNlMAESXQoOTGlzdE9wZXJhdGlvbnMSJC5ncm91bmR3aXJlLnYxLkxpc3RPcGVyYXRpb25zUmVxdWVzdBolLmdyb3VuZHdpcmUudjEuTGlzdE9wZXJhdGlvbnNSZXNwb25zZRJgCg9VcHNlcnREb2N1bWVudHMSJS5ncm91bmR3aXJlLnYxLlVwc2VydERvY3VtZW50c1JlcXVlc3QaJi5ncm91bmR3aXJlLnYxLlVwc2VydERvY3VtZW50c1Jlc3BvbnNlEl8KDlVwbG9hZERvY3VtZW50EiQuZ3JvdW5kd2lyZS52MS5VcGxvYWREb2N1bWVudFJlcXVlc3QaJS5ncm91bmR3aXJlLnYxLlVwbG9hZERvY3VtZW50UmVzcG9uc2UoARJgCg9EZWxldGVEb2N1bWVudHMSJS5ncm91bmR3aXJlLnYxLkRlbGV0ZURvY3VtZW50c1JlcXVlc3QaJi5ncm91bmR3aXJlLnYxLkRlbGV0ZURvY3VtZW50c1Jlc3BvbnNlEloKDUxpc3REb2N1bWVudHMSIy5ncm91bmR3aXJlLnYxLkxpc3REb2N1bWVudHNSZXF1ZXN0GiQuZ3JvdW5kd2lyZS52MS5MaXN0RG9jdW1lbnRzUmVzcG9uc2USVAoLR2V0RG9jdW1lbnQSIS5ncm91bmR3aXJlLnYxLkdldERvY3VtZW50UmVxdWVzdBoiLmdyb3VuZHdpcmUudjEuR2V0RG9jdW1lbnRSZXNwb25zZUKyAQoRZGV2Lmdyb3VuZHdpcmUudjFCDkluZ2VzdGlvblByb3RvUAFaOGdpdGh1Yi5jb20vZ3JvdW5kd2lyZS9ncm91bmR3aXJlL2NsaWVudHMvZ28vZ3JvdW5kd2lyZXYxogIDR1hYqgINR3JvdW5kd2lyZS5WMcoCDUdyb3VuZHdpcmVcVjHiAhlHcm91bmR3aXJlXFYxXEdQQk1ldGFkYXRh6gIOR3JvdW5kd2lyZTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_groundwire_v1_common, file_groundwire_v1_usage]);
 
 /**
  * The embedding space of an index.
@@ -1219,6 +1219,14 @@ export type UpsertDocumentsResponse = Message<"groundwire.v1.UpsertDocumentsResp
    * @generated from field: uint32 truncated_chunks = 6;
    */
   truncatedChunks: number;
+
+  /**
+   * Output only. The push's operation (trigger PUSH), as ListOperations and
+   * WatchIngestion know it.
+   *
+   * @generated from field: string operation_id = 7;
+   */
+  operationId: string;
 };
 
 /**
@@ -1227,6 +1235,174 @@ export type UpsertDocumentsResponse = Message<"groundwire.v1.UpsertDocumentsResp
  */
 export const UpsertDocumentsResponseSchema: GenMessage<UpsertDocumentsResponse> = /*@__PURE__*/
   messageDesc(file_groundwire_v1_ingestion, 25);
+
+/**
+ * One message of UploadDocument's stream: the header first, then the file's
+ * bytes in order.
+ *
+ * @generated from message groundwire.v1.UploadDocumentRequest
+ */
+export type UploadDocumentRequest = Message<"groundwire.v1.UploadDocumentRequest"> & {
+  /**
+   * The message's part.
+   *
+   * @generated from oneof groundwire.v1.UploadDocumentRequest.part
+   */
+  part: {
+    /**
+     * The first message only: where and what the file is.
+     *
+     * @generated from field: groundwire.v1.UploadHeader header = 1;
+     */
+    value: UploadHeader;
+    case: "header";
+  } | {
+    /**
+     * Every later message: the file's next bytes (1 byte to 1 MiB).
+     *
+     * @generated from field: bytes data = 2;
+     */
+    value: Uint8Array;
+    case: "data";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message groundwire.v1.UploadDocumentRequest.
+ * Use `create(UploadDocumentRequestSchema)` to create a new message.
+ */
+export const UploadDocumentRequestSchema: GenMessage<UploadDocumentRequest> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_ingestion, 26);
+
+/**
+ * What an uploaded file is and where it goes.
+ *
+ * @generated from message groundwire.v1.UploadHeader
+ */
+export type UploadHeader = Message<"groundwire.v1.UploadHeader"> & {
+  /**
+   * Required. The index name.
+   *
+   * @generated from field: string index_name = 1;
+   */
+  indexName: string;
+
+  /**
+   * Optional. The tenant, as UpsertDocumentsRequest.tenant.
+   *
+   * @generated from field: string tenant = 2;
+   */
+  tenant: string;
+
+  /**
+   * Required. The document id, as PushedDocument.document_id.
+   *
+   * @generated from field: string document_id = 3;
+   */
+  documentId: string;
+
+  /**
+   * Required. The file's media type, as PushedDocument.media_type (one no
+   * loader reads fails the document with UNSUPPORTED_FORMAT).
+   *
+   * @generated from field: string media_type = 4;
+   */
+  mediaType: string;
+
+  /**
+   * Optional. Display title.
+   *
+   * @generated from field: string title = 5;
+   */
+  title: string;
+
+  /**
+   * Optional. Metadata, as PushedDocument.metadata.
+   *
+   * @generated from field: map<string, string> metadata = 6;
+   */
+  metadata: { [key: string]: string };
+
+  /**
+   * Required. The file's size in bytes (1 or more): the stream must carry
+   * exactly this many.
+   *
+   * @generated from field: uint64 size_bytes = 7;
+   */
+  sizeBytes: bigint;
+};
+
+/**
+ * Describes the message groundwire.v1.UploadHeader.
+ * Use `create(UploadHeaderSchema)` to create a new message.
+ */
+export const UploadHeaderSchema: GenMessage<UploadHeader> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_ingestion, 27);
+
+/**
+ * Response for UploadDocument: UpsertDocumentsResponse's fields for one file.
+ *
+ * @generated from message groundwire.v1.UploadDocumentResponse
+ */
+export type UploadDocumentResponse = Message<"groundwire.v1.UploadDocumentResponse"> & {
+  /**
+   * Output only. The version that published the file (the current version
+   * when nothing changed or it failed).
+   *
+   * @generated from field: uint64 published_version = 1;
+   */
+  publishedVersion: bigint;
+
+  /**
+   * Output only. 1 when the document was written (new or changed), else 0.
+   *
+   * @generated from field: uint32 upserted = 2;
+   */
+  upserted: number;
+
+  /**
+   * Output only. 1 when its content hash was unchanged, else 0.
+   *
+   * @generated from field: uint32 unchanged = 3;
+   */
+  unchanged: number;
+
+  /**
+   * Output only. Chunks written.
+   *
+   * @generated from field: uint32 chunks_written = 4;
+   */
+  chunksWritten: number;
+
+  /**
+   * Output only. The file's failure, when it was not written (reasons as
+   * UpsertDocuments reports them).
+   *
+   * @generated from field: repeated groundwire.v1.DocumentFailure failures = 5;
+   */
+  failures: DocumentFailure[];
+
+  /**
+   * Output only. As UpsertDocumentsResponse.truncated_chunks.
+   *
+   * @generated from field: uint32 truncated_chunks = 6;
+   */
+  truncatedChunks: number;
+
+  /**
+   * Output only. The push's operation (trigger PUSH).
+   *
+   * @generated from field: string operation_id = 7;
+   */
+  operationId: string;
+};
+
+/**
+ * Describes the message groundwire.v1.UploadDocumentResponse.
+ * Use `create(UploadDocumentResponseSchema)` to create a new message.
+ */
+export const UploadDocumentResponseSchema: GenMessage<UploadDocumentResponse> = /*@__PURE__*/
+  messageDesc(file_groundwire_v1_ingestion, 28);
 
 /**
  * Request for DeleteDocuments.
@@ -1264,7 +1440,7 @@ export type DeleteDocumentsRequest = Message<"groundwire.v1.DeleteDocumentsReque
  * Use `create(DeleteDocumentsRequestSchema)` to create a new message.
  */
 export const DeleteDocumentsRequestSchema: GenMessage<DeleteDocumentsRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 26);
+  messageDesc(file_groundwire_v1_ingestion, 29);
 
 /**
  * Response for DeleteDocuments.
@@ -1285,6 +1461,13 @@ export type DeleteDocumentsResponse = Message<"groundwire.v1.DeleteDocumentsResp
    * @generated from field: uint32 deleted = 2;
    */
   deleted: number;
+
+  /**
+   * Output only. The deletion's operation (trigger PUSH).
+   *
+   * @generated from field: string operation_id = 3;
+   */
+  operationId: string;
 };
 
 /**
@@ -1292,7 +1475,7 @@ export type DeleteDocumentsResponse = Message<"groundwire.v1.DeleteDocumentsResp
  * Use `create(DeleteDocumentsResponseSchema)` to create a new message.
  */
 export const DeleteDocumentsResponseSchema: GenMessage<DeleteDocumentsResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 27);
+  messageDesc(file_groundwire_v1_ingestion, 30);
 
 /**
  * A published document, without its content.
@@ -1380,7 +1563,7 @@ export type DocumentInfo = Message<"groundwire.v1.DocumentInfo"> & {
  * Use `create(DocumentInfoSchema)` to create a new message.
  */
 export const DocumentInfoSchema: GenMessage<DocumentInfo> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 28);
+  messageDesc(file_groundwire_v1_ingestion, 31);
 
 /**
  * Request for ListDocuments.
@@ -1425,7 +1608,7 @@ export type ListDocumentsRequest = Message<"groundwire.v1.ListDocumentsRequest">
  * Use `create(ListDocumentsRequestSchema)` to create a new message.
  */
 export const ListDocumentsRequestSchema: GenMessage<ListDocumentsRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 29);
+  messageDesc(file_groundwire_v1_ingestion, 32);
 
 /**
  * Response for ListDocuments.
@@ -1453,7 +1636,7 @@ export type ListDocumentsResponse = Message<"groundwire.v1.ListDocumentsResponse
  * Use `create(ListDocumentsResponseSchema)` to create a new message.
  */
 export const ListDocumentsResponseSchema: GenMessage<ListDocumentsResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 30);
+  messageDesc(file_groundwire_v1_ingestion, 33);
 
 /**
  * Request for GetDocument.
@@ -1497,7 +1680,7 @@ export type GetDocumentRequest = Message<"groundwire.v1.GetDocumentRequest"> & {
  * Use `create(GetDocumentRequestSchema)` to create a new message.
  */
 export const GetDocumentRequestSchema: GenMessage<GetDocumentRequest> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 31);
+  messageDesc(file_groundwire_v1_ingestion, 34);
 
 /**
  * One chunk of a document, with its text.
@@ -1554,7 +1737,7 @@ export type DocumentChunk = Message<"groundwire.v1.DocumentChunk"> & {
  * Use `create(DocumentChunkSchema)` to create a new message.
  */
 export const DocumentChunkSchema: GenMessage<DocumentChunk> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 32);
+  messageDesc(file_groundwire_v1_ingestion, 35);
 
 /**
  * Response for GetDocument.
@@ -1590,7 +1773,7 @@ export type GetDocumentResponse = Message<"groundwire.v1.GetDocumentResponse"> &
  * Use `create(GetDocumentResponseSchema)` to create a new message.
  */
 export const GetDocumentResponseSchema: GenMessage<GetDocumentResponse> = /*@__PURE__*/
-  messageDesc(file_groundwire_v1_ingestion, 33);
+  messageDesc(file_groundwire_v1_ingestion, 36);
 
 /**
  * When an index is ingested automatically (a manual start is always allowed).
@@ -1759,12 +1942,16 @@ export enum OperationTrigger {
   WATCH = 170,
 
   /**
-   * A push: UpsertDocuments or DeleteDocuments (also the dashboard API's file
-   * upload), recorded once it ended (created terminal: SUCCEEDED with its
-   * counts and failed documents, or FAILED with its error code), started by
-   * the pushing key and visible only to that key's tenant (and operators).
-   * Never a running operation: it does not hold the index against
-   * StartIngestion.
+   * A push: UpsertDocuments, UploadDocument or DeleteDocuments (also the
+   * dashboard API's file upload), started by the pushing key and visible only
+   * to that key's tenant (and operators). While it runs, WatchIngestion on the
+   * replica serving it shows it RUNNING (phase INGESTING or DELETING, then
+   * PUBLISHING; counts.discovered the documents sent, counts.ingested those
+   * read so far, counts.chunks_written the chunks embedded so far); it is
+   * recorded in the log once it ended (SUCCEEDED with its counts and failed
+   * documents, FAILED with its error code, or CANCELLED), so ListOperations
+   * lists it only then. It does not hold the index against StartIngestion and
+   * is never an index's running or last operation in GetIndexStatus.
    *
    * @generated from enum value: OPERATION_TRIGGER_PUSH = 171;
    */
@@ -1986,9 +2173,9 @@ export const IngestionManagerService: GenService<{
    * Lists operations, newest first. Paginated. A key with `manage` lists
    * every operation; a key with only `ingest` lists the operations it
    * started (Operation.started_by_key_id), with their failed and skipped
-   * documents. Pushes (UpsertDocuments, DeleteDocuments: trigger PUSH) are
-   * operations of the tenant that pushed: listed only to that tenant's keys
-   * (and operators).
+   * documents. Pushes (UpsertDocuments, UploadDocument, DeleteDocuments:
+   * trigger PUSH) are operations of the tenant that pushed: listed only to
+   * that tenant's keys (and operators), once ended.
    *
    * @generated from rpc groundwire.v1.IngestionManagerService.ListOperations
    */
@@ -2002,8 +2189,11 @@ export const IngestionManagerService: GenService<{
    * new index version. Unchanged documents (same content hash) are skipped.
    * Documents are identified by (tenant, document_id): a caller only ever
    * addresses its own tenant's documents. Each push is recorded as an
-   * operation (trigger PUSH, already terminal) of the caller's tenant; one
-   * refused as malformed (INVALID_ARGUMENT) is not.
+   * operation (trigger PUSH) of the caller's tenant; one refused as malformed
+   * (INVALID_ARGUMENT) is not. The operation is watchable while the push runs:
+   * its id is sent in the initial metadata "x-operation-id" as the push starts
+   * (WatchIngestion follows it on the replica that serves the push), and in
+   * the response.
    *
    * @generated from rpc groundwire.v1.IngestionManagerService.UpsertDocuments
    */
@@ -2013,8 +2203,30 @@ export const IngestionManagerService: GenService<{
     output: typeof UpsertDocumentsResponseSchema;
   },
   /**
+   * Adds or replaces one document sent as a stream of its file's bytes, for
+   * files larger than one message (tens of MB): the first message carries
+   * `header`, every later one `data` (each at most 1 MiB), in order. The
+   * file's bound is the index's max_file_bytes capped by the server's
+   * [server] max_upload_bytes: a declared size over it is refused before any
+   * data is read (RESOURCE_EXHAUSTED / FILE_TOO_LARGE), and so is a stream
+   * that carries more than it declared (INVALID_ARGUMENT / SIZE_MISMATCH).
+   * The file is then pushed as UpsertDocuments pushes one document with
+   * `content` (same failures, tenancy, deadline and operation, with its id in
+   * the initial metadata "x-operation-id"), without UpsertDocuments' per-call
+   * bounds of a batch (4 MiB, 1,024 chunks). Not on the HTTP surfaces (client
+   * streaming): they upload with POST /api/rag/indexes/{name}/files.
+   *
+   * @generated from rpc groundwire.v1.IngestionManagerService.UploadDocument
+   */
+  uploadDocument: {
+    methodKind: "client_streaming";
+    input: typeof UploadDocumentRequestSchema;
+    output: typeof UploadDocumentResponseSchema;
+  },
+  /**
    * Deletes one tenant's pushed or ingested documents by id as one new index
-   * version, recorded as an operation (trigger PUSH) as UpsertDocuments is.
+   * version, recorded as an operation (trigger PUSH) as UpsertDocuments is
+   * (its id in the initial metadata "x-operation-id" and the response).
    *
    * @generated from rpc groundwire.v1.IngestionManagerService.DeleteDocuments
    */
