@@ -130,13 +130,50 @@ export class UploadError extends Error {
   }
 }
 
+/** The upload answer's fields as the UploadResult (proto3 JSON names). */
+function uploadResult(body: Record<string, unknown>): UploadResult {
+  return {
+    publishedVersion: String(body["publishedVersion"] ?? ""),
+    upserted: Number(body["upserted"] ?? 0),
+    unchanged: Number(body["unchanged"] ?? 0),
+    chunksWritten: Number(body["chunksWritten"] ?? 0),
+    truncatedChunks: Number(body["truncatedChunks"] ?? 0),
+    failures: (body["failures"] as UploadResult["failures"] | undefined) ?? [],
+  };
+}
+
+function uploadError(status: number, body: Record<string, unknown>, fallback: string): UploadError {
+  return new UploadError(
+    status,
+    String(body["code"] ?? `HTTP ${status}`),
+    String(body["reason"] ?? ""),
+    String(body["message"] ?? fallback),
+  );
+}
+
+function jsonLines(text: string): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  for (const line of text.split("\n")) {
+    if (!line.trim()) continue;
+    try {
+      out.push(JSON.parse(line) as Record<string, unknown>);
+    } catch {
+      // A line still arriving.
+    }
+  }
+  return out;
+}
+
 /** Sends one file's bytes to `POST /api/rag/indexes/{index}/files?name=...`
- * (XMLHttpRequest, so its upload progress can be shown). */
+ * (XMLHttpRequest, so its upload progress can be shown). The answer is asked
+ * for as it goes (application/x-ndjson): once the server begins the push it
+ * names the push's operation (`onOperation`, to watch it), then its result. */
 export function uploadFile(
   indexName: string,
   file: File,
   mediaType: string,
   onProgress: (sent: number, total: number) => void,
+  onOperation: (operationId: string) => void = () => undefined,
 ): Promise<UploadResult> {
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
@@ -145,34 +182,33 @@ export function uploadFile(
     xhr.open("POST", url);
     if (apiKey) xhr.setRequestHeader("Authorization", `Bearer ${apiKey}`);
     xhr.setRequestHeader("Content-Type", mediaType || "application/octet-stream");
+    xhr.setRequestHeader("Accept", "application/x-ndjson, application/json");
     xhr.responseType = "text";
+    let announced = false;
     xhr.upload.onprogress = (e) => onProgress(e.loaded, e.lengthComputable ? e.total : file.size);
+    xhr.onprogress = () => {
+      const first = jsonLines(xhr.responseText)[0];
+      if (!announced && typeof first?.["operationId"] === "string") {
+        announced = true;
+        onOperation(first["operationId"]);
+      }
+    };
     xhr.onload = () => {
+      if ((xhr.getResponseHeader("Content-Type") ?? "").startsWith("application/x-ndjson")) {
+        const last = jsonLines(xhr.responseText).at(-1) ?? {};
+        const result = last["result"] as Record<string, unknown> | undefined;
+        if (result) resolve(uploadResult(result));
+        else reject(uploadError(xhr.status, (last["error"] as Record<string, unknown>) ?? {}, "no answer"));
+        return;
+      }
       let body: Record<string, unknown> = {};
       try {
         body = JSON.parse(xhr.responseText || "{}") as Record<string, unknown>;
       } catch {
         // Not JSON (a proxy's page): the status says enough.
       }
-      if (xhr.status === 200) {
-        resolve({
-          publishedVersion: String(body["publishedVersion"] ?? ""),
-          upserted: Number(body["upserted"] ?? 0),
-          unchanged: Number(body["unchanged"] ?? 0),
-          chunksWritten: Number(body["chunksWritten"] ?? 0),
-          truncatedChunks: Number(body["truncatedChunks"] ?? 0),
-          failures: (body["failures"] as UploadResult["failures"] | undefined) ?? [],
-        });
-        return;
-      }
-      reject(
-        new UploadError(
-          xhr.status,
-          String(body["code"] ?? `HTTP ${xhr.status}`),
-          String(body["reason"] ?? ""),
-          String(body["message"] ?? xhr.statusText),
-        ),
-      );
+      if (xhr.status === 200) resolve(uploadResult(body));
+      else reject(uploadError(xhr.status, body, xhr.statusText));
     };
     // The server may answer a refusal (413) and close before the body is sent.
     xhr.onerror = () =>

@@ -290,10 +290,17 @@ export class IndexesView {
     const totals = { upserted: 0, unchanged: 0, failed: 0 };
     for (const row of rows) {
       row.state.textContent = "sending…";
-      const outcome = await pushOne(index, row.file, (sent, total) => {
-        row.bar.max = Math.max(total, 1);
-        row.bar.value = sent;
-      });
+      const watching = new AbortController();
+      const outcome = await pushOne(
+        index,
+        row.file,
+        (sent, total) => {
+          row.bar.max = Math.max(total, 1);
+          row.bar.value = sent;
+        },
+        (operationId) => void followPush(operationId, row.state, watching.signal),
+      );
+      watching.abort();
       row.bar.value = row.bar.max;
       row.li.dataset["outcome"] = outcome.kind;
       row.state.textContent = outcome.text;
@@ -326,10 +333,11 @@ async function pushOne(
   index: string,
   file: File,
   progress: (sent: number, total: number) => void,
+  onOperation: (operationId: string) => void,
 ): Promise<PushOutcome> {
   let r: UploadResult;
   try {
-    r = await uploadFile(index, file, mediaTypeOf(file), progress);
+    r = await uploadFile(index, file, mediaTypeOf(file), progress, onOperation);
   } catch (err) {
     if (!(err instanceof UploadError)) throw err;
     if (err.status !== 404 || err.reason !== "METHOD_NOT_FOUND") {
@@ -349,6 +357,22 @@ async function pushOne(
     return { kind: "landed", text: `landed: ${chunks}, version ${r.publishedVersion}` };
   }
   return { kind: "unchanged", text: `unchanged (version ${r.publishedVersion})` };
+}
+
+/** The running push of an upload on its row: phase and chunks embedded, until
+ * it ends or the upload's answer arrives (`signal`). A key that may not watch
+ * it keeps "sending…". */
+async function followPush(operationId: string, state: HTMLElement, signal: AbortSignal): Promise<void> {
+  try {
+    for await (const msg of ingestion.watchIngestion({ operationId }, { signal })) {
+      const op = msg.operation;
+      if (!op || TERMINAL.has(op.state)) break;
+      const chunks = Number(op.counts?.chunksWritten ?? 0);
+      state.textContent = `${enumName(OperationPhase, op.phase).toLowerCase()}: ${fmtNumber(chunks)} chunks embedded`;
+    }
+  } catch {
+    // Aborted once the answer came, or not watchable: the answer says the rest.
+  }
 }
 
 async function upsertOne(index: string, file: File): Promise<UploadResult> {

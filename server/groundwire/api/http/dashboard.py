@@ -65,12 +65,14 @@ from groundwire.api.http.asgi import (
 )
 from groundwire.api.http.connect import HTTP_STATUS, code_name, error_json
 from groundwire.api.http.dashboard_upload import (
+    Progress,
     UploadBounds,
     content_length,
     file_too_large,
     length_required,
     upload_request,
     upsert_dto,
+    wants_progress,
 )
 from groundwire.api.http.rpc import (
     Procedure,
@@ -307,14 +309,19 @@ def _request_id(call: RpcCall | None) -> Headers:
     return [(b"x-request-id", rid.encode())] if rid else []
 
 
-async def send_error(
-    send: Send, err: RpcAborted, call: RpcCall | None = None, status: int | None = None
-) -> None:
-    """The error as JSON: the Connect error (code, message, details) plus its
-    stable reason, with the HTTP status Connect gives its code."""
+def error_payload(err: RpcAborted) -> dict[str, Any]:
+    """The Connect error (code, message, details) plus its stable reason."""
     payload: dict[str, Any] = json.loads(error_json(err.code, err.message, err.status))
     payload["reason"] = err.reason
     payload.setdefault("message", "")
+    return payload
+
+
+async def send_error(
+    send: Send, err: RpcAborted, call: RpcCall | None = None, status: int | None = None
+) -> None:
+    """The error as JSON (error_payload), with the HTTP status Connect gives its code."""
+    payload = error_payload(err)
     await respond_json(
         send,
         status if status is not None else HTTP_STATUS.get(err.code, 500),
@@ -380,7 +387,8 @@ class DashboardApp:
             except (ValueError, TypeError):
                 # Refused inside the call, after the key, as undecodable bytes are.
                 request = UNDECODABLE
-        await self._run(procedure, request, route, metadata, receive, send)
+        progress = route.upload and wants_progress(scope)
+        await self._run(procedure, request, route, metadata, receive, send, progress)
 
     async def _refuse(
         self,
@@ -442,14 +450,25 @@ class DashboardApp:
         metadata: tuple[tuple[str, str], ...],
         receive: Receive,
         send: Send,
+        progress: bool = False,
     ) -> None:
         call = RpcCall(metadata, None, TRANSPORT)
+        # An upload's answer may follow its push (dashboard_upload.py).
+        streamed = Progress(send, lambda: _request_id(call)) if progress else None
+        if streamed is not None:
+            call.on_initial_metadata = streamed.begin
         async with CancelOnDisconnect(receive):
             try:
                 # An upload's one file is bounded as a file (dashboard_upload.py).
                 with one_file_upload() if route.upload else contextlib.nullcontext():
                     response = await self._procedures.unary(procedure, request, call)
             except RpcAborted as err:
+                if streamed is not None and streamed.started:
+                    await streamed.end({"error": error_payload(err)})
+                    return
                 await send_error(send, err, call)
+                return
+            if streamed is not None and streamed.started:
+                await streamed.end({"result": route.project(response)})
                 return
             await respond_json(send, route.status, route.project(response), _request_id(call))

@@ -25,17 +25,26 @@ is 411 LENGTH_REQUIRED; the body is read into memory only up to the bound.
 The per-index bound applies once the key is known (and may see the index):
 an unauthenticated request is refused by the RPC's own authentication
 without its body being read.
+
+With `Accept: application/x-ndjson` the answer follows the push (`Progress`):
+a refusal before the push began is answered as without it (its status and
+JSON error); once the push begins its work, the answer is 200
+`application/x-ndjson` with the line `{"operationId": ID}` at once (the push's
+operation, which WatchIngestion follows while it runs: the console shows its
+phase and chunks embedded), then one last line, `{"result": DTO}` or
+`{"error": {code, reason, message}}`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
-from groundwire.api.http.asgi import Scope, header
+from groundwire.api.http.asgi import Headers, Scope, Send, header
 from groundwire.api.http.rpc import RpcAborted, transport_error
 from groundwire.domain.operations import failure_message
 from groundwire.ingestion.loaders import OCTET_STREAM, file_media_type
@@ -129,3 +138,44 @@ def upsert_dto(response: ingestion_pb2.UpsertDocumentsResponse) -> dict[str, Any
             for f in response.failures
         ],
     }
+
+
+NDJSON = b"application/x-ndjson"
+OPERATION_ID_HEADER = "x-operation-id"
+
+
+def wants_progress(scope: Scope) -> bool:
+    """Whether the client asked for the streamed answer (module docstring)."""
+    accept = header(scope, b"accept") or ""
+    return NDJSON.decode() in accept.lower()
+
+
+class Progress:
+    """An upload's streamed answer (module docstring): started by the push's
+    operation id (the servicer's initial metadata), then ended with one line."""
+
+    def __init__(self, send: Send, headers: Callable[[], Headers]) -> None:
+        self._send = send
+        self._headers = headers
+        self.started = False
+
+    async def begin(self, metadata: Sequence[tuple[str, Any]]) -> None:
+        found = [v for k, v in metadata if k == OPERATION_ID_HEADER and isinstance(v, str)]
+        if self.started or not found:
+            return
+        self.started = True
+        await self._send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", NDJSON), *self._headers()],
+            }
+        )
+        await self._line({"operationId": found[0]}, more=True)
+
+    async def end(self, payload: dict[str, Any]) -> None:
+        await self._line(payload, more=False)
+
+    async def _line(self, payload: dict[str, Any], *, more: bool) -> None:
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        await self._send({"type": "http.response.body", "body": body, "more_body": more})
