@@ -34,6 +34,8 @@ fi
 PRINT_ONLY=""
 QUESTION="How many weeks of parental leave do I get?"
 DOC_ID="ops/grpcurl-recipe-note.md"
+UPLOAD_ID="ops/grpcurl-recipe-upload.txt"
+UPLOAD_TEXT="Uploaded by the grpcurl recipes: OPS-UPLOAD-9 names the escalation path."
 
 # -plaintext: no TLS (add -cacert/-cert/-key for a TLS server); -format-error:
 # failures print the google.rpc.Status with its ErrorInfo/BadRequest details.
@@ -85,7 +87,8 @@ RECIPES=(
   "ingest-cancel|CancelIngestion of GW_CANCEL_INDEX's running operation (starts one if none runs)"
   "list-operations|IngestionManagerService/ListOperations, newest first"
   "upsert-documents|UpsertDocuments: push one Markdown document (a new index version)"
-  "delete-documents|DeleteDocuments: delete that document again (a new index version)"
+  "upload-document|UploadDocument: stream one file (a header, then its bytes) as a document"
+  "delete-documents|DeleteDocuments: delete both documents again (a new index version)"
   "list-agents|AgentService/ListAgents"
   "get-agent|AgentService/GetAgent"
   "execute|AgentService/Execute: one grounded answer with citations"
@@ -162,7 +165,19 @@ recipe_upsert_documents() {
   call "{\"index_name\":\"$INDEX\",\"documents\":[{\"document_id\":\"$DOC_ID\",\"title\":\"Recipe note\",\"format\":\"DOCUMENT_FORMAT_MARKDOWN\",\"text\":\"# Recipe note\\n\\nPushed by the grpcurl recipes: OPS-NOTE-7 is the on-call rota.\",\"metadata\":{\"source\":\"grpcurl\"}}]}" \
     "$IM/UpsertDocuments"
 }
-recipe_delete_documents() { call "{\"index_name\":\"$INDEX\",\"document_ids\":[\"$DOC_ID\"]}" "$IM/DeleteDocuments"; }
+recipe_upload_document() {
+  # Client streaming: -d @ reads the messages from stdin, the header first, then
+  # the file's bytes in data messages (base64 in JSON, at most 1 MiB each).
+  local data
+  data="{\"header\":{\"index_name\":\"$INDEX\",\"document_id\":\"$UPLOAD_ID\",\"media_type\":\"text/plain\",\"size_bytes\":${#UPLOAD_TEXT}}}"
+  data+="{\"data\":\"$(printf %s "$UPLOAD_TEXT" | base64 -w0)\"}"
+  printf '$ echo %s | grpcurl %s -d @ %s %s\n' "'$data'" "$SHOWN_BASE" "$ADDR" "$IM/UploadDocument" >&3
+  [[ -n "$PRINT_ONLY" ]] && return 0
+  echo "$data" | "$GRPCURL" "${BASE[@]}" -d @ "$ADDR" "$IM/UploadDocument"
+}
+recipe_delete_documents() {
+  call "{\"index_name\":\"$INDEX\",\"document_ids\":[\"$DOC_ID\",\"$UPLOAD_ID\"]}" "$IM/DeleteDocuments"
+}
 recipe_list_agents() { call '{"page_size":10}' groundwire.v1.AgentService/ListAgents; }
 recipe_get_agent() { call "{\"agent_id\":\"$AGENT\"}" groundwire.v1.AgentService/GetAgent; }
 recipe_execute() {

@@ -268,7 +268,9 @@ def test_every_grpcurl_recipe_succeeds(server: ServerProcess) -> None:
     assert cancelled["state"] == "OPERATION_STATE_CANCELLED"
     assert cancelled["index_name"] == "stuck"
     assert body("upsert-documents")["upserted"] == 1
-    assert body("delete-documents")["deleted"] == 1
+    uploaded = body("upload-document")
+    assert uploaded["upserted"] == 1 and uploaded["operation_id"]
+    assert body("delete-documents")["deleted"] == 2
     assert body("get-agent")["agent"]["id"] == "ops-assistant"
     result = body("execute")["result"]
     assert result["answer"]
