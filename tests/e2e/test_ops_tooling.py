@@ -304,7 +304,8 @@ def test_load_script_short_run(tools: dict[str, Path]) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=180,
+        # ~40 s on a quiet machine; a loaded CI host once took over 180 s.
+        timeout=480,
         check=False,
     )
     out = res.stdout + res.stderr
