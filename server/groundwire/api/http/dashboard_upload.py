@@ -46,6 +46,7 @@ import grpc
 
 from groundwire.api.http.asgi import Headers, Scope, Send, header
 from groundwire.api.http.rpc import RpcAborted, transport_error
+from groundwire.api.upload import OPERATION_ID_HEADER
 from groundwire.domain.operations import failure_message
 from groundwire.ingestion.loaders import OCTET_STREAM, file_media_type
 from groundwire_client.v1 import ingestion_pb2
@@ -141,7 +142,6 @@ def upsert_dto(response: ingestion_pb2.UpsertDocumentsResponse) -> dict[str, Any
 
 
 NDJSON = b"application/x-ndjson"
-OPERATION_ID_HEADER = "x-operation-id"
 
 
 def wants_progress(scope: Scope) -> bool:
