@@ -6,6 +6,7 @@ RPC ran. Metrics never carry the tenant."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -44,6 +45,20 @@ def access(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name == "groundwire.access"]
 
 
+async def grpc_lines(
+    caplog: pytest.LogCaptureFixture, suffix: str, count: int
+) -> list[logging.LogRecord]:
+    """The access lines of gRPC calls ending in `suffix`, once `count` of them are
+    there: the server writes a refused call's line after the caller already has
+    its status, so a test reading the log right away can be one line early."""
+    for _ in range(400):
+        lines = [r for r in access(caplog) if str(getattr(r, "method", "")).endswith(suffix)]
+        if len(lines) >= count:
+            return lines
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"{len(lines)} access lines for {suffix}, expected {count}")
+
+
 def no_secret(records: list[logging.LogRecord]) -> None:
     for record in records:
         text = str(record.__dict__)
@@ -75,7 +90,7 @@ async def test_grpc_calls_name_key_and_tenant_and_refusals_their_reason(
             await stub.ListAgents(
                 agent_pb2.ListAgentsRequest(), metadata=(("authorization", "Bearer gw_wrong"),)
             )
-    lines = [r for r in access(caplog) if str(getattr(r, "method", "")).endswith("/ListAgents")]
+    lines = await grpc_lines(caplog, "/ListAgents", 3)
     ok, denied, unknown = lines[-3:]
     assert (ok.code, ok.key_id, ok.tenant) == ("OK", "acme", "acme")  # type: ignore[attr-defined]
     assert not hasattr(ok, "reason")
@@ -112,7 +127,7 @@ async def test_rate_refusal_is_logged_with_its_reason(
             except grpc.aio.AioRpcError as err:
                 codes.append(err.code())
     assert codes[-1] is grpc.StatusCode.RESOURCE_EXHAUSTED
-    line = [r for r in access(caplog) if str(getattr(r, "method", "")).endswith("/Rerank")][-1]
+    line = (await grpc_lines(caplog, "/Rerank", 2))[-1]
     assert (line.key_id, line.tenant, line.reason) == (  # type: ignore[attr-defined]
         "admin",
         "",
