@@ -49,10 +49,10 @@ from tests.support.servers import (
 EXAMPLES = int(os.environ.get("GROUNDWIRE_HTTP_FUZZ_EXAMPLES", "15"))
 pytestmark = pytest.mark.timeout(max(300, EXAMPLES * 8))
 REASONS = {v.name.removeprefix("ERROR_REASON_") for v in errors_pb2.ErrorReason.DESCRIPTOR.values}
-# Letters only: a marker is then one token, found whole. With the hex digits of
-# a uuid, some markers (about 1 in 5, e.g. "29819315") made the offline agents'
-# answerability gate refuse the tenant's own question, a failed positive control
-# that has nothing to do with tenancy.
+# Letters only: a marker is then one token, found whole, and the positive controls
+# test tenancy alone. (A marker with a digit run, e.g. "29819315", once made the
+# offline agents' answerability gate refuse the tenant's own question; that case is
+# tests/unit/test_offline_sentences.py's.)
 RUN = "".join("ghijklmnop"[int(c)] if c.isdigit() else c for c in uuid.uuid4().hex[:8])
 TENANTS = ("acme", "globex")
 KEYS = {t: f"gw_mcp-{t}-{RUN}-000000000000000000000000000000" for t in TENANTS}

@@ -103,3 +103,19 @@ def test_a_question_term_in_the_title_or_headings_adds_half_its_idf() -> None:
     assert lifted[0] - plain[0] == pytest.approx(
         CONTEXT_WEIGHT * math.log(1 + (2 + 0.5) / 0.5)  # "parent": held by no sentence
     )
+
+
+@pytest.mark.parametrize(
+    "identifier", ["zqacme29819315marker", "zqacmeghijklmnmarker", "INV-2024-00017", "abcde123"]
+)
+def test_a_question_naming_an_identifier_its_source_holds_is_answerable(identifier: str) -> None:
+    # The analyzer keeps an identifier whole and adds its parts ("zqacm", "29819315",
+    # "marker"); a part is a question term of its own, held where the identifier is
+    # (it once stood for the whole identifier it starts, so the source missed it and
+    # the question was refused).
+    text = f"{identifier} common policy words about leave."
+    other = "Unrelated words about the canteen and its opening hours."
+    candidates = candidates_of([(1, "", text), (2, "", other)])
+    question = f"{identifier} leave"
+    assert answerability(question, candidates, text) == 1.0
+    assert [c.text for c in choose(question, candidates, [text, other])] == [text]

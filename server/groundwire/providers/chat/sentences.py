@@ -183,12 +183,16 @@ _PREFIX = 5
 
 def held_terms(text: str, wanted: Sequence[str]) -> tuple[Counter[str], list[str], int]:
     """The question terms `text` holds (with repeats), its terms as question terms
-    where they stand for one ("" otherwise), and its length in terms."""
+    where they stand for one ("" otherwise), and its length in terms. A term equal
+    to a question term stands for that one, never for a longer term it starts: an
+    identifier's parts ("zqacm" of "zqacme29819315marker") are question terms of
+    their own."""
     bag: Counter[str] = Counter()
     words: list[str] = []
+    exact = set(wanted)
     terms = _ANALYZER.terms(text)
     for term in terms:
-        hit = next((w for w in wanted if _same(term, w)), "")
+        hit = term if term in exact else next((w for w in wanted if _same(term, w)), "")
         if hit:
             bag[hit] += 1
         words.append(hit)
