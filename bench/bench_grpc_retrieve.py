@@ -5,6 +5,12 @@ QPS >= 60% of Health QPS; it was 30%). Prints QPS and p50/p99 for both, the CPU 
 cost the server process (all its threads) and this client (steadier than QPS on
 a shared machine: read it beside the ratio), and /proc/loadavg before and after.
 
+Then the transport's ceiling, in the same sitting: bench/canned_retriever.py (its
+own process, no interceptor, no handler work) answers every Retrieve with one real
+answer of the server above, and the same client measures its Health and Retrieve
+QPS. Its ratio is what grpc.aio alone allows a response of that size; the
+server's handler and interceptor cost the rest.
+
     python bench/bench_grpc_retrieve.py [--chunks 10000] [--seconds 10] [--concurrency 16]
 """
 
@@ -144,6 +150,8 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
             hits = 0
             for req in reqs[:50]:
                 hits += len((await stub.Retrieve(req)).results)
+            sample = (await stub.Retrieve(reqs[0])).SerializeToString()
+            (tmp / "response.bin").write_bytes(sample)
 
             async def retrieve(i: int) -> object:
                 return await stub.Retrieve(reqs[i % len(reqs)], timeout=10)
@@ -157,6 +165,9 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
             c1 = cpu_seconds(server.pid)
             r_qps, r_lat = await load(retrieve, args.seconds, args.concurrency)
             c2 = cpu_seconds(server.pid)
+        server.terminate()
+        server.wait(20)
+        ceiling = await canned(tmp / "response.bin", reqs, args.seconds, args.concurrency)
     finally:
         server.terminate()
         server.wait(20)
@@ -180,6 +191,57 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
         f"Retrieve lex: {r_qps:8.0f} QPS  p50 {statistics.median(r_lat) * 1e3:.2f} ms  p99 {pct(r_lat, 0.99):.2f} ms"
     )
     print(f"Retrieve/Health QPS: {r_qps / h_qps:.2%}  (target >= 60%)")
+    ch_qps, cr_qps, c_ms = ceiling
+    print(
+        f"transport ceiling (bench/canned_retriever.py, the same {len(sample)}-byte answer to "
+        f"every Retrieve): Health {ch_qps:.0f} QPS, Retrieve {cr_qps:.0f} QPS, "
+        f"ratio {cr_qps / ch_qps:.2%}; server CPU per canned Retrieve {c_ms:.3f} ms"
+    )
+    print(f"groundwire Retrieve / canned Retrieve QPS: {r_qps / cr_qps:.2%}")
+
+
+async def canned(
+    response: Path, reqs: list[retriever_pb2.RetrieveRequest], seconds: float, concurrency: int
+) -> tuple[float, float, float]:
+    """Health and Retrieve QPS of bench/canned_retriever.py answering `response`,
+    and its server CPU per Retrieve (ms)."""
+    port = free_port()
+    # Started before any load is generated, as the server above.
+    proc = subprocess.Popen(  # noqa: ASYNC220
+        [
+            sys.executable,
+            str(Path(__file__).with_name("canned_retriever.py")),
+            str(response),
+            str(port),
+        ],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+            health = health_stub(ch)
+            stub = retriever_pb2_grpc.RetrieverServiceStub(ch)
+            while True:
+                try:
+                    await health.Check(health_pb2.HealthCheckRequest(), timeout=2)
+                    break
+                except grpc.aio.AioRpcError:
+                    await asyncio.sleep(0.2)
+
+            async def retrieve(i: int) -> object:
+                return await stub.Retrieve(reqs[i % len(reqs)], timeout=10)
+
+            async def check(i: int) -> object:
+                return await health.Check(health_pb2.HealthCheckRequest(), timeout=10)
+
+            await load(check, 1.0, concurrency)  # warm-up
+            h_qps, _ = await load(check, seconds, concurrency)
+            c0 = cpu_seconds(proc.pid)
+            r_qps, r_lat = await load(retrieve, seconds, concurrency)
+            c1 = cpu_seconds(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    return h_qps, r_qps, (c1[0] - c0[0]) * 1e3 / len(r_lat)
 
 
 if __name__ == "__main__":
