@@ -33,6 +33,7 @@ from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import DocumentFormat, LoadedDocument, LoadFailure, load_bytes
 from groundwire.ingestion.parsing import parsers
 from groundwire.ingestion.pipeline import (
+    Phase,
     chunk_document,
     content_hash,
     drop_overlong,
@@ -104,10 +105,10 @@ class PushResult:
 @dataclass(frozen=True, slots=True)
 class PushProgress:
     """Where a running push is (its operation's progress, push_operations.py):
-    its phase ("INGESTING", then "PUBLISHING"), the documents read (loaded,
+    its phase (INGESTING or DELETING, then PUBLISHING), the documents read (loaded,
     hashed and chunked), the chunks to write and the chunks embedded so far."""
 
-    phase: str
+    phase: Phase
     documents_read: int = 0
     chunks: int = 0
     chunks_embedded: int = 0
@@ -295,7 +296,7 @@ async def upsert_documents(
     state = await store.ensure_index(handle.spec)
     if needs_rebuild(state, handle):
         raise _rebuild_required()
-    await report(PushProgress("INGESTING"))
+    await report(PushProgress(Phase.INGESTING))
     # Ids are per tenant: a caller addresses only its own tenant's documents, so
     # another tenant's use of an id is neither overwritten nor observable.
     live = await store.live_documents(
@@ -319,14 +320,14 @@ async def upsert_documents(
                 fallback_title=d.title,
                 extension=d.extension,
             )
-            await report(PushProgress("INGESTING", documents_read=len(parsed)))
+            await report(PushProgress(Phase.INGESTING, documents_read=len(parsed)))
     failures, batch, unchanged = await asyncio.to_thread(
         _prepare, handle, docs, tenant, live, parsed
     )
     batch, overlong = await drop_overlong(handle, batch)
     failures.extend(overlong)
     planned = sum(len(chunks) for _, chunks in batch)
-    await report(PushProgress("INGESTING", documents_read=len(docs), chunks=planned))
+    await report(PushProgress(Phase.INGESTING, documents_read=len(docs), chunks=planned))
     if not batch:
         return PushResult(state.published_version, 0, unchanged, 0, tuple(failures))
     if planned > MAX_PUSH_CHUNKS and _batch_bounded(docs):
@@ -338,12 +339,12 @@ async def upsert_documents(
                 handle,
                 version,
                 batch,
-                lambda done: report(PushProgress("INGESTING", len(docs), planned, done)),
+                lambda done: report(PushProgress(Phase.INGESTING, len(docs), planned, done)),
             )
     except BaseException:
         await _discard(handle, version)
         raise
-    await report(PushProgress("PUBLISHING", len(docs), planned, written))
+    await report(PushProgress(Phase.PUBLISHING, len(docs), planned, written))
     published = await publish_for_call(handle, version, alive)
     return PushResult(
         published.published_version,
@@ -424,13 +425,13 @@ async def delete_documents(
         # Publishing would record the new model and chunking over old vectors.
         raise _rebuild_required()
     keys = [DocumentKey(tenant, i) for i in dict.fromkeys(document_ids)]
-    await report(PushProgress("DELETING"))
+    await report(PushProgress(Phase.DELETING))
     version = await _begin(handle)
     try:
         deleted = await store.stage_deletions(handle.name, version, keys)
     except BaseException:
         await _discard(handle, version)
         raise
-    await report(PushProgress("PUBLISHING"))
+    await report(PushProgress(Phase.PUBLISHING))
     state = await publish_for_call(handle, version, alive)
     return state.published_version, deleted

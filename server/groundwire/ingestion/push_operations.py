@@ -46,6 +46,7 @@ from groundwire.domain.operations import (
     OperationTrigger,
 )
 from groundwire.indexes.catalog import IndexHandle
+from groundwire.ingestion.pipeline import Phase
 from groundwire.ingestion.push import (
     ProgressHook,
     PushDocument,
@@ -221,7 +222,7 @@ class PushOperations:
                 replace(
                     succeeded(live.operation, result),
                     state=OperationState.SUCCEEDED,
-                    phase="DONE",
+                    phase=Phase.DONE.value,
                     end_time=time.time(),
                 ),
             )
@@ -238,7 +239,7 @@ class PushOperations:
             ingested=progress.documents_read,
             chunks_written=progress.chunks_embedded,
         )
-        await self._notify(live, replace(live.operation, phase=progress.phase, counts=counts))
+        await self._notify(live, replace(live.operation, phase=progress.phase.value, counts=counts))
         if not live.announced:
             live.announced = True
             if live.announce is not None:
