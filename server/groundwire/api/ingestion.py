@@ -162,6 +162,13 @@ def _with_running(recorded: list[Operation], running: list[Operation]) -> list[O
     return sorted(merged, key=lambda op: (op.create_time, op.id), reverse=True)
 
 
+def _manages(op: Operation, tenant: str, own: set[str]) -> bool:
+    """Whether a `manage` key of `tenant` lists `op` (recorded or running): the
+    runs of its tenant's indexes and its tenant's own pushes, into an index the
+    key may see (`own` holds visible indexes only; a push may be into another)."""
+    return op.in_tenant_scope(tenant, own) and index_visible(op.index_name)
+
+
 def _ts(seconds: float) -> timestamp_pb2.Timestamp:
     ts = timestamp_pb2.Timestamp()
     ts.FromNanoseconds(int(seconds * 1e9))
@@ -497,11 +504,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         tenant's own for `manage` (`own` set), its key's own for `ingest` alone."""
         running = self._manager.pushes.running(index_name or None)
         if own is not None:
-            return [
-                op
-                for op in running
-                if op.in_tenant_scope(tenant, own) and index_visible(op.index_name)
-            ]
+            return [op for op in running if _manages(op, tenant, own)]
         if mine is not None:
             return [op for op in running if op.started_by == mine]
         return running
@@ -523,11 +526,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
             # A batch of size + 1 holds one operation past its page: the next page's.
             return batch[:size] if len(batch) > size else batch
 
-        def mine(op: Operation) -> bool:
-            # `own` holds visible indexes only; a push may be into any other.
-            return op.in_tenant_scope(tenant, own) and index_visible(op.index_name)
-
-        kept = [o for o in consumed(ops) if mine(o)]
+        kept = [o for o in consumed(ops) if _manages(o, tenant, own)]
         pages = 1
         while len(ops) > size and len(kept) <= size:
             last = ops[size - 1]
@@ -536,7 +535,7 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
             ops = await self._manager.list(
                 index_name or None, size + 1, (last.create_time, last.id)
             )
-            kept += [o for o in consumed(ops) if mine(o)]
+            kept += [o for o in consumed(ops) if _manages(o, tenant, own)]
             pages += 1
         return kept, None
 
