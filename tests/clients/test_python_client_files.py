@@ -88,3 +88,21 @@ async def test_upload_file_streams_a_file_over_a_message(app: RunningApp, tmp_pa
     again, refused = await asyncio.to_thread(sync_calls)
     assert (again.upserted, again.unchanged) == (0, 1)
     assert refused.reason == "FILE_TOO_LARGE"
+
+
+def test_upload_requests_send_read_bytes_as_the_file_itself(tmp_path: Path) -> None:
+    from groundwire_client import upload_requests
+    from groundwire_client._common import UPLOAD_PART_BYTES
+
+    data = bytes(range(256)) * (UPLOAD_PART_BYTES // 256 * 2 + 3)
+    path = tmp_path / "big.pdf"
+    path.write_bytes(data)
+    from_file = list(upload_requests("docs", path, document_id="d"))
+    from_bytes = list(upload_requests("docs", path, document_id="d", content=data))
+    assert from_file == from_bytes
+    header = from_file[0].header
+    assert (header.size_bytes, header.media_type) == (len(data), "application/pdf")
+    assert [len(r.data) for r in from_file[1:]] == [UPLOAD_PART_BYTES, UPLOAD_PART_BYTES, 768]
+    path.unlink()
+    with pytest.raises(OSError):
+        list(upload_requests("docs", path))

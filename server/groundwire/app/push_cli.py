@@ -20,7 +20,7 @@ import contextlib
 import re
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -36,6 +36,7 @@ from groundwire_client import (
     PushResult,
     error_from_rpc,
     media_type_of,
+    upload_requests,
 )
 from groundwire_client.v1 import ingestion_pb2
 
@@ -44,8 +45,6 @@ from groundwire_client.v1 import ingestion_pb2
 _PUSH_BATCH = 32
 # A file at least this large is streamed alone to UploadDocument.
 _ALONE_BYTES = 1024 * 1024
-# Bytes per UploadDocument data message (the server takes at most 1 MiB).
-_PART_BYTES = 1024 * 1024
 OPERATION_ID_HEADER = "x-operation-id"
 
 # Bytes per UpsertDocuments call, under the server's default 4 MiB message bound.
@@ -113,23 +112,13 @@ class _Tally(PushResult):
 
 @dataclass(frozen=True, slots=True)
 class _Large:
-    """A file streamed alone: read from `path`, or `content` when already read."""
+    """A file streamed alone: read from `path` as it is sent, or `content` when
+    already read."""
 
-    path: Path | None
+    path: Path
     document_id: str
-    media_type: str
     size: int
     content: bytes | None = None
-
-    def parts(self) -> Iterator[bytes]:
-        if self.content is not None:
-            for start in range(0, len(self.content), _PART_BYTES):
-                yield self.content[start : start + _PART_BYTES]
-            return
-        assert self.path is not None
-        with self.path.open("rb") as f:
-            while part := f.read(_PART_BYTES):
-                yield part
 
 
 async def push(client: GroundwireClient, args: argparse.Namespace, out: TextIO) -> int:
@@ -139,6 +128,7 @@ async def push(client: GroundwireClient, args: argparse.Namespace, out: TextIO) 
     tally = _Tally()
     docs: list[ingestion_pb2.PushedDocument] = []
     large: list[_Large] = []
+    where = {doc_id: path for path, doc_id in files}
     for path, doc_id in files:
         # Every file is sent: the server's loaders decide what they read (a type
         # they do not read comes back as UNSUPPORTED_FORMAT).
@@ -146,7 +136,7 @@ async def push(client: GroundwireClient, args: argparse.Namespace, out: TextIO) 
         try:
             size = path.stat().st_size
             if size >= _ALONE_BYTES:
-                large.append(_Large(path, doc_id, media_type, size))
+                large.append(_Large(path, doc_id, size))
                 continue
             content = path.read_bytes()
         except OSError:
@@ -159,7 +149,10 @@ async def push(client: GroundwireClient, args: argparse.Namespace, out: TextIO) 
     bar.update(len(tally.failures))
     try:
         # A file over a call's chunk bound on its own is streamed alone too.
-        large += await _push_batches(client, args, docs, tally, bar)
+        alone = await _push_batches(client, args, docs, tally, bar)
+        large += [
+            _Large(where[d.document_id], d.document_id, len(d.content), d.content) for d in alone
+        ]
         for item in large:
             await _upload(client, args, item, tally, bar)
             bar.update(1)
@@ -175,11 +168,11 @@ async def _push_batches(
     docs: Sequence[ingestion_pb2.PushedDocument],
     tally: _Tally,
     bar: Any,
-) -> list[_Large]:
+) -> list[ingestion_pb2.PushedDocument]:
     """Push `docs` in batches; returns the files a call may not carry alone
     (over its chunk bound), to stream."""
     failures = tally.failures
-    alone: list[_Large] = []
+    alone: list[ingestion_pb2.PushedDocument] = []
     pending = deque(_batches(docs))
     while pending:
         batch = pending.popleft()
@@ -210,10 +203,7 @@ async def _push_batches(
             if refused is None:
                 raise
             if len(batch) == 1 and refused.get(batch[0].document_id, "").startswith("TOO_LARGE"):
-                one = batch[0]
-                alone.append(
-                    _Large(None, one.document_id, one.media_type, len(one.content), one.content)
-                )
+                alone.append(batch[0])
                 continue
             # The call was refused for some of its files: those fail, the
             # others go again (a call over the push's bounds in halves).
@@ -237,18 +227,14 @@ async def _upload(
     unreadable: list[bool] = []
 
     async def parts() -> AsyncIterator[ingestion_pb2.UploadDocumentRequest]:
-        header = ingestion_pb2.UploadHeader(
-            index_name=args.index,
-            document_id=item.document_id,
-            media_type=item.media_type,
-            size_bytes=item.size,
-        )
-        yield ingestion_pb2.UploadDocumentRequest(header=header)
         try:
-            for part in item.parts():
-                yield ingestion_pb2.UploadDocumentRequest(data=part)
+            for request in upload_requests(
+                args.index, item.path, document_id=item.document_id, content=item.content
+            ):
+                yield request
         except OSError:
-            # The stream ends short: the server refuses it (SIZE_MISMATCH).
+            # The stream ends short (or without its header): the server refuses
+            # it, and the file fails as UNREADABLE.
             unreadable.append(True)
 
     call = client.ingestion.UploadDocument(parts(), timeout=args.timeout, metadata=_metadata(args))

@@ -17,6 +17,7 @@ from groundwire_client._common import (
     error_from_rpc,
     media_type_of,
     renumbered_answer,
+    upload_requests,
 )
 from groundwire_client.client import GroundwireClient
 from groundwire_client.sync import GroundwireSyncClient
@@ -37,4 +38,5 @@ __all__ = [
     "error_from_rpc",
     "media_type_of",
     "renumbered_answer",
+    "upload_requests",
 ]

@@ -500,11 +500,14 @@ def upload_requests(
     title: str = "",
     metadata: Mapping[str, str] | None = None,
     tenant: str = "",
+    content: bytes | None = None,
 ) -> Iterator[ingestion_pb2.UploadDocumentRequest]:
     """UploadDocument's stream for one file: its header (document id: the file's
     name unless given; media type by `media_type_of`), then its bytes in parts of
-    UPLOAD_PART_BYTES, read as they are sent. The server bounds the file by the
-    index's max_file_bytes (FILE_TOO_LARGE from the header, nothing sent)."""
+    UPLOAD_PART_BYTES, read as they are sent (or `content`, the file's bytes when
+    the caller already read them). The server bounds the file by the index's
+    max_file_bytes (FILE_TOO_LARGE from the header, nothing sent). A file that
+    cannot be read raises OSError from the iteration."""
     p = Path(path)
     header = ingestion_pb2.UploadHeader(
         index_name=index,
@@ -513,9 +516,15 @@ def upload_requests(
         media_type=media_type_of(p),
         title=title,
         metadata=dict(metadata or {}),
-        size_bytes=p.stat().st_size,
+        size_bytes=p.stat().st_size if content is None else len(content),
     )
     yield ingestion_pb2.UploadDocumentRequest(header=header)
+    if content is not None:
+        for start in range(0, len(content), UPLOAD_PART_BYTES):
+            yield ingestion_pb2.UploadDocumentRequest(
+                data=content[start : start + UPLOAD_PART_BYTES]
+            )
+        return
     with p.open("rb") as f:
         while part := f.read(UPLOAD_PART_BYTES):
             yield ingestion_pb2.UploadDocumentRequest(data=part)
