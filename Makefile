@@ -113,7 +113,8 @@ run: setup
 	$(BIN)/groundwire serve --address $(ADDRESS)
 
 test: setup-dev
-	$(PY) -m pytest -q
+	# --durations: every run names its slowest tests (the suite's time budget is 30 min).
+	$(PY) -m pytest -q --durations=40
 
 test-fast: setup-dev
 	$(PY) -m pytest -q -m "not slow"
