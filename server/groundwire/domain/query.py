@@ -6,6 +6,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from groundwire.domain.analysis import PLAIN, Analyzer
+from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.errors import invalid
 from groundwire.domain.retrieval import LexicalQuery
 
@@ -55,7 +56,10 @@ def semantic_text(text: str) -> str:
 
 
 def parse_lexical(
-    text: str, field_path: str = "query.text", analyzer: Analyzer = PLAIN
+    text: str,
+    field_path: str = "query.text",
+    analyzer: Analyzer = PLAIN,
+    max_terms: int = DEFAULT_MAX_TERMS,
 ) -> LexicalQuery:
     """Parse query text into loose terms and exact phrases, analyzed with the
     index's `analyzer` (the one its chunks were indexed with).
@@ -71,7 +75,11 @@ def parse_lexical(
         if analyzed.words:
             phrase_tokens.append(tuple(analyzed.words))
     return LexicalQuery(
-        text=text, terms=tuple(terms), phrases=tuple(phrase_tokens), analyzer=analyzer
+        text=text,
+        terms=tuple(terms),
+        phrases=tuple(phrase_tokens),
+        max_terms=max_terms,
+        analyzer=analyzer,
     )
 
 

@@ -13,6 +13,7 @@ from groundwire.domain.metadata_ranges import RangeCondition
 from groundwire.domain.profile import RetrievalProfile
 from groundwire.domain.scores import Score
 from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
+from groundwire.domain.values import IdentityEnum, fast_init
 
 
 class RetrievalMode(enum.Enum):
@@ -23,7 +24,7 @@ class RetrievalMode(enum.Enum):
     HYBRID = "HYBRID"
 
 
-class Leg(enum.Enum):
+class Leg(IdentityEnum):
     """A retrieval leg."""
 
     SEMANTIC = "SEMANTIC"
@@ -54,6 +55,7 @@ class Scope:
     filter: MetadataFilter = field(default_factory=MetadataFilter)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LexicalQuery:
     """A parsed lexical query: loose terms plus exact phrases (each a token list)."""
@@ -82,6 +84,7 @@ class LexicalQuery:
         return counts
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ChunkHit:
     """One chunk as a store returns it from one leg: its identity, text and leg score."""
@@ -101,6 +104,7 @@ class ChunkHit:
         return (self.document_id, self.chunk_id)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LexicalResult:
     """What a store's lexical search returns: the hits in rank order and how many
@@ -111,6 +115,7 @@ class LexicalResult:
     terms_pruned: int = 0
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LegRank:
     """A leg's rank (one-based) and score for one fused result."""
@@ -120,6 +125,7 @@ class LegRank:
     score: Score
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RankedResult:
     """A final retrieval result: the hit, the score it is ranked by and its provenance."""
@@ -140,6 +146,7 @@ class FusionMethod(enum.Enum):
     MIN_MAX = "min-max"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FusionSettings:
     """Fusion settings: the method, RRF's k, and the leg weights (both methods)."""
@@ -177,6 +184,7 @@ class FeedbackSettings:
             raise ValueError("the original query weight must be in [0, 1]")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RetrievalRequest:
     """A validated retrieval request."""
@@ -229,6 +237,7 @@ class RetrievalDiagnostics:
     profile: RetrievalProfile = field(default_factory=RetrievalProfile)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RetrievalOutcome:
     """Results in rank order plus diagnostics."""

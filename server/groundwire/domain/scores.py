@@ -3,12 +3,13 @@ a documented, bounded transformation exists; otherwise relevance is absent."""
 
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass
 
+from groundwire.domain.values import IdentityEnum, fast_init
 
-class ScoreMetric(enum.Enum):
+
+class ScoreMetric(IdentityEnum):
     """The metric that produced a raw score."""
 
     COSINE_SIMILARITY = "COSINE_SIMILARITY"
@@ -33,6 +34,17 @@ _HIGHER_IS_BETTER: dict[ScoreMetric, bool] = {
     ScoreMetric.RERANK_RELEVANCE: True,
     ScoreMetric.MIN_MAX_FUSION: True,
 }
+
+
+# The metrics relevance_for normalizes (every other one has no relevance).
+_NORMALIZED = frozenset(
+    {
+        ScoreMetric.COSINE_SIMILARITY,
+        ScoreMetric.COSINE_DISTANCE,
+        ScoreMetric.EUCLIDEAN_DISTANCE,
+        ScoreMetric.RERANK_RELEVANCE,
+    }
+)
 
 
 def higher_is_better(metric: ScoreMetric) -> bool:
@@ -71,6 +83,7 @@ def relevance_for(metric: ScoreMetric, raw: float) -> float | None:
     return None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Score:
     """A raw score with its metric, direction and optional normalized relevance."""
@@ -83,7 +96,8 @@ class Score:
     @classmethod
     def of(cls, metric: ScoreMetric, raw: float) -> Score:
         """Build a score whose direction and relevance follow `metric`'s documented rules."""
-        return cls(raw, metric, higher_is_better(metric), relevance_for(metric, raw))
+        relevance = relevance_for(metric, raw) if metric in _NORMALIZED else None
+        return cls(raw, metric, _HIGHER_IS_BETTER[metric], relevance)
 
     def sort_key(self) -> float:
         """A value where smaller sorts first (best first), for any direction."""

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
@@ -172,8 +172,9 @@ class Retriever:
             raise unavailable("INDEX_NOT_READY", "the index is still being ingested")
         # The query is analyzed with the index's analyzer, the one its terms were
         # indexed with (a change of analyzer rebuilds the index).
-        lexical_query = replace(
-            parse_lexical(request.lexical_text or request.text, analyzer=handle.spec.analyzer),
+        lexical_query = parse_lexical(
+            request.lexical_text or request.text,
+            analyzer=handle.spec.analyzer,
             max_terms=self.limits.max_lexical_terms,
         )
         diag = RetrievalDiagnostics(

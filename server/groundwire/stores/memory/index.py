@@ -222,8 +222,22 @@ class Index:
         self.parts: dict[str, TenantPart] = {}
         self.next_version = 1
         self.published_version = 0
+        # live_rows() of (live, n) as last counted: `live` is only ever rebound,
+        # never written in place, so its identity and n key the count.
+        self._live_count: tuple[BoolArray, int, int] | None = None
 
     # -- storage ---------------------------------------------------------------
+
+    def live_rows(self) -> int:
+        """Published rows below n (counted once per `live` array and n: every
+        index state read, so every retrieval, asks for it)."""
+        counted = self._live_count
+        if counted is not None and counted[0] is self.live and counted[1] == self.n:
+            return counted[2]
+        live, n = self.live, self.n
+        count = int(live[:n].sum())
+        self._live_count = (live, n, count)
+        return count
 
     @property
     def matrix(self) -> FloatArray:

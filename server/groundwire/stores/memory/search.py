@@ -19,6 +19,7 @@ from groundwire.domain import bm25
 from groundwire.domain.ordering import rank_hits
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult
 from groundwire.domain.scores import Score, ScoreMetric
+from groundwire.domain.values import fast_init
 from groundwire.stores.base import DistanceMetric
 from groundwire.stores.bounds import PHRASE_MAX_CANDIDATES
 from groundwire.stores.memory import quantized
@@ -75,6 +76,7 @@ async def off_loop(fn: Callable[[], _T]) -> _T:
     return await asyncio.get_running_loop().run_in_executor(_pool(), fn)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Scoped:
     """One scope's view of an index at one instant: its tenant's rows below `n` that
@@ -310,6 +312,7 @@ def publication_cache(scoped: Scoped, doc_len: FloatArray) -> PublicationCache:
     return cache
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LexicalSnapshot:
     """One consistent view of an index for a BM25 search in one tenant's scope."""
@@ -347,7 +350,11 @@ class LexicalSnapshot:
             entry = scored[term]
             # qtf * contribution, as the uncached score qtf * term_score(idf, ...):
             # term_score is linear in its weight, and the product is taken the same way.
-            dense[entry.positions] += qtf[term] * entry.contributions
+            weight = qtf[term]
+            # (x * 1.0 is x: the common unweighted term skips the multiplication)
+            dense[entry.positions] += (
+                entry.contributions if weight == 1.0 else weight * entry.contributions
+            )
             held[entry.positions] = True
         positions = np.flatnonzero(held)
         matched: IntArray = tenant_rows[positions]
@@ -357,9 +364,11 @@ class LexicalSnapshot:
             candidates = self._with_phrases(query, matched, candidates)
             work += len(candidates)
         top = top_rows(scores, candidates, k)
+        rows = self.rows
+        # Python ints and floats in two calls rather than two numpy scalars per hit.
         hits = [
-            hit(self.rows[int(matched[i])], Score.of(ScoreMetric.BM25, float(scores[i])))
-            for i in top
+            hit(rows[row], Score.of(ScoreMetric.BM25, value))
+            for row, value in zip(matched[top].tolist(), scores[top].tolist(), strict=True)
         ]
         return LexicalResult(rank_hits(hits)[:k], len(terms), pruned), work
 

@@ -59,7 +59,7 @@ class MemoryStore:
         return idx
 
     def _state(self, idx: Index) -> IndexState:
-        live_rows = int(idx.live[: idx.n].sum())
+        live_rows = idx.live_rows()
         spec = idx.published_spec
         return IndexState(
             spec.name,
