@@ -262,12 +262,13 @@ def build_retrieval_request(
                 f"{prefix}.fusion.{name}",
                 f"{name} must be finite, in [0, 10]",
             )
-    fusion = FusionSettings(
-        fusion.k,
-        fusion.semantic_weight if semantic_weight is None else semantic_weight,
-        fusion.lexical_weight if lexical_weight is None else lexical_weight,
-        fusion.method if fusion_method is None else fusion_method,
-    )
+    if semantic_weight is not None or lexical_weight is not None or fusion_method is not None:
+        fusion = FusionSettings(
+            fusion.k,
+            fusion.semantic_weight if semantic_weight is None else semantic_weight,
+            fusion.lexical_weight if lexical_weight is None else lexical_weight,
+            fusion.method if fusion_method is None else fusion_method,
+        )
     if fusion.semantic_weight == 0 and fusion.lexical_weight == 0:
         raise invalid(
             "FIELD_OUT_OF_RANGE", f"{prefix}.fusion", "at least one leg weight must be > 0"
