@@ -13,7 +13,8 @@ answer of the server above, and the same client measures its Health and Retrieve
 QPS. Its ratio is what grpc.aio alone allows a response of that size; the
 server's handler and interceptor cost the rest.
 
-    python bench/bench_grpc_retrieve.py [--chunks 10000] [--seconds 5] [--rounds 5] [--concurrency 16]
+    python bench/bench_grpc_retrieve.py [--chunks 10000] [--seconds 5] [--rounds 5]
+        [--concurrency 16] [--variant served|cached-handler|gil-MS]
 """
 
 from __future__ import annotations
@@ -118,6 +119,11 @@ async def main() -> None:
     ap.add_argument("--chunks", type=int, default=10_000)
     ap.add_argument("--seconds", type=float, default=5.0, help="per phase, per round")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument(
+        "--variant",
+        default="served",
+        help="served | cached-handler | gil-MS (see bench/serve_variant.py)",
+    )
     ap.add_argument("--concurrency", type=int, default=16)
     args = ap.parse_args()
     load_before = loadavg()
@@ -147,8 +153,10 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
     # Started once before any load is generated, so the blocking call is harmless.
     server = subprocess.Popen(  # noqa: ASYNC220
         [
-            str(Path(sys.executable).parent / "groundwire"),
-            "serve",
+            sys.executable,
+            str(Path(__file__).with_name("serve_variant.py")),
+            args.variant,
+            "--",
             "--config",
             str(cfg),
             "--address",
@@ -216,7 +224,7 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
         shutil.rmtree(tmp, ignore_errors=True)
     print(
         f"machine: {os.cpu_count()} cores (client and server share them); chunks={args.chunks}, "
-        f"concurrency={args.concurrency}, {args.rounds} rounds of {args.seconds:.0f} s per phase; startup+ingest {ingest_s:.1f} s"
+        f"concurrency={args.concurrency}, server variant {args.variant}, {args.rounds} rounds of {args.seconds:.0f} s per phase; startup+ingest {ingest_s:.1f} s"
     )
     print(f"mean results per warm-up query: {hits / 50:.1f}")
     print(f"load average before: {load_before}, after: {loadavg()}")
