@@ -98,7 +98,7 @@ def _bound_from_proto(bound: common_pb2.MetadataRangeBound) -> BoundInput:
 
 def duration(seconds: float) -> duration_pb2.Duration:
     d = duration_pb2.Duration()
-    d.FromNanoseconds(_nanos(seconds))
+    _set_duration(d, seconds)
     return d
 
 

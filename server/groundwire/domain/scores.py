@@ -4,6 +4,7 @@ a documented, bounded transformation exists; otherwise relevance is absent."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from groundwire.domain.values import IdentityEnum, fast_init
@@ -36,17 +37,6 @@ _HIGHER_IS_BETTER: dict[ScoreMetric, bool] = {
 }
 
 
-# The metrics relevance_for normalizes (every other one has no relevance).
-_NORMALIZED = frozenset(
-    {
-        ScoreMetric.COSINE_SIMILARITY,
-        ScoreMetric.COSINE_DISTANCE,
-        ScoreMetric.EUCLIDEAN_DISTANCE,
-        ScoreMetric.RERANK_RELEVANCE,
-    }
-)
-
-
 def higher_is_better(metric: ScoreMetric) -> bool:
     """Whether a larger raw value of `metric` ranks better."""
     return _HIGHER_IS_BETTER[metric]
@@ -57,6 +47,19 @@ def _clamp01(value: float) -> float:
     # (a cosine of 1.0000001 from float32 vectors); clamping that is not inventing
     # a normalization, it is undoing representation error.
     return min(1.0, max(0.0, value))
+
+
+def _rerank_relevance(raw: float) -> float | None:
+    return raw if 0.0 <= raw <= 1.0 else None
+
+
+# Every documented normalization, by metric (a metric absent here has no relevance).
+_NORMALIZATIONS: dict[ScoreMetric, Callable[[float], float | None]] = {
+    ScoreMetric.COSINE_SIMILARITY: lambda raw: _clamp01((raw + 1.0) / 2.0),
+    ScoreMetric.COSINE_DISTANCE: lambda raw: _clamp01(1.0 - raw / 2.0),
+    ScoreMetric.EUCLIDEAN_DISTANCE: lambda raw: _clamp01(1.0 / (1.0 + max(0.0, raw))),
+    ScoreMetric.RERANK_RELEVANCE: _rerank_relevance,
+}
 
 
 def relevance_for(metric: ScoreMetric, raw: float) -> float | None:
@@ -70,17 +73,10 @@ def relevance_for(metric: ScoreMetric, raw: float) -> float | None:
     - euclidean distance: 1 / (1 + raw)
     - rerank relevance: raw (already in [0, 1])
     """
-    if not math.isfinite(raw):
+    normalize = _NORMALIZATIONS.get(metric)
+    if normalize is None or not math.isfinite(raw):
         return None
-    if metric is ScoreMetric.COSINE_SIMILARITY:
-        return _clamp01((raw + 1.0) / 2.0)
-    if metric is ScoreMetric.COSINE_DISTANCE:
-        return _clamp01(1.0 - raw / 2.0)
-    if metric is ScoreMetric.EUCLIDEAN_DISTANCE:
-        return _clamp01(1.0 / (1.0 + max(0.0, raw)))
-    if metric is ScoreMetric.RERANK_RELEVANCE:
-        return raw if 0.0 <= raw <= 1.0 else None
-    return None
+    return normalize(raw)
 
 
 @fast_init
@@ -96,8 +92,7 @@ class Score:
     @classmethod
     def of(cls, metric: ScoreMetric, raw: float) -> Score:
         """Build a score whose direction and relevance follow `metric`'s documented rules."""
-        relevance = relevance_for(metric, raw) if metric in _NORMALIZED else None
-        return cls(raw, metric, _HIGHER_IS_BETTER[metric], relevance)
+        return cls(raw, metric, higher_is_better(metric), relevance_for(metric, raw))
 
     def sort_key(self) -> float:
         """A value where smaller sorts first (best first), for any direction."""

@@ -152,7 +152,7 @@ class MemoryStore:
         idx.live = live  # the atomic switch readers observe
         idx.published_version = version
         idx.published_spec = spec
-        dead = idx.n - int(live[: idx.n].sum())
+        dead = idx.n - idx.live_rows()
         if dead > max(1024, idx.n // 2):
             # Rebuilding the postings is proportional to the whole index: a worker
             # does it, and the result is applied only if nothing changed meanwhile.
