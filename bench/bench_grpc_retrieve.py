@@ -102,6 +102,34 @@ class Round:
         return (b[side] - a[side]) * 1e3 / calls
 
 
+def write_bench_index(tmp: Path, chunks: int) -> Path:
+    """The benchmark's corpus (`chunks` synthetic passages, 20 to a file) and the
+    configuration serving it as index `bench` from memory; returns the config's path.
+    bench_retrieve_breakdown.py times the same index in-process."""
+    docs = tmp / "docs"
+    docs.mkdir()
+    texts = passages(chunks, words=110)
+    per_file = 20
+    for f in range(0, len(texts), per_file):
+        (docs / f"doc{f // per_file:05d}.txt").write_text("\n\n".join(texts[f : f + per_file]))
+    cfg = tmp / "bench.toml"
+    cfg.write_text(
+        f"""
+[logging]
+level = "WARNING"
+
+[auth]
+mode = "disabled"
+
+[indexes.bench]
+chunking = {{ size = 800, overlap = 0, markdown_sections = false }}
+sources = [{{ kind = "directory", path = "{docs}", glob = "**/*.txt" }}]
+ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
+"""
+    )
+    return cfg
+
+
 def loadavg() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -128,27 +156,7 @@ async def main() -> None:
     args = ap.parse_args()
     load_before = loadavg()
     tmp = Path(tempfile.mkdtemp(prefix="gw-bench-"))
-    docs = tmp / "docs"
-    docs.mkdir()
-    texts = passages(args.chunks, words=110)
-    per_file = 20
-    for f in range(0, len(texts), per_file):
-        (docs / f"doc{f // per_file:05d}.txt").write_text("\n\n".join(texts[f : f + per_file]))
-    cfg = tmp / "bench.toml"
-    cfg.write_text(
-        f"""
-[logging]
-level = "WARNING"
-
-[auth]
-mode = "disabled"
-
-[indexes.bench]
-chunking = {{ size = 800, overlap = 0, markdown_sections = false }}
-sources = [{{ kind = "directory", path = "{docs}", glob = "**/*.txt" }}]
-ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
-"""
-    )
+    cfg = write_bench_index(tmp, args.chunks)
     port = free_port()
     # Started once before any load is generated, so the blocking call is harmless.
     server = subprocess.Popen(  # noqa: ASYNC220
