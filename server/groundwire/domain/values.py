@@ -2,13 +2,14 @@
 
 A frozen dataclass's generated ``__init__`` writes each field with
 ``object.__setattr__(self, name, value)`` (a lookup of the attribute by name on
-every write): about 1.5 us for a nine-field ChunkHit, 0.9 us with fast_init. A Retrieve builds four such
-values per result (Score, ChunkHit, LegRank, RankedResult), tens per call, on the
-event loop. `fast_init` gives a frozen *slots* dataclass an ``__init__`` that
-writes each slot through its member descriptor instead: the same values in the
-same slots, at 0.6x the cost (bench/bench_retrieve_breakdown.py). The class stays a
-frozen dataclass in every other respect (assignment raises, equality, hashing,
-pickling, `dataclasses.replace`)."""
+every write): about 1.5 us for a nine-field ChunkHit, 0.9 us with fast_init. A
+Retrieve builds four such values per result (Score, ChunkHit, LegRank,
+RankedResult), tens per call, on the event loop. `fast_init` gives a frozen
+*slots* dataclass an ``__init__`` that writes each slot through its member
+descriptor instead: the same values in the same slots, at 0.6x the cost
+(bench/bench_retrieve_breakdown.py). The class stays a frozen dataclass in every
+other respect (assignment raises, equality, hashing, pickling,
+`dataclasses.replace`)."""
 
 from __future__ import annotations
 
