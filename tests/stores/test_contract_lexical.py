@@ -167,7 +167,7 @@ async def test_common_word_queries_rank_exactly_by_bm25(
         texts = [
             " ".join(rng.choice(vocab, size=int(rng.integers(1, 40)), p=weights)) for _ in range(3)
         ]
-        docs.append(doc(f"d{d:02d}", texts, None, tenant=tenant))
+        docs.append(doc(f"d{d:02d}", texts, None, tenant=tenant, metadata={"dept": f"p{d % 4}"}))
     # Tenant "long": a word twice in long chunks scores below it once in a short
     # one, so postings read later (a lower tf) can still beat the ones read first.
     filler = " ".join(["x"] * 100)
@@ -178,19 +178,23 @@ async def test_common_word_queries_rank_exactly_by_bm25(
     docs.append(doc("others", ["z"] * 30, None, tenant="long"))  # a short average length
     await publish(store, index_name, docs, spec(index_name, dims=None))
 
-    def expected(query: str, tenant: str, k: int) -> list[tuple[str, str, float]]:
+    def expected(
+        query: str, tenant: str, k: int, dept: str | None = None
+    ) -> list[tuple[str, str, float]]:
         chunks = [
-            (d.document.document_id, c.chunk_id, index_tokens(c.text))
+            (d.document.document_id, c.chunk_id, index_tokens(c.text), d.document.metadata)
             for d in docs
             if d.document.tenant == tenant
             for c in d.chunks
         ]
         total = len(chunks)
-        avgdl = bm25.average_length(sum(len(t) for *_, t in chunks), total)
+        avgdl = bm25.average_length(sum(len(t) for _, _, t, _ in chunks), total)
         terms = list(dict.fromkeys(index_tokens(query)))
-        df = {t: sum(t in toks for *_, toks in chunks) for t in terms}
+        df = {t: sum(t in toks for _, _, toks, _ in chunks) for t in terms}
         scored = []
-        for doc_id, chunk_id, toks in chunks:
+        for doc_id, chunk_id, toks, metadata in chunks:
+            if dept is not None and (metadata or {}).get("dept") != dept:
+                continue  # a filter selects rows, the statistics stay the tenant's
             score, hit_any = 0.0, False
             for t in terms:
                 tf = toks.count(t)
@@ -213,11 +217,22 @@ async def test_common_word_queries_rank_exactly_by_bm25(
                 want = expected(query, tenant, k)
                 assert [g[:2] for g in got] == [w[:2] for w in want], (tenant, query, k)
                 assert [g[2] for g in got] == bm25_approx(store, [w[2] for w in want], 1e-12)
+    # A metadata filter (a quarter of the rows): the threshold is the k-th best in
+    # scope, so rounds go deeper, and the answer is still the exact filtered top k.
+    for tenant in ("", "acme"):
+        for query in queries:
+            for k in (1, 4, 10):
+                scope = Scope(tenant, MetadataFilter({"dept": frozenset({"p1"})}))
+                result = await store.search_lexical(index_name, parse_lexical(query), k, scope)
+                got = [(h.document_id, h.chunk_id, h.score.raw) for h in result.hits]
+                want = expected(query, tenant, k, dept="p1")
+                assert [g[:2] for g in got] == [w[:2] for w in want], (tenant, query, k)
+                assert [g[2] for g in got] == bm25_approx(store, [w[2] for w in want], 1e-12)
     for k in (1, 3):
         result = await store.search_lexical(index_name, parse_lexical("alpha"), k, Scope("long"))
         assert [h.document_id for h in result.hits] == ["short", "l00", "l01"][:k]
     if "Postgres" in type(store).__name__:
-        assert rounds == 2 * len(queries) * 3 + 2
+        assert rounds == 2 * 2 * len(queries) * 3 + 2
 
 
 # -- lexical analysis (domain/analysis.py): both stores index the analyzer's terms -----

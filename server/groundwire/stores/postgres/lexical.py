@@ -10,11 +10,12 @@ term) keyed by (index, tenant, term): a term's postings are an index-only range 
 of the tenant's own rows. A query is two statements whatever its length (statistics,
 then one ranking statement with MaxScore pruning; three with phrases), and scores at
 most `query.max_terms` distinct terms, the rarest first. A query of common words only
-(its terms' postings together past IMPACT_MIN_POSTINGS, no phrase, no filter), where
-MaxScore prunes nothing, reads the postings best first instead (the index is ordered
-tf DESC, dl within a term) in rounds of doubling depth and stops as soon as the rest
-provably cannot reach the top k (`_impact_top`): same exact scores, a fraction of the
-postings read.
+(its terms' postings together past IMPACT_MIN_POSTINGS, no phrase), where MaxScore
+prunes nothing, reads the postings best first instead (the index is ordered tf DESC,
+dl within a term) in rounds of doubling depth and stops as soon as the rest provably
+cannot reach the top k (`_impact_top`): same exact scores, a fraction of the postings
+read. With a metadata filter the same rounds keep only the chunks read that the filter
+admits, so the threshold is the k-th best in scope.
 
 pg_trgm is required (the schema creates the extension) but no trigram index is built
 over chunk text: every identifier the in-memory store can find is an exact token here
@@ -200,7 +201,7 @@ async def _top(
     """The exact top k (by full BM25 over every scored term) among rows in scope
     that contain every phrase (not yet in rank order)."""
     if anchor is None:
-        if scope.filter.empty and sum(weights.df.values()) > IMPACT_MIN_POSTINGS:
+        if sum(weights.df.values()) > IMPACT_MIN_POSTINGS:
             return await _impact_top(conn, idx, weights, k, scope)
         return await _fetch(conn, idx, weights, phrases, None, _Part.ALL, k, scope)
     # Both statements read at most PHRASE_MAX_CANDIDATES of the anchor's postings.
@@ -488,9 +489,11 @@ _G = "({tf} * %(k1p1)s / ({tf} + %(k1)s * (%(one_minus_b)s + %(b)s * {dl} / %(av
 #   rest of its tf level has dl at least as long), g(tf, dl) of the first posting of
 #   each lower tf level (levels: one index probe per distinct lower tf, a skip scan:
 #   the shortest chunk of that level)); 0 when the list ends within the depth;
-# partial: per chunk read, its exact contribution from the terms it was read under
-#   (lo, a lower bound of its score) and the bounds of those terms (seen);
-# theta: the k-th best lo, a score k chunks reach at least (margin: float noise);
+# partial: per chunk read and in scope (the filter checked once per chunk), its exact
+#   contribution from the terms it was read under (lo, a lower bound of its score)
+#   and the bounds of those terms (seen);
+# theta: the k-th best lo, a score k chunks in scope reach at least (margin: float
+#   noise);
 # cand: the chunks whose lo plus the bounds of the terms they were not read under can
 #   still pass theta; every other chunk, read or not (at most the sum of the bounds),
 #   scores below theta, so the top k is among cand;
@@ -540,8 +543,10 @@ _IMPACT_SQL = """
         FROM probe x
     ),
     partial AS MATERIALIZED (
-        SELECT h.chunk, sum(h.lo) AS lo, sum(h.b) AS seen FROM ({heads}) h
-        GROUP BY h.chunk
+        SELECT x.* FROM (
+            SELECT h.chunk, sum(h.lo) AS lo, sum(h.b) AS seen FROM ({heads}) h
+            GROUP BY h.chunk
+        ) x {in_scope}
     ),
     theta AS MATERIALIZED (
         SELECT CASE WHEN count(*) < %(k)s THEN -1.0 ELSE min(lo) * %(margin)s END AS v
@@ -590,6 +595,12 @@ def _impact_sql(
     )
     g_head = sql.SQL(_G.format(tf="p.tf", dl="p.dl"))
     n = len(weights.idf)
+    # Postings are the tenant's own: only a metadata filter needs the chunk's row.
+    in_scope: sql.Composable = sql.SQL("")
+    if not scope.filter.empty:
+        in_scope = sql.SQL(
+            "WHERE EXISTS (SELECT 1 FROM gw_chunks c WHERE c.id = x.chunk AND {})"
+        ).format(scope_sql(scope, params))
     probes = sql.SQL(" UNION ALL ").join(
         sql.SQL(_IMPACT_TERM_PROBE.replace("{i}", str(i))) for i in range(n)
     )
@@ -601,6 +612,7 @@ def _impact_sql(
         g_probe=sql.SQL(_G.format(tf="x.tf", dl="x.dl")),
         g_level=sql.SQL(_G.format(tf="l.tf", dl="l.dl")),
         heads=heads,
+        in_scope=in_scope,
         cols=HIT_COLUMNS,
         score=score,
         freq_cols=columns,
@@ -634,7 +646,7 @@ def _next_depths(depths: list[int], longest: list[int], bounds: Sequence[float])
 async def _impact_top(
     conn: Conn, idx: IndexRow, weights: _TermWeights, k: int, scope: Scope
 ) -> list[tuple[Any, ...]]:
-    """The exact top k of a query without phrases or filter, reading each term's
+    """The exact top k (in scope) of a query without phrases, reading each term's
     postings best first (the postings index is ordered tf DESC, dl within a term) in
     rounds of growing depth, each term to its own depth (the heavy terms deeper),
     until a round proves the top k (see _IMPACT_SQL). The depths only grow and every
