@@ -11,8 +11,8 @@ sitting:
 
 1. unfiltered: the whole mix, as the store answers it;
 2. filtered (`dept` in --depts: one value is 10% of the chunks), the first
-   --filtered-queries queries of the mix, as the store answers them (a common-word
-   query under a filter reads impact-ordered postings in rounds, keeping only the
+   --filtered-queries queries of the mix, as the store answers them (a query of common
+   words only, under a filter, reads impact-ordered postings in rounds, keeping only the
    chunks the filter admits);
 3. the same filtered queries through MaxScore (lexical.IMPACT_MIN_POSTINGS raised past
    any query), which is how every filtered query was answered before: only the kinds
@@ -22,7 +22,9 @@ sitting:
 Printed per pass and kind: p50 / p99 / max latency and the PostgreSQL server's CPU per
 query (from /proc); for queries that took the impact rounds, the rounds, the postings
 the last round read and their share of the query terms' posting lists (the profile of
-the common-word path: how deep a head term is read before the bound decides); and
+the common-word path: how deep a head term is read before the bound decides; a filtered
+query whose next round would pass lexical.IMPACT_FILTERED_MAX_POSTINGS is handed to
+MaxScore, and its "last round" is that round, not run); and
 whether passes 2 and 3 returned the same hits with the same scores (both are exact).
 """
 

@@ -14,8 +14,11 @@ most `query.max_terms` distinct terms, the rarest first. A query of common words
 prunes nothing, reads the postings best first instead (the index is ordered tf DESC,
 dl within a term) in rounds of doubling depth and stops as soon as the rest provably
 cannot reach the top k (`_impact_top`): same exact scores, a fraction of the postings
-read. With a metadata filter the same rounds keep only the chunks read that the filter
-admits, so the threshold is the k-th best in scope.
+read. Under a metadata filter, a query each of whose terms alone holds more than
+IMPACT_MIN_POSTINGS postings takes the same rounds, keeping only the chunks read that
+the filter admits (a probe of each one's row), so the threshold is the k-th best in
+scope; a filtered query with a rarer term keeps MaxScore, which starts from that
+term's short list.
 
 pg_trgm is required (the schema creates the extension) but no trigram index is built
 over chunk text: every identifier the in-memory store can find is an exact token here
@@ -201,7 +204,11 @@ async def _top(
     """The exact top k (by full BM25 over every scored term) among rows in scope
     that contain every phrase (not yet in rank order)."""
     if anchor is None:
-        if sum(weights.df.values()) > IMPACT_MIN_POSTINGS:
+        if sum(weights.df.values()) > IMPACT_MIN_POSTINGS and (
+            scope.filter.empty or min(weights.df.values()) > IMPACT_MIN_POSTINGS
+        ):
+            # Under a filter every chunk read costs a probe of its row, so the rounds
+            # are only for queries without a rarer term for MaxScore to start from.
             return await _impact_top(conn, idx, weights, k, scope)
         return await _fetch(conn, idx, weights, phrases, None, _Part.ALL, k, scope)
     # Both statements read at most PHRASE_MAX_CANDIDATES of the anchor's postings.
@@ -474,6 +481,13 @@ IMPACT_LIGHT_SHARE: float = float("inf")
 # the top k: each is then scored fully from its row (a heap read), which costs more
 # than reading postings deeper.
 IMPACT_MAX_CANDIDATES = 512
+# Under a metadata filter each chunk read costs a probe of its row (about 10 us at 1M),
+# repeated every round: a round that would read more postings than this (all terms
+# together) is not run, MaxScore answers instead. At 1M with a 10% filter, 12
+# common-word queries (bench/bench_lexical_paths.py): without this bound p50 1.0 s but
+# one query 8 rounds and 8.4 s (MaxScore: 3.4 s and 5.4 s); with it p50 1.3 s, max
+# 6.0 s, 2.3 s of server CPU a query (MaxScore in the same sitting: 3.3 s, 6.6 s, 3.7 s).
+IMPACT_FILTERED_MAX_POSTINGS = 65_536
 
 # One term's BM25 contribution per unit of weight, from a posting's tf and dl
 # (domain.bm25.term_score's arithmetic).
@@ -595,11 +609,14 @@ def _impact_sql(
     )
     g_head = sql.SQL(_G.format(tf="p.tf", dl="p.dl"))
     n = len(weights.idf)
-    # Postings are the tenant's own: only a metadata filter needs the chunk's row.
+    # Postings are the tenant's own: only a metadata filter needs the chunk's row,
+    # one primary-key probe per distinct chunk read (about 10 us each at 1M, most of
+    # a filtered round's time). OFFSET 0 keeps it a correlated probe rather than a
+    # semi-join that would read every row the filter admits.
     in_scope: sql.Composable = sql.SQL("")
     if not scope.filter.empty:
         in_scope = sql.SQL(
-            "WHERE EXISTS (SELECT 1 FROM gw_chunks c WHERE c.id = x.chunk AND {})"
+            "WHERE EXISTS (SELECT 1 FROM gw_chunks c WHERE c.id = x.chunk AND {} OFFSET 0)"
         ).format(scope_sql(scope, params))
     probes = sql.SQL(" UNION ALL ").join(
         sql.SQL(_IMPACT_TERM_PROBE.replace("{i}", str(i))) for i in range(n)
@@ -651,7 +668,8 @@ async def _impact_top(
     rounds of growing depth, each term to its own depth (the heavy terms deeper),
     until a round proves the top k (see _IMPACT_SQL). The depths only grow and every
     round that does not decide deepens a term whose list has not ended, so the last
-    possible round reads every posting: the result is always exact."""
+    possible round reads every posting: the result is always exact. Under a filter,
+    a round past IMPACT_FILTERED_MAX_POSTINGS hands the query to MaxScore (exact too)."""
     params: dict[str, Any] = {}
     query = _impact_sql(idx, weights, k, scope, params)
     longest = [weights.df[t] for t in weights.idf]
@@ -665,3 +683,5 @@ async def _impact_top(
             return [r[:11] for r in rows]
         info = rows[0][11]
         depths = _next_depths(depths, longest, [float(b) for b in info[: len(depths)]])
+        if not scope.filter.empty and sum(depths) > IMPACT_FILTERED_MAX_POSTINGS:
+            return await _fetch(conn, idx, weights, (), None, _Part.ALL, k, scope)
