@@ -445,7 +445,8 @@ HOSTILE_TOKENS = {
     "NaN time": _token('{"index": "", "t": NaN, "id": "x"}'),
     "over-long token": "A" * 5_000,
 }
-PAGED: dict[str, tuple[type[Message], type[Message]]] = {
+# A request class is called with its page_token (typeshed types Message() without fields).
+PAGED: dict[str, tuple[Callable[..., Message], type[Message]]] = {
     "ListIndexes": (ingestion_pb2.ListIndexesRequest, ingestion_pb2.ListIndexesResponse),
     "ListOperations": (ingestion_pb2.ListOperationsRequest, ingestion_pb2.ListOperationsResponse),
     "ListAgents": (agent_pb2.ListAgentsRequest, agent_pb2.ListAgentsResponse),
