@@ -40,8 +40,8 @@ from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_grpc_retrieve import load, pct
-from synthetic import passages, queries
+from bench_grpc_retrieve import load, pct, write_bench_index
+from synthetic import queries
 
 from tests.support.servers import free_port, health_stub
 
@@ -125,30 +125,8 @@ async def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="gw-bench-connect-"))
-    docs = tmp / "docs"
-    docs.mkdir()
-    texts = passages(args.chunks, words=110)
-    for f in range(0, len(texts), 20):
-        (docs / f"doc{f // 20:05d}.txt").write_text("\n\n".join(texts[f : f + 20]))
     port, http_port = free_port(), free_port()
-    cfg = tmp / "bench.toml"
-    cfg.write_text(
-        f"""
-[logging]
-level = "WARNING"
-
-[auth]
-mode = "disabled"
-
-[http]
-address = "127.0.0.1:{http_port}"
-
-[indexes.bench]
-chunking = {{ size = 800, overlap = 0, markdown_sections = false }}
-sources = [{{ kind = "directory", path = "{docs}", glob = "**/*.txt" }}]
-ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
-"""
-    )
+    cfg = write_bench_index(tmp, args.chunks, f'\n[http]\naddress = "127.0.0.1:{http_port}"\n')
     # Started once before any load is generated, so the blocking call is harmless.
     server = subprocess.Popen(  # noqa: ASYNC220
         [

@@ -102,10 +102,11 @@ class Round:
         return (b[side] - a[side]) * 1e3 / calls
 
 
-def write_bench_index(tmp: Path, chunks: int) -> Path:
+def write_bench_index(tmp: Path, chunks: int, extra: str = "") -> Path:
     """The benchmark's corpus (`chunks` synthetic passages, 20 to a file) and the
-    configuration serving it as index `bench` from memory; returns the config's path.
-    bench_retrieve_breakdown.py times the same index in-process."""
+    configuration serving it as index `bench` from memory, with `extra` TOML sections;
+    returns the config's path. bench_retrieve_breakdown.py times the same index
+    in-process, bench_connect.py serves it over HTTP too."""
     docs = tmp / "docs"
     docs.mkdir()
     texts = passages(chunks, words=110)
@@ -120,7 +121,7 @@ level = "WARNING"
 
 [auth]
 mode = "disabled"
-
+{extra}
 [indexes.bench]
 chunking = {{ size = 800, overlap = 0, markdown_sections = false }}
 sources = [{{ kind = "directory", path = "{docs}", glob = "**/*.txt" }}]
