@@ -20,8 +20,12 @@ the benchmark's memory):
   pseudo-words, so the head words are really common (rank 1 is in every chunk, rank 20
   in about 40% of them) and most words are rare; one chunk in five carries 1-2
   identifiers (POL-XX-123, CamelCase type names, name_12.cs, CS1234);
-- vectors: dimension 384, clustered (256 unit centroids plus Gaussian noise,
-  renormalized); documents of 10 chunks; metadata `dept` takes 10 values (10%).
+- vectors: dimension 384, from bench/vector_data.py: `--vectors isotropic` (the
+  default, every earlier run's data: 256 unit centroids plus Gaussian noise over all
+  dimensions, renormalized) or `--vectors latent` (low-dimensional topic manifolds
+  fitted to all-MiniLM-L6-v2 vectors of real text: bench_vector_structure.py); the
+  text is the same for both; documents of 10 chunks; metadata `dept` takes 10 values
+  (10%).
 
 Every figure is printed as it is measured (a stopped run keeps its figures so far), with
 the CPU the client (encoding, COPY) and the PostgreSQL server (from /proc) spent per
@@ -63,6 +67,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import psycopg
+from vector_data import Isotropic, Latent, add_vectors_argument
 
 from groundwire.domain.fusion import fuse
 from groundwire.domain.query import parse_lexical
@@ -153,25 +158,35 @@ class Exact:
 class Corpus:
     """The seeded corpus, generated in batches of documents."""
 
-    def __init__(self, chunks: int, queries: int) -> None:
+    def __init__(self, chunks: int, queries: int, vectors: str = "isotropic") -> None:
         self.rng = np.random.default_rng(SEED)
         self.vocab = make_vocab(self.rng)
         ranks = np.arange(1, VOCAB + 1, dtype=np.float64)
         p = ranks**-1.1
         self.cdf = np.cumsum(p / p.sum())
-        self.centroids = self.rng.normal(size=(256, DIM)).astype(np.float32)
-        self.centroids /= np.linalg.norm(self.centroids, axis=1, keepdims=True)
+        # The isotropic vectors draw from the text's stream (as in every earlier run),
+        # in both modes, so the text is the same whichever vectors are loaded; the
+        # latent ones come from streams of their own.
+        self.vectors = vectors
+        self.isotropic = Isotropic(self.rng, DIM)
+        self.generator: Isotropic | Latent = self.isotropic
+        self.vector_rng = self.rng
+        if vectors == "latent":
+            self.generator = Latent(np.random.default_rng(SEED + 3), DIM)
+            self.vector_rng = np.random.default_rng(SEED + 4)
         self.n_docs = max(1, chunks // CHUNKS_PER_DOC)
         self.identifiers: list[str] = []
         qrng = np.random.default_rng(SEED + 1)
         self.query_vectors = self._vectors(qrng, queries)
         self.exact = Exact(self.query_vectors)
 
+    @property
+    def model(self) -> str:
+        """The model name the index records for these vectors."""
+        return f"bench/{'clustered' if self.vectors == 'isotropic' else 'latent'}:{DIM}"
+
     def _vectors(self, rng: np.random.Generator, n: int) -> Vec:
-        c = self.centroids[rng.integers(len(self.centroids), size=n)]
-        v = c + rng.normal(scale=0.35 / np.sqrt(DIM) * 4, size=(n, DIM)).astype(np.float32)
-        out: Vec = (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
-        return out
+        return self.generator.sample(rng, n)
 
     def batches(self, vectors: bool) -> Iterator[list[StagedDocument]]:
         rng = self.rng
@@ -180,7 +195,9 @@ class Corpus:
             n = min(BATCH_DOCS, self.n_docs - start) * CHUNKS_PER_DOC
             lengths = rng.integers(60, 141, size=n)
             word_ids = np.searchsorted(self.cdf, rng.random(int(lengths.sum()))).clip(0, VOCAB - 1)
-            vecs = self._vectors(rng, n)
+            vecs = self.isotropic.sample(rng, n)
+            if self.generator is not self.isotropic:
+                vecs = self._vectors(self.vector_rng, n)
             keys: list[tuple[str, str]] = []
             filtered: list[bool] = []
             pos_w = 0
@@ -377,7 +394,7 @@ async def run(args: argparse.Namespace) -> list[tuple[str, str]]:
     """The PostgreSQL figures (also returned, for bench_million_stores.py)."""
     t0 = time.perf_counter()
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
-    corpus = Corpus(args.chunks, args.queries)
+    corpus = Corpus(args.chunks, args.queries, args.vectors)
     n_chunks = corpus.n_docs * CHUNKS_PER_DOC
     tmp: Path | None = None
     data_dir = Path(args.data_dir) if args.data_dir else None
@@ -401,7 +418,7 @@ async def run(args: argparse.Namespace) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = Rows()
     spec = IndexSpec(
         NAME,
-        f"bench/clustered:{DIM}" if not args.no_vectors else None,
+        corpus.model if not args.no_vectors else None,
         DIM if not args.no_vectors else None,
         DistanceMetric.COSINE,
         "bench",
@@ -510,7 +527,9 @@ async def run(args: argparse.Namespace) -> list[tuple[str, str]]:
                 (label, (_fmt_bytes(size) if not label.startswith("avg") else f"{size} B") + per)
             )
         print()
-        print(f"{n_chunks:,} chunks, dim {DIM}, k={K}, {len(lex_q)} queries per figure")
+        print(
+            f"{n_chunks:,} chunks, dim {DIM} ({corpus.vectors} vectors), k={K}, {len(lex_q)} queries per figure"
+        )
         width = max(len(r[0]) for r in rows)
         for label, value in rows:
             print(f"{label:<{width}}  {value}")
@@ -642,6 +661,7 @@ def main() -> None:
         "--filtered-queries", type=int, default=None, help="lexical filtered: first N queries"
     )
     parser.add_argument("--dim", type=int, default=DIM, help="vector dimension (default 384)")
+    add_vectors_argument(parser)
     parser.add_argument(
         "--impact-min", type=int, default=None, help="override lexical.IMPACT_MIN_POSTINGS"
     )

@@ -48,6 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_million as bm
 from bench_million import CHUNKS_PER_DOC, NAME, Corpus, K, Rows, _fmt_bytes, pct
+from vector_data import add_vectors_argument
 
 from groundwire.domain.fusion import fuse
 from groundwire.domain.retrieval import FusionSettings, Leg, LexicalQuery, MetadataFilter, Scope
@@ -347,11 +348,11 @@ async def run_opensearch(args: argparse.Namespace, url: str) -> list[Row]:
     store = await open_opensearch_store(settings)
     node = Node(store)
     await node.find_pid()
-    corpus = Corpus(args.chunks, args.queries)
+    corpus = Corpus(args.chunks, args.queries, args.vectors)
     n_chunks = corpus.n_docs * CHUNKS_PER_DOC
     spec = IndexSpec(
         NAME,
-        None if args.no_vectors else f"bench/clustered:{bm.DIM}",
+        None if args.no_vectors else corpus.model,
         None if args.no_vectors else bm.DIM,
         DistanceMetric.COSINE,
         "bench",
@@ -501,7 +502,7 @@ def side_by_side(stores: dict[str, list[Row]]) -> list[str]:
 async def run(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     stores: dict[str, list[Row]] = {}
-    dim = "- (text only)" if args.no_vectors else bm.DIM
+    dim = "- (text only)" if args.no_vectors else f"{bm.DIM} ({args.vectors} vectors)"
     print(f"{args.chunks:,} chunks, dim {dim}, store {args.store}; {load_note()}")
     if args.store in ("opensearch", "both"):
         cluster = None
@@ -535,7 +536,7 @@ async def run(args: argparse.Namespace) -> None:
         if row:
             extra.append(row)
     head = (
-        f"{args.chunks:,} chunks, dim {'-' if args.no_vectors else bm.DIM}, k={K}, "
+        f"{args.chunks:,} chunks, dim {'-' if args.no_vectors else f'{bm.DIM} {args.vectors}'}, k={K}, "
         f"{args.queries} queries per figure; {load_note()} at end "
         f"({os.cpu_count()} cores, shared); total {time.perf_counter() - t0:.0f}s"
     )
@@ -574,6 +575,7 @@ def main() -> None:
     parser.add_argument("--results", default=None, help="lexical results (PG; +.opensearch)")
     parser.add_argument("--filtered-queries", type=int, default=None)
     parser.add_argument("--dim", type=int, default=bm.DIM)
+    add_vectors_argument(parser)
     args = parser.parse_args()
     args.compare_half = False
     bm.DIM = args.dim
