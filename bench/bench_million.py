@@ -177,16 +177,13 @@ class Corpus:
         self.n_docs = max(1, chunks // CHUNKS_PER_DOC)
         self.identifiers: list[str] = []
         qrng = np.random.default_rng(SEED + 1)
-        self.query_vectors = self._vectors(qrng, queries)
+        self.query_vectors = self.generator.sample(qrng, queries)
         self.exact = Exact(self.query_vectors)
 
     @property
     def model(self) -> str:
         """The model name the index records for these vectors."""
         return f"bench/{'clustered' if self.vectors == 'isotropic' else 'latent'}:{DIM}"
-
-    def _vectors(self, rng: np.random.Generator, n: int) -> Vec:
-        return self.generator.sample(rng, n)
 
     def batches(self, vectors: bool) -> Iterator[list[StagedDocument]]:
         rng = self.rng
@@ -197,7 +194,7 @@ class Corpus:
             word_ids = np.searchsorted(self.cdf, rng.random(int(lengths.sum()))).clip(0, VOCAB - 1)
             vecs = self.isotropic.sample(rng, n)
             if self.generator is not self.isotropic:
-                vecs = self._vectors(self.vector_rng, n)
+                vecs = self.generator.sample(self.vector_rng, n)
             keys: list[tuple[str, str]] = []
             filtered: list[bool] = []
             pos_w = 0

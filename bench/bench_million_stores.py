@@ -536,7 +536,7 @@ async def run(args: argparse.Namespace) -> None:
         if row:
             extra.append(row)
     head = (
-        f"{args.chunks:,} chunks, dim {'-' if args.no_vectors else f'{bm.DIM} {args.vectors}'}, k={K}, "
+        f"{args.chunks:,} chunks, dim {dim}, k={K}, "
         f"{args.queries} queries per figure; {load_note()} at end "
         f"({os.cpu_count()} cores, shared); total {time.perf_counter() - t0:.0f}s"
     )
