@@ -48,6 +48,7 @@ def _run(argv: list[str]) -> tuple[int, str, str]:
 async def push(app: RunningApp, *argv: str) -> tuple[int, dict[str, object], str]:
     args = ["push", "docs", *argv, "--json", "--address", f"127.0.0.1:{app.port}"]
     code, out, err = await asyncio.to_thread(_run, args)
+    assert out, f"no summary on stdout (exit {code}): {err}"
     return code, json.loads(out), err
 
 

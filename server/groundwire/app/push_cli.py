@@ -20,7 +20,7 @@ import contextlib
 import re
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -36,6 +36,7 @@ from groundwire_client import (
     PushResult,
     error_from_rpc,
     media_type_of,
+    upload_document,
     upload_requests,
 )
 from groundwire_client.v1 import ingestion_pb2
@@ -225,27 +226,39 @@ async def _upload(
 ) -> None:
     """Stream one file to UploadDocument, its operation's progress on `bar`."""
     unreadable: list[bool] = []
+    requests = upload_requests(
+        args.index, item.path, document_id=item.document_id, content=item.content
+    )
+    try:
+        header = next(requests)
+    except OSError:
+        tally.failures[item.document_id] = "UNREADABLE"
+        return
 
-    async def parts() -> AsyncIterator[ingestion_pb2.UploadDocumentRequest]:
+    def parts() -> Iterator[ingestion_pb2.UploadDocumentRequest]:
+        yield header
         try:
-            for request in upload_requests(
-                args.index, item.path, document_id=item.document_id, content=item.content
-            ):
-                yield request
+            yield from requests
         except OSError:
-            # The stream ends short (or without its header): the server refuses
-            # it, and the file fails as UNREADABLE.
+            # The stream ends short: the server refuses it, and the file fails
+            # as UNREADABLE.
             unreadable.append(True)
 
-    call = client.ingestion.UploadDocument(parts(), timeout=args.timeout, metadata=_metadata(args))
-    watcher = None if bar.disable else asyncio.create_task(_show(client, args, call, item, bar))
+    watchers: list[asyncio.Task[None]] = []
+
+    def watch(call: Any) -> None:
+        if not bar.disable and not watchers:
+            watchers.append(asyncio.create_task(_show(client, args, call, item, bar)))
+
     try:
-        response = await call
+        response = await upload_document(
+            client.ingestion, parts(), timeout=args.timeout, metadata=_metadata(args), started=watch
+        )
     except grpc.aio.AioRpcError as exc:
         tally.failures[item.document_id] = _upload_failure(exc, item, tally, bool(unreadable))
         return
     finally:
-        if watcher is not None:
+        for watcher in watchers:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher

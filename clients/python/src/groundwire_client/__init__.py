@@ -3,6 +3,7 @@ typed asyncio client (`GroundwireClient`), the same API synchronously
 (`GroundwireSyncClient`), helpers for pushing documents and rendering
 citations, and a rich-error decoder."""
 
+from groundwire_client._aio_upload import upload_document
 from groundwire_client._common import (
     TERMINAL_EVENTS,
     TERMINAL_OPERATION_STATES,
@@ -38,5 +39,6 @@ __all__ = [
     "error_from_rpc",
     "media_type_of",
     "renumbered_answer",
+    "upload_document",
     "upload_requests",
 ]

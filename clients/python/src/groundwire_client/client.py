@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from groundwire_client._aio_upload import upload_document
 from groundwire_client._common import (
     RETRYABLE_METHODS,
     TERMINAL_EVENTS,
@@ -418,7 +419,8 @@ class GroundwireClient:
         out = PushResult()
         response = await self._call(
             "UploadDocument",
-            lambda: self.ingestion.UploadDocument(
+            lambda: upload_document(
+                self.ingestion,
                 upload_requests(
                     index,
                     path,
