@@ -34,28 +34,19 @@ from pathlib import Path
 import grpc
 import httpx
 from google.protobuf import json_format
-from grpc_health.v1 import health_pb2
 
 from groundwire_client.v1 import retriever_pb2, retriever_pb2_grpc
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_grpc_retrieve import load, pct, write_bench_index
+from bench_grpc_retrieve import load, pct, until_serving, write_bench_index
 from synthetic import queries
 
 from tests.support.servers import free_port, health_stub
 
 
 async def wait_serving(ch: grpc.aio.Channel) -> None:
-    health = health_stub(ch)
-    while True:
-        try:
-            r = await health.Check(health_pb2.HealthCheckRequest(), timeout=2)
-            if r.status == health_pb2.HealthCheckResponse.SERVING:
-                return
-        except grpc.aio.AioRpcError:
-            pass
-        await asyncio.sleep(0.2)
+    await until_serving(health_stub(ch))
 
 
 class RawHttp:

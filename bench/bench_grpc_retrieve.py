@@ -31,6 +31,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2
@@ -131,6 +132,48 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
     return cfg
 
 
+def start_server(variant: str, cfg: Path, port: int) -> subprocess.Popen[bytes]:
+    """`groundwire serve` of `cfg` on 127.0.0.1:`port`, as bench/serve_variant.py's
+    `variant` (`served`: as shipped)."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("serve_variant.py")),
+            variant,
+            "--",
+            "--config",
+            str(cfg),
+            "--address",
+            f"127.0.0.1:{port}",
+        ],
+        stderr=subprocess.DEVNULL,
+    )
+
+
+async def until_serving(health: Any) -> None:
+    """Until the server answers SERVING (its index ingested)."""
+    while True:
+        try:
+            r = await health.Check(health_pb2.HealthCheckRequest(), timeout=2)
+            if r.status == health_pb2.HealthCheckResponse.SERVING:
+                return
+        except grpc.aio.AioRpcError:
+            pass
+        await asyncio.sleep(0.2)
+
+
+def lexical_requests(n: int) -> list[retriever_pb2.RetrieveRequest]:
+    """`n` lexical top-10 Retrieves of index `bench`, synthetic queries."""
+    return [
+        retriever_pb2.RetrieveRequest(
+            query=retriever_pb2.RagQuery(
+                index_name="bench", text=q, mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL, top_k=10
+            )
+        )
+        for q in queries(n)
+    ]
+
+
 def loadavg() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -160,45 +203,15 @@ async def main() -> None:
     cfg = write_bench_index(tmp, args.chunks)
     port = free_port()
     # Started once before any load is generated, so the blocking call is harmless.
-    server = subprocess.Popen(  # noqa: ASYNC220
-        [
-            sys.executable,
-            str(Path(__file__).with_name("serve_variant.py")),
-            args.variant,
-            "--",
-            "--config",
-            str(cfg),
-            "--address",
-            f"127.0.0.1:{port}",
-        ],
-        stderr=subprocess.DEVNULL,
-    )
+    server = start_server(args.variant, cfg, port)
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
             health = health_stub(ch)
             stub = retriever_pb2_grpc.RetrieverServiceStub(ch)
             t0 = time.perf_counter()
-            while True:
-                try:
-                    r = await health.Check(health_pb2.HealthCheckRequest(), timeout=2)
-                    if r.status == health_pb2.HealthCheckResponse.SERVING:
-                        break
-                except grpc.aio.AioRpcError:
-                    pass
-                await asyncio.sleep(0.2)
+            await until_serving(health)
             ingest_s = time.perf_counter() - t0
-            qs = queries(1000)
-            reqs = [
-                retriever_pb2.RetrieveRequest(
-                    query=retriever_pb2.RagQuery(
-                        index_name="bench",
-                        text=q,
-                        mode=retriever_pb2.RETRIEVAL_MODE_LEXICAL,
-                        top_k=10,
-                    )
-                )
-                for q in qs
-            ]
+            reqs = lexical_requests(1000)
             hits = 0
             for req in reqs[:50]:
                 hits += len((await stub.Retrieve(req)).results)
