@@ -45,10 +45,6 @@ from synthetic import queries
 from tests.support.servers import free_port, health_stub
 
 
-async def wait_serving(ch: grpc.aio.Channel) -> None:
-    await until_serving(health_stub(ch))
-
-
 class RawHttp:
     """One kept-alive HTTP/1.1 connection per caller, requests pre-built."""
 
@@ -157,7 +153,7 @@ async def main() -> None:
                 ),
             ) as http,
         ):
-            await wait_serving(ch)
+            await until_serving(health_stub(ch))
             stub = retriever_pb2_grpc.RetrieverServiceStub(ch)
 
             async def via_grpc(i: int) -> object:

@@ -31,7 +31,6 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2
@@ -42,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from synthetic import passages, queries
 
-from tests.support.servers import free_port, health_stub
+from tests.support.servers import AsyncHealthStub, free_port, health_stub
 
 
 async def load(
@@ -132,25 +131,7 @@ ingestion = {{ strategy = "on_startup", embed_batch_size = 512 }}
     return cfg
 
 
-def start_server(variant: str, cfg: Path, port: int) -> subprocess.Popen[bytes]:
-    """`groundwire serve` of `cfg` on 127.0.0.1:`port`, as bench/serve_variant.py's
-    `variant` (`served`: as shipped)."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("serve_variant.py")),
-            variant,
-            "--",
-            "--config",
-            str(cfg),
-            "--address",
-            f"127.0.0.1:{port}",
-        ],
-        stderr=subprocess.DEVNULL,
-    )
-
-
-async def until_serving(health: Any) -> None:
+async def until_serving(health: AsyncHealthStub) -> None:
     """Until the server answers SERVING (its index ingested)."""
     while True:
         try:
@@ -203,7 +184,19 @@ async def main() -> None:
     cfg = write_bench_index(tmp, args.chunks)
     port = free_port()
     # Started once before any load is generated, so the blocking call is harmless.
-    server = start_server(args.variant, cfg, port)
+    server = subprocess.Popen(  # noqa: ASYNC220
+        [
+            sys.executable,
+            str(Path(__file__).with_name("serve_variant.py")),
+            args.variant,
+            "--",
+            "--config",
+            str(cfg),
+            "--address",
+            f"127.0.0.1:{port}",
+        ],
+        stderr=subprocess.DEVNULL,
+    )
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
             health = health_stub(ch)

@@ -40,17 +40,9 @@ from groundwire_client.v1 import retriever_pb2_grpc
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_grpc_retrieve import (
-    cpu_seconds,
-    lexical_requests,
-    load,
-    loadavg,
-    start_server,
-    until_serving,
-    write_bench_index,
-)
+from bench_grpc_retrieve import cpu_seconds, lexical_requests, load, loadavg, write_bench_index
 
-from tests.support.servers import free_port, health_stub
+from tests.support.servers import ServerProcess, free_port, health_stub
 
 # (part, a function name py-spy prints), innermost first: a sample is filed under
 # the first part whose function is on its stack, looked up from the leaf.
@@ -156,15 +148,14 @@ async def main() -> None:
     raw_dir = args.raw or tmp
     raw_dir.mkdir(parents=True, exist_ok=True)
     cfg = write_bench_index(tmp, args.chunks)
-    port = free_port()
-    # Started once before any load is generated, so the blocking call is harmless.
-    server = start_server("served", cfg, port)
+    # `groundwire serve` as shipped, started and waited for before any load runs.
+    server = ServerProcess(cfg, free_port(), tmp / "server.log")
+    await asyncio.to_thread(server.start)
     results = []
     try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+        async with grpc.aio.insecure_channel(server.target) as ch:
             health = health_stub(ch)
             stub = retriever_pb2_grpc.RetrieverServiceStub(ch)
-            await until_serving(health)
             reqs = lexical_requests(1000)
 
             async def retrieve(i: int) -> object:
@@ -173,12 +164,14 @@ async def main() -> None:
             async def check(i: int) -> object:
                 return await health.Check(health_pb2.HealthCheckRequest(), timeout=10)
 
-            for name, call in (("Health/Check", check), ("Retrieve (lexical)", retrieve)):
-                raw = raw_dir / f"{name.split('/')[0].split(' ')[0].lower()}.txt"
+            for name, stem, call in (
+                ("Health/Check", "health", check),
+                ("Retrieve (lexical)", "retrieve", retrieve),
+            ):
+                raw = raw_dir / f"{stem}.txt"
                 results.append((name, *await profile(server.pid, call, args, raw)))
     finally:
-        server.terminate()
-        server.wait(20)
+        await asyncio.to_thread(server.stop)
         if args.raw is None:
             shutil.rmtree(tmp, ignore_errors=True)
     print(
