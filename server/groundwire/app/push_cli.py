@@ -247,12 +247,15 @@ async def _upload(
     watchers: list[asyncio.Task[None]] = []
 
     def watch(call: Any) -> None:
-        if not bar.disable and not watchers:
-            watchers.append(asyncio.create_task(_show(client, args, call, item, bar)))
+        watchers.append(asyncio.create_task(_show(client, args, call, item, bar)))
 
     try:
         response = await upload_document(
-            client.ingestion, parts(), timeout=args.timeout, metadata=_metadata(args), started=watch
+            client.ingestion,
+            parts(),
+            timeout=args.timeout,
+            metadata=_metadata(args),
+            started=None if bar.disable else watch,
         )
     except grpc.aio.AioRpcError as exc:
         tally.failures[item.document_id] = _upload_failure(exc, item, tally, bool(unreadable))
