@@ -108,3 +108,32 @@ async def test_a_call_past_its_deadline_fails_its_files_and_publishes_nothing(
     while slow.cancelled != 1:  # the server's work stopped
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.02)
+
+
+async def test_a_streamed_file_shows_its_operation_on_the_progress_bar(
+    app: RunningApp, tmp_path: Path
+) -> None:
+    """Without --json, a file streamed alone shows its operation's phase on the
+    progress bar while the server embeds it (WatchIngestion on the id the server
+    announces), and the push ends once the server is done."""
+    gate = ControlledEmbedder(gated=True)
+    app.components.catalog.get("docs").embedder = gate
+    big = tmp_path / "big.txt"
+    big.write_text(_text(MAX_PUSH_CHUNKS * 2, "big"))  # over 1 MiB: streamed alone
+    args = ["push", "docs", str(big), "--address", f"127.0.0.1:{app.port}"]
+    out, err = io.StringIO(), io.StringIO()
+
+    def run() -> int:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            return main(args)
+
+    pushing = asyncio.create_task(asyncio.to_thread(run))
+    deadline = asyncio.get_running_loop().time() + 60
+    while "big.txt: ingesting" not in err.getvalue():  # the embedder holds the push here
+        assert not pushing.done(), err.getvalue()
+        assert asyncio.get_running_loop().time() < deadline, err.getvalue()
+        await asyncio.sleep(0.02)
+    gate.release.set()
+    assert await pushing == 0, err.getvalue()
+    assert out.getvalue().startswith("1 files: 1 ingested, 0 unchanged, 0 failed (")
+    assert "big.txt: publishing" in err.getvalue()
