@@ -192,6 +192,7 @@ class Corpus:
             n = min(BATCH_DOCS, self.n_docs - start) * CHUNKS_PER_DOC
             lengths = rng.integers(60, 141, size=n)
             word_ids = np.searchsorted(self.cdf, rng.random(int(lengths.sum()))).clip(0, VOCAB - 1)
+            # Drawn in both modes: the text's stream stays the same (see __init__).
             vecs = self.isotropic.sample(rng, n)
             if self.generator is not self.isotropic:
                 vecs = self.generator.sample(self.vector_rng, n)
