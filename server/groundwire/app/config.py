@@ -52,6 +52,7 @@ from groundwire.app.url_source_config import (
 from groundwire.domain.auth import MAX_TENANT_CHARS
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.indexes import DistanceMetric, IngestionStrategy, StoreKind
+from groundwire.domain.quotas import StorageQuota
 
 __all__ = ["ConfigError", "GroundwireConfig", "SecretRef", "load_config", "parse_config"]
 
@@ -315,6 +316,16 @@ class IngestionConfig(StrictModel):
     strategy: IngestionStrategy = IngestionStrategy.MANUAL
     schedule: str | None = None
     max_file_bytes: int = Field(10 * 1024 * 1024, ge=1, le=1024 * 1024 * 1024)
+    # The chunks one document may expand to (0: no bound): past it a push is refused
+    # (RESOURCE_EXHAUSTED, DOCUMENT_CHUNKS_EXCEEDED) and a configured source's document
+    # fails TOO_LARGE. A file under max_file_bytes can otherwise become thousands of
+    # chunks (a CSV of one 1,000,000-column row: 12,699).
+    max_chunks_per_document: int = Field(4096, ge=0, le=10_000_000)
+    # What one tenant's pushes may hold in this index, in chunks and in documents
+    # (0: no bound); a push past either is refused (RESOURCE_EXHAUSTED,
+    # TENANT_QUOTA_EXCEEDED). Chunks times the chunk size bounds the stored text.
+    max_chunks_per_tenant: int = Field(1_000_000, ge=0, le=1_000_000_000)
+    max_documents_per_tenant: int = Field(1_000_000, ge=0, le=1_000_000_000)
     embed_batch_size: int = Field(64, ge=1, le=4096)
     # strategy "watch": how long the sources must be quiet after a change before
     # a run starts, in milliseconds.
@@ -331,6 +342,11 @@ class IngestionConfig(StrictModel):
     # its beginning (counted in OperationCounts.truncated_chunks), "reject" fails
     # its document with CHUNK_TOO_LONG. "reject" needs a local-onnx embedder.
     overlong_chunks: Literal["truncate", "reject"] = "truncate"
+
+    def storage_quota(self) -> StorageQuota:
+        return StorageQuota(
+            self.max_chunks_per_document, self.max_chunks_per_tenant, self.max_documents_per_tenant
+        )
 
     @model_validator(mode="after")
     def _schedule(self) -> IngestionConfig:

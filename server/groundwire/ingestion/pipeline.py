@@ -34,6 +34,7 @@ import numpy as np
 
 from groundwire.domain.chunking import Chunk
 from groundwire.domain.operations import SKIP_REASONS, DocumentFailureReason
+from groundwire.domain.quotas import document_fits
 from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import (
@@ -378,6 +379,12 @@ async def ingest_items(
         if not chunks:
             report.failed += 1
             report.failures.append(LoadFailure(loaded.document_id, DocumentFailureReason.EMPTY))
+            continue
+        if not document_fits(handle.storage_quota, len(chunks)):
+            # A configured source's document is the operator's: failed, not refused
+            # (ingestion.max_chunks_per_document; pushes are refused instead).
+            report.failed += 1
+            report.failures.append(LoadFailure(loaded.document_id, DocumentFailureReason.TOO_LARGE))
             continue
         record = DocumentRecord(
             loaded.document_id,

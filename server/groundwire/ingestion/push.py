@@ -30,6 +30,7 @@ from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.domain.operations import DocumentFailureReason
 from groundwire.domain.usage import EmbeddingUsage
 from groundwire.indexes.catalog import IndexHandle
+from groundwire.ingestion import storage_quota
 from groundwire.ingestion.loaders import DocumentFormat, LoadedDocument, LoadFailure, load_bytes
 from groundwire.ingestion.parsing import parsers
 from groundwire.ingestion.pipeline import (
@@ -332,20 +333,26 @@ async def upsert_documents(
         return PushResult(state.published_version, 0, unchanged, 0, tuple(failures))
     if planned > MAX_PUSH_CHUNKS and _batch_bounded(docs):
         raise _too_large(f"a push may write at most {MAX_PUSH_CHUNKS} chunks")
-    version = await _begin(handle)
-    try:
-        with metered() as used:
-            written = await stage_batch(
-                handle,
-                version,
-                batch,
-                lambda done: report(PushProgress(Phase.INGESTING, len(docs), planned, done)),
-            )
-    except BaseException:
-        await _discard(handle, version)
-        raise
-    await report(PushProgress(Phase.PUBLISHING, len(docs), planned, written))
-    published = await publish_for_call(handle, version, alive)
+    storage_quota.check_documents(
+        handle.storage_quota, batch, {d.document_id: i for i, d in enumerate(docs)}
+    )
+    async with storage_quota.reserved(
+        store, handle.name, tenant, handle.storage_quota, batch, live
+    ):
+        version = await _begin(handle)
+        try:
+            with metered() as used:
+                written = await stage_batch(
+                    handle,
+                    version,
+                    batch,
+                    lambda done: report(PushProgress(Phase.INGESTING, len(docs), planned, done)),
+                )
+        except BaseException:
+            await _discard(handle, version)
+            raise
+        await report(PushProgress(Phase.PUBLISHING, len(docs), planned, written))
+        published = await publish_for_call(handle, version, alive)
     return PushResult(
         published.published_version,
         len(batch),
