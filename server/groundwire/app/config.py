@@ -51,6 +51,7 @@ from groundwire.app.url_source_config import (
 )
 from groundwire.domain.auth import MAX_TENANT_CHARS
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
+from groundwire.domain.document_bounds import MAX_TITLE_CHARS, metadata_problem
 from groundwire.domain.indexes import DistanceMetric, IngestionStrategy, StoreKind
 from groundwire.domain.quotas import StorageQuota
 
@@ -61,6 +62,18 @@ INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,127}$")
 DEFAULT_STORE = "default"
 _STORE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+def _bounded_metadata(metadata: dict[str, str]) -> dict[str, str]:
+    """Configured metadata travels with every chunk: the push bounds apply
+    (domain/document_bounds.py), refused at load."""
+    problem = metadata_problem(metadata)
+    if problem is not None:
+        raise ValueError(problem)
+    return metadata
+
+
+BoundedMetadata = Annotated[dict[str, str], AfterValidator(_bounded_metadata)]
 
 
 class TlsConfig(StrictModel):
@@ -236,9 +249,9 @@ class InlineSource(StrictModel):
     kind: Literal["inline"]
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,255}$")
     text: str = Field(min_length=1)
-    title: str = ""
+    title: str = Field("", max_length=MAX_TITLE_CHARS)
     format: Literal["text", "markdown"] = "text"
-    metadata: dict[str, str] = Field(default_factory=dict)
+    metadata: BoundedMetadata = Field(default_factory=dict)
 
 
 MAX_URL_DOCUMENT_ID_CHARS = 512
@@ -270,7 +283,7 @@ class UrlSource(StrictModel):
     read_timeout_seconds: float = Field(15.0, gt=0, le=600)
     total_timeout_seconds: float = Field(60.0, gt=0, le=3600)
     max_bytes: int | None = Field(None, ge=1, le=1024 * 1024 * 1024)
-    metadata: dict[str, str] = Field(default_factory=dict)
+    metadata: BoundedMetadata = Field(default_factory=dict)
 
     @field_validator("urls", mode="before")
     @classmethod
@@ -376,7 +389,7 @@ class IndexConfig(StrictModel):
     # narrow it; on an index with sources the list must include `tenant`). Hidden,
     # the index answers as one that does not exist; `operator` keys see every index.
     tenants: TenantList | None = None
-    metadata: dict[str, str] = Field(default_factory=dict)
+    metadata: BoundedMetadata = Field(default_factory=dict)
     chunking: ChunkingConfig = ChunkingConfig()
     analysis: AnalysisConfig = AnalysisConfig()
     sources: list[SourceConfig] = Field(default_factory=list)

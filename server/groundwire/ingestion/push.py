@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from groundwire.domain.auth import check_tenant
 from groundwire.domain.chunking import Chunk
+from groundwire.domain.document_bounds import metadata_problem, title_problem
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.domain.operations import DocumentFailureReason
 from groundwire.domain.usage import EmbeddingUsage
@@ -68,7 +69,6 @@ _one_file_upload: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "one_file_upload", default=False
 )
 _DOC_ID = re.compile(r"^[^\x00-\x1f\x7f]{1,512}$")
-_META_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,17 +160,12 @@ def _validate(docs: Sequence[PushDocument], tenant: str) -> None:
                 "FIELD_OUT_OF_RANGE", f"documents[{i}].document_id", "document ids must be unique"
             )
         seen.add(d.document_id)
-        if len(d.metadata) > 32:
-            raise invalid(
-                "FIELD_OUT_OF_RANGE", f"documents[{i}].metadata", "at most 32 metadata entries"
-            )
-        for key, value in d.metadata.items():
-            if not _META_KEY.match(key) or len(value.encode()) > 256:
-                raise invalid(
-                    "FIELD_OUT_OF_RANGE",
-                    f"documents[{i}].metadata",
-                    "metadata keys are 1-128 chars of [A-Za-z0-9_.:-], values at most 256 bytes",
-                )
+        problem = title_problem(d.title)
+        if problem is not None:
+            raise invalid("FIELD_OUT_OF_RANGE", f"documents[{i}].title", problem)
+        problem = metadata_problem(d.metadata)
+        if problem is not None:
+            raise invalid("FIELD_OUT_OF_RANGE", f"documents[{i}].metadata", problem)
 
 
 def _too_large(what: str) -> GroundwireError:
