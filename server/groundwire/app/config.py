@@ -102,6 +102,12 @@ class AuthConfig(StrictModel):
     mode: Literal["api_keys", "disabled"] = "api_keys"
     keys: list[ApiKeyConfig] = Field(default_factory=list)
     public_health: bool = True
+    # Who hears an index's health name (groundwire.index.NAME): "visible", only a call
+    # whose key may see the index (the public health service reads the call's
+    # `authorization` if sent), everyone else NOT_FOUND exactly as for a missing
+    # index, so names cannot be probed; "public", anyone (for probes that cannot send
+    # a key, on a port only operators reach).
+    index_health: Literal["visible", "public"] = "visible"
     public_reflection: bool = True
 
     @model_validator(mode="after")
