@@ -8,7 +8,7 @@
     parser_small_workers = 1            # workers reserved for small files (0: none)
     parser_small_file_bytes = 262144    # the largest file the small-file lane takes
     parser_small_seconds = 1            # a small-lane job's slice; past it, the main pool
-    parser_tenant_cpu_seconds = 120     # parser CPU one tenant may spend per window (0: no budget)
+    parser_tenant_cpu_seconds = 60      # parser CPU one tenant may spend per window (0: no budget)
     parser_tenant_window_seconds = 60   # the window that budget refills over
 
 A file whose parse passes a bound fails with TOO_COMPLEX (CPU, time) or TOO_LARGE
@@ -47,8 +47,9 @@ class ParsingConfig(StrictModel):
     # refilled evenly over parser_tenant_window_seconds); a tenant past it is refused
     # with RESOURCE_EXHAUSTED (PARSE_BUDGET_EXHAUSTED), and no parse runs past what is
     # left of it. 0: no budget. Configured sources' ingestion is the operator's and
-    # has none.
-    parser_tenant_cpu_seconds: float = Field(120.0, ge=0, le=86_400)
+    # has none. The default, one core's worth on average, bites only a tenant that
+    # keeps more than one parser busy for minutes.
+    parser_tenant_cpu_seconds: float = Field(60.0, ge=0, le=86_400)
     parser_tenant_window_seconds: float = Field(60.0, ge=1, le=86_400)
 
     def limits(self) -> ParserLimits:

@@ -37,7 +37,7 @@ _PRUNE_AT = 1024
 class ParseBudget:
     """`cpu_seconds` of parser CPU per `window_seconds` per tenant (0: no budget)."""
 
-    cpu_seconds: float = 120.0
+    cpu_seconds: float = 60.0
     window_seconds: float = 60.0
 
     @property
