@@ -7,7 +7,7 @@
     parser_timeout_seconds = 60         # wall-clock bound of one file's parse
     parser_small_workers = 1            # workers reserved for small files (0: none)
     parser_small_file_bytes = 262144    # the largest file the small-file lane takes
-    parser_small_seconds = 1            # a small-lane job's slice; past it, the main pool
+    parser_small_seconds = 0.5          # a small-lane job's slice; past it, the main pool
     parser_tenant_cpu_seconds = 60      # parser CPU one tenant may spend per window (0: no budget)
     parser_tenant_window_seconds = 60   # the window that budget refills over
 
@@ -42,7 +42,7 @@ class ParsingConfig(StrictModel):
     # Wall-clock slice of one small-lane job: a file that needs longer is moved to the
     # main pool (its tenant's turn there), so a small file waits at most one slice per
     # other tenant in its lane.
-    parser_small_seconds: float = Field(1.0, ge=0.1, le=60)
+    parser_small_seconds: float = Field(0.5, ge=0.1, le=60)
     # Parser CPU-seconds one tenant's pushes may spend per window (a token bucket
     # refilled evenly over parser_tenant_window_seconds); a tenant past it is refused
     # with RESOURCE_EXHAUSTED (PARSE_BUDGET_EXHAUSTED), and no parse runs past what is

@@ -99,7 +99,7 @@ class ParserLimits:
     # the wall-clock slice of one job there (past it, the job moves to the main pool).
     small_workers: int = 1
     small_file_bytes: int = 256 * 1024
-    small_seconds: float = 1.0
+    small_seconds: float = 0.5
     # Parser CPU a tenant may spend per window (0: unbudgeted).
     tenant_budget: ParseBudget = field(default_factory=ParseBudget)
 

@@ -326,11 +326,12 @@ async def upsert_documents(
     await report(PushProgress(Phase.INGESTING, documents_read=len(docs), chunks=planned))
     if not batch:
         return PushResult(state.published_version, 0, unchanged, 0, tuple(failures))
-    if planned > MAX_PUSH_CHUNKS and _batch_bounded(docs):
-        raise _too_large(f"a push may write at most {MAX_PUSH_CHUNKS} chunks")
+    # One document past its own bound first: the more specific refusal.
     storage_quota.check_documents(
         handle.storage_quota, batch, {d.document_id: i for i, d in enumerate(docs)}
     )
+    if planned > MAX_PUSH_CHUNKS and _batch_bounded(docs):
+        raise _too_large(f"a push may write at most {MAX_PUSH_CHUNKS} chunks")
     async with storage_quota.reserved(
         store, handle.name, tenant, handle.storage_quota, batch, live
     ):
