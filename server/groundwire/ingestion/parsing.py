@@ -17,7 +17,9 @@ forkserver: a clean process, no gRPC threads inherited), and each job is bounded
   queries and embed them win the cores from a busy parser.
 
 A job killed for its bounds fails its document with TOO_COMPLEX (CPU or time) or
-TOO_LARGE (memory); a worker that died otherwise, PARSE_FAILED.
+TOO_LARGE (memory); a worker that died otherwise, PARSE_FAILED. The pool replaces a
+killed worker; nothing of a failed document is stored. Shutdown stops the workers at
+once: it never waits for a parse.
 
 Sharing the workers among tenants (issue 44: a victim's one-page PDF waited up to 43 s
 behind another tenant's hostile files on one worker):
@@ -33,9 +35,7 @@ behind another tenant's hostile files on one worker):
 - per-tenant budgets (ingestion/parse_budget.py): a tenant that has spent its parser
   CPU-seconds for the window is refused at once (RESOURCE_EXHAUSTED,
   PARSE_BUDGET_EXHAUSTED) instead of waiting, and no parse may run past what is left
-  of its tenant's budget. The pool replaces a
-killed worker; nothing of a failed document is stored. Shutdown stops the workers at
-once: it never waits for a parse.
+  of its tenant's budget.
 
 Plug-in loaders (`groundwire.loaders` entry points) are the operator's code and objects
 of the serving process: they run in a worker thread, bounded by the same text limits.
