@@ -246,8 +246,10 @@ class _Lane:
             gate = self._gates[loop] = FairGate(self.workers, self.share)
         return gate
 
-    def close(self) -> None:
+    def stop(self) -> None:
         self.pool.stop()  # type: ignore[no-untyped-call]
+
+    def join(self) -> None:
         # pebble stops its workers from a manager thread: joined with a bound, so a
         # shutdown never waits on a parser.
         self.pool.join(timeout=5)
@@ -461,9 +463,11 @@ class ParserPool:
         if self._closed:
             return
         self._closed = True
-        for lane in (self._main, self._small):
-            if lane is not None:
-                lane.close()
+        lanes = [lane for lane in (self._main, self._small) if lane is not None]
+        for lane in lanes:  # every lane's workers stopped before any is waited for
+            lane.stop()
+        for lane in lanes:
+            lane.join()
 
 
 _lock = threading.Lock()
