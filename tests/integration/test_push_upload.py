@@ -46,7 +46,11 @@ async def app(
         "store": store,
         "embedders": {"hash": {"kind": "hashing"}},
         "indexes": {
-            "docs": {"embedder": "hash", "ingestion": {"max_file_bytes": 6 * MIB}},
+            # A 5 MiB file is more chunks than the default max_chunks_per_document.
+            "docs": {
+                "embedder": "hash",
+                "ingestion": {"max_file_bytes": 6 * MIB, "max_chunks_per_document": 100_000},
+            },
             "small": {"embedder": "hash", "ingestion": {"max_file_bytes": MIB}},
             "big": {"embedder": "hash", "ingestion": {"max_file_bytes": 32 * MIB}},
         },

@@ -68,7 +68,9 @@ def _alive(pid: int) -> bool:
 
 @pytest.fixture
 def pool() -> Iterator[ParserPool]:
-    p = ParserPool(ParserLimits(workers=1, cpu_seconds=1, memory_mib=768, timeout_seconds=30))
+    p = ParserPool(
+        ParserLimits(workers=1, cpu_seconds=1, memory_mib=768, timeout_seconds=30, small_workers=0)
+    )
     yield p
     p.close()
 
@@ -95,7 +97,11 @@ async def test_a_job_past_its_cpu_budget_is_too_complex_and_the_pool_goes_on(
 
 async def test_a_job_past_its_memory_limit_is_too_large() -> None:
     # CPU enough to touch the memory even on a loaded machine: the memory bound fails it.
-    pool = ParserPool(ParserLimits(workers=1, cpu_seconds=60, memory_mib=768, timeout_seconds=120))
+    pool = ParserPool(
+        ParserLimits(
+            workers=1, cpu_seconds=60, memory_mib=768, timeout_seconds=120, small_workers=0
+        )
+    )
     try:
         failure = await pool._run(_allocate, ("", "big.docx"), "big.docx")
         assert failure == LoadFailure("big.docx", DocumentFailureReason.TOO_LARGE)
@@ -104,7 +110,9 @@ async def test_a_job_past_its_memory_limit_is_too_large() -> None:
 
 
 async def test_a_job_past_its_wall_clock_bound_is_killed() -> None:
-    pool = ParserPool(ParserLimits(workers=1, cpu_seconds=60, memory_mib=768, timeout_seconds=1))
+    pool = ParserPool(
+        ParserLimits(workers=1, cpu_seconds=60, memory_mib=768, timeout_seconds=1, small_workers=0)
+    )
     try:
         failure = await pool._run(_sleep_and_tell, ("/dev/null", "slow.pdf"), "slow.pdf")
         assert failure == LoadFailure("slow.pdf", DocumentFailureReason.TOO_COMPLEX)
@@ -132,7 +140,11 @@ async def test_a_cancelled_caller_kills_its_worker(pool: ParserPool, tmp_path: P
 
 
 async def test_close_stops_a_running_parse_without_waiting_for_it(tmp_path: Path) -> None:
-    pool = ParserPool(ParserLimits(workers=1, cpu_seconds=600, memory_mib=768, timeout_seconds=600))
+    pool = ParserPool(
+        ParserLimits(
+            workers=1, cpu_seconds=600, memory_mib=768, timeout_seconds=600, small_workers=0
+        )
+    )
     pid_file = tmp_path / "pid"
     task = asyncio.ensure_future(pool._run(_sleep_and_tell, (str(pid_file), "s.pdf"), "s.pdf"))
     for _ in range(600):

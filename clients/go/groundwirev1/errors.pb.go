@@ -161,6 +161,20 @@ const (
 	// max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
 	// Executions report TOO_MANY_EXECUTIONS instead.
 	ErrorReason_ERROR_REASON_TENANT_CONCURRENCY_LIMITED ErrorReason = 216
+	// RESOURCE_EXHAUSTED: a push would take the tenant past what it may hold in
+	// the index (the index's ingestion.max_chunks_per_tenant or
+	// ingestion.max_documents_per_tenant); ErrorInfo metadata "setting" names
+	// it. Nothing of the push was written; delete documents first.
+	ErrorReason_ERROR_REASON_TENANT_QUOTA_EXCEEDED ErrorReason = 217
+	// RESOURCE_EXHAUSTED: a pushed document expands to more chunks than the
+	// index's ingestion.max_chunks_per_document; the field violation names the
+	// document. Nothing of the push was written.
+	ErrorReason_ERROR_REASON_DOCUMENT_CHUNKS_EXCEEDED ErrorReason = 218
+	// RESOURCE_EXHAUSTED: the tenant has spent its parser CPU budget for the
+	// window ([ingestion] parser_tenant_cpu_seconds per
+	// parser_tenant_window_seconds); google.rpc.RetryInfo says when a second of
+	// it is back. Nothing of the push was written.
+	ErrorReason_ERROR_REASON_PARSE_BUDGET_EXHAUSTED ErrorReason = 219
 	// INVALID_ARGUMENT: a principal (in a document's `acl` or the
 	// x-groundwire-principals metadata) is not "user:ID" or "group:ID" with an
 	// ID of 1 to 251 characters of [A-Za-z0-9._@+/:=~-] (the value is never
@@ -322,6 +336,9 @@ var (
 		214: "ERROR_REASON_TENANT_MISMATCH",
 		215: "ERROR_REASON_TENANT_RATE_LIMITED",
 		216: "ERROR_REASON_TENANT_CONCURRENCY_LIMITED",
+		217: "ERROR_REASON_TENANT_QUOTA_EXCEEDED",
+		218: "ERROR_REASON_DOCUMENT_CHUNKS_EXCEEDED",
+		219: "ERROR_REASON_PARSE_BUDGET_EXHAUSTED",
 		250: "ERROR_REASON_INVALID_PRINCIPAL",
 		251: "ERROR_REASON_TOO_MANY_PRINCIPALS",
 		252: "ERROR_REASON_PRINCIPALS_TOO_LARGE",
@@ -407,6 +424,9 @@ var (
 		"ERROR_REASON_TENANT_MISMATCH":                     214,
 		"ERROR_REASON_TENANT_RATE_LIMITED":                 215,
 		"ERROR_REASON_TENANT_CONCURRENCY_LIMITED":          216,
+		"ERROR_REASON_TENANT_QUOTA_EXCEEDED":               217,
+		"ERROR_REASON_DOCUMENT_CHUNKS_EXCEEDED":            218,
+		"ERROR_REASON_PARSE_BUDGET_EXHAUSTED":              219,
 		"ERROR_REASON_INVALID_PRINCIPAL":                   250,
 		"ERROR_REASON_TOO_MANY_PRINCIPALS":                 251,
 		"ERROR_REASON_PRINCIPALS_TOO_LARGE":                252,
@@ -476,7 +496,7 @@ var File_groundwire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xf1\x18\n" +
+	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xf0\x19\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\x1f\n" +
@@ -526,7 +546,10 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\x1eERROR_REASON_PERMISSION_DENIED\x10\xd5\x01\x12!\n" +
 	"\x1cERROR_REASON_TENANT_MISMATCH\x10\xd6\x01\x12%\n" +
 	" ERROR_REASON_TENANT_RATE_LIMITED\x10\xd7\x01\x12,\n" +
-	"'ERROR_REASON_TENANT_CONCURRENCY_LIMITED\x10\xd8\x01\x12#\n" +
+	"'ERROR_REASON_TENANT_CONCURRENCY_LIMITED\x10\xd8\x01\x12'\n" +
+	"\"ERROR_REASON_TENANT_QUOTA_EXCEEDED\x10\xd9\x01\x12*\n" +
+	"%ERROR_REASON_DOCUMENT_CHUNKS_EXCEEDED\x10\xda\x01\x12(\n" +
+	"#ERROR_REASON_PARSE_BUDGET_EXHAUSTED\x10\xdb\x01\x12#\n" +
 	"\x1eERROR_REASON_INVALID_PRINCIPAL\x10\xfa\x01\x12%\n" +
 	" ERROR_REASON_TOO_MANY_PRINCIPALS\x10\xfb\x01\x12&\n" +
 	"!ERROR_REASON_PRINCIPALS_TOO_LARGE\x10\xfc\x01\x12!\n" +

@@ -10,6 +10,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from groundwire.api.auth import AuthPolicy
+from groundwire.api.health import IndexHealthServicer
 from groundwire.api.interceptors import ServiceInterceptor
 from groundwire.api.snapshot import SnapshotHolder
 from groundwire.domain.admission import Admission
@@ -29,7 +30,12 @@ class Health:
     `build_server` adds it to), so whatever reports readiness can be built first."""
 
     def __init__(self) -> None:
-        self.servicer = health.aio.HealthServicer()
+        self.servicer = IndexHealthServicer()
+
+    def hide_indexes(self, policy: Callable[[], AuthPolicy]) -> None:
+        """Answer an index's health name only to callers that may see the index
+        (api/health.py), under the serving generation's `policy`."""
+        self.servicer.policy = policy
 
     async def set_serving(self, names: Iterable[str], serving: bool = True) -> None:
         status = (

@@ -58,7 +58,9 @@ from groundwire.app.url_source_config import (
 from groundwire.domain.access import MAX_ACL_PRINCIPALS, MAX_CALLER_PRINCIPALS
 from groundwire.domain.auth import MAX_TENANT_CHARS
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
+from groundwire.domain.document_bounds import MAX_TITLE_CHARS, metadata_problem
 from groundwire.domain.indexes import DistanceMetric, IngestionStrategy, StoreKind
+from groundwire.domain.quotas import StorageQuota
 
 __all__ = ["ConfigError", "GroundwireConfig", "SecretRef", "load_config", "parse_config"]
 
@@ -67,6 +69,18 @@ INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,127}$")
 DEFAULT_STORE = "default"
 _STORE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+def _bounded_metadata(metadata: dict[str, str]) -> dict[str, str]:
+    """Configured metadata travels with every chunk: the push bounds apply
+    (domain/document_bounds.py), refused at load."""
+    problem = metadata_problem(metadata)
+    if problem is not None:
+        raise ValueError(problem)
+    return metadata
+
+
+BoundedMetadata = Annotated[dict[str, str], AfterValidator(_bounded_metadata)]
 
 
 class TlsConfig(StrictModel):
@@ -113,6 +127,12 @@ class AuthConfig(StrictModel):
     mode: Literal["api_keys", "disabled"] = "api_keys"
     keys: list[ApiKeyConfig] = Field(default_factory=list)
     public_health: bool = True
+    # Who hears an index's health name (groundwire.index.NAME): "visible", only a call
+    # whose key may see the index (the public health service reads the call's
+    # `authorization` if sent), everyone else NOT_FOUND exactly as for a missing
+    # index, so names cannot be probed; "public", anyone (for probes that cannot send
+    # a key, on a port only operators reach).
+    index_health: Literal["visible", "public"] = "visible"
     public_reflection: bool = True
 
     @model_validator(mode="after")
@@ -284,9 +304,9 @@ class InlineSource(_AclSource):
     kind: Literal["inline"]
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,255}$")
     text: str = Field(min_length=1)
-    title: str = ""
+    title: str = Field("", max_length=MAX_TITLE_CHARS)
     format: Literal["text", "markdown"] = "text"
-    metadata: dict[str, str] = Field(default_factory=dict)
+    metadata: BoundedMetadata = Field(default_factory=dict)
 
 
 MAX_URL_DOCUMENT_ID_CHARS = 512
@@ -318,7 +338,7 @@ class UrlSource(_AclSource):
     read_timeout_seconds: float = Field(15.0, gt=0, le=600)
     total_timeout_seconds: float = Field(60.0, gt=0, le=3600)
     max_bytes: int | None = Field(None, ge=1, le=1024 * 1024 * 1024)
-    metadata: dict[str, str] = Field(default_factory=dict)
+    metadata: BoundedMetadata = Field(default_factory=dict)
 
     @field_validator("urls", mode="before")
     @classmethod
@@ -364,6 +384,16 @@ class IngestionConfig(StrictModel):
     strategy: IngestionStrategy = IngestionStrategy.MANUAL
     schedule: str | None = None
     max_file_bytes: int = Field(10 * 1024 * 1024, ge=1, le=1024 * 1024 * 1024)
+    # The chunks one document may expand to (0: no bound): past it a push is refused
+    # (RESOURCE_EXHAUSTED, DOCUMENT_CHUNKS_EXCEEDED) and a configured source's document
+    # fails TOO_LARGE. A file under max_file_bytes can otherwise become thousands of
+    # chunks (a CSV of one 1,000,000-column row: 12,699).
+    max_chunks_per_document: int = Field(4096, ge=0, le=10_000_000)
+    # What one tenant's pushes may hold in this index, in chunks and in documents
+    # (0: no bound); a push past either is refused (RESOURCE_EXHAUSTED,
+    # TENANT_QUOTA_EXCEEDED). Chunks times the chunk size bounds the stored text.
+    max_chunks_per_tenant: int = Field(1_000_000, ge=0, le=1_000_000_000)
+    max_documents_per_tenant: int = Field(1_000_000, ge=0, le=1_000_000_000)
     embed_batch_size: int = Field(64, ge=1, le=4096)
     # strategy "watch": how long the sources must be quiet after a change before
     # a run starts, in milliseconds.
@@ -380,6 +410,11 @@ class IngestionConfig(StrictModel):
     # its beginning (counted in OperationCounts.truncated_chunks), "reject" fails
     # its document with CHUNK_TOO_LONG. "reject" needs a local-onnx embedder.
     overlong_chunks: Literal["truncate", "reject"] = "truncate"
+
+    def storage_quota(self) -> StorageQuota:
+        return StorageQuota(
+            self.max_chunks_per_document, self.max_chunks_per_tenant, self.max_documents_per_tenant
+        )
 
     @model_validator(mode="after")
     def _schedule(self) -> IngestionConfig:
@@ -409,7 +444,7 @@ class IndexConfig(StrictModel):
     # narrow it; on an index with sources the list must include `tenant`). Hidden,
     # the index answers as one that does not exist; `operator` keys see every index.
     tenants: TenantList | None = None
-    metadata: dict[str, str] = Field(default_factory=dict)
+    metadata: BoundedMetadata = Field(default_factory=dict)
     chunking: ChunkingConfig = ChunkingConfig()
     analysis: AnalysisConfig = AnalysisConfig()
     sources: list[SourceConfig] = Field(default_factory=list)

@@ -305,6 +305,7 @@ def _index_handle(
         tenant=index.tenant,
         metadata=dict(index.metadata),
         max_file_bytes=index.ingestion.max_file_bytes,
+        storage_quota=index.ingestion.storage_quota(),
         embed_batch_size=index.ingestion.embed_batch_size,
         extensions=tuple(dict.fromkeys([*index.ingestion.extensions, *index.ingestion.loaders])),
         loaders=_loaders(name, index),

@@ -131,6 +131,8 @@ async def start_app(
     )
     handles = components.catalog.handles()
     snapshots = SnapshotHolder(serving_snapshot(1, components, manager, tokens))
+    if cfg.auth.index_health == "visible":
+        health.hide_indexes(lambda: snapshots.current.auth)
     # The reloader needs the app it swaps components into; the server needs the
     # reloader (AdminService): the admin servicer reaches it through the app.
 

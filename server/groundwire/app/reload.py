@@ -98,6 +98,7 @@ RESTART_ONLY: dict[str, str] = {
     "server.tls": "TLS on or off is how the port was bound",
     "server.tls.client_ca_file": "mutual TLS on or off is how the port was bound",
     "server.reflection": "reflection is registered before the server starts",
+    "auth.index_health": "the health service is set up at start-up",
     "server.max_message_bytes": "a channel option of the bound server",
     "server.max_concurrent_rpcs": "a limit of the bound server",
     # Page tokens already handed out must stay valid.
@@ -128,6 +129,8 @@ _SERVING_ONLY_FIELDS = frozenset(
         "ready",
         "embed_batch_size",
         "watch_debounce_ms",
+        # Quotas bound the writes to come; what is stored stays valid.
+        "storage_quota",
     }
 )
 _STARTUP_STRATEGIES = frozenset(

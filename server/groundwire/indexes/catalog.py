@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from groundwire.domain.chunking import Chunker, ChunkPolicy
 from groundwire.domain.errors import not_found
+from groundwire.domain.quotas import StorageQuota
 from groundwire.domain.token_chunking import TokenCounter
 from groundwire.indexes.loaders import Loader
 from groundwire.indexes.sources import SourceConfig
@@ -36,6 +37,8 @@ class IndexHandle:
     tenant: str = ""
     metadata: Mapping[str, str] = field(default_factory=dict)
     max_file_bytes: int = 10 * 1024 * 1024
+    # Per-tenant storage bounds (domain/quotas.py), checked before staging.
+    storage_quota: StorageQuota = field(default_factory=StorageQuota)
     embed_batch_size: int = 64
     extensions: Sequence[str] = (".md", ".markdown", ".txt", ".text")
     strategy: str = "manual"

@@ -21,6 +21,22 @@ TOO_LARGE (memory); a worker that died otherwise, PARSE_FAILED. The pool replace
 killed worker; nothing of a failed document is stored. Shutdown stops the workers at
 once: it never waits for a parse.
 
+Sharing the workers among tenants (issue 44: a victim's one-page PDF waited up to 43 s
+behind another tenant's hostile files on one worker):
+
+- fair turns: each pool's workers are handed out round-robin among the tenants waiting
+  (stores/fair_gate.py), so a tenant waits for at most one job of each other tenant;
+- a reserved small-file lane: files of at most `small_file_bytes` go first to workers
+  of their own (`small_workers`), where a job may run at most `small_seconds` of wall
+  clock. A job past that is no small job: it is killed and queued again in the main
+  pool, in its tenant's turn, under the full bounds. So a small file waits in its lane
+  for at most one slice of each other tenant, never for a hostile file's whole CPU
+  limit;
+- per-tenant budgets (ingestion/parse_budget.py): a tenant that has spent its parser
+  CPU-seconds for the window is refused at once (RESOURCE_EXHAUSTED,
+  PARSE_BUDGET_EXHAUSTED) instead of waiting, and no parse may run past what is left
+  of its tenant's budget.
+
 Plug-in loaders (`groundwire.loaders` entry points) are the operator's code and objects
 of the serving process: they run in a worker thread, bounded by the same text limits.
 """
@@ -36,10 +52,11 @@ import os
 import resource
 import signal
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import spawn
 from pathlib import Path
 from typing import Any
@@ -57,6 +74,7 @@ from groundwire.ingestion.loaders import (
     load_file,
     load_with_plugin,
 )
+from groundwire.ingestion.parse_budget import ParseBudget, ParseBudgets, budget_exhausted
 from groundwire.stores import request_scope
 from groundwire.stores.fair_gate import FairGate
 
@@ -77,6 +95,13 @@ class ParserLimits:
     cpu_seconds: float = 20.0
     memory_mib: int = 1024
     timeout_seconds: float = 60.0
+    # The small-file lane: workers of its own (0: none), the largest file it takes and
+    # the wall-clock slice of one job there (past it, the job moves to the main pool).
+    small_workers: int = 1
+    small_file_bytes: int = 256 * 1024
+    small_seconds: float = 0.5
+    # Parser CPU a tenant may spend per window (0: unbudgeted).
+    tenant_budget: ParseBudget = field(default_factory=ParseBudget)
 
 
 def default_workers() -> int:
@@ -100,10 +125,17 @@ def _init_worker(memory_bytes: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _job(fn: Callable[..., Loaded], args: tuple[Any, ...], cpu_seconds: float) -> Loaded:
-    """One parse in a worker: the CPU budget armed, memory exhaustion a TOO_LARGE."""
+def _cpu_spent() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    spent = usage.ru_utime + usage.ru_stime
+    return usage.ru_utime + usage.ru_stime
+
+
+def _job(
+    fn: Callable[..., Loaded], args: tuple[Any, ...], cpu_seconds: float
+) -> tuple[Loaded, float]:
+    """One parse in a worker: the CPU budget armed, memory exhaustion a TOO_LARGE;
+    returns the outcome and the CPU-seconds the parse spent (its tenant's charge)."""
+    spent = _cpu_spent()
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
     soft = math.ceil(spent + cpu_seconds)
     if hard != resource.RLIM_INFINITY:
@@ -111,11 +143,12 @@ def _job(fn: Callable[..., Loaded], args: tuple[Any, ...], cpu_seconds: float) -
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
     document_id = str(args[1])
     try:
-        return fn(*args)
+        loaded = fn(*args)
     except MemoryError:
-        return LoadFailure(document_id, DocumentFailureReason.TOO_LARGE)
+        loaded = LoadFailure(document_id, DocumentFailureReason.TOO_LARGE)
     except RecursionError:
-        return LoadFailure(document_id, DocumentFailureReason.TOO_COMPLEX)
+        loaded = LoadFailure(document_id, DocumentFailureReason.TOO_COMPLEX)
+    return loaded, _cpu_spent() - spent
 
 
 def _file_job(
@@ -184,6 +217,51 @@ def _install_clean_workers() -> None:
     spawn.get_preparation_data = preparation_data
 
 
+class _Lane:
+    """One pool of workers and the fair turns at it (one gate per event loop)."""
+
+    def __init__(
+        self, workers: int, memory_mib: int, context: multiprocessing.context.BaseContext
+    ) -> None:
+        self.workers = workers
+        self.pool = pebble.ProcessPool(
+            max_workers=workers,
+            # A fresh worker now and then: no parser's leftovers (fragmented heap,
+            # caches) outlive a few hundred files.
+            max_tasks=200,
+            initializer=_init_worker,
+            initargs=(memory_mib * 1024 * 1024,),
+            context=context,
+        )
+        # Workers one tenant may hold at once: half of them, at least one.
+        self.share = max(1, workers // 2)
+        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, FairGate] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def gate(self) -> FairGate:
+        loop = asyncio.get_running_loop()
+        gate = self._gates.get(loop)
+        if gate is None:
+            gate = self._gates[loop] = FairGate(self.workers, self.share)
+        return gate
+
+    def stop(self) -> None:
+        self.pool.stop()  # type: ignore[no-untyped-call]
+
+    def join(self) -> None:
+        # pebble stops its workers from a manager thread: joined with a bound, so a
+        # shutdown never waits on a parser.
+        self.pool.join(timeout=5)
+
+
+class _Slice:
+    """A small-lane job that ran out of its slice: it goes on in the main pool."""
+
+
+_SLICED = _Slice()
+
+
 class ParserPool:
     """Worker processes that run the built-in loaders under `limits`."""
 
@@ -192,21 +270,14 @@ class ParserPool:
         _install_clean_workers()
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(_PRELOAD)
-        self._pool = pebble.ProcessPool(
-            max_workers=limits.workers,
-            # A fresh worker now and then: no parser's leftovers (fragmented heap,
-            # caches) outlive a few hundred files.
-            max_tasks=200,
-            initializer=_init_worker,
-            initargs=(limits.memory_mib * 1024 * 1024,),
-            context=context,
+        self._main = _Lane(limits.workers, limits.memory_mib, context)
+        self._small = (
+            _Lane(limits.small_workers, limits.memory_mib, context)
+            if limits.small_workers > 0
+            else None
         )
         self._closed = False
-        # Workers one tenant may hold at once: half of them, at least one.
-        self._share = max(1, limits.workers // 2)
-        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, FairGate] = (
-            weakref.WeakKeyDictionary()
-        )
+        self.budgets = ParseBudgets(limits.tenant_budget)
 
     async def load_file(
         self,
@@ -233,7 +304,11 @@ class ParserPool:
                 formats=formats,
             )
         args = (str(path), document_id, source_id, max_bytes, dict(metadata), formats)
-        return await self._run(_file_job, args, document_id)
+        try:
+            size = await asyncio.to_thread(os.path.getsize, path)
+        except OSError:
+            size = max_bytes  # the loader reports what is wrong with the file
+        return await self._run(_file_job, args, document_id, size)
 
     async def load_bytes(
         self,
@@ -266,7 +341,7 @@ class ParserPool:
         if len(data) > max_bytes:
             return LoadFailure(document_id, DocumentFailureReason.TOO_LARGE)
         args = (data, document_id, source_id, fmt, max_bytes, meta, fallback_title, extension)
-        return await self._run(_bytes_job, args, document_id)
+        return await self._run(_bytes_job, args, document_id, len(data))
 
     async def load_with_plugin(
         self,
@@ -291,63 +366,108 @@ class ParserPool:
         )
 
     async def _run(
-        self, fn: Callable[..., Loaded], args: tuple[Any, ...], document_id: str
+        self,
+        fn: Callable[..., Loaded],
+        args: tuple[Any, ...],
+        document_id: str,
+        size: int | None = None,
     ) -> Loaded:
+        """Run one parse job: a file of `size` bytes (None: unknown, the main pool)."""
         if self._closed:
             raise asyncio.CancelledError  # shutting down: the run is being cancelled
         # One tenant's files never queue ahead of everyone's: workers are handed out
         # round-robin among the tenants waiting (a push's caller; ingestion runs are
         # background work, one more party in the ring).
         scope = request_scope.current()
-        async with self._gate().slot(scope.tenant if scope is not None else _BACKGROUND):
-            return await self._run_now(fn, args, document_id)
-
-    def _gate(self) -> FairGate:
-        loop = asyncio.get_running_loop()
-        gate = self._gates.get(loop)
-        if gate is None:
-            gate = self._gates[loop] = FairGate(self.limits.workers, self._share)
-        return gate
+        tenant = scope.tenant if scope is not None else None
+        party = tenant if tenant is not None else _BACKGROUND
+        if tenant is not None:
+            self.budgets.require(tenant)  # a spent budget is refused now, not after a wait
+        limits = self.limits
+        if self._small is not None and size is not None and size <= limits.small_file_bytes:
+            async with self._small.gate().slot(party):
+                outcome = await self._run_now(
+                    self._small, fn, args, document_id, tenant, limits.small_seconds
+                )
+            if not isinstance(outcome, _Slice):
+                return outcome
+        async with self._main.gate().slot(party):
+            outcome = await self._run_now(
+                self._main, fn, args, document_id, tenant, limits.timeout_seconds
+            )
+        assert not isinstance(outcome, _Slice)
+        return outcome
 
     async def _run_now(
-        self, fn: Callable[..., Loaded], args: tuple[Any, ...], document_id: str
-    ) -> Loaded:
-        future = self._pool.schedule(
-            _job, args=(fn, args, self.limits.cpu_seconds), timeout=self.limits.timeout_seconds
-        )
-        # Cancelling the awaiting task (a deadline, a cancelled operation, shutdown)
-        # cancels the pebble future, which kills the worker running it.
+        self,
+        lane: _Lane,
+        fn: Callable[..., Loaded],
+        args: tuple[Any, ...],
+        document_id: str,
+        tenant: str | None,
+        timeout_s: float,
+    ) -> Loaded | _Slice:
+        """One job in `lane`'s workers under its tenant's budget (None: unbudgeted)."""
+        want = self.limits.cpu_seconds
+        granted = want if tenant is None else self.budgets.reserve(tenant, want)
+        started = time.monotonic()
+        spent: float | None = None
         try:
-            return await asyncio.wrap_future(future)
-        except FutureTimeout:
-            reason, exit_code = DocumentFailureReason.TOO_COMPLEX, None
-        except pebble.ProcessExpired as expired:
-            exit_code = expired.exitcode
-            reason = (
-                DocumentFailureReason.TOO_COMPLEX
-                if exit_code in _CPU_SIGNALS
-                else DocumentFailureReason.PARSE_FAILED
+            future = lane.pool.schedule(_job, args=(fn, args, granted), timeout=timeout_s)
+            # Cancelling the awaiting task (a deadline, a cancelled operation,
+            # shutdown) cancels the pebble future, which kills the worker running it.
+            try:
+                loaded, used = await asyncio.wrap_future(future)
+                spent = used
+                return loaded
+            except FutureTimeout:
+                if lane is self._small:
+                    log.info("small-lane parse moved to the main pool")
+                    return _SLICED
+                reason, exit_code = DocumentFailureReason.TOO_COMPLEX, None
+            except pebble.ProcessExpired as expired:
+                exit_code = expired.exitcode
+                reason = (
+                    DocumentFailureReason.TOO_COMPLEX
+                    if exit_code in _CPU_SIGNALS
+                    else DocumentFailureReason.PARSE_FAILED
+                )
+                if (
+                    tenant is not None
+                    and reason is DocumentFailureReason.TOO_COMPLEX
+                    and granted < want
+                ):
+                    # Stopped at what was left of its tenant's budget, not its own bound.
+                    raise budget_exhausted(self.budgets.refill_s(tenant)) from None
+            # Whatever else the parser raised in the worker (a library's own error on
+            # a malformed file) fails this document only.
+            except Exception as exc:
+                log.warning("document parser failed", extra={"error_type": type(exc).__name__})
+                return LoadFailure(document_id, DocumentFailureReason.PARSE_FAILED)
+            log.warning(
+                "document parser stopped",
+                extra={"reason": reason.value, "exit_code": exit_code},
             )
-        # Whatever else the parser raised in the worker (a library's own error on a
-        # malformed file) fails this document only.
-        except Exception as exc:
-            log.warning("document parser failed", extra={"error_type": type(exc).__name__})
-            return LoadFailure(document_id, DocumentFailureReason.PARSE_FAILED)
-        log.warning(
-            "document parser stopped",
-            extra={"reason": reason.value, "exit_code": exit_code},
-        )
-        return LoadFailure(document_id, reason)
+            return LoadFailure(document_id, reason)
+        finally:
+            if tenant is not None:
+                # A job that did not say what it spent (killed, timed out, cancelled)
+                # is charged its wall-clock time, at most its grant: one worker
+                # process spends at most one CPU-second per second.
+                if spent is None:
+                    spent = min(granted + 1.0, time.monotonic() - started)
+                self.budgets.settle(tenant, granted, spent)
 
     def close(self) -> None:
         """Stop every worker now (running parses are killed, not awaited)."""
         if self._closed:
             return
         self._closed = True
-        self._pool.stop()  # type: ignore[no-untyped-call]
-        # pebble stops its workers from a manager thread: joined with a bound, so a
-        # shutdown never waits on a parser.
-        self._pool.join(timeout=5)
+        lanes = [lane for lane in (self._main, self._small) if lane is not None]
+        for lane in lanes:  # every lane's workers stopped before any is waited for
+            lane.stop()
+        for lane in lanes:
+            lane.join()
 
 
 _lock = threading.Lock()

@@ -28,12 +28,14 @@ import enum
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from groundwire.domain.chunking import Chunk
+from groundwire.domain.document_bounds import MAX_SECTION_CHARS, MAX_TITLE_CHARS, bounded
 from groundwire.domain.operations import SKIP_REASONS, DocumentFailureReason
+from groundwire.domain.quotas import document_fits
 from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 from groundwire.indexes.catalog import IndexHandle
 from groundwire.ingestion.loaders import (
@@ -236,8 +238,19 @@ async def stage_batch(
     staged: list[StagedDocument] = []
     offset = 0
     for record, chunks in batch:
+        # A title and sections taken from the content are cut at their bounds
+        # (domain/document_bounds.py): each is copied into every chunk and result.
+        record = replace(record, title=bounded(record.title, MAX_TITLE_CHARS))
         rows = [
-            ChunkRecord(c.chunk_id, c.ordinal, c.start, c.end, c.text, c.section) for c in chunks
+            ChunkRecord(
+                c.chunk_id,
+                c.ordinal,
+                c.start,
+                c.end,
+                c.text,
+                bounded(c.section, MAX_SECTION_CHARS),
+            )
+            for c in chunks
         ]
         emb = None if vectors is None else vectors[offset : offset + len(chunks)]
         offset += len(chunks)
@@ -388,6 +401,12 @@ async def ingest_items(
         if not chunks:
             report.failed += 1
             report.failures.append(LoadFailure(loaded.document_id, DocumentFailureReason.EMPTY))
+            continue
+        if not document_fits(handle.storage_quota, len(chunks)):
+            # A configured source's document is the operator's: failed, not refused
+            # (ingestion.max_chunks_per_document; pushes are refused instead).
+            report.failed += 1
+            report.failures.append(LoadFailure(loaded.document_id, DocumentFailureReason.TOO_LARGE))
             continue
         record = DocumentRecord(
             loaded.document_id,

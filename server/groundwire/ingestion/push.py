@@ -26,10 +26,12 @@ from typing import Any, TypeVar
 
 from groundwire.domain.auth import check_tenant
 from groundwire.domain.chunking import Chunk
+from groundwire.domain.document_bounds import metadata_problem, title_problem
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.domain.operations import DocumentFailureReason
 from groundwire.domain.usage import EmbeddingUsage
 from groundwire.indexes.catalog import IndexHandle
+from groundwire.ingestion import storage_quota
 from groundwire.ingestion.loaders import DocumentFormat, LoadedDocument, LoadFailure, load_bytes
 from groundwire.ingestion.parsing import parsers
 from groundwire.ingestion.pipeline import (
@@ -67,7 +69,6 @@ _one_file_upload: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "one_file_upload", default=False
 )
 _DOC_ID = re.compile(r"^[^\x00-\x1f\x7f]{1,512}$")
-_META_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,17 +162,12 @@ def _validate(docs: Sequence[PushDocument], tenant: str) -> None:
                 "FIELD_OUT_OF_RANGE", f"documents[{i}].document_id", "document ids must be unique"
             )
         seen.add(d.document_id)
-        if len(d.metadata) > 32:
-            raise invalid(
-                "FIELD_OUT_OF_RANGE", f"documents[{i}].metadata", "at most 32 metadata entries"
-            )
-        for key, value in d.metadata.items():
-            if not _META_KEY.match(key) or len(value.encode()) > 256:
-                raise invalid(
-                    "FIELD_OUT_OF_RANGE",
-                    f"documents[{i}].metadata",
-                    "metadata keys are 1-128 chars of [A-Za-z0-9_.:-], values at most 256 bytes",
-                )
+        problem = title_problem(d.title)
+        if problem is not None:
+            raise invalid("FIELD_OUT_OF_RANGE", f"documents[{i}].title", problem)
+        problem = metadata_problem(d.metadata)
+        if problem is not None:
+            raise invalid("FIELD_OUT_OF_RANGE", f"documents[{i}].metadata", problem)
 
 
 def _too_large(what: str) -> GroundwireError:
@@ -332,22 +328,29 @@ async def upsert_documents(
     await report(PushProgress(Phase.INGESTING, documents_read=len(docs), chunks=planned))
     if not batch:
         return PushResult(state.published_version, 0, unchanged, 0, tuple(failures))
+    # One document past its own bound first: the more specific refusal.
+    storage_quota.check_documents(
+        handle.storage_quota, batch, {d.document_id: i for i, d in enumerate(docs)}
+    )
     if planned > MAX_PUSH_CHUNKS and _batch_bounded(docs):
         raise _too_large(f"a push may write at most {MAX_PUSH_CHUNKS} chunks")
-    version = await _begin(handle)
-    try:
-        with metered() as used:
-            written = await stage_batch(
-                handle,
-                version,
-                batch,
-                lambda done: report(PushProgress(Phase.INGESTING, len(docs), planned, done)),
-            )
-    except BaseException:
-        await _discard(handle, version)
-        raise
-    await report(PushProgress(Phase.PUBLISHING, len(docs), planned, written))
-    published = await publish_for_call(handle, version, alive)
+    async with storage_quota.reserved(
+        store, handle.name, tenant, handle.storage_quota, batch, live
+    ):
+        version = await _begin(handle)
+        try:
+            with metered() as used:
+                written = await stage_batch(
+                    handle,
+                    version,
+                    batch,
+                    lambda done: report(PushProgress(Phase.INGESTING, len(docs), planned, done)),
+                )
+        except BaseException:
+            await _discard(handle, version)
+            raise
+        await report(PushProgress(Phase.PUBLISHING, len(docs), planned, written))
+        published = await publish_for_call(handle, version, alive)
     return PushResult(
         published.published_version,
         len(batch),

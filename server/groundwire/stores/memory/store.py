@@ -28,6 +28,7 @@ from groundwire.stores.base import (
     embedding_mismatch,
     index_missing,
 )
+from groundwire.stores.memory.heap import release_free_memory
 from groundwire.stores.memory.index import INLINE_ANALYSIS_CHUNKS, Index, Staging, analyze_batch
 from groundwire.stores.memory.search import (
     LEXICAL_THREAD_THRESHOLD,
@@ -161,7 +162,9 @@ class MemoryStore:
             # Rebuilding the postings is proportional to the whole index: a worker
             # does it, and the result is applied only if nothing changed meanwhile.
             plan = idx.compaction()
-            idx.apply(plan, await off_loop(plan.build_parts))
+            if idx.apply(plan, await off_loop(plan.build_parts)):
+                del plan  # the old rows go with it, then their pages go back
+                await off_loop(release_free_memory)
         return self._state(idx)
 
     async def discard_version(self, name: str, version: int) -> None:

@@ -177,6 +177,23 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
     Executions report TOO_MANY_EXECUTIONS instead.
     """
+    ERROR_REASON_TENANT_QUOTA_EXCEEDED: _ErrorReason.ValueType  # 217
+    """RESOURCE_EXHAUSTED: a push would take the tenant past what it may hold in
+    the index (the index's ingestion.max_chunks_per_tenant or
+    ingestion.max_documents_per_tenant); ErrorInfo metadata "setting" names
+    it. Nothing of the push was written; delete documents first.
+    """
+    ERROR_REASON_DOCUMENT_CHUNKS_EXCEEDED: _ErrorReason.ValueType  # 218
+    """RESOURCE_EXHAUSTED: a pushed document expands to more chunks than the
+    index's ingestion.max_chunks_per_document; the field violation names the
+    document. Nothing of the push was written.
+    """
+    ERROR_REASON_PARSE_BUDGET_EXHAUSTED: _ErrorReason.ValueType  # 219
+    """RESOURCE_EXHAUSTED: the tenant has spent its parser CPU budget for the
+    window ([ingestion] parser_tenant_cpu_seconds per
+    parser_tenant_window_seconds); google.rpc.RetryInfo says when a second of
+    it is back. Nothing of the push was written.
+    """
     ERROR_REASON_INVALID_PRINCIPAL: _ErrorReason.ValueType  # 250
     """INVALID_ARGUMENT: a principal (in a document's `acl` or the
     x-groundwire-principals metadata) is not "user:ID" or "group:ID" with an
@@ -464,6 +481,23 @@ ERROR_REASON_TENANT_CONCURRENCY_LIMITED: ErrorReason.ValueType  # 216
 concurrent calls of this RPC family ([limits.<family>]
 max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
 Executions report TOO_MANY_EXECUTIONS instead.
+"""
+ERROR_REASON_TENANT_QUOTA_EXCEEDED: ErrorReason.ValueType  # 217
+"""RESOURCE_EXHAUSTED: a push would take the tenant past what it may hold in
+the index (the index's ingestion.max_chunks_per_tenant or
+ingestion.max_documents_per_tenant); ErrorInfo metadata "setting" names
+it. Nothing of the push was written; delete documents first.
+"""
+ERROR_REASON_DOCUMENT_CHUNKS_EXCEEDED: ErrorReason.ValueType  # 218
+"""RESOURCE_EXHAUSTED: a pushed document expands to more chunks than the
+index's ingestion.max_chunks_per_document; the field violation names the
+document. Nothing of the push was written.
+"""
+ERROR_REASON_PARSE_BUDGET_EXHAUSTED: ErrorReason.ValueType  # 219
+"""RESOURCE_EXHAUSTED: the tenant has spent its parser CPU budget for the
+window ([ingestion] parser_tenant_cpu_seconds per
+parser_tenant_window_seconds); google.rpc.RetryInfo says when a second of
+it is back. Nothing of the push was written.
 """
 ERROR_REASON_INVALID_PRINCIPAL: ErrorReason.ValueType  # 250
 """INVALID_ARGUMENT: a principal (in a document's `acl` or the
