@@ -13,6 +13,7 @@ replicas, so a restaged chunk overwrites its own point."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import uuid
@@ -91,6 +92,7 @@ def document_point_id(tenant: str, document_id: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"{DOCUMENT}{SEP}{tenant}{SEP}{document_id}"))
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def term_index(term: str) -> int:
     """A term's dimension in the sparse vector: 32 bits of its hash. Two terms
     sharing one (rare) only widen the candidates the exact BM25 rescoring reads
@@ -142,7 +144,18 @@ def payload_indexes() -> list[tuple[str, Any]]:
         ("tenant", q.KeywordIndexParams(is_tenant=True, enable_hnsw=True)),
         ("kind", keyword),
         ("document_id", keyword),
-        ("terms", keyword),
+        # A chunk's distinct terms, space-separated (a list converts per item, ~60x
+        # slower to stage): the whitespace tokenizer gives back exactly the terms.
+        (
+            "terms",
+            q.TextIndexParams(
+                tokenizer=q.TokenizerType.Whitespace,
+                lowercase=False,
+                ascii_folding=False,
+                phrase_matching=False,
+                enable_hnsw=False,
+            ),
+        ),
         ("meta_kv", keyword),
         ("dl", q.IntegerIndexParams(lookup=True, range=False, enable_hnsw=False)),
         ("meta_num[].k", keyword),
@@ -199,8 +212,8 @@ def chunk_payload(
         "title": title,
         "metadata": dict(metadata),
         **meta,
-        "terms": list(counts),
-        "tf": list(counts.values()),
+        "terms": " ".join(counts),
+        "tf": " ".join(map(str, counts.values())),
         "dl": dl,
         "a0": a0,
     }
@@ -273,3 +286,17 @@ def match(key: str, value: str) -> q.FieldCondition:
 
 def match_any(key: str, values: Sequence[str]) -> q.FieldCondition:
     return q.FieldCondition(key, match=q.MatchAny(list(values)))
+
+
+def has_term(term: str) -> q.FieldCondition:
+    """Chunks holding `term` (the whitespace-tokenized text index of `terms`)."""
+    return q.FieldCondition("terms", match=q.MatchText(term))
+
+
+def has_any_term(terms: Sequence[str]) -> q.FieldCondition:
+    return q.FieldCondition("terms", match=q.MatchTextAny(" ".join(terms)))
+
+
+def term_counts(payload: Mapping[str, Any]) -> dict[str, int]:
+    """A chunk's stored term counts."""
+    return dict(zip(payload["terms"].split(" "), map(int, payload["tf"].split(" ")), strict=True))

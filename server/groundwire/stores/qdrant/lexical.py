@@ -43,8 +43,9 @@ from groundwire.stores.qdrant.layout import (
     SPARSE,
     Condition,
     chunk_hit,
-    match,
-    match_any,
+    has_any_term,
+    has_term,
+    term_counts,
     term_index,
 )
 from groundwire.stores.qdrant.versions import TenantStats
@@ -58,9 +59,7 @@ def frequencies(edge: q.EdgeShard, tenant: str, terms: Sequence[str]) -> dict[st
     counts, no postings read). Runs in a worker thread."""
     corpus = tenant_chunks(tenant)
     return {
-        t: edge.count(
-            q.CountRequest(exact=True, filter=q.Filter(must=[*corpus, match("terms", t)]))
-        )
+        t: edge.count(q.CountRequest(exact=True, filter=q.Filter(must=[*corpus, has_term(t)])))
         for t in terms
     }
 
@@ -80,7 +79,7 @@ class _Scorer:
         self.avgdl = bm25.average_length(stats.tokens, stats.chunks)
 
     def score(self, payload: Mapping[str, Any]) -> float | None:
-        counts = dict(zip(payload["terms"], payload["tf"], strict=True))
+        counts = term_counts(payload)
         dl = float(payload["dl"])
         total, hit = 0.0, False
         for t in self.terms:
@@ -128,9 +127,9 @@ def search(
         words = [w for w in phrase if w in indexed]
         if not words:
             return LexicalResult([], len(terms), pruned)
-        anchors.extend(match("terms", w) for w in dict.fromkeys(words))
+        anchors.extend(has_term(w) for w in dict.fromkeys(words))
     scorer = _Scorer(terms, query.term_weights(), df, stats)
-    must = [*(flt.must or []), *anchors, match_any("terms", terms)]
+    must = [*(flt.must or []), *anchors, has_any_term(terms)]
     narrowed = q.Filter(must=must)
     if query.phrases:
         points = scroll_all(edge, narrowed, q.PayloadSelector.Include(LEXICAL_FIELDS))

@@ -156,7 +156,6 @@ class QdrantStore:
             analyzed = _analyze(documents, analyzer)
         async with st.lock:
             shard = await self._versions.writable(files, st)
-            points = self._points(files, st, documents, analyzed)
             by_tenant: dict[str, list[str]] = {}
             for item in documents:
                 by_tenant.setdefault(item.document.tenant, []).append(item.document.document_id)
@@ -164,6 +163,9 @@ class QdrantStore:
                 st.touched[item.document.key] = None
 
             def write() -> None:
+                # Building the points converts every payload to the engine's
+                # (about 0.2 ms a chunk): off the event loop, with the write.
+                points = self._points(files, st, documents, analyzed)
                 for tenant, ids in by_tenant.items():
                     shard.edge.update(
                         q.UpdateOperation.delete_points_by_filter(
