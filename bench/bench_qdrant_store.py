@@ -54,13 +54,15 @@ def disk(path: Path) -> int:
     return total
 
 
-async def timed(calls: list[Callable[[], Awaitable[Any]]]) -> tuple[list[float], list[Any]]:
-    for call in calls[:5]:  # warm-up
-        await call()
+async def timed(
+    call: Callable[[Any], Awaitable[Any]], items: list[Any]
+) -> tuple[list[float], list[Any]]:
+    for item in items[:5]:  # warm-up
+        await call(item)
     times, results = [], []
-    for call in calls:
+    for item in items:
         t = time.perf_counter()
-        results.append(await call())
+        results.append(await call(item))
         times.append(time.perf_counter() - t)  # seconds (pct reports ms)
     return times, results
 
@@ -97,25 +99,18 @@ def recall(hits: list[Any], exact: list[tuple[float, tuple[str, str]]]) -> float
 async def figures(store: Store, corpus: Corpus, args: argparse.Namespace) -> list[Row]:
     rows: list[Row] = []
     lexical = corpus.lexical_queries(args.queries)
-    times, _ = await timed(
-        [lambda q=q: store.search_lexical(NAME, q, K, Scope()) for _, q in lexical]
-    )
+    queries = [q for _, q in lexical]
+    times, _ = await timed(lambda q: store.search_lexical(NAME, q, K, Scope()), queries)
     rows.append(("lexical p50 / p99 (ms)", latency(times)))
-    times, _ = await timed(
-        [lambda q=q: store.search_lexical(NAME, q, K, TENTH) for _, q in lexical]
-    )
+    times, _ = await timed(lambda q: store.search_lexical(NAME, q, K, TENTH), queries)
     rows.append(("lexical, 10% filter p50 / p99 (ms)", latency(times)))
-    vectors = corpus.query_vectors[: args.queries]
+    vectors = list(corpus.query_vectors[: args.queries])
     for ef in args.ef:
         set_ef(store, ef)
-        times, found = await timed(
-            [lambda v=v: store.search_vector(NAME, v, K, Scope()) for v in vectors]
-        )
+        times, found = await timed(lambda v: store.search_vector(NAME, v, K, Scope()), vectors)
         r = np.mean([recall(h, corpus.exact.top[i]) for i, h in enumerate(found)])
         rows.append((f"vector ef={ef}: recall@10, p50 / p99 (ms)", f"{r:.3f}, {latency(times)}"))
-        times, found = await timed(
-            [lambda v=v: store.search_vector(NAME, v, K, TENTH) for v in vectors]
-        )
+        times, found = await timed(lambda v: store.search_vector(NAME, v, K, TENTH), vectors)
         r = np.mean([recall(h, corpus.exact.top_filtered[i]) for i, h in enumerate(found)])
         full = np.mean([len(h) == K for h in found])
         rows.append(
