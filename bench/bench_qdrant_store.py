@@ -50,7 +50,7 @@ def disk(path: Path) -> int:
     for root, _, files in os.walk(path):
         for f in files:
             with contextlib.suppress(OSError):
-                total += (Path(root) / f).stat().st_size
+                total += (Path(root) / f).stat().st_blocks * 512  # allocated, not apparent
     return total
 
 
