@@ -174,6 +174,14 @@ function renderDocument(r: GetDocumentResponse): void {
       h("dd", { class: "mono" }, d.sourceId),
       h("dt", {}, "Tenant"),
       h("dd", {}, d.tenant || "(untenanted)"),
+      h("dt", {}, "Access list"),
+      h(
+        "dd",
+        { "data-field": "acl" },
+        d.acl.length
+          ? h("ul", { class: "legs" }, ...d.acl.map((p) => h("li", { class: "mono" }, p)))
+          : "everyone in the tenant",
+      ),
       h("dt", {}, "Version"),
       h("dd", {}, `${fmtNumber(d.version)} · ${fmtTime(d.ingestTime)}`),
       h("dt", {}, "Size"),

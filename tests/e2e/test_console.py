@@ -74,6 +74,8 @@ async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runn
                         id="console",
                         hash=hash_key(KEY),
                         permissions=["retrieve", "execute", "ingest", "manage"],
+                        # Reads the documents it pushes with this access list.
+                        principals=["group:console-team"],
                     ),
                     ApiKeyConfig(
                         id="reader", hash=hash_key(RETRIEVE_KEY), permissions=["retrieve"]
@@ -490,10 +492,10 @@ async def test_a_tenant_without_documents_is_told_so(
 # -- documents: list, page, inspect, delete ----------------------------------------
 
 
-def upload(base_url: str, key: str, name: str, body: bytes) -> dict[str, Any]:
+def upload(base_url: str, key: str, name: str, body: bytes, acl: str = "") -> dict[str, Any]:
     """One file through the binary upload route, as the console sends it."""
     req = urllib.request.Request(
-        f"{base_url}/api/rag/indexes/demo/files?name={name}",
+        f"{base_url}/api/rag/indexes/demo/files?name={name}" + (f"&acl={acl}" if acl else ""),
         data=body,
         method="POST",
         headers={"Authorization": f"Bearer {key}", "Content-Type": "text/markdown"},
@@ -513,6 +515,7 @@ async def test_documents_list_page_inspect_and_delete(
         KEY,
         doc,
         b"# Delete me\n\nZEBRA-DELETE-55 is here.\n\n## Part two\n\nMore.\n",
+        acl="group:console-team",
     )
     assert pushed["upserted"] == 1, pushed
     page = await open_console(context, base_url, "documents")
@@ -537,6 +540,7 @@ async def test_documents_list_page_inspect_and_delete(
     detail = page.locator("#document-detail")
     await expect(detail.locator("#h-document")).to_contain_text(doc)
     await expect(detail.locator("[data-field=document-info]")).to_contain_text(f"push:{doc}")
+    await expect(detail.locator("[data-field=acl]")).to_have_text("group:console-team")
     chunks = detail.locator("ol.chunks > li")
     await expect(chunks.first).to_contain_text("ZEBRA-DELETE-55")
     await expect(chunks.first).to_contain_text("characters 0–")

@@ -94,3 +94,25 @@ async def test_demo_retrieval_all_modes_with_minilm(
     )
     resp = await stub.Retrieve(retriever_pb2.RetrieveRequest(query=q), timeout=30)
     assert resp.results[0].document_id == "policies/parental-leave.md"
+
+
+async def test_the_people_ops_page_is_read_only_with_its_principal(
+    channel: grpc.aio.Channel,
+) -> None:
+    """The demo's page with an access list (`group:people-ops`): the anonymous
+    caller is answered "not found"; a caller naming the principal is answered from
+    it, with its citation."""
+    question = "What is the range of salary band B3?"
+    anonymous = await ask(channel, question)
+    assert anonymous.answer == NOT_FOUND_ANSWER
+    assert "salary-review.md" not in str(anonymous)
+    stub = agent_pb2_grpc.AgentServiceStub(channel)
+    people_ops = (
+        await stub.Execute(
+            ag.ExecuteRequest(input=ag.ExecutionInput(agent_id="demo-assistant", message=question)),
+            metadata=(("x-groundwire-principals", "group:people-ops"),),
+            timeout=60,
+        )
+    ).result
+    assert people_ops.citations[0].document_id == "salary-review.md"
+    assert "52,000 to 61,000 euros" in people_ops.answer

@@ -40,6 +40,7 @@ def doc(
     tenant: str = "",
     metadata: dict[str, str] | None = None,
     content_hash: str = "h",
+    acl: frozenset[str] = frozenset(),
 ) -> StagedDocument:
     chunks = []
     pos = 0
@@ -47,7 +48,7 @@ def doc(
         chunks.append(ChunkRecord(f"c{i:05d}", i, pos, pos + len(t), t, "Section"))
         pos += len(t) + 1
     record = DocumentRecord(
-        doc_id, f"config:{doc_id}", content_hash, f"Title {doc_id}", tenant, metadata or {}
+        doc_id, f"config:{doc_id}", content_hash, f"Title {doc_id}", tenant, metadata or {}, acl
     )
     emb = None if vectors is None else np.stack(vectors).astype(np.float32)
     return StagedDocument(record, chunks, emb)

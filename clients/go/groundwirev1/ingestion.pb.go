@@ -2194,7 +2194,16 @@ type PushedDocument struct {
 	// application/yaml. Any other fails this document alone with
 	// UNSUPPORTED_FORMAT in the response's failures (the request's other
 	// documents are written).
-	MediaType     string `protobuf:"bytes,171,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"`
+	MediaType string `protobuf:"bytes,171,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"`
+	// Optional. The document's access list: who within its tenant may read it,
+	// at most 64 principals, each "user:ID" or "group:ID" (ID: 1 to 251 of
+	// [A-Za-z0-9._@+/:=~-], case-sensitive; INVALID_ARGUMENT / INVALID_PRINCIPAL
+	// otherwise, and nothing of the request is written). Empty: every caller of
+	// the tenant reads it. A caller reads a document with an ACL only if it holds
+	// one of its principals (its key's, or those an `act_for` key names in the
+	// `x-groundwire-principals` metadata), or the `read_all_documents` permission.
+	// Changing only the ACL publishes a new version and embeds nothing.
+	Acl           []string `protobuf:"bytes,172,rep,name=acl,proto3" json:"acl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2276,6 +2285,13 @@ func (x *PushedDocument) GetMediaType() string {
 		return x.MediaType
 	}
 	return ""
+}
+
+func (x *PushedDocument) GetAcl() []string {
+	if x != nil {
+		return x.Acl
+	}
+	return nil
 }
 
 // Request for UpsertDocuments.
@@ -2555,7 +2571,9 @@ type UploadHeader struct {
 	Metadata map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Required. The file's size in bytes (1 or more): the stream must carry
 	// exactly this many.
-	SizeBytes     uint64 `protobuf:"varint,7,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	SizeBytes uint64 `protobuf:"varint,7,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// Optional. The document's access list, as PushedDocument.acl.
+	Acl           []string `protobuf:"bytes,8,rep,name=acl,proto3" json:"acl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2637,6 +2655,13 @@ func (x *UploadHeader) GetSizeBytes() uint64 {
 		return x.SizeBytes
 	}
 	return 0
+}
+
+func (x *UploadHeader) GetAcl() []string {
+	if x != nil {
+		return x.Acl
+	}
+	return nil
 }
 
 // Response for UploadDocument: UpsertDocumentsResponse's fields for one file.
@@ -2898,7 +2923,10 @@ type DocumentInfo struct {
 	// Output only. Its metadata (configured and pushed, merged).
 	Metadata map[string]string `protobuf:"bytes,9,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Output only. Its tenant ("" = untenanted).
-	Tenant        string `protobuf:"bytes,10,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Tenant string `protobuf:"bytes,10,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Output only. Its access list, sorted (empty: every caller of the tenant
+	// reads it). Shown only to callers who may read the document.
+	Acl           []string `protobuf:"bytes,11,rep,name=acl,proto3" json:"acl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3001,6 +3029,13 @@ func (x *DocumentInfo) GetTenant() string {
 		return x.Tenant
 	}
 	return ""
+}
+
+func (x *DocumentInfo) GetAcl() []string {
+	if x != nil {
+		return x.Acl
+	}
+	return nil
 }
 
 // Request for ListDocuments.
@@ -3514,7 +3549,7 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\n" +
 	"operations\x18\x01 \x03(\v2\x18.groundwire.v1.OperationR\n" +
 	"operations\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd3\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xe6\x02\n" +
 	"\x0ePushedDocument\x12\x1f\n" +
 	"\vdocument_id\x18\x01 \x01(\tR\n" +
 	"documentId\x12\x12\n" +
@@ -3524,7 +3559,8 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\bmetadata\x18\x05 \x03(\v2+.groundwire.v1.PushedDocument.MetadataEntryR\bmetadata\x12\x19\n" +
 	"\acontent\x18\xaa\x01 \x01(\fR\acontent\x12\x1e\n" +
 	"\n" +
-	"media_type\x18\xab\x01 \x01(\tR\tmediaType\x1a;\n" +
+	"media_type\x18\xab\x01 \x01(\tR\tmediaType\x12\x11\n" +
+	"\x03acl\x18\xac\x01 \x03(\tR\x03acl\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x01\n" +
@@ -3544,7 +3580,7 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x15UploadDocumentRequest\x125\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.groundwire.v1.UploadHeaderH\x00R\x06header\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
-	"\x04part\"\xbe\x02\n" +
+	"\x04part\"\xd0\x02\n" +
 	"\fUploadHeader\x12\x1d\n" +
 	"\n" +
 	"index_name\x18\x01 \x01(\tR\tindexName\x12\x16\n" +
@@ -3556,7 +3592,8 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x05title\x18\x05 \x01(\tR\x05title\x12E\n" +
 	"\bmetadata\x18\x06 \x03(\v2).groundwire.v1.UploadHeader.MetadataEntryR\bmetadata\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\a \x01(\x04R\tsizeBytes\x1a;\n" +
+	"size_bytes\x18\a \x01(\x04R\tsizeBytes\x12\x10\n" +
+	"\x03acl\x18\b \x03(\tR\x03acl\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x02\n" +
@@ -3576,7 +3613,7 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"\x17DeleteDocumentsResponse\x12+\n" +
 	"\x11published_version\x18\x01 \x01(\x04R\x10publishedVersion\x12\x18\n" +
 	"\adeleted\x18\x02 \x01(\rR\adeleted\x12!\n" +
-	"\foperation_id\x18\x03 \x01(\tR\voperationId\"\xc2\x03\n" +
+	"\foperation_id\x18\x03 \x01(\tR\voperationId\"\xd4\x03\n" +
 	"\fDocumentInfo\x12\x1f\n" +
 	"\vdocument_id\x18\x01 \x01(\tR\n" +
 	"documentId\x12\x14\n" +
@@ -3591,7 +3628,8 @@ const file_groundwire_v1_ingestion_proto_rawDesc = "" +
 	"ingestTime\x12E\n" +
 	"\bmetadata\x18\t \x03(\v2).groundwire.v1.DocumentInfo.MetadataEntryR\bmetadata\x12\x16\n" +
 	"\x06tenant\x18\n" +
-	" \x01(\tR\x06tenant\x1a;\n" +
+	" \x01(\tR\x06tenant\x12\x10\n" +
+	"\x03acl\x18\v \x03(\tR\x03acl\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x01\n" +

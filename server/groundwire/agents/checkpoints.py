@@ -38,6 +38,7 @@ from groundwire.agents.definition import AgentDefinition
 from groundwire.agents.events import ExecutionResult
 from groundwire.agents.execution_input import ExecutionInput
 from groundwire.agents.model_loop import LoopState
+from groundwire.domain.access import PUBLIC_READERS, Readers
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.stores.base import (
     CheckpointRecord,
@@ -254,10 +255,12 @@ class Checkpointer:
         return record.state, decode_state(record.payload)
 
     async def claim(
-        self, execution_id: str, tenant: str
+        self, execution_id: str, tenant: str, readers: Readers = PUBLIC_READERS
     ) -> tuple[Claim, Lease | None, ExecutionState | None]:
         """Claim the execution: the claim, the lease when taken, and the state
-        (None when missing or busy)."""
+        (None when missing or busy). An execution started by a caller with other
+        readers (domain.access) is as missing as an unknown one: its recorded
+        evidence is what those readers could read."""
         owner = uuid.uuid4().hex
         claim = await self.store.claim_checkpoint(
             execution_id, tenant, owner, self.settings.lease_seconds
@@ -271,6 +274,10 @@ class Checkpointer:
             if lease is not None:
                 await lease.release()
             raise
+        if state.input.readers.fingerprint() != readers.fingerprint():
+            if lease is not None:
+                await lease.release()
+            return Claim(ClaimStatus.MISSING), None, None
         return claim, lease, state
 
     @property

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from groundwire.agents.client_tools import ClientToolSpec
+from groundwire.domain.access import PUBLIC_READERS, Readers
 from groundwire.domain.retrieval import MetadataFilter
 
 
@@ -47,3 +48,6 @@ class ExecutionInput:
     # The lowest published index version the execution's retrievals accept
     # (read-your-writes across replicas); 0 accepts any.
     min_index_version: int = 0
+    # Which documents the caller reads (domain.access): every retrieval of the
+    # execution is scoped by them, and only the same readers may resume it.
+    readers: Readers = PUBLIC_READERS

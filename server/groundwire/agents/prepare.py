@@ -90,7 +90,7 @@ async def _prepare(
     rag.context_budget.validate("rag.context_budget")
     rag.reranking.selection.validate("rag.reranking")
     rag = narrowed_policy(rag, inp.controls)
-    scope = Scope(inp.tenant, merge_filters(rag.filter, inp.filter))
+    scope = Scope(inp.tenant, merge_filters(rag.filter, inp.filter), inp.readers)
     pipeline = runtime.pipeline
     if rag.agentic:
         meta = rag_metadata(rag, None)
@@ -108,7 +108,7 @@ async def _prepare(
             raise failed.error from None
         turn.rag = rag_metadata(rag, outcome)
         turn.profile = await runtime.profile(agent, outcome.index_version)
-        await runtime.explain_scope(turn.rag, scope.tenant)
+        await runtime.explain_scope(turn.rag, scope.tenant, scope.readers)
         action = outcome.decision.action
         if action is Action.RETURN_NOT_FOUND:
             turn.action = PreparedAction.RETURN_NOT_FOUND

@@ -87,6 +87,7 @@ from groundwire.agents.submissions import (
     pending_answered_by,
 )
 from groundwire.agents.tools import Tool
+from groundwire.domain.access import PUBLIC_READERS, Readers
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 from groundwire.domain.grounding import framework_rules
 from groundwire.domain.profile import RetrievalProfile
@@ -221,14 +222,16 @@ class AgentRuntime:
         """The profile an execution of `agent` runs under (agents/profile.py)."""
         return await agent_profile(self._retriever, agent, version, bypassed=bypassed)
 
-    async def explain_scope(self, meta: RagMetadata, tenant: str) -> None:
+    async def explain_scope(
+        self, meta: RagMetadata, tenant: str, readers: Readers = PUBLIC_READERS
+    ) -> None:
         """When retrieval found no candidate, record whether the searched tenant
         holds no document in the index at all (a key of another tenant than the
         index's sources sees none of them)."""
         if not meta.candidates:
             try:
                 meta.tenant_scope_empty = await self._retriever.tenant_scope_empty(
-                    meta.index_name, tenant
+                    meta.index_name, tenant, readers
                 )
             except GroundwireError:
                 # An explanation only: a search that failed keeps its own error
@@ -267,6 +270,7 @@ class AgentRuntime:
         tenant: str,
         agents: AgentLookup,
         client_results: ClientResults | None = None,
+        readers: Readers = PUBLIC_READERS,
     ) -> AsyncIterator[ExecutionEvent]:
         """The events of continuing `execution_id` from its checkpoint (a
         completed one replays its recorded result; one waiting for client tool
@@ -275,7 +279,7 @@ class AgentRuntime:
         TOOL_RESULTS_EXPIRED."""
         # One claim (a single transaction) decides: run it here, replay what it
         # recorded, or refuse.
-        claim, lease, claimed = await self._checkpoints.claim(execution_id, tenant)
+        claim, lease, claimed = await self._checkpoints.claim(execution_id, tenant, readers)
         if claim.status is ClaimStatus.MISSING:
             raise execution_not_found()
         if claim.status is ClaimStatus.BUSY:
@@ -302,12 +306,13 @@ class AgentRuntime:
         results: Sequence[SubmittedResult],
         agents: AgentLookup,
         client_results: ClientResults | None = None,
+        readers: Readers = PUBLIC_READERS,
     ) -> AsyncIterator[ExecutionEvent]:
         """The events of continuing an execution in REQUIRES_ACTION with the
         caller's results of its client tool calls; every error is raised here,
         before any event, and leaves the execution waiting as it was."""
         check_unique(results)
-        claim, lease, state = await self._checkpoints.claim(execution_id, tenant)
+        claim, lease, state = await self._checkpoints.claim(execution_id, tenant, readers)
         if claim.status is ClaimStatus.MISSING:
             raise execution_not_found()
         if claim.status is ClaimStatus.BUSY:
@@ -417,7 +422,7 @@ class AgentRuntime:
         if rag is None or not rag.agentic or run.inp.controls.bypass_rag:
             return list(agent.tools)
         rag = narrowed_policy(rag, run.inp.controls)
-        scope = Scope(run.inp.tenant, merge_filters(rag.filter, run.inp.filter))
+        scope = Scope(run.inp.tenant, merge_filters(rag.filter, run.inp.filter), run.inp.readers)
         return agentic_tools(
             self._pipeline, agent, rag, scope, run.result.rag, run.inp.min_index_version
         )
@@ -449,7 +454,7 @@ class AgentRuntime:
         )
         result.citations = citations(result.answer, meta.context)
         if agentic is not None:
-            await self.explain_scope(meta, run.inp.tenant)
+            await self.explain_scope(meta, run.inp.tenant, run.inp.readers)
             # The no-context behaviour, as for up-front RAG.
             not_found = finish_agentic(agentic, meta, result)
             if not_found is not None:
@@ -474,7 +479,7 @@ class AgentRuntime:
             rag.acceptance.validate("rag.acceptance")
             rag.context_budget.validate("rag.context_budget")
             rag.reranking.selection.validate("rag.reranking")
-            scope = Scope(inp.tenant, merge_filters(rag.filter, inp.filter))
+            scope = Scope(inp.tenant, merge_filters(rag.filter, inp.filter), inp.readers)
             if rag.agentic:
                 result.rag = rag_metadata(rag, None)
                 # The version published when the execution starts; each search
@@ -517,7 +522,7 @@ class AgentRuntime:
             raise
         result.rag = rag_metadata(rag, outcome)
         result.profile = await agent_profile(self._retriever, agent, outcome.index_version)
-        await self.explain_scope(result.rag, scope.tenant)
+        await self.explain_scope(result.rag, scope.tenant, scope.readers)
         yield search_completed(eid, rag, outcome, time.perf_counter() - t0)
 
         action = outcome.decision.action

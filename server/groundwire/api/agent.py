@@ -42,6 +42,7 @@ from groundwire.api.agent_convert import (
 )
 from groundwire.api.auth import (
     agent_visible,
+    effective_readers,
     effective_tenant,
     require_agent_visible,
     visible_agents,
@@ -101,7 +102,12 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         )
         controls = controls_from_proto(inp)
         check_controls(agent, controls)
-        validated = replace(validated, controls=controls, min_index_version=inp.min_index_version)
+        validated = replace(
+            validated,
+            controls=controls,
+            min_index_version=inp.min_index_version,
+            readers=effective_readers(),
+        )
         if not inp.client_tools and not inp.HasField("client_tool_timeout"):
             return agent, validated
         tools = validate_client_tools(
@@ -176,7 +182,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self, request: agent_pb2.ResumeExecutionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> agent_pb2.ResumeExecutionResponse:
         eid, tenant = _execution_ref(request.execution_id, request.tenant)
-        events = await self._runtime.resume(eid, tenant, self._agent)
+        events = await self._runtime.resume(eid, tenant, self._agent, readers=effective_readers())
         return agent_pb2.ResumeExecutionResponse(
             result=await _final_result(events, self._snippet_chars)
         )
@@ -187,7 +193,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> AsyncIterator[agent_pb2.ResumeExecutionStreamResponse]:
         eid, tenant = _execution_ref(request.execution_id, request.tenant)
-        events = await self._runtime.resume(eid, tenant, self._agent)
+        events = await self._runtime.resume(eid, tenant, self._agent, readers=effective_readers())
         sequence = 0
         async for event in events:
             yield agent_pb2.ResumeExecutionStreamResponse(
@@ -202,7 +208,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.SubmitToolResultsResponse:
         eid, tenant = _execution_ref(request.execution_id, request.tenant)
         results = _tool_results(request.results, "results")
-        events = await self._runtime.submit_tool_results(eid, tenant, results, self._agent)
+        events = await self._runtime.submit_tool_results(
+            eid, tenant, results, self._agent, readers=effective_readers()
+        )
         return agent_pb2.SubmitToolResultsResponse(
             result=await _final_result(events, self._snippet_chars)
         )

@@ -11,12 +11,66 @@ import contextvars
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from groundwire.domain.access import (
+    MAX_CALLER_PRINCIPALS,
+    PUBLIC_READERS,
+    Readers,
+    parse_principals,
+)
 from groundwire.domain.auth import KeyRing, Permission, Principal
-from groundwire.domain.errors import GroundwireError, not_found
+from groundwire.domain.errors import GroundwireError, invalid, not_found
 
 principal_var: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
     "principal", default=None
 )
+# Which documents the call reads (domain.access), bound by the interceptor on
+# every call, with or without authentication.
+readers_var: contextvars.ContextVar[Readers] = contextvars.ContextVar(
+    "readers", default=PUBLIC_READERS
+)
+
+# The metadata an `act_for` key names its end user's principals in (comma-separated),
+# and its bound in bytes (MAX_CALLER_PRINCIPALS principals of a bounded length fit).
+PRINCIPALS_HEADER = "x-groundwire-principals"
+MAX_PRINCIPALS_HEADER_BYTES = 8192
+
+
+def parse_principals_header(value: str) -> frozenset[str]:
+    """The principals an `x-groundwire-principals` value names (INVALID_ARGUMENT for
+    an oversized, empty or malformed value; never echoed)."""
+    if len(value.encode()) > MAX_PRINCIPALS_HEADER_BYTES:
+        raise invalid(
+            "PRINCIPALS_TOO_LARGE",
+            PRINCIPALS_HEADER,
+            f"{PRINCIPALS_HEADER} exceeds {MAX_PRINCIPALS_HEADER_BYTES} bytes",
+        )
+    items = [item.strip() for item in value.split(",")]
+    return parse_principals(
+        [item for item in items if item], PRINCIPALS_HEADER, MAX_CALLER_PRINCIPALS
+    )
+
+
+def call_identity(
+    principal: Principal | None, principals_header: str | None
+) -> tuple[Principal | None, Readers]:
+    """The caller as it reads this call: a key's own readers, or its end user's
+    when an `act_for` key names them (a key without `act_for` that sends the
+    header is refused PERMISSION_DENIED). With authentication disabled there is
+    no credential to act for anyone: the header names the caller's principals,
+    and without it the caller reads documents without an ACL only."""
+    if principals_header is None:
+        return principal, PUBLIC_READERS if principal is None else principal.readers
+    named = parse_principals_header(principals_header)
+    if principal is None:
+        return None, Readers(named)
+    acting = principal.acting_for(named)
+    return acting, acting.readers
+
+
+def effective_readers() -> Readers:
+    """Which documents the current call reads (set by the interceptor)."""
+    return readers_var.get()
+
 
 # Method -> permission; None means "any authenticated key".
 _SERVICE_PERMISSIONS: Mapping[str, Permission | None] = {

@@ -11,6 +11,7 @@ from google.protobuf import timestamp_pb2
 
 from groundwire.api.auth import (
     caller_key_id,
+    effective_readers,
     effective_tenant,
     has_permission,
     index_visible,
@@ -35,6 +36,7 @@ from groundwire.api.upload import (
     read_file,
 )
 from groundwire.api.usage import usage_to_proto
+from groundwire.domain.access import parse_acl
 from groundwire.domain.auth import Permission, permission_denied
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid, not_found
 from groundwire.domain.indexes import IngestionStrategy
@@ -97,6 +99,7 @@ def _pushed_file(where: str, d: ingestion_pb2.PushedDocument) -> PushDocument:
     """A pushed document given as bytes with a media type (validated: exactly one
     of text and content, a media type, no format; a media type no loader reads
     fails the document alone with UNSUPPORTED_FORMAT)."""
+    acl = parse_acl(d.acl, f"{where}.acl")
     if d.text:
         raise invalid(
             "FIELD_OUT_OF_RANGE", f"{where}.content", "set exactly one of text and content"
@@ -122,9 +125,12 @@ def _pushed_file(where: str, d: ingestion_pb2.PushedDocument) -> PushDocument:
             metadata=dict(d.metadata),
             content=d.content,
             refused=DocumentFailureReason.UNSUPPORTED_FORMAT,
+            acl=acl,
         )
     fmt, extension = found
-    return PushDocument(d.document_id, "", d.title, fmt, dict(d.metadata), d.content, extension)
+    return PushDocument(
+        d.document_id, "", d.title, fmt, dict(d.metadata), d.content, extension, acl=acl
+    )
 
 
 def _alive(context: grpc.aio.ServicerContext[Any, Any]) -> Callable[[], bool]:
@@ -235,6 +241,7 @@ def document_to_proto(doc: DocumentInfo) -> ingestion_pb2.DocumentInfo:
         ingest_time=_ts(doc.ingested_at),
         metadata=dict(doc.metadata),
         tenant=doc.tenant,
+        acl=sorted(doc.acl),
     )
 
 
@@ -378,14 +385,15 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
             rebuild_pending=info.rebuild_pending,
         )
         # Index-wide counts and every run for an operator (and with authentication
-        # disabled); a `manage` key sees its own tenant's counts, and the runs only
-        # of an index whose configured tenant is its own (they ingest that
-        # tenant's documents).
+        # disabled): counts of every tenant and access list, never an id or a
+        # title. A `manage` key sees its own tenant's counts of the documents it
+        # may read, and the runs only of an index whose configured tenant is its
+        # own (they ingest that tenant's documents).
         runs_visible = True
         if not is_operator():
             tenant = effective_tenant("", "tenant")
             status.document_count, status.chunk_count = await handle.store.tenant_counts(
-                handle.name, tenant
+                handle.name, tenant, effective_readers()
             )
             runs_visible = handle.tenant == tenant
         if info.running is not None and runs_visible:
@@ -555,7 +563,10 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
                 raise invalid(
                     "UNKNOWN_ENUM_VALUE", f"documents[{i}].format", "unknown document format"
                 )
-            docs.append(PushDocument(d.document_id, d.text, d.title, fmt, dict(d.metadata)))
+            acl = parse_acl(d.acl, f"documents[{i}].acl")
+            docs.append(
+                PushDocument(d.document_id, d.text, d.title, fmt, dict(d.metadata), acl=acl)
+            )
         tenant = effective_tenant(request.tenant, "tenant")
         announced = Announcer(context)
         # Published only while the caller still waits (ingestion/push.py).
@@ -606,7 +617,11 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         if request.page_token and not isinstance(cursor, str):
             raise invalid("INVALID_PAGE_TOKEN", "page_token", "page_token is invalid")
         docs = await handle.store.list_documents(
-            handle.name, tenant, size + 1, cursor if isinstance(cursor, str) else None
+            handle.name,
+            tenant,
+            size + 1,
+            cursor if isinstance(cursor, str) else None,
+            effective_readers(),
         )
         page = docs[:size]
         token = (
@@ -625,13 +640,15 @@ class IngestionServicer(ingestion_pb2_grpc.IngestionManagerServiceServicer):
         if not request.document_id:
             raise invalid("FIELD_REQUIRED", "document_id", "document_id is required")
         tenant = effective_tenant(request.tenant, "tenant")
-        doc = await handle.store.get_document(handle.name, tenant, request.document_id)
+        readers = effective_readers()
+        doc = await handle.store.get_document(handle.name, tenant, request.document_id, readers)
         if doc is None:
+            # A document the caller may not read is as missing as one that is not.
             raise not_found("DOCUMENT_NOT_FOUND", "no published document with the requested id")
         resp = ingestion_pb2.GetDocumentResponse(document=document_to_proto(doc))
         if request.include_chunks:
             chunks = await handle.store.document_chunks(
-                handle.name, tenant, request.document_id, MAX_DOCUMENT_CHUNKS
+                handle.name, tenant, request.document_id, MAX_DOCUMENT_CHUNKS, readers
             )
             resp.chunks.extend(
                 ingestion_pb2.DocumentChunk(

@@ -41,7 +41,13 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from groundwire.api.admission import admission_tenant, family_of, refused
-from groundwire.api.auth import AuthPolicy, principal_var
+from groundwire.api.auth import (
+    PRINCIPALS_HEADER,
+    AuthPolicy,
+    call_identity,
+    principal_var,
+    readers_var,
+)
 from groundwire.api.errors import STATUS_CODES, to_rpc_status
 from groundwire.api.snapshot import SnapshotHolder
 from groundwire.domain.admission import Admission
@@ -240,7 +246,9 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                         with contextlib.suppress(GroundwireError):
                             principal = auth.keys.authenticate(_authorization(metadata))
                     raise
+                principal, readers = call_identity(principal, _principals_header(metadata))
                 principal_var.set(principal)
+                readers_var.set(readers)
                 if request is _MALFORMED:
                     raise MALFORMED
                 with (
@@ -325,6 +333,13 @@ async def _decoded(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         if request is _MALFORMED:
             raise MALFORMED
         yield request
+
+
+def _principals_header(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str | None:
+    for key, value in metadata or ():
+        if key == PRINCIPALS_HEADER and isinstance(value, str):
+            return value
+    return None
 
 
 def _authorization(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str | None:

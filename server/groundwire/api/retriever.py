@@ -6,7 +6,7 @@ from typing import Any
 
 import grpc
 
-from groundwire.api.auth import effective_tenant, require_index_visible
+from groundwire.api.auth import effective_readers, effective_tenant, require_index_visible
 from groundwire.api.convert import (
     filter_from_proto,
     fusion_method_from_proto,
@@ -49,6 +49,7 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
             min_version=q.min_index_version,
             feedback=feedback_from_proto(q),
             fusion_method=fusion_method_from_proto(fusion.method),
+            readers=effective_readers(),
         )
         # A hidden index answers as a missing one, at the point the engine would.
         require_index_visible(domain_request.index_name)

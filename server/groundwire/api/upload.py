@@ -113,6 +113,7 @@ def pushed_document(upload: Upload) -> ingestion_pb2.PushedDocument:
         metadata=dict(h.metadata),
         content=upload.content,
         media_type=h.media_type,
+        acl=list(h.acl),
     )
 
 

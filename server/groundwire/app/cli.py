@@ -100,7 +100,14 @@ def main(argv: list[str] | None = None) -> int:
     create.add_argument(
         "--permissions",
         default="retrieve,execute",
-        help="comma-separated: retrieve,rerank,execute,prepare,ingest,manage,operator",
+        help="comma-separated: retrieve,rerank,execute,prepare,ingest,manage,operator,"
+        "act_for,read_all_documents",
+    )
+    create.add_argument(
+        "--principals",
+        default="",
+        help="comma-separated access principals the key reads as (group:ID,user:ID):"
+        " documents whose access list names one of them",
     )
     mcp = sub.add_parser(
         "mcp", help="serve the MCP tools over stdio as a client of a running server"
@@ -122,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "keys":
         from groundwire.app.keys_cli import create_key
 
-        return create_key(args.id, args.tenant, args.permissions)
+        return create_key(args.id, args.tenant, args.permissions, args.principals)
     if args.command in ("ingest", "reload"):
         from groundwire.app.client_options import OptionError, connection
 

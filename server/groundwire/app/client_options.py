@@ -17,6 +17,7 @@ from typing import TextIO
 import grpc
 
 from groundwire_client import GroundwireClient
+from groundwire_client._common import call_metadata as client_call_metadata
 from groundwire_client._common import check_api_key
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
@@ -62,6 +63,14 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         default=120.0,
         help="deadline of each call in seconds (default 120)",
     )
+    group.add_argument(
+        "--act-for",
+        metavar="PRINCIPALS",
+        help=(
+            "comma-separated principals of the end user an act_for key calls for"
+            " (user:ID,group:ID): the answers are those that user may read"
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +81,8 @@ class Connection:
     timeout: float
     # The certificate name checked instead of the address's host (--server-name).
     server_name: str | None = None
+    # The end user's principals an `act_for` key names on every call (--act-for).
+    principals: tuple[str, ...] | None = None
 
     @property
     def options(self) -> tuple[tuple[str, str], ...]:
@@ -82,9 +93,9 @@ class Connection:
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
-        """The API key as call metadata (none without a key), for calls made on
-        the client's stubs directly."""
-        return check_api_key(self.api_key)
+        """The API key (and --act-for principals) as call metadata, for calls made
+        on the client's stubs directly."""
+        return client_call_metadata(self.api_key, self.principals)
 
     def channel(self) -> grpc.aio.Channel:
         """A channel of its own, for the commands that call the stubs directly."""
@@ -97,6 +108,7 @@ class Connection:
             credentials=self.credentials,
             timeout=self.timeout,
             options=self.options,
+            principals=self.principals,
         )
 
 
@@ -150,7 +162,13 @@ def connection(args: argparse.Namespace) -> Connection:
         )
     if not (args.timeout > 0):
         raise OptionError("--timeout must be a positive number of seconds")
-    return Connection(args.address, api_key, credentials, args.timeout, server_name)
+    principals = None
+    act_for = getattr(args, "act_for", None)
+    if act_for is not None:
+        principals = tuple(p.strip() for p in act_for.split(",") if p.strip())
+        if not principals:
+            raise OptionError("--act-for: name at least one principal")
+    return Connection(args.address, api_key, credentials, args.timeout, server_name, principals)
 
 
 class UsageError(Exception):

@@ -25,7 +25,13 @@ from groundwire.app.agent_config import (
 from groundwire.app.analysis_config import AnalysisConfig
 from groundwire.app.checkpoint_config import CheckpointConfig
 from groundwire.app.chunking_config import ChunkingConfig, check_token_chunking
-from groundwire.app.config_base import ConfigError, SecretRef, StrictModel, http_base_url
+from groundwire.app.config_base import (
+    ConfigError,
+    SecretRef,
+    StrictModel,
+    checked_principals,
+    http_base_url,
+)
 from groundwire.app.http_config import HttpConfig
 from groundwire.app.logs import ContentPreviewsConfig
 from groundwire.app.parsing_config import ParsingConfig
@@ -49,6 +55,7 @@ from groundwire.app.url_source_config import (
     url_literal_refusal,
     url_source_url,
 )
+from groundwire.domain.access import MAX_ACL_PRINCIPALS, MAX_CALLER_PRINCIPALS
 from groundwire.domain.auth import MAX_TENANT_CHARS
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.indexes import DistanceMetric, IngestionStrategy, StoreKind
@@ -76,8 +83,26 @@ class ApiKeyConfig(StrictModel):
     hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     tenant: str = Field("", max_length=MAX_TENANT_CHARS)
     permissions: list[
-        Literal["retrieve", "rerank", "execute", "ingest", "manage", "prepare", "operator"]
+        Literal[
+            "retrieve",
+            "rerank",
+            "execute",
+            "ingest",
+            "manage",
+            "prepare",
+            "operator",
+            "act_for",
+            "read_all_documents",
+        ]
     ] = Field(min_length=1)
+    # The key's access principals (`user:ID`, `group:ID`): which documents with an
+    # access list it reads in its tenant (documents without one it always reads).
+    principals: list[str] = Field(default_factory=list, max_length=MAX_CALLER_PRINCIPALS)
+
+    @field_validator("principals")
+    @classmethod
+    def _principals(cls, value: list[str]) -> list[str]:
+        return sorted(checked_principals(value, MAX_CALLER_PRINCIPALS))
 
 
 class AuthConfig(StrictModel):
@@ -202,7 +227,28 @@ _Extension = Annotated[str, Field(pattern=r"^\.[a-z0-9]{1,16}$")]
 SourceFormat = Literal["text", "markdown", "html", "pdf", "docx", "pptx", "xlsx", "odt", "epub"]
 
 
-class _FileSourceBase(StrictModel):
+def _source_acl(value: list[str]) -> list[str]:
+    return sorted(checked_principals(value, MAX_ACL_PRINCIPALS))
+
+
+# A source's access list: the principals (`user:ID`, `group:ID`) who may read its
+# documents; empty (the default): every caller of the index's tenant.
+SourceAcl = Annotated[list[str], AfterValidator(_source_acl)]
+
+
+class AclRule(StrictModel):
+    """Per-path access list of a directory source: files whose path relative to
+    the directory matches `glob` (fnmatch-style, `**` any depth) get `acl`."""
+
+    glob: str = Field(min_length=1, max_length=1024)
+    acl: SourceAcl
+
+
+class _AclSource(StrictModel):
+    acl: SourceAcl = Field(default_factory=list)
+
+
+class _FileSourceBase(_AclSource):
     # The extensions this source reads, instead of the index's
     # `ingestion.extensions`: a list of extensions (each read by its own loader,
     # built-in or an `ingestion.loaders` plug-in), or a table of extension ->
@@ -224,6 +270,9 @@ class DirectorySource(_FileSourceBase):
     path: Path
     glob: str = "**/*"
     recursive: bool = True
+    # Per-path access lists, the first matching rule winning; a file no rule
+    # matches gets the source's `acl`.
+    acl_rules: list[AclRule] = Field(default_factory=list, max_length=256)
 
 
 class FilesSource(_FileSourceBase):
@@ -231,7 +280,7 @@ class FilesSource(_FileSourceBase):
     paths: list[Path] = Field(min_length=1)
 
 
-class InlineSource(StrictModel):
+class InlineSource(_AclSource):
     kind: Literal["inline"]
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,255}$")
     text: str = Field(min_length=1)
@@ -254,7 +303,7 @@ class UrlEntryConfig(StrictModel):
         return self.id if self.id is not None else url_document_id(self.url)
 
 
-class UrlSource(StrictModel):
+class UrlSource(_AclSource):
     """Documents fetched with HTTP GET (see README "URL sources" for the policy)."""
 
     kind: Literal["url"]

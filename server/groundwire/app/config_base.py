@@ -8,6 +8,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from groundwire.domain.access import parse_principals
+from groundwire.domain.errors import GroundwireError
 from groundwire.providers.http import normalize_base_url
 
 
@@ -19,6 +21,15 @@ class StrictModel(BaseModel):
     """Every configuration section: unknown keys are errors, values are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def checked_principals(values: list[str], limit: int) -> frozenset[str]:
+    """Access principals (domain.access) of a configuration key: each well formed,
+    at most `limit` of them; a ValueError names what is wrong, never the value."""
+    try:
+        return parse_principals(values, "principals", limit)
+    except GroundwireError as err:
+        raise ValueError(err.message) from None
 
 
 def http_base_url(value: str) -> str:

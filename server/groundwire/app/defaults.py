@@ -8,6 +8,7 @@ from pathlib import Path
 from groundwire.app.config import GroundwireConfig, parse_config
 
 HANDBOOK_DIR = Path(__file__).parent / "demo" / "handbook"
+PEOPLE_OPS_DIR = Path(__file__).parent / "demo" / "people-ops"
 # Relevance 0.65 (cosine 0.3) for all-MiniLM-L6-v2: handbook questions score 0.7-0.9
 # against their pages, unrelated ones about 0.58 (see tests/e2e/test_demo_default.py).
 DEMO_MINIMUM_RELEVANCE = 0.65
@@ -30,7 +31,16 @@ def default_config(data_dir: Path | None = None) -> GroundwireConfig:
                     "embedder": "minilm",
                     "chunking": {"size": 800, "overlap": 100, "markdown_sections": True},
                     "sources": [
-                        {"kind": "directory", "path": str(HANDBOOK_DIR), "glob": "**/*.md"}
+                        {"kind": "directory", "path": str(HANDBOOK_DIR), "glob": "**/*.md"},
+                        # Readable by group:people-ops only (docs/how-to/access-lists.md):
+                        # the demo's anonymous caller never sees it; a caller naming
+                        # the principal (x-groundwire-principals) does.
+                        {
+                            "kind": "directory",
+                            "path": str(PEOPLE_OPS_DIR),
+                            "glob": "**/*.md",
+                            "acl": ["group:people-ops"],
+                        },
                     ],
                     "ingestion": {"strategy": "on_startup"},
                 }

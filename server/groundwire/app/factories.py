@@ -143,13 +143,27 @@ def _sources(index: IndexConfig) -> list[SourceConfig]:
     out: list[SourceConfig] = []
     for s in index.sources:
         if isinstance(s, DirectoryConfig):
-            out.append(DirectorySource(s.path, s.glob, s.recursive, s.extension_formats()))
+            out.append(
+                DirectorySource(
+                    s.path,
+                    s.glob,
+                    s.recursive,
+                    s.extension_formats(),
+                    frozenset(s.acl),
+                    tuple((r.glob, frozenset(r.acl)) for r in s.acl_rules),
+                )
+            )
         elif isinstance(s, FilesConfig):
-            out.append(FilesSource(tuple(s.paths), s.extension_formats()))
+            out.append(FilesSource(tuple(s.paths), s.extension_formats(), frozenset(s.acl)))
         elif isinstance(s, InlineConfig):
             out.append(
                 InlineSource(
-                    s.id, s.text, s.title, s.format == "markdown", tuple(sorted(s.metadata.items()))
+                    s.id,
+                    s.text,
+                    s.title,
+                    s.format == "markdown",
+                    tuple(sorted(s.metadata.items())),
+                    frozenset(s.acl),
                 )
             )
         elif isinstance(s, UrlConfig):
@@ -164,6 +178,7 @@ def _sources(index: IndexConfig) -> list[SourceConfig]:
                     s.total_timeout_seconds,
                     s.max_bytes,
                     tuple(sorted(s.metadata.items())),
+                    frozenset(s.acl),
                 )
             )
     return out
@@ -466,7 +481,13 @@ def auth_policy(cfg: GroundwireConfig) -> AuthPolicy:
         return AuthPolicy(None, a.public_health, a.public_reflection)
     ring = KeyRing(
         (
-            StoredKey(k.id, k.hash, k.tenant, frozenset(Permission(p) for p in k.permissions))
+            StoredKey(
+                k.id,
+                k.hash,
+                k.tenant,
+                frozenset(Permission(p) for p in k.permissions),
+                frozenset(k.principals),
+            )
             for k in a.keys
         ),
         visibility(cfg),

@@ -12,7 +12,9 @@ import json
 import re
 import sys
 
+from groundwire.domain.access import MAX_CALLER_PRINCIPALS, parse_principals
 from groundwire.domain.auth import MAX_TENANT_CHARS, Permission, generate_key, hash_key
+from groundwire.domain.errors import GroundwireError
 
 _KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -37,7 +39,18 @@ def parse_permissions(raw: str) -> list[Permission]:
     return out
 
 
-def scope_notes(tenant: str, permissions: list[Permission]) -> list[str]:
+def parse_principal_list(raw: str) -> list[str]:
+    """`--principals group:hr,user:alice` as the sorted list the entry holds."""
+    names = [p.strip() for p in raw.split(",") if p.strip()]
+    try:
+        return sorted(parse_principals(names, "--principals", MAX_CALLER_PRINCIPALS))
+    except GroundwireError as err:
+        raise KeySpecError(f"--principals: {err.message}") from None
+
+
+def scope_notes(
+    tenant: str, permissions: list[Permission], principals: list[str] | None = None
+) -> list[str]:
     """Plain-language lines: whose documents a key of `tenant` sees and what its
     permissions allow."""
     who = f'tenant "{tenant}"' if tenant else "the default (empty) tenant"
@@ -58,6 +71,19 @@ def scope_notes(tenant: str, permissions: list[Permission]) -> list[str]:
             "  - documents pushed (UpsertDocuments) by keys of the default tenant.",
             "It sees nothing of other tenants' documents.",
         ]
+    if Permission.READ_ALL_DOCUMENTS in permissions:
+        lines.append("It reads every document of the tenant, whatever its access list.")
+    elif principals:
+        lines.append(
+            "Of documents with an access list it reads those naming one of: "
+            + ", ".join(principals)
+            + "."
+        )
+    else:
+        lines.append(
+            "It has no principals: of that tenant's documents it reads only those"
+            " without an access list (--principals group:ID,user:ID adds some)."
+        )
     what = {
         Permission.RETRIEVE: "retrieve: RetrieverService.Retrieve",
         Permission.RERANK: "rerank: RerankerService",
@@ -77,13 +103,20 @@ def scope_notes(tenant: str, permissions: list[Permission]) -> list[str]:
             " agent, every tenant's counts and every operation, and starts and cancels"
             " ingestion of any index"
         ),
+        Permission.ACT_FOR: (
+            "act_for: an application acting for its users: names a user's principals per"
+            " call in the x-groundwire-principals metadata, and reads as that user"
+        ),
+        Permission.READ_ALL_DOCUMENTS: (
+            "read_all_documents: reads every document of its tenant and its access list"
+        ),
     }
     lines.append("Permissions:")
     lines += [f"  - {what[p]}" for p in permissions]
     return lines
 
 
-def create_key(key_id: str, tenant: str, permissions_arg: str) -> int:
+def create_key(key_id: str, tenant: str, permissions_arg: str, principals_arg: str = "") -> int:
     """Print a new key's config entry (stdout) and the key (stderr); 2 on bad input."""
     try:
         if not _KEY_ID.match(key_id):
@@ -91,16 +124,19 @@ def create_key(key_id: str, tenant: str, permissions_arg: str) -> int:
         if len(tenant) > MAX_TENANT_CHARS:
             raise KeySpecError(f"--tenant: at most {MAX_TENANT_CHARS} characters")
         permissions = parse_permissions(permissions_arg)
+        principals = parse_principal_list(principals_arg)
     except KeySpecError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     key = generate_key()
-    for line in scope_notes(tenant, permissions):
+    for line in scope_notes(tenant, permissions, principals):
         print(f"# {line}".rstrip())
     print("[[auth.keys]]")
     print(f"id = {json.dumps(key_id)}")
     print(f'hash = "{hash_key(key)}"')
     print(f"tenant = {json.dumps(tenant, ensure_ascii=False)}")
     print("permissions = [" + ", ".join(json.dumps(p.value) for p in permissions) + "]")
+    if principals:
+        print("principals = [" + ", ".join(json.dumps(p) for p in principals) + "]")
     print(f"API key (shown once, give it to the client): {key}", file=sys.stderr)
     return 0

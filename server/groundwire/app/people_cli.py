@@ -84,6 +84,13 @@ def add_commands(sub: Any) -> None:
     )
     push.add_argument("index")
     push.add_argument("paths", nargs="+", metavar="FILE|DIR")
+    push.add_argument(
+        "--acl",
+        default="",
+        metavar="PRINCIPALS",
+        help="comma-separated access list of every pushed document (group:ID,user:ID):"
+        " only callers holding one of them read it (default: the whole tenant)",
+    )
     for parser in (search, ask, sub.choices["indexes"], operations, push):
         add_connection_args(parser)
         parser.add_argument("--json", action="store_true", help="machine output (JSON)")

@@ -144,7 +144,9 @@ async def push(client: GroundwireClient, args: argparse.Namespace, out: TextIO) 
             tally.failures[doc_id] = "UNREADABLE"
             continue
         docs.append(
-            ingestion_pb2.PushedDocument(document_id=doc_id, content=content, media_type=media_type)
+            ingestion_pb2.PushedDocument(
+                document_id=doc_id, content=content, media_type=media_type, acl=_acl(args)
+            )
         )
     bar = tqdm(total=len(files), unit="file", desc=args.index, file=sys.stderr, disable=args.json)
     bar.update(len(tally.failures))
@@ -227,7 +229,7 @@ async def _upload(
     """Stream one file to UploadDocument, its operation's progress on `bar`."""
     unreadable: list[bool] = []
     requests = upload_requests(
-        args.index, item.path, document_id=item.document_id, content=item.content
+        args.index, item.path, document_id=item.document_id, content=item.content, acl=_acl(args)
     )
     try:
         header = next(requests)
@@ -385,3 +387,8 @@ def _message_bound(exc: grpc.aio.AioRpcError) -> int | None:
         return None
     found = re.search(r"larger than max \(\d+ vs\. (\d+)\)", exc.details() or "")
     return int(found.group(1)) if found else None
+
+
+def _acl(args: argparse.Namespace) -> list[str]:
+    """--acl as the principals each pushed document carries (checked by the server)."""
+    return [p.strip() for p in str(getattr(args, "acl", "") or "").split(",") if p.strip()]

@@ -6,7 +6,8 @@ brute-forceable, and it lets every request be checked in constant time.
 
 A key is bound to one tenant and a set of permissions. The key's tenant is
 enforced server-side: a request may repeat it or leave it empty, never name
-another one.
+another one. A key may hold access principals (domain.access): the documents it
+reads within its tenant; an `act_for` key names its end user's per call instead.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from groundwire.domain.access import ALL_READERS, PUBLIC_READERS, Readers
 from groundwire.domain.errors import ErrorKind, GroundwireError, invalid
 
 KEY_PREFIX = "gw_"
@@ -47,6 +49,12 @@ class Permission(enum.Enum):
     # every tenant's counts and every operation, and starts and cancels ingestion
     # of any index.
     OPERATOR = "operator"
+    # An application backend: names its end user's principals per call (the
+    # `x-groundwire-principals` metadata); the call reads as that user.
+    ACT_FOR = "act_for"
+    # Reads every document of the key's tenant whatever its access list (explicit
+    # administration: neither `manage` nor `operator` implies it).
+    READ_ALL_DOCUMENTS = "read_all_documents"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +80,30 @@ EVERYTHING_VISIBLE = Visibility()
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling: a key id (display only), its tenant and its permissions."""
+    """Who is calling: a credential id (display only), its tenant, its permissions
+    and which documents it reads (its access principals: domain.access). How a
+    credential maps to these is the business of `api/` (keys here, tokens from an
+    identity provider); everything below sees only this value."""
 
     key_id: str
     tenant: str
     permissions: frozenset[Permission]
     # The configuration's index and agent visibility (an operator sees everything).
     visibility: Visibility = EVERYTHING_VISIBLE
+    readers: Readers = PUBLIC_READERS
+    # Whether `readers` were named for an end user by an `act_for` key.
+    acting: bool = False
+
+    def acting_for(self, principals: frozenset[str]) -> Principal:
+        """The same caller reading as its end user, whose principals it names
+        (PERMISSION_DENIED without `act_for`). The user's principals replace the
+        key's own readers: an application never reads more than its user may."""
+        if Permission.ACT_FOR not in self.permissions:
+            raise permission_denied(
+                Permission.ACT_FOR,
+                "the API key lacks the 'act_for' permission needed to name principals",
+            )
+        return replace(self, readers=Readers(principals), acting=True)
 
     @property
     def operator(self) -> bool:
@@ -162,6 +187,17 @@ class StoredKey:
     key_hash: str
     tenant: str
     permissions: frozenset[Permission]
+    # Fixed access principals of the key (domain.access), e.g. a team's key.
+    principals: frozenset[str] = frozenset()
+
+
+def key_readers(permissions: frozenset[Permission], principals: frozenset[str]) -> Readers:
+    """What a credential reads on its own: everything of its tenant with
+    `read_all_documents`, else documents without an ACL and those naming one of
+    its principals."""
+    if Permission.READ_ALL_DOCUMENTS in permissions:
+        return ALL_READERS
+    return Readers(principals)
 
 
 def effective_permissions(permissions: Iterable[Permission]) -> frozenset[Permission]:
@@ -199,11 +235,13 @@ class KeyRing:
         digest = hash_key(token.strip())
         for stored_hash, key in self._by_hash.items():
             if hmac.compare_digest(stored_hash, digest):
+                permissions = effective_permissions(key.permissions)
                 return Principal(
                     key.key_id,
                     key.tenant,
-                    effective_permissions(key.permissions),
+                    permissions,
                     self._visibility,
+                    key_readers(permissions, key.principals),
                 )
         raise unauthenticated("unknown API key")
 

@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from groundwire.domain.access import PUBLIC_READERS, Readers
 from groundwire.domain.analysis import PLAIN, Analyzer
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.metadata_ranges import RangeCondition
@@ -47,12 +48,15 @@ class MetadataFilter:
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """What a search may see: one tenant ("" = untenanted) and metadata conditions.
+    """What a search may see: one tenant ("" = untenanted), metadata conditions and
+    the caller's readers (which documents' access lists it passes: domain.access).
 
-    Applied inside the store, before ranking, on every path."""
+    Applied inside the store, before ranking, on every path. The default readers
+    are least privilege: documents without an access list only."""
 
     tenant: str = ""
     filter: MetadataFilter = field(default_factory=MetadataFilter)
+    readers: Readers = PUBLIC_READERS
 
 
 @fast_init

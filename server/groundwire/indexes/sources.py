@@ -18,6 +18,10 @@ class DirectorySource:
     # reads it ("" for the extension's own loader, built-in or plug-in); None for
     # the index's `ingestion.extensions`.
     extensions: tuple[tuple[str, str], ...] | None = None
+    # Who may read its documents (domain.access; empty: the whole tenant), and
+    # per-path access lists as (glob, acl), the first match winning.
+    acl: frozenset[str] = frozenset()
+    acl_rules: tuple[tuple[str, frozenset[str]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +30,7 @@ class FilesSource:
 
     paths: tuple[Path, ...]
     extensions: tuple[tuple[str, str], ...] | None = None  # as DirectorySource's
+    acl: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +42,7 @@ class InlineSource:
     title: str = ""
     markdown: bool = False
     metadata: tuple[tuple[str, str], ...] = ()
+    acl: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +67,7 @@ class UrlSource:
     total_timeout_seconds: float = 60.0
     max_bytes: int | None = None  # None: the index's max_file_bytes
     metadata: tuple[tuple[str, str], ...] = field(default=())
+    acl: frozenset[str] = frozenset()
 
 
 SourceConfig = DirectorySource | FilesSource | InlineSource | UrlSource

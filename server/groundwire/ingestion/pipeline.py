@@ -102,12 +102,21 @@ class IngestionReport:
 ProgressCallback = Callable[[IngestionReport], Awaitable[None]]
 
 
-def content_hash(doc: LoadedDocument, tenant: str, metadata: Mapping[str, str]) -> str:
+def content_hash(
+    doc: LoadedDocument,
+    tenant: str,
+    metadata: Mapping[str, str],
+    acl: frozenset[str] = frozenset(),
+) -> str:
     """Hash of everything that is stored for a document, so a change of text, title,
-    tenant or metadata re-ingests it and nothing else does."""
-    payload = json.dumps(
-        [doc.text, doc.title, tenant, sorted(metadata.items())], ensure_ascii=False
-    ).encode()
+    tenant, metadata or access list re-ingests it and nothing else does. An ACL
+    change re-stages the same chunk texts, whose vectors the embedding cache holds:
+    it publishes a new version and embeds nothing. A document without an ACL hashes
+    as before access lists existed (no re-ingestion on upgrade)."""
+    fields: list[object] = [doc.text, doc.title, tenant, sorted(metadata.items())]
+    if acl:
+        fields.append(sorted(acl))
+    payload = json.dumps(fields, ensure_ascii=False).encode()
     return hashlib.sha256(payload).hexdigest()
 
 
@@ -346,6 +355,7 @@ async def ingest_items(
                 max_file_bytes=handle.max_file_bytes,
                 extensions=handle.extensions,
                 previous=None if plan.rebuilt or current is None else current.content_hash,
+                acl=item.acl,
             )
         else:
             loaded = await _load(item, handle)
@@ -359,7 +369,7 @@ async def ingest_items(
                 # Not a document of the index (any more): a published copy goes.
                 kept_ids.discard(item.document_id)
             continue
-        digest = content_hash(loaded, handle.tenant, loaded.metadata)
+        digest = content_hash(loaded, handle.tenant, loaded.metadata, item.acl)
         if (
             not plan.rebuilt
             and current is not None
@@ -386,6 +396,7 @@ async def ingest_items(
             loaded.title,
             handle.tenant,
             loaded.metadata,
+            item.acl,
         )
         batch.append((record, chunks))
         batch_chunks += len(chunks)

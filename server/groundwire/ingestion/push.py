@@ -86,6 +86,8 @@ class PushDocument:
     # Set when the document is refused before loading (a media type no loader
     # reads: UNSUPPORTED_FORMAT): reported in the failures, the rest is written.
     refused: DocumentFailureReason | None = None
+    # Who may read it (domain.access, validated by the caller); empty: the tenant.
+    acl: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,14 +391,20 @@ def _prepare(
             continue
         # The caller's title wins over the extracted one, and is what gets hashed.
         loaded = replace(loaded, title=d.title or loaded.title)
-        digest = content_hash(loaded, tenant, loaded.metadata)
+        digest = content_hash(loaded, tenant, loaded.metadata, d.acl)
         current = live.get(DocumentKey(tenant, d.document_id))
         if current is not None and current.content_hash == digest:
             unchanged += 1
             continue
         chunks = chunk_document(loaded, handle)
         record = DocumentRecord(
-            loaded.document_id, loaded.source_id, digest, loaded.title, tenant, loaded.metadata
+            loaded.document_id,
+            loaded.source_id,
+            digest,
+            loaded.title,
+            tenant,
+            loaded.metadata,
+            d.acl,
         )
         batch.append((record, chunks))
     return failures, batch, unchanged

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import base64
 import codecs
+import functools
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
@@ -64,6 +66,8 @@ class FileItem:
     # extension's own loader, a plug-in's); extensionless files are read when
     # their content is UTF-8 text, any other is skipped as UNSUPPORTED_FORMAT.
     formats: Mapping[str, DocumentFormat | None] = field(default_factory=dict)
+    # Who may read the document (domain.access; empty: the whole tenant).
+    acl: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,7 @@ class InlineItem:
     title: str
     format: DocumentFormat
     metadata: dict[str, str]
+    acl: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +85,7 @@ class UrlItem:
     document_id: str
     url: str
     source: UrlSource
+    acl: frozenset[str] = frozenset()
 
 
 SourceItem = FileItem | InlineItem | UrlItem
@@ -117,7 +123,51 @@ def _walk(src: DirectorySource, formats: Mapping[str, DocumentFormat | None]) ->
         rel = path.relative_to(root)
         if any(part.startswith(".") for part in rel.parts):
             continue
-        yield FileItem(rel.as_posix(), path, formats)
+        yield FileItem(rel.as_posix(), path, formats, path_acl(src, rel.as_posix()))
+
+
+def path_acl(src: DirectorySource, relative: str) -> frozenset[str]:
+    """A directory source's access list for one file: the first `acl_rules` entry
+    whose glob matches its relative path, else the source's `acl`."""
+    for pattern, acl in src.acl_rules:
+        if glob_matches(pattern, relative):
+            return acl
+    return src.acl
+
+
+def glob_matches(pattern: str, relative: str) -> bool:
+    """Whether a POSIX relative path matches a glob: `*` and `?` within one path
+    part, `**` across parts (`hr/**` is everything under hr/, `**/*.md` every
+    Markdown file at any depth, `[...]` a character class)."""
+    return _glob_regex(pattern).fullmatch(relative) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1 : end].replace("\\", "\\\\")
+            out.append("[^" + body[1:] + "]" if body.startswith("!") else "[" + body + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))
 
 
 def discover(sources: Sequence[SourceConfig], extensions: Sequence[str]) -> list[SourceItem]:
@@ -128,12 +178,14 @@ def discover(sources: Sequence[SourceConfig], extensions: Sequence[str]) -> list
             items.extend(_walk(src, source_formats(src.extensions, extensions)))
         elif isinstance(src, FilesSource):
             formats = source_formats(src.extensions, extensions)
-            items.extend(FileItem(p.name, p, formats) for p in src.paths)
+            acl = src.acl
+            items.extend(FileItem(p.name, p, formats, acl) for p in src.paths)
         elif isinstance(src, InlineSource):
             fmt = DocumentFormat.MARKDOWN if src.markdown else DocumentFormat.TEXT
-            items.append(InlineItem(src.id, src.text, src.title, fmt, dict(src.metadata)))
+            items.append(InlineItem(src.id, src.text, src.title, fmt, dict(src.metadata), src.acl))
         elif isinstance(src, UrlSource):
-            items.extend(UrlItem(e.document_id, e.url, src) for e in src.urls)
+            acl = src.acl
+            items.extend(UrlItem(e.document_id, e.url, src, acl) for e in src.urls)
     return items
 
 
@@ -159,9 +211,13 @@ def stored_hash(digest: str, source_state: str) -> str:
     return f"{digest}|{source_state}" if source_state else digest
 
 
-def _fingerprint(tenant: str, metadata: Mapping[str, str]) -> str:
-    # What a 304 cannot tell us changed: a new tenant or metadata must re-ingest.
-    payload = json.dumps([tenant, sorted(metadata.items())], ensure_ascii=False).encode()
+def _fingerprint(tenant: str, metadata: Mapping[str, str], acl: frozenset[str]) -> str:
+    # What a 304 cannot tell us changed: a new tenant, metadata or ACL must
+    # re-ingest (no ACL fingerprints as before access lists existed).
+    fields: list[object] = [tenant, sorted(metadata.items())]
+    if acl:
+        fields.append(sorted(acl))
+    payload = json.dumps(fields, ensure_ascii=False).encode()
     return hashlib.sha256(payload).hexdigest()[:16]
 
 
@@ -173,18 +229,29 @@ def _unb64(value: str) -> str:
     return base64.urlsafe_b64decode(value.encode("ascii")).decode("ascii")
 
 
-def source_state(validators: Validators, tenant: str, metadata: Mapping[str, str]) -> str:
+def source_state(
+    validators: Validators,
+    tenant: str,
+    metadata: Mapping[str, str],
+    acl: frozenset[str] = frozenset(),
+) -> str:
     """The source state stored with a fetched document ("" without validators)."""
     if not validators:
         return ""
-    fp = _fingerprint(tenant, metadata)
+    fp = _fingerprint(tenant, metadata, acl)
     return f"{_STATE_TAG}|{fp}|{_b64(validators.etag)}|{_b64(validators.last_modified)}"
 
 
-def stored_validators(stored: str, tenant: str, metadata: Mapping[str, str]) -> Validators | None:
+def stored_validators(
+    stored: str,
+    tenant: str,
+    metadata: Mapping[str, str],
+    acl: frozenset[str] = frozenset(),
+) -> Validators | None:
     """The validators to ask with, when the stored state is ours and still applies."""
     parts = stored.split("|")
-    if len(parts) != 5 or parts[1] != _STATE_TAG or parts[2] != _fingerprint(tenant, metadata):
+    fp = _fingerprint(tenant, metadata, acl)
+    if len(parts) != 5 or parts[1] != _STATE_TAG or parts[2] != fp:
         return None
     try:
         validators = Validators(_unb64(parts[3]), _unb64(parts[4]))
@@ -243,6 +310,7 @@ async def load_url_item(
     extensions: Sequence[str],
     previous: str | None,
     resolver: Resolver = system_resolver,
+    acl: frozenset[str] = frozenset(),
 ) -> LoadedDocument | LoadFailure | Unchanged:
     """Fetch and load one URL document. `previous` is the stored hash of the
     published document (None to fetch unconditionally, e.g. on a rebuild)."""
@@ -259,7 +327,7 @@ async def load_url_item(
         read_timeout=src.read_timeout_seconds,
         total_timeout=src.total_timeout_seconds,
     )
-    conditional = None if previous is None else stored_validators(previous, tenant, meta)
+    conditional = None if previous is None else stored_validators(previous, tenant, meta, acl)
     try:
         fetched = await fetch_url(item.url, settings, conditional=conditional, resolver=resolver)
     except FetchError as exc:
@@ -301,4 +369,4 @@ async def load_url_item(
     )
     if isinstance(loaded, LoadFailure):
         return loaded
-    return replace(loaded, source_state=source_state(fetched.validators, tenant, meta))
+    return replace(loaded, source_state=source_state(fetched.validators, tenant, meta, acl))

@@ -20,6 +20,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from groundwire.domain.access import PUBLIC_READERS, Readers
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.errors import (
     ErrorKind,
@@ -212,20 +213,23 @@ class Retriever:
             )
         if not results:
             diag.tenant_scope_empty = await self.tenant_scope_empty(
-                request.index_name, request.scope.tenant
+                request.index_name, request.scope.tenant, request.scope.readers
             )
         diag.profile = await self.profile(request.index_name, diag.index_version, state)
         diag.total_seconds = time.perf_counter() - started
         return RetrievalOutcome(tuple(results), diag)
 
-    async def tenant_scope_empty(self, index_name: str, tenant: str) -> bool:
-        """Whether `tenant` holds no published document in the index at all (so no
-        query of that scope can find anything). Reveals nothing of other tenants."""
+    async def tenant_scope_empty(
+        self, index_name: str, tenant: str, readers: Readers = PUBLIC_READERS
+    ) -> bool:
+        """Whether `tenant` holds no published document in the index that `readers`
+        may read (so no query of that scope can find anything). Reveals nothing of
+        other tenants, nor of documents the readers may not read."""
         handle = self._catalog.get(index_name)
         state = await handle.store.index_state(handle.name)
         if state.published_version == 0:
             return True
-        return not await handle.store.has_documents(handle.name, tenant)
+        return not await handle.store.has_documents(handle.name, tenant, readers)
 
     async def _semantic(
         self, handle: IndexHandle, request: RetrievalRequest, k: int, diag: RetrievalDiagnostics

@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from groundwire.domain.access import PUBLIC_READERS, Readers
 from groundwire.domain.auth import check_tenant
 from groundwire.domain.errors import invalid
 from groundwire.domain.metadata_ranges import (
@@ -230,8 +231,10 @@ def build_retrieval_request(
     min_version: int = 0,
     feedback: FeedbackInput | None = None,
     fusion_method: FusionMethod | None = None,
+    readers: Readers = PUBLIC_READERS,
 ) -> RetrievalRequest:
-    """Validate every field; the first violation raises INVALID_ARGUMENT."""
+    """Validate every field; the first violation raises INVALID_ARGUMENT. `readers`
+    (the caller's, from authentication) join the tenant in the scope."""
     if not index_name:
         raise invalid("FIELD_REQUIRED", f"{prefix}.index_name", "index_name is required")
     if len(index_name) > 128:
@@ -293,7 +296,7 @@ def build_retrieval_request(
             f"a hybrid leg_depth may be at most max({HYBRID_DEPTH_FLOOR}, "
             f"{HYBRID_DEPTH_PER_TOP_K} x top_k) = {limit} for this top_k",
         )
-    scope = Scope(tenant, build_filter(conditions, f"{prefix}.filter"))
+    scope = Scope(tenant, build_filter(conditions, f"{prefix}.filter"), readers)
     settings = None if feedback is None else build_feedback(feedback, f"{prefix}.lexical_feedback")
     return RetrievalRequest(
         index_name,

@@ -8,6 +8,9 @@ chunks they supersede disappear in one atomic step — or `discard_version` drop
 them and the previously published state keeps serving. Readers therefore see the
 old or the new version of a document, never a gap and never a mix.
 
+Access lists: a document may carry an ACL (domain.access); the scope's readers are
+applied with the tenant, before ranking, and by every document-level read.
+
 Tenancy: a document is identified by (tenant, document_id), so tenants of one index
 have separate id namespaces and never overwrite, delete or detect each other's
 documents. Scope (tenant + metadata filter) is applied inside the store before
@@ -27,6 +30,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from groundwire.domain.access import PUBLIC_READERS, Readers
 from groundwire.domain.analysis import PLAIN, Analyzer
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.indexes import DistanceMetric as DistanceMetric  # re-exported
@@ -88,6 +92,9 @@ class DocumentRecord:
     title: str = ""
     tenant: str = ""
     metadata: Mapping[str, str] = field(default_factory=dict)
+    # Who may read it (domain.access); empty: every caller of its tenant. Stored
+    # with the document and every chunk, applied by searches like the tenant.
+    acl: frozenset[str] = frozenset()
 
     @property
     def key(self) -> DocumentKey:
@@ -146,6 +153,7 @@ class DocumentInfo:
     characters: int
     version: int
     ingested_at: float
+    acl: frozenset[str] = frozenset()
 
 
 def store_unavailable(message: str) -> GroundwireError:
@@ -239,31 +247,50 @@ class Store(Protocol):
         among `keys`."""
         ...
 
-    async def has_documents(self, name: str, tenant: str) -> bool:
-        """Whether any published document of the index belongs to `tenant` (cheap:
-        an existence check; it reveals nothing of other tenants)."""
+    async def has_documents(
+        self, name: str, tenant: str, readers: Readers = PUBLIC_READERS
+    ) -> bool:
+        """Whether any published document of the index belongs to `tenant` and is
+        readable by `readers` (cheap: an existence check; it reveals nothing of
+        other tenants or of documents the readers may not read)."""
 
-    async def tenant_counts(self, name: str, tenant: str) -> tuple[int, int]:
-        """`tenant`'s published documents and chunks in the index, read from the
-        store's per-tenant statistics (never another tenant's; no listing)."""
+    async def tenant_counts(
+        self, name: str, tenant: str, readers: Readers = PUBLIC_READERS
+    ) -> tuple[int, int]:
+        """`tenant`'s published documents and chunks in the index that `readers`
+        may read: the store's per-tenant statistics when the readers pass every
+        document (never another tenant's; no listing), else a count."""
         ...
 
     async def list_documents(
-        self, name: str, tenant: str, limit: int, after: str | None
+        self,
+        name: str,
+        tenant: str,
+        limit: int,
+        after: str | None,
+        readers: Readers = PUBLIC_READERS,
     ) -> list[DocumentInfo]:
-        """At most `limit` of `tenant`'s published documents with an id after
-        `after`, ordered by id (code point order)."""
+        """At most `limit` of `tenant`'s published documents that `readers` may
+        read with an id after `after`, ordered by id (code point order)."""
         ...
 
-    async def get_document(self, name: str, tenant: str, document_id: str) -> DocumentInfo | None:
-        """One of `tenant`'s published documents, or None."""
+    async def get_document(
+        self, name: str, tenant: str, document_id: str, readers: Readers = PUBLIC_READERS
+    ) -> DocumentInfo | None:
+        """One of `tenant`'s published documents, or None (also when `readers` may
+        not read it: indistinguishable from a missing one)."""
         ...
 
     async def document_chunks(
-        self, name: str, tenant: str, document_id: str, limit: int
+        self,
+        name: str,
+        tenant: str,
+        document_id: str,
+        limit: int,
+        readers: Readers = PUBLIC_READERS,
     ) -> list[ChunkRecord]:
         """The first `limit` chunks of one of `tenant`'s published documents, in
-        order ([] when it has none or is not published)."""
+        order ([] when it has none, is not published or `readers` may not read it)."""
         ...
 
     async def search_vector(

@@ -118,6 +118,22 @@ def error_from_rpc(err: grpc.RpcError | grpc.aio.AioRpcError) -> GroundwireError
     return out
 
 
+PRINCIPALS_HEADER = "x-groundwire-principals"
+
+
+def call_metadata(
+    api_key: str | None, principals: Sequence[str] | None = None
+) -> tuple[tuple[str, str], ...]:
+    """The metadata of every call: the key, and the end user's principals an
+    `act_for` key names ("user:ID", "group:ID"; None: the key reads as itself)."""
+    metadata = check_api_key(api_key)
+    if principals is not None:
+        if any("," in p or not p.strip() for p in principals):
+            raise ValueError("a principal is non-empty and holds no comma")
+        metadata += ((PRINCIPALS_HEADER, ",".join(principals)),)
+    return metadata
+
+
 def check_api_key(api_key: str | None) -> tuple[tuple[str, str], ...]:
     """The authorization metadata for `api_key` (none for None). An empty key or
     one holding whitespace or control characters is refused (ValueError) rather
@@ -335,6 +351,8 @@ class Document:
     metadata: Mapping[str, str] = field(default_factory=dict)
     data: bytes | None = None
     media_type: str = ""
+    # Who within the tenant may read it ("user:ID", "group:ID"); empty: everyone.
+    acl: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if (self.text is None) == (self.data is None):
@@ -427,6 +445,7 @@ def pushed_document(doc: Document) -> ingestion_pb2.PushedDocument:
             media_type=doc.media_type,
             title=doc.title,
             metadata=dict(doc.metadata),
+            acl=list(doc.acl),
         )
     return ingestion_pb2.PushedDocument(
         document_id=doc.document_id,
@@ -434,6 +453,7 @@ def pushed_document(doc: Document) -> ingestion_pb2.PushedDocument:
         title=doc.title,
         format=_FORMATS[doc.format],
         metadata=dict(doc.metadata),
+        acl=list(doc.acl),
     )
 
 
@@ -501,6 +521,7 @@ def upload_requests(
     metadata: Mapping[str, str] | None = None,
     tenant: str = "",
     content: bytes | None = None,
+    acl: Sequence[str] = (),
 ) -> Iterator[ingestion_pb2.UploadDocumentRequest]:
     """UploadDocument's stream for one file: its header (document id: the file's
     name unless given; media type by `media_type_of`), then its bytes in parts of
@@ -517,6 +538,7 @@ def upload_requests(
         title=title,
         metadata=dict(metadata or {}),
         size_bytes=p.stat().st_size if content is None else len(content),
+        acl=list(acl),
     )
     yield ingestion_pb2.UploadDocumentRequest(header=header)
     if content is not None:

@@ -34,7 +34,7 @@ from groundwire_client._common import (
     RagControls,
     RetryPolicy,
     Role,
-    check_api_key,
+    call_metadata,
     client_tool,
     delete_requests,
     document_from_file,
@@ -86,8 +86,11 @@ class GroundwireClient:
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
         options: Sequence[tuple[str, Any]] = (),
+        principals: Sequence[str] | None = None,
     ) -> None:
-        self._metadata = check_api_key(api_key)
+        # `principals`: an `act_for` key's end user ("user:ID", "group:ID"), sent
+        # on every call; the server answers from what that user may read.
+        self._metadata = call_metadata(api_key, principals)
         # `options`: gRPC channel arguments, as for GroundwireSyncClient (e.g.
         # ("grpc.ssl_target_name_override", name) to verify another certificate name).
         if credentials is not None:
@@ -412,6 +415,7 @@ class GroundwireClient:
         metadata: Mapping[str, str] | None = None,
         tenant: str = "",
         timeout: float | None = None,  # noqa: ASYNC109 (a gRPC deadline)
+        acl: Sequence[str] = (),
     ) -> PushResult:
         """Upsert one local file streamed in 1 MiB parts (UploadDocument): files of
         any size up to the index's max_file_bytes (tens of MB), where `push_files`
@@ -428,6 +432,7 @@ class GroundwireClient:
                     title=title,
                     metadata=metadata,
                     tenant=tenant,
+                    acl=acl,
                 ),
                 timeout=self._deadline(timeout),
                 metadata=self._metadata,

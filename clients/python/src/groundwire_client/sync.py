@@ -30,8 +30,8 @@ from groundwire_client._common import (
     RagControls,
     RetryPolicy,
     Role,
+    call_metadata,
     call_with_retries,
-    check_api_key,
     delete_requests,
     document_from_file,
     error_from_rpc,
@@ -74,8 +74,11 @@ class GroundwireSyncClient:
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
         options: Sequence[tuple[str, Any]] = (),
+        principals: Sequence[str] | None = None,
     ) -> None:
-        self._metadata = check_api_key(api_key)
+        # `principals`: an `act_for` key's end user ("user:ID", "group:ID"), sent
+        # on every call; the server answers from what that user may read.
+        self._metadata = call_metadata(api_key, principals)
         if credentials is not None:
             self._channel = grpc.secure_channel(target, credentials, options=list(options))
         else:
@@ -355,6 +358,7 @@ class GroundwireSyncClient:
         metadata: Mapping[str, str] | None = None,
         tenant: str = "",
         timeout: float | None = None,
+        acl: Sequence[str] = (),
     ) -> PushResult:
         """Upsert one local file streamed in parts; see GroundwireClient.upload_file."""
         out = PushResult()
@@ -368,6 +372,7 @@ class GroundwireSyncClient:
                     title=title,
                     metadata=metadata,
                     tenant=tenant,
+                    acl=acl,
                 ),
                 timeout=self._deadline(timeout),
                 metadata=self._metadata,

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp
 
+from groundwire.api.auth import PRINCIPALS_HEADER
 from groundwire.api.http.asgi import Receive, Scope, Send, respond
 from groundwire.api.http.connect import ConnectApp, error_json
 from groundwire.api.http.dashboard_upload import UploadBounds
@@ -30,6 +31,7 @@ CORS_ALLOW_HEADERS = (
     "connect-protocol-version",
     "connect-timeout-ms",
     "x-request-id",
+    PRINCIPALS_HEADER,
     "x-user-agent",
     "x-grpc-web",
     "grpc-timeout",

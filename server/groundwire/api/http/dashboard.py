@@ -51,6 +51,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 
+from groundwire.api.auth import PRINCIPALS_HEADER
 from groundwire.api.http.asgi import (
     BodyTooLarge,
     CancelOnDisconnect,
@@ -91,7 +92,7 @@ from groundwire_client.v1 import ingestion_pb2
 PATH = "/api/rag"
 TRANSPORT = "dashboard_http"
 _SERVICE = "/groundwire.v1.IngestionManagerService/"
-_FORWARDED = (b"authorization", b"x-request-id")
+_FORWARDED = (b"authorization", b"x-request-id", PRINCIPALS_HEADER.encode())
 
 # What each DTO shows of its message, in the proto3 JSON names.
 _INDEX_FIELDS = (

@@ -1,12 +1,14 @@
 """The dashboard API's raw file upload (api/http/dashboard.py runs it):
 
-    POST /api/rag/indexes/{indexName}/files?name=FILE[&documentId=ID][&tenant=T]
+    POST /api/rag/indexes/{indexName}/files?name=FILE[&documentId=ID][&tenant=T][&acl=P]...
     Content-Type: the file's media type (or application/octet-stream)
     Content-Length: required
     body: the file's bytes
 
 runs UpsertDocuments with one PushedDocument made of the body: its document id
-is `documentId`, else the file name; its media type is the Content-Type, else
+is `documentId`, else the file name; its access list the `acl` parameters (each
+a principal, repeated: `acl=group:hr&acl=user:alice`; checked by the servicer);
+its media type is the Content-Type, else
 (absent, or application/octet-stream) the one the loaders give the file name's
 extension (`loaders.file_media_type`: the extensions a directory source reads;
 the server decides, not the Python client's table nor the host's mimetypes). A
@@ -116,6 +118,7 @@ def upload_request(
                 document_id=_one(query, "documentId") or file_name,
                 content=body,
                 media_type=media_type,
+                acl=query.get("acl", []),
             )
         ],
     )

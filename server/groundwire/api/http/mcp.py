@@ -35,6 +35,7 @@ import grpc
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 
+from groundwire.api.auth import PRINCIPALS_HEADER
 from groundwire.api.http.asgi import Receive, Scope, Send, header, respond
 from groundwire.api.http.rpc import Procedures, RpcAborted, RpcCall, transport_error
 from groundwire.api.mcp.tools import (
@@ -48,7 +49,7 @@ from groundwire.domain.errors import GroundwireError
 
 TRANSPORT = "mcp_http"
 PATH = "/mcp"
-_FORWARDED = ("authorization", "x-request-id")
+_FORWARDED = ("authorization", "x-request-id", PRINCIPALS_HEADER)
 
 
 def failure_of(err: RpcAborted) -> ToolFailure:

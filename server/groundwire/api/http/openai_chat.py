@@ -39,6 +39,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 
+from groundwire.api.auth import PRINCIPALS_HEADER
 from groundwire.api.http.asgi import (
     BodyTooLarge,
     CancelOnDisconnect,
@@ -330,7 +331,7 @@ async def send_error(send: Send, err: RpcAborted) -> None:
 
 def metadata(scope: Scope) -> tuple[tuple[str, str], ...]:
     out = []
-    for name in (b"authorization", b"x-request-id"):
+    for name in (b"authorization", b"x-request-id", PRINCIPALS_HEADER.encode()):
         value = header(scope, name)
         if value is not None:
             out.append((name.decode(), value))

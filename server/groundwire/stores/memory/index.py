@@ -12,6 +12,7 @@ from decimal import Decimal
 import numpy as np
 import numpy.typing as npt
 
+from groundwire.domain.access import PUBLIC, Readers, acl_terms
 from groundwire.domain.analysis import Analyzer
 from groundwire.domain.metadata_ranges import RangeCondition, RangeKind, parse_value
 from groundwire.domain.retrieval import ChunkHit, MetadataFilter
@@ -40,6 +41,8 @@ class Row:
     section: str
     title: str
     metadata: Mapping[str, str]
+    # The document's access list as stored (domain.access.acl_terms).
+    acl: tuple[str, ...]
     # The phrase words joined by single spaces, with a space at each end: a phrase
     # occurs as a contiguous run of words exactly when " w1 w2 ... " is a substring
     # (words are non-empty alphanumeric runs), which str.find checks in linear C time.
@@ -57,10 +60,12 @@ class TenantPart:
     views are built on the event loop, cached, and never modified once handed out."""
 
     __slots__ = (
+        "_acl_arrays",
         "_arrays",
         "_meta_arrays",
         "_range_values",
         "_rows_array",
+        "acl_postings",
         "meta_postings",
         "meta_values",
         "postings",
@@ -80,6 +85,10 @@ class TenantPart:
         # read as: a range is two bisections, not a parse of every value.
         self._range_values: dict[tuple[str, RangeKind], tuple[list[Decimal | int], list[str]]] = {}
         self._rows_array: IntArray | None = None
+        # Per access-list term (a principal, or PUBLIC for documents without an
+        # ACL), the rows of documents whose ACL holds it.
+        self.acl_postings: dict[str, list[int]] = {}
+        self._acl_arrays: dict[str, IntArray] = {}
         # What searches keep for one publication of this tenant's rows
         # (search.PublicationCache); replaced whole, never modified in place.
         self.search_cache: object = None
@@ -100,9 +109,12 @@ class TenantPart:
                     entry[1].insert(at, value)
         return rows
 
-    def post(self, row: int, terms: Counter[str], metadata: Mapping[str, str]) -> None:
+    def post(
+        self, row: int, terms: Counter[str], metadata: Mapping[str, str], acl: Sequence[str]
+    ) -> None:
         self.rows.append(row)
         self._rows_array = None
+        self._post_acl([row], acl)
         for term, tf in terms.items():
             entry = self.postings.get(term)
             if entry is None:
@@ -114,14 +126,39 @@ class TenantPart:
             self._meta_rows(key, value).append(row)
             self._meta_arrays.pop((key, value), None)
 
-    def post_rows(self, rows: Sequence[int], metadata: Mapping[str, str]) -> None:
-        """Rows appended by a batch: the rows and their metadata postings; the term
-        postings follow in one `post_terms` call."""
+    def post_rows(
+        self, rows: Sequence[int], metadata: Mapping[str, str], acl: Sequence[str]
+    ) -> None:
+        """Rows appended by a batch: the rows, their metadata and access-list
+        postings; the term postings follow in one `post_terms` call."""
         self.rows.extend(rows)
         self._rows_array = None
+        self._post_acl(rows, acl)
         for key, value in metadata.items():
             self._meta_rows(key, value).extend(rows)
             self._meta_arrays.pop((key, value), None)
+
+    def _post_acl(self, rows: Sequence[int], acl: Sequence[str]) -> None:
+        for term in acl:
+            self.acl_postings.setdefault(term, []).extend(rows)
+            self._acl_arrays.pop(term, None)
+
+    def acl_rows(self, readers: Readers) -> list[list[IntArray]]:
+        """The access-list condition as one more filter condition (the rows of
+        documents the readers may read), or none when it admits every row: an
+        unrestricted caller, or a tenant none of whose documents has an ACL."""
+        if readers.unrestricted or self.acl_postings.keys() <= {PUBLIC}:
+            return []
+        arrays: list[IntArray] = []
+        for term in readers.terms():
+            cached = self._acl_arrays.get(term)
+            if cached is None and term in self.acl_postings:
+                cached = self._acl_arrays[term] = np.asarray(
+                    self.acl_postings[term], dtype=np.int64
+                )
+            if cached is not None:
+                arrays.append(cached)
+        return [arrays]
 
     def post_terms(self, base: int, grouped: Mapping[str, tuple[list[int], list[int]]]) -> None:
         """A batch's term postings, grouped by term off the loop (offsets from `base`):
@@ -278,6 +315,7 @@ class Index:
         part = self.parts.setdefault(doc.tenant, TenantPart())
         rows: list[int] = []
         first = self.n
+        acl = acl_terms(doc.acl)
         for i, (chunk, (terms, phrase_text)) in enumerate(
             zip(staged.chunks, analyzed, strict=True)
         ):
@@ -293,6 +331,7 @@ class Index:
                     chunk.section,
                     doc.title,
                     dict(doc.metadata),
+                    acl,
                     phrase_text,
                     terms,
                 )
@@ -306,7 +345,7 @@ class Index:
             rows.append(row)
         # One vectorised encoding per document (rows above n are never read).
         quantized.write_codes(self.codes, self._matrix, first, self.n)
-        part.post_rows(rows, doc.metadata)
+        part.post_rows(rows, doc.metadata, acl)
         return rows
 
     def _staged_rows(self) -> tuple[int, ...]:
@@ -362,7 +401,7 @@ class Compaction:
         run it off the event loop)."""
         parts: dict[str, TenantPart] = {}
         for row, r in enumerate(self.rows):
-            parts.setdefault(r.tenant, TenantPart()).post(row, r.terms, r.metadata)
+            parts.setdefault(r.tenant, TenantPart()).post(row, r.terms, r.metadata, r.acl)
         return parts
 
 

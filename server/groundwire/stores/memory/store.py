@@ -8,6 +8,7 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from groundwire.domain.access import PUBLIC_READERS, Readers
 from groundwire.domain.indexes import StoreKind
 from groundwire.domain.retrieval import (
     ChunkHit,
@@ -176,13 +177,26 @@ class MemoryStore:
             d.key: LiveDocument(d.document_id, d.source_id, d.content_hash, d.tenant) for d in docs
         }
 
-    async def has_documents(self, name: str, tenant: str) -> bool:
-        idx = self._get(name)
-        return any(key.tenant == tenant for key in idx.documents)
+    def _readable(self, idx: Index, tenant: str, readers: Readers) -> list[DocumentKey]:
+        return [
+            key
+            for key, d in idx.documents.items()
+            if key.tenant == tenant and readers.can_read(d.acl)
+        ]
 
-    async def tenant_counts(self, name: str, tenant: str) -> tuple[int, int]:
+    async def has_documents(
+        self, name: str, tenant: str, readers: Readers = PUBLIC_READERS
+    ) -> bool:
         idx = self._get(name)
-        keys = [key for key in idx.documents if key.tenant == tenant]
+        return any(
+            key.tenant == tenant and readers.can_read(d.acl) for key, d in idx.documents.items()
+        )
+
+    async def tenant_counts(
+        self, name: str, tenant: str, readers: Readers = PUBLIC_READERS
+    ) -> tuple[int, int]:
+        idx = self._get(name)
+        keys = self._readable(idx, tenant, readers)
         return len(keys), sum(len(idx.doc_rows.get(key, ())) for key in keys)
 
     def _info(self, idx: Index, key: DocumentKey) -> DocumentInfo:
@@ -200,29 +214,47 @@ class MemoryStore:
             max((idx.rows[r].end for r in rows), default=0),
             version,
             staged_at,
+            d.acl,
         )
 
     async def list_documents(
-        self, name: str, tenant: str, limit: int, after: str | None
+        self,
+        name: str,
+        tenant: str,
+        limit: int,
+        after: str | None,
+        readers: Readers = PUBLIC_READERS,
     ) -> list[DocumentInfo]:
         idx = self._get(name)
         ids = sorted(
             k.document_id
-            for k in idx.documents
-            if k.tenant == tenant and (after is None or k.document_id > after)
+            for k in self._readable(idx, tenant, readers)
+            if after is None or k.document_id > after
         )
         return [self._info(idx, DocumentKey(tenant, i)) for i in ids[:limit]]
 
-    async def get_document(self, name: str, tenant: str, document_id: str) -> DocumentInfo | None:
+    async def get_document(
+        self, name: str, tenant: str, document_id: str, readers: Readers = PUBLIC_READERS
+    ) -> DocumentInfo | None:
         idx = self._get(name)
         key = DocumentKey(tenant, document_id)
-        return self._info(idx, key) if key in idx.documents else None
+        d = idx.documents.get(key)
+        return self._info(idx, key) if d is not None and readers.can_read(d.acl) else None
 
     async def document_chunks(
-        self, name: str, tenant: str, document_id: str, limit: int
+        self,
+        name: str,
+        tenant: str,
+        document_id: str,
+        limit: int,
+        readers: Readers = PUBLIC_READERS,
     ) -> list[ChunkRecord]:
         idx = self._get(name)
-        rows = [idx.rows[r] for r in idx.doc_rows.get(DocumentKey(tenant, document_id), [])]
+        key = DocumentKey(tenant, document_id)
+        d = idx.documents.get(key)
+        if d is None or not readers.can_read(d.acl):
+            return []
+        rows = [idx.rows[r] for r in idx.doc_rows.get(key, [])]
         rows.sort(key=lambda row: (row.start, row.end))
         return [
             ChunkRecord(r.chunk_id, i, r.start, r.end, r.text, r.section)
@@ -278,7 +310,8 @@ class MemoryStore:
         part = idx.parts.get(scope.tenant)
         if part is None or idx.n == 0:
             return None
-        return Scoped(idx.n, idx.live, part.row_array(), part.filter_rows(scope.filter), part)
+        filters = part.filter_rows(scope.filter) + part.acl_rows(scope.readers)
+        return Scoped(idx.n, idx.live, part.row_array(), filters, part)
 
     async def close(self) -> None:
         self._indexes.clear()

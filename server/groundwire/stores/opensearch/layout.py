@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from groundwire.domain.access import Readers
 from groundwire.domain.metadata_ranges import (
     RangeCondition,
     RangeKind,
@@ -115,6 +116,8 @@ def index_body(
         "meta_kv": {"type": "keyword"},
         "meta_num": {"type": "keyword"},
         "meta_ts": {"type": "keyword"},
+        # The document's access list (domain.access.acl_terms), on chunks and records.
+        "acl": {"type": "keyword"},
         # BM25 over groundwire's own terms; no positions needed for scoring.
         "terms": {
             "type": "text",
@@ -247,7 +250,27 @@ def scope_filters(scope: Scope) -> list[dict[str, Any]]:
         clauses.append({"terms": {"meta_kv": [f"{key}{_SEP}{v}" for v in sorted(accepted)]}})
     for key, ranges in sorted(scope.filter.ranges.items()):
         clauses.extend(_range_clause(key, cond) for cond in ranges)
+    clauses.extend(readers_filters(scope.readers))
     return clauses
+
+
+def readers_filters(readers: Readers) -> list[dict[str, Any]]:
+    """The access-list clause for `readers` (none when unrestricted): the record's
+    `acl` terms share one with the readers' (PUBLIC included), or the record was
+    written before access lists existed (no `acl` field: readable like PUBLIC)."""
+    if readers.unrestricted:
+        return []
+    return [
+        {
+            "bool": {
+                "should": [
+                    {"terms": {"acl": list(readers.terms())}},
+                    {"bool": {"must_not": {"exists": {"field": "acl"}}}},
+                ],
+                "minimum_should_match": 1,
+            }
+        }
+    ]
 
 
 def chunk_id_of(tenant: str, document_id: str, chunk_id: str) -> str:

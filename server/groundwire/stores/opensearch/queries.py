@@ -61,6 +61,7 @@ def document_info(src: Mapping[str, Any]) -> DocumentInfo:
         int(p["characters"]),
         int(p["version"]),
         float(p["ingested_at"]),
+        frozenset(p.get("acl", ())),
     )
 
 

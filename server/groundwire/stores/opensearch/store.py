@@ -33,6 +33,7 @@ import numpy.typing as npt
 from opensearchpy import AsyncOpenSearch
 
 from groundwire.domain import bm25
+from groundwire.domain.access import ALL_READERS, PUBLIC_READERS, Readers, acl_terms
 from groundwire.domain.analysis import Analyzer
 from groundwire.domain.indexes import StoreKind
 from groundwire.domain.ordering import rank_hits
@@ -61,6 +62,7 @@ from groundwire.stores.opensearch.layout import (
     document_id_of,
     metadata_fields,
     raw_similarity,
+    readers_filters,
     scope_filters,
     sorted_hits,
 )
@@ -263,6 +265,7 @@ class OpenSearchStore:
             actions.append({"_op_type": "delete", "_index": ts.physical, "_id": old})
         ts.touched.add(d.document_id)
         meta = metadata_fields(d.metadata)
+        acl = list(acl_terms(d.acl))
         ids: list[str] = []
         for i, (chunk, (terms, words)) in enumerate(zip(item.chunks, parts, strict=True)):
             _id = chunk_id_of(d.tenant, d.document_id, chunk.chunk_id)
@@ -275,6 +278,7 @@ class OpenSearchStore:
                 "terms": terms,
                 "words": words,
                 **meta,
+                "acl": acl,
                 "payload": {
                     "text": chunk.text,
                     "section": chunk.section,
@@ -296,6 +300,7 @@ class OpenSearchStore:
                 "kind": DOCUMENT,
                 "document_id": d.document_id,
                 **meta,
+                "acl": acl,
                 "payload": {
                     "source_id": d.source_id,
                     "content_hash": d.content_hash,
@@ -306,6 +311,7 @@ class OpenSearchStore:
                     "characters": max((c.end for c in item.chunks), default=0),
                     "version": st.version,
                     "ingested_at": staged_at,
+                    "acl": sorted(d.acl),
                 },
             }
         )
@@ -347,14 +353,18 @@ class OpenSearchStore:
         self._versions.sweep_later(name, version)
         return self._state(name, record)
 
-    async def _tenant_counts(self, name: str, tenants: list[str]) -> dict[str, tuple[int, int]]:
-        """Published (documents, chunks) of each tenant."""
+    async def _tenant_counts(
+        self, name: str, tenants: list[str], readers: Readers = ALL_READERS
+    ) -> dict[str, tuple[int, int]]:
+        """Published (documents, chunks) of each tenant that `readers` may read."""
         out: dict[str, tuple[int, int]] = {}
         for tenant in tenants:
-            body = {
+            body: dict[str, Any] = {
                 "size": 0,
                 "aggs": {"kinds": {"terms": {"field": "kind", "size": 2}}},
             }
+            if not readers.unrestricted:
+                body["query"] = {"bool": {"filter": readers_filters(readers)}}
             found = await self._search(self._names.alias(name, tenant), body, "count")
             buckets = {
                 b["key"]: int(b["doc_count"])
@@ -430,21 +440,31 @@ class OpenSearchStore:
                 return
             after = hits[-1]["sort"]
 
-    async def has_documents(self, name: str, tenant: str) -> bool:
+    async def has_documents(
+        self, name: str, tenant: str, readers: Readers = PUBLIC_READERS
+    ) -> bool:
         self._spec(name)
-        body = {"size": 0, "query": {"term": {"kind": DOCUMENT}}, "terminate_after": 1}
+        filters = [{"term": {"kind": DOCUMENT}}, *readers_filters(readers)]
+        body = {"size": 0, "query": {"bool": {"filter": filters}}, "terminate_after": 1}
         found = await self._search(self._names.alias(name, tenant), body, "count")
         return int(found.get("hits", {}).get("total", {}).get("value", 0)) > 0
 
-    async def tenant_counts(self, name: str, tenant: str) -> tuple[int, int]:
+    async def tenant_counts(
+        self, name: str, tenant: str, readers: Readers = PUBLIC_READERS
+    ) -> tuple[int, int]:
         self._spec(name)
-        return (await self._tenant_counts(name, [tenant]))[tenant]
+        return (await self._tenant_counts(name, [tenant], readers))[tenant]
 
     async def list_documents(
-        self, name: str, tenant: str, limit: int, after: str | None
+        self,
+        name: str,
+        tenant: str,
+        limit: int,
+        after: str | None,
+        readers: Readers = PUBLIC_READERS,
     ) -> list[DocumentInfo]:
         self._spec(name)
-        filters: list[dict[str, Any]] = [{"term": {"kind": DOCUMENT}}]
+        filters: list[dict[str, Any]] = [{"term": {"kind": DOCUMENT}}, *readers_filters(readers)]
         if after is not None:
             filters.append({"range": {"document_id": {"gt": after}}})
         body = {
@@ -456,7 +476,9 @@ class OpenSearchStore:
         found = await self._search(self._names.alias(name, tenant), body, "list")
         return [document_info(h["_source"]) for h in found.get("hits", {}).get("hits", [])]
 
-    async def get_document(self, name: str, tenant: str, document_id: str) -> DocumentInfo | None:
+    async def get_document(
+        self, name: str, tenant: str, document_id: str, readers: Readers = PUBLIC_READERS
+    ) -> DocumentInfo | None:
         self._spec(name)
         found = await self._call(
             "get",
@@ -469,19 +491,26 @@ class OpenSearchStore:
         )
         if found is None or not found.get("found"):
             return None
-        return document_info(found["_source"])
+        info = document_info(found["_source"])
+        return info if readers.can_read(info.acl) else None
 
     async def document_chunks(
-        self, name: str, tenant: str, document_id: str, limit: int
+        self,
+        name: str,
+        tenant: str,
+        document_id: str,
+        limit: int,
+        readers: Readers = PUBLIC_READERS,
     ) -> list[ChunkRecord]:
         self._spec(name)
+        filters = [
+            {"term": {"kind": CHUNK}},
+            {"term": {"document_id": document_id}},
+            *readers_filters(readers),
+        ]
         body = {
             "size": min(limit, 10_000),
-            "query": {
-                "bool": {
-                    "filter": [{"term": {"kind": CHUNK}}, {"term": {"document_id": document_id}}]
-                }
-            },
+            "query": {"bool": {"filter": filters}},
             "sort": [{"start": "asc"}, {"end": "asc"}],
             "_source": ["payload", "chunk_id", "start", "end"],
         }

@@ -45,7 +45,7 @@ from groundwire.domain.retrieval import LexicalQuery, LexicalResult, Scope
 from groundwire.domain.scores import Score, ScoreMetric
 from groundwire.stores.bounds import PHRASE_MAX_CANDIDATES
 from groundwire.stores.postgres.connection import Conn
-from groundwire.stores.postgres.scope import HIT_COLUMNS, IndexRow, hit, scope_sql
+from groundwire.stores.postgres.scope import HIT_COLUMNS, IndexRow, filters_rows, hit, scope_sql
 from groundwire.stores.postgres.tsvector import fits, ts_quote
 
 # -- ranking ------------------------------------------------------------------------
@@ -205,7 +205,7 @@ async def _top(
     that contain every phrase (not yet in rank order)."""
     if anchor is None:
         if sum(weights.df.values()) > IMPACT_MIN_POSTINGS and (
-            scope.filter.empty or min(weights.df.values()) > IMPACT_MIN_POSTINGS
+            not filters_rows(scope) or min(weights.df.values()) > IMPACT_MIN_POSTINGS
         ):
             # Under a filter every chunk read costs a probe of its row, so the rounds
             # are only for queries without a rarer term for MaxScore to start from.
@@ -382,7 +382,7 @@ def _lexical_sql(
         # With a metadata filter the seed keeps only rows the filter admits, so a
         # selective filter still yields a threshold (else every posting is read).
         seed_filter: sql.Composable = sql.SQL("")
-        if not scope.filter.empty:
+        if filters_rows(scope):
             seed_filter = sql.SQL("JOIN gw_chunks c ON c.id = p.chunk AND {}").format(
                 scope_sql(scope, params)
             )
@@ -614,7 +614,7 @@ def _impact_sql(
     # a filtered round's time, by EXPLAIN ANALYZE). OFFSET 0 keeps it a correlated
     # probe whatever the planner estimates (at 1M the timings were the same without it).
     in_scope: sql.Composable = sql.SQL("")
-    if not scope.filter.empty:
+    if filters_rows(scope):
         in_scope = sql.SQL(
             "WHERE EXISTS (SELECT 1 FROM gw_chunks c WHERE c.id = x.chunk AND {} OFFSET 0)"
         ).format(scope_sql(scope, params))
@@ -683,5 +683,5 @@ async def _impact_top(
             return [r[:11] for r in rows]
         info = rows[0][11]
         depths = _next_depths(depths, longest, [float(b) for b in info[: len(depths)]])
-        if not scope.filter.empty and sum(depths) > IMPACT_FILTERED_MAX_POSTINGS:
+        if filters_rows(scope) and sum(depths) > IMPACT_FILTERED_MAX_POSTINGS:
             return await _fetch(conn, idx, weights, (), None, _Part.ALL, k, scope)

@@ -590,6 +590,20 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE gw_operations ALTER COLUMN index_id DROP NOT NULL",
         ),
     ),
+    Migration(
+        20,
+        "document access lists",
+        (
+            # A document's ACL (domain.access), on the document and on each chunk so
+            # searches filter inside the scan like the tenant; NULL: no ACL (every
+            # caller of the tenant reads it), so existing rows keep today's meaning.
+            "ALTER TABLE gw_documents ADD COLUMN acl text[]",
+            "ALTER TABLE gw_chunks ADD COLUMN acl text[]",
+            # Whether a tenant holds any chunk with an ACL at all: one probe of this
+            # partial index per search, so tenants without ACLs pay nothing else.
+            "CREATE INDEX gw_chunks_acl ON gw_chunks (index_id, tenant) WHERE acl IS NOT NULL",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -5,12 +5,13 @@ filter, applied inside the scan) and the columns a hit is built from."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from groundwire.domain.access import ALL_READERS
 from groundwire.domain.retrieval import ChunkHit, MetadataFilter, Scope
 from groundwire.domain.scores import Score
 from groundwire.stores.base import DistanceMetric, IndexSpec, index_missing
@@ -71,11 +72,39 @@ def hit(row: Sequence[Any], score: Score) -> ChunkHit:
 
 
 def scope_sql(scope: Scope, params: dict[str, Any]) -> sql.Composable:
-    """The tenant and metadata filter as a predicate on `c` (gw_chunks)."""
+    """The tenant, metadata filter and readers as a predicate on `c` (gw_chunks).
+    Call it with a scope from `reader_scope`, whose readers are unrestricted when
+    the tenant holds no chunk with an ACL (so no predicate is added for them)."""
     params["tenant"] = scope.tenant
     parts: list[sql.Composable] = [sql.SQL("c.tenant = %(tenant)s")]
     parts.extend(_filter_sql(scope.filter, params))
+    if not scope.readers.unrestricted:
+        params["readers"] = list(scope.readers.principals)
+        parts.append(sql.SQL("(c.acl IS NULL OR c.acl && %(readers)s::text[])"))
     return sql.SQL(" AND ").join(parts)
+
+
+def filters_rows(scope: Scope) -> bool:
+    """Whether the scope admits fewer rows than the tenant's (a metadata filter or
+    restricted readers): the lexical paths then check each chunk's row."""
+    return not scope.filter.empty or not scope.readers.unrestricted
+
+
+async def reader_scope(conn: Conn, idx: IndexRow, scope: Scope) -> Scope:
+    """`scope` with unrestricted readers when the tenant holds no chunk with an
+    ACL (an index-only probe of gw_chunks_acl): the readers would admit every row,
+    and searches keep their unfiltered paths."""
+    if scope.readers.unrestricted:
+        return scope
+    cur = await conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM gw_chunks WHERE index_id = %s AND tenant = %s"
+        " AND acl IS NOT NULL)",
+        [idx.id, scope.tenant],
+    )
+    row = await cur.fetchone()
+    if row and row[0]:
+        return scope
+    return replace(scope, readers=ALL_READERS)
 
 
 def _filter_sql(flt: MetadataFilter, params: dict[str, Any]) -> list[sql.Composable]:

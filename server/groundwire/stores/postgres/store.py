@@ -26,6 +26,7 @@ from pgvector.psycopg import register_vector_async
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
+from groundwire.domain.access import PUBLIC_READERS, Readers
 from groundwire.domain.analysis import PLAIN, Analyzer
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.domain.indexes import StoreKind
@@ -58,7 +59,7 @@ from groundwire.stores.postgres.notify import NOTIFY_SQL, ChangeFeed, read_publi
 from groundwire.stores.postgres.operations import PostgresOperationLog
 from groundwire.stores.postgres.replication import ReadCounts, ReadRouter, Standby, StandbyStatus
 from groundwire.stores.postgres.schema import MAX_DIMENSIONS, MAX_HNSW_DIMENSIONS
-from groundwire.stores.postgres.scope import index_row
+from groundwire.stores.postgres.scope import index_row, reader_scope
 from groundwire.stores.postgres.usage import PostgresUsageLedger
 from groundwire.stores.postgres.workitems import PostgresWorkQueue
 
@@ -91,14 +92,22 @@ _ENSURE_INDEX_SQL = """
 
 # A tenant's published documents (versions not staging), in id order after a
 # cursor; the size is the end of the last chunk of the document's version.
+# Whether the readers of %(all)s / %(readers)s may read document `d` (domain.access).
+_READABLE = "(%(all)s OR d.acl IS NULL OR d.acl && %(readers)s::text[])"
+
+
+def _readers_params(readers: Readers) -> dict[str, object]:
+    return {"all": readers.unrestricted, "readers": list(readers.principals)}
+
+
 _DOCUMENTS_SQL = sql.SQL(
     "SELECT d.document_id, d.source_id, d.content_hash, d.title, d.tenant, d.metadata, "
     "d.chunk_count, COALESCE((SELECT max(c.end_offset) FROM gw_chunks c "
     "WHERE c.index_id = d.index_id AND c.document_id = d.document_id "
     "AND c.tenant = d.tenant AND c.version = d.version), 0), "
-    "d.version, extract(epoch FROM d.staged_at) "
+    "d.version, extract(epoch FROM d.staged_at), d.acl "
     "FROM gw_documents d WHERE d.index_id = %(index_id)s AND d.tenant = %(tenant)s "
-    "AND d.version <> ALL(%(staging)s::bigint[]) "
+    "AND d.version <> ALL(%(staging)s::bigint[]) AND " + _READABLE + " "
     "AND (%(after)s::text IS NULL OR d.document_id > %(after)s::text) "
     "AND (%(only)s::text IS NULL OR d.document_id = %(only)s::text) "
     "ORDER BY d.document_id LIMIT %(limit)s"
@@ -111,7 +120,7 @@ _CHUNKS_SQL = sql.SQL(
     "AND c.document_id = d.document_id AND c.tenant = d.tenant AND c.version = d.version "
     "WHERE d.index_id = %(index_id)s AND d.tenant = %(tenant)s "
     "AND d.document_id = %(document_id)s AND d.version <> ALL(%(staging)s::bigint[]) "
-    "ORDER BY c.ordinal LIMIT %(limit)s"
+    "AND " + _READABLE + " ORDER BY c.ordinal LIMIT %(limit)s"
 )
 
 
@@ -348,21 +357,48 @@ class PostgresStore:
             ]
             return {d.key: d for d in docs}
 
-    async def has_documents(self, name: str, tenant: str) -> bool:
+    async def has_documents(
+        self, name: str, tenant: str, readers: Readers = PUBLIC_READERS
+    ) -> bool:
         async with self._db.snapshot() as conn:
             idx = await index_row(conn, name)
             cur = await conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM gw_documents WHERE index_id = %(index_id)s"
-                " AND tenant = %(tenant)s AND version <> ALL(%(staging)s::bigint[]))",
-                {"index_id": idx.id, "tenant": tenant, "staging": idx.staging},
+                "SELECT EXISTS (SELECT 1 FROM gw_documents d WHERE index_id = %(index_id)s"
+                " AND tenant = %(tenant)s AND version <> ALL(%(staging)s::bigint[])"
+                " AND " + _READABLE + ")",
+                {
+                    "index_id": idx.id,
+                    "tenant": tenant,
+                    "staging": idx.staging,
+                    **_readers_params(readers),
+                },
             )
             row = await cur.fetchone()
             return bool(row and row[0])
 
-    async def tenant_counts(self, name: str, tenant: str) -> tuple[int, int]:
+    async def tenant_counts(
+        self, name: str, tenant: str, readers: Readers = PUBLIC_READERS
+    ) -> tuple[int, int]:
         # gw_tenant_stats moves in the publish transaction: published counts only.
         async with self._db.snapshot() as conn:
             idx = await index_row(conn, name)
+            scoped = await reader_scope(conn, idx, Scope(tenant, readers=readers))
+            if not scoped.readers.unrestricted:
+                # Only the documents these readers may read are counted (the
+                # statistics hold every document of the tenant).
+                cur = await conn.execute(
+                    "SELECT count(*), COALESCE(sum(chunk_count), 0) FROM gw_documents d"
+                    " WHERE index_id = %(index_id)s AND tenant = %(tenant)s"
+                    " AND version <> ALL(%(staging)s::bigint[]) AND " + _READABLE,
+                    {
+                        "index_id": idx.id,
+                        "tenant": tenant,
+                        "staging": idx.staging,
+                        **_readers_params(readers),
+                    },
+                )
+                counted = await cur.fetchone()
+                return (int(counted[0]), int(counted[1])) if counted else (0, 0)
             cur = await conn.execute(
                 "SELECT document_count, chunk_count FROM gw_tenant_stats"
                 " WHERE index_id = %s AND tenant = %s",
@@ -372,16 +408,28 @@ class PostgresStore:
             return (int(row[0]), int(row[1])) if row else (0, 0)
 
     async def list_documents(
-        self, name: str, tenant: str, limit: int, after: str | None
+        self,
+        name: str,
+        tenant: str,
+        limit: int,
+        after: str | None,
+        readers: Readers = PUBLIC_READERS,
     ) -> list[DocumentInfo]:
-        return await self._documents(name, tenant, limit, after, None)
+        return await self._documents(name, tenant, limit, after, None, readers)
 
-    async def get_document(self, name: str, tenant: str, document_id: str) -> DocumentInfo | None:
-        found = await self._documents(name, tenant, 1, None, document_id)
+    async def get_document(
+        self, name: str, tenant: str, document_id: str, readers: Readers = PUBLIC_READERS
+    ) -> DocumentInfo | None:
+        found = await self._documents(name, tenant, 1, None, document_id, readers)
         return found[0] if found else None
 
     async def document_chunks(
-        self, name: str, tenant: str, document_id: str, limit: int
+        self,
+        name: str,
+        tenant: str,
+        document_id: str,
+        limit: int,
+        readers: Readers = PUBLIC_READERS,
     ) -> list[ChunkRecord]:
         async with self._db.snapshot() as conn:
             idx = await index_row(conn, name)
@@ -393,6 +441,7 @@ class PostgresStore:
                     "tenant": tenant,
                     "document_id": document_id,
                     "limit": limit,
+                    **_readers_params(readers),
                 },
             )
             return [
@@ -401,7 +450,13 @@ class PostgresStore:
             ]
 
     async def _documents(
-        self, name: str, tenant: str, limit: int, after: str | None, only: str | None
+        self,
+        name: str,
+        tenant: str,
+        limit: int,
+        after: str | None,
+        only: str | None,
+        readers: Readers,
     ) -> list[DocumentInfo]:
         async with self._db.snapshot() as conn:
             idx = await index_row(conn, name)
@@ -414,6 +469,7 @@ class PostgresStore:
                     "after": after,
                     "only": only,
                     "limit": limit,
+                    **_readers_params(readers),
                 },
             )
             return [
@@ -428,6 +484,7 @@ class PostgresStore:
                     int(r[7]),
                     int(r[8]),
                     float(r[9]),
+                    frozenset(r[10] or ()),
                 )
                 for r in await cur.fetchall()
             ]
@@ -441,7 +498,8 @@ class PostgresStore:
 
         async def body(conn: Conn) -> list[ChunkHit]:
             idx = await index_row(conn, name)
-            return await vectors.search(conn, idx, vector, k, scope, ef_search)
+            scoped = await reader_scope(conn, idx, scope)
+            return await vectors.search(conn, idx, vector, k, scoped, ef_search)
 
         return await self._router.read(self._published_lsn(name), body)
 
@@ -451,7 +509,10 @@ class PostgresStore:
         """The PostgreSQL plan of the approximate (HNSW) vector query (content-free)."""
         async with self._db.snapshot() as conn:
             idx = await index_row(conn, name)
-            return await vectors.explain(conn, idx, vector, k, scope, self._settings.hnsw_ef_search)
+            scoped = await reader_scope(conn, idx, scope)
+            return await vectors.explain(
+                conn, idx, vector, k, scoped, self._settings.hnsw_ef_search
+            )
 
     async def search_lexical(
         self, name: str, query: LexicalQuery, k: int, scope: Scope
@@ -461,7 +522,8 @@ class PostgresStore:
 
         async def body(conn: Conn) -> LexicalResult:
             idx = await index_row(conn, name)  # an unknown index is an error first
-            return await lexical.search(conn, idx, query, k, scope)
+            scoped = await reader_scope(conn, idx, scope)
+            return await lexical.search(conn, idx, query, k, scoped)
 
         return await self._router.read(self._published_lsn(name), body)
 

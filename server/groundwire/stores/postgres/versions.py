@@ -270,9 +270,11 @@ async def _copy_rows(
     cur = conn.cursor()
     async with cur.copy(
         "COPY gw_documents (index_id, version, document_id, source_id, content_hash, title, "
-        "tenant, metadata, chunk_count) FROM STDIN (FORMAT BINARY)"
+        "tenant, metadata, chunk_count, acl) FROM STDIN (FORMAT BINARY)"
     ) as copy:
-        copy.set_types(["int4", "int8", "text", "text", "text", "text", "text", "jsonb", "int4"])
+        copy.set_types(
+            ["int4", "int8", "text", "text", "text", "text", "text", "jsonb", "int4", "text[]"]
+        )
         for item in batch:
             d = item.document
             await copy.write_row(
@@ -286,24 +288,26 @@ async def _copy_rows(
                     d.tenant,
                     Jsonb(dict(d.metadata)),
                     len(item.chunks),
+                    _acl(d.acl),
                 )
             )
     dims = idx.spec.dimensions
     async with cur.copy(
         "COPY gw_chunks (index_id, version, document_id, chunk_id, ordinal, start_offset, "
         "end_offset, content, section, title, tenant, metadata, embedding_model, dims, "
-        "embedding, lex, term_freqs, token_count, phrase_exact) FROM STDIN (FORMAT BINARY)"
+        "embedding, lex, term_freqs, token_count, phrase_exact, acl) FROM STDIN (FORMAT BINARY)"
     ) as copy:
         copy.set_types(
             [
                 "int4", "int8", "text", "text", "int4", "int4", "int4", "text", "text",
                 "text", "text", "jsonb", "text", "int4", "vector", "tsvector", "jsonb",
-                "int4", "bool",
+                "int4", "bool", "text[]",
             ]
         )  # fmt: skip
         async for item, lexical in encoded:
             d = item.document
             metadata = Jsonb(dict(d.metadata))
+            acl = _acl(d.acl)
             emb = item.embeddings
             for i, (chunk, lx) in enumerate(zip(item.chunks, lexical, strict=True)):
                 vector = None
@@ -330,8 +334,14 @@ async def _copy_rows(
                         Jsonb(lx.term_freqs, dumps=_as_is),
                         lx.token_count,
                         lx.phrase_exact,
+                        acl,
                     )
                 )
+
+
+def _acl(acl: frozenset[str]) -> list[str] | None:
+    """A document's ACL as stored: NULL for none (scope.py reads NULL as public)."""
+    return sorted(acl) if acl else None
 
 
 async def stage_deletions(conn: Conn, name: str, version: int, keys: Sequence[DocumentKey]) -> int:

@@ -1258,6 +1258,7 @@ class PushedDocument(_message.Message):
     METADATA_FIELD_NUMBER: _builtins.int
     CONTENT_FIELD_NUMBER: _builtins.int
     MEDIA_TYPE_FIELD_NUMBER: _builtins.int
+    ACL_FIELD_NUMBER: _builtins.int
     document_id: _builtins.str
     """Required. Stable id within the index and tenant: 1 to 512 characters, no
     control characters. Reusing an id replaces that tenant's document; other
@@ -1298,6 +1299,18 @@ class PushedDocument(_message.Message):
         configured metadata.
         """
 
+    @_builtins.property
+    def acl(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Optional. The document's access list: who within its tenant may read it,
+        at most 64 principals, each "user:ID" or "group:ID" (ID: 1 to 251 of
+        [A-Za-z0-9._@+/:=~-], case-sensitive; INVALID_ARGUMENT / INVALID_PRINCIPAL
+        otherwise, and nothing of the request is written). Empty: every caller of
+        the tenant reads it. A caller reads a document with an ACL only if it holds
+        one of its principals (its key's, or those an `act_for` key names in the
+        `x-groundwire-principals` metadata), or the `read_all_documents` permission.
+        Changing only the ACL publishes a new version and embeds nothing.
+        """
+
     def __init__(
         self,
         *,
@@ -1308,10 +1321,11 @@ class PushedDocument(_message.Message):
         metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         content: _builtins.bytes = ...,
         media_type: _builtins.str = ...,
+        acl: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "document_id", b"document_id", "format", b"format", "media_type", b"media_type", "metadata", b"metadata", "text", b"text", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acl", b"acl", "content", b"content", "document_id", b"document_id", "format", b"format", "media_type", b"media_type", "metadata", b"metadata", "text", b"text", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1473,6 +1487,7 @@ class UploadHeader(_message.Message):
     TITLE_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
     SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    ACL_FIELD_NUMBER: _builtins.int
     index_name: _builtins.str
     """Required. The index name."""
     tenant: _builtins.str
@@ -1493,6 +1508,10 @@ class UploadHeader(_message.Message):
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Optional. Metadata, as PushedDocument.metadata."""
 
+    @_builtins.property
+    def acl(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Optional. The document's access list, as PushedDocument.acl."""
+
     def __init__(
         self,
         *,
@@ -1503,10 +1522,11 @@ class UploadHeader(_message.Message):
         title: _builtins.str = ...,
         metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         size_bytes: _builtins.int = ...,
+        acl: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["document_id", b"document_id", "index_name", b"index_name", "media_type", b"media_type", "metadata", b"metadata", "size_bytes", b"size_bytes", "tenant", b"tenant", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acl", b"acl", "document_id", b"document_id", "index_name", b"index_name", "media_type", b"media_type", "metadata", b"metadata", "size_bytes", b"size_bytes", "tenant", b"tenant", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1666,6 +1686,7 @@ class DocumentInfo(_message.Message):
     INGEST_TIME_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
     TENANT_FIELD_NUMBER: _builtins.int
+    ACL_FIELD_NUMBER: _builtins.int
     document_id: _builtins.str
     """Output only. The document id (a configured file's path relative to its
     source root, a URL document's id, or the id it was pushed with).
@@ -1698,6 +1719,12 @@ class DocumentInfo(_message.Message):
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Output only. Its metadata (configured and pushed, merged)."""
 
+    @_builtins.property
+    def acl(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Output only. Its access list, sorted (empty: every caller of the tenant
+        reads it). Shown only to callers who may read the document.
+        """
+
     def __init__(
         self,
         *,
@@ -1711,10 +1738,11 @@ class DocumentInfo(_message.Message):
         ingest_time: _timestamp_pb2.Timestamp | None = ...,
         metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         tenant: _builtins.str = ...,
+        acl: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ingest_time", b"ingest_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk_count", b"chunk_count", "content_hash", b"content_hash", "document_id", b"document_id", "ingest_time", b"ingest_time", "metadata", b"metadata", "size_characters", b"size_characters", "source_id", b"source_id", "tenant", b"tenant", "title", b"title", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acl", b"acl", "chunk_count", b"chunk_count", "content_hash", b"content_hash", "document_id", b"document_id", "ingest_time", b"ingest_time", "metadata", b"metadata", "size_characters", b"size_characters", "source_id", b"source_id", "tenant", b"tenant", "title", b"title", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
