@@ -17,7 +17,14 @@ import qdrant_edge as q
 
 from groundwire.domain.metadata_ranges import RangeCondition, RangeKind
 from groundwire.domain.retrieval import Scope
-from groundwire.stores.qdrant.layout import CHUNK, SEP, Condition, match, match_any
+from groundwire.stores.qdrant.layout import (
+    CHUNK,
+    SEP,
+    Condition,
+    match,
+    match_any,
+    readers_condition,
+)
 
 # (field, key, double) -> the metadata values under `key` whose double is that one.
 Band = Callable[[str, str, float], Awaitable[list[str]]]
@@ -58,8 +65,13 @@ async def _range(key: str, cond: RangeCondition, band: Band) -> q.Filter:
 
 
 async def scope_filter(scope: Scope, band: Band, *extra: q.FieldCondition) -> q.Filter:
-    """The engine filter of a chunk search in `scope` (plus `extra` conditions)."""
-    must: list[Condition] = [*tenant_chunks(scope.tenant), *extra]
+    """The engine filter of a chunk search in `scope` (plus `extra` conditions):
+    tenant, readers, metadata."""
+    must: list[Condition] = [
+        *tenant_chunks(scope.tenant),
+        *readers_condition(scope.readers),
+        *extra,
+    ]
     for key, accepted in sorted(scope.filter.conditions.items()):
         must.append(match_any("meta_kv", [f"{key}{SEP}{v}" for v in sorted(accepted)]))
     for key, ranges in sorted(scope.filter.ranges.items()):

@@ -22,6 +22,7 @@ from typing import Any
 
 import qdrant_edge as q
 
+from groundwire.domain.access import PUBLIC, Readers
 from groundwire.domain.metadata_ranges import parse_number, parse_timestamp
 from groundwire.domain.retrieval import ChunkHit
 from groundwire.domain.scores import Score
@@ -71,6 +72,7 @@ HIT_FIELDS = [
 ]
 LEXICAL_FIELDS = [*HIT_FIELDS, "terms", "tf", "dl", "a0"]
 DOCUMENT_FIELDS = [
+    "acl",
     "document_id",
     "source_id",
     "content_hash",
@@ -157,6 +159,8 @@ def payload_indexes() -> list[tuple[str, Any]]:
             ),
         ),
         ("meta_kv", keyword),
+        # The document's access list (domain.access.acl_terms), on chunks and records.
+        ("acl", keyword),
         ("dl", q.IntegerIndexParams(lookup=True, range=False, enable_hnsw=False)),
         ("meta_num[].k", keyword),
         ("meta_num[].v", q.FloatIndexParams(enable_hnsw=False)),
@@ -194,6 +198,7 @@ def chunk_payload(
     title: str,
     metadata: Mapping[str, str],
     meta: Mapping[str, Any],
+    acl: list[str],
     chunk: ChunkRecord,
     counts: Mapping[str, int],
     dl: int,
@@ -212,6 +217,7 @@ def chunk_payload(
         "title": title,
         "metadata": dict(metadata),
         **meta,
+        "acl": acl,
         "terms": " ".join(counts),
         "tf": " ".join(map(str, counts.values())),
         "dl": dl,
@@ -277,7 +283,21 @@ def document_info(payload: Mapping[str, Any]) -> DocumentInfo:
         int(payload["characters"]),
         int(payload["version"]),
         float(payload["ingested_at"]),
+        document_acl(payload),
     )
+
+
+def document_acl(payload: Mapping[str, Any]) -> frozenset[str]:
+    """A record's access list from its `acl` terms (PUBLIC: none)."""
+    return frozenset(t for t in payload.get("acl", ()) if t != PUBLIC)
+
+
+def readers_condition(readers: Readers) -> list[Condition]:
+    """The access-list condition for `readers` (none when unrestricted): the
+    point's `acl` terms share one with the readers' (PUBLIC included)."""
+    if readers.unrestricted:
+        return []
+    return [match_any("acl", list(readers.terms()))]
 
 
 def match(key: str, value: str) -> q.FieldCondition:

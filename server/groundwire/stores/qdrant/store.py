@@ -33,6 +33,7 @@ import numpy.typing as npt
 import qdrant_edge as q
 
 from groundwire.domain import bm25
+from groundwire.domain.access import PUBLIC_READERS, Readers, acl_terms
 from groundwire.domain.analysis import Analyzer
 from groundwire.domain.indexes import StoreKind
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, Scope
@@ -67,6 +68,7 @@ from groundwire.stores.qdrant.layout import (
     match,
     match_any,
     metadata_payload,
+    readers_condition,
     sparse_weights,
 )
 from groundwire.stores.qdrant.versions import IndexFiles, Shard, Staging, Versions
@@ -201,6 +203,7 @@ class QdrantStore:
             )
             st.note(d.tenant, len(lengths), sum(lengths), a0)
             meta = metadata_payload(d.metadata)
+            acl = list(acl_terms(d.acl))
             for i, (chunk, terms) in enumerate(zip(item.chunks, chunk_terms, strict=True)):
                 counts: dict[str, int] = {}
                 for t in terms:
@@ -216,6 +219,7 @@ class QdrantStore:
                     d.title,
                     d.metadata,
                     meta,
+                    acl,
                     chunk,
                     counts,
                     len(terms),
@@ -232,6 +236,7 @@ class QdrantStore:
                     {},
                     {
                         "kind": DOCUMENT,
+                        "acl": acl,
                         "tenant": d.tenant,
                         "document_id": d.document_id,
                         "source_id": d.source_id,
@@ -321,42 +326,72 @@ class QdrantStore:
                 out[live.key] = live
         return out
 
-    async def has_documents(self, name: str, tenant: str) -> bool:
-        self._spec(name)
-        files = await self._files(name)
-        shard = files.published
-        stats = shard.tenants.get(tenant) if shard is not None else None
-        return stats is not None and stats.documents > 0
+    async def has_documents(
+        self, name: str, tenant: str, readers: Readers = PUBLIC_READERS
+    ) -> bool:
+        return (await self.tenant_counts(name, tenant, readers))[0] > 0
 
-    async def tenant_counts(self, name: str, tenant: str) -> tuple[int, int]:
-        self._spec(name)
-        files = await self._files(name)
-        shard = files.published
-        stats = shard.tenants.get(tenant) if shard is not None else None
-        return (stats.documents, stats.chunks) if stats is not None else (0, 0)
-
-    async def list_documents(
-        self, name: str, tenant: str, limit: int, after: str | None
-    ) -> list[DocumentInfo]:
+    async def tenant_counts(
+        self, name: str, tenant: str, readers: Readers = PUBLIC_READERS
+    ) -> tuple[int, int]:
+        """From the published statistics when `readers` pass every document, else
+        counted (payload index counts)."""
         self._spec(name)
         files = await self._files(name)
         async with self._versions.reading(files) as shard:
-            if shard is None:
-                return []
+            stats = shard.tenants.get(tenant) if shard is not None else None
+            if shard is None or stats is None:
+                return (0, 0)
+            if readers.unrestricted:
+                return (stats.documents, stats.chunks)
+            allowed = readers_condition(readers)
+
+            def count() -> tuple[int, int]:
+                def of(kind: str) -> int:
+                    flt = q.Filter(must=[match("tenant", tenant), match("kind", kind), *allowed])
+                    return shard.edge.count(q.CountRequest(exact=True, filter=flt))
+
+                return of(DOCUMENT), of(CHUNK)
+
+            counted: tuple[int, int] = await self._call("count", count)
+            return counted
+
+    async def list_documents(
+        self,
+        name: str,
+        tenant: str,
+        limit: int,
+        after: str | None,
+        readers: Readers = PUBLIC_READERS,
+    ) -> list[DocumentInfo]:
+        self._spec(name)
+        files = await self._files(name)
+        out: list[DocumentInfo] = []
+        async with self._versions.reading(files) as shard:
+            if shard is None or limit <= 0:
+                return out
             ids = await self._listing(name, tenant, shard)
             start = 0 if after is None else bisect.bisect_right(ids, after)
-            page = ids[start : start + limit]
-            if not page:
-                return []
-            points: list[int | uuid.UUID | str] = [document_point_id(tenant, i) for i in page]
-            records = await self._call(
-                "retrieve",
-                lambda: shard.edge.retrieve(
-                    points, q.PayloadSelector.Include(DOCUMENT_FIELDS), False
-                ),
-            )
-        infos = {r.payload["document_id"]: document_info(r.payload) for r in records}
-        return [infos[i] for i in page if i in infos]
+            # The readers' documents in id order: pages of the listing, the ones
+            # they may not read skipped.
+            while start < len(ids) and len(out) < limit:
+                page = ids[start : start + max(limit, 100)]
+                start += len(page)
+                points: list[int | uuid.UUID | str] = [document_point_id(tenant, i) for i in page]
+                records = await self._call(
+                    "retrieve",
+                    lambda points=points: shard.edge.retrieve(
+                        points, q.PayloadSelector.Include(DOCUMENT_FIELDS), False
+                    ),
+                )
+                infos = {r.payload["document_id"]: document_info(r.payload) for r in records}
+                for i in page:
+                    info = infos.get(i)
+                    if info is not None and readers.can_read(info.acl):
+                        out.append(info)
+                        if len(out) == limit:
+                            break
+        return out
 
     async def _listing(self, name: str, tenant: str, shard: Shard) -> list[str]:
         """The tenant's published document ids in code point order, read once per
@@ -374,7 +409,9 @@ class QdrantStore:
         self._listings[(name, tenant)] = (shard, ids)
         return ids
 
-    async def get_document(self, name: str, tenant: str, document_id: str) -> DocumentInfo | None:
+    async def get_document(
+        self, name: str, tenant: str, document_id: str, readers: Readers = PUBLIC_READERS
+    ) -> DocumentInfo | None:
         self._spec(name)
         files = await self._files(name)
         async with self._versions.reading(files) as shard:
@@ -388,10 +425,18 @@ class QdrantStore:
                     False,
                 ),
             )
-        return document_info(records[0].payload) if records else None
+        if not records:
+            return None
+        info = document_info(records[0].payload)
+        return info if readers.can_read(info.acl) else None
 
     async def document_chunks(
-        self, name: str, tenant: str, document_id: str, limit: int
+        self,
+        name: str,
+        tenant: str,
+        document_id: str,
+        limit: int,
+        readers: Readers = PUBLIC_READERS,
     ) -> list[ChunkRecord]:
         self._spec(name)
         files = await self._files(name)
@@ -403,6 +448,7 @@ class QdrantStore:
                     match("tenant", tenant),
                     match("kind", CHUNK),
                     match("document_id", document_id),
+                    *readers_condition(readers),
                 ]
             )
             records = await self._scroll(shard, flt, [*HIT_FIELDS, "ordinal"], "chunks")
