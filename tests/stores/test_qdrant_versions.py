@@ -65,3 +65,41 @@ async def test_two_versions_staged_at_once_both_land(tmp_path: Path) -> None:
     hits = await store.search_vector("idx", vec(0, 0, 1, 0), 5, Scope())
     assert hits[0].document_id == "two"
     await store.close()
+
+
+async def test_a_filtered_graph_search_keeps_its_recall(tmp_path: Path) -> None:
+    # The tenant's graph is searched (built at once, no exact scan of the filtered
+    # points) with a filter passing a tenth of them: the engine's two-hop search
+    # keeps the top k the exact filtered ranking gives.
+    import numpy as np
+
+    from groundwire.domain.retrieval import MetadataFilter
+
+    store = await open_qdrant_store(
+        qdrant_test_settings(tmp_path, indexing_threshold_kb=1, full_scan_threshold_kb=1)
+    )
+    rng = np.random.default_rng(9)
+    dims = 16
+    centers = rng.normal(size=(20, dims))
+    rows = centers[rng.integers(20, size=3_000)] + 0.5 * rng.normal(size=(3_000, dims))
+    rows = (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+    docs = [
+        doc(f"d{i:05d}", [f"t{i}"], [rows[i]], metadata={"dept": f"p{i % 10}"})
+        for i in range(3_000)
+    ]
+    sp = spec("idx", dims=dims)
+    await store.ensure_index(sp)
+    v = await store.begin_version("idx")
+    for start in range(0, len(docs), 500):
+        await store.stage_documents("idx", v, docs[start : start + 500])
+    await store.publish_version("idx", v, sp)
+    tenth = Scope("", MetadataFilter({"dept": frozenset({"p3"})}))
+    found = 0
+    for query in rng.normal(size=(20, dims)).astype(np.float32):
+        hits = await store.search_vector("idx", query, 10, tenth)
+        sims = np.where(np.arange(3_000) % 10 == 3, rows @ query, -np.inf)
+        want = {f"d{i:05d}" for i in np.argsort(-sims)[:10]}
+        found += len({h.document_id for h in hits} & want)
+        assert len(hits) == 10
+    assert found / 200 >= 0.9
+    await store.close()

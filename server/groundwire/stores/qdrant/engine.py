@@ -40,6 +40,9 @@ class QdrantSettings:
     # Segments are indexed (HNSW, sparse) once they hold this many kilobytes of
     # vectors; below it a segment is searched exactly.
     indexing_threshold_kb: int = 10_000
+    # A filtered search whose filter admits fewer kilobytes of vectors than this
+    # scans them exactly instead of searching the graph.
+    full_scan_threshold_kb: int = 10_000
     # Engine search threads per shard (0: one per CPU).
     search_threads: int = 0
     label: str = "default"

@@ -129,7 +129,7 @@ def edge_config(spec: IndexSpec, settings: QdrantSettings) -> q.EdgeConfig:
         hnsw_config=q.HnswIndexConfig(
             m=0,
             ef_construct=settings.hnsw_ef_construction,
-            full_scan_threshold=10_000,
+            full_scan_threshold=settings.full_scan_threshold_kb,
             payload_m=settings.hnsw_m,
         ),
         optimizers=q.EdgeOptimizersConfig(indexing_threshold=settings.indexing_threshold_kb),
