@@ -39,6 +39,7 @@ from groundwire.domain.scores import Score, ScoreMetric
 from groundwire.stores.qdrant.engine import scroll_all
 from groundwire.stores.qdrant.filters import tenant_chunks
 from groundwire.stores.qdrant.layout import (
+    HIT_FIELDS,
     LEXICAL_FIELDS,
     SPARSE,
     Condition,
@@ -52,6 +53,9 @@ from groundwire.stores.qdrant.versions import TenantStats
 
 # The engine's scores are single precision; the candidate bound keeps this margin.
 _MARGIN = 1e-3
+# What scoring a candidate reads, and what a hit does.
+_SCORING = q.PayloadSelector.Include(["document_id", "chunk_id", "terms", "tf", "dl"])
+_HIT = q.PayloadSelector.Include(HIT_FIELDS)
 
 
 def frequencies(edge: q.EdgeShard, tenant: str, terms: Sequence[str]) -> dict[str, int]:
@@ -145,14 +149,30 @@ def search(
     params = q.SearchParams(idf=q.IdfParams(corpus=q.Filter(must=tenant_chunks(tenant))))
     limit = max(2 * k, k + 16)
     points = _query(edge, sparse, narrowed, params, limit, None)
-    hits = _hits(points, scorer, (), query)
+    scored = _scored(points, scorer)
     if len(points) >= limit:
-        ranked = sorted(h.score.raw for h in hits)
         ratio = max(1.0, scorer.avgdl / stats.a0_lo) if stats.a0_lo > 0 else 1.0
-        threshold = ranked[-k] / ratio * (1.0 - _MARGIN) if len(ranked) >= k else None
+        kth = sorted(s for s, _, _, _ in scored)[-k] if len(scored) >= k else None
+        threshold = None if kth is None else kth / ratio * (1.0 - _MARGIN)
         points = _query(edge, sparse, narrowed, params, limit * 4, threshold, exhaust=True)
-        hits = _hits(points, scorer, (), query)
-    return LexicalResult(rank_hits(hits)[:k], len(terms), pruned)
+        scored = _scored(points, scorer)
+    # The top k in the tie order every store shares; only their text is read.
+    top = sorted(scored, key=lambda x: (-x[0], x[1], x[2]))[:k]
+    found = edge.retrieve([p for *_, p in top], _HIT, False)
+    records = {str(r.id): r.payload or {} for r in found}
+    hits = [chunk_hit(records[str(p)], Score.of(ScoreMetric.BM25, s)) for s, _, _, p in top]
+    return LexicalResult(hits, len(terms), pruned)
+
+
+def _scored(points: Sequence[Any], scorer: _Scorer) -> list[tuple[float, str, str, Any]]:
+    """(exact score, document id, chunk id, point id) of the candidates that hold a
+    scored term (a shared dimension alone does not count)."""
+    out = []
+    for p in points:
+        score = scorer.score(p.payload)
+        if score is not None:
+            out.append((score, p.payload["document_id"], p.payload["chunk_id"], p.id))
+    return out
 
 
 def _query(
@@ -174,7 +194,7 @@ def _query(
                 query=q.Query.Nearest(sparse, using=SPARSE),
                 filter=flt,
                 score_threshold=threshold,
-                with_payload=q.PayloadSelector.Include(LEXICAL_FIELDS),
+                with_payload=_SCORING,
                 params=params,
             )
         )
