@@ -176,7 +176,7 @@ async def run(args: argparse.Namespace) -> None:
         if not args.dir:
             shutil.rmtree(base, ignore_errors=True)
     print(
-        f"\n{args.chunks:,} chunks, {os.cpu_count()} CPUs ({bm.load_note() if hasattr(bm, 'load_note') else ''})"
+        f"\n{args.chunks:,} chunks, {os.cpu_count()} CPUs, loadavg {' '.join(map(str, os.getloadavg()))}"
     )
     labels = list(dict.fromkeys(label for rows in results.values() for label, _ in rows))
     print("| figure | " + " | ".join(results) + " |")
