@@ -437,3 +437,47 @@ async def test_the_python_client_helpers_declare_client_tools_and_their_timeout(
             E.EXECUTION_EVENT_TYPE_EXECUTION_REQUIRES_ACTION
         ]
         assert any(e.type == E.EXECUTION_EVENT_TYPE_TOOL_CALL_REQUESTED for e in events)
+
+
+async def test_only_the_same_principals_resume_or_answer_an_execution(
+    app: RunningApp, stub: agent_pb2_grpc.AgentServiceAsyncStub
+) -> None:
+    """An execution's evidence is what its caller's principals may read: a caller
+    with other principals (x-groundwire-principals; authentication is disabled
+    here) finds no such execution, and the waiting one is left as it was."""
+    use_model(
+        app,
+        "assistant",
+        ScriptedModel([calls_tools(call("c1", {"order_id": "A-1"})), answer_from_tools]),
+    )
+    hr = (("x-groundwire-principals", "group:hr"),)
+    waiting = (
+        await stub.Execute(ag.ExecuteRequest(input=with_tools()), metadata=hr, timeout=30)
+    ).result
+    assert waiting.status == ag.EXECUTION_STATUS_REQUIRES_ACTION
+    eid = waiting.execution_id
+    not_found = (grpc.StatusCode.NOT_FOUND, "EXECUTION_NOT_FOUND")
+    for other in ((), (("x-groundwire-principals", "group:board"),)):
+        assert (
+            await reason_of(
+                stub.ResumeExecution(ag.ResumeExecutionRequest(execution_id=eid), metadata=other)
+            )
+            == not_found
+        )
+        submitted = stub.SubmitToolResults(
+            ag.SubmitToolResultsRequest(
+                execution_id=eid, results=[ag.ToolResult(call_id="c1", output="x")]
+            ),
+            metadata=other,
+        )
+        assert await reason_of(submitted) == not_found
+    done = (
+        await stub.SubmitToolResults(
+            ag.SubmitToolResultsRequest(
+                execution_id=eid, results=[ag.ToolResult(call_id="c1", output="Shipped")]
+            ),
+            metadata=hr,
+            timeout=30,
+        )
+    ).result
+    assert done.status == ag.EXECUTION_STATUS_COMPLETED

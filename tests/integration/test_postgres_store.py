@@ -135,6 +135,10 @@ async def test_migrations_are_idempotent_and_safe_for_concurrent_starts(dsn: str
 # BM25 statistics and document ids unique per index (the index-wide token total
 # comes back at 0: only the migrations under test read the published data).
 _DOWNGRADE_TO_3 = (
+    "DROP INDEX gw_chunks_acl",
+    "ALTER TABLE gw_chunks DROP COLUMN acl",
+    "ALTER TABLE gw_documents DROP COLUMN acl",
+    "DELETE FROM gw_schema_migrations WHERE version = 20",
     "ALTER TABLE gw_operations ALTER COLUMN index_id SET NOT NULL",
     "DELETE FROM gw_schema_migrations WHERE version = 19",
     "DROP TABLE gw_embedding_cache",

@@ -161,6 +161,20 @@ const (
 	// max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
 	// Executions report TOO_MANY_EXECUTIONS instead.
 	ErrorReason_ERROR_REASON_TENANT_CONCURRENCY_LIMITED ErrorReason = 216
+	// INVALID_ARGUMENT: a principal (in a document's `acl` or the
+	// x-groundwire-principals metadata) is not "user:ID" or "group:ID" with an
+	// ID of 1 to 251 characters of [A-Za-z0-9._@+/:=~-] (the value is never
+	// echoed).
+	ErrorReason_ERROR_REASON_INVALID_PRINCIPAL ErrorReason = 250
+	// INVALID_ARGUMENT: more than 64 principals in a document's `acl` or in the
+	// x-groundwire-principals metadata.
+	ErrorReason_ERROR_REASON_TOO_MANY_PRINCIPALS ErrorReason = 251
+	// INVALID_ARGUMENT: the x-groundwire-principals metadata is larger than
+	// 8 KiB.
+	ErrorReason_ERROR_REASON_PRINCIPALS_TOO_LARGE ErrorReason = 252
+	// FAILED_PRECONDITION: a document with an `acl` was pushed to an index
+	// whose store (a plug-in) does not apply access lists.
+	ErrorReason_ERROR_REASON_ACL_UNSUPPORTED ErrorReason = 253
 	// NOT_FOUND: no checkpointed execution has this id for the caller's tenant
 	// (unknown, expired, or another tenant's: indistinguishable by design).
 	ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND ErrorReason = 220
@@ -308,6 +322,10 @@ var (
 		214: "ERROR_REASON_TENANT_MISMATCH",
 		215: "ERROR_REASON_TENANT_RATE_LIMITED",
 		216: "ERROR_REASON_TENANT_CONCURRENCY_LIMITED",
+		250: "ERROR_REASON_INVALID_PRINCIPAL",
+		251: "ERROR_REASON_TOO_MANY_PRINCIPALS",
+		252: "ERROR_REASON_PRINCIPALS_TOO_LARGE",
+		253: "ERROR_REASON_ACL_UNSUPPORTED",
 		220: "ERROR_REASON_EXECUTION_NOT_FOUND",
 		221: "ERROR_REASON_EXECUTION_IN_PROGRESS",
 		222: "ERROR_REASON_EXECUTION_AGENT_CHANGED",
@@ -389,6 +407,10 @@ var (
 		"ERROR_REASON_TENANT_MISMATCH":                     214,
 		"ERROR_REASON_TENANT_RATE_LIMITED":                 215,
 		"ERROR_REASON_TENANT_CONCURRENCY_LIMITED":          216,
+		"ERROR_REASON_INVALID_PRINCIPAL":                   250,
+		"ERROR_REASON_TOO_MANY_PRINCIPALS":                 251,
+		"ERROR_REASON_PRINCIPALS_TOO_LARGE":                252,
+		"ERROR_REASON_ACL_UNSUPPORTED":                     253,
 		"ERROR_REASON_EXECUTION_NOT_FOUND":                 220,
 		"ERROR_REASON_EXECUTION_IN_PROGRESS":               221,
 		"ERROR_REASON_EXECUTION_AGENT_CHANGED":             222,
@@ -454,7 +476,7 @@ var File_groundwire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xda\x17\n" +
+	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xf1\x18\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\x1f\n" +
@@ -504,7 +526,11 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\x1eERROR_REASON_PERMISSION_DENIED\x10\xd5\x01\x12!\n" +
 	"\x1cERROR_REASON_TENANT_MISMATCH\x10\xd6\x01\x12%\n" +
 	" ERROR_REASON_TENANT_RATE_LIMITED\x10\xd7\x01\x12,\n" +
-	"'ERROR_REASON_TENANT_CONCURRENCY_LIMITED\x10\xd8\x01\x12%\n" +
+	"'ERROR_REASON_TENANT_CONCURRENCY_LIMITED\x10\xd8\x01\x12#\n" +
+	"\x1eERROR_REASON_INVALID_PRINCIPAL\x10\xfa\x01\x12%\n" +
+	" ERROR_REASON_TOO_MANY_PRINCIPALS\x10\xfb\x01\x12&\n" +
+	"!ERROR_REASON_PRINCIPALS_TOO_LARGE\x10\xfc\x01\x12!\n" +
+	"\x1cERROR_REASON_ACL_UNSUPPORTED\x10\xfd\x01\x12%\n" +
 	" ERROR_REASON_EXECUTION_NOT_FOUND\x10\xdc\x01\x12'\n" +
 	"\"ERROR_REASON_EXECUTION_IN_PROGRESS\x10\xdd\x01\x12)\n" +
 	"$ERROR_REASON_EXECUTION_AGENT_CHANGED\x10\xde\x01\x125\n" +

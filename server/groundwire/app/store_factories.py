@@ -17,6 +17,7 @@ from groundwire.app.plugins import STORES, build_plugin_async, has_members
 from groundwire.app.store_config import StoreConfig
 from groundwire.domain.indexes import StoreKind
 from groundwire.ingestion.shared import SharedSettings
+from groundwire.stores.acl_guard import guarded
 from groundwire.stores.base import CheckpointStore, OperationLog, Store, WorkQueue
 from groundwire.stores.memory import MemoryOperationLog, MemoryStore
 from groundwire.stores.memory.checkpoints import MemoryCheckpointStore
@@ -62,7 +63,8 @@ async def build_store(cfg: GroundwireConfig, name: str = DEFAULT_STORE) -> Store
             has_members(*_STORE_MEMBERS),
             "Store (groundwire.stores.base)",
         )
-        return store
+        # A plug-in that does not apply Scope.readers never holds an ACL'd document.
+        return guarded(store)
     if sc.kind == StoreKind.OPENSEARCH:
         from groundwire.stores.opensearch import open_opensearch_store
 

@@ -43,6 +43,9 @@ from groundwire.stores.memory.search import (
 class MemoryStore:
     """Exact in-process store (see module docstring)."""
 
+    # Applies Scope.readers on every search and document read (stores/acl_guard.py).
+    supports_access_lists = True
+
     def __init__(self) -> None:
         self._indexes: dict[str, Index] = {}
         # Entries (rows, postings, phrase candidates) lexical searches have read: a

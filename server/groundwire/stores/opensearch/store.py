@@ -107,6 +107,9 @@ def _analyze(
 class OpenSearchStore:
     """See module docstring."""
 
+    # Applies Scope.readers on every search and document read (stores/acl_guard.py).
+    supports_access_lists = True
+
     def __init__(self, client: AsyncOpenSearch, settings: OpenSearchSettings) -> None:
         self._client = client
         self._settings = settings

@@ -128,6 +128,9 @@ class PostgresStore:
     """A durable store on PostgreSQL with pgvector (see module docstring). Every method
     is safe to call concurrently; each takes one pooled connection."""
 
+    # Applies Scope.readers on every search and document read (stores/acl_guard.py).
+    supports_access_lists = True
+
     def __init__(
         self,
         db: Database,

@@ -177,6 +177,24 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
     Executions report TOO_MANY_EXECUTIONS instead.
     """
+    ERROR_REASON_INVALID_PRINCIPAL: _ErrorReason.ValueType  # 250
+    """INVALID_ARGUMENT: a principal (in a document's `acl` or the
+    x-groundwire-principals metadata) is not "user:ID" or "group:ID" with an
+    ID of 1 to 251 characters of [A-Za-z0-9._@+/:=~-] (the value is never
+    echoed).
+    """
+    ERROR_REASON_TOO_MANY_PRINCIPALS: _ErrorReason.ValueType  # 251
+    """INVALID_ARGUMENT: more than 64 principals in a document's `acl` or in the
+    x-groundwire-principals metadata.
+    """
+    ERROR_REASON_PRINCIPALS_TOO_LARGE: _ErrorReason.ValueType  # 252
+    """INVALID_ARGUMENT: the x-groundwire-principals metadata is larger than
+    8 KiB.
+    """
+    ERROR_REASON_ACL_UNSUPPORTED: _ErrorReason.ValueType  # 253
+    """FAILED_PRECONDITION: a document with an `acl` was pushed to an index
+    whose store (a plug-in) does not apply access lists.
+    """
     ERROR_REASON_EXECUTION_NOT_FOUND: _ErrorReason.ValueType  # 220
     """NOT_FOUND: no checkpointed execution has this id for the caller's tenant
     (unknown, expired, or another tenant's: indistinguishable by design).
@@ -446,6 +464,24 @@ ERROR_REASON_TENANT_CONCURRENCY_LIMITED: ErrorReason.ValueType  # 216
 concurrent calls of this RPC family ([limits.<family>]
 max_concurrent_per_tenant); google.rpc.RetryInfo gives a retry hint.
 Executions report TOO_MANY_EXECUTIONS instead.
+"""
+ERROR_REASON_INVALID_PRINCIPAL: ErrorReason.ValueType  # 250
+"""INVALID_ARGUMENT: a principal (in a document's `acl` or the
+x-groundwire-principals metadata) is not "user:ID" or "group:ID" with an
+ID of 1 to 251 characters of [A-Za-z0-9._@+/:=~-] (the value is never
+echoed).
+"""
+ERROR_REASON_TOO_MANY_PRINCIPALS: ErrorReason.ValueType  # 251
+"""INVALID_ARGUMENT: more than 64 principals in a document's `acl` or in the
+x-groundwire-principals metadata.
+"""
+ERROR_REASON_PRINCIPALS_TOO_LARGE: ErrorReason.ValueType  # 252
+"""INVALID_ARGUMENT: the x-groundwire-principals metadata is larger than
+8 KiB.
+"""
+ERROR_REASON_ACL_UNSUPPORTED: ErrorReason.ValueType  # 253
+"""FAILED_PRECONDITION: a document with an `acl` was pushed to an index
+whose store (a plug-in) does not apply access lists.
 """
 ERROR_REASON_EXECUTION_NOT_FOUND: ErrorReason.ValueType  # 220
 """NOT_FOUND: no checkpointed execution has this id for the caller's tenant
