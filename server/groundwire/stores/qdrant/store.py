@@ -85,6 +85,9 @@ def _analyze(documents: Sequence[StagedDocument], analyzer: Analyzer) -> list[li
 class QdrantStore:
     """See module docstring."""
 
+    # Applies Scope.readers on every search and document read (stores/acl_guard.py).
+    supports_access_lists = True
+
     def __init__(self, settings: QdrantSettings, lock: PathLock) -> None:
         self._settings = settings
         self._lock = lock
