@@ -18,9 +18,10 @@ from groundwire.stores.base import Store
 
 if TYPE_CHECKING:
     from groundwire.stores.opensearch import OpenSearchSettings
+    from groundwire.stores.qdrant import QdrantSettings
 from groundwire.stores.memory import MemoryStore
 
-STORE_KINDS = ["memory", "postgres", "opensearch"]
+STORE_KINDS = ["memory", "postgres", "opensearch", "qdrant"]
 _counter = itertools.count()
 # Index names are unique per session too, so a reused external test database (or a
 # second run against it) never sees another run's indexes.
@@ -52,6 +53,13 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         yield search
         await search.close()
         return
+    if request.param == "qdrant":
+        from groundwire.stores.qdrant import open_qdrant_store
+
+        qd = await open_qdrant_store(qdrant_test_settings(request.getfixturevalue("tmp_path")))
+        yield qd
+        await qd.close()
+        return
     raise AssertionError(f"unknown store kind {request.param}")
 
 
@@ -74,6 +82,20 @@ def opensearch_test_settings(url: str, **overrides: object) -> OpenSearchSetting
     }
     settings.update(overrides)
     return OpenSearchSettings(**settings)  # type: ignore[arg-type]
+
+
+def qdrant_test_settings(tmp_path: Path, **overrides: object) -> QdrantSettings:
+    """An embedded Qdrant engine in the test's own directory, one search thread
+    (the CI machine's cores are shared)."""
+    from groundwire.stores.qdrant import QdrantSettings
+
+    settings: dict[str, object] = {
+        "path": tmp_path / "qdrant",
+        "search_threads": 1,
+        "label": "test",
+    }
+    settings.update(overrides)
+    return QdrantSettings(**settings)  # type: ignore[arg-type]
 
 
 @pytest.fixture

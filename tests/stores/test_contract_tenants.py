@@ -50,6 +50,22 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         yield search
         await search.close()
         return
+    if request.param == "qdrant":
+        from groundwire.stores.qdrant import open_qdrant_store
+        from tests.stores.conftest import qdrant_test_settings
+
+        # The same sparse, narrow graph, built even for this small a tenant.
+        qd_settings = qdrant_test_settings(
+            request.getfixturevalue("tmp_path"),
+            hnsw_m=4,
+            hnsw_ef_construction=8,
+            ef_search=10,
+            indexing_threshold_kb=1,
+        )
+        qd = await open_qdrant_store(qd_settings)
+        yield qd
+        await qd.close()
+        return
     from groundwire.stores.postgres import PostgresSettings, open_postgres_store
 
     pg = await open_postgres_store(

@@ -542,13 +542,16 @@ class GroundwireConfig(StrictModel):
     def _stores(self) -> GroundwireConfig:
         if DEFAULT_STORE in self.stores and "store" in self.model_fields_set:
             raise ValueError("stores.default: also configured as [store]; set only one")
-        if self.store_configs()[DEFAULT_STORE].kind == StoreKind.OPENSEARCH:
+        default_kind = self.store_configs()[DEFAULT_STORE].kind
+        if default_kind in (StoreKind.OPENSEARCH, StoreKind.QDRANT):
             # The default store is the control plane: the operations, ingestion locks,
-            # checkpoints and usage an OpenSearch store cannot keep (they would live in
-            # one process's memory, and every replica would take its own lock).
+            # checkpoints and usage an OpenSearch or Qdrant store cannot keep (they
+            # would live in one process's memory, and every replica would take its
+            # own lock).
+            engine = "OpenSearch" if default_kind == StoreKind.OPENSEARCH else "Qdrant"
             raise ValueError(
                 f"{self.store_key(DEFAULT_STORE)}.kind: the default store keeps operations and"
-                " ingestion locks; put indexes on OpenSearch in a [stores.NAME] section"
+                f" ingestion locks; put indexes on {engine} in a [stores.NAME] section"
                 " (store = NAME)"
             )
         seen: dict[Path, str] = {}

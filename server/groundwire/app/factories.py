@@ -398,9 +398,9 @@ async def build_components(
     operation_log = PlacedOperationLog(
         {
             n: default_log
-            if n == DEFAULT_STORE or s.kind == StoreKind.OPENSEARCH
-            # An OpenSearch store holds index data only: its indexes' operations and
-            # ingestion lock live on the control-plane (default) store.
+            if n == DEFAULT_STORE or s.kind in (StoreKind.OPENSEARCH, StoreKind.QDRANT)
+            # An OpenSearch or Qdrant store holds index data only: its indexes'
+            # operations and ingestion lock live on the control-plane (default) store.
             else operation_log_for(s)
             for n, s in opened.items()
         },

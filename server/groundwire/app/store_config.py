@@ -1,5 +1,6 @@
 """`[store]` and `[stores.NAME]`: where indexes live (memory, PostgreSQL with its
-pool, standbys, fair shares and shared ingestion, OpenSearch, or a plug-in kind)."""
+pool, standbys, fair shares and shared ingestion, OpenSearch, Qdrant, or a plug-in
+kind)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ _OPENSEARCH_KEYS = frozenset(
         "bulk_in_flight",
     }
 )
+
+
+_QDRANT_KEYS = frozenset({"path", "search_threads", "indexing_threshold_kb"})
 
 
 class StoreConfig(StrictModel):
@@ -99,6 +103,17 @@ class StoreConfig(StrictModel):
     bulk_chunks: int = Field(500, ge=1, le=10_000)
     bulk_max_mib: int = Field(8, ge=1, le=100)
     bulk_in_flight: int = Field(2, ge=1, le=16)
+    # kind = "qdrant" (stores/qdrant; the scaling-out tutorial's "Indexes on
+    # Qdrant"): Qdrant's engine in process (qdrant-edge-py) keeping a shard per
+    # published version under `path`, which one process owns (a second fails to
+    # open it). `search_threads`: the engine's search threads per shard (0: one
+    # per CPU); a segment gets its HNSW graphs (one per tenant) once it holds
+    # `indexing_threshold_kb` of vectors, below that it is searched exactly. The
+    # HNSW keys above apply (hnsw_m is each tenant graph's m). The default store
+    # keeps operations, checkpoints, usage and the ingestion lock.
+    path: Path | None = None
+    search_threads: int = Field(0, ge=0, le=256)
+    indexing_threshold_kb: int = Field(10_000, ge=1, le=10_000_000)
     work_item_documents: int = Field(32, ge=1, le=10_000)
     work_lease_ms: int = Field(15_000, ge=200, le=600_000)
     work_renew_ms: int = Field(5_000, ge=50, le=300_000)
@@ -142,6 +157,15 @@ class StoreConfig(StrictModel):
             stray = sorted(self.model_fields_set & _OPENSEARCH_KEYS)
             if stray:
                 raise ValueError(f"{stray[0]}: only a kind = 'opensearch' store takes it")
+        if self.kind == StoreKind.QDRANT:
+            if self.path is None:
+                raise ValueError("path: a qdrant store needs the directory its engine keeps")
+            if self.dsn is not None:
+                raise ValueError("dsn: a qdrant store has a path, not a dsn")
+        else:
+            stray = sorted(self.model_fields_set & _QDRANT_KEYS)
+            if stray:
+                raise ValueError(f"{stray[0]}: only a kind = 'qdrant' store takes it")
         if self.work_renew_ms * 2 > self.work_lease_ms:
             raise ValueError(
                 "work_renew_ms: renew leases at most every half of work_lease_ms "

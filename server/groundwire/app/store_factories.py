@@ -1,7 +1,8 @@
-"""The stores a configuration names, opened, and the control-plane pieces each
-store kind provides (operation log, checkpoints, usage ledger, the shared
-ingestion queue): PostgreSQL keeps them durably, memory per process. Split from
-app/factories.py, which assembles the serving components from these."""
+"""The stores a configuration names, opened (memory, PostgreSQL, OpenSearch,
+Qdrant, plug-ins), and the control-plane pieces each store kind provides
+(operation log, checkpoints, usage ledger, the shared ingestion queue):
+PostgreSQL keeps them durably, memory per process. Split from app/factories.py,
+which assembles the serving components from these."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from groundwire.stores.usage import MemoryUsageLedger, UsageLedger
 if TYPE_CHECKING:
     from groundwire.stores.opensearch import OpenSearchSettings
     from groundwire.stores.postgres import PostgresSettings
+    from groundwire.stores.qdrant import QdrantSettings
 
 log = logging.getLogger("groundwire.app")
 
@@ -67,6 +69,10 @@ async def build_store(cfg: GroundwireConfig, name: str = DEFAULT_STORE) -> Store
         from groundwire.stores.opensearch import open_opensearch_store
 
         return await open_opensearch_store(opensearch_settings(cfg, name))
+    if sc.kind == StoreKind.QDRANT:
+        from groundwire.stores.qdrant import open_qdrant_store
+
+        return await open_qdrant_store(qdrant_settings(cfg, name))
     from groundwire.stores.postgres import open_postgres_store
 
     return await open_postgres_store(postgres_settings(cfg, name))
@@ -104,6 +110,23 @@ def opensearch_settings(cfg: GroundwireConfig, name: str) -> OpenSearchSettings:
         bulk_bytes=s.bulk_max_mib * 1024 * 1024,
         bulk_in_flight=s.bulk_in_flight,
         superseded_grace_s=s.superseded_grace_ms / 1000,
+        label=name,
+    )
+
+
+def qdrant_settings(cfg: GroundwireConfig, name: str) -> QdrantSettings:
+    """A Qdrant store's settings (the embedded engine under its path)."""
+    from groundwire.stores.qdrant import QdrantSettings
+
+    s = cfg.store_configs()[name]
+    assert s.path is not None  # StoreConfig requires it for kind = "qdrant"
+    return QdrantSettings(
+        path=s.path,
+        hnsw_m=s.hnsw_m,
+        hnsw_ef_construction=s.hnsw_ef_construction,
+        ef_search=s.hnsw_ef_search,
+        indexing_threshold_kb=s.indexing_threshold_kb,
+        search_threads=s.search_threads,
         label=name,
     )
 
@@ -167,10 +190,20 @@ async def build_stores(cfg: GroundwireConfig) -> dict[str, Store]:
 
 def _check_distinct_clusters(cfg: GroundwireConfig, names: list[str]) -> None:
     """Two stores with one DSN would be one database under two names: each
-    index's rows are only apart when the stores are."""
+    index's rows are only apart when the stores are (and two Qdrant stores on one
+    path, one engine opened twice)."""
     seen: dict[str, str] = {}
+    paths: dict[object, str] = {}
     for name in names:
         sc = cfg.store_configs()[name]
+        if sc.kind == StoreKind.QDRANT and sc.path is not None:
+            where = sc.path.resolve()
+            if where in paths:
+                raise ConfigError(
+                    f"{cfg.store_key(name)}.path: the same path as"
+                    f" {cfg.store_key(paths[where])}.path; give each store its own"
+                )
+            paths[where] = name
         if sc.kind != StoreKind.POSTGRES or sc.dsn is None:
             continue
         dsn = sc.dsn.resolve()

@@ -21,6 +21,7 @@ class StoreKind(StrEnum):
     MEMORY = "memory"
     POSTGRES = "postgres"
     OPENSEARCH = "opensearch"
+    QDRANT = "qdrant"
 
 
 class IngestionStrategy(StrEnum):
