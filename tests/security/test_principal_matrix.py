@@ -11,7 +11,8 @@ so ranking alone would mix them. Each tenant has three callers:
 - `app`: an `act_for` key naming its end user `user:carol,group:board` per call in
   the `x-groundwire-principals` metadata (it holds no principals of its own).
 
-For every caller, on the in-memory store, PostgreSQL and OpenSearch, the matrix
+For every caller, on the in-memory store, PostgreSQL, OpenSearch and the embedded
+Qdrant engine, the matrix
 probes: Retrieve in every mode (each forbidden marker, the common words, the
 document ids, top_k 50); Execute, ExecuteStream and agentic search; GetDocument
 of every document id (a document the caller may not read answers exactly as a
@@ -121,7 +122,7 @@ def headers(tenant: str, caller: str) -> dict[str, str]:
     return dict(metadata(tenant, caller))
 
 
-def config(store: str, opensearch_url: str | None) -> dict[str, object]:
+def config(store: str, opensearch_url: str | None, qdrant_path: str = "") -> dict[str, object]:
     keys: list[dict[str, object]] = []
     for t in TENANTS:
         keys.append(
@@ -197,11 +198,16 @@ def config(store: str, opensearch_url: str | None) -> dict[str, object]:
             }
         }
         index["store"] = "search"
+    if store == "qdrant":
+        data["stores"] = {"vectors": {"kind": "qdrant", "path": qdrant_path, "search_threads": 1}}
+        index["store"] = "vectors"
     return data
 
 
-@pytest.fixture(scope="module", params=["memory", "postgres", "opensearch"])
-async def app(request: pytest.FixtureRequest) -> AsyncIterator[RunningApp]:
+@pytest.fixture(scope="module", params=["memory", "postgres", "opensearch", "qdrant"])
+async def app(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[RunningApp]:
     url = None
     if request.param == "postgres":
         # A database of its own on the session's server (tests/conftest.py).
@@ -213,7 +219,8 @@ async def app(request: pytest.FixtureRequest) -> AsyncIterator[RunningApp]:
         request.addfinalizer(mp.undo)
     if request.param == "opensearch":
         url = request.getfixturevalue("opensearch_url")
-    data = config(request.param, url)
+    qdrant = str(tmp_path_factory.mktemp("principal-matrix-qdrant"))
+    data = config(request.param, url, qdrant)
     async with serving(parse_config(data), http=True) as running:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as ch:
             stub = ingestion_pb2_grpc.IngestionManagerServiceStub(ch)
