@@ -206,15 +206,22 @@ class Procedures:
     def get(self, method: str) -> Procedure | None:
         return self._procedures.get(method)
 
+    async def prepare(self, metadata: Sequence[tuple[str, str]]) -> None:
+        """Fetch the signing keys an identity provider's token needs (bounded,
+        api/jwks.py) before `authenticate` checks it."""
+        authorization = next((v for k, v in metadata if k == "authorization"), None)
+        with self._interceptor._live() as (auth, _):
+            await auth.prepare(authorization)
+
     def authenticate(self, metadata: Sequence[tuple[str, str]]) -> Principal | None:
         """The request's key as the current snapshot knows it (None when
         authentication is off); raises UNAUTHENTICATED for a missing or unknown
         key. Grants nothing by itself: every RPC still authorizes its own call."""
         authorization = next((v for k, v in metadata if k == "authorization"), None)
         with self._interceptor._live() as (auth, _):
-            if auth.keys is None:
+            if not auth.enabled:
                 return None
-            return auth.keys.authenticate(authorization)
+            return auth.authenticate(authorization)
 
     def identify(self, metadata: Sequence[tuple[str, str]]) -> Principal | None:
         """The key of a request refused before any RPC ran (None when absent,
