@@ -1,0 +1,150 @@
+"""The web console signed in with a real identity provider's token (Debian's
+Chromium, Python Playwright, Keycloak 26 from tests/support/keycloak.py).
+
+The server accepts tokens only (`[auth] mode = "tokens"`, one Keycloak realm as
+its issuer). A person pastes the access token Keycloak issued them into the
+console's key field: the console says the credential is accepted, and search
+shows exactly what that person may read (their group's document and the one
+without an access list, never another group's); a tampered token is refused
+with its stable reason, shown in the console's error banner, and a garbage token
+too. Every request the page makes goes to the groundwire server itself."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from playwright.async_api import Browser, BrowserContext, Page, Request, expect
+
+from groundwire.app.config import parse_config
+from tests.support.browser import chromium, require_chromium
+from tests.support.keycloak import Keycloak, Realm, User
+from tests.support.servers import RunningApp, serving
+
+pytestmark = [pytest.mark.timeout(1800), pytest.mark.slow]
+
+RUN = uuid.uuid4().hex[:8]
+MARK = {
+    kind: f"zq{kind}{''.join('ghijklmnop'[int(c)] if c.isdigit() else c for c in RUN)}mark"
+    for kind in ("public", "hr", "board")
+}
+WAIT_MS = 60_000
+expect.set_options(timeout=WAIT_MS)
+
+
+@pytest.fixture(scope="module")
+def realm(keycloak: Keycloak) -> Realm:
+    return keycloak.realm(f"console{RUN}", [User("alice", ["hr"])])
+
+
+@pytest.fixture(scope="module")
+async def server(realm: Realm) -> AsyncIterator[RunningApp]:
+    acls = {"public": [], "hr": ["group:hr"], "board": ["group:board"]}
+    cfg = parse_config(
+        {
+            "store": {"kind": "memory"},
+            "auth": {
+                "mode": "tokens",
+                "issuers": [
+                    {
+                        "id": "keycloak",
+                        "issuer": realm.issuer,
+                        "audiences": [realm.audience],
+                        "tenant": "acme",
+                        "allow_http": True,
+                        "allow_cidrs": ["127.0.0.1/32"],
+                    }
+                ],
+            },
+            "http": {"address": "127.0.0.1:0", "console": True},
+            "indexes": {
+                "handbook": {
+                    "tenant": "acme",
+                    "sources": [
+                        {
+                            "kind": "inline",
+                            "id": f"{kind}-doc",
+                            "title": f"The {kind} page",
+                            "text": f"{MARK[kind]} common leave policy words.",
+                            "acl": acl,
+                        }
+                        for kind, acl in acls.items()
+                    ],
+                    "ingestion": {"strategy": "on_startup"},
+                }
+            },
+        }
+    )
+    async with serving(cfg) as app:
+        yield app
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    executable = require_chromium()
+    async with chromium(executable) as b:
+        yield b
+
+
+@pytest.fixture
+async def context(browser: Browser, server: RunningApp) -> AsyncIterator[BrowserContext]:
+    base = f"http://127.0.0.1:{server.http_port}"
+    ctx = await browser.new_context(viewport={"width": 1280, "height": 900}, base_url=base)
+    foreign: list[str] = []
+
+    def check(request: Request) -> None:
+        if not request.url.startswith(base + "/"):
+            foreign.append(request.url)
+
+    ctx.on("request", check)
+    try:
+        yield ctx
+    finally:
+        await ctx.close()
+    assert foreign == [], f"the console reached beyond the groundwire server: {foreign}"
+
+
+async def sign_in(ctx: BrowserContext, token: str) -> Page:
+    page = await ctx.new_page()
+    page.set_default_timeout(WAIT_MS)
+    await page.goto("/console/search")
+    await expect(page.locator("#key-status")).to_have_text("this server needs an API key")
+    field = page.get_by_label("API key or token")
+    await field.fill(token)
+    await field.press("Enter")
+    return page
+
+
+async def search(page: Page, text: str) -> None:
+    await page.get_by_label("Query").fill(text)
+    await page.get_by_label("Mode").select_option(label="lexical")
+    await page.get_by_role("button", name="Search", exact=True).click()
+
+
+async def test_a_pasted_token_reads_as_its_person(context: BrowserContext, realm: Realm) -> None:
+    page = await sign_in(context, realm.password_token("alice"))
+    await expect(page.locator("#key-status")).to_contain_text("key accepted")
+    await expect(page.locator("#search-index option[value=handbook]")).to_be_attached()
+    await search(page, "common leave policy words")
+    results = page.locator("#search-results > li")
+    await expect(results).to_have_count(2)
+    docs = {await results.nth(i).get_attribute("data-document") for i in range(2)}
+    assert docs == {"public-doc", "hr-doc"}
+    await search(page, MARK["board"])
+    await expect(page.locator("#search-results > li")).to_have_count(0)
+    content = await page.content()
+    assert MARK["board"] not in content.replace(f'value="{MARK["board"]}"', "")
+
+
+async def test_a_tampered_token_is_refused_with_its_reason(
+    context: BrowserContext, realm: Realm
+) -> None:
+    header, payload, signature = realm.password_token("alice").split(".")
+    forged = f"{header}.{payload[:-4]}AAAA.{signature}"
+    page = await sign_in(context, forged)
+    await expect(page.locator("#key-status")).to_contain_text("key refused")
+    status = await page.locator("#key-status").text_content() or ""
+    assert "TOKEN_" in status and forged not in status
+    page = await sign_in(context, "eyJhbGciOiJub25lIn0.e30.")
+    await expect(page.locator("#key-status")).to_contain_text("TOKEN_")
