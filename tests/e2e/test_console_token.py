@@ -1,5 +1,12 @@
-"""The web console signed in with a real identity provider's token (Debian's
-Chromium, Python Playwright, Keycloak 26 from tests/support/keycloak.py).
+"""The web console signed in with a real identity provider (Debian's Chromium,
+Python Playwright, Keycloak 26 from tests/support/keycloak.py).
+
+Sign-in with the provider: the console offers "Sign in with keycloak" (the
+issuer's `console_client_id`, a public client), sends the person to Keycloak's
+own login page with a PKCE S256 challenge, and back in the console exchanges the
+code with its verifier (no client secret) for an access token: the person is
+signed in on the view they started from, the code gone from the address bar,
+and reads exactly their documents.
 
 The server accepts tokens only (`[auth] mode = "tokens"`, one Keycloak realm as
 its issuer). A person pastes the access token Keycloak issued them into the
@@ -19,7 +26,7 @@ from playwright.async_api import Browser, BrowserContext, Page, Request, expect
 
 from groundwire.app.config import parse_config
 from tests.support.browser import chromium, require_chromium
-from tests.support.keycloak import Keycloak, Realm, User
+from tests.support.keycloak import PASSWORD, Keycloak, Realm, User
 from tests.support.servers import RunningApp, serving
 
 pytestmark = [pytest.mark.timeout(1800), pytest.mark.slow]
@@ -54,6 +61,7 @@ async def server(realm: Realm) -> AsyncIterator[RunningApp]:
                         "tenant": "acme",
                         "allow_http": True,
                         "allow_cidrs": ["127.0.0.1/32"],
+                        "console_client_id": realm.console_client_id,
                     }
                 ],
             },
@@ -77,6 +85,7 @@ async def server(realm: Realm) -> AsyncIterator[RunningApp]:
         }
     )
     async with serving(cfg) as app:
+        realm.allow_console(f"http://127.0.0.1:{app.http_port}/console/")
         yield app
 
 
@@ -148,3 +157,46 @@ async def test_a_tampered_token_is_refused_with_its_reason(
     assert "TOKEN_" in status and forged not in status
     page = await sign_in(context, "eyJhbGciOiJub25lIn0.e30.")
     await expect(page.locator("#key-status")).to_contain_text("TOKEN_")
+
+
+async def test_sign_in_with_keycloak_authorization_code_and_pkce(
+    browser: Browser, server: RunningApp, realm: Realm
+) -> None:
+    base = f"http://127.0.0.1:{server.http_port}"
+    ctx = await browser.new_context(viewport={"width": 1280, "height": 900}, base_url=base)
+    foreign: list[str] = []
+    token_requests: list[str] = []
+
+    def check(request: Request) -> None:
+        if request.url.startswith(realm.token_url):
+            token_requests.append(request.post_data or "")
+        # The provider's own pages load their styles and scripts from its origin.
+        if not request.url.startswith((base + "/", realm.keycloak.url + "/")):
+            foreign.append(request.url)
+
+    ctx.on("request", check)
+    try:
+        page = await ctx.new_page()
+        page.set_default_timeout(WAIT_MS)
+        await page.goto("/console/search")
+        button = page.get_by_role("button", name="Sign in with keycloak")
+        await button.click()
+        # Keycloak's own sign-in page.
+        await page.locator("#username").fill("alice")
+        await page.locator("#password").fill(PASSWORD)
+        await page.locator("#kc-login").click()
+        # Back in the console, signed in: the code left the address bar.
+        await expect(page.locator("#key-status")).to_contain_text("key accepted")
+        assert page.url == f"{base}/console/search"
+        await search(page, "common leave policy words")
+        results = page.locator("#search-results > li")
+        await expect(results).to_have_count(2)
+        docs = {await results.nth(i).get_attribute("data-document") for i in range(2)}
+        assert docs == {"public-doc", "hr-doc"}
+        # PKCE: the code was exchanged with a verifier, by the public client.
+        assert len(token_requests) == 1
+        assert "code_verifier=" in token_requests[0]
+        assert "client_secret" not in token_requests[0]
+    finally:
+        await ctx.close()
+    assert foreign == [], f"the console reached beyond groundwire and the provider: {foreign}"

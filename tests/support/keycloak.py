@@ -135,6 +135,19 @@ class Realm:
         user = admin.get(f"/admin/realms/{self.name}/clients/{client_uuid}/service-account-user")
         return str(user.json()["id"])
 
+    def allow_console(self, console_url: str) -> None:
+        """Register the console at `console_url` (e.g. http://127.0.0.1:PORT/console/)
+        as the public client's redirect URI (its origin may then call the token
+        endpoint: web origins "+")."""
+        admin = self.keycloak.admin()
+        clients = admin.get(
+            f"/admin/realms/{self.name}/clients", params={"clientId": self.console_client_id}
+        ).json()
+        client = clients[0]
+        client["redirectUris"] = [console_url + "*"]
+        client["webOrigins"] = ["+"]
+        _ok(admin.put(f"/admin/realms/{self.name}/clients/{client['id']}", json=client))
+
     def rotate_key(self) -> None:
         """Add an RSA signing key above the realm's current one: tokens issued from
         now on carry its `kid`."""

@@ -151,6 +151,8 @@ class JwksCache:
         self._fetched_at: float | None = None
         self._attempted_at: float | None = None
         self._lock = asyncio.Lock()
+        self._discovery: Mapping[str, Any] | None = None
+        self._discovered_at: float | None = None
         self.fetches = 0  # attempts, for tests and diagnostics
 
     @property
@@ -193,6 +195,32 @@ class JwksCache:
     async def _jwks_location(self) -> str:
         if self._jwks_url:
             return self._jwks_url
+        jwks_uri = (await self._discover()).get("jwks_uri")
+        if not isinstance(jwks_uri, str) or not jwks_uri:
+            raise JwksUnavailable("MALFORMED_DISCOVERY")
+        self._jwks_url = jwks_uri
+        return jwks_uri
+
+    async def discovery(self) -> Mapping[str, Any]:
+        """The issuer's OpenID Connect discovery document ({} when it cannot be
+        had: fetched at most once per minimum refresh interval)."""
+        if self._discovery is not None:
+            return self._discovery
+        now = self._clock()
+        if self._discovered_at is not None and now - self._discovered_at < self._min_refresh:
+            return {}
+        self._discovered_at = now
+        try:
+            return await self._discover()
+        except JwksUnavailable as exc:
+            log.warning(
+                "discovery fetch failed", extra={"issuer": self._issuer, "reason": str(exc)}
+            )
+            return {}
+
+    async def _discover(self) -> Mapping[str, Any]:
+        if self._discovery is not None:
+            return self._discovery
         url = self._issuer.rstrip("/") + "/.well-known/openid-configuration"
         try:
             doc = json.loads(await self._fetch(url))
@@ -202,8 +230,5 @@ class JwksCache:
             # RFC 8414 / OpenID Connect Discovery: the document's issuer must be
             # exactly the configured one.
             raise JwksUnavailable("DISCOVERY_ISSUER_MISMATCH")
-        jwks_uri = doc.get("jwks_uri")
-        if not isinstance(jwks_uri, str) or not jwks_uri:
-            raise JwksUnavailable("MALFORMED_DISCOVERY")
-        self._jwks_url = jwks_uri
-        return jwks_uri
+        self._discovery = doc
+        return doc

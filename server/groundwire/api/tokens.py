@@ -89,6 +89,9 @@ class Issuer:
     clock_skew_seconds: int = 60
     max_lifetime_seconds: int = 86_400
     max_token_bytes: int = 8192
+    # The console's sign-in (authorization code with PKCE); "" = none.
+    console_client_id: str = ""
+    console_scope: str = "openid"
 
 
 def looks_like_jwt(credential: str) -> bool:

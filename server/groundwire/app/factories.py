@@ -560,6 +560,8 @@ def issuer(i: IssuerConfig) -> Issuer:
         clock_skew_seconds=i.clock_skew_seconds,
         max_lifetime_seconds=i.max_lifetime_seconds,
         max_token_bytes=i.max_token_bytes,
+        console_client_id=i.console_client_id,
+        console_scope=i.console_scope,
     )
 
 

@@ -88,6 +88,12 @@ class IssuerConfig(StrictModel):
     allow_hosts: list[str] = Field(default_factory=list)
     # Address blocks allowed although private or loopback (tests: 127.0.0.1/32).
     allow_cidrs: list[str] = Field(default_factory=list)
+    # The web console's "Sign in" button for this issuer (authorization code with
+    # PKCE, S256): the provider's public client id for the console ("": no button).
+    # The client's redirect URI is the console's own URL (`https://HOST/console/`).
+    console_client_id: str = Field("", max_length=256, pattern=r"^[\x21-\x7e]*$")
+    # The scopes the console asks for.
+    console_scope: str = Field("openid", max_length=256, pattern=r"^[\x20-\x7e]*$")
     # Connect and read timeout of one JWKS or discovery fetch.
     fetch_timeout_seconds: float = Field(5.0, gt=0, le=60)
 

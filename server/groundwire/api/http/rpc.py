@@ -29,6 +29,7 @@ from groundwire.api.errors import ERROR_DOMAIN
 from groundwire.api.http.asgi import BodyTooLarge, Receive, read_body
 from groundwire.api.interceptors import ServiceInterceptor, transport_var
 from groundwire.api.server import ServiceRegistration
+from groundwire.api.tokens import Issuer
 from groundwire.domain.auth import Principal
 from groundwire.domain.errors import GroundwireError
 
@@ -205,6 +206,11 @@ class Procedures:
 
     def get(self, method: str) -> Procedure | None:
         return self._procedures.get(method)
+
+    def token_issuers(self) -> Sequence[Issuer]:
+        """The identity providers the current snapshot accepts tokens from."""
+        with self._interceptor._live() as (auth, _):
+            return [] if auth.tokens is None else auth.tokens.issuers
 
     async def prepare(self, metadata: Sequence[tuple[str, str]]) -> None:
         """Fetch the signing keys an identity provider's token needs (bounded,
