@@ -46,7 +46,7 @@ from tests.security.harness import decode_error
 from tests.support.keycloak import Keycloak, Realm, User
 from tests.support.servers import RunningApp, serving
 
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.timeout(1800), pytest.mark.slow]
 
 USERS = {"plain": "bob", "hr": "alice", "app": "carol"}
 GROUPS = {"bob": [], "alice": ["hr"], "carol": ["board"]}
@@ -293,3 +293,97 @@ async def test_access_log_names_issuer_and_subject_hash_only(
     for record in records:
         flat = json.dumps(record.__dict__, default=str)
         assert sub not in flat and token not in flat and token[-40:] not in flat
+
+
+class TcpProxy:
+    """127.0.0.1:port -> the provider, closable: the provider unreachable for the
+    server under test, without stopping the Keycloak the session shares."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self, port: int = 0) -> TcpProxy:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        self._writers |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    async def close(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in self._writers:
+            writer.close()
+        self._writers.clear()
+        await self._server.wait_closed()
+
+
+async def _list_indexes(app: RunningApp, token: str) -> str:
+    """ "ok", or the refusal's reason."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as ch:
+        try:
+            await ingestion_pb2_grpc.IngestionManagerServiceStub(ch).ListIndexes(
+                ing.ListIndexesRequest(), metadata=(("authorization", f"Bearer {token}"),)
+            )
+        except grpc.aio.AioRpcError as err:
+            details = decode_error(err.code(), err.details(), err.trailing_metadata())
+            return ",".join(i.reason for i in details.infos)
+    return "ok"
+
+
+async def test_provider_unreachable_cached_keys_then_fail_closed(
+    realms: dict[str, Realm],
+) -> None:
+    """Keycloak unreachable (its port closed through a proxy the JWKS is read
+    through): cached keys keep working until their maximum age (10 s here), then
+    the issuer's tokens fail closed; reachable again, they work again."""
+    realm = realms["acme"]
+    upstream = int(realm.keycloak.url.rsplit(":", 1)[1])
+    proxy = await TcpProxy(upstream).start()
+    path = realm.jwks_url.removeprefix(realm.keycloak.url)
+    issuer = {
+        **issuers({"acme": realm})[0],
+        "jwks_url": f"http://127.0.0.1:{proxy.port}{path}",
+        "refresh_seconds": 10,
+        "min_refresh_seconds": 1,
+        "max_key_age_seconds": 10,
+    }
+    data = pm.config("memory", None)
+    data["auth"] = {"mode": "tokens", "issuers": [issuer]}
+    token = realm.password_token("alice")
+    async with serving(parse_config(data)) as app:
+        assert await _list_indexes(app, token) == "ok"
+        fetched = time.monotonic()
+        await proxy.close()
+        assert await _list_indexes(app, token) == "ok"  # the cached key
+        while (outcome := await _list_indexes(app, token)) == "ok":
+            assert time.monotonic() - fetched < 60, "never failed closed"
+            await asyncio.sleep(0.5)  # polling the condition: the key set's age
+        assert outcome == "TOKEN_KEYS_UNAVAILABLE"
+        assert time.monotonic() - fetched >= 9.0, "failed closed before the maximum age"
+        proxy = await TcpProxy(upstream).start(proxy.port)
+        try:
+            deadline = time.monotonic() + 60
+            while (outcome := await _list_indexes(app, token)) != "ok":
+                assert outcome == "TOKEN_KEYS_UNAVAILABLE"
+                assert time.monotonic() < deadline, "never recovered"
+                await asyncio.sleep(0.5)  # polling: the next allowed refresh
+        finally:
+            await proxy.close()
