@@ -10,6 +10,7 @@ configuration say, never above the issuer's permission ceiling."""
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any
 
@@ -246,6 +247,10 @@ def test_configuration_refuses_none_hmac_and_grants_beyond_the_ceiling() -> None
         )
     with pytest.raises(ConfigError, match="exactly one of tenant"):
         parse_config({"auth": {"mode": "tokens", "issuers": [{**base, "tenant_claim": "tenant"}]}})
+    with pytest.raises(ConfigError, match="tenant_claim needs tenants"):
+        parse_config(
+            {"auth": {"mode": "tokens", "issuers": [{**base, "tenant": "", "tenant_claim": "org"}]}}
+        )
 
 
 async def test_keys_and_tokens_side_by_side() -> None:
@@ -279,7 +284,13 @@ def test_tenant_from_a_claim() -> None:
             "auth": {
                 "mode": "tokens",
                 "issuers": [
-                    {"id": "kc", "issuer": ISSUER, "audiences": [AUDIENCE], "tenant_claim": "org"}
+                    {
+                        "id": "kc",
+                        "issuer": ISSUER,
+                        "audiences": [AUDIENCE],
+                        "tenant_claim": "org",
+                        "tenants": ["acme", "globex"],
+                    }
                 ],
             }
         }
@@ -287,10 +298,20 @@ def test_tenant_from_a_claim() -> None:
     assert cfg.auth.issuers[0].tenant_claim == "org"
 
 
-async def test_tenant_claim_missing_is_refused() -> None:
-    await refused(sign(KEY), "TOKEN_CLAIMS_INVALID", tenant="", tenant_claim="org")
-    principal = await verify(sign(KEY, claims(org="globex")), tenant="", tenant_claim="org")
+async def test_tenant_claim_missing_or_not_allowed_is_refused() -> None:
+    by_claim = {"tenant": "", "tenant_claim": "org", "tenants": frozenset({"globex"})}
+    await refused(sign(KEY), "TOKEN_CLAIMS_INVALID", **by_claim)
+    # A tenant the issuer may not assign: never another issuer's tenant.
+    await refused(sign(KEY, claims(org="initech")), "TOKEN_CLAIMS_INVALID", **by_claim)
+    principal = await verify(sign(KEY, claims(org="globex")), **by_claim)
     assert principal.tenant == "globex"
+
+
+async def test_json_nested_too_deep_is_malformed() -> None:
+    deep = "[" * 3000 + "]" * 3000
+    header = base64.urlsafe_b64encode(deep.encode()).rstrip(b"=").decode()
+    token = f"{header}.e30.c2ln"
+    await refused(token, "TOKEN_MALFORMED", max_token_bytes=65_536)
 
 
 async def test_oversized_is_refused_before_its_issuer_is_read() -> None:

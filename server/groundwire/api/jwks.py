@@ -93,7 +93,7 @@ def parse_jwks(body: bytes) -> dict[str, jwt.PyJWK]:
         raise JwksUnavailable("TOO_LARGE")
     try:
         doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise JwksUnavailable("MALFORMED_JWKS") from None
     keys = doc.get("keys") if isinstance(doc, dict) else None
     if not isinstance(keys, list) or len(keys) > MAX_JWKS_KEYS:
@@ -224,7 +224,7 @@ class JwksCache:
         url = self._issuer.rstrip("/") + "/.well-known/openid-configuration"
         try:
             doc = json.loads(await self._fetch(url))
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             raise JwksUnavailable("MALFORMED_DISCOVERY") from None
         if not isinstance(doc, dict) or doc.get("issuer") != self._issuer:
             # RFC 8414 / OpenID Connect Discovery: the document's issuer must be

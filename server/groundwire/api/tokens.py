@@ -80,6 +80,8 @@ class Issuer:
     keys: JwksCache
     tenant: str = ""
     tenant_claim: str = ""
+    # The tenants `tenant_claim` may name (a claim never reaches another tenant).
+    tenants: frozenset[str] = frozenset()
     groups_claim: str = "groups"
     strip_group_prefix: str = "/"
     roles_claim: str = ""
@@ -244,7 +246,7 @@ class TokenVerifier:
                 "TOKEN_CLAIMS_INVALID",
                 f"the token names more than {MAX_CALLER_PRINCIPALS} principals",
             )
-        tenant = issuer.tenant or _tenant(claims, issuer.tenant_claim)
+        tenant = issuer.tenant or _tenant(claims, issuer.tenant_claim, issuer.tenants)
         permissions = set(issuer.permissions)
         if issuer.roles_claim:
             for role in _strings(claims, issuer.roles_claim):
@@ -282,7 +284,8 @@ def _segment(token: str, index: int) -> dict[str, Any]:
     raw = parts[index]
     try:
         value = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, binascii.Error, UnicodeDecodeError, RecursionError):
+        # (RecursionError: JSON nested deeper than the decoder goes, within the size bound)
         raise token_refused("TOKEN_MALFORMED", "the token could not be decoded") from None
     if not isinstance(value, dict):
         raise token_refused("TOKEN_MALFORMED", "the token could not be decoded")
@@ -323,8 +326,13 @@ def _principal(kind: str, name: str) -> str:
         ) from None
 
 
-def _tenant(claims: Mapping[str, Any], path: str) -> str:
+def _tenant(claims: Mapping[str, Any], path: str, allowed: frozenset[str]) -> str:
+    """The tenant a claim names, which must be one the issuer may assign."""
     value = _claim(claims, path)
     if not isinstance(value, str) or not value or len(value) > MAX_TENANT_CHARS:
         raise token_refused("TOKEN_CLAIMS_INVALID", "the token's tenant claim is missing")
+    if value not in allowed:
+        raise token_refused(
+            "TOKEN_CLAIMS_INVALID", "the token's tenant is not one its issuer may assign"
+        )
     return value

@@ -548,6 +548,7 @@ def issuer(i: IssuerConfig) -> Issuer:
         keys=cache,
         tenant=i.tenant,
         tenant_claim=i.tenant_claim,
+        tenants=frozenset(i.tenants),
         groups_claim=i.groups_claim,
         strip_group_prefix=i.strip_group_prefix,
         roles_claim=i.roles_claim,

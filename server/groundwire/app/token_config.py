@@ -7,7 +7,7 @@ which permissions, and the ceiling no token of the issuer ever exceeds."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -58,6 +58,11 @@ class IssuerConfig(StrictModel):
     tenant: str = Field("", max_length=MAX_TENANT_CHARS)
     # The claim naming the token's tenant (a dotted path reaches into objects).
     tenant_claim: str = Field("", pattern=r"^$|" + _CLAIM_PATH)
+    # With `tenant_claim`: the tenants the claim may name (required; a token
+    # naming any other is refused), so an issuer never reaches another's tenants.
+    tenants: list[Annotated[str, Field(min_length=1, max_length=MAX_TENANT_CHARS)]] = Field(
+        default_factory=list, max_length=1024
+    )
     # The claim holding the caller's group names (each -> `group:NAME`); a dotted
     # path reaches into objects, a string value is split on spaces.
     groups_claim: str = Field("groups", pattern=r"^$|" + _CLAIM_PATH)
@@ -108,6 +113,11 @@ class IssuerConfig(StrictModel):
     def _consistent(self) -> IssuerConfig:
         if bool(self.tenant) == bool(self.tenant_claim):
             raise ValueError(f"auth.issuers {self.id}: set exactly one of tenant, tenant_claim")
+        if bool(self.tenant_claim) != bool(self.tenants):
+            raise ValueError(
+                f"auth.issuers {self.id}: tenant_claim needs tenants (the tenants it may"
+                " name), and tenants is only for tenant_claim"
+            )
         ceiling = set(self.max_permissions)
         granted = set(self.permissions)
         for perms in self.role_permissions.values():
