@@ -21,11 +21,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 
+import jwt
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, Request, expect
 
 from groundwire.app.config import parse_config
 from tests.support.browser import chromium, require_chromium
+from tests.support.jwt_forge import tamper, unsigned
 from tests.support.keycloak import PASSWORD, Keycloak, Realm, User
 from tests.support.servers import RunningApp, serving
 
@@ -149,14 +151,20 @@ async def test_a_pasted_token_reads_as_its_person(context: BrowserContext, realm
 async def test_a_tampered_token_is_refused_with_its_reason(
     context: BrowserContext, realm: Realm
 ) -> None:
-    header, payload, signature = realm.password_token("alice").split(".")
-    forged = f"{header}.{payload[:-4]}AAAA.{signature}"
+    forged = tamper(realm.password_token("alice"))
     page = await sign_in(context, forged)
-    await expect(page.locator("#key-status")).to_contain_text("key refused")
+    await expect(page.locator("#key-status")).to_contain_text(
+        "key refused (TOKEN_SIGNATURE_INVALID)"
+    )
     status = await page.locator("#key-status").text_content() or ""
-    assert "TOKEN_" in status and forged not in status
-    page = await sign_in(context, "eyJhbGciOiJub25lIn0.e30.")
-    await expect(page.locator("#key-status")).to_contain_text("TOKEN_")
+    assert forged.split(".")[1] not in status
+    # Alice's real claims, unsigned (`alg: none`).
+    real = realm.password_token("alice")
+    claims = jwt.decode(real, options={"verify_signature": False})
+    page = await sign_in(context, unsigned(claims, jwt.get_unverified_header(real)["kid"]))
+    await expect(page.locator("#key-status")).to_contain_text(
+        "key refused (TOKEN_ALGORITHM_REFUSED)"
+    )
 
 
 async def test_sign_in_with_keycloak_authorization_code_and_pkce(

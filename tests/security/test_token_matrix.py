@@ -8,7 +8,7 @@ the `manage` permission) and a confidential client. The server accepts API keys
 and tokens side by side: the documents are pushed with the tenants' ingest keys,
 and every probe of tests/security/test_principal_matrix.py (gRPC; Connect, the
 OpenAI facade, the dashboard and MCP over HTTP) runs again with the users' real
-access tokens (password grant) in place of the keys: `plain` is bob, `hr` alice,
+access tokens (password grant) in place of the keys, plus gRPC-Web: `plain` is bob, `hr` alice,
 `app` carol (her own `group:board`, no act_for header). Zero leaks, positive
 controls, exact counts, as there.
 
@@ -35,6 +35,7 @@ import grpc
 import httpx
 import jwt
 import pytest
+from google.rpc import error_details_pb2, status_pb2
 
 from groundwire.api.tokens import subject_hash
 from groundwire.app.config import parse_config
@@ -43,6 +44,8 @@ from groundwire_client.v1 import ingestion_pb2_grpc, retriever_pb2_grpc
 from groundwire_client.v1 import retriever_pb2 as rt
 from tests.security import test_principal_matrix as pm
 from tests.security.harness import decode_error
+from tests.support.connect import ENVELOPE, split_envelopes
+from tests.support.jwt_forge import tamper
 from tests.support.keycloak import Keycloak, Realm, User
 from tests.support.servers import RunningApp, serving
 
@@ -387,3 +390,49 @@ async def test_provider_unreachable_cached_keys_then_fail_closed(
                 await asyncio.sleep(0.5)  # polling: the next allowed refresh
         finally:
             await proxy.close()
+
+
+@pytest.mark.parametrize(("tenant", "caller"), pm.CASES)
+async def test_token_matrix_over_grpc_web(
+    app: RunningApp, tokens: Tokens, tenant: str, caller: str
+) -> None:
+    """gRPC-Web (binary) Retrieve with the user's token: exactly their documents;
+    a tampered token is UNAUTHENTICATED with its reason in the trailer."""
+    token = tokens.of(tenant, USERS[caller])
+    request = rt.RetrieveRequest(
+        query=rt.RagQuery(
+            index_name="shared", text=pm.COMMON, mode=rt.RETRIEVAL_MODE_LEXICAL, top_k=50
+        )
+    ).SerializeToString()
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{app.http_port}", timeout=60) as http:
+
+        async def call(credential: str) -> tuple[list[tuple[int, bytes]], dict[str, str]]:
+            r = await http.post(
+                "/groundwire.v1.RetrieverService/Retrieve",
+                content=ENVELOPE.pack(0, len(request)) + request,
+                headers={
+                    "content-type": "application/grpc-web+proto",
+                    "x-grpc-web": "1",
+                    "authorization": f"Bearer {credential}",
+                },
+            )
+            assert r.status_code == 200, r.status_code
+            frames = split_envelopes(r.content)
+            flags, trailer = frames[-1]
+            assert flags == 0x80
+            fields = dict(line.split(": ", 1) for line in trailer.decode().split("\r\n") if line)
+            return frames[:-1], fields
+
+        frames, fields = await call(token)
+        assert fields["grpc-status"] == "0", fields
+        found = {r.document_id for r in rt.RetrieveResponse.FromString(frames[0][1]).results}
+        assert found == pm.visible(tenant, caller)
+        forged = tamper(token)
+        frames, fields = await call(forged)
+        assert fields["grpc-status"] == str(grpc.StatusCode.UNAUTHENTICATED.value[0])
+        raw = fields["grpc-status-details-bin"]
+        status = status_pb2.Status.FromString(base64.b64decode(raw + "=" * (-len(raw) % 4)))
+        info = error_details_pb2.ErrorInfo()
+        assert status.details[0].Unpack(info)
+        assert info.reason == "TOKEN_SIGNATURE_INVALID"
+        assert forged.split(".")[1] not in fields.get("grpc-message", "")
