@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -78,6 +79,18 @@ def opensearch_url() -> Iterator[str]:
     from tests.support.opensearch import opensearch_url_session
 
     yield from opensearch_url_session()
+
+
+@pytest.fixture(scope="session")
+def keycloak(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real Keycloak 26 (tests/support/keycloak.py): the one GROUNDWIRE_TEST_KEYCLOAK
+    names, or one installed from Maven Central and started once for the session,
+    shared by every pytest-xdist worker (a file lock in their common base temp)."""
+    from tests.support.keycloak import keycloak_session
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    yield from keycloak_session(shared / "keycloak-shared")
 
 
 @pytest.fixture

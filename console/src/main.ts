@@ -9,6 +9,7 @@ import { byId } from "./dom.js";
 import { DocumentsView } from "./documents.js";
 import { IndexesView } from "./indexes.js";
 import { SearchView } from "./search.js";
+import { finish, providers, start } from "./signin.js";
 
 type View = "indexes" | "search" | "documents" | "agents";
 const VIEWS: View[] = ["indexes", "search", "documents", "agents"];
@@ -105,4 +106,26 @@ byId<HTMLFormElement>("key-form").addEventListener("submit", (e) => {
   keyChanged();
 });
 
-void show(viewFromPath(location.pathname));
+/** Completes a sign-in the provider sent back here, then offers each provider's button. */
+async function signIn(): Promise<void> {
+  try {
+    const done = await finish();
+    if (done !== null) {
+      keyInput.value = done.token;
+      setKey(done.token, remember.checked);
+    }
+  } catch (e) {
+    byId("key-status").textContent = e instanceof Error ? e.message : "sign-in failed";
+  }
+  const box = byId("sign-in");
+  for (const p of await providers()) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = `Sign in with ${p.id}`;
+    button.addEventListener("click", () => void start(p));
+    box.append(button);
+  }
+  box.hidden = box.childElementCount === 0;
+}
+
+void signIn().then(() => show(viewFromPath(location.pathname)));

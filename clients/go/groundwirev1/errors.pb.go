@@ -143,7 +143,7 @@ const (
 	// concurrent executions ([limits.execute] max_concurrent_per_tenant, or
 	// agent_limits.max_concurrent_executions); retry later (RetryInfo).
 	ErrorReason_ERROR_REASON_TOO_MANY_EXECUTIONS ErrorReason = 211
-	// UNAUTHENTICATED: no, a malformed or an unknown API key.
+	// UNAUTHENTICATED: no, a malformed or an unknown API key (or credential).
 	ErrorReason_ERROR_REASON_UNAUTHENTICATED ErrorReason = 212
 	// PERMISSION_DENIED: the API key lacks the permission the method needs;
 	// ErrorInfo metadata "permission" names it (for example "manage": the
@@ -189,6 +189,41 @@ const (
 	// FAILED_PRECONDITION: a document with an `acl` was pushed to an index
 	// whose store (a plug-in) does not apply access lists.
 	ErrorReason_ERROR_REASON_ACL_UNSUPPORTED ErrorReason = 253
+	// UNAUTHENTICATED (identity provider tokens, [[auth.issuers]]; no message
+	// echoes the token, a claim or the subject): the bearer token is not a
+	// decodable signed JWT.
+	ErrorReason_ERROR_REASON_TOKEN_MALFORMED ErrorReason = 260
+	// UNAUTHENTICATED: the token is larger than its issuer's max_token_bytes.
+	ErrorReason_ERROR_REASON_TOKEN_TOO_LARGE ErrorReason = 261
+	// UNAUTHENTICATED: the token's `alg` is not in its issuer's allowlist of
+	// asymmetric algorithms (`none` and HMAC never are).
+	ErrorReason_ERROR_REASON_TOKEN_ALGORITHM_REFUSED ErrorReason = 262
+	// UNAUTHENTICATED: the token's header carries `jku`, `x5u`, `jwk`, `x5c` or
+	// `crit`: a token never chooses its own key.
+	ErrorReason_ERROR_REASON_TOKEN_HEADER_REFUSED ErrorReason = 263
+	// UNAUTHENTICATED: the token's `iss` is not a configured issuer.
+	ErrorReason_ERROR_REASON_TOKEN_ISSUER_UNKNOWN ErrorReason = 264
+	// UNAUTHENTICATED: the token names no `kid`, or one its issuer's key set
+	// lacks (after a rate-limited refresh).
+	ErrorReason_ERROR_REASON_TOKEN_KEY_UNKNOWN ErrorReason = 265
+	// UNAUTHENTICATED: the token's signature does not verify with its issuer's key.
+	ErrorReason_ERROR_REASON_TOKEN_SIGNATURE_INVALID ErrorReason = 266
+	// UNAUTHENTICATED: the token's `exp` has passed (beyond the clock skew).
+	ErrorReason_ERROR_REASON_TOKEN_EXPIRED ErrorReason = 267
+	// UNAUTHENTICATED: the token's `nbf` or `iat` is in the future (beyond the
+	// clock skew).
+	ErrorReason_ERROR_REASON_TOKEN_NOT_YET_VALID ErrorReason = 268
+	// UNAUTHENTICATED: the token's `aud` names none of its issuer's audiences.
+	ErrorReason_ERROR_REASON_TOKEN_AUDIENCE_INVALID ErrorReason = 269
+	// UNAUTHENTICATED: the token lives (`exp` - `iat`) longer than its issuer's
+	// max_lifetime_seconds.
+	ErrorReason_ERROR_REASON_TOKEN_LIFETIME_TOO_LONG ErrorReason = 270
+	// UNAUTHENTICATED: a required claim (iss, aud, exp, iat, sub) is missing or a
+	// mapped claim (subject, groups, roles, tenant) is malformed.
+	ErrorReason_ERROR_REASON_TOKEN_CLAIMS_INVALID ErrorReason = 271
+	// UNAUTHENTICATED: the issuer's signing keys could not be fetched within
+	// their maximum age (the provider is down or refused): tokens fail closed.
+	ErrorReason_ERROR_REASON_TOKEN_KEYS_UNAVAILABLE ErrorReason = 272
 	// NOT_FOUND: no checkpointed execution has this id for the caller's tenant
 	// (unknown, expired, or another tenant's: indistinguishable by design).
 	ErrorReason_ERROR_REASON_EXECUTION_NOT_FOUND ErrorReason = 220
@@ -343,6 +378,19 @@ var (
 		251: "ERROR_REASON_TOO_MANY_PRINCIPALS",
 		252: "ERROR_REASON_PRINCIPALS_TOO_LARGE",
 		253: "ERROR_REASON_ACL_UNSUPPORTED",
+		260: "ERROR_REASON_TOKEN_MALFORMED",
+		261: "ERROR_REASON_TOKEN_TOO_LARGE",
+		262: "ERROR_REASON_TOKEN_ALGORITHM_REFUSED",
+		263: "ERROR_REASON_TOKEN_HEADER_REFUSED",
+		264: "ERROR_REASON_TOKEN_ISSUER_UNKNOWN",
+		265: "ERROR_REASON_TOKEN_KEY_UNKNOWN",
+		266: "ERROR_REASON_TOKEN_SIGNATURE_INVALID",
+		267: "ERROR_REASON_TOKEN_EXPIRED",
+		268: "ERROR_REASON_TOKEN_NOT_YET_VALID",
+		269: "ERROR_REASON_TOKEN_AUDIENCE_INVALID",
+		270: "ERROR_REASON_TOKEN_LIFETIME_TOO_LONG",
+		271: "ERROR_REASON_TOKEN_CLAIMS_INVALID",
+		272: "ERROR_REASON_TOKEN_KEYS_UNAVAILABLE",
 		220: "ERROR_REASON_EXECUTION_NOT_FOUND",
 		221: "ERROR_REASON_EXECUTION_IN_PROGRESS",
 		222: "ERROR_REASON_EXECUTION_AGENT_CHANGED",
@@ -431,6 +479,19 @@ var (
 		"ERROR_REASON_TOO_MANY_PRINCIPALS":                 251,
 		"ERROR_REASON_PRINCIPALS_TOO_LARGE":                252,
 		"ERROR_REASON_ACL_UNSUPPORTED":                     253,
+		"ERROR_REASON_TOKEN_MALFORMED":                     260,
+		"ERROR_REASON_TOKEN_TOO_LARGE":                     261,
+		"ERROR_REASON_TOKEN_ALGORITHM_REFUSED":             262,
+		"ERROR_REASON_TOKEN_HEADER_REFUSED":                263,
+		"ERROR_REASON_TOKEN_ISSUER_UNKNOWN":                264,
+		"ERROR_REASON_TOKEN_KEY_UNKNOWN":                   265,
+		"ERROR_REASON_TOKEN_SIGNATURE_INVALID":             266,
+		"ERROR_REASON_TOKEN_EXPIRED":                       267,
+		"ERROR_REASON_TOKEN_NOT_YET_VALID":                 268,
+		"ERROR_REASON_TOKEN_AUDIENCE_INVALID":              269,
+		"ERROR_REASON_TOKEN_LIFETIME_TOO_LONG":             270,
+		"ERROR_REASON_TOKEN_CLAIMS_INVALID":                271,
+		"ERROR_REASON_TOKEN_KEYS_UNAVAILABLE":              272,
 		"ERROR_REASON_EXECUTION_NOT_FOUND":                 220,
 		"ERROR_REASON_EXECUTION_IN_PROGRESS":               221,
 		"ERROR_REASON_EXECUTION_AGENT_CHANGED":             222,
@@ -496,7 +557,7 @@ var File_groundwire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xf0\x19\n" +
+	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xf0\x1d\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\x1f\n" +
@@ -553,7 +614,20 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\x1eERROR_REASON_INVALID_PRINCIPAL\x10\xfa\x01\x12%\n" +
 	" ERROR_REASON_TOO_MANY_PRINCIPALS\x10\xfb\x01\x12&\n" +
 	"!ERROR_REASON_PRINCIPALS_TOO_LARGE\x10\xfc\x01\x12!\n" +
-	"\x1cERROR_REASON_ACL_UNSUPPORTED\x10\xfd\x01\x12%\n" +
+	"\x1cERROR_REASON_ACL_UNSUPPORTED\x10\xfd\x01\x12!\n" +
+	"\x1cERROR_REASON_TOKEN_MALFORMED\x10\x84\x02\x12!\n" +
+	"\x1cERROR_REASON_TOKEN_TOO_LARGE\x10\x85\x02\x12)\n" +
+	"$ERROR_REASON_TOKEN_ALGORITHM_REFUSED\x10\x86\x02\x12&\n" +
+	"!ERROR_REASON_TOKEN_HEADER_REFUSED\x10\x87\x02\x12&\n" +
+	"!ERROR_REASON_TOKEN_ISSUER_UNKNOWN\x10\x88\x02\x12#\n" +
+	"\x1eERROR_REASON_TOKEN_KEY_UNKNOWN\x10\x89\x02\x12)\n" +
+	"$ERROR_REASON_TOKEN_SIGNATURE_INVALID\x10\x8a\x02\x12\x1f\n" +
+	"\x1aERROR_REASON_TOKEN_EXPIRED\x10\x8b\x02\x12%\n" +
+	" ERROR_REASON_TOKEN_NOT_YET_VALID\x10\x8c\x02\x12(\n" +
+	"#ERROR_REASON_TOKEN_AUDIENCE_INVALID\x10\x8d\x02\x12)\n" +
+	"$ERROR_REASON_TOKEN_LIFETIME_TOO_LONG\x10\x8e\x02\x12&\n" +
+	"!ERROR_REASON_TOKEN_CLAIMS_INVALID\x10\x8f\x02\x12(\n" +
+	"#ERROR_REASON_TOKEN_KEYS_UNAVAILABLE\x10\x90\x02\x12%\n" +
 	" ERROR_REASON_EXECUTION_NOT_FOUND\x10\xdc\x01\x12'\n" +
 	"\"ERROR_REASON_EXECUTION_IN_PROGRESS\x10\xdd\x01\x12)\n" +
 	"$ERROR_REASON_EXECUTION_AGENT_CHANGED\x10\xde\x01\x125\n" +

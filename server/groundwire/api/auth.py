@@ -1,9 +1,11 @@
 """Authentication in the interceptor and tenant resolution in the servicers.
 
-The interceptor authenticates every non-public call with the API key in the
-`authorization` metadata, checks the method's permission and binds the
-principal in a contextvar; servicers ask `effective_tenant()` which tenant a
-request runs as, so no request field can widen a key's tenant."""
+The interceptor authenticates every non-public call with the credential in the
+`authorization` metadata (an API key, or an identity provider's token verified by
+api/tokens.py: keys and tokens side by side, as the configuration's mode says),
+checks the method's permission and binds the principal in a contextvar;
+servicers ask `effective_tenant()` which tenant a request runs as, so no request
+field can widen a caller's tenant."""
 
 from __future__ import annotations
 
@@ -11,13 +13,14 @@ import contextvars
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from groundwire.api.tokens import TokenVerifier, looks_like_jwt
 from groundwire.domain.access import (
     MAX_CALLER_PRINCIPALS,
     PUBLIC_READERS,
     Readers,
     parse_principals,
 )
-from groundwire.domain.auth import KeyRing, Permission, Principal
+from groundwire.domain.auth import KEY_PREFIX, KeyRing, Permission, Principal, unauthenticated
 from groundwire.domain.errors import GroundwireError, invalid, not_found
 
 principal_var: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
@@ -110,11 +113,41 @@ REFLECTION_PREFIXES = ("/grpc.reflection.v1alpha.", "/grpc.reflection.v1.")
 
 @dataclass(frozen=True, slots=True)
 class AuthPolicy:
-    """None `keys` disables authentication (only ever set explicitly)."""
+    """Neither `keys` nor `tokens` disables authentication (only ever set
+    explicitly); either or both accept their kind of bearer credential."""
 
     keys: KeyRing | None
     public_health: bool = True
     public_reflection: bool = True
+    tokens: TokenVerifier | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.keys is not None or self.tokens is not None
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        """The caller an `authorization: Bearer <credential>` value names: an API
+        key (`gw_...`) by the key ring, a JWT by the token verifier; UNAUTHENTICATED
+        otherwise (never echoing the credential). Tokens use only keys already
+        fetched: `prepare` first fetches what a token needs."""
+        credential = _bearer(authorization)
+        if self.tokens is not None and looks_like_jwt(credential):
+            return self.tokens.verify(credential)
+        if self.keys is None:
+            if credential.startswith(KEY_PREFIX):
+                raise unauthenticated("this server accepts identity provider tokens, not API keys")
+            raise unauthenticated("malformed bearer token")
+        return self.keys.authenticate(authorization)
+
+    async def prepare(self, authorization: str | None) -> None:
+        """Fetch the signing keys a token needs, within the JWKS cache's bounds
+        (api/jwks.py); nothing for API keys or malformed credentials."""
+        if self.tokens is None or not authorization:
+            return
+        scheme, _, credential = authorization.partition(" ")
+        credential = credential.strip()
+        if scheme.lower() == "bearer" and looks_like_jwt(credential):
+            await self.tokens.prepare(credential)
 
     def is_public(self, method: str) -> bool:
         if method.startswith(HEALTH_PREFIX):
@@ -126,9 +159,9 @@ class AuthPolicy:
     def authorize(self, method: str, authorization: str | None) -> Principal | None:
         """The caller's principal (None when auth is disabled or the method is
         public); raises UNAUTHENTICATED / PERMISSION_DENIED."""
-        if self.keys is None or self.is_public(method):
+        if not self.enabled or self.is_public(method):
             return None
-        principal = self.keys.authenticate(authorization)
+        principal = self.authenticate(authorization)
         if method in INGESTION_CONTROL_METHODS:
             principal.require_ingestion_access()
             return principal
@@ -136,6 +169,15 @@ class AuthPolicy:
         if permission is not None:
             principal.require(permission)
         return principal
+
+
+def _bearer(authorization: str | None) -> str:
+    if not authorization:
+        raise unauthenticated("missing credentials (authorization: Bearer <API key or token>)")
+    scheme, _, credential = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not credential.strip():
+        raise unauthenticated("malformed authorization metadata")
+    return credential.strip()
 
 
 def _service(method: str) -> str:

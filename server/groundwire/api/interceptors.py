@@ -238,13 +238,15 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             # One configuration snapshot for the whole call (api/snapshot.py).
             with self._live() as (auth, admission):
                 context.set_trailing_metadata((("x-request-id", rid),))
+                # An identity provider's token may need its issuer's keys fetched.
+                await auth.prepare(_authorization(metadata))
                 try:
                     principal = auth.authorize(method, _authorization(metadata))
                 except GroundwireError:
-                    # A key refused for a permission is still named in the access log.
-                    if auth.keys is not None:
+                    # A caller refused for a permission is still named in the access log.
+                    if auth.enabled:
                         with contextlib.suppress(GroundwireError):
-                            principal = auth.keys.authenticate(_authorization(metadata))
+                            principal = auth.authenticate(_authorization(metadata))
                     raise
                 principal, readers = call_identity(principal, _principals_header(metadata))
                 principal_var.set(principal)
@@ -419,7 +421,8 @@ def _access(
             "duration_ms": round((time.perf_counter() - started) * 1000, 3),
             "request_id": rid,
             "transport": transport_var.get(),
-            # The key's id (never the key) and the tenant the call ran as.
+            # The key's id (never the key), or a token's issuer and subject hash
+            # (never the token or the subject), and the tenant the call ran as.
             "key_id": principal.key_id if principal is not None else None,
             "tenant": admission_tenant(principal, request),
             **({"reason": reason} if reason else {}),

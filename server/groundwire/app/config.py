@@ -48,6 +48,7 @@ from groundwire.app.reranker_config import (
     resolve_reranker_paths,
 )
 from groundwire.app.store_config import StoreConfig
+from groundwire.app.token_config import IssuerConfig, check_issuers
 from groundwire.app.url_source_config import (
     cidr_block,
     url_allow_list,
@@ -120,12 +121,14 @@ class ApiKeyConfig(StrictModel):
 
 
 class AuthConfig(StrictModel):
-    """API keys (stored as SHA-256 hashes; `groundwire keys create` makes one).
-    `mode = "disabled"` must be written explicitly (the embedded default does it
-    for its loopback-only demo)."""
+    """API keys (stored as SHA-256 hashes; `groundwire keys create` makes one)
+    and/or identity providers' tokens (`[[auth.issuers]]`, app/token_config.py):
+    `mode` says which credentials are accepted. `mode = "disabled"` must be
+    written explicitly (the embedded default does it for its loopback-only demo)."""
 
-    mode: Literal["api_keys", "disabled"] = "api_keys"
+    mode: Literal["api_keys", "tokens", "api_keys_and_tokens", "disabled"] = "api_keys"
     keys: list[ApiKeyConfig] = Field(default_factory=list)
+    issuers: list[IssuerConfig] = Field(default_factory=list, max_length=16)
     public_health: bool = True
     # Who hears an index's health name (groundwire.index.NAME): "visible", only a call
     # whose key may see the index (the public health service reads the call's
@@ -137,13 +140,26 @@ class AuthConfig(StrictModel):
 
     @model_validator(mode="after")
     def _keys(self) -> AuthConfig:
-        if self.mode == "api_keys" and not self.keys:
+        if self.mode in ("api_keys", "api_keys_and_tokens") and not self.keys:
             raise ValueError(
                 'auth needs at least one key in [[auth.keys]], or mode = "disabled" explicitly'
+            )
+        if self.mode in ("tokens", "api_keys_and_tokens") and not self.issuers:
+            raise ValueError(f'auth mode "{self.mode}" needs at least one [[auth.issuers]]')
+        if self.mode == "tokens" and self.keys:
+            raise ValueError(
+                'auth mode "tokens" accepts no API keys: drop [[auth.keys]] or use'
+                ' mode = "api_keys_and_tokens"'
+            )
+        if self.mode in ("api_keys", "disabled") and self.issuers:
+            raise ValueError(
+                f'auth mode "{self.mode}" accepts no tokens: drop [[auth.issuers]] or use'
+                ' mode = "tokens" or "api_keys_and_tokens"'
             )
         ids = [k.id for k in self.keys]
         if len(ids) != len(set(ids)):
             raise ValueError("auth.keys ids must be unique")
+        check_issuers(self.issuers)
         return self
 
 

@@ -14,7 +14,9 @@ from groundwire.agents.checkpoints import Checkpointer
 from groundwire.agents.registry import AgentLimits, AgentRegistry
 from groundwire.agents.runtime import AgentRuntime
 from groundwire.api.auth import AuthPolicy
+from groundwire.api.jwks import FetchPolicy, JwksCache, ssrf_safe_fetch
 from groundwire.api.pagination import MIN_PAGE_TOKEN_KEY_CHARS, PageTokens
+from groundwire.api.tokens import Issuer, TokenVerifier
 from groundwire.app.admission_config import build_admission
 from groundwire.app.agent_config import build_agents, build_chat_models, build_tools
 from groundwire.app.analysis_config import AnalysisConfig, build_analyzer
@@ -52,6 +54,8 @@ from groundwire.app.store_factories import (
     checkpoint_store_for,
     operation_log_for,
 )
+from groundwire.app.token_config import IssuerConfig
+from groundwire.app.url_source_config import url_allow_list
 from groundwire.domain.admission import Admission
 from groundwire.domain.analysis import Analyzer
 from groundwire.domain.auth import KeyRing, Permission, StoredKey, Visibility
@@ -480,20 +484,87 @@ def auth_policy(cfg: GroundwireConfig) -> AuthPolicy:
     a = cfg.auth
     if a.mode == "disabled":
         return AuthPolicy(None, a.public_health, a.public_reflection)
-    ring = KeyRing(
-        (
-            StoredKey(
-                k.id,
-                k.hash,
-                k.tenant,
-                frozenset(Permission(p) for p in k.permissions),
-                frozenset(k.principals),
-            )
-            for k in a.keys
-        ),
-        visibility(cfg),
+    ring = None
+    if a.mode in ("api_keys", "api_keys_and_tokens"):
+        ring = KeyRing(
+            (
+                StoredKey(
+                    k.id,
+                    k.hash,
+                    k.tenant,
+                    frozenset(Permission(p) for p in k.permissions),
+                    frozenset(k.principals),
+                )
+                for k in a.keys
+            ),
+            visibility(cfg),
+        )
+    tokens = None
+    if a.mode in ("tokens", "api_keys_and_tokens"):
+        tokens = TokenVerifier((issuer(i) for i in a.issuers), visibility(cfg))
+    return AuthPolicy(ring, a.public_health, a.public_reflection, tokens)
+
+
+# One JWKS cache per issuer configuration for the process: a reload that keeps an
+# issuer keeps its fetched keys and its refresh bounds.
+_JWKS_CACHES: dict[str, JwksCache] = {}
+
+
+def issuer(i: IssuerConfig) -> Issuer:
+    """A configured identity provider, with its (shared) JWKS cache."""
+    cache_key = i.model_dump_json(
+        include={
+            "issuer",
+            "jwks_url",
+            "refresh_seconds",
+            "min_refresh_seconds",
+            "max_key_age_seconds",
+            "allow_http",
+            "allow_hosts",
+            "allow_cidrs",
+            "fetch_timeout_seconds",
+        }
     )
-    return AuthPolicy(ring, a.public_health, a.public_reflection)
+    cache = _JWKS_CACHES.get(cache_key)
+    if cache is None:
+        fetch = ssrf_safe_fetch(
+            FetchPolicy(
+                url_allow_list(i.allow_hosts, i.allow_cidrs), i.allow_http, i.fetch_timeout_seconds
+            )
+        )
+        cache = JwksCache(
+            i.jwks_url,
+            fetch,
+            issuer=i.issuer,
+            refresh_seconds=i.refresh_seconds,
+            min_refresh_seconds=i.min_refresh_seconds,
+            max_age_seconds=i.max_key_age_seconds,
+        )
+        _JWKS_CACHES[cache_key] = cache
+    return Issuer(
+        id=i.id,
+        issuer=i.issuer,
+        audiences=frozenset(i.audiences),
+        algorithms=frozenset(i.algorithms),
+        keys=cache,
+        tenant=i.tenant,
+        tenant_claim=i.tenant_claim,
+        tenants=frozenset(i.tenants),
+        groups_claim=i.groups_claim,
+        strip_group_prefix=i.strip_group_prefix,
+        roles_claim=i.roles_claim,
+        permissions=frozenset(Permission(p) for p in i.permissions),
+        role_permissions={
+            role: frozenset(Permission(p) for p in perms)
+            for role, perms in i.role_permissions.items()
+        },
+        max_permissions=frozenset(Permission(p) for p in i.max_permissions),
+        clock_skew_seconds=i.clock_skew_seconds,
+        max_lifetime_seconds=i.max_lifetime_seconds,
+        max_token_bytes=i.max_token_bytes,
+        console_client_id=i.console_client_id,
+        console_scope=i.console_scope,
+    )
 
 
 def visibility(cfg: GroundwireConfig) -> Visibility:

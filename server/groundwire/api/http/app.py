@@ -161,8 +161,12 @@ def build_http_app(
     if console:
         from groundwire.api.http.console import PATH as CONSOLE_PATH
         from groundwire.api.http.console import ConsoleApp
+        from groundwire.api.http.sign_in import PATH as SIGN_IN_PATH
+        from groundwire.api.http.sign_in import SignInApp
 
-        console_app = ConsoleApp.from_package()
+        sign_in = SignInApp(procedures)
+        console_app = ConsoleApp.from_package(sign_in.connect_origins)
         if console_app is not None:
             routes.mount(CONSOLE_PATH, console_app)
+            routes.route(SIGN_IN_PATH, sign_in)
     return app

@@ -10,13 +10,15 @@ extension, not under assets/) get index.html, so /console/search reloads.
 The files need no API key (they hold no data); every call the console makes
 is a Connect call that carries the key from its field like any other client.
 Responses carry a Content-Security-Policy that allows only the console's own
-origin, so the page loads nothing and talks to nothing else.
+origin, so the page loads nothing and talks to nothing else, but for the token
+endpoints of the identity providers it signs in with (api/http/sign_in.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +38,17 @@ CONTENT_SECURITY_POLICY = (
     "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'self'; "
     "form-action 'self'; frame-ancestors 'none'"
 )
+
+
+def content_security_policy(connect_origins: Sequence[str] = ()) -> str:
+    """The policy, its connect-src widened to exactly `connect_origins` (origins
+    only: scheme://host[:port], checked by api/http/sign_in.py)."""
+    if not connect_origins:
+        return CONTENT_SECURITY_POLICY
+    extra = " ".join(connect_origins)
+    return CONTENT_SECURITY_POLICY.replace("connect-src 'self'", f"connect-src 'self' {extra}")
+
+
 # Fixed, not the platform's mimetypes table (which varies with /etc/mime.types).
 CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -93,16 +106,23 @@ def load_assets(root: Path) -> dict[str, StaticFile]:
 class ConsoleApp:
     """ASGI app serving the console's files under PATH (GET and HEAD)."""
 
-    def __init__(self, files: dict[str, StaticFile]) -> None:
+    def __init__(
+        self,
+        files: dict[str, StaticFile],
+        connect_origins: Callable[[], Sequence[str]] = lambda: (),
+    ) -> None:
         if INDEX not in files:
             raise ValueError("the console assets have no index.html")
         self._files = files
+        self._connect_origins = connect_origins
 
     @classmethod
-    def from_package(cls) -> ConsoleApp | None:
+    def from_package(
+        cls, connect_origins: Callable[[], Sequence[str]] = lambda: ()
+    ) -> ConsoleApp | None:
         """The console built into the package, None (logged) when it is missing."""
         try:
-            return cls(load_assets(ASSETS_DIR))
+            return cls(load_assets(ASSETS_DIR), connect_origins)
         except (OSError, ValueError):
             log.warning("console assets missing: /console is not served")
             return None
@@ -126,7 +146,10 @@ class ConsoleApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope.get("method", "GET")
         base: Headers = [
-            (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+            (
+                b"content-security-policy",
+                content_security_policy(self._connect_origins()).encode(),
+            ),
             (b"x-content-type-options", b"nosniff"),
             (b"referrer-policy", b"no-referrer"),
         ]

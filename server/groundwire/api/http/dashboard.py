@@ -420,6 +420,7 @@ class DashboardApp:
             await self._refuse(send, route, length_required(), metadata, 411)
             return None
         try:
+            await self._procedures.prepare(metadata)
             principal = self._procedures.authenticate(metadata)
         except GroundwireError:
             # The RPC's own authentication refuses it (and logs it); the body,

@@ -168,6 +168,7 @@ class McpHttpApp:
         try:
             # Every route, every method: no stream or session for a caller
             # without a valid key (the tools' RPCs check permissions themselves).
+            await self._procedures.prepare(headers)
             self._procedures.authenticate(headers)
         except GroundwireError as refusal:
             err = transport_error(grpc.StatusCode.UNAUTHENTICATED, refusal.reason, refusal.message)

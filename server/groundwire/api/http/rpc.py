@@ -29,6 +29,7 @@ from groundwire.api.errors import ERROR_DOMAIN
 from groundwire.api.http.asgi import BodyTooLarge, Receive, read_body
 from groundwire.api.interceptors import ServiceInterceptor, transport_var
 from groundwire.api.server import ServiceRegistration
+from groundwire.api.tokens import Issuer
 from groundwire.domain.auth import Principal
 from groundwire.domain.errors import GroundwireError
 
@@ -206,15 +207,27 @@ class Procedures:
     def get(self, method: str) -> Procedure | None:
         return self._procedures.get(method)
 
+    def token_issuers(self) -> Sequence[Issuer]:
+        """The identity providers the current snapshot accepts tokens from."""
+        with self._interceptor._live() as (auth, _):
+            return [] if auth.tokens is None else auth.tokens.issuers
+
+    async def prepare(self, metadata: Sequence[tuple[str, str]]) -> None:
+        """Fetch the signing keys an identity provider's token needs (bounded,
+        api/jwks.py) before `authenticate` checks it."""
+        authorization = next((v for k, v in metadata if k == "authorization"), None)
+        with self._interceptor._live() as (auth, _):
+            await auth.prepare(authorization)
+
     def authenticate(self, metadata: Sequence[tuple[str, str]]) -> Principal | None:
         """The request's key as the current snapshot knows it (None when
         authentication is off); raises UNAUTHENTICATED for a missing or unknown
         key. Grants nothing by itself: every RPC still authorizes its own call."""
         authorization = next((v for k, v in metadata if k == "authorization"), None)
         with self._interceptor._live() as (auth, _):
-            if auth.keys is None:
+            if not auth.enabled:
                 return None
-            return auth.keys.authenticate(authorization)
+            return auth.authenticate(authorization)
 
     def identify(self, metadata: Sequence[tuple[str, str]]) -> Principal | None:
         """The key of a request refused before any RPC ran (None when absent,

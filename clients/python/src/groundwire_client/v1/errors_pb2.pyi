@@ -157,7 +157,7 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     agent_limits.max_concurrent_executions); retry later (RetryInfo).
     """
     ERROR_REASON_UNAUTHENTICATED: _ErrorReason.ValueType  # 212
-    """UNAUTHENTICATED: no, a malformed or an unknown API key."""
+    """UNAUTHENTICATED: no, a malformed or an unknown API key (or credential)."""
     ERROR_REASON_PERMISSION_DENIED: _ErrorReason.ValueType  # 213
     """PERMISSION_DENIED: the API key lacks the permission the method needs;
     ErrorInfo metadata "permission" names it (for example "manage": the
@@ -211,6 +211,49 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     ERROR_REASON_ACL_UNSUPPORTED: _ErrorReason.ValueType  # 253
     """FAILED_PRECONDITION: a document with an `acl` was pushed to an index
     whose store (a plug-in) does not apply access lists.
+    """
+    ERROR_REASON_TOKEN_MALFORMED: _ErrorReason.ValueType  # 260
+    """UNAUTHENTICATED (identity provider tokens, [[auth.issuers]]; no message
+    echoes the token, a claim or the subject): the bearer token is not a
+    decodable signed JWT.
+    """
+    ERROR_REASON_TOKEN_TOO_LARGE: _ErrorReason.ValueType  # 261
+    """UNAUTHENTICATED: the token is larger than its issuer's max_token_bytes."""
+    ERROR_REASON_TOKEN_ALGORITHM_REFUSED: _ErrorReason.ValueType  # 262
+    """UNAUTHENTICATED: the token's `alg` is not in its issuer's allowlist of
+    asymmetric algorithms (`none` and HMAC never are).
+    """
+    ERROR_REASON_TOKEN_HEADER_REFUSED: _ErrorReason.ValueType  # 263
+    """UNAUTHENTICATED: the token's header carries `jku`, `x5u`, `jwk`, `x5c` or
+    `crit`: a token never chooses its own key.
+    """
+    ERROR_REASON_TOKEN_ISSUER_UNKNOWN: _ErrorReason.ValueType  # 264
+    """UNAUTHENTICATED: the token's `iss` is not a configured issuer."""
+    ERROR_REASON_TOKEN_KEY_UNKNOWN: _ErrorReason.ValueType  # 265
+    """UNAUTHENTICATED: the token names no `kid`, or one its issuer's key set
+    lacks (after a rate-limited refresh).
+    """
+    ERROR_REASON_TOKEN_SIGNATURE_INVALID: _ErrorReason.ValueType  # 266
+    """UNAUTHENTICATED: the token's signature does not verify with its issuer's key."""
+    ERROR_REASON_TOKEN_EXPIRED: _ErrorReason.ValueType  # 267
+    """UNAUTHENTICATED: the token's `exp` has passed (beyond the clock skew)."""
+    ERROR_REASON_TOKEN_NOT_YET_VALID: _ErrorReason.ValueType  # 268
+    """UNAUTHENTICATED: the token's `nbf` or `iat` is in the future (beyond the
+    clock skew).
+    """
+    ERROR_REASON_TOKEN_AUDIENCE_INVALID: _ErrorReason.ValueType  # 269
+    """UNAUTHENTICATED: the token's `aud` names none of its issuer's audiences."""
+    ERROR_REASON_TOKEN_LIFETIME_TOO_LONG: _ErrorReason.ValueType  # 270
+    """UNAUTHENTICATED: the token lives (`exp` - `iat`) longer than its issuer's
+    max_lifetime_seconds.
+    """
+    ERROR_REASON_TOKEN_CLAIMS_INVALID: _ErrorReason.ValueType  # 271
+    """UNAUTHENTICATED: a required claim (iss, aud, exp, iat, sub) is missing or a
+    mapped claim (subject, groups, roles, tenant) is malformed.
+    """
+    ERROR_REASON_TOKEN_KEYS_UNAVAILABLE: _ErrorReason.ValueType  # 272
+    """UNAUTHENTICATED: the issuer's signing keys could not be fetched within
+    their maximum age (the provider is down or refused): tokens fail closed.
     """
     ERROR_REASON_EXECUTION_NOT_FOUND: _ErrorReason.ValueType  # 220
     """NOT_FOUND: no checkpointed execution has this id for the caller's tenant
@@ -462,7 +505,7 @@ concurrent executions ([limits.execute] max_concurrent_per_tenant, or
 agent_limits.max_concurrent_executions); retry later (RetryInfo).
 """
 ERROR_REASON_UNAUTHENTICATED: ErrorReason.ValueType  # 212
-"""UNAUTHENTICATED: no, a malformed or an unknown API key."""
+"""UNAUTHENTICATED: no, a malformed or an unknown API key (or credential)."""
 ERROR_REASON_PERMISSION_DENIED: ErrorReason.ValueType  # 213
 """PERMISSION_DENIED: the API key lacks the permission the method needs;
 ErrorInfo metadata "permission" names it (for example "manage": the
@@ -516,6 +559,49 @@ ERROR_REASON_PRINCIPALS_TOO_LARGE: ErrorReason.ValueType  # 252
 ERROR_REASON_ACL_UNSUPPORTED: ErrorReason.ValueType  # 253
 """FAILED_PRECONDITION: a document with an `acl` was pushed to an index
 whose store (a plug-in) does not apply access lists.
+"""
+ERROR_REASON_TOKEN_MALFORMED: ErrorReason.ValueType  # 260
+"""UNAUTHENTICATED (identity provider tokens, [[auth.issuers]]; no message
+echoes the token, a claim or the subject): the bearer token is not a
+decodable signed JWT.
+"""
+ERROR_REASON_TOKEN_TOO_LARGE: ErrorReason.ValueType  # 261
+"""UNAUTHENTICATED: the token is larger than its issuer's max_token_bytes."""
+ERROR_REASON_TOKEN_ALGORITHM_REFUSED: ErrorReason.ValueType  # 262
+"""UNAUTHENTICATED: the token's `alg` is not in its issuer's allowlist of
+asymmetric algorithms (`none` and HMAC never are).
+"""
+ERROR_REASON_TOKEN_HEADER_REFUSED: ErrorReason.ValueType  # 263
+"""UNAUTHENTICATED: the token's header carries `jku`, `x5u`, `jwk`, `x5c` or
+`crit`: a token never chooses its own key.
+"""
+ERROR_REASON_TOKEN_ISSUER_UNKNOWN: ErrorReason.ValueType  # 264
+"""UNAUTHENTICATED: the token's `iss` is not a configured issuer."""
+ERROR_REASON_TOKEN_KEY_UNKNOWN: ErrorReason.ValueType  # 265
+"""UNAUTHENTICATED: the token names no `kid`, or one its issuer's key set
+lacks (after a rate-limited refresh).
+"""
+ERROR_REASON_TOKEN_SIGNATURE_INVALID: ErrorReason.ValueType  # 266
+"""UNAUTHENTICATED: the token's signature does not verify with its issuer's key."""
+ERROR_REASON_TOKEN_EXPIRED: ErrorReason.ValueType  # 267
+"""UNAUTHENTICATED: the token's `exp` has passed (beyond the clock skew)."""
+ERROR_REASON_TOKEN_NOT_YET_VALID: ErrorReason.ValueType  # 268
+"""UNAUTHENTICATED: the token's `nbf` or `iat` is in the future (beyond the
+clock skew).
+"""
+ERROR_REASON_TOKEN_AUDIENCE_INVALID: ErrorReason.ValueType  # 269
+"""UNAUTHENTICATED: the token's `aud` names none of its issuer's audiences."""
+ERROR_REASON_TOKEN_LIFETIME_TOO_LONG: ErrorReason.ValueType  # 270
+"""UNAUTHENTICATED: the token lives (`exp` - `iat`) longer than its issuer's
+max_lifetime_seconds.
+"""
+ERROR_REASON_TOKEN_CLAIMS_INVALID: ErrorReason.ValueType  # 271
+"""UNAUTHENTICATED: a required claim (iss, aud, exp, iat, sub) is missing or a
+mapped claim (subject, groups, roles, tenant) is malformed.
+"""
+ERROR_REASON_TOKEN_KEYS_UNAVAILABLE: ErrorReason.ValueType  # 272
+"""UNAUTHENTICATED: the issuer's signing keys could not be fetched within
+their maximum age (the provider is down or refused): tokens fail closed.
 """
 ERROR_REASON_EXECUTION_NOT_FOUND: ErrorReason.ValueType  # 220
 """NOT_FOUND: no checkpointed execution has this id for the caller's tenant
