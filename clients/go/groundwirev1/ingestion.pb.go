@@ -680,8 +680,8 @@ type IndexDescription struct {
 	Metric string `protobuf:"bytes,4,opt,name=metric,proto3" json:"metric,omitempty"`
 	// Output only. The chunking policy.
 	Chunking *ChunkingDescription `protobuf:"bytes,5,opt,name=chunking,proto3" json:"chunking,omitempty"`
-	// Output only. Where the index lives, one of "memory", "postgres" or
-	// "opensearch" (or a plug-in store's kind).
+	// Output only. Where the index lives, one of "memory", "postgres",
+	// "opensearch" or "qdrant" (or a plug-in store's kind).
 	Store string `protobuf:"bytes,6,opt,name=store,proto3" json:"store,omitempty"`
 	// Output only. The automatic ingestion strategy.
 	Strategy IngestionStrategy `protobuf:"varint,7,opt,name=strategy,proto3,enum=groundwire.v1.IngestionStrategy" json:"strategy,omitempty"`

@@ -429,8 +429,8 @@ class IndexDescription(_message.Message):
     for lexical-only indexes).
     """
     store: _builtins.str
-    """Output only. Where the index lives, one of "memory", "postgres" or
-    "opensearch" (or a plug-in store's kind).
+    """Output only. Where the index lives, one of "memory", "postgres",
+    "opensearch" or "qdrant" (or a plug-in store's kind).
     """
     strategy: Global___IngestionStrategy.ValueType
     """Output only. The automatic ingestion strategy."""

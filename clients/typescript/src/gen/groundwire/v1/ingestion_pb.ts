@@ -213,8 +213,8 @@ export type IndexDescription = Message<"groundwire.v1.IndexDescription"> & {
   chunking?: ChunkingDescription | undefined;
 
   /**
-   * Output only. Where the index lives, one of "memory", "postgres" or
-   * "opensearch" (or a plug-in store's kind).
+   * Output only. Where the index lives, one of "memory", "postgres",
+   * "opensearch" or "qdrant" (or a plug-in store's kind).
    *
    * @generated from field: string store = 6;
    */
