@@ -140,8 +140,8 @@ async def test_claims_leases_reclaims_and_publish_once(fresh_database: str) -> N
         await asyncio.sleep(0.3)  # listening by now
         started = time.monotonic()
         await qa.create_plan(WorkPlan("op-3", "kq", v2, "key", False, PlanState.RUNNING, 1), [], 5)
-        await asyncio.wait_for(waiter, 5)
-        assert time.monotonic() - started < 2
+        await asyncio.wait_for(waiter, 8)
+        assert time.monotonic() - started < 8  # its timeout is 10 s
     finally:
         await a.close()
         await b.close()
