@@ -169,20 +169,60 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             background_builds.start(*tools)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Order for the workers: modules with slow tests first (most first), so the long
-    ones do not start last; the tests of background-built tools at the very end."""
-    order: dict[Path, int] = {}
-    for item in items:
-        order.setdefault(item.path, 0)
-        if item.get_closest_marker("slow") is not None:
-            order[item.path] += 1
-    background = {ROOT / f for f in _BUILT_IN_BACKGROUND}
+# Modules measured longest (--durations, 3 workers), started first so that none of
+# them starts last and keeps one worker busy after the others are done.
+_LONG_FIRST = (
+    "tests/e2e/test_polyglot_clients.py",
+    "tests/security/test_fuzz.py",
+    "tests/integration/test_opensearch_failover.py",
+    "tests/security/test_noisy_neighbours.py",
+    "tests/e2e/test_demo_default.py",
+    "tests/security/test_faults.py",
+    "tests/security/test_hostile_files.py",
+    "tests/integration/test_shared_ingestion.py",
+    "tests/e2e/test_console_push_progress.py",
+    "tests/integration/test_dashboard_upload.py",
+    "tests/e2e/test_docs_blocks.py",
+    "tests/integration/test_standby_reads.py",
+)
+# Modules whose tests are spread over the workers one by one (their module-scoped
+# server starts once per worker): a module of many minutes-long tests would
+# otherwise be one worker's work alone.
+_SPREAD = {"tests/security/test_fuzz.py"}
 
-    def key(item: pytest.Item) -> tuple[int, int]:
-        return (item.path in background, -order[item.path])
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order for the workers: the longest modules first, then modules by how many
+    slow tests they hold; the tests of background-built tools at the very end."""
+    slow: dict[Path, int] = {}
+    for item in items:
+        slow.setdefault(item.path, 0)
+        if item.get_closest_marker("slow") is not None:
+            slow[item.path] += 1
+    background = {ROOT / f for f in _BUILT_IN_BACKGROUND}
+    long_first = {ROOT / f: i for i, f in enumerate(_LONG_FIRST)}
+
+    def key(item: pytest.Item) -> tuple[bool, int, int]:
+        return (
+            item.path in background,
+            long_first.get(item.path, len(long_first)),
+            -slow[item.path],
+        )
 
     items.sort(key=key)  # stable: the order within a module is kept
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """One work unit per module (as --dist loadfile), but one per test in `_SPREAD`."""
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if module in _SPREAD else module
+
+    return ModuleScheduling(config, log)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

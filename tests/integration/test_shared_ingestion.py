@@ -271,7 +271,9 @@ async def test_two_replicas_share_an_operation_and_cancel_through_either(
     write_corpus(docs, 36)
     expected = await reference(docs)
     monkeypatch.setenv("GW_SHARED_DSN", fresh_database)
-    cfg = parse_config(shared_config(docs))
+    # Nobody dies here, so every item is done once: a lease long enough that a renewal
+    # late by seconds on a loaded machine (load 10+ on 2 cores) does not lapse it.
+    cfg = parse_config(shared_config(docs, work_lease_ms=15_000, work_renew_ms=1000))
     async with serving(cfg, ready=False) as app_a, serving(cfg, ready=False) as app_b:
         embedders = []
         for app in (app_a, app_b):

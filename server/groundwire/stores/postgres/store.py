@@ -540,7 +540,7 @@ async def open_postgres_store(settings: PostgresSettings) -> PostgresStore:
         except Exception as exc:
             # The whole story (exit cause, output and server log tails) for the
             # operator; the error names the cause in one line.
-            log.error("embedded PostgreSQL failed to start: %s", exc)
+            log.error("embedded PostgreSQL failed to start", extra={"cause": str(exc)})
             cause = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise GroundwireError(
                 ErrorKind.UNAVAILABLE,
