@@ -214,8 +214,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """One work unit per module (as --dist loadfile), but one per test in `_SPREAD`."""
+    """One work unit per module (as --dist loadfile), but one per test in `_SPREAD`,
+    handed out in collection order (`pytest_collection_modifyitems`: the longest
+    first), not xdist's default of the units with the most tests first, which sent
+    the single-test units of `_SPREAD` last."""
     from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    config.option.loadscopereorder = False
 
     class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
