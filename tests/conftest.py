@@ -3,7 +3,6 @@ handbook from the in-memory store, and stubs of the generated Python client."""
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 from collections.abc import AsyncIterator, Iterator
@@ -94,7 +93,6 @@ def fresh_database(postgres_dsn: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 async def app() -> AsyncIterator[RunningApp]:
-    logging.getLogger("groundwire").setLevel(logging.WARNING)
     async with serving(handbook_config()) as running:
         yield running
 
