@@ -39,8 +39,15 @@ put_stamp() { printf '%s\n' "$2" >"$STAMPS/$1"; }
 # .tools/bin/NAME (go names the binary after the package's last path element,
 # e.g. grpc-health-probe; we install it under the name operators know).
 go_install() {
-  local name=$1 pkg=$2 version=$3 tmp built
+  local name=$1 pkg=$2 version=$3 tmp built lock
   have_stamp "$name" "$version" && return 0
+  # One build of a tool at a time (parallel test workers, a background build and a
+  # fixture): wait for the lock, then look again; the lock goes with this process.
+  if command -v flock >/dev/null 2>&1; then
+    exec {lock}>"$STAMPS/.$name.lock"
+    flock "$lock"
+    if have_stamp "$name" "$version"; then exec {lock}>&-; return 0; fi
+  fi
   command -v go >/dev/null 2>&1 || { log "go is not installed"; return 1; }
   log "go install $pkg@$version"
   tmp="$(mktemp -d)"
@@ -55,6 +62,7 @@ go_install() {
   mv -f "$built" "$TOOLS/$name"
   rm -rf "$tmp"
   put_stamp "$name" "$version"
+  [[ -z "${lock:-}" ]] || exec {lock}>&-
 }
 
 ALL=(grpc_health_probe ghz promtool)

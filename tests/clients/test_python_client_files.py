@@ -60,6 +60,12 @@ async def test_pdf_and_unknown_types_are_sent_and_the_server_decides(
         assert [r.document_id for r in found.results] == ["notes.md"]
 
 
+# A 6 MB file is chunked and indexed inside the call: on a loaded machine (load 10+ on
+# 2 cores) that takes well over the client's default deadline.
+UPLOAD_DEADLINE_S = 120.0
+
+
+@pytest.mark.timeout(300)
 async def test_upload_file_streams_a_file_over_a_message(app: RunningApp, tmp_path: Path) -> None:
     """A 6 MB file (over UpsertDocuments' 4 MiB per call) goes in one streamed
     call, async and sync; one over the index's bound is refused before any byte."""
@@ -71,7 +77,7 @@ async def test_upload_file_streams_a_file_over_a_message(app: RunningApp, tmp_pa
     assert big.stat().st_size > 6_000_000
     app.components.catalog.get("docs").max_file_bytes = 8 * 1024 * 1024
     async with GroundwireClient(f"127.0.0.1:{app.port}") as gw:
-        pushed = await gw.upload_file("docs", big)
+        pushed = await gw.upload_file("docs", big, timeout=UPLOAD_DEADLINE_S)
         assert (pushed.upserted, pushed.failures) == (1, {}) and pushed.chunks_written > 1024
         found = await gw.retrieve("docs", "TOKUPLOAD149999", mode="lexical", top_k=1)
         assert [r.document_id for r in found.results] == ["manual.txt"]
@@ -79,10 +85,10 @@ async def test_upload_file_streams_a_file_over_a_message(app: RunningApp, tmp_pa
     def sync_calls() -> tuple[PushResult, GroundwireError]:
         # (the server runs in this process's event loop: the sync client in a thread)
         with GroundwireSyncClient(f"127.0.0.1:{app.port}") as sync:
-            again = sync.upload_file("docs", big)
+            again = sync.upload_file("docs", big, timeout=UPLOAD_DEADLINE_S)
             app.components.catalog.get("docs").max_file_bytes = 1024 * 1024
             with pytest.raises(GroundwireError) as refused:
-                sync.upload_file("docs", big, document_id="other")
+                sync.upload_file("docs", big, document_id="other", timeout=UPLOAD_DEADLINE_S)
         return again, refused.value
 
     again, refused = await asyncio.to_thread(sync_calls)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,6 +24,9 @@ from tests.support.servers import RunningApp, serving
 pytestmark = pytest.mark.timeout(60)
 
 MAX_MESSAGE = 64 * 1024
+# How long a line may take to appear: a bound for a loaded machine (load 10 on 2
+# cores), never a wait of its own (each wait ends as soon as the line is there).
+LINE_WAIT_S = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +55,23 @@ async def grpc_lines(
     """The access lines of gRPC calls ending in `suffix`, once `count` of them are
     there: the server writes a refused call's line after the caller already has
     its status, so a test reading the log right away can be one line early."""
-    for _ in range(400):
+    deadline = time.monotonic() + LINE_WAIT_S
+    while True:
         lines = [r for r in access(caplog) if str(getattr(r, "method", "")).endswith(suffix)]
         if len(lines) >= count:
             return lines
+        assert time.monotonic() < deadline, f"{len(lines)} access lines for {suffix}, not {count}"
         await asyncio.sleep(0.025)
-    raise AssertionError(f"{len(lines)} access lines for {suffix}, expected {count}")
+
+
+async def new_line(caplog: pytest.LogCaptureFixture, seen: int) -> logging.LogRecord:
+    """The last access line once there are more than `seen` (the count before the
+    request): an HTTP surface may write its line after the client has the answer."""
+    deadline = time.monotonic() + LINE_WAIT_S
+    while len(access(caplog)) <= seen:
+        assert time.monotonic() < deadline, f"no access line after the {seen} before the call"
+        await asyncio.sleep(0.025)
+    return access(caplog)[-1]
 
 
 def no_secret(records: list[logging.LogRecord]) -> None:
@@ -143,9 +158,10 @@ async def test_connect_calls_and_oversized_bodies_are_logged(
     from google.protobuf import json_format
 
     body = json_format.MessageToJson(RETRIEVE)
+    seen = len(access(caplog))
     r = await http.post(path, content=body, headers=auth("reader"))
     assert r.status_code == 200
-    ok = access(caplog)[-1]
+    ok = await new_line(caplog, seen)
     assert (ok.transport, ok.key_id, ok.tenant, ok.code) == (  # type: ignore[attr-defined]
         "connect_rpc",
         "reader",
@@ -153,18 +169,20 @@ async def test_connect_calls_and_oversized_bodies_are_logged(
         "OK",
     )
     # Refused before any RPC runs: still one line, with the key and the reason.
+    seen = len(access(caplog))
     r = await http.post(path, content=b"x" * (MAX_MESSAGE + 1), headers=auth("reader"))
     assert r.status_code == 429
-    big = access(caplog)[-1]
+    big = await new_line(caplog, seen)
     assert (big.method, big.key_id, big.tenant, big.reason) == (  # type: ignore[attr-defined]
         path,
         "reader",
         "acme",
         "MESSAGE_TOO_LARGE",
     )
+    seen = len(access(caplog))
     r = await http.post(path, content=body, headers={"content-type": "text/plain"})
     assert r.status_code == 415
-    media = access(caplog)[-1]
+    media = await new_line(caplog, seen)
     assert (media.key_id, media.reason) == (None, "UNSUPPORTED_MEDIA_TYPE")  # type: ignore[attr-defined]
     no_secret(access(caplog))
 
@@ -173,11 +191,12 @@ async def test_openai_refusals_are_logged(
     http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="groundwire.access")
+    seen = len(access(caplog))
     r = await http.post(
         "/v1/chat/completions", content=b"x" * (MAX_MESSAGE + 1), headers=auth("acme")
     )
     assert r.status_code == 413
-    big = access(caplog)[-1]
+    big = await new_line(caplog, seen)
     assert (big.method, big.transport, big.key_id, big.tenant, big.reason) == (  # type: ignore[attr-defined]
         "/v1/chat/completions",
         "openai_http",
@@ -185,17 +204,19 @@ async def test_openai_refusals_are_logged(
         "acme",
         "MESSAGE_TOO_LARGE",
     )
+    seen = len(access(caplog))
     r = await http.post(
         "/v1/chat/completions",
         json={"model": "assistant", "messages": [{"role": "system", "content": "parental"}]},
         headers={"authorization": f"Bearer {KEYS['acme']}"},
     )
     assert r.status_code == 400
-    bad = access(caplog)[-1]
+    bad = await new_line(caplog, seen)
     assert (bad.key_id, bad.reason) == ("acme", "UNSUPPORTED_PARAMETER")  # type: ignore[attr-defined]
+    seen = len(access(caplog))
     r = await http.get("/v1/models", headers={"authorization": "Bearer gw_nope"})
     assert r.status_code == 401
-    denied = access(caplog)[-1]
+    denied = await new_line(caplog, seen)
     assert (denied.transport, denied.key_id, denied.reason) == (  # type: ignore[attr-defined]
         "openai_http",
         None,
@@ -218,20 +239,22 @@ async def test_mcp_refusals_are_logged(
 ) -> None:
     caplog.set_level(logging.INFO, logger="groundwire.access")
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    seen = len(access(caplog))
     r = await http.post("/mcp", json=body, headers={"authorization": "Bearer gw_wrong"})
     assert r.status_code == 401
-    line = access(caplog)[-1]
+    line = await new_line(caplog, seen)
     assert (line.method, line.transport, line.key_id, line.reason) == (  # type: ignore[attr-defined]
         "/mcp",
         "mcp_http",
         None,
         "UNAUTHENTICATED",
     )
+    seen = len(access(caplog))
     r = await http.post(
         "/mcp", json=body, headers={**auth("reader"), "origin": "https://elsewhere.example"}
     )
     assert r.status_code == 403
-    line = access(caplog)[-1]
+    line = await new_line(caplog, seen)
     assert (line.key_id, line.tenant, line.reason) == ("reader", "acme", "PERMISSION_DENIED")  # type: ignore[attr-defined]
     no_secret(access(caplog))
     assert all("elsewhere" not in str(r.__dict__) for r in access(caplog))

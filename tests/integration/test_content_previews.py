@@ -105,6 +105,9 @@ async def records(
     request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
 ) -> AsyncIterator[list[logging.LogRecord]]:
     caplog.set_level(logging.DEBUG)
+    # Also the package's own logger: a session fixture of this worker (tests/conftest.py
+    # `app`) may have set it to WARNING, which would drop the DEBUG previews.
+    caplog.set_level(logging.DEBUG, logger="groundwire")
     async with serving(parse_config(config(request.param))) as app:
         await exercise(app.port)
     yield list(caplog.records)

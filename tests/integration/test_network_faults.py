@@ -312,17 +312,24 @@ async def test_standby_link_cut_reads_fail_over_to_the_primary_and_come_back(
         cluster.net["standby"].cut()
         try:
             # Every replica notices within its probe bound (connect timeout 1 s) and
-            # in-flight standby reads give up within tcp_user_timeout (1 s): after
-            # 3 s (with margin for a loaded machine) no read goes to the standby.
-            await asyncio.sleep(3.0)
+            # in-flight standby reads give up within tcp_user_timeout (1 s): soon no
+            # read goes to the standby. Waited for, not guessed: the standby counts
+            # stand still over a whole second, within a bound that holds on a
+            # loaded machine (load 10 on 2 cores).
+            await asyncio.sleep(1.0)  # reads keep going meanwhile (`during` counts them)
             standby_mid = [cluster.served(i, "standby-0") for i in range(2)]
-            await asyncio.sleep(1.0)
-            standby_late = [cluster.served(i, "standby-0") for i in range(2)]
+            settle_by = cut_at + 30
+            while True:
+                await asyncio.sleep(1.0)
+                standby_late = [cluster.served(i, "standby-0") for i in range(2)]
+                if standby_late == standby_mid:
+                    break
+                assert time.monotonic() < settle_by, "a replica kept reading from the cut standby"
+                standby_mid = standby_late
             primary_late = [cluster.served(i, "primary") for i in range(2)]
         finally:
             cluster.net["standby"].restore()
         restored_at = time.monotonic()
-        assert standby_late == standby_mid, "a replica kept reading from the cut standby"
         for i in range(2):
             assert primary_late[i] > primary_before[i], f"replica{i} never read from the primary"
         # Recovery: both replicas read from the standby again.
@@ -333,8 +340,10 @@ async def test_standby_link_cut_reads_fail_over_to_the_primary_and_come_back(
         assert load.wrong == 0
         assert len(during) >= 20, f"only {len(during)} reads answered while the link was cut"
         # A read in flight when the link went is bounded by tcp_user_timeout (1 s)
-        # plus its retry on the primary.
-        assert max(during) < 4.0, f"slowest read during the cut {max(during):.2f} s"
+        # plus its retry on the primary: about 2 s on a quiet machine; the bound is
+        # for a loaded one and still well below the 15 s call deadline it would
+        # otherwise hang to.
+        assert max(during) < 10.0, f"slowest read during the cut {max(during):.2f} s"
         print(
             f"\nstandby link cut: {len(during)} reads answered during the cut "
             f"(slowest {max(during):.2f} s), 0 failed; standby serving again after "

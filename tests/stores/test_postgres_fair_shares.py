@@ -50,9 +50,10 @@ async def test_a_statement_is_bounded_by_the_calls_deadline(store: PostgresStore
     t0 = time.monotonic()
     with request_scope.bind("t", 0.5), pytest.raises(GroundwireError) as caught:
         async with db.conn() as conn:
-            await conn.execute("SELECT pg_sleep(5)")
+            await conn.execute("SELECT pg_sleep(30)")
     assert caught.value.kind is ErrorKind.DEADLINE_EXCEEDED
-    assert time.monotonic() - t0 < 3.0
+    # Far below the 30 s statement; holds on a loaded machine (load 10 on 2 cores).
+    assert time.monotonic() - t0 < 10.0
     # The connection went back with the configured bound for the next user.
     async with db.conn() as conn:
         cur = await conn.execute("SHOW statement_timeout")
@@ -66,7 +67,7 @@ async def test_a_tenant_holds_at_most_its_share_while_another_is_served(
     db = db_of(store)
     assert (db.gate.capacity, db.gate.share) == (2, 1)
     started = asyncio.Event()
-    holder = asyncio.create_task(_sleep_in(db, "a", started, 3.0))
+    holder = asyncio.create_task(_sleep_in(db, "a", started, 30.0))
     await started.wait()
     # a's next statement waits (its share is held) and gives up naming its share...
     with request_scope.bind("a", 30.0), pytest.raises(GroundwireError) as caught:
@@ -83,7 +84,8 @@ async def test_a_tenant_holds_at_most_its_share_while_another_is_served(
             await conn.execute("SELECT 1")
     async with db.conn() as conn:
         await conn.execute("SELECT 1")
-    assert time.monotonic() - t0 < 1.0
+    # Not behind a's 30 s statement; the bound holds on a loaded machine.
+    assert time.monotonic() - t0 < 10.0
     holder.cancel()
     with pytest.raises(asyncio.CancelledError):
         await holder

@@ -5,8 +5,9 @@ Playwright never downloads a browser here (no `playwright install`): it
 launches /usr/bin/chromium, headless, without the sandbox (root) and without
 Chromium's background networking, which this machine's closed network refuses.
 When Chromium is missing and the suite runs as root, tests/conftest.py starts
-`apt-get install chromium` in the background at collection
-(tests/support/background_builds.py) and `require_chromium` waits for it; a
+`apt-get install chromium` in the background at session start
+(tests/support/background_builds.py) and `require_chromium` waits for it (on its
+lock, from any xdist worker); a
 missing browser then fails the tests in CI and skips them elsewhere."""
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ LAUNCH_ARGS = [
 def require_chromium(timeout: float = 600) -> Path:
     """/usr/bin/chromium, waiting for a background install if one runs."""
     log = background_builds.wait_for("chromium", timeout=timeout)
+    if not CHROMIUM.exists() and not log:
+        # Another process of the session may be installing it: wait on its lock.
+        log = background_builds.install_chromium(timeout)
     if CHROMIUM.exists():
         return CHROMIUM
     reason = f"the web console's browser tests need Debian's chromium at {CHROMIUM}"

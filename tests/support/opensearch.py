@@ -89,18 +89,100 @@ def start_opensearch(nodes: int = 1, base_dir: Path | None = None) -> OpenSearch
     return cast(OpenSearchCluster, node_module().start_cluster(nodes, base_dir, home=home))
 
 
-def opensearch_url_session() -> Iterator[str]:
+def opensearch_url_session(shared_dir: Path | None = None) -> Iterator[str]:
     """Yield the base URL of a usable OpenSearch (no trailing slash): the external one
-    GROUNDWIRE_TEST_OPENSEARCH names, or a one-node cluster started for the session."""
+    GROUNDWIRE_TEST_OPENSEARCH names, or a one-node cluster started for the session.
+
+    With `shared_dir` (the session's base temp root, common to all xdist workers) the
+    workers share ONE node: the first to need it starts it under a file lock, the
+    others attach to it (`SharedNode`); the starter's process owns the JVM (it dies
+    with its parent), so it stops the node only after every other worker detached."""
     external = os.environ.get(EXTERNAL_ENV, "").strip()
     if external:
         yield external.rstrip("/")
         return
-    cluster = start_opensearch(1)
+    if shared_dir is None:
+        cluster = start_opensearch(1)
+        try:
+            yield cluster.url
+        finally:
+            cluster.stop()
+        return
+    node = SharedNode(shared_dir)
     try:
-        yield cluster.url
+        yield node.attach()
     finally:
-        cluster.stop()
+        node.detach()
+
+
+def _alive(pid: int) -> bool:
+    """scripts/opensearch_node.py's check (a zombie does not count)."""
+    return bool(node_module()._pid_alive(pid))
+
+
+class SharedNode:
+    """One OpenSearch node for all the worker processes of a pytest session.
+
+    State lives in `dir/opensearch.json` (`url`, `owner` pid, `users` pids), guarded by
+    `dir/opensearch.lock` (flock). `attach` starts the node when no live one is listed
+    (so a second starter waits on the lock, never starts a second node); `detach` drops
+    this process; the owner waits until `users` holds only itself, then stops it."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.state = directory / "opensearch.json"
+        self.lock = directory / "opensearch.lock"
+        self.cluster: OpenSearchCluster | None = None
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, object]]:
+        import fcntl
+        import json
+
+        with self.lock.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                state: dict[str, object] = (
+                    json.loads(self.state.read_text()) if self.state.exists() else {}
+                )
+                yield state
+                self.state.write_text(json.dumps(state))
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def attach(self) -> str:
+        me = os.getpid()
+        with self._locked() as state:
+            owner = state.get("owner")
+            if not (isinstance(owner, int) and _alive(owner)):
+                self.cluster = start_opensearch(1)
+                state.clear()
+                state.update(url=self.cluster.url, owner=me, users=[])
+            users = cast(list[int], state["users"])
+            users.append(me)
+            return str(state["url"])
+
+    def detach(self) -> None:
+        import time
+
+        me = os.getpid()
+        with self._locked() as state:
+            users = cast(list[int], state.get("users", []))
+            if me in users:
+                users.remove(me)
+        if self.cluster is None:
+            return
+        # The owner: the node dies with this process, so wait for the other workers
+        # (each detaches at its session end; a dead one no longer counts).
+        while True:
+            with self._locked() as state:
+                users = [p for p in cast(list[int], state.get("users", [])) if _alive(p)]
+                state["users"] = users
+                if not users:
+                    state.clear()
+                    break
+            time.sleep(0.5)
+        self.cluster.stop()
 
 
 @contextlib.contextmanager

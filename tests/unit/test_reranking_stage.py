@@ -314,7 +314,9 @@ async def test_timeout_cancels_the_call_and_is_classified_separately(
     )
     elapsed = time.perf_counter() - started
 
-    assert 0.1 <= elapsed < 0.1 + 0.05
+    # The reranker hangs forever: any finite bound shows the timeout cut it; this one
+    # holds on a loaded machine (load 10 on 2 cores).
+    assert 0.1 <= elapsed < 5.0
     assert reranker.cancelled == 1
     md = result.metadata
     assert md.timed_out and md.failure_code is RerankFailureCode.TIMEOUT

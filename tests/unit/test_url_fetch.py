@@ -365,11 +365,12 @@ async def test_refuses_a_content_encoding(web: WebStandIn) -> None:
 
 
 async def test_times_out_on_a_slow_server(web: WebStandIn) -> None:
-    web.pages["/slow"] = Page(b"late", "text/plain", delay=5.0)
+    web.pages["/slow"] = Page(b"late", "text/plain", delay=30.0)
     started = time.monotonic()
     err = await refusal_of(web.url("/slow"), settings(read_timeout=0.3))
     assert err.failure is FetchFailure.TIMEOUT
-    assert time.monotonic() - started < 3
+    # Far below the 30 s answer; holds on a loaded machine (load 10 on 2 cores).
+    assert time.monotonic() - started < 10
 
 
 async def test_an_http_error_status_fails(web: WebStandIn) -> None:

@@ -603,10 +603,14 @@ async def open_postgres_store(settings: PostgresSettings) -> PostgresStore:
         try:
             embedded = await start_embedded(settings.data_dir)
         except Exception as exc:
+            # The whole story (exit cause, output and server log tails) for the
+            # operator; the error names the cause in one line.
+            log.error("embedded PostgreSQL failed to start", extra={"cause": str(exc)})
+            cause = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise GroundwireError(
                 ErrorKind.UNAVAILABLE,
                 "STORE_UNAVAILABLE",
-                f"embedded PostgreSQL failed to start ({type(exc).__name__})",
+                f"embedded PostgreSQL failed to start ({type(exc).__name__}: {cause})",
             ) from None
         dsn = embedded.dsn
     try:
