@@ -32,7 +32,8 @@ async def app() -> AsyncIterator[RunningApp]:
         "auth": {"mode": "disabled"},
         "store": {"kind": "memory"},
         "embedders": {"hash": {"kind": "hashing"}},
-        "indexes": {"docs": {"embedder": "hash"}},
+        # A 6 MB file of one-chunk lines: past the default per-document chunk bound.
+        "indexes": {"docs": {"embedder": "hash", "ingestion": {"max_chunks_per_document": 20000}}},
     }
     async with serving(parse_config(cfg)) as running:
         yield running

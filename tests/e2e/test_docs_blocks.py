@@ -20,7 +20,9 @@ stand-ins on PATH before the real commands:
 - `curl` fails on an HTTP error status (`--fail-with-body`).
 
 Blocks left out, each for its reason (LEFT_OUT): the quick start's `make` lines (CI
-runs `make test` itself, and `make run` serves the embedded default on fixed ports)
+runs `make test` itself, and `make run` serves the embedded default on fixed ports),
+the identity-provider how-to's token request (it needs a Keycloak realm made by hand;
+the token matrix gets real tokens from one it sets up)
 and the walkthrough section (tests/e2e/test_walkthrough.py runs it in order,
 checking its output too).
 """
@@ -51,6 +53,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 WALKTHROUGH = "## Your own documents in five minutes"
 LEFT_OUT = {
     "make run": "CI runs `make test` itself; `make run` serves the embedded default on fixed ports",
+    # tests/security/test_token_matrix.py gets real tokens from a Keycloak it sets up.
+    "TOKEN=$(curl -s -d grant_type=password": "needs a Keycloak realm made by hand",
 }
 SHELLS = {"sh", "bash", "shell"}
 

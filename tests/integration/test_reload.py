@@ -401,7 +401,10 @@ async def test_indexes_added_and_removed_by_reload_follow_in_health_and_lookup(
     write(served.path, {**base, "indexes": {**indexes, "extra": extra}})
     r = await served.reload()
     assert list(r.reingest_indexes) == ["extra"]  # its first ingestion (MANUAL: not started)
-    h = await health.Check(health_pb2.HealthCheckRequest(service="groundwire.index.extra"))
+    # An index's health answers to a key that sees the index ([auth] index_health).
+    h = await health.Check(
+        health_pb2.HealthCheckRequest(service="groundwire.index.extra"), metadata=auth("client")
+    )
     assert h.status == health_pb2.HealthCheckResponse.SERVING
     q = retrieve_request()
     q.query.index_name = "extra"
@@ -412,7 +415,10 @@ async def test_indexes_added_and_removed_by_reload_follow_in_health_and_lookup(
     with pytest.raises(grpc.aio.AioRpcError) as exc:
         await served.retriever.Retrieve(q, metadata=auth("client"), timeout=10)
     assert rich_error(exc.value).reason == "INDEX_NOT_FOUND"
-    h = await health.Check(health_pb2.HealthCheckRequest(service="groundwire.index.extra"))
+    # An index's health answers to a key that sees the index ([auth] index_health).
+    h = await health.Check(
+        health_pb2.HealthCheckRequest(service="groundwire.index.extra"), metadata=auth("client")
+    )
     assert h.status == health_pb2.HealthCheckResponse.NOT_SERVING
     h = await health.Check(health_pb2.HealthCheckRequest(service=""))
     assert h.status == health_pb2.HealthCheckResponse.SERVING
@@ -475,7 +481,8 @@ async def test_a_reload_during_start_up_ingestion_keeps_the_index_becoming_ready
             await asyncio.wait_for(app.wait_ready(), 20)
             assert await served.variant() == 2
             h = await health_stub(channel).Check(
-                health_pb2.HealthCheckRequest(service="groundwire.index.docs")
+                health_pb2.HealthCheckRequest(service="groundwire.index.docs"),
+                metadata=auth("client"),
             )
             assert h.status == health_pb2.HealthCheckResponse.SERVING
     finally:
