@@ -184,7 +184,7 @@ const (
 	// x-groundwire-principals metadata.
 	ErrorReason_ERROR_REASON_TOO_MANY_PRINCIPALS ErrorReason = 251
 	// INVALID_ARGUMENT: the x-groundwire-principals metadata is larger than
-	// 8 KiB.
+	// 4 KiB.
 	ErrorReason_ERROR_REASON_PRINCIPALS_TOO_LARGE ErrorReason = 252
 	// FAILED_PRECONDITION: a document with an `acl` was pushed to an index
 	// whose store (a plug-in) does not apply access lists.

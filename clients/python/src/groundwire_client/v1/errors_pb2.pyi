@@ -206,7 +206,7 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """
     ERROR_REASON_PRINCIPALS_TOO_LARGE: _ErrorReason.ValueType  # 252
     """INVALID_ARGUMENT: the x-groundwire-principals metadata is larger than
-    8 KiB.
+    4 KiB.
     """
     ERROR_REASON_ACL_UNSUPPORTED: _ErrorReason.ValueType  # 253
     """FAILED_PRECONDITION: a document with an `acl` was pushed to an index
@@ -554,7 +554,7 @@ x-groundwire-principals metadata.
 """
 ERROR_REASON_PRINCIPALS_TOO_LARGE: ErrorReason.ValueType  # 252
 """INVALID_ARGUMENT: the x-groundwire-principals metadata is larger than
-8 KiB.
+4 KiB.
 """
 ERROR_REASON_ACL_UNSUPPORTED: ErrorReason.ValueType  # 253
 """FAILED_PRECONDITION: a document with an `acl` was pushed to an index

@@ -442,7 +442,7 @@ export enum ErrorReason {
 
   /**
    * INVALID_ARGUMENT: the x-groundwire-principals metadata is larger than
-   * 8 KiB.
+   * 4 KiB.
    *
    * @generated from enum value: ERROR_REASON_PRINCIPALS_TOO_LARGE = 252;
    */
