@@ -136,8 +136,11 @@ async def test_claims_leases_reclaims_and_publish_once(fresh_database: str) -> N
         await a.operation_log.save_operation(replace(op, state=OperationState.CANCELLED))
         assert await qb.orphaned_plans() == []
         # Changes are announced: a waiting replica wakes well before its timeout.
+        # The first wait starts the listener, which wakes its waiters once subscribed:
+        # a condition, not a guess of how long subscribing takes.
+        await asyncio.wait_for(qb.wait(10), 9)
         waiter = asyncio.ensure_future(qb.wait(10))
-        await asyncio.sleep(0.3)  # listening by now
+        await asyncio.sleep(0)  # the waiter has recorded the generation it waits past
         started = time.monotonic()
         await qa.create_plan(WorkPlan("op-3", "kq", v2, "key", False, PlanState.RUNNING, 1), [], 5)
         await asyncio.wait_for(waiter, 8)
