@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -30,11 +32,24 @@ __all__ = [
     "health_ok",
     "health_status",
     "health_stub",
+    "orphan_proof",
     "serving",
     "toml_config",
 ]
 
 SERVE = Path(sys.executable).parent / "groundwire"
+
+
+def orphan_proof(argv: list[str]) -> list[str]:
+    """`argv` run so that it gets SIGTERM when the test process dies, however it dies
+    (an interrupted or killed pytest worker leaves no server behind): util-linux's
+    `setpriv --pdeathsig`, which execs `argv` (the pid stays the child's). The death
+    signal follows the thread that forked, so only the main thread asks for it; a
+    child started from a worker thread relies on its fixture's teardown."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or threading.current_thread() is not threading.main_thread():
+        return argv
+    return [setpriv, "--pdeathsig", "TERM", "--", *argv]
 
 
 def free_port() -> int:
@@ -143,10 +158,13 @@ class ServerProcess:
         server) reports SERVING."""
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [
-                    *self.prefix,
-                    *(str(SERVE), "serve", "--config", str(self.config), "--address", self.target),
-                ],
+                orphan_proof(
+                    [
+                        *self.prefix,
+                        *(str(SERVE), "serve", "--config", str(self.config)),
+                        *("--address", self.target),
+                    ]
+                ),
                 stdout=subprocess.DEVNULL,
                 stderr=log,
                 cwd=self.config.parent,
