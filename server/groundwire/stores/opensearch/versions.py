@@ -73,6 +73,8 @@ class Versions:
         # period runs from then (an index left by another process or before a
         # restart counts from its creation).
         self._superseded: dict[str, float] = {}
+        # The engine's major version (store.open_opensearch_store reads it).
+        self.engine_major = 2
 
     # -- aliases -------------------------------------------------------------------
 
@@ -195,6 +197,7 @@ class Versions:
             replicas=0,
             hnsw_m=self._settings.hnsw_m,
             hnsw_ef_construction=self._settings.hnsw_ef_construction,
+            engine_major=self.engine_major,
         )
         await call(
             self._settings.label,
