@@ -90,11 +90,12 @@ release-contract: setup-dev
 	  "$$(sha256sum $(CONTRACT_BASELINE) | cut -d' ' -f1)" > $(CONTRACT_NOTE)
 	@cat $(CONTRACT_NOTE)
 
-# A real OpenSearch 2.19.1 (k-NN plugin, lucene engine) laid out from Maven Central and
-# started on 127.0.0.1 (scripts/opensearch_node.py; NODES=3 for a three-node cluster).
+# A real OpenSearch (k-NN plugin, lucene engine) laid out from Maven Central and started
+# on 127.0.0.1 (scripts/opensearch_node.py; NODES=3 for a three-node cluster; LINE=2 for
+# 2.19.1 on Java 17 instead of 3.5.0 on Java 21+).
 opensearch: setup
-	$(PY) scripts/opensearch_node.py install
-	$(PY) scripts/opensearch_node.py start --nodes $${NODES:-1}
+	$(PY) scripts/opensearch_node.py install --line $${LINE:-3}
+	$(PY) scripts/opensearch_node.py start --line $${LINE:-3} --nodes $${NODES:-1}
 
 opensearch-stop:
 	$(PY) scripts/opensearch_node.py stop

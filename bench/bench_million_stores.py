@@ -2,7 +2,8 @@
 
     nice -n 10 .venv/bin/python bench/bench_million_stores.py --chunks 1000000 \\
         [--store postgres|opensearch|both] [--opensearch-url URL]
-        [--opensearch-heap-mb 4096] [--opensearch-dir D] [--ef 10 40 200 400]
+        [--opensearch-heap-mb 4096] [--opensearch-line 3|2] [--opensearch-dir D]
+        [--ef 10 40 200 400]
         [--shards 1] [--bulk-chunks 500] [--bulk-bytes N] [--bulk-in-flight 2] [--hnsw-m 16]
         [--hnsw-ef-construction 100] [--force-merge] [--summary FILE]
         [every option of bench_million.py: --queries, --no-vectors, --dim, --data-dir, ...]
@@ -510,7 +511,9 @@ async def run(args: argparse.Namespace) -> None:
         if url is None:
             # Started from the main thread: the node dies with this process.
             base = Path(args.opensearch_dir) if args.opensearch_dir else None
-            cluster = node_module().start_cluster(1, base, args.opensearch_heap_mb)
+            cluster = node_module().start_cluster(
+                1, base, args.opensearch_heap_mb, line=args.opensearch_line
+            )
             url = cluster.url
         try:
             rows = await run_opensearch(args, url)
@@ -553,6 +556,11 @@ def main() -> None:
     parser.add_argument("--store", choices=["postgres", "opensearch", "both"], default="postgres")
     parser.add_argument("--opensearch-url", default=None, help="a running node (else started)")
     parser.add_argument("--opensearch-heap-mb", type=int, default=4096)
+    parser.add_argument(
+        "--opensearch-line",
+        default=None,
+        help="release line of the started node: 3 (3.5, Java 21+; default) or 2 (2.19, Java 17)",
+    )
     parser.add_argument(
         "--opensearch-dir",
         default=None,

@@ -1,26 +1,22 @@
 #!/usr/bin/env python3
-"""A real OpenSearch 2.19.1 (k-NN plugin, pure-Java `lucene` engine) on this machine,
-laid out from Maven Central artifacts alone and run on 127.0.0.1.
+"""A real OpenSearch (k-NN plugin, pure-Java `lucene` engine) on this machine, laid
+out from Maven Central artifacts alone (scripts/opensearch_layout.py) and run on
+127.0.0.1: either release line, 3.x (3.5.0 on Java 21+, the default) or 2.x (2.19.1
+on Java 17); `--line` or $GROUNDWIRE_OPENSEARCH_LINE chooses.
 
-    python scripts/opensearch_node.py install                  # lay out once, print the home
-    python scripts/opensearch_node.py start [--nodes N] [--dir D] [--heap-mb M]
+    python scripts/opensearch_node.py install [--line 2|3]     # lay out once, print the home
+    python scripts/opensearch_node.py start [--line 2|3] [--nodes N] [--dir D] [--heap-mb M]
     python scripts/opensearch_node.py stop [--dir D]
 
-As a module: `install()` returns the distribution's home; `start_cluster(nodes)`
-returns a running `Cluster` (`.urls`, `.url`, `.kill(i)`, `.start(i)`, `.stop()`,
-a context manager).
-
-The distribution (no tarball exists on Maven Central): `lib/` holds
-org.opensearch:opensearch with its runtime dependencies plus log4j-core, the plugin
-classloader, spatial4j and jts-core; `modules/` holds transport-netty4, analysis-common
-and lang-painless (descriptors and security policies written here, since the jars carry
-none); `plugins/opensearch-knn/` is the k-NN plugin's zip unpacked. `mvn` resolves it all
-(`dependency:copy-dependencies` over a reactor of generated poms).
+As a module: `install(line=...)` returns the distribution's home; `start_cluster(nodes,
+line=...)` returns a running `Cluster` (`.urls`, `.url`, `.kill(i)`, `.start(i)`,
+`.stop()`, a context manager).
 
 OpenSearch refuses to run as root: as root, the nodes run as the system user
 `groundwire-search` (created with `useradd --system` when missing), so the default
-cache is then /var/cache/groundwire (that user cannot enter /root). Java 17 is forced
-(2.19 does not start on Java 25); override with GROUNDWIRE_OPENSEARCH_JAVA_HOME.
+cache is then /var/cache/groundwire (that user cannot enter /root). Each line's Java is
+found apart from the machine's default (opensearch_layout.java_home): the node's
+JAVA_HOME is set for that node only.
 """
 
 from __future__ import annotations
@@ -29,7 +25,6 @@ import argparse
 import atexit
 import contextlib
 import ctypes
-import fcntl
 import json
 import os
 import pwd
@@ -44,70 +39,26 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-VERSION = "2.19.1"
-KNN_VERSION = "2.19.1.0"
-# The layout revision: a change of MODULES installs afresh beside the old one.
-HOME_NAME = f"opensearch-{VERSION}-r4"
-NODE_USER = "groundwire-search"
-DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
-START_TIMEOUT = 180.0
-
-# Versions the 2.19.1 distribution ships in lib/ that its pom does not declare.
-LIB_EXTRAS = (
-    ("org.apache.logging.log4j", "log4j-core", "2.21.0"),
-    ("org.opensearch", "opensearch-plugin-classloader", VERSION),
-    ("org.locationtech.spatial4j", "spatial4j", "0.7"),
-    ("org.locationtech.jts", "jts-core", "1.15.0"),
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from opensearch_layout import (  # scripts/ is not a package
+    LINES,
+    Line,
+    cache_root,
+    install,
+    installed,
+    java_home,
+    line_of,
+    log,
 )
 
-# name -> (artifactId, classname, extended plugins, description, security policy grants)
-MODULES: dict[str, tuple[str, str, str, str, Sequence[str]]] = {
-    "transport-netty4": (
-        "transport-netty4-client",
-        "org.opensearch.transport.Netty4Plugin",
-        "",
-        "Netty 4 based transport implementation",
-        (
-            'permission java.io.FilePermission "/proc/sys/net/core/somaxconn", "read";',
-            'permission java.net.SocketPermission "*", "accept,connect";',
-            'permission java.lang.RuntimePermission "*", "setContextClassLoader";',
-            'permission java.lang.RuntimePermission "getClassLoader";',
-            'permission java.util.PropertyPermission "sun.nio.ch.bugLevel", "write";',
-        ),
-    ),
-    "lang-painless": (
-        "lang-painless",
-        "org.opensearch.painless.PainlessPlugin",
-        "",
-        "An easy, safe and fast scripting language for OpenSearch",
-        (
-            'permission java.lang.RuntimePermission "createClassLoader";',
-            'permission java.lang.RuntimePermission "getClassLoader";',
-        ),
-    ),
-    # _reindex and _delete_by_query: a publish copies a tenant's unchanged documents
-    # into the new version's index server side (stores/opensearch/versions.py).
-    "reindex": (
-        "reindex-client",
-        "org.opensearch.index.reindex.ReindexPlugin",
-        "",
-        "The Reindex module adds APIs to reindex from one index to another or update"
-        " documents in place.",
-        ('permission java.net.SocketPermission "*", "connect";',),
-    ),
-    "analysis-common": (
-        "analysis-common",
-        "org.opensearch.analysis.common.CommonAnalysisPlugin",
-        "lang-painless",
-        'Adds "built in" analyzers to OpenSearch.',
-        (),
-    ),
-}
+__all__ = ["LINES", "Line", "cache_root", "install", "installed", "java_home", "line_of"]
+
+NODE_USER = "groundwire-search"
+START_TIMEOUT = 180.0
 
 LOG4J2_PROPERTIES = """\
 status = error
@@ -139,220 +90,6 @@ logger.deprecation.level = warn
     "@LOGS@",
     "${sys:opensearch.logs.base_path}${sys:file.separator}${sys:opensearch.logs.cluster_name}",
 )
-
-
-def log(message: str) -> None:
-    print(f"[opensearch_node] {message}", file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------- java
-
-
-def java_home() -> Path:
-    """A Java 17 home: GROUNDWIRE_OPENSEARCH_JAVA_HOME, else the Debian/Temurin 17 JDK,
-    else JAVA_HOME when it is a 17 (never the machine's newer default)."""
-    override = os.environ.get("GROUNDWIRE_OPENSEARCH_JAVA_HOME")
-    if override:
-        return Path(override)
-    candidates = [Path("/usr/lib/jvm/java-17-openjdk-amd64")]
-    candidates += sorted(Path("/usr/lib/jvm").glob("*17*")) if Path("/usr/lib/jvm").is_dir() else []
-    if os.environ.get("JAVA_HOME"):
-        candidates.append(Path(os.environ["JAVA_HOME"]))
-    for home in candidates:
-        if (home / "bin" / "java").exists() and _java_major(home) == 17:
-            return home
-    raise RuntimeError(
-        "OpenSearch 2.19 needs Java 17 and none was found (looked in /usr/lib/jvm and "
-        "JAVA_HOME); install openjdk-17-jdk-headless or set GROUNDWIRE_OPENSEARCH_JAVA_HOME"
-    )
-
-
-def _java_major(home: Path) -> int | None:
-    release = home / "release"
-    if release.exists():
-        for line in release.read_text(errors="replace").splitlines():
-            if line.startswith("JAVA_VERSION="):
-                version = line.split("=", 1)[1].strip().strip('"')
-                head = version.split(".")[0]
-                return int(head) if head.isdigit() else None
-    return None
-
-
-# ------------------------------------------------------------------------ install
-
-
-def cache_root() -> Path:
-    """$GROUNDWIRE_CACHE, else ~/.cache/groundwire (or /var/cache/groundwire as root:
-    the unprivileged node user cannot enter /root)."""
-    if os.environ.get("GROUNDWIRE_CACHE"):
-        return Path(os.environ["GROUNDWIRE_CACHE"])
-    if os.geteuid() == 0:
-        return Path("/var/cache/groundwire")
-    return Path.home() / ".cache" / "groundwire"
-
-
-def _dep(group: str, artifact: str, version: str, scope: str = "", extra: str = "") -> str:
-    scope_xml = f"<scope>{scope}</scope>" if scope else ""
-    return (
-        f"<dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
-        f"<version>{version}</version>{scope_xml}{extra}</dependency>"
-    )
-
-
-def _pom(artifact: str, deps: Sequence[str]) -> str:
-    return f"""<?xml version="1.0" encoding="UTF-8"?>
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>groundwire.opensearch</groupId>
-  <artifactId>{artifact}</artifactId>
-  <version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>{"".join(deps)}</dependencies>
-  <build><plugins><plugin>
-    <groupId>org.apache.maven.plugins</groupId>
-    <artifactId>maven-dependency-plugin</artifactId>
-    <version>{DEPENDENCY_PLUGIN.rsplit(":", 1)[1]}</version>
-    <configuration>
-      <outputDirectory>${{project.basedir}}/out</outputDirectory>
-      <includeScope>runtime</includeScope>
-    </configuration>
-  </plugin></plugins></build>
-</project>
-"""
-
-
-def _write_poms(work: Path) -> None:
-    """A reactor: one pom per folder of the distribution; each module's pom has the
-    server as `provided`, so only the module's own jars are copied."""
-    server = _dep("org.opensearch", "opensearch", VERSION)
-    parts = {"lib": [server, *(_dep(g, a, v) for g, a, v in LIB_EXTRAS)]}
-    provided = _dep("org.opensearch", "opensearch", VERSION, scope="provided")
-    for name, (artifact, *_rest) in MODULES.items():
-        parts[name] = [provided, _dep("org.opensearch.plugin", artifact, VERSION)]
-    no_transitive = (
-        "<type>zip</type><exclusions><exclusion><groupId>*</groupId>"
-        "<artifactId>*</artifactId></exclusion></exclusions>"
-    )
-    parts["knn"] = [
-        _dep("org.opensearch.plugin", "opensearch-knn", KNN_VERSION, extra=no_transitive)
-    ]
-    for name, deps in parts.items():
-        (work / name).mkdir(parents=True)
-        (work / name / "pom.xml").write_text(_pom(f"gw-{name}", deps))
-    modules = "".join(f"<module>{name}</module>" for name in parts)
-    (work / "pom.xml").write_text(
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
-        "<groupId>groundwire.opensearch</groupId><artifactId>gw-reactor</artifactId>"
-        f"<version>1</version><packaging>pom</packaging><modules>{modules}</modules></project>\n"
-    )
-
-
-def _descriptor(name: str, description: str, classname: str, extended: str) -> str:
-    return (
-        f"name={name}\ndescription={description}\nversion={VERSION}\n"
-        f"opensearch.version={VERSION}\njava.version=17\nclassname={classname}\n"
-        f"extended.plugins={extended}\nhas.native.controller=false\n"
-    )
-
-
-def install(cache: Path | None = None, *, maven_repo_local: Path | None = None) -> Path:
-    """Lay out OpenSearch 2.19.1 under `cache` (default `cache_root()`) once, and return
-    its home (`<cache>/opensearch-2.19.1`). Idempotent; concurrent callers serialise on a
-    file lock and the layout is built in a temporary folder renamed into place."""
-    root = Path(cache) if cache is not None else cache_root()
-    root.mkdir(parents=True, exist_ok=True)
-    home = root / HOME_NAME
-    marker = home / ".complete"
-    if marker.exists():
-        return home
-    with (root / f".{HOME_NAME}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists():
-            return home
-        started = time.monotonic()
-        log(f"installing OpenSearch {VERSION} + k-NN {KNN_VERSION} into {home}")
-        work = Path(tempfile.mkdtemp(prefix=f".{HOME_NAME}-", dir=root))
-        try:
-            _resolve(work / "mvn", maven_repo_local)
-            staged = work / "home"
-            _lay_out(work / "mvn", staged)
-            for path in [staged, *staged.rglob("*")]:
-                path.chmod(0o755 if path.is_dir() else 0o644)
-            (staged / ".complete").write_text(f"{VERSION} {KNN_VERSION}\n")
-            if home.exists():  # a half-made layout from an interrupted run (no marker)
-                shutil.rmtree(home)
-            staged.rename(home)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        log(f"installed in {time.monotonic() - started:.1f}s ({_du(home) / 1e6:.0f} MB)")
-        return home
-
-
-def _resolve(work: Path, maven_repo_local: Path | None) -> None:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise RuntimeError("installing OpenSearch needs Maven (`mvn`) on PATH")
-    _write_poms(work)
-    cmd = [mvn, "-B", "-q", "-f", str(work / "pom.xml"), f"{DEPENDENCY_PLUGIN}:copy-dependencies"]
-    repo = maven_repo_local or (
-        Path(os.environ["GROUNDWIRE_MAVEN_REPO"])
-        if os.environ.get("GROUNDWIRE_MAVEN_REPO")
-        else None
-    )
-    if repo is not None:
-        cmd.append(f"-Dmaven.repo.local={repo}")
-    env = dict(os.environ, JAVA_HOME=str(java_home()))
-    log("resolving artifacts with Maven (" + " ".join(cmd[1:]) + ")")
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"mvn failed ({proc.returncode}):\n{proc.stdout[-4000:]}")
-
-
-def _artifact_name(jar: str) -> str:
-    """`reactor-core-3.5.20.jar` -> `reactor-core` (the name without its version)."""
-    parts = jar.removesuffix(".jar").split("-")
-    for i, part in enumerate(parts):
-        if i and part[:1].isdigit():
-            return "-".join(parts[:i])
-    return "-".join(parts)
-
-
-def _lay_out(work: Path, home: Path) -> None:
-    (home / "bin").mkdir(parents=True)
-    (home / "plugins").mkdir()
-    shutil.copytree(work / "lib" / "out", home / "lib")
-    in_lib = {_artifact_name(jar.name) for jar in (home / "lib").glob("*.jar")}
-    for name, (_artifact, classname, extended, description, grants) in MODULES.items():
-        target = home / "modules" / name
-        shutil.copytree(work / name / "out", target)
-        # A jar the server already has in lib/ (any version) would be jar hell: a
-        # module's transitive dependencies that reach the server's are lib's alone.
-        for jar in target.glob("*.jar"):
-            if _artifact_name(jar.name) in in_lib:
-                jar.unlink()
-        # A jar the server already has (reindex pulls reactor-core) is jar hell.
-        for jar in target.glob("*.jar"):
-            if (home / "lib" / jar.name).exists():
-                jar.unlink()
-        (target / "plugin-descriptor.properties").write_text(
-            _descriptor(name, description, classname, extended)
-        )
-        if grants:
-            body = "".join(f"  {grant}\n" for grant in grants)
-            (target / "plugin-security.policy").write_text(f"grant {{\n{body}}};\n")
-    zips = list((work / "knn" / "out").glob("opensearch-knn-*.zip"))
-    if len(zips) != 1:
-        raise RuntimeError(f"expected one k-NN zip, got {zips}")
-    target = home / "plugins" / "opensearch-knn"
-    with zipfile.ZipFile(zips[0]) as archive:
-        archive.extractall(target)
-    if not (target / "plugin-descriptor.properties").exists():
-        raise RuntimeError("the k-NN zip has no plugin-descriptor.properties")
-
-
-def _du(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 # ------------------------------------------------------------------------- nodes
@@ -485,8 +222,10 @@ class Cluster:
         owns_dir: bool,
         tie_to_parent: bool,
         timeout: float,
+        line: Line,
     ) -> None:
         self.home = home
+        self.line = line
         self.base_dir = base_dir
         self.nodes = nodes
         self.cluster_name = cluster_name
@@ -496,7 +235,7 @@ class Cluster:
         self.timeout = timeout
         self.user = node_user()
         self._stopped = False
-        self._java = java_home() / "bin" / "java"
+        self._java = java_home(line) / "bin" / "java"
 
     # -- public API
     @property
@@ -656,6 +395,18 @@ class Cluster:
             for path in [node.root, *node.root.rglob("*")]:
                 os.chown(path, self.user.pw_uid, self.user.pw_gid)
 
+    def _line_options(self) -> list[str]:
+        """What differs between the lines: Java 23+ has no COMPAT locale data; on Java
+        21+ Lucene's vector code (HNSW distances) runs on SIMD through the incubating
+        Vector API when the module is added (3.x's own jvm.options add it)."""
+        if self.line.major < 3:
+            return ["-Djava.locale.providers=SPI,COMPAT"]
+        return [
+            "-Djava.locale.providers=SPI,CLDR",
+            "--add-modules=jdk.incubator.vector",
+            "--enable-native-access=ALL-UNNAMED",
+        ]
+
     def _command(self, node: Node) -> list[str]:
         heap = f"{self.heap_mb}m"
         return [
@@ -673,7 +424,7 @@ class Cluster:
             "-Djava.awt.headless=true",
             "-Dfile.encoding=UTF-8",
             "-Djna.nosys=true",
-            "-Djava.locale.providers=SPI,COMPAT",
+            *self._line_options(),
             "-Dio.netty.noUnsafe=true",
             "-Dio.netty.noKeySetOptimization=true",
             "-Dio.netty.recycler.maxCapacityPerThread=0",
@@ -770,21 +521,26 @@ def start_cluster(
     home: Path | None = None,
     timeout: float = START_TIMEOUT,
     tie_to_parent: bool = True,
+    line: Line | str | None = None,
 ) -> Cluster:
-    """Start `nodes` OpenSearch nodes on free 127.0.0.1 ports (config, data and logs
-    under `base_dir`/node-i; a fresh temporary folder, removed by `stop()`, when None)
-    and wait until the cluster is yellow with all of them. `tie_to_parent` (default)
-    kills the nodes when this process dies; the CLI turns it off."""
+    """Start `nodes` OpenSearch nodes of `line` (default `line_of()`; a `home` given
+    says its own line) on free 127.0.0.1 ports (config, data and logs under
+    `base_dir`/node-i; a fresh temporary folder, removed by `stop()`, when None) and
+    wait until the cluster is yellow with all of them. `tie_to_parent` (default) kills
+    the nodes when this process dies; the CLI turns it off."""
     if nodes < 1:
         raise ValueError("nodes must be >= 1")
-    home = home or install()
+    if home is not None and line is None:
+        line = line_of((Path(home) / ".complete").read_text().split()[0])
+    chosen = line if isinstance(line, Line) else line_of(line)
+    home = home or install(line=chosen)
     owns_dir = base_dir is None
     root = Path(tempfile.mkdtemp(prefix="gw-opensearch-")) if base_dir is None else Path(base_dir)
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)
     attempts = 3  # a port picked free may be taken before the JVM binds it
     for attempt in range(1, attempts + 1):
-        cluster = _new_cluster(home, root, nodes, heap_mb, owns_dir, tie_to_parent, timeout)
+        cluster = _new_cluster(home, root, nodes, heap_mb, owns_dir, tie_to_parent, timeout, chosen)
         _LIVE.append(cluster)
         try:
             cluster._check_access()
@@ -821,6 +577,7 @@ def _new_cluster(
     owns_dir: bool,
     tie_to_parent: bool,
     timeout: float,
+    line: Line,
 ) -> Cluster:
     members = []
     taken: set[int] = set()
@@ -841,6 +598,7 @@ def _new_cluster(
         owns_dir=owns_dir,
         tie_to_parent=tie_to_parent,
         timeout=timeout,
+        line=line,
     )
 
 
@@ -861,11 +619,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--cache", help="cache root (default: $GROUNDWIRE_CACHE, ~/.cache/groundwire)"
     )
     p_install.add_argument("--maven-repo-local", help="a Maven local repository instead of ~/.m2")
+    line_help = f"release line: {', '.join(LINES)} (default: $GROUNDWIRE_OPENSEARCH_LINE, else 3)"
+    p_install.add_argument("--line", help=line_help)
     p_start = sub.add_parser("start", help="start a cluster in the background; print its URLs")
     p_start.add_argument("--nodes", type=int, default=1)
     p_start.add_argument("--dir", help="cluster folder (default: $TMPDIR/groundwire-opensearch)")
     p_start.add_argument("--heap-mb", type=int, default=512)
     p_start.add_argument("--timeout", type=float, default=START_TIMEOUT)
+    p_start.add_argument("--line", help=line_help)
     p_stop = sub.add_parser("stop", help="stop the cluster that `start` left in --dir")
     p_stop.add_argument("--dir")
     args = parser.parse_args(argv)
@@ -874,6 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         home = install(
             Path(args.cache) if args.cache else None,
             maven_repo_local=Path(args.maven_repo_local) if args.maven_repo_local else None,
+            line=line_of(args.line),
         )
         print(home)
         return 0
@@ -889,7 +651,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for stale in root.glob("node-*"):
             shutil.rmtree(stale)
         cluster = start_cluster(
-            args.nodes, root, args.heap_mb, timeout=args.timeout, tie_to_parent=False
+            args.nodes,
+            root,
+            args.heap_mb,
+            timeout=args.timeout,
+            tie_to_parent=False,
+            line=args.line,
         )
         _LIVE.remove(cluster)
         pids = [node.pid for node in cluster.nodes]

@@ -1,6 +1,7 @@
-"""A real OpenSearch 2.19.1 from scripts/opensearch_node.py: the session's node serves
-BM25 (english analyzer) and filtered k-NN (lucene engine, HNSW, cosine). Three nodes
-losing their elected cluster-manager: tests/integration/test_opensearch_failover.py."""
+"""A real OpenSearch from scripts/opensearch_node.py, on both release lines: the
+session's shared node (3.x, Lucene 10, Java 21+) and a 2.19 node of its own (Java 17)
+serve BM25 (english analyzer) and filtered k-NN (lucene engine, HNSW, cosine). Three
+nodes losing their elected cluster-manager: tests/integration/test_opensearch_failover.py."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
+
+from tests.support.opensearch import CURRENT, PREVIOUS, node_module, opensearch_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -106,12 +109,41 @@ def load(client: httpx.Client, index: str, mapping: dict[str, Any]) -> None:
     assert body["errors"] is False, body
 
 
-def test_one_node_bm25_and_filtered_knn(opensearch_url: str) -> None:
-    index = f"gw-e2e-{time.monotonic_ns()}"
+def test_current_line_bm25_and_filtered_knn(opensearch_url: str) -> None:
+    """The shared node is the current line, 3.x on Lucene 10 (the one the store contract
+    suite runs on), and it refuses the nmslib engine 3.0 removed for new indexes."""
+    root = check_bm25_and_filtered_knn(opensearch_url, node_module().line_of(CURRENT).version)
+    assert root["version"]["lucene_version"].startswith("10.")
     with httpx.Client(base_url=opensearch_url, timeout=60) as client:
+        # Java 21+ with the Vector API module: Lucene's vector distances run on SIMD.
+        (jvm,) = (n["jvm"] for n in ok(client.get("/_nodes/_local/jvm"))["nodes"].values())
+        assert int(jvm["version"].split(".")[0]) >= 21, jvm["version"]
+        assert "--add-modules=jdk.incubator.vector" in jvm["input_arguments"]
+        nmslib = json.loads(json.dumps(MAPPING))
+        nmslib["mappings"]["properties"]["embedding"]["method"]["engine"] = "nmslib"
+        index = f"gw-e2e-nmslib-{time.monotonic_ns()}"
+        try:
+            refused = client.put(f"/{index}", json=nmslib)
+            assert refused.status_code == 400 and "nmslib" in refused.text, refused.text
+        finally:
+            client.delete(f"/{index}")
+
+
+def test_previous_line_bm25_and_filtered_knn() -> None:
+    """A 2.19 node of its own (Lucene 9, Java 17): the line the failover test runs on."""
+    with opensearch_cluster(1, PREVIOUS) as cluster:
+        root = check_bm25_and_filtered_knn(cluster.url, node_module().line_of(PREVIOUS).version)
+    assert root["version"]["lucene_version"].startswith("9.")
+
+
+def check_bm25_and_filtered_knn(url: str, version: str) -> Any:
+    """Stemmed BM25, k-NN, and Lucene's filtered k-NN on the node at `url`, which runs
+    OpenSearch `version`; returns the node's root document."""
+    index = f"gw-e2e-{time.monotonic_ns()}"
+    with httpx.Client(base_url=url, timeout=60) as client:
         try:
             root = ok(client.get("/"))
-            assert root["version"]["number"] == "2.19.1"
+            assert root["version"]["number"] == version
             load(client, index, MAPPING)
 
             # BM25 through the english analyzer: "leaving" and "leaves" both stem to "leav".
@@ -136,3 +168,4 @@ def test_one_node_bm25_and_filtered_knn(opensearch_url: str) -> None:
             assert "d1" not in ids(body)
         finally:
             client.delete(f"/{index}")
+    return root

@@ -39,7 +39,7 @@ from groundwire.stores.opensearch import OpenSearchSettings, OpenSearchStore, op
 from groundwire.stores.opensearch.layout import Names
 from tests.stores.conftest import opensearch_test_settings
 from tests.stores.contract_support import doc, publish, spec
-from tests.support.opensearch import OpenSearchCluster, three_node_cluster
+from tests.support.opensearch import PREVIOUS, OpenSearchCluster, three_node_cluster
 
 # About 4 minutes on an idle 2-core machine (most of it JVMs booting); the bound
 # leaves room for a loaded one.
@@ -66,7 +66,9 @@ Answer = dict[tuple[str, str], tuple[float, str]]
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[OpenSearchCluster]:
-    yield from three_node_cluster()
+    """OpenSearch 2.19 (the previous line: the shared node, so the contract suite,
+    runs the current one, 3.x)."""
+    yield from three_node_cluster(PREVIOUS)
 
 
 def failover_settings(cluster: OpenSearchCluster) -> OpenSearchSettings:

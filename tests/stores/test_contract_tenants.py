@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from groundwire.domain.indexes import StoreKind
 from groundwire.domain.retrieval import MetadataFilter, Scope
 from groundwire.stores.base import StagedDocument, Store
 from groundwire.stores.memory import MemoryStore
@@ -136,7 +137,15 @@ async def test_a_tenants_vector_results_ignore_other_tenants_vectors(
         await store.stage_documents(index_name, v, batch[i : i + 100])
     await store.publish_version(index_name, v, sp)
     after = await results()
-    assert after == before  # the same ids in the same order, bit-identical scores
+    # The same ids in the same order, bit-identical scores; on OpenSearch within a
+    # float32 ulp: Lucene 10's SIMD distances (Java 21+) sum their lanes in an order
+    # the Vector API leaves open (interpreted and compiled code differ in the last bit).
+    assert [[key for key, _ in r] for r in after] == [[key for key, _ in r] for r in before]
+    if store.kind is StoreKind.OPENSEARCH:
+        for got, want in zip(after, before, strict=True):
+            assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-6)
+    else:
+        assert after == before
     await _check_plan(store, index_name, queries[0], a_path)
 
     # B's own searches find only B's vectors, through B's own graph (6,000 chunks is

@@ -1,12 +1,14 @@
-"""A real OpenSearch 2.19.1 (k-NN, `lucene` engine) for tests, from
-scripts/opensearch_node.py: laid out once from Maven Central into a cache, each node
-a JVM on 127.0.0.1 (as the unprivileged `groundwire-search` user when run as root).
+"""A real OpenSearch (k-NN, `lucene` engine) for tests, from scripts/opensearch_node.py:
+each release line laid out once from Maven Central into a cache, each node a JVM on
+127.0.0.1 (as the unprivileged `groundwire-search` user when run as root). Two lines
+are tested: CURRENT (3.x on Java 21+: the session's shared node, so the store contract
+suite) and PREVIOUS (2.19 on Java 17: the node test and the failover test).
 
 - `opensearch_url_session()`: a generator for a session fixture, yielding one base
   URL: GROUNDWIRE_TEST_OPENSEARCH when set (an existing cluster), else a one-node
-  cluster started here and stopped when the generator is closed.
-- `opensearch_cluster(nodes)`: a context manager with a fresh cluster of its own
-  (three nodes for the failover test), never the external one (nodes get killed).
+  cluster of the current line started here and stopped when the generator is closed.
+- `opensearch_cluster(nodes, line)`: a context manager with a fresh cluster of its own
+  (three 2.19 nodes for the failover test), never the external one (nodes get killed).
 
 No fixture is registered here; wire them up in a conftest, e.g.
 
@@ -14,8 +16,8 @@ No fixture is registered here; wire them up in a conftest, e.g.
     def opensearch_url() -> Iterator[str]:
         yield from opensearch_url_session()
 
-Without Maven (first install only) or a Java 17, the caller is skipped, or failed
-under CI=true (tests/support/toolchains.py).
+Without Maven (first install only) or the line's Java, the caller is skipped, or
+failed under CI=true (tests/support/toolchains.py).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from tests.support.toolchains import in_ci, require
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "opensearch_node.py"
 EXTERNAL_ENV = "GROUNDWIRE_TEST_OPENSEARCH"
+CURRENT = "3"  # the shared node's line (scripts/opensearch_layout.py LINES)
+PREVIOUS = "2"
 
 
 class OpenSearchCluster(Protocol):
@@ -68,24 +72,27 @@ def node_module() -> ModuleType:
     return module
 
 
-def installed_home() -> Path:
-    """The OpenSearch home, installing it on first use; skips (fails under CI) when
-    Maven or a Java 17 is missing."""
+def installed_home(line: str = CURRENT) -> Path:
+    """The home of OpenSearch `line`, installing it on first use; skips (fails under
+    CI) when Maven or the line's Java is missing."""
     module = node_module()
+    chosen = module.line_of(line)
     try:
-        module.java_home()
+        module.java_home(chosen)
     except RuntimeError as exc:
         if in_ci():
-            pytest.fail(f"OpenSearch needs Java 17: {exc}; CI=true, so this is a failure")
-        pytest.skip(f"OpenSearch needs Java 17: {exc}")
-    if not (module.cache_root() / module.HOME_NAME / ".complete").exists():
+            pytest.fail(f"OpenSearch {chosen.version}: {exc}; CI=true, so this is a failure")
+        pytest.skip(f"OpenSearch {chosen.version}: {exc}")
+    if not module.installed(chosen):
         require("mvn", purpose="installing OpenSearch from Maven Central")
-    return Path(module.install())
+    return Path(module.install(line=chosen))
 
 
-def start_opensearch(nodes: int = 1, base_dir: Path | None = None) -> OpenSearchCluster:
-    """A fresh running cluster of `nodes` nodes (the caller stops it)."""
-    home = installed_home()
+def start_opensearch(
+    nodes: int = 1, base_dir: Path | None = None, line: str = CURRENT
+) -> OpenSearchCluster:
+    """A fresh running cluster of `nodes` nodes of `line` (the caller stops it)."""
+    home = installed_home(line)
     return cast(OpenSearchCluster, node_module().start_cluster(nodes, base_dir, home=home))
 
 
@@ -186,17 +193,17 @@ class SharedNode:
 
 
 @contextlib.contextmanager
-def opensearch_cluster(nodes: int = 3) -> Iterator[OpenSearchCluster]:
+def opensearch_cluster(nodes: int = 3, line: str = CURRENT) -> Iterator[OpenSearchCluster]:
     """A cluster of its own (never the external one: the caller may kill nodes),
     stopped and deleted afterwards."""
-    cluster = start_opensearch(nodes)
+    cluster = start_opensearch(nodes, line=line)
     try:
         yield cluster
     finally:
         cluster.stop()
 
 
-def three_node_cluster() -> Iterator[OpenSearchCluster]:
+def three_node_cluster(line: str = CURRENT) -> Iterator[OpenSearchCluster]:
     """A generator for a (module- or session-scoped) fixture: a three-node cluster."""
-    with opensearch_cluster(3) as cluster:
+    with opensearch_cluster(3, line) as cluster:
         yield cluster

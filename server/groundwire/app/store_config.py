@@ -29,6 +29,7 @@ _OPENSEARCH_KEYS = frozenset(
         "bulk_chunks",
         "bulk_max_mib",
         "bulk_in_flight",
+        "first_build_max_segments",
     }
 )
 
@@ -103,6 +104,12 @@ class StoreConfig(StrictModel):
     bulk_chunks: int = Field(500, ge=1, le=10_000)
     bulk_max_mib: int = Field(8, ge=1, le=100)
     bulk_in_flight: int = Field(2, ge=1, le=16)
+    # A first build of a tenant's index (no published version before it) is
+    # force-merged to at most this many segments before its alias swap (0: never):
+    # a k-NN query searches each segment's graph on its own, so fewer segments
+    # answer faster and with better recall; the merge costs node CPU at publish
+    # time (docs/explanation/benchmarks.md has the figures).
+    first_build_max_segments: int = Field(0, ge=0, le=1000)
     # kind = "qdrant" (stores/qdrant; the scaling-out tutorial's "Indexes on
     # Qdrant"): Qdrant's engine in process (qdrant-edge-py) keeping a shard per
     # published version under `path`, which one process owns (a second fails to

@@ -53,6 +53,8 @@ class OpenSearchSettings:
     bulk_bytes: int = 8 * 1024 * 1024
     bulk_max_retries: int = 8
     bulk_in_flight: int = 2
+    # A first build is force-merged to at most this many segments (0: never).
+    first_build_max_segments: int = 0
     superseded_grace_s: float = 30.0
     label: str = "default"
 

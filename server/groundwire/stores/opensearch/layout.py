@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from groundwire.domain import bm25
 from groundwire.domain.access import Readers
 from groundwire.domain.metadata_ranges import (
     RangeCondition,
@@ -97,6 +98,18 @@ def raw_similarity(metric: DistanceMetric, score: float) -> float:
     return 2.0 * score - 1.0
 
 
+# Groundwire's BM25 (domain/bm25.py) keeps Lucene's classic (k1 + 1) factor. It is
+# OpenSearch 2.x's `BM25`; 3.x's `BM25` is Lucene 10's, without the factor (scores
+# 1 / 2.2 of 2.x's, the same ranking), and 3.x names the classic one `LegacyBM25`.
+BM25_SIMILARITY = "groundwire_bm25"
+
+
+def bm25_similarity(engine_major: int) -> dict[str, Any]:
+    """The similarity the `terms` field scores with on an engine of `engine_major`."""
+    kind = "LegacyBM25" if engine_major >= 3 else "BM25"
+    return {"type": kind, "k1": bm25.K1, "b": bm25.B}
+
+
 def index_body(
     spec: IndexSpec,
     *,
@@ -104,9 +117,11 @@ def index_body(
     replicas: int,
     hnsw_m: int,
     hnsw_ef_construction: int,
+    engine_major: int,
 ) -> dict[str, Any]:
     """Settings and mappings of one physical index, built with refresh off and the
-    given replicas (a first build runs with none: versions.py)."""
+    given replicas (a first build runs with none: versions.py), for an engine of
+    `engine_major` (2 or 3: the BM25 similarity's name differs)."""
     properties: dict[str, Any] = {
         "kind": {"type": "keyword"},
         "document_id": {"type": "keyword"},
@@ -123,6 +138,7 @@ def index_body(
             "type": "text",
             "analyzer": "whitespace",
             "index_options": "freqs",
+            "similarity": BM25_SIMILARITY,
         },
         # Phrase words with positions, only ever a filter: no norms.
         "words": {
@@ -156,6 +172,13 @@ def index_body(
                 # excluding the changed ids in one terms query (versions.py).
                 "max_terms_count": 10_000_000,
                 "max_result_window": 10_000,
+                "similarity": {BM25_SIMILARITY: bm25_similarity(engine_major)},
+                # Segments searched one after another, as 2.x does by default: 3.x's
+                # `auto` searches a k-NN query's segments concurrently, and Lucene's
+                # multi-segment k-NN collector shares its bar across them, so an
+                # approximate result would hang on thread timing (the same query, a
+                # different answer).
+                "search": {"concurrent_segment_search": {"mode": "none"}},
             }
         },
         "mappings": {

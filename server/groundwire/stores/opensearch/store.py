@@ -10,8 +10,9 @@ descriptors it was built with and its counts.
 
 Scores: the semantic leg reports the metric's own value (cosine, dot product,
 L2 distance) recovered from the k-NN plugin's score; the lexical leg reports
-OpenSearch's BM25 (its default similarity keeps Lucene's classic (k1 + 1)
-factor, k1 1.2, b 0.75), which is groundwire's BM25 (domain/bm25.py) up to
+OpenSearch's BM25 with Lucene's classic (k1 + 1) factor, k1 1.2, b 0.75 (2.x's
+`BM25`, 3.x's `LegacyBM25`: layout.bm25_similarity), which is groundwire's BM25
+(domain/bm25.py) up to
 Lucene's one-byte quantized length norms: the same terms, statistics (the
 tenant's, over every shard with dfs_query_then_fetch when an index has several)
 and parameters, so rankings agree with the other stores and scores to within a
@@ -686,6 +687,15 @@ class OpenSearchStore:
         stats = found.get("term_vectors", {}).get("terms", {}).get("terms", {})
         return {t: int(stats.get(t, {}).get("doc_freq", 0)) for t in terms}
 
+    async def learn_engine(self) -> int:
+        """Read the engine's major version (2 or 3: OpenSearch 2.x and 3.x are
+        supported); the indexes created from now on are laid out for it."""
+        info = await self._call("info", lambda: self._client.info(request_timeout=10.0))
+        number = str(info.get("version", {}).get("number", "2"))
+        major = int(number.split(".")[0]) if number.split(".")[0].isdigit() else 2
+        self._versions.engine_major = major
+        return major
+
     async def ping(self) -> None:
         """Raise STORE_UNAVAILABLE unless the cluster answers (health checks)."""
         await self._call("ping", lambda: self._client.cluster.health(request_timeout=5.0))
@@ -705,6 +715,7 @@ async def open_opensearch_store(settings: OpenSearchSettings) -> OpenSearchStore
     store = OpenSearchStore(client, settings)
     try:
         await store.ping()
+        await store.learn_engine()
         await store._ensure_meta()
     except BaseException:
         await client.close()

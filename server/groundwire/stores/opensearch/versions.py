@@ -6,7 +6,8 @@ A version writes, for each tenant it touches, a fresh physical index
 chunks and document records go there by `_bulk` in bounded batches (429s retried
 with back-off; ids are stable, so a retry overwrites). Publishing copies the
 tenant's unchanged documents from its current physical index into the new one
-(server side, `_reindex` excluding the changed ids), refreshes it, restores the
+(server side, `_reindex` excluding the changed ids), refreshes it (a tenant's first
+build is force-merged to `first_build_max_segments` segments when set), restores the
 replicas and waits for them where the cluster can hold them, then swaps every
 touched tenant's alias in one `_aliases` call: a reader resolves the alias once
 per request, so it sees the old version or the new one, never a mix. The
@@ -73,6 +74,8 @@ class Versions:
         # period runs from then (an index left by another process or before a
         # restart counts from its creation).
         self._superseded: dict[str, float] = {}
+        # The engine's major version (store.open_opensearch_store reads it).
+        self.engine_major = 2
 
     # -- aliases -------------------------------------------------------------------
 
@@ -195,6 +198,7 @@ class Versions:
             replicas=0,
             hnsw_m=self._settings.hnsw_m,
             hnsw_ef_construction=self._settings.hnsw_ef_construction,
+            engine_major=self.engine_major,
         )
         await call(
             self._settings.label,
@@ -282,6 +286,8 @@ class Versions:
             if old is not None:
                 await self._copy_unchanged(old, ts)
             await self._refresh(ts.physical)
+            if old is None and self._settings.first_build_max_segments:
+                await self._force_merge(ts.physical, self._settings.first_build_max_segments)
             if old is not None:
                 actions.append({"remove": {"index": old, "alias": alias}})
                 superseded.append(old)
@@ -351,6 +357,21 @@ class Versions:
             "refresh",
             lambda: self._client.indices.refresh(index=physical),
         )
+
+    async def _force_merge(self, physical: str, segments: int) -> None:
+        """Merge a first build down to `segments` segments, before its replicas exist
+        (nothing to copy to them yet) and before its alias swap (no reader waits on
+        it), then refresh so searches see the merged segments."""
+        await call(
+            self._settings.label,
+            "force_merge",
+            lambda: self._client.indices.forcemerge(
+                index=physical,
+                max_num_segments=segments,
+                request_timeout=self._settings.publish_timeout_s,
+            ),
+        )
+        await self._refresh(physical)
 
     async def _count(self, physical: str) -> int:
         """Every record of `physical`; a shard that did not answer (a lost primary
