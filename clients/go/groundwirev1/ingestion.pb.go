@@ -1158,7 +1158,9 @@ type Operation struct {
 	// store statement timed out), VERSION_NOT_STAGING (the staged version was
 	// discarded meanwhile), INTERRUPTED (the server stopped while it ran),
 	// INDEX_REBUILD_REQUIRED (a push into an index built with another embedding
-	// model or chunking policy: ingest it first), INTERNAL (anything else).
+	// model or chunking policy: ingest it first), SOURCE_ACCESS_DENIED,
+	// SOURCE_UNAVAILABLE, SOURCE_REFUSED (a bucket source could not be read:
+	// see ErrorReason), INTERNAL (anything else).
 	ErrorCode string `protobuf:"bytes,12,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// Output only. Per-document failures, at most 100 (see failures_omitted).
 	Failures []*DocumentFailure `protobuf:"bytes,13,rep,name=failures,proto3" json:"failures,omitempty"`
