@@ -52,6 +52,11 @@ from groundwire.ingestion.url_policy import (
 )
 
 log = logging.getLogger("groundwire.ingestion")
+# botocore's DEBUG records show request headers (the signed Authorization header
+# with the access key id) and bodies: never in groundwire's logs, whatever level
+# the operator sets for the root logger.
+for _name in ("botocore", "aiobotocore"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 # S3 error codes that mean "these credentials may not do this".
 _DENIED = frozenset(
