@@ -74,6 +74,28 @@ _DENIED = frozenset(
 )
 
 
+# Codes named in errors and logs; any other code the server sends is its own text
+# (a hostile server could echo a key into it) and is reported as "unrecognised".
+_KNOWN_CODES = _DENIED | {
+    "NoSuchBucket",
+    "NoSuchKey",
+    "InternalError",
+    "ServiceUnavailable",
+    "SlowDown",
+    "RequestTimeout",
+    "PermanentRedirect",
+    "TemporaryRedirect",
+    "AuthorizationHeaderMalformed",
+    "InvalidRequest",
+    "InvalidBucketName",
+    "InvalidArgument",
+    "MethodNotAllowed",
+    "NotImplemented",
+    "500",
+    "503",
+}
+
+
 class HostRefused(aiohttp.ClientError):
     """A request to a host or address the source's policy refuses."""
 
@@ -230,7 +252,8 @@ class S3Client:
         if isinstance(exc, HostRefused) or self.guard.refusal:
             return source_error(src, OperationErrorCode.SOURCE_REFUSED, self.guard.refusal)
         if isinstance(exc, ClientError):
-            code = str(exc.response.get("Error", {}).get("Code", ""))[:64]
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            code = code if code in _KNOWN_CODES else ("unrecognised" if code else "")
             status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
             if 300 <= status < 400:
                 return source_error(
