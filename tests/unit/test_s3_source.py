@@ -6,6 +6,8 @@ references, and the guard that keeps every request on the endpoint's host."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ipaddress
 from pathlib import Path
 from typing import Any
@@ -157,3 +159,41 @@ def test_the_guard_keeps_requests_on_the_endpoint_host() -> None:
     with pytest.raises(s3_client.HostRefused):
         guard.check_address("storage.example.com", ipaddress.ip_address("10.0.0.1"))
     guard.check_address("storage.example.com", ipaddress.ip_address("93.184.216.34"))
+
+
+async def test_read_ahead_keeps_the_order_overlaps_objects_and_cancels_on_error() -> None:
+    objects: list[s3_source.AnyItem] = [_item(f"handbook/{i}.md") for i in range(20)]
+    running: set[str] = set()
+    most = 0
+    started: list[str] = []
+    cancelled: list[str] = []
+
+    async def load(item: s3_source.AnyItem) -> str:
+        nonlocal most
+        assert isinstance(item, s3_source.S3Item)
+        started.append(item.key)
+        running.add(item.key)
+        most = max(most, len(running))
+        try:
+            number = int(item.key.split("/")[1].split(".")[0])
+            # The first is the slowest of the window; those after the failure hang.
+            await asyncio.sleep(0.05 if number == 0 else 0.01 if number <= 10 else 30)
+            if item.key == "handbook/10.md":
+                raise RuntimeError("server gone")
+            return item.key
+        except asyncio.CancelledError:
+            cancelled.append(item.key)
+            raise
+        finally:
+            running.discard(item.key)
+
+    seen: list[str] = []
+    with pytest.raises(RuntimeError):
+        async with contextlib.aclosing(s3_source.read_ahead(objects, load, ahead=4)) as loads:
+            async for item, value in loads:
+                assert value == item.document_id.split("/", 3)[3]
+                seen.append(value)
+    assert seen == [f"handbook/{i}.md" for i in range(10)]
+    assert 1 < most <= 4
+    # Nothing past the window was started; what was in flight was cancelled.
+    assert len(started) <= 14 and cancelled and not running

@@ -28,6 +28,7 @@ import enum
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
@@ -47,7 +48,14 @@ from groundwire.ingestion.loaders import (
     content_suffix,
 )
 from groundwire.ingestion.parsing import parsers
-from groundwire.ingestion.s3_source import AnyItem, S3Item, S3Readers, discover_all, load_s3_item
+from groundwire.ingestion.s3_source import (
+    AnyItem,
+    S3Item,
+    S3Readers,
+    discover_all,
+    load_s3_item,
+    read_ahead,
+)
 from groundwire.ingestion.sources import (
     CONFIG_SOURCE_PREFIX,
     FileItem,
@@ -364,35 +372,37 @@ async def ingest_items(
             report.ingested += len(kept)
         report.embedding_usage = meter.total
 
+    async def load(item: AnyItem) -> LoadedDocument | LoadFailure | Unchanged:
+        current = live.get(DocumentKey(handle.tenant, item.document_id))
+        previous = None if plan.rebuilt or current is None else current.content_hash
+        if isinstance(item, UrlItem):
+            return await load_url_item(
+                item,
+                tenant=handle.tenant,
+                metadata=handle.metadata,
+                max_file_bytes=handle.max_file_bytes,
+                extensions=handle.extensions,
+                previous=previous,
+                acl=item.acl,
+            )
+        if isinstance(item, S3Item):
+            return await load_s3_item(
+                item,
+                readers,
+                tenant=handle.tenant,
+                metadata=handle.metadata,
+                max_file_bytes=handle.max_file_bytes,
+                loaders=handle.loaders,
+                previous=previous,
+            )
+        return await _load(item, handle)
+
     batch: list[tuple[DocumentRecord, Sequence[Chunk]]] = []
     batch_chunks = 0
-    async with S3Readers() as readers:
-        for item in items:
+    async with S3Readers() as readers, aclosing(read_ahead(items, load)) as loads:
+        async for item, loaded in loads:
             kept_ids.add(item.document_id)
             current = live.get(DocumentKey(handle.tenant, item.document_id))
-            previous = None if plan.rebuilt or current is None else current.content_hash
-            if isinstance(item, UrlItem):
-                loaded = await load_url_item(
-                    item,
-                    tenant=handle.tenant,
-                    metadata=handle.metadata,
-                    max_file_bytes=handle.max_file_bytes,
-                    extensions=handle.extensions,
-                    previous=previous,
-                    acl=item.acl,
-                )
-            elif isinstance(item, S3Item):
-                loaded = await load_s3_item(
-                    item,
-                    readers,
-                    tenant=handle.tenant,
-                    metadata=handle.metadata,
-                    max_file_bytes=handle.max_file_bytes,
-                    loaders=handle.loaders,
-                    previous=previous,
-                )
-            else:
-                loaded = await _load(item, handle)
             if isinstance(loaded, Unchanged):
                 report.unchanged += 1
                 continue

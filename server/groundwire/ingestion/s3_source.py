@@ -25,15 +25,16 @@ the objects' own identity.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 from groundwire.domain.operations import DocumentFailureReason
 from groundwire.indexes.loaders import Loader
@@ -175,6 +176,7 @@ class S3Readers:
     def __init__(self) -> None:
         self._stack = AsyncExitStack()
         self._clients: dict[S3Source, S3Client] = {}
+        self._opening = asyncio.Lock()
         self._tmp: Path | None = None
 
     async def __aenter__(self) -> S3Readers:
@@ -184,16 +186,48 @@ class S3Readers:
         await self._stack.aclose()
 
     async def client(self, src: S3Source) -> S3Client:
-        found = self._clients.get(src)
-        if found is None:
-            found = await self._stack.enter_async_context(open_client(src))
-            self._clients[src] = found
-        return found
+        async with self._opening:  # one client per source, however many reads ask
+            found = self._clients.get(src)
+            if found is None:
+                found = await self._stack.enter_async_context(open_client(src))
+                self._clients[src] = found
+            return found
 
     def scratch(self) -> Path:
         if self._tmp is None:
             self._tmp = Path(self._stack.enter_context(tempfile.TemporaryDirectory()))
         return self._tmp
+
+
+# Objects downloaded ahead of the one being staged: their reads overlap (a GET's
+# latency, not its bytes, is what an object costs), at most this many at once.
+READ_AHEAD = 8
+
+_T = TypeVar("_T")
+
+
+async def read_ahead(
+    items: Sequence[AnyItem],
+    load: Callable[[AnyItem], Awaitable[_T]],
+    ahead: int = READ_AHEAD,
+) -> AsyncGenerator[tuple[AnyItem, _T], None]:
+    """(item, load(item)) in the items' order. Objects of s3 sources are loaded up
+    to `ahead` items in advance, concurrently; every other item is loaded when its
+    turn comes, as before. Loads still pending when the caller stops (an error,
+    a cancellation) are cancelled."""
+    pending: dict[int, asyncio.Task[_T]] = {}
+    try:
+        for i, item in enumerate(items):
+            for j in range(i, min(i + ahead, len(items))):
+                if j not in pending and isinstance(items[j], S3Item):
+                    pending[j] = asyncio.ensure_future(load(items[j]))
+            task = pending.pop(i, None)
+            yield item, (await task if task is not None else await load(item))
+    finally:
+        for task in pending.values():
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending.values(), return_exceptions=True)
 
 
 def _precheck(item: S3Item, max_bytes: int) -> DocumentFailureReason | None:
