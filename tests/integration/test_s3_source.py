@@ -22,7 +22,7 @@ import pytest
 from groundwire.ingestion import s3_source
 from groundwire_client.v1 import agent_pb2, agent_pb2_grpc
 from groundwire_client.v1 import ingestion_pb2 as ing
-from tests.support.s3_sources import KEY_ENV, SECRET_ENV, configuration, running
+from tests.support.s3_sources import KEY_ENV, SECRET_ENV, Client, configuration, running
 from tests.support.seaweedfs import SeaweedS3, weed_binary
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
@@ -266,3 +266,23 @@ async def test_access_lists_by_key_glob_travel_with_the_objects(
             *everyone,
             f"s3://{bucket}/my-docs/hr/case.md",
         }
+
+
+async def test_the_watch_strategy_polls_the_listing_and_ingests_what_changed(
+    weed: SeaweedS3, bucket: str
+) -> None:
+    weed.put(bucket, OWN_DOCUMENTS)
+    cfg = configuration(source(weed, bucket), strategy="watch", watch_poll_seconds=1)
+
+    async def until_found(client: Client, text: str, expected: set[str]) -> None:
+        deadline = asyncio.get_running_loop().time() + 240
+        while await client.found(text) != expected:
+            assert asyncio.get_running_loop().time() < deadline, f"{text!r} never indexed"
+            await asyncio.sleep(0.2)
+
+    async with running(cfg) as client:
+        await until_found(client, "Northwind", {f"s3://{bucket}/my-docs/vpn.md"})
+        weed.put(bucket, {"my-docs/new.md": b"# Parking\n\nVisitors park on level two.\n"})
+        await until_found(client, "Visitors park", {f"s3://{bucket}/my-docs/new.md"})
+        weed.client().delete_object(Bucket=bucket, Key="my-docs/lunch.md")
+        await until_found(client, "cafeteria", set())

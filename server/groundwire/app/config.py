@@ -356,6 +356,10 @@ class IngestionConfig(StrictModel):
     # strategy "watch": how long the sources must be quiet after a change before
     # a run starts, in milliseconds.
     watch_debounce_ms: int = Field(500, ge=50, le=60_000)
+    # strategy "watch" with s3 sources: how often their listings are polled, in
+    # seconds; a listing that changed (a key, ETag, size or last-modified) starts
+    # a run (buckets send no file-system events).
+    watch_poll_seconds: float = Field(60.0, ge=1, le=86_400)
     # Default: every extension a built-in loader reads (text-like ones as plain text).
     extensions: list[str] = Field(default_factory=_builtin_extensions)
     # File extension -> a plug-in loader (entry point group groundwire.loaders), as

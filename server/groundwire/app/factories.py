@@ -357,6 +357,7 @@ def _index_handle(
         schedule=index.ingestion.schedule,
         reject_overlong_chunks=index.ingestion.overlong_chunks == "reject",
         watch_debounce_ms=index.ingestion.watch_debounce_ms,
+        watch_poll_seconds=index.ingestion.watch_poll_seconds,
     )
 
 
