@@ -17,7 +17,7 @@ import pytest
 from groundwire.app.config import ConfigError, S3Source, parse_config
 from groundwire.app.factories import _s3_source
 from groundwire.domain.operations import DocumentFailureReason
-from groundwire.indexes.sources import S3Credentials, SecretReference
+from groundwire.indexes.sources import S3Credentials, SecretReference, source_kind
 from groundwire.ingestion import s3_client, s3_source
 from groundwire.ingestion.loaders import FORMATS_BY_EXTENSION
 from groundwire.ingestion.url_policy import AllowList
@@ -197,3 +197,9 @@ async def test_read_ahead_keeps_the_order_overlaps_objects_and_cancels_on_error(
     assert 1 < most <= 4
     # Nothing past the window was started; what was in flight was cancelled.
     assert len(started) <= 14 and cancelled and not running
+
+
+def test_get_index_shows_the_kind_and_never_the_bucket() -> None:
+    src = _s3_source(parsed())
+    assert source_kind(src) == "s3"
+    assert src.location == "s3://team-docs/handbook/"

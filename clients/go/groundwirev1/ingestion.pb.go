@@ -690,7 +690,7 @@ type IndexDescription struct {
 	// Output only. Number of configured sources.
 	SourceCount uint32 `protobuf:"varint,9,opt,name=source_count,json=sourceCount,proto3" json:"source_count,omitempty"`
 	// Output only. Kinds of the configured sources ("directory", "files",
-	// "inline", "url"), without their paths or URLs.
+	// "inline", "url", "s3"), without their paths, URLs or buckets.
 	SourceKinds []string `protobuf:"bytes,10,rep,name=source_kinds,json=sourceKinds,proto3" json:"source_kinds,omitempty"`
 	// Output only. How the lexical leg analyzes the index's text and every
 	// lexical query against it. Changing it requires re-ingestion: the next

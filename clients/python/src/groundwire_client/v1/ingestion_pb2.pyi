@@ -455,7 +455,7 @@ class IndexDescription(_message.Message):
     @_builtins.property
     def source_kinds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Output only. Kinds of the configured sources ("directory", "files",
-        "inline", "url"), without their paths or URLs.
+        "inline", "url", "s3"), without their paths, URLs or buckets.
         """
 
     @_builtins.property

@@ -243,7 +243,7 @@ export type IndexDescription = Message<"groundwire.v1.IndexDescription"> & {
 
   /**
    * Output only. Kinds of the configured sources ("directory", "files",
-   * "inline", "url"), without their paths or URLs.
+   * "inline", "url", "s3"), without their paths, URLs or buckets.
    *
    * @generated from field: repeated string source_kinds = 10;
    */
