@@ -25,7 +25,9 @@ from groundwire_client.v1 import ingestion_pb2 as ing
 from tests.support.s3_sources import KEY_ENV, SECRET_ENV, Client, configuration, running
 from tests.support.seaweedfs import SeaweedS3, weed_binary
 
-pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
+# The weed fixture may wait for its build (bounded by BUILD_TIMEOUT and the
+# readiness wait): only the tests themselves are under the timeout.
+pytestmark = [pytest.mark.timeout(600, func_only=True), pytest.mark.slow]
 
 # The own-documents walkthrough's three files (README.md, "Your own documents").
 OWN_DOCUMENTS = {
