@@ -32,9 +32,9 @@ from tests.support import background_builds
 ROOT = Path(__file__).resolve().parents[2]
 ACCESS_KEY = "GWTESTACCESSKEY0001"
 SECRET_KEY = "gw-test-secret-key-0123456789abcdef"
-# A cold build compiles about 1,700 packages: 26.5 minutes were measured on the
-# 2-core machine at load 12-22 (see scripts/install_ops_tools.sh), so the wait is
-# long; a warm rebuild (Go's build cache kept) takes under a minute.
+# A cold build compiles about 1,700 packages in ~530 CPU-seconds: 26 minutes of
+# wall time on the shared 2-core machine at load 7-22 (scripts/install_ops_tools.sh),
+# so the wait is long; a warm rebuild (Go's build cache kept) takes under a minute.
 BUILD_TIMEOUT = 2700
 PROBE_BUCKET = "gw-readiness-probe"
 
