@@ -208,7 +208,11 @@ def config_sections(
 ) -> Iterator[str]:
     """The section of `model` at `prefix`, then its sub-sections (a model already
     documented under another key is referred to, not repeated)."""
-    comments = field_comments(model)
+    # A field's comment is in the class that declares it (a base model's too).
+    comments: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        if isinstance(cls, type) and issubclass(cls, BaseModel):
+            comments.update(field_comments(cls))
     rows: list[str] = []
     nested: list[tuple[str, type[BaseModel]]] = []
     for name, field in model.model_fields.items():

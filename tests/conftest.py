@@ -167,6 +167,7 @@ _BUILT_IN_BACKGROUND = {
     "tests/e2e/test_prometheus_rules.py": ("promtool",),
     "tests/e2e/test_ops_tooling.py": ("grpc_health_probe", "ghz"),
     "tests/e2e/test_console.py": ("chromium",),
+    "tests/integration/test_s3_source.py": ("weed",),
 }
 
 

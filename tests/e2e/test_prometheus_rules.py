@@ -26,7 +26,6 @@ import pytest
 import yaml
 
 from tests.support import background_builds
-from tests.support.toolchains import env_with, require
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "ops" / "prometheus" / "alerts.yml"
@@ -137,23 +136,13 @@ def test_rules_keep_the_seed_window_and_minimum() -> None:
 
 @pytest.fixture(scope="module")
 def promtool() -> Path:
-    """promtool at its pinned version (built once, cached in .tools/bin)."""
-    env = env_with(require("go", purpose="building promtool for the alert-rule tests"))
-    # Started after collection when promtool was missing (tests/conftest.py).
-    failed = background_builds.wait_for("promtool", timeout=840)
-    assert not failed, failed
-    res = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "install_ops_tools.sh"), "promtool"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=840,
-        check=False,
+    """promtool at its pinned version (built once, cached in .tools/bin; started
+    after collection when it was missing, tests/conftest.py)."""
+    path = background_builds.ops_tool(
+        "promtool", purpose="building promtool for the alert-rule tests", timeout=840
     )
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert os.access(PROMTOOL, os.X_OK)
-    return PROMTOOL
+    assert path == PROMTOOL
+    return path
 
 
 @pytest.mark.slow

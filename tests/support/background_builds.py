@@ -127,6 +127,30 @@ def wait_for(tool: str, timeout: float) -> str:
     return "" if code == 0 else log.read_text(errors="replace")
 
 
+def ops_tool(tool: str, *, purpose: str, timeout: float) -> Path:
+    """.tools/bin/TOOL at its pinned version: waits for this session's background
+    build of it (if any), then runs the idempotent install step (instant when
+    built; waits on the tool's lock while another process builds it)."""
+    from tests.support.toolchains import env_with, require
+
+    env = env_with(require("go", purpose=purpose))
+    failed = wait_for(tool, timeout=timeout)
+    assert not failed, failed
+    res = subprocess.run(
+        ["bash", str(INSTALL_OPS_TOOLS), tool],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    path = ROOT / ".tools" / "bin" / tool
+    assert os.access(path, os.X_OK)
+    return path
+
+
 def stop_all() -> None:
     for proc, _ in _BUILDS.values():
         if proc.poll() is None:

@@ -318,6 +318,19 @@ const (
 	// INVALID_ARGUMENT: an UploadDocument stream carried more or fewer bytes
 	// than its header's size_bytes declared (nothing of it was written).
 	ErrorReason_ERROR_REASON_SIZE_MISMATCH ErrorReason = 416
+	// An ingestion run's source could not be read (Operation.error_code; the
+	// run failed and the published version keeps serving). A bucket of a
+	// `kind = "s3"` source refused the configured credentials, or they are not
+	// set (the message names the source as s3://bucket/prefix, never a secret).
+	ErrorReason_ERROR_REASON_SOURCE_ACCESS_DENIED ErrorReason = 420
+	// The source's server could not be reached, stopped answering or failed
+	// while the run listed or read it (connection, timeout, 5xx, no such
+	// bucket); retry when it is back.
+	ErrorReason_ERROR_REASON_SOURCE_UNAVAILABLE ErrorReason = 421
+	// The source's endpoint resolved to an address the URL policy refuses
+	// (loopback, private, metadata: allow it with allow_hosts/allow_cidrs), or
+	// the server redirected to another host (never followed).
+	ErrorReason_ERROR_REASON_SOURCE_REFUSED ErrorReason = 422
 )
 
 // Enum value maps for ErrorReason.
@@ -422,6 +435,9 @@ var (
 		414: "ERROR_REASON_FILE_TOO_LARGE",
 		415: "ERROR_REASON_LENGTH_REQUIRED",
 		416: "ERROR_REASON_SIZE_MISMATCH",
+		420: "ERROR_REASON_SOURCE_ACCESS_DENIED",
+		421: "ERROR_REASON_SOURCE_UNAVAILABLE",
+		422: "ERROR_REASON_SOURCE_REFUSED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                         0,
@@ -523,6 +539,9 @@ var (
 		"ERROR_REASON_FILE_TOO_LARGE":                      414,
 		"ERROR_REASON_LENGTH_REQUIRED":                     415,
 		"ERROR_REASON_SIZE_MISMATCH":                       416,
+		"ERROR_REASON_SOURCE_ACCESS_DENIED":                420,
+		"ERROR_REASON_SOURCE_UNAVAILABLE":                  421,
+		"ERROR_REASON_SOURCE_REFUSED":                      422,
 	}
 )
 
@@ -557,7 +576,7 @@ var File_groundwire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xf0\x1d\n" +
+	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xe0\x1e\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\x1f\n" +
@@ -658,7 +677,10 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\x1dERROR_REASON_METHOD_NOT_FOUND\x10\x9d\x03\x12 \n" +
 	"\x1bERROR_REASON_FILE_TOO_LARGE\x10\x9e\x03\x12!\n" +
 	"\x1cERROR_REASON_LENGTH_REQUIRED\x10\x9f\x03\x12\x1f\n" +
-	"\x1aERROR_REASON_SIZE_MISMATCH\x10\xa0\x03B\xaf\x01\n" +
+	"\x1aERROR_REASON_SIZE_MISMATCH\x10\xa0\x03\x12&\n" +
+	"!ERROR_REASON_SOURCE_ACCESS_DENIED\x10\xa4\x03\x12$\n" +
+	"\x1fERROR_REASON_SOURCE_UNAVAILABLE\x10\xa5\x03\x12 \n" +
+	"\x1bERROR_REASON_SOURCE_REFUSED\x10\xa6\x03B\xaf\x01\n" +
 	"\x11dev.groundwire.v1B\vErrorsProtoP\x01Z8github.com/groundwire/groundwire/clients/go/groundwirev1\xa2\x02\x03GXX\xaa\x02\rGroundwire.V1\xca\x02\rGroundwire\\V1\xe2\x02\x19Groundwire\\V1\\GPBMetadata\xea\x02\x0eGroundwire::V1b\x06proto3"
 
 var (

@@ -690,7 +690,7 @@ type IndexDescription struct {
 	// Output only. Number of configured sources.
 	SourceCount uint32 `protobuf:"varint,9,opt,name=source_count,json=sourceCount,proto3" json:"source_count,omitempty"`
 	// Output only. Kinds of the configured sources ("directory", "files",
-	// "inline", "url"), without their paths or URLs.
+	// "inline", "url", "s3"), without their paths, URLs or buckets.
 	SourceKinds []string `protobuf:"bytes,10,rep,name=source_kinds,json=sourceKinds,proto3" json:"source_kinds,omitempty"`
 	// Output only. How the lexical leg analyzes the index's text and every
 	// lexical query against it. Changing it requires re-ingestion: the next
@@ -1158,7 +1158,9 @@ type Operation struct {
 	// store statement timed out), VERSION_NOT_STAGING (the staged version was
 	// discarded meanwhile), INTERRUPTED (the server stopped while it ran),
 	// INDEX_REBUILD_REQUIRED (a push into an index built with another embedding
-	// model or chunking policy: ingest it first), INTERNAL (anything else).
+	// model or chunking policy: ingest it first), SOURCE_ACCESS_DENIED,
+	// SOURCE_UNAVAILABLE, SOURCE_REFUSED (a bucket source could not be read:
+	// see ErrorReason), INTERNAL (anything else).
 	ErrorCode string `protobuf:"bytes,12,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// Output only. Per-document failures, at most 100 (see failures_omitted).
 	Failures []*DocumentFailure `protobuf:"bytes,13,rep,name=failures,proto3" json:"failures,omitempty"`

@@ -49,6 +49,7 @@ from groundwire.app.reranker_config import (
     check_reranker_references,
     resolve_reranker_paths,
 )
+from groundwire.app.s3_source_config import S3SourceBase
 from groundwire.app.store_config import StoreConfig
 from groundwire.app.url_source_config import (
     cidr_block,
@@ -316,8 +317,18 @@ class UrlSource(_AclSource):
         return self
 
 
+class S3Source(S3SourceBase, _FileSourceBase):
+    """Objects of an S3-compatible bucket (app/s3_source_config.py; how-to
+    "Index a bucket"). Formats come from the key's extension as for directories."""
+
+    # Per-key access lists (glob over the key relative to the prefix), the first
+    # matching rule winning; an object no rule matches gets the source's `acl`.
+    acl_rules: list[AclRule] = Field(default_factory=list, max_length=256)
+
+
 SourceConfig = Annotated[
-    DirectorySource | FilesSource | InlineSource | UrlSource, Field(discriminator="kind")
+    DirectorySource | FilesSource | InlineSource | UrlSource | S3Source,
+    Field(discriminator="kind"),
 ]
 
 
@@ -345,6 +356,10 @@ class IngestionConfig(StrictModel):
     # strategy "watch": how long the sources must be quiet after a change before
     # a run starts, in milliseconds.
     watch_debounce_ms: int = Field(500, ge=50, le=60_000)
+    # strategy "watch" with s3 sources: how often their listings are polled, in
+    # seconds; a listing that changed (a key, ETag, size or last-modified) starts
+    # a run (buckets send no file-system events).
+    watch_poll_seconds: float = Field(60.0, ge=1, le=86_400)
     # Default: every extension a built-in loader reads (text-like ones as plain text).
     extensions: list[str] = Field(default_factory=_builtin_extensions)
     # File extension -> a plug-in loader (entry point group groundwire.loaders), as
@@ -402,7 +417,7 @@ class IndexConfig(StrictModel):
         from groundwire.ingestion.loaders import FORMATS_BY_EXTENSION, GZIP_EXTENSION
 
         for i, src in enumerate(self.sources):
-            if not isinstance(src, DirectorySource | FilesSource) or not isinstance(
+            if not isinstance(src, DirectorySource | FilesSource | S3Source) or not isinstance(
                 src.extensions, list
             ):
                 continue
@@ -607,6 +622,10 @@ def _resolve_paths(cfg: GroundwireConfig, base: Path) -> GroundwireConfig:
                 sources.append(s.model_copy(update={"path": fix(s.path)}))
             elif isinstance(s, FilesSource):
                 sources.append(s.model_copy(update={"paths": [fix(p) for p in s.paths]}))
+            elif isinstance(s, S3Source):
+                files = {"ca_file": s.ca_file, "credentials_file": s.credentials_file}
+                update = {k: fix(v) for k, v in files.items() if v is not None}
+                sources.append(s.model_copy(update=update))
             else:
                 sources.append(s)
         analysis = index.analysis

@@ -39,9 +39,12 @@ from groundwire.app.config import (
     InlineSource as InlineConfig,
 )
 from groundwire.app.config import (
+    S3Source as S3Config,
+)
+from groundwire.app.config import (
     UrlSource as UrlConfig,
 )
-from groundwire.app.config_base import ConfigError
+from groundwire.app.config_base import ConfigError, SecretRef
 from groundwire.app.plugins import (
     EMBEDDERS,
     LOADERS,
@@ -69,6 +72,9 @@ from groundwire.indexes.sources import (
     DirectorySource,
     FilesSource,
     InlineSource,
+    S3Credentials,
+    S3Source,
+    SecretReference,
     SourceConfig,
     UrlEntry,
     UrlSource,
@@ -185,7 +191,41 @@ def _sources(index: IndexConfig) -> list[SourceConfig]:
                     frozenset(s.acl),
                 )
             )
+        elif isinstance(s, S3Config):
+            out.append(_s3_source(s))
     return out
+
+
+def _s3_source(s: S3Config) -> S3Source:
+    def ref(r: SecretRef | None) -> SecretReference | None:
+        return None if r is None else SecretReference(r.env, r.file)
+
+    credentials = S3Credentials(
+        ref(s.access_key_id),
+        ref(s.secret_access_key),
+        ref(s.session_token),
+        s.credentials_file,
+        s.profile,
+    )
+    return S3Source(
+        s.endpoint_url(),
+        s.region,
+        s.bucket,
+        s.prefix,
+        credentials,
+        tuple(s.include),
+        tuple(s.exclude),
+        s.addressing == "path",
+        s.ca_file,
+        s.connect_timeout_seconds,
+        s.read_timeout_seconds,
+        frozenset(s.allow_hosts),
+        tuple(s.allow_cidrs),
+        s.max_bytes,
+        s.extension_formats(),
+        frozenset(s.acl),
+        tuple((r.glob, frozenset(r.acl)) for r in s.acl_rules),
+    )
 
 
 def _loaders(index_name: str, index: IndexConfig) -> dict[str, Loader]:
@@ -317,6 +357,7 @@ def _index_handle(
         schedule=index.ingestion.schedule,
         reject_overlong_chunks=index.ingestion.overlong_chunks == "reject",
         watch_debounce_ms=index.ingestion.watch_debounce_ms,
+        watch_poll_seconds=index.ingestion.watch_poll_seconds,
     )
 
 

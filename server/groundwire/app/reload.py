@@ -129,6 +129,7 @@ _SERVING_ONLY_FIELDS = frozenset(
         "ready",
         "embed_batch_size",
         "watch_debounce_ms",
+        "watch_poll_seconds",
         # Quotas bound the writes to come; what is stored stays valid.
         "storage_quota",
     }

@@ -85,6 +85,12 @@ class OperationErrorCode(StrEnum):
     INDEX_REBUILD_REQUIRED = "INDEX_REBUILD_REQUIRED"
     # A process ended while the operation ran (found at the next start-up).
     INTERRUPTED = "INTERRUPTED"
+    # A source could not be read: its credentials were refused or are not set,
+    # its server was unreachable or failed, or its endpoint is refused by the
+    # URL policy (s3 sources; the message names the source).
+    SOURCE_ACCESS_DENIED = "SOURCE_ACCESS_DENIED"
+    SOURCE_UNAVAILABLE = "SOURCE_UNAVAILABLE"
+    SOURCE_REFUSED = "SOURCE_REFUSED"
     # Anything else: an unexpected exception, or an error reason outside this set.
     INTERNAL = "INTERNAL"
 

@@ -44,6 +44,7 @@ class IndexHandle:
     strategy: str = "manual"
     schedule: str | None = None
     watch_debounce_ms: int = 500  # strategy "watch"
+    watch_poll_seconds: float = 60.0  # strategy "watch": s3 sources' listings
     # Extension -> plug-in loader (`ingestion.loaders`), ahead of the built-in ones.
     loaders: Mapping[str, Loader] = field(default_factory=dict)
     # Fail documents with a chunk over the embedder's token window instead of

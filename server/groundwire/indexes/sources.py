@@ -70,7 +70,58 @@ class UrlSource:
     acl: frozenset[str] = frozenset()
 
 
-SourceConfig = DirectorySource | FilesSource | InlineSource | UrlSource
+@dataclass(frozen=True, slots=True)
+class SecretReference:
+    """Where a secret is read from at use: an environment variable or a file."""
+
+    env: str | None = None
+    file: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class S3Credentials:
+    """An s3 source's credentials, by reference only: an access key pair (and
+    session token), or an AWS shared credentials file and its profile."""
+
+    access_key_id: SecretReference | None = None
+    secret_access_key: SecretReference | None = None
+    session_token: SecretReference | None = None
+    credentials_file: Path | None = None
+    profile: str = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class S3Source:
+    """Objects of an S3-compatible bucket under a prefix, synced incrementally by
+    the objects' identity (ingestion/s3_source.py). Documents are named
+    `s3://bucket/key`; globs and access-list rules match the key relative to the
+    prefix."""
+
+    endpoint: str  # the base URL actually used (AWS's regional one when unset)
+    region: str
+    bucket: str
+    prefix: str
+    credentials: S3Credentials
+    include: tuple[str, ...] = ("**/*",)
+    exclude: tuple[str, ...] = ()
+    path_style: bool = False
+    ca_file: Path | None = None
+    connect_timeout_seconds: float = 5.0
+    read_timeout_seconds: float = 30.0
+    allow_hosts: frozenset[str] = frozenset()
+    allow_cidrs: tuple[str, ...] = ()
+    max_bytes: int | None = None  # None: the index's max_file_bytes
+    extensions: tuple[tuple[str, str], ...] | None = None  # as DirectorySource's
+    acl: frozenset[str] = frozenset()
+    acl_rules: tuple[tuple[str, frozenset[str]], ...] = ()
+
+    @property
+    def location(self) -> str:
+        """s3://bucket/prefix: the source's name in logs and errors."""
+        return f"s3://{self.bucket}/{self.prefix}"
+
+
+SourceConfig = DirectorySource | FilesSource | InlineSource | UrlSource | S3Source
 
 
 def source_kind(source: SourceConfig) -> str:
@@ -81,4 +132,6 @@ def source_kind(source: SourceConfig) -> str:
         return "files"
     if isinstance(source, InlineSource):
         return "inline"
+    if isinstance(source, S3Source):
+        return "s3"
     return "url"

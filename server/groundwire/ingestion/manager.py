@@ -224,6 +224,7 @@ class IngestionManager(SharedRuns):
                     start=functools.partial(self.start, handle.name, OperationTrigger.WATCH),
                     wait=self.wait,
                     debounce_ms=handle.watch_debounce_ms,
+                    poll_seconds=handle.watch_poll_seconds,
                 )
                 self._schedulers.append(asyncio.create_task(watch.run()))
 

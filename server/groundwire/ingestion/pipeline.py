@@ -28,7 +28,9 @@ import enum
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field, replace
+from pathlib import PurePosixPath
 
 import numpy as np
 
@@ -46,14 +48,20 @@ from groundwire.ingestion.loaders import (
     content_suffix,
 )
 from groundwire.ingestion.parsing import parsers
+from groundwire.ingestion.s3_source import (
+    AnyItem,
+    S3Item,
+    S3Readers,
+    discover_all,
+    load_s3_item,
+    read_ahead,
+)
 from groundwire.ingestion.sources import (
     CONFIG_SOURCE_PREFIX,
     FileItem,
     InlineItem,
-    SourceItem,
     Unchanged,
     UrlItem,
-    discover,
     load_url_item,
     source_id_for,
     stored_digest,
@@ -158,6 +166,15 @@ async def _load(item: FileItem | InlineItem, handle: IndexHandle) -> LoadedDocum
         metadata=meta,
         fallback_title=item.title,
     )
+
+
+def _suffix(item: AnyItem, loaded: LoadedDocument) -> str | None:
+    """The extension whose chunking policy applies to a loaded item."""
+    if isinstance(item, FileItem):
+        return content_suffix(item.path)
+    if isinstance(item, S3Item):
+        return content_suffix(PurePosixPath(item.key)) or loaded.extension or None
+    return loaded.extension or None
 
 
 def chunk_document(
@@ -299,7 +316,7 @@ class IngestionPlan:
 
     version: int
     rebuilt: bool
-    items: list[SourceItem]
+    items: list[AnyItem]
 
 
 async def plan_ingestion(handle: IndexHandle, report: IngestionReport) -> IngestionPlan:
@@ -311,12 +328,12 @@ async def plan_ingestion(handle: IndexHandle, report: IngestionReport) -> Ingest
     version = await handle.store.begin_version(handle.name)
     report.version = version
     try:
-        found = discover(handle.sources, handle.extensions)
+        found = await discover_all(handle.sources, handle.extensions)
     except BaseException:
         await handle.store.discard_version(handle.name, version)
         raise
     report.discovered = len(found)
-    unique: list[SourceItem] = []
+    unique: list[AnyItem] = []
     seen: set[str] = set()
     for item in found:
         if item.document_id in seen:
@@ -333,7 +350,7 @@ async def plan_ingestion(handle: IndexHandle, report: IngestionReport) -> Ingest
 async def ingest_items(
     handle: IndexHandle,
     plan: IngestionPlan,
-    items: Sequence[SourceItem],
+    items: Sequence[AnyItem],
     live: Mapping[DocumentKey, LiveDocument],
     report: IngestionReport,
     meter: UsageMeter,
@@ -355,76 +372,92 @@ async def ingest_items(
             report.ingested += len(kept)
         report.embedding_usage = meter.total
 
-    batch: list[tuple[DocumentRecord, Sequence[Chunk]]] = []
-    batch_chunks = 0
-    for item in items:
-        kept_ids.add(item.document_id)
+    async def load(item: AnyItem) -> LoadedDocument | LoadFailure | Unchanged:
         current = live.get(DocumentKey(handle.tenant, item.document_id))
+        previous = None if plan.rebuilt or current is None else current.content_hash
         if isinstance(item, UrlItem):
-            loaded = await load_url_item(
+            return await load_url_item(
                 item,
                 tenant=handle.tenant,
                 metadata=handle.metadata,
                 max_file_bytes=handle.max_file_bytes,
                 extensions=handle.extensions,
-                previous=None if plan.rebuilt or current is None else current.content_hash,
+                previous=previous,
                 acl=item.acl,
             )
-        else:
-            loaded = await _load(item, handle)
-        if isinstance(loaded, Unchanged):
-            report.unchanged += 1
-            continue
-        if isinstance(loaded, LoadFailure):
-            report.failed += 1
-            report.failures.append(loaded)
-            if loaded.reason in SKIP_REASONS:
-                # Not a document of the index (any more): a published copy goes.
-                kept_ids.discard(item.document_id)
-            continue
-        digest = content_hash(loaded, handle.tenant, loaded.metadata, item.acl)
-        if (
-            not plan.rebuilt
-            and current is not None
-            and stored_digest(current.content_hash) == digest
-        ):
-            report.unchanged += 1
-            continue
-        # Token chunking encodes the whole document and every chunk again: CPU
-        # work proportional to its size, done off the event loop.
-        chunks = await asyncio.to_thread(
-            chunk_document,
-            loaded,
-            handle,
-            content_suffix(item.path) if isinstance(item, FileItem) else loaded.extension or None,
-        )
-        if not chunks:
-            report.failed += 1
-            report.failures.append(LoadFailure(loaded.document_id, DocumentFailureReason.EMPTY))
-            continue
-        if not document_fits(handle.storage_quota, len(chunks)):
-            # A configured source's document is the operator's: failed, not refused
-            # (ingestion.max_chunks_per_document; pushes are refused instead).
-            report.failed += 1
-            report.failures.append(LoadFailure(loaded.document_id, DocumentFailureReason.TOO_LARGE))
-            continue
-        record = DocumentRecord(
-            loaded.document_id,
-            loaded.source_id,
-            stored_hash(digest, loaded.source_state),
-            loaded.title,
-            handle.tenant,
-            loaded.metadata,
-            item.acl,
-        )
-        batch.append((record, chunks))
-        batch_chunks += len(chunks)
-        if batch_chunks >= handle.embed_batch_size:
+        if isinstance(item, S3Item):
+            return await load_s3_item(
+                item,
+                readers,
+                tenant=handle.tenant,
+                metadata=handle.metadata,
+                max_file_bytes=handle.max_file_bytes,
+                loaders=handle.loaders,
+                previous=previous,
+            )
+        return await _load(item, handle)
+
+    batch: list[tuple[DocumentRecord, Sequence[Chunk]]] = []
+    batch_chunks = 0
+    async with S3Readers() as readers, aclosing(read_ahead(items, load)) as loads:
+        async for item, loaded in loads:
+            kept_ids.add(item.document_id)
+            current = live.get(DocumentKey(handle.tenant, item.document_id))
+            if isinstance(loaded, Unchanged):
+                report.unchanged += 1
+                continue
+            if isinstance(loaded, LoadFailure):
+                report.failed += 1
+                report.failures.append(loaded)
+                if loaded.reason in SKIP_REASONS:
+                    # Not a document of the index (any more): a published copy goes.
+                    kept_ids.discard(item.document_id)
+                continue
+            digest = content_hash(loaded, handle.tenant, loaded.metadata, item.acl)
+            if (
+                not plan.rebuilt
+                and current is not None
+                and stored_digest(current.content_hash) == digest
+            ):
+                report.unchanged += 1
+                continue
+            # Token chunking encodes the whole document and every chunk again: CPU
+            # work proportional to its size, done off the event loop.
+            chunks = await asyncio.to_thread(
+                chunk_document,
+                loaded,
+                handle,
+                _suffix(item, loaded),
+            )
+            if not chunks:
+                report.failed += 1
+                report.failures.append(LoadFailure(loaded.document_id, DocumentFailureReason.EMPTY))
+                continue
+            if not document_fits(handle.storage_quota, len(chunks)):
+                # A configured source's document is the operator's: failed, not refused
+                # (ingestion.max_chunks_per_document; pushes are refused instead).
+                report.failed += 1
+                report.failures.append(
+                    LoadFailure(loaded.document_id, DocumentFailureReason.TOO_LARGE)
+                )
+                continue
+            record = DocumentRecord(
+                loaded.document_id,
+                loaded.source_id,
+                stored_hash(digest, loaded.source_state),
+                loaded.title,
+                handle.tenant,
+                loaded.metadata,
+                item.acl,
+            )
+            batch.append((record, chunks))
+            batch_chunks += len(chunks)
+            if batch_chunks >= handle.embed_batch_size:
+                await stage(batch)
+                batch, batch_chunks = [], 0
+                await tick()
+        if batch:
             await stage(batch)
-            batch, batch_chunks = [], 0
-            await tick()
-    if batch:
-        await stage(batch)
     return kept_ids
 
 

@@ -48,7 +48,7 @@ from groundwire.ingestion.pipeline import (
     ingest_items,
     plan_ingestion,
 )
-from groundwire.ingestion.sources import SourceItem, discover
+from groundwire.ingestion.s3_source import AnyItem, discover_all
 from groundwire.providers.embeddings.usage import UsageMeter, metered
 from groundwire.stores.base import DocumentKey, PlanState, WorkItem, WorkPlan, WorkQueue
 
@@ -288,13 +288,13 @@ class ItemRunner:
     def __init__(self, queue: WorkQueue, settings: SharedSettings) -> None:
         self._queue = queue
         self._settings = settings
-        self._discovered: dict[str, dict[str, SourceItem]] = {}
+        self._discovered: dict[str, dict[str, AnyItem]] = {}
 
-    def _sources(self, item: WorkItem, handle: IndexHandle) -> dict[str, SourceItem]:
+    async def _sources(self, item: WorkItem, handle: IndexHandle) -> dict[str, AnyItem]:
         found = self._discovered.get(item.operation_id)
         if found is None:
             found = {}
-            for source in discover(handle.sources, handle.extensions):
+            for source in await discover_all(handle.sources, handle.extensions):
                 found.setdefault(source.document_id, source)
             if len(self._discovered) >= 4:
                 self._discovered.pop(next(iter(self._discovered)))
@@ -399,9 +399,9 @@ class ItemRunner:
     async def _ingest(
         self, item: WorkItem, handle: IndexHandle, meter: UsageMeter
     ) -> dict[str, object]:
-        known = self._sources(item, handle)
+        known = await self._sources(item, handle)
         report = IngestionReport(version=item.version, rebuilt=item.rebuild)
-        sources: list[SourceItem] = []
+        sources: list[AnyItem] = []
         for doc_id in item.document_ids:
             source = known.get(doc_id)
             if source is None:  # gone from the sources since the plan was made

@@ -31,6 +31,7 @@ from groundwire.indexes.sources import (
     DirectorySource,
     FilesSource,
     InlineSource,
+    S3Source,
     SourceConfig,
     UrlSource,
 )
@@ -126,9 +127,10 @@ def _walk(src: DirectorySource, formats: Mapping[str, DocumentFormat | None]) ->
         yield FileItem(rel.as_posix(), path, formats, path_acl(src, rel.as_posix()))
 
 
-def path_acl(src: DirectorySource, relative: str) -> frozenset[str]:
-    """A directory source's access list for one file: the first `acl_rules` entry
-    whose glob matches its relative path, else the source's `acl`."""
+def path_acl(src: DirectorySource | S3Source, relative: str) -> frozenset[str]:
+    """A directory (or bucket) source's access list for one file (object): the
+    first `acl_rules` entry whose glob matches its path relative to the root (key
+    relative to the prefix), else the source's `acl`."""
     for pattern, acl in src.acl_rules:
         if glob_matches(pattern, relative):
             return acl

@@ -12,6 +12,9 @@ inotify) start an ingestion run.
   ingested; several such events still make one run.
 - Hidden files and directories (a leading dot: editors' swap files, .git) are not
   documents and their events are ignored.
+- s3 sources send no events: their listings are polled every `watch_poll_seconds`,
+  and a listing unlike the last one (a key added or gone, an ETag, size or
+  last-modified changed) starts a run, which downloads only what changed.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from watchfiles import Change, awatch
 
 from groundwire.domain.errors import GroundwireError
 from groundwire.domain.operations import Operation
-from groundwire.indexes.sources import DirectorySource, FilesSource, SourceConfig
+from groundwire.indexes.sources import DirectorySource, FilesSource, S3Source, SourceConfig
+from groundwire.ingestion.s3_source import list_source
 
 log = logging.getLogger("groundwire.ingestion")
 
@@ -91,23 +95,31 @@ class Watch:
         start: StartRun,
         wait: WaitRun,
         debounce_ms: int,
+        poll_seconds: float = 60.0,
     ) -> None:
         self._name = index_name
         self._sources = sources
         self._start = start
         self._wait = wait
         self._debounce_ms = debounce_ms
+        self._poll_seconds = poll_seconds
         self._pending = asyncio.Event()
         self.runs_started = 0
 
     async def run(self) -> None:
         """Watch until cancelled; the runner task starts runs as events come."""
         watched = watched_paths(self._sources)
-        if not watched:
+        buckets = [s for s in self._sources if isinstance(s, S3Source)]
+        if not watched and not buckets:
             log.warning("watch has no existing directory to watch", extra={"index": self._name})
             return
         runner = asyncio.create_task(self._runner())
+        poller = asyncio.create_task(self._poll(buckets)) if buckets else None
         try:
+            if not watched:
+                assert poller is not None
+                await poller
+                return
             # Changes are yielded once the sources were quiet for the debounce
             # period (`step`), or at the latest after ten of them.
             async for changes in awatch(
@@ -123,8 +135,34 @@ class Watch:
                     )
                     self._pending.set()
         finally:
-            runner.cancel()
-            await asyncio.gather(runner, return_exceptions=True)
+            for task in (runner, poller):
+                if task is not None:
+                    task.cancel()
+            await asyncio.gather(
+                *(t for t in (runner, poller) if t is not None), return_exceptions=True
+            )
+
+    async def _poll(self, buckets: Sequence[S3Source]) -> None:
+        """List the buckets every `poll_seconds`; a listing unlike the last one
+        (the first included: the start-up run may have listed before a change)
+        asks for a run. A source that cannot be listed is logged by the listing
+        (named, content-free) and polled again."""
+        last: list[tuple[str, int, str, str]] | None = None
+        while True:
+            try:
+                listed = [
+                    (i.document_id, i.size, i.etag, i.last_modified)
+                    for src in buckets
+                    for i in await list_source(src, ())
+                ]
+            except GroundwireError:
+                listed = None
+            if listed is not None and listed != last:
+                if last is not None:
+                    log.info("watch saw the bucket change", extra={"index": self._name})
+                last = listed
+                self._pending.set()
+            await asyncio.sleep(self._poll_seconds)
 
     async def _runner(self) -> None:
         while True:

@@ -370,6 +370,22 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """INVALID_ARGUMENT: an UploadDocument stream carried more or fewer bytes
     than its header's size_bytes declared (nothing of it was written).
     """
+    ERROR_REASON_SOURCE_ACCESS_DENIED: _ErrorReason.ValueType  # 420
+    """An ingestion run's source could not be read (Operation.error_code; the
+    run failed and the published version keeps serving). A bucket of a
+    `kind = "s3"` source refused the configured credentials, or they are not
+    set (the message names the source as s3://bucket/prefix, never a secret).
+    """
+    ERROR_REASON_SOURCE_UNAVAILABLE: _ErrorReason.ValueType  # 421
+    """The source's server could not be reached, stopped answering or failed
+    while the run listed or read it (connection, timeout, 5xx, no such
+    bucket); retry when it is back.
+    """
+    ERROR_REASON_SOURCE_REFUSED: _ErrorReason.ValueType  # 422
+    """The source's endpoint resolved to an address the URL policy refuses
+    (loopback, private, metadata: allow it with allow_hosts/allow_cidrs), or
+    the server redirected to another host (never followed).
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The values of google.rpc.ErrorInfo.reason, without the ERROR_REASON_ prefix
@@ -717,5 +733,21 @@ ERROR_REASON_LENGTH_REQUIRED: ErrorReason.ValueType  # 415
 ERROR_REASON_SIZE_MISMATCH: ErrorReason.ValueType  # 416
 """INVALID_ARGUMENT: an UploadDocument stream carried more or fewer bytes
 than its header's size_bytes declared (nothing of it was written).
+"""
+ERROR_REASON_SOURCE_ACCESS_DENIED: ErrorReason.ValueType  # 420
+"""An ingestion run's source could not be read (Operation.error_code; the
+run failed and the published version keeps serving). A bucket of a
+`kind = "s3"` source refused the configured credentials, or they are not
+set (the message names the source as s3://bucket/prefix, never a secret).
+"""
+ERROR_REASON_SOURCE_UNAVAILABLE: ErrorReason.ValueType  # 421
+"""The source's server could not be reached, stopped answering or failed
+while the run listed or read it (connection, timeout, 5xx, no such
+bucket); retry when it is back.
+"""
+ERROR_REASON_SOURCE_REFUSED: ErrorReason.ValueType  # 422
+"""The source's endpoint resolved to an address the URL policy refuses
+(loopback, private, metadata: allow it with allow_hosts/allow_cidrs), or
+the server redirected to another host (never followed).
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -455,7 +455,7 @@ class IndexDescription(_message.Message):
     @_builtins.property
     def source_kinds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Output only. Kinds of the configured sources ("directory", "files",
-        "inline", "url"), without their paths or URLs.
+        "inline", "url", "s3"), without their paths, URLs or buckets.
         """
 
     @_builtins.property
@@ -734,7 +734,9 @@ class Operation(_message.Message):
     store statement timed out), VERSION_NOT_STAGING (the staged version was
     discarded meanwhile), INTERRUPTED (the server stopped while it ran),
     INDEX_REBUILD_REQUIRED (a push into an index built with another embedding
-    model or chunking policy: ingest it first), INTERNAL (anything else).
+    model or chunking policy: ingest it first), SOURCE_ACCESS_DENIED,
+    SOURCE_UNAVAILABLE, SOURCE_REFUSED (a bucket source could not be read:
+    see ErrorReason), INTERNAL (anything else).
     """
     failures_omitted: _builtins.int
     """Output only. Failures beyond the 100 listed."""

@@ -243,7 +243,7 @@ export type IndexDescription = Message<"groundwire.v1.IndexDescription"> & {
 
   /**
    * Output only. Kinds of the configured sources ("directory", "files",
-   * "inline", "url"), without their paths or URLs.
+   * "inline", "url", "s3"), without their paths, URLs or buckets.
    *
    * @generated from field: repeated string source_kinds = 10;
    */
@@ -569,7 +569,9 @@ export type Operation = Message<"groundwire.v1.Operation"> & {
    * store statement timed out), VERSION_NOT_STAGING (the staged version was
    * discarded meanwhile), INTERRUPTED (the server stopped while it ran),
    * INDEX_REBUILD_REQUIRED (a push into an index built with another embedding
-   * model or chunking policy: ingest it first), INTERNAL (anything else).
+   * model or chunking policy: ingest it first), SOURCE_ACCESS_DENIED,
+   * SOURCE_UNAVAILABLE, SOURCE_REFUSED (a bucket source could not be read:
+   * see ErrorReason), INTERNAL (anything else).
    *
    * @generated from field: string error_code = 12;
    */
