@@ -85,7 +85,7 @@ def main() -> None:
     parser.add_argument("--baseline-commit", default="f05c1e9")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "blockmax_ab"))
     args = parser.parse_args()
-    out = Path(args.out)
+    out = Path(args.out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gw-baseline-") as tmp:
         base = Path(tmp)

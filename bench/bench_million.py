@@ -80,6 +80,7 @@ from groundwire.stores.base import (
     StagedDocument,
 )
 from groundwire.stores.postgres import PostgresSettings, open_postgres_store
+from groundwire.stores.postgres import blocks as pg_blocks
 from groundwire.stores.postgres import embedded as embedded_pg
 from groundwire.stores.postgres import vectors as pg_vectors
 from groundwire.stores.postgres import versions as pg_versions
@@ -292,6 +293,7 @@ class Timers:
         self.seconds: dict[str, float] = {}
         for module, fname, label in (
             (pg_versions, "_bulk_postings", "postings bulk build"),
+            (pg_blocks, "build_bulk", "postings bulk build"),
             (pg_versions, "refresh_statistics", "analyze/vacuum"),
             (pg_vectors, "ensure_vector_index", "HNSW build"),
         ):

@@ -147,23 +147,20 @@ async def test_common_word_queries_rank_exactly_by_bm25(
     from groundwire.stores.postgres import lexical as pg_lexical
 
     monkeypatch.setattr(pg_blocks, "BLOCK_SIZE", 2)
-    monkeypatch.setattr(pg_blockmax, "FIRST_ROUND_BLOCKS", 1)
+    monkeypatch.setattr(pg_blockmax, "FIRST_ROUND_INTERVALS", 1)
+    monkeypatch.setattr(pg_blockmax, "WHOLE_LIST_SHARE", 1.0)  # rounds only: pruning shows
     read = {"blocks": 0, "rounds": 0, "queries": 0, "held": 0}
-    original = pg_blocks.read_blocks
     original_top = pg_blockmax.top_k
 
-    async def counted(*args: object) -> object:
-        read["rounds"] += 1
-        read["blocks"] += len(args[3])  # type: ignore[arg-type]
-        return await original(*args)  # type: ignore[arg-type]
-
     async def counted_top(*args: object, **kwargs: object) -> object:
+        stats = pg_blockmax.Stats()
+        out = await original_top(*args, **{**kwargs, "stats": stats})  # type: ignore[arg-type]
         read["queries"] += 1
-        dirs: dict[str, pg_blocks.Directory] = args[4]  # type: ignore[assignment]
-        read["held"] += sum(len(d.lasts) for d in dirs.values())
-        return await original_top(*args, **kwargs)  # type: ignore[arg-type]
+        read["rounds"] += stats.rounds
+        read["blocks"] += stats.blocks_read
+        read["held"] += stats.blocks_total
+        return out
 
-    monkeypatch.setattr(pg_blocks, "read_blocks", counted)
     monkeypatch.setattr(pg_blockmax, "top_k", counted_top)
     rng = np.random.default_rng(3)
     vocab = ["the", "of", "and", "to", "in", "is", "it", "for", "on", "was", "rare", "zeta"]
@@ -435,7 +432,7 @@ async def test_bulk_loaded_postings_rank_exactly_and_stay_maintained(
     from groundwire.stores.postgres import blocks as pg_blocks
 
     monkeypatch.setattr(pg_blocks, "BLOCK_SIZE", 3)
-    monkeypatch.setattr(pg_blockmax, "FIRST_ROUND_BLOCKS", 2)
+    monkeypatch.setattr(pg_blockmax, "FIRST_ROUND_INTERVALS", 2)
     calls = {"bulk": 0, "incremental": 0}
     bulk, incremental = pg_blocks.build_bulk, pg_blocks.update_incremental
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,9 +37,13 @@ from groundwire.domain import bm25
 from groundwire.stores.postgres import blocks
 from groundwire.stores.postgres.connection import Conn
 
-# Blocks read by the first round; each later round reads ROUND_FACTOR times more.
-FIRST_ROUND_BLOCKS = 64
+# Intervals the first round reads the unread blocks of (each has at least one);
+# each later round takes ROUND_FACTOR times more.
+FIRST_ROUND_INTERVALS = 64
 ROUND_FACTOR = 2
+# After the first round, when more than this share of the intervals can still reach
+# the k-th score, the terms are read whole (see top_k).
+WHOLE_LIST_SHARE = 0.5
 # Bounds are raised by SLACK and theta lowered by MARGIN: floating-point noise
 # never turns a chunk that can reach the top k into one that cannot.
 SLACK = 1.0 + 1e-9
@@ -109,13 +113,20 @@ class LRU:
 
 
 class LexicalCache:
-    """Per store: block directories and filter chunk-id sets, keyed by the index's
+    """Per store: block directories, filter chunk-id sets and the whole decoded lists
+    of terms no block of which could be skipped, keyed by the index's
     published version (a publish changes the key, so nothing stale is ever read;
     old entries age out of the LRU)."""
 
-    def __init__(self, directory_bytes: int = 64 << 20, filter_bytes: int = 64 << 20) -> None:
+    def __init__(
+        self,
+        directory_bytes: int = 64 << 20,
+        filter_bytes: int = 64 << 20,
+        list_bytes: int = 256 << 20,
+    ) -> None:
         self.directories = LRU(directory_bytes)
         self.filters = LRU(filter_bytes)
+        self.lists = LRU(list_bytes)
 
 
 async def cached_directories(
@@ -148,10 +159,66 @@ def _block_bounds(q: float, w: float, d: blocks.Directory, avgdl: float) -> npt.
     return contribution(q, w, d.max_tf, d.min_dl, avgdl)
 
 
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a search reads blocks: the index, tenant and published version, and the
+    store's cache (whole decoded lists of the terms that needed them)."""
+
+    conn: Conn
+    index_id: int
+    tenant: str
+    version: int
+    cache: LexicalCache | None = None
+
+
+async def _whole_lists(src: Source, terms: list[str]) -> dict[str, blocks.Block]:
+    """Every posting of `terms`: from the cache, else one range scan each (cached)."""
+    out: dict[str, blocks.Block] = {}
+    missing = []
+    for t in terms:
+        found = (
+            src.cache.lists.get((src.index_id, src.version, src.tenant, t)) if src.cache else None
+        )
+        if found is None:
+            missing.append(t)
+        else:
+            out[t] = found
+    read = await blocks.read_lists(src.conn, src.index_id, src.tenant, missing)
+    for t, b in read.items():
+        out[t] = b
+        if src.cache is not None:
+            cost = b.chunks.nbytes + b.tfs.nbytes + b.dls.nbytes + 200
+            src.cache.lists.put((src.index_id, src.version, src.tenant, t), b, cost)
+    return out
+
+
+class _Pool:
+    """Postings read and not yet scored: chunk id, term (query order), contribution."""
+
+    def __init__(self) -> None:
+        self.parts: list[
+            tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]
+        ] = []
+
+    def add(self, chunks: npt.NDArray[np.int64], term: int, c: npt.NDArray[np.float64]) -> None:
+        self.parts.append((chunks, np.full(len(chunks), term, dtype=np.int64), c))
+
+    def take(
+        self,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        if not self.parts:
+            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
+        out = (
+            np.concatenate([p[0] for p in self.parts]),
+            np.concatenate([p[1] for p in self.parts]),
+            np.concatenate([p[2] for p in self.parts]),
+        )
+        self.parts = []
+        return out
+
+
 async def top_k(
-    conn: Conn,
-    index_id: int,
-    tenant: str,
+    src: Source,
     weighted: Weighted,
     dirs: dict[str, blocks.Directory],
     k: int,
@@ -161,7 +228,12 @@ async def top_k(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """The chunk ids scoring at least the k-th best score (all ties kept) and their
     exact scores, among chunks holding a scored term (and in `allowed`, sorted,
-    when given). `prune=False` reads every block (the exhaustive reference)."""
+    when given). `prune=False` reads every block (the exhaustive reference).
+
+    When a round leaves more than WHOLE_LIST_SHARE of the intervals able to reach
+    the k-th score (head words over flat frequencies: no block can be skipped), the
+    remaining terms are read whole, one range scan each, and kept decoded in the
+    store's cache for this version: the next query over them reads nothing."""
     stats = stats if stats is not None else Stats()
     present = [i for i, t in enumerate(weighted.terms) if t in dirs]
     empty = (np.empty(0, np.int64), np.empty(0, np.float64))
@@ -189,67 +261,78 @@ async def top_k(
         lo = np.concatenate(([0], hi[:-1]))
         ub[hi - lo == 0] = 0.0
     done = ub <= 0.0
-    loaded = [np.zeros(len(dirs[t].lasts), bool) if t in dirs else None for t in weighted.terms]
+    loaded = {i: np.zeros(len(dirs[weighted.terms[i]].lasts), bool) for i in present}
     order = np.argsort(-ub, kind="stable")
-    # Postings read but not yet scored (their interval not complete).
-    pool_chunk: list[npt.NDArray[np.int64]] = []
-    pool_term: list[npt.NDArray[np.int64]] = []
-    pool_c: list[npt.NDArray[np.float64]] = []
+    pool = _Pool()
+
+    async def read_whole(terms: list[int]) -> None:
+        lists = await _whole_lists(src, [weighted.terms[i] for i in terms])
+        chunk, term_of, c = pool.take()
+        keep = ~np.isin(term_of, terms)
+        pool.parts.append((chunk[keep], term_of[keep], c[keep]))
+        for i in terms:
+            got = lists[weighted.terms[i]]
+            stats.blocks_read += int(np.count_nonzero(~loaded[i]))
+            loaded[i][:] = True
+            pool.add(got.chunks, i, contribution(qv[i], wv[i], got.tfs, got.dls, weighted.avgdl))
+
+    if src.cache is not None:  # whole lists already decoded cost nothing to use
+        cached = [
+            i
+            for i in present
+            if src.cache.lists.get((src.index_id, src.version, src.tenant, weighted.terms[i]))
+            is not None
+        ]
+        if cached:
+            await read_whole(cached)
     best_ids = np.empty(0, np.int64)
     best_scores = np.empty(0, np.float64)
     theta = -np.inf
-    budget = FIRST_ROUND_BLOCKS
+    budget = FIRST_ROUND_INTERVALS
     while True:
         live = order[~done[order]]
         if prune:
             live = live[ub[live] * SLACK >= theta]
         if len(live) == 0:
             break
-        # The next intervals' unread blocks, up to the round's budget.
-        wanted: list[tuple[int, int]] = []
-        seen: set[tuple[int, int]] = set()
-        for j in live.tolist():
-            for i in present:
-                bi = int(blk[i, j])
-                lw = loaded[i]
-                if bi >= 0 and lw is not None and not lw[bi] and (i, bi) not in seen:
-                    seen.add((i, bi))
-                    wanted.append((i, bi))
-            if len(wanted) >= budget and prune:
-                break
-        budget *= ROUND_FACTOR
         stats.rounds += 1
-        stats.blocks_read += len(wanted)
-        read = await blocks.read_blocks(
-            conn,
-            index_id,
-            tenant,
-            [(weighted.terms[i], int(dirs[weighted.terms[i]].lasts[bi])) for i, bi in wanted],
-        )
-        for i, bi in wanted:
-            term = weighted.terms[i]
-            got = read[(term, int(dirs[term].lasts[bi]))]
-            lw = loaded[i]
-            assert lw is not None
-            lw[bi] = True
-            pool_chunk.append(got.chunks)
-            pool_term.append(np.full(len(got.chunks), i, dtype=np.int64))
-            pool_c.append(contribution(qv[i], wv[i], got.tfs, got.dls, weighted.avgdl))
+        if prune and stats.rounds > 1 and len(live) > WHOLE_LIST_SHARE * n_int:
+            await read_whole([i for i in present if not loaded[i].all()])
+        else:
+            # The unread blocks of the next intervals (each has at least one).
+            take = live[:budget] if prune else live
+            budget *= ROUND_FACTOR
+            wanted: dict[int, npt.NDArray[np.int64]] = {}
+            for i in present:
+                bi = np.unique(blk[i, take])
+                bi = bi[bi >= 0]
+                bi = bi[~loaded[i][bi]]
+                if len(bi):
+                    wanted[i] = bi
+            stats.blocks_read += sum(len(v) for v in wanted.values())
+            read = await blocks.read_blocks(
+                src.conn,
+                src.index_id,
+                src.tenant,
+                {weighted.terms[i]: dirs[weighted.terms[i]].lasts[bi] for i, bi in wanted.items()},
+            )
+            for i, bi in wanted.items():
+                got = read[weighted.terms[i]]
+                loaded[i][bi] = True
+                pool.add(
+                    got.chunks, i, contribution(qv[i], wv[i], got.tfs, got.dls, weighted.avgdl)
+                )
         complete = ~done
         for i in present:
-            lw = loaded[i]
-            assert lw is not None
-            complete &= (blk[i] < 0) | lw[np.maximum(blk[i], 0)]
+            complete &= (blk[i] < 0) | loaded[i][np.maximum(blk[i], 0)]
         if not complete.any():
             continue
-        chunk = np.concatenate(pool_chunk)
-        term_of = np.concatenate(pool_term)
-        c = np.concatenate(pool_c)
+        chunk, term_of, c = pool.take()
         interval = np.searchsorted(bounds_, chunk, side="left")
         now = complete[interval]
         done |= complete
         keep = ~done[interval]  # a posting of a pruned or empty interval is dropped too
-        pool_chunk, pool_term, pool_c = [chunk[keep]], [term_of[keep]], [c[keep]]
+        pool.parts.append((chunk[keep], term_of[keep], c[keep]))
         chunk, term_of, c = chunk[now], term_of[now], c[now]
         if allowed is not None and len(chunk):
             pos = np.searchsorted(allowed, chunk)
@@ -257,12 +340,7 @@ async def top_k(
             chunk, term_of, c = chunk[ok], term_of[ok], c[ok]
         if not len(chunk):
             continue
-        ids, inv = np.unique(chunk, return_inverse=True)
-        matrix = np.zeros((len(ids), n_terms), dtype=np.float64)
-        matrix[inv, term_of] = c
-        scores = np.zeros(len(ids), dtype=np.float64)
-        for i in range(n_terms):  # term by term, in query order
-            scores = scores + matrix[:, i]
+        ids, scores = _sum_in_query_order(chunk, term_of, c, n_terms)
         best_ids = np.concatenate([best_ids, ids])
         best_scores = np.concatenate([best_scores, scores])
         if len(best_scores) >= k:
@@ -273,13 +351,39 @@ async def top_k(
     return best_ids, best_scores
 
 
-def anchor_candidates(block_list: Sequence[blocks.Block], limit: int) -> list[int]:
+def _sum_in_query_order(
+    chunk: npt.NDArray[np.int64],
+    term_of: npt.NDArray[np.int64],
+    c: npt.NDArray[np.float64],
+    n_terms: int,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Each chunk's score: 0.0 plus its contributions term by term in query order
+    (a term missing from a chunk adds nothing, as + 0.0 would), so the float sums
+    are the stores' own. A term has at most one posting per chunk. Dense arrays over
+    the id range when it is compact (no sort), else a sort by chunk id."""
+    lo = int(chunk.min())
+    span = int(chunk.max()) - lo + 1
+    if span <= 4 * len(chunk) + 4096:
+        dense = np.zeros(span, dtype=np.float64)
+        held = np.zeros(span, dtype=bool)
+        for i in range(n_terms):
+            sel = term_of == i
+            at = chunk[sel] - lo
+            dense[at] += c[sel]
+            held[at] = True
+        at = np.flatnonzero(held)
+        return at + lo, dense[at]
+    ids, inv = np.unique(chunk, return_inverse=True)
+    matrix = np.zeros((len(ids), n_terms), dtype=np.float64)
+    matrix[inv, term_of] = c
+    scores = np.zeros(len(ids), dtype=np.float64)
+    for i in range(n_terms):
+        scores = scores + matrix[:, i]
+    return ids, scores
+
+
+def anchor_candidates(block: blocks.Block, limit: int) -> list[int]:
     """A phrase's candidates: at most `limit` of its rarest word's postings, the
     highest tf first, then the shortest chunk, then the lowest id."""
-    if not block_list:
-        return []
-    ids = np.concatenate([b.chunks for b in block_list])
-    tfs = np.concatenate([b.tfs for b in block_list])
-    dls = np.concatenate([b.dls for b in block_list])
-    order = np.lexsort((ids, dls, -tfs))[:limit]
-    return [int(x) for x in ids[order]]
+    order = np.lexsort((block.chunks, block.dls, -block.tfs))[:limit]
+    return [int(x) for x in block.chunks[order]]

@@ -218,9 +218,8 @@ async def _block_top(
         if len(allowed) <= ROWS_PER_BLOCK * _blocks_holding(dirs, allowed):
             rows = await _fetch(ctx, weights, (), None, _Part.ALL, k, [int(x) for x in allowed])
             return [hit(r, Score.of(ScoreMetric.BM25, float(r[8]))) for r in rows]
-    ids, scores = await blockmax.top_k(
-        ctx.conn, ctx.idx.id, ctx.scope.tenant, weighted, dirs, k, allowed=allowed, stats=stats
-    )
+    src = blockmax.Source(ctx.conn, ctx.idx.id, ctx.scope.tenant, ctx.version, ctx.cache)
+    ids, scores = await blockmax.top_k(src, weighted, dirs, k, allowed=allowed, stats=stats)
     if not len(ids):
         return []
     score_of = dict(zip(ids.tolist(), scores.tolist(), strict=True))
@@ -294,10 +293,8 @@ async def _phrase_top(
     d = dirs.get(anchor)
     if d is None:
         return []
-    read = await blocks.read_blocks(
-        ctx.conn, ctx.idx.id, ctx.scope.tenant, [(anchor, int(x)) for x in d.lasts]
-    )
-    candidates = blockmax.anchor_candidates(list(read.values()), PHRASE_MAX_CANDIDATES)
+    read = await blocks.read_blocks(ctx.conn, ctx.idx.id, ctx.scope.tenant, {anchor: d.lasts})
+    candidates = blockmax.anchor_candidates(read[anchor], PHRASE_MAX_CANDIDATES)
     rows = await _fetch(ctx, weights, phrases, anchor, _Part.EXACT, k, candidates)
     # Chunks past the tsvector position limits matched on "every phrase word
     # present": all of them in scope, checked exactly in a worker thread (their cost
