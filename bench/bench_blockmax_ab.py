@@ -57,11 +57,13 @@ def run(tree: Path, args: argparse.Namespace, results: Path, log: Path) -> str:
 
 
 def figure(text: str, label: str, index: int = 0) -> float:
-    """The index-th number on the table line starting with `label`."""
+    """The index-th number of the value on the table line starting with `label`
+    (after the query count "[n]" when there is one)."""
     for line in text.splitlines():
-        if line.strip().startswith(label):
-            value = line.strip()[len(label) :]
-            numbers = re.findall(r"[\d,]+(?:\.\d+)?", value)
+        if line.strip().startswith(label.strip()):
+            value = line.strip()[len(label.strip()) :]
+            value = value.split("]", 1)[-1]
+            numbers = re.findall(r"\d[\d,]*(?:\.\d+)?", value)
             return float(numbers[index].replace(",", ""))
     return float("nan")
 
@@ -84,9 +86,13 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--baseline-commit", default="f05c1e9")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "blockmax_ab"))
+    parser.add_argument("--summarize", action="store_true", help="only re-read the logs of --out")
     args = parser.parse_args()
     out = Path(args.out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.summarize:
+        summarize(args, out, Path(f"{out}.old.log").read_text(), Path(f"{out}.new.log").read_text())
+        return
     with tempfile.TemporaryDirectory(prefix="gw-baseline-") as tmp:
         base = Path(tmp)
         archive = subprocess.run(
@@ -97,16 +103,20 @@ def main() -> None:
         subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
         old = run(base, args, Path(f"{out}.old.results"), Path(f"{out}.old.log"))
     new = run(ROOT, args, Path(f"{out}.new.results"), Path(f"{out}.new.log"))
+    summarize(args, out, old, new)
+
+
+def summarize(args: argparse.Namespace, out: Path, old: str, new: str) -> None:
+    """The side-by-side figures, printed and written to <out>.summary."""
     same = Path(f"{out}.old.results").read_bytes() == Path(f"{out}.new.results").read_bytes()
     rows = [
-        # The number after the query count in "[n]".
-        ("lexical whole mix p50 (ms)", "lexical all p50", 1),
-        ("lexical whole mix p99 (ms)", "lexical all p50", 2),
-        ("lexical whole mix server CPU (ms/query)", "lexical all p50", 4),
-        ("lexical common-word p50 (ms)", "lexical common p50", 1),
-        ("lexical common-word server CPU (ms/query)", "lexical common p50", 4),
-        ("lexical filtered 10% p50 (ms)", "lexical filtered 10% p50", 1),
-        ("lexical filtered 10% p99 (ms)", "lexical filtered 10% p50", 2),
+        ("lexical whole mix p50 (ms)", "lexical all p50", 0),
+        ("lexical whole mix p99 (ms)", "lexical all p50", 1),
+        ("lexical whole mix server CPU (ms/query)", "lexical all p50", 3),
+        ("lexical common-word p50 (ms)", "lexical common p50", 0),
+        ("lexical common-word server CPU (ms/query)", "lexical common p50", 3),
+        ("lexical filtered 10% p50 (ms)", "lexical filtered 10% p50", 0),
+        ("lexical filtered 10% p99 (ms)", "lexical filtered 10% p50", 1),
         ("bulk load without HNSW (chunks/s)", "  load without HNSW build (chunks/s)", 0),
     ]
     lines = [f"{'figure':<44} {'old':>10} {'new':>10} {'new/old':>8}"]
