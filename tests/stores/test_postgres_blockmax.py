@@ -152,4 +152,8 @@ async def test_block_max_is_exact_and_blocks_stay_maintained(
         )
         await pg.publish_version(name, v, spec(name, dims=None))
         _check_blocks(postgres_dsn, name, 4)
+    # Small appends land in their terms' last blocks when they fit (no decoding).
+    for i in range(4):
+        await publish(pg, name, [doc(f"a{i}", ["rare zeta"], None)], spec(name, dims=None))
+        _check_blocks(postgres_dsn, name, 4)
     await compare()  # the cached whole lists of the earlier version are not used

@@ -19,12 +19,15 @@ the version into blocks in one statement (one sort of the version's postings,
 `build_bulk`). Any other publish rewrites only the blocks it touches
 (`update_incremental`): each removed posting's block, and for each added posting
 the block whose range holds its chunk id (the term's last block when the id is
-past it, which is the rule: staged chunk ids grow); a touched block's postings,
-minus the removed ones, plus the added ones that fall in it, are cut again into
-blocks of at most BLOCK_SIZE (only within that block's own range, so blocks stay
-disjoint). Its cost is one index probe per changed posting and one rewritten row
-(up to 1.5 KB) per touched block: a document of 75 distinct terms appended to an
-index rewrites about 75 blocks, whatever the index's size. Deletions can leave
+past it, which is the rule: staged chunk ids grow). A block that only receives
+postings past its last chunk id (appends) is not decoded: they are added to the end
+of its arrays when they fit, else cut into blocks of their own after it. Any other
+touched block's postings, minus the removed ones, plus the added ones that fall in
+it, are decoded and cut again into blocks of at most BLOCK_SIZE (only within that
+block's own range, so blocks stay disjoint). Its cost is one index probe per
+changed posting and one rewritten row (up to 1.5 KB) per touched block: a document
+of 75 distinct terms appended to an index rewrites about 75 blocks, whatever the
+index's size. Deletions can leave
 blocks under BLOCK_SIZE (never empty: an empty block is dropped); a bulk rebuild
 packs them again.
 """
@@ -106,12 +109,52 @@ _CHANGES_SQL = (
 """
 )
 
-# The touched blocks, taken out of gw_posting_blocks.
+# Per touched block: whether it must be decoded (a posting leaves it, or one lands
+# inside its range) or only receives postings past its last chunk id (appends), and
+# whether those fit in it (at most BLOCK_SIZE postings in all).
+_GROUPS_SQL = """
+    CREATE TEMP TABLE gw_block_groups ON COMMIT DROP AS
+    SELECT c.tenant, c.term, c.grp, bool_or(c.gone OR c.chunk <= c.grp) AS decode,
+           b.n + count(*) <= %(block_size)s AS fits
+    FROM gw_block_changes c
+    JOIN gw_posting_blocks b ON b.index_id = %(index_id)s AND b.tenant = c.tenant
+        AND b.term = c.term AND b.last_chunk = c.grp
+    WHERE c.grp IS NOT NULL
+    GROUP BY c.tenant, c.term, c.grp, b.n
+"""
+
+# Appends that fit: added to the end of the block's arrays, nothing decoded (the
+# first new delta is from the block's last chunk id).
+_APPEND_SQL = """
+    UPDATE gw_posting_blocks b SET
+        last_chunk = a.last_chunk, n = b.n + a.n, max_tf = greatest(b.max_tf, a.max_tf),
+        min_dl = least(b.min_dl, a.min_dl), chunks = b.chunks || a.chunks,
+        tfs = b.tfs || a.tfs, dls = b.dls || a.dls
+    FROM (
+        SELECT tenant, term, grp, max(chunk) AS last_chunk, count(*)::int4 AS n,
+               max(tf) AS max_tf, min(dl) AS min_dl,
+               string_agg(int4send(delta), ''::bytea ORDER BY chunk) AS chunks,
+               string_agg(int4send(tf), ''::bytea ORDER BY chunk) AS tfs,
+               string_agg(int4send(dl), ''::bytea ORDER BY chunk) AS dls
+        FROM (
+            SELECT c.tenant, c.term, c.grp, c.chunk, c.tf, c.dl,
+                   (c.chunk - lag(c.chunk, 1, c.grp) OVER (
+                       PARTITION BY c.tenant, c.term, c.grp ORDER BY c.chunk))::int4 AS delta
+            FROM gw_block_changes c
+            JOIN gw_block_groups g ON g.tenant = c.tenant AND g.term = c.term AND g.grp = c.grp
+            WHERE NOT g.decode AND g.fits
+        ) x
+        GROUP BY tenant, term, grp
+    ) a
+    WHERE b.index_id = %(index_id)s AND b.tenant = a.tenant AND b.term = a.term
+      AND b.last_chunk = a.grp
+"""
+
+# The touched blocks that must be decoded, taken out of gw_posting_blocks.
 _TAKE_TOUCHED_SQL = """
     WITH d AS (
         DELETE FROM gw_posting_blocks b
-        USING (SELECT DISTINCT tenant, term, grp FROM gw_block_changes
-               WHERE grp IS NOT NULL) t
+        USING (SELECT tenant, term, grp FROM gw_block_groups WHERE decode) t
         WHERE b.index_id = %(index_id)s AND b.tenant = t.tenant AND b.term = t.term
           AND b.last_chunk = t.grp
         RETURNING b.tenant, b.term, b.last_chunk, b.first_chunk, b.n, b.chunks, b.tfs, b.dls
@@ -135,7 +178,16 @@ _MERGED_SQL = (
                       WHERE g.gone AND g.tenant = o.tenant AND g.term = o.term
                         AND g.chunk = o.chunk)
     UNION ALL
-    SELECT %(index_id)s, tenant, term, grp, chunk, tf, dl FROM gw_block_changes WHERE NOT gone
+    SELECT %(index_id)s, c.tenant, c.term, c.grp, c.chunk, c.tf, c.dl
+    FROM gw_block_changes c
+    LEFT JOIN gw_block_groups g ON g.tenant = c.tenant AND g.term = c.term AND g.grp = c.grp
+    WHERE NOT c.gone AND (c.grp IS NULL OR g.decode)
+    UNION ALL
+    -- Appends that did not fit in their term's last block: blocks of their own, past it.
+    SELECT %(index_id)s, c.tenant, c.term, -1 - c.grp, c.chunk, c.tf, c.dl
+    FROM gw_block_changes c
+    JOIN gw_block_groups g ON g.tenant = c.tenant AND g.term = c.term AND g.grp = c.grp
+    WHERE NOT g.decode AND NOT g.fits
     """.replace("{delta}", _INT4_AT.format(b="t.chunks", i="i"))
     .replace("{tf}", _INT4_AT.format(b="t.tfs", i="i"))
     .replace("{dl}", _INT4_AT.format(b="t.dls", i="i"))
@@ -160,12 +212,14 @@ async def update_incremental(conn: Conn, index_id: int, version: int) -> None:
     """Rewrite the blocks a publish of `version` touches (see the module text); call
     it inside the publish transaction, before the replaced chunk rows are deleted."""
     p = {"index_id": index_id, "version": version, "block_size": BLOCK_SIZE}
-    await conn.execute("DROP TABLE IF EXISTS gw_block_changes, gw_block_touched")
+    await conn.execute("DROP TABLE IF EXISTS gw_block_changes, gw_block_groups, gw_block_touched")
     await conn.execute(_CHANGES_SQL, p)
     # Temporary tables have no statistics until analyzed: without them the planner
     # takes the anti-join below for a nested loop over the changes (minutes for a
     # few thousand chunks).
     await conn.execute("ANALYZE gw_block_changes")
+    await conn.execute(_GROUPS_SQL, p)
+    await conn.execute("ANALYZE gw_block_groups")
     await conn.execute(
         "CREATE TEMP TABLE gw_block_touched ON COMMIT DROP AS "
         "SELECT tenant, term, last_chunk, first_chunk, n, chunks, tfs, dls "
@@ -174,6 +228,7 @@ async def update_incremental(conn: Conn, index_id: int, version: int) -> None:
     await conn.execute(_TAKE_TOUCHED_SQL, p)
     await conn.execute("ANALYZE gw_block_touched")
     await conn.execute(_cut(_MERGED_SQL), p)
+    await conn.execute(_APPEND_SQL, p)
 
 
 # -- reading -------------------------------------------------------------------------
