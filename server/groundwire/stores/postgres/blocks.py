@@ -27,9 +27,9 @@ it, are decoded and cut again into blocks of at most BLOCK_SIZE (only within tha
 block's own range, so blocks stay disjoint). Its cost is one index probe per
 changed posting and one rewritten row (up to 1.5 KB) per touched block: a document
 of 75 distinct terms appended to an index rewrites about 75 blocks, whatever the
-index's size. Deletions can leave
-blocks under BLOCK_SIZE (never empty: an empty block is dropped); a bulk rebuild
-packs them again.
+index's size. Deletions and appends
+that do not fit can leave blocks under BLOCK_SIZE (never empty: an empty block is
+dropped); nothing merges them back (a rebuild into a new index does).
 """
 
 from __future__ import annotations
