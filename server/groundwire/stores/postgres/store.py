@@ -6,7 +6,8 @@ index), so SQL identifiers never come from configuration or requests. This modul
 the store protocol's face; each concern has its own room beside it: `connection`
 (settings, the bounded pool, error translation, migrations), `schema` (the tables and
 their numbered migrations), `versions` (stage, publish, discard), `vectors` (HNSW
-search and maintenance), `tsvector` (the encoding), `lexical` (BM25), `scope` (what every
+search and maintenance), `tsvector` (the encoding), `lexical` (BM25) over `blocks` (block
+postings) with `blockmax` (block-max MaxScore, per-version caches), `scope` (what every
 read shares), `operations` (durable ingestion history and locks) and `embedded` (the
 PostgreSQL the package ships). Every read runs in one REPEATABLE READ READ ONLY
 transaction, so the staging set, the BM25 statistics and the rows it ranks come from
