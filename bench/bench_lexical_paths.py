@@ -2,29 +2,22 @@
 
     nice -n 10 .venv/bin/python bench/bench_lexical_paths.py --data-dir D \\
         [--chunks 1000000] [--queries 300] [--filtered-queries 60] [--depts d3]
-        [--baseline-kinds mid mixed ident] [--baseline-common 1]
 
 Reuses an index that bench_million.py (or bench_million_stores.py) loaded and kept
 (`--keep`, the same --chunks and --queries: the corpus is replayed from its seed, not
 loaded). Each query runs once as a warm-up and once measured, one at a time, in one
 sitting:
 
-1. unfiltered: the whole mix, as the store answers it;
+1. unfiltered: the whole mix, as the store answers it (block-max MaxScore);
 2. filtered (`dept` in --depts: one value is 10% of the chunks), the first
-   --filtered-queries queries of the mix, as the store answers them (a query of common
-   words only, under a filter, reads impact-ordered postings in rounds, keeping only the
-   chunks the filter admits);
-3. the same filtered queries through MaxScore (lexical.IMPACT_MIN_POSTINGS raised past
-   any query), which is how every filtered query was answered before: only the kinds
-   of --baseline-kinds, plus the first --baseline-common common-word queries measured
-   once without a warm-up (one took over 73 s at 1M).
+   --filtered-queries queries of the mix, through the blocks (the admitted chunk ids
+   intersected before scoring: lexical.ROWS_PER_BLOCK 0);
+3. the same filtered queries ranked from the admitted chunks' rows
+   (lexical.ROWS_PER_BLOCK infinite), the path a selective filter takes.
 
 Printed per pass and kind: p50 / p99 / max latency and the PostgreSQL server's CPU per
-query (from /proc); for queries that took the impact rounds, the rounds, the postings
-the last round read and their share of the query terms' posting lists (the profile of
-the common-word path: how deep a head term is read before the bound decides; a filtered
-query whose next round would pass lexical.IMPACT_FILTERED_MAX_POSTINGS is handed to
-MaxScore, and its "last round" is that round, not run); and
+query (from /proc); for queries that read blocks, the rounds, the blocks read and their
+share of the blocks the query terms hold (how much block-max pruning skips); and
 whether passes 2 and 3 returned the same hits with the same scores (both are exact).
 """
 
@@ -44,6 +37,7 @@ import bench_million as bm
 
 from groundwire.domain.retrieval import LexicalQuery, MetadataFilter, Scope
 from groundwire.stores.postgres import PostgresSettings, open_postgres_store
+from groundwire.stores.postgres import blockmax as pg_blockmax
 from groundwire.stores.postgres import lexical as pg_lexical
 from groundwire.stores.postgres.store import PostgresStore
 
@@ -51,36 +45,27 @@ Hits = list[tuple[str, str, float]]
 
 
 class Rounds:
-    """Records the impact rounds of each query: the depths each round read (wrapping
-    lexical._first_depths and _next_depths) and the terms' list lengths."""
+    """Records each block-max search's statistics (wrapping blockmax.top_k)."""
 
     def __init__(self) -> None:
-        self.depths: list[list[int]] = []
-        self.longest: list[int] = []
-        first, after = pg_lexical._first_depths, pg_lexical._next_depths
+        self.stats: list[pg_blockmax.Stats] = []
+        original = pg_blockmax.top_k
 
-        def first_depths(weights: Any) -> list[int]:
-            self.longest = [weights.df[t] for t in weights.idf]
-            out = first(weights)
-            self.depths.append([min(d, n) for d, n in zip(out, self.longest, strict=True)])
-            return out
+        async def top_k(*args: Any, **kwargs: Any) -> Any:
+            stats = pg_blockmax.Stats()
+            self.stats.append(stats)
+            return await original(*args, **{**kwargs, "stats": stats})
 
-        def next_depths(*args: Any) -> list[int]:
-            out = after(*args)
-            self.depths.append(list(out))
-            return out
-
-        pg_lexical._first_depths = first_depths
-        pg_lexical._next_depths = next_depths  # type: ignore[assignment]
+        pg_blockmax.top_k = top_k
 
     def take(self) -> tuple[int, int, int] | None:
-        """(rounds, postings the last round read, postings in the terms' lists) of the
-        query just run, or None when it did not take the rounds."""
-        if not self.depths:
+        """(rounds, blocks read, blocks the terms hold) of the query just run, or
+        None when it read no blocks."""
+        if not self.stats:
             return None
-        out = (len(self.depths), sum(self.depths[-1]), sum(self.longest))
-        self.depths = []
-        return out
+        s = self.stats[-1]
+        self.stats = []
+        return (s.rounds, s.blocks_read, s.blocks_total)
 
 
 async def measure(
@@ -125,10 +110,10 @@ async def measure(
         if kind in profile:
             p = profile[kind]
             line += (
-                f"; impact rounds on {len(p)}: rounds median {statistics.median(r for r, _, _ in p):.0f}"
-                f" max {max(r for r, _, _ in p)}, last round read median"
-                f" {statistics.median(d for _, d, _ in p):,.0f} postings"
-                f" ({statistics.median(d / n for _, d, n in p):.1%} of the terms' lists)"
+                f"; blocks on {len(p)}: rounds median {statistics.median(r for r, _, _ in p):.0f}"
+                f" max {max(r for r, _, _ in p)}, blocks read median"
+                f" {statistics.median(d for _, d, _ in p):,.0f}"
+                f" ({statistics.median(d / max(n, 1) for _, d, n in p):.1%} of the terms' blocks)"
             )
         print(line, flush=True)
     return hits
@@ -157,31 +142,12 @@ async def run(args: argparse.Namespace) -> None:
         print(f"{loaded:,} chunks loaded; filter dept in {args.depts}", flush=True)
         await measure(store, data_dir, rounds, queries, Scope(), "unfiltered")
         scope = Scope(filter=MetadataFilter({"dept": frozenset(args.depts)}))
-        impact_hits = await measure(store, data_dir, rounds, filtered, scope, "filtered")
-
-        base = [i for i, (kind, _) in enumerate(filtered) if kind in args.baseline_kinds]
-        common = [i for i, (kind, _) in enumerate(filtered) if kind == "common"]
-        picked = common[: args.baseline_common]
-        minimum = pg_lexical.IMPACT_MIN_POSTINGS
-        pg_lexical.IMPACT_MIN_POSTINGS = sys.maxsize  # every query takes MaxScore
-        try:
-            base_hits = await measure(
-                store, data_dir, rounds, [filtered[i] for i in base], scope, "filtered maxscore"
-            )
-            common_hits = await measure(
-                store,
-                data_dir,
-                rounds,
-                [filtered[i] for i in picked],
-                scope,
-                "filtered maxscore (cold, once)",
-                warm=False,
-            )
-        finally:
-            pg_lexical.IMPACT_MIN_POSTINGS = minimum
-        compared = list(zip(base + picked, base_hits + common_hits, strict=True))
-        same = sum(impact_hits[i] == hits for i, hits in compared)
-        print(f"  | identical hits and scores on both filtered paths: {same} of {len(compared)}")
+        pg_lexical.ROWS_PER_BLOCK = 0.0
+        block_hits = await measure(store, data_dir, rounds, filtered, scope, "filtered blocks")
+        pg_lexical.ROWS_PER_BLOCK = float("inf")
+        row_hits = await measure(store, data_dir, rounds, filtered, scope, "filtered rows")
+        same = sum(a == b for a, b in zip(block_hits, row_hits, strict=True))
+        print(f"  | identical hits and scores on both filtered paths: {same} of {len(filtered)}")
         print(f"load average at end: {os.getloadavg()[0]:.1f}")
     finally:
         await store.close()
@@ -195,10 +161,6 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300, help="the loading run's --queries")
     parser.add_argument("--filtered-queries", type=int, default=60)
     parser.add_argument("--depts", nargs="+", default=["d3"], help="accepted dept values")
-    parser.add_argument(
-        "--baseline-kinds", nargs="*", default=["mid", "mixed", "ident"], help="maxscore runs"
-    )
-    parser.add_argument("--baseline-common", type=int, default=1)
     asyncio.run(run(parser.parse_args()))
 
 

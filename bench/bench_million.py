@@ -80,6 +80,7 @@ from groundwire.stores.base import (
     StagedDocument,
 )
 from groundwire.stores.postgres import PostgresSettings, open_postgres_store
+from groundwire.stores.postgres import blocks as pg_blocks
 from groundwire.stores.postgres import embedded as embedded_pg
 from groundwire.stores.postgres import vectors as pg_vectors
 from groundwire.stores.postgres import versions as pg_versions
@@ -292,6 +293,7 @@ class Timers:
         self.seconds: dict[str, float] = {}
         for module, fname, label in (
             (pg_versions, "_bulk_postings", "postings bulk build"),
+            (pg_blocks, "build_bulk", "postings bulk build"),
             (pg_versions, "refresh_statistics", "analyze/vacuum"),
             (pg_vectors, "ensure_vector_index", "HNSW build"),
         ):
@@ -661,24 +663,14 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=DIM, help="vector dimension (default 384)")
     add_vectors_argument(parser)
     parser.add_argument(
-        "--impact-min", type=int, default=None, help="override lexical.IMPACT_MIN_POSTINGS"
-    )
-    parser.add_argument(
-        "--impact-share",
-        type=float,
-        default=None,
-        help="override lexical.IMPACT_LIGHT_SHARE (inf: every term read to the same depth)",
+        "--block-size", type=int, default=None, help="override blocks.BLOCK_SIZE (postings)"
     )
     args = parser.parse_args()
     DIM = args.dim
-    if args.impact_share is not None:
-        from groundwire.stores.postgres import lexical
+    if args.block_size is not None:
+        from groundwire.stores.postgres import blocks
 
-        lexical.IMPACT_LIGHT_SHARE = args.impact_share  # type: ignore[assignment,unused-ignore]
-    if args.impact_min is not None:
-        from groundwire.stores.postgres import lexical
-
-        lexical.IMPACT_MIN_POSTINGS = args.impact_min  # type: ignore[attr-defined,unused-ignore]
+        blocks.BLOCK_SIZE = args.block_size
     asyncio.run(run(args))
 
 

@@ -136,27 +136,32 @@ async def test_common_word_queries_rank_exactly_by_bm25(
     store: Store, index_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Queries of common words only, over chunks full of ties (same frequencies, same
-    # lengths): PostgreSQL reads impact-ordered postings in rounds and stops early
-    # (forced here with tiny rounds and candidate budgets, so every query takes
-    # several rounds); the result must be BM25's exact top k with its tie-breaks, on
-    # every store, per tenant.
+    # lengths): PostgreSQL reads block postings best bound first in rounds and stops
+    # once no unread block can reach the k-th score (forced here with blocks of two
+    # postings and one-block first rounds, so every query takes several rounds); the
+    # result must be BM25's exact top k with its tie-breaks, on every store, per tenant.
     from groundwire.domain import bm25
     from groundwire.domain.text import index_tokens
+    from groundwire.stores.postgres import blockmax as pg_blockmax
+    from groundwire.stores.postgres import blocks as pg_blocks
     from groundwire.stores.postgres import lexical as pg_lexical
 
-    monkeypatch.setattr(pg_lexical, "IMPACT_MIN_POSTINGS", 0)
-    monkeypatch.setattr(pg_lexical, "IMPACT_FIRST_DEPTH", 2)
-    monkeypatch.setattr(pg_lexical, "IMPACT_DEPTH_FACTOR", 2)
-    monkeypatch.setattr(pg_lexical, "IMPACT_MAX_CANDIDATES", 3)
-    rounds = 0
-    original = pg_lexical._impact_top
+    monkeypatch.setattr(pg_blocks, "BLOCK_SIZE", 2)
+    monkeypatch.setattr(pg_blockmax, "FIRST_ROUND_INTERVALS", 1)
+    monkeypatch.setattr(pg_blockmax, "WHOLE_LIST_SHARE", 1.0)  # rounds only: pruning shows
+    read = {"blocks": 0, "rounds": 0, "queries": 0, "held": 0}
+    original_top = pg_blockmax.top_k
 
-    async def counted(*args: object) -> object:
-        nonlocal rounds
-        rounds += 1
-        return await original(*args)  # type: ignore[arg-type]
+    async def counted_top(*args: object, **kwargs: object) -> object:
+        stats = pg_blockmax.Stats()
+        out = await original_top(*args, **{**kwargs, "stats": stats})  # type: ignore[arg-type]
+        read["queries"] += 1
+        read["rounds"] += stats.rounds
+        read["blocks"] += stats.blocks_read
+        read["held"] += stats.blocks_total
+        return out
 
-    monkeypatch.setattr(pg_lexical, "_impact_top", counted)
+    monkeypatch.setattr(pg_blockmax, "top_k", counted_top)
     rng = np.random.default_rng(3)
     vocab = ["the", "of", "and", "to", "in", "is", "it", "for", "on", "was", "rare", "zeta"]
     weights = 1.0 / np.arange(1, len(vocab) + 1)
@@ -217,11 +222,16 @@ async def test_common_word_queries_rank_exactly_by_bm25(
                 want = expected(query, tenant, k)
                 assert [g[:2] for g in got] == [w[:2] for w in want], (tenant, query, k)
                 assert [g[2] for g in got] == bm25_approx(store, [w[2] for w in want], 1e-12)
+    if "Postgres" in type(store).__name__:
+        # Rounds stop early: fewer blocks read than the lists hold.
+        assert read["queries"] == 2 * len(queries) * 3
+        assert read["rounds"] > read["queries"]
+        assert read["blocks"] < read["held"]
     # A metadata filter (a quarter of the rows): the threshold is the k-th best in
-    # scope, so rounds go deeper, and the answer is still the exact filtered top k;
-    # also when rounds past a tiny budget hand the query to MaxScore.
-    for budget in (1 << 30, 6):
-        monkeypatch.setattr(pg_lexical, "IMPACT_FILTERED_MAX_POSTINGS", budget)
+    # scope, and the answer is still the exact filtered top k, through the blocks
+    # (the admitted chunk ids intersected before scoring) and through the rows.
+    for rows_per_block in (0.0, 1e9):
+        monkeypatch.setattr(pg_lexical, "ROWS_PER_BLOCK", rows_per_block)
         for tenant in ("", "acme"):
             for query in queries:
                 for k in (1, 4, 10):
@@ -234,8 +244,6 @@ async def test_common_word_queries_rank_exactly_by_bm25(
     for k in (1, 3):
         result = await store.search_lexical(index_name, parse_lexical("alpha"), k, Scope("long"))
         assert [h.document_id for h in result.hits] == ["short", "l00", "l01"][:k]
-    if "Postgres" in type(store).__name__:
-        assert rounds == 3 * 2 * len(queries) * 3 + 2
 
 
 # -- lexical analysis (domain/analysis.py): both stores index the analyzer's terms -----
@@ -416,28 +424,28 @@ def _bm25_top(
 async def test_bulk_loaded_postings_rank_exactly_and_stay_maintained(
     store: Store, index_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A first publish big enough (forced tiny here) builds PostgreSQL's postings in
-    # bulk, in a fresh partition swapped in at commit; searches over it rank by exact
-    # BM25 (both query paths), and later publishes maintain it row by row (replaced
-    # and deleted documents lose their postings, by their exact keys).
-    from groundwire.stores.postgres import lexical as pg_lexical
-    from groundwire.stores.postgres import versions as pg_versions
+    # A first publish builds PostgreSQL's block postings in one statement; searches
+    # over it rank by exact BM25, and later publishes rewrite the blocks they touch
+    # (replaced and deleted documents lose their postings, blocks split and shrink;
+    # blocks of three postings here, so every list is many blocks long).
+    from groundwire.stores.postgres import blockmax as pg_blockmax
+    from groundwire.stores.postgres import blocks as pg_blocks
 
-    monkeypatch.setattr(pg_versions, "BULK_POSTINGS_MIN_CHUNKS", 5)
-    bulk_calls = 0
-    original = pg_versions._bulk_postings
+    monkeypatch.setattr(pg_blocks, "BLOCK_SIZE", 3)
+    monkeypatch.setattr(pg_blockmax, "FIRST_ROUND_INTERVALS", 2)
+    calls = {"bulk": 0, "incremental": 0}
+    bulk, incremental = pg_blocks.build_bulk, pg_blocks.update_incremental
 
-    async def counted(*args: object) -> object:
-        nonlocal bulk_calls
-        bulk_calls += 1
-        return await original(*args)  # type: ignore[arg-type]
+    async def counted_bulk(*args: object) -> None:
+        calls["bulk"] += 1
+        await bulk(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(pg_versions, "_bulk_postings", counted)
-    # Common words take the impact path, in tiny rounds, each term to its own depth.
-    monkeypatch.setattr(pg_lexical, "IMPACT_MIN_POSTINGS", 40)
-    monkeypatch.setattr(pg_lexical, "IMPACT_FIRST_DEPTH", 2)
-    monkeypatch.setattr(pg_lexical, "IMPACT_MAX_CANDIDATES", 3)
-    monkeypatch.setattr(pg_lexical, "IMPACT_LIGHT_SHARE", 4.0)
+    async def counted_incremental(*args: object) -> None:
+        calls["incremental"] += 1
+        await incremental(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pg_blocks, "build_bulk", counted_bulk)
+    monkeypatch.setattr(pg_blocks, "update_incremental", counted_incremental)
     rng = np.random.default_rng(11)
     vocab = ["the", "of", "and", "to", "in", "is", "rare", "zeta", "POL-HR-014", "alpha"]
     weights = 1.0 / np.arange(1, len(vocab) + 1)
@@ -487,4 +495,4 @@ async def test_bulk_loaded_postings_rank_exactly_and_stay_maintained(
     queries.append("omega the")
     await check(list(current.values()))
     if "Postgres" in type(store).__name__:
-        assert bulk_calls == 1
+        assert calls == {"bulk": 1, "incremental": 1}

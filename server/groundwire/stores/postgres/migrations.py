@@ -19,6 +19,33 @@ class Migration:
     statements: tuple[str, ...]
 
 
+# Block postings (blocks.py, migration 21): cut each (index, tenant, term, grp)'s
+# postings of {source} in chunk-id order into blocks of at most {block_size}. `grp`
+# keeps apart the postings of different touched blocks (so no new block spans
+# another one's range); NULL for fresh ones.
+CUT_SQL = """
+    INSERT INTO gw_posting_blocks (index_id, tenant, term, last_chunk, first_chunk, n,
+                                   max_tf, min_dl, chunks, tfs, dls)
+    SELECT index_id, tenant, term, max(chunk), min(chunk), count(*)::int4, max(tf), min(dl),
+           string_agg(int4send(delta), ''::bytea ORDER BY chunk),
+           string_agg(int4send(tf), ''::bytea ORDER BY chunk),
+           string_agg(int4send(dl), ''::bytea ORDER BY chunk)
+    FROM (
+        SELECT index_id, tenant, term, grp, chunk, tf, dl, piece,
+               CASE WHEN rn = piece * {block_size} THEN 0 ELSE (chunk - prev)::int4 END AS delta
+        FROM (
+            SELECT index_id, tenant, term, grp, chunk, tf, dl,
+                   row_number() OVER w - 1 AS rn,
+                   (row_number() OVER w - 1) / {block_size} AS piece,
+                   lag(chunk) OVER w AS prev
+            FROM ({source}) s
+            WINDOW w AS (PARTITION BY index_id, tenant, term, grp ORDER BY chunk)
+        ) r
+    ) x
+    GROUP BY index_id, tenant, term, grp, piece
+"""
+
+
 # Rows of a version that is not staging are published (discarded versions have no
 # rows left): the same visibility rule readers apply.
 _PUBLISHED_ROW = """
@@ -602,6 +629,42 @@ MIGRATIONS: tuple[Migration, ...] = (
             # Whether a tenant holds any chunk with an ACL at all: one probe of this
             # partial index per search, so tenants without ACLs pay nothing else.
             "CREATE INDEX gw_chunks_acl ON gw_chunks (index_id, tenant) WHERE acl IS NOT NULL",
+        ),
+    ),
+    Migration(
+        21,
+        "block postings",
+        (
+            # Each term's postings in blocks of at most 128 chunk ids, one row a
+            # block with its BM25 bound (largest tf, shortest chunk) and its postings
+            # packed (blocks.py): a query reads a term's block directory (an
+            # index-only scan of the primary key, whose INCLUDE columns hold it) and
+            # only the blocks that can still reach its top k (blockmax.py). Replaces
+            # gw_postings, one row a posting.
+            """
+            CREATE TABLE gw_posting_blocks (
+                index_id integer NOT NULL,
+                tenant text COLLATE "C" NOT NULL,
+                term text COLLATE "C" NOT NULL,
+                last_chunk bigint NOT NULL,
+                first_chunk bigint NOT NULL,
+                n integer NOT NULL,
+                max_tf integer NOT NULL,
+                min_dl integer NOT NULL,
+                chunks bytea NOT NULL,
+                tfs bytea NOT NULL,
+                dls bytea NOT NULL,
+                PRIMARY KEY (index_id, tenant, term, last_chunk) INCLUDE (n, max_tf, min_dl)
+            )
+            """,
+            "SELECT set_config('statement_timeout', '0', true)",
+            CUT_SQL.replace("{block_size}", "128").replace(
+                "{source}",
+                "SELECT index_id, tenant, term, NULL::bigint AS grp, chunk, tf, dl "
+                "FROM gw_postings",
+            ),
+            "DROP TABLE gw_postings",
+            "ANALYZE gw_posting_blocks",
         ),
     ),
 )

@@ -175,21 +175,6 @@ _HALF_OPCLASS: dict[DistanceMetric, str] = {
 }
 
 
-def postings_partition(index_id: int) -> str:
-    """The name of one index's partition of gw_postings (digits only)."""
-    return f"gw_postings_{_checked_int(index_id, 1, 2**31 - 1)}"
-
-
-def postings_partition_ddl(index_id: int) -> sql.Composed:
-    """Create one index's postings partition unless it exists."""
-    return sql.SQL(
-        "CREATE TABLE IF NOT EXISTS {name} PARTITION OF gw_postings FOR VALUES IN ({id})"
-    ).format(
-        name=sql.Identifier(postings_partition(index_id)),
-        id=sql.Literal(_checked_int(index_id, 1, 2**31 - 1)),
-    )
-
-
 def _checked_int(value: int, low: int, high: int) -> int:
     # bool is an int subclass; a True dimension would render as "True" in DDL.
     if type(value) is not int or not low <= value <= high:

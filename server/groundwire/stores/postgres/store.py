@@ -6,7 +6,8 @@ index), so SQL identifiers never come from configuration or requests. This modul
 the store protocol's face; each concern has its own room beside it: `connection`
 (settings, the bounded pool, error translation, migrations), `schema` (the tables and
 their numbered migrations), `versions` (stage, publish, discard), `vectors` (HNSW
-search and maintenance), `tsvector` (the encoding), `lexical` (BM25), `scope` (what every
+search and maintenance), `tsvector` (the encoding), `lexical` (BM25) over `blocks` (block
+postings) with `blockmax` (block-max MaxScore, per-version caches), `scope` (what every
 read shares), `operations` (durable ingestion history and locks) and `embedded` (the
 PostgreSQL the package ships). Every read runs in one REPEATABLE READ READ ONLY
 transaction, so the staging set, the BM25 statistics and the rows it ranks come from
@@ -44,6 +45,7 @@ from groundwire.stores.base import (
     index_missing,
 )
 from groundwire.stores.postgres import lexical, tsvector, vectors, versions
+from groundwire.stores.postgres.blockmax import LexicalCache
 from groundwire.stores.postgres.checkpoints import PostgresCheckpointStore
 from groundwire.stores.postgres.connection import (
     Conn,
@@ -149,6 +151,7 @@ class PostgresStore:
         self._analyzers: dict[str, Analyzer] = {}
         self._work = PostgresWorkQueue(db, self, dsn, settings)
         self._embedding_cache = PostgresEmbeddingCache(db)
+        self._lexical_cache = LexicalCache()
 
     @property
     def kind(self) -> StoreKind:
@@ -202,7 +205,6 @@ class PostgresStore:
             )
             row = await cur.fetchone()
             assert row is not None
-            await versions.ensure_postings_partition(conn, int(row[0]))
             state = await versions.state(conn, spec.name)
         # Published vectors without their HNSW index (a build interrupted by a crash,
         # or dropped by hand) get it back here, at start-up or the next ingestion.
@@ -526,7 +528,7 @@ class PostgresStore:
         async def body(conn: Conn) -> LexicalResult:
             idx = await index_row(conn, name)  # an unknown index is an error first
             scoped = await reader_scope(conn, idx, scope)
-            return await lexical.search(conn, idx, query, k, scoped)
+            return await lexical.search(conn, idx, query, k, scoped, self._lexical_cache)
 
         return await self._router.read(self._published_lsn(name), body)
 

@@ -4,12 +4,11 @@ Chunk and document rows are immutable once staged and carry the version that sta
 them. A row is visible when its version is not in the index's set of staging
 versions; `publish` deletes the superseded rows and flips the version's state in one
 transaction, so a reader's snapshot holds the old or the new document, never a gap
-and never a mix. Publishing never rewrites the rows it makes visible; it writes their
-postings (`gw_postings`) and deletes the superseded rows' postings, and moves the
-per-tenant BM25 statistics, in the same transaction. The first publish of a large
-version into an empty index (a bulk load) builds the postings as a fresh partition
-of gw_postings instead, its index in one sort, swapped in at the end of the publish
-transaction (_bulk_postings, _swap_postings).
+and never a mix. Publishing never rewrites the rows it makes visible; it rewrites
+the postings blocks they touch (`gw_posting_blocks`, blocks.py) and moves the
+per-tenant BM25 statistics, in the same transaction. The first publish into an
+index with no published chunk (a bulk load) cuts every posting into blocks in one
+statement.
 """
 
 from __future__ import annotations
@@ -32,8 +31,8 @@ from groundwire.stores.base import (
     check_staged,
     index_missing,
 )
+from groundwire.stores.postgres import blocks
 from groundwire.stores.postgres.connection import Conn
-from groundwire.stores.postgres.schema import postings_partition, postings_partition_ddl
 from groundwire.stores.postgres.scope import IndexRow, index_row
 from groundwire.stores.postgres.tsvector import EncodedTsvector, LexicalRow, encode_lexical
 
@@ -55,28 +54,13 @@ _STATE_SQL = """
     FROM gw_indexes WHERE name = %s
 """
 
-# Documents a version replaces or deletes, by (tenant, document_id).
-_TOUCHED_CTE = """
-    touched AS (
-        SELECT tenant, document_id FROM gw_documents
-        WHERE index_id = %(index_id)s AND version = %(version)s
-        UNION
-        SELECT tenant, document_id FROM gw_staged_deletions
-        WHERE index_id = %(index_id)s AND version = %(version)s
-    ),
-    published AS (
-        SELECT version FROM gw_index_versions
-        WHERE index_id = %(index_id)s AND state = 'published'
-    )
-"""
-
 # Publishing, chunks: delete the published rows of every document this version
-# replaces or deletes, swap their postings for the added rows' postings, and move the
-# per-tenant BM25 statistics (document frequencies, chunk and token counts) from the
-# removed rows to the added ones, in the publish transaction.
-_PUBLISH_CHUNKS_TEMPLATE = (
+# replaces or deletes and move the per-tenant BM25 statistics (document frequencies,
+# chunk and token counts) from the removed rows to the added ones, in the publish
+# transaction (the postings blocks are rewritten before it: blocks.py).
+_PUBLISH_CHUNKS_SQL = (
     "WITH"
-    + _TOUCHED_CTE
+    + blocks.TOUCHED_CTE
     + """,
     gone AS (
         DELETE FROM gw_chunks c USING touched t
@@ -89,14 +73,6 @@ _PUBLISH_CHUNKS_TEMPLATE = (
         SELECT id, tenant, token_count, lex, term_freqs FROM gw_chunks
         WHERE index_id = %(index_id)s AND version = %(version)s
     ),
-    gone_postings AS (
-        DELETE FROM gw_postings p
-        USING (SELECT g.tenant, j.key AS term, j.value::integer AS tf, g.token_count AS dl,
-                      g.id FROM gone g CROSS JOIN LATERAL jsonb_each_text(g.term_freqs) j) x
-        WHERE p.index_id = %(index_id)s AND p.tenant = x.tenant AND p.term = x.term
-          AND p.tf = x.tf AND p.dl = x.dl AND p.chunk = x.id
-    ),
-{new_postings}
     deltas AS (
         SELECT tenant, term, sum(delta) AS delta FROM (
             SELECT tenant, unnest(tsvector_to_array(lex)) AS term, -1 AS delta FROM gone
@@ -132,29 +108,11 @@ _PUBLISH_CHUNKS_TEMPLATE = (
 """
 )
 
-# Row by row: the added rows' postings go into the index's partition in sorted key
-# order (B-tree inserts land next to each other).
-_NEW_POSTINGS_CTE = """
-    new_postings AS (
-        INSERT INTO gw_postings (index_id, tenant, term, chunk, tf, dl)
-        SELECT %(index_id)s, a.tenant, j.key, a.id, j.value::integer, a.token_count
-        FROM added a CROSS JOIN LATERAL jsonb_each_text(a.term_freqs) j
-        ORDER BY 2, 3, 5 DESC, 6, 4
-    ),"""
-_PUBLISH_CHUNKS_SQL = _PUBLISH_CHUNKS_TEMPLATE.replace("{new_postings}", _NEW_POSTINGS_CTE)
-# A bulk publish writes the postings itself (_bulk_postings).
-_PUBLISH_CHUNKS_BULK_SQL = _PUBLISH_CHUNKS_TEMPLATE.replace("{new_postings}", "")
-
-# A publish into an index with no published chunks that adds at least this many
-# fills a fresh postings partition and builds its index in one sort
-# (_bulk_postings) instead of inserting the postings into the live index one by one.
-BULK_POSTINGS_MIN_CHUNKS = 10_000
-
 # Publishing, documents: the same replacement for document rows, with the per-tenant
 # document counts.
 _PUBLISH_DOCUMENTS_SQL = (
     "WITH"
-    + _TOUCHED_CTE
+    + blocks.TOUCHED_CTE
     + """,
     gone AS (
         DELETE FROM gw_documents d USING touched t
@@ -431,20 +389,12 @@ async def publish(
     if row is None or row[0] != "staging":
         raise _version_not_staging()
     p = {"index_id": index_id, "version": version}
-    await ensure_postings_partition(conn, index_id)
-    bulk = False
-    fresh: sql.Identifier | None = None
+    # The postings first: an incremental update reads the replaced chunk rows.
     if published_chunks == 0:
-        cur = await conn.execute(
-            "SELECT count(*) FROM gw_chunks WHERE index_id = %(index_id)s "
-            "AND version = %(version)s",
-            p,
-        )
-        counted = await cur.fetchone()
-        bulk = counted is not None and int(counted[0]) >= BULK_POSTINGS_MIN_CHUNKS
-    if bulk:
-        fresh = await _bulk_postings(conn, index_id, version)
-    cur = await conn.execute(_PUBLISH_CHUNKS_BULK_SQL if bulk else _PUBLISH_CHUNKS_SQL, p)
+        await blocks.build_bulk(conn, index_id, version)
+    else:
+        await blocks.update_incremental(conn, index_id, version)
+    cur = await conn.execute(_PUBLISH_CHUNKS_SQL, p)
     chunks = await cur.fetchone()
     cur = await conn.execute(_PUBLISH_DOCUMENTS_SQL, p)
     docs = await cur.fetchone()
@@ -508,75 +458,7 @@ async def publish(
             "chunks_in": int(chunks[1]),
         },
     )
-    if fresh is not None:
-        await _swap_postings(conn, index_id, fresh)
     return index_id, int(chunks[1]), await state(conn, name)
-
-
-async def ensure_postings_partition(conn: Conn, index_id: int) -> None:
-    """Create the index's postings partition if it is missing (inside the caller's
-    transaction)."""
-    cur = await conn.execute("SELECT to_regclass(%s)", [postings_partition(index_id)])
-    row = await cur.fetchone()
-    if row is None or row[0] is None:
-        await conn.execute(postings_partition_ddl(index_id))
-
-
-async def _bulk_postings(conn: Conn, index_id: int, version: int) -> sql.Identifier:
-    """The postings of every chunk `version` adds, in a fresh table shaped like a
-    partition of gw_postings (rows first, then its unique index in one sort): the
-    publish of an index with no published chunks, the bulk load. Proportional to the
-    load, so without a statement timeout (for this transaction only)."""
-    fresh = f"{postings_partition(index_id)}_v{int(version)}"
-    await conn.execute("SELECT set_config('statement_timeout', '0', true)")
-    await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(fresh)))
-    await conn.execute(
-        sql.SQL(
-            "CREATE TABLE {fresh} (LIKE gw_postings, CONSTRAINT {check} CHECK (index_id = {id}))"
-        ).format(
-            fresh=sql.Identifier(fresh),
-            check=sql.Identifier(f"{fresh}_index"),
-            id=sql.Literal(index_id),
-        )
-    )
-    await conn.execute(
-        sql.SQL(
-            """
-            INSERT INTO {fresh} (index_id, tenant, term, chunk, tf, dl)
-            SELECT %(index_id)s, c.tenant, j.key, c.id, j.value::integer, c.token_count
-            FROM gw_chunks c CROSS JOIN LATERAL jsonb_each_text(c.term_freqs) j
-            WHERE c.index_id = %(index_id)s AND c.version = %(version)s
-            """
-        ).format(fresh=sql.Identifier(fresh)),
-        {"index_id": index_id, "version": version},
-    )
-    await conn.execute(
-        sql.SQL(
-            "CREATE UNIQUE INDEX {name} ON {fresh} (index_id, tenant, term, tf DESC, dl, chunk)"
-        ).format(name=sql.Identifier(f"{fresh}_impact"), fresh=sql.Identifier(fresh))
-    )
-    return sql.Identifier(fresh)
-
-
-async def _swap_postings(conn: Conn, index_id: int, fresh: sql.Identifier) -> None:
-    """Put the bulk-built postings in place of the index's (empty) partition: the
-    publish's last statements, since dropping a partition locks gw_postings against
-    every reader until the commit, a few milliseconds later. The CHECK constraint
-    spares ATTACH its validation scan; the unique index becomes the partition's part
-    of gw_postings_impact."""
-    name = postings_partition(index_id)
-    await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
-    await conn.execute(
-        sql.SQL("ALTER TABLE gw_postings ATTACH PARTITION {} FOR VALUES IN ({})").format(
-            fresh, sql.Literal(index_id)
-        )
-    )
-    await conn.execute(sql.SQL("ALTER TABLE {} RENAME TO {}").format(fresh, sql.Identifier(name)))
-    await conn.execute(
-        sql.SQL("ALTER INDEX {} RENAME TO {}").format(
-            sql.Identifier(f"{fresh.as_string()[1:-1]}_impact"), sql.Identifier(f"{name}_impact")
-        )
-    )
 
 
 async def refresh_statistics(
@@ -585,8 +467,8 @@ async def refresh_statistics(
     """After a bulk load (outside any transaction): ANALYZE, because the load leaves
     the planner's statistics describing the table before it (autovacuum catches up
     only a minute or more later) and the HNSW build that follows plans better with
-    them; and VACUUM the postings, so the visibility map lets lexical search read
-    them with index-only scans instead of a heap fetch per posting."""
+    them; and VACUUM the postings blocks, so the visibility map lets lexical search
+    read their directories with index-only scans."""
     if added_chunks < 10_000:
         return
     cur = await conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'gw_chunks'::regclass")
@@ -598,11 +480,7 @@ async def refresh_statistics(
     # Proportional to the load it follows, like the HNSW build: no statement timeout.
     await conn.execute("SELECT set_config('statement_timeout', '0', false)")
     try:
-        # The index's own partition (the parent would visit every index's).
-        target = sql.Identifier(postings_partition(index_id)) if index_id else None
-        await conn.execute(
-            sql.SQL("VACUUM (ANALYZE) {}").format(target or sql.Identifier("gw_postings"))
-        )
+        await conn.execute("VACUUM (ANALYZE) gw_posting_blocks")
     finally:
         await conn.execute(
             "SELECT set_config('statement_timeout', %s, false)", [str(statement_timeout_ms)]
