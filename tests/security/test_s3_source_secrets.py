@@ -55,6 +55,9 @@ def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[WebStandIn]:
         (500, CANARY, "SOURCE_UNAVAILABLE"),
         (404, "NoSuchBucket", "SOURCE_UNAVAILABLE"),
     ],
+    # Stable ids: the canaries are random per process, and pytest-xdist's workers must
+    # collect the same test names.
+    ids=["known-code", "canary-code-403", "canary-code-500", "no-such-bucket"],
 )
 async def test_a_hostile_endpoint_gets_no_echo(
     endpoint: WebStandIn,
