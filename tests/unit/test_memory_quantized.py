@@ -20,7 +20,7 @@ from groundwire.stores.base import (
     IndexSpec,
     StagedDocument,
 )
-from groundwire.stores.memory import MemoryStore, quantized
+from groundwire.stores.memory import MemoryStore, quantized, search
 
 DIM = 384
 PER_DOC = 10
@@ -142,6 +142,30 @@ async def test_scores_match_float32_dot(data: tuple[np.ndarray, np.ndarray]) -> 
     for h in hits:
         expected = float((matrix[_row(h) : _row(h) + 1] @ q)[0])
         assert abs(h.score.raw - expected) < 1e-6
+
+
+def test_row_scores_do_not_depend_on_the_call(data: tuple[np.ndarray, np.ndarray]) -> None:
+    """A row's dot product is the same bit for bit whether the plain scan reads it
+    in place (one sgemv over a consecutive range, any length) or a pool gathers it
+    (padded groups): the identity the quantized path's exact scores rest on."""
+    matrix, queries = data
+    q = queries[0]
+    rng = np.random.default_rng(3)
+    for length in (1, 3, 31, 33, 1000, 1027, 4097, 20_001, ROWS):
+        start = int(rng.integers(0, ROWS - length + 1))
+        rows = np.arange(start, start + length, dtype=np.int64)
+        in_place = search._scope_dots(matrix, rows, q)
+        pool = np.sort(rng.choice(ROWS, size=min(length, 2000), replace=False)).astype(np.int64)
+        pool = np.union1d(pool, rows[[0, -1]])  # the range's ends, gathered among others
+        gathered = dict(
+            zip(pool.tolist(), search._scope_dots(matrix, pool, q).tolist(), strict=True)
+        )
+        for row in (int(rows[0]), int(rows[-1])):
+            assert in_place[row - start] == gathered[row]
+        both = np.intersect1d(rows, pool)
+        assert np.array_equal(
+            in_place[both - start], np.array([gathered[r] for r in both.tolist()], dtype=np.float32)
+        )
 
 
 async def test_filter_applied_before_ranking(

@@ -253,14 +253,14 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
                 readers_var.set(readers)
                 if request is _MALFORMED:
                     raise MALFORMED
+                # The tenant the call is admitted, metered and queued as (read once).
+                tenant = admission_tenant(principal, request)
                 with (
-                    self._admit(method, principal, request, admission),
-                    self._metered(principal, request),
+                    self._admit(method, tenant, admission),
+                    self._metered(tenant),
                     # The tenant and deadline the store's fair queues and statement
                     # timeouts see (stores/request_scope.py).
-                    request_scope.bind(
-                        admission_tenant(principal, request), context.time_remaining()
-                    ),
+                    request_scope.bind(tenant, context.time_remaining()),
                 ):
                     async with _deadline(context):
                         yield
@@ -289,7 +289,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             request_id_var.reset(token)
 
     @contextlib.contextmanager
-    def _metered(self, principal: Principal | None, request: Any) -> Iterator[None]:
+    def _metered(self, tenant: str) -> Iterator[None]:
         """Meter the call's embedding usage and add it to its tenant's totals."""
         if self._usage is None:
             yield
@@ -298,18 +298,17 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             try:
                 yield
             finally:
-                self._usage.record(admission_tenant(principal, request), meter.by_task)
+                by_task = meter.by_task
+                if by_task:  # (a lexical Retrieve embeds nothing)
+                    self._usage.record(tenant, by_task)
 
     @contextlib.contextmanager
-    def _admit(
-        self, method: str, principal: Principal | None, request: Any, admission: Admission | None
-    ) -> Iterator[None]:
+    def _admit(self, method: str, tenant: str, admission: Admission | None) -> Iterator[None]:
         """Hold one admission slot of the method's family for the call's lifetime."""
         family = family_of(method)
         if admission is None or family is None:
             yield
             return
-        tenant = admission_tenant(principal, request)
         rejection = admission.try_acquire(family, tenant)
         if rejection is not None:
             ADMISSION_REJECTIONS.add(1, {"family": family.value, "reason": rejection.refusal.value})

@@ -117,33 +117,57 @@ class Scoped:
 
 
 # Candidate rows are scored in blocks of this many: a block's vectors (1.5 MB at 384
-# dimensions) are gathered while they stay in cache, or read in place when the block's
-# rows are consecutive; gathering all candidates at once cost 3x more (12k rows).
+# dimensions) are gathered while they stay in cache; gathering all candidates at once
+# cost 3x more (12k rows).
 VECTOR_BLOCK_ROWS = 1024
-# Blocks are scored in whole groups of this many rows: OpenBLAS's sgemv computes the
-# rows of a short tail with another kernel, whose summation order differs in the last
-# bit (measured: tails not a multiple of 8 rows differ). A short block is padded by
-# repeating its last row, so a row's score never depends on which block holds it and
-# the quantized path's rescoring gives the plain scan's scores bit for bit.
+# Rows are scored in whole groups of this many: OpenBLAS's sgemv computes a row with
+# its 4-row kernel, or with another kernel (another summation order, another last
+# bit) when the row falls in the short tail of the rows a BLAS thread takes (a call
+# splits its rows evenly between its threads: measured, m[:L] @ q differs from
+# 32-row products only in the last L % 4 rows of each thread's share). A call over a
+# multiple of 32 rows gives every thread (up to 8) a multiple of 4, so a row's score
+# never depends on which call scored it, and the quantized path's rescoring gives
+# the plain scan's scores bit for bit. A short group is padded by repeating its last
+# row.
 VECTOR_ROW_GROUP = 32
 
 
 def _scope_dots(matrix: FloatArray, candidates: IntArray, q: npt.NDArray[np.float32]) -> FloatArray:
     """matrix[candidates] @ q (candidates ascending), reading only those rows. Each
-    row's product is over the same values by the same kernel whatever else the block
+    row's product is over the same values by the same kernel whatever else the call
     holds, so a row's score does not depend on the other rows."""
+    m = len(candidates)
+    lo, hi = int(candidates[0]), int(candidates[-1]) + 1
+    if hi - lo == m:
+        # Consecutive rows (a whole tenant, no filter: the common large scan): one
+        # sgemv over them in place, as a bare matrix-vector product; only a tail
+        # short of a whole group is gathered and padded. Per block calls cost 1.6-2x
+        # the bare product on a loaded 2-core machine (each call wakes and joins
+        # OpenBLAS's threads; bench/bench_memory_search.py).
+        whole = m - m % VECTOR_ROW_GROUP
+        dots: FloatArray = np.empty(m, dtype=np.float32)
+        if whole:
+            np.matmul(matrix[lo : lo + whole], q, out=dots[:whole])
+        if whole < m:
+            dots[whole:] = _gathered_dots(matrix, candidates[whole:], q)
+        return dots
+    return _gathered_dots(matrix, candidates, q)
+
+
+def _gathered_dots(
+    matrix: FloatArray, candidates: IntArray, q: npt.NDArray[np.float32]
+) -> FloatArray:
+    """matrix[candidates] @ q in gathered blocks, each a whole number of groups."""
     dots: FloatArray = np.empty(len(candidates), dtype=np.float32)
     for start in range(0, len(candidates), VECTOR_BLOCK_ROWS):
         block = candidates[start : start + VECTOR_BLOCK_ROWS]
         m = len(block)
-        lo, hi = int(block[0]), int(block[-1]) + 1
         if m % VECTOR_ROW_GROUP:
             padded = np.full(-(-m // VECTOR_ROW_GROUP) * VECTOR_ROW_GROUP, block[-1])
             padded[:m] = block
             dots[start : start + m] = (matrix[padded] @ q)[:m]
             continue
-        rows = matrix[lo:hi] if hi - lo == m else matrix[block]
-        dots[start : start + m] = rows @ q
+        dots[start : start + m] = matrix[block] @ q
     return dots
 
 
@@ -177,7 +201,11 @@ class VectorSnapshot:
         if pool is not None:
             candidates = pool
         dots = _scope_dots(self.matrix, candidates, q)
-        sq_norms = self.sq_norms[candidates]
+        lo = int(candidates[0])
+        consecutive = int(candidates[-1]) + 1 - lo == len(candidates)
+        sq_norms = (
+            self.sq_norms[lo : lo + len(candidates)] if consecutive else self.sq_norms[candidates]
+        )
         if self.metric is DistanceMetric.EUCLIDEAN:
             sq = sq_norms - 2.0 * dots + float(np.dot(q, q))
             ranking = -np.sqrt(np.maximum(sq, 0.0))  # larger is better

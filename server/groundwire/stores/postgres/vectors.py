@@ -76,6 +76,26 @@ EXACT_MAX_CHUNKS = 2_000
 
 # -- search -----------------------------------------------------------------------
 
+# pgvector's largest hnsw.ef_search.
+MAX_EF_SEARCH = 1000
+# The candidate list a graph search keeps, per row the search asks for: pgvector
+# returns the best ef_search candidates its walk found, so at ef_search = k the last
+# rows are the walk's misses. A semantic leg of 100 on SciFact (13.7k chunks, MiniLM):
+# nDCG@10 -0.0012 against exact search at ef_search 100, equal at 400 (top 10 exact
+# search's on 95% -> 99.8% of queries), for +3-4 ms p50 (bench/bench_semantic_depth.py;
+# docs/explanation/benchmarks.md "The semantic leg at exact search's quality").
+EF_PER_ROW = 4
+
+
+def leg_ef_search(configured: int, k: int) -> int:
+    """The ef_search of a graph search for k rows: the configured value, raised to
+    EF_PER_ROW candidates a row asked for (at most pgvector's 1000). A filtered
+    search takes the same list: pgvector's iterative scan (relaxed_order) goes on
+    past it until k rows pass the filter (measured at 100k chunks, k 10, a 10%
+    filter: recall@10 0.953 against 0.956 unfiltered, docs/explanation/benchmarks.md),
+    so the filter needs no larger list."""
+    return min(MAX_EF_SEARCH, max(configured, EF_PER_ROW * k))
+
 
 async def search(
     conn: Conn,
@@ -223,8 +243,8 @@ async def _fetch(
     conn: Conn, query: sql.Composed, params: dict[str, Any], graph: bool, k: int, ef_search: int
 ) -> list[tuple[Any, ...]]:
     """The rows of `query`; through the tenant's graph, under its settings:
-    transaction-local ef_search of at least k (pgvector returns at most ef_search
-    rows per scan round) and iterative scans, so rows filtered out by the scope
+    transaction-local ef_search from leg_ef_search (at least k: pgvector returns at
+    most ef_search rows per scan round) and iterative scans, so rows filtered out by the scope
     make the scan continue instead of returning fewer than k. The graph is our
     decision (tenant_graph), not the planner's: with statistics that lag a publish
     it would pick the tenant's B-tree plus a sort of all its rows, so sorts are off
@@ -236,7 +256,7 @@ async def _fetch(
         "SELECT set_config('hnsw.ef_search', %s, true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
         "set_config('enable_sort', 'off', true)",
-        [str(min(1000, max(ef_search, k)))],
+        [str(leg_ef_search(ef_search, k))],
     )
     try:
         cur = await conn.execute(query, params)
