@@ -242,6 +242,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return ModuleScheduling(config, log)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.config._gw_exitstatus = int(exitstatus)  # type: ignore[attr-defined]
+    # The owners of shared nodes wait here for the other workers to leave (outside
+    # every test's timeout; before xdist's worker reports that it has finished).
+    from tests.support.session_end import run_deferred
+
+    run_deferred()
     background_builds.stop_all()

@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.session_end import at_session_end
 from tests.support.toolchains import in_ci, require
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "keycloak_node.py"
@@ -373,14 +374,19 @@ def keycloak_session(shared_dir: Path) -> Iterator[Keycloak]:
             state.write_text(json.dumps(current))
         node = _owned.pop(str(state), None)
         if node is not None:
-            # The JVM dies with the process that started it: the owner waits for
-            # the other workers to leave, then stops it.
-            deadline = time.monotonic() + 3600
-            while _users(state, lock) > 0 and time.monotonic() < deadline:
-                time.sleep(0.5)  # polling the other workers' leaving
-            with _flock(lock):
-                state.unlink(missing_ok=True)
-            node.stop()
+            # The JVM dies with the process that started it: the owner waits for the
+            # other workers to leave, then stops it, at the session's end
+            # (tests/support/session_end.py).
+            at_session_end(lambda: _stop_when_alone(state, lock, node))
+
+
+def _stop_when_alone(state: Path, lock: Path, node: Any) -> None:
+    deadline = time.monotonic() + 3600
+    while _users(state, lock) > 0 and time.monotonic() < deadline:
+        time.sleep(0.5)  # polling the other workers' leaving
+    with _flock(lock):
+        state.unlink(missing_ok=True)
+    node.stop()
 
 
 def _users(state: Path, lock: Path) -> int:

@@ -33,6 +33,7 @@ from typing import Protocol, cast
 
 import pytest
 
+from tests.support.session_end import at_session_end
 from tests.support.toolchains import in_ci, require
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "opensearch_node.py"
@@ -170,17 +171,21 @@ class SharedNode:
             return str(state["url"])
 
     def detach(self) -> None:
-        import time
-
         me = os.getpid()
         with self._locked() as state:
             users = cast(list[int], state.get("users", []))
             if me in users:
                 users.remove(me)
-        if self.cluster is None:
-            return
-        # The owner: the node dies with this process, so wait for the other workers
-        # (each detaches at its session end; a dead one no longer counts).
+        if self.cluster is not None:
+            # The owner: the node dies with this process, so it waits for the other
+            # workers, at the session's end (tests/support/session_end.py).
+            at_session_end(self._stop_when_alone)
+
+    def _stop_when_alone(self) -> None:
+        import time
+
+        assert self.cluster is not None
+        # Each other worker detaches at its session end; a dead one no longer counts.
         while True:
             with self._locked() as state:
                 users = [p for p in cast(list[int], state.get("users", [])) if _alive(p)]

@@ -16,12 +16,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(shutil.which("setpriv") is None, reason="no util-linux setpriv")
 
+# The "server": like `groundwire serve`, it handles SIGTERM itself (a disposition
+# inherited from the test run, e.g. SIGTERM ignored, must not decide the outcome).
+CHILD = (
+    "import signal, sys, time\n"
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})\n"
+    "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(600)\n"
+)
+
 # The "test process": starts a long-lived child the way ServerProcess does, prints its
 # pid, and is then killed with SIGKILL (no teardown, no atexit).
-PARENT = """
+PARENT = f"""
 import subprocess, sys, time
 from tests.support.servers import orphan_proof
-child = subprocess.Popen(orphan_proof([sys.executable, "-c", "import time; time.sleep(600)"]))
+child = subprocess.Popen(orphan_proof([sys.executable, "-c", {CHILD!r}]))
 print(child.pid, flush=True)
 time.sleep(600)
 """
@@ -42,6 +52,9 @@ def test_the_child_dies_with_a_killed_parent() -> None:
     assert parent.stdout is not None
     pid = int(parent.stdout.readline())
     try:
+        # Running its own code: past setpriv's prctl and exec (a parent that died
+        # before the prctl would leave no death signal to send).
+        assert parent.stdout.readline().strip() == "ready"
         assert _alive(pid)
         parent.kill()
         parent.wait(30)
