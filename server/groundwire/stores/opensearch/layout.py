@@ -31,6 +31,7 @@ from typing import Any
 
 from groundwire.domain import bm25
 from groundwire.domain.access import Readers
+from groundwire.domain.analysis import Analyzer
 from groundwire.domain.metadata_ranges import (
     RangeCondition,
     RangeKind,
@@ -38,7 +39,7 @@ from groundwire.domain.metadata_ranges import (
     parse_timestamp,
 )
 from groundwire.domain.retrieval import Scope
-from groundwire.stores.base import DistanceMetric, IndexSpec
+from groundwire.stores.base import DistanceMetric, IndexSpec, StagedDocument
 
 CHUNK = "chunk"
 DOCUMENT = "doc"
@@ -311,3 +312,18 @@ def document_id_of(tenant: str, document_id: str) -> str:
 def sorted_hits(fields: Sequence[str]) -> list[dict[str, Any]]:
     """Sort clauses: score first, then the ids, the order every store ties in."""
     return [{"_score": "desc"}, *({f: "asc"} for f in fields)]
+
+
+def analyze_documents(
+    documents: Sequence[StagedDocument], analyzer: Analyzer
+) -> list[list[tuple[str, str]]]:
+    """Each staged chunk's indexed fields: its analyzer terms and its words (for
+    phrases), space-joined."""
+    out = []
+    for item in documents:
+        parts = []
+        for chunk in item.chunks:
+            analyzed = analyzer.analyze(chunk.text)
+            parts.append((" ".join(analyzed.terms), " ".join(analyzed.words)))
+        out.append(parts)
+    return out

@@ -7,7 +7,7 @@ from typing import Any
 
 from groundwire.domain.retrieval import ChunkHit
 from groundwire.domain.scores import Score
-from groundwire.stores.base import DocumentInfo, LiveDocument
+from groundwire.stores.base import ChunkRecord, DocumentInfo, LiveDocument
 from groundwire.stores.opensearch.layout import sorted_hits
 
 # The hit fields every search returns besides the payload.
@@ -78,3 +78,33 @@ def chunk_hit(src: Mapping[str, Any], score: Score) -> ChunkHit:
         dict(p["metadata"]),
         score,
     )
+
+
+def documents_body(filters: list[dict[str, Any]], size: int) -> dict[str, Any]:
+    """A page of document records matching `filters`, in document id order."""
+    return {
+        "size": size,
+        "query": {"bool": {"filter": filters}},
+        "sort": [{"document_id": "asc"}],
+        "_source": ["payload", "document_id"],
+    }
+
+
+def chunks_body(filters: list[dict[str, Any]], size: int) -> dict[str, Any]:
+    """A document's chunk records matching `filters`, in text order."""
+    return {
+        "size": size,
+        "query": {"bool": {"filter": filters}},
+        "sort": [{"start": "asc"}, {"end": "asc"}],
+        "_source": ["payload", "chunk_id", "start", "end"],
+    }
+
+
+def chunk_records(hits: Sequence[Mapping[str, Any]]) -> list[ChunkRecord]:
+    """`chunks_body`'s hits as chunk records, numbered in order."""
+    out = []
+    for i, h in enumerate(hits):
+        s = h["_source"]
+        p = s["payload"]
+        out.append(ChunkRecord(s["chunk_id"], i, s["start"], s["end"], p["text"], p["section"]))
+    return out

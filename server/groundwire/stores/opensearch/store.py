@@ -35,7 +35,6 @@ from opensearchpy import AsyncOpenSearch
 
 from groundwire.domain import bm25
 from groundwire.domain.access import ALL_READERS, PUBLIC_READERS, Readers, acl_terms
-from groundwire.domain.analysis import Analyzer
 from groundwire.domain.indexes import StoreKind
 from groundwire.domain.ordering import rank_hits
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, Scope
@@ -59,6 +58,7 @@ from groundwire.stores.opensearch.layout import (
     CHUNK,
     DOCUMENT,
     Names,
+    analyze_documents,
     chunk_id_of,
     document_id_of,
     metadata_fields,
@@ -72,7 +72,10 @@ from groundwire.stores.opensearch.queries import (
     SOURCE,
     bm25_body,
     chunk_hit,
+    chunk_records,
+    chunks_body,
     document_info,
+    documents_body,
     live_document,
 )
 from groundwire.stores.opensearch.versions import Staging, Versions
@@ -90,19 +93,6 @@ _META_MAPPING: dict[str, Any] = {
         "next_version": {"type": "long"},
     },
 }
-
-
-def _analyze(
-    documents: Sequence[StagedDocument], analyzer: Analyzer
-) -> list[list[tuple[str, str]]]:
-    out = []
-    for item in documents:
-        parts = []
-        for chunk in item.chunks:
-            analyzed = analyzer.analyze(chunk.text)
-            parts.append((" ".join(analyzed.terms), " ".join(analyzed.words)))
-        out.append(parts)
-    return out
 
 
 class OpenSearchStore:
@@ -245,9 +235,9 @@ class OpenSearchStore:
         chunks = sum(len(d.chunks) for d in documents)
         analyzer = st.spec.analyzer
         if chunks > _INLINE_ANALYSIS_CHUNKS:
-            analyzed = await asyncio.to_thread(_analyze, documents, analyzer)
+            analyzed = await asyncio.to_thread(analyze_documents, documents, analyzer)
         else:
-            analyzed = _analyze(documents, analyzer)
+            analyzed = analyze_documents(documents, analyzer)
         actions: list[dict[str, Any]] = []
         staged_at = time.time()
         for item, parts in zip(documents, analyzed, strict=True):
@@ -428,12 +418,7 @@ class OpenSearchStore:
         """Every record of `index` matching `filters`, in document id order."""
         after: list[Any] | None = None
         while True:
-            body: dict[str, Any] = {
-                "size": _PAGE,
-                "query": {"bool": {"filter": filters}},
-                "sort": [{"document_id": "asc"}],
-                "_source": ["payload", "document_id"],
-            }
+            body = documents_body(filters, _PAGE)
             if after is not None:
                 body["search_after"] = after
             found = await self._search(index, body, "scan")
@@ -471,12 +456,7 @@ class OpenSearchStore:
         filters: list[dict[str, Any]] = [{"term": {"kind": DOCUMENT}}, *readers_filters(readers)]
         if after is not None:
             filters.append({"range": {"document_id": {"gt": after}}})
-        body = {
-            "size": min(limit, 10_000),
-            "query": {"bool": {"filter": filters}},
-            "sort": [{"document_id": "asc"}],
-            "_source": ["payload", "document_id"],
-        }
+        body = documents_body(filters, min(limit, 10_000))
         found = await self._search(self._names.alias(name, tenant), body, "list")
         return [document_info(h["_source"]) for h in found.get("hits", {}).get("hits", [])]
 
@@ -512,19 +492,9 @@ class OpenSearchStore:
             {"term": {"document_id": document_id}},
             *readers_filters(readers),
         ]
-        body = {
-            "size": min(limit, 10_000),
-            "query": {"bool": {"filter": filters}},
-            "sort": [{"start": "asc"}, {"end": "asc"}],
-            "_source": ["payload", "chunk_id", "start", "end"],
-        }
+        body = chunks_body(filters, min(limit, 10_000))
         found = await self._search(self._names.alias(name, tenant), body, "chunks")
-        out = []
-        for i, h in enumerate(found.get("hits", {}).get("hits", [])):
-            s = h["_source"]
-            p = s["payload"]
-            out.append(ChunkRecord(s["chunk_id"], i, s["start"], s["end"], p["text"], p["section"]))
-        return out
+        return chunk_records(found.get("hits", {}).get("hits", []))
 
     # -- search ----------------------------------------------------------------------
 
