@@ -1,7 +1,13 @@
 """Ingestion shared across replicas: throughput with two replicas against one, and
-a replica killed half-way (issue 17, part 3).
+a replica killed half-way (issue 17, part 3; on OpenSearch, issue 46 item 2).
 
     python bench/bench_ingest_scaling.py [--docs 1500] [--item-documents 16]
+        [--store postgres|opensearch] [--opensearch-url URL]
+
+With `--store opensearch` the index lives on an OpenSearch store (`[stores.search]`,
+the node at `--opensearch-url`, else a one-node cluster of the current line started
+here and stopped at the end, unpinned like PostgreSQL), the work queue and the
+operations on the embedded PostgreSQL; each run uses an index prefix of its own.
 
 Each replica is a real `groundwire serve` process pinned to its own core
 (`taskset -c 0`, `taskset -c 1`) with a one-thread embedder (local-onnx MiniLM,
@@ -18,7 +24,8 @@ and text as a .txt file each), else seeded synthetic passages.
    items are done; the survivor reclaims its items, adopts the operation and
    publishes. Reports the time, and checks everything was ingested exactly once:
    the published documents with their content hashes and chunk counts equal run
-   1's, the chunk rows equal the operation's count, one version published.
+   1's, the chunk rows (OpenSearch: chunk records behind the tenant aliases) equal
+   the operation's count, one version published.
 
 The machine is shared: the load average is printed before and after.
 """
@@ -38,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -50,6 +58,7 @@ from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import ingestion_pb2_grpc
 from tests.support.databases import create_database
 from tests.support.servers import SERVE, free_port, health_ok
+from tests.support.shared_ingestion import documents_of, search_store_toml
 
 SCIFACT = Path("/work/shared/data/scifact/corpus.jsonl")
 TERMINAL = {
@@ -72,8 +81,11 @@ def write_corpus(root: Path, count: int) -> str:
     return f"{count} seeded synthetic passages"
 
 
-def config(root: Path, docs: Path, item_documents: int) -> Path:
-    path = root / "replica.toml"
+def config(root: Path, name: str, docs: Path, item_documents: int, search: str | None) -> Path:
+    """A replica's configuration; with `search` ("URL PREFIX") the index is placed on
+    an OpenSearch store."""
+    placed = search_store_toml(search)
+    path = root / f"{name}.toml"
     path.write_text(
         f"""
 [logging]
@@ -90,7 +102,7 @@ work_item_documents = {item_documents}
 work_lease_ms = 4000
 work_renew_ms = 1000
 work_poll_ms = 200
-
+{placed}
 [embedders.minilm]
 kind = "local-onnx"
 threads = 1
@@ -100,6 +112,7 @@ batch_size = 32
 embedder = "minilm"
 sources = [{{ kind = "directory", path = "{docs}", glob = "*.txt" }}]
 ingestion = {{ embed_batch_size = 32 }}
+{'store = "search"' if search is not None else ""}
 """
     )
     return path
@@ -142,15 +155,7 @@ class Replica:
         return next(o for o in ops if o.id == op_id)
 
     async def documents(self) -> dict[str, tuple[str, int]]:
-        out: dict[str, tuple[str, int]] = {}
-        token = ""
-        while True:
-            req = ing.ListDocumentsRequest(index_name="docs", page_size=100, page_token=token)
-            resp = await self.stub.ListDocuments(req)
-            out.update({d.document_id: (d.content_hash, d.chunk_count) for d in resp.documents})
-            token = resp.next_page_token
-            if not token:
-                return out
+        return await documents_of(self.stub)
 
     def cpu_s(self) -> float:
         """CPU seconds (user + system) the replica has used so far."""
@@ -180,14 +185,56 @@ def rows(dsn: str, query: str, params: Any = None) -> list[tuple[Any, ...]]:
         return conn.execute(query, params).fetchall()
 
 
+def published_postgres(dsn: str) -> tuple[int, int]:
+    """(chunk rows of published versions, published versions)."""
+    row = rows(
+        dsn,
+        """
+        SELECT (SELECT count(*) FROM gw_chunks c WHERE NOT EXISTS (
+                    SELECT 1 FROM gw_index_versions v WHERE v.index_id = c.index_id
+                    AND v.version = c.version AND v.state <> 'published')),
+               (SELECT count(*) FROM gw_index_versions WHERE state = 'published')
+        """,
+    )[0]
+    return int(row[0]), int(row[1])
+
+
+def published_opensearch(url: str, prefix: str) -> tuple[int, int]:
+    """(chunk records behind the tenant aliases, distinct versions behind them)."""
+    found = httpx.get(f"{url}/_alias/{prefix}docs.*", timeout=60)
+    found.raise_for_status()
+    physicals = sorted(found.json())
+    if not physicals:
+        return 0, 0
+    counted = httpx.post(
+        f"{url}/{','.join(physicals)}/_count",
+        json={"query": {"term": {"kind": "chunk"}}},
+        timeout=60,
+    )
+    counted.raise_for_status()
+    return int(counted.json()["count"]), len({p.rsplit("-v", 1)[1] for p in physicals})
+
+
+def drop_indexes(search: str) -> None:
+    url, prefix = search.split()
+    httpx.delete(f"{url}/{prefix}*", params={"expand_wildcards": "all"}, timeout=60)
+
+
 async def run(
-    root: Path, cfg: Path, admin_dsn: str, replicas: int, kill_half_way: bool
+    root: Path,
+    docs: Path,
+    args: argparse.Namespace,
+    admin_dsn: str,
+    replicas: int,
+    kill_half_way: bool,
 ) -> dict[str, Any]:
     dsn = create_database(admin_dsn)
-    started = [
-        Replica(cfg, core, dsn, root / f"run-{replicas}-{kill_half_way}-{core}.log")
-        for core in range(replicas)
-    ]
+    label = f"run-{replicas}-{kill_half_way}"
+    search = None
+    if args.opensearch_url is not None:
+        search = f"{args.opensearch_url} gwbench{os.getpid()}{label.replace('-', '').lower()}-"
+    cfg = config(root, label, docs, args.item_documents, search)
+    started = [Replica(cfg, core, dsn, root / f"{label}-{core}.log") for core in range(replicas)]
     try:
         for r in started:
             r.wait_serving()
@@ -230,15 +277,11 @@ async def run(
         for owner, _ in items:
             pid = str(owner).split(":")[1]
             by_replica[pid] = by_replica.get(pid, 0) + 1
-        published = rows(
-            dsn,
-            """
-            SELECT (SELECT count(*) FROM gw_chunks c WHERE NOT EXISTS (
-                        SELECT 1 FROM gw_index_versions v WHERE v.index_id = c.index_id
-                        AND v.version = c.version AND v.state <> 'published')),
-                   (SELECT count(*) FROM gw_index_versions WHERE state = 'published')
-            """,
-        )[0]
+        if search is None:
+            published = published_postgres(dsn)
+        else:
+            url, prefix = search.split()
+            published = published_opensearch(url, prefix)
         return {
             "state": ing.OperationState.Name(final.state),
             "seconds": seconds,
@@ -257,6 +300,8 @@ async def run(
     finally:
         for r in started:
             await r.stop()
+        if search is not None:
+            await asyncio.to_thread(drop_indexes, search)
 
 
 def figures(label: str, r: dict[str, Any]) -> None:
@@ -276,19 +321,32 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--docs", type=int, default=1500)
     parser.add_argument("--item-documents", type=int, default=16)
+    parser.add_argument("--store", choices=("postgres", "opensearch"), default="postgres")
+    parser.add_argument("--opensearch-url", help="an OpenSearch node to use (else one started)")
     args = parser.parse_args()
     if (os.cpu_count() or 1) < 2:
         raise SystemExit("needs two cores")
     print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     root = Path(tempfile.mkdtemp(prefix="gw-ingest-scaling-"))
     server = start_embedded_sync(root / "pgdata", durable=False)
+    node = None
+    if args.store == "opensearch" and args.opensearch_url is None:
+        from tests.support.opensearch import start_opensearch
+
+        node = start_opensearch(1, root / "opensearch")
+        args.opensearch_url = node.url
+    elif args.store == "postgres":
+        args.opensearch_url = None
     try:
-        corpus = write_corpus(root / "docs", args.docs)
-        cfg = config(root, root / "docs", args.item_documents)
-        print(f"corpus: {corpus}; work items of {args.item_documents} documents")
-        one = await run(root, cfg, server.dsn, 1, False)
+        docs = root / "docs"
+        corpus = write_corpus(docs, args.docs)
+        print(
+            f"corpus: {corpus}; work items of {args.item_documents} documents; "
+            f"index on {args.store}"
+        )
+        one = await run(root, docs, args, server.dsn, 1, False)
         figures("1 replica (core 0)", one)
-        two = await run(root, cfg, server.dsn, 2, False)
+        two = await run(root, docs, args, server.dsn, 2, False)
         figures("2 replicas (cores 0, 1)", two)
         print(f"scaling 2 vs 1 replicas: {one['seconds'] / two['seconds']:.2f}x (target >= 1.7x)")
         # On a shared machine the wall-clock ratio is bounded by the CPU the other
@@ -299,7 +357,7 @@ async def main() -> None:
             f"the busier replica's CPU time bounds the run: "
             f"{sum(one['cpu_s']) / max(two['cpu_s']):.2f}x"
         )
-        killed = await run(root, cfg, server.dsn, 2, True)
+        killed = await run(root, docs, args, server.dsn, 2, True)
         figures("2 replicas, coordinator SIGKILLed half-way", killed)
         once = (
             killed["state"] == "OPERATION_STATE_SUCCEEDED"
@@ -320,6 +378,8 @@ async def main() -> None:
             assert r["documents"] == one["documents"], label
     finally:
         print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+        if node is not None:
+            node.stop()
         server.release()
         shutil.rmtree(root, ignore_errors=True)
 

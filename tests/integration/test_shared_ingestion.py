@@ -13,9 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import grpc
 import numpy as np
-import psycopg
 import pytest
 
 from groundwire.app.config import ConfigError, parse_config
@@ -30,27 +28,23 @@ from groundwire.stores.base import (
 )
 from groundwire.stores.postgres import PostgresSettings, open_postgres_store
 from groundwire_client.v1 import ingestion_pb2 as ing
-from groundwire_client.v1 import ingestion_pb2_grpc
 from tests.support.embedders import ControlledEmbedder
 from tests.support.openai_embeddings_standin import Behaviour, OpenAIEmbeddingsStandIn
-from tests.support.servers import ServerProcess, free_port, serving, toml_config
+from tests.support.servers import ServerProcess, free_port, serving
+from tests.support.shared_ingestion import (
+    Replica,
+    check_reclaimed_once,
+    db_rows,
+    ended,
+    kill_mid_item,
+    process_config,
+    reference_documents,
+    write_corpus,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
 DIM = 4
-
-
-def write_corpus(root: Path, count: int, tag: str = "v1") -> None:
-    root.mkdir(parents=True, exist_ok=True)
-    for i in range(count):
-        (root / f"doc{i:03d}.md").write_text(
-            f"# Doc {i}\n\nToken {tag}DOC{i:03d} and shared words of the corpus.\n"
-        )
-
-
-def db_rows(dsn: str, query: str, params: Any = None) -> list[tuple[Any, ...]]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        return conn.execute(query, params).fetchall()
 
 
 # -- the queue itself ----------------------------------------------------------------
@@ -197,53 +191,13 @@ def shared_config(docs: Path, **store: object) -> dict[str, object]:
     }
 
 
-class Replica:
-    def __init__(self, port: int) -> None:
-        self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-        self.ing = ingestion_pb2_grpc.IngestionManagerServiceStub(self.channel)
-
-    async def start(self) -> ing.Operation:
-        req = ing.StartIngestionRequest(index_name="docs")
-        return (await self.ing.StartIngestion(req)).operation
-
-    async def watch(self, op_id: str) -> list[ing.Operation]:
-        req = ing.WatchIngestionRequest(operation_id=op_id)
-        return [m.operation async for m in self.ing.WatchIngestion(req, timeout=30)]
-
-    async def get(self, op_id: str) -> ing.Operation:
-        """The operation as the history (ListOperations) of this replica has it."""
-        req = ing.ListOperationsRequest(index_name="docs", page_size=10)
-        ops = (await self.ing.ListOperations(req)).operations
-        return next(o for o in ops if o.id == op_id)
-
-    async def documents(self) -> dict[str, tuple[str, int]]:
-        out: dict[str, tuple[str, int]] = {}
-        token = ""
-        while True:
-            req = ing.ListDocumentsRequest(index_name="docs", page_size=100, page_token=token)
-            resp = await self.ing.ListDocuments(req)
-            out.update({d.document_id: (d.content_hash, d.chunk_count) for d in resp.documents})
-            token = resp.next_page_token
-            if not token:
-                return out
-
-
 @pytest.fixture
 async def reference(tmp_path: Path) -> AsyncIterator[Any]:
     """What a single-process run (memory store) ingests from a corpus: document id
     -> (content hash, chunk count)."""
 
     async def run(docs: Path) -> dict[str, tuple[str, int]]:
-        cfg = shared_config(docs)
-        cfg["store"] = {"kind": "memory"}
-        async with serving(parse_config(cfg)) as app:
-            r = Replica(app.port)
-            try:
-                op = await r.start()
-                assert (await r.watch(op.id))[-1].state == ing.OPERATION_STATE_SUCCEEDED
-                return await r.documents()
-            finally:
-                await r.channel.close()
+        return await reference_documents(shared_config(docs))
 
     yield run
 
@@ -366,39 +320,6 @@ async def test_two_replicas_share_an_operation_and_cancel_through_either(
 # -- real processes: one killed while it coordinates and holds a lease -----------------
 
 
-def process_config(tmp: Path, name: str, docs: Path, embed_url: str) -> Path:
-    return toml_config(
-        tmp,
-        f"""
-[logging]
-level = "WARNING"
-
-[auth]
-mode = "disabled"
-
-[store]
-kind = "postgres"
-dsn = {{ env = "GW_SHARED_DSN" }}
-pool_max_size = 4
-work_item_documents = 4
-work_lease_ms = 1500
-work_renew_ms = 300
-work_poll_ms = 200
-
-[embedders.remote]
-kind = "openai-compatible"
-base_url = "{embed_url}"
-model = "standin-embed"
-dimensions = 8
-
-[indexes.docs]
-embedder = "remote"
-sources = [{{ kind = "directory", path = "{docs}" }}]
-""",
-        name=f"{name}.toml",
-    )
-
-
 async def test_a_replica_killed_mid_operation_loses_nothing(
     tmp_path: Path, fresh_database: str, reference: Any
 ) -> None:
@@ -426,65 +347,21 @@ async def test_a_replica_killed_mid_operation_loses_nothing(
             b = Replica(survivor.port)
             try:
                 op = await a.start()
-                # Kill the coordinator once items are done, one of them by itself (on a
-                # loaded machine the other replica may have done the first ones), and
-                # it holds a lease.
-                deadline = time.monotonic() + 60
-                mine = f"%:{killed.pid}:%"
-                while True:
-                    rows = db_rows(
-                        fresh_database,
-                        "SELECT count(*) FILTER (WHERE state = 'done'), "
-                        "count(*) FILTER (WHERE state = 'done' AND done_by LIKE %s), "
-                        "count(*) FILTER (WHERE state = 'leased' AND lease_owner LIKE %s) "
-                        "FROM gw_work_items WHERE operation_id = %s",
-                        [mine, mine, op.id],
-                    )
-                    if rows and rows[0][0] >= 2 and rows[0][1] >= 1 and rows[0][2] >= 1:
-                        break
-                    assert time.monotonic() < deadline, "no lease held by the coordinator"
-                    await asyncio.sleep(0.02)
-                killed.kill()
-                killed_at = time.monotonic()
+                killed_at = await kill_mid_item(fresh_database, killed, op.id, 60)
                 # The survivor reclaims the lost items, adopts the operation, publishes.
-                while (final := await b.get(op.id)).state not in (
-                    ing.OPERATION_STATE_SUCCEEDED,
-                    ing.OPERATION_STATE_FAILED,
-                    ing.OPERATION_STATE_CANCELLED,
-                ):
-                    assert time.monotonic() - killed_at < 30, (
-                        "the survivor never finished",
-                        db_rows(fresh_database, "SELECT * FROM gw_ingestion_plans"),
-                        db_rows(
-                            fresh_database,
-                            "SELECT seq, state, lease_owner, attempts, done_by "
-                            "FROM gw_work_items ORDER BY seq",
-                        ),
-                    )
-                    await asyncio.sleep(0.1)
+                final = await ended(b, fresh_database, op.id, killed_at, 30)
                 assert final.state == ing.OPERATION_STATE_SUCCEEDED, final
                 assert (final.counts.ingested, final.counts.failed) == (48, 0)
                 # Usage of the claims that completed items, each item once.
                 assert final.counts.embedding_usage.texts == final.counts.chunks_written
                 docs_n, chunks_n = published_rows(fresh_database)
                 assert (docs_n, chunks_n) == (48, final.counts.chunks_written)
-                items = db_rows(
-                    fresh_database,
-                    "SELECT state, attempts, done_by FROM gw_work_items WHERE operation_id = %s",
-                    [op.id],
+                check_reclaimed_once(
+                    fresh_database, op.id, 12, {str(killed.pid), str(survivor.pid)}
                 )
-                assert len(items) == 12 and {s for s, _, _ in items} == {"done"}
-                assert any(n >= 2 for _, n, _ in items)  # a lost lease was reclaimed
-                owners = {str(o).split(":")[1] for _, _, o in items}
-                assert owners == {str(killed.pid), str(survivor.pid)}
                 # Published once: one published version, no staging left behind.
                 states = db_rows(fresh_database, "SELECT state FROM gw_index_versions")
                 assert [s for (s,) in states if s != "discarded"] == ["published"]
-                assert db_rows(
-                    fresh_database,
-                    "SELECT state FROM gw_ingestion_plans WHERE operation_id = %s",
-                    [op.id],
-                ) == [("published",)]
                 got = await b.documents()
             finally:
                 await a.channel.close()

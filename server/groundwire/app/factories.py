@@ -63,7 +63,6 @@ from groundwire.domain.admission import Admission
 from groundwire.domain.analysis import Analyzer
 from groundwire.domain.auth import KeyRing, Permission, StoredKey, Visibility
 from groundwire.domain.chunking import Chunker, ChunkUnit
-from groundwire.domain.indexes import StoreKind
 from groundwire.domain.retrieval import FusionMethod, FusionSettings
 from groundwire.domain.token_chunking import token_overhead
 from groundwire.indexes.catalog import IndexCatalog, IndexHandle
@@ -94,7 +93,7 @@ from groundwire.stores.base import (
     Store,
 )
 from groundwire.stores.embedding_cache import embedding_cache_for
-from groundwire.stores.placement import PlacedOperationLog
+from groundwire.stores.placement import DATA_ONLY_KINDS, PlacedOperationLog
 
 if TYPE_CHECKING:
     pass
@@ -443,7 +442,7 @@ async def build_components(
     operation_log = PlacedOperationLog(
         {
             n: default_log
-            if n == DEFAULT_STORE or s.kind in (StoreKind.OPENSEARCH, StoreKind.QDRANT)
+            if n == DEFAULT_STORE or s.kind in DATA_ONLY_KINDS
             # An OpenSearch or Qdrant store holds index data only: its indexes'
             # operations and ingestion lock live on the control-plane (default) store.
             else operation_log_for(s)

@@ -1,7 +1,10 @@
 """Ingestion shared across replicas (issue 17 part 3, SPEC §12): the same pipeline
 as a single-process run (pipeline.py: plan, `ingest_items`, finish), with the
-documents split into work items that every replica claims from the store's
-`WorkQueue` under renewed leases.
+documents split into work items that every replica claims from the control-plane
+store's `WorkQueue` under renewed leases. The items stage into the version of the
+store the index is placed on: the control-plane PostgreSQL itself, or a store
+holding index data only whose staging is shared (OpenSearch: stores/base.py
+SharedStaging; shared_runs.py decides which indexes share).
 
 - The coordinator (the replica that started the operation, holding the index's
   ingestion lock) plans: it opens the staging version, discovers the documents and
@@ -50,7 +53,14 @@ from groundwire.ingestion.pipeline import (
 )
 from groundwire.ingestion.s3_source import AnyItem, discover_all
 from groundwire.providers.embeddings.usage import UsageMeter, metered
-from groundwire.stores.base import DocumentKey, PlanState, WorkItem, WorkPlan, WorkQueue
+from groundwire.stores.base import (
+    DocumentKey,
+    PlanState,
+    WorkItem,
+    WorkPlan,
+    WorkQueue,
+    share_version,
+)
 
 log = logging.getLogger("groundwire.ingestion")
 
@@ -91,6 +101,7 @@ def spec_key(handle: IndexHandle) -> str:
             handle.max_file_bytes,
             handle.reject_overlong_chunks,
             sorted(handle.loaders),
+            handle.store_name,
         ],
         default=str,
     )
@@ -111,6 +122,7 @@ async def plan_shared(
     report = IngestionReport()
     plan = await plan_ingestion(handle, report)
     try:
+        await share_version(handle.store, handle.name, plan.version)
         summary = {
             "discovered": report.discovered,
             "failures": [[f.document_id, f.reason.value] for f in report.failures],
@@ -231,7 +243,7 @@ async def coordinate(
             await progress(report)
 
         async def publish() -> None:
-            if await queue.publish(current, handle.spec):
+            if await queue.publish(current, handle.spec, handle.store):
                 return
             ended = await queue.get_plan(op_id)
             if ended is not None and ended.state is PlanState.PUBLISHED:

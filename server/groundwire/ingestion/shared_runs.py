@@ -7,7 +7,9 @@ the store's work queue (ingestion/shared.py).
   lapsed).
 - A shared operation is cancelled or watched whatever replica coordinates it, and
   one that ended here while the store was unreachable has its plan ended too.
-- Only the default store's work queue shares operations (`_queue_for`).
+- Only the default (control-plane) store's work queue shares operations, of the
+  indexes on it or on a store holding index data only whose staging is shared
+  (OpenSearch): `_queue_for`.
 
 `SharedRuns` is a mixin: IngestionManager inherits it and owns the state it uses.
 """
@@ -26,7 +28,7 @@ from groundwire.indexes.catalog import IndexCatalog, IndexHandle
 from groundwire.ingestion.shared import ItemRunner, SharedSettings, servable
 from groundwire.providers.embeddings.usage import UsageMeter
 from groundwire.stores.base import IngestionLock, OperationLog, PlanState, WorkPlan, WorkQueue
-from groundwire.stores.placement import DEFAULT_STORE
+from groundwire.stores.placement import shares_control_plane_queue
 from groundwire.stores.usage import UsageRecorder
 
 log = logging.getLogger("groundwire.ingestion")
@@ -113,7 +115,9 @@ class SharedRuns:
         queue, settings = self._shared
         while not self._closing:
             try:
-                handles = {h.name: h for h in self._catalog.handles()}
+                handles = {
+                    h.name: h for h in self._catalog.handles() if self._queue_for(h) is not None
+                }
                 item = await queue.claim(servable(handles.values()), settings.lease_s)
                 if item is None:
                     if adopter:
@@ -237,11 +241,11 @@ class SharedRuns:
 
     def _queue_for(self, handle: IndexHandle) -> tuple[WorkQueue, SharedSettings] | None:
         """The work queue an operation of `handle` is shared through: the default
-        store's. Its plans, items and publish guard live in that store's database,
-        so an index placed on another named store runs its operations wholly in the
-        replica that starts them (still excluded across replicas by its own store's
-        ingestion lock)."""
-        if self._shared is None or handle.store_name != DEFAULT_STORE:
+        store's, for an index on it or on an OpenSearch store (placement.py
+        shares_control_plane_queue). Any other index (memory, Qdrant's embedded
+        engine, a named PostgreSQL store) runs its operations wholly in the replica
+        that starts them (still excluded across replicas by its ingestion lock)."""
+        if self._shared is None or not shares_control_plane_queue(handle.store_name, handle.store):
             return None
         return self._shared
 

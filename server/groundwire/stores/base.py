@@ -166,6 +166,13 @@ def embedding_mismatch(message: str) -> GroundwireError:
     return GroundwireError(ErrorKind.FAILED_PRECONDITION, "EMBEDDING_MISMATCH", message)
 
 
+def version_not_staging() -> GroundwireError:
+    """The version is not (or no longer) staging: published, discarded or unknown."""
+    return GroundwireError(
+        ErrorKind.FAILED_PRECONDITION, "VERSION_NOT_STAGING", "index version is not staging"
+    )
+
+
 def index_missing(name_len: int) -> GroundwireError:
     """The store has no such index (a wiring error: indexes are declared in config)."""
     return GroundwireError(
@@ -446,6 +453,36 @@ class VersionWatch(Protocol):
         ...
 
 
+class SharedStaging(Protocol):
+    """A store whose staging accepts one version from several processes, so the
+    work items of one ingestion operation can be run by every replica
+    (ingestion/shared.py). It sets `shared_staging = True` (a promise: any process
+    may stage into a version another began, re-staging a document under the same
+    version replaces the earlier copy whoever staged it, and the publish takes
+    every process's staging), and may define `share_version`, which the process
+    that began a version calls before other processes stage into it.
+
+    PostgreSQL and OpenSearch are such stores. Memory and Qdrant's embedded engine
+    are not: their data lives in one process (Qdrant's edge shard in process-local
+    files), so their ingestion runs in the process that starts it."""
+
+    shared_staging: bool
+
+    async def share_version(self, name: str, version: int) -> None: ...
+
+
+def shares_staging(store: object) -> bool:
+    """Whether `store` is a SharedStaging store."""
+    return getattr(store, "shared_staging", False) is True
+
+
+async def share_version(store: object, name: str, version: int) -> None:
+    """Tell a SharedStaging store that other processes stage into `version` too."""
+    share = getattr(store, "share_version", None)
+    if share is not None:
+        await share(name, version)
+
+
 class PlanState(enum.Enum):
     """Where an ingestion operation shared across replicas stands."""
 
@@ -545,10 +582,12 @@ class WorkQueue(Protocol):
         """Move a RUNNING plan to FAILED or CANCELLED; False when it was not running."""
         ...
 
-    async def publish(self, plan: WorkPlan, spec: IndexSpec) -> bool:
+    async def publish(self, plan: WorkPlan, spec: IndexSpec, store: Store | None = None) -> bool:
         """Publish the plan's version and mark the plan PUBLISHED in one transaction,
         only when it is RUNNING with every item done; False (nothing published)
-        otherwise. At most one call per plan ever returns True."""
+        otherwise. At most one call per plan ever returns True. `store`: the store the
+        plan's index is placed on, when it is not the queue's own (OpenSearch): its
+        publish runs inside the queue's transaction, committed once it succeeded."""
         ...
 
     async def wait(self, timeout_s: float) -> None:

@@ -2,10 +2,12 @@
 
 Each index's data, versions, ingestion operations and ingestion lock live in the
 store it is placed on, so a multi-tenant deployment can spread indexes over
-PostgreSQL clusters. What belongs to no single index (agent checkpoints, usage
-totals) stays on the store named "default". A `PlacedOperationLog` is the one
-operation log the ingestion manager sees: it routes each index's records to the
-log of the index's store, and reads that span indexes from every store.
+PostgreSQL clusters; a store that holds index data only (`DATA_ONLY_KINDS`:
+OpenSearch, Qdrant) keeps its indexes' operations and lock on the default store.
+What belongs to no single index (agent checkpoints, usage totals) stays on the
+store named "default". A `PlacedOperationLog` is the one operation log the
+ingestion manager sees: it routes each index's records to the log of the index's
+store, and reads that span indexes from every store.
 """
 
 from __future__ import annotations
@@ -14,10 +16,27 @@ import asyncio
 from collections.abc import Mapping
 
 from groundwire.domain.errors import GroundwireError
+from groundwire.domain.indexes import StoreKind
 from groundwire.domain.operations import Operation
-from groundwire.stores.base import IngestionLock, OperationLog
+from groundwire.stores.base import IngestionLock, OperationLog, Store, shares_staging
 
 DEFAULT_STORE = "default"
+
+# Stores holding index data only: their indexes' operations, ingestion lock and
+# shared ingestion's work items live on the control-plane (default) store.
+DATA_ONLY_KINDS = frozenset({StoreKind.OPENSEARCH, StoreKind.QDRANT})
+
+
+def shares_control_plane_queue(store_name: str, store: Store) -> bool:
+    """Whether ingestion into an index on `store` is shared across replicas through
+    the control-plane store's work queue: the default store itself, or a store
+    holding index data only (its operations on the control plane, where a replica
+    that adopts an operation finds it) whose staging is shared (SharedStaging). A
+    named PostgreSQL store keeps its operations on its own database, so its indexes
+    are ingested by the replica that starts the operation."""
+    if store_name == DEFAULT_STORE:
+        return True
+    return store.kind in DATA_ONLY_KINDS and shares_staging(store)
 
 
 class PlacedOperationLog:

@@ -46,6 +46,9 @@ class MemoryStore:
 
     # Applies Scope.readers on every search and document read (stores/acl_guard.py).
     supports_access_lists = True
+    # One process holds its data: ingestion runs where it starts (stores/base.py
+    # SharedStaging).
+    shared_staging = False
 
     def __init__(self) -> None:
         self._indexes: dict[str, Index] = {}

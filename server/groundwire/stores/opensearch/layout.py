@@ -30,7 +30,7 @@ from decimal import Decimal
 from typing import Any
 
 from groundwire.domain import bm25
-from groundwire.domain.access import Readers
+from groundwire.domain.access import Readers, acl_terms
 from groundwire.domain.analysis import Analyzer
 from groundwire.domain.metadata_ranges import (
     RangeCondition,
@@ -307,6 +307,68 @@ def chunk_id_of(tenant: str, document_id: str, chunk_id: str) -> str:
 def document_id_of(tenant: str, document_id: str) -> str:
     raw = f"{DOCUMENT}{_SEP}{tenant}{_SEP}{document_id}".encode()
     return hashlib.sha256(raw).hexdigest()
+
+
+def document_actions(
+    physical: str,
+    item: StagedDocument,
+    parts: list[tuple[str, str]],
+    version: int,
+    staged_at: float,
+) -> list[dict[str, Any]]:
+    """The `_bulk` actions staging one document into `physical`: its chunks (with
+    their analyzed terms and words, `parts`), then its record."""
+    d = item.document
+    meta = metadata_fields(d.metadata)
+    acl = list(acl_terms(d.acl))
+    actions: list[dict[str, Any]] = []
+    for i, (chunk, (terms, words)) in enumerate(zip(item.chunks, parts, strict=True)):
+        _id = chunk_id_of(d.tenant, d.document_id, chunk.chunk_id)
+        source: dict[str, Any] = {
+            "kind": CHUNK,
+            "document_id": d.document_id,
+            "chunk_id": chunk.chunk_id,
+            "start": chunk.start,
+            "end": chunk.end,
+            "terms": terms,
+            "words": words,
+            **meta,
+            "acl": acl,
+            "payload": {
+                "text": chunk.text,
+                "section": chunk.section,
+                "title": d.title,
+                "metadata": dict(d.metadata),
+                "ordinal": chunk.ordinal,
+            },
+        }
+        if item.embeddings is not None:
+            source["vector"] = item.embeddings[i].tolist()
+        actions.append({"_op_type": "index", "_index": physical, "_id": _id, **source})
+    actions.append(
+        {
+            "_op_type": "index",
+            "_index": physical,
+            "_id": document_id_of(d.tenant, d.document_id),
+            "kind": DOCUMENT,
+            "document_id": d.document_id,
+            **meta,
+            "acl": acl,
+            "payload": {
+                "source_id": d.source_id,
+                "content_hash": d.content_hash,
+                "title": d.title,
+                "tenant": d.tenant,
+                "metadata": dict(d.metadata),
+                "chunk_count": len(item.chunks),
+                "characters": max((c.end for c in item.chunks), default=0),
+                "version": version,
+                "ingested_at": staged_at,
+                "acl": sorted(d.acl),
+            },
+        }
+    )
+    return actions
 
 
 def sorted_hits(fields: Sequence[str]) -> list[dict[str, Any]]:

@@ -19,7 +19,10 @@ and parameters, so rankings agree with the other stores and scores to within a
 few percent. Ties break by document id, then chunk id, as everywhere.
 
 Operations, checkpoints, usage and the ingestion lock stay on the control-plane
-store (the default PostgreSQL): this store holds index data only.
+store (the default PostgreSQL): this store holds index data only. Its staging is
+shared (`shared_staging`): replicas claiming the work items of one ingestion
+operation (ingestion/shared.py) stage into the same version from several
+processes (versions.py says how each document still lands once).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy.typing as npt
 from opensearchpy import AsyncOpenSearch
 
 from groundwire.domain import bm25
-from groundwire.domain.access import ALL_READERS, PUBLIC_READERS, Readers, acl_terms
+from groundwire.domain.access import ALL_READERS, PUBLIC_READERS, Readers
 from groundwire.domain.indexes import StoreKind
 from groundwire.domain.ordering import rank_hits
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, Scope
@@ -52,6 +55,7 @@ from groundwire.stores.base import (
     check_staged,
     index_missing,
     store_unavailable,
+    version_not_staging,
 )
 from groundwire.stores.opensearch.client import OpenSearchSettings, call, open_client
 from groundwire.stores.opensearch.layout import (
@@ -59,9 +63,8 @@ from groundwire.stores.opensearch.layout import (
     DOCUMENT,
     Names,
     analyze_documents,
-    chunk_id_of,
+    document_actions,
     document_id_of,
-    metadata_fields,
     raw_similarity,
     readers_filters,
     scope_filters,
@@ -100,6 +103,8 @@ class OpenSearchStore:
 
     # Applies Scope.readers on every search and document read (stores/acl_guard.py).
     supports_access_lists = True
+    # Several processes may stage into one version (stores/base.py SharedStaging).
+    shared_staging = True
 
     def __init__(self, client: AsyncOpenSearch, settings: OpenSearchSettings) -> None:
         self._client = client
@@ -225,10 +230,27 @@ class OpenSearchStore:
         self._versions.begin(name, version, spec)
         return version
 
+    async def share_version(self, name: str, version: int) -> None:
+        """Other processes stage into this version too (versions.py)."""
+        self._versions.staging(name, version).shared = True
+
+    async def _staging(self, name: str, version: int) -> Staging:
+        """This process's staging of the version, joining it when another process
+        began it and the meta record shows it staging (a shared version)."""
+        st = self._versions.find(name, version)
+        if st is not None:
+            return st
+        spec = self._spec(name)
+        record, _ = await self._record(name)
+        published = int(record.get("published_version", 0))
+        if not published < version < int(record.get("next_version", 1)):
+            raise version_not_staging()
+        return self._versions.join(name, version, spec)
+
     async def stage_documents(
         self, name: str, version: int, documents: Sequence[StagedDocument]
     ) -> None:
-        st = self._versions.staging(name, version)
+        st = await self._staging(name, version)
         check_staged(st.spec, documents)
         if not documents:
             return
@@ -242,7 +264,27 @@ class OpenSearchStore:
         staged_at = time.time()
         for item, parts in zip(documents, analyzed, strict=True):
             await self._stage_one(st, name, item, parts, staged_at, actions)
-        await self._versions.bulk(actions)
+        if not st.shared:
+            await self._versions.bulk(actions)
+            return
+        # Shared: an earlier claim's copies go first, then the records, then the
+        # chunks (versions.py: any chunk staged has its record).
+        await self._clear_staged(name, st, [d.document.key for d in documents])
+        records = [a for a in actions if a.get("kind") == DOCUMENT]
+        await self._versions.bulk(records)
+        await self._versions.bulk([a for a in actions if a.get("kind") != DOCUMENT])
+
+    async def _clear_staged(
+        self, name: str, st: Staging, keys: Sequence[DocumentKey], *, records: bool = False
+    ) -> None:
+        by_tenant: dict[str, dict[str, str]] = {}
+        for key in keys:
+            by_tenant.setdefault(key.tenant, {})[key.document_id] = document_id_of(
+                key.tenant, key.document_id
+            )
+        for tenant, ids in by_tenant.items():
+            ts = await self._versions.tenant(name, st, tenant)
+            await self._versions.clear_staged(ts.physical, ids, records=records)
 
     async def _stage_one(
         self,
@@ -255,65 +297,17 @@ class OpenSearchStore:
     ) -> None:
         d = item.document
         ts = await self._versions.tenant(name, st, d.tenant)
-        for old in ts.written.pop(d.document_id, []):
-            actions.append({"_op_type": "delete", "_index": ts.physical, "_id": old})
+        if not st.shared:  # shared: _clear_staged reads the earlier copy from the engine
+            for old in ts.written.pop(d.document_id, []):
+                actions.append({"_op_type": "delete", "_index": ts.physical, "_id": old})
         ts.touched.add(d.document_id)
-        meta = metadata_fields(d.metadata)
-        acl = list(acl_terms(d.acl))
-        ids: list[str] = []
-        for i, (chunk, (terms, words)) in enumerate(zip(item.chunks, parts, strict=True)):
-            _id = chunk_id_of(d.tenant, d.document_id, chunk.chunk_id)
-            source: dict[str, Any] = {
-                "kind": CHUNK,
-                "document_id": d.document_id,
-                "chunk_id": chunk.chunk_id,
-                "start": chunk.start,
-                "end": chunk.end,
-                "terms": terms,
-                "words": words,
-                **meta,
-                "acl": acl,
-                "payload": {
-                    "text": chunk.text,
-                    "section": chunk.section,
-                    "title": d.title,
-                    "metadata": dict(d.metadata),
-                    "ordinal": chunk.ordinal,
-                },
-            }
-            if item.embeddings is not None:
-                source["vector"] = item.embeddings[i].tolist()
-            actions.append({"_op_type": "index", "_index": ts.physical, "_id": _id, **source})
-            ids.append(_id)
-        doc_id = document_id_of(d.tenant, d.document_id)
-        actions.append(
-            {
-                "_op_type": "index",
-                "_index": ts.physical,
-                "_id": doc_id,
-                "kind": DOCUMENT,
-                "document_id": d.document_id,
-                **meta,
-                "acl": acl,
-                "payload": {
-                    "source_id": d.source_id,
-                    "content_hash": d.content_hash,
-                    "title": d.title,
-                    "tenant": d.tenant,
-                    "metadata": dict(d.metadata),
-                    "chunk_count": len(item.chunks),
-                    "characters": max((c.end for c in item.chunks), default=0),
-                    "version": st.version,
-                    "ingested_at": staged_at,
-                    "acl": sorted(d.acl),
-                },
-            }
-        )
-        ids.append(doc_id)
-        ts.written[d.document_id] = ids
+        written = document_actions(ts.physical, item, parts, st.version, staged_at)
+        actions.extend(written)
+        if not st.shared:
+            ts.written[d.document_id] = [a["_id"] for a in written]
 
     async def stage_deletions(self, name: str, version: int, keys: Sequence[DocumentKey]) -> int:
-        st = self._versions.staging(name, version)
+        st = await self._staging(name, version)
         unique = list(dict.fromkeys(keys))
         present = len(await self.live_documents(name, unique))
         actions: list[dict[str, Any]] = []
@@ -322,20 +316,24 @@ class OpenSearchStore:
             for old in ts.written.pop(key.document_id, []):
                 actions.append({"_op_type": "delete", "_index": ts.physical, "_id": old})
             ts.touched.add(key.document_id)
+        if st.shared:
+            await self._clear_staged(name, st, unique, records=True)
         await self._versions.bulk(actions)
         return present
 
     async def publish_version(self, name: str, version: int, spec: IndexSpec) -> IndexState:
         record, seq = await self._record(name)
-        st = self._versions.staging(name, version)
-        before = await self._tenant_counts(name, list(st.tenants))
+        st = await self._staging(name, version)
+        if st.shared:
+            await self._versions.gather(name, st)
+        before = await self._alias_counts(list(st.tenants))
         await self._versions.publish(name, version)
-        after = await self._tenant_counts(name, list(st.tenants))
+        after = await self._alias_counts(list(st.tenants))
         documents = int(record.get("document_count", 0))
         chunks = int(record.get("chunk_count", 0))
-        for tenant in st.tenants:
-            documents += after[tenant][0] - before[tenant][0]
-            chunks += after[tenant][1] - before[tenant][1]
+        for alias in st.tenants:
+            documents += after[alias][0] - before[alias][0]
+            chunks += after[alias][1] - before[alias][1]
         published = int(record.get("published_version", 0))
         record = record | _descriptors(spec)
         record |= {
@@ -347,24 +345,25 @@ class OpenSearchStore:
         self._versions.sweep_later(name, version)
         return self._state(name, record)
 
-    async def _tenant_counts(
-        self, name: str, tenants: list[str], readers: Readers = ALL_READERS
+    async def _alias_counts(
+        self, aliases: list[str], readers: Readers = ALL_READERS
     ) -> dict[str, tuple[int, int]]:
-        """Published (documents, chunks) of each tenant that `readers` may read."""
+        """Published (documents, chunks) behind each tenant alias that `readers` may
+        read."""
         out: dict[str, tuple[int, int]] = {}
-        for tenant in tenants:
+        for alias in aliases:
             body: dict[str, Any] = {
                 "size": 0,
                 "aggs": {"kinds": {"terms": {"field": "kind", "size": 2}}},
             }
             if not readers.unrestricted:
                 body["query"] = {"bool": {"filter": readers_filters(readers)}}
-            found = await self._search(self._names.alias(name, tenant), body, "count")
+            found = await self._search(alias, body, "count")
             buckets = {
                 b["key"]: int(b["doc_count"])
                 for b in found.get("aggregations", {}).get("kinds", {}).get("buckets", [])
             }
-            out[tenant] = (buckets.get(DOCUMENT, 0), buckets.get(CHUNK, 0))
+            out[alias] = (buckets.get(DOCUMENT, 0), buckets.get(CHUNK, 0))
         return out
 
     async def discard_version(self, name: str, version: int) -> None:
@@ -373,7 +372,7 @@ class OpenSearchStore:
         is live, and deleting it would take the published documents with it. If the
         aliases cannot be read, nothing is deleted (the next version's sweep removes
         unpublished leftovers)."""
-        physicals = self._versions.discard(name, version)
+        physicals = await self._versions.discard(name, version)
         if not physicals:
             return
         live = set((await self._versions.tenant_aliases(name)).values())
@@ -442,7 +441,8 @@ class OpenSearchStore:
         self, name: str, tenant: str, readers: Readers = PUBLIC_READERS
     ) -> tuple[int, int]:
         self._spec(name)
-        return (await self._tenant_counts(name, [tenant], readers))[tenant]
+        alias = self._names.alias(name, tenant)
+        return (await self._alias_counts([alias], readers))[alias]
 
     async def list_documents(
         self,

@@ -13,11 +13,26 @@ touched tenant's alias in one `_aliases` call: a reader resolves the alias once
 per request, so it sees the old version or the new one, never a mix. The
 superseded indexes are deleted after a grace period (in-flight reads finish).
 
-A version's staging state (which documents it touched) lives in the process
-that stages it: OpenSearch indexes are ingested by one replica at a time (the
-ingestion lock, on the control-plane store). A process that dies mid-version
-leaves physical indexes no alias points to; the next version of the index
-deletes them first (`sweep`).
+A version's staging state (the tenants' physical indexes, the documents it
+touched) lives in the process that stages it. Ingestion shared across replicas
+(ingestion/shared.py) stages one version from several processes: such a version
+is *shared* (`share`, or `join` in a process that did not begin it), and what
+its processes hold is read back from the engine instead:
+
+- a process stages into a version it did not begin once the meta record shows it
+  staging (published < version < next), creating a tenant's physical index unless
+  another process already did;
+- a document is re-staged exactly once: its record is written (and acknowledged)
+  before its chunks, so any chunk staged has its record; re-staging one whose
+  record is found (a realtime get) first deletes that copy's chunks (after a
+  refresh: a delete-by-query sees refreshed segments only);
+- the publish lists the version's physical indexes (every tenant any process
+  staged) and, where it copies a tenant's unchanged documents, reads the touched
+  documents from the records staged there.
+
+A process that dies mid-version leaves physical indexes no alias points to; the
+next version of the index deletes them first (`sweep`), and a discard deletes
+every physical index of its version, whoever created it.
 """
 
 from __future__ import annotations
@@ -31,15 +46,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opensearchpy import AsyncOpenSearch
+from opensearchpy import exceptions as os_errors
 from opensearchpy.helpers import async_streaming_bulk
 
 from groundwire.domain.errors import GroundwireError
 from groundwire.instruments import STORE_BULK_REJECTIONS
 from groundwire.stores.base import IndexSpec, store_unavailable
 from groundwire.stores.opensearch.client import OpenSearchSettings, call, engine_error
-from groundwire.stores.opensearch.layout import Names, index_body
+from groundwire.stores.opensearch.layout import CHUNK, DOCUMENT, Names, index_body
 
 log = logging.getLogger("groundwire.stores.opensearch")
+
+_PAGE = 5_000
 
 
 @dataclass(slots=True)
@@ -56,9 +74,14 @@ class TenantStaging:
 class Staging:
     version: int
     spec: IndexSpec
+    # By tenant alias (layout.Names.alias).
     tenants: dict[str, TenantStaging] = field(default_factory=dict)
     # Concurrent stage calls of one version create each tenant's index once.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Staged by several processes (see module docstring).
+    shared: bool = False
+    # Begun by another process (this one joined it).
+    joined: bool = False
 
 
 class Versions:
@@ -171,7 +194,23 @@ class Versions:
     # -- staging -------------------------------------------------------------------
 
     def begin(self, name: str, version: int, spec: IndexSpec) -> None:
+        self._forget_joined(name)
         self._staging[(name, version)] = Staging(version, spec)
+
+    def join(self, name: str, version: int, spec: IndexSpec) -> Staging:
+        """Stage into a shared version another process began (the caller checked it
+        is staging). Only the newest joined version of an index is kept: one
+        operation per index runs at a time, so older ones have ended."""
+        self._forget_joined(name)
+        st = self._staging[(name, version)] = Staging(version, spec, shared=True, joined=True)
+        return st
+
+    def _forget_joined(self, name: str) -> None:
+        for key in [k for k, st in self._staging.items() if k[0] == name and st.joined]:
+            del self._staging[key]
+
+    def find(self, name: str, version: int) -> Staging | None:
+        return self._staging.get((name, version))
 
     def staging(self, name: str, version: int) -> Staging:
         st = self._staging.get((name, version))
@@ -181,11 +220,12 @@ class Versions:
 
     async def tenant(self, name: str, st: Staging, tenant: str) -> TenantStaging:
         """The tenant's staging index of this version, created on first use."""
-        ts = st.tenants.get(tenant)
+        alias = self.names.alias(name, tenant)
+        ts = st.tenants.get(alias)
         if ts is not None:
             return ts
         async with st.lock:
-            ts = st.tenants.get(tenant)
+            ts = st.tenants.get(alias)
             if ts is None:
                 ts = await self._create(name, st, tenant)
             return ts
@@ -200,13 +240,87 @@ class Versions:
             hnsw_ef_construction=self._settings.hnsw_ef_construction,
             engine_major=self.engine_major,
         )
+
+        async def create() -> Any:
+            try:
+                return await self._client.indices.create(index=physical, body=body)
+            except os_errors.RequestError as exc:
+                # A shared version: another process created the tenant's index first.
+                if not (st.shared and exc.error == "resource_already_exists_exception"):
+                    raise
+                return None
+
+        await call(self._settings.label, "create_index", create)
+        ts = st.tenants[Names.alias_of(physical)] = TenantStaging(physical)
+        return ts
+
+    async def gather(self, name: str, st: Staging) -> None:
+        """A shared version: every tenant index any process created for it."""
+        for physical in await self.physical_indexes(name):
+            if Names.version_of(physical) == st.version:
+                st.tenants.setdefault(Names.alias_of(physical), TenantStaging(physical))
+
+    async def clear_staged(
+        self, physical: str, record_ids: dict[str, str], *, records: bool = False
+    ) -> None:
+        """A shared version: delete the chunks (and with `records` the records) of
+        the documents in `record_ids` (document id -> record _id) that an earlier
+        claim staged into `physical`, so re-staging one leaves one copy."""
+        if not record_ids:
+            return
+        found: dict[str, Any] = await call(
+            self._settings.label,
+            "mget",
+            lambda: self._client.mget(
+                index=physical, body={"ids": list(record_ids.values())}, _source=False
+            ),
+            missing={"docs": []},
+        )
+        present = {d["_id"] for d in found.get("docs", []) if d.get("found")}
+        staged = sorted(doc for doc, rid in record_ids.items() if rid in present)
+        if not staged:
+            return
+        await self._refresh(physical)
+        kinds = [CHUNK, DOCUMENT] if records else [CHUNK]
+        query = {
+            "bool": {"filter": [{"terms": {"kind": kinds}}, {"terms": {"document_id": staged}}]}
+        }
         await call(
             self._settings.label,
-            "create_index",
-            lambda: self._client.indices.create(index=physical, body=body),
+            "delete_by_query",
+            lambda: self._client.delete_by_query(
+                index=physical,
+                body={"query": query},
+                conflicts="proceed",
+                refresh=False,
+                request_timeout=self._settings.publish_timeout_s,
+            ),
         )
-        ts = st.tenants[tenant] = TenantStaging(physical)
-        return ts
+
+    async def _staged_documents(self, physical: str) -> set[str]:
+        """The document ids of every record staged into `physical` (refreshed)."""
+        out: set[str] = set()
+        after: list[Any] | None = None
+        while True:
+            body: dict[str, Any] = {
+                "size": _PAGE,
+                "query": {"term": {"kind": DOCUMENT}},
+                "sort": [{"document_id": "asc"}],
+                "_source": False,
+                "docvalue_fields": ["document_id"],
+            }
+            if after is not None:
+                body["search_after"] = after
+
+            def search(body: dict[str, Any] = body) -> Any:
+                return self._client.search(index=physical, body=body)
+
+            found: dict[str, Any] = await call(self._settings.label, "scan", search)
+            hits = found.get("hits", {}).get("hits", [])
+            out.update(str(h["fields"]["document_id"][0]) for h in hits)
+            if len(hits) < _PAGE:
+                return out
+            after = hits[-1]["sort"]
 
     async def bulk(self, actions: list[dict[str, Any]]) -> None:
         """Write `actions` in bounded batches, up to `bulk_in_flight` requests at
@@ -265,9 +379,13 @@ class Versions:
         except Exception as exc:
             raise engine_error(exc) from None
 
-    def discard(self, name: str, version: int) -> list[str]:
+    async def discard(self, name: str, version: int) -> list[str]:
+        """Forget the version; its physical indexes (this process's, and any other
+        process's: a shared version) for the caller to delete."""
         st = self._staging.pop((name, version), None)
-        return [] if st is None else [t.physical for t in st.tenants.values()]
+        mine = [] if st is None else [t.physical for t in st.tenants.values()]
+        listed = [p for p in await self.physical_indexes(name) if Names.version_of(p) == version]
+        return sorted(set(mine) | set(listed))
 
     # -- publishing ----------------------------------------------------------------
 
@@ -280,10 +398,13 @@ class Versions:
         superseded: list[str] = []
         empty: list[str] = []
         await self._primaries_active([t.physical for t in st.tenants.values()])
-        for tenant, ts in st.tenants.items():
-            alias = self.names.alias(name, tenant)
+        for alias, ts in st.tenants.items():
             old = current.get(alias)
             if old is not None:
+                if st.shared:
+                    # Other processes' documents: read from the records staged.
+                    await self._refresh(ts.physical)
+                    ts.touched |= await self._staged_documents(ts.physical)
                 await self._copy_unchanged(old, ts)
             await self._refresh(ts.physical)
             if old is None and self._settings.first_build_max_segments:

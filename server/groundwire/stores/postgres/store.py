@@ -132,6 +132,8 @@ class PostgresStore:
 
     # Applies Scope.readers on every search and document read (stores/acl_guard.py).
     supports_access_lists = True
+    # Any replica stages into any staging version (stores/base.py SharedStaging).
+    shared_staging = True
 
     def __init__(
         self,

@@ -22,7 +22,6 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from groundwire.domain.analysis import PLAIN, Analyzer
-from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.stores.base import (
     DocumentKey,
     IndexSpec,
@@ -30,6 +29,7 @@ from groundwire.stores.base import (
     StagedDocument,
     check_staged,
     index_missing,
+    version_not_staging,
 )
 from groundwire.stores.postgres import blocks
 from groundwire.stores.postgres.connection import Conn
@@ -141,12 +141,6 @@ _PUBLISH_DOCUMENTS_SQL = (
 )
 
 
-def _version_not_staging() -> GroundwireError:
-    return GroundwireError(
-        ErrorKind.FAILED_PRECONDITION, "VERSION_NOT_STAGING", "index version is not staging"
-    )
-
-
 async def state(conn: Conn, name: str) -> IndexState:
     """The index's published state, or INDEX_NOT_FOUND."""
     cur = await conn.execute(_STATE_SQL, [name])
@@ -185,7 +179,7 @@ async def _lock_staging(conn: Conn, name: str, version: int) -> IndexRow:
     )
     row = await cur.fetchone()
     if row is None or row[0] != "staging":
-        raise _version_not_staging()
+        raise version_not_staging()
     return idx
 
 
@@ -387,7 +381,7 @@ async def publish(
     )
     row = await cur.fetchone()
     if row is None or row[0] != "staging":
-        raise _version_not_staging()
+        raise version_not_staging()
     p = {"index_id": index_id, "version": version}
     # The postings first: an incremental update reads the replaced chunk rows.
     if published_chunks == 0:

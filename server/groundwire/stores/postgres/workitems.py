@@ -11,7 +11,9 @@
   once, from the claim that completed it.
 - Publishing runs the store's publish and the plan's conditional
   `running -> published` UPDATE (only with every item done) in one transaction: a
-  plan publishes at most once, and never after it was cancelled or failed.
+  plan publishes at most once, and never after it was cancelled or failed. An
+  index placed on another store (OpenSearch) publishes there while that
+  transaction holds the plan's row (`_publish_elsewhere`).
 - Every change (a plan created or ended, an item done or given back) is announced
   on `CHANNEL`; a dedicated connection LISTENs for it so idle replicas and
   coordinators wake at once, and `wait` falls back to its timeout (a poll) when a
@@ -28,13 +30,21 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 import psycopg
 from psycopg.rows import TupleRow
 
 from groundwire.domain.errors import GroundwireError
-from groundwire.stores.base import IndexSpec, IndexState, PlanState, WorkItem, WorkPlan
+from groundwire.stores.base import (
+    IndexSpec,
+    IndexState,
+    PlanState,
+    Store,
+    WorkItem,
+    WorkPlan,
+    version_not_staging,
+)
 from groundwire.stores.postgres.connection import Conn, Database, PostgresSettings, connect_kwargs
 
 log = logging.getLogger("groundwire.stores.postgres.workitems")
@@ -322,7 +332,7 @@ class PostgresWorkQueue:
             )
             return cur.rowcount == 1
 
-    async def publish(self, plan: WorkPlan, spec: IndexSpec) -> bool:
+    async def publish(self, plan: WorkPlan, spec: IndexSpec, store: Store | None = None) -> bool:
         async def guard(conn: Conn) -> None:
             cur = await conn.execute(
                 """
@@ -338,7 +348,10 @@ class PostgresWorkQueue:
                 raise PlanNotPublishable
 
         try:
-            await self._store.publish_version(plan.index_name, plan.version, spec, guard=guard)
+            if store is None or store is cast(object, self._store):
+                await self._store.publish_version(plan.index_name, plan.version, spec, guard=guard)
+            else:
+                await self._publish_elsewhere(plan, spec, store, guard)
         except PlanNotPublishable:
             return False
         except GroundwireError as err:
@@ -346,6 +359,29 @@ class PostgresWorkQueue:
                 return False
             raise
         return True
+
+    async def _publish_elsewhere(
+        self,
+        plan: WorkPlan,
+        spec: IndexSpec,
+        store: Store,
+        guard: Callable[[Conn], Awaitable[None]],
+    ) -> None:
+        """The plan's guard (its row locked and marked published) in a transaction
+        held open around `store`'s publish and committed only once that succeeded:
+        a failed publish leaves the plan running (the coordinator retries or ends
+        it), and a cancel meanwhile waits on the row, then finds it published. A
+        commit lost after the other store published is retried by the coordinator:
+        the version is found published there, so only the plan is marked. Unbounded
+        by the write limit: a large version's publish (copy, merge, replicas) runs
+        within that store's own publish timeout."""
+        async with self._db.conn(limit_s=None) as conn, conn.transaction():
+            await guard(conn)
+            published = (await store.index_state(plan.index_name)).published_version
+            if published > plan.version:
+                raise version_not_staging()
+            if published < plan.version:
+                await store.publish_version(plan.index_name, plan.version, spec)
 
     # -- change notifications -------------------------------------------------------
 

@@ -87,6 +87,9 @@ class QdrantStore:
 
     # Applies Scope.readers on every search and document read (stores/acl_guard.py).
     supports_access_lists = True
+    # The embedded engine's shard is this process's files: ingestion runs where it
+    # starts (stores/base.py SharedStaging).
+    shared_staging = False
 
     def __init__(self, settings: QdrantSettings, lock: PathLock) -> None:
         self._settings = settings
