@@ -22,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -40,6 +42,7 @@ from groundwire.stores.opensearch.layout import Names
 from tests.stores.conftest import opensearch_test_settings
 from tests.stores.contract_support import doc, publish, spec
 from tests.support.opensearch import PREVIOUS, OpenSearchCluster, three_node_cluster
+from tests.support.shared_ingestion import coordinator_killed_mid_item, physical_versions
 
 # About 4 minutes on an idle 2-core machine (most of it JVMs booting); the bound
 # leaves room for a loaded one.
@@ -570,3 +573,17 @@ async def test_ingestion_through_a_node_kill_completes_or_fails_cleanly(
         f"{outcome}; after the restart, joined in {joined:.1f}s, green in {green:.1f}s, "
         "state complete"
     )
+
+
+async def test_a_replica_killed_mid_item_loses_nothing(
+    cluster: OpenSearchCluster, tmp_path: Path, fresh_database: str
+) -> None:
+    await wait_health(cluster, nodes=3, status="green")
+    prefix = f"gwfk{uuid.uuid4().hex[:8]}-"
+    try:
+        final = await coordinator_killed_mid_item(tmp_path, fresh_database, cluster.urls, prefix)
+        # Only the published version's indexes are left on the cluster.
+        assert set(physical_versions(cluster.url, prefix)) == {final.version}
+    finally:
+        async with httpx.AsyncClient(timeout=60.0) as client:
+            await client.delete(f"{cluster.url}/{prefix}*", params={"expand_wildcards": "all"})

@@ -29,15 +29,11 @@ from groundwire.stores.base import (
 from groundwire.stores.postgres import PostgresSettings, open_postgres_store
 from groundwire_client.v1 import ingestion_pb2 as ing
 from tests.support.embedders import ControlledEmbedder
-from tests.support.openai_embeddings_standin import Behaviour, OpenAIEmbeddingsStandIn
-from tests.support.servers import ServerProcess, free_port, serving
+from tests.support.servers import serving
 from tests.support.shared_ingestion import (
     Replica,
-    check_reclaimed_once,
+    coordinator_killed_mid_item,
     db_rows,
-    ended,
-    kill_mid_item,
-    process_config,
     reference_documents,
     write_corpus,
 )
@@ -321,55 +317,11 @@ async def test_two_replicas_share_an_operation_and_cancel_through_either(
 
 
 async def test_a_replica_killed_mid_operation_loses_nothing(
-    tmp_path: Path, fresh_database: str, reference: Any
+    tmp_path: Path, fresh_database: str
 ) -> None:
-    docs = tmp_path / "docs"
-    write_corpus(docs, 48)
-    expected = await reference(docs)
-    with OpenAIEmbeddingsStandIn(dimensions=8, delay=0.25) as standin:
-        standin.behaviour = Behaviour.SLOW
-        servers = [
-            ServerProcess(
-                process_config(tmp_path, f"r{i}", docs, standin.base_url),
-                free_port(),
-                tmp_path / f"r{i}.log",
-                env={"GW_SHARED_DSN": fresh_database},
-            )
-            for i in range(2)
-        ]
-        try:
-            for s in servers:
-                s.start(wait=False)
-            for s in servers:
-                s.wait_serving(60)
-            killed, survivor = servers
-            a = Replica(killed.port)
-            b = Replica(survivor.port)
-            try:
-                op = await a.start()
-                killed_at = await kill_mid_item(fresh_database, killed, op.id, 60)
-                # The survivor reclaims the lost items, adopts the operation, publishes.
-                final = await ended(b, fresh_database, op.id, killed_at, 30)
-                assert final.state == ing.OPERATION_STATE_SUCCEEDED, final
-                assert (final.counts.ingested, final.counts.failed) == (48, 0)
-                # Usage of the claims that completed items, each item once.
-                assert final.counts.embedding_usage.texts == final.counts.chunks_written
-                docs_n, chunks_n = published_rows(fresh_database)
-                assert (docs_n, chunks_n) == (48, final.counts.chunks_written)
-                check_reclaimed_once(
-                    fresh_database, op.id, 12, {str(killed.pid), str(survivor.pid)}
-                )
-                # Published once: one published version, no staging left behind.
-                states = db_rows(fresh_database, "SELECT state FROM gw_index_versions")
-                assert [s for (s,) in states if s != "discarded"] == ["published"]
-                got = await b.documents()
-            finally:
-                await a.channel.close()
-                await b.channel.close()
-        finally:
-            for s in servers:
-                if s.process is not None:
-                    s.stop()
-        standin.behaviour = Behaviour.NORMAL
-    # The same documents, content hashes and chunk counts as one process ingests.
-    assert got == expected and len(got) == 48
+    final = await coordinator_killed_mid_item(tmp_path, fresh_database)
+    docs_n, chunks_n = published_rows(fresh_database)
+    assert (docs_n, chunks_n) == (48, final.counts.chunks_written)
+    # Published once: one published version, no staging left behind.
+    states = db_rows(fresh_database, "SELECT state FROM gw_index_versions")
+    assert [s for (s,) in states if s != "discarded"] == ["published"]

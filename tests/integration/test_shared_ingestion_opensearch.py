@@ -50,15 +50,12 @@ from groundwire.stores.postgres import PostgresSettings, open_postgres_store
 from groundwire_client.v1 import ingestion_pb2 as ing
 from tests.stores.conftest import opensearch_test_settings
 from tests.support.embedders import ControlledEmbedder
-from tests.support.openai_embeddings_standin import Behaviour, OpenAIEmbeddingsStandIn
-from tests.support.servers import ServerProcess, free_port, serving
+from tests.support.servers import serving
 from tests.support.shared_ingestion import (
     Replica,
-    check_reclaimed_once,
+    coordinator_killed_mid_item,
     db_rows,
-    ended,
-    kill_mid_item,
-    process_config,
+    physical_versions,
     reference_documents,
     write_corpus,
 )
@@ -76,17 +73,6 @@ def prefix(opensearch_url: str) -> Iterator[str]:
     yield name
     with contextlib.suppress(httpx.HTTPError):
         httpx.delete(f"{opensearch_url}/{name}*", params={"expand_wildcards": "all"}, timeout=60)
-
-
-def physical_versions(url: str, prefix: str) -> list[int]:
-    """The version of every physical index under `prefix` (read from the node)."""
-    r = httpx.get(
-        f"{url}/_cat/indices/{prefix}*",
-        params={"format": "json", "h": "index", "expand_wildcards": "all"},
-        timeout=30,
-    )
-    r.raise_for_status()
-    return sorted(int(row["index"].rsplit("-v", 1)[1]) for row in r.json() if "-v" in row["index"])
 
 
 def staged(doc_id: str, tenant: str, texts: list[str]) -> StagedDocument:
@@ -323,61 +309,6 @@ async def test_a_replica_killed_mid_item_loses_nothing_on_opensearch(
     opensearch_url: str,
     prefix: str,
 ) -> None:
-    docs = tmp_path / "docs"
-    write_corpus(docs, 48)
-    with OpenAIEmbeddingsStandIn(dimensions=8, delay=0.25) as standin:
-        search = f"{opensearch_url} {prefix}"
-        configs = [
-            process_config(tmp_path, f"r{i}", docs, standin.base_url, search) for i in range(2)
-        ]
-        standin.behaviour = Behaviour.SLOW
-        servers = [
-            ServerProcess(
-                configs[i],
-                free_port(),
-                tmp_path / f"r{i}.log",
-                env={"GW_SHARED_DSN": fresh_database},
-            )
-            for i in range(2)
-        ]
-        try:
-            for s in servers:
-                s.start(wait=False)
-            for s in servers:
-                s.wait_serving(90)
-            killed, survivor = servers
-            a, b = Replica(killed.port), Replica(survivor.port)
-            try:
-                op = await a.start()
-                # Killed mid-item: its staging of that item into OpenSearch is cut.
-                killed_at = await kill_mid_item(fresh_database, killed, op.id, 90)
-                final = await ended(b, fresh_database, op.id, killed_at, 60)
-                assert final.state == ing.OPERATION_STATE_SUCCEEDED, final
-                assert (final.counts.ingested, final.counts.failed) == (48, 0)
-                # Usage of the claims that completed items, each item once.
-                assert final.counts.embedding_usage.texts == final.counts.chunks_written
-                check_reclaimed_once(
-                    fresh_database, op.id, 12, {str(killed.pid), str(survivor.pid)}
-                )
-                status = (
-                    await b.ing.GetIndexStatus(ing.GetIndexStatusRequest(index_name="docs"))
-                ).status
-                assert status.published_version == final.version
-                assert (status.document_count, status.chunk_count) == (
-                    48,
-                    final.counts.chunks_written,
-                )
-                # Only the published version's indexes are left on the node.
-                assert set(physical_versions(opensearch_url, prefix)) == {final.version}
-                got = await b.documents()
-            finally:
-                await a.channel.close()
-                await b.channel.close()
-        finally:
-            for s in servers:
-                if s.process is not None:
-                    s.stop()
-        standin.behaviour = Behaviour.NORMAL
-    # The same documents, content hashes and chunk counts as one process ingests.
-    reference = await reference_documents(search_config(docs, opensearch_url, prefix))
-    assert got == reference and len(got) == 48
+    final = await coordinator_killed_mid_item(tmp_path, fresh_database, [opensearch_url], prefix)
+    # Only the published version's indexes are left on the node.
+    assert set(physical_versions(opensearch_url, prefix)) == {final.version}

@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 import psycopg
 
 from groundwire.app.config import parse_config
 from groundwire_client.v1 import ingestion_pb2 as ing
 from groundwire_client.v1 import ingestion_pb2_grpc
-from tests.support.servers import ServerProcess, serving, toml_config
+from tests.support.openai_embeddings_standin import Behaviour, OpenAIEmbeddingsStandIn
+from tests.support.servers import ServerProcess, free_port, serving, toml_config
 
 TERMINAL = (
     ing.OPERATION_STATE_SUCCEEDED,
@@ -153,14 +155,16 @@ async def reference_documents(cfg: dict[str, object]) -> dict[str, tuple[str, in
 
 
 def search_store_toml(search: str | None) -> str:
-    """`[stores.search]`, an OpenSearch store, from "URL PREFIX" (nothing for None)."""
+    """`[stores.search]`, an OpenSearch store, from "URL[,URL...] PREFIX" (nothing
+    for None)."""
     if search is None:
         return ""
-    url, prefix = search.split()
+    urls, prefix = search.split()
+    hosts = ", ".join(f'"{u}"' for u in urls.split(","))
     return f"""
 [stores.search]
 kind = "opensearch"
-hosts = ["{url}"]
+hosts = [{hosts}]
 replicas = 0
 index_prefix = "{prefix}"
 superseded_grace_ms = 0
@@ -171,8 +175,8 @@ def process_config(
     tmp: Path, name: str, docs: Path, embed_url: str, search: str | None = None
 ) -> Path:
     """A `groundwire serve` configuration sharing ingestion of index "docs" through
-    the PostgreSQL in $GW_SHARED_DSN, short leases; with `search` (an OpenSearch URL
-    and index prefix, "URL PREFIX") the index lives on that OpenSearch store."""
+    the PostgreSQL in $GW_SHARED_DSN, short leases; with `search` (OpenSearch URLs
+    and an index prefix, "URL[,URL...] PREFIX") the index lives on that store."""
     placed = search_store_toml(search)
     return toml_config(
         tmp,
@@ -205,3 +209,83 @@ sources = [{{ kind = "directory", path = "{docs}" }}]
 """,
         name=f"{name}.toml",
     )
+
+
+def physical_versions(url: str, prefix: str) -> list[int]:
+    """The version of every physical index under `prefix` (read from the node)."""
+    r = httpx.get(
+        f"{url}/_cat/indices/{prefix}*",
+        params={"format": "json", "h": "index", "expand_wildcards": "all"},
+        timeout=30,
+    )
+    r.raise_for_status()
+    return sorted(int(row["index"].rsplit("-v", 1)[1]) for row in r.json() if "-v" in row["index"])
+
+
+async def coordinator_killed_mid_item(
+    tmp_path: Path, dsn: str, urls: list[str] | None = None, prefix: str = ""
+) -> ing.Operation:
+    """Two real `serve` processes share an operation (into the default PostgreSQL
+    store, or with `urls` an index on that OpenSearch cluster under `prefix`); the
+    coordinator is SIGKILLed mid-item (its staging of that item cut) and the
+    survivor reclaims its items, adopts the operation and publishes every document
+    once: counts, usage, content hashes and chunk counts as one process ingests.
+    Returns the operation as it ended."""
+    docs = tmp_path / "docs"
+    write_corpus(docs, 48)
+    with OpenAIEmbeddingsStandIn(dimensions=8, delay=0.25) as standin:
+        search = None if urls is None else f"{','.join(urls)} {prefix}"
+        standin.behaviour = Behaviour.SLOW
+        servers = [
+            ServerProcess(
+                process_config(tmp_path, f"r{i}", docs, standin.base_url, search),
+                free_port(),
+                tmp_path / f"r{i}.log",
+                env={"GW_SHARED_DSN": dsn},
+            )
+            for i in range(2)
+        ]
+        try:
+            for s in servers:
+                s.start(wait=False)
+            for s in servers:
+                s.wait_serving(90)
+            killed, survivor = servers
+            a, b = Replica(killed.port), Replica(survivor.port)
+            try:
+                op = await a.start()
+                killed_at = await kill_mid_item(dsn, killed, op.id, 90)
+                final = await ended(b, dsn, op.id, killed_at, 60)
+                assert final.state == ing.OPERATION_STATE_SUCCEEDED, final
+                assert (final.counts.ingested, final.counts.failed) == (48, 0)
+                # Usage of the claims that completed items, each item once.
+                assert final.counts.embedding_usage.texts == final.counts.chunks_written
+                check_reclaimed_once(dsn, op.id, 12, {str(killed.pid), str(survivor.pid)})
+                req = ing.GetIndexStatusRequest(index_name="docs")
+                status = (await b.ing.GetIndexStatus(req)).status
+                assert status.published_version == final.version
+                assert (status.document_count, status.chunk_count) == (
+                    48,
+                    final.counts.chunks_written,
+                )
+                got = await b.documents()
+            finally:
+                await a.channel.close()
+                await b.channel.close()
+        finally:
+            for s in servers:
+                if s.process is not None:
+                    s.stop()
+        standin.behaviour = Behaviour.NORMAL
+    # The same documents, content hashes and chunk counts as one process ingests.
+    reference = await reference_documents(
+        {
+            "auth": {"mode": "disabled"},
+            "embedders": {"hash": {"kind": "hashing"}},
+            "indexes": {
+                "docs": {"embedder": "hash", "sources": [{"kind": "directory", "path": str(docs)}]}
+            },
+        }
+    )
+    assert got == reference and len(got) == 48
+    return final

@@ -5,6 +5,7 @@ its store's log. The clusters themselves: tests/integration/test_store_placement
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -13,10 +14,11 @@ from groundwire.app.factories import build_components
 from groundwire.app.reload import RESTART_ONLY, restart_keys
 from groundwire.app.store_factories import build_stores
 from groundwire.domain.errors import GroundwireError
+from groundwire.domain.indexes import StoreKind
 from groundwire.domain.operations import Operation, OperationState, OperationTrigger
-from groundwire.stores.base import store_unavailable
-from groundwire.stores.memory import MemoryOperationLog
-from groundwire.stores.placement import PlacedOperationLog
+from groundwire.stores.base import Store, shares_staging, store_unavailable
+from groundwire.stores.memory import MemoryOperationLog, MemoryStore
+from groundwire.stores.placement import PlacedOperationLog, shares_control_plane_queue
 
 
 def config(**overrides: object) -> GroundwireConfig:
@@ -194,3 +196,40 @@ async def test_an_interrupted_operation_is_finished_where_it_was_recorded() -> N
     assert await a.get_operation(running.id) is None
     with pytest.raises(ValueError):
         placed.place({"beta": "nowhere"})
+
+
+class _Kinded:
+    """A store as placement sees it: its kind and whether its staging is shared."""
+
+    def __init__(self, kind: object, shared: bool) -> None:
+        self.kind = kind
+        self.shared_staging = shared
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "shared", "expected"),
+    [
+        ("default", StoreKind.POSTGRES, True, True),
+        ("default", StoreKind.MEMORY, False, True),  # no queue there: nothing shared anyway
+        ("search", StoreKind.OPENSEARCH, True, True),
+        ("vectors", StoreKind.QDRANT, False, False),  # one process's files
+        ("b", StoreKind.MEMORY, False, False),
+        ("b", StoreKind.POSTGRES, True, False),  # its operations live on its own database
+        ("plug", "plugin.Store", True, False),
+    ],
+)
+def test_which_indexes_share_ingestion_through_the_control_plane_queue(
+    name: str, kind: object, shared: bool, expected: bool
+) -> None:
+    store = cast(Store, _Kinded(kind, shared))
+    assert shares_control_plane_queue(name, store) is expected
+
+
+def test_store_kinds_declare_whether_their_staging_is_shared() -> None:
+    from groundwire.stores.opensearch import OpenSearchStore
+    from groundwire.stores.postgres import PostgresStore
+    from groundwire.stores.qdrant.store import QdrantStore
+
+    assert [
+        shares_staging(k) for k in (PostgresStore, OpenSearchStore, MemoryStore, QdrantStore)
+    ] == [True, True, False, False]

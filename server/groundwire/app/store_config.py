@@ -83,8 +83,9 @@ class StoreConfig(StrictModel):
     # that every replica claims under a lease of `work_lease_ms` (database clock),
     # renewed every `work_renew_ms`; an idle replica looks for items every
     # `work_poll_ms` besides being notified; `work_concurrency` items at once per
-    # replica. `shared_ingestion = false`: each operation runs wholly inside the
-    # replica that started it.
+    # replica. Read on the default store only; it covers the indexes on it and on
+    # OpenSearch stores. `shared_ingestion = false`: each operation runs wholly
+    # inside the replica that started it.
     shared_ingestion: bool = True
     # kind = "opensearch" (stores/opensearch; README "Indexes on OpenSearch"): the
     # cluster's URLs, credentials by reference (basic auth, or an API key), a CA

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from opensearchpy import AsyncOpenSearch
+from opensearchpy import exceptions as os_errors
 
 from groundwire.domain import bm25
 from groundwire.domain.access import ALL_READERS, PUBLIC_READERS, Readers
@@ -139,6 +140,7 @@ class OpenSearchStore:
                 # Another replica created it first.
                 if "resource_already_exists" not in str(getattr(exc, "error", "")):
                     await self._call("exists", lambda: self._client.indices.get(index=meta))
+        await self._versions.primaries_active([meta], timeout_s=30.0, settled=True)
         self._meta_ready = True
 
     async def _meta(self, name: str) -> tuple[dict[str, Any], int, int] | None:
@@ -196,17 +198,20 @@ class OpenSearchStore:
                 "document_count": 0,
                 "chunk_count": 0,
             }
-            await self._call(
-                "meta",
-                lambda: self._client.index(
-                    index=self._names.meta,
-                    id=spec.name,
-                    body=record,
-                    op_type="create",
-                    refresh="true",
-                ),
-                missing=None,
-            )
+
+            async def create() -> Any:
+                try:
+                    return await self._client.index(
+                        index=self._names.meta,
+                        id=spec.name,
+                        body=record,
+                        op_type="create",
+                        refresh="true",
+                    )
+                except os_errors.ConflictError:
+                    return None  # another replica starting with it recorded it first
+
+            await self._call("meta", create, missing=None)
         self._specs[spec.name] = spec
         current, _ = await self._record(spec.name)
         if int(current.get("published_version", 0)) == 0:

@@ -397,7 +397,7 @@ class Versions:
         actions: list[dict[str, Any]] = []
         superseded: list[str] = []
         empty: list[str] = []
-        await self._primaries_active([t.physical for t in st.tenants.values()])
+        await self.primaries_active([t.physical for t in st.tenants.values()])
         for alias, ts in st.tenants.items():
             old = current.get(alias)
             if old is not None:
@@ -505,9 +505,15 @@ class Versions:
             raise store_unavailable("search engine shards of the new version are unavailable")
         return int(body.get("count", 0))
 
-    async def _primaries_active(self, physicals: Sequence[str]) -> None:
-        """Every primary shard of the new version's indexes is allocated (a node
-        lost while they were built fails the publish: nothing is swapped)."""
+    async def primaries_active(
+        self, physicals: Sequence[str], timeout_s: float = 10.0, *, settled: bool = False
+    ) -> None:
+        """Every primary shard of `physicals` is allocated: before a publish (a node
+        lost while the new version was built fails it: nothing is swapped). With
+        `settled`, for the meta index at start (replicas starting together: one
+        creates it, the others find it while its copies still recover, when a read
+        routed to one fails): its copies too, within `timeout_s`, else its
+        primaries."""
         targets = ",".join(physicals)
         if not targets:
             return
@@ -516,11 +522,13 @@ class Versions:
             "health",
             lambda: self._client.cluster.health(
                 index=targets,
-                wait_for_status="yellow",
-                params={"timeout": "10s"},
-                request_timeout=30.0,
+                wait_for_status="green" if settled else "yellow",
+                params={"timeout": f"{timeout_s:.0f}s"},
+                request_timeout=timeout_s + 20.0,
             ),
         )
+        if settled and state.get("status") == "yellow":
+            return
         if state.get("timed_out") or state.get("status") == "red":
             raise store_unavailable("search engine shards of the new version are unavailable")
 

@@ -371,8 +371,9 @@ class PostgresWorkQueue:
         held open around `store`'s publish and committed only once that succeeded:
         a failed publish leaves the plan running (the coordinator retries or ends
         it), and a cancel meanwhile waits on the row, then finds it published. A
-        commit lost after the other store published is retried by the coordinator:
-        the version is found published there, so only the plan is marked. Unbounded
+        coordinator that dies between that store's publish and the commit leaves the
+        plan running: the replica adopting it finds the version published there and
+        only marks the plan. Unbounded
         by the write limit: a large version's publish (copy, merge, replicas) runs
         within that store's own publish timeout."""
         async with self._db.conn(limit_s=None) as conn, conn.transaction():
