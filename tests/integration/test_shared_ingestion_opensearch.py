@@ -171,6 +171,13 @@ async def test_processes_stage_one_version_once_and_any_of_them_publishes(
         await a.stage_documents("ks", v2, [staged("d4", "t2", ["epsilon"])])
         assert await b.stage_deletions("ks", v2, [DocumentKey("t1", "d0")]) == 1
         await b.publish_version("ks", v2, spec)
+        # Its coordinator died between that publish and the plan's commit: the
+        # adopter's publish finds the version published and only marks the plan.
+        plan2 = WorkPlan("op-os2", "ks", v2, "key", False, PlanState.RUNNING, 0)
+        await q1.create_plan(plan2, [], 5)
+        assert await q2.publish(plan2, spec, d)
+        ended2 = await q1.get_plan("op-os2")
+        assert ended2 is not None and ended2.state is PlanState.PUBLISHED
         assert await d.tenant_counts("ks", "t1") == (2, 3)
         assert await published(d, "t1") == {
             "d1": ["beta changed"],
