@@ -241,16 +241,19 @@ class Versions:
             engine_major=self.engine_major,
         )
 
-        async def create() -> Any:
+        async def create() -> bool:
             try:
-                return await self._client.indices.create(index=physical, body=body)
+                await self._client.indices.create(index=physical, body=body)
             except os_errors.RequestError as exc:
                 # A shared version: another process created the tenant's index first.
                 if not (st.shared and exc.error == "resource_already_exists_exception"):
                     raise
-                return None
+                return False
+            return True
 
-        await call(self._settings.label, "create_index", create)
+        if not await call(self._settings.label, "create_index", create):
+            # Its primary may still be starting (a read would find no shard).
+            await self.primaries_active([physical], timeout_s=30.0)
         ts = st.tenants[Names.alias_of(physical)] = TenantStaging(physical)
         return ts
 
