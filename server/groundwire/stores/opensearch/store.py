@@ -68,9 +68,11 @@ from groundwire.stores.opensearch.layout import (
     sorted_hits,
 )
 from groundwire.stores.opensearch.queries import (
+    CHARACTERS_BODY,
     IDS,
     SOURCE,
     bm25_body,
+    characters_in,
     chunk_hit,
     chunk_records,
     chunks_body,
@@ -443,6 +445,11 @@ class OpenSearchStore:
     ) -> tuple[int, int]:
         self._spec(name)
         return (await self._tenant_counts(name, [tenant], readers))[tenant]
+
+    async def tenant_characters(self, name: str, tenant: str) -> int:
+        self._spec(name)
+        found = await self._search(self._names.alias(name, tenant), CHARACTERS_BODY, "count")
+        return characters_in(found)
 
     async def list_documents(
         self,

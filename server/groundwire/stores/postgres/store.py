@@ -412,6 +412,17 @@ class PostgresStore:
             row = await cur.fetchone()
             return (int(row[0]), int(row[1])) if row else (0, 0)
 
+    async def tenant_characters(self, name: str, tenant: str) -> int:
+        # gw_tenant_stats.character_count moves in the publish transaction.
+        async with self._db.snapshot() as conn:
+            idx = await index_row(conn, name)
+            cur = await conn.execute(
+                "SELECT character_count FROM gw_tenant_stats WHERE index_id = %s AND tenant = %s",
+                [idx.id, tenant],
+            )
+            row = await cur.fetchone()
+            return int(row[0]) if row else 0
+
     async def list_documents(
         self,
         name: str,
