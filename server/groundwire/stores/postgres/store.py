@@ -515,7 +515,9 @@ class PostgresStore:
         async def body(conn: Conn) -> list[ChunkHit]:
             idx = await index_row(conn, name)
             scoped = await reader_scope(conn, idx, scope)
-            return await vectors.search(conn, idx, vector, k, scoped, ef_search)
+            return await vectors.search(
+                conn, idx, vector, k, scoped, ef_search, self._lexical_cache.filters
+            )
 
         return await self._router.read(self._published_lsn(name), body)
 
