@@ -54,7 +54,7 @@ from groundwire.stores.memory import MemoryStore
 from groundwire.stores.postgres import PostgresSettings, open_postgres_store
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_stores import Corpus, K, load, pct, timed
+from bench_stores import Corpus, K, load_everywhere, pct, timed
 
 GROUPS = 20
 
@@ -105,15 +105,7 @@ def recall(got: list[ChunkHit], exact: list[ChunkHit]) -> float:
 async def costs(args: argparse.Namespace, stores: dict[str, Store]) -> None:
     corpus = Corpus(args.chunks)
     with_acls(corpus)
-    name = f"benchacl{int(time.time())}"
-    spec = IndexSpec(name, "bench/clustered:384", 384, DistanceMetric.COSINE, "bench")
-    for label, store in stores.items():
-        staged, published = await load(store, spec, corpus)
-        print(
-            f"loaded {len(corpus.docs) * 10} chunks into {label}: stage {staged:.0f} s,"
-            f" publish {published:.0f} s",
-            flush=True,
-        )
+    name = await load_everywhere(stores, corpus, "benchacl")
     vec_q = corpus.vectors(args.queries)
     lex_q = corpus.lexical_queries(args.queries)
     exact: dict[str, list[list[ChunkHit]]] = {}

@@ -166,6 +166,20 @@ async def load(store: Store, spec: IndexSpec, corpus: Corpus) -> tuple[float, fl
     return staged - t, time.perf_counter() - staged
 
 
+async def load_everywhere(stores: dict[str, Store], corpus: Corpus, prefix: str) -> str:
+    """`corpus` loaded into every store as one new 384-d index; its name."""
+    name = f"{prefix}{int(time.time())}"
+    spec = IndexSpec(name, "bench/clustered:384", DIM, DistanceMetric.COSINE, "bench")
+    for label, store in stores.items():
+        staged, published = await load(store, spec, corpus)
+        print(
+            f"loaded {len(corpus.docs) * CHUNKS_PER_DOC} chunks into {label}:"
+            f" stage {staged:.0f} s, publish {published:.0f} s",
+            flush=True,
+        )
+    return name
+
+
 async def run(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     corpus = Corpus(args.chunks)

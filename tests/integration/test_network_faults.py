@@ -326,6 +326,13 @@ async def test_standby_link_cut_reads_fail_over_to_the_primary_and_come_back(
                     break
                 assert time.monotonic() < settle_by, "a replica kept reading from the cut standby"
                 standby_mid = standby_late
+            # The link stays cut until the primary has answered enough reads to
+            # show the failover serving (a condition, not a window: on a loaded
+            # machine a few seconds hold fewer reads), within a bound.
+            enough_by = time.monotonic() + 60
+            while len(load.between(cut_at, time.monotonic())) < 20:
+                assert time.monotonic() < enough_by, "reads stalled while the link was cut"
+                await asyncio.sleep(0.2)
             primary_late = [cluster.served(i, "primary") for i in range(2)]
         finally:
             cluster.net["standby"].restore()

@@ -135,6 +135,8 @@ async def test_migrations_are_idempotent_and_safe_for_concurrent_starts(dsn: str
 # BM25 statistics and document ids unique per index (the index-wide token total
 # comes back at 0: only the migrations under test read the published data).
 _DOWNGRADE_TO_3 = (
+    "ALTER TABLE gw_tenant_stats DROP COLUMN character_count",
+    "DELETE FROM gw_schema_migrations WHERE version = 22",
     "DROP TABLE gw_posting_blocks",
     'CREATE TABLE gw_postings (index_id integer NOT NULL, tenant text COLLATE "C" NOT NULL, '
     'term text COLLATE "C" NOT NULL, chunk bigint NOT NULL, tf integer NOT NULL, '
@@ -263,6 +265,12 @@ async def test_migration_4_keys_documents_by_tenant_and_splits_statistics(
                 ], (scope.tenant, q.text)
                 assert [h.key for h in got] == [h.key for h in mem]
         assert await upgraded.index_state("upgrade") == await reference.index_state("upgrade")
+        # Migration 22 counted each tenant's characters of chunk text (published only).
+        for tenant in ("acme", "globex", ""):
+            assert await upgraded.tenant_characters("upgrade", tenant) == (
+                await reference.tenant_characters("upgrade", tenant)
+            ), tenant
+        assert await upgraded.tenant_characters("upgrade", "acme") == 22 + 10 + 17
         # The upgraded database keeps working: the same id in another tenant is a new
         # document, and publishing moves only that tenant's statistics.
         await publish(upgraded, s, [doc("a1", ["probe other tenant"], None, tenant="globex")])

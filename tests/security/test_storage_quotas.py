@@ -1,6 +1,7 @@
 """What one tenant stores is budgeted (issue 44), proven through the gRPC port on both
-stores: a push past the tenant's quota in an index is refused RESOURCE_EXHAUSTED /
-TENANT_QUOTA_EXCEEDED with the setting in ErrorInfo and nothing written, another
+stores: a push past the tenant's quota in an index (chunks, or characters of chunk
+text) is refused RESOURCE_EXHAUSTED / TENANT_QUOTA_EXCEEDED with the setting in
+ErrorInfo and nothing written, another
 tenant's pushes go on; the red team's CSV (a header of 1,000,000 columns, 8.9 MB,
 streamed with UploadDocument: 12,699 chunks before) is refused DOCUMENT_CHUNKS_EXCEEDED
 before anything is staged; a 1 MB title is refused FIELD_OUT_OF_RANGE on its field.
@@ -26,6 +27,7 @@ B_KEY = "gw-tenant-b-" + "b" * 22
 MIB = 1024 * 1024
 CANARY = "quokkazebrafjord"
 TENANT_CHUNKS = 40
+TENANT_CHARACTERS = 20_000
 
 
 @pytest.fixture(params=["memory", "postgres"])
@@ -54,6 +56,15 @@ async def app(
                 "ingestion": {"max_chunks_per_tenant": TENANT_CHUNKS},
             },
             "files": {"embedder": "hash", "ingestion": {"max_file_bytes": 16 * MIB}},
+            # Few large chunks: the characters bound refuses first.
+            "text": {
+                "embedder": "hash",
+                "chunking": {"size": 512, "overlap": 0},
+                "ingestion": {
+                    "max_chunks_per_tenant": 0,
+                    "max_characters_per_tenant": TENANT_CHARACTERS,
+                },
+            },
         },
     }
     async with serving(parse_config(cfg)) as running:
@@ -75,11 +86,17 @@ def page(i: int) -> str:
 
 
 async def push(
-    stub: Any, key: str, doc_id: str, text: str, title: str = "", acl: tuple[str, ...] = ()
+    stub: Any,
+    key: str,
+    doc_id: str,
+    text: str,
+    title: str = "",
+    acl: tuple[str, ...] = (),
+    index: str = "shared",
 ) -> Any:
     return await stub.UpsertDocuments(
         ing.UpsertDocumentsRequest(
-            index_name="shared",
+            index_name=index,
             documents=[ing.PushedDocument(document_id=doc_id, text=text, title=title, acl=acl)],
         ),
         metadata=auth(key),
@@ -92,6 +109,14 @@ async def listed(stub: Any, key: str, index: str) -> set[str]:
         ing.ListDocumentsRequest(index_name=index, page_size=100), metadata=auth(key), timeout=30
     )
     return {d.document_id for d in answer.documents}
+
+
+def assert_quota_refusal(refused: grpc.aio.AioRpcError, setting: str) -> None:
+    details = details_of(refused)
+    assert details.code is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert [i.reason for i in details.infos] == ["TENANT_QUOTA_EXCEEDED"]
+    assert details.infos[0].metadata["setting"] == setting
+    assert not any(CANARY in t for t in details.texts())
 
 
 async def test_a_tenant_past_its_quota_is_refused_and_another_is_not(stub: Any) -> None:
@@ -107,11 +132,7 @@ async def test_a_tenant_past_its_quota_is_refused_and_another_is_not(stub: Any) 
             break
         written += answer.chunks_written
     assert refused is not None, "the quota never refused a push"
-    details = details_of(refused)
-    assert details.code is grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert [i.reason for i in details.infos] == ["TENANT_QUOTA_EXCEEDED"]
-    assert details.infos[0].metadata["setting"] == "ingestion.max_chunks_per_tenant"
-    assert not any(CANARY in t for t in details.texts())
+    assert_quota_refusal(refused, "ingestion.max_chunks_per_tenant")
     assert 0 < written <= TENANT_CHUNKS
     assert f"d{i}" not in await listed(stub, A_KEY, "shared")
     # Another tenant's holding is its own.
@@ -123,6 +144,24 @@ async def test_a_tenant_past_its_quota_is_refused_and_another_is_not(stub: Any) 
         timeout=30,
     )
     await push(stub, A_KEY, f"d{i}", page(i))
+
+
+async def test_a_tenant_past_its_characters_quota_is_refused(stub: Any) -> None:
+    # Each page: 40 words of about 20 characters, about 840 characters of text.
+    held = 0
+    refused = None
+    for i in range(60):
+        try:
+            await push(stub, A_KEY, f"p{i}", page(i), index="text")
+        except grpc.aio.AioRpcError as err:
+            refused = err
+            break
+        held += len(page(i))
+    assert refused is not None, "the characters quota never refused a push"
+    assert_quota_refusal(refused, "ingestion.max_characters_per_tenant")
+    assert TENANT_CHARACTERS - len(page(i)) < held <= TENANT_CHARACTERS
+    assert f"p{i}" not in await listed(stub, A_KEY, "text")
+    await push(stub, B_KEY, "b0", page(0), index="text")
 
 
 def wide_csv(columns: int = 1_000_000) -> bytes:

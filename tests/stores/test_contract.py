@@ -764,6 +764,37 @@ async def test_tenant_counts_are_per_tenant_published_and_match_the_listing(
     assert await store.tenant_counts(index_name, "g") == (1, 1)
 
 
+async def test_tenant_characters_are_each_chunks_length_summed_per_tenant_published_only(
+    store: Store, index_name: str
+) -> None:
+    await store.ensure_index(spec(index_name))
+    assert await store.tenant_characters(index_name, "acme") == 0
+    acl = frozenset({"group:hr"})
+    await publish(
+        store,
+        index_name,
+        [
+            doc("a1", ["alpha", "beta"], [vec(1, 0, 0, 0), vec(0, 1, 0, 0)], tenant="acme"),
+            # A document with an access list counts too (the quota is the tenant's).
+            doc("a2", ["gamma-delta"], [vec(0, 0, 1, 0)], tenant="acme", acl=acl),
+            doc("g1", ["x" * 40], [vec(0, 0, 0, 1)], tenant="g"),
+        ],
+    )
+    assert await store.tenant_characters(index_name, "acme") == 5 + 4 + 11
+    assert await store.tenant_characters(index_name, "g") == 40
+    assert await store.tenant_characters(index_name, "") == 0
+    # Staged changes count once published: a1 replaced by a longer text, a2 deleted.
+    v = await store.begin_version(index_name)
+    await store.stage_deletions(index_name, v, [K("a2", "acme")])
+    await store.stage_documents(
+        index_name, v, [doc("a1", ["epsilon", "zeta", "eta"], [vec(1, 1, 0, 0)] * 3, tenant="acme")]
+    )
+    assert await store.tenant_characters(index_name, "acme") == 20
+    await store.publish_version(index_name, v, spec(index_name))
+    assert await store.tenant_characters(index_name, "acme") == 7 + 4 + 3
+    assert await store.tenant_characters(index_name, "g") == 40
+
+
 # -- execution checkpoints -------------------------------------------------------
 
 

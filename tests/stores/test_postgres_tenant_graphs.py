@@ -6,14 +6,16 @@ built is dropped at the next ensure_index (searches never use it)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
 
-from groundwire.domain.retrieval import Scope
+from groundwire.domain.retrieval import MetadataFilter, Scope
 from groundwire.stores.base import DistanceMetric, DocumentKey, StagedDocument
+from groundwire.stores.memory import MemoryStore
 from groundwire.stores.postgres import PostgresSettings, open_postgres_store
 from groundwire.stores.postgres import vectors as pg_vectors
 from groundwire.stores.postgres.schema import hnsw_index_ddl, hnsw_index_name
@@ -186,3 +188,72 @@ async def test_graph_search_runs_at_the_legs_ef_search(postgres_dsn: str) -> Non
         assert rows == [("400",)]
         rows = await pg_vectors._fetch(conn, query, {}, True, 10, 100)
         assert rows == [("100",)]
+
+
+async def test_a_selective_filter_on_a_graph_tenant_is_ranked_exactly_by_id(
+    postgres_dsn: str, index_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filter admitting few of a graph tenant's chunks (exact_by_id) ranks them
+    exactly (read by id); a broader one walks the graph. Both return what
+    the in-memory store's exact scan returns here, and a filter admitting nothing
+    returns nothing."""
+    monkeypatch.setattr(pg_vectors, "EXACT_MAX_CHUNKS", 20)
+    monkeypatch.setattr(pg_vectors, "FILTERED_EXACT_ROWS", 15)
+    monkeypatch.setattr(pg_vectors, "FILTERED_EXACT_MAX_ROWS", 15)
+    rng = np.random.default_rng(11)
+    sp = spec(index_name, dims=DIMS)
+    store = await open_postgres_store(PostgresSettings(dsn=postgres_dsn, data_dir=Path("unused")))
+    memory = MemoryStore()
+    calls: list[tuple[bool, int | None]] = []
+    rows: Any = pg_vectors._rows
+
+    async def spy(*args: Any, exact: bool, ids: Any = None) -> Any:
+        calls.append((exact, None if ids is None else len(ids)))
+        return await rows(*args, exact=exact, ids=ids)
+
+    monkeypatch.setattr(pg_vectors, "_rows", spy)
+    try:
+        vectors = rng.normal(size=(60, DIMS)).astype(np.float32)
+        docs = [
+            doc(
+                f"d{i}",
+                [f"t {i}"],
+                [vectors[i]],
+                tenant="acme",
+                metadata={"dept": "rare" if i % 6 == 0 else "common"},
+            )
+            for i in range(60)
+        ]
+        await publish(store, index_name, docs, sp)
+        await publish(memory, index_name, docs, sp)
+        for dept, admitted, exact_by_id in (("rare", 10, True), ("common", 50, False)):
+            scope = Scope("acme", MetadataFilter({"dept": frozenset({dept})}))
+            for _ in range(5):
+                q = rng.normal(size=DIMS).astype(np.float32)
+                calls.clear()
+                got = await store.search_vector(index_name, q, 5, scope)
+                want = await memory.search_vector(index_name, q, 5, scope)
+                assert [h.key for h in got] == [h.key for h in want]
+                assert calls[0] == (exact_by_id, admitted), calls
+        none = Scope("acme", MetadataFilter({"dept": frozenset({"absent"})}))
+        assert await store.search_vector(index_name, vectors[0], 5, none) == []
+    finally:
+        await store.close()
+        await memory.close()
+
+
+def test_exact_by_id_follows_the_admitted_rows_and_fraction() -> None:
+    rows, fraction, cap = (
+        pg_vectors.FILTERED_EXACT_ROWS,
+        pg_vectors.FILTERED_EXACT_FRACTION,
+        pg_vectors.FILTERED_EXACT_MAX_ROWS,
+    )
+    # Few rows: exact whatever the tenant's size.
+    assert pg_vectors.exact_by_id(rows, rows + 1)
+    assert pg_vectors.exact_by_id(0, 10**7)
+    # More: exact only while a small fraction of the tenant and under the cap.
+    assert not pg_vectors.exact_by_id(rows + 1, rows + 2)
+    big = int(cap / fraction) * 10
+    assert pg_vectors.exact_by_id(rows + 1, big)
+    assert pg_vectors.exact_by_id(cap, big)
+    assert not pg_vectors.exact_by_id(cap + 1, big)

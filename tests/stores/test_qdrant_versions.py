@@ -4,6 +4,7 @@ both land (the later publish rebased on the earlier one)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,26 @@ async def test_a_published_version_survives_a_restart(tmp_path: Path) -> None:
     assert await store.begin_version("idx") == 3
     (index_dir,) = [p for p in (tmp_path / "qdrant").iterdir() if p.is_dir()]
     assert sorted(p.name for p in index_dir.iterdir()) == ["manifest.json", "v1"]
+    await store.close()
+
+
+async def test_a_manifest_without_characters_counts_them_when_read(tmp_path: Path) -> None:
+    """A manifest written before the characters of chunk text were recorded (five
+    statistics a tenant) still answers `tenant_characters`, counted on the shard."""
+    store = await open_qdrant_store(qdrant_test_settings(tmp_path))
+    await publish(
+        store, "idx", [doc("a", ["alpha text", "beta"], [vec(1, 0, 0, 0)] * 2, tenant="t")]
+    )
+    assert await store.tenant_characters("idx", "t") == 10 + 4
+    await store.close()
+    (manifest,) = (tmp_path / "qdrant").glob("*/manifest.json")
+    raw = json.loads(manifest.read_text())
+    raw["tenants"] = {t: v[:5] for t, v in raw["tenants"].items()}
+    manifest.write_text(json.dumps(raw))
+    store = await open_qdrant_store(qdrant_test_settings(tmp_path))
+    await store.ensure_index(spec("idx"))
+    assert await store.tenant_characters("idx", "t") == 14
+    assert await store.tenant_characters("idx", "other") == 0
     await store.close()
 
 

@@ -44,6 +44,14 @@ async def chunks_of(h: IndexHandle, tenant: str) -> int:
     return (await h.store.tenant_counts(h.name, tenant))[1]
 
 
+async def refused_by_quota(h: IndexHandle, docs: list[PushDocument], setting: str) -> None:
+    with pytest.raises(GroundwireError) as refused:
+        await upsert_documents(h, docs, "t1")
+    assert refused.value.kind is ErrorKind.RESOURCE_EXHAUSTED
+    assert refused.value.reason == TENANT_QUOTA_REASON
+    assert setting in refused.value.message
+
+
 async def test_a_tenant_past_its_chunk_quota_is_refused_and_others_are_not(
     store: Store, index_name: str
 ) -> None:
@@ -51,11 +59,7 @@ async def test_a_tenant_past_its_chunk_quota_is_refused_and_others_are_not(
     await upsert_documents(h, [doc("a", 12), doc("b", 12)], "t1")
     held = await chunks_of(h, "t1")
     assert 20 <= held <= 30
-    with pytest.raises(GroundwireError) as refused:
-        await upsert_documents(h, [doc("c", 12)], "t1")
-    assert refused.value.kind is ErrorKind.RESOURCE_EXHAUSTED
-    assert refused.value.reason == TENANT_QUOTA_REASON
-    assert "ingestion.max_chunks_per_tenant" in refused.value.message
+    await refused_by_quota(h, [doc("c", 12)], "ingestion.max_chunks_per_tenant")
     assert await chunks_of(h, "t1") == held  # nothing of the refused push stored
     # Another tenant's holding is its own.
     await upsert_documents(h, [doc("c", 12), doc("d", 12)], "t2")
@@ -89,6 +93,24 @@ async def test_a_tenant_past_its_document_quota_is_refused(store: Store, index_n
     assert "ingestion.max_documents_per_tenant" in refused.value.message
     # Updating a document it holds adds no document.
     await upsert_documents(h, [doc("d0", 1, "charlie")], "t1")
+
+
+async def test_a_tenant_past_its_characters_quota_is_refused(store: Store, index_name: str) -> None:
+    # 1,000 characters of chunk text (10 chunks of 100, no overlap) per tenant.
+    h = handle(store, index_name, StorageQuota(max_characters_per_tenant=1_000))
+    await upsert_documents(h, [doc("a", 4), doc("b", 4)], "t1")
+    held = await h.store.tenant_characters(index_name, "t1")
+    assert 700 <= held <= 800
+    await refused_by_quota(h, [doc("c", 4)], "ingestion.max_characters_per_tenant")
+    assert await h.store.tenant_characters(index_name, "t1") == held
+    assert await h.store.tenant_counts(index_name, "t1") == (2, 8)
+    # Another tenant's text is its own; replacing a document by one of its size at
+    # the quota is allowed; deleting frees the quota.
+    await upsert_documents(h, [doc("a", 4), doc("b", 4)], "t2")
+    await upsert_documents(h, [doc("b", 4, "bravo")], "t1")
+    await delete_documents(h, ["a"], "t1")
+    await upsert_documents(h, [doc("c", 4)], "t1")
+    assert await h.store.tenant_characters(index_name, "t1") <= 1_000
 
 
 async def test_concurrent_pushes_of_one_tenant_never_pass_the_quota_together(

@@ -347,11 +347,13 @@ class IngestionConfig(StrictModel):
     # fails TOO_LARGE. A file under max_file_bytes can otherwise become thousands of
     # chunks (a CSV of one 1,000,000-column row: 12,699).
     max_chunks_per_document: int = Field(4096, ge=0, le=10_000_000)
-    # What one tenant's pushes may hold in this index, in chunks and in documents
-    # (0: no bound); a push past either is refused (RESOURCE_EXHAUSTED,
-    # TENANT_QUOTA_EXCEEDED). Chunks times the chunk size bounds the stored text.
+    # What one tenant's pushes may hold in this index, in chunks, in documents and
+    # in characters of chunk text (each chunk's length summed, overlaps included;
+    # UTF-8 stores 1-4 bytes a character) (0: no bound); a push past any is refused
+    # (RESOURCE_EXHAUSTED, TENANT_QUOTA_EXCEEDED).
     max_chunks_per_tenant: int = Field(1_000_000, ge=0, le=1_000_000_000)
     max_documents_per_tenant: int = Field(1_000_000, ge=0, le=1_000_000_000)
+    max_characters_per_tenant: int = Field(2_000_000_000, ge=0, le=10**15)
     embed_batch_size: int = Field(64, ge=1, le=4096)
     # strategy "watch": how long the sources must be quiet after a change before
     # a run starts, in milliseconds.
@@ -375,7 +377,10 @@ class IngestionConfig(StrictModel):
 
     def storage_quota(self) -> StorageQuota:
         return StorageQuota(
-            self.max_chunks_per_document, self.max_chunks_per_tenant, self.max_documents_per_tenant
+            self.max_chunks_per_document,
+            self.max_chunks_per_tenant,
+            self.max_documents_per_tenant,
+            self.max_characters_per_tenant,
         )
 
     @model_validator(mode="after")

@@ -269,6 +269,13 @@ class Store(Protocol):
         document (never another tenant's; no listing), else a count."""
         ...
 
+    async def tenant_characters(self, name: str, tenant: str) -> int:
+        """The characters of chunk text `tenant`'s published chunks in the index
+        store, every access list included: the sum of each chunk's end - start
+        (domain.quotas: what `max_characters_per_tenant` bounds). From the store's
+        per-tenant statistics, or an aggregate; never a listing of texts."""
+        ...
+
     async def list_documents(
         self,
         name: str,

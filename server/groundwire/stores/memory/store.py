@@ -8,8 +8,9 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from groundwire.domain.access import PUBLIC_READERS, Readers
+from groundwire.domain.access import ALL_READERS, PUBLIC_READERS, Readers
 from groundwire.domain.indexes import StoreKind
+from groundwire.domain.quotas import characters_of
 from groundwire.domain.retrieval import (
     ChunkHit,
     LexicalQuery,
@@ -207,6 +208,14 @@ class MemoryStore:
         idx = self._get(name)
         keys = self._readable(idx, tenant, readers)
         return len(keys), sum(len(idx.doc_rows.get(key, ())) for key in keys)
+
+    async def tenant_characters(self, name: str, tenant: str) -> int:
+        idx = self._get(name)
+        return characters_of(
+            (idx.rows[r].start, idx.rows[r].end)
+            for key in self._readable(idx, tenant, ALL_READERS)
+            for r in idx.doc_rows.get(key, ())
+        )
 
     def _info(self, idx: Index, key: DocumentKey) -> DocumentInfo:
         d = idx.documents[key]

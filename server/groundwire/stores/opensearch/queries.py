@@ -8,7 +8,7 @@ from typing import Any
 from groundwire.domain.retrieval import ChunkHit
 from groundwire.domain.scores import Score
 from groundwire.stores.base import ChunkRecord, DocumentInfo, LiveDocument
-from groundwire.stores.opensearch.layout import sorted_hits
+from groundwire.stores.opensearch.layout import CHUNK, sorted_hits
 
 # The hit fields every search returns besides the payload.
 IDS = ["document_id", "chunk_id"]
@@ -108,3 +108,18 @@ def chunk_records(hits: Sequence[Mapping[str, Any]]) -> list[ChunkRecord]:
         p = s["payload"]
         out.append(ChunkRecord(s["chunk_id"], i, s["start"], s["end"], p["text"], p["section"]))
     return out
+
+
+# A tenant's characters of chunk text (domain.quotas): sum(end) - sum(start) over its
+# chunks, two sums of doc values (exact: doubles hold integers to 2^53).
+CHARACTERS_BODY: dict[str, Any] = {
+    "size": 0,
+    "query": {"bool": {"filter": [{"term": {"kind": CHUNK}}]}},
+    "aggs": {"ends": {"sum": {"field": "end"}}, "starts": {"sum": {"field": "start"}}},
+}
+
+
+def characters_in(found: Mapping[str, Any]) -> int:
+    aggs = found.get("aggregations", {})
+    ends = int(aggs.get("ends", {}).get("value") or 0)
+    return ends - int(aggs.get("starts", {}).get("value") or 0)

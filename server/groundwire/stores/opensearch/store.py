@@ -72,9 +72,11 @@ from groundwire.stores.opensearch.layout import (
     sorted_hits,
 )
 from groundwire.stores.opensearch.queries import (
+    CHARACTERS_BODY,
     IDS,
     SOURCE,
     bm25_body,
+    characters_in,
     chunk_hit,
     chunk_records,
     chunks_body,
@@ -448,6 +450,11 @@ class OpenSearchStore:
         self._spec(name)
         alias = self._names.alias(name, tenant)
         return (await self._alias_counts([alias], readers))[alias]
+
+    async def tenant_characters(self, name: str, tenant: str) -> int:
+        self._spec(name)
+        found = await self._search(self._names.alias(name, tenant), CHARACTERS_BODY, "count")
+        return characters_in(found)
 
     async def list_documents(
         self,

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import functools
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ from groundwire.domain.retrieval import LexicalQuery, LexicalResult, Scope
 from groundwire.domain.scores import Score, ScoreMetric
 from groundwire.stores.bounds import PHRASE_MAX_CANDIDATES
 from groundwire.stores.postgres import blockmax, blocks
+from groundwire.stores.postgres.admitted import admitted_ids
 from groundwire.stores.postgres.connection import Conn
 from groundwire.stores.postgres.scope import HIT_COLUMNS, IndexRow, filters_rows, hit, scope_sql
 from groundwire.stores.postgres.tsvector import fits, ts_quote
@@ -237,43 +238,10 @@ def _blocks_holding(dirs: Mapping[str, blocks.Directory], allowed: npt.NDArray[n
     return total
 
 
-# The chunk ids a scope admits in the published version, sorted, packed server-side.
-_ADMITTED_SQL = """
-    SELECT coalesce(string_agg(int8send(c.id), ''::bytea ORDER BY c.id), ''::bytea)
-    FROM gw_chunks c
-    WHERE c.index_id = %(index_id)s AND NOT (c.version = ANY(%(staging)s::bigint[])) AND {scope}
-"""
-
-
-def _filter_key(ctx: _Context) -> Hashable:
-    flt, readers = ctx.scope.filter, ctx.scope.readers
-    return (
-        ctx.idx.id,
-        ctx.version,
-        ctx.scope.tenant,
-        tuple(sorted((k, tuple(sorted(v))) for k, v in flt.conditions.items())),
-        tuple(sorted((k, repr(v)) for k, v in flt.ranges.items())),
-        readers.unrestricted,
-        tuple(sorted(readers.principals)),
-    )
-
-
 async def admitted(ctx: _Context) -> npt.NDArray[np.int64]:
-    """The sorted chunk ids the scope admits in this snapshot's published version,
-    read once per version (bounded cache: a publish changes the key)."""
-    key = _filter_key(ctx)
+    """The sorted chunk ids the scope admits in this snapshot's published version."""
     cache = ctx.cache.filters if ctx.cache is not None else None
-    found = cache.get(key) if cache is not None else None
-    if found is not None:
-        return found  # type: ignore[no-any-return]
-    params: dict[str, Any] = {"index_id": ctx.idx.id, "staging": ctx.idx.staging}
-    query = sql.SQL(_ADMITTED_SQL).format(scope=scope_sql(ctx.scope, params))
-    cur = await ctx.conn.execute(query, params)
-    row = await cur.fetchone()
-    ids = np.frombuffer(bytes(row[0]) if row else b"", dtype=">i8").astype(np.int64)
-    if cache is not None:
-        cache.put(key, ids, ids.nbytes + 200)
-    return ids
+    return await admitted_ids(ctx.conn, ctx.idx, ctx.scope, ctx.version, cache)
 
 
 async def _phrase_top(

@@ -667,6 +667,28 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ANALYZE gw_posting_blocks",
         ),
     ),
+    Migration(
+        22,
+        "per-tenant characters of chunk text",
+        (
+            # What `max_characters_per_tenant` bounds (domain.quotas): the sum of
+            # each published chunk's end - start, moved in the publish transaction
+            # like the chunk count.
+            "ALTER TABLE gw_tenant_stats ADD COLUMN character_count bigint NOT NULL DEFAULT 0",
+            "SELECT set_config('statement_timeout', '0', true)",
+            """
+            UPDATE gw_tenant_stats s SET character_count = x.characters
+            FROM (
+                SELECT c.index_id, c.tenant, sum(c.end_offset - c.start_offset) AS characters
+                FROM gw_chunks c WHERE """
+            + _PUBLISHED_ROW
+            + """
+                GROUP BY 1, 2
+            ) x
+            WHERE s.index_id = x.index_id AND s.tenant = x.tenant
+            """,
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -21,18 +21,20 @@ from groundwire.stores.postgres.ranges import range_sql
 
 @dataclass(frozen=True, slots=True)
 class IndexRow:
-    """An index's id, its current spec and the versions still staging."""
+    """An index's id, its current spec, the versions still staging and the
+    published one."""
 
     id: int
     spec: IndexSpec
     staging: list[int]
+    published: int = 0
 
 
 _INDEX_ROW_SQL = """
     SELECT i.id, i.embedding, i.dimensions, i.metric, i.chunking,
            ARRAY(SELECT v.version FROM gw_index_versions v
                  WHERE v.index_id = i.id AND v.state = 'staging' ORDER BY v.version),
-           i.half_precision_index
+           i.half_precision_index, i.published_version
     FROM gw_indexes i WHERE i.name = %s
 """
 
@@ -46,7 +48,7 @@ async def index_row(conn: Conn, name: str) -> IndexRow:
     spec = IndexSpec(
         name, row[1], row[2], DistanceMetric(row[3]), row[4], half_precision_index=bool(row[6])
     )
-    return IndexRow(int(row[0]), spec, [int(v) for v in row[5]])
+    return IndexRow(int(row[0]), spec, [int(v) for v in row[5]], int(row[7] or 0))
 
 
 HIT_COLUMNS = sql.SQL(

@@ -414,6 +414,17 @@ class PostgresStore:
             row = await cur.fetchone()
             return (int(row[0]), int(row[1])) if row else (0, 0)
 
+    async def tenant_characters(self, name: str, tenant: str) -> int:
+        # gw_tenant_stats.character_count moves in the publish transaction.
+        async with self._db.snapshot() as conn:
+            idx = await index_row(conn, name)
+            cur = await conn.execute(
+                "SELECT character_count FROM gw_tenant_stats WHERE index_id = %s AND tenant = %s",
+                [idx.id, tenant],
+            )
+            row = await cur.fetchone()
+            return int(row[0]) if row else 0
+
     async def list_documents(
         self,
         name: str,
@@ -506,7 +517,9 @@ class PostgresStore:
         async def body(conn: Conn) -> list[ChunkHit]:
             idx = await index_row(conn, name)
             scoped = await reader_scope(conn, idx, scope)
-            return await vectors.search(conn, idx, vector, k, scoped, ef_search)
+            return await vectors.search(
+                conn, idx, vector, k, scoped, ef_search, self._lexical_cache.filters
+            )
 
         return await self._router.read(self._published_lsn(name), body)
 

@@ -67,10 +67,12 @@ _PUBLISH_CHUNKS_SQL = (
         WHERE c.index_id = %(index_id)s AND c.tenant = t.tenant
           AND c.document_id = t.document_id
           AND c.version IN (SELECT version FROM published)
-        RETURNING c.id, c.tenant, c.token_count, c.lex, c.term_freqs
+        RETURNING c.id, c.tenant, c.token_count, c.lex, c.term_freqs,
+                  c.end_offset - c.start_offset AS characters
     ),
     added AS (
-        SELECT id, tenant, token_count, lex, term_freqs FROM gw_chunks
+        SELECT id, tenant, token_count, lex, term_freqs,
+               end_offset - start_offset AS characters FROM gw_chunks
         WHERE index_id = %(index_id)s AND version = %(version)s
     ),
     deltas AS (
@@ -88,19 +90,23 @@ _PUBLISH_CHUNKS_SQL = (
         RETURNING tenant, term, df
     ),
     sizes AS (
-        SELECT tenant, sum(n) AS n, sum(tokens) AS tokens FROM (
-            SELECT tenant, -1 AS n, -token_count AS tokens FROM gone
+        SELECT tenant, sum(n) AS n, sum(tokens) AS tokens, sum(characters) AS characters
+        FROM (
+            SELECT tenant, -1 AS n, -token_count AS tokens, -characters AS characters
+            FROM gone
             UNION ALL
-            SELECT tenant, 1, token_count FROM added
+            SELECT tenant, 1, token_count, characters FROM added
         ) y
         GROUP BY tenant
     ),
     tenant_sizes AS (
-        INSERT INTO gw_tenant_stats (index_id, tenant, document_count, chunk_count, token_count)
-        SELECT %(index_id)s, tenant, 0, n, tokens FROM sizes
+        INSERT INTO gw_tenant_stats
+            (index_id, tenant, document_count, chunk_count, token_count, character_count)
+        SELECT %(index_id)s, tenant, 0, n, tokens, characters FROM sizes
         ON CONFLICT (index_id, tenant) DO UPDATE SET
             chunk_count = gw_tenant_stats.chunk_count + EXCLUDED.chunk_count,
-            token_count = gw_tenant_stats.token_count + EXCLUDED.token_count
+            token_count = gw_tenant_stats.token_count + EXCLUDED.token_count,
+            character_count = gw_tenant_stats.character_count + EXCLUDED.character_count
     )
     SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM added),
            ARRAY(SELECT tenant FROM stats WHERE df <= 0),

@@ -13,7 +13,7 @@ import asyncio
 import fcntl
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -129,11 +129,10 @@ def write_atomically(target: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def scroll_all(
+def scroll_pages(
     edge: q.EdgeShard, flt: q.Filter, with_payload: Any, *, with_vector: bool = False
-) -> list[Any]:
-    """Every point `flt` admits, page by page (in a worker thread)."""
-    out: list[Any] = []
+) -> Iterator[list[Any]]:
+    """The points `flt` admits, a page at a time (in a worker thread)."""
     offset: Any = None
     while True:
         records, offset = edge.scroll(
@@ -145,6 +144,17 @@ def scroll_all(
                 with_vector=with_vector,
             )
         )
-        out.extend(records)
+        yield records
         if offset is None:
-            return out
+            return
+
+
+def scroll_all(
+    edge: q.EdgeShard, flt: q.Filter, with_payload: Any, *, with_vector: bool = False
+) -> list[Any]:
+    """Every point `flt` admits, page by page (in a worker thread)."""
+    return [
+        record
+        for page in scroll_pages(edge, flt, with_payload, with_vector=with_vector)
+        for record in page
+    ]

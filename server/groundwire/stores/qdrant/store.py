@@ -71,7 +71,13 @@ from groundwire.stores.qdrant.layout import (
     readers_condition,
     sparse_weights,
 )
-from groundwire.stores.qdrant.versions import IndexFiles, Shard, Staging, Versions
+from groundwire.stores.qdrant.versions import (
+    IndexFiles,
+    Shard,
+    Staging,
+    Versions,
+    chunk_characters,
+)
 
 # Stage batches with more chunks than this are analyzed in a worker thread.
 _INLINE_ANALYSIS_CHUNKS = 32
@@ -360,6 +366,19 @@ class QdrantStore:
                 return of(DOCUMENT), of(CHUNK)
 
             counted: tuple[int, int] = await self._call("count", count)
+            return counted
+
+    async def tenant_characters(self, name: str, tenant: str) -> int:
+        """From the published statistics (counted when a manifest predates them)."""
+        self._spec(name)
+        files = await self._files(name)
+        async with self._versions.reading(files) as shard:
+            stats = shard.tenants.get(tenant) if shard is not None else None
+            if shard is None or stats is None:
+                return 0
+            if stats.characters >= 0:
+                return stats.characters
+            counted: int = await self._call("count", lambda: chunk_characters(shard.edge, tenant))
             return counted
 
     async def list_documents(

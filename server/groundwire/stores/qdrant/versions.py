@@ -30,7 +30,13 @@ from typing import Any
 import qdrant_edge as q
 
 from groundwire.stores.base import DocumentKey, IndexSpec, index_missing
-from groundwire.stores.qdrant.engine import QdrantSettings, call, scroll_all, write_atomically
+from groundwire.stores.qdrant.engine import (
+    QdrantSettings,
+    call,
+    scroll_all,
+    scroll_pages,
+    write_atomically,
+)
 from groundwire.stores.qdrant.filters import tenant_chunks
 from groundwire.stores.qdrant.layout import DOCUMENT, edge_config, match, payload_indexes
 
@@ -48,6 +54,9 @@ class TenantStats:
     tokens: int = 0
     a0_lo: float = 0.0
     a0_hi: float = 0.0
+    # Characters of chunk text (domain.quotas); -1: not recorded (a manifest written
+    # before they were), counted when read.
+    characters: int = -1
 
     def widened(self, lo: float, hi: float) -> tuple[float, float]:
         if self.a0_lo == 0.0:
@@ -103,13 +112,34 @@ class IndexFiles:
 
 def _stats(raw: dict[str, list[float]]) -> dict[str, TenantStats]:
     return {
-        t: TenantStats(int(v[0]), int(v[1]), int(v[2]), float(v[3]), float(v[4]))
+        t: TenantStats(
+            int(v[0]),
+            int(v[1]),
+            int(v[2]),
+            float(v[3]),
+            float(v[4]),
+            int(v[5]) if len(v) > 5 else -1,
+        )
         for t, v in raw.items()
     }
 
 
 def _raw(stats: dict[str, TenantStats]) -> dict[str, list[float]]:
-    return {t: [s.documents, s.chunks, s.tokens, s.a0_lo, s.a0_hi] for t, s in stats.items()}
+    return {
+        t: [s.documents, s.chunks, s.tokens, s.a0_lo, s.a0_hi, s.characters]
+        for t, s in stats.items()
+    }
+
+
+def chunk_characters(edge: q.EdgeShard, tenant: str) -> int:
+    """The characters of chunk text of `tenant`'s chunks (a scroll of their offsets,
+    page by page, in a worker thread)."""
+    offsets = q.PayloadSelector.Include(["start", "end"])
+    return sum(
+        int(payload["end"]) - int(payload["start"])
+        for page in scroll_pages(edge, q.Filter(must=tenant_chunks(tenant)), offsets)
+        for payload in (r.payload or {} for r in page)
+    )
 
 
 class Versions:
@@ -317,7 +347,7 @@ class Versions:
     ) -> TenantStats:
         """A touched tenant's statistics, counted on the new shard."""
 
-        def count() -> tuple[int, int, int]:
+        def count() -> tuple[int, int, int, int]:
             docs = shard.edge.count(
                 q.CountRequest(
                     exact=True,
@@ -332,15 +362,15 @@ class Versions:
                     q.FacetRequest("dl", limit=1_000_000, exact=True, filter=corpus)
                 )
                 tokens = sum(int(_facet_value(h)) * int(h.count) for h in facet.hits)
-            return docs, chunks, tokens
+            return docs, chunks, tokens, chunk_characters(shard.edge, tenant) if chunks else 0
 
-        docs, chunks, tokens = await call(self._label, "stats", count)
+        docs, chunks, tokens, characters = await call(self._label, "stats", count)
         staged = st.staged.get(tenant)
         base = before or TenantStats()
         lo, hi = (base.a0_lo, base.a0_hi)
         if staged is not None:
             lo, hi = base.widened(staged[2], staged[3])
-        return TenantStats(docs, chunks, tokens, lo, hi)
+        return TenantStats(docs, chunks, tokens, lo, hi, characters)
 
     async def discard(self, files: IndexFiles, version: int) -> None:
         async with files.lock:
