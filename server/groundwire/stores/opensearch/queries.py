@@ -8,7 +8,7 @@ from typing import Any
 from groundwire.domain.retrieval import ChunkHit
 from groundwire.domain.scores import Score
 from groundwire.stores.base import ChunkRecord, DocumentInfo, LiveDocument
-from groundwire.stores.opensearch.layout import CHUNK, sorted_hits
+from groundwire.stores.opensearch.layout import CHUNK, DOCUMENT, sorted_hits
 
 # The hit fields every search returns besides the payload.
 IDS = ["document_id", "chunk_id"]
@@ -123,3 +123,21 @@ def characters_in(found: Mapping[str, Any]) -> int:
     aggs = found.get("aggregations", {})
     ends = int(aggs.get("ends", {}).get("value") or 0)
     return ends - int(aggs.get("starts", {}).get("value") or 0)
+
+
+def counts_body(filters: list[dict[str, Any]]) -> dict[str, Any]:
+    """Documents and chunks (a terms aggregation on `kind`) among what `filters`
+    admit (none: every record)."""
+    body: dict[str, Any] = {"size": 0, "aggs": {"kinds": {"terms": {"field": "kind", "size": 2}}}}
+    if filters:
+        body["query"] = {"bool": {"filter": filters}}
+    return body
+
+
+def kind_counts(found: Mapping[str, Any]) -> tuple[int, int]:
+    """(documents, chunks) from a counts_body search."""
+    buckets = {
+        b["key"]: int(b["doc_count"])
+        for b in found.get("aggregations", {}).get("kinds", {}).get("buckets", [])
+    }
+    return buckets.get(DOCUMENT, 0), buckets.get(CHUNK, 0)

@@ -8,15 +8,14 @@ version is published by one `_aliases` call (versions.py). A small `meta` index
 holds each groundwire index's published version, the next version to stage, the
 descriptors it was built with and its counts.
 
-Scores: the semantic leg reports the metric's own value (cosine, dot product,
-L2 distance) recovered from the k-NN plugin's score; the lexical leg reports
+Scores: the semantic leg reports the metric's own value (cosine, dot product, L2
+distance) recovered from the k-NN plugin's score; the lexical leg reports
 OpenSearch's BM25 with Lucene's classic (k1 + 1) factor, k1 1.2, b 0.75 (2.x's
 `BM25`, 3.x's `LegacyBM25`: layout.bm25_similarity), which is groundwire's BM25
-(domain/bm25.py) up to
-Lucene's one-byte quantized length norms: the same terms, statistics (the
-tenant's, over every shard with dfs_query_then_fetch when an index has several)
-and parameters, so rankings agree with the other stores and scores to within a
-few percent. Ties break by document id, then chunk id, as everywhere.
+(domain/bm25.py) up to Lucene's one-byte quantized length norms: the same terms,
+statistics (the tenant's, over every shard with dfs_query_then_fetch when an index
+has several) and parameters, so rankings agree with the other stores and scores to
+within a few percent. Ties break by document id, then chunk id, as everywhere.
 
 Operations, checkpoints, usage and the ingestion lock stay on the control-plane
 store (the default PostgreSQL): this store holds index data only. Its staging is
@@ -80,8 +79,10 @@ from groundwire.stores.opensearch.queries import (
     chunk_hit,
     chunk_records,
     chunks_body,
+    counts_body,
     document_info,
     documents_body,
+    kind_counts,
     live_document,
 )
 from groundwire.stores.opensearch.versions import Staging, Versions
@@ -357,21 +358,8 @@ class OpenSearchStore:
     ) -> dict[str, tuple[int, int]]:
         """Published (documents, chunks) behind each tenant alias that `readers` may
         read."""
-        out: dict[str, tuple[int, int]] = {}
-        for alias in aliases:
-            body: dict[str, Any] = {
-                "size": 0,
-                "aggs": {"kinds": {"terms": {"field": "kind", "size": 2}}},
-            }
-            if not readers.unrestricted:
-                body["query"] = {"bool": {"filter": readers_filters(readers)}}
-            found = await self._search(alias, body, "count")
-            buckets = {
-                b["key"]: int(b["doc_count"])
-                for b in found.get("aggregations", {}).get("kinds", {}).get("buckets", [])
-            }
-            out[alias] = (buckets.get(DOCUMENT, 0), buckets.get(CHUNK, 0))
-        return out
+        body = counts_body(readers_filters(readers))
+        return {alias: kind_counts(await self._search(alias, body, "count")) for alias in aliases}
 
     async def discard_version(self, name: str, version: int) -> None:
         """Delete the version's indexes, except any an alias points to: a publish
