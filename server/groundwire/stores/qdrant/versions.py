@@ -33,8 +33,10 @@ from groundwire.stores.base import DocumentKey, IndexSpec, index_missing
 from groundwire.stores.qdrant.engine import (
     QdrantSettings,
     call,
+    delete_where,
     scroll_all,
     scroll_pages,
+    upsert,
     write_atomically,
 )
 from groundwire.stores.qdrant.filters import tenant_chunks
@@ -70,7 +72,9 @@ class Shard:
 
     version: int
     path: Path
-    edge: q.EdgeShard
+    # An embedded `EdgeShard`, or a server collection (remote.RemoteShard, a
+    # collection's name as `path`): engine.py's interface.
+    edge: Any
     tenants: dict[str, TenantStats] = field(default_factory=dict)
     users: int = 0
     retired: bool = False
@@ -165,36 +169,39 @@ class Versions:
             return found
         async with self._open_lock:
             found = self._indexes.get(name)
-            if found is not None:
-                return found
-            root = self._dir(name)
-            path = root / _MANIFEST
-            if path.exists():
-                manifest = json.loads(path.read_text())
-            elif spec is None:
-                raise index_missing(len(name))
-            else:
-                root.mkdir(parents=True, exist_ok=True)
-                manifest = {
-                    "name": name,
-                    "published_version": 0,
-                    "next_version": 1,
-                    "shard": 0,
-                    "tenants": {},
-                    **descriptors(spec),
-                }
-                await asyncio.to_thread(write_atomically, path, json.dumps(manifest).encode())
-            files = IndexFiles(name, root, manifest)
-            shard_version = int(manifest.get("shard", 0))
-            if shard_version:
-                edge = await call(
-                    self._label, "load", lambda: q.EdgeShard.load(str(root / f"v{shard_version}"))
-                )
-                files.published = Shard(
-                    shard_version, root / f"v{shard_version}", edge, _stats(manifest["tenants"])
-                )
-            self._indexes[name] = files
-            return files
+            if found is None:
+                found = self._indexes[name] = await self._load(name, spec)
+            return found
+
+    async def _load(self, name: str, spec: IndexSpec | None) -> IndexFiles:
+        """The index's manifest and published shard read (or the index created)."""
+        root = self._dir(name)
+        path = root / _MANIFEST
+        if path.exists():
+            manifest = json.loads(path.read_text())
+        elif spec is None:
+            raise index_missing(len(name))
+        else:
+            root.mkdir(parents=True, exist_ok=True)
+            manifest = {
+                "name": name,
+                "published_version": 0,
+                "next_version": 1,
+                "shard": 0,
+                "tenants": {},
+                **descriptors(spec),
+            }
+            await asyncio.to_thread(write_atomically, path, json.dumps(manifest).encode())
+        files = IndexFiles(name, root, manifest)
+        shard_version = int(manifest.get("shard", 0))
+        if shard_version:
+            edge = await call(
+                self._label, "load", lambda: q.EdgeShard.load(str(root / f"v{shard_version}"))
+            )
+            files.published = Shard(
+                shard_version, root / f"v{shard_version}", edge, _stats(manifest["tenants"])
+            )
+        return files
 
     async def _write(self, files: IndexFiles, manifest: dict[str, Any]) -> None:
         data = json.dumps(manifest).encode()
@@ -294,7 +301,7 @@ class Versions:
                     "document_count": sum(s.documents for s in stats.values()),
                     "chunk_count": sum(s.chunks for s in stats.values()),
                 }
-                await self._write(files, manifest)
+                await self._commit(files, shard, manifest)
                 old, files.published = files.published, shard
                 del files.stagings[version]
                 if old is not None and old is not shard:
@@ -318,13 +325,21 @@ class Versions:
         for key in st.touched:
             await self._carry(stale, fresh, key)
         await self._drop(stale)
-        target = files.root / f"v{st.version}"
+        st.shard = await self._rename(files, fresh, st.version)
+        st.base = published.version
+        return st.shard
+
+    async def _rename(self, files: IndexFiles, fresh: Shard, version: int) -> Shard:
+        """A rebased copy made the staging shard of `version`."""
+        target = files.root / f"v{version}"
         await call(self._label, "close", fresh.edge.close)
         await asyncio.to_thread(shutil.move, str(fresh.path), str(target))
         edge = await call(self._label, "load", lambda: q.EdgeShard.load(str(target)))
-        st.shard = Shard(st.version, target, edge)
-        st.base = published.version
-        return st.shard
+        return Shard(version, target, edge)
+
+    async def _commit(self, files: IndexFiles, shard: Shard, manifest: dict[str, Any]) -> None:
+        """Publish: readers switch to `shard` in one step (the manifest's rename)."""
+        await self._write(files, manifest)
 
     async def _carry(self, source: Shard, target: Shard, key: DocumentKey) -> None:
         """Replace `key`'s points in `target` with those `source` holds (none when
@@ -332,13 +347,13 @@ class Versions:
         by_doc = q.Filter(must=[match("tenant", key.tenant), match("document_id", key.document_id)])
 
         def carry() -> None:
-            target.edge.update(q.UpdateOperation.delete_points_by_filter(by_doc))
+            delete_where(target.edge, by_doc)
             records = scroll_all(source.edge, by_doc, True, with_vector=True)
             for start in range(0, len(records), _PAGE):
                 points = [
                     q.Point(r.id, r.vector or {}, r.payload) for r in records[start : start + _PAGE]
                 ]
-                target.edge.update(q.UpdateOperation.upsert_points(points))
+                upsert(target.edge, points)
 
         await call(self._label, "rebase", carry)
 
