@@ -10,10 +10,12 @@ error or log."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import fcntl
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -63,10 +65,16 @@ def engine_error(exc: BaseException) -> GroundwireError:
     return store_unavailable(f"vector engine call failed ({type(exc).__name__})")
 
 
-async def call(store: str, operation: str, fn: Callable[[], _T]) -> _T:
-    """Run one engine call in a worker thread: its latency recorded by operation,
-    its failure mapped."""
-    return await acall(store, operation, asyncio.to_thread(fn))
+async def call(
+    store: str, operation: str, fn: Callable[[], _T], executor: Executor | None = None
+) -> _T:
+    """Run one engine call in a worker thread (of `executor`, else the default
+    pool): its latency recorded by operation, its failure mapped."""
+    if executor is None:
+        return await acall(store, operation, asyncio.to_thread(fn))
+    ctx = contextvars.copy_context()
+    pending = asyncio.get_running_loop().run_in_executor(executor, ctx.run, fn)
+    return await acall(store, operation, pending)
 
 
 async def acall(store: str, operation: str, awaitable: Awaitable[_T]) -> _T:

@@ -48,6 +48,8 @@ class ServerSettings:
     # and how long a superseded collection outlives its last local reader.
     refresh_s: float = 1.0
     superseded_grace_s: float = 30.0
+    # Calls waiting on the server at once (each holds a worker thread meanwhile).
+    threads: int = 32
 
 
 def connect(server: ServerSettings) -> AsyncQdrantClient:

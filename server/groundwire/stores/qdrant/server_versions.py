@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from qdrant_client import models as m
 from groundwire.domain.errors import GroundwireError
 from groundwire.stores.base import IndexSpec, index_missing
 from groundwire.stores.qdrant import translate
-from groundwire.stores.qdrant.engine import QdrantSettings, acall, call, scroll_pages, upsert
+from groundwire.stores.qdrant.engine import QdrantSettings, acall, scroll_pages, upsert
 from groundwire.stores.qdrant.layout import DENSE, SPARSE, hnsw_params, payload_indexes
 from groundwire.stores.qdrant.remote import RemoteShard, ServerSettings
 from groundwire.stores.qdrant.versions import (
@@ -61,6 +62,11 @@ class ServerVersions(Versions):
         self._later: set[asyncio.Task[None]] = set()
         # When each index's alias was last read.
         self._checked: dict[str, float] = {}
+        # The shared search and read code (lexical.py, vectors.py) runs in worker
+        # threads that wait on the server's answers (remote.py): a pool of its own,
+        # so as many calls wait on the server at once as ServerSettings.threads (the
+        # default pool has CPUs + 4 threads, 6 on two cores).
+        self.executor = ThreadPoolExecutor(server.threads, thread_name_prefix="qdrant-server")
 
     def _base(self, name: str) -> str:
         return self._prefix + hashlib.sha256(name.encode()).hexdigest()[:24]
@@ -187,7 +193,7 @@ class ServerVersions(Versions):
                     if points:
                         upsert(target.edge, points)
 
-            await call(self._label, "copy", copy)
+            await self._call("copy", copy)
         finally:
             await self.release(source)
         return target

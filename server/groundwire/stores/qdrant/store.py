@@ -127,7 +127,7 @@ class QdrantStore:
         return StoreKind.QDRANT
 
     def _call(self, operation: str, fn: Any) -> Any:
-        return call(self._settings.label, operation, fn)
+        return call(self._settings.label, operation, fn, self._versions.executor)
 
     # -- index lifecycle -------------------------------------------------------------
 
@@ -561,6 +561,8 @@ class QdrantStore:
 
     async def close(self) -> None:
         await self._versions.close()
+        if self._versions.executor is not None:
+            self._versions.executor.shutdown(wait=False)
         if self._lock is not None:
             self._lock.release()
         if self._client is not None:

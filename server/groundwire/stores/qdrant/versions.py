@@ -21,11 +21,12 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import Executor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import qdrant_edge as q
 
@@ -43,6 +44,7 @@ from groundwire.stores.qdrant.filters import tenant_chunks
 from groundwire.stores.qdrant.layout import DOCUMENT, edge_config, match, payload_indexes
 
 _MANIFEST = "manifest.json"
+_T = TypeVar("_T")
 _PAGE = 1_000
 
 
@@ -154,6 +156,11 @@ class Versions:
         self._label = settings.label
         self._indexes: dict[str, IndexFiles] = {}
         self._open_lock = asyncio.Lock()
+        # Where engine calls run (None: the default thread pool).
+        self.executor: Executor | None = None
+
+    def _call(self, operation: str, fn: Callable[[], _T]) -> Awaitable[_T]:
+        return call(self._label, operation, fn, self.executor)
 
     def _dir(self, name: str) -> Path:
         import hashlib
@@ -195,8 +202,8 @@ class Versions:
         files = IndexFiles(name, root, manifest)
         shard_version = int(manifest.get("shard", 0))
         if shard_version:
-            edge = await call(
-                self._label, "load", lambda: q.EdgeShard.load(str(root / f"v{shard_version}"))
+            edge = await self._call(
+                "load", lambda: q.EdgeShard.load(str(root / f"v{shard_version}"))
             )
             files.published = Shard(
                 shard_version, root / f"v{shard_version}", edge, _stats(manifest["tenants"])
@@ -257,10 +264,10 @@ class Versions:
         await asyncio.to_thread(shutil.rmtree, target, True)
         source.users += 1
         try:
-            await call(self._label, "copy", lambda: shutil.copytree(source.path, target))
+            await self._call("copy", lambda: shutil.copytree(source.path, target))
         finally:
             await self.release(source)
-        edge = await call(self._label, "load", lambda: q.EdgeShard.load(str(target)))
+        edge = await self._call("load", lambda: q.EdgeShard.load(str(target)))
         return Shard(version, target, edge)
 
     async def _create(self, files: IndexFiles, spec: IndexSpec, version: int) -> Shard:
@@ -274,7 +281,7 @@ class Versions:
                 edge.update(q.UpdateOperation.create_field_index(name, schema))
             return edge
 
-        return Shard(version, target, await call(self._label, "create", create))
+        return Shard(version, target, await self._call("create", create))
 
     # -- publishing -----------------------------------------------------------------
 
@@ -283,7 +290,7 @@ class Versions:
             st = self.staging(files, version)
             async with st.lock:
                 shard = await self._current(files, st)
-                await call(self._label, "optimize", lambda: _settle(shard.edge))
+                await self._call("optimize", lambda: _settle(shard.edge))
                 stats = dict(files.published.tenants) if files.published is not None else {}
                 if st.base == -1:
                     stats = {}
@@ -332,9 +339,9 @@ class Versions:
     async def _rename(self, files: IndexFiles, fresh: Shard, version: int) -> Shard:
         """A rebased copy made the staging shard of `version`."""
         target = files.root / f"v{version}"
-        await call(self._label, "close", fresh.edge.close)
+        await self._call("close", fresh.edge.close)
         await asyncio.to_thread(shutil.move, str(fresh.path), str(target))
-        edge = await call(self._label, "load", lambda: q.EdgeShard.load(str(target)))
+        edge = await self._call("load", lambda: q.EdgeShard.load(str(target)))
         return Shard(version, target, edge)
 
     async def _commit(self, files: IndexFiles, shard: Shard, manifest: dict[str, Any]) -> None:
@@ -355,7 +362,7 @@ class Versions:
                 ]
                 upsert(target.edge, points)
 
-        await call(self._label, "rebase", carry)
+        await self._call("rebase", carry)
 
     async def _tenant_stats(
         self, shard: Shard, tenant: str, before: TenantStats | None, st: Staging
@@ -379,7 +386,7 @@ class Versions:
                 tokens = sum(int(_facet_value(h)) * int(h.count) for h in facet.hits)
             return docs, chunks, tokens, chunk_characters(shard.edge, tenant) if chunks else 0
 
-        docs, chunks, tokens, characters = await call(self._label, "stats", count)
+        docs, chunks, tokens, characters = await self._call("stats", count)
         staged = st.staged.get(tenant)
         base = before or TenantStats()
         lo, hi = (base.a0_lo, base.a0_hi)
@@ -394,7 +401,7 @@ class Versions:
                 await self._drop(st.shard)
 
     async def _drop(self, shard: Shard) -> None:
-        await call(self._label, "close", shard.edge.close)
+        await self._call("close", shard.edge.close)
         await asyncio.to_thread(shutil.rmtree, shard.path, True)
 
     # -- reading --------------------------------------------------------------------
@@ -429,7 +436,7 @@ class Versions:
                 shards.append(files.published)
             for shard in dict.fromkeys(id(s) for s in shards):
                 s = next(x for x in shards if id(x) == shard)
-                await call(self._label, "close", s.edge.close)
+                await self._call("close", s.edge.close)
         self._indexes.clear()
 
 
