@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from groundwire.domain.query import parse_lexical
 from groundwire.domain.retrieval import Scope
 from groundwire.stores.qdrant import QdrantStore, ServerSettings
 from groundwire.stores.qdrant.remote import connect
-from groundwire.stores.qdrant.server_versions import ServerVersions
+from groundwire.stores.qdrant.server_versions import _RECORD, ServerVersions
 from tests.stores.conftest import qdrant_test_settings
 from tests.stores.contract_support import doc, publish, spec, vec
 
@@ -65,4 +66,33 @@ async def test_a_superseded_collection_outlives_its_publish_by_the_grace(tmp_pat
         await asyncio.sleep(0.05)
         names = [c for c in await collections(store) if "_v" in c]
     assert len(names) == 1
+    await store.close()
+
+
+async def test_a_publish_moves_the_alias_in_one_call(tmp_path: Path) -> None:
+    """The alias moves by one `update_collection_aliases` request holding both the
+    delete and the create (no moment without the alias), and the version's
+    statistics are in its collection before it does."""
+    client = connect(SERVER)
+    settings = qdrant_test_settings(tmp_path)
+    store = QdrantStore(settings, None, ServerVersions(settings, client, SERVER), client)
+    await publish(store, "idx", [doc("x", ["alpha"], [vec(1, 0, 0, 0)], tenant="t")])
+    calls: list[list[object]] = []
+    move = client.update_collection_aliases
+
+    async def spy(ops: Any, **kwargs: Any) -> bool:
+        target = next(o.create_alias.collection_name for o in ops if hasattr(o, "create_alias"))
+        record = await client.retrieve(target, [_RECORD], with_payload=True)
+        assert record and (record[0].payload or {})["record"]["tenants"]["t"][:2] == [2, 2]
+        calls.append(list(ops))
+        return await move(ops, **kwargs)
+
+    client.update_collection_aliases = spy  # type: ignore[method-assign,assignment]
+    await publish(store, "idx", [doc("y", ["beta"], [vec(0, 1, 0, 0)], tenant="t")])
+    assert len(calls) == 1
+    assert [type(op).__name__ for op in calls[0]] == [
+        "DeleteAliasOperation",
+        "CreateAliasOperation",
+    ]
+    assert await store.tenant_counts("idx", "t") == (2, 2)
     await store.close()
