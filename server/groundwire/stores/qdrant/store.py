@@ -8,6 +8,11 @@ tenant's points, the tenant a keyword the engine keeps its points together by;
 versions.py publishes a version by replacing the index's manifest in one atomic
 rename. One process owns a path (engine.py's lock).
 
+Or on a Qdrant server (`open_qdrant_server_store`, the config's `url`): the same
+code, the shard calls answered by a server collection through qdrant-client
+(remote.py, its requests mapped from the edge models by translate.py), a
+collection per version published by moving an alias (server_versions.py).
+
 Scores: the semantic leg reports the metric's own value as the engine computes
 it (cosine similarity, euclidean distance, dot product, float32); the lexical
 leg is groundwire's BM25 (domain/bm25.py) over the scope tenant's statistics,
