@@ -7,6 +7,7 @@ started once for the whole session and stopped at its end."""
 from __future__ import annotations
 
 import itertools
+import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,7 +22,10 @@ if TYPE_CHECKING:
     from groundwire.stores.qdrant import QdrantSettings
 from groundwire.stores.memory import MemoryStore
 
-STORE_KINDS = ["memory", "postgres", "opensearch", "qdrant"]
+# qdrant: the embedded engine; qdrant-client-local: the url mode's code through the
+# client library's local mode (its in-process implementation of the server API);
+# qdrant-server: the url mode on the server GROUNDWIRE_QDRANT_URL names.
+STORE_KINDS = ["memory", "postgres", "opensearch", "qdrant", "qdrant-client-local", "qdrant-server"]
 _counter = itertools.count()
 # Index names are unique per session too, so a reused external test database (or a
 # second run against it) never sees another run's indexes.
@@ -60,7 +64,42 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         yield qd
         await qd.close()
         return
+    if request.param in QDRANT_URL_KINDS:
+        qs = await open_qdrant_url_store(request)
+        yield qs
+        await qs.close()
+        return
     raise AssertionError(f"unknown store kind {request.param}")
+
+
+QDRANT_URL_KINDS = frozenset({"qdrant-client-local", "qdrant-server"})
+
+
+async def open_qdrant_url_store(request: pytest.FixtureRequest, **overrides: object) -> Store:
+    """The url mode's store: on the server GROUNDWIRE_QDRANT_URL names
+    ("qdrant-server", skipped without one), or on qdrant-client's local mode
+    ("qdrant-client-local": the client library's in-process implementation of the
+    server API; exact search, no payload indexes, so it proves the mapping to the
+    client API, not the wire protocol or the server's HNSW)."""
+    from groundwire.stores.qdrant import ServerSettings, open_qdrant_server_store
+
+    tmp = request.getfixturevalue("tmp_path")
+    if request.param == "qdrant-server":
+        url = os.environ.get("GROUNDWIRE_QDRANT_URL")
+        if not url:
+            pytest.skip(
+                "no Qdrant server: set GROUNDWIRE_QDRANT_URL to run the url mode on one"
+                " (no package this machine can install ships the server)"
+            )
+        server = ServerSettings(
+            url=url,
+            api_key=os.environ.get("GROUNDWIRE_QDRANT_API_KEY") or None,
+            collection_prefix=f"gwt{_session}-",
+            superseded_grace_s=0.5,
+        )
+    else:
+        server = ServerSettings(url=":memory:", superseded_grace_s=0.5)
+    return await open_qdrant_server_store(qdrant_test_settings(tmp, **overrides), server)
 
 
 def opensearch_test_settings(url: str, **overrides: object) -> OpenSearchSettings:

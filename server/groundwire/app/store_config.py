@@ -34,7 +34,11 @@ _OPENSEARCH_KEYS = frozenset(
 )
 
 
-_QDRANT_KEYS = frozenset({"path", "search_threads", "indexing_threshold_kb"})
+_QDRANT_KEYS = frozenset({"path", "url", "search_threads", "indexing_threshold_kb"})
+# OpenSearch keys a kind = "qdrant" store with a url takes too (same meaning).
+_QDRANT_SERVER_KEYS = frozenset(
+    {"api_key", "ca_file", "request_timeout_ms", "index_prefix", "superseded_grace_ms"}
+)
 
 
 class StoreConfig(StrictModel):
@@ -120,6 +124,13 @@ class StoreConfig(StrictModel):
     # HNSW keys above apply (hnsw_m is each tenant graph's m). The default store
     # keeps operations, checkpoints, usage and the ingestion lock.
     path: Path | None = None
+    # Or `url`: a Qdrant server (through qdrant-client), a collection per published
+    # version named `index_prefix` + a hash of the index, swapped by alias; with
+    # `api_key` by reference, `ca_file` for https, `request_timeout_ms` and
+    # `superseded_grace_ms` (the OpenSearch keys above, same meaning); each replica
+    # re-reads an index's alias every `change_poll_ms`. `search_threads` is the
+    # embedded engine's only.
+    url: str | None = Field(None, max_length=2048)
     search_threads: int = Field(0, ge=0, le=256)
     indexing_threshold_kb: int = Field(10_000, ge=1, le=10_000_000)
     work_item_documents: int = Field(32, ge=1, le=10_000)
@@ -162,14 +173,12 @@ class StoreConfig(StrictModel):
             if self.dsn is not None:
                 raise ValueError("dsn: an opensearch store has hosts, not a dsn")
         else:
-            stray = sorted(self.model_fields_set & _OPENSEARCH_KEYS)
+            allowed = _QDRANT_SERVER_KEYS if self.kind == StoreKind.QDRANT and self.url else set()
+            stray = sorted(self.model_fields_set & _OPENSEARCH_KEYS - allowed)
             if stray:
                 raise ValueError(f"{stray[0]}: only a kind = 'opensearch' store takes it")
         if self.kind == StoreKind.QDRANT:
-            if self.path is None:
-                raise ValueError("path: a qdrant store needs the directory its engine keeps")
-            if self.dsn is not None:
-                raise ValueError("dsn: a qdrant store has a path, not a dsn")
+            self._check_qdrant()
         else:
             stray = sorted(self.model_fields_set & _QDRANT_KEYS)
             if stray:
@@ -180,3 +189,22 @@ class StoreConfig(StrictModel):
                 "(a third is the default), or a slow renewal loses the lease"
             )
         return self
+
+    def _check_qdrant(self) -> None:
+        if (self.path is None) == (self.url is None):
+            raise ValueError(
+                "path: a qdrant store needs exactly one of path (the embedded engine's"
+                " directory) or url (a Qdrant server)"
+            )
+        if self.dsn is not None:
+            raise ValueError("dsn: a qdrant store has a path or a url, not a dsn")
+        if self.url is not None:
+            try:
+                http_base_url(self.url)
+            except ValueError:
+                raise ValueError(
+                    "url: an absolute http(s) URL naming a host, without credentials,"
+                    " query or fragment (the API key goes in api_key, by reference)"
+                ) from None
+            if "search_threads" in self.model_fields_set:
+                raise ValueError("search_threads: only the embedded engine (path) takes it")

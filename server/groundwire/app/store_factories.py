@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from groundwire.app.config import DEFAULT_STORE, GroundwireConfig
@@ -26,7 +27,7 @@ from groundwire.stores.usage import MemoryUsageLedger, UsageLedger
 if TYPE_CHECKING:
     from groundwire.stores.opensearch import OpenSearchSettings
     from groundwire.stores.postgres import PostgresSettings
-    from groundwire.stores.qdrant import QdrantSettings
+    from groundwire.stores.qdrant import QdrantSettings, ServerSettings
 
 log = logging.getLogger("groundwire.app")
 
@@ -70,12 +71,31 @@ async def build_store(cfg: GroundwireConfig, name: str = DEFAULT_STORE) -> Store
 
         return await open_opensearch_store(opensearch_settings(cfg, name))
     if sc.kind == StoreKind.QDRANT:
-        from groundwire.stores.qdrant import open_qdrant_store
+        from groundwire.stores.qdrant import open_qdrant_server_store, open_qdrant_store
 
+        if sc.url is not None:
+            return await open_qdrant_server_store(
+                qdrant_settings(cfg, name), qdrant_server_settings(cfg, name)
+            )
         return await open_qdrant_store(qdrant_settings(cfg, name))
     from groundwire.stores.postgres import open_postgres_store
 
     return await open_postgres_store(postgres_settings(cfg, name))
+
+
+def _secrets(cfg: GroundwireConfig, name: str, fields: tuple[str, ...]) -> dict[str, str | None]:
+    """A store section's secrets resolved (ConfigError naming the key of one that
+    is referenced but unset)."""
+    s = cfg.store_configs()[name]
+    key = cfg.store_key(name)
+    secrets: dict[str, str | None] = {}
+    for field_name in fields:
+        ref = getattr(s, field_name)
+        value = ref.resolve() if ref is not None else None
+        if ref is not None and value is None:
+            raise ConfigError(f"{key}.{field_name}: the referenced secret is unset or empty")
+        secrets[field_name] = value
+    return secrets
 
 
 def opensearch_settings(cfg: GroundwireConfig, name: str) -> OpenSearchSettings:
@@ -84,14 +104,7 @@ def opensearch_settings(cfg: GroundwireConfig, name: str) -> OpenSearchSettings:
     from groundwire.stores.opensearch import OpenSearchSettings
 
     s = cfg.store_configs()[name]
-    key = cfg.store_key(name)
-    secrets: dict[str, str | None] = {}
-    for field_name in ("password", "api_key"):
-        ref = getattr(s, field_name)
-        value = ref.resolve() if ref is not None else None
-        if ref is not None and value is None:
-            raise ConfigError(f"{key}.{field_name}: the referenced secret is unset or empty")
-        secrets[field_name] = value
+    secrets = _secrets(cfg, name, ("password", "api_key"))
     return OpenSearchSettings(
         hosts=tuple(s.hosts),
         username=s.username,
@@ -120,15 +133,32 @@ def qdrant_settings(cfg: GroundwireConfig, name: str) -> QdrantSettings:
     from groundwire.stores.qdrant import QdrantSettings
 
     s = cfg.store_configs()[name]
-    assert s.path is not None  # StoreConfig requires it for kind = "qdrant"
     return QdrantSettings(
-        path=s.path,
+        # A server store keeps nothing on disk (StoreConfig: a path or a url).
+        path=s.path if s.path is not None else Path("."),
         hnsw_m=s.hnsw_m,
         hnsw_ef_construction=s.hnsw_ef_construction,
         ef_search=s.hnsw_ef_search,
         indexing_threshold_kb=s.indexing_threshold_kb,
         search_threads=s.search_threads,
         label=name,
+    )
+
+
+def qdrant_server_settings(cfg: GroundwireConfig, name: str) -> ServerSettings:
+    """A Qdrant store's server: its url, API key resolved, CA file and timeout."""
+    from groundwire.stores.qdrant import ServerSettings
+
+    s = cfg.store_configs()[name]
+    assert s.url is not None  # only for a store with a url
+    return ServerSettings(
+        url=s.url,
+        api_key=_secrets(cfg, name, ("api_key",))["api_key"],
+        ca_file=s.ca_file,
+        timeout_s=s.request_timeout_ms / 1000,
+        collection_prefix=s.index_prefix,
+        refresh_s=s.change_poll_ms / 1000,
+        superseded_grace_s=s.superseded_grace_ms / 1000,
     )
 
 
@@ -205,6 +235,14 @@ def _check_distinct_clusters(cfg: GroundwireConfig, names: list[str]) -> None:
                     f" {cfg.store_key(paths[where])}.path; give each store its own"
                 )
             paths[where] = name
+        if sc.kind == StoreKind.QDRANT and sc.url is not None:
+            server = (sc.url.rstrip("/"), sc.index_prefix)
+            if server in paths:
+                raise ConfigError(
+                    f"{cfg.store_key(name)}.index_prefix: the same server and prefix as"
+                    f" {cfg.store_key(paths[server])}; give each store its own prefix"
+                )
+            paths[server] = name
         if sc.kind != StoreKind.POSTGRES or sc.dsn is None:
             continue
         dsn = sc.dsn.resolve()

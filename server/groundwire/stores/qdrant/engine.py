@@ -10,10 +10,12 @@ error or log."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import fcntl
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -63,13 +65,25 @@ def engine_error(exc: BaseException) -> GroundwireError:
     return store_unavailable(f"vector engine call failed ({type(exc).__name__})")
 
 
-async def call(store: str, operation: str, fn: Callable[[], _T]) -> _T:
-    """Run one engine call in a worker thread: its latency recorded by operation,
-    its failure mapped."""
+async def call(
+    store: str, operation: str, fn: Callable[[], _T], executor: Executor | None = None
+) -> _T:
+    """Run one engine call in a worker thread (of `executor`, else the default
+    pool): its latency recorded by operation, its failure mapped."""
+    if executor is None:
+        return await acall(store, operation, asyncio.to_thread(fn))
+    ctx = contextvars.copy_context()
+    pending = asyncio.get_running_loop().run_in_executor(executor, ctx.run, fn)
+    return await acall(store, operation, pending)
+
+
+async def acall(store: str, operation: str, awaitable: Awaitable[_T]) -> _T:
+    """Await one engine (or server) call: its latency recorded by operation, its
+    failure mapped."""
     started = time.perf_counter()
     outcome = "ok"
     try:
-        return await asyncio.to_thread(fn)
+        return await awaitable
     except Exception as exc:
         outcome = "error"
         err = engine_error(exc)
@@ -135,14 +149,13 @@ def scroll_pages(
     """The points `flt` admits, a page at a time (in a worker thread)."""
     offset: Any = None
     while True:
-        records, offset = edge.scroll(
-            q.ScrollRequest(
-                offset=offset,
-                limit=_PAGE,
-                filter=flt,
-                with_payload=with_payload,
-                with_vector=with_vector,
-            )
+        records, offset = scroll(
+            edge,
+            offset=offset,
+            limit=_PAGE,
+            filter=flt,
+            with_payload=with_payload,
+            with_vector=with_vector,
         )
         yield records
         if offset is None:
@@ -158,3 +171,41 @@ def scroll_all(
         for page in scroll_pages(edge, flt, with_payload, with_vector=with_vector)
         for record in page
     ]
+
+
+# The engine interface: an embedded `EdgeShard` or a server collection
+# (remote.RemoteShard), which answers count, facet and retrieve as the shard does
+# and these four calls with the same arguments (a request whose payload selector
+# the edge binding would make opaque is passed as its parts).
+
+
+def scroll(edge: Any, **request: Any) -> tuple[list[Any], Any]:
+    """One page of a scroll (q.ScrollRequest's arguments)."""
+    if isinstance(edge, q.EdgeShard):
+        page: tuple[list[Any], Any] = edge.scroll(q.ScrollRequest(**request))
+        return page
+    return edge.scroll(**request)  # type: ignore[no-any-return]
+
+
+def query(edge: Any, **request: Any) -> list[Any]:
+    """The points of a nearest-neighbour query (q.QueryRequest's arguments)."""
+    if isinstance(edge, q.EdgeShard):
+        points: list[Any] = edge.query(q.QueryRequest(**request))
+        return points
+    return edge.query(**request)  # type: ignore[no-any-return]
+
+
+def upsert(edge: Any, points: list[q.Point]) -> None:
+    """Write `points` to an embedded shard or a server collection (remote.py)."""
+    if isinstance(edge, q.EdgeShard):
+        edge.update(q.UpdateOperation.upsert_points(points))
+    else:
+        edge.upsert(points)
+
+
+def delete_where(edge: Any, flt: q.Filter) -> None:
+    """Delete the points `flt` admits from an embedded shard or a server collection."""
+    if isinstance(edge, q.EdgeShard):
+        edge.update(q.UpdateOperation.delete_points_by_filter(flt))
+    else:
+        edge.delete_where(flt)

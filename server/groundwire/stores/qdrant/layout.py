@@ -122,19 +122,25 @@ def edge_config(spec: IndexSpec, settings: QdrantSettings) -> q.EdgeConfig:
     return q.EdgeConfig(
         vectors=vectors,
         sparse_vectors={SPARSE: q.EdgeSparseVectorParams(modifier=q.Modifier.Idf)},
-        # Qdrant's multitenant layout: no graph over every tenant's points (m 0),
-        # a graph per tenant (payload_m) that only its own points shape, so no
-        # tenant's results or latency depend on another's vectors. Every search
-        # filters by tenant, so the global graph would never be used.
-        hnsw_config=q.HnswIndexConfig(
-            m=0,
-            ef_construct=settings.hnsw_ef_construction,
-            full_scan_threshold=settings.full_scan_threshold_kb,
-            payload_m=settings.hnsw_m,
-        ),
+        # Qdrant's multitenant layout (hnsw_params).
+        hnsw_config=q.HnswIndexConfig(**hnsw_params(settings)),
         optimizers=q.EdgeOptimizersConfig(indexing_threshold=settings.indexing_threshold_kb),
         max_search_threads=settings.search_threads or None,
     )
+
+
+def hnsw_params(settings: QdrantSettings) -> dict[str, Any]:
+    """Qdrant's multitenant HNSW layout, for a shard or a server collection: no
+    graph over every tenant's points (m 0), a graph per tenant (payload_m) that
+    only its own points shape, so no tenant's results or latency depend on
+    another's vectors. Every search filters by tenant, so the global graph would
+    never be used."""
+    return {
+        "m": 0,
+        "ef_construct": settings.hnsw_ef_construction,
+        "full_scan_threshold": settings.full_scan_threshold_kb,
+        "payload_m": settings.hnsw_m,
+    }
 
 
 def payload_indexes() -> list[tuple[str, Any]]:

@@ -36,6 +36,7 @@ from groundwire.domain.ordering import rank_hits
 from groundwire.domain.query import contains_phrase
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult
 from groundwire.domain.scores import Score, ScoreMetric
+from groundwire.stores.qdrant.engine import query as engine_query
 from groundwire.stores.qdrant.engine import scroll_all
 from groundwire.stores.qdrant.filters import tenant_chunks
 from groundwire.stores.qdrant.layout import (
@@ -188,15 +189,14 @@ def _query(
     """The engine's best `limit` by sparse score (at or above `threshold`); with
     `exhaust`, every one of them, however many."""
     while True:
-        points: list[Any] = edge.query(
-            q.QueryRequest(
-                limit=limit,
-                query=q.Query.Nearest(sparse, using=SPARSE),
-                filter=flt,
-                score_threshold=threshold,
-                with_payload=_SCORING,
-                params=params,
-            )
+        points: list[Any] = engine_query(
+            edge,
+            limit=limit,
+            query=q.Query.Nearest(sparse, using=SPARSE),
+            filter=flt,
+            score_threshold=threshold,
+            with_payload=_SCORING,
+            params=params,
         )
         if not exhaust or len(points) < limit:
             return points

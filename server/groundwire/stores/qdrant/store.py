@@ -8,6 +8,11 @@ tenant's points, the tenant a keyword the engine keeps its points together by;
 versions.py publishes a version by replacing the index's manifest in one atomic
 rename. One process owns a path (engine.py's lock).
 
+Or on a Qdrant server (`open_qdrant_server_store`, the config's `url`): the same
+code, the shard calls answered by a server collection through qdrant-client
+(remote.py, its requests mapped from the edge models by translate.py), a
+collection per version published by moving an alias (server_versions.py).
+
 Scores: the semantic leg reports the metric's own value as the engine computes
 it (cosine similarity, euclidean distance, dot product, float32); the lexical
 leg is groundwire's BM25 (domain/bm25.py) over the scope tenant's statistics,
@@ -31,6 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import qdrant_edge as q
+from qdrant_client import AsyncQdrantClient
 
 from groundwire.domain import bm25
 from groundwire.domain.access import PUBLIC_READERS, Readers, acl_terms
@@ -49,7 +55,15 @@ from groundwire.stores.base import (
     index_missing,
 )
 from groundwire.stores.qdrant import lexical, vectors
-from groundwire.stores.qdrant.engine import PathLock, QdrantSettings, call, scroll_all
+from groundwire.stores.qdrant.engine import (
+    PathLock,
+    QdrantSettings,
+    acall,
+    call,
+    delete_where,
+    scroll_all,
+    upsert,
+)
 from groundwire.stores.qdrant.filters import band_filter, scope_filter
 from groundwire.stores.qdrant.layout import (
     CHUNK,
@@ -71,6 +85,8 @@ from groundwire.stores.qdrant.layout import (
     readers_condition,
     sparse_weights,
 )
+from groundwire.stores.qdrant.remote import ServerSettings, connect
+from groundwire.stores.qdrant.server_versions import ServerVersions
 from groundwire.stores.qdrant.versions import (
     IndexFiles,
     Shard,
@@ -97,10 +113,18 @@ class QdrantStore:
     # starts (stores/base.py SharedStaging).
     shared_staging = False
 
-    def __init__(self, settings: QdrantSettings, lock: PathLock) -> None:
+    def __init__(
+        self,
+        settings: QdrantSettings,
+        lock: PathLock | None,
+        versions: Versions | None = None,
+        client: AsyncQdrantClient | None = None,
+    ) -> None:
         self._settings = settings
         self._lock = lock
-        self._versions = Versions(settings)
+        # The embedded engine's shards under a path, or a server's collections.
+        self._versions = versions or Versions(settings)
+        self._client = client
         self._specs: dict[str, IndexSpec] = {}
         # Each (index, tenant)'s published document ids in order, for listing, by
         # the shard they were read from.
@@ -111,7 +135,7 @@ class QdrantStore:
         return StoreKind.QDRANT
 
     def _call(self, operation: str, fn: Any) -> Any:
-        return call(self._settings.label, operation, fn)
+        return call(self._settings.label, operation, fn, self._versions.executor)
 
     # -- index lifecycle -------------------------------------------------------------
 
@@ -181,15 +205,12 @@ class QdrantStore:
                 # (about 0.2 ms a chunk): off the event loop, with the write.
                 points = self._points(files, st, documents, analyzed)
                 for tenant, ids in by_tenant.items():
-                    shard.edge.update(
-                        q.UpdateOperation.delete_points_by_filter(
-                            q.Filter(must=[match("tenant", tenant), match_any("document_id", ids)])
-                        )
+                    delete_where(
+                        shard.edge,
+                        q.Filter(must=[match("tenant", tenant), match_any("document_id", ids)]),
                     )
                 for start in range(0, len(points), _PAGE):
-                    shard.edge.update(
-                        q.UpdateOperation.upsert_points(points[start : start + _PAGE])
-                    )
+                    upsert(shard.edge, points[start : start + _PAGE])
 
             await self._call("upsert", write)
 
@@ -281,10 +302,9 @@ class QdrantStore:
 
             def delete() -> None:
                 for tenant, ids in by_tenant.items():
-                    shard.edge.update(
-                        q.UpdateOperation.delete_points_by_filter(
-                            q.Filter(must=[match("tenant", tenant), match_any("document_id", ids)])
-                        )
+                    delete_where(
+                        shard.edge,
+                        q.Filter(must=[match("tenant", tenant), match_any("document_id", ids)]),
                     )
 
             await self._call("delete", delete)
@@ -361,7 +381,7 @@ class QdrantStore:
             def count() -> tuple[int, int]:
                 def of(kind: str) -> int:
                     flt = q.Filter(must=[match("tenant", tenant), match("kind", kind), *allowed])
-                    return shard.edge.count(q.CountRequest(exact=True, filter=flt))
+                    return int(shard.edge.count(q.CountRequest(exact=True, filter=flt)))
 
                 return of(DOCUMENT), of(CHUNK)
 
@@ -540,12 +560,21 @@ class QdrantStore:
             return result
 
     async def ping(self) -> None:
-        """Raise STORE_UNAVAILABLE unless the engine's path is readable."""
+        """Raise STORE_UNAVAILABLE unless the engine's path is readable (or the
+        server answers)."""
+        if self._client is not None:
+            await acall(self._settings.label, "ping", self._client.get_collections())
+            return
         await self._call("ping", lambda: self._settings.path.stat())
 
     async def close(self) -> None:
         await self._versions.close()
-        self._lock.release()
+        if self._versions.executor is not None:
+            self._versions.executor.shutdown(wait=False)
+        if self._lock is not None:
+            self._lock.release()
+        if self._client is not None:
+            await self._client.close()
 
 
 async def open_qdrant_store(settings: QdrantSettings) -> QdrantStore:
@@ -553,3 +582,16 @@ async def open_qdrant_store(settings: QdrantSettings) -> QdrantStore:
     lock = PathLock(settings.path)
     await asyncio.to_thread(lock.acquire)
     return QdrantStore(settings, lock)
+
+
+async def open_qdrant_server_store(settings: QdrantSettings, server: ServerSettings) -> QdrantStore:
+    """A store on a Qdrant server (STORE_UNAVAILABLE when it does not answer)."""
+    client = connect(server)
+    versions = ServerVersions(settings, client, server)
+    store = QdrantStore(settings, None, versions, client)
+    try:
+        await store.ping()
+    except BaseException:
+        await client.close()
+        raise
+    return store

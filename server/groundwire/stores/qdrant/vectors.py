@@ -16,6 +16,7 @@ from groundwire.domain.ordering import rank_hits
 from groundwire.domain.retrieval import ChunkHit
 from groundwire.domain.scores import Score, ScoreMetric
 from groundwire.stores.base import DistanceMetric
+from groundwire.stores.qdrant.engine import query
 from groundwire.stores.qdrant.layout import DENSE, HIT_FIELDS, chunk_hit
 
 _ACORN = q.AcornSearchParams(enable=True)
@@ -45,19 +46,18 @@ def nearest(
     values = np.asarray(vector, dtype=np.float32).tolist()
     limit = k + 1
     while True:
-        points: list[Any] = edge.query(
-            q.QueryRequest(
-                limit=limit,
-                query=q.Query.Nearest(values, using=DENSE),
-                filter=flt,
-                with_payload=q.PayloadSelector.Include(HIT_FIELDS),
-                # ACORN: past the engine's selectivity bound (a metadata filter
-                # or access list passing few of the tenant's points) the graph
-                # search also follows two-hop links, or it strands in regions
-                # the filter empties (10% filter at 100k chunks: recall@10 0.27
-                # without, 1.0 with; bench/bench_qdrant_store.py).
-                params=q.SearchParams(hnsw_ef=max(ef, limit), acorn=_ACORN),
-            )
+        points: list[Any] = query(
+            edge,
+            limit=limit,
+            query=q.Query.Nearest(values, using=DENSE),
+            filter=flt,
+            with_payload=q.PayloadSelector.Include(HIT_FIELDS),
+            # ACORN: past the engine's selectivity bound (a metadata filter
+            # or access list passing few of the tenant's points) the graph
+            # search also follows two-hop links, or it strands in regions
+            # the filter empties (10% filter at 100k chunks: recall@10 0.27
+            # without, 1.0 with; bench/bench_qdrant_store.py).
+            params=q.SearchParams(hnsw_ef=max(ef, limit), acorn=_ACORN),
         )
         if len(points) < limit or points[-1].score != points[k - 1].score or limit >= _MAX_TIED:
             break

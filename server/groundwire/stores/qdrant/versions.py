@@ -21,11 +21,12 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import Executor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import qdrant_edge as q
 
@@ -33,14 +34,17 @@ from groundwire.stores.base import DocumentKey, IndexSpec, index_missing
 from groundwire.stores.qdrant.engine import (
     QdrantSettings,
     call,
+    delete_where,
     scroll_all,
     scroll_pages,
+    upsert,
     write_atomically,
 )
 from groundwire.stores.qdrant.filters import tenant_chunks
 from groundwire.stores.qdrant.layout import DOCUMENT, edge_config, match, payload_indexes
 
 _MANIFEST = "manifest.json"
+_T = TypeVar("_T")
 _PAGE = 1_000
 
 
@@ -70,7 +74,9 @@ class Shard:
 
     version: int
     path: Path
-    edge: q.EdgeShard
+    # An embedded `EdgeShard`, or a server collection (remote.RemoteShard, a
+    # collection's name as `path`): engine.py's interface.
+    edge: Any
     tenants: dict[str, TenantStats] = field(default_factory=dict)
     users: int = 0
     retired: bool = False
@@ -150,6 +156,11 @@ class Versions:
         self._label = settings.label
         self._indexes: dict[str, IndexFiles] = {}
         self._open_lock = asyncio.Lock()
+        # Where engine calls run (None: the default thread pool).
+        self.executor: Executor | None = None
+
+    def _call(self, operation: str, fn: Callable[[], _T]) -> Awaitable[_T]:
+        return call(self._label, operation, fn, self.executor)
 
     def _dir(self, name: str) -> Path:
         import hashlib
@@ -165,36 +176,39 @@ class Versions:
             return found
         async with self._open_lock:
             found = self._indexes.get(name)
-            if found is not None:
-                return found
-            root = self._dir(name)
-            path = root / _MANIFEST
-            if path.exists():
-                manifest = json.loads(path.read_text())
-            elif spec is None:
-                raise index_missing(len(name))
-            else:
-                root.mkdir(parents=True, exist_ok=True)
-                manifest = {
-                    "name": name,
-                    "published_version": 0,
-                    "next_version": 1,
-                    "shard": 0,
-                    "tenants": {},
-                    **descriptors(spec),
-                }
-                await asyncio.to_thread(write_atomically, path, json.dumps(manifest).encode())
-            files = IndexFiles(name, root, manifest)
-            shard_version = int(manifest.get("shard", 0))
-            if shard_version:
-                edge = await call(
-                    self._label, "load", lambda: q.EdgeShard.load(str(root / f"v{shard_version}"))
-                )
-                files.published = Shard(
-                    shard_version, root / f"v{shard_version}", edge, _stats(manifest["tenants"])
-                )
-            self._indexes[name] = files
-            return files
+            if found is None:
+                found = self._indexes[name] = await self._load(name, spec)
+            return found
+
+    async def _load(self, name: str, spec: IndexSpec | None) -> IndexFiles:
+        """The index's manifest and published shard read (or the index created)."""
+        root = self._dir(name)
+        path = root / _MANIFEST
+        if path.exists():
+            manifest = json.loads(path.read_text())
+        elif spec is None:
+            raise index_missing(len(name))
+        else:
+            root.mkdir(parents=True, exist_ok=True)
+            manifest = {
+                "name": name,
+                "published_version": 0,
+                "next_version": 1,
+                "shard": 0,
+                "tenants": {},
+                **descriptors(spec),
+            }
+            await asyncio.to_thread(write_atomically, path, json.dumps(manifest).encode())
+        files = IndexFiles(name, root, manifest)
+        shard_version = int(manifest.get("shard", 0))
+        if shard_version:
+            edge = await self._call(
+                "load", lambda: q.EdgeShard.load(str(root / f"v{shard_version}"))
+            )
+            files.published = Shard(
+                shard_version, root / f"v{shard_version}", edge, _stats(manifest["tenants"])
+            )
+        return files
 
     async def _write(self, files: IndexFiles, manifest: dict[str, Any]) -> None:
         data = json.dumps(manifest).encode()
@@ -250,10 +264,10 @@ class Versions:
         await asyncio.to_thread(shutil.rmtree, target, True)
         source.users += 1
         try:
-            await call(self._label, "copy", lambda: shutil.copytree(source.path, target))
+            await self._call("copy", lambda: shutil.copytree(source.path, target))
         finally:
             await self.release(source)
-        edge = await call(self._label, "load", lambda: q.EdgeShard.load(str(target)))
+        edge = await self._call("load", lambda: q.EdgeShard.load(str(target)))
         return Shard(version, target, edge)
 
     async def _create(self, files: IndexFiles, spec: IndexSpec, version: int) -> Shard:
@@ -267,7 +281,7 @@ class Versions:
                 edge.update(q.UpdateOperation.create_field_index(name, schema))
             return edge
 
-        return Shard(version, target, await call(self._label, "create", create))
+        return Shard(version, target, await self._call("create", create))
 
     # -- publishing -----------------------------------------------------------------
 
@@ -276,7 +290,7 @@ class Versions:
             st = self.staging(files, version)
             async with st.lock:
                 shard = await self._current(files, st)
-                await call(self._label, "optimize", lambda: _settle(shard.edge))
+                await self._call("optimize", lambda: _settle(shard.edge))
                 stats = dict(files.published.tenants) if files.published is not None else {}
                 if st.base == -1:
                     stats = {}
@@ -294,7 +308,7 @@ class Versions:
                     "document_count": sum(s.documents for s in stats.values()),
                     "chunk_count": sum(s.chunks for s in stats.values()),
                 }
-                await self._write(files, manifest)
+                await self._commit(files, shard, manifest)
                 old, files.published = files.published, shard
                 del files.stagings[version]
                 if old is not None and old is not shard:
@@ -318,13 +332,21 @@ class Versions:
         for key in st.touched:
             await self._carry(stale, fresh, key)
         await self._drop(stale)
-        target = files.root / f"v{st.version}"
-        await call(self._label, "close", fresh.edge.close)
-        await asyncio.to_thread(shutil.move, str(fresh.path), str(target))
-        edge = await call(self._label, "load", lambda: q.EdgeShard.load(str(target)))
-        st.shard = Shard(st.version, target, edge)
+        st.shard = await self._rename(files, fresh, st.version)
         st.base = published.version
         return st.shard
+
+    async def _rename(self, files: IndexFiles, fresh: Shard, version: int) -> Shard:
+        """A rebased copy made the staging shard of `version`."""
+        target = files.root / f"v{version}"
+        await self._call("close", fresh.edge.close)
+        await asyncio.to_thread(shutil.move, str(fresh.path), str(target))
+        edge = await self._call("load", lambda: q.EdgeShard.load(str(target)))
+        return Shard(version, target, edge)
+
+    async def _commit(self, files: IndexFiles, shard: Shard, manifest: dict[str, Any]) -> None:
+        """Publish: readers switch to `shard` in one step (the manifest's rename)."""
+        await self._write(files, manifest)
 
     async def _carry(self, source: Shard, target: Shard, key: DocumentKey) -> None:
         """Replace `key`'s points in `target` with those `source` holds (none when
@@ -332,15 +354,15 @@ class Versions:
         by_doc = q.Filter(must=[match("tenant", key.tenant), match("document_id", key.document_id)])
 
         def carry() -> None:
-            target.edge.update(q.UpdateOperation.delete_points_by_filter(by_doc))
+            delete_where(target.edge, by_doc)
             records = scroll_all(source.edge, by_doc, True, with_vector=True)
             for start in range(0, len(records), _PAGE):
                 points = [
                     q.Point(r.id, r.vector or {}, r.payload) for r in records[start : start + _PAGE]
                 ]
-                target.edge.update(q.UpdateOperation.upsert_points(points))
+                upsert(target.edge, points)
 
-        await call(self._label, "rebase", carry)
+        await self._call("rebase", carry)
 
     async def _tenant_stats(
         self, shard: Shard, tenant: str, before: TenantStats | None, st: Staging
@@ -364,7 +386,7 @@ class Versions:
                 tokens = sum(int(_facet_value(h)) * int(h.count) for h in facet.hits)
             return docs, chunks, tokens, chunk_characters(shard.edge, tenant) if chunks else 0
 
-        docs, chunks, tokens, characters = await call(self._label, "stats", count)
+        docs, chunks, tokens, characters = await self._call("stats", count)
         staged = st.staged.get(tenant)
         base = before or TenantStats()
         lo, hi = (base.a0_lo, base.a0_hi)
@@ -379,7 +401,7 @@ class Versions:
                 await self._drop(st.shard)
 
     async def _drop(self, shard: Shard) -> None:
-        await call(self._label, "close", shard.edge.close)
+        await self._call("close", shard.edge.close)
         await asyncio.to_thread(shutil.rmtree, shard.path, True)
 
     # -- reading --------------------------------------------------------------------
@@ -414,7 +436,7 @@ class Versions:
                 shards.append(files.published)
             for shard in dict.fromkeys(id(s) for s in shards):
                 s = next(x for x in shards if id(x) == shard)
-                await call(self._label, "close", s.edge.close)
+                await self._call("close", s.edge.close)
         self._indexes.clear()
 
 
