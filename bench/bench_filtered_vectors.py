@@ -8,9 +8,9 @@ The corpus is bench_stores.py's (clustered 384-d vectors, 10 chunks a document),
 one tenant (so it gets its own HNSW graph), with a metadata key `band` of 200
 values assigned by document: a filter on n values admits n x 0.5% of the chunks.
 For each selectivity, the same queries run twice in one sitting: every filtered
-search walking the graph (`vectors.exact_by_id` replaced by `False`: the code before
-it existed), and every one ranking the admitted rows exactly, read by id (by
-`True`); the last column says which one `exact_by_id` picks at that size. Reported: admitted rows, p50/p99 ms of the
+search walking the graph (`vectors.exact_cap` replaced by -1: the code before it
+existed), and every one ranking the admitted rows exactly, read by id (by an
+unbounded cap); the last column says which one `exact_cap` picks at that size. Reported: admitted rows, p50/p99 ms of the
 store call (one at a time, after a warm-up pass; the admitted set is cached per
 published version, as in service), recall@10 against the in-memory store's exact
 scan, and whether every call returned 10 hits. The threshold in vectors.py is
@@ -71,7 +71,7 @@ async def run(args: argparse.Namespace) -> None:
         with_bands(corpus)
         name = await load_everywhere(stores, corpus, "benchfiltered")
         pg = stores["postgres"]
-        rule = pg_vectors.exact_by_id
+        rule = pg_vectors.exact_cap
         queries = corpus.vectors(args.queries)
         print(
             "| admitted | graph p50 / p99 (ms), recall@10 | by id p50 / p99 (ms), recall@10"
@@ -84,7 +84,7 @@ async def run(args: argparse.Namespace) -> None:
             calls = [partial(pg.search_vector, name, q, K, scope) for q in queries]
             cells = []
             for by_id in (False, True):
-                pg_vectors.exact_by_id = partial(lambda _a, _t, v: v, v=by_id)
+                pg_vectors.exact_cap = partial(lambda _t, cap: cap, cap=10**12 if by_id else -1)
                 await timed(calls)  # type: ignore[arg-type]
                 took, results = await timed(calls)  # type: ignore[arg-type]
                 hits: list[list[ChunkHit]] = results  # type: ignore[assignment]
@@ -94,7 +94,7 @@ async def run(args: argparse.Namespace) -> None:
             admitted = round(args.chunks * n / BANDS)
             shown = " | ".join(f"{p50:.1f} / {p99:.1f}, {r:.3f}" for p50, p99, r, _ in cells)
             every = " / ".join("yes" if f else "NO" for *_, f in cells)
-            picked = "by id" if rule(admitted, args.chunks) else "graph"
+            picked = "by id" if admitted <= rule(args.chunks) else "graph"
             print(
                 f"| {admitted:,} ({100 * n / BANDS:.1f}%) | {shown} | {every} | {picked} |",
                 flush=True,

@@ -193,7 +193,7 @@ async def test_graph_search_runs_at_the_legs_ef_search(postgres_dsn: str) -> Non
 async def test_a_selective_filter_on_a_graph_tenant_is_ranked_exactly_by_id(
     postgres_dsn: str, index_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A filter admitting few of a graph tenant's chunks (exact_by_id) ranks them
+    """A filter admitting few of a graph tenant's chunks (exact_cap) ranks them
     exactly (read by id); a broader one walks the graph. Both return what
     the in-memory store's exact scan returns here, and a filter admitting nothing
     returns nothing."""
@@ -226,7 +226,8 @@ async def test_a_selective_filter_on_a_graph_tenant_is_ranked_exactly_by_id(
         ]
         await publish(store, index_name, docs, sp)
         await publish(memory, index_name, docs, sp)
-        for dept, admitted, exact_by_id in (("rare", 10, True), ("common", 50, False)):
+        # (A broader filter's set is not read past the cap: None.)
+        for dept, admitted, exact_by_id in (("rare", 10, True), ("common", None, False)):
             scope = Scope("acme", MetadataFilter({"dept": frozenset({dept})}))
             for _ in range(5):
                 q = rng.normal(size=DIMS).astype(np.float32)
@@ -242,18 +243,16 @@ async def test_a_selective_filter_on_a_graph_tenant_is_ranked_exactly_by_id(
         await memory.close()
 
 
-def test_exact_by_id_follows_the_admitted_rows_and_fraction() -> None:
+def test_exact_cap_follows_the_admitted_rows_and_fraction() -> None:
     rows, fraction, cap = (
         pg_vectors.FILTERED_EXACT_ROWS,
         pg_vectors.FILTERED_EXACT_FRACTION,
         pg_vectors.FILTERED_EXACT_MAX_ROWS,
     )
     # Few rows: exact whatever the tenant's size.
-    assert pg_vectors.exact_by_id(rows, rows + 1)
-    assert pg_vectors.exact_by_id(0, 10**7)
-    # More: exact only while a small fraction of the tenant and under the cap.
-    assert not pg_vectors.exact_by_id(rows + 1, rows + 2)
-    big = int(cap / fraction) * 10
-    assert pg_vectors.exact_by_id(rows + 1, big)
-    assert pg_vectors.exact_by_id(cap, big)
-    assert not pg_vectors.exact_by_id(cap + 1, big)
+    assert pg_vectors.exact_cap(rows + 1) == rows
+    assert pg_vectors.exact_cap(1) == rows
+    # More: while under the fraction of the tenant, up to the cap.
+    tenant = int(10 * rows / fraction)
+    assert pg_vectors.exact_cap(tenant) == min(cap, round(fraction * tenant) - 1)
+    assert pg_vectors.exact_cap(10**9) == cap

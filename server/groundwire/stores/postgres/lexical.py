@@ -241,7 +241,9 @@ def _blocks_holding(dirs: Mapping[str, blocks.Directory], allowed: npt.NDArray[n
 async def admitted(ctx: _Context) -> npt.NDArray[np.int64]:
     """The sorted chunk ids the scope admits in this snapshot's published version."""
     cache = ctx.cache.filters if ctx.cache is not None else None
-    return await admitted_ids(ctx.conn, ctx.idx, ctx.scope, ctx.version, cache)
+    ids = await admitted_ids(ctx.conn, ctx.idx, ctx.scope, ctx.version, cache)
+    assert ids is not None  # (no bound asked)
+    return ids
 
 
 async def _phrase_top(

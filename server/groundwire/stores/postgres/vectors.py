@@ -21,7 +21,7 @@ semantic results and latency never depend on another tenant's vectors (issue 25)
   others' vectors (latency and recall).
 
 A filter (metadata, access lists) that admits few of a graph tenant's chunks
-(`exact_by_id`) is answered exactly over the admitted rows, read by id (the
+(`exact_cap`) is answered exactly over the admitted rows, read by id (the
 chunk-id set admitted.py caches per published version, shared with the lexical
 leg). A broader one is applied inside the tenant's graph scan with pgvector 0.8's
 `hnsw.iterative_scan = relaxed_order`, the outer query re-sorts exactly, and when the
@@ -81,7 +81,7 @@ EXACT_MAX_CHUNKS = 2_000
 # A filtered search (metadata, access lists) on a graph tenant ranks the admitted
 # rows exactly, read by id (admitted.py's cached chunk-id set), when the filter
 # admits at most FILTERED_EXACT_ROWS of them, or less than FILTERED_EXACT_FRACTION
-# of the tenant and at most FILTERED_EXACT_MAX_ROWS (exact_by_id); otherwise it walks
+# of the tenant and at most FILTERED_EXACT_MAX_ROWS (exact_cap); otherwise it walks
 # the tenant's graph with an iterative scan. Measured at 100k chunks, k 10, load ~10
 # (bench/bench_filtered_vectors.py): the walk's recall@10 is 0.73 / 0.72 / 0.86 at
 # 0.5 / 1 / 2% admitted and 0.994+ from 5%; a ten-fold ef_search does not repair it
@@ -115,15 +115,12 @@ def leg_ef_search(configured: int, k: int) -> int:
     return min(MAX_EF_SEARCH, max(configured, EF_PER_ROW * k))
 
 
-def exact_by_id(admitted: int, tenant_chunks: int) -> bool:
-    """Whether a filter admitting `admitted` of a graph tenant's `tenant_chunks`
-    chunks is ranked exactly by id: always up to FILTERED_EXACT_ROWS, and below
-    FILTERED_EXACT_FRACTION of the tenant up to FILTERED_EXACT_MAX_ROWS."""
-    if admitted <= FILTERED_EXACT_ROWS:
-        return True
-    return admitted <= FILTERED_EXACT_MAX_ROWS and admitted < FILTERED_EXACT_FRACTION * max(
-        tenant_chunks, 1
-    )
+def exact_cap(tenant_chunks: int) -> int:
+    """The most admitted rows a filter on a graph tenant of `tenant_chunks` chunks
+    may have to be ranked exactly by id: FILTERED_EXACT_ROWS, or more while under
+    FILTERED_EXACT_FRACTION of the tenant, up to FILTERED_EXACT_MAX_ROWS."""
+    under = math.ceil(FILTERED_EXACT_FRACTION * max(tenant_chunks, 1)) - 1
+    return max(FILTERED_EXACT_ROWS, min(FILTERED_EXACT_MAX_ROWS, under))
 
 
 async def search(
@@ -145,10 +142,10 @@ async def search(
     graph = chunks > 0
     ids = None
     if graph and filters_rows(scope):
-        ids = await admitted_ids(conn, idx, scope, idx.published, filters)
-        if exact_by_id(len(ids), chunks):
-            # A selective filter: its rows ranked exactly, read by id.
-            graph = False
+        # A selective filter's rows are ranked exactly, read by id; a broader one
+        # (None: more than the cap, found by a read that stops there) walks the graph.
+        ids = await admitted_ids(conn, idx, scope, idx.published, filters, exact_cap(chunks))
+        graph = ids is None
     rows = await _rows(conn, idx, q, k, scope, ef_search, exact=not graph, ids=ids)
     if len(rows) < k and graph:
         # The approximate scan gave up before finding k rows in scope: the exact
