@@ -440,7 +440,10 @@ async def test_primary_restart_refuses_writes_retryably_and_loses_nothing(
             # to judge (a loaded machine serves fewer a second), at most 60 s.
             await asyncio.sleep(2.5)
             while len(load.between(down_at + 0.5, time.monotonic())) < 12:
-                assert time.monotonic() < down_at + 60, "reads stopped while the primary was down"
+                assert time.monotonic() < down_at + 60, (
+                    "reads stopped while the primary was down: last failures"
+                    f" {load.failed[-5:]}, {len(load.failed)} in all"
+                )
                 await asyncio.sleep(0.1)
             await asyncio.sleep(0.5)
             # A write sent before the stop may be answered after it (committed before
