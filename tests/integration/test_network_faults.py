@@ -390,14 +390,6 @@ async def checksum(
     return digest, entries
 
 
-@pytest.mark.xfail(
-    reason="open bug: a publish commits with published_lsn NULL and records the position in a"
-    " second transaction; a primary stopped between the two leaves every replica routing that"
-    " index's reads to the primary for the whole outage (STORE_UNAVAILABLE although the standby"
-    " holds the version). Fix: a version fence for standby reads when the position is unknown."
-    " Remove this marker with the fix.",
-    strict=False,
-)
 async def test_primary_restart_refuses_writes_retryably_and_loses_nothing(
     cluster: Cluster,
 ) -> None:

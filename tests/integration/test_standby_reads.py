@@ -17,6 +17,7 @@ import numpy as np
 import psycopg
 import pytest
 
+from groundwire.domain.errors import GroundwireError
 from groundwire.domain.query import parse_lexical
 from groundwire.domain.retrieval import Scope
 from groundwire.stores.base import ChunkRecord, DocumentRecord, IndexSpec, StagedDocument
@@ -154,6 +155,56 @@ async def test_standby_serves_fenced_reads_and_fails_over(pair: Pair) -> None:
         await asyncio.sleep(0.05)
     counts = store.read_counts
     assert counts.failed_over + counts.down >= 1
+
+
+async def test_a_primary_lost_before_the_position_is_recorded_leaves_reads_on_the_standby(
+    pair: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A publish commits, then records its WAL position in a second transaction; a
+    primary lost between the two leaves the version known without a position. Reads
+    then need the primary, and with it down they are served by the standby once its
+    own snapshot holds that version (a version fence), never an older one."""
+    store = pair.store
+    await store.ensure_index(SPEC)
+    v1 = await publish(store, [staged("old", "oldtoken words", 1)])
+
+    async def primary_lost(name: str, index_id: int, version: int) -> None:
+        return None  # the second transaction never ran
+
+    monkeypatch.setattr(store, "_record_published", primary_lost)
+    v2 = await publish(store, [staged("new", "newtoken words", 2)])
+    assert v2 > v1
+    # This replica learns v2 as the change feed would (a direct read): no position.
+    assert await store.await_version("kb", v2, 1.0) >= v2
+    known = store._feed.get("kb") if store._feed else None
+    assert known is not None and known.version == v2 and known.lsn is None
+
+    def standby_version() -> int:
+        with psycopg.connect(pair.standby.dsn, autocommit=True) as conn:
+            row = conn.execute("SELECT published_version FROM gw_indexes WHERE name = 'kb'")
+            found = row.fetchone()
+        return int(found[0]) if found else 0
+
+    await until(lambda: standby_version() >= v2, 10, "the standby never replayed v2")
+    pair.primary.stop("fast")
+    for token, doc in (("newtoken", "new"), ("oldtoken", "old")):
+        hits = (await store.search_lexical("kb", parse_lexical(token), 5, Scope())).hits
+        assert [h.document_id for h in hits] == [doc]
+    assert len(await store.search_vector("kb", np.ones(DIM, np.float32), 5, Scope())) == 2
+    # The index's state (what a response's profile reads) and the tenant's emptiness
+    # check are served the same way.
+    assert (await store.index_state("kb")).published_version == v2
+    assert await store.has_documents("kb", "")
+    assert store.read_counts.fenced == 5
+
+    # A standby behind the known version is not used: the read fails as the
+    # primary's did (never an older answer).
+    assert store._feed is not None
+    await store._feed.observe("kb", v2 + 1, None)
+    with pytest.raises(GroundwireError) as down:
+        await store.search_lexical("kb", parse_lexical("newtoken"), 5, Scope())
+    assert down.value.reason == "STORE_UNAVAILABLE"
+    assert store.read_counts.fenced == 5
 
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]

@@ -11,6 +11,13 @@ that lags behind it, a standby that is down (skipped with a doubling backoff aft
 failure until a probe succeeds), a read that failed on a standby (retried once on the
 primary). Writes, ingestion and checkpoints never come here.
 
+When the primary is unreachable, a read it would have served (a position not recorded
+yet: a publish commits first and records its position in a second transaction, so a
+primary stopped between the two leaves it unknown; or a lagging standby) may still be
+served by a standby whose own snapshot holds at least the version this replica knows
+(the caller's `fence`, checked in that snapshot): the same freshness, proven by the
+version instead of the position.
+
 Each standby's replay position (`pg_last_wal_replay_lsn()`) is probed in the
 background every `standby_probe_ms`, so routing a read costs no round trip; a
 position is at most that old, which only ever sends a read to the primary, never a
@@ -81,7 +88,8 @@ class ReadCounts:
     """Reads served by the primary and each standby, and why standbys were passed
     over (`lagging`: not replayed far enough; `unrecorded`: the version's WAL
     position not known yet; `down`: no healthy standby; `failed_over`: a standby
-    read failed and was retried on the primary)."""
+    read failed and was retried on the primary; `fenced`: served by a standby
+    holding the known version while the primary was unreachable)."""
 
     primary: int = 0
     standby: dict[str, int] = field(default_factory=dict)
@@ -89,6 +97,7 @@ class ReadCounts:
     unrecorded: int = 0
     down: int = 0
     failed_over: int = 0
+    fenced: int = 0
 
 
 class ReadRouter:
@@ -183,9 +192,15 @@ class ReadRouter:
         self.counts.lagging += 1
         return None
 
-    async def read(self, lsn: int | None, body: Callable[[Conn], Awaitable[T]]) -> T:
+    async def read(
+        self,
+        lsn: int | None,
+        body: Callable[[Conn], Awaitable[T]],
+        fence: Callable[[Conn], Awaitable[bool]] | None = None,
+    ) -> T:
         """Run `body` in a read-only snapshot on a standby that replayed `lsn`, else
-        on the primary."""
+        on the primary; if the primary is unreachable, on a standby whose snapshot
+        passes `fence` (see module docstring)."""
         standby = self._choose(lsn)
         if standby is not None:
             try:
@@ -210,8 +225,47 @@ class ReadRouter:
                 self.counts.standby[standby.label] = self.counts.standby.get(standby.label, 0) + 1
                 STORE_READS.add(1, {"store": self._store, "target": standby.label, "outcome": "OK"})
                 return result
-        async with self._primary.snapshot() as conn:
-            result = await body(conn)
+        return await self.read_primary(body, fence)
+
+    async def read_primary(
+        self,
+        body: Callable[[Conn], Awaitable[T]],
+        fence: Callable[[Conn], Awaitable[bool]] | None = None,
+    ) -> T:
+        """Run `body` in a read-only snapshot on the primary; if it is unreachable,
+        on a standby whose snapshot passes `fence`."""
+        try:
+            async with self._primary.snapshot() as conn:
+                result = await body(conn)
+        except GroundwireError as err:
+            if fence is None or err.reason != "STORE_UNAVAILABLE":
+                raise
+            return await self._fenced(body, fence, err)
         self.counts.primary += 1
         STORE_READS.add(1, {"store": self._store, "target": "primary", "outcome": "OK"})
         return result
+
+    async def _fenced(
+        self,
+        body: Callable[[Conn], Awaitable[T]],
+        fence: Callable[[Conn], Awaitable[bool]],
+        unreachable: GroundwireError,
+    ) -> T:
+        """`body` on the first healthy standby whose snapshot passes `fence`, else
+        the primary's error."""
+        for standby in [s for s in self._standbys if s.healthy]:
+            try:
+                async with standby.db.snapshot() as conn:
+                    if not await fence(conn):
+                        continue
+                    result = await body(conn)
+            except GroundwireError as err:
+                if err.reason != "STORE_UNAVAILABLE":
+                    raise
+                self._down(standby, err.reason)
+                continue
+            standby.reads += 1
+            self.counts.fenced += 1
+            STORE_READS.add(1, {"store": self._store, "target": standby.label, "outcome": "FENCED"})
+            return result
+        raise unreachable

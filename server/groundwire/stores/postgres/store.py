@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -64,6 +64,8 @@ from groundwire.stores.postgres.schema import MAX_DIMENSIONS, MAX_HNSW_DIMENSION
 from groundwire.stores.postgres.scope import index_row, reader_scope
 from groundwire.stores.postgres.usage import PostgresUsageLedger
 from groundwire.stores.postgres.workitems import PostgresWorkQueue
+
+T = TypeVar("T")
 
 log = logging.getLogger("groundwire.stores.postgres")
 
@@ -222,8 +224,12 @@ class PostgresStore:
         return state
 
     async def index_state(self, name: str) -> IndexState:
-        async with self._db.conn() as conn:
+        # The primary's, or while it is unreachable a standby's holding the version
+        # this replica knows (a search's profile reads it: replication.py).
+        async def body(conn: Conn) -> IndexState:
             return await versions.state(conn, name)
+
+        return await self._read(name, body, standby_first=False)
 
     # -- versions ------------------------------------------------------------------
 
@@ -326,9 +332,25 @@ class PostgresStore:
         """Each standby's health and replay position (diagnostics; no DSN)."""
         return self._router.standbys
 
-    def _published_lsn(self, name: str) -> int | None:
+    async def _read(
+        self, name: str, body: Callable[[Conn], Awaitable[T]], *, standby_first: bool = True
+    ) -> T:
+        """A read of `name`'s published data through the router: on a standby that
+        replayed the version this replica knows (`standby_first`), else the primary,
+        else (the primary unreachable) a standby whose snapshot holds that version
+        (replication.py)."""
         known = self._feed.get(name) if self._feed is not None else None
-        return known.lsn if known is not None else None
+        fence = None
+        if known is not None:
+            version = known.version
+
+            async def fence(conn: Conn) -> bool:
+                found = await read_published(conn, name)
+                return found is not None and found.version >= version
+
+        if not standby_first:
+            return await self._router.read_primary(body, fence)
+        return await self._router.read(known.lsn if known else None, body, fence)
 
     async def discard_version(self, name: str, version: int) -> None:
         async with self._db.write() as conn:
@@ -367,7 +389,7 @@ class PostgresStore:
     async def has_documents(
         self, name: str, tenant: str, readers: Readers = PUBLIC_READERS
     ) -> bool:
-        async with self._db.snapshot() as conn:
+        async def body(conn: Conn) -> bool:
             idx = await index_row(conn, name)
             cur = await conn.execute(
                 "SELECT EXISTS (SELECT 1 FROM gw_documents d WHERE index_id = %(index_id)s"
@@ -382,6 +404,8 @@ class PostgresStore:
             )
             row = await cur.fetchone()
             return bool(row and row[0])
+
+        return await self._read(name, body)
 
     async def tenant_counts(
         self, name: str, tenant: str, readers: Readers = PUBLIC_READERS
@@ -521,7 +545,7 @@ class PostgresStore:
                 conn, idx, vector, k, scoped, ef_search, self._lexical_cache.filters
             )
 
-        return await self._router.read(self._published_lsn(name), body)
+        return await self._read(name, body)
 
     async def explain_search_vector(
         self, name: str, vector: npt.NDArray[np.float32], k: int, scope: Scope
@@ -545,7 +569,7 @@ class PostgresStore:
             scoped = await reader_scope(conn, idx, scope)
             return await lexical.search(conn, idx, query, k, scoped, self._lexical_cache)
 
-        return await self._router.read(self._published_lsn(name), body)
+        return await self._read(name, body)
 
     async def ping(self) -> None:
         """Raise STORE_UNAVAILABLE (or DEADLINE_EXCEEDED) unless the primary answers
