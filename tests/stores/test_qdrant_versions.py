@@ -69,6 +69,39 @@ async def test_a_manifest_without_characters_counts_them_when_read(tmp_path: Pat
     await store.close()
 
 
+async def test_a_publish_counts_the_characters_of_the_documents_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the first publish, a tenant's characters move by its touched documents'
+    chunks (old shard out, new shard in), never a scroll of the whole tenant; the
+    figure equals a whole count."""
+    from groundwire.stores.qdrant import versions as qdrant_versions
+
+    scrolled: list[list[str] | None] = []
+    whole = qdrant_versions.chunk_characters
+
+    def spy(edge: object, tenant: str, documents: list[str] | None = None) -> int:
+        scrolled.append(documents)
+        return whole(edge, tenant, documents)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(qdrant_versions, "chunk_characters", spy)
+    store = await open_qdrant_store(qdrant_test_settings(tmp_path))
+    many = [
+        doc(f"d{i}", ["x" * (10 + i), "yy"], [vec(1, 0, 0, 0)] * 2, tenant="t") for i in range(20)
+    ]
+    await publish(store, "idx", many)
+    assert scrolled == [None]
+    scrolled.clear()
+    v = await store.begin_version("idx")
+    await store.stage_documents("idx", v, [doc("d3", ["zzzz"], [vec(0, 1, 0, 0)], tenant="t")])
+    await store.stage_deletions("idx", v, [K("d4", "t")])
+    await store.publish_version("idx", v, spec("idx"))
+    assert sorted(map(sorted, scrolled)) == [["d3", "d4"], ["d3", "d4"]]  # type: ignore[arg-type]
+    expected = sum(10 + i + 2 for i in range(20)) - (13 + 2) - (14 + 2) + 4
+    assert await store.tenant_characters("idx", "t") == expected
+    await store.close()
+
+
 async def test_two_versions_staged_at_once_both_land(tmp_path: Path) -> None:
     store = await open_qdrant_store(qdrant_test_settings(tmp_path))
     await publish(store, "idx", [doc("base", ["base text"], [vec(1, 0, 0, 0)])])

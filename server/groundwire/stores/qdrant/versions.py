@@ -41,7 +41,13 @@ from groundwire.stores.qdrant.engine import (
     write_atomically,
 )
 from groundwire.stores.qdrant.filters import tenant_chunks
-from groundwire.stores.qdrant.layout import DOCUMENT, edge_config, match, payload_indexes
+from groundwire.stores.qdrant.layout import (
+    DOCUMENT,
+    edge_config,
+    match,
+    match_any,
+    payload_indexes,
+)
 
 _MANIFEST = "manifest.json"
 _T = TypeVar("_T")
@@ -137,13 +143,18 @@ def _raw(stats: dict[str, TenantStats]) -> dict[str, list[float]]:
     }
 
 
-def chunk_characters(edge: q.EdgeShard, tenant: str) -> int:
-    """The characters of chunk text of `tenant`'s chunks (a scroll of their offsets,
-    page by page, in a worker thread)."""
+def chunk_characters(edge: q.EdgeShard, tenant: str, documents: list[str] | None = None) -> int:
+    """The characters of chunk text of `tenant`'s chunks, or of those of `documents`
+    (a scroll of their offsets, page by page, in a worker thread)."""
+    must = tenant_chunks(tenant)
+    if documents is not None:
+        if not documents:
+            return 0
+        must = [*must, match_any("document_id", documents)]
     offsets = q.PayloadSelector.Include(["start", "end"])
     return sum(
         int(payload["end"]) - int(payload["start"])
-        for page in scroll_pages(edge, q.Filter(must=tenant_chunks(tenant)), offsets)
+        for page in scroll_pages(edge, q.Filter(must=must), offsets)
         for payload in (r.payload or {} for r in page)
     )
 
@@ -295,8 +306,11 @@ class Versions:
                 if st.base == -1:
                     stats = {}
                 tenants = {k.tenant for k in st.touched} | set(st.staged)
+                before = files.published if st.base != -1 else None
                 for tenant in tenants:
-                    stats[tenant] = await self._tenant_stats(shard, tenant, stats.get(tenant), st)
+                    stats[tenant] = await self._tenant_stats(
+                        shard, tenant, stats.get(tenant), st, before
+                    )
                 stats = {t: s for t, s in stats.items() if s.documents or s.chunks}
                 shard.tenants = stats
                 published = int(files.manifest["published_version"])
@@ -365,9 +379,29 @@ class Versions:
         await self._call("rebase", carry)
 
     async def _tenant_stats(
-        self, shard: Shard, tenant: str, before: TenantStats | None, st: Staging
+        self,
+        shard: Shard,
+        tenant: str,
+        before: TenantStats | None,
+        st: Staging,
+        previous: Shard | None,
     ) -> TenantStats:
-        """A touched tenant's statistics, counted on the new shard."""
+        """A touched tenant's statistics, counted on the new shard. Its characters of
+        chunk text move by what its touched documents held in `previous` (the shard
+        published before) and hold now, so a publish reads the chunks it changed,
+        not the tenant's; counted whole when nothing is known before."""
+        touched = [k.document_id for k in st.touched if k.tenant == tenant]
+        incremental = (
+            before is not None and before.characters >= 0 and previous is not None
+            and previous is not shard
+        )  # fmt: skip
+
+        def count_characters() -> int:
+            if not incremental:
+                return chunk_characters(shard.edge, tenant)
+            assert before is not None and previous is not None
+            gone = chunk_characters(previous.edge, tenant, touched)
+            return before.characters - gone + chunk_characters(shard.edge, tenant, touched)
 
         def count() -> tuple[int, int, int, int]:
             docs = shard.edge.count(
@@ -384,7 +418,7 @@ class Versions:
                     q.FacetRequest("dl", limit=1_000_000, exact=True, filter=corpus)
                 )
                 tokens = sum(int(_facet_value(h)) * int(h.count) for h in facet.hits)
-            return docs, chunks, tokens, chunk_characters(shard.edge, tenant) if chunks else 0
+            return docs, chunks, tokens, count_characters() if chunks else 0
 
         docs, chunks, tokens, characters = await self._call("stats", count)
         staged = st.staged.get(tenant)
