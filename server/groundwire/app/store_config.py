@@ -30,6 +30,7 @@ _OPENSEARCH_KEYS = frozenset(
         "bulk_max_mib",
         "bulk_in_flight",
         "first_build_max_segments",
+        "exact_search_chunks",
     }
 )
 
@@ -115,6 +116,13 @@ class StoreConfig(StrictModel):
     # answer faster and with better recall; the merge costs node CPU at publish
     # time (docs/explanation/benchmarks.md has the figures).
     first_build_max_segments: int = Field(0, ge=0, le=1000)
+    # A tenant whose published index holds at most this many chunks is searched
+    # exactly (every vector scored, by Lucene's exact path; 0: never), larger ones
+    # approximately with hnsw_ef_search candidates: HNSW loses recall on small
+    # crowded collections, and exact search over a few thousand vectors costs little
+    # (docs/explanation/benchmarks.md has the figures). At most 10,000, OpenSearch's
+    # bound on a k-NN query's k.
+    exact_search_chunks: int = Field(10_000, ge=0, le=10_000)
     # kind = "qdrant" (stores/qdrant; the scaling-out tutorial's "Indexes on
     # Qdrant"): Qdrant's engine in process (qdrant-edge-py) keeping a shard per
     # published version under `path`, which one process owns (a second fails to

@@ -49,6 +49,8 @@ class OpenSearchSettings:
     hnsw_m: int = 16
     hnsw_ef_construction: int = 100
     ef_search: int = 100
+    # A tenant of at most this many chunks is searched exactly (vectors.py; 0: never).
+    exact_search_chunks: int = 10_000
     bulk_chunks: int = 500
     bulk_bytes: int = 8 * 1024 * 1024
     bulk_max_retries: int = 8

@@ -68,12 +68,9 @@ from groundwire.stores.opensearch.layout import (
     raw_similarity,
     readers_filters,
     scope_filters,
-    sorted_hits,
 )
 from groundwire.stores.opensearch.queries import (
     CHARACTERS_BODY,
-    IDS,
-    SOURCE,
     bm25_body,
     characters_in,
     chunk_hit,
@@ -85,6 +82,7 @@ from groundwire.stores.opensearch.queries import (
     kind_counts,
     live_document,
 )
+from groundwire.stores.opensearch.vectors import TenantSizes
 from groundwire.stores.opensearch.versions import Staging, Versions
 
 # Stage batches with more chunks than this are analyzed in a worker thread.
@@ -115,6 +113,7 @@ class OpenSearchStore:
         self._settings = settings
         self._names = Names(settings.index_prefix)
         self._versions = Versions(client, settings)
+        self._sizes = TenantSizes(settings.exact_search_chunks, settings.ef_search)
         self._specs: dict[str, IndexSpec] = {}
         self._meta_ready = False
 
@@ -540,23 +539,8 @@ class OpenSearchStore:
         spec = self._spec(name)
         if not spec.dimensions or k <= 0:
             return []
-        knn: dict[str, Any] = {
-            "vector": np.asarray(vector, dtype=np.float32).tolist(),
-            "k": max(k, self._settings.ef_search),
-        }
-        filters = scope_filters(scope)
-        if filters:
-            # The Lucene engine's filtered search: exact when the filter is selective,
-            # so the full top k comes back whenever k chunks match.
-            knn["filter"] = {"bool": {"filter": filters}}
-        body = {
-            "size": k,
-            "query": {"knn": {"vector": knn}},
-            "sort": sorted_hits(IDS),
-            "track_scores": True,
-            "_source": SOURCE,
-        }
-        found = await self._search(self._names.alias(name, scope.tenant), body, "knn")
+        alias = self._names.alias(name, scope.tenant)
+        found = await self._sizes.search(alias, vector, k, scope_filters(scope), self._search)
         metric = spec.metric
         score_metric = {
             DistanceMetric.EUCLIDEAN: ScoreMetric.EUCLIDEAN_DISTANCE,
@@ -566,7 +550,7 @@ class OpenSearchStore:
             chunk_hit(
                 h["_source"], Score.of(score_metric, raw_similarity(metric, float(h["_score"])))
             )
-            for h in found.get("hits", {}).get("hits", [])
+            for h in found
         ]
         return rank_hits(hits)[:k]
 
