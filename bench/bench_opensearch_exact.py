@@ -3,7 +3,7 @@ what the exact path costs per query by tenant size, and what the approximate pat
 loses against it.
 
     .venv/bin/python bench/bench_opensearch_exact.py [--opensearch URL] [--line 2|3]
-        [--sizes 1000,3000,10000] [--queries 100] [--real] [--embeddings FILE.npz]
+        [--sizes 1000,3000,10000] [--queries 100] [--real] [--cache DIR]
 
 Synthetic part: for each size, one tenant of 384-d `latent` vectors
 (bench/vector_data.py), half of them near-duplicates of the other half (a title-only
@@ -14,11 +14,12 @@ p50/p99 of the store call (one at a time, after a warm-up pass), and recall@10 a
 @100 of each against a brute-force ranking in numpy.
 
 Real part (`--real`): SciFact (its train queries), Cranfield and CISI from
-../shared/data, every document (title and text) chunked by the default policy (800
-characters, 100 overlap), chunks and queries embedded with the product's local model
-(all-MiniLM-L6-v2; ~10 minutes on 2 cores, kept in --embeddings when given). Each
-collection is one tenant searched approximately at ef_search 100 / 200 / 400 / 800:
-recall@100 against exact search and p50, beside the exact path's p50.
+../shared/data, chunked by the default policy and embedded with the product's local
+model exactly as bench/bench_semantic_depth.py does (its `--cache DIR` is shared:
+embedding takes 15-30 minutes on 2 cores). Each collection is one tenant whose leg of
+100 rows is searched approximately with 1, 2, 4 (the product's rule) and 8 candidates
+a row (vectors.CANDIDATES_PER_ROW): recall@100 against exact search and p50, beside
+the exact path.
 
 Without --opensearch a one-node cluster is started (scripts/opensearch_node.py;
 --line chooses 3.x, the default, or 2.x).
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import time
@@ -39,8 +39,8 @@ import numpy as np
 import numpy.typing as npt
 
 from groundwire.domain.access import ALL_READERS
-from groundwire.domain.chunking import ChunkPolicy, chunk_text
 from groundwire.domain.retrieval import Scope
+from groundwire.evaluation.dataset import load_beir
 from groundwire.stores.base import (
     ChunkRecord,
     DistanceMetric,
@@ -49,15 +49,19 @@ from groundwire.stores.base import (
     StagedDocument,
 )
 from groundwire.stores.opensearch import OpenSearchSettings, open_opensearch_store
+from groundwire.stores.opensearch import vectors as vectors_module
+from groundwire.stores.opensearch.vectors import MAX_K
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_million_stores import node_module  # noqa: E402
+from bench_semantic_depth import SPLITS, chunks_of, embeddings  # noqa: E402
 from vector_data import Latent  # noqa: E402
 
 Vec = npt.NDArray[np.float32]
 SCOPE = Scope("", readers=ALL_READERS)
-EF_SEARCH = (100, 200, 400, 800)
+PER_ROW = (1, 2, 4, 8)  # candidates a row: Lucene's k for a leg of 100 is 100 x this
+DEFAULT_PER_ROW = vectors_module.CANDIDATES_PER_ROW
 COLLECTIONS = ("scifact", "cranfield", "cisi")
 
 
@@ -176,79 +180,45 @@ async def synthetic(url: str, sizes: list[int], n_queries: int) -> None:
         print(f"<!-- {name}: loaded in {loaded:.0f} s -->")
 
 
-def collection(data: Path, name: str) -> tuple[list[list[str]], list[str]]:
-    """The collection's documents chunked by the default policy, and its judged queries."""
-    policy = ChunkPolicy()
-    groups = []
-    with (data / name / "corpus.jsonl").open() as f:
-        for line in f:
-            d = json.loads(line)
-            text = f"{d.get('title', '')}\n\n{d['text']}".strip()
-            groups.append([c.text for c in chunk_text(text, policy, markdown=False)] or [text])
-    judged: set[str] = set()
-    for qrels in sorted((data / name / "qrels").glob("*.tsv")):
-        judged |= {ln.split("\t")[0] for ln in qrels.read_text().splitlines()[1:] if ln}
-    queries = []
-    with (data / name / "queries.jsonl").open() as f:
-        for line in f:
-            q = json.loads(line)
-            if q["_id"] in judged:
-                queries.append(q["text"])
-    return groups, queries
-
-
-def embed(texts: list[str], query: bool) -> Vec:
-    from groundwire.providers.embeddings.base import EmbeddingTask
-    from groundwire.providers.embeddings.onnx_local import LocalOnnxEmbedder
-
-    embedder = LocalOnnxEmbedder(max_batch_size=32)
-    task = EmbeddingTask.QUERY if query else EmbeddingTask.DOCUMENT
-    out: Vec = np.asarray(embedder.embed_sync(texts, task), dtype=np.float32)
-    unit: Vec = out / np.linalg.norm(out, axis=1, keepdims=True)
-    return unit
-
-
-def cached(path: Path | None) -> dict[str, Vec]:
-    return dict(np.load(path)) if path is not None and path.exists() else {}
-
-
 async def real(url: str, data: Path, cache: Path | None) -> None:
-    print("\n## Real: MiniLM chunks of the BEIR collections, one tenant each\n")
+    """Each collection, chunked and embedded as bench_semantic_depth.py does (and
+    from its cache), searched approximately at each candidates-per-row rule."""
+    print("\n## Real: MiniLM chunks of the BEIR collections, one tenant each, k 100\n")
+    rules = ", ".join(f"x{r} ({r * 100})" for r in PER_ROW)
     print(
-        "| collection | chunks | queries | exact p50 (ms) | "
-        + " | ".join(f"ef {ef}: recall@100 / p50 (ms)" for ef in EF_SEARCH)
-        + " |"
+        f"| collection | chunks | queries | exact p50 / p99 (ms) | recall@100 and p50 (ms) "
+        f"at candidates per row {rules} | load |"
     )
-    print("| --- | --- | --- | --- | " + " | ".join("---" for _ in EF_SEARCH) + " |")
-    stored = cached(cache)
+    print("| --- | --- | --- | --- | --- | --- |")
     for name in COLLECTIONS:
-        groups, texts = collection(data, name)
-        flat = [t for g in groups for t in g]
-        if f"{name}-chunks" not in stored:
-            t = time.perf_counter()
-            stored[f"{name}-chunks"] = embed(flat, query=False)
-            stored[f"{name}-queries"] = embed(texts, query=True)
-            print(
-                f"<!-- {name}: embedded {len(flat):,} chunks in {time.perf_counter() - t:.0f} s -->"
-            )
-            if cache is not None:
-                np.savez(cache, **stored)  # type: ignore[arg-type]
-        corpus, queries = stored[f"{name}-chunks"], stored[f"{name}-queries"]
-        await load(url, f"real-{name}", groups, corpus)
+        dataset = load_beir(data / name, SPLITS[name], name)
+        docs = chunks_of(dataset)
+        vecs, _, qvecs = embeddings(name, dataset, docs, cache)
+        corpus = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+        queries = qvecs / np.linalg.norm(qvecs, axis=1, keepdims=True)
+        groups = [[c[3] for c in chunks] for _, chunks in docs]
+        index = f"real-{name}"
+        await load(url, index, groups, corpus.astype(np.float32))
         ids = ids_of(groups)
         expected = [[ids[i] for i in truth(corpus, q, 100)] for q in queries]
-        _, ex_t, _ = await measure(url, f"real-{name}", queries, 100, exact_search_chunks=10_000)
+        ex, ex_t, _ = await measure(url, index, queries, 100, exact_search_chunks=MAX_K)
+        exact = (
+            f"{pct(ex_t, 50):.1f} / {pct(ex_t, 99):.1f} (recall {recall(ex, expected, 100):.4f})"
+        )
+        if len(corpus) > MAX_K:
+            exact = f"- (above {MAX_K:,}: the x4 rule serves it)"
         cells = []
-        for ef in EF_SEARCH:
-            ap, ap_t, _ = await measure(
-                url, f"real-{name}", queries, 100, exact_search_chunks=0, ef_search=ef
-            )
-            cells.append(f"{recall(ap, expected, 100):.4f} / {pct(ap_t, 50):.1f}")
-        exact_cell = f"{pct(ex_t, 50):.1f}" if len(flat) <= 10_000 else "- (above the bound)"
+        for per_row in PER_ROW:
+            vectors_module.CANDIDATES_PER_ROW = per_row
+            try:
+                ap, ap_t, _ = await measure(url, index, queries, 100, exact_search_chunks=0)
+            finally:
+                vectors_module.CANDIDATES_PER_ROW = DEFAULT_PER_ROW
+            cells.append(f"x{per_row}: {recall(ap, expected, 100):.4f} / {pct(ap_t, 50):.1f}")
         print(
-            f"| {name} | {len(flat):,} | {len(queries)} | {exact_cell} | "
-            + " | ".join(cells)
-            + " |"
+            f"| {name} | {len(corpus):,} | {len(queries)} | {exact} | {'; '.join(cells)} | "
+            f"{os.getloadavg()[0]:.1f} |",
+            flush=True,
         )
 
 
@@ -260,7 +230,7 @@ async def run(args: argparse.Namespace, url: str) -> None:
     if sizes:
         await synthetic(url, sizes, args.queries)
     if args.real:
-        await real(url, args.data, args.embeddings)
+        await real(url, args.data, args.cache)
 
 
 def main() -> None:
@@ -271,7 +241,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--real", action="store_true")
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--embeddings", type=Path, default=None)
+    parser.add_argument(
+        "--cache", type=Path, default=None, help="bench_semantic_depth.py's embeddings cache"
+    )
     args = parser.parse_args()
     if args.opensearch:
         asyncio.run(run(args, args.opensearch))

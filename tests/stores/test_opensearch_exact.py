@@ -110,6 +110,15 @@ def test_the_exact_body_filters_every_chunk_and_bounds_k() -> None:
     v = np.ones(4, dtype=np.float32)
     plain = knn_body(v, 5, [], ef_search=100, exact_chunks=None)
     assert plain["query"]["knn"]["vector"]["k"] == 100
+    # A leg of 100 rows walks 400 candidates; never more than OpenSearch's bound.
+    assert knn_body(v, 100, [], ef_search=100, exact_chunks=None)["size"] == 100
+    assert (
+        knn_body(v, 100, [], ef_search=100, exact_chunks=None)["query"]["knn"]["vector"]["k"] == 400
+    )
+    assert (
+        knn_body(v, 5_000, [], ef_search=100, exact_chunks=None)["query"]["knn"]["vector"]["k"]
+        == MAX_K
+    )
     assert "filter" not in plain["query"]["knn"]["vector"]
     exact = knn_body(v, 5, [], ef_search=100, exact_chunks=3_000)
     knn = exact["query"]["knn"]["vector"]

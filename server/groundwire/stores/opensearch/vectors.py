@@ -34,6 +34,19 @@ from groundwire.stores.opensearch.queries import IDS, SOURCE
 
 # OpenSearch's bound on a k-NN query's k.
 MAX_K = 10_000
+# A graph search for k rows keeps this many candidates a row at least (Lucene's k),
+# as PostgreSQL's graph legs do (stores/postgres/vectors.py EF_PER_ROW): a leg of 100
+# then walks 400 candidates, not 100, and its last rows are no longer the walk's misses
+# (recall@100 against exact search: bench/bench_opensearch_exact.py --real).
+CANDIDATES_PER_ROW = 4
+
+
+def candidates(ef_search: int, k: int) -> int:
+    """Lucene's k for an approximate search of k rows: the configured ef_search,
+    raised to CANDIDATES_PER_ROW a row (at most MAX_K)."""
+    return min(MAX_K, max(ef_search, CANDIDATES_PER_ROW * k))
+
+
 # Tenants whose size this process remembers (the least recently searched go first).
 _CACHED_TENANTS = 4_096
 
@@ -50,8 +63,8 @@ def knn_body(
 ) -> dict[str, Any]:
     """The k-NN search of `vector` among the chunks `filters` admit, top `k` by score
     then ids; exact over a tenant of `exact_chunks` chunks (None: approximate, with
-    `ef_search` candidates at least)."""
-    lucene_k = max(k, ef_search)
+    `candidates` of them)."""
+    lucene_k = candidates(ef_search, k)
     if exact_chunks is not None:
         # Exact: the filter admits at most the tenant's chunks, no more than k.
         lucene_k = min(max(lucene_k, exact_chunks), MAX_K)
