@@ -277,6 +277,11 @@ const (
 	ErrorReason_ERROR_REASON_STORE_DATA_REJECTED ErrorReason = 304
 	// INTERNAL: an unexpected database error.
 	ErrorReason_ERROR_REASON_STORE_ERROR ErrorReason = 305
+	// RESOURCE_EXHAUSTED: the store has no room for what the write needs: an
+	// OpenSearch cluster at its shard bound (cluster.max_shards_per_node) refused
+	// the new index of a tenant's version. Not retryable as it is: the operator
+	// adds nodes or raises the bound. Nothing published changed.
+	ErrorReason_ERROR_REASON_STORE_CAPACITY_EXHAUSTED ErrorReason = 306
 	// UNAVAILABLE: the request's minimum index version (min_index_version) is not
 	// visible on this server yet (a publish through another replica not seen
 	// yet, or a version that does not exist yet). Carries RetryInfo; metadata
@@ -424,6 +429,7 @@ var (
 		303: "ERROR_REASON_VERSION_NOT_STAGING",
 		304: "ERROR_REASON_STORE_DATA_REJECTED",
 		305: "ERROR_REASON_STORE_ERROR",
+		306: "ERROR_REASON_STORE_CAPACITY_EXHAUSTED",
 		310: "ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE",
 		400: "ERROR_REASON_CONFIG_INVALID",
 		401: "ERROR_REASON_CONFIG_RESTART_REQUIRED",
@@ -528,6 +534,7 @@ var (
 		"ERROR_REASON_VERSION_NOT_STAGING":                 303,
 		"ERROR_REASON_STORE_DATA_REJECTED":                 304,
 		"ERROR_REASON_STORE_ERROR":                         305,
+		"ERROR_REASON_STORE_CAPACITY_EXHAUSTED":            306,
 		"ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE":       310,
 		"ERROR_REASON_CONFIG_INVALID":                      400,
 		"ERROR_REASON_CONFIG_RESTART_REQUIRED":             401,
@@ -576,7 +583,7 @@ var File_groundwire_v1_errors_proto protoreflect.FileDescriptor
 
 const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\xe0\x1e\n" +
+	"\x1agroundwire/v1/errors.proto\x12\rgroundwire.v1*\x8c\x1f\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x01\x12\x1f\n" +
@@ -666,7 +673,8 @@ const file_groundwire_v1_errors_proto_rawDesc = "" +
 	"&ERROR_REASON_STORE_VERSION_UNSUPPORTED\x10\xae\x02\x12%\n" +
 	" ERROR_REASON_VERSION_NOT_STAGING\x10\xaf\x02\x12%\n" +
 	" ERROR_REASON_STORE_DATA_REJECTED\x10\xb0\x02\x12\x1d\n" +
-	"\x18ERROR_REASON_STORE_ERROR\x10\xb1\x02\x12/\n" +
+	"\x18ERROR_REASON_STORE_ERROR\x10\xb1\x02\x12*\n" +
+	"%ERROR_REASON_STORE_CAPACITY_EXHAUSTED\x10\xb2\x02\x12/\n" +
 	"*ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE\x10\xb6\x02\x12 \n" +
 	"\x1bERROR_REASON_CONFIG_INVALID\x10\x90\x03\x12)\n" +
 	"$ERROR_REASON_CONFIG_RESTART_REQUIRED\x10\x91\x03\x12$\n" +

@@ -78,6 +78,8 @@ class OperationErrorCode(StrEnum):
     STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
     STORE_ERROR = "STORE_ERROR"
     STORE_DATA_REJECTED = "STORE_DATA_REJECTED"
+    # The store has no room (an OpenSearch cluster at its shard bound).
+    STORE_CAPACITY_EXHAUSTED = "STORE_CAPACITY_EXHAUSTED"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"  # a store statement timed out
     VERSION_NOT_STAGING = "VERSION_NOT_STAGING"
     # A push into an index built with another embedding model or chunking

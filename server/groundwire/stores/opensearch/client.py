@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -102,6 +103,13 @@ def engine_error(exc: BaseException) -> GroundwireError:
         kind = _error_type(exc)
         if status == 429:
             return store_unavailable("search engine is overloaded (429); retry")
+        if status == 400 and _at_shard_bound(exc):
+            return GroundwireError(
+                ErrorKind.RESOURCE_EXHAUSTED,
+                "STORE_CAPACITY_EXHAUSTED",
+                "search engine has no room for another index: the cluster is at its shard "
+                "bound (cluster.max_shards_per_node); add nodes or raise the bound",
+            )
         if status in (400, 413) and kind.split("/")[0] in _REJECTED:
             return GroundwireError(
                 ErrorKind.INVALID_ARGUMENT,
@@ -113,6 +121,21 @@ def engine_error(exc: BaseException) -> GroundwireError:
 
 
 _REJECTED = frozenset({"mapper_parsing_exception", "illegal_argument_exception"})
+
+
+_SHARD_BOUND = re.compile(r"maximum (?:[A-Z_]+ )?shards open")
+
+
+def _at_shard_bound(exc: Any) -> bool:
+    """A validation failure for the cluster's shard bound (its reason is read here,
+    never passed on: it names no request data, but reasons in general may)."""
+    info = getattr(exc, "info", None)
+    error = info.get("error") if isinstance(info, dict) else None
+    if not isinstance(error, dict) or error.get("type") != "validation_exception":
+        return False
+    # 2.x: "... maximum shards open"; 3.x names the shard kind ("maximum
+    # LOCAL_ONLY shards open").
+    return _SHARD_BOUND.search(str(error.get("reason", ""))) is not None
 
 
 def _error_type(exc: Any) -> str:

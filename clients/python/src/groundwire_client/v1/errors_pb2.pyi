@@ -320,6 +320,12 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """INVALID_ARGUMENT: the database rejected the data (for example NUL bytes)."""
     ERROR_REASON_STORE_ERROR: _ErrorReason.ValueType  # 305
     """INTERNAL: an unexpected database error."""
+    ERROR_REASON_STORE_CAPACITY_EXHAUSTED: _ErrorReason.ValueType  # 306
+    """RESOURCE_EXHAUSTED: the store has no room for what the write needs: an
+    OpenSearch cluster at its shard bound (cluster.max_shards_per_node) refused
+    the new index of a tenant's version. Not retryable as it is: the operator
+    adds nodes or raises the bound. Nothing published changed.
+    """
     ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE: _ErrorReason.ValueType  # 310
     """UNAVAILABLE: the request's minimum index version (min_index_version) is not
     visible on this server yet (a publish through another replica not seen
@@ -684,6 +690,12 @@ ERROR_REASON_STORE_DATA_REJECTED: ErrorReason.ValueType  # 304
 """INVALID_ARGUMENT: the database rejected the data (for example NUL bytes)."""
 ERROR_REASON_STORE_ERROR: ErrorReason.ValueType  # 305
 """INTERNAL: an unexpected database error."""
+ERROR_REASON_STORE_CAPACITY_EXHAUSTED: ErrorReason.ValueType  # 306
+"""RESOURCE_EXHAUSTED: the store has no room for what the write needs: an
+OpenSearch cluster at its shard bound (cluster.max_shards_per_node) refused
+the new index of a tenant's version. Not retryable as it is: the operator
+adds nodes or raises the bound. Nothing published changed.
+"""
 ERROR_REASON_INDEX_VERSION_NOT_YET_VISIBLE: ErrorReason.ValueType  # 310
 """UNAVAILABLE: the request's minimum index version (min_index_version) is not
 visible on this server yet (a publish through another replica not seen

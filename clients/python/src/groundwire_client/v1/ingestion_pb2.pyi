@@ -730,10 +730,11 @@ class Operation(_message.Message):
     otherwise. EMBEDDING_PROVIDER_FAILED (the embedding model failed or
     returned unusable vectors), EMBEDDING_MISMATCH (vectors of the wrong
     count or dimension), INDEX_NOT_FOUND, STORE_UNAVAILABLE, STORE_ERROR,
-    STORE_DATA_REJECTED (the store refused the data), DEADLINE_EXCEEDED (a
-    store statement timed out), VERSION_NOT_STAGING (the staged version was
-    discarded meanwhile), INTERRUPTED (the server stopped while it ran),
-    INDEX_REBUILD_REQUIRED (a push into an index built with another embedding
+    STORE_DATA_REJECTED (the store refused the data), STORE_CAPACITY_EXHAUSTED
+    (the store has no room: an OpenSearch cluster at its shard bound),
+    DEADLINE_EXCEEDED (a store statement timed out), VERSION_NOT_STAGING (the
+    staged version was discarded meanwhile), INTERRUPTED (the server stopped
+    while it ran), INDEX_REBUILD_REQUIRED (a push into an index built with another embedding
     model or chunking policy: ingest it first), SOURCE_ACCESS_DENIED,
     SOURCE_UNAVAILABLE, SOURCE_REFUSED (a bucket source could not be read:
     see ErrorReason), INTERNAL (anything else).
