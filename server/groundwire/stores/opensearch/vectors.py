@@ -135,7 +135,9 @@ class TenantSizes:
     ) -> list[dict[str, Any]]:
         """The hits of the k-NN search of `vector` in the tenant behind `alias`."""
         known = self._known.get(alias)
-        if known is None and self._bound > 0:
+        if known is not None:
+            self._known.move_to_end(alias)
+        elif self._bound > 0:
             known = await self._size(alias, search)
         exact = self._exact_chunks(known)
         for attempt in range(2):
