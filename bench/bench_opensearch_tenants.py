@@ -32,6 +32,7 @@ import numpy as np
 
 from groundwire.domain.access import ALL_READERS
 from groundwire.domain.analysis import Analyzer
+from groundwire.domain.errors import GroundwireError
 from groundwire.domain.retrieval import LexicalQuery, Scope
 from groundwire.stores.base import ChunkRecord, DocumentRecord, StagedDocument
 from groundwire.stores.opensearch import open_opensearch_store
@@ -117,9 +118,12 @@ async def run(args: argparse.Namespace, url: str) -> None:
                 for i in range(0, len(docs), 500):
                     await store.stage_documents(NAME, version, docs[i : i + 500])
                 await store.publish_version(NAME, version, spec())
-            except Exception as exc:  # the shard limit: reported, then raised
-                refused = f" (refused: {type(exc).__name__}: {str(exc)[:120]})"
+            except GroundwireError as exc:  # the shard bound: reported, then raised
                 await store.discard_version(NAME, version)
+                if exc.reason != "STORE_CAPACITY_EXHAUSTED":
+                    raise
+                refused = f" (a first attempt refused: {exc.reason})"
+                print(f"<!-- step to {made + step:,} tenants refused: {exc.reason} -->", flush=True)
                 if not args.raise_limit:
                     print(f"| {made + step:,} | refused{refused} | | | | | | | |")
                     return

@@ -57,6 +57,27 @@ from groundwire.stores.opensearch.layout import CHUNK, DOCUMENT, Names, index_bo
 
 log = logging.getLogger("groundwire.stores.opensearch")
 
+# A request naming many indexes lists them in its URL, and OpenSearch refuses a request
+# line over http.max_initial_line_length (4 KB by default: too_long_http_line_exception):
+# a version touching a hundred tenants names a hundred indexes. Lists stay under this.
+_URL_LIST_CHARS = 2_048
+
+
+def url_lists(names: Sequence[str]) -> list[str]:
+    """`names` as comma-separated lists of at most _URL_LIST_CHARS characters each
+    (a name longer than that alone in its list)."""
+    lists: list[str] = []
+    current = ""
+    for name in names:
+        if current and len(current) + 1 + len(name) > _URL_LIST_CHARS:
+            lists.append(current)
+            current = ""
+        current = f"{current},{name}" if current else name
+    if current:
+        lists.append(current)
+    return lists
+
+
 _PAGE = 5_000
 
 
@@ -164,8 +185,7 @@ class Versions:
         await self.delete(doomed)
 
     async def delete(self, physicals: Sequence[str]) -> None:
-        for start in range(0, len(physicals), 50):
-            batch = ",".join(physicals[start : start + 50])
+        for batch in url_lists(physicals):
 
             def delete(batch: str = batch) -> Any:
                 return self._client.indices.delete(index=batch, ignore_unavailable=True)
@@ -517,59 +537,58 @@ class Versions:
         creates it, the others find it while its copies still recover, when a read
         routed to one fails): its copies too, within `timeout_s`, else its
         primaries."""
-        targets = ",".join(physicals)
-        if not targets:
-            return
-        state: dict[str, Any] = await call(
-            self._settings.label,
-            "health",
-            lambda: self._client.cluster.health(
-                index=targets,
-                wait_for_status="green" if settled else "yellow",
-                params={"timeout": f"{timeout_s:.0f}s"},
-                request_timeout=timeout_s + 20.0,
-            ),
-        )
-        if settled and state.get("status") == "yellow":
-            return
-        if state.get("timed_out") or state.get("status") == "red":
-            raise store_unavailable("search engine shards of the new version are unavailable")
+        for targets in url_lists(physicals):
+
+            def health(targets: str = targets) -> Any:
+                return self._client.cluster.health(
+                    index=targets,
+                    wait_for_status="green" if settled else "yellow",
+                    params={"timeout": f"{timeout_s:.0f}s"},
+                    request_timeout=timeout_s + 20.0,
+                )
+
+            state: dict[str, Any] = await call(self._settings.label, "health", health)
+            if settled and state.get("status") == "yellow":
+                continue
+            if state.get("timed_out") or state.get("status") == "red":
+                raise store_unavailable("search engine shards of the new version are unavailable")
 
     async def _replicate(self, physicals: Iterable[str]) -> None:
         """Make the new version's indexes what a published index is: refreshed by
         the engine again (so its background merges become searchable and free the
         segments they replace), with the configured replicas, waited for where the
         cluster has nodes enough to hold them (a one-node cluster cannot)."""
-        targets = ",".join(physicals)
-        if not targets:
-            return
+        lists = url_lists(list(physicals))
         settings: dict[str, Any] = {"refresh_interval": None}
         if self._settings.replicas:
             settings["number_of_replicas"] = self._settings.replicas
-        await call(
-            self._settings.label,
-            "settings",
-            lambda: self._client.indices.put_settings(index=targets, body={"index": settings}),
-        )
-        if self._settings.replicas == 0:
+        for targets in lists:
+
+            def put(targets: str = targets) -> Any:
+                return self._client.indices.put_settings(index=targets, body={"index": settings})
+
+            await call(self._settings.label, "settings", put)
+        if self._settings.replicas == 0 or not lists:
             return
-        health: dict[str, Any] = await call(
+        cluster: dict[str, Any] = await call(
             self._settings.label, "health", lambda: self._client.cluster.health()
         )
-        if int(health.get("number_of_data_nodes", 1)) <= self._settings.replicas:
+        if int(cluster.get("number_of_data_nodes", 1)) <= self._settings.replicas:
             return
         deadline = time.monotonic() + self._settings.publish_timeout_s
-        while time.monotonic() < deadline:
-            state: dict[str, Any] = await call(
-                self._settings.label,
-                "health",
-                lambda: self._client.cluster.health(
+        waiting = list(lists)
+        while waiting and time.monotonic() < deadline:
+
+            def green(targets: str = waiting[0]) -> Any:
+                return self._client.cluster.health(
                     index=targets,
                     wait_for_status="green",
                     params={"timeout": "20s"},
                     request_timeout=60.0,
-                ),
-            )
+                )
+
+            state: dict[str, Any] = await call(self._settings.label, "health", green)
             if not state.get("timed_out"):
-                return
-        raise store_unavailable("replicas of the new version were not allocated in time")
+                waiting.pop(0)
+        if waiting:
+            raise store_unavailable("replicas of the new version were not allocated in time")
