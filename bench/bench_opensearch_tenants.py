@@ -149,7 +149,7 @@ async def run(args: argparse.Namespace, url: str) -> None:
             f = await node_figures(client)
             print(
                 f"| {made:,} | {took:.1f}{refused} | {f['shards']:,} | "
-                f"{f['heap_mb']:.0f} / {f['heap_max_mb']:.0f} | {f['segments']:,}, "
+                f"{f['heap_mb']:.0f}, {f['old_mb']:.0f} / {f['heap_max_mb']:.0f} | {f['segments']:,}, "
                 f"{f['segments_mb']:.1f} | {f['state_kb']:.0f} | "
                 f"{pct(lexical, 50):.1f} / {pct(lexical, 99):.1f} | "
                 f"{pct(semantic, 50):.1f} / {pct(semantic, 99):.1f} | {os.getloadavg()[0]:.1f} |",
