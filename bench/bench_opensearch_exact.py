@@ -18,7 +18,7 @@ Real part (`--real`): SciFact (its train queries), Cranfield and CISI from
 model exactly as bench/bench_semantic_depth.py does (its `--cache DIR` is shared:
 embedding takes 15-30 minutes on 2 cores). Each collection is one tenant whose leg of
 100 rows is searched approximately with 1, 2, 4 (the product's rule) and 8 candidates
-a row (vectors.CANDIDATES_PER_ROW): recall@100 against exact search and p50, beside
+a row (stores/base.py CANDIDATES_PER_ROW): recall@100 against exact search and p50, beside
 the exact path.
 
 Without --opensearch a one-node cluster is started (scripts/opensearch_node.py;
@@ -41,6 +41,7 @@ import numpy.typing as npt
 from groundwire.domain.access import ALL_READERS
 from groundwire.domain.retrieval import Scope
 from groundwire.evaluation.dataset import load_beir
+from groundwire.stores import base as store_base
 from groundwire.stores.base import (
     ChunkRecord,
     DistanceMetric,
@@ -49,7 +50,6 @@ from groundwire.stores.base import (
     StagedDocument,
 )
 from groundwire.stores.opensearch import OpenSearchSettings, open_opensearch_store
-from groundwire.stores.opensearch import vectors as vectors_module
 from groundwire.stores.opensearch.vectors import MAX_K
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ from vector_data import Latent  # noqa: E402
 Vec = npt.NDArray[np.float32]
 SCOPE = Scope("", readers=ALL_READERS)
 PER_ROW = (1, 2, 4, 8)  # candidates a row: Lucene's k for a leg of 100 is 100 x this
-DEFAULT_PER_ROW = vectors_module.CANDIDATES_PER_ROW
+DEFAULT_PER_ROW = store_base.CANDIDATES_PER_ROW
 COLLECTIONS = ("scifact", "cranfield", "cisi")
 
 
@@ -209,11 +209,11 @@ async def real(url: str, data: Path, cache: Path | None) -> None:
             exact = f"- (above {MAX_K:,}: the x4 rule serves it)"
         cells = []
         for per_row in PER_ROW:
-            vectors_module.CANDIDATES_PER_ROW = per_row
+            store_base.CANDIDATES_PER_ROW = per_row
             try:
                 ap, ap_t, _ = await measure(url, index, queries, 100, exact_search_chunks=0)
             finally:
-                vectors_module.CANDIDATES_PER_ROW = DEFAULT_PER_ROW
+                store_base.CANDIDATES_PER_ROW = DEFAULT_PER_ROW
             cells.append(f"x{per_row}: {recall(ap, expected, 100):.4f} / {pct(ap_t, 50):.1f}")
         print(
             f"| {name} | {len(corpus):,} | {len(queries)} | {exact} | {'; '.join(cells)} | "

@@ -112,8 +112,8 @@ async def test_a_small_tenant_is_searched_exactly_and_a_large_one_approximately(
         whole = np.concatenate([corpus, more])
         assert await _recall(exact, index_name, whole, queries[:10]) == 1.0
         assert exact._sizes.approximate == 0
-        known = exact._sizes._known[starved._names.alias(index_name, "")]
-        assert known[1] == CHUNKS + 100
+        known = exact._sizes._known.get(starved._names.alias(index_name, ""))
+        assert known is not None and known[1] == CHUNKS + 100
     finally:
         for store in (starved, exact, bounded):
             await store.close()

@@ -118,10 +118,10 @@ class StoreConfig(StrictModel):
     first_build_max_segments: int = Field(0, ge=0, le=1000)
     # A tenant whose published index holds at most this many chunks is searched
     # exactly (every vector scored, by Lucene's exact path; 0: never), larger ones
-    # approximately with hnsw_ef_search candidates: HNSW loses recall on small
-    # crowded collections, and exact search over a few thousand vectors costs little
-    # (docs/explanation/benchmarks.md has the figures). At most 10,000, OpenSearch's
-    # bound on a k-NN query's k.
+    # through the graph with max(hnsw_ef_search, 4 x k) candidates: HNSW loses recall
+    # on small crowded collections, and exact search over a few thousand vectors
+    # costs little (docs/explanation/benchmarks.md has the figures). At most 10,000,
+    # OpenSearch's bound on a k-NN query's k.
     exact_search_chunks: int = Field(10_000, ge=0, le=10_000)
     # kind = "qdrant" (stores/qdrant; the scaling-out tutorial's "Indexes on
     # Qdrant"): Qdrant's engine in process (qdrant-edge-py) keeping a shard per

@@ -182,6 +182,21 @@ def index_missing(name_len: int) -> GroundwireError:
     )
 
 
+# A graph (HNSW) search for k rows keeps at least this many candidates a row: a walk
+# returns the best candidates it found, so at k candidates its last rows are its
+# misses. Measured on SciFact (13.7k MiniLM chunks, a leg of 100): PostgreSQL nDCG@10
+# -0.0012 against exact search at 1 a row, equal at 4 (bench/bench_semantic_depth.py);
+# OpenSearch recall@100 0.9937 at 1 a row, 0.9997 at 4 (bench/bench_opensearch_exact.py
+# --real); docs/explanation/benchmarks.md.
+CANDIDATES_PER_ROW = 4
+
+
+def graph_candidates(configured: int, k: int, limit: int) -> int:
+    """The candidates of a graph search for k rows: the configured ef_search, raised
+    to CANDIDATES_PER_ROW a row, at most the engine's `limit`."""
+    return min(limit, max(configured, CANDIDATES_PER_ROW * k))
+
+
 def check_staged(spec: IndexSpec, staged: Sequence[StagedDocument]) -> None:
     """Reject a batch before anything is written: one embedding row per chunk, the
     index's dimension, finite values; none at all for lexical-only indexes."""

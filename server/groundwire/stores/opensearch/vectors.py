@@ -22,31 +22,19 @@ the setting.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from groundwire.stores.base import graph_candidates
+from groundwire.stores.lru import LRU
 from groundwire.stores.opensearch.layout import CHUNK, sorted_hits
 from groundwire.stores.opensearch.queries import IDS, SOURCE
 
 # OpenSearch's bound on a k-NN query's k.
 MAX_K = 10_000
-# A graph search for k rows keeps this many candidates a row at least (Lucene's k),
-# as PostgreSQL's graph legs do (stores/postgres/vectors.py EF_PER_ROW): a leg of 100
-# then walks 400 candidates, not 100, and its last rows are no longer the walk's misses
-# (recall@100 against exact search: bench/bench_opensearch_exact.py --real).
-CANDIDATES_PER_ROW = 4
-
-
-def candidates(ef_search: int, k: int) -> int:
-    """Lucene's k for an approximate search of k rows: the configured ef_search,
-    raised to CANDIDATES_PER_ROW a row (at most MAX_K)."""
-    return min(MAX_K, max(ef_search, CANDIDATES_PER_ROW * k))
-
-
 # Tenants whose size this process remembers (the least recently searched go first).
 _CACHED_TENANTS = 4_096
 
@@ -63,8 +51,8 @@ def knn_body(
 ) -> dict[str, Any]:
     """The k-NN search of `vector` among the chunks `filters` admit, top `k` by score
     then ids; exact over a tenant of `exact_chunks` chunks (None: approximate, with
-    `candidates` of them)."""
-    lucene_k = candidates(ef_search, k)
+    graph_candidates of them, PostgreSQL's rule: a leg of 100 walks 400)."""
+    lucene_k = graph_candidates(ef_search, k, MAX_K)
     if exact_chunks is not None:
         # Exact: the filter admits at most the tenant's chunks, no more than k.
         lucene_k = min(max(lucene_k, exact_chunks), MAX_K)
@@ -100,30 +88,22 @@ class TenantSizes:
     def __init__(self, exact_search_chunks: int, ef_search: int) -> None:
         self._bound = min(exact_search_chunks, MAX_K)
         self._ef_search = ef_search
-        self._known: OrderedDict[str, tuple[str, int]] = OrderedDict()
-        # Searches by path, for the operator and the tests.
+        self._known = LRU(_CACHED_TENANTS)  # alias -> (physical index, chunks)
+        # Searches by path (the tests and benchmarks read them).
         self.exact = 0
         self.approximate = 0
-
-    def _remember(self, alias: str, physical: str, chunks: int) -> None:
-        self._known[alias] = (physical, chunks)
-        self._known.move_to_end(alias)
-        while len(self._known) > _CACHED_TENANTS:
-            self._known.popitem(last=False)
 
     async def _size(self, alias: str, search: Search) -> tuple[str, int] | None:
         found = await search(alias, _SIZE_BODY, "count")
         buckets = found.get("aggregations", {}).get("physical", {}).get("buckets", [])
         if len(buckets) != 1:
             return None  # no published index (or, mid-swap, two: decided next time)
-        physical, chunks = str(buckets[0]["key"]), int(buckets[0]["doc_count"])
-        self._remember(alias, physical, chunks)
-        return physical, chunks
+        known = str(buckets[0]["key"]), int(buckets[0]["doc_count"])
+        self._known.put(alias, known, 1)
+        return known
 
     def _exact_chunks(self, known: tuple[str, int] | None) -> int | None:
-        if known is None or known[1] > self._bound:
-            return None
-        return known[1]
+        return known[1] if known is not None and known[1] <= self._bound else None
 
     async def search(
         self,
@@ -134,25 +114,25 @@ class TenantSizes:
         search: Search,
     ) -> list[dict[str, Any]]:
         """The hits of the k-NN search of `vector` in the tenant behind `alias`."""
-        known = self._known.get(alias)
-        if known is not None:
-            self._known.move_to_end(alias)
-        elif self._bound > 0:
-            known = await self._size(alias, search)
-        exact = self._exact_chunks(known)
-        for attempt in range(2):
+
+        async def knn(exact: int | None) -> list[dict[str, Any]]:
             body = knn_body(vector, k, filters, ef_search=self._ef_search, exact_chunks=exact)
             found = await search(alias, body, "knn")
             hits: list[dict[str, Any]] = found.get("hits", {}).get("hits", [])
-            physical = hits[0].get("_index") if hits else None
-            if physical is None or known is None or physical == known[0] or self._bound == 0:
-                break
-            # The alias moved since the tenant was sized: size the index searched.
-            known = await self._size(alias, search)
-            now = self._exact_chunks(known)
-            if attempt or now is None or exact is not None:
-                break
-            exact = now  # approximate over what is now a small index: again, exactly
+            return hits
+
+        known: tuple[str, int] | None = None
+        if self._bound > 0:
+            known = self._known.get(alias) or await self._size(alias, search)
+        exact = self._exact_chunks(known)
+        hits = await knn(exact)
+        if known is not None and hits and hits[0].get("_index") != known[0]:
+            # The alias moved since the tenant was sized (a publish): size the index
+            # searched, and search it again exactly if it is now small and was not.
+            now = self._exact_chunks(await self._size(alias, search))
+            if exact is None and now is not None:
+                exact = now
+                hits = await knn(exact)
         if exact is None:
             self.approximate += 1
         else:

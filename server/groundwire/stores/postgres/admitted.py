@@ -21,7 +21,7 @@ import numpy.typing as npt
 from psycopg import sql
 
 from groundwire.domain.retrieval import Scope
-from groundwire.stores.postgres.blockmax import LRU
+from groundwire.stores.lru import LRU
 from groundwire.stores.postgres.connection import Conn
 from groundwire.stores.postgres.scope import IndexRow, scope_sql
 

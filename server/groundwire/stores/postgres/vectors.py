@@ -50,9 +50,9 @@ from psycopg import sql
 from groundwire.domain.ordering import rank_hits
 from groundwire.domain.retrieval import ChunkHit, Scope
 from groundwire.domain.scores import Score, ScoreMetric
-from groundwire.stores.base import DistanceMetric, embedding_mismatch
+from groundwire.stores.base import DistanceMetric, embedding_mismatch, graph_candidates
+from groundwire.stores.lru import LRU
 from groundwire.stores.postgres.admitted import admitted_ids
-from groundwire.stores.postgres.blockmax import LRU
 from groundwire.stores.postgres.connection import Conn, Database
 from groundwire.stores.postgres.schema import (
     MAX_HNSW_DIMENSIONS,
@@ -96,23 +96,16 @@ FILTERED_EXACT_MAX_ROWS = 20_000
 
 # pgvector's largest hnsw.ef_search.
 MAX_EF_SEARCH = 1000
-# The candidate list a graph search keeps, per row the search asks for: pgvector
-# returns the best ef_search candidates its walk found, so at ef_search = k the last
-# rows are the walk's misses. A semantic leg of 100 on SciFact (13.7k chunks, MiniLM):
-# nDCG@10 -0.0012 against exact search at ef_search 100, equal at 400 (top 10 exact
-# search's on 95% -> 99.8% of queries), for +3-4 ms p50 (bench/bench_semantic_depth.py;
-# docs/explanation/benchmarks.md "The semantic leg at exact search's quality").
-EF_PER_ROW = 4
 
 
 def leg_ef_search(configured: int, k: int) -> int:
-    """The ef_search of a graph search for k rows: the configured value, raised to
-    EF_PER_ROW candidates a row asked for (at most pgvector's 1000). A filtered
-    search takes the same list: pgvector's iterative scan (relaxed_order) goes on
-    past it until k rows pass the filter (measured at 100k chunks, k 10, a 10%
-    filter: recall@10 0.953 against 0.956 unfiltered, docs/explanation/benchmarks.md),
-    so the filter needs no larger list."""
-    return min(MAX_EF_SEARCH, max(configured, EF_PER_ROW * k))
+    """The ef_search of a graph search for k rows (stores/base.py graph_candidates:
+    the configured value, raised to four candidates a row, at most pgvector's 1000).
+    A filtered search takes the same list: pgvector's iterative scan (relaxed_order)
+    goes on past it until k rows pass the filter (measured at 100k chunks, k 10, a
+    10% filter: recall@10 0.953 against 0.956 unfiltered,
+    docs/explanation/benchmarks.md), so the filter needs no larger list."""
+    return graph_candidates(configured, k, MAX_EF_SEARCH)
 
 
 def exact_cap(tenant_chunks: int) -> int:
