@@ -391,10 +391,8 @@ class Versions:
         published before) and hold now, so a publish reads the chunks it changed,
         not the tenant's; counted whole when nothing is known before."""
         touched = [k.document_id for k in st.touched if k.tenant == tenant]
-        incremental = (
-            before is not None and before.characters >= 0 and previous is not None
-            and previous is not shard
-        )  # fmt: skip
+        known_before = before is not None and before.characters >= 0
+        incremental = known_before and previous is not None and previous is not shard
 
         def count_characters() -> int:
             if not incremental:
