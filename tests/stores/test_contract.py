@@ -229,6 +229,49 @@ async def test_discard_keeps_previous_version(store: Store, index_name: str) -> 
     assert (await store.index_state(index_name)).published_version == v1
 
 
+async def test_versions_of_different_tenants_publish_in_any_order(
+    store: Store, index_name: str
+) -> None:
+    """Pushes of different tenants stage versions at once and publish in whatever
+    order they finish. Every publish moves the published version to a number no
+    publish had before (read-your-writes: a reader asking for at least the number a
+    publish returned sees it), versions begun at once are distinct, and every
+    publish counts (stores/base.py publication_number)."""
+    sp = spec(index_name)
+    await store.ensure_index(sp)
+    begun = await asyncio.gather(*(store.begin_version(index_name) for _ in range(3)))
+    assert len(set(begun)) == 3
+    old, new, third = sorted(begun)
+    for v, tenant in ((old, "ta"), (new, "tb"), (third, "tc")):
+        await store.stage_documents(
+            index_name,
+            v,
+            [doc(f"d{tenant}", [f"text of {tenant}"], [vec(1, 0, 0, 0)], tenant=tenant)],
+        )
+    after_new = (await store.publish_version(index_name, new, sp)).published_version
+    after_old = (await store.publish_version(index_name, old, sp)).published_version
+    assert after_new >= new
+    # The older version's publish is a new published state: a number past the newer.
+    assert after_old > after_new
+    # Concurrent publishes (the third, and a fourth begun after the others).
+    fourth = await store.begin_version(index_name)
+    assert fourth > after_old
+    await store.stage_documents(
+        index_name, fourth, [doc("dtd", ["text of td"], [vec(1, 0, 0, 0)], tenant="td")]
+    )
+    last = await asyncio.gather(
+        store.publish_version(index_name, third, sp), store.publish_version(index_name, fourth, sp)
+    )
+    numbers = sorted(s.published_version for s in last)
+    assert numbers[0] > after_old and numbers[0] != numbers[1]
+    state = await store.index_state(index_name)
+    assert state.published_version == numbers[1]
+    assert (state.document_count, state.chunk_count) == (4, 4)
+    for tenant in ("ta", "tb", "tc", "td"):
+        hits = await store.search_vector(index_name, vec(1, 0, 0, 0), 5, Scope(tenant))
+        assert [h.document_id for h in hits] == [f"d{tenant}"]
+
+
 async def test_deletions_publish_atomically(store: Store, index_name: str) -> None:
     await publish(
         store,

@@ -8,6 +8,14 @@ chunks they supersede disappear in one atomic step — or `discard_version` drop
 them and the previously published state keeps serving. Readers therefore see the
 old or the new version of a document, never a gap and never a mix.
 
+Version numbers: every publish moves the index's published version to a number
+no earlier publish has had (`publication_number`): the version itself when it is
+newer than the published one, else (versions of one index stage concurrently and
+may publish in any order) a fresh number past every version begun. So the
+published version only grows, a reader that asks for at least the version a
+publish returned sees it (read-your-writes), and one number always means one
+published state (caches may key on it).
+
 Access lists: a document may carry an ACL (domain.access); the scope's readers are
 applied with the tenant, before ranking, and by every document-level read.
 
@@ -73,6 +81,16 @@ class IndexState:
     chunking: str
     document_count: int
     chunk_count: int
+
+
+def publication_number(published: int, version: int, next_version: int) -> tuple[int, int]:
+    """(the published version after publishing `version`, the index's next version
+    number after it): `version` when it is newer than `published`; else a fresh
+    number, `next_version`, which the counter then moves past (no version is ever
+    begun under it)."""
+    if version > published:
+        return version, next_version
+    return next_version, next_version + 1
 
 
 class DocumentKey(NamedTuple):
@@ -491,6 +509,18 @@ class SharedStaging(Protocol):
     shared_staging: bool
 
     async def share_version(self, name: str, version: int) -> None: ...
+
+    async def version_state(self, name: str, version: int) -> VersionState:
+        """Whether `version` is still staging, was published, or is gone
+        (discarded, or never begun): how a replica that adopts an ingestion whose
+        coordinator died mid-publish learns whether the publish happened."""
+        ...
+
+
+class VersionState(enum.Enum):
+    STAGING = "staging"
+    PUBLISHED = "published"
+    GONE = "gone"
 
 
 def shares_staging(store: object) -> bool:

@@ -28,6 +28,7 @@ from groundwire.stores.base import (
     check_staged,
     embedding_mismatch,
     index_missing,
+    publication_number,
 )
 from groundwire.stores.memory.heap import release_free_memory
 from groundwire.stores.memory.index import INLINE_ANALYSIS_CHUNKS, Index, Staging, analyze_batch
@@ -159,7 +160,9 @@ class MemoryStore:
             idx.documents[key] = record
             idx.written[key] = (version, st.staged_at.get(key, 0.0))
         idx.live = live  # the atomic switch readers observe
-        idx.published_version = version
+        idx.published_version, idx.next_version = publication_number(
+            idx.published_version, version, idx.next_version
+        )
         idx.published_spec = spec
         dead = idx.n - idx.live_rows()
         if dead > max(1024, idx.n // 2):

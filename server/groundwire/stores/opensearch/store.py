@@ -6,7 +6,8 @@ Layout (layout.py): one physical index per (index, tenant, version) behind an
 alias per (index, tenant), so each tenant's BM25 statistics are its own and a
 version is published by one `_aliases` call (versions.py). A small `meta` index
 holds each groundwire index's published version, the next version to stage, the
-descriptors it was built with and its counts.
+versions staging, the descriptors it was built with and its counts, written by
+conditional updates that concurrent writers retry (meta.py).
 
 Scores: the semantic leg reports the metric's own value (cosine, dot product, L2
 distance) recovered from the k-NN plugin's score; the lexical leg reports
@@ -34,7 +35,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from opensearchpy import AsyncOpenSearch
-from opensearchpy import exceptions as os_errors
 
 from groundwire.domain import bm25
 from groundwire.domain.access import ALL_READERS, PUBLIC_READERS, Readers
@@ -52,11 +52,13 @@ from groundwire.stores.base import (
     IndexState,
     LiveDocument,
     StagedDocument,
+    VersionState,
     check_staged,
     index_missing,
     store_unavailable,
     version_not_staging,
 )
+from groundwire.stores.opensearch import meta
 from groundwire.stores.opensearch.client import OpenSearchSettings, call, open_client
 from groundwire.stores.opensearch.layout import (
     CHUNK,
@@ -69,6 +71,7 @@ from groundwire.stores.opensearch.layout import (
     readers_filters,
     scope_filters,
 )
+from groundwire.stores.opensearch.meta import MetaRecords, descriptors
 from groundwire.stores.opensearch.queries import (
     CHARACTERS_BODY,
     bm25_body,
@@ -91,14 +94,6 @@ _PAGE = 5_000
 # index.max_result_window of every physical index (layout.index_body).
 _RESULT_WINDOW = 10_000
 
-_META_MAPPING: dict[str, Any] = {
-    "dynamic": False,
-    "properties": {
-        "published_version": {"type": "long"},
-        "next_version": {"type": "long"},
-    },
-}
-
 
 class OpenSearchStore:
     """See module docstring."""
@@ -115,6 +110,7 @@ class OpenSearchStore:
         self._versions = Versions(client, settings)
         self._sizes = TenantSizes(settings.exact_search_chunks, settings.ef_search)
         self._specs: dict[str, IndexSpec] = {}
+        self._records = MetaRecords(client, settings, self._names.meta)
         self._meta_ready = False
 
     @property
@@ -129,50 +125,18 @@ class OpenSearchStore:
     async def _ensure_meta(self) -> None:
         if self._meta_ready:
             return
-        meta = self._names.meta
-        exists = await self._call("exists", lambda: self._client.indices.exists(index=meta))
-        if not exists:
-            body = {
-                "settings": {"index": {"number_of_shards": 1, "auto_expand_replicas": "0-2"}},
-                "mappings": _META_MAPPING,
-            }
-            try:
-                await self._client.indices.create(index=meta, body=body)
-            except Exception as exc:
-                # Another replica created it first.
-                if "resource_already_exists" not in str(getattr(exc, "error", "")):
-                    await self._call("exists", lambda: self._client.indices.get(index=meta))
-        await self._versions.primaries_active([meta], timeout_s=30.0, settled=True)
+        await self._records.create_index()
+        await self._versions.primaries_active([self._records.index], timeout_s=30.0, settled=True)
         self._meta_ready = True
 
-    async def _meta(self, name: str) -> tuple[dict[str, Any], int, int] | None:
-        found = await self._call(
-            "meta",
-            lambda: self._client.get(index=self._names.meta, id=name, realtime=True),
-            missing=None,
-        )
-        if found is None or not found.get("found"):
-            return None
-        return found["_source"], found["_seq_no"], found["_primary_term"]
+    async def _record(self, name: str) -> dict[str, Any]:
+        return await self._records.record(name)
 
-    async def _put_meta(self, name: str, record: dict[str, Any], seq: tuple[int, int]) -> None:
-        await self._call(
-            "meta",
-            lambda: self._client.index(
-                index=self._names.meta,
-                id=name,
-                body=record,
-                if_seq_no=seq[0],
-                if_primary_term=seq[1],
-                refresh="true",
-            ),
-        )
-
-    async def _record(self, name: str) -> tuple[dict[str, Any], tuple[int, int]]:
-        meta = await self._meta(name)
-        if meta is None:
-            raise index_missing(len(name))
-        return meta[0], (meta[1], meta[2])
+    async def _listed(self, name: str) -> tuple[set[int] | None, int]:
+        """What a sweep spares: the versions staging per the record, and the
+        published version (versions.py Listed)."""
+        record = await self._record(name)
+        return meta.staging_versions(record, time.time()), int(record.get("published_version", 0))
 
     @staticmethod
     def _state(name: str, record: Mapping[str, Any]) -> IndexState:
@@ -190,56 +154,37 @@ class OpenSearchStore:
 
     async def ensure_index(self, spec: IndexSpec) -> IndexState:
         await self._ensure_meta()
-        if await self._meta(spec.name) is None:
-            record: dict[str, Any] = {
-                "published_version": 0,
-                "next_version": 1,
-                "embedding": spec.embedding,
-                "dimensions": spec.dimensions,
-                "chunking": spec.chunking,
-                "document_count": 0,
-                "chunk_count": 0,
-            }
-
-            async def create() -> Any:
-                try:
-                    return await self._client.index(
-                        index=self._names.meta,
-                        id=spec.name,
-                        body=record,
-                        op_type="create",
-                        refresh="true",
-                    )
-                except os_errors.ConflictError:
-                    return None  # another replica starting with it recorded it first
-
-            await self._call("meta", create, missing=None)
+        if await self._records.read(spec.name) is None:
+            await self._records.create(spec.name, meta.new_record(spec))
         self._specs[spec.name] = spec
-        current, _ = await self._record(spec.name)
+        current = await self._record(spec.name)
         if int(current.get("published_version", 0)) == 0:
-            return self._state(spec.name, current | _descriptors(spec))
+            return self._state(spec.name, current | descriptors(spec))
         return self._state(spec.name, current)
 
     async def index_state(self, name: str) -> IndexState:
-        record, _ = await self._record(name)
+        record = await self._record(name)
         if int(record.get("published_version", 0)) == 0 and name in self._specs:
-            record = record | _descriptors(self._specs[name])
+            record = record | descriptors(self._specs[name])
         return self._state(name, record)
 
     async def begin_version(self, name: str) -> int:
-        record, seq = await self._record(name)
         spec = self._specs.get(name)
         if spec is None:
             raise index_missing(len(name))
-        await self._versions.sweep(name, int(record.get("published_version", 0)))
-        version = int(record.get("next_version", 1))
-        await self._put_meta(name, record | {"next_version": version + 1}, seq)
+        await self._versions.sweep(name, lambda: self._listed(name))
+        # Listed before its first index exists: no other process's sweep takes it.
+        record = await self._records.update(name, lambda r: meta.begun(r, time.time()))
+        version = int(record["next_version"]) - 1
         self._versions.begin(name, version, spec)
         return version
 
     async def share_version(self, name: str, version: int) -> None:
         """Other processes stage into this version too (versions.py)."""
         self._versions.staging(name, version).shared = True
+
+    async def version_state(self, name: str, version: int) -> VersionState:
+        return meta.version_state(await self._record(name), version, time.time())
 
     async def _staging(self, name: str, version: int) -> Staging:
         """This process's staging of the version, joining it when another process
@@ -248,9 +193,7 @@ class OpenSearchStore:
         if st is not None:
             return st
         spec = self._spec(name)
-        record, _ = await self._record(name)
-        published = int(record.get("published_version", 0))
-        if not published < version < int(record.get("next_version", 1)):
+        if not meta.is_staging(await self._record(name), version, time.time()):
             raise version_not_staging()
         return self._versions.join(name, version, spec)
 
@@ -329,27 +272,19 @@ class OpenSearchStore:
         return present
 
     async def publish_version(self, name: str, version: int, spec: IndexSpec) -> IndexState:
-        record, seq = await self._record(name)
         st = await self._staging(name, version)
         if st.shared:
             await self._versions.gather(name, st)
         before = await self._alias_counts(list(st.tenants))
         await self._versions.publish(name, version)
         after = await self._alias_counts(list(st.tenants))
-        documents = int(record.get("document_count", 0))
-        chunks = int(record.get("chunk_count", 0))
-        for alias in st.tenants:
-            documents += after[alias][0] - before[alias][0]
-            chunks += after[alias][1] - before[alias][1]
-        published = int(record.get("published_version", 0))
-        record = record | _descriptors(spec)
-        record |= {
-            "published_version": max(published, version),
-            "document_count": documents,
-            "chunk_count": chunks,
-        }
-        await self._put_meta(name, record, seq)
-        self._versions.sweep_later(name, version)
+        documents = sum(after[a][0] - before[a][0] for a in st.tenants)
+        chunks = sum(after[a][1] - before[a][1] for a in st.tenants)
+        # The aliases are swapped: the record follows, whoever else writes it now.
+        record = await self._records.update(
+            name, lambda r: meta.published(r, version, spec, documents, chunks)
+        )
+        self._versions.sweep_later(name, lambda: self._listed(name))
         return self._state(name, record)
 
     async def _alias_counts(
@@ -367,10 +302,10 @@ class OpenSearchStore:
         aliases cannot be read, nothing is deleted (the next version's sweep removes
         unpublished leftovers)."""
         physicals = await self._versions.discard(name, version)
-        if not physicals:
-            return
-        live = set((await self._versions.tenant_aliases(name)).values())
-        await self._versions.delete([p for p in physicals if p not in live])
+        if physicals:
+            live = set((await self._versions.tenant_aliases(name)).values())
+            await self._versions.delete([p for p in physicals if p not in live])
+        await self._records.update(name, lambda r: meta.discarded(r, version))
 
     # -- documents -------------------------------------------------------------------
 
@@ -657,10 +592,6 @@ class OpenSearchStore:
     async def close(self) -> None:
         await self._versions.close()
         await self._client.close()
-
-
-def _descriptors(spec: IndexSpec) -> dict[str, Any]:
-    return {"embedding": spec.embedding, "dimensions": spec.dimensions, "chunking": spec.chunking}
 
 
 async def open_opensearch_store(settings: OpenSearchSettings) -> OpenSearchStore:

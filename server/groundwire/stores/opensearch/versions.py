@@ -19,9 +19,9 @@ touched) lives in the process that stages it. Ingestion shared across replicas
 is *shared* (`share`, or `join` in a process that did not begin it), and what
 its processes hold is read back from the engine instead:
 
-- a process stages into a version it did not begin once the meta record shows it
-  staging (published < version < next), creating a tenant's physical index unless
-  another process already did;
+- a process stages into a version it did not begin while the meta record lists it
+  as staging (meta.py), creating a tenant's physical index unless another process
+  already did;
 - a document is re-staged exactly once: its record is written (and acknowledged)
   before its chunks, so any chunk staged has its record; re-staging one whose
   record is found (a realtime get) first deletes that copy's chunks (after a
@@ -30,9 +30,10 @@ its processes hold is read back from the engine instead:
   staged) and, where it copies a tenant's unchanged documents, reads the touched
   documents from the records staged there.
 
-A process that dies mid-version leaves physical indexes no alias points to; the
-next version of the index deletes them first (`sweep`), and a discard deletes
-every physical index of its version, whoever created it.
+A process that dies mid-version leaves physical indexes no alias points to; a
+later sweep (`sweep`: before a version begins, and after a publish's grace period)
+deletes them once the record no longer lists their version as staging, and a
+discard deletes every physical index of its version, whoever created it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,9 @@ from groundwire.stores.opensearch.client import OpenSearchSettings, call, engine
 from groundwire.stores.opensearch.layout import CHUNK, DOCUMENT, Names, index_body
 
 log = logging.getLogger("groundwire.stores.opensearch")
+
+# Reads (the versions an index's record lists as staging, its published version).
+Listed = Callable[[], Awaitable[tuple[set[int] | None, int]]]
 
 # A request naming many indexes lists them in its URL, and OpenSearch refuses a request
 # line over http.max_initial_line_length (4 KB by default: too_long_http_line_exception):
@@ -159,26 +163,28 @@ class Versions:
             if pattern.match(r["index"])
         }
 
-    async def sweep(self, name: str, published: int, *, leftovers: bool = True) -> None:
-        """Delete physical indexes no alias points to: superseded ones once past the
-        grace period, and (`leftovers`: only the holder of the index's ingestion
-        lock, about to begin a version) those of versions above `published` that
-        were never published (a crash, a discard)."""
+    async def sweep(self, name: str, listed: Listed) -> None:
+        """Delete the physical indexes no alias points to and no process stages, once
+        they are past the grace period (a superseded one may still serve a search
+        that resolved the alias before the swap; a leftover of a discard or a crash
+        waits as long). `listed` reads the versions the index's record lists as
+        staging (meta.py; None for a record from before the list) and its published
+        version: read after the listings here, so a version begun meanwhile, whose
+        indexes the listings may already show, is spared."""
         aliased = set((await self.tenant_aliases(name)).values())
         physicals = await self.physical_indexes(name)
-        # Versions this process is staging (read after the listings: a version
-        # begun meanwhile has indexes the listing may already show).
-        staging = {v for (n, v) in self._staging if n == name}
+        staging, published = await listed()
+        mine = {v for (n, v) in self._staging if n == name}
         now = time.time()
         doomed = []
         for physical, created in physicals.items():
             version = Names.version_of(physical)
-            if physical in aliased or version in staging:
+            if physical in aliased or version in mine:
                 continue
-            if version > published and not leftovers:
-                continue  # possibly another replica's version in the making
+            if version in staging if staging is not None else version > published:
+                continue  # staged by another process (or may be: an older record)
             since = self._superseded.get(physical, created)
-            if version <= published and now - since < self._settings.superseded_grace_s:
+            if now - since < self._settings.superseded_grace_s:
                 continue
             doomed.append(physical)
             self._superseded.pop(physical, None)
@@ -192,13 +198,13 @@ class Versions:
 
             await call(self._settings.label, "delete_index", delete, missing=None)
 
-    def sweep_later(self, name: str, published: int) -> None:
+    def sweep_later(self, name: str, listed: Listed) -> None:
         """Delete the superseded indexes once the grace period has passed."""
 
         async def run() -> None:
             await asyncio.sleep(self._settings.superseded_grace_s + 1.0)
             try:
-                await self.sweep(name, published, leftovers=False)
+                await self.sweep(name, listed)
             except GroundwireError:
                 log.warning("deleting superseded indexes failed; the next version retries")
 

@@ -41,6 +41,7 @@ from groundwire.stores.base import (
     IndexState,
     LiveDocument,
     StagedDocument,
+    VersionState,
     embedding_mismatch,
     index_missing,
 )
@@ -267,7 +268,7 @@ class PostgresStore:
             await conn.execute(
                 "UPDATE gw_indexes SET published_lsn = NULL WHERE id = %s", [index_id]
             )
-        await self._record_published(name, index_id, version)
+        await self._record_published(name, index_id, state.published_version)
         try:
             async with self._db.conn(limit_s=None) as conn:
                 await versions.refresh_statistics(
@@ -283,6 +284,18 @@ class PostgresStore:
             # ensure_index or publish builds the index again.
             log.warning("index maintenance after publish failed", exc_info=True)
         return state
+
+    async def version_state(self, name: str, version: int) -> VersionState:
+        async with self._db.snapshot() as conn:
+            cur = await conn.execute(
+                "SELECT v.state FROM gw_index_versions v JOIN gw_indexes i ON i.id = v.index_id "
+                "WHERE i.name = %s AND v.version = %s",
+                [name, version],
+            )
+            row = await cur.fetchone()
+        if row is None or row[0] == "discarded":
+            return VersionState.GONE
+        return VersionState.PUBLISHED if row[0] == "published" else VersionState.STAGING
 
     async def _record_published(self, name: str, index_id: int, version: int) -> None:
         """Record the WAL position that covers the publish commit (taken after it, so

@@ -29,6 +29,7 @@ from groundwire.stores.base import (
     StagedDocument,
     check_staged,
     index_missing,
+    publication_number,
     version_not_staging,
 )
 from groundwire.stores.postgres import blocks
@@ -375,12 +376,15 @@ async def publish(
     """Publish `version` (inside the caller's transaction); returns the index id,
     the number of chunks made visible and the new state."""
     cur = await conn.execute(
-        "SELECT id, chunk_count FROM gw_indexes WHERE name = %s FOR UPDATE", [name]
+        "SELECT id, chunk_count, published_version, next_version FROM gw_indexes "
+        "WHERE name = %s FOR UPDATE",
+        [name],
     )
     row = await cur.fetchone()
     if row is None:
         raise index_missing(len(name))
     index_id, published_chunks = int(row[0]), int(row[1])
+    published, next_version = publication_number(int(row[2]), version, int(row[3]))
     cur = await conn.execute(
         "SELECT state FROM gw_index_versions WHERE index_id = %s AND version = %s FOR UPDATE",
         [index_id, version],
@@ -439,7 +443,8 @@ async def publish(
     await conn.execute(
         """
         UPDATE gw_indexes SET
-            published_version = %(version)s,
+            published_version = %(published)s,
+            next_version = %(next_version)s,
             published_embedding = %(embedding)s,
             published_dimensions = %(dims)s,
             published_metric = %(metric)s,
@@ -452,6 +457,8 @@ async def publish(
         {
             **p,
             **spec_params,
+            "published": published,
+            "next_version": next_version,
             "docs_out": int(docs[0]),
             "docs_in": int(docs[1]),
             "chunks_out": int(chunks[0]),

@@ -40,7 +40,9 @@ from groundwire.stores.base import (
     IndexSpec,
     IndexState,
     PlanState,
+    SharedStaging,
     Store,
+    VersionState,
     WorkItem,
     WorkPlan,
     version_not_staging,
@@ -378,10 +380,12 @@ class PostgresWorkQueue:
         within that store's own publish timeout."""
         async with self._db.conn(limit_s=None) as conn, conn.transaction():
             await guard(conn)
-            published = (await store.index_state(plan.index_name)).published_version
-            if published > plan.version:
+            # Not the published version number: pushes publish versions of their own
+            # meanwhile, in any order (stores/base.py publication_number).
+            state = await cast(SharedStaging, store).version_state(plan.index_name, plan.version)
+            if state is VersionState.GONE:
                 raise version_not_staging()
-            if published < plan.version:
+            if state is VersionState.STAGING:
                 await store.publish_version(plan.index_name, plan.version, spec)
 
     # -- change notifications -------------------------------------------------------

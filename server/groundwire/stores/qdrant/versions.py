@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import qdrant_edge as q
 
-from groundwire.stores.base import DocumentKey, IndexSpec, index_missing
+from groundwire.stores.base import DocumentKey, IndexSpec, index_missing, publication_number
 from groundwire.stores.qdrant.engine import (
     QdrantSettings,
     call,
@@ -313,10 +313,15 @@ class Versions:
                     )
                 stats = {t: s for t, s in stats.items() if s.documents or s.chunks}
                 shard.tenants = stats
-                published = int(files.manifest["published_version"])
+                number, next_version = publication_number(
+                    int(files.manifest["published_version"]),
+                    version,
+                    int(files.manifest["next_version"]),
+                )
                 manifest = files.manifest | descriptors(spec)
                 manifest |= {
-                    "published_version": max(published, version),
+                    "published_version": number,
+                    "next_version": next_version,
                     "shard": shard.version,
                     "tenants": _raw(stats),
                     "document_count": sum(s.documents for s in stats.values()),
