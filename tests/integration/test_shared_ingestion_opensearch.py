@@ -211,6 +211,41 @@ async def test_processes_stage_one_version_once_and_any_of_them_publishes(
         await pg2.close()
 
 
+async def test_replicas_begin_and_publish_versions_at_once_and_spare_each_others(
+    opensearch_url: str, prefix: str
+) -> None:
+    """Two processes' pushes into one index: versions begun at once are distinct, a
+    version another process is staging survives this one's begin (its sweep of
+    unaliased indexes), and both publishes count, in either order."""
+    # No grace: a sweep deletes whatever it does not know to be in the making.
+    settings = opensearch_test_settings(opensearch_url, index_prefix=prefix, superseded_grace_s=0.0)
+    a, b = await open_opensearch_store(settings), await open_opensearch_store(settings)
+    spec = IndexSpec("ks", "m", DIM)
+    try:
+        for s in (a, b):
+            await s.ensure_index(spec)
+        va, vb = await asyncio.gather(a.begin_version("ks"), b.begin_version("ks"))
+        assert va != vb
+        await a.stage_documents("ks", va, [staged("d1", "t1", ["alpha one"])])
+        # b begins again: its sweep runs over a's physical index, staged and unaliased.
+        vb2 = await b.begin_version("ks")
+        assert va in physical_versions(opensearch_url, prefix)
+        await b.stage_documents("ks", vb, [staged("d2", "t2", ["beta two"])])
+        await b.discard_version("ks", vb2)
+        states = await asyncio.gather(
+            a.publish_version("ks", va, spec), b.publish_version("ks", vb, spec)
+        )
+        assert len({st.published_version for st in states}) == 2
+        state = await a.index_state("ks")
+        assert state.published_version == max(st.published_version for st in states)
+        assert (state.document_count, state.chunk_count) == (2, 2)
+        assert await published(a, "t1") == {"d1": ["alpha one"]}
+        assert await published(b, "t2") == {"d2": ["beta two"]}
+    finally:
+        await a.close()
+        await b.close()
+
+
 # -- two in-process replicas -----------------------------------------------------------
 
 
