@@ -260,7 +260,11 @@ class PostgresStore:
     ) -> IndexState:
         """`guard` (shared ingestion, workitems.py) runs first inside the publish
         transaction; raising rolls the publish back."""
-        async with self._db.write() as conn:
+        # Bounded by nothing but its own end: a publish is proportional to its version
+        # (a million chunks' postings take minutes), and once begun it is not cut
+        # short for a caller either (ingestion/push.py publish_for_call).
+        async with self._db.conn(limit_s=None) as conn, conn.transaction():
+            await conn.execute("SELECT set_config('statement_timeout', '0', true)")
             if guard is not None:
                 await guard(conn)
             index_id, added, state = await versions.publish(conn, name, version, spec)
@@ -287,15 +291,7 @@ class PostgresStore:
 
     async def version_state(self, name: str, version: int) -> VersionState:
         async with self._db.snapshot() as conn:
-            cur = await conn.execute(
-                "SELECT v.state FROM gw_index_versions v JOIN gw_indexes i ON i.id = v.index_id "
-                "WHERE i.name = %s AND v.version = %s",
-                [name, version],
-            )
-            row = await cur.fetchone()
-        if row is None or row[0] == "discarded":
-            return VersionState.GONE
-        return VersionState.PUBLISHED if row[0] == "published" else VersionState.STAGING
+            return await versions.version_state(conn, name, version)
 
     async def _record_published(self, name: str, index_id: int, version: int) -> None:
         """Record the WAL position that covers the publish commit (taken after it, so

@@ -6,14 +6,15 @@ versions; `publish` deletes the superseded rows and flips the version's state in
 transaction, so a reader's snapshot holds the old or the new document, never a gap
 and never a mix. Publishing never rewrites the rows it makes visible; it rewrites
 the postings blocks they touch (`gw_posting_blocks`, blocks.py) and moves the
-per-tenant BM25 statistics, in the same transaction. The first publish into an
-index with no published chunk (a bulk load) cuts every posting into blocks in one
-statement.
+per-tenant BM25 statistics, in the same transaction. A publish whose tenants hold
+no published chunk (a bulk load) cuts every posting into blocks in one statement.
+Publishes of different tenants run at once (`publish`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from groundwire.stores.base import (
     IndexSpec,
     IndexState,
     StagedDocument,
+    VersionState,
     check_staged,
     index_missing,
     publication_number,
@@ -36,6 +38,9 @@ from groundwire.stores.postgres import blocks
 from groundwire.stores.postgres.connection import Conn
 from groundwire.stores.postgres.scope import IndexRow, index_row
 from groundwire.stores.postgres.tsvector import EncodedTsvector, LexicalRow, encode_lexical
+
+# Publish locks: (PUBLISH_LOCK_CLASS, publish_lock_key(index, tenant)), "gwpb".
+PUBLISH_LOCK_CLASS = 0x67777062
 
 # Stage batches with more chunks than this are encoded in a worker thread so
 # tokenizing a large batch does not stall the event loop.
@@ -374,17 +379,18 @@ async def publish(
     conn: Conn, name: str, version: int, spec: IndexSpec
 ) -> tuple[int, int, IndexState]:
     """Publish `version` (inside the caller's transaction); returns the index id,
-    the number of chunks made visible and the new state."""
-    cur = await conn.execute(
-        "SELECT id, chunk_count, published_version, next_version FROM gw_indexes "
-        "WHERE name = %s FOR UPDATE",
-        [name],
-    )
+    the number of chunks made visible and the new state.
+
+    Publishes of one index run at once when their tenants differ: a publish locks
+    the tenants its version touches (transaction advisory locks, in key order, so
+    two publishes never wait on each other in a cycle), rewrites their postings and
+    statistics, and takes the index's row only to move its published version and
+    counts, at its end. Publishes that share a tenant run one after the other."""
+    cur = await conn.execute("SELECT id FROM gw_indexes WHERE name = %s", [name])
     row = await cur.fetchone()
     if row is None:
         raise index_missing(len(name))
-    index_id, published_chunks = int(row[0]), int(row[1])
-    published, next_version = publication_number(int(row[2]), version, int(row[3]))
+    index_id = int(row[0])
     cur = await conn.execute(
         "SELECT state FROM gw_index_versions WHERE index_id = %s AND version = %s FOR UPDATE",
         [index_id, version],
@@ -392,9 +398,17 @@ async def publish(
     row = await cur.fetchone()
     if row is None or row[0] != "staging":
         raise version_not_staging()
-    p = {"index_id": index_id, "version": version}
-    # The postings first: an incremental update reads the replaced chunk rows.
-    if published_chunks == 0:
+    tenants = await _lock_tenants(conn, index_id, version)
+    p = {"index_id": index_id, "version": version, "tenants": tenants}
+    # The postings first: an incremental update reads the replaced chunk rows. The
+    # version's tenants holding no published chunk (a bulk load) hold no blocks.
+    cur = await conn.execute(
+        "SELECT coalesce(sum(chunk_count), 0) FROM gw_tenant_stats "
+        "WHERE index_id = %(index_id)s AND tenant = ANY(%(tenants)s::text[])",
+        p,
+    )
+    found = await cur.fetchone()
+    if found is None or int(found[0]) == 0:
         await blocks.build_bulk(conn, index_id, version)
     else:
         await blocks.update_incremental(conn, index_id, version)
@@ -414,10 +428,12 @@ async def publish(
         """,
         {**p, "tenants": list(chunks[2]), "terms": list(chunks[3])},
     )
+    # (Only this version's tenants' rows: another publish holds its own.)
     await conn.execute(
         """
         DELETE FROM gw_tenant_stats
-        WHERE index_id = %(index_id)s AND document_count <= 0 AND chunk_count <= 0
+        WHERE index_id = %(index_id)s AND tenant = ANY(%(tenants)s::text[])
+          AND document_count <= 0 AND chunk_count <= 0
         """,
         p,
     )
@@ -440,6 +456,17 @@ async def publish(
         """,
         {**p, **spec_params},
     )
+    # The index's row, last and briefly: publishes take their numbers in commit order.
+    # NO KEY UPDATE: rows inserted meanwhile (this publish's, another's, a stage's)
+    # hold the row FOR KEY SHARE through their foreign keys, which FOR UPDATE waits
+    # for (two publishes would deadlock).
+    cur = await conn.execute(
+        "SELECT published_version, next_version FROM gw_indexes WHERE id = %s FOR NO KEY UPDATE",
+        [index_id],
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    published, next_version = publication_number(int(row[0]), version, int(row[1]))
     await conn.execute(
         """
         UPDATE gw_indexes SET
@@ -466,6 +493,47 @@ async def publish(
         },
     )
     return index_id, int(chunks[1]), await state(conn, name)
+
+
+async def version_state(conn: Conn, name: str, version: int) -> VersionState:
+    """Whether `version` of the index is staging, published or gone."""
+    cur = await conn.execute(
+        "SELECT v.state FROM gw_index_versions v JOIN gw_indexes i ON i.id = v.index_id "
+        "WHERE i.name = %s AND v.version = %s",
+        [name, version],
+    )
+    row = await cur.fetchone()
+    if row is None or row[0] == "discarded":
+        return VersionState.GONE
+    return VersionState.PUBLISHED if row[0] == "published" else VersionState.STAGING
+
+
+async def _lock_tenants(conn: Conn, index_id: int, version: int) -> list[str]:
+    """Lock every tenant `version` stages or deletes documents of, for this
+    transaction, in key order; returns them."""
+    cur = await conn.execute(
+        """
+        SELECT tenant FROM gw_documents WHERE index_id = %(index_id)s AND version = %(version)s
+        UNION
+        SELECT tenant FROM gw_staged_deletions
+        WHERE index_id = %(index_id)s AND version = %(version)s
+        """,
+        {"index_id": index_id, "version": version},
+    )
+    tenants = sorted(str(r[0]) for r in await cur.fetchall())
+    keys = sorted({publish_lock_key(index_id, t) for t in tenants})
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(%s, k) FROM (SELECT unnest(%s::int4[]) AS k) s ORDER BY k",
+        [PUBLISH_LOCK_CLASS, keys],
+    )
+    return tenants
+
+
+def publish_lock_key(index_id: int, tenant: str) -> int:
+    """A tenant's publish lock key in an index: a signed 32-bit hash (a collision
+    only makes two publishes wait for each other)."""
+    value = zlib.crc32(f"{index_id}\x00{tenant}".encode())
+    return value - (1 << 32) if value >= (1 << 31) else value
 
 
 async def refresh_statistics(
