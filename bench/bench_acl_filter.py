@@ -1,10 +1,13 @@
 """What document access lists cost a search, on each store, same data, same queries.
 
     .venv/bin/python bench/bench_acl_filter.py [--chunks 100000] [--dsn DSN]
-        [--opensearch URL] [--queries 50]
+        [--opensearch URL] [--queries 50] [--vectors clustered|latent]
 
 The corpus is bench_stores.py's (Zipfian text, clustered 384-d vectors, 10 chunks
-per document). Access lists, by document: half have none (every caller of the
+per document); `--vectors latent` replaces its vectors (and the query vectors) with
+bench/vector_data.py's `latent` ones, shaped like real text embeddings (the clustered
+ones are far harder for any graph index: at a million chunks their unfiltered
+recall says more about the data than about the filter). Access lists, by document: half have none (every caller of the
 tenant reads them), the other half name one of 20 groups (`group:g0`..`group:g19`,
 each on 2.5% of the documents). Callers:
 
@@ -39,6 +42,8 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
+import numpy as np
+
 from groundwire.domain.access import ALL_READERS, PUBLIC_READERS, Readers
 from groundwire.domain.query import parse_lexical
 from groundwire.domain.retrieval import ChunkHit, MetadataFilter, Scope
@@ -55,6 +60,7 @@ from groundwire.stores.postgres import PostgresSettings, open_postgres_store
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_stores import Corpus, K, load_everywhere, pct, timed
+from vector_data import Latent
 
 GROUPS = 20
 
@@ -102,11 +108,35 @@ def recall(got: list[ChunkHit], exact: list[ChunkHit]) -> float:
     return len({h.key for h in got} & want) / max(1, len(want))
 
 
+def with_latent_vectors(corpus: Corpus, queries: int) -> np.ndarray:
+    """Replace the corpus's vectors with `latent` ones (in batches: sampling gathers a
+    topic basis per point); returns `queries` query vectors from the same model."""
+    rng = np.random.default_rng(11)
+    model = Latent(rng)
+    docs: list[StagedDocument] = []
+    batch = 200  # documents
+    for start in range(0, len(corpus.docs), batch):
+        group = corpus.docs[start : start + batch]
+        vectors = model.sample(rng, sum(len(d.chunks) for d in group))
+        at = 0
+        for staged in group:
+            n = len(staged.chunks)
+            docs.append(replace(staged, embeddings=vectors[at : at + n]))
+            at += n
+    corpus.docs = docs
+    return model.sample(rng, queries)
+
+
 async def costs(args: argparse.Namespace, stores: dict[str, Store]) -> None:
+    t = time.perf_counter()
     corpus = Corpus(args.chunks)
     with_acls(corpus)
+    if args.vectors == "latent":
+        vec_q = with_latent_vectors(corpus, args.queries)
+    else:
+        vec_q = corpus.vectors(args.queries)
+    print(f"corpus built in {time.perf_counter() - t:.0f} s ({args.vectors} vectors)", flush=True)
     name = await load_everywhere(stores, corpus, "benchacl")
-    vec_q = corpus.vectors(args.queries)
     lex_q = corpus.lexical_queries(args.queries)
     exact: dict[str, list[list[ChunkHit]]] = {}
     for caller, scope in CALLERS.items():
@@ -198,6 +228,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--dsn", default=None, help="an external PostgreSQL (default: embedded)")
     parser.add_argument("--opensearch", default=None, help="an OpenSearch URL (default: none)")
+    parser.add_argument("--vectors", choices=("clustered", "latent"), default="clustered")
     asyncio.run(run(parser.parse_args()))
 
 

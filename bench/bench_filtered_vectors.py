@@ -2,7 +2,7 @@
 scan against the admitted rows ranked exactly by id, by the filter's selectivity.
 
     .venv/bin/python bench/bench_filtered_vectors.py [--chunks 100000] [--queries 100]
-        [--dsn DSN]
+        [--dsn DSN] [--vectors clustered|latent]
 
 The corpus is bench_stores.py's (clustered 384-d vectors, 10 chunks a document),
 one tenant (so it gets its own HNSW graph), with a metadata key `band` of 200
@@ -10,7 +10,9 @@ values assigned by document: a filter on n values admits n x 0.5% of the chunks.
 For each selectivity, the same queries run twice in one sitting: every filtered
 search walking the graph (`vectors.exact_cap` replaced by -1: the code before it
 existed), and every one ranking the admitted rows exactly, read by id (by an
-unbounded cap); the last column says which one `exact_cap` picks at that size. Reported: admitted rows, p50/p99 ms of the
+unbounded cap); the last column says which one `exact_cap` picks at that size.
+`--vectors latent` replaces the corpus's vectors with ones shaped like real text
+embeddings (bench_acl_filter.py). Reported: admitted rows, p50/p99 ms of the
 store call (one at a time, after a warm-up pass; the admitted set is cached per
 published version, as in service), recall@10 against the in-memory store's exact
 scan, and whether every call returned 10 hits. The threshold in vectors.py is
@@ -37,7 +39,7 @@ from groundwire.stores.postgres import PostgresSettings, open_postgres_store
 from groundwire.stores.postgres import vectors as pg_vectors
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_acl_filter import recall
+from bench_acl_filter import recall, with_latent_vectors
 from bench_stores import Corpus, load_everywhere, pct, timed
 
 K = 10
@@ -69,10 +71,13 @@ async def run(args: argparse.Namespace) -> None:
             stack.push_async_callback(opened.close)
         corpus = Corpus(args.chunks)
         with_bands(corpus)
+        if args.vectors == "latent":
+            queries = with_latent_vectors(corpus, args.queries)
+        else:
+            queries = corpus.vectors(args.queries)
         name = await load_everywhere(stores, corpus, "benchfiltered")
         pg = stores["postgres"]
         rule = pg_vectors.exact_cap
-        queries = corpus.vectors(args.queries)
         print(
             "| admitted | graph p50 / p99 (ms), recall@10 | by id p50 / p99 (ms), recall@10"
             " | full top 10 (each) | picked |"
@@ -107,6 +112,7 @@ def main() -> None:
     for flag, kind, default in (("--chunks", int, 100_000), ("--queries", int, 100)):
         parser.add_argument(flag, type=kind, default=default)
     parser.add_argument("--dsn", help="an external PostgreSQL (default: embedded)")
+    parser.add_argument("--vectors", choices=("clustered", "latent"), default="clustered")
     asyncio.run(run(parser.parse_args()))
 
 

@@ -5,6 +5,8 @@ built is dropped at the next ensure_index (searches never use it)."""
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +107,12 @@ async def test_tenant_graphs_follow_the_threshold(
         await store.close()
 
 
+def test_build_workers_leave_the_leader_a_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    for cores, workers in ((1, 0), (2, 1), (4, 3), (64, 8)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, n=cores: set(range(n)))
+        assert pg_vectors.build_workers() == workers
+
+
 def test_build_memory_estimate_fits_a_million_chunk_graph() -> None:
     # pgvector's own figure for 1M x 384-d at m=16 is a little over 2 GB.
     est = pg_vectors.build_memory_bytes(1_000_000, 384, 16, half=False)
@@ -113,17 +121,25 @@ def test_build_memory_estimate_fits_a_million_chunk_graph() -> None:
     assert pg_vectors.build_memory_bytes(2_000_000, 384, 16, half=False) == pytest.approx(2 * est)
 
 
-@pytest.mark.parametrize(("cap_mb", "expected"), [(4_096, "300MB"), (128, "128MB")])
+@pytest.mark.parametrize(
+    ("cap_mb", "expected", "embedded"),
+    [(4_096, "300MB", False), (128, "128MB", False), (4_096, "300MB", True)],
+)
 async def test_graph_build_gets_the_graphs_memory_up_to_the_bound(
     postgres_dsn: str,
     index_name: str,
     monkeypatch: pytest.MonkeyPatch,
     cap_mb: int,
     expected: str,
+    embedded: bool,
 ) -> None:
     """The build's maintenance_work_mem is the estimate for the tenant's chunk count,
-    bounded by hnsw_build_memory_mb, and the session's setting is restored after."""
+    bounded by hnsw_build_memory_mb; on the embedded server it takes one parallel
+    maintenance worker per core but the leader's (build_workers), on an external one
+    the server's own setting; the session's settings are restored after."""
     monkeypatch.setattr(pg_vectors, "EXACT_MAX_CHUNKS", 20)
+    # Five cores to pick from: the rule gives 4, the test server's default is 2.
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3, 4})
     counts: list[int] = []
 
     def estimate(chunks: int, dims: int, m: int, half: bool) -> int:
@@ -142,20 +158,34 @@ async def test_graph_build_gets_the_graphs_memory_up_to_the_bound(
             async def execute(self, query: object, params: object = None) -> object:
                 text = query.as_string(conn) if hasattr(query, "as_string") else str(query)
                 if "CREATE INDEX" in text:
-                    cur = await conn.execute("SHOW maintenance_work_mem")
+                    cur = await conn.execute(
+                        "SELECT current_setting('maintenance_work_mem'), "
+                        "current_setting('max_parallel_maintenance_workers')"
+                    )
                     row = await cur.fetchone()
-                    seen.append(str(row[0]) if row else "")
+                    assert row is not None
+                    seen.append(str(row[0]))
+                    workers.append(str(row[1]))
                 return await conn.execute(query, params)  # type: ignore[call-overload]
 
         await original(Spy(), *args)  # type: ignore[arg-type]
-        cur = await conn.execute("SHOW maintenance_work_mem")
+        cur = await conn.execute(
+            "SELECT current_setting('maintenance_work_mem'), "
+            "current_setting('max_parallel_maintenance_workers')"
+        )
         row = await cur.fetchone()
-        seen.append(f"after {row[0] if row else ''}")
+        assert row is not None
+        seen.append(f"after {row[0]}")
+        workers.append(f"after {row[1]}")
 
+    workers: list[str] = []
     monkeypatch.setattr(pg_vectors, "_build", spying_build)
     store = await open_postgres_store(
         PostgresSettings(dsn=postgres_dsn, data_dir=Path("unused"), hnsw_build_memory_mb=cap_mb)
     )
+    if embedded:
+        # The settings of a store that started its own server (the same server here).
+        store._db.settings = replace(store._db.settings, dsn=None)
     try:
         rng = np.random.default_rng(5)
         v = rng.normal(size=(30, DIMS)).astype(np.float32)
@@ -166,6 +196,7 @@ async def test_graph_build_gets_the_graphs_memory_up_to_the_bound(
     assert counts == [30]
     assert seen[0] == expected
     assert seen[1].startswith("after ") and seen[1] != f"after {expected}"
+    assert workers == (["4", "after 2"] if embedded else ["2", "after 2"])
 
 
 def test_leg_ef_search_follows_the_depth() -> None:

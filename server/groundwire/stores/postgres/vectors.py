@@ -33,13 +33,18 @@ with the real inner product and no relevance.
 
 A graph is built after a publish commits, in one pass (CREATE INDEX CONCURRENTLY,
 several times faster than inserting row by row) and from then on maintained row by
-row.
+row. On the embedded server the build takes every core groundwire may use: pgvector's
+parallel build with one maintenance worker per core but the leader's, which builds
+too (`build_workers`; bench/bench_hnsw_build.py measures serial against parallel). An
+external server's own max_parallel_maintenance_workers stands: its cores are its
+operator's to share.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -390,6 +395,11 @@ async def _build(
         "set_config('maintenance_work_mem', %s, false)",
         [f"{max(want, server_bytes, 64 << 20) >> 20}MB"],
     )
+    if s.dsn is None:
+        await conn.execute(
+            "SELECT set_config('max_parallel_maintenance_workers', %s, false)",
+            [str(build_workers())],
+        )
     ddl = hnsw_index_ddl(
         index_id,
         dims,
@@ -427,6 +437,17 @@ async def _build(
         """,
         [index_id, tenant, dims, metric.value, half, name, s.hnsw_m, s.hnsw_ef_construction],
     )
+
+
+def build_workers() -> int:
+    """Parallel maintenance workers for a graph build on the embedded server: one per
+    core this process may run on, but the leader's (it builds too), at most 8
+    (PostgreSQL's default max_worker_processes)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(0, min(cores - 1, 8))
 
 
 def build_memory_bytes(chunks: int, dims: int, m: int, half: bool) -> int:
