@@ -17,8 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
 from opensearchpy import AsyncOpenSearch
 from opensearchpy import exceptions as os_errors
+from opensearchpy.exceptions import SerializationError
+from opensearchpy.serializer import JSONSerializer
 
 from groundwire.domain.errors import ErrorKind, GroundwireError
 from groundwire.instruments import STORE_ENGINE_ERRORS, STORE_ENGINE_LATENCY
@@ -62,9 +65,37 @@ class OpenSearchSettings:
     label: str = "default"
 
 
+class FastJSON(JSONSerializer):
+    """opensearch-py's JSON serializer on orjson. A bulk body is mostly vectors (384
+    floats a chunk), which the standard library's encoder writes several times more
+    slowly: filling SciFact's 13,747 chunks spent 3.3 of its 22.5 s in json.dumps
+    (docs/explanation/benchmarks.md). The same values as the standard serializer's
+    (UTF-8, no spaces; an exponent may be spelled 1e-8 for 1e-08); what orjson cannot
+    write natively goes through the standard serializer's `default` (numpy values,
+    decimals), so a float32 array is written as its float64 values, as before."""
+
+    def dumps(self, data: Any) -> Any:
+        if isinstance(data, (str, bytes)):
+            return data
+        try:
+            return orjson.dumps(data, default=self.default, option=_ORJSON_OPTIONS).decode()
+        except (orjson.JSONEncodeError, TypeError, ValueError) as e:
+            raise SerializationError(data, e) from None
+
+    def loads(self, s: str) -> Any:
+        try:
+            return orjson.loads(s)
+        except orjson.JSONDecodeError as e:
+            raise SerializationError(s, e) from None
+
+
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_NON_STR_KEYS
+
+
 def open_client(settings: OpenSearchSettings) -> AsyncOpenSearch:
     kwargs: dict[str, Any] = {
         "hosts": list(settings.hosts),
+        "serializer": FastJSON(),
         "timeout": settings.request_timeout_s,
         # A dropped keep-alive connection is retried on another (every call is
         # idempotent: searches, bulk items by stable ids, alias swaps by name);
