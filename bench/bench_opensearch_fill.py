@@ -61,7 +61,7 @@ async def run(args: argparse.Namespace, url: str) -> None:
     fast = os_client.FastJSON
     for r in range(args.rounds):
         for label, serializer in (("orjson", fast), ("json", JSONSerializer)):
-            os_client.FastJSON = serializer  # type: ignore[misc]
+            os_client.FastJSON = serializer  # type: ignore[assignment,misc]
             try:
                 name = f"fill-{label}-{r}-{int(time.time() * 1000)}"
                 await timed(

@@ -43,12 +43,12 @@ async def test_replicas_follow_each_others_publishes(tmp_path: Path) -> None:
     found = await a.search_lexical("idx", parse_lexical("alpha"), 5, Scope("t"))
     assert sorted(h.document_id for h in found.hits) == ["x", "y"]
     assert await a.tenant_counts("idx", "t") == (2, 2)
-    # A's next version comes after B's.
+    # A's next version comes after B's (its collection is made at once: the claim).
     assert await a.begin_version("idx") == 3
 
     # B's superseded version 1 is deleted after its grace, not at the publish.
     versions = [c for c in await collections(a) if "_v" in c]
-    assert len(versions) == 1, versions
+    assert [v.rsplit("_v", 1)[1] for v in versions] == ["2", "3"], versions
     await b.close()
     await a.close()
 
@@ -96,3 +96,37 @@ async def test_a_publish_moves_the_alias_in_one_call(tmp_path: Path) -> None:
     ]
     assert await store.tenant_counts("idx", "t") == (2, 2)
     await store.close()
+
+
+async def test_replicas_beginning_at_once_take_distinct_versions(tmp_path: Path) -> None:
+    """Two replicas begin versions of one index in the same instant: each claims its
+    number by creating the version's collection, so the one that read the same number
+    second takes the next (before, the second's first write replaced the first's
+    collection), and both publishes land."""
+    client = connect(SERVER)
+    settings = qdrant_test_settings(tmp_path)
+    replicas = [ServerVersions(settings, client, SERVER) for _ in range(2)]
+    a = QdrantStore(settings, None, replicas[0], client)
+    b = QdrantStore(settings, None, replicas[1], None)
+    await publish(a, "idx", [doc("x", ["alpha text"], [vec(1, 0, 0, 0)], tenant="t")])
+    await b.ensure_index(spec("idx"))
+    # Each replica's read of the record yields before its write, as a server's round
+    # trips do: both read the same next number.
+    for versions in replicas:
+
+        async def read_then_yield(collection: str, _read: Any = versions._record) -> Any:
+            found = await _read(collection)
+            await asyncio.sleep(0.01)
+            return found
+
+        versions._record = read_then_yield  # type: ignore[method-assign]
+    va, vb = await asyncio.gather(a.begin_version("idx"), b.begin_version("idx"))
+    assert va != vb
+    await a.stage_documents("idx", va, [doc("ya", ["from a"], [vec(0, 1, 0, 0)], tenant="t")])
+    await b.stage_documents("idx", vb, [doc("yb", ["from b"], [vec(0, 0, 1, 0)], tenant="t")])
+    await a.publish_version("idx", va, spec("idx"))
+    await b.publish_version("idx", vb, spec("idx"))
+    live = await b.live_documents("idx")
+    assert sorted(k.document_id for k in live) == ["x", "ya", "yb"]
+    await b.close()
+    await a.close()

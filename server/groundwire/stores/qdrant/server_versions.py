@@ -9,9 +9,11 @@ tenants' statistics and the index's descriptors) as a vector-less point into the
 version's own collection and then moves the alias `{prefix}{index hash}` to it in
 one `update_collection_aliases` call, so a reader resolving the alias gets the
 collection and its statistics together, never a mix. The index's next version
-number lives in `{prefix}{index hash}_meta`. A superseded collection is deleted
-once its last reader in this process is done; leftovers of a crash by the next
-`begin_version`."""
+number lives in `{prefix}{index hash}_meta`; a replica claims a number by creating
+its version's collection at `begin_version` (Qdrant has no conditional write, but
+creating a collection that exists fails), and takes the next one when another
+replica created it first. A superseded collection is deleted once its last reader
+in this process is done; leftovers of a crash by the next `begin_version`."""
 
 from __future__ import annotations
 
@@ -27,11 +29,18 @@ from typing import Any
 import qdrant_edge as q
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as m
+from qdrant_client.http.exceptions import UnexpectedResponse
 
 from groundwire.domain.errors import GroundwireError
-from groundwire.stores.base import IndexSpec, index_missing
+from groundwire.stores.base import IndexSpec, index_missing, store_unavailable
 from groundwire.stores.qdrant import translate
-from groundwire.stores.qdrant.engine import QdrantSettings, acall, scroll_pages, upsert
+from groundwire.stores.qdrant.engine import (
+    QdrantSettings,
+    acall,
+    engine_error,
+    scroll_pages,
+    upsert,
+)
 from groundwire.stores.qdrant.layout import DENSE, SPARSE, hnsw_params, payload_indexes
 from groundwire.stores.qdrant.remote import RemoteShard, ServerSettings
 from groundwire.stores.qdrant.versions import (
@@ -44,6 +53,18 @@ from groundwire.stores.qdrant.versions import (
 )
 
 _RECORD = str(uuid.UUID("0b6f2f4e-4d0c-5a55-8a3e-6f0b3f1f7e01"))
+# Version numbers a begin tries before it reports the store busy.
+_CLAIM_ATTEMPTS = 32
+
+
+def _exists_error(exc: Exception) -> bool:
+    """Creating a collection that exists: a server's 409, qdrant-client local mode's
+    ValueError."""
+    if isinstance(exc, UnexpectedResponse):
+        return exc.status_code == 409
+    return "already exists" in str(exc)
+
+
 _DISTANCE = {"cosine": m.Distance.COSINE, "euclidean": m.Distance.EUCLID, "dot": m.Distance.DOT}
 
 
@@ -62,6 +83,8 @@ class ServerVersions(Versions):
         self._later: set[asyncio.Task[None]] = set()
         # When each index's alias was last read.
         self._checked: dict[str, float] = {}
+        # Collections this process created to claim a version number, not used yet.
+        self._claimed: set[str] = set()
         # The shared search and read code (lexical.py, vectors.py) runs in worker
         # threads that wait on the server's answers (remote.py): a pool of its own,
         # so as many calls wait on the server at once as ServerSettings.threads (the
@@ -137,16 +160,37 @@ class ServerVersions(Versions):
 
     async def begin(self, files: IndexFiles, spec: IndexSpec) -> int:
         """A new version number from the server's record (another replica may have
-        taken some), on top of the version the alias names now."""
-        async with files.lock:
-            await self._follow(files)
-            meta = await self._record(f"{files.root}_meta") or {}
-            files.manifest = files.manifest | {
-                "next_version": max(
-                    int(meta.get("next_version", 1)), int(files.manifest["next_version"])
-                )
-            }
-        return await super().begin(files, spec)
+        taken some), on top of the version the alias names now, claimed by creating
+        its collection: a number another replica claimed first is passed over."""
+        for _ in range(_CLAIM_ATTEMPTS):
+            async with files.lock:
+                await self._follow(files)
+                meta = await self._record(f"{files.root}_meta") or {}
+                files.manifest = files.manifest | {
+                    "next_version": max(
+                        int(meta.get("next_version", 1)), int(files.manifest["next_version"])
+                    )
+                }
+            version = await super().begin(files, spec)
+            if await self._claim(files, spec, version):
+                return version
+            files.stagings.pop(version, None)
+        raise store_unavailable("could not claim a version number: other replicas kept taking them")
+
+    async def _claim(self, files: IndexFiles, spec: IndexSpec, version: int) -> bool:
+        """Create `version`'s collection unless it exists (False: another replica's)."""
+        collection = f"{files.root}_v{version}"
+        try:
+            await self._client.create_collection(collection, **self._collection_config(spec))
+        except (UnexpectedResponse, ValueError) as exc:
+            if _exists_error(exc):
+                return False
+            raise engine_error(exc) from None
+        except Exception as exc:
+            raise engine_error(exc) from None
+        await self._indexes_of(collection)
+        self._claimed.add(collection)
+        return True
 
     async def _put(self, collection: str, record: dict[str, Any]) -> None:
         point = m.PointStruct(id=_RECORD, vector={}, payload={"record": record})
@@ -164,7 +208,7 @@ class ServerVersions(Versions):
         staging: left alone."""
         published = files.published.version if files.published is not None else 0
         keep = {str(st.shard.path) for st in files.stagings.values() if st.shard is not None}
-        keep |= self._lingering
+        keep |= self._lingering | self._claimed
         listed = await self._do("list", self._client.get_collections())
         prefix = f"{files.root}_v"
         for c in listed.collections:
@@ -200,24 +244,36 @@ class ServerVersions(Versions):
 
     async def _create(self, files: IndexFiles, spec: IndexSpec | None, version: int) -> Shard:
         collection = f"{files.root}_v{version}"
-        s = self._settings
-        d = spec.dimensions if spec is not None else files.manifest.get("dimensions")
-        metric = spec.metric.value if spec is not None else files.manifest.get("metric", "cosine")
+        if collection in self._claimed:  # made at begin_version, with this version's spec
+            self._claimed.discard(collection)
+            return self._shard(version, collection)
+        # A rebased copy (version + 1e9, versions.py): this process's own name.
         if await self._do("exists", self._client.collection_exists(collection)):
             await self._do("drop", self._client.delete_collection(collection))
-        dense = {DENSE: m.VectorParams(size=int(d), distance=_DISTANCE[metric])} if d else {}
         await self._do(
             "create",
-            self._client.create_collection(
-                collection,
-                vectors_config=dense,
-                sparse_vectors_config={SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
-                hnsw_config=m.HnswConfigDiff(**hnsw_params(s)),
-                optimizers_config=m.OptimizersConfigDiff(
-                    indexing_threshold=s.indexing_threshold_kb
-                ),
-            ),
+            self._client.create_collection(collection, **self._collection_config(spec, files)),
         )
+        await self._indexes_of(collection)
+        return self._shard(version, collection)
+
+    def _collection_config(
+        self, spec: IndexSpec | None, files: IndexFiles | None = None
+    ) -> dict[str, Any]:
+        manifest = files.manifest if files is not None else {}
+        d = spec.dimensions if spec is not None else manifest.get("dimensions")
+        metric = spec.metric.value if spec is not None else manifest.get("metric", "cosine")
+        s = self._settings
+        return {
+            "vectors_config": (
+                {DENSE: m.VectorParams(size=int(d), distance=_DISTANCE[metric])} if d else {}
+            ),
+            "sparse_vectors_config": {SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
+            "hnsw_config": m.HnswConfigDiff(**hnsw_params(s)),
+            "optimizers_config": m.OptimizersConfigDiff(indexing_threshold=s.indexing_threshold_kb),
+        }
+
+    async def _indexes_of(self, collection: str) -> None:
         for field, schema in payload_indexes():
             await self._do(
                 "index",
@@ -225,7 +281,6 @@ class ServerVersions(Versions):
                     collection, field, field_schema=translate.index_schema(schema), wait=True
                 ),
             )
-        return self._shard(version, collection)
 
     async def _rename(self, files: IndexFiles, fresh: Shard, version: int) -> Shard:
         return Shard(version, fresh.path, fresh.edge)
