@@ -205,3 +205,66 @@ async def test_a_publish_under_way_is_finished_and_logged_when_the_call_is_cance
     assert store.discarded == []
     assert await _staged(app) == 0
     assert "push published after its caller went away" in caplog.text
+
+
+class _SlowOnMarker(ControlledEmbedder):
+    """Hashing vectors; a batch holding "SLOW" waits on `gate`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = ControlledEmbedder(gated=True)
+
+    async def embed(self, texts: Any, task: Any) -> Any:
+        if any("SLOW" in t for t in texts):
+            return await self.gate.embed(texts, task)
+        return await super().embed(texts, task)
+
+
+async def test_a_push_that_publishes_after_a_newer_one_is_readable_at_its_version(
+    app: RunningApp,
+) -> None:
+    """Two tenants push at once; the one that began first publishes last. Each push's
+    returned version is safe to read at (read-your-writes): the published version
+    never goes back, so neither waits for a version it already has."""
+    from groundwire_client.v1 import retriever_pb2 as ret
+    from groundwire_client.v1 import retriever_pb2_grpc
+
+    embedder = _SlowOnMarker()
+    app.components.catalog.get("docs").embedder = embedder
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+        stub = ingestion_pb2_grpc.IngestionManagerServiceStub(channel)
+        retriever = retriever_pb2_grpc.RetrieverServiceStub(channel)
+        first = asyncio.ensure_future(
+            stub.UpsertDocuments(
+                ing.UpsertDocumentsRequest(
+                    index_name="docs", tenant="ta", documents=[_doc("a", "SLOW alpha text")]
+                )
+            )
+        )
+        # ta's push has begun its version and waits on its embedding.
+        await asyncio.wait_for(embedder.gate.entered.wait(), 30)
+        second = await stub.UpsertDocuments(
+            ing.UpsertDocumentsRequest(
+                index_name="docs", tenant="tb", documents=[_doc("b", "beta text")]
+            )
+        )
+        embedder.gate.release.set()
+        later = await first
+        assert later.published_version > second.published_version
+        for tenant, version, doc_id in (
+            ("tb", second.published_version, "b"),
+            ("ta", later.published_version, "a"),
+        ):
+            found = await retriever.Retrieve(
+                ret.RetrieveRequest(
+                    query=ret.RagQuery(
+                        index_name="docs",
+                        text="text",
+                        mode=ret.RETRIEVAL_MODE_LEXICAL,
+                        tenant=tenant,
+                        min_index_version=version,
+                    )
+                ),
+                timeout=10,
+            )
+            assert [r.document_id for r in found.results] == [doc_id]
