@@ -28,6 +28,7 @@ processes (versions.py says how each document still lands once).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -38,6 +39,7 @@ from opensearchpy import AsyncOpenSearch
 
 from groundwire.domain import bm25
 from groundwire.domain.access import ALL_READERS, PUBLIC_READERS, Readers
+from groundwire.domain.errors import GroundwireError
 from groundwire.domain.indexes import StoreKind
 from groundwire.domain.ordering import rank_hits
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, Scope
@@ -93,6 +95,9 @@ _INLINE_ANALYSIS_CHUNKS = 32
 _PAGE = 5_000
 # index.max_result_window of every physical index (layout.index_body).
 _RESULT_WINDOW = 10_000
+
+
+log = logging.getLogger("groundwire.stores.opensearch")
 
 
 class OpenSearchStore:
@@ -305,7 +310,11 @@ class OpenSearchStore:
         if physicals:
             live = set((await self._versions.tenant_aliases(name)).values())
             await self._versions.delete([p for p in physicals if p not in live])
-        await self._records.update(name, lambda r: meta.discarded(r, version))
+        try:
+            await self._records.update(name, lambda r: meta.discarded(r, version))
+        except GroundwireError as err:
+            # Left listed, the version is abandoned after meta.ABANDONED_S.
+            log.warning("could not unlist a discarded version", extra={"reason": err.reason})
 
     # -- documents -------------------------------------------------------------------
 
