@@ -94,7 +94,10 @@ def main() -> None:
     args = ap.parse_args()
     rng = np.random.default_rng(7)
     gen = GENERATORS[args.vectors_kind](rng, args.dim)
-    x = gen.sample(rng, args.vectors)
+    # In batches: the latent sampler gathers a topic basis per point (dim x 48 floats).
+    x = np.concatenate(
+        [gen.sample(rng, min(5_000, args.vectors - i)) for i in range(0, args.vectors, 5_000)]
+    )
     queries = gen.sample(np.random.default_rng(8), args.queries)
     sims = queries @ x.T
     truth = np.argsort(-sims, axis=1)[:, :10]
