@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -228,9 +227,3 @@ class MetaRecords:
             # Another writer's change landed first: back off a little, with jitter.
             await asyncio.sleep(random.uniform(0, min(0.25, 0.002 * 2**attempt)))
         raise store_unavailable("the index's record kept changing under other writers; retry")
-
-    async def staging(self, name: str) -> set[int] | None:
-        """The versions the record lists as staging now (None: a record without
-        the list)."""
-        found = await self.read(name)
-        return None if found is None else staging_versions(found[0], time.time())
