@@ -432,13 +432,15 @@ async def run(args: argparse.Namespace) -> list[tuple[str, str]]:
             await store.ensure_index(spec)
             t = time.perf_counter()
             cpu0, server0, gen_cpu = time.process_time(), server_cpu(data_dir), 0.0
+            gen_wall = 0.0
             v = await store.begin_version(NAME)
             done = 0
             batches = corpus.batches(vectors=not args.no_vectors)
             while True:
-                g = time.process_time()
+                g, gw = time.process_time(), time.perf_counter()
                 batch = next(batches, None)
                 gen_cpu += time.process_time() - g
+                gen_wall += time.perf_counter() - gw
                 if batch is None:
                     break
                 await store.stage_documents(NAME, v, batch)
@@ -451,12 +453,22 @@ async def run(args: argparse.Namespace) -> list[tuple[str, str]]:
             client_cpu = time.process_time() - cpu0 - gen_cpu
             server_used = server_cpu(data_dir) - server0
             publish = end - staged - sum(timers.seconds.values())
-            rows.append(("bulk load (chunks/s)", f"{n_chunks / (end - t):,.0f} ({end - t:.0f}s)"))
+            # The corpus is generated between batches (not overlapped with staging):
+            # its wall time is the benchmark's, not the store's, and is left out, as
+            # the OpenSearch figures do (bench_million_stores.load).
+            hnsw = timers.seconds.get("HNSW build", 0)
+            rows.append(
+                ("bulk load (chunks/s)",
+                 f"{n_chunks / (end - t - gen_wall):,.0f} ({end - t - gen_wall:.0f}s; corpus "
+                 f"generation excluded; {n_chunks / (end - t):,.0f} with it)")
+            )  # fmt: skip
             rows.append(
                 ("  load without HNSW build (chunks/s)",
-                 f"{n_chunks / (end - t - timers.seconds.get('HNSW build', 0)):,.0f}")
+                 f"{n_chunks / (end - t - gen_wall - hnsw):,.0f}"
+                 f"  ({n_chunks / (end - t - hnsw):,.0f} with corpus generation)")
             )  # fmt: skip
             rows.append(("  staging, incl. corpus generation (s)", f"{staged - t:.0f}"))
+            rows.append(("  corpus generation (s)", f"{gen_wall:.0f}"))
             rows.append(("  publish transaction (s)", f"{publish:.0f}"))
             for label, s in timers.seconds.items():
                 rows.append((f"  {label} (s)", f"{s:.0f}"))

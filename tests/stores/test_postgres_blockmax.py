@@ -157,3 +157,28 @@ async def test_block_max_is_exact_and_blocks_stay_maintained(
         await publish(pg, name, [doc(f"a{i}", ["rare zeta"], None)], spec(name, dims=None))
         _check_blocks(postgres_dsn, name, 4)
     await compare()  # the cached whole lists of the earlier version are not used
+
+
+@pytest.mark.parametrize("collide", [False, True])
+async def test_the_bulk_build_is_exact_whatever_its_hash(
+    pg: PostgresStore, postgres_dsn: str, monkeypatch: pytest.MonkeyPatch, collide: bool
+) -> None:
+    """The bulk build keys its sort on a hash of (tenant, term). With a hash that
+    puts every term of a tenant in one bucket (collisions everywhere) the blocks are
+    still exactly the chunks' term counts: the colliding build is refused and the
+    string-keyed one runs; with the real hash the fast build does it."""
+    monkeypatch.setattr(pg_blocks, "BLOCK_SIZE", 4)
+    if collide:
+        monkeypatch.setattr(pg_blocks, "BULK_HASH", "hashtextextended(c.tenant, 0)")
+    used: list[bool] = []
+    original = pg_blocks.build_bulk
+
+    async def recorded(*args: Any) -> bool:
+        used.append(await original(*args))
+        return used[-1]
+
+    monkeypatch.setattr(pg_blocks, "build_bulk", recorded)
+    name = f"bulk_hash_{collide}"
+    await publish(pg, name, _corpus(np.random.default_rng(7), 80, "d"), spec(name, dims=None))
+    assert used == [not collide]
+    _check_blocks(postgres_dsn, name, 4)
