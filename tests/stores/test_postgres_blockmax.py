@@ -136,9 +136,19 @@ async def test_block_max_is_exact_and_blocks_stay_maintained(
     monkeypatch.setattr(pg_blockmax, "WHOLE_LIST_SHARE", 1.0)  # rounds only
     await compare()
     assert pruned["read"] < pruned["held"]  # some blocks were skipped
-    # Rounds that give up on skipping read whole lists, kept decoded per version.
+    # Rounds that give up on skipping read whole lists, kept scored per version; a
+    # query whose terms are all there is answered in one pass over them.
     monkeypatch.setattr(pg_blockmax, "WHOLE_LIST_SHARE", 0.0)
+    one_pass = pg_blockmax._top_of_all
+    passes: list[int] = []
+
+    def counted(*args: Any) -> Any:
+        passes.append(1)
+        return one_pass(*args)
+
+    monkeypatch.setattr(pg_blockmax, "_top_of_all", counted)
     await compare()
+    assert passes
     # Incremental publishes: replace a third, delete some, add new documents.
     for step in range(3):
         v = await pg.begin_version(name)
@@ -182,3 +192,40 @@ async def test_the_bulk_build_is_exact_whatever_its_hash(
     await publish(pg, name, _corpus(np.random.default_rng(7), 80, "d"), spec(name, dims=None))
     assert used == [not collide]
     _check_blocks(postgres_dsn, name, 4)
+
+
+@pytest.mark.parametrize("spread", [1, 10_000])  # dense id range, then sparse
+def test_one_pass_over_whole_lists_sums_as_the_rounds_do(spread: int) -> None:
+    """Terms read whole are scored in one pass (`_top_of_all`); each chunk's score is
+    the float `_sum_in_query_order` gives, the admitted filter and the k-th score's
+    ties as in the rounds."""
+    rng = np.random.default_rng(3)
+    parts = []
+    for n in (400, 250, 30):
+        ids = np.sort(rng.choice(2_000, size=n, replace=False)).astype(np.int64) * spread
+        parts.append((ids, np.round(rng.random(n) * 4, 1)))  # rounded: ties at the k-th
+    terms = [0, 2, 3]
+    allowed = np.sort(rng.choice(2_000 * spread, size=900 * spread, replace=False)).astype(np.int64)
+    chunk = np.concatenate([ch for ch, _ in parts])
+    term_of = np.concatenate(
+        [np.full(len(ch), i, np.int64) for (ch, _), i in zip(parts, terms, strict=True)]
+    )
+    ref_ids, ref_scores = pg_blockmax._sum_in_query_order(
+        chunk, term_of, np.concatenate([c for _, c in parts]), 4
+    )
+    for admitted in (None, allowed):
+        ids, scores = ref_ids, ref_scores
+        if admitted is not None:
+            ok = np.isin(ids, admitted)
+            ids, scores = ids[ok], scores[ok]
+        for k in (1, 10, 5_000):
+            want = sorted(
+                zip(ids.tolist(), scores.tolist(), strict=True), key=lambda x: (-x[1], x[0])
+            )
+            if len(want) > k:
+                want = [x for x in want if x[1] >= want[k - 1][1]]
+            got_ids, got_scores = pg_blockmax._top_of_all(parts, terms, 4, k, admitted)
+            got = sorted(
+                zip(got_ids.tolist(), got_scores.tolist(), strict=True), key=lambda x: (-x[1], x[0])
+            )
+            assert got == want, (spread, k, admitted is None)

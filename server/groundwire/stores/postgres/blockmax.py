@@ -65,8 +65,19 @@ def contribution(
     avgdl: float,
 ) -> npt.NDArray[np.float64]:
     """qtf * BM25 term score, with the exact operation order the stores share."""
+    return q * term_weights(w, tf, dl, avgdl)
+
+
+def term_weights(
+    w: npt.NDArray[np.float64] | float,
+    tf: npt.NDArray[np.float64],
+    dl: npt.NDArray[np.float64],
+    avgdl: float,
+) -> npt.NDArray[np.float64]:
+    """The BM25 term score of each posting (`contribution` without the qtf: that
+    product comes last, so a cached array times qtf is the same float)."""
     k1, b = bm25.K1, bm25.B
-    return q * (w * tf * (k1 + 1.0) / (tf + k1 * ((1.0 - b) + b * dl / avgdl)))
+    return w * tf * (k1 + 1.0) / (tf + k1 * ((1.0 - b) + b * dl / avgdl))
 
 
 @dataclass(slots=True)
@@ -78,8 +89,20 @@ class Stats:
     rounds: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class WholeList:
+    """Every posting of a term, scored: its chunk ids (ascending) and BM25 term
+    scores at the idf and average length they were computed with (16 bytes a
+    posting, against 24 for the decoded tf and length)."""
+
+    chunks: npt.NDArray[np.int64]
+    weights: npt.NDArray[np.float64]
+    idf: float
+    avgdl: float
+
+
 class LexicalCache:
-    """Per store: block directories, filter chunk-id sets and the whole decoded lists
+    """Per store: block directories, filter chunk-id sets and the whole scored lists
     of terms no block of which could be skipped, keyed by the index's
     published version (a publish changes the key, so nothing stale is ever read;
     old entries age out of the LRU)."""
@@ -137,25 +160,33 @@ class Source:
     cache: LexicalCache | None = None
 
 
-async def _whole_lists(src: Source, terms: list[str]) -> dict[str, blocks.Block]:
-    """Every posting of `terms`: from the cache, else one range scan each (cached)."""
-    out: dict[str, blocks.Block] = {}
-    missing = []
-    for t in terms:
-        found = (
-            src.cache.lists.get((src.index_id, src.version, src.tenant, t)) if src.cache else None
-        )
-        if found is None:
-            missing.append(t)
-        else:
-            out[t] = found
+def _cached_list(src: Source, term: str, idf: float, avgdl: float) -> WholeList | None:
+    if src.cache is None:
+        return None
+    found: WholeList | None = src.cache.lists.get((src.index_id, src.version, src.tenant, term))
+    if found is None or found.idf != idf or found.avgdl != avgdl:
+        return None
+    return found
+
+
+async def _whole_lists(
+    src: Source, terms: list[str], idf: list[float], avgdl: float
+) -> list[WholeList]:
+    """Every posting of `terms`, scored: from the cache, else one range scan each
+    (cached)."""
+    out = [_cached_list(src, t, w, avgdl) for t, w in zip(terms, idf, strict=True)]
+    missing = [t for t, found in zip(terms, out, strict=True) if found is None]
     read = await blocks.read_lists(src.conn, src.index_id, src.tenant, missing)
-    for t, b in read.items():
-        out[t] = b
+    for n, (t, w) in enumerate(zip(terms, idf, strict=True)):
+        if out[n] is not None:
+            continue
+        b = read[t]
+        scored = WholeList(b.chunks, term_weights(w, b.tfs, b.dls, avgdl), w, avgdl)
+        out[n] = scored
         if src.cache is not None:
-            cost = b.chunks.nbytes + b.tfs.nbytes + b.dls.nbytes + 200
-            src.cache.lists.put((src.index_id, src.version, src.tenant, t), b, cost)
-    return out
+            cost = scored.chunks.nbytes + scored.weights.nbytes + 200
+            src.cache.lists.put((src.index_id, src.version, src.tenant, t), scored, cost)
+    return [x for x in out if x is not None]
 
 
 class _Pool:
@@ -232,25 +263,32 @@ async def top_k(
     pool = _Pool()
 
     async def read_whole(terms: list[int]) -> None:
-        lists = await _whole_lists(src, [weighted.terms[i] for i in terms])
+        lists = await _whole_lists(
+            src, [weighted.terms[i] for i in terms], [weighted.idf[i] for i in terms], avgdl
+        )
         chunk, term_of, c = pool.take()
         keep = ~np.isin(term_of, terms)
         pool.parts.append((chunk[keep], term_of[keep], c[keep]))
-        for i in terms:
-            got = lists[weighted.terms[i]]
+        for i, got in zip(terms, lists, strict=True):
             stats.blocks_read += int(np.count_nonzero(~loaded[i]))
             loaded[i][:] = True
-            pool.add(got.chunks, i, contribution(qv[i], wv[i], got.tfs, got.dls, weighted.avgdl))
+            pool.add(got.chunks, i, qv[i] * got.weights)
 
-    if src.cache is not None:  # whole lists already decoded cost nothing to use
-        cached = [
-            i
-            for i in present
-            if src.cache.lists.get((src.index_id, src.version, src.tenant, weighted.terms[i]))
-            is not None
-        ]
-        if cached:
-            await read_whole(cached)
+    avgdl = weighted.avgdl
+    # Whole lists already scored cost nothing to use.
+    cached = [i for i in present if _cached_list(src, weighted.terms[i], weighted.idf[i], avgdl)]
+    if prune and len(cached) == len(present):
+        # Every term is there whole (head words, the query seen before): one pass
+        # over the postings, no interval to bound.
+        lists = await _whole_lists(
+            src, [weighted.terms[i] for i in present], [weighted.idf[i] for i in present], avgdl
+        )
+        stats.blocks_read = stats.blocks_total
+        stats.rounds = 1
+        parts = [(got.chunks, qv[i] * got.weights) for i, got in zip(present, lists, strict=True)]
+        return _top_of_all(parts, present, n_terms, k, allowed)
+    if cached:
+        await read_whole(cached)
     best_ids = np.empty(0, np.int64)
     best_scores = np.empty(0, np.float64)
     theta = -np.inf
@@ -315,6 +353,49 @@ async def top_k(
             best_ids, best_scores = best_ids[keep_best], best_scores[keep_best]
             theta = kth * MARGIN
     return best_ids, best_scores
+
+
+def _top_of_all(
+    parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]],
+    terms: list[int],
+    n_terms: int,
+    k: int,
+    allowed: npt.NDArray[np.int64] | None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """`top_k`'s answer from every posting of every term (their chunk ids ascending
+    and contributions, in query order): each chunk's sum as `_sum_in_query_order`
+    adds it, kept when admitted, then the k best with their ties."""
+    total = sum(len(ch) for ch, _ in parts)
+    lo = min(int(ch[0]) for ch, _ in parts if len(ch))
+    span = max(int(ch[-1]) for ch, _ in parts if len(ch)) - lo + 1
+    if span <= 4 * total + 4096:
+        dense = np.zeros(span, dtype=np.float64)
+        held = np.zeros(span, dtype=bool)
+        for ch, c in parts:
+            at = ch - lo
+            dense[at] += c
+            held[at] = True
+        ids = np.flatnonzero(held)
+        scores = dense[ids]
+        ids += lo
+    else:
+        ids, scores = _sum_in_query_order(
+            np.concatenate([ch for ch, _ in parts]),
+            np.concatenate(
+                [np.full(len(ch), i, np.int64) for (ch, _), i in zip(parts, terms, strict=True)]
+            ),
+            np.concatenate([c for _, c in parts]),
+            n_terms,
+        )
+    if allowed is not None and len(ids):
+        pos = np.searchsorted(allowed, ids)
+        ok = (pos < len(allowed)) & (allowed[np.minimum(pos, len(allowed) - 1)] == ids)
+        ids, scores = ids[ok], scores[ok]
+    if len(scores) > k:
+        kth = float(np.partition(scores, len(scores) - k)[len(scores) - k])
+        keep = scores >= kth
+        ids, scores = ids[keep], scores[keep]
+    return ids, scores
 
 
 def _sum_in_query_order(
