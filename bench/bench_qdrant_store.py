@@ -4,7 +4,8 @@ identifiers, clustered 384-d vectors, the exact neighbours computed while
 generating):
 
     nice -n 10 .venv/bin/python bench/bench_qdrant_store.py --chunks 100000 \\
-        [--stores memory postgres qdrant] [--queries 200] [--ef 40 100 200] [--dir D]
+        [--stores memory postgres qdrant] [--queries 200] [--ef 40 100 200] [--dir D] \\
+        [--vectors isotropic|latent]
 
 For each store: the bulk load through the store API (begin_version,
 stage_documents in batches of 200 documents, publish_version) in chunks/s; then
@@ -35,6 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_million as bm
 from bench_million import CHUNKS_PER_DOC, NAME, Corpus, K, _fmt_bytes, pct
+from vector_data import add_vectors_argument
 
 from groundwire.domain.retrieval import MetadataFilter, Scope
 from groundwire.stores.base import DistanceMetric, IndexSpec, Store
@@ -134,7 +136,7 @@ def set_ef(store: Store, ef: int) -> None:
 
 
 async def one(kind: str, args: argparse.Namespace, base: Path) -> list[Row]:
-    corpus = Corpus(args.chunks, args.queries)
+    corpus = Corpus(args.chunks, args.queries, args.vectors)
     spec = IndexSpec(NAME, corpus.model, bm.DIM, DistanceMetric.COSINE, "bench")
     server = None
     where: Path | None = None
@@ -196,6 +198,7 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--ef", type=int, nargs="+", default=[40, 100, 200])
     parser.add_argument("--dir", default=None, help="keep the stores' files here")
+    add_vectors_argument(parser)
     asyncio.run(run(parser.parse_args()))
 
 

@@ -194,7 +194,8 @@ async def test_the_bulk_build_is_exact_whatever_its_hash(
     _check_blocks(postgres_dsn, name, 4)
 
 
-@pytest.mark.parametrize("spread", [1, 10_000])  # dense id range, then sparse
+# A dense id range, a sparse one, and one past 2^32 ids (the cached offsets in int64).
+@pytest.mark.parametrize("spread", [1, 10_000, 3_000_000])
 def test_one_pass_over_whole_lists_sums_as_the_rounds_do(spread: int) -> None:
     """Terms read whole are scored in one pass (`_top_of_all`); each chunk's score is
     the float `_sum_in_query_order` gives, the admitted filter and the k-th score's
@@ -205,7 +206,10 @@ def test_one_pass_over_whole_lists_sums_as_the_rounds_do(spread: int) -> None:
         ids = np.sort(rng.choice(2_000, size=n, replace=False)).astype(np.int64) * spread
         parts.append((ids, np.round(rng.random(n) * 4, 1)))  # rounded: ties at the k-th
     terms = [0, 2, 3]
-    allowed = np.sort(rng.choice(2_000 * spread, size=900 * spread, replace=False)).astype(np.int64)
+    union = np.unique(np.concatenate([ch for ch, _ in parts]))
+    allowed = np.unique(
+        np.concatenate([rng.choice(union, size=len(union) // 2, replace=False), union[:3] + 1])
+    ).astype(np.int64)
     chunk = np.concatenate([ch for ch, _ in parts])
     term_of = np.concatenate(
         [np.full(len(ch), i, np.int64) for (ch, _), i in zip(parts, terms, strict=True)]
@@ -224,7 +228,8 @@ def test_one_pass_over_whole_lists_sums_as_the_rounds_do(spread: int) -> None:
             )
             if len(want) > k:
                 want = [x for x in want if x[1] >= want[k - 1][1]]
-            got_ids, got_scores = pg_blockmax._top_of_all(parts, terms, 4, k, admitted)
+            lists = [(pg_blockmax.WholeList.of(ch, c, 1.0, 1.0), c) for ch, c in parts]
+            got_ids, got_scores = pg_blockmax._top_of_all(lists, terms, 4, k, admitted)
             got = sorted(
                 zip(got_ids.tolist(), got_scores.tolist(), strict=True), key=lambda x: (-x[1], x[0])
             )

@@ -73,6 +73,12 @@ class StoreConfig(StrictModel):
     # 384-d chunks at m=16; a graph larger than this bound is built several times
     # slower. A server maintenance_work_mem set higher wins.
     hnsw_build_memory_mb: int = Field(4_096, ge=64, le=1_048_576)
+    # The most memory the lexical engine keeps of head terms' whole posting lists,
+    # scored (postgres; 12 bytes a posting, per published version, least recently
+    # used out first): a query over head words whose blocks cannot be skipped reads
+    # them from here instead of the database. A million chunks' 50 most common words
+    # take ~250 MB; 0 keeps none.
+    lexical_list_cache_mb: int = Field(512, ge=0, le=1_048_576)
     # Hot standbys of `dsn` (streaming replication) that serve retrieval reads of
     # versions they have replayed; writes always go to `dsn`.
     read_dsns: list[SecretRef] = Field(default_factory=list, max_length=16)

@@ -190,6 +190,7 @@ def postgres_settings(cfg: GroundwireConfig, name: str = DEFAULT_STORE) -> Postg
         hnsw_ef_construction=s.hnsw_ef_construction,
         hnsw_ef_search=s.hnsw_ef_search,
         hnsw_build_memory_mb=s.hnsw_build_memory_mb,
+        lexical_list_cache_mb=s.lexical_list_cache_mb,
         read_dsns=tuple(read_dsns),
         change_poll_ms=s.change_poll_ms,
         standby_probe_ms=s.standby_probe_ms,

@@ -91,14 +91,40 @@ class Stats:
 
 @dataclass(frozen=True, slots=True)
 class WholeList:
-    """Every posting of a term, scored: its chunk ids (ascending) and BM25 term
-    scores at the idf and average length they were computed with (16 bytes a
-    posting, against 24 for the decoded tf and length)."""
+    """Every posting of a term, scored: its chunk ids (ascending, as offsets from
+    the first: 4 bytes each while the list spans less than 2^32 ids) and BM25 term
+    scores at the idf and average length they were computed with (12 bytes a
+    posting, against 24 for the decoded ids, tf and length)."""
 
-    chunks: npt.NDArray[np.int64]
+    first: int
+    offsets: npt.NDArray[np.uint32] | npt.NDArray[np.int64]
     weights: npt.NDArray[np.float64]
     idf: float
     avgdl: float
+
+    @staticmethod
+    def of(
+        chunks: npt.NDArray[np.int64], weights: npt.NDArray[np.float64], idf: float, avgdl: float
+    ) -> WholeList:
+        first = int(chunks[0]) if len(chunks) else 0
+        offsets = chunks - first
+        narrow = len(chunks) == 0 or int(offsets[-1]) < 1 << 32
+        return WholeList(
+            first, offsets.astype(np.uint32) if narrow else offsets, weights, idf, avgdl
+        )
+
+    def ids(self, origin: int = 0) -> npt.NDArray[np.int64]:
+        """The chunk ids less `origin` (int64)."""
+        return self.offsets.astype(np.int64) + (self.first - origin)
+
+    @property
+    def nbytes(self) -> int:
+        return self.offsets.nbytes + self.weights.nbytes
+
+
+def list_cost(scored: WholeList) -> int:
+    """What a whole list costs the cache."""
+    return scored.nbytes + 200
 
 
 class LexicalCache:
@@ -111,7 +137,7 @@ class LexicalCache:
         self,
         directory_bytes: int = 64 << 20,
         filter_bytes: int = 64 << 20,
-        list_bytes: int = 256 << 20,
+        list_bytes: int = 512 << 20,
     ) -> None:
         self.directories = LRU(directory_bytes)
         self.filters = LRU(filter_bytes)
@@ -181,11 +207,12 @@ async def _whole_lists(
         if out[n] is not None:
             continue
         b = read[t]
-        scored = WholeList(b.chunks, term_weights(w, b.tfs, b.dls, avgdl), w, avgdl)
+        scored = WholeList.of(b.chunks, term_weights(w, b.tfs, b.dls, avgdl), w, avgdl)
         out[n] = scored
         if src.cache is not None:
-            cost = scored.chunks.nbytes + scored.weights.nbytes + 200
-            src.cache.lists.put((src.index_id, src.version, src.tenant, t), scored, cost)
+            src.cache.lists.put(
+                (src.index_id, src.version, src.tenant, t), scored, list_cost(scored)
+            )
     return [x for x in out if x is not None]
 
 
@@ -272,7 +299,7 @@ async def top_k(
         for i, got in zip(terms, lists, strict=True):
             stats.blocks_read += int(np.count_nonzero(~loaded[i]))
             loaded[i][:] = True
-            pool.add(got.chunks, i, qv[i] * got.weights)
+            pool.add(got.ids(), i, qv[i] * got.weights)
 
     avgdl = weighted.avgdl
     # Whole lists already scored cost nothing to use.
@@ -285,7 +312,7 @@ async def top_k(
         )
         stats.blocks_read = stats.blocks_total
         stats.rounds = 1
-        parts = [(got.chunks, qv[i] * got.weights) for i, got in zip(present, lists, strict=True)]
+        parts = [(got, qv[i] * got.weights) for i, got in zip(present, lists, strict=True)]
         return _top_of_all(parts, present, n_terms, k, allowed)
     if cached:
         await read_whole(cached)
@@ -356,23 +383,26 @@ async def top_k(
 
 
 def _top_of_all(
-    parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]],
+    parts: list[tuple[WholeList, npt.NDArray[np.float64]]],
     terms: list[int],
     n_terms: int,
     k: int,
     allowed: npt.NDArray[np.int64] | None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    """`top_k`'s answer from every posting of every term (their chunk ids ascending
-    and contributions, in query order): each chunk's sum as `_sum_in_query_order`
-    adds it, kept when admitted, then the k best with their ties."""
-    total = sum(len(ch) for ch, _ in parts)
-    lo = min(int(ch[0]) for ch, _ in parts if len(ch))
-    span = max(int(ch[-1]) for ch, _ in parts if len(ch)) - lo + 1
+    """`top_k`'s answer from every posting of every term (their lists and
+    contributions, in query order): each chunk's sum as `_sum_in_query_order` adds
+    it, kept when admitted, then the k best with their ties."""
+    held_lists = [wl for wl, _ in parts if len(wl.offsets)]
+    if not held_lists:
+        return np.empty(0, np.int64), np.empty(0, np.float64)
+    total = sum(len(wl.offsets) for wl in held_lists)
+    lo = min(wl.first for wl in held_lists)
+    span = max(wl.first + int(wl.offsets[-1]) for wl in held_lists) - lo + 1
     if span <= 4 * total + 4096:
         dense = np.zeros(span, dtype=np.float64)
         held = np.zeros(span, dtype=bool)
-        for ch, c in parts:
-            at = ch - lo
+        for wl, c in parts:
+            at = wl.ids(lo)
             dense[at] += c
             held[at] = True
         ids = np.flatnonzero(held)
@@ -380,9 +410,9 @@ def _top_of_all(
         ids += lo
     else:
         ids, scores = _sum_in_query_order(
-            np.concatenate([ch for ch, _ in parts]),
+            np.concatenate([wl.ids() for wl, _ in parts]),
             np.concatenate(
-                [np.full(len(ch), i, np.int64) for (ch, _), i in zip(parts, terms, strict=True)]
+                [np.full(len(c), i, np.int64) for (_, c), i in zip(parts, terms, strict=True)]
             ),
             np.concatenate([c for _, c in parts]),
             n_terms,

@@ -58,6 +58,9 @@ class PostgresSettings:
     # The most memory one HNSW build takes (maintenance_work_mem, sized to the
     # graph: vectors.build_memory_bytes).
     hnsw_build_memory_mb: int = 4_096
+    # The most memory the lexical engine keeps of head terms' whole scored posting
+    # lists (blockmax.LexicalCache.lists: 12 bytes a posting, per published version).
+    lexical_list_cache_mb: int = 512
     connect_timeout_ms: int = 5_000
     # Hot standbys (streaming replication of the primary) that may serve reads of a
     # version they have replayed (replication.py); writes always go to `dsn`.
@@ -110,6 +113,8 @@ class PostgresSettings:
             raise ValueError("hnsw_ef_search must be in [1, 1000]")
         if not 64 <= self.hnsw_build_memory_mb <= 1 << 20:
             raise ValueError("hnsw_build_memory_mb must be in [64, 1048576]")
+        if not 0 <= self.lexical_list_cache_mb <= 1 << 20:
+            raise ValueError("lexical_list_cache_mb must be in [0, 1048576]")
         if self.change_poll_ms < 10 or self.standby_probe_ms < 10:
             raise ValueError("change_poll_ms and standby_probe_ms must be at least 10")
         if len(self.read_dsns) > 16:

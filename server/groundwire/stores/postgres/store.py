@@ -156,7 +156,7 @@ class PostgresStore:
         self._analyzers: dict[str, Analyzer] = {}
         self._work = PostgresWorkQueue(db, self, dsn, settings)
         self._embedding_cache = PostgresEmbeddingCache(db)
-        self._lexical_cache = LexicalCache()
+        self._lexical_cache = LexicalCache(list_bytes=settings.lexical_list_cache_mb << 20)
 
     @property
     def kind(self) -> StoreKind:
