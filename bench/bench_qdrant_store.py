@@ -5,7 +5,7 @@ generating):
 
     nice -n 10 .venv/bin/python bench/bench_qdrant_store.py --chunks 100000 \\
         [--stores memory postgres qdrant] [--queries 200] [--ef 40 100 200] [--dir D] \\
-        [--vectors isotropic|latent]
+        [--vectors isotropic|latent] [--reuse]
 
 For each store: the bulk load through the store API (begin_version,
 stage_documents in batches of 200 documents, publish_version) in chunks/s; then
@@ -154,7 +154,19 @@ async def one(kind: str, args: argparse.Namespace, base: Path) -> list[Row]:
             PostgresSettings(dsn=server.dsn, data_dir=where, statement_timeout_ms=1_800_000)
         )
     try:
-        rows = [await load(store, corpus, spec)]
+        loaded = 0
+        if args.reuse:
+            await store.ensure_index(spec)  # the spec the store serves it with (idempotent)
+            with contextlib.suppress(Exception):
+                loaded = (await store.index_state(NAME)).chunk_count
+        if loaded:
+            # The index of an earlier run with --dir D: the corpus is replayed for its
+            # exact neighbours and identifiers (same seed), nothing is loaded.
+            print(f"  reusing the loaded index ({loaded:,} chunks)", flush=True)
+            corpus.skip_generation()
+            rows = [("bulk load (chunks/s)", "reused (see the run that loaded it)")]
+        else:
+            rows = [await load(store, corpus, spec)]
         rows += await figures(store, corpus, args)
         if where is not None:
             rows.append(("disk", _fmt_bytes(disk(where))))
@@ -198,6 +210,9 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--ef", type=int, nargs="+", default=[40, 100, 200])
     parser.add_argument("--dir", default=None, help="keep the stores' files here")
+    parser.add_argument(
+        "--reuse", action="store_true", help="with --dir: query the index an earlier run loaded"
+    )
     add_vectors_argument(parser)
     asyncio.run(run(parser.parse_args()))
 
