@@ -489,8 +489,9 @@ async def run(args: argparse.Namespace) -> list[tuple[str, str]]:
         for kind, q in lex_q:  # warm-up (timed: each query's first run)
             t = time.perf_counter()
             await store.search_lexical(NAME, q, K, scope)
-            cold.setdefault(kind, []).append(time.perf_counter() - t)
-            cold.setdefault("all", []).append(time.perf_counter() - t)
+            took = time.perf_counter() - t
+            cold.setdefault(kind, []).append(took)
+            cold.setdefault("all", []).append(took)
         for kind in ("all", "common"):
             ts = cold.get(kind, [])
             rows.append(

@@ -24,6 +24,7 @@ top k (with ties at the k-th score).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,26 +59,15 @@ class Weighted:
 
 
 def contribution(
-    q: npt.NDArray[np.float64] | float,
-    w: npt.NDArray[np.float64] | float,
+    q: float,
+    w: float,
     tf: npt.NDArray[np.float64],
     dl: npt.NDArray[np.float64],
     avgdl: float,
 ) -> npt.NDArray[np.float64]:
-    """qtf * BM25 term score, with the exact operation order the stores share."""
-    return q * term_weights(w, tf, dl, avgdl)
-
-
-def term_weights(
-    w: npt.NDArray[np.float64] | float,
-    tf: npt.NDArray[np.float64],
-    dl: npt.NDArray[np.float64],
-    avgdl: float,
-) -> npt.NDArray[np.float64]:
-    """The BM25 term score of each posting (`contribution` without the qtf: that
-    product comes last, so a cached array times qtf is the same float)."""
-    k1, b = bm25.K1, bm25.B
-    return w * tf * (k1 + 1.0) / (tf + k1 * ((1.0 - b) + b * dl / avgdl))
+    """qtf * BM25 term score (domain.bm25's, the stores' shared operation order).
+    The qtf product comes last, so a cached term score times qtf is the same float."""
+    return q * bm25.term_score(w, tf, dl, avgdl)
 
 
 @dataclass(slots=True)
@@ -120,11 +110,6 @@ class WholeList:
     @property
     def nbytes(self) -> int:
         return self.offsets.nbytes + self.weights.nbytes
-
-
-def list_cost(scored: WholeList) -> int:
-    """What a whole list costs the cache."""
-    return scored.nbytes + 200
 
 
 class LexicalCache:
@@ -177,7 +162,7 @@ def _block_bounds(q: float, w: float, d: blocks.Directory, avgdl: float) -> npt.
 @dataclass(frozen=True, slots=True)
 class Source:
     """Where a search reads blocks: the index, tenant and published version, and the
-    store's cache (whole decoded lists of the terms that needed them)."""
+    store's cache (whole scored lists of the terms that needed them)."""
 
     conn: Conn
     index_id: int
@@ -207,12 +192,11 @@ async def _whole_lists(
         if out[n] is not None:
             continue
         b = read[t]
-        scored = WholeList.of(b.chunks, term_weights(w, b.tfs, b.dls, avgdl), w, avgdl)
+        scored = WholeList.of(b.chunks, bm25.term_score(w, b.tfs, b.dls, avgdl), w, avgdl)
         out[n] = scored
         if src.cache is not None:
-            src.cache.lists.put(
-                (src.index_id, src.version, src.tenant, t), scored, list_cost(scored)
-            )
+            key = (src.index_id, src.version, src.tenant, t)
+            src.cache.lists.put(key, scored, scored.nbytes + 200)
     return [x for x in out if x is not None]
 
 
@@ -256,7 +240,7 @@ async def top_k(
 
     When a round leaves more than WHOLE_LIST_SHARE of the intervals able to reach
     the k-th score (head words over flat frequencies: no block can be skipped), the
-    remaining terms are read whole, one range scan each, and kept decoded in the
+    remaining terms are read whole, one range scan each, and kept scored in the
     store's cache for this version: the next query over them reads nothing."""
     stats = stats if stats is not None else Stats()
     present = [i for i, t in enumerate(weighted.terms) if t in dirs]
@@ -303,16 +287,14 @@ async def top_k(
 
     avgdl = weighted.avgdl
     # Whole lists already scored cost nothing to use.
-    cached = [i for i in present if _cached_list(src, weighted.terms[i], weighted.idf[i], avgdl)]
+    found = {i: _cached_list(src, weighted.terms[i], weighted.idf[i], avgdl) for i in present}
+    cached = [i for i, got in found.items() if got is not None]
     if prune and len(cached) == len(present):
         # Every term is there whole (head words, the query seen before): one pass
         # over the postings, no interval to bound.
-        lists = await _whole_lists(
-            src, [weighted.terms[i] for i in present], [weighted.idf[i] for i in present], avgdl
-        )
         stats.blocks_read = stats.blocks_total
         stats.rounds = 1
-        parts = [(got, qv[i] * got.weights) for i, got in zip(present, lists, strict=True)]
+        parts = [(got, qv[i] * got.weights) for i, got in found.items() if got is not None]
         return _top_of_all(parts, present, n_terms, k, allowed)
     if cached:
         await read_whole(cached)
@@ -366,20 +348,38 @@ async def top_k(
         pool.parts.append((chunk[keep], term_of[keep], c[keep]))
         chunk, term_of, c = chunk[now], term_of[now], c[now]
         if allowed is not None and len(chunk):
-            pos = np.searchsorted(allowed, chunk)
-            ok = (pos < len(allowed)) & (allowed[np.minimum(pos, len(allowed) - 1)] == chunk)
+            ok = _admitted(allowed, chunk)
             chunk, term_of, c = chunk[ok], term_of[ok], c[ok]
         if not len(chunk):
             continue
         ids, scores = _sum_in_query_order(chunk, term_of, c, n_terms)
-        best_ids = np.concatenate([best_ids, ids])
-        best_scores = np.concatenate([best_scores, scores])
-        if len(best_scores) >= k:
-            kth = float(np.partition(best_scores, len(best_scores) - k)[len(best_scores) - k])
-            keep_best = best_scores >= kth
-            best_ids, best_scores = best_ids[keep_best], best_scores[keep_best]
+        best_ids, best_scores, kth = _best(
+            np.concatenate([best_ids, ids]), np.concatenate([best_scores, scores]), k
+        )
+        if kth is not None:
             theta = kth * MARGIN
     return best_ids, best_scores
+
+
+def _admitted(allowed: npt.NDArray[np.int64], ids: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Which of `ids` the sorted `allowed` holds."""
+    pos = np.searchsorted(allowed, ids)
+    ok: npt.NDArray[np.bool_] = (pos < len(allowed)) & (
+        allowed[np.minimum(pos, len(allowed) - 1)] == ids
+    )
+    return ok
+
+
+def _best(
+    ids: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], k: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], float | None]:
+    """The chunks scoring at least the k-th best score (its ties kept) and that
+    score; all of them and None while there are fewer than k."""
+    if len(scores) < k:
+        return ids, scores, None
+    kth = float(np.partition(scores, len(scores) - k)[len(scores) - k])
+    keep = scores >= kth
+    return ids[keep], scores[keep], kth
 
 
 def _top_of_all(
@@ -399,15 +399,7 @@ def _top_of_all(
     lo = min(wl.first for wl in held_lists)
     span = max(wl.first + int(wl.offsets[-1]) for wl in held_lists) - lo + 1
     if span <= 4 * total + 4096:
-        dense = np.zeros(span, dtype=np.float64)
-        held = np.zeros(span, dtype=bool)
-        for wl, c in parts:
-            at = wl.ids(lo)
-            dense[at] += c
-            held[at] = True
-        ids = np.flatnonzero(held)
-        scores = dense[ids]
-        ids += lo
+        ids, scores = _dense_sum(((wl.ids(lo), c) for wl, c in parts), lo, span)
     else:
         ids, scores = _sum_in_query_order(
             np.concatenate([wl.ids() for wl, _ in parts]),
@@ -418,13 +410,9 @@ def _top_of_all(
             n_terms,
         )
     if allowed is not None and len(ids):
-        pos = np.searchsorted(allowed, ids)
-        ok = (pos < len(allowed)) & (allowed[np.minimum(pos, len(allowed) - 1)] == ids)
+        ok = _admitted(allowed, ids)
         ids, scores = ids[ok], scores[ok]
-    if len(scores) > k:
-        kth = float(np.partition(scores, len(scores) - k)[len(scores) - k])
-        keep = scores >= kth
-        ids, scores = ids[keep], scores[keep]
+    ids, scores, _ = _best(ids, scores, k)
     return ids, scores
 
 
@@ -441,15 +429,8 @@ def _sum_in_query_order(
     lo = int(chunk.min())
     span = int(chunk.max()) - lo + 1
     if span <= 4 * len(chunk) + 4096:
-        dense = np.zeros(span, dtype=np.float64)
-        held = np.zeros(span, dtype=bool)
-        for i in range(n_terms):
-            sel = term_of == i
-            at = chunk[sel] - lo
-            dense[at] += c[sel]
-            held[at] = True
-        at = np.flatnonzero(held)
-        return at + lo, dense[at]
+        by_term = ((chunk[sel] - lo, c[sel]) for sel in (term_of == i for i in range(n_terms)))
+        return _dense_sum(by_term, lo, span)
     ids, inv = np.unique(chunk, return_inverse=True)
     matrix = np.zeros((len(ids), n_terms), dtype=np.float64)
     matrix[inv, term_of] = c
@@ -457,6 +438,21 @@ def _sum_in_query_order(
     for i in range(n_terms):
         scores = scores + matrix[:, i]
     return ids, scores
+
+
+def _dense_sum(
+    by_term: Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]], lo: int, span: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Each chunk's sum over its terms' contributions, added term by term in the
+    order given (positions from `lo`, within `span`; one posting a term a chunk):
+    the chunk ids holding one and their sums, ascending."""
+    dense = np.zeros(span, dtype=np.float64)
+    held = np.zeros(span, dtype=bool)
+    for at, c in by_term:
+        dense[at] += c
+        held[at] = True
+    at = np.flatnonzero(held)
+    return at + lo, dense[at]
 
 
 def anchor_candidates(block: blocks.Block, limit: int) -> list[int]:

@@ -207,7 +207,9 @@ def _cut(source: str) -> sql.Composed:
 
 # The bulk build keyed on a hash of (tenant, term). A block whose postings carry two
 # (tenant, term) pairs (a collision) divides by zero, which sends `build_bulk` to
-# the string-keyed CUT_SQL. (Not a constant: the planner would fold it.)
+# the string-keyed CUT_SQL. (Not a constant: the planner would fold it.) Its own
+# text rather than CUT_SQL with another key: CUT_SQL is also migration 21's, whose
+# SQL must not change under databases that already ran it.
 BULK_HASH = "hashtextextended(c.tenant || chr(1) || j.key, 0)"
 _BULK_SQL = """
     INSERT INTO gw_posting_blocks (index_id, tenant, term, last_chunk, first_chunk, n,
