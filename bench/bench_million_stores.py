@@ -1,11 +1,11 @@
-"""The million-chunk benchmark on both stores in one run: OpenSearch and PostgreSQL.
+"""The million-chunk benchmark on the stores in one run: OpenSearch, PostgreSQL, Qdrant.
 
     nice -n 10 .venv/bin/python bench/bench_million_stores.py --chunks 1000000 \\
-        [--store postgres|opensearch|both] [--opensearch-url URL]
+        [--store postgres|opensearch|qdrant|both|all] [--opensearch-url URL]
         [--opensearch-heap-mb 4096] [--opensearch-line 3|2] [--opensearch-dir D]
         [--ef 10 40 200 400]
         [--shards 1] [--bulk-chunks 500] [--bulk-bytes N] [--bulk-in-flight 2] [--hnsw-m 16]
-        [--hnsw-ef-construction 100] [--force-merge] [--summary FILE]
+        [--hnsw-ef-construction 100] [--force-merge] [--summary FILE] [--qdrant-dir D]
         [every option of bench_million.py: --queries, --no-vectors, --dim, --data-dir, ...]
 
 The same seeded chunks and queries (bench_million.Corpus: Zipfian text, clustered
@@ -29,6 +29,13 @@ part does with hnsw_ef_search. Server CPU is the node's JVM process CPU (/proc);
 disk is `_cat/indices` of the bench index's physical index; heap is
 `_nodes/stats/jvm` heap_used, RSS the node's VmRSS. --force-merge then merges the
 physical index to one segment and measures the queries again.
+
+Qdrant (`--store qdrant`, or `all` for the three stores, Qdrant last): the embedded
+engine (qdrant-edge-py) on files under --qdrant-dir (default: a temporary folder
+removed afterwards), measured by bench_qdrant_store.py's code on the same corpus and
+queries: bulk load through the store API, lexical p50/p99 unfiltered and with the
+10% filter, vector recall@10 at each --ef unfiltered and filtered, disk. `both`
+stays OpenSearch and PostgreSQL (issue 45's pairing).
 """
 
 from __future__ import annotations
@@ -38,7 +45,10 @@ import asyncio
 import dataclasses
 import importlib.util
 import os
+import re
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
@@ -407,6 +417,30 @@ async def run_opensearch(args: argparse.Namespace, url: str) -> list[Row]:
     return rows
 
 
+async def run_qdrant(args: argparse.Namespace) -> list[Row]:
+    """The embedded Qdrant store's figures (bench_qdrant_store.one), rows labelled
+    as the other stores' where they measure the same thing."""
+    import bench_qdrant_store as bq
+
+    base = Path(args.qdrant_dir) if args.qdrant_dir else Path(tempfile.mkdtemp(prefix="gw-q-"))
+    try:
+        found = await bq.one("qdrant", argparse.Namespace(**{**vars(args), "reuse": False}), base)
+    finally:
+        if not args.qdrant_dir:
+            shutil.rmtree(base, ignore_errors=True)
+    rows: list[Row] = []
+    for label, value in found:
+        print(f"  {label}: {value}", flush=True)
+        m = re.fullmatch(r"vector ef=(\d+): recall@10, p50 / p99 \(ms\)", label)
+        if m:  # the other stores' label and format, for first_ef_reaching and the table
+            label, value = (
+                f"semantic ef_search={m[1]}: recall@10 / p50 / p99 (ms)",
+                value.replace(", ", " / ", 1),
+            )
+        rows.append((label, value))
+    return rows
+
+
 def _figures(value: str) -> list[float]:
     out = []
     for part in value.split("  ")[0].replace("(", " ").split():
@@ -505,7 +539,7 @@ async def run(args: argparse.Namespace) -> None:
     stores: dict[str, list[Row]] = {}
     dim = "- (text only)" if args.no_vectors else f"{bm.DIM} ({args.vectors} vectors)"
     print(f"{args.chunks:,} chunks, dim {dim}, store {args.store}; {load_note()}")
-    if args.store in ("opensearch", "both"):
+    if args.store in ("opensearch", "both", "all"):
         cluster = None
         url = args.opensearch_url
         if url is None:
@@ -524,17 +558,24 @@ async def run(args: argparse.Namespace) -> None:
         finally:
             if cluster is not None:
                 await asyncio.to_thread(cluster.stop)
-    if args.store in ("postgres", "both"):
+    if args.store in ("postgres", "both", "all"):
         print(f"\n== PostgreSQL ({load_note()})", flush=True)
         rows = await bm.run(args)
         for row in (first_ef_reaching(rows), disk_per_chunk(rows)):
             if row:
                 rows.append(row)
         stores["PostgreSQL"] = rows
+    if args.store in ("qdrant", "all"):
+        print(f"\n== Qdrant, embedded ({load_note()})", flush=True)
+        rows = await run_qdrant(args)
+        for row in (first_ef_reaching(rows), disk_per_chunk(rows)):
+            if row:
+                rows.append(row)
+        stores["Qdrant"] = rows
     extra: list[Row] = []
     if "OpenSearch" in stores:
         extra.extend(targets(stores["OpenSearch"]))
-    if args.results and len(stores) == 2:
+    if args.results and {"OpenSearch", "PostgreSQL"} <= set(stores):
         row = agreement(args.results)
         if row:
             extra.append(row)
@@ -553,7 +594,9 @@ async def run(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--store", choices=["postgres", "opensearch", "both"], default="postgres")
+    parser.add_argument(
+        "--store", choices=["postgres", "opensearch", "qdrant", "both", "all"], default="postgres"
+    )
     parser.add_argument("--opensearch-url", default=None, help="a running node (else started)")
     parser.add_argument("--opensearch-heap-mb", type=int, default=4096)
     parser.add_argument(
@@ -565,6 +608,9 @@ def main() -> None:
         "--opensearch-dir",
         default=None,
         help="folder of the started node (default: a temporary one)",
+    )
+    parser.add_argument(
+        "--qdrant-dir", default=None, help="the Qdrant engine's files (default: a temporary folder)"
     )
     parser.add_argument("--shards", type=int, default=1)
     parser.add_argument("--bulk-chunks", type=int, default=500)
