@@ -4,7 +4,13 @@ handler timed alone (CPU time, the median of 9 passes of 1,000 calls). Then the 
 of building the per-result value types with dataclasses' generated __init__ and with
 domain/values.py's fast_init.
 
-    python bench/bench_retrieve_breakdown.py [--chunks 10000]
+--pollute-mb N adds the whole handler as a served call meets it: each request
+decoded from its bytes, and N MB of memory written between calls (a served
+handler runs between grpc.aio's callbacks and 15 other calls' work, which evict
+its data and code from the caches; bench_grpc_retrieve.py --variant timed-handler
+gives the served figure to read it against).
+
+    python bench/bench_retrieve_breakdown.py [--chunks 10000] [--pollute-mb 8]
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import time
 import timeit
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -48,6 +56,24 @@ async def per_call_us(call: Callable[[int], Awaitable[object] | object], n: int 
     return statistics.median(passes)
 
 
+async def served_like_us(servicer: RetrieverServicer, wire: list[bytes], mb: float) -> float:
+    """Thread CPU per handler call (median of 5 passes over the requests), each
+    request decoded from its bytes and `mb` MB of memory written before it."""
+    junk = np.zeros(max(1, int(mb * 1e6) // 8))
+    passes = []
+    for _ in range(5):
+        spent = 0
+        for data in wire:
+            request = retriever_pb2.RetrieveRequest.FromString(data)
+            if mb:
+                junk += 1.0
+            t0 = time.thread_time_ns()
+            await servicer.Retrieve(request, None)  # type: ignore[arg-type]
+            spent += time.thread_time_ns() - t0
+        passes.append(spent / len(wire) / 1e3)
+    return statistics.median(passes)
+
+
 def value_types() -> None:
     """Generated frozen __init__ vs fast_init, the same fields."""
 
@@ -74,6 +100,7 @@ def value_types() -> None:
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--chunks", type=int, default=10_000)
+    ap.add_argument("--pollute-mb", type=float, default=0.0)
     args = ap.parse_args()
     cfg = write_bench_index(Path(tempfile.mkdtemp(prefix="gw-breakdown-")), args.chunks)
     app = await start_app(load_config(cfg), address=f"127.0.0.1:{free_port()}")
@@ -130,6 +157,12 @@ async def main() -> None:
         )
         for label, call in parts:
             print(f"{label:36s} {await per_call_us(call):7.1f} us")
+        wire = [r.SerializeToString() for r in reqs]
+        for mb in sorted({0.0, args.pollute_mb}):
+            print(
+                f"whole handler, decoded requests, {mb:g} MB written between calls: "
+                f"{await served_like_us(servicer, wire, mb):7.1f} us"
+            )
     finally:
         await app.stop()
     value_types()

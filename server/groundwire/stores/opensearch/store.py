@@ -113,7 +113,7 @@ class OpenSearchStore:
         self._settings = settings
         self._names = Names(settings.index_prefix)
         self._versions = Versions(client, settings)
-        self._sizes = TenantSizes(settings.exact_search_chunks, settings.ef_search)
+        self._sizes = TenantSizes(settings.exact_search_chunks)
         self._specs: dict[str, IndexSpec] = {}
         self._records = MetaRecords(client, settings, self._names.meta)
         self._meta_ready = False
@@ -484,7 +484,9 @@ class OpenSearchStore:
         if not spec.dimensions or k <= 0:
             return []
         alias = self._names.alias(name, scope.tenant)
-        found = await self._sizes.search(alias, vector, k, scope_filters(scope), self._search)
+        found = await self._sizes.search(
+            alias, vector, k, scope_filters(scope), self._search, self._settings.ef_search
+        )
         metric = spec.metric
         score_metric = {
             DistanceMetric.EUCLIDEAN: ScoreMetric.EUCLIDEAN_DISTANCE,

@@ -85,9 +85,8 @@ class TenantSizes:
     """The chunks of each tenant's published physical index, cached per alias, and
     the k-NN search that uses them (module docstring)."""
 
-    def __init__(self, exact_search_chunks: int, ef_search: int) -> None:
+    def __init__(self, exact_search_chunks: int) -> None:
         self._bound = min(exact_search_chunks, MAX_K)
-        self._ef_search = ef_search
         self._known = LRU(_CACHED_TENANTS)  # alias -> (physical index, chunks)
         # Searches by path (the tests and benchmarks read them).
         self.exact = 0
@@ -112,11 +111,13 @@ class TenantSizes:
         k: int,
         filters: list[dict[str, Any]],
         search: Search,
+        ef_search: int,
     ) -> list[dict[str, Any]]:
-        """The hits of the k-NN search of `vector` in the tenant behind `alias`."""
+        """The hits of the k-NN search of `vector` in the tenant behind `alias`
+        (approximate: with graph_candidates(ef_search, k) candidates)."""
 
         async def knn(exact: int | None) -> list[dict[str, Any]]:
-            body = knn_body(vector, k, filters, ef_search=self._ef_search, exact_chunks=exact)
+            body = knn_body(vector, k, filters, ef_search=ef_search, exact_chunks=exact)
             found = await search(alias, body, "knn")
             hits: list[dict[str, Any]] = found.get("hits", {}).get("hits", [])
             return hits
