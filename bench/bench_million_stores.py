@@ -1,7 +1,7 @@
-"""The million-chunk benchmark on the stores in one run: OpenSearch, PostgreSQL, Qdrant.
+"""The million-chunk benchmark on the stores in one run: OpenSearch, PostgreSQL, Qdrant, memory.
 
     nice -n 10 .venv/bin/python bench/bench_million_stores.py --chunks 1000000 \\
-        [--store postgres|opensearch|qdrant|both|all] [--opensearch-url URL]
+        [--store postgres|opensearch|qdrant|memory|both|all] [--opensearch-url URL]
         [--opensearch-heap-mb 4096] [--opensearch-line 3|2] [--opensearch-dir D]
         [--ef 10 40 200 400]
         [--shards 1] [--bulk-chunks 500] [--bulk-bytes N] [--bulk-in-flight 2] [--hnsw-m 16]
@@ -30,9 +30,12 @@ disk is `_cat/indices` of the bench index's physical index; heap is
 `_nodes/stats/jvm` heap_used, RSS the node's VmRSS. --force-merge then merges the
 physical index to one segment and measures the queries again.
 
-Qdrant (`--store qdrant`, or `all` for the three stores, Qdrant last): the embedded
-engine (qdrant-edge-py) on files under --qdrant-dir (default: a temporary folder
-removed afterwards), measured by bench_qdrant_store.py's code on the same corpus and
+Qdrant and memory (`--store qdrant`, `--store memory`, or `all` for the four stores in
+that order: OpenSearch, PostgreSQL, Qdrant, memory): the embedded Qdrant engine
+(qdrant-edge-py) on files under --qdrant-dir (default: a temporary folder removed
+afterwards) and the in-memory store (the reference every store's results are checked
+against; at 1M it holds ~8 GB), each measured by bench_qdrant_store.py's code (the memory store searches exactly:
+its rows are the same at every ef) on the same corpus and
 queries: bulk load through the store API, lexical p50/p99 unfiltered and with the
 10% filter, vector recall@10 at each --ef unfiltered and filtered, disk. `both`
 stays OpenSearch and PostgreSQL (issue 45's pairing).
@@ -417,14 +420,14 @@ async def run_opensearch(args: argparse.Namespace, url: str) -> list[Row]:
     return rows
 
 
-async def run_qdrant(args: argparse.Namespace) -> list[Row]:
-    """The embedded Qdrant store's figures (bench_qdrant_store.one), rows labelled
-    as the other stores' where they measure the same thing."""
+async def run_embedded(kind: str, args: argparse.Namespace) -> list[Row]:
+    """The embedded Qdrant store's or the memory store's figures (bench_qdrant_store.one),
+    rows labelled as the other stores' where they measure the same thing."""
     import bench_qdrant_store as bq
 
     base = Path(args.qdrant_dir) if args.qdrant_dir else Path(tempfile.mkdtemp(prefix="gw-q-"))
     try:
-        found = await bq.one("qdrant", argparse.Namespace(**{**vars(args), "reuse": False}), base)
+        found = await bq.one(kind, argparse.Namespace(**{**vars(args), "reuse": False}), base)
     finally:
         if not args.qdrant_dir:
             shutil.rmtree(base, ignore_errors=True)
@@ -565,13 +568,14 @@ async def run(args: argparse.Namespace) -> None:
             if row:
                 rows.append(row)
         stores["PostgreSQL"] = rows
-    if args.store in ("qdrant", "all"):
-        print(f"\n== Qdrant, embedded ({load_note()})", flush=True)
-        rows = await run_qdrant(args)
-        for row in (first_ef_reaching(rows), disk_per_chunk(rows)):
-            if row:
-                rows.append(row)
-        stores["Qdrant"] = rows
+    for kind, label in (("qdrant", "Qdrant"), ("memory", "memory")):
+        if args.store in (kind, "all"):
+            print(f"\n== {label}, embedded ({load_note()})", flush=True)
+            rows = await run_embedded(kind, args)
+            for row in (first_ef_reaching(rows), disk_per_chunk(rows)):
+                if row:
+                    rows.append(row)
+            stores[label] = rows
     extra: list[Row] = []
     if "OpenSearch" in stores:
         extra.extend(targets(stores["OpenSearch"]))
@@ -595,7 +599,9 @@ async def run(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--store", choices=["postgres", "opensearch", "qdrant", "both", "all"], default="postgres"
+        "--store",
+        choices=["postgres", "opensearch", "qdrant", "memory", "both", "all"],
+        default="postgres",
     )
     parser.add_argument("--opensearch-url", default=None, help="a running node (else started)")
     parser.add_argument("--opensearch-heap-mb", type=int, default=4096)
