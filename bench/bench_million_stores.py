@@ -34,9 +34,8 @@ Qdrant and memory (`--store qdrant`, `--store memory`, or `all` for the four sto
 that order: OpenSearch, PostgreSQL, Qdrant, memory): the embedded Qdrant engine
 (qdrant-edge-py) on files under --qdrant-dir (default: a temporary folder removed
 afterwards) and the in-memory store (the reference every store's results are checked
-against; at 1M it holds ~8 GB), each measured by bench_qdrant_store.py's code (the memory store searches exactly:
-its rows are the same at every ef) on the same corpus and
-queries: bulk load through the store API, lexical p50/p99 unfiltered and with the
+against; it searches exactly, so its rows are the same at every ef), each measured by
+bench_qdrant_store.py's code on the same corpus and queries: bulk load through the store API, lexical p50/p99 unfiltered and with the
 10% filter, vector recall@10 at each --ef unfiltered and filtered, disk. `both`
 stays OpenSearch and PostgreSQL (issue 45's pairing).
 """
