@@ -127,3 +127,45 @@ async def test_changing_an_acl_publishes_atomically(store: Store, index_name: st
     assert alice.hits == []
     assert (await store.get_document(index_name, "", "d", CAROL)) is not None
     assert K("d") in await store.live_documents(index_name)
+
+
+def _elided(store: Store) -> int | None:
+    """OpenSearch's count of searches that left the access-list clause out (the
+    tenant's index held no restricted chunk); None on the other stores."""
+    sizes = getattr(store, "_sizes", None)
+    return None if sizes is None else int(sizes.readers_elided)
+
+
+async def test_a_restricted_chunk_published_into_an_all_public_tenant(
+    store: Store, index_name: str
+) -> None:
+    """A tenant whose chunks are all public gains a restricted one: a reader without
+    its principals never gets it, on either leg, whatever its earlier searches of the
+    all-public tenant taught the store (OpenSearch remembers that the tenant's index
+    held no restricted chunk and leaves the access-list clause out for it)."""
+    query = vec(1, 0, 0, 0)
+    await publish(
+        store, index_name, [doc("open", ["quarterly salary report"], [query], tenant="acme")]
+    )
+    public = Scope("acme", readers=NOBODY)
+
+    async def ids(scope: Scope) -> tuple[list[str], list[str]]:
+        semantic = await store.search_vector(index_name, query, 5, scope)
+        lexical = await store.search_lexical(index_name, parse_lexical("salary"), 5, scope)
+        return sorted(h.document_id for h in semantic), sorted(h.document_id for h in lexical.hits)
+
+    before = _elided(store)
+    for _ in range(2):
+        assert await ids(public) == (["open"], ["open"])
+    if before is not None:
+        assert _elided(store) == before + 4  # both legs, twice: no clause on an all-public index
+    v = await store.begin_version(index_name)
+    secret = doc("secret", ["salary salary salary"], [query], tenant="acme", acl=HR)
+    await store.stage_documents(index_name, v, [secret])
+    await store.publish_version(index_name, v, spec(index_name))
+    after = _elided(store)
+    for _ in range(2):
+        assert await ids(public) == (["open"], ["open"])
+    if after is not None:
+        assert _elided(store) == after  # the index holds a restricted chunk now
+    assert await ids(Scope("acme", readers=ALICE)) == (["open", "secret"], ["open", "secret"])

@@ -113,7 +113,7 @@ async def test_a_small_tenant_is_searched_exactly_and_a_large_one_approximately(
         assert await _recall(exact, index_name, whole, queries[:10]) == 1.0
         assert exact._sizes.approximate == 0
         known = exact._sizes._known.get(starved._names.alias(index_name, ""))
-        assert known is not None and known[1] == CHUNKS + 100
+        assert known is not None and known.chunks == CHUNKS + 100 and known.restricted == 0
     finally:
         for store in (starved, exact, bounded):
             await store.close()

@@ -262,9 +262,11 @@ def _range_clause(key: str, cond: RangeCondition) -> dict[str, Any]:
     return {"range": {field: bounds}}
 
 
-def scope_filters(scope: Scope) -> list[dict[str, Any]]:
+def scope_filters(scope: Scope, *, readers: bool = True) -> list[dict[str, Any]]:
     """The filter clauses of a chunk search in `scope` (the tenant is the alias
-    searched): every exact condition (any of its values) and every range. No clause
+    searched): every exact condition (any of its values), every range and, unless
+    `readers` is False (the caller knows the index holds no restricted chunk:
+    vectors.TenantSizes), the access-list clause. No clause
     on the record kind: only chunks have `terms` and `vector`, so a document record
     never matches a BM25 or k-NN query, and a needless clause over every chunk kept
     Lucene from skipping non-competitive blocks (common-word queries at 1M chunks:
@@ -274,7 +276,8 @@ def scope_filters(scope: Scope) -> list[dict[str, Any]]:
         clauses.append({"terms": {"meta_kv": [f"{key}{_SEP}{v}" for v in sorted(accepted)]}})
     for key, ranges in sorted(scope.filter.ranges.items()):
         clauses.extend(_range_clause(key, cond) for cond in ranges)
-    clauses.extend(readers_filters(scope.readers))
+    if readers:
+        clauses.extend(readers_filters(scope.readers))
     return clauses
 
 

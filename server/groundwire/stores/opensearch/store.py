@@ -87,7 +87,7 @@ from groundwire.stores.opensearch.queries import (
     kind_counts,
     live_document,
 )
-from groundwire.stores.opensearch.vectors import TenantSizes
+from groundwire.stores.opensearch.vectors import TenantSizes, moved
 from groundwire.stores.opensearch.versions import Staging, Versions
 
 # Stage batches with more chunks than this are analyzed in a worker thread.
@@ -485,7 +485,7 @@ class OpenSearchStore:
             return []
         alias = self._names.alias(name, scope.tenant)
         found = await self._sizes.search(
-            alias, vector, k, scope_filters(scope), self._search, self._settings.ef_search
+            alias, vector, k, scope, self._search, self._settings.ef_search
         )
         metric = spec.metric
         score_metric = {
@@ -508,7 +508,7 @@ class OpenSearchStore:
             return LexicalResult([])
         alias = self._names.alias(name, scope.tenant)
         indexed = set(query.terms)
-        filters = scope_filters(scope)
+        filters = scope_filters(scope, readers=False)  # the readers' clause: _bm25
         for phrase in query.phrases:
             anchors = [w for w in phrase if w in indexed]
             if not anchors:
@@ -524,7 +524,7 @@ class OpenSearchStore:
             # with every term (an absent one scores nothing) at once.
             df, hits = await asyncio.gather(
                 self._frequencies(alias, distinct),
-                self._bm25(alias, distinct, weights, filters, k),
+                self._bm25(alias, distinct, weights, filters, scope.readers, k),
             )
             terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
             if not terms:
@@ -534,7 +534,7 @@ class OpenSearchStore:
             terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
             if not terms:
                 return LexicalResult([], 0, pruned)
-            hits = await self._bm25(alias, terms, weights, filters, k)
+            hits = await self._bm25(alias, terms, weights, filters, scope.readers, k)
         return LexicalResult(hits, len(terms), pruned)
 
     async def _bm25(
@@ -543,12 +543,43 @@ class OpenSearchStore:
         terms: Sequence[str],
         weights: Mapping[str, float],
         filters: list[dict[str, Any]],
+        readers: Readers,
         k: int,
     ) -> list[ChunkHit]:
-        """The top k by BM25, ties by document then chunk id. The engine collects in
-        score order (block-max WAND skips what cannot enter the top k + 1); only when
-        the (k + 1)-th hit ties the k-th are the hits at or above that score read
-        again in id order, so a tie at the boundary breaks as on every store."""
+        """The top k by BM25 among the chunks `filters` and `readers` admit. The
+        readers' clause is left out where the tenant's index holds no restricted chunk
+        (vectors.TenantSizes: a clause over every chunk keeps Lucene from skipping
+        blocks), for hits from that index only; hits from another (a publish moved
+        the alias) are searched again with the clause."""
+        known = None if readers.unrestricted else await self._sizes.facts(alias, self._search)
+        every_clause = filters + readers_filters(readers)
+        if not self._sizes.elides(readers, known):
+            raw = await self._bm25_raw(alias, terms, weights, every_clause, k)
+        else:
+            assert known is not None
+            raw = await self._bm25_raw(alias, terms, weights, filters, k)
+            if moved(raw, known):
+                await self._sizes.facts(alias, self._search, fresh=True)
+                raw = await self._bm25_raw(alias, terms, weights, every_clause, k)
+            else:
+                self._sizes.readers_elided += 1
+        hits = [
+            chunk_hit(h["_source"], Score.of(ScoreMetric.BM25, float(h["_score"]))) for h in raw
+        ]
+        return rank_hits(hits)[:k]
+
+    async def _bm25_raw(
+        self,
+        alias: str,
+        terms: Sequence[str],
+        weights: Mapping[str, float],
+        filters: list[dict[str, Any]],
+        k: int,
+    ) -> list[dict[str, Any]]:
+        """The engine's hits for the top k by BM25 (the caller ranks them). The engine
+        collects in score order (block-max WAND skips what cannot enter the top k + 1);
+        only when the (k + 1)-th hit ties the k-th are the hits at or above that score
+        read again in id order, so a tie at the boundary breaks as on every store."""
         params = self._search_type()
         found = await self._search(
             # One more than k shows a tie at the boundary (within the result window).
@@ -557,16 +588,13 @@ class OpenSearchStore:
             "bm25",
             **params,
         )
-        raw = found.get("hits", {}).get("hits", [])
+        raw: list[dict[str, Any]] = found.get("hits", {}).get("hits", [])
         if len(raw) > k and float(raw[k]["_score"]) == float(raw[k - 1]["_score"]):
             body = bm25_body(terms, weights, filters, k, by_ids=True)
             body["min_score"] = float(raw[k - 1]["_score"])
             found = await self._search(alias, body, "bm25_ties", **params)
             raw = found.get("hits", {}).get("hits", [])
-        hits = [
-            chunk_hit(h["_source"], Score.of(ScoreMetric.BM25, float(h["_score"]))) for h in raw
-        ]
-        return rank_hits(hits)[:k]
+        return raw
 
     async def _frequencies(self, alias: str, terms: list[str]) -> dict[str, int]:
         """Each term's document frequency among the tenant's chunks (what term
