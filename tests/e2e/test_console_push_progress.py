@@ -6,6 +6,7 @@ running state is seen whatever the machine's speed."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from playwright.async_api import BrowserContext, expect
@@ -41,11 +42,14 @@ async def test_a_push_is_followed_while_the_server_embeds_it(
         note.write_text("# Followed\n\nZEBRA-FOLLOWED-12 embedded behind a gate.\n")
         await page.locator("#drop-input").set_input_files(str(note))
         row = page.locator("#push-results li[data-file='followed.md']")
-        # Held in the embedder: the row shows the running push's phase.
+        # Held in the embedder (waited for: the row may show the phase while the push is
+        # still being parsed and chunked, before its first batch reaches the embedder):
+        # the row shows the running push's phase.
+        # (one event loop for the suite's fixtures and tests: the server's is this one)
+        await asyncio.wait_for(gate.entered.wait(), timeout=60)
         await expect(row.locator("[data-field=push-state]")).to_have_text(
             "ingesting: 0 chunks embedded"
         )
-        assert gate.entered.is_set()
         gate.release.set()
         await expect(row).to_have_attribute("data-outcome", "landed")
         await expect(row).to_contain_text("landed: 1 chunk")
