@@ -87,7 +87,7 @@ from groundwire.stores.opensearch.queries import (
     kind_counts,
     live_document,
 )
-from groundwire.stores.opensearch.vectors import TenantSizes, moved
+from groundwire.stores.opensearch.vectors import TenantFacts, TenantSizes
 from groundwire.stores.opensearch.versions import Staging, Versions
 
 # Stage batches with more chunks than this are analyzed in a worker thread.
@@ -546,55 +546,42 @@ class OpenSearchStore:
         readers: Readers,
         k: int,
     ) -> list[ChunkHit]:
-        """The top k by BM25 among the chunks `filters` and `readers` admit. The
-        readers' clause is left out where the tenant's index holds no restricted chunk
-        (vectors.TenantSizes: a clause over every chunk keeps Lucene from skipping
-        blocks), for hits from that index only; hits from another (a publish moved
-        the alias) are searched again with the clause."""
-        known = None if readers.unrestricted else await self._sizes.facts(alias, self._search)
-        every_clause = filters + readers_filters(readers)
-        if not self._sizes.elides(readers, known):
-            raw = await self._bm25_raw(alias, terms, weights, every_clause, k)
-        else:
-            assert known is not None
-            raw = await self._bm25_raw(alias, terms, weights, filters, k)
-            if moved(raw, known):
-                await self._sizes.facts(alias, self._search, fresh=True)
-                raw = await self._bm25_raw(alias, terms, weights, every_clause, k)
-            else:
-                self._sizes.readers_elided += 1
+        """The top k by BM25 among the chunks `filters` and `readers` admit, ties by
+        document then chunk id. The readers' clause is left out where the tenant's
+        index holds no restricted chunk, for hits from that index only
+        (vectors.TenantSizes.guarded: a clause over every chunk keeps Lucene from
+        skipping blocks). The engine collects in score order (block-max WAND skips what
+        cannot enter the top k + 1); only when the (k + 1)-th hit ties the k-th are the
+        hits at or above that score read again in id order, so a tie at the boundary
+        breaks as on every store."""
+        params = self._search_type()
+
+        async def top(known: TenantFacts | None) -> list[dict[str, Any]]:
+            clauses = (
+                filters
+                if self._sizes.elides(readers, known)
+                else [*filters, *readers_filters(readers)]
+            )
+            found = await self._search(
+                # One more than k shows a tie at the boundary (within the result window).
+                alias,
+                bm25_body(terms, weights, clauses, min(k + 1, _RESULT_WINDOW)),
+                "bm25",
+                **params,
+            )
+            raw: list[dict[str, Any]] = found.get("hits", {}).get("hits", [])
+            if len(raw) > k and float(raw[k]["_score"]) == float(raw[k - 1]["_score"]):
+                body = bm25_body(terms, weights, clauses, k, by_ids=True)
+                body["min_score"] = float(raw[k - 1]["_score"])
+                found = await self._search(alias, body, "bm25_ties", **params)
+                raw = found.get("hits", {}).get("hits", [])
+            return raw
+
+        raw, _ = await self._sizes.guarded(alias, readers, self._search, top)
         hits = [
             chunk_hit(h["_source"], Score.of(ScoreMetric.BM25, float(h["_score"]))) for h in raw
         ]
         return rank_hits(hits)[:k]
-
-    async def _bm25_raw(
-        self,
-        alias: str,
-        terms: Sequence[str],
-        weights: Mapping[str, float],
-        filters: list[dict[str, Any]],
-        k: int,
-    ) -> list[dict[str, Any]]:
-        """The engine's hits for the top k by BM25 (the caller ranks them). The engine
-        collects in score order (block-max WAND skips what cannot enter the top k + 1);
-        only when the (k + 1)-th hit ties the k-th are the hits at or above that score
-        read again in id order, so a tie at the boundary breaks as on every store."""
-        params = self._search_type()
-        found = await self._search(
-            # One more than k shows a tie at the boundary (within the result window).
-            alias,
-            bm25_body(terms, weights, filters, min(k + 1, _RESULT_WINDOW)),
-            "bm25",
-            **params,
-        )
-        raw: list[dict[str, Any]] = found.get("hits", {}).get("hits", [])
-        if len(raw) > k and float(raw[k]["_score"]) == float(raw[k - 1]["_score"]):
-            body = bm25_body(terms, weights, filters, k, by_ids=True)
-            body["min_score"] = float(raw[k - 1]["_score"])
-            found = await self._search(alias, body, "bm25_ties", **params)
-            raw = found.get("hits", {}).get("hits", [])
-        return raw
 
     async def _frequencies(self, alias: str, terms: list[str]) -> dict[str, int]:
         """Each term's document frequency among the tenant's chunks (what term

@@ -155,6 +155,31 @@ class TenantSizes:
         from `known`'s physical index only)."""
         return not readers.unrestricted and known is not None and known.restricted == 0
 
+    async def guarded(
+        self,
+        alias: str,
+        readers: Readers,
+        search: Search,
+        run: Callable[[TenantFacts | None], Awaitable[list[dict[str, Any]]]],
+        *,
+        sized: bool = False,
+    ) -> tuple[list[dict[str, Any]], TenantFacts | None]:
+        """`run(facts)`'s hits and the facts they were searched with: the tenant's facts
+        when the caller needs them (`sized`) or may leave the access-list clause out
+        (`elides`), checked against the index the hits came from. Hits from another
+        (a publish moved the alias) are searched again with that index's facts, and,
+        should the alias move again meanwhile, with none (every clause)."""
+        known = await self.facts(alias, search) if sized or not readers.unrestricted else None
+        hits = await run(known)
+        if known is not None and hits and moved(hits, known):
+            known = await self.facts(alias, search, fresh=True)
+            hits = await run(known)
+            if hits and (known is None or moved(hits, known)):
+                known = None
+                hits = await run(known)
+        self.readers_elided += self.elides(readers, known)
+        return hits, known
+
     async def search(
         self,
         alias: str,
@@ -175,20 +200,9 @@ class TenantSizes:
             hits: list[dict[str, Any]] = found.get("hits", {}).get("hits", [])
             return hits
 
-        known = None
-        if self._bound > 0 or not scope.readers.unrestricted:
-            known = await self.facts(alias, search)
-        hits = await knn(known)
-        if known is not None and hits and moved(hits, known):
-            # A publish moved the alias: decide again on the index it points to now.
-            known = await self.facts(alias, search, fresh=True)
-            hits = await knn(known)
-            if hits and (known is None or moved(hits, known)):
-                known = None  # moved again: every clause, through the graph
-                hits = await knn(known)
+        hits, known = await self.guarded(alias, scope.readers, search, knn, sized=self._bound > 0)
         if self._exact_chunks(known) is None:
             self.approximate += 1
         else:
             self.exact += 1
-        self.readers_elided += self.elides(scope.readers, known)
         return hits
