@@ -777,13 +777,11 @@ async def test_the_whole_corpus_at_once_does_not_stall_another_tenant(
 # took a median 9.0 s and up to 43.3 s while another tenant pushed the corpus four at a
 # time. The bound: p99 <= 2 s (the small-file lane: it waits at most one slice per
 # other tenant, never a hostile file's CPU limit). The victim pushes one file after
-# another for the whole attack (40 s; it was 60, 20 s more of CI time a store);
-# a failed push counts as its deadline. The p99 (nearest rank) of fewer than 100 pushes
-# is their worst.
-PDF_ATTACK_SECONDS = 40.0
+# another for the whole attack; a failed push counts as its deadline.
+PDF_ATTACK_SECONDS = 60.0
 PDF_PUSH_BOUND = 2.0
 PDF_PUSH_TIMEOUT = 30.0
-PDF_MIN_PUSHES = 35
+PDF_MIN_PUSHES = 50
 
 
 def victim_pdf(i: int) -> bytes:
