@@ -1,8 +1,11 @@
 """Many small tenants on one OpenSearch node (issue 46 item 4): what a tenant costs
-when every tenant is an index of its own (stores/opensearch/layout.py).
+when every tenant is an index of its own (stores/opensearch/layout.py), or, with
+`--shared-tenant-chunks N`, when tenants of at most N chunks share their index's pool
+(stores/opensearch/pool.py).
 
     .venv/bin/python bench/bench_opensearch_tenants.py [--tenants 1000] [--step 250]
         [--chunks 20] [--heap-mb 1024] [--opensearch URL] [--line 2|3]
+        [--shared-tenant-chunks N] [--updates 250]
 
 Tenants are added `step` at a time, each with `chunks` chunks (384-d `latent` vectors
 and a few words of text), all of a step staged into one version and published by one
@@ -13,6 +16,11 @@ of a lexical and a semantic search of random tenants (one at a time). OpenSearch
 refuses shards past `cluster.max_shards_per_node` (1,000 by default): the step that
 crosses it is reported with the refusal, then the bound is raised (by `--raise-limit`,
 default on) so the cost past it is measured too.
+
+After the last step, `--updates` tenants (default: one step's) get a new version that
+changes one of their documents, in one publish: its seconds are the incremental
+publish's cost (a pooled tenant's unchanged documents are copied through this process,
+an own index's by the engine's `_reindex`).
 
 Without --opensearch a one-node cluster is started (scripts/opensearch_node.py).
 """
@@ -92,7 +100,13 @@ async def run(args: argparse.Namespace, url: str) -> None:
         "| load |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    store = await open_opensearch_store(settings(url, index_prefix="gwbench-tenants-"))
+    store = await open_opensearch_store(
+        settings(
+            url,
+            index_prefix="gwbench-tenants-",
+            shared_tenant_chunks=args.shared_tenant_chunks,
+        )
+    )
     rng = np.random.default_rng(4)
     gen = Latent(np.random.default_rng(46))
     analyzer = Analyzer()
@@ -155,9 +169,35 @@ async def run(args: argparse.Namespace, url: str) -> None:
                 f"{pct(semantic, 50):.1f} / {pct(semantic, 99):.1f} | {os.getloadavg()[0]:.1f} |",
                 flush=True,
             )
+        await updates(store, args, made, rng, gen)
     finally:
         await client.aclose()
         await store.close()
+
+
+async def updates(store: Any, args: argparse.Namespace, made: int, rng: Any, gen: Any) -> None:
+    """One version changing one document of each of `--updates` tenants."""
+    count = min(made, args.step if args.updates is None else args.updates)
+    if not count:
+        return
+    version = await store.begin_version(NAME)
+    vectors = gen.sample(rng, count)
+    docs = []
+    for i, t in enumerate(rng.choice(made, size=count, replace=False).tolist()):
+        text = " ".join(rng.choice(WORDS, size=8)) + f" changed{t}"
+        chunk = ChunkRecord("c0000", 0, 0, len(text), text)
+        record = DocumentRecord("d0", "bench:0", "h2", "", f"tenant{t:05d}")
+        docs.append(StagedDocument(record, [chunk], vectors[i : i + 1]))
+    started = time.perf_counter()
+    for i in range(0, len(docs), 500):
+        await store.stage_documents(NAME, version, docs[i : i + 500])
+    await store.publish_version(NAME, version, spec())
+    took = time.perf_counter() - started
+    print(
+        f"\nA version changing one document of each of {count:,} tenants "
+        f"({args.chunks - 1} unchanged chunks each copied): {took:.1f} s",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -169,6 +209,13 @@ def main() -> None:
     parser.add_argument("--opensearch", default=None)
     parser.add_argument("--line", choices=("2", "3"), default="3")
     parser.add_argument("--raise-limit", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--shared-tenant-chunks",
+        type=int,
+        default=0,
+        help="tenants of at most this many chunks share their index's pool (0: none)",
+    )
+    parser.add_argument("--updates", type=int, default=None, help="tenants of the update step")
     args = parser.parse_args()
     if args.opensearch:
         asyncio.run(run(args, args.opensearch))

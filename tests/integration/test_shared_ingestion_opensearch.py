@@ -101,10 +101,14 @@ async def published(store: OpenSearchStore, tenant: str) -> dict[str, list[str]]
 # -- the store and the queue's publish -------------------------------------------------
 
 
+@pytest.mark.parametrize("pooled", [False, True], ids=["own-indexes", "pooled"])
 async def test_processes_stage_one_version_once_and_any_of_them_publishes(
-    opensearch_url: str, prefix: str, fresh_database: str
+    opensearch_url: str, prefix: str, fresh_database: str, pooled: bool
 ) -> None:
-    settings = opensearch_test_settings(opensearch_url, index_prefix=prefix)
+    # Pooled: every tenant in the index's pool (stores/opensearch/pool.py).
+    settings = opensearch_test_settings(
+        opensearch_url, index_prefix=prefix, shared_tenant_chunks=10_000 if pooled else 0
+    )
     # Four stores: four processes' staging state.
     a, b, c, d = [await open_opensearch_store(settings) for _ in range(4)]
     pg_settings = PostgresSettings(dsn=fresh_database, data_dir=Path("unused"))

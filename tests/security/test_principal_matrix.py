@@ -186,15 +186,17 @@ def config(store: str, opensearch_url: str | None, qdrant_path: str = "") -> dic
     }
     if store == "postgres":
         data["store"] = {"kind": "postgres", "dsn": {"env": DSN_ENV}}
-    if store == "opensearch":
+    if store in ("opensearch", "opensearch-pooled"):
         assert opensearch_url is not None
         data["stores"] = {
             "search": {
                 "kind": "opensearch",
                 "hosts": [opensearch_url],
                 "replicas": 0,
-                "index_prefix": f"gwpm{RUN}-",
+                "index_prefix": f"gwpm{RUN}{'p' if store == 'opensearch-pooled' else ''}-",
                 "superseded_grace_ms": 0,
+                # Every tenant shares the index's pool (stores/opensearch/pool.py).
+                "shared_tenant_chunks": 10_000 if store == "opensearch-pooled" else 0,
             }
         }
         index["store"] = "search"
@@ -204,7 +206,9 @@ def config(store: str, opensearch_url: str | None, qdrant_path: str = "") -> dic
     return data
 
 
-@pytest.fixture(scope="module", params=["memory", "postgres", "opensearch", "qdrant"])
+@pytest.fixture(
+    scope="module", params=["memory", "postgres", "opensearch", "opensearch-pooled", "qdrant"]
+)
 async def app(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[RunningApp]:
@@ -217,7 +221,7 @@ async def app(
         mp.setenv(DSN_ENV, dsn)
         request.addfinalizer(lambda: drop_database(server, dsn))
         request.addfinalizer(mp.undo)
-    if request.param == "opensearch":
+    if request.param in ("opensearch", "opensearch-pooled"):
         url = request.getfixturevalue("opensearch_url")
     qdrant = str(tmp_path_factory.mktemp("principal-matrix-qdrant"))
     data = config(request.param, url, qdrant)

@@ -22,10 +22,21 @@ if TYPE_CHECKING:
     from groundwire.stores.qdrant import QdrantSettings
 from groundwire.stores.memory import MemoryStore
 
+# opensearch-pooled: every tenant in its index's pool (stores/opensearch/pool.py);
 # qdrant: the embedded engine; qdrant-client-local: the url mode's code through the
 # client library's local mode (its in-process implementation of the server API);
 # qdrant-server: the url mode on the server GROUNDWIRE_QDRANT_URL names.
-STORE_KINDS = ["memory", "postgres", "opensearch", "qdrant", "qdrant-client-local", "qdrant-server"]
+STORE_KINDS = [
+    "memory",
+    "postgres",
+    "opensearch",
+    "opensearch-pooled",
+    "qdrant",
+    "qdrant-client-local",
+    "qdrant-server",
+]
+# What opensearch-pooled sets: every tenant a test makes is pooled.
+POOLED = {"shared_tenant_chunks": 10_000}
 _counter = itertools.count()
 # Index names are unique per session too, so a reused external test database (or a
 # second run against it) never sees another run's indexes.
@@ -49,11 +60,12 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         yield pg
         await pg.close()
         return
-    if request.param == "opensearch":
+    if request.param in ("opensearch", "opensearch-pooled"):
         from groundwire.stores.opensearch import open_opensearch_store
 
         url = request.getfixturevalue("opensearch_url")
-        search = await open_opensearch_store(opensearch_test_settings(url))
+        pooled = POOLED if request.param == "opensearch-pooled" else {}
+        search = await open_opensearch_store(opensearch_test_settings(url, **pooled))
         yield search
         await search.close()
         return

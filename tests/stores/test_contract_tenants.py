@@ -36,9 +36,9 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         yield s
         await s.close()
         return
-    if request.param == "opensearch":
+    if request.param in ("opensearch", "opensearch-pooled"):
         from groundwire.stores.opensearch import open_opensearch_store
-        from tests.stores.conftest import opensearch_test_settings
+        from tests.stores.conftest import POOLED, opensearch_test_settings
 
         # The same sparse, narrow graph on the engine (Lucene's HNSW, per tenant index).
         settings = opensearch_test_settings(
@@ -46,6 +46,7 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
             hnsw_m=4,
             hnsw_ef_construction=8,
             ef_search=10,
+            **(POOLED if request.param == "opensearch-pooled" else {}),
         )
         search = await open_opensearch_store(settings)
         yield search

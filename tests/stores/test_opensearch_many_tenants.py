@@ -11,7 +11,7 @@ import pytest
 from groundwire.domain.access import ALL_READERS
 from groundwire.domain.retrieval import Scope
 from groundwire.stores.opensearch import open_opensearch_store
-from groundwire.stores.opensearch.versions import url_lists
+from groundwire.stores.opensearch.writes import url_lists
 from tests.stores.conftest import opensearch_test_settings
 from tests.stores.contract_support import doc, spec, vec
 

@@ -219,7 +219,19 @@ def physical_versions(url: str, prefix: str) -> list[int]:
         timeout=30,
     )
     r.raise_for_status()
-    return sorted(int(row["index"].rsplit("-v", 1)[1]) for row in r.json() if "-v" in row["index"])
+    versions = [int(row["index"].rsplit("-v", 1)[1]) for row in r.json() if "-v" in row["index"]]
+    # And the versions records in the pools carry (stores/opensearch/pool.py).
+    pools = [row["index"] for row in r.json() if ".pool-" in row["index"]]
+    if pools:
+        httpx.post(f"{url}/{','.join(pools)}/_refresh", timeout=30).raise_for_status()
+        found = httpx.post(
+            f"{url}/{','.join(pools)}/_search",
+            json={"size": 0, "aggs": {"tv": {"terms": {"field": "tv", "size": 1000}}}},
+            timeout=30,
+        )
+        found.raise_for_status()
+        versions += [int(b["key"]) for b in found.json()["aggregations"]["tv"]["buckets"]]
+    return sorted(versions)
 
 
 async def coordinator_killed_mid_item(

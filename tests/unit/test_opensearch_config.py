@@ -190,6 +190,8 @@ def test_index_prefix_is_lowercase_name_characters_and_named_when_wrong(prefix: 
         ("bulk_in_flight", 0),
         ("bulk_in_flight", 17),
         ("superseded_grace_ms", -1),
+        ("shared_tenant_chunks", -1),
+        ("shared_tenant_chunks", 10_001),
     ],
 )
 def test_out_of_range_numbers_are_named(key: str, value: int) -> None:
@@ -223,6 +225,7 @@ def test_settings_carry_every_key_in_the_store_s_units(
             "hnsw_m": 24,
             "hnsw_ef_construction": 128,
             "hnsw_ef_search": 40,
+            "shared_tenant_chunks": 2_000,
         }
     )
     s = opensearch_settings(cfg, "search")
@@ -233,6 +236,7 @@ def test_settings_carry_every_key_in_the_store_s_units(
     assert (s.shards, s.replicas, s.index_prefix) == (3, 2, "gw-test-")
     assert (s.bulk_chunks, s.bulk_bytes, s.bulk_in_flight) == (50, 2 * 1024 * 1024, 3)
     assert (s.hnsw_m, s.hnsw_ef_construction, s.ef_search) == (24, 128, 40)
+    assert s.shared_tenant_chunks == 2_000
     assert s.label == "search"
 
 

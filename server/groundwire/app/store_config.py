@@ -31,6 +31,7 @@ _OPENSEARCH_KEYS = frozenset(
         "bulk_in_flight",
         "first_build_max_segments",
         "exact_search_chunks",
+        "shared_tenant_chunks",
     }
 )
 
@@ -129,6 +130,14 @@ class StoreConfig(StrictModel):
     # costs little (docs/explanation/benchmarks.md has the figures). At most 10,000,
     # OpenSearch's bound on a k-NN query's k.
     exact_search_chunks: int = Field(10_000, ge=0, le=10_000)
+    # A tenant whose version holds at most this many chunks shares its index's pool,
+    # one physical index for every such tenant (0: every tenant has an index of its
+    # own, a shard each: a node holds cluster.max_shards_per_node of them, 1,000 by
+    # default). Its alias names its version in the pool by a filter; its lexical
+    # leg is scored with its own statistics by a script, its semantic leg exactly;
+    # a version past the bound moves the tenant to an index of its own for good
+    # (the scaling-out tutorial). At most 10,000 (exact search's bound).
+    shared_tenant_chunks: int = Field(0, ge=0, le=10_000)
     # kind = "qdrant" (stores/qdrant; the scaling-out tutorial's "Indexes on
     # Qdrant"): Qdrant's engine in process (qdrant-edge-py) keeping a shard per
     # published version under `path`, which one process owns (a second fails to

@@ -124,6 +124,7 @@ def opensearch_settings(cfg: GroundwireConfig, name: str) -> OpenSearchSettings:
         bulk_in_flight=s.bulk_in_flight,
         first_build_max_segments=s.first_build_max_segments,
         exact_search_chunks=s.exact_search_chunks,
+        shared_tenant_chunks=s.shared_tenant_chunks,
         superseded_grace_s=s.superseded_grace_ms / 1000,
         label=name,
     )

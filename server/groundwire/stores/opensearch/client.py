@@ -59,6 +59,9 @@ class OpenSearchSettings:
     bulk_bytes: int = 8 * 1024 * 1024
     bulk_max_retries: int = 8
     bulk_in_flight: int = 2
+    # A tenant whose version holds at most this many chunks shares its index's pool
+    # (pool.py; 0: every tenant has a physical index of its own).
+    shared_tenant_chunks: int = 0
     # A first build is force-merged to at most this many segments (0: never).
     first_build_max_segments: int = 0
     superseded_grace_s: float = 30.0

@@ -24,6 +24,7 @@ exactly what domain/metadata_ranges.py admits.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -44,6 +45,22 @@ from groundwire.stores.base import DistanceMetric, IndexSpec, StagedDocument
 CHUNK = "chunk"
 DOCUMENT = "doc"
 _SEP = "\x00"
+_POOL = re.compile(r"\.pool-[0-9a-f]{8}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One tenant's version inside a pool (pool.py): its records carry the tenant's
+    tag (`tg`) and the version (`tv`), and the tenant's alias admits only those."""
+
+    tag: str
+    version: int
+
+    def clauses(self) -> list[dict[str, Any]]:
+        return [{"term": {"tg": self.tag}}, {"term": {"tv": self.version}}]
+
+    def alias_filter(self) -> dict[str, Any]:
+        return {"bool": {"filter": self.clauses()}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +87,24 @@ class Names:
 
     def physical(self, index: str, tenant: str, version: int) -> str:
         return f"{self.alias(index, tenant)}-v{version}"
+
+    def alias_of_tag(self, index: str, tag: str) -> str:
+        return f"{self.prefix}{index}.{tag}"
+
+    def pool(self, index: str, spec: IndexSpec) -> str:
+        """The physical index small tenants of `index` share (pool.py), one per set of
+        descriptors (a version that changes the embedding gets another)."""
+        described = f"{spec.embedding}{_SEP}{spec.dimensions}{_SEP}{spec.metric.value}"
+        digest = hashlib.sha256(f"{described}{_SEP}{spec.chunking}".encode()).hexdigest()
+        return f"{self.prefix}{index}.pool-{digest[:8]}"
+
+    def pools(self, index: str) -> str:
+        """A pattern matching every pool of `index`."""
+        return f"{self.prefix}{index}.pool-*"
+
+    @staticmethod
+    def is_pool(physical: str) -> bool:
+        return bool(_POOL.search(physical))
 
     @staticmethod
     def version_of(physical: str) -> int:
@@ -150,6 +185,11 @@ def index_body(
         },
         # What hits and listings return; never searched.
         "payload": {"type": "object", "enabled": False},
+        # A pooled tenant's records (pool.py): its tag and version, the alias's
+        # filter, and each chunk's length in terms (its BM25 is the tenant's own).
+        "tg": {"type": "keyword"},
+        "tv": {"type": "long"},
+        "dl": {"type": "integer"},
     }
     if spec.dimensions:
         properties["vector"] = {
@@ -300,15 +340,18 @@ def readers_filters(readers: Readers) -> list[dict[str, Any]]:
     ]
 
 
-def chunk_id_of(tenant: str, document_id: str, chunk_id: str) -> str:
+def chunk_id_of(tenant: str, document_id: str, chunk_id: str, slot: Slot | None = None) -> str:
     """The OpenSearch _id of a chunk: stable, so a retried bulk request overwrites
-    instead of duplicating."""
-    raw = f"{CHUNK}{_SEP}{tenant}{_SEP}{document_id}{_SEP}{chunk_id}".encode()
+    instead of duplicating; in a pool, the tenant's tag and version make it unique
+    among every tenant and version the pool holds."""
+    owner = tenant if slot is None else f"{slot.tag}{_SEP}{slot.version}"
+    raw = f"{CHUNK}{_SEP}{owner}{_SEP}{document_id}{_SEP}{chunk_id}".encode()
     return hashlib.sha256(raw).hexdigest()
 
 
-def document_id_of(tenant: str, document_id: str) -> str:
-    raw = f"{DOCUMENT}{_SEP}{tenant}{_SEP}{document_id}".encode()
+def document_id_of(tenant: str, document_id: str, slot: Slot | None = None) -> str:
+    owner = tenant if slot is None else f"{slot.tag}{_SEP}{slot.version}"
+    raw = f"{DOCUMENT}{_SEP}{owner}{_SEP}{document_id}".encode()
     return hashlib.sha256(raw).hexdigest()
 
 
@@ -318,15 +361,18 @@ def document_actions(
     parts: list[tuple[str, str]],
     version: int,
     staged_at: float,
+    slot: Slot | None = None,
 ) -> list[dict[str, Any]]:
-    """The `_bulk` actions staging one document into `physical`: its chunks (with
-    their analyzed terms and words, `parts`), then its record."""
+    """The `_bulk` actions staging one document into `physical` (into a pool:
+    `slot`): its chunks (with their analyzed terms and words, `parts`), then its
+    record."""
     d = item.document
     meta = metadata_fields(d.metadata)
     acl = list(acl_terms(d.acl))
+    owner: dict[str, Any] = {} if slot is None else {"tg": slot.tag, "tv": slot.version}
     actions: list[dict[str, Any]] = []
     for i, (chunk, (terms, words)) in enumerate(zip(item.chunks, parts, strict=True)):
-        _id = chunk_id_of(d.tenant, d.document_id, chunk.chunk_id)
+        _id = chunk_id_of(d.tenant, d.document_id, chunk.chunk_id, slot)
         source: dict[str, Any] = {
             "kind": CHUNK,
             "document_id": d.document_id,
@@ -345,6 +391,8 @@ def document_actions(
                 "ordinal": chunk.ordinal,
             },
         }
+        if slot is not None:
+            source.update(owner, dl=len(terms.split()))
         if item.embeddings is not None:
             source["vector"] = item.embeddings[i].tolist()
         actions.append({"_op_type": "index", "_index": physical, "_id": _id, **source})
@@ -352,9 +400,10 @@ def document_actions(
         {
             "_op_type": "index",
             "_index": physical,
-            "_id": document_id_of(d.tenant, d.document_id),
+            "_id": document_id_of(d.tenant, d.document_id, slot),
             "kind": DOCUMENT,
             "document_id": d.document_id,
+            **owner,
             **meta,
             "acl": acl,
             "payload": {

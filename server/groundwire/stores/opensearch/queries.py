@@ -12,7 +12,8 @@ from groundwire.stores.opensearch.layout import CHUNK, DOCUMENT, sorted_hits
 
 # The hit fields every search returns besides the payload.
 IDS = ["document_id", "chunk_id"]
-SOURCE = ["payload", *IDS, "start", "end"]
+# `tv`: a pooled tenant's version (pool.py), which a search checks its hits against.
+SOURCE = ["payload", *IDS, "start", "end", "tv"]
 
 
 def bm25_body(

@@ -4,7 +4,9 @@ and contract suite as the memory and PostgreSQL stores.
 
 Layout (layout.py): one physical index per (index, tenant, version) behind an
 alias per (index, tenant), so each tenant's BM25 statistics are its own and a
-version is published by one `_aliases` call (versions.py). A small `meta` index
+version is published by one `_aliases` call (versions.py); with
+`shared_tenant_chunks`, small tenants share their index's pool instead, each behind
+a filtered alias, their lexical leg scored with their own statistics (pool.py). A small `meta` index
 holds each groundwire index's published version, the next version to stage, the
 versions staging, the descriptors it was built with and its counts, written by
 conditional updates that concurrent writers retry (meta.py).
@@ -60,7 +62,7 @@ from groundwire.stores.base import (
     store_unavailable,
     version_not_staging,
 )
-from groundwire.stores.opensearch import meta
+from groundwire.stores.opensearch import meta, pool
 from groundwire.stores.opensearch.client import OpenSearchSettings, call, open_client
 from groundwire.stores.opensearch.layout import (
     CHUNK,
@@ -113,7 +115,7 @@ class OpenSearchStore:
         self._settings = settings
         self._names = Names(settings.index_prefix)
         self._versions = Versions(client, settings)
-        self._sizes = TenantSizes(settings.exact_search_chunks)
+        self._sizes = TenantSizes(settings.exact_search_chunks, settings.shared_tenant_chunks > 0)
         self._specs: dict[str, IndexSpec] = {}
         self._records = MetaRecords(client, settings, self._names.meta)
         self._meta_ready = False
@@ -232,14 +234,13 @@ class OpenSearchStore:
     async def _clear_staged(
         self, name: str, st: Staging, keys: Sequence[DocumentKey], *, records: bool = False
     ) -> None:
-        by_tenant: dict[str, dict[str, str]] = {}
+        by_tenant: dict[str, list[str]] = {}
         for key in keys:
-            by_tenant.setdefault(key.tenant, {})[key.document_id] = document_id_of(
-                key.tenant, key.document_id
-            )
-        for tenant, ids in by_tenant.items():
+            by_tenant.setdefault(key.tenant, []).append(key.document_id)
+        for tenant, documents in by_tenant.items():
             ts = await self._versions.tenant(name, st, tenant)
-            await self._versions.clear_staged(ts.physical, ids, records=records)
+            ids = {d: document_id_of(tenant, d, ts.slot) for d in documents}
+            await self._versions.clear_staged(ts.physical, ids, records=records, slot=ts.slot)
 
     async def _stage_one(
         self,
@@ -256,7 +257,7 @@ class OpenSearchStore:
             for old in ts.written.pop(d.document_id, []):
                 actions.append({"_op_type": "delete", "_index": ts.physical, "_id": old})
         ts.touched.add(d.document_id)
-        written = document_actions(ts.physical, item, parts, st.version, staged_at)
+        written = document_actions(ts.physical, item, parts, st.version, staged_at, ts.slot)
         actions.extend(written)
         if not st.shared:
             ts.written[d.document_id] = [a["_id"] for a in written]
@@ -310,6 +311,7 @@ class OpenSearchStore:
         if physicals:
             live = set((await self._versions.tenant_aliases(name)).values())
             await self._versions.delete([p for p in physicals if p not in live])
+        await self._versions.discard_pooled(name, version)
         try:
             await self._records.update(name, lambda r: meta.discarded(r, version))
         except GroundwireError as err:
@@ -335,21 +337,23 @@ class OpenSearchStore:
         for tenant, ids in by_tenant.items():
             alias = self._names.alias(name, tenant)
             for start in range(0, len(ids), 1_000):
-                batch = [document_id_of(tenant, i) for i in ids[start : start + 1_000]]
-                found = await self._call(
-                    "mget",
-                    lambda batch=batch, alias=alias: self._client.mget(
-                        index=alias,
-                        body={"ids": batch},
-                        _source_includes=["payload", "document_id"],
-                    ),
-                    missing={"docs": []},
-                )
-                for item in found.get("docs", []):
-                    if item.get("found"):
-                        live = live_document(item["_source"])
-                        out[live.key] = live
+                for src in await self._published_records(alias, ids[start : start + 1_000]):
+                    live = live_document(src)
+                    out[live.key] = live
         return out
+
+    async def _published_records(
+        self, alias: str, document_ids: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """The published records of `document_ids` behind `alias`, by a search (a
+        read by id would not apply a pooled tenant's alias filter: pool.py)."""
+        filters: list[dict[str, Any]] = [
+            {"term": {"kind": DOCUMENT}},
+            {"terms": {"document_id": list(document_ids)}},
+        ]
+        body = documents_body(filters, len(document_ids))
+        found = await self._search(alias, body, "mget")
+        return [h["_source"] for h in found.get("hits", {}).get("hits", [])]
 
     async def _scan(self, index: str, filters: list[dict[str, Any]]) -> Any:
         """Every record of `index` matching `filters`, in document id order."""
@@ -407,18 +411,10 @@ class OpenSearchStore:
         self, name: str, tenant: str, document_id: str, readers: Readers = PUBLIC_READERS
     ) -> DocumentInfo | None:
         self._spec(name)
-        found = await self._call(
-            "get",
-            lambda: self._client.get(
-                index=self._names.alias(name, tenant),
-                id=document_id_of(tenant, document_id),
-                _source_includes=["payload", "document_id"],
-            ),
-            missing=None,
-        )
-        if found is None or not found.get("found"):
+        found = await self._published_records(self._names.alias(name, tenant), [document_id])
+        if not found:
             return None
-        info = document_info(found["_source"])
+        info = document_info(found[0])
         return info if readers.can_read(info.acl) else None
 
     async def document_chunks(
@@ -519,23 +515,58 @@ class OpenSearchStore:
             )
         distinct = list(dict.fromkeys(query.terms))
         weights = query.term_weights()
-        if len(distinct) <= query.max_terms:
-            # Nothing to prune: the frequencies (for the diagnostics) and the search
-            # with every term (an absent one scores nothing) at once.
-            df, hits = await asyncio.gather(
-                self._frequencies(alias, distinct),
-                self._bm25(alias, distinct, weights, filters, scope.readers, k),
-            )
-            terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
-            if not terms:
-                return LexicalResult([], 0, pruned)
-        else:
+        chosen: dict[str, Any] = {"terms": [], "pruned": 0}  # from the run that answered
+
+        async def own(known: TenantFacts | None) -> list[dict[str, Any]]:
+            """Lucene's BM25 over the tenant's own index."""
+            if len(distinct) <= query.max_terms:
+                # Nothing to prune: the frequencies (for the diagnostics) and the
+                # search with every term (an absent one scores nothing) at once.
+                df, raw = await asyncio.gather(
+                    self._frequencies(alias, distinct),
+                    self._bm25(alias, distinct, weights, filters, scope.readers, k, known),
+                )
+                chosen["terms"], chosen["pruned"] = bm25.select_terms(
+                    query.terms, df, query.max_terms
+                )
+                return raw if chosen["terms"] else []
             df = await self._frequencies(alias, distinct)
-            terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
+            chosen["terms"], chosen["pruned"] = bm25.select_terms(query.terms, df, query.max_terms)
+            if not chosen["terms"]:
+                return []
+            return await self._bm25(
+                alias, chosen["terms"], weights, filters, scope.readers, k, known
+            )
+
+        async def pooled(known: TenantFacts) -> list[dict[str, Any]]:
+            """The tenant's own BM25 statistics in its index's pool (pool.py)."""
+            found = await self._search(alias, pool.df_body(distinct, known.clauses()), "df")
+            df = pool.frequencies(found, distinct)
+            terms, chosen["pruned"] = bm25.select_terms(query.terms, df, query.max_terms)
+            chosen["terms"] = terms
             if not terms:
-                return LexicalResult([], 0, pruned)
-            hits = await self._bm25(alias, terms, weights, filters, scope.readers, k)
-        return LexicalResult(hits, len(terms), pruned)
+                return []
+            clauses = [*filters, *known.clauses()]
+            if not self._sizes.elides(scope.readers, known):
+                clauses.extend(readers_filters(scope.readers))
+            body = pool.score_body(
+                terms, weights, df, known.chunks, known.tokens, clauses, min(k, _RESULT_WINDOW)
+            )
+            # (No dfs phase: the script reads the tenant's statistics, not Lucene's.)
+            found = await self._search(alias, body, "bm25")
+            hits: list[dict[str, Any]] = found.get("hits", {}).get("hits", [])
+            return hits
+
+        async def run(known: TenantFacts | None) -> list[dict[str, Any]]:
+            if known is not None and known.slot is not None:
+                return await pooled(known)
+            return await own(known)
+
+        raw, _ = await self._sizes.guarded(alias, scope.readers, self._search, run)
+        hits = [
+            chunk_hit(h["_source"], Score.of(ScoreMetric.BM25, float(h["_score"]))) for h in raw
+        ]
+        return LexicalResult(rank_hits(hits)[:k], len(chosen["terms"]), chosen["pruned"])
 
     async def _bm25(
         self,
@@ -545,43 +576,34 @@ class OpenSearchStore:
         filters: list[dict[str, Any]],
         readers: Readers,
         k: int,
-    ) -> list[ChunkHit]:
+        known: TenantFacts | None,
+    ) -> list[dict[str, Any]]:
         """The top k by BM25 among the chunks `filters` and `readers` admit, ties by
-        document then chunk id. The readers' clause is left out where the tenant's
-        index holds no restricted chunk, for hits from that index only
-        (vectors.TenantSizes.guarded: a clause over every chunk keeps Lucene from
-        skipping blocks). The engine collects in score order (block-max WAND skips what
-        cannot enter the top k + 1); only when the (k + 1)-th hit ties the k-th are the
-        hits at or above that score read again in id order, so a tie at the boundary
-        breaks as on every store."""
+        document then chunk id, from the tenant's own index. The readers' clause is left
+        out where `known` says the index holds no restricted chunk (the caller checks
+        the hits came from it: vectors.TenantSizes.guarded; a clause over every chunk
+        keeps Lucene from skipping blocks). The engine collects in score order
+        (block-max WAND skips what cannot enter the top k + 1); only when the (k + 1)-th
+        hit ties the k-th are the hits at or above that score read again in id order,
+        so a tie at the boundary breaks as on every store."""
         params = self._search_type()
-
-        async def top(known: TenantFacts | None) -> list[dict[str, Any]]:
-            clauses = (
-                filters
-                if self._sizes.elides(readers, known)
-                else [*filters, *readers_filters(readers)]
-            )
-            found = await self._search(
-                # One more than k shows a tie at the boundary (within the result window).
-                alias,
-                bm25_body(terms, weights, clauses, min(k + 1, _RESULT_WINDOW)),
-                "bm25",
-                **params,
-            )
-            raw: list[dict[str, Any]] = found.get("hits", {}).get("hits", [])
-            if len(raw) > k and float(raw[k]["_score"]) == float(raw[k - 1]["_score"]):
-                body = bm25_body(terms, weights, clauses, k, by_ids=True)
-                body["min_score"] = float(raw[k - 1]["_score"])
-                found = await self._search(alias, body, "bm25_ties", **params)
-                raw = found.get("hits", {}).get("hits", [])
-            return raw
-
-        raw, _ = await self._sizes.guarded(alias, readers, self._search, top)
-        hits = [
-            chunk_hit(h["_source"], Score.of(ScoreMetric.BM25, float(h["_score"]))) for h in raw
-        ]
-        return rank_hits(hits)[:k]
+        clauses = (
+            filters if self._sizes.elides(readers, known) else [*filters, *readers_filters(readers)]
+        )
+        found = await self._search(
+            # One more than k shows a tie at the boundary (within the result window).
+            alias,
+            bm25_body(terms, weights, clauses, min(k + 1, _RESULT_WINDOW)),
+            "bm25",
+            **params,
+        )
+        raw: list[dict[str, Any]] = found.get("hits", {}).get("hits", [])
+        if len(raw) > k and float(raw[k]["_score"]) == float(raw[k - 1]["_score"]):
+            body = bm25_body(terms, weights, clauses, k, by_ids=True)
+            body["min_score"] = float(raw[k - 1]["_score"])
+            found = await self._search(alias, body, "bm25_ties", **params)
+            raw = found.get("hits", {}).get("hits", [])
+        return raw
 
     async def _frequencies(self, alias: str, terms: list[str]) -> dict[str, int]:
         """Each term's document frequency among the tenant's chunks (what term

@@ -36,9 +36,9 @@ import numpy.typing as npt
 
 from groundwire.domain.access import PUBLIC, Readers
 from groundwire.domain.retrieval import Scope
-from groundwire.stores.base import graph_candidates
+from groundwire.stores.base import graph_candidates, store_unavailable
 from groundwire.stores.lru import LRU
-from groundwire.stores.opensearch.layout import CHUNK, scope_filters, sorted_hits
+from groundwire.stores.opensearch.layout import CHUNK, Names, Slot, scope_filters, sorted_hits
 from groundwire.stores.opensearch.queries import IDS, SOURCE
 
 # OpenSearch's bound on a k-NN query's k.
@@ -92,7 +92,12 @@ _SIZE_BODY: dict[str, Any] = {
     "aggs": {
         "physical": {
             "terms": {"field": "_index", "size": 2},
-            "aggs": {"restricted": {"filter": _RESTRICTED}},
+            "aggs": {
+                "restricted": {"filter": _RESTRICTED},
+                # A pooled tenant's (pool.py): its version and its chunks' lengths.
+                "tv": {"max": {"field": "tv"}},
+                "tokens": {"sum": {"field": "dl"}},
+            },
         }
     },
 }
@@ -106,11 +111,26 @@ class TenantFacts:
     physical: str
     chunks: int
     restricted: int  # chunks whose access list names principals
+    # A pooled tenant's slot (pool.py) and its chunks' summed lengths in terms.
+    slot: Slot | None = None
+    tokens: int = 0
+
+    def clauses(self) -> list[dict[str, Any]]:
+        """What a search adds to name the tenant's version in a pool (the alias's own
+        filter, which a k-NN query's candidates would otherwise only meet after)."""
+        return self.slot.clauses() if self.slot is not None else []
 
 
 def moved(hits: list[dict[str, Any]], facts: TenantFacts) -> bool:
-    """Whether a search through the alias hit another physical index than `facts`'s
-    (a publish moved the alias since the tenant was sized)."""
+    """Whether a search through the alias hit another physical index than `facts`'s,
+    or another version of a pooled tenant (a publish moved the alias since the tenant
+    was sized)."""
+    if facts.slot is not None:
+        version = facts.slot.version
+        return any(
+            h.get("_index") != facts.physical or h.get("_source", {}).get("tv") != version
+            for h in hits
+        )
     return any(h.get("_index") != facts.physical for h in hits)
 
 
@@ -124,8 +144,10 @@ class TenantSizes:
     hits come from another one is repeated with the facts of the index it hit, and,
     should the alias move again meanwhile, with the clause."""
 
-    def __init__(self, exact_search_chunks: int) -> None:
+    def __init__(self, exact_search_chunks: int, pooled: bool = False) -> None:
         self._bound = min(exact_search_chunks, MAX_K)
+        # Tenants may live in a pool (pool.py): every search needs the tenant's facts.
+        self.pooled = pooled
         self._known = LRU(_CACHED_TENANTS)  # alias -> TenantFacts
         # Searches by path (the tests and benchmarks read them).
         self.exact = 0
@@ -138,7 +160,17 @@ class TenantSizes:
         if len(buckets) != 1:
             return None  # no published index (or, mid-swap, two: decided next time)
         b = buckets[0]
-        facts = TenantFacts(str(b["key"]), int(b["doc_count"]), int(b["restricted"]["doc_count"]))
+        physical = str(b["key"])
+        slot = None
+        if Names.is_pool(physical) and b.get("tv", {}).get("value") is not None:
+            slot = Slot(alias.rsplit(".", 1)[1], int(b["tv"]["value"]))
+        facts = TenantFacts(
+            physical,
+            int(b["doc_count"]),
+            int(b["restricted"]["doc_count"]),
+            slot,
+            int(b.get("tokens", {}).get("value") or 0),
+        )
         self._known.put(alias, facts, 1)
         return facts
 
@@ -148,6 +180,8 @@ class TenantSizes:
         return known or await self._size(alias, search)
 
     def _exact_chunks(self, known: TenantFacts | None) -> int | None:
+        if known is not None and known.slot is not None:
+            return known.chunks  # a pooled tenant: always (its bound is at most MAX_K)
         return known.chunks if known is not None and known.chunks <= self._bound else None
 
     def elides(self, readers: Readers, known: TenantFacts | None) -> bool:
@@ -165,20 +199,44 @@ class TenantSizes:
         sized: bool = False,
     ) -> tuple[list[dict[str, Any]], TenantFacts | None]:
         """`run(facts)`'s hits and the facts they were searched with: the tenant's facts
-        when the caller needs them (`sized`) or may leave the access-list clause out
-        (`elides`), checked against the index the hits came from. Hits from another
-        (a publish moved the alias) are searched again with that index's facts, and,
-        should the alias move again meanwhile, with none (every clause)."""
-        known = await self.facts(alias, search) if sized or not readers.unrestricted else None
+        when the caller needs them (`sized`, or tenants may be pooled) or may leave the
+        access-list clause out (`elides`), checked against the index (and a pooled
+        tenant's version) the hits came from. Hits from another (a publish moved the
+        alias) are searched again with fresh facts, and, should the alias move again
+        meanwhile, with none (every clause) where no tenant is pooled; where tenants
+        may be, once more with fresh facts, then the search fails as unavailable (a
+        retry sees the new version)."""
+        needed = sized or self.pooled or not readers.unrestricted
+        known = await self.facts(alias, search) if needed else None
         hits = await run(known)
-        if known is not None and hits and moved(hits, known):
-            known = await self.facts(alias, search, fresh=True)
-            hits = await run(known)
-            if hits and (known is None or moved(hits, known)):
+        tries = 0
+        while self._stale(hits, known):
+            # The alias moved, or a pooled tenant found nothing (its alias may name a
+            # version the search's filter does not): are the facts still the tenant's?
+            fresh = await self.facts(alias, search, fresh=True)
+            if not hits and fresh == known:
+                break
+            tries += 1
+            if tries > (2 if self.pooled else 1):
+                if self.pooled:
+                    raise store_unavailable("the tenant's published version moved mid-search")
                 known = None
                 hits = await run(known)
+                break
+            known = fresh
+            hits = await run(known)
         self.readers_elided += self.elides(readers, known)
         return hits, known
+
+    def _stale(self, hits: list[dict[str, Any]], known: TenantFacts | None) -> bool:
+        """Whether `hits` may not answer for the facts they were searched with."""
+        if known is None:
+            # Searched without facts: where tenants may be pooled, hits from a pool
+            # were scored by the pool's statistics, not the tenant's.
+            return self.pooled and any(Names.is_pool(str(h.get("_index"))) for h in hits)
+        if known.slot is None:
+            return moved(hits, known)
+        return not hits or moved(hits, known)
 
     async def search(
         self,
@@ -194,6 +252,7 @@ class TenantSizes:
 
         async def knn(known: TenantFacts | None) -> list[dict[str, Any]]:
             filters = scope_filters(scope, readers=not self.elides(scope.readers, known))
+            filters += known.clauses() if known is not None else []
             exact = self._exact_chunks(known)
             body = knn_body(vector, k, filters, ef_search=ef_search, exact_chunks=exact)
             found = await search(alias, body, "knn")

@@ -34,6 +34,12 @@ A process that dies mid-version leaves physical indexes no alias points to; a
 later sweep (`sweep`: before a version begins, and after a publish's grace period)
 deletes them once the record no longer lists their version as staging, and a
 discard deletes every physical index of its version, whoever created it.
+
+With `shared_tenant_chunks` set, a tenant without an index of its own stages into its
+index's pool instead (pool.py): its records there carry its tag and the version, and the
+publish moves its alias's filter to that version in the same `_aliases` call (or, past
+the bound, moves the tenant to an index of its own). The sweep and the discard delete
+a pool's records by version and tag the same way they delete physical indexes.
 """
 
 from __future__ import annotations
@@ -42,57 +48,56 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from opensearchpy import AsyncOpenSearch
 from opensearchpy import exceptions as os_errors
-from opensearchpy.helpers import async_streaming_bulk
 
 from groundwire.domain.errors import GroundwireError
-from groundwire.instruments import STORE_BULK_REJECTIONS
 from groundwire.stores.base import IndexSpec, store_unavailable
-from groundwire.stores.opensearch.client import OpenSearchSettings, call, engine_error
-from groundwire.stores.opensearch.layout import CHUNK, DOCUMENT, Names, index_body
+from groundwire.stores.opensearch.client import OpenSearchSettings, call
+from groundwire.stores.opensearch.layout import CHUNK, DOCUMENT, Names, Slot, index_body
+from groundwire.stores.opensearch.pool import Pools, slot_of
+from groundwire.stores.opensearch.writes import EngineWrites, delete_matching
 
 log = logging.getLogger("groundwire.stores.opensearch")
 
 # Reads (the versions an index's record lists as staging, its published version).
 Listed = Callable[[], Awaitable[tuple[set[int] | None, int]]]
 
-# A request naming many indexes lists them in its URL, and OpenSearch refuses a request
-# line over http.max_initial_line_length (4 KB by default: too_long_http_line_exception):
-# a version touching a hundred tenants names a hundred indexes. Lists stay under this.
-_URL_LIST_CHARS = 2_048
-
-
-def url_lists(names: Sequence[str]) -> list[str]:
-    """`names` as comma-separated lists of at most _URL_LIST_CHARS characters each
-    (a name longer than that alone in its list)."""
-    lists: list[str] = []
-    current = ""
-    for name in names:
-        if current and len(current) + 1 + len(name) > _URL_LIST_CHARS:
-            lists.append(current)
-            current = ""
-        current = f"{current},{name}" if current else name
-    if current:
-        lists.append(current)
-    return lists
-
-
 _PAGE = 5_000
 
 
 @dataclass(slots=True)
 class TenantStaging:
-    physical: str
+    physical: str  # the tenant's own new index, or its index's pool
+    # In the pool: the tenant's tag and this version (pool.py); None: its own index.
+    slot: Slot | None = None
     # Every document id the version writes or deletes (the publish copies the rest).
     touched: set[str] = field(default_factory=set)
     # The _ids written per document, so restaging a document in the same version
     # first removes its earlier copy.
     written: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Swap:
+    """What one publish does in its `_aliases` call, and after it."""
+
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    replicated: list[str] = field(default_factory=list)  # new indexes of their own
+    superseded: list[str] = field(default_factory=list)  # indexes no alias names now
+    pooled_out: list[tuple[str, int]] = field(default_factory=list)  # (pool, version)
+    empty: list[str] = field(default_factory=list)  # new indexes left empty
+
+    def remove(self, old: str, old_slot: Slot | None, alias: str) -> None:
+        self.actions.append({"remove": {"index": old, "alias": alias}})
+        if old_slot is None:
+            self.superseded.append(old)
+        else:
+            self.pooled_out.append((old, old_slot.version))
 
 
 @dataclass(slots=True)
@@ -109,12 +114,11 @@ class Staging:
     joined: bool = False
 
 
-class Versions:
+class Versions(EngineWrites):
     """Staging and publishing of one store's indexes (see module docstring)."""
 
     def __init__(self, client: AsyncOpenSearch, settings: OpenSearchSettings) -> None:
-        self._client = client
-        self._settings = settings
+        super().__init__(client, settings)
         self.names = Names(settings.index_prefix)
         self._staging: dict[tuple[str, int], Staging] = {}
         self._sweeps: set[asyncio.Task[None]] = set()
@@ -124,24 +128,43 @@ class Versions:
         self._superseded: dict[str, float] = {}
         # The engine's major version (store.open_opensearch_store reads it).
         self.engine_major = 2
+        self.pools = Pools(client, settings)
 
     # -- aliases -------------------------------------------------------------------
 
     async def tenant_aliases(self, name: str) -> dict[str, str]:
         """Every tenant alias of `name` and the physical index behind it."""
+        return {alias: physical for alias, (physical, _) in (await self.targets(name)).items()}
+
+    async def targets(
+        self, name: str, alias: str | None = None
+    ) -> dict[str, tuple[str, Slot | None]]:
+        """Every tenant alias of `name` (or just `alias`), the physical index behind it
+        and, for a pool, the slot its filter names."""
         pattern = re.compile(re.escape(self.names.prefix + name) + r"\.[0-9a-f]{20}$")
         found: dict[str, Any] = await call(
             self._settings.label,
             "aliases",
-            lambda: self._client.indices.get_alias(name=self.names.aliases(name)),
+            lambda: self._client.indices.get_alias(name=alias or self.names.aliases(name)),
             missing={},
         )
-        out: dict[str, str] = {}
+        out: dict[str, tuple[str, Slot | None]] = {}
         for physical, body in found.items():
-            for alias in body.get("aliases", {}):
-                if pattern.match(alias):
-                    out[alias] = physical
+            for found_alias, definition in body.get("aliases", {}).items():
+                if pattern.match(found_alias):
+                    out[found_alias] = (physical, slot_of(definition or {}))
         return out
+
+    async def pool_names(self, name: str) -> list[str]:
+        rows: list[dict[str, str]] = await call(
+            self._settings.label,
+            "cat",
+            lambda: self._client.cat.indices(
+                index=self.names.pools(name), format="json", h="index", expand_wildcards="all"
+            ),
+            missing=[],
+        )
+        return sorted(r["index"] for r in rows if Names.is_pool(r["index"]))
 
     async def physical_indexes(self, name: str) -> dict[str, float]:
         """Every physical index of `name` with its creation time (UNIX seconds)."""
@@ -171,11 +194,20 @@ class Versions:
         staging (meta.py; None for a record from before the list) and its published
         version: read after the listings here, so a version begun meanwhile, whose
         indexes the listings may already show, is spared."""
-        aliased = set((await self.tenant_aliases(name)).values())
+        targets = await self.targets(name)
+        aliased = {physical for physical, _ in targets.values()}
         physicals = await self.physical_indexes(name)
+        pools = await self.pool_names(name)
         staging, published = await listed()
         mine = {v for (n, v) in self._staging if n == name}
         now = time.time()
+        # (A record without the staging list predates pools: none to sweep.)
+        for pool in pools if staging is not None else []:
+            live: dict[int, list[str]] = {}
+            for physical, slot in targets.values():
+                if physical == pool and slot is not None:
+                    live.setdefault(slot.version, []).append(slot.tag)
+            await self.pools.sweep(pool, live, mine | (staging or set()), now)
         doomed = []
         for physical, created in physicals.items():
             version = Names.version_of(physical)
@@ -189,14 +221,6 @@ class Versions:
             doomed.append(physical)
             self._superseded.pop(physical, None)
         await self.delete(doomed)
-
-    async def delete(self, physicals: Sequence[str]) -> None:
-        for batch in url_lists(physicals):
-
-            def delete(batch: str = batch) -> Any:
-                return self._client.indices.delete(index=batch, ignore_unavailable=True)
-
-            await call(self._settings.label, "delete_index", delete, missing=None)
 
     def sweep_later(self, name: str, listed: Listed) -> None:
         """Delete the superseded indexes once the grace period has passed."""
@@ -257,7 +281,23 @@ class Versions:
             return ts
 
     async def _create(self, name: str, st: Staging, tenant: str) -> TenantStaging:
-        physical = self.names.physical(name, tenant, st.version)
+        alias = self.names.alias(name, tenant)
+        if self.pools.enabled:
+            # Pooled unless the tenant has an index of its own (it keeps it: pool.py).
+            # Every process staging the version decides alike: no alias moves while
+            # a version of the index stages (one operation per index at a time).
+            current = (await self.targets(name, alias)).get(alias)
+            if current is None or Names.is_pool(current[0]):
+                pool = self.names.pool(name, st.spec)
+                await self.pools.ensure(pool, st.spec, self.engine_major)
+                slot = Slot(self.names.tenant_tag(tenant), st.version)
+                ts = st.tenants[alias] = TenantStaging(pool, slot)
+                return ts
+        physical = await self._create_index(st, self.names.physical(name, tenant, st.version))
+        ts = st.tenants[alias] = TenantStaging(physical)
+        return ts
+
+    async def _create_index(self, st: Staging, physical: str) -> str:
         body = index_body(
             st.spec,
             shards=self._settings.shards,
@@ -280,17 +320,28 @@ class Versions:
         if not await call(self._settings.label, "create_index", create):
             # Its primary may still be starting (a read would find no shard).
             await self.primaries_active([physical], timeout_s=30.0)
-        ts = st.tenants[Names.alias_of(physical)] = TenantStaging(physical)
-        return ts
+        return physical
 
     async def gather(self, name: str, st: Staging) -> None:
-        """A shared version: every tenant index any process created for it."""
+        """A shared version: every tenant index any process created for it, and
+        every tenant any process staged into the pool."""
         for physical in await self.physical_indexes(name):
             if Names.version_of(physical) == st.version:
                 st.tenants.setdefault(Names.alias_of(physical), TenantStaging(physical))
+        pool = self.names.pool(name, st.spec)
+        if pool in await self.pool_names(name):
+            await self.pools.refresh(pool)  # what other processes staged, searchable
+            for tag in await self.pools.tags_at(pool, st.version):
+                slot = Slot(tag, st.version)
+                st.tenants.setdefault(self.names.alias_of_tag(name, tag), TenantStaging(pool, slot))
 
     async def clear_staged(
-        self, physical: str, record_ids: dict[str, str], *, records: bool = False
+        self,
+        physical: str,
+        record_ids: dict[str, str],
+        *,
+        records: bool = False,
+        slot: Slot | None = None,
     ) -> None:
         """A shared version: delete the chunks (and with `records` the records) of
         the documents in `record_ids` (document id -> record _id) that an earlier
@@ -311,29 +362,20 @@ class Versions:
             return
         await self._refresh(physical)
         kinds = [CHUNK, DOCUMENT] if records else [CHUNK]
-        query = {
-            "bool": {"filter": [{"terms": {"kind": kinds}}, {"terms": {"document_id": staged}}]}
-        }
-        await call(
-            self._settings.label,
-            "delete_by_query",
-            lambda: self._client.delete_by_query(
-                index=physical,
-                body={"query": query},
-                conflicts="proceed",
-                refresh=False,
-                request_timeout=self._settings.publish_timeout_s,
-            ),
-        )
+        clauses = [{"terms": {"kind": kinds}}, {"terms": {"document_id": staged}}]
+        query = {"bool": {"filter": clauses + (slot.clauses() if slot else [])}}
+        await delete_matching(self._client, self._settings, physical, query)
 
-    async def _staged_documents(self, physical: str) -> set[str]:
-        """The document ids of every record staged into `physical` (refreshed)."""
+    async def _staged_documents(self, physical: str, slot: Slot | None) -> set[str]:
+        """The document ids of every record staged into `physical` (into the slot of
+        a pool; refreshed)."""
         out: set[str] = set()
         after: list[Any] | None = None
+        clauses = [{"term": {"kind": DOCUMENT}}, *(slot.clauses() if slot else [])]
         while True:
             body: dict[str, Any] = {
                 "size": _PAGE,
-                "query": {"term": {"kind": DOCUMENT}},
+                "query": {"bool": {"filter": clauses}},
                 "sort": [{"document_id": "asc"}],
                 "_source": False,
                 "docvalue_fields": ["document_id"],
@@ -351,63 +393,6 @@ class Versions:
                 return out
             after = hits[-1]["sort"]
 
-    async def bulk(self, actions: list[dict[str, Any]]) -> None:
-        """Write `actions` in bounded batches, up to `bulk_in_flight` requests at
-        once. Actions are dealt to lanes by id, so every action on one id keeps
-        its order (a delete of an earlier copy before the new copy); each lane
-        sends its batches one after another. 429s are retried with back-off (ids
-        are stable, so a retried item overwrites); any other item failure fails
-        the call once every lane has stopped (nothing of the version is published)."""
-        if not actions:
-            return
-        s = self._settings
-        lanes_n = max(1, min(s.bulk_in_flight, -(-len(actions) // s.bulk_chunks)))
-        if lanes_n == 1:
-            await self._lane(actions)
-            return
-        lanes: list[list[dict[str, Any]]] = [[] for _ in range(lanes_n)]
-        for action in actions:
-            lanes[hash(action["_id"]) % lanes_n].append(action)
-        outcomes = await asyncio.gather(
-            *(self._lane(lane) for lane in lanes), return_exceptions=True
-        )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-
-    async def _lane(self, actions: list[dict[str, Any]]) -> None:
-        s = self._settings
-
-        async def source() -> AsyncIterator[dict[str, Any]]:
-            for action in actions:
-                yield action
-
-        try:
-            async for ok, item in async_streaming_bulk(
-                self._client,
-                source(),
-                chunk_size=s.bulk_chunks,
-                max_chunk_bytes=s.bulk_bytes,
-                max_retries=s.bulk_max_retries,
-                initial_backoff=0.5,
-                max_backoff=30.0,
-                raise_on_error=False,
-                raise_on_exception=True,
-                refresh=False,
-            ):
-                if not ok:
-                    info: Any = next(iter(item.values()), {})
-                    status = info.get("status", 0) if isinstance(info, dict) else 0
-                    if status == 404 and next(iter(item)) == "delete":
-                        continue  # deleting an earlier copy that was never written
-                    if status == 429:
-                        STORE_BULK_REJECTIONS.add(1, {"store": s.label})
-                    raise store_unavailable(f"search engine refused a bulk item ({status})")
-        except GroundwireError:
-            raise
-        except Exception as exc:
-            raise engine_error(exc) from None
-
     async def discard(self, name: str, version: int) -> list[str]:
         """Forget the version; its physical indexes (this process's, and any other
         process's: a shared version) for the caller to delete."""
@@ -419,182 +404,137 @@ class Versions:
     # -- publishing ----------------------------------------------------------------
 
     async def publish(self, name: str, version: int) -> None:
-        """Copy, refresh, replicate and swap (see module docstring). On failure the
-        published state is untouched."""
+        """Copy, refresh, replicate and swap (see module docstring; pooled tenants:
+        pool.py). On failure the published state is untouched."""
         st = self.staging(name, version)
-        current = await self.tenant_aliases(name)
-        actions: list[dict[str, Any]] = []
-        superseded: list[str] = []
-        empty: list[str] = []
-        await self.primaries_active([t.physical for t in st.tenants.values()])
+        current = await self.targets(name)
+        swap = _Swap()
+        await self.primaries_active(sorted({t.physical for t in st.tenants.values()}))
+        pooled = {a: ts for a, ts in st.tenants.items() if ts.slot is not None}
         for alias, ts in st.tenants.items():
-            old = current.get(alias)
-            if old is not None:
-                if st.shared:
-                    # Other processes' documents: read from the records staged.
-                    await self._refresh(ts.physical)
-                    ts.touched |= await self._staged_documents(ts.physical)
-                await self._copy_unchanged(old, ts)
-            await self._refresh(ts.physical)
-            if old is None and self._settings.first_build_max_segments:
-                await self._force_merge(ts.physical, self._settings.first_build_max_segments)
-            if old is not None:
-                actions.append({"remove": {"index": old, "alias": alias}})
-                superseded.append(old)
-            if await self._count(ts.physical) == 0:
-                empty.append(ts.physical)
-                continue
-            actions.append({"add": {"index": ts.physical, "alias": alias}})
-        await self._replicate([t.physical for t in st.tenants.values() if t.physical not in empty])
-        if actions:
+            if ts.slot is None:
+                await self._publish_own(st, alias, ts, current.get(alias), swap)
+        if pooled:
+            await self._publish_pooled(st, pooled, current, swap)
+        await self._replicate(swap.replicated)
+        if swap.actions:
             await call(
                 self._settings.label,
                 "swap_aliases",
-                lambda: self._client.indices.update_aliases(body={"actions": actions}),
+                lambda: self._client.indices.update_aliases(body={"actions": swap.actions}),
             )
         self._staging.pop((name, version), None)
         now = time.time()
-        self._superseded.update((old, now) for old in superseded)
-        await self.delete(empty)
+        self._superseded.update((old, now) for old in swap.superseded)
+        self.pools.superseded.update((key, now) for key in swap.pooled_out)
+        await self.delete(swap.empty)
 
-    async def _copy_unchanged(self, old: str, ts: TenantStaging) -> None:
-        query: dict[str, Any] = {"match_all": {}}
+    async def _publish_own(
+        self,
+        st: Staging,
+        alias: str,
+        ts: TenantStaging,
+        old_target: tuple[str, Slot | None] | None,
+        swap: _Swap,
+    ) -> None:
+        old, old_slot = old_target if old_target is not None else (None, None)
+        if old is not None:
+            if st.shared:
+                # Other processes' documents: read from the records staged.
+                await self._refresh(ts.physical)
+                ts.touched |= await self._staged_documents(ts.physical, None)
+            await self._copy_unchanged(old, ts, old_slot)
+        await self._refresh(ts.physical)
+        if old is None and self._settings.first_build_max_segments:
+            await self._force_merge(ts.physical, self._settings.first_build_max_segments)
+        if old is not None:
+            swap.remove(old, old_slot, alias)
+        if await self._count(ts.physical) == 0:
+            swap.empty.append(ts.physical)
+            return
+        swap.actions.append({"add": {"index": ts.physical, "alias": alias}})
+        swap.replicated.append(ts.physical)
+
+    async def _publish_pooled(
+        self,
+        st: Staging,
+        pooled: dict[str, TenantStaging],
+        current: dict[str, tuple[str, Slot | None]],
+        swap: _Swap,
+    ) -> None:
+        """Each pooled tenant's unchanged documents copied into its new slot, then its
+        alias moved to that slot, or (past the bound) to an index of its own."""
+        pool = next(iter(pooled.values())).physical
+        if st.shared:
+            await self.pools.refresh(pool)
+        for alias, ts in pooled.items():
+            assert ts.slot is not None
+            old, old_slot = current.get(alias, (None, None))
+            if st.shared:
+                ts.touched |= await self._staged_documents(pool, ts.slot)
+            if old is not None:
+                if old_slot is None:  # never chosen so (Versions._create)
+                    raise store_unavailable("a pooled tenant's alias names an index of its own")
+                await self.pools.copy(old, old_slot, pool, ts.slot, ts.touched, self.bulk)
+        await self.pools.refresh(pool)
+        for alias, ts in pooled.items():
+            assert ts.slot is not None
+            old, old_slot = current.get(alias, (None, None))
+            chunks = await self.pools.count(pool, ts.slot, CHUNK)
+            records = await self.pools.count(pool, ts.slot)
+            if old is not None and not (old == pool and records and chunks <= self._bound):
+                swap.remove(old, old_slot, alias)
+            elif old is not None and old_slot is not None:
+                swap.pooled_out.append((old, old_slot.version))  # the add replaces it
+            if records == 0:
+                continue
+            if chunks <= self._bound:
+                add = {"index": pool, "alias": alias, "filter": ts.slot.alias_filter()}
+                swap.actions.append({"add": add})
+                continue
+            # Past the bound: an index of its own from now on.
+            physical = await self._create_index(st, f"{alias}-v{st.version}")
+            query = {"bool": {"filter": ts.slot.clauses()}}
+            await self._reindex(pool, query, physical)
+            await self._refresh(physical)
+            if old is None and self._settings.first_build_max_segments:
+                await self._force_merge(physical, self._settings.first_build_max_segments)
+            swap.actions.append({"add": {"index": physical, "alias": alias}})
+            swap.replicated.append(physical)
+            swap.pooled_out.append((pool, ts.slot.version))
+
+    @property
+    def _bound(self) -> int:
+        return self._settings.shared_tenant_chunks
+
+    async def discard_pooled(self, name: str, version: int) -> None:
+        """Delete what the version staged into the pools, except any slot an alias
+        names (a publish whose swap reached the engine but answered an error)."""
+        pools = await self.pool_names(name)
+        if not pools:
+            return
+        targets = await self.targets(name)
+        for pool in pools:
+            keep = [
+                slot.tag
+                for physical, slot in targets.values()
+                if physical == pool and slot is not None and slot.version == version
+            ]
+            await self.pools.delete(pool, version, keep)
+
+    async def _copy_unchanged(self, old: str, ts: TenantStaging, old_slot: Slot | None) -> None:
+        """The tenant's documents the version did not touch, from its published index
+        (or its slot of a pool) into its new index."""
+        clauses: dict[str, Any] = {}
+        if old_slot is not None:
+            clauses["filter"] = old_slot.clauses()
         if ts.touched:
-            query = {"bool": {"must_not": [{"terms": {"document_id": sorted(ts.touched)}}]}}
+            clauses["must_not"] = [{"terms": {"document_id": sorted(ts.touched)}}]
+        query: dict[str, Any] = {"bool": clauses} if clauses else {"match_all": {}}
         remaining: dict[str, Any] = await call(
             self._settings.label,
             "count",
             lambda: self._client.count(index=old, body={"query": query}),
         )
-        if not remaining.get("count"):
-            return
-        started: dict[str, Any] = await call(
-            self._settings.label,
-            "reindex",
-            lambda: self._client.reindex(
-                body={"source": {"index": old, "query": query}, "dest": {"index": ts.physical}},
-                wait_for_completion=False,
-                refresh=False,
-                slices="auto",
-            ),
-        )
-        await self._await_task(str(started["task"]))
-
-    async def _await_task(self, task_id: str) -> None:
-        deadline = time.monotonic() + self._settings.publish_timeout_s
-        while True:
-            status: dict[str, Any] = await call(
-                self._settings.label,
-                "task",
-                lambda: self._client.tasks.get(
-                    task_id=task_id,
-                    wait_for_completion=True,
-                    params={"timeout": "20s"},
-                    request_timeout=60.0,
-                ),
-            )
-            if status.get("completed"):
-                response = status.get("response") or {}
-                if status.get("error") or response.get("failures"):
-                    raise store_unavailable("search engine failed to copy unchanged documents")
-                return
-            if time.monotonic() > deadline:
-                raise store_unavailable("copying unchanged documents took too long")
-
-    async def _refresh(self, physical: str) -> None:
-        await call(
-            self._settings.label,
-            "refresh",
-            lambda: self._client.indices.refresh(index=physical),
-        )
-
-    async def _force_merge(self, physical: str, segments: int) -> None:
-        """Merge a first build down to `segments` segments, before its replicas exist
-        (nothing to copy to them yet) and before its alias swap (no reader waits on
-        it), then refresh so searches see the merged segments."""
-        await call(
-            self._settings.label,
-            "force_merge",
-            lambda: self._client.indices.forcemerge(
-                index=physical,
-                max_num_segments=segments,
-                request_timeout=self._settings.publish_timeout_s,
-            ),
-        )
-        await self._refresh(physical)
-
-    async def _count(self, physical: str) -> int:
-        """Every record of `physical`; a shard that did not answer (a lost primary
-        reports a partial count with no failure) fails the count."""
-        body: dict[str, Any] = await call(
-            self._settings.label, "count", lambda: self._client.count(index=physical)
-        )
-        shards = body.get("_shards", {})
-        if shards.get("failed") or shards.get("successful") != shards.get("total"):
-            raise store_unavailable("search engine shards of the new version are unavailable")
-        return int(body.get("count", 0))
-
-    async def primaries_active(
-        self, physicals: Sequence[str], timeout_s: float = 10.0, *, settled: bool = False
-    ) -> None:
-        """Every primary shard of `physicals` is allocated: before a publish (a node
-        lost while the new version was built fails it: nothing is swapped). With
-        `settled`, for the meta index at start (replicas starting together: one
-        creates it, the others find it while its copies still recover, when a read
-        routed to one fails): its copies too, within `timeout_s`, else its
-        primaries."""
-        for targets in url_lists(physicals):
-
-            def health(targets: str = targets) -> Any:
-                return self._client.cluster.health(
-                    index=targets,
-                    wait_for_status="green" if settled else "yellow",
-                    params={"timeout": f"{timeout_s:.0f}s"},
-                    request_timeout=timeout_s + 20.0,
-                )
-
-            state: dict[str, Any] = await call(self._settings.label, "health", health)
-            if settled and state.get("status") == "yellow":
-                continue
-            if state.get("timed_out") or state.get("status") == "red":
-                raise store_unavailable("search engine shards of the new version are unavailable")
-
-    async def _replicate(self, physicals: Iterable[str]) -> None:
-        """Make the new version's indexes what a published index is: refreshed by
-        the engine again (so its background merges become searchable and free the
-        segments they replace), with the configured replicas, waited for where the
-        cluster has nodes enough to hold them (a one-node cluster cannot)."""
-        lists = url_lists(list(physicals))
-        settings: dict[str, Any] = {"refresh_interval": None}
-        if self._settings.replicas:
-            settings["number_of_replicas"] = self._settings.replicas
-        for targets in lists:
-
-            def put(targets: str = targets) -> Any:
-                return self._client.indices.put_settings(index=targets, body={"index": settings})
-
-            await call(self._settings.label, "settings", put)
-        if self._settings.replicas == 0 or not lists:
-            return
-        cluster: dict[str, Any] = await call(
-            self._settings.label, "health", lambda: self._client.cluster.health()
-        )
-        if int(cluster.get("number_of_data_nodes", 1)) <= self._settings.replicas:
-            return
-        deadline = time.monotonic() + self._settings.publish_timeout_s
-        waiting = list(lists)
-        while waiting and time.monotonic() < deadline:
-
-            def green(targets: str = waiting[0]) -> Any:
-                return self._client.cluster.health(
-                    index=targets,
-                    wait_for_status="green",
-                    params={"timeout": "20s"},
-                    request_timeout=60.0,
-                )
-
-            state: dict[str, Any] = await call(self._settings.label, "health", green)
-            if not state.get("timed_out"):
-                waiting.pop(0)
-        if waiting:
-            raise store_unavailable("replicas of the new version were not allocated in time")
+        if remaining.get("count"):
+            await self._reindex(old, query, ts.physical)
