@@ -11,11 +11,13 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import numpy as np
 import pytest
 
 from groundwire.domain.access import ALL_READERS
 from groundwire.domain.query import parse_lexical
 from groundwire.domain.retrieval import Scope
+from groundwire.stores.base import StagedDocument
 from groundwire.stores.memory import MemoryStore
 from groundwire.stores.opensearch import OpenSearchStore, open_opensearch_store
 from tests.stores.conftest import opensearch_test_settings
@@ -201,3 +203,19 @@ async def test_a_reader_searching_across_a_publish_sees_one_version(
     hits = (await pooled.search_lexical(index_name, parse_lexical("word"), 5, scope)).hits
     assert [h.content for h in hits] == ["word v5"]
     assert len(seen) >= 2  # the reader ran across the publishes
+
+
+async def test_a_tenant_without_chunks_learns_nothing_of_the_pool(
+    pooled: OpenSearchStore, index_name: str
+) -> None:
+    """A tenant whose documents hold no chunk has no statistics of its own: its lexical
+    search scores no term, whatever other tenants of the pool hold (the pool's term
+    statistics are never read for a tenant)."""
+    empty = doc("empty", [], None, tenant="t99")
+    empty = StagedDocument(empty.document, [], np.zeros((0, 4), dtype=np.float32))
+    await publish(pooled, index_name, [*tenant_docs(1), empty])
+    assert await pooled.tenant_counts(index_name, "t99", ALL_READERS) == (1, 0)
+    found = await pooled.search_lexical(
+        index_name, parse_lexical("alpha only1"), 5, Scope("t99", readers=ALL_READERS)
+    )
+    assert (found.hits, found.terms_scored, found.terms_pruned) == ([], 0, 0)

@@ -560,6 +560,11 @@ class OpenSearchStore:
         async def run(known: TenantFacts | None) -> list[dict[str, Any]]:
             if known is not None and known.slot is not None:
                 return await pooled(known)
+            if known is None and self._sizes.pooled:
+                # No published chunk (an alias never names two indexes): nothing to score,
+                # and a pooled tenant's term statistics are never read from the pool's.
+                chosen["terms"], chosen["pruned"] = [], 0
+                return []
             return await own(known)
 
         raw, _ = await self._sizes.guarded(alias, scope.readers, self._search, run)
