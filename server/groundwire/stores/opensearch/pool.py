@@ -32,7 +32,7 @@ such tenant (one per set of descriptors: layout.Names.pool):
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opensearchpy import AsyncOpenSearch
@@ -40,7 +40,7 @@ from opensearchpy import exceptions as os_errors
 from opensearchpy.helpers import async_scan
 
 from groundwire.domain import bm25
-from groundwire.stores.base import IndexSpec, store_unavailable
+from groundwire.stores.base import IndexSpec
 from groundwire.stores.opensearch.client import OpenSearchSettings, call, engine_error
 from groundwire.stores.opensearch.layout import (
     CHUNK,
@@ -52,7 +52,7 @@ from groundwire.stores.opensearch.layout import (
     sorted_hits,
 )
 from groundwire.stores.opensearch.queries import IDS, SOURCE
-from groundwire.stores.opensearch.writes import delete_matching
+from groundwire.stores.opensearch.writes import EngineWrites, delete_matching
 
 log = logging.getLogger("groundwire.stores.opensearch")
 
@@ -156,9 +156,12 @@ class Pools:
     """The pools of one store (module docstring): created on first use, filled and
     emptied through the slots of the tenants in them."""
 
-    def __init__(self, client: AsyncOpenSearch, settings: OpenSearchSettings) -> None:
+    def __init__(
+        self, client: AsyncOpenSearch, settings: OpenSearchSettings, writes: EngineWrites
+    ) -> None:
         self._client = client
         self._settings = settings
+        self._writes = writes  # the store's refreshes, counts and `_bulk`
         self._ready: set[str] = set()
         # When each (pool, version) last lost a tenant (its alias moved off): the
         # grace period of that version's leftovers runs from then.
@@ -197,22 +200,6 @@ class Pools:
         await self._call("create_index", create)
         self._ready.add(pool)
 
-    async def refresh(self, pool: str) -> None:
-        await self._call("refresh", lambda: self._client.indices.refresh(index=pool))
-
-    async def count(self, pool: str, slot: Slot, kind: str | None = None) -> int:
-        """The slot's records (of `kind`: chunks or document records; None: both); a
-        shard that did not answer fails the count."""
-        clauses = slot.clauses() + ([{"term": {"kind": kind}}] if kind else [])
-        body = {"query": {"bool": {"filter": clauses}}}
-        found: dict[str, Any] = await self._call(
-            "count", lambda: self._client.count(index=pool, body=body)
-        )
-        shards = found.get("_shards", {})
-        if shards.get("failed") or shards.get("successful") != shards.get("total"):
-            raise store_unavailable("search engine shards of the new version are unavailable")
-        return int(found.get("count", 0))
-
     async def copy(
         self,
         source_pool: str,
@@ -220,11 +207,10 @@ class Pools:
         pool: str,
         target: Slot,
         touched: set[str],
-        write: Callable[[list[dict[str, Any]]], Awaitable[None]],
     ) -> None:
         """Copy the source slot's records of documents not in `touched` into the
         target slot (new ids, the target's version), through this process: read a
-        page at a time, written by `write` (the store's `_bulk`, 429s retried)."""
+        page at a time, written by the store's `_bulk` (429s retried)."""
         query: dict[str, Any] = {"bool": {"filter": source.clauses()}}
         if touched:
             query["bool"]["must_not"] = [{"terms": {"document_id": sorted(touched)}}]
@@ -240,11 +226,11 @@ class Pools:
             ):
                 batch.append(_moved(hit["_source"], target, pool))
                 if len(batch) >= _COPY_PAGE:
-                    await write(batch)
+                    await self._writes.bulk(batch)
                     batch = []
         except os_errors.TransportError as exc:
             raise engine_error(exc) from None
-        await write(batch)
+        await self._writes.bulk(batch)
 
     async def tags_at(self, pool: str, version: int) -> list[str]:
         """The tags of every tenant with records of `version` in the pool (a shared
@@ -305,7 +291,7 @@ class Pools:
     async def delete(self, pool: str, version: int, keep: Sequence[str] = ()) -> None:
         """Delete the pool's records of `version` except those of the tags in `keep`
         (the tenants whose published version it is)."""
-        await self.refresh(pool)  # a delete by query sees refreshed records only
+        await self._writes.refresh(pool)  # a delete by query sees refreshed records only
         query: dict[str, Any] = {"bool": {"filter": [{"term": {"tv": version}}]}}
         if keep:
             query["bool"]["must_not"] = [{"terms": {"tg": sorted(keep)}}]

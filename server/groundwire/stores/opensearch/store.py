@@ -546,9 +546,7 @@ class OpenSearchStore:
             chosen["terms"] = terms
             if not terms:
                 return []
-            clauses = [*filters, *known.clauses()]
-            if not self._sizes.elides(scope.readers, known):
-                clauses.extend(readers_filters(scope.readers))
+            clauses = [*filters, *known.clauses(), *self._readers(scope.readers, known)]
             body = pool.score_body(
                 terms, weights, df, known.chunks, known.tokens, clauses, min(k, _RESULT_WINDOW)
             )
@@ -592,9 +590,7 @@ class OpenSearchStore:
         hit ties the k-th are the hits at or above that score read again in id order,
         so a tie at the boundary breaks as on every store."""
         params = self._search_type()
-        clauses = (
-            filters if self._sizes.elides(readers, known) else [*filters, *readers_filters(readers)]
-        )
+        clauses = [*filters, *self._readers(readers, known)]
         found = await self._search(
             # One more than k shows a tie at the boundary (within the result window).
             alias,
@@ -609,6 +605,11 @@ class OpenSearchStore:
             found = await self._search(alias, body, "bm25_ties", **params)
             raw = found.get("hits", {}).get("hits", [])
         return raw
+
+    def _readers(self, readers: Readers, known: TenantFacts | None) -> list[dict[str, Any]]:
+        """The access-list clause a lexical search adds: none where `known` lets it go
+        (vectors.TenantSizes.elides; the caller checks the hits came from that index)."""
+        return [] if self._sizes.elides(readers, known) else readers_filters(readers)
 
     async def _frequencies(self, alias: str, terms: list[str]) -> dict[str, int]:
         """Each term's document frequency among the tenant's chunks (what term

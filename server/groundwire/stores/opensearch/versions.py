@@ -128,7 +128,7 @@ class Versions(EngineWrites):
         self._superseded: dict[str, float] = {}
         # The engine's major version (store.open_opensearch_store reads it).
         self.engine_major = 2
-        self.pools = Pools(client, settings)
+        self.pools = Pools(client, settings, self)
 
     # -- aliases -------------------------------------------------------------------
 
@@ -330,7 +330,7 @@ class Versions(EngineWrites):
                 st.tenants.setdefault(Names.alias_of(physical), TenantStaging(physical))
         pool = self.names.pool(name, st.spec)
         if pool in await self.pool_names(name):
-            await self.pools.refresh(pool)  # what other processes staged, searchable
+            await self.refresh(pool)  # what other processes staged, searchable
             for tag in await self.pools.tags_at(pool, st.version):
                 slot = Slot(tag, st.version)
                 st.tenants.setdefault(self.names.alias_of_tag(name, tag), TenantStaging(pool, slot))
@@ -360,7 +360,7 @@ class Versions(EngineWrites):
         staged = sorted(doc for doc, rid in record_ids.items() if rid in present)
         if not staged:
             return
-        await self._refresh(physical)
+        await self.refresh(physical)
         kinds = [CHUNK, DOCUMENT] if records else [CHUNK]
         clauses = [{"terms": {"kind": kinds}}, {"terms": {"document_id": staged}}]
         query = {"bool": {"filter": clauses + (slot.clauses() if slot else [])}}
@@ -441,15 +441,15 @@ class Versions(EngineWrites):
         if old is not None:
             if st.shared:
                 # Other processes' documents: read from the records staged.
-                await self._refresh(ts.physical)
+                await self.refresh(ts.physical)
                 ts.touched |= await self._staged_documents(ts.physical, None)
             await self._copy_unchanged(old, ts, old_slot)
-        await self._refresh(ts.physical)
+        await self.refresh(ts.physical)
         if old is None and self._settings.first_build_max_segments:
             await self._force_merge(ts.physical, self._settings.first_build_max_segments)
         if old is not None:
             swap.remove(old, old_slot, alias)
-        if await self._count(ts.physical) == 0:
+        if await self.count(ts.physical) == 0:
             swap.empty.append(ts.physical)
             return
         swap.actions.append({"add": {"index": ts.physical, "alias": alias}})
@@ -466,7 +466,7 @@ class Versions(EngineWrites):
         alias moved to that slot, or (past the bound) to an index of its own."""
         pool = next(iter(pooled.values())).physical
         if st.shared:
-            await self.pools.refresh(pool)
+            await self.refresh(pool)
         for alias, ts in pooled.items():
             assert ts.slot is not None
             old, old_slot = current.get(alias, (None, None))
@@ -475,13 +475,13 @@ class Versions(EngineWrites):
             if old is not None:
                 if old_slot is None:  # never chosen so (Versions._create)
                     raise store_unavailable("a pooled tenant's alias names an index of its own")
-                await self.pools.copy(old, old_slot, pool, ts.slot, ts.touched, self.bulk)
-        await self.pools.refresh(pool)
+                await self.pools.copy(old, old_slot, pool, ts.slot, ts.touched)
+        await self.refresh(pool)
         for alias, ts in pooled.items():
             assert ts.slot is not None
             old, old_slot = current.get(alias, (None, None))
-            chunks = await self.pools.count(pool, ts.slot, CHUNK)
-            records = await self.pools.count(pool, ts.slot)
+            chunks = await self.count(pool, [*ts.slot.clauses(), {"term": {"kind": CHUNK}}])
+            records = await self.count(pool, ts.slot.clauses())
             if old is not None and not (old == pool and records and chunks <= self._bound):
                 swap.remove(old, old_slot, alias)
             elif old is not None and old_slot is not None:
@@ -496,7 +496,7 @@ class Versions(EngineWrites):
             physical = await self._create_index(st, f"{alias}-v{st.version}")
             query = {"bool": {"filter": ts.slot.clauses()}}
             await self._reindex(pool, query, physical)
-            await self._refresh(physical)
+            await self.refresh(physical)
             if old is None and self._settings.first_build_max_segments:
                 await self._force_merge(physical, self._settings.first_build_max_segments)
             swap.actions.append({"add": {"index": physical, "alias": alias}})

@@ -164,7 +164,7 @@ class EngineWrites:
             if time.monotonic() > deadline:
                 raise store_unavailable("copying unchanged documents took too long")
 
-    async def _refresh(self, physical: str) -> None:
+    async def refresh(self, physical: str) -> None:
         await call(
             self._settings.label,
             "refresh",
@@ -184,13 +184,17 @@ class EngineWrites:
                 request_timeout=self._settings.publish_timeout_s,
             ),
         )
-        await self._refresh(physical)
+        await self.refresh(physical)
 
-    async def _count(self, physical: str) -> int:
-        """Every record of `physical`; a shard that did not answer (a lost primary
-        reports a partial count with no failure) fails the count."""
+    async def count(self, physical: str, filters: Sequence[dict[str, Any]] = ()) -> int:
+        """The records of `physical` (those `filters` admit: a pooled tenant's slot);
+        a shard that did not answer (a lost primary reports a partial count with no
+        failure) fails the count."""
+        query = {"query": {"bool": {"filter": list(filters)}}} if filters else None
         body: dict[str, Any] = await call(
-            self._settings.label, "count", lambda: self._client.count(index=physical)
+            self._settings.label,
+            "count",
+            lambda: self._client.count(index=physical, body=query),
         )
         shards = body.get("_shards", {})
         if shards.get("failed") or shards.get("successful") != shards.get("total"):
