@@ -9,7 +9,13 @@
 - ``timed-handler``: served, and the event loop thread's CPU time inside
   RetrieverService.Retrieve is summed; the process prints calls and CPU per call
   to its stdout (the bench's) when it exits (what the handler costs served,
-  against bench_retrieve_breakdown.py's in-process figure).
+  against bench_retrieve_breakdown.py's in-process figure);
+- ``timed-twice``: each Retrieve runs twice in a row and both runs' CPU is summed
+  apart (the second meets the first's code and data in the caches);
+- ``no-gc``: the garbage collector disabled;
+- ``faults``: minor page faults of the event loop thread inside each Retrieve;
+- ``lean-handler``: lexical Retrieves answered without the engine or per-hit
+  domain objects (an experiment; see _lean_handler).
 
     python bench/serve_variant.py VARIANT -- serve arguments...
 """
@@ -63,10 +69,181 @@ def apply(variant: str) -> None:
         retriever.RetrieverServicer.Retrieve = timed  # type: ignore[method-assign]
         atexit.register(report)
         return
+    if variant == "lean-handler":
+        _lean_handler()
+        return
+    if variant == "timed-twice":
+        import atexit
+        import time
+
+        from groundwire.api import retriever as retriever_api
+
+        handler2 = retriever_api.RetrieverServicer.Retrieve
+        spent2 = [0, 0, 0]
+
+        async def twice(self: Any, request: Any, context: Any) -> Any:
+            t0 = time.thread_time_ns()
+            await handler2(self, request, context)
+            t1 = time.thread_time_ns()
+            answer = await handler2(self, request, context)
+            spent2[0] += 1
+            spent2[1] += t1 - t0
+            spent2[2] += time.thread_time_ns() - t1
+            return answer
+
+        def report2() -> None:
+            n = max(spent2[0], 1)
+            print(
+                f"timed-twice: first {spent2[1] / n / 1e3:.1f} us, again {spent2[2] / n / 1e3:.1f} us",
+                flush=True,
+            )
+
+        retriever_api.RetrieverServicer.Retrieve = twice  # type: ignore[method-assign]
+        atexit.register(report2)
+        return
+    if variant == "faults":
+        import atexit
+        import resource
+
+        from groundwire.api import retriever as retriever_api
+
+        inner = retriever_api.RetrieverServicer.Retrieve
+        counted = [0, 0]
+
+        async def counting(self: Any, request: Any, context: Any) -> Any:
+            before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+            try:
+                return await inner(self, request, context)
+            finally:
+                counted[0] += 1
+                counted[1] += resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
+
+        def faults() -> None:
+            print(
+                f"faults: {counted[1] / max(counted[0], 1):.2f} minor faults a Retrieve", flush=True
+            )
+
+        retriever_api.RetrieverServicer.Retrieve = counting  # type: ignore[method-assign]
+        atexit.register(faults)
+        return
+    if variant == "no-gc":
+        import gc
+
+        gc.disable()
+        return
     if variant.startswith("gil-"):
         cli._GIL_SWITCH_S = float(variant.removeprefix("gil-")) / 1000
         return
     raise SystemExit(f"unknown variant {variant!r}")
+
+
+def _lean_handler() -> None:
+    """An experiment, not a design (it writes the fields convert._fill_result
+    writes, from the store's rows): lexical Retrieves of the memory store answered
+    by the least Python that gives the same answer (the servicer's validation, the
+    query's analysis, the store's cached term scores and BM25 arrays, then the
+    protobuf response written from the store's rows): no engine, no per-hit domain
+    objects (hits, scores, ranked results, provenance), a fixed diagnostics. What a
+    pipeline carrying results as arrays from the store to the wire could reach in
+    Python; other requests are served as shipped. Reads the store's internals."""
+    import numpy as np
+
+    from groundwire.api import convert
+    from groundwire.api import retriever as retriever_api
+    from groundwire.api.auth import effective_readers, effective_tenant
+    from groundwire.domain import bm25
+    from groundwire.domain.query import parse_lexical
+    from groundwire.domain.retrieval import Leg, RetrievalDiagnostics, RetrievalMode
+    from groundwire.domain.scores import ScoreMetric
+    from groundwire.retrieval.requests import build_retrieval_request
+    from groundwire.stores.memory.search import publication_cache, top_rows
+    from groundwire_client.v1 import retriever_pb2
+
+    shipped = retriever_api.RetrieverServicer.Retrieve
+    bm25_metric, lexical_leg = convert._METRICS[ScoreMetric.BM25], convert._LEGS[Leg.LEXICAL]
+    profiles: dict[str, Any] = {}
+
+    async def lean(self: Any, request: Any, context: Any) -> Any:
+        q = request.query
+        if q.mode != retriever_pb2.RETRIEVAL_MODE_LEXICAL or q.index_name not in profiles:
+            answer = await shipped(self, request, context)
+            if q.mode == retriever_pb2.RETRIEVAL_MODE_LEXICAL:
+                profiles[q.index_name] = answer.profile
+            return answer
+        limits = self._retriever.limits
+        domain = build_retrieval_request(
+            index_name=q.index_name,
+            text=q.text,
+            mode=convert.mode_from_proto(q.mode),
+            top_k=q.top_k if q.HasField("top_k") else None,
+            conditions=convert.filter_from_proto(q.filter),
+            tenant=effective_tenant(q.tenant, "query.tenant"),
+            rrf_k=None,
+            semantic_weight=None,
+            lexical_weight=None,
+            leg_depth=None,
+            limits=limits,
+            fusion_defaults=self._retriever.fusion_defaults,
+            readers=effective_readers(),
+        )
+        handle = self._retriever._catalog.get(domain.index_name)
+        store = handle.store
+        query = parse_lexical(
+            domain.text, analyzer=handle.spec.analyzer, max_terms=limits.max_lexical_terms
+        )
+        idx = store._get(handle.name)
+        scoped = store._scoped(idx, domain.scope)
+        part = idx.parts[domain.scope.tenant]
+        cache = publication_cache(scoped, idx.doc_len)
+        scored = {}
+        for term in dict.fromkeys(query.terms):
+            posting = part.posting(term)
+            if posting is not None:
+                scored[term] = cache.term(term, *posting)
+        terms, _ = bm25.select_terms(query.terms, {t: e.df for t, e in scored.items()}, 32)
+        dense = np.zeros(len(scoped.tenant_rows))
+        held = np.zeros(len(scoped.tenant_rows), dtype=bool)
+        for term in terms:
+            dense[scored[term].positions] += scored[term].contributions
+            held[scored[term].positions] = True
+        positions = np.flatnonzero(held)
+        matched, scores = scoped.tenant_rows[positions], dense[positions]
+        top = top_rows(scores, np.flatnonzero(scoped.admits(matched)), domain.top_k)
+        rows = idx.rows
+        best = sorted(
+            zip(scores[top].tolist(), matched[top].tolist(), strict=True),
+            key=lambda p: (-p[0], rows[p[1]].document_id, rows[p[1]].chunk_id),
+        )[: domain.top_k]
+        response = retriever_pb2.RetrieveResponse()
+        add = response.results.add
+        for rank, (value, row) in enumerate(best, start=1):
+            r = rows[row]
+            msg = add()
+            msg.document_id = r.document_id
+            msg.chunk_id = r.chunk_id
+            msg.rank = rank
+            score = msg.score
+            score.raw_score = value
+            score.metric = bm25_metric
+            score.higher_is_better = True
+            leg = msg.provenance.add()
+            leg.leg = lexical_leg
+            leg.rank = rank
+            leg.score.CopyFrom(score)
+            msg.content = r.text
+            span = msg.span
+            span.start = r.start
+            span.end = r.end
+            msg.title = r.title
+            msg.section = r.section
+            if r.metadata:
+                msg.metadata.update(r.metadata)
+        diagnostics = RetrievalDiagnostics(mode=RetrievalMode.LEXICAL, top_k=domain.top_k)
+        convert._fill_diagnostics(response.diagnostics, diagnostics)
+        response.profile.CopyFrom(profiles[q.index_name])
+        return response
+
+    retriever_api.RetrieverServicer.Retrieve = lean  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

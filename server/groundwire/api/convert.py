@@ -119,16 +119,26 @@ def _fill_score(msg: common_pb2.Score, score: Score) -> None:
 def _fill_result(msg: retriever_pb2.RetrievalResult, result: RankedResult) -> None:
     """Write `result` into `msg` in place: on the Retrieve path a result is built
     inside the response (a message passed to a constructor is copied, content and
-    all), its fields set directly rather than through keyword dictionaries."""
+    all), its fields set directly rather than through keyword dictionaries (a
+    keyword constructor or add(**fields) costs more than the writes), the score
+    written inline and copied to the provenance leg that shares it."""
     hit = result.hit
+    score = result.score
     msg.document_id = hit.document_id
     msg.chunk_id = hit.chunk_id
     msg.rank = result.rank
-    _fill_score(msg.score, result.score)
+    written = msg.score
+    written.raw_score = score.raw
+    written.metric = _METRICS[score.metric]
+    written.higher_is_better = score.higher_is_better
+    if score.relevance is not None:
+        written.relevance = score.relevance
     for p in result.provenance:
-        leg = msg.provenance.add(leg=_LEGS[p.leg], rank=p.rank)
-        if p.score is result.score:
-            leg.score.CopyFrom(msg.score)
+        leg = msg.provenance.add()
+        leg.leg = _LEGS[p.leg]
+        leg.rank = p.rank
+        if p.score is score:
+            leg.score.CopyFrom(written)
         else:
             _fill_score(leg.score, p.score)
     msg.content = hit.content

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from groundwire.domain import bm25
 from groundwire.domain.ordering import rank_hits
 from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult
-from groundwire.domain.scores import Score, ScoreMetric
+from groundwire.domain.scores import Score, ScoreMetric, higher_is_better
 from groundwire.domain.values import fast_init
 from groundwire.stores.base import DistanceMetric
 from groundwire.stores.bounds import PHRASE_MAX_CANDIDATES
@@ -340,6 +340,9 @@ def publication_cache(scoped: Scoped, doc_len: FloatArray) -> PublicationCache:
     return cache
 
 
+_BM25_HIGHER_IS_BETTER = higher_is_better(ScoreMetric.BM25)
+
+
 @fast_init
 @dataclass(frozen=True, slots=True)
 class LexicalSnapshot:
@@ -393,9 +396,11 @@ class LexicalSnapshot:
             work += len(candidates)
         top = top_rows(scores, candidates, k)
         rows = self.rows
-        # Python ints and floats in two calls rather than two numpy scalars per hit.
+        # Python ints and floats in two calls rather than two numpy scalars per hit;
+        # each score built as Score.of builds a BM25 one (no relevance), without
+        # its two lookups per hit.
         hits = [
-            hit(rows[row], Score.of(ScoreMetric.BM25, value))
+            hit(rows[row], Score(value, ScoreMetric.BM25, _BM25_HIGHER_IS_BETTER, None))
             for row, value in zip(matched[top].tolist(), scores[top].tolist(), strict=True)
         ]
         return LexicalResult(rank_hits(hits)[:k], len(terms), pruned), work
