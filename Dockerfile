@@ -16,7 +16,13 @@ ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY pyproject.toml ./
+# A C compiler for the memory store's compiled BM25 top k (setup.py; optional, the
+# store scores with numpy without it). Build stage only: the runtime stage installs
+# the wheel built here.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
+COPY pyproject.toml setup.py ./
 COPY clients/python clients/python
 COPY server server
 # Wheels of both packages and of every dependency, so the runtime stage installs

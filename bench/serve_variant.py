@@ -10,12 +10,16 @@
   RetrieverService.Retrieve is summed; the process prints calls and CPU per call
   to its stdout (the bench's) when it exits (what the handler costs served,
   against bench_retrieve_breakdown.py's in-process figure);
+- ``numpy-scorer``: the memory store scoring with numpy, as where no C compiler
+  built stores/memory/_bm25.c; ``free-scorer``: that with each query's top k
+  computed once and remembered (the pipeline without the scorer's cost);
 - ``timed-twice``: each Retrieve runs twice in a row and both runs' CPU is summed
   apart (the second meets the first's code and data in the caches);
 - ``no-gc``: the garbage collector disabled;
 - ``faults``: minor page faults of the event loop thread inside each Retrieve;
 - ``lean-handler``: lexical Retrieves answered without the engine or per-hit
-  domain objects (an experiment; see _lean_handler).
+  domain objects (an experiment; see _lean_handler); ``lean-handler-free-scorer``
+  the same with each query's BM25 scores computed once and remembered.
 
     python bench/serve_variant.py VARIANT -- serve arguments...
 """
@@ -69,8 +73,8 @@ def apply(variant: str) -> None:
         retriever.RetrieverServicer.Retrieve = timed  # type: ignore[method-assign]
         atexit.register(report)
         return
-    if variant == "lean-handler":
-        _lean_handler()
+    if variant in ("lean-handler", "lean-handler-free-scorer"):
+        _lean_handler(free_scorer=variant.endswith("free-scorer"))
         return
     if variant == "timed-twice":
         import atexit
@@ -126,6 +130,25 @@ def apply(variant: str) -> None:
         retriever_api.RetrieverServicer.Retrieve = counting  # type: ignore[method-assign]
         atexit.register(faults)
         return
+    if variant in ("numpy-scorer", "free-scorer"):
+        # The memory store scoring with numpy (as where no C compiler built _bm25.c);
+        # with free-scorer each query's top k is computed once and then remembered
+        # by its text: the shipped pipeline without the scorer's cost.
+        from groundwire.stores.memory import search
+
+        search._compiled = None  # type: ignore[attr-defined,assignment]
+        if variant == "free-scorer":
+            top = search.LexicalSnapshot._top
+            remembered: dict[tuple[str, int], Any] = {}
+
+            def free(self: Any, query: Any, entries: Any, weights: Any, k: int) -> Any:
+                key = (query.text, k)
+                if key not in remembered:
+                    remembered[key] = top(self, query, entries, weights, k)
+                return remembered[key]
+
+            search.LexicalSnapshot._top = free  # type: ignore[method-assign]
+        return
     if variant == "no-gc":
         import gc
 
@@ -137,7 +160,7 @@ def apply(variant: str) -> None:
     raise SystemExit(f"unknown variant {variant!r}")
 
 
-def _lean_handler() -> None:
+def _lean_handler(free_scorer: bool = False) -> None:
     """An experiment, not a design (it writes the fields convert._fill_result
     writes, from the store's rows): lexical Retrieves of the memory store answered
     by the least Python that gives the same answer (the servicer's validation, the
@@ -145,7 +168,9 @@ def _lean_handler() -> None:
     protobuf response written from the store's rows): no engine, no per-hit domain
     objects (hits, scores, ranked results, provenance), a fixed diagnostics. What a
     pipeline carrying results as arrays from the store to the wire could reach in
-    Python; other requests are served as shipped. Reads the store's internals."""
+    Python; other requests are served as shipped. Reads the store's internals.
+    With `free_scorer`, a query's scores are computed once and then remembered by
+    its text: the numpy scorer's cost removed, what a compiled one would leave."""
     import numpy as np
 
     from groundwire.api import convert
@@ -162,6 +187,7 @@ def _lean_handler() -> None:
     shipped = retriever_api.RetrieverServicer.Retrieve
     bm25_metric, lexical_leg = convert._METRICS[ScoreMetric.BM25], convert._LEGS[Leg.LEXICAL]
     profiles: dict[str, Any] = {}
+    scorer_free: dict[str, tuple[list[float], list[int]]] | None = {} if free_scorer else None
 
     async def lean(self: Any, request: Any, context: Any) -> Any:
         q = request.query
@@ -201,17 +227,22 @@ def _lean_handler() -> None:
             if posting is not None:
                 scored[term] = cache.term(term, *posting)
         terms, _ = bm25.select_terms(query.terms, {t: e.df for t, e in scored.items()}, 32)
-        dense = np.zeros(len(scoped.tenant_rows))
-        held = np.zeros(len(scoped.tenant_rows), dtype=bool)
-        for term in terms:
-            dense[scored[term].positions] += scored[term].contributions
-            held[scored[term].positions] = True
-        positions = np.flatnonzero(held)
-        matched, scores = scoped.tenant_rows[positions], dense[positions]
-        top = top_rows(scores, np.flatnonzero(scoped.admits(matched)), domain.top_k)
+        found = scorer_free.get(domain.text) if scorer_free is not None else None
+        if found is None:
+            dense = np.zeros(len(scoped.tenant_rows))
+            held = np.zeros(len(scoped.tenant_rows), dtype=bool)
+            for term in terms:
+                dense[scored[term].positions] += scored[term].contributions
+                held[scored[term].positions] = True
+            positions = np.flatnonzero(held)
+            matched, scores = scoped.tenant_rows[positions], dense[positions]
+            top = top_rows(scores, np.flatnonzero(scoped.admits(matched)), domain.top_k)
+            found = (scores[top].tolist(), matched[top].tolist())
+            if scorer_free is not None:
+                scorer_free[domain.text] = found
         rows = idx.rows
         best = sorted(
-            zip(scores[top].tolist(), matched[top].tolist(), strict=True),
+            zip(*found, strict=True),
             key=lambda p: (-p[0], rows[p[1]].document_id, rows[p[1]].chunk_id),
         )[: domain.top_k]
         response = retriever_pb2.RetrieveResponse()

@@ -18,6 +18,7 @@ from groundwire.domain.retrieval import (
     RetrievalOutcome,
 )
 from groundwire.domain.scores import Score, ScoreMetric
+from groundwire.domain.usage import NO_USAGE
 from groundwire.retrieval.requests import BoundInput, FilterCondition, RangeInput
 from groundwire_client.v1 import common_pb2, retriever_pb2
 
@@ -199,7 +200,12 @@ def _fill_diagnostics(msg: retriever_pb2.RetrievalDiagnostics, d: RetrievalDiagn
     msg.lexical_terms_scored = d.lexical_terms_scored
     msg.lexical_terms_pruned = d.lexical_terms_pruned
     msg.tenant_scope_empty = d.tenant_scope_empty
-    msg.embedding_usage.CopyFrom(usage_to_proto(d.embedding_usage))
+    if d.embedding_usage is NO_USAGE:
+        # (present and all zeros, as CopyFrom of the zero usage leaves it, without
+        # building that message: a lexical retrieval embeds nothing)
+        msg.embedding_usage.SetInParent()
+    else:
+        msg.embedding_usage.CopyFrom(usage_to_proto(d.embedding_usage))
     msg.query_truncated = d.embedding_usage.truncated_texts > 0
     msg.feedback_terms = d.feedback_terms
     msg.feedback_documents = d.feedback_documents

@@ -113,7 +113,8 @@ def fuse(
 
 def single_leg(leg: Leg, hits: Sequence[ChunkHit], top_k: int) -> list[RankedResult]:
     """Results of one leg, ranked by the leg's own score."""
+    # (positional arguments: the Retrieve path builds one of each per result)
     return [
-        RankedResult(hit=h, rank=i, score=h.score, provenance=(LegRank(leg, i, h.score),))
+        RankedResult(h, i, h.score, (LegRank(leg, i, h.score),))
         for i, h in enumerate(hits[:top_k], start=1)
     ]

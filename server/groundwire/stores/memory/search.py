@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TypeVar
 
 import numpy as np
@@ -23,6 +24,11 @@ from groundwire.domain.values import fast_init
 from groundwire.stores.base import DistanceMetric
 from groundwire.stores.bounds import PHRASE_MAX_CANDIDATES
 from groundwire.stores.memory import quantized
+
+try:  # the compiled BM25 top k (setup.py builds it where a C compiler is available)
+    from groundwire.stores.memory import _bm25 as _compiled
+except ImportError:  # pragma: no cover - the numpy path scores alike
+    _compiled = None  # type: ignore[assignment]
 from groundwire.stores.memory.index import (
     BoolArray,
     FloatArray,
@@ -340,7 +346,21 @@ def publication_cache(scoped: Scoped, doc_len: FloatArray) -> PublicationCache:
     return cache
 
 
-_BM25_HIGHER_IS_BETTER = higher_is_better(ScoreMetric.BM25)
+_BM25 = ScoreMetric.BM25  # (an enum member read from its class costs ~0.1 us)
+_BM25_HIGHER_IS_BETTER = higher_is_better(_BM25)
+
+
+def _strictly_decreasing(scores: list[float]) -> bool:
+    """Whether hits in this order of their scores are already in rank order (no
+    two equal, so no tie for rank_hits to break)."""
+    return all(a > b for a, b in pairwise(scores))
+
+
+def _weighted(entry: _Term, weight: float) -> npt.NDArray[np.float64]:
+    """qtf * contribution, as the uncached score qtf * term_score(idf, ...) takes the
+    product (term_score is linear in its weight); x * 1.0 is x, so the common
+    unweighted term skips the multiplication."""
+    return entry.contributions if weight == 1.0 else weight * entry.contributions
 
 
 @fast_init
@@ -359,9 +379,12 @@ class LexicalSnapshot:
         """Entries the search reads before any phrase check."""
         return self.scoped.size + sum(len(rows) for rows, _ in self.postings.values())
 
-    def search(self, query: LexicalQuery, k: int) -> tuple[LexicalResult, int]:
-        """The result and the entries read (rows, postings, phrase candidates)."""
-        work = self.work
+    def search(
+        self, query: LexicalQuery, k: int, work: int | None = None
+    ) -> tuple[LexicalResult, int]:
+        """The result and the entries read (rows, postings, phrase candidates;
+        `work` is `self.work` when the caller has it already)."""
+        work = self.work if work is None else work
         cache = publication_cache(self.scoped, self.doc_len)
         if len(cache.published) == 0:
             return LexicalResult([]), work
@@ -371,39 +394,55 @@ class LexicalSnapshot:
         terms, pruned = bm25.select_terms(query.terms, df, query.max_terms)
         if not terms:
             return LexicalResult([], 0, pruned), work
-        # Scores live in an array over the tenant's own rows (its size, and so the
-        # cost, does not depend on other tenants), each term's contributions added in
-        # query order; `matched` is then the scored rows, ascending.
+        weights = [qtf[t] for t in terms]
+        if _compiled is not None and not query.phrases and not self.scoped.filters:
+            # One compiled pass (_bm25.c): the same sums and rows as below.
+            best_rows, best_scores = _compiled.top_k(
+                tuple(scored[t].positions for t in terms),
+                tuple(_weighted(scored[t], w) for t, w in zip(terms, weights, strict=True)),
+                self.scoped.tenant_rows,
+                self.scoped.live,
+                self.scoped.n,
+                k,
+            )
+        else:
+            best_rows, best_scores, read = self._top(query, [scored[t] for t in terms], weights, k)
+            work += read
+        # Each score built as Score.of builds a BM25 one (no relevance), without its
+        # two lookups per hit.
+        hits = [
+            hit(r, Score(value, _BM25, _BM25_HIGHER_IS_BETTER, None))
+            for r, value in zip(map(self.rows.__getitem__, best_rows), best_scores, strict=True)
+        ]
+        if not _strictly_decreasing(best_scores):
+            hits = rank_hits(hits)  # equal scores order by document and chunk
+        return LexicalResult(hits[:k], len(terms), pruned), work
+
+    def _top(
+        self, query: LexicalQuery, entries: list[_Term], weights: list[float], k: int
+    ) -> tuple[list[int], list[float], int]:
+        """The k best admitted rows (every one tied with the k-th too) and their
+        scores, in numpy, with the phrase candidates it read. Scores live in an
+        array over the tenant's own rows (its size, and so the cost, does not depend
+        on other tenants), each term's contributions added in query order;
+        `matched` is then the scored rows, ascending."""
         tenant_rows = self.scoped.tenant_rows
         dense = np.zeros(len(tenant_rows), dtype=np.float64)
         held = np.zeros(len(tenant_rows), dtype=bool)
-        for term in terms:
-            entry = scored[term]
-            # qtf * contribution, as the uncached score qtf * term_score(idf, ...):
-            # term_score is linear in its weight, and the product is taken the same way.
-            weight = qtf[term]
-            # (x * 1.0 is x: the common unweighted term skips the multiplication)
-            dense[entry.positions] += (
-                entry.contributions if weight == 1.0 else weight * entry.contributions
-            )
+        for entry, weight in zip(entries, weights, strict=True):
+            dense[entry.positions] += _weighted(entry, weight)
             held[entry.positions] = True
         positions = np.flatnonzero(held)
         matched: IntArray = tenant_rows[positions]
         scores = dense[positions]
         candidates = np.flatnonzero(self.scoped.admits(matched))
+        read = 0
         if query.phrases and len(candidates):
             candidates = self._with_phrases(query, matched, candidates)
-            work += len(candidates)
+            read = len(candidates)
         top = top_rows(scores, candidates, k)
-        rows = self.rows
-        # Python ints and floats in two calls rather than two numpy scalars per hit;
-        # each score built as Score.of builds a BM25 one (no relevance), without
-        # its two lookups per hit.
-        hits = [
-            hit(rows[row], Score(value, ScoreMetric.BM25, _BM25_HIGHER_IS_BETTER, None))
-            for row, value in zip(matched[top].tolist(), scores[top].tolist(), strict=True)
-        ]
-        return LexicalResult(rank_hits(hits)[:k], len(terms), pruned), work
+        # Python ints and floats in two calls rather than two numpy scalars per hit.
+        return matched[top].tolist(), scores[top].tolist(), read
 
     def _with_phrases(
         self, query: LexicalQuery, matched: IntArray, candidates: IntArray

@@ -316,10 +316,11 @@ class MemoryStore:
                 postings[term] = posting
         snapshot = LexicalSnapshot(scoped, idx.doc_len, idx.rows, postings)
         threshold = PHRASE_THREAD_THRESHOLD if query.phrases else LEXICAL_THREAD_THRESHOLD
-        if snapshot.work > threshold:
-            result, work = await off_loop(lambda: snapshot.search(query, k))
+        entries = snapshot.work
+        if entries > threshold:
+            result, work = await off_loop(lambda: snapshot.search(query, k, entries))
         else:
-            result, work = snapshot.search(query, k)
+            result, work = snapshot.search(query, k, entries)
         self.lexical_entries_read += work
         return result
 
