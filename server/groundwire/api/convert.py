@@ -18,7 +18,6 @@ from groundwire.domain.retrieval import (
     RetrievalOutcome,
 )
 from groundwire.domain.scores import Score, ScoreMetric
-from groundwire.domain.usage import NO_USAGE
 from groundwire.retrieval.requests import BoundInput, FilterCondition, RangeInput
 from groundwire_client.v1 import common_pb2, retriever_pb2
 
@@ -122,18 +121,14 @@ def _fill_result(msg: retriever_pb2.RetrievalResult, result: RankedResult) -> No
     inside the response (a message passed to a constructor is copied, content and
     all), its fields set directly rather than through keyword dictionaries (a
     keyword constructor or add(**fields) costs more than the writes), the score
-    written inline and copied to the provenance leg that shares it."""
+    copied to the provenance leg that shares it."""
     hit = result.hit
     score = result.score
     msg.document_id = hit.document_id
     msg.chunk_id = hit.chunk_id
     msg.rank = result.rank
     written = msg.score
-    written.raw_score = score.raw
-    written.metric = _METRICS[score.metric]
-    written.higher_is_better = score.higher_is_better
-    if score.relevance is not None:
-        written.relevance = score.relevance
+    _fill_score(written, score)
     for p in result.provenance:
         leg = msg.provenance.add()
         leg.leg = _LEGS[p.leg]
@@ -200,12 +195,7 @@ def _fill_diagnostics(msg: retriever_pb2.RetrievalDiagnostics, d: RetrievalDiagn
     msg.lexical_terms_scored = d.lexical_terms_scored
     msg.lexical_terms_pruned = d.lexical_terms_pruned
     msg.tenant_scope_empty = d.tenant_scope_empty
-    if d.embedding_usage is NO_USAGE:
-        # (present and all zeros, as CopyFrom of the zero usage leaves it, without
-        # building that message: a lexical retrieval embeds nothing)
-        msg.embedding_usage.SetInParent()
-    else:
-        msg.embedding_usage.CopyFrom(usage_to_proto(d.embedding_usage))
+    msg.embedding_usage.CopyFrom(usage_to_proto(d.embedding_usage))
     msg.query_truncated = d.embedding_usage.truncated_texts > 0
     msg.feedback_terms = d.feedback_terms
     msg.feedback_documents = d.feedback_documents

@@ -32,28 +32,23 @@ class RetrieverServicer(retriever_pb2_grpc.RetrieverServiceServicer):
         self, request: retriever_pb2.RetrieveRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> retriever_pb2.RetrieveResponse:
         q = request.query
-        # Absent messages read as all defaults: skip their fields' presence checks.
-        fusion = q.fusion if q.HasField("fusion") else None
+        fusion = q.fusion
         domain_request = build_retrieval_request(
             index_name=q.index_name,
             text=q.text,
             mode=mode_from_proto(q.mode),
             top_k=q.top_k if q.HasField("top_k") else None,
-            conditions=filter_from_proto(q.filter) if q.HasField("filter") else [],
+            conditions=filter_from_proto(q.filter),
             tenant=effective_tenant(q.tenant, "query.tenant"),
-            rrf_k=fusion.rrf_k if fusion and fusion.HasField("rrf_k") else None,
-            semantic_weight=(
-                fusion.semantic_weight if fusion and fusion.HasField("semantic_weight") else None
-            ),
-            lexical_weight=(
-                fusion.lexical_weight if fusion and fusion.HasField("lexical_weight") else None
-            ),
-            leg_depth=fusion.leg_depth if fusion and fusion.HasField("leg_depth") else None,
+            rrf_k=fusion.rrf_k if fusion.HasField("rrf_k") else None,
+            semantic_weight=fusion.semantic_weight if fusion.HasField("semantic_weight") else None,
+            lexical_weight=fusion.lexical_weight if fusion.HasField("lexical_weight") else None,
+            leg_depth=fusion.leg_depth if fusion.HasField("leg_depth") else None,
             limits=self._retriever.limits,
             fusion_defaults=self._retriever.fusion_defaults,
             min_version=q.min_index_version,
             feedback=feedback_from_proto(q),
-            fusion_method=fusion_method_from_proto(fusion.method) if fusion else None,
+            fusion_method=fusion_method_from_proto(fusion.method),
             readers=effective_readers(),
         )
         # A hidden index answers as a missing one, at the point the engine would.

@@ -24,11 +24,6 @@ from groundwire.domain.values import fast_init
 from groundwire.stores.base import DistanceMetric
 from groundwire.stores.bounds import PHRASE_MAX_CANDIDATES
 from groundwire.stores.memory import quantized
-
-try:  # the compiled BM25 top k (setup.py builds it where a C compiler is available)
-    from groundwire.stores.memory import _bm25 as _compiled
-except ImportError:  # pragma: no cover - the numpy path scores alike
-    _compiled = None  # type: ignore[assignment]
 from groundwire.stores.memory.index import (
     BoolArray,
     FloatArray,
@@ -38,6 +33,11 @@ from groundwire.stores.memory.index import (
     hit,
     phrase_text,
 )
+
+try:  # the compiled BM25 top k (setup.py builds it where a C compiler is available)
+    from groundwire.stores.memory import _bm25 as _compiled
+except ImportError:  # pragma: no cover - the numpy path scores alike
+    _compiled = None  # type: ignore[assignment]
 
 # Vector searches over more rows than this run in a worker thread (numpy releases
 # the GIL) so a large matrix product does not stall the event loop.
