@@ -36,8 +36,9 @@ setup: $(STAMP)
 
 setup-dev: $(DEV_STAMP)
 
-# (setup.py and the C it compiles: the memory store's BM25 top k, stores/memory/_bm25.c)
-$(STAMP): pyproject.toml setup.py server/groundwire/stores/memory/_bm25.c clients/python/pyproject.toml
+# (setup.py and the C it compiles: the memory store's BM25 top k, stores/memory/_bm25.c, and
+# the Retrieve results' encoder, api/_wire.c)
+$(STAMP): pyproject.toml setup.py server/groundwire/stores/memory/_bm25.c server/groundwire/api/_wire.c clients/python/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e clients/python -e ".[tools]"

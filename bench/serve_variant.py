@@ -15,6 +15,8 @@
   computed once and remembered (the pipeline without the scorer's cost);
 - ``timed-twice``: each Retrieve runs twice in a row and both runs' CPU is summed
   apart (the second meets the first's code and data in the caches);
+- ``python-encoder``: the Retrieve results written field by field in Python, as
+  where no C compiler built api/_wire.c;
 - ``no-gc``: the garbage collector disabled;
 - ``faults``: minor page faults of the event loop thread inside each Retrieve;
 - ``lean-handler``: lexical Retrieves answered without the engine or per-hit
@@ -148,6 +150,11 @@ def apply(variant: str) -> None:
                 return remembered[key]
 
             search.LexicalSnapshot._top = free  # type: ignore[method-assign]
+        return
+    if variant == "python-encoder":
+        from groundwire.api import convert
+
+        convert._wire = None  # type: ignore[assignment,attr-defined]
         return
     if variant == "no-gc":
         import gc

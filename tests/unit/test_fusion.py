@@ -9,7 +9,19 @@ import math
 import pytest
 
 from groundwire.domain.fusion import fuse, rrf_contribution, single_leg
-from groundwire.domain.retrieval import ChunkHit, FusionMethod, FusionSettings, Leg
+from groundwire.domain.retrieval import (
+    ChunkHit,
+    FusionMethod,
+    FusionSettings,
+    Leg,
+    LegRank,
+    LegResults,
+    RankedResult,
+    RetrievalDiagnostics,
+    RetrievalMode,
+    RetrievalOutcome,
+    ScoredHits,
+)
 from groundwire.domain.scores import Score, ScoreMetric
 
 
@@ -75,6 +87,72 @@ def test_single_leg_keeps_leg_score() -> None:
     lex = [hit("a", "c", ScoreMetric.BM25, 4.0), hit("b", "c", ScoreMetric.BM25, 2.0)]
     out = single_leg(Leg.LEXICAL, lex, 1)
     assert len(out) == 1 and out[0].score.raw == 4.0 and out[0].provenance[0].rank == 1
+
+
+def test_single_leg_results_are_the_tuple_they_stand_for() -> None:
+    """LegResults builds each result when read: the same values, in the same order,
+    as the tuple of RankedResults it stands for, and it behaves as that tuple."""
+    lex = [hit(d, "c", ScoreMetric.BM25, s) for d, s in (("a", 4.0), ("b", 2.0), ("c", 1.0))]
+    out = single_leg(Leg.LEXICAL, lex, 10)
+    want = tuple(
+        RankedResult(h, i, h.score, (LegRank(Leg.LEXICAL, i, h.score),))
+        for i, h in enumerate(lex, start=1)
+    )
+    assert isinstance(out, LegResults)
+    assert tuple(out) == want and list(out) == list(want)
+    assert out == want and want == out
+    # Hashed as the tuple: here not at all (a hit's metadata is a dict).
+    for value in (want, out):
+        with pytest.raises(TypeError, match="unhashable"):
+            hash(value)
+    assert out == single_leg(Leg.LEXICAL, lex, 10)
+    assert out != single_leg(Leg.SEMANTIC, lex, 10) and out != want[:2]
+    assert out != list(want)  # as a tuple is not equal to a list
+    assert len(out) == 3 and out[0] == want[0] and out[-1] == want[2] and out[-3] == want[0]
+    assert out[1:] == want[1:] and out[::-1] == want[::-1] and out[5:] == ()
+    for bad in (3, -4):
+        with pytest.raises(IndexError):
+            out[bad]
+    assert want[1] in out and out.index(want[2]) == 2 and out.count(want[0]) == 1
+    # Immutable: the hits given are copied.
+    lex.append(hit("d", "c", ScoreMetric.BM25, 0.5))
+    assert len(out) == 3
+    assert single_leg(Leg.LEXICAL, [], 10) == ()
+    # An outcome holding it compares with one holding the tuple.
+    diag = RetrievalDiagnostics(RetrievalMode.LEXICAL, 10)
+    assert RetrievalOutcome(out, diag) == RetrievalOutcome(want, diag)
+
+
+def test_scored_hits_are_the_hits_they_stand_for() -> None:
+    """ScoredHits builds each hit from a record and its raw score when read: the
+    hits Score.of would score, and it behaves as the list of them."""
+    records = [hit(d, "c", ScoreMetric.BM25, 0.0) for d in "abc"]  # (a hit has a record's fields)
+    raws = [4.0, 2.0, 2.0]
+    out = ScoredHits(records, raws, ScoreMetric.BM25)
+    want = [
+        ChunkHit(r.document_id, r.chunk_id, r.content, r.start, r.end, r.title, r.section,
+                 r.metadata, Score.of(ScoreMetric.BM25, raw))
+        for r, raw in zip(records, raws, strict=True)
+    ]  # fmt: skip
+    assert list(out) == want and out == want and want == out and out == tuple(want)
+    assert len(out) == 3 and out[0] == want[0] and out[-1] == want[2]
+    assert isinstance(out[1:], ScoredHits) and out[1:] == want[1:] and out[5:] == []
+    assert out == ScoredHits(records, raws, ScoreMetric.BM25)
+    assert out != ScoredHits(records, [4.0, 2.0, 1.0], ScoreMetric.BM25)
+    assert out != ScoredHits(records, raws, ScoreMetric.DOT_PRODUCT) and out != want[:2]
+    with pytest.raises(IndexError):
+        out[3]
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(out)
+    with pytest.raises(ValueError, match="one score a record"):
+        ScoredHits(records, raws[:2], ScoreMetric.BM25)
+    # A metric whose scores have a relevance needs Score.of's per value: plain hits.
+    with pytest.raises(ValueError, match="relevance"):
+        ScoredHits(records, raws, ScoreMetric.COSINE_SIMILARITY)
+    # As one leg's results: kept, and equal to the results of the hits themselves.
+    ranked = single_leg(Leg.LEXICAL, out, 2)
+    assert isinstance(ranked.hits, ScoredHits) and len(ranked) == 2
+    assert ranked == single_leg(Leg.LEXICAL, want, 2) == tuple(single_leg(Leg.LEXICAL, want, 2))
 
 
 # -- min-max fusion (FusionMethod.MIN_MAX) ------------------------------------------

@@ -71,13 +71,3 @@ def test_sort_key_puts_best_first_for_both_directions() -> None:
     assert near.sort_key() < far.sort_key()
     hi, lo = Score.of(ScoreMetric.BM25, 9.0), Score.of(ScoreMetric.BM25, 1.0)
     assert hi.sort_key() < lo.sort_key()
-
-
-def test_memory_store_builds_bm25_scores_as_score_of() -> None:
-    """The memory store writes its BM25 scores without Score.of's lookups: the same
-    value, direction and (absent) relevance."""
-    from groundwire.stores.memory.search import _BM25_HIGHER_IS_BETTER
-
-    for raw in (0.0, 1.5, 1e300, float("inf")):
-        built = Score(raw, ScoreMetric.BM25, _BM25_HIGHER_IS_BETTER, None)
-        assert built == Score.of(ScoreMetric.BM25, raw)

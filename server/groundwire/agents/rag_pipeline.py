@@ -288,7 +288,7 @@ class RagPipeline:
     async def retrieve(self, request: RetrievalRequest) -> tuple[int, tuple[RankedResult, ...]]:
         """The index version searched and its results, in rank order."""
         outcome = await self._retriever.retrieve(request)
-        return outcome.diagnostics.index_version, outcome.results
+        return outcome.diagnostics.index_version, tuple(outcome.results)
 
     async def prepare(
         self,

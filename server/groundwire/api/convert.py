@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Sequence
 
 from google.protobuf import duration_pb2
 
@@ -12,14 +13,21 @@ from groundwire.domain.profile import ProfilePartKind, RetrievalProfile
 from groundwire.domain.retrieval import (
     FusionMethod,
     Leg,
+    LegResults,
     RankedResult,
     RetrievalDiagnostics,
     RetrievalMode,
     RetrievalOutcome,
+    ScoredHits,
 )
-from groundwire.domain.scores import Score, ScoreMetric
+from groundwire.domain.scores import Score, ScoreMetric, higher_is_better
 from groundwire.retrieval.requests import BoundInput, FilterCondition, RangeInput
 from groundwire_client.v1 import common_pb2, retriever_pb2
+
+try:  # compiled by setup.py where a C compiler is available (_wire.c)
+    from groundwire.api import _wire
+except ImportError:  # pragma: no cover - exercised where no compiler built it
+    _wire = None  # type: ignore[assignment]
 
 _METRICS: dict[ScoreMetric, common_pb2.ScoreMetric.ValueType] = {
     ScoreMetric.COSINE_SIMILARITY: common_pb2.SCORE_METRIC_COSINE_SIMILARITY,
@@ -208,12 +216,31 @@ def _fill_diagnostics(msg: retriever_pb2.RetrievalDiagnostics, d: RetrievalDiagn
 
 def outcome_to_proto(outcome: RetrievalOutcome) -> retriever_pb2.RetrieveResponse:
     resp = retriever_pb2.RetrieveResponse()
-    add = resp.results.add
-    for r in outcome.results:
-        _fill_result(add(), r)
+    if _wire is not None:
+        resp.MergeFromString(_encoded_results(outcome.results))  # (parsed by upb)
+    else:
+        add = resp.results.add
+        for r in outcome.results:
+            _fill_result(add(), r)
     _fill_diagnostics(resp.diagnostics, outcome.diagnostics)
     resp.profile.CopyFrom(_profile_entry(outcome.diagnostics.profile)[2])
     return resp
+
+
+def _encoded_results(results: Sequence[RankedResult]) -> bytes:
+    """RetrieveResponse.results' wire form in one C call (_wire.c: what _fill_result
+    writes, without a Python call per field); a single leg's read from its hits,
+    or from the store's records standing for them, so neither the results nor the
+    hits are built."""
+    if type(results) is not LegResults:
+        return _wire.results(results, _METRICS, _LEGS)
+    hits = results.hits
+    if type(hits) is not ScoredHits:
+        return _wire.leg_results(hits, results.leg, _METRICS, _LEGS)
+    metric = hits.metric
+    return _wire.record_results(
+        hits.records, hits.raws, _METRICS[metric], higher_is_better(metric), _LEGS[results.leg]
+    )
 
 
 _PART_KINDS: dict[ProfilePartKind, common_pb2.ProfilePartKind.ValueType] = {

@@ -28,6 +28,7 @@ from groundwire.domain.retrieval import (
     FusionSettings,
     Leg,
     LegRank,
+    LegResults,
     RankedResult,
 )
 from groundwire.domain.scores import Score, ScoreMetric
@@ -111,10 +112,6 @@ def fuse(
     ]
 
 
-def single_leg(leg: Leg, hits: Sequence[ChunkHit], top_k: int) -> list[RankedResult]:
-    """Results of one leg, ranked by the leg's own score."""
-    # (positional arguments: the Retrieve path builds one of each per result)
-    return [
-        RankedResult(h, i, h.score, (LegRank(leg, i, h.score),))
-        for i, h in enumerate(hits[:top_k], start=1)
-    ]
+def single_leg(leg: Leg, hits: Sequence[ChunkHit], top_k: int) -> LegResults:
+    """Results of one leg, ranked by the leg's own score (each built when read)."""
+    return LegResults(leg, hits[:top_k])

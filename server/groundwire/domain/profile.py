@@ -156,6 +156,11 @@ class RetrievalProfile:
         return "; ".join(f"{p.kind.value.lower()}: {p.descriptor}" for p in self.parts)
 
 
+# The profile of nothing (a default): one object, as profiles are immutable (building
+# one sorts and checks its parts, ~1.2 us; a Retrieve's diagnostics start with it).
+EMPTY_PROFILE = RetrievalProfile()
+
+
 @dataclass(frozen=True, slots=True)
 class PartDifference:
     """One part that differs between two profiles (None: the profile has no such part)."""

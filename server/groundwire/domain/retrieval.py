@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, overload
 
 from groundwire.domain.access import PUBLIC_READERS, Readers
 from groundwire.domain.analysis import PLAIN, Analyzer
 from groundwire.domain.bm25 import DEFAULT_MAX_TERMS
 from groundwire.domain.metadata_ranges import RangeCondition
-from groundwire.domain.profile import RetrievalProfile
-from groundwire.domain.scores import Score
+from groundwire.domain.profile import EMPTY_PROFILE, RetrievalProfile
+from groundwire.domain.scores import Score, ScoreMetric, has_relevance
 from groundwire.domain.usage import NO_USAGE, EmbeddingUsage
 from groundwire.domain.values import IdentityEnum, fast_init
 
@@ -108,13 +109,100 @@ class ChunkHit:
         return (self.document_id, self.chunk_id)
 
 
+class HitFields(Protocol):
+    """A store's record of a chunk with a hit's fields, but its score (ScoredHits)."""
+
+    @property
+    def document_id(self) -> str: ...
+    @property
+    def chunk_id(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def section(self) -> str: ...
+    @property
+    def metadata(self) -> Mapping[str, str]: ...
+
+
+class ScoredHits(Sequence[ChunkHit]):
+    """Hits in rank order kept as a store's records and their raw scores under one
+    metric that has no relevance (BM25, dot product, ...): each ChunkHit, with the
+    Score that Score.of gives, is built when read. A store returns hits so where it
+    holds its chunks as objects, and a single-leg Retrieve writes them to the wire
+    from the records (api/convert.py) without building a hit. Immutable; equal to a
+    list or tuple of the same hits (as the list of hits it stands for)."""
+
+    __slots__ = ("metric", "raws", "records")
+
+    def __init__(
+        self, records: Sequence[HitFields], raws: Sequence[float], metric: ScoreMetric
+    ) -> None:
+        if len(records) != len(raws):
+            raise ValueError("one score a record")
+        if has_relevance(metric):
+            raise ValueError("ScoredHits holds scores without a relevance")
+        self.records = tuple(records)
+        self.raws = tuple(raws)
+        self.metric = metric
+
+    def _hit(self, position: int) -> ChunkHit:
+        r = self.records[position]
+        score = Score.of(self.metric, self.raws[position])
+        return ChunkHit(
+            r.document_id,
+            r.chunk_id,
+            r.content,
+            r.start,
+            r.end,
+            r.title,
+            r.section,
+            r.metadata,
+            score,
+        )
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @overload
+    def __getitem__(self, index: int) -> ChunkHit: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> ScoredHits: ...
+
+    def __getitem__(self, index: int | slice) -> ChunkHit | ScoredHits:
+        if isinstance(index, slice):
+            return ScoredHits(self.records[index], self.raws[index], self.metric)
+        if not -len(self.records) <= index < len(self.records):
+            raise IndexError("hit index out of range")
+        return self._hit(index % len(self.records))
+
+    def __iter__(self) -> Iterator[ChunkHit]:
+        return map(self._hit, range(len(self.records)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (ScoredHits, list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # (as a list of hits)
+
+    def __repr__(self) -> str:
+        return f"ScoredHits({list(self)!r})"
+
+
 @fast_init
 @dataclass(frozen=True, slots=True)
 class LexicalResult:
     """What a store's lexical search returns: the hits in rank order and how many
     distinct query terms were scored and pruned by the term limit."""
 
-    hits: list[ChunkHit]
+    hits: Sequence[ChunkHit]
     terms_scored: int = 0
     terms_pruned: int = 0
 
@@ -138,6 +226,59 @@ class RankedResult:
     rank: int
     score: Score
     provenance: tuple[LegRank, ...]
+
+
+class LegResults(Sequence[RankedResult]):
+    """One leg's hits as the final results, in the order given: the i-th hit (from
+    1) ranks i by its own score, with that leg alone as its provenance (what a
+    single-leg retrieval returns, fusion.single_leg). Each RankedResult is built
+    when read, so a single-leg Retrieve, whose response is written from the hits
+    (api/convert.py), builds none. Immutable; equal to a tuple of the same results
+    (and hashed as that tuple), as the tuple of results it stands for."""
+
+    __slots__ = ("hits", "leg")
+
+    def __init__(self, leg: Leg, hits: Sequence[ChunkHit]) -> None:
+        self.leg = leg
+        # (ScoredHits is immutable and kept as it is: read, not copied)
+        self.hits: Sequence[ChunkHit] = hits if type(hits) is ScoredHits else tuple(hits)
+
+    def _result(self, position: int) -> RankedResult:
+        hit = self.hits[position]
+        rank = position + 1
+        return RankedResult(hit, rank, hit.score, (LegRank(self.leg, rank, hit.score),))
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    @overload
+    def __getitem__(self, index: int) -> RankedResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[RankedResult, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> RankedResult | tuple[RankedResult, ...]:
+        if isinstance(index, slice):
+            return tuple(map(self._result, range(*index.indices(len(self.hits)))))
+        if not -len(self.hits) <= index < len(self.hits):
+            raise IndexError("result index out of range")
+        return self._result(index % len(self.hits))
+
+    def __iter__(self) -> Iterator[RankedResult]:
+        return map(self._result, range(len(self.hits)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LegResults):
+            return self.leg is other.leg and list(self.hits) == list(other.hits)
+        if isinstance(other, tuple):
+            return tuple(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"LegResults({self.leg!r}, {self.hits!r})"
 
 
 class FusionMethod(enum.Enum):
@@ -238,7 +379,7 @@ class RetrievalDiagnostics:
     feedback_terms: int = 0
     feedback_documents: int = 0
     # What decided the results (domain/profile.py); set by the engine.
-    profile: RetrievalProfile = field(default_factory=RetrievalProfile)
+    profile: RetrievalProfile = EMPTY_PROFILE
 
 
 @fast_init
@@ -246,5 +387,6 @@ class RetrievalDiagnostics:
 class RetrievalOutcome:
     """Results in rank order plus diagnostics."""
 
-    results: tuple[RankedResult, ...]
+    # A tuple, or a single leg's LegResults (equal to the tuple it stands for).
+    results: Sequence[RankedResult]
     diagnostics: RetrievalDiagnostics

@@ -62,6 +62,12 @@ _NORMALIZATIONS: dict[ScoreMetric, Callable[[float], float | None]] = {
 }
 
 
+def has_relevance(metric: ScoreMetric) -> bool:
+    """Whether `metric` has a documented normalization (its finite scores have a
+    relevance; see relevance_for)."""
+    return metric in _NORMALIZATIONS
+
+
 def relevance_for(metric: ScoreMetric, raw: float) -> float | None:
     """Provider-independent relevance in [0, 1], or None when no documented
     normalization exists for `metric` (dot product, BM25, text rank, RRF, min-max

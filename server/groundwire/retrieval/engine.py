@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -193,7 +193,8 @@ class Retriever:
             if state is None:
                 state = await handle.store.index_state(handle.name)
             _check_query_space(handle, state)
-        results: list[RankedResult]
+        results: Sequence[RankedResult]
+        hits: Sequence[ChunkHit]
         if request.mode is RetrievalMode.SEMANTIC:
             hits = await self._semantic(handle, request, request.top_k, diag)
             results = single_leg(Leg.SEMANTIC, hits, request.top_k)
@@ -208,8 +209,12 @@ class Retriever:
                 self._semantic(handle, request, depth, diag),
                 self._lexical(handle, lexical_query, request, depth, diag),
             )
-            results = fuse(
-                [(Leg.SEMANTIC, semantic), (Leg.LEXICAL, lexical)], request.fusion, request.top_k
+            results = tuple(
+                fuse(
+                    [(Leg.SEMANTIC, semantic), (Leg.LEXICAL, lexical)],
+                    request.fusion,
+                    request.top_k,
+                )
             )
         if not results:
             diag.tenant_scope_empty = await self.tenant_scope_empty(
@@ -217,7 +222,7 @@ class Retriever:
             )
         diag.profile = await self.profile(request.index_name, diag.index_version, state)
         diag.total_seconds = time.perf_counter() - started
-        return RetrievalOutcome(tuple(results), diag)
+        return RetrievalOutcome(results, diag)
 
     async def tenant_scope_empty(
         self, index_name: str, tenant: str, readers: Readers = PUBLIC_READERS
@@ -255,7 +260,7 @@ class Retriever:
         request: RetrievalRequest,
         k: int,
         diag: RetrievalDiagnostics,
-    ) -> list[ChunkHit]:
+    ) -> Sequence[ChunkHit]:
         t0 = time.perf_counter()
         settings = request.feedback
         if settings is not None:
@@ -388,8 +393,8 @@ def _check_query_space(handle: IndexHandle, state: IndexState) -> None:
 
 
 async def _both(
-    a: Coroutine[Any, Any, list[ChunkHit]], b: Coroutine[Any, Any, list[ChunkHit]]
-) -> tuple[list[ChunkHit], list[ChunkHit]]:
+    a: Coroutine[Any, Any, Sequence[ChunkHit]], b: Coroutine[Any, Any, Sequence[ChunkHit]]
+) -> tuple[Sequence[ChunkHit], Sequence[ChunkHit]]:
     """Run both legs; if one fails, cancel the other and raise the failure."""
     tasks = [asyncio.ensure_future(a), asyncio.ensure_future(b)]
     try:

@@ -49,6 +49,11 @@ class Row:
     phrase_text: str
     terms: Counter[str]
 
+    @property
+    def content(self) -> str:
+        """The chunk text under a hit's name (a row stands for its hit in ScoredHits)."""
+        return self.text
+
 
 def phrase_text(words: Sequence[str]) -> str:
     return " " + " ".join(words) + " "

@@ -10,16 +10,17 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import islice
+from operator import gt
 from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from groundwire.domain import bm25
-from groundwire.domain.ordering import rank_hits
-from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult
-from groundwire.domain.scores import Score, ScoreMetric, higher_is_better
+from groundwire.domain.ordering import rank_hits, rank_order
+from groundwire.domain.retrieval import ChunkHit, LexicalQuery, LexicalResult, ScoredHits
+from groundwire.domain.scores import Score, ScoreMetric
 from groundwire.domain.values import fast_init
 from groundwire.stores.base import DistanceMetric
 from groundwire.stores.bounds import PHRASE_MAX_CANDIDATES
@@ -347,13 +348,12 @@ def publication_cache(scoped: Scoped, doc_len: FloatArray) -> PublicationCache:
 
 
 _BM25 = ScoreMetric.BM25  # (an enum member read from its class costs ~0.1 us)
-_BM25_HIGHER_IS_BETTER = higher_is_better(_BM25)
 
 
 def _strictly_decreasing(scores: list[float]) -> bool:
     """Whether hits in this order of their scores are already in rank order (no
     two equal, so no tie for rank_hits to break)."""
-    return all(a > b for a, b in pairwise(scores))
+    return all(map(gt, scores, islice(scores, 1, None)))
 
 
 def _weighted(entry: _Term, weight: float) -> npt.NDArray[np.float64]:
@@ -408,15 +408,20 @@ class LexicalSnapshot:
         else:
             best_rows, best_scores, read = self._top(query, [scored[t] for t in terms], weights, k)
             work += read
-        # Each score built as Score.of builds a BM25 one (no relevance), without its
-        # two lookups per hit.
-        hits = [
-            hit(r, Score(value, _BM25, _BM25_HIGHER_IS_BETTER, None))
-            for r, value in zip(map(self.rows.__getitem__, best_rows), best_scores, strict=True)
-        ]
+        rows = list(map(self.rows.__getitem__, best_rows))
         if not _strictly_decreasing(best_scores):
-            hits = rank_hits(hits)  # equal scores order by document and chunk
-        return LexicalResult(hits[:k], len(terms), pruned), work
+            # Equal scores order by document and chunk (rank_hits' order; a BM25
+            # score's sort key is its negation), the rows before any hit is built.
+            order = rank_order(
+                [-value for value in best_scores],
+                [r.document_id for r in rows],
+                [r.chunk_id for r in rows],
+            )[:k]
+            rows = [rows[i] for i in order]
+            best_scores = [best_scores[i] for i in order]
+        # The rows stand for their hits (each built when read; a single-leg Retrieve
+        # builds none).
+        return LexicalResult(ScoredHits(rows[:k], best_scores[:k], _BM25), len(terms), pruned), work
 
     def _top(
         self, query: LexicalQuery, entries: list[_Term], weights: list[float], k: int
