@@ -214,18 +214,11 @@ class Record:
 
 
 def records(rng: random.Random, n: int) -> list[Record]:
+    """Records holding random hits' fields (result's, without their scores)."""
+    hits = [result(rng).hit for _ in range(n)]
     return [
-        Record(
-            rng.choice(_TEXTS),
-            rng.choice(_TEXTS),
-            rng.choice(_TEXTS),
-            rng.choice(_INTS),
-            rng.choice(_INTS),
-            rng.choice(_TEXTS),
-            rng.choice(_TEXTS),
-            result(rng).hit.metadata,
-        )
-        for _ in range(n)
+        Record(h.document_id, h.chunk_id, h.content, h.start, h.end, h.title, h.section, h.metadata)
+        for h in hits
     ]
 
 

@@ -231,6 +231,12 @@ typedef struct {
     size_t size;
 } LegV;
 
+/* A provenance entry's encoded size, once its leg, rank and score are read. */
+static size_t leg_size(const LegV *l) {
+    return (l->leg ? 1 + varint_size(l->leg) : 0) + (l->rank ? 1 + varint_size(l->rank) : 0) +
+           delimited_size(l->score.size);
+}
+
 static int read_leg(PyObject *entry, PyObject *metrics, PyObject *legs, LegV *l) {
     if (get_enum(entry, s_leg, legs, &l->leg) || get_uint32(entry, s_rank, &l->rank)) return -1;
     PyObject *score = PyObject_GetAttr(entry, s_score);
@@ -238,8 +244,7 @@ static int read_leg(PyObject *entry, PyObject *metrics, PyObject *legs, LegV *l)
     int bad = read_score(score, metrics, &l->score);
     Py_DECREF(score);
     if (bad) return -1;
-    l->size = (l->leg ? 1 + varint_size(l->leg) : 0) + (l->rank ? 1 + varint_size(l->rank) : 0) +
-              delimited_size(l->score.size);
+    l->size = leg_size(l);
     return 0;
 }
 
@@ -403,8 +408,7 @@ static int read_result(PyObject *item, const Source *src, Py_ssize_t i, ResultV 
         l->leg = src->leg;
         l->rank = r->rank;
         l->score = r->score;
-        l->size = (l->leg ? 1 + varint_size(l->leg) : 0) +
-                  (l->rank ? 1 + varint_size(l->rank) : 0) + delimited_size(l->score.size);
+        l->size = leg_size(l);
         r->size += delimited_size(l->size);
     }
     r->span_size = (r->start ? 1 + varint_size(r->start) : 0) +
